@@ -1,0 +1,36 @@
+// Transport-neutral HTTP request/response. The Beast server (api/http_server.h) converts to and from these,
+// so the router and handlers never see a socket and are tested with plain values.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace shepherd {
+
+struct HttpRequest {
+  std::string method;  // "GET", "POST", ... as sent
+  std::string target;  // path plus optional "?query"
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+  std::string request_id;  // assigned by the server (or taken from X-Request-Id); in every log line
+
+  // Case-insensitive header lookup; empty when absent.
+  std::string Header(std::string_view name) const;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;  // extra headers (Retry-After, Location, ...)
+  std::string body;
+  bool close = false;  // send Connection: close and close after writing
+};
+
+// Called exactly once per request. Thread-safe: may be called from any thread.
+using Respond = std::function<void(HttpResponse)>;
+// Runs on the server's io thread; must not block; may call `respond` later, from any thread.
+using HttpHandler = std::function<void(HttpRequest, Respond)>;
+
+}  // namespace shepherd

@@ -1,0 +1,38 @@
+// A GPU node of the inventory. Its state is derived from flags and allocation, never stored on its own.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "core/time.h"
+
+namespace shepherd {
+
+enum class NodeState { kAvailable, kAllocated, kSpare, kCordoned, kFailed };
+const char* ToString(NodeState s);
+
+struct Node {
+  std::string id;
+  std::string hostname;
+  int gpus = 8;
+  double gpu_memory_gib = 80;
+  std::string gpu_model = "H100";
+  // Labels by topology level, coarse to fine, e.g. {"spine": "s0", "leaf": "l03"}. Level names come from
+  // the daemon's configuration (default spine, leaf).
+  std::map<std::string, std::string> topology;
+  // GPUs of one NVLink domain talk at NVLink speed. Defaults to the node id (an 8-GPU HGX node); NVL72-style
+  // racks share one name across their 18 nodes.
+  std::string nvlink_domain;
+  bool spare = false;        // held aside for replacement, never used for first placement
+  bool schedulable = true;   // false: cordoned by an operator or by recovery
+  bool failed = false;       // declared failed by health/recovery; cleared by an operator PATCH
+  std::string reason;        // why cordoned or failed
+  bool agent_attached = false;
+  Time created_at{};
+  Time updated_at{};
+};
+
+// REQUIRES: allocated_gpus is the number of GPUs of `n` held by running attempts.
+NodeState StateOf(const Node& n, int allocated_gpus);
+
+}  // namespace shepherd
