@@ -1,1 +1,235 @@
-// placeholder
+// Validation and encoding of job specs and nodes: untrusted input from the API and inventory files.
+// Defaults for omitted optional fields are documented in docs/api.md and must match core/job.h.
+
+#include "core/fields.h"
+#include "core/json.h"
+
+namespace shepherd {
+namespace {
+
+constexpr long long kMaxGpus = 1 << 20;
+
+bool ValidEnvName(const std::string& k) {
+  if (k.empty() || k.size() > 128 || std::isdigit(static_cast<unsigned char>(k[0]))) return false;
+  for (char c : k)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
+void ParseModel(FieldReader& root, ModelSpec* m, std::vector<FieldError>* errs) {
+  const Json* j = root.Find("model");
+  if (!j) return root.Error("model", "is required");
+  FieldReader r(*j, "model", errs);
+  r.OnlyKnown({"parameters", "layers", "hidden", "heads", "seq_len", "vocab"});
+  if (auto v = r.Number("parameters", true, 1e3, 1e15)) m->parameters = *v;
+  if (auto v = r.Int("layers", true, 1, 100000)) m->layers = int(*v);
+  if (auto v = r.Int("hidden", true, 1, 1 << 20)) m->hidden = int(*v);
+  if (auto v = r.Int("heads", true, 1, 1 << 16)) m->heads = int(*v);
+  if (auto v = r.Int("seq_len", true, 1, 1 << 24)) m->seq_len = int(*v);
+  m->vocab = int(r.Int("vocab", false, 1, 1 << 24).value_or(32000));
+  if (m->hidden > 0 && m->heads > 0 && m->hidden % m->heads != 0)
+    r.Error("model.heads", "must divide model.hidden");
+}
+
+void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* errs) {
+  const Json* j = root.Find("training");
+  if (!j) return root.Error("training", "is required");
+  FieldReader r(*j, "training", errs);
+  r.OnlyKnown({"micro_batch_size", "global_batch_size", "precision", "optimizer", "activation_recompute"});
+  t->micro_batch_size = int(r.Int("micro_batch_size", false, 1, 1 << 16).value_or(1));
+  if (auto v = r.Int("global_batch_size", true, 1, 1 << 28)) t->global_batch_size = int(*v);
+  if (auto v = r.Enum("precision", {"bf16", "fp16", "fp32"}))
+    t->precision = *v == "bf16" ? Precision::kBf16 : *v == "fp16" ? Precision::kFp16 : Precision::kFp32;
+  if (auto v = r.Enum("optimizer", {"adam", "adamw", "sgd"}))
+    t->optimizer = *v == "sgd" ? Optimizer::kSgd : Optimizer::kAdam;
+  if (auto v = r.Enum("activation_recompute", {"none", "selective", "full"}))
+    t->activation_recompute = *v == "none" ? Recompute::kNone
+                              : *v == "full" ? Recompute::kFull
+                                             : Recompute::kSelective;
+}
+
+void ParseResources(FieldReader& root, Resources* res, std::vector<FieldError>* errs) {
+  const Json* j = root.Find("resources");
+  if (!j) return root.Error("resources", "is required");
+  FieldReader r(*j, "resources", errs);
+  r.OnlyKnown({"gpus", "gpus_per_node", "gpu_memory_gib"});
+  if (auto v = r.Int("gpus", true, 1, kMaxGpus)) res->gpus = int(*v);
+  res->gpus_per_node = int(r.Int("gpus_per_node", false, 1, 1024).value_or(8));
+  if (auto v = r.Number("gpu_memory_gib", false, 1, 1 << 20)) res->gpu_memory_gib = *v;
+}
+
+// "auto", absent (= auto), or {tp, pp, dp, zero_stage}. dp defaults to gpus / (tp·pp).
+void ParseParallelism(FieldReader& root, JobSpec* s, std::vector<FieldError>* errs) {
+  ParallelismSpec& p = s->parallelism;
+  const Json* j = root.Find("parallelism");
+  if (!j || (j->is_string() && j->get_ref<const std::string&>() == "auto")) {
+    p.automatic = true;
+    return;
+  }
+  if (!j->is_object()) return root.Error("parallelism", "must be \"auto\" or an object");
+  FieldReader r(*j, "parallelism", errs);
+  r.OnlyKnown({"tp", "pp", "dp", "zero_stage"});
+  p.tp = int(r.Int("tp", false, 1, kMaxGpus).value_or(1));
+  p.pp = int(r.Int("pp", false, 1, kMaxGpus).value_or(1));
+  auto dp = r.Int("dp", false, 1, kMaxGpus);
+  p.zero_stage = int(r.Int("zero_stage", false, 0, 3).value_or(0));
+  int gpus = s->resources.gpus;
+  p.dp = dp ? int(*dp) : (gpus > 0 && gpus % (p.tp * p.pp) == 0 ? gpus / (p.tp * p.pp) : 1);
+  if (gpus > 0 && static_cast<long long>(p.tp) * p.pp * p.dp != gpus)
+    r.Error("parallelism", "tp·pp·dp = " + std::to_string(static_cast<long long>(p.tp) * p.pp * p.dp) +
+                               " must equal resources.gpus = " + std::to_string(gpus));
+  if (s->model.heads > 0 && s->model.heads % p.tp != 0) r.Error("parallelism.tp", "must divide model.heads");
+  if (s->model.layers > 0 && s->model.layers % p.pp != 0) r.Error("parallelism.pp", "must divide model.layers");
+  long long per_step = static_cast<long long>(s->training.micro_batch_size) * p.dp;
+  if (s->training.global_batch_size > 0 && s->training.global_batch_size % per_step != 0)
+    r.Error("training.global_batch_size",
+            "must be divisible by micro_batch_size·dp = " + std::to_string(per_step));
+}
+
+void ParsePolicy(FieldReader& root, Policy* p, std::vector<FieldError>* errs) {
+  const Json* j = root.Find("policy");
+  if (!j) return;
+  FieldReader r(*j, "policy", errs);
+  r.OnlyKnown({"heartbeat_interval_s", "heartbeat_timeout_s", "startup_grace_s", "hang_timeout_s",
+               "sdc_check_every_steps", "max_restarts", "restart_backoff_s", "use_spares", "straggler_factor",
+               "straggler_window_steps", "loss_spike_factor", "good_after_steps"});
+  auto num = [&](const char* k, double* out, double lo, double hi) {
+    if (auto v = r.Number(k, false, lo, hi)) *out = *v;
+  };
+  auto integer = [&](const char* k, int* out, int lo, int hi) {
+    if (auto v = r.Int(k, false, lo, hi)) *out = int(*v);
+  };
+  num("heartbeat_interval_s", &p->heartbeat_interval_s, 0.01, 3600);
+  num("heartbeat_timeout_s", &p->heartbeat_timeout_s, 0.05, 86400);
+  num("startup_grace_s", &p->startup_grace_s, 0, 86400);
+  num("hang_timeout_s", &p->hang_timeout_s, 0.05, 86400);
+  integer("sdc_check_every_steps", &p->sdc_check_every_steps, 1, 1 << 30);
+  integer("max_restarts", &p->max_restarts, 0, 100000);
+  num("restart_backoff_s", &p->restart_backoff_s, 0, 3600);
+  if (auto v = r.Bool("use_spares")) p->use_spares = *v;
+  num("straggler_factor", &p->straggler_factor, 1.01, 1000);
+  integer("straggler_window_steps", &p->straggler_window_steps, 2, 10000);
+  num("loss_spike_factor", &p->loss_spike_factor, 1.01, 1e6);
+  integer("good_after_steps", &p->good_after_steps, 0, 1 << 30);
+  if (p->heartbeat_timeout_s <= p->heartbeat_interval_s)
+    r.Error("policy.heartbeat_timeout_s", "must be greater than policy.heartbeat_interval_s");
+}
+
+void ParseLaunch(FieldReader& root, JobSpec* s, std::vector<FieldError>* errs) {
+  if (const Json* c = root.Find("command")) {
+    if (!c->is_array() || c->size() > 1024) {
+      root.Error("command", "must be an array of at most 1024 strings");
+    } else {
+      for (size_t i = 0; i < c->size(); ++i) {
+        if (!(*c)[i].is_string() || (*c)[i].get_ref<const std::string&>().size() > 4096)
+          root.Error("command[" + std::to_string(i) + "]", "must be a string of at most 4096 characters");
+        else
+          s->command.push_back((*c)[i].get<std::string>());
+      }
+      if (!c->empty() && s->command.size() == c->size() && s->command[0].empty())
+        root.Error("command[0]", "must not be empty");
+    }
+  }
+  if (const Json* e = root.Find("env")) {
+    if (!e->is_object() || e->size() > 1024) {
+      root.Error("env", "must be an object of at most 1024 string values");
+    } else {
+      for (const auto& [k, v] : e->items()) {
+        if (!ValidEnvName(k))
+          root.Error("env." + k, "is not a valid environment variable name");
+        else if (!v.is_string() || v.get_ref<const std::string&>().size() > 65536)
+          root.Error("env." + k, "must be a string of at most 65536 characters");
+        else if (k.rfind("SHEPHERD_", 0) == 0)
+          root.Error("env." + k, "SHEPHERD_* variables are set by the agent");
+        else
+          s->env[k] = v.get<std::string>();
+      }
+    }
+  }
+  if (const Json* c = root.Find("checkpoint")) {
+    FieldReader r(*c, "checkpoint", errs);
+    r.OnlyKnown({"dir", "every_steps"});
+    s->checkpoint.dir = r.String("dir", false, 4096).value_or("");
+    s->checkpoint.every_steps = int(r.Int("every_steps", false, 0, 1 << 30).value_or(0));
+  }
+}
+
+Result<JobSpec> Finish(JobSpec spec, std::vector<FieldError> errs) {
+  if (!errs.empty()) return InvalidContent("the job spec is invalid", std::move(errs));
+  return spec;
+}
+
+}  // namespace
+
+Result<JobSpec> ParsePlanRequest(const Json& j) {
+  std::vector<FieldError> errs;
+  JobSpec s;
+  FieldReader root(j, "", &errs);
+  if (!root.ok()) return Finish(s, errs);
+  root.OnlyKnown({"name", "model", "training", "parallelism", "resources", "command", "env", "checkpoint",
+                  "policy"});
+  ParseModel(root, &s.model, &errs);
+  ParseTraining(root, &s.training, &errs);
+  ParseResources(root, &s.resources, &errs);
+  ParseParallelism(root, &s, &errs);
+  return Finish(std::move(s), std::move(errs));
+}
+
+Result<JobSpec> ParseJobSpec(const Json& j) {
+  std::vector<FieldError> errs;
+  JobSpec s;
+  FieldReader root(j, "", &errs);
+  if (!root.ok()) return Finish(s, errs);
+  root.OnlyKnown({"name", "model", "training", "parallelism", "resources", "command", "env", "checkpoint",
+                  "policy"});
+  s.name = root.String("name", true, 128).value_or("");
+  ParseModel(root, &s.model, &errs);
+  ParseTraining(root, &s.training, &errs);
+  ParseResources(root, &s.resources, &errs);
+  ParseParallelism(root, &s, &errs);
+  ParseLaunch(root, &s, &errs);
+  ParsePolicy(root, &s.policy, &errs);
+  return Finish(std::move(s), std::move(errs));
+}
+
+Json ToJson(const JobSpec& s) {
+  Json par = s.parallelism.automatic
+                 ? Json("auto")
+                 : Json{{"tp", s.parallelism.tp}, {"pp", s.parallelism.pp}, {"dp", s.parallelism.dp},
+                        {"zero_stage", s.parallelism.zero_stage}};
+  Json res = {{"gpus", s.resources.gpus}, {"gpus_per_node", s.resources.gpus_per_node}};
+  if (s.resources.gpu_memory_gib) res["gpu_memory_gib"] = *s.resources.gpu_memory_gib;
+  const Policy& p = s.policy;
+  return {
+      {"name", s.name},
+      {"model",
+       {{"parameters", s.model.parameters}, {"layers", s.model.layers}, {"hidden", s.model.hidden},
+        {"heads", s.model.heads}, {"seq_len", s.model.seq_len}, {"vocab", s.model.vocab}}},
+      {"training",
+       {{"micro_batch_size", s.training.micro_batch_size}, {"global_batch_size", s.training.global_batch_size},
+        {"precision", ToString(s.training.precision)}, {"optimizer", ToString(s.training.optimizer)},
+        {"activation_recompute", ToString(s.training.activation_recompute)}}},
+      {"parallelism", par},
+      {"resources", res},
+      {"command", s.command},
+      {"env", s.env},
+      {"checkpoint", {{"dir", s.checkpoint.dir}, {"every_steps", s.checkpoint.every_steps}}},
+      {"policy",
+       {{"heartbeat_interval_s", p.heartbeat_interval_s}, {"heartbeat_timeout_s", p.heartbeat_timeout_s},
+        {"startup_grace_s", p.startup_grace_s}, {"hang_timeout_s", p.hang_timeout_s},
+        {"sdc_check_every_steps", p.sdc_check_every_steps}, {"max_restarts", p.max_restarts},
+        {"restart_backoff_s", p.restart_backoff_s}, {"use_spares", p.use_spares},
+        {"straggler_factor", p.straggler_factor}, {"straggler_window_steps", p.straggler_window_steps},
+        {"loss_spike_factor", p.loss_spike_factor}, {"good_after_steps", p.good_after_steps}}},
+  };
+}
+
+const char* ToString(Precision p) {
+  return p == Precision::kBf16 ? "bf16" : p == Precision::kFp16 ? "fp16" : "fp32";
+}
+const char* ToString(Optimizer o) { return o == Optimizer::kAdam ? "adam" : "sgd"; }
+const char* ToString(Recompute r) {
+  return r == Recompute::kNone ? "none" : r == Recompute::kFull ? "full" : "selective";
+}
+
+}  // namespace shepherd

@@ -1,1 +1,260 @@
-// placeholder
+#include "core/json.h"
+
+#include "core/fields.h"
+
+namespace shepherd {
+namespace {
+
+Json TimeJson(Time t) { return FormatRfc3339(t); }
+Time TimeOf(const Json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_string()) return Time{};
+  return ParseRfc3339(it->get_ref<const std::string&>()).value_or(Time{});
+}
+
+bool ValidId(const std::string& s) {
+  if (s.empty() || s.size() > 128) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') return false;
+  return true;
+}
+
+// Decodes a record this process wrote; a failure here means the database was edited or corrupted.
+template <typename F>
+auto Decode(const char* what, F&& f) -> Result<decltype(f())> {
+  try {
+    return f();
+  } catch (const std::exception& e) {
+    return Internal(std::string("stored ") + what + " is unreadable: " + e.what());
+  }
+}
+
+}  // namespace
+
+Result<Json> ParseJsonText(std::string_view text, int max_depth) {
+  // Depth scan first: nothing deep is ever built.
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > max_depth)
+        return InvalidArgument("JSON nesting is deeper than " + std::to_string(max_depth) + " levels");
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return InvalidArgument("the body is not valid JSON");
+  return j;
+}
+
+Result<Node> ParseNode(const Json& j, const TopologyLevels& levels) {
+  std::vector<FieldError> errs;
+  FieldReader r(j, "", &errs);
+  Node n;
+  if (r.ok()) {
+    r.OnlyKnown({"id", "hostname", "gpus", "gpu_memory_gib", "gpu_model", "topology", "spare", "schedulable"});
+    if (auto id = r.String("id", true, 128)) {
+      if (ValidId(*id)) n.id = *id;
+      else r.Error("id", "must be 1-128 characters of [A-Za-z0-9._-]");
+    }
+    n.hostname = r.String("hostname", false, 253).value_or(n.id);
+    if (n.hostname.empty()) n.hostname = n.id;
+    n.gpus = int(r.Int("gpus", false, 1, 1024).value_or(8));
+    n.gpu_memory_gib = r.Number("gpu_memory_gib", false, 1, 1 << 20).value_or(80);
+    n.gpu_model = r.String("gpu_model", false, 64).value_or("unknown");
+    n.spare = r.Bool("spare").value_or(false);
+    n.schedulable = r.Bool("schedulable").value_or(true);
+    const Json* topo = r.Find("topology");
+    if (!topo && !levels.empty()) r.Error("topology", "is required");
+    if (topo) {
+      FieldReader t(*topo, "topology", &errs);
+      for (const auto& level : levels)
+        if (auto v = t.String(level.c_str(), true, 128)) n.topology[level] = *v;
+      n.nvlink_domain = t.String("nvlink_domain", false, 128).value_or("");
+      if (t.ok())
+        for (const auto& [k, v] : topo->items())
+          if (k != "nvlink_domain" && !n.topology.count(k) &&
+              std::find(levels.begin(), levels.end(), k) == levels.end())
+            t.Error(t.Path(k.c_str()), "unknown topology level");
+    }
+    if (n.nvlink_domain.empty()) n.nvlink_domain = n.id;
+  }
+  if (!errs.empty()) return InvalidContent("the node is invalid", std::move(errs));
+  return n;
+}
+
+Json ToJson(const Node& n) {
+  Json topo = n.topology;
+  topo["nvlink_domain"] = n.nvlink_domain;
+  return {{"id", n.id},           {"hostname", n.hostname},         {"gpus", n.gpus},
+          {"gpu_memory_gib", n.gpu_memory_gib}, {"gpu_model", n.gpu_model},   {"topology", topo},
+          {"spare", n.spare},     {"schedulable", n.schedulable},   {"failed", n.failed},
+          {"reason", n.reason},   {"agent_attached", n.agent_attached},
+          {"created_at", TimeJson(n.created_at)}, {"updated_at", TimeJson(n.updated_at)}};
+}
+
+Json ToJson(const Plan& p) {
+  return {{"tp", p.tp}, {"pp", p.pp}, {"dp", p.dp}, {"zero_stage", p.zero_stage},
+          {"micro_batches", p.micro_batches}, {"micro_batch_size", p.micro_batch_size}};
+}
+
+Result<Plan> ParsePlan(const Json& j) {
+  return Decode("plan", [&] {
+    Plan p;
+    p.tp = j.at("tp");
+    p.pp = j.at("pp");
+    p.dp = j.at("dp");
+    p.zero_stage = j.at("zero_stage");
+    p.micro_batches = j.at("micro_batches");
+    p.micro_batch_size = j.value("micro_batch_size", 1);
+    return p;
+  });
+}
+
+Json ToJson(const Job& job) {
+  return {{"id", job.id},           {"seq", job.seq},         {"spec", ToJson(job.spec)},
+          {"plan", ToJson(job.plan)}, {"state", ToString(job.state)}, {"attempt", job.attempt},
+          {"restarts", job.restarts}, {"reason", job.reason},  {"created_at", TimeJson(job.created_at)},
+          {"updated_at", TimeJson(job.updated_at)}};
+}
+
+Result<Job> JobFromJson(const Json& j) {
+  return Decode("job", [&]() -> Job {
+    Job job;
+    job.id = j.at("id");
+    job.seq = j.at("seq");
+    auto spec = ParseJobSpec(j.at("spec"));
+    if (!spec.ok()) throw std::runtime_error(spec.status().message());
+    job.spec = std::move(spec).value();
+    auto plan = ParsePlan(j.at("plan"));
+    if (!plan.ok()) throw std::runtime_error(plan.status().message());
+    job.plan = *plan;
+    auto st = JobStateFromString(j.at("state"));
+    if (!st) throw std::runtime_error("unknown job state");
+    job.state = *st;
+    job.attempt = j.at("attempt");
+    job.restarts = j.value("restarts", 0);
+    job.reason = j.value("reason", "");
+    job.created_at = TimeOf(j, "created_at");
+    job.updated_at = TimeOf(j, "updated_at");
+    return job;
+  });
+}
+
+Json ToJson(const RankSlot& r) {
+  return {{"rank", r.rank}, {"node", r.node}, {"gpu", r.gpu}, {"tp", r.tp}, {"pp", r.pp}, {"dp", r.dp}};
+}
+
+// Placements are stored compactly: parallel arrays, nodes interned.
+Json ToJson(const Attempt& a) {
+  Json nodes = Json::array(), node_of = Json::array(), gpu = Json::array();
+  std::unordered_map<std::string, int> index;
+  for (const auto& r : a.placement.ranks) {
+    auto [it, fresh] = index.emplace(r.node, int(index.size()));
+    if (fresh) nodes.push_back(r.node);
+    node_of.push_back(it->second);
+    gpu.push_back(r.gpu);
+  }
+  Json out = {{"job", a.job},
+              {"number", a.number},
+              {"started_at", TimeJson(a.started_at)},
+              {"reason", a.reason},
+              {"resume_checkpoint", a.resume_checkpoint},
+              {"resume_step", a.resume_step},
+              {"placement", {{"nodes", nodes}, {"node_of_rank", node_of}, {"gpu_of_rank", gpu}}}};
+  if (a.ended_at) out["ended_at"] = TimeJson(*a.ended_at);
+  return out;
+}
+
+// Coordinates are derived from the rank and the plan: REQUIRES the caller to fill tp/pp/dp afterwards
+// (the attempt record does not repeat the plan).
+Result<Attempt> AttemptFromJson(const Json& j) {
+  return Decode("attempt", [&] {
+    Attempt a;
+    a.job = j.at("job");
+    a.number = j.at("number");
+    a.started_at = TimeOf(j, "started_at");
+    if (j.contains("ended_at")) a.ended_at = TimeOf(j, "ended_at");
+    a.reason = j.value("reason", "");
+    a.resume_checkpoint = j.value("resume_checkpoint", "");
+    a.resume_step = j.value("resume_step", int64_t{0});
+    const Json& p = j.at("placement");
+    const Json& nodes = p.at("nodes");
+    const Json& node_of = p.at("node_of_rank");
+    const Json& gpu = p.at("gpu_of_rank");
+    a.placement.attempt = a.number;
+    a.placement.ranks.resize(node_of.size());
+    for (size_t i = 0; i < node_of.size(); ++i) {
+      RankSlot& r = a.placement.ranks[i];
+      r.rank = int(i);
+      r.node = nodes.at(node_of[i].get<size_t>());
+      r.gpu = gpu.at(i);
+    }
+    return a;
+  });
+}
+
+Json ToJson(const Checkpoint& c) {
+  return {{"id", c.id},         {"job", c.job},     {"attempt", c.attempt},
+          {"step", c.step},     {"path", c.path},   {"status", ToString(c.status)},
+          {"reason", c.reason}, {"ranks_reported", c.ranks_reported},
+          {"created_at", TimeJson(c.created_at)}, {"updated_at", TimeJson(c.updated_at)}};
+}
+
+Result<Checkpoint> CheckpointFromJson(const Json& j) {
+  return Decode("checkpoint", [&] {
+    Checkpoint c;
+    c.id = j.at("id");
+    c.job = j.at("job");
+    c.attempt = j.at("attempt");
+    c.step = j.at("step");
+    c.path = j.value("path", "");
+    std::string s = j.at("status");
+    c.status = s == "good" ? CheckpointStatus::kGood
+               : s == "bad" ? CheckpointStatus::kBad
+               : s == "complete" ? CheckpointStatus::kComplete
+                                 : CheckpointStatus::kPending;
+    c.reason = j.value("reason", "");
+    c.ranks_reported = j.value("ranks_reported", 0);
+    c.created_at = TimeOf(j, "created_at");
+    c.updated_at = TimeOf(j, "updated_at");
+    return c;
+  });
+}
+
+Json ToJson(const Finding& f) {
+  Json out = {{"id", f.id},           {"job", f.job},           {"attempt", f.attempt},
+              {"kind", f.kind},       {"ranks", f.ranks},       {"nodes", f.nodes},
+              {"step", nullptr},      {"onset_step", nullptr},  {"detected_at", TimeJson(f.detected_at)},
+              {"detail", f.detail},   {"actions", f.actions}};
+  if (f.step) out["step"] = *f.step;
+  if (f.onset_step) out["onset_step"] = *f.onset_step;
+  return out;
+}
+
+Result<Finding> FindingFromJson(const Json& j) {
+  return Decode("finding", [&] {
+    Finding f;
+    f.id = j.at("id");
+    f.job = j.value("job", "");
+    f.attempt = j.value("attempt", 0);
+    f.kind = j.at("kind");
+    f.ranks = j.value("ranks", std::vector<int>{});
+    f.nodes = j.value("nodes", std::vector<std::string>{});
+    if (j.contains("step") && j["step"].is_number()) f.step = j["step"].get<int64_t>();
+    if (j.contains("onset_step") && j["onset_step"].is_number()) f.onset_step = j["onset_step"].get<int64_t>();
+    f.detected_at = TimeOf(j, "detected_at");
+    f.detail = j.value("detail", "");
+    f.actions = j.value("actions", std::vector<std::string>{});
+    return f;
+  });
+}
+
+}  // namespace shepherd

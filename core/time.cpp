@@ -7,7 +7,7 @@ namespace shepherd {
 
 std::string FormatRfc3339(Time t) {
   using namespace std::chrono;
-  auto ms = duration_cast<milliseconds>(t.time_since_epoch()).count();
+  auto ms = round<milliseconds>(t.time_since_epoch()).count();
   std::time_t secs = static_cast<std::time_t>(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
   int frac = static_cast<int>(ms - static_cast<long long>(secs) * 1000);
   std::tm tm{};
@@ -72,7 +72,7 @@ std::optional<Time> ParseRfc3339(std::string_view s) {
   tm.tm_min = mi;
   tm.tm_sec = se;
   std::time_t secs = timegm(&tm);
-  return FromUnixSeconds(static_cast<double>(secs - offset) + frac);
+  return Time(std::chrono::seconds(secs - offset)) + std::chrono::round<Duration>(std::chrono::duration<double>(frac));
 }
 
 }  // namespace shepherd

@@ -1,0 +1,62 @@
+#include "api/handlers.h"
+
+#include "api/problem.h"
+
+namespace shepherd {
+namespace api {
+
+std::optional<HttpResponse> Precheck(const HttpRequest& req, const Controller& c, const ApiOptions& o,
+                                     bool needs_body) {
+  if (!o.tokens.empty()) {
+    std::string auth = req.Header("Authorization");
+    if (auth.rfind("Bearer ", 0) != 0) {
+      HttpResponse r = Problem(401, "missing bearer token");
+      r.headers.emplace_back("WWW-Authenticate", "Bearer");
+      return r;
+    }
+    std::string token = auth.substr(7);
+    if (std::find(o.tokens.begin(), o.tokens.end(), token) == o.tokens.end())
+      return Problem(403, "the bearer token is not accepted");
+  }
+  if (!c.ready()) return ProblemFrom(Unavailable("the daemon is not ready"));
+  if (needs_body) {
+    std::string ct = req.Header("Content-Type");
+    std::string media = ct.substr(0, ct.find(';'));
+    while (!media.empty() && media.back() == ' ') media.pop_back();
+    for (auto& ch : media) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (media != "application/json")
+      return Problem(415, "Content-Type must be application/json, got '" + ct + "'");
+  }
+  return std::nullopt;
+}
+
+Result<Json> Body(const HttpRequest& req, const ApiOptions& o) { return ParseJsonText(req.body, o.max_json_depth); }
+
+void Reply(const Respond& respond, const Result<Json>& r, int ok_status) {
+  respond(r.ok() ? JsonResponse(ok_status, *r) : ProblemFrom(r.status()));
+}
+
+}  // namespace api
+
+void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o);
+void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o);
+
+void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions o) {
+  router->Add("GET", "/healthz", [](const HttpRequest&, const PathParams&, Respond respond) {
+    respond(JsonResponse(200, {{"status", "ok"}}));
+  });
+  router->Add("GET", "/readyz", [c](const HttpRequest&, const PathParams&, Respond respond) {
+    if (c->ready()) return respond(JsonResponse(200, {{"status", "ready"}}));
+    respond(ProblemFrom(Unavailable("storage is not open or state is not recovered")));
+  });
+  router->Add("GET", "/metrics", [metrics, o](const HttpRequest&, const PathParams&, Respond respond) {
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4";
+    r.body = metrics->Exposition(o.version);
+    respond(std::move(r));
+  });
+  RegisterNodeRoutes(router, c, o);
+  RegisterJobRoutes(router, c, o);
+}
+
+}  // namespace shepherd

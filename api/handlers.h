@@ -1,0 +1,34 @@
+// The REST API (shared/API.md, docs/api.md): routes from HTTP to the Controller. Each handler checks and
+// returns early, in this order: auth -> readiness -> content type -> parse (depth-limited) -> validate ->
+// dispatch. Handlers run on the control thread.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "api/metrics.h"
+#include "api/router.h"
+#include "daemon/controller.h"
+
+namespace shepherd {
+
+struct ApiOptions {
+  std::vector<std::string> tokens;  // when not empty, /v1/* needs "Authorization: Bearer <token>"
+  std::string version = "0.1.0";
+  int max_json_depth = 64;
+};
+
+void RegisterRoutes(Router* router, Controller* controller, Metrics* metrics, ApiOptions options);
+
+// Shared by handler files.
+namespace api {
+// Non-null response when the request must be refused before parsing (auth, readiness, content type).
+std::optional<HttpResponse> Precheck(const HttpRequest& req, const Controller& c, const ApiOptions& o,
+                                     bool needs_body);
+// Parses the body as JSON with the depth limit; a 400 problem otherwise.
+Result<Json> Body(const HttpRequest& req, const ApiOptions& o);
+// Sends `r` as JSON with `ok_status`, or its error as problem+json.
+void Reply(const Respond& respond, const Result<Json>& r, int ok_status = 200);
+}  // namespace api
+
+}  // namespace shepherd

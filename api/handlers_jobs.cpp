@@ -1,0 +1,76 @@
+// /v1/plan and /v1/jobs routes.
+#include "api/handlers.h"
+#include "api/problem.h"
+
+namespace shepherd {
+namespace {
+
+// 422 for a plan that cannot fit, with the per-GPU breakdown.
+HttpResponse DoesNotFit(const PlanEstimate& e) {
+  HttpResponse r = Problem(422, "the plan does not fit in GPU memory: needs " +
+                                    std::to_string(static_cast<long long>(e.memory.total)) +
+                                    " bytes per GPU, the GPU has " +
+                                    std::to_string(static_cast<long long>(e.gpu_memory_bytes)),
+                           {{"parallelism", "does not fit in GPU memory"}});
+  Json body = Json::parse(r.body);
+  body["plan"] = ToJson(e);
+  r.body = body.dump();
+  return r;
+}
+
+}  // namespace
+
+void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
+  router->Add("POST", "/v1/plan", [c, o](const HttpRequest& req, const PathParams&, Respond respond) {
+    if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
+    auto body = api::Body(req, o);
+    if (!body.ok()) return respond(ProblemFrom(body.status()));
+    auto spec = ParsePlanRequest(*body);
+    if (!spec.ok()) return respond(ProblemFrom(spec.status()));
+    auto est = c->PlanFor(*spec);
+    if (!est.ok()) return respond(ProblemFrom(est.status()));
+    respond(JsonResponse(200, ToJson(*est)));
+  });
+  router->Add("POST", "/v1/jobs", [c, o](const HttpRequest& req, const PathParams&, Respond respond) {
+    if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
+    auto body = api::Body(req, o);
+    if (!body.ok()) return respond(ProblemFrom(body.status()));
+    auto spec = ParseJobSpec(*body);
+    if (!spec.ok()) return respond(ProblemFrom(spec.status()));
+    auto est = c->PlanFor(*spec);
+    if (!est.ok()) return respond(ProblemFrom(est.status()));
+    if (!est->fits) return respond(DoesNotFit(*est));
+    c->SubmitJob(std::move(spec).value(), std::move(est).value(), [respond](Result<Json> r) {
+      if (!r.ok()) return respond(ProblemFrom(r.status()));
+      HttpResponse res = JsonResponse(201, *r);
+      res.headers.emplace_back("Location", "/v1/jobs/" + (*r)["id"].get<std::string>());
+      respond(std::move(res));
+    });
+  });
+  router->Add("GET", "/v1/jobs", [c, o](const HttpRequest& req, const PathParams&, Respond respond) {
+    if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
+    std::optional<JobState> state;
+    auto q = ParseQuery(req.target);
+    if (auto it = q.find("state"); it != q.end()) {
+      state = JobStateFromString(it->second);
+      if (!state)
+        return respond(ProblemFrom(InvalidContent(
+            "invalid query", {{"state", "must be queued, running, recovering, succeeded, failed or cancelled"}})));
+    }
+    respond(JsonResponse(200, c->ListJobs(state)));
+  });
+  router->Add("GET", "/v1/jobs/{id}", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
+    if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
+    api::Reply(respond, c->GetJob(p.at("id")));
+  });
+  router->Add("POST", "/v1/jobs/{id}/cancel", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
+    if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
+    c->CancelJob(p.at("id"), [respond](Result<Json> r) { api::Reply(respond, r); });
+  });
+  router->Add("GET", "/v1/jobs/{id}/placement", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
+    if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
+    api::Reply(respond, c->GetPlacement(p.at("id")));
+  });
+}
+
+}  // namespace shepherd

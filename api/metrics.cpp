@@ -1,0 +1,54 @@
+#include "api/metrics.h"
+
+#include <cstdio>
+
+namespace shepherd {
+namespace {
+std::string Num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+}  // namespace
+
+void Metrics::ObserveRequest(const std::string& route, const std::string& method, int status, double seconds) {
+  std::string base = "route=\"" + route + "\",method=\"" + method + "\"";
+  ++requests_[base + ",status=\"" + std::to_string(status) + "\""];
+  Histogram& h = latency_[base];
+  for (size_t i = 0; i < kBuckets.size(); ++i)
+    if (seconds <= kBuckets[i]) ++h.buckets[i];
+  ++h.count;
+  h.sum += seconds;
+}
+
+void Metrics::Add(const std::string& name, const std::string& labels, double v) { counters_[name][labels] += v; }
+
+std::string Metrics::Exposition(const std::string& version) const {
+  std::string out;
+  out += "# HELP shepherd_build_info Build information.\n# TYPE shepherd_build_info gauge\n";
+  out += "shepherd_build_info{version=\"" + version + "\"} 1\n";
+  out += "# HELP shepherd_http_requests_total HTTP requests by route, method and status.\n";
+  out += "# TYPE shepherd_http_requests_total counter\n";
+  for (const auto& [labels, n] : requests_)
+    out += "shepherd_http_requests_total{" + labels + "} " + std::to_string(n) + "\n";
+  out += "# HELP shepherd_http_request_duration_seconds HTTP request latency by route.\n";
+  out += "# TYPE shepherd_http_request_duration_seconds histogram\n";
+  for (const auto& [labels, h] : latency_) {
+    for (size_t i = 0; i < kBuckets.size(); ++i)
+      out += "shepherd_http_request_duration_seconds_bucket{" + labels + ",le=\"" + Num(kBuckets[i]) + "\"} " +
+             std::to_string(h.buckets[i]) + "\n";
+    out += "shepherd_http_request_duration_seconds_bucket{" + labels + ",le=\"+Inf\"} " +
+           std::to_string(h.count) + "\n";
+    out += "shepherd_http_request_duration_seconds_sum{" + labels + "} " + Num(h.sum) + "\n";
+    out += "shepherd_http_request_duration_seconds_count{" + labels + "} " + std::to_string(h.count) + "\n";
+  }
+  for (const auto& [name, series] : counters_) {
+    out += "# TYPE " + name + " counter\n";
+    for (const auto& [labels, v] : series)
+      out += name + (labels.empty() ? "" : "{" + labels + "}") + " " + Num(v) + "\n";
+  }
+  if (gauges_) gauges_(&out);
+  return out;
+}
+
+}  // namespace shepherd

@@ -1,0 +1,120 @@
+#include "api/router.h"
+
+#include <spdlog/spdlog.h>
+
+#include "api/problem.h"
+
+namespace shepherd {
+namespace {
+
+std::vector<std::string_view> Split(std::string_view path) {
+  std::vector<std::string_view> out;
+  size_t i = 0;
+  while (i < path.size()) {
+    if (path[i] == '/') { ++i; continue; }
+    size_t j = path.find('/', i);
+    if (j == std::string_view::npos) j = path.size();
+    out.push_back(path.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+int Hex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string Decode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out += ' ';
+    } else if (s[i] == '%' && i + 2 < s.size() && Hex(s[i + 1]) >= 0 && Hex(s[i + 2]) >= 0) {
+      out += static_cast<char>(Hex(s[i + 1]) * 16 + Hex(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string PathOf(std::string_view target) { return std::string(target.substr(0, target.find('?'))); }
+
+QueryParams ParseQuery(std::string_view target) {
+  QueryParams out;
+  size_t q = target.find('?');
+  if (q == std::string_view::npos) return out;
+  std::string_view rest = target.substr(q + 1);
+  while (!rest.empty()) {
+    size_t amp = rest.find('&');
+    std::string_view kv = rest.substr(0, amp);
+    size_t eq = kv.find('=');
+    if (!kv.empty())
+      out[Decode(kv.substr(0, eq))] = eq == std::string_view::npos ? "" : Decode(kv.substr(eq + 1));
+    if (amp == std::string_view::npos) break;
+    rest = rest.substr(amp + 1);
+  }
+  return out;
+}
+
+void Router::Add(const std::string& method, const std::string& pattern, RouteHandler handler) {
+  Route r{method, pattern, {}, std::move(handler)};
+  for (auto s : Split(pattern)) r.segments.emplace_back(s);
+  routes_.push_back(std::move(r));
+}
+
+bool Router::Match(const Route& r, const std::vector<std::string_view>& path, PathParams* params) const {
+  if (r.segments.size() != path.size()) return false;
+  for (size_t i = 0; i < path.size(); ++i) {
+    const std::string& seg = r.segments[i];
+    if (seg.size() > 2 && seg.front() == '{' && seg.back() == '}') {
+      if (path[i].empty()) return false;
+      (*params)[seg.substr(1, seg.size() - 2)] = Decode(path[i]);
+    } else if (seg != path[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void Router::Handle(HttpRequest request, Respond respond) const {
+  auto start = std::chrono::steady_clock::now();
+  std::vector<std::string_view> path = Split(std::string_view(request.target).substr(0, request.target.find('?')));
+  const Route* found = nullptr;
+  PathParams params;
+  std::string allow;
+  for (const Route& r : routes_) {
+    PathParams p;
+    if (!Match(r, path, &p)) continue;
+    if (r.method == request.method) {
+      found = &r;
+      params = std::move(p);
+      break;
+    }
+    allow += (allow.empty() ? "" : ", ") + r.method;
+  }
+  std::string route = found ? found->pattern : allow.empty() ? "unmatched" : "method_not_allowed";
+  auto finish = [metrics = metrics_, route, method = request.method, target = request.target,
+                 id = request.request_id, start, respond = std::move(respond)](HttpResponse res) {
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    metrics->ObserveRequest(route, method, res.status, secs);
+    spdlog::info("[{}] {} {} -> {} ({:.3f} ms)", id, method, target, res.status, secs * 1e3);
+    respond(std::move(res));
+  };
+  if (!found) {
+    if (allow.empty()) return finish(Problem(404, "no route for " + PathOf(request.target)));
+    HttpResponse res = Problem(405, request.method + " is not allowed on " + PathOf(request.target));
+    res.headers.emplace_back("Allow", allow);
+    return finish(std::move(res));
+  }
+  found->handler(request, params, std::move(finish));
+}
+
+}  // namespace shepherd

@@ -1,0 +1,40 @@
+// Field-by-field reading of untrusted JSON objects. Each getter records a FieldError (by JSON path) instead
+// of failing fast, so one response can list every invalid field. Internal to core/ codecs.
+#pragma once
+
+#include <initializer_list>
+#include <limits>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/json.h"
+
+namespace shepherd {
+
+class FieldReader {
+ public:
+  // `obj` must outlive the reader. `prefix` is the JSON path of obj ("" at the root).
+  FieldReader(const Json& obj, std::string prefix, std::vector<FieldError>* errors);
+
+  bool ok() const { return object_ != nullptr; }
+  const Json* Find(const char* key) const;  // null when absent or when obj is not an object
+  std::string Path(const char* key) const { return prefix_.empty() ? key : prefix_ + "." + key; }
+  void Error(const std::string& path, std::string message) { errors_->push_back({path, std::move(message)}); }
+
+  std::optional<long long> Int(const char* key, bool required, long long min, long long max);
+  std::optional<double> Number(const char* key, bool required, double min, double max);
+  std::optional<std::string> String(const char* key, bool required, size_t max_len = 256);
+  std::optional<bool> Bool(const char* key);
+  // One of `allowed`; reports the allowed values otherwise.
+  std::optional<std::string> Enum(const char* key, std::initializer_list<const char*> allowed);
+  // Rejects keys not in `known` (typos must not silently fall back to defaults).
+  void OnlyKnown(std::initializer_list<const char*> known);
+
+ private:
+  const Json* object_;
+  std::string prefix_;
+  std::vector<FieldError>* errors_;
+};
+
+}  // namespace shepherd

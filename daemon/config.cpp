@@ -1,0 +1,96 @@
+#include "daemon/config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "core/fields.h"
+
+namespace shepherd {
+namespace {
+Result<Json> ReadJsonFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return InvalidArgument("cannot read " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  auto j = ParseJsonText(ss.str(), 64);
+  if (!j.ok()) return InvalidArgument(path + ": " + j.status().message());
+  return j;
+}
+}  // namespace
+
+Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
+  auto j = ReadJsonFile(path);
+  if (!j.ok()) return j.status();
+  std::vector<FieldError> errs;
+  FieldReader r(*j, "", &errs);
+  r.OnlyKnown({"listen", "db", "inventory", "port_file", "tokens", "topology_levels", "default_gpu_memory_gib",
+               "min_spares_per_leaf", "min_spares_per_spine", "body_limit", "header_limit", "idle_timeout_s",
+               "shutdown_grace_s", "tick_interval_s", "log_level"});
+  if (auto v = r.String("listen", false)) c->listen = *v;
+  if (auto v = r.String("db", false, 4096)) c->db = *v;
+  if (auto v = r.String("inventory", false, 4096)) c->inventory = *v;
+  if (auto v = r.String("port_file", false, 4096)) c->port_file = *v;
+  if (auto v = r.String("log_level", false)) c->log_level = *v;
+  auto strings = [&](const char* key, std::vector<std::string>* out) {
+    const Json* a = r.Find(key);
+    if (!a) return;
+    if (!a->is_array()) return r.Error(key, "must be an array of strings");
+    out->clear();
+    for (const auto& s : *a) {
+      if (!s.is_string() || s.get_ref<const std::string&>().empty())
+        return r.Error(key, "must be an array of non-empty strings");
+      out->push_back(s.get<std::string>());
+    }
+  };
+  strings("tokens", &c->tokens);
+  strings("topology_levels", &c->controller.levels);
+  if (c->controller.levels.empty()) r.Error("topology_levels", "must name at least one level");
+  if (auto v = r.Number("default_gpu_memory_gib", false, 1, 1 << 20)) c->controller.default_gpu_memory_gib = *v;
+  if (auto v = r.Int("min_spares_per_leaf", false, 0, 1 << 20)) c->controller.min_spares_per_leaf = int(*v);
+  if (auto v = r.Int("min_spares_per_spine", false, 0, 1 << 20)) c->controller.min_spares_per_spine = int(*v);
+  if (auto v = r.Int("body_limit", false, 1024, 1LL << 32)) c->body_limit = size_t(*v);
+  if (auto v = r.Int("header_limit", false, 1024, 1 << 20)) c->header_limit = size_t(*v);
+  if (auto v = r.Number("idle_timeout_s", false, 0.01, 86400)) c->idle_timeout_s = *v;
+  if (auto v = r.Number("shutdown_grace_s", false, 0, 3600)) c->shutdown_grace_s = *v;
+  if (auto v = r.Number("tick_interval_s", false, 0.01, 60)) c->tick_interval_s = *v;
+  if (!errs.empty()) {
+    std::string msg = path + ": invalid configuration:";
+    for (const auto& e : errs) msg += " " + e.field + " " + e.message + ";";
+    return InvalidArgument(msg);
+  }
+  return Status::Ok();
+}
+
+Status SplitHostPort(const std::string& s, std::string* host, uint16_t* port) {
+  size_t colon = s.rfind(':');
+  if (colon == std::string::npos || colon == 0) return InvalidArgument("--listen must be HOST:PORT, got " + s);
+  std::string p = s.substr(colon + 1);
+  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos || std::stoi(p) > 65535)
+    return InvalidArgument("--listen port must be 0-65535, got " + p);
+  *host = s.substr(0, colon);
+  if (host->size() > 2 && host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
+  *port = static_cast<uint16_t>(std::stoi(p));
+  return Status::Ok();
+}
+
+Result<std::vector<std::pair<Node, bool>>> LoadInventoryFile(const std::string& path,
+                                                             const TopologyLevels& levels) {
+  auto j = ReadJsonFile(path);
+  if (!j.ok()) return j.status();
+  if (!j->is_object() || !j->contains("nodes") || !(*j)["nodes"].is_array())
+    return InvalidArgument(path + ": must be an object {\"nodes\": [...]}");
+  std::vector<std::pair<Node, bool>> out;
+  const Json& nodes = (*j)["nodes"];
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    auto n = ParseNode(nodes[i], levels);
+    if (!n.ok()) {
+      std::string msg = path + ": nodes[" + std::to_string(i) + "]:";
+      for (const auto& e : n.status().fields()) msg += " " + e.field + " " + e.message + ";";
+      return InvalidArgument(msg);
+    }
+    out.emplace_back(std::move(n).value(), nodes[i].contains("schedulable"));
+  }
+  return out;
+}
+
+}  // namespace shepherd

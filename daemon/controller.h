@@ -1,0 +1,131 @@
+// The Controller owns all control-plane state: the inventory (Cluster), jobs, attempts, the queue, and
+// (later) health monitors, checkpoints and findings. It turns API calls into state changes, persists them
+// through the Store, and acknowledges a change only after the COMMIT that holds it.
+//
+// Threading: every method runs on the one control thread. Store completions arrive on the writer thread
+// and are posted back through `post`, so callbacks (`Done`) also run on the control thread.
+// Reads see the newest state, including changes whose COMMIT is still pending; a change is acknowledged
+// (Done with a value) only once durable. If a COMMIT fails the controller stops accepting writes
+// (kUnavailable), reports not-ready and calls `on_storage_failure` so the daemon can exit: restarting
+// recovers exactly what was acknowledged.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/job.h"
+#include "core/json.h"
+#include "core/node.h"
+#include "core/status.h"
+#include "core/time.h"
+#include "scheduler/cluster.h"
+#include "scheduler/planner.h"
+#include "storage/store.h"
+
+namespace shepherd {
+
+template <typename T>
+using Done = std::function<void(Result<T>)>;
+// Runs `fn` on the control thread, later (never inline from inside a store completion).
+using Post = std::function<void(std::function<void()>)>;
+
+struct ControllerOptions {
+  TopologyLevels levels = {"spine", "leaf"};
+  double default_gpu_memory_gib = 80;  // GPU size for planning when the inventory is empty
+  int min_spares_per_leaf = 0;         // reserve reported in GET /v1/nodes and metrics when not met
+  int min_spares_per_spine = 0;
+};
+
+struct NodePatch {
+  std::optional<bool> schedulable;
+  std::optional<bool> spare;
+  std::optional<bool> failed;  // only false is accepted from users: clears a failure after repair
+  std::optional<std::string> reason;
+};
+
+struct NodeFilter {
+  std::optional<std::string> state;
+  std::optional<bool> spare;
+  std::map<std::string, std::string> topology;  // level -> label
+};
+
+class Controller {
+ public:
+  Controller(Store* store, const Clock* clock, Post post, ControllerOptions options);
+  ~Controller();
+
+  // Loads every durable record and rebuilds memory (allocations of running jobs, the queue), then tries to
+  // place queued jobs. REQUIRES: called once, before anything else.
+  Status Recover();
+  bool ready() const { return ready_ && !storage_failed_; }
+  void set_on_storage_failure(std::function<void(const Status&)> f) { on_storage_failure_ = std::move(f); }
+
+  // ---- Nodes
+  struct NodeUpsert {
+    Json node;
+    bool created = false;
+  };
+  // Registers or updates a node. `schedulable_given`: the request named `schedulable` (otherwise an update
+  // keeps the current cordon). kConflict when the change would drop GPUs a job holds.
+  void UpsertNode(Node node, bool schedulable_given, Done<NodeUpsert> done);
+  void PatchNode(const std::string& id, NodePatch patch, Done<Json> done);
+  void DeleteNode(const std::string& id, Done<Json> done);
+  Result<Json> GetNode(const std::string& id) const;
+  Json ListNodes(const NodeFilter& filter) const;
+
+  // ---- Planning and jobs
+  // Hardware the planner assumes for `spec` on this inventory.
+  Hardware HardwareFor(const JobSpec& spec) const;
+  Result<PlanEstimate> PlanFor(const JobSpec& spec) const;
+  // Admits a job whose plan fits GPU memory: 201 queued or running. kInvalidContent when it is larger than
+  // the usable inventory.
+  void SubmitJob(JobSpec spec, PlanEstimate estimate, Done<Json> done);
+  void CancelJob(const std::string& id, Done<Json> done);
+  Result<Json> GetJob(const std::string& id) const;
+  Json ListJobs(std::optional<JobState> state) const;
+  Result<Json> GetPlacement(const std::string& id) const;
+
+  const Cluster& cluster() const { return cluster_; }
+
+ private:
+  struct JobEntry {
+    Job job;
+    PlanEstimate estimate;
+    std::optional<Attempt> attempt;  // the current (or last) attempt
+  };
+
+  Json NodeJson(const Node& n) const;
+  Json JobJson(const JobEntry& e) const;
+  Status CheckWritable() const;
+  // Persists `batch`; `done` runs on the control thread after COMMIT. Marks the store failed on error.
+  void Commit(WriteBatch batch, std::function<void(Status)> done);
+  void OnStorageFailure(const Status& s);
+
+  Record NodeRecord(const Node& n) const;
+  Record JobRecord(const Job& j) const;
+  Record AttemptRecord(const Attempt& a) const;
+
+  // Starts a new attempt of `e` on `placement`: allocation, attempt record, state running.
+  void StartAttempt(JobEntry& e, Placement placement, const std::string& reason, WriteBatch* batch);
+  // FIFO with conservative backfill (scheduler/queue.h); adds the started jobs to `batch`.
+  void ScheduleQueued(WriteBatch* batch);
+  // ScheduleQueued and commit in the background (no caller waits).
+  void ScheduleAndCommit();
+
+  Store* store_;
+  const Clock* clock_;
+  Post post_;
+  ControllerOptions options_;
+  Cluster cluster_;
+  std::map<std::string, JobEntry> jobs_;
+  int64_t next_job_seq_ = 1;
+  bool ready_ = false;
+  bool storage_failed_ = false;
+  std::function<void(const Status&)> on_storage_failure_;
+};
+
+}  // namespace shepherd

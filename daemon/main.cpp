@@ -1,0 +1,62 @@
+// shepherdd: the daemon (default), `shepherdd agent ...` (a node agent) and `shepherdd gen-inventory ...`.
+#include <boost/program_options.hpp>
+#include <iostream>
+
+#include "daemon/commands.h"
+#include "daemon/config.h"
+
+namespace po = boost::program_options;
+using namespace shepherd;
+
+namespace {
+
+int Serve(int argc, char** argv) {
+  DaemonConfig config;
+  std::string config_file;
+  po::options_description opts(
+      "Usage: shepherdd [options]\n"
+      "       shepherdd gen-inventory --help\n\n"
+      "The Shepherd control-plane daemon. Options");
+  opts.add_options()("help,h", "show this help")(
+      "listen", po::value<std::string>(), "HOST:PORT to serve HTTP on (port 0: any free port) [127.0.0.1:8080]")(
+      "db", po::value<std::string>(), "SQLite database file [./var/shepherd.db]")(
+      "inventory", po::value<std::string>(), "JSON file {\"nodes\": [...]} loaded (registered/updated) at start-up")(
+      "config", po::value<std::string>(&config_file), "JSON configuration file (flags override it)")(
+      "port-file", po::value<std::string>(), "file that receives the bound port once listening")(
+      "token", po::value<std::vector<std::string>>(), "accepted bearer token (repeatable); none: no auth")(
+      "log-level", po::value<std::string>(), "trace, debug, info, warn, error [info]");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, opts), vm);
+    po::notify(vm);
+  } catch (const std::exception& e) {
+    std::cerr << "shepherdd: " << e.what() << "\n" << opts << "\n";
+    return 2;
+  }
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    return 0;
+  }
+  if (!config_file.empty()) {
+    if (Status s = LoadConfigFile(config_file, &config); !s.ok()) {
+      std::cerr << "shepherdd: " << s.message() << "\n";
+      return 2;
+    }
+  }
+  if (vm.count("listen")) config.listen = vm["listen"].as<std::string>();
+  if (vm.count("db")) config.db = vm["db"].as<std::string>();
+  if (vm.count("inventory")) config.inventory = vm["inventory"].as<std::string>();
+  if (vm.count("port-file")) config.port_file = vm["port-file"].as<std::string>();
+  if (vm.count("token")) config.tokens = vm["token"].as<std::vector<std::string>>();
+  if (vm.count("log-level")) config.log_level = vm["log-level"].as<std::string>();
+  return RunDaemon(config);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string cmd = argc > 1 ? argv[1] : "";
+  if (cmd == "gen-inventory") return RunGenInventory(argc - 1, argv + 1);
+  if (cmd == "agent") return RunAgent(argc - 1, argv + 1);
+  return Serve(argc, argv);
+}

@@ -1,0 +1,138 @@
+// The daemon process: storage, controller, HTTP server, signals and ticks on one io_context thread.
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "api/handlers.h"
+#include "api/http_server.h"
+#include "daemon/commands.h"
+
+namespace asio = boost::asio;
+
+namespace shepherd {
+namespace {
+
+Status WritePortFile(const std::string& path, uint16_t port) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << port << "\n";
+    if (!out) return Internal("cannot write " + tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Internal("cannot rename " + tmp + ": " + ec.message());
+  return Status::Ok();
+}
+
+// Registers the inventory file's nodes through the controller (durably) before serving.
+Status LoadInventory(const DaemonConfig& config, Controller* controller, Store* store, asio::io_context* ioc) {
+  auto nodes = LoadInventoryFile(config.inventory, config.controller.levels);
+  if (!nodes.ok()) return nodes.status();
+  Status first_error;
+  size_t pending = nodes->size();
+  for (auto& [node, schedulable_given] : *nodes) {
+    std::string id = node.id;
+    controller->UpsertNode(std::move(node), schedulable_given, [&, id](Result<Controller::NodeUpsert> r) {
+      --pending;
+      if (!r.ok() && first_error.ok()) first_error = Status(r.status().code(), "node " + id + ": " + r.status().message());
+    });
+  }
+  while (pending > 0) {
+    store->Flush();
+    ioc->restart();
+    ioc->poll();
+  }
+  ioc->restart();  // poll() left the io_context stopped; run() must not return at once
+  if (first_error.ok()) spdlog::info("inventory {}: {} nodes registered", config.inventory, nodes->size());
+  return first_error;
+}
+
+}  // namespace
+
+int RunDaemon(const DaemonConfig& config) {
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  std::string host;
+  uint16_t port = 0;
+  if (Status s = SplitHostPort(config.listen, &host, &port); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return 2;
+  }
+  auto store = OpenSqliteStore(config.db);
+  if (!store.ok()) {
+    spdlog::error("cannot open the database: {}", store.status().message());
+    return 1;
+  }
+  asio::io_context ioc(1);
+  SystemClock clock;
+  Controller controller(store->get(), &clock, [&ioc](std::function<void()> fn) { asio::post(ioc, std::move(fn)); },
+                        config.controller);
+  if (Status s = controller.Recover(); !s.ok()) {
+    spdlog::error("recovering state from {} failed: {}", config.db, s.message());
+    return 1;
+  }
+  if (!config.inventory.empty()) {
+    if (Status s = LoadInventory(config, &controller, store->get(), &ioc); !s.ok()) {
+      spdlog::error("{}", s.message());
+      return 1;
+    }
+  }
+
+  Metrics metrics;
+  Router router(&metrics);
+  RegisterRoutes(&router, &controller, &metrics, ApiOptions{config.tokens, "0.1.0", 64});
+  HttpServerOptions http;
+  http.body_limit = config.body_limit;
+  http.header_limit = config.header_limit;
+  http.idle_timeout = std::chrono::milliseconds(static_cast<long>(config.idle_timeout_s * 1000));
+  http.on_rejected = [&metrics](int status) {
+    metrics.ObserveRequest("rejected", "", status, 0);
+  };
+  auto server = HttpServer::Start(
+      ioc, host, port, [&router](HttpRequest req, Respond respond) { router.Handle(std::move(req), std::move(respond)); },
+      http);
+  if (!server.ok()) {
+    spdlog::error("cannot listen on {}: {}", config.listen, server.status().message());
+    return 1;
+  }
+  uint16_t bound = (*server)->port();
+  spdlog::info("shepherdd listening on {}:{} (db {})", host, bound, config.db);
+  if (!config.port_file.empty()) {
+    if (Status s = WritePortFile(config.port_file, bound); !s.ok()) {
+      spdlog::error("{}", s.message());
+      return 1;
+    }
+  }
+
+  int exit_code = 0;
+  bool stopping = false;
+  asio::signal_set signals(ioc, SIGINT, SIGTERM);
+  auto stop = [&](int code, const std::string& why) {
+    if (stopping) return;
+    stopping = true;
+    exit_code = code;
+    spdlog::info("shutting down: {}", why);
+    signals.cancel();
+    auto grace = std::chrono::milliseconds(static_cast<long>(config.shutdown_grace_s * 1000));
+    (*server)->Shutdown(grace, [] { spdlog::info("all connections drained"); });
+  };
+  signals.async_wait([&](const boost::system::error_code& ec, int sig) {
+    if (!ec) stop(0, sig == SIGTERM ? "SIGTERM" : "SIGINT");
+  });
+  controller.set_on_storage_failure([&](const Status& s) { stop(1, "storage failure: " + s.message()); });
+
+  ioc.run();
+  // Every acknowledged write is already durable; let queued background writes finish too.
+  (*store)->Flush();
+  ioc.restart();
+  ioc.poll();
+  spdlog::info("shepherdd stopped (exit {})", exit_code);
+  return exit_code;
+}
+
+}  // namespace shepherd

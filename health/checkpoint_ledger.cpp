@@ -1,0 +1,176 @@
+#include "health/checkpoint_ledger.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <iterator>
+#include <tuple>
+
+namespace shepherd {
+
+void CheckpointLedger::Restore(const std::vector<Checkpoint>& records) {
+  for (const Checkpoint& c : records) entries_[{c.attempt, c.step}] = Entry{c, {}};
+}
+
+void CheckpointLedger::OnAttemptStart(int attempt, int64_t resume_step) {
+  resume_step_[attempt] = resume_step;
+}
+
+bool CheckpointLedger::OnLineage(const Checkpoint& c) const {
+  for (auto it = resume_step_.upper_bound(c.attempt); it != resume_step_.end(); ++it)
+    if (c.step > it->second) return false;
+  return true;
+}
+
+void CheckpointLedger::SetStatus(Entry& e, CheckpointStatus s, std::string reason, Time now,
+                                 std::vector<CheckpointTransition>* out) {
+  if (e.record.status == s) return;
+  CheckpointTransition t;
+  t.from = e.record.status;
+  e.record.status = s;
+  e.record.reason = std::move(reason);
+  e.record.updated_at = now;
+  t.checkpoint = e.record;
+  out->push_back(std::move(t));
+}
+
+void CheckpointLedger::Grade(Entry& e, Time now, std::vector<CheckpointTransition>* out) {
+  Checkpoint& c = e.record;
+  if (c.status == CheckpointStatus::kBad) return;
+  auto it = evidence_.find(c.attempt);
+  if (it == evidence_.end()) return;
+  const AttemptEvidence& ev = it->second;
+  if (ev.min_anomaly_onset && *ev.min_anomaly_onset <= c.step) {
+    SetStatus(e, CheckpointStatus::kBad,
+              ev.anomaly_what + " with onset at step " + std::to_string(*ev.min_anomaly_onset) +
+                  ", at or before this checkpoint",
+              now, out);
+    return;
+  }
+  if (ev.corrupt_after && c.step > *ev.corrupt_after) {
+    std::string since = *ev.corrupt_after < 0
+                            ? "with no agreeing check before it in this attempt"
+                            : "after the last agreeing check at step " + std::to_string(*ev.corrupt_after);
+    SetStatus(e, CheckpointStatus::kBad,
+              "param_hash mismatch at step " + std::to_string(ev.corrupt_mismatch_step) + " " + since +
+                  ": parameters may be corrupt from step " + std::to_string(*ev.corrupt_after + 1),
+              now, out);
+    return;
+  }
+  if (c.status != CheckpointStatus::kComplete) return;
+  auto agreed = std::lower_bound(ev.agreed.begin(), ev.agreed.end(), c.step);
+  const bool hash_ok = !opt_.hash_checks || agreed != ev.agreed.end();
+  const int64_t needed = c.step + opt_.good_after_steps;
+  if (!hash_ok || ev.healthy_through < needed) return;
+  std::string reason = opt_.hash_checks ? "param_hash check agreed at step " + std::to_string(*agreed) + "; "
+                                        : "no hash checks for this job; ";
+  reason += "healthy through step " + std::to_string(ev.healthy_through) + " (" +
+            std::to_string(opt_.good_after_steps) + " steps after it) with no anomaly";
+  SetStatus(e, CheckpointStatus::kGood, std::move(reason), now, out);
+}
+
+std::vector<CheckpointTransition> CheckpointLedger::OnCheckpointReport(int attempt, int rank, int64_t step,
+                                                                       const std::string& path, Time now) {
+  std::vector<CheckpointTransition> out;
+  auto [it, inserted] = entries_.try_emplace({attempt, step});
+  Entry& e = it->second;
+  if (inserted) {
+    Checkpoint& c = e.record;
+    c.id = job_ + "/" + std::to_string(attempt) + "/" + std::to_string(step);
+    c.job = job_;
+    c.attempt = attempt;
+    c.step = step;
+    c.path = path;
+    c.status = CheckpointStatus::kPending;
+    c.reason = "waiting for " + std::to_string(opt_.expected_reporters) + " ranks to report";
+    c.created_at = c.updated_at = now;
+  }
+  Checkpoint& c = e.record;
+  if (c.status != CheckpointStatus::kPending) return out;
+  if (rank == 0) c.path = path;  // rank 0's part names the checkpoint when it comes
+  if (static_cast<size_t>(rank) >= e.reported.size()) e.reported.resize(rank + 1, false);
+  if (!e.reported[rank]) {
+    e.reported[rank] = true;
+    ++c.ranks_reported;
+  }
+  if (inserted) {  // the new record, to persist; later rank reports change only ranks_reported
+    CheckpointTransition t;
+    t.checkpoint = c;
+    t.created = true;
+    out.push_back(std::move(t));
+  }
+  if (c.ranks_reported >= opt_.expected_reporters) {
+    e.reported = {};
+    SetStatus(e, CheckpointStatus::kComplete,
+              "all " + std::to_string(opt_.expected_reporters) + " ranks reported their part", now, &out);
+  }
+  Grade(e, now, &out);
+  return out;
+}
+
+std::vector<CheckpointTransition> CheckpointLedger::OnEvidence(const HealthEvidence& e, Time now) {
+  AttemptEvidence& ev = evidence_[e.attempt];
+  switch (e.kind) {
+    case HealthEvidence::Kind::kHashAgreed:
+      ev.agreed.insert(std::upper_bound(ev.agreed.begin(), ev.agreed.end(), e.step), e.step);
+      break;
+    case HealthEvidence::Kind::kHashMismatch: {
+      auto last = std::lower_bound(ev.agreed.begin(), ev.agreed.end(), e.step);
+      int64_t after = last == ev.agreed.begin() ? -1 : *std::prev(last);
+      if (!ev.corrupt_after || after < *ev.corrupt_after) {
+        ev.corrupt_after = after;
+        ev.corrupt_mismatch_step = e.step;
+      }
+      break;
+    }
+    case HealthEvidence::Kind::kAnomaly:
+      if (!ev.min_anomaly_onset || e.step < *ev.min_anomaly_onset) {
+        ev.min_anomaly_onset = e.step;
+        ev.anomaly_what = e.what.empty() ? "anomaly" : e.what;
+      }
+      break;
+    case HealthEvidence::Kind::kHealthyThrough:
+      ev.healthy_through = std::max(ev.healthy_through, e.step);
+      break;
+  }
+  std::vector<CheckpointTransition> out;
+  for (auto it = entries_.lower_bound({e.attempt, INT64_MIN});
+       it != entries_.end() && it->first.first == e.attempt; ++it)
+    Grade(it->second, now, &out);
+  return out;
+}
+
+std::optional<Checkpoint> CheckpointLedger::LastKnownGood() const {
+  const Checkpoint* best = nullptr;
+  for (const auto& [key, e] : entries_)
+    if (e.record.status == CheckpointStatus::kGood && OnLineage(e.record) &&
+        (!best || std::tie(e.record.step, e.record.attempt) > std::tie(best->step, best->attempt)))
+      best = &e.record;
+  if (!best) return std::nullopt;
+  return *best;
+}
+
+std::optional<Checkpoint> CheckpointLedger::Latest() const {
+  const Checkpoint* best = nullptr;
+  for (const auto& [key, e] : entries_) {
+    const auto s = e.record.status;
+    if ((s == CheckpointStatus::kComplete || s == CheckpointStatus::kGood) && OnLineage(e.record) &&
+        (!best || std::tie(e.record.step, e.record.attempt) > std::tie(best->step, best->attempt)))
+      best = &e.record;
+  }
+  if (!best) return std::nullopt;
+  return *best;
+}
+
+std::optional<Checkpoint> CheckpointLedger::Find(const std::string& id) const {
+  for (const auto& [key, e] : entries_)
+    if (e.record.id == id) return e.record;
+  return std::nullopt;
+}
+
+std::vector<Checkpoint> CheckpointLedger::All() const {
+  std::vector<Checkpoint> out;
+  for (const auto& [key, e] : entries_) out.push_back(e.record);
+  return out;
+}
+
+}  // namespace shepherd

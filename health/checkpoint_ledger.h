@@ -1,0 +1,88 @@
+// Checkpoint validity for one job, across its attempts: which checkpoints are complete, good or bad, and
+// which is the last-known-good one to restart from.
+//
+// Lifecycle: pending (some ranks reported their part) → complete (`expected_reporters` distinct ranks
+// reported) → good, or bad at any point. A complete checkpoint at step c of attempt a becomes good once,
+// from evidence of attempt a only (another attempt re-ran from a different state):
+//   (a) a hash check at a step >= c agreed (waived when the job has no hash checks: see Options),
+//   (b) no anomaly of attempt a has its onset at or before c,
+//   (c) attempt a ran healthy through step c + good_after_steps.
+// It becomes bad (even after good: evidence wins) when an anomaly of attempt a has onset <= c, or a hash
+// mismatch at step Z of attempt a follows it with no agreeing check in [c, Z): the corruption arose after
+// the last agreeing check L, so every checkpoint of a with L < c is bad (those after Z too: the parameters
+// stay corrupt).
+// Lineage: OnAttemptStart(b, resume_step) abandons later steps of earlier attempts: their checkpoints
+// keep their status but are no longer candidates for LastKnownGood/Latest.
+//
+// Every status change is returned as a transition carrying the updated record and a reason, for the
+// caller to persist. Not thread-safe: one owner (the controller's strand). Pure: time comes in as `now`.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/job.h"
+#include "health/evidence.h"
+
+namespace shepherd {
+
+struct CheckpointTransition {
+  Checkpoint checkpoint;  // after the change; checkpoint.reason says why
+  CheckpointStatus from = CheckpointStatus::kPending;
+  bool created = false;  // first report of this checkpoint (from is kPending)
+};
+
+class CheckpointLedger {
+ public:
+  struct Options {
+    int expected_reporters = 1;  // distinct ranks that must report a checkpoint (world size, or shard owners)
+    int good_after_steps = 10;   // K in (c)
+    bool hash_checks = true;     // false when no replica sets exist (dp=1, plain ZeRO-3) or checks are off
+  };
+  CheckpointLedger(std::string job, Options options) : job_(std::move(job)), opt_(options) {}
+
+  // Reloads records persisted earlier (daemon restart). Pending ones have lost their rank sets and
+  // complete only if `ranks_reported` already reached expected_reporters.
+  void Restore(const std::vector<Checkpoint>& records);
+  void OnAttemptStart(int attempt, int64_t resume_step);
+
+  // A rank's part of checkpoint `step` of `attempt` is durably saved. Repeated reports of one rank count
+  // once.
+  std::vector<CheckpointTransition> OnCheckpointReport(int attempt, int rank, int64_t step,
+                                                       const std::string& path, Time now);
+  std::vector<CheckpointTransition> OnEvidence(const HealthEvidence& e, Time now);
+
+  std::optional<Checkpoint> LastKnownGood() const;  // newest good on the current lineage
+  std::optional<Checkpoint> Latest() const;         // newest complete-or-good on the current lineage
+  std::optional<Checkpoint> Find(const std::string& id) const;
+  std::vector<Checkpoint> All() const;  // by (attempt, step)
+
+ private:
+  struct Entry {
+    Checkpoint record;
+    std::vector<bool> reported;  // by rank; freed once complete
+  };
+  struct AttemptEvidence {
+    std::vector<int64_t> agreed;  // ascending hash-check steps that agreed
+    std::optional<int64_t> min_anomaly_onset;
+    std::string anomaly_what;
+    std::optional<int64_t> corrupt_after;  // a mismatch: checkpoints with step > this are bad
+    int64_t corrupt_mismatch_step = 0;
+    int64_t healthy_through = -1;
+  };
+  // Applies the grading rules to one entry; appends a transition when its status changed.
+  void Grade(Entry& e, Time now, std::vector<CheckpointTransition>* out);
+  void SetStatus(Entry& e, CheckpointStatus s, std::string reason, Time now,
+                 std::vector<CheckpointTransition>* out);
+  bool OnLineage(const Checkpoint& c) const;
+
+  std::string job_;
+  Options opt_;
+  std::map<std::pair<int, int64_t>, Entry> entries_;  // (attempt, step) → checkpoint
+  std::map<int, AttemptEvidence> evidence_;           // by attempt
+  std::map<int, int64_t> resume_step_;                // attempt → step it resumed from
+};
+
+}  // namespace shepherd

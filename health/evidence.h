@@ -1,0 +1,23 @@
+// What a JobMonitor learned that bears on checkpoint validity. JobMonitor::TakeEvidence() hands these to
+// the job's CheckpointLedger (the controller forwards them; health/ keeps no cross-object pointers).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace shepherd {
+
+struct HealthEvidence {
+  enum class Kind {
+    kHashAgreed,      // every replica set agreed on the parameters at `step` (complete check)
+    kHashMismatch,    // some replica set disagreed at `step`
+    kAnomaly,         // a data anomaly (nonfinite_loss, loss_spike, grad_norm_spike) with onset `step`
+    kHealthyThrough,  // every reporting rank passed `step` with no data anomaly open
+  };
+  Kind kind = Kind::kHealthyThrough;
+  int attempt = 0;
+  int64_t step = 0;
+  std::string what;  // finding kind for anomalies, for the checkpoint's reason
+};
+
+}  // namespace shepherd

@@ -1,0 +1,182 @@
+#include "health/hang_watchdog.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <tuple>
+
+namespace shepherd {
+namespace {
+
+std::string Fmt(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f", v);
+  return buf;
+}
+
+std::string CollectiveName(GroupKind g, int64_t seq) {
+  return std::string(ToString(g)) + "#" + std::to_string(seq);
+}
+
+// Out-edges of r in the wait-for graph (see header). Ends of chains have none.
+void WaitsFor(const RankLayout& layout, const std::vector<RankState>& ranks, const std::vector<bool>& alive,
+              int r, std::vector<int>* out) {
+  out->clear();
+  const RankState& s = ranks[r];
+  if (!alive[r] || !s.has(RankState::kInCollective) || s.collective_group == GroupKind::kOther) return;
+  const int g = static_cast<int>(s.collective_group);
+  for (int m : layout.GroupMembers(r, s.collective_group))
+    if (m != r && ranks[m].entered_seq[g] < s.collective_seq) out->push_back(m);
+}
+
+}  // namespace
+
+std::vector<int> HangAnalysis::SuspectRanks() const {
+  std::vector<int> out;
+  for (const auto& c : culprits) out.push_back(c.rank);
+  if (out.empty())
+    for (const auto& f : comm_faults) out.insert(out.end(), f.members.begin(), f.members.end());
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>& ranks,
+                         const std::vector<bool>& alive, double hang_timeout_s, Time now) {
+  HangAnalysis a;
+  const int n = static_cast<int>(ranks.size());
+  std::vector<int> roots;
+  for (int r = 0; r < n; ++r) {
+    const RankState& s = ranks[r];
+    if (!s.has(RankState::kInCollective)) continue;
+    double open_s = ToSeconds(now - s.collective_since);
+    if (open_s <= hang_timeout_s) continue;
+    roots.push_back(r);
+    if (open_s > a.oldest_open_s) {
+      a.oldest_open_s = open_s;
+      a.oldest_rank = r;
+      a.oldest_group = s.collective_group;
+      a.oldest_seq = s.collective_seq;
+    }
+  }
+  a.waiting_past_timeout = static_cast<int>(roots.size());
+  if (roots.empty()) return a;
+  a.hung = true;
+
+  // Iterative Tarjan over the part of the graph reachable from the roots; sink SCCs are chain ends.
+  std::vector<int> index(n, -1), low(n, 0), comp(n, -1);
+  std::vector<int> stack;
+  std::vector<bool> on_stack(n, false);
+  struct Frame {
+    int rank;
+    std::vector<int> edges;
+    size_t next = 0;
+  };
+  std::vector<Frame> dfs;
+  std::vector<std::vector<int>> comps;
+  std::vector<bool> comp_is_sink;
+  int counter = 0;
+  std::vector<int> scratch;
+  auto push = [&](int r) {
+    index[r] = low[r] = counter++;
+    stack.push_back(r);
+    on_stack[r] = true;
+    WaitsFor(layout, ranks, alive, r, &scratch);
+    dfs.push_back({r, scratch, 0});
+  };
+  for (int root : roots) {
+    if (index[root] != -1) continue;
+    push(root);
+    while (!dfs.empty()) {
+      Frame& f = dfs.back();
+      if (f.next < f.edges.size()) {
+        int m = f.edges[f.next++];
+        if (index[m] == -1) {
+          push(m);
+        } else if (on_stack[m]) {
+          low[f.rank] = std::min(low[f.rank], index[m]);
+        }
+        continue;
+      }
+      int r = f.rank;
+      dfs.pop_back();
+      if (!dfs.empty()) low[dfs.back().rank] = std::min(low[dfs.back().rank], low[r]);
+      if (low[r] != index[r]) continue;
+      std::vector<int> members;
+      int m;
+      do {
+        m = stack.back();
+        stack.pop_back();
+        on_stack[m] = false;
+        comp[m] = static_cast<int>(comps.size());
+        members.push_back(m);
+      } while (m != r);
+      // Tarjan emits a component only after all components it reaches, so their ids are known here.
+      bool sink = true;
+      for (int x : members) {
+        WaitsFor(layout, ranks, alive, x, &scratch);
+        for (int y : scratch)
+          if (comp[y] != comp[x]) sink = false;
+      }
+      comps.push_back(std::move(members));
+      comp_is_sink.push_back(sink);
+    }
+  }
+
+  for (size_t c = 0; c < comps.size(); ++c) {
+    if (!comp_is_sink[c]) continue;
+    std::vector<int>& members = comps[c];
+    std::sort(members.begin(), members.end());
+    if (members.size() > 1) {
+      for (int r : members)
+        a.culprits.push_back({r, "waits in a cycle of collectives (order mismatch): inside " +
+                                     CollectiveName(ranks[r].collective_group, ranks[r].collective_seq)});
+      continue;
+    }
+    int r = members[0];
+    const RankState& s = ranks[r];
+    if (!s.ever_seen()) {
+      a.culprits.push_back({r, "has never reported"});
+    } else if (!alive[r]) {
+      a.culprits.push_back({r, "no heartbeat for " + Fmt(ToSeconds(now - s.last_seen)) + " s"});
+    } else if (!s.has(RankState::kInCollective)) {
+      a.culprits.push_back(
+          {r, "heartbeating but inside no collective (step " + std::to_string(s.step) + ")"});
+    } else if (s.collective_group == GroupKind::kOther) {
+      a.culprits.push_back({r, "inside a collective of a group whose membership is unknown (seq " +
+                                   std::to_string(s.collective_seq) + "); its chain cannot be followed"});
+    } else {
+      a.comm_faults.push_back(
+          {s.collective_group, s.collective_seq, layout.GroupMembers(r, s.collective_group)});
+    }
+  }
+  std::sort(a.culprits.begin(), a.culprits.end(), [](auto& x, auto& y) { return x.rank < y.rank; });
+  // Two ranks of one stuck group yield the same fault: keep one per (group, seq, members).
+  std::sort(a.comm_faults.begin(), a.comm_faults.end(),
+            [](auto& x, auto& y) { return std::tie(x.members, x.seq) < std::tie(y.members, y.seq); });
+  a.comm_faults.erase(std::unique(a.comm_faults.begin(), a.comm_faults.end(),
+                                  [](auto& x, auto& y) { return x.members == y.members && x.seq == y.seq; }),
+                      a.comm_faults.end());
+
+  std::string d = "collective " + CollectiveName(a.oldest_group, a.oldest_seq) + " open " +
+                  Fmt(a.oldest_open_s) + " s (rank " + std::to_string(a.oldest_rank) + "; " +
+                  std::to_string(a.waiting_past_timeout) + " rank(s) waiting past the " +
+                  Fmt(hang_timeout_s) + " s hang timeout)";
+  if (!a.culprits.empty()) {
+    d += "; wait chains end at ";
+    for (size_t i = 0; i < a.culprits.size() && i < 8; ++i)
+      d += (i ? ", rank " : "rank ") + std::to_string(a.culprits[i].rank) + " (" + a.culprits[i].reason + ")";
+    if (a.culprits.size() > 8) d += " and " + std::to_string(a.culprits.size() - 8) + " more";
+  }
+  for (size_t i = 0; i < a.comm_faults.size() && i < 4; ++i) {
+    const CommFault& f = a.comm_faults[i];
+    d += "; every member of " + std::string(ToString(f.group)) + " group {";
+    for (size_t k = 0; k < f.members.size() && k < 16; ++k)
+      d += (k ? "," : "") + std::to_string(f.members[k]);
+    if (f.members.size() > 16) d += ",...";
+    d += "} entered " + CollectiveName(f.group, f.seq) + ": communication fault suspected on their nodes";
+  }
+  a.detail = std::move(d);
+  return a;
+}
+
+}  // namespace shepherd

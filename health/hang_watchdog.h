@@ -1,0 +1,61 @@
+// Collective-hang analysis: which collectives are open past the hang timeout and which ranks are the root
+// culprits, found by following the wait-for graph.
+//
+// Wait-for graph: a rank inside collective (G, s) waits for every member m of its G-group (tp, pp or dp,
+// from placement coordinates) that has not entered seq s of G (m's highest entered seq for G < s).
+// Starting from the ranks whose collective is open longer than hang_timeout_s, chains are followed to
+// their ends (the sink components of the graph):
+//   - a rank that is not heartbeating, never reported, or is alive but inside no collective: culprit;
+//   - a rank inside a collective of an unknown group name (membership cannot be derived): culprit, with
+//     that caveat in its reason;
+//   - a cycle of ranks waiting on each other (collective order mismatch): every rank of the cycle;
+//   - a rank inside (G, s) where every member entered s: no culprit rank; the group's nodes are suspected
+//     of a communication fault (reported in comm_faults).
+// Ranks that merely wait are never culprits. Pipeline p2p ops reported with group "pp" are treated as a
+// collective of the whole pp group, so their seqs must be counted per pp group by the client.
+//
+// Pure function of its inputs; cost O(sum of group sizes of the ranks reached), paid only while a hang is
+// open.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/job.h"
+#include "health/rank_layout.h"
+#include "health/rank_state.h"
+
+namespace shepherd {
+
+struct HangCulprit {
+  int rank = 0;
+  std::string reason;  // "heartbeating but inside no collective", "no heartbeat for 42 s", ...
+};
+
+struct CommFault {
+  GroupKind group = GroupKind::kOther;
+  int64_t seq = 0;
+  std::vector<int> members;  // ascending
+};
+
+struct HangAnalysis {
+  bool hung = false;
+  // The longest-open collective past the timeout: evidence for the detail sentence.
+  int oldest_rank = -1;
+  GroupKind oldest_group = GroupKind::kOther;
+  int64_t oldest_seq = 0;
+  double oldest_open_s = 0;
+  int waiting_past_timeout = 0;       // ranks inside a collective open past the timeout
+  std::vector<HangCulprit> culprits;  // ascending by rank
+  std::vector<CommFault> comm_faults;
+  std::string detail;  // one human sentence naming the evidence
+
+  std::vector<int> SuspectRanks() const;  // culprits, else comm-fault members; ascending, unique
+};
+
+// `alive[r]`: whether rank r's heartbeat is fresh (the caller applies grace and checkpoint allowances).
+// REQUIRES: ranks.size() == alive.size() == layout.world_size().
+HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>& ranks,
+                         const std::vector<bool>& alive, double hang_timeout_s, Time now);
+
+}  // namespace shepherd

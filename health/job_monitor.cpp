@@ -1,0 +1,238 @@
+#include "health/job_monitor.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "health/text.h"
+
+namespace shepherd {
+using health_text::Fmt;
+using health_text::RankList;
+
+Result<std::unique_ptr<JobMonitor>> JobMonitor::Create(MonitorContext context) {
+  auto layout = RankLayout::Build(context.plan, context.placement, context.hybrid_shard_size);
+  if (!layout.ok()) return layout.status();
+  return std::unique_ptr<JobMonitor>(new JobMonitor(std::move(context), std::move(layout).value()));
+}
+
+JobMonitor::JobMonitor(MonitorContext ctx, RankLayout layout)
+    : ctx_(std::move(ctx)),
+      layout_(std::move(layout)),
+      ranks_(layout_.world_size()),
+      sdc_(layout_, ctx_.policy.hang_timeout_s),
+      loss_(ctx_.policy.loss_spike_factor) {
+  ctx_.placement.ranks.clear();  // the layout holds what is needed; do not keep a second copy per rank
+  ctx_.placement.ranks.shrink_to_fit();
+}
+
+size_t JobMonitor::BytesPerRank() {
+  // RankState + layout: coords (12) + node index (4) + coordinate index (4) + replica-set order (4).
+  return sizeof(RankState) + 24;
+}
+
+bool JobMonitor::Alive(const RankState& s, Time now) const {
+  if (!s.ever_seen()) return ToSeconds(now - ctx_.started_at) <= ctx_.policy.startup_grace_s;
+  double allowance = ctx_.policy.heartbeat_timeout_s * (s.in_checkpoint_phase() ? kCheckpointAllowance : 1);
+  return ToSeconds(now - s.last_seen) <= allowance;
+}
+
+void JobMonitor::EnterCollective(RankState& s, const CollectiveInfo& c, Time report_time, Time now) {
+  if (s.has(RankState::kInCollective) && s.collective_group == c.group_kind && s.collective_seq == c.seq)
+    return;
+  // `since` and `time` share the rank's clock: carry the age over to ours so clock skew cancels.
+  double age = c.since ? std::max(0.0, ToSeconds(report_time - *c.since)) : 0.0;
+  s.set(RankState::kInCollective, true);
+  s.collective_group = c.group_kind;
+  s.collective_seq = c.seq;
+  s.collective_since = now - Seconds(age);
+  if (c.group_kind != GroupKind::kOther) {
+    int64_t& entered = s.entered_seq[static_cast<int>(c.group_kind)];
+    entered = std::max(entered, c.seq);
+  }
+  last_progress_ = now;
+}
+
+void JobMonitor::LeaveCollective(RankState& s, Time now) {
+  if (!s.has(RankState::kInCollective)) return;
+  s.set(RankState::kInCollective, false);
+  last_progress_ = now;
+}
+
+IngestResult JobMonitor::Ingest(const Report& r, Time now) {
+  IngestResult res;
+  if (r.attempt != ctx_.attempt) {
+    ++ignored_;
+    res.ignored = true;
+    return res;
+  }
+  if (r.rank < 0 || r.rank >= layout_.world_size()) {
+    std::string m = "rank " + std::to_string(r.rank) + " is outside the job's " +
+                    std::to_string(layout_.world_size()) + " ranks";
+    res.status = InvalidContent("rank: " + m, {{"rank", m}});
+    return res;
+  }
+  RankState& s = ranks_[r.rank];
+  s.last_seen = now;
+  s.set(RankState::kHeartbeatLost, false);
+  if (r.step && *r.step > s.step) {
+    s.step = *r.step;
+    if (s.step > job_step_) {
+      job_step_ = s.step;
+      last_progress_ = now;
+    }
+  }
+  switch (r.kind) {
+    case ReportKind::kHeartbeat:
+      s.phase = r.phase;
+      if (r.collective) {
+        s.set(RankState::kHeartbeatCollectives, true);
+        EnterCollective(s, *r.collective, r.time, now);
+      } else if (s.has(RankState::kHeartbeatCollectives)) {
+        LeaveCollective(s, now);
+      }
+      break;
+    case ReportKind::kStep:
+      if (s.phase != Phase::kUnspecified && s.phase != Phase::kTrain) s.phase = Phase::kTrain;
+      if (r.step_time_s) RecordStepTime(s, *r.step_time_s);
+      res.urgent = loss_.OnStep(r.rank, r.step.value_or(s.step), r.loss, r.grad_norm, now);
+      break;
+    case ReportKind::kCollective:
+      if (!r.collective) break;
+      if (r.collective_state == CollectiveState::kStarted) {
+        EnterCollective(s, *r.collective, r.time, now);
+      } else {
+        if (r.collective->group_kind != GroupKind::kOther) {
+          int64_t& entered = s.entered_seq[static_cast<int>(r.collective->group_kind)];
+          entered = std::max(entered, r.collective->seq);
+        }
+        if (s.has(RankState::kInCollective) && s.collective_group == r.collective->group_kind &&
+            s.collective_seq == r.collective->seq)
+          LeaveCollective(s, now);
+        last_progress_ = now;
+      }
+      break;
+    case ReportKind::kParamHash:
+      if (r.step) sdc_.OnHash(ranks_, r.rank, *r.step, HashDigest(r.hash), now);
+      break;
+    case ReportKind::kCheckpoint:
+      break;  // the controller routes checkpoint reports to the CheckpointLedger
+  }
+  return res;
+}
+
+Finding JobMonitor::MakeFinding(const char* kind, std::vector<int> ranks, Time now,
+                                std::string detail) const {
+  Finding f;
+  f.job = ctx_.job;
+  f.attempt = ctx_.attempt;
+  f.kind = kind;
+  f.nodes = layout_.NodesOf(ranks);
+  f.ranks = std::move(ranks);
+  if (job_step_ >= 0) f.step = job_step_;
+  f.detected_at = now;
+  f.detail = std::move(detail);
+  return f;
+}
+
+void JobMonitor::Evidence(HealthEvidence::Kind kind, int64_t step, std::string what) {
+  evidence_.push_back({kind, ctx_.attempt, step, std::move(what)});
+}
+
+std::vector<HealthEvidence> JobMonitor::TakeEvidence() {
+  return std::exchange(evidence_, {});
+}
+
+std::vector<Finding> JobMonitor::Evaluate(Time now) {
+  std::vector<Finding> out;
+  std::vector<bool> alive;
+  evaluated_at_ = now;
+  EvaluateHeartbeats(now, &alive, &out);
+  EvaluateHang(now, alive, &out);
+  EvaluateStragglers(now, &out);
+  EvaluateSdc(now, &out);
+  EvaluateLoss(now, &out);
+  const bool anomaly_open =
+      loss_.nonfinite().open || loss_.spike().open || loss_.grad_spike().open || sdc_suspected_count_ > 0;
+  if (!anomaly_open && min_step_ > healthy_through_) {
+    healthy_through_ = min_step_;
+    Evidence(HealthEvidence::Kind::kHealthyThrough, min_step_);
+  }
+  return out;
+}
+
+void JobMonitor::EvaluateHeartbeats(Time now, std::vector<bool>* alive, std::vector<Finding>* out) {
+  const int n = layout_.world_size();
+  alive->assign(n, false);
+  std::vector<int> newly_lost;
+  lost_count_ = never_reported_ = checkpointing_ = 0;
+  min_step_ = -1;
+  bool all_have_step = true;
+  for (int r = 0; r < n; ++r) {
+    RankState& s = ranks_[r];
+    const bool ok = Alive(s, now);
+    (*alive)[r] = ok && s.ever_seen();
+    if (!s.ever_seen()) ++never_reported_;
+    if (s.in_checkpoint_phase() && ok) ++checkpointing_;
+    if (s.step < 0)
+      all_have_step = false;
+    else if (min_step_ < 0 || s.step < min_step_)
+      min_step_ = s.step;
+    if (ok) continue;
+    ++lost_count_;
+    if (!s.has(RankState::kHeartbeatLost)) {
+      s.set(RankState::kHeartbeatLost, true);
+      newly_lost.push_back(r);
+    }
+  }
+  if (!all_have_step) min_step_ = -1;
+  if (newly_lost.empty()) return;
+  std::string detail;
+  const RankState& first = ranks_[newly_lost.front()];
+  if (first.ever_seen())
+    detail = "no report for " + Fmt(ToSeconds(now - first.last_seen)) + " s from rank " +
+             std::to_string(newly_lost.front()) + " (heartbeat timeout " +
+             Fmt(ctx_.policy.heartbeat_timeout_s) + " s" +
+             (first.in_checkpoint_phase() ? " x10 while in a checkpoint phase" : "") + ")";
+  else
+    detail = "rank " + std::to_string(newly_lost.front()) + " never reported within the " +
+             Fmt(ctx_.policy.startup_grace_s) + " s startup grace";
+  detail += "; newly lost ranks: " + RankList(newly_lost);
+  out->push_back(MakeFinding("heartbeat_lost", std::move(newly_lost), now, std::move(detail)));
+}
+
+void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vector<Finding>* out) {
+  const bool was_hung = hang_.hung;
+  hang_ = AnalyzeHang(layout_, ranks_, alive, ctx_.policy.hang_timeout_s, now);
+  if (hang_.hung && !was_hung) {
+    // Culprit ranks, or for a communication fault every member of the stuck groups (and so their nodes).
+    out->push_back(MakeFinding("hang", hang_.SuspectRanks(), now, hang_.detail));
+  }
+
+  // Hang outside collectives.
+  const bool was_progress_hang = progress_hang_;
+  Time ref = job_step_ < 0 ? std::max(last_progress_, ctx_.started_at + Seconds(ctx_.policy.startup_grace_s))
+                           : last_progress_;
+  double allowance = ctx_.policy.hang_timeout_s * (checkpointing_ > 0 ? kCheckpointAllowance : 1);
+  double idle = ToSeconds(now - ref);
+  bool any_alive = std::find(alive.begin(), alive.end(), true) != alive.end();
+  progress_hang_ = !hang_.hung && any_alive && idle > allowance;
+  if (!progress_hang_) return;
+  progress_suspects_.clear();
+  int64_t lo = -1;
+  for (int r = 0; r < layout_.world_size(); ++r)
+    if (alive[r] && (lo < 0 || ranks_[r].step < lo)) lo = ranks_[r].step;
+  if (lo < job_step_)
+    for (int r = 0; r < layout_.world_size(); ++r)
+      if (alive[r] && ranks_[r].step == lo) progress_suspects_.push_back(r);
+  progress_detail_ = "no step progress (job step " + std::to_string(job_step_) +
+                     ") and no collective activity for " + Fmt(idle) + " s (hang timeout " + Fmt(allowance) +
+                     " s) while ranks still heartbeat";
+  progress_detail_ +=
+      progress_suspects_.empty()
+          ? "; every live rank is at the same step: a job-wide hang outside collectives"
+          : "; lagging at step " + std::to_string(lo) + ": ranks " + RankList(progress_suspects_);
+  if (!was_progress_hang) out->push_back(MakeFinding("hang", progress_suspects_, now, progress_detail_));
+}
+
+}  // namespace shepherd

@@ -1,0 +1,122 @@
+// JobMonitor: the health of one running attempt of one job. The controller creates one per attempt, feeds
+// it every report of the job (Ingest, memory only), calls Evaluate on its periodic tick (and right after an
+// Ingest that says `urgent`), persists the findings Evaluate returns, forwards TakeEvidence() to the job's
+// CheckpointLedger (and checkpoint reports too: the monitor does not track checkpoints), and answers
+// GET /v1/jobs/{id}/health with HealthJson (adding last_known_good_checkpoint and updated_at).
+//
+// Detectors (rules in each header): heartbeats (below), HangWatchdog (hang_watchdog.h), stragglers
+// (straggler_detector.h), SDC vote (sdc_checker.h), loss and grad-norm anomalies (loss_monitor.h).
+// Heartbeats: any report refreshes a rank's last-seen (receive time `now`, not the rank's clock). A rank is
+// lost when silent for heartbeat_timeout_s, or for kCheckpointAllowance × that while its last heartbeat
+// said phase checkpoint_save/checkpoint_load (a heartbeat without `phase` means training). A rank that never
+// reported is lost once startup_grace_s passed since the attempt started.
+// Hang outside collectives: no new step (job-wide highest) and no collective entered or completed for
+// hang_timeout_s (× kCheckpointAllowance while any rank is in a checkpoint phase; the clock starts at
+// started_at + startup_grace_s until a first step is seen) while some rank still heartbeats.
+//
+// Findings are new incidents only: an incident (per rank for heartbeat_lost, straggler, sdc_suspected; per
+// job for hang, nonfinite_loss, loss_spike, grad_norm_spike) yields one finding when it opens and another
+// only after it has cleared and reopened. Finding ids and actions are left empty for the controller.
+//
+// Cost: Evaluate is O(world size) (plus the hang graph walk while a collective hang is open): call it on
+// a tick, not per report. Ingest is O(1) amortised. Memory: sizeof(RankState) + about 24 bytes of layout per
+// rank (see BytesPerRank). Not thread-safe: one owner (the controller's strand). No clock reads, no I/O.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/job.h"
+#include "core/json.h"
+#include "core/status.h"
+#include "health/evidence.h"
+#include "health/hang_watchdog.h"
+#include "health/loss_monitor.h"
+#include "health/rank_layout.h"
+#include "health/rank_state.h"
+#include "health/report.h"
+#include "health/sdc_checker.h"
+#include "health/straggler_detector.h"
+
+namespace shepherd {
+
+struct MonitorContext {
+  std::string job;
+  int attempt = 0;
+  Time started_at{};
+  Plan plan;
+  Placement placement;  // indexed by rank, placement.ranks.size() == plan.world_size()
+  Policy policy;
+  // ZeRO-3 only: ranks per shard group under hybrid sharding (HSDP); 0 means plain ZeRO-3 (no replicas).
+  int hybrid_shard_size = 0;
+};
+
+struct IngestResult {
+  Status status;         // non-ok: rejected (rank outside the world); list it under "rejected"
+  bool ignored = false;  // another attempt's report: accepted by the API, not used, counted
+  bool urgent = false;   // opened an anomaly: call Evaluate now rather than at the next tick
+};
+
+class JobMonitor {
+ public:
+  // Allowance multiplier for heartbeats and progress while a rank saves or loads a checkpoint.
+  static constexpr double kCheckpointAllowance = 10;
+
+  // Fails (kInvalidContent) when the placement does not match the plan (RankLayout::Build).
+  static Result<std::unique_ptr<JobMonitor>> Create(MonitorContext context);
+
+  IngestResult Ingest(const Report& report, Time now);
+  std::vector<Finding> Evaluate(Time now);
+  // Evidence gathered since the last call, oldest first, for CheckpointLedger::OnEvidence.
+  std::vector<HealthEvidence> TakeEvidence();
+  // API.md health shape without last_known_good_checkpoint and updated_at. Hang and straggler evidence is
+  // as of the last Evaluate ("evaluated_at"); heartbeat counts are computed at `now`.
+  Json HealthJson(Time now) const;
+
+  const MonitorContext& context() const { return ctx_; }
+  const RankLayout& layout() const { return layout_; }
+  uint64_t ignored_reports() const { return ignored_; }
+  // Per-rank memory of this monitor's state (rank state + layout), for capacity planning.
+  static size_t BytesPerRank();
+
+ private:
+  JobMonitor(MonitorContext ctx, RankLayout layout);
+  bool Alive(const RankState& s, Time now) const;
+  void EnterCollective(RankState& s, const CollectiveInfo& c, Time report_time, Time now);
+  void LeaveCollective(RankState& s, Time now);
+  Finding MakeFinding(const char* kind, std::vector<int> ranks, Time now, std::string detail) const;
+  void EvaluateHeartbeats(Time now, std::vector<bool>* alive, std::vector<Finding>* out);
+  void EvaluateHang(Time now, const std::vector<bool>& alive, std::vector<Finding>* out);
+  void EvaluateStragglers(Time now, std::vector<Finding>* out);
+  void EvaluateSdc(Time now, std::vector<Finding>* out);
+  void EvaluateLoss(Time now, std::vector<Finding>* out);
+  void Evidence(HealthEvidence::Kind kind, int64_t step, std::string what = {});
+
+  MonitorContext ctx_;
+  RankLayout layout_;
+  std::vector<RankState> ranks_;
+  SdcChecker sdc_;
+  LossMonitor loss_;
+  uint64_t ignored_ = 0;
+
+  int64_t job_step_ = -1;  // highest step any rank reported
+  Time last_progress_{};   // when job_step_ rose or a collective was entered or completed
+  // As of the last Evaluate.
+  Time evaluated_at_{};
+  int lost_count_ = 0, never_reported_ = 0, checkpointing_ = 0;
+  int64_t min_step_ = -1;
+  HangAnalysis hang_;
+  bool progress_hang_ = false;
+  std::string progress_detail_;
+  std::vector<int> progress_suspects_;
+  StragglerAnalysis stragglers_;
+  int sdc_suspected_count_ = 0;
+  std::optional<SdcCheckResult> last_sdc_;  // the latest resolved check, for the health JSON
+  int64_t healthy_through_ = -1;
+  std::vector<HealthEvidence> evidence_;
+};
+
+}  // namespace shepherd

@@ -1,0 +1,89 @@
+// JobMonitor's evaluation of stragglers, SDC checks and loss anomalies (heartbeats and hangs are in
+// job_monitor.cpp).
+#include <string>
+#include <vector>
+
+#include "health/job_monitor.h"
+#include "health/text.h"
+
+namespace shepherd {
+
+using health_text::Fmt;
+using health_text::RankList;
+
+void JobMonitor::EvaluateStragglers(Time now, std::vector<Finding>* out) {
+  stragglers_ = AnalyzeStragglers(ranks_, ctx_.policy);
+  std::vector<bool> flagged(ranks_.size(), false);
+  std::vector<int> fresh;
+  std::string evidence;
+  for (size_t i = 0; i < stragglers_.stragglers.size(); ++i) {
+    int r = stragglers_.stragglers[i];
+    flagged[r] = true;
+    if (ranks_[r].has(RankState::kStraggler)) continue;
+    ranks_[r].set(RankState::kStraggler, true);
+    fresh.push_back(r);
+    if (fresh.size() <= 8)
+      evidence += (fresh.size() > 1 ? ", rank " : "rank ") + std::to_string(r) + " on " + layout_.node(r) +
+                  " median " + Fmt(stragglers_.median_s[i]) + " s";
+  }
+  for (size_t r = 0; r < ranks_.size(); ++r)
+    if (!flagged[r]) ranks_[r].set(RankState::kStraggler, false);
+  if (fresh.empty()) return;
+  std::string detail = evidence + " against the job median " + Fmt(stragglers_.job_median_s) +
+                       " s: slower than " + Fmt(ctx_.policy.straggler_factor) +
+                       "x the median in most of the last " + std::to_string(stragglers_.window) + " steps";
+  out->push_back(MakeFinding("straggler", std::move(fresh), now, std::move(detail)));
+}
+
+void JobMonitor::EvaluateSdc(Time now, std::vector<Finding>* out) {
+  for (SdcCheckResult& res : sdc_.Resolve(ranks_, now)) {
+    for (SdcVerdict& v : res.mismatches) {
+      if (v.newly_suspected.empty()) continue;
+      Finding f = MakeFinding("sdc_suspected", v.newly_suspected, now, v.detail);
+      f.step = res.step;
+      // The corruption arose after the last check that agreed: the earliest possible onset.
+      auto agreed = sdc_.last_agreed_step();
+      if (agreed && *agreed < res.step) f.onset_step = *agreed + 1;
+      out->push_back(std::move(f));
+    }
+    if (res.all_agreed) Evidence(HealthEvidence::Kind::kHashAgreed, res.step);
+    if (!res.mismatches.empty()) Evidence(HealthEvidence::Kind::kHashMismatch, res.step, "sdc_suspected");
+    last_sdc_ = std::move(res);
+  }
+  sdc_suspected_count_ = 0;
+  for (const RankState& s : ranks_) sdc_suspected_count_ += s.has(RankState::kSdcSuspected) ? 1 : 0;
+}
+
+void JobMonitor::EvaluateLoss(Time now, std::vector<Finding>* out) {
+  struct Item {
+    LossIncident* inc;
+    const char* kind;
+    const char* what;
+  };
+  Item items[] = {{&loss_.mutable_nonfinite(), "nonfinite_loss", "non-finite loss"},
+                  {&loss_.mutable_spike(), "loss_spike", "loss spike"},
+                  {&loss_.mutable_grad_spike(), "grad_norm_spike", "grad-norm spike"}};
+  for (Item& it : items) {
+    LossIncident& inc = *it.inc;
+    if (!inc.open || inc.reported) continue;
+    inc.reported = true;
+    std::string detail;
+    if (it.inc == &loss_.mutable_nonfinite())
+      detail = "loss " + Fmt(inc.value) + " first seen at step " + std::to_string(inc.onset_step);
+    else if (it.inc == &loss_.mutable_spike())
+      detail = "loss " + Fmt(inc.value) + " at step " + std::to_string(inc.onset_step) + " exceeds " +
+               Fmt(ctx_.policy.loss_spike_factor) + "x the rolling median " + Fmt(inc.reference);
+    else
+      detail = "grad norm " + Fmt(inc.value) + " at step " + std::to_string(inc.onset_step) +
+               " exceeds 10x the rolling max " + Fmt(inc.reference) +
+               " while the loss is normal (SDC signal)";
+    detail += "; reported by ranks " + RankList(inc.ranks);
+    Finding f = MakeFinding(it.kind, inc.ranks, inc.detected_at, std::move(detail));
+    f.step = inc.last_step;
+    f.onset_step = inc.onset_step;
+    out->push_back(std::move(f));
+    Evidence(HealthEvidence::Kind::kAnomaly, inc.onset_step, it.kind);
+  }
+}
+
+}  // namespace shepherd

@@ -1,0 +1,172 @@
+// JobMonitor::HealthJson: the GET /v1/jobs/{id}/health body (API.md), minus the controller's fields.
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "health/job_monitor.h"
+
+namespace shepherd {
+namespace {
+
+constexpr size_t kMaxListed = 100;  // rank lists in the JSON are capped; *_count fields give the totals
+
+Json RankArray(const std::vector<int>& ranks) {
+  Json a = Json::array();
+  for (size_t i = 0; i < ranks.size() && i < kMaxListed; ++i) a.push_back(ranks[i]);
+  return a;
+}
+
+}  // namespace
+
+Json JobMonitor::HealthJson(Time now) const {
+  const int n = layout_.world_size();
+  std::vector<int> suspects;
+
+  // Heartbeat: computed live.
+  std::vector<int> lost;
+  int never = 0, checkpointing = 0;
+  double oldest_age = 0;
+  for (int r = 0; r < n; ++r) {
+    const RankState& s = ranks_[r];
+    if (!s.ever_seen())
+      ++never;
+    else
+      oldest_age = std::max(oldest_age, ToSeconds(now - s.last_seen));
+    if (s.in_checkpoint_phase()) ++checkpointing;
+    if (!Alive(s, now)) lost.push_back(r);
+  }
+  const bool starting = never == n && lost.empty();
+  Json heartbeat = {{"status", !lost.empty() ? "lost"
+                               : starting    ? "starting"
+                                             : "ok"},
+                    {"ranks", n},
+                    {"ranks_reporting", n - never},
+                    {"ranks_in_checkpoint_phase", checkpointing},
+                    {"lost_count", lost.size()},
+                    {"lost_ranks", RankArray(lost)},
+                    {"oldest_report_age_s", oldest_age},
+                    {"timeout_s", ctx_.policy.heartbeat_timeout_s}};
+  suspects.insert(suspects.end(), lost.begin(), lost.end());
+
+  // Hang: as of the last Evaluate.
+  Json hang = {{"status", hang_.hung || progress_hang_ ? "hung" : "ok"},
+               {"timeout_s", ctx_.policy.hang_timeout_s}};
+  if (hang_.hung) {
+    Json culprits = Json::array();
+    for (const HangCulprit& c : hang_.culprits) culprits.push_back({{"rank", c.rank}, {"reason", c.reason}});
+    Json faults = Json::array();
+    for (const CommFault& f : hang_.comm_faults)
+      faults.push_back({{"group", ToString(f.group)},
+                        {"seq", f.seq},
+                        {"ranks", RankArray(f.members)},
+                        {"nodes", layout_.NodesOf(f.members)}});
+    hang["kind"] = "collective";
+    hang["collective"] = {{"group", ToString(hang_.oldest_group)},
+                          {"seq", hang_.oldest_seq},
+                          {"rank", hang_.oldest_rank},
+                          {"open_s", hang_.oldest_open_s}};
+    hang["waiting_ranks"] = hang_.waiting_past_timeout;
+    hang["culprits"] = std::move(culprits);
+    hang["communication_faults"] = std::move(faults);
+    hang["detail"] = hang_.detail;
+    auto s = hang_.SuspectRanks();
+    suspects.insert(suspects.end(), s.begin(), s.end());
+  } else if (progress_hang_) {
+    hang["kind"] = "no_progress";
+    hang["culprits"] = RankArray(progress_suspects_);
+    hang["detail"] = progress_detail_;
+    suspects.insert(suspects.end(), progress_suspects_.begin(), progress_suspects_.end());
+  }
+  hang["job_step"] = job_step_;
+
+  Json straggler = {{"status", stragglers_.stragglers.empty() ? "ok" : "stragglers"},
+                    {"window_steps", stragglers_.window},
+                    {"factor", ctx_.policy.straggler_factor},
+                    {"job_median_step_time_s", stragglers_.job_median_s},
+                    {"ranks_with_full_window", stragglers_.ranks_with_full_window},
+                    {"ranks", RankArray(stragglers_.stragglers)}};
+  suspects.insert(suspects.end(), stragglers_.stragglers.begin(), stragglers_.stragglers.end());
+
+  // SDC.
+  std::vector<int> sdc_ranks;
+  for (int r = 0; r < n; ++r)
+    if (ranks_[r].has(RankState::kSdcSuspected)) sdc_ranks.push_back(r);
+  Json sdc = {{"every_steps", ctx_.policy.sdc_check_every_steps},
+              {"replica_sets", layout_.replica_set_count()}};
+  if (!sdc_.enabled()) {
+    sdc["status"] = "skipped";
+    sdc["reason"] = layout_.replica_sets_reason();
+  } else {
+    sdc["status"] = !sdc_ranks.empty() ? "suspected" : "ok";
+    sdc["suspected_ranks"] = RankArray(sdc_ranks);
+    sdc["last_agreed_step"] = sdc_.last_agreed_step() ? Json(*sdc_.last_agreed_step()) : Json(nullptr);
+    sdc["open_checks"] = sdc_.open_checks();
+    sdc["late_hashes"] = sdc_.late_hashes();
+    if (last_sdc_) {
+      Json mism = Json::array();
+      bool replay = false;
+      for (const SdcVerdict& v : last_sdc_->mismatches) {
+        mism.push_back({{"suspects", RankArray(v.suspects)},
+                        {"majority", RankArray(v.majority)},
+                        {"needs_replay", v.needs_replay},
+                        {"detail", v.detail}});
+        replay |= v.needs_replay;
+      }
+      sdc["last_check"] = {{"step", last_sdc_->step},
+                           {"complete", last_sdc_->complete},
+                           {"agreed", last_sdc_->all_agreed},
+                           {"missing_count", last_sdc_->missing_count},
+                           {"missing_ranks", RankArray(last_sdc_->missing)},
+                           {"mismatches", std::move(mism)}};
+      sdc["needs_replay"] = replay && !sdc_ranks.empty();
+    }
+  }
+  suspects.insert(suspects.end(), sdc_ranks.begin(), sdc_ranks.end());
+
+  // Loss.
+  const char* loss_status = loss_.nonfinite().open    ? "nonfinite"
+                            : loss_.spike().open      ? "spike"
+                            : loss_.grad_spike().open ? "grad_norm_spike"
+                                                      : "ok";
+  Json loss = {
+      {"status", loss_status},
+      {"last_loss",
+       loss_.last_loss() && std::isfinite(*loss_.last_loss()) ? Json(*loss_.last_loss()) : Json(nullptr)},
+      {"rolling_median", loss_.rolling_median() ? Json(*loss_.rolling_median()) : Json(nullptr)},
+      {"rolling_grad_norm_max", loss_.rolling_grad_max() ? Json(*loss_.rolling_grad_max()) : Json(nullptr)},
+      {"spike_factor", ctx_.policy.loss_spike_factor}};
+  for (const auto& [name, inc] :
+       {std::pair<const char*, const LossIncident*>{"nonfinite", &loss_.nonfinite()},
+        {"spike", &loss_.spike()},
+        {"grad_norm_spike", &loss_.grad_spike()}})
+    if (inc->open) {
+      loss[name] = {
+          {"onset_step", inc->onset_step}, {"last_step", inc->last_step}, {"ranks", RankArray(inc->ranks)}};
+      suspects.insert(suspects.end(), inc->ranks.begin(), inc->ranks.end());
+    }
+
+  std::sort(suspects.begin(), suspects.end());
+  suspects.erase(std::unique(suspects.begin(), suspects.end()), suspects.end());
+  const char* status =
+      hang_.hung || progress_hang_ ? "hung"
+      : !sdc_ranks.empty()         ? "sdc_suspected"
+      : loss_.grad_spike().open    ? "sdc_suspected"
+      : !lost.empty() || !stragglers_.stragglers.empty() || loss_.nonfinite().open || loss_.spike().open
+          ? "degraded"
+      : starting ? "starting"
+                 : "healthy";
+  Json out = {
+      {"status", status},
+      {"checks",
+       {{"heartbeat", heartbeat}, {"hang", hang}, {"straggler", straggler}, {"sdc", sdc}, {"loss", loss}}},
+      {"suspects",
+       {{"ranks", RankArray(suspects)},
+        {"ranks_count", suspects.size()},
+        {"nodes", layout_.NodesOf(suspects)}}},
+      {"attempt", ctx_.attempt},
+      {"ignored_reports", ignored_},
+      {"evaluated_at", evaluated_at_ == Time{} ? Json(nullptr) : Json(FormatRfc3339(evaluated_at_))}};
+  return out;
+}
+
+}  // namespace shepherd

@@ -1,0 +1,246 @@
+#include "health/report.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "health/report_values.h"
+
+namespace shepherd {
+
+namespace {
+
+using namespace report_values;
+
+constexpr size_t kMaxNameLen = 128;
+constexpr size_t kMaxHashLen = 512;
+constexpr size_t kMaxPathLen = 4096;
+constexpr int64_t kMaxStep = int64_t{1} << 53;  // exact in a double; far beyond any training run
+
+using Errors = std::vector<FieldError>;
+
+void ParseCollective(const Json& v, ReportKind kind, const char* prefix, Report* r, Errors* errs) {
+  auto path = [prefix](const char* key) { return std::string(prefix) + "." + key; };
+  if (!v.is_object()) {
+    errs->push_back({prefix, "must be an object with seq, op, group"});
+    return;
+  }
+  CollectiveInfo c;
+  const Json *seq = nullptr, *op = nullptr, *group = nullptr, *since = nullptr;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    const std::string& k = it.key();
+    if (k == "seq")
+      seq = &*it;
+    else if (k == "op")
+      op = &*it;
+    else if (k == "group")
+      group = &*it;
+    else if (k == "since")
+      since = &*it;
+  }
+  if (!seq || !ReadInt(*seq, 0, kMaxStep, &c.seq))
+    errs->push_back({path("seq"), "required: an integer >= 0"});
+  if (op && !op->is_null() && !ReadString(*op, kMaxNameLen, true, &c.op))
+    errs->push_back({path("op"), "must be a string of at most 128 characters"});
+  if (!group || !ReadString(*group, kMaxNameLen, false, &c.group))
+    errs->push_back({path("group"), "required: \"tp\", \"pp\", \"dp\" or a group name"});
+  else
+    c.group_kind = GroupKindFromName(c.group);
+  if (since && !since->is_null() && kind == ReportKind::kHeartbeat) {
+    Time t;
+    if (ReadTime(*since, &t))
+      c.since = t;
+    else
+      errs->push_back({path("since"), "must be an RFC 3339 time or Unix seconds"});
+  }
+  r->collective = std::move(c);
+}
+
+Status Invalid(Errors errs) {
+  std::string message = errs.front().field + ": " + errs.front().message;  // before errs is moved from
+  return InvalidContent(std::move(message), std::move(errs));
+}
+
+}  // namespace
+
+Result<Report> ParseReport(const Json& j, Time received_at) {
+  if (!j.is_object()) return InvalidContent("report: must be an object", {{"", "must be an object"}});
+  // One pass over the keys; kind-specific checks follow once `kind` is known.
+  const Json *rank = nullptr, *attempt = nullptr, *time = nullptr, *kind = nullptr, *step = nullptr,
+             *collective = nullptr, *phase = nullptr, *loss = nullptr, *grad_norm = nullptr,
+             *step_time = nullptr, *seq = nullptr, *op = nullptr, *group = nullptr, *state = nullptr,
+             *hash = nullptr, *path = nullptr;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const Json* v = &*it;
+    switch (k.empty() ? '\0' : k[0]) {
+      case 'a':
+        if (k == "attempt") attempt = v;
+        break;
+      case 'c':
+        if (k == "collective") collective = v;
+        break;
+      case 'g':
+        if (k == "grad_norm")
+          grad_norm = v;
+        else if (k == "group")
+          group = v;
+        break;
+      case 'h':
+        if (k == "hash") hash = v;
+        break;
+      case 'k':
+        if (k == "kind") kind = v;
+        break;
+      case 'l':
+        if (k == "loss") loss = v;
+        break;
+      case 'o':
+        if (k == "op") op = v;
+        break;
+      case 'p':
+        if (k == "phase")
+          phase = v;
+        else if (k == "path")
+          path = v;
+        break;
+      case 'r':
+        if (k == "rank") rank = v;
+        break;
+      case 's':
+        if (k == "step")
+          step = v;
+        else if (k == "step_time_s")
+          step_time = v;
+        else if (k == "seq")
+          seq = v;
+        else if (k == "state")
+          state = v;
+        break;
+      case 't':
+        if (k == "time") time = v;
+        break;
+      default:
+        break;
+    }
+  }
+
+  Report r;
+  r.time = received_at;
+  Errors errs;
+  int64_t n = 0;
+  if (!rank || !ReadInt(*rank, 0, std::numeric_limits<int32_t>::max(), &n))
+    errs.push_back({"rank", "required: an integer >= 0"});
+  else
+    r.rank = static_cast<int>(n);
+  if (!attempt || !ReadInt(*attempt, 0, std::numeric_limits<int32_t>::max(), &n))
+    errs.push_back({"attempt", "required: an integer >= 0"});
+  else
+    r.attempt = static_cast<int>(n);
+  if (time && !time->is_null() && !ReadTime(*time, &r.time))
+    errs.push_back({"time", "must be an RFC 3339 time or Unix seconds"});
+
+  bool kind_ok = false;
+  if (kind && kind->is_string()) {
+    const std::string& k = kind->get_ref<const std::string&>();
+    kind_ok = true;
+    if (k == "heartbeat")
+      r.kind = ReportKind::kHeartbeat;
+    else if (k == "step")
+      r.kind = ReportKind::kStep;
+    else if (k == "collective")
+      r.kind = ReportKind::kCollective;
+    else if (k == "param_hash")
+      r.kind = ReportKind::kParamHash;
+    else if (k == "checkpoint")
+      r.kind = ReportKind::kCheckpoint;
+    else
+      kind_ok = false;
+  }
+  if (!kind_ok) {
+    errs.push_back({"kind", "required: one of heartbeat, step, collective, param_hash, checkpoint"});
+    return Invalid(std::move(errs));
+  }
+
+  bool step_required =
+      r.kind == ReportKind::kStep || r.kind == ReportKind::kParamHash || r.kind == ReportKind::kCheckpoint;
+  if (step && !step->is_null()) {
+    if (ReadInt(*step, 0, kMaxStep, &n))
+      r.step = n;
+    else
+      errs.push_back({"step", "must be an integer >= 0"});
+  } else if (step_required) {
+    errs.push_back({"step", "required for this kind: an integer >= 0"});
+  }
+
+  switch (r.kind) {
+    case ReportKind::kHeartbeat:
+      if (collective && !collective->is_null()) ParseCollective(*collective, r.kind, "collective", &r, &errs);
+      if (phase && !phase->is_null()) {
+        const std::string* p = phase->is_string() ? &phase->get_ref<const std::string&>() : nullptr;
+        if (p && *p == "train")
+          r.phase = Phase::kTrain;
+        else if (p && *p == "checkpoint_save")
+          r.phase = Phase::kCheckpointSave;
+        else if (p && *p == "checkpoint_load")
+          r.phase = Phase::kCheckpointLoad;
+        else
+          errs.push_back({"phase", "must be one of train, checkpoint_save, checkpoint_load"});
+      }
+      break;
+    case ReportKind::kStep: {
+      double d = 0;
+      if (loss && !loss->is_null()) {
+        if (ReadMetric(*loss, &d))
+          r.loss = d;
+        else
+          errs.push_back({"loss", "must be a number or \"nan\", \"inf\", \"-inf\""});
+      }
+      if (grad_norm && !grad_norm->is_null()) {
+        if (ReadMetric(*grad_norm, &d))
+          r.grad_norm = d;
+        else
+          errs.push_back({"grad_norm", "must be a number or \"nan\", \"inf\", \"-inf\""});
+      }
+      if (step_time && !step_time->is_null()) {
+        if (step_time->is_number() && std::isfinite(d = step_time->get<double>()) && d >= 0)
+          r.step_time_s = d;
+        else
+          errs.push_back({"step_time_s", "must be a finite number >= 0"});
+      }
+      break;
+    }
+    case ReportKind::kCollective: {
+      // For this kind the collective's fields sit at the top level of the report.
+      CollectiveInfo c;
+      if (!seq || !ReadInt(*seq, 0, kMaxStep, &c.seq)) errs.push_back({"seq", "required: an integer >= 0"});
+      if (op && !op->is_null() && !ReadString(*op, kMaxNameLen, true, &c.op))
+        errs.push_back({"op", "must be a string of at most 128 characters"});
+      if (!group || !ReadString(*group, kMaxNameLen, false, &c.group))
+        errs.push_back({"group", "required: \"tp\", \"pp\", \"dp\" or a group name"});
+      else
+        c.group_kind = GroupKindFromName(c.group);
+      const std::string* s = state && state->is_string() ? &state->get_ref<const std::string&>() : nullptr;
+      if (s && *s == "started")
+        r.collective_state = CollectiveState::kStarted;
+      else if (s && *s == "completed")
+        r.collective_state = CollectiveState::kCompleted;
+      else
+        errs.push_back({"state", "required: \"started\" or \"completed\""});
+      r.collective = std::move(c);
+      break;
+    }
+    case ReportKind::kParamHash:
+      if (!hash || !ReadString(*hash, kMaxHashLen, false, &r.hash) || !IsHex(r.hash))
+        errs.push_back({"hash", "required: a non-empty hex string of at most 512 characters"});
+      break;
+    case ReportKind::kCheckpoint:
+      if (!path || !ReadString(*path, kMaxPathLen, false, &r.path))
+        errs.push_back({"path", "required: a non-empty string of at most 4096 characters"});
+      break;
+  }
+  if (!errs.empty()) return Invalid(std::move(errs));
+  return r;
+}
+
+}  // namespace shepherd

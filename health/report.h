@@ -1,0 +1,67 @@
+// Rank reports: the high-rate input of health/. ParseReport turns one element of
+// `POST /v1/jobs/{id}/reports` (see API.md) into a Report, validating it field by field.
+//
+// Hot path (target 150k reports/s): parsing does one pass over the object's keys, keeps short strings
+// (op, group) in std::string's small buffer and allocates only for `hash` and `path`, which are rare kinds.
+// Pure: no clock reads, no I/O. Thread-compatible (no shared state).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/json.h"
+#include "core/status.h"
+#include "core/time.h"
+
+namespace shepherd {
+
+enum class ReportKind : uint8_t { kHeartbeat, kStep, kCollective, kParamHash, kCheckpoint };
+enum class Phase : uint8_t { kUnspecified, kTrain, kCheckpointSave, kCheckpointLoad };
+enum class CollectiveState : uint8_t { kStarted, kCompleted };
+// Groups whose membership health/ derives from placement coordinates. Any other name is kOther:
+// accepted and shown, but ignored for membership (the hang watchdog cannot follow waits through it).
+enum class GroupKind : uint8_t { kTp = 0, kPp = 1, kDp = 2, kOther = 3 };
+
+const char* ToString(ReportKind k);
+const char* ToString(Phase p);
+const char* ToString(GroupKind g);
+GroupKind GroupKindFromName(std::string_view name);
+
+struct CollectiveInfo {
+  int64_t seq = 0;
+  std::string op;     // e.g. "all_reduce"; may be empty
+  std::string group;  // as sent ("tp", "pp", "dp" or another name)
+  GroupKind group_kind = GroupKind::kOther;
+  std::optional<Time> since;  // heartbeat only: when the rank entered it (the rank's clock)
+};
+
+struct Report {
+  int rank = 0;
+  int attempt = 0;
+  Time time{};  // the rank's `time`, or the receive time when absent
+  ReportKind kind = ReportKind::kHeartbeat;
+
+  std::optional<int64_t> step;        // required for step, param_hash, checkpoint; optional for heartbeat
+  Phase phase = Phase::kUnspecified;  // heartbeat only
+  // heartbeat: the collective the rank is inside now (absent: none).
+  // collective: the collective that `collective_state` refers to.
+  std::optional<CollectiveInfo> collective;
+  CollectiveState collective_state = CollectiveState::kStarted;
+  // step: NaN / ±Inf when the rank sent "nan", "inf", "-inf". Absent when not sent (e.g. a pipeline
+  // stage that does not compute the loss).
+  std::optional<double> loss;
+  std::optional<double> grad_norm;
+  std::optional<double> step_time_s;
+  std::string hash;  // param_hash: hex digest, lower- or upper-case
+  std::string path;  // checkpoint: where this rank's part was saved
+};
+
+// Validates one report. `received_at` is the default for an absent `time`. Unknown keys are ignored
+// (clients may add fields). On failure: kInvalidContent whose fields() name every invalid field by JSON
+// path ("collective.seq") and whose message() is "<first field>: <first message>".
+// Does not check `rank` against the world size nor `attempt` against the job: JobMonitor::Ingest does.
+Result<Report> ParseReport(const Json& j, Time received_at);
+
+}  // namespace shepherd

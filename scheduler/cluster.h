@@ -1,0 +1,110 @@
+// The GPU inventory as the scheduler sees it: nodes, their topology and which GPUs each job holds.
+//
+// Ownership and threading: a Cluster is a plain value owned by the daemon's single control thread. It is
+// not thread-safe; copies are independent (what-if placement may work on a copy).
+//
+// Topology: levels are named coarse to fine (default {"spine", "leaf"}); the code never assumes their names
+// or count (1..n levels). A node's group at level k is identified by the path of its labels at levels
+// 0..k, so a leaf label that repeats under two spines names two different leaves. A node without a label
+// at some level is alone in its own group at that level and every finer one. NVLink domains are separate
+// from the levels: `nvlink_domain` (empty means the node id) names a set of GPUs that talk at NVLink speed.
+//
+// Ids, labels and domains are interned to small ints, and per-node state lives in dense vectors, so the
+// placement code runs on integers; an inventory of 16,896 nodes costs a few MB.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/job.h"
+#include "core/node.h"
+#include "core/status.h"
+
+namespace shepherd {
+
+using TopologyLevels = std::vector<std::string>;
+inline TopologyLevels DefaultTopologyLevels() {
+  return {"spine", "leaf"};
+}
+
+// The largest GPU count of one node (free GPUs are a 64-bit mask).
+inline constexpr int kMaxGpusPerNode = 64;
+
+// A node that first placement may use: not spare, schedulable and not failed.
+inline bool IsUsable(const Node& n) {
+  return !n.spare && n.schedulable && !n.failed;
+}
+
+class Cluster {
+ public:
+  // REQUIRES: levels is not empty and its names are distinct.
+  explicit Cluster(TopologyLevels levels = DefaultTopologyLevels());
+
+  const TopologyLevels& levels() const { return levels_; }
+
+  // Adds the node, or replaces the record of the node with the same id and keeps its allocation.
+  // kInvalidArgument: empty id, or gpus outside 1..kMaxGpusPerNode. kConflict: the new GPU count would drop
+  // a GPU that a job holds.
+  Status UpsertNode(const Node& n);
+  // kNotFound: unknown id. kConflict: a job holds a GPU of the node. Other nodes keep their relative order.
+  Status RemoveNode(const std::string& id);
+
+  const Node* Find(const std::string& id) const;
+  // All nodes in insertion order (stable: allocation changes never reorder them).
+  std::vector<const Node*> nodes() const;
+  int size() const { return static_cast<int>(nodes_.size()); }
+
+  // Per node by id; an unknown id has no GPUs, no jobs and an empty mask.
+  int AllocatedGpus(const std::string& id) const;
+  uint64_t FreeGpuMask(const std::string& id) const;             // bit g set: GPU g is free
+  std::vector<std::string> JobsOn(const std::string& id) const;  // sorted
+
+  // Marks the GPUs of every rank of `placement` as held by `job_id`, all or nothing.
+  // REQUIRES: every GPU named is free. kConflict: a GPU is held (by anyone, including the same placement
+  // twice) or job_id already holds GPUs. kNotFound: unknown node. kInvalidArgument: GPU index out of range.
+  Status Allocate(const std::string& job_id, const Placement& placement);
+  // Frees every GPU of job_id. kNotFound when the job holds nothing.
+  Status Release(const std::string& job_id);
+  bool Holds(const std::string& job_id) const { return jobs_.count(job_id) != 0; }
+
+  // GPUs of usable nodes (see IsUsable), and those of them that no job holds. O(1).
+  int64_t UsableGpus() const { return usable_gpus_; }
+  int64_t FreeUsableGpus() const { return free_usable_gpus_; }
+
+  // ---- Interned view for the placement algorithms. Indexes are valid until the next UpsertNode or
+  // RemoveNode. Group ids at level k are in [0, group_count(k)); domain ids in [0, domain_count()).
+  int IndexOf(const std::string& id) const;  // -1 when unknown
+  const Node& node(int i) const { return nodes_[i].node; }
+  uint64_t free_mask(int i) const { return nodes_[i].free; }
+  int group(int i, int level) const { return nodes_[i].groups[level]; }
+  int group_count(int level) const { return static_cast<int>(group_labels_[level].size()); }
+  const std::string& group_label(int level, int g) const { return group_labels_[level][g]; }
+  int domain(int i) const { return nodes_[i].domain; }
+  int domain_count() const { return static_cast<int>(domain_ids_.size()); }
+
+ private:
+  struct Slot {
+    Node node;
+    uint64_t free = 0;
+    int domain = 0;
+    std::vector<int> groups;                                // per level
+    std::vector<std::pair<std::string, uint64_t>> holders;  // job id, GPUs it holds here
+  };
+  void Account(const Slot& s, int sign);
+  void Intern(Slot& s);
+
+  TopologyLevels levels_;
+  std::vector<Slot> nodes_;
+  std::unordered_map<std::string, int> index_;
+  std::vector<std::unordered_map<std::string, int>> group_ids_;  // per level: label path -> id
+  std::vector<std::vector<std::string>> group_labels_;           // per level: id -> label at that level
+  std::unordered_map<std::string, int> domain_ids_;
+  std::unordered_map<std::string, std::vector<std::pair<int, uint64_t>>> jobs_;  // job -> (node, GPUs)
+  int64_t usable_gpus_ = 0;
+  int64_t free_usable_gpus_ = 0;
+};
+
+}  // namespace shepherd

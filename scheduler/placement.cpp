@@ -1,0 +1,223 @@
+// Place: see placement.h for the algorithm.
+#include "scheduler/placement.h"
+
+#include <algorithm>
+#include <bit>
+#include <functional>
+#include <utility>
+#include <vector>
+
+namespace shepherd {
+namespace {
+
+struct Child {
+  int id;
+  int64_t cap;
+};
+
+// Best-fit greedy (placement.h, step 2). REQUIRES: sum of caps >= need.
+std::vector<std::pair<int, int64_t>> Select(std::vector<Child> cands, int64_t need) {
+  std::sort(cands.begin(), cands.end(),
+            [](const Child& a, const Child& b) { return a.cap != b.cap ? a.cap < b.cap : a.id > b.id; });
+  std::vector<std::pair<int, int64_t>> out;
+  while (need > 0 && !cands.empty()) {
+    auto fit = std::lower_bound(cands.begin(), cands.end(), need,
+                                [](const Child& c, int64_t n) { return c.cap < n; });
+    if (fit != cands.end()) {
+      // Among equal caps the sort put larger ids first; take the smallest id of the tightest cap.
+      auto last = fit;
+      while (last + 1 != cands.end() && (last + 1)->cap == fit->cap) ++last;
+      out.emplace_back(last->id, need);
+      return out;
+    }
+    out.emplace_back(cands.back().id, cands.back().cap);
+    need -= cands.back().cap;
+    cands.pop_back();
+  }
+  return out;
+}
+
+// Position of TP group (p, d) in the blocked order with block width w (placement.h, step 3).
+inline int64_t Pos(int p, int d, int w, int pp, int dp) {
+  const int block = d / w;
+  const int width = std::min(w, dp - block * w);
+  return int64_t{block} * w * pp + int64_t{p} * width + d % w;
+}
+
+// Cross-coarsest and cross-finest bytes of the blocked order w on the slot sequence.
+std::pair<double, double> Score(int w, const Plan& plan, const std::vector<int>& fine,
+                                const std::vector<int>& coarse, double dp_b, double pp_b) {
+  double spine = 0, leaf = 0;
+  auto edge = [&](int64_t a, int64_t b, double bytes) {
+    if (coarse[a] != coarse[b]) spine += bytes;
+    if (fine[a] != fine[b]) leaf += bytes;
+  };
+  for (int p = 0; p < plan.pp; ++p) {
+    for (int d = 0; d < plan.dp; ++d) {
+      const int64_t me = Pos(p, d, w, plan.pp, plan.dp);
+      if (d + 1 < plan.dp) edge(me, Pos(p, d + 1, w, plan.pp, plan.dp), dp_b);
+      if (d + 1 == plan.dp && plan.dp > 2) edge(me, Pos(p, 0, w, plan.pp, plan.dp), dp_b);
+      if (p + 1 < plan.pp) edge(me, Pos(p + 1, d, w, plan.pp, plan.dp), pp_b);
+    }
+  }
+  return {spine, leaf};
+}
+
+}  // namespace
+
+Result<Placement> Place(const Cluster& c, const Plan& plan, const PlaceOptions& o) {
+  if (plan.tp < 1 || plan.pp < 1 || plan.dp < 1) return InvalidArgument("tp, pp and dp must be >= 1");
+  const int tp = plan.tp;
+  const int64_t groups = int64_t{plan.pp} * plan.dp;
+  const int levels = static_cast<int>(c.levels().size());
+  const int finest = levels - 1;
+  const int n = c.size(), ndom = c.domain_count();
+
+  // 1. Capacity per domain, in TP groups.
+  std::vector<char> usable(n, 0);
+  for (const std::string& id : o.exclude_nodes) {
+    if (int i = c.IndexOf(id); i >= 0) usable[i] = 2;  // 2: excluded
+  }
+  std::vector<int64_t> dom_total(ndom, 0), dom_free(ndom, 0);
+  std::vector<int> dom_leaf(ndom, -1);
+  std::vector<std::vector<int>> parent(levels);
+  for (int k = 1; k < levels; ++k) parent[k].assign(c.group_count(k), -1);
+  for (int i = 0; i < n; ++i) {
+    const Node& node = c.node(i);
+    if (!IsUsable(node)) {
+      usable[i] = 0;
+      continue;
+    }
+    const int d = c.domain(i);
+    dom_total[d] += node.gpus;
+    if (usable[i] != 2) {
+      usable[i] = 1;
+      dom_free[d] += std::popcount(c.free_mask(i));
+    }
+    if (dom_leaf[d] < 0) dom_leaf[d] = c.group(i, finest);
+    for (int k = 1; k < levels; ++k) parent[k][c.group(i, k)] = c.group(i, k - 1);
+  }
+  int64_t cap_total = 0, cap_free = 0;
+  for (int d = 0; d < ndom; ++d) {
+    cap_total += dom_total[d] / tp;
+    cap_free += dom_free[d] / tp;
+  }
+  if (cap_total < groups) {
+    return InvalidContent("job of " + std::to_string(groups * tp) +
+                              " GPUs is larger than the usable inventory (room for " +
+                              std::to_string(cap_total) + " TP groups of " + std::to_string(tp) + ")",
+                          {{"parallelism", "larger than the usable inventory"}});
+  }
+  if (cap_free < groups) {
+    return Status(Code::kResourceExhausted, "not enough free GPUs now: room for " + std::to_string(cap_free) +
+                                                " of " + std::to_string(groups) + " TP groups");
+  }
+
+  // 2. Best-fit selection, coarsest level first, down to domains.
+  std::vector<std::vector<int64_t>> cap(levels);
+  std::vector<std::vector<std::vector<int>>> kids(levels);  // kids[k][g]: children of level-k group g
+  for (int k = 0; k < levels; ++k) {
+    cap[k].assign(c.group_count(k), 0);
+    kids[k].resize(c.group_count(k));
+  }
+  for (int d = 0; d < ndom; ++d) {
+    if (dom_free[d] / tp == 0) continue;
+    kids[finest][dom_leaf[d]].push_back(d);
+    cap[finest][dom_leaf[d]] += dom_free[d] / tp;
+  }
+  for (int k = finest; k >= 1; --k) {
+    for (int g = 0; g < c.group_count(k); ++g) {
+      if (cap[k][g] == 0) continue;
+      kids[k - 1][parent[k][g]].push_back(g);
+      cap[k - 1][parent[k][g]] += cap[k][g];
+    }
+  }
+  std::vector<int> slot_dom, slot_fine, slot_coarse;
+  slot_dom.reserve(groups);
+  std::vector<int> path(levels, 0);
+  std::function<void(int, const std::vector<int>&, int64_t)> descend = [&](int k, const std::vector<int>& ids,
+                                                                           int64_t need) {
+    std::vector<Child> cands;
+    for (int id : ids) cands.push_back({id, k < levels ? cap[k][id] : dom_free[id] / tp});
+    for (const auto& [id, take] : Select(std::move(cands), need)) {
+      if (k < levels) {
+        path[k] = id;
+        descend(k + 1, kids[k][id], take);
+        continue;
+      }
+      for (int64_t t = 0; t < take; ++t) {
+        slot_dom.push_back(id);
+        slot_fine.push_back(path[finest]);
+        slot_coarse.push_back(path[0]);
+      }
+    }
+  };
+  std::vector<int> roots;
+  for (int g = 0; g < c.group_count(0); ++g) {
+    if (cap[0][g] > 0) roots.push_back(g);
+  }
+  descend(0, roots, groups);
+
+  // 3. Choose the block width w.
+  std::vector<int> widths;
+  for (int w = 1; w <= plan.dp; ++w) {
+    if (plan.dp % w == 0 || std::has_single_bit(static_cast<unsigned>(w))) widths.push_back(w);
+  }
+  int best_w = plan.dp;
+  std::pair<double, double> best_score =
+      Score(best_w, plan, slot_fine, slot_coarse, o.dp_edge_bytes, o.pp_edge_bytes);
+  for (int w : widths) {
+    auto s = Score(w, plan, slot_fine, slot_coarse, o.dp_edge_bytes, o.pp_edge_bytes);
+    if (s < best_score || (s == best_score && w < best_w)) best_score = s, best_w = w;
+  }
+
+  // 4. GPUs. Domain members (usable, not excluded) in CSR form.
+  std::vector<int> off(ndom + 1, 0), members(n);
+  for (int i = 0; i < n; ++i) off[c.domain(i) + 1] += usable[i] == 1;
+  for (int d = 0; d < ndom; ++d) off[d + 1] += off[d];
+  std::vector<int> fill(off.begin(), off.end() - 1);
+  for (int i = 0; i < n; ++i) {
+    if (usable[i] == 1) members[fill[c.domain(i)]++] = i;
+  }
+  std::vector<uint64_t> free(n);
+  for (int i = 0; i < n; ++i) free[i] = c.free_mask(i);
+  std::vector<std::pair<int, int>> unit_at(groups);  // slot -> (pp, dp)
+  for (int p = 0; p < plan.pp; ++p) {
+    for (int d = 0; d < plan.dp; ++d) unit_at[Pos(p, d, best_w, plan.pp, plan.dp)] = {p, d};
+  }
+  Placement out;
+  out.attempt = o.attempt;
+  out.ranks.resize(groups * tp);
+  for (int64_t s = 0; s < groups; ++s) {
+    const int d = slot_dom[s];
+    const auto [p, dpi] = unit_at[s];
+    int t = 0;
+    auto take = [&](int i, int count) {
+      for (; count > 0; --count, ++t) {
+        const int gpu = std::countr_zero(free[i]);
+        free[i] &= free[i] - 1;
+        const int rank = t + tp * (dpi + plan.dp * p);
+        out.ranks[rank] = RankSlot{rank, c.node(i).id, gpu, t, p, dpi};
+      }
+    };
+    int best = -1;
+    for (int m = off[d]; m < off[d + 1]; ++m) {
+      const int f = std::popcount(free[members[m]]);
+      if (f >= tp && (best < 0 || f < std::popcount(free[best]))) best = members[m];
+    }
+    if (best >= 0) {
+      take(best, tp);
+      continue;
+    }
+    while (t < tp) {  // spans nodes of the domain: most free first
+      int most = members[off[d]];
+      for (int m = off[d]; m < off[d + 1]; ++m) {
+        if (std::popcount(free[members[m]]) > std::popcount(free[most])) most = members[m];
+      }
+      take(most, std::min(tp - t, std::popcount(free[most])));
+    }
+  }
+  return out;
+}
+
+}  // namespace shepherd

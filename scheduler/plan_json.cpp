@@ -1,0 +1,35 @@
+// PlanEstimate -> the POST /v1/plan answer. Field names are the API.md contract.
+#include "scheduler/planner.h"
+
+namespace shepherd {
+
+Json ToJson(const PlanEstimate& e) {
+  const Plan& p = e.plan;
+  const MemoryBreakdown& m = e.memory;
+  return Json{
+      {"plan",
+       {{"tp", p.tp},
+        {"pp", p.pp},
+        {"dp", p.dp},
+        {"zero_stage", p.zero_stage},
+        {"micro_batches", p.micro_batches},
+        {"micro_batch_size", p.micro_batch_size}}},
+      {"fits", e.fits},
+      {"memory_per_gpu_bytes",
+       {{"weights", m.weights},
+        {"gradients", m.gradients},
+        {"optimizer", m.optimizer},
+        {"master_weights", m.master_weights},
+        {"activations", m.activations},
+        {"total", m.total}}},
+      {"gpu_memory_bytes", e.gpu_memory_bytes},
+      {"bubble_fraction", e.bubble_fraction},
+      {"comm_bytes_per_step", {{"tp", e.comm.tp}, {"pp", e.comm.pp}, {"dp", e.comm.dp}}},
+      {"step_time_s", e.step_time_s},
+      {"compute_time_s", e.compute_time_s},
+      {"comm_time_s", e.comm_time_s},
+      {"explanation", e.explanation},
+  };
+}
+
+}  // namespace shepherd

@@ -1,0 +1,29 @@
+// The storage schema and its versioned migrations. Internal to storage/ (and its tests).
+//
+// The schema version is PRAGMA user_version. Step i (0-based) of the migration list takes a database from
+// version i to i+1; each step runs in its own transaction together with the version bump, so a crash or a
+// failing step leaves the database at the last complete version.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace shepherd {
+
+// The migrations this build knows, oldest first. kSchemaVersion == SchemaMigrations().size().
+const std::vector<std::string>& SchemaMigrations();
+inline constexpr int kSchemaVersion = 1;
+
+// Brings `db` up to steps.size(). Returns kUnavailable naming `path` if the database is newer than
+// steps.size() (written by a newer shepherdd) or a step fails.
+// REQUIRES: no transaction open on `db`.
+Status Migrate(sqlite3* db, const std::string& path, const std::vector<std::string>& steps);
+
+// PRAGMA user_version of `db`.
+Result<int> SchemaVersion(sqlite3* db);
+
+}  // namespace shepherd

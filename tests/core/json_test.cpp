@@ -1,0 +1,99 @@
+#include <gtest/gtest.h>
+
+#include "core/json.h"
+
+namespace shepherd {
+
+TEST(ParseJsonText, RejectsDeepNestingBeforeBuilding) {
+  std::string deep(100000, '[');
+  auto r = ParseJsonText(deep, 64);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("deeper than 64"), std::string::npos);
+}
+
+TEST(ParseJsonText, AcceptsNestingAtTheLimitAndBracketsInStrings) {
+  std::string ok = std::string(64, '[') + std::string(64, ']');
+  EXPECT_TRUE(ParseJsonText(ok, 64).ok());
+  EXPECT_FALSE(ParseJsonText("[" + ok + "]", 64).ok());
+  auto s = ParseJsonText(R"({"a": "[[[[[[[[[[\"[[[["})", 3);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ((*s)["a"], "[[[[[[[[[[\"[[[[");
+}
+
+TEST(ParseJsonText, MalformedIsInvalidArgument) {
+  for (const char* bad : {"", "{", "{\"a\":}", "nul", "[1,]"}) {
+    auto r = ParseJsonText(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+  }
+}
+
+TEST(Node, DefaultsAndTopology) {
+  auto n = ParseNode(Json::parse(R"({"id":"node-1","topology":{"spine":"s0","leaf":"l1"}})"), {"spine", "leaf"});
+  ASSERT_TRUE(n.ok()) << n.status().message();
+  EXPECT_EQ(n->hostname, "node-1");
+  EXPECT_EQ(n->gpus, 8);
+  EXPECT_EQ(n->nvlink_domain, "node-1");
+  EXPECT_EQ(n->topology.at("leaf"), "l1");
+  EXPECT_TRUE(n->schedulable);
+  EXPECT_FALSE(n->spare);
+}
+
+TEST(Node, EveryInvalidFieldIsNamed) {
+  auto n = ParseNode(Json::parse(R"({"id":"bad id!","gpus":0,"spare":"yes","topology":{"spine":"s0","rack":"r"},
+                                     "colour":"red"})"),
+                     {"spine", "leaf"});
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), Code::kInvalidContent);
+  std::set<std::string> fields;
+  for (const auto& f : n.status().fields()) fields.insert(f.field);
+  EXPECT_EQ(fields, (std::set<std::string>{"id", "gpus", "spare", "topology.leaf", "topology.rack", "colour"}));
+}
+
+TEST(Codecs, JobRoundTrip) {
+  Job job;
+  job.id = "job-000007";
+  job.seq = 7;
+  job.spec.name = "x";
+  job.spec.model = {7e9, 32, 4096, 32, 4096, 32000};
+  job.spec.training.global_batch_size = 64;
+  job.spec.resources.gpus = 8;
+  job.spec.parallelism = {false, 2, 1, 4, 1};
+  job.spec.env = {{"A", "b"}};
+  job.plan = {2, 1, 4, 1, 16, 1};
+  job.state = JobState::kRunning;
+  job.attempt = 3;
+  job.created_at = FromUnixSeconds(1700000000.5);
+  auto back = JobFromJson(Json::parse(ToJson(job).dump()));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->id, "job-000007");
+  EXPECT_EQ(back->plan, job.plan);
+  EXPECT_EQ(back->state, JobState::kRunning);
+  EXPECT_EQ(back->attempt, 3);
+  EXPECT_EQ(back->spec.env.at("A"), "b");
+  EXPECT_EQ(back->spec.parallelism.dp, 4);
+  EXPECT_EQ(back->created_at, job.created_at);
+}
+
+TEST(Codecs, AttemptPlacementIsCompactAndRoundTrips) {
+  Attempt a;
+  a.job = "job-1";
+  a.number = 2;
+  a.placement.ranks = {{0, "n1", 0, 0, 0, 0}, {1, "n1", 1, 1, 0, 0}, {2, "n2", 0, 0, 0, 1}};
+  Json j = ToJson(a);
+  EXPECT_EQ(j["placement"]["nodes"], Json::parse(R"(["n1","n2"])"));
+  auto back = AttemptFromJson(j);
+  ASSERT_TRUE(back.ok());
+  ASSERT_EQ(back->placement.ranks.size(), 3u);
+  EXPECT_EQ(back->placement.ranks[2].node, "n2");
+  EXPECT_EQ(back->placement.ranks[1].gpu, 1);
+}
+
+TEST(Codecs, CorruptRecordIsAnError) {
+  auto r = JobFromJson(Json::parse(R"({"id": 5})"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInternal);
+}
+
+}  // namespace shepherd

@@ -1,0 +1,132 @@
+#include "health/checkpoint_ledger.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/fakes/fake_clock.h"
+
+namespace shepherd {
+namespace {
+
+using Kind = HealthEvidence::Kind;
+
+class LedgerTest : public ::testing::Test {
+ protected:
+  CheckpointLedger ledger_{"job-1",
+                           {/*expected_reporters=*/4, /*good_after_steps=*/10, /*hash_checks=*/true}};
+  FakeClock clock_;
+
+  std::vector<CheckpointTransition> SaveAll(int attempt, int64_t step) {
+    std::vector<CheckpointTransition> all;
+    for (int r = 0; r < 4; ++r)
+      for (auto& t :
+           ledger_.OnCheckpointReport(attempt, r, step, "/ckpt/" + std::to_string(step), clock_.Now()))
+        all.push_back(t);
+    return all;
+  }
+  std::vector<CheckpointTransition> Ev(Kind k, int64_t step, int attempt = 1, const char* what = "") {
+    return ledger_.OnEvidence({k, attempt, step, what}, clock_.Now());
+  }
+  CheckpointStatus StatusOf(const std::string& id) { return ledger_.Find(id)->status; }
+};
+
+TEST_F(LedgerTest, PendingThenCompleteThenGood) {
+  auto t = ledger_.OnCheckpointReport(1, 0, 100, "/ckpt/100", clock_.Now());
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_TRUE(t[0].created);
+  EXPECT_EQ(t[0].checkpoint.id, "job-1/1/100");
+  EXPECT_EQ(t[0].checkpoint.status, CheckpointStatus::kPending);
+  EXPECT_TRUE(
+      ledger_.OnCheckpointReport(1, 0, 100, "/ckpt/100", clock_.Now()).empty());  // repeat counts once
+  EXPECT_TRUE(ledger_.OnCheckpointReport(1, 1, 100, "/ckpt/100", clock_.Now()).empty());
+  EXPECT_TRUE(ledger_.OnCheckpointReport(1, 2, 100, "/ckpt/100", clock_.Now()).empty());
+  EXPECT_FALSE(ledger_.Latest());
+  t = ledger_.OnCheckpointReport(1, 3, 100, "/ckpt/100", clock_.Now());
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].from, CheckpointStatus::kPending);
+  EXPECT_EQ(t[0].checkpoint.status, CheckpointStatus::kComplete);
+  EXPECT_EQ(t[0].checkpoint.ranks_reported, 4);
+  EXPECT_EQ(ledger_.Latest()->step, 100);
+  EXPECT_FALSE(ledger_.LastKnownGood());
+
+  EXPECT_TRUE(Ev(Kind::kHealthyThrough, 105).empty());
+  EXPECT_TRUE(Ev(Kind::kHashAgreed, 100).empty());  // 105 < 100 + K
+  t = Ev(Kind::kHealthyThrough, 110);
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].checkpoint.status, CheckpointStatus::kGood);
+  EXPECT_NE(t[0].checkpoint.reason.find("agreed at step 100"), std::string::npos) << t[0].checkpoint.reason;
+  EXPECT_EQ(ledger_.LastKnownGood()->id, "job-1/1/100");
+}
+
+TEST_F(LedgerTest, GoodNeedsAnAgreeingCheckAtOrAfterItsStep) {
+  SaveAll(1, 100);
+  Ev(Kind::kHashAgreed, 50);
+  Ev(Kind::kHealthyThrough, 150);
+  EXPECT_EQ(StatusOf("job-1/1/100"), CheckpointStatus::kComplete);
+  EXPECT_EQ(Ev(Kind::kHashAgreed, 200).size(), 1u);
+  EXPECT_EQ(StatusOf("job-1/1/100"), CheckpointStatus::kGood);
+}
+
+TEST_F(LedgerTest, BadWhenAnAnomalyOnsetPrecedesIt) {
+  SaveAll(1, 100);
+  SaveAll(1, 200);
+  auto t = Ev(Kind::kAnomaly, 150, 1, "nonfinite_loss");
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].checkpoint.id, "job-1/1/200");
+  EXPECT_EQ(t[0].checkpoint.status, CheckpointStatus::kBad);
+  EXPECT_EQ(t[0].checkpoint.reason, "nonfinite_loss with onset at step 150, at or before this checkpoint");
+  EXPECT_EQ(StatusOf("job-1/1/100"), CheckpointStatus::kComplete);
+  // A checkpoint saved after the onset is bad as soon as it completes.
+  auto later = SaveAll(1, 300);
+  EXPECT_EQ(later.back().checkpoint.status, CheckpointStatus::kBad);
+  EXPECT_EQ(ledger_.Latest()->step, 100);
+  // Another attempt's evidence does not touch attempt 1, nor attempt 1's evidence attempt 2.
+  SaveAll(2, 400);
+  EXPECT_EQ(StatusOf("job-1/2/400"), CheckpointStatus::kComplete);
+}
+
+TEST_F(LedgerTest, BadBetweenTheLastAgreeingAndAMismatchingHashCheck) {
+  SaveAll(1, 50);
+  SaveAll(1, 100);
+  SaveAll(1, 150);
+  SaveAll(1, 250);
+  Ev(Kind::kHashAgreed, 100);
+  auto t = Ev(Kind::kHashMismatch, 300);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].checkpoint.id, "job-1/1/150");
+  EXPECT_EQ(t[1].checkpoint.id, "job-1/1/250");
+  EXPECT_EQ(t[0].checkpoint.status, CheckpointStatus::kBad);
+  EXPECT_NE(t[0].checkpoint.reason.find("mismatch at step 300 after the last agreeing check at step 100"),
+            std::string::npos)
+      << t[0].checkpoint.reason;
+  EXPECT_EQ(StatusOf("job-1/1/50"), CheckpointStatus::kComplete);
+  EXPECT_EQ(StatusOf("job-1/1/100"), CheckpointStatus::kComplete);
+  Ev(Kind::kHealthyThrough, 400);
+  EXPECT_EQ(StatusOf("job-1/1/100"), CheckpointStatus::kGood);  // its own check agreed
+  EXPECT_EQ(StatusOf("job-1/1/150"), CheckpointStatus::kBad);
+  EXPECT_EQ(ledger_.LastKnownGood()->step, 100);
+}
+
+TEST_F(LedgerTest, RestartFromAnOlderCheckpointAbandonsTheLaterBranch) {
+  SaveAll(1, 100);
+  SaveAll(1, 200);
+  Ev(Kind::kHashAgreed, 200);
+  Ev(Kind::kHealthyThrough, 250);
+  EXPECT_EQ(ledger_.LastKnownGood()->step, 200);
+  ledger_.OnAttemptStart(2, 100);  // the user forced a restart from step 100
+  EXPECT_EQ(ledger_.LastKnownGood()->step, 100);
+  SaveAll(2, 150);
+  EXPECT_EQ(ledger_.Latest()->id, "job-1/2/150");
+}
+
+TEST(LedgerNoHashTest, WithoutHashChecksHealthyStepsSuffice) {
+  CheckpointLedger ledger("job-2", {2, 5, /*hash_checks=*/false});
+  Time now{};
+  ledger.OnCheckpointReport(1, 0, 10, "/c", now);
+  ledger.OnCheckpointReport(1, 1, 10, "/c", now);
+  auto t = ledger.OnEvidence({Kind::kHealthyThrough, 1, 15, ""}, now);
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].checkpoint.status, CheckpointStatus::kGood);
+}
+
+}  // namespace
+}  // namespace shepherd

@@ -1,0 +1,169 @@
+// Hang watchdog through JobMonitor: root culprits, communication faults, no-progress hangs, and the
+// false positives a watchdog must not raise.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "tests/health/health_test_util.h"
+
+namespace shepherd {
+namespace {
+
+using namespace shepherd::testing;
+
+std::vector<Finding> OfKind(const std::vector<Finding>& fs, const std::string& kind) {
+  std::vector<Finding> out;
+  for (const auto& f : fs)
+    if (f.kind == kind) out.push_back(f);
+  return out;
+}
+
+// Runs `seconds` of simulated time in 5 s ticks: `each(now)` sends that tick's reports, then Evaluate.
+std::vector<Finding> RunTicks(JobMonitor& m, FakeClock& clock, int seconds,
+                              const std::function<void(Time)>& each) {
+  std::vector<Finding> all;
+  for (int t = 0; t < seconds; t += 5) {
+    clock.AdvanceSeconds(5);
+    each(clock.Now());
+    for (auto& f : m.Evaluate(clock.Now())) all.push_back(f);
+  }
+  return all;
+}
+
+TEST(HangTest, RootCulpritIsTheRankStuckOutsideCollectivesNotTheWaiters) {
+  // TP=2, DP=4, PP=1 (rank = tp + 2·dp), two GPUs per node: rank 6 lives on n3.
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(/*tp=*/2, /*pp=*/1, /*dp=*/4, clock.Now(), /*gpus_per_node=*/2));
+  for (int r = 0; r < 8; ++r) {  // everyone passes tp#1 and dp#1
+    m->Ingest(InCollective(r, clock.Now(), "tp", 1, 5), clock.Now());
+    m->Ingest(InCollective(r, clock.Now(), "dp", 1, 5), clock.Now());
+  }
+  auto state = [&](Time now) {
+    for (int r : {0, 2, 4}) m->Ingest(InCollective(r, now, "dp", 2, 5), now);  // wait for 6
+    for (int r : {1, 3, 5}) m->Ingest(InCollective(r, now, "dp", 2, 5), now);  // wait for 7
+    m->Ingest(InCollective(7, now, "tp", 2, 5), now);                          // waits for 6
+    m->Ingest(Heartbeat(6, now, 5), now);  // alive, in CPU code, in no collective
+  };
+  state(clock.Now());  // since = now for every collective; later heartbeats keep it
+  auto early = RunTicks(*m, clock, 55, state);
+  EXPECT_TRUE(early.empty());
+
+  auto findings = RunTicks(*m, clock, 10, state);  // 65 s open > 60 s timeout
+  auto hangs = OfKind(findings, "hang");
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].ranks, std::vector<int>({6}));
+  EXPECT_EQ(hangs[0].nodes, std::vector<std::string>({"n3"}));
+  EXPECT_NE(hangs[0].detail.find("rank 6 (heartbeating but inside no collective"), std::string::npos)
+      << hangs[0].detail;
+  EXPECT_EQ(hangs[0].attempt, 1);
+  EXPECT_EQ(hangs[0].job, "job-1");
+
+  Json h = m->HealthJson(clock.Now());
+  EXPECT_EQ(h["status"], "hung");
+  EXPECT_EQ(h["checks"]["hang"]["culprits"].size(), 1u);
+  EXPECT_EQ(h["checks"]["hang"]["culprits"][0]["rank"], 6);
+  EXPECT_EQ(h["checks"]["hang"]["waiting_ranks"], 7);
+  EXPECT_EQ(h["suspects"]["ranks"], Json::array({6}));
+  EXPECT_EQ(h["suspects"]["nodes"], Json::array({"n3"}));
+
+  // Once per incident: the hang persists, no new finding.
+  EXPECT_TRUE(OfKind(RunTicks(*m, clock, 30, state), "hang").empty());
+}
+
+TEST(HangTest, EveryMemberInsideTheStuckCollectiveIsACommunicationFault) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(2, 1, 1, clock.Now(), /*gpus_per_node=*/1));  // ranks 0,1 on n0,n1
+  auto stuck = [&](Time now) {
+    for (int r : {0, 1}) m->Ingest(InCollective(r, now, "tp", 3, 7), now);
+  };
+  stuck(clock.Now());
+  auto hangs = OfKind(RunTicks(*m, clock, 65, stuck), "hang");
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].ranks, std::vector<int>({0, 1}));
+  EXPECT_EQ(hangs[0].nodes, std::vector<std::string>({"n0", "n1"}));
+  EXPECT_NE(hangs[0].detail.find("communication fault"), std::string::npos) << hangs[0].detail;
+  Json h = m->HealthJson(clock.Now());
+  EXPECT_EQ(h["checks"]["hang"]["communication_faults"][0]["ranks"], Json::array({0, 1}));
+
+  // The collective completes: incident cleared. It reopens with a new finding only after that.
+  auto done = [&](Time now) {
+    for (int r : {0, 1}) m->Ingest(Heartbeat(r, now, 8), now);
+  };
+  EXPECT_TRUE(RunTicks(*m, clock, 10, done).empty());
+  EXPECT_EQ(m->HealthJson(clock.Now())["checks"]["hang"]["status"], "ok");
+  auto stuck_again = [&](Time now) {
+    for (int r : {0, 1}) m->Ingest(InCollective(r, now, "tp", 4, 8), now);
+  };
+  stuck_again(clock.Now());
+  EXPECT_EQ(OfKind(RunTicks(*m, clock, 65, stuck_again), "hang").size(), 1u);
+}
+
+TEST(HangTest, SlowButProgressingCollectivesAreNotAHang) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(1, 1, 2, clock.Now()));
+  int elapsed = 0;
+  // Each dp collective takes 50 s (< 60 s timeout); seq advances, no step is ever reported.
+  auto slow = [&](Time now) {
+    elapsed += 5;
+    for (int r : {0, 1}) m->Ingest(InCollective(r, now, "dp", elapsed / 50, -1), now);
+  };
+  auto findings = RunTicks(*m, clock, 400, slow);
+  EXPECT_TRUE(findings.empty()) << findings[0].kind << ": " << findings[0].detail;
+}
+
+TEST(HangTest, DeadRankAtTheEndOfTheChainIsTheCulprit) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(1, 1, 2, clock.Now(), 1));  // rank 1 on n1
+  m->Ingest(Heartbeat(1, clock.Now(), 3), clock.Now());
+  auto waiting = [&](Time now) { m->Ingest(InCollective(0, now, "dp", 1, 3), now); };
+  waiting(clock.Now());
+  auto findings = RunTicks(*m, clock, 65, waiting);
+  auto lost = OfKind(findings, "heartbeat_lost");
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].ranks, std::vector<int>({1}));
+  auto hangs = OfKind(findings, "hang");
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].ranks, std::vector<int>({1}));
+  EXPECT_NE(hangs[0].detail.find("no heartbeat"), std::string::npos) << hangs[0].detail;
+}
+
+TEST(HangTest, NoStepProgressOutsideCollectivesIsAHangNamingTheLaggingRanks) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(1, 1, 4, clock.Now(), 1));
+  auto beat = [&](Time now) {
+    for (int r = 0; r < 4; ++r) m->Ingest(Heartbeat(r, now, r == 3 ? 9 : 10), now);
+  };
+  beat(clock.Now());  // job step 10 reached now; nothing moves afterwards
+  EXPECT_TRUE(RunTicks(*m, clock, 60, beat).empty());
+  auto hangs = OfKind(RunTicks(*m, clock, 5, beat), "hang");  // 65 s idle
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].ranks, std::vector<int>({3}));
+  EXPECT_NE(hangs[0].detail.find("no step progress"), std::string::npos);
+  EXPECT_EQ(m->HealthJson(clock.Now())["checks"]["hang"]["kind"], "no_progress");
+}
+
+TEST(HangTest, LongCheckpointSaveIsNeitherAHangNorAHeartbeatLoss) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(1, 1, 2, clock.Now()));
+  for (int r = 0; r < 2; ++r) {
+    Report hb = Heartbeat(r, clock.Now(), 100);
+    hb.phase = Phase::kCheckpointSave;
+    m->Ingest(hb, clock.Now());
+  }
+  // The ranks heartbeat every 50 s (beyond the 10 s timeout, within the 10x = 100 s allowance) for
+  // 500 s with no step (beyond the 60 s hang timeout, within the 600 s allowance).
+  std::vector<Finding> all;
+  for (int t = 0; t < 500; t += 50) {
+    clock.AdvanceSeconds(50);
+    for (int r = 0; r < 2; ++r) {
+      Report hb = Heartbeat(r, clock.Now(), 100);
+      hb.phase = Phase::kCheckpointSave;
+      m->Ingest(hb, clock.Now());
+    }
+    for (auto& f : m->Evaluate(clock.Now())) all.push_back(f);
+  }
+  EXPECT_TRUE(all.empty()) << all[0].kind << ": " << all[0].detail;
+}
+
+}  // namespace
+}  // namespace shepherd

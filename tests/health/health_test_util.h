@@ -1,0 +1,98 @@
+// Builders shared by the health/ tests: a job context with canonical rank order and reports by kind.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "health/job_monitor.h"
+#include "tests/fakes/fake_clock.h"
+
+namespace shepherd::testing {
+
+// rank = tp + TP·(dp + DP·pp); `gpus_per_node` consecutive ranks share node "n<index>".
+inline MonitorContext MakeContext(int tp, int pp, int dp, Time started_at, int gpus_per_node = 8,
+                                  int zero_stage = 1) {
+  MonitorContext c;
+  c.job = "job-1";
+  c.attempt = 1;
+  c.started_at = started_at;
+  c.plan.tp = tp;
+  c.plan.pp = pp;
+  c.plan.dp = dp;
+  c.plan.zero_stage = zero_stage;
+  c.placement.attempt = 1;
+  for (int p = 0; p < pp; ++p)
+    for (int d = 0; d < dp; ++d)
+      for (int t = 0; t < tp; ++t) {
+        int rank = t + tp * (d + dp * p);
+        c.placement.ranks.resize(tp * pp * dp);
+        c.placement.ranks[rank] = {
+            rank, "n" + std::to_string(rank / gpus_per_node), rank % gpus_per_node, t, p, d};
+      }
+  c.policy.heartbeat_timeout_s = 10;
+  c.policy.startup_grace_s = 120;
+  c.policy.hang_timeout_s = 60;
+  c.policy.sdc_check_every_steps = 100;
+  c.policy.straggler_factor = 1.5;
+  c.policy.straggler_window_steps = 5;
+  c.policy.loss_spike_factor = 3;
+  c.policy.good_after_steps = 10;
+  return c;
+}
+
+inline std::unique_ptr<JobMonitor> MakeMonitor(const MonitorContext& c) {
+  auto m = JobMonitor::Create(c);
+  EXPECT_TRUE(m.ok()) << m.status().message();
+  return std::move(m).value();
+}
+
+inline Report Heartbeat(int rank, Time t, int64_t step = -1) {
+  Report r;
+  r.rank = rank;
+  r.attempt = 1;
+  r.time = t;
+  r.kind = ReportKind::kHeartbeat;
+  if (step >= 0) r.step = step;
+  return r;
+}
+
+inline Report InCollective(int rank, Time t, const char* group, int64_t seq, int64_t step = -1) {
+  Report r = Heartbeat(rank, t, step);
+  CollectiveInfo c;
+  c.seq = seq;
+  c.op = "all_reduce";
+  c.group = group;
+  c.group_kind = GroupKindFromName(group);
+  c.since = t;
+  r.collective = c;
+  return r;
+}
+
+inline Report Step(int rank, Time t, int64_t step, std::optional<double> loss = {},
+                   std::optional<double> grad_norm = {}, std::optional<double> step_time = {}) {
+  Report r;
+  r.rank = rank;
+  r.attempt = 1;
+  r.time = t;
+  r.kind = ReportKind::kStep;
+  r.step = step;
+  r.loss = loss;
+  r.grad_norm = grad_norm;
+  r.step_time_s = step_time;
+  return r;
+}
+
+inline Report Hash(int rank, Time t, int64_t step, const std::string& hash) {
+  Report r;
+  r.rank = rank;
+  r.attempt = 1;
+  r.time = t;
+  r.kind = ReportKind::kParamHash;
+  r.step = step;
+  r.hash = hash;
+  return r;
+}
+
+}  // namespace shepherd::testing

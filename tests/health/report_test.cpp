@@ -1,0 +1,109 @@
+#include "health/report.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace shepherd {
+namespace {
+
+const Time kRecv = FromUnixSeconds(1'800'000'000);
+
+Result<Report> Parse(const char* text) {
+  return ParseReport(Json::parse(text), kRecv);
+}
+
+std::vector<std::string> Fields(const Result<Report>& r) {
+  std::vector<std::string> out;
+  for (const auto& f : r.status().fields()) out.push_back(f.field);
+  return out;
+}
+
+TEST(ReportTest, HeartbeatWithCollectiveAndRfc3339Time) {
+  auto r = Parse(R"({"rank": 17, "attempt": 2, "time": "2027-01-15T08:00:00.500Z", "kind": "heartbeat",
+                     "step": 41, "phase": "train",
+                     "collective": {"seq": 9, "op": "all_reduce", "group": "dp", "since": 1800000000.25}})");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->rank, 17);
+  EXPECT_EQ(r->attempt, 2);
+  EXPECT_EQ(r->kind, ReportKind::kHeartbeat);
+  EXPECT_EQ(r->time, *ParseRfc3339("2027-01-15T08:00:00.500Z"));
+  EXPECT_EQ(*r->step, 41);
+  EXPECT_EQ(r->phase, Phase::kTrain);
+  ASSERT_TRUE(r->collective);
+  EXPECT_EQ(r->collective->seq, 9);
+  EXPECT_EQ(r->collective->op, "all_reduce");
+  EXPECT_EQ(r->collective->group_kind, GroupKind::kDp);
+  EXPECT_DOUBLE_EQ(ToUnixSeconds(*r->collective->since), 1800000000.25);
+}
+
+TEST(ReportTest, UnixSecondsTimeAndDefaultTime) {
+  auto unix_time = Parse(R"({"rank": 0, "attempt": 1, "time": 1800000123.5, "kind": "heartbeat"})");
+  ASSERT_TRUE(unix_time.ok());
+  EXPECT_DOUBLE_EQ(ToUnixSeconds(unix_time->time), 1800000123.5);
+  EXPECT_FALSE(unix_time->collective);
+  auto absent = Parse(R"({"rank": 0, "attempt": 1, "kind": "heartbeat"})");
+  ASSERT_TRUE(absent.ok());
+  EXPECT_EQ(absent->time, kRecv);
+  EXPECT_EQ(absent->phase, Phase::kUnspecified);
+}
+
+TEST(ReportTest, StepMetricsAcceptNanAndInfinityStrings) {
+  auto r = Parse(R"({"rank": 3, "attempt": 1, "kind": "step", "step": 7, "loss": "nan", "grad_norm": "inf",
+                     "step_time_s": 1.25})");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_TRUE(std::isnan(*r->loss));
+  EXPECT_TRUE(std::isinf(*r->grad_norm) && *r->grad_norm > 0);
+  EXPECT_DOUBLE_EQ(*r->step_time_s, 1.25);
+  auto neg = Parse(R"({"rank": 3, "attempt": 1, "kind": "step", "step": 7, "loss": "-inf", "grad_norm": 2})");
+  ASSERT_TRUE(neg.ok());
+  EXPECT_TRUE(std::isinf(*neg->loss) && *neg->loss < 0);
+  EXPECT_DOUBLE_EQ(*neg->grad_norm, 2);
+}
+
+TEST(ReportTest, CollectiveParamHashAndCheckpointKinds) {
+  auto c =
+      Parse(R"({"rank": 1, "attempt": 1, "kind": "collective", "seq": 4, "op": "all_gather", "group": "moe",
+                     "state": "completed"})");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->collective->group, "moe");
+  EXPECT_EQ(c->collective->group_kind, GroupKind::kOther);
+  EXPECT_EQ(c->collective_state, CollectiveState::kCompleted);
+  auto h = Parse(R"({"rank": 1, "attempt": 1, "kind": "param_hash", "step": 100, "hash": "DEADbeef01"})");
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->hash, "DEADbeef01");
+  auto k = Parse(R"({"rank": 1, "attempt": 1, "kind": "checkpoint", "step": 500, "path": "/ckpt/500/r1"})");
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(k->path, "/ckpt/500/r1");
+}
+
+TEST(ReportTest, EveryInvalidFieldIsNamed) {
+  auto r = Parse(R"({"rank": -1, "attempt": "one", "time": "yesterday", "kind": "step", "loss": "lots",
+                     "step_time_s": -2})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::kInvalidContent);
+  EXPECT_EQ(Fields(r), (std::vector<std::string>{"rank", "attempt", "time", "step", "loss", "step_time_s"}));
+  EXPECT_EQ(r.status().message().rfind("rank: ", 0), 0u) << r.status().message();
+}
+
+TEST(ReportTest, NestedCollectiveFieldsUseTheirPath) {
+  auto r = Parse(R"({"rank": 0, "attempt": 1, "kind": "heartbeat", "phase": "sleeping",
+                     "collective": {"seq": "x", "group": ""}})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(Fields(r), (std::vector<std::string>{"collective.seq", "collective.group", "phase"}));
+}
+
+TEST(ReportTest, KindSpecificRequirements) {
+  EXPECT_EQ(Fields(Parse(R"({"rank": 0, "attempt": 1, "kind": "gossip"})")),
+            std::vector<std::string>{"kind"});
+  EXPECT_EQ(Fields(Parse(R"({"rank": 0, "attempt": 1, "kind": "param_hash", "step": 1, "hash": "xyz"})")),
+            std::vector<std::string>{"hash"});
+  EXPECT_EQ(Fields(Parse(R"({"rank": 0, "attempt": 1, "kind": "checkpoint"})")),
+            (std::vector<std::string>{"step", "path"}));
+  EXPECT_EQ(Fields(Parse(R"({"rank": 0, "attempt": 1, "kind": "collective", "seq": 1, "group": "tp"})")),
+            std::vector<std::string>{"state"});
+  EXPECT_FALSE(ParseReport(Json::array(), kRecv).ok());
+}
+
+}  // namespace
+}  // namespace shepherd

@@ -1,0 +1,115 @@
+// SDC vote over param hashes: DP=2 (replay), DP=4 (minority), late and missing hashes, ZeRO-3.
+#include <gtest/gtest.h>
+
+#include "tests/health/health_test_util.h"
+
+namespace shepherd {
+namespace {
+
+using namespace shepherd::testing;
+
+TEST(SdcTest, TwoReplicasDisagreeingAreBothSuspectedAndNeedAReplay) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(1, 1, 2, clock.Now(), 1));
+  m->Ingest(Hash(0, clock.Now(), 100, "aa"), clock.Now());
+  m->Ingest(Hash(1, clock.Now(), 100, "aa"), clock.Now());
+  EXPECT_TRUE(m->Evaluate(clock.Now()).empty());
+  m->Ingest(Hash(0, clock.Now(), 200, "bb"), clock.Now());
+  m->Ingest(Hash(1, clock.Now(), 200, "cc"), clock.Now());
+  auto fs = m->Evaluate(clock.Now());
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].kind, "sdc_suspected");
+  EXPECT_EQ(fs[0].ranks, std::vector<int>({0, 1}));
+  EXPECT_EQ(fs[0].nodes, std::vector<std::string>({"n0", "n1"}));
+  EXPECT_EQ(fs[0].step, 200);
+  EXPECT_EQ(fs[0].onset_step, 101);  // after the last agreeing check
+  EXPECT_NE(fs[0].detail.find("needs_replay=true"), std::string::npos) << fs[0].detail;
+  Json h = m->HealthJson(clock.Now());
+  EXPECT_EQ(h["status"], "sdc_suspected");
+  EXPECT_EQ(h["checks"]["sdc"]["needs_replay"], true);
+  EXPECT_EQ(h["checks"]["sdc"]["last_agreed_step"], 100);
+
+  std::vector<HealthEvidence> ev;
+  for (auto& e : m->TakeEvidence())
+    if (e.kind != HealthEvidence::Kind::kHealthyThrough) ev.push_back(e);
+  ASSERT_EQ(ev.size(), 2u);
+  EXPECT_EQ(ev[0].kind, HealthEvidence::Kind::kHashAgreed);
+  EXPECT_EQ(ev[0].step, 100);
+  EXPECT_EQ(ev[1].kind, HealthEvidence::Kind::kHashMismatch);
+  EXPECT_EQ(ev[1].step, 200);
+}
+
+TEST(SdcTest, FourReplicasNameTheMinorityOnceUntilItClears) {
+  FakeClock clock;
+  // TP=2, DP=4: replica sets {0,2,4,6} (tp 0) and {1,3,5,7} (tp 1).
+  auto m = MakeMonitor(MakeContext(2, 1, 4, clock.Now(), 2));
+  auto check = [&](int64_t step, int odd_rank) {
+    for (int r = 0; r < 8; ++r)
+      m->Ingest(Hash(r, clock.Now(), step, r == odd_rank ? "0bad" : (r % 2 ? "11" : "22")), clock.Now());
+    return m->Evaluate(clock.Now());
+  };
+  auto fs = check(100, 5);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].ranks, std::vector<int>({5}));
+  EXPECT_EQ(fs[0].nodes, std::vector<std::string>({"n2"}));
+  EXPECT_EQ(fs[0].detail.find("needs_replay"), std::string::npos) << fs[0].detail;
+  EXPECT_NE(fs[0].detail.find("majority hash held by ranks 1,3,7"), std::string::npos) << fs[0].detail;
+  EXPECT_FALSE(fs[0].onset_step);       // no earlier agreeing check
+  EXPECT_TRUE(check(200, 5).empty());   // same incident
+  EXPECT_TRUE(check(300, -1).empty());  // agrees again: cleared
+  EXPECT_EQ(check(400, 5).size(), 1u);  // reopened
+}
+
+bool NoSdc(const std::vector<Finding>& fs) {
+  for (const auto& f : fs)
+    if (f.kind == "sdc_suspected") return false;
+  return true;
+}
+
+TEST(SdcTest, LateHashIsMissingEvidenceNotAnSdc) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(1, 1, 4, clock.Now(), 1));
+  for (int r = 0; r < 3; ++r) m->Ingest(Hash(r, clock.Now(), 100, "ab"), clock.Now());
+  clock.AdvanceSeconds(59);
+  EXPECT_TRUE(NoSdc(m->Evaluate(clock.Now())));
+  EXPECT_EQ(m->HealthJson(clock.Now())["checks"]["sdc"]["open_checks"], 1);
+  clock.AdvanceSeconds(2);  // past the 60 s deadline
+  EXPECT_TRUE(NoSdc(m->Evaluate(clock.Now())));
+  Json sdc = m->HealthJson(clock.Now())["checks"]["sdc"];
+  EXPECT_EQ(sdc["status"], "ok");
+  EXPECT_EQ(sdc["last_check"]["complete"], false);
+  EXPECT_EQ(sdc["last_check"]["missing_ranks"], Json::array({3}));
+  EXPECT_TRUE(sdc["last_agreed_step"].is_null());             // an incomplete check is not an agreement
+  m->Ingest(Hash(3, clock.Now(), 100, "ffff"), clock.Now());  // arrives late, differs: ignored
+  EXPECT_TRUE(NoSdc(m->Evaluate(clock.Now())));
+  EXPECT_EQ(m->HealthJson(clock.Now())["checks"]["sdc"]["late_hashes"], 1);
+  for (const auto& e : m->TakeEvidence()) {
+    EXPECT_NE(e.kind, HealthEvidence::Kind::kHashAgreed);
+    EXPECT_NE(e.kind, HealthEvidence::Kind::kHashMismatch);
+  }
+}
+
+TEST(SdcTest, PlainZero3SkipsAndSaysWhyHybridShardingComparesAcrossReplicaGroups) {
+  FakeClock clock;
+  auto plain = MakeMonitor(MakeContext(1, 1, 4, clock.Now(), 1, /*zero_stage=*/3));
+  for (int r = 0; r < 4; ++r) plain->Ingest(Hash(r, clock.Now(), 100, r ? "aa" : "bb"), clock.Now());
+  EXPECT_TRUE(plain->Evaluate(clock.Now()).empty());
+  Json sdc = plain->HealthJson(clock.Now())["checks"]["sdc"];
+  EXPECT_EQ(sdc["status"], "skipped");
+  EXPECT_NE(sdc["reason"].get<std::string>().find("ZeRO-3"), std::string::npos);
+
+  // HSDP, shard groups of 2 along dp=4: shard 0 = dp {0,2}, shard 1 = dp {1,3}.
+  MonitorContext c = MakeContext(1, 1, 4, clock.Now(), 1, 3);
+  c.hybrid_shard_size = 2;
+  auto hsdp = MakeMonitor(c);
+  EXPECT_EQ(hsdp->layout().replica_set_count(), 2);
+  EXPECT_EQ(hsdp->layout().ReplicaSet(0), std::vector<int>({0, 2}));
+  const char* hashes[] = {"a0", "b0", "a0", "b1"};  // shards differ by design; ranks 1 and 3 disagree
+  for (int r = 0; r < 4; ++r) hsdp->Ingest(Hash(r, clock.Now(), 100, hashes[r]), clock.Now());
+  auto fs = hsdp->Evaluate(clock.Now());
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].ranks, std::vector<int>({1, 3}));
+}
+
+}  // namespace
+}  // namespace shepherd

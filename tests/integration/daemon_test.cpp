@@ -1,0 +1,225 @@
+// The real daemon: endpoints, durability across kill -9, the database lock, inventory files, auth, SIGTERM.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+
+#include "core/json.h"
+#include "tests/integration/harness.h"
+
+namespace shepherd::testing {
+namespace {
+
+std::string NodeBody(const std::string& id, const std::string& leaf, bool spare = false) {
+  return Json{{"id", id}, {"gpus", 8}, {"gpu_memory_gib", 80}, {"gpu_model", "H100"},
+              {"topology", {{"spine", "s0"}, {"leaf", leaf}}}, {"spare", spare}}
+      .dump();
+}
+
+std::string JobBody(int gpus, int tp = 8) {
+  return Json{{"name", "t"},
+              {"model", {{"parameters", 1e9}, {"layers", 8}, {"hidden", 1024}, {"heads", 8}, {"seq_len", 1024}}},
+              {"training", {{"global_batch_size", 64}}},
+              {"parallelism", {{"tp", tp}, {"pp", 1}, {"dp", gpus / tp}}},
+              {"resources", {{"gpus", gpus}}},
+              {"command", {"python3", "train.py"}}}
+      .dump();
+}
+
+Json J(const HttpResult& r) { return Json::parse(r.body); }
+
+TEST(Daemon, ServiceEndpoints) {
+  TempDir dir;
+  Daemon d(dir.path);
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  EXPECT_EQ(Http(d.port(), "GET", "/healthz").status, 200);
+  EXPECT_EQ(Http(d.port(), "GET", "/readyz").status, 200);
+  HttpResult m = Http(d.port(), "GET", "/metrics");
+  EXPECT_EQ(m.status, 200);
+  EXPECT_NE(m.body.find("shepherd_build_info"), std::string::npos);
+  EXPECT_NE(m.body.find("shepherd_http_requests_total{route=\"/healthz\",method=\"GET\",status=\"200\"} 1"),
+            std::string::npos)
+      << m.body;
+  EXPECT_NE(m.body.find("shepherd_http_request_duration_seconds_bucket"), std::string::npos);
+}
+
+TEST(Daemon, NodeLifecycle) {
+  TempDir dir;
+  Daemon d(dir.path);
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  HttpResult created = Http(d.port(), "POST", "/v1/nodes", NodeBody("node-0001", "l03"));
+  ASSERT_EQ(created.status, 201) << created.body;
+  EXPECT_EQ(J(created)["state"], "available");
+  EXPECT_EQ(J(created)["topology"]["nvlink_domain"], "node-0001");
+  EXPECT_EQ(Http(d.port(), "POST", "/v1/nodes", NodeBody("node-0001", "l03")).status, 200);
+  ASSERT_EQ(Http(d.port(), "POST", "/v1/nodes", NodeBody("node-0002", "l04", true)).status, 201);
+  Json leaf = J(Http(d.port(), "GET", "/v1/nodes?leaf=l03"));
+  ASSERT_EQ(leaf["nodes"].size(), 1u);
+  EXPECT_EQ(leaf["nodes"][0]["id"], "node-0001");
+  Json spares = J(Http(d.port(), "GET", "/v1/nodes?state=spare"));
+  ASSERT_EQ(spares["nodes"].size(), 1u);
+  EXPECT_EQ(spares["nodes"][0]["id"], "node-0002");
+  HttpResult cordon = Http(d.port(), "PATCH", "/v1/nodes/node-0001", R"({"schedulable": false})");
+  ASSERT_EQ(cordon.status, 200) << cordon.body;
+  EXPECT_EQ(J(cordon)["state"], "cordoned");
+  HttpResult bad = Http(d.port(), "PATCH", "/v1/nodes/node-0001", R"({"schedulable": "no", "colour": 1})");
+  EXPECT_EQ(bad.status, 422);
+  EXPECT_EQ(J(bad)["errors"].size(), 2u);
+  EXPECT_EQ(Http(d.port(), "DELETE", "/v1/nodes/node-0001").status, 200);
+  EXPECT_EQ(Http(d.port(), "GET", "/v1/nodes/node-0001").status, 404);
+  HttpResult invalid = Http(d.port(), "POST", "/v1/nodes", R"({"id": "x y", "gpus": -1})");
+  EXPECT_EQ(invalid.status, 422);
+  std::set<std::string> fields;
+  Json invalid_body = J(invalid);
+  for (auto& e : invalid_body["errors"]) fields.insert(e["field"]);
+  EXPECT_EQ(fields, (std::set<std::string>{"id", "gpus", "topology"}));
+}
+
+TEST(Daemon, JobLifecycleQueueAndPlacement) {
+  TempDir dir;
+  Daemon d(dir.path);
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  Http(d.port(), "POST", "/v1/nodes", NodeBody("n1", "l0"));
+  Http(d.port(), "POST", "/v1/nodes", NodeBody("n2", "l0"));
+  HttpResult a = Http(d.port(), "POST", "/v1/jobs", JobBody(16));
+  ASSERT_EQ(a.status, 201) << a.body;
+  EXPECT_EQ(J(a)["state"], "running");
+  std::string a_id = J(a)["id"];
+  EXPECT_EQ(a_id.rfind("job-", 0), 0u);
+  EXPECT_EQ(J(a)["plan"]["tp"], 8);
+  HttpResult placement = Http(d.port(), "GET", "/v1/jobs/" + a_id + "/placement");
+  ASSERT_EQ(placement.status, 200);
+  Json p = J(placement);
+  EXPECT_EQ(p["attempt"], 1);
+  ASSERT_EQ(p["ranks"].size(), 16u);
+  EXPECT_EQ(p["ranks"][9]["tp"], 1);  // rank 9 = tp 1 + 8·dp 1
+  EXPECT_EQ(p["ranks"][9]["dp"], 1);
+  EXPECT_EQ(p["quality"]["tp_groups_split"], 0);
+  EXPECT_EQ(p["quality"]["cross_leaf_edges"], 0);
+  HttpResult b = Http(d.port(), "POST", "/v1/jobs", JobBody(8));
+  ASSERT_EQ(b.status, 201);
+  EXPECT_EQ(J(b)["state"], "queued");
+  EXPECT_EQ(Http(d.port(), "POST", "/v1/jobs/" + a_id + "/cancel").status, 200);
+  EXPECT_EQ(Http(d.port(), "POST", "/v1/jobs/" + a_id + "/cancel").status, 409);
+  EXPECT_EQ(J(Http(d.port(), "GET", "/v1/jobs/" + std::string(J(b)["id"])))["state"], "running");
+  EXPECT_EQ(J(Http(d.port(), "GET", "/v1/jobs?state=cancelled"))["jobs"].size(), 1u);
+  EXPECT_EQ(Http(d.port(), "GET", "/v1/jobs/job-999999").status, 404);
+}
+
+TEST(Daemon, InvalidJobsAre422WithEveryField) {
+  TempDir dir;
+  Daemon d(dir.path);
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  Http(d.port(), "POST", "/v1/nodes", NodeBody("n1", "l0"));
+  Json bad = Json::parse(JobBody(8));
+  bad["parallelism"]["tp"] = 3;
+  bad["training"]["precision"] = "fp4";
+  HttpResult r = Http(d.port(), "POST", "/v1/jobs", bad.dump());
+  EXPECT_EQ(r.status, 422);
+  std::set<std::string> fields;
+  Json body = J(r);
+  for (auto& e : body["errors"]) fields.insert(e["field"]);
+  EXPECT_TRUE(fields.count("parallelism.tp")) << r.body;
+  EXPECT_TRUE(fields.count("training.precision")) << r.body;
+  // 70B with ZeRO-3 over 8 GPUs needs 140 GB per GPU: 422 with the breakdown.
+  Json big = Json::parse(R"({"name": "big", "model": {"parameters": 70e9, "layers": 80, "hidden": 8192,
+      "heads": 64, "seq_len": 4096, "vocab": 128256}, "training": {"global_batch_size": 64},
+      "parallelism": {"tp": 1, "pp": 1, "dp": 8, "zero_stage": 3}, "resources": {"gpus": 8}})");
+  HttpResult nofit = Http(d.port(), "POST", "/v1/jobs", big.dump());
+  EXPECT_EQ(nofit.status, 422);
+  EXPECT_FALSE(J(nofit)["plan"]["fits"].get<bool>());
+  EXPECT_GT(J(nofit)["plan"]["memory_per_gpu_bytes"]["total"].get<double>(), 140e9);
+  HttpResult huge = Http(d.port(), "POST", "/v1/jobs", JobBody(64));
+  EXPECT_EQ(huge.status, 422);
+  EXPECT_EQ(J(huge)["errors"][0]["field"], "resources.gpus");
+  HttpResult plan = Http(d.port(), "POST", "/v1/plan", big.dump());
+  ASSERT_EQ(plan.status, 200) << plan.body;
+  EXPECT_FALSE(J(plan)["fits"].get<bool>());
+  EXPECT_TRUE(J(plan).contains("explanation"));
+}
+
+TEST(Daemon, KillNineKeepsEveryAcknowledgedRecord) {
+  TempDir dir;
+  std::vector<std::string> jobs;
+  {
+    Daemon d(dir.path);
+    ASSERT_TRUE(d.WaitReady()) << d.log();
+    for (int i = 0; i < 40; ++i)
+      ASSERT_EQ(Http(d.port(), "POST", "/v1/nodes", NodeBody("n" + std::to_string(i), "l" + std::to_string(i % 4))).status,
+                201);
+    ASSERT_EQ(Http(d.port(), "PATCH", "/v1/nodes/n7", R"({"schedulable": false})").status, 200);
+    for (int i = 0; i < 6; ++i) {
+      HttpResult r = Http(d.port(), "POST", "/v1/jobs", JobBody(64));
+      ASSERT_EQ(r.status, 201) << r.body;
+      jobs.push_back(J(r)["id"]);
+    }
+    ASSERT_EQ(Http(d.port(), "POST", "/v1/jobs/" + jobs[0] + "/cancel").status, 200);
+    d.Signal(SIGKILL);
+    ASSERT_EQ(d.Wait(), 128 + SIGKILL);
+  }
+  Daemon d(dir.path);
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  Json nodes = J(Http(d.port(), "GET", "/v1/nodes"));
+  EXPECT_EQ(nodes["nodes"].size(), 40u);
+  EXPECT_EQ(J(Http(d.port(), "GET", "/v1/nodes/n7"))["state"], "cordoned");
+  EXPECT_EQ(J(Http(d.port(), "GET", "/v1/jobs/" + jobs[0]))["state"], "cancelled");
+  int running = 0;
+  for (size_t i = 1; i < jobs.size(); ++i) {
+    HttpResult r = Http(d.port(), "GET", "/v1/jobs/" + jobs[i]);
+    ASSERT_EQ(r.status, 200);
+    running += J(r)["state"] == "running";
+  }
+  EXPECT_EQ(running, 4);  // 39 schedulable nodes × 8 GPUs hold four 64-GPU jobs
+}
+
+TEST(Daemon, SecondDaemonOnTheSameDatabaseIsRefused) {
+  TempDir dir;
+  Daemon first(dir.path);
+  ASSERT_TRUE(first.WaitReady()) << first.log();
+  TempDir other;
+  Daemon second(other.path, {"--db", dir.path + "/shepherd.db"});
+  EXPECT_FALSE(second.WaitReady(std::chrono::seconds(20)));
+  auto code = second.Wait();
+  ASSERT_TRUE(code.has_value());
+  EXPECT_NE(*code, 0);
+  EXPECT_NE(second.log().find("in use"), std::string::npos) << second.log();
+  EXPECT_EQ(Http(first.port(), "GET", "/readyz").status, 200);
+}
+
+TEST(Daemon, InventoryFileAndAuth) {
+  TempDir dir;
+  std::string inv = dir.path + "/inventory.json";
+  std::string gen = std::string(SHEPHERDD_PATH) +
+                    " gen-inventory --spines 2 --leaves-per-spine 2 --nodes-per-leaf 3 --spares-per-leaf 1 -o " + inv;
+  ASSERT_EQ(std::system(gen.c_str()), 0);
+  Daemon d(dir.path, {"--inventory", inv, "--token", "sekrit"});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  EXPECT_EQ(Http(d.port(), "GET", "/v1/nodes").status, 401);
+  Connection c(d.port());
+  ASSERT_TRUE(c.Send("GET /v1/nodes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\n\r\n"));
+  EXPECT_EQ(c.Read().status, 403);
+  ASSERT_TRUE(c.Send("GET /v1/nodes?state=spare HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekrit\r\n\r\n"));
+  HttpResult r = c.Read();
+  ASSERT_EQ(r.status, 200);
+  Json j = J(r);
+  EXPECT_EQ(j["nodes"].size(), 4u);            // one spare per leaf, 4 leaves
+  EXPECT_EQ(j["summary"]["nodes"], 12);
+  EXPECT_EQ(j["summary"]["usable_gpus"], 64);  // 8 non-spare nodes × 8
+  EXPECT_EQ(Http(d.port(), "GET", "/healthz").status, 200);  // probes need no token
+}
+
+TEST(Daemon, SigtermDrainsAndExitsZero) {
+  TempDir dir;
+  Daemon d(dir.path);
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  Connection idle(d.port());
+  ASSERT_TRUE(idle.Send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_EQ(idle.Read().status, 200);
+  d.Signal(SIGTERM);
+  EXPECT_TRUE(idle.WaitClosed());  // idle keep-alive connections are closed
+  EXPECT_EQ(d.Wait(), 0) << d.log();
+  EXPECT_NE(d.log().find("shutting down: SIGTERM"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace shepherd::testing
