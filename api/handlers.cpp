@@ -40,6 +40,7 @@ void Reply(const Respond& respond, const Result<Json>& r, int ok_status) {
 
 void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o);
 void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o);
+void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o);
 
 void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions o) {
   router->Add("GET", "/healthz", [](const HttpRequest&, const PathParams&, Respond respond) {
@@ -57,6 +58,18 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
   });
   RegisterNodeRoutes(router, c, o);
   RegisterJobRoutes(router, c, o);
+  RegisterHealthRoutes(router, c, o);
+  metrics->SetGaugeSource([c](std::string* out) {
+    *out += "# HELP shepherd_findings_total Findings by kind.\n# TYPE shepherd_findings_total counter\n";
+    for (const auto& [kind, n] : c->finding_counts())
+      *out += "shepherd_findings_total{kind=\"" + kind + "\"} " + std::to_string(n) + "\n";
+    *out += "# HELP shepherd_reports_total Rank reports by outcome.\n# TYPE shepherd_reports_total counter\n";
+    for (const auto& [outcome, n] : c->report_counts())
+      *out += "shepherd_reports_total{outcome=\"" + outcome + "\"} " + std::to_string(n) + "\n";
+    *out += "# HELP shepherd_free_usable_gpus GPUs on usable nodes that no job holds.\n";
+    *out += "# TYPE shepherd_free_usable_gpus gauge\nshepherd_free_usable_gpus " +
+            std::to_string(c->cluster().FreeUsableGpus()) + "\n";
+  });
 }
 
 }  // namespace shepherd

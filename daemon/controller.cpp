@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
+
 namespace shepherd {
 
 Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOptions options)
@@ -24,6 +26,8 @@ Status Controller::Recover() {
   auto snap = store_->Load();
   if (!snap.ok()) return snap.status();
   std::map<std::string, Attempt> last_attempt;
+  std::map<std::string, std::vector<std::pair<int, int64_t>>> resumes;  // job -> (attempt, resume step)
+  std::map<std::string, std::vector<Checkpoint>> checkpoints;
   for (const Record& r : snap->records) {
     Result<Json> j = ParseJsonText(r.body, 256);
     if (!j.ok()) return Internal("stored " + std::string(ToString(r.collection)) + " " + r.key + " is not JSON");
@@ -56,14 +60,31 @@ Status Controller::Recover() {
       case Collection::kAttempts: {
         auto a = AttemptFromJson(*j);
         if (!a.ok()) return a.status();
+        resumes[a->job].emplace_back(a->number, a->resume_step);
         auto& slot = last_attempt[a->job];
         if (a->number >= slot.number) slot = std::move(a).value();
+        break;
+      }
+      case Collection::kCheckpoints: {
+        auto c = CheckpointFromJson(*j);
+        if (!c.ok()) return c.status();
+        checkpoints[c->job].push_back(std::move(c).value());
+        break;
+      }
+      case Collection::kFindings: {
+        auto f = FindingFromJson(*j);
+        if (!f.ok()) return f.status();
+        ++finding_counts_[f->kind];
+        long long seq = 0;
+        if (std::sscanf(f->id.c_str(), "f-%lld", &seq) == 1) next_finding_seq_ = std::max<int64_t>(next_finding_seq_, seq + 1);
+        findings_.push_back(std::move(f).value());
         break;
       }
       default:
         break;
     }
   }
+  Time now = clock_->Now();
   for (auto& [job_id, a] : last_attempt) {
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) continue;
@@ -79,6 +100,15 @@ Status Controller::Recover() {
         return Internal("recovering placement of " + job_id + ": " + s.message());
     }
     e.attempt = std::move(a);
+    CheckpointLedger& ledger = Ledger(e);
+    ledger.Restore(checkpoints[job_id]);
+    auto& rs = resumes[job_id];
+    std::sort(rs.begin(), rs.end());
+    for (auto [number, step] : rs)
+      if (number != e.attempt->number) ledger.OnAttemptStart(number, step);
+    // Grace counts from recovery: the ranks' last-seen times were not persisted.
+    if (e.job.state == JobState::kRunning) StartMonitor(e, now);
+    else ledger.OnAttemptStart(e.attempt->number, e.attempt->resume_step);
   }
   spdlog::info("recovered {} nodes and {} jobs", cluster_.size(), jobs_.size());
   ready_ = true;

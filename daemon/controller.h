@@ -22,6 +22,8 @@
 #include "core/node.h"
 #include "core/status.h"
 #include "core/time.h"
+#include "health/checkpoint_ledger.h"
+#include "health/job_monitor.h"
 #include "scheduler/cluster.h"
 #include "scheduler/planner.h"
 #include "storage/store.h"
@@ -89,6 +91,23 @@ class Controller {
   Json ListJobs(std::optional<JobState> state) const;
   Result<Json> GetPlacement(const std::string& id) const;
 
+  // ---- Health (controller_health.cpp)
+  // A batch of rank reports: memory only, except what they reveal (checkpoint grades, urgent findings),
+  // which is committed before `done` (202 {"accepted", "rejected", "ignored"}).
+  void IngestReports(const std::string& job_id, const Json& body, Done<Json> done);
+  // Periodic: evaluates every monitor, persists findings and checkpoint grades.
+  void Tick();
+  Result<Json> GetHealth(const std::string& id) const;
+  Result<Json> GetCheckpoints(const std::string& id) const;
+  struct FailureFilter {
+    std::optional<std::string> job, kind;
+    std::optional<Time> since;
+  };
+  Result<Json> GetFailures(const FailureFilter& f) const;
+  // Counters for /metrics: findings by kind, reports by outcome.
+  const std::map<std::string, uint64_t>& finding_counts() const { return finding_counts_; }
+  const std::map<std::string, uint64_t>& report_counts() const { return report_counts_; }
+
   const Cluster& cluster() const { return cluster_; }
 
  private:
@@ -96,6 +115,9 @@ class Controller {
     Job job;
     PlanEstimate estimate;
     std::optional<Attempt> attempt;  // the current (or last) attempt
+    std::unique_ptr<JobMonitor> monitor;  // while an attempt runs
+    bool monitor_started = false;  // agent-launched, or a rank reported: detectors are armed
+    std::unique_ptr<CheckpointLedger> ledger;
   };
 
   Json NodeJson(const Node& n) const;
@@ -120,8 +142,21 @@ class Controller {
   const Clock* clock_;
   Post post_;
   ControllerOptions options_;
+  // Monitor and ledger of a job (health): created when an attempt starts and at recovery.
+  void StartMonitor(JobEntry& e, Time started_at);
+  CheckpointLedger& Ledger(JobEntry& e);
+  void PersistTransitions(const std::vector<CheckpointTransition>& ts, WriteBatch* batch);
+  // Records a finding (id, counters) and adds it to `batch`.
+  void RecordFinding(Finding f, WriteBatch* batch);
+  // Evaluates one job's monitor and forwards evidence; adds what changed to `batch`.
+  void EvaluateJob(JobEntry& e, Time now, WriteBatch* batch);
+
   Cluster cluster_;
   std::map<std::string, JobEntry> jobs_;
+  std::vector<Finding> findings_;  // every finding, in detection order
+  int64_t next_finding_seq_ = 1;
+  std::map<std::string, uint64_t> finding_counts_;
+  std::map<std::string, uint64_t> report_counts_;
   int64_t next_job_seq_ = 1;
   bool ready_ = false;
   bool storage_failed_ = false;

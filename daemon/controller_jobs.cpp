@@ -79,6 +79,7 @@ void Controller::StartAttempt(JobEntry& e, Placement placement, const std::strin
   batch->Put(AttemptRecord(a));
   spdlog::info("job {} attempt {} started on {} ranks ({})", e.job.id, a.number, a.placement.ranks.size(), reason);
   e.attempt = std::move(a);
+  StartMonitor(e, e.attempt->started_at);
 }
 
 void Controller::ScheduleQueued(WriteBatch* batch) {
@@ -117,6 +118,7 @@ void Controller::CancelJob(const std::string& id, Done<Json> done) {
     e.attempt->ended_at = now;
     batch.Put(AttemptRecord(*e.attempt));
   }
+  e.monitor.reset();
   e.job.state = JobState::kCancelled;
   e.job.reason = "cancelled by user";
   e.job.updated_at = now;

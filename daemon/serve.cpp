@@ -4,6 +4,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -111,6 +112,17 @@ int RunDaemon(const DaemonConfig& config) {
 
   int exit_code = 0;
   bool stopping = false;
+  asio::steady_timer ticker(ioc);
+  auto tick_interval = std::chrono::milliseconds(static_cast<long>(config.tick_interval_s * 1000));
+  std::function<void()> schedule_tick = [&] {
+    ticker.expires_after(tick_interval);
+    ticker.async_wait([&](const boost::system::error_code& ec) {
+      if (ec || stopping) return;
+      controller.Tick();
+      schedule_tick();
+    });
+  };
+  schedule_tick();
   asio::signal_set signals(ioc, SIGINT, SIGTERM);
   auto stop = [&](int code, const std::string& why) {
     if (stopping) return;
@@ -118,6 +130,7 @@ int RunDaemon(const DaemonConfig& config) {
     exit_code = code;
     spdlog::info("shutting down: {}", why);
     signals.cancel();
+    ticker.cancel();
     auto grace = std::chrono::milliseconds(static_cast<long>(config.shutdown_grace_s * 1000));
     (*server)->Shutdown(grace, [] { spdlog::info("all connections drained"); });
   };

@@ -1,0 +1,52 @@
+// HttpClient: a small synchronous HTTP/1.1 client for the agent's calls to the daemon. Beast stays out of
+// this header; agent/http_client.cpp is the only Beast translation unit of agent/.
+//
+// Threading: Request() must not be called concurrently on one client (use one client per thread).
+// Cancel() may be called from any thread: it aborts a Request() in flight and makes every later Request()
+// fail at once with kUnavailable (a cancelled client is finished; it exists for shutdown).
+//
+// Errors are values: a connection refused, a timeout, a reset or a malformed answer is a non-ok Status
+// (kUnavailable); an HTTP error status is NOT an error here: the caller reads HttpResult::status.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace shepherd::agent {
+
+struct HttpResult {
+  int status = 0;
+  std::string body;
+};
+
+struct HttpClientOptions {
+  std::string base_url;     // "http://host:port" (an optional trailing path prefix is kept); http only
+  std::string token;        // sent as "Authorization: Bearer <token>" when non-empty
+  bool keep_alive = true;   // reuse the connection when the server allows it
+  std::size_t body_limit = 64 * 1024 * 1024;
+};
+
+class HttpClient {
+ public:
+  // kInvalidArgument when base_url is not http://host[:port][/prefix].
+  static Result<std::unique_ptr<HttpClient>> Create(const HttpClientOptions& options);
+  virtual ~HttpClient() = default;
+
+  // Sends `method` `target` (path and query, appended to the base URL's prefix) with a JSON body when
+  // `body` is non-empty, and waits for the whole answer at most `timeout` (connect included). A reused
+  // keep-alive connection that turns out closed is retried once on a new connection.
+  virtual Result<HttpResult> Request(std::string_view method, std::string_view target, std::string_view body,
+                                     std::chrono::milliseconds timeout) = 0;
+
+  // Thread-safe; see above.
+  virtual void Cancel() = 0;
+};
+
+// Percent-encodes a path segment (unreserved characters kept).
+std::string EscapePathSegment(std::string_view s);
+
+}  // namespace shepherd::agent

@@ -1,0 +1,127 @@
+#include "agent/process.h"
+
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <spawn.h>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace shepherd::agent {
+namespace {
+
+// posix_spawn's attribute and file-action objects, destroyed on every path.
+struct SpawnObjects {
+  posix_spawnattr_t attr;
+  posix_spawn_file_actions_t actions;
+  SpawnObjects() {
+    posix_spawnattr_init(&attr);
+    posix_spawn_file_actions_init(&actions);
+  }
+  ~SpawnObjects() {
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attr);
+  }
+  SpawnObjects(const SpawnObjects&) = delete;
+  SpawnObjects& operator=(const SpawnObjects&) = delete;
+};
+
+std::vector<std::string> MergedEnvironment(const std::map<std::string, std::string>& overlay) {
+  std::vector<std::string> out;
+  for (char** e = environ; e && *e; ++e) {
+    std::string entry(*e);
+    std::string name = entry.substr(0, entry.find('='));
+    if (!overlay.count(name)) out.push_back(std::move(entry));
+  }
+  for (const auto& [k, v] : overlay) out.push_back(k + "=" + v);
+  return out;
+}
+
+std::vector<char*> CStrings(std::vector<std::string>& v) {
+  std::vector<char*> out;
+  for (std::string& s : v) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+Result<pid_t> SpawnProcessGroup(const SpawnSpec& spec) {
+  if (spec.argv.empty()) return InvalidArgument("spawn: empty command");
+  SpawnObjects o;
+  sigset_t empty, defaults;
+  sigemptyset(&empty);
+  sigemptyset(&defaults);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&defaults, sig);
+  posix_spawnattr_setsigmask(&o.attr, &empty);
+  posix_spawnattr_setsigdefault(&o.attr, &defaults);
+  posix_spawnattr_setpgroup(&o.attr, 0);
+  posix_spawnattr_setflags(&o.attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+
+  // Open the log in the parent: an unwritable path is reported here, with its errno, not as an exit.
+  int log_fd = ::open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) return Internal("spawn: open log " + spec.log_path + ": " + std::strerror(errno));
+  posix_spawn_file_actions_addopen(&o.actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&o.actions, log_fd, STDOUT_FILENO);
+  posix_spawn_file_actions_adddup2(&o.actions, log_fd, STDERR_FILENO);
+  if (!spec.cwd.empty()) posix_spawn_file_actions_addchdir_np(&o.actions, spec.cwd.c_str());
+
+  std::vector<std::string> argv_s = spec.argv;
+  std::vector<std::string> env_s = MergedEnvironment(spec.env);
+  std::vector<char*> argv = CStrings(argv_s);
+  std::vector<char*> envp = CStrings(env_s);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, argv[0], &o.actions, &o.attr, argv.data(), envp.data());
+  ::close(log_fd);
+  if (rc != 0) return Internal("spawn " + spec.argv[0] + ": " + std::strerror(rc));
+  return pid;
+}
+
+std::optional<ExitInfo> PollChild(pid_t pid) {
+  int status = 0;
+  pid_t r;
+  do {
+    r = ::waitpid(pid, &status, WNOHANG);
+  } while (r < 0 && errno == EINTR);
+  if (r == 0) return std::nullopt;
+  if (r < 0) return ExitInfo{};  // ECHILD: not our child (or reaped elsewhere): the process is gone
+  if (WIFEXITED(status)) return ExitInfo{WEXITSTATUS(status), std::nullopt};
+  if (WIFSIGNALED(status)) return ExitInfo{std::nullopt, WTERMSIG(status)};
+  return std::nullopt;  // stopped/continued are not reported without WUNTRACED/WCONTINUED
+}
+
+std::optional<std::uint64_t> ProcessStartTime(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!in || !std::getline(in, line)) return std::nullopt;
+  // "pid (comm) state ppid ..." where comm may contain spaces and parentheses: parse after the last ')'.
+  std::size_t close = line.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  std::istringstream fields(line.substr(close + 1));
+  std::string state;
+  fields >> state;
+  if (state == "Z" || state == "X") return std::nullopt;
+  std::string skip;
+  for (int field = 4; field < 22; ++field) fields >> skip;  // ppid (4) .. itrealvalue (21)
+  std::uint64_t start = 0;
+  if (!(fields >> start)) return std::nullopt;
+  return start;
+}
+
+bool ProcessAlive(pid_t pid, std::uint64_t start_time) {
+  if (pid <= 0) return false;
+  auto t = ProcessStartTime(pid);
+  return t && *t == start_time;
+}
+
+bool SignalGroup(pid_t pgid, int sig) {
+  if (pgid <= 1) return false;  // never signal "every process" or init's group by accident
+  return ::kill(-pgid, sig) == 0;
+}
+
+}  // namespace shepherd::agent

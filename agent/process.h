@@ -1,0 +1,49 @@
+// POSIX process primitives for rank supervision (Linux: /proc). Stateless functions; the Supervisor
+// (agent/supervisor.h) owns the process table built from them. All are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+#include "core/status.h"
+
+namespace shepherd::agent {
+
+struct SpawnSpec {
+  std::vector<std::string> argv;                 // REQUIRES non-empty; argv[0] is searched in the agent's PATH
+  std::map<std::string, std::string> env;        // overlaid on the calling process's environment
+  std::string log_path;                          // stdout and stderr are appended here (created 0644)
+  std::string cwd;                               // working directory of the child
+};
+
+// Starts argv[0] in a new process group whose id is the child's pid, with stdin from /dev/null, an empty
+// signal mask and default dispositions (the agent blocks SIGTERM/SIGINT for sigwait). Uses posix_spawnp,
+// so a missing program, a bad cwd or an unwritable log path is an error here, not an exit of the child.
+// The child is the caller's child: reap it with PollChild.
+Result<pid_t> SpawnProcessGroup(const SpawnSpec& spec);
+
+// How a process ended. Both empty: unknown (an adopted process, not our child).
+struct ExitInfo {
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+};
+
+// waitpid(pid, WNOHANG). nullopt while the child runs (or after it was already reaped: then ExitInfo{}
+// would be wrong, so the caller must not poll a reaped pid).
+std::optional<ExitInfo> PollChild(pid_t pid);
+
+// Start time of `pid` in clock ticks since boot (/proc/<pid>/stat field 22); nullopt when there is no such
+// process or it is a zombie (a zombie has exited; only its parent can still read its status).
+std::optional<std::uint64_t> ProcessStartTime(pid_t pid);
+
+// True when `pid` exists, is not a zombie, and started at `start_time` (so the pid was not reused).
+bool ProcessAlive(pid_t pid, std::uint64_t start_time);
+
+// kill(-pgid, sig). ESRCH (no such group) is not an error: returns false then.
+bool SignalGroup(pid_t pgid, int sig);
+
+}  // namespace shepherd::agent

@@ -1,0 +1,183 @@
+#include "agent/protocol.h"
+
+#include <fstream>
+#include <limits>
+#include <spdlog/spdlog.h>
+#include <sstream>
+
+namespace shepherd::agent {
+namespace {
+
+bool IsInt(const Json& j) { return j.is_number_integer(); }
+
+// Reads job/attempt/rank from `j` into `key`; appends an error for `path` otherwise.
+bool ReadKey(const Json& j, const std::string& path, RankKey* key, std::vector<FieldError>* errs) {
+  bool ok = true;
+  if (!j.contains("job") || !j["job"].is_string() || j["job"].get<std::string>().empty()) {
+    errs->push_back({path + ".job", "must be a non-empty string"});
+    ok = false;
+  } else {
+    key->job = j["job"].get<std::string>();
+  }
+  for (const char* f : {"attempt", "rank"}) {
+    if (!j.contains(f) || !IsInt(j[f]) || j[f].get<std::int64_t>() < 0 ||
+        j[f].get<std::int64_t>() > std::numeric_limits<int>::max()) {
+      errs->push_back({path + "." + f, "must be a non-negative integer"});
+      ok = false;
+    }
+  }
+  if (ok) {
+    key->attempt = j["attempt"].get<int>();
+    key->rank = j["rank"].get<int>();
+  }
+  return ok;
+}
+
+}  // namespace
+
+Result<Assignments> ParseAssignments(const Json& j) {
+  std::vector<FieldError> errs;
+  Assignments out;
+  if (!j.is_object()) return InvalidContent("assignments: not an object", {{"", "must be an object"}});
+  if (!j.contains("version") || !IsInt(j["version"])) {
+    errs.push_back({"version", "must be an integer"});
+  } else {
+    out.version = j["version"].get<std::int64_t>();
+  }
+  if (!j.contains("ranks") || !j["ranks"].is_array()) {
+    errs.push_back({"ranks", "must be an array"});
+  } else {
+    for (std::size_t i = 0; i < j["ranks"].size(); ++i) {
+      const Json& r = j["ranks"][i];
+      std::string path = "ranks[" + std::to_string(i) + "]";
+      if (!r.is_object()) {
+        errs.push_back({path, "must be an object"});
+        continue;
+      }
+      RankAssignment a;
+      bool ok = ReadKey(r, path, &a.key, &errs);
+      if (r.contains("gpu") && !r["gpu"].is_null()) {
+        if (IsInt(r["gpu"]) && r["gpu"].get<std::int64_t>() >= 0 && r["gpu"].get<std::int64_t>() < 1 << 20) {
+          a.gpu = r["gpu"].get<int>();
+        } else {
+          errs.push_back({path + ".gpu", "must be a non-negative integer"});
+          ok = false;
+        }
+      }
+      const Json* cmd = r.contains("command") ? &r["command"] : nullptr;
+      if (!cmd || !cmd->is_array() || cmd->empty()) {
+        errs.push_back({path + ".command", "must be a non-empty array of strings"});
+        ok = false;
+      } else {
+        for (const Json& arg : *cmd) {
+          if (!arg.is_string()) {
+            errs.push_back({path + ".command", "must be a non-empty array of strings"});
+            ok = false;
+            break;
+          }
+          a.command.push_back(arg.get<std::string>());
+        }
+      }
+      if (r.contains("env") && !r["env"].is_null()) {
+        if (!r["env"].is_object()) {
+          errs.push_back({path + ".env", "must be an object of strings"});
+          ok = false;
+        } else {
+          for (const auto& [k, v] : r["env"].items()) {
+            if (!v.is_string() || k.empty() || k.find('=') != std::string::npos) {
+              errs.push_back({path + ".env." + k, "must be a string under a name without '='"});
+              ok = false;
+              continue;
+            }
+            a.env[k] = v.get<std::string>();
+          }
+        }
+      }
+      if (ok) out.ranks.push_back(std::move(a));
+    }
+  }
+  if (!errs.empty()) return InvalidContent("invalid assignments answer", std::move(errs));
+  return out;
+}
+
+Json HeartbeatBody(const AgentIdentity& agent, const Json& gpu_faults, const std::vector<ProcessReport>& processes) {
+  Json procs = Json::array();
+  for (const ProcessReport& p : processes) {
+    Json e = {{"job", p.key.job}, {"attempt", p.key.attempt}, {"rank", p.key.rank}, {"pid", p.pid},
+              {"state", p.running ? "running" : "exited"}};
+    if (!p.running) {
+      e["exit_code"] = p.exit_code ? Json(*p.exit_code) : Json(nullptr);
+      e["signal"] = p.signal ? Json(*p.signal) : Json(nullptr);
+      if (!p.error.empty()) e["error"] = p.error;
+    }
+    procs.push_back(std::move(e));
+  }
+  return {{"agent", {{"pid", agent.pid}, {"started_at", agent.started_at}}},
+          {"gpu_faults", gpu_faults.is_array() ? gpu_faults : Json::array()},
+          {"processes", std::move(procs)}};
+}
+
+Result<HeartbeatAnswer> ParseHeartbeatAnswer(const Json& j) {
+  HeartbeatAnswer out;
+  if (!j.is_object()) return InvalidContent("heartbeat answer: not an object", {{"", "must be an object"}});
+  std::vector<FieldError> errs;
+  if (j.contains("ack_exits") && !j["ack_exits"].is_null()) {
+    if (!j["ack_exits"].is_array()) {
+      errs.push_back({"ack_exits", "must be an array"});
+    } else {
+      for (std::size_t i = 0; i < j["ack_exits"].size(); ++i) {
+        RankKey k;
+        const Json& e = j["ack_exits"][i];
+        std::string path = "ack_exits[" + std::to_string(i) + "]";
+        if (!e.is_object()) {
+          errs.push_back({path, "must be an object"});
+        } else if (ReadKey(e, path, &k, &errs)) {
+          out.ack_exits.push_back(std::move(k));
+        }
+      }
+    }
+  }
+  if (j.contains("assignments_version") && IsInt(j["assignments_version"]))
+    out.assignments_version = j["assignments_version"].get<std::int64_t>();
+  if (!errs.empty()) return InvalidContent("invalid heartbeat answer", std::move(errs));
+  return out;
+}
+
+Json RegisterBody(const NodeRegistration& n) {
+  Json j = {{"id", n.id}, {"hostname", n.hostname}, {"gpus", n.gpus}, {"topology", Json(n.topology)}};
+  if (n.spare) j["spare"] = true;
+  if (n.gpu_memory_gib) j["gpu_memory_gib"] = *n.gpu_memory_gib;
+  if (n.gpu_model) j["gpu_model"] = *n.gpu_model;
+  return j;
+}
+
+Result<std::map<std::string, std::string>> ParseTopologyFlag(std::string_view text) {
+  std::map<std::string, std::string> out;
+  while (!text.empty()) {
+    std::size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    std::size_t eq = item.find('=');
+    if (eq == std::string_view::npos || eq == 0 || eq + 1 == item.size())
+      return InvalidArgument("--topology: expected level=value, got '" + std::string(item) + "'");
+    std::string level(item.substr(0, eq));
+    if (!out.emplace(level, std::string(item.substr(eq + 1))).second)
+      return InvalidArgument("--topology: level '" + level + "' given twice");
+  }
+  return out;
+}
+
+Json ReadGpuFaults(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Json::array();
+  std::stringstream ss;
+  ss << in.rdbuf();
+  Result<Json> j = ParseJsonText(ss.str());
+  if (j.ok() && j->is_array()) return *j;
+  if (j.ok() && j->is_object() && j->contains("gpu_faults") && (*j)["gpu_faults"].is_array())
+    return (*j)["gpu_faults"];
+  spdlog::warn("agent: ignoring malformed {}", path);
+  return Json::array();
+}
+
+}  // namespace shepherd::agent

@@ -1,0 +1,70 @@
+// JSON of the agent protocol (docs/agent-protocol.md): the bodies the agent sends and the answers it reads.
+// Parsers take untrusted daemon output and return a Status instead of throwing.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <sys/types.h>
+#include <vector>
+
+#include "agent/reconcile.h"
+#include "core/json.h"
+#include "core/status.h"
+
+namespace shepherd::agent {
+
+// The answer of GET /v1/nodes/{id}/assignments: the complete desired set for the node.
+struct Assignments {
+  std::int64_t version = 0;
+  std::vector<RankAssignment> ranks;
+};
+// Rejects the whole answer if any entry is malformed (a partial set would stop the ranks it leaves out).
+Result<Assignments> ParseAssignments(const Json& j);
+
+// One entry of a heartbeat's "processes".
+struct ProcessReport {
+  RankKey key;
+  pid_t pid = 0;       // 0 when the process could not be started (see `error`)
+  bool running = true;
+  std::optional<int> exit_code;  // exited: the code, or empty when killed by a signal or unknown
+  std::optional<int> signal;     // exited: the terminating signal, if any
+  std::string error;             // exited without starting: why (sent as "error" when non-empty)
+};
+
+struct AgentIdentity {
+  pid_t pid = 0;
+  std::string started_at;  // RFC 3339
+};
+// `gpu_faults` is passed through as given (an array; anything else is sent as []).
+Json HeartbeatBody(const AgentIdentity& agent, const Json& gpu_faults, const std::vector<ProcessReport>& processes);
+
+struct HeartbeatAnswer {
+  std::vector<RankKey> ack_exits;
+  std::optional<std::int64_t> assignments_version;
+};
+Result<HeartbeatAnswer> ParseHeartbeatAnswer(const Json& j);
+
+// POST /v1/nodes body. Optional fields are omitted when unset, so the daemon keeps what it has.
+struct NodeRegistration {
+  std::string id;
+  std::string hostname;
+  int gpus = 0;
+  std::map<std::string, std::string> topology;  // level -> label, may include nvlink_domain
+  bool spare = false;                           // sent only when true (--spare)
+  std::optional<double> gpu_memory_gib;
+  std::optional<std::string> gpu_model;
+};
+Json RegisterBody(const NodeRegistration& n);
+
+// "spine=s0,leaf=l03,nvlink_domain=rack7" -> map. Empty input -> empty map. kInvalidArgument on an entry
+// without '=', an empty level or value, or a level given twice.
+Result<std::map<std::string, std::string>> ParseTopologyFlag(std::string_view text);
+
+// The gpu_faults to report: <state-dir>/gpu_faults.json, either an array or {"gpu_faults": [...]}.
+// A missing file is []; an unreadable or malformed one is [] plus a warning in the log.
+Json ReadGpuFaults(const std::string& path);
+
+}  // namespace shepherd::agent

@@ -1,0 +1,234 @@
+#include "agent/supervisor.h"
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <spdlog/spdlog.h>
+#include <sstream>
+
+namespace shepherd::agent {
+namespace fs = std::filesystem;
+
+namespace {
+
+Json OptionalInt(const std::optional<int>& v) { return v ? Json(*v) : Json(nullptr); }
+std::optional<int> IntOrNull(const Json& j, const char* f) {
+  if (j.contains(f) && j[f].is_number_integer()) return j[f].get<int>();
+  return std::nullopt;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Supervisor>> Supervisor::Open(const SupervisorOptions& options) {
+  std::error_code ec;
+  fs::create_directories(fs::path(options.state_dir) / "logs", ec);
+  if (ec) return Internal("agent state dir " + options.state_dir + ": " + ec.message());
+  std::unique_ptr<Supervisor> s(new Supervisor(options));
+  s->Load();
+  s->Save();
+  return s;
+}
+
+Supervisor::~Supervisor() = default;
+
+std::string Supervisor::log_path(const RankKey& key) const {
+  std::string job = key.job;
+  for (char& c : job)
+    if (c == '/' || c == '\0') c = '_';
+  return (fs::path(options_.state_dir) / "logs" /
+          (job + "-a" + std::to_string(key.attempt) + "-r" + std::to_string(key.rank) + ".log"))
+      .string();
+}
+
+void Supervisor::Load() {
+  std::string path = (fs::path(options_.state_dir) / "processes.json").string();
+  std::ifstream in(path);
+  if (!in) return;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  Result<Json> j = ParseJsonText(ss.str());
+  if (!j.ok() || !j->is_object() || !j->contains("processes") || !(*j)["processes"].is_array()) {
+    spdlog::warn("agent: ignoring malformed {}", path);
+    return;
+  }
+  for (const Json& e : (*j)["processes"]) {
+    TrackedProcess p;
+    if (!e.is_object() || !e.contains("job") || !e["job"].is_string()) continue;
+    p.key = {e["job"].get<std::string>(), IntOrNull(e, "attempt").value_or(0), IntOrNull(e, "rank").value_or(0)};
+    p.gpu = IntOrNull(e, "gpu").value_or(-1);
+    p.pid = IntOrNull(e, "pid").value_or(0);
+    p.start_time = e.value("start_time", std::uint64_t{0});
+    p.adopted = true;
+    if (e.value("state", "") == "running") {
+      if (ProcessAlive(p.pid, p.start_time)) {
+        spdlog::info("agent: adopted {} pid {}", ToString(p.key), p.pid);
+      } else {
+        p.phase = ProcessPhase::kExited;  // ended while no agent watched: code unknown
+        spdlog::info("agent: {} pid {} ended while the agent was down", ToString(p.key), p.pid);
+      }
+    } else {
+      p.phase = ProcessPhase::kExited;
+      p.exit = {IntOrNull(e, "exit_code"), IntOrNull(e, "signal")};
+      p.error = e.value("error", "");
+      p.acked = e.value("acked", false);
+    }
+    table_.push_back(std::move(p));
+  }
+}
+
+void Supervisor::Save() const {
+  Json procs = Json::array();
+  for (const TrackedProcess& p : table_) {
+    Json e = {{"job", p.key.job}, {"attempt", p.key.attempt},   {"rank", p.key.rank}, {"gpu", p.gpu},
+              {"pid", p.pid},     {"start_time", p.start_time}, {"state", p.phase == ProcessPhase::kExited ? "exited" : "running"}};
+    if (p.phase == ProcessPhase::kExited) {
+      e["exit_code"] = OptionalInt(p.exit.exit_code);
+      e["signal"] = OptionalInt(p.exit.signal);
+      e["error"] = p.error;
+      e["acked"] = p.acked;
+    }
+    procs.push_back(std::move(e));
+  }
+  fs::path path = fs::path(options_.state_dir) / "processes.json";
+  fs::path tmp = path;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << Json{{"processes", procs}}.dump(2) << "\n";
+    if (!out) {
+      spdlog::error("agent: cannot write {}", tmp.string());
+      return;
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) spdlog::error("agent: cannot replace {}: {}", path.string(), ec.message());
+}
+
+void Supervisor::SetDesired(std::vector<RankAssignment> desired, SteadyTime now) {
+  desired_ = std::move(desired);
+  Reconcile(now);
+}
+
+void Supervisor::StopAll(SteadyTime now) { SetDesired({}, now); }
+
+void Supervisor::Reconcile(SteadyTime now) {
+  if (!desired_) return;
+  std::vector<ActualProcess> actual;
+  for (const TrackedProcess& p : table_) actual.push_back({p.key, p.gpu, p.pid, p.phase});
+  ReconcileActions actions = agent::Reconcile(*desired_, actual);
+  for (const StopAction& s : actions.stop) {
+    for (TrackedProcess& p : table_)
+      if (p.key == s.key && p.pid == s.pid && p.phase == ProcessPhase::kRunning) BeginStop(&p, s.reason, now);
+  }
+  for (const RankAssignment& a : actions.start) Start(a);
+  if (!actions.stop.empty() || !actions.start.empty()) Save();
+}
+
+void Supervisor::Start(const RankAssignment& a) {
+  SpawnSpec spec;
+  spec.argv = a.command;
+  spec.env = a.env;
+  spec.log_path = log_path(a.key);
+  auto wd = a.env.find("SHEPHERD_WORKDIR");
+  spec.cwd = wd != a.env.end() && !wd->second.empty() ? wd->second : options_.state_dir;
+  TrackedProcess p;
+  p.key = a.key;
+  p.gpu = a.gpu;
+  Result<pid_t> pid = SpawnProcessGroup(spec);
+  if (!pid.ok()) {
+    spdlog::error("agent: cannot start {}: {}", ToString(a.key), pid.status().message());
+    p.phase = ProcessPhase::kExited;
+    p.error = pid.status().message();
+    ++new_exits_;
+  } else {
+    p.pid = *pid;
+    // A child that already exited (zombie) has no readable start time; waitpid still reaps it.
+    p.start_time = ProcessStartTime(p.pid).value_or(0);
+    spdlog::info("agent: started {} pid {} gpu {}", ToString(a.key), p.pid, a.gpu);
+  }
+  table_.push_back(std::move(p));
+}
+
+void Supervisor::BeginStop(TrackedProcess* p, const std::string& reason, SteadyTime now) {
+  spdlog::info("agent: stopping {} pid {} ({})", ToString(p->key), p->pid, reason);
+  SignalGroup(p->pid, SIGTERM);
+  SignalGroup(p->pid, SIGCONT);
+  p->phase = ProcessPhase::kStopping;
+  p->kill_at = now + options_.stop_grace;
+}
+
+bool Supervisor::Reap(TrackedProcess* p) {
+  if (p->phase == ProcessPhase::kExited) return false;
+  if (p->adopted) {
+    if (ProcessAlive(p->pid, p->start_time)) return false;
+    p->exit = {};  // not our child: the code is unknown
+  } else {
+    std::optional<ExitInfo> info = PollChild(p->pid);
+    if (!info) return false;
+    p->exit = *info;
+  }
+  p->phase = ProcessPhase::kExited;
+  p->kill_at.reset();
+  SignalGroup(p->pid, SIGKILL);  // leftovers of the rank's group (workers, shells' children)
+  spdlog::info("agent: {} pid {} exited (code {}, signal {})", ToString(p->key), p->pid,
+               p->exit.exit_code ? std::to_string(*p->exit.exit_code) : "unknown",
+               p->exit.signal ? std::to_string(*p->exit.signal) : "none");
+  return true;
+}
+
+int Supervisor::Poll(SteadyTime now) {
+  bool changed = false;
+  for (TrackedProcess& p : table_) {
+    if (Reap(&p)) {
+      ++new_exits_;
+      changed = true;
+    } else if (p.phase == ProcessPhase::kStopping && p.kill_at && now >= *p.kill_at) {
+      spdlog::warn("agent: {} pid {} ignored SIGTERM for the grace period: SIGKILL", ToString(p.key), p.pid);
+      SignalGroup(p.pid, SIGKILL);
+      p.kill_at.reset();
+    }
+  }
+  if (desired_) {
+    std::set<RankKey> wanted;
+    for (const RankAssignment& a : *desired_) wanted.insert(a.key);
+    std::size_t before = table_.size();
+    std::erase_if(table_, [&](const TrackedProcess& p) {
+      return p.phase == ProcessPhase::kExited && p.acked && !wanted.count(p.key);
+    });
+    changed |= table_.size() != before;
+  }
+  if (changed) Save();
+  Reconcile(now);
+  int n = new_exits_;
+  new_exits_ = 0;
+  return n;
+}
+
+std::vector<ProcessReport> Supervisor::Report() const {
+  std::vector<ProcessReport> out;
+  for (const TrackedProcess& p : table_) {
+    if (p.phase != ProcessPhase::kExited) {
+      out.push_back({p.key, p.pid, true, std::nullopt, std::nullopt, ""});
+    } else if (!p.acked) {
+      out.push_back({p.key, p.pid, false, p.exit.exit_code, p.exit.signal, p.error});
+    }
+  }
+  return out;
+}
+
+void Supervisor::AckExits(const std::vector<RankKey>& keys) {
+  bool changed = false;
+  for (const RankKey& k : keys) {
+    for (TrackedProcess& p : table_) {
+      if (p.key == k && p.phase == ProcessPhase::kExited && !p.acked) {
+        p.acked = true;
+        changed = true;
+      }
+    }
+  }
+  if (changed) Save();
+}
+
+}  // namespace shepherd::agent

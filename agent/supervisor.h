@@ -1,0 +1,98 @@
+// Supervisor: the agent's process table. Starts desired ranks, stops undesired ones, notices exits, keeps
+// exits until the daemon acknowledges them, and persists the table so a restarted agent adopts its ranks.
+//
+// Threading: NOT thread-safe. One thread owns a Supervisor (the agent's supervision loop); tests call it
+// from the test thread. Destroying a Supervisor leaves every rank running (ranks outlive the agent).
+//
+// Persistence: <state-dir>/processes.json is rewritten (write + rename) after every change of the table.
+// Each entry: job, attempt, rank, gpu, pid, start_time (/proc ticks), state "running" | "exited",
+// exit_code, signal, error, acked. On Open, a "running" entry whose pid still runs with the same start time
+// is adopted; otherwise it becomes an unacknowledged exit with an unknown exit code (exit_code null).
+// Exited entries are kept until acknowledged AND no longer desired, so an agent restart never restarts
+// a rank that already ran.
+//
+// Stopping: SIGTERM then SIGCONT to the process group (a SIGSTOPped rank gets to act on the TERM), SIGKILL to
+// the group once `stop_grace` passed and the leader still runs. When a leader exits (stopped or not) the
+// rest of its group gets SIGKILL: a rank's process group does not outlive the rank.
+//
+// Exit detection: own children by waitpid(WNOHANG); adopted processes (children of an earlier agent) by
+// /proc/<pid>/stat (gone, zombie or other start time = exited, exit code unknown).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "agent/protocol.h"
+#include "agent/reconcile.h"
+#include "core/status.h"
+
+namespace shepherd::agent {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+struct SupervisorOptions {
+  std::string state_dir;  // REQUIRES: absolute; created (with logs/) if missing
+  std::chrono::milliseconds stop_grace = std::chrono::seconds(10);
+};
+
+// One row of the process table (for tests, logs and heartbeats).
+struct TrackedProcess {
+  RankKey key;
+  int gpu = -1;
+  pid_t pid = 0;
+  std::uint64_t start_time = 0;
+  ProcessPhase phase = ProcessPhase::kRunning;
+  bool adopted = false;  // started by an earlier agent process
+  ExitInfo exit;         // phase kExited
+  std::string error;     // phase kExited without a pid: the spawn error
+  bool acked = false;    // exit acknowledged by the daemon
+  std::optional<SteadyTime> kill_at;  // phase kStopping: SIGKILL deadline (unset once SIGKILL was sent)
+};
+
+class Supervisor {
+ public:
+  // Creates the state directory, reads processes.json (a missing file is an empty table; a malformed one
+  // is logged and treated as empty) and adopts what still runs. Errors: the directory cannot be created.
+  static Result<std::unique_ptr<Supervisor>> Open(const SupervisorOptions& options);
+  ~Supervisor();
+
+  // Replaces the desired set (an assignments answer) and reconciles at once.
+  void SetDesired(std::vector<RankAssignment> desired, SteadyTime now);
+  bool has_desired() const { return desired_.has_value(); }
+
+  // Reaps exits, escalates overdue stops, retries deferred starts, drops acknowledged exits that are no
+  // longer desired. Returns the number of processes that exited (or failed to start) since the last call.
+  int Poll(SteadyTime now);
+
+  // Running processes (stopping ones included) plus exits not yet acknowledged, for a heartbeat.
+  std::vector<ProcessReport> Report() const;
+  // Marks these exits acknowledged; unknown keys are ignored.
+  void AckExits(const std::vector<RankKey>& keys);
+
+  // Stops every running process as if none were desired (for tests and an explicit drain). The desired
+  // set is cleared, so nothing is started until the next SetDesired.
+  void StopAll(SteadyTime now);
+
+  const std::vector<TrackedProcess>& processes() const { return table_; }
+  std::string log_path(const RankKey& key) const;
+
+ private:
+  explicit Supervisor(SupervisorOptions options) : options_(std::move(options)) {}
+  void Load();
+  void Save() const;
+  void Reconcile(SteadyTime now);
+  void Start(const RankAssignment& a);
+  void BeginStop(TrackedProcess* p, const std::string& reason, SteadyTime now);
+  bool Reap(TrackedProcess* p);  // true when it exited just now
+
+  SupervisorOptions options_;
+  std::vector<TrackedProcess> table_;
+  std::optional<std::vector<RankAssignment>> desired_;
+  int new_exits_ = 0;  // exits and spawn failures since the last Poll
+};
+
+}  // namespace shepherd::agent

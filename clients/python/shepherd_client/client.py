@@ -1,0 +1,280 @@
+"""ShepherdClient: what a training rank calls to tell shepherdd how it is doing.
+
+Thread-safety: every method may be called from any thread; state changes and the reports describing
+them are ordered under one lock shared with the heartbeat thread. No method raises on network trouble;
+reports that cannot be delivered are retried from a bounded buffer and eventually dropped (logged).
+
+Traffic: reports are buffered and posted together with the heartbeat, once per heartbeat interval
+(SHEPHERD_HEARTBEAT_INTERVAL, default 1 s), in one POST. Checkpoint reports and non-finite losses wake
+the thread at once. A collective that starts and completes between two posts is sent as its `completed`
+report only: the `started` one is withdrawn, since `completed` alone tells the daemon the rank entered
+and left that seq. A collective still open at post time is sent as `started`, and every heartbeat
+repeats it (`collective: {seq, op, group, since}`) for as long as it stays open, which is what the hang
+watchdog needs. SHEPHERD_COLLECTIVE_REPORTS=completed|none sends fewer collective reports still.
+"""
+
+import atexit
+import contextlib
+import logging
+import math
+import threading
+import time
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+
+from . import config as _config
+from .hashing import param_digest
+from .sender import Entry, ReportSender
+
+log = logging.getLogger("shepherd_client")
+
+PHASES = ("train", "checkpoint_save", "checkpoint_load")
+
+
+def encode_metric(x: Any) -> Any:
+    """A float for JSON: finite numbers as they are, NaN/Inf as "nan", "inf", "-inf"; None stays None.
+    Accepts anything float() takes, including a one-element torch tensor."""
+    if x is None:
+        return None
+    try:
+        v = float(x.item() if hasattr(x, "item") else x)
+    except (TypeError, ValueError):
+        return None
+    if math.isnan(v):
+        return "nan"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return v
+
+
+class _OpenCollective:
+    __slots__ = ("seq", "op", "group", "since", "started")
+
+    def __init__(self, seq: int, op: str, group: str, since: float):
+        self.seq, self.op, self.group, self.since = seq, op, group, since
+        self.started: Optional[Entry] = None  # the buffered `started` report, withdrawn if still unsent
+
+
+class ShepherdClient:
+    """Construct with `ShepherdClient.from_env()`. A client without a URL is disabled: every method
+    works and returns what it would, but nothing is sent and no thread runs."""
+
+    def __init__(self, cfg: Optional[_config.ClientConfig] = None, *, start: bool = True, **overrides: Any):
+        cfg = cfg or _config.ClientConfig()
+        for k, v in overrides.items():
+            if not hasattr(cfg, k):
+                raise TypeError("unknown ShepherdClient option %r" % k)
+            setattr(cfg, k, v)
+        self.config = cfg
+        self._lock = threading.Lock()
+        self._step: Optional[int] = None
+        self._phase = "train"
+        self._open: List[_OpenCollective] = []  # innermost last
+        self._seq: Dict[str, int] = {}
+        self._closed = False
+        self._sender: Optional[ReportSender] = None
+        if cfg.enabled:
+            from .transport import reports_url
+
+            self._sender = ReportSender(
+                reports_url(cfg.url, cfg.job), token=cfg.token, timeout_s=cfg.timeout_s,
+                interval_s=cfg.heartbeat_interval_s, max_buffer=cfg.max_buffer, max_batch=cfg.max_batch,
+                make_heartbeat=self._heartbeat_locked, lock=self._lock)
+            if start:
+                self._sender.start()
+            atexit.register(self.close)  # deliver what is buffered when a script forgets close()
+
+    @classmethod
+    def from_env(cls, environ: Optional[Mapping[str, str]] = None, *, start: bool = True,
+                 **overrides: Any) -> "ShepherdClient":
+        """Read SHEPHERD_URL, SHEPHERD_JOB, SHEPHERD_ATTEMPT, SHEPHERD_RANK_COORDS,
+        SHEPHERD_RESUME_CHECKPOINT, SHEPHERD_TOKEN, RANK, WORLD_SIZE (and SHEPHERD_HEARTBEAT_INTERVAL,
+        SHEPHERD_HTTP_TIMEOUT, SHEPHERD_COLLECTIVE_REPORTS). Disabled when SHEPHERD_URL is unset.
+        Keyword overrides replace individual ClientConfig fields."""
+        return cls(_config.config_from_env(environ), start=start, **overrides)
+
+    # --- identity ---------------------------------------------------------------------------------
+
+    @property
+    def enabled(self) -> bool:
+        return self._sender is not None
+
+    @property
+    def rank(self) -> int:
+        return self.config.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.config.world_size
+
+    @property
+    def attempt(self) -> int:
+        return self.config.attempt
+
+    @property
+    def job(self) -> str:
+        return self.config.job
+
+    @property
+    def coords(self) -> Optional[Tuple[int, int, int]]:
+        """(tp, pp, dp) from SHEPHERD_RANK_COORDS, or None."""
+        return self.config.coords
+
+    @property
+    def resume_checkpoint(self) -> Optional[str]:
+        """The checkpoint path to resume from (SHEPHERD_RESUME_CHECKPOINT), or None for a fresh start."""
+        return self.config.resume_checkpoint
+
+    @property
+    def current_step(self) -> Optional[int]:
+        return self._step
+
+    @property
+    def phase(self) -> str:
+        return self._phase
+
+    @property
+    def stats(self) -> Dict[str, int]:
+        return dict(self._sender.stats) if self._sender else {}
+
+    # --- reports ----------------------------------------------------------------------------------
+
+    def _base(self, kind: str) -> Dict[str, Any]:
+        return {"rank": self.config.rank, "attempt": self.config.attempt, "time": time.time(), "kind": kind}
+
+    def _emit_locked(self, report: Dict[str, Any], urgent: bool = False) -> Optional[Entry]:
+        if self._sender is None or self._closed:
+            return None
+        return self._sender.enqueue_locked(report, urgent=urgent)
+
+    def _heartbeat_locked(self) -> Dict[str, Any]:
+        r = self._base("heartbeat")
+        if self._step is not None:
+            r["step"] = self._step
+        if self._open:
+            c = self._open[-1]
+            r["collective"] = {"seq": c.seq, "op": c.op, "group": c.group, "since": c.since}
+        r["phase"] = self._phase
+        return r
+
+    def heartbeat(self) -> None:
+        """Send a heartbeat now (the thread sends them on its own every interval)."""
+        with self._lock:
+            if self._sender is not None and not self._closed:
+                self._sender.enqueue_locked(self._heartbeat_locked(), urgent=True, heartbeat=True)
+
+    def set_step(self, step: int) -> None:
+        """Record the step now being computed, for heartbeats, without sending a step report."""
+        with self._lock:
+            self._step = int(step)
+
+    def step(self, step: int, loss: Any = None, grad_norm: Any = None, step_time_s: Optional[float] = None,
+             ) -> None:
+        """Report a finished optimizer step. loss/grad_norm may be NaN/Inf (sent as strings) or None."""
+        r = self._base("step")
+        r["step"] = int(step)
+        enc_loss, enc_gn = encode_metric(loss), encode_metric(grad_norm)
+        if enc_loss is not None:
+            r["loss"] = enc_loss
+        if enc_gn is not None:
+            r["grad_norm"] = enc_gn
+        if step_time_s is not None:
+            st = encode_metric(step_time_s)
+            if isinstance(st, float) and st >= 0:  # the daemon rejects anything else
+                r["step_time_s"] = st
+        urgent = isinstance(enc_loss, str) or isinstance(enc_gn, str)
+        with self._lock:
+            self._step = int(step)
+            self._emit_locked(r, urgent=urgent)
+
+    @contextlib.contextmanager
+    def collective(self, op: str, group: str = "dp") -> Iterator[int]:
+        """Bracket one collective call. Yields its seq (per group, from 0 in each process).
+        Heartbeats sent while inside carry {seq, op, group, since}."""
+        mode = self.config.collective_reports
+        with self._lock:
+            seq = self._seq.get(group, 0)
+            self._seq[group] = seq + 1
+            c = _OpenCollective(seq, op, group, time.time())
+            self._open.append(c)
+            if mode == "all":
+                r = self._base("collective")
+                r.update(seq=seq, op=op, group=group, state="started")
+                c.started = self._emit_locked(r)
+        try:
+            yield seq
+        finally:
+            with self._lock:
+                if c in self._open:
+                    self._open.remove(c)
+                if mode in ("all", "completed"):
+                    if c.started is not None:
+                        c.started.dropped = True  # still unsent: `completed` says it all
+                    r = self._base("collective")
+                    r.update(seq=seq, op=op, group=group, state="completed")
+                    self._emit_locked(r)
+
+    @contextlib.contextmanager
+    def checkpoint_phase(self, kind: str = "save") -> Iterator[None]:
+        """Mark a checkpoint save ("save") or load ("load"): heartbeats say phase checkpoint_save /
+        checkpoint_load meanwhile, which gives the rank a longer heartbeat allowance. A heartbeat is sent
+        at once on entry so the daemon knows before a long, possibly blocking, write starts."""
+        phase = kind if kind in PHASES else "checkpoint_" + kind
+        if phase not in PHASES:
+            raise ValueError("checkpoint_phase kind must be 'save' or 'load', not %r" % kind)
+        with self._lock:
+            previous = self._phase
+            self._phase = phase
+        self.heartbeat()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._phase = previous
+            self.heartbeat()
+
+    def checkpoint_saved(self, step: int, path: str) -> None:
+        """Report that this rank's part of checkpoint `step` is durably saved at `path`."""
+        r = self._base("checkpoint")
+        r.update(step=int(step), path=str(path))
+        with self._lock:
+            self._emit_locked(r, urgent=True)
+
+    def report_param_hash(self, step: int, digest: str) -> None:
+        r = self._base("param_hash")
+        r.update(step=int(step), hash=str(digest))
+        with self._lock:
+            self._emit_locked(r)
+
+    def param_hash(self, step: int, module: Any) -> str:
+        """Hash `module` (an nn.Module, a state_dict, tensors or bytes; see hashing.param_digest), report
+        it for `step` and return the hex digest. Call after the optimizer step, on every replica."""
+        digest = param_digest(module)
+        self.report_param_hash(step, digest)
+        return digest
+
+    # --- lifecycle --------------------------------------------------------------------------------
+
+    def flush(self) -> bool:
+        """Send everything buffered now, in this thread (blocks up to the HTTP timeout per POST).
+        True when nothing is left unsent (always True when disabled)."""
+        return self._sender.flush() if self._sender is not None else True
+
+    def close(self, flush: bool = True) -> None:
+        """Stop the heartbeat thread and (by default) send what is buffered. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._sender is not None:
+            self._sender.close(flush=flush)
+            atexit.unregister(self.close)
+
+    def __enter__(self) -> "ShepherdClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        c = self.config
+        return "ShepherdClient(%s, job=%r, attempt=%d, rank=%d/%d)" % (
+            c.url or "disabled", c.job, c.attempt, c.rank, c.world_size)

@@ -1,0 +1,62 @@
+"""One HTTP POST of a batch of reports. Never raises; returns what the caller should do next."""
+
+import dataclasses
+import json
+import math
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import List, Optional
+
+
+@dataclasses.dataclass
+class PostResult:
+    ok: bool  # the daemon accepted the batch (individual reports may still be rejected)
+    retry: bool  # a transient failure: keep the batch and send it again later
+    detail: str = ""
+    retry_after_s: Optional[float] = None  # from a 429/503 Retry-After header
+    rejected: Optional[list] = None  # [{"index", "error"}] from a 202 answer
+
+
+def reports_url(base_url: str, job: str) -> str:
+    return "%s/v1/jobs/%s/reports" % (base_url.rstrip("/"), urllib.parse.quote(job, safe=""))
+
+
+def _retry_after(headers) -> Optional[float]:
+    try:
+        v = float(headers.get("Retry-After", ""))
+        return v if math.isfinite(v) and v >= 0 else None
+    except (TypeError, ValueError):
+        return None
+
+
+def post_reports(url: str, reports: List[dict], token: str = "", timeout_s: float = 2.0) -> PostResult:
+    try:
+        body = json.dumps({"reports": reports}, allow_nan=False, separators=(",", ":")).encode()
+    except (TypeError, ValueError) as e:  # a caller passed something JSON cannot carry: never retry it
+        return PostResult(False, False, "cannot encode reports: %s" % e)
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if token:
+        headers["Authorization"] = "Bearer " + token
+    req = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            raw = resp.read()
+            rejected = None
+            try:
+                answer = json.loads(raw.decode() or "{}")
+                if isinstance(answer, dict) and answer.get("rejected"):
+                    rejected = answer["rejected"]
+            except ValueError:
+                pass
+            return PostResult(True, False, "HTTP %d" % resp.status, rejected=rejected)
+    except urllib.error.HTTPError as e:
+        try:
+            detail = e.read(2048).decode(errors="replace")
+        except Exception:  # noqa: BLE001 - the body of an error answer is best effort
+            detail = ""
+        transient = e.code in (408, 429) or e.code >= 500
+        return PostResult(False, transient, "HTTP %d %s" % (e.code, detail.strip()[:300]),
+                          retry_after_s=_retry_after(e.headers) if transient else None)
+    except Exception as e:  # noqa: BLE001 - URLError, timeouts, resets: all transient, never raised
+        return PostResult(False, True, "%s: %s" % (type(e).__name__, e))

@@ -1,0 +1,245 @@
+// DecideRecovery: the rules per finding kind, the restart budget, backoff and checkpoint choice. See
+// recovery.h for the contract; relocation and ManualRestart are in recovery_relocate.cpp.
+#include "scheduler/recovery.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "scheduler/recovery_internal.h"
+
+namespace shepherd {
+
+using recovery_internal::Relocate;
+using recovery_internal::ResumeLine;
+
+void SdcHistory::OnReplayStarted(const std::string& job, const std::vector<std::string>& nodes) {
+  replays_[job].insert(nodes.begin(), nodes.end());
+}
+
+std::vector<std::string> SdcHistory::OnReplayClean(const std::string& job) {
+  auto it = replays_.find(job);
+  if (it == replays_.end()) return {};
+  std::vector<std::string> nodes(it->second.begin(), it->second.end());
+  replays_.erase(it);
+  return nodes;
+}
+
+const std::set<std::string>& SdcHistory::ReplayNodes(const std::string& job) const {
+  static const std::set<std::string> kNone;
+  auto it = replays_.find(job);
+  return it == replays_.end() ? kNone : it->second;
+}
+
+Time RestartNotBefore(const Policy& policy, Time now, std::optional<Time> last_restart_at,
+                      int consecutive_restarts) {
+  if (!last_restart_at) return now;
+  constexpr double kCapS = 300;
+  // ldexp saturates to inf for huge exponents; min() then caps it.
+  const double delay = std::min(kCapS, std::ldexp(policy.restart_backoff_s, std::max(0, consecutive_restarts)));
+  return std::max(now, *last_restart_at + Seconds(delay));
+}
+
+namespace {
+
+bool IsLossAnomaly(const std::string& kind) {
+  return kind == "loss_spike" || kind == "nonfinite_loss" || kind == "grad_norm_spike";
+}
+bool IsSdc(const std::string& kind) {
+  return kind == "sdc_suspected" || kind == "sdc_confirmed";
+}
+bool IsRankLoss(const std::string& kind) {
+  return kind == "heartbeat_lost" || kind == "process_exit";
+}
+bool IsCommFault(const Finding& f) {
+  return f.kind == "hang" && f.ranks.empty() && !f.nodes.empty();
+}
+
+// The nodes a finding names: those of its ranks in the current placement when it names ranks (culprits),
+// else its nodes. nodes_first prefers its nodes (node_lost, gpu_fault name the node itself).
+std::set<std::string> Implicated(const Finding& f, const Placement& p, bool nodes_first) {
+  std::set<std::string> out;
+  if (nodes_first && !f.nodes.empty()) return {f.nodes.begin(), f.nodes.end()};
+  for (int r : f.ranks) {
+    if (r >= 0 && r < static_cast<int>(p.ranks.size())) out.insert(p.ranks[r].node);
+  }
+  if (out.empty()) out.insert(f.nodes.begin(), f.nodes.end());
+  return out;
+}
+
+// Nodes of `now` that an earlier finding matching `same_kind` also named.
+template <typename Pred>
+std::set<std::string> Recurring(const std::set<std::string>& now, std::span<const Finding> earlier,
+                                const Finding& current, Pred same_kind) {
+  std::set<std::string> out;
+  for (const Finding& e : earlier) {
+    if ((!current.id.empty() && e.id == current.id) || !same_kind(e)) continue;
+    for (const std::string& n : e.nodes) {
+      if (now.count(n) != 0) out.insert(n);
+    }
+  }
+  return out;
+}
+
+std::string Join(const std::set<std::string>& s) {
+  std::string out;
+  for (const std::string& x : s) out += (out.empty() ? "" : ", ") + x;
+  return out;
+}
+
+// Last-known-good, else latest complete, else none; never a pending or bad checkpoint, and never one at or
+// after the finding's anomaly onset (for SDC and loss findings without an onset: at or after its step).
+std::optional<Checkpoint> ChooseCheckpoint(const RecoveryInput& in, std::string* why) {
+  const Finding& f = in.finding;
+  std::optional<int64_t> bound = f.onset_step;
+  if (!bound && (IsSdc(f.kind) || IsLossAnomaly(f.kind))) bound = f.step;
+  auto tainted = [&](const Checkpoint& c) { return bound && c.step >= *bound; };
+  std::string skipped;
+  if (in.last_known_good) {
+    const Checkpoint& c = *in.last_known_good;
+    if (c.status == CheckpointStatus::kGood && !tainted(c)) {
+      *why = "good";
+      return c;
+    }
+    skipped = "last-known-good " + c.id + (tainted(c) ? " is at or after the anomaly onset" : " is not good");
+  } else {
+    skipped = "no last-known-good";
+  }
+  if (in.latest_complete) {
+    const Checkpoint& c = *in.latest_complete;
+    const bool usable = c.status == CheckpointStatus::kComplete || c.status == CheckpointStatus::kGood;
+    if (usable && !tainted(c)) {
+      *why = std::string("latest ") + ToString(c.status) + "; " + skipped;
+      return c;
+    }
+    skipped += "; latest complete " + c.id + (usable ? " is at or after the anomaly onset" : " is not complete");
+  }
+  *why = skipped;
+  return std::nullopt;
+}
+
+// What a finding means: the nodes to cordon or fail, and why. *act is false when nothing is to be done.
+struct Verdict {
+  bool act = true;
+  bool replay = false;
+  std::vector<NodeAction> faulty;
+  std::vector<std::string> replay_nodes;
+  std::string why;
+};
+
+void Blame(const std::set<std::string>& nodes, const std::string& action, const std::string& reason,
+           Verdict* v) {
+  for (const std::string& n : nodes) v->faulty.push_back({n, action, reason});
+}
+
+Verdict Judge(const RecoveryInput& in) {
+  const Finding& f = in.finding;
+  const std::string& k = f.kind;
+  Verdict v;
+  if (k == "node_lost" || k == "gpu_fault") {
+    std::set<std::string> nodes = Implicated(f, in.placement, /*nodes_first=*/true);
+    Blame(nodes, "fail", k + (f.detail.empty() ? "" : ": " + f.detail), &v);
+    v.why = k + " on " + Join(nodes) + ": node at fault";
+  } else if (IsRankLoss(k)) {
+    std::set<std::string> nodes = Implicated(f, in.placement, false);
+    std::set<std::string> again =
+        Recurring(nodes, in.earlier_findings, f, [](const Finding& e) { return IsRankLoss(e.kind); });
+    Blame(again, "cordon", "ranks lost again on this node (" + k + ")", &v);
+    v.why = again.empty() ? k + " on " + Join(nodes) + ": first time, restart without blaming the node"
+                          : k + " recurring on " + Join(again) + ": node suspected";
+  } else if (k == "hang" && !f.ranks.empty()) {
+    std::set<std::string> nodes = Implicated(f, in.placement, false);
+    Blame(nodes, "cordon", "hang culprit: " + f.detail, &v);
+    v.why = "hang with culprits on " + Join(nodes);
+  } else if (IsCommFault(f)) {
+    std::set<std::string> nodes(f.nodes.begin(), f.nodes.end());
+    std::set<std::string> again = Recurring(nodes, in.earlier_findings, f, IsCommFault);
+    Blame(again, "cordon", "communication fault again on this node", &v);
+    v.why = again.empty() ? "communication fault on " + Join(nodes) + ": first time, assumed transient"
+                          : "communication fault recurring on " + Join(again);
+  } else if (k == "hang") {
+    v.why = "hang without culprits: restart";
+  } else if (k == "sdc_confirmed" || (k == "sdc_suspected" && !in.finding_needs_replay)) {
+    std::set<std::string> nodes = Implicated(f, in.placement, false);
+    Blame(nodes, "cordon", k + ": " + f.detail, &v);
+    v.why = k + (k == "sdc_confirmed" ? " on " : " (majority vote) on ") + Join(nodes);
+  } else if (k == "sdc_suspected") {  // two replicas: a replay decides
+    std::set<std::string> nodes = Implicated(f, in.placement, false);
+    std::set<std::string> again;
+    for (const std::string& n : in.sdc_history.ReplayNodes(f.job.empty() ? in.job.id : f.job)) {
+      if (nodes.count(n) != 0) again.insert(n);
+    }
+    if (!again.empty()) {
+      Blame(again, "cordon", "persistent SDC: mismatch recurred after a replay", &v);
+      v.why = "persistent SDC on " + Join(again) + ": the mismatch recurred after a replay";
+    } else {
+      v.replay = true;
+      v.replay_nodes.assign(nodes.begin(), nodes.end());
+      v.why = "SDC suspected on 2 replicas (" + Join(nodes) + "): replay from last-known-good on the same nodes";
+    }
+  } else if (IsLossAnomaly(k)) {
+    v.why = k + ": restart from last-known-good";
+  } else if (k == "straggler") {
+    v.act = false;  // throughput only; a restart would cost more than the slow node
+    v.why = "straggler: reported, no action";
+  } else {
+    v.act = false;
+    v.why = "no recovery rule for finding kind " + k;
+  }
+  return v;
+}
+
+}  // namespace
+
+RecoveryDecision DecideRecovery(const RecoveryInput& in) {
+  const Job& job = in.job;
+  const Finding& f = in.finding;
+  RecoveryDecision d;
+  d.not_before = in.now;
+  if (job.state != JobState::kRunning) {
+    d.reason = std::string("job is ") + ToString(job.state) + ", not running: no action";
+    return d;
+  }
+  if (f.attempt != job.attempt) {
+    d.reason = "finding of attempt " + std::to_string(f.attempt) + " while the job runs attempt " +
+               std::to_string(job.attempt) + ": ignored";
+    return d;
+  }
+  Verdict v = Judge(in);
+  d.reason = v.why;
+  if (!v.act) {
+    if (f.kind == "straggler") d.actions.push_back("report only: straggler");
+    return d;
+  }
+  d.node_actions = v.faulty;
+  for (const NodeAction& a : v.faulty) d.actions.push_back(a.action + " " + a.node);
+  d.actions.push_back("stop attempt " + std::to_string(job.attempt));
+
+  const Policy& policy = job.spec.policy;
+  if (job.restarts >= policy.max_restarts) {
+    d.action = RecoveryDecision::kFail;
+    d.reason = "restart budget exhausted (" + std::to_string(job.restarts) + " of " +
+               std::to_string(policy.max_restarts) + " restarts used); last finding: " + v.why;
+    d.actions.push_back("fail the job: restart budget exhausted");
+    return d;
+  }
+
+  std::string why;
+  d.resume_from = ChooseCheckpoint(in, &why);
+  d.not_before = RestartNotBefore(policy, in.now, in.last_restart_at, in.consecutive_restarts);
+  Relocate(job, in.placement, in.cluster, v.faulty, {}, &d);
+  if (d.action == RecoveryDecision::kRestart) {
+    d.replay = v.replay;
+    d.replay_nodes = v.replay_nodes;
+    if (v.replay) d.actions.push_back("replay on the same nodes: " + Join({v.replay_nodes.begin(), v.replay_nodes.end()}));
+  }
+  d.actions.push_back(ResumeLine(d.resume_from, why));
+  if (d.not_before > in.now)
+    d.actions.push_back("wait " + std::to_string(static_cast<int64_t>(std::lround(ToSeconds(d.not_before - in.now)))) +
+                        " s before the next attempt (backoff)");
+  return d;
+}
+
+}  // namespace shepherd

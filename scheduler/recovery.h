@@ -1,0 +1,132 @@
+// The recovery policy: what to do about a finding (cordon or fail nodes, replace them, restart from which
+// checkpoint, when, or queue or fail the job), and what a user's forced restart means. Pure functions of
+// the state they are given: no I/O, no clock reads, no threads. The caller (the daemon's Controller)
+// executes a decision: node PATCHes, stopping the attempt, allocating the new placement, persisting the
+// attempt, and appending `actions` to the finding's record.
+//
+// Rules of DecideRecovery, by finding kind ("blame" = cordon, or fail, the node and move its ranks):
+//  - node_lost, gpu_fault: the node is at fault: fail it, replace it, restart.
+//  - heartbeat_lost, process_exit (a rank crashed or went silent): restart on the same nodes the first time;
+//    a node that an earlier heartbeat_lost/process_exit in `earlier_findings` also named is cordoned.
+//  - hang with culprit ranks: cordon the culprits' nodes (suspects) and replace them. Hang with no ranks but
+//    nodes (communication fault): restart without blame the first time (often transient); cordon the nodes
+//    that an earlier communication-fault hang also named. Hang with neither: restart without blame.
+//  - sdc_confirmed: cordon the named nodes. sdc_suspected with a culprit (3+ replicas, majority vote):
+//    cordon the culprits' nodes and restart from last-known-good. sdc_suspected that needs a replay (2
+//    replicas): restart from last-known-good on the SAME nodes with replay = true; the caller records
+//    replay_nodes with SdcHistory::OnReplayStarted. If a node it implicates was in an earlier replay of the
+//    job (SdcHistory), the corruption is persistent: cordon those nodes and replace them (no replay).
+//  - loss_spike, nonfinite_loss, grad_norm_spike: restart from last-known-good without blame (the ledger
+//    already grades checkpoints after the onset bad; checkpoints at or after onset_step are also skipped
+//    here, in case grading lags).
+//  - straggler: kNone; it is reported, not acted on (a slow node costs throughput, a restart costs more).
+//  - anything else, a finding of another attempt, or a job that is not running: kNone.
+//
+// Every restart-bearing decision checks the budget first: job.restarts >= policy.max_restarts → kFail
+// (node actions are still returned: a dead node is dead whatever happens to the job). The caller counts a
+// kRestart or kQueue decision against job.restarts.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/job.h"
+#include "core/status.h"
+#include "core/time.h"
+#include "scheduler/cluster.h"
+
+namespace shepherd {
+
+// Per job, the nodes implicated by SDC replays that have not yet come back clean. Owned by the caller
+// (one control thread); not thread-safe.
+class SdcHistory {
+ public:
+  // A replay decision was executed: remember the nodes it implicated (added to earlier ones).
+  void OnReplayStarted(const std::string& job, const std::vector<std::string>& nodes);
+  // The replay passed its SDC check: the mismatch was transient. Returns the nodes it had implicated
+  // (for the record) and forgets them.
+  std::vector<std::string> OnReplayClean(const std::string& job);
+  // The job ended: drop its history.
+  void Forget(const std::string& job) { replays_.erase(job); }
+  // Nodes implicated by the job's replays still pending; empty when none.
+  const std::set<std::string>& ReplayNodes(const std::string& job) const;
+
+ private:
+  std::map<std::string, std::set<std::string>> replays_;
+};
+
+struct NodeAction {
+  std::string node;
+  std::string action;  // "cordon" (suspect: schedulable = false) or "fail" (failed = true)
+  std::string reason;
+  bool operator==(const NodeAction&) const = default;
+};
+
+struct RecoveryDecision {
+  enum Action { kNone, kRestart, kQueue, kFail };
+  Action action = kNone;
+  std::vector<NodeAction> node_actions;
+  // kRestart: the next attempt's placement (attempt = job.attempt + 1). kQueue, kFail, kNone: nullopt.
+  std::optional<Placement> new_placement;
+  std::vector<std::string> replaced;  // "old->new (locality)", locality as in Replacement::locality
+  // kRestart and kQueue: the checkpoint to resume from; nullopt means from scratch (step 0).
+  std::optional<Checkpoint> resume_from;
+  Time not_before{};  // earliest start of the next attempt (backoff)
+  std::string reason;
+  // Human-readable lines for the finding's actions, e.g. "cordon node-0007", "stop attempt 2",
+  // "replace node-0007 with node-0033 (leaf)", "restart from checkpoint job-1/2/40 (step 40, good)".
+  std::vector<std::string> actions;
+  bool replay = false;                     // an SDC replay: recompute on the same nodes
+  std::vector<std::string> replay_nodes;   // replay: the nodes to pass to SdcHistory::OnReplayStarted
+};
+
+struct RecoveryInput {
+  const Job& job;
+  const Placement& placement;  // the current attempt's
+  // The inventory as it is now: it still holds the current attempt's allocation under job.id.
+  const Cluster& cluster;
+  const Finding& finding;
+  bool finding_needs_replay = false;  // sdc_suspected without a majority (DP = 2): replay decides
+  std::optional<Checkpoint> last_known_good;
+  std::optional<Checkpoint> latest_complete;
+  Time now{};
+  std::optional<Time> last_restart_at;  // start of the previous automatic restart, if any
+  int consecutive_restarts = 0;         // automatic restarts without a healthy stretch in between
+  const SdcHistory& sdc_history;
+  // The job's earlier findings against which recurrence is judged (the caller picks the window, e.g. the
+  // last few attempts). REQUIRES: each carries its nodes; the current finding is not among them.
+  std::span<const Finding> earlier_findings = {};
+};
+
+RecoveryDecision DecideRecovery(const RecoveryInput& in);
+
+// Backoff: max(now, last_restart_at + min(backoff_s · 2^consecutive_restarts, 300 s)); now without a
+// previous restart.
+Time RestartNotBefore(const Policy& policy, Time now, std::optional<Time> last_restart_at,
+                      int consecutive_restarts);
+
+// POST /v1/jobs/{id}/restart.
+struct RestartRequest {
+  const Job& job;
+  const Placement& placement;  // the current (or, for a failed job, the last) attempt's
+  const Cluster& cluster;
+  std::string from = "last-known-good";  // "last-known-good" | "latest" | a checkpoint id
+  // Nodes to move the job off. They are excluded from the new placement but not cordoned: a job's owner
+  // does not change shared inventory state (operators cordon with PATCH /v1/nodes/{id}).
+  std::vector<std::string> replace_nodes;
+  std::string reason;
+  std::span<const Checkpoint> checkpoints = {};  // the job's checkpoints, any order
+  Time now{};
+};
+
+// A forced restart: no budget, no backoff (not_before = now). The decision is kRestart, or kQueue when the
+// job no longer fits. kConflict: no checkpoint qualifies (none good, none complete, or the named one is
+// pending or bad), or the job is queued, succeeded or cancelled. kNotFound: the named checkpoint or a
+// node of replace_nodes is unknown. kInvalidArgument: a node of replace_nodes hosts no rank of the job.
+Result<RecoveryDecision> ManualRestart(const RestartRequest& req);
+
+}  // namespace shepherd

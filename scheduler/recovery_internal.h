@@ -1,0 +1,24 @@
+// Pieces shared by DecideRecovery and ManualRestart. Not part of the public scheduler interface.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "scheduler/recovery.h"
+
+namespace shepherd::recovery_internal {
+
+// Moves the job off `faulty` nodes (cordoned or failed per their NodeAction), off `avoid` nodes, and off
+// any node of the placement that is no longer usable; fills d->new_placement, d->replaced and the
+// "replace ..." action lines, and sets d->action to kRestart, or to kQueue (with d->reason) when neither
+// replacement nor a whole new placement fits. Works on a copy of `cluster` with the job's GPUs released.
+void Relocate(const Job& job, const Placement& placement, const Cluster& cluster,
+              const std::vector<NodeAction>& faulty, const std::set<std::string>& avoid,
+              RecoveryDecision* d);
+
+// "restart from checkpoint <id> (step <s>, <status>)" or "restart from scratch (step 0)...".
+std::string ResumeLine(const std::optional<Checkpoint>& c, const std::string& why);
+
+}  // namespace shepherd::recovery_internal

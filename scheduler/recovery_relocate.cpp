@@ -1,0 +1,168 @@
+// Relocation of a job off faulty nodes, and ManualRestart. See recovery.h for the contracts.
+#include <algorithm>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "scheduler/placement.h"
+#include "scheduler/recovery.h"
+#include "scheduler/recovery_internal.h"
+
+namespace shepherd::recovery_internal {
+
+void Relocate(const Job& job, const Placement& placement, const Cluster& cluster,
+              const std::vector<NodeAction>& faulty, const std::set<std::string>& avoid,
+              RecoveryDecision* d) {
+  const int next_attempt = job.attempt + 1;
+  // What the next attempt would see: the job's own GPUs free again, faulty nodes out of service.
+  Cluster what_if = cluster;
+  (void)what_if.Release(job.id);  // kNotFound when the job holds nothing (e.g. failed): fine
+  std::set<std::string> exclude = avoid;
+  for (const NodeAction& a : faulty) {
+    exclude.insert(a.node);
+    const Node* n = what_if.Find(a.node);
+    if (n == nullptr) continue;
+    Node copy = *n;
+    if (a.action == "fail") {
+      copy.failed = true;
+    } else {
+      copy.schedulable = false;
+    }
+    (void)what_if.UpsertNode(copy);  // GPU count unchanged: cannot conflict
+  }
+  // Nodes to leave, in rank order of first appearance: faulty or avoided, or no longer usable.
+  std::vector<std::string> move;
+  for (const RankSlot& s : placement.ranks) {
+    if (std::find(move.begin(), move.end(), s.node) != move.end()) continue;
+    const Node* n = what_if.Find(s.node);
+    if (exclude.count(s.node) != 0 || n == nullptr || n->failed || !n->schedulable) move.push_back(s.node);
+  }
+  for (const std::string& m : move) exclude.insert(m);
+
+  const bool whole = static_cast<int>(placement.ranks.size()) == job.plan.world_size();
+  Placement current = placement;
+  std::vector<std::string> replaced, lines;
+  bool ok = whole;
+  for (size_t i = 0; ok && i < move.size(); ++i) {
+    if (what_if.Find(move[i]) == nullptr) {  // removed from the inventory: ReplaceNode cannot help
+      ok = false;
+      break;
+    }
+    ReplaceOptions ro{.use_spares = job.spec.policy.use_spares,
+                      .replace_without_spare = true,
+                      .exclude_nodes = exclude};
+    Result<Replacement> r = ReplaceNode(what_if, current, move[i], ro);
+    if (!r.ok()) {
+      ok = false;
+      break;
+    }
+    current = std::move(r->placement);
+    replaced.push_back(move[i] + "->" + r->spare + " (" + r->locality + ")");
+    lines.push_back("replace " + move[i] + " with " + r->spare + " (" + r->locality +
+                    (r->from_spare_pool ? ")" : "; free node, not a spare)"));
+  }
+  if (ok) {
+    current.attempt = next_attempt;
+    d->new_placement = std::move(current);
+    d->replaced = std::move(replaced);
+    d->actions.insert(d->actions.end(), lines.begin(), lines.end());
+    d->action = RecoveryDecision::kRestart;
+    return;
+  }
+  // No spare or free node per failed node: place the whole job again on what is left (same plan).
+  PlaceOptions po;
+  po.attempt = next_attempt;
+  po.exclude_nodes = exclude;
+  Result<Placement> p = Place(what_if, job.plan, po);
+  if (p.ok()) {
+    std::set<std::string> nodes;
+    for (const RankSlot& s : p->ranks) nodes.insert(s.node);
+    std::string list;
+    for (const std::string& n : nodes) list += (list.empty() ? "" : ", ") + n;
+    d->actions.push_back("re-place the whole job (no replacement node fits): " + list);
+    d->new_placement = std::move(p.value());
+    d->action = RecoveryDecision::kRestart;
+    return;
+  }
+  d->action = RecoveryDecision::kQueue;
+  d->reason = "waiting for capacity: no spare and not enough free GPUs";
+  if (p.status().code() == Code::kInvalidContent) d->reason += " (the usable inventory is now too small)";
+  d->actions.push_back("queue the job: " + d->reason);
+}
+
+std::string ResumeLine(const std::optional<Checkpoint>& c, const std::string& why) {
+  if (!c) return "restart from scratch (step 0): " + why;
+  return "restart from checkpoint " + c->id + " (step " + std::to_string(c->step) + ", " + why + ")";
+}
+
+}  // namespace shepherd::recovery_internal
+
+namespace shepherd {
+
+using recovery_internal::Relocate;
+using recovery_internal::ResumeLine;
+
+namespace {
+
+// Newest checkpoint satisfying `pred`, nullopt when none.
+template <typename Pred>
+std::optional<Checkpoint> Newest(std::span<const Checkpoint> all, Pred pred) {
+  const Checkpoint* best = nullptr;
+  for (const Checkpoint& c : all) {
+    if (pred(c) && (best == nullptr || c.step > best->step)) best = &c;
+  }
+  if (best == nullptr) return std::nullopt;
+  return *best;
+}
+
+}  // namespace
+
+Result<RecoveryDecision> ManualRestart(const RestartRequest& req) {
+  const JobState st = req.job.state;
+  if (st == JobState::kQueued || st == JobState::kSucceeded || st == JobState::kCancelled)
+    return Conflict(std::string("job ") + req.job.id + " is " + ToString(st) + ": nothing to restart");
+
+  std::optional<Checkpoint> from;
+  std::string why;
+  if (req.from.empty() || req.from == "last-known-good") {
+    from = Newest(req.checkpoints, [](const Checkpoint& c) { return c.status == CheckpointStatus::kGood; });
+    if (!from) return Conflict("no checkpoint qualifies: job " + req.job.id + " has no good checkpoint");
+    why = "last-known-good";
+  } else if (req.from == "latest") {
+    from = Newest(req.checkpoints, [](const Checkpoint& c) {
+      return c.status == CheckpointStatus::kGood || c.status == CheckpointStatus::kComplete;
+    });
+    if (!from) return Conflict("no checkpoint qualifies: job " + req.job.id + " has no complete checkpoint");
+    why = std::string("latest, ") + ToString(from->status);
+  } else {
+    auto it = std::find_if(req.checkpoints.begin(), req.checkpoints.end(),
+                           [&](const Checkpoint& c) { return c.id == req.from; });
+    if (it == req.checkpoints.end()) return NotFound("checkpoint " + req.from + " not found");
+    if (it->status != CheckpointStatus::kGood && it->status != CheckpointStatus::kComplete)
+      return Conflict("no checkpoint qualifies: checkpoint " + req.from + " is " + ToString(it->status));
+    from = *it;
+    why = std::string("requested, ") + ToString(from->status);
+  }
+
+  std::set<std::string> avoid;
+  for (const std::string& n : req.replace_nodes) {
+    if (req.cluster.Find(n) == nullptr) return NotFound("node " + n + " not found");
+    bool hosts = std::any_of(req.placement.ranks.begin(), req.placement.ranks.end(),
+                             [&](const RankSlot& s) { return s.node == n; });
+    if (!hosts) return InvalidArgument("node " + n + " hosts no rank of job " + req.job.id);
+    avoid.insert(n);
+  }
+
+  RecoveryDecision d;
+  d.reason = "manual restart" + (req.reason.empty() ? std::string() : ": " + req.reason);
+  d.not_before = req.now;
+  d.resume_from = from;
+  if (st == JobState::kRunning || st == JobState::kRecovering)
+    d.actions.push_back("stop attempt " + std::to_string(req.job.attempt));
+  Relocate(req.job, req.placement, req.cluster, {}, avoid, &d);
+  d.actions.push_back(ResumeLine(from, why));
+  return d;
+}
+
+}  // namespace shepherd

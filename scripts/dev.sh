@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Shepherd developer entry point for a fresh Debian 12 machine.
+#   scripts/dev.sh run    install what is missing, build, start shepherdd on 127.0.0.1:8080
+#                         with ./var/shepherd.db and a demo inventory (Ctrl-C stops it)
+#   scripts/dev.sh test   install what is missing, build, run the whole test suite (ctest -j2)
+#   scripts/dev.sh build  install and build only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(g++ cmake ninja-build pkg-config libboost-dev libboost-program-options-dev nlohmann-json3-dev
+          libsqlite3-dev sqlite3 libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev python3 python3-torch
+          curl procps)
+
+install_missing() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "installing: ${missing[*]}"
+  local sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+}
+
+build() {
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake --build build -j2
+}
+
+case "${1:-}" in
+  run)
+    install_missing
+    build
+    mkdir -p var
+    [ -f var/demo-inventory.json ] || build/daemon/shepherdd gen-inventory --spines 2 --leaves-per-spine 4 \
+      --nodes-per-leaf 5 --spares-per-leaf 1 -o var/demo-inventory.json
+    exec build/daemon/shepherdd --listen 127.0.0.1:8080 --db var/shepherd.db --inventory var/demo-inventory.json
+    ;;
+  test)
+    install_missing
+    build
+    ctest --test-dir build -j2 --output-on-failure --timeout 600
+    ;;
+  build)
+    install_missing
+    build
+    ;;
+  *)
+    echo "usage: scripts/dev.sh run|test|build" >&2
+    exit 2
+    ;;
+esac
