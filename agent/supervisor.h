@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/process.h"
 #include "agent/protocol.h"
 #include "agent/reconcile.h"
 #include "core/status.h"

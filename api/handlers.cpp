@@ -41,8 +41,9 @@ void Reply(const Respond& respond, const Result<Json>& r, int ok_status) {
 void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o);
 void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o);
 void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o);
+void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
 
-void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions o) {
+void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions o, const Clock* clock) {
   router->Add("GET", "/healthz", [](const HttpRequest&, const PathParams&, Respond respond) {
     respond(JsonResponse(200, {{"status", "ok"}}));
   });
@@ -59,6 +60,7 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
   RegisterNodeRoutes(router, c, o);
   RegisterJobRoutes(router, c, o);
   RegisterHealthRoutes(router, c, o);
+  RegisterAgentRoutes(router, c, o, clock);
   metrics->SetGaugeSource([c](std::string* out) {
     *out += "# HELP shepherd_findings_total Findings by kind.\n# TYPE shepherd_findings_total counter\n";
     for (const auto& [kind, n] : c->finding_counts())

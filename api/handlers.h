@@ -18,7 +18,9 @@ struct ApiOptions {
   int max_json_depth = 64;
 };
 
-void RegisterRoutes(Router* router, Controller* controller, Metrics* metrics, ApiOptions options);
+// `clock` turns long-poll waits into deadlines.
+void RegisterRoutes(Router* router, Controller* controller, Metrics* metrics, ApiOptions options,
+                    const Clock* clock);
 
 // Shared by handler files.
 namespace api {

@@ -1,13 +1,103 @@
-// shepherdd agent: placeholder until the node agent lands (agent/).
+// shepherdd agent: a node agent (agent/, docs/agent-protocol.md). Exit codes: 0 after SIGTERM/SIGINT,
+// 2 for bad flags, 1 when the agent cannot start (unusable state dir). On SIGTERM/SIGINT the agent stops
+// itself and leaves the rank processes running: ranks outlive agent restarts, and the next agent on the
+// same --state-dir adopts them. Ranks are stopped only when the daemon withdraws their assignment.
+#include <boost/program_options.hpp>
+#include <csignal>
 #include <iostream>
+#include <pthread.h>
+#include <spdlog/spdlog.h>
+#include <thread>
 
+#include "agent/agent.h"
+#include "agent/protocol.h"
 #include "daemon/commands.h"
 
-namespace shepherd {
+namespace po = boost::program_options;
 
-int RunAgent(int, char**) {
-  std::cerr << "shepherdd agent: the node agent is not built yet\n";
-  return 2;
+namespace shepherd {
+namespace {
+
+std::chrono::milliseconds Millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
+}
+
+}  // namespace
+
+int RunAgent(int argc, char** argv) {
+  agent::AgentOptions o;
+  std::string topology, log_level = "info";
+  double heartbeat_s = 1, grace_s = 10, memory_gib = 0;
+  int wait_s = 30;
+  po::options_description opts(
+      "Usage: shepherdd agent --server URL --node-id ID --gpus N [options]\n"
+      "A node agent: registers the node, heartbeats, and runs the rank processes the daemon assigns. Options");
+  opts.add_options()("help,h", "show this help")(
+      "server", po::value<std::string>(&o.server)->required(), "daemon URL, e.g. http://127.0.0.1:8080")(
+      "node-id", po::value<std::string>(&o.node_id)->required(), "this node's id")(
+      "gpus", po::value<int>(&o.gpus)->required(), "GPU count")(
+      "topology", po::value<std::string>(&topology), "level=value,... e.g. spine=s0,leaf=l03,nvlink_domain=r7")(
+      "spare", po::bool_switch(&o.spare), "register the node as a hot spare")(
+      "hostname", po::value<std::string>(&o.hostname), "hostname to register [gethostname()]")(
+      "state-dir", po::value<std::string>(&o.state_dir), "processes.json, logs/, gpu_faults.json [./var/agent-<id>]")(
+      "heartbeat-interval", po::value<double>(&heartbeat_s), "seconds between heartbeats [1]")(
+      "stop-grace", po::value<double>(&grace_s), "seconds from SIGTERM to SIGKILL when stopping a rank [10]")(
+      "long-poll-wait", po::value<int>(&wait_s), "seconds the daemon may hold an assignments poll [30]")(
+      "token", po::value<std::string>(&o.token), "bearer token for the daemon")(
+      "gpu-memory-gib", po::value<double>(&memory_gib), "GiB per GPU to register")(
+      "gpu-model", po::value<std::string>(), "GPU model to register, e.g. H100")(
+      "log-level", po::value<std::string>(&log_level), "trace, debug, info, warn, error [info]");
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, opts), vm);
+    if (vm.count("help")) {
+      std::cout << opts << "\n";
+      return 0;
+    }
+    po::notify(vm);
+  } catch (const std::exception& e) {
+    std::cerr << "shepherdd agent: " << e.what() << "\n" << opts << "\n";
+    return 2;
+  }
+  Result<std::map<std::string, std::string>> topo = agent::ParseTopologyFlag(topology);
+  if (!topo.ok()) {
+    std::cerr << "shepherdd agent: " << topo.status().message() << "\n";
+    return 2;
+  }
+  if (heartbeat_s <= 0 || grace_s < 0 || wait_s < 0 || (vm.count("gpu-memory-gib") && memory_gib <= 0)) {
+    std::cerr << "shepherdd agent: intervals must be positive, grace and wait not negative\n";
+    return 2;
+  }
+  o.topology = std::move(*topo);
+  o.heartbeat_interval = Millis(heartbeat_s);
+  o.stop_grace = Millis(grace_s);
+  o.long_poll_wait = std::chrono::seconds(wait_s);
+  if (vm.count("gpu-memory-gib")) o.gpu_memory_gib = memory_gib;
+  if (vm.count("gpu-model")) o.gpu_model = vm["gpu-model"].as<std::string>();
+  spdlog::set_level(spdlog::level::from_str(log_level));
+
+  // Block the stop signals before any thread exists, so every thread inherits the mask and only sigwait
+  // below receives them. Rank processes get an empty mask (agent/process.h).
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  Result<std::unique_ptr<agent::Agent>> a = agent::Agent::Create(std::move(o));
+  if (!a.ok()) {
+    std::cerr << "shepherdd agent: " << a.status().message() << "\n";
+    return a.status().code() == Code::kInvalidArgument ? 2 : 1;
+  }
+  agent::Agent& the_agent = **a;
+  std::thread runner([&] { the_agent.Run(); });
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  spdlog::info("agent: signal {}: stopping (rank processes keep running)", sig);
+  the_agent.Stop();
+  runner.join();
+  return 0;
 }
 
 }  // namespace shepherd

@@ -25,12 +25,16 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   FieldReader r(*j, "", &errs);
   r.OnlyKnown({"listen", "db", "inventory", "port_file", "tokens", "topology_levels", "default_gpu_memory_gib",
                "min_spares_per_leaf", "min_spares_per_spine", "body_limit", "header_limit", "idle_timeout_s",
-               "shutdown_grace_s", "tick_interval_s", "log_level"});
+               "shutdown_grace_s", "tick_interval_s", "log_level", "advertise_url",
+               "node_heartbeat_timeout_s", "stop_timeout_s"});
   if (auto v = r.String("listen", false)) c->listen = *v;
   if (auto v = r.String("db", false, 4096)) c->db = *v;
   if (auto v = r.String("inventory", false, 4096)) c->inventory = *v;
   if (auto v = r.String("port_file", false, 4096)) c->port_file = *v;
   if (auto v = r.String("log_level", false)) c->log_level = *v;
+  if (auto v = r.String("advertise_url", false, 1024)) c->advertise_url = *v;
+  if (auto v = r.Number("node_heartbeat_timeout_s", false, 0.1, 86400)) c->controller.node_heartbeat_timeout_s = *v;
+  if (auto v = r.Number("stop_timeout_s", false, 0, 3600)) c->controller.stop_timeout_s = *v;
   auto strings = [&](const char* key, std::vector<std::string>* out) {
     const Json* a = r.Find(key);
     if (!a) return;

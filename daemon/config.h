@@ -14,6 +14,7 @@ struct DaemonConfig {
   std::string db = "./var/shepherd.db";
   std::string inventory;  // optional JSON file {"nodes": [...]}
   std::string port_file;
+  std::string advertise_url;  // SHEPHERD_URL for ranks; default http://<listen host>:<bound port>
   std::vector<std::string> tokens;
   ControllerOptions controller;
   size_t body_limit = 4 << 20;

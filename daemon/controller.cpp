@@ -95,7 +95,11 @@ Status Controller::Recover() {
       r.dp = (r.rank / p.tp) % p.dp;
       r.pp = r.rank / (p.tp * p.dp);
     }
-    if (e.job.state == JobState::kRunning || e.job.state == JobState::kRecovering) {
+    if (e.job.state == JobState::kRecovering) {  // a restart was waiting for its backoff: place it anew
+      e.job.state = JobState::kQueued;
+      e.job.reason = "restart pending when the daemon restarted";
+    }
+    if (e.job.state == JobState::kRunning) {
       if (Status s = cluster_.Allocate(job_id, a.placement); !s.ok())
         return Internal("recovering placement of " + job_id + ": " + s.message());
     }
@@ -110,6 +114,8 @@ Status Controller::Recover() {
     if (e.job.state == JobState::kRunning) StartMonitor(e, now);
     else ledger.OnAttemptStart(e.attempt->number, e.attempt->resume_step);
   }
+  for (const Node* n : cluster_.nodes())
+    if (n->agent_attached) agents_[n->id].last_heartbeat = now;  // grace: liveness was not persisted
   spdlog::info("recovered {} nodes and {} jobs", cluster_.size(), jobs_.size());
   ready_ = true;
   ScheduleAndCommit();

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@
 #include "health/job_monitor.h"
 #include "scheduler/cluster.h"
 #include "scheduler/planner.h"
+#include "scheduler/recovery.h"
 #include "storage/store.h"
 
 namespace shepherd {
@@ -40,6 +42,10 @@ struct ControllerOptions {
   double default_gpu_memory_gib = 80;  // GPU size for planning when the inventory is empty
   int min_spares_per_leaf = 0;         // reserve reported in GET /v1/nodes and metrics when not met
   int min_spares_per_spine = 0;
+  double node_heartbeat_timeout_s = 10;  // an attached agent silent this long: its node is lost
+  double stop_timeout_s = 30;            // longest wait for an old attempt's ranks to stop before a restart
+  std::string advertise_url;             // SHEPHERD_URL given to ranks (the daemon sets it once listening)
+  std::string rank_token;                // SHEPHERD_TOKEN given to ranks
 };
 
 struct NodePatch {
@@ -91,6 +97,21 @@ class Controller {
   Json ListJobs(std::optional<JobState> state) const;
   Result<Json> GetPlacement(const std::string& id) const;
 
+  // ---- Agents (controller_agents.cpp, docs/agent-protocol.md)
+  // An agent's heartbeat: marks the node attached and alive, records its processes, turns rank exits and
+  // GPU faults into findings. Answers {"ack_exits", "assignments_version"}.
+  void NodeHeartbeat(const std::string& node, const Json& body, Done<Json> done);
+  // Long poll for the node's desired ranks: answers at once when the version differs from `known`,
+  // otherwise when it changes or on the first Tick at or after `deadline`.
+  void WatchAssignments(const std::string& node, int64_t known, Time deadline, Done<Json> done);
+  void set_advertise_url(std::string url) { options_.advertise_url = std::move(url); }
+
+  // ---- Recovery (controller_recovery.cpp)
+  // POST /v1/jobs/{id}/restart: 202 {"attempt", "checkpoint"} once durable; kConflict when no checkpoint
+  // qualifies.
+  void RestartJob(const std::string& id, std::string from, std::vector<std::string> replace_nodes,
+                  std::string reason, Done<Json> done);
+
   // ---- Health (controller_health.cpp)
   // A batch of rank reports: memory only, except what they reveal (checkpoint grades, urgent findings),
   // which is committed before `done` (202 {"accepted", "rejected", "ignored"}).
@@ -118,7 +139,34 @@ class Controller {
     std::unique_ptr<JobMonitor> monitor;  // while an attempt runs
     bool monitor_started = false;  // agent-launched, or a rank reported: detectors are armed
     std::unique_ptr<CheckpointLedger> ledger;
+    // A new attempt's ranks are handed to agents only once every rank of older attempts has stopped
+    // (or launch_deadline passed): the old attempt's ranks are all stopped before the new ones start.
+    bool launched = true;
+    Time launch_deadline{};
+    std::map<int, bool> exited_ok;  // ranks of the current attempt that exited 0
+    // Recovery: a restart waiting for its backoff (state recovering), and the restart history.
+    struct PendingRestart {
+      Placement placement;
+      std::optional<Checkpoint> resume;
+      std::string reason;
+      Time not_before{};
+    };
+    std::optional<PendingRestart> pending_restart;
+    std::optional<Time> last_restart_at;
+    int consecutive_restarts = 0;
   };
+  struct AgentState {
+    Time last_heartbeat{};
+    bool lost = false;
+    std::vector<std::pair<std::string, int>> running;  // (job, attempt) of its live rank processes
+    std::set<std::string> faults_seen;                  // "gpu:kind" already turned into findings
+  };
+  struct Waiter {
+    int64_t known = 0;
+    Time deadline{};
+    Done<Json> done;
+  };
+
 
   Json NodeJson(const Node& n) const;
   Json JobJson(const JobEntry& e) const;
@@ -132,7 +180,14 @@ class Controller {
   Record AttemptRecord(const Attempt& a) const;
 
   // Starts a new attempt of `e` on `placement`: allocation, attempt record, state running.
-  void StartAttempt(JobEntry& e, Placement placement, const std::string& reason, WriteBatch* batch);
+  // `resume`: the checkpoint to resume from (nullopt: the ledger's last-known-good, else latest, else none).
+  void StartAttempt(JobEntry& e, Placement placement, const std::string& reason, WriteBatch* batch,
+                    std::optional<Checkpoint> resume = std::nullopt);
+  // Ends the current attempt: monitor gone, GPUs released, agents told to stop its ranks.
+  void EndAttempt(JobEntry& e, Time now, WriteBatch* batch);
+  // Carries out a recovery decision; appends to `actions`.
+  void Execute(JobEntry& e, const RecoveryDecision& d, bool automatic, WriteBatch* batch);
+  void StartDueRestarts(Time now, WriteBatch* batch);
   // FIFO with conservative backfill (scheduler/queue.h); adds the started jobs to `batch`.
   void ScheduleQueued(WriteBatch* batch);
   // ScheduleQueued and commit in the background (no caller waits).
@@ -151,8 +206,21 @@ class Controller {
   // Evaluates one job's monitor and forwards evidence; adds what changed to `batch`.
   void EvaluateJob(JobEntry& e, Time now, WriteBatch* batch);
 
+  Json AssignmentsJson(const std::string& node) const;
+  // Bumps the version of every node of `placement` and answers their waiters.
+  void BumpAssignments(const Placement& placement);
+  void BumpAssignments(const std::string& node);
+  // Opens launch gates whose old ranks have stopped; expires long polls; declares silent agents lost.
+  void CheckAgents(Time now, WriteBatch* batch);
+  // What a finding means for the job: recovery (controller_recovery.cpp).
+  void OnFinding(JobEntry& e, Finding& f, WriteBatch* batch);  // appends f.actions
+
   Cluster cluster_;
   std::map<std::string, JobEntry> jobs_;
+  std::map<std::string, AgentState> agents_;
+  std::map<std::string, int64_t> assignment_versions_;
+  std::map<std::string, std::vector<Waiter>> waiters_;
+  SdcHistory sdc_history_;
   std::vector<Finding> findings_;  // every finding, in detection order
   int64_t next_finding_seq_ = 1;
   std::map<std::string, uint64_t> finding_counts_;

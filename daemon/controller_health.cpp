@@ -53,6 +53,7 @@ void Controller::RecordFinding(Finding f, WriteBatch* batch) {
   std::snprintf(id, sizeof id, "f-%06lld", static_cast<long long>(next_finding_seq_++));
   f.id = id;
   ++finding_counts_[f.kind];
+  if (auto it = jobs_.find(f.job); it != jobs_.end()) OnFinding(it->second, f, batch);
   spdlog::warn("finding {} {} job {} attempt {}: {}", f.id, f.kind, f.job, f.attempt, f.detail);
   batch->Put({Collection::kFindings, f.id, f.job, ToJson(f).dump()});
   findings_.push_back(std::move(f));
@@ -60,8 +61,30 @@ void Controller::RecordFinding(Finding f, WriteBatch* batch) {
 
 void Controller::EvaluateJob(JobEntry& e, Time now, WriteBatch* batch) {
   if (!e.monitor || !e.monitor_started) return;
-  for (Finding& f : e.monitor->Evaluate(now)) RecordFinding(std::move(f), batch);
-  for (const HealthEvidence& ev : e.monitor->TakeEvidence()) PersistTransitions(Ledger(e).OnEvidence(ev, now), batch);
+  std::vector<Finding> findings = e.monitor->Evaluate(now);
+  int attempt = e.attempt->number;
+  for (const HealthEvidence& ev : e.monitor->TakeEvidence()) {
+    std::vector<CheckpointTransition> ts = Ledger(e).OnEvidence(ev, now);
+    for (const CheckpointTransition& t : ts)
+      if (t.checkpoint.status == CheckpointStatus::kGood && t.checkpoint.attempt == attempt)
+        e.consecutive_restarts = 0;  // the attempt made good progress: the backoff starts over
+    PersistTransitions(ts, batch);
+    if (ev.kind == HealthEvidence::Kind::kHashAgreed && !sdc_history_.ReplayNodes(e.job.id).empty()) {
+      std::vector<std::string> nodes = sdc_history_.OnReplayClean(e.job.id);
+      Finding f;
+      f.job = e.job.id;
+      f.attempt = attempt;
+      f.kind = "sdc_transient";
+      f.nodes = nodes;
+      f.step = ev.step;
+      f.detected_at = now;
+      f.detail = "the replay's parameter hashes agree at step " + std::to_string(ev.step) +
+                 ": the earlier mismatch was transient; no node is blamed";
+      RecordFinding(std::move(f), batch);
+    }
+  }
+  // Recovery may end the attempt (and its monitor) while these are recorded.
+  for (Finding& f : findings) RecordFinding(std::move(f), batch);
 }
 
 void Controller::IngestReports(const std::string& job_id, const Json& body, Done<Json> done) {
@@ -117,6 +140,8 @@ void Controller::Tick() {
   Time now = clock_->Now();
   WriteBatch batch;
   for (auto& [id, e] : jobs_) EvaluateJob(e, now, &batch);
+  CheckAgents(now, &batch);
+  StartDueRestarts(now, &batch);
   if (!batch.empty()) Commit(std::move(batch), [](Status) {});
 }
 

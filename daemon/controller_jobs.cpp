@@ -59,12 +59,18 @@ void Controller::SubmitJob(JobSpec spec, PlanEstimate estimate, Done<Json> done)
   });
 }
 
-void Controller::StartAttempt(JobEntry& e, Placement placement, const std::string& reason, WriteBatch* batch) {
+void Controller::StartAttempt(JobEntry& e, Placement placement, const std::string& reason, WriteBatch* batch,
+                              std::optional<Checkpoint> resume) {
   Attempt a;
   a.job = e.job.id;
   a.number = e.job.attempt + 1;
   a.started_at = clock_->Now();
   a.reason = reason;
+  if (!resume && e.ledger) resume = e.ledger->LastKnownGood() ? e.ledger->LastKnownGood() : e.ledger->Latest();
+  if (resume) {
+    a.resume_checkpoint = resume->id;
+    a.resume_step = resume->step;
+  }
   placement.attempt = a.number;
   a.placement = std::move(placement);
   if (Status s = cluster_.Allocate(e.job.id, a.placement); !s.ok()) {
@@ -79,6 +85,11 @@ void Controller::StartAttempt(JobEntry& e, Placement placement, const std::strin
   batch->Put(AttemptRecord(a));
   spdlog::info("job {} attempt {} started on {} ranks ({})", e.job.id, a.number, a.placement.ranks.size(), reason);
   e.attempt = std::move(a);
+  e.exited_ok.clear();
+  // A restart waits until the older attempt's ranks are stopped (CheckAgents opens the gate).
+  e.launched = e.attempt->number == 1;
+  e.launch_deadline = e.attempt->started_at + Seconds(options_.stop_timeout_s);
+  if (e.launched) BumpAssignments(e.attempt->placement);
   StartMonitor(e, e.attempt->started_at);
 }
 
@@ -122,6 +133,7 @@ void Controller::CancelJob(const std::string& id, Done<Json> done) {
   e.job.state = JobState::kCancelled;
   e.job.reason = "cancelled by user";
   e.job.updated_at = now;
+  if (e.attempt) BumpAssignments(e.attempt->placement);  // agents stop its ranks
   batch.Put(JobRecord(e.job));
   ScheduleQueued(&batch);
   Commit(std::move(batch), [this, id, done = std::move(done)](Status s) {

@@ -71,8 +71,10 @@ int RunDaemon(const DaemonConfig& config) {
   }
   asio::io_context ioc(1);
   SystemClock clock;
+  ControllerOptions controller_options = config.controller;
+  if (!config.tokens.empty()) controller_options.rank_token = config.tokens.front();
   Controller controller(store->get(), &clock, [&ioc](std::function<void()> fn) { asio::post(ioc, std::move(fn)); },
-                        config.controller);
+                        controller_options);
   if (Status s = controller.Recover(); !s.ok()) {
     spdlog::error("recovering state from {} failed: {}", config.db, s.message());
     return 1;
@@ -86,7 +88,7 @@ int RunDaemon(const DaemonConfig& config) {
 
   Metrics metrics;
   Router router(&metrics);
-  RegisterRoutes(&router, &controller, &metrics, ApiOptions{config.tokens, "0.1.0", 64});
+  RegisterRoutes(&router, &controller, &metrics, ApiOptions{config.tokens, "0.1.0", 64}, &clock);
   HttpServerOptions http;
   http.body_limit = config.body_limit;
   http.header_limit = config.header_limit;
@@ -102,6 +104,10 @@ int RunDaemon(const DaemonConfig& config) {
     return 1;
   }
   uint16_t bound = (*server)->port();
+  controller.set_advertise_url(!config.advertise_url.empty()
+                                   ? config.advertise_url
+                                   : "http://" + (host == "0.0.0.0" ? std::string("127.0.0.1") : host) + ":" +
+                                         std::to_string(bound));
   spdlog::info("shepherdd listening on {}:{} (db {})", host, bound, config.db);
   if (!config.port_file.empty()) {
     if (Status s = WritePortFile(config.port_file, bound); !s.ok()) {

@@ -205,8 +205,11 @@ void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vec
   const bool was_hung = hang_.hung;
   hang_ = AnalyzeHang(layout_, ranks_, alive, ctx_.policy.hang_timeout_s, now);
   if (hang_.hung && !was_hung) {
-    // Culprit ranks, or for a communication fault every member of the stuck groups (and so their nodes).
-    out->push_back(MakeFinding("hang", hang_.SuspectRanks(), now, hang_.detail));
+    // Culprit ranks; for a communication fault no rank is at fault: the finding names the stuck groups'
+    // nodes only (the recovery policy treats a first communication fault as transient).
+    Finding f = MakeFinding("hang", hang_.SuspectRanks(), now, hang_.detail);
+    if (hang_.culprits.empty()) f.ranks.clear();
+    out->push_back(std::move(f));
   }
 
   // Hang outside collectives.

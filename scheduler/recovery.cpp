@@ -38,7 +38,8 @@ Time RestartNotBefore(const Policy& policy, Time now, std::optional<Time> last_r
   if (!last_restart_at) return now;
   constexpr double kCapS = 300;
   // ldexp saturates to inf for huge exponents; min() then caps it.
-  const double delay = std::min(kCapS, std::ldexp(policy.restart_backoff_s, std::max(0, consecutive_restarts)));
+  const double delay =
+      std::min(kCapS, std::ldexp(policy.restart_backoff_s, std::max(0, consecutive_restarts)));
   return std::max(now, *last_restart_at + Seconds(delay));
 }
 
@@ -83,6 +84,10 @@ std::set<std::string> Recurring(const std::set<std::string>& now, std::span<cons
   return out;
 }
 
+std::string WithDetail(const std::string& what, const Finding& f) {
+  return f.detail.empty() ? what : what + ": " + f.detail;
+}
+
 std::string Join(const std::set<std::string>& s) {
   std::string out;
   for (const std::string& x : s) out += (out.empty() ? "" : ", ") + x;
@@ -114,7 +119,8 @@ std::optional<Checkpoint> ChooseCheckpoint(const RecoveryInput& in, std::string*
       *why = std::string("latest ") + ToString(c.status) + "; " + skipped;
       return c;
     }
-    skipped += "; latest complete " + c.id + (usable ? " is at or after the anomaly onset" : " is not complete");
+    skipped +=
+        "; latest complete " + c.id + (usable ? " is at or after the anomaly onset" : " is not complete");
   }
   *why = skipped;
   return std::nullopt;
@@ -140,7 +146,7 @@ Verdict Judge(const RecoveryInput& in) {
   Verdict v;
   if (k == "node_lost" || k == "gpu_fault") {
     std::set<std::string> nodes = Implicated(f, in.placement, /*nodes_first=*/true);
-    Blame(nodes, "fail", k + (f.detail.empty() ? "" : ": " + f.detail), &v);
+    Blame(nodes, "fail", WithDetail(k, f), &v);
     v.why = k + " on " + Join(nodes) + ": node at fault";
   } else if (IsRankLoss(k)) {
     std::set<std::string> nodes = Implicated(f, in.placement, false);
@@ -151,7 +157,7 @@ Verdict Judge(const RecoveryInput& in) {
                           : k + " recurring on " + Join(again) + ": node suspected";
   } else if (k == "hang" && !f.ranks.empty()) {
     std::set<std::string> nodes = Implicated(f, in.placement, false);
-    Blame(nodes, "cordon", "hang culprit: " + f.detail, &v);
+    Blame(nodes, "cordon", WithDetail("hang culprit", f), &v);
     v.why = "hang with culprits on " + Join(nodes);
   } else if (IsCommFault(f)) {
     std::set<std::string> nodes(f.nodes.begin(), f.nodes.end());
@@ -163,7 +169,7 @@ Verdict Judge(const RecoveryInput& in) {
     v.why = "hang without culprits: restart";
   } else if (k == "sdc_confirmed" || (k == "sdc_suspected" && !in.finding_needs_replay)) {
     std::set<std::string> nodes = Implicated(f, in.placement, false);
-    Blame(nodes, "cordon", k + ": " + f.detail, &v);
+    Blame(nodes, "cordon", WithDetail(k, f), &v);
     v.why = k + (k == "sdc_confirmed" ? " on " : " (majority vote) on ") + Join(nodes);
   } else if (k == "sdc_suspected") {  // two replicas: a replay decides
     std::set<std::string> nodes = Implicated(f, in.placement, false);
@@ -177,7 +183,8 @@ Verdict Judge(const RecoveryInput& in) {
     } else {
       v.replay = true;
       v.replay_nodes.assign(nodes.begin(), nodes.end());
-      v.why = "SDC suspected on 2 replicas (" + Join(nodes) + "): replay from last-known-good on the same nodes";
+      v.why =
+          "SDC suspected on 2 replicas (" + Join(nodes) + "): replay from last-known-good on the same nodes";
     }
   } else if (IsLossAnomaly(k)) {
     v.why = k + ": restart from last-known-good";
@@ -233,11 +240,14 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   if (d.action == RecoveryDecision::kRestart) {
     d.replay = v.replay;
     d.replay_nodes = v.replay_nodes;
-    if (v.replay) d.actions.push_back("replay on the same nodes: " + Join({v.replay_nodes.begin(), v.replay_nodes.end()}));
+    if (v.replay)
+      d.actions.push_back("replay on the same nodes: " +
+                          Join({v.replay_nodes.begin(), v.replay_nodes.end()}));
   }
   d.actions.push_back(ResumeLine(d.resume_from, why));
   if (d.not_before > in.now)
-    d.actions.push_back("wait " + std::to_string(static_cast<int64_t>(std::lround(ToSeconds(d.not_before - in.now)))) +
+    d.actions.push_back("wait " +
+                        std::to_string(static_cast<int64_t>(std::lround(ToSeconds(d.not_before - in.now)))) +
                         " s before the next attempt (backoff)");
   return d;
 }

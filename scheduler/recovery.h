@@ -80,8 +80,8 @@ struct RecoveryDecision {
   // Human-readable lines for the finding's actions, e.g. "cordon node-0007", "stop attempt 2",
   // "replace node-0007 with node-0033 (leaf)", "restart from checkpoint job-1/2/40 (step 40, good)".
   std::vector<std::string> actions;
-  bool replay = false;                     // an SDC replay: recompute on the same nodes
-  std::vector<std::string> replay_nodes;   // replay: the nodes to pass to SdcHistory::OnReplayStarted
+  bool replay = false;                    // an SDC replay: recompute on the same nodes
+  std::vector<std::string> replay_nodes;  // replay: the nodes to pass to SdcHistory::OnReplayStarted
 };
 
 struct RecoveryInput {

@@ -15,8 +15,7 @@ namespace shepherd::recovery_internal {
 // "replace ..." action lines, and sets d->action to kRestart, or to kQueue (with d->reason) when neither
 // replacement nor a whole new placement fits. Works on a copy of `cluster` with the job's GPUs released.
 void Relocate(const Job& job, const Placement& placement, const Cluster& cluster,
-              const std::vector<NodeAction>& faulty, const std::set<std::string>& avoid,
-              RecoveryDecision* d);
+              const std::vector<NodeAction>& faulty, const std::set<std::string>& avoid, RecoveryDecision* d);
 
 // "restart from checkpoint <id> (step <s>, <status>)" or "restart from scratch (step 0)...".
 std::string ResumeLine(const std::optional<Checkpoint>& c, const std::string& why);

@@ -49,9 +49,8 @@ void Relocate(const Job& job, const Placement& placement, const Cluster& cluster
       ok = false;
       break;
     }
-    ReplaceOptions ro{.use_spares = job.spec.policy.use_spares,
-                      .replace_without_spare = true,
-                      .exclude_nodes = exclude};
+    ReplaceOptions ro{
+        .use_spares = job.spec.policy.use_spares, .replace_without_spare = true, .exclude_nodes = exclude};
     Result<Replacement> r = ReplaceNode(what_if, current, move[i], ro);
     if (!r.ok()) {
       ok = false;

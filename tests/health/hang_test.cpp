@@ -79,7 +79,7 @@ TEST(HangTest, EveryMemberInsideTheStuckCollectiveIsACommunicationFault) {
   stuck(clock.Now());
   auto hangs = OfKind(RunTicks(*m, clock, 65, stuck), "hang");
   ASSERT_EQ(hangs.size(), 1u);
-  EXPECT_EQ(hangs[0].ranks, std::vector<int>({0, 1}));
+  EXPECT_TRUE(hangs[0].ranks.empty());  // no rank is at fault: the nodes are suspected
   EXPECT_EQ(hangs[0].nodes, std::vector<std::string>({"n0", "n1"}));
   EXPECT_NE(hangs[0].detail.find("communication fault"), std::string::npos) << hangs[0].detail;
   Json h = m->HealthJson(clock.Now());

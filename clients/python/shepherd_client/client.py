@@ -157,10 +157,11 @@ class ShepherdClient:
         return r
 
     def heartbeat(self) -> None:
-        """Send a heartbeat now (the thread sends them on its own every interval)."""
+        """Send a heartbeat now (the thread sends them on its own every interval). Unlike the periodic
+        ones, which replace each other while unsent, this one is always delivered (phase changes)."""
         with self._lock:
             if self._sender is not None and not self._closed:
-                self._sender.enqueue_locked(self._heartbeat_locked(), urgent=True, heartbeat=True)
+                self._sender.enqueue_locked(self._heartbeat_locked(), urgent=True)
 
     def set_step(self, step: int) -> None:
         """Record the step now being computed, for heartbeats, without sending a step report."""

@@ -1,0 +1,238 @@
+#include "agent/agent.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <spdlog/spdlog.h>
+#include <thread>
+#include <unistd.h>
+
+#include "agent/http_client.h"
+#include "agent/protocol.h"
+#include "agent/supervisor.h"
+#include "core/time.h"
+
+namespace shepherd::agent {
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+
+class AgentImpl final : public Agent {
+ public:
+  AgentImpl(AgentOptions o, std::unique_ptr<Supervisor> sup, std::unique_ptr<HttpClient> main_http,
+            std::unique_ptr<HttpClient> poll_http)
+      : o_(std::move(o)), sup_(std::move(sup)), http_(std::move(main_http)), poll_http_(std::move(poll_http)) {
+    identity_ = {::getpid(), FormatRfc3339(std::chrono::system_clock::now())};
+    node_path_ = "/v1/nodes/" + EscapePathSegment(o_.node_id);
+  }
+
+  Status Run() override {
+    spdlog::info("agent {}: state dir {}, server {}", o_.node_id, o_.state_dir, o_.server);
+    std::thread poller([this] { PollLoop(); });
+    SuperviseLoop();
+    poller.join();
+    spdlog::info("agent {}: stopped; ranks left running", o_.node_id);
+    return Status::Ok();
+  }
+
+  void Stop() override {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+    }
+    stopping_ = true;
+    cv_.notify_all();
+    http_->Cancel();
+    poll_http_->Cancel();
+  }
+
+ private:
+  // ---- supervision thread ----
+  void SuperviseLoop() {
+    Clock::time_point next_register = Clock::now(), next_heartbeat = Clock::now();
+    Clock::duration register_backoff = 250ms;
+    while (true) {
+      std::optional<Assignments> incoming;
+      bool registered;
+      {
+        std::lock_guard lock(mu_);
+        if (stop_) return;
+        incoming.swap(mailbox_);
+        registered = registered_;
+      }
+      Clock::time_point now = Clock::now();
+      if (!registered && now >= next_register) {
+        if (Register()) {
+          registered = true;
+          register_backoff = 250ms;
+          next_heartbeat = now;
+          {
+            std::lock_guard lock(mu_);
+            registered_ = true;
+          }
+          cv_.notify_all();
+        } else {
+          next_register = now + register_backoff;
+          register_backoff = std::min<Clock::duration>(register_backoff * 2, 10s);
+        }
+      }
+      if (incoming) sup_->SetDesired(std::move(incoming->ranks), now);
+      int exits = sup_->Poll(now);
+      if (registered && (exits > 0 || now >= next_heartbeat)) {
+        next_heartbeat = now + o_.heartbeat_interval;
+        if (!Heartbeat()) next_register = Clock::now();
+      }
+      Clock::time_point wake = now + o_.supervise_interval;
+      if (registered) wake = std::min(wake, next_heartbeat);
+      std::unique_lock lock(mu_);
+      cv_.wait_until(lock, wake, [this] { return stop_ || mailbox_.has_value(); });
+    }
+  }
+
+  bool Register() {
+    NodeRegistration n{o_.node_id, o_.hostname, o_.gpus, o_.topology, o_.spare, o_.gpu_memory_gib, o_.gpu_model};
+    Result<HttpResult> r = http_->Request("POST", "/v1/nodes", RegisterBody(n).dump(), o_.request_timeout);
+    if (r.ok() && (r->status == 200 || r->status == 201)) {
+      spdlog::info("agent {}: registered ({})", o_.node_id, r->status);
+      reachable_ = true;
+      return true;
+    }
+    LogFailure("register", r);
+    return false;
+  }
+
+  // Returns false when the daemon no longer knows the node (404): the caller registers again.
+  bool Heartbeat() {
+    Json body = HeartbeatBody(identity_, ReadGpuFaults(o_.state_dir + "/gpu_faults.json"), sup_->Report());
+    Result<HttpResult> r =
+        http_->Request("POST", node_path_ + "/heartbeat", body.dump(), o_.request_timeout);
+    if (r.ok() && r->status == 404) {
+      spdlog::warn("agent {}: daemon does not know the node: registering again", o_.node_id);
+      std::lock_guard lock(mu_);
+      registered_ = false;
+      return false;
+    }
+    if (!r.ok() || r->status != 200) {
+      LogFailure("heartbeat", r);
+      return true;
+    }
+    reachable_ = true;
+    Result<Json> j = ParseJsonText(r->body);
+    Result<HeartbeatAnswer> answer = j.ok() ? ParseHeartbeatAnswer(*j) : Result<HeartbeatAnswer>(j.status());
+    if (!answer.ok()) {
+      spdlog::warn("agent {}: bad heartbeat answer: {}", o_.node_id, answer.status().message());
+      return true;
+    }
+    sup_->AckExits(answer->ack_exits);
+    return true;
+  }
+
+  // Logs the first failure after a success at warn level, the rest at debug: a daemon restart must not
+  // flood the log.
+  void LogFailure(const char* what, const Result<HttpResult>& r) {
+    if (stopping_) return;  // calls aborted by Stop()
+    std::string why = r.ok() ? "HTTP " + std::to_string(r->status) + " " + r->body.substr(0, 200)
+                             : r.status().message();
+    if (reachable_.exchange(false)) {
+      spdlog::warn("agent {}: {} failed: {} (retrying; ranks keep running)", o_.node_id, what, why);
+    } else {
+      spdlog::debug("agent {}: {} failed: {}", o_.node_id, what, why);
+    }
+  }
+
+  // ---- poll thread ----
+  void PollLoop() {
+    std::int64_t version = 0;
+    bool have_version = false;  // false: ask with wait=0 for an answer at once
+    Clock::duration backoff = 250ms;
+    while (true) {
+      {
+        std::unique_lock lock(mu_);
+        cv_.wait(lock, [this] { return stop_ || registered_; });
+        if (stop_) return;
+      }
+      std::string target = node_path_ + "/assignments?version=" + std::to_string(version) +
+                           "&wait=" + std::to_string(have_version ? o_.long_poll_wait.count() : 0);
+      auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o_.long_poll_wait) + 10s;
+      Result<HttpResult> r = poll_http_->Request("GET", target, "", timeout);
+      Result<Assignments> a = InvalidArgument("");
+      if (r.ok() && r->status == 200) {
+        Result<Json> j = ParseJsonText(r->body);
+        a = j.ok() ? ParseAssignments(*j) : Result<Assignments>(j.status());
+        if (!a.ok()) spdlog::warn("agent {}: bad assignments answer: {}", o_.node_id, a.status().message());
+      } else if (r.ok() && r->status == 404) {
+        have_version = false;
+        std::lock_guard lock(mu_);
+        registered_ = false;
+      } else {
+        LogFailure("assignments", r);
+      }
+      if (a.ok()) {
+        if (!have_version || version != a->version)
+          spdlog::info("agent {}: assignments version {} ({} ranks)", o_.node_id, a->version, a->ranks.size());
+        version = a->version;
+        have_version = true;
+        backoff = 250ms;
+        {
+          std::lock_guard lock(mu_);
+          mailbox_ = std::move(*a);
+        }
+        cv_.notify_all();
+        continue;
+      }
+      std::unique_lock lock(mu_);
+      cv_.wait_for(lock, backoff, [this] { return stop_; });
+      backoff = std::min<Clock::duration>(backoff * 2, 5s);
+    }
+  }
+
+  const AgentOptions o_;
+  std::unique_ptr<Supervisor> sup_;       // supervision thread only
+  std::unique_ptr<HttpClient> http_;      // supervision thread only (Cancel from any)
+  std::unique_ptr<HttpClient> poll_http_; // poll thread only (Cancel from any)
+  AgentIdentity identity_;
+  std::string node_path_;
+  std::atomic<bool> reachable_{true};
+  std::atomic<bool> stopping_{false};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;                   // guarded by mu_
+  bool registered_ = false;             // guarded by mu_
+  std::optional<Assignments> mailbox_;  // guarded by mu_: newest unapplied assignments answer
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions o) {
+  if (o.node_id.empty()) return InvalidArgument("--node-id is required");
+  if (o.gpus <= 0) return InvalidArgument("--gpus must be positive");
+  if (o.heartbeat_interval <= 0ms || o.supervise_interval <= 0ms || o.request_timeout <= 0ms)
+    return InvalidArgument("intervals and timeouts must be positive");
+  if (o.stop_grace < 0ms || o.long_poll_wait < 0s) return InvalidArgument("--stop-grace must not be negative");
+  if (o.hostname.empty()) {
+    char buf[256] = {};
+    ::gethostname(buf, sizeof(buf) - 1);
+    o.hostname = buf;
+  }
+  if (o.state_dir.empty()) o.state_dir = "./var/agent-" + o.node_id;
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::absolute(o.state_dir, ec);
+  if (ec) return Internal("state dir " + o.state_dir + ": " + ec.message());
+  o.state_dir = dir.lexically_normal().string();
+  while (o.state_dir.size() > 1 && o.state_dir.back() == '/') o.state_dir.pop_back();
+
+  Result<std::unique_ptr<HttpClient>> main_http = HttpClient::Create({o.server, o.token});
+  if (!main_http.ok()) return main_http.status();
+  Result<std::unique_ptr<HttpClient>> poll_http = HttpClient::Create({o.server, o.token});
+  if (!poll_http.ok()) return poll_http.status();
+  Result<std::unique_ptr<Supervisor>> sup = Supervisor::Open({o.state_dir, o.stop_grace});
+  if (!sup.ok()) return sup.status();
+  return std::unique_ptr<Agent>(
+      new AgentImpl(std::move(o), std::move(*sup), std::move(*main_http), std::move(*poll_http)));
+}
+
+}  // namespace shepherd::agent

@@ -1,0 +1,65 @@
+// Agent: one node's agent (docs/agent-protocol.md). Registers the node, heartbeats, long-polls its
+// assignments and keeps the node's rank processes equal to them through a Supervisor.
+//
+// Threads (two, no shared domain state beyond one mutex-protected mailbox):
+//   - the supervision thread is the caller of Run(). It owns the Supervisor: registers (and re-registers
+//     after a 404), applies the newest assignments from the mailbox, polls exits every
+//     `supervise_interval`, and heartbeats every `heartbeat_interval` and at once after an exit.
+//   - the poll thread (started by Run) only long-polls GET /v1/nodes/{id}/assignments and drops each answer
+//     into the mailbox (latest wins). Its first call after (re-)registering sends wait=0, so an agent that
+//     adopted ranks reconciles them at once.
+// Each thread has its own HttpClient. A heartbeat blocks supervision for at most `request_timeout`, which
+// therefore bounds how late a stop escalates to SIGKILL while the daemon hangs.
+//
+// Failure model: when the daemon is unreachable or answers 5xx, registration retries with exponential
+// backoff (0.25 s doubling to 10 s), the long poll likewise (up to 5 s), and heartbeats keep their
+// interval; ranks keep running and exits stay queued until acknowledged. A 404 on a heartbeat or on the
+// long poll means the daemon forgot the node: the agent registers again.
+//
+// Shutdown: Stop() (from any thread; NOT async-signal-safe) makes Run() return promptly, aborting HTTP
+// calls in flight. Rank processes are left running: they outlive the agent, and a restarted agent adopts
+// them from <state-dir>/processes.json.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "core/status.h"
+
+namespace shepherd::agent {
+
+struct AgentOptions {
+  std::string server;   // daemon base URL, http://host:port
+  std::string node_id;  // REQUIRES non-empty
+  int gpus = 0;         // REQUIRES > 0
+  std::map<std::string, std::string> topology;  // level -> label (may include nvlink_domain)
+  bool spare = false;
+  std::string hostname;   // empty: gethostname()
+  std::string state_dir;  // empty: ./var/agent-<node_id>; made absolute
+  std::string token;      // bearer token, empty: none
+  std::optional<double> gpu_memory_gib;
+  std::optional<std::string> gpu_model;
+  std::chrono::milliseconds heartbeat_interval = std::chrono::seconds(1);
+  std::chrono::milliseconds stop_grace = std::chrono::seconds(10);
+  std::chrono::seconds long_poll_wait = std::chrono::seconds(30);  // the `wait` of the assignments call
+  std::chrono::milliseconds supervise_interval = std::chrono::milliseconds(100);
+  std::chrono::milliseconds request_timeout = std::chrono::seconds(5);  // register and heartbeat calls
+};
+
+class Agent {
+ public:
+  // Validates the options, opens the state directory and adopts the ranks a previous agent left running.
+  // Contacts no daemon. kInvalidArgument for bad options; kInternal when the state dir is unusable.
+  static Result<std::unique_ptr<Agent>> Create(AgentOptions options);
+  virtual ~Agent() = default;  // REQUIRES: Run() is not running
+
+  // Runs until Stop(). Call at most once. Returns OK after a Stop().
+  virtual Status Run() = 0;
+  // Thread-safe. May be called before, during or after Run().
+  virtual void Stop() = 0;
+};
+
+}  // namespace shepherd::agent

@@ -1,0 +1,345 @@
+"""Unit tests of the rank client against a fake report endpoint. Standard library only; the parameter-hash
+tests on real tensors run only where torch imports."""
+
+import json
+import logging
+import math
+import os
+import socket
+import sys
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+from fake_server import FakeDaemon  # noqa: E402
+from shepherd_client import ShepherdClient, encode_metric, param_digest  # noqa: E402
+from shepherd_client.config import config_from_env, parse_coords  # noqa: E402
+
+try:
+    import warnings
+
+    warnings.filterwarnings("ignore", category=UserWarning)
+    import torch  # noqa: F401
+except Exception:  # noqa: BLE001 - any import failure means "no torch here"
+    torch = None
+
+
+def free_closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def env_for(url, **extra):
+    env = {"SHEPHERD_URL": url, "SHEPHERD_JOB": "job-000001", "SHEPHERD_ATTEMPT": "2", "RANK": "5",
+           "WORLD_SIZE": "8", "SHEPHERD_RANK_COORDS": "1,0,2", "SHEPHERD_TOKEN": ""}
+    env.update(extra)
+    return env
+
+
+class ConfigTest(unittest.TestCase):
+    def test_from_env_reads_every_variable(self):
+        c = ShepherdClient.from_env(env_for("http://h:1/", SHEPHERD_RESUME_CHECKPOINT="/ckpt/step-40",
+                                            SHEPHERD_TOKEN="s3cret", SHEPHERD_HEARTBEAT_INTERVAL="0.5"),
+                                    start=False)
+        try:
+            self.assertTrue(c.enabled)
+            self.assertEqual(c.config.url, "http://h:1")
+            self.assertEqual((c.job, c.attempt, c.rank, c.world_size), ("job-000001", 2, 5, 8))
+            self.assertEqual(c.coords, (1, 0, 2))
+            self.assertEqual(c.resume_checkpoint, "/ckpt/step-40")
+            self.assertEqual(c.config.token, "s3cret")
+            self.assertEqual(c.config.heartbeat_interval_s, 0.5)
+        finally:
+            c.close(flush=False)
+
+    def test_defaults_and_malformed_values(self):
+        with self.assertLogs("shepherd_client", "WARNING"):
+            cfg = config_from_env({"SHEPHERD_URL": "http://x", "RANK": "abc", "SHEPHERD_RANK_COORDS": "1,2",
+                                   "SHEPHERD_HEARTBEAT_INTERVAL": "-1", "SHEPHERD_RESUME_CHECKPOINT": " "})
+        self.assertEqual((cfg.rank, cfg.world_size, cfg.attempt), (0, 1, 1))
+        self.assertIsNone(cfg.coords)
+        self.assertIsNone(cfg.resume_checkpoint)
+        self.assertEqual(cfg.heartbeat_interval_s, 1.0)
+        self.assertEqual(parse_coords("0, 3 ,1"), (0, 3, 1))
+
+    def test_disabled_without_url_is_a_silent_no_op(self):
+        threads = threading.active_count()
+        c = ShepherdClient.from_env({"RANK": "3", "WORLD_SIZE": "4"})
+        self.assertFalse(c.enabled)
+        self.assertEqual(threading.active_count(), threads)  # no heartbeat thread
+        self.assertEqual(c.rank, 3)
+        self.assertIsNone(c.resume_checkpoint)
+        with c.collective("allreduce") as seq:
+            self.assertEqual(seq, 0)
+        with c.checkpoint_phase("save"):
+            self.assertEqual(c.phase, "checkpoint_save")
+        c.step(1, float("nan"), 1.0, 0.1)
+        c.checkpoint_saved(1, "/x")
+        self.assertEqual(c.param_hash(1, b"abc"), param_digest(b"abc"))
+        self.assertTrue(c.flush())
+        c.close()
+        c.close()
+
+
+class ReportTest(unittest.TestCase):
+    def setUp(self):
+        self.d = FakeDaemon()
+        self.addCleanup(self.d.close)
+
+    def client(self, start=False, **extra):
+        c = ShepherdClient.from_env(env_for(self.d.url, **extra), start=start)
+        self.addCleanup(c.close, False)
+        return c
+
+    def test_post_shape_and_common_fields(self):
+        c = self.client(SHEPHERD_TOKEN="tok")
+        c.step(7, loss=2.5, grad_norm=0.75, step_time_s=0.125)
+        self.assertTrue(c.flush())
+        post = self.d.posts[0]
+        self.assertEqual(post["path"], "/v1/jobs/job-000001/reports")
+        self.assertEqual(post["headers"]["Content-Type"], "application/json")
+        self.assertEqual(post["headers"]["Authorization"], "Bearer tok")
+        self.assertEqual(list(post["body"].keys()), ["reports"])
+        r = post["body"]["reports"][0]
+        self.assertEqual({k: r[k] for k in ("rank", "attempt", "kind", "step", "loss", "grad_norm",
+                                            "step_time_s")},
+                         {"rank": 5, "attempt": 2, "kind": "step", "step": 7, "loss": 2.5, "grad_norm": 0.75,
+                          "step_time_s": 0.125})
+        self.assertIsInstance(r["time"], float)
+        self.assertLess(abs(r["time"] - time.time()), 5)
+
+    def test_no_authorization_header_without_token(self):
+        c = self.client()
+        c.step(1, 1.0)
+        c.flush()
+        self.assertNotIn("Authorization", self.d.posts[0]["headers"])
+
+    def test_non_finite_metrics_are_strings(self):
+        c = self.client()
+        c.step(1, loss=float("nan"), grad_norm=float("inf"), step_time_s=float("nan"))
+        c.step(2, loss=float("-inf"), grad_norm=None)
+        c.flush()
+        a, b = self.d.reports("step")
+        self.assertEqual((a["loss"], a["grad_norm"]), ("nan", "inf"))
+        self.assertNotIn("step_time_s", a)  # the daemon only takes a finite number >= 0
+        self.assertEqual(b["loss"], "-inf")
+        self.assertNotIn("grad_norm", b)
+        self.assertEqual(encode_metric(3), 3.0)
+        self.assertEqual(encode_metric("x"), None)
+
+    def test_collective_checkpoint_and_hash_shapes(self):
+        c = self.client()
+        with c.collective("allreduce", group="dp"):
+            c.flush()  # still open: `started` goes out
+        c.checkpoint_saved(10, "/ckpt/step-10")
+        digest = c.param_hash(10, {"w": b"\x00\x01"})
+        c.flush()
+        started, completed = self.d.reports("collective")
+        self.assertEqual({k: started[k] for k in ("seq", "op", "group", "state")},
+                         {"seq": 0, "op": "allreduce", "group": "dp", "state": "started"})
+        self.assertEqual(completed["state"], "completed")
+        self.assertEqual(completed["seq"], 0)
+        ck = self.d.reports("checkpoint")[0]
+        self.assertEqual((ck["step"], ck["path"]), (10, "/ckpt/step-10"))
+        ph = self.d.reports("param_hash")[0]
+        self.assertEqual((ph["step"], ph["hash"]), (10, digest))
+        int(digest, 16)
+
+    def test_started_is_withdrawn_when_completed_before_sending(self):
+        c = self.client()
+        for _ in range(3):
+            with c.collective("allreduce"):
+                pass
+        c.flush()
+        states = [(r["seq"], r["state"]) for r in self.d.reports("collective")]
+        self.assertEqual(states, [(0, "completed"), (1, "completed"), (2, "completed")])
+
+    def test_seq_counts_per_group(self):
+        c = self.client()
+        seqs = []
+        for g in ("dp", "tp", "dp", "pp", "dp", "tp"):
+            with c.collective("allreduce", group=g) as s:
+                seqs.append((g, s))
+        self.assertEqual(seqs, [("dp", 0), ("tp", 0), ("dp", 1), ("pp", 0), ("dp", 2), ("tp", 1)])
+        c.flush()
+        self.assertEqual([(r["group"], r["seq"]) for r in self.d.reports("collective")], seqs)
+
+    def test_completed_only_and_none_modes(self):
+        c = self.client(SHEPHERD_COLLECTIVE_REPORTS="completed")
+        with c.collective("allreduce"):
+            c.flush()
+        c.flush()
+        self.assertEqual([r["state"] for r in self.d.reports("collective")], ["completed"])
+        c2 = self.client(SHEPHERD_COLLECTIVE_REPORTS="none")
+        with c2.collective("allreduce"):
+            c2.heartbeat()
+            c2.flush()
+        c2.flush()
+        self.assertEqual(len(self.d.reports("collective")), 1)
+        self.assertEqual(self.d.reports("heartbeat")[-1]["collective"]["seq"], 0)
+
+    def test_heartbeat_thread_reports_open_collective_with_since(self):
+        c = self.client(start=True, SHEPHERD_HEARTBEAT_INTERVAL="0.05")
+        c.set_step(12)
+        before = time.time()
+        with c.collective("allgather", group="tp"):
+            hb = self.d.wait_for(lambda: [r for r in self.d.reports("heartbeat") if "collective" in r][-2:]
+                                 if len([r for r in self.d.reports("heartbeat") if "collective" in r]) >= 2
+                                 else None, what="two heartbeats inside the collective")
+        for r in hb:
+            self.assertEqual(r["collective"]["seq"], 0)
+            self.assertEqual(r["collective"]["op"], "allgather")
+            self.assertEqual(r["collective"]["group"], "tp")
+            self.assertGreaterEqual(r["collective"]["since"], before - 0.01)
+            self.assertLessEqual(r["collective"]["since"], r["time"])
+            self.assertEqual(r["step"], 12)
+            self.assertEqual(r["phase"], "train")
+        self.assertEqual(hb[0]["collective"]["since"], hb[1]["collective"]["since"])
+        n = len(self.d.reports("heartbeat"))
+        self.d.wait_for(lambda: len(self.d.reports("heartbeat")) > n + 1, what="heartbeats after it")
+        self.assertNotIn("collective", self.d.reports("heartbeat")[-1])
+
+    def test_heartbeats_arrive_at_the_interval(self):
+        c = self.client(start=True, SHEPHERD_HEARTBEAT_INTERVAL="0.1")
+        time.sleep(0.75)
+        c.close()
+        n = len(self.d.reports("heartbeat"))
+        self.assertTrue(4 <= n <= 10, n)
+
+    def test_checkpoint_phase_during_saves_and_loads(self):
+        c = self.client()
+        with c.checkpoint_phase("save"):
+            c.flush()
+            self.assertEqual(self.d.reports("heartbeat")[-1]["phase"], "checkpoint_save")
+        with c.checkpoint_phase("load"):
+            c.flush()
+            self.assertEqual(self.d.reports("heartbeat")[-1]["phase"], "checkpoint_load")
+        c.flush()
+        self.assertEqual(self.d.reports("heartbeat")[-1]["phase"], "train")
+        with self.assertRaises(ValueError):
+            with c.checkpoint_phase("nap"):
+                pass
+
+    def test_reports_keep_their_order_across_a_transient_failure(self):
+        c = self.client()
+        self.d.status = 503
+        for s in range(1, 4):
+            c.step(s, 1.0)
+        with self.assertLogs("shepherd_client", "WARNING"):
+            self.assertFalse(c.flush())
+        self.d.status = 202
+        c.step(4, 1.0)
+        self.assertTrue(c.flush())
+        self.assertEqual([r["step"] for r in self.d.reports("step")], [1, 2, 3, 4])
+
+    def test_permanent_rejection_is_dropped_not_retried(self):
+        c = self.client()
+        self.d.status = 404
+        c.step(1, 1.0)
+        with self.assertLogs("shepherd_client", "WARNING"):
+            c.flush()
+        self.d.status = 202
+        c.step(2, 1.0)
+        c.flush()
+        self.assertEqual([r["step"] for r in self.d.reports("step")], [2])
+        self.assertEqual(c.stats["dropped"], 1)
+
+    def test_buffer_is_bounded(self):
+        c = ShepherdClient.from_env(env_for("http://127.0.0.1:%d" % free_closed_port()), start=False,
+                                    max_buffer=5)
+        self.addCleanup(c.close, False)
+        for s in range(20):
+            c.step(s, 1.0)
+        self.assertEqual(c._sender.pending(), 5)
+        self.assertEqual(c.stats["dropped"], 15)
+
+
+class NetworkFailureTest(unittest.TestCase):
+    def test_unreachable_daemon_never_raises_and_logs_rarely(self):
+        url = "http://127.0.0.1:%d" % free_closed_port()
+        c = ShepherdClient.from_env(env_for(url, SHEPHERD_HEARTBEAT_INTERVAL="0.02"))
+        with self.assertLogs("shepherd_client", "WARNING") as logs:
+            for s in range(50):
+                c.set_step(s)
+                with c.collective("allreduce"):
+                    pass
+                c.step(s, float("nan"), 1.0, 0.01)
+                with c.checkpoint_phase("save"):
+                    pass
+                c.checkpoint_saved(s, "/x")
+                c.param_hash(s, b"x")
+                time.sleep(0.005)
+            self.assertFalse(c.flush())
+            t0 = time.monotonic()
+            c.close()
+            self.assertLess(time.monotonic() - t0, 5)
+        self.assertGreater(c.stats["failed_posts"], 10)
+        self.assertLess(len(logs.records), c.stats["failed_posts"] / 5)  # once per 30 failures
+
+    def test_timeout_on_a_silent_server(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(5)  # accepts connections, never answers
+        self.addCleanup(s.close)
+        c = ShepherdClient.from_env(env_for("http://127.0.0.1:%d" % s.getsockname()[1],
+                                            SHEPHERD_HTTP_TIMEOUT="0.2"), start=False)
+        c.step(1, 1.0)
+        t0 = time.monotonic()
+        with self.assertLogs("shepherd_client", "WARNING"):
+            self.assertFalse(c.flush())
+        self.assertLess(time.monotonic() - t0, 2)
+        c.close(flush=False)
+
+    def test_unencodable_values_do_not_raise(self):
+        d = FakeDaemon()
+        self.addCleanup(d.close)
+        c = ShepherdClient.from_env(env_for(d.url), start=False)
+        c.checkpoint_saved(1, "/ok")
+        c._sender.enqueue({"kind": "step", "bad": object()})
+        with self.assertLogs("shepherd_client", "WARNING"):
+            c.flush()
+        c.close()
+
+
+class ParamDigestTest(unittest.TestCase):
+    def test_bytes_and_mappings(self):
+        self.assertEqual(param_digest({"a": b"1", "b": b"2"}), param_digest({"a": b"1", "b": b"2"}))
+        self.assertNotEqual(param_digest({"a": b"1", "b": b"2"}), param_digest({"a": b"1", "b": b"3"}))
+        self.assertNotEqual(param_digest({"a": b"12"}), param_digest({"a1": b"2"}))
+        self.assertEqual(len(param_digest(b"")), 64)
+
+    @unittest.skipIf(torch is None, "torch is not importable in this interpreter")
+    def test_torch_module_hash_is_deterministic_and_sensitive(self):
+        def model():
+            torch.manual_seed(0)
+            return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+
+        a, b = model(), model()
+        d = FakeDaemon()
+        self.addCleanup(d.close)
+        c = ShepherdClient.from_env(env_for(d.url), start=False)
+        self.addCleanup(c.close, False)
+        h = c.param_hash(3, a)
+        self.assertEqual(h, param_digest(b))
+        self.assertEqual(h, param_digest(a.state_dict()))
+        with torch.no_grad():
+            b[0].weight.view(-1)[0] += 1e-3
+        self.assertNotEqual(h, param_digest(b))
+        # A non-contiguous view hashes like its contiguous copy; bf16 goes through the integer view.
+        t = torch.arange(12.0).reshape(3, 4)
+        self.assertEqual(param_digest({"t": t.t()}), param_digest({"t": t.t().contiguous()}))
+        self.assertEqual(len(param_digest({"t": t.to(torch.bfloat16)})), 64)
+        c.flush()
+        self.assertEqual(d.reports("param_hash")[0]["hash"], h)
+
+
+if __name__ == "__main__":
+    logging.basicConfig()
+    unittest.main()

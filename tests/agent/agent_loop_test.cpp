@@ -1,0 +1,246 @@
+// The whole agent (registration, heartbeats, long poll, supervision) against FakeDaemon.
+#include <csignal>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <thread>
+
+#include "agent/agent.h"
+#include "agent/process.h"
+#include "tests/agent/fake_daemon.h"
+#include "tests/agent/test_util.h"
+
+namespace shepherd::agent {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::FakeDaemon;
+using testing::ReadFile;
+using testing::TempDir;
+using testing::WaitFor;
+
+// The newest heartbeat entry for (job, attempt, rank), or null.
+Json LatestEntry(const FakeDaemon& d, int attempt, int rank) {
+  std::vector<Json> hbs = d.heartbeats();
+  for (auto it = hbs.rbegin(); it != hbs.rend(); ++it)
+    for (const Json& p : (*it)["processes"])
+      if (p["attempt"] == attempt && p["rank"] == rank) return p;
+  return nullptr;
+}
+
+// "running", "exited", or "" when not reported yet.
+std::string StateOf(const FakeDaemon& d, int attempt, int rank) {
+  Json p = LatestEntry(d, attempt, rank);
+  return p.is_object() ? p.value("state", "") : "";
+}
+
+std::map<std::string, std::string> ParseEnvFile(const std::string& text) {
+  std::map<std::string, std::string> env;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    std::size_t nl = text.find('\n', pos);
+    std::string line = text.substr(pos, nl - pos);
+    pos = nl == std::string::npos ? text.size() : nl + 1;
+    std::size_t eq = line.find('=');
+    if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
+  }
+  return env;
+}
+
+class AgentLoopTest : public ::testing::Test {
+ protected:
+  AgentOptions Options() {
+    AgentOptions o;
+    o.server = daemon_->url();
+    o.node_id = "node-7";
+    o.gpus = 2;
+    o.topology = {{"spine", "s0"}, {"leaf", "l1"}};
+    o.state_dir = dir_.path();
+    o.heartbeat_interval = 100ms;
+    o.stop_grace = 2s;
+    o.long_poll_wait = 1s;
+    o.supervise_interval = 20ms;
+    o.token = "tok";
+    return o;
+  }
+  void StartAgent(AgentOptions o) {
+    auto a = Agent::Create(std::move(o));
+    ASSERT_TRUE(a.ok()) << a.status().message();
+    agent_ = std::move(*a);
+    runner_ = std::thread([this] { EXPECT_TRUE(agent_->Run().ok()); });
+  }
+  void StopAgent() {
+    if (!agent_) return;
+    agent_->Stop();
+    runner_.join();
+    agent_.reset();
+  }
+  // A rank that counts its starts in starts-r<rank>, dumps its environment to env-r<rank> and runs `tail`.
+  Json Rank(int attempt, int rank, const std::string& tail) {
+    std::string env_file = dir_.file("env-r" + std::to_string(rank));
+    std::string script = "echo $$ >> " + dir_.file("starts-r" + std::to_string(rank)) + "; env > " + env_file +
+                         ".tmp && mv " + env_file + ".tmp " + env_file + "; " + tail;
+    return {{"job", "job-1"},
+            {"attempt", attempt},
+            {"rank", rank},
+            {"gpu", rank},
+            {"command", {"/bin/sh", "-c", script}},
+            {"env",
+             {{"RANK", std::to_string(rank)}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", std::to_string(rank)},
+              {"CUDA_VISIBLE_DEVICES", std::to_string(rank)}, {"SHEPHERD_JOB", "job-1"},
+              {"SHEPHERD_ATTEMPT", std::to_string(attempt)}, {"SHEPHERD_RANK_COORDS", "0,0," + std::to_string(rank)}}}};
+  }
+  int Starts(int rank) {
+    std::string s = ReadFile(dir_.file("starts-r" + std::to_string(rank)));
+    return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
+  }
+  void TearDown() override {
+    StopAgent();
+    // Leave nothing behind, whatever the test did: kill every rank group it started, reap our children.
+    for (int rank = 0; rank < 2; ++rank) {
+      std::string s = ReadFile(dir_.file("starts-r" + std::to_string(rank)));
+      for (std::size_t pos = 0; pos < s.size();) {
+        std::size_t nl = s.find('\n', pos);
+        pid_t pid = std::stoi(s.substr(pos, nl - pos));
+        SignalGroup(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+        pos = nl + 1;
+      }
+    }
+  }
+
+  TempDir dir_;
+  std::unique_ptr<FakeDaemon> daemon_ = std::make_unique<FakeDaemon>();
+  std::unique_ptr<Agent> agent_;
+  std::thread runner_;
+};
+
+TEST_F(AgentLoopTest, RegistersStartsReportsAndStops) {
+  StartAgent(Options());
+  ASSERT_TRUE(WaitFor([&] { return !daemon_->registrations().empty(); }));
+  Json reg = daemon_->registrations()[0];
+  EXPECT_EQ(reg["id"], "node-7");
+  EXPECT_EQ(reg["gpus"], 2);
+  EXPECT_EQ(reg["topology"], Json::parse(R"({"spine": "s0", "leaf": "l1"})"));
+  EXPECT_FALSE(reg.contains("spare"));
+
+  daemon_->SetAssignments({Rank(1, 0, "exec sleep 100"), Rank(1, 1, "exit 3")});
+  std::string env_file = dir_.file("env-r0");
+  ASSERT_TRUE(WaitFor([&] { return testing::FileExists(env_file); }));
+  std::map<std::string, std::string> env = ParseEnvFile(ReadFile(env_file));
+  EXPECT_EQ(env["RANK"], "0");
+  EXPECT_EQ(env["WORLD_SIZE"], "2");
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "0");
+  EXPECT_EQ(env["SHEPHERD_JOB"], "job-1");
+  EXPECT_EQ(env["SHEPHERD_RANK_COORDS"], "0,0,0");
+  EXPECT_EQ(env["PWD"], dir_.path());
+  EXPECT_FALSE(env["PATH"].empty()) << "the agent's own environment is inherited";
+
+  // Rank 1's exit is reported with its code and, once acknowledged, no longer reported nor restarted.
+  ASSERT_TRUE(WaitFor([&] { return StateOf(*daemon_, 1, 1) == "exited"; }));
+  EXPECT_EQ(LatestEntry(*daemon_, 1, 1)["exit_code"], 3);
+  EXPECT_EQ(LatestEntry(*daemon_, 1, 0)["state"], "running");
+  std::size_t seen = daemon_->heartbeats().size();
+  ASSERT_TRUE(WaitFor([&] {
+    std::vector<Json> hbs = daemon_->heartbeats();
+    return hbs.size() > seen + 1 && hbs.back()["processes"].size() == 1;
+  }));
+  EXPECT_EQ(Starts(1), 1);
+  EXPECT_EQ(ReadFile(dir_.file("logs/job-1-a1-r0.log")), "");
+
+  // Withdrawn: SIGTERM, reported as an exit by signal.
+  daemon_->SetAssignments(Json::array());
+  ASSERT_TRUE(WaitFor([&] { return StateOf(*daemon_, 1, 0) == "exited"; }));
+  EXPECT_EQ(LatestEntry(*daemon_, 1, 0)["signal"], SIGTERM);
+  EXPECT_EQ(Starts(0), 1);
+  for (const std::string& r : daemon_->requests()) {
+    if (r.find("/assignments") != std::string::npos) {
+      EXPECT_EQ(r.find("GET /v1/nodes/node-7/assignments?version="), 0u) << r;
+    }
+  }
+}
+
+TEST_F(AgentLoopTest, SurvivesDaemonOutageAndReregistersWhenForgotten) {
+  StartAgent(Options());
+  daemon_->SetAssignments({Rank(1, 0, "exec sleep 100")});
+  ASSERT_TRUE(WaitFor([&] { return StateOf(*daemon_, 1, 0) == "running"; }));
+  int pid = LatestEntry(*daemon_, 1, 0)["pid"];
+
+  daemon_->SetDown(true);
+  std::size_t before = daemon_->requests().size();
+  ASSERT_TRUE(WaitFor([&] { return daemon_->requests().size() > before + 5; }));  // heartbeats answered 503
+  daemon_->SetDown(false);
+  daemon_->ForgetNode();
+  ASSERT_TRUE(WaitFor([&] { return daemon_->registrations().size() >= 2; }));
+  std::size_t seen = daemon_->heartbeats().size();
+  ASSERT_TRUE(WaitFor([&] { return daemon_->heartbeats().size() > seen; }));
+  EXPECT_EQ(LatestEntry(*daemon_, 1, 0)["pid"], pid);
+  EXPECT_EQ(LatestEntry(*daemon_, 1, 0)["state"], "running");
+  EXPECT_EQ(Starts(0), 1);
+
+  // The daemon itself goes away and comes back on the same port: the rank is untouched.
+  int port = daemon_->port();
+  daemon_.reset();
+  daemon_ = std::make_unique<FakeDaemon>(port);
+  ASSERT_TRUE(WaitFor([&] { return !daemon_->registrations().empty() && !daemon_->heartbeats().empty(); }));
+  EXPECT_EQ(LatestEntry(*daemon_, 1, 0)["pid"], pid);
+  EXPECT_EQ(Starts(0), 1);
+}
+
+TEST_F(AgentLoopTest, RestartedAgentAdoptsItsRanks) {
+  StartAgent(Options());
+  daemon_->SetAssignments({Rank(1, 0, "exec sleep 100")});
+  ASSERT_TRUE(WaitFor([&] { return StateOf(*daemon_, 1, 0) == "running"; }));
+  int pid = LatestEntry(*daemon_, 1, 0)["pid"];
+  StopAgent();
+  ASSERT_TRUE(ProcessStartTime(pid)) << "stopping the agent must not stop its ranks";
+
+  std::size_t seen = daemon_->heartbeats().size();
+  StartAgent(Options());
+  ASSERT_TRUE(WaitFor([&] { return daemon_->heartbeats().size() > seen + 2; }));
+  EXPECT_EQ(LatestEntry(*daemon_, 1, 0)["pid"], pid);
+  EXPECT_EQ(Starts(0), 1);
+
+  daemon_->SetAssignments(Json::array());
+  ASSERT_TRUE(WaitFor([&] { return StateOf(*daemon_, 1, 0) == "exited"; }));
+  EXPECT_TRUE(LatestEntry(*daemon_, 1, 0)["exit_code"].is_null()) << "adopted: exit code unknown";
+}
+
+TEST_F(AgentLoopTest, ReportsGpuFaultsAndSpareFlag) {
+  std::ofstream(dir_.file("gpu_faults.json")) << R"([{"gpu": 1, "kind": "ecc_uncorrectable", "detail": "x"}])";
+  AgentOptions o = Options();
+  o.spare = true;
+  StartAgent(o);
+  ASSERT_TRUE(WaitFor([&] { return !daemon_->heartbeats().empty(); }));
+  EXPECT_EQ(daemon_->registrations()[0]["spare"], true);
+  Json hb = daemon_->heartbeats()[0];
+  EXPECT_EQ(hb["gpu_faults"][0]["kind"], "ecc_uncorrectable");
+  EXPECT_EQ(hb["agent"]["pid"], ::getpid());
+}
+
+TEST_F(AgentLoopTest, StopIsPromptDuringALongPoll) {
+  AgentOptions o = Options();
+  o.long_poll_wait = 30s;
+  StartAgent(o);
+  ASSERT_TRUE(WaitFor([&] {
+    int polls = 0;
+    for (const std::string& r : daemon_->requests()) polls += r.find("wait=30") != std::string::npos;
+    return polls > 0;
+  }));
+  auto start = std::chrono::steady_clock::now();
+  StopAgent();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
+TEST(AgentCreate, ValidatesOptions) {
+  AgentOptions o;
+  o.server = "http://127.0.0.1:1";
+  EXPECT_EQ(Agent::Create(o).status().code(), Code::kInvalidArgument);  // no node id
+  o.node_id = "n";
+  EXPECT_EQ(Agent::Create(o).status().code(), Code::kInvalidArgument);  // no gpus
+  o.gpus = 1;
+  o.server = "ftp://x";
+  EXPECT_EQ(Agent::Create(o).status().code(), Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace shepherd::agent

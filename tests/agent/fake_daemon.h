@@ -1,0 +1,80 @@
+// FakeDaemon: a tiny blocking HTTP/1.1 server on 127.0.0.1:0 (plain POSIX sockets, one thread per
+// connection) that plays the daemon's side of docs/agent-protocol.md with scripted answers:
+//   POST /v1/nodes                          201, records the body, the node becomes known
+//   POST /v1/nodes/{id}/heartbeat           404 while the node is unknown; else records the body and
+//                                           acknowledges every exit in it (when auto_ack) -> 200
+//   GET  /v1/nodes/{id}/assignments?version=N&wait=S
+//                                           404 while unknown; answers when the version differs from N,
+//                                           else after S seconds, with {"version", "ranks"}
+//   GET  /echo                              200 with {"authorization", "body", "method"}
+//   POST /echo                              same
+//   GET  /slow?ms=N                         200 after N ms
+// Every request is answered 503 while SetDown(true). Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/json.h"
+
+namespace shepherd::agent::testing {
+
+class FakeDaemon {
+ public:
+  // REQUIRES: `port` is 0 (any free port) or one this process may bind.
+  explicit FakeDaemon(int port = 0);
+  ~FakeDaemon();  // stops accepting, wakes held long polls, joins every thread
+
+  int port() const { return port_; }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  // Replaces the desired rank set (a JSON array as in the assignments answer) and bumps the version.
+  void SetAssignments(Json ranks);
+  void SetDown(bool down);
+  void ForgetNode();        // the daemon "lost" the node: 404 until it registers again
+  void SetAutoAck(bool on);
+  // Answer keep-alive requests with keep-alive, then close the connection anyway (a stale connection).
+  void SetDropAfterResponse(bool on);
+
+  std::vector<Json> registrations() const;
+  std::vector<Json> heartbeats() const;
+  std::vector<std::string> requests() const;  // "METHOD target"
+  int connections() const;
+
+ private:
+  struct Request {
+    std::string method, target, body, authorization;
+    bool keep_alive = true;
+  };
+  struct Response {
+    int status = 200;
+    std::string body;
+  };
+  void AcceptLoop();
+  void Serve(int fd);
+  Response Handle(const Request& r);
+
+  int listen_fd_ = -1;
+  int port_ = 0;
+  std::thread acceptor_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stopping_ = false;
+  bool down_ = false;
+  bool known_ = false;
+  bool auto_ack_ = true;
+  bool drop_after_response_ = false;
+  std::int64_t version_ = 0;
+  Json ranks_ = Json::array();
+  std::vector<Json> registrations_, heartbeats_;
+  std::vector<std::string> requests_;
+  std::vector<std::thread> workers_;
+  std::vector<int> open_fds_;
+  int connections_ = 0;
+};
+
+}  // namespace shepherd::agent::testing

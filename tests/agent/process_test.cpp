@@ -1,0 +1,246 @@
+// Supervisor and process primitives with real processes (/bin/sh scripts).
+#include <csignal>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include "agent/process.h"
+#include "agent/supervisor.h"
+#include "tests/agent/test_util.h"
+
+namespace shepherd::agent {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::ReadFile;
+using testing::TempDir;
+using testing::WaitFor;
+
+SteadyTime Now() { return std::chrono::steady_clock::now(); }
+
+RankAssignment Sh(int rank, const std::string& script, std::map<std::string, std::string> env = {}, int attempt = 1) {
+  return {{"job-1", attempt, rank}, rank, {"/bin/sh", "-c", script}, std::move(env)};
+}
+
+class SupervisorTest : public ::testing::Test {
+ protected:
+  std::unique_ptr<Supervisor> Open(std::chrono::milliseconds grace = 10s) {
+    auto s = Supervisor::Open({dir_.path(), grace});
+    EXPECT_TRUE(s.ok()) << s.status().message();
+    return std::move(*s);
+  }
+  // Polls until the entry for `key` has exited; returns it.
+  std::optional<TrackedProcess> WaitExit(Supervisor& s, const RankKey& key, std::chrono::milliseconds t = 10s) {
+    std::optional<TrackedProcess> out;
+    WaitFor(
+        [&] {
+          s.Poll(Now());
+          for (const TrackedProcess& p : s.processes())
+            if (p.key == key && p.phase == ProcessPhase::kExited) out = p;
+          return out.has_value();
+        },
+        t);
+    return out;
+  }
+  pid_t PidOf(const Supervisor& s, const RankKey& key) {
+    for (const TrackedProcess& p : s.processes())
+      if (p.key == key) return p.pid;
+    return 0;
+  }
+  // Leaves nothing running: stops every process group still tracked and reaps our children.
+  void TearDown() override {
+    for (pid_t pid : spawned_) {
+      SignalGroup(pid, SIGKILL);
+      ::waitpid(pid, nullptr, WNOHANG);
+    }
+  }
+  void Track(pid_t pid) { spawned_.push_back(pid); }
+
+  TempDir dir_;
+  std::vector<pid_t> spawned_;
+};
+
+TEST_F(SupervisorTest, StartsWithEnvLogAndCwdAndReportsExitCode) {
+  auto s = Open();
+  std::string log = s->log_path({"job-1", 1, 0});
+  std::ofstream(log) << "earlier run\n";
+  ::setenv("SHEPHERD_AGENT_TEST_INHERITED", "from-agent", 1);
+  s->SetDesired({Sh(0, "echo rank=$RANK inherited=$SHEPHERD_AGENT_TEST_INHERITED pwd=$(pwd); echo oops >&2; exit 3",
+                    {{"RANK", "0"}})},
+                Now());
+  Track(PidOf(*s, {"job-1", 1, 0}));
+  auto p = WaitExit(*s, {"job-1", 1, 0});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->exit.exit_code, 3);
+  EXPECT_FALSE(p->exit.signal);
+  EXPECT_EQ(ReadFile(log), "earlier run\nrank=0 inherited=from-agent pwd=" + dir_.path() + "\noops\n");
+  std::vector<ProcessReport> r = s->Report();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_FALSE(r[0].running);
+  EXPECT_EQ(r[0].exit_code, 3);
+}
+
+TEST_F(SupervisorTest, WorkdirFromJobEnvAndSignalExit) {
+  TempDir work;
+  auto s = Open();
+  s->SetDesired({Sh(0, "pwd > out; kill -9 $$", {{"SHEPHERD_WORKDIR", work.path()}})}, Now());
+  Track(PidOf(*s, {"job-1", 1, 0}));
+  auto p = WaitExit(*s, {"job-1", 1, 0});
+  ASSERT_TRUE(p);
+  EXPECT_FALSE(p->exit.exit_code);
+  EXPECT_EQ(p->exit.signal, SIGKILL);
+  EXPECT_EQ(ReadFile(work.file("out")), work.path() + "\n");
+}
+
+TEST_F(SupervisorTest, ExitedRankIsNeverRestartedAndAckedExitIsDroppedOnceUndesired) {
+  auto s = Open();
+  std::vector<RankAssignment> desired = {Sh(0, "echo started >> " + dir_.file("starts") + "; exit 1")};
+  s->SetDesired(desired, Now());
+  Track(PidOf(*s, {"job-1", 1, 0}));
+  ASSERT_TRUE(WaitExit(*s, {"job-1", 1, 0}));
+  s->AckExits({{"job-1", 1, 0}});
+  EXPECT_TRUE(s->Report().empty());
+  s->SetDesired(desired, Now());  // still desired: kept as a tombstone, not restarted
+  s->Poll(Now());
+  EXPECT_EQ(s->processes().size(), 1u);
+  EXPECT_EQ(ReadFile(dir_.file("starts")), "started\n");
+  s->SetDesired({}, Now());
+  s->Poll(Now());
+  EXPECT_TRUE(s->processes().empty());
+}
+
+TEST_F(SupervisorTest, SpawnFailureIsReportedAsExitWithError) {
+  auto s = Open();
+  s->SetDesired({{{"job-1", 1, 0}, 0, {"/nonexistent/shepherd-rank"}, {}}}, Now());
+  EXPECT_EQ(s->Poll(Now()), 1);
+  std::vector<ProcessReport> r = s->Report();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_FALSE(r[0].running);
+  EXPECT_EQ(r[0].pid, 0);
+  EXPECT_NE(r[0].error.find("No such file"), std::string::npos) << r[0].error;
+  EXPECT_EQ(s->Poll(Now()), 0);  // not retried
+}
+
+TEST_F(SupervisorTest, StopSendsSigterm) {
+  auto s = Open();
+  s->SetDesired({Sh(0, "exec sleep 100")}, Now());
+  Track(PidOf(*s, {"job-1", 1, 0}));
+  s->SetDesired({}, Now());
+  auto p = WaitExit(*s, {"job-1", 1, 0});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->exit.signal, SIGTERM);
+}
+
+TEST_F(SupervisorTest, StopEscalatesToSigkillWhenTermIsIgnored) {
+  auto s = Open(300ms);
+  std::string ready = dir_.file("ready");
+  s->SetDesired({Sh(0, "trap '' TERM; echo ready > " + ready + "; while :; do sleep 0.05; done")}, Now());
+  pid_t pid = PidOf(*s, {"job-1", 1, 0});
+  Track(pid);
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(ready) == "ready\n"; }));
+  s->SetDesired({}, Now());
+  s->Poll(Now());
+  EXPECT_TRUE(ProcessStartTime(pid)) << "still alive during the grace period";
+  auto p = WaitExit(*s, {"job-1", 1, 0});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->exit.signal, SIGKILL);
+}
+
+TEST_F(SupervisorTest, StoppedRankGetsSigcontAndActsOnTerm) {
+  auto s = Open(60s);  // a long grace: the exit must come from TERM + CONT, not from SIGKILL
+  std::string ready = dir_.file("ready");
+  s->SetDesired({Sh(0, "trap 'exit 7' TERM; echo ready > " + ready + "; while :; do sleep 0.05; done")}, Now());
+  pid_t pid = PidOf(*s, {"job-1", 1, 0});
+  Track(pid);
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(ready) == "ready\n"; }));
+  ASSERT_TRUE(SignalGroup(pid, SIGSTOP));
+  s->SetDesired({}, Now());
+  auto p = WaitExit(*s, {"job-1", 1, 0});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->exit.exit_code, 7);
+}
+
+TEST_F(SupervisorTest, GroupLeftoversAreKilledWhenTheLeaderExits) {
+  auto s = Open();
+  std::string child = dir_.file("child");
+  s->SetDesired({Sh(0, "sleep 100 & echo $! > " + child + "; exit 0")}, Now());
+  Track(PidOf(*s, {"job-1", 1, 0}));
+  ASSERT_TRUE(WaitExit(*s, {"job-1", 1, 0}));
+  pid_t orphan = std::stoi(ReadFile(child));
+  EXPECT_TRUE(WaitFor([&] { return !ProcessStartTime(orphan); }));
+}
+
+TEST_F(SupervisorTest, StaleAttemptStopsBeforeTheNewAttemptStarts) {
+  auto s = Open(10s);
+  std::string ready = dir_.file("ready");
+  s->SetDesired({Sh(0, "trap 'sleep 0.3; exit 0' TERM; echo ready > " + ready + "; while :; do sleep 0.05; done")},
+                Now());
+  Track(PidOf(*s, {"job-1", 1, 0}));
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(ready) == "ready\n"; }));
+  s->SetDesired({Sh(0, "exec sleep 100", {}, 2)}, Now());
+  EXPECT_EQ(PidOf(*s, {"job-1", 2, 0}), 0) << "must wait for attempt 1 to leave GPU 0";
+  ASSERT_TRUE(WaitExit(*s, {"job-1", 1, 0}));
+  s->Poll(Now());
+  pid_t second = PidOf(*s, {"job-1", 2, 0});
+  EXPECT_GT(second, 0);
+  Track(second);
+}
+
+TEST_F(SupervisorTest, RestartedSupervisorAdoptsRunningRanks) {
+  pid_t pid;
+  {
+    auto s = Open();
+    s->SetDesired({Sh(0, "exec sleep 100")}, Now());
+    pid = PidOf(*s, {"job-1", 1, 0});
+    Track(pid);
+  }  // the "agent" goes away; the rank keeps running
+  ASSERT_TRUE(ProcessStartTime(pid));
+  auto s = Open();
+  ASSERT_EQ(s->processes().size(), 1u);
+  EXPECT_TRUE(s->processes()[0].adopted);
+  EXPECT_EQ(s->processes()[0].phase, ProcessPhase::kRunning);
+  s->SetDesired({Sh(0, "exec sleep 100")}, Now());
+  EXPECT_EQ(s->processes().size(), 1u) << "adopted rank must not be started twice";
+  s->SetDesired({}, Now());
+  auto p = WaitExit(*s, {"job-1", 1, 0});
+  ASSERT_TRUE(p);
+  EXPECT_FALSE(p->exit.exit_code);  // not our child: unknown
+  EXPECT_FALSE(p->exit.signal);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);  // the test process is the real parent here
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
+}
+
+TEST_F(SupervisorTest, RankThatDiedWhileAgentWasDownIsReportedExited) {
+  pid_t pid;
+  {
+    auto s = Open();
+    s->SetDesired({Sh(0, "exec sleep 100")}, Now());
+    pid = PidOf(*s, {"job-1", 1, 0});
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+  auto s = Open();
+  std::vector<ProcessReport> r = s->Report();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_FALSE(r[0].running);
+  EXPECT_FALSE(r[0].exit_code);
+  EXPECT_EQ(r[0].pid, pid);
+  s->SetDesired({Sh(0, "exec sleep 100")}, Now());
+  EXPECT_EQ(s->processes().size(), 1u) << "an exited rank is not restarted after an agent restart";
+}
+
+TEST_F(SupervisorTest, PersistsUnackedExitsAcrossRestart) {
+  {
+    auto s = Open();
+    s->SetDesired({Sh(0, "exit 4")}, Now());
+    Track(PidOf(*s, {"job-1", 1, 0}));
+    ASSERT_TRUE(WaitExit(*s, {"job-1", 1, 0}));
+  }
+  auto s = Open();
+  std::vector<ProcessReport> r = s->Report();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].exit_code, 4);
+}
+
+}  // namespace
+}  // namespace shepherd::agent

@@ -1,0 +1,71 @@
+// The whole API in process: Router + handlers + Controller over an in-memory store and a FakeClock. Requests
+// are plain HttpRequest values; store completions are drained after each call, as the io thread would.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <string>
+
+#include "api/handlers.h"
+#include "api/router.h"
+#include "tests/fakes/fake_clock.h"
+
+namespace shepherd::testing {
+
+struct ApiReply {
+  int status = 0;
+  Json body;
+};
+
+class ApiHarness {
+ public:
+  ApiHarness() : store_(NewMemoryStore()), router_(&metrics_) {
+    controller_ = std::make_unique<Controller>(store_.get(), &clock_,
+                                               [this](std::function<void()> f) { posted_.push_back(std::move(f)); },
+                                               ControllerOptions{});
+    (void)controller_->Recover();
+    Drain();
+    RegisterRoutes(&router_, controller_.get(), &metrics_, ApiOptions{}, &clock_);
+  }
+
+  ApiReply Call(const std::string& method, const std::string& target, const Json& body = nullptr) {
+    HttpRequest req;
+    req.method = method;
+    req.target = target;
+    req.request_id = "test";
+    if (!body.is_null()) {
+      req.body = body.dump();
+      req.headers.emplace_back("Content-Type", "application/json");
+    }
+    ApiReply out;
+    router_.Handle(req, [&](HttpResponse res) {
+      out.status = res.status;
+      out.body = res.content_type.rfind("text/plain", 0) == 0 ? Json(res.body) : Json::parse(res.body);
+    });
+    Drain();
+    return out;
+  }
+  ApiReply Post(const std::string& t, const Json& b) { return Call("POST", t, b); }
+  ApiReply Get(const std::string& t) { return Call("GET", t); }
+
+  void Drain() {
+    while (!posted_.empty()) {
+      auto f = std::move(posted_.front());
+      posted_.pop_front();
+      f();
+    }
+  }
+  void Tick() {
+    controller_->Tick();
+    Drain();
+  }
+
+  FakeClock clock_;
+  std::deque<std::function<void()>> posted_;
+  std::unique_ptr<Store> store_;
+  Metrics metrics_;
+  Router router_;
+  std::unique_ptr<Controller> controller_;
+};
+
+}  // namespace shepherd::testing

@@ -1,0 +1,206 @@
+// Every health finding through the API (router + controller + detectors) with simulated time: reports in,
+// findings and grades out via /health, /failures, /checkpoints and /metrics.
+#include <gtest/gtest.h>
+
+#include "tests/api/api_harness.h"
+
+namespace shepherd::testing {
+namespace {
+
+// One 8-GPU node; TP 2 × DP 4 (rank = tp + 2·dp); short, explicit policy.
+class HealthApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(api_.Post("/v1/nodes", Json::parse(R"({"id": "n0", "gpus": 8,
+        "topology": {"spine": "s0", "leaf": "l0"}})")).status, 201);
+    Json job = Json::parse(R"({"name": "h", "model": {"parameters": 1e8, "layers": 4, "hidden": 512,
+        "heads": 8, "seq_len": 512}, "training": {"global_batch_size": 32},
+        "parallelism": {"tp": 2, "pp": 1, "dp": 4}, "resources": {"gpus": 8},
+        "command": ["python3", "train.py"],
+        "policy": {"heartbeat_interval_s": 1, "heartbeat_timeout_s": 10, "startup_grace_s": 30,
+                   "hang_timeout_s": 60, "sdc_check_every_steps": 10, "straggler_window_steps": 8,
+                   "straggler_factor": 1.5, "good_after_steps": 5}})");
+    ApiReply r = api_.Post("/v1/jobs", job);
+    ASSERT_EQ(r.status, 201) << r.body.dump();
+    ASSERT_EQ(r.body["state"], "running");
+    job_ = r.body["id"];
+  }
+
+  ApiReply Report(const Json& reports) { return api_.Post("/v1/jobs/" + job_ + "/reports", {{"reports", reports}}); }
+  Json Heartbeat(int rank, int64_t step, const Json& extra = Json::object()) {
+    Json r = {{"rank", rank}, {"attempt", 1}, {"kind", "heartbeat"}, {"step", step}};
+    r.update(extra);
+    return r;
+  }
+  Json Step(int rank, int64_t step, const Json& loss, double step_time = 1.0, double grad = 1.0) {
+    return {{"rank", rank}, {"attempt", 1}, {"kind", "step"}, {"step", step},
+            {"loss", loss}, {"grad_norm", grad}, {"step_time_s", step_time}};
+  }
+  // Every rank heartbeats and reports `step`; then the clock moves one second.
+  void AllStep(int64_t step, double loss = 2.0, int slow_rank = -1) {
+    Json batch = Json::array();
+    for (int r = 0; r < 8; ++r) batch.push_back(Step(r, step, loss, r == slow_rank ? 3.0 : 1.0));
+    ASSERT_EQ(Report(batch).status, 202);
+    api_.clock_.AdvanceSeconds(1);
+    api_.Tick();
+  }
+  std::vector<Json> OfKind(const std::string& kind) {
+    Json all = api_.Get("/v1/failures?kind=" + kind + "&job=" + job_).body["failures"];
+    return std::vector<Json>(all.begin(), all.end());
+  }
+
+  ApiHarness api_;
+  std::string job_;
+};
+
+TEST_F(HealthApiTest, BatchAnswersAcceptedRejectedAndIgnoresOldAttempts) {
+  Json batch = Json::array({Heartbeat(0, 1), Json{{"rank", 1}, {"kind", "step"}},  // no attempt, no step
+                            Heartbeat(99, 1),                                      // no such rank
+                            Json{{"rank", 2}, {"attempt", 0}, {"kind", "heartbeat"}}});  // old attempt
+  ApiReply r = Report(batch);
+  ASSERT_EQ(r.status, 202) << r.body.dump();
+  EXPECT_EQ(r.body["accepted"], 2);
+  EXPECT_EQ(r.body["ignored"], 1);
+  ASSERT_EQ(r.body["rejected"].size(), 2u);
+  EXPECT_EQ(r.body["rejected"][0]["index"], 1);
+  EXPECT_EQ(r.body["rejected"][1]["index"], 2);
+  EXPECT_EQ(api_.Post("/v1/jobs/job-404/reports", {{"reports", Json::array()}}).status, 404);
+  EXPECT_EQ(api_.Post("/v1/jobs/" + job_ + "/reports", {{"nope", 1}}).status, 422);
+}
+
+TEST_F(HealthApiTest, HeartbeatLostNamesTheRankAndNodeOnce) {
+  AllStep(1);
+  for (int s = 0; s < 12; ++s) {  // rank 5 goes silent
+    Json batch = Json::array();
+    for (int r = 0; r < 8; ++r)
+      if (r != 5) batch.push_back(Heartbeat(r, 1));
+    Report(batch);
+    api_.clock_.AdvanceSeconds(1);
+    api_.Tick();
+  }
+  auto lost = OfKind("heartbeat_lost");
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0]["ranks"], Json::array({5}));
+  EXPECT_EQ(lost[0]["nodes"], Json::array({"n0"}));
+  // Recovery acted on it: a first loss restarts on the same node (no blame), recorded with the finding.
+  std::string actions = lost[0]["actions"].dump();
+  EXPECT_NE(actions.find("restart"), std::string::npos) << actions;
+  EXPECT_EQ(api_.Get("/v1/jobs/" + job_ + "/health").body["attempt"], 2);
+  EXPECT_NE(api_.Get("/metrics").body.get<std::string>().find("shepherd_findings_total{kind=\"heartbeat_lost\"} 1"),
+            std::string::npos);
+}
+
+TEST_F(HealthApiTest, LongCheckpointSaveIsNotADeath) {
+  AllStep(1);
+  Json batch = Json::array();
+  for (int r = 0; r < 8; ++r) batch.push_back(Heartbeat(r, 1, {{"phase", "checkpoint_save"}}));
+  Report(batch);
+  for (int s = 0; s < 50; ++s) {  // 50 s of silence while saving (timeout 10 s, allowance 10×)
+    api_.clock_.AdvanceSeconds(1);
+    api_.Tick();
+  }
+  EXPECT_TRUE(OfKind("heartbeat_lost").empty());
+  EXPECT_TRUE(OfKind("hang").empty());
+}
+
+TEST_F(HealthApiTest, HangNamesTheRootCulpritOnly) {
+  AllStep(1);
+  // Rank 6 is stuck in CPU code; 0, 2, 4 wait for it in DP (tp 0); 7 waits for it in TP; 1, 3, 5 wait
+  // for 7 in DP (tp 1).
+  Json since = ToUnixSeconds(api_.clock_.Now());
+  auto in = [&](int rank, const char* group, int seq) {
+    return Heartbeat(rank, 1, {{"collective", {{"seq", seq}, {"op", "all_reduce"}, {"group", group}, {"since", since}}}});
+  };
+  for (int s = 0; s < 70; ++s) {
+    Json batch = Json::array({in(0, "dp", 5), in(2, "dp", 5), in(4, "dp", 5), in(7, "tp", 3), in(1, "dp", 5),
+                              in(3, "dp", 5), in(5, "dp", 5), Heartbeat(6, 1)});
+    Report(batch);
+    api_.clock_.AdvanceSeconds(1);
+    api_.Tick();
+  }
+  auto hangs = OfKind("hang");
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0]["ranks"], Json::array({6}));
+  // The culprit's node is cordoned; with no spare and no other node the job waits for capacity.
+  EXPECT_NE(hangs[0]["actions"].dump().find("cordon n0"), std::string::npos) << hangs[0].dump();
+  EXPECT_EQ(api_.Get("/v1/nodes/n0").body["state"], "cordoned");
+  EXPECT_EQ(api_.Get("/v1/jobs/" + job_ + "/health").body["status"], "queued");
+}
+
+TEST_F(HealthApiTest, SdcMinorityIsNamedAndLaterCheckpointsAreBad) {
+  for (int s = 1; s <= 10; ++s) AllStep(s);
+  auto hashes = [&](int64_t step, int odd_rank) {
+    Json batch = Json::array();
+    for (int r = 0; r < 8; ++r)
+      batch.push_back({{"rank", r}, {"attempt", 1}, {"kind", "param_hash"}, {"step", step},
+                       {"hash", r == odd_rank ? "bad0" : (r % 2 ? "aaaa" : "bbbb")}});
+    Report(batch);
+  };
+  hashes(10, -1);  // all replica sets agree at step 10
+  for (int s = 11; s <= 16; ++s) AllStep(s);
+  Json ckpt = Json::array();
+  for (int r = 0; r < 8; ++r)
+    ckpt.push_back({{"rank", r}, {"attempt", 1}, {"kind", "checkpoint"}, {"step", 16}, {"path", "/ckpt/16"}});
+  ASSERT_EQ(Report(ckpt).status, 202);
+  for (int s = 17; s <= 20; ++s) AllStep(s);
+  hashes(20, 5);  // rank 5 (tp 1, dp 2) disagrees with ranks 1, 3, 7
+  api_.clock_.AdvanceSeconds(1);
+  api_.Tick();
+  auto sdc = OfKind("sdc_suspected");
+  ASSERT_EQ(sdc.size(), 1u);
+  EXPECT_EQ(sdc[0]["ranks"], Json::array({5}));
+  Json cps = api_.Get("/v1/jobs/" + job_ + "/checkpoints").body["checkpoints"];
+  ASSERT_EQ(cps.size(), 1u);
+  EXPECT_EQ(cps[0]["step"], 16);
+  EXPECT_EQ(cps[0]["status"], "bad");  // after the last agreeing check (10), before the mismatch (20)
+}
+
+TEST_F(HealthApiTest, CheckpointBecomesGoodAndIsLastKnownGood) {
+  for (int s = 1; s <= 4; ++s) AllStep(s);
+  Json ckpt = Json::array();
+  for (int r = 0; r < 8; ++r)
+    ckpt.push_back({{"rank", r}, {"attempt", 1}, {"kind", "checkpoint"}, {"step", 4}, {"path", "/ckpt/4"}});
+  ckpt.erase(7);
+  Report(ckpt);
+  EXPECT_EQ(api_.Get("/v1/jobs/" + job_ + "/checkpoints").body["checkpoints"][0]["status"], "pending");
+  Report(Json::array({{{"rank", 7}, {"attempt", 1}, {"kind", "checkpoint"}, {"step", 4}, {"path", "/ckpt/4"}}}));
+  EXPECT_EQ(api_.Get("/v1/jobs/" + job_ + "/checkpoints").body["checkpoints"][0]["status"], "complete");
+  for (int s = 5; s <= 10; ++s) AllStep(s);
+  Json batch = Json::array();
+  for (int r = 0; r < 8; ++r)
+    batch.push_back({{"rank", r}, {"attempt", 1}, {"kind", "param_hash"}, {"step", 10}, {"hash", r % 2 ? "a1" : "b2"}});
+  Report(batch);
+  api_.Tick();
+  Json cp = api_.Get("/v1/jobs/" + job_ + "/checkpoints").body;
+  EXPECT_EQ(cp["checkpoints"][0]["status"], "good") << cp.dump();
+  EXPECT_EQ(api_.Get("/v1/jobs/" + job_ + "/health").body["last_known_good_checkpoint"]["step"], 4);
+}
+
+TEST_F(HealthApiTest, NonFiniteLossWithOnsetStep) {
+  for (int s = 1; s <= 6; ++s) AllStep(s);
+  AllStep(7, std::numeric_limits<double>::quiet_NaN());  // serialised as null by nlohmann: use the string
+  Json batch = Json::array();
+  for (int r = 0; r < 8; ++r) batch.push_back(Step(r, 8, "nan"));
+  Report(batch);
+  api_.Tick();
+  auto nf = OfKind("nonfinite_loss");
+  ASSERT_EQ(nf.size(), 1u);
+  EXPECT_EQ(nf[0]["onset_step"], 8);
+}
+
+TEST_F(HealthApiTest, LossSpikeAndSlowRankAreFlaggedButOneSlowStepIsNot) {
+  for (int s = 1; s <= 10; ++s) AllStep(s, 2.0, s == 3 ? 4 : -1);  // one slow step of rank 4
+  EXPECT_TRUE(OfKind("straggler").empty());
+  for (int s = 11; s <= 22; ++s) AllStep(s, 2.0, 6);  // rank 6 slow every step
+  auto st = OfKind("straggler");
+  ASSERT_EQ(st.size(), 1u);
+  EXPECT_EQ(st[0]["ranks"], Json::array({6}));
+  AllStep(23, 50.0);
+  AllStep(24, 50.0);
+  auto spikes = OfKind("loss_spike");
+  ASSERT_EQ(spikes.size(), 1u);
+  EXPECT_EQ(spikes[0]["onset_step"], 23);
+}
+
+}  // namespace
+}  // namespace shepherd::testing

@@ -1,0 +1,544 @@
+// Recovery policy: per-kind rules, replacement (leaf, spine, free node, whole re-place, queue), SDC replay
+// history, restart budget and backoff, checkpoint choice, and manual restarts. Hand-built clusters,
+// simulated time; expected values worked out by hand in the comments.
+#include "scheduler/recovery.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace shepherd {
+namespace {
+
+const Time kT0 = FromUnixSeconds(1'800'000'000);
+
+Node MakeNode(const std::string& id, const std::string& spine, const std::string& leaf, bool spare = false) {
+  Node n;
+  n.id = id;
+  n.gpus = 8;
+  n.topology = {{"spine", spine}, {"leaf", leaf}};
+  n.spare = spare;
+  return n;
+}
+
+Plan MakePlan(int tp, int pp, int dp) {
+  Plan p;
+  p.tp = tp, p.pp = pp, p.dp = dp;
+  return p;
+}
+
+// Rank r on nodes[r / 8], GPU r % 8, with Megatron coordinates rank = tp + TP·(dp + DP·pp).
+Placement Sequential(const Plan& plan, const std::vector<std::string>& nodes, int attempt) {
+  Placement p;
+  p.attempt = attempt;
+  for (int r = 0; r < plan.world_size(); ++r) {
+    p.ranks.push_back({.rank = r,
+                       .node = nodes[r / 8],
+                       .gpu = r % 8,
+                       .tp = r % plan.tp,
+                       .pp = r / (plan.tp * plan.dp),
+                       .dp = (r / plan.tp) % plan.dp});
+  }
+  return p;
+}
+
+// A placement that holds `gpus` GPUs of `node` for another job.
+Placement Hold(const std::string& node, int gpus) {
+  Placement p;
+  for (int g = 0; g < gpus; ++g) p.ranks.push_back({.rank = g, .node = node, .gpu = g});
+  return p;
+}
+
+Checkpoint Ckpt(int64_t step, CheckpointStatus status, int attempt = 1) {
+  Checkpoint c;
+  c.job = "job-1";
+  c.attempt = attempt;
+  c.step = step;
+  c.id = "job-1/" + std::to_string(attempt) + "/" + std::to_string(step);
+  c.status = status;
+  return c;
+}
+
+Finding MakeFinding(const std::string& kind, std::vector<int> ranks, std::vector<std::string> nodes,
+                    int attempt = 1) {
+  Finding f;
+  f.id = kind + "-" + std::to_string(attempt);
+  f.job = "job-1";
+  f.attempt = attempt;
+  f.kind = kind;
+  f.ranks = std::move(ranks);
+  f.nodes = std::move(nodes);
+  f.step = 47;
+  f.detected_at = kT0;
+  return f;
+}
+
+std::set<std::string> NodesOf(const Placement& p) {
+  std::set<std::string> out;
+  for (const RankSlot& s : p.ranks) out.insert(s.node);
+  return out;
+}
+
+bool Has(const std::vector<std::string>& lines, const std::string& line) {
+  return std::find(lines.begin(), lines.end(), line) != lines.end();
+}
+
+std::string Dump(const RecoveryDecision& d) {
+  std::string s = "reason: " + d.reason;
+  for (const std::string& a : d.actions) s += "\n  " + a;
+  return s;
+}
+
+// Topology (8 GPUs per node):
+//   spine s0: leaf l0 = node-01, node-02 (job-1), node-03 (spare); leaf l1 = node-04, node-05 (spare)
+//   spine s1: leaf l2 = node-06, node-07 (spare)
+// job-1: TP 8, DP 2 → ranks 0-7 on node-01 (dp 0), ranks 8-15 on node-02 (dp 1), attempt 1.
+class RecoveryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    job_.id = "job-1";
+    job_.state = JobState::kRunning;
+    job_.attempt = 1;
+    job_.plan = MakePlan(8, 1, 2);
+    job_.spec.policy.max_restarts = 3;
+    job_.spec.policy.restart_backoff_s = 5;
+    placement_ = Sequential(job_.plan, {"node-01", "node-02"}, 1);
+  }
+
+  // Adds the default nodes (minus `skip`) and allocates job-1.
+  void Build(const std::set<std::string>& skip = {}) {
+    const Node all[] = {MakeNode("node-01", "s0", "l0"),       MakeNode("node-02", "s0", "l0"),
+                        MakeNode("node-03", "s0", "l0", true), MakeNode("node-04", "s0", "l1"),
+                        MakeNode("node-05", "s0", "l1", true), MakeNode("node-06", "s1", "l2"),
+                        MakeNode("node-07", "s1", "l2", true)};
+    for (const Node& n : all) {
+      if (skip.count(n.id) == 0) {
+        ASSERT_TRUE(cluster_.UpsertNode(n).ok());
+      }
+    }
+    ASSERT_TRUE(cluster_.Allocate("job-1", placement_).ok());
+  }
+
+  RecoveryDecision Decide(const Finding& f, bool needs_replay = false,
+                          std::span<const Finding> earlier = {}) {
+    return DecideRecovery({.job = job_,
+                           .placement = placement_,
+                           .cluster = cluster_,
+                           .finding = f,
+                           .finding_needs_replay = needs_replay,
+                           .last_known_good = lkg_,
+                           .latest_complete = latest_,
+                           .now = kT0,
+                           .last_restart_at = last_restart_,
+                           .consecutive_restarts = consecutive_,
+                           .sdc_history = history_,
+                           .earlier_findings = earlier});
+  }
+
+  Job job_;
+  Placement placement_;
+  Cluster cluster_;
+  SdcHistory history_;
+  std::optional<Checkpoint> lkg_ = Ckpt(40, CheckpointStatus::kGood);
+  std::optional<Checkpoint> latest_ = Ckpt(50, CheckpointStatus::kComplete);
+  std::optional<Time> last_restart_;
+  int consecutive_ = 0;
+};
+
+TEST_F(RecoveryTest, NodeLostFailsTheNodeAndTakesTheSameLeafSpareFromLastKnownGood) {
+  Build();
+  RecoveryDecision d = Decide(MakeFinding("node_lost", {}, {"node-02"}));
+  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
+  ASSERT_EQ(d.node_actions.size(), 1u);
+  EXPECT_EQ(d.node_actions[0].node, "node-02");
+  EXPECT_EQ(d.node_actions[0].action, "fail");
+  EXPECT_EQ(d.replaced, std::vector<std::string>{"node-02->node-03 (leaf)"});
+  ASSERT_TRUE(d.new_placement);
+  EXPECT_EQ(d.new_placement->attempt, 2);
+  for (int r = 0; r < 16; ++r) {  // ranks 8-15 move to node-03 and keep their GPU index
+    EXPECT_EQ(d.new_placement->ranks[r].node, r < 8 ? "node-01" : "node-03") << r;
+    EXPECT_EQ(d.new_placement->ranks[r].gpu, r % 8) << r;
+  }
+  ASSERT_TRUE(d.resume_from);
+  EXPECT_EQ(d.resume_from->id, "job-1/1/40");
+  EXPECT_EQ(d.not_before, kT0);  // first restart: no backoff
+  EXPECT_FALSE(d.replay);
+  EXPECT_EQ(d.actions,
+            (std::vector<std::string>{"fail node-02", "stop attempt 1", "replace node-02 with node-03 (leaf)",
+                                      "restart from checkpoint job-1/1/40 (step 40, good)"}));
+  // The cluster passed in is untouched.
+  EXPECT_FALSE(cluster_.Find("node-02")->failed);
+  EXPECT_EQ(cluster_.AllocatedGpus("node-02"), 8);
+}
+
+TEST_F(RecoveryTest, GpuFaultNamedByRankFailsItsNode) {
+  Build();
+  RecoveryDecision d = Decide(MakeFinding("gpu_fault", {3}, {}));  // rank 3 is on node-01
+  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
+  EXPECT_EQ(d.node_actions, (std::vector<NodeAction>{{"node-01", "fail", "gpu_fault"}}));
+  EXPECT_EQ(d.replaced, std::vector<std::string>{"node-01->node-03 (leaf)"});
+}
+
+TEST_F(RecoveryTest, NoSpareInTheLeafTakesOneInTheSpine) {
+  Build({"node-03"});  // leaf l0 has no spare; node-05 is the spare of the same spine
+  RecoveryDecision d = Decide(MakeFinding("node_lost", {}, {"node-02"}));
+  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
+  EXPECT_EQ(d.replaced, std::vector<std::string>{"node-02->node-05 (spine)"});
+}
+
+TEST_F(RecoveryTest, RanksOnANodeAlreadyOutOfServiceMoveWithoutNewBlame) {
+  Build();
+  Node n = *cluster_.Find("node-02");
+  n.schedulable = false;  // cordoned by an operator while the job ran
+  ASSERT_TRUE(cluster_.UpsertNode(n).ok());
+  RecoveryDecision d = Decide(MakeFinding("heartbeat_lost", {8}, {"node-02"}));
+  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
+  EXPECT_TRUE(d.node_actions.empty());
+  EXPECT_EQ(d.replaced, std::vector<std::string>{"node-02->node-03 (leaf)"});
+}
+
+TEST_F(RecoveryTest, SparesDisabledOrExhaustedFallBackToAFreeNode) {
+  Build({"node-03", "node-05", "node-07"});  // no spares at all; node-04 (same spine) is free
+  RecoveryDecision d = Decide(MakeFinding("node_lost", {}, {"node-02"}));
+  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
+  EXPECT_EQ(d.replaced, std::vector<std::string>{"node-02->node-04 (spine)"});
+  EXPECT_TRUE(Has(d.actions, "replace node-02 with node-04 (spine; free node, not a spare)")) << Dump(d);
+}
+
+// TP 4, DP 4 on node-01 and node-02 (two TP groups each). No spares; node-03 and node-04 each have 4 GPUs
+// held by another job, so no single node can take node-02's 8 ranks; but node-01 (8, once the job is
+// released) + node-03 (4) + node-04 (4) hold the four TP groups of 4.
+class FragmentedTest : public RecoveryTest {
+ protected:
+  void BuildFragmented(int other_gpus) {
+    job_.plan = MakePlan(4, 1, 4);
+    placement_ = Sequential(job_.plan, {"node-01", "node-02"}, 1);
+    for (const char* id : {"node-01", "node-02", "node-03", "node-04"})
+      ASSERT_TRUE(cluster_.UpsertNode(MakeNode(id, "s0", "l0")).ok());
+    ASSERT_TRUE(cluster_.Allocate("job-1", placement_).ok());
+    ASSERT_TRUE(cluster_.Allocate("job-2", Hold("node-03", other_gpus)).ok());
+    Placement h4 = Hold("node-04", other_gpus);
+    ASSERT_TRUE(cluster_.Allocate("job-3", h4).ok());
+  }
+};
+
+TEST_F(FragmentedTest, NoSpareButFreeCapacityReplacesTheWholeJob) {
+  BuildFragmented(4);
+  RecoveryDecision d = Decide(MakeFinding("node_lost", {}, {"node-02"}));
+  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
+  ASSERT_TRUE(d.new_placement);
+  EXPECT_EQ(d.new_placement->attempt, 2);
+  ASSERT_EQ(d.new_placement->ranks.size(), 16u);
+  EXPECT_EQ(NodesOf(*d.new_placement), (std::set<std::string>{"node-01", "node-03", "node-04"}));
+  for (const RankSlot& s : d.new_placement->ranks) {
+    if (s.node != "node-01") {
+      EXPECT_GE(s.gpu, 4) << s.node << " gpu " << s.gpu << " is held by another job";
+    }
+  }
+  EXPECT_TRUE(d.replaced.empty());
+  EXPECT_TRUE(Has(d.actions, "re-place the whole job (no replacement node fits): node-01, node-03, node-04"))
+      << Dump(d);
+}
+
+TEST_F(FragmentedTest, NoSpareAndNotEnoughFreeGpusQueues) {
+  BuildFragmented(6);  // 8 + 2 + 2 = 12 free GPUs < 16
+  RecoveryDecision d = Decide(MakeFinding("node_lost", {}, {"node-02"}));
+  ASSERT_EQ(d.action, RecoveryDecision::kQueue) << Dump(d);
+  EXPECT_EQ(d.reason, "waiting for capacity: no spare and not enough free GPUs");
+  EXPECT_FALSE(d.new_placement);
+  EXPECT_EQ(d.node_actions.size(), 1u);  // node-02 is still failed
+  ASSERT_TRUE(d.resume_from);            // where the job resumes once admitted
+  EXPECT_EQ(d.resume_from->id, "job-1/1/40");
+}
+
+TEST_F(RecoveryTest, HangWithCulpritCordonsOnlyTheCulpritsNode) {
+  Build();
+  // Rank 9 (node-02) never entered the collective; the finding's nodes list the whole group's nodes.
+  RecoveryDecision d = Decide(MakeFinding("hang", {9}, {"node-01", "node-02"}));
+  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
+  ASSERT_EQ(d.node_actions.size(), 1u);
+  EXPECT_EQ(d.node_actions[0].node, "node-02");
+  EXPECT_EQ(d.node_actions[0].action, "cordon");
+  EXPECT_EQ(d.replaced, std::vector<std::string>{"node-02->node-03 (leaf)"});
+  EXPECT_EQ(d.actions.front(), "cordon node-02");
+}
+
+TEST_F(RecoveryTest, CommunicationFaultIsTransientFirstAndCordonedOnRecurrence) {
+  Build();
+  const Finding first = MakeFinding("hang", {}, {"node-01", "node-02"});
+  RecoveryDecision d1 = Decide(first);
+  ASSERT_EQ(d1.action, RecoveryDecision::kRestart) << Dump(d1);
+  EXPECT_TRUE(d1.node_actions.empty());
+  ASSERT_TRUE(d1.new_placement);
+  EXPECT_EQ(d1.new_placement->ranks, placement_.ranks);  // same nodes, same GPUs
+  EXPECT_EQ(d1.new_placement->attempt, 2);
+
+  // Attempt 2 hangs the same way on node-02 and node-04 (say): only node-02 recurs.
+  job_.attempt = 2, job_.restarts = 1;
+  placement_.attempt = 2;
+  const std::vector<Finding> earlier = {first};
+  RecoveryDecision d2 = Decide(MakeFinding("hang", {}, {"node-02", "node-04"}, 2), false, earlier);
+  ASSERT_EQ(d2.action, RecoveryDecision::kRestart) << Dump(d2);
+  ASSERT_EQ(d2.node_actions.size(), 1u);
+  EXPECT_EQ(d2.node_actions[0].node, "node-02");
+  EXPECT_EQ(d2.node_actions[0].action, "cordon");
+  EXPECT_EQ(d2.replaced, std::vector<std::string>{"node-02->node-03 (leaf)"});
+}
+
+TEST_F(RecoveryTest, ProcessExitBlamesTheNodeOnlyWhenItCrashesAgain) {
+  Build();
+  const Finding first = MakeFinding("process_exit", {12}, {"node-02"});
+  RecoveryDecision d1 = Decide(first);
+  ASSERT_EQ(d1.action, RecoveryDecision::kRestart) << Dump(d1);
+  EXPECT_TRUE(d1.node_actions.empty());
+  EXPECT_EQ(NodesOf(*d1.new_placement), (std::set<std::string>{"node-01", "node-02"}));
+
+  job_.attempt = 2, job_.restarts = 1;
+  const std::vector<Finding> earlier = {first};
+  RecoveryDecision d2 = Decide(MakeFinding("heartbeat_lost", {8}, {"node-02"}, 2), false, earlier);
+  ASSERT_EQ(d2.node_actions.size(), 1u) << Dump(d2);
+  EXPECT_EQ(d2.node_actions[0].node, "node-02");
+  EXPECT_EQ(d2.node_actions[0].action, "cordon");
+}
+
+TEST_F(RecoveryTest, TwoReplicaSdcReplaysOnTheSameNodesThenCordonsOnRecurrence) {
+  Build();
+  lkg_ = Ckpt(40, CheckpointStatus::kGood);
+  latest_ = Ckpt(50, CheckpointStatus::kComplete);
+  Finding f = MakeFinding("sdc_suspected", {0, 8}, {"node-01", "node-02"});
+  f.onset_step = 41;  // the last agreeing check was at step 40
+  RecoveryDecision d1 = Decide(f, /*needs_replay=*/true);
+  ASSERT_EQ(d1.action, RecoveryDecision::kRestart) << Dump(d1);
+  EXPECT_TRUE(d1.replay);
+  EXPECT_TRUE(d1.node_actions.empty());
+  EXPECT_EQ(d1.replay_nodes, (std::vector<std::string>{"node-01", "node-02"}));
+  EXPECT_EQ(d1.new_placement->ranks, placement_.ranks);
+  EXPECT_EQ(d1.resume_from->id, "job-1/1/40");
+  history_.OnReplayStarted("job-1", d1.replay_nodes);
+
+  // The replay (attempt 2, same nodes) mismatches again: persistent. Two replicas cannot say which node,
+  // so both are cordoned and replaced (node-03 in the leaf, then node-05 in the spine).
+  job_.attempt = 2, job_.restarts = 1;
+  placement_.attempt = 2;
+  RecoveryDecision d2 = Decide(MakeFinding("sdc_suspected", {0, 8}, {"node-01", "node-02"}, 2), true);
+  ASSERT_EQ(d2.action, RecoveryDecision::kRestart) << Dump(d2);
+  EXPECT_FALSE(d2.replay);
+  ASSERT_EQ(d2.node_actions.size(), 2u);
+  EXPECT_EQ(d2.node_actions[0].action, "cordon");
+  EXPECT_EQ(d2.replaced, (std::vector<std::string>{"node-01->node-03 (leaf)", "node-02->node-05 (spine)"}));
+}
+
+TEST_F(RecoveryTest, SdcRecurringOnOneNodeOfAnEarlierReplayCordonsThatNodeOnly) {
+  Build();
+  history_.OnReplayStarted("job-1", {"node-02", "node-06"});
+  RecoveryDecision d = Decide(MakeFinding("sdc_suspected", {0, 8}, {"node-01", "node-02"}), true);
+  EXPECT_FALSE(d.replay);
+  ASSERT_EQ(d.node_actions.size(), 1u) << Dump(d);
+  EXPECT_EQ(d.node_actions[0].node, "node-02");
+}
+
+TEST_F(RecoveryTest, CleanReplayMakesTheSdcTransient) {
+  Build();
+  history_.OnReplayStarted("job-1", {"node-01", "node-02"});
+  EXPECT_EQ(history_.OnReplayClean("job-1"), (std::vector<std::string>{"node-01", "node-02"}));
+  EXPECT_TRUE(history_.ReplayNodes("job-1").empty());
+  // A later mismatch on the same nodes starts a new replay instead of cordoning.
+  RecoveryDecision d = Decide(MakeFinding("sdc_suspected", {0, 8}, {"node-01", "node-02"}), true);
+  EXPECT_TRUE(d.replay) << Dump(d);
+  EXPECT_TRUE(d.node_actions.empty());
+}
+
+TEST_F(RecoveryTest, MajorityVoteSdcCordonsTheMinorityNode) {
+  // TP 4, DP 4: ranks 0-7 (dp 0, 1) on node-01, ranks 8-15 (dp 2, 3) on node-02. Replica set tp = 1:
+  // ranks 1, 5, 9, 13; rank 13 (node-02) disagrees with the other three.
+  job_.plan = MakePlan(4, 1, 4);
+  placement_ = Sequential(job_.plan, {"node-01", "node-02"}, 1);
+  Build();
+  RecoveryDecision d = Decide(MakeFinding("sdc_suspected", {13}, {"node-02"}), /*needs_replay=*/false);
+  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
+  EXPECT_FALSE(d.replay);
+  ASSERT_EQ(d.node_actions.size(), 1u);
+  EXPECT_EQ(d.node_actions[0].node, "node-02");
+  EXPECT_EQ(d.node_actions[0].action, "cordon");
+  EXPECT_EQ(d.resume_from->id, "job-1/1/40");
+}
+
+TEST_F(RecoveryTest, SdcConfirmedCordons) {
+  Build();
+  RecoveryDecision d = Decide(MakeFinding("sdc_confirmed", {}, {"node-01"}));
+  EXPECT_EQ(d.node_actions, (std::vector<NodeAction>{{"node-01", "cordon", "sdc_confirmed"}}));
+}
+
+TEST_F(RecoveryTest, LossSpikeRestartsFromLastKnownGoodWithoutBlame) {
+  Build();
+  Finding f = MakeFinding("loss_spike", {0, 1, 2}, {"node-01"});
+  f.onset_step = 45;
+  RecoveryDecision d = Decide(f);
+  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
+  EXPECT_TRUE(d.node_actions.empty());
+  EXPECT_EQ(d.new_placement->ranks, placement_.ranks);
+  EXPECT_EQ(d.resume_from->id, "job-1/1/40");
+}
+
+TEST_F(RecoveryTest, LossAnomalyNeverResumesAtOrAfterItsOnset) {
+  Build();
+  lkg_.reset();
+  latest_ = Ckpt(50, CheckpointStatus::kComplete);  // complete, but not yet graded bad
+  Finding f = MakeFinding("nonfinite_loss", {0}, {"node-01"});
+  f.onset_step = 45;
+  RecoveryDecision d = Decide(f);
+  EXPECT_FALSE(d.resume_from);
+  EXPECT_EQ(
+      d.actions.back(),
+      "restart from scratch (step 0): no last-known-good; latest complete job-1/1/50 is at or after the "
+      "anomaly onset");
+}
+
+TEST_F(RecoveryTest, StragglerIsReportedOnly) {
+  Build();
+  RecoveryDecision d = Decide(MakeFinding("straggler", {5}, {"node-01"}));
+  EXPECT_EQ(d.action, RecoveryDecision::kNone);
+  EXPECT_TRUE(d.node_actions.empty());
+  EXPECT_FALSE(d.new_placement);
+  EXPECT_EQ(d.actions, std::vector<std::string>{"report only: straggler"});
+}
+
+TEST_F(RecoveryTest, StaleFindingOrStoppedJobIsIgnored) {
+  Build();
+  job_.attempt = 2;
+  EXPECT_EQ(Decide(MakeFinding("node_lost", {}, {"node-02"}, 1)).action, RecoveryDecision::kNone);
+  job_.attempt = 1;
+  job_.state = JobState::kCancelled;
+  EXPECT_EQ(Decide(MakeFinding("node_lost", {}, {"node-02"}, 1)).action, RecoveryDecision::kNone);
+}
+
+TEST_F(RecoveryTest, ExhaustedBudgetFailsTheJobButStillFailsTheNode) {
+  Build();
+  job_.restarts = 3;  // max_restarts = 3
+  RecoveryDecision d = Decide(MakeFinding("node_lost", {}, {"node-02"}));
+  ASSERT_EQ(d.action, RecoveryDecision::kFail) << Dump(d);
+  EXPECT_EQ(d.reason.rfind("restart budget exhausted (3 of 3 restarts used)", 0), 0u) << d.reason;
+  EXPECT_EQ(d.node_actions.size(), 1u);
+  EXPECT_FALSE(d.new_placement);
+  EXPECT_TRUE(Has(d.actions, "stop attempt 1"));
+}
+
+TEST(RestartBackoffTest, DoublesPerConsecutiveRestartAndCapsAt300s) {
+  Policy p;
+  p.restart_backoff_s = 5;
+  const Time last = kT0;
+  const Time now = kT0 + Seconds(1);
+  EXPECT_EQ(RestartNotBefore(p, now, std::nullopt, 4), now);
+  EXPECT_EQ(RestartNotBefore(p, now, last, 0), kT0 + Seconds(5));
+  EXPECT_EQ(RestartNotBefore(p, now, last, 1), kT0 + Seconds(10));
+  EXPECT_EQ(RestartNotBefore(p, now, last, 3), kT0 + Seconds(40));
+  EXPECT_EQ(RestartNotBefore(p, now, last, 6), kT0 + Seconds(300));  // 320 capped
+  EXPECT_EQ(RestartNotBefore(p, now, last, 5000), kT0 + Seconds(300));
+  EXPECT_EQ(RestartNotBefore(p, kT0 + Seconds(400), last, 6), kT0 + Seconds(400));  // already waited
+}
+
+TEST_F(RecoveryTest, DecisionCarriesTheBackoff) {
+  Build();
+  last_restart_ = kT0 - Seconds(5);
+  consecutive_ = 2;  // 5 · 4 = 20 s after the last restart: 15 s from now
+  RecoveryDecision d = Decide(MakeFinding("heartbeat_lost", {3}, {"node-01"}));
+  EXPECT_EQ(d.not_before, kT0 + Seconds(15));
+  EXPECT_EQ(d.actions.back(), "wait 15 s before the next attempt (backoff)");
+}
+
+TEST_F(RecoveryTest, CheckpointFallsBackFromGoodToCompleteToScratch) {
+  Build();
+  const Finding f = MakeFinding("heartbeat_lost", {3}, {"node-01"});
+  EXPECT_EQ(Decide(f).resume_from->id, "job-1/1/40");
+
+  lkg_.reset();
+  RecoveryDecision d = Decide(f);
+  EXPECT_EQ(d.resume_from->id, "job-1/1/50");
+  EXPECT_EQ(d.actions.back(),
+            "restart from checkpoint job-1/1/50 (step 50, latest complete; no last-known-good)");
+
+  latest_.reset();
+  d = Decide(f);
+  EXPECT_FALSE(d.resume_from);
+  EXPECT_EQ(d.actions.back(), "restart from scratch (step 0): no last-known-good");
+}
+
+TEST_F(RecoveryTest, NeverResumesFromABadOrPendingCheckpoint) {
+  Build();
+  lkg_ = Ckpt(40, CheckpointStatus::kBad);
+  latest_ = Ckpt(50, CheckpointStatus::kBad);
+  EXPECT_FALSE(Decide(MakeFinding("heartbeat_lost", {3}, {"node-01"})).resume_from);
+  latest_ = Ckpt(50, CheckpointStatus::kPending);
+  EXPECT_FALSE(Decide(MakeFinding("heartbeat_lost", {3}, {"node-01"})).resume_from);
+}
+
+class ManualRestartTest : public RecoveryTest {
+ protected:
+  Result<RecoveryDecision> Restart(const std::string& from, std::vector<std::string> replace = {}) {
+    return ManualRestart({.job = job_,
+                          .placement = placement_,
+                          .cluster = cluster_,
+                          .from = from,
+                          .replace_nodes = std::move(replace),
+                          .reason = "operator",
+                          .checkpoints = checkpoints_,
+                          .now = kT0});
+  }
+  std::vector<Checkpoint> checkpoints_ = {
+      Ckpt(20, CheckpointStatus::kGood), Ckpt(40, CheckpointStatus::kGood),
+      Ckpt(60, CheckpointStatus::kComplete), Ckpt(70, CheckpointStatus::kBad),
+      Ckpt(80, CheckpointStatus::kPending)};
+};
+
+TEST_F(ManualRestartTest, FromLastKnownGoodLatestOrANamedCheckpoint) {
+  Build();
+  job_.restarts = 3;    // the budget does not apply ...
+  last_restart_ = kT0;  // ... nor does backoff
+  auto d = Restart("last-known-good");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->action, RecoveryDecision::kRestart);
+  EXPECT_EQ(d->resume_from->id, "job-1/1/40");
+  EXPECT_EQ(d->not_before, kT0);
+  EXPECT_EQ(d->reason, "manual restart: operator");
+  EXPECT_EQ(d->new_placement->ranks, placement_.ranks);
+  EXPECT_EQ(d->new_placement->attempt, 2);
+  EXPECT_TRUE(Has(d->actions, "stop attempt 1"));
+
+  d = Restart("latest");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->resume_from->id, "job-1/1/60");  // newest complete or good; 70 is bad, 80 pending
+
+  d = Restart("job-1/1/20");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->resume_from->id, "job-1/1/20");
+}
+
+TEST_F(ManualRestartTest, NoQualifyingCheckpointIsAConflict) {
+  Build();
+  EXPECT_EQ(Restart("job-1/1/70").status().code(), Code::kConflict);  // bad
+  EXPECT_EQ(Restart("job-1/1/80").status().code(), Code::kConflict);  // pending
+  EXPECT_EQ(Restart("job-1/9/99").status().code(), Code::kNotFound);
+  checkpoints_ = {Ckpt(60, CheckpointStatus::kComplete)};
+  EXPECT_EQ(Restart("last-known-good").status().code(), Code::kConflict);
+  checkpoints_.clear();
+  EXPECT_EQ(Restart("latest").status().code(), Code::kConflict);
+  job_.state = JobState::kSucceeded;
+  checkpoints_ = {Ckpt(40, CheckpointStatus::kGood)};
+  EXPECT_EQ(Restart("latest").status().code(), Code::kConflict);
+}
+
+TEST_F(ManualRestartTest, ReplaceNodesMovesTheJobWithoutCordoning) {
+  Build();
+  auto d = Restart("last-known-good", {"node-02"});
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_TRUE(d->node_actions.empty());
+  EXPECT_EQ(d->replaced, std::vector<std::string>{"node-02->node-03 (leaf)"});
+  EXPECT_EQ(Restart("last-known-good", {"node-99"}).status().code(), Code::kNotFound);
+  EXPECT_EQ(Restart("last-known-good", {"node-04"}).status().code(), Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace shepherd
