@@ -1,13 +1,14 @@
 #include "agent/agent.h"
 
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
-#include <spdlog/spdlog.h>
 #include <thread>
-#include <unistd.h>
 
 #include "agent/http_client.h"
 #include "agent/protocol.h"
@@ -24,7 +25,10 @@ class AgentImpl final : public Agent {
  public:
   AgentImpl(AgentOptions o, std::unique_ptr<Supervisor> sup, std::unique_ptr<HttpClient> main_http,
             std::unique_ptr<HttpClient> poll_http)
-      : o_(std::move(o)), sup_(std::move(sup)), http_(std::move(main_http)), poll_http_(std::move(poll_http)) {
+      : o_(std::move(o)),
+        sup_(std::move(sup)),
+        http_(std::move(main_http)),
+        poll_http_(std::move(poll_http)) {
     identity_ = {::getpid(), FormatRfc3339(std::chrono::system_clock::now())};
     node_path_ = "/v1/nodes/" + EscapePathSegment(o_.node_id);
   }
@@ -93,7 +97,8 @@ class AgentImpl final : public Agent {
   }
 
   bool Register() {
-    NodeRegistration n{o_.node_id, o_.hostname, o_.gpus, o_.topology, o_.spare, o_.gpu_memory_gib, o_.gpu_model};
+    NodeRegistration n{o_.node_id, o_.hostname,       o_.gpus,     o_.topology,
+                       o_.spare,   o_.gpu_memory_gib, o_.gpu_model};
     Result<HttpResult> r = http_->Request("POST", "/v1/nodes", RegisterBody(n).dump(), o_.request_timeout);
     if (r.ok() && (r->status == 200 || r->status == 201)) {
       spdlog::info("agent {}: registered ({})", o_.node_id, r->status);
@@ -107,8 +112,7 @@ class AgentImpl final : public Agent {
   // Returns false when the daemon no longer knows the node (404): the caller registers again.
   bool Heartbeat() {
     Json body = HeartbeatBody(identity_, ReadGpuFaults(o_.state_dir + "/gpu_faults.json"), sup_->Report());
-    Result<HttpResult> r =
-        http_->Request("POST", node_path_ + "/heartbeat", body.dump(), o_.request_timeout);
+    Result<HttpResult> r = http_->Request("POST", node_path_ + "/heartbeat", body.dump(), o_.request_timeout);
     if (r.ok() && r->status == 404) {
       spdlog::warn("agent {}: daemon does not know the node: registering again", o_.node_id);
       std::lock_guard lock(mu_);
@@ -134,8 +138,8 @@ class AgentImpl final : public Agent {
   // flood the log.
   void LogFailure(const char* what, const Result<HttpResult>& r) {
     if (stopping_) return;  // calls aborted by Stop()
-    std::string why = r.ok() ? "HTTP " + std::to_string(r->status) + " " + r->body.substr(0, 200)
-                             : r.status().message();
+    std::string why =
+        r.ok() ? "HTTP " + std::to_string(r->status) + " " + r->body.substr(0, 200) : r.status().message();
     if (reachable_.exchange(false)) {
       spdlog::warn("agent {}: {} failed: {} (retrying; ranks keep running)", o_.node_id, what, why);
     } else {
@@ -172,7 +176,8 @@ class AgentImpl final : public Agent {
       }
       if (a.ok()) {
         if (!have_version || version != a->version)
-          spdlog::info("agent {}: assignments version {} ({} ranks)", o_.node_id, a->version, a->ranks.size());
+          spdlog::info("agent {}: assignments version {} ({} ranks)", o_.node_id, a->version,
+                       a->ranks.size());
         version = a->version;
         have_version = true;
         backoff = 250ms;
@@ -190,9 +195,9 @@ class AgentImpl final : public Agent {
   }
 
   const AgentOptions o_;
-  std::unique_ptr<Supervisor> sup_;       // supervision thread only
-  std::unique_ptr<HttpClient> http_;      // supervision thread only (Cancel from any)
-  std::unique_ptr<HttpClient> poll_http_; // poll thread only (Cancel from any)
+  std::unique_ptr<Supervisor> sup_;        // supervision thread only
+  std::unique_ptr<HttpClient> http_;       // supervision thread only (Cancel from any)
+  std::unique_ptr<HttpClient> poll_http_;  // poll thread only (Cancel from any)
   AgentIdentity identity_;
   std::string node_path_;
   std::atomic<bool> reachable_{true};
@@ -212,7 +217,8 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions o) {
   if (o.gpus <= 0) return InvalidArgument("--gpus must be positive");
   if (o.heartbeat_interval <= 0ms || o.supervise_interval <= 0ms || o.request_timeout <= 0ms)
     return InvalidArgument("intervals and timeouts must be positive");
-  if (o.stop_grace < 0ms || o.long_poll_wait < 0s) return InvalidArgument("--stop-grace must not be negative");
+  if (o.stop_grace < 0ms || o.long_poll_wait < 0s)
+    return InvalidArgument("--stop-grace must not be negative");
   if (o.hostname.empty()) {
     char buf[256] = {};
     ::gethostname(buf, sizeof(buf) - 1);

@@ -32,9 +32,9 @@
 namespace shepherd::agent {
 
 struct AgentOptions {
-  std::string server;   // daemon base URL, http://host:port
-  std::string node_id;  // REQUIRES non-empty
-  int gpus = 0;         // REQUIRES > 0
+  std::string server;                           // daemon base URL, http://host:port
+  std::string node_id;                          // REQUIRES non-empty
+  int gpus = 0;                                 // REQUIRES > 0
   std::map<std::string, std::string> topology;  // level -> label (may include nvlink_domain)
   bool spare = false;
   std::string hostname;   // empty: gethostname()

@@ -4,13 +4,13 @@
 #include "agent/http_client.h"
 
 #include <atomic>
-#include <cctype>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cctype>
 
 namespace shepherd::agent {
 namespace asio = boost::asio;
@@ -63,7 +63,9 @@ class BeastHttpClient final : public HttpClient {
       if (!connected_) {
         if (Status s = Connect(deadline); !s.ok()) return s;
       }
-      http::request<http::string_body> req{http::string_to_verb(beast::string_view(method.data(), method.size())), url_.prefix + std::string(target), 11};
+      http::request<http::string_body> req{
+          http::string_to_verb(beast::string_view(method.data(), method.size())),
+          url_.prefix + std::string(target), 11};
       req.set(http::field::host, url_.host + ":" + url_.port);
       req.set(http::field::user_agent, "shepherd-agent");
       if (!options_.token.empty()) req.set(http::field::authorization, "Bearer " + options_.token);

@@ -24,9 +24,9 @@ struct HttpResult {
 };
 
 struct HttpClientOptions {
-  std::string base_url;     // "http://host:port" (an optional trailing path prefix is kept); http only
-  std::string token;        // sent as "Authorization: Bearer <token>" when non-empty
-  bool keep_alive = true;   // reuse the connection when the server allows it
+  std::string base_url;    // "http://host:port" (an optional trailing path prefix is kept); http only
+  std::string token;       // sent as "Authorization: Bearer <token>" when non-empty
+  bool keep_alive = true;  // reuse the connection when the server allows it
   std::size_t body_limit = 64 * 1024 * 1024;
 };
 

@@ -1,14 +1,15 @@
 #include "agent/process.h"
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <csignal>
 #include <cstring>
-#include <fcntl.h>
 #include <fstream>
-#include <spawn.h>
 #include <sstream>
-#include <sys/wait.h>
-#include <unistd.h>
 
 extern char** environ;
 
@@ -49,6 +50,25 @@ std::vector<char*> CStrings(std::vector<std::string>& v) {
   return out;
 }
 
+// argv[0] as execvp would find it under the CHILD's PATH (the overlay's when it sets one; relative PATH
+// entries count from the child's cwd). posix_spawnp would search the agent's PATH instead.
+std::string ResolveProgram(const SpawnSpec& spec) {
+  const std::string& prog = spec.argv[0];
+  auto path = spec.env.find("PATH");
+  if (prog.find('/') != std::string::npos || path == spec.env.end()) return prog;
+  std::string_view dirs = path->second;
+  while (true) {
+    std::size_t colon = dirs.find(':');
+    std::string dir(dirs.substr(0, colon));
+    if (dir.empty()) dir = ".";
+    std::string candidate = dir + "/" + prog;
+    if (candidate[0] != '/' && !spec.cwd.empty()) candidate = spec.cwd + "/" + candidate;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    if (colon == std::string_view::npos) return prog;
+    dirs.remove_prefix(colon + 1);
+  }
+}
+
 }  // namespace
 
 Result<pid_t> SpawnProcessGroup(const SpawnSpec& spec) {
@@ -57,7 +77,8 @@ Result<pid_t> SpawnProcessGroup(const SpawnSpec& spec) {
   sigset_t empty, defaults;
   sigemptyset(&empty);
   sigemptyset(&defaults);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD, SIGQUIT, SIGUSR1, SIGUSR2}) sigaddset(&defaults, sig);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD, SIGQUIT, SIGUSR1, SIGUSR2})
+    sigaddset(&defaults, sig);
   posix_spawnattr_setsigmask(&o.attr, &empty);
   posix_spawnattr_setsigdefault(&o.attr, &defaults);
   posix_spawnattr_setpgroup(&o.attr, 0);
@@ -76,7 +97,8 @@ Result<pid_t> SpawnProcessGroup(const SpawnSpec& spec) {
   std::vector<char*> argv = CStrings(argv_s);
   std::vector<char*> envp = CStrings(env_s);
   pid_t pid = 0;
-  int rc = posix_spawnp(&pid, argv[0], &o.actions, &o.attr, argv.data(), envp.data());
+  std::string program = ResolveProgram(spec);
+  int rc = posix_spawnp(&pid, program.c_str(), &o.actions, &o.attr, argv.data(), envp.data());
   ::close(log_fd);
   if (rc != 0) return Internal("spawn " + spec.argv[0] + ": " + std::strerror(rc));
   return pid;

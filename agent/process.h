@@ -2,11 +2,12 @@
 // (agent/supervisor.h) owns the process table built from them. All are thread-safe.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
-#include <sys/types.h>
 #include <vector>
 
 #include "core/status.h"
@@ -14,10 +15,11 @@
 namespace shepherd::agent {
 
 struct SpawnSpec {
-  std::vector<std::string> argv;                 // REQUIRES non-empty; argv[0] is searched in the agent's PATH
-  std::map<std::string, std::string> env;        // overlaid on the calling process's environment
-  std::string log_path;                          // stdout and stderr are appended here (created 0644)
-  std::string cwd;                               // working directory of the child
+  std::vector<std::string> argv;           // REQUIRES non-empty; argv[0] without '/' is searched
+                                           // in env's PATH if set, else in the agent's
+  std::map<std::string, std::string> env;  // overlaid on the calling process's environment
+  std::string log_path;                    // stdout and stderr are appended here (created 0644)
+  std::string cwd;                         // working directory of the child
 };
 
 // Starts argv[0] in a new process group whose id is the child's pid, with stdin from /dev/null, an empty

@@ -1,14 +1,17 @@
 #include "agent/protocol.h"
 
+#include <spdlog/spdlog.h>
+
 #include <fstream>
 #include <limits>
-#include <spdlog/spdlog.h>
 #include <sstream>
 
 namespace shepherd::agent {
 namespace {
 
-bool IsInt(const Json& j) { return j.is_number_integer(); }
+bool IsInt(const Json& j) {
+  return j.is_number_integer();
+}
 
 // Reads job/attempt/rank from `j` into `key`; appends an error for `path` otherwise.
 bool ReadKey(const Json& j, const std::string& path, RankKey* key, std::vector<FieldError>* errs) {
@@ -100,10 +103,14 @@ Result<Assignments> ParseAssignments(const Json& j) {
   return out;
 }
 
-Json HeartbeatBody(const AgentIdentity& agent, const Json& gpu_faults, const std::vector<ProcessReport>& processes) {
+Json HeartbeatBody(const AgentIdentity& agent, const Json& gpu_faults,
+                   const std::vector<ProcessReport>& processes) {
   Json procs = Json::array();
   for (const ProcessReport& p : processes) {
-    Json e = {{"job", p.key.job}, {"attempt", p.key.attempt}, {"rank", p.key.rank}, {"pid", p.pid},
+    Json e = {{"job", p.key.job},
+              {"attempt", p.key.attempt},
+              {"rank", p.key.rank},
+              {"pid", p.pid},
               {"state", p.running ? "running" : "exited"}};
     if (!p.running) {
       e["exit_code"] = p.exit_code ? Json(*p.exit_code) : Json(nullptr);

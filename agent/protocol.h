@@ -2,12 +2,13 @@
 // Parsers take untrusted daemon output and return a Status instead of throwing.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <sys/types.h>
 #include <vector>
 
 #include "agent/reconcile.h"
@@ -27,7 +28,7 @@ Result<Assignments> ParseAssignments(const Json& j);
 // One entry of a heartbeat's "processes".
 struct ProcessReport {
   RankKey key;
-  pid_t pid = 0;       // 0 when the process could not be started (see `error`)
+  pid_t pid = 0;  // 0 when the process could not be started (see `error`)
   bool running = true;
   std::optional<int> exit_code;  // exited: the code, or empty when killed by a signal or unknown
   std::optional<int> signal;     // exited: the terminating signal, if any
@@ -39,7 +40,8 @@ struct AgentIdentity {
   std::string started_at;  // RFC 3339
 };
 // `gpu_faults` is passed through as given (an array; anything else is sent as []).
-Json HeartbeatBody(const AgentIdentity& agent, const Json& gpu_faults, const std::vector<ProcessReport>& processes);
+Json HeartbeatBody(const AgentIdentity& agent, const Json& gpu_faults,
+                   const std::vector<ProcessReport>& processes);
 
 struct HeartbeatAnswer {
   std::vector<RankKey> ack_exits;

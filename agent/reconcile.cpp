@@ -8,7 +8,8 @@ std::string ToString(const RankKey& k) {
   return k.job + "/a" + std::to_string(k.attempt) + "/r" + std::to_string(k.rank);
 }
 
-ReconcileActions Reconcile(const std::vector<RankAssignment>& desired, const std::vector<ActualProcess>& actual) {
+ReconcileActions Reconcile(const std::vector<RankAssignment>& desired,
+                           const std::vector<ActualProcess>& actual) {
   ReconcileActions out;
   std::set<RankKey> desired_keys;
   std::set<std::pair<std::string, int>> desired_job_ranks;

@@ -12,10 +12,11 @@
 //     rendezvous port or checkpoint files. It is started by a later Reconcile once that process is gone.
 #pragma once
 
+#include <sys/types.h>
+
 #include <compare>
 #include <map>
 #include <string>
-#include <sys/types.h>
 #include <vector>
 
 namespace shepherd::agent {
@@ -33,9 +34,9 @@ std::string ToString(const RankKey& k);  // "job-000001/a2/r5"
 // One entry of the assignments answer.
 struct RankAssignment {
   RankKey key;
-  int gpu = -1;                               // -1: none given
-  std::vector<std::string> command;           // argv; REQUIRES non-empty
-  std::map<std::string, std::string> env;     // overlaid on the agent's environment
+  int gpu = -1;                            // -1: none given
+  std::vector<std::string> command;        // argv; REQUIRES non-empty
+  std::map<std::string, std::string> env;  // overlaid on the agent's environment
 };
 
 enum class ProcessPhase { kRunning, kStopping, kExited };
@@ -62,6 +63,7 @@ struct ReconcileActions {
 
 // Duplicate keys in `desired` count once (the first wins). Idempotent: applying the actions and calling
 // again with the updated table yields no new action until something changes.
-ReconcileActions Reconcile(const std::vector<RankAssignment>& desired, const std::vector<ActualProcess>& actual);
+ReconcileActions Reconcile(const std::vector<RankAssignment>& desired,
+                           const std::vector<ActualProcess>& actual);
 
 }  // namespace shepherd::agent

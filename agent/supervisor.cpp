@@ -1,10 +1,11 @@
 #include "agent/supervisor.h"
 
+#include <spdlog/spdlog.h>
+
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <set>
-#include <spdlog/spdlog.h>
 #include <sstream>
 
 namespace shepherd::agent {
@@ -12,7 +13,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Json OptionalInt(const std::optional<int>& v) { return v ? Json(*v) : Json(nullptr); }
+Json OptionalInt(const std::optional<int>& v) {
+  return v ? Json(*v) : Json(nullptr);
+}
 std::optional<int> IntOrNull(const Json& j, const char* f) {
   if (j.contains(f) && j[f].is_number_integer()) return j[f].get<int>();
   return std::nullopt;
@@ -55,7 +58,8 @@ void Supervisor::Load() {
   for (const Json& e : (*j)["processes"]) {
     TrackedProcess p;
     if (!e.is_object() || !e.contains("job") || !e["job"].is_string()) continue;
-    p.key = {e["job"].get<std::string>(), IntOrNull(e, "attempt").value_or(0), IntOrNull(e, "rank").value_or(0)};
+    p.key = {e["job"].get<std::string>(), IntOrNull(e, "attempt").value_or(0),
+             IntOrNull(e, "rank").value_or(0)};
     p.gpu = IntOrNull(e, "gpu").value_or(-1);
     p.pid = IntOrNull(e, "pid").value_or(0);
     p.start_time = e.value("start_time", std::uint64_t{0});
@@ -80,8 +84,13 @@ void Supervisor::Load() {
 void Supervisor::Save() const {
   Json procs = Json::array();
   for (const TrackedProcess& p : table_) {
-    Json e = {{"job", p.key.job}, {"attempt", p.key.attempt},   {"rank", p.key.rank}, {"gpu", p.gpu},
-              {"pid", p.pid},     {"start_time", p.start_time}, {"state", p.phase == ProcessPhase::kExited ? "exited" : "running"}};
+    Json e = {{"job", p.key.job},
+              {"attempt", p.key.attempt},
+              {"rank", p.key.rank},
+              {"gpu", p.gpu},
+              {"pid", p.pid},
+              {"start_time", p.start_time},
+              {"state", p.phase == ProcessPhase::kExited ? "exited" : "running"}};
     if (p.phase == ProcessPhase::kExited) {
       e["exit_code"] = OptionalInt(p.exit.exit_code);
       e["signal"] = OptionalInt(p.exit.signal);
@@ -111,7 +120,9 @@ void Supervisor::SetDesired(std::vector<RankAssignment> desired, SteadyTime now)
   Reconcile(now);
 }
 
-void Supervisor::StopAll(SteadyTime now) { SetDesired({}, now); }
+void Supervisor::StopAll(SteadyTime now) {
+  SetDesired({}, now);
+}
 
 void Supervisor::Reconcile(SteadyTime now) {
   if (!desired_) return;
@@ -172,9 +183,10 @@ bool Supervisor::Reap(TrackedProcess* p) {
   p->phase = ProcessPhase::kExited;
   p->kill_at.reset();
   SignalGroup(p->pid, SIGKILL);  // leftovers of the rank's group (workers, shells' children)
-  spdlog::info("agent: {} pid {} exited (code {}, signal {})", ToString(p->key), p->pid,
-               p->exit.exit_code ? std::to_string(*p->exit.exit_code) : "unknown",
-               p->exit.signal ? std::to_string(*p->exit.signal) : "none");
+  std::string how = p->exit.exit_code ? "exited with code " + std::to_string(*p->exit.exit_code)
+                    : p->exit.signal  ? "killed by signal " + std::to_string(*p->exit.signal)
+                                      : "exited (code unknown: not our child)";
+  spdlog::info("agent: {} pid {} {}", ToString(p->key), p->pid, how);
   return true;
 }
 

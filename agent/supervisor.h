@@ -47,10 +47,10 @@ struct TrackedProcess {
   pid_t pid = 0;
   std::uint64_t start_time = 0;
   ProcessPhase phase = ProcessPhase::kRunning;
-  bool adopted = false;  // started by an earlier agent process
-  ExitInfo exit;         // phase kExited
-  std::string error;     // phase kExited without a pid: the spawn error
-  bool acked = false;    // exit acknowledged by the daemon
+  bool adopted = false;               // started by an earlier agent process
+  ExitInfo exit;                      // phase kExited
+  std::string error;                  // phase kExited without a pid: the spawn error
+  bool acked = false;                 // exit acknowledged by the daemon
   std::optional<SteadyTime> kill_at;  // phase kStopping: SIGKILL deadline (unset once SIGKILL was sent)
 };
 

@@ -62,6 +62,7 @@ struct Options {
   double drain = 5.0;
   std::string rank_order;  // file: ranks in the order to batch them (one per line), e.g. grouped by node
   long max_requests = 0;   // 0: no cap besides the duration
+  std::string latency_log;  // file: one line per answer, "<scheduled or send time, s since start> <latency ms>"
   long first_tick = 0;     // tick (and so step) to start at: lets a second run continue where one stopped
 };
 
@@ -71,7 +72,7 @@ struct Options {
                "usage: report_load --port P --job ID [--ranks N=131072] [--rate HZ=1] [--duration S=20]\n"
                "         [--connections C=32] [--batch RANKS_PER_REQUEST=8] [--path-template T]\n"
                "         [--max] [--attempt A=1] [--step-every TICKS=4] [--drain S=5] [--rank-order FILE]\n"
-               "         [--max-requests N] [--first-tick T=0] [--host 127.0.0.1]\n"
+               "         [--max-requests N] [--first-tick T=0] [--latency-log FILE] [--host 127.0.0.1]\n"
                "  --path-template: '{job}' is replaced by --job (default /v1/jobs/{job}/reports)\n"
                "  --max: closed loop for --duration seconds (ceiling); default is open loop at ranks*rate\n");
   std::exit(2);
@@ -101,6 +102,7 @@ Options ParseArgs(int argc, char** argv) {
     else if (a == "--rank-order") o.rank_order = next();
     else if (a == "--max-requests") o.max_requests = std::atol(next().c_str());
     else if (a == "--first-tick") o.first_tick = std::atol(next().c_str());
+    else if (a == "--latency-log") o.latency_log = next();
     else if (a == "-h" || a == "--help") Usage(nullptr);
     else Usage(("unknown argument " + a).c_str());
   }
@@ -190,6 +192,7 @@ class Generator {
   Clock::time_point t0_;
   double wall0_ = 0;  // Unix seconds at t0_
   bool stopping_ = false;
+  std::vector<std::pair<float, float>> log_;  // --latency-log: (start s, latency ms)
 };
 
 bool Generator::LoadOrder() {
@@ -429,6 +432,7 @@ void Generator::Complete(Conn& c, int status, const char* body, size_t body_len)
   auto from = o_.max ? c.sent_at : c.item.scheduled;
   double us = std::chrono::duration<double, std::micro>(now - from).count();
   st_.latency_us.push_back(static_cast<uint32_t>(std::min(us, 4.0e9)));
+  if (!o_.latency_log.empty()) log_.push_back({static_cast<float>(Seconds(t0_, from)), static_cast<float>(us / 1000)});
   int cls = status / 100;
   if (cls >= 1 && cls <= 5) ++st_.status_counts[cls];
   if (cls == 2) {
@@ -644,6 +648,12 @@ int Generator::Run() {
       st_.non2xx, st_.errors, st_.unsent, st_.timed_out, st_.reports_accepted, st_.reports_rejected, elapsed,
       o_.first_tick + (next_batch + batches_per_tick_ - 1) / batches_per_tick_, gen_cpu_pct);
   std::fflush(stdout);
+  if (!o_.latency_log.empty()) {
+    if (FILE* f = std::fopen(o_.latency_log.c_str(), "w")) {
+      for (auto& [t, ms] : log_) std::fprintf(f, "%.6f %.3f\n", t, ms);
+      std::fclose(f);
+    }
+  }
   bool clean = st_.non2xx == 0 && st_.errors == 0 && st_.unsent == 0 && st_.timed_out == 0;
   return clean ? 0 : 3;
 }

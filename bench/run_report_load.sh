@@ -119,7 +119,9 @@ read -r JOB STATE < <(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])
 [[ $STATE == running ]] || { log "job $JOB is $STATE, not running"; exit 1; }
 RSS_JOB=$(rss_kib "$DPID")
 log "job $JOB running (RSS $RSS_JOB KiB); fetching its placement"
-curl -sf "$BASE/v1/jobs/$JOB/placement" -o "$WORK/placement.json"
+PLACEMENT_S=$(curl -sf "$BASE/v1/jobs/$JOB/placement" -o "$WORK/placement.json" -w '%{time_total}')
+RSS_PLACEMENT=$(rss_kib "$DPID")
+log "GET placement: $(stat -c %s "$WORK/placement.json") bytes in $PLACEMENT_S s; RSS now $RSS_PLACEMENT KiB"
 # Rank order for batching: the ranks of each node together (one request per node), nodes in first-seen order.
 python3 - "$WORK/placement.json" "$WORK/rank_order.txt" <<'EOF'
 import json, sys
@@ -136,20 +138,48 @@ with open(sys.argv[2], "w") as f:
 print(f"{len(p['ranks'])} ranks on {len(by_node)} nodes", file=sys.stderr)
 EOF
 
+# The machine is shared: with WAIT_QUIET=S, wait up to S seconds for 3 consecutive seconds in which the
+# machine's CPUs are at least 90 % idle (the daemon idles meanwhile), so other work does not take core 0.
+busy_pct() { # whole-machine busy % over one second, from /proc/stat
+  local a b
+  a=($(head -1 /proc/stat)); sleep 1; b=($(head -1 /proc/stat))
+  awk -v a="${a[*]}" -v b="${b[*]}" 'BEGIN {
+    n = split(a, x, " "); split(b, y, " "); t = 0
+    for (i = 2; i <= n; ++i) t += y[i] - x[i]
+    idle = (y[5] - x[5]) + (y[6] - x[6]); printf "%.0f", (t > 0 ? 100 * (t - idle) / t : 0) }'
+}
+if (( ${WAIT_QUIET:-0} > 0 )); then
+  quiet=0; deadline=$(( SECONDS + WAIT_QUIET ))
+  while (( quiet < 3 && SECONDS < deadline )); do
+    if (( $(busy_pct) <= 10 )); then quiet=$(( quiet + 1 )); else quiet=0; fi
+  done
+  (( quiet >= 3 )) && log "machine quiet" || log "machine still busy after $WAIT_QUIET s; measuring anyway"
+fi
+log "machine busy before the runs: $(busy_pct) % of $(nproc) CPUs"
+
 # ---- (2) load against shepherdd -------------------------------------------------------------------------
 COMMON=(--port "$PORT" --job "$JOB" --ranks "$RANKS" --connections "$CONNECTIONS" --batch 8
         --step-every "$STEP_EVERY" --rank-order "$WORK/rank_order.txt")
+PERF_PID=
 if [[ ${PERF:-0} == 1 ]]; then
-  perf record -g -o "$WORK/perf.data" -p "$DPID" -- sleep "$MAX_DURATION" >/dev/null 2>&1 &
-  PIDS+=("$!")
+  perf record -g -o "$WORK/perf.data" -p "$DPID" >"$WORK/perf.log" 2>&1 &
+  PERF_PID=$!
+  PIDS+=("$PERF_PID")
+  sleep 1
 fi
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg)
 log "shepherdd: closed loop (--max) for $MAX_DURATION s"
 run_load SMAX "$DPID" "${COMMON[@]}" --max --duration "$MAX_DURATION"
 RSS_MAX=$(rss_kib "$DPID")
 NEXT_TICK=$(field next_tick "$RES_SMAX")
+# Continue the steps where --max stopped, at a step tick, so the window holds DURATION/STEP_EVERY step ticks.
+if (( STEP_EVERY > 0 )); then NEXT_TICK=$(( (NEXT_TICK + STEP_EVERY - 1) / STEP_EVERY * STEP_EVERY )); fi
 log "shepherdd: open loop, $RANKS ranks x $RATE Hz for $DURATION s"
-run_load SOPEN "$DPID" "${COMMON[@]}" --rate "$RATE" --duration "$DURATION" --first-tick "${NEXT_TICK:-0}"
+run_load SOPEN "$DPID" "${COMMON[@]}" --rate "$RATE" --duration "$DURATION" --first-tick "${NEXT_TICK:-0}" \
+  --latency-log "$WORK/shepherdd_open_latency.txt"
 RSS_LOAD=$(rss_kib "$DPID")
+LOAD_AFTER=$(cut -d' ' -f1-3 /proc/loadavg)
+if [[ -n $PERF_PID ]]; then kill -INT "$PERF_PID" 2>/dev/null || true; wait "$PERF_PID" 2>/dev/null || true; fi
 curl -s "$BASE/v1/jobs/$JOB/health" -o "$WORK/health.json" || true
 HEALTH=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("status"))' "$WORK/health.json" 2>/dev/null || echo "?")
 FINDINGS=$(curl -s "$BASE/v1/jobs/$JOB/failures" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["failures"]))' 2>/dev/null || echo "?")
@@ -208,26 +238,44 @@ run_load NOPEN "$NPID" "${NCOMMON[@]}" --rate "$RATE" --duration "$DURATION"
 # ---- (4) table ------------------------------------------------------------------------------------------
 row() { # row LABEL RESULT CPU
   local r=$2
-  printf '| %-28s | %9s | %9s | %8s | %8s | %8s | %8s | %8s | %6s | %7s | %5s |\n' "$1" \
+  printf '| %-28s | %9s | %9s | %8s | %8s | %8s | %8s | %8s | %6s | %7s | %5s | %9s |\n' "$1" \
     "$(field target_reports_s "$r")" "$(field reports_s "$r")" "$(field requests_s "$r")" \
     "$(field p50_ms "$r")" "$(field p90_ms "$r")" "$(field p99_ms "$r")" "$(field max_ms "$r")" \
-    "$(( $(field errors "$r") + $(field unsent "$r") + $(field timed_out "$r") ))" "$(field non2xx "$r")" "$3%"
+    "$(( $(field errors "$r") + $(field unsent "$r") + $(field timed_out "$r") ))" "$(field non2xx "$r")" "$3%" \
+    "$(awk -v r="$(field reports_s "$r")" -v c="$3" 'BEGIN {printf "%.0f", (c > 0 ? r / (c / 100) : 0)}')"
 }
 echo
 echo "Report ingestion: $RANKS ranks, 8 ranks (one node) per request, heartbeat every tick + step report every" \
      "$STEP_EVERY ticks, $CONNECTIONS connections; server on CPU $DAEMON_CPU, report_load on CPU $LOAD_CPU"
 echo
-echo "| run                          | target/s  | reports/s | req/s    | p50 ms   | p90 ms   | p99 ms   | max ms   | errors | non-2xx | CPU   |"
-echo "|------------------------------|----------:|----------:|---------:|---------:|---------:|---------:|---------:|-------:|--------:|------:|"
+echo "| run                          | target/s  | reports/s | req/s    | p50 ms   | p90 ms   | p99 ms   | max ms   | errors | non-2xx | CPU   | rep/CPU-s |"
+echo "|------------------------------|----------:|----------:|---------:|---------:|---------:|---------:|---------:|-------:|--------:|------:|----------:|"
 row "shepherdd --max ($MAX_DURATION s)" "$RES_SMAX" "$CPU_SMAX"
 row "shepherdd $RANKS x $RATE Hz" "$RES_SOPEN" "$CPU_SOPEN"
 row "nginx 204 --max ($MAX_DURATION s)" "$RES_NMAX" "$CPU_NMAX"
 row "nginx 204 $RANKS x $RATE Hz" "$RES_NOPEN" "$CPU_NOPEN"
 echo
-awk -v inv="$RSS_INV" -v job="$RSS_JOB" -v mx="$RSS_MAX" -v ld="$RSS_LOAD" -v n="$RANKS" 'BEGIN {
-  printf "shepherdd RSS: %.1f MiB with the inventory, %.1f MiB after the job submit, %.1f MiB after --max, %.1f MiB after the open-loop load\n", inv/1024, job/1024, mx/1024, ld/1024
-  printf "RSS per rank: (%d - %d) KiB / %d = %.0f bytes\n", ld, inv, n, (ld - inv) * 1024 / n
+awk -v inv="$RSS_INV" -v job="$RSS_JOB" -v pl="$RSS_PLACEMENT" -v mx="$RSS_MAX" -v ld="$RSS_LOAD" -v n="$RANKS" 'BEGIN {
+  printf "shepherdd RSS: %.1f MiB with the inventory, %.1f MiB after the job submit, %.1f MiB after GET placement, %.1f MiB after --max, %.1f MiB after the open-loop load\n", inv/1024, job/1024, pl/1024, mx/1024, ld/1024
+  printf "RSS per rank: (%d - %d) KiB / %d = %.0f bytes (job submit %.0f, GET placement %.0f, reports %.0f bytes per rank)\n", ld, inv, n, (ld - inv) * 1024 / n, (job - inv) * 1024 / n, (pl - job) * 1024 / n, (ld - pl) * 1024 / n
 }'
 echo "generator CPU (% of one core): shepherdd --max $(field gen_cpu_pct "$RES_SMAX"), open $(field gen_cpu_pct "$RES_SOPEN");" \
      "nginx --max $(field gen_cpu_pct "$RES_NMAX"), open $(field gen_cpu_pct "$RES_NOPEN")"
+echo "GET /v1/jobs/$JOB/placement took $PLACEMENT_S s (the daemon's one thread is busy meanwhile)"
 echo "job health after the load: $HEALTH; findings: $FINDINGS"
+echo "shepherdd open loop, p99 latency (ms) per second of scheduled time (S = a step-report tick):"
+python3 - "$WORK/shepherdd_open_latency.txt" "${NEXT_TICK:-0}" "$STEP_EVERY" <<'EOF'
+import collections, sys
+by_s = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    t, ms = line.split()
+    by_s[int(float(t))].append(float(ms))
+first, every = int(sys.argv[2]), int(sys.argv[3])
+cells = []
+for s in sorted(by_s):
+    v = sorted(by_s[s])
+    mark = "S" if every > 0 and (first + s) % every == 0 else ""
+    cells.append(f"{s}{mark}:{v[min(len(v) - 1, int(len(v) * 0.99))]:.0f}")
+print("  " + " ".join(cells))
+EOF
+echo "load average (1/5/15 min) before the shepherdd runs: $LOAD_BEFORE; after: $LOAD_AFTER ($(nproc) CPUs)"

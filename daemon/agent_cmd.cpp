@@ -2,11 +2,12 @@
 // 2 for bad flags, 1 when the agent cannot start (unusable state dir). On SIGTERM/SIGINT the agent stops
 // itself and leaves the rank processes running: ranks outlive agent restarts, and the next agent on the
 // same --state-dir adopts them. Ranks are stopped only when the daemon withdraws their assignment.
+#include <pthread.h>
+#include <spdlog/spdlog.h>
+
 #include <boost/program_options.hpp>
 #include <csignal>
 #include <iostream>
-#include <pthread.h>
-#include <spdlog/spdlog.h>
 #include <thread>
 
 #include "agent/agent.h"
@@ -31,15 +32,18 @@ int RunAgent(int argc, char** argv) {
   int wait_s = 30;
   po::options_description opts(
       "Usage: shepherdd agent --server URL --node-id ID --gpus N [options]\n"
-      "A node agent: registers the node, heartbeats, and runs the rank processes the daemon assigns. Options");
-  opts.add_options()("help,h", "show this help")(
-      "server", po::value<std::string>(&o.server)->required(), "daemon URL, e.g. http://127.0.0.1:8080")(
+      "A node agent: registers the node, heartbeats, and runs the rank processes the daemon assigns. "
+      "Options");
+  opts.add_options()("help,h", "show this help")("server", po::value<std::string>(&o.server)->required(),
+                                                 "daemon URL, e.g. http://127.0.0.1:8080")(
       "node-id", po::value<std::string>(&o.node_id)->required(), "this node's id")(
       "gpus", po::value<int>(&o.gpus)->required(), "GPU count")(
-      "topology", po::value<std::string>(&topology), "level=value,... e.g. spine=s0,leaf=l03,nvlink_domain=r7")(
-      "spare", po::bool_switch(&o.spare), "register the node as a hot spare")(
+      "topology", po::value<std::string>(&topology),
+      "level=value,... e.g. spine=s0,leaf=l03,nvlink_domain=r7")("spare", po::bool_switch(&o.spare),
+                                                                 "register the node as a hot spare")(
       "hostname", po::value<std::string>(&o.hostname), "hostname to register [gethostname()]")(
-      "state-dir", po::value<std::string>(&o.state_dir), "processes.json, logs/, gpu_faults.json [./var/agent-<id>]")(
+      "state-dir", po::value<std::string>(&o.state_dir),
+      "processes.json, logs/, gpu_faults.json [./var/agent-<id>]")(
       "heartbeat-interval", po::value<double>(&heartbeat_s), "seconds between heartbeats [1]")(
       "stop-grace", po::value<double>(&grace_s), "seconds from SIGTERM to SIGKILL when stopping a rank [10]")(
       "long-poll-wait", po::value<int>(&wait_s), "seconds the daemon may hold an assignments poll [30]")(

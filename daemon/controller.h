@@ -105,6 +105,8 @@ class Controller {
   // otherwise when it changes or on the first Tick at or after `deadline`.
   void WatchAssignments(const std::string& node, int64_t known, Time deadline, Done<Json> done);
   void set_advertise_url(std::string url) { options_.advertise_url = std::move(url); }
+  // Answers every pending long poll now (the daemon is shutting down: in-flight requests must finish).
+  void ReleaseWaiters();
 
   // ---- Recovery (controller_recovery.cpp)
   // POST /v1/jobs/{id}/restart: 202 {"attempt", "checkpoint"} once durable; kConflict when no checkpoint

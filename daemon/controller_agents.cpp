@@ -74,6 +74,15 @@ void Controller::BumpAssignments(const Placement& placement) {
   for (const std::string& n : nodes) BumpAssignments(n);
 }
 
+void Controller::ReleaseWaiters() {
+  auto waiters = std::move(waiters_);
+  waiters_.clear();
+  for (auto& [node, ws] : waiters) {
+    Json answer = AssignmentsJson(node);
+    for (Waiter& w : ws) w.done(answer);
+  }
+}
+
 void Controller::WatchAssignments(const std::string& node, int64_t known, Time deadline, Done<Json> done) {
   if (!ready()) return done(Unavailable("the daemon is not ready"));
   if (!cluster_.Find(node)) return done(NotFound("no node " + node));

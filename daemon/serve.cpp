@@ -137,6 +137,7 @@ int RunDaemon(const DaemonConfig& config) {
     spdlog::info("shutting down: {}", why);
     signals.cancel();
     ticker.cancel();
+    controller.ReleaseWaiters();
     auto grace = std::chrono::milliseconds(static_cast<long>(config.shutdown_grace_s * 1000));
     (*server)->Shutdown(grace, [] { spdlog::info("all connections drained"); });
   };

@@ -1,7 +1,8 @@
 // The whole agent (registration, heartbeats, long poll, supervision) against FakeDaemon.
-#include <csignal>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+
+#include <csignal>
 #include <thread>
 
 #include "agent/agent.h"
@@ -77,17 +78,21 @@ class AgentLoopTest : public ::testing::Test {
   // A rank that counts its starts in starts-r<rank>, dumps its environment to env-r<rank> and runs `tail`.
   Json Rank(int attempt, int rank, const std::string& tail) {
     std::string env_file = dir_.file("env-r" + std::to_string(rank));
-    std::string script = "echo $$ >> " + dir_.file("starts-r" + std::to_string(rank)) + "; env > " + env_file +
-                         ".tmp && mv " + env_file + ".tmp " + env_file + "; " + tail;
+    std::string script = "echo $$ >> " + dir_.file("starts-r" + std::to_string(rank)) + "; env > " +
+                         env_file + ".tmp && mv " + env_file + ".tmp " + env_file + "; " + tail;
     return {{"job", "job-1"},
             {"attempt", attempt},
             {"rank", rank},
             {"gpu", rank},
             {"command", {"/bin/sh", "-c", script}},
             {"env",
-             {{"RANK", std::to_string(rank)}, {"WORLD_SIZE", "2"}, {"LOCAL_RANK", std::to_string(rank)},
-              {"CUDA_VISIBLE_DEVICES", std::to_string(rank)}, {"SHEPHERD_JOB", "job-1"},
-              {"SHEPHERD_ATTEMPT", std::to_string(attempt)}, {"SHEPHERD_RANK_COORDS", "0,0," + std::to_string(rank)}}}};
+             {{"RANK", std::to_string(rank)},
+              {"WORLD_SIZE", "2"},
+              {"LOCAL_RANK", std::to_string(rank)},
+              {"CUDA_VISIBLE_DEVICES", std::to_string(rank)},
+              {"SHEPHERD_JOB", "job-1"},
+              {"SHEPHERD_ATTEMPT", std::to_string(attempt)},
+              {"SHEPHERD_RANK_COORDS", "0,0," + std::to_string(rank)}}}};
   }
   int Starts(int rank) {
     std::string s = ReadFile(dir_.file("starts-r" + std::to_string(rank)));
@@ -206,7 +211,8 @@ TEST_F(AgentLoopTest, RestartedAgentAdoptsItsRanks) {
 }
 
 TEST_F(AgentLoopTest, ReportsGpuFaultsAndSpareFlag) {
-  std::ofstream(dir_.file("gpu_faults.json")) << R"([{"gpu": 1, "kind": "ecc_uncorrectable", "detail": "x"}])";
+  std::ofstream(dir_.file("gpu_faults.json"))
+      << R"([{"gpu": 1, "kind": "ecc_uncorrectable", "detail": "x"}])";
   AgentOptions o = Options();
   o.spare = true;
   StartAgent(o);

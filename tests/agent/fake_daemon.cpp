@@ -1,14 +1,15 @@
 #include "tests/agent/fake_daemon.h"
 
-#include <algorithm>
 #include <arpa/inet.h>
-#include <chrono>
-#include <cstring>
 #include <netinet/in.h>
-#include <stdexcept>
 #include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
 
 namespace shepherd::agent::testing {
 namespace {
@@ -23,7 +24,9 @@ std::string QueryParam(const std::string& target, const std::string& name) {
   return query.substr(start, query.find('&', start) - start);
 }
 
-std::string PathOf(const std::string& target) { return target.substr(0, target.find('?')); }
+std::string PathOf(const std::string& target) {
+  return target.substr(0, target.find('?'));
+}
 
 bool EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -39,7 +42,8 @@ FakeDaemon::FakeDaemon(int port) {
   addr.sin_family = AF_INET;
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || ::listen(listen_fd_, 64) != 0)
+  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      ::listen(listen_fd_, 64) != 0)
     throw std::runtime_error(std::string("fake daemon: bind/listen: ") + std::strerror(errno));
   socklen_t len = sizeof(addr);
   ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
@@ -102,7 +106,8 @@ void FakeDaemon::Serve(int fd) {
       std::size_t pos = line_end;
       while (pos != std::string::npos && pos < head.size()) {
         std::size_t next = head.find("\r\n", pos + 2);
-        std::string field = head.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2);
+        std::string field =
+            head.substr(pos + 2, next == std::string::npos ? std::string::npos : next - pos - 2);
         pos = next;
         std::size_t colon = field.find(':');
         if (colon == std::string::npos) continue;
@@ -148,7 +153,8 @@ FakeDaemon::Response FakeDaemon::Handle(const Request& r) {
     return {200, Json{{"authorization", r.authorization}, {"body", r.body}, {"method", r.method}}.dump()};
   }
   if (path == "/slow") {
-    auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(std::stoi(QueryParam(r.target, "ms")));
+    auto until =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(std::stoi(QueryParam(r.target, "ms")));
     cv_.wait_until(lock, until, [this] { return stopping_; });
     return {200, "{}"};
   }
@@ -172,7 +178,8 @@ FakeDaemon::Response FakeDaemon::Handle(const Request& r) {
   if (r.method == "GET" && EndsWith(path, "/assignments")) {
     if (!known_) return {404, R"({"title": "unknown node"})"};
     std::int64_t asked = std::stoll(QueryParam(r.target, "version"));
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(std::stoi(QueryParam(r.target, "wait")));
+    auto until =
+        std::chrono::steady_clock::now() + std::chrono::seconds(std::stoi(QueryParam(r.target, "wait")));
     cv_.wait_until(lock, until, [&] { return stopping_ || version_ != asked || !known_ || down_; });
     if (!known_) return {404, R"({"title": "unknown node"})"};
     return {200, Json{{"version", version_}, {"ranks", ranks_}}.dump()};

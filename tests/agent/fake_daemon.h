@@ -34,7 +34,7 @@ class FakeDaemon {
   // Replaces the desired rank set (a JSON array as in the assignments answer) and bumps the version.
   void SetAssignments(Json ranks);
   void SetDown(bool down);
-  void ForgetNode();        // the daemon "lost" the node: 404 until it registers again
+  void ForgetNode();  // the daemon "lost" the node: 404 until it registers again
   void SetAutoAck(bool on);
   // Answer keep-alive requests with keep-alive, then close the connection anyway (a stale connection).
   void SetDropAfterResponse(bool on);

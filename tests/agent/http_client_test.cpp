@@ -1,6 +1,7 @@
 #include "agent/http_client.h"
 
 #include <gtest/gtest.h>
+
 #include <thread>
 
 #include "tests/agent/fake_daemon.h"

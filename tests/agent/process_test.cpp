@@ -1,9 +1,11 @@
 // Supervisor and process primitives with real processes (/bin/sh scripts).
-#include <csignal>
+#include "agent/process.h"
+
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
-#include "agent/process.h"
+#include <csignal>
+
 #include "agent/supervisor.h"
 #include "tests/agent/test_util.h"
 
@@ -15,9 +17,12 @@ using testing::ReadFile;
 using testing::TempDir;
 using testing::WaitFor;
 
-SteadyTime Now() { return std::chrono::steady_clock::now(); }
+SteadyTime Now() {
+  return std::chrono::steady_clock::now();
+}
 
-RankAssignment Sh(int rank, const std::string& script, std::map<std::string, std::string> env = {}, int attempt = 1) {
+RankAssignment Sh(int rank, const std::string& script, std::map<std::string, std::string> env = {},
+                  int attempt = 1) {
   return {{"job-1", attempt, rank}, rank, {"/bin/sh", "-c", script}, std::move(env)};
 }
 
@@ -29,7 +34,8 @@ class SupervisorTest : public ::testing::Test {
     return std::move(*s);
   }
   // Polls until the entry for `key` has exited; returns it.
-  std::optional<TrackedProcess> WaitExit(Supervisor& s, const RankKey& key, std::chrono::milliseconds t = 10s) {
+  std::optional<TrackedProcess> WaitExit(Supervisor& s, const RankKey& key,
+                                         std::chrono::milliseconds t = 10s) {
     std::optional<TrackedProcess> out;
     WaitFor(
         [&] {
@@ -64,9 +70,10 @@ TEST_F(SupervisorTest, StartsWithEnvLogAndCwdAndReportsExitCode) {
   std::string log = s->log_path({"job-1", 1, 0});
   std::ofstream(log) << "earlier run\n";
   ::setenv("SHEPHERD_AGENT_TEST_INHERITED", "from-agent", 1);
-  s->SetDesired({Sh(0, "echo rank=$RANK inherited=$SHEPHERD_AGENT_TEST_INHERITED pwd=$(pwd); echo oops >&2; exit 3",
-                    {{"RANK", "0"}})},
-                Now());
+  s->SetDesired(
+      {Sh(0, "echo rank=$RANK inherited=$SHEPHERD_AGENT_TEST_INHERITED pwd=$(pwd); echo oops >&2; exit 3",
+          {{"RANK", "0"}})},
+      Now());
   Track(PidOf(*s, {"job-1", 1, 0}));
   auto p = WaitExit(*s, {"job-1", 1, 0});
   ASSERT_TRUE(p);
@@ -106,6 +113,20 @@ TEST_F(SupervisorTest, ExitedRankIsNeverRestartedAndAckedExitIsDroppedOnceUndesi
   s->SetDesired({}, Now());
   s->Poll(Now());
   EXPECT_TRUE(s->processes().empty());
+}
+
+TEST_F(SupervisorTest, ProgramIsFoundInTheRanksPath) {
+  TempDir bin;
+  std::ofstream(bin.file("my-rank")) << "#!/bin/sh\nexit 5\n";
+  std::filesystem::permissions(bin.file("my-rank"), std::filesystem::perms::owner_all);
+  auto s = Open();
+  s->SetDesired(
+      {{{"job-1", 1, 0}, 0, {"my-rank"}, {{"PATH", "/nonexistent:" + bin.path() + ":/usr/bin:/bin"}}}},
+      Now());
+  Track(PidOf(*s, {"job-1", 1, 0}));
+  auto p = WaitExit(*s, {"job-1", 1, 0});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->exit.exit_code, 5) << p->error;
 }
 
 TEST_F(SupervisorTest, SpawnFailureIsReportedAsExitWithError) {
@@ -148,7 +169,8 @@ TEST_F(SupervisorTest, StopEscalatesToSigkillWhenTermIsIgnored) {
 TEST_F(SupervisorTest, StoppedRankGetsSigcontAndActsOnTerm) {
   auto s = Open(60s);  // a long grace: the exit must come from TERM + CONT, not from SIGKILL
   std::string ready = dir_.file("ready");
-  s->SetDesired({Sh(0, "trap 'exit 7' TERM; echo ready > " + ready + "; while :; do sleep 0.05; done")}, Now());
+  s->SetDesired({Sh(0, "trap 'exit 7' TERM; echo ready > " + ready + "; while :; do sleep 0.05; done")},
+                Now());
   pid_t pid = PidOf(*s, {"job-1", 1, 0});
   Track(pid);
   ASSERT_TRUE(WaitFor([&] { return ReadFile(ready) == "ready\n"; }));
@@ -172,8 +194,9 @@ TEST_F(SupervisorTest, GroupLeftoversAreKilledWhenTheLeaderExits) {
 TEST_F(SupervisorTest, StaleAttemptStopsBeforeTheNewAttemptStarts) {
   auto s = Open(10s);
   std::string ready = dir_.file("ready");
-  s->SetDesired({Sh(0, "trap 'sleep 0.3; exit 0' TERM; echo ready > " + ready + "; while :; do sleep 0.05; done")},
-                Now());
+  s->SetDesired(
+      {Sh(0, "trap 'sleep 0.3; exit 0' TERM; echo ready > " + ready + "; while :; do sleep 0.05; done")},
+      Now());
   Track(PidOf(*s, {"job-1", 1, 0}));
   ASSERT_TRUE(WaitFor([&] { return ReadFile(ready) == "ready\n"; }));
   s->SetDesired({Sh(0, "exec sleep 100", {}, 2)}, Now());

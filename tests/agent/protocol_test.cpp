@@ -1,9 +1,10 @@
 #include "agent/protocol.h"
 
-#include <filesystem>
-#include <fstream>
 #include <gtest/gtest.h>
 #include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 namespace shepherd::agent {
 namespace {
@@ -35,9 +36,10 @@ TEST(Protocol, RejectsTheWholeAnswerWhenOneRankIsMalformed) {
 }
 
 TEST(Protocol, HeartbeatBodyListsRunningAndExited) {
-  std::vector<ProcessReport> procs = {{{"j", 2, 5}, 4242, true, std::nullopt, std::nullopt, ""},
-                                      {{"j", 1, 5}, 4100, false, 1, std::nullopt, ""},
-                                      {{"j", 1, 6}, 0, false, std::nullopt, std::nullopt, "spawn x: not found"}};
+  std::vector<ProcessReport> procs = {
+      {{"j", 2, 5}, 4242, true, std::nullopt, std::nullopt, ""},
+      {{"j", 1, 5}, 4100, false, 1, std::nullopt, ""},
+      {{"j", 1, 6}, 0, false, std::nullopt, std::nullopt, "spawn x: not found"}};
   Json faults = Json::parse(R"([{"gpu": 3, "kind": "ecc_uncorrectable", "detail": "d"}])");
   Json b = HeartbeatBody({123, "2026-11-21T07:00:00.000Z"}, faults, procs);
   EXPECT_EQ(b["agent"]["pid"], 123);
@@ -61,7 +63,8 @@ TEST(Protocol, ParsesHeartbeatAnswer) {
 }
 
 TEST(Protocol, RegisterBodyOmitsUnsetFields) {
-  NodeRegistration n{"node-1", "host", 8, {{"leaf", "l0"}, {"spine", "s0"}}, false, std::nullopt, std::nullopt};
+  NodeRegistration n{"node-1", "host",       8,           {{"leaf", "l0"}, {"spine", "s0"}},
+                     false,    std::nullopt, std::nullopt};
   Json j = RegisterBody(n);
   EXPECT_EQ(j, Json::parse(R"({"id": "node-1", "hostname": "host", "gpus": 8,
       "topology": {"leaf": "l0", "spine": "s0"}})"));
@@ -77,7 +80,8 @@ TEST(Protocol, RegisterBodyOmitsUnsetFields) {
 TEST(Protocol, ParsesTopologyFlag) {
   auto t = ParseTopologyFlag("spine=s0,leaf=l03,nvlink_domain=r7");
   ASSERT_TRUE(t.ok());
-  EXPECT_EQ(*t, (std::map<std::string, std::string>{{"spine", "s0"}, {"leaf", "l03"}, {"nvlink_domain", "r7"}}));
+  EXPECT_EQ(*t,
+            (std::map<std::string, std::string>{{"spine", "s0"}, {"leaf", "l03"}, {"nvlink_domain", "r7"}}));
   EXPECT_TRUE(ParseTopologyFlag("")->empty());
   EXPECT_FALSE(ParseTopologyFlag("spine").ok());
   EXPECT_FALSE(ParseTopologyFlag("spine=").ok());

@@ -8,8 +8,8 @@ namespace {
 RankAssignment Want(std::string job, int attempt, int rank, int gpu = -1) {
   return {{std::move(job), attempt, rank}, gpu, {"python3", "train.py"}, {{"RANK", std::to_string(rank)}}};
 }
-ActualProcess Have(std::string job, int attempt, int rank, pid_t pid, ProcessPhase phase = ProcessPhase::kRunning,
-                   int gpu = -1) {
+ActualProcess Have(std::string job, int attempt, int rank, pid_t pid,
+                   ProcessPhase phase = ProcessPhase::kRunning, int gpu = -1) {
   return {{std::move(job), attempt, rank}, gpu, pid, phase};
 }
 std::vector<RankKey> Keys(const std::vector<RankAssignment>& v) {
@@ -60,7 +60,8 @@ TEST(Reconcile, StaleAttemptIsStoppedAndNewAttemptWaitsForIt) {
 }
 
 TEST(Reconcile, StartWaitsForAnotherJobLeavingTheSameGpu) {
-  ReconcileActions a = Reconcile({Want("new", 1, 0, 3)}, {Have("old", 1, 7, 100, ProcessPhase::kStopping, 3)});
+  ReconcileActions a =
+      Reconcile({Want("new", 1, 0, 3)}, {Have("old", 1, 7, 100, ProcessPhase::kStopping, 3)});
   EXPECT_TRUE(a.start.empty());
   EXPECT_EQ(a.deferred.size(), 1u);
   // A different GPU does not block.
@@ -109,7 +110,9 @@ TEST(Reconcile, IsIdempotentOnceApplied) {
   EXPECT_TRUE(a.deferred.empty());
 }
 
-TEST(Reconcile, KeyToString) { EXPECT_EQ(ToString(RankKey{"job-000001", 2, 5}), "job-000001/a2/r5"); }
+TEST(Reconcile, KeyToString) {
+  EXPECT_EQ(ToString(RankKey{"job-000001", 2, 5}), "job-000001/a2/r5");
+}
 
 }  // namespace
 }  // namespace shepherd::agent

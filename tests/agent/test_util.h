@@ -49,6 +49,8 @@ inline std::string ReadFile(const std::string& path) {
   return ss.str();
 }
 
-inline bool FileExists(const std::string& path) { return std::filesystem::exists(path); }
+inline bool FileExists(const std::string& path) {
+  return std::filesystem::exists(path);
+}
 
 }  // namespace shepherd::agent::testing
