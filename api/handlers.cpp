@@ -30,7 +30,9 @@ std::optional<HttpResponse> Precheck(const HttpRequest& req, const Controller& c
   return std::nullopt;
 }
 
-Result<Json> Body(const HttpRequest& req, const ApiOptions& o) { return ParseJsonText(req.body, o.max_json_depth); }
+Result<Json> Body(const HttpRequest& req, const ApiOptions& o) {
+  return ParseJsonText(req.body, o.max_json_depth);
+}
 
 void Reply(const Respond& respond, const Result<Json>& r, int ok_status) {
   respond(r.ok() ? JsonResponse(ok_status, *r) : ProblemFrom(r.status()));

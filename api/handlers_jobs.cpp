@@ -7,11 +7,11 @@ namespace {
 
 // 422 for a plan that cannot fit, with the per-GPU breakdown.
 HttpResponse DoesNotFit(const PlanEstimate& e) {
-  HttpResponse r = Problem(422, "the plan does not fit in GPU memory: needs " +
-                                    std::to_string(static_cast<long long>(e.memory.total)) +
-                                    " bytes per GPU, the GPU has " +
-                                    std::to_string(static_cast<long long>(e.gpu_memory_bytes)),
-                           {{"parallelism", "does not fit in GPU memory"}});
+  HttpResponse r = Problem(
+      422,
+      "the plan does not fit in GPU memory: needs " + std::to_string(static_cast<long long>(e.memory.total)) +
+          " bytes per GPU, the GPU has " + std::to_string(static_cast<long long>(e.gpu_memory_bytes)),
+      {{"parallelism", "does not fit in GPU memory"}});
   Json body = Json::parse(r.body);
   body["plan"] = ToJson(e);
   r.body = body.dump();
@@ -55,7 +55,8 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
       state = JobStateFromString(it->second);
       if (!state)
         return respond(ProblemFrom(InvalidContent(
-            "invalid query", {{"state", "must be queued, running, recovering, succeeded, failed or cancelled"}})));
+            "invalid query",
+            {{"state", "must be queued, running, recovering, succeeded, failed or cancelled"}})));
     }
     respond(JsonResponse(200, c->ListJobs(state)));
   });
@@ -63,14 +64,16 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
     if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
     api::Reply(respond, c->GetJob(p.at("id")));
   });
-  router->Add("POST", "/v1/jobs/{id}/cancel", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
-    if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-    c->CancelJob(p.at("id"), [respond](Result<Json> r) { api::Reply(respond, r); });
-  });
-  router->Add("GET", "/v1/jobs/{id}/placement", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
-    if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-    api::Reply(respond, c->GetPlacement(p.at("id")));
-  });
+  router->Add("POST", "/v1/jobs/{id}/cancel",
+              [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
+                if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
+                c->CancelJob(p.at("id"), [respond](Result<Json> r) { api::Reply(respond, r); });
+              });
+  router->Add("GET", "/v1/jobs/{id}/placement",
+              [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
+                if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
+                api::Reply(respond, c->GetPlacement(p.at("id")));
+              });
 }
 
 }  // namespace shepherd

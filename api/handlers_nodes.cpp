@@ -12,11 +12,10 @@ void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o) {
     auto node = ParseNode(*body, c->cluster().levels());
     if (!node.ok()) return respond(ProblemFrom(node.status()));
     bool schedulable_given = body->is_object() && body->contains("schedulable");
-    c->UpsertNode(std::move(node).value(), schedulable_given,
-                  [respond](Result<Controller::NodeUpsert> r) {
-                    if (!r.ok()) return respond(ProblemFrom(r.status()));
-                    respond(JsonResponse(r->created ? 201 : 200, r->node));
-                  });
+    c->UpsertNode(std::move(node).value(), schedulable_given, [respond](Result<Controller::NodeUpsert> r) {
+      if (!r.ok()) return respond(ProblemFrom(r.status()));
+      respond(JsonResponse(r->created ? 201 : 200, r->node));
+    });
   });
   router->Add("GET", "/v1/nodes", [c, o](const HttpRequest& req, const PathParams&, Respond respond) {
     if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
@@ -44,35 +43,43 @@ void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o) {
     if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
     api::Reply(respond, c->GetNode(p.at("id")));
   });
-  router->Add("PATCH", "/v1/nodes/{id}", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
-    if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
-    auto body = api::Body(req, o);
-    if (!body.ok()) return respond(ProblemFrom(body.status()));
-    std::vector<FieldError> errs;
-    NodePatch patch;
-    if (!body->is_object()) {
-      errs.push_back({"$", "must be an object"});
-    } else {
-      for (auto& [k, v] : body->items()) {
-        if ((k == "schedulable" || k == "spare" || k == "failed") && !v.is_boolean())
-          errs.push_back({k, "must be true or false"});
-        else if (k == "schedulable") patch.schedulable = v.get<bool>();
-        else if (k == "spare") patch.spare = v.get<bool>();
-        else if (k == "failed" && v.get<bool>()) errs.push_back({k, "only false (clear a failure) is accepted"});
-        else if (k == "failed") patch.failed = false;
-        else if (k == "reason" && v.is_string() && v.get_ref<const std::string&>().size() <= 1024)
-          patch.reason = v.get<std::string>();
-        else if (k == "reason") errs.push_back({k, "must be a string of at most 1024 characters"});
-        else errs.push_back({k, "unknown field"});
-      }
-    }
-    if (!errs.empty()) return respond(ProblemFrom(InvalidContent("the patch is invalid", errs)));
-    c->PatchNode(p.at("id"), patch, [respond](Result<Json> r) { api::Reply(respond, r); });
-  });
-  router->Add("DELETE", "/v1/nodes/{id}", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
-    if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-    c->DeleteNode(p.at("id"), [respond](Result<Json> r) { api::Reply(respond, r); });
-  });
+  router->Add("PATCH", "/v1/nodes/{id}",
+              [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
+                if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
+                auto body = api::Body(req, o);
+                if (!body.ok()) return respond(ProblemFrom(body.status()));
+                std::vector<FieldError> errs;
+                NodePatch patch;
+                if (!body->is_object()) {
+                  errs.push_back({"$", "must be an object"});
+                } else {
+                  for (auto& [k, v] : body->items()) {
+                    if ((k == "schedulable" || k == "spare" || k == "failed") && !v.is_boolean())
+                      errs.push_back({k, "must be true or false"});
+                    else if (k == "schedulable")
+                      patch.schedulable = v.get<bool>();
+                    else if (k == "spare")
+                      patch.spare = v.get<bool>();
+                    else if (k == "failed" && v.get<bool>())
+                      errs.push_back({k, "only false (clear a failure) is accepted"});
+                    else if (k == "failed")
+                      patch.failed = false;
+                    else if (k == "reason" && v.is_string() && v.get_ref<const std::string&>().size() <= 1024)
+                      patch.reason = v.get<std::string>();
+                    else if (k == "reason")
+                      errs.push_back({k, "must be a string of at most 1024 characters"});
+                    else
+                      errs.push_back({k, "unknown field"});
+                  }
+                }
+                if (!errs.empty()) return respond(ProblemFrom(InvalidContent("the patch is invalid", errs)));
+                c->PatchNode(p.at("id"), patch, [respond](Result<Json> r) { api::Reply(respond, r); });
+              });
+  router->Add("DELETE", "/v1/nodes/{id}",
+              [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
+                if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
+                c->DeleteNode(p.at("id"), [respond](Result<Json> r) { api::Reply(respond, r); });
+              });
 }
 
 }  // namespace shepherd

@@ -11,7 +11,8 @@ std::string Num(double v) {
 }
 }  // namespace
 
-void Metrics::ObserveRequest(const std::string& route, const std::string& method, int status, double seconds) {
+void Metrics::ObserveRequest(const std::string& route, const std::string& method, int status,
+                             double seconds) {
   std::string base = "route=\"" + route + "\",method=\"" + method + "\"";
   ++requests_[base + ",status=\"" + std::to_string(status) + "\""];
   Histogram& h = latency_[base];
@@ -21,7 +22,9 @@ void Metrics::ObserveRequest(const std::string& route, const std::string& method
   h.sum += seconds;
 }
 
-void Metrics::Add(const std::string& name, const std::string& labels, double v) { counters_[name][labels] += v; }
+void Metrics::Add(const std::string& name, const std::string& labels, double v) {
+  counters_[name][labels] += v;
+}
 
 std::string Metrics::Exposition(const std::string& version) const {
   std::string out;
@@ -35,8 +38,8 @@ std::string Metrics::Exposition(const std::string& version) const {
   out += "# TYPE shepherd_http_request_duration_seconds histogram\n";
   for (const auto& [labels, h] : latency_) {
     for (size_t i = 0; i < kBuckets.size(); ++i)
-      out += "shepherd_http_request_duration_seconds_bucket{" + labels + ",le=\"" + Num(kBuckets[i]) + "\"} " +
-             std::to_string(h.buckets[i]) + "\n";
+      out += "shepherd_http_request_duration_seconds_bucket{" + labels + ",le=\"" + Num(kBuckets[i]) +
+             "\"} " + std::to_string(h.buckets[i]) + "\n";
     out += "shepherd_http_request_duration_seconds_bucket{" + labels + ",le=\"+Inf\"} " +
            std::to_string(h.count) + "\n";
     out += "shepherd_http_request_duration_seconds_sum{" + labels + "} " + Num(h.sum) + "\n";

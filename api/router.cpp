@@ -11,7 +11,10 @@ std::vector<std::string_view> Split(std::string_view path) {
   std::vector<std::string_view> out;
   size_t i = 0;
   while (i < path.size()) {
-    if (path[i] == '/') { ++i; continue; }
+    if (path[i] == '/') {
+      ++i;
+      continue;
+    }
     size_t j = path.find('/', i);
     if (j == std::string_view::npos) j = path.size();
     out.push_back(path.substr(i, j - i));
@@ -45,7 +48,9 @@ std::string Decode(std::string_view s) {
 
 }  // namespace
 
-std::string PathOf(std::string_view target) { return std::string(target.substr(0, target.find('?'))); }
+std::string PathOf(std::string_view target) {
+  return std::string(target.substr(0, target.find('?')));
+}
 
 QueryParams ParseQuery(std::string_view target) {
   QueryParams out;
@@ -86,7 +91,8 @@ bool Router::Match(const Route& r, const std::vector<std::string_view>& path, Pa
 
 void Router::Handle(HttpRequest request, Respond respond) const {
   auto start = std::chrono::steady_clock::now();
-  std::vector<std::string_view> path = Split(std::string_view(request.target).substr(0, request.target.find('?')));
+  std::vector<std::string_view> path =
+      Split(std::string_view(request.target).substr(0, request.target.find('?')));
   const Route* found = nullptr;
   PathParams params;
   std::string allow;

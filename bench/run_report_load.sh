@@ -8,7 +8,8 @@
 # (Debian nginx-light; installed with apt-get when missing). Everything listens on 127.0.0.1 only.
 # Knobs (environment): DURATION (open-loop seconds, 20), MAX_DURATION (closed-loop seconds, 10),
 # CONNECTIONS (32), RATE (Hz, 1), STEP_EVERY (a step report every N ticks, 4), DAEMON_CPU (0), LOAD_CPU (1),
-# PERF=1 (perf record -g the daemon during its --max run; perf.data is kept), KEEP=1 (keep the work dir).
+# PERF=1 (perf record -g the daemon over both of its runs; perf.data is kept), KEEP=1 (keep the work dir),
+# WAIT_QUIET=S (wait up to S s, before submitting the job, for the shared machine to be idle).
 # Steps: (1) inventory of 16,896 nodes (32 spines x 16 leaves x 33 nodes, 1 spare per leaf; 131,072 usable
 # GPUs), shepherdd on 127.0.0.1:0, one job TP 8 x PP 16 x DP 1024; (2) report_load --max, then open loop at
 # 131,072 ranks x RATE Hz, with the daemon's CPU (utime+stime from /proc/PID/stat) and RSS (VmRSS);
@@ -72,6 +73,9 @@ run_load() {
   t1=$(now_s); c1=$(cpu_ticks "$pid")
   echo "$out" | sed 's/^/    /' >&2
   [[ $rc == 0 ]] || log "report_load exited $rc (errors or non-2xx answers; see above)"
+  if grep -q 'server says: .*([1-9][0-9]* ignored)' <<<"$out"; then
+    log "WARNING: the daemon ignored reports (their attempt is no longer current): the job was restarted"
+  fi
   printf -v "RES_$name" '%s' "$(grep '^RESULT ' <<<"$out" || true)"
   printf -v "CPU_$name" '%s' "$(awk -v a="$c0" -v b="$c1" -v t0="$t0" -v t1="$t1" -v hz="$CLK_TCK" \
     'BEGIN {printf "%.0f", 100 * (b - a) / hz / (t1 - t0)}')"
@@ -102,6 +106,25 @@ sleep 1
 RSS_INV=$(rss_kib "$DPID")
 log "shepherdd ready on port $PORT, RSS $RSS_INV KiB with the inventory"
 
+# Before the job is submitted: its 120 s startup grace counts from the attempt start (not from the first
+# report), so the loads must begin soon after the submit.
+# The machine is shared: with WAIT_QUIET=S, wait up to S seconds for 3 consecutive seconds in which the
+# machine's CPUs are at least 90 % idle (the daemon idles meanwhile), so other work does not take core 0.
+busy_pct() { # whole-machine busy % over one second, from /proc/stat
+  local a b
+  a=($(head -1 /proc/stat)); sleep 1; b=($(head -1 /proc/stat))
+  awk -v a="${a[*]}" -v b="${b[*]}" 'BEGIN {
+    n = split(a, x, " "); split(b, y, " "); t = 0
+    for (i = 2; i <= n; ++i) t += y[i] - x[i]
+    idle = (y[5] - x[5]) + (y[6] - x[6]); printf "%.0f", (t > 0 ? 100 * (t - idle) / t : 0) }'
+}
+if (( ${WAIT_QUIET:-0} > 0 )); then
+  quiet=0; deadline=$(( SECONDS + WAIT_QUIET ))
+  while (( quiet < 3 && SECONDS < deadline )); do
+    if (( $(busy_pct) <= 10 )); then quiet=$(( quiet + 1 )); else quiet=0; fi
+  done
+  (( quiet >= 3 )) && log "machine quiet" || log "machine still busy after $WAIT_QUIET s; measuring anyway"
+fi
 cat >"$WORK/job.json" <<'EOF'
 {"name": "report-load-405b",
  "model": {"parameters": 405e9, "layers": 128, "hidden": 16384, "heads": 128, "seq_len": 4096, "vocab": 128256},
@@ -138,23 +161,6 @@ with open(sys.argv[2], "w") as f:
 print(f"{len(p['ranks'])} ranks on {len(by_node)} nodes", file=sys.stderr)
 EOF
 
-# The machine is shared: with WAIT_QUIET=S, wait up to S seconds for 3 consecutive seconds in which the
-# machine's CPUs are at least 90 % idle (the daemon idles meanwhile), so other work does not take core 0.
-busy_pct() { # whole-machine busy % over one second, from /proc/stat
-  local a b
-  a=($(head -1 /proc/stat)); sleep 1; b=($(head -1 /proc/stat))
-  awk -v a="${a[*]}" -v b="${b[*]}" 'BEGIN {
-    n = split(a, x, " "); split(b, y, " "); t = 0
-    for (i = 2; i <= n; ++i) t += y[i] - x[i]
-    idle = (y[5] - x[5]) + (y[6] - x[6]); printf "%.0f", (t > 0 ? 100 * (t - idle) / t : 0) }'
-}
-if (( ${WAIT_QUIET:-0} > 0 )); then
-  quiet=0; deadline=$(( SECONDS + WAIT_QUIET ))
-  while (( quiet < 3 && SECONDS < deadline )); do
-    if (( $(busy_pct) <= 10 )); then quiet=$(( quiet + 1 )); else quiet=0; fi
-  done
-  (( quiet >= 3 )) && log "machine quiet" || log "machine still busy after $WAIT_QUIET s; measuring anyway"
-fi
 log "machine busy before the runs: $(busy_pct) % of $(nproc) CPUs"
 
 # ---- (2) load against shepherdd -------------------------------------------------------------------------

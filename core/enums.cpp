@@ -5,11 +5,16 @@ namespace shepherd {
 
 const char* ToString(NodeState s) {
   switch (s) {
-    case NodeState::kAvailable: return "available";
-    case NodeState::kAllocated: return "allocated";
-    case NodeState::kSpare: return "spare";
-    case NodeState::kCordoned: return "cordoned";
-    case NodeState::kFailed: return "failed";
+    case NodeState::kAvailable:
+      return "available";
+    case NodeState::kAllocated:
+      return "allocated";
+    case NodeState::kSpare:
+      return "spare";
+    case NodeState::kCordoned:
+      return "cordoned";
+    case NodeState::kFailed:
+      return "failed";
   }
   return "unknown";
 }
@@ -24,12 +29,18 @@ NodeState StateOf(const Node& n, int allocated_gpus) {
 
 const char* ToString(JobState s) {
   switch (s) {
-    case JobState::kQueued: return "queued";
-    case JobState::kRunning: return "running";
-    case JobState::kRecovering: return "recovering";
-    case JobState::kSucceeded: return "succeeded";
-    case JobState::kFailed: return "failed";
-    case JobState::kCancelled: return "cancelled";
+    case JobState::kQueued:
+      return "queued";
+    case JobState::kRunning:
+      return "running";
+    case JobState::kRecovering:
+      return "recovering";
+    case JobState::kSucceeded:
+      return "succeeded";
+    case JobState::kFailed:
+      return "failed";
+    case JobState::kCancelled:
+      return "cancelled";
   }
   return "unknown";
 }
@@ -43,10 +54,14 @@ std::optional<JobState> JobStateFromString(const std::string& s) {
 
 const char* ToString(CheckpointStatus s) {
   switch (s) {
-    case CheckpointStatus::kPending: return "pending";
-    case CheckpointStatus::kComplete: return "complete";
-    case CheckpointStatus::kGood: return "good";
-    case CheckpointStatus::kBad: return "bad";
+    case CheckpointStatus::kPending:
+      return "pending";
+    case CheckpointStatus::kComplete:
+      return "complete";
+    case CheckpointStatus::kGood:
+      return "good";
+    case CheckpointStatus::kBad:
+      return "bad";
   }
   return "unknown";
 }

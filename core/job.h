@@ -55,16 +55,16 @@ struct CheckpointSpec {
 struct Policy {
   double heartbeat_interval_s = 1;
   double heartbeat_timeout_s = 10;
-  double startup_grace_s = 120;      // heartbeats may be absent this long after an attempt starts
+  double startup_grace_s = 120;  // heartbeats may be absent this long after an attempt starts
   double hang_timeout_s = 60;
   int sdc_check_every_steps = 100;
   int max_restarts = 10;
-  double restart_backoff_s = 5;      // doubled per consecutive restart, capped at 300 s
+  double restart_backoff_s = 5;  // doubled per consecutive restart, capped at 300 s
   bool use_spares = true;
-  double straggler_factor = 1.5;     // slower than median × factor ...
-  int straggler_window_steps = 20;   // ... over this many steps is a straggler
-  double loss_spike_factor = 3;      // loss above rolling median × factor is a spike
-  int good_after_steps = 10;         // K healthy steps that make a complete checkpoint good
+  double straggler_factor = 1.5;    // slower than median × factor ...
+  int straggler_window_steps = 20;  // ... over this many steps is a straggler
+  double loss_spike_factor = 3;     // loss above rolling median × factor is a spike
+  int good_after_steps = 10;        // K healthy steps that make a complete checkpoint good
 };
 
 struct JobSpec {
@@ -120,8 +120,8 @@ struct Job {
   JobSpec spec;
   Plan plan;
   JobState state = JobState::kQueued;
-  int attempt = 0;    // current attempt number; 0 while never started
-  int restarts = 0;   // automatic restarts used against policy.max_restarts
+  int attempt = 0;   // current attempt number; 0 while never started
+  int restarts = 0;  // automatic restarts used against policy.max_restarts
   std::string reason;
   Time created_at{};
   Time updated_at{};

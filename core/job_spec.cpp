@@ -43,7 +43,7 @@ void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* 
   if (auto v = r.Enum("optimizer", {"adam", "adamw", "sgd"}))
     t->optimizer = *v == "sgd" ? Optimizer::kSgd : Optimizer::kAdam;
   if (auto v = r.Enum("activation_recompute", {"none", "selective", "full"}))
-    t->activation_recompute = *v == "none" ? Recompute::kNone
+    t->activation_recompute = *v == "none"   ? Recompute::kNone
                               : *v == "full" ? Recompute::kFull
                                              : Recompute::kSelective;
 }
@@ -79,7 +79,8 @@ void ParseParallelism(FieldReader& root, JobSpec* s, std::vector<FieldError>* er
     r.Error("parallelism", "tp·pp·dp = " + std::to_string(static_cast<long long>(p.tp) * p.pp * p.dp) +
                                " must equal resources.gpus = " + std::to_string(gpus));
   if (s->model.heads > 0 && s->model.heads % p.tp != 0) r.Error("parallelism.tp", "must divide model.heads");
-  if (s->model.layers > 0 && s->model.layers % p.pp != 0) r.Error("parallelism.pp", "must divide model.layers");
+  if (s->model.layers > 0 && s->model.layers % p.pp != 0)
+    r.Error("parallelism.pp", "must divide model.layers");
   long long per_step = static_cast<long long>(s->training.micro_batch_size) * p.dp;
   if (s->training.global_batch_size > 0 && s->training.global_batch_size % per_step != 0)
     r.Error("training.global_batch_size",
@@ -159,55 +160,58 @@ Result<JobSpec> Finish(JobSpec spec, std::vector<FieldError> errs) {
   return spec;
 }
 
+// The planning parts (model, training, resources, parallelism); `full` adds the rest of a job.
+Result<JobSpec> ParseSpec(const Json& j, bool full) {
+  std::vector<FieldError> errs;
+  JobSpec s;
+  FieldReader root(j, "", &errs);
+  if (!root.ok()) return Finish(s, errs);
+  root.OnlyKnown(
+      {"name", "model", "training", "parallelism", "resources", "command", "env", "checkpoint", "policy"});
+  if (full) s.name = root.String("name", true, 128).value_or("");
+  ParseModel(root, &s.model, &errs);
+  ParseTraining(root, &s.training, &errs);
+  ParseResources(root, &s.resources, &errs);
+  ParseParallelism(root, &s, &errs);
+  if (full) {
+    ParseLaunch(root, &s, &errs);
+    ParsePolicy(root, &s.policy, &errs);
+  }
+  return Finish(std::move(s), std::move(errs));
+}
+
 }  // namespace
 
 Result<JobSpec> ParsePlanRequest(const Json& j) {
-  std::vector<FieldError> errs;
-  JobSpec s;
-  FieldReader root(j, "", &errs);
-  if (!root.ok()) return Finish(s, errs);
-  root.OnlyKnown({"name", "model", "training", "parallelism", "resources", "command", "env", "checkpoint",
-                  "policy"});
-  ParseModel(root, &s.model, &errs);
-  ParseTraining(root, &s.training, &errs);
-  ParseResources(root, &s.resources, &errs);
-  ParseParallelism(root, &s, &errs);
-  return Finish(std::move(s), std::move(errs));
+  return ParseSpec(j, false);
 }
-
 Result<JobSpec> ParseJobSpec(const Json& j) {
-  std::vector<FieldError> errs;
-  JobSpec s;
-  FieldReader root(j, "", &errs);
-  if (!root.ok()) return Finish(s, errs);
-  root.OnlyKnown({"name", "model", "training", "parallelism", "resources", "command", "env", "checkpoint",
-                  "policy"});
-  s.name = root.String("name", true, 128).value_or("");
-  ParseModel(root, &s.model, &errs);
-  ParseTraining(root, &s.training, &errs);
-  ParseResources(root, &s.resources, &errs);
-  ParseParallelism(root, &s, &errs);
-  ParseLaunch(root, &s, &errs);
-  ParsePolicy(root, &s.policy, &errs);
-  return Finish(std::move(s), std::move(errs));
+  return ParseSpec(j, true);
 }
 
 Json ToJson(const JobSpec& s) {
-  Json par = s.parallelism.automatic
-                 ? Json("auto")
-                 : Json{{"tp", s.parallelism.tp}, {"pp", s.parallelism.pp}, {"dp", s.parallelism.dp},
-                        {"zero_stage", s.parallelism.zero_stage}};
+  Json par = s.parallelism.automatic ? Json("auto")
+                                     : Json{{"tp", s.parallelism.tp},
+                                            {"pp", s.parallelism.pp},
+                                            {"dp", s.parallelism.dp},
+                                            {"zero_stage", s.parallelism.zero_stage}};
   Json res = {{"gpus", s.resources.gpus}, {"gpus_per_node", s.resources.gpus_per_node}};
   if (s.resources.gpu_memory_gib) res["gpu_memory_gib"] = *s.resources.gpu_memory_gib;
   const Policy& p = s.policy;
   return {
       {"name", s.name},
       {"model",
-       {{"parameters", s.model.parameters}, {"layers", s.model.layers}, {"hidden", s.model.hidden},
-        {"heads", s.model.heads}, {"seq_len", s.model.seq_len}, {"vocab", s.model.vocab}}},
+       {{"parameters", s.model.parameters},
+        {"layers", s.model.layers},
+        {"hidden", s.model.hidden},
+        {"heads", s.model.heads},
+        {"seq_len", s.model.seq_len},
+        {"vocab", s.model.vocab}}},
       {"training",
-       {{"micro_batch_size", s.training.micro_batch_size}, {"global_batch_size", s.training.global_batch_size},
-        {"precision", ToString(s.training.precision)}, {"optimizer", ToString(s.training.optimizer)},
+       {{"micro_batch_size", s.training.micro_batch_size},
+        {"global_batch_size", s.training.global_batch_size},
+        {"precision", ToString(s.training.precision)},
+        {"optimizer", ToString(s.training.optimizer)},
         {"activation_recompute", ToString(s.training.activation_recompute)}}},
       {"parallelism", par},
       {"resources", res},
@@ -215,19 +219,27 @@ Json ToJson(const JobSpec& s) {
       {"env", s.env},
       {"checkpoint", {{"dir", s.checkpoint.dir}, {"every_steps", s.checkpoint.every_steps}}},
       {"policy",
-       {{"heartbeat_interval_s", p.heartbeat_interval_s}, {"heartbeat_timeout_s", p.heartbeat_timeout_s},
-        {"startup_grace_s", p.startup_grace_s}, {"hang_timeout_s", p.hang_timeout_s},
-        {"sdc_check_every_steps", p.sdc_check_every_steps}, {"max_restarts", p.max_restarts},
-        {"restart_backoff_s", p.restart_backoff_s}, {"use_spares", p.use_spares},
-        {"straggler_factor", p.straggler_factor}, {"straggler_window_steps", p.straggler_window_steps},
-        {"loss_spike_factor", p.loss_spike_factor}, {"good_after_steps", p.good_after_steps}}},
+       {{"heartbeat_interval_s", p.heartbeat_interval_s},
+        {"heartbeat_timeout_s", p.heartbeat_timeout_s},
+        {"startup_grace_s", p.startup_grace_s},
+        {"hang_timeout_s", p.hang_timeout_s},
+        {"sdc_check_every_steps", p.sdc_check_every_steps},
+        {"max_restarts", p.max_restarts},
+        {"restart_backoff_s", p.restart_backoff_s},
+        {"use_spares", p.use_spares},
+        {"straggler_factor", p.straggler_factor},
+        {"straggler_window_steps", p.straggler_window_steps},
+        {"loss_spike_factor", p.loss_spike_factor},
+        {"good_after_steps", p.good_after_steps}}},
   };
 }
 
 const char* ToString(Precision p) {
   return p == Precision::kBf16 ? "bf16" : p == Precision::kFp16 ? "fp16" : "fp32";
 }
-const char* ToString(Optimizer o) { return o == Optimizer::kAdam ? "adam" : "sgd"; }
+const char* ToString(Optimizer o) {
+  return o == Optimizer::kAdam ? "adam" : "sgd";
+}
 const char* ToString(Recompute r) {
   return r == Recompute::kNone ? "none" : r == Recompute::kFull ? "full" : "selective";
 }

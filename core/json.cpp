@@ -5,7 +5,9 @@
 namespace shepherd {
 namespace {
 
-Json TimeJson(Time t) { return FormatRfc3339(t); }
+Json TimeJson(Time t) {
+  return FormatRfc3339(t);
+}
 Time TimeOf(const Json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end() || !it->is_string()) return Time{};
@@ -37,9 +39,12 @@ Result<Json> ParseJsonText(std::string_view text, int max_depth) {
   bool in_string = false, escaped = false;
   for (char c : text) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
     } else if (c == '"') {
       in_string = true;
     } else if (c == '{' || c == '[') {
@@ -59,10 +64,13 @@ Result<Node> ParseNode(const Json& j, const TopologyLevels& levels) {
   FieldReader r(j, "", &errs);
   Node n;
   if (r.ok()) {
-    r.OnlyKnown({"id", "hostname", "gpus", "gpu_memory_gib", "gpu_model", "topology", "spare", "schedulable"});
+    r.OnlyKnown(
+        {"id", "hostname", "gpus", "gpu_memory_gib", "gpu_model", "topology", "spare", "schedulable"});
     if (auto id = r.String("id", true, 128)) {
-      if (ValidId(*id)) n.id = *id;
-      else r.Error("id", "must be 1-128 characters of [A-Za-z0-9._-]");
+      if (ValidId(*id))
+        n.id = *id;
+      else
+        r.Error("id", "must be 1-128 characters of [A-Za-z0-9._-]");
     }
     n.hostname = r.String("hostname", false, 253).value_or(n.id);
     if (n.hostname.empty()) n.hostname = n.id;
@@ -93,16 +101,28 @@ Result<Node> ParseNode(const Json& j, const TopologyLevels& levels) {
 Json ToJson(const Node& n) {
   Json topo = n.topology;
   topo["nvlink_domain"] = n.nvlink_domain;
-  return {{"id", n.id},           {"hostname", n.hostname},         {"gpus", n.gpus},
-          {"gpu_memory_gib", n.gpu_memory_gib}, {"gpu_model", n.gpu_model},   {"topology", topo},
-          {"spare", n.spare},     {"schedulable", n.schedulable},   {"failed", n.failed},
-          {"reason", n.reason},   {"agent_attached", n.agent_attached},
-          {"created_at", TimeJson(n.created_at)}, {"updated_at", TimeJson(n.updated_at)}};
+  return {{"id", n.id},
+          {"hostname", n.hostname},
+          {"gpus", n.gpus},
+          {"gpu_memory_gib", n.gpu_memory_gib},
+          {"gpu_model", n.gpu_model},
+          {"topology", topo},
+          {"spare", n.spare},
+          {"schedulable", n.schedulable},
+          {"failed", n.failed},
+          {"reason", n.reason},
+          {"agent_attached", n.agent_attached},
+          {"created_at", TimeJson(n.created_at)},
+          {"updated_at", TimeJson(n.updated_at)}};
 }
 
 Json ToJson(const Plan& p) {
-  return {{"tp", p.tp}, {"pp", p.pp}, {"dp", p.dp}, {"zero_stage", p.zero_stage},
-          {"micro_batches", p.micro_batches}, {"micro_batch_size", p.micro_batch_size}};
+  return {{"tp", p.tp},
+          {"pp", p.pp},
+          {"dp", p.dp},
+          {"zero_stage", p.zero_stage},
+          {"micro_batches", p.micro_batches},
+          {"micro_batch_size", p.micro_batch_size}};
 }
 
 Result<Plan> ParsePlan(const Json& j) {
@@ -119,9 +139,15 @@ Result<Plan> ParsePlan(const Json& j) {
 }
 
 Json ToJson(const Job& job) {
-  return {{"id", job.id},           {"seq", job.seq},         {"spec", ToJson(job.spec)},
-          {"plan", ToJson(job.plan)}, {"state", ToString(job.state)}, {"attempt", job.attempt},
-          {"restarts", job.restarts}, {"reason", job.reason},  {"created_at", TimeJson(job.created_at)},
+  return {{"id", job.id},
+          {"seq", job.seq},
+          {"spec", ToJson(job.spec)},
+          {"plan", ToJson(job.plan)},
+          {"state", ToString(job.state)},
+          {"attempt", job.attempt},
+          {"restarts", job.restarts},
+          {"reason", job.reason},
+          {"created_at", TimeJson(job.created_at)},
           {"updated_at", TimeJson(job.updated_at)}};
 }
 
@@ -202,10 +228,16 @@ Result<Attempt> AttemptFromJson(const Json& j) {
 }
 
 Json ToJson(const Checkpoint& c) {
-  return {{"id", c.id},         {"job", c.job},     {"attempt", c.attempt},
-          {"step", c.step},     {"path", c.path},   {"status", ToString(c.status)},
-          {"reason", c.reason}, {"ranks_reported", c.ranks_reported},
-          {"created_at", TimeJson(c.created_at)}, {"updated_at", TimeJson(c.updated_at)}};
+  return {{"id", c.id},
+          {"job", c.job},
+          {"attempt", c.attempt},
+          {"step", c.step},
+          {"path", c.path},
+          {"status", ToString(c.status)},
+          {"reason", c.reason},
+          {"ranks_reported", c.ranks_reported},
+          {"created_at", TimeJson(c.created_at)},
+          {"updated_at", TimeJson(c.updated_at)}};
 }
 
 Result<Checkpoint> CheckpointFromJson(const Json& j) {
@@ -217,8 +249,8 @@ Result<Checkpoint> CheckpointFromJson(const Json& j) {
     c.step = j.at("step");
     c.path = j.value("path", "");
     std::string s = j.at("status");
-    c.status = s == "good" ? CheckpointStatus::kGood
-               : s == "bad" ? CheckpointStatus::kBad
+    c.status = s == "good"       ? CheckpointStatus::kGood
+               : s == "bad"      ? CheckpointStatus::kBad
                : s == "complete" ? CheckpointStatus::kComplete
                                  : CheckpointStatus::kPending;
     c.reason = j.value("reason", "");
@@ -230,10 +262,10 @@ Result<Checkpoint> CheckpointFromJson(const Json& j) {
 }
 
 Json ToJson(const Finding& f) {
-  Json out = {{"id", f.id},           {"job", f.job},           {"attempt", f.attempt},
-              {"kind", f.kind},       {"ranks", f.ranks},       {"nodes", f.nodes},
-              {"step", nullptr},      {"onset_step", nullptr},  {"detected_at", TimeJson(f.detected_at)},
-              {"detail", f.detail},   {"actions", f.actions}};
+  Json out = {{"id", f.id},         {"job", f.job},          {"attempt", f.attempt},
+              {"kind", f.kind},     {"ranks", f.ranks},      {"nodes", f.nodes},
+              {"step", nullptr},    {"onset_step", nullptr}, {"detected_at", TimeJson(f.detected_at)},
+              {"detail", f.detail}, {"actions", f.actions}};
   if (f.step) out["step"] = *f.step;
   if (f.onset_step) out["onset_step"] = *f.onset_step;
   return out;
@@ -249,7 +281,8 @@ Result<Finding> FindingFromJson(const Json& j) {
     f.ranks = j.value("ranks", std::vector<int>{});
     f.nodes = j.value("nodes", std::vector<std::string>{});
     if (j.contains("step") && j["step"].is_number()) f.step = j["step"].get<int64_t>();
-    if (j.contains("onset_step") && j["onset_step"].is_number()) f.onset_step = j["onset_step"].get<int64_t>();
+    if (j.contains("onset_step") && j["onset_step"].is_number())
+      f.onset_step = j["onset_step"].get<int64_t>();
     f.detected_at = TimeOf(j, "detected_at");
     f.detail = j.value("detail", "");
     f.actions = j.value("actions", std::vector<std::string>{});

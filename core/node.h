@@ -23,10 +23,10 @@ struct Node {
   // GPUs of one NVLink domain talk at NVLink speed. Defaults to the node id (an 8-GPU HGX node); NVL72-style
   // racks share one name across their 18 nodes.
   std::string nvlink_domain;
-  bool spare = false;        // held aside for replacement, never used for first placement
-  bool schedulable = true;   // false: cordoned by an operator or by recovery
-  bool failed = false;       // declared failed by health/recovery; cleared by an operator PATCH
-  std::string reason;        // why cordoned or failed
+  bool spare = false;       // held aside for replacement, never used for first placement
+  bool schedulable = true;  // false: cordoned by an operator or by recovery
+  bool failed = false;      // declared failed by health/recovery; cleared by an operator PATCH
+  std::string reason;       // why cordoned or failed
   bool agent_attached = false;
   Time created_at{};
   Time updated_at{};

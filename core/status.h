@@ -11,17 +11,17 @@ namespace shepherd {
 
 enum class Code {
   kOk,
-  kInvalidArgument,     // malformed input (HTTP 400)
-  kInvalidContent,      // well-formed but invalid values (HTTP 422), see fields()
-  kNotFound,            // 404
-  kConflict,            // 409
-  kResourceExhausted,   // 429
-  kUnavailable,         // 503: not ready, storage failed
-  kInternal,            // 500
+  kInvalidArgument,    // malformed input (HTTP 400)
+  kInvalidContent,     // well-formed but invalid values (HTTP 422), see fields()
+  kNotFound,           // 404
+  kConflict,           // 409
+  kResourceExhausted,  // 429
+  kUnavailable,        // 503: not ready, storage failed
+  kInternal,           // 500
 };
 
 struct FieldError {
-  std::string field;    // JSON path, e.g. "parallelism.tp"
+  std::string field;  // JSON path, e.g. "parallelism.tp"
   std::string message;
   bool operator==(const FieldError&) const = default;
 };
@@ -44,11 +44,21 @@ class Status {
   std::vector<FieldError> fields_;
 };
 
-inline Status InvalidArgument(std::string m) { return {Code::kInvalidArgument, std::move(m)}; }
-inline Status NotFound(std::string m) { return {Code::kNotFound, std::move(m)}; }
-inline Status Conflict(std::string m) { return {Code::kConflict, std::move(m)}; }
-inline Status Unavailable(std::string m) { return {Code::kUnavailable, std::move(m)}; }
-inline Status Internal(std::string m) { return {Code::kInternal, std::move(m)}; }
+inline Status InvalidArgument(std::string m) {
+  return {Code::kInvalidArgument, std::move(m)};
+}
+inline Status NotFound(std::string m) {
+  return {Code::kNotFound, std::move(m)};
+}
+inline Status Conflict(std::string m) {
+  return {Code::kConflict, std::move(m)};
+}
+inline Status Unavailable(std::string m) {
+  return {Code::kUnavailable, std::move(m)};
+}
+inline Status Internal(std::string m) {
+  return {Code::kInternal, std::move(m)};
+}
 inline Status InvalidContent(std::string m, std::vector<FieldError> fields) {
   return {Code::kInvalidContent, std::move(m), std::move(fields)};
 }
@@ -57,8 +67,8 @@ inline Status InvalidContent(std::string m, std::vector<FieldError> fields) {
 template <typename T>
 class Result {
  public:
-  Result(T value) : v_(std::move(value)) {}                 // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {}          // NOLINT: implicit by design
+  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {}  // NOLINT: implicit by design
   bool ok() const { return std::holds_alternative<T>(v_); }
   const Status& status() const {
     static const Status kOk;

@@ -56,7 +56,8 @@ std::optional<Time> ParseRfc3339(std::string_view s) {
     ++pos;
   } else if (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) {
     int oh, om;
-    if (!Digits(s, pos + 1, 2, &oh) || pos + 3 >= s.size() || s[pos + 3] != ':' || !Digits(s, pos + 4, 2, &om))
+    if (!Digits(s, pos + 1, 2, &oh) || pos + 3 >= s.size() || s[pos + 3] != ':' ||
+        !Digits(s, pos + 4, 2, &om))
       return std::nullopt;
     offset = (oh * 3600L + om * 60L) * (s[pos] == '+' ? 1 : -1);
     pos += 6;
@@ -72,7 +73,8 @@ std::optional<Time> ParseRfc3339(std::string_view s) {
   tm.tm_min = mi;
   tm.tm_sec = se;
   std::time_t secs = timegm(&tm);
-  return Time(std::chrono::seconds(secs - offset)) + std::chrono::round<Duration>(std::chrono::duration<double>(frac));
+  return Time(std::chrono::seconds(secs - offset)) +
+         std::chrono::round<Duration>(std::chrono::duration<double>(frac));
 }
 
 }  // namespace shepherd

@@ -15,8 +15,12 @@ using Duration = std::chrono::system_clock::duration;
 inline Duration Seconds(double s) {
   return std::chrono::round<Duration>(std::chrono::duration<double>(s));
 }
-inline double ToSeconds(Duration d) { return std::chrono::duration<double>(d).count(); }
-inline double ToUnixSeconds(Time t) { return ToSeconds(t.time_since_epoch()); }
+inline double ToSeconds(Duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+inline double ToUnixSeconds(Time t) {
+  return ToSeconds(t.time_since_epoch());
+}
 inline Time FromUnixSeconds(double s) {
   // Whole seconds exactly, then the fraction: a double of ~1.7e18 ns cannot hold nanoseconds exactly.
   double whole = static_cast<double>(static_cast<long long>(s));

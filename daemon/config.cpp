@@ -23,17 +23,18 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (!j.ok()) return j.status();
   std::vector<FieldError> errs;
   FieldReader r(*j, "", &errs);
-  r.OnlyKnown({"listen", "db", "inventory", "port_file", "tokens", "topology_levels", "default_gpu_memory_gib",
-               "min_spares_per_leaf", "min_spares_per_spine", "body_limit", "header_limit", "idle_timeout_s",
-               "shutdown_grace_s", "tick_interval_s", "log_level", "advertise_url",
-               "node_heartbeat_timeout_s", "stop_timeout_s"});
+  r.OnlyKnown({"listen", "db", "inventory", "port_file", "tokens", "topology_levels",
+               "default_gpu_memory_gib", "min_spares_per_leaf", "min_spares_per_spine", "body_limit",
+               "header_limit", "idle_timeout_s", "shutdown_grace_s", "tick_interval_s", "log_level",
+               "advertise_url", "node_heartbeat_timeout_s", "stop_timeout_s"});
   if (auto v = r.String("listen", false)) c->listen = *v;
   if (auto v = r.String("db", false, 4096)) c->db = *v;
   if (auto v = r.String("inventory", false, 4096)) c->inventory = *v;
   if (auto v = r.String("port_file", false, 4096)) c->port_file = *v;
   if (auto v = r.String("log_level", false)) c->log_level = *v;
   if (auto v = r.String("advertise_url", false, 1024)) c->advertise_url = *v;
-  if (auto v = r.Number("node_heartbeat_timeout_s", false, 0.1, 86400)) c->controller.node_heartbeat_timeout_s = *v;
+  if (auto v = r.Number("node_heartbeat_timeout_s", false, 0.1, 86400))
+    c->controller.node_heartbeat_timeout_s = *v;
   if (auto v = r.Number("stop_timeout_s", false, 0, 3600)) c->controller.stop_timeout_s = *v;
   auto strings = [&](const char* key, std::vector<std::string>* out) {
     const Json* a = r.Find(key);
@@ -49,7 +50,8 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   strings("tokens", &c->tokens);
   strings("topology_levels", &c->controller.levels);
   if (c->controller.levels.empty()) r.Error("topology_levels", "must name at least one level");
-  if (auto v = r.Number("default_gpu_memory_gib", false, 1, 1 << 20)) c->controller.default_gpu_memory_gib = *v;
+  if (auto v = r.Number("default_gpu_memory_gib", false, 1, 1 << 20))
+    c->controller.default_gpu_memory_gib = *v;
   if (auto v = r.Int("min_spares_per_leaf", false, 0, 1 << 20)) c->controller.min_spares_per_leaf = int(*v);
   if (auto v = r.Int("min_spares_per_spine", false, 0, 1 << 20)) c->controller.min_spares_per_spine = int(*v);
   if (auto v = r.Int("body_limit", false, 1024, 1LL << 32)) c->body_limit = size_t(*v);
@@ -67,12 +69,15 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
 
 Status SplitHostPort(const std::string& s, std::string* host, uint16_t* port) {
   size_t colon = s.rfind(':');
-  if (colon == std::string::npos || colon == 0) return InvalidArgument("--listen must be HOST:PORT, got " + s);
+  if (colon == std::string::npos || colon == 0)
+    return InvalidArgument("--listen must be HOST:PORT, got " + s);
   std::string p = s.substr(colon + 1);
-  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos || std::stoi(p) > 65535)
+  if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos ||
+      std::stoi(p) > 65535)
     return InvalidArgument("--listen port must be 0-65535, got " + p);
   *host = s.substr(0, colon);
-  if (host->size() > 2 && host->front() == '[' && host->back() == ']') *host = host->substr(1, host->size() - 2);
+  if (host->size() > 2 && host->front() == '[' && host->back() == ']')
+    *host = host->substr(1, host->size() - 2);
   *port = static_cast<uint16_t>(std::stoi(p));
   return Status::Ok();
 }

@@ -30,6 +30,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* config);
 // "host:port" -> parts. kInvalidArgument when malformed.
 Status SplitHostPort(const std::string& s, std::string* host, uint16_t* port);
 // Reads an inventory file: {"nodes": [node objects as in POST /v1/nodes]}. Errors name the node index.
-Result<std::vector<std::pair<Node, bool>>> LoadInventoryFile(const std::string& path, const TopologyLevels& levels);
+Result<std::vector<std::pair<Node, bool>>> LoadInventoryFile(const std::string& path,
+                                                             const TopologyLevels& levels);
 
 }  // namespace shepherd

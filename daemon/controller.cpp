@@ -9,7 +9,10 @@
 namespace shepherd {
 
 Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOptions options)
-    : store_(store), clock_(clock), post_(std::move(post)), options_(std::move(options)),
+    : store_(store),
+      clock_(clock),
+      post_(std::move(post)),
+      options_(std::move(options)),
       cluster_(options_.levels) {}
 
 Controller::~Controller() = default;
@@ -17,7 +20,9 @@ Controller::~Controller() = default;
 Record Controller::NodeRecord(const Node& n) const {
   return {Collection::kNodes, n.id, "", ToJson(n).dump()};
 }
-Record Controller::JobRecord(const Job& j) const { return {Collection::kJobs, j.id, j.id, ToJson(j).dump()}; }
+Record Controller::JobRecord(const Job& j) const {
+  return {Collection::kJobs, j.id, j.id, ToJson(j).dump()};
+}
 Record Controller::AttemptRecord(const Attempt& a) const {
   return {Collection::kAttempts, a.job + "/" + std::to_string(a.number), a.job, ToJson(a).dump()};
 }
@@ -30,12 +35,14 @@ Status Controller::Recover() {
   std::map<std::string, std::vector<Checkpoint>> checkpoints;
   for (const Record& r : snap->records) {
     Result<Json> j = ParseJsonText(r.body, 256);
-    if (!j.ok()) return Internal("stored " + std::string(ToString(r.collection)) + " " + r.key + " is not JSON");
+    if (!j.ok())
+      return Internal("stored " + std::string(ToString(r.collection)) + " " + r.key + " is not JSON");
     switch (r.collection) {
       case Collection::kNodes: {
         Node n;
         Json desc = *j;
-        for (const char* k : {"failed", "reason", "agent_attached", "created_at", "updated_at"}) desc.erase(k);
+        for (const char* k : {"failed", "reason", "agent_attached", "created_at", "updated_at"})
+          desc.erase(k);
         auto parsed = ParseNode(desc, options_.levels);
         if (!parsed.ok()) return Internal("stored node " + r.key + ": " + parsed.status().message());
         n = std::move(parsed).value();
@@ -76,7 +83,8 @@ Status Controller::Recover() {
         if (!f.ok()) return f.status();
         ++finding_counts_[f->kind];
         long long seq = 0;
-        if (std::sscanf(f->id.c_str(), "f-%lld", &seq) == 1) next_finding_seq_ = std::max<int64_t>(next_finding_seq_, seq + 1);
+        if (std::sscanf(f->id.c_str(), "f-%lld", &seq) == 1)
+          next_finding_seq_ = std::max<int64_t>(next_finding_seq_, seq + 1);
         findings_.push_back(std::move(f).value());
         break;
       }
@@ -111,8 +119,10 @@ Status Controller::Recover() {
     for (auto [number, step] : rs)
       if (number != e.attempt->number) ledger.OnAttemptStart(number, step);
     // Grace counts from recovery: the ranks' last-seen times were not persisted.
-    if (e.job.state == JobState::kRunning) StartMonitor(e, now);
-    else ledger.OnAttemptStart(e.attempt->number, e.attempt->resume_step);
+    if (e.job.state == JobState::kRunning)
+      StartMonitor(e, now);
+    else
+      ledger.OnAttemptStart(e.attempt->number, e.attempt->resume_step);
   }
   for (const Node* n : cluster_.nodes())
     if (n->agent_attached) agents_[n->id].last_heartbeat = now;  // grace: liveness was not persisted
@@ -158,18 +168,10 @@ Json Controller::NodeJson(const Node& n) const {
 }
 
 Json Controller::JobJson(const JobEntry& e) const {
-  const Job& job = e.job;
-  Json j = {{"id", job.id},
-            {"name", job.spec.name},
-            {"state", ToString(job.state)},
-            {"reason", job.reason},
-            {"plan", ToJson(job.plan)},
-            {"estimate", ToJson(e.estimate)},
-            {"spec", ToJson(job.spec)},
-            {"attempt", job.attempt},
-            {"restarts", job.restarts},
-            {"created_at", FormatRfc3339(job.created_at)},
-            {"updated_at", FormatRfc3339(job.updated_at)}};
+  Json j = ToJson(e.job);  // the stored record, plus what the API shows besides
+  j.erase("seq");
+  j["name"] = e.job.spec.name;
+  j["estimate"] = ToJson(e.estimate);
   if (e.attempt) {
     j["current_attempt"] = {{"number", e.attempt->number},
                             {"started_at", FormatRfc3339(e.attempt->started_at)},

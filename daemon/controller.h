@@ -137,9 +137,9 @@ class Controller {
   struct JobEntry {
     Job job;
     PlanEstimate estimate;
-    std::optional<Attempt> attempt;  // the current (or last) attempt
+    std::optional<Attempt> attempt;       // the current (or last) attempt
     std::unique_ptr<JobMonitor> monitor;  // while an attempt runs
-    bool monitor_started = false;  // agent-launched, or a rank reported: detectors are armed
+    bool monitor_started = false;         // agent-launched, or a rank reported: detectors are armed
     std::unique_ptr<CheckpointLedger> ledger;
     // A new attempt's ranks are handed to agents only once every rank of older attempts has stopped
     // (or launch_deadline passed): the old attempt's ranks are all stopped before the new ones start.
@@ -161,14 +161,13 @@ class Controller {
     Time last_heartbeat{};
     bool lost = false;
     std::vector<std::pair<std::string, int>> running;  // (job, attempt) of its live rank processes
-    std::set<std::string> faults_seen;                  // "gpu:kind" already turned into findings
+    std::set<std::string> faults_seen;                 // "gpu:kind" already turned into findings
   };
   struct Waiter {
     int64_t known = 0;
     Time deadline{};
     Done<Json> done;
   };
-
 
   Json NodeJson(const Node& n) const;
   Json JobJson(const JobEntry& e) const;

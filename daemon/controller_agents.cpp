@@ -12,6 +12,18 @@ int MasterPort(int64_t job_seq, int attempt) {
   return 20000 + static_cast<int>((job_seq * 7919 + attempt * 104729) % 20000);
 }
 
+Finding NodeFinding(const std::string& job, int attempt, const char* kind, const std::string& node, Time now,
+                    std::string detail) {
+  Finding f;
+  f.job = job;
+  f.attempt = attempt;
+  f.kind = kind;
+  f.nodes = {node};
+  f.detected_at = now;
+  f.detail = std::move(detail);
+  return f;
+}
+
 }  // namespace
 
 Json Controller::AssignmentsJson(const std::string& node) const {
@@ -20,7 +32,8 @@ Json Controller::AssignmentsJson(const std::string& node) const {
     auto it = jobs_.find(job_id);
     if (it == jobs_.end()) continue;
     const JobEntry& e = it->second;
-    if (!e.attempt || !e.launched || e.job.state != JobState::kRunning || e.job.spec.command.empty()) continue;
+    if (!e.attempt || !e.launched || e.job.state != JobState::kRunning || e.job.spec.command.empty())
+      continue;
     const Placement& p = e.attempt->placement;
     std::vector<const RankSlot*> local;
     for (const RankSlot& r : p.ranks)
@@ -42,7 +55,8 @@ Json Controller::AssignmentsJson(const std::string& node) const {
       env["SHEPHERD_URL"] = options_.advertise_url;
       env["SHEPHERD_JOB"] = e.job.id;
       env["SHEPHERD_ATTEMPT"] = std::to_string(e.attempt->number);
-      env["SHEPHERD_RANK_COORDS"] = std::to_string(r.tp) + "," + std::to_string(r.pp) + "," + std::to_string(r.dp);
+      env["SHEPHERD_RANK_COORDS"] =
+          std::to_string(r.tp) + "," + std::to_string(r.pp) + "," + std::to_string(r.dp);
       env["SHEPHERD_RESUME_CHECKPOINT"] = resume;
       env["SHEPHERD_RESUME_STEP"] = std::to_string(e.attempt->resume_step);
       env["SHEPHERD_TOKEN"] = options_.rank_token;
@@ -50,8 +64,12 @@ Json Controller::AssignmentsJson(const std::string& node) const {
       env["SHEPHERD_SDC_EVERY"] = std::to_string(e.job.spec.policy.sdc_check_every_steps);
       env["SHEPHERD_CHECKPOINT_DIR"] = e.job.spec.checkpoint.dir;
       env["SHEPHERD_CHECKPOINT_EVERY"] = std::to_string(e.job.spec.checkpoint.every_steps);
-      ranks.push_back({{"job", e.job.id}, {"attempt", e.attempt->number}, {"rank", r.rank}, {"gpu", r.gpu},
-                       {"command", e.job.spec.command}, {"env", std::move(env)}});
+      ranks.push_back({{"job", e.job.id},
+                       {"attempt", e.attempt->number},
+                       {"rank", r.rank},
+                       {"gpu", r.gpu},
+                       {"command", e.job.spec.command},
+                       {"env", std::move(env)}});
     }
   }
   auto v = assignment_versions_.find(node);
@@ -112,7 +130,8 @@ void Controller::NodeHeartbeat(const std::string& node_id, const Json& body, Don
   }
   Json acks = Json::array();
   agent.running.clear();
-  const Json* procs = body.contains("processes") && body["processes"].is_array() ? &body["processes"] : nullptr;
+  const Json* procs =
+      body.contains("processes") && body["processes"].is_array() ? &body["processes"] : nullptr;
   for (const Json& p : procs ? *procs : Json::array()) {
     if (!p.is_object() || !p.contains("job") || !p["job"].is_string() || !p.contains("attempt") ||
         !p["attempt"].is_number_integer() || !p.contains("rank") || !p["rank"].is_number_integer())
@@ -136,30 +155,21 @@ void Controller::NodeHeartbeat(const std::string& node_id, const Json& body, Don
         e.job.state = JobState::kSucceeded;
         e.job.reason = "every rank exited 0";
         e.job.updated_at = now;
-        e.attempt->ended_at = now;
-        e.monitor.reset();
-        (void)cluster_.Release(e.job.id);
+        EndAttempt(e, now, &batch);
         batch.Put(JobRecord(e.job));
-        batch.Put(AttemptRecord(*e.attempt));
-        BumpAssignments(e.attempt->placement);
         ScheduleQueued(&batch);
         spdlog::info("job {} succeeded", e.job.id);
       }
       continue;
     }
-    Finding f;
-    f.job = job;
-    f.attempt = attempt;
-    f.kind = "process_exit";
-    f.ranks = {rank};
-    f.nodes = {node_id};
-    f.detected_at = now;
     std::string how = p.contains("signal") && p["signal"].is_number_integer()
                           ? "killed by signal " + std::to_string(p["signal"].get<int>())
                       : p.contains("exit_code") && p["exit_code"].is_number_integer()
                           ? "exited with code " + std::to_string(p["exit_code"].get<int>())
                           : "exited (code unknown)";
-    f.detail = "rank " + std::to_string(rank) + " on " + node_id + " " + how;
+    Finding f = NodeFinding(job, attempt, "process_exit", node_id, now,
+                            "rank " + std::to_string(rank) + " on " + node_id + " " + how);
+    f.ranks = {rank};
     if (p.contains("error") && p["error"].is_string()) f.detail += ": " + p["error"].get<std::string>();
     RecordFinding(std::move(f), &batch);
   }
@@ -169,21 +179,18 @@ void Controller::NodeHeartbeat(const std::string& node_id, const Json& body, Don
       std::string key = std::to_string(g.value("gpu", -1)) + ":" + g.value("kind", std::string("unknown"));
       if (!agent.faults_seen.insert(key).second) continue;
       for (const std::string& job : cluster_.JobsOn(node_id)) {
-        Finding f;
-        f.job = job;
-        f.attempt = jobs_[job].job.attempt;
-        f.kind = "gpu_fault";
-        f.nodes = {node_id};
-        f.detected_at = now;
-        f.detail = "agent of " + node_id + " reports GPU " + std::to_string(g.value("gpu", -1)) + " " +
-                   g.value("kind", std::string("fault")) + ": " + g.value("detail", std::string());
-        RecordFinding(std::move(f), &batch);
+        RecordFinding(
+            NodeFinding(job, jobs_[job].job.attempt, "gpu_fault", node_id, now,
+                        "agent of " + node_id + " reports GPU " + std::to_string(g.value("gpu", -1)) + " " +
+                            g.value("kind", std::string("fault")) + ": " + g.value("detail", std::string())),
+            &batch);
       }
     }
   }
   CheckAgents(now, &batch);
-  Json out = {{"ack_exits", std::move(acks)},
-              {"assignments_version", assignment_versions_.count(node_id) ? assignment_versions_[node_id] : 0}};
+  Json out = {
+      {"ack_exits", std::move(acks)},
+      {"assignments_version", assignment_versions_.count(node_id) ? assignment_versions_[node_id] : 0}};
   Commit(std::move(batch), [out = std::move(out), done = std::move(done)](Status s) mutable {
     if (!s.ok()) return done(s);
     done(std::move(out));
@@ -196,16 +203,13 @@ void Controller::CheckAgents(Time now, WriteBatch* batch) {
     if (agent.lost || now - agent.last_heartbeat < Seconds(options_.node_heartbeat_timeout_s)) continue;
     agent.lost = true;
     agent.running.clear();
-    spdlog::warn("agent of node {} silent for {:.1f} s: node lost", node_id, ToSeconds(now - agent.last_heartbeat));
+    spdlog::warn("agent of node {} silent for {:.1f} s: node lost", node_id,
+                 ToSeconds(now - agent.last_heartbeat));
     for (const std::string& job : cluster_.JobsOn(node_id)) {
-      Finding f;
-      f.job = job;
-      f.attempt = jobs_[job].job.attempt;
-      f.kind = "node_lost";
-      f.nodes = {node_id};
-      f.detected_at = now;
-      f.detail = "no agent heartbeat from " + node_id + " for " +
-                 std::to_string(static_cast<int>(ToSeconds(now - agent.last_heartbeat))) + " s";
+      Finding f =
+          NodeFinding(job, jobs_[job].job.attempt, "node_lost", node_id, now,
+                      "no agent heartbeat from " + node_id + " for " +
+                          std::to_string(static_cast<int>(ToSeconds(now - agent.last_heartbeat))) + " s");
       if (auto it = jobs_.find(job); it != jobs_.end() && it->second.attempt)
         for (const RankSlot& r : it->second.attempt->placement.ranks)
           if (r.node == node_id) f.ranks.push_back(r.rank);
@@ -220,7 +224,8 @@ void Controller::CheckAgents(Time now, WriteBatch* batch) {
       for (const auto& [j, a] : agent.running)
         old_running = old_running || (!agent.lost && j == job_id && a < e.attempt->number);
     if (old_running && now < e.launch_deadline) continue;
-    if (old_running) spdlog::warn("job {}: old ranks still running after the stop timeout; starting anyway", job_id);
+    if (old_running)
+      spdlog::warn("job {}: old ranks still running after the stop timeout; starting anyway", job_id);
     e.launched = true;
     BumpAssignments(e.attempt->placement);
   }
@@ -236,8 +241,10 @@ void Controller::CheckAgents(Time now, WriteBatch* batch) {
       if (answer.is_null()) answer = AssignmentsJson(it->first);
       w.done(answer);
     }
-    if (keep.empty()) it = waiters_.erase(it);
-    else (it++)->second = std::move(keep);
+    if (keep.empty())
+      it = waiters_.erase(it);
+    else
+      (it++)->second = std::move(keep);
   }
 }
 

@@ -43,8 +43,8 @@ void Controller::PersistTransitions(const std::vector<CheckpointTransition>& ts,
   for (const auto& t : ts) {
     batch->Put({Collection::kCheckpoints, t.checkpoint.id, t.checkpoint.job, ToJson(t.checkpoint).dump()});
     if (!t.created)
-      spdlog::info("checkpoint {} {} -> {}: {}", t.checkpoint.id, ToString(t.from), ToString(t.checkpoint.status),
-                   t.checkpoint.reason);
+      spdlog::info("checkpoint {} {} -> {}: {}", t.checkpoint.id, ToString(t.from),
+                   ToString(t.checkpoint.status), t.checkpoint.reason);
   }
 }
 
@@ -155,7 +155,8 @@ Result<Json> Controller::GetHealth(const std::string& id) const {
     out = e.monitor->HealthJson(now);
     if (!e.monitor_started) out["status"] = "waiting_for_first_report";
   } else {
-    out = {{"status", ToString(e.job.state)}, {"checks", Json::object()},
+    out = {{"status", ToString(e.job.state)},
+           {"checks", Json::object()},
            {"suspects", {{"ranks", Json::array()}, {"nodes", Json::array()}}}};
   }
   std::optional<Checkpoint> lkg = e.ledger ? e.ledger->LastKnownGood() : std::nullopt;

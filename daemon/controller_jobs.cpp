@@ -26,16 +26,19 @@ Hardware Controller::HardwareFor(const JobSpec& spec) const {
   return hw;
 }
 
-Result<PlanEstimate> Controller::PlanFor(const JobSpec& spec) const { return PlanJob(spec, HardwareFor(spec)); }
+Result<PlanEstimate> Controller::PlanFor(const JobSpec& spec) const {
+  return PlanJob(spec, HardwareFor(spec));
+}
 
 void Controller::SubmitJob(JobSpec spec, PlanEstimate estimate, Done<Json> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   int64_t gpus = estimate.plan.world_size();
   if (gpus > cluster_.UsableGpus())
-    return done(InvalidContent(
-        "the job is larger than the usable inventory",
-        {{"resources.gpus", "needs " + std::to_string(gpus) + " GPUs; the usable (non-spare, schedulable) "
-                            "inventory has " + std::to_string(cluster_.UsableGpus())}}));
+    return done(InvalidContent("the job is larger than the usable inventory",
+                               {{"resources.gpus", "needs " + std::to_string(gpus) +
+                                                       " GPUs; the usable (non-spare, schedulable) "
+                                                       "inventory has " +
+                                                       std::to_string(cluster_.UsableGpus())}}));
   Time now = clock_->Now();
   JobEntry e;
   e.job.seq = next_job_seq_++;
@@ -66,7 +69,8 @@ void Controller::StartAttempt(JobEntry& e, Placement placement, const std::strin
   a.number = e.job.attempt + 1;
   a.started_at = clock_->Now();
   a.reason = reason;
-  if (!resume && e.ledger) resume = e.ledger->LastKnownGood() ? e.ledger->LastKnownGood() : e.ledger->Latest();
+  if (!resume && e.ledger)
+    resume = e.ledger->LastKnownGood() ? e.ledger->LastKnownGood() : e.ledger->Latest();
   if (resume) {
     a.resume_checkpoint = resume->id;
     a.resume_step = resume->step;
@@ -83,7 +87,8 @@ void Controller::StartAttempt(JobEntry& e, Placement placement, const std::strin
   e.job.updated_at = a.started_at;
   batch->Put(JobRecord(e.job));
   batch->Put(AttemptRecord(a));
-  spdlog::info("job {} attempt {} started on {} ranks ({})", e.job.id, a.number, a.placement.ranks.size(), reason);
+  spdlog::info("job {} attempt {} started on {} ranks ({})", e.job.id, a.number, a.placement.ranks.size(),
+               reason);
   e.attempt = std::move(a);
   e.exited_ok.clear();
   // A restart waits until the older attempt's ranks are stopped (CheckAgents opens the gate).
@@ -103,8 +108,9 @@ void Controller::ScheduleQueued(WriteBatch* batch) {
       o.pp_edge_bytes = e.estimate.comm.pp;
       queue.push_back({id, e.job.plan, o});
     }
-  std::sort(queue.begin(), queue.end(),
-            [&](const QueuedJob& a, const QueuedJob& b) { return jobs_[a.id].job.seq < jobs_[b.id].job.seq; });
+  std::sort(queue.begin(), queue.end(), [&](const QueuedJob& a, const QueuedJob& b) {
+    return jobs_[a.id].job.seq < jobs_[b.id].job.seq;
+  });
   for (Admission& a : AdmitFromQueue(cluster_, queue))
     StartAttempt(jobs_[a.job], std::move(a.placement), "placed from the queue", batch);
 }
@@ -164,8 +170,8 @@ Result<Json> Controller::GetPlacement(const std::string& id) const {
   for (const RankSlot& r : e.attempt->placement.ranks) ranks.push_back(ToJson(r));
   Json out = {{"attempt", e.attempt->number}, {"state", ToString(e.job.state)}, {"ranks", std::move(ranks)}};
   if (cluster_.Holds(id)) {
-    PlacementQuality q = EvaluatePlacement(cluster_, e.job.plan, e.attempt->placement, e.estimate.comm.dp,
-                                           e.estimate.comm.pp);
+    PlacementQuality q =
+        EvaluatePlacement(cluster_, e.job.plan, e.attempt->placement, e.estimate.comm.dp, e.estimate.comm.pp);
     out["quality"] = {{"tp_groups_split", q.tp_groups_split},
                       {"cross_leaf_edges", q.cross_leaf_edges},
                       {"cross_spine_edges", q.cross_spine_edges},

@@ -40,8 +40,10 @@ void Controller::PatchNode(const std::string& id, NodePatch patch, Done<Json> do
   if (patch.schedulable) n.schedulable = *patch.schedulable;
   if (patch.spare) n.spare = *patch.spare;
   if (patch.failed) n.failed = *patch.failed;
-  if (patch.reason) n.reason = *patch.reason;
-  else if (n.schedulable && !n.failed) n.reason.clear();
+  if (patch.reason)
+    n.reason = *patch.reason;
+  else if (n.schedulable && !n.failed)
+    n.reason.clear();
   n.updated_at = clock_->Now();
   if (Status s = cluster_.UpsertNode(n); !s.ok()) return done(s);
   WriteBatch batch;
@@ -83,7 +85,8 @@ Json Controller::ListNodes(const NodeFilter& f) const {
     if (f.spare && *f.spare != n->spare) continue;
     bool match = true;
     for (const auto& [level, label] : f.topology) {
-      if (level == "nvlink_domain") match = match && n->nvlink_domain == label;
+      if (level == "nvlink_domain")
+        match = match && n->nvlink_domain == label;
       else {
         auto it = n->topology.find(level);
         match = match && it != n->topology.end() && it->second == label;

@@ -47,8 +47,10 @@ void Controller::Execute(JobEntry& e, const RecoveryDecision& d, bool automatic,
     const Node* old = cluster_.Find(a.node);
     if (!old) continue;
     Node n = *old;
-    if (a.action == "fail") n.failed = true;
-    else n.schedulable = false;
+    if (a.action == "fail")
+      n.failed = true;
+    else
+      n.schedulable = false;
     n.reason = a.reason;
     n.updated_at = now;
     (void)cluster_.UpsertNode(n);
@@ -123,8 +125,9 @@ void Controller::RestartJob(const std::string& id, std::string from, std::vector
   JobEntry& e = it->second;
   if (!e.attempt) return done(Conflict("job " + id + " has never run"));
   std::vector<Checkpoint> cps = e.ledger ? e.ledger->All() : std::vector<Checkpoint>{};
-  RestartRequest req{e.job, e.attempt->placement, cluster_, from, replace_nodes,
-                     reason.empty() ? "forced by user" : reason, cps, clock_->Now()};
+  RestartRequest req{e.job, e.attempt->placement, cluster_,
+                     from,  replace_nodes,        reason.empty() ? "forced by user" : reason,
+                     cps,   clock_->Now()};
   Result<RecoveryDecision> d = ManualRestart(req);
   if (!d.ok()) return done(d.status());
   WriteBatch batch;

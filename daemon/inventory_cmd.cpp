@@ -16,11 +16,14 @@ int RunGenInventory(int argc, char** argv) {
   std::string out_path;
   po::options_description opts(
       "Usage: shepherdd gen-inventory [options]\n"
-      "Writes {\"nodes\": [...]} for --inventory. Default: 4 spines x 16 leaves x 33 nodes x 8 GPUs, one spare "
+      "Writes {\"nodes\": [...]} for --inventory. Default: 4 spines x 16 leaves x 33 nodes x 8 GPUs, one "
+      "spare "
       "per leaf (2,112 nodes). Options");
-  opts.add_options()("help,h", "show this help")("spines", po::value<int>(&shape.spines)->default_value(4), "spines")(
-      "leaves-per-spine", po::value<int>(&shape.leaves_per_spine)->default_value(16), "leaves under each spine")(
-      "nodes-per-leaf", po::value<int>(&shape.nodes_per_leaf)->default_value(33), "nodes under each leaf")(
+  opts.add_options()("help,h", "show this help")("spines", po::value<int>(&shape.spines)->default_value(4),
+                                                 "spines")(
+      "leaves-per-spine", po::value<int>(&shape.leaves_per_spine)->default_value(16),
+      "leaves under each spine")("nodes-per-leaf", po::value<int>(&shape.nodes_per_leaf)->default_value(33),
+                                 "nodes under each leaf")(
       "gpus", po::value<int>(&shape.gpus_per_node)->default_value(8), "GPUs per node")(
       "gpu-memory-gib", po::value<double>(&shape.gpu_memory_gib)->default_value(80), "GiB per GPU")(
       "spares-per-leaf", po::value<int>(&shape.spares_per_leaf)->default_value(1), "spare nodes per leaf")(

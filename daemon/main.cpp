@@ -18,9 +18,11 @@ int Serve(int argc, char** argv) {
       "       shepherdd gen-inventory --help\n\n"
       "The Shepherd control-plane daemon. Options");
   opts.add_options()("help,h", "show this help")(
-      "listen", po::value<std::string>(), "HOST:PORT to serve HTTP on (port 0: any free port) [127.0.0.1:8080]")(
+      "listen", po::value<std::string>(),
+      "HOST:PORT to serve HTTP on (port 0: any free port) [127.0.0.1:8080]")(
       "db", po::value<std::string>(), "SQLite database file [./var/shepherd.db]")(
-      "inventory", po::value<std::string>(), "JSON file {\"nodes\": [...]} loaded (registered/updated) at start-up")(
+      "inventory", po::value<std::string>(),
+      "JSON file {\"nodes\": [...]} loaded (registered/updated) at start-up")(
       "config", po::value<std::string>(&config_file), "JSON configuration file (flags override it)")(
       "port-file", po::value<std::string>(), "file that receives the bound port once listening")(
       "token", po::value<std::vector<std::string>>(), "accepted bearer token (repeatable); none: no auth")(

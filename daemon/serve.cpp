@@ -32,7 +32,8 @@ Status WritePortFile(const std::string& path, uint16_t port) {
 }
 
 // Registers the inventory file's nodes through the controller (durably) before serving.
-Status LoadInventory(const DaemonConfig& config, Controller* controller, Store* store, asio::io_context* ioc) {
+Status LoadInventory(const DaemonConfig& config, Controller* controller, Store* store,
+                     asio::io_context* ioc) {
   auto nodes = LoadInventoryFile(config.inventory, config.controller.levels);
   if (!nodes.ok()) return nodes.status();
   Status first_error;
@@ -41,7 +42,8 @@ Status LoadInventory(const DaemonConfig& config, Controller* controller, Store* 
     std::string id = node.id;
     controller->UpsertNode(std::move(node), schedulable_given, [&, id](Result<Controller::NodeUpsert> r) {
       --pending;
-      if (!r.ok() && first_error.ok()) first_error = Status(r.status().code(), "node " + id + ": " + r.status().message());
+      if (!r.ok() && first_error.ok())
+        first_error = Status(r.status().code(), "node " + id + ": " + r.status().message());
     });
   }
   while (pending > 0) {
@@ -73,8 +75,9 @@ int RunDaemon(const DaemonConfig& config) {
   SystemClock clock;
   ControllerOptions controller_options = config.controller;
   if (!config.tokens.empty()) controller_options.rank_token = config.tokens.front();
-  Controller controller(store->get(), &clock, [&ioc](std::function<void()> fn) { asio::post(ioc, std::move(fn)); },
-                        controller_options);
+  Controller controller(
+      store->get(), &clock, [&ioc](std::function<void()> fn) { asio::post(ioc, std::move(fn)); },
+      controller_options);
   if (Status s = controller.Recover(); !s.ok()) {
     spdlog::error("recovering state from {} failed: {}", config.db, s.message());
     return 1;
@@ -93,11 +96,10 @@ int RunDaemon(const DaemonConfig& config) {
   http.body_limit = config.body_limit;
   http.header_limit = config.header_limit;
   http.idle_timeout = std::chrono::milliseconds(static_cast<long>(config.idle_timeout_s * 1000));
-  http.on_rejected = [&metrics](int status) {
-    metrics.ObserveRequest("rejected", "", status, 0);
-  };
+  http.on_rejected = [&metrics](int status) { metrics.ObserveRequest("rejected", "", status, 0); };
   auto server = HttpServer::Start(
-      ioc, host, port, [&router](HttpRequest req, Respond respond) { router.Handle(std::move(req), std::move(respond)); },
+      ioc, host, port,
+      [&router](HttpRequest req, Respond respond) { router.Handle(std::move(req), std::move(respond)); },
       http);
   if (!server.ok()) {
     spdlog::error("cannot listen on {}: {}", config.listen, server.status().message());

@@ -20,9 +20,9 @@ struct ApiReply {
 class ApiHarness {
  public:
   ApiHarness() : store_(NewMemoryStore()), router_(&metrics_) {
-    controller_ = std::make_unique<Controller>(store_.get(), &clock_,
-                                               [this](std::function<void()> f) { posted_.push_back(std::move(f)); },
-                                               ControllerOptions{});
+    controller_ = std::make_unique<Controller>(
+        store_.get(), &clock_, [this](std::function<void()> f) { posted_.push_back(std::move(f)); },
+        ControllerOptions{});
     (void)controller_->Recover();
     Drain();
     RegisterRoutes(&router_, controller_.get(), &metrics_, ApiOptions{}, &clock_);

@@ -12,7 +12,9 @@ class HealthApiTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_EQ(api_.Post("/v1/nodes", Json::parse(R"({"id": "n0", "gpus": 8,
-        "topology": {"spine": "s0", "leaf": "l0"}})")).status, 201);
+        "topology": {"spine": "s0", "leaf": "l0"}})"))
+                  .status,
+              201);
     Json job = Json::parse(R"({"name": "h", "model": {"parameters": 1e8, "layers": 4, "hidden": 512,
         "heads": 8, "seq_len": 512}, "training": {"global_batch_size": 32},
         "parallelism": {"tp": 2, "pp": 1, "dp": 4}, "resources": {"gpus": 8},
@@ -26,14 +28,16 @@ class HealthApiTest : public ::testing::Test {
     job_ = r.body["id"];
   }
 
-  ApiReply Report(const Json& reports) { return api_.Post("/v1/jobs/" + job_ + "/reports", {{"reports", reports}}); }
+  ApiReply Report(const Json& reports) {
+    return api_.Post("/v1/jobs/" + job_ + "/reports", {{"reports", reports}});
+  }
   Json Heartbeat(int rank, int64_t step, const Json& extra = Json::object()) {
     Json r = {{"rank", rank}, {"attempt", 1}, {"kind", "heartbeat"}, {"step", step}};
     r.update(extra);
     return r;
   }
   Json Step(int rank, int64_t step, const Json& loss, double step_time = 1.0, double grad = 1.0) {
-    return {{"rank", rank}, {"attempt", 1}, {"kind", "step"}, {"step", step},
+    return {{"rank", rank}, {"attempt", 1},      {"kind", "step"},          {"step", step},
             {"loss", loss}, {"grad_norm", grad}, {"step_time_s", step_time}};
   }
   // Every rank heartbeats and reports `step`; then the clock moves one second.
@@ -86,8 +90,9 @@ TEST_F(HealthApiTest, HeartbeatLostNamesTheRankAndNodeOnce) {
   std::string actions = lost[0]["actions"].dump();
   EXPECT_NE(actions.find("restart"), std::string::npos) << actions;
   EXPECT_EQ(api_.Get("/v1/jobs/" + job_ + "/health").body["attempt"], 2);
-  EXPECT_NE(api_.Get("/metrics").body.get<std::string>().find("shepherd_findings_total{kind=\"heartbeat_lost\"} 1"),
-            std::string::npos);
+  EXPECT_NE(
+      api_.Get("/metrics").body.get<std::string>().find("shepherd_findings_total{kind=\"heartbeat_lost\"} 1"),
+      std::string::npos);
 }
 
 TEST_F(HealthApiTest, LongCheckpointSaveIsNotADeath) {
@@ -109,7 +114,8 @@ TEST_F(HealthApiTest, HangNamesTheRootCulpritOnly) {
   // for 7 in DP (tp 1).
   Json since = ToUnixSeconds(api_.clock_.Now());
   auto in = [&](int rank, const char* group, int seq) {
-    return Heartbeat(rank, 1, {{"collective", {{"seq", seq}, {"op", "all_reduce"}, {"group", group}, {"since", since}}}});
+    return Heartbeat(
+        rank, 1, {{"collective", {{"seq", seq}, {"op", "all_reduce"}, {"group", group}, {"since", since}}}});
   };
   for (int s = 0; s < 70; ++s) {
     Json batch = Json::array({in(0, "dp", 5), in(2, "dp", 5), in(4, "dp", 5), in(7, "tp", 3), in(1, "dp", 5),
@@ -132,7 +138,10 @@ TEST_F(HealthApiTest, SdcMinorityIsNamedAndLaterCheckpointsAreBad) {
   auto hashes = [&](int64_t step, int odd_rank) {
     Json batch = Json::array();
     for (int r = 0; r < 8; ++r)
-      batch.push_back({{"rank", r}, {"attempt", 1}, {"kind", "param_hash"}, {"step", step},
+      batch.push_back({{"rank", r},
+                       {"attempt", 1},
+                       {"kind", "param_hash"},
+                       {"step", step},
                        {"hash", r == odd_rank ? "bad0" : (r % 2 ? "aaaa" : "bbbb")}});
     Report(batch);
   };
@@ -163,12 +172,14 @@ TEST_F(HealthApiTest, CheckpointBecomesGoodAndIsLastKnownGood) {
   ckpt.erase(7);
   Report(ckpt);
   EXPECT_EQ(api_.Get("/v1/jobs/" + job_ + "/checkpoints").body["checkpoints"][0]["status"], "pending");
-  Report(Json::array({{{"rank", 7}, {"attempt", 1}, {"kind", "checkpoint"}, {"step", 4}, {"path", "/ckpt/4"}}}));
+  Report(
+      Json::array({{{"rank", 7}, {"attempt", 1}, {"kind", "checkpoint"}, {"step", 4}, {"path", "/ckpt/4"}}}));
   EXPECT_EQ(api_.Get("/v1/jobs/" + job_ + "/checkpoints").body["checkpoints"][0]["status"], "complete");
   for (int s = 5; s <= 10; ++s) AllStep(s);
   Json batch = Json::array();
   for (int r = 0; r < 8; ++r)
-    batch.push_back({{"rank", r}, {"attempt", 1}, {"kind", "param_hash"}, {"step", 10}, {"hash", r % 2 ? "a1" : "b2"}});
+    batch.push_back(
+        {{"rank", r}, {"attempt", 1}, {"kind", "param_hash"}, {"step", 10}, {"hash", r % 2 ? "a1" : "b2"}});
   Report(batch);
   api_.Tick();
   Json cp = api_.Get("/v1/jobs/" + job_ + "/checkpoints").body;

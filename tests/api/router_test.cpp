@@ -70,12 +70,14 @@ TEST(Router, MetricsCountByRoutePatternNotRawPath) {
   Call(r, "GET", "/v1/jobs/b");
   Call(r, "POST", "/v1/jobs/a/cancel");
   std::string text = m.Exposition("test");
-  EXPECT_NE(text.find("shepherd_http_requests_total{route=\"/v1/jobs/{id}\",method=\"GET\",status=\"200\"} 2"),
-            std::string::npos)
+  EXPECT_NE(
+      text.find("shepherd_http_requests_total{route=\"/v1/jobs/{id}\",method=\"GET\",status=\"200\"} 2"),
+      std::string::npos)
       << text;
   EXPECT_NE(text.find("route=\"/v1/jobs/{id}/cancel\",method=\"POST\",status=\"202\"} 1"), std::string::npos);
-  EXPECT_NE(text.find("shepherd_http_request_duration_seconds_count{route=\"/v1/jobs/{id}\",method=\"GET\"} 2"),
-            std::string::npos);
+  EXPECT_NE(
+      text.find("shepherd_http_request_duration_seconds_count{route=\"/v1/jobs/{id}\",method=\"GET\"} 2"),
+      std::string::npos);
   EXPECT_NE(text.find("shepherd_build_info{version=\"test\"} 1"), std::string::npos);
 }
 

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "core/json.h"
+
+#include <gtest/gtest.h>
 
 namespace shepherd {
 
@@ -30,7 +30,8 @@ TEST(ParseJsonText, MalformedIsInvalidArgument) {
 }
 
 TEST(Node, DefaultsAndTopology) {
-  auto n = ParseNode(Json::parse(R"({"id":"node-1","topology":{"spine":"s0","leaf":"l1"}})"), {"spine", "leaf"});
+  auto n =
+      ParseNode(Json::parse(R"({"id":"node-1","topology":{"spine":"s0","leaf":"l1"}})"), {"spine", "leaf"});
   ASSERT_TRUE(n.ok()) << n.status().message();
   EXPECT_EQ(n->hostname, "node-1");
   EXPECT_EQ(n->gpus, 8);
@@ -41,14 +42,16 @@ TEST(Node, DefaultsAndTopology) {
 }
 
 TEST(Node, EveryInvalidFieldIsNamed) {
-  auto n = ParseNode(Json::parse(R"({"id":"bad id!","gpus":0,"spare":"yes","topology":{"spine":"s0","rack":"r"},
+  auto n =
+      ParseNode(Json::parse(R"({"id":"bad id!","gpus":0,"spare":"yes","topology":{"spine":"s0","rack":"r"},
                                      "colour":"red"})"),
-                     {"spine", "leaf"});
+                {"spine", "leaf"});
   ASSERT_FALSE(n.ok());
   EXPECT_EQ(n.status().code(), Code::kInvalidContent);
   std::set<std::string> fields;
   for (const auto& f : n.status().fields()) fields.insert(f.field);
-  EXPECT_EQ(fields, (std::set<std::string>{"id", "gpus", "spare", "topology.leaf", "topology.rack", "colour"}));
+  EXPECT_EQ(fields,
+            (std::set<std::string>{"id", "gpus", "spare", "topology.leaf", "topology.rack", "colour"}));
 }
 
 TEST(Codecs, JobRoundTrip) {

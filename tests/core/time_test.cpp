@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "core/time.h"
+
+#include <gtest/gtest.h>
 
 namespace shepherd {
 
@@ -19,8 +19,8 @@ TEST(Time, ParsesZuluOffsetsAndFractions) {
 }
 
 TEST(Time, RejectsMalformed) {
-  for (const char* bad : {"", "2023-11-14", "2023-13-14T00:00:00Z", "2023-11-14T22:13:20", "2023-11-14T22:13:20.Z",
-                          "2023-11-14T22:13:20Zjunk", "abcd-11-14T22:13:20Z"})
+  for (const char* bad : {"", "2023-11-14", "2023-13-14T00:00:00Z", "2023-11-14T22:13:20",
+                          "2023-11-14T22:13:20.Z", "2023-11-14T22:13:20Zjunk", "abcd-11-14T22:13:20Z"})
     EXPECT_FALSE(ParseRfc3339(bad)) << bad;
 }
 

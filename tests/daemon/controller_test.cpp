@@ -17,9 +17,9 @@ class ControllerTest : public ::testing::Test {
   ControllerTest() : store_(std::make_unique<FaultyStore>(NewMemoryStore())) { Reset(); }
 
   void Reset() {
-    controller_ = std::make_unique<Controller>(store_.get(), &clock_,
-                                               [this](std::function<void()> f) { posted_.push_back(std::move(f)); },
-                                               ControllerOptions{});
+    controller_ = std::make_unique<Controller>(
+        store_.get(), &clock_, [this](std::function<void()> f) { posted_.push_back(std::move(f)); },
+        ControllerOptions{});
     ASSERT_TRUE(controller_->Recover().ok());
     Drain();
   }

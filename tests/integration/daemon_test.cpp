@@ -11,22 +11,29 @@ namespace shepherd::testing {
 namespace {
 
 std::string NodeBody(const std::string& id, const std::string& leaf, bool spare = false) {
-  return Json{{"id", id}, {"gpus", 8}, {"gpu_memory_gib", 80}, {"gpu_model", "H100"},
-              {"topology", {{"spine", "s0"}, {"leaf", leaf}}}, {"spare", spare}}
+  return Json{{"id", id},
+              {"gpus", 8},
+              {"gpu_memory_gib", 80},
+              {"gpu_model", "H100"},
+              {"topology", {{"spine", "s0"}, {"leaf", leaf}}},
+              {"spare", spare}}
       .dump();
 }
 
 std::string JobBody(int gpus, int tp = 8) {
-  return Json{{"name", "t"},
-              {"model", {{"parameters", 1e9}, {"layers", 8}, {"hidden", 1024}, {"heads", 8}, {"seq_len", 1024}}},
-              {"training", {{"global_batch_size", 64}}},
-              {"parallelism", {{"tp", tp}, {"pp", 1}, {"dp", gpus / tp}}},
-              {"resources", {{"gpus", gpus}}},
-              {"command", {"python3", "train.py"}}}
+  return Json{
+      {"name", "t"},
+      {"model", {{"parameters", 1e9}, {"layers", 8}, {"hidden", 1024}, {"heads", 8}, {"seq_len", 1024}}},
+      {"training", {{"global_batch_size", 64}}},
+      {"parallelism", {{"tp", tp}, {"pp", 1}, {"dp", gpus / tp}}},
+      {"resources", {{"gpus", gpus}}},
+      {"command", {"python3", "train.py"}}}
       .dump();
 }
 
-Json J(const HttpResult& r) { return Json::parse(r.body); }
+Json J(const HttpResult& r) {
+  return Json::parse(r.body);
+}
 
 TEST(Daemon, ServiceEndpoints) {
   TempDir dir;
@@ -145,8 +152,10 @@ TEST(Daemon, KillNineKeepsEveryAcknowledgedRecord) {
     Daemon d(dir.path);
     ASSERT_TRUE(d.WaitReady()) << d.log();
     for (int i = 0; i < 40; ++i)
-      ASSERT_EQ(Http(d.port(), "POST", "/v1/nodes", NodeBody("n" + std::to_string(i), "l" + std::to_string(i % 4))).status,
-                201);
+      ASSERT_EQ(
+          Http(d.port(), "POST", "/v1/nodes", NodeBody("n" + std::to_string(i), "l" + std::to_string(i % 4)))
+              .status,
+          201);
     ASSERT_EQ(Http(d.port(), "PATCH", "/v1/nodes/n7", R"({"schedulable": false})").status, 200);
     for (int i = 0; i < 6; ++i) {
       HttpResult r = Http(d.port(), "POST", "/v1/jobs", JobBody(64));
@@ -189,8 +198,9 @@ TEST(Daemon, SecondDaemonOnTheSameDatabaseIsRefused) {
 TEST(Daemon, InventoryFileAndAuth) {
   TempDir dir;
   std::string inv = dir.path + "/inventory.json";
-  std::string gen = std::string(SHEPHERDD_PATH) +
-                    " gen-inventory --spines 2 --leaves-per-spine 2 --nodes-per-leaf 3 --spares-per-leaf 1 -o " + inv;
+  std::string gen =
+      std::string(SHEPHERDD_PATH) +
+      " gen-inventory --spines 2 --leaves-per-spine 2 --nodes-per-leaf 3 --spares-per-leaf 1 -o " + inv;
   ASSERT_EQ(std::system(gen.c_str()), 0);
   Daemon d(dir.path, {"--inventory", inv, "--token", "sekrit"});
   ASSERT_TRUE(d.WaitReady()) << d.log();
@@ -198,13 +208,14 @@ TEST(Daemon, InventoryFileAndAuth) {
   Connection c(d.port());
   ASSERT_TRUE(c.Send("GET /v1/nodes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\n\r\n"));
   EXPECT_EQ(c.Read().status, 403);
-  ASSERT_TRUE(c.Send("GET /v1/nodes?state=spare HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekrit\r\n\r\n"));
+  ASSERT_TRUE(
+      c.Send("GET /v1/nodes?state=spare HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekrit\r\n\r\n"));
   HttpResult r = c.Read();
   ASSERT_EQ(r.status, 200);
   Json j = J(r);
-  EXPECT_EQ(j["nodes"].size(), 4u);            // one spare per leaf, 4 leaves
+  EXPECT_EQ(j["nodes"].size(), 4u);  // one spare per leaf, 4 leaves
   EXPECT_EQ(j["summary"]["nodes"], 12);
-  EXPECT_EQ(j["summary"]["usable_gpus"], 64);  // 8 non-spare nodes × 8
+  EXPECT_EQ(j["summary"]["usable_gpus"], 64);                // 8 non-spare nodes × 8
   EXPECT_EQ(Http(d.port(), "GET", "/healthz").status, 200);  // probes need no token
 }
 

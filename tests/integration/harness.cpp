@@ -29,7 +29,8 @@ TempDir::~TempDir() {
 
 Connection::Connection(int port, std::chrono::milliseconds timeout) {
   fd_ = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{static_cast<time_t>(timeout.count() / 1000), static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
+  timeval tv{static_cast<time_t>(timeout.count() / 1000),
+             static_cast<suseconds_t>((timeout.count() % 1000) * 1000)};
   setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
   sockaddr_in addr{};
@@ -115,7 +116,9 @@ HttpResult Http(int port, const std::string& method, const std::string& target, 
 }
 
 Daemon::Daemon(const std::string& dir, std::vector<std::string> extra)
-    : dir_(dir), port_file_(dir + "/port"), log_file_(dir + "/daemon-" + std::to_string(std::rand()) + ".log") {
+    : dir_(dir),
+      port_file_(dir + "/port"),
+      log_file_(dir + "/daemon-" + std::to_string(std::rand()) + ".log") {
   std::filesystem::remove(port_file_);
   std::vector<std::string> args = {SHEPHERDD_PATH, "--listen", "127.0.0.1:0", "--port-file", port_file_};
   if (std::find(extra.begin(), extra.end(), std::string("--db")) == extra.end()) {
@@ -162,7 +165,9 @@ bool Daemon::WaitReady(std::chrono::milliseconds deadline) {
   return false;
 }
 
-void Daemon::Signal(int sig) { kill(pid_, sig); }
+void Daemon::Signal(int sig) {
+  kill(pid_, sig);
+}
 
 std::optional<int> Daemon::Wait(std::chrono::milliseconds deadline) {
   if (exit_) return exit_;

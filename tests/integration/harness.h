@@ -17,7 +17,7 @@ struct TempDir {
 };
 
 struct HttpResult {
-  int status = 0;  // 0: no response (connection closed or timed out)
+  int status = 0;                              // 0: no response (connection closed or timed out)
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;
   bool closed = false;  // the server closed the connection after the response

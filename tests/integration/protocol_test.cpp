@@ -58,8 +58,9 @@ TEST_F(ProtocolTest, OversizeHeaderIs431AndCloses) {
 
 TEST_F(ProtocolTest, EndlessChunkExtensionIsCutOff) {
   Connection c(daemon_.port());
-  ASSERT_TRUE(c.Send("POST /v1/nodes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                     "Transfer-Encoding: chunked\r\n\r\n5;ext="));
+  ASSERT_TRUE(
+      c.Send("POST /v1/nodes HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+             "Transfer-Encoding: chunked\r\n\r\n5;ext="));
   std::string piece(16384, 'e');
   size_t sent = 0;
   while (sent < (64u << 20) && c.Send(piece)) sent += piece.size();
