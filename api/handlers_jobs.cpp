@@ -72,7 +72,11 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
   router->Add("GET", "/v1/jobs/{id}/placement",
               [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
                 if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-                api::Reply(respond, c->GetPlacement(p.at("id")));
+                auto text = c->GetPlacement(p.at("id"));
+                if (!text.ok()) return respond(ProblemFrom(text.status()));
+                HttpResponse r;
+                r.body = std::move(text).value();
+                respond(std::move(r));
               });
 }
 

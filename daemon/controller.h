@@ -95,7 +95,8 @@ class Controller {
   void CancelJob(const std::string& id, Done<Json> done);
   Result<Json> GetJob(const std::string& id) const;
   Json ListJobs(std::optional<JobState> state) const;
-  Result<Json> GetPlacement(const std::string& id) const;
+  // The placement as JSON text (large: one entry per rank).
+  Result<std::string> GetPlacement(const std::string& id) const;
 
   // ---- Agents (controller_agents.cpp, docs/agent-protocol.md)
   // An agent's heartbeat: marks the node attached and alive, records its processes, turns rank exits and

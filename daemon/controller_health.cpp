@@ -97,6 +97,11 @@ void Controller::IngestReports(const std::string& job_id, const Json& body, Done
   if (!e.monitor)
     return done(Conflict("job " + job_id + " is " + ToString(e.job.state) + ": no attempt is running"));
   Time now = clock_->Now();
+  if (!e.monitor_started) {
+    // A job started by another launcher is watched from its first report: grace counts from now.
+    StartMonitor(e, now);
+    e.monitor_started = true;
+  }
   const Json& reports = body["reports"];
   Json rejected = Json::array();
   int accepted = 0, ignored = 0;
@@ -118,7 +123,6 @@ void Controller::IngestReports(const std::string& job_id, const Json& body, Done
       ++ignored;
       continue;
     }
-    e.monitor_started = true;
     urgent = urgent || in.urgent;
     if (r->kind == ReportKind::kCheckpoint)
       PersistTransitions(Ledger(e).OnCheckpointReport(r->attempt, r->rank, *r->step, r->path, now), &batch);

@@ -161,25 +161,33 @@ Json Controller::ListJobs(std::optional<JobState> state) const {
   return {{"jobs", items}};
 }
 
-Result<Json> Controller::GetPlacement(const std::string& id) const {
+Result<std::string> Controller::GetPlacement(const std::string& id) const {
   auto it = jobs_.find(id);
   if (it == jobs_.end()) return NotFound("no job " + id);
   const JobEntry& e = it->second;
   if (!e.attempt) return Conflict("job " + id + " is " + ToString(e.job.state) + " and has no placement yet");
-  Json ranks = Json::array();
-  for (const RankSlot& r : e.attempt->placement.ranks) ranks.push_back(ToJson(r));
-  Json out = {{"attempt", e.attempt->number}, {"state", ToString(e.job.state)}, {"ranks", std::move(ranks)}};
+  Json quality = nullptr;
   if (cluster_.Holds(id)) {
     PlacementQuality q =
         EvaluatePlacement(cluster_, e.job.plan, e.attempt->placement, e.estimate.comm.dp, e.estimate.comm.pp);
-    out["quality"] = {{"tp_groups_split", q.tp_groups_split},
-                      {"cross_leaf_edges", q.cross_leaf_edges},
-                      {"cross_spine_edges", q.cross_spine_edges},
-                      {"cross_leaf_bytes_per_step", q.cross_leaf_bytes_per_step},
-                      {"cross_spine_bytes_per_step", q.cross_spine_bytes_per_step}};
-  } else {
-    out["quality"] = nullptr;
+    quality = {{"tp_groups_split", q.tp_groups_split},
+               {"cross_leaf_edges", q.cross_leaf_edges},
+               {"cross_spine_edges", q.cross_spine_edges},
+               {"cross_leaf_bytes_per_step", q.cross_leaf_bytes_per_step},
+               {"cross_spine_bytes_per_step", q.cross_spine_bytes_per_step}};
   }
+  // Written directly, not through a JSON tree: a 131,072-rank tree costs ~90 MB of heap that the
+  // allocator keeps; the text is ~9 MB. Node ids are validated ([A-Za-z0-9._-]) and need no escaping.
+  std::string out = "{\"attempt\":" + std::to_string(e.attempt->number) + ",\"state\":\"" +
+                    ToString(e.job.state) + "\",\"quality\":" + quality.dump() + ",\"ranks\":[";
+  out.reserve(out.size() + e.attempt->placement.ranks.size() * 72);
+  for (const RankSlot& r : e.attempt->placement.ranks) {
+    if (out.back() != '[') out += ',';
+    out += "{\"rank\":" + std::to_string(r.rank) + ",\"node\":\"" + r.node +
+           "\",\"gpu\":" + std::to_string(r.gpu) + ",\"tp\":" + std::to_string(r.tp) +
+           ",\"pp\":" + std::to_string(r.pp) + ",\"dp\":" + std::to_string(r.dp) + "}";
+  }
+  out += "]}";
   return out;
 }
 

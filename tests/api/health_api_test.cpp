@@ -215,3 +215,39 @@ TEST_F(HealthApiTest, LossSpikeAndSlowRankAreFlaggedButOneSlowStepIsNot) {
 
 }  // namespace
 }  // namespace shepherd::testing
+
+namespace shepherd::testing {
+namespace {
+
+// A job whose ranks another launcher starts (no command) is watched from its first report: the startup
+// grace counts from there, not from submission.
+TEST(ExternalLauncher, GraceCountsFromTheFirstReport) {
+  ApiHarness api;
+  ASSERT_EQ(
+      api.Post("/v1/nodes", Json::parse(R"({"id": "n0", "topology": {"spine": "s0", "leaf": "l0"}})")).status,
+      201);
+  ApiReply job = api.Post("/v1/jobs", Json::parse(R"({"name": "x", "model": {"parameters": 1e8, "layers": 4,
+      "hidden": 512, "heads": 8, "seq_len": 512}, "training": {"global_batch_size": 32},
+      "parallelism": {"tp": 8}, "resources": {"gpus": 8}, "policy": {"startup_grace_s": 100}})"));
+  ASSERT_EQ(job.status, 201);
+  std::string id = job.body["id"];
+  api.clock_.AdvanceSeconds(300);  // the launcher took five minutes
+  api.Tick();
+  EXPECT_EQ(api.Get("/v1/jobs/" + id + "/health").body["status"], "waiting_for_first_report");
+  Json first = {{"reports", Json::array({{{"rank", 0}, {"attempt", 1}, {"kind", "heartbeat"}}})}};
+  ASSERT_EQ(api.Post("/v1/jobs/" + id + "/reports", first).status, 202);
+  api.clock_.AdvanceSeconds(5);
+  api.Tick();
+  EXPECT_EQ(api.Get("/v1/failures?kind=heartbeat_lost").body["failures"].size(), 0u);  // ranks 1-7: in grace
+  for (int s = 0; s < 100; ++s) {
+    api.clock_.AdvanceSeconds(1);
+    api.Post("/v1/jobs/" + id + "/reports", first);
+    api.Tick();
+  }
+  Json lost = api.Get("/v1/failures?kind=heartbeat_lost").body["failures"];
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0]["ranks"], Json::array({1, 2, 3, 4, 5, 6, 7}));
+}
+
+}  // namespace
+}  // namespace shepherd::testing

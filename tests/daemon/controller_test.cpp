@@ -124,7 +124,9 @@ TEST_F(ControllerTest, SparesAreNeverUsedForFirstPlacement) {
   EXPECT_EQ(too_big.status().fields()[0].field, "resources.gpus");
   auto ok = Submit(8);
   ASSERT_TRUE(ok.ok());
-  auto pl = controller_->GetPlacement((*ok)["id"]);
+  auto text = controller_->GetPlacement((*ok)["id"]);
+  ASSERT_TRUE(text.ok());
+  auto pl = ParseJsonText(*text);
   ASSERT_TRUE(pl.ok());
   for (const auto& r : (*pl)["ranks"]) EXPECT_EQ(r["node"], "n1");
   EXPECT_EQ((*pl)["quality"]["tp_groups_split"], 0);
@@ -154,7 +156,9 @@ TEST_F(ControllerTest, RecoveryRestoresNodesJobsAllocationsAndQueue) {
   ASSERT_TRUE(r.ok());
   EXPECT_EQ((*r)["state"], "running");
   EXPECT_EQ(controller_->cluster().AllocatedGpus("n1"), 8);
-  auto pl = controller_->GetPlacement((*running)["id"]);
+  auto text = controller_->GetPlacement((*running)["id"]);
+  ASSERT_TRUE(text.ok());
+  auto pl = ParseJsonText(*text);
   ASSERT_TRUE(pl.ok());
   EXPECT_EQ((*pl)["ranks"][3]["tp"], 3);
   EXPECT_EQ((*controller_->GetJob((*queued)["id"]))["state"], "queued");

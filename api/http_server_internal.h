@@ -1,0 +1,156 @@
+// Internals of HttpServer, private to shepherd_http (the one header of it that includes Beast):
+// api/http_server.cpp holds ServerCore (acceptor, connection accounting, shutdown and drain) and the
+// HttpServer facade; api/http_session.cpp holds Session (one connection: read, limits, timeouts, write,
+// lingering close).
+//
+// Shape (after the Beast examples): a ServerCore owns the acceptor and a registry of Sessions; each Session
+// reads one request at a time with a fresh parser, hands it to the handler, writes the answer and either
+// reads the next request (keep-alive) or closes. Everything here runs on the single io thread; the only
+// entry points from other threads are `respond` (which posts) and HttpServer::Shutdown (which posts).
+#pragma once
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "api/http_server.h"
+#include "api/http_types.h"
+#include "core/status.h"
+
+namespace shepherd::http_internal {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+using Clock = std::chrono::steady_clock;
+using boost::system::error_code;
+
+class Session;
+
+// Owns the acceptor and the session registry. Lives as long as the HttpServer or any pending operation.
+class ServerCore : public std::enable_shared_from_this<ServerCore> {
+ public:
+  ServerCore(asio::io_context& ioc, HttpHandler handler, HttpServerOptions options);
+
+  Status Listen(const std::string& host, uint16_t port);
+  void DoAccept();
+  void BeginShutdown(std::chrono::milliseconds grace, std::function<void()> on_drained);
+  // Closes the acceptor and every session now; on_drained is not called. Used by ~HttpServer.
+  void CloseAll();
+
+  // Session callbacks (io thread).
+  void Unregister(uint64_t session_id, bool rejecting);
+  void Rejected(int status);
+  std::string NewRequestId();
+
+  asio::io_context& ioc() { return ioc_; }
+  const HttpHandler& handler() const { return handler_; }
+  const HttpServerOptions& options() const { return options_; }
+  bool shutting_down() const { return shutting_down_; }
+  uint16_t port() const { return port_; }
+  std::size_t active_sessions() const { return active_.load(std::memory_order_relaxed); }
+  std::atomic<bool>& shutdown_requested() { return shutdown_requested_; }
+
+ private:
+  void OnAccept(const error_code& ec, tcp::socket socket);
+  void ForceCloseSessions();
+  void Drained();
+
+  asio::io_context& ioc_;
+  tcp::acceptor acceptor_;
+  asio::steady_timer accept_retry_timer_;
+  asio::steady_timer grace_timer_;
+  const HttpHandler handler_;
+  const HttpServerOptions options_;
+  uint16_t port_ = 0;
+
+  // Every open connection. Sessions hold the core; the registry holds the sessions until they close.
+  std::unordered_map<uint64_t, std::shared_ptr<Session>> sessions_;
+  std::size_t rejecting_ = 0;  // sessions in sessions_ that only answer 503
+  uint64_t next_session_id_ = 1;
+  std::atomic<std::size_t> active_{0};
+
+  bool shutting_down_ = false;
+  bool closed_ = false;
+  std::function<void()> on_drained_;
+  std::atomic<bool> shutdown_requested_{false};
+
+  const uint64_t request_id_seed_;
+  uint64_t request_counter_ = 0;
+};
+
+// One connection. Lives in the core's registry from accept until CloseNow(). All members run on the io
+// thread.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  // `rejecting`: the connection is over max_connections and is only answered 503.
+  Session(std::shared_ptr<ServerCore> core, uint64_t id, tcp::socket socket, bool rejecting);
+
+  void Start();
+
+  // The server is shutting down: an idle connection closes now; one with a request in progress closes
+  // after answering it (responses built from now on carry Connection: close).
+  void OnServerShutdown();
+
+  void CloseNow();
+
+  void OnResponse(uint64_t seq, HttpResponse res);
+
+ private:
+  enum class Phase { kIdle, kReading, kHandling, kWriting, kLingering, kClosed };
+
+  void DoRead();
+  void OnIdleRead(const error_code& ec, std::size_t n);
+  void ReadHeader();
+  void OnHeader(const error_code& ec);
+  void ReadBody();
+  void OnReadError(const error_code& ec);
+  void OnRequest();
+  Respond MakeRespond();
+  // Answers a request the server refuses by itself, then closes.
+  void Reject(int status, std::string detail);
+  void Write(HttpResponse res);
+  void OnWrite(const error_code& ec, std::size_t bytes);
+  void BeginLingeringClose();
+  void DoLinger();
+
+  const std::shared_ptr<ServerCore> core_;
+  const uint64_t id_;
+  const bool rejecting_;
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;                                      // capped at header_limit + kBufferMargin
+  std::optional<http::request_parser<http::string_body>> parser_;  // fresh for every request
+  std::optional<http::response<http::string_body>> response_;      // the one being written
+  Phase phase_ = Phase::kIdle;
+  std::string remote_;
+
+  // The current request.
+  uint64_t request_seq_ = 0;  // tells a late response for an earlier request from the current one
+  std::string request_id_;
+  std::string method_;
+  std::string target_;
+  unsigned version_ = 11;
+  bool keep_alive_ = false;
+  bool head_ = false;
+  Clock::time_point request_start_;
+  Clock::time_point request_deadline_;
+  std::size_t linger_bytes_ = 0;
+};
+
+}  // namespace shepherd::http_internal

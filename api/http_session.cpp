@@ -1,0 +1,391 @@
+// Session: one HTTP connection of HttpServer, from accept to close: reads one request at a time with a fresh
+// parser (header and body limits, idle and read timeouts, 100-continue), hands it to the handler, writes
+// the answer (or the server's own 400/413/431/503) and then reads the next request or closes lingeringly.
+#include <spdlog/fmt/fmt.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/string.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/write.hpp>
+#include <exception>
+#include <iterator>
+#include <string_view>
+#include <utility>
+
+#include "api/http_server_internal.h"
+
+namespace shepherd::http_internal {
+namespace {
+
+// The read buffer holds at most header_limit + kBufferMargin bytes. The parser reports header_limit once
+// the head reaches header_limit, so the margin only has to exceed zero; it is a few KiB so that reads stay
+// reasonably large. Beast 1.74 applies no limit of its own to a chunk header (extensions) or to the
+// trailer: it waits for the CRLF while the bytes stay in the buffer, so this cap is what turns an endless
+// chunk extension or trailer into error::buffer_overflow instead of unbounded growth.
+constexpr std::size_t kBufferMargin = 4096;
+constexpr std::size_t kMaxReadSize = 16 * 1024;
+// After answering with Connection: close, the server shuts down its send side and discards what the client
+// still sends, for at most this long and this much, so that the client reads the answer instead of a
+// reset (closing a socket with unread input sends RST).
+constexpr auto kLingerTimeout = std::chrono::milliseconds(500);
+constexpr std::size_t kLingerMaxBytes = 64 * 1024;
+constexpr std::size_t kMaxRequestIdLength = 64;
+constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+
+bool IsSaneRequestId(std::string_view id) {
+  if (id.empty() || id.size() > kMaxRequestIdLength) return false;
+  return std::all_of(id.begin(), id.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
+  });
+}
+
+// A header the handler may set: a token name and a value without CR, LF or NUL (no response splitting),
+// and not one of the framing headers the server owns.
+bool IsSettableHeader(std::string_view name, std::string_view value) {
+  if (name.empty()) return false;
+  for (char c : name) {
+    const bool token = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                       std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+    if (!token) return false;
+  }
+  if (value.find_first_of(std::string_view("\r\n\0", 3)) != std::string_view::npos) return false;
+  const http::field f = http::string_to_field(beast::string_view(name.data(), name.size()));
+  return f != http::field::content_length && f != http::field::transfer_encoding &&
+         f != http::field::connection;
+}
+
+std::string JsonEscape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out;
+}
+
+std::string_view ReasonPhrase(int status) {
+  const auto r = http::obsolete_reason(static_cast<http::status>(status));
+  return {r.data(), r.size()};
+}
+
+HttpResponse Problem(int status, std::string_view detail) {
+  HttpResponse res;
+  res.status = status;
+  res.content_type = "application/problem+json";
+  res.body = fmt::format(R"({{"type":"about:blank","title":"{}","status":{},"detail":"{}"}})",
+                         JsonEscape(ReasonPhrase(status)), status, JsonEscape(detail));
+  return res;
+}
+
+bool IsHttpParseError(const error_code& ec) {
+  return ec.category() == http::make_error_code(http::error::bad_method).category();
+}
+
+}  // namespace
+
+Session::Session(std::shared_ptr<ServerCore> core, uint64_t id, tcp::socket socket, bool rejecting)
+    : core_(std::move(core)),
+      id_(id),
+      rejecting_(rejecting),
+      stream_(std::move(socket)),
+      buffer_(core_->options().header_limit + kBufferMargin) {}
+
+void Session::Start() {
+  error_code ec;
+  const auto remote = stream_.socket().remote_endpoint(ec);
+  remote_ = ec ? std::string("?") : fmt::format("{}:{}", remote.address().to_string(), remote.port());
+  if (rejecting_) {
+    Reject(503, "too many connections");
+    return;
+  }
+  DoRead();
+}
+
+void Session::OnServerShutdown() {
+  if (phase_ == Phase::kIdle) CloseNow();
+}
+
+void Session::CloseNow() {
+  if (phase_ == Phase::kClosed) return;
+  auto self = shared_from_this();  // Unregister drops the registry's reference
+  phase_ = Phase::kClosed;
+  error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  stream_.close();  // pending operations complete with operation_aborted; parser_ and response_ stay
+  core_->Unregister(id_, rejecting_);
+}
+
+void Session::OnResponse(uint64_t seq, HttpResponse res) {
+  if (phase_ != Phase::kHandling || seq != request_seq_) {
+    spdlog::debug("http {} response dropped: connection closed", request_id_);
+    return;
+  }
+  Write(std::move(res));
+}
+
+void Session::DoRead() {
+  if (core_->shutting_down()) {
+    CloseNow();
+    return;
+  }
+  parser_.emplace();
+  parser_->header_limit(static_cast<std::uint32_t>(core_->options().header_limit));
+  parser_->body_limit(core_->options().body_limit);
+  request_id_.clear();
+  if (buffer_.size() > 0) {  // a pipelined request has begun already
+    ReadHeader();
+    return;
+  }
+  phase_ = Phase::kIdle;
+  stream_.expires_after(core_->options().idle_timeout);
+  const std::size_t n = std::min(buffer_.max_size() - buffer_.size(), kMaxReadSize);
+  stream_.async_read_some(buffer_.prepare(n), [self = shared_from_this()](error_code ec, std::size_t n) {
+    self->OnIdleRead(ec, n);
+  });
+}
+
+void Session::OnIdleRead(const error_code& ec, std::size_t n) {
+  if (phase_ == Phase::kClosed) return;
+  if (ec) {
+    if (ec != asio::error::eof) spdlog::debug("http conn {} closed while idle: {}", id_, ec.message());
+    CloseNow();
+    return;
+  }
+  buffer_.commit(n);
+  ReadHeader();
+}
+
+void Session::ReadHeader() {
+  phase_ = Phase::kReading;
+  request_start_ = Clock::now();
+  request_deadline_ = request_start_ + core_->options().read_timeout;
+  stream_.expires_at(request_deadline_);
+  http::async_read_header(stream_, buffer_, *parser_,
+                          [self = shared_from_this()](error_code ec, std::size_t) { self->OnHeader(ec); });
+}
+
+void Session::OnHeader(const error_code& ec) {
+  if (phase_ == Phase::kClosed) return;
+  if (ec) {
+    OnReadError(ec);
+    return;
+  }
+  const auto& req = parser_->get();
+  if (!parser_->is_done() && req.version() >= 11 &&
+      beast::iequals(req[http::field::expect], "100-continue")) {
+    stream_.expires_at(request_deadline_);
+    asio::async_write(stream_, asio::buffer(kContinue.data(), kContinue.size()),
+                      [self = shared_from_this()](error_code ec, std::size_t) {
+                        if (self->phase_ == Phase::kClosed) return;
+                        if (ec) {
+                          self->OnReadError(ec);
+                          return;
+                        }
+                        self->ReadBody();
+                      });
+    return;
+  }
+  ReadBody();
+}
+
+void Session::ReadBody() {
+  if (parser_->is_done()) {
+    OnRequest();
+    return;
+  }
+  stream_.expires_at(request_deadline_);
+  http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](error_code ec, std::size_t) {
+    if (self->phase_ == Phase::kClosed) return;
+    if (ec) {
+      self->OnReadError(ec);
+      return;
+    }
+    self->OnRequest();
+  });
+}
+
+void Session::OnReadError(const error_code& ec) {
+  if (ec == http::error::header_limit || ec == http::error::buffer_overflow) {
+    // buffer_overflow: the head, a chunk header (extensions) or the trailer outgrew the capped buffer.
+    Reject(431, fmt::format("request header, chunk extension or trailer larger than {} bytes",
+                            core_->options().header_limit));
+  } else if (ec == http::error::body_limit) {
+    Reject(413, fmt::format("request body larger than {} bytes", core_->options().body_limit));
+  } else if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
+             ec == beast::error::timeout || !IsHttpParseError(ec)) {
+    // Nobody to answer: the peer left, went silent, or the socket failed.
+    spdlog::debug("http conn {} closed while reading a request: {}", id_, ec.message());
+    CloseNow();
+  } else {
+    Reject(400, "malformed HTTP request: " + ec.message());
+  }
+}
+
+void Session::OnRequest() {
+  auto& req = parser_->get();
+  HttpRequest request;
+  request.method = std::string(req.method_string());
+  request.target = std::string(req.target());
+  request.headers.reserve(std::distance(req.begin(), req.end()));
+  for (const auto& field : req) {
+    request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  }
+  request.body = std::move(req.body());
+  const auto incoming_id = req["X-Request-Id"];
+  request_id_ = IsSaneRequestId({incoming_id.data(), incoming_id.size()}) ? std::string(incoming_id)
+                                                                          : core_->NewRequestId();
+  request.request_id = request_id_;
+  version_ = req.version();
+  keep_alive_ = req.keep_alive();
+  head_ = req.method() == http::verb::head;
+  method_ = request.method;
+  target_ = request.target;
+  parser_.reset();
+
+  phase_ = Phase::kHandling;
+  ++request_seq_;
+  stream_.expires_never();
+  spdlog::debug("http {} {} {} from {}", request_id_, method_, target_, remote_);
+
+  Respond respond = MakeRespond();
+  try {
+    core_->handler()(std::move(request), respond);
+  } catch (const std::exception& e) {
+    spdlog::error("http {} handler threw: {}", request_id_, e.what());
+    respond(Problem(500, "internal error"));
+  } catch (...) {
+    spdlog::error("http {} handler threw an unknown exception", request_id_);
+    respond(Problem(500, "internal error"));
+  }
+}
+
+Respond Session::MakeRespond() {
+  auto used = std::make_shared<std::atomic<bool>>(false);
+  std::weak_ptr<Session> weak = shared_from_this();
+  auto executor = core_->ioc().get_executor();
+  return [used, weak, executor, seq = request_seq_, id = request_id_](HttpResponse res) {
+    if (used->exchange(true)) {
+      spdlog::warn("http {} respond called more than once; ignored", id);
+      return;
+    }
+    if (weak.expired()) {
+      spdlog::debug("http {} response dropped: connection closed", id);
+      return;
+    }
+    asio::post(executor, [weak, seq, res = std::move(res)]() mutable {
+      if (auto session = weak.lock()) session->OnResponse(seq, std::move(res));
+    });
+  };
+}
+
+void Session::Reject(int status, std::string detail) {
+  if (request_id_.empty()) request_id_ = core_->NewRequestId();
+  spdlog::warn("http {} answered {} to {}: {}", request_id_, status, remote_, detail);
+  core_->Rejected(status);
+  version_ = 11;
+  keep_alive_ = false;
+  head_ = false;
+  method_ = "-";
+  target_ = "-";
+  if (phase_ != Phase::kReading) request_start_ = Clock::now();
+  parser_.reset();
+  Write(Problem(status, detail));
+}
+
+void Session::Write(HttpResponse res) {
+  if (res.status < 200 || res.status > 599) {
+    spdlog::error("http {} handler answered invalid status {}; sending 500", request_id_, res.status);
+    res = Problem(500, "invalid response status");
+  }
+  const bool keep_alive = keep_alive_ && !res.close && !core_->shutting_down();
+  auto& msg = response_.emplace();
+  msg.version(version_);
+  msg.result(static_cast<unsigned>(res.status));
+  msg.set(http::field::server, core_->options().server_name);
+  if (!res.content_type.empty()) msg.set(http::field::content_type, res.content_type);
+  msg.set("X-Request-Id", request_id_);
+  for (const auto& [name, value] : res.headers) {
+    if (IsSettableHeader(name, value)) {
+      msg.insert(name, value);
+    } else {
+      spdlog::warn("http {} dropped response header '{}'", request_id_, JsonEscape(name));
+    }
+  }
+  msg.keep_alive(keep_alive);
+  const bool no_body = res.status == 204 || res.status == 304;
+  if (head_) {
+    msg.content_length(res.body.size());
+  } else {
+    if (!no_body) msg.body() = std::move(res.body);
+    msg.prepare_payload();
+  }
+
+  phase_ = Phase::kWriting;
+  stream_.expires_after(core_->options().write_timeout);
+  http::async_write(stream_, msg,
+                    [self = shared_from_this()](error_code ec, std::size_t n) { self->OnWrite(ec, n); });
+}
+
+void Session::OnWrite(const error_code& ec, std::size_t bytes) {
+  if (phase_ == Phase::kClosed) return;
+  const auto ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - request_start_).count();
+  const unsigned status = response_->result_int();
+  if (ec) {
+    spdlog::debug("http {} {} {} -> {} write failed after {} ms: {}", request_id_, method_, target_, status,
+                  ms, ec.message());
+    CloseNow();
+    return;
+  }
+  spdlog::debug("http {} {} {} -> {} ({} bytes, {} ms)", request_id_, method_, target_, status, bytes, ms);
+  const bool keep_alive = response_->keep_alive();
+  response_.reset();
+  if (keep_alive) {
+    DoRead();
+  } else {
+    BeginLingeringClose();
+  }
+}
+
+void Session::BeginLingeringClose() {
+  phase_ = Phase::kLingering;
+  error_code ec;
+  stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+  buffer_.consume(buffer_.size());
+  linger_bytes_ = 0;
+  stream_.expires_after(kLingerTimeout);
+  DoLinger();
+}
+
+void Session::DoLinger() {
+  const std::size_t n = std::min(buffer_.max_size(), kMaxReadSize);
+  stream_.async_read_some(buffer_.prepare(n), [self = shared_from_this()](error_code ec, std::size_t n) {
+    if (self->phase_ == Phase::kClosed) return;
+    self->linger_bytes_ += n;
+    if (ec || self->linger_bytes_ > kLingerMaxBytes) {
+      self->CloseNow();
+      return;
+    }
+    self->DoLinger();
+  });
+}
+
+}  // namespace shepherd::http_internal

@@ -1,0 +1,187 @@
+// The agent side of the API with simulated time: heartbeats, long-polled assignments and their env, rank
+// exits, GPU faults, node loss, the launch gate between attempts, and the forced restart.
+#include <gtest/gtest.h>
+
+#include "tests/api/api_harness.h"
+
+namespace shepherd::testing {
+namespace {
+
+class AgentApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* n : {"n0", "n1", "sp0"}) {
+      Json node = {{"id", n},
+                   {"hostname", std::string("host-") + n},
+                   {"gpus", 4},
+                   {"topology", {{"spine", "s0"}, {"leaf", "l0"}}},
+                   {"spare", std::string(n) == "sp0"}};
+      ASSERT_EQ(api_.Post("/v1/nodes", node).status, 201);
+      ASSERT_EQ(Heartbeat(n, Json::array()).status, 200);
+    }
+    Json job = Json::parse(R"({"name": "a", "model": {"parameters": 1e8, "layers": 4, "hidden": 512,
+        "heads": 8, "seq_len": 512}, "training": {"global_batch_size": 32},
+        "parallelism": {"tp": 1, "pp": 1, "dp": 8}, "resources": {"gpus": 8, "gpus_per_node": 4},
+        "command": ["python3", "train.py"], "env": {"FOO": "bar"},
+        "policy": {"startup_grace_s": 600, "restart_backoff_s": 0}})");
+    ApiReply r = api_.Post("/v1/jobs", job);
+    ASSERT_EQ(r.status, 201) << r.body.dump();
+    job_ = r.body["id"];
+  }
+
+  ApiReply Heartbeat(const std::string& node, const Json& processes, const Json& faults = Json::array()) {
+    return api_.Post("/v1/nodes/" + node + "/heartbeat", {{"processes", processes}, {"gpu_faults", faults}});
+  }
+  Json Running(const std::string& node, int attempt) {
+    Json procs = Json::array(), assigned = Assignments(node);
+    for (const Json& r : assigned["ranks"])
+      if (r["attempt"] == attempt)
+        procs.push_back({{"job", r["job"]},
+                         {"attempt", attempt},
+                         {"rank", r["rank"]},
+                         {"pid", 1000 + r["rank"].get<int>()},
+                         {"state", "running"}});
+    return procs;
+  }
+  Json Assignments(const std::string& node) {
+    return api_.Get("/v1/nodes/" + node + "/assignments?version=-1&wait=0").body;
+  }
+  Json Job() { return api_.Get("/v1/jobs/" + job_).body; }
+
+  ApiHarness api_;
+  std::string job_;
+};
+
+TEST_F(AgentApiTest, AssignmentsCarryTheRankEnvironment) {
+  Json a = Assignments("n0");
+  ASSERT_EQ(a["ranks"].size(), 4u);
+  EXPECT_GT(a["version"].get<int>(), 0);
+  const Json& r = a["ranks"][1];
+  EXPECT_EQ(r["command"], Json::array({"python3", "train.py"}));
+  const Json& env = r["env"];
+  EXPECT_EQ(env["RANK"], std::to_string(r["rank"].get<int>()));
+  EXPECT_EQ(env["WORLD_SIZE"], "8");
+  EXPECT_EQ(env["LOCAL_RANK"], "1");
+  EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "4");
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], std::to_string(r["gpu"].get<int>()));
+  EXPECT_EQ(env["SHEPHERD_JOB"], job_);
+  EXPECT_EQ(env["SHEPHERD_ATTEMPT"], "1");
+  EXPECT_EQ(env["SHEPHERD_RANK_COORDS"], "0,0," + env["RANK"].get<std::string>());  // tp,pp,dp with dp = rank
+  EXPECT_EQ(env["SHEPHERD_RESUME_CHECKPOINT"], "");
+  EXPECT_EQ(env["FOO"], "bar");
+  Json placement = api_.Get("/v1/jobs/" + job_ + "/placement").body;
+  EXPECT_EQ(env["MASTER_ADDR"], "host-" + placement["ranks"][0]["node"].get<std::string>());
+  EXPECT_TRUE(Assignments("sp0")["ranks"].empty());  // spares get nothing at first placement
+  EXPECT_EQ(api_.Get("/v1/nodes/nope/assignments").status, 404);
+  EXPECT_EQ(api_.Post("/v1/nodes/nope/heartbeat", Json::object()).status, 404);
+  EXPECT_TRUE(api_.Get("/v1/nodes/n0").body["agent_attached"].get<bool>());
+}
+
+TEST_F(AgentApiTest, LongPollAnswersOnChangeOrAtItsDeadline) {
+  int64_t version = Assignments("n0")["version"];
+  auto answered = std::make_shared<int>(0);
+  HttpRequest req;
+  req.method = "GET";
+  req.target = "/v1/nodes/n0/assignments?version=" + std::to_string(version) + "&wait=10";
+  api_.router_.Handle(req, [answered](HttpResponse res) { *answered = res.status; });
+  api_.Drain();
+  EXPECT_EQ(*answered, 0);  // nothing changed: the poll waits
+  api_.clock_.AdvanceSeconds(5);
+  api_.Tick();
+  EXPECT_EQ(*answered, 0);
+  api_.clock_.AdvanceSeconds(6);
+  Heartbeat("n0", Running("n0", 1));  // keep the agents alive across the wait
+  Heartbeat("n1", Running("n1", 1));
+  Heartbeat("sp0", Json::array());
+  api_.Tick();
+  EXPECT_EQ(*answered, 200);  // deadline passed: answered with the same version
+  api_.router_.Handle(req, [answered](HttpResponse res) { *answered = -res.status; });
+  api_.Post("/v1/jobs/" + job_ + "/cancel", Json::object());
+  EXPECT_EQ(*answered, -200);  // the cancel changed n0's desired set: answered at once
+  EXPECT_TRUE(Assignments("n0")["ranks"].empty());
+}
+
+TEST_F(AgentApiTest, GpuFaultFailsTheNodeAndTheSpareTakesItsRanksAfterTheOldRanksStop) {
+  Json n0_running = Running("n0", 1), n1_running = Running("n1", 1);
+  Heartbeat("n1", n1_running);
+  ApiReply r = Heartbeat("n0", n0_running, Json::array({{{"gpu", 2}, {"kind", "ecc_uncorrectable"}}}));
+  ASSERT_EQ(r.status, 200);
+  Json f = api_.Get("/v1/failures?kind=gpu_fault").body["failures"];
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0]["nodes"], Json::array({"n0"}));
+  EXPECT_NE(f[0]["actions"].dump().find("replace n0 with sp0"), std::string::npos) << f[0].dump();
+  EXPECT_EQ(api_.Get("/v1/nodes/n0").body["state"], "failed");
+  EXPECT_EQ(Job()["attempt"], 2);
+  // n0 and n1 still run attempt-1 ranks: attempt 2 is withheld from every agent.
+  EXPECT_TRUE(Assignments("sp0")["ranks"].empty());
+  EXPECT_TRUE(Assignments("n1")["ranks"].empty());
+  Heartbeat("n0", Json::array());  // n0's agent stopped its ranks; n1's not yet
+  api_.Tick();
+  EXPECT_TRUE(Assignments("sp0")["ranks"].empty());
+  Heartbeat("n1", Json::array());
+  api_.Tick();
+  EXPECT_EQ(Assignments("sp0")["ranks"].size(), 4u);
+  EXPECT_EQ(Assignments("n1")["ranks"][0]["attempt"], 2);
+}
+
+TEST_F(AgentApiTest, SilentAgentMeansNodeLost) {
+  for (int s = 0; s < 12; ++s) {
+    api_.clock_.AdvanceSeconds(1);
+    Heartbeat("n0", Running("n0", 1));
+    Heartbeat("sp0", Json::array());
+    api_.Tick();
+  }
+  Json f = api_.Get("/v1/failures?kind=node_lost").body["failures"];
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0]["nodes"], Json::array({"n1"}));
+  EXPECT_EQ(f[0]["ranks"].size(), 4u);
+  EXPECT_EQ(api_.Get("/v1/nodes/n1").body["state"], "failed");
+}
+
+TEST_F(AgentApiTest, RankExitsAreFindingsAndCleanExitsFinishTheJob) {
+  Json exited = Json::array(
+      {{{"job", job_}, {"attempt", 1}, {"rank", 0}, {"pid", 5}, {"state", "exited"}, {"exit_code", 1}}});
+  std::string node = api_.Get("/v1/jobs/" + job_ + "/placement").body["ranks"][0]["node"];
+  ApiReply r = Heartbeat(node, exited);
+  EXPECT_EQ(r.body["ack_exits"].size(), 1u);
+  Json f = api_.Get("/v1/failures?kind=process_exit").body["failures"];
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0]["ranks"], Json::array({0}));
+  EXPECT_NE(f[0]["detail"].get<std::string>().find("exited with code 1"), std::string::npos);
+  EXPECT_EQ(Job()["attempt"], 2);  // restarted (first crash: same nodes, no blame)
+  // Attempt 2 finishes: every rank exits 0.
+  for (const char* n : {"n0", "n1"}) Heartbeat(n, Json::array());
+  api_.Tick();
+  for (const char* n : {"n0", "n1"}) {
+    Json done = Json::array(), assigned = Assignments(n);
+    for (const Json& a : assigned["ranks"])
+      done.push_back(
+          {{"job", job_}, {"attempt", 2}, {"rank", a["rank"]}, {"state", "exited"}, {"exit_code", 0}});
+    ASSERT_EQ(done.size(), 4u);
+    Heartbeat(n, done);
+  }
+  EXPECT_EQ(Job()["state"], "succeeded");
+  EXPECT_EQ(api_.Get("/v1/nodes").body["summary"]["free_usable_gpus"], 8);
+}
+
+TEST_F(AgentApiTest, ForcedRestartNeedsAQualifyingCheckpoint) {
+  ApiReply none = api_.Post("/v1/jobs/" + job_ + "/restart", {{"from", "last-known-good"}});
+  EXPECT_EQ(none.status, 409) << none.body.dump();
+  EXPECT_EQ(api_.Post("/v1/jobs/" + job_ + "/restart", {{"form", "latest"}}).status, 422);
+  Json ckpt = Json::array();
+  for (int r = 0; r < 8; ++r)
+    ckpt.push_back({{"rank", r}, {"attempt", 1}, {"kind", "checkpoint"}, {"step", 20}, {"path", "/c/20"}});
+  ASSERT_EQ(api_.Post("/v1/jobs/" + job_ + "/reports", {{"reports", ckpt}}).status, 202);
+  ApiReply r = api_.Post("/v1/jobs/" + job_ + "/restart", {{"from", "latest"}, {"reason", "new data"}});
+  ASSERT_EQ(r.status, 202) << r.body.dump();
+  EXPECT_EQ(r.body["attempt"], 2);
+  EXPECT_EQ(r.body["checkpoint"]["step"], 20);
+  EXPECT_EQ(Job()["current_attempt"]["resume_step"], 20);
+  Json f = api_.Get("/v1/jobs/" + job_ + "/failures").body["failures"];
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0]["kind"], "restart_requested");
+  EXPECT_EQ(f[0]["detail"], "new data");
+}
+
+}  // namespace
+}  // namespace shepherd::testing
