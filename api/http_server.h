@@ -1,6 +1,6 @@
 // HttpServer: an HTTP/1.1 server (Boost.Beast) that turns each request into an HttpRequest, hands it to an
 // HttpHandler and writes the HttpResponse the handler gives to `respond`. Beast stays out of this header so
-// that only api/http_server.cpp pays for it.
+// that only api/http_server.cpp and api/http_session.cpp pay for it.
 //
 // Threading: the io_context passed to Start must be run by exactly ONE thread (the daemon's control
 // thread). Every connection, the handler, on_rejected and on_drained run on that thread. `respond`,
