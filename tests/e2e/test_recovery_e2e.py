@@ -16,18 +16,19 @@ sys.path.insert(0, os.path.dirname(__file__))
 from cluster import Cluster  # noqa: E402
 
 TRAIN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_ddp.py")
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../clients/python/shepherd_worker.py")
 PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives here
 
 
-def job_spec(ckpt_dir, extra_args=()):
+def job_spec(ckpt_dir, extra_args=(), command=None):
     return {
         "name": "ddp-e2e",
         "model": {"parameters": 1e6, "layers": 2, "hidden": 64, "heads": 4, "seq_len": 64, "vocab": 1000},
         "training": {"global_batch_size": 64, "micro_batch_size": 1},
         "parallelism": {"tp": 1, "pp": 1, "dp": 4, "zero_stage": 0},
         "resources": {"gpus": 4, "gpus_per_node": 2, "gpu_memory_gib": 80},
-        "command": [PYTHON, TRAIN, "--steps", "100000", "--step-sleep", "0.1", "--ckpt-dir", ckpt_dir,
-                    "--ckpt-every", "5", "--sdc-every", "5", "--pg-timeout", "120"] + list(extra_args),
+        "command": command or [PYTHON, TRAIN, "--steps", "100000", "--step-sleep", "0.1", "--ckpt-dir", ckpt_dir,
+                               "--ckpt-every", "5", "--sdc-every", "5", "--pg-timeout", "120"] + list(extra_args),
         "env": {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"},
         "checkpoint": {"dir": ckpt_dir, "every_steps": 5},
         "policy": {"heartbeat_interval_s": 0.5, "heartbeat_timeout_s": 3, "hang_timeout_s": 6,
@@ -49,8 +50,8 @@ class RecoveryE2E(unittest.TestCase):
         self.assertEqual(code, 0, "shepherdd did not exit cleanly on SIGTERM")
 
     # ---- helpers
-    def submit(self, extra_args=()):
-        job = self.c.api("POST", "/v1/jobs", job_spec(self.c.path("ckpt"), extra_args), expect=201)
+    def submit(self, extra_args=(), command=None):
+        job = self.c.api("POST", "/v1/jobs", job_spec(self.c.path("ckpt"), extra_args, command), expect=201)
         self.assertEqual(job["state"], "running")
         return job["id"]
 
@@ -160,6 +161,24 @@ class RecoveryE2E(unittest.TestCase):
         for cp in later:
             self.assertNotEqual(cp["status"], "good", cp)
         self.timing("sdc", detect_s, resume_s)
+
+    def test_rank_stuck_in_cpu_code_is_the_root_culprit_and_its_node_is_replaced(self):
+        # Synthetic ranks (no torch) with a real DP barrier: rank 3 stops in CPU code at step 12 while
+        # heartbeating; its DP peers wait for it inside the all-reduce. The watchdog must name rank 3 alone.
+        cmd = [PYTHON, WORKER, "--steps", "100000", "--step-time", "0.1", "--ckpt-dir", self.c.path("ckpt"),
+               "--ckpt-every", "5", "--hash-every", "5", "--sync-dir", self.c.path("sync"), "--dp-size", "4",
+               "--fault", "hang-cpu@12", "--fault-rank", "3", "--quiet"]
+        job = self.submit(command=cmd)
+        self.c.wait_for(lambda: self.job_step(job) >= 12, 120, "step 12")
+        t0 = time.monotonic()
+        f, detect_s = self.wait_finding(job, ("hang",), t0)
+        self.assertEqual(f["ranks"], [3], f)
+        self.assertEqual(f["nodes"], ["n1"])
+        attempt, resume_s = self.wait_resumed(job, t0)
+        placement = self.assert_resumed_from_good(job, attempt)
+        self.assertNotIn("n1", {r["node"] for r in placement["ranks"]})
+        self.assertEqual(self.c.api("GET", "/v1/nodes/n1")["state"], "cordoned")
+        self.timing("hang_root_culprit", detect_s, resume_s)
 
 
 if __name__ == "__main__":
