@@ -56,7 +56,8 @@ Status Controller::Recover() {
       case Collection::kJobs: {
         auto job = JobFromJson(*j);
         if (!job.ok()) return job.status();
-        JobEntry e{std::move(job).value(), {}, std::nullopt};
+        JobEntry e;
+        e.job = std::move(job).value();
         auto est = EvaluatePlan(e.job.spec, e.job.plan, HardwareFor(e.job.spec));
         if (est.ok()) e.estimate = *est;
         e.estimate.plan = e.job.plan;
