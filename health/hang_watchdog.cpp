@@ -40,7 +40,7 @@ std::vector<int> HangAnalysis::SuspectRanks() const {
   return out;
 }
 
-HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>& ranks,
+HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>& ranks, double silent_after_s,
                          const std::vector<bool>& alive, double hang_timeout_s, Time now) {
   HangAnalysis a;
   const int n = static_cast<int>(ranks.size());
@@ -145,11 +145,24 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
       a.culprits.push_back({r, "inside a collective of a group whose membership is unknown (seq " +
                                    std::to_string(s.collective_seq) + "); its chain cannot be followed"});
     } else {
-      a.comm_faults.push_back(
-          {s.collective_group, s.collective_seq, layout.GroupMembers(r, s.collective_group)});
+      std::vector<int> members = layout.GroupMembers(r, s.collective_group);
+      bool any_silent = false;
+      for (int m : members) {
+        double silent_s = ToSeconds(now - ranks[m].last_seen);
+        if (!ranks[m].ever_seen() || silent_s <= silent_after_s) continue;
+        any_silent = true;
+        a.culprits.push_back({m, "inside " + CollectiveName(s.collective_group, s.collective_seq) +
+                                     " but silent for " + Fmt(silent_s) +
+                                     " s while its peers report: the process or its host stopped"});
+      }
+      if (!any_silent) a.comm_faults.push_back({s.collective_group, s.collective_seq, std::move(members)});
     }
   }
+  // Every member of a stuck group is its own chain end, so a silent member may be named more than once.
   std::sort(a.culprits.begin(), a.culprits.end(), [](auto& x, auto& y) { return x.rank < y.rank; });
+  a.culprits.erase(
+      std::unique(a.culprits.begin(), a.culprits.end(), [](auto& x, auto& y) { return x.rank == y.rank; }),
+      a.culprits.end());
   // Two ranks of one stuck group yield the same fault: keep one per (group, seq, members).
   std::sort(a.comm_faults.begin(), a.comm_faults.end(),
             [](auto& x, auto& y) { return std::tie(x.members, x.seq) < std::tie(y.members, y.seq); });

@@ -9,8 +9,11 @@
 //   - a rank inside a collective of an unknown group name (membership cannot be derived): culprit, with
 //     that caveat in its reason;
 //   - a cycle of ranks waiting on each other (collective order mismatch): every rank of the cycle;
-//   - a rank inside (G, s) where every member entered s: no culprit rank; the group's nodes are suspected
-//     of a communication fault (reported in comm_faults).
+//   - a rank inside (G, s) where every member entered s: if some members have gone silent (no report for
+//     more than `silent_after_s`, checkpoint allowances ignored), those silent members are the culprits:
+//     a rank's heartbeat thread keeps reporting while a collective blocks it, so silence means the process
+//     or its host stopped. Otherwise no culprit rank; the group's nodes are suspected of a communication
+//     fault (reported in comm_faults).
 // Ranks that merely wait are never culprits. Pipeline p2p ops reported with group "pp" are treated as a
 // collective of the whole pp group, so their seqs must be counted per pp group by the client.
 //
@@ -55,7 +58,7 @@ struct HangAnalysis {
 
 // `alive[r]`: whether rank r's heartbeat is fresh (the caller applies grace and checkpoint allowances).
 // REQUIRES: ranks.size() == alive.size() == layout.world_size().
-HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>& ranks,
+HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>& ranks, double silent_after_s,
                          const std::vector<bool>& alive, double hang_timeout_s, Time now);
 
 }  // namespace shepherd

@@ -203,7 +203,8 @@ void JobMonitor::EvaluateHeartbeats(Time now, std::vector<bool>* alive, std::vec
 
 void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vector<Finding>* out) {
   const bool was_hung = hang_.hung;
-  hang_ = AnalyzeHang(layout_, ranks_, alive, ctx_.policy.hang_timeout_s, now);
+  hang_ =
+      AnalyzeHang(layout_, ranks_, ctx_.policy.heartbeat_timeout_s, alive, ctx_.policy.hang_timeout_s, now);
   if (hang_.hung && !was_hung) {
     // Culprit ranks; for a communication fault no rank is at fault: the finding names the stuck groups'
     // nodes only (the recovery policy treats a first communication fault as transient).

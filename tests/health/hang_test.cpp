@@ -70,6 +70,24 @@ TEST(HangTest, RootCulpritIsTheRankStuckOutsideCollectivesNotTheWaiters) {
   EXPECT_TRUE(OfKind(RunTicks(*m, clock, 30, state), "hang").empty());
 }
 
+TEST(HangTest, ASilentMemberInsideTheStuckCollectiveIsTheCulpritNotTheNetwork) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(2, 1, 1, clock.Now(), /*gpus_per_node=*/1));  // ranks 0,1 on n0,n1
+  // Both ranks enter tp#3; rank 1 said it was saving a checkpoint (so its heartbeat allowance is 10x) and
+  // then went silent: SIGSTOPped. Rank 0 keeps heartbeating from inside the collective.
+  Report last = InCollective(1, clock.Now(), "tp", 3, 7);
+  last.phase = Phase::kCheckpointSave;
+  m->Ingest(last, clock.Now());
+  m->Ingest(InCollective(0, clock.Now(), "tp", 3, 7), clock.Now());
+  auto hangs = OfKind(
+      RunTicks(*m, clock, 65, [&](Time now) { m->Ingest(InCollective(0, now, "tp", 3, 7), now); }), "hang");
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].ranks, std::vector<int>({1}));
+  EXPECT_EQ(hangs[0].nodes, std::vector<std::string>({"n1"}));
+  EXPECT_NE(hangs[0].detail.find("silent"), std::string::npos) << hangs[0].detail;
+  EXPECT_TRUE(OfKind(m->Evaluate(clock.Now()), "heartbeat_lost").empty());  // still inside its allowance
+}
+
 TEST(HangTest, EveryMemberInsideTheStuckCollectiveIsACommunicationFault) {
   FakeClock clock;
   auto m = MakeMonitor(MakeContext(2, 1, 1, clock.Now(), /*gpus_per_node=*/1));  // ranks 0,1 on n0,n1
