@@ -183,8 +183,9 @@ class Controller {
 
   // Starts a new attempt of `e` on `placement`: allocation, attempt record, state running.
   // `resume`: the checkpoint to resume from (nullopt: the ledger's last-known-good, else latest, else none).
-  void StartAttempt(JobEntry& e, Placement placement, const std::string& reason, WriteBatch* batch,
-                    std::optional<Checkpoint> resume = std::nullopt);
+  // kConflict (nothing changed) when a GPU of `placement` is no longer free.
+  Status StartAttempt(JobEntry& e, Placement placement, const std::string& reason, WriteBatch* batch,
+                      std::optional<Checkpoint> resume = std::nullopt);
   // Ends the current attempt: monitor gone, GPUs released, agents told to stop its ranks.
   void EndAttempt(JobEntry& e, Time now, WriteBatch* batch);
   // Carries out a recovery decision; appends to `actions`.

@@ -154,6 +154,7 @@ void Controller::NodeHeartbeat(const std::string& node_id, const Json& body, Don
       if (static_cast<int>(e.exited_ok.size()) == e.job.plan.world_size()) {
         e.job.state = JobState::kSucceeded;
         e.job.reason = "every rank exited 0";
+        sdc_history_.Forget(e.job.id);
         e.job.updated_at = now;
         EndAttempt(e, now, &batch);
         batch.Put(JobRecord(e.job));

@@ -62,8 +62,8 @@ void Controller::SubmitJob(JobSpec spec, PlanEstimate estimate, Done<Json> done)
   });
 }
 
-void Controller::StartAttempt(JobEntry& e, Placement placement, const std::string& reason, WriteBatch* batch,
-                              std::optional<Checkpoint> resume) {
+Status Controller::StartAttempt(JobEntry& e, Placement placement, const std::string& reason,
+                                WriteBatch* batch, std::optional<Checkpoint> resume) {
   Attempt a;
   a.job = e.job.id;
   a.number = e.job.attempt + 1;
@@ -77,10 +77,7 @@ void Controller::StartAttempt(JobEntry& e, Placement placement, const std::strin
   }
   placement.attempt = a.number;
   a.placement = std::move(placement);
-  if (Status s = cluster_.Allocate(e.job.id, a.placement); !s.ok()) {
-    spdlog::error("allocating {} failed: {}", e.job.id, s.message());  // an invariant of Place
-    return;
-  }
+  if (Status s = cluster_.Allocate(e.job.id, a.placement); !s.ok()) return s;
   e.job.attempt = a.number;
   e.job.state = JobState::kRunning;
   e.job.reason.clear();
@@ -96,6 +93,7 @@ void Controller::StartAttempt(JobEntry& e, Placement placement, const std::strin
   e.launch_deadline = e.attempt->started_at + Seconds(options_.stop_timeout_s);
   if (e.launched) BumpAssignments(e.attempt->placement);
   StartMonitor(e, e.attempt->started_at);
+  return Status::Ok();
 }
 
 void Controller::ScheduleQueued(WriteBatch* batch) {
@@ -112,7 +110,9 @@ void Controller::ScheduleQueued(WriteBatch* batch) {
     return jobs_[a.id].job.seq < jobs_[b.id].job.seq;
   });
   for (Admission& a : AdmitFromQueue(cluster_, queue))
-    StartAttempt(jobs_[a.job], std::move(a.placement), "placed from the queue", batch);
+    if (Status s = StartAttempt(jobs_[a.job], std::move(a.placement), "placed from the queue", batch);
+        !s.ok())
+      spdlog::error("starting {} failed: {}", a.job, s.message());  // AdmitFromQueue placed it on free GPUs
 }
 
 void Controller::ScheduleAndCommit() {
@@ -130,16 +130,12 @@ void Controller::CancelJob(const std::string& id, Done<Json> done) {
   if (IsTerminal(e.job.state)) return done(Conflict("job " + id + " is already " + ToString(e.job.state)));
   Time now = clock_->Now();
   WriteBatch batch;
-  if (cluster_.Holds(id)) (void)cluster_.Release(id);
-  if (e.attempt && !e.attempt->ended_at) {
-    e.attempt->ended_at = now;
-    batch.Put(AttemptRecord(*e.attempt));
-  }
-  e.monitor.reset();
+  EndAttempt(e, now, &batch);  // agents stop its ranks
+  e.pending_restart.reset();
   e.job.state = JobState::kCancelled;
   e.job.reason = "cancelled by user";
   e.job.updated_at = now;
-  if (e.attempt) BumpAssignments(e.attempt->placement);  // agents stop its ranks
+  sdc_history_.Forget(id);
   batch.Put(JobRecord(e.job));
   ScheduleQueued(&batch);
   Commit(std::move(batch), [this, id, done = std::move(done)](Status s) {

@@ -63,6 +63,7 @@ void Controller::Execute(JobEntry& e, const RecoveryDecision& d, bool automatic,
       EndAttempt(e, now, batch);
       e.job.state = JobState::kFailed;
       e.job.reason = d.reason;
+      sdc_history_.Forget(e.job.id);
       break;
     case RecoveryDecision::kQueue:
       EndAttempt(e, now, batch);
@@ -73,13 +74,10 @@ void Controller::Execute(JobEntry& e, const RecoveryDecision& d, bool automatic,
       EndAttempt(e, now, batch);
       if (d.replay) sdc_history_.OnReplayStarted(e.job.id, d.replay_nodes);
       if (d.not_before <= now) {
-        if (!cluster_.Allocate(e.job.id, *d.new_placement).ok()) {
+        if (!StartAttempt(e, *d.new_placement, d.reason, batch, d.resume_from).ok()) {
           e.job.state = JobState::kQueued;  // the placement went stale; place it anew
           e.job.reason = "re-placing after recovery";
-          break;
         }
-        (void)cluster_.Release(e.job.id);
-        StartAttempt(e, *d.new_placement, d.reason, batch, d.resume_from);
       } else {
         e.job.state = JobState::kRecovering;
         e.job.reason = d.reason + " (backoff until " + FormatRfc3339(d.not_before) + ")";
@@ -105,10 +103,7 @@ void Controller::StartDueRestarts(Time now, WriteBatch* batch) {
     JobEntry::PendingRestart p = std::move(*e.pending_restart);
     e.pending_restart.reset();
     if (e.job.state != JobState::kRecovering) continue;  // cancelled meanwhile
-    if (cluster_.Allocate(id, p.placement).ok()) {
-      (void)cluster_.Release(id);
-      StartAttempt(e, std::move(p.placement), p.reason, batch, p.resume);
-    } else {
+    if (!StartAttempt(e, std::move(p.placement), p.reason, batch, p.resume).ok()) {
       e.job.state = JobState::kQueued;  // its spare was taken meanwhile: place it anew
       e.job.reason = "re-placing after recovery";
       batch->Put(JobRecord(e.job));
