@@ -20,13 +20,13 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../clients
 PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives here
 
 
-def job_spec(ckpt_dir, extra_args=(), command=None):
+def job_spec(ckpt_dir, extra_args=(), command=None, dp=4):
     return {
         "name": "ddp-e2e",
         "model": {"parameters": 1e6, "layers": 2, "hidden": 64, "heads": 4, "seq_len": 64, "vocab": 1000},
         "training": {"global_batch_size": 64, "micro_batch_size": 1},
-        "parallelism": {"tp": 1, "pp": 1, "dp": 4, "zero_stage": 0},
-        "resources": {"gpus": 4, "gpus_per_node": 2, "gpu_memory_gib": 80},
+        "parallelism": {"tp": 1, "pp": 1, "dp": dp, "zero_stage": 0},
+        "resources": {"gpus": dp, "gpus_per_node": 2, "gpu_memory_gib": 80},
         "command": command or [PYTHON, TRAIN, "--steps", "100000", "--step-sleep", "0.1", "--ckpt-dir", ckpt_dir,
                                "--ckpt-every", "5", "--sdc-every", "5", "--pg-timeout", "120"] + list(extra_args),
         "env": {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"},
@@ -50,8 +50,8 @@ class RecoveryE2E(unittest.TestCase):
         self.assertEqual(code, 0, "shepherdd did not exit cleanly on SIGTERM")
 
     # ---- helpers
-    def submit(self, extra_args=(), command=None):
-        job = self.c.api("POST", "/v1/jobs", job_spec(self.c.path("ckpt"), extra_args, command), expect=201)
+    def submit(self, extra_args=(), command=None, dp=4):
+        job = self.c.api("POST", "/v1/jobs", job_spec(self.c.path("ckpt"), extra_args, command, dp), expect=201)
         self.assertEqual(job["state"], "running")
         return job["id"]
 
@@ -179,6 +179,25 @@ class RecoveryE2E(unittest.TestCase):
         self.assertNotIn("n1", {r["node"] for r in placement["ranks"]})
         self.assertEqual(self.c.api("GET", "/v1/nodes/n1")["state"], "cordoned")
         self.timing("hang_root_culprit", detect_s, resume_s)
+
+    def test_two_replica_mismatch_is_replayed_and_found_transient(self):
+        # DP = 2: a mismatch cannot say which replica is bad. The daemon replays from last-known-good on the
+        # same nodes; the corruption was transient (attempt 1 only), so the replay's hashes agree.
+        job = self.submit(["--corrupt", "1:12"], dp=2)
+        self.c.wait_for(lambda: self.job_step(job) >= 12, 180, "step 12")
+        t0 = time.monotonic()
+        f, detect_s = self.wait_finding(job, ("sdc_suspected",), t0)
+        self.assertEqual(f["ranks"], [0, 1], f)
+        attempt, resume_s = self.wait_resumed(job, t0)
+        self.assert_resumed_from_good(job, attempt)
+        self.assertLessEqual(attempt["resume_step"], 10)
+        transient = self.c.wait_for(
+            lambda: [x for x in self.c.api("GET", "/v1/jobs/%s/failures" % job)["failures"]
+                     if x["kind"] == "sdc_transient"], 120, "the replay's verdict")
+        self.assertEqual(transient[0]["attempt"], attempt["number"])
+        for node in ("n0", "n1", "sp0"):
+            self.assertNotEqual(self.c.api("GET", "/v1/nodes/" + node)["state"], "cordoned")
+        self.timing("sdc_dp2_replay", detect_s, resume_s)
 
 
 if __name__ == "__main__":
