@@ -3,6 +3,67 @@
 #include "api/problem.h"
 
 namespace shepherd {
+namespace {
+
+// Checks an agent's heartbeat before anything is changed: every field the controller reads has its type.
+Status ValidateHeartbeat(const Json& body) {
+  std::vector<FieldError> errs;
+  if (!body.is_object()) return InvalidContent("invalid heartbeat", {{"$", "must be an object"}});
+  auto array_of_objects = [&](const char* key) -> const Json* {
+    auto it = body.find(key);
+    if (it == body.end() || it->is_null()) return nullptr;
+    if (!it->is_array()) {
+      errs.push_back({key, "must be an array"});
+      return nullptr;
+    }
+    return &*it;
+  };
+  // `nullable`: null means absent (the protocol's exit_code and signal); otherwise null is a type error.
+  auto typed = [&](const Json& o, const std::string& path, const char* key, bool (Json::*is)() const noexcept,
+                   bool required, const char* what, bool nullable = false) {
+    auto it = o.find(key);
+    if (it == o.end() || (nullable && it->is_null())) {
+      if (required) errs.push_back({path + "." + key, "is required"});
+    } else if (!((*it).*is)()) {
+      errs.push_back({path + "." + key, std::string("must be ") + what});
+    }
+  };
+
+  if (const Json* procs = array_of_objects("processes")) {
+    for (size_t i = 0; i < procs->size(); ++i) {
+      const Json& p = (*procs)[i];
+      std::string path = "processes[" + std::to_string(i) + "]";
+      if (!p.is_object()) {
+        errs.push_back({path, "must be an object"});
+        continue;
+      }
+      typed(p, path, "job", &Json::is_string, true, "a string");
+      typed(p, path, "attempt", &Json::is_number_integer, true, "an integer");
+      typed(p, path, "rank", &Json::is_number_integer, true, "an integer");
+      typed(p, path, "state", &Json::is_string, false, "\"running\" or \"exited\"");
+      typed(p, path, "exit_code", &Json::is_number_integer, false, "an integer or null", true);
+      typed(p, path, "signal", &Json::is_number_integer, false, "an integer or null", true);
+      typed(p, path, "error", &Json::is_string, false, "a string");
+    }
+  }
+  if (const Json* faults = array_of_objects("gpu_faults")) {
+    for (size_t i = 0; i < faults->size(); ++i) {
+      const Json& g = (*faults)[i];
+      std::string path = "gpu_faults[" + std::to_string(i) + "]";
+      if (!g.is_object()) {
+        errs.push_back({path, "must be an object"});
+        continue;
+      }
+      typed(g, path, "gpu", &Json::is_number_integer, false, "an integer");
+      typed(g, path, "kind", &Json::is_string, false, "a string");
+      typed(g, path, "detail", &Json::is_string, false, "a string");
+    }
+  }
+  if (!errs.empty()) return InvalidContent("invalid heartbeat", std::move(errs));
+  return Status::Ok();
+}
+
+}  // namespace
 
 void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock) {
   router->Add("POST", "/v1/nodes/{id}/heartbeat",
@@ -10,6 +71,7 @@ void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Cloc
                 if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
                 auto body = api::Body(req, o);
                 if (!body.ok()) return respond(ProblemFrom(body.status()));
+                if (Status s = ValidateHeartbeat(*body); !s.ok()) return respond(ProblemFrom(s));
                 c->NodeHeartbeat(p.at("id"), *body, [respond](Result<Json> r) { api::Reply(respond, r); });
               });
   router->Add(

@@ -101,6 +101,7 @@ class Controller {
   // ---- Agents (controller_agents.cpp, docs/agent-protocol.md)
   // An agent's heartbeat: marks the node attached and alive, records its processes, turns rank exits and
   // GPU faults into findings. Answers {"ack_exits", "assignments_version"}.
+  // REQUIRES: `body` passed the API's heartbeat validation (every field read here has its type).
   void NodeHeartbeat(const std::string& node, const Json& body, Done<Json> done);
   // Long poll for the node's desired ranks: answers at once when the version differs from `known`,
   // otherwise when it changes or on the first Tick at or after `deadline`.

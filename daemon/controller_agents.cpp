@@ -114,7 +114,6 @@ void Controller::NodeHeartbeat(const std::string& node_id, const Json& body, Don
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   const Node* node = cluster_.Find(node_id);
   if (!node) return done(NotFound("no node " + node_id + "; register it first"));
-  if (!body.is_object()) return done(InvalidContent("invalid heartbeat", {{"$", "must be an object"}}));
   Time now = clock_->Now();
   WriteBatch batch;
   AgentState& agent = agents_[node_id];
@@ -133,9 +132,6 @@ void Controller::NodeHeartbeat(const std::string& node_id, const Json& body, Don
   const Json* procs =
       body.contains("processes") && body["processes"].is_array() ? &body["processes"] : nullptr;
   for (const Json& p : procs ? *procs : Json::array()) {
-    if (!p.is_object() || !p.contains("job") || !p["job"].is_string() || !p.contains("attempt") ||
-        !p["attempt"].is_number_integer() || !p.contains("rank") || !p["rank"].is_number_integer())
-      continue;
     std::string job = p["job"];
     int attempt = p["attempt"], rank = p["rank"];
     if (p.value("state", "running") == "running") {
@@ -176,7 +172,6 @@ void Controller::NodeHeartbeat(const std::string& node_id, const Json& body, Don
   }
   if (body.contains("gpu_faults") && body["gpu_faults"].is_array()) {
     for (const Json& g : body["gpu_faults"]) {
-      if (!g.is_object()) continue;
       std::string key = std::to_string(g.value("gpu", -1)) + ":" + g.value("kind", std::string("unknown"));
       if (!agent.faults_seen.insert(key).second) continue;
       for (const std::string& job : cluster_.JobsOn(node_id)) {

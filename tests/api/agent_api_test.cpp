@@ -77,6 +77,25 @@ TEST_F(AgentApiTest, AssignmentsCarryTheRankEnvironment) {
   EXPECT_TRUE(api_.Get("/v1/nodes/n0").body["agent_attached"].get<bool>());
 }
 
+TEST_F(AgentApiTest, MalformedHeartbeatIs422NamingEveryFieldAndChangesNothing) {
+  ApiReply r = api_.Post("/v1/nodes/n0/heartbeat",
+                         Json::parse(R"({"processes": [{"job": "j", "attempt": 1, "rank": "x", "state": 3}],
+                                         "gpu_faults": [{"gpu": "two", "kind": "ecc"}, 5]})"));
+  ASSERT_EQ(r.status, 422) << r.body.dump();
+  std::set<std::string> fields;
+  for (const Json& e : r.body["errors"]) fields.insert(e["field"]);
+  EXPECT_EQ(fields, (std::set<std::string>{"processes[0].rank", "processes[0].state", "gpu_faults[0].gpu",
+                                           "gpu_faults[1]"}));
+  EXPECT_EQ(api_.Get("/v1/failures").body["failures"].size(), 0u);
+  EXPECT_EQ(api_.Post("/v1/nodes/n0/heartbeat", {{"processes", "none"}}).status, 422);
+  EXPECT_EQ(api_.Post("/v1/nodes/n0/heartbeat", Json::parse(R"({"gpu_faults": [{"gpu": null}]})")).status,
+            422);
+  Json null_codes = Json::parse(R"({"processes": [{"job": "j", "attempt": 1, "rank": 0, "state": "exited",
+                                                   "exit_code": null, "signal": null}]})");
+  EXPECT_EQ(api_.Post("/v1/nodes/n0/heartbeat", null_codes).status, 200);  // unknown code: allowed
+  EXPECT_EQ(Heartbeat("n0", Running("n0", 1)).status, 200);
+}
+
 TEST_F(AgentApiTest, LongPollAnswersOnChangeOrAtItsDeadline) {
   int64_t version = Assignments("n0")["version"];
   auto answered = std::make_shared<int>(0);

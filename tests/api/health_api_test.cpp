@@ -2,6 +2,8 @@
 // findings and grades out via /health, /failures, /checkpoints and /metrics.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "tests/api/api_harness.h"
 
 namespace shepherd::testing {
@@ -247,6 +249,65 @@ TEST(ExternalLauncher, GraceCountsFromTheFirstReport) {
   Json lost = api.Get("/v1/failures?kind=heartbeat_lost").body["failures"];
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0]["ranks"], Json::array({1, 2, 3, 4, 5, 6, 7}));
+}
+
+}  // namespace
+}  // namespace shepherd::testing
+
+namespace shepherd::testing {
+namespace {
+
+// Random, ill-typed reports never break ingestion: every batch is answered 202 with each report either
+// accepted or rejected by index, and the job stays queryable.
+TEST(ReportsFuzz, IllTypedReportsAreRejectedOneByOne) {
+  ApiHarness api;
+  ASSERT_EQ(
+      api.Post("/v1/nodes", Json::parse(R"({"id": "n0", "topology": {"spine": "s0", "leaf": "l0"}})")).status,
+      201);
+  ApiReply job = api.Post("/v1/jobs", Json::parse(R"({"name": "x", "model": {"parameters": 1e8, "layers": 4,
+      "hidden": 512, "heads": 8, "seq_len": 512}, "training": {"global_batch_size": 32},
+      "parallelism": {"tp": 8}, "resources": {"gpus": 8}})"));
+  ASSERT_EQ(job.status, 201);
+  std::string path = "/v1/jobs/" + job.body["id"].get<std::string>() + "/reports";
+  const std::vector<Json> values = {nullptr,
+                                    true,
+                                    -1,
+                                    0,
+                                    1,
+                                    Json(9223372036854775807LL),
+                                    -1e308,
+                                    1.5,
+                                    "",
+                                    "nan",
+                                    "inf",
+                                    std::string(300, 'x'),
+                                    Json::array(),
+                                    Json::object(),
+                                    "2026-01-01T00:00:00Z"};
+  const char* keys[] = {"rank",       "attempt", "time", "kind", "step",  "loss",  "grad_norm", "step_time_s",
+                        "collective", "phase",   "seq",  "op",   "group", "state", "hash",      "path"};
+  const char* kinds[] = {"heartbeat", "step", "collective", "param_hash", "checkpoint", "bogus"};
+  std::mt19937 rng(7);
+  auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+  for (int batch = 0; batch < 400; ++batch) {
+    Json reports = Json::array();
+    for (int i = 0; i < 8; ++i) {
+      Json r = {{"rank", static_cast<int>(pick(10)) - 1},
+                {"attempt", static_cast<int>(pick(3))},
+                {"kind", kinds[pick(6)]}};
+      for (size_t f = pick(6); f > 0; --f) {
+        const char* k = keys[pick(16)];
+        r[k] = std::string(k) == "collective" && pick(2) ? Json{{keys[pick(16)], values[pick(values.size())]}}
+                                                         : values[pick(values.size())];
+      }
+      reports.push_back(r);
+    }
+    ApiReply r = api.Post(path, {{"reports", reports}});
+    ASSERT_EQ(r.status, 202) << r.body.dump();
+    ASSERT_EQ(r.body["accepted"].get<int>() + static_cast<int>(r.body["rejected"].size()), 8);
+    if (batch % 50 == 0) api.Tick();
+  }
+  EXPECT_EQ(api.Get("/v1/jobs/" + job.body["id"].get<std::string>() + "/health").status, 200);
 }
 
 }  // namespace
