@@ -70,6 +70,9 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
     *out += "# HELP shepherd_reports_total Rank reports by outcome.\n# TYPE shepherd_reports_total counter\n";
     for (const auto& [outcome, n] : c->report_counts())
       *out += "shepherd_reports_total{outcome=\"" + outcome + "\"} " + std::to_string(n) + "\n";
+    *out += "# HELP shepherd_spare_deficits Leaves or spines below their configured spare minimum.\n";
+    *out += "# TYPE shepherd_spare_deficits gauge\nshepherd_spare_deficits " +
+            std::to_string(c->SpareDeficits().size()) + "\n";
     *out += "# HELP shepherd_free_usable_gpus GPUs on usable nodes that no job holds.\n";
     *out += "# TYPE shepherd_free_usable_gpus gauge\nshepherd_free_usable_gpus " +
             std::to_string(c->cluster().FreeUsableGpus()) + "\n";

@@ -28,6 +28,7 @@
 #include "scheduler/cluster.h"
 #include "scheduler/planner.h"
 #include "scheduler/recovery.h"
+#include "scheduler/spares.h"
 #include "storage/store.h"
 
 namespace shepherd {
@@ -84,6 +85,8 @@ class Controller {
   void DeleteNode(const std::string& id, Done<Json> done);
   Result<Json> GetNode(const std::string& id) const;
   Json ListNodes(const NodeFilter& filter) const;
+  // Leaves and spines below the configured spare minimum (ControllerOptions::min_spares_per_*).
+  std::vector<SpareDeficit> SpareDeficits() const;
 
   // ---- Planning and jobs
   // Hardware the planner assumes for `spec` on this inventory.

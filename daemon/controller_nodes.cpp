@@ -1,6 +1,5 @@
 // Controller: the node inventory.
 #include "daemon/controller.h"
-#include "scheduler/spares.h"
 
 namespace shepherd {
 
@@ -75,6 +74,10 @@ Result<Json> Controller::GetNode(const std::string& id) const {
   return NodeJson(*n);
 }
 
+std::vector<SpareDeficit> Controller::SpareDeficits() const {
+  return CheckSpareReserve(cluster_, options_.min_spares_per_leaf, options_.min_spares_per_spine).deficits;
+}
+
 Json Controller::ListNodes(const NodeFilter& f) const {
   Json items = Json::array();
   std::map<std::string, int> by_state;
@@ -95,8 +98,7 @@ Json Controller::ListNodes(const NodeFilter& f) const {
     if (match) items.push_back(NodeJson(*n));
   }
   Json deficits = Json::array();
-  for (const auto& d :
-       CheckSpareReserve(cluster_, options_.min_spares_per_leaf, options_.min_spares_per_spine).deficits)
+  for (const auto& d : SpareDeficits())
     deficits.push_back({{"level", d.level}, {"label", d.label}, {"have", d.have}, {"want", d.want}});
   return {{"nodes", items},
           {"summary",

@@ -219,6 +219,24 @@ TEST(Daemon, InventoryFileAndAuth) {
   EXPECT_EQ(Http(d.port(), "GET", "/healthz").status, 200);  // probes need no token
 }
 
+TEST(Daemon, SpareReserveBelowMinimumIsReported) {
+  TempDir dir;
+  std::string inv = dir.path + "/inventory.json", cfg = dir.path + "/config.json";
+  std::string gen =
+      std::string(SHEPHERDD_PATH) +
+      " gen-inventory --spines 1 --leaves-per-spine 2 --nodes-per-leaf 3 --spares-per-leaf 1 -o " + inv;
+  ASSERT_EQ(std::system(gen.c_str()), 0);
+  std::ofstream(cfg) << R"({"min_spares_per_leaf": 2, "min_spares_per_spine": 1})";
+  Daemon d(dir.path, {"--inventory", inv, "--config", cfg});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  Json summary = J(Http(d.port(), "GET", "/v1/nodes"))["summary"];
+  ASSERT_EQ(summary["spare_deficits"].size(), 2u);  // both leaves have 1 spare of 2; the spine's 2 are enough
+  EXPECT_EQ(summary["spare_deficits"][0]["level"], "leaf");
+  EXPECT_EQ(summary["spare_deficits"][0]["have"], 1);
+  EXPECT_EQ(summary["spare_deficits"][0]["want"], 2);
+  EXPECT_NE(Http(d.port(), "GET", "/metrics").body.find("shepherd_spare_deficits 2"), std::string::npos);
+}
+
 TEST(Daemon, SigtermDrainsAndExitsZero) {
   TempDir dir;
   Daemon d(dir.path);
