@@ -54,6 +54,7 @@ class Store {
   virtual void Write(WriteBatch batch, std::function<void(Status)> done) = 0;
 
   // Blocks until every batch queued before the call has been committed or failed. Thread-safe.
+  // REQUIRES: not called from inside a `done` callback (it would wait for itself).
   virtual void Flush() = 0;
 };
 

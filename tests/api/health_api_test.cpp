@@ -42,13 +42,19 @@ class HealthApiTest : public ::testing::Test {
     return {{"rank", rank}, {"attempt", 1},      {"kind", "step"},          {"step", step},
             {"loss", loss}, {"grad_norm", grad}, {"step_time_s", step_time}};
   }
-  // Every rank heartbeats and reports `step`; then the clock moves one second.
+  // One simulated second: `batch` is reported, the clock moves one second, the daemon ticks. Returns the
+  // reports' HTTP status (409 once recovery has stopped the attempt).
+  int Second(const Json& batch) {
+    int status = Report(batch).status;
+    api_.clock_.AdvanceSeconds(1);
+    api_.Tick();
+    return status;
+  }
+  // Every rank reports `step`.
   void AllStep(int64_t step, double loss = 2.0, int slow_rank = -1) {
     Json batch = Json::array();
     for (int r = 0; r < 8; ++r) batch.push_back(Step(r, step, loss, r == slow_rank ? 3.0 : 1.0));
-    ASSERT_EQ(Report(batch).status, 202);
-    api_.clock_.AdvanceSeconds(1);
-    api_.Tick();
+    ASSERT_EQ(Second(batch), 202);
   }
   std::vector<Json> OfKind(const std::string& kind) {
     Json all = api_.Get("/v1/failures?kind=" + kind + "&job=" + job_).body["failures"];
@@ -80,9 +86,7 @@ TEST_F(HealthApiTest, HeartbeatLostNamesTheRankAndNodeOnce) {
     Json batch = Json::array();
     for (int r = 0; r < 8; ++r)
       if (r != 5) batch.push_back(Heartbeat(r, 1));
-    Report(batch);
-    api_.clock_.AdvanceSeconds(1);
-    api_.Tick();
+    Second(batch);
   }
   auto lost = OfKind("heartbeat_lost");
   ASSERT_EQ(lost.size(), 1u);
@@ -122,9 +126,7 @@ TEST_F(HealthApiTest, HangNamesTheRootCulpritOnly) {
   for (int s = 0; s < 70; ++s) {
     Json batch = Json::array({in(0, "dp", 5), in(2, "dp", 5), in(4, "dp", 5), in(7, "tp", 3), in(1, "dp", 5),
                               in(3, "dp", 5), in(5, "dp", 5), Heartbeat(6, 1)});
-    Report(batch);
-    api_.clock_.AdvanceSeconds(1);
-    api_.Tick();
+    Second(batch);
   }
   auto hangs = OfKind("hang");
   ASSERT_EQ(hangs.size(), 1u);
