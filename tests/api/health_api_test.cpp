@@ -223,18 +223,25 @@ TEST_F(HealthApiTest, LossSpikeAndSlowRankAreFlaggedButOneSlowStepIsNot) {
 namespace shepherd::testing {
 namespace {
 
+// One 8-GPU node and an 8-rank job without `command` (its ranks are started by another launcher).
+// Returns the job id, or "" when the daemon refused it.
+std::string SubmitExternalJob(ApiHarness& api, const Json& policy) {
+  Json node = Json::parse(R"({"id": "n0", "topology": {"spine": "s0", "leaf": "l0"}})");
+  Json job = Json::parse(R"({"name": "x", "model": {"parameters": 1e8, "layers": 4, "hidden": 512, "heads": 8,
+      "seq_len": 512}, "training": {"global_batch_size": 32}, "parallelism": {"tp": 8},
+      "resources": {"gpus": 8}})");
+  job["policy"] = policy;
+  if (api.Post("/v1/nodes", node).status != 201) return "";
+  ApiReply r = api.Post("/v1/jobs", job);
+  return r.status == 201 ? r.body["id"].get<std::string>() : "";
+}
+
 // A job whose ranks another launcher starts (no command) is watched from its first report: the startup
 // grace counts from there, not from submission.
 TEST(ExternalLauncher, GraceCountsFromTheFirstReport) {
   ApiHarness api;
-  ASSERT_EQ(
-      api.Post("/v1/nodes", Json::parse(R"({"id": "n0", "topology": {"spine": "s0", "leaf": "l0"}})")).status,
-      201);
-  ApiReply job = api.Post("/v1/jobs", Json::parse(R"({"name": "x", "model": {"parameters": 1e8, "layers": 4,
-      "hidden": 512, "heads": 8, "seq_len": 512}, "training": {"global_batch_size": 32},
-      "parallelism": {"tp": 8}, "resources": {"gpus": 8}, "policy": {"startup_grace_s": 100}})"));
-  ASSERT_EQ(job.status, 201);
-  std::string id = job.body["id"];
+  std::string id = SubmitExternalJob(api, {{"startup_grace_s", 100}});
+  ASSERT_FALSE(id.empty());
   api.clock_.AdvanceSeconds(300);  // the launcher took five minutes
   api.Tick();
   EXPECT_EQ(api.Get("/v1/jobs/" + id + "/health").body["status"], "waiting_for_first_report");
@@ -253,24 +260,13 @@ TEST(ExternalLauncher, GraceCountsFromTheFirstReport) {
   EXPECT_EQ(lost[0]["ranks"], Json::array({1, 2, 3, 4, 5, 6, 7}));
 }
 
-}  // namespace
-}  // namespace shepherd::testing
-
-namespace shepherd::testing {
-namespace {
-
 // Random, ill-typed reports never break ingestion: every batch is answered 202 with each report either
 // accepted or rejected by index, and the job stays queryable.
 TEST(ReportsFuzz, IllTypedReportsAreRejectedOneByOne) {
   ApiHarness api;
-  ASSERT_EQ(
-      api.Post("/v1/nodes", Json::parse(R"({"id": "n0", "topology": {"spine": "s0", "leaf": "l0"}})")).status,
-      201);
-  ApiReply job = api.Post("/v1/jobs", Json::parse(R"({"name": "x", "model": {"parameters": 1e8, "layers": 4,
-      "hidden": 512, "heads": 8, "seq_len": 512}, "training": {"global_batch_size": 32},
-      "parallelism": {"tp": 8}, "resources": {"gpus": 8}})"));
-  ASSERT_EQ(job.status, 201);
-  std::string path = "/v1/jobs/" + job.body["id"].get<std::string>() + "/reports";
+  std::string id = SubmitExternalJob(api, Json::object());
+  ASSERT_FALSE(id.empty());
+  std::string path = "/v1/jobs/" + id + "/reports";
   const std::vector<Json> values = {nullptr,
                                     true,
                                     -1,
@@ -309,7 +305,7 @@ TEST(ReportsFuzz, IllTypedReportsAreRejectedOneByOne) {
     ASSERT_EQ(r.body["accepted"].get<int>() + static_cast<int>(r.body["rejected"].size()), 8);
     if (batch % 50 == 0) api.Tick();
   }
-  EXPECT_EQ(api.Get("/v1/jobs/" + job.body["id"].get<std::string>() + "/health").status, 200);
+  EXPECT_EQ(api.Get("/v1/jobs/" + id + "/health").status, 200);
 }
 
 }  // namespace
