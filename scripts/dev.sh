@@ -6,10 +6,11 @@
 #   scripts/dev.sh build  install and build only
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export CCACHE_BASEDIR="$PWD"  # one cache for every checkout of the tree
 
 PACKAGES=(g++ cmake ninja-build pkg-config libboost-dev libboost-program-options-dev nlohmann-json3-dev
           libsqlite3-dev sqlite3 libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev python3 python3-torch
-          curl procps)
+          curl procps ccache)
 
 install_missing() {
   local missing=()
