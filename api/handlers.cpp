@@ -42,7 +42,7 @@ void Reply(const Respond& respond, const Result<Json>& r, int ok_status) {
 
 void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o);
 void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o);
-void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o);
+void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
 void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
 
 void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions o, const Clock* clock) {
@@ -61,12 +61,13 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
   });
   RegisterNodeRoutes(router, c, o);
   RegisterJobRoutes(router, c, o);
-  RegisterHealthRoutes(router, c, o);
+  RegisterHealthRoutes(router, c, o, clock);
   RegisterAgentRoutes(router, c, o, clock);
   metrics->SetGaugeSource([c](std::string* out) {
     *out += "# HELP shepherd_findings_total Findings by kind.\n# TYPE shepherd_findings_total counter\n";
     for (const auto& [kind, n] : c->finding_counts())
-      *out += "shepherd_findings_total{kind=\"" + kind + "\"} " + std::to_string(n) + "\n";
+      *out +=
+          std::string("shepherd_findings_total{kind=\"") + ToString(kind) + "\"} " + std::to_string(n) + "\n";
     *out += "# HELP shepherd_reports_total Rank reports by outcome.\n# TYPE shepherd_reports_total counter\n";
     for (const auto& [outcome, n] : c->report_counts())
       *out += "shepherd_reports_total{outcome=\"" + outcome + "\"} " + std::to_string(n) + "\n";
@@ -75,7 +76,7 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
             std::to_string(c->SpareDeficits().size()) + "\n";
     *out += "# HELP shepherd_free_usable_gpus GPUs on usable nodes that no job holds.\n";
     *out += "# TYPE shepherd_free_usable_gpus gauge\nshepherd_free_usable_gpus " +
-            std::to_string(c->cluster().FreeUsableGpus()) + "\n";
+            std::to_string(c->free_usable_gpus()) + "\n";
   });
 }
 

@@ -7,14 +7,15 @@
 #include <vector>
 
 #include "api/metrics.h"
+#include "api/problem.h"
 #include "api/router.h"
-#include "daemon/controller.h"
+#include "control/controller.h"
 
 namespace shepherd {
 
 struct ApiOptions {
   std::vector<std::string> tokens;  // when not empty, /v1/* needs "Authorization: Bearer <token>"
-  std::string version = "0.1.0";
+  std::string version = SHEPHERD_VERSION;
   int max_json_depth = 64;
 };
 
@@ -31,6 +32,12 @@ std::optional<HttpResponse> Precheck(const HttpRequest& req, const Controller& c
 Result<Json> Body(const HttpRequest& req, const ApiOptions& o);
 // Sends `r` as JSON with `ok_status`, or its error as problem+json.
 void Reply(const Respond& respond, const Result<Json>& r, int ok_status = 200);
+// Sends render(value) as JSON with `ok_status`, or the error as problem+json.
+template <typename T, typename Render>
+void Reply(const Respond& respond, const Result<T>& r, Render render, int ok_status = 200) {
+  if (!r.ok()) return respond(ProblemFrom(r.status()));
+  respond(JsonResponse(ok_status, render(*r)));
+}
 }  // namespace api
 
 }  // namespace shepherd

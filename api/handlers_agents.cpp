@@ -1,12 +1,14 @@
 // Agent routes (docs/agent-protocol.md) and the forced restart.
 #include "api/handlers.h"
 #include "api/problem.h"
+#include "api/views.h"
 
 namespace shepherd {
 namespace {
 
-// Checks an agent's heartbeat before anything is changed: every field the controller reads has its type.
-Status ValidateHeartbeat(const Json& body) {
+// Parses an agent's heartbeat before anything is changed: every field is checked for its type, and every
+// invalid one is named (422).
+Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
   std::vector<FieldError> errs;
   if (!body.is_object()) return InvalidContent("invalid heartbeat", {{"$", "must be an object"}});
   auto array_of_objects = [&](const char* key) -> const Json* {
@@ -60,7 +62,22 @@ Status ValidateHeartbeat(const Json& body) {
     }
   }
   if (!errs.empty()) return InvalidContent("invalid heartbeat", std::move(errs));
-  return Status::Ok();
+  // Every field read below was checked above.
+  AgentHeartbeat hb;
+  for (const Json& p : body.value("processes", Json::array())) {
+    ProcessStatus s;
+    s.rank = {p["job"].get<std::string>(), p["attempt"].get<int>(), p["rank"].get<int>()};
+    s.running = p.value("state", "running") == "running";
+    if (p.contains("exit_code") && p["exit_code"].is_number_integer())
+      s.exit_code = p["exit_code"].get<int>();
+    if (p.contains("signal") && p["signal"].is_number_integer()) s.signal = p["signal"].get<int>();
+    s.error = p.value("error", "");
+    hb.processes.push_back(std::move(s));
+  }
+  for (const Json& g : body.value("gpu_faults", Json::array()))
+    hb.gpu_faults.push_back(
+        {g.value("gpu", -1), g.value("kind", std::string("fault")), g.value("detail", "")});
+  return hb;
 }
 
 }  // namespace
@@ -71,8 +88,11 @@ void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Cloc
                 if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
                 auto body = api::Body(req, o);
                 if (!body.ok()) return respond(ProblemFrom(body.status()));
-                if (Status s = ValidateHeartbeat(*body); !s.ok()) return respond(ProblemFrom(s));
-                c->NodeHeartbeat(p.at("id"), *body, [respond](Result<Json> r) { api::Reply(respond, r); });
+                auto hb = ParseHeartbeat(*body);
+                if (!hb.ok()) return respond(ProblemFrom(hb.status()));
+                c->NodeHeartbeat(p.at("id"), *hb, [respond](Result<HeartbeatAck> r) {
+                  api::Reply(respond, r, RenderHeartbeatAck);
+                });
               });
   router->Add(
       "GET", "/v1/nodes/{id}/assignments",
@@ -85,7 +105,7 @@ void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Cloc
         if (!(wait >= 0 && wait <= 300))
           return respond(ProblemFrom(InvalidContent("invalid query", {{"wait", "must be 0-300 seconds"}})));
         c->WatchAssignments(p.at("id"), version, clock->Now() + Seconds(wait),
-                            [respond](Result<Json> r) { api::Reply(respond, r); });
+                            [respond](Result<Assignments> r) { api::Reply(respond, r, RenderAssignments); });
       });
   router->Add(
       "POST", "/v1/jobs/{id}/restart", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
@@ -115,7 +135,7 @@ void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Cloc
           }
         if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid restart request", errs)));
         c->RestartJob(p.at("id"), from, replace, reason,
-                      [respond](Result<Json> r) { api::Reply(respond, r, 202); });
+                      [respond](Result<RestartOutcome> r) { api::Reply(respond, r, RenderRestart, 202); });
       });
 }
 

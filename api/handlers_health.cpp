@@ -1,17 +1,23 @@
 // Reports, health, checkpoints and failures routes.
 #include "api/handlers.h"
 #include "api/problem.h"
+#include "api/views.h"
 
 namespace shepherd {
 
-void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o) {
-  router->Add(
-      "POST", "/v1/jobs/{id}/reports", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
-        if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
-        auto body = api::Body(req, o);
-        if (!body.ok()) return respond(ProblemFrom(body.status()));
-        c->IngestReports(p.at("id"), *body, [respond](Result<Json> r) { api::Reply(respond, r, 202); });
-      });
+void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock) {
+  router->Add("POST", "/v1/jobs/{id}/reports",
+              [c, o, clock](const HttpRequest& req, const PathParams& p, Respond respond) {
+                if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
+                auto body = api::Body(req, o);
+                if (!body.ok()) return respond(ProblemFrom(body.status()));
+                // The envelope and each report are parsed here; one bad report never refuses the batch.
+                auto batch = ParseReportBatch(*body, clock->Now());
+                if (!batch.ok()) return respond(ProblemFrom(batch.status()));
+                c->IngestReports(p.at("id"), *batch, [respond](Result<IngestSummary> r) {
+                  api::Reply(respond, r, RenderIngest, 202);
+                });
+              });
   router->Add("GET", "/v1/jobs/{id}/health",
               [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
                 if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
@@ -20,18 +26,19 @@ void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o) {
   router->Add("GET", "/v1/jobs/{id}/checkpoints",
               [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
                 if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-                api::Reply(respond, c->GetCheckpoints(p.at("id")));
+                api::Reply(respond, c->GetCheckpoints(p.at("id")), RenderCheckpoints);
               });
   auto failures = [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
     if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-    Controller::FailureFilter f;
+    FindingQuery f;
     std::vector<FieldError> errs;
     for (auto& [k, v] : ParseQuery(req.target)) {
-      if (k == "kind")
-        f.kind = v;
-      else if (k == "job")
+      if (k == "kind") {
+        f.kind = FindingKindFromString(v);
+        if (!f.kind) errs.push_back({"kind", "is not a finding kind (see docs/recovery.md)"});
+      } else if (k == "job") {
         f.job = v;
-      else if (k == "since") {
+      } else if (k == "since") {
         f.since = ParseRfc3339(v);
         if (!f.since) {
           char* end = nullptr;
@@ -46,7 +53,7 @@ void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o) {
     }
     if (p.count("id")) f.job = p.at("id");
     if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid query", errs)));
-    api::Reply(respond, c->GetFailures(f));
+    api::Reply(respond, c->GetFailures(f), RenderFailures);
   };
   router->Add("GET", "/v1/jobs/{id}/failures", failures);
   router->Add("GET", "/v1/failures", failures);

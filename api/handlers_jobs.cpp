@@ -1,6 +1,7 @@
 // /v1/plan and /v1/jobs routes.
 #include "api/handlers.h"
 #include "api/problem.h"
+#include "api/views.h"
 
 namespace shepherd {
 namespace {
@@ -40,10 +41,10 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
     auto est = c->PlanFor(*spec);
     if (!est.ok()) return respond(ProblemFrom(est.status()));
     if (!est->fits) return respond(DoesNotFit(*est));
-    c->SubmitJob(std::move(spec).value(), std::move(est).value(), [respond](Result<Json> r) {
+    c->SubmitJob(std::move(spec).value(), std::move(est).value(), [respond](Result<JobEntry> r) {
       if (!r.ok()) return respond(ProblemFrom(r.status()));
-      HttpResponse res = JsonResponse(201, *r);
-      res.headers.emplace_back("Location", "/v1/jobs/" + (*r)["id"].get<std::string>());
+      HttpResponse res = JsonResponse(201, RenderJob(*r));
+      res.headers.emplace_back("Location", "/v1/jobs/" + r->job.id);
       respond(std::move(res));
     });
   });
@@ -58,24 +59,24 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
             "invalid query",
             {{"state", "must be queued, running, recovering, succeeded, failed or cancelled"}})));
     }
-    respond(JsonResponse(200, c->ListJobs(state)));
+    respond(JsonResponse(200, RenderJobList(c->ListJobs(state))));
   });
   router->Add("GET", "/v1/jobs/{id}", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
     if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-    api::Reply(respond, c->GetJob(p.at("id")));
+    api::Reply(respond, c->GetJob(p.at("id")), RenderJob);
   });
-  router->Add("POST", "/v1/jobs/{id}/cancel",
-              [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
-                if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-                c->CancelJob(p.at("id"), [respond](Result<Json> r) { api::Reply(respond, r); });
-              });
+  router->Add(
+      "POST", "/v1/jobs/{id}/cancel", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
+        if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
+        c->CancelJob(p.at("id"), [respond](Result<JobEntry> r) { api::Reply(respond, r, RenderJob); });
+      });
   router->Add("GET", "/v1/jobs/{id}/placement",
               [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
                 if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-                auto text = c->GetPlacement(p.at("id"));
-                if (!text.ok()) return respond(ProblemFrom(text.status()));
+                auto view = c->GetPlacement(p.at("id"));
+                if (!view.ok()) return respond(ProblemFrom(view.status()));
                 HttpResponse r;
-                r.body = std::move(text).value();
+                r.body = RenderPlacement(*view);
                 respond(std::move(r));
               });
 }

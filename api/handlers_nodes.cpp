@@ -1,6 +1,7 @@
 // /v1/nodes routes.
 #include "api/handlers.h"
 #include "api/problem.h"
+#include "api/views.h"
 
 namespace shepherd {
 
@@ -9,12 +10,12 @@ void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o) {
     if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
     auto body = api::Body(req, o);
     if (!body.ok()) return respond(ProblemFrom(body.status()));
-    auto node = ParseNode(*body, c->cluster().levels());
+    auto node = ParseNode(*body, c->levels());
     if (!node.ok()) return respond(ProblemFrom(node.status()));
     bool schedulable_given = body->is_object() && body->contains("schedulable");
-    c->UpsertNode(std::move(node).value(), schedulable_given, [respond](Result<Controller::NodeUpsert> r) {
+    c->UpsertNode(std::move(node).value(), schedulable_given, [respond](Result<NodeUpsert> r) {
       if (!r.ok()) return respond(ProblemFrom(r.status()));
-      respond(JsonResponse(r->created ? 201 : 200, r->node));
+      respond(JsonResponse(r->created ? 201 : 200, RenderNode(r->node)));
     });
   });
   router->Add("GET", "/v1/nodes", [c, o](const HttpRequest& req, const PathParams&, Respond respond) {
@@ -23,25 +24,24 @@ void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o) {
     std::vector<FieldError> errs;
     for (auto& [k, v] : ParseQuery(req.target)) {
       if (k == "state") {
-        if (v != "available" && v != "allocated" && v != "spare" && v != "cordoned" && v != "failed")
+        f.state = NodeStateFromString(v);
+        if (!f.state)
           errs.push_back({"state", "must be one of available, allocated, spare, cordoned, failed"});
-        f.state = v;
       } else if (k == "spare") {
         if (v != "true" && v != "false") errs.push_back({"spare", "must be true or false"});
         f.spare = v == "true";
-      } else if (k == "nvlink_domain" ||
-                 std::count(c->cluster().levels().begin(), c->cluster().levels().end(), k)) {
+      } else if (k == "nvlink_domain" || std::count(c->levels().begin(), c->levels().end(), k)) {
         f.topology[k] = v;
       } else {
         errs.push_back({k, "unknown filter"});
       }
     }
     if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid query", errs)));
-    respond(JsonResponse(200, c->ListNodes(f)));
+    respond(JsonResponse(200, RenderNodeList(c->ListNodes(f))));
   });
   router->Add("GET", "/v1/nodes/{id}", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
     if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-    api::Reply(respond, c->GetNode(p.at("id")));
+    api::Reply(respond, c->GetNode(p.at("id")), RenderNode);
   });
   router->Add("PATCH", "/v1/nodes/{id}",
               [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
@@ -73,13 +73,14 @@ void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o) {
                   }
                 }
                 if (!errs.empty()) return respond(ProblemFrom(InvalidContent("the patch is invalid", errs)));
-                c->PatchNode(p.at("id"), patch, [respond](Result<Json> r) { api::Reply(respond, r); });
+                c->PatchNode(p.at("id"), patch,
+                             [respond](Result<NodeView> r) { api::Reply(respond, r, RenderNode); });
               });
-  router->Add("DELETE", "/v1/nodes/{id}",
-              [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
-                if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-                c->DeleteNode(p.at("id"), [respond](Result<Json> r) { api::Reply(respond, r); });
-              });
+  router->Add(
+      "DELETE", "/v1/nodes/{id}", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
+        if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
+        c->DeleteNode(p.at("id"), [respond](Result<NodeView> r) { api::Reply(respond, r, RenderNode); });
+      });
 }
 
 }  // namespace shepherd

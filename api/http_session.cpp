@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "api/http_server_internal.h"
+#include "api/problem.h"
 
 namespace shepherd::http_internal {
 namespace {
@@ -79,20 +80,6 @@ std::string JsonEscape(std::string_view s) {
     }
   }
   return out;
-}
-
-std::string_view ReasonPhrase(int status) {
-  const auto r = http::obsolete_reason(static_cast<http::status>(status));
-  return {r.data(), r.size()};
-}
-
-HttpResponse Problem(int status, std::string_view detail) {
-  HttpResponse res;
-  res.status = status;
-  res.content_type = "application/problem+json";
-  res.body = fmt::format(R"({{"type":"about:blank","title":"{}","status":{},"detail":"{}"}})",
-                         JsonEscape(ReasonPhrase(status)), status, JsonEscape(detail));
-  return res;
 }
 
 bool IsHttpParseError(const error_code& ec) {
@@ -307,7 +294,7 @@ void Session::Reject(int status, std::string detail) {
   target_ = "-";
   if (phase_ != Phase::kReading) request_start_ = Clock::now();
   parser_.reset();
-  Write(Problem(status, detail));
+  Write(Problem(status, std::string(detail)));
 }
 
 void Session::Write(HttpResponse res) {

@@ -19,6 +19,13 @@ const char* ToString(NodeState s) {
   return "unknown";
 }
 
+std::optional<NodeState> NodeStateFromString(std::string_view s) {
+  for (NodeState st : {NodeState::kAvailable, NodeState::kAllocated, NodeState::kSpare, NodeState::kCordoned,
+                       NodeState::kFailed})
+    if (s == ToString(st)) return st;
+  return std::nullopt;
+}
+
 NodeState StateOf(const Node& n, int allocated_gpus) {
   if (n.failed) return NodeState::kFailed;
   if (!n.schedulable) return NodeState::kCordoned;
@@ -64,6 +71,65 @@ const char* ToString(CheckpointStatus s) {
       return "bad";
   }
   return "unknown";
+}
+
+namespace {
+constexpr FindingKind kAllFindingKinds[] = {
+    FindingKind::kHeartbeatLost,   FindingKind::kNodeLost,     FindingKind::kHang,
+    FindingKind::kStraggler,       FindingKind::kSdcSuspected, FindingKind::kSdcConfirmed,
+    FindingKind::kSdcTransient,    FindingKind::kLossSpike,    FindingKind::kNonfiniteLoss,
+    FindingKind::kGradNormSpike,   FindingKind::kProcessExit,  FindingKind::kGpuFault,
+    FindingKind::kRestartRequested};
+}  // namespace
+
+const char* ToString(FindingKind k) {
+  switch (k) {
+    case FindingKind::kHeartbeatLost:
+      return "heartbeat_lost";
+    case FindingKind::kNodeLost:
+      return "node_lost";
+    case FindingKind::kHang:
+      return "hang";
+    case FindingKind::kStraggler:
+      return "straggler";
+    case FindingKind::kSdcSuspected:
+      return "sdc_suspected";
+    case FindingKind::kSdcConfirmed:
+      return "sdc_confirmed";
+    case FindingKind::kSdcTransient:
+      return "sdc_transient";
+    case FindingKind::kLossSpike:
+      return "loss_spike";
+    case FindingKind::kNonfiniteLoss:
+      return "nonfinite_loss";
+    case FindingKind::kGradNormSpike:
+      return "grad_norm_spike";
+    case FindingKind::kProcessExit:
+      return "process_exit";
+    case FindingKind::kGpuFault:
+      return "gpu_fault";
+    case FindingKind::kRestartRequested:
+      return "restart_requested";
+  }
+  return "unknown";
+}
+
+std::optional<FindingKind> FindingKindFromString(std::string_view s) {
+  for (FindingKind k : kAllFindingKinds)
+    if (s == ToString(k)) return k;
+  return std::nullopt;
+}
+
+const char* ToString(SdcVerdict v) {
+  switch (v) {
+    case SdcVerdict::kNone:
+      return "none";
+    case SdcVerdict::kMajority:
+      return "majority";
+    case SdcVerdict::kNeedsReplay:
+      return "needs_replay";
+  }
+  return "none";
 }
 
 }  // namespace shepherd

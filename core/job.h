@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/time.h"
@@ -154,11 +155,37 @@ struct Checkpoint {
   Time updated_at{};
 };
 
+// What a finding is about. Strings ("heartbeat_lost", ...) exist only at the JSON edge (ToString and
+// FindingKindFromString, core/enums.cpp).
+enum class FindingKind {
+  kHeartbeatLost,     // a rank went silent
+  kNodeLost,          // a node's agent went silent
+  kHang,              // a collective open past the hang timeout, or no progress outside collectives
+  kStraggler,         // a rank persistently slower than the job's median
+  kSdcSuspected,      // replicas disagree on their parameter hash
+  kSdcConfirmed,      // an operator or a replay confirmed corruption on a node
+  kSdcTransient,      // a replay's hashes agreed: the earlier mismatch was transient
+  kLossSpike,         // loss above the rolling median × factor
+  kNonfiniteLoss,     // NaN or Inf loss
+  kGradNormSpike,     // gradient norm over 10× its rolling maximum with a normal loss
+  kProcessExit,       // a rank process exited non-zero or was killed
+  kGpuFault,          // an agent reported a GPU fault
+  kRestartRequested,  // a user forced a restart (POST /v1/jobs/{id}/restart)
+};
+const char* ToString(FindingKind k);
+std::optional<FindingKind> FindingKindFromString(std::string_view s);
+
+// How a replica-set mismatch was judged (sdc_suspected only): by majority vote (the odd one out is named),
+// or without a majority (two replicas, or an even split), so that a replay must decide.
+enum class SdcVerdict { kNone, kMajority, kNeedsReplay };
+const char* ToString(SdcVerdict v);
+
 struct Finding {
   std::string id;
   std::string job;
   int attempt = 0;
-  std::string kind;  // heartbeat_lost, node_lost, hang, straggler, sdc_suspected, ...
+  FindingKind kind = FindingKind::kHang;
+  SdcVerdict sdc_verdict = SdcVerdict::kNone;  // set by the SDC detector for kSdcSuspected
   std::vector<int> ranks;
   std::vector<std::string> nodes;
   std::optional<int64_t> step;

@@ -262,12 +262,20 @@ Result<Checkpoint> CheckpointFromJson(const Json& j) {
 }
 
 Json ToJson(const Finding& f) {
-  Json out = {{"id", f.id},         {"job", f.job},          {"attempt", f.attempt},
-              {"kind", f.kind},     {"ranks", f.ranks},      {"nodes", f.nodes},
-              {"step", nullptr},    {"onset_step", nullptr}, {"detected_at", TimeJson(f.detected_at)},
-              {"detail", f.detail}, {"actions", f.actions}};
+  Json out = {{"id", f.id},
+              {"job", f.job},
+              {"attempt", f.attempt},
+              {"kind", ToString(f.kind)},
+              {"ranks", f.ranks},
+              {"nodes", f.nodes},
+              {"step", nullptr},
+              {"onset_step", nullptr},
+              {"detected_at", TimeJson(f.detected_at)},
+              {"detail", f.detail},
+              {"actions", f.actions}};
   if (f.step) out["step"] = *f.step;
   if (f.onset_step) out["onset_step"] = *f.onset_step;
+  if (f.sdc_verdict != SdcVerdict::kNone) out["sdc_verdict"] = ToString(f.sdc_verdict);
   return out;
 }
 
@@ -277,7 +285,14 @@ Result<Finding> FindingFromJson(const Json& j) {
     f.id = j.at("id");
     f.job = j.value("job", "");
     f.attempt = j.value("attempt", 0);
-    f.kind = j.at("kind");
+    std::string kind = j.at("kind");
+    std::optional<FindingKind> k = FindingKindFromString(kind);
+    if (!k) throw std::invalid_argument("unknown finding kind " + kind);
+    f.kind = *k;
+    std::string verdict = j.value("sdc_verdict", "none");
+    f.sdc_verdict = verdict == "majority"       ? SdcVerdict::kMajority
+                    : verdict == "needs_replay" ? SdcVerdict::kNeedsReplay
+                                                : SdcVerdict::kNone;
     f.ranks = j.value("ranks", std::vector<int>{});
     f.nodes = j.value("nodes", std::vector<std::string>{});
     if (j.contains("step") && j["step"].is_number()) f.step = j["step"].get<int64_t>();

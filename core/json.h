@@ -19,9 +19,6 @@ using Json = nlohmann::json;
 // 3.11 recurses when copying, dumping or destroying deep values). kInvalidArgument when malformed.
 Result<Json> ParseJsonText(std::string_view text, int max_depth = 64);
 
-// Topology level names, coarse to fine, excluding nvlink_domain (default {"spine", "leaf"}).
-using TopologyLevels = std::vector<std::string>;
-
 Result<Node> ParseNode(const Json& j, const TopologyLevels& levels);
 Json ToJson(const Node& n);  // without derived state; the API adds "state"
 

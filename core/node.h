@@ -2,14 +2,25 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "core/time.h"
 
 namespace shepherd {
 
+// Topology level names, coarse to fine, excluding nvlink_domain. The one definition: the daemon's
+// configuration, node parsing and the Cluster all use it.
+using TopologyLevels = std::vector<std::string>;
+inline TopologyLevels DefaultTopologyLevels() {
+  return {"spine", "leaf"};
+}
+
 enum class NodeState { kAvailable, kAllocated, kSpare, kCordoned, kFailed };
 const char* ToString(NodeState s);
+std::optional<NodeState> NodeStateFromString(std::string_view s);
 
 struct Node {
   std::string id;

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "control/controller.h"
 #include "core/status.h"
-#include "daemon/controller.h"
 
 namespace shepherd {
 

@@ -40,7 +40,7 @@ Status LoadInventory(const DaemonConfig& config, Controller* controller, Store* 
   size_t pending = nodes->size();
   for (auto& [node, schedulable_given] : *nodes) {
     std::string id = node.id;
-    controller->UpsertNode(std::move(node), schedulable_given, [&, id](Result<Controller::NodeUpsert> r) {
+    controller->UpsertNode(std::move(node), schedulable_given, [&, id](Result<NodeUpsert> r) {
       --pending;
       if (!r.ok() && first_error.ok())
         first_error = Status(r.status().code(), "node " + id + ": " + r.status().message());
@@ -91,7 +91,7 @@ int RunDaemon(const DaemonConfig& config) {
 
   Metrics metrics;
   Router router(&metrics);
-  RegisterRoutes(&router, &controller, &metrics, ApiOptions{config.tokens, "0.1.0", 64}, &clock);
+  RegisterRoutes(&router, &controller, &metrics, ApiOptions{config.tokens, SHEPHERD_VERSION, 64}, &clock);
   HttpServerOptions http;
   http.body_limit = config.body_limit;
   http.header_limit = config.header_limit;

@@ -11,7 +11,7 @@ using health_text::Fmt;
 using health_text::RankList;
 
 Result<std::unique_ptr<JobMonitor>> JobMonitor::Create(MonitorContext context) {
-  auto layout = RankLayout::Build(context.plan, context.placement, context.hybrid_shard_size);
+  auto layout = RankLayout::Build(context.plan, context.placement, /*hybrid_shard_size=*/0);
   if (!layout.ok()) return layout.status();
   return std::unique_ptr<JobMonitor>(new JobMonitor(std::move(context), std::move(layout).value()));
 }
@@ -121,7 +121,7 @@ IngestResult JobMonitor::Ingest(const Report& r, Time now) {
   return res;
 }
 
-Finding JobMonitor::MakeFinding(const char* kind, std::vector<int> ranks, Time now,
+Finding JobMonitor::MakeFinding(FindingKind kind, std::vector<int> ranks, Time now,
                                 std::string detail) const {
   Finding f;
   f.job = ctx_.job;
@@ -198,7 +198,7 @@ void JobMonitor::EvaluateHeartbeats(Time now, std::vector<bool>* alive, std::vec
     detail = "rank " + std::to_string(newly_lost.front()) + " never reported within the " +
              Fmt(ctx_.policy.startup_grace_s) + " s startup grace";
   detail += "; newly lost ranks: " + RankList(newly_lost);
-  out->push_back(MakeFinding("heartbeat_lost", std::move(newly_lost), now, std::move(detail)));
+  out->push_back(MakeFinding(FindingKind::kHeartbeatLost, std::move(newly_lost), now, std::move(detail)));
 }
 
 void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vector<Finding>* out) {
@@ -208,7 +208,7 @@ void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vec
   if (hang_.hung && !was_hung) {
     // Culprit ranks; for a communication fault no rank is at fault: the finding names the stuck groups'
     // nodes only (the recovery policy treats a first communication fault as transient).
-    Finding f = MakeFinding("hang", hang_.SuspectRanks(), now, hang_.detail);
+    Finding f = MakeFinding(FindingKind::kHang, hang_.SuspectRanks(), now, hang_.detail);
     if (hang_.culprits.empty()) f.ranks.clear();
     out->push_back(std::move(f));
   }
@@ -236,7 +236,8 @@ void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vec
       progress_suspects_.empty()
           ? "; every live rank is at the same step: a job-wide hang outside collectives"
           : "; lagging at step " + std::to_string(lo) + ": ranks " + RankList(progress_suspects_);
-  if (!was_progress_hang) out->push_back(MakeFinding("hang", progress_suspects_, now, progress_detail_));
+  if (!was_progress_hang)
+    out->push_back(MakeFinding(FindingKind::kHang, progress_suspects_, now, progress_detail_));
 }
 
 }  // namespace shepherd

@@ -50,8 +50,6 @@ struct MonitorContext {
   Plan plan;
   Placement placement;  // indexed by rank, placement.ranks.size() == plan.world_size()
   Policy policy;
-  // ZeRO-3 only: ranks per shard group under hybrid sharding (HSDP); 0 means plain ZeRO-3 (no replicas).
-  int hybrid_shard_size = 0;
 };
 
 struct IngestResult {
@@ -87,7 +85,7 @@ class JobMonitor {
   bool Alive(const RankState& s, Time now) const;
   void EnterCollective(RankState& s, const CollectiveInfo& c, Time report_time, Time now);
   void LeaveCollective(RankState& s, Time now);
-  Finding MakeFinding(const char* kind, std::vector<int> ranks, Time now, std::string detail) const;
+  Finding MakeFinding(FindingKind kind, std::vector<int> ranks, Time now, std::string detail) const;
   void EvaluateHeartbeats(Time now, std::vector<bool>* alive, std::vector<Finding>* out);
   void EvaluateHang(Time now, const std::vector<bool>& alive, std::vector<Finding>* out);
   void EvaluateStragglers(Time now, std::vector<Finding>* out);

@@ -32,14 +32,15 @@ void JobMonitor::EvaluateStragglers(Time now, std::vector<Finding>* out) {
   std::string detail = evidence + " against the job median " + Fmt(stragglers_.job_median_s) +
                        " s: slower than " + Fmt(ctx_.policy.straggler_factor) +
                        "x the median in most of the last " + std::to_string(stragglers_.window) + " steps";
-  out->push_back(MakeFinding("straggler", std::move(fresh), now, std::move(detail)));
+  out->push_back(MakeFinding(FindingKind::kStraggler, std::move(fresh), now, std::move(detail)));
 }
 
 void JobMonitor::EvaluateSdc(Time now, std::vector<Finding>* out) {
   for (SdcCheckResult& res : sdc_.Resolve(ranks_, now)) {
-    for (SdcVerdict& v : res.mismatches) {
+    for (SdcMismatch& v : res.mismatches) {
       if (v.newly_suspected.empty()) continue;
-      Finding f = MakeFinding("sdc_suspected", v.newly_suspected, now, v.detail);
+      Finding f = MakeFinding(FindingKind::kSdcSuspected, v.newly_suspected, now, v.detail);
+      f.sdc_verdict = v.needs_replay ? SdcVerdict::kNeedsReplay : SdcVerdict::kMajority;
       f.step = res.step;
       // The corruption arose after the last check that agreed: the earliest possible onset.
       auto agreed = sdc_.last_agreed_step();
@@ -57,12 +58,12 @@ void JobMonitor::EvaluateSdc(Time now, std::vector<Finding>* out) {
 void JobMonitor::EvaluateLoss(Time now, std::vector<Finding>* out) {
   struct Item {
     LossIncident* inc;
-    const char* kind;
+    FindingKind kind;
     const char* what;
   };
-  Item items[] = {{&loss_.mutable_nonfinite(), "nonfinite_loss", "non-finite loss"},
-                  {&loss_.mutable_spike(), "loss_spike", "loss spike"},
-                  {&loss_.mutable_grad_spike(), "grad_norm_spike", "grad-norm spike"}};
+  Item items[] = {{&loss_.mutable_nonfinite(), FindingKind::kNonfiniteLoss, "non-finite loss"},
+                  {&loss_.mutable_spike(), FindingKind::kLossSpike, "loss spike"},
+                  {&loss_.mutable_grad_spike(), FindingKind::kGradNormSpike, "grad-norm spike"}};
   for (Item& it : items) {
     LossIncident& inc = *it.inc;
     if (!inc.open || inc.reported) continue;
@@ -82,7 +83,7 @@ void JobMonitor::EvaluateLoss(Time now, std::vector<Finding>* out) {
     f.step = inc.last_step;
     f.onset_step = inc.onset_step;
     out->push_back(std::move(f));
-    Evidence(HealthEvidence::Kind::kAnomaly, inc.onset_step, it.kind);
+    Evidence(HealthEvidence::Kind::kAnomaly, inc.onset_step, ToString(it.kind));
   }
 }
 

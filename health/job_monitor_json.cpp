@@ -105,7 +105,7 @@ Json JobMonitor::HealthJson(Time now) const {
     if (last_sdc_) {
       Json mism = Json::array();
       bool replay = false;
-      for (const SdcVerdict& v : last_sdc_->mismatches) {
+      for (const SdcMismatch& v : last_sdc_->mismatches) {
         mism.push_back({{"suspects", RankArray(v.suspects)},
                         {"majority", RankArray(v.majority)},
                         {"needs_replay", v.needs_replay},

@@ -243,4 +243,20 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
   return r;
 }
 
+Result<ReportBatch> ParseReportBatch(const Json& body, Time received_at) {
+  if (!body.is_object() || !body.contains("reports") || !body["reports"].is_array())
+    return InvalidContent("the body must be {\"reports\": [...]}", {{"reports", "must be an array"}});
+  const Json& reports = body["reports"];
+  ReportBatch out;
+  out.reports.reserve(reports.size());
+  for (size_t i = 0; i < reports.size(); ++i) {
+    Result<Report> r = ParseReport(reports[i], received_at);
+    if (r.ok())
+      out.reports.emplace_back(i, std::move(r).value());
+    else
+      out.rejected.push_back({i, r.status().message()});
+  }
+  return out;
+}
+
 }  // namespace shepherd

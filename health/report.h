@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/json.h"
 #include "core/status.h"
@@ -63,5 +65,18 @@ struct Report {
 // path ("collective.seq") and whose message() is "<first field>: <first message>".
 // Does not check `rank` against the world size nor `attempt` against the job: JobMonitor::Ingest does.
 Result<Report> ParseReport(const Json& j, Time received_at);
+
+// The body of POST /v1/jobs/{id}/reports, parsed: each report that parsed with its index in the body, and
+// each that did not with its error. One bad report never refuses the batch.
+struct ReportBatch {
+  struct Rejected {
+    size_t index = 0;
+    std::string error;
+  };
+  std::vector<std::pair<size_t, Report>> reports;
+  std::vector<Rejected> rejected;
+};
+// kInvalidContent (field "reports") when the body is not {"reports": [...]}.
+Result<ReportBatch> ParseReportBatch(const Json& body, Time received_at);
 
 }  // namespace shepherd

@@ -100,7 +100,7 @@ SdcCheckResult SdcChecker::Compare(std::vector<RankState>& ranks, const OpenChec
       for (auto& [d, r] : present) ranks[r].set(RankState::kSdcSuspected, false);
       continue;
     }
-    SdcVerdict v;
+    SdcMismatch v;
     v.replica_set = set;
     const bool majority = present.size() >= 3 && 2 * best_len > present.size();
     for (size_t k = 0; k < present.size(); ++k) {

@@ -28,7 +28,8 @@ namespace shepherd {
 // 64-bit digest of a hex hash string, case-insensitive (equal digests stand for equal hashes).
 uint64_t HashDigest(const std::string& hex);
 
-struct SdcVerdict {
+// One replica set whose members disagree at a check.
+struct SdcMismatch {
   int replica_set = 0;
   std::vector<int> suspects;         // ascending
   std::vector<int> newly_suspected;  // suspects whose incident was not already open
@@ -43,7 +44,7 @@ struct SdcCheckResult {
   bool all_agreed = false;  // complete, and every replica set agreed
   int missing_count = 0;
   std::vector<int> missing;  // first ranks without a hash (at most 64)
-  std::vector<SdcVerdict> mismatches;
+  std::vector<SdcMismatch> mismatches;
 };
 
 class SdcChecker {
@@ -57,7 +58,6 @@ class SdcChecker {
   std::vector<SdcCheckResult> Resolve(std::vector<RankState>& ranks, Time now);
 
   std::optional<int64_t> last_agreed_step() const { return last_agreed_; }
-  std::optional<int64_t> last_resolved_step() const { return last_resolved_; }
   int open_checks() const { return static_cast<int>(open_.size()); }
   uint64_t late_hashes() const { return late_; }
 
@@ -73,7 +73,7 @@ class SdcChecker {
   double deadline_s_;
   std::vector<OpenCheck> open_;  // few: one per check step in flight
   std::optional<int64_t> last_agreed_;
-  std::optional<int64_t> last_resolved_;
+  std::optional<int64_t> last_resolved_;  // hashes for steps at or below it are late
   uint64_t late_ = 0;
 };
 

@@ -25,11 +25,6 @@
 
 namespace shepherd {
 
-using TopologyLevels = std::vector<std::string>;
-inline TopologyLevels DefaultTopologyLevels() {
-  return {"spine", "leaf"};
-}
-
 // The largest GPU count of one node (free GPUs are a 64-bit mask).
 inline constexpr int kMaxGpusPerNode = 64;
 

@@ -15,22 +15,8 @@ namespace shepherd {
 using recovery_internal::Relocate;
 using recovery_internal::ResumeLine;
 
-void SdcHistory::OnReplayStarted(const std::string& job, const std::vector<std::string>& nodes) {
-  replays_[job].insert(nodes.begin(), nodes.end());
-}
-
-std::vector<std::string> SdcHistory::OnReplayClean(const std::string& job) {
-  auto it = replays_.find(job);
-  if (it == replays_.end()) return {};
-  std::vector<std::string> nodes(it->second.begin(), it->second.end());
-  replays_.erase(it);
-  return nodes;
-}
-
-const std::set<std::string>& SdcHistory::ReplayNodes(const std::string& job) const {
-  static const std::set<std::string> kNone;
-  auto it = replays_.find(job);
-  return it == replays_.end() ? kNone : it->second;
+const char* ToString(NodeActionKind k) {
+  return k == NodeActionKind::kFail ? "fail" : "cordon";
 }
 
 Time RestartNotBefore(const Policy& policy, Time now, std::optional<Time> last_restart_at,
@@ -45,17 +31,17 @@ Time RestartNotBefore(const Policy& policy, Time now, std::optional<Time> last_r
 
 namespace {
 
-bool IsLossAnomaly(const std::string& kind) {
-  return kind == "loss_spike" || kind == "nonfinite_loss" || kind == "grad_norm_spike";
+bool IsLossAnomaly(FindingKind k) {
+  return k == FindingKind::kLossSpike || k == FindingKind::kNonfiniteLoss || k == FindingKind::kGradNormSpike;
 }
-bool IsSdc(const std::string& kind) {
-  return kind == "sdc_suspected" || kind == "sdc_confirmed";
+bool IsSdc(FindingKind k) {
+  return k == FindingKind::kSdcSuspected || k == FindingKind::kSdcConfirmed;
 }
-bool IsRankLoss(const std::string& kind) {
-  return kind == "heartbeat_lost" || kind == "process_exit";
+bool IsRankLoss(FindingKind k) {
+  return k == FindingKind::kHeartbeatLost || k == FindingKind::kProcessExit;
 }
 bool IsCommFault(const Finding& f) {
-  return f.kind == "hang" && f.ranks.empty() && !f.nodes.empty();
+  return f.kind == FindingKind::kHang && f.ranks.empty() && !f.nodes.empty();
 }
 
 // The nodes a finding names: those of its ranks in the current placement when it names ranks (culprits),
@@ -135,65 +121,66 @@ struct Verdict {
   std::string why;
 };
 
-void Blame(const std::set<std::string>& nodes, const std::string& action, const std::string& reason,
-           Verdict* v) {
+void Blame(const std::set<std::string>& nodes, NodeActionKind action, const std::string& reason, Verdict* v) {
   for (const std::string& n : nodes) v->faulty.push_back({n, action, reason});
 }
 
 Verdict Judge(const RecoveryInput& in) {
   const Finding& f = in.finding;
-  const std::string& k = f.kind;
+  const FindingKind k = f.kind;
+  const std::string kind = ToString(k);
   Verdict v;
-  if (k == "node_lost" || k == "gpu_fault") {
+  if (k == FindingKind::kNodeLost || k == FindingKind::kGpuFault) {
     std::set<std::string> nodes = Implicated(f, in.placement, /*nodes_first=*/true);
-    Blame(nodes, "fail", WithDetail(k, f), &v);
-    v.why = k + " on " + Join(nodes) + ": node at fault";
+    Blame(nodes, NodeActionKind::kFail, WithDetail(kind, f), &v);
+    v.why = kind + " on " + Join(nodes) + ": node at fault";
   } else if (IsRankLoss(k)) {
     std::set<std::string> nodes = Implicated(f, in.placement, false);
     std::set<std::string> again =
         Recurring(nodes, in.earlier_findings, f, [](const Finding& e) { return IsRankLoss(e.kind); });
-    Blame(again, "cordon", "ranks lost again on this node (" + k + ")", &v);
-    v.why = again.empty() ? k + " on " + Join(nodes) + ": first time, restart without blaming the node"
-                          : k + " recurring on " + Join(again) + ": node suspected";
-  } else if (k == "hang" && !f.ranks.empty()) {
+    Blame(again, NodeActionKind::kCordon, "ranks lost again on this node (" + kind + ")", &v);
+    v.why = again.empty() ? kind + " on " + Join(nodes) + ": first time, restart without blaming the node"
+                          : kind + " recurring on " + Join(again) + ": node suspected";
+  } else if (k == FindingKind::kHang && !f.ranks.empty()) {
     std::set<std::string> nodes = Implicated(f, in.placement, false);
-    Blame(nodes, "cordon", WithDetail("hang culprit", f), &v);
+    Blame(nodes, NodeActionKind::kCordon, WithDetail("hang culprit", f), &v);
     v.why = "hang with culprits on " + Join(nodes);
   } else if (IsCommFault(f)) {
     std::set<std::string> nodes(f.nodes.begin(), f.nodes.end());
     std::set<std::string> again = Recurring(nodes, in.earlier_findings, f, IsCommFault);
-    Blame(again, "cordon", "communication fault again on this node", &v);
+    Blame(again, NodeActionKind::kCordon, "communication fault again on this node", &v);
     v.why = again.empty() ? "communication fault on " + Join(nodes) + ": first time, assumed transient"
                           : "communication fault recurring on " + Join(again);
-  } else if (k == "hang") {
+  } else if (k == FindingKind::kHang) {
     v.why = "hang without culprits: restart";
-  } else if (k == "sdc_confirmed" || (k == "sdc_suspected" && !in.finding_needs_replay)) {
+  } else if (k == FindingKind::kSdcConfirmed ||
+             (k == FindingKind::kSdcSuspected && f.sdc_verdict == SdcVerdict::kMajority)) {
     std::set<std::string> nodes = Implicated(f, in.placement, false);
-    Blame(nodes, "cordon", WithDetail(k, f), &v);
-    v.why = k + (k == "sdc_confirmed" ? " on " : " (majority vote) on ") + Join(nodes);
-  } else if (k == "sdc_suspected") {  // two replicas: a replay decides
+    Blame(nodes, NodeActionKind::kCordon, WithDetail(kind, f), &v);
+    v.why = kind + (k == FindingKind::kSdcConfirmed ? " on " : " (majority vote) on ") + Join(nodes);
+  } else if (k == FindingKind::kSdcSuspected) {  // no majority (or no verdict): a replay decides
     std::set<std::string> nodes = Implicated(f, in.placement, false);
     std::set<std::string> again;
-    for (const std::string& n : in.sdc_history.ReplayNodes(f.job.empty() ? in.job.id : f.job)) {
+    for (const std::string& n : in.pending_replay_nodes) {
       if (nodes.count(n) != 0) again.insert(n);
     }
     if (!again.empty()) {
-      Blame(again, "cordon", "persistent SDC: mismatch recurred after a replay", &v);
+      Blame(again, NodeActionKind::kCordon, "persistent SDC: mismatch recurred after a replay", &v);
       v.why = "persistent SDC on " + Join(again) + ": the mismatch recurred after a replay";
     } else {
       v.replay = true;
       v.replay_nodes.assign(nodes.begin(), nodes.end());
-      v.why =
-          "SDC suspected on 2 replicas (" + Join(nodes) + "): replay from last-known-good on the same nodes";
+      v.why = "SDC suspected without a majority (" + Join(nodes) +
+              "): replay from last-known-good on the same nodes";
     }
   } else if (IsLossAnomaly(k)) {
-    v.why = k + ": restart from last-known-good";
-  } else if (k == "straggler") {
+    v.why = kind + ": restart from last-known-good";
+  } else if (k == FindingKind::kStraggler) {
     v.act = false;  // throughput only; a restart would cost more than the slow node
     v.why = "straggler: reported, no action";
   } else {
     v.act = false;
-    v.why = "no recovery rule for finding kind " + k;
+    v.why = "no recovery rule for finding kind " + kind;
   }
   return v;
 }
@@ -217,11 +204,11 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   Verdict v = Judge(in);
   d.reason = v.why;
   if (!v.act) {
-    if (f.kind == "straggler") d.actions.push_back("report only: straggler");
+    if (f.kind == FindingKind::kStraggler) d.actions.push_back("report only: straggler");
     return d;
   }
   d.node_actions = v.faulty;
-  for (const NodeAction& a : v.faulty) d.actions.push_back(a.action + " " + a.node);
+  for (const NodeAction& a : v.faulty) d.actions.push_back(std::string(ToString(a.action)) + " " + a.node);
   d.actions.push_back("stop attempt " + std::to_string(job.attempt));
 
   const Policy& policy = job.spec.policy;

@@ -11,11 +11,12 @@
 //  - hang with culprit ranks: cordon the culprits' nodes (suspects) and replace them. Hang with no ranks but
 //    nodes (communication fault): restart without blame the first time (often transient); cordon the nodes
 //    that an earlier communication-fault hang also named. Hang with neither: restart without blame.
-//  - sdc_confirmed: cordon the named nodes. sdc_suspected with a culprit (3+ replicas, majority vote):
-//    cordon the culprits' nodes and restart from last-known-good. sdc_suspected that needs a replay (2
-//    replicas): restart from last-known-good on the SAME nodes with replay = true; the caller records
-//    replay_nodes with SdcHistory::OnReplayStarted. If a node it implicates was in an earlier replay of the
-//    job (SdcHistory), the corruption is persistent: cordon those nodes and replace them (no replay).
+//  - sdc_confirmed: cordon the named nodes. sdc_suspected with verdict kMajority (3+ replicas, the odd
+//    one out named): cordon the culprits' nodes and restart from last-known-good. sdc_suspected with verdict
+//    kNeedsReplay (2 replicas, or no majority such as a 2-2 split): restart from last-known-good on the
+//    SAME nodes with replay = true; the caller remembers replay_nodes (pending_replay_nodes next time). If a
+//    node it implicates is among pending_replay_nodes, the corruption is persistent: cordon those nodes and
+//    replace them (no replay).
 //  - loss_spike, nonfinite_loss, grad_norm_spike: restart from last-known-good without blame (the ledger
 //    already grades checkpoints after the onset bad; checkpoints at or after onset_step are also skipped
 //    here, in case grading lags).
@@ -41,27 +42,15 @@
 
 namespace shepherd {
 
-// Per job, the nodes implicated by SDC replays that have not yet come back clean. Owned by the caller
-// (one control thread); not thread-safe.
-class SdcHistory {
- public:
-  // A replay decision was executed: remember the nodes it implicated (added to earlier ones).
-  void OnReplayStarted(const std::string& job, const std::vector<std::string>& nodes);
-  // The replay passed its SDC check: the mismatch was transient. Returns the nodes it had implicated
-  // (for the record) and forgets them.
-  std::vector<std::string> OnReplayClean(const std::string& job);
-  // The job ended: drop its history.
-  void Forget(const std::string& job) { replays_.erase(job); }
-  // Nodes implicated by the job's replays still pending; empty when none.
-  const std::set<std::string>& ReplayNodes(const std::string& job) const;
-
- private:
-  std::map<std::string, std::set<std::string>> replays_;
+enum class NodeActionKind {
+  kCordon,  // suspected: schedulable = false (returned by an operator, or by passing health checks)
+  kFail,    // at fault: failed = true (cleared by an operator after repair)
 };
+const char* ToString(NodeActionKind k);  // "cordon", "fail"
 
 struct NodeAction {
   std::string node;
-  std::string action;  // "cordon" (suspect: schedulable = false) or "fail" (failed = true)
+  NodeActionKind action = NodeActionKind::kCordon;
   std::string reason;
   bool operator==(const NodeAction&) const = default;
 };
@@ -89,14 +78,14 @@ struct RecoveryInput {
   const Placement& placement;  // the current attempt's
   // The inventory as it is now: it still holds the current attempt's allocation under job.id.
   const Cluster& cluster;
-  const Finding& finding;
-  bool finding_needs_replay = false;  // sdc_suspected without a majority (DP = 2): replay decides
+  const Finding& finding;  // sdc_suspected: finding.sdc_verdict says whether a replay must decide
   std::optional<Checkpoint> last_known_good;
   std::optional<Checkpoint> latest_complete;
   Time now{};
   std::optional<Time> last_restart_at;  // start of the previous automatic restart, if any
   int consecutive_restarts = 0;         // automatic restarts without a healthy stretch in between
-  const SdcHistory& sdc_history;
+  // Nodes implicated by this job's SDC replays that have not yet come back clean (JobHealth keeps them).
+  const std::set<std::string>& pending_replay_nodes;
   // The job's earlier findings against which recurrence is judged (the caller picks the window, e.g. the
   // last few attempts). REQUIRES: each carries its nodes; the current finding is not among them.
   std::span<const Finding> earlier_findings = {};

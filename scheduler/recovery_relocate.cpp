@@ -24,7 +24,7 @@ void Relocate(const Job& job, const Placement& placement, const Cluster& cluster
     const Node* n = what_if.Find(a.node);
     if (n == nullptr) continue;
     Node copy = *n;
-    if (a.action == "fail") {
+    if (a.action == NodeActionKind::kFail) {
       copy.failed = true;
     } else {
       copy.schedulable = false;

@@ -168,6 +168,43 @@ TEST_F(HealthApiTest, SdcMinorityIsNamedAndLaterCheckpointsAreBad) {
   EXPECT_EQ(cps[0]["status"], "bad");  // after the last agreeing check (10), before the mismatch (20)
 }
 
+TEST_F(HealthApiTest, TwoTwoSplitAtDpFourIsReplayedNotCordoned) {
+  for (int s = 1; s <= 10; ++s) AllStep(s);
+  // Replica set tp = 0 is ranks 0, 2, 4, 6: two hold one hash, two another. No majority says which is
+  // corrupt, so a replay must decide; the node is not blamed (it was, when DP = 2 was the only replay case).
+  Json batch = Json::array();
+  for (int r = 0; r < 8; ++r)
+    batch.push_back({{"rank", r},
+                     {"attempt", 1},
+                     {"kind", "param_hash"},
+                     {"step", 10},
+                     {"hash", r % 2 ? "bbbb" : (r < 4 ? "aaaa" : "cccc")}});
+  ASSERT_EQ(Report(batch).status, 202);
+  api_.clock_.AdvanceSeconds(1);
+  api_.Tick();
+  auto sdc = OfKind("sdc_suspected");
+  ASSERT_EQ(sdc.size(), 1u);
+  EXPECT_EQ(sdc[0]["ranks"], Json::array({0, 2, 4, 6}));
+  EXPECT_EQ(sdc[0]["sdc_verdict"], "needs_replay");
+  bool replay = false;
+  for (const Json& a : sdc[0]["actions"]) {
+    EXPECT_EQ(a.get<std::string>().find("cordon"), std::string::npos) << a;
+    replay = replay || a.get<std::string>().find("replay on the same nodes") != std::string::npos;
+  }
+  EXPECT_TRUE(replay) << sdc[0]["actions"].dump();
+  Json node = api_.Get("/v1/nodes/n0").body;
+  EXPECT_EQ(node["state"], "allocated");
+  EXPECT_TRUE(node["schedulable"].get<bool>());
+  EXPECT_EQ(api_.Get("/v1/jobs/" + job_).body["attempt"], 2);
+}
+
+TEST_F(HealthApiTest, UnknownFindingKindFilterIs422NamingKind) {
+  ApiReply r = api_.Get("/v1/failures?kind=hnag");
+  ASSERT_EQ(r.status, 422) << r.body.dump();
+  EXPECT_EQ(r.body["errors"][0]["field"], "kind");
+  EXPECT_EQ(api_.Get("/v1/failures?kind=hang").status, 200);
+}
+
 TEST_F(HealthApiTest, CheckpointBecomesGoodAndIsLastKnownGood) {
   for (int s = 1; s <= 4; ++s) AllStep(s);
   Json ckpt = Json::array();

@@ -11,7 +11,7 @@ namespace {
 
 using namespace shepherd::testing;
 
-std::vector<Finding> OfKind(const std::vector<Finding>& fs, const std::string& kind) {
+std::vector<Finding> OfKind(const std::vector<Finding>& fs, FindingKind kind) {
   std::vector<Finding> out;
   for (const auto& f : fs)
     if (f.kind == kind) out.push_back(f);
@@ -49,7 +49,7 @@ TEST(HangTest, RootCulpritIsTheRankStuckOutsideCollectivesNotTheWaiters) {
   EXPECT_TRUE(early.empty());
 
   auto findings = RunTicks(*m, clock, 10, state);  // 65 s open > 60 s timeout
-  auto hangs = OfKind(findings, "hang");
+  auto hangs = OfKind(findings, FindingKind::kHang);
   ASSERT_EQ(hangs.size(), 1u);
   EXPECT_EQ(hangs[0].ranks, std::vector<int>({6}));
   EXPECT_EQ(hangs[0].nodes, std::vector<std::string>({"n3"}));
@@ -67,7 +67,7 @@ TEST(HangTest, RootCulpritIsTheRankStuckOutsideCollectivesNotTheWaiters) {
   EXPECT_EQ(h["suspects"]["nodes"], Json::array({"n3"}));
 
   // Once per incident: the hang persists, no new finding.
-  EXPECT_TRUE(OfKind(RunTicks(*m, clock, 30, state), "hang").empty());
+  EXPECT_TRUE(OfKind(RunTicks(*m, clock, 30, state), FindingKind::kHang).empty());
 }
 
 TEST(HangTest, ASilentMemberInsideTheStuckCollectiveIsTheCulpritNotTheNetwork) {
@@ -79,13 +79,15 @@ TEST(HangTest, ASilentMemberInsideTheStuckCollectiveIsTheCulpritNotTheNetwork) {
   last.phase = Phase::kCheckpointSave;
   m->Ingest(last, clock.Now());
   m->Ingest(InCollective(0, clock.Now(), "tp", 3, 7), clock.Now());
-  auto hangs = OfKind(
-      RunTicks(*m, clock, 65, [&](Time now) { m->Ingest(InCollective(0, now, "tp", 3, 7), now); }), "hang");
+  auto hangs =
+      OfKind(RunTicks(*m, clock, 65, [&](Time now) { m->Ingest(InCollective(0, now, "tp", 3, 7), now); }),
+             FindingKind::kHang);
   ASSERT_EQ(hangs.size(), 1u);
   EXPECT_EQ(hangs[0].ranks, std::vector<int>({1}));
   EXPECT_EQ(hangs[0].nodes, std::vector<std::string>({"n1"}));
   EXPECT_NE(hangs[0].detail.find("silent"), std::string::npos) << hangs[0].detail;
-  EXPECT_TRUE(OfKind(m->Evaluate(clock.Now()), "heartbeat_lost").empty());  // still inside its allowance
+  EXPECT_TRUE(
+      OfKind(m->Evaluate(clock.Now()), FindingKind::kHeartbeatLost).empty());  // still inside its allowance
 }
 
 TEST(HangTest, EveryMemberInsideTheStuckCollectiveIsACommunicationFault) {
@@ -95,7 +97,7 @@ TEST(HangTest, EveryMemberInsideTheStuckCollectiveIsACommunicationFault) {
     for (int r : {0, 1}) m->Ingest(InCollective(r, now, "tp", 3, 7), now);
   };
   stuck(clock.Now());
-  auto hangs = OfKind(RunTicks(*m, clock, 65, stuck), "hang");
+  auto hangs = OfKind(RunTicks(*m, clock, 65, stuck), FindingKind::kHang);
   ASSERT_EQ(hangs.size(), 1u);
   EXPECT_TRUE(hangs[0].ranks.empty());  // no rank is at fault: the nodes are suspected
   EXPECT_EQ(hangs[0].nodes, std::vector<std::string>({"n0", "n1"}));
@@ -113,7 +115,7 @@ TEST(HangTest, EveryMemberInsideTheStuckCollectiveIsACommunicationFault) {
     for (int r : {0, 1}) m->Ingest(InCollective(r, now, "tp", 4, 8), now);
   };
   stuck_again(clock.Now());
-  EXPECT_EQ(OfKind(RunTicks(*m, clock, 65, stuck_again), "hang").size(), 1u);
+  EXPECT_EQ(OfKind(RunTicks(*m, clock, 65, stuck_again), FindingKind::kHang).size(), 1u);
 }
 
 TEST(HangTest, SlowButProgressingCollectivesAreNotAHang) {
@@ -126,7 +128,7 @@ TEST(HangTest, SlowButProgressingCollectivesAreNotAHang) {
     for (int r : {0, 1}) m->Ingest(InCollective(r, now, "dp", elapsed / 50, -1), now);
   };
   auto findings = RunTicks(*m, clock, 400, slow);
-  EXPECT_TRUE(findings.empty()) << findings[0].kind << ": " << findings[0].detail;
+  EXPECT_TRUE(findings.empty()) << ToString(findings[0].kind) << ": " << findings[0].detail;
 }
 
 TEST(HangTest, DeadRankAtTheEndOfTheChainIsTheCulprit) {
@@ -136,10 +138,10 @@ TEST(HangTest, DeadRankAtTheEndOfTheChainIsTheCulprit) {
   auto waiting = [&](Time now) { m->Ingest(InCollective(0, now, "dp", 1, 3), now); };
   waiting(clock.Now());
   auto findings = RunTicks(*m, clock, 65, waiting);
-  auto lost = OfKind(findings, "heartbeat_lost");
+  auto lost = OfKind(findings, FindingKind::kHeartbeatLost);
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].ranks, std::vector<int>({1}));
-  auto hangs = OfKind(findings, "hang");
+  auto hangs = OfKind(findings, FindingKind::kHang);
   ASSERT_EQ(hangs.size(), 1u);
   EXPECT_EQ(hangs[0].ranks, std::vector<int>({1}));
   EXPECT_NE(hangs[0].detail.find("no heartbeat"), std::string::npos) << hangs[0].detail;
@@ -153,7 +155,7 @@ TEST(HangTest, NoStepProgressOutsideCollectivesIsAHangNamingTheLaggingRanks) {
   };
   beat(clock.Now());  // job step 10 reached now; nothing moves afterwards
   EXPECT_TRUE(RunTicks(*m, clock, 60, beat).empty());
-  auto hangs = OfKind(RunTicks(*m, clock, 5, beat), "hang");  // 65 s idle
+  auto hangs = OfKind(RunTicks(*m, clock, 5, beat), FindingKind::kHang);  // 65 s idle
   ASSERT_EQ(hangs.size(), 1u);
   EXPECT_EQ(hangs[0].ranks, std::vector<int>({3}));
   EXPECT_NE(hangs[0].detail.find("no step progress"), std::string::npos);
@@ -180,7 +182,7 @@ TEST(HangTest, LongCheckpointSaveIsNeitherAHangNorAHeartbeatLoss) {
     }
     for (auto& f : m->Evaluate(clock.Now())) all.push_back(f);
   }
-  EXPECT_TRUE(all.empty()) << all[0].kind << ": " << all[0].detail;
+  EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ TEST(JobMonitorTest, HeartbeatLostOncePerIncidentAndReopensAfterRecovery) {
   m->Ingest(Heartbeat(0, clock.Now()), clock.Now());
   auto fs = m->Evaluate(clock.Now());
   ASSERT_EQ(fs.size(), 1u);
-  EXPECT_EQ(fs[0].kind, "heartbeat_lost");
+  EXPECT_EQ(fs[0].kind, FindingKind::kHeartbeatLost);
   EXPECT_EQ(fs[0].ranks, std::vector<int>({1}));
   EXPECT_EQ(fs[0].nodes, std::vector<std::string>({"n1"}));
   EXPECT_EQ(fs[0].detected_at, clock.Now());
@@ -96,7 +96,7 @@ TEST(JobMonitorTest, PersistentStragglerIsFlaggedWithItsNodeOneSlowStepIsNot) {
     for (auto& f : m->Evaluate(clock.Now())) all.push_back(f);
   }
   ASSERT_EQ(all.size(), 1u);
-  EXPECT_EQ(all[0].kind, "straggler");
+  EXPECT_EQ(all[0].kind, FindingKind::kStraggler);
   EXPECT_EQ(all[0].ranks, std::vector<int>({2}));
   EXPECT_EQ(all[0].nodes, std::vector<std::string>({"n2"}));
   EXPECT_NE(all[0].detail.find("job median 1 s"), std::string::npos) << all[0].detail;

@@ -28,7 +28,7 @@ TEST(LossTest, NonFiniteLossRecordsItsOnsetOnce) {
   m->Ingest(Step(0, clock.Now(), 6, kNan, 1.0), clock.Now());  // a late report shows it began earlier
   auto fs = m->Evaluate(clock.Now());
   ASSERT_EQ(fs.size(), 1u);
-  EXPECT_EQ(fs[0].kind, "nonfinite_loss");
+  EXPECT_EQ(fs[0].kind, FindingKind::kNonfiniteLoss);
   EXPECT_EQ(fs[0].onset_step, 6);
   EXPECT_EQ(fs[0].ranks, std::vector<int>({0}));
   m->Ingest(Step(0, clock.Now(), 8, kNan, 1.0), clock.Now());
@@ -48,7 +48,7 @@ TEST(LossTest, SpikeAboveMedianTimesFactorAndItsClearing) {
   m->Ingest(Step(0, clock.Now(), 7, 6.5, 1.0), clock.Now());  // > 6.0: spike
   auto fs = m->Evaluate(clock.Now());
   ASSERT_EQ(fs.size(), 1u);
-  EXPECT_EQ(fs[0].kind, "loss_spike");
+  EXPECT_EQ(fs[0].kind, FindingKind::kLossSpike);
   EXPECT_EQ(fs[0].onset_step, 7);
   EXPECT_NE(fs[0].detail.find("rolling median 2"), std::string::npos) << fs[0].detail;
   m->Ingest(Step(0, clock.Now(), 8, 2.1, 1.0), clock.Now());  // normal
@@ -67,7 +67,7 @@ TEST(LossTest, GradNormSpikeWithNormalLossIsAnSdcSignal) {
   m->Ingest(Step(0, clock.Now(), 7, 2.0, 120.0), clock.Now());  // rolling max is now 9.9; 120 > 99
   auto fs = m->Evaluate(clock.Now());
   ASSERT_EQ(fs.size(), 1u);
-  EXPECT_EQ(fs[0].kind, "grad_norm_spike");
+  EXPECT_EQ(fs[0].kind, FindingKind::kGradNormSpike);
   EXPECT_EQ(fs[0].onset_step, 7);
   EXPECT_EQ(m->HealthJson(clock.Now())["status"], "sdc_suspected");
 }
@@ -78,7 +78,7 @@ TEST(LossTest, GradNormSpikeWithAbnormalLossIsNotAGradNormFinding) {
   m->Ingest(Step(0, clock.Now(), 6, kNan, 500.0), clock.Now());
   auto fs = m->Evaluate(clock.Now());
   ASSERT_EQ(fs.size(), 1u);
-  EXPECT_EQ(fs[0].kind, "nonfinite_loss");
+  EXPECT_EQ(fs[0].kind, FindingKind::kNonfiniteLoss);
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ TEST(SdcTest, TwoReplicasDisagreeingAreBothSuspectedAndNeedAReplay) {
   m->Ingest(Hash(1, clock.Now(), 200, "cc"), clock.Now());
   auto fs = m->Evaluate(clock.Now());
   ASSERT_EQ(fs.size(), 1u);
-  EXPECT_EQ(fs[0].kind, "sdc_suspected");
+  EXPECT_EQ(fs[0].kind, FindingKind::kSdcSuspected);
   EXPECT_EQ(fs[0].ranks, std::vector<int>({0, 1}));
   EXPECT_EQ(fs[0].nodes, std::vector<std::string>({"n0", "n1"}));
   EXPECT_EQ(fs[0].step, 200);
@@ -62,7 +62,7 @@ TEST(SdcTest, FourReplicasNameTheMinorityOnceUntilItClears) {
 
 bool NoSdc(const std::vector<Finding>& fs) {
   for (const auto& f : fs)
-    if (f.kind == "sdc_suspected") return false;
+    if (f.kind == FindingKind::kSdcSuspected) return false;
   return true;
 }
 
@@ -98,17 +98,14 @@ TEST(SdcTest, PlainZero3SkipsAndSaysWhyHybridShardingComparesAcrossReplicaGroups
   EXPECT_EQ(sdc["status"], "skipped");
   EXPECT_NE(sdc["reason"].get<std::string>().find("ZeRO-3"), std::string::npos);
 
-  // HSDP, shard groups of 2 along dp=4: shard 0 = dp {0,2}, shard 1 = dp {1,3}.
+  // HSDP (RankLayout only: no job spec asks for it yet), shard groups of 2 along dp=4:
+  // shard 0 = dp {0,2}, shard 1 = dp {1,3}.
   MonitorContext c = MakeContext(1, 1, 4, clock.Now(), 1, 3);
-  c.hybrid_shard_size = 2;
-  auto hsdp = MakeMonitor(c);
-  EXPECT_EQ(hsdp->layout().replica_set_count(), 2);
-  EXPECT_EQ(hsdp->layout().ReplicaSet(0), std::vector<int>({0, 2}));
-  const char* hashes[] = {"a0", "b0", "a0", "b1"};  // shards differ by design; ranks 1 and 3 disagree
-  for (int r = 0; r < 4; ++r) hsdp->Ingest(Hash(r, clock.Now(), 100, hashes[r]), clock.Now());
-  auto fs = hsdp->Evaluate(clock.Now());
-  ASSERT_EQ(fs.size(), 1u);
-  EXPECT_EQ(fs[0].ranks, std::vector<int>({1, 3}));
+  auto hsdp = RankLayout::Build(c.plan, c.placement, /*hybrid_shard_size=*/2);
+  ASSERT_TRUE(hsdp.ok()) << hsdp.status().message();
+  EXPECT_EQ(hsdp->replica_set_count(), 2);
+  EXPECT_EQ(hsdp->ReplicaSet(0), std::vector<int>({0, 2}));
+  EXPECT_EQ(hsdp->ReplicaSet(1), std::vector<int>({1, 3}));
 }
 
 }  // namespace

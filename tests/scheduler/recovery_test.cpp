@@ -62,10 +62,10 @@ Checkpoint Ckpt(int64_t step, CheckpointStatus status, int attempt = 1) {
   return c;
 }
 
-Finding MakeFinding(const std::string& kind, std::vector<int> ranks, std::vector<std::string> nodes,
+Finding MakeFinding(FindingKind kind, std::vector<int> ranks, std::vector<std::string> nodes,
                     int attempt = 1) {
   Finding f;
-  f.id = kind + "-" + std::to_string(attempt);
+  f.id = std::string(ToString(kind)) + "-" + std::to_string(attempt);
   f.job = "job-1";
   f.attempt = attempt;
   f.kind = kind;
@@ -122,26 +122,27 @@ class RecoveryTest : public ::testing::Test {
     ASSERT_TRUE(cluster_.Allocate("job-1", placement_).ok());
   }
 
-  RecoveryDecision Decide(const Finding& f, bool needs_replay = false,
-                          std::span<const Finding> earlier = {}) {
+  // `needs_replay` sets an sdc_suspected finding's verdict (kNeedsReplay, else kMajority).
+  RecoveryDecision Decide(Finding f, bool needs_replay = false, std::span<const Finding> earlier = {}) {
+    if (f.kind == FindingKind::kSdcSuspected)
+      f.sdc_verdict = needs_replay ? SdcVerdict::kNeedsReplay : SdcVerdict::kMajority;
     return DecideRecovery({.job = job_,
                            .placement = placement_,
                            .cluster = cluster_,
                            .finding = f,
-                           .finding_needs_replay = needs_replay,
                            .last_known_good = lkg_,
                            .latest_complete = latest_,
                            .now = kT0,
                            .last_restart_at = last_restart_,
                            .consecutive_restarts = consecutive_,
-                           .sdc_history = history_,
+                           .pending_replay_nodes = replay_nodes_,
                            .earlier_findings = earlier});
   }
 
   Job job_;
   Placement placement_;
   Cluster cluster_;
-  SdcHistory history_;
+  std::set<std::string> replay_nodes_;  // as JobHealth keeps them
   std::optional<Checkpoint> lkg_ = Ckpt(40, CheckpointStatus::kGood);
   std::optional<Checkpoint> latest_ = Ckpt(50, CheckpointStatus::kComplete);
   std::optional<Time> last_restart_;
@@ -150,11 +151,11 @@ class RecoveryTest : public ::testing::Test {
 
 TEST_F(RecoveryTest, NodeLostFailsTheNodeAndTakesTheSameLeafSpareFromLastKnownGood) {
   Build();
-  RecoveryDecision d = Decide(MakeFinding("node_lost", {}, {"node-02"}));
+  RecoveryDecision d = Decide(MakeFinding(FindingKind::kNodeLost, {}, {"node-02"}));
   ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
   ASSERT_EQ(d.node_actions.size(), 1u);
   EXPECT_EQ(d.node_actions[0].node, "node-02");
-  EXPECT_EQ(d.node_actions[0].action, "fail");
+  EXPECT_EQ(d.node_actions[0].action, NodeActionKind::kFail);
   EXPECT_EQ(d.replaced, std::vector<std::string>{"node-02->node-03 (leaf)"});
   ASSERT_TRUE(d.new_placement);
   EXPECT_EQ(d.new_placement->attempt, 2);
@@ -176,15 +177,15 @@ TEST_F(RecoveryTest, NodeLostFailsTheNodeAndTakesTheSameLeafSpareFromLastKnownGo
 
 TEST_F(RecoveryTest, GpuFaultNamedByRankFailsItsNode) {
   Build();
-  RecoveryDecision d = Decide(MakeFinding("gpu_fault", {3}, {}));  // rank 3 is on node-01
+  RecoveryDecision d = Decide(MakeFinding(FindingKind::kGpuFault, {3}, {}));  // rank 3 is on node-01
   ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
-  EXPECT_EQ(d.node_actions, (std::vector<NodeAction>{{"node-01", "fail", "gpu_fault"}}));
+  EXPECT_EQ(d.node_actions, (std::vector<NodeAction>{{"node-01", NodeActionKind::kFail, "gpu_fault"}}));
   EXPECT_EQ(d.replaced, std::vector<std::string>{"node-01->node-03 (leaf)"});
 }
 
 TEST_F(RecoveryTest, NoSpareInTheLeafTakesOneInTheSpine) {
   Build({"node-03"});  // leaf l0 has no spare; node-05 is the spare of the same spine
-  RecoveryDecision d = Decide(MakeFinding("node_lost", {}, {"node-02"}));
+  RecoveryDecision d = Decide(MakeFinding(FindingKind::kNodeLost, {}, {"node-02"}));
   ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
   EXPECT_EQ(d.replaced, std::vector<std::string>{"node-02->node-05 (spine)"});
 }
@@ -194,7 +195,7 @@ TEST_F(RecoveryTest, RanksOnANodeAlreadyOutOfServiceMoveWithoutNewBlame) {
   Node n = *cluster_.Find("node-02");
   n.schedulable = false;  // cordoned by an operator while the job ran
   ASSERT_TRUE(cluster_.UpsertNode(n).ok());
-  RecoveryDecision d = Decide(MakeFinding("heartbeat_lost", {8}, {"node-02"}));
+  RecoveryDecision d = Decide(MakeFinding(FindingKind::kHeartbeatLost, {8}, {"node-02"}));
   ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
   EXPECT_TRUE(d.node_actions.empty());
   EXPECT_EQ(d.replaced, std::vector<std::string>{"node-02->node-03 (leaf)"});
@@ -202,7 +203,7 @@ TEST_F(RecoveryTest, RanksOnANodeAlreadyOutOfServiceMoveWithoutNewBlame) {
 
 TEST_F(RecoveryTest, SparesDisabledOrExhaustedFallBackToAFreeNode) {
   Build({"node-03", "node-05", "node-07"});  // no spares at all; node-04 (same spine) is free
-  RecoveryDecision d = Decide(MakeFinding("node_lost", {}, {"node-02"}));
+  RecoveryDecision d = Decide(MakeFinding(FindingKind::kNodeLost, {}, {"node-02"}));
   ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
   EXPECT_EQ(d.replaced, std::vector<std::string>{"node-02->node-04 (spine)"});
   EXPECT_TRUE(Has(d.actions, "replace node-02 with node-04 (spine; free node, not a spare)")) << Dump(d);
@@ -227,7 +228,7 @@ class FragmentedTest : public RecoveryTest {
 
 TEST_F(FragmentedTest, NoSpareButFreeCapacityReplacesTheWholeJob) {
   BuildFragmented(4);
-  RecoveryDecision d = Decide(MakeFinding("node_lost", {}, {"node-02"}));
+  RecoveryDecision d = Decide(MakeFinding(FindingKind::kNodeLost, {}, {"node-02"}));
   ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
   ASSERT_TRUE(d.new_placement);
   EXPECT_EQ(d.new_placement->attempt, 2);
@@ -245,7 +246,7 @@ TEST_F(FragmentedTest, NoSpareButFreeCapacityReplacesTheWholeJob) {
 
 TEST_F(FragmentedTest, NoSpareAndNotEnoughFreeGpusQueues) {
   BuildFragmented(6);  // 8 + 2 + 2 = 12 free GPUs < 16
-  RecoveryDecision d = Decide(MakeFinding("node_lost", {}, {"node-02"}));
+  RecoveryDecision d = Decide(MakeFinding(FindingKind::kNodeLost, {}, {"node-02"}));
   ASSERT_EQ(d.action, RecoveryDecision::kQueue) << Dump(d);
   EXPECT_EQ(d.reason, "waiting for capacity: no spare and not enough free GPUs");
   EXPECT_FALSE(d.new_placement);
@@ -257,18 +258,18 @@ TEST_F(FragmentedTest, NoSpareAndNotEnoughFreeGpusQueues) {
 TEST_F(RecoveryTest, HangWithCulpritCordonsOnlyTheCulpritsNode) {
   Build();
   // Rank 9 (node-02) never entered the collective; the finding's nodes list the whole group's nodes.
-  RecoveryDecision d = Decide(MakeFinding("hang", {9}, {"node-01", "node-02"}));
+  RecoveryDecision d = Decide(MakeFinding(FindingKind::kHang, {9}, {"node-01", "node-02"}));
   ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
   ASSERT_EQ(d.node_actions.size(), 1u);
   EXPECT_EQ(d.node_actions[0].node, "node-02");
-  EXPECT_EQ(d.node_actions[0].action, "cordon");
+  EXPECT_EQ(d.node_actions[0].action, NodeActionKind::kCordon);
   EXPECT_EQ(d.replaced, std::vector<std::string>{"node-02->node-03 (leaf)"});
   EXPECT_EQ(d.actions.front(), "cordon node-02");
 }
 
 TEST_F(RecoveryTest, CommunicationFaultIsTransientFirstAndCordonedOnRecurrence) {
   Build();
-  const Finding first = MakeFinding("hang", {}, {"node-01", "node-02"});
+  const Finding first = MakeFinding(FindingKind::kHang, {}, {"node-01", "node-02"});
   RecoveryDecision d1 = Decide(first);
   ASSERT_EQ(d1.action, RecoveryDecision::kRestart) << Dump(d1);
   EXPECT_TRUE(d1.node_actions.empty());
@@ -280,17 +281,18 @@ TEST_F(RecoveryTest, CommunicationFaultIsTransientFirstAndCordonedOnRecurrence) 
   job_.attempt = 2, job_.restarts = 1;
   placement_.attempt = 2;
   const std::vector<Finding> earlier = {first};
-  RecoveryDecision d2 = Decide(MakeFinding("hang", {}, {"node-02", "node-04"}, 2), false, earlier);
+  RecoveryDecision d2 =
+      Decide(MakeFinding(FindingKind::kHang, {}, {"node-02", "node-04"}, 2), false, earlier);
   ASSERT_EQ(d2.action, RecoveryDecision::kRestart) << Dump(d2);
   ASSERT_EQ(d2.node_actions.size(), 1u);
   EXPECT_EQ(d2.node_actions[0].node, "node-02");
-  EXPECT_EQ(d2.node_actions[0].action, "cordon");
+  EXPECT_EQ(d2.node_actions[0].action, NodeActionKind::kCordon);
   EXPECT_EQ(d2.replaced, std::vector<std::string>{"node-02->node-03 (leaf)"});
 }
 
 TEST_F(RecoveryTest, ProcessExitBlamesTheNodeOnlyWhenItCrashesAgain) {
   Build();
-  const Finding first = MakeFinding("process_exit", {12}, {"node-02"});
+  const Finding first = MakeFinding(FindingKind::kProcessExit, {12}, {"node-02"});
   RecoveryDecision d1 = Decide(first);
   ASSERT_EQ(d1.action, RecoveryDecision::kRestart) << Dump(d1);
   EXPECT_TRUE(d1.node_actions.empty());
@@ -298,17 +300,17 @@ TEST_F(RecoveryTest, ProcessExitBlamesTheNodeOnlyWhenItCrashesAgain) {
 
   job_.attempt = 2, job_.restarts = 1;
   const std::vector<Finding> earlier = {first};
-  RecoveryDecision d2 = Decide(MakeFinding("heartbeat_lost", {8}, {"node-02"}, 2), false, earlier);
+  RecoveryDecision d2 = Decide(MakeFinding(FindingKind::kHeartbeatLost, {8}, {"node-02"}, 2), false, earlier);
   ASSERT_EQ(d2.node_actions.size(), 1u) << Dump(d2);
   EXPECT_EQ(d2.node_actions[0].node, "node-02");
-  EXPECT_EQ(d2.node_actions[0].action, "cordon");
+  EXPECT_EQ(d2.node_actions[0].action, NodeActionKind::kCordon);
 }
 
 TEST_F(RecoveryTest, TwoReplicaSdcReplaysOnTheSameNodesThenCordonsOnRecurrence) {
   Build();
   lkg_ = Ckpt(40, CheckpointStatus::kGood);
   latest_ = Ckpt(50, CheckpointStatus::kComplete);
-  Finding f = MakeFinding("sdc_suspected", {0, 8}, {"node-01", "node-02"});
+  Finding f = MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"});
   f.onset_step = 41;  // the last agreeing check was at step 40
   RecoveryDecision d1 = Decide(f, /*needs_replay=*/true);
   ASSERT_EQ(d1.action, RecoveryDecision::kRestart) << Dump(d1);
@@ -317,24 +319,25 @@ TEST_F(RecoveryTest, TwoReplicaSdcReplaysOnTheSameNodesThenCordonsOnRecurrence) 
   EXPECT_EQ(d1.replay_nodes, (std::vector<std::string>{"node-01", "node-02"}));
   EXPECT_EQ(d1.new_placement->ranks, placement_.ranks);
   EXPECT_EQ(d1.resume_from->id, "job-1/1/40");
-  history_.OnReplayStarted("job-1", d1.replay_nodes);
+  replay_nodes_.insert(d1.replay_nodes.begin(), d1.replay_nodes.end());
 
   // The replay (attempt 2, same nodes) mismatches again: persistent. Two replicas cannot say which node,
   // so both are cordoned and replaced (node-03 in the leaf, then node-05 in the spine).
   job_.attempt = 2, job_.restarts = 1;
   placement_.attempt = 2;
-  RecoveryDecision d2 = Decide(MakeFinding("sdc_suspected", {0, 8}, {"node-01", "node-02"}, 2), true);
+  RecoveryDecision d2 =
+      Decide(MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"}, 2), true);
   ASSERT_EQ(d2.action, RecoveryDecision::kRestart) << Dump(d2);
   EXPECT_FALSE(d2.replay);
   ASSERT_EQ(d2.node_actions.size(), 2u);
-  EXPECT_EQ(d2.node_actions[0].action, "cordon");
+  EXPECT_EQ(d2.node_actions[0].action, NodeActionKind::kCordon);
   EXPECT_EQ(d2.replaced, (std::vector<std::string>{"node-01->node-03 (leaf)", "node-02->node-05 (spine)"}));
 }
 
 TEST_F(RecoveryTest, SdcRecurringOnOneNodeOfAnEarlierReplayCordonsThatNodeOnly) {
   Build();
-  history_.OnReplayStarted("job-1", {"node-02", "node-06"});
-  RecoveryDecision d = Decide(MakeFinding("sdc_suspected", {0, 8}, {"node-01", "node-02"}), true);
+  replay_nodes_ = {"node-02", "node-06"};
+  RecoveryDecision d = Decide(MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"}), true);
   EXPECT_FALSE(d.replay);
   ASSERT_EQ(d.node_actions.size(), 1u) << Dump(d);
   EXPECT_EQ(d.node_actions[0].node, "node-02");
@@ -342,11 +345,9 @@ TEST_F(RecoveryTest, SdcRecurringOnOneNodeOfAnEarlierReplayCordonsThatNodeOnly) 
 
 TEST_F(RecoveryTest, CleanReplayMakesTheSdcTransient) {
   Build();
-  history_.OnReplayStarted("job-1", {"node-01", "node-02"});
-  EXPECT_EQ(history_.OnReplayClean("job-1"), (std::vector<std::string>{"node-01", "node-02"}));
-  EXPECT_TRUE(history_.ReplayNodes("job-1").empty());
+  replay_nodes_.clear();  // the replay came back clean (JobHealth forgets its nodes)
   // A later mismatch on the same nodes starts a new replay instead of cordoning.
-  RecoveryDecision d = Decide(MakeFinding("sdc_suspected", {0, 8}, {"node-01", "node-02"}), true);
+  RecoveryDecision d = Decide(MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"}), true);
   EXPECT_TRUE(d.replay) << Dump(d);
   EXPECT_TRUE(d.node_actions.empty());
 }
@@ -357,24 +358,25 @@ TEST_F(RecoveryTest, MajorityVoteSdcCordonsTheMinorityNode) {
   job_.plan = MakePlan(4, 1, 4);
   placement_ = Sequential(job_.plan, {"node-01", "node-02"}, 1);
   Build();
-  RecoveryDecision d = Decide(MakeFinding("sdc_suspected", {13}, {"node-02"}), /*needs_replay=*/false);
+  RecoveryDecision d =
+      Decide(MakeFinding(FindingKind::kSdcSuspected, {13}, {"node-02"}), /*needs_replay=*/false);
   ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
   EXPECT_FALSE(d.replay);
   ASSERT_EQ(d.node_actions.size(), 1u);
   EXPECT_EQ(d.node_actions[0].node, "node-02");
-  EXPECT_EQ(d.node_actions[0].action, "cordon");
+  EXPECT_EQ(d.node_actions[0].action, NodeActionKind::kCordon);
   EXPECT_EQ(d.resume_from->id, "job-1/1/40");
 }
 
 TEST_F(RecoveryTest, SdcConfirmedCordons) {
   Build();
-  RecoveryDecision d = Decide(MakeFinding("sdc_confirmed", {}, {"node-01"}));
-  EXPECT_EQ(d.node_actions, (std::vector<NodeAction>{{"node-01", "cordon", "sdc_confirmed"}}));
+  RecoveryDecision d = Decide(MakeFinding(FindingKind::kSdcConfirmed, {}, {"node-01"}));
+  EXPECT_EQ(d.node_actions, (std::vector<NodeAction>{{"node-01", NodeActionKind::kCordon, "sdc_confirmed"}}));
 }
 
 TEST_F(RecoveryTest, LossSpikeRestartsFromLastKnownGoodWithoutBlame) {
   Build();
-  Finding f = MakeFinding("loss_spike", {0, 1, 2}, {"node-01"});
+  Finding f = MakeFinding(FindingKind::kLossSpike, {0, 1, 2}, {"node-01"});
   f.onset_step = 45;
   RecoveryDecision d = Decide(f);
   ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
@@ -387,7 +389,7 @@ TEST_F(RecoveryTest, LossAnomalyNeverResumesAtOrAfterItsOnset) {
   Build();
   lkg_.reset();
   latest_ = Ckpt(50, CheckpointStatus::kComplete);  // complete, but not yet graded bad
-  Finding f = MakeFinding("nonfinite_loss", {0}, {"node-01"});
+  Finding f = MakeFinding(FindingKind::kNonfiniteLoss, {0}, {"node-01"});
   f.onset_step = 45;
   RecoveryDecision d = Decide(f);
   EXPECT_FALSE(d.resume_from);
@@ -399,7 +401,7 @@ TEST_F(RecoveryTest, LossAnomalyNeverResumesAtOrAfterItsOnset) {
 
 TEST_F(RecoveryTest, StragglerIsReportedOnly) {
   Build();
-  RecoveryDecision d = Decide(MakeFinding("straggler", {5}, {"node-01"}));
+  RecoveryDecision d = Decide(MakeFinding(FindingKind::kStraggler, {5}, {"node-01"}));
   EXPECT_EQ(d.action, RecoveryDecision::kNone);
   EXPECT_TRUE(d.node_actions.empty());
   EXPECT_FALSE(d.new_placement);
@@ -409,16 +411,16 @@ TEST_F(RecoveryTest, StragglerIsReportedOnly) {
 TEST_F(RecoveryTest, StaleFindingOrStoppedJobIsIgnored) {
   Build();
   job_.attempt = 2;
-  EXPECT_EQ(Decide(MakeFinding("node_lost", {}, {"node-02"}, 1)).action, RecoveryDecision::kNone);
+  EXPECT_EQ(Decide(MakeFinding(FindingKind::kNodeLost, {}, {"node-02"}, 1)).action, RecoveryDecision::kNone);
   job_.attempt = 1;
   job_.state = JobState::kCancelled;
-  EXPECT_EQ(Decide(MakeFinding("node_lost", {}, {"node-02"}, 1)).action, RecoveryDecision::kNone);
+  EXPECT_EQ(Decide(MakeFinding(FindingKind::kNodeLost, {}, {"node-02"}, 1)).action, RecoveryDecision::kNone);
 }
 
 TEST_F(RecoveryTest, ExhaustedBudgetFailsTheJobButStillFailsTheNode) {
   Build();
   job_.restarts = 3;  // max_restarts = 3
-  RecoveryDecision d = Decide(MakeFinding("node_lost", {}, {"node-02"}));
+  RecoveryDecision d = Decide(MakeFinding(FindingKind::kNodeLost, {}, {"node-02"}));
   ASSERT_EQ(d.action, RecoveryDecision::kFail) << Dump(d);
   EXPECT_EQ(d.reason.rfind("restart budget exhausted (3 of 3 restarts used)", 0), 0u) << d.reason;
   EXPECT_EQ(d.node_actions.size(), 1u);
@@ -444,14 +446,14 @@ TEST_F(RecoveryTest, DecisionCarriesTheBackoff) {
   Build();
   last_restart_ = kT0 - Seconds(5);
   consecutive_ = 2;  // 5 · 4 = 20 s after the last restart: 15 s from now
-  RecoveryDecision d = Decide(MakeFinding("heartbeat_lost", {3}, {"node-01"}));
+  RecoveryDecision d = Decide(MakeFinding(FindingKind::kHeartbeatLost, {3}, {"node-01"}));
   EXPECT_EQ(d.not_before, kT0 + Seconds(15));
   EXPECT_EQ(d.actions.back(), "wait 15 s before the next attempt (backoff)");
 }
 
 TEST_F(RecoveryTest, CheckpointFallsBackFromGoodToCompleteToScratch) {
   Build();
-  const Finding f = MakeFinding("heartbeat_lost", {3}, {"node-01"});
+  const Finding f = MakeFinding(FindingKind::kHeartbeatLost, {3}, {"node-01"});
   EXPECT_EQ(Decide(f).resume_from->id, "job-1/1/40");
 
   lkg_.reset();
@@ -470,9 +472,9 @@ TEST_F(RecoveryTest, NeverResumesFromABadOrPendingCheckpoint) {
   Build();
   lkg_ = Ckpt(40, CheckpointStatus::kBad);
   latest_ = Ckpt(50, CheckpointStatus::kBad);
-  EXPECT_FALSE(Decide(MakeFinding("heartbeat_lost", {3}, {"node-01"})).resume_from);
+  EXPECT_FALSE(Decide(MakeFinding(FindingKind::kHeartbeatLost, {3}, {"node-01"})).resume_from);
   latest_ = Ckpt(50, CheckpointStatus::kPending);
-  EXPECT_FALSE(Decide(MakeFinding("heartbeat_lost", {3}, {"node-01"})).resume_from);
+  EXPECT_FALSE(Decide(MakeFinding(FindingKind::kHeartbeatLost, {3}, {"node-01"})).resume_from);
 }
 
 class ManualRestartTest : public RecoveryTest {

@@ -1,11 +1,12 @@
 // The Controller with an in-memory store, a fault-injecting store and a fake clock. Store completions are
 // posted to a queue that the test drains, as the daemon's io thread would.
-#include "daemon/controller.h"
+#include "control/controller.h"
 
 #include <gtest/gtest.h>
 
 #include <deque>
 
+#include "tests/control/control_test_util.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/faulty_store.h"
 
@@ -31,43 +32,34 @@ class ControllerTest : public ::testing::Test {
     }
   }
 
-  Result<Controller::NodeUpsert> AddNode(const std::string& id, const std::string& leaf, bool spare = false) {
-    Node n;
-    n.id = id;
-    n.hostname = id;
-    n.gpus = 8;
-    n.topology = {{"spine", "s0"}, {"leaf", leaf}};
-    n.nvlink_domain = id;
-    n.spare = spare;
-    std::optional<Result<Controller::NodeUpsert>> out;
-    controller_->UpsertNode(n, false, [&](Result<Controller::NodeUpsert> r) { out = std::move(r); });
+  Result<NodeUpsert> AddNode(const std::string& id, const std::string& leaf, bool spare = false) {
+    Node n = testing::MakeNode(id, leaf, spare);
+    std::optional<Result<NodeUpsert>> out;
+    controller_->UpsertNode(n, false, [&](Result<NodeUpsert> r) { out = std::move(r); });
     Drain();
     return *out;
   }
 
+  // A job another launcher starts (no command): these tests are about admission and the queue.
   JobSpec Spec(int gpus, int tp) {
-    JobSpec s;
-    s.name = "t";
-    s.model = {1e9, 8, 1024, 8, 1024, 32000};
-    s.training.global_batch_size = 64;
-    s.resources.gpus = gpus;
-    s.parallelism = {false, tp, 1, gpus / tp, 0};
+    JobSpec s = testing::MakeSpec(gpus, tp);
+    s.command.clear();
     return s;
   }
 
-  Result<Json> Submit(int gpus, int tp = 8) {
+  Result<JobEntry> Submit(int gpus, int tp = 8) {
     JobSpec s = Spec(gpus, tp);
     auto est = controller_->PlanFor(s);
     EXPECT_TRUE(est.ok()) << est.status().message();
-    std::optional<Result<Json>> out;
-    controller_->SubmitJob(s, *est, [&](Result<Json> r) { out = std::move(r); });
+    std::optional<Result<JobEntry>> out;
+    controller_->SubmitJob(s, *est, [&](Result<JobEntry> r) { out = std::move(r); });
     Drain();
     return *out;
   }
 
-  Result<Json> Cancel(const std::string& id) {
-    std::optional<Result<Json>> out;
-    controller_->CancelJob(id, [&](Result<Json> r) { out = std::move(r); });
+  Result<JobEntry> Cancel(const std::string& id) {
+    std::optional<Result<JobEntry>> out;
+    controller_->CancelJob(id, [&](Result<JobEntry> r) { out = std::move(r); });
     Drain();
     return *out;
   }
@@ -84,17 +76,18 @@ TEST_F(ControllerTest, RegisterThenUpdateKeepsCordon) {
   auto r = AddNode("n1", "l0");
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->created);
-  EXPECT_EQ(r->node["state"], "available");
-  std::optional<Result<Json>> patched;
+  EXPECT_EQ(r->node.state, NodeState::kAvailable);
+  std::optional<Result<NodeView>> patched;
   controller_->PatchNode("n1", NodePatch{false, std::nullopt, std::nullopt, "bad fan"},
-                         [&](Result<Json> j) { patched = std::move(j); });
+                         [&](Result<NodeView> v) { patched = std::move(v); });
   Drain();
   ASSERT_TRUE(patched->ok());
-  EXPECT_EQ((**patched)["state"], "cordoned");
+  EXPECT_EQ((*patched)->state, NodeState::kCordoned);
+  EXPECT_EQ((*patched)->node.reason, "bad fan");
   auto again = AddNode("n1", "l0");  // re-registration without "schedulable" keeps the cordon
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(again->created);
-  EXPECT_EQ(again->node["state"], "cordoned");
+  EXPECT_EQ(again->node.state, NodeState::kCordoned);
 }
 
 TEST_F(ControllerTest, FifoQueueStartsWhenCapacityFrees) {
@@ -102,16 +95,16 @@ TEST_F(ControllerTest, FifoQueueStartsWhenCapacityFrees) {
   AddNode("n2", "l0");
   auto a = Submit(16);
   ASSERT_TRUE(a.ok()) << a.status().message();
-  EXPECT_EQ((*a)["state"], "running");
+  EXPECT_EQ(a->job.state, JobState::kRunning);
   auto b = Submit(8);
   ASSERT_TRUE(b.ok());
-  EXPECT_EQ((*b)["state"], "queued");
-  auto pl = controller_->GetPlacement((*b)["id"]);
+  EXPECT_EQ(b->job.state, JobState::kQueued);
+  auto pl = controller_->GetPlacement(b->job.id);
   EXPECT_EQ(pl.status().code(), Code::kConflict);
-  ASSERT_TRUE(Cancel((*a)["id"]).ok());
-  auto b_now = controller_->GetJob((*b)["id"]);
-  EXPECT_EQ((*b_now)["state"], "running");
-  EXPECT_EQ(controller_->cluster().FreeUsableGpus(), 8);
+  ASSERT_TRUE(Cancel(a->job.id).ok());
+  auto b_now = controller_->GetJob(b->job.id);
+  EXPECT_EQ(b_now->job.state, JobState::kRunning);
+  EXPECT_EQ(controller_->free_usable_gpus(), 8);
 }
 
 TEST_F(ControllerTest, SparesAreNeverUsedForFirstPlacement) {
@@ -124,23 +117,23 @@ TEST_F(ControllerTest, SparesAreNeverUsedForFirstPlacement) {
   EXPECT_EQ(too_big.status().fields()[0].field, "resources.gpus");
   auto ok = Submit(8);
   ASSERT_TRUE(ok.ok());
-  auto text = controller_->GetPlacement((*ok)["id"]);
-  ASSERT_TRUE(text.ok());
-  auto pl = ParseJsonText(*text);
+  auto pl = controller_->GetPlacement(ok->job.id);
   ASSERT_TRUE(pl.ok());
-  for (const auto& r : (*pl)["ranks"]) EXPECT_EQ(r["node"], "n1");
-  EXPECT_EQ((*pl)["quality"]["tp_groups_split"], 0);
+  ASSERT_EQ(pl->placement->ranks.size(), 8u);
+  for (const RankSlot& r : pl->placement->ranks) EXPECT_EQ(r.node, "n1");
+  ASSERT_TRUE(pl->quality.has_value());
+  EXPECT_EQ(pl->quality->tp_groups_split, 0);
 }
 
 TEST_F(ControllerTest, DeleteNodeRefusedWhileRanksRun) {
   AddNode("n1", "l0");
   auto job = Submit(8);
-  std::optional<Result<Json>> del;
-  controller_->DeleteNode("n1", [&](Result<Json> r) { del = std::move(r); });
+  std::optional<Result<NodeView>> del;
+  controller_->DeleteNode("n1", [&](Result<NodeView> r) { del = std::move(r); });
   Drain();
   EXPECT_EQ(del->status().code(), Code::kConflict);
-  ASSERT_TRUE(Cancel((*job)["id"]).ok());
-  controller_->DeleteNode("n1", [&](Result<Json> r) { del = std::move(r); });
+  ASSERT_TRUE(Cancel(job->job.id).ok());
+  controller_->DeleteNode("n1", [&](Result<NodeView> r) { del = std::move(r); });
   Drain();
   EXPECT_TRUE(del->ok());
   EXPECT_EQ(controller_->GetNode("n1").status().code(), Code::kNotFound);
@@ -150,22 +143,20 @@ TEST_F(ControllerTest, RecoveryRestoresNodesJobsAllocationsAndQueue) {
   AddNode("n1", "l0");
   auto running = Submit(8);
   auto queued = Submit(8);
-  ASSERT_EQ((*queued)["state"], "queued");
+  ASSERT_EQ(queued->job.state, JobState::kQueued);
   Reset();  // a new controller over the same durable store
-  auto r = controller_->GetJob((*running)["id"]);
+  auto r = controller_->GetJob(running->job.id);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ((*r)["state"], "running");
-  EXPECT_EQ(controller_->cluster().AllocatedGpus("n1"), 8);
-  auto text = controller_->GetPlacement((*running)["id"]);
-  ASSERT_TRUE(text.ok());
-  auto pl = ParseJsonText(*text);
+  EXPECT_EQ(r->job.state, JobState::kRunning);
+  EXPECT_EQ(controller_->GetNode("n1")->allocated_gpus, 8);
+  auto pl = controller_->GetPlacement(running->job.id);
   ASSERT_TRUE(pl.ok());
-  EXPECT_EQ((*pl)["ranks"][3]["tp"], 3);
-  EXPECT_EQ((*controller_->GetJob((*queued)["id"]))["state"], "queued");
+  EXPECT_EQ(pl->placement->ranks[3].tp, 3);
+  EXPECT_EQ(controller_->GetJob(queued->job.id)->job.state, JobState::kQueued);
   AddNode("n2", "l0");  // capacity arrives: the recovered queue moves
-  EXPECT_EQ((*controller_->GetJob((*queued)["id"]))["state"], "running");
+  EXPECT_EQ(controller_->GetJob(queued->job.id)->job.state, JobState::kRunning);
   auto third = Submit(8);
-  EXPECT_EQ((*third)["id"], "job-000003");  // ids continue after recovery
+  EXPECT_EQ(third->job.id, "job-000003");  // ids continue after recovery
 }
 
 TEST_F(ControllerTest, FailedCommitIsNotAcknowledgedAndStopsWrites) {

@@ -1,0 +1,118 @@
+#include "api/views.h"
+
+namespace shepherd {
+
+Json RenderNode(const NodeView& v) {
+  Json j = ToJson(v.node);
+  j["state"] = ToString(v.state);
+  j["allocated_gpus"] = v.allocated_gpus;
+  j["jobs"] = v.jobs;
+  return j;
+}
+
+Json RenderNodeList(const NodeList& list) {
+  Json items = Json::array();
+  for (const NodeView& v : list.nodes) items.push_back(RenderNode(v));
+  Json by_state = Json::object();
+  for (const auto& [state, n] : list.by_state) by_state[ToString(state)] = n;
+  Json deficits = Json::array();
+  for (const auto& d : list.spare_deficits)
+    deficits.push_back({{"level", d.level}, {"label", d.label}, {"have", d.have}, {"want", d.want}});
+  return {{"nodes", std::move(items)},
+          {"summary",
+           {{"nodes", list.total},
+            {"by_state", std::move(by_state)},
+            {"usable_gpus", list.usable_gpus},
+            {"free_usable_gpus", list.free_usable_gpus},
+            {"spare_deficits", std::move(deficits)}}}};
+}
+
+Json RenderJob(const JobEntry& e) {
+  Json j = ToJson(e.job);  // the stored record, plus what the API shows besides
+  j.erase("seq");
+  j["name"] = e.job.spec.name;
+  j["estimate"] = ToJson(e.estimate);
+  if (e.attempt) {
+    j["current_attempt"] = {{"number", e.attempt->number},
+                            {"started_at", FormatRfc3339(e.attempt->started_at)},
+                            {"reason", e.attempt->reason},
+                            {"resume_checkpoint", e.attempt->resume_checkpoint},
+                            {"resume_step", e.attempt->resume_step}};
+    if (e.attempt->ended_at) j["current_attempt"]["ended_at"] = FormatRfc3339(*e.attempt->ended_at);
+  }
+  return j;
+}
+
+Json RenderJobList(const std::vector<JobEntry>& jobs) {
+  Json items = Json::array();
+  for (const JobEntry& e : jobs) items.push_back(RenderJob(e));
+  return {{"jobs", std::move(items)}};
+}
+
+std::string RenderPlacement(const PlacementView& v) {
+  Json quality = nullptr;
+  if (v.quality)
+    quality = {{"tp_groups_split", v.quality->tp_groups_split},
+               {"cross_leaf_edges", v.quality->cross_leaf_edges},
+               {"cross_spine_edges", v.quality->cross_spine_edges},
+               {"cross_leaf_bytes_per_step", v.quality->cross_leaf_bytes_per_step},
+               {"cross_spine_bytes_per_step", v.quality->cross_spine_bytes_per_step}};
+  // Node ids are validated ([A-Za-z0-9._-]) and need no escaping.
+  std::string out = "{\"attempt\":" + std::to_string(v.attempt) + ",\"state\":\"" + ToString(v.state) +
+                    "\",\"quality\":" + quality.dump() + ",\"ranks\":[";
+  out.reserve(out.size() + v.placement->ranks.size() * 72);
+  for (const RankSlot& r : v.placement->ranks) {
+    if (out.back() != '[') out += ',';
+    out += "{\"rank\":" + std::to_string(r.rank) + ",\"node\":\"" + r.node +
+           "\",\"gpu\":" + std::to_string(r.gpu) + ",\"tp\":" + std::to_string(r.tp) +
+           ",\"pp\":" + std::to_string(r.pp) + ",\"dp\":" + std::to_string(r.dp) + "}";
+  }
+  out += "]}";
+  return out;
+}
+
+Json RenderIngest(const IngestSummary& s) {
+  Json rejected = Json::array();
+  for (const auto& r : s.rejected) rejected.push_back({{"index", r.index}, {"error", r.error}});
+  return {{"accepted", s.accepted}, {"rejected", std::move(rejected)}, {"ignored", s.ignored}};
+}
+
+Json RenderCheckpoints(const CheckpointList& c) {
+  Json items = Json::array();
+  for (const Checkpoint& x : c.checkpoints) items.push_back(ToJson(x));
+  return {{"checkpoints", std::move(items)},
+          {"last_known_good", c.last_known_good ? Json(*c.last_known_good) : Json(nullptr)}};
+}
+
+Json RenderFailures(const std::vector<Finding>& fs) {
+  Json items = Json::array();
+  for (const Finding& f : fs) items.push_back(ToJson(f));
+  return {{"failures", std::move(items)}};
+}
+
+Json RenderRestart(const RestartOutcome& r) {
+  return {{"attempt", r.attempt},
+          {"state", ToString(r.state)},
+          {"checkpoint", r.checkpoint ? ToJson(*r.checkpoint) : Json(nullptr)}};
+}
+
+Json RenderAssignments(const Assignments& a) {
+  Json ranks = Json::array();
+  for (const RankAssignment& r : a.ranks)
+    ranks.push_back({{"job", r.rank.job},
+                     {"attempt", r.rank.attempt},
+                     {"rank", r.rank.rank},
+                     {"gpu", r.gpu},
+                     {"command", r.command},
+                     {"env", r.env}});
+  return {{"version", a.version}, {"ranks", std::move(ranks)}};
+}
+
+Json RenderHeartbeatAck(const HeartbeatAck& a) {
+  Json acks = Json::array();
+  for (const RankRef& r : a.ack_exits)
+    acks.push_back({{"job", r.job}, {"attempt", r.attempt}, {"rank", r.rank}});
+  return {{"ack_exits", std::move(acks)}, {"assignments_version", a.assignments_version}};
+}
+
+}  // namespace shepherd

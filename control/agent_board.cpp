@@ -1,0 +1,118 @@
+#include "control/agent_board.h"
+
+#include <spdlog/spdlog.h>
+
+namespace shepherd {
+
+AgentBoard::HeartbeatOutcome AgentBoard::OnHeartbeat(const std::string& node, const AgentHeartbeat& hb,
+                                                     Time now) {
+  HeartbeatOutcome out;
+  Agent& agent = agents_[node];
+  agent.last_heartbeat = now;
+  out.back = agent.lost;
+  if (agent.lost) spdlog::info("agent of node {} is back", node);
+  agent.lost = false;
+  agent.running.clear();
+  for (const ProcessStatus& p : hb.processes) {
+    if (p.running)
+      agent.running.emplace_back(p.rank.job, p.rank.attempt);
+    else
+      out.exits.push_back(p);
+  }
+  for (const GpuFault& g : hb.gpu_faults)
+    if (agent.faults_seen.insert(std::to_string(g.gpu) + ":" + g.kind).second) out.new_faults.push_back(g);
+  return out;
+}
+
+std::vector<std::pair<std::string, Duration>> AgentBoard::CheckLiveness(Time now) {
+  std::vector<std::pair<std::string, Duration>> lost;
+  for (auto& [node, agent] : agents_) {
+    if (agent.lost || now - agent.last_heartbeat < Seconds(node_timeout_s_)) continue;
+    agent.lost = true;
+    agent.running.clear();
+    spdlog::warn("agent of node {} silent for {:.1f} s: node lost", node,
+                 ToSeconds(now - agent.last_heartbeat));
+    lost.emplace_back(node, now - agent.last_heartbeat);
+  }
+  return lost;
+}
+
+void AgentBoard::HoldLaunch(const std::string& job, int attempt, std::set<std::string> nodes, Time deadline) {
+  gates_[job] = {attempt, std::move(nodes), deadline};
+}
+
+bool AgentBoard::OlderAttemptRunning(const std::string& job, int attempt) const {
+  for (const auto& [node, agent] : agents_) {
+    if (agent.lost) continue;
+    for (const auto& [j, a] : agent.running)
+      if (j == job && a < attempt) return true;
+  }
+  return false;
+}
+
+void AgentBoard::OnTick(Time now) {
+  for (auto it = gates_.begin(); it != gates_.end();) {
+    bool old_running = OlderAttemptRunning(it->first, it->second.attempt);
+    if (old_running && now < it->second.deadline) {
+      ++it;
+      continue;
+    }
+    if (old_running)
+      spdlog::warn("job {}: old ranks still running after the stop timeout; starting anyway", it->first);
+    std::set<std::string> nodes = std::move(it->second.nodes);
+    it = gates_.erase(it);
+    for (const std::string& n : nodes) Bump(n);
+  }
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    std::vector<Waiter> keep, due;
+    for (Waiter& w : it->second) (w.deadline > now ? keep : due).push_back(std::move(w));
+    if (!due.empty()) {
+      Assignments answer = Current(it->first);
+      for (Waiter& w : due) w.done(answer);
+    }
+    if (keep.empty())
+      it = waiters_.erase(it);
+    else
+      (it++)->second = std::move(keep);
+  }
+}
+
+void AgentBoard::Bump(const std::string& node) {
+  ++versions_[node];
+  auto it = waiters_.find(node);
+  if (it == waiters_.end()) return;
+  std::vector<Waiter> ws = std::move(it->second);
+  waiters_.erase(it);
+  Assignments answer = Current(node);
+  for (Waiter& w : ws) w.done(answer);
+}
+
+int64_t AgentBoard::version(const std::string& node) const {
+  auto it = versions_.find(node);
+  return it == versions_.end() ? 0 : it->second;
+}
+
+Assignments AgentBoard::Current(const std::string& node) const {
+  Assignments out;
+  out.version = version(node);
+  for (RankAssignment& r : source_(node))
+    if (!gates_.count(r.rank.job)) out.ranks.push_back(std::move(r));
+  return out;
+}
+
+void AgentBoard::Watch(const std::string& node, int64_t known, Time deadline, Time now,
+                       Done<Assignments> done) {
+  if (version(node) != known || deadline <= now) return done(Current(node));
+  waiters_[node].push_back({deadline, std::move(done)});
+}
+
+void AgentBoard::ReleaseWaiters() {
+  auto waiters = std::move(waiters_);
+  waiters_.clear();
+  for (auto& [node, ws] : waiters) {
+    Assignments answer = Current(node);
+    for (Waiter& w : ws) w.done(answer);
+  }
+}
+
+}  // namespace shepherd

@@ -1,0 +1,86 @@
+// AgentBoard: the node agents (docs/agent-protocol.md) as the daemon sees them.
+// Owns: per node, the agent's last heartbeat, whether it is lost, which (job, attempt) its live ranks
+// belong to and which GPU faults it already reported; per node, the assignments version and the long polls
+// waiting on it; per job, the launch gate of a restarted attempt. Control thread only.
+// The desired ranks of a node come from an AssignmentSource (the Controller composes it from jobs and
+// checkpoints); the board withholds the ranks of jobs whose launch gate is closed.
+// Invariants: a version only grows; every waiter is answered exactly once (on a bump, its deadline, or
+// ReleaseWaiters); a gate opens once no live agent runs an older attempt of the job, or at its deadline.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "control/callbacks.h"
+#include "core/agent_protocol.h"
+#include "core/time.h"
+
+namespace shepherd {
+
+using AssignmentSource = std::function<std::vector<RankAssignment>(const std::string& node)>;
+
+class AgentBoard {
+ public:
+  AgentBoard(AssignmentSource source, double node_timeout_s)
+      : source_(std::move(source)), node_timeout_s_(node_timeout_s) {}
+
+  struct HeartbeatOutcome {
+    bool back = false;                 // the agent had been declared lost
+    std::vector<ProcessStatus> exits;  // rank processes that exited (acknowledged in the answer)
+    std::vector<GpuFault> new_faults;  // GPU faults not reported before
+  };
+  HeartbeatOutcome OnHeartbeat(const std::string& node, const AgentHeartbeat& hb, Time now);
+  // Agents silent for the node timeout: declared lost now (once per silence). Their nodes (sorted) with
+  // how long each was silent.
+  std::vector<std::pair<std::string, Duration>> CheckLiveness(Time now);
+  // Recovery at start-up: an attached agent gets a full timeout from now (liveness was not persisted).
+  void Restore(const std::string& node, Time now) { agents_[node].last_heartbeat = now; }
+
+  // Withholds `job`'s ranks from agents until no live agent runs an attempt older than `attempt` (or
+  // until `deadline`); `nodes` are bumped when the gate opens.
+  void HoldLaunch(const std::string& job, int attempt, std::set<std::string> nodes, Time deadline);
+  void DropGate(const std::string& job) { gates_.erase(job); }
+  // Opens due gates (bumping their nodes) and answers long polls past their deadline.
+  void OnTick(Time now);
+
+  // The node's desired set changed: its version grows and its long polls are answered.
+  void Bump(const std::string& node);
+  Assignments Current(const std::string& node) const;
+  // Long poll: answers at once when the version differs from `known` or `deadline` has passed; otherwise on
+  // the next Bump or the first OnTick at or after `deadline`.
+  void Watch(const std::string& node, int64_t known, Time deadline, Time now, Done<Assignments> done);
+  // Answers every pending long poll now (shutdown: in-flight requests must finish).
+  void ReleaseWaiters();
+  int64_t version(const std::string& node) const;
+
+ private:
+  struct Agent {
+    Time last_heartbeat{};
+    bool lost = false;
+    std::vector<std::pair<std::string, int>> running;  // (job, attempt) of its live rank processes
+    std::set<std::string> faults_seen;                 // "gpu:kind" already reported
+  };
+  struct Gate {
+    int attempt = 0;
+    std::set<std::string> nodes;
+    Time deadline{};
+  };
+  struct Waiter {
+    Time deadline{};
+    Done<Assignments> done;
+  };
+  bool OlderAttemptRunning(const std::string& job, int attempt) const;
+
+  AssignmentSource source_;
+  double node_timeout_s_;
+  std::map<std::string, Agent> agents_;
+  std::map<std::string, Gate> gates_;
+  std::map<std::string, int64_t> versions_;
+  std::map<std::string, std::vector<Waiter>> waiters_;
+};
+
+}  // namespace shepherd

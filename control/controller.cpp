@@ -1,0 +1,175 @@
+// Controller: construction, commits, settling attempt events, nodes, jobs and their views.
+#include "control/controller.h"
+
+#include <spdlog/spdlog.h>
+
+namespace shepherd {
+
+Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOptions options)
+    : store_(store),
+      clock_(clock),
+      post_(std::move(post)),
+      options_(std::move(options)),
+      inventory_(options_.levels, {options_.min_spares_per_leaf, options_.min_spares_per_spine}),
+      jobs_(&inventory_, options_.default_gpu_memory_gib),
+      recovery_(&inventory_, &jobs_),
+      agents_([this](const std::string& node) { return DesiredRanks(node); },
+              options_.node_heartbeat_timeout_s) {}
+
+Controller::~Controller() = default;
+
+Status Controller::CheckWritable() const {
+  if (storage_failed_) return Unavailable("storage failed; the daemon is shutting down");
+  if (!ready_) return Unavailable("state is not recovered yet");
+  return Status::Ok();
+}
+
+void Controller::Commit(WriteBatch batch, std::function<void(Status)> done) {
+  Settle(clock_->Now());
+  if (batch.empty()) {
+    post_([done = std::move(done)] { done(Status::Ok()); });
+    return;
+  }
+  store_->Write(std::move(batch), [this, done = std::move(done)](Status s) mutable {
+    post_([this, s = std::move(s), done = std::move(done)] {
+      if (!s.ok()) OnStorageFailure(s);
+      done(s);
+    });
+  });
+}
+
+void Controller::OnStorageFailure(const Status& s) {
+  if (storage_failed_) return;
+  storage_failed_ = true;
+  spdlog::critical("storage write failed: {}; refusing further writes", s.message());
+  if (on_storage_failure_) on_storage_failure_(s);
+}
+
+JobHealth& Controller::HealthOf(const std::string& job) {
+  auto& slot = health_[job];
+  if (!slot) slot = std::make_unique<JobHealth>(jobs_.Find(job)->job);
+  return *slot;
+}
+
+void Controller::Settle(Time now) {
+  std::vector<AttemptEvent> events = jobs_.TakeEvents();
+  // Gates first: a bump below answers long polls at once, and a restarted attempt's ranks must not reach an
+  // agent before the older attempt's ranks have stopped (or stop_timeout_s passed).
+  for (const AttemptEvent& ev : events)
+    if (ev.kind == AttemptEvent::Kind::kStarted && ev.attempt > 1)
+      agents_.HoldLaunch(ev.job, ev.attempt, ev.nodes, now + Seconds(options_.stop_timeout_s));
+  for (const AttemptEvent& ev : events) {
+    const JobEntry* e = jobs_.Find(ev.job);
+    JobHealth& health = HealthOf(ev.job);
+    if (ev.kind == AttemptEvent::Kind::kStarted) {
+      // Jobs our agents launch are watched from the start (startup grace); jobs another launcher starts,
+      // from their first report.
+      if (e->attempt->number == ev.attempt)
+        health.OnAttemptStart(e->job, *e->attempt, /*watch_now=*/!e->job.spec.command.empty(), now);
+    } else {
+      if (e->attempt->number == ev.attempt) health.OnAttemptEnd();
+      if (IsTerminal(e->job.state)) {
+        health.OnJobEnd();
+        recovery_.Forget(ev.job);
+        agents_.DropGate(ev.job);
+      }
+    }
+    for (const std::string& node : ev.nodes) agents_.Bump(node);
+  }
+}
+
+void Controller::Schedule(Time now, WriteBatch* batch) {
+  jobs_.Schedule([this](const std::string& job) { return HealthOf(job).DefaultResume(); }, now, batch);
+}
+
+// ---- Nodes
+
+void Controller::UpsertNode(Node node, bool schedulable_given, Done<NodeUpsert> done) {
+  if (Status s = CheckWritable(); !s.ok()) return done(s);
+  Time now = clock_->Now();
+  WriteBatch batch;
+  bool created = false;
+  std::string id = node.id;
+  auto v = inventory_.Upsert(std::move(node), schedulable_given, now, &batch, &created);
+  if (!v.ok()) return done(v.status());
+  Schedule(now, &batch);
+  CommitThen<NodeUpsert>(std::move(batch), std::move(done), [this, id, created] {
+    return NodeUpsert{inventory_.View(id).value_or(NodeView{}), created};
+  });
+}
+
+void Controller::PatchNode(const std::string& id, NodePatch patch, Done<NodeView> done) {
+  if (Status s = CheckWritable(); !s.ok()) return done(s);
+  Time now = clock_->Now();
+  WriteBatch batch;
+  auto v = inventory_.Patch(id, patch, now, &batch);
+  if (!v.ok()) return done(v.status());
+  Schedule(now, &batch);
+  CommitThen<NodeView>(std::move(batch), std::move(done), [this, id] { return *inventory_.View(id); });
+}
+
+void Controller::DeleteNode(const std::string& id, Done<NodeView> done) {
+  if (Status s = CheckWritable(); !s.ok()) return done(s);
+  WriteBatch batch;
+  auto last = inventory_.Remove(id, &batch);
+  if (!last.ok()) return done(last.status());
+  CommitThen<NodeView>(std::move(batch), std::move(done), [last = *last] { return last; });
+}
+
+Result<NodeView> Controller::GetNode(const std::string& id) const {
+  auto v = inventory_.View(id);
+  if (!v) return NotFound("no node " + id);
+  return *v;
+}
+
+// ---- Jobs
+
+void Controller::SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobEntry> done) {
+  if (Status s = CheckWritable(); !s.ok()) return done(s);
+  Time now = clock_->Now();
+  WriteBatch batch;
+  auto id = jobs_.Submit(std::move(spec), std::move(estimate), now, &batch);
+  if (!id.ok()) return done(id.status());
+  Schedule(now, &batch);
+  CommitThen<JobEntry>(std::move(batch), std::move(done), [this, id = *id] { return *jobs_.Find(id); });
+}
+
+void Controller::CancelJob(const std::string& id, Done<JobEntry> done) {
+  if (Status s = CheckWritable(); !s.ok()) return done(s);
+  Time now = clock_->Now();
+  WriteBatch batch;
+  if (Status s = jobs_.Cancel(id, now, &batch); !s.ok()) return done(s);
+  // A job waiting for its backoff has no attempt to end (so no event to settle): forget it here.
+  recovery_.Forget(id);
+  agents_.DropGate(id);
+  if (auto it = health_.find(id); it != health_.end()) it->second->OnJobEnd();
+  Schedule(now, &batch);
+  CommitThen<JobEntry>(std::move(batch), std::move(done), [this, id] { return *jobs_.Find(id); });
+}
+
+Result<JobEntry> Controller::GetJob(const std::string& id) const {
+  const JobEntry* e = jobs_.Find(id);
+  if (!e) return NotFound("no job " + id);
+  return *e;
+}
+
+std::vector<JobEntry> Controller::ListJobs(std::optional<JobState> state) const {
+  std::vector<JobEntry> out;
+  for (const auto& [id, e] : jobs_.all())
+    if (!state || e.job.state == *state) out.push_back(e);
+  return out;
+}
+
+Result<PlacementView> Controller::GetPlacement(const std::string& id) const {
+  const JobEntry* e = jobs_.Find(id);
+  if (!e) return NotFound("no job " + id);
+  if (!e->attempt)
+    return Conflict("job " + id + " is " + ToString(e->job.state) + " and has no placement yet");
+  PlacementView v{e->attempt->number, e->job.state, std::nullopt, &e->attempt->placement};
+  if (inventory_.cluster().Holds(id))
+    v.quality = EvaluatePlacement(inventory_.cluster(), e->job.plan, e->attempt->placement,
+                                  e->estimate.comm.dp, e->estimate.comm.pp);
+  return v;
+}
+
+}  // namespace shepherd

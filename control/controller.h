@@ -1,0 +1,183 @@
+// Controller: the façade of the control layer, the one header api/ includes. It owns the store handle and
+// the owners of control-plane state, and runs each API call, report batch, agent heartbeat and tick as one
+// operation over them:
+//   Inventory (nodes, allocations) · JobBook (jobs, attempts, queue) · JobHealth per job (monitor, ledger,
+//   SDC replays) · RecoveryExecutor (findings → policy → actions, restart budgets) · AgentBoard (agents,
+//   assignments, long polls, launch gates) · FindingLog (findings, ids, counters).
+// Consequences that cross owners are wired here and only here: findings go FindingLog → RecoveryExecutor;
+// attempt starts and ends that JobBook queued are settled (Settle) into JobHealth and AgentBoard before the
+// operation commits.
+//
+// Threading: every method runs on the one control thread. Store completions arrive on the writer thread and
+// are posted back through `post`, so callbacks (`Done`) also run on the control thread.
+// Durability: memory changes first, so reads may show a change whose COMMIT is pending; a change is
+// acknowledged (Done with a value) only once durable. If a COMMIT fails the controller stops accepting
+// writes (kUnavailable), reports not-ready and calls `on_storage_failure` so the daemon can exit.
+// Values in and out are domain values (core/, health/report.h); api/ parses and renders JSON. The one
+// exception is GetHealth, whose shape the health module builds (health/job_monitor_json.cpp).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "control/agent_board.h"
+#include "control/callbacks.h"
+#include "control/finding_log.h"
+#include "control/inventory.h"
+#include "control/job_book.h"
+#include "control/job_health.h"
+#include "control/recovery_executor.h"
+#include "core/agent_protocol.h"
+#include "core/json.h"
+#include "health/report.h"
+#include "scheduler/placement.h"
+#include "storage/store.h"
+
+namespace shepherd {
+
+struct ControllerOptions {
+  TopologyLevels levels = DefaultTopologyLevels();
+  double default_gpu_memory_gib = 80;  // GPU size for planning when the inventory is empty
+  int min_spares_per_leaf = 0;         // reserve reported in GET /v1/nodes and metrics when not met
+  int min_spares_per_spine = 0;
+  double node_heartbeat_timeout_s = 10;  // an attached agent silent this long: its node is lost
+  double stop_timeout_s = 30;            // longest wait for an old attempt's ranks to stop before a restart
+  std::string advertise_url;             // SHEPHERD_URL given to ranks (the daemon sets it once listening)
+  std::string rank_token;                // SHEPHERD_TOKEN given to ranks
+};
+
+struct NodeUpsert {
+  NodeView node;
+  bool created = false;
+};
+struct PlacementView {
+  int attempt = 0;
+  JobState state = JobState::kQueued;
+  std::optional<PlacementQuality> quality;  // while the job holds its GPUs
+  const Placement* placement = nullptr;     // valid until the next operation on the control thread
+};
+struct IngestSummary {
+  int accepted = 0;  // includes ignored
+  int ignored = 0;
+  std::vector<ReportBatch::Rejected> rejected;
+};
+struct RestartOutcome {
+  int attempt = 0;
+  JobState state = JobState::kQueued;
+  std::optional<Checkpoint> checkpoint;
+};
+struct CheckpointList {
+  std::vector<Checkpoint> checkpoints;
+  std::optional<std::string> last_known_good;
+};
+
+class Controller {
+ public:
+  Controller(Store* store, const Clock* clock, Post post, ControllerOptions options);
+  ~Controller();
+
+  // Loads every durable record and rebuilds memory (allocations of running jobs, the queue), then places
+  // queued jobs. REQUIRES: called once, before anything else.
+  Status Recover();
+  bool ready() const { return ready_ && !storage_failed_; }
+  void set_on_storage_failure(std::function<void(const Status&)> f) { on_storage_failure_ = std::move(f); }
+  void set_advertise_url(std::string url) { options_.advertise_url = std::move(url); }
+
+  // ---- Nodes
+  void UpsertNode(Node node, bool schedulable_given, Done<NodeUpsert> done);
+  void PatchNode(const std::string& id, NodePatch patch, Done<NodeView> done);
+  void DeleteNode(const std::string& id, Done<NodeView> done);
+  Result<NodeView> GetNode(const std::string& id) const;
+  NodeList ListNodes(const NodeFilter& filter) const { return inventory_.List(filter); }
+  std::vector<SpareDeficit> SpareDeficits() const { return inventory_.SpareDeficits(); }
+  const TopologyLevels& levels() const { return inventory_.cluster().levels(); }
+  int64_t free_usable_gpus() const { return inventory_.cluster().FreeUsableGpus(); }
+
+  // ---- Planning and jobs
+  Result<PlanEstimate> PlanFor(const JobSpec& spec) const { return jobs_.PlanFor(spec); }
+  // Admits a job whose plan fits GPU memory (queued or running). kInvalidContent when larger than the
+  // usable inventory.
+  void SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobEntry> done);
+  void CancelJob(const std::string& id, Done<JobEntry> done);
+  Result<JobEntry> GetJob(const std::string& id) const;
+  std::vector<JobEntry> ListJobs(std::optional<JobState> state) const;
+  Result<PlacementView> GetPlacement(const std::string& id) const;
+
+  // ---- Agents (docs/agent-protocol.md)
+  // Marks the node's agent attached and alive; rank exits and GPU faults become findings.
+  void NodeHeartbeat(const std::string& node, const AgentHeartbeat& heartbeat, Done<HeartbeatAck> done);
+  void WatchAssignments(const std::string& node, int64_t known, Time deadline, Done<Assignments> done);
+  void ReleaseWaiters() { agents_.ReleaseWaiters(); }
+
+  // ---- Recovery
+  // POST /v1/jobs/{id}/restart; kConflict when no checkpoint qualifies.
+  void RestartJob(const std::string& id, const std::string& from,
+                  const std::vector<std::string>& replace_nodes, const std::string& reason,
+                  Done<RestartOutcome> done);
+
+  // ---- Health
+  // A batch of rank reports: memory only, except what they reveal (checkpoint grades, urgent findings), which
+  // is committed before `done`.
+  void IngestReports(const std::string& job, const ReportBatch& batch, Done<IngestSummary> done);
+  // Periodic: evaluates every job, agents' liveness and launch gates, due restarts, the queue.
+  void Tick();
+  Result<Json> GetHealth(const std::string& id) const;
+  Result<CheckpointList> GetCheckpoints(const std::string& id) const;
+  // kNotFound when q.job names no job.
+  Result<std::vector<Finding>> GetFailures(const FindingQuery& q) const;
+  // Counters for /metrics.
+  const std::map<FindingKind, uint64_t>& finding_counts() const { return findings_.counts(); }
+  const std::map<std::string, uint64_t>& report_counts() const { return report_counts_; }
+
+ private:
+  Status CheckWritable() const;
+  // Settles, then persists `batch`; `done` runs on the control thread after COMMIT.
+  void Commit(WriteBatch batch, std::function<void(Status)> done);
+  template <typename T>
+  void CommitThen(WriteBatch batch, Done<T> done, std::function<T()> answer);
+  void OnStorageFailure(const Status& s);
+
+  // Carries attempt starts and ends queued by JobBook into JobHealth and AgentBoard.
+  void Settle(Time now);
+  JobHealth& HealthOf(const std::string& job);
+  // Records a finding: id, recovery (its actions), the log, the batch.
+  void RecordFinding(Finding f, Time now, WriteBatch* batch);
+  void EvaluateJob(const std::string& job, Time now, WriteBatch* batch);
+  void PersistTransitions(const std::vector<CheckpointTransition>& ts, WriteBatch* batch);
+  // Agent liveness (node_lost findings), launch gates and long-poll deadlines.
+  void CheckAgents(Time now, WriteBatch* batch);
+  void OnRankExit(const std::string& node, const ProcessStatus& p, Time now, WriteBatch* batch);
+  // Places queued jobs.
+  void Schedule(Time now, WriteBatch* batch);
+  // What the node's agent must run (AgentBoard's source).
+  std::vector<RankAssignment> DesiredRanks(const std::string& node) const;
+
+  Store* store_;
+  const Clock* clock_;
+  Post post_;
+  ControllerOptions options_;
+  Inventory inventory_;
+  JobBook jobs_;
+  std::map<std::string, std::unique_ptr<JobHealth>> health_;
+  RecoveryExecutor recovery_;
+  AgentBoard agents_;
+  FindingLog findings_;
+  std::map<std::string, uint64_t> report_counts_;
+  bool ready_ = false;
+  bool storage_failed_ = false;
+  std::function<void(const Status&)> on_storage_failure_;
+};
+
+template <typename T>
+void Controller::CommitThen(WriteBatch batch, Done<T> done, std::function<T()> answer) {
+  Commit(std::move(batch), [done = std::move(done), answer = std::move(answer)](Status s) {
+    if (!s.ok()) return done(s);
+    done(answer());
+  });
+}
+
+}  // namespace shepherd

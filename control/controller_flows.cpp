@@ -1,0 +1,227 @@
+// Controller: the flows that cross owners. Rank reports and the tick (health → findings → recovery), agent
+// heartbeats (exits and faults → findings), forced restarts, and the health views.
+#include <spdlog/spdlog.h>
+
+#include "control/controller.h"
+#include "control/records.h"
+
+namespace shepherd {
+namespace {
+
+// Recurrence is judged against this many of the job's latest findings.
+constexpr size_t kRecurrenceWindow = 64;
+
+Finding NodeFinding(const std::string& job, int attempt, FindingKind kind, const std::string& node, Time now,
+                    std::string detail) {
+  Finding f;
+  f.job = job;
+  f.attempt = attempt;
+  f.kind = kind;
+  f.nodes = {node};
+  f.detected_at = now;
+  f.detail = std::move(detail);
+  return f;
+}
+
+}  // namespace
+
+void Controller::PersistTransitions(const std::vector<CheckpointTransition>& ts, WriteBatch* batch) {
+  for (const CheckpointTransition& t : ts) {
+    batch->Put(CheckpointRecord(t.checkpoint));
+    if (!t.created)
+      spdlog::info("checkpoint {} {} -> {}: {}", t.checkpoint.id, ToString(t.from),
+                   ToString(t.checkpoint.status), t.checkpoint.reason);
+  }
+}
+
+void Controller::RecordFinding(Finding f, Time now, WriteBatch* batch) {
+  f.id = findings_.NextId();
+  if (jobs_.Find(f.job)) {
+    std::vector<Finding> earlier = findings_.Recent(f.job, kRecurrenceWindow);
+    recovery_.OnFinding(f, HealthOf(f.job), earlier, now, batch);
+    Settle(now);  // a restart replaced the monitor and the agents' assignments before anything else runs
+  }
+  spdlog::warn("finding {} {} job {} attempt {}: {}", f.id, ToString(f.kind), f.job, f.attempt, f.detail);
+  batch->Put(FindingRecord(f));
+  findings_.Add(std::move(f));
+}
+
+void Controller::EvaluateJob(const std::string& job, Time now, WriteBatch* batch) {
+  auto it = health_.find(job);
+  if (it == health_.end()) return;
+  JobHealth::Evaluation ev = it->second->Evaluate(now);
+  PersistTransitions(ev.transitions, batch);
+  if (ev.good_progress) recovery_.OnGoodProgress(job);
+  // Recovery may end the attempt (and its monitor) while these are recorded.
+  for (Finding& f : ev.findings) RecordFinding(std::move(f), now, batch);
+}
+
+void Controller::IngestReports(const std::string& job, const ReportBatch& reports, Done<IngestSummary> done) {
+  if (Status s = CheckWritable(); !s.ok()) return done(s);
+  const JobEntry* e = jobs_.Find(job);
+  if (!e) return done(NotFound("no job " + job));
+  auto h = health_.find(job);
+  if (h == health_.end() || !h->second->running())
+    return done(Conflict("job " + job + " is " + ToString(e->job.state) + ": no attempt is running"));
+  Time now = clock_->Now();
+  JobHealth::IngestOutcome in = h->second->Ingest(reports, now);
+  report_counts_["accepted"] += in.accepted - in.ignored;
+  report_counts_["ignored"] += in.ignored;
+  report_counts_["rejected"] += in.rejected.size();
+  WriteBatch batch;
+  PersistTransitions(in.transitions, &batch);
+  if (in.urgent) EvaluateJob(job, now, &batch);
+  IngestSummary out{in.accepted, in.ignored, std::move(in.rejected)};
+  if (batch.empty()) return done(std::move(out));
+  CommitThen<IngestSummary>(std::move(batch), std::move(done), [out = std::move(out)] { return out; });
+}
+
+void Controller::Tick() {
+  if (!CheckWritable().ok()) return;
+  Time now = clock_->Now();
+  WriteBatch batch;
+  std::vector<std::string> ids;
+  for (const auto& [id, h] : health_) ids.push_back(id);
+  for (const std::string& id : ids) EvaluateJob(id, now, &batch);
+  CheckAgents(now, &batch);
+  recovery_.StartDue(now, &batch);
+  Schedule(now, &batch);
+  Settle(now);
+  if (!batch.empty()) Commit(std::move(batch), [](Status) {});
+}
+
+void Controller::CheckAgents(Time now, WriteBatch* batch) {
+  for (const auto& [node, silent] : agents_.CheckLiveness(now)) {
+    for (const std::string& job : inventory_.cluster().JobsOn(node)) {
+      const JobEntry* e = jobs_.Find(job);
+      Finding f = NodeFinding(job, e->job.attempt, FindingKind::kNodeLost, node, now,
+                              "no agent heartbeat from " + node + " for " +
+                                  std::to_string(static_cast<int>(ToSeconds(silent))) + " s");
+      if (e->attempt)
+        for (const RankSlot& r : e->attempt->placement.ranks)
+          if (r.node == node) f.ranks.push_back(r.rank);
+      RecordFinding(std::move(f), now, batch);
+    }
+  }
+  Settle(now);
+  agents_.OnTick(now);
+}
+
+void Controller::OnRankExit(const std::string& node, const ProcessStatus& p, Time now, WriteBatch* batch) {
+  const JobEntry* e = jobs_.Find(p.rank.job);
+  if (!e || !e->attempt || e->attempt->number != p.rank.attempt || e->job.state != JobState::kRunning)
+    return;  // an old attempt's rank, stopped on purpose
+  if (p.exit_code == 0) {
+    if (jobs_.OnRankExitedOk(p.rank, now, batch)) Schedule(now, batch);
+    return;
+  }
+  std::string how = p.signal      ? "killed by signal " + std::to_string(*p.signal)
+                    : p.exit_code ? "exited with code " + std::to_string(*p.exit_code)
+                                  : "exited (code unknown)";
+  Finding f = NodeFinding(p.rank.job, p.rank.attempt, FindingKind::kProcessExit, node, now,
+                          "rank " + std::to_string(p.rank.rank) + " on " + node + " " + how);
+  f.ranks = {p.rank.rank};
+  if (!p.error.empty()) f.detail += ": " + p.error;
+  RecordFinding(std::move(f), now, batch);
+}
+
+void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb, Done<HeartbeatAck> done) {
+  if (Status s = CheckWritable(); !s.ok()) return done(s);
+  if (!inventory_.Find(node)) return done(NotFound("no node " + node + "; register it first"));
+  Time now = clock_->Now();
+  WriteBatch batch;
+  inventory_.MarkAgentAttached(node, now, &batch);
+  AgentBoard::HeartbeatOutcome out = agents_.OnHeartbeat(node, hb, now);
+  HeartbeatAck ack;
+  for (const ProcessStatus& p : out.exits) {
+    ack.ack_exits.push_back(p.rank);
+    OnRankExit(node, p, now, &batch);
+  }
+  for (const GpuFault& g : out.new_faults)
+    for (const std::string& job : inventory_.cluster().JobsOn(node))
+      RecordFinding(NodeFinding(job, jobs_.Find(job)->job.attempt, FindingKind::kGpuFault, node, now,
+                                "agent of " + node + " reports GPU " + std::to_string(g.gpu) + " " + g.kind +
+                                    ": " + g.detail),
+                    now, &batch);
+  CheckAgents(now, &batch);
+  CommitThen<HeartbeatAck>(std::move(batch), std::move(done), [this, node, ack = std::move(ack)]() mutable {
+    ack.assignments_version = agents_.version(node);
+    return std::move(ack);
+  });
+}
+
+void Controller::WatchAssignments(const std::string& node, int64_t known, Time deadline,
+                                  Done<Assignments> done) {
+  if (!ready()) return done(Unavailable("the daemon is not ready"));
+  if (!inventory_.Find(node)) return done(NotFound("no node " + node));
+  agents_.Watch(node, known, deadline, clock_->Now(),
+                [done = std::move(done)](Result<Assignments> a) { done(a); });
+}
+
+void Controller::RestartJob(const std::string& id, const std::string& from,
+                            const std::vector<std::string>& replace_nodes, const std::string& reason,
+                            Done<RestartOutcome> done) {
+  if (Status s = CheckWritable(); !s.ok()) return done(s);
+  if (!jobs_.Find(id)) return done(NotFound("no job " + id));
+  Time now = clock_->Now();
+  WriteBatch batch;
+  std::string why = reason.empty() ? "forced by user" : reason;
+  int attempt_before = jobs_.Find(id)->job.attempt;
+  auto d = recovery_.ForceRestart(id, HealthOf(id), from, replace_nodes, why, now, &batch);
+  if (!d.ok()) return done(d.status());
+  Settle(now);
+  Finding f;
+  f.job = id;
+  f.attempt = attempt_before;
+  f.kind = FindingKind::kRestartRequested;
+  f.nodes = replace_nodes;
+  f.detected_at = now;
+  f.detail = why;
+  f.actions = d->actions;
+  f.id = findings_.NextId();
+  batch.Put(FindingRecord(f));
+  findings_.Add(std::move(f));
+  Schedule(now, &batch);
+  const JobEntry* e = jobs_.Find(id);
+  RestartOutcome out{e->job.attempt, e->job.state, d->resume_from};
+  CommitThen<RestartOutcome>(std::move(batch), std::move(done), [out = std::move(out)] { return out; });
+}
+
+Result<Json> Controller::GetHealth(const std::string& id) const {
+  const JobEntry* e = jobs_.Find(id);
+  if (!e) return NotFound("no job " + id);
+  Time now = clock_->Now();
+  auto h = health_.find(id);
+  const JobHealth* health = h == health_.end() ? nullptr : h->second.get();
+  Json out;
+  if (health && health->running() && e->job.state == JobState::kRunning) {
+    out = health->MonitorJson(now);
+  } else {
+    out = {{"status", ToString(e->job.state)},
+           {"checks", Json::object()},
+           {"suspects", {{"ranks", Json::array()}, {"nodes", Json::array()}}}};
+  }
+  std::optional<Checkpoint> lkg = health ? health->ledger().LastKnownGood() : std::nullopt;
+  out["last_known_good_checkpoint"] = lkg ? ToJson(*lkg) : Json(nullptr);
+  out["attempt"] = e->job.attempt;
+  out["job_state"] = ToString(e->job.state);
+  out["updated_at"] = FormatRfc3339(now);
+  return out;
+}
+
+Result<CheckpointList> Controller::GetCheckpoints(const std::string& id) const {
+  if (!jobs_.Find(id)) return NotFound("no job " + id);
+  CheckpointList out;
+  auto h = health_.find(id);
+  if (h == health_.end()) return out;
+  out.checkpoints = h->second->ledger().All();
+  if (auto lkg = h->second->ledger().LastKnownGood()) out.last_known_good = lkg->id;
+  return out;
+}
+
+Result<std::vector<Finding>> Controller::GetFailures(const FindingQuery& q) const {
+  if (q.job && !jobs_.Find(*q.job)) return NotFound("no job " + *q.job);
+  return findings_.Query(q);
+}
+
+}  // namespace shepherd

@@ -1,0 +1,98 @@
+// Controller::Recover: rebuilds every owner from the durable records at start-up.
+#include <spdlog/spdlog.h>
+
+#include "control/controller.h"
+
+namespace shepherd {
+namespace {
+
+Result<Node> StoredNode(const Json& j, const TopologyLevels& levels) {
+  Json desc = j;
+  for (const char* k : {"failed", "reason", "agent_attached", "created_at", "updated_at"}) desc.erase(k);
+  auto parsed = ParseNode(desc, levels);
+  if (!parsed.ok()) return parsed.status();
+  Node n = std::move(parsed).value();
+  n.failed = j.value("failed", false);
+  n.reason = j.value("reason", "");
+  n.agent_attached = j.value("agent_attached", false);
+  n.created_at = ParseRfc3339(j.value("created_at", "")).value_or(Time{});
+  n.updated_at = ParseRfc3339(j.value("updated_at", "")).value_or(Time{});
+  return n;
+}
+
+}  // namespace
+
+Status Controller::Recover() {
+  auto snap = store_->Load();
+  if (!snap.ok()) return snap.status();
+  std::map<std::string, Attempt> last_attempt;
+  std::map<std::string, std::vector<std::pair<int, int64_t>>> resumes;  // job -> (attempt, resume step)
+  std::map<std::string, std::vector<Checkpoint>> checkpoints;
+  for (const Record& r : snap->records) {
+    const std::string what = std::string(ToString(r.collection)) + " " + r.key;
+    Result<Json> j = ParseJsonText(r.body, 256);
+    if (!j.ok()) return Internal("stored " + what + " is not JSON");
+    switch (r.collection) {
+      case Collection::kNodes: {
+        auto n = StoredNode(*j, options_.levels);
+        if (!n.ok()) return Internal("stored " + what + ": " + n.status().message());
+        if (Status s = inventory_.Restore(*n); !s.ok()) return s;
+        break;
+      }
+      case Collection::kJobs: {
+        auto job = JobFromJson(*j);
+        if (!job.ok()) return job.status();
+        JobEntry e;
+        e.job = std::move(job).value();
+        auto est = EvaluatePlan(e.job.spec, e.job.plan, jobs_.HardwareFor(e.job.spec));
+        if (est.ok()) e.estimate = *est;
+        e.estimate.plan = e.job.plan;
+        jobs_.Restore(std::move(e));
+        break;
+      }
+      case Collection::kAttempts: {
+        auto a = AttemptFromJson(*j);
+        if (!a.ok()) return a.status();
+        resumes[a->job].emplace_back(a->number, a->resume_step);
+        auto& slot = last_attempt[a->job];
+        if (a->number >= slot.number) slot = std::move(a).value();
+        break;
+      }
+      case Collection::kCheckpoints: {
+        auto c = CheckpointFromJson(*j);
+        if (!c.ok()) return c.status();
+        checkpoints[c->job].push_back(std::move(c).value());
+        break;
+      }
+      case Collection::kFindings: {
+        auto f = FindingFromJson(*j);
+        if (!f.ok()) return f.status();
+        findings_.Add(std::move(f).value());
+        break;
+      }
+      default:
+        break;
+    }
+  }
+  Time now = clock_->Now();
+  for (auto& [job, a] : last_attempt) {
+    if (!jobs_.Find(job)) continue;
+    if (Status s = jobs_.RestoreAttempt(std::move(a)); !s.ok()) return s;
+    const JobEntry& e = *jobs_.Find(job);
+    JobHealth& health = HealthOf(job);
+    health.Restore(checkpoints[job], resumes[job]);
+    // Grace counts from recovery: the ranks' last-seen times were not persisted.
+    if (e.job.state == JobState::kRunning)
+      health.OnAttemptStart(e.job, *e.attempt, /*watch_now=*/!e.job.spec.command.empty(), now);
+  }
+  for (const Node* n : inventory_.cluster().nodes())
+    if (n->agent_attached) agents_.Restore(n->id, now);  // grace: liveness was not persisted
+  spdlog::info("recovered {} nodes and {} jobs", inventory_.cluster().size(), jobs_.all().size());
+  ready_ = true;
+  WriteBatch batch;
+  Schedule(now, &batch);
+  if (!batch.empty()) Commit(std::move(batch), [](Status) {});
+  return Status::Ok();
+}
+
+}  // namespace shepherd

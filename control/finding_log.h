@@ -1,0 +1,50 @@
+// FindingLog: every finding the daemon has recorded, in detection order, with the indexes its queries need.
+// Owns: the findings, their id sequence (f-000001, ...) and the counters by kind for /metrics.
+// Thread: the control thread only; not thread-safe.
+// Invariants: ids are unique and increase; by_job_ holds, per job, the positions of its findings in all_
+// in ascending order. Queries never scan findings of other jobs when a job is given; a `since` bound is a
+// binary search while detection times are non-decreasing (always, unless a restored database holds
+// findings from a clock that went backwards; then the log falls back to a scan).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/job.h"
+#include "core/time.h"
+
+namespace shepherd {
+
+struct FindingQuery {
+  std::optional<std::string> job;
+  std::optional<FindingKind> kind;
+  std::optional<Time> since;  // detected_at >= since
+};
+
+class FindingLog {
+ public:
+  // The id the next Add takes.
+  std::string NextId();
+  // Appends `f` (its id from NextId, or a stored id at recovery) and counts it.
+  void Add(Finding f);
+
+  // Matching findings, oldest first.
+  std::vector<Finding> Query(const FindingQuery& q) const;
+  // The job's newest `limit` findings, oldest first: the window recovery judges recurrence against.
+  std::vector<Finding> Recent(const std::string& job, size_t limit) const;
+
+  const std::map<FindingKind, uint64_t>& counts() const { return counts_; }
+  size_t size() const { return all_.size(); }
+
+ private:
+  std::vector<Finding> all_;
+  std::map<std::string, std::vector<size_t>> by_job_;
+  std::map<FindingKind, uint64_t> counts_;
+  int64_t next_seq_ = 1;
+  bool time_ordered_ = true;
+};
+
+}  // namespace shepherd

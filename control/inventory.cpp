@@ -1,0 +1,119 @@
+#include "control/inventory.h"
+
+#include "control/records.h"
+
+namespace shepherd {
+
+NodeView Inventory::ViewOf(const Node& n) const {
+  int allocated = cluster_.AllocatedGpus(n.id);
+  return {n, StateOf(n, allocated), allocated, cluster_.JobsOn(n.id)};
+}
+
+Result<NodeView> Inventory::Store(Node n, WriteBatch* batch) {
+  if (Status s = cluster_.UpsertNode(n); !s.ok()) return s;
+  batch->Put(NodeRecord(n));
+  return ViewOf(*cluster_.Find(n.id));
+}
+
+Result<NodeView> Inventory::Upsert(Node node, bool schedulable_given, Time now, WriteBatch* batch,
+                                   bool* created) {
+  const Node* old = cluster_.Find(node.id);
+  *created = old == nullptr;
+  node.created_at = old ? old->created_at : now;
+  node.updated_at = now;
+  if (old) {
+    node.failed = old->failed;
+    node.reason = old->reason;
+    node.agent_attached = old->agent_attached;
+    if (!schedulable_given) node.schedulable = old->schedulable;
+    if (node.spare && cluster_.AllocatedGpus(node.id) > 0)
+      return Conflict("node " + node.id + " runs ranks and cannot become a spare");
+  }
+  return Store(std::move(node), batch);
+}
+
+Result<NodeView> Inventory::Patch(const std::string& id, const NodePatch& patch, Time now,
+                                  WriteBatch* batch) {
+  const Node* old = cluster_.Find(id);
+  if (!old) return NotFound("no node " + id);
+  if (patch.spare && *patch.spare && cluster_.AllocatedGpus(id) > 0)
+    return Conflict("node " + id + " runs ranks and cannot become a spare");
+  Node n = *old;
+  if (patch.schedulable) n.schedulable = *patch.schedulable;
+  if (patch.spare) n.spare = *patch.spare;
+  if (patch.failed) n.failed = *patch.failed;
+  if (patch.reason)
+    n.reason = *patch.reason;
+  else if (n.schedulable && !n.failed)
+    n.reason.clear();
+  n.updated_at = now;
+  return Store(std::move(n), batch);
+}
+
+Result<NodeView> Inventory::Remove(const std::string& id, WriteBatch* batch) {
+  const Node* n = cluster_.Find(id);
+  if (!n) return NotFound("no node " + id);
+  NodeView last = ViewOf(*n);
+  if (Status s = cluster_.RemoveNode(id); !s.ok()) return s;
+  batch->Erase(Collection::kNodes, id);
+  return last;
+}
+
+void Inventory::Apply(const NodeAction& a, Time now, WriteBatch* batch) {
+  const Node* old = cluster_.Find(a.node);
+  if (!old) return;
+  Node n = *old;
+  if (a.action == NodeActionKind::kFail)
+    n.failed = true;
+  else
+    n.schedulable = false;
+  n.reason = a.reason;
+  n.updated_at = now;
+  (void)Store(std::move(n), batch);
+}
+
+void Inventory::MarkAgentAttached(const std::string& id, Time now, WriteBatch* batch) {
+  const Node* old = cluster_.Find(id);
+  if (!old || old->agent_attached) return;
+  Node n = *old;
+  n.agent_attached = true;
+  n.updated_at = now;
+  (void)Store(std::move(n), batch);
+}
+
+std::optional<NodeView> Inventory::View(const std::string& id) const {
+  const Node* n = cluster_.Find(id);
+  if (!n) return std::nullopt;
+  return ViewOf(*n);
+}
+
+std::vector<SpareDeficit> Inventory::SpareDeficits() const {
+  return CheckSpareReserve(cluster_, spares_.per_leaf, spares_.per_spine).deficits;
+}
+
+NodeList Inventory::List(const NodeFilter& f) const {
+  NodeList out;
+  for (const Node* n : cluster_.nodes()) {
+    NodeView v = ViewOf(*n);
+    ++out.by_state[v.state];
+    if (f.state && *f.state != v.state) continue;
+    if (f.spare && *f.spare != n->spare) continue;
+    bool match = true;
+    for (const auto& [level, label] : f.topology) {
+      if (level == "nvlink_domain") {
+        match = match && n->nvlink_domain == label;
+      } else {
+        auto it = n->topology.find(level);
+        match = match && it != n->topology.end() && it->second == label;
+      }
+    }
+    if (match) out.nodes.push_back(std::move(v));
+  }
+  out.total = cluster_.size();
+  out.usable_gpus = cluster_.UsableGpus();
+  out.free_usable_gpus = cluster_.FreeUsableGpus();
+  out.spare_deficits = SpareDeficits();
+  return out;
+}
+
+}  // namespace shepherd

@@ -1,0 +1,96 @@
+// Inventory: the node inventory and the GPU allocations on it.
+// Owns: the Cluster (nodes, their flags and which job holds which GPU). Control thread only.
+// Invariants: every node change is added to the caller's WriteBatch in the same call that makes it; a node
+// holding GPUs of a running attempt is never made a spare nor deleted; allocations change only through
+// JobBook (Allocate/Release), which keeps them equal to the placements of running attempts.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/node.h"
+#include "core/status.h"
+#include "core/time.h"
+#include "scheduler/cluster.h"
+#include "scheduler/recovery.h"
+#include "scheduler/spares.h"
+#include "storage/store.h"
+
+namespace shepherd {
+
+struct NodePatch {
+  std::optional<bool> schedulable;
+  std::optional<bool> spare;
+  std::optional<bool> failed;  // only false is accepted from users: clears a failure after repair
+  std::optional<std::string> reason;
+};
+
+struct NodeFilter {
+  std::optional<NodeState> state;
+  std::optional<bool> spare;
+  std::map<std::string, std::string> topology;  // level (or nvlink_domain) -> label
+};
+
+// A node as the API shows it: the record plus what is derived from allocations.
+struct NodeView {
+  Node node;
+  NodeState state = NodeState::kAvailable;
+  int allocated_gpus = 0;
+  std::vector<std::string> jobs;
+};
+
+struct NodeList {
+  std::vector<NodeView> nodes;  // those matching the filter
+  // Over the whole inventory, whatever the filter:
+  std::map<NodeState, int> by_state;
+  int total = 0;
+  int64_t usable_gpus = 0;
+  int64_t free_usable_gpus = 0;
+  std::vector<SpareDeficit> spare_deficits;
+};
+
+struct SpareMinimums {
+  int per_leaf = 0;
+  int per_spine = 0;
+};
+
+class Inventory {
+ public:
+  Inventory(TopologyLevels levels, SpareMinimums spares) : cluster_(std::move(levels)), spares_(spares) {}
+
+  // Registers or updates a node. `schedulable_given`: the request named `schedulable` (otherwise an update
+  // keeps the current cordon). Health flags (failed, reason, agent_attached) survive re-registration.
+  // kConflict when the change would drop GPUs a job holds or make a busy node a spare.
+  Result<NodeView> Upsert(Node node, bool schedulable_given, Time now, WriteBatch* batch, bool* created);
+  Result<NodeView> Patch(const std::string& id, const NodePatch& patch, Time now, WriteBatch* batch);
+  // kConflict while ranks run on it.
+  Result<NodeView> Remove(const std::string& id, WriteBatch* batch);
+  // Recovery's verdict on a node: cordon (suspected) or fail, with the reason. Unknown nodes are skipped.
+  void Apply(const NodeAction& action, Time now, WriteBatch* batch);
+  // The node's agent attached for the first time (node liveness applies to it from now on).
+  void MarkAgentAttached(const std::string& id, Time now, WriteBatch* batch);
+  // Recovery at start-up: a stored node, as it was.
+  Status Restore(const Node& node) { return cluster_.UpsertNode(node); }
+
+  Status Allocate(const std::string& job, const Placement& p) { return cluster_.Allocate(job, p); }
+  void Release(const std::string& job) {
+    if (cluster_.Holds(job)) (void)cluster_.Release(job);
+  }
+
+  std::optional<NodeView> View(const std::string& id) const;
+  NodeList List(const NodeFilter& filter) const;
+  std::vector<SpareDeficit> SpareDeficits() const;
+  const Cluster& cluster() const { return cluster_; }
+  const Node* Find(const std::string& id) const { return cluster_.Find(id); }
+
+ private:
+  NodeView ViewOf(const Node& n) const;
+  Result<NodeView> Store(Node n, WriteBatch* batch);
+
+  Cluster cluster_;
+  SpareMinimums spares_;
+};
+
+}  // namespace shepherd

@@ -1,0 +1,198 @@
+#include "control/job_book.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "control/records.h"
+#include "scheduler/placement.h"
+#include "scheduler/queue.h"
+
+namespace shepherd {
+
+Hardware JobBook::HardwareFor(const JobSpec& spec) const {
+  double gib = default_gpu_memory_gib_;
+  int domain_gpus = 0;
+  std::map<std::string, int> domains;
+  bool any = false;
+  for (const Node* n : inventory_->cluster().nodes()) {
+    if (!IsUsable(*n)) continue;
+    gib = any ? std::min(gib, n->gpu_memory_gib) : n->gpu_memory_gib;
+    any = true;
+    domains[n->nvlink_domain] += n->gpus;
+  }
+  for (const auto& [name, gpus] : domains) domain_gpus = domain_gpus ? std::min(domain_gpus, gpus) : gpus;
+  Hardware hw = HardwareForResources(spec.resources, gib);
+  if (!spec.resources.gpu_memory_gib && domain_gpus > 0) hw.nvlink_domain_gpus = domain_gpus;
+  return hw;
+}
+
+Result<std::string> JobBook::Submit(JobSpec spec, PlanEstimate estimate, Time now, WriteBatch* batch) {
+  int64_t gpus = estimate.plan.world_size();
+  int64_t usable = inventory_->cluster().UsableGpus();
+  if (gpus > usable)
+    return InvalidContent(
+        "the job is larger than the usable inventory",
+        {{"resources.gpus", "needs " + std::to_string(gpus) +
+                                " GPUs; the usable (non-spare, schedulable) inventory has " +
+                                std::to_string(usable)}});
+  JobEntry e;
+  e.job.seq = next_seq_++;
+  char id[32];
+  std::snprintf(id, sizeof id, "job-%06lld", static_cast<long long>(e.job.seq));
+  e.job.id = id;
+  e.job.spec = std::move(spec);
+  e.job.plan = estimate.plan;
+  e.job.state = JobState::kQueued;
+  e.job.reason = "waiting for capacity";
+  e.job.created_at = e.job.updated_at = now;
+  e.estimate = std::move(estimate);
+  batch->Put(JobRecord(e.job));
+  jobs_[e.job.id] = std::move(e);
+  return std::string(id);
+}
+
+void JobBook::Event(AttemptEvent::Kind kind, const JobEntry& e) {
+  AttemptEvent ev{kind, e.job.id, e.attempt->number, {}};
+  for (const RankSlot& r : e.attempt->placement.ranks) ev.nodes.insert(r.node);
+  events_.push_back(std::move(ev));
+}
+
+Status JobBook::StartAttempt(const std::string& job, Placement placement, const std::string& reason,
+                             std::optional<Checkpoint> resume, Time now, WriteBatch* batch) {
+  JobEntry& e = jobs_.at(job);
+  Attempt a;
+  a.job = job;
+  a.number = e.job.attempt + 1;
+  a.started_at = now;
+  a.reason = reason;
+  if (resume) {
+    a.resume_checkpoint = resume->id;
+    a.resume_step = resume->step;
+  }
+  placement.attempt = a.number;
+  a.placement = std::move(placement);
+  if (Status s = inventory_->Allocate(job, a.placement); !s.ok()) return s;
+  e.job.attempt = a.number;
+  e.job.state = JobState::kRunning;
+  e.job.reason.clear();
+  e.job.updated_at = now;
+  batch->Put(JobRecord(e.job));
+  batch->Put(AttemptRecord(a));
+  spdlog::info("job {} attempt {} started on {} ranks ({})", job, a.number, a.placement.ranks.size(), reason);
+  e.attempt = std::move(a);
+  e.exited_ok.clear();
+  Event(AttemptEvent::Kind::kStarted, e);
+  return Status::Ok();
+}
+
+void JobBook::EndAttempt(const std::string& job, Time now, WriteBatch* batch) {
+  JobEntry& e = jobs_.at(job);
+  if (!e.attempt) return;
+  inventory_->Release(job);
+  if (e.attempt->ended_at) return;
+  e.attempt->ended_at = now;
+  batch->Put(AttemptRecord(*e.attempt));
+  Event(AttemptEvent::Kind::kEnded, e);
+}
+
+void JobBook::SetState(const std::string& job, JobState state, const std::string& reason, Time now,
+                       WriteBatch* batch) {
+  JobEntry& e = jobs_.at(job);
+  e.job.state = state;
+  e.job.reason = reason;
+  e.job.updated_at = now;
+  batch->Put(JobRecord(e.job));
+}
+
+void JobBook::Persist(const std::string& job, WriteBatch* batch) {
+  batch->Put(JobRecord(jobs_.at(job).job));
+}
+
+std::vector<std::string> JobBook::Schedule(const ResumeChooser& resume, Time now, WriteBatch* batch) {
+  std::vector<QueuedJob> queue;
+  for (const auto& [id, e] : jobs_) {
+    if (e.job.state != JobState::kQueued) continue;
+    PlaceOptions o;
+    o.attempt = e.job.attempt + 1;
+    o.dp_edge_bytes = e.estimate.comm.dp;
+    o.pp_edge_bytes = e.estimate.comm.pp;
+    queue.push_back({id, e.job.plan, o});
+  }
+  std::sort(queue.begin(), queue.end(), [&](const QueuedJob& a, const QueuedJob& b) {
+    return jobs_[a.id].job.seq < jobs_[b.id].job.seq;
+  });
+  std::vector<std::string> started;
+  for (Admission& a : AdmitFromQueue(inventory_->cluster(), queue)) {
+    // AdmitFromQueue placed it on free GPUs, so this cannot conflict.
+    if (Status s =
+            StartAttempt(a.job, std::move(a.placement), "placed from the queue", resume(a.job), now, batch);
+        s.ok())
+      started.push_back(a.job);
+    else
+      spdlog::error("starting {} failed: {}", a.job, s.message());
+  }
+  return started;
+}
+
+Status JobBook::Cancel(const std::string& job, Time now, WriteBatch* batch) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return NotFound("no job " + job);
+  if (IsTerminal(it->second.job.state))
+    return Conflict("job " + job + " is already " + ToString(it->second.job.state));
+  EndAttempt(job, now, batch);
+  SetState(job, JobState::kCancelled, "cancelled by user", now, batch);
+  return Status::Ok();
+}
+
+bool JobBook::OnRankExitedOk(const RankRef& rank, Time now, WriteBatch* batch) {
+  auto it = jobs_.find(rank.job);
+  if (it == jobs_.end()) return false;
+  JobEntry& e = it->second;
+  if (e.job.state != JobState::kRunning || !e.attempt || e.attempt->number != rank.attempt) return false;
+  e.exited_ok.insert(rank.rank);
+  if (static_cast<int>(e.exited_ok.size()) < e.job.plan.world_size()) return false;
+  EndAttempt(rank.job, now, batch);
+  SetState(rank.job, JobState::kSucceeded, "every rank exited 0", now, batch);
+  spdlog::info("job {} succeeded", rank.job);
+  return true;
+}
+
+void JobBook::Restore(JobEntry entry) {
+  next_seq_ = std::max(next_seq_, entry.job.seq + 1);
+  std::string id = entry.job.id;
+  jobs_[id] = std::move(entry);
+}
+
+Status JobBook::RestoreAttempt(Attempt a) {
+  JobEntry& e = jobs_.at(a.job);
+  const Plan& p = e.job.plan;
+  for (RankSlot& r : a.placement.ranks) {  // coordinates from rank = tp + TP·(dp + DP·pp)
+    r.tp = r.rank % p.tp;
+    r.dp = (r.rank / p.tp) % p.dp;
+    r.pp = r.rank / (p.tp * p.dp);
+  }
+  if (e.job.state == JobState::kRecovering) {  // a restart was waiting for its backoff: place it anew
+    e.job.state = JobState::kQueued;
+    e.job.reason = "restart pending when the daemon restarted";
+  }
+  if (e.job.state == JobState::kRunning) {
+    if (Status s = inventory_->Allocate(a.job, a.placement); !s.ok())
+      return Internal("recovering placement of " + a.job + ": " + s.message());
+  }
+  e.attempt = std::move(a);
+  return Status::Ok();
+}
+
+const JobEntry* JobBook::Find(const std::string& id) const {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+JobEntry* JobBook::Mutable(const std::string& id) {
+  auto it = jobs_.find(id);
+  return it == jobs_.end() ? nullptr : &it->second;
+}
+
+}  // namespace shepherd

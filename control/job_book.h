@@ -1,0 +1,96 @@
+// JobBook: the job lifecycle. Submits jobs, places queued ones (FIFO with conservative backfill), starts
+// and ends attempts, cancels, and decides success from the ranks' exits.
+// Owns: every job record, its plan estimate and its current (or last) attempt; the job id sequence. GPU
+// allocations go through the Inventory it is given (it allocates exactly the placements of running
+// attempts). Control thread only.
+// What follows from an attempt starting or ending (health monitors, agents' assignments) is not done here:
+// each start and end is queued as an AttemptEvent that the Controller drains (TakeEvents) at the end of the
+// same operation, so this class calls nothing above it.
+// Invariants: a job is kRunning iff its attempt has no ended_at and the Inventory holds its placement;
+// every change to a job or attempt record is added to the caller's WriteBatch in the same call.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "control/inventory.h"
+#include "core/agent_protocol.h"
+#include "core/job.h"
+#include "scheduler/planner.h"
+#include "storage/store.h"
+
+namespace shepherd {
+
+struct JobEntry {
+  Job job;
+  PlanEstimate estimate;
+  std::optional<Attempt> attempt;  // the current (or last) attempt
+  std::set<int> exited_ok;         // ranks of the current attempt that exited 0
+};
+
+struct AttemptEvent {
+  enum class Kind { kStarted, kEnded };
+  Kind kind = Kind::kStarted;
+  std::string job;
+  int attempt = 0;
+  std::set<std::string> nodes;  // the attempt's nodes: their desired rank sets changed
+};
+
+// The checkpoint a job placed from the queue resumes from (nullopt: from scratch).
+using ResumeChooser = std::function<std::optional<Checkpoint>(const std::string& job)>;
+
+class JobBook {
+ public:
+  JobBook(Inventory* inventory, double default_gpu_memory_gib)
+      : inventory_(inventory), default_gpu_memory_gib_(default_gpu_memory_gib) {}
+
+  // Hardware the planner assumes for `spec` on this inventory, and the plan on it.
+  Hardware HardwareFor(const JobSpec& spec) const;
+  Result<PlanEstimate> PlanFor(const JobSpec& spec) const { return PlanJob(spec, HardwareFor(spec)); }
+
+  // Admits a job (queued; Schedule may start it). kInvalidContent when larger than the usable inventory.
+  Result<std::string> Submit(JobSpec spec, PlanEstimate estimate, Time now, WriteBatch* batch);
+  // Starts the next attempt on `placement`, resuming from `resume` (nullopt: from scratch).
+  // kConflict, nothing changed, when a GPU of `placement` is no longer free.
+  Status StartAttempt(const std::string& job, Placement placement, const std::string& reason,
+                      std::optional<Checkpoint> resume, Time now, WriteBatch* batch);
+  // Ends the current attempt (if still open): GPUs released, ended_at recorded.
+  void EndAttempt(const std::string& job, Time now, WriteBatch* batch);
+  // Sets the state and reason and persists the job record.
+  void SetState(const std::string& job, JobState state, const std::string& reason, Time now,
+                WriteBatch* batch);
+  // Places queued jobs in submission order and starts them. Returns the ids started.
+  std::vector<std::string> Schedule(const ResumeChooser& resume, Time now, WriteBatch* batch);
+  // kConflict when already terminal.
+  Status Cancel(const std::string& job, Time now, WriteBatch* batch);
+  // A rank of the current attempt exited 0; when every rank has, the job succeeds (returns true).
+  bool OnRankExitedOk(const RankRef& rank, Time now, WriteBatch* batch);
+  // Persists the job record after a caller changed counters through Mutable.
+  void Persist(const std::string& job, WriteBatch* batch);
+
+  // Recovery at start-up.
+  void Restore(JobEntry entry);
+  // REQUIRES: the job was restored. Its placement is re-allocated when the job is running.
+  Status RestoreAttempt(Attempt attempt);
+
+  std::vector<AttemptEvent> TakeEvents() { return std::exchange(events_, {}); }
+  const JobEntry* Find(const std::string& id) const;
+  JobEntry* Mutable(const std::string& id);
+  const std::map<std::string, JobEntry>& all() const { return jobs_; }
+
+ private:
+  void Event(AttemptEvent::Kind kind, const JobEntry& e);
+
+  Inventory* inventory_;
+  double default_gpu_memory_gib_;
+  std::map<std::string, JobEntry> jobs_;
+  int64_t next_seq_ = 1;
+  std::vector<AttemptEvent> events_;
+};
+
+}  // namespace shepherd

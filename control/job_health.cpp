@@ -1,0 +1,122 @@
+#include "control/job_health.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace shepherd {
+namespace {
+
+CheckpointLedger::Options LedgerOptions(const Job& job) {
+  CheckpointLedger::Options o;
+  o.expected_reporters = job.plan.world_size();
+  o.good_after_steps = job.spec.policy.good_after_steps;
+  o.hash_checks = job.plan.dp > 1 && job.plan.zero_stage < 3;
+  return o;
+}
+
+}  // namespace
+
+JobHealth::JobHealth(const Job& job) : ledger_(job.id, LedgerOptions(job)) {}
+
+void JobHealth::Restore(const std::vector<Checkpoint>& checkpoints,
+                        const std::vector<std::pair<int, int64_t>>& resumes) {
+  ledger_.Restore(checkpoints);
+  std::vector<std::pair<int, int64_t>> sorted = resumes;
+  std::sort(sorted.begin(), sorted.end());
+  for (auto [attempt, step] : sorted) ledger_.OnAttemptStart(attempt, step);
+}
+
+void JobHealth::OnAttemptStart(const Job& job, const Attempt& a, bool watch_now, Time now) {
+  ledger_.OnAttemptStart(a.number, a.resume_step);
+  MonitorContext ctx;
+  ctx.job = job.id;
+  ctx.attempt = a.number;
+  ctx.started_at = now;
+  ctx.plan = job.plan;
+  ctx.placement = a.placement;
+  ctx.policy = job.spec.policy;
+  unarmed_.reset();
+  if (!watch_now) unarmed_ = ctx;
+  auto m = JobMonitor::Create(std::move(ctx));
+  if (!m.ok()) {
+    spdlog::error("job {}: cannot monitor attempt {}: {}", job.id, a.number, m.status().message());
+    monitor_.reset();
+    return;
+  }
+  monitor_ = std::move(m).value();
+  watching_ = watch_now;
+}
+
+JobHealth::IngestOutcome JobHealth::Ingest(const ReportBatch& batch, Time now) {
+  IngestOutcome out;
+  out.rejected = batch.rejected;
+  if (!watching_ && unarmed_) {
+    // Watched from the first report: the startup grace counts from now.
+    unarmed_->started_at = now;
+    if (auto m = JobMonitor::Create(std::move(*unarmed_)); m.ok()) monitor_ = std::move(m).value();
+    unarmed_.reset();
+    watching_ = true;
+  }
+  for (const auto& [index, r] : batch.reports) {
+    IngestResult in = monitor_->Ingest(r, now);
+    if (!in.status.ok()) {
+      out.rejected.push_back({index, in.status.message()});
+      continue;
+    }
+    ++out.accepted;
+    if (in.ignored) {
+      ++out.ignored;
+      continue;
+    }
+    out.urgent = out.urgent || in.urgent;
+    if (r.kind == ReportKind::kCheckpoint) {
+      auto ts = ledger_.OnCheckpointReport(r.attempt, r.rank, *r.step, r.path, now);
+      out.transitions.insert(out.transitions.end(), ts.begin(), ts.end());
+    }
+  }
+  std::sort(out.rejected.begin(), out.rejected.end(),
+            [](const ReportBatch::Rejected& a, const ReportBatch::Rejected& b) { return a.index < b.index; });
+  return out;
+}
+
+JobHealth::Evaluation JobHealth::Evaluate(Time now) {
+  Evaluation out;
+  if (!watching()) return out;
+  out.findings = monitor_->Evaluate(now);
+  const int attempt = monitor_->context().attempt;
+  for (const HealthEvidence& ev : monitor_->TakeEvidence()) {
+    for (CheckpointTransition& t : ledger_.OnEvidence(ev, now)) {
+      if (t.checkpoint.status == CheckpointStatus::kGood && t.checkpoint.attempt == attempt)
+        out.good_progress = true;
+      out.transitions.push_back(std::move(t));
+    }
+    if (ev.kind == HealthEvidence::Kind::kHashAgreed && !replay_nodes_.empty()) {
+      Finding f;
+      f.job = monitor_->context().job;
+      f.attempt = attempt;
+      f.kind = FindingKind::kSdcTransient;
+      f.nodes.assign(replay_nodes_.begin(), replay_nodes_.end());
+      f.step = ev.step;
+      f.detected_at = now;
+      f.detail = "the replay's parameter hashes agree at step " + std::to_string(ev.step) +
+                 ": the earlier mismatch was transient; no node is blamed";
+      replay_nodes_.clear();
+      out.findings.push_back(std::move(f));
+    }
+  }
+  return out;
+}
+
+std::optional<Checkpoint> JobHealth::DefaultResume() const {
+  if (auto lkg = ledger_.LastKnownGood()) return lkg;
+  return ledger_.Latest();
+}
+
+Json JobHealth::MonitorJson(Time now) const {
+  Json out = monitor_->HealthJson(now);
+  if (!watching_) out["status"] = "waiting_for_first_report";
+  return out;
+}
+
+}  // namespace shepherd

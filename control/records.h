@@ -1,0 +1,28 @@
+// Durable records of the control layer's domain values (storage/store.h collections; bodies are the JSON
+// of core/json.h). One definition per record kind, shared by every owner that persists.
+#pragma once
+
+#include "core/job.h"
+#include "core/json.h"
+#include "core/node.h"
+#include "storage/store.h"
+
+namespace shepherd {
+
+inline Record NodeRecord(const Node& n) {
+  return {Collection::kNodes, n.id, "", ToJson(n).dump()};
+}
+inline Record JobRecord(const Job& j) {
+  return {Collection::kJobs, j.id, j.id, ToJson(j).dump()};
+}
+inline Record AttemptRecord(const Attempt& a) {
+  return {Collection::kAttempts, a.job + "/" + std::to_string(a.number), a.job, ToJson(a).dump()};
+}
+inline Record CheckpointRecord(const Checkpoint& c) {
+  return {Collection::kCheckpoints, c.id, c.job, ToJson(c).dump()};
+}
+inline Record FindingRecord(const Finding& f) {
+  return {Collection::kFindings, f.id, f.job, ToJson(f).dump()};
+}
+
+}  // namespace shepherd

@@ -1,0 +1,97 @@
+#include "control/recovery_executor.h"
+
+#include <spdlog/spdlog.h>
+
+namespace shepherd {
+
+void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now,
+                                 WriteBatch* batch) {
+  const JobEntry* e = jobs_->Find(f.job);
+  if (!e || e->job.state != JobState::kRunning || !e->attempt || f.attempt != e->attempt->number) return;
+  const Restarts& st = state_[f.job];
+  RecoveryInput in{.job = e->job,
+                   .placement = e->attempt->placement,
+                   .cluster = inventory_->cluster(),
+                   .finding = f,
+                   .last_known_good = health.ledger().LastKnownGood(),
+                   .latest_complete = health.ledger().Latest(),
+                   .now = now,
+                   .last_restart_at = st.last_restart_at,
+                   .consecutive_restarts = st.consecutive_restarts,
+                   .pending_replay_nodes = health.pending_replay_nodes(),
+                   .earlier_findings = earlier};
+  RecoveryDecision d = DecideRecovery(in);
+  if (d.action == RecoveryDecision::kNone && d.node_actions.empty()) return;
+  Execute(f.job, d, /*automatic=*/true, health, now, batch);
+  f.actions.insert(f.actions.end(), d.actions.begin(), d.actions.end());
+}
+
+Result<RecoveryDecision> RecoveryExecutor::ForceRestart(const std::string& job, JobHealth& health,
+                                                        const std::string& from,
+                                                        const std::vector<std::string>& replace_nodes,
+                                                        const std::string& reason, Time now,
+                                                        WriteBatch* batch) {
+  const JobEntry* e = jobs_->Find(job);
+  if (!e) return NotFound("no job " + job);
+  if (!e->attempt) return Conflict("job " + job + " has never run");
+  std::vector<Checkpoint> cps = health.ledger().All();
+  RestartRequest req{e->job, e->attempt->placement, inventory_->cluster(), from, replace_nodes, reason, cps,
+                     now};
+  Result<RecoveryDecision> d = ManualRestart(req);
+  if (!d.ok()) return d.status();
+  Execute(job, *d, /*automatic=*/false, health, now, batch);
+  return d;
+}
+
+void RecoveryExecutor::Execute(const std::string& job, const RecoveryDecision& d, bool automatic,
+                               JobHealth& health, Time now, WriteBatch* batch) {
+  for (const NodeAction& a : d.node_actions) inventory_->Apply(a, now, batch);
+  Restarts& st = state_[job];
+  switch (d.action) {
+    case RecoveryDecision::kNone:
+      return;
+    case RecoveryDecision::kFail:
+      jobs_->EndAttempt(job, now, batch);
+      jobs_->SetState(job, JobState::kFailed, d.reason, now, batch);
+      health.OnJobEnd();
+      st.pending.reset();
+      break;
+    case RecoveryDecision::kQueue:
+      jobs_->EndAttempt(job, now, batch);
+      jobs_->SetState(job, JobState::kQueued, d.reason, now, batch);
+      break;
+    case RecoveryDecision::kRestart:
+      jobs_->EndAttempt(job, now, batch);
+      if (d.replay) health.OnReplayStarted(d.replay_nodes);
+      if (d.not_before > now) {
+        jobs_->SetState(job, JobState::kRecovering,
+                        d.reason + " (backoff until " + FormatRfc3339(d.not_before) + ")", now, batch);
+        st.pending = PendingRestart{*d.new_placement, d.resume_from, d.reason, d.not_before};
+      } else if (!jobs_->StartAttempt(job, *d.new_placement, d.reason, d.resume_from, now, batch).ok()) {
+        jobs_->SetState(job, JobState::kQueued, "re-placing after recovery", now, batch);
+      }
+      break;
+  }
+  if (automatic && d.action != RecoveryDecision::kFail) {
+    JobEntry* e = jobs_->Mutable(job);
+    ++e->job.restarts;
+    ++st.consecutive_restarts;
+    st.last_restart_at = now;
+    jobs_->Persist(job, batch);
+  }
+  spdlog::warn("job {}: recovery: {}", job, d.reason);
+}
+
+void RecoveryExecutor::StartDue(Time now, WriteBatch* batch) {
+  for (auto& [job, st] : state_) {
+    if (!st.pending || st.pending->not_before > now) continue;
+    PendingRestart p = std::move(*st.pending);
+    st.pending.reset();
+    const JobEntry* e = jobs_->Find(job);
+    if (!e || e->job.state != JobState::kRecovering) continue;  // cancelled meanwhile
+    if (!jobs_->StartAttempt(job, std::move(p.placement), p.reason, p.resume, now, batch).ok())
+      jobs_->SetState(job, JobState::kQueued, "re-placing after recovery", now, batch);  // spare taken
+  }
+}
+
+}  // namespace shepherd

@@ -1,0 +1,66 @@
+// RecoveryExecutor: carries out what the pure recovery policy (scheduler/recovery.h) decides.
+// Finding → DecideRecovery → node verdicts (Inventory), the attempt stopped and the next one started now,
+// after a backoff, queued, or the job failed (JobBook), SDC replays remembered (JobHealth). Also the
+// user's forced restart (ManualRestart).
+// Owns: per job, the restart bookkeeping: a restart waiting for its backoff, when the last automatic
+// restart happened and how many came without a healthy stretch in between. Control thread only.
+// Invariants: job.restarts counts every automatic restart or requeue against policy.max_restarts; a
+// pending restart exists only while the job is kRecovering.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "control/inventory.h"
+#include "control/job_book.h"
+#include "control/job_health.h"
+#include "scheduler/recovery.h"
+
+namespace shepherd {
+
+class RecoveryExecutor {
+ public:
+  RecoveryExecutor(Inventory* inventory, JobBook* jobs) : inventory_(inventory), jobs_(jobs) {}
+
+  // Decides and executes recovery for finding `f` of a job; appends the actions taken to f.actions.
+  // `earlier`: the job's recent findings, for recurrence. Findings of another attempt, or of a job that is
+  // not running, change nothing.
+  void OnFinding(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now,
+                 WriteBatch* batch);
+
+  // POST /v1/jobs/{id}/restart. Returns the decision executed (kRestart or kQueue).
+  Result<RecoveryDecision> ForceRestart(const std::string& job, JobHealth& health, const std::string& from,
+                                        const std::vector<std::string>& replace_nodes,
+                                        const std::string& reason, Time now, WriteBatch* batch);
+
+  // Starts the restarts whose backoff has passed.
+  void StartDue(Time now, WriteBatch* batch);
+  // A checkpoint of the running attempt became good: the backoff starts over.
+  void OnGoodProgress(const std::string& job) { state_[job].consecutive_restarts = 0; }
+  // The job ended or was cancelled: a pending restart is dropped.
+  void Forget(const std::string& job) { state_.erase(job); }
+
+ private:
+  struct PendingRestart {
+    Placement placement;
+    std::optional<Checkpoint> resume;
+    std::string reason;
+    Time not_before{};
+  };
+  struct Restarts {
+    std::optional<PendingRestart> pending;
+    std::optional<Time> last_restart_at;
+    int consecutive_restarts = 0;
+  };
+  void Execute(const std::string& job, const RecoveryDecision& d, bool automatic, JobHealth& health, Time now,
+               WriteBatch* batch);
+
+  Inventory* inventory_;
+  JobBook* jobs_;
+  std::map<std::string, Restarts> state_;
+};
+
+}  // namespace shepherd

@@ -1,0 +1,64 @@
+// The daemon's side of the agent protocol (docs/agent-protocol.md) as typed values. api/ parses agent
+// heartbeats into AgentHeartbeat and renders Assignments and HeartbeatAck; control/ works on these only.
+// (The agent keeps its own types in agent/protocol.h: the two sides of one wire, each validating what it
+// reads.)
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace shepherd {
+
+// One rank of one attempt of one job.
+struct RankRef {
+  std::string job;
+  int attempt = 0;
+  int rank = 0;
+  bool operator==(const RankRef&) const = default;
+};
+
+// One rank process as its agent last saw it.
+struct ProcessStatus {
+  RankRef rank;
+  bool running = true;
+  std::optional<int> exit_code;  // exited: the code; empty when killed by a signal or unknown
+  std::optional<int> signal;     // exited: the terminating signal, if any
+  std::string error;             // exited without starting: why
+};
+
+struct GpuFault {
+  int gpu = -1;
+  std::string kind = "fault";
+  std::string detail;
+};
+
+// POST /v1/nodes/{id}/heartbeat.
+struct AgentHeartbeat {
+  std::vector<ProcessStatus> processes;
+  std::vector<GpuFault> gpu_faults;
+};
+
+// The answer: exits the daemon has recorded (the agent forgets them) and the node's assignments version.
+struct HeartbeatAck {
+  std::vector<RankRef> ack_exits;
+  int64_t assignments_version = 0;
+};
+
+// One rank the node's agent must run.
+struct RankAssignment {
+  RankRef rank;
+  int gpu = 0;
+  std::vector<std::string> command;
+  std::map<std::string, std::string> env;
+};
+
+// GET /v1/nodes/{id}/assignments: the complete desired set of the node, versioned.
+struct Assignments {
+  int64_t version = 0;
+  std::vector<RankAssignment> ranks;
+};
+
+}  // namespace shepherd

@@ -1,0 +1,79 @@
+#include "control/inventory.h"
+
+#include <gtest/gtest.h>
+
+#include "storage/store.h"
+#include "tests/control/control_test_util.h"
+
+namespace shepherd {
+namespace {
+
+using testing::MakeNode;
+
+const Time kNow = FromUnixSeconds(1000);
+
+class InventoryTest : public ::testing::Test {
+ protected:
+  NodeView Add(const Node& n, bool schedulable_given = true) {
+    bool created = false;
+    auto v = inv_.Upsert(n, schedulable_given, kNow, &batch_, &created);
+    EXPECT_TRUE(v.ok()) << v.status().message();
+    return *v;
+  }
+  Inventory inv_{DefaultTopologyLevels(), {.per_leaf = 1, .per_spine = 0}};
+  WriteBatch batch_;
+};
+
+TEST_F(InventoryTest, ReRegistrationKeepsHealthFlagsAndCordon) {
+  Add(MakeNode("n1", "l0"));
+  inv_.Apply({"n1", NodeActionKind::kCordon, "hang culprit"}, kNow, &batch_);
+  inv_.MarkAgentAttached("n1", kNow, &batch_);
+  NodeView v = Add(MakeNode("n1", "l0"), /*schedulable_given=*/false);
+  EXPECT_EQ(v.state, NodeState::kCordoned);
+  EXPECT_EQ(v.node.reason, "hang culprit");
+  EXPECT_TRUE(v.node.agent_attached);
+  EXPECT_EQ(batch_.ops.size(), 4u);  // every change is in the caller's batch
+}
+
+TEST_F(InventoryTest, FailIsAStateOfItsOwnAndPatchClearsIt) {
+  Add(MakeNode("n1", "l0"));
+  inv_.Apply({"n1", NodeActionKind::kFail, "node_lost"}, kNow, &batch_);
+  EXPECT_EQ(inv_.View("n1")->state, NodeState::kFailed);
+  auto v = inv_.Patch("n1", {.failed = false}, kNow, &batch_);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->state, NodeState::kAvailable);
+  EXPECT_EQ(v->node.reason, "");
+}
+
+TEST_F(InventoryTest, BusyNodesCannotBecomeSparesNorBeRemoved) {
+  Add(MakeNode("n1", "l0"));
+  Placement p;
+  for (int g = 0; g < 8; ++g) p.ranks.push_back({g, "n1", g, g, 0, 0});
+  ASSERT_TRUE(inv_.Allocate("job-1", p).ok());
+  EXPECT_EQ(inv_.Patch("n1", {.spare = true}, kNow, &batch_).status().code(), Code::kConflict);
+  EXPECT_EQ(inv_.Remove("n1", &batch_).status().code(), Code::kConflict);
+  EXPECT_EQ(inv_.View("n1")->jobs, std::vector<std::string>{"job-1"});
+  inv_.Release("job-1");
+  EXPECT_TRUE(inv_.Remove("n1", &batch_).ok());
+  EXPECT_FALSE(inv_.View("n1").has_value());
+}
+
+TEST_F(InventoryTest, ListFiltersButSummarisesTheWholeInventory) {
+  Add(MakeNode("n1", "l0"));
+  Add(MakeNode("n2", "l1"));
+  Add(MakeNode("sp1", "l0", /*spare=*/true));
+  inv_.Apply({"n2", NodeActionKind::kCordon, "x"}, kNow, &batch_);
+  NodeList l = inv_.List({.topology = {{"leaf", "l0"}}});
+  ASSERT_EQ(l.nodes.size(), 2u);
+  EXPECT_EQ(l.total, 3);
+  EXPECT_EQ(l.by_state.at(NodeState::kCordoned), 1);
+  EXPECT_EQ(l.by_state.at(NodeState::kSpare), 1);
+  EXPECT_EQ(l.usable_gpus, 8);  // n1 only: spares and cordoned nodes are not usable
+  // Leaf l1 has no spare left: below the per-leaf minimum of 1.
+  ASSERT_EQ(l.spare_deficits.size(), 1u);
+  EXPECT_EQ(l.spare_deficits[0].label, "l1");
+  EXPECT_EQ(inv_.List({.state = NodeState::kSpare}).nodes.size(), 1u);
+}
+
+}  // namespace
+}  // namespace shepherd

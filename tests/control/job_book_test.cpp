@@ -1,0 +1,106 @@
+#include "control/job_book.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/control/control_test_util.h"
+
+namespace shepherd {
+namespace {
+
+using testing::MakeNode;
+using testing::MakeSpec;
+
+const Time kNow = FromUnixSeconds(1000);
+
+class JobBookTest : public ::testing::Test {
+ protected:
+  JobBookTest() {
+    bool created = false;
+    for (const char* id : {"n1", "n2"}) (void)inv_.Upsert(MakeNode(id, "l0"), true, kNow, &batch_, &created);
+  }
+  std::string Submit(int gpus) {
+    JobSpec spec = MakeSpec(gpus, 8);
+    auto est = jobs_.PlanFor(spec);
+    EXPECT_TRUE(est.ok()) << est.status().message();
+    auto id = jobs_.Submit(spec, *est, kNow, &batch_);
+    EXPECT_TRUE(id.ok()) << id.status().message();
+    return *id;
+  }
+  std::vector<std::string> Schedule(std::optional<Checkpoint> resume = std::nullopt) {
+    return jobs_.Schedule([&](const std::string&) { return resume; }, kNow, &batch_);
+  }
+
+  Inventory inv_{DefaultTopologyLevels(), {}};
+  JobBook jobs_{&inv_, 80};
+  WriteBatch batch_;
+};
+
+TEST_F(JobBookTest, ScheduleStartsInOrderAndQueuesAttemptEvents) {
+  std::string a = Submit(16), b = Submit(8);
+  EXPECT_EQ(jobs_.Find(a)->job.state, JobState::kQueued);
+  EXPECT_EQ(Schedule(), std::vector<std::string>{a});  // b waits: FIFO, no free GPUs left
+  EXPECT_EQ(jobs_.Find(b)->job.state, JobState::kQueued);
+  auto events = jobs_.TakeEvents();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, AttemptEvent::Kind::kStarted);
+  EXPECT_EQ(events[0].attempt, 1);
+  EXPECT_EQ(events[0].nodes, (std::set<std::string>{"n1", "n2"}));
+  EXPECT_TRUE(jobs_.TakeEvents().empty());  // drained
+}
+
+TEST_F(JobBookTest, EndAttemptReleasesGpusOnceAndQueuesOneEvent) {
+  std::string a = Submit(8);
+  Schedule();
+  (void)jobs_.TakeEvents();
+  jobs_.EndAttempt(a, kNow, &batch_);
+  jobs_.EndAttempt(a, kNow, &batch_);  // idempotent
+  EXPECT_EQ(inv_.cluster().FreeUsableGpus(), 16);
+  auto events = jobs_.TakeEvents();
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, AttemptEvent::Kind::kEnded);
+  ASSERT_TRUE(jobs_.Find(a)->attempt->ended_at.has_value());
+}
+
+TEST_F(JobBookTest, QueuedJobsResumeFromTheChosenCheckpoint) {
+  std::string a = Submit(8);
+  Checkpoint c;
+  c.id = a + "/1/40";
+  c.step = 40;
+  Schedule(c);
+  const Attempt& at = *jobs_.Find(a)->attempt;
+  EXPECT_EQ(at.resume_checkpoint, c.id);
+  EXPECT_EQ(at.resume_step, 40);
+}
+
+TEST_F(JobBookTest, EveryRankExitingZeroSucceedsTheJob) {
+  std::string a = Submit(8);
+  Schedule();
+  for (int r = 0; r < 7; ++r) EXPECT_FALSE(jobs_.OnRankExitedOk({a, 1, r}, kNow, &batch_));
+  EXPECT_FALSE(jobs_.OnRankExitedOk({a, 2, 7}, kNow, &batch_));  // another attempt's rank
+  EXPECT_FALSE(jobs_.OnRankExitedOk({a, 1, 6}, kNow, &batch_));  // the same rank twice counts once
+  EXPECT_TRUE(jobs_.OnRankExitedOk({a, 1, 7}, kNow, &batch_));
+  EXPECT_EQ(jobs_.Find(a)->job.state, JobState::kSucceeded);
+  EXPECT_EQ(inv_.cluster().FreeUsableGpus(), 16);
+}
+
+TEST_F(JobBookTest, CancelEndsAndRefusesTerminalJobs) {
+  std::string a = Submit(8);
+  Schedule();
+  ASSERT_TRUE(jobs_.Cancel(a, kNow, &batch_).ok());
+  EXPECT_EQ(jobs_.Find(a)->job.state, JobState::kCancelled);
+  EXPECT_EQ(jobs_.Cancel(a, kNow, &batch_).code(), Code::kConflict);
+  EXPECT_EQ(jobs_.Cancel("job-x", kNow, &batch_).code(), Code::kNotFound);
+}
+
+TEST_F(JobBookTest, LargerThanTheUsableInventoryIsRefusedNamingTheField) {
+  JobSpec spec = MakeSpec(32, 8);
+  auto est = jobs_.PlanFor(spec);
+  ASSERT_TRUE(est.ok());
+  auto id = jobs_.Submit(spec, *est, kNow, &batch_);
+  ASSERT_FALSE(id.ok());
+  ASSERT_EQ(id.status().fields().size(), 1u);
+  EXPECT_EQ(id.status().fields()[0].field, "resources.gpus");
+}
+
+}  // namespace
+}  // namespace shepherd

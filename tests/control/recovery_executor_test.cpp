@@ -1,0 +1,115 @@
+#include "control/recovery_executor.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/control/control_test_util.h"
+#include "tests/fakes/fake_clock.h"
+
+namespace shepherd {
+namespace {
+
+using testing::MakeNode;
+using testing::MakeSpec;
+
+// Nodes n0, n1 (2 GPUs each) and spare sp0 under one leaf; job: DP = 4, TP = 1 → ranks 0, 1 on n0, 2, 3 on
+// n1.
+class RecoveryExecutorTest : public ::testing::Test {
+ protected:
+  RecoveryExecutorTest() {
+    bool created = false;
+    for (const char* id : {"n0", "n1"})
+      (void)inv_.Upsert(MakeNode(id, "l0", false, 2), true, Now(), &b_, &created);
+    (void)inv_.Upsert(MakeNode("sp0", "l0", true, 2), true, Now(), &b_, &created);
+    JobSpec spec = MakeSpec(4, 1);
+    spec.policy.restart_backoff_s = 5;
+    auto est = jobs_.PlanFor(spec);
+    job_ = *jobs_.Submit(spec, *est, Now(), &b_);
+    jobs_.Schedule([](const std::string&) { return std::nullopt; }, Now(), &b_);
+    health_ = std::make_unique<JobHealth>(jobs_.Find(job_)->job);
+    health_->OnAttemptStart(jobs_.Find(job_)->job, *jobs_.Find(job_)->attempt, true, Now());
+  }
+  Time Now() const { return clock_.Now(); }
+  Finding Make(FindingKind kind, std::vector<int> ranks, std::vector<std::string> nodes) {
+    Finding f;
+    f.id = "f-1";
+    f.job = job_;
+    f.attempt = jobs_.Find(job_)->job.attempt;
+    f.kind = kind;
+    f.ranks = std::move(ranks);
+    f.nodes = std::move(nodes);
+    f.detected_at = Now();
+    return f;
+  }
+  const Node& NodeOf(const std::string& id) { return *inv_.Find(id); }
+  std::set<std::string> PlacedNodes() {
+    std::set<std::string> out;
+    for (const RankSlot& r : jobs_.Find(job_)->attempt->placement.ranks) out.insert(r.node);
+    return out;
+  }
+
+  FakeClock clock_;
+  Inventory inv_{DefaultTopologyLevels(), {}};
+  JobBook jobs_{&inv_, 80};
+  RecoveryExecutor rec_{&inv_, &jobs_};
+  std::unique_ptr<JobHealth> health_;
+  std::string job_;
+  WriteBatch b_;
+};
+
+TEST_F(RecoveryExecutorTest, TwoTwoSplitAtDpFourIsReplayedOnTheSameNodesWithoutCordon) {
+  // The verdict travels on the finding (the detector's), whatever DP is.
+  Finding f = Make(FindingKind::kSdcSuspected, {0, 1, 2, 3}, {"n0", "n1"});
+  f.sdc_verdict = SdcVerdict::kNeedsReplay;
+  rec_.OnFinding(f, *health_, {}, Now(), &b_);
+  EXPECT_TRUE(NodeOf("n0").schedulable);
+  EXPECT_TRUE(NodeOf("n1").schedulable);
+  for (const std::string& a : f.actions) EXPECT_EQ(a.find("cordon"), std::string::npos) << a;
+  EXPECT_EQ(jobs_.Find(job_)->job.attempt, 2);
+  EXPECT_EQ(PlacedNodes(), (std::set<std::string>{"n0", "n1"}));
+  EXPECT_EQ(health_->pending_replay_nodes(), (std::set<std::string>{"n0", "n1"}));
+}
+
+TEST_F(RecoveryExecutorTest, MajorityVerdictCordonsTheCulpritsNodeAndUsesTheSpare) {
+  Finding f = Make(FindingKind::kSdcSuspected, {3}, {"n1"});
+  f.sdc_verdict = SdcVerdict::kMajority;
+  rec_.OnFinding(f, *health_, {}, Now(), &b_);
+  EXPECT_FALSE(NodeOf("n1").schedulable);
+  EXPECT_EQ(PlacedNodes(), (std::set<std::string>{"n0", "sp0"}));
+  EXPECT_EQ(jobs_.Find(job_)->job.restarts, 1);
+}
+
+TEST_F(RecoveryExecutorTest, NodeLostFailsTheNodeAndASecondRestartWaitsForTheBackoff) {
+  Finding lost = Make(FindingKind::kNodeLost, {2, 3}, {"n1"});
+  rec_.OnFinding(lost, *health_, {}, Now(), &b_);
+  EXPECT_TRUE(NodeOf("n1").failed);
+  EXPECT_EQ(jobs_.Find(job_)->job.state, JobState::kRunning);
+  EXPECT_EQ(jobs_.Find(job_)->job.attempt, 2);
+  // A rank of the new attempt exits right away: the second automatic restart backs off (5 s · 2).
+  Finding exit = Make(FindingKind::kProcessExit, {0}, {"n0"});
+  rec_.OnFinding(exit, *health_, {}, Now(), &b_);
+  EXPECT_EQ(jobs_.Find(job_)->job.state, JobState::kRecovering);
+  clock_.AdvanceSeconds(9);
+  rec_.StartDue(Now(), &b_);
+  EXPECT_EQ(jobs_.Find(job_)->job.state, JobState::kRecovering);
+  clock_.AdvanceSeconds(1);
+  rec_.StartDue(Now(), &b_);
+  EXPECT_EQ(jobs_.Find(job_)->job.state, JobState::kRunning);
+  EXPECT_EQ(jobs_.Find(job_)->job.attempt, 3);
+}
+
+TEST_F(RecoveryExecutorTest, StragglerIsReportedAndChangesNothing) {
+  Finding f = Make(FindingKind::kStraggler, {1}, {"n0"});
+  rec_.OnFinding(f, *health_, {}, Now(), &b_);
+  EXPECT_EQ(jobs_.Find(job_)->job.attempt, 1);
+  EXPECT_EQ(jobs_.Find(job_)->job.restarts, 0);
+  EXPECT_TRUE(NodeOf("n0").schedulable);
+}
+
+TEST_F(RecoveryExecutorTest, ForcedRestartWithoutACheckpointIsAConflict) {
+  auto d = rec_.ForceRestart(job_, *health_, "last-known-good", {}, "test", Now(), &b_);
+  EXPECT_EQ(d.status().code(), Code::kConflict);
+  EXPECT_EQ(jobs_.Find(job_)->job.attempt, 1);
+}
+
+}  // namespace
+}  // namespace shepherd
