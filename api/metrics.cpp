@@ -22,9 +22,6 @@ void Metrics::ObserveRequest(const std::string& route, const std::string& method
   h.sum += seconds;
 }
 
-void Metrics::Add(const std::string& name, const std::string& labels, double v) {
-  counters_[name][labels] += v;
-}
 
 std::string Metrics::Exposition(const std::string& version) const {
   std::string out;
@@ -44,11 +41,6 @@ std::string Metrics::Exposition(const std::string& version) const {
            std::to_string(h.count) + "\n";
     out += "shepherd_http_request_duration_seconds_sum{" + labels + "} " + Num(h.sum) + "\n";
     out += "shepherd_http_request_duration_seconds_count{" + labels + "} " + std::to_string(h.count) + "\n";
-  }
-  for (const auto& [name, series] : counters_) {
-    out += "# TYPE " + name + " counter\n";
-    for (const auto& [labels, v] : series)
-      out += name + (labels.empty() ? "" : "{" + labels + "}") + " " + Num(v) + "\n";
   }
   if (gauges_) gauges_(&out);
   return out;

@@ -15,8 +15,6 @@ class Metrics {
   // One finished HTTP request. `route` is the route pattern (e.g. "/v1/nodes/{id}"), never the raw path,
   // so label cardinality stays bounded.
   void ObserveRequest(const std::string& route, const std::string& method, int status, double seconds);
-  // Adds to a counter `name{labels}`; labels are preformatted, e.g. `kind="hang"`.
-  void Add(const std::string& name, const std::string& labels, double v = 1);
   // Gauges read at scrape time.
   void SetGaugeSource(std::function<void(std::string* out)> source) { gauges_ = std::move(source); }
 
@@ -32,7 +30,6 @@ class Metrics {
   };
   std::map<std::string, uint64_t> requests_;                       // labels -> count
   std::map<std::string, Histogram> latency_;                       // route labels -> histogram
-  std::map<std::string, std::map<std::string, double>> counters_;  // name -> labels -> value
   std::function<void(std::string*)> gauges_;
 };
 
