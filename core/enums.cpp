@@ -75,11 +75,11 @@ const char* ToString(CheckpointStatus s) {
 
 namespace {
 constexpr FindingKind kAllFindingKinds[] = {
-    FindingKind::kHeartbeatLost,   FindingKind::kNodeLost,     FindingKind::kHang,
-    FindingKind::kStraggler,       FindingKind::kSdcSuspected, FindingKind::kSdcConfirmed,
-    FindingKind::kSdcTransient,    FindingKind::kLossSpike,    FindingKind::kNonfiniteLoss,
-    FindingKind::kGradNormSpike,   FindingKind::kProcessExit,  FindingKind::kGpuFault,
-    FindingKind::kRestartRequested};
+    FindingKind::kHeartbeatLost,    FindingKind::kNodeLost,      FindingKind::kHang,
+    FindingKind::kStraggler,        FindingKind::kSdcSuspected,  FindingKind::kSdcConfirmed,
+    FindingKind::kSdcTransient,     FindingKind::kLossSpike,     FindingKind::kNonfiniteLoss,
+    FindingKind::kGradNormSpike,    FindingKind::kProcessExit,   FindingKind::kGpuFault,
+    FindingKind::kRestartRequested, FindingKind::kLossDivergence};
 }  // namespace
 
 const char* ToString(FindingKind k) {
@@ -110,6 +110,8 @@ const char* ToString(FindingKind k) {
       return "gpu_fault";
     case FindingKind::kRestartRequested:
       return "restart_requested";
+    case FindingKind::kLossDivergence:
+      return "loss_divergence";
   }
   return "unknown";
 }
@@ -128,6 +130,22 @@ const char* ToString(SdcVerdict v) {
       return "majority";
     case SdcVerdict::kNeedsReplay:
       return "needs_replay";
+  }
+  return "none";
+}
+
+const char* ToString(OnReproducible o) {
+  return o == OnReproducible::kRecord ? "record" : "fail";
+}
+
+const char* ToString(ExternalRemediation r) {
+  switch (r) {
+    case ExternalRemediation::kNone:
+      return "none";
+    case ExternalRemediation::kCordon:
+      return "cordon";
+    case ExternalRemediation::kHook:
+      return "hook";
   }
   return "none";
 }

@@ -53,6 +53,17 @@ struct CheckpointSpec {
   int every_steps = 0;  // 0: the job does not promise periodic checkpoints
 };
 
+// What to do when an anomaly reproduces at the same step after a restart from an earlier checkpoint (the
+// data or the code, not the hardware).
+enum class OnReproducible { kFail, kRecord };
+const char* ToString(OnReproducible o);
+enum class ExternalRemediation {
+  kNone,    // record only
+  kCordon,  // cordon the blamed nodes in Shepherd's inventory
+  kHook,    // run the daemon's remediation hook with the finding as JSON on stdin
+};
+const char* ToString(ExternalRemediation r);
+
 struct Policy {
   double heartbeat_interval_s = 1;
   double heartbeat_timeout_s = 10;
@@ -66,6 +77,21 @@ struct Policy {
   int straggler_window_steps = 20;  // ... over this many steps is a straggler
   double loss_spike_factor = 3;     // loss above rolling median × factor is a spike
   int good_after_steps = 10;        // K healthy steps that make a complete checkpoint good
+  // Loss judged at job level: a spike lasting this many consecutive steps is divergence (restart from
+  // last-known-good); a shorter one is an outlier (recorded, no action).
+  int loss_divergence_steps = 5;
+  // Loop breakers (docs/recovery.md).
+  OnReproducible on_reproducible_anomaly = OnReproducible::kFail;
+  int no_progress_attempts = 3;       // this many consecutive attempts ...
+  int min_progress_steps = 10;        // ... each ending before resume step + this: stop restarting
+  int crash_step_window = 5;          // the same exit code within this many steps of an earlier one
+  int poisoned_checkpoint_steps = 3;  // a resume failing within this many steps after loading it
+  // Jobs our agents launch: how long every node's agent may take to start the ranks before the job is
+  // re-placed onto nodes whose agents are attached (or keeps waiting, saying why).
+  double launch_timeout_s = 120;
+  // Jobs another launcher starts: what Shepherd does itself about a finding (it always records what it
+  // would do, as recommended_actions).
+  ExternalRemediation external_remediation = ExternalRemediation::kNone;
 };
 
 struct JobSpec {
@@ -171,6 +197,7 @@ enum class FindingKind {
   kProcessExit,       // a rank process exited non-zero or was killed
   kGpuFault,          // an agent reported a GPU fault
   kRestartRequested,  // a user forced a restart (POST /v1/jobs/{id}/restart)
+  kLossDivergence,    // the job-level loss stayed off its baseline for policy.loss_divergence_steps
 };
 const char* ToString(FindingKind k);
 std::optional<FindingKind> FindingKindFromString(std::string_view s);
@@ -193,6 +220,12 @@ struct Finding {
   Time detected_at{};
   std::string detail;
   std::vector<std::string> actions;
+  // What Shepherd would do, for jobs it does not launch (it acts only as policy.external_remediation says).
+  std::vector<std::string> recommended_actions;
+  // process_exit: how the rank ended, and the last lines of its log when the agent sent them.
+  std::optional<int> exit_code;
+  std::optional<int> signal;
+  std::string log_tail;
 };
 
 }  // namespace shepherd

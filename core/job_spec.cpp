@@ -91,9 +91,16 @@ void ParsePolicy(FieldReader& root, Policy* p, std::vector<FieldError>* errs) {
   const Json* j = root.Find("policy");
   if (!j) return;
   FieldReader r(*j, "policy", errs);
-  r.OnlyKnown({"heartbeat_interval_s", "heartbeat_timeout_s", "startup_grace_s", "hang_timeout_s",
-               "sdc_check_every_steps", "max_restarts", "restart_backoff_s", "use_spares", "straggler_factor",
-               "straggler_window_steps", "loss_spike_factor", "good_after_steps"});
+  r.OnlyKnown({"heartbeat_interval_s",  "heartbeat_timeout_s",
+               "startup_grace_s",       "hang_timeout_s",
+               "sdc_check_every_steps", "max_restarts",
+               "restart_backoff_s",     "use_spares",
+               "straggler_factor",      "straggler_window_steps",
+               "loss_spike_factor",     "good_after_steps",
+               "loss_divergence_steps", "on_reproducible_anomaly",
+               "no_progress_attempts",  "min_progress_steps",
+               "crash_step_window",     "poisoned_checkpoint_steps",
+               "launch_timeout_s",      "external_remediation"});
   auto num = [&](const char* k, double* out, double lo, double hi) {
     if (auto v = r.Number(k, false, lo, hi)) *out = *v;
   };
@@ -112,6 +119,18 @@ void ParsePolicy(FieldReader& root, Policy* p, std::vector<FieldError>* errs) {
   integer("straggler_window_steps", &p->straggler_window_steps, 2, 10000);
   num("loss_spike_factor", &p->loss_spike_factor, 1.01, 1e6);
   integer("good_after_steps", &p->good_after_steps, 0, 1 << 30);
+  integer("loss_divergence_steps", &p->loss_divergence_steps, 1, 100000);
+  if (auto v = r.Enum("on_reproducible_anomaly", {"fail", "record"}))
+    p->on_reproducible_anomaly = *v == "record" ? OnReproducible::kRecord : OnReproducible::kFail;
+  integer("no_progress_attempts", &p->no_progress_attempts, 1, 1000);
+  integer("min_progress_steps", &p->min_progress_steps, 0, 1 << 30);
+  integer("crash_step_window", &p->crash_step_window, 0, 1 << 30);
+  integer("poisoned_checkpoint_steps", &p->poisoned_checkpoint_steps, 0, 1 << 30);
+  num("launch_timeout_s", &p->launch_timeout_s, 1, 86400);
+  if (auto v = r.Enum("external_remediation", {"none", "cordon", "hook"}))
+    p->external_remediation = *v == "cordon" ? ExternalRemediation::kCordon
+                              : *v == "hook" ? ExternalRemediation::kHook
+                                             : ExternalRemediation::kNone;
   if (p->heartbeat_timeout_s <= p->heartbeat_interval_s)
     r.Error("policy.heartbeat_timeout_s", "must be greater than policy.heartbeat_interval_s");
 }
@@ -230,7 +249,15 @@ Json ToJson(const JobSpec& s) {
         {"straggler_factor", p.straggler_factor},
         {"straggler_window_steps", p.straggler_window_steps},
         {"loss_spike_factor", p.loss_spike_factor},
-        {"good_after_steps", p.good_after_steps}}},
+        {"good_after_steps", p.good_after_steps},
+        {"loss_divergence_steps", p.loss_divergence_steps},
+        {"on_reproducible_anomaly", ToString(p.on_reproducible_anomaly)},
+        {"no_progress_attempts", p.no_progress_attempts},
+        {"min_progress_steps", p.min_progress_steps},
+        {"crash_step_window", p.crash_step_window},
+        {"poisoned_checkpoint_steps", p.poisoned_checkpoint_steps},
+        {"launch_timeout_s", p.launch_timeout_s},
+        {"external_remediation", ToString(p.external_remediation)}}},
   };
 }
 

@@ -276,6 +276,10 @@ Json ToJson(const Finding& f) {
   if (f.step) out["step"] = *f.step;
   if (f.onset_step) out["onset_step"] = *f.onset_step;
   if (f.sdc_verdict != SdcVerdict::kNone) out["sdc_verdict"] = ToString(f.sdc_verdict);
+  if (!f.recommended_actions.empty()) out["recommended_actions"] = f.recommended_actions;
+  if (f.exit_code) out["exit_code"] = *f.exit_code;
+  if (f.signal) out["signal"] = *f.signal;
+  if (!f.log_tail.empty()) out["log_tail"] = f.log_tail;
   return out;
 }
 
@@ -301,6 +305,11 @@ Result<Finding> FindingFromJson(const Json& j) {
     f.detected_at = TimeOf(j, "detected_at");
     f.detail = j.value("detail", "");
     f.actions = j.value("actions", std::vector<std::string>{});
+    f.recommended_actions = j.value("recommended_actions", std::vector<std::string>{});
+    if (j.contains("exit_code") && j["exit_code"].is_number_integer())
+      f.exit_code = j["exit_code"].get<int>();
+    if (j.contains("signal") && j["signal"].is_number_integer()) f.signal = j["signal"].get<int>();
+    f.log_tail = j.value("log_tail", "");
     return f;
   });
 }
