@@ -41,7 +41,7 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
     auto est = c->PlanFor(*spec);
     if (!est.ok()) return respond(ProblemFrom(est.status()));
     if (!est->fits) return respond(DoesNotFit(*est));
-    c->SubmitJob(std::move(spec).value(), std::move(est).value(), [respond](Result<JobEntry> r) {
+    c->SubmitJob(std::move(spec).value(), std::move(est).value(), [respond](Result<JobView> r) {
       if (!r.ok()) return respond(ProblemFrom(r.status()));
       HttpResponse res = JsonResponse(201, RenderJob(*r));
       res.headers.emplace_back("Location", "/v1/jobs/" + r->job.id);
@@ -57,7 +57,7 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
       if (!state)
         return respond(ProblemFrom(InvalidContent(
             "invalid query",
-            {{"state", "must be queued, running, recovering, succeeded, failed or cancelled"}})));
+            {{"state", "must be queued, launching, running, recovering, succeeded, failed or cancelled"}})));
     }
     respond(JsonResponse(200, RenderJobList(c->ListJobs(state))));
   });
@@ -65,11 +65,11 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
     if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
     api::Reply(respond, c->GetJob(p.at("id")), RenderJob);
   });
-  router->Add(
-      "POST", "/v1/jobs/{id}/cancel", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
-        if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-        c->CancelJob(p.at("id"), [respond](Result<JobEntry> r) { api::Reply(respond, r, RenderJob); });
-      });
+  router->Add("POST", "/v1/jobs/{id}/cancel",
+              [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
+                if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
+                c->CancelJob(p.at("id"), [respond](Result<JobView> r) { api::Reply(respond, r, RenderJob); });
+              });
   router->Add("GET", "/v1/jobs/{id}/placement",
               [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
                 if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);

@@ -22,7 +22,6 @@ void Metrics::ObserveRequest(const std::string& route, const std::string& method
   h.sum += seconds;
 }
 
-
 std::string Metrics::Exposition(const std::string& version) const {
   std::string out;
   out += "# HELP shepherd_build_info Build information.\n# TYPE shepherd_build_info gauge\n";

@@ -28,8 +28,8 @@ class Metrics {
     uint64_t count = 0;
     double sum = 0;
   };
-  std::map<std::string, uint64_t> requests_;                       // labels -> count
-  std::map<std::string, Histogram> latency_;                       // route labels -> histogram
+  std::map<std::string, uint64_t> requests_;  // labels -> count
+  std::map<std::string, Histogram> latency_;  // route labels -> histogram
   std::function<void(std::string*)> gauges_;
 };
 

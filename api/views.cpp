@@ -27,7 +27,7 @@ Json RenderNodeList(const NodeList& list) {
             {"spare_deficits", std::move(deficits)}}}};
 }
 
-Json RenderJob(const JobEntry& e) {
+Json RenderJob(const JobView& e) {
   Json j = ToJson(e.job);  // the stored record, plus what the API shows besides
   j.erase("seq");
   j["name"] = e.job.spec.name;
@@ -40,12 +40,20 @@ Json RenderJob(const JobEntry& e) {
                             {"resume_step", e.attempt->resume_step}};
     if (e.attempt->ended_at) j["current_attempt"]["ended_at"] = FormatRfc3339(*e.attempt->ended_at);
   }
+  if (e.launch) {
+    j["launch"] = {{"status", e.launch->nodes_without_agent.empty() ? "starting" : "waiting_for_agents"},
+                   {"nodes_waiting", e.launch->nodes_waiting},
+                   {"nodes_without_agent", e.launch->nodes_without_agent},
+                   {"since", FormatRfc3339(e.launch->since)}};
+  } else if (e.job.state == JobState::kRunning) {
+    j["launch"] = {{"status", "launched"}};
+  }
   return j;
 }
 
-Json RenderJobList(const std::vector<JobEntry>& jobs) {
+Json RenderJobList(const std::vector<JobView>& jobs) {
   Json items = Json::array();
-  for (const JobEntry& e : jobs) items.push_back(RenderJob(e));
+  for (const JobView& e : jobs) items.push_back(RenderJob(e));
   return {{"jobs", std::move(items)}};
 }
 

@@ -56,6 +56,11 @@ class AgentBoard {
   // Answers every pending long poll now (shutdown: in-flight requests must finish).
   void ReleaseWaiters();
   int64_t version(const std::string& node) const;
+  // The node's agent has heartbeated and is not lost.
+  bool Live(const std::string& node) const {
+    auto it = agents_.find(node);
+    return it != agents_.end() && !it->second.lost;
+  }
 
  private:
   struct Agent {

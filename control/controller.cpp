@@ -12,7 +12,7 @@ Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOp
       options_(std::move(options)),
       inventory_(options_.levels, {options_.min_spares_per_leaf, options_.min_spares_per_spine}),
       jobs_(&inventory_, options_.default_gpu_memory_gib),
-      recovery_(&inventory_, &jobs_),
+      recovery_(&inventory_, &jobs_, options_.remediation_hook),
       agents_([this](const std::string& node) { return DesiredRanks(node); },
               options_.node_heartbeat_timeout_s) {}
 
@@ -62,10 +62,7 @@ void Controller::Settle(Time now) {
     const JobEntry* e = jobs_.Find(ev.job);
     JobHealth& health = HealthOf(ev.job);
     if (ev.kind == AttemptEvent::Kind::kStarted) {
-      // Jobs our agents launch are watched from the start (startup grace); jobs another launcher starts,
-      // from their first report.
-      if (e->attempt->number == ev.attempt)
-        health.OnAttemptStart(e->job, *e->attempt, /*watch_now=*/!e->job.spec.command.empty(), now);
+      if (e->attempt->number == ev.attempt) health.OnAttemptStart(e->job, *e->attempt, LaunchOf(e->job), now);
     } else {
       if (e->attempt->number == ev.attempt) health.OnAttemptEnd();
       if (IsTerminal(e->job.state)) {
@@ -76,6 +73,17 @@ void Controller::Settle(Time now) {
     }
     for (const std::string& node : ev.nodes) agents_.Bump(node);
   }
+}
+
+JobHealth::Launch Controller::LaunchOf(const Job& job) {
+  return job.spec.command.empty() ? JobHealth::Launch::kExternal : JobHealth::Launch::kByAgents;
+}
+
+void Controller::MarkLaunched(const std::string& job, Time now, WriteBatch* batch) {
+  const JobEntry* e = jobs_.Find(job);
+  if (!e || e->job.state != JobState::kLaunching) return;
+  jobs_.SetState(job, JobState::kRunning, "", now, batch);
+  spdlog::info("job {} attempt {} launched", job, e->job.attempt);
 }
 
 void Controller::Schedule(Time now, WriteBatch* batch) {
@@ -124,17 +132,18 @@ Result<NodeView> Controller::GetNode(const std::string& id) const {
 
 // ---- Jobs
 
-void Controller::SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobEntry> done) {
+void Controller::SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   Time now = clock_->Now();
   WriteBatch batch;
   auto id = jobs_.Submit(std::move(spec), std::move(estimate), now, &batch);
   if (!id.ok()) return done(id.status());
   Schedule(now, &batch);
-  CommitThen<JobEntry>(std::move(batch), std::move(done), [this, id = *id] { return *jobs_.Find(id); });
+  CommitThen<JobView>(std::move(batch), std::move(done),
+                      [this, id = *id] { return ViewOf(*jobs_.Find(id)); });
 }
 
-void Controller::CancelJob(const std::string& id, Done<JobEntry> done) {
+void Controller::CancelJob(const std::string& id, Done<JobView> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   Time now = clock_->Now();
   WriteBatch batch;
@@ -144,19 +153,33 @@ void Controller::CancelJob(const std::string& id, Done<JobEntry> done) {
   agents_.DropGate(id);
   if (auto it = health_.find(id); it != health_.end()) it->second->OnJobEnd();
   Schedule(now, &batch);
-  CommitThen<JobEntry>(std::move(batch), std::move(done), [this, id] { return *jobs_.Find(id); });
+  CommitThen<JobView>(std::move(batch), std::move(done), [this, id] { return ViewOf(*jobs_.Find(id)); });
 }
 
-Result<JobEntry> Controller::GetJob(const std::string& id) const {
+JobView Controller::ViewOf(const JobEntry& e) const {
+  JobView v;
+  static_cast<JobEntry&>(v) = e;
+  auto h = health_.find(e.job.id);
+  if (e.job.state != JobState::kLaunching || e.job.spec.command.empty() || h == health_.end()) return v;
+  LaunchView l;
+  l.nodes_waiting = h->second->unlaunched_nodes();
+  for (const std::string& n : l.nodes_waiting)
+    if (!agents_.Live(n)) l.nodes_without_agent.push_back(n);
+  l.since = h->second->attempt_started_at();
+  v.launch = std::move(l);
+  return v;
+}
+
+Result<JobView> Controller::GetJob(const std::string& id) const {
   const JobEntry* e = jobs_.Find(id);
   if (!e) return NotFound("no job " + id);
-  return *e;
+  return ViewOf(*e);
 }
 
-std::vector<JobEntry> Controller::ListJobs(std::optional<JobState> state) const {
-  std::vector<JobEntry> out;
+std::vector<JobView> Controller::ListJobs(std::optional<JobState> state) const {
+  std::vector<JobView> out;
   for (const auto& [id, e] : jobs_.all())
-    if (!state || e.job.state == *state) out.push_back(e);
+    if (!state || e.job.state == *state) out.push_back(ViewOf(e));
   return out;
 }
 

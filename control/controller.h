@@ -48,11 +48,23 @@ struct ControllerOptions {
   double stop_timeout_s = 30;            // longest wait for an old attempt's ranks to stop before a restart
   std::string advertise_url;             // SHEPHERD_URL given to ranks (the daemon sets it once listening)
   std::string rank_token;                // SHEPHERD_TOKEN given to ranks
+  uint32_t master_port_salt = 0;         // varies MASTER_PORT between daemons (random per daemon start)
+  // policy.external_remediation = "hook": runs the site's command with the finding (never blocks).
+  RemediationHook remediation_hook;
 };
 
 struct NodeUpsert {
   NodeView node;
   bool created = false;
+};
+// A launching attempt: which nodes have not started its ranks, and which of those have no live agent.
+struct LaunchView {
+  std::vector<std::string> nodes_waiting;
+  std::vector<std::string> nodes_without_agent;
+  Time since{};
+};
+struct JobView : JobEntry {
+  std::optional<LaunchView> launch;  // while launching, for jobs our agents launch
 };
 struct PlacementView {
   int attempt = 0;
@@ -101,10 +113,10 @@ class Controller {
   Result<PlanEstimate> PlanFor(const JobSpec& spec) const { return jobs_.PlanFor(spec); }
   // Admits a job whose plan fits GPU memory (queued or running). kInvalidContent when larger than the
   // usable inventory.
-  void SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobEntry> done);
-  void CancelJob(const std::string& id, Done<JobEntry> done);
-  Result<JobEntry> GetJob(const std::string& id) const;
-  std::vector<JobEntry> ListJobs(std::optional<JobState> state) const;
+  void SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> done);
+  void CancelJob(const std::string& id, Done<JobView> done);
+  Result<JobView> GetJob(const std::string& id) const;
+  std::vector<JobView> ListJobs(std::optional<JobState> state) const;
   Result<PlacementView> GetPlacement(const std::string& id) const;
 
   // ---- Agents (docs/agent-protocol.md)
@@ -151,8 +163,17 @@ class Controller {
   // Agent liveness (node_lost findings), launch gates and long-poll deadlines.
   void CheckAgents(Time now, WriteBatch* batch);
   void OnRankExit(const std::string& node, const ProcessStatus& p, Time now, WriteBatch* batch);
+  // A job another launcher starts: a report of a higher attempt begins that attempt.
+  void FollowExternalAttempt(const std::string& job, const ReportBatch& reports, Time now, WriteBatch* batch);
   // Places queued jobs.
   void Schedule(Time now, WriteBatch* batch);
+  static JobHealth::Launch LaunchOf(const Job& job);
+  // The attempt's ranks are known to have started: launching → running.
+  void MarkLaunched(const std::string& job, Time now, WriteBatch* batch);
+  // Launching attempts whose agents did not start them in policy.launch_timeout_s: re-placed onto nodes
+  // with live agents when they fit there, else left waiting with the reason.
+  void CheckLaunches(Time now, WriteBatch* batch);
+  JobView ViewOf(const JobEntry& e) const;
   // What the node's agent must run (AgentBoard's source).
   std::vector<RankAssignment> DesiredRanks(const std::string& node) const;
 
@@ -167,6 +188,7 @@ class Controller {
   AgentBoard agents_;
   FindingLog findings_;
   std::map<std::string, uint64_t> report_counts_;
+  std::map<std::string, Time> launch_checked_at_;  // CheckLaunches: last look at a stuck launch, per job
   bool ready_ = false;
   bool storage_failed_ = false;
   std::function<void(const Status&)> on_storage_failure_;

@@ -5,9 +5,10 @@
 namespace shepherd {
 namespace {
 
-int MasterPort(int64_t job_seq, int attempt) {
-  // Fresh per attempt, so a restarted rendezvous never meets the old one's sockets.
-  return 20000 + static_cast<int>((job_seq * 7919 + attempt * 104729) % 20000);
+int MasterPort(int64_t job_seq, int attempt, uint32_t salt) {
+  // Fresh per attempt, so a restarted rendezvous never meets the old one's sockets; the daemon's salt keeps
+  // two daemons (or a restarted one's fresh database) from handing out the same ports for job-000001.
+  return 20000 + static_cast<int>((job_seq * 7919 + attempt * 104729 + salt) % 20000);
 }
 
 }  // namespace
@@ -16,7 +17,7 @@ std::vector<RankAssignment> Controller::DesiredRanks(const std::string& node) co
   std::vector<RankAssignment> out;
   for (const std::string& job_id : inventory_.cluster().JobsOn(node)) {
     const JobEntry* e = jobs_.Find(job_id);
-    if (!e || !e->attempt || e->job.state != JobState::kRunning || e->job.spec.command.empty()) continue;
+    if (!e || !e->attempt || !IsActive(e->job.state) || e->job.spec.command.empty()) continue;
     const Placement& p = e->attempt->placement;
     std::vector<const RankSlot*> local;
     for (const RankSlot& r : p.ranks)
@@ -34,7 +35,8 @@ std::vector<RankAssignment> Controller::DesiredRanks(const std::string& node) co
       env["LOCAL_RANK"] = std::to_string(i);
       env["LOCAL_WORLD_SIZE"] = std::to_string(local.size());
       env["MASTER_ADDR"] = master ? master->hostname : "127.0.0.1";
-      env["MASTER_PORT"] = std::to_string(MasterPort(e->job.seq, e->attempt->number));
+      env["MASTER_PORT"] =
+          std::to_string(MasterPort(e->job.seq, e->attempt->number, options_.master_port_salt));
       env["CUDA_VISIBLE_DEVICES"] = std::to_string(r.gpu);
       env["SHEPHERD_URL"] = options_.advertise_url;
       env["SHEPHERD_JOB"] = e->job.id;

@@ -60,20 +60,39 @@ void Controller::IngestReports(const std::string& job, const ReportBatch& report
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   const JobEntry* e = jobs_.Find(job);
   if (!e) return done(NotFound("no job " + job));
+  Time now = clock_->Now();
+  WriteBatch batch;
+  FollowExternalAttempt(job, reports, now, &batch);
   auto h = health_.find(job);
   if (h == health_.end() || !h->second->running())
     return done(Conflict("job " + job + " is " + ToString(e->job.state) + ": no attempt is running"));
-  Time now = clock_->Now();
   JobHealth::IngestOutcome in = h->second->Ingest(reports, now);
   report_counts_["accepted"] += in.accepted - in.ignored;
   report_counts_["ignored"] += in.ignored;
   report_counts_["rejected"] += in.rejected.size();
-  WriteBatch batch;
+  if (in.launched_now) MarkLaunched(job, now, &batch);
   PersistTransitions(in.transitions, &batch);
   if (in.urgent) EvaluateJob(job, now, &batch);
   IngestSummary out{in.accepted, in.ignored, std::move(in.rejected)};
   if (batch.empty()) return done(std::move(out));
   CommitThen<IngestSummary>(std::move(batch), std::move(done), [out = std::move(out)] { return out; });
+}
+
+void Controller::FollowExternalAttempt(const std::string& job, const ReportBatch& reports, Time now,
+                                       WriteBatch* batch) {
+  const JobEntry* e = jobs_.Find(job);
+  if (!e->job.spec.command.empty() || !e->attempt || !IsActive(e->job.state)) return;
+  int highest = 0;
+  for (const auto& [index, r] : reports.reports) highest = std::max(highest, r.attempt);
+  if (highest <= e->attempt->number) return;
+  // Its own launcher restarted it (e.g. Slurm requeued it): the attempt follows the ranks, on the same
+  // placement; nothing is stopped or blamed.
+  Placement p = e->attempt->placement;
+  const std::string reason = "the job's launcher started attempt " + std::to_string(highest);
+  jobs_.EndAttempt(job, now, batch);
+  if (!jobs_.StartAttempt(job, std::move(p), reason, std::nullopt, now, batch, highest).ok())
+    spdlog::error("job {}: cannot follow attempt {}", job, highest);
+  Settle(now);
 }
 
 void Controller::Tick() {
@@ -84,6 +103,7 @@ void Controller::Tick() {
   for (const auto& [id, h] : health_) ids.push_back(id);
   for (const std::string& id : ids) EvaluateJob(id, now, &batch);
   CheckAgents(now, &batch);
+  CheckLaunches(now, &batch);
   recovery_.StartDue(now, &batch);
   Schedule(now, &batch);
   Settle(now);
@@ -109,7 +129,7 @@ void Controller::CheckAgents(Time now, WriteBatch* batch) {
 
 void Controller::OnRankExit(const std::string& node, const ProcessStatus& p, Time now, WriteBatch* batch) {
   const JobEntry* e = jobs_.Find(p.rank.job);
-  if (!e || !e->attempt || e->attempt->number != p.rank.attempt || e->job.state != JobState::kRunning)
+  if (!e || !e->attempt || e->attempt->number != p.rank.attempt || !IsActive(e->job.state))
     return;  // an old attempt's rank, stopped on purpose
   if (p.exit_code == 0) {
     if (jobs_.OnRankExitedOk(p.rank, now, batch)) Schedule(now, batch);
@@ -133,6 +153,14 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
   inventory_.MarkAgentAttached(node, now, &batch);
   AgentBoard::HeartbeatOutcome out = agents_.OnHeartbeat(node, hb, now);
   HeartbeatAck ack;
+  // The agent started these ranks: their attempt is launched on this node.
+  for (const ProcessStatus& p : hb.processes) {
+    const JobEntry* e = jobs_.Find(p.rank.job);
+    if (!e || !e->attempt || e->attempt->number != p.rank.attempt || e->job.state != JobState::kLaunching)
+      continue;
+    if (auto h = health_.find(p.rank.job); h != health_.end() && h->second->OnNodeLaunched(node, now))
+      MarkLaunched(p.rank.job, now, &batch);
+  }
   for (const ProcessStatus& p : out.exits) {
     ack.ack_exits.push_back(p.rank);
     OnRankExit(node, p, now, &batch);
@@ -194,7 +222,7 @@ Result<Json> Controller::GetHealth(const std::string& id) const {
   auto h = health_.find(id);
   const JobHealth* health = h == health_.end() ? nullptr : h->second.get();
   Json out;
-  if (health && health->running() && e->job.state == JobState::kRunning) {
+  if (health && health->running() && IsActive(e->job.state)) {
     out = health->MonitorJson(now);
   } else {
     out = {{"status", ToString(e->job.state)},

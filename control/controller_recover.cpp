@@ -81,9 +81,12 @@ Status Controller::Recover() {
     const JobEntry& e = *jobs_.Find(job);
     JobHealth& health = HealthOf(job);
     health.Restore(checkpoints[job], resumes[job]);
-    // Grace counts from recovery: the ranks' last-seen times were not persisted.
+    // A running attempt is re-armed now (grace counts from recovery: last-seen times were not persisted);
+    // a launching one waits for its launch again.
     if (e.job.state == JobState::kRunning)
-      health.OnAttemptStart(e.job, *e.attempt, /*watch_now=*/!e.job.spec.command.empty(), now);
+      health.OnAttemptStart(e.job, *e.attempt, JobHealth::Launch::kRecovered, now);
+    else if (e.job.state == JobState::kLaunching)
+      health.OnAttemptStart(e.job, *e.attempt, LaunchOf(e.job), now);
   }
   for (const Node* n : inventory_.cluster().nodes())
     if (n->agent_attached) agents_.Restore(n->id, now);  // grace: liveness was not persisted

@@ -60,11 +60,12 @@ void JobBook::Event(AttemptEvent::Kind kind, const JobEntry& e) {
 }
 
 Status JobBook::StartAttempt(const std::string& job, Placement placement, const std::string& reason,
-                             std::optional<Checkpoint> resume, Time now, WriteBatch* batch) {
+                             std::optional<Checkpoint> resume, Time now, WriteBatch* batch,
+                             std::optional<int> number) {
   JobEntry& e = jobs_.at(job);
   Attempt a;
   a.job = job;
-  a.number = e.job.attempt + 1;
+  a.number = number.value_or(e.job.attempt + 1);
   a.started_at = now;
   a.reason = reason;
   if (resume) {
@@ -75,7 +76,7 @@ Status JobBook::StartAttempt(const std::string& job, Placement placement, const 
   a.placement = std::move(placement);
   if (Status s = inventory_->Allocate(job, a.placement); !s.ok()) return s;
   e.job.attempt = a.number;
-  e.job.state = JobState::kRunning;
+  e.job.state = JobState::kLaunching;  // running once its ranks are known to have started
   e.job.reason.clear();
   e.job.updated_at = now;
   batch->Put(JobRecord(e.job));
@@ -150,7 +151,7 @@ bool JobBook::OnRankExitedOk(const RankRef& rank, Time now, WriteBatch* batch) {
   auto it = jobs_.find(rank.job);
   if (it == jobs_.end()) return false;
   JobEntry& e = it->second;
-  if (e.job.state != JobState::kRunning || !e.attempt || e.attempt->number != rank.attempt) return false;
+  if (!IsActive(e.job.state) || !e.attempt || e.attempt->number != rank.attempt) return false;
   e.exited_ok.insert(rank.rank);
   if (static_cast<int>(e.exited_ok.size()) < e.job.plan.world_size()) return false;
   EndAttempt(rank.job, now, batch);
@@ -177,7 +178,7 @@ Status JobBook::RestoreAttempt(Attempt a) {
     e.job.state = JobState::kQueued;
     e.job.reason = "restart pending when the daemon restarted";
   }
-  if (e.job.state == JobState::kRunning) {
+  if (IsActive(e.job.state)) {
     if (Status s = inventory_->Allocate(a.job, a.placement); !s.ok())
       return Internal("recovering placement of " + a.job + ": " + s.message());
   }

@@ -6,7 +6,8 @@
 // What follows from an attempt starting or ending (health monitors, agents' assignments) is not done here:
 // each start and end is queued as an AttemptEvent that the Controller drains (TakeEvents) at the end of the
 // same operation, so this class calls nothing above it.
-// Invariants: a job is kRunning iff its attempt has no ended_at and the Inventory holds its placement;
+// Invariants: a job is active (launching or running) iff its attempt has no ended_at and the Inventory
+// holds its placement; an attempt starts kLaunching and the Controller makes it kRunning once launched;
 // every change to a job or attempt record is added to the caller's WriteBatch in the same call.
 #pragma once
 
@@ -55,10 +56,12 @@ class JobBook {
 
   // Admits a job (queued; Schedule may start it). kInvalidContent when larger than the usable inventory.
   Result<std::string> Submit(JobSpec spec, PlanEstimate estimate, Time now, WriteBatch* batch);
-  // Starts the next attempt on `placement`, resuming from `resume` (nullopt: from scratch).
-  // kConflict, nothing changed, when a GPU of `placement` is no longer free.
+  // Starts the next attempt (or attempt `number`, when the job's own launcher numbered it) on `placement`,
+  // resuming from `resume` (nullopt: from scratch). kConflict, nothing changed, when a GPU of `placement` is
+  // no longer free. REQUIRES: number, if given, is above the current attempt.
   Status StartAttempt(const std::string& job, Placement placement, const std::string& reason,
-                      std::optional<Checkpoint> resume, Time now, WriteBatch* batch);
+                      std::optional<Checkpoint> resume, Time now, WriteBatch* batch,
+                      std::optional<int> number = std::nullopt);
   // Ends the current attempt (if still open): GPUs released, ended_at recorded.
   void EndAttempt(const std::string& job, Time now, WriteBatch* batch);
   // Sets the state and reason and persists the job record.

@@ -27,8 +27,9 @@ void JobHealth::Restore(const std::vector<Checkpoint>& checkpoints,
   for (auto [attempt, step] : sorted) ledger_.OnAttemptStart(attempt, step);
 }
 
-void JobHealth::OnAttemptStart(const Job& job, const Attempt& a, bool watch_now, Time now) {
+void JobHealth::OnAttemptStart(const Job& job, const Attempt& a, Launch launch, Time now) {
   ledger_.OnAttemptStart(a.number, a.resume_step);
+  attempt_started_at_ = now;
   MonitorContext ctx;
   ctx.job = job.id;
   ctx.attempt = a.number;
@@ -36,8 +37,17 @@ void JobHealth::OnAttemptStart(const Job& job, const Attempt& a, bool watch_now,
   ctx.plan = job.plan;
   ctx.placement = a.placement;
   ctx.policy = job.spec.policy;
+  unlaunched_.clear();
+  rank_nodes_.clear();
+  external_pending_ = launch == Launch::kExternal;
+  if (launch == Launch::kByAgents) {
+    for (const RankSlot& r : a.placement.ranks) {
+      unlaunched_.insert(r.node);
+      rank_nodes_.push_back(r.node);
+    }
+  }
   unarmed_.reset();
-  if (!watch_now) unarmed_ = ctx;
+  if (launch != Launch::kRecovered) unarmed_ = ctx;
   auto m = JobMonitor::Create(std::move(ctx));
   if (!m.ok()) {
     spdlog::error("job {}: cannot monitor attempt {}: {}", job.id, a.number, m.status().message());
@@ -45,18 +55,36 @@ void JobHealth::OnAttemptStart(const Job& job, const Attempt& a, bool watch_now,
     return;
   }
   monitor_ = std::move(m).value();
-  watching_ = watch_now;
+}
+
+void JobHealth::Arm(Time now) {
+  if (!unarmed_) return;
+  unarmed_->started_at = now;
+  if (auto m = JobMonitor::Create(std::move(*unarmed_)); m.ok()) monitor_ = std::move(m).value();
+  unarmed_.reset();
+}
+
+bool JobHealth::OnNodeLaunched(const std::string& node, Time now) {
+  if (!monitor_ || !unlaunched_.erase(node) || !unlaunched_.empty()) return false;
+  Arm(now);
+  return true;
 }
 
 JobHealth::IngestOutcome JobHealth::Ingest(const ReportBatch& batch, Time now) {
   IngestOutcome out;
   out.rejected = batch.rejected;
-  if (!watching_ && unarmed_) {
-    // Watched from the first report: the startup grace counts from now.
-    unarmed_->started_at = now;
-    if (auto m = JobMonitor::Create(std::move(*unarmed_)); m.ok()) monitor_ = std::move(m).value();
-    unarmed_.reset();
-    watching_ = true;
+  if (!watching()) {
+    // A report proves its rank (so its node) started; another launcher's job, that every rank did.
+    if (external_pending_ && !batch.reports.empty()) {
+      external_pending_ = false;
+      Arm(now);
+    }
+    for (const auto& [index, r] : batch.reports)
+      if (r.attempt == monitor_->context().attempt && r.rank >= 0 &&
+          r.rank < static_cast<int>(rank_nodes_.size()))
+        unlaunched_.erase(rank_nodes_[r.rank]);
+    if (unarmed_ && unlaunched_.empty() && !external_pending_) Arm(now);
+    out.launched_now = watching();
   }
   for (const auto& [index, r] : batch.reports) {
     IngestResult in = monitor_->Ingest(r, now);
@@ -115,7 +143,10 @@ std::optional<Checkpoint> JobHealth::DefaultResume() const {
 
 Json JobHealth::MonitorJson(Time now) const {
   Json out = monitor_->HealthJson(now);
-  if (!watching_) out["status"] = "waiting_for_first_report";
+  if (external_pending_)
+    out["status"] = "waiting_for_first_report";
+  else if (!unlaunched_.empty())
+    out["status"] = "launching";
   return out;
 }
 

@@ -5,12 +5,18 @@
 namespace shepherd {
 
 void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now,
-                                 WriteBatch* batch) {
+                                 WriteBatch* batch, const std::vector<std::string>& reported_nodes) {
   const JobEntry* e = jobs_->Find(f.job);
-  if (!e || e->job.state != JobState::kRunning || !e->attempt || f.attempt != e->attempt->number) return;
+  if (!e || !IsActive(e->job.state) || !e->attempt || f.attempt != e->attempt->number) return;
+  const bool external = e->job.spec.command.empty();
+  // A job we did not place for real: blame follows the nodes its ranks reported, never our placement.
+  Placement reported = e->attempt->placement;
+  if (external)
+    for (RankSlot& r : reported.ranks)
+      r.node = r.rank < static_cast<int>(reported_nodes.size()) ? reported_nodes[r.rank] : "";
   const Restarts& st = state_[f.job];
   RecoveryInput in{.job = e->job,
-                   .placement = e->attempt->placement,
+                   .placement = external ? reported : e->attempt->placement,
                    .cluster = inventory_->cluster(),
                    .finding = f,
                    .last_known_good = health.ledger().LastKnownGood(),
@@ -21,6 +27,7 @@ void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const 
                    .pending_replay_nodes = health.pending_replay_nodes(),
                    .earlier_findings = earlier};
   RecoveryDecision d = DecideRecovery(in);
+  if (external) return Remediate(f, e->job.spec.policy, d, now, batch);
   if (d.action == RecoveryDecision::kNone && d.node_actions.empty()) return;
   Execute(f.job, d, /*automatic=*/true, health, now, batch);
   f.actions.insert(f.actions.end(), d.actions.begin(), d.actions.end());
@@ -80,6 +87,39 @@ void RecoveryExecutor::Execute(const std::string& job, const RecoveryDecision& d
     jobs_->Persist(job, batch);
   }
   spdlog::warn("job {}: recovery: {}", job, d.reason);
+}
+
+void RecoveryExecutor::Remediate(Finding& f, const Policy& policy, const RecoveryDecision& d, Time now,
+                                 WriteBatch* batch) {
+  f.recommended_actions = d.actions;
+  switch (policy.external_remediation) {
+    case ExternalRemediation::kNone:
+      if (!d.actions.empty())
+        f.actions.push_back("none: the job is not launched by Shepherd (recommendations recorded)");
+      return;
+    case ExternalRemediation::kCordon:
+      for (NodeAction a : d.node_actions) {
+        if (a.node.empty() || !inventory_->Find(a.node)) {
+          f.actions.push_back("cannot cordon " +
+                              (a.node.empty() ? std::string("an unreported node") : a.node) +
+                              ": not in Shepherd's inventory");
+          continue;
+        }
+        a.action = NodeActionKind::kCordon;  // Shepherd only cordons what it does not run
+        a.reason = "external job " + f.job + ": " + a.reason;
+        inventory_->Apply(a, now, batch);
+        f.actions.push_back("cordon " + a.node + " (external_remediation: cordon)");
+      }
+      return;
+    case ExternalRemediation::kHook:
+      if (!hook_) {
+        f.actions.push_back("no remediation hook is configured: nothing run");
+        return;
+      }
+      hook_(f);
+      f.actions.push_back("ran the site's remediation hook");
+      return;
+  }
 }
 
 void RecoveryExecutor::StartDue(Time now, WriteBatch* batch) {

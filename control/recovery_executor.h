@@ -8,6 +8,7 @@
 // pending restart exists only while the job is kRecovering.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -21,15 +22,24 @@
 
 namespace shepherd {
 
+// Runs the site's remediation command for a finding of a job Shepherd does not launch (the daemon's
+// `remediation_hook`). Must not block the control thread.
+using RemediationHook = std::function<void(const Finding&)>;
+
 class RecoveryExecutor {
  public:
-  RecoveryExecutor(Inventory* inventory, JobBook* jobs) : inventory_(inventory), jobs_(jobs) {}
+  RecoveryExecutor(Inventory* inventory, JobBook* jobs, RemediationHook hook = nullptr)
+      : inventory_(inventory), jobs_(jobs), hook_(std::move(hook)) {}
 
   // Decides and executes recovery for finding `f` of a job; appends the actions taken to f.actions.
   // `earlier`: the job's recent findings, for recurrence. Findings of another attempt, or of a job that is
-  // not running, change nothing.
-  void OnFinding(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now,
-                 WriteBatch* batch);
+  // not active, change nothing.
+  // Jobs another launcher starts (no command) are never stopped or restarted: what Shepherd would do goes
+  // to f.recommended_actions, and only policy.external_remediation is carried out (cordon the blamed nodes
+  // in Shepherd's inventory, or run the hook); the blamed nodes are those the ranks reported
+  // (`reported_nodes`, by rank; empty strings where unknown).
+  void OnFinding(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now, WriteBatch* batch,
+                 const std::vector<std::string>& reported_nodes = {});
 
   // POST /v1/jobs/{id}/restart. Returns the decision executed (kRestart or kQueue).
   Result<RecoveryDecision> ForceRestart(const std::string& job, JobHealth& health, const std::string& from,
@@ -57,9 +67,12 @@ class RecoveryExecutor {
   };
   void Execute(const std::string& job, const RecoveryDecision& d, bool automatic, JobHealth& health, Time now,
                WriteBatch* batch);
+  // A job Shepherd does not launch: record, and remediate only as its policy says.
+  void Remediate(Finding& f, const Policy& policy, const RecoveryDecision& d, Time now, WriteBatch* batch);
 
   Inventory* inventory_;
   JobBook* jobs_;
+  RemediationHook hook_;
   std::map<std::string, Restarts> state_;
 };
 

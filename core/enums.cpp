@@ -38,6 +38,8 @@ const char* ToString(JobState s) {
   switch (s) {
     case JobState::kQueued:
       return "queued";
+    case JobState::kLaunching:
+      return "launching";
     case JobState::kRunning:
       return "running";
     case JobState::kRecovering:
@@ -53,8 +55,8 @@ const char* ToString(JobState s) {
 }
 
 std::optional<JobState> JobStateFromString(const std::string& s) {
-  for (JobState st : {JobState::kQueued, JobState::kRunning, JobState::kRecovering, JobState::kSucceeded,
-                      JobState::kFailed, JobState::kCancelled})
+  for (JobState st : {JobState::kQueued, JobState::kLaunching, JobState::kRunning, JobState::kRecovering,
+                      JobState::kSucceeded, JobState::kFailed, JobState::kCancelled})
     if (s == ToString(st)) return st;
   return std::nullopt;
 }

@@ -118,9 +118,16 @@ struct Plan {
   bool operator==(const Plan&) const = default;
 };
 
-enum class JobState { kQueued, kRunning, kRecovering, kSucceeded, kFailed, kCancelled };
+// kLaunching: an attempt holds its GPUs but its ranks are not known to run yet (no agent has started them,
+// no rank has reported). Nothing about a launching attempt's ranks is judged: ranks never launched are never
+// lost. kRunning: launched.
+enum class JobState { kQueued, kLaunching, kRunning, kRecovering, kSucceeded, kFailed, kCancelled };
 const char* ToString(JobState s);
 std::optional<JobState> JobStateFromString(const std::string& s);
+// An attempt is under way (holding its GPUs): launching or running.
+inline bool IsActive(JobState s) {
+  return s == JobState::kLaunching || s == JobState::kRunning;
+}
 inline bool IsTerminal(JobState s) {
   return s == JobState::kSucceeded || s == JobState::kFailed || s == JobState::kCancelled;
 }

@@ -26,7 +26,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   r.OnlyKnown({"listen", "db", "inventory", "port_file", "tokens", "topology_levels",
                "default_gpu_memory_gib", "min_spares_per_leaf", "min_spares_per_spine", "body_limit",
                "header_limit", "idle_timeout_s", "shutdown_grace_s", "tick_interval_s", "log_level",
-               "advertise_url", "node_heartbeat_timeout_s", "stop_timeout_s"});
+               "advertise_url", "node_heartbeat_timeout_s", "stop_timeout_s", "remediation_hook"});
   if (auto v = r.String("listen", false)) c->listen = *v;
   if (auto v = r.String("db", false, 4096)) c->db = *v;
   if (auto v = r.String("inventory", false, 4096)) c->inventory = *v;
@@ -48,6 +48,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
     }
   };
   strings("tokens", &c->tokens);
+  strings("remediation_hook", &c->remediation_hook);
   strings("topology_levels", &c->controller.levels);
   if (c->controller.levels.empty()) r.Error("topology_levels", "must name at least one level");
   if (auto v = r.Number("default_gpu_memory_gib", false, 1, 1 << 20))

@@ -16,6 +16,8 @@ struct DaemonConfig {
   std::string port_file;
   std::string advertise_url;  // SHEPHERD_URL for ranks; default http://<listen host>:<bound port>
   std::vector<std::string> tokens;
+  // Command (argv) run with a finding's JSON on stdin for jobs whose policy.external_remediation is "hook".
+  std::vector<std::string> remediation_hook;
   ControllerOptions controller;
   size_t body_limit = 4 << 20;
   size_t header_limit = 16 << 10;

@@ -8,10 +8,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "api/handlers.h"
 #include "api/http_server.h"
 #include "daemon/commands.h"
+#include "daemon/remediation_hook.h"
 
 namespace asio = boost::asio;
 
@@ -75,6 +77,9 @@ int RunDaemon(const DaemonConfig& config) {
   SystemClock clock;
   ControllerOptions controller_options = config.controller;
   if (!config.tokens.empty()) controller_options.rank_token = config.tokens.front();
+  controller_options.master_port_salt = std::random_device{}();
+  if (!config.remediation_hook.empty())
+    controller_options.remediation_hook = MakeProcessHook(config.remediation_hook);
   Controller controller(
       store->get(), &clock, [&ioc](std::function<void()> fn) { asio::post(ioc, std::move(fn)); },
       controller_options);

@@ -192,7 +192,7 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   const Finding& f = in.finding;
   RecoveryDecision d;
   d.not_before = in.now;
-  if (job.state != JobState::kRunning) {
+  if (!IsActive(job.state)) {
     d.reason = std::string("job is ") + ToString(job.state) + ", not running: no action";
     return d;
   }

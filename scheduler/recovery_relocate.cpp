@@ -157,7 +157,7 @@ Result<RecoveryDecision> ManualRestart(const RestartRequest& req) {
   d.reason = "manual restart" + (req.reason.empty() ? std::string() : ": " + req.reason);
   d.not_before = req.now;
   d.resume_from = from;
-  if (st == JobState::kRunning || st == JobState::kRecovering)
+  if (IsActive(st) || st == JobState::kRecovering)
     d.actions.push_back("stop attempt " + std::to_string(req.job.attempt));
   Relocate(req.job, req.placement, req.cluster, {}, avoid, &d);
   d.actions.push_back(ResumeLine(from, why));

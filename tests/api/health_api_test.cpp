@@ -26,7 +26,7 @@ class HealthApiTest : public ::testing::Test {
                    "straggler_factor": 1.5, "good_after_steps": 5}})");
     ApiReply r = api_.Post("/v1/jobs", job);
     ASSERT_EQ(r.status, 201) << r.body.dump();
-    ASSERT_EQ(r.body["state"], "running");
+    ASSERT_EQ(r.body["state"], "launching");
     job_ = r.body["id"];
   }
 

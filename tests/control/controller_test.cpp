@@ -47,19 +47,19 @@ class ControllerTest : public ::testing::Test {
     return s;
   }
 
-  Result<JobEntry> Submit(int gpus, int tp = 8) {
+  Result<JobView> Submit(int gpus, int tp = 8) {
     JobSpec s = Spec(gpus, tp);
     auto est = controller_->PlanFor(s);
     EXPECT_TRUE(est.ok()) << est.status().message();
-    std::optional<Result<JobEntry>> out;
-    controller_->SubmitJob(s, *est, [&](Result<JobEntry> r) { out = std::move(r); });
+    std::optional<Result<JobView>> out;
+    controller_->SubmitJob(s, *est, [&](Result<JobView> r) { out = std::move(r); });
     Drain();
     return *out;
   }
 
-  Result<JobEntry> Cancel(const std::string& id) {
-    std::optional<Result<JobEntry>> out;
-    controller_->CancelJob(id, [&](Result<JobEntry> r) { out = std::move(r); });
+  Result<JobView> Cancel(const std::string& id) {
+    std::optional<Result<JobView>> out;
+    controller_->CancelJob(id, [&](Result<JobView> r) { out = std::move(r); });
     Drain();
     return *out;
   }
@@ -95,7 +95,7 @@ TEST_F(ControllerTest, FifoQueueStartsWhenCapacityFrees) {
   AddNode("n2", "l0");
   auto a = Submit(16);
   ASSERT_TRUE(a.ok()) << a.status().message();
-  EXPECT_EQ(a->job.state, JobState::kRunning);
+  EXPECT_EQ(a->job.state, JobState::kLaunching);
   auto b = Submit(8);
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->job.state, JobState::kQueued);
@@ -103,7 +103,7 @@ TEST_F(ControllerTest, FifoQueueStartsWhenCapacityFrees) {
   EXPECT_EQ(pl.status().code(), Code::kConflict);
   ASSERT_TRUE(Cancel(a->job.id).ok());
   auto b_now = controller_->GetJob(b->job.id);
-  EXPECT_EQ(b_now->job.state, JobState::kRunning);
+  EXPECT_EQ(b_now->job.state, JobState::kLaunching);
   EXPECT_EQ(controller_->free_usable_gpus(), 8);
 }
 
@@ -147,14 +147,14 @@ TEST_F(ControllerTest, RecoveryRestoresNodesJobsAllocationsAndQueue) {
   Reset();  // a new controller over the same durable store
   auto r = controller_->GetJob(running->job.id);
   ASSERT_TRUE(r.ok());
-  EXPECT_EQ(r->job.state, JobState::kRunning);
+  EXPECT_EQ(r->job.state, JobState::kLaunching);
   EXPECT_EQ(controller_->GetNode("n1")->allocated_gpus, 8);
   auto pl = controller_->GetPlacement(running->job.id);
   ASSERT_TRUE(pl.ok());
   EXPECT_EQ(pl->placement->ranks[3].tp, 3);
   EXPECT_EQ(controller_->GetJob(queued->job.id)->job.state, JobState::kQueued);
   AddNode("n2", "l0");  // capacity arrives: the recovered queue moves
-  EXPECT_EQ(controller_->GetJob(queued->job.id)->job.state, JobState::kRunning);
+  EXPECT_EQ(controller_->GetJob(queued->job.id)->job.state, JobState::kLaunching);
   auto third = Submit(8);
   EXPECT_EQ(third->job.id, "job-000003");  // ids continue after recovery
 }

@@ -35,7 +35,7 @@ TEST(JobHealthTest, AJobAnotherLauncherStartsIsWatchedFromItsFirstReport) {
   FakeClock clock;
   Fixture fx(clock.Now());
   JobHealth h(fx.job);
-  h.OnAttemptStart(fx.job, fx.attempt, /*watch_now=*/false, clock.Now());
+  h.OnAttemptStart(fx.job, fx.attempt, JobHealth::Launch::kExternal, clock.Now());
   clock.AdvanceSeconds(3600);  // nobody reported for an hour: nothing is judged
   EXPECT_TRUE(h.Evaluate(clock.Now()).findings.empty());
   EXPECT_FALSE(h.watching());
@@ -60,7 +60,7 @@ TEST(JobHealthTest, IngestKeepsEachRejectionAtItsIndex) {
   FakeClock clock;
   Fixture fx(clock.Now());
   JobHealth h(fx.job);
-  h.OnAttemptStart(fx.job, fx.attempt, true, clock.Now());
+  h.OnAttemptStart(fx.job, fx.attempt, JobHealth::Launch::kRecovered, clock.Now());
   ReportBatch b = Batch({Heartbeat(0, clock.Now()), Heartbeat(9, clock.Now()), Heartbeat(1, clock.Now())});
   b.rejected.push_back({3, "kind: unknown"});  // refused by the parser in api/
   Report old = Heartbeat(2, clock.Now());
@@ -78,7 +78,7 @@ TEST(JobHealthTest, TwoTwoSplitNeedsAReplayAndACleanReplayIsTransient) {
   FakeClock clock;
   Fixture fx(clock.Now());
   JobHealth h(fx.job);
-  h.OnAttemptStart(fx.job, fx.attempt, true, clock.Now());
+  h.OnAttemptStart(fx.job, fx.attempt, JobHealth::Launch::kRecovered, clock.Now());
   const char* hashes[] = {"aa", "aa", "bb", "bb"};
   std::vector<Report> rs;
   for (int r = 0; r < 4; ++r) rs.push_back(Hash(r, clock.Now(), 100, hashes[r]));
@@ -94,7 +94,7 @@ TEST(JobHealthTest, TwoTwoSplitNeedsAReplayAndACleanReplayIsTransient) {
   h.OnReplayStarted({"n0", "n1"});
   Attempt a2 = fx.attempt;
   a2.number = 2;
-  h.OnAttemptStart(fx.job, a2, true, clock.Now());
+  h.OnAttemptStart(fx.job, a2, JobHealth::Launch::kRecovered, clock.Now());
   rs.clear();
   for (int r = 0; r < 4; ++r) {
     Report x = Hash(r, clock.Now(), 100, "aa");

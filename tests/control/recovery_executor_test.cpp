@@ -26,7 +26,8 @@ class RecoveryExecutorTest : public ::testing::Test {
     job_ = *jobs_.Submit(spec, *est, Now(), &b_);
     jobs_.Schedule([](const std::string&) { return std::nullopt; }, Now(), &b_);
     health_ = std::make_unique<JobHealth>(jobs_.Find(job_)->job);
-    health_->OnAttemptStart(jobs_.Find(job_)->job, *jobs_.Find(job_)->attempt, true, Now());
+    health_->OnAttemptStart(jobs_.Find(job_)->job, *jobs_.Find(job_)->attempt, JobHealth::Launch::kRecovered,
+                            Now());
   }
   Time Now() const { return clock_.Now(); }
   Finding Make(FindingKind kind, std::vector<int> ranks, std::vector<std::string> nodes) {
@@ -82,7 +83,7 @@ TEST_F(RecoveryExecutorTest, NodeLostFailsTheNodeAndASecondRestartWaitsForTheBac
   Finding lost = Make(FindingKind::kNodeLost, {2, 3}, {"n1"});
   rec_.OnFinding(lost, *health_, {}, Now(), &b_);
   EXPECT_TRUE(NodeOf("n1").failed);
-  EXPECT_EQ(jobs_.Find(job_)->job.state, JobState::kRunning);
+  EXPECT_EQ(jobs_.Find(job_)->job.state, JobState::kLaunching);
   EXPECT_EQ(jobs_.Find(job_)->job.attempt, 2);
   // A rank of the new attempt exits right away: the second automatic restart backs off (5 s · 2).
   Finding exit = Make(FindingKind::kProcessExit, {0}, {"n0"});
@@ -93,7 +94,7 @@ TEST_F(RecoveryExecutorTest, NodeLostFailsTheNodeAndASecondRestartWaitsForTheBac
   EXPECT_EQ(jobs_.Find(job_)->job.state, JobState::kRecovering);
   clock_.AdvanceSeconds(1);
   rec_.StartDue(Now(), &b_);
-  EXPECT_EQ(jobs_.Find(job_)->job.state, JobState::kRunning);
+  EXPECT_EQ(jobs_.Find(job_)->job.state, JobState::kLaunching);
   EXPECT_EQ(jobs_.Find(job_)->job.attempt, 3);
 }
 

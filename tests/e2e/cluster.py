@@ -113,7 +113,7 @@ class Cluster:
 
     def close(self):
         for job in (self.api("GET", "/v1/jobs") or {"jobs": []})["jobs"]:
-            if job["state"] in ("running", "recovering", "queued"):
+            if job["state"] in ("launching", "running", "recovering", "queued"):
                 self.api("POST", "/v1/jobs/%s/cancel" % job["id"])
         # Agents stop cancelled ranks; give them a bounded moment, then make sure nothing survives.
         deadline = time.monotonic() + 10

@@ -52,7 +52,10 @@ class RecoveryE2E(unittest.TestCase):
     # ---- helpers
     def submit(self, extra_args=(), command=None, dp=4):
         job = self.c.api("POST", "/v1/jobs", job_spec(self.c.path("ckpt"), extra_args, command, dp), expect=201)
-        self.assertEqual(job["state"], "running")
+        # Launching until every node's agent has started its ranks (then running).
+        self.assertEqual(job["state"], "launching")
+        self.c.wait_for(lambda: self.c.api("GET", "/v1/jobs/" + job["id"])["state"] == "running", 60,
+                        "the agents to start the job's ranks")
         return job["id"]
 
     def health(self, job):

@@ -90,7 +90,7 @@ TEST(Daemon, JobLifecycleQueueAndPlacement) {
   Http(d.port(), "POST", "/v1/nodes", NodeBody("n2", "l0"));
   HttpResult a = Http(d.port(), "POST", "/v1/jobs", JobBody(16));
   ASSERT_EQ(a.status, 201) << a.body;
-  EXPECT_EQ(J(a)["state"], "running");
+  EXPECT_EQ(J(a)["state"], "launching");
   std::string a_id = J(a)["id"];
   EXPECT_EQ(a_id.rfind("job-", 0), 0u);
   EXPECT_EQ(J(a)["plan"]["tp"], 8);
@@ -108,7 +108,7 @@ TEST(Daemon, JobLifecycleQueueAndPlacement) {
   EXPECT_EQ(J(b)["state"], "queued");
   EXPECT_EQ(Http(d.port(), "POST", "/v1/jobs/" + a_id + "/cancel").status, 200);
   EXPECT_EQ(Http(d.port(), "POST", "/v1/jobs/" + a_id + "/cancel").status, 409);
-  EXPECT_EQ(J(Http(d.port(), "GET", "/v1/jobs/" + std::string(J(b)["id"])))["state"], "running");
+  EXPECT_EQ(J(Http(d.port(), "GET", "/v1/jobs/" + std::string(J(b)["id"])))["state"], "launching");
   EXPECT_EQ(J(Http(d.port(), "GET", "/v1/jobs?state=cancelled"))["jobs"].size(), 1u);
   EXPECT_EQ(Http(d.port(), "GET", "/v1/jobs/job-999999").status, 404);
 }
@@ -176,9 +176,9 @@ TEST(Daemon, KillNineKeepsEveryAcknowledgedRecord) {
   for (size_t i = 1; i < jobs.size(); ++i) {
     HttpResult r = Http(d.port(), "GET", "/v1/jobs/" + jobs[i]);
     ASSERT_EQ(r.status, 200);
-    running += J(r)["state"] == "running";
+    running += J(r)["state"] == "launching";
   }
-  EXPECT_EQ(running, 4);  // 39 schedulable nodes × 8 GPUs hold four 64-GPU jobs
+  EXPECT_EQ(running, 4);  // launching (no agents here): 39 schedulable nodes × 8 GPUs hold four 64-GPU jobs
 }
 
 TEST(Daemon, SecondDaemonOnTheSameDatabaseIsRefused) {

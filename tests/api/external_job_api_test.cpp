@@ -1,0 +1,104 @@
+// Jobs another launcher starts (no command): Shepherd observes, attributes and records, and never starts an
+// attempt by itself. Attempts follow the ranks. Simulated time through the API.
+#include <gtest/gtest.h>
+
+#include "tests/api/api_harness.h"
+
+namespace shepherd::testing {
+namespace {
+
+// Four 4-GPU nodes; a 16-rank DP job started by someone else.
+class ExternalJobApiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int n = 0; n < 4; ++n)
+      ASSERT_EQ(api_.Post("/v1/nodes", {{"id", "n" + std::to_string(n)},
+                                        {"gpus", 4},
+                                        {"topology", {{"spine", "s0"}, {"leaf", "l0"}}}})
+                    .status,
+                201);
+    ASSERT_EQ(api_.Post("/v1/nodes", {{"id", "sp0"},
+                                      {"gpus", 4},
+                                      {"topology", {{"spine", "s0"}, {"leaf", "l0"}}},
+                                      {"spare", true}})
+                  .status,
+              201);
+    Json job = Json::parse(R"({"name": "ext", "model": {"parameters": 1e8, "layers": 4, "hidden": 512,
+        "heads": 8, "seq_len": 512}, "training": {"global_batch_size": 32},
+        "parallelism": {"tp": 1, "pp": 1, "dp": 16}, "resources": {"gpus": 16, "gpus_per_node": 4},
+        "policy": {"heartbeat_timeout_s": 10, "startup_grace_s": 30}})");
+    ApiReply r = api_.Post("/v1/jobs", job);
+    ASSERT_EQ(r.status, 201) << r.body.dump();
+    job_ = r.body["id"];
+  }
+  // Every rank but `silent` heartbeats at `attempt`; one simulated second passes. Returns the answer.
+  ApiReply Second(int attempt, int silent = -1) {
+    Json reports = Json::array();
+    for (int r = 0; r < 16; ++r)
+      if (r != silent)
+        reports.push_back({{"rank", r},
+                           {"attempt", attempt},
+                           {"kind", "heartbeat"},
+                           {"node", "h" + std::to_string(r / 4)}});
+    ApiReply out = api_.Post("/v1/jobs/" + job_ + "/reports", {{"reports", reports}});
+    api_.clock_.AdvanceSeconds(1);
+    api_.Tick();
+    return out;
+  }
+  Json Job() { return api_.Get("/v1/jobs/" + job_).body; }
+
+  ApiHarness api_;
+  std::string job_;
+};
+
+TEST_F(ExternalJobApiTest, ASilentRankIsRecordedWithRecommendationsAndNothingIsStartedOrCordoned) {
+  EXPECT_EQ(Job()["state"], "launching");
+  ApiReply first = Second(1);
+  ASSERT_EQ(first.status, 202);
+  EXPECT_EQ(Job()["state"], "running");
+  for (int s = 0; s < 20; ++s) {
+    ApiReply r = Second(1, /*silent=*/5);
+    ASSERT_EQ(r.status, 202) << r.body.dump();
+    EXPECT_EQ(r.body["accepted"], 15);
+    EXPECT_EQ(r.body["ignored"], 0);  // reports of the current attempt are always used
+  }
+  Json fs = api_.Get("/v1/jobs/" + job_ + "/failures").body["failures"];
+  ASSERT_EQ(fs.size(), 1u) << fs.dump();
+  EXPECT_EQ(fs[0]["kind"], "heartbeat_lost");
+  EXPECT_EQ(fs[0]["ranks"], Json::array({5}));
+  ASSERT_FALSE(fs[0]["recommended_actions"].empty());
+  for (const Json& a : fs[0]["actions"]) {
+    EXPECT_EQ(a.get<std::string>().find("stop attempt"), std::string::npos) << a;
+    EXPECT_EQ(a.get<std::string>().find("cordon"), std::string::npos) << a;
+  }
+  Json j = Job();
+  EXPECT_EQ(j["attempt"], 1);
+  EXPECT_EQ(j["state"], "running");
+  EXPECT_EQ(j["restarts"], 0);
+  Json nodes = api_.Get("/v1/nodes").body["summary"]["by_state"];
+  EXPECT_FALSE(nodes.contains("cordoned")) << nodes.dump();
+  EXPECT_FALSE(nodes.contains("failed")) << nodes.dump();
+}
+
+TEST_F(ExternalJobApiTest, AttemptsFollowTheRanks) {
+  ASSERT_EQ(Second(1).status, 202);
+  // The site's launcher restarted the job: its ranks now report attempt 2.
+  ApiReply r = Second(2);
+  ASSERT_EQ(r.status, 202);
+  EXPECT_EQ(r.body["accepted"], 16);
+  EXPECT_EQ(r.body["ignored"], 0);
+  Json j = Job();
+  EXPECT_EQ(j["attempt"], 2);
+  EXPECT_EQ(j["restarts"], 0);
+  EXPECT_NE(j["current_attempt"]["reason"].get<std::string>().find("launcher started attempt 2"),
+            std::string::npos);
+  // A straggling report of attempt 1 is ignored, not refused.
+  ApiReply old = Second(1);
+  ASSERT_EQ(old.status, 202);
+  EXPECT_EQ(old.body["ignored"], 16);
+  EXPECT_EQ(Job()["attempt"], 2);
+  EXPECT_TRUE(api_.Get("/v1/failures").body["failures"].empty());
+}
+
+}  // namespace
+}  // namespace shepherd::testing
