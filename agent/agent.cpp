@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "agent/health_check.h"
 #include "agent/http_client.h"
 #include "agent/protocol.h"
 #include "agent/supervisor.h"
@@ -35,6 +36,9 @@ class AgentImpl final : public Agent {
 
   Status Run() override {
     spdlog::info("agent {}: state dir {}, server {}", o_.node_id, o_.state_dir, o_.server);
+    if (!o_.health_check.empty())
+      health_check_ =
+          std::make_unique<HealthCheck>(o_.health_check, o_.health_check_interval, o_.health_check_timeout);
     std::thread poller([this] { PollLoop(); });
     SuperviseLoop();
     poller.join();
@@ -112,6 +116,9 @@ class AgentImpl final : public Agent {
   // Returns false when the daemon no longer knows the node (404): the caller registers again.
   bool Heartbeat() {
     Json body = HeartbeatBody(identity_, ReadGpuFaults(o_.state_dir + "/gpu_faults.json"), sup_->Report());
+    if (health_check_)
+      if (std::optional<HealthCheckResult> h = health_check_->Latest())
+        body["health_check"] = {{"seq", h->seq}, {"ok", h->ok}, {"output", h->output}, {"at", h->at}};
     Result<HttpResult> r = http_->Request("POST", node_path_ + "/heartbeat", body.dump(), o_.request_timeout);
     if (r.ok() && r->status == 404) {
       spdlog::warn("agent {}: daemon does not know the node: registering again", o_.node_id);
@@ -195,9 +202,10 @@ class AgentImpl final : public Agent {
   }
 
   const AgentOptions o_;
-  std::unique_ptr<Supervisor> sup_;        // supervision thread only
-  std::unique_ptr<HttpClient> http_;       // supervision thread only (Cancel from any)
-  std::unique_ptr<HttpClient> poll_http_;  // poll thread only (Cancel from any)
+  std::unique_ptr<Supervisor> sup_;            // supervision thread only
+  std::unique_ptr<HealthCheck> health_check_;  // its own thread; Latest() is read by the supervision thread
+  std::unique_ptr<HttpClient> http_;           // supervision thread only (Cancel from any)
+  std::unique_ptr<HttpClient> poll_http_;      // poll thread only (Cancel from any)
   AgentIdentity identity_;
   std::string node_path_;
   std::atomic<bool> reachable_{true};

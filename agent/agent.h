@@ -47,6 +47,10 @@ struct AgentOptions {
   std::chrono::seconds long_poll_wait = std::chrono::seconds(30);  // the `wait` of the assignments call
   std::chrono::milliseconds supervise_interval = std::chrono::milliseconds(100);
   std::chrono::milliseconds request_timeout = std::chrono::seconds(5);  // register and heartbeat calls
+  // The site's node health check (`/bin/sh -c`), run every health_check_interval; empty: none.
+  std::string health_check;
+  std::chrono::milliseconds health_check_interval = std::chrono::seconds(60);
+  std::chrono::milliseconds health_check_timeout = std::chrono::seconds(60);
 };
 
 class Agent {

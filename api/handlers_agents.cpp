@@ -61,6 +61,15 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
       typed(g, path, "detail", &Json::is_string, false, "a string");
     }
   }
+  if (auto it = body.find("health_check"); it != body.end() && !it->is_null()) {
+    if (!it->is_object()) {
+      errs.push_back({"health_check", "must be an object"});
+    } else {
+      typed(*it, "health_check", "seq", &Json::is_number_integer, true, "an integer");
+      typed(*it, "health_check", "ok", &Json::is_boolean, true, "true or false");
+      typed(*it, "health_check", "output", &Json::is_string, false, "a string");
+    }
+  }
   if (!errs.empty()) return InvalidContent("invalid heartbeat", std::move(errs));
   // Every field read below was checked above.
   AgentHeartbeat hb;
@@ -77,6 +86,9 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
   for (const Json& g : body.value("gpu_faults", Json::array()))
     hb.gpu_faults.push_back(
         {g.value("gpu", -1), g.value("kind", std::string("fault")), g.value("detail", "")});
+  if (auto it = body.find("health_check"); it != body.end() && it->is_object())
+    hb.health_check =
+        HealthCheckReport{(*it)["seq"].get<int64_t>(), (*it)["ok"].get<bool>(), it->value("output", "")};
   return hb;
 }
 

@@ -21,6 +21,11 @@ AgentBoard::HeartbeatOutcome AgentBoard::OnHeartbeat(const std::string& node, co
   }
   for (const GpuFault& g : hb.gpu_faults)
     if (agent.faults_seen.insert(std::to_string(g.gpu) + ":" + g.kind).second) out.new_faults.push_back(g);
+  if (hb.health_check && hb.health_check->seq != agent.check_seq) {
+    agent.check_seq = hb.health_check->seq;
+    agent.check_passes = hb.health_check->ok ? agent.check_passes + 1 : 0;
+  }
+  out.health_check_passes = agent.check_passes;
   return out;
 }
 

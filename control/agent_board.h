@@ -32,6 +32,7 @@ class AgentBoard {
     bool back = false;                 // the agent had been declared lost
     std::vector<ProcessStatus> exits;  // rank processes that exited (acknowledged in the answer)
     std::vector<GpuFault> new_faults;  // GPU faults not reported before
+    int health_check_passes = 0;       // consecutive passing runs of the node's health check
   };
   HeartbeatOutcome OnHeartbeat(const std::string& node, const AgentHeartbeat& hb, Time now);
   // Agents silent for the node timeout: declared lost now (once per silence). Their nodes (sorted) with
@@ -68,6 +69,8 @@ class AgentBoard {
     bool lost = false;
     std::vector<std::pair<std::string, int>> running;  // (job, attempt) of its live rank processes
     std::set<std::string> faults_seen;                 // "gpu:kind" already reported
+    int64_t check_seq = 0;                             // the last health-check run counted
+    int check_passes = 0;                              // consecutive passes
   };
   struct Gate {
     int attempt = 0;

@@ -48,7 +48,8 @@ struct ControllerOptions {
   double stop_timeout_s = 30;            // longest wait for an old attempt's ranks to stop before a restart
   std::string advertise_url;             // SHEPHERD_URL given to ranks (the daemon sets it once listening)
   std::string rank_token;                // SHEPHERD_TOKEN given to ranks
-  uint32_t master_port_salt = 0;         // varies MASTER_PORT between daemons (random per daemon start)
+  int health_check_passes = 3;    // a node cordoned by a finding returns after this many passes in a row
+  uint32_t master_port_salt = 0;  // varies MASTER_PORT between daemons (random per daemon start)
   // policy.external_remediation = "hook": runs the site's command with the finding (never blocks).
   RemediationHook remediation_hook;
 };

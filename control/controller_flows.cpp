@@ -152,6 +152,12 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
   WriteBatch batch;
   inventory_.MarkAgentAttached(node, now, &batch);
   AgentBoard::HeartbeatOutcome out = agents_.OnHeartbeat(node, hb, now);
+  if (out.health_check_passes >= options_.health_check_passes &&
+      inventory_.ReturnSuspect(node, now, &batch)) {
+    spdlog::info("node {} passed its health check {} times in a row: schedulable again", node,
+                 out.health_check_passes);
+    Schedule(now, &batch);
+  }
   HeartbeatAck ack;
   // The agent started these ranks: their attempt is launched on this node.
   for (const ProcessStatus& p : hb.processes) {

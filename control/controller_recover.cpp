@@ -8,13 +8,19 @@ namespace {
 
 Result<Node> StoredNode(const Json& j, const TopologyLevels& levels) {
   Json desc = j;
-  for (const char* k : {"failed", "reason", "agent_attached", "created_at", "updated_at"}) desc.erase(k);
+  for (const char* k : {"failed", "reason", "cordon", "agent_attached", "created_at", "updated_at"})
+    desc.erase(k);
   auto parsed = ParseNode(desc, levels);
   if (!parsed.ok()) return parsed.status();
   Node n = std::move(parsed).value();
   n.failed = j.value("failed", false);
   n.reason = j.value("reason", "");
   n.agent_attached = j.value("agent_attached", false);
+  if (j.contains("cordon") && j["cordon"].is_object()) {
+    n.cordon_source = j["cordon"].value("source", "");
+    if (j["cordon"].contains("at") && j["cordon"]["at"].is_string())
+      n.cordoned_at = ParseRfc3339(j["cordon"]["at"].get<std::string>());
+  }
   n.created_at = ParseRfc3339(j.value("created_at", "")).value_or(Time{});
   n.updated_at = ParseRfc3339(j.value("updated_at", "")).value_or(Time{});
   return n;

@@ -24,6 +24,8 @@ Result<NodeView> Inventory::Upsert(Node node, bool schedulable_given, Time now, 
   if (old) {
     node.failed = old->failed;
     node.reason = old->reason;
+    node.cordon_source = old->cordon_source;
+    node.cordoned_at = old->cordoned_at;
     node.agent_attached = old->agent_attached;
     if (!schedulable_given) node.schedulable = old->schedulable;
     if (node.spare && cluster_.AllocatedGpus(node.id) > 0)
@@ -39,6 +41,7 @@ Result<NodeView> Inventory::Patch(const std::string& id, const NodePatch& patch,
   if (patch.spare && *patch.spare && cluster_.AllocatedGpus(id) > 0)
     return Conflict("node " + id + " runs ranks and cannot become a spare");
   Node n = *old;
+  const bool was_out = !n.schedulable || n.failed;
   if (patch.schedulable) n.schedulable = *patch.schedulable;
   if (patch.spare) n.spare = *patch.spare;
   if (patch.failed) n.failed = *patch.failed;
@@ -46,6 +49,13 @@ Result<NodeView> Inventory::Patch(const std::string& id, const NodePatch& patch,
     n.reason = *patch.reason;
   else if (n.schedulable && !n.failed)
     n.reason.clear();
+  if (n.schedulable && !n.failed) {
+    n.cordon_source.clear();
+    n.cordoned_at.reset();
+  } else if (patch.schedulable == false || !was_out) {
+    n.cordon_source = "operator";  // an operator's cordon: never lifted by Shepherd
+    n.cordoned_at = now;
+  }
   n.updated_at = now;
   return Store(std::move(n), batch);
 }
@@ -59,7 +69,7 @@ Result<NodeView> Inventory::Remove(const std::string& id, WriteBatch* batch) {
   return last;
 }
 
-void Inventory::Apply(const NodeAction& a, Time now, WriteBatch* batch) {
+void Inventory::Apply(const NodeAction& a, const std::string& source, Time now, WriteBatch* batch) {
   const Node* old = cluster_.Find(a.node);
   if (!old) return;
   Node n = *old;
@@ -68,8 +78,27 @@ void Inventory::Apply(const NodeAction& a, Time now, WriteBatch* batch) {
   else
     n.schedulable = false;
   n.reason = a.reason;
+  if (n.cordon_source != "operator") {  // an operator's cordon stays the operator's
+    n.cordon_source = source;
+    n.cordoned_at = now;
+  }
   n.updated_at = now;
   (void)Store(std::move(n), batch);
+}
+
+bool Inventory::ReturnSuspect(const std::string& id, Time now, WriteBatch* batch) {
+  const Node* old = cluster_.Find(id);
+  if (!old || old->schedulable || old->failed || old->cordon_source.empty() ||
+      old->cordon_source == "operator")
+    return false;
+  Node n = *old;
+  n.schedulable = true;
+  n.reason.clear();
+  n.cordon_source.clear();
+  n.cordoned_at.reset();
+  n.updated_at = now;
+  (void)Store(std::move(n), batch);
+  return true;
 }
 
 void Inventory::MarkAgentAttached(const std::string& id, Time now, WriteBatch* batch) {

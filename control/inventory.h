@@ -67,8 +67,12 @@ class Inventory {
   Result<NodeView> Patch(const std::string& id, const NodePatch& patch, Time now, WriteBatch* batch);
   // kConflict while ranks run on it.
   Result<NodeView> Remove(const std::string& id, WriteBatch* batch);
-  // Recovery's verdict on a node: cordon (suspected) or fail, with the reason. Unknown nodes are skipped.
-  void Apply(const NodeAction& action, Time now, WriteBatch* batch);
+  // Recovery's verdict on a node: cordon (suspected) or fail, with the reason and the finding that made it
+  // (`source`). Unknown nodes are skipped.
+  void Apply(const NodeAction& action, const std::string& source, Time now, WriteBatch* batch);
+  // A node cordoned by a finding passed its agent's health check often enough: schedulable again. False
+  // (nothing changed) unless it is cordoned, not failed, and not cordoned by an operator.
+  bool ReturnSuspect(const std::string& id, Time now, WriteBatch* batch);
   // The node's agent attached for the first time (node liveness applies to it from now on).
   void MarkAgentAttached(const std::string& id, Time now, WriteBatch* batch);
   // Recovery at start-up: a stored node, as it was.

@@ -29,7 +29,7 @@ void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const 
   RecoveryDecision d = DecideRecovery(in);
   if (external) return Remediate(f, e->job.spec.policy, d, now, batch);
   if (d.action == RecoveryDecision::kNone && d.node_actions.empty()) return;
-  Execute(f.job, d, /*automatic=*/true, health, now, batch);
+  Execute(f.job, d, /*automatic=*/true, health, f.id, now, batch);
   f.actions.insert(f.actions.end(), d.actions.begin(), d.actions.end());
 }
 
@@ -46,13 +46,13 @@ Result<RecoveryDecision> RecoveryExecutor::ForceRestart(const std::string& job, 
                      now};
   Result<RecoveryDecision> d = ManualRestart(req);
   if (!d.ok()) return d.status();
-  Execute(job, *d, /*automatic=*/false, health, now, batch);
+  Execute(job, *d, /*automatic=*/false, health, "operator", now, batch);
   return d;
 }
 
 void RecoveryExecutor::Execute(const std::string& job, const RecoveryDecision& d, bool automatic,
-                               JobHealth& health, Time now, WriteBatch* batch) {
-  for (const NodeAction& a : d.node_actions) inventory_->Apply(a, now, batch);
+                               JobHealth& health, const std::string& source, Time now, WriteBatch* batch) {
+  for (const NodeAction& a : d.node_actions) inventory_->Apply(a, source, now, batch);
   Restarts& st = state_[job];
   switch (d.action) {
     case RecoveryDecision::kNone:
@@ -107,7 +107,7 @@ void RecoveryExecutor::Remediate(Finding& f, const Policy& policy, const Recover
         }
         a.action = NodeActionKind::kCordon;  // Shepherd only cordons what it does not run
         a.reason = "external job " + f.job + ": " + a.reason;
-        inventory_->Apply(a, now, batch);
+        inventory_->Apply(a, f.id, now, batch);
         f.actions.push_back("cordon " + a.node + " (external_remediation: cordon)");
       }
       return;

@@ -65,8 +65,9 @@ class RecoveryExecutor {
     std::optional<Time> last_restart_at;
     int consecutive_restarts = 0;
   };
-  void Execute(const std::string& job, const RecoveryDecision& d, bool automatic, JobHealth& health, Time now,
-               WriteBatch* batch);
+  // `source`: the finding id (or "operator") recorded on the nodes it cordons or fails.
+  void Execute(const std::string& job, const RecoveryDecision& d, bool automatic, JobHealth& health,
+               const std::string& source, Time now, WriteBatch* batch);
   // A job Shepherd does not launch: record, and remediate only as its policy says.
   void Remediate(Finding& f, const Policy& policy, const RecoveryDecision& d, Time now, WriteBatch* batch);
 

@@ -35,10 +35,18 @@ struct GpuFault {
   std::string detail;
 };
 
+// The latest run of the site's node health check on the agent (`--health-check`).
+struct HealthCheckReport {
+  int64_t seq = 0;  // increases per run: each run is counted once
+  bool ok = false;
+  std::string output;
+};
+
 // POST /v1/nodes/{id}/heartbeat.
 struct AgentHeartbeat {
   std::vector<ProcessStatus> processes;
   std::vector<GpuFault> gpu_faults;
+  std::optional<HealthCheckReport> health_check;
 };
 
 // The answer: exits the daemon has recorded (the agent forgets them) and the node's assignments version.

@@ -101,19 +101,24 @@ Result<Node> ParseNode(const Json& j, const TopologyLevels& levels) {
 Json ToJson(const Node& n) {
   Json topo = n.topology;
   topo["nvlink_domain"] = n.nvlink_domain;
-  return {{"id", n.id},
-          {"hostname", n.hostname},
-          {"gpus", n.gpus},
-          {"gpu_memory_gib", n.gpu_memory_gib},
-          {"gpu_model", n.gpu_model},
-          {"topology", topo},
-          {"spare", n.spare},
-          {"schedulable", n.schedulable},
-          {"failed", n.failed},
-          {"reason", n.reason},
-          {"agent_attached", n.agent_attached},
-          {"created_at", TimeJson(n.created_at)},
-          {"updated_at", TimeJson(n.updated_at)}};
+  Json out = {{"id", n.id},
+              {"hostname", n.hostname},
+              {"gpus", n.gpus},
+              {"gpu_memory_gib", n.gpu_memory_gib},
+              {"gpu_model", n.gpu_model},
+              {"topology", topo},
+              {"spare", n.spare},
+              {"schedulable", n.schedulable},
+              {"failed", n.failed},
+              {"reason", n.reason},
+              {"agent_attached", n.agent_attached},
+              {"created_at", TimeJson(n.created_at)},
+              {"updated_at", TimeJson(n.updated_at)}};
+  if (!n.schedulable || n.failed)  // who took it out of service, and when
+    out["cordon"] = {{"reason", n.reason},
+                     {"source", n.cordon_source},
+                     {"at", n.cordoned_at ? TimeJson(*n.cordoned_at) : Json(nullptr)}};
+  return out;
 }
 
 Json ToJson(const Plan& p) {

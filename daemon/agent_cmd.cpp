@@ -28,7 +28,7 @@ std::chrono::milliseconds Millis(double seconds) {
 int RunAgent(int argc, char** argv) {
   agent::AgentOptions o;
   std::string topology, log_level = "info";
-  double heartbeat_s = 1, grace_s = 10, memory_gib = 0;
+  double heartbeat_s = 1, grace_s = 10, memory_gib = 0, check_interval_s = 60, check_timeout_s = 60;
   int wait_s = 30;
   po::options_description opts(
       "Usage: shepherdd agent --server URL --node-id ID --gpus N [options]\n"
@@ -50,6 +50,10 @@ int RunAgent(int argc, char** argv) {
       "token", po::value<std::string>(&o.token), "bearer token for the daemon")(
       "gpu-memory-gib", po::value<double>(&memory_gib), "GiB per GPU to register")(
       "gpu-model", po::value<std::string>(), "GPU model to register, e.g. H100")(
+      "health-check", po::value<std::string>(&o.health_check),
+      "the site's node health check, run with /bin/sh -c; exit 0 passes")(
+      "health-check-interval", po::value<double>(&check_interval_s), "seconds between health checks [60]")(
+      "health-check-timeout", po::value<double>(&check_timeout_s), "seconds before a check is killed [60]")(
       "log-level", po::value<std::string>(&log_level), "trace, debug, info, warn, error [info]");
   po::variables_map vm;
   try {
@@ -68,7 +72,8 @@ int RunAgent(int argc, char** argv) {
     std::cerr << "shepherdd agent: " << topo.status().message() << "\n";
     return 2;
   }
-  if (heartbeat_s <= 0 || grace_s < 0 || wait_s < 0 || (vm.count("gpu-memory-gib") && memory_gib <= 0)) {
+  if (heartbeat_s <= 0 || grace_s < 0 || wait_s < 0 || (vm.count("gpu-memory-gib") && memory_gib <= 0) ||
+      check_interval_s <= 0 || check_timeout_s <= 0) {
     std::cerr << "shepherdd agent: intervals must be positive, grace and wait not negative\n";
     return 2;
   }
@@ -76,6 +81,8 @@ int RunAgent(int argc, char** argv) {
   o.heartbeat_interval = Millis(heartbeat_s);
   o.stop_grace = Millis(grace_s);
   o.long_poll_wait = std::chrono::seconds(wait_s);
+  o.health_check_interval = Millis(check_interval_s);
+  o.health_check_timeout = Millis(check_timeout_s);
   if (vm.count("gpu-memory-gib")) o.gpu_memory_gib = memory_gib;
   if (vm.count("gpu-model")) o.gpu_model = vm["gpu-model"].as<std::string>();
   spdlog::set_level(spdlog::level::from_str(log_level));

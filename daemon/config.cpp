@@ -26,7 +26,8 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   r.OnlyKnown({"listen", "db", "inventory", "port_file", "tokens", "topology_levels",
                "default_gpu_memory_gib", "min_spares_per_leaf", "min_spares_per_spine", "body_limit",
                "header_limit", "idle_timeout_s", "shutdown_grace_s", "tick_interval_s", "log_level",
-               "advertise_url", "node_heartbeat_timeout_s", "stop_timeout_s", "remediation_hook"});
+               "advertise_url", "node_heartbeat_timeout_s", "stop_timeout_s", "remediation_hook",
+               "health_check_passes"});
   if (auto v = r.String("listen", false)) c->listen = *v;
   if (auto v = r.String("db", false, 4096)) c->db = *v;
   if (auto v = r.String("inventory", false, 4096)) c->inventory = *v;
@@ -36,6 +37,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (auto v = r.Number("node_heartbeat_timeout_s", false, 0.1, 86400))
     c->controller.node_heartbeat_timeout_s = *v;
   if (auto v = r.Number("stop_timeout_s", false, 0, 3600)) c->controller.stop_timeout_s = *v;
+  if (auto v = r.Int("health_check_passes", false, 1, 1000)) c->controller.health_check_passes = int(*v);
   auto strings = [&](const char* key, std::vector<std::string>* out) {
     const Json* a = r.Find(key);
     if (!a) return;

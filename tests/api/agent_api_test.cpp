@@ -183,6 +183,51 @@ TEST_F(AgentApiTest, RankExitsAreFindingsAndCleanExitsFinishTheJob) {
   EXPECT_EQ(api_.Get("/v1/nodes").body["summary"]["free_usable_gpus"], 8);
 }
 
+TEST_F(AgentApiTest, CordonRecordsItsSourceAndASuspectReturnsAfterPassingItsHealthCheck) {
+  // Rank 0 crashes in attempt 1 and again in attempt 2 on the same node: the recurrence cordons it.
+  std::string node = api_.Get("/v1/jobs/" + job_ + "/placement").body["ranks"][0]["node"];
+  for (int attempt : {1, 2}) {
+    for (const char* n : {"n0", "n1"}) Heartbeat(n, Json::array());
+    api_.Tick();
+    Heartbeat(
+        node,
+        Json::array(
+            {{{"job", job_}, {"attempt", attempt}, {"rank", 0}, {"state", "exited"}, {"exit_code", 1}}}));
+  }
+  Json n = api_.Get("/v1/nodes/" + node).body;
+  ASSERT_EQ(n["state"], "cordoned") << n.dump();
+  Json failures = api_.Get("/v1/failures?kind=process_exit").body["failures"];
+  ASSERT_EQ(failures.size(), 2u);
+  EXPECT_EQ(n["cordon"]["source"], failures[1]["id"]);  // the finding that cordoned it
+  // An operator cordons the other node: that one never returns by itself.
+  const std::string other = node == "n0" ? "n1" : "n0";
+  ASSERT_EQ(api_.Call("PATCH", "/v1/nodes/" + other, {{"schedulable", false}, {"reason", "bad fan"}}).status,
+            200);
+  EXPECT_EQ(api_.Get("/v1/nodes/" + other).body["cordon"]["source"], "operator");
+  auto check = [&](const std::string& nd, int seq, bool ok) {
+    ASSERT_EQ(api_.Post("/v1/nodes/" + nd + "/heartbeat",
+                        {{"processes", Json::array()},
+                         {"health_check", {{"seq", seq}, {"ok", ok}, {"output", ""}}}})
+                  .status,
+              200);
+  };
+  check(node, 1, true);
+  check(node, 1, true);   // the same run, counted once
+  check(node, 2, false);  // a failure starts the count over
+  check(node, 3, true);
+  check(node, 4, true);
+  EXPECT_EQ(api_.Get("/v1/nodes/" + node).body["state"], "cordoned");
+  check(node, 5, true);  // three passes in a row
+  n = api_.Get("/v1/nodes/" + node).body;
+  EXPECT_TRUE(n["schedulable"].get<bool>()) << n.dump();
+  EXPECT_TRUE(n["cordon"].is_null());
+  for (int seq = 1; seq <= 5; ++seq) check(other, seq, true);
+  EXPECT_EQ(api_.Get("/v1/nodes/" + other).body["state"], "cordoned");
+  // And an operator returns a node with PATCH.
+  ASSERT_EQ(api_.Call("PATCH", "/v1/nodes/" + other, {{"schedulable", true}}).status, 200);
+  EXPECT_TRUE(api_.Get("/v1/nodes/" + other).body["cordon"].is_null());
+}
+
 TEST_F(AgentApiTest, ForcedRestartNeedsAQualifyingCheckpoint) {
   ApiReply none = api_.Post("/v1/jobs/" + job_ + "/restart", {{"from", "last-known-good"}});
   EXPECT_EQ(none.status, 409) << none.body.dump();

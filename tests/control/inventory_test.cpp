@@ -26,18 +26,19 @@ class InventoryTest : public ::testing::Test {
 
 TEST_F(InventoryTest, ReRegistrationKeepsHealthFlagsAndCordon) {
   Add(MakeNode("n1", "l0"));
-  inv_.Apply({"n1", NodeActionKind::kCordon, "hang culprit"}, kNow, &batch_);
+  inv_.Apply({"n1", NodeActionKind::kCordon, "hang culprit"}, "f-000007", kNow, &batch_);
   inv_.MarkAgentAttached("n1", kNow, &batch_);
   NodeView v = Add(MakeNode("n1", "l0"), /*schedulable_given=*/false);
   EXPECT_EQ(v.state, NodeState::kCordoned);
   EXPECT_EQ(v.node.reason, "hang culprit");
+  EXPECT_EQ(v.node.cordon_source, "f-000007");
   EXPECT_TRUE(v.node.agent_attached);
   EXPECT_EQ(batch_.ops.size(), 4u);  // every change is in the caller's batch
 }
 
 TEST_F(InventoryTest, FailIsAStateOfItsOwnAndPatchClearsIt) {
   Add(MakeNode("n1", "l0"));
-  inv_.Apply({"n1", NodeActionKind::kFail, "node_lost"}, kNow, &batch_);
+  inv_.Apply({"n1", NodeActionKind::kFail, "node_lost"}, "f-000001", kNow, &batch_);
   EXPECT_EQ(inv_.View("n1")->state, NodeState::kFailed);
   auto v = inv_.Patch("n1", {.failed = false}, kNow, &batch_);
   ASSERT_TRUE(v.ok());
@@ -62,7 +63,7 @@ TEST_F(InventoryTest, ListFiltersButSummarisesTheWholeInventory) {
   Add(MakeNode("n1", "l0"));
   Add(MakeNode("n2", "l1"));
   Add(MakeNode("sp1", "l0", /*spare=*/true));
-  inv_.Apply({"n2", NodeActionKind::kCordon, "x"}, kNow, &batch_);
+  inv_.Apply({"n2", NodeActionKind::kCordon, "x"}, "f-000002", kNow, &batch_);
   NodeList l = inv_.List({.topology = {{"leaf", "l0"}}});
   ASSERT_EQ(l.nodes.size(), 2u);
   EXPECT_EQ(l.total, 3);
@@ -73,6 +74,25 @@ TEST_F(InventoryTest, ListFiltersButSummarisesTheWholeInventory) {
   ASSERT_EQ(l.spare_deficits.size(), 1u);
   EXPECT_EQ(l.spare_deficits[0].label, "l1");
   EXPECT_EQ(inv_.List({.state = NodeState::kSpare}).nodes.size(), 1u);
+}
+
+TEST_F(InventoryTest, OnlyAFindingsCordonReturnsByItself) {
+  Add(MakeNode("n1", "l0"));
+  Add(MakeNode("n2", "l0"));
+  inv_.Apply({"n1", NodeActionKind::kCordon, "hang culprit"}, "f-000003", kNow, &batch_);
+  ASSERT_TRUE(inv_.Patch("n2", {.schedulable = false, .reason = "bad fan"}, kNow, &batch_).ok());
+  EXPECT_EQ(inv_.View("n2")->node.cordon_source, "operator");
+  EXPECT_FALSE(inv_.ReturnSuspect("n2", kNow, &batch_));  // an operator's cordon is the operator's
+  // A finding against an operator-cordoned node does not take the cordon over.
+  inv_.Apply({"n2", NodeActionKind::kCordon, "hang culprit"}, "f-000004", kNow, &batch_);
+  EXPECT_EQ(inv_.View("n2")->node.cordon_source, "operator");
+  EXPECT_TRUE(inv_.ReturnSuspect("n1", kNow, &batch_));
+  NodeView v = *inv_.View("n1");
+  EXPECT_EQ(v.state, NodeState::kAvailable);
+  EXPECT_EQ(v.node.cordon_source, "");
+  EXPECT_FALSE(inv_.ReturnSuspect("n1", kNow, &batch_));  // not cordoned any more
+  inv_.Apply({"n1", NodeActionKind::kFail, "gpu_fault"}, "f-000005", kNow, &batch_);
+  EXPECT_FALSE(inv_.ReturnSuspect("n1", kNow, &batch_));  // failed nodes wait for an operator
 }
 
 }  // namespace
