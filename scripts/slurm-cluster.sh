@@ -40,6 +40,13 @@ pick_port_base() {
   die "no free port range found"
 }
 
+# A failed start stops whatever it had started before exiting.
+abort_start() {
+  log "$*"
+  stop >&2 || true
+  exit 1
+}
+
 munge_answers() { munge -n 2>/dev/null | unmunge >/dev/null 2>&1; }
 
 write_config() {
@@ -134,20 +141,20 @@ start() {
     chmod 0400 "$DIR/munge/munge.key"
     munged --force -S /run/munge/munge.socket.2 --key-file "$DIR/munge/munge.key" \
       --pid-file "$DIR/run/munged.pid" --log-file "$DIR/log/munged.log" --seed-file "$DIR/munge/seed"
-    wait_until 20 "munged to answer" munge_answers || die "munged did not start (see $DIR/log/munged.log)"
+    wait_until 20 "munged to answer" munge_answers || abort_start "munged did not start (see $DIR/log/munged.log)"
   fi
 
-  slurmctld -f "$SLURM_CONF" -c -i
+  slurmctld -f "$SLURM_CONF" -c -i || abort_start "slurmctld did not start (see $DIR/log/slurmctld.log)"
   wait_until 60 "slurmctld to answer" scontrol -o ping ||
-    die "slurmctld did not answer (see $DIR/log/slurmctld.log)"
+    abort_start "slurmctld did not answer (see $DIR/log/slurmctld.log)"
   local i
   for ((i = 0; i < NODES; i++)); do
     mkdir -p "$DIR/spool/n$i"
-    slurmd -f "$SLURM_CONF" -N "n$i"
+    slurmd -f "$SLURM_CONF" -N "n$i" || abort_start "slurmd n$i did not start (see $DIR/log/slurmd-n$i.log)"
   done
   if ! wait_until 120 "every node idle" all_idle; then
     sinfo -N >&2 || true
-    die "nodes not idle (see $DIR/log)"
+    abort_start "nodes not idle (see $DIR/log)"
   fi
   log "up: $NODES nodes, ports $PORT_BASE-$((PORT_BASE + NODES)); SLURM_CONF=$SLURM_CONF"
 }
