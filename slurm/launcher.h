@@ -16,7 +16,8 @@
 //
 // Ownership: a Step names an srun process that is this process's child. The caller owns it and must
 // eventually observe its end with PollStep or StopStep (which reap it); a Step must not be used from two
-// threads at once.
+// threads at once. REQUIRES: SIGCHLD is not ignored in this process, and nothing else reaps children with
+// waitpid(-1) (either would take srun's exit status away from PollStep).
 #pragma once
 
 #include <sys/types.h>

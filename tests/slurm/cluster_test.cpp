@@ -7,8 +7,10 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
+#include "slurm/inventory.h"
 #include "slurm/launcher.h"
 #include "slurm/reconcile.h"
 #include "tests/slurm/local_cluster.h"
@@ -102,6 +104,57 @@ TEST(SlurmCluster, DrainWithReasonThenResume) {
   EXPECT_EQ(LocalCluster::Sh({"sinfo", "-n", "n2", "-h", "-o", "%E"}), "none");
   EXPECT_EQ(launcher.DrainNode("n2", "").code(), Code::kInvalidArgument);
   EXPECT_FALSE(launcher.DrainNode("no-such-node", "shepherd x").ok());
+}
+
+// The reconcile rules against live Slurm: an operator's drain is followed and never undone, Shepherd's own
+// cordon is drained in Slurm with its reason, and resumed only after an operator returned it in Shepherd.
+TEST(SlurmCluster, ReconcileFollowsOperatorDrainsAndAppliesShepherdsOwn) {
+  REQUIRE_CLUSTER();
+  SlurmLauncher launcher = MakeLauncher();
+  auto view = ReadSlurmView(launcher.cli());
+  ASSERT_TRUE(view.ok()) << view.status().message();
+  std::vector<Node> mine;
+  for (const NodeChange& c : Reconcile({view->nodes, view->topology, {}, {}, 80, "H100"})) mine.push_back(c.record);
+  ASSERT_EQ(mine.size(), 5u);
+  std::set<std::string> drained_by_shepherd;
+  auto reconcile = [&] {
+    auto v = ReadSlurmView(launcher.cli());
+    EXPECT_TRUE(v.ok());
+    return Reconcile({v->nodes, v->topology, mine, drained_by_shepherd, 80, "H100"});
+  };
+
+  LocalCluster::Sh({"scontrol", "update", "NodeName=n1", "State=DRAIN", "Reason=operator: bad psu"});
+  mine[2].schedulable = false;
+  mine[2].reason = "f-000123 sdc_suspected";
+  auto changes = reconcile();
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[0].kind, NodeChangeKind::kCordon);
+  EXPECT_EQ(changes[0].node, "n1");
+  EXPECT_EQ(changes[0].reason, "slurm: IDLE+DRAIN: operator: bad psu");
+  EXPECT_EQ(changes[1].kind, NodeChangeKind::kDrainInSlurm);
+  EXPECT_EQ(changes[1].node, "n2");
+  // Apply them as the controller would.
+  mine[1].schedulable = false;
+  mine[1].reason = changes[0].reason;
+  ASSERT_TRUE(launcher.DrainNode("n2", changes[1].reason).ok());
+  drained_by_shepherd.insert("n2");
+  EXPECT_EQ(LocalCluster::Sh({"sinfo", "-n", "n2", "-h", "-o", "%E"}), "shepherd f-000123 sdc_suspected");
+  EXPECT_TRUE(reconcile().empty());  // stable once applied
+
+  // An operator returns both nodes to service in Shepherd. Only Shepherd's own drain is undone in Slurm.
+  for (int i : {1, 2}) mine[i].schedulable = true, mine[i].reason.clear();
+  changes = reconcile();
+  ASSERT_EQ(changes.size(), 2u);
+  EXPECT_EQ(changes[0].kind, NodeChangeKind::kCordon);
+  EXPECT_EQ(changes[0].node, "n1");
+  EXPECT_EQ(changes[1].kind, NodeChangeKind::kResumeInSlurm);
+  EXPECT_EQ(changes[1].node, "n2");
+  ASSERT_TRUE(launcher.ResumeNode("n2").ok());
+  EXPECT_TRUE(WaitFor(seconds(30), [] { return LocalCluster::Sh({"sinfo", "-n", "n2", "-h", "-o", "%T"}) == "idle"; }));
+  EXPECT_EQ(LocalCluster::Sh({"sinfo", "-n", "n1", "-h", "-o", "%E"}), "operator: bad psu");
+
+  LocalCluster::Sh({"scontrol", "update", "NodeName=n1", "State=RESUME"});
+  EXPECT_TRUE(WaitFor(seconds(30), [] { return LocalCluster::Sh({"sinfo", "-n", "n1", "-h", "-o", "%T"}) == "idle"; }));
 }
 
 TEST(SlurmCluster, AllocationWithSpare) {
