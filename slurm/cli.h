@@ -34,7 +34,7 @@ class SlurmCli {
 
   // `scontrol show nodes --oneliner`.
   Result<std::vector<SlurmNode>> ShowNodes() const;
-  // `scontrol show topology`; no switches when the cluster has no topology plugin.
+  // `scontrol show topology`; no switches when the cluster has no topology plugin (topology/none).
   Result<std::vector<SlurmSwitch>> ShowTopology() const;
   // `scontrol update NodeName=N State=DRAIN Reason=R`. REQUIRES: reason not empty (Slurm demands one).
   // Needs Slurm operator rights (root, SlurmUser, or AdminLevel=Operator in slurmdbd).

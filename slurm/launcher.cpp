@@ -29,14 +29,14 @@ SlurmLauncher::SlurmLauncher(Options options) : options_(std::move(options)), cl
 
 Result<Allocation> SlurmLauncher::RequestAllocation(const AllocationRequest& r) const {
   if (r.nodes < 1 || r.spares < 0) return InvalidArgument("allocation: nodes must be >= 1 and spares >= 0");
-  if (r.work_dir.empty()) return InvalidArgument("allocation: work_dir is required");
   int total = r.nodes + r.spares;
   if (!r.nodelist.empty() && static_cast<int>(r.nodelist.size()) != total)
     return InvalidArgument("allocation: nodelist names " + std::to_string(r.nodelist.size()) + " nodes, not " +
                            std::to_string(total));
   std::vector<std::string> args{"--job-name=" + r.name, "--nodes=" + std::to_string(total), "--exclusive",
-                                "--no-kill", "--no-requeue", "--chdir=" + r.work_dir,
-                                "--output=" + r.work_dir + "/slurm-%j.out"};
+                                "--no-kill", "--no-requeue",
+                                "--chdir=" + (r.work_dir.empty() ? std::string("/tmp") : r.work_dir),
+                                "--output=" + (r.work_dir.empty() ? std::string("/dev/null") : r.work_dir + "/slurm-%j.out")};
   if (!r.nodelist.empty()) args.push_back("--nodelist=" + CompressHostlist(r.nodelist));
   if (!r.exclude.empty()) args.push_back("--exclude=" + CompressHostlist(r.exclude));
   args.insert(args.end(), r.extra_args.begin(), r.extra_args.end());

@@ -41,7 +41,9 @@ struct AllocationRequest {
   std::vector<std::string> nodelist;  // optional: exactly these nodes (size must be nodes + spares)
   std::vector<std::string> exclude;   // optional: never these (e.g. cordoned in Shepherd)
   std::vector<std::string> extra_args;  // site options passed to sbatch as they are (--account=, --qos=, ...)
-  std::string work_dir;  // REQUIRES: an existing directory; sbatch --chdir and its output file go there
+  // sbatch --chdir and where the holding job's (empty) output goes, slurm-<id>.out. It must exist on the
+  // batch host (the allocation's first node), or the job fails at once. Empty: /tmp and no output file.
+  std::string work_dir;
   std::chrono::seconds start_timeout{120};  // how long the allocation may stay pending
 };
 
