@@ -83,7 +83,8 @@ Result<SlurmJob> SlurmCli::ShowJob(const std::string& job_id) const {
   auto r = Run({"scontrol", "show", "job", job_id, "--oneliner"});
   if (!r.ok()) return r.status();
   if (!r->ok()) {
-    if (r->err.find("Invalid job id") != std::string::npos) return NotFound("slurm job " + job_id + " not found");
+    if (r->err.find("Invalid job id") != std::string::npos)
+      return NotFound("slurm job " + job_id + " not found");
     return Unavailable("scontrol show job " + job_id + ": " + Trim(r->err));
   }
   return ParseJob(r->out);

@@ -20,7 +20,8 @@ std::vector<Fields> SplitRecords(std::string_view text, std::string_view first_k
   std::size_t pos = 0;
   while (pos < text.size()) {
     std::size_t eol = text.find('\n', pos);
-    std::string_view line = text.substr(pos, eol == std::string_view::npos ? std::string_view::npos : eol - pos);
+    std::string_view line =
+        text.substr(pos, eol == std::string_view::npos ? std::string_view::npos : eol - pos);
     pos = eol == std::string_view::npos ? text.size() : eol + 1;
     bool continues = false;  // false at the start of a line: a word without '=' there has no owner
     std::size_t i = 0;
@@ -28,7 +29,8 @@ std::vector<Fields> SplitRecords(std::string_view text, std::string_view first_k
       while (i < line.size() && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r')) ++i;
       if (i >= line.size()) break;
       std::size_t end = line.find(' ', i);
-      std::string_view word = line.substr(i, end == std::string_view::npos ? std::string_view::npos : end - i);
+      std::string_view word =
+          line.substr(i, end == std::string_view::npos ? std::string_view::npos : end - i);
       std::size_t eq = word.find('=');
       if (eq != std::string_view::npos && IsKey(word.substr(0, eq))) {
         std::string_view key = word.substr(0, eq);

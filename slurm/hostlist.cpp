@@ -25,7 +25,8 @@ Status ExpandRanges(std::string_view body, std::vector<std::string>& out) {
   std::size_t pos = 0;
   while (pos <= body.size()) {
     std::size_t comma = body.find(',', pos);
-    std::string_view item = body.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    std::string_view item =
+        body.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
     std::size_t dash = item.find('-');
     std::string_view lo = item.substr(0, dash);
     std::string_view hi = dash == std::string_view::npos ? lo : item.substr(dash + 1);
@@ -50,7 +51,8 @@ Status ExpandTerm(std::string_view term, std::vector<std::string>& out) {
   std::size_t pos = 0;
   while (pos < term.size()) {
     std::size_t open = term.find('[', pos);
-    std::string_view literal = term.substr(pos, open == std::string_view::npos ? std::string_view::npos : open - pos);
+    std::string_view literal =
+        term.substr(pos, open == std::string_view::npos ? std::string_view::npos : open - pos);
     if (literal.find(']') != std::string_view::npos) return InvalidArgument("hostlist: unbalanced ']'");
     for (std::string& p : partial) p += literal;
     if (open == std::string_view::npos) break;
@@ -58,7 +60,8 @@ Status ExpandTerm(std::string_view term, std::vector<std::string>& out) {
     if (close == std::string_view::npos) return InvalidArgument("hostlist: unbalanced '['");
     std::vector<std::string> numbers;
     if (Status s = ExpandRanges(term.substr(open + 1, close - open - 1), numbers); !s.ok()) return s;
-    if (partial.size() * numbers.size() > kMaxHostlistHosts) return InvalidArgument("hostlist: too many hosts");
+    if (partial.size() * numbers.size() > kMaxHostlistHosts)
+      return InvalidArgument("hostlist: too many hosts");
     std::vector<std::string> next;
     next.reserve(partial.size() * numbers.size());
     for (const std::string& p : partial)

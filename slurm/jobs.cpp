@@ -19,21 +19,36 @@ Status ReadNodes(const Fields& f, const std::string& what, std::vector<std::stri
 
 const char* ToString(SlurmJobState s) {
   switch (s) {
-    case SlurmJobState::kPending: return "PENDING";
-    case SlurmJobState::kRunning: return "RUNNING";
-    case SlurmJobState::kSuspended: return "SUSPENDED";
-    case SlurmJobState::kCompleting: return "COMPLETING";
-    case SlurmJobState::kCompleted: return "COMPLETED";
-    case SlurmJobState::kCancelled: return "CANCELLED";
-    case SlurmJobState::kFailed: return "FAILED";
-    case SlurmJobState::kTimeout: return "TIMEOUT";
-    case SlurmJobState::kNodeFail: return "NODE_FAIL";
-    case SlurmJobState::kPreempted: return "PREEMPTED";
-    case SlurmJobState::kBootFail: return "BOOT_FAIL";
-    case SlurmJobState::kDeadline: return "DEADLINE";
-    case SlurmJobState::kOutOfMemory: return "OUT_OF_MEMORY";
-    case SlurmJobState::kRequeued: return "REQUEUED";
-    case SlurmJobState::kOther: return "OTHER";
+    case SlurmJobState::kPending:
+      return "PENDING";
+    case SlurmJobState::kRunning:
+      return "RUNNING";
+    case SlurmJobState::kSuspended:
+      return "SUSPENDED";
+    case SlurmJobState::kCompleting:
+      return "COMPLETING";
+    case SlurmJobState::kCompleted:
+      return "COMPLETED";
+    case SlurmJobState::kCancelled:
+      return "CANCELLED";
+    case SlurmJobState::kFailed:
+      return "FAILED";
+    case SlurmJobState::kTimeout:
+      return "TIMEOUT";
+    case SlurmJobState::kNodeFail:
+      return "NODE_FAIL";
+    case SlurmJobState::kPreempted:
+      return "PREEMPTED";
+    case SlurmJobState::kBootFail:
+      return "BOOT_FAIL";
+    case SlurmJobState::kDeadline:
+      return "DEADLINE";
+    case SlurmJobState::kOutOfMemory:
+      return "OUT_OF_MEMORY";
+    case SlurmJobState::kRequeued:
+      return "REQUEUED";
+    case SlurmJobState::kOther:
+      return "OTHER";
   }
   return "OTHER";
 }

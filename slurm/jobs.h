@@ -11,8 +11,21 @@
 namespace shepherd::slurm {
 
 enum class SlurmJobState {
-  kPending, kRunning, kSuspended, kCompleting, kCompleted, kCancelled, kFailed, kTimeout, kNodeFail,
-  kPreempted, kBootFail, kDeadline, kOutOfMemory, kRequeued, kOther,
+  kPending,
+  kRunning,
+  kSuspended,
+  kCompleting,
+  kCompleted,
+  kCancelled,
+  kFailed,
+  kTimeout,
+  kNodeFail,
+  kPreempted,
+  kBootFail,
+  kDeadline,
+  kOutOfMemory,
+  kRequeued,
+  kOther,
 };
 const char* ToString(SlurmJobState s);
 SlurmJobState ParseJobState(std::string_view text);  // unknown words → kOther
@@ -24,7 +37,7 @@ struct SlurmJob {
   std::string name;
   SlurmJobState state = SlurmJobState::kOther;
   std::string state_text;
-  std::string reason;  // "None" when Slurm has none
+  std::string reason;              // "None" when Slurm has none
   std::vector<std::string> nodes;  // expanded NodeList (empty while pending)
   int restarts = 0;
 };

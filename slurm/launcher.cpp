@@ -31,12 +31,16 @@ Result<Allocation> SlurmLauncher::RequestAllocation(const AllocationRequest& r) 
   if (r.nodes < 1 || r.spares < 0) return InvalidArgument("allocation: nodes must be >= 1 and spares >= 0");
   int total = r.nodes + r.spares;
   if (!r.nodelist.empty() && static_cast<int>(r.nodelist.size()) != total)
-    return InvalidArgument("allocation: nodelist names " + std::to_string(r.nodelist.size()) + " nodes, not " +
-                           std::to_string(total));
-  std::vector<std::string> args{"--job-name=" + r.name, "--nodes=" + std::to_string(total), "--exclusive",
-                                "--no-kill", "--no-requeue",
-                                "--chdir=" + (r.work_dir.empty() ? std::string("/tmp") : r.work_dir),
-                                "--output=" + (r.work_dir.empty() ? std::string("/dev/null") : r.work_dir + "/slurm-%j.out")};
+    return InvalidArgument("allocation: nodelist names " + std::to_string(r.nodelist.size()) +
+                           " nodes, not " + std::to_string(total));
+  std::vector<std::string> args{
+      "--job-name=" + r.name,
+      "--nodes=" + std::to_string(total),
+      "--exclusive",
+      "--no-kill",
+      "--no-requeue",
+      "--chdir=" + (r.work_dir.empty() ? std::string("/tmp") : r.work_dir),
+      "--output=" + (r.work_dir.empty() ? std::string("/dev/null") : r.work_dir + "/slurm-%j.out")};
   if (!r.nodelist.empty()) args.push_back("--nodelist=" + CompressHostlist(r.nodelist));
   if (!r.exclude.empty()) args.push_back("--exclude=" + CompressHostlist(r.exclude));
   args.insert(args.end(), r.extra_args.begin(), r.extra_args.end());
@@ -51,14 +55,15 @@ Result<Allocation> SlurmLauncher::RequestAllocation(const AllocationRequest& r) 
     if (job.ok()) {
       if (job->state == SlurmJobState::kRunning) return FromJob(*job);
       if (!IsActive(job->state))
-        return Unavailable("allocation " + *id + " ended before running: " + job->state_text + " (" + job->reason + ")");
+        return Unavailable("allocation " + *id + " ended before running: " + job->state_text + " (" +
+                           job->reason + ")");
       last_reason = job->reason;
     }
     if (Clock::now() >= deadline) {
       (void)cli_.Cancel(*id);
       return Status(Code::kResourceExhausted, "allocation " + *id + " still pending after " +
-                                                  std::to_string(r.start_timeout.count()) + " s (" + last_reason +
-                                                  "); cancelled");
+                                                  std::to_string(r.start_timeout.count()) + " s (" +
+                                                  last_reason + "); cancelled");
     }
     std::this_thread::sleep_for(options_.poll_interval);  // polling interval
   }
@@ -155,8 +160,8 @@ Result<Step> SlurmLauncher::StartStep(const StepSpec& spec) const {
     if (Clock::now() >= deadline) {
       ::kill(-*pid, SIGKILL);
       while (!PollExit(*pid)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-      return Unavailable("step " + spec.name + " not running after " + std::to_string(spec.start_timeout.count()) +
-                         " s: " + Tail(spec.log_path));
+      return Unavailable("step " + spec.name + " not running after " +
+                         std::to_string(spec.start_timeout.count()) + " s: " + Tail(spec.log_path));
     }
     std::this_thread::sleep_for(options_.poll_interval);  // polling interval
   }

@@ -38,8 +38,8 @@ struct AllocationRequest {
   std::string name;  // Slurm job name, e.g. "shepherd-job-000042"
   int nodes = 0;     // nodes the plan needs; REQUIRES >= 1
   int spares = 1;    // extra nodes held back for replacement (resources.spare_nodes); REQUIRES >= 0
-  std::vector<std::string> nodelist;  // optional: exactly these nodes (size must be nodes + spares)
-  std::vector<std::string> exclude;   // optional: never these (e.g. cordoned in Shepherd)
+  std::vector<std::string> nodelist;    // optional: exactly these nodes (size must be nodes + spares)
+  std::vector<std::string> exclude;     // optional: never these (e.g. cordoned in Shepherd)
   std::vector<std::string> extra_args;  // site options passed to sbatch as they are (--account=, --qos=, ...)
   // sbatch --chdir and where the holding job's (empty) output goes, slurm-<id>.out. It must exist on the
   // batch host (the allocation's first node), or the job fails at once. Empty: /tmp and no output file.
@@ -55,8 +55,8 @@ struct Allocation {
 };
 
 struct StepSpec {
-  std::string job_id;  // the allocation
-  std::string name;    // step name, unique within the allocation (e.g. "shepherd-a3"): how the step is found
+  std::string job_id;   // the allocation
+  std::string name;     // step name, unique within the allocation (e.g. "shepherd-a3"): how the step is found
   Placement placement;  // REQUIRES: ranks[r].rank == r, every node in the allocation
   std::vector<std::string> command;  // REQUIRES: not empty; argv of every rank
   // Variables every rank gets (MASTER_ADDR, MASTER_PORT, SHEPHERD_URL, SHEPHERD_JOB, SHEPHERD_ATTEMPT,
@@ -116,7 +116,9 @@ class SlurmLauncher {
                               std::chrono::seconds kill_wait = std::chrono::seconds(30)) const;
 
   // Node operations (see SlurmCli). At most T each.
-  Status DrainNode(const std::string& node, const std::string& reason) const { return cli_.DrainNode(node, reason); }
+  Status DrainNode(const std::string& node, const std::string& reason) const {
+    return cli_.DrainNode(node, reason);
+  }
   Status ResumeNode(const std::string& node) const { return cli_.ResumeNode(node); }
   Result<std::vector<SlurmNode>> Nodes() const { return cli_.ShowNodes(); }
   Result<std::vector<SlurmSwitch>> Topology() const { return cli_.ShowTopology(); }

@@ -13,40 +13,77 @@ std::string Upper(std::string_view s) {
   return out;
 }
 
-// A sinfo or scontrol base word (upper case) → base state and implied flags. False: not a base state.
+// sinfo's and scontrol's base words (upper case): the base state and the flag a word implies.
+struct BaseWord {
+  const char* word;
+  SlurmBaseState base;
+  bool SlurmNodeState::*flag;  // nullptr: none
+};
+constexpr BaseWord kBaseWords[] = {
+    {"IDLE", SlurmBaseState::kIdle, nullptr},
+    {"ALLOCATED", SlurmBaseState::kAllocated, nullptr},
+    {"ALLOC", SlurmBaseState::kAllocated, nullptr},
+    {"MIXED", SlurmBaseState::kMixed, nullptr},
+    {"MIX", SlurmBaseState::kMixed, nullptr},
+    {"DOWN", SlurmBaseState::kDown, nullptr},
+    {"ERROR", SlurmBaseState::kError, nullptr},
+    {"ERR", SlurmBaseState::kError, nullptr},
+    {"FUTURE", SlurmBaseState::kFuture, nullptr},
+    {"FUTR", SlurmBaseState::kFuture, nullptr},
+    {"UNKNOWN", SlurmBaseState::kUnknown, nullptr},
+    {"UNK", SlurmBaseState::kUnknown, nullptr},
+    {"DRAINED", SlurmBaseState::kIdle, &SlurmNodeState::drain},
+    {"DRAIN", SlurmBaseState::kIdle, &SlurmNodeState::drain},
+    {"DRAINING", SlurmBaseState::kAllocated, &SlurmNodeState::drain},
+    {"DRNG", SlurmBaseState::kAllocated, &SlurmNodeState::drain},
+    {"COMPLETING", SlurmBaseState::kAllocated, &SlurmNodeState::completing},
+    {"COMP", SlurmBaseState::kAllocated, &SlurmNodeState::completing},
+    {"FAIL", SlurmBaseState::kIdle, &SlurmNodeState::fail},
+    {"FAILING", SlurmBaseState::kAllocated, &SlurmNodeState::fail},
+    {"FAILG", SlurmBaseState::kAllocated, &SlurmNodeState::fail},
+    {"INVAL", SlurmBaseState::kUnknown, &SlurmNodeState::invalid},
+    {"INVALID", SlurmBaseState::kUnknown, &SlurmNodeState::invalid},
+    {"MAINT", SlurmBaseState::kIdle, &SlurmNodeState::maintenance},
+    {"MAINTENANCE", SlurmBaseState::kIdle, &SlurmNodeState::maintenance},
+    {"RESERVED", SlurmBaseState::kIdle, &SlurmNodeState::reserved},
+    {"RESV", SlurmBaseState::kIdle, &SlurmNodeState::reserved},
+    {"PLANNED", SlurmBaseState::kIdle, nullptr},
+    {"PLND", SlurmBaseState::kIdle, nullptr},
+    {"POWERED_DOWN", SlurmBaseState::kIdle, &SlurmNodeState::powered_down},
+    {"POWER_DOWN", SlurmBaseState::kIdle, &SlurmNodeState::powered_down},
+    {"POW_DN", SlurmBaseState::kIdle, &SlurmNodeState::powered_down},
+    {"REBOOT", SlurmBaseState::kIdle, nullptr},
+    {"BOOT", SlurmBaseState::kIdle, nullptr},
+};
+
+// False: `w` is not a base state.
 bool ApplyBase(const std::string& w, SlurmNodeState& s) {
-  using B = SlurmBaseState;
-  if (w == "IDLE") s.base = B::kIdle;
-  else if (w == "ALLOCATED" || w == "ALLOC") s.base = B::kAllocated;
-  else if (w == "MIXED" || w == "MIX") s.base = B::kMixed;
-  else if (w == "DOWN") s.base = B::kDown;
-  else if (w == "ERROR" || w == "ERR") s.base = B::kError;
-  else if (w == "FUTURE" || w == "FUTR") s.base = B::kFuture;
-  else if (w == "UNKNOWN" || w == "UNK") s.base = B::kUnknown;
-  else if (w == "DRAINED" || w == "DRAIN") s.base = B::kIdle, s.drain = true;
-  else if (w == "DRAINING" || w == "DRNG") s.base = B::kAllocated, s.drain = true;
-  else if (w == "COMPLETING" || w == "COMP") s.base = B::kAllocated, s.completing = true;
-  else if (w == "FAIL") s.base = B::kIdle, s.fail = true;
-  else if (w == "FAILING" || w == "FAILG") s.base = B::kAllocated, s.fail = true;
-  else if (w == "INVAL" || w == "INVALID") s.base = B::kUnknown, s.invalid = true;
-  else if (w == "MAINT" || w == "MAINTENANCE") s.base = B::kIdle, s.maintenance = true;
-  else if (w == "RESERVED" || w == "RESV") s.base = B::kIdle, s.reserved = true;
-  else if (w == "PLANNED" || w == "PLND") s.base = B::kIdle;
-  else if (w == "POWERED_DOWN" || w == "POW_DN" || w == "POWER_DOWN") s.base = B::kIdle, s.powered_down = true;
-  else if (w == "REBOOT" || w == "BOOT") s.base = B::kIdle;
-  else return false;
-  return true;
+  for (const BaseWord& b : kBaseWords)
+    if (w == b.word) {
+      s.base = b.base;
+      if (b.flag) s.*b.flag = true;
+      return true;
+    }
+  return false;
 }
 
 void ApplyFlag(const std::string& f, SlurmNodeState& s) {
-  if (f == "DRAIN") s.drain = true;
-  else if (f == "NOT_RESPONDING" || f == "NO_RESPOND") s.not_responding = true;
-  else if (f == "FAIL") s.fail = true;
-  else if (f == "COMPLETING") s.completing = true;
-  else if (f == "MAINT" || f == "MAINTENANCE") s.maintenance = true;
-  else if (f == "RESERVED") s.reserved = true;
-  else if (f == "POWERED_DOWN" || f == "POWERING_DOWN" || f == "POWER_DOWN") s.powered_down = true;
-  else if (f == "INVALID" || f == "INVALID_REG") s.invalid = true;
+  if (f == "DRAIN")
+    s.drain = true;
+  else if (f == "NOT_RESPONDING" || f == "NO_RESPOND")
+    s.not_responding = true;
+  else if (f == "FAIL")
+    s.fail = true;
+  else if (f == "COMPLETING")
+    s.completing = true;
+  else if (f == "MAINT" || f == "MAINTENANCE")
+    s.maintenance = true;
+  else if (f == "RESERVED")
+    s.reserved = true;
+  else if (f == "POWERED_DOWN" || f == "POWERING_DOWN" || f == "POWER_DOWN")
+    s.powered_down = true;
+  else if (f == "INVALID" || f == "INVALID_REG")
+    s.invalid = true;
   // CLOUD, POWERING_UP, REBOOT_REQUESTED, REBOOT_ISSUED, PLANNED, DYNAMIC_*: no meaning for Shepherd.
 }
 
@@ -54,13 +91,20 @@ void ApplyFlag(const std::string& f, SlurmNodeState& s) {
 
 const char* ToString(SlurmBaseState s) {
   switch (s) {
-    case SlurmBaseState::kUnknown: return "unknown";
-    case SlurmBaseState::kIdle: return "idle";
-    case SlurmBaseState::kAllocated: return "allocated";
-    case SlurmBaseState::kMixed: return "mixed";
-    case SlurmBaseState::kDown: return "down";
-    case SlurmBaseState::kError: return "error";
-    case SlurmBaseState::kFuture: return "future";
+    case SlurmBaseState::kUnknown:
+      return "unknown";
+    case SlurmBaseState::kIdle:
+      return "idle";
+    case SlurmBaseState::kAllocated:
+      return "allocated";
+    case SlurmBaseState::kMixed:
+      return "mixed";
+    case SlurmBaseState::kDown:
+      return "down";
+    case SlurmBaseState::kError:
+      return "error";
+    case SlurmBaseState::kFuture:
+      return "future";
   }
   return "unknown";
 }
@@ -73,10 +117,19 @@ Result<SlurmNodeState> ParseNodeState(std::string_view text) {
   // sinfo's one-character suffixes.
   while (!t.empty() && std::string_view("*~#!%$@^-").find(t.back()) != std::string_view::npos) {
     switch (t.back()) {
-      case '*': s.not_responding = true; break;
-      case '~': case '!': case '%': s.powered_down = true; break;
-      case '$': s.maintenance = true; break;
-      default: break;
+      case '*':
+        s.not_responding = true;
+        break;
+      case '~':
+      case '!':
+      case '%':
+        s.powered_down = true;
+        break;
+      case '$':
+        s.maintenance = true;
+        break;
+      default:
+        break;
     }
     t.pop_back();
   }

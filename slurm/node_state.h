@@ -19,10 +19,10 @@ struct SlurmNodeState {
   bool not_responding = false;  // NOT_RESPONDING, '*' in sinfo
   bool fail = false;            // FAIL / FAILING
   bool completing = false;
-  bool maintenance = false;     // MAINT, '$'
+  bool maintenance = false;  // MAINT, '$'
   bool reserved = false;
-  bool powered_down = false;    // POWERED_DOWN / POWERING_DOWN / POWER_DOWN, '~' '%' '!'
-  bool invalid = false;         // INVAL: registered with less hardware than configured
+  bool powered_down = false;  // POWERED_DOWN / POWERING_DOWN / POWER_DOWN, '~' '%' '!'
+  bool invalid = false;       // INVAL: registered with less hardware than configured
   bool operator==(const SlurmNodeState&) const = default;
 };
 

@@ -18,7 +18,8 @@ std::vector<std::string> SplitList(std::string_view s) {
   std::size_t pos = 0;
   while (pos <= s.size()) {
     std::size_t comma = s.find(',', pos);
-    std::string_view item = s.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
+    std::string_view item =
+        s.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos);
     if (!item.empty()) out.emplace_back(item);
     if (comma == std::string_view::npos) break;
     pos = comma + 1;
@@ -64,7 +65,8 @@ Result<GresGpus> ParseGresGpus(std::string_view gres) {
     std::string_view type = c2 == std::string_view::npos ? std::string_view() : rest.substr(0, c2);
     std::string_view count = c2 == std::string_view::npos ? rest : rest.substr(c2 + 1);
     long long n = 0;
-    if (!ParseNumber(count, n) || n < 0) return InvalidArgument("gres: bad gpu count in '" + std::string(entry) + "'");
+    if (!ParseNumber(count, n) || n < 0)
+      return InvalidArgument("gres: bad gpu count in '" + std::string(entry) + "'");
     g.count += static_cast<int>(n);
     if (g.model.empty() && !type.empty()) g.model = std::string(type);
   }

@@ -28,9 +28,9 @@ struct SlurmNode {
   long long real_memory_mb = 0;
   GresGpus gpus;
   SlurmNodeState state;
-  std::string state_text;  // as printed, e.g. "IDLE+DRAIN"
-  std::string reason;      // without the "[user@time]" suffix scontrol appends; empty when none
-  std::string reason_user;  // "root" from "[root@2026-11-23T08:19:00]"
+  std::string state_text;             // as printed, e.g. "IDLE+DRAIN"
+  std::string reason;                 // without the "[user@time]" suffix scontrol appends; empty when none
+  std::string reason_user;            // "root" from "[root@2026-11-23T08:19:00]"
   std::vector<std::string> features;  // AvailableFeatures; empty for "(null)"
   std::vector<std::string> partitions;
 };

@@ -73,13 +73,14 @@ Result<EnvMap> RankEnvironment(const EnvMap& task_env) {
     if (static_cast<int>(r) < rank) ++local_rank;
     ++local_world;
   }
-  return EnvMap{{"RANK", std::to_string(rank)},
-                {"SHEPHERD_RANK", std::to_string(rank)},
-                {"WORLD_SIZE", std::to_string(nodes.size())},
-                {"LOCAL_RANK", std::to_string(local_rank)},
-                {"LOCAL_WORLD_SIZE", std::to_string(local_world)},
-                {"CUDA_VISIBLE_DEVICES", std::to_string(gpu)},
-                {"SHEPHERD_RANK_COORDS", std::to_string(tp) + "," + std::to_string(pp) + "," + std::to_string(dp)}};
+  return EnvMap{
+      {"RANK", std::to_string(rank)},
+      {"SHEPHERD_RANK", std::to_string(rank)},
+      {"WORLD_SIZE", std::to_string(nodes.size())},
+      {"LOCAL_RANK", std::to_string(local_rank)},
+      {"LOCAL_WORLD_SIZE", std::to_string(local_world)},
+      {"CUDA_VISIBLE_DEVICES", std::to_string(gpu)},
+      {"SHEPHERD_RANK_COORDS", std::to_string(tp) + "," + std::to_string(pp) + "," + std::to_string(dp)}};
 }
 
 }  // namespace shepherd::slurm

@@ -34,15 +34,24 @@ bool IsShepherdDrainReason(const std::string& slurm_reason) {
 
 const char* ToString(NodeChangeKind k) {
   switch (k) {
-    case NodeChangeKind::kAdd: return "add";
-    case NodeChangeKind::kUpdate: return "update";
-    case NodeChangeKind::kCordon: return "cordon";
-    case NodeChangeKind::kFail: return "fail";
-    case NodeChangeKind::kRelease: return "release";
-    case NodeChangeKind::kDrainInSlurm: return "drain_in_slurm";
-    case NodeChangeKind::kResumeInSlurm: return "resume_in_slurm";
-    case NodeChangeKind::kMissing: return "missing";
-    case NodeChangeKind::kSkipped: return "skipped";
+    case NodeChangeKind::kAdd:
+      return "add";
+    case NodeChangeKind::kUpdate:
+      return "update";
+    case NodeChangeKind::kCordon:
+      return "cordon";
+    case NodeChangeKind::kFail:
+      return "fail";
+    case NodeChangeKind::kRelease:
+      return "release";
+    case NodeChangeKind::kDrainInSlurm:
+      return "drain_in_slurm";
+    case NodeChangeKind::kResumeInSlurm:
+      return "resume_in_slurm";
+    case NodeChangeKind::kMissing:
+      return "missing";
+    case NodeChangeKind::kSkipped:
+      return "skipped";
   }
   return "unknown";
 }
@@ -77,13 +86,15 @@ std::vector<NodeChange> Reconcile(const ReconcileInput& in) {
         out.push_back({NodeChangeKind::kSkipped, name, "no gpu in the node's Gres", {}});
         continue;
       }
-      out.push_back({NodeChangeKind::kAdd, name, "", NodeFromSlurm(*s, in.topology, in.gpu_memory_gib, in.gpu_model)});
+      out.push_back(
+          {NodeChangeKind::kAdd, name, "", NodeFromSlurm(*s, in.topology, in.gpu_memory_gib, in.gpu_model)});
       continue;
     }
     const Node& h = *it->second;
     Node fresh = NodeFromSlurm(*s, in.topology, h.gpu_memory_gib, h.gpu_model);
-    if (s->gpus.count >= 1 && (fresh.gpus != h.gpus || fresh.hostname != h.hostname ||
-                               fresh.topology != h.topology || (!s->gpus.model.empty() && s->gpus.model != h.gpu_model))) {
+    if (s->gpus.count >= 1 &&
+        (fresh.gpus != h.gpus || fresh.hostname != h.hostname || fresh.topology != h.topology ||
+         (!s->gpus.model.empty() && s->gpus.model != h.gpu_model))) {
       Node record = h;
       record.gpus = fresh.gpus;
       record.hostname = fresh.hostname;
@@ -111,7 +122,8 @@ std::vector<NodeChange> Reconcile(const ReconcileInput& in) {
   }
   for (const auto& [name, h] : mine)
     if (!theirs.count(name)) out.push_back({NodeChangeKind::kMissing, name, "", {}});
-  std::stable_sort(out.begin(), out.end(), [](const NodeChange& a, const NodeChange& b) { return a.node < b.node; });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const NodeChange& a, const NodeChange& b) { return a.node < b.node; });
   return out;
 }
 

@@ -36,7 +36,8 @@ enum class NodeChangeKind {
   kFail,           // Slurm says it is down or not responding: fail it with `reason` ("slurm: ...")
   kRelease,        // Slurm returned it to service: clear Shepherd's cordon/failure (and drained_by_shepherd)
   kDrainInSlurm,   // Shepherd blames it and Slurm does not know yet: drain in Slurm with `reason`
-  kResumeInSlurm,  // an operator returned a node Shepherd had drained to service in Shepherd: resume it in Slurm
+  kResumeInSlurm,  // an operator returned a node Shepherd had drained to service in Shepherd: resume it in
+                   // Slurm
   kMissing,        // Shepherd has it, Slurm no longer does
   kSkipped,        // Slurm has it but it cannot be a Shepherd node (no GPUs in its Gres): `reason` says why
 };

@@ -56,7 +56,8 @@ Result<pid_t> ForkExec(const std::vector<std::string>& argv_in, const Envp& env_
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD, SIGQUIT, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_DFL);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD, SIGQUIT, SIGUSR1, SIGUSR2})
+      ::signal(sig, SIG_DFL);
     ::dup2(in_fd, 0);
     ::dup2(out_fd, 1);
     ::dup2(err_fd, 2);
@@ -160,8 +161,7 @@ Result<RunOutput> RunCommand(const std::vector<std::string>& argv, const Envp& e
       }
     }
   }
-  if (timed_out)
-    return Unavailable(argv[0] + " timed out after " + std::to_string(timeout.count()) + " ms");
+  if (timed_out) return Unavailable(argv[0] + " timed out after " + std::to_string(timeout.count()) + " ms");
   ExitStatus e = Decode(status);
   result.exit_code = e.exit_code;
   result.signal = e.signal;

@@ -14,9 +14,9 @@ namespace shepherd::slurm {
 
 struct SlurmSwitch {
   std::string name;
-  int level = 0;                       // 0: a leaf switch; a parent is one more than its highest child
-  std::vector<std::string> nodes;      // expanded, every node below this switch
-  std::vector<std::string> switches;   // expanded child switch names
+  int level = 0;                      // 0: a leaf switch; a parent is one more than its highest child
+  std::vector<std::string> nodes;     // expanded, every node below this switch
+  std::vector<std::string> switches;  // expanded child switch names
 };
 
 // Parses `scontrol show topology` (one `SwitchName=... Level=... Nodes=... Switches=...` per line). Empty
@@ -42,6 +42,7 @@ struct TopologyMapping {
 // `levels` names the levels coarse to fine; empty → DefaultLevelNames(depth). kInvalidContent: `levels` has
 // a different count than the tree's depth (a tree with no switches accepts any non-empty `levels` and
 // labels nothing).
-Result<TopologyMapping> MapTopology(const std::vector<SlurmSwitch>& switches, const TopologyLevels& levels = {});
+Result<TopologyMapping> MapTopology(const std::vector<SlurmSwitch>& switches,
+                                    const TopologyLevels& levels = {});
 
 }  // namespace shepherd::slurm

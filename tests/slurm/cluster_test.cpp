@@ -23,9 +23,9 @@ using testing::LocalCluster;
 using testing::WaitFor;
 
 // Skips where the cluster cannot run (not root); fails where it should have started but did not.
-#define REQUIRE_CLUSTER()                                                                  \
-  if (!LocalCluster::unavailable_reason().empty())                                         \
-    GTEST_SKIP() << "skipped: " << LocalCluster::unavailable_reason();                     \
+#define REQUIRE_CLUSTER()                                              \
+  if (!LocalCluster::unavailable_reason().empty())                     \
+    GTEST_SKIP() << "skipped: " << LocalCluster::unavailable_reason(); \
   ASSERT_TRUE(LocalCluster::start_error().empty()) << LocalCluster::start_error()
 
 SlurmLauncher MakeLauncher() {
@@ -37,7 +37,9 @@ SlurmLauncher MakeLauncher() {
 
 std::string g_allocation;  // shared by the tests below, in order
 
-std::string Work(const std::string& name) { return LocalCluster::dir() + "/work/" + name; }
+std::string Work(const std::string& name) {
+  return LocalCluster::dir() + "/work/" + name;
+}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -100,7 +102,9 @@ TEST(SlurmCluster, DrainWithReasonThenResume) {
   EXPECT_EQ(ShepherdStateOf((*nodes)[2].state), NodeState::kCordoned);
 
   ASSERT_TRUE(launcher.ResumeNode("n2").ok());
-  EXPECT_TRUE(WaitFor(seconds(30), [] { return LocalCluster::Sh({"sinfo", "-n", "n2", "-h", "-o", "%T"}) == "idle"; }));
+  EXPECT_TRUE(WaitFor(seconds(30), [] {
+    return LocalCluster::Sh({"sinfo", "-n", "n2", "-h", "-o", "%T"}) == "idle";
+  }));
   EXPECT_EQ(LocalCluster::Sh({"sinfo", "-n", "n2", "-h", "-o", "%E"}), "none");
   EXPECT_EQ(launcher.DrainNode("n2", "").code(), Code::kInvalidArgument);
   EXPECT_FALSE(launcher.DrainNode("no-such-node", "shepherd x").ok());
@@ -114,7 +118,8 @@ TEST(SlurmCluster, ReconcileFollowsOperatorDrainsAndAppliesShepherdsOwn) {
   auto view = ReadSlurmView(launcher.cli());
   ASSERT_TRUE(view.ok()) << view.status().message();
   std::vector<Node> mine;
-  for (const NodeChange& c : Reconcile({view->nodes, view->topology, {}, {}, 80, "H100"})) mine.push_back(c.record);
+  for (const NodeChange& c : Reconcile({view->nodes, view->topology, {}, {}, 80, "H100"}))
+    mine.push_back(c.record);
   ASSERT_EQ(mine.size(), 5u);
   std::set<std::string> drained_by_shepherd;
   auto reconcile = [&] {
@@ -150,11 +155,15 @@ TEST(SlurmCluster, ReconcileFollowsOperatorDrainsAndAppliesShepherdsOwn) {
   EXPECT_EQ(changes[1].kind, NodeChangeKind::kResumeInSlurm);
   EXPECT_EQ(changes[1].node, "n2");
   ASSERT_TRUE(launcher.ResumeNode("n2").ok());
-  EXPECT_TRUE(WaitFor(seconds(30), [] { return LocalCluster::Sh({"sinfo", "-n", "n2", "-h", "-o", "%T"}) == "idle"; }));
+  EXPECT_TRUE(WaitFor(seconds(30), [] {
+    return LocalCluster::Sh({"sinfo", "-n", "n2", "-h", "-o", "%T"}) == "idle";
+  }));
   EXPECT_EQ(LocalCluster::Sh({"sinfo", "-n", "n1", "-h", "-o", "%E"}), "operator: bad psu");
 
   LocalCluster::Sh({"scontrol", "update", "NodeName=n1", "State=RESUME"});
-  EXPECT_TRUE(WaitFor(seconds(30), [] { return LocalCluster::Sh({"sinfo", "-n", "n1", "-h", "-o", "%T"}) == "idle"; }));
+  EXPECT_TRUE(WaitFor(seconds(30), [] {
+    return LocalCluster::Sh({"sinfo", "-n", "n1", "-h", "-o", "%T"}) == "idle";
+  }));
 }
 
 TEST(SlurmCluster, AllocationWithSpare) {
@@ -267,8 +276,9 @@ TEST(SlurmCluster, StopStepWithGrace) {
   polite.log_path = out + "/polite.log";
   auto step = launcher.StartStep(polite);
   ASSERT_TRUE(step.ok()) << step.status().message();
-  ASSERT_TRUE(WaitFor(seconds(30), [&] { return ::access((out + "/up-0").c_str(), F_OK) == 0 &&
-                                                ::access((out + "/up-1").c_str(), F_OK) == 0; }));
+  ASSERT_TRUE(WaitFor(seconds(30), [&] {
+    return ::access((out + "/up-0").c_str(), F_OK) == 0 && ::access((out + "/up-1").c_str(), F_OK) == 0;
+  }));
   auto t0 = std::chrono::steady_clock::now();
   auto exit = launcher.StopStep(*step, seconds(20));
   ASSERT_TRUE(exit.ok()) << exit.status().message();
@@ -281,7 +291,8 @@ TEST(SlurmCluster, StopStepWithGrace) {
   // Ranks that ignore SIGTERM are killed after the grace period.
   StepSpec stubborn = polite;
   stubborn.name = "shepherd-a4";
-  stubborn.command = {"sh", "-c", "trap '' TERM; touch " + out + "/stubborn-$RANK; while :; do sleep 0.1; done"};
+  stubborn.command = {"sh", "-c",
+                      "trap '' TERM; touch " + out + "/stubborn-$RANK; while :; do sleep 0.1; done"};
   stubborn.log_path = out + "/stubborn.log";
   auto step2 = launcher.StartStep(stubborn);
   ASSERT_TRUE(step2.ok()) << step2.status().message();
@@ -355,7 +366,9 @@ TEST(SlurmCluster, NodeLossKeepsTheAllocationAndTheSpareRunsTheNextStep) {
   // Hand the node back: slurmd again, then resume (ReturnToService=2 does not clear a drain).
   ASSERT_TRUE(LocalCluster::RestartSlurmd("n3"));
   ASSERT_TRUE(launcher.ResumeNode("n3").ok());
-  EXPECT_TRUE(WaitFor(seconds(60), [] { return LocalCluster::Sh({"sinfo", "-n", "n3", "-h", "-o", "%T"}) == "idle"; }));
+  EXPECT_TRUE(WaitFor(seconds(60), [] {
+    return LocalCluster::Sh({"sinfo", "-n", "n3", "-h", "-o", "%T"}) == "idle";
+  }));
 }
 
 TEST(SlurmCluster, CancelAllocation) {

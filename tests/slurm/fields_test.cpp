@@ -6,7 +6,8 @@ namespace shepherd::slurm {
 namespace {
 
 TEST(SplitRecords, ValuesWithSpacesAndKeysWithPunctuation) {
-  auto r = SplitRecords("junk StepId=4.0 Dist=arbitrary task distribution SrunHost:Pid=vm:1 CPUs/Task=1\n", "StepId");
+  auto r = SplitRecords("junk StepId=4.0 Dist=arbitrary task distribution SrunHost:Pid=vm:1 CPUs/Task=1\n",
+                        "StepId");
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(*FindField(r[0], "Dist"), "arbitrary task distribution");
   EXPECT_EQ(*FindField(r[0], "SrunHost:Pid"), "vm:1");

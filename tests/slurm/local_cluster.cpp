@@ -46,8 +46,9 @@ class ClusterEnvironment : public ::testing::Environment {
       return;
     }
     g_dir = tmpl;
-    auto r = RunCommand({"bash", SHEPHERD_SOURCE_DIR "/scripts/slurm-cluster.sh", "start", g_dir, "--nodes", "5"},
-                        CleanEnvironment(), std::chrono::seconds(240));
+    auto r =
+        RunCommand({"bash", SHEPHERD_SOURCE_DIR "/scripts/slurm-cluster.sh", "start", g_dir, "--nodes", "5"},
+                   CleanEnvironment(), std::chrono::seconds(240));
     if (!r.ok() || !r->ok()) {
       g_start_error = "scripts/slurm-cluster.sh start failed: " + (r.ok() ? r->err : r.status().message());
       Stop();
@@ -62,8 +63,8 @@ class ClusterEnvironment : public ::testing::Environment {
  private:
   void Stop() {
     if (g_dir.empty()) return;
-    auto r = RunCommand({"bash", SHEPHERD_SOURCE_DIR "/scripts/slurm-cluster.sh", "stop", g_dir}, CleanEnvironment(),
-                        std::chrono::seconds(120));
+    auto r = RunCommand({"bash", SHEPHERD_SOURCE_DIR "/scripts/slurm-cluster.sh", "stop", g_dir},
+                        CleanEnvironment(), std::chrono::seconds(120));
     if (!r.ok() || !r->ok()) {
       std::fprintf(stderr, "slurm-cluster.sh stop failed; logs kept in %s\n", g_dir.c_str());
       return;
@@ -123,9 +124,15 @@ bool HoldsFile(pid_t pid, const std::string& file) {
 
 }  // namespace
 
-const std::string& LocalCluster::unavailable_reason() { return g_unavailable; }
-const std::string& LocalCluster::start_error() { return g_start_error; }
-const std::string& LocalCluster::dir() { return g_dir; }
+const std::string& LocalCluster::unavailable_reason() {
+  return g_unavailable;
+}
+const std::string& LocalCluster::start_error() {
+  return g_start_error;
+}
+const std::string& LocalCluster::dir() {
+  return g_dir;
+}
 
 std::string LocalCluster::Sh(const std::vector<std::string>& argv) {
   auto r = RunCommand(argv, ClusterEnv(), std::chrono::seconds(60));

@@ -36,7 +36,8 @@ Node Healthy(const std::string& id, const std::string& leaf) {
 }
 
 std::vector<Node> HealthyFive() {
-  return {Healthy("n0", "l0"), Healthy("n1", "l0"), Healthy("n2", "l0"), Healthy("n3", "l1"), Healthy("n4", "l1")};
+  return {Healthy("n0", "l0"), Healthy("n1", "l0"), Healthy("n2", "l0"), Healthy("n3", "l1"),
+          Healthy("n4", "l1")};
 }
 
 std::vector<std::pair<NodeChangeKind, std::string>> Kinds(const std::vector<NodeChange>& changes) {
@@ -57,7 +58,8 @@ TEST(Reconcile, FirstImportAddsEveryNodeAndTheClusterAcceptsThem) {
     EXPECT_FALSE(c.record.failed);
     EXPECT_TRUE(cluster.UpsertNode(c.record).ok()) << c.node;
   }
-  EXPECT_EQ(changes[3].record.topology, (std::map<std::string, std::string>{{"spine", "s0"}, {"leaf", "l1"}}));
+  EXPECT_EQ(changes[3].record.topology,
+            (std::map<std::string, std::string>{{"spine", "s0"}, {"leaf", "l1"}}));
   EXPECT_EQ(cluster.UsableGpus(), 10);
 }
 
@@ -70,10 +72,10 @@ TEST(Reconcile, SlurmDrainsAndDownsReachShepherd) {
   Fixture f = Load("nodes_down_drain.txt");
   auto changes = Reconcile({f.nodes, f.topology, HealthyFive(), {}, 80, "H100"});
   // n1 carries a Shepherd reason, but Shepherd has no record of draining it: follow Slurm, never resume.
-  EXPECT_EQ(Kinds(changes), (std::vector<std::pair<NodeChangeKind, std::string>>{
-                                {NodeChangeKind::kCordon, "n1"},
-                                {NodeChangeKind::kCordon, "n2"},
-                                {NodeChangeKind::kFail, "n4"}}));
+  EXPECT_EQ(
+      Kinds(changes),
+      (std::vector<std::pair<NodeChangeKind, std::string>>{
+          {NodeChangeKind::kCordon, "n1"}, {NodeChangeKind::kCordon, "n2"}, {NodeChangeKind::kFail, "n4"}}));
   EXPECT_EQ(changes[1].reason, "slurm: MIXED+DRAIN: operator: bad dimm");
   EXPECT_EQ(changes[2].reason, "slurm: DOWN+NOT_RESPONDING: Not responding");
 }
@@ -96,7 +98,8 @@ TEST(Reconcile, OperatorResumeInSlurmReleasesShepherdsDrain) {
   mine[3].schedulable = false;
   mine[3].reason = "f-000123 sdc_suspected";
   auto changes = Reconcile({f.nodes, f.topology, mine, {"n3"}, 80, "H100"});
-  EXPECT_EQ(Kinds(changes), (std::vector<std::pair<NodeChangeKind, std::string>>{{NodeChangeKind::kRelease, "n3"}}));
+  EXPECT_EQ(Kinds(changes),
+            (std::vector<std::pair<NodeChangeKind, std::string>>{{NodeChangeKind::kRelease, "n3"}}));
 }
 
 TEST(Reconcile, ShepherdResumesOnlyItsOwnDrainAfterAnOperatorUncordoned) {
@@ -130,9 +133,10 @@ TEST(Reconcile, CapacityOrTopologyChangesAreUpdatesThatKeepShepherdsFlags) {
   mine[4].topology["leaf"] = "l0";
   mine.push_back(Healthy("n9", "l1"));
   auto changes = Reconcile({f.nodes, f.topology, mine, {}, 80, "H100"});
-  ASSERT_EQ(Kinds(changes), (std::vector<std::pair<NodeChangeKind, std::string>>{
-                                {NodeChangeKind::kUpdate, "n0"}, {NodeChangeKind::kUpdate, "n4"},
-                                {NodeChangeKind::kMissing, "n9"}}));
+  ASSERT_EQ(Kinds(changes),
+            (std::vector<std::pair<NodeChangeKind, std::string>>{{NodeChangeKind::kUpdate, "n0"},
+                                                                 {NodeChangeKind::kUpdate, "n4"},
+                                                                 {NodeChangeKind::kMissing, "n9"}}));
   EXPECT_EQ(changes[0].record.gpus, 2);
   EXPECT_TRUE(changes[0].record.spare);
   EXPECT_EQ(changes[1].record.topology.at("leaf"), "l1");

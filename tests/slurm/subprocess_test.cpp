@@ -11,7 +11,8 @@ namespace {
 using std::chrono::milliseconds;
 
 TEST(RunCommand, CollectsOutputAndExitCode) {
-  auto r = RunCommand({"sh", "-c", "echo out; echo err >&2; exit 3"}, CleanEnvironment(), milliseconds(10000));
+  auto r =
+      RunCommand({"sh", "-c", "echo out; echo err >&2; exit 3"}, CleanEnvironment(), milliseconds(10000));
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_EQ(r->exit_code, 3);
   EXPECT_EQ(r->out, "out\n");
