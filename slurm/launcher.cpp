@@ -104,14 +104,15 @@ Status SlurmLauncher::CancelAllocation(const std::string& job_id, std::chrono::s
 }
 
 std::vector<std::string> SlurmLauncher::SrunArgv(const StepSpec& spec) const {
-  std::vector<std::string> argv{"srun",
-                                "--jobid=" + spec.job_id,
-                                "--job-name=" + spec.name,
+  std::vector<std::string> argv{"srun", "--jobid=" + spec.job_id, "--job-name=" + spec.name,
                                 "--ntasks=" + std::to_string(spec.placement.ranks.size()),
                                 "--distribution=arbitrary",  // task r on line r of SLURM_HOSTFILE
-                                "--label",
-                                "--kill-on-bad-exit=0",
-                                options_.rank_exec};
+                                "--label", "--kill-on-bad-exit=0",
+                                // Measured: after a node loss the killed step kept its cores on the surviving
+                                // nodes for ~60 s more ("ending ... due to job resizing"), and a new step
+                                // without --overlap waited for them. One attempt runs at a time in an
+                                // allocation Shepherd owns, so sharing with a dying step is safe.
+                                "--overlap", options_.rank_exec};
   argv.insert(argv.end(), spec.command.begin(), spec.command.end());
   return argv;
 }

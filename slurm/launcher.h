@@ -6,8 +6,10 @@
 // removes that node from the allocation, kills the steps that ran on it, and keeps the allocation (and
 // every other node, spares included) running; without --no-kill the whole allocation is killed and
 // requeued. Each attempt is one `srun` step inside the allocation with an explicit task layout: task r
-// (SLURM_PROCID) runs on placement.ranks[r].node (--distribution=arbitrary with SLURM_HOSTFILE), through
-// `shepherd-slurm-rank` (slurm/rank_env.h), which gives each rank the same variables the node agents give.
+// (SLURM_PROCID) runs on placement.ranks[r].node (--distribution=arbitrary with SLURM_HOSTFILE), with
+// --overlap (a step killed by a node loss that Slurm is still cleaning up must not hold the next one
+// back), through `shepherd-slurm-rank` (slurm/rank_env.h), which gives each rank the same variables the
+// node agents give.
 //
 // Threading and blocking: a SlurmLauncher holds only immutable options. Every method is synchronous (it
 // runs Slurm commands and polls) and may be called from any thread, concurrently for different jobs and

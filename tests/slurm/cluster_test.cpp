@@ -309,24 +309,33 @@ TEST(SlurmCluster, StopStepWithGrace) {
   for (const SlurmStep& s : *steps) EXPECT_NE(s.name, "shepherd-a4") << s.id << " " << s.state;
 }
 
-// A node of the allocation crashes (slurmd and the step's processes on it killed). Measured fact this
-// test pins down: with --no-kill the allocation survives without the node, the step on it is killed,
-// and a new step on the remaining nodes plus the spare runs.
-TEST(SlurmCluster, NodeLossKeepsTheAllocationAndTheSpareRunsTheNextStep) {
+// A node of the allocation crashes (slurmd and the step's processes on it killed) while real DDP training
+// runs on n0..n3 and checkpoints every 5 steps. Measured fact this test pins down: with --no-kill the
+// allocation survives without the node, the step on it is killed, and a new step on the remaining nodes
+// plus the spare n4 resumes the training from the newest checkpoint.
+TEST(SlurmCluster, NodeLossKeepsTheAllocationAndTheSpareResumesTraining) {
   REQUIRE_CLUSTER();
   ASSERT_FALSE(g_allocation.empty());
   SlurmLauncher launcher = MakeLauncher();
   std::string out = Work("loss");
+  std::string ckpt = out + "/ckpt";
   ::mkdir(out.c_str(), 0755);
+  const std::string train = "exec /usr/bin/python3 " SHEPHERD_SOURCE_DIR
+                            "/tests/e2e/train_ddp.py --sdc-every 0 "
+                            "--ckpt-every 5 --ckpt-dir " +
+                            ckpt;
   StepSpec spec;
   spec.job_id = g_allocation;
   spec.name = "shepherd-a5";
   spec.placement = Layout({"n0", "n1", "n2", "n3"});
-  spec.command = {"sh", "-c", "touch " + out + "/up-$RANK; while :; do sleep 0.2; done"};
+  spec.command = RecordingCommand(out, train + " --steps 100000 --step-sleep 0.05 --pg-timeout 60");
+  spec.env = {{"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(30500 + ::getpid() % 1000)}};
   spec.log_path = out + "/a5.log";
+  spec.cwd = out;
   auto step = launcher.StartStep(spec);
   ASSERT_TRUE(step.ok()) << step.status().message();
-  ASSERT_TRUE(WaitFor(seconds(30), [&] { return ::access((out + "/up-3").c_str(), F_OK) == 0; }));
+  ASSERT_TRUE(WaitFor(seconds(180), [&] { return ::access((ckpt + "/step-5.pt").c_str(), F_OK) == 0; }))
+      << ReadFile(spec.log_path);
 
   auto t0 = std::chrono::steady_clock::now();
   EXPECT_FALSE(LocalCluster::CrashNode("n3").empty());
@@ -349,19 +358,33 @@ TEST(SlurmCluster, NodeLossKeepsTheAllocationAndTheSpareRunsTheNextStep) {
   EXPECT_EQ(alloc->state, SlurmJobState::kRunning);
   EXPECT_EQ(alloc->nodes, survivors);
 
-  // Replacing the node: drain it in Slurm, then the next step on the spare.
+  // The newest checkpoint rank 0 completed (train_ddp.py writes step-N.pt by rename, so it is whole).
+  int newest = 0;
+  for (int n = 5; ::access((ckpt + "/step-" + std::to_string(n) + ".pt").c_str(), F_OK) == 0; n += 5)
+    newest = n;
+  ASSERT_GE(newest, 5);
+
+  // Replacing the node: drain it in Slurm, then the next step on the spare, resuming from that checkpoint.
   ASSERT_TRUE(launcher.DrainNode("n3", "shepherd f-000124 node_lost").ok());
   EXPECT_EQ(LocalCluster::Sh({"sinfo", "-n", "n3", "-h", "-o", "%E"}), "shepherd f-000124 node_lost");
   StepSpec next = spec;
   next.name = "shepherd-a6";
-  next.placement = Layout({"n0", "n1", "n2", "n4"});
-  next.command = RecordingCommand(out, "true");
+  next.placement = Layout(survivors);
+  next.command = RecordingCommand(out, train + " --steps " + std::to_string(newest + 3));
+  next.env["MASTER_PORT"] = std::to_string(31500 + ::getpid() % 1000);
+  next.env["SHEPHERD_RESUME_CHECKPOINT"] = ckpt + "/step-" + std::to_string(newest) + ".pt";
   next.log_path = out + "/a6.log";
   auto step2 = launcher.StartStep(next);
   ASSERT_TRUE(step2.ok()) << step2.status().message();
-  ASSERT_TRUE(WaitFor(seconds(60), [&] { return (exit = launcher.PollStep(*step2)).has_value(); }));
-  EXPECT_EQ(exit->exit_code, 0) << ReadFile(next.log_path);
+  ASSERT_TRUE(WaitFor(seconds(300), [&] { return (exit = launcher.PollStep(*step2)).has_value(); }));
+  std::string log = ReadFile(next.log_path);
+  EXPECT_EQ(exit->exit_code, 0) << log;
   EXPECT_EQ(ReadFile(out + "/rank-3.txt"), "node=n4 rank=3 world=4 local=0/1 coords=0,0,3 gpu=0 job=\n");
+  for (int r = 0; r < 4; ++r) {
+    std::string rank = "rank " + std::to_string(r);
+    EXPECT_NE(log.find(rank + ": resumed from step " + std::to_string(newest)), std::string::npos) << log;
+    EXPECT_NE(log.find(rank + ": done at step " + std::to_string(newest + 3)), std::string::npos) << log;
+  }
 
   // Hand the node back: slurmd again, then resume (ReturnToService=2 does not clear a drain).
   ASSERT_TRUE(LocalCluster::RestartSlurmd("n3"));
