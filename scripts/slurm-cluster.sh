@@ -220,6 +220,8 @@ stop() {
     signal_pidfile "$DIR/run/munged.pid" TERM
     wait_until 10 "munged to exit" bash -c "! kill -0 \$(cat '$DIR/run/munged.pid' 2>/dev/null) 2>/dev/null" ||
       signal_pidfile "$DIR/run/munged.pid" KILL
+    # Its socket and lock file stay behind otherwise; remove them unless another munged answers there now.
+    munge_answers || rm -f /run/munge/munge.socket.2 /run/munge/munge.socket.2.lock
   fi
   rm -f "$DIR"/run/*.pid
   log "stopped the cluster in $DIR"
