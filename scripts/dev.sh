@@ -10,7 +10,8 @@ export CCACHE_BASEDIR="$PWD"  # one cache for every checkout of the tree
 
 PACKAGES=(g++ cmake ninja-build pkg-config libboost-dev libboost-program-options-dev nlohmann-json3-dev
           libsqlite3-dev sqlite3 libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev python3 python3-torch
-          curl procps ccache)
+          curl procps ccache
+          slurm-wlm slurmd slurmctld slurm-client munge)  # the local Slurm cluster of the Slurm tests
 
 install_missing() {
   local missing=()

@@ -1,0 +1,95 @@
+#include "slurm/jobs.h"
+
+#include "slurm/fields.h"
+#include "slurm/hostlist.h"
+
+namespace shepherd::slurm {
+namespace {
+
+Status ReadNodes(const Fields& f, const std::string& what, std::vector<std::string>& out) {
+  const std::string* v = FindField(f, "NodeList");
+  if (!v || v->empty() || *v == "(null)") return Status::Ok();
+  auto hosts = ExpandHostlist(*v);
+  if (!hosts.ok()) return InvalidArgument(what + ": " + hosts.status().message());
+  out = std::move(*hosts);
+  return Status::Ok();
+}
+
+}  // namespace
+
+const char* ToString(SlurmJobState s) {
+  switch (s) {
+    case SlurmJobState::kPending:
+      return "PENDING";
+    case SlurmJobState::kRunning:
+      return "RUNNING";
+    case SlurmJobState::kSuspended:
+      return "SUSPENDED";
+    case SlurmJobState::kCompleting:
+      return "COMPLETING";
+    case SlurmJobState::kCompleted:
+      return "COMPLETED";
+    case SlurmJobState::kCancelled:
+      return "CANCELLED";
+    case SlurmJobState::kFailed:
+      return "FAILED";
+    case SlurmJobState::kTimeout:
+      return "TIMEOUT";
+    case SlurmJobState::kNodeFail:
+      return "NODE_FAIL";
+    case SlurmJobState::kPreempted:
+      return "PREEMPTED";
+    case SlurmJobState::kBootFail:
+      return "BOOT_FAIL";
+    case SlurmJobState::kDeadline:
+      return "DEADLINE";
+    case SlurmJobState::kOutOfMemory:
+      return "OUT_OF_MEMORY";
+    case SlurmJobState::kRequeued:
+      return "REQUEUED";
+    case SlurmJobState::kOther:
+      return "OTHER";
+  }
+  return "OTHER";
+}
+
+SlurmJobState ParseJobState(std::string_view t) {
+  for (int i = 0; i <= static_cast<int>(SlurmJobState::kOther); ++i)
+    if (t == ToString(static_cast<SlurmJobState>(i))) return static_cast<SlurmJobState>(i);
+  if (t == "REQUEUE_HOLD" || t == "REQUEUE_FED") return SlurmJobState::kRequeued;
+  return SlurmJobState::kOther;
+}
+
+bool IsActive(SlurmJobState s) {
+  return s == SlurmJobState::kPending || s == SlurmJobState::kRunning || s == SlurmJobState::kSuspended ||
+         s == SlurmJobState::kCompleting || s == SlurmJobState::kRequeued;
+}
+
+Result<SlurmJob> ParseJob(std::string_view scontrol_output) {
+  std::vector<Fields> records = SplitRecords(scontrol_output, "JobId");
+  if (records.empty()) return InvalidArgument("slurm job: no JobId in the output");
+  const Fields& f = records.front();
+  SlurmJob j;
+  j.id = *FindField(f, "JobId");
+  if (const std::string* v = FindField(f, "JobName")) j.name = *v;
+  if (const std::string* v = FindField(f, "JobState")) j.state_text = *v, j.state = ParseJobState(*v);
+  if (const std::string* v = FindField(f, "Reason")) j.reason = *v;
+  if (const std::string* v = FindField(f, "Restarts")) j.restarts = std::atoi(v->c_str());
+  if (Status s = ReadNodes(f, "slurm job " + j.id, j.nodes); !s.ok()) return s;
+  return j;
+}
+
+Result<std::vector<SlurmStep>> ParseSteps(std::string_view scontrol_output) {
+  std::vector<SlurmStep> out;
+  for (const Fields& f : SplitRecords(scontrol_output, "StepId")) {
+    SlurmStep s;
+    s.id = *FindField(f, "StepId");
+    if (const std::string* v = FindField(f, "Name")) s.name = *v;
+    if (const std::string* v = FindField(f, "State")) s.state = *v;
+    if (Status st = ReadNodes(f, "slurm step " + s.id, s.nodes); !st.ok()) return st;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+}  // namespace shepherd::slurm

@@ -1,0 +1,57 @@
+// Slurm job and step records as `scontrol show job ID --oneliner` and `scontrol show step ID --oneliner`
+// print them. Pure.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace shepherd::slurm {
+
+enum class SlurmJobState {
+  kPending,
+  kRunning,
+  kSuspended,
+  kCompleting,
+  kCompleted,
+  kCancelled,
+  kFailed,
+  kTimeout,
+  kNodeFail,
+  kPreempted,
+  kBootFail,
+  kDeadline,
+  kOutOfMemory,
+  kRequeued,
+  kOther,
+};
+const char* ToString(SlurmJobState s);
+SlurmJobState ParseJobState(std::string_view text);  // unknown words → kOther
+// Pending, running, suspended, completing or requeued: the allocation may still (or again) hold nodes.
+bool IsActive(SlurmJobState s);
+
+struct SlurmJob {
+  std::string id;
+  std::string name;
+  SlurmJobState state = SlurmJobState::kOther;
+  std::string state_text;
+  std::string reason;              // "None" when Slurm has none
+  std::vector<std::string> nodes;  // expanded NodeList (empty while pending)
+  int restarts = 0;
+};
+
+struct SlurmStep {
+  std::string id;  // "4.0", "4.batch"
+  std::string name;
+  std::string state;  // "RUNNING", ...
+  std::vector<std::string> nodes;
+};
+
+// kInvalidArgument: no JobId record, or a NodeList that is not a hostlist.
+Result<SlurmJob> ParseJob(std::string_view scontrol_output);
+// Every step record (none for empty output). kInvalidArgument: a NodeList that is not a hostlist.
+Result<std::vector<SlurmStep>> ParseSteps(std::string_view scontrol_output);
+
+}  // namespace shepherd::slurm

@@ -1,0 +1,199 @@
+#include "slurm/launcher.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <thread>
+
+#include "slurm/hostlist.h"
+
+namespace shepherd::slurm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Allocation FromJob(const SlurmJob& j) {
+  return {j.id, j.state, j.nodes, j.reason};
+}
+
+std::string Tail(const std::string& path, std::size_t bytes = 2000) {
+  std::ifstream in(path, std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return all.size() > bytes ? all.substr(all.size() - bytes) : all;
+}
+
+}  // namespace
+
+SlurmLauncher::SlurmLauncher(Options options) : options_(std::move(options)), cli_(options_.cli) {}
+
+Result<Allocation> SlurmLauncher::RequestAllocation(const AllocationRequest& r) const {
+  if (r.nodes < 1 || r.spares < 0) return InvalidArgument("allocation: nodes must be >= 1 and spares >= 0");
+  int total = r.nodes + r.spares;
+  if (!r.nodelist.empty() && static_cast<int>(r.nodelist.size()) != total)
+    return InvalidArgument("allocation: nodelist names " + std::to_string(r.nodelist.size()) +
+                           " nodes, not " + std::to_string(total));
+  std::vector<std::string> args{
+      "--job-name=" + r.name,
+      "--nodes=" + std::to_string(total),
+      "--exclusive",
+      "--no-kill",
+      "--no-requeue",
+      "--chdir=" + (r.work_dir.empty() ? std::string("/tmp") : r.work_dir),
+      "--output=" + (r.work_dir.empty() ? std::string("/dev/null") : r.work_dir + "/slurm-%j.out")};
+  if (!r.nodelist.empty()) args.push_back("--nodelist=" + CompressHostlist(r.nodelist));
+  if (!r.exclude.empty()) args.push_back("--exclude=" + CompressHostlist(r.exclude));
+  args.insert(args.end(), r.extra_args.begin(), r.extra_args.end());
+  args.push_back("--wrap=exec sleep infinity");  // holds the allocation; steps do the work
+  auto id = cli_.Submit(args);
+  if (!id.ok()) return id.status();
+
+  Clock::time_point deadline = Clock::now() + r.start_timeout;
+  std::string last_reason;
+  while (true) {
+    auto job = cli_.ShowJob(*id);
+    if (job.ok()) {
+      if (job->state == SlurmJobState::kRunning) return FromJob(*job);
+      if (!IsActive(job->state))
+        return Unavailable("allocation " + *id + " ended before running: " + job->state_text + " (" +
+                           job->reason + ")");
+      last_reason = job->reason;
+    }
+    if (Clock::now() >= deadline) {
+      (void)cli_.Cancel(*id);
+      return Status(Code::kResourceExhausted, "allocation " + *id + " still pending after " +
+                                                  std::to_string(r.start_timeout.count()) + " s (" +
+                                                  last_reason + "); cancelled");
+    }
+    std::this_thread::sleep_for(options_.poll_interval);  // polling interval
+  }
+}
+
+Result<Allocation> SlurmLauncher::AdoptAllocation(const std::string& job_id) const {
+  auto job = cli_.ShowJob(job_id);
+  if (!job.ok()) return job.status();
+  if (job->state != SlurmJobState::kRunning)
+    return Conflict("allocation " + job_id + " is " + job->state_text + ", not RUNNING");
+  return FromJob(*job);
+}
+
+Result<Allocation> SlurmLauncher::ShowAllocation(const std::string& job_id) const {
+  auto job = cli_.ShowJob(job_id);
+  if (!job.ok()) return job.status();
+  return FromJob(*job);
+}
+
+Status SlurmLauncher::CancelAllocation(const std::string& job_id, std::chrono::seconds timeout) const {
+  Status s = cli_.Cancel(job_id, "", /*full=*/true);
+  if (!s.ok()) {
+    auto job = cli_.ShowJob(job_id);
+    if (job.ok() && !IsActive(job->state)) return Status::Ok();
+    if (!job.ok() && job.status().code() == Code::kNotFound) return Status::Ok();
+    return s;
+  }
+  Clock::time_point deadline = Clock::now() + timeout;
+  while (true) {
+    auto job = cli_.ShowJob(job_id);
+    if (!job.ok() && job.status().code() == Code::kNotFound) return Status::Ok();
+    if (job.ok() && !IsActive(job->state)) return Status::Ok();
+    if (Clock::now() >= deadline)
+      return Unavailable("allocation " + job_id + " still active " + std::to_string(timeout.count()) +
+                         " s after scancel");
+    std::this_thread::sleep_for(options_.poll_interval);  // polling interval
+  }
+}
+
+std::vector<std::string> SlurmLauncher::SrunArgv(const StepSpec& spec) const {
+  std::vector<std::string> argv{"srun", "--jobid=" + spec.job_id, "--job-name=" + spec.name,
+                                "--ntasks=" + std::to_string(spec.placement.ranks.size()),
+                                "--distribution=arbitrary",  // task r on line r of SLURM_HOSTFILE
+                                "--label", "--kill-on-bad-exit=0",
+                                // Measured: after a node loss the killed step kept its cores on the surviving
+                                // nodes for ~60 s more ("ending ... due to job resizing"), and a new step
+                                // without --overlap waited for them. One attempt runs at a time in an
+                                // allocation Shepherd owns, so sharing with a dying step is safe.
+                                "--overlap", options_.rank_exec};
+  argv.insert(argv.end(), spec.command.begin(), spec.command.end());
+  return argv;
+}
+
+Result<Step> SlurmLauncher::StartStep(const StepSpec& spec) const {
+  if (spec.job_id.empty() || spec.name.empty() || spec.command.empty() || spec.placement.ranks.empty() ||
+      spec.log_path.empty())
+    return InvalidArgument("step: job_id, name, command, placement and log_path are required");
+  for (std::size_t r = 0; r < spec.placement.ranks.size(); ++r)
+    if (spec.placement.ranks[r].rank != static_cast<int>(r) || spec.placement.ranks[r].node.empty())
+      return InvalidArgument("step: placement.ranks must be indexed by rank and name a node");
+  // The hostfile: one line per task, task r on line r.
+  std::string hostfile = spec.log_path + ".hosts";
+  {
+    std::ofstream out(hostfile, std::ios::trunc);
+    for (const RankSlot& r : spec.placement.ranks) out << r.node << '\n';
+    if (!out.flush()) return Internal("step: cannot write " + hostfile);
+  }
+  std::vector<std::pair<std::string, std::string>> overlay(spec.env.begin(), spec.env.end());
+  for (auto& kv : EncodeLayout(spec.placement)) overlay.push_back(kv);
+  overlay.emplace_back("SLURM_HOSTFILE", hostfile);
+  auto pid = SpawnLogged(SrunArgv(spec), cli_.Environment(overlay), spec.log_path, spec.cwd);
+  if (!pid.ok()) return pid.status();
+
+  Step step{spec.job_id, "", spec.name, *pid};
+  Clock::time_point deadline = Clock::now() + spec.start_timeout;
+  while (true) {
+    auto steps = cli_.ShowSteps(spec.job_id);
+    if (steps.ok())
+      for (const SlurmStep& s : *steps)
+        if (s.name == spec.name && s.state == "RUNNING") {
+          step.step_id = s.id;
+          return step;
+        }
+    if (auto exit = PollExit(*pid)) {
+      // srun ended before we saw the step: either Slurm refused it, or every task already ran and ended.
+      std::string log = Tail(spec.log_path);
+      if (exit->exit_code != 0 && (log.find("Unable to create step") != std::string::npos ||
+                                   log.find("srun: error: Invalid") != std::string::npos ||
+                                   log.find("srun: fatal") != std::string::npos))
+        return Unavailable("srun refused step " + spec.name + " (exit " + std::to_string(exit->exit_code) +
+                           "): " + log);
+      step.early_exit = *exit;
+      return step;
+    }
+    if (Clock::now() >= deadline) {
+      ::kill(-*pid, SIGKILL);
+      while (!PollExit(*pid)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      return Unavailable("step " + spec.name + " not running after " +
+                         std::to_string(spec.start_timeout.count()) + " s: " + Tail(spec.log_path));
+    }
+    std::this_thread::sleep_for(options_.poll_interval);  // polling interval
+  }
+}
+
+std::optional<ExitStatus> SlurmLauncher::PollStep(const Step& step) const {
+  if (step.early_exit) return step.early_exit;
+  return PollExit(step.srun_pid);
+}
+
+Result<ExitStatus> SlurmLauncher::StopStep(const Step& step, std::chrono::seconds grace,
+                                           std::chrono::seconds kill_wait) const {
+  auto wait_exit = [&](std::chrono::seconds limit) -> std::optional<ExitStatus> {
+    Clock::time_point deadline = Clock::now() + limit;
+    while (true) {
+      if (auto e = PollExit(step.srun_pid)) return e;
+      if (Clock::now() >= deadline) return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));  // polling interval
+    }
+  };
+  if (step.early_exit) return *step.early_exit;
+  if (auto e = PollExit(step.srun_pid)) return *e;
+  std::string target = step.step_id.empty() ? step.job_id : step.step_id;
+  (void)cli_.Cancel(target, "TERM");  // an error here (step already gone) shows as srun's exit below
+  if (auto e = wait_exit(grace)) return *e;
+  (void)cli_.Cancel(target, "KILL");
+  (void)cli_.Cancel(target);
+  if (auto e = wait_exit(kill_wait)) return *e;
+  ::kill(-step.srun_pid, SIGKILL);
+  if (auto e = wait_exit(std::chrono::seconds(5))) return *e;
+  return Unavailable("srun " + std::to_string(step.srun_pid) + " of step " + target + " survived SIGKILL");
+}
+
+}  // namespace shepherd::slurm

@@ -1,0 +1,138 @@
+// SlurmLauncher: the seam through which the controller runs a job's attempts on a Slurm cluster.
+//
+// Pattern (docs/slurm.md): one Slurm allocation per Shepherd job, holding the nodes the plan needs plus
+// the job's spares. It is a batch job whose only work is `sleep infinity`, submitted with --exclusive,
+// --no-kill and --no-requeue: measured on Slurm 22.05, when a node of such an allocation dies, Slurm
+// removes that node from the allocation, kills the steps that ran on it, and keeps the allocation (and
+// every other node, spares included) running; without --no-kill the whole allocation is killed and
+// requeued. Each attempt is one `srun` step inside the allocation with an explicit task layout: task r
+// (SLURM_PROCID) runs on placement.ranks[r].node (--distribution=arbitrary with SLURM_HOSTFILE), with
+// --overlap (a step killed by a node loss that Slurm is still cleaning up must not hold the next one
+// back), through `shepherd-slurm-rank` (slurm/rank_env.h), which gives each rank the same variables the
+// node agents give.
+//
+// Threading and blocking: a SlurmLauncher holds only immutable options. Every method is synchronous (it
+// runs Slurm commands and polls) and may be called from any thread, concurrently for different jobs and
+// steps. The controller must call them off its own strand. Worst-case durations are stated per method;
+// each Slurm command is bounded by Options::cli.timeout (T, default 30 s).
+//
+// Ownership: a Step names an srun process that is this process's child. The caller owns it and must
+// eventually observe its end with PollStep or StopStep (which reap it); a Step must not be used from two
+// threads at once. REQUIRES: SIGCHLD is not ignored in this process, and nothing else reaps children with
+// waitpid(-1) (either would take srun's exit status away from PollStep).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/job.h"
+#include "core/status.h"
+#include "slurm/cli.h"
+#include "slurm/rank_env.h"
+
+namespace shepherd::slurm {
+
+struct AllocationRequest {
+  std::string name;  // Slurm job name, e.g. "shepherd-job-000042"
+  int nodes = 0;     // nodes the plan needs; REQUIRES >= 1
+  int spares = 1;    // extra nodes held back for replacement (resources.spare_nodes); REQUIRES >= 0
+  std::vector<std::string> nodelist;    // optional: exactly these nodes (size must be nodes + spares)
+  std::vector<std::string> exclude;     // optional: never these (e.g. cordoned in Shepherd)
+  std::vector<std::string> extra_args;  // site options passed to sbatch as they are (--account=, --qos=, ...)
+  // sbatch --chdir and where the holding job's (empty) output goes, slurm-<id>.out. It must exist on the
+  // batch host (the allocation's first node), or the job fails at once. Empty: /tmp and no output file.
+  std::string work_dir;
+  std::chrono::seconds start_timeout{120};  // how long the allocation may stay pending
+};
+
+struct Allocation {
+  std::string job_id;
+  SlurmJobState state = SlurmJobState::kOther;
+  std::vector<std::string> nodes;  // the nodes it holds now (a failed node drops out)
+  std::string reason;              // Slurm's reason while pending
+};
+
+struct StepSpec {
+  std::string job_id;   // the allocation
+  std::string name;     // step name, unique within the allocation (e.g. "shepherd-a3"): how the step is found
+  Placement placement;  // REQUIRES: ranks[r].rank == r, every node in the allocation
+  std::vector<std::string> command;  // REQUIRES: not empty; argv of every rank
+  // Variables every rank gets (MASTER_ADDR, MASTER_PORT, SHEPHERD_URL, SHEPHERD_JOB, SHEPHERD_ATTEMPT,
+  // SHEPHERD_RESUME_CHECKPOINT, SHEPHERD_TOKEN, the job's env ...). The per-rank ones (RANK, WORLD_SIZE,
+  // LOCAL_RANK, LOCAL_WORLD_SIZE, CUDA_VISIBLE_DEVICES, SHEPHERD_RANK_COORDS) are added per task.
+  EnvMap env;
+  std::string log_path;  // srun's output: every rank's stdout and stderr, lines prefixed "RANK: "
+  std::string cwd;       // working directory of srun and the ranks ("" = the caller's)
+  std::chrono::seconds start_timeout{60};  // how long until the step must be running
+};
+
+struct Step {
+  std::string job_id;
+  std::string step_id;  // "12.3"
+  std::string name;
+  pid_t srun_pid = -1;
+  // Set when srun ended before StartStep saw the step running (every task already finished): srun has
+  // been reaped and PollStep returns this.
+  std::optional<ExitStatus> early_exit;
+};
+
+class SlurmLauncher {
+ public:
+  struct Options {
+    SlurmCli::Options cli;
+    std::string rank_exec = "shepherd-slurm-rank";  // path (or name in PATH on every node) of the wrapper
+    std::chrono::milliseconds poll_interval{250};
+  };
+  explicit SlurmLauncher(Options options);
+
+  // sbatch the holding job and wait until it runs. kResourceExhausted: still pending after start_timeout
+  // (the job is cancelled then, with Slurm's pending reason in the message). kUnavailable: sbatch failed,
+  // or the job ended before running. Takes at most start_timeout + a few T.
+  Result<Allocation> RequestAllocation(const AllocationRequest& request) const;
+  // Takes over an allocation made elsewhere (e.g. named in the job spec). kNotFound: unknown job.
+  // kConflict: not running. At most T.
+  Result<Allocation> AdoptAllocation(const std::string& job_id) const;
+  // The allocation's state and current nodes. kNotFound once Slurm forgot it. At most T.
+  Result<Allocation> ShowAllocation(const std::string& job_id) const;
+  // scancel the allocation (its steps end with it), then wait until Slurm no longer lists it as active.
+  // kUnavailable: still active after `timeout`. At most timeout + 2T.
+  Status CancelAllocation(const std::string& job_id, std::chrono::seconds timeout) const;
+
+  // Starts srun for the step and waits until Slurm lists it as running, or srun ended after running its
+  // tasks (a short step: Step::early_exit). kInvalidArgument: spec violates a REQUIRES. kUnavailable:
+  // Slurm refused the step ("Unable to create step", bad node list: srun's log tail in the message) or the
+  // step did not run within start_timeout (srun is then killed and reaped). At most start_timeout + 2T.
+  Result<Step> StartStep(const StepSpec& spec) const;
+  // srun's exit (it exits when every task ended, or when the step is cancelled); nullopt while it runs.
+  // Reaps srun once it ended: call it until it returns a value, and not after. Non-blocking.
+  std::optional<ExitStatus> PollStep(const Step& step) const;
+  // Graceful stop: `scancel --signal=TERM JOB.STEP`, wait up to `grace` for srun to exit, then
+  // `scancel --signal=KILL JOB.STEP` and `scancel JOB.STEP`, wait up to `kill_wait`, then SIGKILL srun's
+  // process group; reaps srun. Returns srun's exit. kUnavailable only if srun survives its own SIGKILL.
+  // At most grace + kill_wait + 3T.
+  Result<ExitStatus> StopStep(const Step& step, std::chrono::seconds grace,
+                              std::chrono::seconds kill_wait = std::chrono::seconds(30)) const;
+
+  // Node operations (see SlurmCli). At most T each.
+  Status DrainNode(const std::string& node, const std::string& reason) const {
+    return cli_.DrainNode(node, reason);
+  }
+  Status ResumeNode(const std::string& node) const { return cli_.ResumeNode(node); }
+  Result<std::vector<SlurmNode>> Nodes() const { return cli_.ShowNodes(); }
+  Result<std::vector<SlurmSwitch>> Topology() const { return cli_.ShowTopology(); }
+
+  const SlurmCli& cli() const { return cli_; }
+
+  // The srun argv for a step (without the environment); exposed for tests and logs.
+  std::vector<std::string> SrunArgv(const StepSpec& spec) const;
+
+ private:
+  Options options_;
+  SlurmCli cli_;
+};
+
+}  // namespace shepherd::slurm

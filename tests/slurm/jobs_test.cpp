@@ -1,0 +1,47 @@
+#include "slurm/jobs.h"
+
+#include <gtest/gtest.h>
+
+#include "tests/slurm/testdata.h"
+
+namespace shepherd::slurm {
+namespace {
+
+TEST(ParseJob, RunningHoldingJobFromScontrol) {
+  auto job = ParseJob(testing::ReadTestData("job_running.txt"));
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_EQ(job->id, "4");
+  EXPECT_EQ(job->name, "shepherd-hold");
+  EXPECT_EQ(job->state, SlurmJobState::kRunning);
+  EXPECT_EQ(job->reason, "None");  // not the rest of the line: a job's Reason is one word
+  EXPECT_EQ(job->nodes, (std::vector<std::string>{"n0", "n1", "n2", "n3", "n4"}));
+  EXPECT_EQ(job->restarts, 0);
+}
+
+TEST(ParseSteps, BatchAndArbitraryStepFromScontrol) {
+  auto steps = ParseSteps(testing::ReadTestData("steps_running.txt"));
+  ASSERT_TRUE(steps.ok()) << steps.status().message();
+  ASSERT_EQ(steps->size(), 2u);
+  EXPECT_EQ((*steps)[0].id, "4.batch");
+  EXPECT_EQ((*steps)[0].nodes, (std::vector<std::string>{"n0"}));
+  EXPECT_EQ((*steps)[1].id, "4.0");
+  EXPECT_EQ((*steps)[1].name, "shepherd-step-a1");
+  EXPECT_EQ((*steps)[1].state, "RUNNING");
+  EXPECT_EQ((*steps)[1].nodes, (std::vector<std::string>{"n1", "n2"}));
+}
+
+TEST(ParseJobState, Words) {
+  EXPECT_EQ(ParseJobState("PENDING"), SlurmJobState::kPending);
+  EXPECT_EQ(ParseJobState("NODE_FAIL"), SlurmJobState::kNodeFail);
+  EXPECT_EQ(ParseJobState("CANCELLED"), SlurmJobState::kCancelled);
+  EXPECT_EQ(ParseJobState("WHATEVER"), SlurmJobState::kOther);
+  EXPECT_TRUE(IsActive(SlurmJobState::kRunning));
+  EXPECT_FALSE(IsActive(SlurmJobState::kCancelled));
+}
+
+TEST(ParseJob, NoRecordIsAnError) {
+  EXPECT_EQ(ParseJob("").status().code(), Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace shepherd::slurm

@@ -1,0 +1,64 @@
+#include "slurm/rank_env.h"
+
+#include <gtest/gtest.h>
+
+namespace shepherd::slurm {
+namespace {
+
+// TP=2, DP=2, PP=1 on three nodes, rank order tp + 2·dp: ranks 0,1 on n3 (one TP group), 2 on n0, 3 on n2.
+Placement Layout() {
+  Placement p;
+  p.ranks = {{0, "n3", 0, 0, 0, 0}, {1, "n3", 1, 1, 0, 0}, {2, "n0", 0, 0, 0, 1}, {3, "n2", 1, 1, 0, 1}};
+  return p;
+}
+
+EnvMap Task(int procid, const std::string& node) {
+  EnvMap env = EncodeLayout(Layout());
+  env["SLURM_PROCID"] = std::to_string(procid);
+  env["SLURMD_NODENAME"] = node;
+  return env;
+}
+
+TEST(RankEnv, EncodesTheLayoutAsRankIndexedTables) {
+  EnvMap env = EncodeLayout(Layout());
+  EXPECT_EQ(env.at("SHEPHERD_SLURM_NODES"), "n3,n3,n0,n2");
+  EXPECT_EQ(env.at("SHEPHERD_SLURM_GPUS"), "0,1,0,1");
+  EXPECT_EQ(env.at("SHEPHERD_SLURM_COORDS"), "0.0.0,1.0.0,0.0.1,1.0.1");
+}
+
+TEST(RankEnv, SecondRankOfASharedNode) {
+  auto env = RankEnvironment(Task(1, "n3"));
+  ASSERT_TRUE(env.ok()) << env.status().message();
+  EXPECT_EQ(*env, (EnvMap{{"RANK", "1"},
+                          {"SHEPHERD_RANK", "1"},
+                          {"WORLD_SIZE", "4"},
+                          {"LOCAL_RANK", "1"},
+                          {"LOCAL_WORLD_SIZE", "2"},
+                          {"CUDA_VISIBLE_DEVICES", "1"},
+                          {"SHEPHERD_RANK_COORDS", "1,0,0"}}));
+}
+
+TEST(RankEnv, AloneOnItsNode) {
+  auto env = RankEnvironment(Task(3, "n2"));
+  ASSERT_TRUE(env.ok());
+  EXPECT_EQ(env->at("LOCAL_RANK"), "0");
+  EXPECT_EQ(env->at("LOCAL_WORLD_SIZE"), "1");
+  EXPECT_EQ(env->at("SHEPHERD_RANK_COORDS"), "1,0,1");
+}
+
+TEST(RankEnv, RefusesToRunOnAnotherNodeThanPlaced) {
+  EXPECT_EQ(RankEnvironment(Task(2, "n1")).status().code(), Code::kConflict);
+}
+
+TEST(RankEnv, RejectsBrokenTables) {
+  EXPECT_EQ(RankEnvironment(Task(4, "n0")).status().code(), Code::kInvalidArgument);
+  EnvMap short_gpus = Task(0, "n3");
+  short_gpus["SHEPHERD_SLURM_GPUS"] = "0,1";
+  EXPECT_EQ(RankEnvironment(short_gpus).status().code(), Code::kInvalidArgument);
+  EnvMap missing = Task(0, "n3");
+  missing.erase("SHEPHERD_SLURM_COORDS");
+  EXPECT_EQ(RankEnvironment(missing).status().code(), Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace shepherd::slurm

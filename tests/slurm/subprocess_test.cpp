@@ -1,0 +1,57 @@
+#include "slurm/subprocess.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <chrono>
+
+namespace shepherd::slurm {
+namespace {
+
+using std::chrono::milliseconds;
+
+TEST(RunCommand, CollectsOutputAndExitCode) {
+  auto r =
+      RunCommand({"sh", "-c", "echo out; echo err >&2; exit 3"}, CleanEnvironment(), milliseconds(10000));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->exit_code, 3);
+  EXPECT_EQ(r->out, "out\n");
+  EXPECT_EQ(r->err, "err\n");
+}
+
+TEST(RunCommand, ArgumentsAreNotInterpretedByAShell) {
+  auto r = RunCommand({"printf", "%s|", "a b", "$(id)", ";rm"}, CleanEnvironment(), milliseconds(10000));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->out, "a b|$(id)|;rm|");
+}
+
+TEST(RunCommand, KillsTheGroupAtTheTimeout) {
+  auto start = std::chrono::steady_clock::now();
+  // The grandchild keeps the pipes open: only killing the whole group ends the wait.
+  auto r = RunCommand({"sh", "-c", "sleep 30 & sleep 30"}, CleanEnvironment(), milliseconds(300));
+  EXPECT_EQ(r.status().code(), Code::kUnavailable);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+TEST(RunCommand, MissingProgramIsAnError) {
+  auto r = RunCommand({"/nonexistent/tool"}, CleanEnvironment(), milliseconds(10000));
+  EXPECT_EQ(r.status().code(), Code::kInternal);
+}
+
+TEST(CleanEnvironment, DropsInheritedSlurmVariablesButKeepsSlurmConf) {
+  ::setenv("SLURM_JOB_ID", "77", 1);
+  ::setenv("SLURM_CONF", "/x/slurm.conf", 1);
+  ::setenv("SBATCH_NO_KILL", "1", 1);
+  Envp env = CleanEnvironment({{"SHEPHERD_JOB", "job-1"}});
+  auto has = [&](const std::string& e) { return std::find(env.begin(), env.end(), e) != env.end(); };
+  EXPECT_FALSE(has("SLURM_JOB_ID=77"));
+  EXPECT_FALSE(has("SBATCH_NO_KILL=1"));
+  EXPECT_TRUE(has("SLURM_CONF=/x/slurm.conf"));
+  EXPECT_TRUE(has("SHEPHERD_JOB=job-1"));
+  ::unsetenv("SLURM_JOB_ID");
+  ::unsetenv("SLURM_CONF");
+  ::unsetenv("SBATCH_NO_KILL");
+}
+
+}  // namespace
+}  // namespace shepherd::slurm
