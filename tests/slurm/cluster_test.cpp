@@ -400,7 +400,9 @@ TEST(SlurmCluster, CancelAllocation) {
   SlurmLauncher launcher = MakeLauncher();
   ASSERT_TRUE(launcher.CancelAllocation(g_allocation, seconds(60)).ok());
   auto job = launcher.ShowAllocation(g_allocation);
-  if (job.ok()) EXPECT_EQ(job->state, SlurmJobState::kCancelled);
+  if (job.ok()) {
+    EXPECT_EQ(job->state, SlurmJobState::kCancelled);
+  }
   EXPECT_EQ(LocalCluster::Sh({"squeue", "-h", "-j", g_allocation, "-t", "RUNNING,PENDING", "-o", "%i"}), "");
   EXPECT_TRUE(WaitFor(seconds(60), [] {
     return LocalCluster::Sh({"sinfo", "-h", "-N", "-o", "%T"}) == "idle\nidle\nidle\nidle\nidle";
