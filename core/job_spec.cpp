@@ -167,7 +167,8 @@ Result<JobSpec> ParseSpec(const Json& j, bool full) {
   FieldReader root(j, "", &errs);
   if (!root.ok()) return Finish(s, errs);
   root.OnlyKnown(
-      {"name", "model", "training", "parallelism", "resources", "command", "env", "checkpoint", "policy"});
+      {"name", "model", "training", "parallelism", "resources", "command", "env", "checkpoint", "policy",
+       "gpu_binding"});
   if (full) s.name = root.String("name", true, 128).value_or("");
   ParseModel(root, &s.model, &errs);
   ParseTraining(root, &s.training, &errs);
@@ -176,6 +177,11 @@ Result<JobSpec> ParseSpec(const Json& j, bool full) {
   if (full) {
     ParseLaunch(root, &s, &errs);
     ParsePolicy(root, &s.policy, &errs);
+    std::string binding = root.String("gpu_binding", false, 32).value_or("per_node");
+    if (binding == "per_process")
+      s.gpu_binding = GpuBinding::kPerProcess;
+    else if (binding != "per_node")
+      root.Error("gpu_binding", "must be \"per_node\" or \"per_process\"");
   }
   return Finish(std::move(s), std::move(errs));
 }
@@ -231,6 +237,7 @@ Json ToJson(const JobSpec& s) {
         {"straggler_window_steps", p.straggler_window_steps},
         {"loss_spike_factor", p.loss_spike_factor},
         {"good_after_steps", p.good_after_steps}}},
+      {"gpu_binding", s.gpu_binding == GpuBinding::kPerProcess ? "per_process" : "per_node"},
   };
 }
 

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "daemon/controller.h"
+#include "scheduler/rank_env.h"
 
 namespace shepherd {
 namespace {
@@ -35,35 +36,21 @@ Json Controller::AssignmentsJson(const std::string& node) const {
     if (!e.attempt || !e.launched || e.job.state != JobState::kRunning || e.job.spec.command.empty())
       continue;
     const Placement& p = e.attempt->placement;
-    std::vector<const RankSlot*> local;
-    for (const RankSlot& r : p.ranks)
-      if (r.node == node) local.push_back(&r);
     const Node* master = cluster_.Find(p.ranks.at(0).node);
-    std::string resume;
+    RankEnvInput in;
+    in.job_id = e.job.id;
+    in.spec = &e.job.spec;
+    in.plan = e.job.plan;
+    in.attempt = e.attempt->number;
+    in.placement = &p;
+    in.node = node;
+    in.master_addr = master ? master->hostname : "127.0.0.1";
+    in.master_port = MasterPort(e.job.seq, e.attempt->number);
     if (e.ledger && !e.attempt->resume_checkpoint.empty())
-      if (auto c = e.ledger->Find(e.attempt->resume_checkpoint)) resume = c->path;
-    for (size_t i = 0; i < local.size(); ++i) {
-      const RankSlot& r = *local[i];
-      Json env = e.job.spec.env;
-      env["RANK"] = std::to_string(r.rank);
-      env["WORLD_SIZE"] = std::to_string(p.ranks.size());
-      env["LOCAL_RANK"] = std::to_string(i);
-      env["LOCAL_WORLD_SIZE"] = std::to_string(local.size());
-      env["MASTER_ADDR"] = master ? master->hostname : "127.0.0.1";
-      env["MASTER_PORT"] = std::to_string(MasterPort(e.job.seq, e.attempt->number));
-      env["CUDA_VISIBLE_DEVICES"] = std::to_string(r.gpu);
-      env["SHEPHERD_URL"] = options_.advertise_url;
-      env["SHEPHERD_JOB"] = e.job.id;
-      env["SHEPHERD_ATTEMPT"] = std::to_string(e.attempt->number);
-      env["SHEPHERD_RANK_COORDS"] =
-          std::to_string(r.tp) + "," + std::to_string(r.pp) + "," + std::to_string(r.dp);
-      env["SHEPHERD_RESUME_CHECKPOINT"] = resume;
-      env["SHEPHERD_RESUME_STEP"] = std::to_string(e.attempt->resume_step);
-      env["SHEPHERD_TOKEN"] = options_.rank_token;
-      env["SHEPHERD_HEARTBEAT_INTERVAL"] = std::to_string(e.job.spec.policy.heartbeat_interval_s);
-      env["SHEPHERD_SDC_EVERY"] = std::to_string(e.job.spec.policy.sdc_check_every_steps);
-      env["SHEPHERD_CHECKPOINT_DIR"] = e.job.spec.checkpoint.dir;
-      env["SHEPHERD_CHECKPOINT_EVERY"] = std::to_string(e.job.spec.checkpoint.every_steps);
+      if (auto c = e.ledger->Find(e.attempt->resume_checkpoint)) in.resume_path = c->path;
+    in.resume_step = e.attempt->resume_step;
+    for (LocalRankEnv& r : ComposeRankEnv(in, {options_.advertise_url, options_.rank_token})) {
+      Json env = std::move(r.env);
       ranks.push_back({{"job", e.job.id},
                        {"attempt", e.attempt->number},
                        {"rank", r.rank},
@@ -168,6 +155,12 @@ void Controller::NodeHeartbeat(const std::string& node_id, const Json& body, Don
                             "rank " + std::to_string(rank) + " on " + node_id + " " + how);
     f.ranks = {rank};
     if (p.contains("error") && p["error"].is_string()) f.detail += ": " + p["error"].get<std::string>();
+    if (p.contains("flight_recorder") && p["flight_recorder"].is_array())  // docs/agent-protocol.md
+      for (const Json& d : p["flight_recorder"])
+        if (d.is_object() && d.contains("path") && d["path"].is_string())
+          f.detail += "; flight recorder dump " + d["path"].get<std::string>() + " (" +
+                      (d.contains("size") && d["size"].is_number_unsigned() ? d["size"].dump() : "?") +
+                      " bytes)";
     RecordFinding(std::move(f), &batch);
   }
   if (body.contains("gpu_faults") && body["gpu_faults"].is_array()) {

@@ -125,7 +125,8 @@ void Controller::IngestReports(const std::string& job_id, const Json& body, Done
     }
     urgent = urgent || in.urgent;
     if (r->kind == ReportKind::kCheckpoint)
-      PersistTransitions(Ledger(e).OnCheckpointReport(r->attempt, r->rank, *r->step, r->path, now), &batch);
+      PersistTransitions(
+          Ledger(e).OnCheckpointReport(r->attempt, r->rank, *r->step, r->path, now, r->replicated), &batch);
   }
   report_counts_["accepted"] += accepted - ignored;
   report_counts_["ignored"] += ignored;
