@@ -25,6 +25,13 @@ struct Assignments {
 // Rejects the whole answer if any entry is malformed (a partial set would stop the ranks it leaves out).
 Result<Assignments> ParseAssignments(const Json& j);
 
+// A PyTorch flight-recorder dump a rank left behind (TORCH_FR_DUMP_TEMP_FILE<rank>), found when it exited.
+struct DumpFile {
+  std::string path;
+  std::uint64_t size = 0;
+  bool operator==(const DumpFile&) const = default;
+};
+
 // One entry of a heartbeat's "processes".
 struct ProcessReport {
   RankKey key;
@@ -33,6 +40,7 @@ struct ProcessReport {
   std::optional<int> exit_code;  // exited: the code, or empty when killed by a signal or unknown
   std::optional<int> signal;     // exited: the terminating signal, if any
   std::string error;             // exited without starting: why (sent as "error" when non-empty)
+  std::vector<DumpFile> flight_recorder;  // exited: dumps found (sent as "flight_recorder" when non-empty)
 };
 
 struct AgentIdentity {

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +20,23 @@ Json OptionalInt(const std::optional<int>& v) {
 std::optional<int> IntOrNull(const Json& j, const char* f) {
   if (j.contains(f) && j[f].is_number_integer()) return j[f].get<int>();
   return std::nullopt;
+}
+
+// Regular files whose path starts with `prefix` (a directory part plus a file-name prefix).
+std::vector<DumpFile> FindDumps(const std::string& prefix) {
+  std::vector<DumpFile> out;
+  if (prefix.empty()) return out;
+  fs::path pre(prefix);
+  std::string stem = pre.filename().string();
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(pre.parent_path(), ec)) {
+    std::string name = entry.path().filename().string();
+    if (name.rfind(stem, 0) != 0 || !entry.is_regular_file(ec)) continue;
+    std::uintmax_t size = entry.file_size(ec);
+    if (!ec) out.push_back({entry.path().string(), static_cast<std::uint64_t>(size)});
+  }
+  std::sort(out.begin(), out.end(), [](const DumpFile& a, const DumpFile& b) { return a.path < b.path; });
+  return out;
 }
 
 }  // namespace
@@ -147,6 +165,14 @@ void Supervisor::Start(const RankAssignment& a) {
   TrackedProcess p;
   p.key = a.key;
   p.gpu = a.gpu;
+  if (!spec.env.count("TORCH_FR_DUMP_TEMP_FILE")) {
+    fs::path dir = fs::path(options_.state_dir) / "flight-recorder" /
+                   (a.key.job + "-a" + std::to_string(a.key.attempt) + "-r" + std::to_string(a.key.rank));
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (!ec) spec.env["TORCH_FR_DUMP_TEMP_FILE"] = (dir / "nccl_trace_rank_").string();
+  }
+  if (auto fr = spec.env.find("TORCH_FR_DUMP_TEMP_FILE"); fr != spec.env.end()) p.dump_prefix = fr->second;
   Result<pid_t> pid = SpawnProcessGroup(spec);
   if (!pid.ok()) {
     spdlog::error("agent: cannot start {}: {}", ToString(a.key), pid.status().message());
@@ -183,6 +209,7 @@ bool Supervisor::Reap(TrackedProcess* p) {
   p->phase = ProcessPhase::kExited;
   p->kill_at.reset();
   SignalGroup(p->pid, SIGKILL);  // leftovers of the rank's group (workers, shells' children)
+  p->dumps = FindDumps(p->dump_prefix);
   std::string how = p->exit.exit_code ? "exited with code " + std::to_string(*p->exit.exit_code)
                     : p->exit.signal  ? "killed by signal " + std::to_string(*p->exit.signal)
                                       : "exited (code unknown: not our child)";
@@ -222,9 +249,9 @@ std::vector<ProcessReport> Supervisor::Report() const {
   std::vector<ProcessReport> out;
   for (const TrackedProcess& p : table_) {
     if (p.phase != ProcessPhase::kExited) {
-      out.push_back({p.key, p.pid, true, std::nullopt, std::nullopt, ""});
+      out.push_back({p.key, p.pid, true, std::nullopt, std::nullopt, "", {}});
     } else if (!p.acked) {
-      out.push_back({p.key, p.pid, false, p.exit.exit_code, p.exit.signal, p.error});
+      out.push_back({p.key, p.pid, false, p.exit.exit_code, p.exit.signal, p.error, p.dumps});
     }
   }
   return out;

@@ -17,6 +17,9 @@
 //
 // Exit detection: own children by waitpid(WNOHANG); adopted processes (children of an earlier agent) by
 // /proc/<pid>/stat (gone, zombie or other start time = exited, exit code unknown).
+// Flight recorder: unless the rank's env sets TORCH_FR_DUMP_TEMP_FILE, the agent sets it to
+// <state-dir>/flight-recorder/<job>-a<attempt>-r<rank>/nccl_trace_rank_ (PyTorch appends the rank). When
+// the rank exits, the files whose path starts with that prefix are listed (path, size) in its exit report.
 #pragma once
 
 #include <chrono>
@@ -51,6 +54,8 @@ struct TrackedProcess {
   ExitInfo exit;                      // phase kExited
   std::string error;                  // phase kExited without a pid: the spawn error
   bool acked = false;                 // exit acknowledged by the daemon
+  std::string dump_prefix;            // TORCH_FR_DUMP_TEMP_FILE given to the rank
+  std::vector<DumpFile> dumps;        // phase kExited: flight-recorder files found under dump_prefix
   std::optional<SteadyTime> kill_at;  // phase kStopping: SIGKILL deadline (unset once SIGKILL was sent)
 };
 

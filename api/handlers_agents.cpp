@@ -81,6 +81,11 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
       s.exit_code = p["exit_code"].get<int>();
     if (p.contains("signal") && p["signal"].is_number_integer()) s.signal = p["signal"].get<int>();
     s.error = p.value("error", "");
+    if (auto fr = p.find("flight_recorder"); fr != p.end() && fr->is_array())  // docs/agent-protocol.md
+      for (const Json& d : *fr)
+        if (d.is_object() && d.contains("path") && d["path"].is_string())
+          s.flight_recorder.emplace_back(d["path"].get<std::string>(),
+                                         d.contains("size") && d["size"].is_number_unsigned() ? d["size"].get<uint64_t>() : 0);
     hb.processes.push_back(std::move(s));
   }
   for (const Json& g : body.value("gpu_faults", Json::array()))

@@ -141,7 +141,11 @@ void Controller::OnRankExit(const std::string& node, const ProcessStatus& p, Tim
   Finding f = NodeFinding(p.rank.job, p.rank.attempt, FindingKind::kProcessExit, node, now,
                           "rank " + std::to_string(p.rank.rank) + " on " + node + " " + how);
   f.ranks = {p.rank.rank};
+  f.exit_code = p.exit_code;
+  f.signal = p.signal;
   if (!p.error.empty()) f.detail += ": " + p.error;
+  for (const auto& [path, size] : p.flight_recorder)
+    f.detail += "; flight recorder dump " + path + " (" + std::to_string(size) + " bytes)";
   RecordFinding(std::move(f), now, batch);
 }
 

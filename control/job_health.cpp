@@ -99,7 +99,7 @@ JobHealth::IngestOutcome JobHealth::Ingest(const ReportBatch& batch, Time now) {
     }
     out.urgent = out.urgent || in.urgent;
     if (r.kind == ReportKind::kCheckpoint) {
-      auto ts = ledger_.OnCheckpointReport(r.attempt, r.rank, *r.step, r.path, now);
+      auto ts = ledger_.OnCheckpointReport(r.attempt, r.rank, *r.step, r.path, now, r.replicated);
       out.transitions.insert(out.transitions.end(), ts.begin(), ts.end());
     }
   }

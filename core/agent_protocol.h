@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace shepherd {
@@ -27,6 +28,8 @@ struct ProcessStatus {
   std::optional<int> exit_code;  // exited: the code; empty when killed by a signal or unknown
   std::optional<int> signal;     // exited: the terminating signal, if any
   std::string error;             // exited without starting: why
+  // PyTorch flight-recorder dumps the agent found for the rank when it exited (path, bytes).
+  std::vector<std::pair<std::string, uint64_t>> flight_recorder;
 };
 
 struct GpuFault {

@@ -94,6 +94,12 @@ struct Policy {
   ExternalRemediation external_remediation = ExternalRemediation::kNone;
 };
 
+// How the agent shows GPUs to a job's ranks on one node (scheduler/rank_env.h).
+enum class GpuBinding {
+  kPerNode,     // torchrun's way: every rank sees all of the job's GPUs on its node, LOCAL_RANK indexes them
+  kPerProcess,  // each rank sees only its own GPU (CUDA_VISIBLE_DEVICES=<gpu>, device 0 in the process)
+};
+
 struct JobSpec {
   std::string name;
   ModelSpec model;
@@ -104,6 +110,7 @@ struct JobSpec {
   std::map<std::string, std::string> env;
   CheckpointSpec checkpoint;
   Policy policy;
+  GpuBinding gpu_binding = GpuBinding::kPerNode;  // "gpu_binding": "per_node" (default) | "per_process"
 };
 
 // A concrete parallel layout. micro_batches = global_batch / (micro_batch_size · dp).

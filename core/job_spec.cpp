@@ -186,7 +186,8 @@ Result<JobSpec> ParseSpec(const Json& j, bool full) {
   FieldReader root(j, "", &errs);
   if (!root.ok()) return Finish(s, errs);
   root.OnlyKnown(
-      {"name", "model", "training", "parallelism", "resources", "command", "env", "checkpoint", "policy"});
+      {"name", "model", "training", "parallelism", "resources", "command", "env", "checkpoint", "policy",
+       "gpu_binding"});
   if (full) s.name = root.String("name", true, 128).value_or("");
   ParseModel(root, &s.model, &errs);
   ParseTraining(root, &s.training, &errs);
@@ -195,6 +196,11 @@ Result<JobSpec> ParseSpec(const Json& j, bool full) {
   if (full) {
     ParseLaunch(root, &s, &errs);
     ParsePolicy(root, &s.policy, &errs);
+    std::string binding = root.String("gpu_binding", false, 32).value_or("per_node");
+    if (binding == "per_process")
+      s.gpu_binding = GpuBinding::kPerProcess;
+    else if (binding != "per_node")
+      root.Error("gpu_binding", "must be \"per_node\" or \"per_process\"");
   }
   return Finish(std::move(s), std::move(errs));
 }
@@ -258,6 +264,7 @@ Json ToJson(const JobSpec& s) {
         {"poisoned_checkpoint_steps", p.poisoned_checkpoint_steps},
         {"launch_timeout_s", p.launch_timeout_s},
         {"external_remediation", ToString(p.external_remediation)}}},
+      {"gpu_binding", s.gpu_binding == GpuBinding::kPerProcess ? "per_process" : "per_node"},
   };
 }
 

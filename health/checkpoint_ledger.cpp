@@ -69,7 +69,8 @@ void CheckpointLedger::Grade(Entry& e, Time now, std::vector<CheckpointTransitio
 }
 
 std::vector<CheckpointTransition> CheckpointLedger::OnCheckpointReport(int attempt, int rank, int64_t step,
-                                                                       const std::string& path, Time now) {
+                                                                       const std::string& path, Time now,
+                                                                       bool replicated) {
   std::vector<CheckpointTransition> out;
   auto [it, inserted] = entries_.try_emplace({attempt, step});
   Entry& e = it->second;
@@ -86,7 +87,7 @@ std::vector<CheckpointTransition> CheckpointLedger::OnCheckpointReport(int attem
   }
   Checkpoint& c = e.record;
   if (c.status != CheckpointStatus::kPending) return out;
-  if (rank == 0) c.path = path;  // rank 0's part names the checkpoint when it comes
+  if (rank == 0 || replicated) c.path = path;  // rank 0's part (or a whole-state file) names it
   if (static_cast<size_t>(rank) >= e.reported.size()) e.reported.resize(rank + 1, false);
   if (!e.reported[rank]) {
     e.reported[rank] = true;
@@ -98,7 +99,11 @@ std::vector<CheckpointTransition> CheckpointLedger::OnCheckpointReport(int attem
     t.created = true;
     out.push_back(std::move(t));
   }
-  if (c.ranks_reported >= opt_.expected_reporters) {
+  if (replicated) {
+    e.reported = {};
+    SetStatus(e, CheckpointStatus::kComplete,
+              "rank " + std::to_string(rank) + " saved the whole replicated state", now, &out);
+  } else if (c.ranks_reported >= opt_.expected_reporters) {
     e.reported = {};
     SetStatus(e, CheckpointStatus::kComplete,
               "all " + std::to_string(opt_.expected_reporters) + " ranks reported their part", now, &out);

@@ -50,8 +50,10 @@ class CheckpointLedger {
 
   // A rank's part of checkpoint `step` of `attempt` is durably saved. Repeated reports of one rank count
   // once.
+  // `replicated`: the file holds the whole state (a DDP rank-0 save), which completes it at once.
   std::vector<CheckpointTransition> OnCheckpointReport(int attempt, int rank, int64_t step,
-                                                       const std::string& path, Time now);
+                                                       const std::string& path, Time now,
+                                                       bool replicated = false);
   std::vector<CheckpointTransition> OnEvidence(const HealthEvidence& e, Time now);
 
   std::optional<Checkpoint> LastKnownGood() const;  // newest good on the current lineage

@@ -69,7 +69,7 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
   const Json *rank = nullptr, *attempt = nullptr, *time = nullptr, *kind = nullptr, *step = nullptr,
              *collective = nullptr, *phase = nullptr, *loss = nullptr, *grad_norm = nullptr,
              *step_time = nullptr, *seq = nullptr, *op = nullptr, *group = nullptr, *state = nullptr,
-             *hash = nullptr, *path = nullptr;
+             *hash = nullptr, *path = nullptr, *scope = nullptr;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
     const Json* v = &*it;
@@ -116,6 +116,8 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
           seq = v;
         else if (k == "state")
           state = v;
+        else if (k == "scope")
+          scope = v;
         break;
       case 't':
         if (k == "time") time = v;
@@ -237,6 +239,13 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
     case ReportKind::kCheckpoint:
       if (!path || !ReadString(*path, kMaxPathLen, false, &r.path))
         errs.push_back({"path", "required: a non-empty string of at most 4096 characters"});
+      if (scope && !scope->is_null()) {
+        const std::string* sc = scope->is_string() ? &scope->get_ref<const std::string&>() : nullptr;
+        if (sc && *sc == "replicated")
+          r.replicated = true;
+        else if (!sc || *sc != "rank")
+          errs.push_back({"scope", "must be \"rank\" or \"replicated\""});
+      }
       break;
   }
   if (!errs.empty()) return Invalid(std::move(errs));

@@ -265,5 +265,38 @@ TEST_F(SupervisorTest, PersistsUnackedExitsAcrossRestart) {
   EXPECT_EQ(r[0].exit_code, 4);
 }
 
+TEST_F(SupervisorTest, FlightRecorderDumpsAreListedWithTheExit) {
+  auto s = Open();
+  // The rank writes a dump the way PyTorch does: $TORCH_FR_DUMP_TEMP_FILE followed by its rank.
+  s->SetDesired({Sh(3, "printf 12345 > \"${TORCH_FR_DUMP_TEMP_FILE}3\"; exit 1", {{"RANK", "3"}})}, Now());
+  Track(PidOf(*s, {"job-1", 1, 3}));
+  auto p = WaitExit(*s, {"job-1", 1, 3});
+  ASSERT_TRUE(p);
+  std::string expected = dir_.path() + "/flight-recorder/job-1-a1-r3/nccl_trace_rank_3";
+  ASSERT_EQ(p->dumps.size(), 1u);
+  EXPECT_EQ(p->dumps[0].path, expected);
+  EXPECT_EQ(p->dumps[0].size, 5u);
+  std::vector<ProcessReport> r = s->Report();
+  ASSERT_EQ(r.size(), 1u);
+  Json body = HeartbeatBody({1, "t"}, Json::array(), r);
+  EXPECT_EQ(body["processes"][0]["flight_recorder"],
+            Json::parse(R"([{"path": ")" + expected + R"(", "size": 5}])"));
+}
+
+TEST_F(SupervisorTest, UsersFlightRecorderPathWinsAndNoDumpMeansNoField) {
+  TempDir mine;
+  auto s = Open();
+  s->SetDesired({Sh(0, "echo $TORCH_FR_DUMP_TEMP_FILE > " + mine.file("seen"),
+                    {{"TORCH_FR_DUMP_TEMP_FILE", mine.file("fr_")}})},
+                Now());
+  Track(PidOf(*s, {"job-1", 1, 0}));
+  auto p = WaitExit(*s, {"job-1", 1, 0});
+  ASSERT_TRUE(p);
+  EXPECT_EQ(ReadFile(mine.file("seen")), mine.file("fr_") + "\n");
+  EXPECT_TRUE(p->dumps.empty());
+  Json body = HeartbeatBody({1, "t"}, Json::array(), s->Report());
+  EXPECT_FALSE(body["processes"][0].contains("flight_recorder"));
+}
+
 }  // namespace
 }  // namespace shepherd::agent

@@ -37,9 +37,9 @@ TEST(Protocol, RejectsTheWholeAnswerWhenOneRankIsMalformed) {
 
 TEST(Protocol, HeartbeatBodyListsRunningAndExited) {
   std::vector<ProcessReport> procs = {
-      {{"j", 2, 5}, 4242, true, std::nullopt, std::nullopt, ""},
-      {{"j", 1, 5}, 4100, false, 1, std::nullopt, ""},
-      {{"j", 1, 6}, 0, false, std::nullopt, std::nullopt, "spawn x: not found"}};
+      {{"j", 2, 5}, 4242, true, std::nullopt, std::nullopt, "", {}},
+      {{"j", 1, 5}, 4100, false, 1, std::nullopt, "", {}},
+      {{"j", 1, 6}, 0, false, std::nullopt, std::nullopt, "spawn x: not found", {}}};
   Json faults = Json::parse(R"([{"gpu": 3, "kind": "ecc_uncorrectable", "detail": "d"}])");
   Json b = HeartbeatBody({123, "2026-11-21T07:00:00.000Z"}, faults, procs);
   EXPECT_EQ(b["agent"]["pid"], 123);

@@ -63,7 +63,9 @@ TEST_F(AgentApiTest, AssignmentsCarryTheRankEnvironment) {
   EXPECT_EQ(env["WORLD_SIZE"], "8");
   EXPECT_EQ(env["LOCAL_RANK"], "1");
   EXPECT_EQ(env["LOCAL_WORLD_SIZE"], "4");
-  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], std::to_string(r["gpu"].get<int>()));
+  // torchrun's convention: every local rank sees the node's GPUs of the job; LOCAL_RANK indexes into them.
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "0,1,2,3");
+  EXPECT_EQ(r["gpu"], 1);
   EXPECT_EQ(env["SHEPHERD_JOB"], job_);
   EXPECT_EQ(env["SHEPHERD_ATTEMPT"], "1");
   EXPECT_EQ(env["SHEPHERD_RANK_COORDS"], "0,0," + env["RANK"].get<std::string>());  // tp,pp,dp with dp = rank

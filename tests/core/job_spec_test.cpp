@@ -59,6 +59,23 @@ TEST(JobSpec, DefaultsForOmittedOptionalFields) {
   EXPECT_TRUE(s->command.empty());
 }
 
+TEST(JobSpec, GpuBindingPerNodeByDefaultPerProcessOnRequestAndRoundTrips) {
+  Json j = Example();
+  auto s = ParseJobSpec(j);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->gpu_binding, GpuBinding::kPerNode);
+  j["gpu_binding"] = "per_process";
+  s = ParseJobSpec(j);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->gpu_binding, GpuBinding::kPerProcess);
+  EXPECT_EQ(ToJson(*s)["gpu_binding"], "per_process");
+  EXPECT_EQ(ParseJobSpec(ToJson(*s))->gpu_binding, GpuBinding::kPerProcess);
+  j["gpu_binding"] = "one_each";
+  s = ParseJobSpec(j);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(Fields(s.status()), std::set<std::string>{"gpu_binding"});
+}
+
 TEST(JobSpec, AutoStringIsAutomatic) {
   Json j = Example();
   j["parallelism"] = "auto";

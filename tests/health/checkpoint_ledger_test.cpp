@@ -57,6 +57,18 @@ TEST_F(LedgerTest, PendingThenCompleteThenGood) {
   EXPECT_EQ(ledger_.LastKnownGood()->id, "job-1/1/100");
 }
 
+TEST_F(LedgerTest, OneReplicatedSaveCompletesTheCheckpoint) {
+  auto t = ledger_.OnCheckpointReport(1, 0, 100, "/ckpt/100.pt", clock_.Now(), /*replicated=*/true);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_TRUE(t[0].created);
+  EXPECT_EQ(t[1].checkpoint.status, CheckpointStatus::kComplete);
+  EXPECT_EQ(t[1].checkpoint.path, "/ckpt/100.pt");
+  EXPECT_EQ(StatusOf("job-1/1/100"), CheckpointStatus::kComplete);
+  // Without the flag one report of four leaves it pending.
+  ledger_.OnCheckpointReport(1, 0, 110, "/ckpt/110.pt", clock_.Now());
+  EXPECT_EQ(StatusOf("job-1/1/110"), CheckpointStatus::kPending);
+}
+
 TEST_F(LedgerTest, GoodNeedsAnAgreeingCheckAtOrAfterItsStep) {
   SaveAll(1, 100);
   Ev(Kind::kHashAgreed, 50);

@@ -77,6 +77,26 @@ TEST(ReportTest, CollectiveParamHashAndCheckpointKinds) {
   EXPECT_EQ(k->path, "/ckpt/500/r1");
 }
 
+TEST(ReportTest, CheckpointScopeReplicatedOrRank) {
+  auto k = Parse(
+      R"({"rank": 0, "attempt": 1, "kind": "checkpoint", "step": 5, "path": "/c/5", "scope": "replicated"})");
+  ASSERT_TRUE(k.ok());
+  EXPECT_TRUE(k->replicated);
+  k = Parse(R"({"rank": 0, "attempt": 1, "kind": "checkpoint", "step": 5, "path": "/c/5", "scope": "rank"})");
+  ASSERT_TRUE(k.ok());
+  EXPECT_FALSE(k->replicated);
+  k = Parse(R"({"rank": 0, "attempt": 1, "kind": "checkpoint", "step": 5, "path": "/c/5"})");
+  ASSERT_TRUE(k.ok());
+  EXPECT_FALSE(k->replicated);
+  EXPECT_EQ(Fields(Parse(
+                R"({"rank": 0, "attempt": 1, "kind": "checkpoint", "step": 5, "path": "/c", "scope": 1})")),
+            std::vector<std::string>{"scope"});
+  EXPECT_EQ(
+      Fields(Parse(
+          R"({"rank": 0, "attempt": 1, "kind": "checkpoint", "step": 5, "path": "/c", "scope": "all"})")),
+      std::vector<std::string>{"scope"});
+}
+
 TEST(ReportTest, EveryInvalidFieldIsNamed) {
   auto r = Parse(R"({"rank": -1, "attempt": "one", "time": "yesterday", "kind": "step", "loss": "lots",
                      "step_time_s": -2})");

@@ -12,6 +12,9 @@ training rank to shepherdd (`POST /v1/jobs/{job}/reports`). Standard library onl
             client.param_hash(step, model)
     client.close()
 
+Zero-code and one-line modes (PyTorch, imported lazily): `python3 -m shepherd_client.run script.py args`
+or `client = shepherd_client.install()` at the top of a script (instrument.py, docs/integration.md).
+
 See client.py for the contract (threading, batching, failure handling).
 """
 
@@ -20,9 +23,16 @@ from .config import ClientConfig, config_from_env, parse_coords
 from .hashing import param_digest
 
 __all__ = ["ShepherdClient", "ClientConfig", "config_from_env", "parse_coords", "encode_metric",
-           "param_digest", "PHASES", "from_env"]
+           "param_digest", "PHASES", "from_env", "install"]
 
 
 def from_env(**kwargs):
     """Shorthand for ShepherdClient.from_env()."""
     return ShepherdClient.from_env(**kwargs)
+
+
+def install(client=None, **kwargs):
+    """Instrument PyTorch in this process and return the client (instrument.install)."""
+    from .instrument import install as _install
+
+    return _install(client, **kwargs)

@@ -17,6 +17,7 @@ import atexit
 import contextlib
 import logging
 import math
+import os
 import threading
 import time
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
@@ -47,10 +48,12 @@ def encode_metric(x: Any) -> Any:
 
 
 class _OpenCollective:
-    __slots__ = ("seq", "op", "group", "since", "started")
+    """An open collective: the token collective_begin() returns and collective_end() takes."""
 
-    def __init__(self, seq: int, op: str, group: str, since: float):
-        self.seq, self.op, self.group, self.since = seq, op, group, since
+    __slots__ = ("seq", "op", "group", "since", "started", "nbytes")
+
+    def __init__(self, seq: int, op: str, group: str, since: float, nbytes: Optional[int] = None):
+        self.seq, self.op, self.group, self.since, self.nbytes = seq, op, group, since, nbytes
         self.started: Optional[Entry] = None  # the buffered `started` report, withdrawn if still unsent
 
 
@@ -71,6 +74,9 @@ class ShepherdClient:
         self._open: List[_OpenCollective] = []  # innermost last
         self._seq: Dict[str, int] = {}
         self._closed = False
+        self._step_since = time.time()
+        self._page: Any = None  # a ProgressPage once start_helper() succeeded
+        self._helper: Any = None  # its subprocess.Popen
         self._sender: Optional[ReportSender] = None
         if cfg.enabled:
             from .transport import reports_url
@@ -78,7 +84,7 @@ class ShepherdClient:
             self._sender = ReportSender(
                 reports_url(cfg.url, cfg.job), token=cfg.token, timeout_s=cfg.timeout_s,
                 interval_s=cfg.heartbeat_interval_s, max_buffer=cfg.max_buffer, max_batch=cfg.max_batch,
-                make_heartbeat=self._heartbeat_locked, lock=self._lock)
+                make_heartbeat=self._periodic_heartbeat_locked, lock=self._lock)
             if start:
                 self._sender.start()
             atexit.register(self.close)  # deliver what is buffered when a script forgets close()
@@ -146,6 +152,11 @@ class ShepherdClient:
             return None
         return self._sender.enqueue_locked(report, urgent=urgent)
 
+    def _periodic_heartbeat_locked(self) -> Optional[Dict[str, Any]]:
+        if self._helper is not None and self._helper.poll() is None:
+            return None  # the helper process heartbeats from the progress page
+        return self._heartbeat_locked()
+
     def _heartbeat_locked(self) -> Dict[str, Any]:
         r = self._base("heartbeat")
         if self._step is not None:
@@ -163,10 +174,25 @@ class ShepherdClient:
             if self._sender is not None and not self._closed:
                 self._sender.enqueue_locked(self._heartbeat_locked(), urgent=True)
 
+    def _publish_locked(self) -> None:
+        """Write the liveness state to the progress page (when a helper reads one). REQUIRES: lock held."""
+        if self._page is None:
+            return
+        oldest = min(self._open, key=lambda c: c.since) if self._open else None
+        try:
+            self._page.write(self._step, self._phase,
+                             (oldest.seq, oldest.op, oldest.group, oldest.since) if oldest else None,
+                             step_since=self._step_since)
+        except (ValueError, OSError):  # the page was closed under us (shutdown)
+            self._page = None
+
     def set_step(self, step: int) -> None:
         """Record the step now being computed, for heartbeats, without sending a step report."""
         with self._lock:
+            if self._step != int(step):
+                self._step_since = time.time()
             self._step = int(step)
+            self._publish_locked()
 
     def step(self, step: int, loss: Any = None, grad_norm: Any = None, step_time_s: Optional[float] = None,
              ) -> None:
@@ -186,33 +212,52 @@ class ShepherdClient:
         with self._lock:
             self._step = int(step)
             self._emit_locked(r, urgent=urgent)
+            self._publish_locked()
+
+    def collective_begin(self, op: str, group: str = "dp", nbytes: Optional[int] = None) -> _OpenCollective:
+        """Enter a collective that completes later (asynchronous work); returns the token to pass to
+        collective_end(). Heartbeats carry the oldest open collective {seq, op, group, since}."""
+        mode = self.config.collective_reports
+        with self._lock:
+            seq = self._seq.get(group, 0)
+            self._seq[group] = seq + 1
+            c = _OpenCollective(seq, op, group, time.time(), nbytes)
+            self._open.append(c)
+            if mode == "all":
+                r = self._base("collective")
+                r.update(seq=seq, op=op, group=group, state="started")
+                if nbytes is not None:
+                    r["bytes"] = int(nbytes)
+                c.started = self._emit_locked(r)
+            self._publish_locked()
+        return c
+
+    def collective_end(self, c: _OpenCollective) -> None:
+        """Leave a collective entered with collective_begin(). Idempotent: a second call does nothing."""
+        mode = self.config.collective_reports
+        with self._lock:
+            if c not in self._open:
+                return
+            self._open.remove(c)
+            if mode in ("all", "completed"):
+                if c.started is not None:
+                    c.started.dropped = True  # still unsent: `completed` says it all
+                r = self._base("collective")
+                r.update(seq=c.seq, op=c.op, group=c.group, state="completed")
+                if c.nbytes is not None:
+                    r["bytes"] = int(c.nbytes)
+                self._emit_locked(r)
+            self._publish_locked()
 
     @contextlib.contextmanager
     def collective(self, op: str, group: str = "dp") -> Iterator[int]:
         """Bracket one collective call. Yields its seq (per group, from 0 in each process).
         Heartbeats sent while inside carry {seq, op, group, since}."""
-        mode = self.config.collective_reports
-        with self._lock:
-            seq = self._seq.get(group, 0)
-            self._seq[group] = seq + 1
-            c = _OpenCollective(seq, op, group, time.time())
-            self._open.append(c)
-            if mode == "all":
-                r = self._base("collective")
-                r.update(seq=seq, op=op, group=group, state="started")
-                c.started = self._emit_locked(r)
+        c = self.collective_begin(op, group)
         try:
-            yield seq
+            yield c.seq
         finally:
-            with self._lock:
-                if c in self._open:
-                    self._open.remove(c)
-                if mode in ("all", "completed"):
-                    if c.started is not None:
-                        c.started.dropped = True  # still unsent: `completed` says it all
-                    r = self._base("collective")
-                    r.update(seq=seq, op=op, group=group, state="completed")
-                    self._emit_locked(r)
+            self.collective_end(c)
 
     @contextlib.contextmanager
     def checkpoint_phase(self, kind: str = "save") -> Iterator[None]:
@@ -225,18 +270,24 @@ class ShepherdClient:
         with self._lock:
             previous = self._phase
             self._phase = phase
+            self._publish_locked()
         self.heartbeat()
         try:
             yield
         finally:
             with self._lock:
                 self._phase = previous
+                self._publish_locked()
             self.heartbeat()
 
-    def checkpoint_saved(self, step: int, path: str) -> None:
-        """Report that this rank's part of checkpoint `step` is durably saved at `path`."""
+    def checkpoint_saved(self, step: int, path: str, replicated: bool = False) -> None:
+        """Report that this rank's part of checkpoint `step` is durably saved at `path`. replicated=True:
+        the file holds the whole state of a replicated (pure data-parallel) job, e.g. a DDP script's
+        rank-0 save, so this one report completes the checkpoint (sent as `scope: "replicated"`)."""
         r = self._base("checkpoint")
         r.update(step=int(step), path=str(path))
+        if replicated:
+            r["scope"] = "replicated"
         with self._lock:
             self._emit_locked(r, urgent=True)
 
@@ -253,6 +304,68 @@ class ShepherdClient:
         self.report_param_hash(step, digest)
         return digest
 
+    # --- liveness helper ---------------------------------------------------------------------------
+
+    def start_helper(self, page_dir: Optional[str] = None) -> bool:
+        """Move heartbeats out of this interpreter: create the progress page and start the helper process
+        (shepherd_client.helper) that reads it and heartbeats, so liveness does not depend on this
+        process's GIL. True when the helper runs; False (heartbeats stay in-process) when disabled or the
+        helper cannot start. Idempotent."""
+        if self._sender is None or self._helper is not None:
+            return self._helper is not None
+        import subprocess
+        import sys
+        import tempfile
+
+        from .progress_page import ProgressPage
+
+        cfg = self.config
+        base = page_dir or os.environ.get("SHEPHERD_PROGRESS_DIR") or (
+            "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else tempfile.gettempdir())
+        path = os.path.join(base, "shepherd-%s-a%d-r%d-%d.page" % (
+            "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in cfg.job), cfg.attempt, cfg.rank,
+            os.getpid()))
+        try:
+            page = ProgressPage.create(path)
+            pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+            env = dict(os.environ)
+            env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+            env["SHEPHERD_HELPER_TOKEN"] = cfg.token
+            helper = subprocess.Popen(
+                [sys.executable, "-m", "shepherd_client.helper", "--page", path, "--parent", str(os.getpid()),
+                 "--url", cfg.url, "--job", cfg.job, "--rank", str(cfg.rank), "--attempt", str(cfg.attempt),
+                 "--interval", str(cfg.heartbeat_interval_s), "--token-env", "SHEPHERD_HELPER_TOKEN"],
+                env=env, stdin=subprocess.DEVNULL, close_fds=True)
+        except (OSError, ValueError) as e:
+            log.warning("shepherd: cannot start the heartbeat helper (%s); heartbeats stay in-process", e)
+            return False
+        with self._lock:
+            self._page, self._helper = page, helper
+            self._publish_locked()
+        return True
+
+    @property
+    def helper_pid(self) -> Optional[int]:
+        return self._helper.pid if self._helper is not None else None
+
+    def _stop_helper(self) -> None:
+        with self._lock:
+            page, helper = self._page, self._helper
+            self._page = None
+        if page is None:
+            return
+        try:
+            page.write(self._step, self._phase, None, closed=True)  # the helper exits on its next read
+        except (ValueError, OSError):
+            pass
+        if helper is not None:
+            try:
+                helper.wait(timeout=self.config.heartbeat_interval_s + 2.0)
+            except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired: do not hang the rank's exit
+                helper.kill()
+                helper.wait()
+        page.close(unlink=True)
+
     # --- lifecycle --------------------------------------------------------------------------------
 
     def flush(self) -> bool:
@@ -265,6 +378,7 @@ class ShepherdClient:
         if self._closed:
             return
         self._closed = True
+        self._stop_helper()
         if self._sender is not None:
             self._sender.close(flush=flush)
             atexit.unregister(self.close)

@@ -1,0 +1,100 @@
+"""The heartbeat helper: a separate process that reads a rank's progress page and heartbeats for it.
+
+    python3 -m shepherd_client.helper --page PATH --parent PID --url URL --job JOB --rank R --attempt A
+                                      [--interval S] [--token-env NAME]
+
+Started by the rank's client (ShepherdClient with liveness="helper"), as its child, in its process group.
+Every interval it reads the page and posts one heartbeat {step, phase, collective} built from it; the rank's
+own process sends every other report (steps, collectives, hashes, checkpoints).
+
+It stops heartbeating, so that the daemon sees the rank as gone, exactly when the rank is:
+- the parent exited (its pid is no longer our parent; also PR_SET_PDEATHSIG on Linux): the helper exits;
+- the parent is stopped (SIGSTOP, state T in /proc): no heartbeat while it stays stopped;
+- the page says the rank closed its client: the helper exits.
+A rank blocked in C code (GIL held or not) is still running: the helper reports it alive, with the last step
+or open collective it published, which is what lets the hang watchdog name it stuck rather than lost.
+The token is passed in the environment (never on the command line, which other users can read).
+Standard library only.
+"""
+
+import argparse
+import ctypes
+import os
+import signal
+import sys
+import time
+from typing import Optional
+
+from .progress_page import ProgressPage
+from .transport import post_reports, reports_url
+
+
+def _set_parent_death_signal() -> None:
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass  # not Linux: the getppid() check below still notices
+
+
+def process_state(pid: int) -> Optional[str]:
+    """The one-letter state of `pid` from /proc (R, S, D, T, t, Z, ...), or None when unknown or gone."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            data = f.read()
+        return data[data.rindex(b")") + 2:][:1].decode()
+    except (OSError, ValueError):
+        return None
+
+
+def build_heartbeat(state: dict, rank: int, attempt: int) -> dict:
+    hb = {"rank": rank, "attempt": attempt, "time": time.time(), "kind": "heartbeat", "phase": state["phase"]}
+    if state["step"] is not None:
+        hb["step"] = state["step"]
+    if state["collective"] is not None:
+        hb["collective"] = dict(state["collective"])
+    return hb
+
+
+def run(page_path: str, parent: int, url: str, job: str, rank: int, attempt: int, interval: float,
+        token: str) -> int:
+    _set_parent_death_signal()
+    if os.getppid() != parent:
+        return 0  # the parent died before the signal was armed
+    page = ProgressPage.open(page_path)
+    target = reports_url(url, job)
+    next_at = time.monotonic()
+    try:
+        while True:
+            if os.getppid() != parent:
+                return 0
+            state = page.read()
+            if state is not None and state["closed"]:
+                return 0
+            if state is not None and process_state(parent) not in ("T", "t", "Z", None):
+                post_reports(target, [build_heartbeat(state, rank, attempt)], token=token,
+                             timeout_s=max(0.5, min(2.0, interval * 2)))
+            next_at = max(next_at + interval, time.monotonic() + interval / 2)
+            time.sleep(max(0.0, next_at - time.monotonic()))
+    finally:
+        page.close()
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python3 -m shepherd_client.helper")
+    p.add_argument("--page", required=True)
+    p.add_argument("--parent", type=int, required=True)
+    p.add_argument("--url", required=True)
+    p.add_argument("--job", required=True)
+    p.add_argument("--rank", type=int, required=True)
+    p.add_argument("--attempt", type=int, required=True)
+    p.add_argument("--interval", type=float, default=1.0)
+    p.add_argument("--token-env", default="SHEPHERD_TOKEN")
+    a = p.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C for the rank's group is the rank's to handle
+    return run(a.page, a.parent, a.url, a.job, a.rank, a.attempt, a.interval, os.environ.get(a.token_env, ""))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

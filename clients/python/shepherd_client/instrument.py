@@ -1,0 +1,504 @@
+"""Zero-touch PyTorch instrumentation: `install()` patches torch so that an unmodified training script reports
+collectives, steps, parameter hashes and checkpoints to shepherdd, and moves heartbeats to a helper process.
+
+torch is imported here only when install() runs (the reporting part of the package works without it).
+Everything patched calls the original and never changes its result; a failure inside the bookkeeping is
+logged once and swallowed, never raised into the training loop.
+
+What is seen, and how (docs/integration.md has the user's view):
+- Collectives and p2p: torch.distributed.{all_reduce, all_gather, all_gather_into_tensor, reduce_scatter,
+  reduce_scatter_tensor, broadcast, reduce, gather, scatter, all_to_all, all_to_all_single, barrier, send,
+  recv, isend, irecv}. Each call is one collective (per group name: seq, op, bytes). It is *inside* until its
+  work completes: a synchronous call until it returns (for NCCL, which returns once the work is enqueued, the
+  call is made asynchronous internally and followed until Work.is_completed()); an asynchronous one until
+  the returned Work's wait() returns (not NCCL), is_completed() is true, or its future completes.
+- DDP's gradient all-reduces: a communication hook registered at the model's first forward (the same
+  averaging all-reduce as PyTorch's default), or, when the script registers its own hook, that hook wrapped;
+  each bucket is a collective until its future completes.
+- Steps: the first optimizer that steps defines steps (a post-step wrapper on the instance; PyTorch 1.13 has
+  no global step hooks). Step numbers continue from SHEPHERD_RESUME_STEP. The loss is the last scalar a
+  backward() was called on, the grad norm the last value clip_grad_norm_ returned during the step.
+- Parameter hashes: every SHEPHERD_SDC_EVERY steps, of the modules wrapped in DDP (replicated), or of the
+  optimizer's parameters when the job is purely data parallel and there is no DDP module.
+- Checkpoints: torch.save to a path (or a file object with a name) under SHEPHERD_CHECKPOINT_DIR. A save to
+  a temporary-looking name (".tmp", "tmp-", "~", a leading ".") is reported when it is renamed into place
+  (os.replace / os.rename); any other is fsynced and reported when torch.save returns. In a purely
+  data-parallel job the report says scope "replicated" (one rank's file holds the whole state). torch.load of
+  SHEPHERD_RESUME_CHECKPOINT runs in phase checkpoint_load.
+- init_process_group without a timeout gets SHEPHERD_PG_TIMEOUT_S (set by the agent above the hang timeout).
+"""
+
+import functools
+import inspect
+import logging
+import os
+import threading
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+from . import faults
+from .client import ShepherdClient
+from .groups import group_name, parse_layout
+
+log = logging.getLogger("shepherd_client")
+
+COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
+               "broadcast", "reduce", "gather", "scatter", "all_to_all", "all_to_all_single", "barrier")
+P2P = ("send", "recv", "isend", "irecv")
+_ASYNC_P2P = ("isend", "irecv")
+
+_installed: Optional["Instrumentation"] = None
+_install_lock = threading.Lock()
+
+
+def _tensor_bytes(x: Any) -> int:
+    if x is None:
+        return 0
+    if isinstance(x, (list, tuple)):
+        return sum(_tensor_bytes(t) for t in x)
+    try:
+        return int(x.numel()) * int(x.element_size())
+    except AttributeError:
+        return 0
+
+
+def _is_temporary(path: str) -> bool:
+    name = os.path.basename(path)
+    return ".tmp" in name or name.startswith("tmp") or "tmp-" in name or name.endswith("~") or name.startswith(".")
+
+
+class _TrackedWork:
+    """Wraps a torch Work: the collective stays open until the work completes (see module doc)."""
+
+    def __init__(self, work: Any, done: Callable[[], None], wait_completes: bool):
+        self._work = work
+        self._done = done
+        self._wait_completes = wait_completes
+        try:
+            fut = work.get_future()
+            fut.add_done_callback(lambda _f: done())
+        except Exception:  # noqa: BLE001 - some backends/ops have no future
+            pass
+
+    def wait(self, *args: Any, **kwargs: Any) -> Any:
+        out = self._work.wait(*args, **kwargs)
+        if self._wait_completes or self._work.is_completed():
+            self._done()
+        return out
+
+    def is_completed(self) -> bool:
+        out = self._work.is_completed()
+        if out:
+            self._done()
+        return out
+
+    def get_future(self) -> Any:
+        return self._work.get_future()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._work, name)
+
+
+class Instrumentation:
+    def __init__(self, client: ShepherdClient, torch: Any):
+        self.client = client
+        self.torch = torch
+        self.dist = torch.distributed
+        env = os.environ
+        self.layout = parse_layout(env.get("SHEPHERD_PARALLELISM"), client.world_size)
+        self.replicated_job = self.layout[0] == 1 and self.layout[1] == 1
+        self.sdc_every = _env_int("SHEPHERD_SDC_EVERY", 0)
+        self.ckpt_dir = os.path.abspath(env["SHEPHERD_CHECKPOINT_DIR"]) if env.get("SHEPHERD_CHECKPOINT_DIR") else None
+        self.resume = client.resume_checkpoint
+        self.step = _env_int("SHEPHERD_RESUME_STEP", 0)  # last completed step
+        self.step_start = time.monotonic()
+        self.loss: Any = None
+        self.grad_norm: Any = None
+        self.optimizer_id: Optional[int] = None
+        self.ddp_modules: List[Any] = []
+        self.pending_saves: Dict[str, int] = {}  # temporary path -> step
+        self.originals: Dict[str, Any] = {}
+        self.names: Dict[Any, str] = {}
+        self.nccl_open: List[Any] = []  # (work, done) to poll for NCCL completion
+        self.logged_errors = set()
+        self.faults = faults.from_env(client)
+
+    # --- helpers ------------------------------------------------------------------------------------
+
+    def _safe(self, what: str, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except Exception:  # noqa: BLE001 - bookkeeping must never break training
+            if what not in self.logged_errors:
+                self.logged_errors.add(what)
+                log.exception("shepherd: instrumentation of %s failed (reported once)", what)
+            return None
+
+    def group_of(self, pg: Any) -> str:
+        dist = self.dist
+        key = pg if pg is not None else "WORLD"
+        name = self.names.get(key)
+        if name is not None:
+            return name
+        if pg is None or pg is dist.group.WORLD:
+            members = list(range(self.client.world_size))
+        else:
+            try:
+                members = dist.get_process_group_ranks(pg)
+            except Exception:  # noqa: BLE001 - older torch
+                members = list(dist.distributed_c10d._pg_group_ranks[pg].keys())
+        name = group_name(members, self.layout)
+        self.names[key] = name
+        return name
+
+    def backend_of(self, pg: Any) -> str:
+        try:
+            return str(self.dist.get_backend(pg)).lower()
+        except Exception:  # noqa: BLE001
+            return ""
+
+    # --- collectives --------------------------------------------------------------------------------
+
+    def wrap_collective(self, op: str, orig: Callable[..., Any]) -> Callable[..., Any]:
+        sig = inspect.signature(orig)
+        client = self.client
+        is_p2p = op in P2P
+
+        @functools.wraps(orig)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                bound = sig.bind(*args, **kwargs)
+            except TypeError:
+                return orig(*args, **kwargs)  # let torch raise its own error
+            a = bound.arguments
+            pg = a.get("group")
+            async_op = op in _ASYNC_P2P or bool(a.get("async_op", False))
+            token = self._safe("collective begin", lambda: client.collective_begin(
+                op, self.group_of(pg), _tensor_bytes(a.get("tensor", a.get("input_tensor", a.get("input")))
+                                                     or a.get("tensor_list") or a.get("input_tensor_list"))))
+            if token is None:
+                return orig(*args, **kwargs)
+            done = functools.partial(client.collective_end, token)
+            nccl = not is_p2p and "nccl" in self.backend_of(pg)
+            try:
+                if nccl and not async_op and "async_op" in sig.parameters:
+                    # NCCL returns once the work is enqueued: follow the work until it really completes.
+                    bound.arguments["async_op"] = True
+                    work = orig(*bound.args, **bound.kwargs)
+                    if work is None:
+                        done()
+                        return None
+                    work.wait()  # stream-ordered, as the synchronous call would have done
+                    self.watch_nccl(work, done)
+                    return None
+                out = orig(*args, **kwargs)
+            except BaseException:
+                done()
+                raise
+            if async_op and out is not None and hasattr(out, "wait"):
+                if nccl:
+                    self.watch_nccl(out, done)
+                return _TrackedWork(out, done, wait_completes=not nccl)
+            done()
+            return out
+
+        wrapper._shepherd_original = orig  # type: ignore[attr-defined]
+        return wrapper
+
+    def watch_nccl(self, work: Any, done: Callable[[], None]) -> None:
+        """NCCL work completes on the GPU: poll is_completed() from a thread until it does."""
+        with _install_lock:
+            self.nccl_open.append((work, done))
+            if len(self.nccl_open) == 1:
+                threading.Thread(target=self._poll_nccl, name="shepherd-nccl-poll", daemon=True).start()
+
+    def _poll_nccl(self) -> None:
+        while True:
+            with _install_lock:
+                still = []
+                for work, done in self.nccl_open:
+                    try:
+                        finished = work.is_completed()
+                    except Exception:  # noqa: BLE001 - an aborted communicator
+                        finished = True
+                    if finished:
+                        done()
+                    else:
+                        still.append((work, done))
+                self.nccl_open = still
+                if not still:
+                    return
+            time.sleep(0.005)
+
+    # --- DDP ----------------------------------------------------------------------------------------
+
+    def tracked_hook(self, hook: Callable[..., Any], pg_of: Callable[[Any], Any]) -> Callable[..., Any]:
+        client = self.client
+
+        # No annotations: DDP's _check_comm_hook accepts only none or dist.GradBucket / Future[Tensor].
+        def shepherd_tracked_hook(state, bucket):  # type: ignore[no-untyped-def]
+            buf = bucket.buffer()
+            token = self._safe("ddp hook", lambda: client.collective_begin(
+                "allreduce", self.group_of(pg_of(state)), _tensor_bytes(buf)))
+            try:
+                fut = hook(state, bucket)
+            except BaseException:
+                if token is not None:
+                    client.collective_end(token)
+                raise
+            if token is not None:
+                fut.add_done_callback(lambda _f: client.collective_end(token))
+            return fut
+
+        return shepherd_tracked_hook
+
+    def patch_ddp(self) -> None:
+        DDP = self.torch.nn.parallel.DistributedDataParallel
+        inst = self
+        orig_init, orig_register, orig_forward = DDP.__init__, DDP.register_comm_hook, DDP.forward
+        all_reduce = self.originals.get("all_reduce", self.dist.all_reduce)
+        dist = self.dist
+
+        def default_allreduce(pg: Any, bucket: Any) -> Any:
+            # PyTorch's default_hooks.allreduce_hook, with the unpatched all_reduce.
+            group = pg if pg is not None else dist.group.WORLD
+            tensor = bucket.buffer()
+            tensor.div_(group.size())
+            return all_reduce(tensor, group=group, async_op=True).get_future().then(lambda f: f.value()[0])
+
+        @functools.wraps(orig_init)
+        def init(self: Any, *args: Any, **kwargs: Any) -> None:
+            orig_init(self, *args, **kwargs)
+            self._shepherd_hooked = False
+            inst.ddp_modules.append(self.module)
+
+        @functools.wraps(orig_register)
+        def register_comm_hook(self: Any, state: Any, hook: Callable[..., Any]) -> None:
+            self._shepherd_hooked = True
+            pg = self.process_group
+            orig_register(self, state, inst.tracked_hook(hook, lambda _s: pg))
+
+        @functools.wraps(orig_forward)
+        def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not getattr(self, "_shepherd_hooked", True):
+                self._shepherd_hooked = True
+                inst._safe("ddp hook registration", lambda: orig_register(
+                    self, self.process_group, inst.tracked_hook(default_allreduce, lambda s: s)))
+            return orig_forward(self, *args, **kwargs)
+
+        DDP.__init__, DDP.register_comm_hook, DDP.forward = init, register_comm_hook, forward
+
+    # --- steps, loss, grad norm, hashes -------------------------------------------------------------
+
+    def on_step(self, optimizer: Any) -> None:
+        if self.optimizer_id is None:
+            self.optimizer_id = id(optimizer)
+        if id(optimizer) != self.optimizer_id:
+            return
+        self.step += 1
+        now = time.monotonic()
+        self.faults.after_step(self.step, self)
+        self.client.step(self.step, loss=self.loss, grad_norm=self.grad_norm, step_time_s=now - self.step_start)
+        self.loss = self.grad_norm = None
+        if self.sdc_every > 0 and self.step % self.sdc_every == 0:
+            target = self.hash_target(optimizer)
+            if target is not None:
+                self.client.param_hash(self.step, target)
+        self.client.set_step(self.step + 1)
+        self.step_start = time.monotonic()
+
+    def hash_target(self, optimizer: Any) -> Any:
+        if self.ddp_modules:
+            if len(self.ddp_modules) == 1:
+                return self.ddp_modules[0]
+            out = {}
+            for i, m in enumerate(self.ddp_modules):
+                for k, v in m.state_dict().items():
+                    out["%d.%s" % (i, k)] = v
+            return out
+        if self.replicated_job:
+            return [p for g in optimizer.param_groups for p in g["params"]]
+        return None
+
+    def patch_optimizer(self) -> None:
+        Optimizer = self.torch.optim.Optimizer
+        orig_init = Optimizer.__init__
+        inst = self
+
+        @functools.wraps(orig_init)
+        def init(self: Any, *args: Any, **kwargs: Any) -> None:
+            orig_init(self, *args, **kwargs)
+            step = self.step
+
+            @functools.wraps(step)
+            def stepped(*a: Any, **k: Any) -> Any:
+                out = step(*a, **k)
+                inst._safe("optimizer step", lambda: inst.on_step(self))
+                return out
+
+            self.step = stepped
+
+        Optimizer.__init__ = init
+
+    def patch_backward_and_clip(self) -> None:
+        torch = self.torch
+        orig_backward = torch.Tensor.backward
+        inst = self
+
+        @functools.wraps(orig_backward)
+        def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if self.numel() == 1:
+                inst.loss = self.detach()
+            return orig_backward(self, *args, **kwargs)
+
+        torch.Tensor.backward = backward
+        clip_mod = torch.nn.utils.clip_grad
+        orig_clip = clip_mod.clip_grad_norm_
+
+        @functools.wraps(orig_clip)
+        def clip(*args: Any, **kwargs: Any) -> Any:
+            out = orig_clip(*args, **kwargs)
+            inst.grad_norm = out.detach() if hasattr(out, "detach") else out
+            return out
+
+        clip_mod.clip_grad_norm_ = clip
+        torch.nn.utils.clip_grad_norm_ = clip
+
+    # --- checkpoints --------------------------------------------------------------------------------
+
+    def in_ckpt_dir(self, path: str) -> bool:
+        if not self.ckpt_dir:
+            return False
+        p = os.path.abspath(path)
+        return p == self.ckpt_dir or p.startswith(self.ckpt_dir + os.sep)
+
+    def report_checkpoint(self, path: str, step: int) -> None:
+        self.client.checkpoint_saved(step, os.path.abspath(path), replicated=self.replicated_job)
+
+    def patch_save_load(self) -> None:
+        torch = self.torch
+        orig_save, orig_load = torch.save, torch.load
+        orig_replace, orig_rename = os.replace, os.rename
+        inst = self
+
+        @functools.wraps(orig_save)
+        def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
+            path = os.fspath(f) if isinstance(f, (str, bytes, os.PathLike)) else getattr(f, "name", None)
+            if not isinstance(path, str) or not inst.in_ckpt_dir(path):
+                return orig_save(obj, f, *args, **kwargs)
+            step = inst.step
+            if isinstance(obj, dict) and isinstance(obj.get("step"), int):
+                step = obj["step"]
+            with inst.client.checkpoint_phase("save"):
+                out = orig_save(obj, f, *args, **kwargs)
+                if _is_temporary(path):
+                    inst.pending_saves[os.path.abspath(path)] = step
+                elif isinstance(f, (str, bytes, os.PathLike)):
+                    inst._safe("checkpoint fsync", lambda: _fsync(path))
+                    inst.report_checkpoint(path, step)
+                # A named file object still open: reported when renamed, or never (no durable point).
+            return out
+
+        def renamer(orig: Callable[..., Any]) -> Callable[..., Any]:
+            @functools.wraps(orig)
+            def rename(src: Any, dst: Any, *args: Any, **kwargs: Any) -> Any:
+                out = orig(src, dst, *args, **kwargs)
+                if inst.pending_saves and isinstance(src, (str, os.PathLike)):
+                    step = inst.pending_saves.pop(os.path.abspath(os.fspath(src)), None)
+                    if step is not None and inst.in_ckpt_dir(os.fspath(dst)):
+                        inst.report_checkpoint(os.fspath(dst), step)
+                return out
+
+            return rename
+
+        @functools.wraps(orig_load)
+        def load(f: Any, *args: Any, **kwargs: Any) -> Any:
+            path = os.fspath(f) if isinstance(f, (str, os.PathLike)) else None
+            if path and inst.resume and os.path.abspath(path) == os.path.abspath(inst.resume):
+                with inst.client.checkpoint_phase("load"):
+                    return orig_load(f, *args, **kwargs)
+            return orig_load(f, *args, **kwargs)
+
+        torch.save, torch.load = save, load
+        os.replace, os.rename = renamer(orig_replace), renamer(orig_rename)
+
+    # --- process group ------------------------------------------------------------------------------
+
+    def patch_init_process_group(self) -> None:
+        dist = self.dist
+        orig = dist.init_process_group
+        timeout_s = os.environ.get("SHEPHERD_PG_TIMEOUT_S")
+
+        @functools.wraps(orig)
+        def init_process_group(*args: Any, **kwargs: Any) -> Any:
+            if timeout_s and "timeout" not in kwargs:
+                import datetime
+
+                try:
+                    kwargs["timeout"] = datetime.timedelta(seconds=float(timeout_s))
+                except ValueError:
+                    pass
+            return orig(*args, **kwargs)
+
+        dist.init_process_group = init_process_group
+        dist.distributed_c10d.init_process_group = init_process_group
+
+    # --- install ------------------------------------------------------------------------------------
+
+    def install(self) -> None:
+        dist = self.dist
+        if dist.is_available():
+            c10d = dist.distributed_c10d
+            for op in COLLECTIVES + P2P:
+                orig = getattr(dist, op, None)
+                if orig is None:
+                    continue
+                self.originals[op] = orig
+                wrapped = self.wrap_collective(op, orig)
+                setattr(dist, op, wrapped)
+                if getattr(c10d, op, None) is orig:
+                    setattr(c10d, op, wrapped)
+            self.patch_init_process_group()
+            self.patch_ddp()
+        self.patch_optimizer()
+        self.patch_backward_and_clip()
+        self.patch_save_load()
+        self.client.set_step(self.step + 1)
+
+
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _env_int(key: str, default: int) -> int:
+    try:
+        return int(os.environ.get(key, "") or default)
+    except ValueError:
+        return default
+
+
+def install(client: Optional[ShepherdClient] = None, *, helper: bool = True) -> ShepherdClient:
+    """Instrument torch in this process (once; later calls return the same client) and return the client.
+
+    With SHEPHERD_URL unset the client is disabled and nothing is patched, so a script that calls install()
+    runs unchanged outside Shepherd. helper=True moves heartbeats to a helper process (GIL-independent
+    liveness)."""
+    global _installed
+    with _install_lock:
+        if _installed is not None:
+            return _installed.client
+        client = client or ShepherdClient.from_env()
+        if not client.enabled:
+            return client
+        if helper:
+            client.start_helper()
+        import torch  # lazily: the reporting part of the package does not need it
+
+        inst = Instrumentation(client, torch)
+        inst.install()
+        _installed = inst
+        return client

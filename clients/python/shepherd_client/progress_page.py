@@ -1,0 +1,127 @@
+"""The progress page: a rank's liveness state in a small shared file (mmap), written by the training process
+and read by a helper process that heartbeats for it (helper.py).
+
+Why: a rank blocked in a long C call that holds the GIL cannot run a Python heartbeat thread. The helper is a
+separate process with its own interpreter, so it keeps reporting "alive, step N since T" or "alive, inside
+collective X since T" from the last state the rank wrote, and the hang watchdog names the rank stuck instead
+of losing it.
+
+Layout (little-endian, PAGE_SIZE bytes; version 1):
+    0   4s   magic b"SHPG"
+    4   u32  version
+    8   u64  generation (seqlock: odd while the writer is mid-update)
+    16  i64  pid of the writer
+    24  i64  step being computed (-1: unknown)
+    32  f64  step_since (Unix time the step began)
+    40  u32  phase (0 train, 1 checkpoint_save, 2 checkpoint_load)
+    44  u32  open (1 when a collective is open: the fields below describe the oldest open one)
+    48  i64  collective seq
+    56  f64  collective since (Unix time)
+    64  32s  collective op (NUL-padded UTF-8)
+    96  48s  collective group
+    144 f64  updated (Unix time of the last write)
+    152 u32  closed (1: the rank finished; the helper exits)
+
+One writer (the training process, under the client's lock); any number of readers. A reader retries while
+the generation is odd or changed during its read (bounded), so it never returns a torn state.
+"""
+
+import mmap
+import os
+import struct
+import time
+from typing import Any, Dict, Optional, Tuple
+
+PAGE_SIZE = 256
+MAGIC = b"SHPG"
+VERSION = 1
+PHASES = ("train", "checkpoint_save", "checkpoint_load")
+_HEADER = struct.Struct("<4sI")
+_GEN = struct.Struct("<Q")
+_BODY = struct.Struct("<qqdII q d 32s 48s d I")  # from offset 16
+_BODY_OFFSET = 16
+
+
+def _text(raw: bytes) -> str:
+    return raw.split(b"\0", 1)[0].decode("utf-8", "replace")
+
+
+class ProgressPage:
+    """Open with ProgressPage.create(path) (writer) or ProgressPage.open(path) (reader)."""
+
+    def __init__(self, path: str, mm: mmap.mmap, fd: int):
+        self.path = path
+        self._mm = mm
+        self._fd = fd
+        self._gen = 0
+
+    @classmethod
+    def create(cls, path: str) -> "ProgressPage":
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.ftruncate(fd, PAGE_SIZE)
+        mm = mmap.mmap(fd, PAGE_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        page = cls(path, mm, fd)
+        _HEADER.pack_into(mm, 0, MAGIC, VERSION)
+        page.write(step=None, phase="train", collective=None)
+        return page
+
+    @classmethod
+    def open(cls, path: str) -> "ProgressPage":
+        fd = os.open(path, os.O_RDONLY)
+        mm = mmap.mmap(fd, PAGE_SIZE, mmap.MAP_SHARED, mmap.PROT_READ)
+        magic, version = _HEADER.unpack_from(mm, 0)
+        if magic != MAGIC or version != VERSION:
+            mm.close()
+            os.close(fd)
+            raise ValueError("%s is not a version %d progress page" % (path, VERSION))
+        return cls(path, mm, fd)
+
+    # --- writer ----------------------------------------------------------------------------------
+
+    def write(self, step: Optional[int], phase: str, collective: Optional[Tuple[int, str, str, float]],
+              step_since: Optional[float] = None, closed: bool = False) -> None:
+        """Publish the rank's state. collective = (seq, op, group, since) of the oldest open one, or None."""
+        now = time.time()
+        self._gen += 1
+        _GEN.pack_into(self._mm, 8, self._gen)  # odd: update in progress
+        seq, op, group, since = collective if collective else (0, "", "", 0.0)
+        _BODY.pack_into(
+            self._mm, _BODY_OFFSET, os.getpid(), -1 if step is None else int(step),
+            now if step_since is None else float(step_since),
+            PHASES.index(phase) if phase in PHASES else 0, 1 if collective else 0, int(seq), float(since),
+            op.encode()[:32], group.encode()[:48], now, 1 if closed else 0)
+        self._gen += 1
+        _GEN.pack_into(self._mm, 8, self._gen)
+
+    # --- reader ----------------------------------------------------------------------------------
+
+    def read(self, tries: int = 100) -> Optional[Dict[str, Any]]:
+        """The last consistent state, or None when no consistent read succeeded in `tries` attempts."""
+        for _ in range(tries):
+            g1 = _GEN.unpack_from(self._mm, 8)[0]
+            if g1 % 2:
+                continue
+            body = _BODY.unpack_from(self._mm, _BODY_OFFSET)
+            if _GEN.unpack_from(self._mm, 8)[0] != g1:
+                continue
+            pid, step, step_since, phase, is_open, seq, since, op, group, updated, closed = body
+            out: Dict[str, Any] = {
+                "pid": pid, "step": None if step < 0 else step, "step_since": step_since,
+                "phase": PHASES[phase] if phase < len(PHASES) else "train", "updated": updated,
+                "closed": bool(closed), "collective": None}
+            if is_open:
+                out["collective"] = {"seq": seq, "op": _text(op), "group": _text(group), "since": since}
+            return out
+        return None
+
+    def close(self, unlink: bool = False) -> None:
+        try:
+            self._mm.close()
+            os.close(self._fd)
+        except (OSError, ValueError):
+            pass
+        if unlink:
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass

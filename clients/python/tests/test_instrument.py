@@ -1,0 +1,110 @@
+"""Zero-code instrumentation on real PyTorch (CPU, gloo): a stock DDP script (tests/e2e/stock_ddp.py) runs
+under `python3 -m shepherd_client.run` as two ranks against a fake daemon, and every report the daemon
+needs is checked. Skipped when torch is not installed."""
+
+import collections
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from fake_server import FakeDaemon
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PKG = os.path.dirname(HERE)
+STOCK = os.path.join(HERE, "..", "..", "..", "tests", "e2e", "stock_ddp.py")
+
+try:
+    import torch  # noqa: F401
+
+    HAVE_TORCH = True
+except ImportError:
+    HAVE_TORCH = False
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@unittest.skipUnless(HAVE_TORCH, "needs torch")
+class StockScriptUnderRunTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.fake = FakeDaemon()
+        cls.dir = tempfile.mkdtemp(prefix="shepherd-instr-")
+        port = free_port()
+        procs = []
+        for rank in range(2):
+            env = dict(os.environ)
+            env.update({"RANK": str(rank), "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+                        "GLOO_SOCKET_IFNAME": "lo", "SHEPHERD_URL": cls.fake.url, "SHEPHERD_JOB": "job-t",
+                        "SHEPHERD_ATTEMPT": "1", "SHEPHERD_PARALLELISM": "1,1,2", "SHEPHERD_RANK_COORDS": "0,0,%d" % rank,
+                        "SHEPHERD_SDC_EVERY": "5", "SHEPHERD_CHECKPOINT_DIR": cls.dir, "SHEPHERD_HEARTBEAT_INTERVAL": "0.2",
+                        "SHEPHERD_PG_TIMEOUT_S": "123", "PYTHONPATH": PKG})
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "shepherd_client.run", STOCK, "--steps", "10", "--ckpt-every", "5",
+                 "--ckpt-dir", cls.dir], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+        cls.outputs = [p.communicate(timeout=240)[0].decode() for p in procs]
+        cls.codes = [p.returncode for p in procs]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.fake.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def by_rank(self, kind):
+        out = collections.defaultdict(list)
+        for r in self.fake.reports(kind):
+            out[r["rank"]].append(r)
+        return out
+
+    def test_script_runs_unchanged(self):
+        self.assertEqual(self.codes, [0, 0], "\n".join(self.outputs))
+        self.assertIn("rank 0: done at step 10", self.outputs[0])
+
+    def test_steps_loss_and_grad_norm(self):
+        steps = self.by_rank("step")
+        for rank in (0, 1):
+            self.assertEqual([r["step"] for r in steps[rank]], list(range(1, 11)))
+            for r in steps[rank]:
+                self.assertIsInstance(r["loss"], float)
+                self.assertIsInstance(r["grad_norm"], float)
+                self.assertGreaterEqual(r["step_time_s"], 0)
+
+    def test_ddp_buckets_and_barriers_are_collectives_of_the_dp_group(self):
+        done = [r for r in self.fake.reports("collective") if r["state"] == "completed"]
+        for rank in (0, 1):
+            ops = collections.Counter(r["op"] for r in done if r["rank"] == rank)
+            self.assertGreaterEqual(ops["allreduce"], 10)  # at least one gradient bucket per step
+            self.assertGreaterEqual(ops["barrier"], 3)  # two checkpoint barriers and the last one
+            self.assertEqual({r["group"] for r in done if r["rank"] == rank}, {"dp"})
+            buckets = [r for r in done if r["rank"] == rank and r["op"] == "allreduce"]
+            self.assertEqual(buckets[0]["bytes"], 4 * (16 * 32 + 32 + 32 + 1))  # one bucket holds all grads
+        # seqs of the dp group are counted identically on both ranks
+        seqs = [sorted(r["seq"] for r in done if r["rank"] == rank) for rank in (0, 1)]
+        self.assertEqual(seqs[0], seqs[1])
+
+    def test_param_hashes_agree_across_replicas(self):
+        hashes = self.by_rank("param_hash")
+        self.assertEqual([r["step"] for r in hashes[0]], [5, 10])
+        self.assertEqual([r["hash"] for r in hashes[0]], [r["hash"] for r in hashes[1]])
+
+    def test_rank0_save_is_one_replicated_checkpoint_at_the_final_path(self):
+        ckpts = self.fake.reports("checkpoint")
+        self.assertEqual([(r["rank"], r["step"], r["path"], r["scope"]) for r in ckpts],
+                         [(0, 5, os.path.join(self.dir, "step-5.pt"), "replicated"),
+                          (0, 10, os.path.join(self.dir, "step-10.pt"), "replicated")])
+
+    def test_heartbeats_and_checkpoint_phase(self):
+        hbs = self.fake.reports("heartbeat")
+        self.assertTrue(hbs)
+        self.assertIn("checkpoint_save", {h.get("phase") for h in hbs if h["rank"] == 0})
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,133 @@
+"""GIL-independent liveness: the progress page, the helper process that heartbeats from it, and group names.
+Standard library only (no torch)."""
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+
+from fake_server import FakeDaemon
+
+PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, PKG)
+from shepherd_client.groups import group_name, parse_layout  # noqa: E402
+from shepherd_client.helper import process_state  # noqa: E402
+from shepherd_client.progress_page import ProgressPage  # noqa: E402
+
+# A "rank": starts the helper, enters step 7 and an all-reduce, then blocks in a C call holding the GIL.
+RANK = textwrap.dedent("""
+    import ctypes, sys
+    from shepherd_client import ShepherdClient
+    c = ShepherdClient.from_env()
+    assert c.start_helper()
+    c.set_step(7)
+    c.collective_begin("allreduce", "dp", 4096)
+    print("helper", c.helper_pid, flush=True)
+    ctypes.PyDLL(None).sleep(int(sys.argv[1]))  # PyDLL: the GIL stays held for the whole call
+""")
+
+
+class ProgressPageTest(unittest.TestCase):
+    def test_reader_sees_what_the_writer_published(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "p")
+            w = ProgressPage.create(path)
+            r = ProgressPage.open(path)
+            s = r.read()
+            self.assertIsNone(s["step"])
+            self.assertIsNone(s["collective"])
+            w.write(41, "checkpoint_save", (5, "allreduce", "dp", 1000.5), step_since=999.0)
+            s = r.read()
+            self.assertEqual((s["step"], s["phase"], s["step_since"], s["pid"]), (41, "checkpoint_save", 999.0, os.getpid()))
+            self.assertEqual(s["collective"], {"seq": 5, "op": "allreduce", "group": "dp", "since": 1000.5})
+            self.assertFalse(s["closed"])
+            w.write(42, "train", None, closed=True)
+            s = r.read()
+            self.assertEqual((s["step"], s["collective"], s["closed"]), (42, None, True))
+            w.close(unlink=True)
+            r.close()
+            self.assertFalse(os.path.exists(path))
+
+    def test_a_file_that_is_not_a_page_is_refused(self):
+        with tempfile.NamedTemporaryFile() as f:
+            f.write(b"x" * 256)
+            f.flush()
+            with self.assertRaises(ValueError):
+                ProgressPage.open(f.name)
+
+
+class GroupNameTest(unittest.TestCase):
+    def test_names_from_members_and_layout(self):
+        self.assertEqual(parse_layout("2,2,2", 8), (2, 2, 2))
+        self.assertEqual(parse_layout(None, 4), (1, 1, 4))
+        self.assertEqual(parse_layout("2,2,2", 4), (1, 1, 4))  # inconsistent: ignored
+        self.assertEqual(group_name(range(4), (1, 1, 4)), "dp")  # a pure DP job's WORLD
+        self.assertEqual(group_name([0], (1, 1, 1)), "dp")
+        # TP=2, PP=2, DP=2: rank = tp + 2·(dp + 2·pp)
+        lay = (2, 2, 2)
+        self.assertEqual(group_name([4, 5], lay), "tp")  # tp 0,1 at pp 1, dp 0
+        self.assertEqual(group_name([1, 3], lay), "dp")  # dp 0,1 at tp 1, pp 0
+        self.assertEqual(group_name([2, 6], lay), "pp")  # pp 0,1 at tp 0, dp 1
+        self.assertEqual(group_name(range(8), lay), "world")
+        other = group_name([0, 3, 5], lay)
+        self.assertRegex(other, r"^g-[0-9a-f]{8}$")
+        self.assertEqual(group_name([5, 0, 3], lay), other)  # stable for any member order
+
+
+class HelperTest(unittest.TestCase):
+    def setUp(self):
+        self.fake = FakeDaemon()
+        env = dict(os.environ, PYTHONPATH=PKG, SHEPHERD_URL=self.fake.url, SHEPHERD_JOB="job-l", RANK="3",
+                   WORLD_SIZE="4", SHEPHERD_HEARTBEAT_INTERVAL="0.1")
+        self.rank = subprocess.Popen([sys.executable, "-c", RANK, "600"], env=env, stdout=subprocess.PIPE)
+        line = self.rank.stdout.readline().decode().split()
+        self.assertEqual(line[0], "helper")
+        self.helper = int(line[1])
+
+    def tearDown(self):
+        self.rank.kill()
+        self.rank.wait()
+        self.rank.stdout.close()
+        self.fake.close()
+
+    def heartbeats(self):
+        return [r for r in self.fake.reports("heartbeat") if r["rank"] == 3]
+
+    def test_rank_holding_the_gil_still_heartbeats_inside_its_collective(self):
+        n = len(self.heartbeats())
+        hbs = self.fake.wait_for(lambda: self.heartbeats()[n + 5:], 20, "5 heartbeats while the GIL is held")
+        for hb in hbs:
+            self.assertEqual(hb["step"], 7)
+            self.assertEqual((hb["collective"]["seq"], hb["collective"]["op"], hb["collective"]["group"]),
+                             (0, "allreduce", "dp"))
+        self.assertEqual(process_state(self.rank.pid), "S")  # the rank itself is blocked in sleep()
+
+    def test_helper_exits_when_the_rank_dies(self):
+        self.fake.wait_for(lambda: self.heartbeats(), 20, "a first heartbeat")
+        self.rank.kill()
+        self.rank.wait()
+        self.fake.wait_for(lambda: process_state(self.helper) in (None, "Z"), 20, "the helper to exit")
+
+    def test_no_heartbeat_while_the_rank_is_stopped(self):
+        self.fake.wait_for(lambda: self.heartbeats(), 20, "a first heartbeat")
+        os.kill(self.rank.pid, signal.SIGSTOP)
+        try:
+            self.fake.wait_for(lambda: process_state(self.rank.pid) == "T", 10, "the rank stopped")
+            time.sleep(0.3)  # let a heartbeat already in flight land
+            n = len(self.heartbeats())
+            # Bounded check of absence: ten helper intervals without a heartbeat.
+            deadline = time.monotonic() + 1.0
+            while time.monotonic() < deadline:
+                self.assertEqual(len(self.heartbeats()), n)
+                time.sleep(0.05)
+        finally:
+            os.kill(self.rank.pid, signal.SIGCONT)
+        self.fake.wait_for(lambda: len(self.heartbeats()) > n, 20, "heartbeats again after SIGCONT")
+
+
+if __name__ == "__main__":
+    unittest.main()
