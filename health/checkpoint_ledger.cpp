@@ -120,6 +120,7 @@ std::vector<CheckpointTransition> CheckpointLedger::OnEvidence(const HealthEvide
         ev.corrupt_after = after;
         ev.corrupt_mismatch_step = e.step;
       }
+      ev.healthy_through = std::max(ev.healthy_through, after);  // the agreement at L proves steps <= L
       break;
     }
     case HealthEvidence::Kind::kAnomaly:
@@ -136,6 +137,14 @@ std::vector<CheckpointTransition> CheckpointLedger::OnEvidence(const HealthEvide
   for (auto it = entries_.lower_bound({e.attempt, INT64_MIN});
        it != entries_.end() && it->first.first == e.attempt; ++it)
     Grade(it->second, now, &out);
+  return out;
+}
+
+std::vector<CheckpointTransition> CheckpointLedger::Demote(const std::string& id, const std::string& reason,
+                                                           Time now) {
+  std::vector<CheckpointTransition> out;
+  for (auto& [key, e] : entries_)
+    if (e.record.id == id) SetStatus(e, CheckpointStatus::kBad, reason, now, &out);
   return out;
 }
 
