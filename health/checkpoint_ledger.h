@@ -6,7 +6,8 @@
 // from evidence of attempt a only (another attempt re-ran from a different state):
 //   (a) a hash check at a step >= c agreed (waived when the job has no hash checks: see Options),
 //   (b) no anomaly of attempt a has its onset at or before c,
-//   (c) attempt a ran healthy through step c + good_after_steps.
+//   (c) attempt a ran healthy through step c + good_after_steps (steps at or after an anomaly's onset are
+//       never healthy, even after its incident closed).
 // It becomes bad (even after good: evidence wins) when an anomaly of attempt a has onset <= c, or a hash
 // mismatch at step Z of attempt a follows it with no agreeing check in [c, Z): the corruption arose after
 // the last agreeing check L, so every checkpoint of a with L < c is bad (those after Z too: the parameters

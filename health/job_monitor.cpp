@@ -178,7 +178,8 @@ std::vector<Finding> JobMonitor::Evaluate(Time now) {
   // incident (a spike run may still become a divergence) and, while SDC is suspected, never past the last
   // check that agreed. Bounded by step evidence only, so paced and burst reports give the same bound.
   int64_t healthy = min_step_;
-  for (const LossIncident* inc : {&loss_.nonfinite(), &loss_.spike(), &loss_.divergence(), &loss_.grad_spike()})
+  for (const LossIncident* inc :
+       {&loss_.nonfinite(), &loss_.spike(), &loss_.divergence(), &loss_.grad_spike()})
     if (inc->open) healthy = std::min(healthy, inc->onset_step - 1);
   if (sdc_suspected_count_ > 0) healthy = std::min(healthy, sdc_.last_agreed_step().value_or(-1));
   if (healthy > healthy_through_) {

@@ -17,8 +17,9 @@
 // death).
 //
 // Findings are new incidents only: an incident (per rank for heartbeat_lost, straggler, sdc_suspected; per
-// job for hang, nonfinite_loss, loss_spike, grad_norm_spike) yields one finding when it opens and another
-// only after it has cleared and reopened. Finding ids and actions are left empty for the controller.
+// job for hang, nonfinite_loss, loss_spike, loss_divergence, grad_norm_spike) yields one finding when it
+// opens and another only after it has cleared and reopened. Finding ids and actions are left empty for the
+// controller.
 //
 // Cost: Evaluate is O(world size) (plus the hang graph walk while a collective hang is open): call it on
 // a tick, not per report. Ingest is O(1) amortised. Memory: sizeof(RankState) + about 24 bytes of layout per
@@ -112,7 +113,7 @@ class JobMonitor {
   SdcChecker sdc_;
   LossMonitor loss_;
   uint64_t ignored_ = 0;
-  std::vector<std::string> node_names_;                    // interned reported node names
+  std::vector<std::string> node_names_;                   // interned reported node names
   std::unordered_map<std::string, uint16_t> node_index_;  // name → 1 + index in node_names_
 
   int64_t job_step_ = -1;  // highest step any rank reported

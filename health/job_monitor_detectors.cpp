@@ -90,7 +90,8 @@ void JobMonitor::EvaluateLoss(Time now, std::vector<Finding>* out) {
         break;
       default:
         detail = "grad norm " + Fmt(inc.value) + " at step " + std::to_string(inc.onset_step) +
-                 " exceeds 10x the rolling max " + Fmt(inc.reference) + " while the loss is normal (SDC signal)";
+                 " exceeds 10x the rolling max " + Fmt(inc.reference) +
+                 " while the loss is normal (SDC signal)";
         break;
     }
     detail += "; reported by ranks " + RankList(inc.ranks);

@@ -1,7 +1,7 @@
 // JobMonitor::HealthJson: the GET /v1/jobs/{id}/health body (API.md), minus the controller's fields.
 #include <algorithm>
-#include <tuple>
 #include <cmath>
+#include <tuple>
 #include <utility>
 
 #include "health/job_monitor.h"

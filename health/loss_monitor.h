@@ -97,8 +97,8 @@ class LossMonitor {
     std::vector<int> grad_ranks;  // ranks whose grad norm spiked
   };
   bool Finalize(Time now);
-  static bool Open(LossIncident& inc, const std::vector<int>& ranks, int64_t onset, int64_t step, double value,
-                   double reference, Time now);
+  static bool Open(LossIncident& inc, const std::vector<int>& ranks, int64_t onset, int64_t step,
+                   double value, double reference, Time now);
 
   double factor_;
   int divergence_steps_;

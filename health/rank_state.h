@@ -37,7 +37,6 @@ struct RankState {
   uint8_t flags = 0;
   uint16_t node = 0;  // the reported `node`: 0 none, else 1 + its index in JobMonitor's interned names
 
-
   bool has(Flag f) const { return (flags & f) != 0; }
   void set(Flag f, bool on) { flags = on ? (flags | f) : (flags & ~f); }
   bool ever_seen() const { return last_seen != Time{}; }

@@ -11,7 +11,9 @@ bool WarrantsRecovery(FindingKind k) {
          k == FindingKind::kGradNormSpike;
 }
 
-std::optional<int64_t> AnomalyStep(const Finding& f) { return f.onset_step ? f.onset_step : f.step; }
+std::optional<int64_t> AnomalyStep(const Finding& f) {
+  return f.onset_step ? f.onset_step : f.step;
+}
 
 // The step a failure is judged at: the anomaly step for anomalies, the step for exits.
 std::optional<int64_t> FailureStep(const Finding& f) {
@@ -47,10 +49,11 @@ LoopVerdict Poisoned(const LoopCheck& in, const AttemptSummary& cur) {
     LoopVerdict v;
     v.kind = LoopVerdict::Kind::kPoisonedCheckpoint;
     v.bad_checkpoint = cur.resume_checkpoint;
-    v.reason = "checkpoint " + cur.resume_checkpoint + " is poisoned: attempts " + std::to_string(prev->number) +
-               " and " + std::to_string(cur.number) + " resumed from it on different nodes and both failed (" +
-               ToString(f.kind) + ") within " + std::to_string(window) + " steps of loading it (at " +
-               StepText(FailureStep(e)) + " and " + StepText(FailureStep(f)) + ")";
+    v.reason = "checkpoint " + cur.resume_checkpoint + " is poisoned: attempts " +
+               std::to_string(prev->number) + " and " + std::to_string(cur.number) +
+               " resumed from it on different nodes and both failed (" + ToString(f.kind) + ") within " +
+               std::to_string(window) + " steps of loading it (at " + StepText(FailureStep(e)) + " and " +
+               StepText(FailureStep(f)) + ")";
     return v;
   }
   return {};
@@ -90,14 +93,15 @@ LoopVerdict DeterministicCrash(const LoopCheck& in) {
     if (e.attempt >= f.attempt || e.kind != FindingKind::kProcessExit || e.exit_code != f.exit_code ||
         e.signal)
       continue;
-    const bool steps_match = (!e.step && !f.step) || (e.step && f.step && std::llabs(*e.step - *f.step) <= window);
+    const bool steps_match =
+        (!e.step && !f.step) || (e.step && f.step && std::llabs(*e.step - *f.step) <= window);
     if (!steps_match || !Disjoint(e.nodes, f.nodes)) continue;
     LoopVerdict v;
     v.kind = LoopVerdict::Kind::kDeterministicCrash;
     v.reason = "exit code " + std::to_string(*f.exit_code) + " reproduced at " + StepText(f.step) + " on " +
                f.nodes.front() + " (attempt " + std::to_string(f.attempt) + ") after attempt " +
-               std::to_string(e.attempt) + " exited with it at " + StepText(e.step) + " on " + e.nodes.front() +
-               ": a deterministic crash (user error), no node blamed";
+               std::to_string(e.attempt) + " exited with it at " + StepText(e.step) + " on " +
+               e.nodes.front() + ": a deterministic crash (user error), no node blamed";
     return v;
   }
   return {};

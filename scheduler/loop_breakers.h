@@ -11,11 +11,11 @@
 // Rules (each returns its verdict with a reason that names what reproduced and at which step):
 //  - kPoisonedCheckpoint: the current attempt resumed from checkpoint C (resume_checkpoint non-empty) and
 //    fails early: the finding is a process_exit or a recovery-warranting anomaly whose step (anomaly step
-//    for anomalies, step for exits) is absent (before any step) or <= resume_step + poisoned_checkpoint_steps;
-//    and an earlier attempt that also resumed from C, placed on a different set of nodes (its `nodes` not
-//    equal to the current attempt's), has a finding of the same kind that failed early by the same test
-//    against its own resume_step. bad_checkpoint = C (the caller demotes it; the next restart falls back to
-//    the previous good checkpoint).
+//    for anomalies, step for exits) is absent (before any step) or <= resume_step +
+//    poisoned_checkpoint_steps; and an earlier attempt that also resumed from C, placed on a different set of
+//    nodes (its `nodes` not equal to the current attempt's), has a finding of the same kind that failed early
+//    by the same test against its own resume_step. bad_checkpoint = C (the caller demotes it; the next
+//    restart falls back to the previous good checkpoint).
 //  - kReproducibleAnomaly: the finding is a recovery-warranting anomaly with anomaly step s, the current
 //    attempt resumed from a step < s (resume_step 0 for a start from scratch), and an earlier finding of
 //    the same kind has an anomaly step within s ± 1. The data or the code, not the hardware: blame no node.
@@ -48,15 +48,16 @@ namespace shepherd {
 
 struct AttemptSummary {
   int number = 0;
-  int64_t resume_step = 0;             // the step it resumed from (0: from scratch)
-  std::string resume_checkpoint;       // checkpoint id, empty when from scratch
-  std::optional<int64_t> last_step;    // highest step any rank reported in it; nullopt when none
-  std::set<std::string> nodes;         // the nodes of its placement
+  int64_t resume_step = 0;           // the step it resumed from (0: from scratch)
+  std::string resume_checkpoint;     // checkpoint id, empty when from scratch
+  std::optional<int64_t> last_step;  // highest step any rank reported in it; nullopt when none
+  std::set<std::string> nodes;       // the nodes of its placement
 };
 
 struct LoopCheck {
-  const Finding& finding;               // the new finding; finding.attempt is the current attempt
-  std::span<const Finding> earlier;     // the job's earlier findings, oldest first (attempt, kind, step, onset_step, nodes, exit_code, signal)
+  const Finding& finding;                    // the new finding; finding.attempt is the current attempt
+  std::span<const Finding> earlier;          // the job's earlier findings, oldest first (attempt, kind, step,
+                                             // onset_step, nodes, exit_code, signal)
   std::span<const AttemptSummary> attempts;  // every attempt of the job, oldest first, the current one last
   const Policy& policy;
 };

@@ -168,7 +168,7 @@ TEST(JobMonitorTest, ReportedNodeRankStepAndJobStep) {
   EXPECT_EQ(m->ReportedNode(0), "host-a");
   EXPECT_EQ(m->ReportedNode(1), "host-a");
   EXPECT_FALSE(m->ReportedNode(2));
-  EXPECT_FALSE(m->ReportedNode(3));   // outside the world
+  EXPECT_FALSE(m->ReportedNode(3));  // outside the world
   EXPECT_FALSE(m->ReportedNode(-1));
   Report moved = Heartbeat(1, clock.Now());
   moved.node = "host-b";

@@ -35,7 +35,7 @@ TEST(LossTest, NonFiniteLossRecordsItsOnsetOnce) {
   FakeClock clock;
   auto m = Warm(clock);
   auto r = m->Ingest(Step(0, clock.Now(), 7, kNan, 1.0), clock.Now());
-  EXPECT_TRUE(r.urgent);  // at once, not at the step's finalization
+  EXPECT_TRUE(r.urgent);                                       // at once, not at the step's finalization
   m->Ingest(Step(0, clock.Now(), 6, kNan, 1.0), clock.Now());  // a late report shows it began earlier
   auto fs = m->Evaluate(clock.Now());
   ASSERT_EQ(fs.size(), 1u);
@@ -56,7 +56,7 @@ TEST(LossTest, OneStepOutlierIsALossSpikeThatGradesNothingBad) {
   auto m = Warm(clock);
   m->Ingest(Step(0, clock.Now(), 6, 5.9, 1.0), clock.Now());  // 5.9 <= T = 6: normal
   m->Ingest(Step(0, clock.Now(), 7, 6.5, 1.0), clock.Now());  // step 6 final; window median still 2
-  EXPECT_TRUE(m->Evaluate(clock.Now()).empty());                // step 7 not final yet
+  EXPECT_TRUE(m->Evaluate(clock.Now()).empty());              // step 7 not final yet
   m->Ingest(Step(0, clock.Now(), 8, 2.1, 1.0), clock.Now());  // step 7 final: 6.5 > 6
   auto fs = m->Evaluate(clock.Now());
   ASSERT_EQ(fs.size(), 1u);
@@ -113,7 +113,8 @@ TEST(LossTest, NoisyPerRankLossesOfHealthyTrainingGiveNoFinding) {
   std::vector<Finding> all;
   for (int s = 1; s <= 200; ++s) {
     for (int r = 0; r < 8; ++r)
-      m->Ingest(Step(r, clock.Now(), s, r == s % 8 ? 10.0 : 1.0, 1.0 + 0.1 * ((s + r) % 3), 1.0), clock.Now());
+      m->Ingest(Step(r, clock.Now(), s, r == s % 8 ? 10.0 : 1.0, 1.0 + 0.1 * ((s + r) % 3), 1.0),
+                clock.Now());
     clock.AdvanceSeconds(1);
     for (auto& f : m->Evaluate(clock.Now())) all.push_back(f);
   }
@@ -143,7 +144,8 @@ TEST(LossTest, NearConstantLossUsesTheFloorNotAZeroMad) {
   // floor T = 2 + 2 × 2 = 6 (approximately): 2.5 is normal.
   FakeClock clock;
   auto m = MakeMonitor(MakeContext(1, 1, 1, clock.Now()));
-  for (int s = 1; s <= 20; ++s) m->Ingest(Step(0, clock.Now(), s, 2.0 + (s % 2 ? 0.001 : -0.001), 1.0), clock.Now());
+  for (int s = 1; s <= 20; ++s)
+    m->Ingest(Step(0, clock.Now(), s, 2.0 + (s % 2 ? 0.001 : -0.001), 1.0), clock.Now());
   m->Ingest(Step(0, clock.Now(), 21, 2.5, 1.0), clock.Now());
   m->Ingest(Step(0, clock.Now(), 22, 2.0, 1.0), clock.Now());
   EXPECT_TRUE(m->Evaluate(clock.Now()).empty());

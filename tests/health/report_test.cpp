@@ -120,11 +120,13 @@ TEST(ReportTest, NodeOnEveryKindIsValidated) {
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->node.empty());
   const std::string long_ok(253, 'a'), too_long(254, 'a');
-  EXPECT_TRUE(ParseReport(Json{{"rank", 0}, {"attempt", 1}, {"kind", "heartbeat"}, {"node", long_ok}}, kRecv).ok());
-  for (const Json& bad : {Json(""), Json("."), Json(".."), Json("a b"), Json("n/1"), Json(too_long), Json(7)}) {
-    auto b = ParseReport(Json{{"rank", 0}, {"attempt", 1}, {"kind", "checkpoint"}, {"step", 1}, {"path", "/c"},
-                              {"node", bad}},
-                         kRecv);
+  EXPECT_TRUE(
+      ParseReport(Json{{"rank", 0}, {"attempt", 1}, {"kind", "heartbeat"}, {"node", long_ok}}, kRecv).ok());
+  for (const Json& bad :
+       {Json(""), Json("."), Json(".."), Json("a b"), Json("n/1"), Json(too_long), Json(7)}) {
+    auto b = ParseReport(
+        Json{{"rank", 0}, {"attempt", 1}, {"kind", "checkpoint"}, {"step", 1}, {"path", "/c"}, {"node", bad}},
+        kRecv);
     EXPECT_EQ(Fields(b), std::vector<std::string>{"node"}) << bad.dump();
   }
 }

@@ -110,9 +110,9 @@ TEST_F(LoopBreakersTest, SameExitCodeNearTheSameStepOnAnotherNodeIsADeterministi
 TEST_F(LoopBreakersTest, CrashHealthyCounterCases) {
   attempts_ = {A(1, 0, "", 300), A(2, 0, "", 306)};
   earlier_ = {Exit(1, 300, "n0", 1)};
-  EXPECT_EQ(Check(Exit(2, 306, "n5", 1)).kind, LoopVerdict::Kind::kNone);  // |306 - 300| = 6 > 5
-  EXPECT_EQ(Check(Exit(2, 304, "n0", 1)).kind, LoopVerdict::Kind::kNone);  // same node: could be hardware
-  EXPECT_EQ(Check(Exit(2, 304, "n5", 2)).kind, LoopVerdict::Kind::kNone);  // another exit code
+  EXPECT_EQ(Check(Exit(2, 306, "n5", 1)).kind, LoopVerdict::Kind::kNone);      // |306 - 300| = 6 > 5
+  EXPECT_EQ(Check(Exit(2, 304, "n0", 1)).kind, LoopVerdict::Kind::kNone);      // same node: could be hardware
+  EXPECT_EQ(Check(Exit(2, 304, "n5", 2)).kind, LoopVerdict::Kind::kNone);      // another exit code
   EXPECT_EQ(Check(Exit(2, 304, "n5", {}, 9)).kind, LoopVerdict::Kind::kNone);  // killed by a signal
   earlier_ = {Exit(1, 300, "n0", {}, 9)};
   EXPECT_EQ(Check(Exit(2, 304, "n5", {}, 9)).kind, LoopVerdict::Kind::kNone);  // SIGKILL twice
@@ -176,7 +176,8 @@ TEST_F(LoopBreakersTest, PoisonedHealthyCounterCases) {
 TEST_F(LoopBreakersTest, AnomalyBeforeAnyStepAfterLoadPoisonsTheCheckpoint) {
   attempts_ = {A(1, 0, "", 250), A(2, 200, "c200", {}, {"n0"}), A(3, 200, "c200", {}, {"n1"})};
   earlier_ = {F(2, FindingKind::kNonfiniteLoss, {}, {"n0"})};
-  EXPECT_EQ(Check(F(3, FindingKind::kNonfiniteLoss, {}, {"n1"})).kind, LoopVerdict::Kind::kPoisonedCheckpoint);
+  EXPECT_EQ(Check(F(3, FindingKind::kNonfiniteLoss, {}, {"n1"})).kind,
+            LoopVerdict::Kind::kPoisonedCheckpoint);
 }
 
 // ---- precedence ----
