@@ -60,10 +60,13 @@ void CheckpointLedger::Grade(Entry& e, Time now, std::vector<CheckpointTransitio
   auto agreed = std::lower_bound(ev.agreed.begin(), ev.agreed.end(), c.step);
   const bool hash_ok = !opt_.hash_checks || agreed != ev.agreed.end();
   const int64_t needed = c.step + opt_.good_after_steps;
-  if (!hash_ok || ev.healthy_through < needed) return;
+  // A step at or after an anomaly's onset is not healthy, even once the incident closed again.
+  const int64_t healthy =
+      ev.min_anomaly_onset ? std::min(ev.healthy_through, *ev.min_anomaly_onset - 1) : ev.healthy_through;
+  if (!hash_ok || healthy < needed) return;
   std::string reason = opt_.hash_checks ? "param_hash check agreed at step " + std::to_string(*agreed) + "; "
                                         : "no hash checks for this job; ";
-  reason += "healthy through step " + std::to_string(ev.healthy_through) + " (" +
+  reason += "healthy through step " + std::to_string(healthy) + " (" +
             std::to_string(opt_.good_after_steps) + " steps after it) with no anomaly";
   SetStatus(e, CheckpointStatus::kGood, std::move(reason), now, out);
 }
@@ -125,6 +128,7 @@ std::vector<CheckpointTransition> CheckpointLedger::OnEvidence(const HealthEvide
         ev.corrupt_after = after;
         ev.corrupt_mismatch_step = e.step;
       }
+      ev.healthy_through = std::max(ev.healthy_through, after);  // the agreement at L proves steps <= L
       break;
     }
     case HealthEvidence::Kind::kAnomaly:
@@ -141,6 +145,14 @@ std::vector<CheckpointTransition> CheckpointLedger::OnEvidence(const HealthEvide
   for (auto it = entries_.lower_bound({e.attempt, INT64_MIN});
        it != entries_.end() && it->first.first == e.attempt; ++it)
     Grade(it->second, now, &out);
+  return out;
+}
+
+std::vector<CheckpointTransition> CheckpointLedger::Demote(const std::string& id, const std::string& reason,
+                                                           Time now) {
+  std::vector<CheckpointTransition> out;
+  for (auto& [key, e] : entries_)
+    if (e.record.id == id) SetStatus(e, CheckpointStatus::kBad, reason, now, &out);
   return out;
 }
 

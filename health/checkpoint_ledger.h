@@ -6,11 +6,17 @@
 // from evidence of attempt a only (another attempt re-ran from a different state):
 //   (a) a hash check at a step >= c agreed (waived when the job has no hash checks: see Options),
 //   (b) no anomaly of attempt a has its onset at or before c,
-//   (c) attempt a ran healthy through step c + good_after_steps.
+//   (c) attempt a ran healthy through step c + good_after_steps (steps at or after an anomaly's onset are
+//       never healthy, even after its incident closed).
 // It becomes bad (even after good: evidence wins) when an anomaly of attempt a has onset <= c, or a hash
 // mismatch at step Z of attempt a follows it with no agreeing check in [c, Z): the corruption arose after
 // the last agreeing check L, so every checkpoint of a with L < c is bad (those after Z too: the parameters
-// stay corrupt).
+// stay corrupt). The same mismatch proves attempt a healthy through L (its parameters agreed there):
+// healthy_through rises to L whatever the monitor could still report.
+// Grading reads step evidence only (which steps agreed, which were healthy, where anomalies began), never
+// when a report arrived, so a burst of reports grades as the same reports paced.
+// Demote: an operator or a loop breaker (a poisoned checkpoint) makes a checkpoint bad; LastKnownGood then
+// falls back to the previous good one.
 // Lineage: OnAttemptStart(b, resume_step) abandons later steps of earlier attempts: their checkpoints
 // keep their status but are no longer candidates for LastKnownGood/Latest.
 //
@@ -55,6 +61,8 @@ class CheckpointLedger {
                                                        const std::string& path, Time now,
                                                        bool replicated = false);
   std::vector<CheckpointTransition> OnEvidence(const HealthEvidence& e, Time now);
+  // Makes checkpoint `id` bad with `reason` (already bad: no change). Unknown id: no transition.
+  std::vector<CheckpointTransition> Demote(const std::string& id, const std::string& reason, Time now);
 
   std::optional<Checkpoint> LastKnownGood() const;  // newest good on the current lineage
   std::optional<Checkpoint> Latest() const;         // newest complete-or-good on the current lineage

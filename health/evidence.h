@@ -11,8 +11,9 @@ struct HealthEvidence {
   enum class Kind {
     kHashAgreed,      // every replica set agreed on the parameters at `step` (complete check)
     kHashMismatch,    // some replica set disagreed at `step`
-    kAnomaly,         // a data anomaly (nonfinite_loss, loss_spike, grad_norm_spike) with onset `step`
-    kHealthyThrough,  // every reporting rank passed `step` with no data anomaly open
+    kAnomaly,         // an anomaly that warrants recovery (nonfinite_loss, loss_divergence,
+                      // grad_norm_spike) with onset `step`; a one-step loss_spike is not one
+    kHealthyThrough,  // every rank passed `step`, before any open anomaly's onset (SDC: the last agreement)
   };
   Kind kind = Kind::kHealthyThrough;
   int attempt = 0;

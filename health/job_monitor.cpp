@@ -21,7 +21,7 @@ JobMonitor::JobMonitor(MonitorContext ctx, RankLayout layout)
       layout_(std::move(layout)),
       ranks_(layout_.world_size()),
       sdc_(layout_, ctx_.policy.hang_timeout_s),
-      loss_(ctx_.policy.loss_spike_factor) {
+      loss_(ctx_.policy.loss_spike_factor, ctx_.policy.loss_divergence_steps) {
   ctx_.placement.ranks.clear();  // the layout holds what is needed; do not keep a second copy per rank
   ctx_.placement.ranks.shrink_to_fit();
 }
@@ -74,6 +74,7 @@ IngestResult JobMonitor::Ingest(const Report& r, Time now) {
   }
   RankState& s = ranks_[r.rank];
   s.last_seen = now;
+  if (!r.node.empty()) RecordNode(s, r.node);
   s.set(RankState::kHeartbeatLost, false);
   if (r.step && *r.step > s.step) {
     s.step = *r.step;
@@ -121,6 +122,27 @@ IngestResult JobMonitor::Ingest(const Report& r, Time now) {
   return res;
 }
 
+void JobMonitor::RecordNode(RankState& s, const std::string& node) {
+  if (s.node != 0 && node_names_[s.node - 1] == node) return;  // the common case: unchanged
+  auto it = node_index_.find(node);
+  if (it == node_index_.end()) {
+    if (node_names_.size() >= UINT16_MAX) return;
+    node_names_.push_back(node);
+    it = node_index_.emplace(node, static_cast<uint16_t>(node_names_.size())).first;
+  }
+  s.node = it->second;
+}
+
+std::optional<std::string> JobMonitor::ReportedNode(int rank) const {
+  if (rank < 0 || rank >= layout_.world_size() || ranks_[rank].node == 0) return std::nullopt;
+  return node_names_[ranks_[rank].node - 1];
+}
+
+std::optional<int64_t> JobMonitor::RankStep(int rank) const {
+  if (rank < 0 || rank >= layout_.world_size() || ranks_[rank].step < 0) return std::nullopt;
+  return ranks_[rank].step;
+}
+
 Finding JobMonitor::MakeFinding(FindingKind kind, std::vector<int> ranks, Time now,
                                 std::string detail) const {
   Finding f;
@@ -152,11 +174,17 @@ std::vector<Finding> JobMonitor::Evaluate(Time now) {
   EvaluateStragglers(now, &out);
   EvaluateSdc(now, &out);
   EvaluateLoss(now, &out);
-  const bool anomaly_open =
-      loss_.nonfinite().open || loss_.spike().open || loss_.grad_spike().open || sdc_suspected_count_ > 0;
-  if (!anomaly_open && min_step_ > healthy_through_) {
-    healthy_through_ = min_step_;
-    Evidence(HealthEvidence::Kind::kHealthyThrough, min_step_);
+  // Healthy through the lowest step every rank passed, but never at or after the onset of an open loss
+  // incident (a spike run may still become a divergence) and, while SDC is suspected, never past the last
+  // check that agreed. Bounded by step evidence only, so paced and burst reports give the same bound.
+  int64_t healthy = min_step_;
+  for (const LossIncident* inc :
+       {&loss_.nonfinite(), &loss_.spike(), &loss_.divergence(), &loss_.grad_spike()})
+    if (inc->open) healthy = std::min(healthy, inc->onset_step - 1);
+  if (sdc_suspected_count_ > 0) healthy = std::min(healthy, sdc_.last_agreed_step().value_or(-1));
+  if (healthy > healthy_through_) {
+    healthy_through_ = healthy;
+    Evidence(HealthEvidence::Kind::kHealthyThrough, healthy);
   }
   return out;
 }
@@ -165,7 +193,7 @@ void JobMonitor::EvaluateHeartbeats(Time now, std::vector<bool>* alive, std::vec
   const int n = layout_.world_size();
   alive->assign(n, false);
   std::vector<int> newly_lost;
-  lost_count_ = never_reported_ = checkpointing_ = 0;
+  lost_count_ = never_reported_ = checkpointing_ = evaluating_ = 0;
   min_step_ = -1;
   bool all_have_step = true;
   for (int r = 0; r < n; ++r) {
@@ -174,6 +202,7 @@ void JobMonitor::EvaluateHeartbeats(Time now, std::vector<bool>* alive, std::vec
     (*alive)[r] = ok && s.ever_seen();
     if (!s.ever_seen()) ++never_reported_;
     if (s.in_checkpoint_phase() && ok) ++checkpointing_;
+    if (s.in_eval_phase() && ok && s.ever_seen()) ++evaluating_;
     if (s.step < 0)
       all_have_step = false;
     else if (min_step_ < 0 || s.step < min_step_)
@@ -217,7 +246,8 @@ void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vec
   const bool was_progress_hang = progress_hang_;
   Time ref = job_step_ < 0 ? std::max(last_progress_, ctx_.started_at + Seconds(ctx_.policy.startup_grace_s))
                            : last_progress_;
-  double allowance = ctx_.policy.hang_timeout_s * (checkpointing_ > 0 ? kCheckpointAllowance : 1);
+  double allowance =
+      ctx_.policy.hang_timeout_s * (checkpointing_ > 0 || evaluating_ > 0 ? kCheckpointAllowance : 1);
   double idle = ToSeconds(now - ref);
   bool any_alive = std::find(alive.begin(), alive.end(), true) != alive.end();
   progress_hang_ = !hang_.hung && any_alive && idle > allowance;

@@ -11,12 +11,15 @@
 // said phase checkpoint_save/checkpoint_load (a heartbeat without `phase` means training). A rank that never
 // reported is lost once startup_grace_s passed since the attempt started.
 // Hang outside collectives: no new step (job-wide highest) and no collective entered or completed for
-// hang_timeout_s (× kCheckpointAllowance while any rank is in a checkpoint phase; the clock starts at
-// started_at + startup_grace_s until a first step is seen) while some rank still heartbeats.
+// hang_timeout_s (× kCheckpointAllowance while any live rank is in a checkpoint phase or in phase eval; the
+// clock starts at started_at + startup_grace_s until a first step is seen) while some rank still heartbeats.
+// Phase eval extends only this rule: an evaluating rank must keep heartbeating (an eval pause is not a
+// death).
 //
 // Findings are new incidents only: an incident (per rank for heartbeat_lost, straggler, sdc_suspected; per
-// job for hang, nonfinite_loss, loss_spike, grad_norm_spike) yields one finding when it opens and another
-// only after it has cleared and reopened. Finding ids and actions are left empty for the controller.
+// job for hang, nonfinite_loss, loss_spike, loss_divergence, grad_norm_spike) yields one finding when it
+// opens and another only after it has cleared and reopened. Finding ids and actions are left empty for the
+// controller.
 //
 // Cost: Evaluate is O(world size) (plus the hang graph walk while a collective hang is open): call it on
 // a tick, not per report. Ingest is O(1) amortised. Memory: sizeof(RankState) + about 24 bytes of layout per
@@ -27,6 +30,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/job.h"
@@ -74,6 +78,15 @@ class JobMonitor {
   // as of the last Evaluate ("evaluated_at"); heartbeat counts are computed at `now`.
   Json HealthJson(Time now) const;
 
+  // The `node` the rank last reported (reports without one keep the previous); nullopt when none, or when
+  // the rank is outside the world. Node names are interned: a rank costs 2 bytes, a distinct name one
+  // string (at most 65,535 distinct names; later ones are not recorded).
+  std::optional<std::string> ReportedNode(int rank) const;
+  // Highest step the rank reported in any report; nullopt when none (or outside the world).
+  std::optional<int64_t> RankStep(int rank) const;
+  // Highest step any rank reported; -1 when none.
+  int64_t JobStep() const { return job_step_; }
+
   const MonitorContext& context() const { return ctx_; }
   const RankLayout& layout() const { return layout_; }
   uint64_t ignored_reports() const { return ignored_; }
@@ -92,6 +105,7 @@ class JobMonitor {
   void EvaluateSdc(Time now, std::vector<Finding>* out);
   void EvaluateLoss(Time now, std::vector<Finding>* out);
   void Evidence(HealthEvidence::Kind kind, int64_t step, std::string what = {});
+  void RecordNode(RankState& s, const std::string& node);
 
   MonitorContext ctx_;
   RankLayout layout_;
@@ -99,12 +113,14 @@ class JobMonitor {
   SdcChecker sdc_;
   LossMonitor loss_;
   uint64_t ignored_ = 0;
+  std::vector<std::string> node_names_;                   // interned reported node names
+  std::unordered_map<std::string, uint16_t> node_index_;  // name → 1 + index in node_names_
 
   int64_t job_step_ = -1;  // highest step any rank reported
   Time last_progress_{};   // when job_step_ rose or a collective was entered or completed
   // As of the last Evaluate.
   Time evaluated_at_{};
-  int lost_count_ = 0, never_reported_ = 0, checkpointing_ = 0;
+  int lost_count_ = 0, never_reported_ = 0, checkpointing_ = 0, evaluating_ = 0;
   int64_t min_step_ = -1;
   HangAnalysis hang_;
   bool progress_hang_ = false;

@@ -59,31 +59,47 @@ void JobMonitor::EvaluateLoss(Time now, std::vector<Finding>* out) {
   struct Item {
     LossIncident* inc;
     FindingKind kind;
-    const char* what;
+    bool warrants_recovery;  // only these grade checkpoints after their onset bad (kAnomaly evidence)
   };
-  Item items[] = {{&loss_.mutable_nonfinite(), FindingKind::kNonfiniteLoss, "non-finite loss"},
-                  {&loss_.mutable_spike(), FindingKind::kLossSpike, "loss spike"},
-                  {&loss_.mutable_grad_spike(), FindingKind::kGradNormSpike, "grad-norm spike"}};
+  Item items[] = {{&loss_.mutable_nonfinite(), FindingKind::kNonfiniteLoss, true},
+                  {&loss_.mutable_spike(), FindingKind::kLossSpike, false},
+                  {&loss_.mutable_divergence(), FindingKind::kLossDivergence, true},
+                  {&loss_.mutable_grad_spike(), FindingKind::kGradNormSpike, true}};
   for (Item& it : items) {
     LossIncident& inc = *it.inc;
-    if (!inc.open || inc.reported) continue;
+    if (!inc.pending) continue;  // reported already, or never opened
+    inc.pending = false;
     inc.reported = true;
     std::string detail;
-    if (it.inc == &loss_.mutable_nonfinite())
-      detail = "loss " + Fmt(inc.value) + " first seen at step " + std::to_string(inc.onset_step);
-    else if (it.inc == &loss_.mutable_spike())
-      detail = "loss " + Fmt(inc.value) + " at step " + std::to_string(inc.onset_step) + " exceeds " +
-               Fmt(ctx_.policy.loss_spike_factor) + "x the rolling median " + Fmt(inc.reference);
-    else
-      detail = "grad norm " + Fmt(inc.value) + " at step " + std::to_string(inc.onset_step) +
-               " exceeds 10x the rolling max " + Fmt(inc.reference) +
-               " while the loss is normal (SDC signal)";
+    switch (it.kind) {
+      case FindingKind::kNonfiniteLoss:
+        detail = "loss " + Fmt(inc.value) + " first seen at step " + std::to_string(inc.onset_step);
+        break;
+      case FindingKind::kLossSpike:
+        detail = "job-level loss " + Fmt(inc.value) + " (mean over ranks) at step " +
+                 std::to_string(inc.onset_step) + " exceeds the threshold " + Fmt(inc.reference) +
+                 " (rolling median and MAD, floor " + Fmt(ctx_.policy.loss_spike_factor) +
+                 "x the median): a one-step outlier so far";
+        break;
+      case FindingKind::kLossDivergence:
+        detail = "job-level loss above the threshold " + Fmt(inc.reference) + " for " +
+                 std::to_string(inc.last_step - inc.onset_step + 1) + " consecutive steps (" +
+                 std::to_string(inc.onset_step) + " to " + std::to_string(inc.last_step) + "; loss " +
+                 Fmt(inc.value) + " at onset; divergence after " +
+                 std::to_string(ctx_.policy.loss_divergence_steps) + ")";
+        break;
+      default:
+        detail = "grad norm " + Fmt(inc.value) + " at step " + std::to_string(inc.onset_step) +
+                 " exceeds 10x the rolling max " + Fmt(inc.reference) +
+                 " while the loss is normal (SDC signal)";
+        break;
+    }
     detail += "; reported by ranks " + RankList(inc.ranks);
     Finding f = MakeFinding(it.kind, inc.ranks, inc.detected_at, std::move(detail));
     f.step = inc.last_step;
     f.onset_step = inc.onset_step;
     out->push_back(std::move(f));
-    Evidence(HealthEvidence::Kind::kAnomaly, inc.onset_step, ToString(it.kind));
+    if (it.warrants_recovery) Evidence(HealthEvidence::Kind::kAnomaly, inc.onset_step, ToString(it.kind));
   }
 }
 

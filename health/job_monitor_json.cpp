@@ -1,6 +1,7 @@
 // JobMonitor::HealthJson: the GET /v1/jobs/{id}/health body (API.md), minus the controller's fields.
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <utility>
 
 #include "health/job_monitor.h"
@@ -24,7 +25,7 @@ Json JobMonitor::HealthJson(Time now) const {
 
   // Heartbeat: computed live.
   std::vector<int> lost;
-  int never = 0, checkpointing = 0;
+  int never = 0, checkpointing = 0, evaluating = 0;
   double oldest_age = 0;
   for (int r = 0; r < n; ++r) {
     const RankState& s = ranks_[r];
@@ -33,6 +34,7 @@ Json JobMonitor::HealthJson(Time now) const {
     else
       oldest_age = std::max(oldest_age, ToSeconds(now - s.last_seen));
     if (s.in_checkpoint_phase()) ++checkpointing;
+    if (s.in_eval_phase()) ++evaluating;
     if (!Alive(s, now)) lost.push_back(r);
   }
   const bool starting = never == n && lost.empty();
@@ -42,6 +44,7 @@ Json JobMonitor::HealthJson(Time now) const {
                     {"ranks", n},
                     {"ranks_reporting", n - never},
                     {"ranks_in_checkpoint_phase", checkpointing},
+                    {"ranks_in_eval_phase", evaluating},
                     {"lost_count", lost.size()},
                     {"lost_ranks", RankArray(lost)},
                     {"oldest_report_age_s", oldest_age},
@@ -125,6 +128,7 @@ Json JobMonitor::HealthJson(Time now) const {
 
   // Loss.
   const char* loss_status = loss_.nonfinite().open    ? "nonfinite"
+                            : loss_.divergence().open ? "divergence"
                             : loss_.spike().open      ? "spike"
                             : loss_.grad_spike().open ? "grad_norm_spike"
                                                       : "ok";
@@ -134,15 +138,24 @@ Json JobMonitor::HealthJson(Time now) const {
        loss_.last_loss() && std::isfinite(*loss_.last_loss()) ? Json(*loss_.last_loss()) : Json(nullptr)},
       {"rolling_median", loss_.rolling_median() ? Json(*loss_.rolling_median()) : Json(nullptr)},
       {"rolling_grad_norm_max", loss_.rolling_grad_max() ? Json(*loss_.rolling_grad_max()) : Json(nullptr)},
-      {"spike_factor", ctx_.policy.loss_spike_factor}};
-  for (const auto& [name, inc] :
-       {std::pair<const char*, const LossIncident*>{"nonfinite", &loss_.nonfinite()},
-        {"spike", &loss_.spike()},
-        {"grad_norm_spike", &loss_.grad_spike()}})
+      {"spike_factor", ctx_.policy.loss_spike_factor},
+      {"aggregation", "mean of the finite per-rank losses of each step"},
+      {"rolling_mad", loss_.rolling_mad() ? Json(*loss_.rolling_mad()) : Json(nullptr)},
+      {"threshold", loss_.threshold() ? Json(*loss_.threshold()) : Json(nullptr)},
+      {"steps_above_threshold", loss_.run_steps()},
+      {"divergence_steps", ctx_.policy.loss_divergence_steps},
+      {"last_final_step", loss_.last_final_step()}};
+  // Job-level incidents (spike, divergence) name no suspect rank; per-rank values (non-finite loss, a
+  // grad-norm spike) do.
+  for (const auto& [name, inc, rank_level] :
+       {std::tuple<const char*, const LossIncident*, bool>{"nonfinite", &loss_.nonfinite(), true},
+        {"spike", &loss_.spike(), false},
+        {"divergence", &loss_.divergence(), false},
+        {"grad_norm_spike", &loss_.grad_spike(), true}})
     if (inc->open) {
       loss[name] = {
           {"onset_step", inc->onset_step}, {"last_step", inc->last_step}, {"ranks", RankArray(inc->ranks)}};
-      suspects.insert(suspects.end(), inc->ranks.begin(), inc->ranks.end());
+      if (rank_level) suspects.insert(suspects.end(), inc->ranks.begin(), inc->ranks.end());
     }
 
   std::sort(suspects.begin(), suspects.end());
@@ -151,7 +164,7 @@ Json JobMonitor::HealthJson(Time now) const {
       hang_.hung || progress_hang_ ? "hung"
       : !sdc_ranks.empty()         ? "sdc_suspected"
       : loss_.grad_spike().open    ? "sdc_suspected"
-      : !lost.empty() || !stragglers_.stragglers.empty() || loss_.nonfinite().open || loss_.spike().open
+      : !lost.empty() || !stragglers_.stragglers.empty() || loss_.nonfinite().open || loss_.divergence().open
           ? "degraded"
       : starting ? "starting"
                  : "healthy";

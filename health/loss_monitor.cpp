@@ -4,6 +4,19 @@
 #include <cmath>
 
 namespace shepherd {
+namespace {
+
+void AddRank(std::vector<int>& ranks, int rank) {
+  auto it = std::lower_bound(ranks.begin(), ranks.end(), rank);
+  if ((it == ranks.end() || *it != rank) && ranks.size() < LossIncident::kMaxRanks) ranks.insert(it, rank);
+}
+
+double MedianOf(std::array<double, LossMonitor::kHistory> buf, int n) {
+  std::nth_element(buf.begin(), buf.begin() + n / 2, buf.begin() + n);
+  return buf[n / 2];
+}
+
+}  // namespace
 
 void LossMonitor::Window::Push(double x) {
   v[head] = x;
@@ -16,84 +29,124 @@ std::optional<double> LossMonitor::rolling_median() const {
   return median_;
 }
 
+std::optional<double> LossMonitor::rolling_mad() const {
+  if (losses_.count < kMinHistory) return std::nullopt;
+  return mad_;
+}
+
+std::optional<double> LossMonitor::threshold() const {
+  if (losses_.count < kMinHistory || median_ <= 0) return std::nullopt;
+  return threshold_;
+}
+
 std::optional<double> LossMonitor::rolling_grad_max() const {
   if (grads_.count < kMinHistory) return std::nullopt;
   return grad_max_;
 }
 
-bool LossMonitor::Open(LossIncident& inc, int rank, int64_t step, double value, double reference, Time now) {
-  bool opened = !inc.open;
-  if (opened) {
-    inc = LossIncident{};
+bool LossMonitor::Open(LossIncident& inc, const std::vector<int>& ranks, int64_t onset, int64_t step,
+                       double value, double reference, Time now) {
+  const bool opened = !inc.open;
+  if (opened && inc.pending) {  // reopened before it was reported: one incident
     inc.open = true;
-    inc.onset_step = step;
+    inc.onset_step = std::min(inc.onset_step, onset);
+    inc.last_step = std::max(inc.last_step, step);
+  } else if (opened) {
+    inc = LossIncident{};
+    inc.pending = true;
+    inc.open = true;
+    inc.onset_step = onset;
     inc.last_step = step;
     inc.detected_at = now;
     inc.value = value;
     inc.reference = reference;
   } else {
-    inc.onset_step = std::min(inc.onset_step, step);
+    inc.onset_step = std::min(inc.onset_step, onset);
     inc.last_step = std::max(inc.last_step, step);
   }
-  auto it = std::lower_bound(inc.ranks.begin(), inc.ranks.end(), rank);
-  if ((it == inc.ranks.end() || *it != rank) && inc.ranks.size() < LossIncident::kMaxRanks)
-    inc.ranks.insert(it, rank);
+  for (int r : ranks) AddRank(inc.ranks, r);
   return opened;
 }
 
-void LossMonitor::Finalize() {
-  if (open_.step < 0) return;
-  if (open_.loss_max) losses_.Push(*open_.loss_max);
-  if (open_.grad_max) grads_.Push(*open_.grad_max);
-  std::array<double, kHistory> buf = losses_.v;
+bool LossMonitor::Finalize(Time now) {
+  if (open_.step < 0) return false;
+  const int64_t s = open_.step;
+  bool opened = false;
+  std::optional<double> loss;
+  if (open_.loss_count > 0) loss = open_.loss_sum / open_.loss_count;
+  const bool judging = losses_.count >= kMinHistory && median_ > 0;
+  const bool above = loss && judging && *loss > threshold_;
+
+  if (nonfinite_.open && loss && !open_.nonfinite && s > nonfinite_.last_step) nonfinite_.open = false;
+  if (above && !open_.nonfinite) {
+    if (run_len_ == 0) {
+      run_start_ = s;
+      run_ranks_ = open_.ranks;
+      run_value_ = *loss;
+    }
+    ++run_len_;
+    if (run_len_ == 1 && divergence_steps_ > 1)
+      opened |= Open(spike_, open_.ranks, s, s, *loss, threshold_, now);
+    else if (spike_.open)
+      spike_.last_step = s;
+    if (run_len_ >= divergence_steps_)
+      opened |= Open(divergence_, run_ranks_, run_start_, s, run_value_, threshold_, now);
+  } else if (loss && !open_.nonfinite) {
+    run_len_ = 0;
+    spike_.open = false;
+    divergence_.open = false;
+    losses_.Push(*loss);
+    last_loss_ = *loss;
+  }
+
+  const bool loss_normal = !open_.nonfinite && !above && !nonfinite_.open && !divergence_.open;
+  if (!open_.grad_ranks.empty()) {
+    if (loss_normal)
+      opened |= Open(grad_spike_, open_.grad_ranks, s, s, *open_.grad_spike_value, grad_max_, now);
+  } else if (open_.grad_max) {
+    grads_.Push(*open_.grad_max);
+    if (grad_spike_.open && s > grad_spike_.last_step) grad_spike_.open = false;
+  }
+
   if (losses_.count > 0) {
-    std::nth_element(buf.begin(), buf.begin() + losses_.count / 2, buf.begin() + losses_.count);
-    median_ = buf[losses_.count / 2];
+    median_ = MedianOf(losses_.v, losses_.count);
+    std::array<double, kHistory> dev{};
+    for (int i = 0; i < losses_.count; ++i) dev[i] = std::fabs(losses_.v[i] - median_);
+    mad_ = MedianOf(dev, losses_.count);
+    threshold_ = median_ + std::max(kMadK * kMadScale * mad_, (factor_ - 1) * median_);
   }
   grad_max_ = grads_.count > 0 ? *std::max_element(grads_.v.begin(), grads_.v.begin() + grads_.count) : 0;
-  // A normal final step after an incident's last anomalous step closes it.
-  bool had_loss = open_.loss_max.has_value() || open_.nonfinite || open_.spike;
-  if (nonfinite_.open && had_loss && !open_.nonfinite && open_.step > nonfinite_.last_step)
-    nonfinite_.open = false;
-  if (spike_.open && had_loss && !open_.spike && !open_.nonfinite && open_.step > spike_.last_step)
-    spike_.open = false;
-  if (grad_spike_.open && open_.grad_max && !open_.grad_spike && open_.step > grad_spike_.last_step)
-    grad_spike_.open = false;
-  last_final_step_ = open_.step;
+  last_final_step_ = s;
   open_ = OpenStep{};
+  return opened;
 }
 
 bool LossMonitor::OnStep(int rank, int64_t step, std::optional<double> loss, std::optional<double> grad_norm,
                          Time now) {
   if (!loss && !grad_norm) return false;
+  bool opened = false;
   if (step > open_.step) {
-    Finalize();
+    opened |= Finalize(now);
     open_.step = step;
   }
-  const bool current = step == open_.step;  // late reports are checked but do not feed the windows
-  bool opened = false;
-  bool loss_normal = !nonfinite_.open && !spike_.open;
-  if (loss) {
-    last_loss_ = *loss;
-    if (!std::isfinite(*loss)) {
-      opened |= Open(nonfinite_, rank, step, *loss, 0, now);
-      if (current) open_.nonfinite = true;
-      loss_normal = false;
-    } else if (losses_.count >= kMinHistory && median_ > 0 && *loss > median_ * factor_) {
-      opened |= Open(spike_, rank, step, *loss, median_, now);
-      if (current) open_.spike = true;
-      loss_normal = false;
-    } else if (current) {
-      open_.loss_max = std::max(open_.loss_max.value_or(*loss), *loss);
-    }
+  const bool current = step == open_.step;  // late reports are checked for non-finite values only
+  if (loss && !std::isfinite(*loss)) {
+    opened |= Open(nonfinite_, {rank}, step, step, *loss, 0, now);
+    if (current) open_.nonfinite = true;
+  }
+  if (!current) return opened;
+  AddRank(open_.ranks, rank);
+  if (loss && std::isfinite(*loss)) {
+    open_.loss_sum += *loss;
+    ++open_.loss_count;
   }
   if (grad_norm) {
     const bool spiking = !std::isfinite(*grad_norm) ||
                          (grads_.count >= kMinHistory && *grad_norm > kGradSpikeFactor * grad_max_);
-    if (spiking && loss_normal) {
-      opened |= Open(grad_spike_, rank, step, *grad_norm, grad_max_, now);
-      if (current) open_.grad_spike = true;
-    } else if (!spiking && current) {
+    if (spiking) {
+      if (!open_.grad_spike_value) open_.grad_spike_value = *grad_norm;
+      AddRank(open_.grad_ranks, rank);
+    } else {
       open_.grad_max = std::max(open_.grad_max.value_or(*grad_norm), *grad_norm);
     }
   }

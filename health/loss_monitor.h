@@ -1,16 +1,28 @@
-// Training-signal anomalies from step reports: non-finite loss, loss spikes and gradient-norm spikes.
-// Job-level state only (no per-rank cost).
+// Training-signal anomalies from step reports, judged at job level: non-finite loss, a one-step loss
+// spike, loss divergence, and gradient-norm spikes. Job-level state only (no per-rank cost).
 //
-// Steps: the reports of one step are folded together (the step's loss is the largest finite loss reported
-// for it, so one rank's local spike counts); a step is final once a report for a later step arrives.
-// Final steps feed two rolling windows of kHistory steps: the loss median and the grad-norm maximum.
-// Detection happens per report, against the windows of final steps (after kMinHistory final steps):
-//   - nonfinite_loss: loss NaN or ±Inf. Onset: the first (lowest) step seen with it.
-//   - loss_spike: finite loss > rolling median × loss_spike_factor (median > 0). Onset: first such step.
-//   - grad_norm_spike: grad norm > 10 × rolling max, or non-finite, while the loss is normal (the report's
-//     loss, when present, is finite and no spike, and no loss incident is open). A signal of SDC.
-// An incident clears when a later final step is normal on its signal; spike values never enter the
-// windows. Loss values <= 0 are tracked but cannot spike (the ratio test needs a positive median).
+// Steps: the reports of one step are folded together; a step is final once a report for a later step
+// arrives (reports for an earlier step than the open one are late: checked for non-finite values only).
+// The job-level loss of a step is the MEAN of the finite per-rank losses reported for it (per-rank losses
+// of small per-rank batches swing 10x; their mean does not). Its grad norm is the largest finite one.
+// Final steps judged normal feed two rolling windows of kHistory steps: job-level losses (median m and
+// median absolute deviation MAD) and grad norms (maximum). Judging starts after kMinHistory final steps.
+//   - threshold T = m + max(kMadK × kMadScale × MAD, (loss_spike_factor − 1) × m), for m > 0 (a loss <= 0
+//     cannot spike). The floor keeps a near-constant loss (MAD about 0) from making every wiggle a spike;
+//     with the default factor 3 it is the old "3 × median" rule, raised when the loss is noisier.
+//   - nonfinite_loss: any rank's loss NaN or ±Inf, detected per report (a divergence at once). Onset: the
+//     lowest step seen with it. Clears at a later final step with a finite loss and no non-finite one.
+//   - loss_spike: a final step's job-level loss > T that starts a run of such steps. A one-step outlier:
+//     recorded, no action. Onset: that step.
+//   - loss_divergence: the run reaches divergence_steps consecutive final steps above T. Onset: the first
+//     step of the run (with divergence_steps <= 1 every run is a divergence and no loss_spike is raised).
+//     Both clear at the next final step whose job-level loss is finite and <= T.
+//   - grad_norm_spike: some rank's grad norm at a final step is non-finite or > kGradSpikeFactor × the
+//     rolling max, while that step's loss is normal (finite, <= T) and no loss incident is open. A signal
+//     of SDC. Clears at a later final step with a normal grad norm.
+// An incident that opened and closed between two Evaluates is still reported once (see `pending`).
+// Values above T (or spiking grad norms) never enter the windows. Judging by final step makes the result
+// independent of arrival timing: the same reports in one burst judge as they do paced.
 #pragma once
 
 #include <array>
@@ -25,11 +37,14 @@ namespace shepherd {
 struct LossIncident {
   bool open = false;
   bool reported = false;  // a finding was emitted for this opening
+  // Opened since the last JobMonitor::Evaluate and not yet reported, even if it closed again in between
+  // (a burst of reports): reopening it before then merges into it (the earliest onset is kept).
+  bool pending = false;
   int64_t onset_step = 0;
   int64_t last_step = 0;  // latest step showing the anomaly
   Time detected_at{};
-  double value = 0;        // the anomalous value first seen
-  double reference = 0;    // rolling median (loss) or rolling max (grad norm) at detection
+  double value = 0;        // the anomalous value first seen (job-level loss, or grad norm)
+  double reference = 0;    // threshold T (loss) or rolling max (grad norm) at detection
   std::vector<int> ranks;  // reporting ranks, ascending, at most kMaxRanks
   static constexpr size_t kMaxRanks = 64;
 };
@@ -39,23 +54,31 @@ class LossMonitor {
   static constexpr int kHistory = 32;
   static constexpr int kMinHistory = 5;
   static constexpr double kGradSpikeFactor = 10;
+  static constexpr double kMadScale = 1.4826;  // MAD × this estimates σ for normal noise
+  static constexpr double kMadK = 6;           // robust z-score of a spike
 
-  explicit LossMonitor(double loss_spike_factor) : factor_(loss_spike_factor) {}
+  LossMonitor(double loss_spike_factor, int divergence_steps)
+      : factor_(loss_spike_factor), divergence_steps_(divergence_steps) {}
 
-  // Returns true when this report opened an incident.
+  // Returns true when this report opened an incident (including by finalizing the previous step).
   bool OnStep(int rank, int64_t step, std::optional<double> loss, std::optional<double> grad_norm, Time now);
 
   const LossIncident& nonfinite() const { return nonfinite_; }
   const LossIncident& spike() const { return spike_; }
+  const LossIncident& divergence() const { return divergence_; }
   const LossIncident& grad_spike() const { return grad_spike_; }
   LossIncident& mutable_nonfinite() { return nonfinite_; }
   LossIncident& mutable_spike() { return spike_; }
+  LossIncident& mutable_divergence() { return divergence_; }
   LossIncident& mutable_grad_spike() { return grad_spike_; }
 
-  std::optional<double> last_loss() const { return last_loss_; }
+  std::optional<double> last_loss() const { return last_loss_; }  // job-level loss of the last final step
   std::optional<double> rolling_median() const;  // of final steps' losses; nullopt before kMinHistory
+  std::optional<double> rolling_mad() const;
+  std::optional<double> threshold() const;  // T; nullopt before kMinHistory or when m <= 0
   std::optional<double> rolling_grad_max() const;
   int64_t last_final_step() const { return last_final_step_; }
+  int run_steps() const { return run_len_; }  // consecutive final steps above T, up to now
 
  private:
   struct Window {
@@ -65,20 +88,30 @@ class LossMonitor {
   };
   struct OpenStep {
     int64_t step = -1;
-    std::optional<double> loss_max;  // finite, non-spike losses
-    std::optional<double> grad_max;  // finite, non-spike grad norms
-    bool nonfinite = false, spike = false, grad_spike = false;
+    double loss_sum = 0;
+    int loss_count = 0;
+    std::optional<double> grad_max;  // finite grad norms
+    std::optional<double> grad_spike_value;
+    bool nonfinite = false;
+    std::vector<int> ranks;       // reporting ranks, ascending, at most LossIncident::kMaxRanks
+    std::vector<int> grad_ranks;  // ranks whose grad norm spiked
   };
-  void Finalize();
-  static bool Open(LossIncident& inc, int rank, int64_t step, double value, double reference, Time now);
+  bool Finalize(Time now);
+  static bool Open(LossIncident& inc, const std::vector<int>& ranks, int64_t onset, int64_t step,
+                   double value, double reference, Time now);
 
   double factor_;
+  int divergence_steps_;
   Window losses_, grads_;
-  double median_ = 0, grad_max_ = 0;  // cached over the windows at each Finalize
+  double median_ = 0, mad_ = 0, threshold_ = 0, grad_max_ = 0;  // cached at each Finalize
   OpenStep open_;
   int64_t last_final_step_ = -1;
   std::optional<double> last_loss_;
-  LossIncident nonfinite_, spike_, grad_spike_;
+  int run_len_ = 0;
+  int64_t run_start_ = 0;
+  std::vector<int> run_ranks_;
+  double run_value_ = 0;
+  LossIncident nonfinite_, spike_, divergence_, grad_spike_;
 };
 
 }  // namespace shepherd

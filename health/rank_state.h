@@ -35,6 +35,7 @@ struct RankState {
   GroupKind collective_group = GroupKind::kOther;
   Phase phase = Phase::kUnspecified;
   uint8_t flags = 0;
+  uint16_t node = 0;  // the reported `node`: 0 none, else 1 + its index in JobMonitor's interned names
 
   bool has(Flag f) const { return (flags & f) != 0; }
   void set(Flag f, bool on) { flags = on ? (flags | f) : (flags & ~f); }
@@ -42,6 +43,7 @@ struct RankState {
   bool in_checkpoint_phase() const {
     return phase == Phase::kCheckpointSave || phase == Phase::kCheckpointLoad;
   }
+  bool in_eval_phase() const { return phase == Phase::kEval; }
 };
 
 }  // namespace shepherd

@@ -61,6 +61,15 @@ Status Invalid(Errors errs) {
   return InvalidContent(std::move(message), std::move(errs));
 }
 
+bool ValidNodeName(const std::string& s) {
+  if (s.empty() || s.size() > 253 || s == "." || s == "..") return false;
+  for (char c : s)
+    if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+          c == '_' || c == '-'))
+      return false;
+  return true;
+}
+
 }  // namespace
 
 Result<Report> ParseReport(const Json& j, Time received_at) {
@@ -69,7 +78,7 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
   const Json *rank = nullptr, *attempt = nullptr, *time = nullptr, *kind = nullptr, *step = nullptr,
              *collective = nullptr, *phase = nullptr, *loss = nullptr, *grad_norm = nullptr,
              *step_time = nullptr, *seq = nullptr, *op = nullptr, *group = nullptr, *state = nullptr,
-             *hash = nullptr, *path = nullptr, *scope = nullptr;
+             *hash = nullptr, *path = nullptr, *scope = nullptr, *node = nullptr;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
     const Json* v = &*it;
@@ -94,6 +103,9 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
         break;
       case 'l':
         if (k == "loss") loss = v;
+        break;
+      case 'n':
+        if (k == "node") node = v;
         break;
       case 'o':
         if (k == "op") op = v;
@@ -164,6 +176,14 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
     return Invalid(std::move(errs));
   }
 
+  if (node && !node->is_null()) {
+    const std::string* name = node->is_string() ? &node->get_ref<const std::string&>() : nullptr;
+    if (name && ValidNodeName(*name))
+      r.node = *name;
+    else
+      errs.push_back({"node", "must be 1-253 characters of A-Z a-z 0-9 . _ - (not \".\" or \"..\")"});
+  }
+
   bool step_required =
       r.kind == ReportKind::kStep || r.kind == ReportKind::kParamHash || r.kind == ReportKind::kCheckpoint;
   if (step && !step->is_null()) {
@@ -186,8 +206,10 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
           r.phase = Phase::kCheckpointSave;
         else if (p && *p == "checkpoint_load")
           r.phase = Phase::kCheckpointLoad;
+        else if (p && *p == "eval")
+          r.phase = Phase::kEval;
         else
-          errs.push_back({"phase", "must be one of train, checkpoint_save, checkpoint_load"});
+          errs.push_back({"phase", "must be one of train, eval, checkpoint_save, checkpoint_load"});
       }
       break;
     case ReportKind::kStep: {

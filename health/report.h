@@ -20,7 +20,8 @@
 namespace shepherd {
 
 enum class ReportKind : uint8_t { kHeartbeat, kStep, kCollective, kParamHash, kCheckpoint };
-enum class Phase : uint8_t { kUnspecified, kTrain, kCheckpointSave, kCheckpointLoad };
+// kEval: the rank is evaluating (no training steps for a while); the no-progress hang rule allows for it.
+enum class Phase : uint8_t { kUnspecified, kTrain, kCheckpointSave, kCheckpointLoad, kEval };
 enum class CollectiveState : uint8_t { kStarted, kCompleted };
 // Groups whose membership health/ derives from placement coordinates. Any other name is kOther:
 // accepted and shown, but ignored for membership (the hang watchdog cannot follow waits through it).
@@ -61,6 +62,9 @@ struct Report {
   // checkpoint `scope`: "rank" (default, this rank's part) or "replicated": the file holds the whole
   // state of a replicated job (a DDP rank-0 save), so this one report completes the checkpoint.
   bool replicated = false;
+  // Any kind, optional: the host the rank runs on as the rank sees it (SLURMD_NODENAME, NODE_NAME or the
+  // host name). Empty when absent. Valid: 1-253 characters of [A-Za-z0-9._-], not "." or "..".
+  std::string node;
 };
 
 // Validates one report. `received_at` is the default for an absent `time`. Unknown keys are ignored

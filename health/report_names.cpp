@@ -29,6 +29,8 @@ const char* ToString(Phase p) {
       return "checkpoint_save";
     case Phase::kCheckpointLoad:
       return "checkpoint_load";
+    case Phase::kEval:
+      return "eval";
   }
   return "?";
 }

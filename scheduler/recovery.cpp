@@ -31,8 +31,10 @@ Time RestartNotBefore(const Policy& policy, Time now, std::optional<Time> last_r
 
 namespace {
 
+// Anomalies that warrant a restart from last-known-good (a one-step loss_spike does not: record only).
 bool IsLossAnomaly(FindingKind k) {
-  return k == FindingKind::kLossSpike || k == FindingKind::kNonfiniteLoss || k == FindingKind::kGradNormSpike;
+  return k == FindingKind::kLossDivergence || k == FindingKind::kNonfiniteLoss ||
+         k == FindingKind::kGradNormSpike;
 }
 bool IsSdc(FindingKind k) {
   return k == FindingKind::kSdcSuspected || k == FindingKind::kSdcConfirmed;
@@ -175,6 +177,9 @@ Verdict Judge(const RecoveryInput& in) {
     }
   } else if (IsLossAnomaly(k)) {
     v.why = kind + ": restart from last-known-good";
+  } else if (k == FindingKind::kLossSpike) {
+    v.act = false;  // a one-step outlier of noisy training; divergence is loss_divergence
+    v.why = "loss spike: a one-step outlier, recorded, no action";
   } else if (k == FindingKind::kStraggler) {
     v.act = false;  // throughput only; a restart would cost more than the slow node
     v.why = "straggler: reported, no action";
@@ -205,6 +210,7 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   d.reason = v.why;
   if (!v.act) {
     if (f.kind == FindingKind::kStraggler) d.actions.push_back("report only: straggler");
+    if (f.kind == FindingKind::kLossSpike) d.actions.push_back("record only: loss spike (one-step outlier)");
     return d;
   }
   d.node_actions = v.faulty;

@@ -103,15 +103,20 @@ TEST_F(LedgerTest, BadBetweenTheLastAgreeingAndAMismatchingHashCheck) {
   SaveAll(1, 250);
   Ev(Kind::kHashAgreed, 100);
   auto t = Ev(Kind::kHashMismatch, 300);
-  ASSERT_EQ(t.size(), 2u);
+  // The mismatch also proves steps up to the last agreement (100) healthy: 50 + 10 <= 100 with the
+  // agreement at 100 >= 50 makes 50 good (first, in step order); 150 and 250 are bad.
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[0].checkpoint.id, "job-1/1/50");
+  EXPECT_EQ(t[0].checkpoint.status, CheckpointStatus::kGood);
+  t.erase(t.begin());
   EXPECT_EQ(t[0].checkpoint.id, "job-1/1/150");
   EXPECT_EQ(t[1].checkpoint.id, "job-1/1/250");
   EXPECT_EQ(t[0].checkpoint.status, CheckpointStatus::kBad);
   EXPECT_NE(t[0].checkpoint.reason.find("mismatch at step 300 after the last agreeing check at step 100"),
             std::string::npos)
       << t[0].checkpoint.reason;
-  EXPECT_EQ(StatusOf("job-1/1/50"), CheckpointStatus::kComplete);
-  EXPECT_EQ(StatusOf("job-1/1/100"), CheckpointStatus::kComplete);
+  EXPECT_EQ(StatusOf("job-1/1/50"), CheckpointStatus::kGood);
+  EXPECT_EQ(StatusOf("job-1/1/100"), CheckpointStatus::kComplete);  // 100 + 10 > 100 proven so far
   Ev(Kind::kHealthyThrough, 400);
   EXPECT_EQ(StatusOf("job-1/1/100"), CheckpointStatus::kGood);  // its own check agreed
   EXPECT_EQ(StatusOf("job-1/1/150"), CheckpointStatus::kBad);
@@ -138,6 +143,36 @@ TEST(LedgerNoHashTest, WithoutHashChecksHealthyStepsSuffice) {
   auto t = ledger.OnEvidence({Kind::kHealthyThrough, 1, 15, ""}, now);
   ASSERT_EQ(t.size(), 1u);
   EXPECT_EQ(t[0].checkpoint.status, CheckpointStatus::kGood);
+}
+
+TEST_F(LedgerTest, MismatchAfterAnAgreementProvesTheStepsUpToItHealthy) {
+  // Checkpoint 100; agreement at 120; mismatch at 130 (last agreement L = 120). Healthy through 120 is
+  // proven by the mismatch itself: 120 >= 100 + 10, so 100 is good with no HealthyThrough evidence at all.
+  SaveAll(1, 100);
+  SaveAll(1, 125);
+  Ev(Kind::kHashAgreed, 120);
+  auto t = Ev(Kind::kHashMismatch, 130, 1, "sdc_suspected");
+  EXPECT_EQ(StatusOf("job-1/1/100"), CheckpointStatus::kGood);
+  EXPECT_EQ(StatusOf("job-1/1/125"), CheckpointStatus::kBad);  // 125 > L = 120
+  EXPECT_EQ(ledger_.LastKnownGood()->id, "job-1/1/100");
+}
+
+TEST_F(LedgerTest, DemoteMakesAGoodCheckpointBadAndFallsBackToThePreviousGood) {
+  SaveAll(1, 100);
+  SaveAll(1, 200);
+  Ev(Kind::kHashAgreed, 200);
+  Ev(Kind::kHealthyThrough, 210);  // 100 + 10 and 200 + 10 <= 210, agreement at 200 >= both: both good
+  ASSERT_EQ(ledger_.LastKnownGood()->id, "job-1/1/200");
+  auto t = ledger_.Demote("job-1/1/200", "poisoned: two resumes failed within 3 steps", clock_.Now());
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].from, CheckpointStatus::kGood);
+  EXPECT_EQ(t[0].checkpoint.status, CheckpointStatus::kBad);
+  EXPECT_EQ(t[0].checkpoint.reason, "poisoned: two resumes failed within 3 steps");
+  EXPECT_EQ(ledger_.LastKnownGood()->id, "job-1/1/100");
+  EXPECT_TRUE(ledger_.Demote("job-1/1/200", "again", clock_.Now()).empty());  // already bad
+  EXPECT_TRUE(ledger_.Demote("job-1/1/999", "unknown", clock_.Now()).empty());
+  EXPECT_TRUE(Ev(Kind::kHashAgreed, 300).empty());  // evidence never revives it
+  EXPECT_EQ(StatusOf("job-1/1/200"), CheckpointStatus::kBad);
 }
 
 }  // namespace

@@ -185,5 +185,59 @@ TEST(HangTest, LongCheckpointSaveIsNeitherAHangNorAHeartbeatLoss) {
   EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
 }
 
+// An evaluation pause: the ranks heartbeat every 5 s (within the 10 s timeout) with no step for 300 s,
+// beyond the 60 s hang timeout and within the 10 x 60 = 600 s eval allowance.
+std::vector<Finding> EvalPause(std::optional<Phase> phase) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(1, 1, 2, clock.Now()));
+  auto beat = [&](Time now) {
+    for (int r = 0; r < 2; ++r) {
+      Report hb = Heartbeat(r, now, 100);
+      if (phase) hb.phase = *phase;
+      m->Ingest(hb, now);
+    }
+  };
+  beat(clock.Now());
+  std::vector<Finding> all;
+  for (int t = 0; t < 300; t += 5) {
+    clock.AdvanceSeconds(5);
+    beat(clock.Now());
+    for (auto& f : m->Evaluate(clock.Now())) all.push_back(f);
+  }
+  return all;
+}
+
+TEST(HangTest, EvaluationPauseWithPhaseEvalIsNoHang) {
+  auto all = EvalPause(Phase::kEval);
+  EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
+}
+
+TEST(HangTest, TheSamePauseWithoutThePhaseIsAHang) {
+  auto hangs = OfKind(EvalPause(std::nullopt), FindingKind::kHang);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_NE(hangs[0].detail.find("no step progress"), std::string::npos);
+  hangs = OfKind(EvalPause(Phase::kTrain), FindingKind::kHang);
+  EXPECT_EQ(hangs.size(), 1u);
+}
+
+TEST(HangTest, EvalPhaseDoesNotExcuseSilence) {
+  // Phase eval, then silence: heartbeats are still required (timeout 10 s, not 10 x 10 s).
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(1, 1, 2, clock.Now()));
+  for (int r = 0; r < 2; ++r) {
+    Report hb = Heartbeat(r, clock.Now(), 100);
+    hb.phase = Phase::kEval;
+    m->Ingest(hb, clock.Now());
+  }
+  clock.AdvanceSeconds(5);
+  Report hb = Heartbeat(0, clock.Now(), 100);
+  hb.phase = Phase::kEval;
+  m->Ingest(hb, clock.Now());
+  clock.AdvanceSeconds(6);  // rank 1 silent for 11 s > 10 s
+  auto lost = OfKind(m->Evaluate(clock.Now()), FindingKind::kHeartbeatLost);
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].ranks, std::vector<int>({1}));
+}
+
 }  // namespace
 }  // namespace shepherd

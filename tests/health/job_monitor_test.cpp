@@ -152,5 +152,33 @@ TEST(JobMonitorTest, MemoryPerRankStaysUnderOneKiB) {
   EXPECT_TRUE(m->Evaluate(clock.Now()).empty());
 }
 
+TEST(JobMonitorTest, ReportedNodeRankStepAndJobStep) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(1, 1, 3, clock.Now()));
+  EXPECT_EQ(m->JobStep(), -1);
+  EXPECT_FALSE(m->RankStep(0));
+  EXPECT_FALSE(m->ReportedNode(0));
+  Report a = Step(0, clock.Now(), 7);
+  a.node = "host-a";
+  m->Ingest(a, clock.Now());
+  Report b = Heartbeat(1, clock.Now(), 5);
+  b.node = "host-a";  // interned once, shared
+  m->Ingest(b, clock.Now());
+  m->Ingest(Step(0, clock.Now(), 6), clock.Now());  // no node: keeps host-a; a lower step: keeps 7
+  EXPECT_EQ(m->ReportedNode(0), "host-a");
+  EXPECT_EQ(m->ReportedNode(1), "host-a");
+  EXPECT_FALSE(m->ReportedNode(2));
+  EXPECT_FALSE(m->ReportedNode(3));  // outside the world
+  EXPECT_FALSE(m->ReportedNode(-1));
+  Report moved = Heartbeat(1, clock.Now());
+  moved.node = "host-b";
+  m->Ingest(moved, clock.Now());
+  EXPECT_EQ(m->ReportedNode(1), "host-b");
+  EXPECT_EQ(m->RankStep(0), 7);
+  EXPECT_EQ(m->RankStep(1), 5);
+  EXPECT_FALSE(m->RankStep(2));
+  EXPECT_EQ(m->JobStep(), 7);
+}
+
 }  // namespace
 }  // namespace shepherd

@@ -125,5 +125,31 @@ TEST(ReportTest, KindSpecificRequirements) {
   EXPECT_FALSE(ParseReport(Json::array(), kRecv).ok());
 }
 
+TEST(ReportTest, PhaseEvalIsAccepted) {
+  auto r = Parse(R"({"rank": 0, "attempt": 1, "kind": "heartbeat", "phase": "eval"})");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->phase, Phase::kEval);
+  EXPECT_STREQ(ToString(Phase::kEval), "eval");
+}
+
+TEST(ReportTest, NodeOnEveryKindIsValidated) {
+  auto r = Parse(R"({"rank": 0, "attempt": 1, "kind": "step", "step": 3, "node": "gpu-node_07.cluster"})");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->node, "gpu-node_07.cluster");
+  r = Parse(R"({"rank": 0, "attempt": 1, "kind": "heartbeat"})");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->node.empty());
+  const std::string long_ok(253, 'a'), too_long(254, 'a');
+  EXPECT_TRUE(
+      ParseReport(Json{{"rank", 0}, {"attempt", 1}, {"kind", "heartbeat"}, {"node", long_ok}}, kRecv).ok());
+  for (const Json& bad :
+       {Json(""), Json("."), Json(".."), Json("a b"), Json("n/1"), Json(too_long), Json(7)}) {
+    auto b = ParseReport(
+        Json{{"rank", 0}, {"attempt", 1}, {"kind", "checkpoint"}, {"step", 1}, {"path", "/c"}, {"node", bad}},
+        kRecv);
+    EXPECT_EQ(Fields(b), std::vector<std::string>{"node"}) << bad.dump();
+  }
+}
+
 }  // namespace
 }  // namespace shepherd

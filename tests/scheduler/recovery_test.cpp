@@ -374,9 +374,21 @@ TEST_F(RecoveryTest, SdcConfirmedCordons) {
   EXPECT_EQ(d.node_actions, (std::vector<NodeAction>{{"node-01", NodeActionKind::kCordon, "sdc_confirmed"}}));
 }
 
-TEST_F(RecoveryTest, LossSpikeRestartsFromLastKnownGoodWithoutBlame) {
+TEST_F(RecoveryTest, LossSpikeIsRecordedOnly) {
   Build();
   Finding f = MakeFinding(FindingKind::kLossSpike, {0, 1, 2}, {"node-01"});
+  f.onset_step = 45;
+  RecoveryDecision d = Decide(f);
+  EXPECT_EQ(d.action, RecoveryDecision::kNone);
+  EXPECT_TRUE(d.node_actions.empty());
+  EXPECT_FALSE(d.new_placement);
+  EXPECT_FALSE(d.resume_from);
+  EXPECT_EQ(d.actions, std::vector<std::string>{"record only: loss spike (one-step outlier)"});
+}
+
+TEST_F(RecoveryTest, LossDivergenceRestartsFromLastKnownGoodWithoutBlame) {
+  Build();
+  Finding f = MakeFinding(FindingKind::kLossDivergence, {0, 1, 2}, {"node-01"});
   f.onset_step = 45;
   RecoveryDecision d = Decide(f);
   ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
@@ -397,6 +409,17 @@ TEST_F(RecoveryTest, LossAnomalyNeverResumesAtOrAfterItsOnset) {
       d.actions.back(),
       "restart from scratch (step 0): no last-known-good; latest complete job-1/1/50 is at or after the "
       "anomaly onset");
+}
+
+TEST_F(RecoveryTest, LossDivergenceNeverResumesAtOrAfterItsOnset) {
+  Build();
+  lkg_ = Ckpt(50, CheckpointStatus::kGood);  // good, but the divergence began at 45
+  latest_ = Ckpt(50, CheckpointStatus::kGood);
+  Finding f = MakeFinding(FindingKind::kLossDivergence, {0}, {"node-01"});
+  f.onset_step = 45;
+  RecoveryDecision d = Decide(f);
+  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
+  EXPECT_FALSE(d.resume_from);
 }
 
 TEST_F(RecoveryTest, StragglerIsReportedOnly) {

@@ -1,0 +1,154 @@
+#include "scheduler/loop_breakers.h"
+
+#include <cstdlib>
+#include <string>
+
+namespace shepherd {
+namespace {
+
+bool WarrantsRecovery(FindingKind k) {
+  return k == FindingKind::kNonfiniteLoss || k == FindingKind::kLossDivergence ||
+         k == FindingKind::kGradNormSpike;
+}
+
+std::optional<int64_t> AnomalyStep(const Finding& f) {
+  return f.onset_step ? f.onset_step : f.step;
+}
+
+// The step a failure is judged at: the anomaly step for anomalies, the step for exits.
+std::optional<int64_t> FailureStep(const Finding& f) {
+  return f.kind == FindingKind::kProcessExit ? f.step : AnomalyStep(f);
+}
+
+const AttemptSummary* FindAttempt(std::span<const AttemptSummary> attempts, int number) {
+  for (const AttemptSummary& a : attempts)
+    if (a.number == number) return &a;
+  return nullptr;
+}
+
+std::string StepText(std::optional<int64_t> s) {
+  return s ? "step " + std::to_string(*s) : "before any step";
+}
+
+// A process_exit or recovery-warranting anomaly within `window` steps after the attempt's resume step.
+bool FailsEarly(const Finding& f, const AttemptSummary& a, int window) {
+  if (f.kind != FindingKind::kProcessExit && !WarrantsRecovery(f.kind)) return false;
+  std::optional<int64_t> s = FailureStep(f);
+  return !s || *s <= a.resume_step + window;
+}
+
+LoopVerdict Poisoned(const LoopCheck& in, const AttemptSummary& cur) {
+  const Finding& f = in.finding;
+  const int window = in.policy.poisoned_checkpoint_steps;
+  if (cur.resume_checkpoint.empty() || !FailsEarly(f, cur, window)) return {};
+  for (const Finding& e : in.earlier) {
+    if (e.attempt >= f.attempt || e.kind != f.kind) continue;
+    const AttemptSummary* prev = FindAttempt(in.attempts, e.attempt);
+    if (!prev || prev->resume_checkpoint != cur.resume_checkpoint || prev->nodes == cur.nodes) continue;
+    if (!FailsEarly(e, *prev, window)) continue;
+    LoopVerdict v;
+    v.kind = LoopVerdict::Kind::kPoisonedCheckpoint;
+    v.bad_checkpoint = cur.resume_checkpoint;
+    v.reason = "checkpoint " + cur.resume_checkpoint + " is poisoned: attempts " +
+               std::to_string(prev->number) + " and " + std::to_string(cur.number) +
+               " resumed from it on different nodes and both failed (" + ToString(f.kind) + ") within " +
+               std::to_string(window) + " steps of loading it (at " + StepText(FailureStep(e)) + " and " +
+               StepText(FailureStep(f)) + ")";
+    return v;
+  }
+  return {};
+}
+
+LoopVerdict Reproducible(const LoopCheck& in, const AttemptSummary& cur) {
+  const Finding& f = in.finding;
+  std::optional<int64_t> s = AnomalyStep(f);
+  if (!WarrantsRecovery(f.kind) || !s || cur.resume_step >= *s) return {};
+  for (const Finding& e : in.earlier) {
+    std::optional<int64_t> es = AnomalyStep(e);
+    if (e.attempt >= f.attempt || e.kind != f.kind || !es || std::llabs(*es - *s) > 1) continue;
+    LoopVerdict v;
+    v.kind = LoopVerdict::Kind::kReproducibleAnomaly;
+    v.reason = std::string(ToString(f.kind)) + " reproduced at step " + std::to_string(*s) + " in attempt " +
+               std::to_string(f.attempt) + " (resumed from step " + std::to_string(cur.resume_step) +
+               ") after attempt " + std::to_string(e.attempt) + " had it at step " + std::to_string(*es) +
+               ": the data or the code, not the hardware";
+    return v;
+  }
+  return {};
+}
+
+bool Disjoint(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  if (a.empty() || b.empty()) return false;
+  for (const std::string& x : a)
+    for (const std::string& y : b)
+      if (x == y) return false;
+  return true;
+}
+
+LoopVerdict DeterministicCrash(const LoopCheck& in) {
+  const Finding& f = in.finding;
+  if (f.kind != FindingKind::kProcessExit || !f.exit_code || f.signal) return {};
+  const int window = in.policy.crash_step_window;
+  for (const Finding& e : in.earlier) {
+    if (e.attempt >= f.attempt || e.kind != FindingKind::kProcessExit || e.exit_code != f.exit_code ||
+        e.signal)
+      continue;
+    const bool steps_match =
+        (!e.step && !f.step) || (e.step && f.step && std::llabs(*e.step - *f.step) <= window);
+    if (!steps_match || !Disjoint(e.nodes, f.nodes)) continue;
+    LoopVerdict v;
+    v.kind = LoopVerdict::Kind::kDeterministicCrash;
+    v.reason = "exit code " + std::to_string(*f.exit_code) + " reproduced at " + StepText(f.step) + " on " +
+               f.nodes.front() + " (attempt " + std::to_string(f.attempt) + ") after attempt " +
+               std::to_string(e.attempt) + " exited with it at " + StepText(e.step) + " on " +
+               e.nodes.front() + ": a deterministic crash (user error), no node blamed";
+    return v;
+  }
+  return {};
+}
+
+LoopVerdict NoProgress(const LoopCheck& in) {
+  const int k = in.policy.no_progress_attempts;
+  const int m = in.policy.min_progress_steps;
+  if (k <= 0 || static_cast<int>(in.attempts.size()) < k) return {};
+  std::span<const AttemptSummary> last = in.attempts.last(k);
+  for (const AttemptSummary& a : last)
+    if (a.last_step && *a.last_step >= a.resume_step + m) return {};
+  LoopVerdict v;
+  v.kind = LoopVerdict::Kind::kNoProgress;
+  v.reason = "no progress across restarts: attempts " + std::to_string(last.front().number) + " to " +
+             std::to_string(last.back().number) + " each ended before passing its resume step + " +
+             std::to_string(m) + " (the last resumed from step " + std::to_string(last.back().resume_step) +
+             " and reached " + StepText(last.back().last_step) + ")";
+  return v;
+}
+
+}  // namespace
+
+const char* ToString(LoopVerdict::Kind k) {
+  switch (k) {
+    case LoopVerdict::Kind::kNone:
+      return "none";
+    case LoopVerdict::Kind::kReproducibleAnomaly:
+      return "reproducible_anomaly";
+    case LoopVerdict::Kind::kDeterministicCrash:
+      return "deterministic_crash";
+    case LoopVerdict::Kind::kNoProgress:
+      return "no_progress";
+    case LoopVerdict::Kind::kPoisonedCheckpoint:
+      return "poisoned_checkpoint";
+  }
+  return "none";
+}
+
+LoopVerdict CheckForLoop(const LoopCheck& in) {
+  const AttemptSummary* cur = FindAttempt(in.attempts, in.finding.attempt);
+  if (cur) {
+    if (LoopVerdict v = Poisoned(in, *cur); v.kind != LoopVerdict::Kind::kNone) return v;
+    if (LoopVerdict v = Reproducible(in, *cur); v.kind != LoopVerdict::Kind::kNone) return v;
+  }
+  if (LoopVerdict v = DeterministicCrash(in); v.kind != LoopVerdict::Kind::kNone) return v;
+  return NoProgress(in);
+}
+
+}  // namespace shepherd
