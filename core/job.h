@@ -13,9 +13,9 @@
 namespace shepherd {
 
 enum class Precision { kBf16, kFp16, kFp32, kFp8 };  // fp8: fp8 matmuls, bf16 weights and activations
-enum class Optimizer { kAdam, kSgd };  // adam covers AdamW; sgd is SGD with momentum
+enum class Optimizer { kAdam, kSgd };                // adam covers AdamW; sgd is SGD with momentum
 enum class Recompute { kNone, kSelective, kFull };
-enum class Mlp { kGelu, kSwiglu };        // 2-matrix MLP, or gated 3-matrix MLP
+enum class Mlp { kGelu, kSwiglu };         // 2-matrix MLP, or gated 3-matrix MLP
 enum class Norm { kLayerNorm, kRmsNorm };  // RMSNorm has no bias
 // Who keeps the model state: Megatron-LM (fp32 main gradients; zero_stage 1 = distributed optimizer),
 // PyTorch FSDP2 (everything sharded) or DeepSpeed ZeRO 0-3 (ZeRO paper byte counts).
@@ -55,8 +55,8 @@ struct ParallelismSpec {
   int pp = 1;
   int dp = 1;
   int zero_stage = 0;
-  int cp = 1;   // context parallel (sequence split across ranks in attention)
-  int vpp = 1;  // virtual pipeline stages per rank (interleaved 1F1B)
+  int cp = 1;                             // context parallel (sequence split across ranks in attention)
+  int vpp = 1;                            // virtual pipeline stages per rank (interleaved 1F1B)
   std::optional<bool> sequence_parallel;  // absent: on when tp > 1
   std::vector<int> pipeline_layers;       // layers per stage; empty: even, or balanced when pp ∤ layers
 };

@@ -61,7 +61,9 @@ void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* 
                               : *v == "full" ? Recompute::kFull
                                              : Recompute::kSelective;
   if (auto v = r.Enum("framework", {"megatron", "fsdp", "deepspeed"}))
-    t->framework = *v == "fsdp" ? Framework::kFsdp : *v == "deepspeed" ? Framework::kDeepSpeed : Framework::kMegatron;
+    t->framework = *v == "fsdp"        ? Framework::kFsdp
+                   : *v == "deepspeed" ? Framework::kDeepSpeed
+                                       : Framework::kMegatron;
   if (auto v = r.Enum("attention", {"flash", "eager"}))
     t->attention = *v == "eager" ? Attention::kEager : Attention::kFlash;
 }
@@ -233,13 +235,11 @@ Result<JobSpec> ParseJobSpec(const Json& j) {
 }
 
 Json ToJson(const JobSpec& s) {
-  Json par = s.parallelism.automatic ? Json("auto")
-                                     : Json{{"tp", s.parallelism.tp},
-                                            {"pp", s.parallelism.pp},
-                                            {"dp", s.parallelism.dp},
-                                            {"zero_stage", s.parallelism.zero_stage},
-                                            {"cp", s.parallelism.cp},
-                                            {"vpp", s.parallelism.vpp}};
+  Json par = s.parallelism.automatic
+                 ? Json("auto")
+                 : Json{{"tp", s.parallelism.tp}, {"pp", s.parallelism.pp},
+                        {"dp", s.parallelism.dp}, {"zero_stage", s.parallelism.zero_stage},
+                        {"cp", s.parallelism.cp}, {"vpp", s.parallelism.vpp}};
   if (!s.parallelism.automatic && s.parallelism.sequence_parallel)
     par["sequence_parallel"] = *s.parallelism.sequence_parallel;
   if (!s.parallelism.automatic && !s.parallelism.pipeline_layers.empty())
@@ -293,10 +293,14 @@ Json ToJson(const JobSpec& s) {
 
 const char* ToString(Precision p) {
   switch (p) {
-    case Precision::kBf16: return "bf16";
-    case Precision::kFp16: return "fp16";
-    case Precision::kFp8: return "fp8";
-    case Precision::kFp32: break;
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kFp8:
+      return "fp8";
+    case Precision::kFp32:
+      break;
   }
   return "fp32";
 }

@@ -1,5 +1,5 @@
-// AutoPlan: exhaustive search over (tp, cp, pp, vpp, micro_batch_size) with the smallest ZeRO stage that fits.
-// The space stays small because every axis must divide something: tp divides the KV heads and fits the
+// AutoPlan: exhaustive search over (tp, cp, pp, vpp, micro_batch_size) with the smallest ZeRO stage that
+// fits. The space stays small because every axis must divide something: tp divides the KV heads and fits the
 // NVLink domain, cp is a power of two dividing seq_len/2, pp divides gpus/(tp·cp) and is at most the layer
 // count, dp = gpus/(tp·cp·pp) divides the batch, micro-batches are powers of two. At 131,072 GPUs that is
 // tens of thousands of estimates (bench/planner_bench.cpp). Pruning: a larger micro-batch never needs less
@@ -44,11 +44,11 @@ bool Faster(const PlanEstimate& a, const PlanEstimate& b) {
 }
 
 struct Search {
-  int layouts = 0;             // (tp, cp, pp) whose product divides the GPUs
-  int rejected_batch = 0;      // ... whose dp does not divide the global batch
-  int rejected_memory = 0;     // (layout, vpp) that do not fit with any ZeRO stage at micro-batch 1
-  int fitting_candidates = 0;  // fitting (layout, vpp, micro-batch) combinations
-  std::vector<PlanEstimate> top;                // fastest first, at most 3
+  int layouts = 0;                // (tp, cp, pp) whose product divides the GPUs
+  int rejected_batch = 0;         // ... whose dp does not divide the global batch
+  int rejected_memory = 0;        // (layout, vpp) that do not fit with any ZeRO stage at micro-batch 1
+  int fitting_candidates = 0;     // fitting (layout, vpp, micro-batch) combinations
+  std::vector<PlanEstimate> top;  // fastest first, at most 3
   std::optional<PlanEstimate> best_lower_zero;  // the winner's layout one ZeRO stage lower (did not fit)
   std::optional<PlanEstimate> closest;          // least memory per GPU, for when nothing fits
 
@@ -77,8 +77,9 @@ std::string Summary(const PlanEstimate& e) {
 std::string WhyFaster(const PlanEstimate& a, const PlanEstimate& b) {
   const double bubble_a = a.compute_time_s * a.bubble_fraction / (1 - a.bubble_fraction);
   const double bubble_b = b.compute_time_s * b.bubble_fraction / (1 - b.bubble_fraction);
-  return Format("compute %.3g vs %.3g s, pipeline bubble %.3g vs %.3g s, exposed communication %.3g vs %.3g s",
-                a.compute_time_s, b.compute_time_s, bubble_a, bubble_b, a.exposed_comm_s, b.exposed_comm_s);
+  return Format(
+      "compute %.3g vs %.3g s, pipeline bubble %.3g vs %.3g s, exposed communication %.3g vs %.3g s",
+      a.compute_time_s, b.compute_time_s, bubble_a, bubble_b, a.exposed_comm_s, b.exposed_comm_s);
 }
 
 std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<int>& tps,
@@ -86,7 +87,8 @@ std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<i
   const ModelSpec& m = spec.model;
   std::string x = ParameterNote(m);
   x += Format(
-      "auto: searched tp in %s (dividing %d heads and %d KV heads within the %d-GPU NVLink domain), cp in %s, "
+      "auto: searched tp in %s (dividing %d heads and %d KV heads within the %d-GPU NVLink domain), cp in "
+      "%s, "
       "pp from 1 to %d layers (uneven stages balanced), vpp up to %d, micro-batches of powers of two, and "
       "the smallest fitting ZeRO stage; %d (tp, cp, pp) layouts divide %d GPUs",
       Join(tps).c_str(), m.heads, m.kv(), hw.nvlink_domain_gpus, Join(cps).c_str(), m.layers, kMaxVpp,
@@ -96,9 +98,10 @@ std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<i
                 spec.training.global_batch_size);
   }
   if (s.rejected_memory > 0) {
-    x += Format("; %d (layout, vpp) rejected because they do not fit in memory at any ZeRO stage with "
-                "micro-batch 1",
-                s.rejected_memory);
+    x += Format(
+        "; %d (layout, vpp) rejected because they do not fit in memory at any ZeRO stage with "
+        "micro-batch 1",
+        s.rejected_memory);
   }
   x += Format("; %d fitting candidates compared by estimated step time. ", s.fitting_candidates);
   if (s.top.empty()) {

@@ -44,15 +44,16 @@ double GradientElementBytes(const TrainingSpec& t) {
 }
 
 struct DpVolumes {
-  double once = 0;            // bytes per step not tied to a micro-batch
-  double reduce = 0;          // ... of which gradient reduction (overlaps the last backward)
+  double once = 0;             // bytes per step not tied to a micro-batch
+  double reduce = 0;           // ... of which gradient reduction (overlaps the last backward)
   double per_micro_batch = 0;  // bytes per micro-batch (ZeRO-2/3, FSDP)
 };
 
 // Parameters of the rank of the heaviest stage (the one whose DP traffic is largest).
 double MaxStageParams(const JobSpec& spec, const Plan& plan, const std::vector<int>& layers) {
   double most = 0;
-  for (int i = 0; i < plan.pp; ++i) most = std::max(most, StageParamsPerRank(spec.model, plan.tp, plan.pp, i, layers[i]));
+  for (int i = 0; i < plan.pp; ++i)
+    most = std::max(most, StageParamsPerRank(spec.model, plan.tp, plan.pp, i, layers[i]));
   return most;
 }
 
@@ -113,10 +114,18 @@ CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan) {
   const double w = params * 2;
   const int n = plan.dp * plan.cp;
   switch (ZeroStageOf(t, plan)) {
-    case 0: c.dp = RingAllReduceBytes(g, n); break;
-    case 1: c.dp = AllGatherBytes(g, n) + AllGatherBytes(w, n); break;
-    case 2: c.dp = mb * AllGatherBytes(g, n) + AllGatherBytes(w, n); break;
-    default: c.dp = mb * (2 * AllGatherBytes(w, n) + AllGatherBytes(g, n)); break;
+    case 0:
+      c.dp = RingAllReduceBytes(g, n);
+      break;
+    case 1:
+      c.dp = AllGatherBytes(g, n) + AllGatherBytes(w, n);
+      break;
+    case 2:
+      c.dp = mb * AllGatherBytes(g, n) + AllGatherBytes(w, n);
+      break;
+    default:
+      c.dp = mb * (2 * AllGatherBytes(w, n) + AllGatherBytes(g, n));
+      break;
   }
   return c;
 }
@@ -174,30 +183,35 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const double b = bw(dp_span), l = lat(dp_span);
   double dp_exposed = 0;
   const double backward = 2.0 / 3 * stage_s, forward = stage_s / 3;
-  const double bucket = AllReduceSeconds(std::min(params, kBucketParams) * GradientElementBytes(t), n, b, l);
+  // The last gradient bucket's reduction starts after the backward ends: never hidden.
+  const double bucket_params = std::min(params, kBucketParams);
   switch (ZeroStageOf(t, plan)) {
     case 0:
       st.dp = AllReduceSeconds(g, n, b, l);
-      dp_exposed = std::max(0.0, st.dp - backward) + bucket;
+      dp_exposed =
+          std::max(st.dp - backward, AllReduceSeconds(bucket_params * GradientElementBytes(t), n, b, l));
       break;
     case 1: {
       const double reduce = AllGatherSeconds(g, n, b, l), gather = AllGatherSeconds(w, n, b, l);
       st.dp = reduce + gather;
-      dp_exposed = std::max(0.0, reduce - backward) + std::max(0.0, gather - forward) + bucket;
+      dp_exposed =
+          std::max(reduce - backward, AllGatherSeconds(bucket_params * GradientElementBytes(t), n, b, l)) +
+          std::max(0.0, gather - forward);
       break;
     }
     case 2: {
       const double reduce = AllGatherSeconds(g, n, b, l), gather = AllGatherSeconds(w, n, b, l);
       st.dp = mb * reduce + gather;
-      dp_exposed = mb * (std::max(0.0, reduce - backward) + (1 - kPerMicroBatchOverlap) * std::min(reduce, backward)) +
-                   std::max(0.0, gather - forward);
+      dp_exposed =
+          mb * (std::max(0.0, reduce - backward) + (1 - kPerMicroBatchOverlap) * std::min(reduce, backward)) +
+          std::max(0.0, gather - forward);
       break;
     }
     default: {
       const double per_mb = 2 * AllGatherSeconds(w, n, b, l) + AllGatherSeconds(g, n, b, l);
       st.dp = mb * per_mb;
-      dp_exposed = mb * (std::max(0.0, per_mb - stage_s) +
-                         (1 - kPerMicroBatchOverlap) * std::min(per_mb, stage_s));
+      dp_exposed =
+          mb * (std::max(0.0, per_mb - stage_s) + (1 - kPerMicroBatchOverlap) * std::min(per_mb, stage_s));
       break;
     }
   }

@@ -39,11 +39,11 @@ CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan);
 
 // Seconds of one training step, see EvaluatePlan in scheduler/planner.h for the model.
 struct StepTime {
-  double compute = 0;           // micro_batches · slowest stage time
-  double bubble = 0;            // (pp − 1)/vpp · slowest stage time
+  double compute = 0;                     // micro_batches · slowest stage time
+  double bubble = 0;                      // (pp − 1)/vpp · slowest stage time
   double tp = 0, cp = 0, pp = 0, dp = 0;  // total time of each axis' collectives
-  double exposed = 0;           // communication on the critical path
-  double step = 0;              // compute + bubble + exposed
+  double exposed = 0;                     // communication on the critical path
+  double step = 0;                        // compute + bubble + exposed
   double comm() const { return tp + cp + pp + dp; }
 };
 StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware& hw);

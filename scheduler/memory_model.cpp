@@ -111,7 +111,8 @@ MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::ve
   if (stage == 0) mem.activations += EmbeddingActivationBytes(m, plan) * in_flight;
   if (stage == plan.pp - 1) mem.activations += OutputActivationBytes(m, plan);
   mem.working = FsdpWorkingBytes(m, t, plan.tp);
-  mem.total = mem.weights + mem.gradients + mem.optimizer + mem.master_weights + mem.activations + mem.working;
+  mem.total =
+      mem.weights + mem.gradients + mem.optimizer + mem.master_weights + mem.activations + mem.working;
   return mem;
 }
 

@@ -29,7 +29,8 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const Hardware& hw) {
   require(m.heads > 0, "model.heads", "must be positive");
   require(m.seq_len > 0, "model.seq_len", "must be positive");
   require(m.vocab >= 0, "model.vocab", "must not be negative");
-  require(m.kv_heads >= 0 && m.ffn_hidden >= 0, "model", "kv_heads and ffn_hidden must be positive when given");
+  require(m.kv_heads >= 0 && m.ffn_hidden >= 0, "model",
+          "kv_heads and ffn_hidden must be positive when given");
   if (m.hidden > 0 && m.heads > 0) {
     require(m.hidden % m.heads == 0, "model.heads", "must divide model.hidden");
     require(m.heads % m.kv() == 0, "model.kv_heads", "must divide model.heads");
@@ -66,15 +67,16 @@ std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const
   if (m.heads % p.tp != 0)
     fail("parallelism.tp", Format("%d does not divide model.heads (%d)", p.tp, m.heads));
   else if (m.kv() % p.tp != 0)
-    fail("parallelism.tp", Format("%d does not divide model.kv_heads (%d): each TP rank needs whole KV heads",
-                                  p.tp, m.kv()));
+    fail("parallelism.tp",
+         Format("%d does not divide model.kv_heads (%d): each TP rank needs whole KV heads", p.tp, m.kv()));
   if (p.tp > hw.nvlink_domain_gpus) {
     fail("parallelism.tp", Format("%d exceeds the NVLink domain (%d GPUs); TP groups must stay inside one",
                                   p.tp, hw.nvlink_domain_gpus));
   }
   if (p.cp > 1 && m.seq_len % (2 * p.cp) != 0) {
-    fail("parallelism.cp", Format("2·cp = %d does not divide model.seq_len (%d) (load-balanced causal chunks)",
-                                  2 * p.cp, m.seq_len));
+    fail("parallelism.cp",
+         Format("2·cp = %d does not divide model.seq_len (%d) (load-balanced causal chunks)", 2 * p.cp,
+                m.seq_len));
   }
   if (p.pp > m.layers) fail("parallelism.pp", Format("%d stages exceed model.layers (%d)", p.pp, m.layers));
   if (!p.pipeline_layers.empty()) {
@@ -149,9 +151,10 @@ std::string ParameterNote(const ModelSpec& m) {
   const double counted = CountParams(m);
   const double off = m.parameters / counted - 1;
   if (std::abs(off) <= 0.05) return "";
-  return Format("model.parameters %.4g is %+.1f%% off the %.4g the architecture counts (layers, hidden, "
-                "heads, kv_heads, ffn_hidden, mlp, vocab); the planner uses the given value. ",
-                m.parameters, 100 * off, counted);
+  return Format(
+      "model.parameters %.4g is %+.1f%% off the %.4g the architecture counts (layers, hidden, "
+      "heads, kv_heads, ffn_hidden, mlp, vocab); the planner uses the given value. ",
+      m.parameters, 100 * off, counted);
 }
 
 std::string Format(const char* fmt, ...) {
@@ -220,6 +223,7 @@ Result<PlanEstimate> EvaluatePlan(const JobSpec& spec, const Plan& given, const 
   if (!errors.empty()) return InvalidContent("invalid parallel plan", std::move(errors));
   Plan plan = given;
   plan.micro_batches = spec.training.global_batch_size / (plan.micro_batch_size * plan.dp);
+  if (spec.training.framework == Framework::kFsdp) plan.zero_stage = 3;  // FSDP2 always shards everything
   PlanEstimate e = Estimate(spec, plan, hw);
   e.explanation = ParameterNote(spec.model) + Describe(plan) + ": " + DescribeEstimate(e, hw) + ".";
   return e;

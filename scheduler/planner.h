@@ -56,7 +56,7 @@ struct MemoryBreakdown {
   double activations = 0;     // kept for backward, including embedding, output layer and loss terms
   double working = 0;         // FSDP: unsharded parameters and gradients of the layers in flight
   double total = 0;
-  int stage = 0;              // which pipeline stage this is (0-based)
+  int stage = 0;  // which pipeline stage this is (0-based)
 };
 
 // Bytes each rank sends per training step, by parallel axis (see scheduler/comm_model.h).
@@ -93,7 +93,8 @@ struct PlanEstimate {
 // virtual stages than a stage has layers, or vpp > 1 with pp = 1), "parallelism.zero_stage" (megatron
 // takes 0 or 1), "parallelism.dp" (tp·cp·pp·dp != resources.gpus), "training.global_batch_size" (not
 // divisible by micro_batch_size·dp), "model.*" for non-positive sizes. A valid plan that needs more
-// memory than the GPU offers is not an error: fits=false. plan.micro_batches is derived.
+// memory than the GPU offers is not an error: fits=false. plan.micro_batches is derived; with framework
+// fsdp plan.zero_stage is 3 whatever was given.
 //
 // Memory: scheduler/memory_model.h, reported for the worst stage. Time (seconds), per step:
 //   stage time t_i = micro-batch model FLOPs of stage i (its layers, the output layer on the last stage)

@@ -168,12 +168,12 @@ TEST(JobSpec, DefaultsOfTheNewFields) {
 
 TEST(JobSpec, InvalidArchitectureAndLayoutFieldsAreNamed) {
   Json j = Llama405BPlan();
-  j["model"]["kv_heads"] = 6;               // does not divide 128 heads (nor is divided by tp 8)
+  j["model"]["kv_heads"] = 6;  // does not divide 128 heads (nor is divided by tp 8)
   j["model"]["mlp"] = "relu";
   j["training"]["framework"] = "jax";
   j["resources"]["gpu"] = "V100";
   j["parallelism"]["pipeline_layers"] = {8, 8};  // not pp entries
-  j["parallelism"]["cp"] = 2;                     // tp·cp·pp·dp ≠ gpus
+  j["parallelism"]["cp"] = 2;                    // tp·cp·pp·dp ≠ gpus
   auto s = ParsePlanRequest(j);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(Fields(s.status()),

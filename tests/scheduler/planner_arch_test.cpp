@@ -58,7 +58,8 @@ TEST(ModelArch, Gpt175BWithTiedEmbeddings) {
 
 // Model FLOPs per token, Megatron's convention: 6 · (L · P + V · h) + 12 · L · s · h.
 // Small model: L 2, h 64, 4 heads, vocab 100, seq 32, GeLU, LayerNorm:
-//   P = 12 · 64² + 13 · 64 = 49,152 + 832 = 49,984; 6 · (99,968 + 6,400) = 638,208; 12 · 2 · 32 · 64 = 49,152.
+//   P = 12 · 64² + 13 · 64 = 49,152 + 832 = 49,984; 6 · (99,968 + 6,400) = 638,208; 12 · 2 · 32 · 64 =
+//   49,152.
 TEST(ModelArch, ModelFlopsPerToken) {
   ModelSpec m;
   m.layers = 2;
@@ -103,8 +104,16 @@ TEST(MegatronMemory, SmallGptMatchesTheEstimator) {
   s.model.vocab = 50000;
   s.training.global_batch_size = 128;
   s.resources.gpus = 16;
-  Plan p{.tp = 2, .pp = 2, .dp = 4, .zero_stage = 1, .micro_batches = 32, .micro_batch_size = 1,
-         .cp = 1, .vpp = 1, .sequence_parallel = true, .pipeline_layers = {}};
+  Plan p{.tp = 2,
+         .pp = 2,
+         .dp = 4,
+         .zero_stage = 1,
+         .micro_batches = 32,
+         .micro_batch_size = 1,
+         .cp = 1,
+         .vpp = 1,
+         .sequence_parallel = true,
+         .pipeline_layers = {}};
   const MemoryBreakdown m = WorstStageMemory(s, p);
   EXPECT_EQ(m.stage, 0);
   EXPECT_REL(m.weights + m.gradients + m.optimizer + m.master_weights, 3'180'146'688.0);

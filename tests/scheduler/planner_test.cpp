@@ -26,7 +26,8 @@ JobSpec Model(double params, int layers, int hidden, int heads, int seq, int voc
 }
 
 // DESIGN.md's worked figures are the ZeRO paper's byte counts: DeepSpeed's.
-JobSpec DeepSpeedModel(double params, int layers, int hidden, int heads, int seq, int vocab, int gpus, int batch) {
+JobSpec DeepSpeedModel(double params, int layers, int hidden, int heads, int seq, int vocab, int gpus,
+                       int batch) {
   JobSpec s = Model(params, layers, hidden, heads, seq, vocab, gpus, batch);
   s.training.framework = Framework::kDeepSpeed;
   return s;
@@ -81,10 +82,12 @@ TEST(ModelState, MegatronAndFsdpBytesPerParameter) {
   EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kBf16, Optimizer::kAdam, 1, 64).total(), 6.1875);
   EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kBf16, Optimizer::kAdam, 2, 8).total(), 4);     // 2 + 16/8
   EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kBf16, Optimizer::kAdam, 3, 8).total(), 2.25);  // 18/8
-  EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kFp8, Optimizer::kAdam, 0, 1).total(), 18);  // bf16 weights
+  EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kFp8, Optimizer::kAdam, 0, 1).total(),
+            18);  // bf16 weights
   // FSDP2: fp32 parameters 4 + fp32 gradients 4 + Adam 8, all over N = 16: 1 B/param, any zero_stage.
   EXPECT_EQ(ModelStateBytesPerParam(Framework::kFsdp, Precision::kBf16, Optimizer::kAdam, 0, 16).total(), 1);
-  EXPECT_EQ(ModelStateBytesPerParam(Framework::kFsdp, Precision::kBf16, Optimizer::kAdam, 0, 16).master_weights, 0);
+  EXPECT_EQ(
+      ModelStateBytesPerParam(Framework::kFsdp, Precision::kBf16, Optimizer::kAdam, 0, 16).master_weights, 0);
 }
 
 TEST(ModelState, SeventyBillionHoldsOnePointOneTwoTerabytes) {
@@ -167,7 +170,7 @@ TEST(Activations, PerLayerByRecomputeMode) {
   ModelSpec m{1e9, 8, 1024, 16, 1024, 1000};
   constexpr Precision bf16 = Precision::kBf16;
   constexpr Attention eager = Attention::kEager, flash = Attention::kFlash;
-  EXPECT_EQ(Act(m, Recompute::kNone, bf16, eager), 119'537'664);       // ·114/2 (Korthikanti eq. 1)
+  EXPECT_EQ(Act(m, Recompute::kNone, bf16, eager), 119'537'664);      // ·114/2 (Korthikanti eq. 1)
   EXPECT_EQ(Act(m, Recompute::kSelective, bf16, eager), 35'651'584);  // ·34/2
   EXPECT_EQ(Act(m, Recompute::kNone, bf16, flash), 35'651'584);       // flash keeps no s² term
   EXPECT_EQ(Act(m, Recompute::kFull, bf16, flash), 2'097'152);        // ·2/2: the input, split by SP
@@ -311,9 +314,9 @@ TEST_F(SmallJob, StepTime) {
   const double t = 0.001548884901888;
   EXPECT_REL(e->compute_time_s, 8 * t);
   // TP inside the domain: 402,653,184 / 1e11; PP leaves the 8-GPU domain (16 ranks): 8,388,608 / 1e10;
-  // DP stays inside (tp·dp = 8): 500e6 / 1e11 = 0.005 s, minus the last backward 2/3 · t, plus the last
-  // 40M-parameter bucket 2 · 1/2 · 160e6 / 1e11 = 0.0016 s.
-  const double tp = 0.00402653184, pp = 0.0008388608, dp = 0.005 - 2.0 / 3 * t + 0.0016;
+  // DP stays inside (tp·dp = 8): 500e6 / 1e11 = 0.005 s, minus the last backward 2/3 · t = 0.00103 s,
+  // but at least the last 40M-parameter bucket 2 · 1/2 · 160e6 / 1e11 = 0.0016 s (it is not: 0.00397).
+  const double tp = 0.00402653184, pp = 0.0008388608, dp = 0.005 - 2.0 / 3 * t;
   EXPECT_REL(e->comm_time_s, tp + pp + 0.005);
   EXPECT_REL(e->exposed_comm_s, tp + pp + dp);
   EXPECT_REL(e->step_time_s, 8 * t + t + tp + pp + dp);  // bubble (pp − 1) · t
@@ -321,9 +324,42 @@ TEST_F(SmallJob, StepTime) {
   // Model FLOPs per token 6 · (8 · 124,744,000 + 1,024,000) + 12 · 8 · 1024 · 1024 = 6,094,519,296;
   // 16 · 1024 tokens per step on 16 GPUs.
   const double step = 8 * t + t + tp + pp + dp;
+  EXPECT_LE(e->exposed_comm_s, e->comm_time_s);
   EXPECT_REL(e->tokens_per_s, 16384 / step);
   EXPECT_REL(e->tflops_per_gpu, 6'094'519'296.0 * 16384 / 16 / step / 1e12);
   EXPECT_REL(e->mfu, e->tflops_per_gpu * 1e12 / 1e15);
+}
+
+// The last gradient bucket is never hidden: with 1000× slower GPUs (t = 1.548884901888 s) the backward
+// hides all 0.005 s of DP traffic but the 40M-parameter bucket, 2 · 1/2 · 160e6 / 1e11 = 0.0016 s.
+TEST_F(SmallJob, LastGradientBucketIsExposed) {
+  hw_.peak_flops = 1e12;
+  auto e = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_REL(e->exposed_comm_s, 0.00402653184 + 0.0008388608 + 0.0016);
+}
+
+// ZeRO-3 (megatron's FSDP mode): per micro-batch two all-gathers of bf16 weights 1/2 · 250e6 / 1e11 each
+// and a reduce-scatter of fp32 gradients 1/2 · 500e6 / 1e11: 0.005 s against t = 0.001548884901888 s of
+// compute; exposed per micro-batch (0.005 − t) + 20 % of t, over 8 micro-batches.
+TEST_F(SmallJob, Zero3GathersArePartlyHidden) {
+  auto e = EvaluatePlan(spec_, Layout(4, 2, 2, 3), hw_);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  const double t = 0.001548884901888;
+  EXPECT_REL(e->exposed_comm_s, 0.00402653184 + 0.0008388608 + 8 * (0.005 - 0.8 * t));
+}
+
+// fp8 training runs the matmuls at the fp8 peak (here 2e15, twice the 16-bit one): every stage time halves,
+// t = 0.001548884901888 / 2; weights stay 16-bit, so memory does not change; mfu is against the fp8 peak.
+TEST_F(SmallJob, Fp8UsesTheFp8Peak) {
+  hw_.peak_fp8_flops = 2e15;
+  auto bf16 = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  spec_.training.precision = Precision::kFp8;
+  auto fp8 = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  ASSERT_TRUE(bf16.ok() && fp8.ok());
+  EXPECT_REL(fp8->compute_time_s, 8 * 0.001548884901888 / 2);
+  EXPECT_REL(fp8->memory.total, bf16->memory.total);
+  EXPECT_REL(fp8->mfu, fp8->tflops_per_gpu * 1e12 / 2e15);
 }
 
 // ---- Validation ----
@@ -425,6 +461,27 @@ TEST(AutoPlan, Llama405BOn16kH100sFitsWithTpWithinNode) {
   auto again = EvaluatePlan(Llama405B(), e->plan, hw);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->step_time_s, e->step_time_s);
+}
+
+// The architecture counts 405,853,388,800 parameters (planner_arch_test.cpp). 405e9 is 0.2 % off: no note;
+// 450e9 is 10.9 % off: the explanation says so; omitted: the count is used and named.
+TEST(EvaluatePlan, ParameterCountDiscrepancyIsExplained) {
+  const Plan p = [] {
+    Plan l = Layout(8, 16, 128, 1);
+    l.vpp = 7;
+    return l;
+  }();
+  JobSpec s = Llama405B();
+  auto counted = EvaluatePlan(s, p, Hardware{});
+  ASSERT_TRUE(counted.ok()) << counted.status().message();
+  EXPECT_EQ(counted->model_parameters, 405'853'388'800.0);
+  EXPECT_NE(counted->explanation.find("counted from the architecture"), std::string::npos);
+  s.model.parameters = 405e9;
+  EXPECT_EQ(EvaluatePlan(s, p, Hardware{})->explanation.find("off the"), std::string::npos);
+  s.model.parameters = 450e9;
+  auto off = EvaluatePlan(s, p, Hardware{});
+  EXPECT_EQ(off->model_parameters, 450e9);
+  EXPECT_NE(off->explanation.find("+10.9% off the"), std::string::npos) << off->explanation;
 }
 
 TEST(AutoPlan, NeverExceedsTheNvlinkDomain) {
@@ -546,8 +603,8 @@ TEST(PlanJson, UsesApiFieldNames) {
   EXPECT_DOUBLE_EQ(j.at("bubble_fraction").get<double>(), 1.0 / 9);
   EXPECT_EQ(j.at("comm_bytes_per_step").at("pp").get<double>(), 8'388'608);
   EXPECT_EQ(j.at("comm_bytes_per_step").at("cp").get<double>(), 0);
-  for (const char* k :
-       {"step_time_s", "compute_time_s", "comm_time_s", "exposed_comm_s", "tflops_per_gpu", "mfu", "tokens_per_s"})
+  for (const char* k : {"step_time_s", "compute_time_s", "comm_time_s", "exposed_comm_s", "tflops_per_gpu",
+                        "mfu", "tokens_per_s"})
     EXPECT_GT(j.at(k).get<double>(), 0) << k;
   EXPECT_EQ(j.at("model_parameters").get<double>(), 1e9);
   EXPECT_EQ(j.at("explanation"), e->explanation);

@@ -126,7 +126,8 @@ TEST(Validation, AutoFitsAndIsNoSlowerThanEachPublishedLayout) {
     auto chosen = AutoPlan(r.spec, r.hw);
     ASSERT_TRUE(chosen.ok()) << r.name << ": " << chosen.status().message();
     EXPECT_TRUE(chosen->fits) << r.name << ": " << chosen->explanation;
-    EXPECT_LE(chosen->step_time_s, published->step_time_s * (1 + 1e-9)) << r.name << ": " << chosen->explanation;
+    EXPECT_LE(chosen->step_time_s, published->step_time_s * (1 + 1e-9))
+        << r.name << ": " << chosen->explanation;
     std::printf("[auto] %s | chose tp=%d cp=%d pp=%d vpp=%d dp=%d ZeRO-%d mbs=%d | %.0f TFLOP/s\n", r.name,
                 chosen->plan.tp, chosen->plan.cp, chosen->plan.pp, chosen->plan.vpp, chosen->plan.dp,
                 chosen->plan.zero_stage, chosen->plan.micro_batch_size, chosen->tflops_per_gpu);
@@ -147,7 +148,8 @@ TEST(Validation, MemoryWithinTenPercentOfMegatronsEstimator) {
     l.micro_batches = 16;
     return l;
   }();
-  const MemoryBreakdown m = StageMemory(s, p, std::vector<int>{7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7}, 1);
+  const MemoryBreakdown m =
+      StageMemory(s, p, std::vector<int>{7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7}, 1);
   const double state = m.weights + m.gradients + m.optimizer + m.master_weights;
   EXPECT_NEAR(state / 19'425'070'080.0, 1, 0.10);
   s.training.activation_recompute = Recompute::kSelective;
