@@ -13,17 +13,31 @@
 
 namespace shepherd {
 
-enum class Precision { kBf16, kFp16, kFp32 };
-enum class Optimizer { kAdam, kSgd };  // adam covers AdamW; sgd is SGD with momentum
+enum class Precision { kBf16, kFp16, kFp32, kFp8 };  // fp8: fp8 matmuls, bf16 weights and activations
+enum class Optimizer { kAdam, kSgd };                // adam covers AdamW; sgd is SGD with momentum
 enum class Recompute { kNone, kSelective, kFull };
+enum class Mlp { kGelu, kSwiglu };         // 2-matrix MLP, or gated 3-matrix MLP
+enum class Norm { kLayerNorm, kRmsNorm };  // RMSNorm has no bias
+// Who keeps the model state: Megatron-LM (fp32 main gradients; zero_stage 1 = distributed optimizer),
+// PyTorch FSDP2 (everything sharded) or DeepSpeed ZeRO 0-3 (ZeRO paper byte counts).
+enum class Framework { kMegatron, kFsdp, kDeepSpeed };
+enum class Attention { kFlash, kEager };  // flash/fused attention keeps no s×s score matrix
 
 struct ModelSpec {
-  double parameters = 0;  // total parameter count
+  double parameters = 0;  // total parameter count; 0 = count from the architecture
   int layers = 0;
   int hidden = 0;
   int heads = 0;
   int seq_len = 0;
   int vocab = 0;
+  int kv_heads = 0;    // key/value heads (GQA); 0 = heads
+  int ffn_hidden = 0;  // MLP width; 0 = 4·hidden
+  Mlp mlp = Mlp::kGelu;
+  Norm norm = Norm::kLayerNorm;
+  bool tied_embeddings = false;  // output layer shares the input embedding's weights
+  bool parameters_given() const { return parameters > 0; }
+  int kv() const { return kv_heads > 0 ? kv_heads : heads; }
+  int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
 };
 
 struct TrainingSpec {
@@ -32,6 +46,8 @@ struct TrainingSpec {
   Precision precision = Precision::kBf16;
   Optimizer optimizer = Optimizer::kAdam;
   Recompute activation_recompute = Recompute::kSelective;
+  Framework framework = Framework::kMegatron;
+  Attention attention = Attention::kFlash;
 };
 
 struct ParallelismSpec {
@@ -40,12 +56,17 @@ struct ParallelismSpec {
   int pp = 1;
   int dp = 1;
   int zero_stage = 0;
+  int cp = 1;                             // context parallel (sequence split across ranks in attention)
+  int vpp = 1;                            // virtual pipeline stages per rank (interleaved 1F1B)
+  std::optional<bool> sequence_parallel;  // absent: on when tp > 1
+  std::vector<int> pipeline_layers;       // layers per stage; empty: even, or balanced when pp ∤ layers
 };
 
 struct Resources {
   int gpus = 0;
   int gpus_per_node = 8;
   std::optional<double> gpu_memory_gib;  // GPU size when no inventory is meant (dry-run plans)
+  std::string gpu;  // GPU profile name ("H100-80GB", ...); empty = H100-80GB (scheduler/gpu_profiles.h)
 };
 
 struct CheckpointSpec {
@@ -114,6 +135,8 @@ struct JobSpec {
 };
 
 // A concrete parallel layout. micro_batches = global_batch / (micro_batch_size · dp).
+// Rank order (Megatron): tp fastest, then cp, dp, pp. Placement and health lay ranks out as tp × dp × pp
+// and today only launch jobs with cp = 1 (ParseJobSpec refuses cp > 1 for submitted jobs).
 struct Plan {
   int tp = 1;
   int pp = 1;
@@ -121,7 +144,11 @@ struct Plan {
   int zero_stage = 0;
   int micro_batches = 1;
   int micro_batch_size = 1;
-  int world_size() const { return tp * pp * dp; }
+  int cp = 1;
+  int vpp = 1;
+  bool sequence_parallel = false;
+  std::vector<int> pipeline_layers;  // transformer layers per stage (size pp); empty = layers / pp each
+  int world_size() const { return tp * cp * pp * dp; }
   bool operator==(const Plan&) const = default;
 };
 

@@ -20,46 +20,71 @@ void ParseModel(FieldReader& root, ModelSpec* m, std::vector<FieldError>* errs) 
   const Json* j = root.Find("model");
   if (!j) return root.Error("model", "is required");
   FieldReader r(*j, "model", errs);
-  r.OnlyKnown({"parameters", "layers", "hidden", "heads", "seq_len", "vocab"});
-  if (auto v = r.Number("parameters", true, 1e3, 1e15)) m->parameters = *v;
+  r.OnlyKnown({"parameters", "layers", "hidden", "heads", "seq_len", "vocab", "kv_heads", "ffn_hidden", "mlp",
+               "norm", "tied_embeddings"});
+  // parameters may be omitted: the planner counts them from the architecture.
+  if (auto v = r.Number("parameters", false, 1e3, 1e15)) m->parameters = *v;
   if (auto v = r.Int("layers", true, 1, 100000)) m->layers = int(*v);
   if (auto v = r.Int("hidden", true, 1, 1 << 20)) m->hidden = int(*v);
   if (auto v = r.Int("heads", true, 1, 1 << 16)) m->heads = int(*v);
   if (auto v = r.Int("seq_len", true, 1, 1 << 24)) m->seq_len = int(*v);
   m->vocab = int(r.Int("vocab", false, 1, 1 << 24).value_or(32000));
+  m->kv_heads = int(r.Int("kv_heads", false, 1, 1 << 16).value_or(0));
+  m->ffn_hidden = int(r.Int("ffn_hidden", false, 1, 1 << 22).value_or(0));
+  if (auto v = r.Enum("mlp", {"gelu", "swiglu"})) m->mlp = *v == "swiglu" ? Mlp::kSwiglu : Mlp::kGelu;
+  if (auto v = r.Enum("norm", {"layernorm", "rmsnorm"}))
+    m->norm = *v == "rmsnorm" ? Norm::kRmsNorm : Norm::kLayerNorm;
+  if (auto v = r.Bool("tied_embeddings")) m->tied_embeddings = *v;
   if (m->hidden > 0 && m->heads > 0 && m->hidden % m->heads != 0)
     r.Error("model.heads", "must divide model.hidden");
+  if (m->kv_heads > 0 && m->heads > 0 && m->heads % m->kv_heads != 0)
+    r.Error("model.kv_heads", "must divide model.heads");
 }
 
 void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* errs) {
   const Json* j = root.Find("training");
   if (!j) return root.Error("training", "is required");
   FieldReader r(*j, "training", errs);
-  r.OnlyKnown({"micro_batch_size", "global_batch_size", "precision", "optimizer", "activation_recompute"});
+  r.OnlyKnown({"micro_batch_size", "global_batch_size", "precision", "optimizer", "activation_recompute",
+               "framework", "attention"});
   t->micro_batch_size = int(r.Int("micro_batch_size", false, 1, 1 << 16).value_or(1));
   if (auto v = r.Int("global_batch_size", true, 1, 1 << 28)) t->global_batch_size = int(*v);
-  if (auto v = r.Enum("precision", {"bf16", "fp16", "fp32"}))
-    t->precision = *v == "bf16" ? Precision::kBf16 : *v == "fp16" ? Precision::kFp16 : Precision::kFp32;
+  if (auto v = r.Enum("precision", {"bf16", "fp16", "fp32", "fp8"}))
+    t->precision = *v == "bf16"   ? Precision::kBf16
+                   : *v == "fp16" ? Precision::kFp16
+                   : *v == "fp8"  ? Precision::kFp8
+                                  : Precision::kFp32;
   if (auto v = r.Enum("optimizer", {"adam", "adamw", "sgd"}))
     t->optimizer = *v == "sgd" ? Optimizer::kSgd : Optimizer::kAdam;
   if (auto v = r.Enum("activation_recompute", {"none", "selective", "full"}))
     t->activation_recompute = *v == "none"   ? Recompute::kNone
                               : *v == "full" ? Recompute::kFull
                                              : Recompute::kSelective;
+  if (auto v = r.Enum("framework", {"megatron", "fsdp", "deepspeed"}))
+    t->framework = *v == "fsdp"        ? Framework::kFsdp
+                   : *v == "deepspeed" ? Framework::kDeepSpeed
+                                       : Framework::kMegatron;
+  if (auto v = r.Enum("attention", {"flash", "eager"}))
+    t->attention = *v == "eager" ? Attention::kEager : Attention::kFlash;
 }
 
 void ParseResources(FieldReader& root, Resources* res, std::vector<FieldError>* errs) {
   const Json* j = root.Find("resources");
   if (!j) return root.Error("resources", "is required");
   FieldReader r(*j, "resources", errs);
-  r.OnlyKnown({"gpus", "gpus_per_node", "gpu_memory_gib"});
+  r.OnlyKnown({"gpus", "gpus_per_node", "gpu_memory_gib", "gpu"});
   if (auto v = r.Int("gpus", true, 1, kMaxGpus)) res->gpus = int(*v);
   res->gpus_per_node = int(r.Int("gpus_per_node", false, 1, 1024).value_or(8));
   if (auto v = r.Number("gpu_memory_gib", false, 1, 1 << 20)) res->gpu_memory_gib = *v;
+  // Names of scheduler/gpu_profiles.h; core/ keeps the string, the planner maps it to a profile.
+  if (auto v = r.Enum("gpu", {"A100-80GB", "H100-80GB", "H200", "B200", "GB200-NVL72"})) res->gpu = *v;
 }
 
-// "auto", absent (= auto), or {tp, pp, dp, zero_stage}. dp defaults to gpus / (tp·pp).
-void ParseParallelism(FieldReader& root, JobSpec* s, std::vector<FieldError>* errs) {
+// "auto", absent (= auto), or {tp, cp, pp, dp, vpp, zero_stage, sequence_parallel, pipeline_layers}.
+// dp defaults to gpus / (tp·cp·pp). Layout rules that need the model (tp | kv_heads, stage sizes, ...)
+// are the planner's (scheduler/planner.h); here only what the JSON alone decides. A submitted job
+// (`launch`) must have cp = 1: placement and health lay ranks out as tp × dp × pp.
+void ParseParallelism(FieldReader& root, JobSpec* s, bool launch, std::vector<FieldError>* errs) {
   ParallelismSpec& p = s->parallelism;
   const Json* j = root.Find("parallelism");
   if (!j || (j->is_string() && j->get_ref<const std::string&>() == "auto")) {
@@ -68,19 +93,39 @@ void ParseParallelism(FieldReader& root, JobSpec* s, std::vector<FieldError>* er
   }
   if (!j->is_object()) return root.Error("parallelism", "must be \"auto\" or an object");
   FieldReader r(*j, "parallelism", errs);
-  r.OnlyKnown({"tp", "pp", "dp", "zero_stage"});
+  r.OnlyKnown({"tp", "pp", "dp", "zero_stage", "cp", "vpp", "sequence_parallel", "pipeline_layers"});
   p.tp = int(r.Int("tp", false, 1, kMaxGpus).value_or(1));
   p.pp = int(r.Int("pp", false, 1, kMaxGpus).value_or(1));
+  p.cp = int(r.Int("cp", false, 1, kMaxGpus).value_or(1));
+  p.vpp = int(r.Int("vpp", false, 1, 1024).value_or(1));
   auto dp = r.Int("dp", false, 1, kMaxGpus);
   p.zero_stage = int(r.Int("zero_stage", false, 0, 3).value_or(0));
+  if (auto v = r.Bool("sequence_parallel")) p.sequence_parallel = *v;
+  if (const Json* layers = r.Find("pipeline_layers")) {
+    bool ok = layers->is_array() && static_cast<long long>(layers->size()) == p.pp;
+    for (size_t i = 0; ok && i < layers->size(); ++i) {
+      ok = (*layers)[i].is_number_integer() && (*layers)[i].get<long long>() >= 1 &&
+           (*layers)[i].get<long long>() <= 100000;
+      if (ok) p.pipeline_layers.push_back(int((*layers)[i].get<long long>()));
+    }
+    if (!ok) {
+      p.pipeline_layers.clear();
+      r.Error("parallelism.pipeline_layers", "must be an array of pp positive integers (layers per stage)");
+    }
+  }
   int gpus = s->resources.gpus;
-  p.dp = dp ? int(*dp) : (gpus > 0 && gpus % (p.tp * p.pp) == 0 ? gpus / (p.tp * p.pp) : 1);
-  if (gpus > 0 && static_cast<long long>(p.tp) * p.pp * p.dp != gpus)
-    r.Error("parallelism", "tp·pp·dp = " + std::to_string(static_cast<long long>(p.tp) * p.pp * p.dp) +
+  const long long model_ranks = static_cast<long long>(p.tp) * p.cp * p.pp;
+  p.dp = dp ? int(*dp) : (gpus > 0 && gpus % model_ranks == 0 ? int(gpus / model_ranks) : 1);
+  if (gpus > 0 && model_ranks * p.dp != gpus)
+    r.Error("parallelism", "tp·cp·pp·dp = " + std::to_string(model_ranks * p.dp) +
                                " must equal resources.gpus = " + std::to_string(gpus));
   if (s->model.heads > 0 && s->model.heads % p.tp != 0) r.Error("parallelism.tp", "must divide model.heads");
-  if (s->model.layers > 0 && s->model.layers % p.pp != 0)
-    r.Error("parallelism.pp", "must divide model.layers");
+  if (s->model.kv_heads > 0 && s->model.kv_heads % p.tp != 0)
+    r.Error("parallelism.tp", "must divide model.kv_heads");
+  if (s->model.layers > 0 && p.pp > s->model.layers)
+    r.Error("parallelism.pp", "must not exceed model.layers");
+  if (launch && p.cp > 1)
+    r.Error("parallelism.cp", "cp > 1 can be planned (POST /v1/plan) but not yet launched");
   long long per_step = static_cast<long long>(s->training.micro_batch_size) * p.dp;
   if (s->training.global_batch_size > 0 && s->training.global_batch_size % per_step != 0)
     r.Error("training.global_batch_size",
@@ -192,7 +237,7 @@ Result<JobSpec> ParseSpec(const Json& j, bool full) {
   ParseModel(root, &s.model, &errs);
   ParseTraining(root, &s.training, &errs);
   ParseResources(root, &s.resources, &errs);
-  ParseParallelism(root, &s, &errs);
+  ParseParallelism(root, &s, full, &errs);
   if (full) {
     ParseLaunch(root, &s, &errs);
     ParsePolicy(root, &s.policy, &errs);
@@ -215,29 +260,41 @@ Result<JobSpec> ParseJobSpec(const Json& j) {
 }
 
 Json ToJson(const JobSpec& s) {
-  Json par = s.parallelism.automatic ? Json("auto")
-                                     : Json{{"tp", s.parallelism.tp},
-                                            {"pp", s.parallelism.pp},
-                                            {"dp", s.parallelism.dp},
-                                            {"zero_stage", s.parallelism.zero_stage}};
+  Json par = s.parallelism.automatic
+                 ? Json("auto")
+                 : Json{{"tp", s.parallelism.tp}, {"pp", s.parallelism.pp},
+                        {"dp", s.parallelism.dp}, {"zero_stage", s.parallelism.zero_stage},
+                        {"cp", s.parallelism.cp}, {"vpp", s.parallelism.vpp}};
+  if (!s.parallelism.automatic && s.parallelism.sequence_parallel)
+    par["sequence_parallel"] = *s.parallelism.sequence_parallel;
+  if (!s.parallelism.automatic && !s.parallelism.pipeline_layers.empty())
+    par["pipeline_layers"] = s.parallelism.pipeline_layers;
   Json res = {{"gpus", s.resources.gpus}, {"gpus_per_node", s.resources.gpus_per_node}};
   if (s.resources.gpu_memory_gib) res["gpu_memory_gib"] = *s.resources.gpu_memory_gib;
+  if (!s.resources.gpu.empty()) res["gpu"] = s.resources.gpu;
+  Json model = {{"layers", s.model.layers},
+                {"hidden", s.model.hidden},
+                {"heads", s.model.heads},
+                {"seq_len", s.model.seq_len},
+                {"vocab", s.model.vocab},
+                {"mlp", s.model.mlp == Mlp::kSwiglu ? "swiglu" : "gelu"},
+                {"norm", s.model.norm == Norm::kRmsNorm ? "rmsnorm" : "layernorm"},
+                {"tied_embeddings", s.model.tied_embeddings}};
+  if (s.model.parameters_given()) model["parameters"] = s.model.parameters;
+  if (s.model.kv_heads > 0) model["kv_heads"] = s.model.kv_heads;
+  if (s.model.ffn_hidden > 0) model["ffn_hidden"] = s.model.ffn_hidden;
   const Policy& p = s.policy;
   return {
       {"name", s.name},
-      {"model",
-       {{"parameters", s.model.parameters},
-        {"layers", s.model.layers},
-        {"hidden", s.model.hidden},
-        {"heads", s.model.heads},
-        {"seq_len", s.model.seq_len},
-        {"vocab", s.model.vocab}}},
+      {"model", model},
       {"training",
        {{"micro_batch_size", s.training.micro_batch_size},
         {"global_batch_size", s.training.global_batch_size},
         {"precision", ToString(s.training.precision)},
         {"optimizer", ToString(s.training.optimizer)},
-        {"activation_recompute", ToString(s.training.activation_recompute)}}},
+        {"activation_recompute", ToString(s.training.activation_recompute)},
+        {"framework", ToString(s.training.framework)},
+        {"attention", s.training.attention == Attention::kEager ? "eager" : "flash"}}},
       {"parallelism", par},
       {"resources", res},
       {"command", s.command},
@@ -269,7 +326,20 @@ Json ToJson(const JobSpec& s) {
 }
 
 const char* ToString(Precision p) {
-  return p == Precision::kBf16 ? "bf16" : p == Precision::kFp16 ? "fp16" : "fp32";
+  switch (p) {
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kFp8:
+      return "fp8";
+    case Precision::kFp32:
+      break;
+  }
+  return "fp32";
+}
+const char* ToString(Framework f) {
+  return f == Framework::kFsdp ? "fsdp" : f == Framework::kDeepSpeed ? "deepspeed" : "megatron";
 }
 const char* ToString(Optimizer o) {
   return o == Optimizer::kAdam ? "adam" : "sgd";

@@ -127,7 +127,11 @@ Json ToJson(const Plan& p) {
           {"dp", p.dp},
           {"zero_stage", p.zero_stage},
           {"micro_batches", p.micro_batches},
-          {"micro_batch_size", p.micro_batch_size}};
+          {"micro_batch_size", p.micro_batch_size},
+          {"cp", p.cp},
+          {"vpp", p.vpp},
+          {"sequence_parallel", p.sequence_parallel},
+          {"pipeline_layers", p.pipeline_layers}};
 }
 
 Result<Plan> ParsePlan(const Json& j) {
@@ -139,6 +143,10 @@ Result<Plan> ParsePlan(const Json& j) {
     p.zero_stage = j.at("zero_stage");
     p.micro_batches = j.at("micro_batches");
     p.micro_batch_size = j.value("micro_batch_size", 1);
+    p.cp = j.value("cp", 1);
+    p.vpp = j.value("vpp", 1);
+    p.sequence_parallel = j.value("sequence_parallel", false);
+    p.pipeline_layers = j.value("pipeline_layers", std::vector<int>{});
     return p;
   });
 }

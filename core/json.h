@@ -47,5 +47,6 @@ Result<Finding> FindingFromJson(const Json& j);
 const char* ToString(Precision p);
 const char* ToString(Optimizer o);
 const char* ToString(Recompute r);
+const char* ToString(Framework f);
 
 }  // namespace shepherd

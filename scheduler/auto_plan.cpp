@@ -1,11 +1,16 @@
-// AutoPlan: exhaustive search over (tp, pp, micro_batch_size) with the smallest ZeRO stage that fits.
-// The space is small (divisors of heads × divisors of layers × log2(batch) × 4 stages, a few thousand
-// estimates at most), so no pruning beyond "a larger micro-batch never needs less memory".
+// AutoPlan: exhaustive search over (tp, cp, pp, vpp, micro_batch_size) with the smallest ZeRO stage that
+// fits. The space stays small because every axis must divide something: tp divides the KV heads and fits the
+// NVLink domain, cp is a power of two dividing seq_len/2, pp divides gpus/(tp·cp) and is at most the layer
+// count, dp = gpus/(tp·cp·pp) divides the batch, micro-batches are powers of two. At 131,072 GPUs that is
+// tens of thousands of estimates (bench/planner_bench.cpp). Pruning: a larger micro-batch never needs less
+// memory, so the micro-batch loop stops at the first size nothing fits.
 #include <algorithm>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "scheduler/pipeline_layout.h"
 #include "scheduler/planner.h"
 #include "scheduler/planner_internal.h"
 
@@ -15,13 +20,8 @@ namespace {
 
 using namespace planner_internal;
 
-std::vector<int> Divisors(int n) {
-  std::vector<int> d;
-  for (int i = 1; i <= n; ++i) {
-    if (n % i == 0) d.push_back(i);
-  }
-  return d;
-}
+constexpr int kMaxVpp = 8;
+constexpr int kMaxCp = 64;
 
 std::string Join(const std::vector<int>& v) {
   std::string s;
@@ -29,35 +29,36 @@ std::string Join(const std::vector<int>& v) {
   return "{" + s + "}";
 }
 
-// Fastest first; ties (1e-9 relative) to lower ZeRO, fewer stages, smaller TP, larger micro-batch.
+// Fastest first; ties (1e-9 relative) to lower ZeRO, fewer stages, smaller tp, cp, vpp, larger micro-batch.
 bool Faster(const PlanEstimate& a, const PlanEstimate& b) {
   const double tol = 1e-9 * std::max(a.step_time_s, b.step_time_s);
   if (a.step_time_s < b.step_time_s - tol) return true;
   if (b.step_time_s < a.step_time_s - tol) return false;
-  if (a.plan.zero_stage != b.plan.zero_stage) return a.plan.zero_stage < b.plan.zero_stage;
-  if (a.plan.pp != b.plan.pp) return a.plan.pp < b.plan.pp;
-  if (a.plan.tp != b.plan.tp) return a.plan.tp < b.plan.tp;
-  return a.plan.micro_batch_size > b.plan.micro_batch_size;
+  const Plan &p = a.plan, &q = b.plan;
+  if (p.zero_stage != q.zero_stage) return p.zero_stage < q.zero_stage;
+  if (p.pp != q.pp) return p.pp < q.pp;
+  if (p.tp != q.tp) return p.tp < q.tp;
+  if (p.cp != q.cp) return p.cp < q.cp;
+  if (p.vpp != q.vpp) return p.vpp < q.vpp;
+  return p.micro_batch_size > q.micro_batch_size;
 }
 
 struct Search {
-  int layouts = 0;             // (tp, pp) pairs whose product divides the GPUs
-  int rejected_batch = 0;      // ... whose dp does not divide the global batch
-  int rejected_memory = 0;     // ... that do not fit even with ZeRO-3 at micro-batch 1
-  int fitting_candidates = 0;  // (tp, pp, micro-batch) combinations that fit
-  std::optional<PlanEstimate> best, runner_up;
+  int layouts = 0;                // (tp, cp, pp) whose product divides the GPUs
+  int rejected_batch = 0;         // ... whose dp does not divide the global batch
+  int rejected_memory = 0;        // (layout, vpp) that do not fit with any ZeRO stage at micro-batch 1
+  int fitting_candidates = 0;     // fitting (layout, vpp, micro-batch) combinations
+  std::vector<PlanEstimate> top;  // fastest first, at most 3
   std::optional<PlanEstimate> best_lower_zero;  // the winner's layout one ZeRO stage lower (did not fit)
   std::optional<PlanEstimate> closest;          // least memory per GPU, for when nothing fits
 
   void Offer(const PlanEstimate& e, const std::optional<PlanEstimate>& lower_zero) {
     ++fitting_candidates;
-    if (!best || Faster(e, *best)) {
-      if (best && (!runner_up || Faster(*best, *runner_up))) runner_up = best;
-      best = e;
-      best_lower_zero = lower_zero;
-    } else if (!runner_up || Faster(e, *runner_up)) {
-      runner_up = e;
-    }
+    auto at = std::find_if(top.begin(), top.end(), [&](const PlanEstimate& t) { return Faster(e, t); });
+    if (at == top.end() && top.size() >= 3) return;
+    if (at == top.begin()) best_lower_zero = lower_zero;
+    top.insert(at, e);
+    if (top.size() > 3) top.pop_back();
   }
   void OfferClosest(const PlanEstimate& e) {
     if (!closest || e.memory.total < closest->memory.total ||
@@ -67,40 +68,67 @@ struct Search {
   }
 };
 
+std::string Summary(const PlanEstimate& e) {
+  return Format("%s: step %.3g s, %.0f TFLOP/s per GPU, %.1f GB per GPU", Describe(e.plan).c_str(),
+                e.step_time_s, e.tflops_per_gpu, e.memory.total / 1e9);
+}
+
+// Why `a` beats `b`: the step-time terms side by side.
+std::string WhyFaster(const PlanEstimate& a, const PlanEstimate& b) {
+  const double bubble_a = a.compute_time_s * a.bubble_fraction / (1 - a.bubble_fraction);
+  const double bubble_b = b.compute_time_s * b.bubble_fraction / (1 - b.bubble_fraction);
+  return Format(
+      "compute %.3g vs %.3g s, pipeline bubble %.3g vs %.3g s, exposed communication %.3g vs %.3g s",
+      a.compute_time_s, b.compute_time_s, bubble_a, bubble_b, a.exposed_comm_s, b.exposed_comm_s);
+}
+
 std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<int>& tps,
-                    const std::vector<int>& pps, const Search& s) {
+                    const std::vector<int>& cps, const Search& s) {
   const ModelSpec& m = spec.model;
-  std::string x = Format(
-      "auto: searched tp in %s (divisors of %d heads within the %d-GPU NVLink domain) and pp in %s "
-      "(divisors of %d layers); %d (tp, pp) layouts divide %d GPUs",
-      Join(tps).c_str(), m.heads, hw.nvlink_domain_gpus, Join(pps).c_str(), m.layers, s.layouts,
-      spec.resources.gpus);
+  std::string x = ParameterNote(m);
+  x += Format(
+      "auto: searched tp in %s (dividing %d heads and %d KV heads within the %d-GPU NVLink domain), cp in "
+      "%s, "
+      "pp from 1 to %d layers (uneven stages balanced), vpp up to %d, micro-batches of powers of two, and "
+      "the smallest fitting ZeRO stage; %d (tp, cp, pp) layouts divide %d GPUs",
+      Join(tps).c_str(), m.heads, m.kv(), hw.nvlink_domain_gpus, Join(cps).c_str(), m.layers, kMaxVpp,
+      s.layouts, spec.resources.gpus);
   if (s.rejected_batch > 0) {
     x += Format("; %d rejected because dp does not divide the global batch of %d", s.rejected_batch,
                 spec.training.global_batch_size);
   }
   if (s.rejected_memory > 0) {
-    x += Format("; %d rejected because they do not fit in memory even with ZeRO-3 and micro-batch 1",
-                s.rejected_memory);
+    x += Format(
+        "; %d (layout, vpp) rejected because they do not fit in memory at any ZeRO stage with "
+        "micro-batch 1",
+        s.rejected_memory);
   }
-  x += Format("; %d fitting (layout, micro-batch) candidates compared by estimated step time. ",
-              s.fitting_candidates);
-  if (!s.best) {
+  x += Format("; %d fitting candidates compared by estimated step time. ", s.fitting_candidates);
+  if (s.top.empty()) {
     x += "Nothing fits; closest (least memory per GPU): " + Describe(s.closest->plan) + ": " +
          DescribeEstimate(*s.closest, hw) +
          ". More GPUs, a higher recompute level or a shorter sequence would reduce memory per GPU.";
     return x;
   }
-  x += "Chose " + Describe(s.best->plan) + " (fastest that fits): " + DescribeEstimate(*s.best, hw) + ".";
+  const PlanEstimate& best = s.top.front();
+  x += "Chose " + Describe(best.plan) + " (fastest that fits): " + DescribeEstimate(best, hw) + ".";
   if (s.best_lower_zero) {
     x += Format(" ZeRO-%d would need %.1f GB per GPU.", s.best_lower_zero->plan.zero_stage,
                 s.best_lower_zero->memory.total / 1e9);
   }
-  if (s.runner_up) {
-    x += Format(" Runner-up %s: step %.3g s (%+.1f%%).", Describe(s.runner_up->plan).c_str(),
-                s.runner_up->step_time_s, 100 * (s.runner_up->step_time_s / s.best->step_time_s - 1));
+  x += " Top candidates: ";
+  for (size_t i = 0; i < s.top.size(); ++i) x += Format("%zu) %s; ", i + 1, Summary(s.top[i]).c_str());
+  if (s.top.size() > 1) {
+    x += Format("the winner is %.1f%% faster than the runner-up (%s).",
+                100 * (s.top[1].step_time_s / best.step_time_s - 1), WhyFaster(best, s.top[1]).c_str());
   }
   return x;
+}
+
+std::vector<int> ZeroStages(Framework f, int shards) {
+  if (f == Framework::kFsdp) return {3};
+  if (shards == 1) return {0};  // nothing to shard over
+  return {0, 1, 2, 3};
 }
 
 }  // namespace
@@ -108,44 +136,65 @@ std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<i
 Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
   std::vector<FieldError> errors = ValidateSpec(spec, hw);
   if (!errors.empty()) return InvalidContent("invalid job for planning", std::move(errors));
-  const int gpus = spec.resources.gpus;
+  const ModelSpec& m = spec.model;
+  const long long gpus = spec.resources.gpus;
   const int batch = spec.training.global_batch_size;
 
   std::vector<int> tps;
-  for (int tp : Divisors(spec.model.heads)) {
-    if (tp <= hw.nvlink_domain_gpus) tps.push_back(tp);
+  const int tp_limit = std::gcd(m.heads, m.kv());
+  for (int tp = 1; tp <= std::min(tp_limit, hw.nvlink_domain_gpus); ++tp) {
+    if (tp_limit % tp == 0) tps.push_back(tp);
   }
-  const std::vector<int> pps = Divisors(spec.model.layers);
+  std::vector<int> cps;
+  for (int cp = 1; cp <= kMaxCp; cp *= 2) {
+    if (cp == 1 || m.seq_len % (2 * cp) == 0) cps.push_back(cp);
+  }
 
   Search s;
   for (int tp : tps) {
-    for (int pp : pps) {
-      if (gpus % (static_cast<long long>(tp) * pp) != 0) continue;
-      ++s.layouts;
-      const int dp = gpus / (tp * pp);
-      if (batch % dp != 0) {
-        ++s.rejected_batch;
-        continue;
-      }
-      for (int mbs = 1; batch % (static_cast<long long>(mbs) * dp) == 0; mbs *= 2) {
-        Plan plan{.tp = tp, .pp = pp, .dp = dp, .micro_batches = batch / (mbs * dp), .micro_batch_size = mbs};
-        std::optional<PlanEstimate> lower;
-        bool fitted = false;
-        // With dp = 1 ZeRO shards nothing, so only stage 0 is worth naming.
-        for (int zero = 0; zero <= (dp > 1 ? 3 : 0) && !fitted; ++zero) {
-          plan.zero_stage = zero;
-          PlanEstimate e = Estimate(spec, plan, hw);
-          s.OfferClosest(e);
-          if (e.fits) {
-            s.Offer(e, lower);
-            fitted = true;
-          } else {
-            lower = e;
-          }
+    for (int cp : cps) {
+      for (int pp = 1; pp <= m.layers; ++pp) {
+        const long long model_ranks = static_cast<long long>(tp) * cp * pp;
+        if (model_ranks > gpus) break;
+        if (gpus % model_ranks != 0) continue;
+        ++s.layouts;
+        const int dp = static_cast<int>(gpus / model_ranks);
+        if (batch % dp != 0) {
+          ++s.rejected_batch;
+          continue;
         }
-        if (!fitted) {
-          if (mbs == 1) ++s.rejected_memory;
-          break;  // larger micro-batches need at least as much memory
+        const std::vector<int> layers = StageLayers(m.layers, pp);
+        const int fewest = *std::min_element(layers.begin(), layers.end());
+        const int max_vpp = pp == 1 ? 1 : std::min(kMaxVpp, fewest);
+        for (int vpp = 1; vpp <= max_vpp; ++vpp) {
+          for (int mbs = 1; batch % (static_cast<long long>(mbs) * dp) == 0; mbs *= 2) {
+            Plan plan{.tp = tp,
+                      .pp = pp,
+                      .dp = dp,
+                      .micro_batches = batch / (mbs * dp),
+                      .micro_batch_size = mbs,
+                      .cp = cp,
+                      .vpp = vpp,
+                      .sequence_parallel = tp > 1,
+                      .pipeline_layers = {}};
+            std::optional<PlanEstimate> lower;
+            bool fitted = false;
+            for (int zero : ZeroStages(spec.training.framework, dp * cp)) {
+              plan.zero_stage = zero;
+              PlanEstimate e = Estimate(spec, plan, hw);
+              s.OfferClosest(e);
+              if (e.fits) {
+                s.Offer(e, lower);
+                fitted = true;
+                break;
+              }
+              lower = e;
+            }
+            if (!fitted) {
+              if (mbs == 1) ++s.rejected_memory;
+              break;  // larger micro-batches need at least as much memory
+            }
+          }
         }
       }
     }
@@ -154,12 +203,12 @@ Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
     return InvalidContent(
         "no parallel layout divides the job",
         {{"resources.gpus",
-          Format("%d GPUs admit no tp (dividing %d heads, <= %d) × pp (dividing %d layers) "
+          Format("%lld GPUs admit no tp (dividing %d heads and %d KV heads, <= %d) × cp × pp (<= %d layers) "
                  "× dp dividing the global batch of %d",
-                 gpus, spec.model.heads, hw.nvlink_domain_gpus, spec.model.layers, batch)}});
+                 gpus, m.heads, m.kv(), hw.nvlink_domain_gpus, m.layers, batch)}});
   }
-  PlanEstimate result = s.best ? *s.best : *s.closest;
-  result.explanation = Explain(spec, hw, tps, pps, s);
+  PlanEstimate result = s.top.empty() ? *s.closest : s.top.front();
+  result.explanation = Explain(spec, hw, tps, cps, s);
   return result;
 }
 

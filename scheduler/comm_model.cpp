@@ -1,21 +1,71 @@
 #include "scheduler/comm_model.h"
 
 #include <algorithm>
+#include <cmath>
+#include <vector>
 
 #include "scheduler/memory_model.h"
+#include "scheduler/model_arch.h"
+#include "scheduler/pipeline_layout.h"
 
 namespace shepherd {
 
 namespace {
 
+// Assumptions (docs/planner.md): Megatron's default gradient bucket of 40M parameters is the part of the
+// once-per-step reduction that cannot overlap; per-micro-batch ZeRO-3/FSDP traffic overlaps compute at
+// 80 % (prefetch is per layer, the first gather and SM contention are not hidden).
+constexpr double kBucketParams = 40e6;
+constexpr double kPerMicroBatchOverlap = 0.8;
+
 double ActivationElementBytes(Precision p) {
   return p == Precision::kFp32 ? 4 : 2;
 }
 
+int CeilLog2(int n) {
+  int steps = 0;
+  while ((1 << steps) < n) ++steps;
+  return steps;
+}
+
+bool SequenceParallel(const Plan& p) {
+  return p.sequence_parallel || p.tp == 1;
+}
+
+// Bytes of the activation tensor one rank exchanges with its TP group per collective.
+double ActivationBytes(const JobSpec& spec, const Plan& plan) {
+  return static_cast<double>(spec.model.seq_len) / plan.cp * plan.micro_batch_size * spec.model.hidden *
+         ActivationElementBytes(spec.training.precision);
+}
+
+double GradientElementBytes(const TrainingSpec& t) {
+  if (t.framework == Framework::kDeepSpeed) return t.precision == Precision::kFp32 ? 4 : 2;
+  return 4;  // Megatron and FSDP reduce fp32 gradients
+}
+
+struct DpVolumes {
+  double once = 0;             // bytes per step not tied to a micro-batch
+  double reduce = 0;           // ... of which gradient reduction (overlaps the last backward)
+  double per_micro_batch = 0;  // bytes per micro-batch (ZeRO-2/3, FSDP)
+};
+
+// Parameters of the rank of the heaviest stage (the one whose DP traffic is largest).
+double MaxStageParams(const JobSpec& spec, const Plan& plan, const std::vector<int>& layers) {
+  double most = 0;
+  for (int i = 0; i < plan.pp; ++i)
+    most = std::max(most, StageParamsPerRank(spec.model, plan.tp, plan.pp, i, layers[i]));
+  return most;
+}
+
+int ZeroStageOf(const TrainingSpec& t, const Plan& plan) {
+  return t.framework == Framework::kFsdp ? 3 : plan.zero_stage;
+}
+
 }  // namespace
 
-double BubbleFraction(int stages, int micro_batches) {
-  return static_cast<double>(stages - 1) / (stages - 1 + micro_batches);
+double BubbleFraction(int stages, int micro_batches, int vpp) {
+  const double b = static_cast<double>(stages - 1) / vpp;
+  return b / (micro_batches + b);
 }
 
 double RingAllReduceBytes(double bytes, int n) {
@@ -26,53 +76,148 @@ double AllGatherBytes(double bytes, int n) {
   return static_cast<double>(n - 1) / n * bytes;
 }
 
+double AllReduceSeconds(double bytes, int n, double bw, double latency) {
+  if (n <= 1) return 0;
+  const int steps = std::min(2 * (n - 1), 2 * CeilLog2(n));
+  return RingAllReduceBytes(bytes, n) / bw + latency * steps;
+}
+
+double AllGatherSeconds(double bytes, int n, double bw, double latency) {
+  if (n <= 1) return 0;
+  const int steps = std::min(n - 1, CeilLog2(n));
+  return AllGatherBytes(bytes, n) / bw + latency * steps;
+}
+
+double MatmulEfficiency(const ModelSpec& m, int tp, const Hardware& hw) {
+  const double d = static_cast<double>(m.hidden) / tp;
+  return hw.matmul_efficiency * d / (d + hw.matmul_half_size);
+}
+
 CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan) {
   const ModelSpec& m = spec.model;
   const TrainingSpec& t = spec.training;
-  const double activation =
-      static_cast<double>(m.seq_len) * plan.micro_batch_size * m.hidden * ActivationElementBytes(t.precision);
-  const int layers_per_stage = m.layers / plan.pp;
-  const int tp_all_reduces_per_layer = t.activation_recompute == Recompute::kFull ? 6 : 4;
-
+  const std::vector<int> layers = StageLayers(m.layers, plan.pp, plan.pipeline_layers);
+  const int stage_layers = *std::max_element(layers.begin(), layers.end());
+  const double a = ActivationBytes(spec, plan);
+  const double mb = plan.micro_batches;
   CommBytes c;
-  c.tp = static_cast<double>(layers_per_stage) * plan.micro_batches * tp_all_reduces_per_layer *
-         RingAllReduceBytes(activation, plan.tp);
-  c.pp = plan.pp > 1 ? 2.0 * plan.micro_batches * activation : 0;
+  const int tp_collectives = t.activation_recompute == Recompute::kFull ? 6 : 4;
+  c.tp = stage_layers * mb * tp_collectives * RingAllReduceBytes(a, plan.tp);
+  const double head_dim = static_cast<double>(m.hidden) / m.heads;
+  const double kv_chunk = 2.0 * m.seq_len / plan.cp * plan.micro_batch_size * m.kv() * head_dim *
+                          ActivationElementBytes(t.precision);
+  c.cp = stage_layers * mb * 3.0 * (plan.cp - 1) * kv_chunk;
+  c.pp = plan.pp > 1 ? 2.0 * mb * plan.vpp * a / (SequenceParallel(plan) ? plan.tp : 1) : 0;
 
-  const double params = std::max(StageParamsPerRank(m, plan.tp, plan.pp, 0),
-                                 StageParamsPerRank(m, plan.tp, plan.pp, plan.pp - 1));
-  const double grad_bytes = params * ModelStateBytesPerParam(t.precision, t.optimizer, 0, 1).gradients;
-  const int m_batches = plan.micro_batches;
-  const double passes = plan.zero_stage <= 1 ? 2 : plan.zero_stage == 2 ? m_batches + 1 : 2 * m_batches + 1;
-  c.dp = passes * AllGatherBytes(grad_bytes, plan.dp);
+  const double params = MaxStageParams(spec, plan, layers);
+  const double g = params * GradientElementBytes(t);
+  const double w = params * 2;
+  const int n = plan.dp * plan.cp;
+  switch (ZeroStageOf(t, plan)) {
+    case 0:
+      c.dp = RingAllReduceBytes(g, n);
+      break;
+    case 1:
+      c.dp = AllGatherBytes(g, n) + AllGatherBytes(w, n);
+      break;
+    case 2:
+      c.dp = mb * AllGatherBytes(g, n) + AllGatherBytes(w, n);
+      break;
+    default:
+      c.dp = mb * (2 * AllGatherBytes(w, n) + AllGatherBytes(g, n));
+      break;
+  }
   return c;
 }
 
-StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const CommBytes& comm, double bubble,
-                          const Hardware& hw) {
-  const double flops_per_param_token = spec.training.activation_recompute == Recompute::kFull ? 8 : 6;
-  const double tokens = static_cast<double>(spec.training.global_batch_size) * spec.model.seq_len;
-  const double gpus = plan.world_size();
-  StepTime s;
-  s.compute = flops_per_param_token * spec.model.parameters * tokens / (gpus * hw.peak_flops * hw.mfu);
+StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware& hw) {
+  const ModelSpec& m = spec.model;
+  const TrainingSpec& t = spec.training;
+  const std::vector<int> layers = StageLayers(m.layers, plan.pp, plan.pipeline_layers);
+  const double peak = t.precision == Precision::kFp8 ? hw.peak_fp8_flops : hw.peak_flops;
+  const double rate = peak * MatmulEfficiency(m, plan.tp, hw);
+  const double tokens = static_cast<double>(m.seq_len) * plan.micro_batch_size;  // per micro-batch
+  const double layer_flops = 6 * PlannedLayerParams(m) * tokens;
+  // The GPU runs causal attention: flash kernels skip the masked half of QKᵀ and AV (6·s·h per token
+  // and layer, not the 12·s·h of the model-FLOP convention).
+  const double attention_flops = 6.0 * m.seq_len * m.hidden * tokens;
+  const double recompute = t.activation_recompute == Recompute::kFull ? 4.0 / 3 : 1;
+  const double model_ranks = static_cast<double>(plan.tp) * plan.cp;
+  double stage_s = 0, stage_attention_s = 0;
+  for (int i = 0; i < plan.pp; ++i) {
+    double flops = layers[i] * (layer_flops + attention_flops) * recompute;
+    if (i == plan.pp - 1) flops += 6.0 * m.vocab * m.hidden * tokens;
+    const double s = flops / model_ranks / rate;
+    if (s > stage_s) {
+      stage_s = s;
+      stage_attention_s = layers[i] * attention_flops * recompute / model_ranks / rate;
+    }
+  }
+  StepTime st;
+  const double mb = plan.micro_batches;
+  st.compute = mb * stage_s;
+  st.bubble = static_cast<double>(plan.pp - 1) / plan.vpp * stage_s;
 
-  // Contiguous placement: a group stays inside one NVLink domain when its rank span does.
-  const bool dp_in_domain = plan.tp * plan.dp <= hw.nvlink_domain_gpus;
-  const bool pp_in_domain = plan.world_size() <= hw.nvlink_domain_gpus;
-  s.tp = comm.tp / hw.nvlink_bytes_per_s;
-  s.pp = comm.pp / (pp_in_domain ? hw.nvlink_bytes_per_s : hw.ib_bytes_per_s);
-  s.dp = comm.dp / (dp_in_domain ? hw.nvlink_bytes_per_s : hw.ib_bytes_per_s);
+  const int stage_layers = *std::max_element(layers.begin(), layers.end());
+  const double a = ActivationBytes(spec, plan);
+  const int domain = hw.nvlink_domain_gpus;
+  // Contiguous placement in rank order tp, cp, dp, pp: a group stays in one NVLink domain when its span does.
+  auto bw = [&](long long span) { return span <= domain ? hw.nvlink_bytes_per_s : hw.ib_bytes_per_s; };
+  auto lat = [&](long long span) { return span <= domain ? hw.nvlink_latency_s : hw.ib_latency_s; };
+  const int tp_collectives = t.activation_recompute == Recompute::kFull ? 6 : 4;
+  st.tp = stage_layers * mb * tp_collectives * AllReduceSeconds(a, plan.tp, bw(plan.tp), lat(plan.tp));
 
-  // DP traffic hides behind the backward of the last micro-batch (ZeRO 0/1: one reduction at the end of
-  // the step), behind every backward (ZeRO-2: a reduce-scatter per micro-batch) or behind all compute
-  // (ZeRO-3: all-gathers prefetched during forward and backward).
-  const double backward = 2.0 / 3.0 * s.compute;
-  const double overlap = plan.zero_stage <= 1   ? backward / plan.micro_batches
-                         : plan.zero_stage == 2 ? backward
-                                                : s.compute;
-  s.dp_exposed = std::max(0.0, s.dp - overlap);
-  s.step = s.compute / (1 - bubble) + s.tp + s.pp + s.dp_exposed;
-  return s;
+  const long long cp_span = static_cast<long long>(plan.tp) * plan.cp;
+  const CommBytes c = EstimateCommBytes(spec, plan);
+  st.cp = plan.cp > 1 ? c.cp / bw(cp_span) + stage_layers * mb * 3.0 * (plan.cp - 1) * lat(cp_span) : 0;
+  const double cp_exposed = std::max(0.0, st.cp - mb * stage_attention_s);
+
+  const long long world = plan.world_size();
+  st.pp = plan.pp > 1 ? c.pp / bw(world) + 2.0 * mb * plan.vpp * lat(world) : 0;
+
+  const long long dp_span = static_cast<long long>(plan.tp) * plan.cp * plan.dp;
+  const int n = plan.dp * plan.cp;
+  const double params = MaxStageParams(spec, plan, layers);
+  const double g = params * GradientElementBytes(t);
+  const double w = params * 2;
+  const double b = bw(dp_span), l = lat(dp_span);
+  double dp_exposed = 0;
+  const double backward = 2.0 / 3 * stage_s, forward = stage_s / 3;
+  // The last gradient bucket's reduction starts after the backward ends: never hidden.
+  const double bucket_params = std::min(params, kBucketParams);
+  switch (ZeroStageOf(t, plan)) {
+    case 0:
+      st.dp = AllReduceSeconds(g, n, b, l);
+      dp_exposed =
+          std::max(st.dp - backward, AllReduceSeconds(bucket_params * GradientElementBytes(t), n, b, l));
+      break;
+    case 1: {
+      const double reduce = AllGatherSeconds(g, n, b, l), gather = AllGatherSeconds(w, n, b, l);
+      st.dp = reduce + gather;
+      dp_exposed =
+          std::max(reduce - backward, AllGatherSeconds(bucket_params * GradientElementBytes(t), n, b, l)) +
+          std::max(0.0, gather - forward);
+      break;
+    }
+    case 2: {
+      const double reduce = AllGatherSeconds(g, n, b, l), gather = AllGatherSeconds(w, n, b, l);
+      st.dp = mb * reduce + gather;
+      dp_exposed =
+          mb * (std::max(0.0, reduce - backward) + (1 - kPerMicroBatchOverlap) * std::min(reduce, backward)) +
+          std::max(0.0, gather - forward);
+      break;
+    }
+    default: {
+      const double per_mb = 2 * AllGatherSeconds(w, n, b, l) + AllGatherSeconds(g, n, b, l);
+      st.dp = mb * per_mb;
+      dp_exposed =
+          mb * (std::max(0.0, per_mb - stage_s) + (1 - kPerMicroBatchOverlap) * std::min(per_mb, stage_s));
+      break;
+    }
+  }
+  st.exposed = st.tp + cp_exposed + st.pp + dp_exposed;
+  st.step = st.compute + st.bubble + st.exposed;
+  return st;
 }
 
 }  // namespace shepherd

@@ -1,5 +1,5 @@
-// Communication volume, pipeline bubble and step time of a 3D-parallel transformer layout. Building
-// blocks of scheduler/planner.h, exposed for tests.
+// Communication volume, collective times, pipeline bubble and step time of a parallel transformer layout.
+// Building blocks of scheduler/planner.h, exposed for tests. Formulas and sources: docs/planner.md.
 // REQUIRES for every function taking a plan: the plan and spec passed planner validation.
 #pragma once
 
@@ -8,39 +8,48 @@
 
 namespace shepherd {
 
-// Idle fraction of a 1F1B pipeline with `stages` stages and `micro_batches` micro-batches:
-// (S − 1) / (S − 1 + M).
-double BubbleFraction(int stages, int micro_batches);
+// Idle fraction of a 1F1B pipeline with `stages` stages, `micro_batches` micro-batches and `vpp` virtual
+// stages per rank (Narayanan et al. 2021 §2.2): b = (S − 1)/vpp; b / (M + b).
+double BubbleFraction(int stages, int micro_batches, int vpp = 1);
 
 // Bytes each of `n` ranks sends in a ring all-reduce of a `bytes`-sized buffer: 2·(n − 1)/n · bytes.
 double RingAllReduceBytes(double bytes, int n);
 // Bytes each of `n` ranks sends in a ring all-gather or reduce-scatter: (n − 1)/n · bytes.
 double AllGatherBytes(double bytes, int n);
 
-// Bytes one rank sends per step (global_batch / (micro_batch_size · dp) micro-batches), by axis:
-//   tp: per layer of its stage and per micro-batch, ring all-reduces of the activation tensor
-//       (seq_len · micro_batch_size · hidden · 2 bytes; 4 for fp32): two in forward and two in backward,
-//       plus two more with full recompute (the forward runs twice). Sequence parallelism replaces each
-//       all-reduce by a reduce-scatter and an all-gather, which move the same bytes.
-//   pp: one activation tensor per micro-batch forward and one gradient backward, for a middle stage
-//       (the first and last stages send half of that); 0 when pp = 1.
-//   dp: over the rank's parameters (worst stage; G bytes at 16-bit or fp32 size), with N = dp and
-//       M = micro-batches, (N − 1)/N · G times
-//         2       for ZeRO 0 and 1 (one gradient all-reduce, or reduce-scatter plus parameter all-gather);
-//         M + 1   for ZeRO-2 (sharded gradients are reduce-scattered after every micro-batch);
-//         2M + 1  for ZeRO-3 (parameters all-gathered for every forward and backward, gradients
-//                 reduce-scattered once), i.e. 1.5× DDP's traffic at M = 1.
+// Seconds of a collective over `n` ranks at bus bandwidth `bw` with per-step latency `latency`:
+// bytes moved per rank / bw + latency × steps, where steps is the smaller of the ring's (2(n − 1) for an
+// all-reduce, n − 1 for an all-gather or reduce-scatter) and a tree's (2·⌈log2 n⌉, ⌈log2 n⌉). NCCL picks
+// the tree for small, latency-bound messages; the bandwidth term is the ring's for both. 0 for n = 1.
+double AllReduceSeconds(double bytes, int n, double bw, double latency);
+double AllGatherSeconds(double bytes, int n, double bw, double latency);
+
+// Bytes one rank of the slowest stage sends per step, by axis (M micro-batches, L layers on the stage,
+// A = s/cp · b · h · 2 bytes (4 for fp32)):
+//   tp: L · M · (4, or 6 with full recompute) ring all-reduces of A (with sequence parallelism a
+//       reduce-scatter plus an all-gather each, the same bytes);
+//   cp: ring attention: L · M · 3 · (cp − 1) · K and V chunks (2 · s/cp · b · kv_heads·head_dim · 2 bytes),
+//       once forward, twice backward (K, V and their gradients);
+//   pp: 2 · M · vpp activation tensors (A/tp with sequence parallelism), forward and backward;
+//   dp (shards N = dp·cp, parameters P of the rank, gradients reduced in fp32 by megatron and fsdp, in the
+//       weight precision by deepspeed): all-reduce of gradients (ZeRO 0), reduce-scatter of gradients plus
+//       all-gather of 16-bit weights (megatron distributed optimizer, ZeRO-1), M reduce-scatters plus one
+//       gather (ZeRO-2), M · (two weight all-gathers + a gradient reduce-scatter) (ZeRO-3, FSDP).
 CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan);
 
 // Seconds of one training step, see EvaluatePlan in scheduler/planner.h for the model.
 struct StepTime {
-  double compute = 0;  // without bubble
-  double tp = 0, pp = 0, dp = 0;
-  double dp_exposed = 0;  // dp not hidden behind compute (see EvaluatePlan)
-  double step = 0;
-  double comm() const { return tp + pp + dp; }
+  double compute = 0;                     // micro_batches · slowest stage time
+  double bubble = 0;                      // (pp − 1)/vpp · slowest stage time
+  double tp = 0, cp = 0, pp = 0, dp = 0;  // total time of each axis' collectives
+  double exposed = 0;                     // communication on the critical path
+  double step = 0;                        // compute + bubble + exposed
+  double comm() const { return tp + cp + pp + dp; }
 };
-StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const CommBytes& comm, double bubble,
-                          const Hardware& hw);
+StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware& hw);
+
+// Fraction of peak the matmuls of a rank reach: hw.matmul_efficiency · d / (d + hw.matmul_half_size),
+// d = hidden / tp.
+double MatmulEfficiency(const ModelSpec& m, int tp, const Hardware& hw);
 
 }  // namespace shepherd

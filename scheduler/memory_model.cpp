@@ -2,23 +2,42 @@
 
 #include <algorithm>
 
+#include "scheduler/model_arch.h"
+#include "scheduler/pipeline_layout.h"
+
 namespace shepherd {
 
 namespace {
 
-bool Is16Bit(Precision p) {
-  return p == Precision::kBf16 || p == Precision::kFp16;
+bool Is16BitWeights(Precision p) {
+  return p != Precision::kFp32;  // bf16, fp16 and fp8 training keep 16-bit weights
+}
+
+double VocabParams(const ModelSpec& m) {
+  return static_cast<double>(m.vocab) * m.hidden;
+}
+
+double PerLayerParams(const ModelSpec& m) {
+  return PlannedLayerParams(m);
 }
 
 }  // namespace
 
-StateBytesPerParam ModelStateBytesPerParam(Precision precision, Optimizer optimizer, int zero_stage, int dp) {
-  const double n = dp;
+StateBytesPerParam ModelStateBytesPerParam(Framework framework, Precision precision, Optimizer optimizer,
+                                           int zero_stage, int shards) {
+  const double n = shards;
+  const bool half = Is16BitWeights(precision);
   StateBytesPerParam b;
-  b.weights = Is16Bit(precision) ? 2 : 4;
-  b.gradients = b.weights;
-  b.master_weights = Is16Bit(precision) ? 4 : 0;
   b.optimizer = optimizer == Optimizer::kAdam ? 8 : 4;
+  if (framework == Framework::kFsdp) {
+    b.weights = 4 / n;
+    b.gradients = 4 / n;
+    b.optimizer /= n;
+    return b;
+  }
+  b.weights = half ? 2 : 4;
+  b.gradients = framework == Framework::kMegatron ? 4 : b.weights;
+  b.master_weights = half ? 4 : 0;
   if (zero_stage >= 1) {
     b.optimizer /= n;
     b.master_weights /= n;
@@ -28,55 +47,86 @@ StateBytesPerParam ModelStateBytesPerParam(Precision precision, Optimizer optimi
   return b;
 }
 
-double StageParamsPerRank(const ModelSpec& m, int tp, int pp, int stage) {
-  const double vocab_params = static_cast<double>(m.vocab) * m.hidden;
-  const double layer_params = (m.parameters - 2 * vocab_params) / m.layers;
-  double params = layer_params * (m.layers / pp);
-  if (stage == 0) params += vocab_params;
-  if (stage == pp - 1) params += vocab_params;
+double StageParamsPerRank(const ModelSpec& m, int tp, int pp, int stage, int stage_layers) {
+  double params = PerLayerParams(m) * stage_layers;
+  if (stage == 0) params += VocabParams(m);
+  if (stage == pp - 1 && (pp > 1 || !m.tied_embeddings)) params += VocabParams(m);
   return params / tp;
 }
 
-double ActivationBytesPerLayer(const ModelSpec& m, int micro_batch_size, int tp, Recompute recompute,
-                               Precision precision) {
-  const double sbh = static_cast<double>(m.seq_len) * micro_batch_size * m.hidden;
-  const double scale = Is16Bit(precision) ? 1 : 2;
-  switch (recompute) {
-    case Recompute::kNone:
-      return scale * sbh * (34 + 5.0 * m.heads * m.seq_len / m.hidden) / tp;
-    case Recompute::kSelective:
-      return scale * sbh * 34 / tp;
-    case Recompute::kFull:
-      return scale * 2 * sbh;
+double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const Plan& plan) {
+  const double h = m.hidden;
+  const double sbh = static_cast<double>(m.seq_len) / plan.cp * plan.micro_batch_size * h;
+  const double scale = t.precision == Precision::kFp32 ? 2 : 1;
+  const double tp = plan.tp;
+  const bool sp = plan.sequence_parallel || plan.tp == 1;
+  if (t.activation_recompute == Recompute::kFull) return scale * sbh * 2 / (sp ? tp : 1);
+  const double g = static_cast<double>(m.kv()) / m.heads;
+  const double f = static_cast<double>(m.ffn()) / h;
+  const double mlp = m.mlp == Mlp::kSwiglu ? 3 + 6 * f : 3 + 4 * f;
+  double units = (7 + 4 * g) + mlp + 4;
+  if (t.attention == Attention::kEager && t.activation_recompute == Recompute::kNone) {
+    units += 5.0 * m.heads * m.seq_len / h;
   }
-  return 0;
+  const double per_rank = sp ? units / tp : 10 + (units - 10) / tp;
+  return scale * sbh * per_rank;
 }
 
-int InFlightMicroBatches(int pp, int stage, int micro_batches) {
-  return std::min(pp - stage, micro_batches);
+double EmbeddingActivationBytes(const ModelSpec& m, const Plan& plan) {
+  const double sb = static_cast<double>(m.seq_len) / plan.cp * plan.micro_batch_size;
+  return (8 * sb + sb * m.hidden) / plan.tp;
 }
 
-MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, int stage) {
+double OutputActivationBytes(const ModelSpec& m, const Plan& plan) {
+  const double sb = static_cast<double>(m.seq_len) / plan.cp * plan.micro_batch_size;
+  return (4 * sb * m.hidden + 4 * sb * m.vocab) / plan.tp;
+}
+
+double InFlightMicroBatches(int pp, int stage, int micro_batches, int vpp) {
+  const double base = std::min(pp - stage, micro_batches);
+  if (vpp <= 1) return base;
+  return base * (1 + static_cast<double>(pp - 1) / (static_cast<double>(pp) * vpp));
+}
+
+double FsdpWorkingBytes(const ModelSpec& m, const TrainingSpec& t, int tp) {
+  if (t.framework != Framework::kFsdp) return 0;
+  return PerLayerParams(m) * (2 * 2 + 4) / tp;
+}
+
+MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers,
+                            int stage) {
   const TrainingSpec& t = spec.training;
-  const double params = StageParamsPerRank(spec.model, plan.tp, plan.pp, stage);
-  const StateBytesPerParam b = ModelStateBytesPerParam(t.precision, t.optimizer, plan.zero_stage, plan.dp);
+  const ModelSpec& m = spec.model;
+  const double params = StageParamsPerRank(m, plan.tp, plan.pp, stage, stage_layers[stage]);
+  const StateBytesPerParam b =
+      ModelStateBytesPerParam(t.framework, t.precision, t.optimizer, plan.zero_stage, plan.dp * plan.cp);
   MemoryBreakdown mem;
+  mem.stage = stage;
   mem.weights = params * b.weights;
   mem.gradients = params * b.gradients;
   mem.optimizer = params * b.optimizer;
   mem.master_weights = params * b.master_weights;
-  mem.activations = ActivationBytesPerLayer(spec.model, plan.micro_batch_size, plan.tp,
-                                            t.activation_recompute, t.precision) *
-                    (spec.model.layers / plan.pp) * InFlightMicroBatches(plan.pp, stage, plan.micro_batches);
-  mem.total = mem.weights + mem.gradients + mem.optimizer + mem.master_weights + mem.activations;
+  const double in_flight = InFlightMicroBatches(plan.pp, stage, plan.micro_batches, plan.vpp);
+  mem.activations = ActivationBytesPerLayer(m, t, plan) * stage_layers[stage] * in_flight;
+  if (stage == 0) mem.activations += EmbeddingActivationBytes(m, plan) * in_flight;
+  if (stage == plan.pp - 1) mem.activations += OutputActivationBytes(m, plan);
+  mem.working = FsdpWorkingBytes(m, t, plan.tp);
+  mem.total =
+      mem.weights + mem.gradients + mem.optimizer + mem.master_weights + mem.activations + mem.working;
   return mem;
 }
 
 MemoryBreakdown WorstStageMemory(const JobSpec& spec, const Plan& plan) {
-  MemoryBreakdown first = StageMemory(spec, plan, 0);
-  if (plan.pp == 1) return first;
-  MemoryBreakdown last = StageMemory(spec, plan, plan.pp - 1);
-  return last.total > first.total ? last : first;
+  const std::vector<int> layers = StageLayers(spec.model.layers, plan.pp, plan.pipeline_layers);
+  MemoryBreakdown worst = StageMemory(spec, plan, layers, 0);
+  for (int stage = 1; stage < plan.pp; ++stage) {
+    // In-flight micro-batches fall with the stage index, so only a stage with more layers than every
+    // earlier one, or the last stage (output layer), can be worse.
+    if (stage + 1 < plan.pp && layers[stage] <= layers[stage - 1]) continue;
+    MemoryBreakdown m = StageMemory(spec, plan, layers, stage);
+    if (m.total > worst.total) worst = m;
+  }
+  return worst;
 }
 
 }  // namespace shepherd

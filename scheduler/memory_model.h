@@ -1,17 +1,27 @@
-// Per-GPU memory of a 3D-parallel transformer layout: model state (ZeRO paper, Rajbhandari et al. 2020)
-// and activations (Korthikanti et al. 2022). Building blocks of scheduler/planner.h, exposed for tests.
+// Per-GPU memory of a parallel transformer layout: model state by framework (ZeRO paper, Rajbhandari et al.
+// 2020; Megatron-LM's distributed optimizer; FSDP2) and activations (Korthikanti et al. 2022, extended to
+// GQA, gated MLPs, flash attention and context parallelism). Building blocks of scheduler/planner.h,
+// exposed for tests. Formulas with sources: docs/planner.md.
 // REQUIRES for every function: the plan and spec passed planner validation (positive sizes, divisibility).
 #pragma once
+
+#include <vector>
 
 #include "core/job.h"
 #include "scheduler/planner.h"
 
 namespace shepherd {
 
-// Bytes per parameter held by one rank, by kind, after ZeRO sharding over `dp` ranks.
-// Unsharded: 16-bit weights 2, gradients 2, fp32 master 4; fp32 weights 4, gradients 4, no master.
-// Optimizer (fp32): Adam m and v 8; SGD momentum 4. ZeRO stage 1 shards optimizer and master, stage 2
-// also gradients, stage 3 also weights (e.g. bf16 Adam: 16, 4 + 12/N, 2 + 14/N, 16/N).
+// Bytes per parameter held by one rank, by kind, after sharding over `shards` ranks (dp·cp).
+// deepspeed (ZeRO paper): 16-bit weights 2, gradients 2, fp32 master 4; fp32 weights 4, gradients 4,
+//   no master. Stage 1 shards optimizer and master, 2 also gradients, 3 also weights
+//   (bf16 Adam: 16, 4 + 12/N, 2 + 14/N, 16/N).
+// megatron: like deepspeed but gradients are fp32 main gradients (4): 18 B/param for bf16 Adam; stage 1
+//   is the distributed optimizer, sharding master and optimizer: 6 + 12/N. Stages 2 and 3 do not exist.
+// fsdp (FSDP2 with bf16 compute): fp32 parameters (4, also the master copy), fp32 gradients (4) and the
+//   optimizer, all sharded: 16/N for Adam, whatever zero_stage says; the unsharded working set is
+//   FsdpWorkingBytes.
+// Optimizer state (fp32): Adam m and v 8; SGD momentum 4. fp8 training keeps 16-bit weights.
 struct StateBytesPerParam {
   double weights = 0;
   double gradients = 0;
@@ -19,32 +29,50 @@ struct StateBytesPerParam {
   double master_weights = 0;
   double total() const { return weights + gradients + optimizer + master_weights; }
 };
-StateBytesPerParam ModelStateBytesPerParam(Precision precision, Optimizer optimizer, int zero_stage, int dp);
+StateBytesPerParam ModelStateBytesPerParam(Framework framework, Precision precision, Optimizer optimizer,
+                                           int zero_stage, int shards);
 
-// Parameters held by one rank of pipeline stage `stage` (0-based) before ZeRO: layers/pp transformer
-// layers, plus the input embedding (vocab·hidden) on stage 0 and the untied output layer (vocab·hidden)
-// on stage pp−1; all divided by tp (Megatron splits layers and the vocabulary over TP). The transformer
-// layers hold parameters − 2·vocab·hidden in total.
-double StageParamsPerRank(const ModelSpec& m, int tp, int pp, int stage);
+// Parameters held by one rank of pipeline stage `stage` (0-based) holding `stage_layers` transformer layers:
+// those layers, plus the input embedding (vocab·hidden) on stage 0 and the output layer (vocab·hidden) on
+// stage pp−1 (with tied embeddings and pp > 1 the last stage still holds a copy, as Megatron does; with
+// pp = 1 tied embeddings are held once); all divided by tp. Per-layer parameters: LayerParams
+// (model_arch.h), or (parameters − embeddings)/layers when model.parameters is given.
+double StageParamsPerRank(const ModelSpec& m, int tp, int pp, int stage, int stage_layers);
 
-// Activation bytes one transformer layer keeps for one micro-batch of `micro_batch_size` sequences on a
-// rank of a TP group of `tp`, with sequence parallelism (s seq_len, b micro_batch_size, h hidden, a heads):
-//   none:      s·b·h·(34 + 5·a·s/h) / tp
-//   selective: s·b·h·34 / tp
-//   full:      2·s·b·h            (only the layer input is kept; not split over TP)
-// These are for 16-bit activations; fp32 training doubles them. The transient working set of the layer
-// being recomputed or processed is left to the memory headroom.
-double ActivationBytesPerLayer(const ModelSpec& m, int micro_batch_size, int tp, Recompute recompute,
-                               Precision precision);
+// Activation bytes one transformer layer keeps for one micro-batch on one rank. With s' = seq_len/cp,
+// b micro_batch_size, h hidden, a heads, g = kv_heads/heads, F ffn width, t tp, in units of s'·b·h at 16 bit
+// (Korthikanti et al. 2022 §4.1, re-derived term by term):
+//   attention  7 + 4g      (QKV input 2, Q 2, K and V 2g each, projection input 2, dropout mask 1)
+//              + 5·a·s/h   only for eager attention (scores, softmax, dropout; flash keeps none)
+//   MLP        3 + 4F/h    gelu (input 2, fc1 output 2F/h, GeLU output 2F/h, dropout mask 1)
+//              3 + 6F/h    swiglu (input 2, gate and up outputs 4F/h, product 2F/h, dropout mask 1)
+//   norms      4
+// With sequence parallelism everything is divided by t; without, 10 units (norm inputs, attention and MLP
+// inputs, dropout masks) stay whole and the rest is divided by t (Korthikanti eq. 2). With F = 4h,
+// g = 1 and gelu this is 34 + 5as/h (eq. 1). selective recompute drops the 5as/h term; full recompute
+// keeps only the layer input, 2 units, divided by t with sequence parallelism. fp32 doubles everything.
+double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const Plan& plan);
 
-// Micro-batches whose activations stage `stage` holds at once under 1F1B: min(pp − stage, micro_batches).
-int InFlightMicroBatches(int pp, int stage, int micro_batches);
+// Activation bytes of the embedding (stage 0) and of the output layer plus cross-entropy (last stage) per
+// micro-batch, after Megatron-LM's estimator: embedding 8·s'·b (token and position ids) + s'·b·h (dropout
+// mask); output 4·s'·b·h + 4·s'·b·vocab (fp32 logits); both divided by tp.
+double EmbeddingActivationBytes(const ModelSpec& m, const Plan& plan);
+double OutputActivationBytes(const ModelSpec& m, const Plan& plan);
 
-// Memory of one rank of `stage`.
-MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, int stage);
+// Micro-batches whose activations stage `stage` holds at once under 1F1B: min(pp − stage, micro_batches);
+// with vpp > 1 times Megatron's interleaving factor 1 + (pp − 1)/(pp·vpp) (Korthikanti et al. 2022 §4.2.3).
+double InFlightMicroBatches(int pp, int stage, int micro_batches, int vpp = 1);
 
-// The worst (largest total) of the first and the last stage; middle stages hold no more parameters than
-// the first stage and no more micro-batches in flight, so they never exceed it.
+// FSDP2's unsharded working set: bf16 parameters of two layers (the one computing and the one prefetched)
+// and fp32 gradients of one layer before its reduce-scatter, per rank (divided by tp). 0 for other
+// frameworks.
+double FsdpWorkingBytes(const ModelSpec& m, const TrainingSpec& t, int tp);
+
+// Memory of one rank of `stage` given the stages' layer counts.
+MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers,
+                            int stage);
+
+// The worst (largest total) stage, with MemoryBreakdown::stage saying which.
 MemoryBreakdown WorstStageMemory(const JobSpec& spec, const Plan& plan);
 
 }  // namespace shepherd

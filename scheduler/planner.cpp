@@ -1,10 +1,16 @@
 #include "scheduler/planner.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <optional>
 
 #include "scheduler/comm_model.h"
+#include "scheduler/gpu_profiles.h"
 #include "scheduler/memory_model.h"
+#include "scheduler/model_arch.h"
+#include "scheduler/pipeline_layout.h"
 #include "scheduler/planner_internal.h"
 
 namespace shepherd {
@@ -17,26 +23,30 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const Hardware& hw) {
     if (!ok) errors.push_back({field, std::move(message)});
   };
   const ModelSpec& m = spec.model;
-  require(m.parameters > 0, "model.parameters", "must be positive");
+  require(m.parameters >= 0, "model.parameters", "must be positive when given");
   require(m.layers > 0, "model.layers", "must be positive");
   require(m.hidden > 0, "model.hidden", "must be positive");
   require(m.heads > 0, "model.heads", "must be positive");
   require(m.seq_len > 0, "model.seq_len", "must be positive");
   require(m.vocab >= 0, "model.vocab", "must not be negative");
+  require(m.kv_heads >= 0 && m.ffn_hidden >= 0, "model",
+          "kv_heads and ffn_hidden must be positive when given");
   if (m.hidden > 0 && m.heads > 0) {
     require(m.hidden % m.heads == 0, "model.heads", "must divide model.hidden");
+    require(m.heads % m.kv() == 0, "model.kv_heads", "must divide model.heads");
   }
   if (m.parameters > 0 && m.hidden > 0 && m.vocab > 0) {
-    require(2.0 * m.vocab * m.hidden < m.parameters, "model.vocab",
-            "embedding and untied output layer (2·vocab·hidden) exceed model.parameters");
+    const double embeddings = (m.tied_embeddings ? 1.0 : 2.0) * m.vocab * m.hidden;
+    require(embeddings < m.parameters, "model.vocab",
+            "the embedding and output layer (vocab·hidden each) exceed model.parameters");
   }
   require(spec.training.global_batch_size > 0, "training.global_batch_size", "must be positive");
   require(spec.resources.gpus > 0, "resources.gpus", "must be positive");
   require(hw.gpu_memory_bytes > 0, "resources.gpu_memory_gib", "must be positive");
   require(hw.nvlink_domain_gpus > 0, "resources.gpus_per_node", "must be positive");
-  require(hw.nvlink_bytes_per_s > 0 && hw.ib_bytes_per_s > 0 && hw.peak_flops > 0 && hw.mfu > 0 &&
-              hw.memory_headroom > 0,
-          "hardware", "bandwidths, peak_flops, mfu and memory_headroom must be positive");
+  require(hw.nvlink_bytes_per_s > 0 && hw.ib_bytes_per_s > 0 && hw.peak_flops > 0 && hw.peak_fp8_flops > 0 &&
+              hw.matmul_efficiency > 0 && hw.matmul_half_size >= 0 && hw.memory_headroom > 0,
+          "hardware", "bandwidths, peak FLOP/s, matmul efficiency and memory_headroom must be positive");
   return errors;
 }
 
@@ -47,24 +57,57 @@ std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const
   };
   const ModelSpec& m = spec.model;
   if (p.tp < 1) fail("parallelism.tp", "must be at least 1");
+  if (p.cp < 1) fail("parallelism.cp", "must be at least 1");
   if (p.pp < 1) fail("parallelism.pp", "must be at least 1");
   if (p.dp < 1) fail("parallelism.dp", "must be at least 1");
+  if (p.vpp < 1) fail("parallelism.vpp", "must be at least 1");
   if (p.zero_stage < 0 || p.zero_stage > 3) fail("parallelism.zero_stage", "must be 0, 1, 2 or 3");
   if (p.micro_batch_size < 1) fail("training.micro_batch_size", "must be positive");
   if (!errors.empty()) return errors;
   if (m.heads % p.tp != 0)
     fail("parallelism.tp", Format("%d does not divide model.heads (%d)", p.tp, m.heads));
+  else if (m.kv() % p.tp != 0)
+    fail("parallelism.tp",
+         Format("%d does not divide model.kv_heads (%d): each TP rank needs whole KV heads", p.tp, m.kv()));
   if (p.tp > hw.nvlink_domain_gpus) {
     fail("parallelism.tp", Format("%d exceeds the NVLink domain (%d GPUs); TP groups must stay inside one",
                                   p.tp, hw.nvlink_domain_gpus));
   }
-  if (m.layers % p.pp != 0) {
-    fail("parallelism.pp", Format("%d does not divide model.layers (%d)", p.pp, m.layers));
+  if (p.cp > 1 && m.seq_len % (2 * p.cp) != 0) {
+    fail("parallelism.cp",
+         Format("2·cp = %d does not divide model.seq_len (%d) (load-balanced causal chunks)", 2 * p.cp,
+                m.seq_len));
   }
-  const long long world = static_cast<long long>(p.tp) * p.pp * p.dp;
+  if (p.pp > m.layers) fail("parallelism.pp", Format("%d stages exceed model.layers (%d)", p.pp, m.layers));
+  if (!p.pipeline_layers.empty()) {
+    long long sum = 0;
+    bool positive = true;
+    for (int l : p.pipeline_layers) {
+      sum += l;
+      positive = positive && l >= 1;
+    }
+    if (static_cast<int>(p.pipeline_layers.size()) != p.pp || sum != m.layers || !positive) {
+      fail("parallelism.pipeline_layers",
+           Format("must list pp = %d positive layer counts summing to model.layers (%d)", p.pp, m.layers));
+    }
+  }
+  if (p.vpp > 1) {
+    if (p.pp == 1) {
+      fail("parallelism.vpp", "interleaving needs pp > 1");
+    } else if (p.pp <= m.layers &&
+               (p.pipeline_layers.empty() || static_cast<int>(p.pipeline_layers.size()) == p.pp)) {
+      const std::vector<int> layers = StageLayers(m.layers, p.pp, p.pipeline_layers);
+      const int fewest = *std::min_element(layers.begin(), layers.end());
+      if (p.vpp > fewest) {
+        fail("parallelism.vpp",
+             Format("%d virtual stages exceed the %d layers of the smallest stage", p.vpp, fewest));
+      }
+    }
+  }
+  const long long world = static_cast<long long>(p.tp) * p.cp * p.pp * p.dp;
   if (world != spec.resources.gpus) {
     fail("parallelism.dp",
-         Format("tp·pp·dp = %lld must equal resources.gpus (%d)", world, spec.resources.gpus));
+         Format("tp·cp·pp·dp = %lld must equal resources.gpus (%d)", world, spec.resources.gpus));
   }
   const long long per_micro_step = static_cast<long long>(p.micro_batch_size) * p.dp;
   if (spec.training.global_batch_size % per_micro_step != 0) {
@@ -82,15 +125,36 @@ PlanEstimate Estimate(const JobSpec& spec, const Plan& plan, const Hardware& hw)
   PlanEstimate e;
   e.plan = plan;
   e.memory = WorstStageMemory(spec, plan);
+  e.stage_layers = StageLayers(spec.model.layers, plan.pp, plan.pipeline_layers);
   e.gpu_memory_bytes = hw.gpu_memory_bytes;
   e.fits = e.memory.total <= UsableBytes(hw);
-  e.bubble_fraction = BubbleFraction(plan.pp, plan.micro_batches);
   e.comm = EstimateCommBytes(spec, plan);
-  const StepTime t = EstimateStepTime(spec, plan, e.comm, e.bubble_fraction, hw);
+  const StepTime t = EstimateStepTime(spec, plan, hw);
+  e.bubble_fraction = t.bubble / (t.compute + t.bubble);
   e.compute_time_s = t.compute;
   e.comm_time_s = t.comm();
+  e.exposed_comm_s = t.exposed;
   e.step_time_s = t.step;
+  e.model_parameters = ModelParams(spec.model);
+  const double tokens = static_cast<double>(spec.training.global_batch_size) * spec.model.seq_len;
+  e.tokens_per_s = tokens / t.step;
+  e.tflops_per_gpu = ModelFlopsPerToken(spec.model) * e.tokens_per_s / plan.world_size() / 1e12;
+  const double peak = spec.training.precision == Precision::kFp8 ? hw.peak_fp8_flops : hw.peak_flops;
+  e.mfu = e.tflops_per_gpu * 1e12 / peak;
   return e;
+}
+
+std::string ParameterNote(const ModelSpec& m) {
+  if (!m.parameters_given()) {
+    return Format("model_parameters %.4g counted from the architecture. ", CountParams(m));
+  }
+  const double counted = CountParams(m);
+  const double off = m.parameters / counted - 1;
+  if (std::abs(off) <= 0.05) return "";
+  return Format(
+      "model.parameters %.4g is %+.1f%% off the %.4g the architecture counts (layers, hidden, "
+      "heads, kv_heads, ffn_hidden, mlp, vocab); the planner uses the given value. ",
+      m.parameters, 100 * off, counted);
 }
 
 std::string Format(const char* fmt, ...) {
@@ -107,24 +171,29 @@ std::string Format(const char* fmt, ...) {
 }
 
 std::string Describe(const Plan& p) {
-  return Format("tp=%d pp=%d dp=%d ZeRO-%d, %d micro-batch%s of %d", p.tp, p.pp, p.dp, p.zero_stage,
-                p.micro_batches, p.micro_batches == 1 ? "" : "es", p.micro_batch_size);
+  std::string s = Format("tp=%d", p.tp);
+  if (p.cp > 1) s += Format(" cp=%d", p.cp);
+  s += Format(" pp=%d", p.pp);
+  if (p.vpp > 1) s += Format(" vpp=%d", p.vpp);
+  s += Format(" dp=%d ZeRO-%d, %d micro-batch%s of %d", p.dp, p.zero_stage, p.micro_batches,
+              p.micro_batches == 1 ? "" : "es", p.micro_batch_size);
+  return s;
 }
 
 std::string DescribeEstimate(const PlanEstimate& e, const Hardware& hw) {
   const MemoryBreakdown& m = e.memory;
   constexpr double kGB = 1e9;
   std::string s = Format(
-      "memory per GPU %.1f GB on the worst stage (weights %.1f, gradients %.1f, optimizer %.1f, master "
-      "%.1f, activations %.1f GB) %s the %.1f GB usable (%.0f%% of %.1f GB)",
-      m.total / kGB, m.weights / kGB, m.gradients / kGB, m.optimizer / kGB, m.master_weights / kGB,
-      m.activations / kGB, e.fits ? "fits in" : "exceeds", UsableBytes(hw) / kGB, hw.memory_headroom * 100,
-      hw.gpu_memory_bytes / kGB);
+      "memory per GPU %.1f GB on stage %d, the worst (weights %.1f, gradients %.1f, optimizer %.1f, master "
+      "%.1f, activations %.1f, working %.1f GB) %s the %.1f GB usable (%.0f%% of %.1f GB)",
+      m.total / kGB, m.stage, m.weights / kGB, m.gradients / kGB, m.optimizer / kGB, m.master_weights / kGB,
+      m.activations / kGB, m.working / kGB, e.fits ? "fits in" : "exceeds", UsableBytes(hw) / kGB,
+      hw.memory_headroom * 100, hw.gpu_memory_bytes / kGB);
   s += Format(
-      "; step %.3g s = compute %.3g s / (1 - bubble %.1f%%) + communication on the critical path "
-      "(%.3g s of %.3g s in total)",
-      e.step_time_s, e.compute_time_s, e.bubble_fraction * 100,
-      e.step_time_s - e.compute_time_s / (1 - e.bubble_fraction), e.comm_time_s);
+      "; step %.3g s = compute %.3g s + bubble (%.1f%%) + exposed communication %.3g s (of %.3g s in "
+      "total); %.0f TFLOP/s per GPU of model FLOPs, MFU %.1f%%, %.3g tokens/s",
+      e.step_time_s, e.compute_time_s, e.bubble_fraction * 100, e.exposed_comm_s, e.comm_time_s,
+      e.tflops_per_gpu, 100 * e.mfu, e.tokens_per_s);
   return s;
 }
 
@@ -136,6 +205,15 @@ Hardware HardwareForResources(const Resources& r, double default_gpu_memory_gib)
   Hardware hw;
   hw.gpu_memory_bytes = r.gpu_memory_gib.value_or(default_gpu_memory_gib) * (1ull << 30);
   hw.nvlink_domain_gpus = r.gpus_per_node;
+  if (std::optional<GpuProfile> g = FindGpuProfile(r.gpu.empty() ? "H100-80GB" : r.gpu)) {
+    hw.gpu = g->name;
+    hw.peak_flops = g->peak_bf16_flops;
+    hw.peak_fp8_flops = g->peak_fp8_flops;
+    hw.nvlink_bytes_per_s = g->nvlink_bytes_per_s;
+    hw.ib_bytes_per_s = g->net_bytes_per_s;
+    if (!r.gpu.empty() && !r.gpu_memory_gib) hw.gpu_memory_bytes = g->memory_bytes;
+    if (!r.gpu.empty()) hw.nvlink_domain_gpus = std::max(r.gpus_per_node, g->nvlink_domain_gpus);
+  }
   return hw;
 }
 
@@ -145,8 +223,9 @@ Result<PlanEstimate> EvaluatePlan(const JobSpec& spec, const Plan& given, const 
   if (!errors.empty()) return InvalidContent("invalid parallel plan", std::move(errors));
   Plan plan = given;
   plan.micro_batches = spec.training.global_batch_size / (plan.micro_batch_size * plan.dp);
+  if (spec.training.framework == Framework::kFsdp) plan.zero_stage = 3;  // FSDP2 always shards everything
   PlanEstimate e = Estimate(spec, plan, hw);
-  e.explanation = Describe(plan) + ": " + DescribeEstimate(e, hw) + ".";
+  e.explanation = ParameterNote(spec.model) + Describe(plan) + ": " + DescribeEstimate(e, hw) + ".";
   return e;
 }
 
@@ -156,8 +235,12 @@ Result<PlanEstimate> PlanJob(const JobSpec& spec, const Hardware& hw) {
   plan.tp = spec.parallelism.tp;
   plan.pp = spec.parallelism.pp;
   plan.dp = spec.parallelism.dp;
-  plan.zero_stage = spec.parallelism.zero_stage;
+  plan.zero_stage = spec.training.framework == Framework::kFsdp ? 3 : spec.parallelism.zero_stage;
   plan.micro_batch_size = spec.training.micro_batch_size;
+  plan.cp = spec.parallelism.cp;
+  plan.vpp = spec.parallelism.vpp;
+  plan.sequence_parallel = spec.parallelism.sequence_parallel.value_or(plan.tp > 1);
+  plan.pipeline_layers = spec.parallelism.pipeline_layers;
   return EvaluatePlan(spec, plan, hw);
 }
 

@@ -2,18 +2,20 @@
 // ZeRO) layout of a transformer job, and a search for the fastest layout that fits (`"parallelism":
 // "auto"`). Pure functions of their arguments: no I/O, no clock, no threads; safe to call concurrently.
 //
-// The model (DESIGN.md "Planner"), in brief:
-// - Model state per parameter: weights + gradients + optimizer (+ fp32 master weights for 16-bit
-//   training), sharded over DP by the ZeRO stage; see scheduler/memory_model.h.
-// - Parameters per rank: transformer layers split evenly over PP stages; the input embedding
-//   (vocab·hidden) sits on the first stage and the untied output layer (vocab·hidden) on the last; both
-//   are vocab-parallel over TP. Memory is reported for the worst stage (first or last).
-// - Activations per layer from Korthikanti et al. 2022 (sequence parallelism assumed), times layers per
-//   stage, times micro-batches in flight under 1F1B (the first stage holds min(pp, micro_batches)).
+// The model (DESIGN.md "Planner", docs/planner.md with sources), in brief:
+// - Architecture (model_arch.h): parameters counted from layers, hidden, heads, kv_heads, ffn_hidden, mlp,
+//   norm, tied_embeddings when model.parameters is absent.
+// - Model state per parameter by framework (memory_model.h): Megatron (fp32 main gradients, distributed
+//   optimizer), FSDP2, DeepSpeed ZeRO 0-3.
+// - Stages (pipeline_layout.h): even, given, or balanced with the embedding and output layer.
+// - Activations per layer from Korthikanti et al. 2022 with the real MLP width, GQA, flash attention,
+//   sequence and context parallelism, times layers per stage, times micro-batches in flight under 1F1B
+//   (interleaved: Megatron's factor); plus embedding, output layer and cross-entropy terms.
 // - Step time: see EvaluatePlan.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "core/job.h"
 #include "core/json.h"
@@ -21,20 +23,28 @@
 
 namespace shepherd {
 
-// What the planner assumes about the GPUs and the network. Defaults: H100 SXM in 8-GPU HGX nodes with
-// one InfiniBand NDR rail per GPU.
+// What the planner assumes about the GPUs and the network. Defaults: the H100-80GB profile of
+// scheduler/gpu_profiles.h in 8-GPU HGX nodes with one 400 Gb/s rail per GPU.
 struct Hardware {
+  std::string gpu = "H100-80GB";
   double gpu_memory_bytes = 80.0 * (1ull << 30);  // HBM per GPU
   int nvlink_domain_gpus = 8;         // GPUs sharing one NVLink domain (8 for HGX, 72 for NVL72); bounds TP
-  double nvlink_bytes_per_s = 900e9;  // per-GPU bandwidth inside an NVLink domain
-  double ib_bytes_per_s = 50e9;       // per-GPU bandwidth across NVLink domains (one 400 Gb/s rail)
-  double peak_flops = 989e12;         // dense 16-bit FLOP/s per GPU (H100 bf16); used for fp32 too
-  double mfu = 0.4;                   // fraction of peak the math achieves (model FLOPs utilisation)
-  double memory_headroom = 0.9;       // usable fraction of gpu_memory_bytes (allocator, CUDA context, NCCL)
+  double nvlink_bytes_per_s = 360e9;  // achievable bus bandwidth per GPU inside an NVLink domain
+  double ib_bytes_per_s = 40e9;       // achievable bus bandwidth per GPU across NVLink domains
+  double nvlink_latency_s = 5e-6;     // per step of a collective algorithm inside a domain
+  double ib_latency_s = 15e-6;        // per step across domains
+  double peak_flops = 989e12;         // dense 16-bit FLOP/s per GPU; fp32 training uses it too
+  double peak_fp8_flops = 1979e12;    // dense fp8 FLOP/s (training.precision "fp8")
+  // Fraction of peak the matmuls reach when large; smaller per-GPU matmuls reach less:
+  // efficiency(d) = matmul_efficiency · d / (d + matmul_half_size), d = hidden / tp (see EvaluatePlan).
+  double matmul_efficiency = 0.7;
+  double matmul_half_size = 192;
+  double memory_headroom = 0.9;  // usable fraction of gpu_memory_bytes (allocator, CUDA context, NCCL)
 };
 
-// Hardware for a request's resources: gpu_memory_gib when given (else `default_gpu_memory_gib`), an NVLink
-// domain of gpus_per_node GPUs, the other fields at their defaults.
+// Hardware for a request's resources: the resources.gpu profile (H100-80GB when empty), gpu_memory_gib when
+// given (else `default_gpu_memory_gib`, else the profile's HBM), an NVLink domain of gpus_per_node GPUs
+// (or the profile's domain when that is larger, e.g. GB200-NVL72).
 Hardware HardwareForResources(const Resources& r, double default_gpu_memory_gib = 80);
 
 // Bytes per GPU on the worst pipeline stage.
@@ -43,13 +53,16 @@ struct MemoryBreakdown {
   double gradients = 0;
   double optimizer = 0;       // Adam m and v, or SGD momentum (fp32)
   double master_weights = 0;  // fp32 copy of 16-bit weights; 0 for fp32 training
-  double activations = 0;
+  double activations = 0;     // kept for backward, including embedding, output layer and loss terms
+  double working = 0;         // FSDP: unsharded parameters and gradients of the layers in flight
   double total = 0;
+  int stage = 0;  // which pipeline stage this is (0-based)
 };
 
 // Bytes each rank sends per training step, by parallel axis (see scheduler/comm_model.h).
 struct CommBytes {
   double tp = 0;
+  double cp = 0;
   double pp = 0;
   double dp = 0;
 };
@@ -58,54 +71,61 @@ struct PlanEstimate {
   Plan plan;
   bool fits = false;  // memory.total <= gpu_memory_bytes · memory_headroom
   MemoryBreakdown memory;
+  std::vector<int> stage_layers;  // transformer layers per pipeline stage (scheduler/pipeline_layout.h)
   double gpu_memory_bytes = 0;
-  double bubble_fraction = 0;  // (pp − 1) / (pp − 1 + micro_batches)
+  double bubble_fraction = 0;  // ((pp − 1)/vpp) / (micro_batches + (pp − 1)/vpp)
   CommBytes comm;
-  double compute_time_s = 0;  // model FLOPs / (gpus · peak · mfu), without the pipeline bubble
+  double compute_time_s = 0;  // all micro-batches on the slowest stage, without bubble and communication
   double comm_time_s = 0;     // all communication time, hidden or not
+  double exposed_comm_s = 0;  // the part of it on the critical path
   double step_time_s = 0;
+  double model_parameters = 0;  // given or counted (model_arch.h)
+  double tflops_per_gpu = 0;    // model FLOPs (no recompute) per GPU per second, in 1e12
+  double mfu = 0;               // tflops_per_gpu / peak (bf16 peak; fp8 peak for fp8 training)
+  double tokens_per_s = 0;
   std::string explanation;
 };
 
 // Checks `plan` against `spec` and `hw` and estimates it. Errors: kInvalidContent with one FieldError per
-// violated rule, by request JSON path ("parallelism.tp" when it does not divide model.heads or exceeds
-// the NVLink domain, "parallelism.pp" when it does not divide model.layers, "parallelism.dp" when
-// tp·pp·dp != resources.gpus, "training.global_batch_size" when not divisible by micro_batch_size·dp,
-// "model.*" for non-positive model sizes, ...). A plan that is valid but needs more memory than the
-// GPU offers is not an error: the estimate says fits=false.
-// plan.micro_batches is derived (global_batch_size / (micro_batch_size · dp)); the given value is ignored.
+// violated rule, by request JSON path: "parallelism.tp" (does not divide model.heads or model.kv_heads, or
+// exceeds the NVLink domain), "parallelism.cp" (2·cp does not divide model.seq_len), "parallelism.pp"
+// (more stages than layers), "parallelism.pipeline_layers" (wrong length or sum), "parallelism.vpp" (more
+// virtual stages than a stage has layers, or vpp > 1 with pp = 1), "parallelism.zero_stage" (megatron
+// takes 0 or 1), "parallelism.dp" (tp·cp·pp·dp != resources.gpus), "training.global_batch_size" (not
+// divisible by micro_batch_size·dp), "model.*" for non-positive sizes. A valid plan that needs more
+// memory than the GPU offers is not an error: fits=false. plan.micro_batches is derived; with framework
+// fsdp plan.zero_stage is 3 whatever was given.
 //
-// Step time (seconds):
-//   compute = flops_per_token · parameters · global_batch · seq_len / (gpus · peak_flops · mfu), with
-//             flops_per_token 6 (8 with full recompute, which repeats the forward pass);
-//   step    = compute / (1 − bubble) + tp_time + pp_time + max(0, dp_time − overlap),
-//   overlap = the compute DP traffic can hide behind: the backward of the last micro-batch,
-//             (2/3) · compute / micro_batches, for ZeRO 0/1; every backward, (2/3) · compute, for ZeRO-2;
-//             all of compute for ZeRO-3 (prefetched all-gathers). TP and PP transfers are exposed.
-// TP traffic moves at NVLink speed (TP never leaves a domain). DP moves at NVLink speed only when the
-// whole DP group (tp·dp consecutive ranks) fits in one NVLink domain and PP only when the whole job does;
-// otherwise at InfiniBand speed. Placement is assumed contiguous in rank order.
+// Memory: scheduler/memory_model.h, reported for the worst stage. Time (seconds), per step:
+//   stage time t_i = micro-batch model FLOPs of stage i (its layers, the output layer on the last stage)
+//                    × (4/3 with full recompute) / (gpus per stage · peak · efficiency(hidden/tp));
+//   compute = micro_batches · max_i t_i;  bubble = (pp − 1)/vpp · max_i t_i;
+//   step    = compute + bubble + exposed communication (scheduler/comm_model.h: TP exposed, CP hidden
+//             behind attention, PP p2p exposed, DP overlapped with backward except the last bucket,
+//             ZeRO-3/FSDP gathers partly overlapped).
+// tflops_per_gpu = ModelFlopsPerToken · tokens per step / (gpus · step).
 Result<PlanEstimate> EvaluatePlan(const JobSpec& spec, const Plan& plan, const Hardware& hw);
 
-// Searches layouts and returns the fastest one that fits:
-//   tp: divisors of model.heads up to hw.nvlink_domain_gpus; pp: divisors of model.layers;
-//   dp = gpus / (tp·pp), integral; micro_batch_size 1, 2, 4, ... while global_batch_size divides by
-//   micro_batch_size·dp and the layout fits; for each, the smallest ZeRO stage (0..3) that fits.
-// Ties in step time (within 1e-9 relative) go to the lower ZeRO stage, then fewer pipeline stages, then
-// smaller tp, then the larger micro-batch (better kernel efficiency, which the model does not capture).
-// The explanation names the winner, the runner-up and what was rejected and why.
-// When no layout fits, returns the valid layout needing the least memory per GPU (fits=false), so callers can
-// show its breakdown. Errors (kInvalidContent) only when the spec itself is invalid or no layout divides the
-// GPUs, layers, heads and batch at all. spec.parallelism and spec.training.micro_batch_size are ignored.
+// Searches layouts and returns the fastest one that fits: tp dividing heads and kv_heads within the NVLink
+// domain; cp with 2·cp dividing seq_len; pp from 1 to layers (uneven stages balanced by StageLayers when pp
+// does not divide layers); vpp among the divisors of the smallest stage (≤ 8); dp = gpus/(tp·cp·pp);
+// micro_batch_size 1, 2, 4, ...; the ZeRO stages the framework has (megatron 0-1, deepspeed 0-3, fsdp 3),
+// smallest that fits per layout. Ties (1e-9 relative) go to lower ZeRO, fewer stages, smaller tp, cp, vpp,
+// larger micro-batch. The explanation names the top three with their throughput and memory and why the
+// winner won. When nothing fits, returns the valid layout needing the least memory (fits=false). Errors
+// (kInvalidContent) only when the spec is invalid or no layout divides at all. spec.parallelism and
+// spec.training.micro_batch_size are ignored.
 Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw);
 
 // spec.parallelism.automatic ? AutoPlan : EvaluatePlan of spec.parallelism with
 // spec.training.micro_batch_size.
 Result<PlanEstimate> PlanJob(const JobSpec& spec, const Hardware& hw);
 
-// The POST /v1/plan answer (API.md): plan {tp, pp, dp, zero_stage, micro_batches, micro_batch_size},
-// fits, memory_per_gpu_bytes {...}, gpu_memory_bytes, bubble_fraction, comm_bytes_per_step {tp, pp, dp},
-// step_time_s, compute_time_s, comm_time_s, explanation.
+// The POST /v1/plan answer (API.md): plan {tp, pp, dp, zero_stage, micro_batches, micro_batch_size, cp,
+// vpp, sequence_parallel, pipeline_layers}, fits, memory_per_gpu_bytes {weights, ..., total, working,
+// stage}, gpu_memory_bytes, bubble_fraction, comm_bytes_per_step {tp, cp, pp, dp}, step_time_s,
+// compute_time_s, comm_time_s, exposed_comm_s, model_parameters, tflops_per_gpu, mfu, tokens_per_s,
+// explanation.
 Json ToJson(const PlanEstimate& e);
 
 }  // namespace shepherd

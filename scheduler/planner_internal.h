@@ -22,6 +22,10 @@ PlanEstimate Estimate(const JobSpec& spec, const Plan& plan, const Hardware& hw)
 
 double UsableBytes(const Hardware& hw);
 
+// "" when model.parameters matches the architecture's count within 5 %; else the discrepancy (or, when
+// parameters was omitted, the count), as a sentence for the explanation.
+std::string ParameterNote(const ModelSpec& m);
+
 // "tp=8 pp=4 dp=8 ZeRO-1, 32 micro-batches of 1"
 std::string Describe(const Plan& plan);
 // "fits: 61.2 GB of 77.3 GB usable per GPU (...)" and the step-time sum.

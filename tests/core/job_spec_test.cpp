@@ -104,7 +104,7 @@ TEST(JobSpec, EveryInvalidFieldIsListedByPath) {
   Json j = Example();
   j["model"]["layers"] = -1;
   j["model"]["heads"] = "many";
-  j["training"]["precision"] = "fp8";
+  j["training"]["precision"] = "fp4";
   j["training"]["optimizer"] = "lion";
   j["parallelism"]["zero_stage"] = 4;
   j["resources"].erase("gpus");
@@ -121,14 +121,92 @@ TEST(JobSpec, EveryInvalidFieldIsListedByPath) {
                                    "env.SHEPHERD_RANK", "command", "extra"}));
 }
 
-TEST(JobSpec, TpMustDivideHeadsAndPpLayers) {
+TEST(JobSpec, TpMustDivideHeadsPpMayLeaveLayersUneven) {
   Json j = Example();
   j["model"]["heads"] = 12;
   j["model"]["hidden"] = 8196;  // divisible by 12
-  j["model"]["layers"] = 81;
+  j["model"]["layers"] = 81;    // pp 4 ∤ 81: the planner balances the stages
   auto s = ParseJobSpec(j);
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"parallelism.tp", "parallelism.pp"}));
+  EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"parallelism.tp"}));
+  j["model"]["layers"] = 3;  // fewer layers than stages
+  j["model"]["heads"] = 64;
+  j["model"]["hidden"] = 8192;
+  s = ParseJobSpec(j);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"parallelism.pp"}));
+}
+
+// Llama 3 405B as the API describes it: architecture instead of a parameter count, the published layout.
+Json Llama405BPlan() {
+  return Json::parse(R"({
+    "model": {"layers": 126, "hidden": 16384, "heads": 128, "kv_heads": 8, "ffn_hidden": 53248,
+              "mlp": "swiglu", "norm": "rmsnorm", "tied_embeddings": false, "seq_len": 8192, "vocab": 128256},
+    "training": {"global_batch_size": 2048, "framework": "megatron", "attention": "flash", "precision": "fp8",
+                 "activation_recompute": "full"},
+    "parallelism": {"tp": 8, "cp": 1, "pp": 16, "dp": 128, "vpp": 7, "zero_stage": 1,
+                    "sequence_parallel": true,
+                    "pipeline_layers": [7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7]},
+    "resources": {"gpus": 16384, "gpu": "H100-80GB"}})");
+}
+
+TEST(JobSpec, ArchitectureAndParallelismFields) {
+  auto s = ParsePlanRequest(Llama405BPlan());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_FALSE(s->model.parameters_given());
+  EXPECT_EQ(s->model.kv_heads, 8);
+  EXPECT_EQ(s->model.ffn_hidden, 53248);
+  EXPECT_EQ(s->model.mlp, Mlp::kSwiglu);
+  EXPECT_EQ(s->model.norm, Norm::kRmsNorm);
+  EXPECT_EQ(s->training.framework, Framework::kMegatron);
+  EXPECT_EQ(s->training.attention, Attention::kFlash);
+  EXPECT_EQ(s->training.precision, Precision::kFp8);
+  EXPECT_EQ(s->parallelism.vpp, 7);
+  EXPECT_EQ(s->parallelism.sequence_parallel, true);
+  EXPECT_EQ(s->parallelism.pipeline_layers.size(), 16u);
+  EXPECT_EQ(s->resources.gpu, "H100-80GB");
+  auto again = ParsePlanRequest(ToJson(*s));
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(ToJson(*again), ToJson(*s));
+}
+
+TEST(JobSpec, DefaultsOfTheNewFields) {
+  auto s = ParseJobSpec(Example());
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->training.framework, Framework::kMegatron);
+  EXPECT_EQ(s->training.attention, Attention::kFlash);
+  EXPECT_EQ(s->model.mlp, Mlp::kGelu);
+  EXPECT_EQ(s->model.kv(), 64);  // kv_heads defaults to heads
+  EXPECT_EQ(s->model.ffn(), 4 * 8192);
+  EXPECT_EQ(s->parallelism.cp, 1);
+  EXPECT_EQ(s->parallelism.vpp, 1);
+  EXPECT_FALSE(s->parallelism.sequence_parallel.has_value());
+}
+
+TEST(JobSpec, InvalidArchitectureAndLayoutFieldsAreNamed) {
+  Json j = Llama405BPlan();
+  j["model"]["kv_heads"] = 6;  // does not divide 128 heads (nor is divided by tp 8)
+  j["model"]["mlp"] = "relu";
+  j["training"]["framework"] = "jax";
+  j["resources"]["gpu"] = "V100";
+  j["parallelism"]["pipeline_layers"] = {8, 8};  // not pp entries
+  j["parallelism"]["cp"] = 2;                    // tp·cp·pp·dp ≠ gpus
+  auto s = ParsePlanRequest(j);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(Fields(s.status()),
+            (std::set<std::string>{"model.kv_heads", "model.mlp", "training.framework", "resources.gpu",
+                                   "parallelism.pipeline_layers", "parallelism", "parallelism.tp"}));
+}
+
+TEST(JobSpec, ContextParallelIsPlannedButNotLaunched) {
+  Json j = Llama405BPlan();
+  j["parallelism"]["cp"] = 2;
+  j["parallelism"]["dp"] = 64;
+  EXPECT_TRUE(ParsePlanRequest(j).ok());
+  j["name"] = "long-context";
+  auto job = ParseJobSpec(j);
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(Fields(job.status()), std::set<std::string>{"parallelism.cp"});
 }
 
 TEST(JobSpec, NotAnObject) {

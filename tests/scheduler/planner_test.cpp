@@ -25,8 +25,24 @@ JobSpec Model(double params, int layers, int hidden, int heads, int seq, int voc
   return s;
 }
 
+// DESIGN.md's worked figures are the ZeRO paper's byte counts: DeepSpeed's.
+JobSpec DeepSpeedModel(double params, int layers, int hidden, int heads, int seq, int vocab, int gpus,
+                       int batch) {
+  JobSpec s = Model(params, layers, hidden, heads, seq, vocab, gpus, batch);
+  s.training.framework = Framework::kDeepSpeed;
+  return s;
+}
+
+// Sequence parallelism on whenever tp > 1, as PlanJob defaults it.
 Plan Layout(int tp, int pp, int dp, int zero, int mbs = 1) {
-  return Plan{.tp = tp, .pp = pp, .dp = dp, .zero_stage = zero, .micro_batches = 0, .micro_batch_size = mbs};
+  return Plan{.tp = tp,
+              .pp = pp,
+              .dp = dp,
+              .zero_stage = zero,
+              .micro_batches = 0,
+              .micro_batch_size = mbs,
+              .sequence_parallel = tp > 1,
+              .pipeline_layers = {}};
 }
 
 double State(const MemoryBreakdown& m) {
@@ -41,23 +57,41 @@ bool HasField(const Status& s, const std::string& field) {
 // ---- Model state (ZeRO paper) ----
 
 TEST(ModelState, BytesPerParameterByPrecisionAndOptimizer) {
-  EXPECT_EQ(ModelStateBytesPerParam(Precision::kBf16, Optimizer::kAdam, 0, 1).total(), 16);
-  EXPECT_EQ(ModelStateBytesPerParam(Precision::kFp16, Optimizer::kAdam, 0, 1).master_weights, 4);
-  const StateBytesPerParam fp32_adam = ModelStateBytesPerParam(Precision::kFp32, Optimizer::kAdam, 0, 1);
+  constexpr Framework ds = Framework::kDeepSpeed;
+  EXPECT_EQ(ModelStateBytesPerParam(ds, Precision::kBf16, Optimizer::kAdam, 0, 1).total(), 16);
+  EXPECT_EQ(ModelStateBytesPerParam(ds, Precision::kFp16, Optimizer::kAdam, 0, 1).master_weights, 4);
+  const StateBytesPerParam fp32_adam = ModelStateBytesPerParam(ds, Precision::kFp32, Optimizer::kAdam, 0, 1);
   EXPECT_EQ(fp32_adam.total(), 16);
   EXPECT_EQ(fp32_adam.master_weights, 0);
-  EXPECT_EQ(ModelStateBytesPerParam(Precision::kBf16, Optimizer::kSgd, 0, 1).total(), 12);
-  EXPECT_EQ(ModelStateBytesPerParam(Precision::kFp32, Optimizer::kSgd, 0, 1).total(), 12);
+  EXPECT_EQ(ModelStateBytesPerParam(ds, Precision::kBf16, Optimizer::kSgd, 0, 1).total(), 12);
+  EXPECT_EQ(ModelStateBytesPerParam(ds, Precision::kFp32, Optimizer::kSgd, 0, 1).total(), 12);
   // bf16 Adam over N = 8: 16, 4 + 12/8 = 5.5, 2 + 14/8 = 3.75, 16/8 = 2.
-  EXPECT_EQ(ModelStateBytesPerParam(Precision::kBf16, Optimizer::kAdam, 1, 8).total(), 5.5);
-  EXPECT_EQ(ModelStateBytesPerParam(Precision::kBf16, Optimizer::kAdam, 2, 8).total(), 3.75);
-  EXPECT_EQ(ModelStateBytesPerParam(Precision::kBf16, Optimizer::kAdam, 3, 8).total(), 2);
+  EXPECT_EQ(ModelStateBytesPerParam(ds, Precision::kBf16, Optimizer::kAdam, 1, 8).total(), 5.5);
+  EXPECT_EQ(ModelStateBytesPerParam(ds, Precision::kBf16, Optimizer::kAdam, 2, 8).total(), 3.75);
+  EXPECT_EQ(ModelStateBytesPerParam(ds, Precision::kBf16, Optimizer::kAdam, 3, 8).total(), 2);
   // fp32 Adam, ZeRO-1 over 4: 4 + 4 + 8/4 = 10.
-  EXPECT_EQ(ModelStateBytesPerParam(Precision::kFp32, Optimizer::kAdam, 1, 4).total(), 10);
+  EXPECT_EQ(ModelStateBytesPerParam(ds, Precision::kFp32, Optimizer::kAdam, 1, 4).total(), 10);
+}
+
+// Megatron-LM keeps fp32 main gradients: 2 + 4 + 4 + 8 = 18 B/param; the distributed optimizer (zero_stage
+// 1) shards master and optimizer: 6 + 12/N (N = 64: 6.1875). Its FSDP modes: 2 + 16/N, 18/N.
+TEST(ModelState, MegatronAndFsdpBytesPerParameter) {
+  constexpr Framework mg = Framework::kMegatron;
+  EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kBf16, Optimizer::kAdam, 0, 1).total(), 18);
+  EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kBf16, Optimizer::kAdam, 0, 1).gradients, 4);
+  EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kBf16, Optimizer::kAdam, 1, 64).total(), 6.1875);
+  EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kBf16, Optimizer::kAdam, 2, 8).total(), 4);     // 2 + 16/8
+  EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kBf16, Optimizer::kAdam, 3, 8).total(), 2.25);  // 18/8
+  EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kFp8, Optimizer::kAdam, 0, 1).total(),
+            18);  // bf16 weights
+  // FSDP2: fp32 parameters 4 + fp32 gradients 4 + Adam 8, all over N = 16: 1 B/param, any zero_stage.
+  EXPECT_EQ(ModelStateBytesPerParam(Framework::kFsdp, Precision::kBf16, Optimizer::kAdam, 0, 16).total(), 1);
+  EXPECT_EQ(
+      ModelStateBytesPerParam(Framework::kFsdp, Precision::kBf16, Optimizer::kAdam, 0, 16).master_weights, 0);
 }
 
 TEST(ModelState, SeventyBillionHoldsOnePointOneTwoTerabytes) {
-  JobSpec s = Model(70e9, 80, 8192, 64, 4096, 128256, 1, 8);
+  JobSpec s = DeepSpeedModel(70e9, 80, 8192, 64, 4096, 128256, 1, 8);
   auto e = EvaluatePlan(s, Layout(1, 1, 1, 0), Hardware{});
   ASSERT_TRUE(e.ok()) << e.status().message();
   EXPECT_REL(State(e->memory), 1.12e12);
@@ -65,14 +99,14 @@ TEST(ModelState, SeventyBillionHoldsOnePointOneTwoTerabytes) {
 }
 
 TEST(ModelState, SevenBillionHolds112Gigabytes) {
-  JobSpec s = Model(7e9, 32, 4096, 32, 4096, 32000, 1, 8);
+  JobSpec s = DeepSpeedModel(7e9, 32, 4096, 32, 4096, 32000, 1, 8);
   auto e = EvaluatePlan(s, Layout(1, 1, 1, 0), Hardware{});
   ASSERT_TRUE(e.ok()) << e.status().message();
   EXPECT_REL(State(e->memory), 112e9);
 }
 
 TEST(ModelState, ThirteenBillionOnEightGpusByZeroStage) {
-  JobSpec s = Model(13e9, 40, 5120, 40, 2048, 32000, 8, 64);
+  JobSpec s = DeepSpeedModel(13e9, 40, 5120, 40, 2048, 32000, 8, 64);
   const double expected[] = {208e9, 71.5e9, 48.75e9, 26e9};
   for (int zero = 0; zero <= 3; ++zero) {
     auto e = EvaluatePlan(s, Layout(1, 1, 8, zero), Hardware{});
@@ -87,7 +121,7 @@ TEST(ModelState, ThirteenBillionOnEightGpusByZeroStage) {
 }
 
 TEST(ModelState, SeventyBillionZero3OnEightGpusDoesNotFitIn80GiB) {
-  JobSpec s = Model(70e9, 80, 8192, 64, 4096, 128256, 8, 8);
+  JobSpec s = DeepSpeedModel(70e9, 80, 8192, 64, 4096, 128256, 8, 8);
   Hardware hw;
   hw.gpu_memory_bytes = 80 * kGiB;
   auto e = EvaluatePlan(s, Layout(1, 1, 8, 3), hw);
@@ -105,22 +139,69 @@ TEST(ModelState, SeventyBillionZero3OnEightGpusDoesNotFitIn80GiB) {
 // 1e9 − 2,048,000 = 997,952,000, i.e. 124,744,000 each.
 TEST(StageParams, EmbeddingOnFirstStageOutputOnLast) {
   ModelSpec m{1e9, 8, 1024, 16, 1024, 1000};
-  EXPECT_REL(StageParamsPerRank(m, 1, 1, 0), 1e9);
+  EXPECT_REL(StageParamsPerRank(m, 1, 1, 0, 8), 1e9);
   // pp=4, tp=2: 2 layers = 249,488,000; ends add 1,024,000; halved by TP.
-  EXPECT_REL(StageParamsPerRank(m, 2, 4, 0), 125'256'000);
-  EXPECT_REL(StageParamsPerRank(m, 2, 4, 1), 124'744'000);
-  EXPECT_REL(StageParamsPerRank(m, 2, 4, 3), 125'256'000);
+  EXPECT_REL(StageParamsPerRank(m, 2, 4, 0, 2), 125'256'000);
+  EXPECT_REL(StageParamsPerRank(m, 2, 4, 1, 2), 124'744'000);
+  EXPECT_REL(StageParamsPerRank(m, 2, 4, 3, 2), 125'256'000);
+  // Uneven: 3 layers on the last stage = 374,232,000 + 1,024,000, halved.
+  EXPECT_REL(StageParamsPerRank(m, 2, 4, 3, 3), 187'628'000);
+  // Tied embeddings: 1e9 − 1,024,000 over 8 layers = 124,872,000 each; pp = 1 holds the table once.
+  m.tied_embeddings = true;
+  EXPECT_REL(StageParamsPerRank(m, 1, 1, 0, 8), 1e9);
+  EXPECT_REL(StageParamsPerRank(m, 1, 2, 1, 4), 4 * 124'872'000.0 + 1'024'000);  // the last stage's copy
 }
 
 // ---- Activations (Korthikanti 2022) ----
 
 // s = 1024, b = 2, h = 1024, a = 16, t = 2: s·b·h = 2,097,152, 5·a·s/h = 80.
+double Act(const ModelSpec& m, Recompute r, Precision p, Attention a, bool sp = true, int cp = 1) {
+  TrainingSpec t;
+  t.activation_recompute = r;
+  t.precision = p;
+  t.attention = a;
+  Plan plan = Layout(2, 1, 1, 0, 2);
+  plan.sequence_parallel = sp;
+  plan.cp = cp;
+  return ActivationBytesPerLayer(m, t, plan);
+}
+
 TEST(Activations, PerLayerByRecomputeMode) {
   ModelSpec m{1e9, 8, 1024, 16, 1024, 1000};
-  EXPECT_EQ(ActivationBytesPerLayer(m, 2, 2, Recompute::kNone, Precision::kBf16), 119'537'664);  // ·114/2
-  EXPECT_EQ(ActivationBytesPerLayer(m, 2, 2, Recompute::kSelective, Precision::kBf16), 35'651'584);  // ·34/2
-  EXPECT_EQ(ActivationBytesPerLayer(m, 2, 2, Recompute::kFull, Precision::kBf16), 4'194'304);        // ·2
-  EXPECT_EQ(ActivationBytesPerLayer(m, 2, 2, Recompute::kSelective, Precision::kFp32), 71'303'168);
+  constexpr Precision bf16 = Precision::kBf16;
+  constexpr Attention eager = Attention::kEager, flash = Attention::kFlash;
+  EXPECT_EQ(Act(m, Recompute::kNone, bf16, eager), 119'537'664);      // ·114/2 (Korthikanti eq. 1)
+  EXPECT_EQ(Act(m, Recompute::kSelective, bf16, eager), 35'651'584);  // ·34/2
+  EXPECT_EQ(Act(m, Recompute::kNone, bf16, flash), 35'651'584);       // flash keeps no s² term
+  EXPECT_EQ(Act(m, Recompute::kFull, bf16, flash), 2'097'152);        // ·2/2: the input, split by SP
+  EXPECT_EQ(Act(m, Recompute::kSelective, Precision::kFp32, flash), 71'303'168);
+  // Without sequence parallelism 10 units stay whole: (10 + 24/2) · 2,097,152; full recompute ·2.
+  EXPECT_EQ(Act(m, Recompute::kSelective, bf16, flash, false), 46'137'344);
+  EXPECT_EQ(Act(m, Recompute::kFull, bf16, flash, false), 4'194'304);
+  // cp = 2 halves s' = 512: 34/2 · 1,048,576.
+  EXPECT_EQ(Act(m, Recompute::kSelective, bf16, flash, true, 2), 17'825'792);
+}
+
+// GQA with 4 of 16 KV heads (g = 1/4) and a SwiGLU MLP of width F = 3h:
+// attention 7 + 4·0.25 = 8, MLP 3 + 6·3 = 21, norms 4: 33 units / 2 · 2,097,152 = 34,603,008.
+TEST(Activations, GqaAndSwiglu) {
+  ModelSpec m{1e9, 8, 1024, 16, 1024, 1000};
+  m.kv_heads = 4;
+  m.ffn_hidden = 3072;
+  m.mlp = Mlp::kSwiglu;
+  EXPECT_EQ(Act(m, Recompute::kSelective, Precision::kBf16, Attention::kFlash), 34'603'008);
+  // GeLU at the same width: 7 + 1 + 3 + 4·3 + 4 = 27 units / 2 · 2,097,152.
+  m.mlp = Mlp::kGelu;
+  EXPECT_EQ(Act(m, Recompute::kSelective, Precision::kBf16, Attention::kFlash), 28'311'552);
+}
+
+// Embedding (8·s·b + s·b·h)/t and output layer plus fp32 logits (4·s·b·h + 4·s·b·V)/t, s = 1024, b = 2,
+// h = 1024, V = 1000, t = 2: (16,384 + 2,097,152)/2 and (8,388,608 + 8,192,000)/2.
+TEST(Activations, EmbeddingAndOutputLayer) {
+  ModelSpec m{1e9, 8, 1024, 16, 1024, 1000};
+  const Plan p = Layout(2, 1, 1, 0, 2);
+  EXPECT_EQ(EmbeddingActivationBytes(m, p), 1'056'768);
+  EXPECT_EQ(OutputActivationBytes(m, p), 8'290'304);
 }
 
 TEST(Activations, OneFOneBFirstStageHoldsPipelineDepth) {
@@ -128,6 +209,8 @@ TEST(Activations, OneFOneBFirstStageHoldsPipelineDepth) {
   EXPECT_EQ(InFlightMicroBatches(4, 3, 8), 1);
   EXPECT_EQ(InFlightMicroBatches(4, 0, 2), 2);
   EXPECT_EQ(InFlightMicroBatches(1, 0, 16), 1);
+  // Interleaved, vpp = 2: 4 · (1 + 3/(4·2)) = 5.5 (Korthikanti et al. 2022 §4.2.3).
+  EXPECT_DOUBLE_EQ(InFlightMicroBatches(4, 0, 8, 2), 5.5);
 }
 
 // ---- Pipeline and collectives ----
@@ -136,6 +219,8 @@ TEST(Comm, BubbleFraction) {
   EXPECT_DOUBLE_EQ(BubbleFraction(4, 8), 3.0 / 11);
   EXPECT_DOUBLE_EQ(BubbleFraction(16, 128), 15.0 / 143);
   EXPECT_EQ(BubbleFraction(1, 32), 0);
+  // Interleaved: (15/5) / (16 + 3) = 3/19.
+  EXPECT_DOUBLE_EQ(BubbleFraction(16, 16, 5), 3.0 / 19);
 }
 
 TEST(Comm, RingCollectives) {
@@ -145,9 +230,22 @@ TEST(Comm, RingCollectives) {
   EXPECT_EQ(RingAllReduceBytes(1e9, 1), 0);
 }
 
+// Latency: ring steps 2(n−1) against tree steps 2⌈log2 n⌉, whichever is fewer.
+TEST(Comm, CollectiveSecondsHaveALatencyTerm) {
+  // n = 4: ring 6 steps, tree 4: 1.5 · 1e6 / 1e9 + 4 · 1e-5 = 0.0015 + 0.00004.
+  EXPECT_DOUBLE_EQ(AllReduceSeconds(1e6, 4, 1e9, 1e-5), 0.00154);
+  // n = 2048, 8 bytes: bandwidth 2 · 2047/2048 · 8 / 1e9 ≈ 1.6e-8 s, tree 2 · 11 steps · 1e-5 = 2.2e-4 s.
+  EXPECT_NEAR(AllReduceSeconds(8, 2048, 1e9, 1e-5), 2.2e-4 + 2.0 * 2047 / 2048 * 8 / 1e9, 1e-15);
+  // All-gather over 3: 2/3 · 3e6 / 1e9 + min(2, 2) · 1e-6.
+  EXPECT_DOUBLE_EQ(AllGatherSeconds(3e6, 3, 1e9, 1e-6), 0.002 + 2e-6);
+  EXPECT_EQ(AllGatherSeconds(3e6, 1, 1e9, 1e-6), 0);
+}
+
 // A small job worked through by hand: 1e9 parameters, 8 layers, hidden 1024, 16 heads, seq 1024,
-// vocab 1000 on 16 GPUs as tp=4 pp=2 dp=2, global batch 16, micro-batch 1 → 8 micro-batches.
-// Activation tensor s·b·h·2 = 2,097,152 bytes. Stage params per rank 500,000,000 / 4 = 125e6.
+// vocab 1000 on 16 GPUs as tp=4 pp=2 dp=2 (sequence parallel), global batch 16, micro-batch 1 → 8
+// micro-batches; megatron (the default framework), flash attention, selective recompute.
+// Layer parameters (1e9 − 2 · 1,024,000)/8 = 124,744,000; stage params per rank (4 layers + one
+// vocab table)/4 = 125e6 on either stage. Activation tensor s·b·h·2 = 2,097,152 bytes.
 class SmallJob : public ::testing::Test {
  protected:
   SmallJob() : spec_(Model(1e9, 8, 1024, 16, 1024, 1000, 16, 16)) {
@@ -155,8 +253,11 @@ class SmallJob : public ::testing::Test {
     hw_.nvlink_domain_gpus = 8;
     hw_.nvlink_bytes_per_s = 1e11;
     hw_.ib_bytes_per_s = 1e10;
+    hw_.nvlink_latency_s = 0;
+    hw_.ib_latency_s = 0;
     hw_.peak_flops = 1e15;
-    hw_.mfu = 0.5;
+    hw_.matmul_efficiency = 0.5;
+    hw_.matmul_half_size = 0;  // efficiency 0.5 at any size
     hw_.memory_headroom = 0.9;
   }
   JobSpec spec_;
@@ -167,11 +268,15 @@ TEST_F(SmallJob, MemoryOfWorstStage) {
   auto e = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
   ASSERT_TRUE(e.ok()) << e.status().message();
   EXPECT_EQ(e->plan.micro_batches, 8);
-  EXPECT_REL(e->memory.weights, 250e6);  // 2 · 125e6
-  EXPECT_REL(State(e->memory), 2e9);     // 16 · 125e6
-  // selective 2^20·34/4 = 8,912,896 per layer · 4 layers · 2 in flight on the first stage.
-  EXPECT_REL(e->memory.activations, 71'303'168);
-  EXPECT_REL(e->memory.total, 2'071'303'168);
+  EXPECT_REL(e->memory.weights, 250e6);    // 2 · 125e6
+  EXPECT_REL(e->memory.gradients, 500e6);  // fp32 main gradients 4 · 125e6
+  EXPECT_REL(State(e->memory), 2.25e9);    // 18 · 125e6
+  // Stage 0: selective (flash) 2^20 · 34/4 = 8,912,896 per layer · 4 layers · 2 in flight = 71,303,168,
+  // plus the embedding (8 · 1024 + 1024 · 1024)/4 = 264,192 · 2 in flight = 528,384.
+  // Stage 1: 8,912,896 · 4 · 1 + output (4 · 1,048,576 + 4 · 1024 · 1000)/4 = 35,651,584 + 2,072,576.
+  EXPECT_REL(e->memory.activations, 71'831'552);
+  EXPECT_REL(e->memory.total, 2'321'831'552);
+  EXPECT_EQ(e->memory.stage, 0);
   EXPECT_TRUE(e->fits);
   EXPECT_DOUBLE_EQ(e->bubble_fraction, 1.0 / 9);
 }
@@ -179,34 +284,82 @@ TEST_F(SmallJob, MemoryOfWorstStage) {
 TEST_F(SmallJob, CommBytesByAxis) {
   auto e = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
   ASSERT_TRUE(e.ok()) << e.status().message();
-  // TP: 4 layers · 8 micro-batches · 4 all-reduces · 2·3/4 · 2,097,152.
+  // TP: 4 layers · 8 micro-batches · 4 collectives · 2·3/4 · 2,097,152.
   EXPECT_REL(e->comm.tp, 402'653'184);
-  // PP: 2 directions · 8 micro-batches · 2,097,152.
-  EXPECT_REL(e->comm.pp, 33'554'432);
-  // DP: gradients 2 · 125e6 = 250e6 bytes, ring all-reduce over 2 → 2·1/2 · 250e6.
-  EXPECT_REL(e->comm.dp, 250e6);
+  // PP: 2 directions · 8 micro-batches · 2,097,152 / 4 (sequence-parallel scatter).
+  EXPECT_REL(e->comm.pp, 8'388'608);
+  // DP: fp32 gradients 4 · 125e6 = 500e6 bytes, all-reduce over 2 → 2 · 1/2 · 500e6.
+  EXPECT_REL(e->comm.dp, 500e6);
+  EXPECT_EQ(e->comm.cp, 0);
 
-  spec_.training.activation_recompute = Recompute::kFull;  // 6 all-reduces per layer
+  spec_.training.activation_recompute = Recompute::kFull;  // 6 collectives per layer
   EXPECT_REL(EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_)->comm.tp, 603'979'776);
   spec_.training.activation_recompute = Recompute::kSelective;
-  EXPECT_REL(EvaluatePlan(spec_, Layout(4, 2, 2, 1), hw_)->comm.dp, 250e6);
-  EXPECT_REL(EvaluatePlan(spec_, Layout(4, 2, 2, 2), hw_)->comm.dp, 1.125e9);  // (8+1) · 1/2 · 250e6
-  EXPECT_REL(EvaluatePlan(spec_, Layout(4, 2, 2, 3), hw_)->comm.dp, 2.125e9);  // (16+1) · 1/2 · 250e6
+  // Distributed optimizer: reduce-scatter 1/2 · 500e6 + all-gather of bf16 weights 1/2 · 250e6.
+  EXPECT_REL(EvaluatePlan(spec_, Layout(4, 2, 2, 1), hw_)->comm.dp, 375e6);
+  EXPECT_REL(EvaluatePlan(spec_, Layout(4, 2, 2, 2), hw_)->comm.dp, 2.125e9);  // 8 · 250e6 + 125e6
+  EXPECT_REL(EvaluatePlan(spec_, Layout(4, 2, 2, 3), hw_)->comm.dp, 4e9);      // 8 · (2 · 125e6 + 250e6)
+  // DeepSpeed reduces bf16 gradients: 2 · 1/2 · 250e6.
+  spec_.training.framework = Framework::kDeepSpeed;
+  EXPECT_REL(EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_)->comm.dp, 250e6);
 }
 
 TEST_F(SmallJob, StepTime) {
   auto e = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
   ASSERT_TRUE(e.ok()) << e.status().message();
-  // compute 6 · 1e9 · 16·1024 tokens / (16 · 1e15 · 0.5) = 0.012288 s; / (1 − 1/9) = 0.013824 s.
-  EXPECT_REL(e->compute_time_s, 0.012288);
-  // TP at NVLink 402,653,184 / 1e11; PP leaves the 8-GPU domain (16 ranks): 33,554,432 / 1e10;
-  // DP stays inside (tp·dp = 8): 250e6 / 1e11 = 0.0025 s, minus the last backward 2/3 · 0.012288 / 8.
-  EXPECT_REL(e->comm_time_s, 0.00402653184 + 0.0033554432 + 0.0025);
-  EXPECT_REL(e->step_time_s, 0.013824 + 0.00402653184 + 0.0033554432 + (0.0025 - 0.001024));
+  // Per micro-batch (1024 tokens) and layer: 6 · 124,744,000 · 1024 = 766,427,136,000 matmul FLOPs plus
+  // causal attention 6 · 1024 · 1024 · 1024 = 6,442,450,944: 772,869,586,944. The last stage adds the output
+  // layer 6 · 1000 · 1024 · 1024 = 6,291,456,000: 4 · 772,869,586,944 + 6,291,456,000 = 3,097,769,803,776,
+  // over tp = 4 ranks at 1e15 · 0.5: t = 0.001548884901888 s.
+  const double t = 0.001548884901888;
+  EXPECT_REL(e->compute_time_s, 8 * t);
+  // TP inside the domain: 402,653,184 / 1e11; PP leaves the 8-GPU domain (16 ranks): 8,388,608 / 1e10;
+  // DP stays inside (tp·dp = 8): 500e6 / 1e11 = 0.005 s, minus the last backward 2/3 · t = 0.00103 s,
+  // but at least the last 40M-parameter bucket 2 · 1/2 · 160e6 / 1e11 = 0.0016 s (it is not: 0.00397).
+  const double tp = 0.00402653184, pp = 0.0008388608, dp = 0.005 - 2.0 / 3 * t;
+  EXPECT_REL(e->comm_time_s, tp + pp + 0.005);
+  EXPECT_REL(e->exposed_comm_s, tp + pp + dp);
+  EXPECT_REL(e->step_time_s, 8 * t + t + tp + pp + dp);  // bubble (pp − 1) · t
 
-  // ZeRO-3: DP 2.125e9 / 1e11 = 0.02125 s, hidden behind all compute (0.012288 s).
-  auto z3 = EvaluatePlan(spec_, Layout(4, 2, 2, 3), hw_);
-  EXPECT_REL(z3->step_time_s, 0.013824 + 0.00402653184 + 0.0033554432 + (0.02125 - 0.012288));
+  // Model FLOPs per token 6 · (8 · 124,744,000 + 1,024,000) + 12 · 8 · 1024 · 1024 = 6,094,519,296;
+  // 16 · 1024 tokens per step on 16 GPUs.
+  const double step = 8 * t + t + tp + pp + dp;
+  EXPECT_LE(e->exposed_comm_s, e->comm_time_s);
+  EXPECT_REL(e->tokens_per_s, 16384 / step);
+  EXPECT_REL(e->tflops_per_gpu, 6'094'519'296.0 * 16384 / 16 / step / 1e12);
+  EXPECT_REL(e->mfu, e->tflops_per_gpu * 1e12 / 1e15);
+}
+
+// The last gradient bucket is never hidden: with 1000× slower GPUs (t = 1.548884901888 s) the backward
+// hides all 0.005 s of DP traffic but the 40M-parameter bucket, 2 · 1/2 · 160e6 / 1e11 = 0.0016 s.
+TEST_F(SmallJob, LastGradientBucketIsExposed) {
+  hw_.peak_flops = 1e12;
+  auto e = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_REL(e->exposed_comm_s, 0.00402653184 + 0.0008388608 + 0.0016);
+}
+
+// ZeRO-3 (megatron's FSDP mode): per micro-batch two all-gathers of bf16 weights 1/2 · 250e6 / 1e11 each
+// and a reduce-scatter of fp32 gradients 1/2 · 500e6 / 1e11: 0.005 s against t = 0.001548884901888 s of
+// compute; exposed per micro-batch (0.005 − t) + 20 % of t, over 8 micro-batches.
+TEST_F(SmallJob, Zero3GathersArePartlyHidden) {
+  auto e = EvaluatePlan(spec_, Layout(4, 2, 2, 3), hw_);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  const double t = 0.001548884901888;
+  EXPECT_REL(e->exposed_comm_s, 0.00402653184 + 0.0008388608 + 8 * (0.005 - 0.8 * t));
+}
+
+// fp8 training runs the matmuls at the fp8 peak (here 2e15, twice the 16-bit one): every stage time halves,
+// t = 0.001548884901888 / 2; weights stay 16-bit, so memory does not change; mfu is against the fp8 peak.
+TEST_F(SmallJob, Fp8UsesTheFp8Peak) {
+  hw_.peak_fp8_flops = 2e15;
+  auto bf16 = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  spec_.training.precision = Precision::kFp8;
+  auto fp8 = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  ASSERT_TRUE(bf16.ok() && fp8.ok());
+  EXPECT_REL(fp8->compute_time_s, 8 * 0.001548884901888 / 2);
+  EXPECT_REL(fp8->memory.total, bf16->memory.total);
+  EXPECT_REL(fp8->mfu, fp8->tflops_per_gpu * 1e12 / 2e15);
 }
 
 // ---- Validation ----
@@ -225,9 +378,39 @@ TEST(EvaluatePlan, InvalidPlansNameTheirFields) {
   EXPECT_EQ(wide.status().fields()[0].field, "parallelism.tp");
   EXPECT_NE(wide.status().fields()[0].message.find("NVLink"), std::string::npos);
 
-  auto pp = EvaluatePlan(s, Layout(8, 3, 8, 0), Hardware{});  // 3 does not divide 80 layers
+  JobSpec s81 = s;
+  s81.resources.gpus = 81;
+  auto pp = EvaluatePlan(s81, Layout(1, 81, 1, 0), Hardware{});  // 81 stages for 80 layers
   ASSERT_FALSE(pp.ok());
   EXPECT_TRUE(HasField(pp.status(), "parallelism.pp"));
+  JobSpec s24 = s;
+  s24.resources.gpus = 192;
+  EXPECT_TRUE(EvaluatePlan(s24, Layout(8, 3, 8, 0), Hardware{}).ok());  // 3 ∤ 80: balanced stages
+
+  JobSpec gqa = s;
+  gqa.model.kv_heads = 4;  // TP 8 would split KV heads
+  auto kv = EvaluatePlan(gqa, Layout(8, 4, 8, 0), Hardware{});
+  ASSERT_FALSE(kv.ok());
+  EXPECT_TRUE(HasField(kv.status(), "parallelism.tp"));
+
+  Plan cp = Layout(8, 4, 4, 0);
+  cp.cp = 3;  // 2·3 ∤ 4096, and 8·3·4·4 = 384 ≠ 256
+  auto bad_cp = EvaluatePlan(s, cp, Hardware{});
+  ASSERT_FALSE(bad_cp.ok());
+  EXPECT_TRUE(HasField(bad_cp.status(), "parallelism.cp"));
+  EXPECT_TRUE(HasField(bad_cp.status(), "parallelism.dp"));
+
+  Plan vpp = Layout(8, 1, 32, 0);
+  vpp.vpp = 2;  // no pipeline to interleave
+  auto bad_vpp = EvaluatePlan(s, vpp, Hardware{});
+  ASSERT_FALSE(bad_vpp.ok());
+  EXPECT_TRUE(HasField(bad_vpp.status(), "parallelism.vpp"));
+
+  Plan uneven = Layout(8, 4, 8, 0);
+  uneven.pipeline_layers = {19, 21, 21, 20};  // sums to 81
+  auto bad_layers = EvaluatePlan(s, uneven, Hardware{});
+  ASSERT_FALSE(bad_layers.ok());
+  EXPECT_TRUE(HasField(bad_layers.status(), "parallelism.pipeline_layers"));
 
   auto batch = EvaluatePlan(s, Layout(8, 4, 8, 0, 256), Hardware{});  // 1024 % (256·8) ≠ 0
   ASSERT_FALSE(batch.ok());
@@ -249,29 +432,56 @@ TEST(EvaluatePlan, InvalidPlansNameTheirFields) {
 
 // ---- Auto ----
 
-// Llama 3 405B: 126 layers, hidden 16384, 128 heads, seq 8192, vocab 128256, 2048 sequences (16M tokens).
+// Llama 3 405B (Llama 3 paper, Table 3): 126 layers, hidden 16384, 128 heads, 8 KV heads, FFN 53248 SwiGLU,
+// RMSNorm, vocab 128256, seq 8192, 2048 sequences (16M tokens).
 JobSpec Llama405B() {
-  return Model(405e9, 126, 16384, 128, 8192, 128256, 16384, 2048);
+  JobSpec s = Model(0, 126, 16384, 128, 8192, 128256, 16384, 2048);
+  s.model.kv_heads = 8;
+  s.model.ffn_hidden = 53248;
+  s.model.mlp = Mlp::kSwiglu;
+  s.model.norm = Norm::kRmsNorm;
+  return s;
 }
 
 TEST(AutoPlan, Llama405BOn16kH100sFitsWithTpWithinNode) {
   Hardware hw;
-  hw.gpu_memory_bytes = 80 * kGiB;
   auto e = AutoPlan(Llama405B(), hw);
   ASSERT_TRUE(e.ok()) << e.status().message();
   EXPECT_TRUE(e->fits) << e->explanation;
   EXPECT_LE(e->memory.total, 0.9 * 80 * kGiB);
   EXPECT_EQ(e->plan.world_size(), 16384);
-  // 126 layers and 16,384 GPUs leave pp ∈ {1, 2}; only TP 8 splits activations enough to fit.
-  EXPECT_EQ(e->plan.tp, 8);
-  EXPECT_EQ(126 % e->plan.pp, 0);
+  EXPECT_LE(e->plan.tp, 8);
+  EXPECT_GT(e->plan.pp, 2);  // uneven stages let PP go past the divisors of 126 and 16384
   EXPECT_EQ(e->plan.micro_batches * e->plan.micro_batch_size * e->plan.dp, 2048);
   EXPECT_NE(e->explanation.find("Chose"), std::string::npos) << e->explanation;
-  EXPECT_NE(e->explanation.find("rejected"), std::string::npos) << e->explanation;
+  EXPECT_NE(e->explanation.find("Top candidates: 1)"), std::string::npos) << e->explanation;
+  EXPECT_NE(e->explanation.find("3)"), std::string::npos) << e->explanation;
+  EXPECT_NE(e->explanation.find("faster than the runner-up"), std::string::npos) << e->explanation;
   // The chosen plan re-evaluates to the same figures.
   auto again = EvaluatePlan(Llama405B(), e->plan, hw);
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->step_time_s, e->step_time_s);
+}
+
+// The architecture counts 405,853,388,800 parameters (planner_arch_test.cpp). 405e9 is 0.2 % off: no note;
+// 450e9 is 10.9 % off: the explanation says so; omitted: the count is used and named.
+TEST(EvaluatePlan, ParameterCountDiscrepancyIsExplained) {
+  const Plan p = [] {
+    Plan l = Layout(8, 16, 128, 1);
+    l.vpp = 7;
+    return l;
+  }();
+  JobSpec s = Llama405B();
+  auto counted = EvaluatePlan(s, p, Hardware{});
+  ASSERT_TRUE(counted.ok()) << counted.status().message();
+  EXPECT_EQ(counted->model_parameters, 405'853'388'800.0);
+  EXPECT_NE(counted->explanation.find("counted from the architecture"), std::string::npos);
+  s.model.parameters = 405e9;
+  EXPECT_EQ(EvaluatePlan(s, p, Hardware{})->explanation.find("off the"), std::string::npos);
+  s.model.parameters = 450e9;
+  auto off = EvaluatePlan(s, p, Hardware{});
+  EXPECT_EQ(off->model_parameters, 450e9);
+  EXPECT_NE(off->explanation.find("+10.9% off the"), std::string::npos) << off->explanation;
 }
 
 TEST(AutoPlan, NeverExceedsTheNvlinkDomain) {
@@ -279,20 +489,13 @@ TEST(AutoPlan, NeverExceedsTheNvlinkDomain) {
   wide.nvlink_domain_gpus = 8;
   auto best = AutoPlan(Llama405B(), wide);
   ASSERT_TRUE(best.ok());
-  ASSERT_EQ(best->plan.tp, 8);
   Hardware narrow;
   narrow.nvlink_domain_gpus = 4;
   auto e = AutoPlan(Llama405B(), narrow);
   ASSERT_TRUE(e.ok()) << e.status().message();
   EXPECT_LE(e->plan.tp, 4);
   EXPECT_EQ(e->plan.world_size(), 16384);
-  EXPECT_GE(e->step_time_s, best->step_time_s);  // a narrower domain only removes options
-  // With 2-GPU domains tp·pp ≤ 2·2 (pp ∈ {1, 2} divides both 126 and 16384) forces dp ≥ 4096 > 2048
-  // sequences: no layout at all, rather than a wider TP.
-  narrow.nvlink_domain_gpus = 2;
-  auto none = AutoPlan(Llama405B(), narrow);
-  ASSERT_FALSE(none.ok());
-  EXPECT_TRUE(HasField(none.status(), "resources.gpus"));
+  EXPECT_GE(e->step_time_s, best->step_time_s * (1 - 1e-9));  // a narrower domain only removes options
 }
 
 // Llama 2/3 70B on 256 A100 80 GB (312 TFLOP/s bf16, NVLink 600 GB/s, HDR 25 GB/s per GPU).
@@ -308,7 +511,7 @@ TEST(AutoPlan, SeventyBillionOn256A100sFitsAndBeatsTheReferenceRecipe) {
   EXPECT_TRUE(e->fits) << e->explanation;
   EXPECT_EQ(e->plan.world_size(), 256);
   EXPECT_LE(e->plan.tp, 8);
-  auto reference = EvaluatePlan(s, Layout(4, 8, 8, 0), a100);  // DESIGN.md: TP 4, PP 8, DP 8
+  auto reference = EvaluatePlan(s, Layout(4, 8, 8, 1), a100);  // DESIGN.md: TP 4, PP 8, DP 8
   ASSERT_TRUE(reference.ok());
   ASSERT_TRUE(reference->fits);
   EXPECT_LE(e->step_time_s, reference->step_time_s);
@@ -340,7 +543,8 @@ TEST(AutoPlan, NothingFitsReturnsClosestWithBreakdown) {
 }
 
 TEST(AutoPlan, NoDivisibleLayoutIsAnError) {
-  JobSpec s = Model(7e9, 32, 4096, 32, 4096, 32000, 7, 64);  // 7 GPUs: tp·pp·dp = 7 needs dp = 7 ∤ 64
+  // 7 GPUs, 4 layers: tp ∈ {1} (7 ∤ 32 heads), cp powers of two, pp ≤ 4, so dp = 7 ∤ 64.
+  JobSpec s = Model(7e9, 4, 4096, 32, 4096, 32000, 7, 64);
   auto e = AutoPlan(s, Hardware{});
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), Code::kInvalidContent);
@@ -351,12 +555,22 @@ TEST(AutoPlan, NoDivisibleLayoutIsAnError) {
 
 TEST(PlanJob, UsesTheGivenParallelismOrSearches) {
   JobSpec s = Model(70e9, 80, 8192, 64, 4096, 128256, 256, 1024);
-  s.parallelism = {.automatic = false, .tp = 8, .pp = 4, .dp = 8, .zero_stage = 1};
+  s.parallelism = ParallelismSpec{};
+  s.parallelism.tp = 8;
+  s.parallelism.pp = 4;
+  s.parallelism.dp = 8;
+  s.parallelism.zero_stage = 1;
   s.training.micro_batch_size = 2;
   auto given = PlanJob(s, Hardware{});
   ASSERT_TRUE(given.ok()) << given.status().message();
-  EXPECT_EQ(given->plan,
-            (Plan{.tp = 8, .pp = 4, .dp = 8, .zero_stage = 1, .micro_batches = 64, .micro_batch_size = 2}));
+  EXPECT_EQ(given->plan, (Plan{.tp = 8,
+                               .pp = 4,
+                               .dp = 8,
+                               .zero_stage = 1,
+                               .micro_batches = 64,
+                               .micro_batch_size = 2,
+                               .sequence_parallel = true,
+                               .pipeline_layers = {}}));
 
   s.parallelism.automatic = true;
   auto automatic = PlanJob(s, Hardware{});
@@ -374,17 +588,25 @@ TEST(PlanJson, UsesApiFieldNames) {
                                 {"dp", 2},
                                 {"zero_stage", 1},
                                 {"micro_batches", 8},
-                                {"micro_batch_size", 1}}));
+                                {"micro_batch_size", 1},
+                                {"cp", 1},
+                                {"vpp", 1},
+                                {"sequence_parallel", true},
+                                {"pipeline_layers", {4, 4}}}));
   EXPECT_EQ(j.at("fits"), true);
-  for (const char* k : {"weights", "gradients", "optimizer", "master_weights", "activations", "total"}) {
+  for (const char* k :
+       {"weights", "gradients", "optimizer", "master_weights", "activations", "working", "total", "stage"}) {
     EXPECT_TRUE(j.at("memory_per_gpu_bytes").contains(k)) << k;
   }
   EXPECT_EQ(j.at("memory_per_gpu_bytes").at("weights").get<double>(), e->memory.weights);
   EXPECT_EQ(j.at("gpu_memory_bytes").get<double>(), 80 * kGiB);
   EXPECT_DOUBLE_EQ(j.at("bubble_fraction").get<double>(), 1.0 / 9);
-  EXPECT_EQ(j.at("comm_bytes_per_step").at("pp").get<double>(), 33'554'432);
-  for (const char* k : {"step_time_s", "compute_time_s", "comm_time_s"})
+  EXPECT_EQ(j.at("comm_bytes_per_step").at("pp").get<double>(), 8'388'608);
+  EXPECT_EQ(j.at("comm_bytes_per_step").at("cp").get<double>(), 0);
+  for (const char* k : {"step_time_s", "compute_time_s", "comm_time_s", "exposed_comm_s", "tflops_per_gpu",
+                        "mfu", "tokens_per_s"})
     EXPECT_GT(j.at(k).get<double>(), 0) << k;
+  EXPECT_EQ(j.at("model_parameters").get<double>(), 1e9);
   EXPECT_EQ(j.at("explanation"), e->explanation);
 }
 
@@ -398,6 +620,27 @@ TEST(HardwareForResources, TakesGpuSizeAndNodeWidth) {
   EXPECT_EQ(hw.nvlink_domain_gpus, 4);
   r.gpu_memory_gib.reset();
   EXPECT_EQ(HardwareForResources(r, 96).gpu_memory_bytes, 96 * kGiB);
+}
+
+// Profiles (scheduler/gpu_profiles.h): datasheet peaks, achievable bandwidth 0.8 × one direction.
+TEST(HardwareForResources, GpuProfiles) {
+  Resources r;
+  r.gpus = 72;
+  r.gpu = "GB200-NVL72";
+  Hardware hw = HardwareForResources(r);
+  EXPECT_EQ(hw.nvlink_domain_gpus, 72);  // one NVLink domain per rack
+  EXPECT_EQ(hw.peak_flops, 2500e12);
+  EXPECT_EQ(hw.peak_fp8_flops, 5000e12);
+  EXPECT_EQ(hw.gpu_memory_bytes, 186e9);
+  EXPECT_EQ(hw.nvlink_bytes_per_s, 720e9);  // 0.8 · 900 GB/s
+  r.gpu = "A100-80GB";
+  hw = HardwareForResources(r);
+  EXPECT_EQ(hw.peak_flops, 312e12);
+  EXPECT_EQ(hw.peak_fp8_flops, 312e12);  // no fp8 tensor cores
+  EXPECT_EQ(hw.ib_bytes_per_s, 20e9);    // 0.8 · 25 GB/s (HDR 200 Gb/s)
+  EXPECT_EQ(hw.nvlink_domain_gpus, 8);
+  r.gpu = "H100-80GB";
+  EXPECT_EQ(HardwareForResources(r).nvlink_bytes_per_s, 360e9);
 }
 
 }  // namespace

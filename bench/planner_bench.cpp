@@ -1,0 +1,66 @@
+// Planner benchmark: AutoPlan (scheduler/planner.h) for Llama 3 405B (126 layers, h 16384, 128 heads, 8 KV
+// heads, SwiGLU FFN 53248, vocab 128256, seq 8192, 16M tokens per batch) on H100-80GB:
+//   (a) 16,384 GPUs; (b) 131,072 GPUs (same model, 2048 sequences per batch).
+// Prints the median wall time over runs (steady_clock) and the chosen layout. Target: < 1 s for (b).
+// Usage: planner_bench [runs]   (default 5)
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "scheduler/planner.h"
+
+namespace shepherd {
+namespace {
+
+JobSpec Llama405B(int gpus) {
+  JobSpec s;
+  s.model.layers = 126;
+  s.model.hidden = 16384;
+  s.model.heads = 128;
+  s.model.kv_heads = 8;
+  s.model.ffn_hidden = 53248;
+  s.model.mlp = Mlp::kSwiglu;
+  s.model.norm = Norm::kRmsNorm;
+  s.model.vocab = 128256;
+  s.model.seq_len = 8192;
+  s.training.global_batch_size = 2048;
+  s.training.activation_recompute = Recompute::kFull;
+  s.resources.gpus = gpus;
+  s.resources.gpu = "H100-80GB";
+  return s;
+}
+
+void Run(int gpus, int runs) {
+  const JobSpec spec = Llama405B(gpus);
+  const Hardware hw = HardwareForResources(spec.resources);
+  std::vector<double> ms;
+  Result<PlanEstimate> e = AutoPlan(spec, hw);
+  for (int i = 0; i < runs; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    e = AutoPlan(spec, hw);
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(ms.begin(), ms.end());
+  if (!e.ok()) {
+    std::printf("%d GPUs: error %s\n", gpus, e.status().message().c_str());
+    return;
+  }
+  const Plan& p = e->plan;
+  std::printf(
+      "%7d GPUs: median %.1f ms (min %.1f, max %.1f) | tp=%d cp=%d pp=%d vpp=%d dp=%d ZeRO-%d mbs=%d | "
+      "%.0f TFLOP/s per GPU, %.1f GB per GPU, fits=%d\n",
+      gpus, ms[ms.size() / 2], ms.front(), ms.back(), p.tp, p.cp, p.pp, p.vpp, p.dp, p.zero_stage,
+      p.micro_batch_size, e->tflops_per_gpu, e->memory.total / 1e9, e->fits ? 1 : 0);
+}
+
+}  // namespace
+}  // namespace shepherd
+
+int main(int argc, char** argv) {
+  const int runs = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
+  shepherd::Run(16384, runs);
+  shepherd::Run(131072, runs);
+  return 0;
+}

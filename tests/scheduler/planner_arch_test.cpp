@@ -1,0 +1,135 @@
+// Architecture counts, pipeline stage layouts and Megatron-LM's memory estimate, checked against numbers
+// worked out by hand (arithmetic in the comments), never against the code's own output.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "scheduler/memory_model.h"
+#include "scheduler/model_arch.h"
+#include "scheduler/pipeline_layout.h"
+#include "scheduler/planner.h"
+
+namespace shepherd {
+namespace {
+
+#define EXPECT_REL(actual, expected) EXPECT_NEAR((actual), (expected), 1e-12 * std::abs(expected))
+
+ModelSpec Llama405BModel() {
+  ModelSpec m;
+  m.layers = 126;
+  m.hidden = 16384;
+  m.heads = 128;
+  m.kv_heads = 8;
+  m.ffn_hidden = 53248;
+  m.mlp = Mlp::kSwiglu;
+  m.norm = Norm::kRmsNorm;
+  m.vocab = 128256;
+  m.seq_len = 8192;
+  return m;
+}
+
+// Llama 3 405B, head dim 128, K and V 8 · 128 = 1024 wide:
+//   QKV 16384 · (16384 + 2 · 1024) = 301,989,888; output 16384² = 268,435,456;
+//   SwiGLU 3 · 16384 · 53248 = 2,617,245,696; two RMSNorms 32,768 → 3,187,703,808 per layer.
+//   126 layers 401,650,679,808 + embedding and output 2 · 128256 · 16384 = 4,202,692,608 + final norm
+//   16,384 = 405,853,388,800 ("405B").
+TEST(ModelArch, Llama405BCountsItsParameters) {
+  const ModelSpec m = Llama405BModel();
+  EXPECT_EQ(LayerParams(m), 3'187'703'808.0);
+  EXPECT_EQ(CountParams(m), 405'853'388'800.0);
+  EXPECT_EQ(ModelParams(m), 405'853'388'800.0);
+}
+
+// GPT-3 175B style (Narayanan et al. 2021 Table 1 row 175B: 96 layers, h 12288, 96 heads, vocab 51200):
+// per layer 12h² + 13h = 1,811,939,328 + 159,744 = 1,812,099,072 (QKV 3h² + 3h, out h² + h, MLP 8h² + 5h,
+// two LayerNorms 4h); 96 layers 173,961,510,912; tied embedding 51200 · 12288 = 629,145,600 + final norm
+// 24,576 → 174,590,681,088.
+TEST(ModelArch, Gpt175BWithTiedEmbeddings) {
+  ModelSpec m;
+  m.layers = 96;
+  m.hidden = 12288;
+  m.heads = 96;
+  m.vocab = 51200;
+  m.seq_len = 2048;
+  m.tied_embeddings = true;
+  EXPECT_EQ(LayerParams(m), 1'812'099'072.0);
+  EXPECT_EQ(CountParams(m), 174'590'681'088.0);
+}
+
+// Model FLOPs per token, Megatron's convention: 6 · (L · P + V · h) + 12 · L · s · h.
+// Small model: L 2, h 64, 4 heads, vocab 100, seq 32, GeLU, LayerNorm:
+//   P = 12 · 64² + 13 · 64 = 49,152 + 832 = 49,984; 6 · (99,968 + 6,400) = 638,208; 12 · 2 · 32 · 64 =
+//   49,152.
+TEST(ModelArch, ModelFlopsPerToken) {
+  ModelSpec m;
+  m.layers = 2;
+  m.hidden = 64;
+  m.heads = 4;
+  m.vocab = 100;
+  m.seq_len = 32;
+  EXPECT_EQ(LayerParams(m), 49'984.0);
+  EXPECT_EQ(ModelFlopsPerToken(m), 687'360.0);
+}
+
+TEST(PipelineLayout, EvenGivenAndBalanced) {
+  EXPECT_EQ(StageLayers(80, 8), std::vector<int>(8, 10));
+  EXPECT_EQ(StageLayers(80, 4, {19, 21, 21, 19}), (std::vector<int>{19, 21, 21, 19}));
+  // 126 + 2 = 128 units over 16 stages = 8 each; the ends give one to the embedding and output layer.
+  std::vector<int> llama(16, 8);
+  llama.front() = llama.back() = 7;
+  EXPECT_EQ(StageLayers(126, 16), llama);
+  // 11 + 2 = 13 units over 5: 2 each, 3 extra to stages 1, 2, 3 → 2, 3, 3, 3, 2 → 1, 3, 3, 3, 1.
+  EXPECT_EQ(StageLayers(11, 5), (std::vector<int>{1, 3, 3, 3, 1}));
+  // 5 + 2 = 7 over 3: 2 each, the 1 extra to the middle → 1, 3, 1.
+  EXPECT_EQ(StageLayers(5, 3), (std::vector<int>{1, 3, 1}));
+}
+
+// Megatron-LM's theoretical memory (re-derived from its published formulas; Korthikanti et al. 2022 and
+// the distributed optimizer's 6 + 12/DP B/param) for a GPT model it can express: 24 layers, h 2048, 16
+// heads, seq 2048, vocab 50,000 (untied), TP 2, PP 2, DP 4, distributed optimizer, selective recompute,
+// sequence parallel, micro-batch 1, 32 micro-batches:
+//   per layer 12 · 2048² + 13 · 2048 = 50,331,648 + 26,624 = 50,358,272; 12 layers per stage
+//   604,299,264 + embedding 102,400,000 = 706,699,264 on stage 0, / TP 2 = 353,349,632 parameters;
+//   weights+optimizer (6 + 12/4 = 9 B) 3,180,146,688 bytes.
+//   Activations: s·b·h = 4,194,304 · 34 / 2 per layer = 71,303,168 · 12 layers · 2 in flight
+//   = 1,711,276,032, plus embedding (8 · 2048 + 4,194,304)/2 · 2 = 4,210,688 → 1,715,486,720.
+// Megatron's estimator gives the same terms: 34 units per layer (18 + 4·ffn/h with ffn = 4h), pp in-flight
+// micro-batches on stage 0 and its embedding terms.
+TEST(MegatronMemory, SmallGptMatchesTheEstimator) {
+  JobSpec s;
+  s.model.layers = 24;
+  s.model.hidden = 2048;
+  s.model.heads = 16;
+  s.model.seq_len = 2048;
+  s.model.vocab = 50000;
+  s.training.global_batch_size = 128;
+  s.resources.gpus = 16;
+  Plan p{.tp = 2,
+         .pp = 2,
+         .dp = 4,
+         .zero_stage = 1,
+         .micro_batches = 32,
+         .micro_batch_size = 1,
+         .cp = 1,
+         .vpp = 1,
+         .sequence_parallel = true,
+         .pipeline_layers = {}};
+  const MemoryBreakdown m = WorstStageMemory(s, p);
+  EXPECT_EQ(m.stage, 0);
+  EXPECT_REL(m.weights + m.gradients + m.optimizer + m.master_weights, 3'180'146'688.0);
+  EXPECT_REL(m.activations, 1'715'486'720.0);
+}
+
+// FSDP2 working set: bf16 parameters of two layers and fp32 gradients of one: 8 B per layer parameter.
+// 1e9 parameters, 8 layers, vocab 1000 × 1024: 124,744,000 per layer · 8 / tp 1.
+TEST(FsdpMemory, WorkingSetOfLayersInFlight) {
+  ModelSpec m{1e9, 8, 1024, 16, 1024, 1000};
+  TrainingSpec t;
+  t.framework = Framework::kFsdp;
+  EXPECT_REL(FsdpWorkingBytes(m, t, 1), 997'952'000.0);
+  t.framework = Framework::kMegatron;
+  EXPECT_EQ(FsdpWorkingBytes(m, t, 1), 0);
+}
+
+}  // namespace
+}  // namespace shepherd
