@@ -136,6 +136,25 @@ TEST(Security, IdleUnauthenticatedConnectionsDoNotStarveProbesOrAgents) {
   EXPECT_EQ(Request(d.port(), "GET", "/v1/nodes/n0", kAdmin).status, 200);
 }
 
+TEST(Security, PerAddressCapEvictsThatAddresssIdleConnectionsFirst) {
+  TempDir dir;
+  std::string cfg = dir.path + "/config.json";
+  { std::ofstream(cfg) << R"({"max_connections_per_address": 4})"; }
+  Daemon d(dir.path, {"--tokens-file", WriteTokens(dir.path, DefaultTokens()), "--config", cfg});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  Connection agent(d.port());
+  ASSERT_TRUE(agent.Send("GET /v1/nodes/n0 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                         std::string(kAgentN0) + "\r\n\r\n"));
+  ASSERT_EQ(agent.Read().status, 404);  // authenticated (n0 is not registered yet): now trusted
+  std::vector<std::unique_ptr<Connection>> idle;
+  for (int i = 0; i < 16; ++i) idle.push_back(std::make_unique<Connection>(d.port()));
+  EXPECT_EQ(Http(d.port(), "GET", "/healthz").status, 200);
+  EXPECT_EQ(Request(d.port(), "POST", "/v1/nodes", kAgentN0, kNodeN0).status, 201);
+  ASSERT_TRUE(agent.Send("GET /v1/nodes/n0 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                         std::string(kAgentN0) + "\r\n\r\n"));
+  EXPECT_EQ(agent.Read().status, 200);  // the trusted connection was not evicted
+}
+
 TEST(Security, SighupRotatesTokensAndKeepsTheOldSetWhenTheNewFileIsInvalid) {
   TempDir dir;
   std::string tokens = WriteTokens(dir.path, DefaultTokens());
