@@ -243,7 +243,7 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions o) {
   if (!main_http.ok()) return main_http.status();
   Result<std::unique_ptr<HttpClient>> poll_http = HttpClient::Create({o.server, o.token});
   if (!poll_http.ok()) return poll_http.status();
-  Result<std::unique_ptr<Supervisor>> sup = Supervisor::Open({o.state_dir, o.stop_grace});
+  Result<std::unique_ptr<Supervisor>> sup = Supervisor::Open({o.state_dir, o.stop_grace, o.run_as});
   if (!sup.ok()) return sup.status();
   return std::unique_ptr<Agent>(
       new AgentImpl(std::move(o), std::move(*sup), std::move(*main_http), std::move(*poll_http)));

@@ -27,6 +27,7 @@
 #include <optional>
 #include <string>
 
+#include "agent/process.h"
 #include "core/status.h"
 
 namespace shepherd::agent {
@@ -39,7 +40,8 @@ struct AgentOptions {
   bool spare = false;
   std::string hostname;   // empty: gethostname()
   std::string state_dir;  // empty: ./var/agent-<node_id>; made absolute
-  std::string token;      // bearer token, empty: none
+  std::string token;      // bearer token (from --token-file or SHEPHERD_TOKEN, never argv), empty: none
+  std::optional<RunAs> run_as;  // the identity ranks run as; nullopt: the agent's own
   std::optional<double> gpu_memory_gib;
   std::optional<std::string> gpu_model;
   std::chrono::milliseconds heartbeat_interval = std::chrono::seconds(1);

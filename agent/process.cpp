@@ -1,6 +1,8 @@
 #include "agent/process.h"
 
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -69,10 +71,91 @@ std::string ResolveProgram(const SpawnSpec& spec) {
   }
 }
 
+
+// The child side of a privilege-dropping spawn: only async-signal-safe calls until exec.
+[[noreturn]] void ChildDropAndExec(const SpawnSpec& spec, int log_fd, const char* program, char** argv,
+                                   char** envp) {
+  auto fail = [&](const char* what) {
+    const char* e = std::strerror(errno);
+    (void)!::write(STDERR_FILENO, "shepherd agent: cannot ", 23);
+    (void)!::write(STDERR_FILENO, what, std::strlen(what));
+    (void)!::write(STDERR_FILENO, ": ", 2);
+    (void)!::write(STDERR_FILENO, e, std::strlen(e));
+    (void)!::write(STDERR_FILENO, "\n", 1);
+    ::_exit(126);
+  };
+  ::setpgid(0, 0);
+  sigset_t empty;
+  sigemptyset(&empty);
+  ::sigprocmask(SIG_SETMASK, &empty, nullptr);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD, SIGQUIT, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_DFL);
+  int in = ::open("/dev/null", O_RDONLY);
+  if (in >= 0) ::dup2(in, STDIN_FILENO);
+  ::dup2(log_fd, STDOUT_FILENO);
+  ::dup2(log_fd, STDERR_FILENO);
+  if (!spec.cwd.empty() && ::chdir(spec.cwd.c_str()) != 0) fail("chdir");
+  const RunAs& u = *spec.run_as;
+  if (::setgroups(u.groups.size(), u.groups.data()) != 0) fail("setgroups");
+  if (::setgid(u.gid) != 0) fail("setgid");
+  if (::setuid(u.uid) != 0) fail("setuid");
+  if (u.uid != 0 && ::setuid(0) == 0) {
+    errno = EPERM;
+    fail("drop privileges for good (setuid(0) succeeded after the drop)");
+  }
+  ::execvpe(program, argv, envp);
+  ::_exit(127);
+}
+
+Result<pid_t> SpawnDroppingPrivileges(const SpawnSpec& spec) {
+  int log_fd = ::open(spec.log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) return Internal("spawn: open log " + spec.log_path + ": " + std::strerror(errno));
+  // The rank (another user) appends to its own log.
+  (void)!::fchown(log_fd, spec.run_as->uid, spec.run_as->gid);
+  std::vector<std::string> argv_s = spec.argv;
+  std::vector<std::string> env_s = MergedEnvironment(spec.env);
+  std::vector<char*> argv = CStrings(argv_s);
+  std::vector<char*> envp = CStrings(env_s);
+  std::string program = ResolveProgram(spec);
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(log_fd);
+    return Internal(std::string("spawn: fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) ChildDropAndExec(spec, log_fd, program.c_str(), argv.data(), envp.data());
+  ::setpgid(pid, pid);  // also in the child: whichever runs first
+  ::close(log_fd);
+  return pid;
+}
+
 }  // namespace
+
+Result<RunAs> LookUpUser(const std::string& user) {
+  struct passwd pw {};
+  struct passwd* found = nullptr;
+  std::vector<char> buf(16384);
+  const bool numeric = !user.empty() && user.find_first_not_of("0123456789") == std::string::npos;
+  int rc = numeric ? ::getpwuid_r(static_cast<uid_t>(std::stoul(user)), &pw, buf.data(), buf.size(), &found)
+                   : ::getpwnam_r(user.c_str(), &pw, buf.data(), buf.size(), &found);
+  if (rc != 0 || !found) return InvalidArgument("no such user: " + user);
+  RunAs r;
+  r.uid = pw.pw_uid;
+  r.gid = pw.pw_gid;
+  r.user = pw.pw_name;
+  int n = 64;
+  std::vector<gid_t> groups(n);
+  if (::getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n) < 0) {
+    groups.resize(n);
+    if (::getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n) < 0) n = 0;
+  }
+  groups.resize(n);
+  r.groups = std::move(groups);
+  return r;
+}
+
 
 Result<pid_t> SpawnProcessGroup(const SpawnSpec& spec) {
   if (spec.argv.empty()) return InvalidArgument("spawn: empty command");
+  if (spec.run_as) return SpawnDroppingPrivileges(spec);
   SpawnObjects o;
   sigset_t empty, defaults;
   sigemptyset(&empty);

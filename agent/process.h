@@ -14,12 +14,27 @@
 
 namespace shepherd::agent {
 
+// The Unix identity ranks run as (the agent drops to it in the child, before exec).
+struct RunAs {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::vector<gid_t> groups;  // supplementary groups (initgroups-style); may be empty
+  std::string user;           // for messages
+};
+
+// Looks up `user` (a name or a numeric uid) in the passwd database, with its supplementary groups.
+Result<RunAs> LookUpUser(const std::string& user);
+
 struct SpawnSpec {
   std::vector<std::string> argv;           // REQUIRES non-empty; argv[0] without '/' is searched
                                            // in env's PATH if set, else in the agent's
   std::map<std::string, std::string> env;  // overlaid on the calling process's environment
   std::string log_path;                    // stdout and stderr are appended here (created 0644)
   std::string cwd;                         // working directory of the child
+  // Drop to this identity before exec (setgroups, setgid, setuid, then check that setuid(0) fails). When
+  // set, the child is started with fork + execvpe instead of posix_spawnp; a failure to drop is an exit of
+  // the child with status 126 (its reason in the log), never a rank running with the agent's identity.
+  std::optional<RunAs> run_as;
 };
 
 // Starts argv[0] in a new process group whose id is the child's pid, with stdin from /dev/null, an empty

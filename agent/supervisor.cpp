@@ -160,6 +160,7 @@ void Supervisor::Start(const RankAssignment& a) {
   spec.argv = a.command;
   spec.env = a.env;
   spec.log_path = log_path(a.key);
+  spec.run_as = options_.run_as;
   auto wd = a.env.find("SHEPHERD_WORKDIR");
   spec.cwd = wd != a.env.end() && !wd->second.empty() ? wd->second : options_.state_dir;
   TrackedProcess p;

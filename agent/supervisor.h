@@ -41,6 +41,7 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 struct SupervisorOptions {
   std::string state_dir;  // REQUIRES: absolute; created (with logs/) if missing
   std::chrono::milliseconds stop_grace = std::chrono::seconds(10);
+  std::optional<RunAs> run_as;  // ranks drop to this identity before exec (agent/process.h)
 };
 
 // One row of the process table (for tests, logs and heartbeats).

@@ -7,17 +7,6 @@ namespace api {
 
 std::optional<HttpResponse> Precheck(const HttpRequest& req, const Controller& c, const ApiOptions& o,
                                      bool needs_body) {
-  if (!o.tokens.empty()) {
-    std::string auth = req.Header("Authorization");
-    if (auth.rfind("Bearer ", 0) != 0) {
-      HttpResponse r = Problem(401, "missing bearer token");
-      r.headers.emplace_back("WWW-Authenticate", "Bearer");
-      return r;
-    }
-    std::string token = auth.substr(7);
-    if (std::find(o.tokens.begin(), o.tokens.end(), token) == o.tokens.end())
-      return Problem(403, "the bearer token is not accepted");
-  }
   if (!c.ready()) return ProblemFrom(Unavailable("the daemon is not ready"));
   if (needs_body) {
     std::string ct = req.Header("Content-Type");
@@ -44,6 +33,12 @@ void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o);
 void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o);
 void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
 void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
+
+void InstallAuth(Router* router, Controller* c, const Authenticator* auth) {
+  router->SetAuth(auth, [c](const std::string& job) -> std::optional<std::string> {
+    return c->JobOwner(job);
+  });
+}
 
 void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions o, const Clock* clock) {
   router->Add("GET", "/healthz", [](const HttpRequest&, const PathParams&, Respond respond) {

@@ -1,6 +1,7 @@
-// The REST API (shared/API.md, docs/api.md): routes from HTTP to the Controller. Each handler checks and
-// returns early, in this order: auth -> readiness -> content type -> parse (depth-limited) -> validate ->
-// dispatch. Handlers run on the control thread.
+// The REST API (shared/API.md, docs/api.md): routes from HTTP to the Controller. Authentication and the
+// route table's role and ownership checks happen in the Router before a handler runs (api/route_table.h);
+// each handler then checks and returns early, in this order: readiness -> content type -> parse
+// (depth-limited) -> validate (incl. the site's job policy) -> dispatch. Handlers run on the control thread.
 #pragma once
 
 #include <string>
@@ -10,22 +11,25 @@
 #include "api/problem.h"
 #include "api/router.h"
 #include "control/controller.h"
+#include "core/job_policy.h"
 
 namespace shepherd {
 
 struct ApiOptions {
-  std::vector<std::string> tokens;  // when not empty, /v1/* needs "Authorization: Bearer <token>"
   std::string version = SHEPHERD_VERSION;
   int max_json_depth = 64;
+  JobPolicy job_policy;  // what a submitted job may run (core/job_policy.h)
 };
 
-// `clock` turns long-poll waits into deadlines.
+// `clock` turns long-poll waits into deadlines. Also installs the job-owner lookup the route table's
+// submitter rule needs (Router::SetAuth keeps `auth`; nullptr: auth off).
+void InstallAuth(Router* router, Controller* controller, const Authenticator* auth);
 void RegisterRoutes(Router* router, Controller* controller, Metrics* metrics, ApiOptions options,
                     const Clock* clock);
 
 // Shared by handler files.
 namespace api {
-// Non-null response when the request must be refused before parsing (auth, readiness, content type).
+// Non-null response when the request must be refused before parsing (readiness, content type).
 std::optional<HttpResponse> Precheck(const HttpRequest& req, const Controller& c, const ApiOptions& o,
                                      bool needs_body);
 // Parses the body as JSON with the depth limit; a 400 problem otherwise.

@@ -38,6 +38,9 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
     if (!body.ok()) return respond(ProblemFrom(body.status()));
     auto spec = ParseJobSpec(*body);
     if (!spec.ok()) return respond(ProblemFrom(spec.status()));
+    if (Status s = CheckJobPolicy(*spec, o.job_policy); !s.ok()) return respond(ProblemFrom(s));
+    // The owner is who submitted it (the submitter's own-job rule for cancel and restart).
+    spec->owner = req.principal ? req.principal->name : "";
     auto est = c->PlanFor(*spec);
     if (!est.ok()) return respond(ProblemFrom(est.status()));
     if (!est->fits) return respond(DoesNotFit(*est));

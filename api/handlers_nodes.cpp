@@ -13,6 +13,13 @@ void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o) {
     auto node = ParseNode(*body, c->levels());
     if (!node.ok()) return respond(ProblemFrom(node.status()));
     bool schedulable_given = body->is_object() && body->contains("schedulable");
+    // An agent speaks for its own node only, and may not lift a cordon by re-registering.
+    if (req.principal && req.principal->role == Role::kAgent) {
+      if (req.principal->node != node->id)
+        return respond(Problem(403, "this agent's credential is for node " + req.principal->node.value_or("?") +
+                                        ", not " + node->id));
+      if (schedulable_given) return respond(Problem(403, "an agent may not set schedulable; operators cordon"));
+    }
     c->UpsertNode(std::move(node).value(), schedulable_given, [respond](Result<NodeUpsert> r) {
       if (!r.ok()) return respond(ProblemFrom(r.status()));
       respond(JsonResponse(r->created ? 201 : 200, RenderNode(r->node)));

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/post.hpp>
+#include <algorithm>
 #include <exception>
 #include <random>
 #include <utility>
@@ -83,26 +84,77 @@ void ServerCore::OnAccept(const error_code& ec, tcp::socket socket) {
     });
     return;
   }
-  const std::size_t serving = sessions_.size() - rejecting_;
-  const bool reject = serving >= options_.max_connections;
-  if (reject && rejecting_ >= kMaxRejecting) {
+  error_code aec;
+  const auto remote = socket.remote_endpoint(aec);
+  const std::string address = aec ? std::string() : remote.address().to_string();
+  // Make room by closing untrusted idle connections (oldest first) before refusing anyone.
+  auto per_address = [&] {
+    auto it = per_address_.find(address);
+    return it == per_address_.end() ? std::size_t{0} : it->second;
+  };
+  SessionKind kind = SessionKind::kServing;
+  if (per_address() >= options_.max_connections_per_address && !EvictOne(&address))
+    kind = SessionKind::kRejecting;
+  if (kind == SessionKind::kServing && sessions_.size() - rejecting_ - reserve_ >= options_.max_connections &&
+      !EvictOne(nullptr))
+    kind = options_.on_head && reserve_ < options_.probe_reserve ? SessionKind::kReserve : SessionKind::kRejecting;
+  if (kind == SessionKind::kRejecting && rejecting_ >= kMaxRejecting) {
     error_code ignored;
     socket.close(ignored);
     Rejected(503);
   } else {
     const uint64_t id = next_session_id_++;
-    auto session = std::make_shared<Session>(shared_from_this(), id, std::move(socket), reject);
+    auto session = std::make_shared<Session>(shared_from_this(), id, std::move(socket), kind, address);
     sessions_.emplace(id, session);
-    if (reject) ++rejecting_;
+    if (kind == SessionKind::kRejecting) ++rejecting_;
+    if (kind == SessionKind::kReserve) ++reserve_;
+    if (kind == SessionKind::kServing) ++per_address_[address];
     active_.store(sessions_.size(), std::memory_order_relaxed);
     session->Start();
   }
   DoAccept();
 }
 
-void ServerCore::Unregister(uint64_t session_id, bool rejecting) {
+bool ServerCore::EvictOne(const std::string* address) {
+  for (uint64_t id : evictable_) {
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) continue;
+    if (address && it->second->address() != *address) continue;
+    spdlog::debug("http conn {} evicted: idle and unauthenticated, making room", id);
+    auto session = it->second;
+    session->CloseNow();  // unregisters, erasing it from evictable_
+    Rejected(0);          // counted as an eviction
+    return true;
+  }
+  return false;
+}
+
+void ServerCore::SetEvictable(uint64_t session_id, bool evictable) {
+  if (evictable)
+    evictable_.insert(session_id);
+  else
+    evictable_.erase(session_id);
+}
+
+bool ServerCore::ReserveBody(std::uint64_t bytes) {
+  if (bytes > options_.body_budget - std::min(body_in_use_, options_.body_budget)) return false;
+  body_in_use_ += bytes;
+  return true;
+}
+
+void ServerCore::ReleaseBody(std::uint64_t bytes) {
+  body_in_use_ -= std::min(bytes, body_in_use_);
+}
+
+void ServerCore::Unregister(uint64_t session_id, SessionKind kind, const std::string& address) {
+  evictable_.erase(session_id);
   if (sessions_.erase(session_id) == 0) return;
-  if (rejecting) --rejecting_;
+  if (kind == SessionKind::kRejecting) --rejecting_;
+  if (kind == SessionKind::kReserve) --reserve_;
+  if (kind == SessionKind::kServing) {
+    auto it = per_address_.find(address);
+    if (it != per_address_.end() && --it->second == 0) per_address_.erase(it);
+  }
   active_.store(sessions_.size(), std::memory_order_relaxed);
   if (shutting_down_ && sessions_.empty()) Drained();
 }

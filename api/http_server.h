@@ -11,7 +11,14 @@
 //
 // What the server answers by itself, with Connection: close and an application/problem+json body:
 //   400 malformed request, 413 body larger than body_limit, 431 request head (or a chunk extension or a
-//   chunked trailer) larger than header_limit, 503 more than max_connections connections.
+//   chunked trailer) larger than header_limit, 503 more than max_connections connections (or the body
+//   budget is spent), and whatever `on_head` refuses (401/403/404/405) - before any body byte is read.
+//
+// Connection fairness: a connection that has not yet presented a valid credential ("untrusted") and is
+// idle or still sending its request head is evictable. When a new connection would exceed max_connections
+// or max_connections_per_address, the oldest evictable connection (of that address, for the per-address
+// cap) is closed to make room; only when none is evictable is the newcomer refused. Beyond that,
+// probe_reserve extra connections may still be accepted to answer public routes (/healthz, /readyz) only.
 #pragma once
 
 #include <chrono>
@@ -19,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "api/http_types.h"
@@ -34,6 +42,13 @@ namespace http_internal {
 class ServerCore;
 }  // namespace http_internal
 
+// The server's question about a request head, before its body is read (api/router.h Router::Admit).
+struct HeadDecision {
+  std::optional<HttpResponse> refuse;  // answer this and close instead of reading the body
+  bool trusted = false;                // the head carried a valid credential: the connection is not evictable
+  bool is_public = false;              // a public route (answerable on a probe-reserve connection)
+};
+
 struct HttpServerOptions {
   // Request line plus header fields; also bounds one chunk header (with its extensions) and the chunked
   // trailer, because the read buffer never holds more than header_limit plus a small margin.
@@ -45,12 +60,23 @@ struct HttpServerOptions {
   std::chrono::milliseconds read_timeout = std::chrono::seconds(30);
   // Deadline for writing one response.
   std::chrono::milliseconds write_timeout = std::chrono::seconds(30);
-  // Open connections beyond this are answered 503 and closed.
+  // Open connections beyond this (after evicting untrusted idle ones) are answered 503 and closed.
   std::size_t max_connections = 10000;
+  // Open connections from one client address (IP) beyond this: same treatment.
+  std::size_t max_connections_per_address = 512;
+  // Connections accepted beyond max_connections that may only call public routes (health probes).
+  std::size_t probe_reserve = 16;
+  // Bytes of request bodies being buffered at once over all connections: a request whose announced body
+  // (Content-Length, or body_limit when chunked) does not fit is answered 503 with Retry-After.
+  std::uint64_t body_budget = 256ull << 20;
+  // Called on the io thread for every request head once it is parsed. Optional; without it no connection
+  // is evicted and there is no probe reserve (plain 503 beyond the caps).
+  std::function<HeadDecision(const HttpRequest& head)> on_head;
   // Sent in the Server header.
   std::string server_name = "shepherd";
-  // Called on the io thread with the status of every answer the server makes itself (400/413/431/503),
-  // e.g. to count them in metrics. Optional.
+  // Called on the io thread with the status of every answer the server makes itself (400/401/403/404/
+  // 405/413/431/503), and with 0 for every untrusted idle connection evicted to make room, e.g. to count
+  // them in metrics. Optional.
   std::function<void(int status)> on_rejected;
 };
 

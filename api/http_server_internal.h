@@ -25,6 +25,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 
@@ -43,6 +44,10 @@ using boost::system::error_code;
 
 class Session;
 
+// kRejecting: the connection is over every limit and is only answered 503. kReserve: beyond
+// max_connections, answers public routes only (probe_reserve). kServing: the rest.
+enum class SessionKind { kServing, kReserve, kRejecting };
+
 // Owns the acceptor and the session registry. Lives as long as the HttpServer or any pending operation.
 class ServerCore : public std::enable_shared_from_this<ServerCore> {
  public:
@@ -55,7 +60,12 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   void CloseAll();
 
   // Session callbacks (io thread).
-  void Unregister(uint64_t session_id, bool rejecting);
+  void Unregister(uint64_t session_id, SessionKind kind, const std::string& address);
+  // An untrusted connection that is idle or reading a head may be closed to make room (oldest first).
+  void SetEvictable(uint64_t session_id, bool evictable);
+  // Reserves `bytes` of the body budget; false when they do not fit.
+  bool ReserveBody(std::uint64_t bytes);
+  void ReleaseBody(std::uint64_t bytes);
   void Rejected(int status);
   std::string NewRequestId();
 
@@ -69,6 +79,8 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
 
  private:
   void OnAccept(const error_code& ec, tcp::socket socket);
+  // Closes the oldest evictable session (of `address` when given). False when there is none.
+  bool EvictOne(const std::string* address);
   void ForceCloseSessions();
   void Drained();
 
@@ -83,6 +95,10 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   // Every open connection. Sessions hold the core; the registry holds the sessions until they close.
   std::unordered_map<uint64_t, std::shared_ptr<Session>> sessions_;
   std::size_t rejecting_ = 0;  // sessions in sessions_ that only answer 503
+  std::size_t reserve_ = 0;    // sessions in sessions_ on the probe reserve
+  std::set<uint64_t> evictable_;                                 // ordered: oldest first
+  std::unordered_map<std::string, std::size_t> per_address_;     // serving sessions by client IP
+  std::uint64_t body_in_use_ = 0;
   uint64_t next_session_id_ = 1;
   std::atomic<std::size_t> active_{0};
 
@@ -99,8 +115,10 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
 // thread.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  // `rejecting`: the connection is over max_connections and is only answered 503.
-  Session(std::shared_ptr<ServerCore> core, uint64_t id, tcp::socket socket, bool rejecting);
+  Session(std::shared_ptr<ServerCore> core, uint64_t id, tcp::socket socket, SessionKind kind,
+          std::string address);
+
+  const std::string& address() const { return address_; }
 
   void Start();
 
@@ -115,6 +133,7 @@ class Session : public std::enable_shared_from_this<Session> {
  private:
   enum class Phase { kIdle, kReading, kHandling, kWriting, kLingering, kClosed };
 
+  bool Evictable() const;
   void DoRead();
   void OnIdleRead(const error_code& ec, std::size_t n);
   void ReadHeader();
@@ -125,6 +144,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Respond MakeRespond();
   // Answers a request the server refuses by itself, then closes.
   void Reject(int status, std::string detail);
+  void RejectWith(HttpResponse res);
   void Write(HttpResponse res);
   void OnWrite(const error_code& ec, std::size_t bytes);
   void BeginLingeringClose();
@@ -132,7 +152,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   const std::shared_ptr<ServerCore> core_;
   const uint64_t id_;
-  const bool rejecting_;
+  const SessionKind kind_;
+  const std::string address_;  // client IP ("" when unknown)
+  bool trusted_ = false;       // a request on this connection carried a valid credential
+  std::uint64_t body_reserved_ = 0;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;                                      // capped at header_limit + kBufferMargin
   std::optional<http::request_parser<http::string_body>> parser_;  // fresh for every request

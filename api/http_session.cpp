@@ -86,12 +86,23 @@ bool IsHttpParseError(const error_code& ec) {
   return ec.category() == http::make_error_code(http::error::bad_method).category();
 }
 
+// The head of a request as the transport-neutral type (no body), for ServerCore's on_head.
+HttpRequest HeadOf(const http::request<http::string_body>& req) {
+  HttpRequest head;
+  head.method = std::string(req.method_string());
+  head.target = std::string(req.target());
+  for (const auto& field : req) head.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  return head;
+}
+
 }  // namespace
 
-Session::Session(std::shared_ptr<ServerCore> core, uint64_t id, tcp::socket socket, bool rejecting)
+Session::Session(std::shared_ptr<ServerCore> core, uint64_t id, tcp::socket socket, SessionKind kind,
+                 std::string address)
     : core_(std::move(core)),
       id_(id),
-      rejecting_(rejecting),
+      kind_(kind),
+      address_(std::move(address)),
       stream_(std::move(socket)),
       buffer_(core_->options().header_limit + kBufferMargin) {}
 
@@ -99,7 +110,7 @@ void Session::Start() {
   error_code ec;
   const auto remote = stream_.socket().remote_endpoint(ec);
   remote_ = ec ? std::string("?") : fmt::format("{}:{}", remote.address().to_string(), remote.port());
-  if (rejecting_) {
+  if (kind_ == SessionKind::kRejecting) {
     Reject(503, "too many connections");
     return;
   }
@@ -110,6 +121,11 @@ void Session::OnServerShutdown() {
   if (phase_ == Phase::kIdle) CloseNow();
 }
 
+bool Session::Evictable() const {
+  // Without on_head the server cannot tell who is authenticated: nothing is evicted (plain 503 at the cap).
+  return !trusted_ && kind_ == SessionKind::kServing && core_->options().on_head != nullptr;
+}
+
 void Session::CloseNow() {
   if (phase_ == Phase::kClosed) return;
   auto self = shared_from_this();  // Unregister drops the registry's reference
@@ -117,7 +133,9 @@ void Session::CloseNow() {
   error_code ec;
   stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
   stream_.close();  // pending operations complete with operation_aborted; parser_ and response_ stay
-  core_->Unregister(id_, rejecting_);
+  core_->ReleaseBody(body_reserved_);
+  body_reserved_ = 0;
+  core_->Unregister(id_, kind_, address_);
 }
 
 void Session::OnResponse(uint64_t seq, HttpResponse res) {
@@ -142,6 +160,7 @@ void Session::DoRead() {
     return;
   }
   phase_ = Phase::kIdle;
+  core_->SetEvictable(id_, Evictable());
   stream_.expires_after(core_->options().idle_timeout);
   const std::size_t n = std::min(buffer_.max_size() - buffer_.size(), kMaxReadSize);
   stream_.async_read_some(buffer_.prepare(n), [self = shared_from_this()](error_code ec, std::size_t n) {
@@ -162,6 +181,7 @@ void Session::OnIdleRead(const error_code& ec, std::size_t n) {
 
 void Session::ReadHeader() {
   phase_ = Phase::kReading;
+  core_->SetEvictable(id_, Evictable());
   request_start_ = Clock::now();
   request_deadline_ = request_start_ + core_->options().read_timeout;
   stream_.expires_at(request_deadline_);
@@ -175,7 +195,33 @@ void Session::OnHeader(const error_code& ec) {
     OnReadError(ec);
     return;
   }
+  core_->SetEvictable(id_, false);
   const auto& req = parser_->get();
+  // Authentication and authorization on the head: a refused request never has its body read, and the
+  // connection closes (its announced body is discarded only by the bounded lingering close).
+  if (const auto& on_head = core_->options().on_head) {
+    HeadDecision d = on_head(HeadOf(req));
+    if (d.trusted) trusted_ = true;
+    if (d.refuse) {
+      RejectWith(std::move(*d.refuse));
+      return;
+    }
+    if (kind_ == SessionKind::kReserve && !d.is_public) {
+      Reject(503, "too many connections; this one may only call /healthz and /readyz");
+      return;
+    }
+  }
+  if (!parser_->is_done()) {
+    const auto announced = parser_->content_length();
+    const std::uint64_t need = announced ? *announced : core_->options().body_limit;
+    if (!core_->ReserveBody(need)) {
+      HttpResponse busy = Problem(503, "the server is buffering too many request bodies; retry later");
+      busy.headers.emplace_back("Retry-After", "1");
+      RejectWith(std::move(busy));
+      return;
+    }
+    body_reserved_ = need;
+  }
   if (!parser_->is_done() && req.version() >= 11 &&
       beast::iequals(req[http::field::expect], "100-continue")) {
     stream_.expires_at(request_deadline_);
@@ -236,6 +282,8 @@ void Session::OnRequest() {
     request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
   }
   request.body = std::move(req.body());
+  core_->ReleaseBody(body_reserved_);
+  body_reserved_ = 0;
   const auto incoming_id = req["X-Request-Id"];
   request_id_ = IsSaneRequestId({incoming_id.data(), incoming_id.size()}) ? std::string(incoming_id)
                                                                           : core_->NewRequestId();
@@ -284,9 +332,17 @@ Respond Session::MakeRespond() {
 }
 
 void Session::Reject(int status, std::string detail) {
+  spdlog::warn("http answered {} to {}: {}", status, remote_, detail);
+  RejectWith(Problem(status, detail));
+}
+
+void Session::RejectWith(HttpResponse res) {
   if (request_id_.empty()) request_id_ = core_->NewRequestId();
-  spdlog::warn("http {} answered {} to {}: {}", request_id_, status, remote_, detail);
-  core_->Rejected(status);
+  if (res.status != 503 && res.status != 413 && res.status != 431 && res.status != 400)
+    spdlog::info("http {} refused {} from {} on its head", request_id_, res.status, remote_);
+  core_->Rejected(res.status);
+  core_->ReleaseBody(body_reserved_);
+  body_reserved_ = 0;
   version_ = 11;
   keep_alive_ = false;
   head_ = false;
@@ -294,7 +350,7 @@ void Session::Reject(int status, std::string detail) {
   target_ = "-";
   if (phase_ != Phase::kReading) request_start_ = Clock::now();
   parser_.reset();
-  Write(Problem(status, std::string(detail)));
+  Write(std::move(res));
 }
 
 void Session::Write(HttpResponse res) {

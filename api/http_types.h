@@ -3,9 +3,12 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "api/auth.h"
 
 namespace shepherd {
 
@@ -15,6 +18,10 @@ struct HttpRequest {
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
   std::string request_id;  // assigned by the server (or taken from X-Request-Id); in every log line
+  // Set by the router once the request is authenticated and authorized (route table): who is calling.
+  // Handlers use it for checks the table cannot make from the path alone (an agent registering its own
+  // node id; the submitter recorded as a job's owner).
+  std::optional<Principal> principal;
 
   // Case-insensitive header lookup; empty when absent.
   std::string Header(std::string_view name) const;

@@ -1,6 +1,8 @@
-// A function from request to response. Matches "METHOD /path/{param}" routes, answers 404 for unknown
-// paths and 405 (with Allow) for known paths with another method, records metrics and an access log line
-// with the request id. No sockets: tests call Handle() with plain values.
+// A function from request to response. Authenticates and authorizes every request against the route table
+// (api/route_table.h) BEFORE anything else, so an unauthenticated client learns nothing, not even 404/405;
+// then matches "METHOD /path/{param}" routes, answers 404 for unknown paths and 405 (with Allow) for known
+// paths with another method, records metrics and an access log line with the request id. No sockets: tests
+// call Handle() with plain values.
 #pragma once
 
 #include <chrono>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "api/http_types.h"
+#include "api/route_table.h"
 #include "api/metrics.h"
 
 namespace shepherd {
@@ -28,6 +31,18 @@ class Router {
   // `pattern` segments in braces bind path parameters: "/v1/jobs/{id}/cancel".
   void Add(const std::string& method, const std::string& pattern, RouteHandler handler);
 
+  // Auth: `auth` must outlive the router (nullptr: every request is an anonymous admin, for tests of
+  // routing alone). `owner_of` answers the owner of a job for the submitter's own-job rule.
+  void SetAuth(const Authenticator* auth, JobOwnerLookup owner_of) {
+    auth_ = auth;
+    owner_of_ = std::move(owner_of);
+  }
+
+  // The auth decision for a request head (method, target, headers; the body is not looked at): a 401/403/
+  // 404/405 to send, or nullopt with `*principal` set (left unset for public routes). The HTTP session
+  // calls it before reading a body; Handle calls it again for every request.
+  std::optional<HttpResponse> Admit(const HttpRequest& head, std::optional<Principal>* principal) const;
+
   // Runs on the control thread. `respond` is called once, possibly later; metrics are recorded then.
   // REQUIRES: respond is invoked on the control thread (the controller posts completions back there).
   void Handle(HttpRequest request, Respond respond) const;
@@ -43,6 +58,8 @@ class Router {
 
   Metrics* metrics_;
   std::vector<Route> routes_;
+  const Authenticator* auth_ = nullptr;
+  JobOwnerLookup owner_of_;
 };
 
 }  // namespace shepherd

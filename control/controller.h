@@ -117,6 +117,11 @@ class Controller {
   void SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> done);
   void CancelJob(const std::string& id, Done<JobView> done);
   Result<JobView> GetJob(const std::string& id) const;
+  // Who submitted the job (its spec's owner; "" before auth); nullopt when there is no such job.
+  std::optional<std::string> JobOwner(const std::string& id) const {
+    const JobEntry* e = jobs_.Find(id);
+    return e ? std::optional<std::string>(e->job.spec.owner) : std::nullopt;
+  }
   std::vector<JobView> ListJobs(std::optional<JobState> state) const;
   Result<PlacementView> GetPlacement(const std::string& id) const;
 

@@ -5,6 +5,12 @@
 
 namespace shepherd {
 
+std::size_t Utf8Length(std::string_view s) {
+  std::size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;  // count every byte that is not a continuation byte
+  return n;
+}
+
 FieldReader::FieldReader(const Json& obj, std::string prefix, std::vector<FieldError>* errors)
     : object_(obj.is_object() ? &obj : nullptr), prefix_(std::move(prefix)), errors_(errors) {
   if (!object_) Error(prefix_.empty() ? "$" : prefix_, "must be an object");
@@ -73,7 +79,15 @@ std::optional<std::string> FieldReader::String(const char* key, bool required, s
     return std::nullopt;
   }
   const auto& s = v->get_ref<const std::string&>();
-  if (s.size() > max_len) {
+  // Names, ids, paths and labels: no control characters (C0, DEL; NUL above all), which end up in logs,
+  // file names and other programs' argv. The JSON parser already refused invalid UTF-8.
+  for (unsigned char c : s) {
+    if (c < 0x20 || c == 0x7f) {
+      Error(Path(key), "must not contain control characters");
+      return std::nullopt;
+    }
+  }
+  if (Utf8Length(s) > max_len) {
     Error(Path(key), "must be at most " + std::to_string(max_len) + " characters");
     return std::nullopt;
   }

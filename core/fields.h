@@ -6,11 +6,15 @@
 #include <limits>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/json.h"
 
 namespace shepherd {
+
+// Characters (Unicode code points) of valid UTF-8 `s`.
+std::size_t Utf8Length(std::string_view s);
 
 class FieldReader {
  public:
@@ -24,6 +28,7 @@ class FieldReader {
 
   std::optional<long long> Int(const char* key, bool required, long long min, long long max);
   std::optional<double> Number(const char* key, bool required, double min, double max);
+  // A string of at most `max_len` characters (code points, not bytes) and no control characters or NUL.
   std::optional<std::string> String(const char* key, bool required, size_t max_len = 256);
   std::optional<bool> Bool(const char* key);
   // One of `allowed`; reports the allowed values otherwise.

@@ -132,6 +132,9 @@ struct JobSpec {
   CheckpointSpec checkpoint;
   Policy policy;
   GpuBinding gpu_binding = GpuBinding::kPerNode;  // "gpu_binding": "per_node" (default) | "per_process"
+  // Who submitted the job (the principal's name). Set by the API from the caller's credential, never from
+  // the request body; stored with the job (top-level "owner" of its JSON); "" for jobs from before auth.
+  std::string owner;
 };
 
 // A concrete parallel layout. micro_batches = global_batch / (micro_batch_size · dp).

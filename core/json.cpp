@@ -14,8 +14,11 @@ Time TimeOf(const Json& j, const char* key) {
   return ParseRfc3339(it->get_ref<const std::string&>()).value_or(Time{});
 }
 
+// Node ids: ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$ (docs/api.md): they appear in URL paths, file names and
+// logs, so "." and ".." (and anything starting with '.' or '-') are refused.
 bool ValidId(const std::string& s) {
   if (s.empty() || s.size() > 128) return false;
+  if (!std::isalnum(static_cast<unsigned char>(s[0]))) return false;
   for (char c : s)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') return false;
   return true;
@@ -70,7 +73,7 @@ Result<Node> ParseNode(const Json& j, const TopologyLevels& levels) {
       if (ValidId(*id))
         n.id = *id;
       else
-        r.Error("id", "must be 1-128 characters of [A-Za-z0-9._-]");
+        r.Error("id", "must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$");
     }
     n.hostname = r.String("hostname", false, 253).value_or(n.id);
     if (n.hostname.empty()) n.hostname = n.id;
@@ -160,6 +163,7 @@ Json ToJson(const Job& job) {
           {"attempt", job.attempt},
           {"restarts", job.restarts},
           {"reason", job.reason},
+          {"owner", job.spec.owner},
           {"created_at", TimeJson(job.created_at)},
           {"updated_at", TimeJson(job.updated_at)}};
 }
@@ -172,6 +176,7 @@ Result<Job> JobFromJson(const Json& j) {
     auto spec = ParseJobSpec(j.at("spec"));
     if (!spec.ok()) throw std::runtime_error(spec.status().message());
     job.spec = std::move(spec).value();
+    job.spec.owner = j.value("owner", "");
     auto plan = ParsePlan(j.at("plan"));
     if (!plan.ok()) throw std::runtime_error(plan.status().message());
     job.plan = *plan;

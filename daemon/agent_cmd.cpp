@@ -3,10 +3,15 @@
 // itself and leaves the rank processes running: ranks outlive agent restarts, and the next agent on the
 // same --state-dir adopts them. Ranks are stopped only when the daemon withdraws their assignment.
 #include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <spdlog/spdlog.h>
 
 #include <boost/program_options.hpp>
+#include <cctype>
 #include <csignal>
+#include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <thread>
 
@@ -18,6 +23,18 @@ namespace po = boost::program_options;
 
 namespace shepherd {
 namespace {
+
+// The whole file, trailing whitespace dropped; refused when group or others may read it.
+Result<std::string> ReadTokenFile(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return InvalidArgument("--token-file " + path + ": cannot stat");
+  if ((st.st_mode & 077) != 0) return InvalidArgument("--token-file " + path + ": must be mode 0600 or stricter");
+  std::ifstream in(path);
+  std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  if (token.empty()) return InvalidArgument("--token-file " + path + ": empty");
+  return token;
+}
 
 std::chrono::milliseconds Millis(double seconds) {
   return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
@@ -47,7 +64,11 @@ int RunAgent(int argc, char** argv) {
       "heartbeat-interval", po::value<double>(&heartbeat_s), "seconds between heartbeats [1]")(
       "stop-grace", po::value<double>(&grace_s), "seconds from SIGTERM to SIGKILL when stopping a rank [10]")(
       "long-poll-wait", po::value<int>(&wait_s), "seconds the daemon may hold an assignments poll [30]")(
-      "token", po::value<std::string>(&o.token), "bearer token for the daemon")(
+      "token-file", po::value<std::string>(),
+      "file holding this agent's bearer token (role agent, bound to --node-id); default: $SHEPHERD_TOKEN")(
+      "token", po::value<std::string>(), "refused: tokens are never taken from argv")(
+      "run-as", po::value<std::string>(), "user (name or uid) the ranks run as; the agent drops to it")(
+      "allow-root-ranks", po::bool_switch(), "let ranks run as root (refused by default)")(
       "gpu-memory-gib", po::value<double>(&memory_gib), "GiB per GPU to register")(
       "gpu-model", po::value<std::string>(), "GPU model to register, e.g. H100")(
       "health-check", po::value<std::string>(&o.health_check),
@@ -75,6 +96,40 @@ int RunAgent(int argc, char** argv) {
   if (heartbeat_s <= 0 || grace_s < 0 || wait_s < 0 || (vm.count("gpu-memory-gib") && memory_gib <= 0) ||
       check_interval_s <= 0 || check_timeout_s <= 0) {
     std::cerr << "shepherdd agent: intervals must be positive, grace and wait not negative\n";
+    return 2;
+  }
+  if (vm.count("token")) {
+    std::cerr << "shepherdd agent: --token is refused: argv is visible to every local user (ps). Use "
+                 "--token-file FILE (mode 0600) or SHEPHERD_TOKEN in the environment\n";
+    return 2;
+  }
+  if (vm.count("token-file")) {
+    auto t = ReadTokenFile(vm["token-file"].as<std::string>());
+    if (!t.ok()) {
+      std::cerr << "shepherdd agent: " << t.status().message() << "\n";
+      return 2;
+    }
+    o.token = *t;
+  } else if (const char* env = std::getenv("SHEPHERD_TOKEN")) {
+    o.token = env;
+    ::unsetenv("SHEPHERD_TOKEN");  // ranks get their own credential, never the agent's
+  }
+  if (vm.count("run-as")) {
+    auto u = agent::LookUpUser(vm["run-as"].as<std::string>());
+    if (!u.ok()) {
+      std::cerr << "shepherdd agent: --run-as: " << u.status().message() << "\n";
+      return 2;
+    }
+    if (::geteuid() != 0 && u->uid != ::geteuid()) {
+      std::cerr << "shepherdd agent: --run-as " << u->user << " needs the agent to run as root (or with "
+                   "CAP_SETUID and CAP_SETGID)\n";
+    }
+    o.run_as = std::move(u).value();
+  }
+  const bool ranks_as_root = o.run_as ? o.run_as->uid == 0 : ::geteuid() == 0;
+  if (ranks_as_root && !vm["allow-root-ranks"].as<bool>()) {
+    std::cerr << "shepherdd agent: ranks would run as root; pass --run-as USER (see deploy/), or "
+                 "--allow-root-ranks if the site really wants that\n";
     return 2;
   }
   o.topology = std::move(*topo);

@@ -23,7 +23,8 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (!j.ok()) return j.status();
   std::vector<FieldError> errs;
   FieldReader r(*j, "", &errs);
-  r.OnlyKnown({"listen", "db", "inventory", "port_file", "tokens", "topology_levels",
+  r.OnlyKnown({"listen", "db", "inventory", "port_file", "tokens", "tokens_file", "job_policy",
+               "max_connections", "max_connections_per_address", "body_budget", "topology_levels",
                "default_gpu_memory_gib", "min_spares_per_leaf", "min_spares_per_spine", "body_limit",
                "header_limit", "idle_timeout_s", "shutdown_grace_s", "tick_interval_s", "log_level",
                "advertise_url", "node_heartbeat_timeout_s", "stop_timeout_s", "remediation_hook",
@@ -49,8 +50,48 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
       out->push_back(s.get<std::string>());
     }
   };
-  strings("tokens", &c->tokens);
   strings("remediation_hook", &c->remediation_hook);
+  if (r.Find("tokens"))
+    r.Error("tokens", "tokens are no longer accepted in the configuration; use tokens_file (mode 0600)");
+  if (auto v = r.String("tokens_file", false, 4096)) c->tokens_file = *v;
+  if (auto v = r.Int("max_connections", false, 1, 1 << 24)) c->max_connections = size_t(*v);
+  if (auto v = r.Int("max_connections_per_address", false, 1, 1 << 24))
+    c->max_connections_per_address = size_t(*v);
+  if (auto v = r.Int("body_budget", false, 1024, 1LL << 40)) c->body_budget = size_t(*v);
+  if (const Json* p = r.Find("job_policy")) {
+    FieldReader jp(*p, "job_policy", &errs);
+    jp.OnlyKnown({"command_prefixes", "refused_env", "refused_env_prefixes", "allowed_env"});
+    auto list = [&](const Json* a, const std::string& key, std::vector<std::string>* out) {
+      if (!a) return;
+      if (!a->is_array()) return jp.Error(key, "must be an array of strings");
+      out->clear();
+      for (const auto& s : *a) {
+        if (!s.is_string() || s.get_ref<const std::string&>().empty())
+          return jp.Error(key, "must be an array of non-empty strings");
+        out->push_back(s.get<std::string>());
+      }
+    };
+    if (jp.ok()) {
+      list(jp.Find("refused_env"), jp.Path("refused_env"), &c->job_policy.refused_env);
+      list(jp.Find("refused_env_prefixes"), jp.Path("refused_env_prefixes"),
+           &c->job_policy.refused_env_prefixes);
+      list(jp.Find("allowed_env"), jp.Path("allowed_env"), &c->job_policy.allowed_env);
+      if (const Json* cp = jp.Find("command_prefixes")) {
+        if (!cp->is_array()) {
+          jp.Error(jp.Path("command_prefixes"), "must be an array of arrays of strings");
+        } else {
+          c->job_policy.command_prefixes.clear();
+          for (size_t i = 0; i < cp->size(); ++i) {
+            std::vector<std::string> one;
+            const std::string key = jp.Path("command_prefixes") + "[" + std::to_string(i) + "]";
+            list(&(*cp)[i], key, &one);
+            if (one.empty()) jp.Error(key, "must be a non-empty array of strings");
+            c->job_policy.command_prefixes.push_back(std::move(one));
+          }
+        }
+      }
+    }
+  }
   strings("topology_levels", &c->controller.levels);
   if (c->controller.levels.empty()) r.Error("topology_levels", "must name at least one level");
   if (auto v = r.Number("default_gpu_memory_gib", false, 1, 1 << 20))

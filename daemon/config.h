@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "control/controller.h"
+#include "core/job_policy.h"
 #include "core/status.h"
 
 namespace shepherd {
@@ -15,9 +16,15 @@ struct DaemonConfig {
   std::string inventory;  // optional JSON file {"nodes": [...]}
   std::string port_file;
   std::string advertise_url;  // SHEPHERD_URL for ranks; default http://<listen host>:<bound port>
-  std::vector<std::string> tokens;
   // Command (argv) run with a finding's JSON on stdin for jobs whose policy.external_remediation is "hook".
   std::vector<std::string> remediation_hook;
+  // Bearer credentials: a JSON file (api/auth.h), mode 0600, re-read on SIGHUP. Empty: auth is off (a
+  // warning says so). Tokens never come from argv or the config file.
+  std::string tokens_file;
+  JobPolicy job_policy;                   // "job_policy": what submitted jobs may run
+  size_t max_connections = 10000;         // all connections
+  size_t max_connections_per_address = 512;
+  size_t body_budget = 256u << 20;        // bytes of request bodies buffered at once, all connections
   ControllerOptions controller;
   size_t body_limit = 4 << 20;
   size_t header_limit = 16 << 10;

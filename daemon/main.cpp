@@ -25,7 +25,9 @@ int Serve(int argc, char** argv) {
       "JSON file {\"nodes\": [...]} loaded (registered/updated) at start-up")(
       "config", po::value<std::string>(&config_file), "JSON configuration file (flags override it)")(
       "port-file", po::value<std::string>(), "file that receives the bound port once listening")(
-      "token", po::value<std::vector<std::string>>(), "accepted bearer token (repeatable); none: no auth")(
+      "tokens-file", po::value<std::string>(),
+      "JSON file of bearer tokens and their roles (mode 0600; re-read on SIGHUP); none: no auth")(
+      "token", po::value<std::vector<std::string>>(), "refused: tokens are never taken from argv")(
       "log-level", po::value<std::string>(), "trace, debug, info, warn, error [info]");
   po::variables_map vm;
   try {
@@ -49,7 +51,12 @@ int Serve(int argc, char** argv) {
   if (vm.count("db")) config.db = vm["db"].as<std::string>();
   if (vm.count("inventory")) config.inventory = vm["inventory"].as<std::string>();
   if (vm.count("port-file")) config.port_file = vm["port-file"].as<std::string>();
-  if (vm.count("token")) config.tokens = vm["token"].as<std::vector<std::string>>();
+  if (vm.count("token")) {
+    std::cerr << "shepherdd: --token is refused: a token in argv is visible to every local user (ps). Put "
+                 "tokens in a file (mode 0600) and pass --tokens-file FILE; see docs/security.md\n";
+    return 2;
+  }
+  if (vm.count("tokens-file")) config.tokens_file = vm["tokens-file"].as<std::string>();
   if (vm.count("log-level")) config.log_level = vm["log-level"].as<std::string>();
   return RunDaemon(config);
 }

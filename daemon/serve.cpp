@@ -76,10 +76,32 @@ int RunDaemon(const DaemonConfig& config) {
   asio::io_context ioc(1);
   SystemClock clock;
   ControllerOptions controller_options = config.controller;
-  if (!config.tokens.empty()) controller_options.rank_token = config.tokens.front();
   controller_options.master_port_salt = std::random_device{}();
   if (!config.remediation_hook.empty())
     controller_options.remediation_hook = MakeProcessHook(config.remediation_hook);
+  // Credentials (docs/security.md). Static tokens from the file; rank tokens from RankTokens.
+  Authenticator authenticator;
+  RankTokens rank_tokens;
+  if (!config.tokens_file.empty()) {
+    auto tokens = LoadTokensFile(config.tokens_file);
+    if (!tokens.ok()) {
+      spdlog::error("{}", tokens.status().message());
+      return 2;
+    }
+    if (tokens->empty()) {
+      spdlog::error("tokens file {} lists no token", config.tokens_file);
+      return 2;
+    }
+    spdlog::info("auth: {} tokens from {}", tokens->size(), config.tokens_file);
+    authenticator.SetStatic(std::move(tokens).value());
+    authenticator.SetDynamic([&rank_tokens](std::string_view t) { return rank_tokens.Lookup(t); });
+    // TRANSITIONAL: one rank token for every job's ranks, good for reports only, until the control layer
+    // mints one per attempt (docs/security.md, "controller side (pending)").
+    controller_options.rank_token = rank_tokens.MintTransitional();
+  } else {
+    spdlog::warn("auth is OFF: no --tokens-file, every client is admin. Do not expose {} beyond this host",
+                 config.listen);
+  }
   Controller controller(
       store->get(), &clock, [&ioc](std::function<void()> fn) { asio::post(ioc, std::move(fn)); },
       controller_options);
@@ -96,8 +118,25 @@ int RunDaemon(const DaemonConfig& config) {
 
   Metrics metrics;
   Router router(&metrics);
-  RegisterRoutes(&router, &controller, &metrics, ApiOptions{config.tokens, SHEPHERD_VERSION, 64}, &clock);
+  ApiOptions api_options;
+  api_options.job_policy = config.job_policy;
+  RegisterRoutes(&router, &controller, &metrics, api_options, &clock);
+  InstallAuth(&router, &controller, &authenticator);
   HttpServerOptions http;
+  http.max_connections = config.max_connections;
+  http.max_connections_per_address = config.max_connections_per_address;
+  http.body_budget = config.body_budget;
+  http.on_head = [&router, &authenticator](const HttpRequest& head) {
+    HeadDecision d;
+    std::optional<Principal> principal;
+    d.refuse = router.Admit(head, &principal);
+    d.trusted = principal.has_value() && authenticator.enabled();
+    std::map<std::string, std::string> params;
+    bool known = false;
+    const RouteRule* rule = FindRouteRule(head.method, PathOf(head.target), &params, &known);
+    d.is_public = rule && rule->is_public;
+    return d;
+  };
   http.body_limit = config.body_limit;
   http.header_limit = config.header_limit;
   http.idle_timeout = std::chrono::milliseconds(static_cast<long>(config.idle_timeout_s * 1000));
@@ -137,12 +176,14 @@ int RunDaemon(const DaemonConfig& config) {
   };
   schedule_tick();
   asio::signal_set signals(ioc, SIGINT, SIGTERM);
+  asio::signal_set hup(ioc, SIGHUP);
   auto stop = [&](int code, const std::string& why) {
     if (stopping) return;
     stopping = true;
     exit_code = code;
     spdlog::info("shutting down: {}", why);
     signals.cancel();
+    hup.cancel();
     ticker.cancel();
     controller.ReleaseWaiters();
     auto grace = std::chrono::milliseconds(static_cast<long>(config.shutdown_grace_s * 1000));
@@ -151,6 +192,25 @@ int RunDaemon(const DaemonConfig& config) {
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (!ec) stop(0, sig == SIGTERM ? "SIGTERM" : "SIGINT");
   });
+  // SIGHUP re-reads the tokens file; an invalid file keeps the current set (and says why).
+  std::function<void()> wait_hup = [&] {
+    hup.async_wait([&](const boost::system::error_code& ec, int) {
+      if (ec || stopping) return;
+      if (config.tokens_file.empty()) {
+        spdlog::warn("SIGHUP: no --tokens-file to reload");
+      } else if (auto tokens = LoadTokensFile(config.tokens_file); !tokens.ok()) {
+        spdlog::error("SIGHUP: keeping the current {} tokens: {}", authenticator.static_count(),
+                      tokens.status().message());
+      } else if (tokens->empty()) {
+        spdlog::error("SIGHUP: keeping the current tokens: {} lists none", config.tokens_file);
+      } else {
+        spdlog::info("SIGHUP: {} tokens loaded from {}", tokens->size(), config.tokens_file);
+        authenticator.SetStatic(std::move(tokens).value());
+      }
+      wait_hup();
+    });
+  };
+  wait_hup();
   controller.set_on_storage_failure([&](const Status& s) { stop(1, "storage failure: " + s.message()); });
 
   ioc.run();

@@ -300,3 +300,39 @@ TEST_F(SupervisorTest, UsersFlightRecorderPathWinsAndNoDumpMeansNoField) {
 
 }  // namespace
 }  // namespace shepherd::agent
+
+namespace shepherd::agent {
+namespace {
+
+// Ranks drop to the --run-as user before exec (issue 10: a job must not be root on every node).
+TEST(RunAs, RankRunsAsTheConfiguredUserNotRoot) {
+  if (::geteuid() != 0) GTEST_SKIP() << "dropping privileges needs root";
+  auto nobody = LookUpUser("nobody");
+  if (!nobody.ok()) GTEST_SKIP() << "no user 'nobody'";
+  testing::TempDir dir;
+  SpawnSpec spec;
+  spec.argv = {"/bin/sh", "-c", "echo uid=$(id -u) gid=$(id -g) groups=$(id -G)"};
+  spec.log_path = dir.file("rank.log");
+  spec.cwd = "/";
+  spec.run_as = *nobody;
+  Result<pid_t> pid = SpawnProcessGroup(spec);
+  ASSERT_TRUE(pid.ok()) << pid.status().message();
+  int status = 0;
+  ASSERT_EQ(::waitpid(*pid, &status, 0), *pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << testing::ReadFile(spec.log_path);
+  const std::string log = testing::ReadFile(spec.log_path);
+  EXPECT_NE(log.find("uid=" + std::to_string(nobody->uid) + " "), std::string::npos) << log;
+  EXPECT_EQ(log.find("uid=0 "), std::string::npos) << log;
+  EXPECT_EQ(log.find(" 0 "), std::string::npos) << "root group kept: " << log;
+}
+
+TEST(RunAs, LookUpUserAcceptsNamesAndUids) {
+  auto root = LookUpUser("0");
+  ASSERT_TRUE(root.ok());
+  EXPECT_EQ(root->uid, 0u);
+  EXPECT_FALSE(LookUpUser("no-such-user-shepherd").ok());
+}
+
+}  // namespace
+}  // namespace shepherd::agent

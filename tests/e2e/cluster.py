@@ -66,6 +66,8 @@ class Cluster:
                 "--heartbeat-interval", "0.5", "--stop-grace", "3", "--long-poll-wait", "5"]
         if spare:
             args.append("--spare")
+        if os.geteuid() == 0:
+            args.append("--allow-root-ranks")  # agents refuse root ranks otherwise (docs/security.md)
         with open(self.path("agent-%s.log" % node), "a") as log:
             self.agents[node] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
         self.wait_for(lambda: (self.api("GET", "/v1/nodes/" + node) or {}).get("agent_attached"), 20,

@@ -1,0 +1,108 @@
+// Who is calling: principals, roles, bearer tokens. Plain C++ (no Beast, no Asio), so it is unit-tested with
+// values and the server, router and control layer share it.
+//
+// - Tokens come from a file (`--tokens-file`, mode 0600 or stricter), never from argv; LoadTokensFile checks
+//   the mode and parses {"tokens": [{"token", "role", "name"?, "node"?}]}.
+// - RankTokens mints and revokes per-attempt `rank` tokens in memory; the control layer owns one and hands
+//   its Lookup to the Authenticator as the dynamic hook.
+// - Authenticator resolves an Authorization header value to a Principal: the `Bearer` scheme is matched
+//   case-insensitively (RFC 7235 §2.1) and static tokens are compared in constant time.
+//
+// Threading: none of these types lock. The daemon calls them on its single control/io thread; reloading
+// (SIGHUP) also happens there.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace shepherd {
+
+enum class Role { kAdmin, kOperator, kSubmitter, kViewer, kAgent, kRank };
+inline constexpr Role kAllRoles[] = {Role::kAdmin,  Role::kOperator, Role::kSubmitter,
+                                     Role::kViewer, Role::kAgent,    Role::kRank};
+const char* ToString(Role r);
+std::optional<Role> RoleFromString(std::string_view s);
+
+struct Principal {
+  Role role = Role::kViewer;
+  std::string name;                 // people: from the tokens file; agents: "agent:<node>"; ranks: "rank:<job>"
+  std::optional<std::string> node;  // agent: the one node it may speak for
+  std::optional<std::string> job;   // rank: the one job it may report for
+  std::optional<int> attempt;       // rank: the attempt its token was minted for
+};
+
+struct TokenEntry {
+  std::string token;
+  Principal principal;
+};
+
+// Parses the tokens file's text. Every entry needs a token (16-4096 printable ASCII characters, no spaces),
+// a role among admin/operator/submitter/viewer/agent (rank tokens are never static: they are minted per
+// attempt), a name for people's roles, and a node for agent. Tokens must be unique. Errors name the entry.
+Result<std::vector<TokenEntry>> ParseTokens(std::string_view text);
+// Reads `path`: refused unless it is a regular file no one but its owner can read or write (mode & 077 == 0).
+Result<std::vector<TokenEntry>> LoadTokensFile(const std::string& path);
+
+// Constant-time comparison: the time depends on the lengths only, not on where the bytes differ.
+bool ConstantTimeEquals(std::string_view a, std::string_view b);
+
+// Per-attempt rank credentials (issue 10, item 2). The control layer owns one instance, mints a token when
+// it starts an attempt, puts it in that attempt's assignments only, and revokes it when the attempt ends.
+// Tokens are 256 random bits (std::random_device) as 64 hex digits.
+class RankTokens {
+ public:
+  std::string Mint(const std::string& job, int attempt);
+  // TRANSITIONAL (until the control layer mints per attempt, docs/security.md "controller side (pending)"):
+  // one daemon-wide rank token bound to no job; the route table lets it post reports for any job and do
+  // nothing else. Revoke with Revoke("").
+  std::string MintTransitional();
+  // Revokes every token of that job's attempt (or every attempt when `attempt` is nullopt).
+  void Revoke(const std::string& job, std::optional<int> attempt = std::nullopt);
+  std::optional<Principal> Lookup(std::string_view token) const;
+  std::size_t size() const { return by_token_.size(); }
+
+ private:
+  std::map<std::string, Principal, std::less<>> by_token_;
+};
+
+// Dynamic credentials (rank tokens): returns the principal for a token it knows.
+using TokenLookup = std::function<std::optional<Principal>(std::string_view token)>;
+
+enum class AuthOutcome {
+  kDisabled,  // no tokens configured: auth is off (development); principal is an anonymous admin
+  kMissing,   // no Authorization header, or not the Bearer scheme -> 401
+  kInvalid,   // a bearer token nobody issued -> 401
+  kOk,
+};
+struct AuthResult {
+  AuthOutcome outcome;
+  std::optional<Principal> principal;  // set for kOk and kDisabled
+};
+
+class Authenticator {
+ public:
+  // Replaces the static set (start-up, SIGHUP). An empty set with no dynamic hook turns auth off.
+  void SetStatic(std::vector<TokenEntry> tokens) { static_ = std::move(tokens); }
+  void SetDynamic(TokenLookup lookup) { dynamic_ = std::move(lookup); }
+  bool enabled() const { return !static_.empty(); }
+  std::size_t static_count() const { return static_.size(); }
+
+  // `authorization`: the Authorization header's value ("" when absent).
+  AuthResult Authenticate(std::string_view authorization) const;
+
+ private:
+  std::vector<TokenEntry> static_;
+  TokenLookup dynamic_;
+};
+
+// Extracts the token of "Bearer <token>" (scheme case-insensitive, spaces around the token ignored).
+std::optional<std::string_view> BearerToken(std::string_view authorization);
+
+}  // namespace shepherd

@@ -1,0 +1,264 @@
+// The auth matrix: EVERY route of the route table x every role x {no token, wrong token, right token},
+// through the real router, handlers and controller (in memory). Expected statuses are written out here
+// from the issue's role list, not read from the route table: 401 without or with a wrong token, 403 for a
+// role the issue does not give the route, 2xx for one it does (restart: 409, no checkpoint qualifies).
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "tests/api/api_harness.h"
+
+namespace shepherd::testing {
+namespace {
+
+const char* kWrong = "Bearer wrong-token-0123456789";
+
+struct Case {
+  std::string method, target;
+  Json body;
+};
+
+class AuthMatrixTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auth_.SetStatic(ParseTokens(R"({"tokens": [
+      {"token": "admin-token-0123456789", "role": "admin", "name": "ops"},
+      {"token": "operator-token-0123456789", "role": "operator", "name": "oncall"},
+      {"token": "submitter-token-0123456789", "role": "submitter", "name": "sam"},
+      {"token": "other-submitter-token-0123", "role": "submitter", "name": "kim"},
+      {"token": "viewer-token-0123456789", "role": "viewer", "name": "vic"},
+      {"token": "agent-n0-token-0123456789", "role": "agent", "node": "n0"},
+      {"token": "agent-n1-token-0123456789", "role": "agent", "node": "n1"}]})")
+                        .value());
+    auth_.SetDynamic([this](std::string_view t) { return ranks_.Lookup(t); });
+    InstallAuth(&api_.router_, api_.controller_.get(), &auth_);
+    for (const char* n : {"n0", "n1"}) {
+      ASSERT_EQ(As(Bearer("admin"), "POST", "/v1/nodes", Node(n)).status, 201);
+      ASSERT_EQ(As(Bearer(std::string("agent-") + n), "POST", std::string("/v1/nodes/") + n + "/heartbeat",
+                   {{"processes", Json::array()}, {"gpu_faults", Json::array()}})
+                    .status,
+                200);
+    }
+    job_ = Submit("submitter");
+    rank_token_ = ranks_.Mint(job_, 1);
+  }
+
+  static Json Node(const std::string& id) {
+    return {{"id", id}, {"hostname", "host-" + id}, {"gpus", 4}, {"topology", {{"spine", "s0"}, {"leaf", "l0"}}}};
+  }
+  static Json JobBody() {
+    return Json::parse(R"({"name": "a", "model": {"parameters": 1e8, "layers": 4, "hidden": 512,
+        "heads": 8, "seq_len": 512}, "training": {"global_batch_size": 32},
+        "parallelism": {"tp": 1, "pp": 1, "dp": 8}, "resources": {"gpus": 8, "gpus_per_node": 4},
+        "command": ["python3", "train.py"], "env": {"FOO": "bar"}})");
+  }
+  std::string Bearer(const std::string& who) {
+    if (who == "rank") return "Bearer " + rank_token_;
+    if (who == "agent") return "Bearer agent-n0-token-0123456789";
+    if (who == "agent-n1") return "Bearer agent-n1-token-0123456789";
+    if (who == "agent-n0") return "Bearer agent-n0-token-0123456789";
+    if (who == "other-submitter") return "Bearer other-submitter-token-0123";
+    return "Bearer " + who + "-token-0123456789";
+  }
+  std::string Submit(const std::string& who) {
+    ApiReply r = As(Bearer(who), "POST", "/v1/jobs", JobBody());
+    EXPECT_EQ(r.status, 201) << r.body.dump();
+    return r.body.value("id", "");
+  }
+
+  ApiReply As(const std::string& authorization, const std::string& method, const std::string& target,
+              const Json& body = nullptr) {
+    HttpRequest req;
+    req.method = method;
+    req.target = target;
+    req.request_id = "test";
+    if (!authorization.empty()) req.headers.emplace_back("Authorization", authorization);
+    if (!body.is_null()) {
+      req.body = body.dump();
+      req.headers.emplace_back("Content-Type", "application/json");
+    }
+    ApiReply out;
+    api_.router_.Handle(req, [&](HttpResponse res) {
+      out.status = res.status;
+      out.body = Json::parse(res.body, nullptr, false);
+    });
+    api_.Drain();
+    return out;
+  }
+
+  // A request for `rule` with fresh state where the route consumes it (a job to cancel, a node to delete).
+  Case Make(const RouteRule& rule) {
+    std::string p = rule.pattern;
+    auto id = [&](const std::string& v) { p.replace(p.find("{id}"), 4, v); };
+    Case c{rule.method, "", nullptr};
+    if (p == "/v1/nodes") c.body = Node("n0");
+    if (p == "/v1/plan")
+      c.body = Json::parse(R"({"model": {"parameters": 1e8, "layers": 4, "hidden": 512, "heads": 8,
+          "seq_len": 512}, "training": {"global_batch_size": 32}, "parallelism": {"tp": 1, "pp": 1, "dp": 8},
+          "resources": {"gpus": 8, "gpus_per_node": 4}})");
+    if (p == "/v1/jobs" && rule.method == "POST") c.body = JobBody();
+    if (p.find("/v1/nodes/{id}") == 0) {
+      if (rule.method == "DELETE") {
+        std::string fresh = "d" + std::to_string(++fresh_);
+        EXPECT_EQ(As(Bearer("admin"), "POST", "/v1/nodes", Node(fresh)).status, 201);
+        id(fresh);
+      } else {
+        id("n0");
+      }
+      if (rule.method == "PATCH") c.body = {{"schedulable", true}};
+      if (p.find("/heartbeat") != std::string::npos)
+        c.body = {{"processes", Json::array()}, {"gpu_faults", Json::array()}};
+      if (p.find("/assignments") != std::string::npos) p += "?version=-1&wait=0";
+    }
+    if (p.find("/v1/jobs/{id}") == 0) {
+      const bool consumes = p.find("/cancel") != std::string::npos || p.find("/restart") != std::string::npos;
+      id(consumes ? Submit("submitter") : job_);
+      if (p.find("/restart") != std::string::npos) c.body = {{"from", "last-known-good"}};
+      if (p.find("/reports") != std::string::npos) c.body = {{"reports", Json::array()}};
+    }
+    c.target = p;
+    return c;
+  }
+
+  ApiReply Run(const Case& c, const std::string& authorization) {
+    return As(authorization, c.method, c.target, c.body);
+  }
+
+  Authenticator auth_;
+  RankTokens ranks_;
+  ApiHarness api_;
+  std::string job_, rank_token_;
+  int fresh_ = 0;
+};
+
+// The issue's roles, written out per route (admin, operator, submitter, viewer, agent, rank).
+const std::map<std::string, std::set<std::string>>& Expected() {
+  static const std::set<std::string> people_read = {"admin", "operator", "submitter", "viewer"};
+  static const std::map<std::string, std::set<std::string>> m = {
+      {"GET /metrics", people_read},
+      {"POST /v1/nodes", {"admin", "agent"}},
+      {"GET /v1/nodes", people_read},
+      {"GET /v1/nodes/{id}", {"admin", "operator", "submitter", "viewer", "agent"}},
+      {"PATCH /v1/nodes/{id}", {"admin", "operator"}},
+      {"DELETE /v1/nodes/{id}", {"admin"}},
+      {"POST /v1/nodes/{id}/heartbeat", {"admin", "agent"}},
+      {"GET /v1/nodes/{id}/assignments", {"agent"}},
+      {"POST /v1/plan", people_read},
+      {"POST /v1/jobs", {"admin", "submitter"}},
+      {"GET /v1/jobs", people_read},
+      {"GET /v1/jobs/{id}", people_read},
+      {"POST /v1/jobs/{id}/cancel", {"admin", "operator", "submitter"}},
+      {"POST /v1/jobs/{id}/restart", {"admin", "operator", "submitter"}},
+      {"GET /v1/jobs/{id}/placement", people_read},
+      {"POST /v1/jobs/{id}/reports", {"admin", "rank"}},
+      {"GET /v1/jobs/{id}/health", people_read},
+      {"GET /v1/jobs/{id}/checkpoints", people_read},
+      {"GET /v1/jobs/{id}/failures", people_read},
+      {"GET /v1/failures", people_read},
+  };
+  return m;
+}
+
+TEST_F(AuthMatrixTest, EveryRouteEveryRoleEveryToken) {
+  const std::vector<std::string> roles = {"admin", "operator", "submitter", "viewer", "agent", "rank"};
+  std::size_t checked = 0;
+  for (const RouteRule& rule : RouteTable()) {
+    const std::string name = rule.method + " " + rule.pattern;
+    if (rule.is_public) {
+      for (const std::string& a : {std::string(), std::string(kWrong), Bearer("viewer")})
+        EXPECT_EQ(Run(Make(rule), a).status, 200) << name << " with '" << a << "'";
+      continue;
+    }
+    ASSERT_TRUE(Expected().count(name)) << name << " has no expectation: add it to this test";
+    EXPECT_EQ(Run(Make(rule), "").status, 401) << name << " without a token";
+    EXPECT_EQ(Run(Make(rule), kWrong).status, 401) << name << " with a wrong token";
+    for (const std::string& role : roles) {
+      ApiReply r = Run(Make(rule), Bearer(role));
+      const bool allowed = Expected().at(name).count(role) > 0;
+      if (!allowed) {
+        EXPECT_EQ(r.status, 403) << name << " as " << role << ": " << r.body.dump();
+      } else if (rule.pattern == "/v1/jobs/{id}/restart") {
+        EXPECT_EQ(r.status, 409) << name << " as " << role << ": " << r.body.dump();  // no checkpoint yet
+      } else {
+        EXPECT_GE(r.status, 200) << name << " as " << role << ": " << r.body.dump();
+        EXPECT_LT(r.status, 300) << name << " as " << role << ": " << r.body.dump();
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, Expected().size() * roles.size());
+}
+
+TEST_F(AuthMatrixTest, EveryRegisteredRouteIsInTheTable) {
+  // A route the router serves but the table does not list answers 403 to everyone (fail closed); this
+  // keeps the two in step: every table entry is answered by a handler (never 404/405 for admin).
+  for (const RouteRule& rule : RouteTable()) {
+    if (rule.is_public) continue;
+    Case c = Make(rule);
+    int s = Run(c, Bearer(rule.roles.front() == Role::kAgent ? "agent" : "admin")).status;
+    EXPECT_NE(s, 404) << rule.method << " " << rule.pattern;
+    EXPECT_NE(s, 405) << rule.method << " " << rule.pattern;
+  }
+}
+
+TEST_F(AuthMatrixTest, UnknownRoutesNeedATokenBeforeTheir404Or405) {
+  EXPECT_EQ(As("", "GET", "/v1/nothing").status, 401);
+  EXPECT_EQ(As(kWrong, "GET", "/v1/nothing").status, 401);
+  EXPECT_EQ(As(Bearer("viewer"), "GET", "/v1/nothing").status, 404);
+  EXPECT_EQ(As("", "PUT", "/v1/jobs").status, 401);
+  EXPECT_EQ(As(Bearer("viewer"), "PUT", "/v1/jobs").status, 405);
+}
+
+TEST_F(AuthMatrixTest, ViewerCannotCancel) {
+  EXPECT_EQ(As(Bearer("viewer"), "POST", "/v1/jobs/" + job_ + "/cancel").status, 403);
+  EXPECT_EQ(As(Bearer("viewer"), "GET", "/v1/jobs/" + job_).body["state"], "launching");
+}
+
+TEST_F(AuthMatrixTest, SubmitterCannotCancelAnothersJob) {
+  std::string theirs = Submit("other-submitter");
+  EXPECT_EQ(As(Bearer("viewer"), "GET", "/v1/jobs/" + theirs).body["owner"], "kim");
+  EXPECT_EQ(As(Bearer("submitter"), "POST", "/v1/jobs/" + theirs + "/cancel").status, 403);
+  EXPECT_EQ(As(Bearer("submitter"), "POST", "/v1/jobs/" + theirs + "/restart", {{"from", "latest"}}).status, 403);
+  EXPECT_EQ(As(Bearer("other-submitter"), "POST", "/v1/jobs/" + theirs + "/cancel").status, 200);
+}
+
+TEST_F(AuthMatrixTest, RankTokenCannotCancelOrRegisterOrReportForAnotherJob) {
+  std::string other = Submit("submitter");
+  const std::string rank = Bearer("rank");
+  EXPECT_EQ(As(rank, "POST", "/v1/jobs/" + other + "/cancel").status, 403);
+  EXPECT_EQ(As(rank, "POST", "/v1/jobs/" + job_ + "/cancel").status, 403);
+  EXPECT_EQ(As(rank, "POST", "/v1/nodes", Node("evil")).status, 403);
+  EXPECT_EQ(As(rank, "PATCH", "/v1/nodes/n1", {{"schedulable", false}}).status, 403);
+  EXPECT_EQ(As(rank, "POST", "/v1/jobs", JobBody()).status, 403);
+  EXPECT_EQ(As(rank, "POST", "/v1/jobs/" + other + "/reports", {{"reports", Json::array()}}).status, 403);
+  EXPECT_EQ(As(rank, "POST", "/v1/jobs/" + job_ + "/reports", {{"reports", Json::array()}}).status, 202);
+  ranks_.Revoke(job_, 1);  // the attempt ended
+  EXPECT_EQ(As(rank, "POST", "/v1/jobs/" + job_ + "/reports", {{"reports", Json::array()}}).status, 401);
+}
+
+TEST_F(AuthMatrixTest, AgentForN1CannotSpeakForN0) {
+  const std::string n1 = Bearer("agent-n1");
+  Json forged = {{"processes", Json::array()},
+                 {"gpu_faults", Json::array({{{"gpu", 0}, {"kind", "ecc"}, {"detail", "forged"}}})}};
+  EXPECT_EQ(As(n1, "POST", "/v1/nodes/n0/heartbeat", forged).status, 403);
+  EXPECT_EQ(As(n1, "GET", "/v1/nodes/n0/assignments?version=-1&wait=0").status, 403);
+  Json reregister = Node("n0");
+  reregister["hostname"] = "attacker.example";
+  EXPECT_EQ(As(n1, "POST", "/v1/nodes", reregister).status, 403);
+  EXPECT_EQ(As(Bearer("viewer"), "GET", "/v1/nodes/n0").body["hostname"], "host-n0");
+  Json uncordon = Node("n1");
+  uncordon["schedulable"] = true;
+  EXPECT_EQ(As(n1, "POST", "/v1/nodes", uncordon).status, 403);  // agents do not lift cordons
+}
+
+TEST_F(AuthMatrixTest, LowerCaseBearerIsAccepted) {
+  EXPECT_EQ(As("bearer viewer-token-0123456789", "GET", "/v1/jobs").status, 200);
+}
+
+TEST_F(AuthMatrixTest, AssignmentsAreForTheNodesOwnAgentOnly) {
+  EXPECT_EQ(As(Bearer("admin"), "GET", "/v1/nodes/n0/assignments?version=-1&wait=0").status, 403);
+  EXPECT_EQ(As(Bearer("agent-n0"), "GET", "/v1/nodes/n0/assignments?version=-1&wait=0").status, 200);
+}
+
+}  // namespace
+}  // namespace shepherd::testing

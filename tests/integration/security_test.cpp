@@ -1,0 +1,214 @@
+// The real daemon against issue 10's attacks: bodies read before auth (RSS under a wrong-token flood),
+// connection exhaustion starving health probes and agents, tokens in argv, a world-readable tokens file,
+// SIGHUP rotation, LD_PRELOAD in a job, root ranks.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include "core/json.h"
+#include "tests/integration/harness.h"
+
+namespace shepherd::testing {
+namespace {
+
+constexpr const char* kAdmin = "admin-token-0123456789";
+constexpr const char* kAgentN0 = "agent-n0-token-0123456789";
+
+std::string WriteTokens(const std::string& dir, const std::string& text, mode_t mode = 0600) {
+  std::string path = dir + "/tokens.json";
+  { std::ofstream(path, std::ios::trunc) << text; }
+  ::chmod(path.c_str(), mode);
+  return path;
+}
+
+std::string DefaultTokens() {
+  return std::string(R"({"tokens": [{"token": ")") + kAdmin + R"(", "role": "admin", "name": "ops"},
+      {"token": ")" + kAgentN0 + R"(", "role": "agent", "node": "n0"}]})";
+}
+
+long RssKiB(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+
+HttpResult Request(int port, const std::string& method, const std::string& target, const std::string& token,
+                   const std::string& body = "") {
+  Connection c(port);
+  std::string req = method + " " + target + " HTTP/1.1\r\nHost: x\r\n";
+  if (!token.empty()) req += "Authorization: Bearer " + token + "\r\n";
+  if (!body.empty())
+    req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  req += "\r\n" + body;
+  if (!c.Send(req)) return {};
+  return c.Read();
+}
+
+int ExitCodeOf(const std::string& command) {
+  int rc = std::system((command + " >/dev/null 2>&1").c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+const std::string kNodeN0 =
+    R"({"id": "n0", "hostname": "h0", "gpus": 1, "topology": {"spine": "s0", "leaf": "l0"}})";
+
+TEST(Security, TokensInArgvAreRefused) {
+  EXPECT_EQ(ExitCodeOf(std::string(SHEPHERDD_PATH) + " --listen 127.0.0.1:0 --token sekrit-0123456789"), 2);
+  EXPECT_EQ(ExitCodeOf(std::string(SHEPHERDD_PATH) +
+                       " agent --server http://127.0.0.1:1 --node-id n0 --gpus 1 --token sekrit"),
+            2);
+}
+
+TEST(Security, WorldReadableTokensFileIsRefused) {
+  TempDir dir;
+  std::string tokens = WriteTokens(dir.path, DefaultTokens(), 0644);
+  Daemon d(dir.path, {"--tokens-file", tokens});
+  EXPECT_EQ(d.Wait(), 2) << d.log();
+  EXPECT_NE(d.log().find("0644"), std::string::npos) << d.log();
+}
+
+TEST(Security, AgentRefusesToRunRanksAsRoot) {
+  EXPECT_EQ(ExitCodeOf(std::string(SHEPHERDD_PATH) +
+                       " agent --server http://127.0.0.1:1 --node-id n0 --gpus 1 --run-as 0"),
+            2);
+}
+
+TEST(Security, WrongTokenBodiesAreNotRead) {
+  TempDir dir;
+  Daemon d(dir.path, {"--tokens-file", WriteTokens(dir.path, DefaultTokens())});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  ASSERT_EQ(Request(d.port(), "GET", "/v1/jobs", kAdmin).status, 200);  // warm up
+  const long before = RssKiB(d.pid());
+  ASSERT_GT(before, 0);
+  // 100 connections announce 4 MiB bodies with a wrong token and send the first 128 KiB of each: the
+  // server answers 401 from the head and closes; reading those bodies would cost at least 12.8 MB.
+  const std::string chunk(128 * 1024, 'x');
+  std::vector<std::unique_ptr<Connection>> conns;
+  int refused = 0;
+  for (int i = 0; i < 100; ++i) {
+    auto c = std::make_unique<Connection>(d.port());
+    ASSERT_TRUE(c->ok());
+    c->Send(
+        "POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong-token\r\n"
+        "Content-Type: application/json\r\nContent-Length: 4194304\r\n\r\n");
+    c->Send(chunk);  // may fail once the server has closed: that is the point
+    HttpResult r = c->Read();
+    if (r.status == 401) ++refused;
+    conns.push_back(std::move(c));
+  }
+  EXPECT_EQ(refused, 100);
+  const long after = RssKiB(d.pid());
+  std::printf("RSS before %ld KiB, after 100 wrong-token 4 MiB posts %ld KiB (+%ld KiB)\n", before, after,
+              after - before);
+  EXPECT_LT(after - before, 4 * 1024) << "RSS grew by " << (after - before) << " KiB";
+}
+
+TEST(Security, IdleUnauthenticatedConnectionsDoNotStarveProbesOrAgents) {
+  TempDir dir;
+  std::string cfg = dir.path + "/config.json";
+  { std::ofstream(cfg) << R"({"max_connections": 32})"; }
+  Daemon d(dir.path, {"--tokens-file", WriteTokens(dir.path, DefaultTokens()), "--config", cfg});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  // An agent that is already connected and authenticated (keep-alive) ...
+  Connection agent(d.port());
+  std::string reg = "POST /v1/nodes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + std::string(kAgentN0) +
+                    "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(kNodeN0.size()) +
+                    "\r\n\r\n" + kNodeN0;
+  ASSERT_TRUE(agent.Send(reg));
+  ASSERT_EQ(agent.Read().status, 201);
+  // ... then twice the cap of idle connections that never send a byte.
+  std::vector<std::unique_ptr<Connection>> idle;
+  for (int i = 0; i < 64; ++i) idle.push_back(std::make_unique<Connection>(d.port()));
+  EXPECT_EQ(Http(d.port(), "GET", "/healthz").status, 200);
+  EXPECT_EQ(Http(d.port(), "GET", "/readyz").status, 200);
+  // The connected agent keeps its connection, and a new agent connection is served too.
+  ASSERT_TRUE(agent.Send(reg));
+  EXPECT_EQ(agent.Read().status, 200);
+  EXPECT_EQ(Request(d.port(), "POST", "/v1/nodes", kAgentN0, kNodeN0).status, 200);
+  EXPECT_EQ(Request(d.port(), "GET", "/v1/nodes/n0", kAdmin).status, 200);
+}
+
+TEST(Security, PerAddressCapEvictsThatAddresssIdleConnectionsFirst) {
+  TempDir dir;
+  std::string cfg = dir.path + "/config.json";
+  { std::ofstream(cfg) << R"({"max_connections_per_address": 4})"; }
+  Daemon d(dir.path, {"--tokens-file", WriteTokens(dir.path, DefaultTokens()), "--config", cfg});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  Connection agent(d.port());
+  ASSERT_TRUE(agent.Send("GET /v1/nodes/n0 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                         std::string(kAgentN0) + "\r\n\r\n"));
+  ASSERT_EQ(agent.Read().status, 404);  // authenticated (n0 is not registered yet): now trusted
+  std::vector<std::unique_ptr<Connection>> idle;
+  for (int i = 0; i < 16; ++i) idle.push_back(std::make_unique<Connection>(d.port()));
+  EXPECT_EQ(Http(d.port(), "GET", "/healthz").status, 200);
+  EXPECT_EQ(Request(d.port(), "POST", "/v1/nodes", kAgentN0, kNodeN0).status, 201);
+  ASSERT_TRUE(agent.Send("GET /v1/nodes/n0 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                         std::string(kAgentN0) + "\r\n\r\n"));
+  EXPECT_EQ(agent.Read().status, 200);  // the trusted connection was not evicted
+}
+
+TEST(Security, SighupRotatesTokensAndKeepsTheOldSetWhenTheNewFileIsInvalid) {
+  TempDir dir;
+  std::string tokens = WriteTokens(dir.path, DefaultTokens());
+  Daemon d(dir.path, {"--tokens-file", tokens});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  ASSERT_EQ(Request(d.port(), "GET", "/v1/jobs", kAdmin).status, 200);
+  WriteTokens(dir.path, R"({"tokens": [{"token": "rotated-admin-0123456789", "role": "admin", "name": "ops"}]})");
+  d.Signal(SIGHUP);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (Request(d.port(), "GET", "/v1/jobs", "rotated-admin-0123456789").status != 200 &&
+         std::chrono::steady_clock::now() < deadline) {
+  }
+  EXPECT_EQ(Request(d.port(), "GET", "/v1/jobs", "rotated-admin-0123456789").status, 200);
+  EXPECT_EQ(Request(d.port(), "GET", "/v1/jobs", kAdmin).status, 401);
+  WriteTokens(dir.path, "{not json");
+  d.Signal(SIGHUP);
+  deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (d.log().find("SIGHUP: keeping") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+  }
+  EXPECT_NE(d.log().find("SIGHUP: keeping"), std::string::npos) << d.log();
+  EXPECT_EQ(Request(d.port(), "GET", "/v1/jobs", "rotated-admin-0123456789").status, 200);
+}
+
+TEST(Security, JobPolicyRefusesLdPreloadAndPath) {
+  TempDir dir;
+  Daemon d(dir.path, {"--tokens-file", WriteTokens(dir.path, DefaultTokens())});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  std::string job = R"({"name": "a", "model": {"parameters": 1e8, "layers": 4, "hidden": 512, "heads": 8,
+      "seq_len": 512}, "training": {"global_batch_size": 32}, "parallelism": {"tp": 1, "pp": 1, "dp": 1},
+      "resources": {"gpus": 1, "gpus_per_node": 1}, "command": ["/bin/sh", "-c", "id"],
+      "env": {"LD_PRELOAD": "/tmp/evil.so", "PATH": "/tmp/evil", "NCCL_DEBUG": "INFO"}})";
+  HttpResult r = Request(d.port(), "POST", "/v1/jobs", kAdmin, job);
+  ASSERT_EQ(r.status, 422) << r.body;
+  Json errors = Json::parse(r.body)["errors"];
+  std::vector<std::string> fields;
+  for (const Json& e : errors) fields.push_back(e["field"]);
+  EXPECT_EQ(fields, (std::vector<std::string>{"env.LD_PRELOAD", "env.PATH"})) << r.body;
+}
+
+TEST(Security, NodeIdsAndNamesAreClean) {
+  TempDir dir;
+  Daemon d(dir.path, {"--tokens-file", WriteTokens(dir.path, DefaultTokens())});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  for (const char* id : {".", "..", "-x", "a\\u0000b"}) {
+    std::string body = std::string(R"({"id": ")") + id + R"(", "gpus": 1, "topology": {"spine": "s", "leaf": "l"}})";
+    HttpResult r = Request(d.port(), "POST", "/v1/nodes", kAdmin, body);
+    EXPECT_EQ(r.status, 422) << id << ": " << r.body;
+    EXPECT_NE(r.body.find("\"field\":\"id\""), std::string::npos) << r.body;
+  }
+  std::string nul_host = R"({"id": "n9", "hostname": "h\u0000x", "gpus": 1, "topology": {"spine": "s", "leaf": "l"}})";
+  HttpResult r = Request(d.port(), "POST", "/v1/nodes", kAdmin, nul_host);
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_NE(r.body.find("\"field\":\"hostname\""), std::string::npos) << r.body;
+}
+
+}  // namespace
+}  // namespace shepherd::testing
