@@ -36,9 +36,19 @@ void Controller::PersistTransitions(const std::vector<CheckpointTransition>& ts,
 
 void Controller::RecordFinding(Finding f, Time now, WriteBatch* batch) {
   f.id = findings_.NextId();
-  if (jobs_.Find(f.job)) {
+  if (const JobEntry* e = jobs_.Find(f.job)) {
     std::vector<Finding> earlier = findings_.Recent(f.job, kRecurrenceWindow);
-    recovery_.OnFinding(f, HealthOf(f.job), earlier, now, batch);
+    JobHealth& health = HealthOf(f.job);
+    std::vector<std::string> reported;
+    if (e->job.spec.command.empty()) {  // another launcher's job: blame follows the nodes its ranks reported
+      reported = health.ReportedNodes();
+      std::set<std::string> nodes;
+      for (int r : f.ranks)
+        if (r >= 0 && r < static_cast<int>(reported.size()) && !reported[r].empty())
+          nodes.insert(reported[r]);
+      if (!f.ranks.empty()) f.nodes.assign(nodes.begin(), nodes.end());
+    }
+    recovery_.OnFinding(f, health, earlier, now, batch, reported);
     Settle(now);  // a restart replaced the monitor and the agents' assignments before anything else runs
   }
   spdlog::warn("finding {} {} job {} attempt {}: {}", f.id, ToString(f.kind), f.job, f.attempt, f.detail);
@@ -141,6 +151,7 @@ void Controller::OnRankExit(const std::string& node, const ProcessStatus& p, Tim
   Finding f = NodeFinding(p.rank.job, p.rank.attempt, FindingKind::kProcessExit, node, now,
                           "rank " + std::to_string(p.rank.rank) + " on " + node + " " + how);
   f.ranks = {p.rank.rank};
+  if (auto h = health_.find(p.rank.job); h != health_.end()) f.step = h->second->RankStep(p.rank.rank);
   f.exit_code = p.exit_code;
   f.signal = p.signal;
   if (!p.error.empty()) f.detail += ": " + p.error;

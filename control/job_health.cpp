@@ -40,6 +40,9 @@ void JobHealth::OnAttemptStart(const Job& job, const Attempt& a, Launch launch, 
   unlaunched_.clear();
   rank_nodes_.clear();
   external_pending_ = launch == Launch::kExternal;
+  AttemptSummary summary{a.number, a.resume_step, a.resume_checkpoint, std::nullopt, {}};
+  for (const RankSlot& r : a.placement.ranks) summary.nodes.insert(r.node);
+  attempts_.push_back(std::move(summary));
   if (launch == Launch::kByAgents) {
     for (const RankSlot& r : a.placement.ranks) {
       unlaunched_.insert(r.node);
@@ -133,6 +136,21 @@ JobHealth::Evaluation JobHealth::Evaluate(Time now) {
       out.findings.push_back(std::move(f));
     }
   }
+  return out;
+}
+
+std::vector<AttemptSummary> JobHealth::AttemptHistory() const {
+  std::vector<AttemptSummary> out = attempts_;
+  if (monitor_ && !out.empty() && monitor_->JobStep() >= 0) out.back().last_step = monitor_->JobStep();
+  return out;
+}
+
+std::vector<std::string> JobHealth::ReportedNodes() const {
+  std::vector<std::string> out;
+  if (!monitor_) return out;
+  out.resize(monitor_->layout().world_size());
+  for (size_t r = 0; r < out.size(); ++r)
+    if (auto n = monitor_->ReportedNode(static_cast<int>(r))) out[r] = *n;
   return out;
 }
 

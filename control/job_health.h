@@ -21,6 +21,7 @@
 #include "health/checkpoint_ledger.h"
 #include "health/job_monitor.h"
 #include "health/report.h"
+#include "scheduler/loop_breakers.h"
 
 namespace shepherd {
 
@@ -39,6 +40,8 @@ class JobHealth {
   bool OnNodeLaunched(const std::string& node, Time now);
   // The attempt ended: its monitor is dropped (later reports of it are refused).
   void OnAttemptEnd() {
+    if (monitor_ && !attempts_.empty() && monitor_->JobStep() >= 0)
+      attempts_.back().last_step = monitor_->JobStep();
     monitor_.reset();
     unarmed_.reset();
     unlaunched_.clear();
@@ -77,6 +80,19 @@ class JobHealth {
   }
   const std::set<std::string>& pending_replay_nodes() const { return replay_nodes_; }
 
+  // Every attempt this daemon has seen start, oldest first, with the highest step reached (loop breakers).
+  std::vector<AttemptSummary> AttemptHistory() const;
+  // A loop breaker found checkpoint `id` poisoned: it becomes bad (transitions for the caller to persist).
+  std::vector<CheckpointTransition> Demote(const std::string& id, const std::string& reason, Time now) {
+    return ledger_.Demote(id, reason, now);
+  }
+  // The highest step rank `rank` reported in the running attempt.
+  std::optional<int64_t> RankStep(int rank) const {
+    return monitor_ ? monitor_->RankStep(rank) : std::nullopt;
+  }
+  // The node each rank reported (`node` on its reports), by rank; "" where unknown.
+  std::vector<std::string> ReportedNodes() const;
+
   bool running() const { return monitor_ != nullptr; }
   bool watching() const { return monitor_ && unlaunched_.empty() && !external_pending_; }
   // Nodes whose ranks are not confirmed started yet (agent-launched attempts), sorted.
@@ -95,9 +111,10 @@ class JobHealth {
   std::unique_ptr<JobMonitor> monitor_;
   // Until launched: the context to arm the monitor with (the monitor drops its copy of the placement).
   std::optional<MonitorContext> unarmed_;
-  std::set<std::string> unlaunched_;     // agent-launched: nodes not yet confirmed
-  bool external_pending_ = false;        // another launcher's: no report yet
-  std::vector<std::string> rank_nodes_;  // node of each rank (placement), to confirm nodes from reports
+  std::set<std::string> unlaunched_;      // agent-launched: nodes not yet confirmed
+  bool external_pending_ = false;         // another launcher's: no report yet
+  std::vector<std::string> rank_nodes_;   // node of each rank (placement), to confirm nodes from reports
+  std::vector<AttemptSummary> attempts_;  // history for the loop breakers; last_step set when each ends
   Time attempt_started_at_{};
   CheckpointLedger ledger_;
   std::set<std::string> replay_nodes_;

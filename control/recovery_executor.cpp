@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "control/records.h"
+#include "scheduler/loop_breakers.h"
+
 namespace shepherd {
 
 void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now,
@@ -28,6 +31,9 @@ void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const 
                    .earlier_findings = earlier};
   RecoveryDecision d = DecideRecovery(in);
   if (external) return Remediate(f, e->job.spec.policy, d, now, batch);
+  if ((d.action == RecoveryDecision::kRestart || d.action == RecoveryDecision::kQueue) &&
+      !BreakLoop(f, health, earlier, now, batch, &in, &d))
+    return;
   if (d.action == RecoveryDecision::kNone && d.node_actions.empty()) return;
   Execute(f.job, d, /*automatic=*/true, health, f.id, now, batch);
   f.actions.insert(f.actions.end(), d.actions.begin(), d.actions.end());
@@ -87,6 +93,43 @@ void RecoveryExecutor::Execute(const std::string& job, const RecoveryDecision& d
     jobs_->Persist(job, batch);
   }
   spdlog::warn("job {}: recovery: {}", job, d.reason);
+}
+
+bool RecoveryExecutor::BreakLoop(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now,
+                                 WriteBatch* batch, RecoveryInput* in, RecoveryDecision* d) {
+  const Policy& policy = in->job.spec.policy;
+  const std::vector<AttemptSummary> attempts = health.AttemptHistory();
+  LoopVerdict v = CheckForLoop({f, earlier, attempts, policy});
+  switch (v.kind) {
+    case LoopVerdict::Kind::kNone:
+      return true;
+    case LoopVerdict::Kind::kPoisonedCheckpoint: {
+      for (const CheckpointTransition& t : health.Demote(v.bad_checkpoint, v.reason, now))
+        batch->Put(CheckpointRecord(t.checkpoint));
+      in->last_known_good = health.ledger().LastKnownGood();
+      in->latest_complete = health.ledger().Latest();
+      *d = DecideRecovery(*in);  // resume from the previous good checkpoint
+      d->actions.insert(d->actions.begin(), "demote checkpoint " + v.bad_checkpoint + ": " + v.reason);
+      return true;
+    }
+    case LoopVerdict::Kind::kReproducibleAnomaly:
+      if (policy.on_reproducible_anomaly == OnReproducible::kRecord) {
+        f.actions.push_back("record only (on_reproducible_anomaly: record): " + v.reason);
+        return false;
+      }
+      [[fallthrough]];
+    case LoopVerdict::Kind::kDeterministicCrash:
+    case LoopVerdict::Kind::kNoProgress:
+      // The data, the code or the job, not the hardware: no node is blamed and no restart follows.
+      d->action = RecoveryDecision::kFail;
+      d->node_actions.clear();
+      d->new_placement.reset();
+      d->reason = v.reason;
+      d->actions = {"stop attempt " + std::to_string(in->job.attempt),
+                    std::string("fail the job: ") + v.reason};
+      return true;
+  }
+  return true;
 }
 
 void RecoveryExecutor::Remediate(Finding& f, const Policy& policy, const RecoveryDecision& d, Time now,

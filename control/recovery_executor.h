@@ -68,6 +68,11 @@ class RecoveryExecutor {
   // `source`: the finding id (or "operator") recorded on the nodes it cordons or fails.
   void Execute(const std::string& job, const RecoveryDecision& d, bool automatic, JobHealth& health,
                const std::string& source, Time now, WriteBatch* batch);
+  // Loop breakers (scheduler/loop_breakers.h) on a restart-bearing decision: may demote a poisoned
+  // checkpoint and re-decide, or turn the decision into failing the job with no blame. False: record only,
+  // nothing to execute.
+  bool BreakLoop(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now, WriteBatch* batch,
+                 RecoveryInput* in, RecoveryDecision* d);
   // A job Shepherd does not launch: record, and remediate only as its policy says.
   void Remediate(Finding& f, const Policy& policy, const RecoveryDecision& d, Time now, WriteBatch* batch);
 

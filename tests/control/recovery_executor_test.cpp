@@ -98,6 +98,43 @@ TEST_F(RecoveryExecutorTest, NodeLostFailsTheNodeAndASecondRestartWaitsForTheBac
   EXPECT_EQ(jobs_.Find(job_)->job.attempt, 3);
 }
 
+TEST_F(RecoveryExecutorTest, AnAnomalyReproducingAtTheSameStepFailsTheJobWithoutBlame) {
+  Finding first = Make(FindingKind::kNonfiniteLoss, {0, 1, 2, 3}, {"n0", "n1"});
+  first.step = first.onset_step = 20;
+  rec_.OnFinding(first, *health_, {}, Now(), &b_);
+  ASSERT_EQ(jobs_.Find(job_)->job.attempt, 2);  // restarted from scratch (no checkpoint yet)
+  health_->OnAttemptStart(jobs_.Find(job_)->job, *jobs_.Find(job_)->attempt, JobHealth::Launch::kRecovered,
+                          Now());
+  clock_.AdvanceSeconds(60);
+  Finding again = Make(FindingKind::kNonfiniteLoss, {0, 1, 2, 3}, {"n0", "n1"});
+  again.step = again.onset_step = 21;  // within ±1: the data or the code
+  std::vector<Finding> earlier = {first};
+  rec_.OnFinding(again, *health_, earlier, Now(), &b_);
+  EXPECT_EQ(jobs_.Find(job_)->job.state, JobState::kFailed);
+  EXPECT_NE(jobs_.Find(job_)->job.reason.find("20"), std::string::npos) << jobs_.Find(job_)->job.reason;
+  EXPECT_EQ(jobs_.Find(job_)->job.attempt, 2);
+  EXPECT_TRUE(NodeOf("n0").schedulable);
+  EXPECT_TRUE(NodeOf("n1").schedulable);
+}
+
+TEST_F(RecoveryExecutorTest, AReproducibleAnomalyMayOnlyBeRecorded) {
+  JobEntry* e = jobs_.Mutable(job_);
+  e->job.spec.policy.on_reproducible_anomaly = OnReproducible::kRecord;
+  Finding first = Make(FindingKind::kNonfiniteLoss, {0}, {"n0"});
+  first.step = first.onset_step = 20;
+  rec_.OnFinding(first, *health_, {}, Now(), &b_);
+  health_->OnAttemptStart(jobs_.Find(job_)->job, *jobs_.Find(job_)->attempt, JobHealth::Launch::kRecovered,
+                          Now());
+  Finding again = Make(FindingKind::kNonfiniteLoss, {0}, {"n0"});
+  again.step = again.onset_step = 20;
+  std::vector<Finding> earlier = {first};
+  rec_.OnFinding(again, *health_, earlier, Now(), &b_);
+  EXPECT_EQ(jobs_.Find(job_)->job.state, JobState::kLaunching);  // still its attempt 2: nothing stopped
+  EXPECT_EQ(jobs_.Find(job_)->job.attempt, 2);
+  ASSERT_FALSE(again.actions.empty());
+  EXPECT_NE(again.actions[0].find("record only"), std::string::npos);
+}
+
 TEST_F(RecoveryExecutorTest, StragglerIsReportedAndChangesNothing) {
   Finding f = Make(FindingKind::kStraggler, {1}, {"n0"});
   rec_.OnFinding(f, *health_, {}, Now(), &b_);
