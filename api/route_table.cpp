@@ -8,29 +8,6 @@ namespace {
 constexpr Role A = Role::kAdmin, O = Role::kOperator, S = Role::kSubmitter, V = Role::kViewer,
                G = Role::kAgent, R = Role::kRank;
 
-int Hex(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-// Percent-decodes a path segment the way the router does, so ownership compares what handlers will see.
-std::string Decode(std::string_view s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+') {
-      out += ' ';
-    } else if (s[i] == '%' && i + 2 < s.size() && Hex(s[i + 1]) >= 0 && Hex(s[i + 2]) >= 0) {
-      out += static_cast<char>(Hex(s[i + 1]) * 16 + Hex(s[i + 2]));
-      i += 2;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
 std::vector<std::string_view> Split(std::string_view path) {
   std::vector<std::string_view> out;
   std::size_t i = 0;
@@ -55,7 +32,7 @@ bool Match(std::string_view pattern, const std::vector<std::string_view>& path,
   for (std::size_t i = 0; i < segs.size(); ++i) {
     if (segs[i].size() > 2 && segs[i].front() == '{' && segs[i].back() == '}') {
       if (path[i].empty()) return false;
-      p[std::string(segs[i].substr(1, segs[i].size() - 2))] = Decode(path[i]);
+      p[std::string(segs[i].substr(1, segs[i].size() - 2))] = PercentDecode(path[i]);
     } else if (segs[i] != path[i]) {
       return false;
     }
@@ -138,6 +115,28 @@ Access Authorize(const Principal& p, const RouteRule& rule, const std::map<std::
     }
   }
   return Access::kForbidden;
+}
+
+static int Hex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string PercentDecode(std::string_view s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      out += ' ';
+    } else if (s[i] == '%' && i + 2 < s.size() && Hex(s[i + 1]) >= 0 && Hex(s[i + 2]) >= 0) {
+      out += static_cast<char>(Hex(s[i + 1]) * 16 + Hex(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
 }
 
 }  // namespace shepherd

@@ -47,4 +47,8 @@ enum class Access { kAllowed, kForbidden };
 Access Authorize(const Principal& p, const RouteRule& rule, const std::map<std::string, std::string>& params,
                  const JobOwnerLookup& owner_of);
 
+// Percent-decodes a path segment or query component ('+' is a space). The router and the ownership rules
+// both use it, so ownership compares exactly what handlers see.
+std::string PercentDecode(std::string_view s);
+
 }  // namespace shepherd

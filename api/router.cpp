@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "api/problem.h"
+#include "api/route_table.h"
 
 namespace shepherd {
 namespace {
@@ -23,29 +24,6 @@ std::vector<std::string_view> Split(std::string_view path) {
   return out;
 }
 
-int Hex(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-std::string Decode(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+') {
-      out += ' ';
-    } else if (s[i] == '%' && i + 2 < s.size() && Hex(s[i + 1]) >= 0 && Hex(s[i + 2]) >= 0) {
-      out += static_cast<char>(Hex(s[i + 1]) * 16 + Hex(s[i + 2]));
-      i += 2;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string PathOf(std::string_view target) {
@@ -62,7 +40,8 @@ QueryParams ParseQuery(std::string_view target) {
     std::string_view kv = rest.substr(0, amp);
     size_t eq = kv.find('=');
     if (!kv.empty())
-      out[Decode(kv.substr(0, eq))] = eq == std::string_view::npos ? "" : Decode(kv.substr(eq + 1));
+      out[PercentDecode(kv.substr(0, eq))] =
+          eq == std::string_view::npos ? "" : PercentDecode(kv.substr(eq + 1));
     if (amp == std::string_view::npos) break;
     rest = rest.substr(amp + 1);
   }
@@ -81,7 +60,7 @@ bool Router::Match(const Route& r, const std::vector<std::string_view>& path, Pa
     const std::string& seg = r.segments[i];
     if (seg.size() > 2 && seg.front() == '{' && seg.back() == '}') {
       if (path[i].empty()) return false;
-      (*params)[seg.substr(1, seg.size() - 2)] = Decode(path[i]);
+      (*params)[seg.substr(1, seg.size() - 2)] = PercentDecode(path[i]);
     } else if (seg != path[i]) {
       return false;
     }
@@ -89,7 +68,8 @@ bool Router::Match(const Route& r, const std::vector<std::string_view>& path, Pa
   return true;
 }
 
-std::optional<HttpResponse> Router::Admit(const HttpRequest& head, std::optional<Principal>* principal) const {
+std::optional<HttpResponse> Router::Admit(const HttpRequest& head,
+                                          std::optional<Principal>* principal) const {
   std::map<std::string, std::string> params;
   bool path_known = false;
   const RouteRule* rule = FindRouteRule(head.method, PathOf(head.target), &params, &path_known);
