@@ -1,0 +1,227 @@
+// Planner: auto layout search and hardware profiles, against figures worked out by hand or published.
+#include <gtest/gtest.h>
+
+#include "scheduler/comm_model.h"
+#include "scheduler/planner.h"
+#include "tests/scheduler/planner_test_util.h"
+
+namespace shepherd {
+namespace {
+
+using namespace shepherd::testing;
+
+// ---- Auto ----
+
+// Llama 3 405B (Llama 3 paper, Table 3): 126 layers, hidden 16384, 128 heads, 8 KV heads, FFN 53248 SwiGLU,
+// RMSNorm, vocab 128256, seq 8192, 2048 sequences (16M tokens).
+JobSpec Llama405B() {
+  JobSpec s = Model(0, 126, 16384, 128, 8192, 128256, 16384, 2048);
+  s.model.kv_heads = 8;
+  s.model.ffn_hidden = 53248;
+  s.model.mlp = Mlp::kSwiglu;
+  s.model.norm = Norm::kRmsNorm;
+  return s;
+}
+
+TEST(AutoPlan, Llama405BOn16kH100sFitsWithTpWithinNode) {
+  Hardware hw;
+  auto e = AutoPlan(Llama405B(), hw);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_TRUE(e->fits) << e->explanation;
+  EXPECT_LE(e->memory.total, 0.9 * 80 * kGiB);
+  EXPECT_EQ(e->plan.world_size(), 16384);
+  EXPECT_LE(e->plan.tp, 8);
+  EXPECT_GT(e->plan.pp, 2);  // uneven stages let PP go past the divisors of 126 and 16384
+  EXPECT_EQ(e->plan.micro_batches * e->plan.micro_batch_size * e->plan.dp, 2048);
+  EXPECT_NE(e->explanation.find("Chose"), std::string::npos) << e->explanation;
+  EXPECT_NE(e->explanation.find("Top candidates: 1)"), std::string::npos) << e->explanation;
+  EXPECT_NE(e->explanation.find("3)"), std::string::npos) << e->explanation;
+  EXPECT_NE(e->explanation.find("faster than the runner-up"), std::string::npos) << e->explanation;
+  // The chosen plan re-evaluates to the same figures.
+  auto again = EvaluatePlan(Llama405B(), e->plan, hw);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->step_time_s, e->step_time_s);
+}
+
+// The architecture counts 405,853,388,800 parameters (planner_arch_test.cpp). 405e9 is 0.2 % off: no note;
+// 450e9 is 10.9 % off: the explanation says so; omitted: the count is used and named.
+TEST(EvaluatePlan, ParameterCountDiscrepancyIsExplained) {
+  const Plan p = [] {
+    Plan l = Layout(8, 16, 128, 1);
+    l.vpp = 7;
+    return l;
+  }();
+  JobSpec s = Llama405B();
+  auto counted = EvaluatePlan(s, p, Hardware{});
+  ASSERT_TRUE(counted.ok()) << counted.status().message();
+  EXPECT_EQ(counted->model_parameters, 405'853'388'800.0);
+  EXPECT_NE(counted->explanation.find("counted from the architecture"), std::string::npos);
+  s.model.parameters = 405e9;
+  EXPECT_EQ(EvaluatePlan(s, p, Hardware{})->explanation.find("off the"), std::string::npos);
+  s.model.parameters = 450e9;
+  auto off = EvaluatePlan(s, p, Hardware{});
+  EXPECT_EQ(off->model_parameters, 450e9);
+  EXPECT_NE(off->explanation.find("+10.9% off the"), std::string::npos) << off->explanation;
+}
+
+TEST(AutoPlan, NeverExceedsTheNvlinkDomain) {
+  Hardware wide;
+  wide.nvlink_domain_gpus = 8;
+  auto best = AutoPlan(Llama405B(), wide);
+  ASSERT_TRUE(best.ok());
+  Hardware narrow;
+  narrow.nvlink_domain_gpus = 4;
+  auto e = AutoPlan(Llama405B(), narrow);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_LE(e->plan.tp, 4);
+  EXPECT_EQ(e->plan.world_size(), 16384);
+  EXPECT_GE(e->step_time_s, best->step_time_s * (1 - 1e-9));  // a narrower domain only removes options
+}
+
+// Llama 2/3 70B on 256 A100 80 GB (312 TFLOP/s bf16, NVLink 600 GB/s, HDR 25 GB/s per GPU).
+TEST(AutoPlan, SeventyBillionOn256A100sFitsAndBeatsTheReferenceRecipe) {
+  JobSpec s = Model(70e9, 80, 8192, 64, 4096, 128256, 256, 1024);
+  Hardware a100;
+  a100.gpu_memory_bytes = 80 * kGiB;
+  a100.peak_flops = 312e12;
+  a100.nvlink_bytes_per_s = 600e9;
+  a100.ib_bytes_per_s = 25e9;
+  auto e = AutoPlan(s, a100);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_TRUE(e->fits) << e->explanation;
+  EXPECT_EQ(e->plan.world_size(), 256);
+  EXPECT_LE(e->plan.tp, 8);
+  auto reference = EvaluatePlan(s, Layout(4, 8, 8, 1), a100);  // DESIGN.md: TP 4, PP 8, DP 8
+  ASSERT_TRUE(reference.ok());
+  ASSERT_TRUE(reference->fits);
+  EXPECT_LE(e->step_time_s, reference->step_time_s);
+}
+
+TEST(AutoPlan, PicksTheSmallestZeroStageThatFits) {
+  JobSpec s = Model(70e9, 80, 8192, 64, 4096, 128256, 256, 1024);
+  auto e = AutoPlan(s, Hardware{});
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  ASSERT_TRUE(e->fits);
+  if (e->plan.zero_stage > 0) {
+    Plan lower = e->plan;
+    lower.zero_stage -= 1;
+    auto l = EvaluatePlan(s, lower, Hardware{});
+    ASSERT_TRUE(l.ok());
+    EXPECT_FALSE(l->fits) << "ZeRO-" << lower.zero_stage << " fits but auto chose ZeRO-"
+                          << e->plan.zero_stage;
+  }
+}
+
+TEST(AutoPlan, NothingFitsReturnsClosestWithBreakdown) {
+  JobSpec s = Model(70e9, 80, 8192, 64, 4096, 128256, 8, 1024);  // ≥ 140 GB of state per GPU
+  auto e = AutoPlan(s, Hardware{});
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_FALSE(e->fits);
+  EXPECT_GE(State(e->memory), 140e9 * 0.999);
+  EXPECT_EQ(e->plan.world_size(), 8);
+  EXPECT_NE(e->explanation.find("Nothing fits"), std::string::npos) << e->explanation;
+}
+
+TEST(AutoPlan, NoDivisibleLayoutIsAnError) {
+  // 7 GPUs, 4 layers: tp ∈ {1} (7 ∤ 32 heads), cp powers of two, pp ≤ 4, so dp = 7 ∤ 64.
+  JobSpec s = Model(7e9, 4, 4096, 32, 4096, 32000, 7, 64);
+  auto e = AutoPlan(s, Hardware{});
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), Code::kInvalidContent);
+  EXPECT_TRUE(HasField(e.status(), "resources.gpus"));
+}
+
+// ---- PlanJob and JSON ----
+
+TEST(PlanJob, UsesTheGivenParallelismOrSearches) {
+  JobSpec s = Model(70e9, 80, 8192, 64, 4096, 128256, 256, 1024);
+  s.parallelism = ParallelismSpec{};
+  s.parallelism.tp = 8;
+  s.parallelism.pp = 4;
+  s.parallelism.dp = 8;
+  s.parallelism.zero_stage = 1;
+  s.training.micro_batch_size = 2;
+  auto given = PlanJob(s, Hardware{});
+  ASSERT_TRUE(given.ok()) << given.status().message();
+  EXPECT_EQ(given->plan, (Plan{.tp = 8,
+                               .pp = 4,
+                               .dp = 8,
+                               .zero_stage = 1,
+                               .micro_batches = 64,
+                               .micro_batch_size = 2,
+                               .sequence_parallel = true,
+                               .pipeline_layers = {}}));
+
+  s.parallelism.automatic = true;
+  auto automatic = PlanJob(s, Hardware{});
+  ASSERT_TRUE(automatic.ok());
+  EXPECT_EQ(automatic->plan, AutoPlan(s, Hardware{})->plan);
+}
+
+TEST(PlanJson, UsesApiFieldNames) {
+  JobSpec s = Model(1e9, 8, 1024, 16, 1024, 1000, 16, 16);
+  auto e = EvaluatePlan(s, Layout(4, 2, 2, 1), Hardware{});
+  ASSERT_TRUE(e.ok());
+  const Json j = ToJson(*e);
+  EXPECT_EQ(j.at("plan"), (Json{{"tp", 4},
+                                {"pp", 2},
+                                {"dp", 2},
+                                {"zero_stage", 1},
+                                {"micro_batches", 8},
+                                {"micro_batch_size", 1},
+                                {"cp", 1},
+                                {"vpp", 1},
+                                {"sequence_parallel", true},
+                                {"pipeline_layers", {4, 4}}}));
+  EXPECT_EQ(j.at("fits"), true);
+  for (const char* k :
+       {"weights", "gradients", "optimizer", "master_weights", "activations", "working", "total", "stage"}) {
+    EXPECT_TRUE(j.at("memory_per_gpu_bytes").contains(k)) << k;
+  }
+  EXPECT_EQ(j.at("memory_per_gpu_bytes").at("weights").get<double>(), e->memory.weights);
+  EXPECT_EQ(j.at("gpu_memory_bytes").get<double>(), 80 * kGiB);
+  EXPECT_DOUBLE_EQ(j.at("bubble_fraction").get<double>(), 1.0 / 9);
+  EXPECT_EQ(j.at("comm_bytes_per_step").at("pp").get<double>(), 8'388'608);
+  EXPECT_EQ(j.at("comm_bytes_per_step").at("cp").get<double>(), 0);
+  for (const char* k : {"step_time_s", "compute_time_s", "comm_time_s", "exposed_comm_s", "tflops_per_gpu",
+                        "mfu", "tokens_per_s"})
+    EXPECT_GT(j.at(k).get<double>(), 0) << k;
+  EXPECT_EQ(j.at("model_parameters").get<double>(), 1e9);
+  EXPECT_EQ(j.at("explanation"), e->explanation);
+}
+
+TEST(HardwareForResources, TakesGpuSizeAndNodeWidth) {
+  Resources r;
+  r.gpus = 64;
+  r.gpus_per_node = 4;
+  r.gpu_memory_gib = 40;
+  const Hardware hw = HardwareForResources(r);
+  EXPECT_EQ(hw.gpu_memory_bytes, 40 * kGiB);
+  EXPECT_EQ(hw.nvlink_domain_gpus, 4);
+  r.gpu_memory_gib.reset();
+  EXPECT_EQ(HardwareForResources(r, 96).gpu_memory_bytes, 96 * kGiB);
+}
+
+// Profiles (scheduler/gpu_profiles.h): datasheet peaks, achievable bandwidth 0.8 × one direction.
+TEST(HardwareForResources, GpuProfiles) {
+  Resources r;
+  r.gpus = 72;
+  r.gpu = "GB200-NVL72";
+  Hardware hw = HardwareForResources(r);
+  EXPECT_EQ(hw.nvlink_domain_gpus, 72);  // one NVLink domain per rack
+  EXPECT_EQ(hw.peak_flops, 2500e12);
+  EXPECT_EQ(hw.peak_fp8_flops, 5000e12);
+  EXPECT_EQ(hw.gpu_memory_bytes, 186e9);
+  EXPECT_EQ(hw.nvlink_bytes_per_s, 720e9);  // 0.8 · 900 GB/s
+  r.gpu = "A100-80GB";
+  hw = HardwareForResources(r);
+  EXPECT_EQ(hw.peak_flops, 312e12);
+  EXPECT_EQ(hw.peak_fp8_flops, 312e12);  // no fp8 tensor cores
+  EXPECT_EQ(hw.ib_bytes_per_s, 20e9);    // 0.8 · 25 GB/s (HDR 200 Gb/s)
+  EXPECT_EQ(hw.nvlink_domain_gpus, 8);
+  r.gpu = "H100-80GB";
+  EXPECT_EQ(HardwareForResources(r).nvlink_bytes_per_s, 360e9);
+}
+
+}  // namespace
+}  // namespace shepherd
