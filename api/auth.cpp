@@ -6,7 +6,6 @@
 #include <cctype>
 #include <cstdio>
 #include <fstream>
-#include <random>
 #include <sstream>
 
 #include "core/json.h"
@@ -20,21 +19,6 @@ bool IsTokenChar(char c) {
 
 bool IsPersonRole(Role r) {
   return r == Role::kAdmin || r == Role::kOperator || r == Role::kSubmitter || r == Role::kViewer;
-}
-
-std::string RandomHex(std::size_t bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::random_device rd;  // /dev/urandom on Linux (libstdc++)
-  std::string out;
-  out.reserve(bytes * 2);
-  for (std::size_t i = 0; i < bytes; i += 4) {
-    uint32_t v = rd();
-    for (int k = 0; k < 4 && i + k < bytes; ++k) {
-      out += kHex[(v >> (8 * k + 4)) & 0xf];
-      out += kHex[(v >> (8 * k)) & 0xf];
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -99,8 +83,8 @@ Result<std::vector<TokenEntry>> ParseTokens(std::string_view text) {
       return InvalidArgument(where + ".token must be 16-4096 printable ASCII characters without spaces");
     auto role = RoleFromString(e.value("role", ""));
     if (!role || *role == Role::kRank)
-      return InvalidArgument(where +
-                             ".role must be admin, operator, submitter, viewer or agent (rank tokens are minted)");
+      return InvalidArgument(
+          where + ".role must be admin, operator, submitter, viewer or agent (rank tokens are minted)");
     t.principal.role = *role;
     t.principal.name = e.value("name", "");
     if (*role == Role::kAgent) {
@@ -137,43 +121,6 @@ Result<std::vector<TokenEntry>> LoadTokensFile(const std::string& path) {
   auto r = ParseTokens(ss.str());
   if (!r.ok()) return InvalidArgument(path + ": " + r.status().message());
   return r;
-}
-
-std::string RankTokens::Mint(const std::string& job, int attempt) {
-  std::string token = RandomHex(32);
-  Principal p;
-  p.role = Role::kRank;
-  p.name = "rank:" + job;
-  p.job = job;
-  p.attempt = attempt;
-  by_token_[token] = std::move(p);
-  return token;
-}
-
-std::string RankTokens::MintTransitional() {
-  std::string token = RandomHex(32);
-  Principal p;
-  p.role = Role::kRank;
-  p.name = "rank:any";
-  by_token_[token] = std::move(p);
-  return token;
-}
-
-void RankTokens::Revoke(const std::string& job, std::optional<int> attempt) {
-  for (auto it = by_token_.begin(); it != by_token_.end();) {
-    if (it->second.job.value_or("") == job && (!attempt || it->second.attempt == attempt))
-      it = by_token_.erase(it);
-    else
-      ++it;
-  }
-}
-
-std::optional<Principal> RankTokens::Lookup(std::string_view token) const {
-  // A map lookup is not constant-time, but the tokens are 256 random bits: timing reveals at most a prefix
-  // ordering, which does not help guess one.
-  auto it = by_token_.find(token);
-  if (it == by_token_.end()) return std::nullopt;
-  return it->second;
 }
 
 std::optional<std::string_view> BearerToken(std::string_view a) {

@@ -3,8 +3,8 @@
 //
 // - Tokens come from a file (`--tokens-file`, mode 0600 or stricter), never from argv; LoadTokensFile checks
 //   the mode and parses {"tokens": [{"token", "role", "name"?, "node"?}]}.
-// - RankTokens mints and revokes per-attempt `rank` tokens in memory; the control layer owns one and hands
-//   its Lookup to the Authenticator as the dynamic hook.
+// - `rank` tokens are minted per attempt by the control layer (control/rank_tokens.h); InstallAuth hands
+//   their lookup to the Authenticator as the dynamic hook.
 // - Authenticator resolves an Authorization header value to a Principal: the `Bearer` scheme is matched
 //   case-insensitively (RFC 7235 §2.1) and static tokens are compared in constant time.
 //
@@ -32,7 +32,7 @@ std::optional<Role> RoleFromString(std::string_view s);
 
 struct Principal {
   Role role = Role::kViewer;
-  std::string name;                 // people: from the tokens file; agents: "agent:<node>"; ranks: "rank:<job>"
+  std::string name;  // people: from the tokens file; agents: "agent:<node>"; ranks: "rank:<job>"
   std::optional<std::string> node;  // agent: the one node it may speak for
   std::optional<std::string> job;   // rank: the one job it may report for
   std::optional<int> attempt;       // rank: the attempt its token was minted for
@@ -52,25 +52,6 @@ Result<std::vector<TokenEntry>> LoadTokensFile(const std::string& path);
 
 // Constant-time comparison: the time depends on the lengths only, not on where the bytes differ.
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
-
-// Per-attempt rank credentials (issue 10, item 2). The control layer owns one instance, mints a token when
-// it starts an attempt, puts it in that attempt's assignments only, and revokes it when the attempt ends.
-// Tokens are 256 random bits (std::random_device) as 64 hex digits.
-class RankTokens {
- public:
-  std::string Mint(const std::string& job, int attempt);
-  // TRANSITIONAL (until the control layer mints per attempt, docs/security.md "controller side (pending)"):
-  // one daemon-wide rank token bound to no job; the route table lets it post reports for any job and do
-  // nothing else. Revoke with Revoke("").
-  std::string MintTransitional();
-  // Revokes every token of that job's attempt (or every attempt when `attempt` is nullopt).
-  void Revoke(const std::string& job, std::optional<int> attempt = std::nullopt);
-  std::optional<Principal> Lookup(std::string_view token) const;
-  std::size_t size() const { return by_token_.size(); }
-
- private:
-  std::map<std::string, Principal, std::less<>> by_token_;
-};
 
 // Dynamic credentials (rank tokens): returns the principal for a token it knows.
 using TokenLookup = std::function<std::optional<Principal>(std::string_view token)>;

@@ -34,10 +34,15 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o);
 void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
 void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
 
-void InstallAuth(Router* router, Controller* c, const Authenticator* auth) {
-  router->SetAuth(auth, [c](const std::string& job) -> std::optional<std::string> {
-    return c->JobOwner(job);
+void InstallAuth(Router* router, Controller* c, Authenticator* auth) {
+  // Rank credentials are minted per attempt by the control layer (control/rank_tokens.h).
+  auth->SetDynamic([c](std::string_view token) -> std::optional<Principal> {
+    auto grant = c->rank_tokens().Lookup(token);
+    if (!grant) return std::nullopt;
+    return Principal{Role::kRank, "rank:" + grant->job, std::nullopt, grant->job, grant->attempt};
   });
+  router->SetAuth(auth,
+                  [c](const std::string& job) -> std::optional<std::string> { return c->JobOwner(job); });
 }
 
 void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions o, const Clock* clock) {

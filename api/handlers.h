@@ -23,7 +23,7 @@ struct ApiOptions {
 
 // `clock` turns long-poll waits into deadlines. Also installs the job-owner lookup the route table's
 // submitter rule needs (Router::SetAuth keeps `auth`; nullptr: auth off).
-void InstallAuth(Router* router, Controller* controller, const Authenticator* auth);
+void InstallAuth(Router* router, Controller* controller, Authenticator* auth);
 void RegisterRoutes(Router* router, Controller* controller, Metrics* metrics, ApiOptions options,
                     const Clock* clock);
 

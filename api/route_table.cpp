@@ -104,10 +104,7 @@ Access Authorize(const Principal& p, const RouteRule& rule, const std::map<std::
     case Ownership::kOwnNode:
       return p.node && *p.node == id->second ? Access::kAllowed : Access::kForbidden;
     case Ownership::kOwnJob:
-      // A rank principal without a job is the transitional daemon-wide rank token (docs/security.md,
-      // "controller side (pending)"): reports only, for any job.
-      if (!p.job) return Access::kAllowed;
-      return *p.job == id->second ? Access::kAllowed : Access::kForbidden;
+      return p.job && *p.job == id->second ? Access::kAllowed : Access::kForbidden;
     case Ownership::kOwnJobSubmitter: {
       if (!owner_of) return Access::kForbidden;
       auto owner = owner_of(id->second);

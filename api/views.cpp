@@ -48,6 +48,7 @@ Json RenderJob(const JobView& e) {
   } else if (e.job.state == JobState::kRunning) {
     j["launch"] = {{"status", "launched"}};
   }
+  if (e.rank_token) j["rank_token"] = *e.rank_token;  // submit answer of another launcher's job only
   return j;
 }
 

@@ -25,7 +25,7 @@ Status Controller::CheckWritable() const {
 }
 
 void Controller::Commit(WriteBatch batch, std::function<void(Status)> done) {
-  Settle(clock_->Now());
+  Settle(clock_->Now(), &batch);
   if (batch.empty()) {
     post_([done = std::move(done)] { done(Status::Ok()); });
     return;
@@ -51,7 +51,7 @@ JobHealth& Controller::HealthOf(const std::string& job) {
   return *slot;
 }
 
-void Controller::Settle(Time now) {
+void Controller::Settle(Time now, WriteBatch* batch) {
   std::vector<AttemptEvent> events = jobs_.TakeEvents();
   // Gates first: a bump below answers long polls at once, and a restarted attempt's ranks must not reach an
   // agent before the older attempt's ranks have stopped (or stop_timeout_s passed).
@@ -61,11 +61,15 @@ void Controller::Settle(Time now) {
   for (const AttemptEvent& ev : events) {
     const JobEntry* e = jobs_.Find(ev.job);
     JobHealth& health = HealthOf(ev.job);
+    const bool ours = LaunchOf(e->job) == JobHealth::Launch::kByAgents;
     if (ev.kind == AttemptEvent::Kind::kStarted) {
       if (e->attempt->number == ev.attempt) health.OnAttemptStart(e->job, *e->attempt, LaunchOf(e->job), now);
+      if (ours && IsActive(e->job.state)) rank_tokens_.Mint({ev.job, ev.attempt}, batch);
     } else {
       if (e->attempt->number == ev.attempt) health.OnAttemptEnd();
+      if (ours) rank_tokens_.Revoke(ev.job, ev.attempt, batch);  // its ranks can no longer report
       if (IsTerminal(e->job.state)) {
+        rank_tokens_.Revoke(ev.job, std::nullopt, batch);
         health.OnJobEnd();
         recovery_.Forget(ev.job);
         agents_.DropGate(ev.job);
@@ -138,9 +142,15 @@ void Controller::SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> do
   WriteBatch batch;
   auto id = jobs_.Submit(std::move(spec), std::move(estimate), now, &batch);
   if (!id.ok()) return done(id.status());
+  std::optional<std::string> token;  // another launcher's ranks report with the job's own credential
+  if (LaunchOf(jobs_.Find(*id)->job) == JobHealth::Launch::kExternal)
+    token = rank_tokens_.Mint({*id, {}}, &batch);
   Schedule(now, &batch);
-  CommitThen<JobView>(std::move(batch), std::move(done),
-                      [this, id = *id] { return ViewOf(*jobs_.Find(id)); });
+  CommitThen<JobView>(std::move(batch), std::move(done), [this, id = *id, token] {
+    JobView v = ViewOf(*jobs_.Find(id));
+    v.rank_token = token;
+    return v;
+  });
 }
 
 void Controller::CancelJob(const std::string& id, Done<JobView> done) {
@@ -151,6 +161,7 @@ void Controller::CancelJob(const std::string& id, Done<JobView> done) {
   // A job waiting for its backoff has no attempt to end (so no event to settle): forget it here.
   recovery_.Forget(id);
   agents_.DropGate(id);
+  rank_tokens_.Revoke(id, std::nullopt, &batch);
   if (auto it = health_.find(id); it != health_.end()) it->second->OnJobEnd();
   Schedule(now, &batch);
   CommitThen<JobView>(std::move(batch), std::move(done), [this, id] { return ViewOf(*jobs_.Find(id)); });

@@ -30,6 +30,7 @@
 #include "control/inventory.h"
 #include "control/job_book.h"
 #include "control/job_health.h"
+#include "control/rank_tokens.h"
 #include "control/recovery_executor.h"
 #include "core/agent_protocol.h"
 #include "core/json.h"
@@ -47,7 +48,6 @@ struct ControllerOptions {
   double node_heartbeat_timeout_s = 10;  // an attached agent silent this long: its node is lost
   double stop_timeout_s = 30;            // longest wait for an old attempt's ranks to stop before a restart
   std::string advertise_url;             // SHEPHERD_URL given to ranks (the daemon sets it once listening)
-  std::string rank_token;                // SHEPHERD_TOKEN given to ranks
   int health_check_passes = 3;    // a node cordoned by a finding returns after this many passes in a row
   uint32_t master_port_salt = 0;  // varies MASTER_PORT between daemons (random per daemon start)
   // policy.external_remediation = "hook": runs the site's command with the finding (never blocks).
@@ -66,6 +66,8 @@ struct LaunchView {
 };
 struct JobView : JobEntry {
   std::optional<LaunchView> launch;  // while launching, for jobs our agents launch
+  // Only in SubmitJob's answer for a job another launcher starts: the credential its ranks report with.
+  std::optional<std::string> rank_token;
 };
 struct PlacementView {
   int attempt = 0;
@@ -125,6 +127,9 @@ class Controller {
   std::vector<JobView> ListJobs(std::optional<JobState> state) const;
   Result<PlacementView> GetPlacement(const std::string& id) const;
 
+  // The live rank credentials (the daemon's authenticator looks tokens up here, from any thread).
+  const RankTokens& rank_tokens() const { return rank_tokens_; }
+
   // ---- Agents (docs/agent-protocol.md)
   // Marks the node's agent attached and alive; rank exits and GPU faults become findings.
   void NodeHeartbeat(const std::string& node, const AgentHeartbeat& heartbeat, Done<HeartbeatAck> done);
@@ -159,8 +164,8 @@ class Controller {
   void CommitThen(WriteBatch batch, Done<T> done, std::function<T()> answer);
   void OnStorageFailure(const Status& s);
 
-  // Carries attempt starts and ends queued by JobBook into JobHealth and AgentBoard.
-  void Settle(Time now);
+  // Carries attempt starts and ends queued by JobBook into JobHealth, AgentBoard and RankTokens.
+  void Settle(Time now, WriteBatch* batch);
   JobHealth& HealthOf(const std::string& job);
   // Records a finding: id, recovery (its actions), the log, the batch.
   void RecordFinding(Finding f, Time now, WriteBatch* batch);
@@ -168,6 +173,8 @@ class Controller {
   void PersistTransitions(const std::vector<CheckpointTransition>& ts, WriteBatch* batch);
   // Agent liveness (node_lost findings), launch gates and long-poll deadlines.
   void CheckAgents(Time now, WriteBatch* batch);
+  // The job of `rank` when it is of the job's current, active attempt and placed on `node`; else null.
+  const JobEntry* CurrentRankOn(const std::string& node, const RankRef& rank) const;
   void OnRankExit(const std::string& node, const ProcessStatus& p, Time now, WriteBatch* batch);
   // A job another launcher starts: a report of a higher attempt begins that attempt.
   void FollowExternalAttempt(const std::string& job, const ReportBatch& reports, Time now, WriteBatch* batch);
@@ -193,6 +200,7 @@ class Controller {
   RecoveryExecutor recovery_;
   AgentBoard agents_;
   FindingLog findings_;
+  RankTokens rank_tokens_;
   std::map<std::string, uint64_t> report_counts_;
   std::map<std::string, Time> launch_checked_at_;  // CheckLaunches: last look at a stuck launch, per job
   bool ready_ = false;

@@ -33,7 +33,8 @@ std::vector<RankAssignment> Controller::DesiredRanks(const std::string& node) co
     if (auto h = health_.find(job_id); h != health_.end() && !e->attempt->resume_checkpoint.empty())
       if (auto c = h->second->ledger().Find(e->attempt->resume_checkpoint)) in.resume_path = c->path;
     in.resume_step = e->attempt->resume_step;
-    for (LocalRankEnv& r : ComposeRankEnv(in, {options_.advertise_url, options_.rank_token}))
+    const std::string token = rank_tokens_.TokenFor({e->job.id, e->attempt->number}).value_or("");
+    for (LocalRankEnv& r : ComposeRankEnv(in, {options_.advertise_url, token}))
       out.push_back({{e->job.id, e->attempt->number, r.rank}, r.gpu, e->job.spec.command, std::move(r.env)});
   }
   return out;

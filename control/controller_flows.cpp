@@ -49,7 +49,8 @@ void Controller::RecordFinding(Finding f, Time now, WriteBatch* batch) {
       if (!f.ranks.empty()) f.nodes.assign(nodes.begin(), nodes.end());
     }
     recovery_.OnFinding(f, health, earlier, now, batch, reported);
-    Settle(now);  // a restart replaced the monitor and the agents' assignments before anything else runs
+    Settle(now,
+           batch);  // a restart replaced the monitor and the agents' assignments before anything else runs
   }
   spdlog::warn("finding {} {} job {} attempt {}: {}", f.id, ToString(f.kind), f.job, f.attempt, f.detail);
   batch->Put(FindingRecord(f));
@@ -102,7 +103,7 @@ void Controller::FollowExternalAttempt(const std::string& job, const ReportBatch
   jobs_.EndAttempt(job, now, batch);
   if (!jobs_.StartAttempt(job, std::move(p), reason, std::nullopt, now, batch, highest).ok())
     spdlog::error("job {}: cannot follow attempt {}", job, highest);
-  Settle(now);
+  Settle(now, batch);
 }
 
 void Controller::Tick() {
@@ -116,7 +117,7 @@ void Controller::Tick() {
   CheckLaunches(now, &batch);
   recovery_.StartDue(now, &batch);
   Schedule(now, &batch);
-  Settle(now);
+  Settle(now, &batch);
   if (!batch.empty()) Commit(std::move(batch), [](Status) {});
 }
 
@@ -133,14 +134,30 @@ void Controller::CheckAgents(Time now, WriteBatch* batch) {
       RecordFinding(std::move(f), now, batch);
     }
   }
-  Settle(now);
+  Settle(now, batch);
   agents_.OnTick(now);
 }
 
+const JobEntry* Controller::CurrentRankOn(const std::string& node, const RankRef& rank) const {
+  const JobEntry* e = jobs_.Find(rank.job);
+  if (!e || !e->attempt || e->attempt->number != rank.attempt || !IsActive(e->job.state)) return nullptr;
+  const auto& ranks = e->attempt->placement.ranks;  // indexed by rank
+  if (rank.rank < 0 || rank.rank >= static_cast<int>(ranks.size())) return nullptr;
+  const RankSlot& slot = ranks[rank.rank];
+  return slot.rank == rank.rank && slot.node == node ? e : nullptr;
+}
+
 void Controller::OnRankExit(const std::string& node, const ProcessStatus& p, Time now, WriteBatch* batch) {
-  const JobEntry* e = jobs_.Find(p.rank.job);
-  if (!e || !e->attempt || e->attempt->number != p.rank.attempt || !IsActive(e->job.state))
-    return;  // an old attempt's rank, stopped on purpose
+  const JobEntry* e = CurrentRankOn(node, p.rank);
+  if (!e) {
+    // An old attempt's rank, stopped on purpose; or a rank this node does not run, which its agent
+    // cannot speak for (issue 10: a node's credential must not blame another node).
+    const JobEntry* j = jobs_.Find(p.rank.job);
+    if (j && j->attempt && j->attempt->number == p.rank.attempt)
+      spdlog::warn("agent of {} reports an exit of rank {} of job {}, which it does not run: ignored", node,
+                   p.rank.rank, p.rank.job);
+    return;
+  }
   if (p.exit_code == 0) {
     if (jobs_.OnRankExitedOk(p.rank, now, batch)) Schedule(now, batch);
     return;
@@ -176,9 +193,8 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
   HeartbeatAck ack;
   // The agent started these ranks: their attempt is launched on this node.
   for (const ProcessStatus& p : hb.processes) {
-    const JobEntry* e = jobs_.Find(p.rank.job);
-    if (!e || !e->attempt || e->attempt->number != p.rank.attempt || e->job.state != JobState::kLaunching)
-      continue;
+    const JobEntry* e = CurrentRankOn(node, p.rank);
+    if (!e || e->job.state != JobState::kLaunching) continue;
     if (auto h = health_.find(p.rank.job); h != health_.end() && h->second->OnNodeLaunched(node, now))
       MarkLaunched(p.rank.job, now, &batch);
   }
@@ -218,7 +234,7 @@ void Controller::RestartJob(const std::string& id, const std::string& from,
   int attempt_before = jobs_.Find(id)->job.attempt;
   auto d = recovery_.ForceRestart(id, HealthOf(id), from, replace_nodes, why, now, &batch);
   if (!d.ok()) return done(d.status());
-  Settle(now);
+  Settle(now, &batch);
   Finding f;
   f.job = id;
   f.attempt = attempt_before;

@@ -63,7 +63,7 @@ void Controller::CheckLaunches(Time now, WriteBatch* batch) {
       jobs_.SetState(id, JobState::kQueued, "re-placing after a launch timeout", now, batch);
     launch_checked_at_.erase(id);
   }
-  Settle(now);
+  Settle(now, batch);
 }
 
 }  // namespace shepherd

@@ -34,6 +34,7 @@ Status Controller::Recover() {
   std::map<std::string, Attempt> last_attempt;
   std::map<std::string, std::vector<std::pair<int, int64_t>>> resumes;  // job -> (attempt, resume step)
   std::map<std::string, std::vector<Checkpoint>> checkpoints;
+  std::vector<std::pair<std::string, RankGrant>> rank_tokens;
   for (const Record& r : snap->records) {
     const std::string what = std::string(ToString(r.collection)) + " " + r.key;
     Result<Json> j = ParseJsonText(r.body, 256);
@@ -76,7 +77,8 @@ Status Controller::Recover() {
         findings_.Add(std::move(f).value());
         break;
       }
-      default:
+      case Collection::kMeta:
+        if (auto t = RankTokens::Decode(r)) rank_tokens.push_back(std::move(*t));
         break;
     }
   }
@@ -94,11 +96,19 @@ Status Controller::Recover() {
     else if (e.job.state == JobState::kLaunching)
       health.OnAttemptStart(e.job, *e.attempt, LaunchOf(e.job), now);
   }
+  // Ranks keep their credentials across a restart, as long as their attempt (or job, for another
+  // launcher's) is still live; the rest are revoked.
+  WriteBatch batch;
+  for (auto& [token, grant] : rank_tokens) {
+    const JobEntry* e = jobs_.Find(grant.job);
+    const bool live = e && !IsTerminal(e->job.state) && (!grant.attempt || *grant.attempt == e->job.attempt);
+    rank_tokens_.Restore(std::move(token), grant);
+    if (!live) rank_tokens_.Revoke(grant.job, grant.attempt, &batch);
+  }
   for (const Node* n : inventory_.cluster().nodes())
     if (n->agent_attached) agents_.Restore(n->id, now);  // grace: liveness was not persisted
   spdlog::info("recovered {} nodes and {} jobs", inventory_.cluster().size(), jobs_.all().size());
   ready_ = true;
-  WriteBatch batch;
   Schedule(now, &batch);
   if (!batch.empty()) Commit(std::move(batch), [](Status) {});
   return Status::Ok();

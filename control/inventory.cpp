@@ -15,6 +15,30 @@ Result<NodeView> Inventory::Store(Node n, WriteBatch* batch) {
   return ViewOf(*cluster_.Find(n.id));
 }
 
+namespace {
+
+// A node running ranks keeps what its ranks were given: MASTER_ADDR comes from its hostname and placement
+// from its topology (issue 10: a re-registration must not redirect a running job).
+Status CheckBusyReRegistration(const Node& old, const Node& now) {
+  const std::string busy = "node " + old.id + " runs ranks: ";
+  std::vector<FieldError> errors;
+  if (now.spare) errors.push_back({"spare", busy + "it cannot become a spare"});
+  if (now.hostname != old.hostname)
+    errors.push_back({"hostname", busy + "its hostname cannot change from " + old.hostname});
+  for (const auto& [level, label] : old.topology)
+    if (auto it = now.topology.find(level); it == now.topology.end() || it->second != label)
+      errors.push_back({"topology." + level, busy + "its " + level + " cannot change from " + label});
+  for (const auto& [level, label] : now.topology)
+    if (!old.topology.count(level))
+      errors.push_back({"topology." + level, busy + "its topology cannot change"});
+  if (now.gpus < old.gpus) errors.push_back({"gpus", busy + "its GPU count cannot shrink"});
+  if (errors.empty()) return Status::Ok();
+  std::string message = errors.front().message;
+  return Status(Code::kConflict, std::move(message), std::move(errors));
+}
+
+}  // namespace
+
 Result<NodeView> Inventory::Upsert(Node node, bool schedulable_given, Time now, WriteBatch* batch,
                                    bool* created) {
   const Node* old = cluster_.Find(node.id);
@@ -28,8 +52,9 @@ Result<NodeView> Inventory::Upsert(Node node, bool schedulable_given, Time now, 
     node.cordoned_at = old->cordoned_at;
     node.agent_attached = old->agent_attached;
     if (!schedulable_given) node.schedulable = old->schedulable;
-    if (node.spare && cluster_.AllocatedGpus(node.id) > 0)
-      return Conflict("node " + node.id + " runs ranks and cannot become a spare");
+    if (cluster_.AllocatedGpus(node.id) > 0) {
+      if (Status s = CheckBusyReRegistration(*old, node); !s.ok()) return s;
+    }
   }
   return Store(std::move(node), batch);
 }

@@ -79,9 +79,8 @@ int RunDaemon(const DaemonConfig& config) {
   controller_options.master_port_salt = std::random_device{}();
   if (!config.remediation_hook.empty())
     controller_options.remediation_hook = MakeProcessHook(config.remediation_hook);
-  // Credentials (docs/security.md). Static tokens from the file; rank tokens from RankTokens.
+  // Credentials (docs/security.md). Static tokens from the file; rank tokens from the controller.
   Authenticator authenticator;
-  RankTokens rank_tokens;
   if (!config.tokens_file.empty()) {
     auto tokens = LoadTokensFile(config.tokens_file);
     if (!tokens.ok()) {
@@ -94,10 +93,6 @@ int RunDaemon(const DaemonConfig& config) {
     }
     spdlog::info("auth: {} tokens from {}", tokens->size(), config.tokens_file);
     authenticator.SetStatic(std::move(tokens).value());
-    authenticator.SetDynamic([&rank_tokens](std::string_view t) { return rank_tokens.Lookup(t); });
-    // TRANSITIONAL: one rank token for every job's ranks, good for reports only, until the control layer
-    // mints one per attempt (docs/security.md, "controller side (pending)").
-    controller_options.rank_token = rank_tokens.MintTransitional();
   } else {
     spdlog::warn("auth is OFF: no --tokens-file, every client is admin. Do not expose {} beyond this host",
                  config.listen);

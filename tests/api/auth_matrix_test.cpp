@@ -30,7 +30,6 @@ class AuthMatrixTest : public ::testing::Test {
       {"token": "agent-n0-token-0123456789", "role": "agent", "node": "n0"},
       {"token": "agent-n1-token-0123456789", "role": "agent", "node": "n1"}]})")
                         .value());
-    auth_.SetDynamic([this](std::string_view t) { return ranks_.Lookup(t); });
     InstallAuth(&api_.router_, api_.controller_.get(), &auth_);
     for (const char* n : {"n0", "n1"}) {
       ASSERT_EQ(As(Bearer("admin"), "POST", "/v1/nodes", Node(n)).status, 201);
@@ -40,11 +39,14 @@ class AuthMatrixTest : public ::testing::Test {
                 200);
     }
     job_ = Submit("submitter");
-    rank_token_ = ranks_.Mint(job_, 1);
+    // The controller minted the credential of the job's first attempt when it placed it.
+    rank_token_ = api_.controller_->rank_tokens().TokenFor({job_, 1}).value_or("");
+    ASSERT_EQ(rank_token_.size(), 64u);
   }
 
   static Json Node(const std::string& id) {
-    return {{"id", id}, {"hostname", "host-" + id}, {"gpus", 4}, {"topology", {{"spine", "s0"}, {"leaf", "l0"}}}};
+    return {
+        {"id", id}, {"hostname", "host-" + id}, {"gpus", 4}, {"topology", {{"spine", "s0"}, {"leaf", "l0"}}}};
   }
   static Json JobBody() {
     return Json::parse(R"({"name": "a", "model": {"parameters": 1e8, "layers": 4, "hidden": 512,
@@ -125,7 +127,6 @@ class AuthMatrixTest : public ::testing::Test {
   }
 
   Authenticator auth_;
-  RankTokens ranks_;
   ApiHarness api_;
   std::string job_, rank_token_;
   int fresh_ = 0;
@@ -218,7 +219,8 @@ TEST_F(AuthMatrixTest, SubmitterCannotCancelAnothersJob) {
   std::string theirs = Submit("other-submitter");
   EXPECT_EQ(As(Bearer("viewer"), "GET", "/v1/jobs/" + theirs).body["owner"], "kim");
   EXPECT_EQ(As(Bearer("submitter"), "POST", "/v1/jobs/" + theirs + "/cancel").status, 403);
-  EXPECT_EQ(As(Bearer("submitter"), "POST", "/v1/jobs/" + theirs + "/restart", {{"from", "latest"}}).status, 403);
+  EXPECT_EQ(As(Bearer("submitter"), "POST", "/v1/jobs/" + theirs + "/restart", {{"from", "latest"}}).status,
+            403);
   EXPECT_EQ(As(Bearer("other-submitter"), "POST", "/v1/jobs/" + theirs + "/cancel").status, 200);
 }
 
@@ -232,7 +234,12 @@ TEST_F(AuthMatrixTest, RankTokenCannotCancelOrRegisterOrReportForAnotherJob) {
   EXPECT_EQ(As(rank, "POST", "/v1/jobs", JobBody()).status, 403);
   EXPECT_EQ(As(rank, "POST", "/v1/jobs/" + other + "/reports", {{"reports", Json::array()}}).status, 403);
   EXPECT_EQ(As(rank, "POST", "/v1/jobs/" + job_ + "/reports", {{"reports", Json::array()}}).status, 202);
-  ranks_.Revoke(job_, 1);  // the attempt ended
+  Json wrong_attempt =
+      Json::array({{{"rank", 0}, {"attempt", 2}, {"kind", "step"}, {"step", 1}, {"loss", 1.0}}});
+  ApiReply r = As(rank, "POST", "/v1/jobs/" + job_ + "/reports", {{"reports", wrong_attempt}});
+  EXPECT_EQ(r.status, 403) << "a rank credential names its attempt";
+  EXPECT_EQ(r.body["errors"][0]["field"], "reports[0].attempt") << r.body.dump();
+  ASSERT_EQ(As(Bearer("admin"), "POST", "/v1/jobs/" + job_ + "/cancel").status, 200);  // the attempt ended
   EXPECT_EQ(As(rank, "POST", "/v1/jobs/" + job_ + "/reports", {{"reports", Json::array()}}).status, 401);
 }
 

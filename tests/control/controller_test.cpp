@@ -177,4 +177,139 @@ TEST_F(ControllerTest, FailedCommitIsNotAcknowledgedAndStopsWrites) {
   EXPECT_EQ(controller_->GetNode("n2").status().code(), Code::kNotFound);
 }
 
+// ---- Credentials and node identity (issue 10)
+
+namespace {
+
+class ControllerCredentialsTest : public ControllerTest {
+ protected:
+  // A job our agents launch: 16 GPUs over n1 and n2.
+  std::string SubmitOurs() {
+    JobSpec s = testing::MakeSpec(16, 8);
+    auto est = controller_->PlanFor(s);
+    std::optional<Result<JobView>> out;
+    controller_->SubmitJob(s, *est, [&](Result<JobView> r) { out = std::move(r); });
+    Drain();
+    EXPECT_TRUE(out->ok());
+    EXPECT_FALSE((*out)->rank_token) << "our own jobs' tokens go to their ranks only";
+    return (*out)->job.id;
+  }
+  Assignments AssignmentsOf(const std::string& node) {
+    std::optional<Result<Assignments>> out;
+    controller_->WatchAssignments(node, -1, clock_.Now(), [&](Result<Assignments> a) { out = std::move(a); });
+    Drain();
+    return out->value();
+  }
+  HeartbeatAck Heartbeat(const std::string& node, AgentHeartbeat hb) {
+    std::optional<Result<HeartbeatAck>> out;
+    controller_->NodeHeartbeat(node, hb, [&](Result<HeartbeatAck> r) { out = std::move(r); });
+    Drain();
+    return out->value();
+  }
+  static ProcessStatus Proc(const std::string& job, int attempt, int rank, bool running) {
+    ProcessStatus p;
+    p.rank = {job, attempt, rank};
+    p.running = running;
+    if (!running) p.exit_code = 1;
+    return p;
+  }
+  // Rank 0 exits on its node; recovery restarts the job once its backoff has passed.
+  void CrashAndRecover(const std::string& job) {
+    const std::string node = controller_->GetPlacement(job)->placement->ranks[0].node;
+    Heartbeat(node, {{Proc(job, 1, 0, false)}, {}, {}});
+    for (int i = 0; i < 120 && controller_->GetJob(job)->job.attempt == 1; ++i) {
+      clock_.Advance(Seconds(5));
+      for (const char* n : {"n1", "n2"}) Heartbeat(n, {});
+      controller_->Tick();
+      Drain();
+    }
+    ASSERT_EQ(controller_->GetJob(job)->job.attempt, 2);
+  }
+};
+
+}  // namespace
+
+TEST_F(ControllerCredentialsTest, EachAttemptGetsItsOwnRankTokenRevokedWhenItEnds) {
+  AddNode("n1", "l0");
+  AddNode("n2", "l0");
+  std::string job = SubmitOurs();
+  auto t1 = controller_->rank_tokens().TokenFor({job, 1});
+  ASSERT_TRUE(t1);
+  for (const char* node : {"n1", "n2"}) {
+    Assignments a = AssignmentsOf(node);
+    ASSERT_EQ(a.ranks.size(), 8u);
+    for (const RankAssignment& r : a.ranks) EXPECT_EQ(r.env.at("SHEPHERD_TOKEN"), *t1);
+  }
+  EXPECT_EQ(controller_->rank_tokens().Lookup(*t1), (RankGrant{job, 1}));
+  CrashAndRecover(job);
+  EXPECT_FALSE(controller_->rank_tokens().Lookup(*t1)) << "attempt 1's ranks can no longer report";
+  auto t2 = controller_->rank_tokens().TokenFor({job, 2});
+  ASSERT_TRUE(t2);
+  EXPECT_NE(*t1, *t2);
+  ASSERT_TRUE(Cancel(job).ok());
+  EXPECT_FALSE(controller_->rank_tokens().Lookup(*t2));
+}
+
+TEST_F(ControllerCredentialsTest, RankTokensSurviveARestartOfTheDaemon) {
+  AddNode("n1", "l0");
+  AddNode("n2", "l0");
+  std::string job = SubmitOurs();
+  std::string t1 = *controller_->rank_tokens().TokenFor({job, 1});
+  auto external = Submit(8);  // another launcher's job: one token for the job, shown once at submit
+  ASSERT_TRUE(external.ok());
+  ASSERT_TRUE(external->rank_token);
+  Reset();  // a new controller over the same durable store
+  EXPECT_EQ(controller_->rank_tokens().Lookup(t1), (RankGrant{job, 1}));
+  EXPECT_EQ(controller_->rank_tokens().Lookup(*external->rank_token), (RankGrant{external->job.id, {}}));
+  EXPECT_FALSE(controller_->GetJob(job)->rank_token) << "never shown again";
+  ASSERT_TRUE(Cancel(external->job.id).ok());
+  Reset();
+  EXPECT_FALSE(controller_->rank_tokens().Lookup(*external->rank_token));
+  EXPECT_TRUE(controller_->rank_tokens().Lookup(t1));
+}
+
+TEST_F(ControllerCredentialsTest, AnAgentCannotReportExitsOfRanksItDoesNotRun) {
+  AddNode("n1", "l0");
+  AddNode("n2", "l0");
+  std::string job = SubmitOurs();
+  const auto placement = controller_->GetPlacement(job).value();
+  const std::string victim = placement.placement->ranks[0].node;
+  const std::string forger = victim == "n1" ? "n2" : "n1";
+  // The forger claims rank 0 (on the victim's node) exited, and that it launched it.
+  HeartbeatAck ack = Heartbeat(forger, {{Proc(job, 1, 0, false)}, {}, {}});
+  EXPECT_EQ(ack.ack_exits.size(), 1u);  // acknowledged so the agent forgets it, but nothing else
+  EXPECT_TRUE(controller_->GetFailures({}).value().empty());
+  EXPECT_EQ(controller_->GetJob(job)->job.attempt, 1);
+  Heartbeat(forger, {{Proc(job, 1, 0, true)}, {}, {}});
+  EXPECT_EQ(controller_->GetJob(job)->job.state, JobState::kLaunching) << "a forged start launches nothing";
+  // The real rank's exit on its own node is a finding.
+  Heartbeat(victim, {{Proc(job, 1, 0, false)}, {}, {}});
+  auto failures = controller_->GetFailures({}).value();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].kind, FindingKind::kProcessExit);
+  EXPECT_EQ(failures[0].nodes, std::vector<std::string>{victim});
+}
+
+TEST_F(ControllerCredentialsTest, ABusyNodeKeepsItsHostnameAndTopology) {
+  AddNode("n1", "l0");
+  AddNode("n2", "l0");
+  std::string job = SubmitOurs();
+  Node moved = testing::MakeNode("n1", "l9");
+  moved.hostname = "attacker.example";
+  std::optional<Result<NodeUpsert>> out;
+  controller_->UpsertNode(moved, false, [&](Result<NodeUpsert> r) { out = std::move(r); });
+  Drain();
+  ASSERT_EQ(out->status().code(), Code::kConflict);
+  std::vector<std::string> fields;
+  for (const FieldError& e : out->status().fields()) fields.push_back(e.field);
+  EXPECT_EQ(fields, (std::vector<std::string>{"hostname", "topology.leaf"}));
+  EXPECT_EQ(controller_->GetNode("n1")->node.hostname, "n1");
+  // The same registration again (an agent restarting) is fine, and so is a change once the node is idle.
+  EXPECT_TRUE(AddNode("n1", "l0").ok());
+  ASSERT_TRUE(Cancel(job).ok());
+  controller_->UpsertNode(moved, false, [&](Result<NodeUpsert> r) { out = std::move(r); });
+  Drain();
+  EXPECT_TRUE(out->ok());
+}
+
 }  // namespace shepherd

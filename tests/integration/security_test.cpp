@@ -29,7 +29,8 @@ std::string WriteTokens(const std::string& dir, const std::string& text, mode_t 
 
 std::string DefaultTokens() {
   return std::string(R"({"tokens": [{"token": ")") + kAdmin + R"(", "role": "admin", "name": "ops"},
-      {"token": ")" + kAgentN0 + R"(", "role": "agent", "node": "n0"}]})";
+      {"token": ")" +
+         kAgentN0 + R"(", "role": "agent", "node": "n0"}]})";
 }
 
 long RssKiB(int pid) {
@@ -119,9 +120,10 @@ TEST(Security, IdleUnauthenticatedConnectionsDoNotStarveProbesOrAgents) {
   ASSERT_TRUE(d.WaitReady()) << d.log();
   // An agent that is already connected and authenticated (keep-alive) ...
   Connection agent(d.port());
-  std::string reg = "POST /v1/nodes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + std::string(kAgentN0) +
-                    "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(kNodeN0.size()) +
-                    "\r\n\r\n" + kNodeN0;
+  std::string reg =
+      "POST /v1/nodes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + std::string(kAgentN0) +
+      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(kNodeN0.size()) + "\r\n\r\n" +
+      kNodeN0;
   ASSERT_TRUE(agent.Send(reg));
   ASSERT_EQ(agent.Read().status, 201);
   // ... then twice the cap of idle connections that never send a byte.
@@ -161,7 +163,8 @@ TEST(Security, SighupRotatesTokensAndKeepsTheOldSetWhenTheNewFileIsInvalid) {
   Daemon d(dir.path, {"--tokens-file", tokens});
   ASSERT_TRUE(d.WaitReady()) << d.log();
   ASSERT_EQ(Request(d.port(), "GET", "/v1/jobs", kAdmin).status, 200);
-  WriteTokens(dir.path, R"({"tokens": [{"token": "rotated-admin-0123456789", "role": "admin", "name": "ops"}]})");
+  WriteTokens(dir.path,
+              R"({"tokens": [{"token": "rotated-admin-0123456789", "role": "admin", "name": "ops"}]})");
   d.Signal(SIGHUP);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (Request(d.port(), "GET", "/v1/jobs", "rotated-admin-0123456789").status != 200 &&
@@ -172,7 +175,8 @@ TEST(Security, SighupRotatesTokensAndKeepsTheOldSetWhenTheNewFileIsInvalid) {
   WriteTokens(dir.path, "{not json");
   d.Signal(SIGHUP);
   deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (d.log().find("SIGHUP: keeping") == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+  while (d.log().find("SIGHUP: keeping") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
   }
   EXPECT_NE(d.log().find("SIGHUP: keeping"), std::string::npos) << d.log();
   EXPECT_EQ(Request(d.port(), "GET", "/v1/jobs", "rotated-admin-0123456789").status, 200);
@@ -199,15 +203,76 @@ TEST(Security, NodeIdsAndNamesAreClean) {
   Daemon d(dir.path, {"--tokens-file", WriteTokens(dir.path, DefaultTokens())});
   ASSERT_TRUE(d.WaitReady()) << d.log();
   for (const char* id : {".", "..", "-x", "a\\u0000b"}) {
-    std::string body = std::string(R"({"id": ")") + id + R"(", "gpus": 1, "topology": {"spine": "s", "leaf": "l"}})";
+    std::string body =
+        std::string(R"({"id": ")") + id + R"(", "gpus": 1, "topology": {"spine": "s", "leaf": "l"}})";
     HttpResult r = Request(d.port(), "POST", "/v1/nodes", kAdmin, body);
     EXPECT_EQ(r.status, 422) << id << ": " << r.body;
     EXPECT_NE(r.body.find("\"field\":\"id\""), std::string::npos) << r.body;
   }
-  std::string nul_host = R"({"id": "n9", "hostname": "h\u0000x", "gpus": 1, "topology": {"spine": "s", "leaf": "l"}})";
+  std::string nul_host =
+      R"({"id": "n9", "hostname": "h\u0000x", "gpus": 1, "topology": {"spine": "s", "leaf": "l"}})";
   HttpResult r = Request(d.port(), "POST", "/v1/nodes", kAdmin, nul_host);
   EXPECT_EQ(r.status, 422) << r.body;
   EXPECT_NE(r.body.find("\"field\":\"hostname\""), std::string::npos) << r.body;
+}
+
+// Issue 10 items 2 and 3 through the real binary: the token a rank is handed (read by its node's agent
+// from the assignments) reports for its own job and attempt only, dies with the attempt, and the node's
+// agent cannot redirect the running job by re-registering with another hostname.
+TEST(Security, RankTokenFromAssignmentsIsBoundToItsJobAndAttempt) {
+  TempDir dir;
+  Daemon d(dir.path, {"--tokens-file", WriteTokens(dir.path, DefaultTokens())});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  ASSERT_EQ(Request(d.port(), "POST", "/v1/nodes", kAgentN0, kNodeN0).status, 201);
+  auto job = [](const std::string& command) {
+    return R"({"name": "a", "model": {"parameters": 1e8, "layers": 4, "hidden": 512, "heads": 8,
+      "seq_len": 512}, "training": {"global_batch_size": 32}, "parallelism": {"tp": 1, "pp": 1, "dp": 1},
+      "resources": {"gpus": 1, "gpus_per_node": 1})" +
+           command + "}";
+  };
+  HttpResult ours = Request(d.port(), "POST", "/v1/jobs", kAdmin, job(R"(, "command": ["/bin/true"])"));
+  ASSERT_EQ(ours.status, 201) << ours.body;
+  const std::string a = Json::parse(ours.body)["id"];
+  EXPECT_FALSE(Json::parse(ours.body).contains("rank_token")) << "our ranks' token goes to their agent only";
+  HttpResult theirs = Request(d.port(), "POST", "/v1/jobs", kAdmin, job(""));
+  ASSERT_EQ(theirs.status, 201) << theirs.body;
+  const std::string b = Json::parse(theirs.body)["id"];
+  const std::string b_token = Json::parse(theirs.body).value("rank_token", "");
+  EXPECT_EQ(b_token.size(), 64u) << "another launcher's job: its ranks' credential, shown once";
+
+  HttpResult assignments = Request(d.port(), "GET", "/v1/nodes/n0/assignments?version=-1&wait=0", kAgentN0);
+  ASSERT_EQ(assignments.status, 200) << assignments.body;
+  Json ranks = Json::parse(assignments.body)["ranks"];
+  ASSERT_EQ(ranks.size(), 1u) << assignments.body;
+  const std::string token = ranks[0]["env"]["SHEPHERD_TOKEN"];
+  ASSERT_EQ(token.size(), 64u);
+  EXPECT_NE(token, kAdmin);
+  EXPECT_NE(token, b_token);
+
+  auto report = [&](const std::string& who, const std::string& id, int attempt) {
+    return Request(d.port(), "POST", "/v1/jobs/" + id + "/reports", who,
+                   R"({"reports": [{"rank": 0, "attempt": )" + std::to_string(attempt) +
+                       R"(, "kind": "step", "step": 1, "loss": 2.0}]})");
+  };
+  EXPECT_EQ(report(token, a, 1).status, 202);
+  EXPECT_EQ(report(token, a, 2).status, 403);  // not its attempt
+  EXPECT_EQ(report(token, b, 1).status, 403);  // not its job
+  EXPECT_EQ(report(b_token, a, 1).status, 403);
+  EXPECT_EQ(Request(d.port(), "POST", "/v1/jobs/" + b + "/cancel", token).status, 403);
+  EXPECT_EQ(Request(d.port(), "POST", "/v1/jobs/" + a + "/cancel", token).status, 403);
+  EXPECT_EQ(Request(d.port(), "POST", "/v1/nodes", token, kNodeN0).status, 403);
+
+  // The node runs a rank: its agent may re-register it unchanged, not under another hostname.
+  EXPECT_EQ(Request(d.port(), "POST", "/v1/nodes", kAgentN0, kNodeN0).status, 200);
+  std::string moved = kNodeN0;
+  moved.replace(moved.find("\"h0\""), 4, "\"attacker.example\"");
+  HttpResult refused = Request(d.port(), "POST", "/v1/nodes", kAgentN0, moved);
+  EXPECT_EQ(refused.status, 409) << refused.body;
+  EXPECT_NE(refused.body.find("\"field\":\"hostname\""), std::string::npos) << refused.body;
+
+  // The attempt ends: its ranks can no longer report.
+  ASSERT_EQ(Request(d.port(), "POST", "/v1/jobs/" + a + "/cancel", kAdmin).status, 200);
+  EXPECT_EQ(report(token, a, 1).status, 401);
 }
 
 }  // namespace

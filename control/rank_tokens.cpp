@@ -1,0 +1,88 @@
+#include "control/rank_tokens.h"
+
+#include <random>
+
+#include "core/json.h"
+
+namespace shepherd {
+namespace {
+
+constexpr std::string_view kPrefix = "rank_token/";
+
+std::string RandomHex(std::size_t bytes) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::random_device rd;  // /dev/urandom on Linux (libstdc++)
+  std::string out;
+  out.reserve(bytes * 2);
+  for (std::size_t i = 0; i < bytes; i += 4) {
+    uint32_t v = rd();
+    for (std::size_t k = 0; k < 4 && i + k < bytes; ++k) {
+      out += kHex[(v >> (8 * k + 4)) & 0xf];
+      out += kHex[(v >> (8 * k)) & 0xf];
+    }
+  }
+  return out;
+}
+
+std::string KeyOf(const RankGrant& g) {
+  return std::string(kPrefix) + g.job + "/" + (g.attempt ? std::to_string(*g.attempt) : "any");
+}
+
+}  // namespace
+
+std::string RankTokens::Mint(const RankGrant& grant, WriteBatch* batch) {
+  if (auto t = TokenFor(grant)) return *t;
+  std::string token = RandomHex(32);
+  Json body = {
+      {"token", token}, {"job", grant.job}, {"attempt", grant.attempt ? Json(*grant.attempt) : Json()}};
+  batch->Put(Record{Collection::kMeta, KeyOf(grant), grant.job, body.dump()});
+  std::lock_guard lock(mu_);
+  by_token_[token] = grant;
+  return token;
+}
+
+std::optional<std::string> RankTokens::TokenFor(const RankGrant& grant) const {
+  std::lock_guard lock(mu_);
+  for (const auto& [token, g] : by_token_)
+    if (g == grant) return token;
+  return std::nullopt;
+}
+
+void RankTokens::Revoke(const std::string& job, std::optional<int> attempt, WriteBatch* batch) {
+  std::lock_guard lock(mu_);
+  for (auto it = by_token_.begin(); it != by_token_.end();) {
+    if (it->second.job == job && (!attempt || it->second.attempt == attempt)) {
+      batch->Erase(Collection::kMeta, KeyOf(it->second));
+      it = by_token_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::optional<RankGrant> RankTokens::Lookup(std::string_view token) const {
+  // A map lookup is not constant-time, but the tokens are 256 random bits: timing reveals at most an
+  // ordering of prefixes, which does not help guess one.
+  std::lock_guard lock(mu_);
+  auto it = by_token_.find(token);
+  if (it == by_token_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<std::pair<std::string, RankGrant>> RankTokens::Decode(const Record& r) {
+  if (r.collection != Collection::kMeta || r.key.rfind(kPrefix, 0) != 0) return std::nullopt;
+  auto j = ParseJsonText(r.body, 8);
+  if (!j.ok() || !j->is_object()) return std::nullopt;
+  auto token = j->find("token"), job = j->find("job"), attempt = j->find("attempt");
+  if (token == j->end() || !token->is_string() || job == j->end() || !job->is_string()) return std::nullopt;
+  RankGrant g{job->get<std::string>(), std::nullopt};
+  if (attempt != j->end() && attempt->is_number_integer()) g.attempt = attempt->get<int>();
+  return std::make_pair(token->get<std::string>(), std::move(g));
+}
+
+void RankTokens::Restore(std::string token, RankGrant grant) {
+  std::lock_guard lock(mu_);
+  by_token_[std::move(token)] = std::move(grant);
+}
+
+}  // namespace shepherd
