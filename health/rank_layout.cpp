@@ -52,6 +52,22 @@ Result<RankLayout> RankLayout::Build(const Plan& plan, const Placement& placemen
       return l;
     }
     shard = hybrid_shard_size;
+    if (plan.ep > 1) {
+      l.replica_reason_ =
+          "ZeRO-3 with expert parallelism: shards and experts both differ across data-parallel ranks; hash "
+          "comparison skipped";
+      return l;
+    }
+  } else if (plan.ep > 1) {
+    // Expert parallelism (rank order tp, cp, ep, dp): data-parallel rank d holds the routed experts of
+    // expert-parallel rank d % ep, so only ranks with equal d % ep hold equal parameters.
+    if (plan.dp <= plan.ep) {
+      l.replica_reason_ =
+          "ep = dp: every data-parallel rank holds different routed experts, so no two ranks must hold equal "
+          "parameters; hash comparison skipped";
+      return l;
+    }
+    shard = plan.ep;
   }
   l.replica_offsets_.push_back(0);
   const int shards = shard == 0 ? 1 : shard;

@@ -38,8 +38,9 @@ class RankLayout {
   int GroupSize(GroupKind g) const;
 
   // Replica sets for the SDC hash vote: ranks that must hold identical parameters. ZeRO ≤ 2: same
-  // (pp, tp) across dp. ZeRO-3 with hybrid sharding: same (pp, tp, dp % shard) across replica groups.
-  // Plain ZeRO-3 or dp == 1: none (replica_sets_reason() says why).
+  // (pp, tp) across dp; with expert parallelism (plan.ep > 1) same (pp, tp, dp % ep), since routed experts
+  // differ across the ep ranks. ZeRO-3 with hybrid sharding: same (pp, tp, dp % shard) across replica
+  // groups. Plain ZeRO-3, ZeRO-3 with ep > 1, ep ≥ dp or dp == 1: none (replica_sets_reason() says why).
   int replica_set_count() const {
     return static_cast<int>(replica_offsets_.empty() ? 0 : replica_offsets_.size() - 1);
   }

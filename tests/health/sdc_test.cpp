@@ -108,5 +108,27 @@ TEST(SdcTest, PlainZero3SkipsAndSaysWhyHybridShardingComparesAcrossReplicaGroups
   EXPECT_EQ(hsdp->ReplicaSet(1), std::vector<int>({1, 3}));
 }
 
+// Expert parallelism: data-parallel rank d holds the routed experts of expert-parallel rank d % ep, so a
+// replica set is the ranks with equal d % ep. Comparing across all of dp would flag healthy ranks (their
+// experts differ) as corrupted.
+TEST(SdcTest, ExpertParallelReplicaSetsHoldTheSameExperts) {
+  FakeClock clock;
+  MonitorContext c = MakeContext(/*tp=*/2, /*pp=*/1, /*dp=*/4, clock.Now());
+  c.plan.ep = 2;  // ranks: tp fastest, rank = t + 2·d
+  auto l = RankLayout::Build(c.plan, c.placement, /*hybrid_shard_size=*/0);
+  ASSERT_TRUE(l.ok()) << l.status().message();
+  ASSERT_EQ(l->replica_set_count(), 4);                   // (tp 0, 1) × (d % 2 = 0, 1)
+  EXPECT_EQ(l->ReplicaSet(0), std::vector<int>({0, 4}));  // tp 0, d 0 and 2
+  EXPECT_EQ(l->ReplicaSet(1), std::vector<int>({2, 6}));  // tp 0, d 1 and 3
+  EXPECT_EQ(l->ReplicaSet(2), std::vector<int>({1, 5}));
+  EXPECT_EQ(l->ReplicaSet(3), std::vector<int>({3, 7}));
+
+  c.plan.ep = 4;  // every data-parallel rank holds different experts: nothing to compare
+  auto none = RankLayout::Build(c.plan, c.placement, 0);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->replica_set_count(), 0);
+  EXPECT_NE(none->replica_sets_reason().find("ep = dp"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace shepherd
