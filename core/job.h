@@ -160,8 +160,8 @@ struct JobSpec {
 };
 
 // A concrete parallel layout. micro_batches = global_batch / (micro_batch_size · dp).
-// Rank order (Megatron): tp fastest, then cp, dp, pp. Placement and health lay ranks out as tp × dp × pp
-// and today only launch jobs with cp = 1 (ParseJobSpec refuses cp > 1 for submitted jobs).
+// Rank order (Megatron): tp fastest, then cp, dp, pp: rank = tp + TP·(cp + CP·(dp + DP·pp)). Expert
+// parallelism (ep) adds no rank axis: it splits the dp·cp ranks (ep rank = (cp + CP·dp) % EP).
 struct Plan {
   int tp = 1;
   int pp = 1;
@@ -202,8 +202,18 @@ struct RankSlot {
   int tp = 0;
   int pp = 0;
   int dp = 0;
+  int cp = 0;  // context-parallel coordinate (0 when plan.cp = 1)
   bool operator==(const RankSlot&) const = default;
 };
+
+// Sets slot->tp, cp, dp, pp from slot->rank in `plan`'s rank order (Plan).
+inline void SetRankCoords(const Plan& plan, RankSlot* slot) {
+  const int r = slot->rank;
+  slot->tp = r % plan.tp;
+  slot->cp = (r / plan.tp) % plan.cp;
+  slot->dp = (r / (plan.tp * plan.cp)) % plan.dp;
+  slot->pp = r / (plan.tp * plan.cp * plan.dp);
+}
 
 struct Placement {
   int attempt = 0;

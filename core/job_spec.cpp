@@ -104,9 +104,8 @@ void ParseResources(FieldReader& root, Resources* res, std::vector<FieldError>* 
 
 // "auto", absent (= auto), or {tp, cp, pp, dp, vpp, zero_stage, sequence_parallel, pipeline_layers}.
 // dp defaults to gpus / (tp·cp·pp). Layout rules that need the model (tp | kv_heads, stage sizes, ...)
-// are the planner's (scheduler/planner.h); here only what the JSON alone decides. A submitted job
-// (`launch`) must have cp = 1: placement and health lay ranks out as tp × dp × pp.
-void ParseParallelism(FieldReader& root, JobSpec* s, bool launch, std::vector<FieldError>* errs) {
+// are the planner's (scheduler/planner.h); here only what the JSON alone decides.
+void ParseParallelism(FieldReader& root, JobSpec* s, std::vector<FieldError>* errs) {
   ParallelismSpec& p = s->parallelism;
   const Json* j = root.Find("parallelism");
   if (!j || (j->is_string() && j->get_ref<const std::string&>() == "auto")) {
@@ -147,8 +146,6 @@ void ParseParallelism(FieldReader& root, JobSpec* s, bool launch, std::vector<Fi
     r.Error("parallelism.tp", "must divide model.kv_heads");
   if (s->model.layers > 0 && p.pp > s->model.layers)
     r.Error("parallelism.pp", "must not exceed model.layers");
-  if (launch && p.cp > 1)
-    r.Error("parallelism.cp", "cp > 1 can be planned (POST /v1/plan) but not yet launched");
   if (p.ep > 1 && !s->model.moe.enabled())
     r.Error("parallelism.ep", "ep > 1 needs a mixture-of-experts model (model.moe)");
   else if (p.ep > 1 && s->model.moe.experts % p.ep != 0)
@@ -266,7 +263,7 @@ Result<JobSpec> ParseSpec(const Json& j, bool full) {
   ParseModel(root, &s.model, &errs);
   ParseTraining(root, &s.training, &errs);
   ParseResources(root, &s.resources, &errs);
-  ParseParallelism(root, &s, full, &errs);
+  ParseParallelism(root, &s, &errs);
   if (full) {
     ParseLaunch(root, &s, &errs);
     ParsePolicy(root, &s.policy, &errs);

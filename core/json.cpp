@@ -195,7 +195,9 @@ Result<Job> JobFromJson(const Json& j) {
 }
 
 Json ToJson(const RankSlot& r) {
-  return {{"rank", r.rank}, {"node", r.node}, {"gpu", r.gpu}, {"tp", r.tp}, {"pp", r.pp}, {"dp", r.dp}};
+  Json j = {{"rank", r.rank}, {"node", r.node}, {"gpu", r.gpu}, {"tp", r.tp}, {"pp", r.pp}, {"dp", r.dp}};
+  if (r.cp > 0) j["cp"] = r.cp;
+  return j;
 }
 
 // Placements are stored compactly: parallel arrays, nodes interned.

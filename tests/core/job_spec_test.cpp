@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <vector>
 
 #include "core/json.h"
 
@@ -198,15 +199,27 @@ TEST(JobSpec, InvalidArchitectureAndLayoutFieldsAreNamed) {
                                    "parallelism.pipeline_layers", "parallelism", "parallelism.tp"}));
 }
 
-TEST(JobSpec, ContextParallelIsPlannedButNotLaunched) {
+TEST(JobSpec, ContextParallelIsPlannedAndLaunched) {
   Json j = Llama405BPlan();
   j["parallelism"]["cp"] = 2;
   j["parallelism"]["dp"] = 64;
   EXPECT_TRUE(ParsePlanRequest(j).ok());
   j["name"] = "long-context";
   auto job = ParseJobSpec(j);
-  ASSERT_FALSE(job.ok());
-  EXPECT_EQ(Fields(job.status()), std::set<std::string>{"parallelism.cp"});
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_EQ(job->parallelism.cp, 2);
+}
+
+// Rank order tp, cp, dp, pp: rank = tp + TP·(cp + CP·(dp + DP·pp)). TP 2, CP 2, DP 3, PP 2:
+// rank 21 = 1 + 2·(0 + 2·(2 + 3·1)) → tp 1, cp 0, dp 2, pp 1; rank 6 = 0 + 2·(1 + 2·1) → tp 0, cp 1, dp 1.
+TEST(JobSpec, RankCoordinatesFollowMegatronsOrder) {
+  const Plan plan{.tp = 2, .pp = 2, .dp = 3, .cp = 2};
+  RankSlot r{.rank = 21};
+  SetRankCoords(plan, &r);
+  EXPECT_EQ((std::vector<int>{r.tp, r.cp, r.dp, r.pp}), (std::vector<int>{1, 0, 2, 1}));
+  r = RankSlot{.rank = 6};
+  SetRankCoords(plan, &r);
+  EXPECT_EQ((std::vector<int>{r.tp, r.cp, r.dp, r.pp}), (std::vector<int>{0, 1, 1, 0}));
 }
 
 // Mixtral 8x7B's experts with the layout of Megatron-LM's Mixtral example (TP 2, PP 4, EP 8 on 64 GPUs).
