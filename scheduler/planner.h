@@ -1,10 +1,12 @@
-// The planner: per-GPU memory, communication volume and step time of a 3D-parallel (TP × PP × DP, with
-// ZeRO) layout of a transformer job, and a search for the fastest layout that fits (`"parallelism":
+// The planner: per-GPU memory, communication volume and step time of a parallel (TP × CP × PP × DP, EP,
+// with ZeRO) layout of a transformer job, and a search for the fastest layout that fits (`"parallelism":
 // "auto"`). Pure functions of their arguments: no I/O, no clock, no threads; safe to call concurrently.
 //
 // The model (DESIGN.md "Planner", docs/planner.md with sources), in brief:
 // - Architecture (model_arch.h): parameters counted from layers, hidden, heads, kv_heads, ffn_hidden, mlp,
-//   norm, tied_embeddings when model.parameters is absent.
+//   norm, tied_embeddings and moe when model.parameters is absent; MoE FLOPs from activated parameters.
+// - Expert parallelism: routed experts split over ep ranks carved out of dp·cp (expert tensor parallel =
+//   tp), their state sharded over dp·cp/ep; token dispatch and combine priced as all-to-alls.
 // - Model state per parameter by framework (memory_model.h): Megatron (fp32 main gradients, distributed
 //   optimizer), FSDP2, DeepSpeed ZeRO 0-3.
 // - Stages (pipeline_layout.h): even, given, or balanced with the embedding and output layer.
