@@ -34,7 +34,8 @@ Status CheckJobPolicy(const JobSpec& spec, const JobPolicy& policy) {
   for (const auto& [name, value] : spec.env) {
     if (Contains(policy.allowed_env, name)) continue;
     bool refused = Contains(policy.refused_env, name);
-    for (const auto& prefix : policy.refused_env_prefixes) refused = refused || name.rfind(prefix, 0) == 0;
+    for (const auto& prefix : policy.refused_env_prefixes)
+      refused = refused || name.rfind(prefix, 0) == 0;
     if (refused) errs.push_back({"env." + name, "is refused by the site's job policy"});
   }
   if (!errs.empty()) return InvalidContent("the job violates the site's job policy", std::move(errs));
