@@ -1,6 +1,9 @@
 // Planner benchmark: AutoPlan (scheduler/planner.h) for Llama 3 405B (126 layers, h 16384, 128 heads, 8 KV
 // heads, SwiGLU FFN 53248, vocab 128256, seq 8192, 16M tokens per batch) on H100-80GB:
-//   (a) 16,384 GPUs; (b) 131,072 GPUs (same model, 2048 sequences per batch).
+//   (a) 16,384 GPUs; (b) 131,072 GPUs (same model, 2048 sequences per batch); and the mixture-of-experts
+//   DeepSeek-V3 architecture (61 layers, h 7168, 128 heads, 58 MoE layers of 256 experts of width 2048, top
+//   8, 1 shared; 15,360 sequences of 4096) on (c) 131,072 GPUs, where ep is searched
+//   too.
 // Prints the median wall time over runs (steady_clock) and the chosen layout. Target: < 1 s for (b).
 // Usage: planner_bench [runs]   (default 5)
 #include <algorithm>
@@ -32,8 +35,26 @@ JobSpec Llama405B(int gpus) {
   return s;
 }
 
-void Run(int gpus, int runs) {
-  const JobSpec spec = Llama405B(gpus);
+JobSpec DeepSeekV3(int gpus) {
+  JobSpec s;
+  s.model.layers = 61;
+  s.model.hidden = 7168;
+  s.model.heads = 128;
+  s.model.ffn_hidden = 18432;
+  s.model.mlp = Mlp::kSwiglu;
+  s.model.norm = Norm::kRmsNorm;
+  s.model.vocab = 129280;
+  s.model.seq_len = 4096;
+  s.model.moe = {
+      .experts = 256, .top_k = 8, .expert_ffn_hidden = 2048, .shared_experts = 1, .moe_layers = 58};
+  s.training.global_batch_size = 15360;
+  s.resources.gpus = gpus;
+  s.resources.gpu = "H100-80GB";
+  return s;
+}
+
+void Run(const char* name, const JobSpec& spec, int runs) {
+  const int gpus = spec.resources.gpus;
   const Hardware hw = HardwareForResources(spec.resources);
   std::vector<double> ms;
   Result<PlanEstimate> e = AutoPlan(spec, hw);
@@ -44,14 +65,15 @@ void Run(int gpus, int runs) {
   }
   std::sort(ms.begin(), ms.end());
   if (!e.ok()) {
-    std::printf("%d GPUs: error %s\n", gpus, e.status().message().c_str());
+    std::printf("%s %d GPUs: error %s\n", name, gpus, e.status().message().c_str());
     return;
   }
   const Plan& p = e->plan;
   std::printf(
-      "%7d GPUs: median %.1f ms (min %.1f, max %.1f) | tp=%d cp=%d pp=%d vpp=%d dp=%d ZeRO-%d mbs=%d | "
+      "%s %7d GPUs: median %.1f ms (min %.1f, max %.1f) | tp=%d cp=%d ep=%d pp=%d vpp=%d dp=%d ZeRO-%d "
+      "mbs=%d | "
       "%.0f TFLOP/s per GPU, %.1f GB per GPU, fits=%d\n",
-      gpus, ms[ms.size() / 2], ms.front(), ms.back(), p.tp, p.cp, p.pp, p.vpp, p.dp, p.zero_stage,
+      name, gpus, ms[ms.size() / 2], ms.front(), ms.back(), p.tp, p.cp, p.ep, p.pp, p.vpp, p.dp, p.zero_stage,
       p.micro_batch_size, e->tflops_per_gpu, e->memory.total / 1e9, e->fits ? 1 : 0);
 }
 
@@ -60,7 +82,8 @@ void Run(int gpus, int runs) {
 
 int main(int argc, char** argv) {
   const int runs = argc > 1 ? std::max(1, std::atoi(argv[1])) : 5;
-  shepherd::Run(16384, runs);
-  shepherd::Run(131072, runs);
+  shepherd::Run("llama3-405b", shepherd::Llama405B(16384), runs);
+  shepherd::Run("llama3-405b", shepherd::Llama405B(131072), runs);
+  shepherd::Run("deepseek-v3", shepherd::DeepSeekV3(131072), runs);
   return 0;
 }

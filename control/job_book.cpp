@@ -169,11 +169,7 @@ void JobBook::Restore(JobEntry entry) {
 Status JobBook::RestoreAttempt(Attempt a) {
   JobEntry& e = jobs_.at(a.job);
   const Plan& p = e.job.plan;
-  for (RankSlot& r : a.placement.ranks) {  // coordinates from rank = tp + TP·(dp + DP·pp)
-    r.tp = r.rank % p.tp;
-    r.dp = (r.rank / p.tp) % p.dp;
-    r.pp = r.rank / (p.tp * p.dp);
-  }
+  for (RankSlot& r : a.placement.ranks) SetRankCoords(p, &r);
   if (e.job.state == JobState::kRecovering) {  // a restart was waiting for its backoff: place it anew
     e.job.state = JobState::kQueued;
     e.job.reason = "restart pending when the daemon restarted";

@@ -23,6 +23,26 @@ enum class Norm { kLayerNorm, kRmsNorm };  // RMSNorm has no bias
 enum class Framework { kMegatron, kFsdp, kDeepSpeed };
 enum class Attention { kFlash, kEager };  // flash/fused attention keeps no s×s score matrix
 
+// Mixture of experts: `moe_layers` layers (or every moe_layer_freq-th, Megatron's --moe-layer-freq) replace
+// their MLP by a router (hidden·experts) and `experts` routed experts of which each token uses top_k, plus
+// `shared_experts` every token uses (DeepSeekMoE); every expert is an MLP of expert_ffn_hidden width.
+struct MoeSpec {
+  int experts = 0;            // routed experts per MoE layer; 0 = a dense model
+  int top_k = 1;              // routed experts per token
+  int expert_ffn_hidden = 0;  // each expert's MLP width; 0 = the model's ffn()
+  int shared_experts = 0;     // experts every token uses, each expert_ffn_hidden wide
+  int moe_layers = 0;         // MoE layers; 0 = every layer (or as moe_layer_freq says)
+  int moe_layer_freq = 0;     // > 0: layers 0, f, 2f, ... are MoE (ceil(layers / f) of them)
+  bool enabled() const { return experts > 0; }
+  // MoE layers of a model with `layers` layers.
+  int count(int layers) const {
+    if (!enabled()) return 0;
+    if (moe_layers > 0) return moe_layers;
+    return moe_layer_freq > 0 ? (layers + moe_layer_freq - 1) / moe_layer_freq : layers;
+  }
+  bool operator==(const MoeSpec&) const = default;
+};
+
 struct ModelSpec {
   double parameters = 0;  // total parameter count; 0 = count from the architecture
   int layers = 0;
@@ -35,6 +55,7 @@ struct ModelSpec {
   Mlp mlp = Mlp::kGelu;
   Norm norm = Norm::kLayerNorm;
   bool tied_embeddings = false;  // output layer shares the input embedding's weights
+  MoeSpec moe;
   bool parameters_given() const { return parameters > 0; }
   int kv() const { return kv_heads > 0 ? kv_heads : heads; }
   int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
@@ -57,6 +78,7 @@ struct ParallelismSpec {
   int dp = 1;
   int zero_stage = 0;
   int cp = 1;                             // context parallel (sequence split across ranks in attention)
+  int ep = 1;                             // expert parallel (routed experts split across ranks)
   int vpp = 1;                            // virtual pipeline stages per rank (interleaved 1F1B)
   std::optional<bool> sequence_parallel;  // absent: on when tp > 1
   std::vector<int> pipeline_layers;       // layers per stage; empty: even, or balanced when pp ∤ layers
@@ -138,8 +160,8 @@ struct JobSpec {
 };
 
 // A concrete parallel layout. micro_batches = global_batch / (micro_batch_size · dp).
-// Rank order (Megatron): tp fastest, then cp, dp, pp. Placement and health lay ranks out as tp × dp × pp
-// and today only launch jobs with cp = 1 (ParseJobSpec refuses cp > 1 for submitted jobs).
+// Rank order (Megatron): tp fastest, then cp, dp, pp: rank = tp + TP·(cp + CP·(dp + DP·pp)). Expert
+// parallelism (ep) adds no rank axis: it splits the dp·cp ranks (ep rank = (cp + CP·dp) % EP).
 struct Plan {
   int tp = 1;
   int pp = 1;
@@ -151,6 +173,9 @@ struct Plan {
   int vpp = 1;
   bool sequence_parallel = false;
   std::vector<int> pipeline_layers;  // transformer layers per stage (size pp); empty = layers / pp each
+  // Expert parallel: routed experts split over ep ranks, carved out of the dp·cp ranks that share the other
+  // weights (expert tensor parallel = tp, expert data parallel = dp·cp/ep, as Megatron by default).
+  int ep = 1;
   int world_size() const { return tp * cp * pp * dp; }
   bool operator==(const Plan&) const = default;
 };
@@ -177,8 +202,18 @@ struct RankSlot {
   int tp = 0;
   int pp = 0;
   int dp = 0;
+  int cp = 0;  // context-parallel coordinate (0 when plan.cp = 1)
   bool operator==(const RankSlot&) const = default;
 };
+
+// Sets slot->tp, cp, dp, pp from slot->rank in `plan`'s rank order (Plan).
+inline void SetRankCoords(const Plan& plan, RankSlot* slot) {
+  const int r = slot->rank;
+  slot->tp = r % plan.tp;
+  slot->cp = (r / plan.tp) % plan.cp;
+  slot->dp = (r / (plan.tp * plan.cp)) % plan.dp;
+  slot->pp = r / (plan.tp * plan.cp * plan.dp);
+}
 
 struct Placement {
   int attempt = 0;

@@ -16,12 +16,33 @@ bool ValidEnvName(const std::string& k) {
   return true;
 }
 
+// model.moe: {experts, top_k, expert_ffn_hidden, shared_experts, moe_layers | moe_layer_freq}.
+void ParseMoe(FieldReader& model, ModelSpec* m, std::vector<FieldError>* errs) {
+  const Json* j = model.Find("moe");
+  if (!j) return;
+  if (!j->is_object()) return model.Error("model.moe", "must be an object");
+  FieldReader r(*j, "model.moe", errs);
+  r.OnlyKnown({"experts", "top_k", "expert_ffn_hidden", "shared_experts", "moe_layers", "moe_layer_freq"});
+  MoeSpec& e = m->moe;
+  if (auto v = r.Int("experts", true, 1, 1 << 16)) e.experts = int(*v);
+  e.top_k = int(r.Int("top_k", false, 1, 1 << 16).value_or(1));
+  e.expert_ffn_hidden = int(r.Int("expert_ffn_hidden", false, 1, 1 << 22).value_or(0));
+  e.shared_experts = int(r.Int("shared_experts", false, 0, 1 << 10).value_or(0));
+  e.moe_layers = int(r.Int("moe_layers", false, 1, 100000).value_or(0));
+  e.moe_layer_freq = int(r.Int("moe_layer_freq", false, 1, 100000).value_or(0));
+  if (e.experts > 0 && e.top_k > e.experts) r.Error("model.moe.top_k", "must not exceed model.moe.experts");
+  if (e.moe_layers > 0 && e.moe_layer_freq > 0)
+    r.Error("model.moe.moe_layer_freq", "give model.moe.moe_layers or model.moe.moe_layer_freq, not both");
+  if (m->layers > 0 && e.moe_layers > m->layers)
+    r.Error("model.moe.moe_layers", "must not exceed model.layers");
+}
+
 void ParseModel(FieldReader& root, ModelSpec* m, std::vector<FieldError>* errs) {
   const Json* j = root.Find("model");
   if (!j) return root.Error("model", "is required");
   FieldReader r(*j, "model", errs);
   r.OnlyKnown({"parameters", "layers", "hidden", "heads", "seq_len", "vocab", "kv_heads", "ffn_hidden", "mlp",
-               "norm", "tied_embeddings"});
+               "norm", "tied_embeddings", "moe"});
   // parameters may be omitted: the planner counts them from the architecture.
   if (auto v = r.Number("parameters", false, 1e3, 1e15)) m->parameters = *v;
   if (auto v = r.Int("layers", true, 1, 100000)) m->layers = int(*v);
@@ -35,6 +56,7 @@ void ParseModel(FieldReader& root, ModelSpec* m, std::vector<FieldError>* errs) 
   if (auto v = r.Enum("norm", {"layernorm", "rmsnorm"}))
     m->norm = *v == "rmsnorm" ? Norm::kRmsNorm : Norm::kLayerNorm;
   if (auto v = r.Bool("tied_embeddings")) m->tied_embeddings = *v;
+  ParseMoe(r, m, errs);
   if (m->hidden > 0 && m->heads > 0 && m->hidden % m->heads != 0)
     r.Error("model.heads", "must divide model.hidden");
   if (m->kv_heads > 0 && m->heads > 0 && m->heads % m->kv_heads != 0)
@@ -82,9 +104,8 @@ void ParseResources(FieldReader& root, Resources* res, std::vector<FieldError>* 
 
 // "auto", absent (= auto), or {tp, cp, pp, dp, vpp, zero_stage, sequence_parallel, pipeline_layers}.
 // dp defaults to gpus / (tp·cp·pp). Layout rules that need the model (tp | kv_heads, stage sizes, ...)
-// are the planner's (scheduler/planner.h); here only what the JSON alone decides. A submitted job
-// (`launch`) must have cp = 1: placement and health lay ranks out as tp × dp × pp.
-void ParseParallelism(FieldReader& root, JobSpec* s, bool launch, std::vector<FieldError>* errs) {
+// are the planner's (scheduler/planner.h); here only what the JSON alone decides.
+void ParseParallelism(FieldReader& root, JobSpec* s, std::vector<FieldError>* errs) {
   ParallelismSpec& p = s->parallelism;
   const Json* j = root.Find("parallelism");
   if (!j || (j->is_string() && j->get_ref<const std::string&>() == "auto")) {
@@ -93,10 +114,11 @@ void ParseParallelism(FieldReader& root, JobSpec* s, bool launch, std::vector<Fi
   }
   if (!j->is_object()) return root.Error("parallelism", "must be \"auto\" or an object");
   FieldReader r(*j, "parallelism", errs);
-  r.OnlyKnown({"tp", "pp", "dp", "zero_stage", "cp", "vpp", "sequence_parallel", "pipeline_layers"});
+  r.OnlyKnown({"tp", "pp", "dp", "zero_stage", "cp", "ep", "vpp", "sequence_parallel", "pipeline_layers"});
   p.tp = int(r.Int("tp", false, 1, kMaxGpus).value_or(1));
   p.pp = int(r.Int("pp", false, 1, kMaxGpus).value_or(1));
   p.cp = int(r.Int("cp", false, 1, kMaxGpus).value_or(1));
+  p.ep = int(r.Int("ep", false, 1, kMaxGpus).value_or(1));
   p.vpp = int(r.Int("vpp", false, 1, 1024).value_or(1));
   auto dp = r.Int("dp", false, 1, kMaxGpus);
   p.zero_stage = int(r.Int("zero_stage", false, 0, 3).value_or(0));
@@ -124,8 +146,13 @@ void ParseParallelism(FieldReader& root, JobSpec* s, bool launch, std::vector<Fi
     r.Error("parallelism.tp", "must divide model.kv_heads");
   if (s->model.layers > 0 && p.pp > s->model.layers)
     r.Error("parallelism.pp", "must not exceed model.layers");
-  if (launch && p.cp > 1)
-    r.Error("parallelism.cp", "cp > 1 can be planned (POST /v1/plan) but not yet launched");
+  if (p.ep > 1 && !s->model.moe.enabled())
+    r.Error("parallelism.ep", "ep > 1 needs a mixture-of-experts model (model.moe)");
+  else if (p.ep > 1 && s->model.moe.experts % p.ep != 0)
+    r.Error("parallelism.ep", "must divide model.moe.experts");
+  else if (p.ep > 1 && (static_cast<long long>(p.dp) * p.cp) % p.ep != 0)
+    r.Error("parallelism.ep",
+            "must divide dp·cp (expert parallelism is carved out of the data-parallel ranks)");
   long long per_step = static_cast<long long>(s->training.micro_batch_size) * p.dp;
   if (s->training.global_batch_size > 0 && s->training.global_batch_size % per_step != 0)
     r.Error("training.global_batch_size",
@@ -230,14 +257,13 @@ Result<JobSpec> ParseSpec(const Json& j, bool full) {
   JobSpec s;
   FieldReader root(j, "", &errs);
   if (!root.ok()) return Finish(s, errs);
-  root.OnlyKnown(
-      {"name", "model", "training", "parallelism", "resources", "command", "env", "checkpoint", "policy",
-       "gpu_binding"});
+  root.OnlyKnown({"name", "model", "training", "parallelism", "resources", "command", "env", "checkpoint",
+                  "policy", "gpu_binding"});
   if (full) s.name = root.String("name", true, 128).value_or("");
   ParseModel(root, &s.model, &errs);
   ParseTraining(root, &s.training, &errs);
   ParseResources(root, &s.resources, &errs);
-  ParseParallelism(root, &s, full, &errs);
+  ParseParallelism(root, &s, &errs);
   if (full) {
     ParseLaunch(root, &s, &errs);
     ParsePolicy(root, &s.policy, &errs);
@@ -262,9 +288,10 @@ Result<JobSpec> ParseJobSpec(const Json& j) {
 Json ToJson(const JobSpec& s) {
   Json par = s.parallelism.automatic
                  ? Json("auto")
-                 : Json{{"tp", s.parallelism.tp}, {"pp", s.parallelism.pp},
-                        {"dp", s.parallelism.dp}, {"zero_stage", s.parallelism.zero_stage},
-                        {"cp", s.parallelism.cp}, {"vpp", s.parallelism.vpp}};
+                 : Json{{"tp", s.parallelism.tp},  {"pp", s.parallelism.pp},
+                        {"dp", s.parallelism.dp},  {"zero_stage", s.parallelism.zero_stage},
+                        {"cp", s.parallelism.cp},  {"ep", s.parallelism.ep},
+                        {"vpp", s.parallelism.vpp}};
   if (!s.parallelism.automatic && s.parallelism.sequence_parallel)
     par["sequence_parallel"] = *s.parallelism.sequence_parallel;
   if (!s.parallelism.automatic && !s.parallelism.pipeline_layers.empty())
@@ -283,6 +310,13 @@ Json ToJson(const JobSpec& s) {
   if (s.model.parameters_given()) model["parameters"] = s.model.parameters;
   if (s.model.kv_heads > 0) model["kv_heads"] = s.model.kv_heads;
   if (s.model.ffn_hidden > 0) model["ffn_hidden"] = s.model.ffn_hidden;
+  if (const MoeSpec& e = s.model.moe; e.enabled()) {
+    Json moe = {{"experts", e.experts}, {"top_k", e.top_k}, {"shared_experts", e.shared_experts}};
+    if (e.expert_ffn_hidden > 0) moe["expert_ffn_hidden"] = e.expert_ffn_hidden;
+    if (e.moe_layers > 0) moe["moe_layers"] = e.moe_layers;
+    if (e.moe_layer_freq > 0) moe["moe_layer_freq"] = e.moe_layer_freq;
+    model["moe"] = moe;
+  }
   const Policy& p = s.policy;
   return {
       {"name", s.name},

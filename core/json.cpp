@@ -132,6 +132,7 @@ Json ToJson(const Plan& p) {
           {"micro_batches", p.micro_batches},
           {"micro_batch_size", p.micro_batch_size},
           {"cp", p.cp},
+          {"ep", p.ep},
           {"vpp", p.vpp},
           {"sequence_parallel", p.sequence_parallel},
           {"pipeline_layers", p.pipeline_layers}};
@@ -147,6 +148,7 @@ Result<Plan> ParsePlan(const Json& j) {
     p.micro_batches = j.at("micro_batches");
     p.micro_batch_size = j.value("micro_batch_size", 1);
     p.cp = j.value("cp", 1);
+    p.ep = j.value("ep", 1);
     p.vpp = j.value("vpp", 1);
     p.sequence_parallel = j.value("sequence_parallel", false);
     p.pipeline_layers = j.value("pipeline_layers", std::vector<int>{});
@@ -193,7 +195,9 @@ Result<Job> JobFromJson(const Json& j) {
 }
 
 Json ToJson(const RankSlot& r) {
-  return {{"rank", r.rank}, {"node", r.node}, {"gpu", r.gpu}, {"tp", r.tp}, {"pp", r.pp}, {"dp", r.dp}};
+  Json j = {{"rank", r.rank}, {"node", r.node}, {"gpu", r.gpu}, {"tp", r.tp}, {"pp", r.pp}, {"dp", r.dp}};
+  if (r.cp > 0) j["cp"] = r.cp;
+  return j;
 }
 
 // Placements are stored compactly: parallel arrays, nodes interned.

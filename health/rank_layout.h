@@ -1,5 +1,6 @@
-// Who is where: the rank → (tp, pp, dp, node) map of one attempt, the members of each rank's TP/PP/DP
-// group, and the SDC replica sets. Built once per attempt from Plan + Placement; immutable afterwards.
+// Who is where: the rank → (tp, cp, dp, pp, node) map of one attempt, the members of each rank's
+// TP/CP/DP/PP group, and the SDC replica sets. Built once per attempt from Plan + Placement; immutable
+// afterwards.
 //
 // Memory: about 20 bytes per rank (coordinates, node index, coordinate→rank index, replica-set order)
 // plus one string per distinct node. Thread-safe for concurrent reads once built.
@@ -28,18 +29,23 @@ class RankLayout {
   int tp(int rank) const { return coords_[rank].tp; }
   int pp(int rank) const { return coords_[rank].pp; }
   int dp(int rank) const { return coords_[rank].dp; }
+  int cp(int rank) const { return coords_[rank].cp; }
   const std::string& node(int rank) const { return nodes_[node_of_[rank]]; }
   int node_index(int rank) const { return node_of_[rank]; }
   const std::string& node_name(int node_index) const { return nodes_[node_index]; }
 
   // Members of `rank`'s group of kind g (including rank), ascending. Empty for GroupKind::kOther.
-  // tp group: same (pp, dp); dp group: same (tp, pp); pp group: same (tp, dp).
+  // tp group: same (cp, dp, pp); cp group: same (tp, dp, pp); dp group: same (tp, cp, pp); pp group: same
+  // (tp, cp, dp) — Megatron's groups for rank order tp, cp, dp, pp.
   std::vector<int> GroupMembers(int rank, GroupKind g) const;
   int GroupSize(GroupKind g) const;
 
-  // Replica sets for the SDC hash vote: ranks that must hold identical parameters. ZeRO ≤ 2: same
-  // (pp, tp) across dp. ZeRO-3 with hybrid sharding: same (pp, tp, dp % shard) across replica groups.
-  // Plain ZeRO-3 or dp == 1: none (replica_sets_reason() says why).
+  // Replica sets for the SDC hash vote: ranks that must hold identical parameters. Context-parallel peers
+  // are replicas like data-parallel ones: they hold the same parameters (gradients are reduced over dp·cp)
+  // and only see different parts of each sequence, so the sets run over the dp·cp ranks of one (tp, pp),
+  // indexed j = cp + CP·dp. ZeRO ≤ 2: all of them; with expert parallelism (plan.ep > 1) those with equal
+  // j % ep, since routed experts differ across the ep ranks. ZeRO-3 with hybrid sharding: equal j % shard.
+  // Plain ZeRO-3, ZeRO-3 with ep > 1, ep ≥ dp·cp or dp·cp == 1: none (replica_sets_reason() says why).
   int replica_set_count() const {
     return static_cast<int>(replica_offsets_.empty() ? 0 : replica_offsets_.size() - 1);
   }
@@ -52,15 +58,17 @@ class RankLayout {
 
  private:
   struct Coord {
-    int32_t tp, pp, dp;
+    int32_t tp, pp, dp, cp;
   };
-  int RankAt(int tp, int pp, int dp) const { return by_coord_[(pp * plan_.dp + dp) * plan_.tp + tp]; }
+  int RankAt(int tp, int pp, int dp, int cp = 0) const {
+    return by_coord_[((pp * plan_.dp + dp) * plan_.cp + cp) * plan_.tp + tp];
+  }
 
   Plan plan_;
   std::vector<Coord> coords_;             // by rank
   std::vector<int32_t> node_of_;          // by rank → index into nodes_
   std::vector<std::string> nodes_;        // distinct node names
-  std::vector<int32_t> by_coord_;         // (pp, dp, tp) → rank
+  std::vector<int32_t> by_coord_;         // (pp, dp, cp, tp) → rank
   std::vector<int32_t> replica_ranks_;    // replica sets, concatenated
   std::vector<int32_t> replica_offsets_;  // set i is replica_ranks_[offsets[i], offsets[i+1])
   std::string replica_reason_;

@@ -25,7 +25,7 @@ enum class Phase : uint8_t { kUnspecified, kTrain, kCheckpointSave, kCheckpointL
 enum class CollectiveState : uint8_t { kStarted, kCompleted };
 // Groups whose membership health/ derives from placement coordinates. Any other name is kOther:
 // accepted and shown, but ignored for membership (the hang watchdog cannot follow waits through it).
-enum class GroupKind : uint8_t { kTp = 0, kPp = 1, kDp = 2, kOther = 3 };
+enum class GroupKind : uint8_t { kTp = 0, kPp = 1, kDp = 2, kCp = 3, kOther = 4 };
 
 const char* ToString(ReportKind k);
 const char* ToString(Phase p);
@@ -35,7 +35,7 @@ GroupKind GroupKindFromName(std::string_view name);
 struct CollectiveInfo {
   int64_t seq = 0;
   std::string op;     // e.g. "all_reduce"; may be empty
-  std::string group;  // as sent ("tp", "pp", "dp" or another name)
+  std::string group;  // as sent ("tp", "pp", "dp", "cp" or another name)
   GroupKind group_kind = GroupKind::kOther;
   std::optional<Time> since;  // heartbeat only: when the rank entered it (the rank's clock)
 };

@@ -43,6 +43,8 @@ const char* ToString(GroupKind g) {
       return "pp";
     case GroupKind::kDp:
       return "dp";
+    case GroupKind::kCp:
+      return "cp";
     case GroupKind::kOther:
       return "other";
   }
@@ -53,6 +55,7 @@ GroupKind GroupKindFromName(std::string_view name) {
   if (name == "tp") return GroupKind::kTp;
   if (name == "pp") return GroupKind::kPp;
   if (name == "dp") return GroupKind::kDp;
+  if (name == "cp") return GroupKind::kCp;
   return GroupKind::kOther;
 }
 

@@ -1,9 +1,9 @@
-// AutoPlan: exhaustive search over (tp, cp, pp, vpp, micro_batch_size) with the smallest ZeRO stage that
+// AutoPlan: exhaustive search over (tp, cp, pp, ep, vpp, micro_batch_size) with the smallest ZeRO stage that
 // fits. The space stays small because every axis must divide something: tp divides the KV heads and fits the
-// NVLink domain, cp is a power of two dividing seq_len/2, pp divides gpus/(tp·cp) and is at most the layer
-// count, dp = gpus/(tp·cp·pp) divides the batch, micro-batches are powers of two. At 131,072 GPUs that is
-// tens of thousands of estimates (bench/planner_bench.cpp). Pruning: a larger micro-batch never needs less
-// memory, so the micro-batch loop stops at the first size nothing fits.
+// NVLink domain, cp is a power of two dividing seq_len/2, ep (MoE only) divides experts and dp·cp, pp divides
+// gpus/(tp·cp) and is at most the layer count, dp = gpus/(tp·cp·pp) divides the batch, micro-batches are
+// powers of two. At 131,072 GPUs that is tens of thousands of estimates (bench/planner_bench.cpp). Pruning: a
+// larger micro-batch never needs less memory, so the micro-batch loop stops at the first size nothing fits.
 #include <algorithm>
 #include <numeric>
 #include <optional>
@@ -29,7 +29,8 @@ std::string Join(const std::vector<int>& v) {
   return "{" + s + "}";
 }
 
-// Fastest first; ties (1e-9 relative) to lower ZeRO, fewer stages, smaller tp, cp, vpp, larger micro-batch.
+// Fastest first; ties (1e-9 relative) to lower ZeRO, fewer stages, smaller tp, cp, ep, vpp, larger
+// micro-batch.
 bool Faster(const PlanEstimate& a, const PlanEstimate& b) {
   const double tol = 1e-9 * std::max(a.step_time_s, b.step_time_s);
   if (a.step_time_s < b.step_time_s - tol) return true;
@@ -39,6 +40,7 @@ bool Faster(const PlanEstimate& a, const PlanEstimate& b) {
   if (p.pp != q.pp) return p.pp < q.pp;
   if (p.tp != q.tp) return p.tp < q.tp;
   if (p.cp != q.cp) return p.cp < q.cp;
+  if (p.ep != q.ep) return p.ep < q.ep;
   if (p.vpp != q.vpp) return p.vpp < q.vpp;
   return p.micro_batch_size > q.micro_batch_size;
 }
@@ -89,10 +91,11 @@ std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<i
   x += Format(
       "auto: searched tp in %s (dividing %d heads and %d KV heads within the %d-GPU NVLink domain), cp in "
       "%s, "
-      "pp from 1 to %d layers (uneven stages balanced), vpp up to %d, micro-batches of powers of two, and "
+      "pp from 1 to %d layers (uneven stages balanced), vpp up to %d, %smicro-batches of powers of two, and "
       "the smallest fitting ZeRO stage; %d (tp, cp, pp) layouts divide %d GPUs",
       Join(tps).c_str(), m.heads, m.kv(), hw.nvlink_domain_gpus, Join(cps).c_str(), m.layers, kMaxVpp,
-      s.layouts, spec.resources.gpus);
+      m.moe.enabled() ? Format("ep dividing %d experts and dp·cp, ", m.moe.experts).c_str() : "", s.layouts,
+      spec.resources.gpus);
   if (s.rejected_batch > 0) {
     x += Format("; %d rejected because dp does not divide the global batch of %d", s.rejected_batch,
                 spec.training.global_batch_size);
@@ -123,6 +126,15 @@ std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<i
                 100 * (s.top[1].step_time_s / best.step_time_s - 1), WhyFaster(best, s.top[1]).c_str());
   }
   return x;
+}
+
+// Expert-parallel sizes: the common divisors of the routed experts and dp·cp; {1} for a dense model.
+std::vector<int> ExpertParallelSizes(const ModelSpec& m, long long shards) {
+  std::vector<int> eps;
+  const long long limit = m.moe.enabled() ? std::gcd(static_cast<long long>(m.moe.experts), shards) : 1;
+  for (int ep = 1; ep <= limit; ++ep)
+    if (limit % ep == 0) eps.push_back(ep);
+  return eps;
 }
 
 std::vector<int> ZeroStages(Framework f, int shards) {
@@ -166,36 +178,38 @@ Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
         const std::vector<int> layers = StageLayers(m.layers, pp);
         const int fewest = *std::min_element(layers.begin(), layers.end());
         const int max_vpp = pp == 1 ? 1 : std::min(kMaxVpp, fewest);
-        for (int vpp = 1; vpp <= max_vpp; ++vpp) {
-          for (int mbs = 1; batch % (static_cast<long long>(mbs) * dp) == 0; mbs *= 2) {
-            Plan plan{.tp = tp,
-                      .pp = pp,
-                      .dp = dp,
-                      .micro_batches = batch / (mbs * dp),
-                      .micro_batch_size = mbs,
-                      .cp = cp,
-                      .vpp = vpp,
-                      .sequence_parallel = tp > 1,
-                      .pipeline_layers = {}};
-            std::optional<PlanEstimate> lower;
-            bool fitted = false;
-            for (int zero : ZeroStages(spec.training.framework, dp * cp)) {
-              plan.zero_stage = zero;
-              PlanEstimate e = Estimate(spec, plan, hw);
-              s.OfferClosest(e);
-              if (e.fits) {
-                s.Offer(e, lower);
-                fitted = true;
-                break;
+        for (int ep : ExpertParallelSizes(m, static_cast<long long>(dp) * cp))
+          for (int vpp = 1; vpp <= max_vpp; ++vpp) {
+            for (int mbs = 1; batch % (static_cast<long long>(mbs) * dp) == 0; mbs *= 2) {
+              Plan plan{.tp = tp,
+                        .pp = pp,
+                        .dp = dp,
+                        .micro_batches = batch / (mbs * dp),
+                        .micro_batch_size = mbs,
+                        .cp = cp,
+                        .vpp = vpp,
+                        .sequence_parallel = tp > 1,
+                        .pipeline_layers = {},
+                        .ep = ep};
+              std::optional<PlanEstimate> lower;
+              bool fitted = false;
+              for (int zero : ZeroStages(spec.training.framework, dp * cp)) {
+                plan.zero_stage = zero;
+                PlanEstimate e = Estimate(spec, plan, hw);
+                s.OfferClosest(e);
+                if (e.fits) {
+                  s.Offer(e, lower);
+                  fitted = true;
+                  break;
+                }
+                lower = e;
               }
-              lower = e;
-            }
-            if (!fitted) {
-              if (mbs == 1) ++s.rejected_memory;
-              break;  // larger micro-batches need at least as much memory
+              if (!fitted) {
+                if (mbs == 1) ++s.rejected_memory;
+                break;  // larger micro-batches need at least as much memory
+              }
             }
           }
-        }
       }
     }
   }

@@ -49,12 +49,33 @@ struct DpVolumes {
   double per_micro_batch = 0;  // bytes per micro-batch (ZeRO-2/3, FSDP)
 };
 
-// Parameters of the rank of the heaviest stage (the one whose DP traffic is largest).
-double MaxStageParams(const JobSpec& spec, const Plan& plan, const std::vector<int>& layers) {
-  double most = 0;
-  for (int i = 0; i < plan.pp; ++i)
-    most = std::max(most, StageParamsPerRank(spec.model, plan.tp, plan.pp, i, layers[i]));
+// Parameters of the rank of the heaviest stage (the one whose DP traffic is largest): dense, and routed
+// experts (reduced over the dp·cp/ep expert-data-parallel ranks).
+struct RankParams {
+  double dense = 0, expert = 0;
+};
+RankParams MaxStageParams(const JobSpec& spec, const Plan& plan, const std::vector<int>& layers) {
+  RankParams most;
+  for (int i = 0; i < plan.pp; ++i) {
+    const RankParams p{StageParamsPerRank(spec.model, plan.tp, plan.pp, i, layers[i]),
+                       StageExpertParamsPerRank(spec.model, plan, layers[i])};
+    if (p.dense + p.expert > most.dense + most.expert) most = p;
+  }
   return most;
+}
+
+// MoE layers among the `stage_layers` of a stage: the model's share of MoE layers.
+double StageMoeLayers(const ModelSpec& m, int stage_layers) {
+  return stage_layers * static_cast<double>(m.moe.count(m.layers)) / m.layers;
+}
+
+// Bytes one rank sends in one MoE all-to-all (dispatch or combine): its tokens × top_k × hidden.
+double AllToAllBytes(const JobSpec& spec, const Plan& plan) {
+  if (plan.ep <= 1) return 0;
+  const double tokens = static_cast<double>(spec.model.seq_len) / plan.cp * plan.micro_batch_size /
+                        (SequenceParallel(plan) ? plan.tp : 1);
+  return tokens * spec.model.moe.top_k * spec.model.hidden * ActivationElementBytes(spec.training.precision) *
+         (plan.ep - 1) / plan.ep;
 }
 
 int ZeroStageOf(const TrainingSpec& t, const Plan& plan) {
@@ -107,26 +128,25 @@ CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan) {
   const double kv_chunk = 2.0 * m.seq_len / plan.cp * plan.micro_batch_size * m.kv() * head_dim *
                           ActivationElementBytes(t.precision);
   c.cp = stage_layers * mb * 3.0 * (plan.cp - 1) * kv_chunk;
+  c.ep = StageMoeLayers(m, stage_layers) * mb * tp_collectives * AllToAllBytes(spec, plan);
   c.pp = plan.pp > 1 ? 2.0 * mb * plan.vpp * a / (SequenceParallel(plan) ? plan.tp : 1) : 0;
 
-  const double params = MaxStageParams(spec, plan, layers);
-  const double g = params * GradientElementBytes(t);
-  const double w = params * 2;
+  const RankParams params = MaxStageParams(spec, plan, layers);
   const int n = plan.dp * plan.cp;
-  switch (ZeroStageOf(t, plan)) {
-    case 0:
-      c.dp = RingAllReduceBytes(g, n);
-      break;
-    case 1:
-      c.dp = AllGatherBytes(g, n) + AllGatherBytes(w, n);
-      break;
-    case 2:
-      c.dp = mb * AllGatherBytes(g, n) + AllGatherBytes(w, n);
-      break;
-    default:
-      c.dp = mb * (2 * AllGatherBytes(w, n) + AllGatherBytes(g, n));
-      break;
-  }
+  auto dp_bytes = [&](double p, int n) {
+    const double g = p * GradientElementBytes(t), w = p * 2;
+    switch (ZeroStageOf(t, plan)) {
+      case 0:
+        return RingAllReduceBytes(g, n);
+      case 1:
+        return AllGatherBytes(g, n) + AllGatherBytes(w, n);
+      case 2:
+        return mb * AllGatherBytes(g, n) + AllGatherBytes(w, n);
+      default:
+        return mb * (2 * AllGatherBytes(w, n) + AllGatherBytes(g, n));
+    }
+  };
+  c.dp = dp_bytes(params.dense, n) + dp_bytes(params.expert, n / plan.ep);
   return c;
 }
 
@@ -137,7 +157,7 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const double peak = t.precision == Precision::kFp8 ? hw.peak_fp8_flops : hw.peak_flops;
   const double rate = peak * MatmulEfficiency(m, plan.tp, hw);
   const double tokens = static_cast<double>(m.seq_len) * plan.micro_batch_size;  // per micro-batch
-  const double layer_flops = 6 * PlannedLayerParams(m) * tokens;
+  const double layer_flops = 6 * PlannedLayerSplit(m).activated * tokens;
   // The GPU runs causal attention: flash kernels skip the masked half of QKᵀ and AV (6·s·h per token
   // and layer, not the 12·s·h of the model-FLOP convention).
   const double attention_flops = 6.0 * m.seq_len * m.hidden * tokens;
@@ -172,50 +192,56 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   st.cp = plan.cp > 1 ? c.cp / bw(cp_span) + stage_layers * mb * 3.0 * (plan.cp - 1) * lat(cp_span) : 0;
   const double cp_exposed = std::max(0.0, st.cp - mb * stage_attention_s);
 
+  // MoE all-to-alls over the EP group (rank order tp, cp, ep, dp, pp: it spans tp·cp·ep ranks), one
+  // latency each (NCCL sends to all peers at once), all on the critical path.
+  const long long ep_span = cp_span * plan.ep;
+  const double all_to_alls = StageMoeLayers(m, stage_layers) * mb * tp_collectives;
+  st.ep = plan.ep > 1 ? c.ep / bw(ep_span) + all_to_alls * lat(ep_span) : 0;
+
   const long long world = plan.world_size();
   st.pp = plan.pp > 1 ? c.pp / bw(world) + 2.0 * mb * plan.vpp * lat(world) : 0;
 
   const long long dp_span = static_cast<long long>(plan.tp) * plan.cp * plan.dp;
-  const int n = plan.dp * plan.cp;
-  const double params = MaxStageParams(spec, plan, layers);
-  const double g = params * GradientElementBytes(t);
-  const double w = params * 2;
+  const int n = plan.dp * plan.cp, n_expert = n / plan.ep;
+  const RankParams params = MaxStageParams(spec, plan, layers);
+  const double ge = GradientElementBytes(t);
   const double b = bw(dp_span), l = lat(dp_span);
+  // Dense parameters over dp·cp ranks plus routed experts over dp·cp/ep.
+  const double all_reduce =
+      AllReduceSeconds(params.dense * ge, n, b, l) + AllReduceSeconds(params.expert * ge, n_expert, b, l);
+  const double reduce =
+      AllGatherSeconds(params.dense * ge, n, b, l) + AllGatherSeconds(params.expert * ge, n_expert, b, l);
+  const double gather =
+      AllGatherSeconds(params.dense * 2, n, b, l) + AllGatherSeconds(params.expert * 2, n_expert, b, l);
   double dp_exposed = 0;
   const double backward = 2.0 / 3 * stage_s, forward = stage_s / 3;
   // The last gradient bucket's reduction starts after the backward ends: never hidden.
-  const double bucket_params = std::min(params, kBucketParams);
+  const double bucket_params = std::min(params.dense + params.expert, kBucketParams);
   switch (ZeroStageOf(t, plan)) {
     case 0:
-      st.dp = AllReduceSeconds(g, n, b, l);
-      dp_exposed =
-          std::max(st.dp - backward, AllReduceSeconds(bucket_params * GradientElementBytes(t), n, b, l));
+      st.dp = all_reduce;
+      dp_exposed = std::max(st.dp - backward, AllReduceSeconds(bucket_params * ge, n, b, l));
       break;
-    case 1: {
-      const double reduce = AllGatherSeconds(g, n, b, l), gather = AllGatherSeconds(w, n, b, l);
+    case 1:
       st.dp = reduce + gather;
-      dp_exposed =
-          std::max(reduce - backward, AllGatherSeconds(bucket_params * GradientElementBytes(t), n, b, l)) +
-          std::max(0.0, gather - forward);
+      dp_exposed = std::max(reduce - backward, AllGatherSeconds(bucket_params * ge, n, b, l)) +
+                   std::max(0.0, gather - forward);
       break;
-    }
-    case 2: {
-      const double reduce = AllGatherSeconds(g, n, b, l), gather = AllGatherSeconds(w, n, b, l);
+    case 2:
       st.dp = mb * reduce + gather;
       dp_exposed =
           mb * (std::max(0.0, reduce - backward) + (1 - kPerMicroBatchOverlap) * std::min(reduce, backward)) +
           std::max(0.0, gather - forward);
       break;
-    }
     default: {
-      const double per_mb = 2 * AllGatherSeconds(w, n, b, l) + AllGatherSeconds(g, n, b, l);
+      const double per_mb = 2 * gather + reduce;
       st.dp = mb * per_mb;
       dp_exposed =
           mb * (std::max(0.0, per_mb - stage_s) + (1 - kPerMicroBatchOverlap) * std::min(per_mb, stage_s));
       break;
     }
   }
-  st.exposed = st.tp + cp_exposed + st.pp + dp_exposed;
+  st.exposed = st.tp + cp_exposed + st.ep + st.pp + dp_exposed;
   st.step = st.compute + st.bubble + st.exposed;
   return st;
 }

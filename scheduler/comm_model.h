@@ -30,8 +30,12 @@ double AllGatherSeconds(double bytes, int n, double bw, double latency);
 //       reduce-scatter plus an all-gather each, the same bytes);
 //   cp: ring attention: L · M · 3 · (cp − 1) · K and V chunks (2 · s/cp · b · kv_heads·head_dim · 2 bytes),
 //       once forward, twice backward (K, V and their gradients);
+//   ep: MoE token dispatch and combine: L_moe · M · 4 (6 with full recompute) all-to-alls of the rank's
+//       tokens (s/cp · b, ÷ tp with sequence parallelism) × top_k × h × 2 bytes, (ep − 1)/ep of it leaving
+//       the rank; L_moe = the stage's layers × the share of MoE layers;
 //   pp: 2 · M · vpp activation tensors (A/tp with sequence parallelism), forward and backward;
-//   dp (shards N = dp·cp, parameters P of the rank, gradients reduced in fp32 by megatron and fsdp, in the
+//   dp (shards N = dp·cp, or dp·cp/ep for routed experts, parameters P of the rank, gradients reduced in fp32
+//   by megatron and fsdp, in the
 //       weight precision by deepspeed): all-reduce of gradients (ZeRO 0), reduce-scatter of gradients plus
 //       all-gather of 16-bit weights (megatron distributed optimizer, ZeRO-1), M reduce-scatters plus one
 //       gather (ZeRO-2), M · (two weight all-gathers + a gradient reduce-scatter) (ZeRO-3, FSDP).
@@ -39,12 +43,12 @@ CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan);
 
 // Seconds of one training step, see EvaluatePlan in scheduler/planner.h for the model.
 struct StepTime {
-  double compute = 0;                     // micro_batches · slowest stage time
-  double bubble = 0;                      // (pp − 1)/vpp · slowest stage time
-  double tp = 0, cp = 0, pp = 0, dp = 0;  // total time of each axis' collectives
-  double exposed = 0;                     // communication on the critical path
-  double step = 0;                        // compute + bubble + exposed
-  double comm() const { return tp + cp + pp + dp; }
+  double compute = 0;                             // micro_batches · slowest stage time
+  double bubble = 0;                              // (pp − 1)/vpp · slowest stage time
+  double tp = 0, cp = 0, ep = 0, pp = 0, dp = 0;  // total time of each axis' collectives
+  double exposed = 0;                             // communication on the critical path
+  double step = 0;                                // compute + bubble + exposed
+  double comm() const { return tp + cp + ep + pp + dp; }
 };
 StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware& hw);
 

@@ -17,8 +17,13 @@ double VocabParams(const ModelSpec& m) {
   return static_cast<double>(m.vocab) * m.hidden;
 }
 
-double PerLayerParams(const ModelSpec& m) {
-  return PlannedLayerParams(m);
+double DenseLayerParams(const ModelSpec& m) {
+  return PlannedLayerSplit(m).dense;
+}
+
+// MLP activation units (of s'·b·h) of one MLP of width f/h = `f`, not counting input and dropout mask.
+double MlpInnerUnits(Mlp mlp, double f) {
+  return mlp == Mlp::kSwiglu ? 6 * f : 4 * f;
 }
 
 }  // namespace
@@ -48,10 +53,14 @@ StateBytesPerParam ModelStateBytesPerParam(Framework framework, Precision precis
 }
 
 double StageParamsPerRank(const ModelSpec& m, int tp, int pp, int stage, int stage_layers) {
-  double params = PerLayerParams(m) * stage_layers;
+  double params = DenseLayerParams(m) * stage_layers;
   if (stage == 0) params += VocabParams(m);
   if (stage == pp - 1 && (pp > 1 || !m.tied_embeddings)) params += VocabParams(m);
   return params / tp;
+}
+
+double StageExpertParamsPerRank(const ModelSpec& m, const Plan& plan, int stage_layers) {
+  return stage_layers * PlannedLayerSplit(m).expert / (static_cast<double>(plan.tp) * plan.ep);
 }
 
 double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const Plan& plan) {
@@ -63,7 +72,14 @@ double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const 
   if (t.activation_recompute == Recompute::kFull) return scale * sbh * 2 / (sp ? tp : 1);
   const double g = static_cast<double>(m.kv()) / m.heads;
   const double f = static_cast<double>(m.ffn()) / h;
-  const double mlp = m.mlp == Mlp::kSwiglu ? 3 + 6 * f : 3 + 4 * f;
+  double mlp = 3 + MlpInnerUnits(m.mlp, f);
+  if (m.moe.enabled()) {
+    const MoeSpec& e = m.moe;
+    const double fe = e.expert_ffn_hidden > 0 ? e.expert_ffn_hidden / h : f;
+    const double moe_mlp = 3 + 2.0 * e.top_k + (e.top_k + e.shared_experts) * MlpInnerUnits(m.mlp, fe);
+    const double share = static_cast<double>(e.count(m.layers)) / m.layers;
+    mlp = (1 - share) * mlp + share * moe_mlp;
+  }
   double units = (7 + 4 * g) + mlp + 4;
   if (t.attention == Attention::kEager && t.activation_recompute == Recompute::kNone) {
     units += 5.0 * m.heads * m.seq_len / h;
@@ -88,9 +104,10 @@ double InFlightMicroBatches(int pp, int stage, int micro_batches, int vpp) {
   return base * (1 + static_cast<double>(pp - 1) / (static_cast<double>(pp) * vpp));
 }
 
-double FsdpWorkingBytes(const ModelSpec& m, const TrainingSpec& t, int tp) {
+double FsdpWorkingBytes(const ModelSpec& m, const TrainingSpec& t, int tp, int ep) {
   if (t.framework != Framework::kFsdp) return 0;
-  return PerLayerParams(m) * (2 * 2 + 4) / tp;
+  const LayerParamSplit s = PlannedLayerSplit(m);
+  return (s.dense + s.expert / ep) * (2 * 2 + 4) / tp;
 }
 
 MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers,
@@ -98,19 +115,23 @@ MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::ve
   const TrainingSpec& t = spec.training;
   const ModelSpec& m = spec.model;
   const double params = StageParamsPerRank(m, plan.tp, plan.pp, stage, stage_layers[stage]);
+  const double experts = StageExpertParamsPerRank(m, plan, stage_layers[stage]);
+  const int shards = plan.dp * plan.cp;
   const StateBytesPerParam b =
-      ModelStateBytesPerParam(t.framework, t.precision, t.optimizer, plan.zero_stage, plan.dp * plan.cp);
+      ModelStateBytesPerParam(t.framework, t.precision, t.optimizer, plan.zero_stage, shards);
+  const StateBytesPerParam be =
+      ModelStateBytesPerParam(t.framework, t.precision, t.optimizer, plan.zero_stage, shards / plan.ep);
   MemoryBreakdown mem;
   mem.stage = stage;
-  mem.weights = params * b.weights;
-  mem.gradients = params * b.gradients;
-  mem.optimizer = params * b.optimizer;
-  mem.master_weights = params * b.master_weights;
+  mem.weights = params * b.weights + experts * be.weights;
+  mem.gradients = params * b.gradients + experts * be.gradients;
+  mem.optimizer = params * b.optimizer + experts * be.optimizer;
+  mem.master_weights = params * b.master_weights + experts * be.master_weights;
   const double in_flight = InFlightMicroBatches(plan.pp, stage, plan.micro_batches, plan.vpp);
   mem.activations = ActivationBytesPerLayer(m, t, plan) * stage_layers[stage] * in_flight;
   if (stage == 0) mem.activations += EmbeddingActivationBytes(m, plan) * in_flight;
   if (stage == plan.pp - 1) mem.activations += OutputActivationBytes(m, plan);
-  mem.working = FsdpWorkingBytes(m, t, plan.tp);
+  mem.working = FsdpWorkingBytes(m, t, plan.tp, plan.ep);
   mem.total =
       mem.weights + mem.gradients + mem.optimizer + mem.master_weights + mem.activations + mem.working;
   return mem;

@@ -32,12 +32,17 @@ struct StateBytesPerParam {
 StateBytesPerParam ModelStateBytesPerParam(Framework framework, Precision precision, Optimizer optimizer,
                                            int zero_stage, int shards);
 
-// Parameters held by one rank of pipeline stage `stage` (0-based) holding `stage_layers` transformer layers:
-// those layers, plus the input embedding (vocab·hidden) on stage 0 and the output layer (vocab·hidden) on
-// stage pp−1 (with tied embeddings and pp > 1 the last stage still holds a copy, as Megatron does; with
-// pp = 1 tied embeddings are held once); all divided by tp. Per-layer parameters: LayerParams
-// (model_arch.h), or (parameters − embeddings)/layers when model.parameters is given.
+// Parameters held by one rank of pipeline stage `stage` (0-based) holding `stage_layers` transformer layers,
+// except routed experts (StageExpertParamsPerRank): those layers, plus the input embedding (vocab·hidden) on
+// stage 0 and the output layer (vocab·hidden) on stage pp−1 (with tied embeddings and pp > 1 the last stage
+// still holds a copy, as Megatron does; with pp = 1 tied embeddings are held once); all divided by tp.
+// Per-layer parameters: PlannedLayerSplit().dense (model_arch.h; (parameters − embeddings)/layers for a dense
+// model with model.parameters given).
 double StageParamsPerRank(const ModelSpec& m, int tp, int pp, int stage, int stage_layers);
+// Routed-expert parameters held by one rank of a stage with `stage_layers` layers:
+// stage_layers · PlannedLayerSplit().expert / (tp · ep) (expert tensor parallel = tp, Megatron's default).
+// Their model state is sharded over the expert-data-parallel ranks, dp·cp/ep. 0 for a dense model.
+double StageExpertParamsPerRank(const ModelSpec& m, const Plan& plan, int stage_layers);
 
 // Activation bytes one transformer layer keeps for one micro-batch on one rank. With s' = seq_len/cp,
 // b micro_batch_size, h hidden, a heads, g = kv_heads/heads, F ffn width, t tp, in units of s'·b·h at 16 bit
@@ -47,6 +52,9 @@ double StageParamsPerRank(const ModelSpec& m, int tp, int pp, int stage, int sta
 //   MLP        3 + 4F/h    gelu (input 2, fc1 output 2F/h, GeLU output 2F/h, dropout mask 1)
 //              3 + 6F/h    swiglu (input 2, gate and up outputs 4F/h, product 2F/h, dropout mask 1)
 //   norms      4
+// A MoE layer's MLP (Megatron's token dispatch, balanced routing assumed): input 2, the top_k dispatched
+// copies of each token 2k, each used expert's MLP internals (gelu 4Fe/h, swiglu 6Fe/h) for the top_k routed
+// and the shared experts, dropout mask 1; averaged over the layers by the share of MoE layers.
 // With sequence parallelism everything is divided by t; without, 10 units (norm inputs, attention and MLP
 // inputs, dropout masks) stay whole and the rest is divided by t (Korthikanti eq. 2). With F = 4h,
 // g = 1 and gelu this is 34 + 5as/h (eq. 1). selective recompute drops the 5as/h term; full recompute
@@ -64,9 +72,9 @@ double OutputActivationBytes(const ModelSpec& m, const Plan& plan);
 double InFlightMicroBatches(int pp, int stage, int micro_batches, int vpp = 1);
 
 // FSDP2's unsharded working set: bf16 parameters of two layers (the one computing and the one prefetched)
-// and fp32 gradients of one layer before its reduce-scatter, per rank (divided by tp). 0 for other
-// frameworks.
-double FsdpWorkingBytes(const ModelSpec& m, const TrainingSpec& t, int tp);
+// and fp32 gradients of one layer before its reduce-scatter, per rank (divided by tp; routed experts also by
+// ep). 0 for other frameworks.
+double FsdpWorkingBytes(const ModelSpec& m, const TrainingSpec& t, int tp, int ep = 1);
 
 // Memory of one rank of `stage` given the stages' layer counts.
 MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers,

@@ -2,34 +2,74 @@
 
 namespace shepherd {
 
-double LayerParams(const ModelSpec& m) {
+namespace {
+
+bool Bias(const ModelSpec& m) {
+  return m.norm == Norm::kLayerNorm;
+}
+
+// One MLP of width f: 2·h·f (gelu) or 3·h·f (swiglu, gate and up and down), plus biases.
+double MlpParams(const ModelSpec& m, double f) {
   const double h = m.hidden;
-  const double d = h / m.heads;
-  const double kv = m.kv() * d;  // width of K and of V
-  const double f = m.ffn();
-  const bool bias = m.norm == Norm::kLayerNorm;
+  double p = m.mlp == Mlp::kSwiglu ? 3 * h * f : 2 * h * f;
+  if (Bias(m)) p += (m.mlp == Mlp::kSwiglu ? 2 * f : f) + h;
+  return p;
+}
+
+// Attention and the two norms of one layer.
+double AttentionAndNormParams(const ModelSpec& m) {
+  const double h = m.hidden;
+  const double kv = m.kv() * (h / m.heads);  // width of K and of V
   double attention = h * (h + 2 * kv) + h * h;
-  if (bias) attention += (h + 2 * kv) + h;
-  double mlp = m.mlp == Mlp::kSwiglu ? 3 * h * f : 2 * h * f;
-  if (bias) mlp += (m.mlp == Mlp::kSwiglu ? 2 * f : f) + h;
-  const double norms = 2 * (bias ? 2 * h : h);
-  return attention + mlp + norms;
+  if (Bias(m)) attention += (h + 2 * kv) + h;
+  return attention + 2 * (Bias(m) ? 2 * h : h);
+}
+
+}  // namespace
+
+double LayerParams(const ModelSpec& m) {
+  return AttentionAndNormParams(m) + MlpParams(m, m.ffn());
+}
+
+LayerParamSplit CountLayerSplit(const ModelSpec& m) {
+  const double dense_layer = LayerParams(m);
+  if (!m.moe.enabled()) return {dense_layer, 0, dense_layer};
+  const MoeSpec& e = m.moe;
+  const double moe_layers = e.count(m.layers), dense_layers = m.layers - moe_layers;
+  const double expert_mlp = MlpParams(m, e.expert_ffn_hidden > 0 ? e.expert_ffn_hidden : m.ffn());
+  const double router = static_cast<double>(m.hidden) * e.experts;
+  const double moe_dense = AttentionAndNormParams(m) + router + e.shared_experts * expert_mlp;
+  LayerParamSplit s;
+  s.dense = (dense_layers * dense_layer + moe_layers * moe_dense) / m.layers;
+  s.expert = moe_layers * e.experts * expert_mlp / m.layers;
+  s.activated = s.dense + s.expert * e.top_k / e.experts;
+  return s;
 }
 
 double EmbeddingParams(const ModelSpec& m) {
   const double vh = static_cast<double>(m.vocab) * m.hidden;
-  const double final_norm = m.norm == Norm::kLayerNorm ? 2.0 * m.hidden : m.hidden;
+  const double final_norm = Bias(m) ? 2.0 * m.hidden : m.hidden;
   return vh + (m.tied_embeddings ? 0 : vh) + final_norm;
 }
 
 double CountParams(const ModelSpec& m) {
-  return m.layers * LayerParams(m) + EmbeddingParams(m);
+  return m.layers * CountLayerSplit(m).total() + EmbeddingParams(m);
+}
+
+double CountActivatedParams(const ModelSpec& m) {
+  return m.layers * CountLayerSplit(m).activated + EmbeddingParams(m);
+}
+
+LayerParamSplit PlannedLayerSplit(const ModelSpec& m) {
+  LayerParamSplit s = CountLayerSplit(m);
+  if (!m.parameters_given()) return s;
+  const double embeddings = static_cast<double>(m.vocab) * m.hidden * (m.tied_embeddings ? 1 : 2);
+  const double scale = (m.parameters - embeddings) / m.layers / s.total();
+  return {s.dense * scale, s.expert * scale, s.activated * scale};
 }
 
 double PlannedLayerParams(const ModelSpec& m) {
-  if (!m.parameters_given()) return LayerParams(m);
-  const double embeddings = static_cast<double>(m.vocab) * m.hidden * (m.tied_embeddings ? 1 : 2);
-  return (m.parameters - embeddings) / m.layers;
+  return PlannedLayerSplit(m).total();
 }
 
 double ModelParams(const ModelSpec& m) {
@@ -37,7 +77,8 @@ double ModelParams(const ModelSpec& m) {
 }
 
 double ModelFlopsPerToken(const ModelSpec& m) {
-  const double matmul_params = m.layers * PlannedLayerParams(m) + static_cast<double>(m.vocab) * m.hidden;
+  const double matmul_params =
+      m.layers * PlannedLayerSplit(m).activated + static_cast<double>(m.vocab) * m.hidden;
   return 6 * matmul_params + 12.0 * m.layers * m.seq_len * m.hidden;
 }
 

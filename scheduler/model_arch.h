@@ -1,6 +1,8 @@
 // Parameter and FLOP counts of a decoder-only transformer from its architecture (ModelSpec).
 // Conventions (docs/planner.md): biases and LayerNorm's β only for norm = layernorm (GPT style), none for
 // rmsnorm (Llama style); no learned position embeddings (RoPE/ALiBi); two norms per layer plus a final one.
+// Mixture of experts (model.moe): a MoE layer has the dense layer's attention and norms, a router
+// (hidden·experts, no bias) and experts + shared_experts MLPs of expert_ffn_hidden width instead of the MLP.
 // REQUIRES: positive layers, hidden, heads; heads divides hidden; kv() divides heads.
 #pragma once
 
@@ -8,23 +10,39 @@
 
 namespace shepherd {
 
-// Parameters of one transformer layer: attention h·(h + 2·kv·d) + h·h (d = h/heads), MLP 2·h·F (gelu) or
-// 3·h·F (swiglu), norms, biases.
+// Parameters of one layer, averaged over the layers (dense and MoE layers differ), split by how
+// parallelism holds them.
+struct LayerParamSplit {
+  double dense = 0;      // attention, norms, dense MLPs, routers, shared experts: replicated across ep
+  double expert = 0;     // routed experts: split over ep
+  double activated = 0;  // what one token uses: dense + expert · top_k / experts
+  double total() const { return dense + expert; }
+};
+
+// Parameters of one dense transformer layer: attention h·(h + 2·kv·d) + h·h (d = h/heads), MLP 2·h·F
+// (gelu) or 3·h·F (swiglu), norms, biases.
 double LayerParams(const ModelSpec& m);
+// The architecture's per-layer split (counted).
+LayerParamSplit CountLayerSplit(const ModelSpec& m);
 // Input embedding vocab·h, plus the output layer vocab·h unless tied, plus the final norm.
 double EmbeddingParams(const ModelSpec& m);
-// layers · LayerParams + EmbeddingParams.
+// layers · CountLayerSplit().total() + EmbeddingParams.
 double CountParams(const ModelSpec& m);
-// Parameters of one layer as the planner uses them: (model.parameters − embeddings)/layers when
-// model.parameters is given (embeddings: vocab·h, twice unless tied), else LayerParams.
+// Parameters one token uses: layers · CountLayerSplit().activated + EmbeddingParams (equal to CountParams
+// for a dense model).
+double CountActivatedParams(const ModelSpec& m);
+// The per-layer split the planner uses: CountLayerSplit scaled so that layers · total() =
+// model.parameters − embeddings (vocab·h, twice unless tied) when model.parameters is given.
+LayerParamSplit PlannedLayerSplit(const ModelSpec& m);
+// PlannedLayerSplit(m).total().
 double PlannedLayerParams(const ModelSpec& m);
 // The parameter count the planner uses: the given model.parameters, else CountParams.
 double ModelParams(const ModelSpec& m);
 
 // Model FLOPs per trained token (forward and backward, no recompute), Megatron-LM's convention
-// (Narayanan et al. 2021, eq. 3, per token): 6·(layers·P + vocab·h) + 12·layers·seq·h with P =
-// PlannedLayerParams, i.e. every
-// matmul weight, the output layer, and the attention scores QKᵀ and AV counted without a causal mask.
+// (Narayanan et al. 2021, eq. 3, per token): 6·(layers·A + vocab·h) + 12·layers·seq·h with A =
+// PlannedLayerSplit().activated, i.e. every matmul weight a token meets (for MoE only its top_k routed
+// experts), the output layer, and the attention scores QKᵀ and AV counted without a causal mask.
 double ModelFlopsPerToken(const ModelSpec& m);
 
 }  // namespace shepherd

@@ -65,8 +65,8 @@ std::pair<double, double> Score(int w, const Plan& plan, const std::vector<int>&
 
 }  // namespace
 
-Result<Placement> Place(const Cluster& c, const Plan& plan, const PlaceOptions& o) {
-  if (plan.tp < 1 || plan.pp < 1 || plan.dp < 1) return InvalidArgument("tp, pp and dp must be >= 1");
+// Places the units of `plan` (tp consecutive ranks per (pp, dp)); RankSlot::tp is the index in the unit.
+static Result<Placement> PlaceUnits(const Cluster& c, const Plan& plan, const PlaceOptions& o) {
   const int tp = plan.tp;
   const int64_t groups = int64_t{plan.pp} * plan.dp;
   const int levels = static_cast<int>(c.levels().size());
@@ -218,6 +218,45 @@ Result<Placement> Place(const Cluster& c, const Plan& plan, const PlaceOptions& 
     }
   }
   return out;
+}
+
+Plan ModelParallelUnit(const Plan& plan) {
+  Plan unit = plan;
+  unit.tp = plan.tp * plan.cp;
+  unit.cp = 1;
+  return unit;
+}
+
+Plan ContextAsDataParallel(const Plan& plan) {
+  Plan folded = plan;
+  folded.dp = plan.dp * plan.cp;
+  folded.cp = 1;
+  return folded;
+}
+
+Result<Placement> Place(const Cluster& c, const Plan& plan, const PlaceOptions& o) {
+  if (plan.tp < 1 || plan.cp < 1 || plan.pp < 1 || plan.dp < 1)
+    return InvalidArgument("tp, cp, pp and dp must be >= 1");
+  if (plan.cp == 1) return PlaceUnits(c, plan, o);
+  Result<Placement> placed = PlaceUnits(c, ModelParallelUnit(plan), o);
+  if (placed.ok()) {
+    for (RankSlot& r : placed->ranks) {  // unit index u = tp + TP·cp
+      r.cp = r.tp / plan.tp;
+      r.tp %= plan.tp;
+    }
+    return placed;
+  }
+  // TP·CP exceeds the NVLink domains, or no domain has that much free now: TP groups stay whole, CP peers
+  // are consecutive "replicas" and land in the same leaf where they can (the blocked order keeps
+  // consecutive replicas together).
+  placed = PlaceUnits(c, ContextAsDataParallel(plan), o);
+  if (placed.ok()) {
+    for (RankSlot& r : placed->ranks) {  // folded index dp' = cp + CP·dp
+      r.cp = r.dp % plan.cp;
+      r.dp /= plan.cp;
+    }
+  }
+  return placed;
 }
 
 }  // namespace shepherd

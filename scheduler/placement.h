@@ -1,9 +1,13 @@
 // Topology-aware placement of a job's ranks, its quality metric, and node replacement. Pure functions of
 // a Cluster snapshot: they never modify it (the caller commits a result with Cluster::Allocate).
 //
-// Rank order (Megatron default, core/job.h): rank = tp + TP·(dp + DP·pp). A TP group is the TP
+// Rank order (Megatron default, core/job.h): rank = tp + TP·(cp + CP·(dp + DP·pp)). A TP group is the TP
 // consecutive ranks of one (pp, dp); it is the unit of placement and always lands inside one NVLink
-// domain (one 8-GPU node, or e.g. two 4-GPU nodes of an NVL72 rack).
+// domain (one 8-GPU node, or e.g. two 4-GPU nodes of an NVL72 rack). Context parallelism (CP > 1): the
+// TP·CP consecutive ranks of one (pp, dp) are placed as one unit inside one NVLink domain when the job can
+// be placed that way now (ring attention exchanges K/V chunks every layer); otherwise CP is laid out like an
+// inner data- parallel axis (DP' = CP·DP, rank = tp + TP·dp'), whose consecutive replicas the blocked order
+// below keeps in one leaf where it can.
 //
 // Place, step by step:
 //  1. Capacity. A domain offers floor(free GPUs of its usable, non-excluded nodes / TP) group slots. If the
@@ -46,10 +50,15 @@ struct PlaceOptions {
   double pp_edge_bytes = 1.0;
 };
 
-// kInvalidArgument: tp, pp or dp < 1. kInvalidContent: the job is larger than the usable inventory (or
+// kInvalidArgument: tp, cp, pp or dp < 1. kInvalidContent: the job is larger than the usable inventory (or
 // TP exceeds every NVLink domain). kResourceExhausted: not enough free GPUs now.
 // On success, ranks[r].rank == r and every rank has its own free GPU on a usable node.
 Result<Placement> Place(const Cluster& cluster, const Plan& plan, const PlaceOptions& options = {});
+
+// The CP layouts above as cp = 1 plans with the same rank order: TP·CP ranks as one tp-wide unit
+// (unit index tp + TP·cp), or CP folded into DP (index cp + CP·dp).
+Plan ModelParallelUnit(const Plan& plan);
+Plan ContextAsDataParallel(const Plan& plan);
 
 // Communication locality of a placement. Edges are DP ring edges (per (tp, pp): dp -> dp+1, plus the wrap
 // DP-1 -> 0 when DP > 2; DP = 2 is one edge) and PP edges (per (tp, dp): pp -> pp+1). An edge whose ends lie
@@ -57,7 +66,7 @@ Result<Placement> Place(const Cluster& cluster, const Plan& plan, const PlaceOpt
 // is cross-spine and also cross-leaf. With one level, both name that level. Bytes weight each edge by
 // dp_edge_bytes or pp_edge_bytes. A rank on an unknown node, or missing, is in a group of its own.
 struct PlacementQuality {
-  int tp_groups_split = 0;  // TP groups not inside one NVLink domain
+  int tp_groups_split = 0;  // TP groups not inside one NVLink domain (CP peers count as DP ring edges)
   int64_t cross_leaf_edges = 0;
   int64_t cross_spine_edges = 0;
   double cross_leaf_bytes_per_step = 0;

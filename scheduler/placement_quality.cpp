@@ -9,7 +9,10 @@ namespace shepherd {
 PlacementQuality EvaluatePlacement(const Cluster& c, const Plan& plan, const Placement& placement,
                                    double dp_edge_bytes, double pp_edge_bytes) {
   PlacementQuality q;
-  if (plan.tp < 1 || plan.pp < 1 || plan.dp < 1) return q;
+  if (plan.tp < 1 || plan.cp < 1 || plan.pp < 1 || plan.dp < 1) return q;
+  if (plan.cp > 1) {
+    return EvaluatePlacement(c, ContextAsDataParallel(plan), placement, dp_edge_bytes, pp_edge_bytes);
+  }
   const int64_t world = int64_t{plan.tp} * plan.pp * plan.dp;
   const int finest = static_cast<int>(c.levels().size()) - 1;
   // Per rank: domain, finest and coarsest group. Unknown or missing ranks get unique negative ids.

@@ -10,8 +10,9 @@
 namespace shepherd {
 namespace {
 
+// The TP group of a rank: (pp, cp, dp), each < 2^21.
 int64_t GroupKey(const RankSlot& r) {
-  return (int64_t{r.pp} << 32) | static_cast<uint32_t>(r.dp);
+  return (((int64_t{r.pp} << 21) | r.cp) << 21) | r.dp;
 }
 
 }  // namespace

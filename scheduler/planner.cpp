@@ -40,6 +40,13 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const Hardware& hw) {
     require(embeddings < m.parameters, "model.vocab",
             "the embedding and output layer (vocab·hidden each) exceed model.parameters");
   }
+  if (m.moe.enabled()) {
+    require(m.moe.top_k >= 1 && m.moe.top_k <= m.moe.experts, "model.moe.top_k",
+            "must be between 1 and model.moe.experts");
+    require(m.moe.count(m.layers) <= m.layers, "model.moe.moe_layers", "must not exceed model.layers");
+    require(m.moe.expert_ffn_hidden >= 0 && m.moe.shared_experts >= 0, "model.moe",
+            "expert_ffn_hidden and shared_experts must not be negative");
+  }
   require(spec.training.global_batch_size > 0, "training.global_batch_size", "must be positive");
   require(spec.resources.gpus > 0, "resources.gpus", "must be positive");
   require(hw.gpu_memory_bytes > 0, "resources.gpu_memory_gib", "must be positive");
@@ -61,6 +68,7 @@ std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const
   if (p.pp < 1) fail("parallelism.pp", "must be at least 1");
   if (p.dp < 1) fail("parallelism.dp", "must be at least 1");
   if (p.vpp < 1) fail("parallelism.vpp", "must be at least 1");
+  if (p.ep < 1) fail("parallelism.ep", "must be at least 1");
   if (p.zero_stage < 0 || p.zero_stage > 3) fail("parallelism.zero_stage", "must be 0, 1, 2 or 3");
   if (p.micro_batch_size < 1) fail("training.micro_batch_size", "must be positive");
   if (!errors.empty()) return errors;
@@ -77,6 +85,17 @@ std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const
     fail("parallelism.cp",
          Format("2·cp = %d does not divide model.seq_len (%d) (load-balanced causal chunks)", 2 * p.cp,
                 m.seq_len));
+  }
+  if (p.ep > 1) {
+    if (!m.moe.enabled())
+      fail("parallelism.ep", "ep > 1 needs a mixture-of-experts model (model.moe)");
+    else if (m.moe.experts % p.ep != 0)
+      fail("parallelism.ep", Format("%d does not divide model.moe.experts (%d)", p.ep, m.moe.experts));
+    else if ((static_cast<long long>(p.dp) * p.cp) % p.ep != 0)
+      fail("parallelism.ep",
+           Format("%d does not divide dp·cp = %lld: expert parallelism is carved out of the "
+                  "data-parallel ranks",
+                  p.ep, static_cast<long long>(p.dp) * p.cp));
   }
   if (p.pp > m.layers) fail("parallelism.pp", Format("%d stages exceed model.layers (%d)", p.pp, m.layers));
   if (!p.pipeline_layers.empty()) {
@@ -136,6 +155,7 @@ PlanEstimate Estimate(const JobSpec& spec, const Plan& plan, const Hardware& hw)
   e.exposed_comm_s = t.exposed;
   e.step_time_s = t.step;
   e.model_parameters = ModelParams(spec.model);
+  e.activated_parameters = e.model_parameters * CountActivatedParams(spec.model) / CountParams(spec.model);
   const double tokens = static_cast<double>(spec.training.global_batch_size) * spec.model.seq_len;
   e.tokens_per_s = tokens / t.step;
   e.tflops_per_gpu = ModelFlopsPerToken(spec.model) * e.tokens_per_s / plan.world_size() / 1e12;
@@ -145,8 +165,11 @@ PlanEstimate Estimate(const JobSpec& spec, const Plan& plan, const Hardware& hw)
 }
 
 std::string ParameterNote(const ModelSpec& m) {
+  const std::string activated =
+      m.moe.enabled() ? Format(" (%.4g activated per token)", CountActivatedParams(m)) : "";
   if (!m.parameters_given()) {
-    return Format("model_parameters %.4g counted from the architecture. ", CountParams(m));
+    return Format("model_parameters %.4g%s counted from the architecture. ", CountParams(m),
+                  activated.c_str());
   }
   const double counted = CountParams(m);
   const double off = m.parameters / counted - 1;
@@ -173,6 +196,7 @@ std::string Format(const char* fmt, ...) {
 std::string Describe(const Plan& p) {
   std::string s = Format("tp=%d", p.tp);
   if (p.cp > 1) s += Format(" cp=%d", p.cp);
+  if (p.ep > 1) s += Format(" ep=%d", p.ep);
   s += Format(" pp=%d", p.pp);
   if (p.vpp > 1) s += Format(" vpp=%d", p.vpp);
   s += Format(" dp=%d ZeRO-%d, %d micro-batch%s of %d", p.dp, p.zero_stage, p.micro_batches,
@@ -238,6 +262,7 @@ Result<PlanEstimate> PlanJob(const JobSpec& spec, const Hardware& hw) {
   plan.zero_stage = spec.training.framework == Framework::kFsdp ? 3 : spec.parallelism.zero_stage;
   plan.micro_batch_size = spec.training.micro_batch_size;
   plan.cp = spec.parallelism.cp;
+  plan.ep = spec.parallelism.ep;
   plan.vpp = spec.parallelism.vpp;
   plan.sequence_parallel = spec.parallelism.sequence_parallel.value_or(plan.tp > 1);
   plan.pipeline_layers = spec.parallelism.pipeline_layers;

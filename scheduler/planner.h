@@ -1,10 +1,12 @@
-// The planner: per-GPU memory, communication volume and step time of a 3D-parallel (TP × PP × DP, with
-// ZeRO) layout of a transformer job, and a search for the fastest layout that fits (`"parallelism":
+// The planner: per-GPU memory, communication volume and step time of a parallel (TP × CP × PP × DP, EP,
+// with ZeRO) layout of a transformer job, and a search for the fastest layout that fits (`"parallelism":
 // "auto"`). Pure functions of their arguments: no I/O, no clock, no threads; safe to call concurrently.
 //
 // The model (DESIGN.md "Planner", docs/planner.md with sources), in brief:
 // - Architecture (model_arch.h): parameters counted from layers, hidden, heads, kv_heads, ffn_hidden, mlp,
-//   norm, tied_embeddings when model.parameters is absent.
+//   norm, tied_embeddings and moe when model.parameters is absent; MoE FLOPs from activated parameters.
+// - Expert parallelism: routed experts split over ep ranks carved out of dp·cp (expert tensor parallel =
+//   tp), their state sharded over dp·cp/ep; token dispatch and combine priced as all-to-alls.
 // - Model state per parameter by framework (memory_model.h): Megatron (fp32 main gradients, distributed
 //   optimizer), FSDP2, DeepSpeed ZeRO 0-3.
 // - Stages (pipeline_layout.h): even, given, or balanced with the embedding and output layer.
@@ -63,6 +65,7 @@ struct MemoryBreakdown {
 struct CommBytes {
   double tp = 0;
   double cp = 0;
+  double ep = 0;  // MoE token dispatch and combine (all-to-all)
   double pp = 0;
   double dp = 0;
 };
@@ -79,16 +82,19 @@ struct PlanEstimate {
   double comm_time_s = 0;     // all communication time, hidden or not
   double exposed_comm_s = 0;  // the part of it on the critical path
   double step_time_s = 0;
-  double model_parameters = 0;  // given or counted (model_arch.h)
-  double tflops_per_gpu = 0;    // model FLOPs (no recompute) per GPU per second, in 1e12
-  double mfu = 0;               // tflops_per_gpu / peak (bf16 peak; fp8 peak for fp8 training)
+  double model_parameters = 0;      // given or counted (model_arch.h)
+  double activated_parameters = 0;  // used per token: model_parameters for dense models, less for MoE
+  double tflops_per_gpu = 0;        // model FLOPs (no recompute) per GPU per second, in 1e12
+  double mfu = 0;                   // tflops_per_gpu / peak (bf16 peak; fp8 peak for fp8 training)
   double tokens_per_s = 0;
   std::string explanation;
 };
 
 // Checks `plan` against `spec` and `hw` and estimates it. Errors: kInvalidContent with one FieldError per
 // violated rule, by request JSON path: "parallelism.tp" (does not divide model.heads or model.kv_heads, or
-// exceeds the NVLink domain), "parallelism.cp" (2·cp does not divide model.seq_len), "parallelism.pp"
+// exceeds the NVLink domain), "parallelism.ep" (ep > 1 without model.moe, or not dividing
+// model.moe.experts or dp·cp), "model.moe.*" (top_k outside 1..experts, more MoE layers than layers),
+// "parallelism.cp" (2·cp does not divide model.seq_len), "parallelism.pp"
 // (more stages than layers), "parallelism.pipeline_layers" (wrong length or sum), "parallelism.vpp" (more
 // virtual stages than a stage has layers, or vpp > 1 with pp = 1), "parallelism.zero_stage" (megatron
 // takes 0 or 1), "parallelism.dp" (tp·cp·pp·dp != resources.gpus), "training.global_batch_size" (not
@@ -101,14 +107,15 @@ struct PlanEstimate {
 //                    × (4/3 with full recompute) / (gpus per stage · peak · efficiency(hidden/tp));
 //   compute = micro_batches · max_i t_i;  bubble = (pp − 1)/vpp · max_i t_i;
 //   step    = compute + bubble + exposed communication (scheduler/comm_model.h: TP exposed, CP hidden
-//             behind attention, PP p2p exposed, DP overlapped with backward except the last bucket,
-//             ZeRO-3/FSDP gathers partly overlapped).
+//             behind attention, EP all-to-all exposed, PP p2p exposed, DP overlapped with backward except the
+//             last bucket, ZeRO-3/FSDP gathers partly overlapped).
 // tflops_per_gpu = ModelFlopsPerToken · tokens per step / (gpus · step).
 Result<PlanEstimate> EvaluatePlan(const JobSpec& spec, const Plan& plan, const Hardware& hw);
 
 // Searches layouts and returns the fastest one that fits: tp dividing heads and kv_heads within the NVLink
 // domain; cp with 2·cp dividing seq_len; pp from 1 to layers (uneven stages balanced by StageLayers when pp
 // does not divide layers); vpp among the divisors of the smallest stage (≤ 8); dp = gpus/(tp·cp·pp);
+// for MoE models ep among the common divisors of model.moe.experts and dp·cp;
 // micro_batch_size 1, 2, 4, ...; the ZeRO stages the framework has (megatron 0-1, deepspeed 0-3, fsdp 3),
 // smallest that fits per layout. Ties (1e-9 relative) go to lower ZeRO, fewer stages, smaller tp, cp, vpp,
 // larger micro-batch. The explanation names the top three with their throughput and memory and why the
@@ -122,10 +129,10 @@ Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw);
 Result<PlanEstimate> PlanJob(const JobSpec& spec, const Hardware& hw);
 
 // The POST /v1/plan answer (API.md): plan {tp, pp, dp, zero_stage, micro_batches, micro_batch_size, cp,
-// vpp, sequence_parallel, pipeline_layers}, fits, memory_per_gpu_bytes {weights, ..., total, working,
-// stage}, gpu_memory_bytes, bubble_fraction, comm_bytes_per_step {tp, cp, pp, dp}, step_time_s,
-// compute_time_s, comm_time_s, exposed_comm_s, model_parameters, tflops_per_gpu, mfu, tokens_per_s,
-// explanation.
+// ep, vpp, sequence_parallel, pipeline_layers}, fits, memory_per_gpu_bytes {weights, ..., total, working,
+// stage}, gpu_memory_bytes, bubble_fraction, comm_bytes_per_step {tp, cp, ep, pp, dp}, step_time_s,
+// compute_time_s, comm_time_s, exposed_comm_s, model_parameters, activated_parameters, tflops_per_gpu, mfu,
+// tokens_per_s, explanation.
 Json ToJson(const PlanEstimate& e);
 
 }  // namespace shepherd

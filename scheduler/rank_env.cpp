@@ -77,10 +77,11 @@ std::vector<LocalRankEnv> ComposeRankEnv(const RankEnvInput& in, const RankEnvOp
     env["SHEPHERD_URL"] = options.advertise_url;
     env["SHEPHERD_JOB"] = in.job_id;
     env["SHEPHERD_ATTEMPT"] = std::to_string(in.attempt);
-    env["SHEPHERD_RANK_COORDS"] =
-        std::to_string(r.tp) + "," + std::to_string(r.pp) + "," + std::to_string(r.dp);
-    env["SHEPHERD_PARALLELISM"] =
-        std::to_string(in.plan.tp) + "," + std::to_string(in.plan.pp) + "," + std::to_string(in.plan.dp);
+    const bool cp = in.plan.cp > 1;  // a fourth value only then: "tp,pp,dp" stays what it was
+    env["SHEPHERD_RANK_COORDS"] = std::to_string(r.tp) + "," + std::to_string(r.pp) + "," +
+                                  std::to_string(r.dp) + (cp ? "," + std::to_string(r.cp) : "");
+    env["SHEPHERD_PARALLELISM"] = std::to_string(in.plan.tp) + "," + std::to_string(in.plan.pp) + "," +
+                                  std::to_string(in.plan.dp) + (cp ? "," + std::to_string(in.plan.cp) : "");
     env["SHEPHERD_RESUME_CHECKPOINT"] = in.resume_path;
     env["SHEPHERD_RESUME_STEP"] = std::to_string(in.resume_step);
     env["SHEPHERD_TOKEN"] = options.rank_token;

@@ -27,13 +27,15 @@
 namespace shepherd {
 
 // SHEPHERD_PARALLELISM gives the layout sizes "TP,PP,DP" and SHEPHERD_RANK_COORDS the rank's "tp,pp,dp"
-// (rank = tp + TP·(dp + DP·pp)), from which clients name process groups.
+// (rank = tp + TP·(dp + DP·pp)), from which clients name process groups. With context parallelism
+// (plan.cp > 1) both carry a fourth value, "TP,PP,DP,CP" and "tp,pp,dp,cp" (rank = tp + TP·(cp + CP·(dp +
+// DP·pp))).
 using EnvMap = std::map<std::string, std::string>;
 
 struct RankEnvInput {
   std::string job_id;
   const JobSpec* spec = nullptr;         // REQUIRES: non-null
-  Plan plan;                             // the layout: SHEPHERD_PARALLELISM = "tp,pp,dp" sizes
+  Plan plan;                             // the layout: SHEPHERD_PARALLELISM = "tp,pp,dp[,cp]" sizes
   int attempt = 1;                       // 1-based
   const Placement* placement = nullptr;  // REQUIRES: non-null, ranks indexed by rank
   std::string node;                      // the node whose ranks are wanted

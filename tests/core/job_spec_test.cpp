@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <vector>
 
 #include "core/json.h"
 
@@ -198,15 +199,79 @@ TEST(JobSpec, InvalidArchitectureAndLayoutFieldsAreNamed) {
                                    "parallelism.pipeline_layers", "parallelism", "parallelism.tp"}));
 }
 
-TEST(JobSpec, ContextParallelIsPlannedButNotLaunched) {
+TEST(JobSpec, ContextParallelIsPlannedAndLaunched) {
   Json j = Llama405BPlan();
   j["parallelism"]["cp"] = 2;
   j["parallelism"]["dp"] = 64;
   EXPECT_TRUE(ParsePlanRequest(j).ok());
   j["name"] = "long-context";
   auto job = ParseJobSpec(j);
-  ASSERT_FALSE(job.ok());
-  EXPECT_EQ(Fields(job.status()), std::set<std::string>{"parallelism.cp"});
+  ASSERT_TRUE(job.ok()) << job.status().message();
+  EXPECT_EQ(job->parallelism.cp, 2);
+}
+
+// Rank order tp, cp, dp, pp: rank = tp + TP·(cp + CP·(dp + DP·pp)). TP 2, CP 2, DP 3, PP 2:
+// rank 21 = 1 + 2·(0 + 2·(2 + 3·1)) → tp 1, cp 0, dp 2, pp 1; rank 6 = 0 + 2·(1 + 2·1) → tp 0, cp 1, dp 1.
+TEST(JobSpec, RankCoordinatesFollowMegatronsOrder) {
+  const Plan plan{.tp = 2, .pp = 2, .dp = 3, .cp = 2};
+  RankSlot r{.rank = 21};
+  SetRankCoords(plan, &r);
+  EXPECT_EQ((std::vector<int>{r.tp, r.cp, r.dp, r.pp}), (std::vector<int>{1, 0, 2, 1}));
+  r = RankSlot{.rank = 6};
+  SetRankCoords(plan, &r);
+  EXPECT_EQ((std::vector<int>{r.tp, r.cp, r.dp, r.pp}), (std::vector<int>{0, 1, 1, 0}));
+}
+
+// Mixtral 8x7B's experts with the layout of Megatron-LM's Mixtral example (TP 2, PP 4, EP 8 on 64 GPUs).
+Json MixtralPlan() {
+  return Json::parse(R"({
+    "model": {"layers": 32, "hidden": 4096, "heads": 32, "kv_heads": 8, "ffn_hidden": 14336, "mlp": "swiglu",
+              "norm": "rmsnorm", "seq_len": 4096, "vocab": 32000, "moe": {"experts": 8, "top_k": 2}},
+    "training": {"global_batch_size": 256},
+    "parallelism": {"tp": 2, "pp": 4, "ep": 8},
+    "resources": {"gpus": 64}})");
+}
+
+TEST(JobSpec, MixtureOfExpertsFieldsRoundTrip) {
+  Json j = MixtralPlan();
+  j["model"]["moe"]["shared_experts"] = 1;
+  j["model"]["moe"]["expert_ffn_hidden"] = 2048;
+  j["model"]["moe"]["moe_layer_freq"] = 2;
+  auto s = ParsePlanRequest(j);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(
+      s->model.moe,
+      (MoeSpec{
+          .experts = 8, .top_k = 2, .expert_ffn_hidden = 2048, .shared_experts = 1, .moe_layer_freq = 2}));
+  EXPECT_EQ(s->model.moe.count(s->model.layers), 16);
+  EXPECT_EQ(s->parallelism.ep, 8);
+  EXPECT_EQ(s->parallelism.dp, 8);
+  auto again = ParsePlanRequest(ToJson(*s));
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->model.moe, s->model.moe);
+  EXPECT_EQ(again->parallelism.ep, 8);
+}
+
+TEST(JobSpec, InvalidMixtureOfExpertsFieldsAreNamed) {
+  Json j = MixtralPlan();
+  j["model"]["moe"]["top_k"] = 9;        // more than 8 experts
+  j["model"]["moe"]["moe_layers"] = 40;  // more than 32 layers
+  j["model"]["moe"]["router"] = "topk";  // unknown
+  j["parallelism"]["ep"] = 3;            // does not divide 8 experts
+  auto s = ParsePlanRequest(j);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"model.moe.top_k", "model.moe.moe_layers",
+                                                       "model.moe.router", "parallelism.ep"}));
+  j = MixtralPlan();
+  j["parallelism"] = {{"tp", 8}, {"pp", 4}, {"ep", 4}};  // dp·cp = 2: ep 4 cannot be carved out of it
+  EXPECT_EQ(Fields(ParsePlanRequest(j).status()), std::set<std::string>{"parallelism.ep"});
+  j = MixtralPlan();
+  j["model"].erase("moe");  // a dense model has no experts to split
+  EXPECT_EQ(Fields(ParsePlanRequest(j).status()), std::set<std::string>{"parallelism.ep"});
+  j = MixtralPlan();
+  j["model"]["moe"] = {{"top_k", 2}};  // experts is required (and without experts ep 8 has nothing to split)
+  EXPECT_EQ(Fields(ParsePlanRequest(j).status()),
+            (std::set<std::string>{"model.moe.experts", "parallelism.ep"}));
 }
 
 TEST(JobSpec, NotAnObject) {

@@ -108,5 +108,59 @@ TEST(SdcTest, PlainZero3SkipsAndSaysWhyHybridShardingComparesAcrossReplicaGroups
   EXPECT_EQ(hsdp->ReplicaSet(1), std::vector<int>({1, 3}));
 }
 
+// Expert parallelism: data-parallel rank d holds the routed experts of expert-parallel rank d % ep, so a
+// replica set is the ranks with equal d % ep. Comparing across all of dp would flag healthy ranks (their
+// experts differ) as corrupted.
+TEST(SdcTest, ExpertParallelReplicaSetsHoldTheSameExperts) {
+  FakeClock clock;
+  MonitorContext c = MakeContext(/*tp=*/2, /*pp=*/1, /*dp=*/4, clock.Now());
+  c.plan.ep = 2;  // ranks: tp fastest, rank = t + 2·d
+  auto l = RankLayout::Build(c.plan, c.placement, /*hybrid_shard_size=*/0);
+  ASSERT_TRUE(l.ok()) << l.status().message();
+  ASSERT_EQ(l->replica_set_count(), 4);                   // (tp 0, 1) × (d % 2 = 0, 1)
+  EXPECT_EQ(l->ReplicaSet(0), std::vector<int>({0, 4}));  // tp 0, d 0 and 2
+  EXPECT_EQ(l->ReplicaSet(1), std::vector<int>({2, 6}));  // tp 0, d 1 and 3
+  EXPECT_EQ(l->ReplicaSet(2), std::vector<int>({1, 5}));
+  EXPECT_EQ(l->ReplicaSet(3), std::vector<int>({3, 7}));
+
+  c.plan.ep = 4;  // every data-parallel rank holds different experts: nothing to compare
+  auto none = RankLayout::Build(c.plan, c.placement, 0);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->replica_set_count(), 0);
+  EXPECT_NE(none->replica_sets_reason().find("ep = dp"), std::string::npos);
+}
+
+// Context parallelism: rank = tp + TP·(cp + CP·dp). TP 2, CP 2, DP 2 → 8 ranks. CP peers hold the same
+// parameters (gradients are reduced over dp·cp), so a replica set spans the dp·cp ranks of one tp: tp 0 →
+// ranks 0 (cp 0, dp 0), 2 (cp 1, dp 0), 4 (cp 0, dp 1), 6 (cp 1, dp 1).
+TEST(SdcTest, ContextParallelPeersAreReplicasAndFormTheirOwnGroup) {
+  Plan plan{.tp = 2, .pp = 1, .dp = 2, .zero_stage = 1, .cp = 2};
+  Placement placement;
+  for (int r = 0; r < 8; ++r) {
+    RankSlot s{.rank = r, .node = "n" + std::to_string(r / 4), .gpu = r % 4};
+    SetRankCoords(plan, &s);
+    placement.ranks.push_back(s);
+  }
+  auto l = RankLayout::Build(plan, placement, 0);
+  ASSERT_TRUE(l.ok()) << l.status().message();
+  EXPECT_EQ(l->cp(6), 1);
+  EXPECT_EQ(l->dp(6), 1);
+  EXPECT_EQ(l->GroupMembers(5, GroupKind::kCp), std::vector<int>({5, 7}));  // tp 1, dp 1
+  EXPECT_EQ(l->GroupMembers(5, GroupKind::kDp), std::vector<int>({1, 5}));  // tp 1, cp 0
+  EXPECT_EQ(l->GroupMembers(5, GroupKind::kTp), std::vector<int>({4, 5}));
+  EXPECT_EQ(l->GroupSize(GroupKind::kCp), 2);
+  EXPECT_EQ(GroupKindFromName("cp"), GroupKind::kCp);
+  ASSERT_EQ(l->replica_set_count(), 2);
+  EXPECT_EQ(l->ReplicaSet(0), std::vector<int>({0, 2, 4, 6}));
+  EXPECT_EQ(l->ReplicaSet(1), std::vector<int>({1, 3, 5, 7}));
+
+  plan.ep = 2;  // experts split over j = cp + CP·dp by j % 2: the cp peers hold different experts
+  auto ep = RankLayout::Build(plan, placement, 0);
+  ASSERT_TRUE(ep.ok());
+  ASSERT_EQ(ep->replica_set_count(), 4);
+  EXPECT_EQ(ep->ReplicaSet(0), std::vector<int>({0, 4}));  // tp 0, j 0 and 2 (cp 0)
+  EXPECT_EQ(ep->ReplicaSet(1), std::vector<int>({2, 6}));  // tp 0, j 1 and 3 (cp 1)
+}
+
 }  // namespace
 }  // namespace shepherd

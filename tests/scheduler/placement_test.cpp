@@ -4,7 +4,9 @@
 
 #include <map>
 #include <set>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "scheduler/inventory_gen.h"
 
@@ -53,6 +55,52 @@ TEST(PlaceTest, RankOrderIsTpThenDpThenPp) {
   EXPECT_EQ((std::vector<int>{p.ranks[5].tp, p.ranks[5].dp, p.ranks[5].pp}), (std::vector<int>{1, 0, 1}));
   EXPECT_EQ((std::vector<int>{p.ranks[6].tp, p.ranks[6].dp, p.ranks[6].pp}), (std::vector<int>{0, 1, 1}));
   EXPECT_EQ((std::vector<int>{p.ranks[3].tp, p.ranks[3].dp, p.ranks[3].pp}), (std::vector<int>{1, 1, 0}));
+}
+
+// Places a context-parallel plan, checks it as ExpectValid does and every rank's coordinates against
+// rank = tp + TP·(cp + CP·(dp + DP·pp)).
+Placement PlaceContextParallel(const Cluster& c, int tp, int pp, int dp, int cp) {
+  Plan plan = MakePlan(tp, pp, dp);
+  plan.cp = cp;
+  Placement p = MustPlace(c, plan);
+  ExpectValid(c, plan, p);
+  for (const RankSlot& r : p.ranks) EXPECT_EQ(r.rank, r.tp + tp * (r.cp + cp * (r.dp + dp * r.pp)));
+  return p;
+}
+
+// TP 2 × CP 4 = 8 ranks fit one 8-GPU node: each (pp, dp) unit lands on one node, its ring-attention peers
+// on NVLink.
+TEST(PlaceTest, ContextParallelPeersShareTheNvlinkDomainWhenTheyFit) {
+  Cluster c = Build({.spines = 1, .leaves_per_spine = 2, .nodes_per_leaf = 2, .spares_per_leaf = 0});
+  const Placement p = PlaceContextParallel(c, 2, 2, 2, 4);
+  std::map<std::pair<int, int>, std::set<std::string>> nodes_of_unit;  // (pp, dp) -> nodes
+  std::set<std::tuple<int, int, int, int>> coords;
+  for (const RankSlot& r : p.ranks) {
+    nodes_of_unit[{r.pp, r.dp}].insert(r.node);
+    coords.insert({r.tp, r.cp, r.dp, r.pp});
+  }
+  EXPECT_EQ(coords.size(), 32u);  // every coordinate once
+  for (const auto& [unit, nodes] : nodes_of_unit) EXPECT_EQ(nodes.size(), 1u);
+  // By hand: rank 13 = 1 + 2·(2 + 4·1) → tp 1, cp 2, dp 1, pp 0.
+  EXPECT_EQ((std::vector<int>{p.ranks[13].tp, p.ranks[13].cp, p.ranks[13].dp, p.ranks[13].pp}),
+            (std::vector<int>{1, 2, 1, 0}));
+}
+
+// TP 8 × CP 2 = 16 ranks exceed an 8-GPU node: TP groups stay whole on one node each, the two CP peers of
+// a (pp, dp) sit in the same leaf (laid out like consecutive data-parallel replicas).
+TEST(PlaceTest, ContextParallelBeyondTheDomainKeepsTpWholeAndCpInTheLeaf) {
+  Cluster c = Build({.spines = 1, .leaves_per_spine = 2, .nodes_per_leaf = 4, .spares_per_leaf = 0});
+  const Placement p = PlaceContextParallel(c, 8, 1, 4, 2);
+  std::map<std::tuple<int, int, int>, std::set<std::string>> tp_nodes;  // (cp, dp, pp) -> nodes
+  std::map<std::pair<int, int>, std::set<std::string>> cp_leaves;       // (dp, pp) -> leaves
+  for (const RankSlot& r : p.ranks) {
+    tp_nodes[{r.cp, r.dp, r.pp}].insert(r.node);
+    const int i = c.IndexOf(r.node);
+    cp_leaves[{r.dp, r.pp}].insert(std::to_string(c.group(i, 1)));
+  }
+  EXPECT_EQ(tp_nodes.size(), 8u);
+  for (const auto& [unit, nodes] : tp_nodes) EXPECT_EQ(nodes.size(), 1u);
+  for (const auto& [unit, leaves] : cp_leaves) EXPECT_EQ(leaves.size(), 1u);
 }
 
 TEST(PlaceTest, TpGroupsNeverSplitOnFragmentedInventory) {

@@ -170,6 +170,7 @@ TEST(PlanJson, UsesApiFieldNames) {
                                 {"micro_batches", 8},
                                 {"micro_batch_size", 1},
                                 {"cp", 1},
+                                {"ep", 1},
                                 {"vpp", 1},
                                 {"sequence_parallel", true},
                                 {"pipeline_layers", {4, 4}}}));
@@ -183,10 +184,12 @@ TEST(PlanJson, UsesApiFieldNames) {
   EXPECT_DOUBLE_EQ(j.at("bubble_fraction").get<double>(), 1.0 / 9);
   EXPECT_EQ(j.at("comm_bytes_per_step").at("pp").get<double>(), 8'388'608);
   EXPECT_EQ(j.at("comm_bytes_per_step").at("cp").get<double>(), 0);
+  EXPECT_EQ(j.at("comm_bytes_per_step").at("ep").get<double>(), 0);
   for (const char* k : {"step_time_s", "compute_time_s", "comm_time_s", "exposed_comm_s", "tflops_per_gpu",
                         "mfu", "tokens_per_s"})
     EXPECT_GT(j.at(k).get<double>(), 0) << k;
   EXPECT_EQ(j.at("model_parameters").get<double>(), 1e9);
+  EXPECT_EQ(j.at("activated_parameters").get<double>(), 1e9);  // dense: every parameter is used
   EXPECT_EQ(j.at("explanation"), e->explanation);
 }
 

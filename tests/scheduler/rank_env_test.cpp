@@ -71,6 +71,26 @@ TEST(RankEnvTest, TorchrunLayoutSharesTheNodesGpusAndLocalRankIndexesThem) {
   EXPECT_TRUE(f.On("n9").empty());
 }
 
+// Context parallelism adds a fourth value to both layout variables (rank = tp + TP·(cp + CP·dp)); without
+// it they keep three. TP 1, CP 2, DP 2: rank 3 is cp 1, dp 1.
+TEST(RankEnvTest, ContextParallelLayoutCarriesAFourthValue) {
+  Fixture f;
+  for (RankSlot& r : f.placement.ranks) r.cp = r.rank % 2, r.dp = r.rank / 2;
+  RankEnvInput in;
+  in.job_id = "job-7";
+  in.spec = &f.spec;
+  in.plan.dp = 2;
+  in.plan.cp = 2;
+  in.placement = &f.placement;
+  in.node = "n1";
+  const std::vector<LocalRankEnv> n1 = ComposeRankEnv(in, {"http://d:8080", "tok"});
+  ASSERT_EQ(n1.size(), 2u);
+  EXPECT_EQ(n1[0].rank, 3);
+  EXPECT_EQ(n1[0].env.at("SHEPHERD_PARALLELISM"), "1,1,2,2");
+  EXPECT_EQ(n1[0].env.at("SHEPHERD_RANK_COORDS"), "0,0,1,1");
+  EXPECT_EQ(n1[1].env.at("SHEPHERD_RANK_COORDS"), "0,0,0,1");  // rank 1: cp 1, dp 0
+}
+
 TEST(RankEnvTest, PerProcessBindingShowsEachRankOnlyItsGpu) {
   Fixture f;
   f.spec.gpu_binding = GpuBinding::kPerProcess;

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "scheduler/inventory_gen.h"
 #include "scheduler/placement.h"
 
@@ -56,6 +58,21 @@ TEST(ReplaceNodeTest, PrefersSpareOfTheSameLeafAndKeepsGpuIndices) {
     EXPECT_EQ(r->placement.ranks[rank].gpu, rank);
   }
   for (int rank = 8; rank < 16; ++rank) EXPECT_EQ(r->placement.ranks[rank], p.ranks[rank]);
+}
+
+// TP 8, CP 2 by hand: the two CP peers of the one (pp, dp) are whole TP groups on node-00001 (cp 0) and
+// node-00002 (cp 1). A failed node's TP group is whole, so it may leave the NVLink domain: the leaf's spare
+// takes it (keying groups by (pp, dp) alone would see the CP pair span two nodes and find no spare).
+TEST(ReplaceNodeTest, ContextParallelTpGroupsMoveWhole) {
+  Cluster c = Build();
+  Placement p = TwoNodeJob();
+  for (RankSlot& r : p.ranks) std::swap(r.cp, r.dp);  // dp 0, cp 0/1
+  ASSERT_TRUE(c.Allocate("j", p).ok());
+  SetFlag(c, "node-00001", true);
+  auto r = ReplaceNode(c, p, "node-00001");
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->spare, "node-00003");
+  EXPECT_EQ(r->locality, "leaf");
 }
 
 TEST(ReplaceNodeTest, FallsBackToSpineThenAnyThenExhausted) {

@@ -121,8 +121,8 @@ class ShepherdClient:
         return self.config.job
 
     @property
-    def coords(self) -> Optional[Tuple[int, int, int]]:
-        """(tp, pp, dp) from SHEPHERD_RANK_COORDS, or None."""
+    def coords(self) -> Optional[Tuple[int, ...]]:
+        """(tp, pp, dp) or (tp, pp, dp, cp) from SHEPHERD_RANK_COORDS, or None."""
         return self.config.coords
 
     @property

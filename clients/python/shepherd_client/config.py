@@ -23,7 +23,7 @@ class ClientConfig:
     attempt: int = 1
     rank: int = 0
     world_size: int = 1
-    coords: Optional[Tuple[int, int, int]] = None  # (tp, pp, dp)
+    coords: Optional[Tuple[int, ...]] = None  # (tp, pp, dp), or (tp, pp, dp, cp) with context parallelism
     resume_checkpoint: Optional[str] = None
     token: str = ""
     heartbeat_interval_s: float = DEFAULT_HEARTBEAT_INTERVAL_S
@@ -67,8 +67,9 @@ def _float(env: Mapping[str, str], key: str, default: float) -> float:
     return default
 
 
-def parse_coords(raw: Optional[str]) -> Optional[Tuple[int, int, int]]:
-    """"tp,pp,dp" -> (tp, pp, dp); None when absent or malformed."""
+def parse_coords(raw: Optional[str]) -> Optional[Tuple[int, ...]]:
+    """"tp,pp,dp" -> (tp, pp, dp), "tp,pp,dp,cp" (context parallel) -> (tp, pp, dp, cp); None when absent or
+    malformed."""
     if not raw or not raw.strip():
         return None
     parts = raw.split(",")
@@ -76,8 +77,8 @@ def parse_coords(raw: Optional[str]) -> Optional[Tuple[int, int, int]]:
         vals = tuple(int(p) for p in parts)
     except ValueError:
         vals = ()
-    if len(vals) != 3 or min(vals) < 0:
-        log.warning("shepherd: ignoring SHEPHERD_RANK_COORDS=%r (expected \"tp,pp,dp\")", raw)
+    if len(vals) not in (3, 4) or min(vals) < 0:
+        log.warning("shepherd: ignoring SHEPHERD_RANK_COORDS=%r (expected \"tp,pp,dp[,cp]\")", raw)
         return None
     return vals  # type: ignore[return-value]
 

@@ -1,40 +1,56 @@
-"""Names of process groups from their member ranks and the job's TP/PP/DP layout. Standard library only.
+"""Names of process groups from their member ranks and the job's TP/PP/DP(/CP) layout. Standard library only.
 
-Rank order (as the daemon places ranks): rank = tp + TP·(dp + DP·pp). A group is named
-- "tp", "pp" or "dp" when its members are exactly one full line along that axis (the others fixed), or all
-  ranks of a job whose only axis larger than 1 is that one (a pure data-parallel job's WORLD group is "dp");
+Rank order (as the daemon places ranks, Megatron's): rank = tp + TP·(cp + CP·(dp + DP·pp)); CP = 1 unless
+SHEPHERD_PARALLELISM has a fourth value. A group is named
+- "tp", "cp", "dp" or "pp" when its members are exactly one full line along that axis (the others fixed), or
+  all ranks of a job whose only axis larger than 1 is that one (a pure data-parallel job's WORLD group is
+  "dp");
 - "world" for all ranks of a job with several axes;
 - "g-<8 hex>" otherwise: a stable name from the sorted member list (the same on every member).
-The daemon derives membership from "tp"/"pp"/"dp" and rank coordinates; other names are opaque to it.
+The daemon derives membership from "tp"/"cp"/"dp"/"pp" and rank coordinates; other names are opaque to it.
 """
 
 import hashlib
 from typing import Iterable, Optional, Tuple
 
-AXES = ("tp", "pp", "dp")
+AXES = ("tp", "pp", "dp", "cp")  # the order of SHEPHERD_PARALLELISM's values
 
 
-def parse_layout(raw: Optional[str], world_size: int) -> Tuple[int, int, int]:
-    """SHEPHERD_PARALLELISM "TP,PP,DP" -> (TP, PP, DP); (1, 1, world_size) when absent or inconsistent."""
+def parse_layout(raw: Optional[str], world_size: int) -> Tuple[int, ...]:
+    """SHEPHERD_PARALLELISM "TP,PP,DP" or "TP,PP,DP,CP" -> that tuple; (1, 1, world_size) when absent or
+    inconsistent."""
     try:
-        tp, pp, dp = (int(x) for x in (raw or "").split(","))
-        if tp >= 1 and pp >= 1 and dp >= 1 and tp * pp * dp == world_size:
-            return tp, pp, dp
+        vals = tuple(int(x) for x in (raw or "").split(","))
+        if len(vals) in (3, 4) and min(vals) >= 1 and _product(vals) == world_size:
+            return vals
     except ValueError:
         pass
     return 1, 1, max(1, world_size)
 
 
-def coords(rank: int, layout: Tuple[int, int, int]) -> Tuple[int, int, int]:
-    """(tp, pp, dp) coordinates of `rank`."""
-    tp_n, _, dp_n = layout
-    return rank % tp_n, rank // (tp_n * dp_n), (rank // tp_n) % dp_n
+def _product(vals: Iterable[int]) -> int:
+    out = 1
+    for v in vals:
+        out *= v
+    return out
 
 
-def group_name(members: Iterable[int], layout: Tuple[int, int, int]) -> str:
+def _sizes(layout: Tuple[int, ...]) -> Tuple[int, int, int, int]:
+    """(TP, PP, DP, CP) of a 3- or 4-value layout."""
+    tp_n, pp_n, dp_n = layout[:3]
+    return tp_n, pp_n, dp_n, (layout[3] if len(layout) > 3 else 1)
+
+
+def coords(rank: int, layout: Tuple[int, ...]) -> Tuple[int, int, int, int]:
+    """(tp, pp, dp, cp) coordinates of `rank`."""
+    tp_n, _, dp_n, cp_n = _sizes(layout)
+    return rank % tp_n, rank // (tp_n * cp_n * dp_n), (rank // (tp_n * cp_n)) % dp_n, (rank // tp_n) % cp_n
+
+
+def group_name(members: Iterable[int], layout: Tuple[int, ...]) -> str:
     ranks = sorted(set(int(m) for m in members))
-    sizes = dict(zip(AXES, layout))
-    world = layout[0] * layout[1] * layout[2]
+    sizes = dict(zip(AXES, _sizes(layout)))
+    world = _product(sizes.values())
     if ranks == list(range(world)):
         big = [a for a in AXES if sizes[a] > 1]
         if len(big) == 1:
@@ -44,7 +60,7 @@ def group_name(members: Iterable[int], layout: Tuple[int, int, int]) -> str:
         return "world"
     cs = [coords(r, layout) for r in ranks]
     for i, axis in enumerate(AXES):
-        others = {tuple(c[j] for j in range(3) if j != i) for c in cs}
+        others = {tuple(c[j] for j in range(len(AXES)) if j != i) for c in cs}
         along = sorted(c[i] for c in cs)
         if len(others) == 1 and along == list(range(sizes[axis])) and sizes[axis] > 1:
             return axis

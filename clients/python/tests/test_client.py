@@ -68,6 +68,7 @@ class ConfigTest(unittest.TestCase):
         self.assertIsNone(cfg.resume_checkpoint)
         self.assertEqual(cfg.heartbeat_interval_s, 1.0)
         self.assertEqual(parse_coords("0, 3 ,1"), (0, 3, 1))
+        self.assertEqual(parse_coords("1,0,2,3"), (1, 0, 2, 3))  # context parallel: a fourth value
 
     def test_disabled_without_url_is_a_silent_no_op(self):
         threads = threading.active_count()

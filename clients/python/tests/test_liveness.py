@@ -77,6 +77,19 @@ class GroupNameTest(unittest.TestCase):
         self.assertRegex(other, r"^g-[0-9a-f]{8}$")
         self.assertEqual(group_name([5, 0, 3], lay), other)  # stable for any member order
 
+    def test_context_parallel_groups(self):
+        # TP=2, PP=1, DP=2, CP=2 ("2,1,2,2"): rank = tp + 2·(cp + 2·dp)
+        lay = parse_layout("2,1,2,2", 8)
+        self.assertEqual(lay, (2, 1, 2, 2))
+        self.assertEqual(parse_layout("2,1,2,2", 16), (1, 1, 16))  # inconsistent: ignored
+        self.assertEqual(group_name([0, 2], lay), "cp")  # cp 0,1 at tp 0, dp 0
+        self.assertEqual(group_name([5, 7], lay), "cp")  # cp 0,1 at tp 1, dp 1
+        self.assertEqual(group_name([1, 5], lay), "dp")  # dp 0,1 at tp 1, cp 0
+        self.assertEqual(group_name([6, 7], lay), "tp")  # tp 0,1 at cp 1, dp 1
+        self.assertEqual(group_name(range(8), lay), "world")
+        self.assertEqual(group_name(range(4), parse_layout("1,1,1,4", 4)), "cp")  # only CP > 1
+        self.assertRegex(group_name([0, 1, 2, 3], lay), r"^g-")  # tp × cp block: no single axis
+
 
 class HelperTest(unittest.TestCase):
     def setUp(self):
