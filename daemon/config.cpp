@@ -48,7 +48,8 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
                "stop_timeout_s",
                "remediation_hook",
                "health_check_passes",
-               "lateness_threshold_s"});
+               "lateness_threshold_s",
+               "agent_lease_s"});
   if (auto v = r.String("listen", false)) c->listen = *v;
   if (auto v = r.String("db", false, 4096)) c->db = *v;
   if (auto v = r.String("inventory", false, 4096)) c->inventory = *v;
@@ -58,6 +59,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (auto v = r.Number("node_heartbeat_timeout_s", false, 0.1, 86400))
     c->controller.node_heartbeat_timeout_s = *v;
   if (auto v = r.Number("stop_timeout_s", false, 0, 3600)) c->controller.stop_timeout_s = *v;
+  if (auto v = r.Number("agent_lease_s", false, 1, 86400)) c->controller.agent_lease_s = *v;
   if (auto v = r.Int("health_check_passes", false, 1, 1000)) c->controller.health_check_passes = int(*v);
   auto strings = [&](const char* key, std::vector<std::string>* out) {
     const Json* a = r.Find(key);

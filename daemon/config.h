@@ -32,7 +32,7 @@ struct DaemonConfig {
   double shutdown_grace_s = 10;
   double tick_interval_s = 1;
   // A tick lag, control-queue age or stall of the control thread over this (at least 2 ticks) is the
-  // daemon's own lateness: silence verdicts wait a full heartbeat window after it (health/attention.h).
+  // daemon's own lateness: silence verdicts wait a full heartbeat window after it (health/lateness.h).
   double lateness_threshold_s = 2;
   // --salvage: records that cannot be decoded are moved aside (<collection>_quarantine) instead of
   // stopping start-up (docs/design-notes.md, "Start-up safety").

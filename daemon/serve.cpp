@@ -170,7 +170,7 @@ int RunDaemon(const DaemonConfig& config) {
   bool stopping = false;
   asio::steady_timer ticker(ioc);
   auto tick_interval = std::chrono::milliseconds(static_cast<long>(config.tick_interval_s * 1000));
-  // Lateness (health/attention.h): how late each tick fires, and how long a probe posted by the previous
+  // Lateness (health/lateness.h): how late each tick fires, and how long a probe posted by the previous
   // tick waited in the control thread's queue.
   using Steady = std::chrono::steady_clock;
   Duration queue_age{};

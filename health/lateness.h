@@ -12,7 +12,7 @@
 //   OnReports   a batch of rank reports was processed.
 // A stall or a lag over `late_after_s` makes the daemon late at that moment: `listening_since` moves to
 // `now`. Verdicts based on silence (heartbeat_lost, node_lost, no progress) count silence from
-// max(last seen, listening_since) (SilenceFrom), so after a stall every rank and node gets a full window of
+// max(last seen, listening_since), so after a stall every rank and node gets a full window of
 // demonstrated listening before it can be called lost; a rank silent while the daemon was healthy is found
 // exactly as before. Start-up (Restart) counts as a stall: no verdict until a full window after recovery.
 //
@@ -40,10 +40,6 @@ class Lateness {
 
   // Start of the current run of healthy time.
   Time listening_since() const { return listening_since_; }
-  // The time a silence that began at `last_seen` counts from.
-  Time SilenceFrom(Time last_seen) const {
-    return last_seen > listening_since_ ? last_seen : listening_since_;
-  }
 
   struct Facts {
     double tick_lag_s = 0;        // the latest tick's lag

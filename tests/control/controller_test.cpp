@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <deque>
 
 #include "tests/control/control_test_util.h"
@@ -254,6 +255,8 @@ TEST_F(ControllerAgentsTest, ALostNodesRanksAreReplacedOnlyAfterItsLease) {
     if (!Poll("sp").ranks.empty()) replaced_after = t;
   }
   ASSERT_TRUE(lost_after && replaced_after);
+  std::printf("node lost %.1f s after its last heartbeat; replacement ranks handed out after %.1f s\n",
+              *lost_after, *replaced_after);
   EXPECT_LE(*lost_after, ControllerOptions{}.node_heartbeat_timeout_s + 1);  // recovery decided at once
   EXPECT_GE(*replaced_after, lease);  // but its ranks reach the spare only once n1's lease expired
   EXPECT_LE(*replaced_after, lease + 1);
