@@ -88,6 +88,7 @@ class AgentImpl final : public Agent {
         }
       }
       if (incoming) sup_->SetDesired(std::move(incoming->ranks), now);
+      Fence(now);
       int exits = sup_->Poll(now);
       if (registered && (exits > 0 || now >= next_heartbeat)) {
         next_heartbeat = now + o_.heartbeat_interval;
@@ -95,9 +96,28 @@ class AgentImpl final : public Agent {
       }
       Clock::time_point wake = now + o_.supervise_interval;
       if (registered) wake = std::min(wake, next_heartbeat);
+      if (lease_until_ && !fenced_) wake = std::min(wake, *lease_until_ - o_.fence_grace);
       std::unique_lock lock(mu_);
       cv_.wait_until(lock, wake, [this] { return stop_ || mailbox_.has_value(); });
     }
+  }
+
+  // The lease ran out (or is about to: fence_grace before): stop every rank, SIGKILL by the expiry.
+  void Fence(Clock::time_point now) {
+    if (!lease_until_ || fenced_ || now < *lease_until_ - o_.fence_grace) return;
+    fenced_ = true;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*lease_until_ - now);
+    spdlog::error("agent {}: no heartbeat answer within the daemon's lease: stopping every rank (fencing)",
+                  o_.node_id);
+    sup_->StopAll(now, std::max(left, std::chrono::milliseconds(0)));
+  }
+
+  // A heartbeat must not block past the next fencing step (the SIGTERMs, then the SIGKILLs).
+  std::chrono::milliseconds HeartbeatTimeout(Clock::time_point now) const {
+    if (!lease_until_) return o_.request_timeout;
+    Clock::time_point next = fenced_ ? *lease_until_ : *lease_until_ - o_.fence_grace;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(next - now);
+    return std::clamp(left, std::chrono::milliseconds(100), o_.request_timeout);
   }
 
   bool Register() {
@@ -119,7 +139,9 @@ class AgentImpl final : public Agent {
     if (health_check_)
       if (std::optional<HealthCheckResult> h = health_check_->Latest())
         body["health_check"] = {{"seq", h->seq}, {"ok", h->ok}, {"output", h->output}, {"at", h->at}};
-    Result<HttpResult> r = http_->Request("POST", node_path_ + "/heartbeat", body.dump(), o_.request_timeout);
+    Clock::time_point sent = Clock::now();
+    Result<HttpResult> r =
+        http_->Request("POST", node_path_ + "/heartbeat", body.dump(), HeartbeatTimeout(sent));
     if (r.ok() && r->status == 404) {
       spdlog::warn("agent {}: daemon does not know the node: registering again", o_.node_id);
       std::lock_guard lock(mu_);
@@ -138,6 +160,12 @@ class AgentImpl final : public Agent {
       return true;
     }
     sup_->AckExits(answer->ack_exits);
+    if (answer->lease_s) {
+      if (fenced_) spdlog::info("agent {}: the daemon answers again; lease renewed", o_.node_id);
+      lease_until_ =
+          sent + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*answer->lease_s));
+      fenced_ = false;
+    }
     return true;
   }
 
@@ -208,6 +236,8 @@ class AgentImpl final : public Agent {
   std::unique_ptr<HttpClient> poll_http_;      // poll thread only (Cancel from any)
   AgentIdentity identity_;
   std::string node_path_;
+  std::optional<Clock::time_point> lease_until_;  // supervision thread only; unset: no lease granted yet
+  bool fenced_ = false;                           // supervision thread only: ranks stopped for the lease
   std::atomic<bool> reachable_{true};
   std::atomic<bool> stopping_{false};
 
@@ -225,7 +255,7 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions o) {
   if (o.gpus <= 0) return InvalidArgument("--gpus must be positive");
   if (o.heartbeat_interval <= 0ms || o.supervise_interval <= 0ms || o.request_timeout <= 0ms)
     return InvalidArgument("intervals and timeouts must be positive");
-  if (o.stop_grace < 0ms || o.long_poll_wait < 0s)
+  if (o.stop_grace < 0ms || o.long_poll_wait < 0s || o.fence_grace < 0ms)
     return InvalidArgument("--stop-grace must not be negative");
   if (o.hostname.empty()) {
     char buf[256] = {};

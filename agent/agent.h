@@ -13,8 +13,12 @@
 //
 // Failure model: when the daemon is unreachable or answers 5xx, registration retries with exponential
 // backoff (0.25 s doubling to 10 s), the long poll likewise (up to 5 s), and heartbeats keep their
-// interval; ranks keep running and exits stay queued until acknowledged. A 404 on a heartbeat or on the
-// long poll means the daemon forgot the node: the agent registers again.
+// interval; ranks keep running and exits stay queued until acknowledged, until the lease runs out.
+// Lease (fencing): each heartbeat answer grants `lease_s` from the moment that heartbeat was sent. With no
+// newer answer, the agent stops every rank (SIGTERM at expiry - fence_grace, SIGKILL at expiry), so the
+// daemon may start their replacements elsewhere once the lease it granted has expired. Heartbeat calls
+// never block past the next fencing step. Fenced ranks are reported as exits like any other. A 404 on a
+// heartbeat or on the long poll means the daemon forgot the node: the agent registers again.
 //
 // Shutdown: Stop() (from any thread; NOT async-signal-safe) makes Run() return promptly, aborting HTTP
 // calls in flight. Rank processes are left running: they outlive the agent, and a restarted agent adopts
@@ -38,9 +42,9 @@ struct AgentOptions {
   int gpus = 0;                                 // REQUIRES > 0
   std::map<std::string, std::string> topology;  // level -> label (may include nvlink_domain)
   bool spare = false;
-  std::string hostname;   // empty: gethostname()
-  std::string state_dir;  // empty: ./var/agent-<node_id>; made absolute
-  std::string token;      // bearer token (from --token-file or SHEPHERD_TOKEN, never argv), empty: none
+  std::string hostname;         // empty: gethostname()
+  std::string state_dir;        // empty: ./var/agent-<node_id>; made absolute
+  std::string token;            // bearer token (from --token-file or SHEPHERD_TOKEN, never argv), empty: none
   std::optional<RunAs> run_as;  // the identity ranks run as; nullopt: the agent's own
   std::optional<double> gpu_memory_gib;
   std::optional<std::string> gpu_model;
@@ -49,6 +53,9 @@ struct AgentOptions {
   std::chrono::seconds long_poll_wait = std::chrono::seconds(30);  // the `wait` of the assignments call
   std::chrono::milliseconds supervise_interval = std::chrono::milliseconds(100);
   std::chrono::milliseconds request_timeout = std::chrono::seconds(5);  // register and heartbeat calls
+  // Fencing: when the lease the daemon granted (heartbeat answers' lease_s) runs out, every rank has been
+  // stopped: SIGTERM at expiry - fence_grace, SIGKILL at expiry (docs/agent-protocol.md, "Lease").
+  std::chrono::milliseconds fence_grace = std::chrono::seconds(2);
   // The site's node health check (`/bin/sh -c`), run every health_check_interval; empty: none.
   std::string health_check;
   std::chrono::milliseconds health_check_interval = std::chrono::seconds(60);

@@ -151,6 +151,12 @@ Result<HeartbeatAnswer> ParseHeartbeatAnswer(const Json& j) {
   }
   if (j.contains("assignments_version") && IsInt(j["assignments_version"]))
     out.assignments_version = j["assignments_version"].get<std::int64_t>();
+  if (j.contains("lease_s") && !j["lease_s"].is_null()) {
+    if (!j["lease_s"].is_number() || j["lease_s"].get<double>() <= 0)
+      errs.push_back({"lease_s", "must be a positive number"});
+    else
+      out.lease_s = j["lease_s"].get<double>();
+  }
   if (!errs.empty()) return InvalidContent("invalid heartbeat answer", std::move(errs));
   return out;
 }

@@ -37,9 +37,9 @@ struct ProcessReport {
   RankKey key;
   pid_t pid = 0;  // 0 when the process could not be started (see `error`)
   bool running = true;
-  std::optional<int> exit_code;  // exited: the code, or empty when killed by a signal or unknown
-  std::optional<int> signal;     // exited: the terminating signal, if any
-  std::string error;             // exited without starting: why (sent as "error" when non-empty)
+  std::optional<int> exit_code;           // exited: the code, or empty when killed by a signal or unknown
+  std::optional<int> signal;              // exited: the terminating signal, if any
+  std::string error;                      // exited without starting: why (sent as "error" when non-empty)
   std::vector<DumpFile> flight_recorder;  // exited: dumps found (sent as "flight_recorder" when non-empty)
 };
 
@@ -54,6 +54,9 @@ Json HeartbeatBody(const AgentIdentity& agent, const Json& gpu_faults,
 struct HeartbeatAnswer {
   std::vector<RankKey> ack_exits;
   std::optional<std::int64_t> assignments_version;
+  // The lease granted on the node's assignments, counted from when the heartbeat was sent: past it without
+  // a newer answer the agent must have stopped every rank (docs/agent-protocol.md, "Lease").
+  std::optional<double> lease_s;
 };
 Result<HeartbeatAnswer> ParseHeartbeatAnswer(const Json& j);
 

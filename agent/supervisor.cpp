@@ -138,8 +138,12 @@ void Supervisor::SetDesired(std::vector<RankAssignment> desired, SteadyTime now)
   Reconcile(now);
 }
 
-void Supervisor::StopAll(SteadyTime now) {
+void Supervisor::StopAll(SteadyTime now, std::optional<std::chrono::milliseconds> grace) {
   SetDesired({}, now);
+  if (!grace) return;
+  for (TrackedProcess& p : table_)
+    if (p.phase == ProcessPhase::kStopping && p.kill_at && *p.kill_at > now + *grace)
+      p.kill_at = now + *grace;
 }
 
 void Supervisor::Reconcile(SteadyTime now) {

@@ -80,9 +80,10 @@ class Supervisor {
   // Marks these exits acknowledged; unknown keys are ignored.
   void AckExits(const std::vector<RankKey>& keys);
 
-  // Stops every running process as if none were desired (for tests and an explicit drain). The desired
-  // set is cleared, so nothing is started until the next SetDesired.
-  void StopAll(SteadyTime now);
+  // Stops every running process as if none were desired (tests, an explicit drain, fencing). The desired
+  // set is cleared, so nothing is started until the next SetDesired. `grace` (default: stop_grace) bounds
+  // the wait from SIGTERM to SIGKILL, for these stops and for stops already under way.
+  void StopAll(SteadyTime now, std::optional<std::chrono::milliseconds> grace = std::nullopt);
 
   const std::vector<TrackedProcess>& processes() const { return table_; }
   std::string log_path(const RankKey& key) const;

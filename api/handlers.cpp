@@ -77,6 +77,25 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
     *out += "# HELP shepherd_free_usable_gpus GPUs on usable nodes that no job holds.\n";
     *out += "# TYPE shepherd_free_usable_gpus gauge\nshepherd_free_usable_gpus " +
             std::to_string(c->free_usable_gpus()) + "\n";
+    // The daemon's own lateness (health/lateness.h): silence verdicts wait while it is late.
+    Lateness::Facts l = c->lateness();
+    auto gauge = [out](const char* name, const char* help, double v) {
+      *out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " +
+              std::to_string(v) + "\n";
+    };
+    gauge("shepherd_tick_lag_seconds", "How late the latest periodic tick fired.", l.tick_lag_s);
+    gauge("shepherd_control_queue_age_seconds", "How long the latest probe waited for the control thread.",
+          l.queue_age_s);
+    gauge("shepherd_seconds_since_reports", "Since a batch of rank reports was last processed (-1: never).",
+          l.since_reports_s);
+    gauge("shepherd_listening_seconds", "Since the daemon was last late (silence counts from then at most).",
+          l.listening_for_s);
+    gauge("shepherd_late", "1 while the latest tick lag or queue age is over the lateness threshold.",
+          l.late ? 1 : 0);
+    *out +=
+        "# HELP shepherd_stalls_total Episodes of the daemon's own lateness since start-up.\n"
+        "# TYPE shepherd_stalls_total counter\nshepherd_stalls_total " +
+        std::to_string(l.stalls) + "\n";
   });
 }
 

@@ -12,6 +12,7 @@ AgentBoard::HeartbeatOutcome AgentBoard::OnHeartbeat(const std::string& node, co
   out.back = agent.lost;
   if (agent.lost) spdlog::info("agent of node {} is back", node);
   agent.lost = false;
+  agent.running_unknown = false;
   agent.running.clear();
   for (const ProcessStatus& p : hb.processes) {
     if (p.running)
@@ -29,12 +30,12 @@ AgentBoard::HeartbeatOutcome AgentBoard::OnHeartbeat(const std::string& node, co
   return out;
 }
 
-std::vector<std::pair<std::string, Duration>> AgentBoard::CheckLiveness(Time now) {
+std::vector<std::pair<std::string, Duration>> AgentBoard::CheckLiveness(Time now, Time listening_since) {
   std::vector<std::pair<std::string, Duration>> lost;
   for (auto& [node, agent] : agents_) {
-    if (agent.lost || now - agent.last_heartbeat < Seconds(node_timeout_s_)) continue;
+    if (agent.lost || now - std::max(agent.last_heartbeat, listening_since) < Seconds(node_timeout_s_))
+      continue;
     agent.lost = true;
-    agent.running.clear();
     spdlog::warn("agent of node {} silent for {:.1f} s: node lost", node,
                  ToSeconds(now - agent.last_heartbeat));
     lost.emplace_back(node, now - agent.last_heartbeat);
@@ -46,22 +47,28 @@ void AgentBoard::HoldLaunch(const std::string& job, int attempt, std::set<std::s
   gates_[job] = {attempt, std::move(nodes), deadline};
 }
 
-bool AgentBoard::OlderAttemptRunning(const std::string& job, int attempt) const {
+AgentBoard::OlderAttempt AgentBoard::OlderAttemptRunning(const std::string& job, int attempt) const {
+  OlderAttempt out;
   for (const auto& [node, agent] : agents_) {
-    if (agent.lost) continue;
-    for (const auto& [j, a] : agent.running)
-      if (j == job && a < attempt) return true;
+    bool runs = agent.running_unknown;
+    for (const auto& [j, a] : agent.running) runs = runs || (j == job && a < attempt);
+    if (!runs) continue;
+    if (!agent.lost)
+      out.live = true;
+    else
+      out.fenced_until = std::max(out.fenced_until, agent.last_heartbeat + Seconds(lease_s_));
   }
-  return false;
+  return out;
 }
 
 void AgentBoard::OnTick(Time now) {
   for (auto it = gates_.begin(); it != gates_.end();) {
-    bool old_running = OlderAttemptRunning(it->first, it->second.attempt);
-    if (old_running && now < it->second.deadline) {
+    OlderAttempt old = OlderAttemptRunning(it->first, it->second.attempt);
+    if (now < old.fenced_until || (old.live && now < it->second.deadline)) {
       ++it;
       continue;
     }
+    bool old_running = old.live;
     if (old_running)
       spdlog::warn("job {}: old ranks still running after the stop timeout; starting anyway", it->first);
     std::set<std::string> nodes = std::move(it->second.nodes);
@@ -94,7 +101,7 @@ void AgentBoard::Bump(const std::string& node) {
 
 int64_t AgentBoard::version(const std::string& node) const {
   auto it = versions_.find(node);
-  return it == versions_.end() ? 0 : it->second;
+  return version_base_ + (it == versions_.end() ? 0 : it->second);
 }
 
 Assignments AgentBoard::Current(const std::string& node) const {

@@ -5,7 +5,9 @@
 // The desired ranks of a node come from an AssignmentSource (the Controller composes it from jobs and
 // checkpoints); the board withholds the ranks of jobs whose launch gate is closed.
 // Invariants: a version only grows; every waiter is answered exactly once (on a bump, its deadline, or
-// ReleaseWaiters); a gate opens once no live agent runs an older attempt of the job, or at its deadline.
+// ReleaseWaiters); a gate opens once no live agent runs an older attempt of the job, or at its deadline,
+// but never while a lost agent that ran an older attempt may still hold its lease (fencing: its ranks are
+// stopped by the agent itself at the lease's expiry, last heartbeat + lease_s).
 #pragma once
 
 #include <cstdint>
@@ -25,8 +27,9 @@ using AssignmentSource = std::function<std::vector<RankAssignment>(const std::st
 
 class AgentBoard {
  public:
-  AgentBoard(AssignmentSource source, double node_timeout_s)
-      : source_(std::move(source)), node_timeout_s_(node_timeout_s) {}
+  // lease_s: how long after its last heartbeat a lost agent may still run ranks (it stops them by then).
+  AgentBoard(AssignmentSource source, double node_timeout_s, double lease_s = 0)
+      : source_(std::move(source)), node_timeout_s_(node_timeout_s), lease_s_(lease_s) {}
 
   struct HeartbeatOutcome {
     bool back = false;                 // the agent had been declared lost
@@ -35,11 +38,16 @@ class AgentBoard {
     int health_check_passes = 0;       // consecutive passing runs of the node's health check
   };
   HeartbeatOutcome OnHeartbeat(const std::string& node, const AgentHeartbeat& hb, Time now);
-  // Agents silent for the node timeout: declared lost now (once per silence). Their nodes (sorted) with
-  // how long each was silent.
-  std::vector<std::pair<std::string, Duration>> CheckLiveness(Time now);
-  // Recovery at start-up: an attached agent gets a full timeout from now (liveness was not persisted).
-  void Restore(const std::string& node, Time now) { agents_[node].last_heartbeat = now; }
+  // Agents silent for the node timeout, counted from max(last heartbeat, listening_since) (the daemon's own
+  // stalls are not the agents' silence, health/lateness.h): declared lost now (once per silence). Their
+  // nodes (sorted) with how long each was silent.
+  std::vector<std::pair<std::string, Duration>> CheckLiveness(Time now, Time listening_since = Time{});
+  // Recovery at start-up: an attached agent gets a full timeout from now (liveness was not persisted). What
+  // it runs is unknown until it heartbeats: if it is lost first, every gate waits for its lease.
+  void Restore(const std::string& node, Time now) {
+    agents_[node].last_heartbeat = now;
+    agents_[node].running_unknown = true;
+  }
 
   // Withholds `job`'s ranks from agents until no live agent runs an attempt older than `attempt` (or
   // until `deadline`); `nodes` are bumped when the gate opens.
@@ -57,6 +65,10 @@ class AgentBoard {
   // Answers every pending long poll now (shutdown: in-flight requests must finish).
   void ReleaseWaiters();
   int64_t version(const std::string& node) const;
+  // Versions are epoch · kEpochStride + the node's changes in this run, so they never go backwards (nor
+  // repeat an answer an agent holds) across daemon restarts. REQUIRES: before any Bump.
+  static constexpr int64_t kEpochStride = 1'000'000'000;
+  void SetEpoch(int64_t epoch) { version_base_ = epoch * kEpochStride; }
   // The node's agent has heartbeated and is not lost.
   bool Live(const std::string& node) const {
     auto it = agents_.find(node);
@@ -67,10 +79,12 @@ class AgentBoard {
   struct Agent {
     Time last_heartbeat{};
     bool lost = false;
-    std::vector<std::pair<std::string, int>> running;  // (job, attempt) of its live rank processes
-    std::set<std::string> faults_seen;                 // "gpu:kind" already reported
-    int64_t check_seq = 0;                             // the last health-check run counted
-    int check_passes = 0;                              // consecutive passes
+    // (job, attempt) of its rank processes at the last heartbeat (kept when lost: they may run to its lease)
+    std::vector<std::pair<std::string, int>> running;
+    bool running_unknown = false;       // restored at start-up, no heartbeat yet
+    std::set<std::string> faults_seen;  // "gpu:kind" already reported
+    int64_t check_seq = 0;              // the last health-check run counted
+    int check_passes = 0;               // consecutive passes
   };
   struct Gate {
     int attempt = 0;
@@ -81,13 +95,19 @@ class AgentBoard {
     Time deadline{};
     Done<Assignments> done;
   };
-  bool OlderAttemptRunning(const std::string& job, int attempt) const;
+  struct OlderAttempt {
+    bool live = false;    // a live agent still runs it
+    Time fenced_until{};  // the latest lease expiry of a lost agent that ran it
+  };
+  OlderAttempt OlderAttemptRunning(const std::string& job, int attempt) const;
 
   AssignmentSource source_;
   double node_timeout_s_;
+  double lease_s_;
   std::map<std::string, Agent> agents_;
   std::map<std::string, Gate> gates_;
-  std::map<std::string, int64_t> versions_;
+  std::map<std::string, int64_t> versions_;  // changes per node in this run
+  int64_t version_base_ = 0;
   std::map<std::string, std::vector<Waiter>> waiters_;
 };
 

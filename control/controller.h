@@ -34,6 +34,7 @@
 #include "control/recovery_executor.h"
 #include "core/agent_protocol.h"
 #include "core/json.h"
+#include "health/lateness.h"
 #include "health/report.h"
 #include "scheduler/placement.h"
 #include "storage/store.h"
@@ -46,10 +47,17 @@ struct ControllerOptions {
   int min_spares_per_leaf = 0;         // reserve reported in GET /v1/nodes and metrics when not met
   int min_spares_per_spine = 0;
   double node_heartbeat_timeout_s = 10;  // an attached agent silent this long: its node is lost
-  double stop_timeout_s = 30;            // longest wait for an old attempt's ranks to stop before a restart
-  std::string advertise_url;             // SHEPHERD_URL given to ranks (the daemon sets it once listening)
+  // Granted on every heartbeat answer: an agent that has no newer answer when it expires has stopped its
+  // ranks; replacements of a lost node's ranks start only after it (docs/agent-protocol.md, "Lease").
+  double agent_lease_s = 15;
+  double stop_timeout_s = 30;     // longest wait for an old attempt's ranks to stop before a restart
+  std::string advertise_url;      // SHEPHERD_URL given to ranks (the daemon sets it once listening)
   int health_check_passes = 3;    // a node cordoned by a finding returns after this many passes in a row
   uint32_t master_port_salt = 0;  // varies MASTER_PORT between daemons (random per daemon start)
+  // A gap between two control-thread operations, a tick lag or a queue age over this is the daemon's own
+  // lateness (health/lateness.h): silence verdicts wait a full window after it. 0: gaps between
+  // operations are not judged (unit tests whose fake clock jumps); the daemon sets it from its config.
+  double late_after_s = 0;
   // policy.external_remediation = "hook": runs the site's command with the finding (never blocks).
   RemediationHook remediation_hook;
 };
@@ -96,8 +104,10 @@ class Controller {
   ~Controller();
 
   // Loads every durable record and rebuilds memory (allocations of running jobs, the queue), then places
-  // queued jobs. REQUIRES: called once, before anything else.
-  Status Recover();
+  // queued jobs, and persists the next epoch (assignment versions never go backwards). A record that
+  // cannot be decoded fails recovery naming its collection and key, unless `salvage`: then it is moved
+  // aside (Store::Quarantine) and recovery goes on without it. REQUIRES: called once, before anything else.
+  Status Recover(bool salvage = false);
   bool ready() const { return ready_ && !storage_failed_; }
   void set_on_storage_failure(std::function<void(const Status&)> f) { on_storage_failure_ = std::move(f); }
   void set_advertise_url(std::string url) { options_.advertise_url = std::move(url); }
@@ -152,12 +162,26 @@ class Controller {
   Result<CheckpointList> GetCheckpoints(const std::string& id) const;
   // kNotFound when q.job names no job.
   Result<std::vector<Finding>> GetFailures(const FindingQuery& q) const;
+  // The daemon's own lateness, measured by the daemon's loop: the periodic tick fired `tick_lag` late and
+  // work posted to the control thread waited `queue_age`.
+  void ObserveLateness(Duration tick_lag, Duration queue_age) {
+    Time now = clock_->Now();
+    lateness_.OnTickLag(tick_lag, now);
+    lateness_.OnQueueAge(queue_age, now);
+  }
+  Lateness::Facts lateness() const { return lateness_.facts(clock_->Now()); }
   // Counters for /metrics.
   const std::map<FindingKind, uint64_t>& finding_counts() const { return findings_.counts(); }
   const std::map<std::string, uint64_t>& report_counts() const { return report_counts_; }
 
  private:
   Status CheckWritable() const;
+  // Reads the clock for an operation that may judge silence, and tells Lateness the thread is running.
+  Time Turn() {
+    Time now = clock_->Now();
+    lateness_.OnTurn(now);
+    return now;
+  }
   // Settles, then persists `batch`; `done` runs on the control thread after COMMIT.
   void Commit(WriteBatch batch, std::function<void(Status)> done);
   template <typename T>
@@ -201,6 +225,7 @@ class Controller {
   AgentBoard agents_;
   FindingLog findings_;
   RankTokens rank_tokens_;
+  Lateness lateness_;
   std::map<std::string, uint64_t> report_counts_;
   std::map<std::string, Time> launch_checked_at_;  // CheckLaunches: last look at a stuck launch, per job
   bool ready_ = false;

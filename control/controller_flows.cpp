@@ -60,7 +60,7 @@ void Controller::RecordFinding(Finding f, Time now, WriteBatch* batch) {
 void Controller::EvaluateJob(const std::string& job, Time now, WriteBatch* batch) {
   auto it = health_.find(job);
   if (it == health_.end()) return;
-  JobHealth::Evaluation ev = it->second->Evaluate(now);
+  JobHealth::Evaluation ev = it->second->Evaluate(now, lateness_.listening_since());
   PersistTransitions(ev.transitions, batch);
   if (ev.good_progress) recovery_.OnGoodProgress(job);
   // Recovery may end the attempt (and its monitor) while these are recorded.
@@ -71,7 +71,8 @@ void Controller::IngestReports(const std::string& job, const ReportBatch& report
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   const JobEntry* e = jobs_.Find(job);
   if (!e) return done(NotFound("no job " + job));
-  Time now = clock_->Now();
+  Time now = Turn();
+  lateness_.OnReports(now);
   WriteBatch batch;
   FollowExternalAttempt(job, reports, now, &batch);
   auto h = health_.find(job);
@@ -108,7 +109,7 @@ void Controller::FollowExternalAttempt(const std::string& job, const ReportBatch
 
 void Controller::Tick() {
   if (!CheckWritable().ok()) return;
-  Time now = clock_->Now();
+  Time now = Turn();
   WriteBatch batch;
   std::vector<std::string> ids;
   for (const auto& [id, h] : health_) ids.push_back(id);
@@ -122,7 +123,7 @@ void Controller::Tick() {
 }
 
 void Controller::CheckAgents(Time now, WriteBatch* batch) {
-  for (const auto& [node, silent] : agents_.CheckLiveness(now)) {
+  for (const auto& [node, silent] : agents_.CheckLiveness(now, lateness_.listening_since())) {
     for (const std::string& job : inventory_.cluster().JobsOn(node)) {
       const JobEntry* e = jobs_.Find(job);
       Finding f = NodeFinding(job, e->job.attempt, FindingKind::kNodeLost, node, now,
@@ -180,7 +181,7 @@ void Controller::OnRankExit(const std::string& node, const ProcessStatus& p, Tim
 void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb, Done<HeartbeatAck> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   if (!inventory_.Find(node)) return done(NotFound("no node " + node + "; register it first"));
-  Time now = clock_->Now();
+  Time now = Turn();
   WriteBatch batch;
   inventory_.MarkAgentAttached(node, now, &batch);
   AgentBoard::HeartbeatOutcome out = agents_.OnHeartbeat(node, hb, now);
@@ -211,6 +212,7 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
   CheckAgents(now, &batch);
   CommitThen<HeartbeatAck>(std::move(batch), std::move(done), [this, node, ack = std::move(ack)]() mutable {
     ack.assignments_version = agents_.version(node);
+    ack.lease_s = options_.agent_lease_s;
     return std::move(ack);
   });
 }

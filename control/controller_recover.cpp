@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include "control/controller.h"
+#include "control/records.h"
 
 namespace shepherd {
 namespace {
@@ -28,23 +29,23 @@ Result<Node> StoredNode(const Json& j, const TopologyLevels& levels) {
 
 }  // namespace
 
-Status Controller::Recover() {
+Status Controller::Recover(bool salvage) {
   auto snap = store_->Load();
   if (!snap.ok()) return snap.status();
   std::map<std::string, Attempt> last_attempt;
   std::map<std::string, std::vector<std::pair<int, int64_t>>> resumes;  // job -> (attempt, resume step)
   std::map<std::string, std::vector<Checkpoint>> checkpoints;
   std::vector<std::pair<std::string, RankGrant>> rank_tokens;
-  for (const Record& r : snap->records) {
-    const std::string what = std::string(ToString(r.collection)) + " " + r.key;
+  int64_t epoch = 0;
+  // One record into memory; an error means it cannot be decoded.
+  auto decode = [&](const Record& r) -> Status {
     Result<Json> j = ParseJsonText(r.body, 256);
-    if (!j.ok()) return Internal("stored " + what + " is not JSON");
+    if (!j.ok()) return InvalidArgument("not JSON");
     switch (r.collection) {
       case Collection::kNodes: {
         auto n = StoredNode(*j, options_.levels);
-        if (!n.ok()) return Internal("stored " + what + ": " + n.status().message());
-        if (Status s = inventory_.Restore(*n); !s.ok()) return s;
-        break;
+        if (!n.ok()) return n.status();
+        return inventory_.Restore(*n);
       }
       case Collection::kJobs: {
         auto job = JobFromJson(*j);
@@ -55,7 +56,7 @@ Status Controller::Recover() {
         if (est.ok()) e.estimate = *est;
         e.estimate.plan = e.job.plan;
         jobs_.Restore(std::move(e));
-        break;
+        return Status::Ok();
       }
       case Collection::kAttempts: {
         auto a = AttemptFromJson(*j);
@@ -63,26 +64,47 @@ Status Controller::Recover() {
         resumes[a->job].emplace_back(a->number, a->resume_step);
         auto& slot = last_attempt[a->job];
         if (a->number >= slot.number) slot = std::move(a).value();
-        break;
+        return Status::Ok();
       }
       case Collection::kCheckpoints: {
         auto c = CheckpointFromJson(*j);
         if (!c.ok()) return c.status();
         checkpoints[c->job].push_back(std::move(c).value());
-        break;
+        return Status::Ok();
       }
       case Collection::kFindings: {
         auto f = FindingFromJson(*j);
         if (!f.ok()) return f.status();
         findings_.Add(std::move(f).value());
-        break;
+        return Status::Ok();
       }
       case Collection::kMeta:
-        if (auto t = RankTokens::Decode(r)) rank_tokens.push_back(std::move(*t));
-        break;
+        if (r.key == "epoch") {
+          if (!j->is_object() || !j->contains("epoch") || !(*j)["epoch"].is_number_integer())
+            return InvalidArgument("no integer epoch");
+          epoch = (*j)["epoch"].get<int64_t>();
+        } else if (auto t = RankTokens::Decode(r)) {
+          rank_tokens.push_back(std::move(*t));
+        }
+        return Status::Ok();
     }
+    return Status::Ok();
+  };
+  for (const Record& r : snap->records) {
+    Status s = decode(r);
+    if (s.ok()) continue;
+    std::string why = s.message();
+    for (const FieldError& e : s.fields()) why += "; " + e.field + ": " + e.message;
+    const std::string what = std::string("record ") + ToString(r.collection) + "/" + r.key;
+    if (!salvage)
+      return Internal(
+          what + " cannot be decoded (" + why +
+          "); start with --salvage to move it aside (table records_quarantine) and start without it");
+    if (Status moved = store_->Quarantine(r, why); !moved.ok()) return moved;
+    spdlog::error("{} cannot be decoded ({}): moved aside into records_quarantine", what, why);
   }
   Time now = clock_->Now();
+  lateness_.Restart(now);  // nothing was heard before: no silence verdict for a full window
   for (auto& [job, a] : last_attempt) {
     if (!jobs_.Find(job)) continue;
     if (Status s = jobs_.RestoreAttempt(std::move(a)); !s.ok()) return s;
@@ -109,8 +131,10 @@ Status Controller::Recover() {
     if (n->agent_attached) agents_.Restore(n->id, now);  // grace: liveness was not persisted
   spdlog::info("recovered {} nodes and {} jobs", inventory_.cluster().size(), jobs_.all().size());
   ready_ = true;
+  agents_.SetEpoch(epoch + 1);
+  batch.Put(EpochRecord(epoch + 1));
   Schedule(now, &batch);
-  if (!batch.empty()) Commit(std::move(batch), [](Status) {});
+  Commit(std::move(batch), [](Status) {});
   return Status::Ok();
 }
 

@@ -111,10 +111,10 @@ JobHealth::IngestOutcome JobHealth::Ingest(const ReportBatch& batch, Time now) {
   return out;
 }
 
-JobHealth::Evaluation JobHealth::Evaluate(Time now) {
+JobHealth::Evaluation JobHealth::Evaluate(Time now, Time listening_since) {
   Evaluation out;
   if (!watching()) return out;
-  out.findings = monitor_->Evaluate(now);
+  out.findings = monitor_->Evaluate(now, listening_since);
   const int attempt = monitor_->context().attempt;
   for (const HealthEvidence& ev : monitor_->TakeEvidence()) {
     for (CheckpointTransition& t : ledger_.OnEvidence(ev, now)) {

@@ -72,7 +72,8 @@ class JobHealth {
   };
   // Runs the detectors (nothing before watching) and forwards their evidence to the ledger. A clean hash
   // check after an SDC replay yields an sdc_transient finding and clears the replay nodes.
-  Evaluation Evaluate(Time now);
+  // `listening_since`: health/lateness.h (silence counts from there at the earliest).
+  Evaluation Evaluate(Time now, Time listening_since = Time{});
 
   // An SDC replay was started on `nodes` (recovery's decision).
   void OnReplayStarted(const std::vector<std::string>& nodes) {

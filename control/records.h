@@ -24,5 +24,9 @@ inline Record CheckpointRecord(const Checkpoint& c) {
 inline Record FindingRecord(const Finding& f) {
   return {Collection::kFindings, f.id, f.job, ToJson(f).dump()};
 }
+// The daemon's start count on this database: assignment versions derive from it (AgentBoard::SetEpoch).
+inline Record EpochRecord(int64_t epoch) {
+  return {Collection::kMeta, "epoch", "", Json{{"epoch", epoch}}.dump()};
+}
 
 }  // namespace shepherd

@@ -56,6 +56,7 @@ struct AgentHeartbeat {
 struct HeartbeatAck {
   std::vector<RankRef> ack_exits;
   int64_t assignments_version = 0;
+  double lease_s = 0;  // the agent's lease on its assignments, from when it sent this heartbeat
 };
 
 // One rank the node's agent must run.

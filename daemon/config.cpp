@@ -23,12 +23,33 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (!j.ok()) return j.status();
   std::vector<FieldError> errs;
   FieldReader r(*j, "", &errs);
-  r.OnlyKnown({"listen", "db", "inventory", "port_file", "tokens", "tokens_file", "job_policy",
-               "max_connections", "max_connections_per_address", "body_budget", "topology_levels",
-               "default_gpu_memory_gib", "min_spares_per_leaf", "min_spares_per_spine", "body_limit",
-               "header_limit", "idle_timeout_s", "shutdown_grace_s", "tick_interval_s", "log_level",
-               "advertise_url", "node_heartbeat_timeout_s", "stop_timeout_s", "remediation_hook",
-               "health_check_passes"});
+  r.OnlyKnown({"listen",
+               "db",
+               "inventory",
+               "port_file",
+               "tokens",
+               "tokens_file",
+               "job_policy",
+               "max_connections",
+               "max_connections_per_address",
+               "body_budget",
+               "topology_levels",
+               "default_gpu_memory_gib",
+               "min_spares_per_leaf",
+               "min_spares_per_spine",
+               "body_limit",
+               "header_limit",
+               "idle_timeout_s",
+               "shutdown_grace_s",
+               "tick_interval_s",
+               "log_level",
+               "advertise_url",
+               "node_heartbeat_timeout_s",
+               "stop_timeout_s",
+               "remediation_hook",
+               "health_check_passes",
+               "lateness_threshold_s",
+               "agent_lease_s"});
   if (auto v = r.String("listen", false)) c->listen = *v;
   if (auto v = r.String("db", false, 4096)) c->db = *v;
   if (auto v = r.String("inventory", false, 4096)) c->inventory = *v;
@@ -38,6 +59,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (auto v = r.Number("node_heartbeat_timeout_s", false, 0.1, 86400))
     c->controller.node_heartbeat_timeout_s = *v;
   if (auto v = r.Number("stop_timeout_s", false, 0, 3600)) c->controller.stop_timeout_s = *v;
+  if (auto v = r.Number("agent_lease_s", false, 1, 86400)) c->controller.agent_lease_s = *v;
   if (auto v = r.Int("health_check_passes", false, 1, 1000)) c->controller.health_check_passes = int(*v);
   auto strings = [&](const char* key, std::vector<std::string>* out) {
     const Json* a = r.Find(key);
@@ -103,6 +125,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (auto v = r.Number("idle_timeout_s", false, 0.01, 86400)) c->idle_timeout_s = *v;
   if (auto v = r.Number("shutdown_grace_s", false, 0, 3600)) c->shutdown_grace_s = *v;
   if (auto v = r.Number("tick_interval_s", false, 0.01, 60)) c->tick_interval_s = *v;
+  if (auto v = r.Number("lateness_threshold_s", false, 0.1, 3600)) c->lateness_threshold_s = *v;
   if (!errs.empty()) {
     std::string msg = path + ": invalid configuration:";
     for (const auto& e : errs) msg += " " + e.field + " " + e.message + ";";

@@ -1,10 +1,12 @@
 // The daemon process: storage, controller, HTTP server, signals and ticks on one io_context thread.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -76,6 +78,7 @@ int RunDaemon(const DaemonConfig& config) {
   asio::io_context ioc(1);
   SystemClock clock;
   ControllerOptions controller_options = config.controller;
+  controller_options.late_after_s = std::max(config.lateness_threshold_s, 2 * config.tick_interval_s);
   controller_options.master_port_salt = std::random_device{}();
   if (!config.remediation_hook.empty())
     controller_options.remediation_hook = MakeProcessHook(config.remediation_hook);
@@ -100,10 +103,11 @@ int RunDaemon(const DaemonConfig& config) {
   Controller controller(
       store->get(), &clock, [&ioc](std::function<void()> fn) { asio::post(ioc, std::move(fn)); },
       controller_options);
-  if (Status s = controller.Recover(); !s.ok()) {
+  if (Status s = controller.Recover(config.salvage); !s.ok()) {
     spdlog::error("recovering state from {} failed: {}", config.db, s.message());
     return 1;
   }
+  (*store)->Flush();  // the new epoch is durable before any agent sees a version derived from it
   if (!config.inventory.empty()) {
     if (Status s = LoadInventory(config, &controller, store->get(), &ioc); !s.ok()) {
       spdlog::error("{}", s.message());
@@ -161,11 +165,20 @@ int RunDaemon(const DaemonConfig& config) {
   bool stopping = false;
   asio::steady_timer ticker(ioc);
   auto tick_interval = std::chrono::milliseconds(static_cast<long>(config.tick_interval_s * 1000));
+  // Lateness (health/lateness.h): how late each tick fires, and how long a probe posted by the previous
+  // tick waited in the control thread's queue.
+  using Steady = std::chrono::steady_clock;
+  Duration queue_age{};
   std::function<void()> schedule_tick = [&] {
     ticker.expires_after(tick_interval);
     ticker.async_wait([&](const boost::system::error_code& ec) {
       if (ec || stopping) return;
+      Duration lag = std::chrono::duration_cast<Duration>(Steady::now() - ticker.expiry());
+      controller.ObserveLateness(lag, queue_age);
       controller.Tick();
+      asio::post(ioc, [&queue_age, posted = Steady::now()] {
+        queue_age = std::chrono::duration_cast<Duration>(Steady::now() - posted);
+      });
       schedule_tick();
     });
   };

@@ -32,8 +32,9 @@ size_t JobMonitor::BytesPerRank() {
 }
 
 bool JobMonitor::Alive(const RankState& s, Time now) const {
-  if (!s.ever_seen()) return ToSeconds(now - ctx_.started_at) <= ctx_.policy.startup_grace_s;
   double allowance = ctx_.policy.heartbeat_timeout_s * (s.in_checkpoint_phase() ? kCheckpointAllowance : 1);
+  if (ToSeconds(now - listening_since_) <= allowance) return true;  // the daemon has not listened long enough
+  if (!s.ever_seen()) return ToSeconds(now - ctx_.started_at) <= ctx_.policy.startup_grace_s;
   return ToSeconds(now - s.last_seen) <= allowance;
 }
 
@@ -165,10 +166,11 @@ std::vector<HealthEvidence> JobMonitor::TakeEvidence() {
   return std::exchange(evidence_, {});
 }
 
-std::vector<Finding> JobMonitor::Evaluate(Time now) {
+std::vector<Finding> JobMonitor::Evaluate(Time now, Time listening_since) {
   std::vector<Finding> out;
   std::vector<bool> alive;
   evaluated_at_ = now;
+  listening_since_ = listening_since;
   EvaluateHeartbeats(now, &alive, &out);
   EvaluateHang(now, alive, &out);
   EvaluateStragglers(now, &out);
@@ -231,6 +233,9 @@ void JobMonitor::EvaluateHeartbeats(Time now, std::vector<bool>* alive, std::vec
 }
 
 void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vector<Finding>* out) {
+  // What the daemon knows of open collectives is stale until it has listened for a heartbeat window (the
+  // reports that close them may still be queued): no hang opens before; open ones stay as they were.
+  if (ToSeconds(now - listening_since_) <= ctx_.policy.heartbeat_timeout_s) return;
   const bool was_hung = hang_.hung;
   hang_ =
       AnalyzeHang(layout_, ranks_, ctx_.policy.heartbeat_timeout_s, alive, ctx_.policy.hang_timeout_s, now);
@@ -246,6 +251,7 @@ void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vec
   const bool was_progress_hang = progress_hang_;
   Time ref = job_step_ < 0 ? std::max(last_progress_, ctx_.started_at + Seconds(ctx_.policy.startup_grace_s))
                            : last_progress_;
+  ref = std::max(ref, listening_since_);
   double allowance =
       ctx_.policy.hang_timeout_s * (checkpointing_ > 0 || evaluating_ > 0 ? kCheckpointAllowance : 1);
   double idle = ToSeconds(now - ref);

@@ -71,7 +71,10 @@ class JobMonitor {
   static Result<std::unique_ptr<JobMonitor>> Create(MonitorContext context);
 
   IngestResult Ingest(const Report& report, Time now);
-  std::vector<Finding> Evaluate(Time now);
+  // `listening_since`: start of the daemon's current run of healthy time (health/lateness.h). Silence is
+  // counted from max(last seen, listening_since): no rank is lost, and no job is without progress, before
+  // the daemon has listened for the whole window.
+  std::vector<Finding> Evaluate(Time now, Time listening_since = Time{});
   // Evidence gathered since the last call, oldest first, for CheckpointLedger::OnEvidence.
   std::vector<HealthEvidence> TakeEvidence();
   // API.md health shape without last_known_good_checkpoint and updated_at. Hang and straggler evidence is
@@ -120,6 +123,7 @@ class JobMonitor {
   Time last_progress_{};   // when job_step_ rose or a collective was entered or completed
   // As of the last Evaluate.
   Time evaluated_at_{};
+  Time listening_since_{};
   int lost_count_ = 0, never_reported_ = 0, checkpointing_ = 0, evaluating_ = 0;
   int64_t min_step_ = -1;
   HangAnalysis hang_;

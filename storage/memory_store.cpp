@@ -30,6 +30,13 @@ class MemoryStore final : public Store {
 
   void Flush() override {}  // every Write has completed by the time it returns
 
+  Status Quarantine(const Record& r, const std::string&) override {
+    WriteBatch::Op op{true, r};
+    std::lock_guard<std::mutex> lock(mu_);
+    Apply(op);
+    return Status::Ok();
+  }
+
  private:
   // Like the SQLite rowid: a replaced record keeps its place; an erased then re-put record goes last.
   void Apply(WriteBatch::Op& op) {

@@ -15,6 +15,14 @@ const std::vector<std::string>& SchemaMigrations() {
       "  body TEXT NOT NULL,"
       "  PRIMARY KEY (collection, key));"
       "CREATE INDEX records_by_job ON records (job);",
+      // 2: records that could not be decoded, moved aside by --salvage (the original row plus why and when).
+      "CREATE TABLE records_quarantine ("
+      "  collection TEXT NOT NULL,"
+      "  key TEXT NOT NULL,"
+      "  job TEXT NOT NULL DEFAULT '',"
+      "  body TEXT NOT NULL,"
+      "  reason TEXT NOT NULL,"
+      "  at TEXT NOT NULL);",
   };
   return kSteps;
 }

@@ -16,7 +16,7 @@ namespace shepherd {
 
 // The migrations this build knows, oldest first. kSchemaVersion == SchemaMigrations().size().
 const std::vector<std::string>& SchemaMigrations();
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 // Brings `db` up to steps.size(). Returns kUnavailable naming `path` if the database is newer than
 // steps.size() (written by a newer shepherdd) or a step fails.

@@ -55,12 +55,12 @@ Result<SqliteStore::Settings> Configure(sqlite3* db, const SqliteOptions& option
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, SqliteOptions options) {
   if (options.max_batches_per_commit < 1) return InvalidArgument("max_batches_per_commit must be at least 1");
   if (options.busy_timeout_ms < 0) return InvalidArgument("busy_timeout_ms must not be negative");
+  // The directory is never created: a mistyped or unmounted path must not start an empty daemon (which
+  // would then show every agent's ranks as unknown).
   std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(parent, ec);
-    if (ec) return Unavailable("cannot create directory " + parent.string() + ": " + ec.message());
-  }
+  if (std::error_code ec; !std::filesystem::is_directory(parent.empty() ? "." : parent, ec))
+    return Unavailable("the directory of database " + path + " does not exist: " +
+                       (parent.empty() ? std::string(".") : parent.string()) + " (create it first)");
   // The lock comes first: a second daemon must not even open (and possibly migrate) the database.
   Result<std::unique_ptr<FileLock>> lock = FileLock::Acquire(path + ".lock", path);
   if (!lock.ok()) return lock.status();
@@ -128,6 +128,35 @@ Result<Snapshot> SqliteStore::Load() {
   }
   if (rc != SQLITE_DONE) return SqliteError(db_.get(), "load " + path_);
   return snapshot;
+}
+
+Status SqliteStore::Quarantine(const Record& r, const std::string& reason) {
+  sqlite3* db = db_.get();
+  if (Status s = Exec(db, "BEGIN IMMEDIATE"); !s.ok()) return s;
+  Status s;
+  for (const char* sql : {"INSERT INTO records_quarantine (collection, key, job, body, reason, at) "
+                          "VALUES (?1, ?2, ?3, ?4, ?5, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+                          "DELETE FROM records WHERE collection = ?1 AND key = ?2"}) {
+    Result<Stmt> stmt = Prepare(db, sql);
+    if (!stmt.ok()) {
+      s = stmt.status();
+      break;
+    }
+    BindText(stmt->get(), 1, ToString(r.collection));
+    BindText(stmt->get(), 2, r.key);
+    if (sqlite3_bind_parameter_count(stmt->get()) > 2) {
+      BindText(stmt->get(), 3, r.job);
+      BindText(stmt->get(), 4, r.body);
+      BindText(stmt->get(), 5, reason);
+    }
+    if (sqlite3_step(stmt->get()) != SQLITE_DONE) {
+      s = SqliteError(db, std::string("quarantine ") + ToString(r.collection) + "/" + r.key);
+      break;
+    }
+  }
+  if (s.ok()) s = Exec(db, "COMMIT");
+  if (!s.ok()) Exec(db, "ROLLBACK");
+  return s;
 }
 
 void SqliteStore::Write(WriteBatch batch, std::function<void(Status)> done) {

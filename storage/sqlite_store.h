@@ -43,6 +43,7 @@ class SqliteStore final : public Store {
   ~SqliteStore() override;
 
   Result<Snapshot> Load() override;
+  Status Quarantine(const Record& r, const std::string& reason) override;
   void Write(WriteBatch batch, std::function<void(Status)> done) override;
   void Flush() override;
 

@@ -46,6 +46,11 @@ class Store {
   // Every durable record. Called at start-up before the first Write; not concurrently with Write.
   virtual Result<Snapshot> Load() = 0;
 
+  // Moves a record that cannot be decoded out of its collection, durably, into the quarantine (SQLite:
+  // table records_quarantine, with `reason` and the time), so start-up can go on without it (--salvage).
+  // Start-up only: after Load, before the first Write.
+  virtual Status Quarantine(const Record& r, const std::string& reason) = 0;
+
   // Queues `batch`. Batches commit in submission order; several queued batches may share one COMMIT (group
   // commit). `done` runs exactly once, on the store's writer thread, after the COMMIT that holds the batch
   // (ok) or after it failed (the batch is then not durable, nor is any batch submitted after a failure:
@@ -63,9 +68,9 @@ struct SqliteOptions {
   int max_batches_per_commit = 1024;  // group-commit bound
 };
 
-// Opens (creating if needed) the SQLite database at `path`, takes an exclusive lock on it for the life of
-// the returned store (a second process on the same path gets kConflict with a message naming the path),
-// applies schema migrations, and starts the writer thread.
+// Opens (creating the file if needed; its directory must exist) the SQLite database at `path`, takes an
+// exclusive lock on it for the life of the returned store (a second process on the same path gets kConflict
+// with a message naming the path), applies schema migrations, and starts the writer thread.
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, SqliteOptions options = {});
 
 // A store in memory with the same contract; `done` runs synchronously inside Write. For tests and

@@ -250,3 +250,45 @@ TEST(AgentCreate, ValidatesOptions) {
 
 }  // namespace
 }  // namespace shepherd::agent
+
+namespace shepherd::agent {
+namespace {
+
+bool Alive(pid_t pid) {
+  return ::kill(pid, 0) == 0;
+}
+
+// Fencing: cut off from the daemon past its lease, the agent has stopped every rank by the expiry, even one
+// that ignores SIGTERM; it does not restart them when the daemon answers again.
+TEST_F(AgentLoopTest, RanksAreStoppedWhenTheLeaseRunsOut) {
+  constexpr auto kLease = 2s;
+  daemon_->SetLease(std::chrono::duration<double>(kLease).count());
+  AgentOptions o = Options();
+  o.fence_grace = 500ms;
+  StartAgent(o);
+  daemon_->SetAssignments({Rank(1, 0, "exec sleep 100"), Rank(1, 1, "trap '' TERM; sleep 100 & wait")});
+  ASSERT_TRUE(
+      WaitFor([&] { return StateOf(*daemon_, 1, 0) == "running" && StateOf(*daemon_, 1, 1) == "running"; }));
+  pid_t pid0 = LatestEntry(*daemon_, 1, 0)["pid"], pid1 = LatestEntry(*daemon_, 1, 1)["pid"];
+
+  std::size_t answered = daemon_->heartbeats().size();
+  ASSERT_TRUE(WaitFor([&] { return daemon_->heartbeats().size() > answered; }));
+  daemon_->SetDown(true);  // unreachable from here on: the last lease was granted before this moment
+  auto down_at = std::chrono::steady_clock::now();
+  // Not before the lease is nearly out (one heartbeat interval of slack for when it was granted).
+  std::this_thread::sleep_until(down_at + kLease - o.fence_grace - o.heartbeat_interval - 200ms);
+  EXPECT_TRUE(Alive(pid0) && Alive(pid1)) << "ranks stopped long before the lease ran out";
+  ASSERT_TRUE(WaitFor([&] { return !Alive(pid0) && !Alive(pid1); }));
+  double stopped_after = std::chrono::duration<double>(std::chrono::steady_clock::now() - down_at).count();
+  EXPECT_LE(stopped_after, std::chrono::duration<double>(kLease).count() + 1.0);  // scheduling slack
+
+  daemon_->SetDown(false);
+  ASSERT_TRUE(
+      WaitFor([&] { return StateOf(*daemon_, 1, 0) == "exited" && StateOf(*daemon_, 1, 1) == "exited"; }));
+  EXPECT_EQ(LatestEntry(*daemon_, 1, 1)["signal"], SIGKILL);
+  EXPECT_EQ(Starts(0), 1);  // fenced ranks are not restarted: that is the daemon's decision
+  EXPECT_EQ(Starts(1), 1);
+}
+
+}  // namespace
+}  // namespace shepherd::agent

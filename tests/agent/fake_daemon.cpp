@@ -173,7 +173,9 @@ FakeDaemon::Response FakeDaemon::Handle(const Request& r) {
     for (const Json& p : hb["processes"])
       if (auto_ack_ && p["state"] == "exited")
         acks.push_back({{"job", p["job"]}, {"attempt", p["attempt"]}, {"rank", p["rank"]}});
-    return {200, Json{{"ack_exits", acks}, {"assignments_version", version_}}.dump()};
+    Json answer = {{"ack_exits", acks}, {"assignments_version", version_}};
+    if (lease_s_ > 0) answer["lease_s"] = lease_s_;
+    return {200, answer.dump()};
   }
   if (r.method == "GET" && EndsWith(path, "/assignments")) {
     if (!known_) return {404, R"({"title": "unknown node"})"};
@@ -210,6 +212,11 @@ void FakeDaemon::ForgetNode() {
     known_ = false;
   }
   cv_.notify_all();
+}
+
+void FakeDaemon::SetLease(double seconds) {
+  std::lock_guard lock(mu_);
+  lease_s_ = seconds;
 }
 
 void FakeDaemon::SetAutoAck(bool on) {

@@ -3,6 +3,7 @@
 //   POST /v1/nodes                          201, records the body, the node becomes known
 //   POST /v1/nodes/{id}/heartbeat           404 while the node is unknown; else records the body and
 //                                           acknowledges every exit in it (when auto_ack) -> 200
+//                                           (with lease_s when SetLease)
 //   GET  /v1/nodes/{id}/assignments?version=N&wait=S
 //                                           404 while unknown; answers when the version differs from N,
 //                                           else after S seconds, with {"version", "ranks"}
@@ -36,6 +37,8 @@ class FakeDaemon {
   void SetDown(bool down);
   void ForgetNode();  // the daemon "lost" the node: 404 until it registers again
   void SetAutoAck(bool on);
+  // Heartbeat answers grant this lease (lease_s); 0 (the default): none.
+  void SetLease(double seconds);
   // Answer keep-alive requests with keep-alive, then close the connection anyway (a stale connection).
   void SetDropAfterResponse(bool on);
 
@@ -67,6 +70,7 @@ class FakeDaemon {
   bool down_ = false;
   bool known_ = false;
   bool auto_ack_ = true;
+  double lease_s_ = 0;
   bool drop_after_response_ = false;
   std::int64_t version_ = 0;
   Json ranks_ = Json::array();

@@ -98,3 +98,56 @@ TEST_F(AgentBoardTest, LongPollAnsweredOnBumpOnDeadlineAndOnRelease) {
 
 }  // namespace
 }  // namespace shepherd
+
+namespace shepherd {
+namespace {
+
+TEST_F(AgentBoardTest, SilenceCountsOnlyWhileTheDaemonListened) {
+  board_.OnHeartbeat("n1", {}, clock_.Now());
+  clock_.AdvanceSeconds(12);  // the daemon was stopped: it listens again from now
+  Time listening_since = clock_.Now();
+  EXPECT_TRUE(board_.CheckLiveness(clock_.Now(), listening_since).empty());
+  clock_.AdvanceSeconds(9.5);
+  EXPECT_TRUE(board_.CheckLiveness(clock_.Now(), listening_since).empty());
+  clock_.AdvanceSeconds(1);
+  EXPECT_EQ(board_.CheckLiveness(clock_.Now(), listening_since).size(), 1u);  // silent a full window since
+}
+
+TEST_F(AgentBoardTest, VersionsCarryTheEpoch) {
+  AgentBoard board([](const std::string&) { return std::vector<RankAssignment>{}; }, 10);
+  board.SetEpoch(3);
+  EXPECT_EQ(board.version("n1"), 3 * AgentBoard::kEpochStride);
+  board.Bump("n1");
+  EXPECT_EQ(board.version("n1"), 3 * AgentBoard::kEpochStride + 1);
+}
+
+TEST(AgentBoardLeaseTest, ALostAgentsOldRanksHoldTheGateUntilItsLeaseExpires) {
+  int attempt = 1;
+  AgentBoard board(
+      [&](const std::string& node) {
+        std::vector<RankAssignment> out;
+        if (node == "spare") out.push_back({{"job-1", attempt, 0}, 0, {"train"}, {}});
+        return out;
+      },
+      /*node_timeout_s=*/10, /*lease_s=*/15);
+  FakeClock clock;
+  Time last_heard = clock.Now();
+  board.OnHeartbeat("n1", Running("job-1", 1), clock.Now());
+  board.OnHeartbeat("spare", {}, clock.Now());
+  clock.AdvanceSeconds(10);
+  board.OnHeartbeat("spare", {}, clock.Now());
+  ASSERT_EQ(board.CheckLiveness(clock.Now()).size(), 1u);  // n1 is lost; its ranks may still run
+  attempt = 2;
+  board.HoldLaunch("job-1", 2, {"spare"}, clock.Now() + Seconds(1));  // even a short stop timeout waits
+  while (clock.Now() - last_heard < Seconds(15)) {
+    board.OnTick(clock.Now());
+    EXPECT_TRUE(board.Current("spare").ranks.empty()) << ToSeconds(clock.Now() - last_heard) << " s";
+    clock.AdvanceSeconds(0.5);
+  }
+  board.OnTick(clock.Now());
+  ASSERT_EQ(board.Current("spare").ranks.size(), 1u);
+  EXPECT_EQ(board.Current("spare").ranks[0].rank.attempt, 2);
+}
+
+}  // namespace
+}  // namespace shepherd

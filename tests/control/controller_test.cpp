@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <deque>
 
 #include "tests/control/control_test_util.h"
@@ -171,8 +172,8 @@ TEST_F(ControllerTest, FailedCommitIsNotAcknowledgedAndStopsWrites) {
   EXPECT_FALSE(controller_->ready());
   auto later = AddNode("n3", "l0");  // the store healed, but the controller stays fail-stopped
   EXPECT_EQ(later.status().code(), Code::kUnavailable);
-  EXPECT_EQ(store_->writes_seen(), 2);
-  Reset();  // what a restart recovers: only the acknowledged node
+  EXPECT_EQ(store_->writes_seen(), 3);  // the epoch at recovery, n1, the failed n2
+  Reset();                              // what a restart recovers: only the acknowledged node
   EXPECT_TRUE(controller_->GetNode("n1").ok());
   EXPECT_EQ(controller_->GetNode("n2").status().code(), Code::kNotFound);
 }
@@ -310,6 +311,136 @@ TEST_F(ControllerCredentialsTest, ABusyNodeKeepsItsHostnameAndTopology) {
   controller_->UpsertNode(moved, false, [&](Result<NodeUpsert> r) { out = std::move(r); });
   Drain();
   EXPECT_TRUE(out->ok());
+}
+
+}  // namespace shepherd
+
+namespace shepherd {
+
+// ---- Fencing, epochs and the daemon's own lateness (issue 11)
+
+class ControllerAgentsTest : public ControllerTest {
+ protected:
+  Assignments Poll(const std::string& node) {
+    std::optional<Result<Assignments>> out;
+    controller_->WatchAssignments(node, -1, clock_.Now(), [&](Result<Assignments> a) { out = std::move(a); });
+    Drain();
+    EXPECT_TRUE(out && out->ok());
+    return out && out->ok() ? **out : Assignments{};
+  }
+  HeartbeatAck Beat(const std::string& node, AgentHeartbeat hb = {}) {
+    std::optional<Result<HeartbeatAck>> out;
+    controller_->NodeHeartbeat(node, hb, [&](Result<HeartbeatAck> a) { out = std::move(a); });
+    Drain();
+    EXPECT_TRUE(out && out->ok());
+    return out && out->ok() ? **out : HeartbeatAck{};
+  }
+  // Our agents launch it: the node's agent reports the attempt's 8 ranks running.
+  AgentHeartbeat Running(const std::string& job, int attempt) {
+    AgentHeartbeat hb;
+    for (int r = 0; r < 8; ++r) hb.processes.push_back({{job, attempt, r}, true, {}, {}, ""});
+    return hb;
+  }
+  std::string SubmitLaunched() {
+    JobSpec s = testing::MakeSpec(8, 8);
+    s.policy.restart_backoff_s = 0;
+    auto est = controller_->PlanFor(s);
+    std::optional<Result<JobView>> out;
+    controller_->SubmitJob(s, *est, [&](Result<JobView> r) { out = std::move(r); });
+    Drain();
+    EXPECT_TRUE(out && out->ok());
+    return (*out)->job.id;
+  }
+};
+
+TEST_F(ControllerAgentsTest, AssignmentVersionsNeverGoBackwardsAcrossRestarts) {
+  AddNode("n1", "l0");
+  SubmitLaunched();
+  int64_t before = Poll("n1").version;
+  EXPECT_GT(before, 0);
+  Reset();  // the daemon restarts on the same store
+  int64_t after = Poll("n1").version;
+  EXPECT_GT(after, before);
+  Reset();
+  EXPECT_GT(Poll("n1").version, after);
+}
+
+TEST_F(ControllerAgentsTest, HeartbeatAnswerGrantsTheLease) {
+  AddNode("n1", "l0");
+  EXPECT_DOUBLE_EQ(Beat("n1").lease_s, ControllerOptions{}.agent_lease_s);
+}
+
+TEST_F(ControllerAgentsTest, ALostNodesRanksAreReplacedOnlyAfterItsLease) {
+  AddNode("n1", "l0");
+  AddNode("sp", "l0", /*spare=*/true);
+  std::string job = SubmitLaunched();
+  Beat("sp");
+  Beat("n1", Running(job, 1));
+  ASSERT_EQ(controller_->GetJob(job)->job.state, JobState::kRunning);
+  Time last_heard = clock_.Now();  // n1 goes silent: partitioned, its ranks may still run
+  const double lease = ControllerOptions{}.agent_lease_s;
+  std::optional<double> lost_after, replaced_after;
+  while (!replaced_after && clock_.Now() - last_heard < Seconds(60)) {
+    clock_.AdvanceSeconds(0.5);
+    Beat("sp");  // the spare's agent is healthy
+    controller_->Tick();
+    Drain();
+    double t = ToSeconds(clock_.Now() - last_heard);
+    if (!lost_after && controller_->GetJob(job)->job.attempt == 2) lost_after = t;
+    if (!Poll("sp").ranks.empty()) replaced_after = t;
+  }
+  ASSERT_TRUE(lost_after && replaced_after);
+  std::printf("node lost %.1f s after its last heartbeat; replacement ranks handed out after %.1f s\n",
+              *lost_after, *replaced_after);
+  EXPECT_LE(*lost_after, ControllerOptions{}.node_heartbeat_timeout_s + 1);  // recovery decided at once
+  EXPECT_GE(*replaced_after, lease);  // but its ranks reach the spare only once n1's lease expired
+  EXPECT_LE(*replaced_after, lease + 1);
+  Assignments a = Poll("sp");
+  EXPECT_EQ(a.ranks.front().rank.attempt, 2);
+}
+
+TEST_F(ControllerAgentsTest, AStalledControlThreadBlamesNoNode) {
+  ControllerOptions o;
+  o.late_after_s = 2;
+  controller_ = std::make_unique<Controller>(
+      store_.get(), &clock_, [this](std::function<void()> f) { posted_.push_back(std::move(f)); }, o);
+  ASSERT_TRUE(controller_->Recover().ok());
+  Drain();
+  AddNode("n1", "l0");
+  AddNode("n2", "l0");
+  std::string job = SubmitLaunched();
+  for (int i = 0; i < 15; ++i) {
+    clock_.AdvanceSeconds(1);
+    Beat("n1", Running(job, 1));
+    Beat("n2");
+    controller_->Tick();
+    Drain();
+  }
+  ASSERT_EQ(controller_->GetJob(job)->job.state, JobState::kRunning);
+  clock_.AdvanceSeconds(12);  // SIGSTOP: on SIGCONT n2's heartbeat is served before n1's and the tick
+  Beat("n2");
+  Beat("n1", Running(job, 1));
+  for (int i = 0; i < 30; ++i) {
+    clock_.AdvanceSeconds(1);
+    Beat("n1", Running(job, 1));
+    Beat("n2");
+    controller_->Tick();
+    Drain();
+  }
+  EXPECT_EQ(controller_->GetJob(job)->job.attempt, 1);
+  EXPECT_TRUE(controller_->GetFailures({})->empty());
+  EXPECT_EQ(controller_->lateness().stalls, 1u);
+  // A node silent while the daemon listens is still lost.
+  for (int i = 0; i < 12; ++i) {
+    clock_.AdvanceSeconds(1);
+    Beat("n2");
+    controller_->Tick();
+    Drain();
+  }
+  auto failures = *controller_->GetFailures({});
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].kind, FindingKind::kNodeLost);
+  EXPECT_EQ(failures[0].nodes, std::vector<std::string>{"n1"});
 }
 
 }  // namespace shepherd

@@ -19,7 +19,8 @@ class Cluster:
     def __init__(self, daemon_config=None):
         self.dir = tempfile.mkdtemp(prefix="shepherd-e2e-")
         self.agents = {}  # node id -> Popen
-        config = {"tick_interval_s": 0.2, "node_heartbeat_timeout_s": 2, "stop_timeout_s": 20,
+        # agent_lease_s: a lost node's replacements start once its lease expired (docs/agent-protocol.md).
+        config = {"tick_interval_s": 0.2, "node_heartbeat_timeout_s": 2, "agent_lease_s": 8, "stop_timeout_s": 20,
                   "shutdown_grace_s": 3}
         config.update(daemon_config or {})
         with open(self.path("config.json"), "w") as f:

@@ -43,6 +43,9 @@ class FaultyStore final : public Store {
   Store& inner() { return *inner_; }
 
   Result<Snapshot> Load() override { return inner_->Load(); }
+  Status Quarantine(const Record& r, const std::string& reason) override {
+    return inner_->Quarantine(r, reason);
+  }
 
   void Write(WriteBatch batch, std::function<void(Status)> done) override {
     bool fail = false;

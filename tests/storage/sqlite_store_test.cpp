@@ -206,12 +206,36 @@ TEST(SqliteStoreTest, DestructorCommitsEverythingQueued) {
   EXPECT_EQ(LoadOrDie(*store).records.size(), 101u);
 }
 
-TEST(SqliteStoreTest, CreatesMissingParentDirectories) {
+TEST(SqliteStoreTest, RefusesAMissingDirectoryNamingItAndCreatesNothing) {
   TempDir dir;
   const std::string db = dir.File("a/b/c/s.db");
+  auto store = OpenSqliteStore(db);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), Code::kUnavailable);
+  EXPECT_NE(store.status().message().find(dir.File("a/b/c")), std::string::npos) << store.status().message();
+  EXPECT_FALSE(std::filesystem::exists(dir.File("a")));
+  EXPECT_TRUE(Open(dir.File("s.db")) != nullptr);  // a new file in an existing directory is created
+}
+
+TEST(SqliteStoreTest, QuarantineMovesARecordAsideDurably) {
+  TempDir dir;
+  const std::string db = dir.File("s.db");
+  {
+    auto store = Open(db);
+    ASSERT_TRUE(WriteSync(*store, PutBatch({Rec(Collection::kJobs, "job-1", "{broken"),
+                                            Rec(Collection::kJobs, "job-2", "{}")}))
+                    .ok());
+    ASSERT_TRUE(store->Quarantine(Rec(Collection::kJobs, "job-1", "{broken"), "not JSON").ok());
+  }
   auto store = Open(db);
-  ASSERT_NE(store, nullptr);
-  EXPECT_TRUE(std::filesystem::exists(db));
+  auto snap = LoadOrDie(*store);
+  ASSERT_EQ(snap.records.size(), 1u);
+  EXPECT_EQ(snap.records[0].key, "job-2");
+  store.reset();
+  RawDb raw(db);
+  EXPECT_EQ(
+      raw.One("SELECT collection || '/' || key || ' ' || body || ' ' || reason FROM records_quarantine"),
+      "jobs/job-1 {broken not JSON");
 }
 
 TEST(SqliteStoreTest, RejectsInvalidOptions) {

@@ -15,6 +15,7 @@ watchdog needs. SHEPHERD_COLLECTIVE_REPORTS=completed|none sends fewer collectiv
 
 import atexit
 import contextlib
+import json
 import logging
 import math
 import os
@@ -283,7 +284,12 @@ class ShepherdClient:
     def checkpoint_saved(self, step: int, path: str, replicated: bool = False) -> None:
         """Report that this rank's part of checkpoint `step` is durably saved at `path`. replicated=True:
         the file holds the whole state of a replicated (pure data-parallel) job, e.g. a DDP script's
-        rank-0 save, so this one report completes the checkpoint (sent as `scope: "replicated"`)."""
+        rank-0 save, so this one report completes the checkpoint (sent as `scope: "replicated"`).
+        When `path` exists, a marker `<path>.shepherd.json` naming job, attempt, rank and step is written
+        beside it first (atomically), so a file an old attempt left can never pass for the new one's
+        (checkpoint_owner; docs/integration.md)."""
+        if self.enabled:
+            write_checkpoint_marker(path, self.job, self.attempt, self.rank, step)
         r = self._base("checkpoint")
         r.update(step=int(step), path=str(path))
         if replicated:
@@ -393,3 +399,33 @@ class ShepherdClient:
         c = self.config
         return "ShepherdClient(%s, job=%r, attempt=%d, rank=%d/%d)" % (
             c.url or "disabled", c.job, c.attempt, c.rank, c.world_size)
+
+
+MARKER_SUFFIX = ".shepherd.json"
+
+
+def write_checkpoint_marker(path: str, job: str, attempt: int, rank: int, step: int) -> None:
+    """Writes <path>.shepherd.json = {"job", "attempt", "rank", "step"} (write + rename) when `path` exists.
+    Never raises: a marker that cannot be written only leaves the file unmarked."""
+    try:
+        if not os.path.exists(path):
+            return
+        marker = str(path) + MARKER_SUFFIX
+        tmp = "%s.tmp-%d" % (marker, os.getpid())
+        with open(tmp, "w") as f:
+            json.dump({"job": job, "attempt": int(attempt), "rank": int(rank), "step": int(step)}, f)
+        os.replace(tmp, marker)
+    except OSError:
+        pass
+
+
+def checkpoint_owner(path: str) -> Optional[dict]:
+    """The marker of the checkpoint at `path` ({"job", "attempt", "rank", "step"}), or None when it has none.
+    A resumed attempt compares it with the checkpoint the daemon recorded (job and attempt) before trusting
+    the file."""
+    try:
+        with open(str(path) + MARKER_SUFFIX) as f:
+            m = json.load(f)
+        return m if isinstance(m, dict) else None
+    except (OSError, ValueError):
+        return None

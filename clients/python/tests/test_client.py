@@ -135,6 +135,22 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(encode_metric(3), 3.0)
         self.assertEqual(encode_metric("x"), None)
 
+    def test_checkpoint_marker_names_job_and_attempt(self):
+        import tempfile
+        from shepherd_client.client import checkpoint_owner
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "step-10.pt")
+            with open(path, "wb") as f:
+                f.write(b"state")
+            c = self.client()
+            self.assertIsNone(checkpoint_owner(path))
+            c.checkpoint_saved(10, path)
+            self.assertEqual(checkpoint_owner(path), {"job": "job-000001", "attempt": 2, "rank": 5, "step": 10})
+            c.checkpoint_saved(11, os.path.join(d, "missing.pt"))  # no file, no marker, still reported
+            self.assertFalse(os.path.exists(os.path.join(d, "missing.pt.shepherd.json")))
+            c.flush()
+            self.assertEqual([r["step"] for r in self.d.reports("checkpoint")], [10, 11])
+
     def test_collective_checkpoint_and_hash_shapes(self):
         c = self.client()
         with c.collective("allreduce", group="dp"):

@@ -1,0 +1,186 @@
+// The real daemon (issue 11): its own stall blames no node, the --db directory must exist, assignment
+// versions grow across restarts, an undecodable record is named and --salvage moves it aside.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "core/json.h"
+#include "tests/integration/harness.h"
+
+namespace shepherd::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+Json J(const HttpResult& r) {
+  return Json::parse(r.body.empty() ? "null" : r.body);
+}
+
+std::string NodeBody(const std::string& id) {
+  return Json{{"id", id}, {"gpus", 8}, {"topology", {{"spine", "s0"}, {"leaf", "l0"}}}}.dump();
+}
+
+std::string JobBody() {
+  return Json{
+      {"name", "t"},
+      {"model", {{"parameters", 1e9}, {"layers", 8}, {"hidden", 1024}, {"heads", 8}, {"seq_len", 1024}}},
+      {"training", {{"global_batch_size", 64}}},
+      {"parallelism", {{"tp", 8}, {"pp", 1}, {"dp", 1}}},
+      {"resources", {{"gpus", 8}}},
+      {"command", {"python3", "train.py"}}}
+      .dump();
+}
+
+std::string Sql(const std::string& db, const std::string& sql) {
+  std::string cmd = "sqlite3 '" + db + "' \"" + sql + "\" 2>&1";
+  std::string out;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[512];
+    while (size_t n = std::fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+    ::pclose(p);
+  }
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
+
+// Polls `f` until true or the deadline passes.
+template <typename F>
+bool Eventually(F f, std::chrono::milliseconds deadline = 20s) {
+  auto until = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < until) {
+    if (f()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return f();
+}
+
+double Metric(int port, const std::string& name) {
+  std::string body = Http(port, "GET", "/metrics").body;
+  size_t at = body.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(body.substr(at + name.size() + 2));
+}
+
+TEST(StartupSafety, AMissingDbDirectoryIsRefusedNamingIt) {
+  TempDir dir;
+  const std::string missing = dir.path + "/not-mounted";
+  Daemon d(dir.path, {"--db", missing + "/shepherd.db"});
+  EXPECT_FALSE(d.WaitReady(20s));
+  auto code = d.Wait();
+  ASSERT_TRUE(code.has_value());
+  EXPECT_NE(*code, 0);
+  EXPECT_NE(d.log().find(missing), std::string::npos) << d.log();
+  EXPECT_FALSE(std::filesystem::exists(missing));
+}
+
+TEST(StartupSafety, AssignmentVersionsGrowAcrossRestarts) {
+  TempDir dir;
+  int64_t before = 0;
+  {
+    Daemon d(dir.path);
+    ASSERT_TRUE(d.WaitReady()) << d.log();
+    ASSERT_EQ(Http(d.port(), "POST", "/v1/nodes", NodeBody("n1")).status, 201);
+    ASSERT_EQ(Http(d.port(), "POST", "/v1/jobs", JobBody()).status, 201);
+    before = J(Http(d.port(), "GET", "/v1/nodes/n1/assignments?version=-1&wait=0"))["version"];
+    EXPECT_GT(before, 0);
+    d.Signal(SIGTERM);
+    ASSERT_EQ(d.Wait(), 0);
+  }
+  Daemon d(dir.path);
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  Json a = J(Http(d.port(), "GET", "/v1/nodes/n1/assignments?version=-1&wait=0"));
+  EXPECT_GT(a["version"].get<int64_t>(), before);
+  EXPECT_EQ(a["ranks"].size(), 8u);  // the same desired set, under a version the agent has never seen
+}
+
+TEST(StartupSafety, AnUndecodableRecordIsNamedAndSalvageMovesItAside) {
+  TempDir dir;
+  const std::string db = dir.path + "/shepherd.db";
+  {
+    Daemon d(dir.path);
+    ASSERT_TRUE(d.WaitReady()) << d.log();
+    ASSERT_EQ(Http(d.port(), "POST", "/v1/nodes", NodeBody("n1")).status, 201);
+    ASSERT_EQ(Http(d.port(), "POST", "/v1/nodes", NodeBody("n2")).status, 201);
+    d.Signal(SIGTERM);
+    ASSERT_EQ(d.Wait(), 0);
+  }
+  ASSERT_EQ(Sql(db, "UPDATE records SET body = '{\\\"id\\\": 7' WHERE collection = 'nodes' AND key = 'n2'"),
+            "");
+  {
+    Daemon d(dir.path);
+    EXPECT_FALSE(d.WaitReady(20s));
+    auto code = d.Wait();
+    ASSERT_TRUE(code.has_value());
+    EXPECT_NE(*code, 0);
+    EXPECT_NE(d.log().find("record nodes/n2 cannot be decoded"), std::string::npos) << d.log();
+    EXPECT_NE(d.log().find("--salvage"), std::string::npos) << d.log();
+  }
+  EXPECT_EQ(Sql(db, "SELECT count(*) FROM records WHERE collection = 'nodes'"), "2");  // nothing touched
+  Daemon d(dir.path, {"--salvage"});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  EXPECT_EQ(Http(d.port(), "GET", "/v1/nodes/n1").status, 200);
+  EXPECT_EQ(Http(d.port(), "GET", "/v1/nodes/n2").status, 404);
+  d.Signal(SIGTERM);
+  ASSERT_EQ(d.Wait(), 0);
+  EXPECT_EQ(Sql(db, "SELECT collection || '/' || key || ' ' || body FROM records_quarantine"),
+            "nodes/n2 {\"id\": 7");
+}
+
+// SIGSTOP of the daemon for longer than the node timeout: after SIGCONT no finding, no cordon, no restart.
+// A node that then stays silent while the daemon listens is still found (the test can see a finding).
+TEST(SelfAwareness, ADaemonStallBlamesNoNode) {
+  TempDir dir;
+  const std::string config = dir.path + "/config.json";
+  std::ofstream(config)
+      << R"({"node_heartbeat_timeout_s": 2, "tick_interval_s": 0.2, "lateness_threshold_s": 0.5})";
+  Daemon d(dir.path, {"--config", config});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  const int port = d.port();
+  ASSERT_EQ(Http(port, "POST", "/v1/nodes", NodeBody("n1")).status, 201);
+  HttpResult job = Http(port, "POST", "/v1/jobs", JobBody());
+  ASSERT_EQ(job.status, 201) << job.body;
+  const std::string id = J(job)["id"];
+  Json running = Json::array();
+  for (int r = 0; r < 8; ++r)
+    running.push_back({{"job", id}, {"attempt", 1}, {"rank", r}, {"pid", 1000 + r}, {"state", "running"}});
+  const std::string hb = Json{
+      {"agent", {{"pid", 1}, {"started_at", "2026-11-21T07:00:00.000Z"}}},
+      {"processes", running}}.dump();
+  std::atomic<bool> beating{true}, stop{false};
+  std::thread agent([&] {  // n1's agent: a heartbeat every 200 ms while `beating`
+    while (!stop) {
+      if (beating) Http(port, "POST", "/v1/nodes/n1/heartbeat", hb);
+      std::this_thread::sleep_for(200ms);
+    }
+  });
+  ASSERT_TRUE(Eventually([&] { return J(Http(port, "GET", "/v1/jobs/" + id))["state"] == "running"; }));
+  const double stalls_before = Metric(port, "shepherd_stalls_total");
+
+  d.Signal(SIGSTOP);
+  std::this_thread::sleep_for(3500ms);  // the stall itself (longer than the 2 s node timeout)
+  d.Signal(SIGCONT);
+  // Bounded wait until the daemon has listened, healthy, for two full windows since the stall.
+  ASSERT_TRUE(Eventually([&] { return Metric(port, "shepherd_stalls_total") > stalls_before; }));
+  ASSERT_TRUE(Eventually([&] { return Metric(port, "shepherd_listening_seconds") > 4; }));
+  EXPECT_EQ(J(Http(port, "GET", "/v1/failures"))["failures"].size(), 0u)
+      << Http(port, "GET", "/v1/failures").body;
+  EXPECT_EQ(J(Http(port, "GET", "/v1/nodes/n1"))["state"], "allocated");
+  Json j = J(Http(port, "GET", "/v1/jobs/" + id));
+  EXPECT_EQ(j["attempt"], 1);
+  EXPECT_EQ(j["state"], "running");
+
+  beating = false;  // now n1 really goes silent while the daemon listens
+  EXPECT_TRUE(Eventually([&] {
+    Json f = J(Http(port, "GET", "/v1/failures"));
+    return f["failures"].size() == 1 && f["failures"][0]["kind"] == "node_lost";
+  }));
+  stop = true;
+  agent.join();
+}
+
+}  // namespace
+}  // namespace shepherd::testing
