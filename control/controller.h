@@ -31,6 +31,7 @@
 #include "control/job_book.h"
 #include "control/job_health.h"
 #include "control/recovery_executor.h"
+#include "control/slurm_sync.h"
 #include "core/agent_protocol.h"
 #include "core/json.h"
 #include "health/report.h"
@@ -52,6 +53,8 @@ struct ControllerOptions {
   uint32_t master_port_salt = 0;  // varies MASTER_PORT between daemons (random per daemon start)
   // policy.external_remediation = "hook": runs the site's command with the finding (never blocks).
   RemediationHook remediation_hook;
+  // The daemon syncs the inventory with Slurm (--slurm; control/slurm_sync.h).
+  bool slurm = false;
 };
 
 struct NodeUpsert {
@@ -131,6 +134,12 @@ class Controller {
   void WatchAssignments(const std::string& node, int64_t known, Time deadline, Done<Assignments> done);
   void ReleaseWaiters() { agents_.ReleaseWaiters(); }
 
+  // ---- Slurm (control/slurm_sync.h; the daemon's worker reads the cluster and runs the commands)
+  // Applies Slurm's view to the inventory; `done` gets the drains and resumes to run in Slurm.
+  void SyncSlurm(const slurm::SlurmView& view, Done<std::vector<SlurmNodeCommand>> done);
+  // The outcomes of those commands (drained_by_shepherd is updated and persisted).
+  void SlurmCommandsDone(const std::vector<SlurmCommandResult>& results);
+
   // ---- Recovery
   // POST /v1/jobs/{id}/restart; kConflict when no checkpoint qualifies.
   void RestartJob(const std::string& id, const std::string& from,
@@ -193,6 +202,7 @@ class Controller {
   RecoveryExecutor recovery_;
   AgentBoard agents_;
   FindingLog findings_;
+  SlurmSync slurm_sync_;
   std::map<std::string, uint64_t> report_counts_;
   std::map<std::string, Time> launch_checked_at_;  // CheckLaunches: last look at a stuck launch, per job
   bool ready_ = false;

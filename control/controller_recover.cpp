@@ -76,6 +76,11 @@ Status Controller::Recover() {
         findings_.Add(std::move(f).value());
         break;
       }
+      case Collection::kMeta:
+        if (r.key == SlurmSync::kDrainedKey) {
+          if (Status s = slurm_sync_.Restore(r.body); !s.ok()) return s;
+        }
+        break;
       default:
         break;
     }

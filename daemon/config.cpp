@@ -23,12 +23,32 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (!j.ok()) return j.status();
   std::vector<FieldError> errs;
   FieldReader r(*j, "", &errs);
-  r.OnlyKnown({"listen", "db", "inventory", "port_file", "tokens", "tokens_file", "job_policy",
-               "max_connections", "max_connections_per_address", "body_budget", "topology_levels",
-               "default_gpu_memory_gib", "min_spares_per_leaf", "min_spares_per_spine", "body_limit",
-               "header_limit", "idle_timeout_s", "shutdown_grace_s", "tick_interval_s", "log_level",
-               "advertise_url", "node_heartbeat_timeout_s", "stop_timeout_s", "remediation_hook",
-               "health_check_passes"});
+  r.OnlyKnown({"listen",
+               "db",
+               "inventory",
+               "port_file",
+               "tokens",
+               "tokens_file",
+               "job_policy",
+               "max_connections",
+               "max_connections_per_address",
+               "body_budget",
+               "topology_levels",
+               "default_gpu_memory_gib",
+               "min_spares_per_leaf",
+               "min_spares_per_spine",
+               "body_limit",
+               "header_limit",
+               "idle_timeout_s",
+               "shutdown_grace_s",
+               "tick_interval_s",
+               "log_level",
+               "advertise_url",
+               "node_heartbeat_timeout_s",
+               "stop_timeout_s",
+               "remediation_hook",
+               "health_check_passes",
+               "slurm"});
   if (auto v = r.String("listen", false)) c->listen = *v;
   if (auto v = r.String("db", false, 4096)) c->db = *v;
   if (auto v = r.String("inventory", false, 4096)) c->inventory = *v;
@@ -90,6 +110,16 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
           }
         }
       }
+    }
+  }
+  if (const Json* sl = r.Find("slurm")) {
+    FieldReader sr(*sl, "slurm", &errs);
+    sr.OnlyKnown({"enabled", "slurm_conf", "reconcile_interval_s", "command_timeout_s"});
+    if (sr.ok()) {
+      c->slurm.enabled = sr.Bool("enabled").value_or(true);
+      if (auto v = sr.String("slurm_conf", false, 4096)) c->slurm.slurm_conf = *v;
+      if (auto v = sr.Number("reconcile_interval_s", false, 0.1, 86400)) c->slurm.reconcile_interval_s = *v;
+      if (auto v = sr.Number("command_timeout_s", false, 1, 3600)) c->slurm.command_timeout_s = *v;
     }
   }
   strings("topology_levels", &c->controller.levels);

@@ -10,6 +10,14 @@
 
 namespace shepherd {
 
+// `--slurm` / "slurm": {...}: the inventory comes from a Slurm cluster and is kept in sync (docs/slurm.md).
+struct SlurmConfig {
+  bool enabled = false;
+  std::string slurm_conf;            // empty: SLURM_CONF from the environment
+  double reconcile_interval_s = 10;  // how often Slurm's nodes are read and reconciled
+  double command_timeout_s = 30;     // per Slurm command
+};
+
 struct DaemonConfig {
   std::string listen = "127.0.0.1:8080";
   std::string db = "./var/shepherd.db";
@@ -21,10 +29,10 @@ struct DaemonConfig {
   // Bearer credentials: a JSON file (api/auth.h), mode 0600, re-read on SIGHUP. Empty: auth is off (a
   // warning says so). Tokens never come from argv or the config file.
   std::string tokens_file;
-  JobPolicy job_policy;                   // "job_policy": what submitted jobs may run
-  size_t max_connections = 10000;         // all connections
+  JobPolicy job_policy;            // "job_policy": what submitted jobs may run
+  size_t max_connections = 10000;  // all connections
   size_t max_connections_per_address = 512;
-  size_t body_budget = 256u << 20;        // bytes of request bodies buffered at once, all connections
+  size_t body_budget = 256u << 20;  // bytes of request bodies buffered at once, all connections
   ControllerOptions controller;
   size_t body_limit = 4 << 20;
   size_t header_limit = 16 << 10;
@@ -32,6 +40,7 @@ struct DaemonConfig {
   double shutdown_grace_s = 10;
   double tick_interval_s = 1;
   std::string log_level = "info";
+  SlurmConfig slurm;
 };
 
 // Reads `path` (a JSON object with any of the fields above; topology_levels, min_spares_per_leaf, ...).

@@ -14,6 +14,7 @@
 #include "api/http_server.h"
 #include "daemon/commands.h"
 #include "daemon/remediation_hook.h"
+#include "daemon/slurm_sync.h"
 
 namespace asio = boost::asio;
 
@@ -77,6 +78,7 @@ int RunDaemon(const DaemonConfig& config) {
   SystemClock clock;
   ControllerOptions controller_options = config.controller;
   controller_options.master_port_salt = std::random_device{}();
+  controller_options.slurm = config.slurm.enabled;
   if (!config.remediation_hook.empty())
     controller_options.remediation_hook = MakeProcessHook(config.remediation_hook);
   // Credentials (docs/security.md). Static tokens from the file; rank tokens from RankTokens.
@@ -212,8 +214,16 @@ int RunDaemon(const DaemonConfig& config) {
   };
   wait_hup();
   controller.set_on_storage_failure([&](const Status& s) { stop(1, "storage failure: " + s.message()); });
+  std::unique_ptr<SlurmSyncLoop> slurm_sync;
+  if (config.slurm.enabled) {
+    slurm_sync =
+        std::make_unique<SlurmSyncLoop>(config.slurm, config.controller.levels, &controller,
+                                        [&ioc](std::function<void()> fn) { asio::post(ioc, std::move(fn)); });
+    slurm_sync->Start();
+  }
 
   ioc.run();
+  if (slurm_sync) slurm_sync->Stop();
   // Every acknowledged write is already durable; let queued background writes finish too.
   (*store)->Flush();
   ioc.restart();
