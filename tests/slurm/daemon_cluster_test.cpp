@@ -41,10 +41,10 @@ std::string SlurmState(const std::string& node) {
 struct SlurmDaemon {
   TempDir dir;
   std::unique_ptr<Daemon> daemon;
-  SlurmDaemon() {
-    std::ofstream(dir.path + "/config.json")
-        << Json{{"slurm", {{"slurm_conf", LocalCluster::slurm_conf()}, {"reconcile_interval_s", 0.3}}}}
-               .dump();
+  explicit SlurmDaemon(double tick_interval_s = 1) {
+    std::ofstream(dir.path + "/config.json") << Json{
+        {"slurm", {{"slurm_conf", LocalCluster::slurm_conf()}, {"reconcile_interval_s", 0.3}}},
+        {"tick_interval_s", tick_interval_s}}.dump();
     daemon =
         std::make_unique<Daemon>(dir.path, std::vector<std::string>{"--config", dir.path + "/config.json"});
   }
@@ -110,6 +110,55 @@ TEST(SlurmDaemon, ShepherdsCordonDrainsInSlurmAndItsReturnResumes) {
       << SlurmState("n2") << " " << SlurmReason("n2") << "\n"
       << d.daemon->log();
   EXPECT_EQ(NodeOf(d.port(), "n2")["state"], "available");
+}
+
+// A job started outside Shepherd (no command) with external_remediation "slurm-drain": the rank reported
+// from n3 is lost in two attempts in a row (its launcher restarted it), so recovery suspects n3; Shepherd
+// cordons it and drains it in Slurm with the finding's id and kind. Nothing else is stopped or drained.
+TEST(SlurmDaemon, SlurmDrainRemediationNamesTheFinding) {
+  REQUIRE_CLUSTER();
+  SlurmDaemon d(0.05);
+  ASSERT_TRUE(d.daemon->WaitReady()) << d.daemon->log();
+  ASSERT_TRUE(WaitFor(seconds(30), [&] { return NodeOf(d.port(), "n3")["state"] == "available"; }));
+  auto job = Http(d.port(), "POST", "/v1/jobs", R"({"name": "srun-job", "model": {"parameters": 1e6,
+      "layers": 2, "hidden": 64, "heads": 4, "seq_len": 64, "vocab": 1000}, "training": {"global_batch_size": 8},
+      "parallelism": {"tp": 1, "pp": 1, "dp": 2}, "resources": {"gpus": 2, "gpus_per_node": 1},
+      "policy": {"heartbeat_interval_s": 0.1, "heartbeat_timeout_s": 0.5, "startup_grace_s": 0.5,
+                 "external_remediation": "slurm-drain"}})");
+  ASSERT_EQ(job.status, 201) << job.body;
+  const std::string id = Json::parse(job.body)["id"];
+  auto report = [&](int attempt, bool both) {
+    std::string body = R"({"reports": [{"rank": 0, "attempt": )" + std::to_string(attempt) +
+                       R"(, "kind": "heartbeat", "node": "n0"})";
+    if (both)
+      body += R"(, {"rank": 1, "attempt": )" + std::to_string(attempt) +
+              R"(, "kind": "heartbeat", "node": "n3"})";
+    return Http(d.port(), "POST", "/v1/jobs/" + id + "/reports", body + "]}").status;
+  };
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    ASSERT_EQ(report(attempt, true), 202) << d.daemon->log();
+    // Rank 0 keeps reporting on this attempt; rank 1 (n3) is silent until it is named.
+    ASSERT_TRUE(WaitFor(seconds(30), [&] {
+      report(attempt, false);
+      auto f = Http(d.port(), "GET", "/v1/jobs/" + id + "/failures?kind=heartbeat_lost");
+      return f.status == 200 && Json::parse(f.body)["failures"].size() >= static_cast<size_t>(attempt);
+    })) << d.daemon->log();
+  }
+  ASSERT_TRUE(WaitFor(seconds(20), [&] { return SlurmReason("n3").rfind("shepherd f-", 0) == 0; }))
+      << SlurmReason("n3") << "\n"
+      << d.daemon->log();
+  const std::string reason = SlurmReason("n3");
+  EXPECT_NE(reason.find(" heartbeat_lost"), std::string::npos) << reason;
+  Json findings =
+      Json::parse(Http(d.port(), "GET", "/v1/jobs/" + id + "/failures?kind=heartbeat_lost").body)["failures"];
+  EXPECT_EQ(reason, "shepherd " + findings.back()["id"].get<std::string>() + " heartbeat_lost");
+  EXPECT_EQ(NodeOf(d.port(), "n3")["state"], "cordoned");
+  EXPECT_EQ(SlurmState("n0"), "idle");  // the node of the healthy rank is left alone
+  EXPECT_EQ(Json::parse(Http(d.port(), "GET", "/v1/jobs/" + id).body)["state"], "running");
+
+  // Hand it back: an operator returns it in Shepherd, which resumes the drain it made.
+  ASSERT_EQ(Http(d.port(), "PATCH", "/v1/nodes/n3", R"({"schedulable": true})").status, 200);
+  ASSERT_TRUE(WaitFor(seconds(20), [&] { return SlurmState("n3") == "idle"; })) << SlurmState("n3");
 }
 
 }  // namespace
