@@ -6,7 +6,9 @@
 
 #include <fstream>
 
+#include "core/child_process.h"
 #include "core/json.h"
+#include "slurm/subprocess.h"
 #include "tests/integration/harness.h"
 #include "tests/slurm/local_cluster.h"
 
@@ -163,6 +165,64 @@ TEST(SlurmDaemon, SlurmDrainRemediationNamesTheFinding) {
   // Hand it back: an operator returns it in Shepherd, which resumes the drain it made.
   ASSERT_EQ(Http(d.port(), "PATCH", "/v1/nodes/n3", R"({"schedulable": true})").status, 200);
   ASSERT_TRUE(WaitFor(seconds(20), [&] { return SlurmState("n3") == "idle"; })) << SlurmState("n3");
+}
+
+// A job a user launched with a plain srun (submitted to Shepherd without a command): the Python client in
+// each rank takes its rank and node from Slurm's variables. Rank 1 stops itself (SIGSTOP): Shepherd names
+// rank 1 on n1, and starts no step and drains nothing (external_remediation none).
+TEST(SlurmDaemon, UserLaunchedSrunJobIsWatchedAndItsSilentRankNamed) {
+  REQUIRE_CLUSTER();
+  SlurmDaemon d(0.05);
+  ASSERT_TRUE(d.daemon->WaitReady()) << d.daemon->log();
+  ASSERT_TRUE(WaitFor(seconds(30), [&] { return NodeOf(d.port(), "n1")["state"] == "available"; }));
+  auto job = Http(d.port(), "POST", "/v1/jobs", R"({"name": "user-srun", "model": {"parameters": 1e6,
+      "layers": 2, "hidden": 64, "heads": 4, "seq_len": 64, "vocab": 1000}, "training": {"global_batch_size": 8},
+      "parallelism": {"tp": 1, "pp": 1, "dp": 2}, "resources": {"gpus": 2, "gpus_per_node": 1},
+      "policy": {"heartbeat_interval_s": 0.2, "heartbeat_timeout_s": 2, "startup_grace_s": 60}})");
+  ASSERT_EQ(job.status, 201) << job.body;
+  const std::string id = Json::parse(job.body)["id"];
+  const std::string script = d.dir.path + "/rank.py";
+  std::ofstream(script) << "import os, signal, time\n"
+                           "from shepherd_client import ShepherdClient\n"
+                           "c = ShepherdClient.from_env()\n"
+                           "for step in range(1, 600):\n"
+                           "    c.step(step, loss=1.0)\n"
+                           "    c.flush()\n"
+                           "    if c.rank == 1 and step == 3:\n"
+                           "        os.kill(os.getpid(), signal.SIGSTOP)\n"
+                           "    time.sleep(0.1)\n";
+  const std::string url = "http://127.0.0.1:" + std::to_string(d.port());
+  auto srun =
+      SpawnLogged({"srun", "--job-name=user-srun", "-N2", "-n2", "-w", "n0,n1", "/usr/bin/python3", script},
+                  CleanEnvironment({{"SLURM_CONF", LocalCluster::slurm_conf()},
+                                    {"SHEPHERD_URL", url},
+                                    {"SHEPHERD_JOB", id},
+                                    {"PYTHONPATH", SHEPHERD_SOURCE_DIR "/clients/python"}}),
+                  d.dir.path + "/srun.log", d.dir.path);
+  ASSERT_TRUE(srun.ok()) << srun.status().message();
+  Json lost;
+  const bool named = WaitFor(seconds(90), [&] {
+    auto f = Http(d.port(), "GET", "/v1/jobs/" + id + "/failures?kind=heartbeat_lost");
+    if (f.status != 200 || Json::parse(f.body)["failures"].empty()) return false;
+    lost = Json::parse(f.body)["failures"][0];
+    return true;
+  });
+  const std::string slurm_job = LocalCluster::Sh({"squeue", "-h", "-n", "user-srun", "-o", "%i"});
+  const std::string jobs = LocalCluster::Sh({"squeue", "-h", "-o", "%i"});
+  const std::string n1 = SlurmState("n1");
+  const Json shepherd_job = Json::parse(Http(d.port(), "GET", "/v1/jobs/" + id).body);
+  LocalCluster::Sh({"scancel", slurm_job});
+  SignalGroup(*srun, SIGKILL);
+  WaitFor(seconds(30), [&] { return PollExit(*srun).has_value(); });
+  ASSERT_TRUE(named) << d.daemon->log();
+  EXPECT_EQ(lost["ranks"], Json::array({1})) << lost.dump();
+  EXPECT_EQ(lost["nodes"], Json::array({"n1"})) << lost.dump();
+  EXPECT_FALSE(lost["recommended_actions"].empty()) << lost.dump();
+  EXPECT_EQ(jobs, slurm_job);  // no allocation or step of Shepherd's own
+  EXPECT_EQ(n1.find("drain"), std::string::npos) << n1;
+  EXPECT_EQ(NodeOf(d.port(), "n1")["state"], "available");
+  EXPECT_EQ(shepherd_job["attempt"], 1);
+  EXPECT_EQ(shepherd_job["state"], "running");
 }
 
 }  // namespace
