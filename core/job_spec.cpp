@@ -231,8 +231,9 @@ Result<JobSpec> ParseSpec(const Json& j, bool full) {
   JobSpec s;
   FieldReader root(j, "", &errs);
   if (!root.ok()) return Finish(s, errs);
-  root.OnlyKnown({"name", "model", "training", "parallelism", "resources", "command", "env", "checkpoint",
-                  "policy", "gpu_binding"});
+  root.OnlyKnown(
+      {"name", "model", "training", "parallelism", "resources", "command", "env", "checkpoint", "policy",
+       "gpu_binding"});
   if (full) s.name = root.String("name", true, 128).value_or("");
   ParseModel(root, &s.model, &errs);
   ParseTraining(root, &s.training, &errs);

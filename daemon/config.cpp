@@ -23,32 +23,12 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (!j.ok()) return j.status();
   std::vector<FieldError> errs;
   FieldReader r(*j, "", &errs);
-  r.OnlyKnown({"listen",
-               "db",
-               "inventory",
-               "port_file",
-               "tokens",
-               "tokens_file",
-               "job_policy",
-               "max_connections",
-               "max_connections_per_address",
-               "body_budget",
-               "topology_levels",
-               "default_gpu_memory_gib",
-               "min_spares_per_leaf",
-               "min_spares_per_spine",
-               "body_limit",
-               "header_limit",
-               "idle_timeout_s",
-               "shutdown_grace_s",
-               "tick_interval_s",
-               "log_level",
-               "advertise_url",
-               "node_heartbeat_timeout_s",
-               "stop_timeout_s",
-               "remediation_hook",
-               "health_check_passes",
-               "slurm"});
+  r.OnlyKnown({"listen", "db", "inventory", "port_file", "tokens", "tokens_file", "job_policy",
+               "max_connections", "max_connections_per_address", "body_budget", "topology_levels",
+               "default_gpu_memory_gib", "min_spares_per_leaf", "min_spares_per_spine", "body_limit",
+               "header_limit", "idle_timeout_s", "shutdown_grace_s", "tick_interval_s", "log_level",
+               "advertise_url", "node_heartbeat_timeout_s", "stop_timeout_s", "remediation_hook",
+               "health_check_passes", "slurm"});
   if (auto v = r.String("listen", false)) c->listen = *v;
   if (auto v = r.String("db", false, 4096)) c->db = *v;
   if (auto v = r.String("inventory", false, 4096)) c->inventory = *v;

@@ -29,10 +29,10 @@ struct DaemonConfig {
   // Bearer credentials: a JSON file (api/auth.h), mode 0600, re-read on SIGHUP. Empty: auth is off (a
   // warning says so). Tokens never come from argv or the config file.
   std::string tokens_file;
-  JobPolicy job_policy;            // "job_policy": what submitted jobs may run
-  size_t max_connections = 10000;  // all connections
+  JobPolicy job_policy;                   // "job_policy": what submitted jobs may run
+  size_t max_connections = 10000;         // all connections
   size_t max_connections_per_address = 512;
-  size_t body_budget = 256u << 20;  // bytes of request bodies buffered at once, all connections
+  size_t body_budget = 256u << 20;        // bytes of request bodies buffered at once, all connections
   ControllerOptions controller;
   size_t body_limit = 4 << 20;
   size_t header_limit = 16 << 10;

@@ -104,9 +104,8 @@ int RunDaemon(const DaemonConfig& config) {
     spdlog::warn("auth is OFF: no --tokens-file, every client is admin. Do not expose {} beyond this host",
                  config.listen);
   }
-  Controller controller(
-      store->get(), &clock, [&ioc](std::function<void()> fn) { asio::post(ioc, std::move(fn)); },
-      controller_options);
+  const Post post = [&ioc](std::function<void()> fn) { asio::post(ioc, std::move(fn)); };
+  Controller controller(store->get(), &clock, post, controller_options);
   if (Status s = controller.Recover(); !s.ok()) {
     spdlog::error("recovering state from {} failed: {}", config.db, s.message());
     return 1;
@@ -216,9 +215,7 @@ int RunDaemon(const DaemonConfig& config) {
   controller.set_on_storage_failure([&](const Status& s) { stop(1, "storage failure: " + s.message()); });
   std::unique_ptr<SlurmSyncLoop> slurm_sync;
   if (config.slurm.enabled) {
-    slurm_sync =
-        std::make_unique<SlurmSyncLoop>(config.slurm, config.controller.levels, &controller,
-                                        [&ioc](std::function<void()> fn) { asio::post(ioc, std::move(fn)); });
+    slurm_sync = std::make_unique<SlurmSyncLoop>(config.slurm, config.controller.levels, &controller, post);
     slurm_sync->Start();
   }
 
