@@ -45,13 +45,6 @@ std::vector<std::string> MergedEnvironment(const std::map<std::string, std::stri
   return out;
 }
 
-std::vector<char*> CStrings(std::vector<std::string>& v) {
-  std::vector<char*> out;
-  for (std::string& s : v) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
 // argv[0] as execvp would find it under the CHILD's PATH (the overlay's when it sets one; relative PATH
 // entries count from the child's cwd). posix_spawnp would search the agent's PATH instead.
 std::string ResolveProgram(const SpawnSpec& spec) {
@@ -71,7 +64,6 @@ std::string ResolveProgram(const SpawnSpec& spec) {
   }
 }
 
-
 // The child side of a privilege-dropping spawn: only async-signal-safe calls until exec.
 [[noreturn]] void ChildDropAndExec(const SpawnSpec& spec, int log_fd, const char* program, char** argv,
                                    char** envp) {
@@ -88,7 +80,7 @@ std::string ResolveProgram(const SpawnSpec& spec) {
   sigset_t empty;
   sigemptyset(&empty);
   ::sigprocmask(SIG_SETMASK, &empty, nullptr);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD, SIGQUIT, SIGUSR1, SIGUSR2}) ::signal(sig, SIG_DFL);
+  for (int sig : kChildDefaultSignals) ::signal(sig, SIG_DFL);
   int in = ::open("/dev/null", O_RDONLY);
   if (in >= 0) ::dup2(in, STDIN_FILENO);
   ::dup2(log_fd, STDOUT_FILENO);
@@ -152,7 +144,6 @@ Result<RunAs> LookUpUser(const std::string& user) {
   return r;
 }
 
-
 Result<pid_t> SpawnProcessGroup(const SpawnSpec& spec) {
   if (spec.argv.empty()) return InvalidArgument("spawn: empty command");
   if (spec.run_as) return SpawnDroppingPrivileges(spec);
@@ -160,8 +151,7 @@ Result<pid_t> SpawnProcessGroup(const SpawnSpec& spec) {
   sigset_t empty, defaults;
   sigemptyset(&empty);
   sigemptyset(&defaults);
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD, SIGQUIT, SIGUSR1, SIGUSR2})
-    sigaddset(&defaults, sig);
+  for (int sig : kChildDefaultSignals) sigaddset(&defaults, sig);
   posix_spawnattr_setsigmask(&o.attr, &empty);
   posix_spawnattr_setsigdefault(&o.attr, &defaults);
   posix_spawnattr_setpgroup(&o.attr, 0);
@@ -187,19 +177,6 @@ Result<pid_t> SpawnProcessGroup(const SpawnSpec& spec) {
   return pid;
 }
 
-std::optional<ExitInfo> PollChild(pid_t pid) {
-  int status = 0;
-  pid_t r;
-  do {
-    r = ::waitpid(pid, &status, WNOHANG);
-  } while (r < 0 && errno == EINTR);
-  if (r == 0) return std::nullopt;
-  if (r < 0) return ExitInfo{};  // ECHILD: not our child (or reaped elsewhere): the process is gone
-  if (WIFEXITED(status)) return ExitInfo{WEXITSTATUS(status), std::nullopt};
-  if (WIFSIGNALED(status)) return ExitInfo{std::nullopt, WTERMSIG(status)};
-  return std::nullopt;  // stopped/continued are not reported without WUNTRACED/WCONTINUED
-}
-
 std::optional<std::uint64_t> ProcessStartTime(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
@@ -222,11 +199,6 @@ bool ProcessAlive(pid_t pid, std::uint64_t start_time) {
   if (pid <= 0) return false;
   auto t = ProcessStartTime(pid);
   return t && *t == start_time;
-}
-
-bool SignalGroup(pid_t pgid, int sig) {
-  if (pgid <= 1) return false;  // never signal "every process" or init's group by accident
-  return ::kill(-pgid, sig) == 0;
 }
 
 }  // namespace shepherd::agent

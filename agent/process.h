@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/child_process.h"
 #include "core/status.h"
 
 namespace shepherd::agent {
@@ -43,15 +44,9 @@ struct SpawnSpec {
 // The child is the caller's child: reap it with PollChild.
 Result<pid_t> SpawnProcessGroup(const SpawnSpec& spec);
 
-// How a process ended. Both empty: unknown (an adopted process, not our child).
-struct ExitInfo {
-  std::optional<int> exit_code;
-  std::optional<int> signal;
-};
-
-// waitpid(pid, WNOHANG). nullopt while the child runs (or after it was already reaped: then ExitInfo{}
-// would be wrong, so the caller must not poll a reaped pid).
-std::optional<ExitInfo> PollChild(pid_t pid);
+// How a process ended. Both empty: unknown (an adopted process, not our child). Reap children with
+// PollChildExit (core/child_process.h); signal their groups with SignalGroup.
+using ExitInfo = ChildExit;
 
 // Start time of `pid` in clock ticks since boot (/proc/<pid>/stat field 22); nullopt when there is no such
 // process or it is a zombie (a zombie has exited; only its parent can still read its status).
@@ -59,8 +54,5 @@ std::optional<std::uint64_t> ProcessStartTime(pid_t pid);
 
 // True when `pid` exists, is not a zombie, and started at `start_time` (so the pid was not reused).
 bool ProcessAlive(pid_t pid, std::uint64_t start_time);
-
-// kill(-pgid, sig). ESRCH (no such group) is not an error: returns false then.
-bool SignalGroup(pid_t pgid, int sig);
 
 }  // namespace shepherd::agent

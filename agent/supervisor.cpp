@@ -207,7 +207,7 @@ bool Supervisor::Reap(TrackedProcess* p) {
     if (ProcessAlive(p->pid, p->start_time)) return false;
     p->exit = {};  // not our child: the code is unknown
   } else {
-    std::optional<ExitInfo> info = PollChild(p->pid);
+    std::optional<ExitInfo> info = PollChildExit(p->pid);
     if (!info) return false;
     p->exit = *info;
   }

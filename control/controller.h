@@ -32,6 +32,7 @@
 #include "control/job_health.h"
 #include "control/rank_tokens.h"
 #include "control/recovery_executor.h"
+#include "control/slurm_sync.h"
 #include "core/agent_protocol.h"
 #include "core/json.h"
 #include "health/lateness.h"
@@ -60,6 +61,8 @@ struct ControllerOptions {
   double late_after_s = 0;
   // policy.external_remediation = "hook": runs the site's command with the finding (never blocks).
   RemediationHook remediation_hook;
+  // The daemon syncs the inventory with Slurm (--slurm; control/slurm_sync.h).
+  bool slurm = false;
 };
 
 struct NodeUpsert {
@@ -146,6 +149,12 @@ class Controller {
   void WatchAssignments(const std::string& node, int64_t known, Time deadline, Done<Assignments> done);
   void ReleaseWaiters() { agents_.ReleaseWaiters(); }
 
+  // ---- Slurm (control/slurm_sync.h; the daemon's worker reads the cluster and runs the commands)
+  // Applies Slurm's view to the inventory; `done` gets the drains and resumes to run in Slurm.
+  void SyncSlurm(const slurm::SlurmView& view, Done<std::vector<SlurmNodeCommand>> done);
+  // The outcomes of those commands (drained_by_shepherd is updated and persisted).
+  void SlurmCommandsDone(const std::vector<SlurmCommandResult>& results);
+
   // ---- Recovery
   // POST /v1/jobs/{id}/restart; kConflict when no checkpoint qualifies.
   void RestartJob(const std::string& id, const std::string& from,
@@ -226,6 +235,7 @@ class Controller {
   FindingLog findings_;
   RankTokens rank_tokens_;
   Lateness lateness_;
+  SlurmSync slurm_sync_;
   std::map<std::string, uint64_t> report_counts_;
   std::map<std::string, Time> launch_checked_at_;  // CheckLaunches: last look at a stuck launch, per job
   bool ready_ = false;

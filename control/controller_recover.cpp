@@ -83,6 +83,8 @@ Status Controller::Recover(bool salvage) {
           if (!j->is_object() || !j->contains("epoch") || !(*j)["epoch"].is_number_integer())
             return InvalidArgument("no integer epoch");
           epoch = (*j)["epoch"].get<int64_t>();
+        } else if (r.key == SlurmSync::kDrainedKey) {
+          if (Status s = slurm_sync_.Restore(r.body); !s.ok()) return s;
         } else if (auto t = RankTokens::Decode(r)) {
           rank_tokens.push_back(std::move(*t));
         }

@@ -51,4 +51,11 @@ std::vector<Finding> FindingLog::Recent(const std::string& job, size_t limit) co
   return out;
 }
 
+const Finding* FindingLog::Find(const std::string& id) const {
+  if (id.empty()) return nullptr;
+  for (auto it = all_.rbegin(); it != all_.rend(); ++it)
+    if (it->id == id) return &*it;
+  return nullptr;
+}
+
 }  // namespace shepherd

@@ -35,6 +35,8 @@ class FindingLog {
   std::vector<Finding> Query(const FindingQuery& q) const;
   // The job's newest `limit` findings, oldest first: the window recovery judges recurrence against.
   std::vector<Finding> Recent(const std::string& job, size_t limit) const;
+  // The finding with this id; nullptr when none (searches newest first).
+  const Finding* Find(const std::string& id) const;
 
   const std::map<FindingKind, uint64_t>& counts() const { return counts_; }
   size_t size() const { return all_.size(); }

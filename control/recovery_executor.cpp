@@ -141,6 +141,7 @@ void RecoveryExecutor::Remediate(Finding& f, const Policy& policy, const Recover
         f.actions.push_back("none: the job is not launched by Shepherd (recommendations recorded)");
       return;
     case ExternalRemediation::kCordon:
+    case ExternalRemediation::kSlurmDrain:
       for (NodeAction a : d.node_actions) {
         if (a.node.empty() || !inventory_->Find(a.node)) {
           f.actions.push_back("cannot cordon " +
@@ -151,7 +152,15 @@ void RecoveryExecutor::Remediate(Finding& f, const Policy& policy, const Recover
         a.action = NodeActionKind::kCordon;  // Shepherd only cordons what it does not run
         a.reason = "external job " + f.job + ": " + a.reason;
         inventory_->Apply(a, f.id, now, batch);
-        f.actions.push_back("cordon " + a.node + " (external_remediation: cordon)");
+        if (policy.external_remediation == ExternalRemediation::kCordon)
+          f.actions.push_back("cordon " + a.node + " (external_remediation: cordon)");
+        else if (slurm_)
+          f.actions.push_back("cordon " + a.node +
+                              " and drain it in Slurm (external_remediation: slurm-drain)");
+        else
+          f.actions.push_back("cordon " + a.node +
+                              " (external_remediation: slurm-drain; the daemon runs without --slurm: not "
+                              "drained in Slurm)");
       }
       return;
     case ExternalRemediation::kHook:

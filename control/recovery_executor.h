@@ -46,6 +46,10 @@ class RecoveryExecutor {
                                         const std::vector<std::string>& replace_nodes,
                                         const std::string& reason, Time now, WriteBatch* batch);
 
+  // The daemon keeps the inventory in sync with Slurm (--slurm): a node cordoned for external_remediation
+  // "slurm-drain" is then drained in Slurm too.
+  void set_slurm(bool on) { slurm_ = on; }
+
   // Starts the restarts whose backoff has passed.
   void StartDue(Time now, WriteBatch* batch);
   // A checkpoint of the running attempt became good: the backoff starts over.
@@ -79,6 +83,7 @@ class RecoveryExecutor {
   Inventory* inventory_;
   JobBook* jobs_;
   RemediationHook hook_;
+  bool slurm_ = false;
   std::map<std::string, Restarts> state_;
 };
 

@@ -148,6 +148,8 @@ const char* ToString(ExternalRemediation r) {
       return "cordon";
     case ExternalRemediation::kHook:
       return "hook";
+    case ExternalRemediation::kSlurmDrain:
+      return "slurm-drain";
   }
   return "none";
 }

@@ -104,6 +104,9 @@ enum class ExternalRemediation {
   kNone,    // record only
   kCordon,  // cordon the blamed nodes in Shepherd's inventory
   kHook,    // run the daemon's remediation hook with the finding as JSON on stdin
+  // "slurm-drain": cordon the blamed nodes in Shepherd; with --slurm the inventory sync then drains them in
+  // Slurm with the reason "shepherd <finding id> <kind>" (docs/slurm.md).
+  kSlurmDrain,
 };
 const char* ToString(ExternalRemediation r);
 

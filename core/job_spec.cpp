@@ -199,10 +199,11 @@ void ParsePolicy(FieldReader& root, Policy* p, std::vector<FieldError>* errs) {
   integer("crash_step_window", &p->crash_step_window, 0, 1 << 30);
   integer("poisoned_checkpoint_steps", &p->poisoned_checkpoint_steps, 0, 1 << 30);
   num("launch_timeout_s", &p->launch_timeout_s, 1, 86400);
-  if (auto v = r.Enum("external_remediation", {"none", "cordon", "hook"}))
-    p->external_remediation = *v == "cordon" ? ExternalRemediation::kCordon
-                              : *v == "hook" ? ExternalRemediation::kHook
-                                             : ExternalRemediation::kNone;
+  if (auto v = r.Enum("external_remediation", {"none", "cordon", "hook", "slurm-drain"}))
+    p->external_remediation = *v == "cordon"        ? ExternalRemediation::kCordon
+                              : *v == "hook"        ? ExternalRemediation::kHook
+                              : *v == "slurm-drain" ? ExternalRemediation::kSlurmDrain
+                                                    : ExternalRemediation::kNone;
   if (p->heartbeat_timeout_s <= p->heartbeat_interval_s)
     r.Error("policy.heartbeat_timeout_s", "must be greater than policy.heartbeat_interval_s");
 }

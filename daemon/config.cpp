@@ -49,7 +49,8 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
                "remediation_hook",
                "health_check_passes",
                "lateness_threshold_s",
-               "agent_lease_s"});
+               "agent_lease_s",
+               "slurm"});
   if (auto v = r.String("listen", false)) c->listen = *v;
   if (auto v = r.String("db", false, 4096)) c->db = *v;
   if (auto v = r.String("inventory", false, 4096)) c->inventory = *v;
@@ -112,6 +113,16 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
           }
         }
       }
+    }
+  }
+  if (const Json* sl = r.Find("slurm")) {
+    FieldReader sr(*sl, "slurm", &errs);
+    sr.OnlyKnown({"enabled", "slurm_conf", "reconcile_interval_s", "command_timeout_s"});
+    if (sr.ok()) {
+      c->slurm.enabled = sr.Bool("enabled").value_or(true);
+      if (auto v = sr.String("slurm_conf", false, 4096)) c->slurm.slurm_conf = *v;
+      if (auto v = sr.Number("reconcile_interval_s", false, 0.1, 86400)) c->slurm.reconcile_interval_s = *v;
+      if (auto v = sr.Number("command_timeout_s", false, 1, 3600)) c->slurm.command_timeout_s = *v;
     }
   }
   strings("topology_levels", &c->controller.levels);

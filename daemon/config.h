@@ -10,6 +10,14 @@
 
 namespace shepherd {
 
+// `--slurm` / "slurm": {...}: the inventory comes from a Slurm cluster and is kept in sync (docs/slurm.md).
+struct SlurmConfig {
+  bool enabled = false;
+  std::string slurm_conf;            // empty: SLURM_CONF from the environment
+  double reconcile_interval_s = 10;  // how often Slurm's nodes are read and reconciled
+  double command_timeout_s = 30;     // per Slurm command
+};
+
 struct DaemonConfig {
   std::string listen = "127.0.0.1:8080";
   std::string db = "./var/shepherd.db";
@@ -38,6 +46,7 @@ struct DaemonConfig {
   // stopping start-up (docs/design-notes.md, "Start-up safety").
   bool salvage = false;
   std::string log_level = "info";
+  SlurmConfig slurm;
 };
 
 // Reads `path` (a JSON object with any of the fields above; topology_levels, min_spares_per_leaf, ...).

@@ -29,7 +29,9 @@ int Serve(int argc, char** argv) {
       "JSON file of bearer tokens and their roles (mode 0600; re-read on SIGHUP); none: no auth")(
       "token", po::value<std::vector<std::string>>(), "refused: tokens are never taken from argv")(
       "log-level", po::value<std::string>(), "trace, debug, info, warn, error [info]")(
-      "salvage", "start even if stored records cannot be decoded: move them aside (records_quarantine)");
+      "salvage", "start even if stored records cannot be decoded: move them aside (records_quarantine)")(
+      "slurm",
+      "take the inventory from the Slurm cluster SLURM_CONF names and keep it in sync (docs/slurm.md)");
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, opts), vm);
@@ -58,6 +60,7 @@ int Serve(int argc, char** argv) {
     return 2;
   }
   if (vm.count("tokens-file")) config.tokens_file = vm["tokens-file"].as<std::string>();
+  if (vm.count("slurm")) config.slurm.enabled = true;
   if (vm.count("log-level")) config.log_level = vm["log-level"].as<std::string>();
   if (vm.count("salvage")) config.salvage = true;
   return RunDaemon(config);

@@ -16,6 +16,7 @@
 #include "api/http_server.h"
 #include "daemon/commands.h"
 #include "daemon/remediation_hook.h"
+#include "daemon/slurm_sync.h"
 
 namespace asio = boost::asio;
 
@@ -80,6 +81,7 @@ int RunDaemon(const DaemonConfig& config) {
   ControllerOptions controller_options = config.controller;
   controller_options.late_after_s = std::max(config.lateness_threshold_s, 2 * config.tick_interval_s);
   controller_options.master_port_salt = std::random_device{}();
+  controller_options.slurm = config.slurm.enabled;
   if (!config.remediation_hook.empty())
     controller_options.remediation_hook = MakeProcessHook(config.remediation_hook);
   // Credentials (docs/security.md). Static tokens from the file; rank tokens from the controller.
@@ -100,9 +102,8 @@ int RunDaemon(const DaemonConfig& config) {
     spdlog::warn("auth is OFF: no --tokens-file, every client is admin. Do not expose {} beyond this host",
                  config.listen);
   }
-  Controller controller(
-      store->get(), &clock, [&ioc](std::function<void()> fn) { asio::post(ioc, std::move(fn)); },
-      controller_options);
+  const Post post = [&ioc](std::function<void()> fn) { asio::post(ioc, std::move(fn)); };
+  Controller controller(store->get(), &clock, post, controller_options);
   if (Status s = controller.Recover(config.salvage); !s.ok()) {
     spdlog::error("recovering state from {} failed: {}", config.db, s.message());
     return 1;
@@ -220,8 +221,14 @@ int RunDaemon(const DaemonConfig& config) {
   };
   wait_hup();
   controller.set_on_storage_failure([&](const Status& s) { stop(1, "storage failure: " + s.message()); });
+  std::unique_ptr<SlurmSyncLoop> slurm_sync;
+  if (config.slurm.enabled) {
+    slurm_sync = std::make_unique<SlurmSyncLoop>(config.slurm, config.controller.levels, &controller, post);
+    slurm_sync->Start();
+  }
 
   ioc.run();
+  if (slurm_sync) slurm_sync->Stop();
   // Every acknowledged write is already durable; let queued background writes finish too.
   (*store)->Flush();
   ioc.restart();

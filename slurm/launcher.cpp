@@ -6,6 +6,7 @@
 #include <fstream>
 #include <thread>
 
+#include "core/child_process.h"
 #include "slurm/hostlist.h"
 
 namespace shepherd::slurm {
@@ -159,7 +160,7 @@ Result<Step> SlurmLauncher::StartStep(const StepSpec& spec) const {
       return step;
     }
     if (Clock::now() >= deadline) {
-      ::kill(-*pid, SIGKILL);
+      SignalGroup(*pid, SIGKILL);
       while (!PollExit(*pid)) std::this_thread::sleep_for(std::chrono::milliseconds(10));
       return Unavailable("step " + spec.name + " not running after " +
                          std::to_string(spec.start_timeout.count()) + " s: " + Tail(spec.log_path));
@@ -191,7 +192,7 @@ Result<ExitStatus> SlurmLauncher::StopStep(const Step& step, std::chrono::second
   (void)cli_.Cancel(target, "KILL");
   (void)cli_.Cancel(target);
   if (auto e = wait_exit(kill_wait)) return *e;
-  ::kill(-step.srun_pid, SIGKILL);
+  SignalGroup(step.srun_pid, SIGKILL);
   if (auto e = wait_exit(std::chrono::seconds(5))) return *e;
   return Unavailable("srun " + std::to_string(step.srun_pid) + " of step " + target + " survived SIGKILL");
 }

@@ -10,19 +10,14 @@
 #include <cstring>
 #include <map>
 
+#include "core/child_process.h"
+
 extern char** environ;
 
 namespace shepherd::slurm {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::vector<char*> CStrings(std::vector<std::string>& v) {
-  std::vector<char*> out;
-  for (std::string& s : v) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
 
 // PATH lookup against the child's environment (execvpe would use it too, but we resolve in the parent so
 // that the child does nothing but dup2 and exec after fork).
@@ -56,8 +51,7 @@ Result<pid_t> ForkExec(const std::vector<std::string>& argv_in, const Envp& env_
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGCHLD, SIGQUIT, SIGUSR1, SIGUSR2})
-      ::signal(sig, SIG_DFL);
+    for (int sig : kChildDefaultSignals) ::signal(sig, SIG_DFL);
     ::dup2(in_fd, 0);
     ::dup2(out_fd, 1);
     ::dup2(err_fd, 2);
@@ -145,7 +139,7 @@ Result<RunOutput> RunCommand(const std::vector<std::string>& argv, const Envp& e
   }
   for (auto& f : fds)
     if (f.fd >= 0) ::close(f.fd);
-  if (timed_out) ::kill(-*pid, SIGKILL);
+  if (timed_out) SignalGroup(*pid, SIGKILL);
   // The pipes are closed; a child that outlives its output is waited for until the deadline, then killed.
   int status = 0;
   while (true) {
@@ -155,7 +149,7 @@ Result<RunOutput> RunCommand(const std::vector<std::string>& argv, const Envp& e
     if (w == 0) {
       if (Clock::now() >= deadline) {
         timed_out = true;
-        ::kill(-*pid, SIGKILL);
+        SignalGroup(*pid, SIGKILL);
       } else {
         ::usleep(10000);  // polling interval while a child closed its pipes but has not exited
       }
@@ -182,14 +176,9 @@ Result<pid_t> SpawnLogged(const std::vector<std::string>& argv, const Envp& env,
 }
 
 std::optional<ExitStatus> PollExit(pid_t pid) {
-  int status = 0;
-  pid_t r;
-  do {
-    r = ::waitpid(pid, &status, WNOHANG);
-  } while (r < 0 && errno == EINTR);
-  if (r == 0) return std::nullopt;
-  if (r < 0) return ExitStatus{};
-  return Decode(status);
+  std::optional<ChildExit> e = PollChildExit(pid);
+  if (!e) return std::nullopt;
+  return ExitStatus{e->exit_code.value_or(-1), e->signal.value_or(0)};
 }
 
 }  // namespace shepherd::slurm

@@ -146,7 +146,10 @@ class ShepherdClient:
     # --- reports ----------------------------------------------------------------------------------
 
     def _base(self, kind: str) -> Dict[str, Any]:
-        return {"rank": self.config.rank, "attempt": self.config.attempt, "time": time.time(), "kind": kind}
+        r = {"rank": self.config.rank, "attempt": self.config.attempt, "time": time.time(), "kind": kind}
+        if self.config.node:
+            r["node"] = self.config.node
+        return r
 
     def _emit_locked(self, report: Dict[str, Any], urgent: bool = False) -> Optional[Entry]:
         if self._sender is None or self._closed:

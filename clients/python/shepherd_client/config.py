@@ -24,6 +24,9 @@ class ClientConfig:
     rank: int = 0
     world_size: int = 1
     coords: Optional[Tuple[int, ...]] = None  # (tp, pp, dp), or (tp, pp, dp, cp) with context parallelism
+    # The node the rank runs on as its launcher names it (SLURMD_NODENAME under srun, NODE_NAME); sent as
+    # every report's `node`, so that Shepherd blames the node the rank really ran on. "" when unknown.
+    node: str = ""
     resume_checkpoint: Optional[str] = None
     token: str = ""
     heartbeat_interval_s: float = DEFAULT_HEARTBEAT_INTERVAL_S
@@ -83,8 +86,18 @@ def parse_coords(raw: Optional[str]) -> Optional[Tuple[int, ...]]:
     return vals  # type: ignore[return-value]
 
 
+def _given(env: Mapping[str, str], key: str) -> bool:
+    return bool(env.get(key, "").strip())
+
+
 def config_from_env(environ: Optional[Mapping[str, str]] = None) -> ClientConfig:
+    """Shepherd's variables (the agents and shepherd-slurm-rank set them); a rank started by a plain `srun`
+    falls back to Slurm's: rank = SLURM_PROCID, world size = SLURM_NTASKS, attempt = SLURM_RESTART_COUNT + 1."""
     env = os.environ if environ is None else environ
+    if _given(env, "SHEPHERD_ATTEMPT") or not _given(env, "SLURM_RESTART_COUNT"):
+        attempt = _int(env, "SHEPHERD_ATTEMPT", 1)
+    else:
+        attempt = _int(env, "SLURM_RESTART_COUNT", 0) + 1
     url = env.get("SHEPHERD_URL", "").strip().rstrip("/") or None
     mode = env.get("SHEPHERD_COLLECTIVE_REPORTS", "all").strip().lower() or "all"
     if mode not in COLLECTIVE_REPORT_MODES:
@@ -93,9 +106,11 @@ def config_from_env(environ: Optional[Mapping[str, str]] = None) -> ClientConfig
     return ClientConfig(
         url=url,
         job=env.get("SHEPHERD_JOB", "").strip(),
-        attempt=_int(env, "SHEPHERD_ATTEMPT", 1),
-        rank=_int(env, "RANK", 0),
-        world_size=_int(env, "WORLD_SIZE", 1, minimum=1),
+        attempt=attempt,
+        rank=_int(env, "RANK" if _given(env, "RANK") or not _given(env, "SLURM_PROCID") else "SLURM_PROCID", 0),
+        world_size=_int(env, "WORLD_SIZE" if _given(env, "WORLD_SIZE") or not _given(env, "SLURM_NTASKS")
+                        else "SLURM_NTASKS", 1, minimum=1),
+        node=(env.get("SLURMD_NODENAME", "").strip() or env.get("NODE_NAME", "").strip()),
         coords=parse_coords(env.get("SHEPHERD_RANK_COORDS")),
         resume_checkpoint=env.get("SHEPHERD_RESUME_CHECKPOINT", "").strip() or None,
         token=env.get("SHEPHERD_TOKEN", "").strip(),

@@ -70,6 +70,15 @@ class ConfigTest(unittest.TestCase):
         self.assertEqual(parse_coords("0, 3 ,1"), (0, 3, 1))
         self.assertEqual(parse_coords("1,0,2,3"), (1, 0, 2, 3))  # context parallel: a fourth value
 
+    def test_a_plain_srun_rank_takes_slurms_variables(self):
+        cfg = config_from_env({"SHEPHERD_URL": "http://x", "SHEPHERD_JOB": "job-000001", "SLURM_PROCID": "3",
+                               "SLURM_NTASKS": "4", "SLURM_RESTART_COUNT": "2", "SLURMD_NODENAME": "n3"})
+        self.assertEqual((cfg.rank, cfg.world_size, cfg.attempt, cfg.node), (3, 4, 3, "n3"))
+        # Shepherd's own variables win where both are set (shepherd-slurm-rank sets them under srun).
+        cfg = config_from_env({"SHEPHERD_URL": "http://x", "RANK": "1", "WORLD_SIZE": "2", "SHEPHERD_ATTEMPT": "5",
+                               "SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_RESTART_COUNT": "0"})
+        self.assertEqual((cfg.rank, cfg.world_size, cfg.attempt, cfg.node), (1, 2, 5, ""))
+
     def test_disabled_without_url_is_a_silent_no_op(self):
         threads = threading.active_count()
         c = ShepherdClient.from_env({"RANK": "3", "WORLD_SIZE": "4"})
@@ -115,6 +124,12 @@ class ReportTest(unittest.TestCase):
                           "step_time_s": 0.125})
         self.assertIsInstance(r["time"], float)
         self.assertLess(abs(r["time"] - time.time()), 5)
+
+    def test_reports_name_the_node_the_launcher_gave(self):
+        c = self.client(SLURMD_NODENAME="n3")
+        c.step(1, 1.0)
+        c.flush()
+        self.assertEqual(self.d.reports("step")[0]["node"], "n3")
 
     def test_no_authorization_header_without_token(self):
         c = self.client()

@@ -1,0 +1,66 @@
+// SlurmSync: keeps Shepherd's inventory in step with a Slurm cluster (docs/slurm.md, "What Shepherd drains,
+// and when"). The daemon reads Slurm's view off the control thread (slurm::ReadSlurmView on a worker) and
+// hands it here; SlurmSync decides the changes (slurm::Reconcile), applies Shepherd's side to the Inventory,
+// and returns the Slurm commands (drain, resume) for the worker to run. Their outcomes come back through
+// OnCommandsDone.
+// Owns: the set of nodes Shepherd has drained in Slurm and not resumed (`drained_by_shepherd`), durable as
+// one kMeta record ("slurm_drained"). Control thread only.
+// Invariants: a node enters the set only after its drain succeeded in Slurm, and leaves it when Shepherd
+// resumed it or Slurm shows it usable again. Shepherd never resumes a node outside the set (Reconcile).
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "control/finding_log.h"
+#include "control/inventory.h"
+#include "core/status.h"
+#include "core/time.h"
+#include "slurm/inventory.h"
+#include "slurm/reconcile.h"
+#include "storage/store.h"
+
+namespace shepherd {
+
+// A Slurm command decided on the control thread, run by the worker.
+struct SlurmNodeCommand {
+  enum class Kind { kDrain, kResume };
+  Kind kind = Kind::kDrain;
+  std::string node;
+  std::string reason;  // kDrain: "shepherd f-000123 sdc_suspected"
+};
+struct SlurmCommandResult {
+  SlurmNodeCommand command;
+  Status status;
+};
+
+class SlurmSync {
+ public:
+  inline static const std::string kDrainedKey = "slurm_drained";
+
+  SlurmSync(Inventory* inventory, const FindingLog* findings, double gpu_memory_gib)
+      : inventory_(inventory), findings_(findings), gpu_memory_gib_(gpu_memory_gib) {}
+
+  // Recovery at start-up: the stored kMeta "slurm_drained" record (a JSON array of node names).
+  Status Restore(const std::string& body);
+  // Applies what Slurm says to the inventory (new nodes, capacity and topology, drains, failures, returns)
+  // and returns the commands that bring Slurm in line with Shepherd's own cordons and returns.
+  std::vector<SlurmNodeCommand> Apply(const slurm::SlurmView& view, Time now, WriteBatch* batch);
+  // The commands' outcomes: successful drains join drained_by_shepherd, successful resumes leave it.
+  void OnCommandsDone(const std::vector<SlurmCommandResult>& results, WriteBatch* batch);
+
+  const std::set<std::string>& drained_by_shepherd() const { return drained_; }
+
+ private:
+  // "shepherd f-000123 sdc_suspected" for a node a finding cordoned; "shepherd <reason>" otherwise.
+  std::string DrainReason(const Node& n) const;
+  void Persist(WriteBatch* batch) const;
+
+  Inventory* inventory_;
+  const FindingLog* findings_;
+  double gpu_memory_gib_;
+  std::set<std::string> drained_;
+};
+
+}  // namespace shepherd
