@@ -99,8 +99,8 @@ Result<std::vector<TokenEntry>> ParseTokens(std::string_view text) {
       return InvalidArgument(where + ".token must be 16-4096 printable ASCII characters without spaces");
     auto role = RoleFromString(e.value("role", ""));
     if (!role || *role == Role::kRank)
-      return InvalidArgument(where +
-                             ".role must be admin, operator, submitter, viewer or agent (rank tokens are minted)");
+      return InvalidArgument(
+          where + ".role must be admin, operator, submitter, viewer or agent (rank tokens are minted)");
     t.principal.role = *role;
     t.principal.name = e.value("name", "");
     if (*role == Role::kAgent) {
@@ -146,6 +146,7 @@ std::string RankTokens::Mint(const std::string& job, int attempt) {
   p.name = "rank:" + job;
   p.job = job;
   p.attempt = attempt;
+  std::lock_guard lock(mu_);
   by_token_[token] = std::move(p);
   return token;
 }
@@ -155,11 +156,13 @@ std::string RankTokens::MintTransitional() {
   Principal p;
   p.role = Role::kRank;
   p.name = "rank:any";
+  std::lock_guard lock(mu_);
   by_token_[token] = std::move(p);
   return token;
 }
 
 void RankTokens::Revoke(const std::string& job, std::optional<int> attempt) {
+  std::lock_guard lock(mu_);
   for (auto it = by_token_.begin(); it != by_token_.end();) {
     if (it->second.job.value_or("") == job && (!attempt || it->second.attempt == attempt))
       it = by_token_.erase(it);
@@ -171,6 +174,7 @@ void RankTokens::Revoke(const std::string& job, std::optional<int> attempt) {
 std::optional<Principal> RankTokens::Lookup(std::string_view token) const {
   // A map lookup is not constant-time, but the tokens are 256 random bits: timing reveals at most a prefix
   // ordering, which does not help guess one.
+  std::lock_guard lock(mu_);
   auto it = by_token_.find(token);
   if (it == by_token_.end()) return std::nullopt;
   return it->second;
@@ -191,7 +195,8 @@ std::optional<std::string_view> BearerToken(std::string_view a) {
 }
 
 AuthResult Authenticator::Authenticate(std::string_view authorization) const {
-  if (!enabled()) {
+  const auto tokens = Static();
+  if (tokens->empty()) {
     Principal anon;
     anon.role = Role::kAdmin;
     anon.name = "anonymous";
@@ -201,7 +206,7 @@ AuthResult Authenticator::Authenticate(std::string_view authorization) const {
   if (!token) return {AuthOutcome::kMissing, std::nullopt};
   // Every static token is compared, so the time does not depend on which one matched.
   const Principal* found = nullptr;
-  for (const auto& t : static_)
+  for (const auto& t : *tokens)
     if (ConstantTimeEquals(t.token, *token)) found = &t.principal;
   if (found) return {AuthOutcome::kOk, *found};
   if (dynamic_) {

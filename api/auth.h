@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,7 +34,7 @@ std::optional<Role> RoleFromString(std::string_view s);
 
 struct Principal {
   Role role = Role::kViewer;
-  std::string name;                 // people: from the tokens file; agents: "agent:<node>"; ranks: "rank:<job>"
+  std::string name;  // people: from the tokens file; agents: "agent:<node>"; ranks: "rank:<job>"
   std::optional<std::string> node;  // agent: the one node it may speak for
   std::optional<std::string> job;   // rank: the one job it may report for
   std::optional<int> attempt;       // rank: the attempt its token was minted for
@@ -66,9 +68,14 @@ class RankTokens {
   // Revokes every token of that job's attempt (or every attempt when `attempt` is nullopt).
   void Revoke(const std::string& job, std::optional<int> attempt = std::nullopt);
   std::optional<Principal> Lookup(std::string_view token) const;
-  std::size_t size() const { return by_token_.size(); }
+  std::size_t size() const {
+    std::lock_guard lock(mu_);
+    return by_token_.size();
+  }
 
  private:
+  // Thread-safe: the I/O thread looks tokens up on request heads while the control thread mints/revokes.
+  mutable std::mutex mu_;
   std::map<std::string, Principal, std::less<>> by_token_;
 };
 
@@ -89,16 +96,28 @@ struct AuthResult {
 class Authenticator {
  public:
   // Replaces the static set (start-up, SIGHUP). An empty set with no dynamic hook turns auth off.
-  void SetStatic(std::vector<TokenEntry> tokens) { static_ = std::move(tokens); }
+  // Thread-safe (the I/O thread authenticates heads while SIGHUP reloads on the control thread).
+  void SetStatic(std::vector<TokenEntry> tokens) {
+    auto next = std::make_shared<const std::vector<TokenEntry>>(std::move(tokens));
+    std::lock_guard lock(mu_);
+    static_ = std::move(next);
+  }
+  // REQUIRES: called before the first Authenticate (start-up).
   void SetDynamic(TokenLookup lookup) { dynamic_ = std::move(lookup); }
-  bool enabled() const { return !static_.empty(); }
-  std::size_t static_count() const { return static_.size(); }
+  bool enabled() const { return !Static()->empty(); }
+  std::size_t static_count() const { return Static()->size(); }
 
   // `authorization`: the Authorization header's value ("" when absent).
   AuthResult Authenticate(std::string_view authorization) const;
 
  private:
-  std::vector<TokenEntry> static_;
+  std::shared_ptr<const std::vector<TokenEntry>> Static() const {
+    std::lock_guard lock(mu_);
+    return static_;
+  }
+
+  mutable std::mutex mu_;  // guards the static_ pointer only; the vector it points to is immutable
+  std::shared_ptr<const std::vector<TokenEntry>> static_ = std::make_shared<const std::vector<TokenEntry>>();
   TokenLookup dynamic_;
 };
 

@@ -268,9 +268,9 @@ Result<CheckpointList> Controller::GetCheckpoints(const std::string& id) const {
   return out;
 }
 
-Result<std::vector<Finding>> Controller::GetFailures(const FindingQuery& q) const {
+Result<std::vector<Finding>> Controller::GetFailures(const FindingQuery& q, bool* more) const {
   if (q.job && !jobs_.Find(*q.job)) return NotFound("no job " + *q.job);
-  return findings_.Query(q);
+  return findings_.Query(q, more);
 }
 
 }  // namespace shepherd
