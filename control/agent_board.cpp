@@ -56,6 +56,11 @@ bool AgentBoard::OlderAttemptRunning(const std::string& job, int attempt) const 
 }
 
 void AgentBoard::OnTick(Time now) {
+  OpenGates(now);
+  ExpireWaiters(now);
+}
+
+void AgentBoard::OpenGates(Time now) {
   for (auto it = gates_.begin(); it != gates_.end();) {
     bool old_running = OlderAttemptRunning(it->first, it->second.attempt);
     if (old_running && now < it->second.deadline) {
@@ -68,6 +73,9 @@ void AgentBoard::OnTick(Time now) {
     it = gates_.erase(it);
     for (const std::string& n : nodes) Bump(n);
   }
+}
+
+void AgentBoard::ExpireWaiters(Time now) {
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     std::vector<Waiter> keep, due;
     for (Waiter& w : it->second) (w.deadline > now ? keep : due).push_back(std::move(w));
