@@ -76,8 +76,11 @@ void RequestQueue::Drain() {
       }
     };
     take(RequestClass::kPriority, kPriorityBurst);
-    take(RequestClass::kWrite, kOtherBurst);
-    take(RequestClass::kRead, kOtherBurst);
+    // While reports and heartbeats are backlogged, one write and one read per round keep them from
+    // starving without taking the time ingestion needs; the rest wait (and are refused once full).
+    const bool backlog = !queues_[static_cast<int>(RequestClass::kPriority)].empty();
+    take(RequestClass::kWrite, backlog ? 1 : kOtherBurst);
+    take(RequestClass::kRead, backlog ? 1 : kOtherBurst);
   }
   for (std::size_t i = 0; i < round.size(); ++i) {
     round[i]();

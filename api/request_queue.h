@@ -9,8 +9,9 @@
 // Threading: Offer() is called on the I/O thread (thread-safe: a mutex guards the deques only, never held
 // while a task runs). Drain() runs on the control thread: the queue posts it there through `post` whenever
 // work is waiting and no drain is scheduled. One drain runs every waiting priority task (up to
-// kPriorityBurst), then up to kOtherBurst writes and kOtherBurst reads, and posts itself again when work
-// remains, so store completions and ticks queued on the control thread get their turn between rounds.
+// kPriorityBurst), then up to kOtherBurst writes and kOtherBurst reads (only one of each while priority
+// tasks are still waiting: a backlog of reports is not made worse by reads), and posts itself again when
+// work remains, so store completions and ticks queued on the control thread get their turn between rounds.
 #pragma once
 
 #include <array>
