@@ -1,5 +1,6 @@
 #include "api/request_queue.h"
 
+#include <chrono>
 #include <utility>
 
 namespace shepherd {
@@ -66,6 +67,7 @@ std::size_t RequestQueue::depth(RequestClass c) const {
 void RequestQueue::Drain() {
   // Take the round's tasks under the lock, run them without it.
   std::vector<Task> round;
+  std::size_t round_priority = 0;
   {
     std::lock_guard lock(mu_);
     auto take = [&](RequestClass c, std::size_t n) {
@@ -76,14 +78,24 @@ void RequestQueue::Drain() {
       }
     };
     take(RequestClass::kPriority, kPriorityBurst);
-    // While reports and heartbeats are backlogged, one write and one read per round keep them from
-    // starving without taking the time ingestion needs; the rest wait (and are refused once full).
+    round_priority = round.size();
+    // While reports and heartbeats are backlogged, writes and reads get at most kOtherShare of the
+    // control thread's recent time (one of each per round, and none while over that share); the rest wait
+    // (and are refused once their queue is full). Without a backlog they get kOtherBurst each per round.
     const bool backlog = !queues_[static_cast<int>(RequestClass::kPriority)].empty();
-    take(RequestClass::kWrite, backlog ? 1 : kOtherBurst);
-    take(RequestClass::kRead, backlog ? 1 : kOtherBurst);
+    const bool over_share = other_s_ > kOtherShare * (priority_s_ + other_s_);
+    const std::size_t others = !backlog ? kOtherBurst : over_share ? 0 : 1;
+    take(RequestClass::kWrite, others);
+    take(RequestClass::kRead, others);
+    priority_s_ *= kDecay;
+    other_s_ *= kDecay;
   }
+  const std::size_t priority_tasks = round_priority;
   for (std::size_t i = 0; i < round.size(); ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
     round[i]();
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    (i < priority_tasks ? priority_s_ : other_s_) += took;
     // Reports and heartbeats that arrived while a write or read ran go before the rest of the round.
     if (i + 1 < round.size() && depth(RequestClass::kPriority) > 0) {
       std::vector<Task> urgent;
@@ -95,7 +107,9 @@ void RequestQueue::Drain() {
           q.pop_front();
         }
       }
+      const auto t0 = std::chrono::steady_clock::now();
       for (Task& t : urgent) t();
+      priority_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
   }
   bool again = false;

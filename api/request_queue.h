@@ -9,9 +9,11 @@
 // Threading: Offer() is called on the I/O thread (thread-safe: a mutex guards the deques only, never held
 // while a task runs). Drain() runs on the control thread: the queue posts it there through `post` whenever
 // work is waiting and no drain is scheduled. One drain runs every waiting priority task (up to
-// kPriorityBurst), then up to kOtherBurst writes and kOtherBurst reads (only one of each while priority
-// tasks are still waiting: a backlog of reports is not made worse by reads), and posts itself again when
-// work remains, so store completions and ticks queued on the control thread get their turn between rounds.
+// kPriorityBurst), then up to kOtherBurst writes and kOtherBurst reads. While priority tasks are still
+// waiting (a backlog), writes and reads get one each per round and none while they took more than
+// kOtherShare of the control thread's recent time (measured per task, decayed per round): a backlog of
+// reports is not made worse by reads. It posts itself again when work remains, so store completions and
+// ticks queued on the control thread get their turn between rounds.
 #pragma once
 
 #include <array>
@@ -55,6 +57,8 @@ class RequestQueue {
 
   static constexpr std::size_t kPriorityBurst = 256;
   static constexpr std::size_t kOtherBurst = 8;
+  static constexpr double kOtherShare = 0.1;
+  static constexpr double kDecay = 0.9;
 
  private:
   std::size_t Limit(RequestClass c) const;
@@ -64,6 +68,9 @@ class RequestQueue {
   mutable std::mutex mu_;
   std::array<std::deque<Task>, 3> queues_;  // by RequestClass
   bool drain_scheduled_ = false;
+  // Control thread only (Drain): recent seconds spent on priority tasks and on the others.
+  double priority_s_ = 0;
+  double other_s_ = 0;
 };
 
 }  // namespace shepherd
