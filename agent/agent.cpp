@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "agent/health_check.h"
@@ -72,7 +73,9 @@ class AgentImpl final : public Agent {
         registered = registered_;
       }
       Clock::time_point now = Clock::now();
-      if (!registered && now >= next_register) {
+      // The daemon asked us to hold off (429/503 with Retry-After): no register or heartbeat until then.
+      const bool held = now < hold_until_;
+      if (!registered && now >= next_register && !held) {
         if (Register()) {
           registered = true;
           register_backoff = 250ms;
@@ -90,12 +93,12 @@ class AgentImpl final : public Agent {
       if (incoming) sup_->SetDesired(std::move(incoming->ranks), now);
       Fence(now);
       int exits = sup_->Poll(now);
-      if (registered && (exits > 0 || now >= next_heartbeat)) {
+      if (registered && !held && (exits > 0 || now >= next_heartbeat)) {
         next_heartbeat = now + o_.heartbeat_interval;
         if (!Heartbeat()) next_register = Clock::now();
       }
       Clock::time_point wake = now + o_.supervise_interval;
-      if (registered) wake = std::min(wake, next_heartbeat);
+      if (registered) wake = std::min(wake, std::max(next_heartbeat, hold_until_));
       if (lease_until_ && !fenced_) wake = std::min(wake, *lease_until_ - o_.fence_grace);
       std::unique_lock lock(mu_);
       cv_.wait_until(lock, wake, [this] { return stop_ || mailbox_.has_value(); });
@@ -171,8 +174,11 @@ class AgentImpl final : public Agent {
 
   // Logs the first failure after a success at warn level, the rest at debug: a daemon restart must not
   // flood the log.
+  // Also honours Retry-After (with jitter) for the supervision thread's calls: see hold_until_.
   void LogFailure(const char* what, const Result<HttpResult>& r) {
     if (stopping_) return;  // calls aborted by Stop()
+    if (r.ok() && std::string_view(what) != "assignments")
+      if (auto delay = RetryDelay(*r, Jitter())) hold_until_ = Clock::now() + *delay;
     std::string why =
         r.ok() ? "HTTP " + std::to_string(r->status) + " " + r->body.substr(0, 200) : r.status().message();
     if (reachable_.exchange(false)) {
@@ -223,8 +229,11 @@ class AgentImpl final : public Agent {
         cv_.notify_all();
         continue;
       }
+      Clock::duration wait = backoff;
+      if (r.ok())
+        if (auto delay = RetryDelay(*r, Jitter())) wait = std::max<Clock::duration>(wait, *delay);
       std::unique_lock lock(mu_);
-      cv_.wait_for(lock, backoff, [this] { return stop_; });
+      cv_.wait_for(lock, wait, [this] { return stop_; });
       backoff = std::min<Clock::duration>(backoff * 2, 5s);
     }
   }
@@ -239,6 +248,13 @@ class AgentImpl final : public Agent {
   std::optional<Clock::time_point> lease_until_;  // supervision thread only; unset: no lease granted yet
   bool fenced_ = false;                           // supervision thread only: ranks stopped for the lease
   std::atomic<bool> reachable_{true};
+  // Supervision thread only: no register or heartbeat before this (the daemon's Retry-After, jittered).
+  Clock::time_point hold_until_{};
+  // A uniform draw in [0, 1) for jitter; per thread, so both threads may call it.
+  static double Jitter() {
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+  }
   std::atomic<bool> stopping_{false};
 
   std::mutex mu_;

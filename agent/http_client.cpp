@@ -3,6 +3,7 @@
 // timeouts (synchronous Asio calls have none) and Cancel() can abort by posting a close to that context.
 #include "agent/http_client.h"
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -11,6 +12,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cctype>
+#include <cstdlib>
 
 namespace shepherd::agent {
 namespace asio = boost::asio;
@@ -86,7 +88,14 @@ class BeastHttpClient final : public HttpClient {
         if (!ec) {
           http::response<http::string_body> res = parser.release();
           if (!res.keep_alive() || !options_.keep_alive) Close();
-          return HttpResult{static_cast<int>(res.result_int()), std::move(res.body())};
+          HttpResult out{static_cast<int>(res.result_int()), std::move(res.body()), std::nullopt};
+          if (auto it = res.find(http::field::retry_after); it != res.end()) {
+            const std::string v(it->value());
+            char* end = nullptr;
+            const double secs = std::strtod(v.c_str(), &end);
+            if (!v.empty() && *end == '\0' && secs >= 0 && secs < 1e6) out.retry_after_s = secs;
+          }
+          return out;
         }
       }
       Close();
@@ -155,6 +164,12 @@ Result<std::unique_ptr<HttpClient>> HttpClient::Create(const HttpClientOptions& 
   Result<Url> url = ParseUrl(options.base_url);
   if (!url.ok()) return url.status();
   return std::unique_ptr<HttpClient>(new BeastHttpClient(options, std::move(*url)));
+}
+
+std::optional<std::chrono::milliseconds> RetryDelay(const HttpResult& r, double unit) {
+  if (!r.retry_after_s) return std::nullopt;
+  const double secs = std::min(*r.retry_after_s * (1.0 + 0.5 * std::clamp(unit, 0.0, 1.0)), 60.0);
+  return std::chrono::milliseconds(static_cast<long long>(secs * 1000));
 }
 
 std::string EscapePathSegment(std::string_view s) {

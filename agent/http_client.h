@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -21,7 +22,14 @@ namespace shepherd::agent {
 struct HttpResult {
   int status = 0;
   std::string body;
+  // The Retry-After header in seconds (delta-seconds form only), when the answer carried one (429, 503).
+  std::optional<double> retry_after_s;
 };
+
+// How long to hold off the next call after `r`: its Retry-After times a jitter factor in [1, 1.5), so
+// agents told the same delay do not all come back at once (`unit` is a uniform draw in [0, 1)); nullopt
+// when `r` carried no Retry-After. Capped at 60 s.
+std::optional<std::chrono::milliseconds> RetryDelay(const HttpResult& r, double unit);
 
 struct HttpClientOptions {
   std::string base_url;    // "http://host:port" (an optional trailing path prefix is kept); http only

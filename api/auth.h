@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -70,16 +72,28 @@ struct AuthResult {
 class Authenticator {
  public:
   // Replaces the static set (start-up, SIGHUP). An empty set with no dynamic hook turns auth off.
-  void SetStatic(std::vector<TokenEntry> tokens) { static_ = std::move(tokens); }
+  // Thread-safe (the I/O thread authenticates heads while SIGHUP reloads on the control thread).
+  void SetStatic(std::vector<TokenEntry> tokens) {
+    auto next = std::make_shared<const std::vector<TokenEntry>>(std::move(tokens));
+    std::lock_guard lock(mu_);
+    static_ = std::move(next);
+  }
+  // REQUIRES: called before the first Authenticate (start-up).
   void SetDynamic(TokenLookup lookup) { dynamic_ = std::move(lookup); }
-  bool enabled() const { return !static_.empty(); }
-  std::size_t static_count() const { return static_.size(); }
+  bool enabled() const { return !Static()->empty(); }
+  std::size_t static_count() const { return Static()->size(); }
 
   // `authorization`: the Authorization header's value ("" when absent).
   AuthResult Authenticate(std::string_view authorization) const;
 
  private:
-  std::vector<TokenEntry> static_;
+  std::shared_ptr<const std::vector<TokenEntry>> Static() const {
+    std::lock_guard lock(mu_);
+    return static_;
+  }
+
+  mutable std::mutex mu_;  // guards the static_ pointer only; the vector it points to is immutable
+  std::shared_ptr<const std::vector<TokenEntry>> static_ = std::make_shared<const std::vector<TokenEntry>>();
   TokenLookup dynamic_;
 };
 

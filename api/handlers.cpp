@@ -1,5 +1,8 @@
 #include "api/handlers.h"
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "api/problem.h"
 
 namespace shepherd {
@@ -17,6 +20,35 @@ std::optional<HttpResponse> Precheck(const HttpRequest& req, const Controller& c
       return Problem(415, "Content-Type must be application/json, got '" + ct + "'");
   }
   return std::nullopt;
+}
+
+Page TakePage(QueryParams* q, std::vector<FieldError>* errs) {
+  Page page;
+  if (auto it = q->find("limit"); it != q->end()) {
+    const std::string& v = it->second;
+    char* end = nullptr;
+    const long long n = v.empty() ? 0 : std::strtoll(v.c_str(), &end, 10);
+    if (v.empty() || v.size() > 9 || *end != '\0' || n < 1 || n > static_cast<long long>(kMaxPageSize))
+      errs->push_back({"limit", "must be an integer from 1 to " + std::to_string(kMaxPageSize)});
+    else
+      page.limit = static_cast<std::size_t>(n);
+    q->erase(it);
+  }
+  if (auto it = q->find("cursor"); it != q->end()) {
+    const std::string& v = it->second;
+    const bool printable =
+        std::all_of(v.begin(), v.end(), [](char ch) { return static_cast<unsigned char>(ch) > 0x20; });
+    if (v.empty() || v.size() > 256 || !printable)
+      errs->push_back({"cursor", "must be the next_cursor of a previous page"});
+    else
+      page.after = v;
+    q->erase(it);
+  }
+  return page;
+}
+
+void SetNextCursor(Json* body, bool more, const std::string& last_id) {
+  (*body)["next_cursor"] = more ? Json(last_id) : Json(nullptr);
 }
 
 Result<Json> Body(const HttpRequest& req, const ApiOptions& o) {

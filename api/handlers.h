@@ -15,10 +15,17 @@
 
 namespace shepherd {
 
+// Quotas from the configuration; 0 means no limit. Exceeding one is 403 problem+json naming it.
+struct Quotas {
+  int max_nodes = 0;                      // registered nodes, all together
+  int max_active_jobs_per_submitter = 0;  // jobs not yet ended, per submitting principal's name
+};
+
 struct ApiOptions {
   std::string version = SHEPHERD_VERSION;
   int max_json_depth = 64;
   JobPolicy job_policy;  // what a submitted job may run (core/job_policy.h)
+  Quotas quotas;
 };
 
 // `clock` turns long-poll waits into deadlines. Also installs the job-owner lookup the route table's
@@ -34,6 +41,19 @@ std::optional<HttpResponse> Precheck(const HttpRequest& req, const Controller& c
                                      bool needs_body);
 // Parses the body as JSON with the depth limit; a 400 problem otherwise.
 Result<Json> Body(const HttpRequest& req, const ApiOptions& o);
+// Paging of list routes (docs/api.md, "Pagination"): `limit` in [1, kMaxPageSize] (default
+// kDefaultPageSize) and `cursor`, the opaque `next_cursor` of the previous page (the last item's id: items
+// come in a stable id order and the next page starts after it). TakePage removes both from `q`; invalid
+// values add errors naming `limit` or `cursor`.
+constexpr std::size_t kDefaultPageSize = 500;
+constexpr std::size_t kMaxPageSize = 1000;
+struct Page {
+  std::string after;  // "" for the first page
+  std::size_t limit = kDefaultPageSize;
+};
+Page TakePage(QueryParams* q, std::vector<FieldError>* errs);
+// Sets body["next_cursor"]: `last_id` when more items follow, else null.
+void SetNextCursor(Json* body, bool more, const std::string& last_id);
 // Sends `r` as JSON with `ok_status`, or its error as problem+json.
 void Reply(const Respond& respond, const Result<Json>& r, int ok_status = 200);
 // Sends render(value) as JSON with `ok_status`, or the error as problem+json.

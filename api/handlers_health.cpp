@@ -1,4 +1,6 @@
 // Reports, health, checkpoints and failures routes.
+#include <algorithm>
+
 #include "api/handlers.h"
 #include "api/problem.h"
 #include "api/views.h"
@@ -35,13 +37,42 @@ void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clo
   router->Add("GET", "/v1/jobs/{id}/checkpoints",
               [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
                 if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-                api::Reply(respond, c->GetCheckpoints(p.at("id")), RenderCheckpoints);
+                std::vector<FieldError> errs;
+                QueryParams q = ParseQuery(req.target);
+                const api::Page page = api::TakePage(&q, &errs);
+                if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid query", errs)));
+                auto list = c->GetCheckpoints(p.at("id"));
+                if (!list.ok()) return respond(ProblemFrom(list.status()));
+                // Ledger order; a job has few checkpoints, so paging slices the copy.
+                auto& all = list->checkpoints;
+                auto from = all.begin();
+                if (!page.after.empty()) {
+                  from = std::find_if(all.begin(), all.end(),
+                                      [&](const Checkpoint& x) { return x.id == page.after; });
+                  if (from == all.end())
+                    return respond(ProblemFrom(
+                        InvalidContent("invalid query", {{"cursor", "names no checkpoint of this job"}})));
+                  ++from;
+                }
+                const bool more = static_cast<std::size_t>(all.end() - from) > page.limit;
+                all = std::vector<Checkpoint>(
+                    from, more ? from + static_cast<std::ptrdiff_t>(page.limit) : all.end());
+                Json body = RenderCheckpoints(*list);
+                api::SetNextCursor(&body, more, all.empty() ? "" : all.back().id);
+                respond(JsonResponse(200, body));
               });
   auto failures = [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
     if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
     FindingQuery f;
     std::vector<FieldError> errs;
-    for (auto& [k, v] : ParseQuery(req.target)) {
+    QueryParams query = ParseQuery(req.target);
+    const api::Page page = api::TakePage(&query, &errs);
+    f.after = page.after;
+    f.limit = page.limit;
+    if (!f.after.empty() && (f.after.rfind("f-", 0) != 0 || f.after.size() < 3 ||
+                             f.after.find_first_not_of("0123456789", 2) != std::string::npos))
+      errs.push_back({"cursor", "must be the next_cursor of a previous page"});
+    for (auto& [k, v] : query) {
       if (k == "kind") {
         f.kind = FindingKindFromString(v);
         if (!f.kind) errs.push_back({"kind", "is not a finding kind (see docs/recovery.md)"});
@@ -62,7 +93,12 @@ void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clo
     }
     if (p.count("id")) f.job = p.at("id");
     if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid query", errs)));
-    api::Reply(respond, c->GetFailures(f), RenderFailures);
+    bool more = false;
+    auto found = c->GetFailures(f, &more);
+    if (!found.ok()) return respond(ProblemFrom(found.status()));
+    Json body = RenderFailures(*found);
+    api::SetNextCursor(&body, more, found->empty() ? "" : found->back().id);
+    respond(JsonResponse(200, body));
   };
   router->Add("GET", "/v1/jobs/{id}/failures", failures);
   router->Add("GET", "/v1/failures", failures);

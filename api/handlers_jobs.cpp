@@ -41,6 +41,13 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
     if (Status s = CheckJobPolicy(*spec, o.job_policy); !s.ok()) return respond(ProblemFrom(s));
     // The owner is who submitted it (the submitter's own-job rule for cancel and restart).
     spec->owner = req.principal ? req.principal->name : "";
+    if (const int quota = o.quotas.max_active_jobs_per_submitter;
+        quota > 0 && c->ActiveJobsOf(spec->owner) >= quota)
+      return respond(Problem(403,
+                             "quota max_active_jobs_per_submitter (" + std::to_string(quota) +
+                                 ") reached for '" + spec->owner + "': wait for a job to end or cancel one",
+                             {{"quota.max_active_jobs_per_submitter",
+                               "at most " + std::to_string(quota) + " active jobs per submitter"}}));
     auto est = c->PlanFor(*spec);
     if (!est.ok()) return respond(ProblemFrom(est.status()));
     if (!est->fits) return respond(DoesNotFit(*est));
@@ -54,15 +61,21 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
   router->Add("GET", "/v1/jobs", [c, o](const HttpRequest& req, const PathParams&, Respond respond) {
     if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
     std::optional<JobState> state;
+    std::vector<FieldError> errs;
     auto q = ParseQuery(req.target);
+    const api::Page page = api::TakePage(&q, &errs);
     if (auto it = q.find("state"); it != q.end()) {
       state = JobStateFromString(it->second);
       if (!state)
-        return respond(ProblemFrom(InvalidContent(
-            "invalid query",
-            {{"state", "must be queued, launching, running, recovering, succeeded, failed or cancelled"}})));
+        errs.push_back(
+            {"state", "must be queued, launching, running, recovering, succeeded, failed or cancelled"});
     }
-    respond(JsonResponse(200, RenderJobList(c->ListJobs(state))));
+    if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid query", errs)));
+    bool more = false;
+    std::vector<JobView> jobs = c->ListJobs(state, page.after, page.limit, &more);
+    Json body = RenderJobList(jobs);
+    api::SetNextCursor(&body, more, jobs.empty() ? "" : jobs.back().job.id);
+    respond(JsonResponse(200, body));
   });
   router->Add("GET", "/v1/jobs/{id}", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
     if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);

@@ -16,10 +16,18 @@ void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o) {
     // An agent speaks for its own node only, and may not lift a cordon by re-registering.
     if (req.principal && req.principal->role == Role::kAgent) {
       if (req.principal->node != node->id)
-        return respond(Problem(403, "this agent's credential is for node " + req.principal->node.value_or("?") +
-                                        ", not " + node->id));
-      if (schedulable_given) return respond(Problem(403, "an agent may not set schedulable; operators cordon"));
+        return respond(Problem(403, "this agent's credential is for node " +
+                                        req.principal->node.value_or("?") + ", not " + node->id));
+      if (schedulable_given)
+        return respond(Problem(403, "an agent may not set schedulable; operators cordon"));
     }
+    if (o.quotas.max_nodes > 0 && !c->GetNode(node->id).ok() &&
+        c->node_count() >= static_cast<std::size_t>(o.quotas.max_nodes))
+      return respond(
+          Problem(403,
+                  "quota max_nodes (" + std::to_string(o.quotas.max_nodes) + ") reached: node " + node->id +
+                      " is not registered",
+                  {{"quota.max_nodes", "at most " + std::to_string(o.quotas.max_nodes) + " nodes"}}));
     c->UpsertNode(std::move(node).value(), schedulable_given, [respond](Result<NodeUpsert> r) {
       if (!r.ok()) return respond(ProblemFrom(r.status()));
       respond(JsonResponse(r->created ? 201 : 200, RenderNode(r->node)));
@@ -29,7 +37,11 @@ void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o) {
     if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
     NodeFilter f;
     std::vector<FieldError> errs;
-    for (auto& [k, v] : ParseQuery(req.target)) {
+    QueryParams query = ParseQuery(req.target);
+    const api::Page page = api::TakePage(&query, &errs);
+    f.after = page.after;
+    f.limit = page.limit;
+    for (auto& [k, v] : query) {
       if (k == "state") {
         f.state = NodeStateFromString(v);
         if (!f.state)
@@ -44,7 +56,10 @@ void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o) {
       }
     }
     if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid query", errs)));
-    respond(JsonResponse(200, RenderNodeList(c->ListNodes(f))));
+    NodeList list = c->ListNodes(f);
+    Json body = RenderNodeList(list);
+    api::SetNextCursor(&body, list.more, list.nodes.empty() ? "" : list.nodes.back().node.id);
+    respond(JsonResponse(200, body));
   });
   router->Add("GET", "/v1/nodes/{id}", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
     if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);

@@ -68,8 +68,8 @@ bool Router::Match(const Route& r, const std::vector<std::string_view>& path, Pa
   return true;
 }
 
-std::optional<HttpResponse> Router::Admit(const HttpRequest& head,
-                                          std::optional<Principal>* principal) const {
+std::optional<HttpResponse> Router::Admit(const HttpRequest& head, std::optional<Principal>* principal,
+                                          bool defer_ownership) const {
   std::map<std::string, std::string> params;
   bool path_known = false;
   const RouteRule* rule = FindRouteRule(head.method, PathOf(head.target), &params, &path_known);
@@ -94,7 +94,8 @@ std::optional<HttpResponse> Router::Admit(const HttpRequest& head,
   *principal = a.principal;
   if (!rule) return std::nullopt;  // Handle answers 404/405 (the caller is authenticated)
   if (a.outcome == AuthOutcome::kDisabled) return std::nullopt;
-  if (Authorize(*a.principal, *rule, params, owner_of_) != Access::kAllowed)
+  JobOwnerLookup own_job = [name = a.principal->name](const std::string&) { return std::optional(name); };
+  if (Authorize(*a.principal, *rule, params, defer_ownership ? own_job : owner_of_) != Access::kAllowed)
     return Problem(403, std::string("role ") + ToString(a.principal->role) + " may not " + head.method + " " +
                             PathOf(head.target));
   return std::nullopt;

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "api/http_types.h"
-#include "api/route_table.h"
 #include "api/metrics.h"
+#include "api/route_table.h"
 
 namespace shepherd {
 
@@ -41,7 +41,11 @@ class Router {
   // The auth decision for a request head (method, target, headers; the body is not looked at): a 401/403/
   // 404/405 to send, or nullopt with `*principal` set (left unset for public routes). The HTTP session
   // calls it before reading a body; Handle calls it again for every request.
-  std::optional<HttpResponse> Admit(const HttpRequest& head, std::optional<Principal>* principal) const;
+  // `defer_ownership`: skip the submitter's own-job rule (it reads control-thread state); the I/O thread
+  // sets it on heads, and Handle, on the control thread, applies the rule in full.
+  // Thread-safe when `defer_ownership` is set.
+  std::optional<HttpResponse> Admit(const HttpRequest& head, std::optional<Principal>* principal,
+                                    bool defer_ownership = false) const;
 
   // Runs on the control thread. `respond` is called once, possibly later; metrics are recorded then.
   // REQUIRES: respond is invoked on the control thread (the controller posts completions back there).

@@ -62,6 +62,11 @@ AgentBoard::OlderAttempt AgentBoard::OlderAttemptRunning(const std::string& job,
 }
 
 void AgentBoard::OnTick(Time now) {
+  OpenGates(now);
+  ExpireWaiters(now);
+}
+
+void AgentBoard::OpenGates(Time now) {
   for (auto it = gates_.begin(); it != gates_.end();) {
     OlderAttempt old = OlderAttemptRunning(it->first, it->second.attempt);
     if (now < old.fenced_until || (old.live && now < it->second.deadline)) {
@@ -75,6 +80,9 @@ void AgentBoard::OnTick(Time now) {
     it = gates_.erase(it);
     for (const std::string& n : nodes) Bump(n);
   }
+}
+
+void AgentBoard::ExpireWaiters(Time now) {
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     std::vector<Waiter> keep, due;
     for (Waiter& w : it->second) (w.deadline > now ? keep : due).push_back(std::move(w));

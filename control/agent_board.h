@@ -53,8 +53,11 @@ class AgentBoard {
   // until `deadline`); `nodes` are bumped when the gate opens.
   void HoldLaunch(const std::string& job, int attempt, std::set<std::string> nodes, Time deadline);
   void DropGate(const std::string& job) { gates_.erase(job); }
-  // Opens due gates (bumping their nodes) and answers long polls past their deadline.
+  // Opens due gates (bumping their nodes) and answers long polls past their deadline: OpenGates, then
+  // ExpireWaiters. OnTick walks every long poll; a heartbeat calls OpenGates only (O(gates)).
   void OnTick(Time now);
+  void OpenGates(Time now);
+  void ExpireWaiters(Time now);
 
   // The node's desired set changed: its version grows and its long polls are answered.
   void Bump(const std::string& node);

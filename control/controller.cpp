@@ -191,11 +191,26 @@ Result<JobView> Controller::GetJob(const std::string& id) const {
   return ViewOf(*e);
 }
 
-std::vector<JobView> Controller::ListJobs(std::optional<JobState> state) const {
+std::vector<JobView> Controller::ListJobs(std::optional<JobState> state, const std::string& after,
+                                          std::size_t limit, bool* more) const {
   std::vector<JobView> out;
-  for (const auto& [id, e] : jobs_.all())
-    if (!state || e.job.state == *state) out.push_back(ViewOf(e));
+  if (more) *more = false;
+  const auto& all = jobs_.all();
+  for (auto it = after.empty() ? all.begin() : all.upper_bound(after); it != all.end(); ++it) {
+    if (state && it->second.job.state != *state) continue;
+    if (out.size() == limit) {
+      if (more) *more = true;
+      break;
+    }
+    out.push_back(ViewOf(it->second));
+  }
   return out;
+}
+
+int Controller::ActiveJobsOf(const std::string& owner) const {
+  int n = 0;
+  for (const auto& [id, e] : jobs_.all()) n += e.job.spec.owner == owner && !IsTerminal(e.job.state) ? 1 : 0;
+  return n;
 }
 
 Result<PlacementView> Controller::GetPlacement(const std::string& id) const {

@@ -123,6 +123,7 @@ class Controller {
   NodeList ListNodes(const NodeFilter& filter) const { return inventory_.List(filter); }
   std::vector<SpareDeficit> SpareDeficits() const { return inventory_.SpareDeficits(); }
   const TopologyLevels& levels() const { return inventory_.cluster().levels(); }
+  std::size_t node_count() const { return static_cast<std::size_t>(inventory_.cluster().size()); }
   int64_t free_usable_gpus() const { return inventory_.cluster().FreeUsableGpus(); }
 
   // ---- Planning and jobs
@@ -137,7 +138,12 @@ class Controller {
     const JobEntry* e = jobs_.Find(id);
     return e ? std::optional<std::string>(e->job.spec.owner) : std::nullopt;
   }
-  std::vector<JobView> ListJobs(std::optional<JobState> state) const;
+  // Jobs in id order after `after` (exclusive; "" from the start), at most `limit`; `*more` tells whether
+  // more matching jobs follow. Costs O(log jobs + the jobs it steps over) when no state is given.
+  std::vector<JobView> ListJobs(std::optional<JobState> state, const std::string& after = "",
+                                std::size_t limit = SIZE_MAX, bool* more = nullptr) const;
+  // Jobs of this owner (spec.owner) that have not ended: the per-submitter quota.
+  int ActiveJobsOf(const std::string& owner) const;
   Result<PlacementView> GetPlacement(const std::string& id) const;
 
   // The live rank credentials (the daemon's authenticator looks tokens up here, from any thread).
@@ -170,7 +176,7 @@ class Controller {
   Result<Json> GetHealth(const std::string& id) const;
   Result<CheckpointList> GetCheckpoints(const std::string& id) const;
   // kNotFound when q.job names no job.
-  Result<std::vector<Finding>> GetFailures(const FindingQuery& q) const;
+  Result<std::vector<Finding>> GetFailures(const FindingQuery& q, bool* more = nullptr) const;
   // The daemon's own lateness, measured by the daemon's loop: the periodic tick fired `tick_lag` late and
   // work posted to the control thread waited `queue_age`.
   void ObserveLateness(Duration tick_lag, Duration queue_age) {

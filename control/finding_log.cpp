@@ -20,24 +20,48 @@ void FindingLog::Add(Finding f) {
   all_.push_back(std::move(f));
 }
 
-std::vector<Finding> FindingLog::Query(const FindingQuery& q) const {
+namespace {
+
+long long SeqOf(const std::string& id) {
+  long long seq = 0;
+  return std::sscanf(id.c_str(), "f-%lld", &seq) == 1 ? seq : 0;
+}
+
+}  // namespace
+
+std::vector<Finding> FindingLog::Query(const FindingQuery& q, bool* more) const {
   auto matches = [&](const Finding& f) {
     return (!q.kind || f.kind == *q.kind) && (!q.since || f.detected_at >= *q.since);
   };
+  // Ids increase with position (the invariant), so `after` is a binary search.
+  const long long after = q.after.empty() ? 0 : SeqOf(q.after);
   std::vector<Finding> out;
+  if (more) *more = false;
+  auto take = [&](const Finding& f) {
+    if (!matches(f)) return true;
+    if (out.size() == q.limit) {
+      if (more) *more = true;
+      return false;
+    }
+    out.push_back(f);
+    return true;
+  };
   if (q.job) {
     auto it = by_job_.find(*q.job);
     if (it == by_job_.end()) return out;
-    for (size_t i : it->second)
-      if (matches(all_[i])) out.push_back(all_[i]);
+    auto from = std::partition_point(it->second.begin(), it->second.end(),
+                                     [&](size_t i) { return SeqOf(all_[i].id) <= after; });
+    for (auto i = from; i != it->second.end() && take(all_[*i]); ++i) {
+    }
     return out;
   }
-  auto begin = all_.begin();
+  auto begin =
+      std::partition_point(all_.begin(), all_.end(), [&](const Finding& f) { return SeqOf(f.id) <= after; });
   if (q.since && time_ordered_)
-    begin = std::partition_point(all_.begin(), all_.end(),
-                                 [&](const Finding& f) { return f.detected_at < *q.since; });
-  for (auto it = begin; it != all_.end(); ++it)
-    if (matches(*it)) out.push_back(*it);
+    begin = std::max(begin, std::partition_point(all_.begin(), all_.end(),
+                                                 [&](const Finding& f) { return f.detected_at < *q.since; }));
+  for (auto it = begin; it != all_.end() && take(*it); ++it) {
+  }
   return out;
 }
 

@@ -7,6 +7,7 @@
 // findings from a clock that went backwards; then the log falls back to a scan).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -22,6 +23,9 @@ struct FindingQuery {
   std::optional<std::string> job;
   std::optional<FindingKind> kind;
   std::optional<Time> since;  // detected_at >= since
+  // Paging: findings after the one with id `after` (exclusive; "" from the start), at most `limit`.
+  std::string after;
+  size_t limit = SIZE_MAX;
 };
 
 class FindingLog {
@@ -31,8 +35,8 @@ class FindingLog {
   // Appends `f` (its id from NextId, or a stored id at recovery) and counts it.
   void Add(Finding f);
 
-  // Matching findings, oldest first.
-  std::vector<Finding> Query(const FindingQuery& q) const;
+  // Matching findings, oldest first (id order); `*more` tells whether more match after the last one.
+  std::vector<Finding> Query(const FindingQuery& q, bool* more = nullptr) const;
   // The job's newest `limit` findings, oldest first: the window recovery judges recurrence against.
   std::vector<Finding> Recent(const std::string& job, size_t limit) const;
   // The finding with this id; nullptr when none (searches newest first).

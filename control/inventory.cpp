@@ -1,5 +1,7 @@
 #include "control/inventory.h"
 
+#include <algorithm>
+
 #include "control/records.h"
 
 namespace shepherd {
@@ -147,11 +149,14 @@ std::vector<SpareDeficit> Inventory::SpareDeficits() const {
 
 NodeList Inventory::List(const NodeFilter& f) const {
   NodeList out;
+  // One pass without copies (states for the summary, matches as pointers); views only for the page.
+  std::vector<const Node*> page;
   for (const Node* n : cluster_.nodes()) {
-    NodeView v = ViewOf(*n);
-    ++out.by_state[v.state];
-    if (f.state && *f.state != v.state) continue;
+    const NodeState state = StateOf(*n, cluster_.AllocatedGpus(n->id));
+    ++out.by_state[state];
+    if (f.state && *f.state != state) continue;
     if (f.spare && *f.spare != n->spare) continue;
+    if (!f.after.empty() && n->id <= f.after) continue;
     bool match = true;
     for (const auto& [level, label] : f.topology) {
       if (level == "nvlink_domain") {
@@ -161,8 +166,17 @@ NodeList Inventory::List(const NodeFilter& f) const {
         match = match && it != n->topology.end() && it->second == label;
       }
     }
-    if (match) out.nodes.push_back(std::move(v));
+    if (match) page.push_back(n);
   }
+  auto by_id = [](const Node* a, const Node* b) { return a->id < b->id; };
+  if (page.size() > f.limit) {
+    std::nth_element(page.begin(), page.begin() + static_cast<std::ptrdiff_t>(f.limit), page.end(), by_id);
+    page.resize(f.limit);
+    out.more = true;
+  }
+  std::sort(page.begin(), page.end(), by_id);
+  out.nodes.reserve(page.size());
+  for (const Node* n : page) out.nodes.push_back(ViewOf(*n));
   out.total = cluster_.size();
   out.usable_gpus = cluster_.UsableGpus();
   out.free_usable_gpus = cluster_.FreeUsableGpus();

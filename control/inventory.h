@@ -5,6 +5,7 @@
 // JobBook (Allocate/Release), which keeps them equal to the placements of running attempts.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -31,6 +32,9 @@ struct NodeFilter {
   std::optional<NodeState> state;
   std::optional<bool> spare;
   std::map<std::string, std::string> topology;  // level (or nvlink_domain) -> label
+  // Paging: matching nodes in id order after `after` (exclusive; "" from the start), at most `limit`.
+  std::string after;
+  std::size_t limit = SIZE_MAX;
 };
 
 // A node as the API shows it: the record plus what is derived from allocations.
@@ -42,7 +46,8 @@ struct NodeView {
 };
 
 struct NodeList {
-  std::vector<NodeView> nodes;  // those matching the filter
+  std::vector<NodeView> nodes;  // those matching the filter (one page of them, in id order)
+  bool more = false;            // more matching nodes follow the page
   // Over the whole inventory, whatever the filter:
   std::map<NodeState, int> by_state;
   int total = 0;

@@ -23,34 +23,15 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (!j.ok()) return j.status();
   std::vector<FieldError> errs;
   FieldReader r(*j, "", &errs);
-  r.OnlyKnown({"listen",
-               "db",
-               "inventory",
-               "port_file",
-               "tokens",
-               "tokens_file",
-               "job_policy",
-               "max_connections",
-               "max_connections_per_address",
-               "body_budget",
-               "topology_levels",
-               "default_gpu_memory_gib",
-               "min_spares_per_leaf",
-               "min_spares_per_spine",
-               "body_limit",
-               "header_limit",
-               "idle_timeout_s",
-               "shutdown_grace_s",
-               "tick_interval_s",
-               "log_level",
-               "advertise_url",
-               "node_heartbeat_timeout_s",
-               "stop_timeout_s",
-               "remediation_hook",
-               "health_check_passes",
-               "lateness_threshold_s",
-               "agent_lease_s",
-               "slurm"});
+  r.OnlyKnown({"listen", "db", "inventory", "port_file", "tokens", "tokens_file", "job_policy",
+               "max_connections", "max_connections_per_address", "body_budget", "topology_levels",
+               "default_gpu_memory_gib", "min_spares_per_leaf", "min_spares_per_spine", "body_limit",
+               "header_limit", "idle_timeout_s", "shutdown_grace_s", "tick_interval_s", "log_level",
+               "advertise_url", "node_heartbeat_timeout_s", "stop_timeout_s", "remediation_hook",
+               "health_check_passes", "lateness_threshold_s", "agent_lease_s", "slurm",
+               // Load (issue 11): queue bounds, quotas, the test hook.
+               "queue_priority", "queue_write", "queue_read", "max_nodes", "max_active_jobs_per_submitter",
+               "test_hooks"});
   if (auto v = r.String("listen", false)) c->listen = *v;
   if (auto v = r.String("db", false, 4096)) c->db = *v;
   if (auto v = r.String("inventory", false, 4096)) c->inventory = *v;
@@ -81,6 +62,13 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (auto v = r.Int("max_connections_per_address", false, 1, 1 << 24))
     c->max_connections_per_address = size_t(*v);
   if (auto v = r.Int("body_budget", false, 1024, 1LL << 40)) c->body_budget = size_t(*v);
+  if (auto v = r.Int("queue_priority", false, 1, 1 << 24)) c->queues.priority = size_t(*v);
+  if (auto v = r.Int("queue_write", false, 1, 1 << 24)) c->queues.write = size_t(*v);
+  if (auto v = r.Int("queue_read", false, 1, 1 << 24)) c->queues.read = size_t(*v);
+  if (auto v = r.Int("max_nodes", false, 0, 1 << 24)) c->quotas.max_nodes = int(*v);
+  if (auto v = r.Int("max_active_jobs_per_submitter", false, 0, 1 << 24))
+    c->quotas.max_active_jobs_per_submitter = int(*v);
+  if (auto v = r.Bool("test_hooks")) c->test_hooks = *v;
   if (const Json* p = r.Find("job_policy")) {
     FieldReader jp(*p, "job_policy", &errs);
     jp.OnlyKnown({"command_prefixes", "refused_env", "refused_env_prefixes", "allowed_env"});

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "api/handlers.h"
+#include "api/request_queue.h"
 #include "control/controller.h"
 #include "core/job_policy.h"
 #include "core/status.h"
@@ -33,6 +35,9 @@ struct DaemonConfig {
   size_t max_connections = 10000;  // all connections
   size_t max_connections_per_address = 512;
   size_t body_budget = 256u << 20;  // bytes of request bodies buffered at once, all connections
+  RequestQueueLimits queues;        // "queue_priority", "queue_write", "queue_read": 429 beyond
+  Quotas quotas;                    // "max_nodes", "max_active_jobs_per_submitter" (0: no limit)
+  bool test_hooks = false;          // POST /test/block-control (api/front_door.h); tests only
   ControllerOptions controller;
   size_t body_limit = 4 << 20;
   size_t header_limit = 16 << 10;

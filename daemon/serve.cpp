@@ -1,7 +1,10 @@
-// The daemon process: storage, controller, HTTP server, signals and ticks on one io_context thread.
+// The daemon process on two threads: the control thread (this one) runs the controller, the router and
+// handlers, signals and ticks on `ioc`; the I/O thread runs the HTTP server on `io_ioc` and its FrontDoor,
+// which answers probes itself and feeds the control thread through the bounded RequestQueue.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -11,7 +14,9 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
+#include "api/front_door.h"
 #include "api/handlers.h"
 #include "api/http_server.h"
 #include "daemon/commands.h"
@@ -120,16 +125,18 @@ int RunDaemon(const DaemonConfig& config) {
   Router router(&metrics);
   ApiOptions api_options;
   api_options.job_policy = config.job_policy;
+  api_options.quotas = config.quotas;
   RegisterRoutes(&router, &controller, &metrics, api_options, &clock);
   InstallAuth(&router, &controller, &authenticator);
   HttpServerOptions http;
   http.max_connections = config.max_connections;
   http.max_connections_per_address = config.max_connections_per_address;
   http.body_budget = config.body_budget;
+  // Runs on the I/O thread: authentication and the route table only (ownership is rechecked by Handle).
   http.on_head = [&router, &authenticator](const HttpRequest& head) {
     HeadDecision d;
     std::optional<Principal> principal;
-    d.refuse = router.Admit(head, &principal);
+    d.refuse = router.Admit(head, &principal, /*defer_ownership=*/true);
     d.trusted = principal.has_value() && authenticator.enabled();
     std::map<std::string, std::string> params;
     bool known = false;
@@ -140,11 +147,25 @@ int RunDaemon(const DaemonConfig& config) {
   http.body_limit = config.body_limit;
   http.header_limit = config.header_limit;
   http.idle_timeout = std::chrono::milliseconds(static_cast<long>(config.idle_timeout_s * 1000));
-  http.on_rejected = [&metrics](int status) { metrics.ObserveRequest("rejected", "", status, 0); };
+  // Metrics belong to the control thread: the I/O thread's counts are posted there.
+  http.on_rejected = [&ioc, &metrics](int status) {
+    asio::post(ioc, [&metrics, status] { metrics.ObserveRequest("rejected", "", status, 0); });
+  };
+  asio::io_context io_ioc(1);
+  std::atomic<bool> ready{controller.ready()};
+  RequestQueue queue(config.queues, post);
+  FrontDoorOptions front_options;
+  front_options.test_hooks = config.test_hooks;
+  if (config.test_hooks) spdlog::warn("test_hooks is on: POST /test/block-control is served. Tests only");
+  FrontDoor front(&queue, &router, &ready, front_options,
+                  [&ioc, &metrics](std::string route, std::string method, int status) {
+                    asio::post(ioc, [&metrics, route = std::move(route), method = std::move(method), status] {
+                      metrics.ObserveRequest(route, method, status, 0);
+                    });
+                  });
   auto server = HttpServer::Start(
-      ioc, host, port,
-      [&router](HttpRequest req, Respond respond) { router.Handle(std::move(req), std::move(respond)); },
-      http);
+      io_ioc, host, port,
+      [&front](HttpRequest req, Respond respond) { front.Handle(std::move(req), std::move(respond)); }, http);
   if (!server.ok()) {
     spdlog::error("cannot listen on {}: {}", config.listen, server.status().message());
     return 1;
@@ -162,6 +183,9 @@ int RunDaemon(const DaemonConfig& config) {
     }
   }
 
+  // The control thread keeps running until the server has drained (its requests need the controller).
+  auto control_work = asio::make_work_guard(ioc);
+  std::thread io_thread([&io_ioc] { io_ioc.run(); });
   int exit_code = 0;
   bool stopping = false;
   asio::steady_timer ticker(ioc);
@@ -196,7 +220,10 @@ int RunDaemon(const DaemonConfig& config) {
     ticker.cancel();
     controller.ReleaseWaiters();
     auto grace = std::chrono::milliseconds(static_cast<long>(config.shutdown_grace_s * 1000));
-    (*server)->Shutdown(grace, [] { spdlog::info("all connections drained"); });
+    (*server)->Shutdown(grace, [&ioc, &control_work] {
+      spdlog::info("all connections drained");
+      asio::post(ioc, [&control_work] { control_work.reset(); });
+    });
   };
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (!ec) stop(0, sig == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -220,7 +247,10 @@ int RunDaemon(const DaemonConfig& config) {
     });
   };
   wait_hup();
-  controller.set_on_storage_failure([&](const Status& s) { stop(1, "storage failure: " + s.message()); });
+  controller.set_on_storage_failure([&](const Status& s) {
+    ready.store(false, std::memory_order_release);
+    stop(1, "storage failure: " + s.message());
+  });
   std::unique_ptr<SlurmSyncLoop> slurm_sync;
   if (config.slurm.enabled) {
     slurm_sync = std::make_unique<SlurmSyncLoop>(config.slurm, config.controller.levels, &controller, post);
@@ -228,7 +258,11 @@ int RunDaemon(const DaemonConfig& config) {
   }
 
   ioc.run();
+  io_thread.join();
   if (slurm_sync) slurm_sync->Stop();
+  // Requests the I/O thread queued while draining: answer them (their sessions are gone; nothing is sent).
+  ioc.restart();
+  ioc.poll();
   // Every acknowledged write is already durable; let queued background writes finish too.
   (*store)->Flush();
   ioc.restart();

@@ -1,25 +1,34 @@
 #include "scheduler/queue.h"
 
+#include <optional>
+
 namespace shepherd {
 
 std::vector<Admission> AdmitFromQueue(const Cluster& cluster, const std::vector<QueuedJob>& queue) {
   std::vector<Admission> out;
-  if (queue.empty()) return out;
-  Cluster work = cluster;
+  // Later jobs must see earlier admissions, so they are placed on a working copy; the copy (O(nodes)) is
+  // made only once an admission is followed by another queued job. A submission into an empty queue, the
+  // common write, copies nothing.
+  std::optional<Cluster> work;
+  const Cluster* view = &cluster;
   int64_t head_gpus = -1;  // GPUs of the blocked head, -1 while none is blocked
-  for (const QueuedJob& q : queue) {
+  for (size_t i = 0; i < queue.size(); ++i) {
+    const QueuedJob& q = queue[i];
     int64_t gpus = q.plan.world_size();
-    if (head_gpus >= 0 && work.FreeUsableGpus() - gpus < head_gpus) continue;
-    if (gpus > work.FreeUsableGpus()) {
+    if (head_gpus >= 0 && view->FreeUsableGpus() - gpus < head_gpus) continue;
+    if (gpus > view->FreeUsableGpus()) {
       if (head_gpus < 0) head_gpus = gpus;
       continue;
     }
-    Result<Placement> p = Place(work, q.plan, q.options);
+    Result<Placement> p = Place(*view, q.plan, q.options);
     if (!p.ok()) {
       if (head_gpus < 0) head_gpus = gpus;
       continue;
     }
-    if (!work.Allocate(q.id, *p).ok()) continue;
+    if (i + 1 < queue.size()) {
+      if (!work) view = &work.emplace(cluster);
+      if (!work->Allocate(q.id, *p).ok()) continue;
+    }
     out.push_back({q.id, std::move(p).value()});
   }
   return out;

@@ -23,6 +23,14 @@ inline constexpr int kSchemaVersion = 2;
 // REQUIRES: no transaction open on `db`.
 Status Migrate(sqlite3* db, const std::string& path, const std::vector<std::string>& steps);
 
+// The write path's statements (storage/sqlite_store.cpp). Each touches one row through the primary key
+// (collection, key): never a scan, whatever the table holds (tests/storage/query_plan_test.cpp checks it
+// with EXPLAIN QUERY PLAN).
+inline constexpr const char* kUpsertRecordSql =
+    "INSERT INTO records (collection, key, job, body) VALUES (?1, ?2, ?3, ?4) "
+    "ON CONFLICT (collection, key) DO UPDATE SET job = excluded.job, body = excluded.body";
+inline constexpr const char* kEraseRecordSql = "DELETE FROM records WHERE collection = ?1 AND key = ?2";
+
 // PRAGMA user_version of `db`.
 Result<int> SchemaVersion(sqlite3* db);
 

@@ -78,12 +78,9 @@ Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, SqliteOp
   if (!settings.ok()) return opening_failed(settings.status());
   if (Status s = Migrate(db.get(), path, SchemaMigrations()); !s.ok()) return s;
 
-  Result<Stmt> upsert = Prepare(db.get(),
-                                "INSERT INTO records (collection, key, job, body) VALUES (?1, ?2, ?3, ?4) "
-                                "ON CONFLICT (collection, key) DO UPDATE SET job = excluded.job, "
-                                "body = excluded.body");
+  Result<Stmt> upsert = Prepare(db.get(), kUpsertRecordSql);
   if (!upsert.ok()) return opening_failed(upsert.status());
-  Result<Stmt> erase = Prepare(db.get(), "DELETE FROM records WHERE collection = ?1 AND key = ?2");
+  Result<Stmt> erase = Prepare(db.get(), kEraseRecordSql);
   if (!erase.ok()) return opening_failed(erase.status());
 
   return std::unique_ptr<Store>(new SqliteStore(path, options, std::move(db), std::move(*lock),

@@ -164,6 +164,31 @@ TEST_F(AgentLoopTest, RegistersStartsReportsAndStops) {
   }
 }
 
+// A 429 with Retry-After holds heartbeats back for at least that long (plus at most half as jitter),
+// instead of the 100 ms heartbeat interval.
+TEST_F(AgentLoopTest, HonoursRetryAfterOnHeartbeats) {
+  StartAgent(Options());
+  ASSERT_TRUE(WaitFor([&] { return daemon_->heartbeats().size() >= 2; }));
+  daemon_->SetBusy(1);
+  auto heartbeat_times = [&] {
+    std::vector<std::chrono::steady_clock::time_point> out;
+    std::vector<std::string> reqs = daemon_->requests();
+    std::vector<std::chrono::steady_clock::time_point> times = daemon_->request_times();
+    for (std::size_t i = 0; i < reqs.size(); ++i)
+      if (reqs[i].find("/heartbeat") != std::string::npos) out.push_back(times[i]);
+    return out;
+  };
+  const std::size_t before = heartbeat_times().size();
+  ASSERT_TRUE(WaitFor([&] { return heartbeat_times().size() >= before + 2; }));  // refused, then the next
+  std::vector<std::chrono::steady_clock::time_point> t = heartbeat_times();
+  const auto gap = t[before + 1] - t[before];
+  EXPECT_GE(gap, 1000ms) << "the agent came back before Retry-After";
+  EXPECT_LT(gap, 2500ms) << "jitter adds at most half of Retry-After (plus scheduling slack)";
+  daemon_->SetBusy(std::nullopt);
+  const std::size_t served = daemon_->heartbeats().size();
+  ASSERT_TRUE(WaitFor([&] { return daemon_->heartbeats().size() > served; }));
+}
+
 TEST_F(AgentLoopTest, SurvivesDaemonOutageAndReregistersWhenForgotten) {
   StartAgent(Options());
   daemon_->SetAssignments({Rank(1, 0, "exec sleep 100")});

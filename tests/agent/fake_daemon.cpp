@@ -133,7 +133,7 @@ void FakeDaemon::Serve(int fd) {
       drop = drop_after_response_;
     }
     std::string out = "HTTP/1.1 " + std::to_string(res.status) + " X\r\nContent-Type: application/json\r\n" +
-                      "Content-Length: " + std::to_string(res.body.size()) + "\r\n" +
+                      res.extra_headers + "Content-Length: " + std::to_string(res.body.size()) + "\r\n" +
                       (req.keep_alive ? "" : "Connection: close\r\n") + "\r\n" + res.body;
     if (::send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) break;
     if (!req.keep_alive || drop) break;
@@ -147,7 +147,9 @@ done:
 FakeDaemon::Response FakeDaemon::Handle(const Request& r) {
   std::unique_lock lock(mu_);
   requests_.push_back(r.method + " " + r.target);
-  if (down_) return {503, R"({"title": "down"})"};
+  request_times_.push_back(std::chrono::steady_clock::now());
+  if (down_) return {503, R"({"title": "down"})", ""};
+  if (busy_) return {429, R"({"title": "busy"})", "Retry-After: " + std::to_string(*busy_) + "\r\n"};
   std::string path = PathOf(r.target);
   if (path == "/echo") {
     return {200, Json{{"authorization", r.authorization}, {"body", r.body}, {"method", r.method}}.dump()};
@@ -204,6 +206,19 @@ void FakeDaemon::SetDown(bool down) {
     down_ = down;
   }
   cv_.notify_all();
+}
+
+void FakeDaemon::SetBusy(std::optional<int> retry_after_s) {
+  {
+    std::lock_guard lock(mu_);
+    busy_ = retry_after_s;
+  }
+  cv_.notify_all();
+}
+
+std::vector<std::chrono::steady_clock::time_point> FakeDaemon::request_times() const {
+  std::lock_guard lock(mu_);
+  return request_times_;
 }
 
 void FakeDaemon::ForgetNode() {

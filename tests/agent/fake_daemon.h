@@ -10,11 +10,13 @@
 //   GET  /echo                              200 with {"authorization", "body", "method"}
 //   POST /echo                              same
 //   GET  /slow?ms=N                         200 after N ms
-// Every request is answered 503 while SetDown(true). Thread-safe.
+// Every request is answered 503 while SetDown(true), and 429 with Retry-After while SetBusy(n). Thread-safe.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,6 +37,8 @@ class FakeDaemon {
   // Replaces the desired rank set (a JSON array as in the assignments answer) and bumps the version.
   void SetAssignments(Json ranks);
   void SetDown(bool down);
+  // Answer every request 429 with "Retry-After: <seconds>" (nullopt: serve normally).
+  void SetBusy(std::optional<int> retry_after_s);
   void ForgetNode();  // the daemon "lost" the node: 404 until it registers again
   void SetAutoAck(bool on);
   // Heartbeat answers grant this lease (lease_s); 0 (the default): none.
@@ -45,6 +49,8 @@ class FakeDaemon {
   std::vector<Json> registrations() const;
   std::vector<Json> heartbeats() const;
   std::vector<std::string> requests() const;  // "METHOD target"
+  // When each request of requests() arrived.
+  std::vector<std::chrono::steady_clock::time_point> request_times() const;
   int connections() const;
 
  private:
@@ -55,6 +61,7 @@ class FakeDaemon {
   struct Response {
     int status = 200;
     std::string body;
+    std::string extra_headers;  // "Name: value\r\n" lines
   };
   void AcceptLoop();
   void Serve(int fd);
@@ -68,6 +75,7 @@ class FakeDaemon {
   std::condition_variable cv_;
   bool stopping_ = false;
   bool down_ = false;
+  std::optional<int> busy_;
   bool known_ = false;
   bool auto_ack_ = true;
   double lease_s_ = 0;
@@ -76,6 +84,7 @@ class FakeDaemon {
   Json ranks_ = Json::array();
   std::vector<Json> registrations_, heartbeats_;
   std::vector<std::string> requests_;
+  std::vector<std::chrono::steady_clock::time_point> request_times_;
   std::vector<std::thread> workers_;
   std::vector<int> open_fds_;
   int connections_ = 0;

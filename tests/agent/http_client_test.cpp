@@ -33,6 +33,26 @@ TEST(HttpClient, SendsBodyAndBearerTokenAndReusesTheConnection) {
   EXPECT_EQ(d.connections(), 1);
 }
 
+TEST(HttpClient, ReadsRetryAfterAndJittersIt) {
+  FakeDaemon d;
+  d.SetBusy(2);
+  Result<HttpResult> r = Client(d.url())->Request("POST", "/echo", "{}", 5s);
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->status, 429);
+  ASSERT_TRUE(r->retry_after_s.has_value());
+  EXPECT_EQ(*r->retry_after_s, 2.0);
+  EXPECT_EQ(RetryDelay(*r, 0.0), 2000ms);
+  EXPECT_EQ(RetryDelay(*r, 0.5), 2500ms);
+  EXPECT_EQ(RetryDelay(*r, 1.0), 3000ms);
+  HttpResult huge{429, "", 1000.0};
+  EXPECT_EQ(RetryDelay(huge, 0.0), 60000ms);
+  EXPECT_FALSE(RetryDelay(HttpResult{503, "", std::nullopt}, 0.5).has_value());
+  d.SetBusy(std::nullopt);
+  r = Client(d.url())->Request("GET", "/echo", "", 5s);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->retry_after_s.has_value());
+}
+
 TEST(HttpClient, HttpErrorStatusIsAValueNotAnError) {
   FakeDaemon d;
   Result<HttpResult> r = Client(d.url())->Request("GET", "/nowhere", "", 5s);

@@ -15,11 +15,18 @@ Contract:
 
 import collections
 import logging
+import random
 import threading
 import time
 from typing import Callable, List, Optional
 
 from .transport import PostResult, post_reports
+
+
+def hold_off_s(retry_after_s: float, unit: float) -> float:
+    """How long to wait after a 429/503 with Retry-After: the delay times a jitter factor in [1, 1.5) (so
+    ranks told the same delay do not all return together), capped at 60 s. `unit` is uniform in [0, 1)."""
+    return min(retry_after_s * (1.0 + 0.5 * min(max(unit, 0.0), 1.0)), 60.0)
 
 log = logging.getLogger("shepherd_client")
 
@@ -171,7 +178,7 @@ class ReportSender:
                     continue
                 self._requeue(batch)
                 if res.retry_after_s is not None:
-                    self._retry_at = time.monotonic() + min(res.retry_after_s, 60.0)
+                    self._retry_at = time.monotonic() + hold_off_s(res.retry_after_s, random.random())
                 return False
 
     def _on_success(self, batch: List[Entry], res: PostResult) -> None:

@@ -18,6 +18,7 @@ sys.path.insert(0, HERE)
 from fake_server import FakeDaemon  # noqa: E402
 from shepherd_client import ShepherdClient, encode_metric, param_digest  # noqa: E402
 from shepherd_client.config import config_from_env, parse_coords  # noqa: E402
+from shepherd_client.sender import hold_off_s  # noqa: E402
 
 try:
     import warnings
@@ -282,6 +283,20 @@ class ReportTest(unittest.TestCase):
         c.flush()
         self.assertEqual([r["step"] for r in self.d.reports("step")], [2])
         self.assertEqual(c.stats["dropped"], 1)
+
+    def test_429_retry_after_holds_the_sender_back_with_jitter(self):
+        c = self.client()
+        self.d.status = 429
+        self.d.extra_headers = {"Retry-After": "2"}
+        c.step(1, 1.0)
+        with self.assertLogs("shepherd_client", "WARNING"):
+            self.assertFalse(c.flush())
+        wait = c._sender._retry_at - time.monotonic()
+        self.assertGreater(wait, 1.9)  # at least the 2 s asked for (less the few ms since the answer)
+        self.assertLess(wait, 3.0)  # jitter adds at most half
+        self.assertEqual(hold_off_s(2.0, 0.0), 2.0)
+        self.assertEqual(hold_off_s(2.0, 0.999), 2.0 * 1.4995)
+        self.assertEqual(hold_off_s(100.0, 0.5), 60.0)
 
     def test_buffer_is_bounded(self):
         c = ShepherdClient.from_env(env_for("http://127.0.0.1:%d" % free_closed_port()), start=False,

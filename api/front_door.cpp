@@ -1,0 +1,56 @@
+#include "api/front_door.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "api/problem.h"
+
+namespace shepherd {
+
+void FrontDoor::Handle(HttpRequest request, Respond respond) const {
+  const std::string path = PathOf(request.target);
+  const bool get = request.method == "GET" || request.method == "HEAD";
+  auto answer = [&](const std::string& route, HttpResponse res) {
+    if (observe_) observe_(route, request.method, res.status);
+    respond(std::move(res));
+  };
+  if (get && path == "/healthz") return answer(path, JsonResponse(200, {{"status", "ok"}}));
+  if (get && path == "/readyz") {
+    if (ready_->load(std::memory_order_acquire))
+      return answer(path, JsonResponse(200, {{"status", "ready"}}));
+    return answer(path, ProblemFrom(Unavailable("storage is not open or state is not recovered")));
+  }
+  if (options_.test_hooks && request.method == "POST" && path == "/test/block-control") {
+    long ms = 0;
+    if (auto q = ParseQuery(request.target); q.count("ms")) ms = std::strtol(q["ms"].c_str(), nullptr, 10);
+    ms = std::clamp<long>(ms, 0, 60000);
+    // Answers as the block begins (the answer goes out on the I/O thread), so the caller knows from then
+    // on the control thread is busy for `ms`.
+    if (!queue_->Offer(RequestClass::kWrite, [ms, respond] {
+          respond(JsonResponse(200, {{"blocking_ms", ms}}));
+          std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+        }))
+      respond(Problem(429, "the write queue is full"));
+    return;
+  }
+  const RequestClass c = ClassOf(request.method, path);
+  const std::string method = request.method;
+  auto shared = std::make_shared<HttpRequest>(std::move(request));
+  // The task owns the only other copy of `respond`; a refused task is dropped unrun, so answering here is
+  // the one call.
+  if (queue_->Offer(c, [router = router_, shared, respond] { router->Handle(std::move(*shared), respond); }))
+    return;
+  if (observe_) observe_(std::string(ToString(c)) + " queue", method, 429);
+  HttpResponse busy = Problem(
+      429, std::string("the daemon's ") + ToString(c) + " queue is full; retry after the Retry-After delay",
+      {{"queue", ToString(c)}});
+  busy.headers.emplace_back("Retry-After", std::to_string(options_.retry_after_s));
+  respond(std::move(busy));
+}
+
+}  // namespace shepherd

@@ -1,0 +1,229 @@
+// Write latency vs state size (issue 11, item 4): the same writes on an empty database and on one holding
+// 20,000 nodes and 5,000 running jobs, through the real Controller and a real SQLite file (WAL,
+// synchronous=FULL, group commit). Plain main, steady_clock timing; both states measured in one run.
+//
+//   write_bench [--nodes 20000] [--jobs 5000] [--reps 200] [--dir /tmp]
+//
+// Writes measured (each acknowledged after its COMMIT):
+//   submit  POST /v1/jobs's path: PlanFor + SubmitJob of an 8-GPU job that fits on a free node, then its
+//           cancel (not timed) so the state does not drift;
+//   finding an agent heartbeat reporting a GPU fault on a free node: a gpu_fault finding, its recovery
+//           actions (cordon) and the node record, in one COMMIT.
+// For each: the control thread's share (the synchronous call) and the full latency to `done` (with the
+// COMMIT), median and p90 in microseconds.
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "control/controller.h"
+#include "storage/store.h"
+
+namespace shepherd {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+// Store completions arrive on the writer thread; the bench's "control thread" (main) runs them.
+class PostQueue {
+ public:
+  void Post(std::function<void()> f) {
+    {
+      std::lock_guard lock(mu_);
+      q_.push_back(std::move(f));
+    }
+    cv_.notify_one();
+  }
+  // Runs posted functions until `done()` holds.
+  void RunUntil(const std::function<bool()>& done) {
+    while (!done()) {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return !q_.empty(); });
+      auto f = std::move(q_.front());
+      q_.pop_front();
+      lock.unlock();
+      f();
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> q_;
+};
+
+Node MakeNode(int i) {
+  Node n;
+  n.id = "node-" + std::to_string(100000 + i);
+  n.hostname = n.id;
+  n.gpus = 8;
+  n.gpu_memory_gib = 80;
+  n.topology = {{"spine", "s" + std::to_string(i / 1024)}, {"leaf", "l" + std::to_string(i / 32)}};
+  n.nvlink_domain = n.id;
+  return n;
+}
+
+JobSpec MakeSpec(int gpus) {
+  JobSpec s;
+  s.name = "bench";
+  s.model = {1e9, 8, 1024, 8, 1024, 32000};
+  s.training.global_batch_size = 64;
+  s.resources.gpus = gpus;
+  s.parallelism = {false, 8, 1, gpus / 8, 0};
+  s.policy.heartbeat_timeout_s = 3600;  // nothing reports in this bench: no heartbeat_lost findings
+  s.command = {"python3", "train.py"};
+  return s;
+}
+
+struct Sample {
+  std::vector<double> call_us, total_us;
+};
+
+double Pct(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(p * (v.size() - 1))];
+}
+
+class Bench {
+ public:
+  Bench(const std::string& dir, int nodes, int jobs) : dir_(dir), nodes_(nodes) {
+    std::filesystem::create_directories(dir);
+    auto store = OpenSqliteStore(dir + "/bench.db");
+    if (!store.ok()) {
+      std::fprintf(stderr, "open: %s\n", store.status().message().c_str());
+      std::exit(1);
+    }
+    store_ = std::move(*store);
+    controller_ = std::make_unique<Controller>(
+        store_.get(), &clock_, [this](std::function<void()> f) { posted_.Post(std::move(f)); },
+        ControllerOptions{});
+    if (!controller_->Recover().ok()) std::exit(1);
+    // Fill: nodes, then `jobs` running 16-GPU jobs (2 nodes each) so that free nodes remain.
+    int pending = 0;
+    for (int i = 0; i < nodes; ++i) {
+      ++pending;
+      controller_->UpsertNode(MakeNode(i), false, [&](Result<NodeUpsert>) { --pending; });
+    }
+    for (int j = 0; j < jobs; ++j) {
+      JobSpec s = MakeSpec(16);
+      auto est = controller_->PlanFor(s);
+      ++pending;
+      controller_->SubmitJob(s, *est, [&](Result<JobView> r) {
+        if (!r.ok()) std::fprintf(stderr, "fill submit: %s\n", r.status().message().c_str());
+        --pending;
+      });
+    }
+    posted_.RunUntil([&] { return pending == 0; });
+  }
+  ~Bench() {
+    controller_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  Sample Submit(int reps) {
+    Sample s;
+    for (int i = 0; i < reps; ++i) {
+      bool done = false;
+      std::string id;
+      const auto t0 = SteadyClock::now();
+      JobSpec spec = MakeSpec(8);
+      auto est = controller_->PlanFor(spec);
+      controller_->SubmitJob(spec, *est, [&](Result<JobView> r) {
+        if (r.ok()) id = r->job.id;
+        done = true;
+      });
+      const auto t1 = SteadyClock::now();
+      posted_.RunUntil([&] { return done; });
+      const auto t2 = SteadyClock::now();
+      s.call_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      s.total_us.push_back(std::chrono::duration<double, std::micro>(t2 - t0).count());
+      bool cancelled = false;
+      controller_->CancelJob(id, [&](Result<JobView>) { cancelled = true; });
+      posted_.RunUntil([&] { return cancelled; });
+    }
+    return s;
+  }
+
+  Sample Finding(int reps) {
+    Sample s;
+    for (int i = 0; i < reps; ++i) {
+      // A node of a running job (the fill placed them from the first): a gpu_fault finding for that job,
+      // whose recovery then runs (cordon, restart elsewhere) as it would in production.
+      const std::string node = MakeNode(i * 2).id;
+      AgentHeartbeat hb;
+      hb.gpu_faults.push_back({0, "xid", "bench"});
+      bool done = false;
+      const auto t0 = SteadyClock::now();
+      controller_->NodeHeartbeat(node, hb, [&](Result<HeartbeatAck> r) {
+        if (!r.ok()) std::fprintf(stderr, "heartbeat: %s\n", r.status().message().c_str());
+        done = true;
+      });
+      const auto t1 = SteadyClock::now();
+      posted_.RunUntil([&] { return done; });
+      const auto t2 = SteadyClock::now();
+      s.call_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      s.total_us.push_back(std::chrono::duration<double, std::micro>(t2 - t0).count());
+    }
+    return s;
+  }
+  size_t findings() const { return controller_->GetFailures({}).value().size(); }
+
+ private:
+  std::string dir_;
+  int nodes_;
+  SystemClock clock_;
+  PostQueue posted_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Controller> controller_;
+};
+
+}  // namespace
+}  // namespace shepherd
+
+int main(int argc, char** argv) {
+  using namespace shepherd;
+  spdlog::set_level(spdlog::level::err);
+  int nodes = 20000, jobs = 5000, reps = 200;
+  std::string dir = "/tmp";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    std::string k = argv[i];
+    if (k == "--nodes") nodes = std::atoi(argv[i + 1]);
+    if (k == "--jobs") jobs = std::atoi(argv[i + 1]);
+    if (k == "--reps") reps = std::atoi(argv[i + 1]);
+    if (k == "--dir") dir = argv[i + 1];
+  }
+  // The empty case still needs room for the measured writes: reps free nodes for findings, one for jobs.
+  struct Row {
+    const char* state;
+    int nodes, jobs;
+  };
+  // "empty": just enough for the measured writes (each finding's job restarts onto fresh nodes).
+  const Row rows[] = {{"empty", 4 * reps + 8, reps}, {"full", nodes, jobs}};
+  std::printf("%-6s %7s %6s | %-8s %10s %10s %10s %10s\n", "state", "nodes", "jobs", "write", "call_p50",
+              "call_p90", "total_p50", "total_p90");
+  for (const Row& r : rows) {
+    const auto t0 = SteadyClock::now();
+    Bench b(dir + "/write-bench-" + std::to_string(::getpid()) + "-" + r.state, r.nodes, r.jobs);
+    const double fill_s = std::chrono::duration<double>(SteadyClock::now() - t0).count();
+    for (auto [name, sample] : {std::pair<const char*, Sample>{"submit", b.Submit(reps)},
+                                std::pair<const char*, Sample>{"finding", b.Finding(reps)}})
+      std::printf("%-6s %7d %6d | %-8s %10.0f %10.0f %10.0f %10.0f\n", r.state, r.nodes, r.jobs, name,
+                  Pct(sample.call_us, 0.5), Pct(sample.call_us, 0.9), Pct(sample.total_us, 0.5),
+                  Pct(sample.total_us, 0.9));
+    std::printf("%-6s fill %.1f s, %zu findings recorded (microseconds above)\n", r.state, fill_s,
+                b.findings());
+  }
+  return 0;
+}
