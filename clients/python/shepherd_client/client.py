@@ -28,7 +28,7 @@ from .sender import Entry, ReportSender
 
 log = logging.getLogger("shepherd_client")
 
-PHASES = ("train", "checkpoint_save", "checkpoint_load")
+PHASES = ("train", "checkpoint_save", "checkpoint_load", "eval")
 
 
 def encode_metric(x: Any) -> Any:
@@ -265,20 +265,38 @@ class ShepherdClient:
         checkpoint_load meanwhile, which gives the rank a longer heartbeat allowance. A heartbeat is sent
         at once on entry so the daemon knows before a long, possibly blocking, write starts."""
         phase = kind if kind in PHASES else "checkpoint_" + kind
-        if phase not in PHASES:
+        if phase not in PHASES or phase in ("train", "eval"):
             raise ValueError("checkpoint_phase kind must be 'save' or 'load', not %r" % kind)
+        with self._phase_as(phase):
+            yield
+
+    @contextlib.contextmanager
+    def eval_phase(self) -> Iterator[None]:
+        """Mark an evaluation pause (no optimizer steps for a while): heartbeats say phase eval, and the
+        daemon allows 10 x the hang timeout for step progress meanwhile."""
+        with self._phase_as("eval"):
+            yield
+
+    def set_phase(self, phase: str) -> None:
+        """Switch the phase until the next switch (zero-code mode follows model.eval()/model.train())."""
+        if phase not in PHASES:
+            raise ValueError("phase must be one of %s, not %r" % (", ".join(PHASES), phase))
         with self._lock:
-            previous = self._phase
+            if self._phase == phase:
+                return
             self._phase = phase
             self._publish_locked()
         self.heartbeat()
+
+    @contextlib.contextmanager
+    def _phase_as(self, phase: str) -> Iterator[None]:
+        with self._lock:
+            previous = self._phase
+        self.set_phase(phase)
         try:
             yield
         finally:
-            with self._lock:
-                self._phase = previous
-                self._publish_locked()
-            self.heartbeat()
+            self.set_phase(previous)
 
     def checkpoint_saved(self, step: int, path: str, replicated: bool = False) -> None:
         """Report that this rank's part of checkpoint `step` is durably saved at `path`. replicated=True:
