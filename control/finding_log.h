@@ -36,6 +36,10 @@ class FindingLog {
   // The job's newest `limit` findings, oldest first: the window recovery judges recurrence against.
   std::vector<Finding> Recent(const std::string& job, size_t limit) const;
 
+  // The job's newest finding of `kind` for `attempt`, or nullptr. The pointer is valid until the next Add;
+  // a caller that changes the finding persists it.
+  Finding* Latest(const std::string& job, int attempt, FindingKind kind);
+
   const std::map<FindingKind, uint64_t>& counts() const { return counts_; }
   size_t size() const { return all_.size(); }
 

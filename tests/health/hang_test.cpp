@@ -185,6 +185,42 @@ TEST(HangTest, LongCheckpointSaveIsNeitherAHangNorAHeartbeatLoss) {
   EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
 }
 
+// Rank 0 saves a checkpoint alone (phase checkpoint_save, inside no collective) while rank 1 waits for it
+// at a barrier: `save_s` long, then rank 0 enters the barrier and both step on.
+std::vector<Finding> SaveWhilePeerWaitsAtBarrier(int save_s, Phase phase) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(1, 1, 2, clock.Now()));
+  const Time start = clock.Now();
+  auto beat = [&](Time now) {
+    Report saver = Heartbeat(0, now, 100);
+    saver.phase = phase;
+    m->Ingest(saver, now);
+    Report waiter = InCollective(1, now, "dp", 7, 100);
+    waiter.collective->since = start;
+    m->Ingest(waiter, now);
+  };
+  beat(start);
+  return RunTicks(*m, clock, save_s, beat);
+}
+
+TEST(HangTest, PeerWaitingAtABarrierForALongCheckpointSaveIsNoHang) {
+  // 300 s: past the 60 s hang timeout, within the 10 x 60 s phase allowance.
+  auto all = SaveWhilePeerWaitsAtBarrier(300, Phase::kCheckpointSave);
+  EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
+  all = SaveWhilePeerWaitsAtBarrier(300, Phase::kEval);
+  EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
+}
+
+TEST(HangTest, ASaveThatNeverEndsStillNamesTheSaverOnceTheAllowanceIsSpent) {
+  auto hangs = OfKind(SaveWhilePeerWaitsAtBarrier(700, Phase::kCheckpointSave), FindingKind::kHang);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].ranks, std::vector<int>({0}));
+  // Without the phase the same wait is a hang at the timeout.
+  hangs = OfKind(SaveWhilePeerWaitsAtBarrier(100, Phase::kTrain), FindingKind::kHang);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].ranks, std::vector<int>({0}));
+}
+
 // An evaluation pause: the ranks heartbeat every 5 s (within the 10 s timeout) with no step for 300 s,
 // beyond the 60 s hang timeout and within the 10 x 60 = 600 s eval allowance.
 std::vector<Finding> EvalPause(std::optional<Phase> phase) {
