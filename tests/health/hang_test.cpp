@@ -118,6 +118,40 @@ TEST(HangTest, EveryMemberInsideTheStuckCollectiveIsACommunicationFault) {
   EXPECT_EQ(OfKind(RunTicks(*m, clock, 65, stuck_again), FindingKind::kHang).size(), 1u);
 }
 
+// Rank 0's last report still shows tp#3, which rank 1 has completed and left (a report that predates rank
+// 0's own completion, as when a long barrier ends between two heartbeats): no communication fault. If rank
+// 1 then waits for rank 0 in tp#4 past the timeout, rank 0 is the culprit.
+TEST(HangTest, AMemberStillInsideACollectiveItsPeersCompletedIsNoCommunicationFault) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(2, 1, 1, clock.Now(), /*gpus_per_node=*/1));
+  const Time since = clock.Now();
+  for (int r : {0, 1}) m->Ingest(InCollective(r, since, "tp", 3, 7), since);
+  int64_t step1 = 8;  // rank 1 trains on (job-level progress)
+  auto completed_by_1 = [&](Time now) {
+    Report r0 = InCollective(0, now, "tp", 3, 7);
+    r0.collective->since = since;
+    m->Ingest(r0, now);
+    m->Ingest(Heartbeat(1, now, step1++), now);
+  };
+  auto all = RunTicks(*m, clock, 65, completed_by_1);
+  EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
+  EXPECT_EQ(m->HealthJson(clock.Now())["checks"]["hang"]["status"], "ok");
+
+  const Time since4 = clock.Now();
+  auto one_waits = [&](Time now) {
+    Report r0 = InCollective(0, now, "tp", 3, 7);
+    r0.collective->since = since;
+    m->Ingest(r0, now);
+    Report r1 = InCollective(1, now, "tp", 4, step1);
+    r1.collective->since = since4;
+    m->Ingest(r1, now);
+  };
+  auto hangs = OfKind(RunTicks(*m, clock, 65, one_waits), FindingKind::kHang);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].ranks, std::vector<int>({0}));
+  EXPECT_NE(hangs[0].detail.find("which its peers completed"), std::string::npos) << hangs[0].detail;
+}
+
 TEST(HangTest, SlowButProgressingCollectivesAreNotAHang) {
   FakeClock clock;
   auto m = MakeMonitor(MakeContext(1, 1, 2, clock.Now()));
