@@ -161,25 +161,29 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
       // Members that entered (G, s) and have left it: the collective completed for them. Then r's report
       // predates its own completion (judged again next time), unless those members now wait for r past
       // the timeout: r is stuck in a collective its peers completed.
-      bool completed_elsewhere = false, peers_wait = false;
+      // A communication fault also needs the last member to enter to have been inside past the timeout:
+      // a long-open collective whose last member just arrived is completing, not stuck.
+      bool completed_elsewhere = false, peers_wait = false, all_past_timeout = true;
       for (int m : members) {
         const RankState& p = ranks[m];
-        if (m == r || !alive[m] ||
-            (p.has(RankState::kInCollective) && p.collective_group == s.collective_group &&
-             p.collective_seq == s.collective_seq))
+        if (!alive[m]) continue;
+        if (p.has(RankState::kInCollective) && p.collective_group == s.collective_group &&
+            p.collective_seq == s.collective_seq) {
+          all_past_timeout = all_past_timeout && ToSeconds(now - p.collective_since) > hang_timeout_s;
           continue;
+        }
         completed_elsewhere = true;
         peers_wait = peers_wait || is_root[m];
       }
       if (peers_wait)
         a.culprits.push_back({r, "inside " + CollectiveName(s.collective_group, s.collective_seq) +
                                      ", which its peers completed, while they wait for it"});
-      else if (!completed_elsewhere)
+      else if (!completed_elsewhere && all_past_timeout)
         a.comm_faults.push_back({s.collective_group, s.collective_seq, std::move(members)});
     }
   }
   if (a.culprits.empty() && a.comm_faults.empty()) {
-    a.hung = false;  // only reports that predate a completion
+    a.hung = false;  // only collectives that are completing
     return a;
   }
   // Every member of a stuck group is its own chain end, so a silent member may be named more than once.

@@ -152,6 +152,31 @@ TEST(HangTest, AMemberStillInsideACollectiveItsPeersCompletedIsNoCommunicationFa
   EXPECT_NE(hangs[0].detail.find("which its peers completed"), std::string::npos) << hangs[0].detail;
 }
 
+// Rank 1 has waited in tp#3 since t0; rank 0 (done saving) enters it at t0 + 58 s. At t0 + 65 s rank 1's
+// wait is past the 60 s timeout but the collective only now has every member: completing, not stuck. If it
+// then stays stuck past the timeout for rank 0 too, it is a communication fault.
+TEST(HangTest, ALongOpenCollectiveWhoseLastMemberJustArrivedIsNotACommunicationFault) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(2, 1, 1, clock.Now(), /*gpus_per_node=*/1));
+  const Time t0 = clock.Now();
+  const Time late = t0 + Seconds(58);
+  auto beat = [&](Time now) {
+    Report r1 = InCollective(1, now, "tp", 3, 7);
+    r1.collective->since = t0;
+    m->Ingest(r1, now);
+    Report r0 = now >= late ? InCollective(0, now, "tp", 3, 7) : Heartbeat(0, now, 7);
+    if (now >= late) r0.collective->since = late;
+    m->Ingest(r0, now);
+  };
+  beat(t0);
+  auto all = RunTicks(*m, clock, 65, beat);
+  EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
+  auto hangs = OfKind(RunTicks(*m, clock, 60, beat), FindingKind::kHang);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_TRUE(hangs[0].ranks.empty());
+  EXPECT_NE(hangs[0].detail.find("communication fault"), std::string::npos) << hangs[0].detail;
+}
+
 TEST(HangTest, SlowButProgressingCollectivesAreNotAHang) {
   FakeClock clock;
   auto m = MakeMonitor(MakeContext(1, 1, 2, clock.Now()));
