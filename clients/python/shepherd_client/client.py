@@ -87,7 +87,7 @@ class ShepherdClient:
                 make_heartbeat=self._periodic_heartbeat_locked, lock=self._lock)
             if start:
                 self._sender.start()
-            atexit.register(self.close)  # deliver what is buffered when a script forgets close()
+            atexit.register(self._close_at_exit)  # deliver what is buffered when a script forgets close()
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None, *, start: bool = True,
@@ -366,11 +366,17 @@ class ShepherdClient:
     def helper_pid(self) -> Optional[int]:
         return self._helper.pid if self._helper is not None else None
 
-    def _stop_helper(self) -> None:
+    def _stop_helper(self, detach: bool = False) -> None:
+        """Stop the helper, or with detach=True leave it heartbeating until this process is gone (it exits
+        with its parent; its mapping of the page outlives the name): the interpreter's own teardown
+        (torch's can take seconds on a busy machine) is still a live rank, not a lost one."""
         with self._lock:
             page, helper = self._page, self._helper
             self._page = None
         if page is None:
+            return
+        if detach:
+            page.close(unlink=True)
             return
         try:
             page.write(self._step, self._phase, None, closed=True)  # the helper exits on its next read
@@ -391,15 +397,18 @@ class ShepherdClient:
         True when nothing is left unsent (always True when disabled)."""
         return self._sender.flush() if self._sender is not None else True
 
-    def close(self, flush: bool = True) -> None:
+    def close(self, flush: bool = True, _at_exit: bool = False) -> None:
         """Stop the heartbeat thread and (by default) send what is buffered. Idempotent."""
         if self._closed:
             return
         self._closed = True
-        self._stop_helper()
+        self._stop_helper(detach=_at_exit)
         if self._sender is not None:
             self._sender.close(flush=flush)
-            atexit.unregister(self.close)
+            atexit.unregister(self._close_at_exit)
+
+    def _close_at_exit(self) -> None:
+        self.close(_at_exit=True)
 
     def __enter__(self) -> "ShepherdClient":
         return self
