@@ -116,11 +116,12 @@ Json HeartbeatBody(const AgentIdentity& agent, const Json& gpu_faults,
       e["exit_code"] = p.exit_code ? Json(*p.exit_code) : Json(nullptr);
       e["signal"] = p.signal ? Json(*p.signal) : Json(nullptr);
       if (!p.error.empty()) e["error"] = p.error;
-      if (!p.flight_recorder.empty()) {
-        Json dumps = Json::array();
-        for (const DumpFile& d : p.flight_recorder) dumps.push_back({{"path", d.path}, {"size", d.size}});
-        e["flight_recorder"] = std::move(dumps);
-      }
+      if (!p.log_tail.empty()) e["log_tail"] = p.log_tail;
+    }
+    if (!p.flight_recorder.empty()) {
+      Json dumps = Json::array();
+      for (const DumpFile& d : p.flight_recorder) dumps.push_back({{"path", d.path}, {"size", d.size}});
+      e["flight_recorder"] = std::move(dumps);
     }
     procs.push_back(std::move(e));
   }

@@ -40,7 +40,8 @@ struct ProcessReport {
   std::optional<int> exit_code;           // exited: the code, or empty when killed by a signal or unknown
   std::optional<int> signal;              // exited: the terminating signal, if any
   std::string error;                      // exited without starting: why (sent as "error" when non-empty)
-  std::vector<DumpFile> flight_recorder;  // exited: dumps found (sent as "flight_recorder" when non-empty)
+  std::string log_tail;                   // exited: the end of its log (sent as "log_tail" when non-empty)
+  std::vector<DumpFile> flight_recorder;  // dumps found so far (sent as "flight_recorder" when non-empty)
 };
 
 struct AgentIdentity {

@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "agent/rank_files.h"
+
 namespace shepherd::agent {
 namespace fs = std::filesystem;
 
@@ -20,23 +22,6 @@ Json OptionalInt(const std::optional<int>& v) {
 std::optional<int> IntOrNull(const Json& j, const char* f) {
   if (j.contains(f) && j[f].is_number_integer()) return j[f].get<int>();
   return std::nullopt;
-}
-
-// Regular files whose path starts with `prefix` (a directory part plus a file-name prefix).
-std::vector<DumpFile> FindDumps(const std::string& prefix) {
-  std::vector<DumpFile> out;
-  if (prefix.empty()) return out;
-  fs::path pre(prefix);
-  std::string stem = pre.filename().string();
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(pre.parent_path(), ec)) {
-    std::string name = entry.path().filename().string();
-    if (name.rfind(stem, 0) != 0 || !entry.is_regular_file(ec)) continue;
-    std::uintmax_t size = entry.file_size(ec);
-    if (!ec) out.push_back({entry.path().string(), static_cast<std::uint64_t>(size)});
-  }
-  std::sort(out.begin(), out.end(), [](const DumpFile& a, const DumpFile& b) { return a.path < b.path; });
-  return out;
 }
 
 }  // namespace
@@ -93,8 +78,11 @@ void Supervisor::Load() {
       p.phase = ProcessPhase::kExited;
       p.exit = {IntOrNull(e, "exit_code"), IntOrNull(e, "signal")};
       p.error = e.value("error", "");
+      p.log_tail = e.value("log_tail", "");
       p.acked = e.value("acked", false);
     }
+    p.dump_prefix = e.value("dump_prefix", "");
+    p.dump_pipe = e.value("dump_pipe", "");
     table_.push_back(std::move(p));
   }
 }
@@ -108,11 +96,14 @@ void Supervisor::Save() const {
               {"gpu", p.gpu},
               {"pid", p.pid},
               {"start_time", p.start_time},
-              {"state", p.phase == ProcessPhase::kExited ? "exited" : "running"}};
+              {"state", p.phase == ProcessPhase::kExited ? "exited" : "running"},
+              {"dump_prefix", p.dump_prefix},
+              {"dump_pipe", p.dump_pipe}};
     if (p.phase == ProcessPhase::kExited) {
       e["exit_code"] = OptionalInt(p.exit.exit_code);
       e["signal"] = OptionalInt(p.exit.signal);
       e["error"] = p.error;
+      e["log_tail"] = p.log_tail;
       e["acked"] = p.acked;
     }
     procs.push_back(std::move(e));
@@ -170,14 +161,19 @@ void Supervisor::Start(const RankAssignment& a) {
   TrackedProcess p;
   p.key = a.key;
   p.gpu = a.gpu;
-  if (!spec.env.count("TORCH_FR_DUMP_TEMP_FILE")) {
+  if (!spec.env.count("TORCH_FR_DUMP_TEMP_FILE") || !spec.env.count("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")) {
     fs::path dir = fs::path(options_.state_dir) / "flight-recorder" /
                    (a.key.job + "-a" + std::to_string(a.key.attempt) + "-r" + std::to_string(a.key.rank));
     std::error_code ec;
     fs::create_directories(dir, ec);
-    if (!ec) spec.env["TORCH_FR_DUMP_TEMP_FILE"] = (dir / "nccl_trace_rank_").string();
+    if (!ec) {
+      spec.env.try_emplace("TORCH_FR_DUMP_TEMP_FILE", (dir / "nccl_trace_rank_").string());
+      spec.env.try_emplace("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", (dir / "nccl_trace_pipe_").string());
+    }
   }
   if (auto fr = spec.env.find("TORCH_FR_DUMP_TEMP_FILE"); fr != spec.env.end()) p.dump_prefix = fr->second;
+  if (auto pipe = spec.env.find("TORCH_NCCL_DEBUG_INFO_PIPE_FILE"); pipe != spec.env.end())
+    p.dump_pipe = pipe->second;
   Result<pid_t> pid = SpawnProcessGroup(spec);
   if (!pid.ok()) {
     spdlog::error("agent: cannot start {}: {}", ToString(a.key), pid.status().message());
@@ -195,9 +191,20 @@ void Supervisor::Start(const RankAssignment& a) {
 
 void Supervisor::BeginStop(TrackedProcess* p, const std::string& reason, SteadyTime now) {
   spdlog::info("agent: stopping {} pid {} ({})", ToString(p->key), p->pid, reason);
+  p->phase = ProcessPhase::kStopping;
+  if (options_.dump_wait.count() > 0 && PokeDumpPipes(p->dump_pipe) > 0) {
+    spdlog::info("agent: asked {} for a flight-recorder dump; SIGTERM in {} ms", ToString(p->key),
+                 options_.dump_wait.count());
+    p->term_at = now + options_.dump_wait;
+    return;
+  }
+  Terminate(p, now);
+}
+
+void Supervisor::Terminate(TrackedProcess* p, SteadyTime now) {
   SignalGroup(p->pid, SIGTERM);
   SignalGroup(p->pid, SIGCONT);
-  p->phase = ProcessPhase::kStopping;
+  p->term_at.reset();
   p->kill_at = now + options_.stop_grace;
 }
 
@@ -213,8 +220,10 @@ bool Supervisor::Reap(TrackedProcess* p) {
   }
   p->phase = ProcessPhase::kExited;
   p->kill_at.reset();
+  p->term_at.reset();
   SignalGroup(p->pid, SIGKILL);  // leftovers of the rank's group (workers, shells' children)
   p->dumps = FindDumps(p->dump_prefix);
+  if (p->exit.exit_code != 0) p->log_tail = ReadLogTail(log_path(p->key));
   std::string how = p->exit.exit_code ? "exited with code " + std::to_string(*p->exit.exit_code)
                     : p->exit.signal  ? "killed by signal " + std::to_string(*p->exit.signal)
                                       : "exited (code unknown: not our child)";
@@ -228,6 +237,8 @@ int Supervisor::Poll(SteadyTime now) {
     if (Reap(&p)) {
       ++new_exits_;
       changed = true;
+    } else if (p.phase == ProcessPhase::kStopping && p.term_at && now >= *p.term_at) {
+      Terminate(&p, now);
     } else if (p.phase == ProcessPhase::kStopping && p.kill_at && now >= *p.kill_at) {
       spdlog::warn("agent: {} pid {} ignored SIGTERM for the grace period: SIGKILL", ToString(p.key), p.pid);
       SignalGroup(p.pid, SIGKILL);
@@ -254,9 +265,9 @@ std::vector<ProcessReport> Supervisor::Report() const {
   std::vector<ProcessReport> out;
   for (const TrackedProcess& p : table_) {
     if (p.phase != ProcessPhase::kExited) {
-      out.push_back({p.key, p.pid, true, std::nullopt, std::nullopt, "", {}});
+      out.push_back({p.key, p.pid, true, std::nullopt, std::nullopt, "", "", FindDumps(p.dump_prefix)});
     } else if (!p.acked) {
-      out.push_back({p.key, p.pid, false, p.exit.exit_code, p.exit.signal, p.error, p.dumps});
+      out.push_back({p.key, p.pid, false, p.exit.exit_code, p.exit.signal, p.error, p.log_tail, p.dumps});
     }
   }
   return out;

@@ -17,9 +17,14 @@
 //
 // Exit detection: own children by waitpid(WNOHANG); adopted processes (children of an earlier agent) by
 // /proc/<pid>/stat (gone, zombie or other start time = exited, exit code unknown).
-// Flight recorder: unless the rank's env sets TORCH_FR_DUMP_TEMP_FILE, the agent sets it to
-// <state-dir>/flight-recorder/<job>-a<attempt>-r<rank>/nccl_trace_rank_ (PyTorch appends the rank). When
-// the rank exits, the files whose path starts with that prefix are listed (path, size) in its exit report.
+// Flight recorder: unless the rank's env sets them, the agent sets TORCH_FR_DUMP_TEMP_FILE to
+// <state-dir>/flight-recorder/<job>-a<attempt>-r<rank>/nccl_trace_rank_ (PyTorch appends the rank) and
+// TORCH_NCCL_DEBUG_INFO_PIPE_FILE to .../nccl_trace_pipe_ (PyTorch's dump trigger, `<stem><rank>.pipe`).
+// The files whose path starts with the dump prefix are listed (path, size) in every report of the rank,
+// running or exited. Before stopping a rank whose dump pipe has a reader, the agent writes to the pipe and
+// sends SIGTERM only `dump_wait` later, so a rank stopped because it hung leaves its dump.
+// Log tail: when a rank exits other than with code 0, the last lines of its log (agent/rank_files.h) go
+// into its exit report.
 #pragma once
 
 #include <chrono>
@@ -42,6 +47,8 @@ struct SupervisorOptions {
   std::string state_dir;  // REQUIRES: absolute; created (with logs/) if missing
   std::chrono::milliseconds stop_grace = std::chrono::seconds(10);
   std::optional<RunAs> run_as;  // ranks drop to this identity before exec (agent/process.h)
+  // How long a stop waits, after asking the rank for a flight-recorder dump, before SIGTERM (0: no dump).
+  std::chrono::milliseconds dump_wait = std::chrono::seconds(2);
 };
 
 // One row of the process table (for tests, logs and heartbeats).
@@ -55,8 +62,11 @@ struct TrackedProcess {
   ExitInfo exit;                      // phase kExited
   std::string error;                  // phase kExited without a pid: the spawn error
   bool acked = false;                 // exit acknowledged by the daemon
+  std::string log_tail;               // phase kExited with a code other than 0: the end of its log
   std::string dump_prefix;            // TORCH_FR_DUMP_TEMP_FILE given to the rank
+  std::string dump_pipe;              // TORCH_NCCL_DEBUG_INFO_PIPE_FILE given to the rank
   std::vector<DumpFile> dumps;        // phase kExited: flight-recorder files found under dump_prefix
+  std::optional<SteadyTime> term_at;  // phase kStopping: SIGTERM deadline while a dump is awaited
   std::optional<SteadyTime> kill_at;  // phase kStopping: SIGKILL deadline (unset once SIGKILL was sent)
 };
 
@@ -95,7 +105,8 @@ class Supervisor {
   void Reconcile(SteadyTime now);
   void Start(const RankAssignment& a);
   void BeginStop(TrackedProcess* p, const std::string& reason, SteadyTime now);
-  bool Reap(TrackedProcess* p);  // true when it exited just now
+  void Terminate(TrackedProcess* p, SteadyTime now);  // SIGTERM + SIGCONT to the group, SIGKILL deadline
+  bool Reap(TrackedProcess* p);                       // true when it exited just now
 
   SupervisorOptions options_;
   std::vector<TrackedProcess> table_;

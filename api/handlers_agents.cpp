@@ -6,6 +6,11 @@
 namespace shepherd {
 namespace {
 
+// Bounds of what an agent may attach to a process entry (the agent reads at most 4 KiB of log; replacing
+// invalid UTF-8 can triple that).
+constexpr size_t kMaxLogTail = 16384;
+constexpr size_t kMaxDumps = 64;
+
 // Parses an agent's heartbeat before anything is changed: every field is checked for its type, and every
 // invalid one is named (422).
 Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
@@ -46,6 +51,27 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
       typed(p, path, "exit_code", &Json::is_number_integer, false, "an integer or null", true);
       typed(p, path, "signal", &Json::is_number_integer, false, "an integer or null", true);
       typed(p, path, "error", &Json::is_string, false, "a string");
+      typed(p, path, "log_tail", &Json::is_string, false, "a string");
+      if (auto t = p.find("log_tail");
+          t != p.end() && t->is_string() && t->get_ref<const std::string&>().size() > kMaxLogTail)
+        errs.push_back({path + ".log_tail", "must be at most " + std::to_string(kMaxLogTail) + " bytes"});
+      if (auto fr = p.find("flight_recorder"); fr != p.end() && !fr->is_null()) {
+        if (!fr->is_array() || fr->size() > kMaxDumps) {
+          errs.push_back({path + ".flight_recorder",
+                          "must be an array of at most " + std::to_string(kMaxDumps) + " entries"});
+        } else {
+          for (size_t k = 0; k < fr->size(); ++k) {
+            const Json& d = (*fr)[k];
+            std::string dpath = path + ".flight_recorder[" + std::to_string(k) + "]";
+            if (!d.is_object()) {
+              errs.push_back({dpath, "must be an object"});
+              continue;
+            }
+            typed(d, dpath, "path", &Json::is_string, true, "a string");
+            typed(d, dpath, "size", &Json::is_number_unsigned, false, "a non-negative integer");
+          }
+        }
+      }
     }
   }
   if (const Json* faults = array_of_objects("gpu_faults")) {
@@ -81,11 +107,10 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
       s.exit_code = p["exit_code"].get<int>();
     if (p.contains("signal") && p["signal"].is_number_integer()) s.signal = p["signal"].get<int>();
     s.error = p.value("error", "");
+    s.log_tail = p.value("log_tail", "");
     if (auto fr = p.find("flight_recorder"); fr != p.end() && fr->is_array())  // docs/agent-protocol.md
       for (const Json& d : *fr)
-        if (d.is_object() && d.contains("path") && d["path"].is_string())
-          s.flight_recorder.emplace_back(d["path"].get<std::string>(),
-                                         d.contains("size") && d["size"].is_number_unsigned() ? d["size"].get<uint64_t>() : 0);
+        s.flight_recorder.push_back({d["path"].get<std::string>(), d.value("size", uint64_t{0})});
     hb.processes.push_back(std::move(s));
   }
   for (const Json& g : body.value("gpu_faults", Json::array()))

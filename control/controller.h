@@ -208,6 +208,9 @@ class Controller {
   JobHealth& HealthOf(const std::string& job);
   // Records a finding: id, recovery (its actions), the log, the batch.
   void RecordFinding(Finding f, Time now, WriteBatch* batch);
+  // Adds the process's flight-recorder dumps (new paths, or new sizes) to the latest hang finding of its
+  // job and attempt, if there is one.
+  void AttachFlightRecorder(const ProcessStatus& p, WriteBatch* batch);
   void EvaluateJob(const std::string& job, Time now, WriteBatch* batch);
   void PersistTransitions(const std::vector<CheckpointTransition>& ts, WriteBatch* batch);
   // Agent liveness (node_lost findings), launch gates and long-poll deadlines.

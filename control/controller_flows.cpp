@@ -2,6 +2,8 @@
 // heartbeats (exits and faults → findings), forced restarts, and the health views.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "control/controller.h"
 #include "control/records.h"
 
@@ -173,9 +175,27 @@ void Controller::OnRankExit(const std::string& node, const ProcessStatus& p, Tim
   f.exit_code = p.exit_code;
   f.signal = p.signal;
   if (!p.error.empty()) f.detail += ": " + p.error;
-  for (const auto& [path, size] : p.flight_recorder)
-    f.detail += "; flight recorder dump " + path + " (" + std::to_string(size) + " bytes)";
+  f.log_tail = p.log_tail;
+  f.flight_recorder = p.flight_recorder;
   RecordFinding(std::move(f), now, batch);
+}
+
+void Controller::AttachFlightRecorder(const ProcessStatus& p, WriteBatch* batch) {
+  Finding* hang = findings_.Latest(p.rank.job, p.rank.attempt, FindingKind::kHang);
+  if (!hang) return;
+  bool added = false;
+  for (const FlightRecorderDump& d : p.flight_recorder) {
+    auto same = std::find_if(hang->flight_recorder.begin(), hang->flight_recorder.end(),
+                             [&](const FlightRecorderDump& x) { return x.path == d.path; });
+    if (same == hang->flight_recorder.end()) {
+      hang->flight_recorder.push_back(d);
+      added = true;
+    } else if (same->size != d.size) {
+      same->size = d.size;  // still being written when first seen
+      added = true;
+    }
+  }
+  if (added) batch->Put(FindingRecord(*hang));
 }
 
 void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb, Done<HeartbeatAck> done) {
@@ -199,6 +219,9 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
     if (auto h = health_.find(p.rank.job); h != health_.end() && h->second->OnNodeLaunched(node, now))
       MarkLaunched(p.rank.job, now, &batch);
   }
+  // Dumps of an attempt that hung (also of its ranks being stopped for the restart) join the hang finding.
+  for (const ProcessStatus& p : hb.processes)
+    if (!p.flight_recorder.empty()) AttachFlightRecorder(p, &batch);
   for (const ProcessStatus& p : out.exits) {
     ack.ack_exits.push_back(p.rank);
     OnRankExit(node, p, now, &batch);

@@ -82,4 +82,12 @@ const Finding* FindingLog::Find(const std::string& id) const {
   return nullptr;
 }
 
+Finding* FindingLog::Latest(const std::string& job, int attempt, FindingKind kind) {
+  auto it = by_job_.find(job);
+  if (it == by_job_.end()) return nullptr;
+  for (auto i = it->second.rbegin(); i != it->second.rend(); ++i)
+    if (all_[*i].attempt == attempt && all_[*i].kind == kind) return &all_[*i];
+  return nullptr;
+}
+
 }  // namespace shepherd

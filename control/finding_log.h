@@ -42,6 +42,10 @@ class FindingLog {
   // The finding with this id; nullptr when none (searches newest first).
   const Finding* Find(const std::string& id) const;
 
+  // The job's newest finding of `kind` for `attempt`, or nullptr. The pointer is valid until the next Add;
+  // a caller that changes the finding persists it.
+  Finding* Latest(const std::string& job, int attempt, FindingKind kind);
+
   const std::map<FindingKind, uint64_t>& counts() const { return counts_; }
   size_t size() const { return all_.size(); }
 

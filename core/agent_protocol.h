@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/job.h"
+
 namespace shepherd {
 
 // One rank of one attempt of one job.
@@ -28,8 +30,9 @@ struct ProcessStatus {
   std::optional<int> exit_code;  // exited: the code; empty when killed by a signal or unknown
   std::optional<int> signal;     // exited: the terminating signal, if any
   std::string error;             // exited without starting: why
-  // PyTorch flight-recorder dumps the agent found for the rank when it exited (path, bytes).
-  std::vector<std::pair<std::string, uint64_t>> flight_recorder;
+  std::string log_tail;          // exited (not with 0): the last lines of the rank's log, valid UTF-8
+  // PyTorch flight-recorder dumps the agent found for the rank so far (running) or when it exited.
+  std::vector<FlightRecorderDump> flight_recorder;
 };
 
 struct GpuFault {

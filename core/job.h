@@ -289,6 +289,13 @@ std::optional<FindingKind> FindingKindFromString(std::string_view s);
 enum class SdcVerdict { kNone, kMajority, kNeedsReplay };
 const char* ToString(SdcVerdict v);
 
+// A PyTorch flight-recorder dump file a rank left on its node, as the node's agent found it.
+struct FlightRecorderDump {
+  std::string path;
+  uint64_t size = 0;  // bytes
+  bool operator==(const FlightRecorderDump&) const = default;
+};
+
 struct Finding {
   std::string id;
   std::string job;
@@ -308,6 +315,8 @@ struct Finding {
   std::optional<int> exit_code;
   std::optional<int> signal;
   std::string log_tail;
+  // process_exit and hang: flight-recorder dumps the agents found for the attempt's ranks (docs/recovery.md).
+  std::vector<FlightRecorderDump> flight_recorder;
 };
 
 }  // namespace shepherd

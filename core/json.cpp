@@ -302,6 +302,12 @@ Json ToJson(const Finding& f) {
   if (f.exit_code) out["exit_code"] = *f.exit_code;
   if (f.signal) out["signal"] = *f.signal;
   if (!f.log_tail.empty()) out["log_tail"] = f.log_tail;
+  if (!f.flight_recorder.empty()) {
+    Json dumps = Json::array();
+    for (const FlightRecorderDump& d : f.flight_recorder)
+      dumps.push_back({{"path", d.path}, {"size", d.size}});
+    out["flight_recorder"] = std::move(dumps);
+  }
   return out;
 }
 
@@ -332,6 +338,8 @@ Result<Finding> FindingFromJson(const Json& j) {
       f.exit_code = j["exit_code"].get<int>();
     if (j.contains("signal") && j["signal"].is_number_integer()) f.signal = j["signal"].get<int>();
     f.log_tail = j.value("log_tail", "");
+    for (const Json& d : j.value("flight_recorder", Json::array()))
+      f.flight_recorder.push_back({d.at("path").get<std::string>(), d.value("size", uint64_t{0})});
     return f;
   });
 }

@@ -61,6 +61,8 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
   a.waiting_past_timeout = static_cast<int>(roots.size());
   if (roots.empty()) return a;
   a.hung = true;
+  std::vector<bool> is_root(n, false);
+  for (int r : roots) is_root[r] = true;
 
   // Iterative Tarjan over the part of the graph reachable from the roots; sink SCCs are chain ends.
   std::vector<int> index(n, -1), low(n, 0), comp(n, -1);
@@ -155,8 +157,34 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
                                      " but silent for " + Fmt(silent_s) +
                                      " s while its peers report: the process or its host stopped"});
       }
-      if (!any_silent) a.comm_faults.push_back({s.collective_group, s.collective_seq, std::move(members)});
+      if (any_silent) continue;
+      // Members that entered (G, s) and have left it: the collective completed for them. Then r's report
+      // predates its own completion (judged again next time), unless those members now wait for r past
+      // the timeout: r is stuck in a collective its peers completed.
+      // A communication fault also needs the last member to enter to have been inside past the timeout:
+      // a long-open collective whose last member just arrived is completing, not stuck.
+      bool completed_elsewhere = false, peers_wait = false, all_past_timeout = true;
+      for (int m : members) {
+        const RankState& p = ranks[m];
+        if (!alive[m]) continue;
+        if (p.has(RankState::kInCollective) && p.collective_group == s.collective_group &&
+            p.collective_seq == s.collective_seq) {
+          all_past_timeout = all_past_timeout && ToSeconds(now - p.collective_since) > hang_timeout_s;
+          continue;
+        }
+        completed_elsewhere = true;
+        peers_wait = peers_wait || is_root[m];
+      }
+      if (peers_wait)
+        a.culprits.push_back({r, "inside " + CollectiveName(s.collective_group, s.collective_seq) +
+                                     ", which its peers completed, while they wait for it"});
+      else if (!completed_elsewhere && all_past_timeout)
+        a.comm_faults.push_back({s.collective_group, s.collective_seq, std::move(members)});
     }
+  }
+  if (a.culprits.empty() && a.comm_faults.empty()) {
+    a.hung = false;  // only collectives that are completing
+    return a;
   }
   // Every member of a stuck group is its own chain end, so a silent member may be named more than once.
   std::sort(a.culprits.begin(), a.culprits.end(), [](auto& x, auto& y) { return x.rank < y.rank; });

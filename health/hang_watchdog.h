@@ -12,8 +12,12 @@
 //   - a rank inside (G, s) where every member entered s: if some members have gone silent (no report for
 //     more than `silent_after_s`, checkpoint allowances ignored), those silent members are the culprits:
 //     a rank's heartbeat thread keeps reporting while a collective blocks it, so silence means the process
-//     or its host stopped. Otherwise no culprit rank; the group's nodes are suspected of a communication
-//     fault (reported in comm_faults).
+//     or its host stopped. Otherwise, if some live members have already left (G, s) (the collective
+//     completed for them): when one of them now waits past the timeout in a later collective, r is the
+//     culprit (stuck in a collective its peers completed); else r's report predates its own completion and
+//     nothing is concluded yet (if nothing else is, `hung` is false). Otherwise, once every member has
+//     been inside (G, s) past the timeout (not while the last one to enter only just arrived), no culprit
+//     rank; the group's nodes are suspected of a communication fault (reported in comm_faults).
 // Ranks that merely wait are never culprits. Pipeline p2p ops reported with group "pp" are treated as a
 // collective of the whole pp group, so their seqs must be counted per pp group by the client.
 //

@@ -239,6 +239,18 @@ void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vec
   const bool was_hung = hang_.hung;
   hang_ =
       AnalyzeHang(layout_, ranks_, ctx_.policy.heartbeat_timeout_s, alive, ctx_.policy.hang_timeout_s, now);
+  // Peers waiting in a collective for ranks that heartbeat saying they are saving a checkpoint or evaluating
+  // (rank 0 saving alone while the others wait at a barrier) are not hung until the phase allowance is
+  // spent too. A silent culprit is not excused: silence inside the allowance is a stopped process.
+  const bool culprits_busy =
+      !hang_.culprits.empty() &&
+      std::all_of(hang_.culprits.begin(), hang_.culprits.end(), [&](const HangCulprit& c) {
+        const RankState& r = ranks_[c.rank];  // heartbeating (no allowance): busy, not stopped
+        return ToSeconds(now - r.last_seen) <= ctx_.policy.heartbeat_timeout_s &&
+               (r.in_checkpoint_phase() || r.in_eval_phase());
+      });
+  if (hang_.hung && culprits_busy && hang_.oldest_open_s <= ctx_.policy.hang_timeout_s * kCheckpointAllowance)
+    hang_ = HangAnalysis{};
   if (hang_.hung && !was_hung) {
     // Culprit ranks; for a communication fault no rank is at fault: the finding names the stuck groups'
     // nodes only (the recovery policy treats a first communication fault as transient).

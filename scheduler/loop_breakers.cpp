@@ -87,15 +87,10 @@ bool Disjoint(const std::vector<std::string>& a, const std::vector<std::string>&
 
 LoopVerdict DeterministicCrash(const LoopCheck& in) {
   const Finding& f = in.finding;
-  if (f.kind != FindingKind::kProcessExit || !f.exit_code || f.signal) return {};
-  const int window = in.policy.crash_step_window;
   for (const Finding& e : in.earlier) {
-    if (e.attempt >= f.attempt || e.kind != FindingKind::kProcessExit || e.exit_code != f.exit_code ||
-        e.signal)
+    if (e.attempt >= f.attempt || !SameCleanExit(e, f, in.policy.crash_step_window) ||
+        !Disjoint(e.nodes, f.nodes))
       continue;
-    const bool steps_match =
-        (!e.step && !f.step) || (e.step && f.step && std::llabs(*e.step - *f.step) <= window);
-    if (!steps_match || !Disjoint(e.nodes, f.nodes)) continue;
     LoopVerdict v;
     v.kind = LoopVerdict::Kind::kDeterministicCrash;
     v.reason = "exit code " + std::to_string(*f.exit_code) + " reproduced at " + StepText(f.step) + " on " +
@@ -139,6 +134,14 @@ const char* ToString(LoopVerdict::Kind k) {
       return "poisoned_checkpoint";
   }
   return "none";
+}
+
+bool SameCleanExit(const Finding& a, const Finding& b, int window) {
+  auto clean = [](const Finding& f) {
+    return f.kind == FindingKind::kProcessExit && f.exit_code && !f.signal;
+  };
+  if (!clean(a) || !clean(b) || a.exit_code != b.exit_code) return false;
+  return (!a.step && !b.step) || (a.step && b.step && std::llabs(*a.step - *b.step) <= window);
 }
 
 LoopVerdict CheckForLoop(const LoopCheck& in) {

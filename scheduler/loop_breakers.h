@@ -46,6 +46,10 @@
 
 namespace shepherd {
 
+// Whether `a` and `b` are the same clean exit: both process_exit with an exit code and no signal, equal
+// codes, and steps within `window` of each other (both absent also matches: a crash before the first step).
+bool SameCleanExit(const Finding& a, const Finding& b, int window);
+
 struct AttemptSummary {
   int number = 0;
   int64_t resume_step = 0;           // the step it resumed from (0: from scratch)

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "scheduler/loop_breakers.h"
 #include "scheduler/recovery_internal.h"
 
 namespace shepherd {
@@ -119,6 +120,7 @@ struct Verdict {
   bool act = true;
   bool replay = false;
   std::vector<NodeAction> faulty;
+  std::set<std::string> avoid;  // leave these nodes without blaming them
   std::vector<std::string> replay_nodes;
   std::string why;
 };
@@ -138,11 +140,20 @@ Verdict Judge(const RecoveryInput& in) {
     v.why = kind + " on " + Join(nodes) + ": node at fault";
   } else if (IsRankLoss(k)) {
     std::set<std::string> nodes = Implicated(f, in.placement, false);
-    std::set<std::string> again =
-        Recurring(nodes, in.earlier_findings, f, [](const Finding& e) { return IsRankLoss(e.kind); });
+    // The same clean exit again on a node (code and step, as the deterministic-crash breaker compares them)
+    // is the code as likely as the node: leave the node without blame, and another node decides (there the
+    // same exit is a deterministic crash; CheckForLoop). Any other recurrence suspects the node.
+    const int window = in.job.spec.policy.crash_step_window;
+    auto same_exit = [&](const Finding& e) { return SameCleanExit(e, f, window); };
+    std::set<std::string> again = Recurring(
+        nodes, in.earlier_findings, f, [&](const Finding& e) { return IsRankLoss(e.kind) && !same_exit(e); });
+    for (const std::string& n : Recurring(nodes, in.earlier_findings, f, same_exit))
+      if (again.count(n) == 0) v.avoid.insert(n);
     Blame(again, NodeActionKind::kCordon, "ranks lost again on this node (" + kind + ")", &v);
-    v.why = again.empty() ? kind + " on " + Join(nodes) + ": first time, restart without blaming the node"
-                          : kind + " recurring on " + Join(again) + ": node suspected";
+    v.why = !again.empty()    ? kind + " recurring on " + Join(again) + ": node suspected"
+            : v.avoid.empty() ? kind + " on " + Join(nodes) + ": first time, restart without blaming the node"
+                              : "the same exit again on " + Join(v.avoid) +
+                                    ": the code or the node; move off it without blame, another node decides";
   } else if (k == FindingKind::kHang && !f.ranks.empty()) {
     std::set<std::string> nodes = Implicated(f, in.placement, false);
     Blame(nodes, NodeActionKind::kCordon, WithDetail("hang culprit", f), &v);
@@ -229,7 +240,8 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   std::string why;
   d.resume_from = ChooseCheckpoint(in, &why);
   d.not_before = RestartNotBefore(policy, in.now, in.last_restart_at, in.consecutive_restarts);
-  Relocate(job, in.placement, in.cluster, v.faulty, {}, &d);
+  for (const std::string& n : v.avoid) d.actions.push_back("avoid " + n + " (no blame)");
+  Relocate(job, in.placement, in.cluster, v.faulty, v.avoid, &d);
   if (d.action == RecoveryDecision::kRestart) {
     d.replay = v.replay;
     d.replay_nodes = v.replay_nodes;

@@ -27,6 +27,24 @@ TEST(FindingLogTest, IdsIncreaseAndContinueAfterRestoredOnes) {
   EXPECT_EQ(log.counts().at(FindingKind::kHang), 2u);
 }
 
+TEST(FindingLogTest, LatestOfAKindForAnAttemptIsTheNewestAndCanBeAmended) {
+  FindingLog log;
+  for (int attempt : {1, 1, 2}) {
+    Finding f = At("job-1", FindingKind::kHang, 10 + log.size());
+    f.attempt = attempt;
+    f.id = log.NextId();
+    log.Add(f);
+  }
+  Finding* hang = log.Latest("job-1", 1, FindingKind::kHang);
+  ASSERT_NE(hang, nullptr);
+  EXPECT_EQ(hang->id, "f-000002");
+  EXPECT_EQ(log.Latest("job-1", 1, FindingKind::kNodeLost), nullptr);
+  EXPECT_EQ(log.Latest("job-1", 3, FindingKind::kHang), nullptr);
+  EXPECT_EQ(log.Latest("job-2", 1, FindingKind::kHang), nullptr);
+  hang->flight_recorder.push_back({"/fr/dump", 5});
+  EXPECT_EQ(log.Query({.job = "job-1"})[1].flight_recorder.size(), 1u);
+}
+
 TEST(FindingLogTest, QueriesByJobKindAndSince) {
   FindingLog log;
   const FindingKind kinds[] = {FindingKind::kHang, FindingKind::kNodeLost, FindingKind::kHang};

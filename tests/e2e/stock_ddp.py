@@ -9,10 +9,17 @@ and every rank waits at a barrier.
 
 Under `python3 -m shepherd_client.run stock_ddp.py ...` everything Shepherd needs (steps, loss, grad norm,
 DDP's all-reduces, parameter hashes, checkpoints, heartbeats) is observed from outside this file.
+
+Options for the healthy corpus (tests/e2e/test_healthy_e2e.py), all off by default: --batch (samples per rank)
+and --noise-swing (label noise scaled by 10^U(-swing, 0) per step, the same for every rank) make per-rank
+losses swing; --jitter pauses 0 to J seconds after every step; --slow-save-step/--slow-save-s make rank 0's
+save at that step stall (a file object that sleeps before its first write) while the others wait at the
+barrier; --eval-step/--eval-s run model.eval() and evaluate for that long after that step.
 """
 
 import argparse
 import os
+import random
 import time
 
 import torch
@@ -20,15 +27,32 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-IN, HIDDEN, BATCH = 16, 32, 64
+IN, HIDDEN = 16, 32
 
 
-def make_batch(step, rank, world):
+def make_batch(step, rank, world, batch, noise_swing):
     target = torch.Generator().manual_seed(99)
     w_true = 0.25 * torch.randn(IN, 1, generator=target)
+    noise = 0.05 if not noise_swing else 10 ** random.Random(step).uniform(-noise_swing, 0.0)
     g = torch.Generator().manual_seed(step * world + rank + 1)
-    x = torch.randn(BATCH, IN, generator=g)
-    return x, x @ w_true + 0.05 * torch.randn(BATCH, 1, generator=g)
+    x = torch.randn(batch, IN, generator=g)
+    return x, x @ w_true + noise * torch.randn(batch, 1, generator=g)
+
+
+class StallingFile:
+    """A file object that stalls once before its first write: a save to slow storage."""
+
+    def __init__(self, f, seconds):
+        self.f, self.name, self.seconds = f, f.name, seconds
+
+    def write(self, data):
+        if self.seconds:
+            time.sleep(self.seconds)
+            self.seconds = 0
+        return self.f.write(data)
+
+    def flush(self):
+        self.f.flush()
 
 
 def main():
@@ -38,12 +62,21 @@ def main():
     p.add_argument("--ckpt-every", type=int, default=10)
     p.add_argument("--step-sleep", type=float, default=0.0)
     p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--noise-swing", type=float, default=0.0)
+    p.add_argument("--jitter", type=float, default=0.0)
+    p.add_argument("--slow-save-step", type=int, default=0)
+    p.add_argument("--slow-save-s", type=float, default=0.0)
+    p.add_argument("--eval-step", type=int, default=0)
+    p.add_argument("--eval-s", type=float, default=0.0)
+    p.add_argument("--print-every", type=int, default=10)
     args = p.parse_args()
 
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.set_num_threads(1)
     torch.manual_seed(1234)
+    jitter = random.Random(1000 + rank)
     model = torch.nn.Sequential(torch.nn.Linear(IN, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, 1))
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
 
@@ -58,24 +91,37 @@ def main():
     ddp = DDP(model)
 
     for step in range(start, args.steps + 1):
-        x, y = make_batch(step, rank, world)
+        x, y = make_batch(step, rank, world, args.batch, args.noise_swing)
         opt.zero_grad()
         loss = F.mse_loss(ddp(x), y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(ddp.parameters(), 1.0)
         opt.step()
-        if args.step_sleep:
-            time.sleep(args.step_sleep)
-        if step % 10 == 0:
+        if args.step_sleep or args.jitter:
+            time.sleep(args.step_sleep + jitter.uniform(0, args.jitter))
+        if step % args.print_every == 0:
             print(f"rank {rank} step {step} loss {loss.item():.6f}", flush=True)
         if args.ckpt_every and step % args.ckpt_every == 0:
             if rank == 0:
                 os.makedirs(args.ckpt_dir, exist_ok=True)
                 path = os.path.join(args.ckpt_dir, f"step-{step}.pt")
-                torch.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step},
-                           path + ".tmp")
+                state = {"model": model.state_dict(), "optimizer": opt.state_dict(), "step": step}
+                if step == args.slow_save_step and args.slow_save_s:
+                    with open(path + ".tmp", "wb") as f:
+                        torch.save(state, StallingFile(f, args.slow_save_s))
+                else:
+                    torch.save(state, path + ".tmp")
                 os.replace(path + ".tmp", path)
             dist.barrier()
+        if step == args.eval_step and args.eval_s:
+            ddp.eval()
+            deadline = time.monotonic() + args.eval_s
+            with torch.no_grad():
+                while time.monotonic() < deadline:
+                    ddp(torch.randn(args.batch, IN))
+                    time.sleep(0.05)
+            ddp.train()
+            print(f"rank {rank}: evaluated {args.eval_s} s after step {step}", flush=True)
 
     dist.barrier()
     dist.destroy_process_group()

@@ -118,6 +118,65 @@ TEST(HangTest, EveryMemberInsideTheStuckCollectiveIsACommunicationFault) {
   EXPECT_EQ(OfKind(RunTicks(*m, clock, 65, stuck_again), FindingKind::kHang).size(), 1u);
 }
 
+// Rank 0's last report still shows tp#3, which rank 1 has completed and left (a report that predates rank
+// 0's own completion, as when a long barrier ends between two heartbeats): no communication fault. If rank
+// 1 then waits for rank 0 in tp#4 past the timeout, rank 0 is the culprit.
+TEST(HangTest, AMemberStillInsideACollectiveItsPeersCompletedIsNoCommunicationFault) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(2, 1, 1, clock.Now(), /*gpus_per_node=*/1));
+  const Time since = clock.Now();
+  for (int r : {0, 1}) m->Ingest(InCollective(r, since, "tp", 3, 7), since);
+  int64_t step1 = 8;  // rank 1 trains on (job-level progress)
+  auto completed_by_1 = [&](Time now) {
+    Report r0 = InCollective(0, now, "tp", 3, 7);
+    r0.collective->since = since;
+    m->Ingest(r0, now);
+    m->Ingest(Heartbeat(1, now, step1++), now);
+  };
+  auto all = RunTicks(*m, clock, 65, completed_by_1);
+  EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
+  EXPECT_EQ(m->HealthJson(clock.Now())["checks"]["hang"]["status"], "ok");
+
+  const Time since4 = clock.Now();
+  auto one_waits = [&](Time now) {
+    Report r0 = InCollective(0, now, "tp", 3, 7);
+    r0.collective->since = since;
+    m->Ingest(r0, now);
+    Report r1 = InCollective(1, now, "tp", 4, step1);
+    r1.collective->since = since4;
+    m->Ingest(r1, now);
+  };
+  auto hangs = OfKind(RunTicks(*m, clock, 65, one_waits), FindingKind::kHang);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].ranks, std::vector<int>({0}));
+  EXPECT_NE(hangs[0].detail.find("which its peers completed"), std::string::npos) << hangs[0].detail;
+}
+
+// Rank 1 has waited in tp#3 since t0; rank 0 (done saving) enters it at t0 + 58 s. At t0 + 65 s rank 1's
+// wait is past the 60 s timeout but the collective only now has every member: completing, not stuck. If it
+// then stays stuck past the timeout for rank 0 too, it is a communication fault.
+TEST(HangTest, ALongOpenCollectiveWhoseLastMemberJustArrivedIsNotACommunicationFault) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(2, 1, 1, clock.Now(), /*gpus_per_node=*/1));
+  const Time t0 = clock.Now();
+  const Time late = t0 + Seconds(58);
+  auto beat = [&](Time now) {
+    Report r1 = InCollective(1, now, "tp", 3, 7);
+    r1.collective->since = t0;
+    m->Ingest(r1, now);
+    Report r0 = now >= late ? InCollective(0, now, "tp", 3, 7) : Heartbeat(0, now, 7);
+    if (now >= late) r0.collective->since = late;
+    m->Ingest(r0, now);
+  };
+  beat(t0);
+  auto all = RunTicks(*m, clock, 65, beat);
+  EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
+  auto hangs = OfKind(RunTicks(*m, clock, 60, beat), FindingKind::kHang);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_TRUE(hangs[0].ranks.empty());
+  EXPECT_NE(hangs[0].detail.find("communication fault"), std::string::npos) << hangs[0].detail;
+}
+
 TEST(HangTest, SlowButProgressingCollectivesAreNotAHang) {
   FakeClock clock;
   auto m = MakeMonitor(MakeContext(1, 1, 2, clock.Now()));
@@ -183,6 +242,42 @@ TEST(HangTest, LongCheckpointSaveIsNeitherAHangNorAHeartbeatLoss) {
     for (auto& f : m->Evaluate(clock.Now())) all.push_back(f);
   }
   EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
+}
+
+// Rank 0 saves a checkpoint alone (phase checkpoint_save, inside no collective) while rank 1 waits for it
+// at a barrier: `save_s` long, then rank 0 enters the barrier and both step on.
+std::vector<Finding> SaveWhilePeerWaitsAtBarrier(int save_s, Phase phase) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(1, 1, 2, clock.Now()));
+  const Time start = clock.Now();
+  auto beat = [&](Time now) {
+    Report saver = Heartbeat(0, now, 100);
+    saver.phase = phase;
+    m->Ingest(saver, now);
+    Report waiter = InCollective(1, now, "dp", 7, 100);
+    waiter.collective->since = start;
+    m->Ingest(waiter, now);
+  };
+  beat(start);
+  return RunTicks(*m, clock, save_s, beat);
+}
+
+TEST(HangTest, PeerWaitingAtABarrierForALongCheckpointSaveIsNoHang) {
+  // 300 s: past the 60 s hang timeout, within the 10 x 60 s phase allowance.
+  auto all = SaveWhilePeerWaitsAtBarrier(300, Phase::kCheckpointSave);
+  EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
+  all = SaveWhilePeerWaitsAtBarrier(300, Phase::kEval);
+  EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
+}
+
+TEST(HangTest, ASaveThatNeverEndsStillNamesTheSaverOnceTheAllowanceIsSpent) {
+  auto hangs = OfKind(SaveWhilePeerWaitsAtBarrier(700, Phase::kCheckpointSave), FindingKind::kHang);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].ranks, std::vector<int>({0}));
+  // Without the phase the same wait is a hang at the timeout.
+  hangs = OfKind(SaveWhilePeerWaitsAtBarrier(100, Phase::kTrain), FindingKind::kHang);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].ranks, std::vector<int>({0}));
 }
 
 // An evaluation pause: the ranks heartbeat every 5 s (within the 10 s timeout) with no step for 300 s,

@@ -306,6 +306,37 @@ TEST_F(RecoveryTest, ProcessExitBlamesTheNodeOnlyWhenItCrashesAgain) {
   EXPECT_EQ(d2.node_actions[0].action, NodeActionKind::kCordon);
 }
 
+TEST_F(RecoveryTest, TheSameCleanExitAgainOnTheSameNodeMovesOffItWithoutBlame) {
+  // Rank 12 (node-02) exits with code 1 at step 47 in attempt 1, and again at step 49 in attempt 2 on the
+  // same node: the script or the node. Nothing is cordoned; the ranks leave node-02 for the leaf spare,
+  // where the same exit would be a deterministic crash (loop_breakers_test).
+  Build();
+  Finding first = MakeFinding(FindingKind::kProcessExit, {12}, {"node-02"});
+  first.exit_code = 1;
+  job_.attempt = 2, job_.restarts = 1;
+  placement_.attempt = 2;
+  Finding second = MakeFinding(FindingKind::kProcessExit, {12}, {"node-02"}, 2);
+  second.exit_code = 1;
+  second.step = 49;
+  const std::vector<Finding> earlier = {first};
+  RecoveryDecision d = Decide(second, false, earlier);
+  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
+  EXPECT_TRUE(d.node_actions.empty()) << Dump(d);
+  EXPECT_EQ(d.replaced, std::vector<std::string>{"node-02->node-03 (leaf)"});
+  EXPECT_TRUE(Has(d.actions, "avoid node-02 (no blame)")) << Dump(d);
+  EXPECT_NE(d.reason.find("the same exit again on node-02"), std::string::npos) << d.reason;
+
+  // Another exit code, a step outside crash_step_window (5), or a signal is a recurrence: cordon.
+  for (auto change : {+[](Finding* f) { f->exit_code = 2; }, +[](Finding* f) { f->step = 53; },
+                      +[](Finding* f) { f->exit_code.reset(), f->signal = 9; }}) {
+    Finding other = second;
+    change(&other);
+    RecoveryDecision c = Decide(other, false, earlier);
+    ASSERT_EQ(c.node_actions.size(), 1u) << Dump(c);
+    EXPECT_EQ(c.node_actions[0].action, NodeActionKind::kCordon);
+  }
+}
+
 TEST_F(RecoveryTest, TwoReplicaSdcReplaysOnTheSameNodesThenCordonsOnRecurrence) {
   Build();
   lkg_ = Ckpt(40, CheckpointStatus::kGood);

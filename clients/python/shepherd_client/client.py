@@ -29,7 +29,7 @@ from .sender import Entry, ReportSender
 
 log = logging.getLogger("shepherd_client")
 
-PHASES = ("train", "checkpoint_save", "checkpoint_load")
+PHASES = ("train", "checkpoint_save", "checkpoint_load", "eval")
 
 
 def encode_metric(x: Any) -> Any:
@@ -88,7 +88,7 @@ class ShepherdClient:
                 make_heartbeat=self._periodic_heartbeat_locked, lock=self._lock)
             if start:
                 self._sender.start()
-            atexit.register(self.close)  # deliver what is buffered when a script forgets close()
+            atexit.register(self._close_at_exit)  # deliver what is buffered when a script forgets close()
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None, *, start: bool = True,
@@ -269,20 +269,38 @@ class ShepherdClient:
         checkpoint_load meanwhile, which gives the rank a longer heartbeat allowance. A heartbeat is sent
         at once on entry so the daemon knows before a long, possibly blocking, write starts."""
         phase = kind if kind in PHASES else "checkpoint_" + kind
-        if phase not in PHASES:
+        if phase not in PHASES or phase in ("train", "eval"):
             raise ValueError("checkpoint_phase kind must be 'save' or 'load', not %r" % kind)
+        with self._phase_as(phase):
+            yield
+
+    @contextlib.contextmanager
+    def eval_phase(self) -> Iterator[None]:
+        """Mark an evaluation pause (no optimizer steps for a while): heartbeats say phase eval, and the
+        daemon allows 10 x the hang timeout for step progress meanwhile."""
+        with self._phase_as("eval"):
+            yield
+
+    def set_phase(self, phase: str) -> None:
+        """Switch the phase until the next switch (zero-code mode follows model.eval()/model.train())."""
+        if phase not in PHASES:
+            raise ValueError("phase must be one of %s, not %r" % (", ".join(PHASES), phase))
         with self._lock:
-            previous = self._phase
+            if self._phase == phase:
+                return
             self._phase = phase
             self._publish_locked()
         self.heartbeat()
+
+    @contextlib.contextmanager
+    def _phase_as(self, phase: str) -> Iterator[None]:
+        with self._lock:
+            previous = self._phase
+        self.set_phase(phase)
         try:
             yield
         finally:
-            with self._lock:
-                self._phase = previous
-                self._publish_locked()
-            self.heartbeat()
+            self.set_phase(previous)
 
     def checkpoint_saved(self, step: int, path: str, replicated: bool = False) -> None:
         """Report that this rank's part of checkpoint `step` is durably saved at `path`. replicated=True:
@@ -357,11 +375,17 @@ class ShepherdClient:
     def helper_pid(self) -> Optional[int]:
         return self._helper.pid if self._helper is not None else None
 
-    def _stop_helper(self) -> None:
+    def _stop_helper(self, detach: bool = False) -> None:
+        """Stop the helper, or with detach=True leave it heartbeating until this process is gone (it exits
+        with its parent; its mapping of the page outlives the name): the interpreter's own teardown
+        (torch's can take seconds on a busy machine) is still a live rank, not a lost one."""
         with self._lock:
             page, helper = self._page, self._helper
             self._page = None
         if page is None:
+            return
+        if detach:
+            page.close(unlink=True)
             return
         try:
             page.write(self._step, self._phase, None, closed=True)  # the helper exits on its next read
@@ -382,15 +406,18 @@ class ShepherdClient:
         True when nothing is left unsent (always True when disabled)."""
         return self._sender.flush() if self._sender is not None else True
 
-    def close(self, flush: bool = True) -> None:
+    def close(self, flush: bool = True, _at_exit: bool = False) -> None:
         """Stop the heartbeat thread and (by default) send what is buffered. Idempotent."""
         if self._closed:
             return
         self._closed = True
-        self._stop_helper()
+        self._stop_helper(detach=_at_exit)
         if self._sender is not None:
             self._sender.close(flush=flush)
-            atexit.unregister(self.close)
+            atexit.unregister(self._close_at_exit)
+
+    def _close_at_exit(self) -> None:
+        self.close(_at_exit=True)
 
     def __enter__(self) -> "ShepherdClient":
         return self

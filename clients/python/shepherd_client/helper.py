@@ -10,7 +10,8 @@ own process sends every other report (steps, collectives, hashes, checkpoints).
 It stops heartbeating, so that the daemon sees the rank as gone, exactly when the rank is:
 - the parent exited (its pid is no longer our parent; also PR_SET_PDEATHSIG on Linux): the helper exits;
 - the parent is stopped (SIGSTOP, state T in /proc): no heartbeat while it stays stopped;
-- the page says the rank closed its client: the helper exits.
+- the page says the rank closed its client: the helper exits. (A client closed at interpreter exit does not
+  say so: the helper heartbeats through the interpreter's teardown and exits with the rank.)
 A rank blocked in C code (GIL held or not) is still running: the helper reports it alive, with the last step
 or open collective it published, which is what lets the hang watchdog name it stuck rather than lost.
 The token is passed in the environment (never on the command line, which other users can read).

@@ -25,6 +25,8 @@ What is seen, and how (docs/integration.md has the user's view):
   (os.replace / os.rename); any other is fsynced and reported when torch.save returns. In a purely
   data-parallel job the report says scope "replicated" (one rank's file holds the whole state). torch.load of
   SHEPHERD_RESUME_CHECKPOINT runs in phase checkpoint_load.
+- Evaluation: model.eval() on a DDP module (or the module it wraps) switches the phase to eval until
+  model.train().
 - init_process_group without a timeout gets SHEPHERD_PG_TIMEOUT_S (set by the agent above the hang timeout).
 """
 
@@ -288,6 +290,23 @@ class Instrumentation:
 
         DDP.__init__, DDP.register_comm_hook, DDP.forward = init, register_comm_hook, forward
 
+    def patch_train_eval(self) -> None:
+        """model.eval() / model.train() on a DDP module (or the module it wraps) switch the phase to eval /
+        train: an evaluation pause is announced, not read as a hang."""
+        Module = self.torch.nn.Module
+        DDP = self.torch.nn.parallel.DistributedDataParallel if self.dist.is_available() else None
+        orig_train = Module.train
+        inst = self
+
+        @functools.wraps(orig_train)
+        def train(self: Any, mode: bool = True) -> Any:
+            out = orig_train(self, mode)
+            if (DDP is not None and isinstance(self, DDP)) or any(m is self for m in inst.ddp_modules):
+                inst._safe("phase", lambda: inst.client.set_phase("train" if mode else "eval"))
+            return out
+
+        Module.train = train
+
     # --- steps, loss, grad norm, hashes -------------------------------------------------------------
 
     def on_step(self, optimizer: Any) -> None:
@@ -460,6 +479,7 @@ class Instrumentation:
                     setattr(c10d, op, wrapped)
             self.patch_init_process_group()
             self.patch_ddp()
+        self.patch_train_eval()
         self.patch_optimizer()
         self.patch_backward_and_clip()
         self.patch_save_load()

@@ -13,7 +13,7 @@ Layout (little-endian, PAGE_SIZE bytes; version 1):
     16  i64  pid of the writer
     24  i64  step being computed (-1: unknown)
     32  f64  step_since (Unix time the step began)
-    40  u32  phase (0 train, 1 checkpoint_save, 2 checkpoint_load)
+    40  u32  phase (0 train, 1 checkpoint_save, 2 checkpoint_load, 3 eval)
     44  u32  open (1 when a collective is open: the fields below describe the oldest open one)
     48  i64  collective seq
     56  f64  collective since (Unix time)
@@ -35,7 +35,7 @@ from typing import Any, Dict, Optional, Tuple
 PAGE_SIZE = 256
 MAGIC = b"SHPG"
 VERSION = 1
-PHASES = ("train", "checkpoint_save", "checkpoint_load")
+PHASES = ("train", "checkpoint_save", "checkpoint_load", "eval")
 _HEADER = struct.Struct("<4sI")
 _GEN = struct.Struct("<Q")
 _BODY = struct.Struct("<qqdII q d 32s 48s d I")  # from offset 16

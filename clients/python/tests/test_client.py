@@ -260,6 +260,26 @@ class ReportTest(unittest.TestCase):
             with c.checkpoint_phase("nap"):
                 pass
 
+    def test_eval_phase_and_set_phase(self):
+        c = self.client()
+        with c.eval_phase():
+            c.flush()
+            self.assertEqual(self.d.reports("heartbeat")[-1]["phase"], "eval")
+            self.assertEqual(c.phase, "eval")
+        c.flush()
+        self.assertEqual(self.d.reports("heartbeat")[-1]["phase"], "train")
+        c.set_phase("eval")
+        c.flush()
+        n = len(self.d.reports("heartbeat"))
+        c.set_phase("eval")  # no change: no extra heartbeat
+        c.flush()
+        self.assertEqual(len(self.d.reports("heartbeat")), n)
+        with self.assertRaises(ValueError):
+            c.set_phase("lunch")
+        with self.assertRaises(ValueError):
+            with c.checkpoint_phase("eval"):
+                pass
+
     def test_reports_keep_their_order_across_a_transient_failure(self):
         c = self.client()
         self.d.status = 503

@@ -106,5 +106,42 @@ class StockScriptUnderRunTest(unittest.TestCase):
         self.assertIn("checkpoint_save", {h.get("phase") for h in hbs if h["rank"] == 0})
 
 
+
+EVAL_SCRIPT = '''
+import time, torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
+dist.init_process_group("gloo")
+ddp = DDP(torch.nn.Linear(4, 1))
+ddp.eval()
+time.sleep(0.8)
+ddp.module.train()
+time.sleep(0.8)
+dist.destroy_process_group()
+'''
+
+
+@unittest.skipUnless(HAVE_TORCH, "needs torch")
+class EvalPhaseUnderRunTest(unittest.TestCase):
+    def test_model_eval_and_train_switch_the_phase(self):
+        fake = FakeDaemon()
+        self.addCleanup(fake.close)
+        d = tempfile.mkdtemp(prefix="shepherd-eval-")
+        self.addCleanup(shutil.rmtree, d, True)
+        script = os.path.join(d, "eval_script.py")
+        with open(script, "w") as f:
+            f.write(EVAL_SCRIPT)
+        env = dict(os.environ)
+        env.update({"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+                    "GLOO_SOCKET_IFNAME": "lo", "SHEPHERD_URL": fake.url, "SHEPHERD_JOB": "job-e",
+                    "SHEPHERD_ATTEMPT": "1", "SHEPHERD_HEARTBEAT_INTERVAL": "0.2", "PYTHONPATH": PKG})
+        out = subprocess.run([sys.executable, "-m", "shepherd_client.run", script], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=240)
+        self.assertEqual(out.returncode, 0, out.stdout.decode())
+        phases = [h.get("phase") for h in fake.reports("heartbeat")]
+        self.assertIn("eval", phases)
+        # eval, then train again once the wrapped module is put back in training mode
+        self.assertIn("train", phases[phases.index("eval"):])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -144,3 +144,37 @@ class HelperTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# A rank whose interpreter teardown is slow: the client closes at exit, then a handler registered before it
+# (atexit runs last-in first-out) keeps the process alive, as torch's teardown can on a busy machine.
+SLOW_EXIT = textwrap.dedent("""
+    import atexit, sys, time
+    atexit.register(time.sleep, 1.5)
+    from shepherd_client import ShepherdClient
+    c = ShepherdClient.from_env()
+    assert c.start_helper()
+    c.set_step(9)
+    print("helper", c.helper_pid, flush=True)
+    sys.stdin.readline()  # the test lets it exit once the helper heartbeats
+""")
+
+
+class SlowExitTest(unittest.TestCase):
+    def test_heartbeats_continue_through_interpreter_teardown_and_stop_with_the_rank(self):
+        fake = FakeDaemon()
+        self.addCleanup(fake.close)
+        env = dict(os.environ, PYTHONPATH=PKG, SHEPHERD_URL=fake.url, SHEPHERD_JOB="job-x", RANK="1",
+                   WORLD_SIZE="2", SHEPHERD_HEARTBEAT_INTERVAL="0.1")
+        rank = subprocess.Popen([sys.executable, "-c", SLOW_EXIT], env=env, stdout=subprocess.PIPE,
+                                stdin=subprocess.PIPE)
+        self.addCleanup(rank.stdout.close)
+        helper = int(rank.stdout.readline().decode().split()[1])
+        fake.wait_for(lambda: len(fake.reports("heartbeat")) >= 3, 20, "the helper heartbeating")
+        rank.communicate(b"\n", timeout=30)
+        self.assertEqual(rank.returncode, 0)
+        ended = time.time()
+        # Heartbeats were sent during the 1.5 s after the client closed (the last ones near the end).
+        beats = [r["time"] for r in fake.reports("heartbeat")]
+        self.assertTrue(beats and max(beats) > ended - 0.6, (beats[-3:], ended))
+        fake.wait_for(lambda: process_state(helper) in (None, "Z"), 20, "the helper to exit with the rank")
