@@ -6,10 +6,14 @@
 namespace shepherd {
 namespace {
 
+constexpr int kMasterPortFirst = 20000, kMasterPorts = 12000;  // 20000-31999
+
 int MasterPort(int64_t job_seq, int attempt, uint32_t salt) {
   // Fresh per attempt, so a restarted rendezvous never meets the old one's sockets; the daemon's salt keeps
   // two daemons (or a restarted one's fresh database) from handing out the same ports for job-000001.
-  return 20000 + static_cast<int>((job_seq * 7919 + attempt * 104729 + salt) % 20000);
+  // Below Linux's default ephemeral range (32768-60999): a port in it can be taken by any outgoing
+  // connection on the node, and rank 0 then fails to bind its store (seen in the e2e suite under load).
+  return kMasterPortFirst + static_cast<int>((job_seq * 7919 + attempt * 104729 + salt) % kMasterPorts);
 }
 
 }  // namespace

@@ -103,6 +103,9 @@ LoopVerdict DeterministicCrash(const LoopCheck& in) {
 }
 
 LoopVerdict NoProgress(const LoopCheck& in) {
+  // A node that failed (its agent silent, its GPU faulted) is hardware, budgeted by max_restarts: the next
+  // attempt runs elsewhere, so it says nothing about whether the job can progress.
+  if (in.finding.kind == FindingKind::kNodeLost || in.finding.kind == FindingKind::kGpuFault) return {};
   const int k = in.policy.no_progress_attempts;
   const int m = in.policy.min_progress_steps;
   if (k <= 0 || static_cast<int>(in.attempts.size()) < k) return {};
@@ -136,11 +139,12 @@ const char* ToString(LoopVerdict::Kind k) {
   return "none";
 }
 
+bool IsCleanExit(const Finding& f) {
+  return f.kind == FindingKind::kProcessExit && f.exit_code && !f.signal;
+}
+
 bool SameCleanExit(const Finding& a, const Finding& b, int window) {
-  auto clean = [](const Finding& f) {
-    return f.kind == FindingKind::kProcessExit && f.exit_code && !f.signal;
-  };
-  if (!clean(a) || !clean(b) || a.exit_code != b.exit_code) return false;
+  if (!IsCleanExit(a) || !IsCleanExit(b) || a.exit_code != b.exit_code) return false;
   return (!a.step && !b.step) || (a.step && b.step && std::llabs(*a.step - *b.step) <= window);
 }
 

@@ -46,6 +46,8 @@
 
 namespace shepherd {
 
+// A clean exit: process_exit with an exit code and no signal (the program chose to exit).
+bool IsCleanExit(const Finding& f);
 // Whether `a` and `b` are the same clean exit: both process_exit with an exit code and no signal, equal
 // codes, and steps within `window` of each other (both absent also matches: a crash before the first step).
 bool SameCleanExit(const Finding& a, const Finding& b, int window);

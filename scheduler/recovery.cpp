@@ -140,19 +140,20 @@ Verdict Judge(const RecoveryInput& in) {
     v.why = kind + " on " + Join(nodes) + ": node at fault";
   } else if (IsRankLoss(k)) {
     std::set<std::string> nodes = Implicated(f, in.placement, false);
-    // The same clean exit again on a node (code and step, as the deterministic-crash breaker compares them)
-    // is the code as likely as the node: leave the node without blame, and another node decides (there the
-    // same exit is a deterministic crash; CheckForLoop). Any other recurrence suspects the node.
-    const int window = in.job.spec.policy.crash_step_window;
-    auto same_exit = [&](const Finding& e) { return SameCleanExit(e, f, window); };
-    std::set<std::string> again = Recurring(
-        nodes, in.earlier_findings, f, [&](const Finding& e) { return IsRankLoss(e.kind) && !same_exit(e); });
-    for (const std::string& n : Recurring(nodes, in.earlier_findings, f, same_exit))
+    // A clean exit (the program chose its exit code: an exception, a rendezvous that could not bind its
+    // port, a peer that died under a collective) is no evidence against its node: recurring, it moves the
+    // ranks off the node without blame, and another node decides (there the same exit is a deterministic
+    // crash; CheckForLoop). Only losses a node can cause (a signal, a silent rank) recurring suspect it.
+    auto node_like = [](const Finding& e) { return IsRankLoss(e.kind) && !IsCleanExit(e); };
+    std::set<std::string> again;
+    if (node_like(f)) again = Recurring(nodes, in.earlier_findings, f, node_like);
+    for (const std::string& n :
+         Recurring(nodes, in.earlier_findings, f, [](const Finding& e) { return IsRankLoss(e.kind); }))
       if (again.count(n) == 0) v.avoid.insert(n);
     Blame(again, NodeActionKind::kCordon, "ranks lost again on this node (" + kind + ")", &v);
     v.why = !again.empty()    ? kind + " recurring on " + Join(again) + ": node suspected"
             : v.avoid.empty() ? kind + " on " + Join(nodes) + ": first time, restart without blaming the node"
-                              : "the same exit again on " + Join(v.avoid) +
+                              : "ranks lost again on " + Join(v.avoid) +
                                     ": the code or the node; move off it without blame, another node decides";
   } else if (k == FindingKind::kHang && !f.ranks.empty()) {
     std::set<std::string> nodes = Implicated(f, in.placement, false);

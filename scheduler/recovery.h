@@ -7,9 +7,11 @@
 // Rules of DecideRecovery, by finding kind ("blame" = cordon, or fail, the node and move its ranks):
 //  - node_lost, gpu_fault: the node is at fault: fail it, replace it, restart.
 //  - heartbeat_lost, process_exit (a rank crashed or went silent): restart on the same nodes the first time;
-//    a node that an earlier heartbeat_lost/process_exit in `earlier_findings` also named is cordoned. But
-//    the same clean exit again on a node (SameCleanExit, loop_breakers.h) is the code as likely as the node:
-//    the node is avoided (the ranks move off it, action "avoid <node> (no blame)"), never cordoned.
+//    a node is cordoned only when this loss and an earlier one in `earlier_findings` on it are both losses a
+//    node can cause (heartbeat_lost, or process_exit by a signal). A clean exit (an exit code, no signal:
+//    an exception, a rendezvous port in use, a peer that died under a collective) is no evidence against
+//    its node: recurring, the node is avoided (the ranks move off it, action "avoid <node> (no blame)"),
+//    never cordoned; the same clean exit elsewhere is then a deterministic crash (loop_breakers.h).
 //  - hang with culprit ranks: cordon the culprits' nodes (suspects) and replace them. Hang with no ranks but
 //    nodes (communication fault): restart without blame the first time (often transient); cordon the nodes
 //    that an earlier communication-fault hang also named. Hang with neither: restart without blame.

@@ -186,14 +186,14 @@ TEST_F(AgentApiTest, RankExitsAreFindingsAndCleanExitsFinishTheJob) {
 }
 
 TEST_F(AgentApiTest, CordonRecordsItsSourceAndASuspectReturnsAfterPassingItsHealthCheck) {
-  // Rank 0 exits with code 1 in attempt 1 and dies of SIGSEGV in attempt 2 on the same node: the recurrence
-  // cordons it. (The same clean exit twice would be the code as likely as the node: recovery_test.)
+  // Rank 0 dies of SIGBUS in attempt 1 and of SIGSEGV in attempt 2 on the same node: the recurrence cordons
+  // it. (A clean exit, an exit code, is never evidence against a node: recovery_test.)
   std::string node = api_.Get("/v1/jobs/" + job_ + "/placement").body["ranks"][0]["node"];
   for (int attempt : {1, 2}) {
     for (const char* n : {"n0", "n1"}) Heartbeat(n, Json::array());
     api_.Tick();
     Json exit = {{"job", job_}, {"attempt", attempt}, {"rank", 0}, {"state", "exited"}};
-    exit.update(attempt == 1 ? Json{{"exit_code", 1}} : Json{{"exit_code", nullptr}, {"signal", 11}});
+    exit.update(Json{{"exit_code", nullptr}, {"signal", attempt == 1 ? 7 : 11}});
     Heartbeat(node, Json::array({exit}));
   }
   Json n = api_.Get("/v1/nodes/" + node).body;

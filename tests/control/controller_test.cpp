@@ -239,7 +239,13 @@ TEST_F(ControllerCredentialsTest, EachAttemptGetsItsOwnRankTokenRevokedWhenItEnd
   for (const char* node : {"n1", "n2"}) {
     Assignments a = AssignmentsOf(node);
     ASSERT_EQ(a.ranks.size(), 8u);
-    for (const RankAssignment& r : a.ranks) EXPECT_EQ(r.env.at("SHEPHERD_TOKEN"), *t1);
+    for (const RankAssignment& r : a.ranks) {
+      EXPECT_EQ(r.env.at("SHEPHERD_TOKEN"), *t1);
+      // The rendezvous port stays below Linux's ephemeral range (32768+), where any connection may hold it.
+      const int port = std::stoi(r.env.at("MASTER_PORT"));
+      EXPECT_GE(port, 20000);
+      EXPECT_LT(port, 32000);
+    }
   }
   EXPECT_EQ(controller_->rank_tokens().Lookup(*t1), (RankGrant{job, 1}));
   CrashAndRecover(job);

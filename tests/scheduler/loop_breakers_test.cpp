@@ -135,6 +135,15 @@ TEST_F(LoopBreakersTest, ThreeAttemptsWithoutPassingResumePlusTenStop) {
   EXPECT_NE(v.reason.find("attempts 1 to 3"), std::string::npos) << v.reason;
 }
 
+TEST_F(LoopBreakersTest, ANodeThatFailedIsNoProgressVerdict) {
+  // The same three attempts without progress, but this one ends because its node died: hardware, and the
+  // next attempt runs elsewhere (the e2e node-loss case on a loaded machine).
+  attempts_ = {A(1, 0, "", 9), A(2, 0, "", 9), A(3, 0, "", {})};
+  EXPECT_EQ(Check(F(3, FindingKind::kNodeLost, {})).kind, LoopVerdict::Kind::kNone);
+  EXPECT_EQ(Check(F(3, FindingKind::kGpuFault, {})).kind, LoopVerdict::Kind::kNone);
+  EXPECT_EQ(Check(F(3, FindingKind::kHang, {})).kind, LoopVerdict::Kind::kNoProgress);
+}
+
 TEST_F(LoopBreakersTest, ProgressInAnyOfTheLastAttemptsOrTooFewAttemptsIsNoLoop) {
   attempts_ = {A(1, 100, "c", 105), A(2, 100, "c", 110), A(3, 100, "c", 101)};  // 110 >= 100 + 10
   EXPECT_EQ(Check(F(3, FindingKind::kHang, 101)).kind, LoopVerdict::Kind::kNone);
