@@ -1,0 +1,126 @@
+// Recovery policy, restarts: backoff, which checkpoint a restart resumes from, and manual restarts.
+#include <gtest/gtest.h>
+
+#include "tests/scheduler/recovery_test_util.h"
+
+namespace shepherd {
+namespace {
+
+using namespace testing;  // the shared fixture and builders
+
+TEST(RestartBackoffTest, DoublesPerConsecutiveRestartAndCapsAt300s) {
+  Policy p;
+  p.restart_backoff_s = 5;
+  const Time last = kT0;
+  const Time now = kT0 + Seconds(1);
+  EXPECT_EQ(RestartNotBefore(p, now, std::nullopt, 4), now);
+  EXPECT_EQ(RestartNotBefore(p, now, last, 0), kT0 + Seconds(5));
+  EXPECT_EQ(RestartNotBefore(p, now, last, 1), kT0 + Seconds(10));
+  EXPECT_EQ(RestartNotBefore(p, now, last, 3), kT0 + Seconds(40));
+  EXPECT_EQ(RestartNotBefore(p, now, last, 6), kT0 + Seconds(300));  // 320 capped
+  EXPECT_EQ(RestartNotBefore(p, now, last, 5000), kT0 + Seconds(300));
+  EXPECT_EQ(RestartNotBefore(p, kT0 + Seconds(400), last, 6), kT0 + Seconds(400));  // already waited
+}
+
+TEST_F(RecoveryTest, DecisionCarriesTheBackoff) {
+  Build();
+  last_restart_ = kT0 - Seconds(5);
+  consecutive_ = 2;  // 5 · 4 = 20 s after the last restart: 15 s from now
+  RecoveryDecision d = Decide(MakeFinding(FindingKind::kHeartbeatLost, {3}, {"node-01"}));
+  EXPECT_EQ(d.not_before, kT0 + Seconds(15));
+  EXPECT_EQ(d.actions.back(), "wait 15 s before the next attempt (backoff)");
+}
+
+TEST_F(RecoveryTest, CheckpointFallsBackFromGoodToCompleteToScratch) {
+  Build();
+  const Finding f = MakeFinding(FindingKind::kHeartbeatLost, {3}, {"node-01"});
+  EXPECT_EQ(Decide(f).resume_from->id, "job-1/1/40");
+
+  lkg_.reset();
+  RecoveryDecision d = Decide(f);
+  EXPECT_EQ(d.resume_from->id, "job-1/1/50");
+  EXPECT_EQ(d.actions.back(),
+            "restart from checkpoint job-1/1/50 (step 50, latest complete; no last-known-good)");
+
+  latest_.reset();
+  d = Decide(f);
+  EXPECT_FALSE(d.resume_from);
+  EXPECT_EQ(d.actions.back(), "restart from scratch (step 0): no last-known-good");
+}
+
+TEST_F(RecoveryTest, NeverResumesFromABadOrPendingCheckpoint) {
+  Build();
+  lkg_ = Ckpt(40, CheckpointStatus::kBad);
+  latest_ = Ckpt(50, CheckpointStatus::kBad);
+  EXPECT_FALSE(Decide(MakeFinding(FindingKind::kHeartbeatLost, {3}, {"node-01"})).resume_from);
+  latest_ = Ckpt(50, CheckpointStatus::kPending);
+  EXPECT_FALSE(Decide(MakeFinding(FindingKind::kHeartbeatLost, {3}, {"node-01"})).resume_from);
+}
+
+class ManualRestartTest : public RecoveryTest {
+ protected:
+  Result<RecoveryDecision> Restart(const std::string& from, std::vector<std::string> replace = {}) {
+    return ManualRestart({.job = job_,
+                          .placement = placement_,
+                          .cluster = cluster_,
+                          .from = from,
+                          .replace_nodes = std::move(replace),
+                          .reason = "operator",
+                          .checkpoints = checkpoints_,
+                          .now = kT0});
+  }
+  std::vector<Checkpoint> checkpoints_ = {
+      Ckpt(20, CheckpointStatus::kGood), Ckpt(40, CheckpointStatus::kGood),
+      Ckpt(60, CheckpointStatus::kComplete), Ckpt(70, CheckpointStatus::kBad),
+      Ckpt(80, CheckpointStatus::kPending)};
+};
+
+TEST_F(ManualRestartTest, FromLastKnownGoodLatestOrANamedCheckpoint) {
+  Build();
+  job_.restarts = 3;    // the budget does not apply ...
+  last_restart_ = kT0;  // ... nor does backoff
+  auto d = Restart("last-known-good");
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->action, RecoveryDecision::kRestart);
+  EXPECT_EQ(d->resume_from->id, "job-1/1/40");
+  EXPECT_EQ(d->not_before, kT0);
+  EXPECT_EQ(d->reason, "manual restart: operator");
+  EXPECT_EQ(d->new_placement->ranks, placement_.ranks);
+  EXPECT_EQ(d->new_placement->attempt, 2);
+  EXPECT_TRUE(Has(d->actions, "stop attempt 1"));
+
+  d = Restart("latest");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->resume_from->id, "job-1/1/60");  // newest complete or good; 70 is bad, 80 pending
+
+  d = Restart("job-1/1/20");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->resume_from->id, "job-1/1/20");
+}
+
+TEST_F(ManualRestartTest, NoQualifyingCheckpointIsAConflict) {
+  Build();
+  EXPECT_EQ(Restart("job-1/1/70").status().code(), Code::kConflict);  // bad
+  EXPECT_EQ(Restart("job-1/1/80").status().code(), Code::kConflict);  // pending
+  EXPECT_EQ(Restart("job-1/9/99").status().code(), Code::kNotFound);
+  checkpoints_ = {Ckpt(60, CheckpointStatus::kComplete)};
+  EXPECT_EQ(Restart("last-known-good").status().code(), Code::kConflict);
+  checkpoints_.clear();
+  EXPECT_EQ(Restart("latest").status().code(), Code::kConflict);
+  job_.state = JobState::kSucceeded;
+  checkpoints_ = {Ckpt(40, CheckpointStatus::kGood)};
+  EXPECT_EQ(Restart("latest").status().code(), Code::kConflict);
+}
+
+TEST_F(ManualRestartTest, ReplaceNodesMovesTheJobWithoutCordoning) {
+  Build();
+  auto d = Restart("last-known-good", {"node-02"});
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_TRUE(d->node_actions.empty());
+  EXPECT_EQ(d->replaced, std::vector<std::string>{"node-02->node-03 (leaf)"});
+  EXPECT_EQ(Restart("last-known-good", {"node-99"}).status().code(), Code::kNotFound);
+  EXPECT_EQ(Restart("last-known-good", {"node-04"}).status().code(), Code::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace shepherd
