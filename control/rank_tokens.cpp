@@ -37,22 +37,25 @@ std::string RankTokens::Mint(const RankGrant& grant, WriteBatch* batch) {
       {"token", token}, {"job", grant.job}, {"attempt", grant.attempt ? Json(*grant.attempt) : Json()}};
   batch->Put(Record{Collection::kMeta, KeyOf(grant), grant.job, body.dump()});
   std::lock_guard lock(mu_);
+  by_key_[KeyOf(grant)] = token;
   by_token_[token] = grant;
   return token;
 }
 
 std::optional<std::string> RankTokens::TokenFor(const RankGrant& grant) const {
   std::lock_guard lock(mu_);
-  for (const auto& [token, g] : by_token_)
-    if (g == grant) return token;
-  return std::nullopt;
+  auto it = by_key_.find(KeyOf(grant));
+  if (it == by_key_.end()) return std::nullopt;
+  return it->second;
 }
 
 void RankTokens::Revoke(const std::string& job, std::optional<int> attempt, WriteBatch* batch) {
   std::lock_guard lock(mu_);
   for (auto it = by_token_.begin(); it != by_token_.end();) {
     if (it->second.job == job && (!attempt || it->second.attempt == attempt)) {
-      batch->Erase(Collection::kMeta, KeyOf(it->second));
+      const std::string key = KeyOf(it->second);
+      batch->Erase(Collection::kMeta, key);
+      by_key_.erase(key);
       it = by_token_.erase(it);
     } else {
       ++it;
@@ -82,6 +85,7 @@ std::optional<std::pair<std::string, RankGrant>> RankTokens::Decode(const Record
 
 void RankTokens::Restore(std::string token, RankGrant grant) {
   std::lock_guard lock(mu_);
+  by_key_[KeyOf(grant)] = token;
   by_token_[std::move(token)] = std::move(grant);
 }
 

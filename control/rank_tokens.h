@@ -45,6 +45,8 @@ class RankTokens {
  private:
   mutable std::mutex mu_;
   std::map<std::string, RankGrant, std::less<>> by_token_;
+  std::map<std::string, std::string>
+      by_key_;  // the grant's record key -> its token (assignments ask per job)
 };
 
 }  // namespace shepherd
