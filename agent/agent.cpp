@@ -90,7 +90,7 @@ class AgentImpl final : public Agent {
           register_backoff = std::min<Clock::duration>(register_backoff * 2, 10s);
         }
       }
-      if (incoming) sup_->SetDesired(std::move(incoming->ranks), now);
+      if (incoming) sup_->SetDesired(std::move(incoming->ranks), now, std::move(incoming->keep));
       Fence(now);
       int exits = sup_->Poll(now);
       if (registered && !held && (exits > 0 || now >= next_heartbeat)) {
@@ -200,7 +200,8 @@ class AgentImpl final : public Agent {
         if (stop_) return;
       }
       std::string target = node_path_ + "/assignments?version=" + std::to_string(version) +
-                           "&wait=" + std::to_string(have_version ? o_.long_poll_wait.count() : 0);
+                           "&wait=" + std::to_string(have_version ? o_.long_poll_wait.count() : 0) +
+                           "&keep=1";  // this agent honours `keep` (docs/agent-protocol.md)
       auto timeout = std::chrono::duration_cast<std::chrono::milliseconds>(o_.long_poll_wait) + 10s;
       Result<HttpResult> r = poll_http_->Request("GET", target, "", timeout);
       Result<Assignments> a = InvalidArgument("");

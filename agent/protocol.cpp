@@ -99,6 +99,21 @@ Result<Assignments> ParseAssignments(const Json& j) {
       if (ok) out.ranks.push_back(std::move(a));
     }
   }
+  if (j.contains("keep") && !j["keep"].is_null()) {
+    if (!j["keep"].is_array()) {
+      errs.push_back({"keep", "must be an array"});
+    } else {
+      for (std::size_t i = 0; i < j["keep"].size(); ++i) {
+        const Json& e = j["keep"][i];
+        std::string path = "keep[" + std::to_string(i) + "]";
+        RankKey k;
+        if (!e.is_object())
+          errs.push_back({path, "must be an object"});
+        else if (ReadKey(e, path, &k, &errs))
+          out.keep.push_back(std::move(k));
+      }
+    }
+  }
   if (!errs.empty()) return InvalidContent("invalid assignments answer", std::move(errs));
   return out;
 }

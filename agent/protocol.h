@@ -18,9 +18,12 @@
 namespace shepherd::agent {
 
 // The answer of GET /v1/nodes/{id}/assignments: the complete desired set for the node.
+// `keep`: running processes the daemon has no record of, to leave alone although not desired (absent from
+// an old daemon's answers: empty).
 struct Assignments {
   std::int64_t version = 0;
   std::vector<RankAssignment> ranks;
+  std::vector<RankKey> keep;
 };
 // Rejects the whole answer if any entry is malformed (a partial set would stop the ranks it leaves out).
 Result<Assignments> ParseAssignments(const Json& j);

@@ -9,8 +9,9 @@ std::string ToString(const RankKey& k) {
 }
 
 ReconcileActions Reconcile(const std::vector<RankAssignment>& desired,
-                           const std::vector<ActualProcess>& actual) {
+                           const std::vector<ActualProcess>& actual, const std::vector<RankKey>& keep) {
   ReconcileActions out;
+  const std::set<RankKey> kept(keep.begin(), keep.end());
   std::set<RankKey> desired_keys;
   std::set<std::pair<std::string, int>> desired_job_ranks;
   for (const RankAssignment& d : desired) {
@@ -21,7 +22,7 @@ ReconcileActions Reconcile(const std::vector<RankAssignment>& desired,
   std::set<RankKey> known;  // every key with a table entry, whatever its phase
   for (const ActualProcess& a : actual) {
     known.insert(a.key);
-    if (a.phase != ProcessPhase::kRunning || desired_keys.count(a.key)) continue;
+    if (a.phase != ProcessPhase::kRunning || desired_keys.count(a.key) || kept.count(a.key)) continue;
     bool stale = desired_job_ranks.count({a.key.job, a.key.rank}) > 0;
     out.stop.push_back({a.key, a.pid, stale ? "stale attempt" : "not desired"});
   }

@@ -2,8 +2,10 @@
 // process table, as a pure function. No processes, no clock, no I/O; the Supervisor executes the result.
 //
 // Rules (docs/agent-protocol.md):
-//   - A running process whose (job, attempt, rank) is not desired is stopped. The reason says "stale
-//     attempt" when the same (job, rank) is desired under another attempt, else "not desired".
+//   - A running process whose (job, attempt, rank) is not desired is stopped, unless it is in `keep` (a
+//     process the daemon has no record of, left alone until an operator decides: docs/agent-protocol.md).
+//     The reason says "stale attempt" when the same (job, rank) is desired under another attempt, else
+//     "not desired". A kept process is not desired: it still defers starts on its GPU or (job, rank).
 //   - A desired rank with no entry in the table is started.
 //   - A desired rank with ANY entry (running, stopping, or exited, acknowledged or not) is left alone: the
 //     agent never restarts a rank whose process exited; a restart is the daemon's decision (new attempt).
@@ -64,6 +66,6 @@ struct ReconcileActions {
 // Duplicate keys in `desired` count once (the first wins). Idempotent: applying the actions and calling
 // again with the updated table yields no new action until something changes.
 ReconcileActions Reconcile(const std::vector<RankAssignment>& desired,
-                           const std::vector<ActualProcess>& actual);
+                           const std::vector<ActualProcess>& actual, const std::vector<RankKey>& keep = {});
 
 }  // namespace shepherd::agent

@@ -124,8 +124,9 @@ void Supervisor::Save() const {
   if (ec) spdlog::error("agent: cannot replace {}: {}", path.string(), ec.message());
 }
 
-void Supervisor::SetDesired(std::vector<RankAssignment> desired, SteadyTime now) {
+void Supervisor::SetDesired(std::vector<RankAssignment> desired, SteadyTime now, std::vector<RankKey> keep) {
   desired_ = std::move(desired);
+  keep_ = std::move(keep);
   Reconcile(now);
 }
 
@@ -141,7 +142,7 @@ void Supervisor::Reconcile(SteadyTime now) {
   if (!desired_) return;
   std::vector<ActualProcess> actual;
   for (const TrackedProcess& p : table_) actual.push_back({p.key, p.gpu, p.pid, p.phase});
-  ReconcileActions actions = agent::Reconcile(*desired_, actual);
+  ReconcileActions actions = agent::Reconcile(*desired_, actual, keep_);
   for (const StopAction& s : actions.stop) {
     for (TrackedProcess& p : table_)
       if (p.key == s.key && p.pid == s.pid && p.phase == ProcessPhase::kRunning) BeginStop(&p, s.reason, now);

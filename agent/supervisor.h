@@ -77,8 +77,9 @@ class Supervisor {
   static Result<std::unique_ptr<Supervisor>> Open(const SupervisorOptions& options);
   ~Supervisor();
 
-  // Replaces the desired set (an assignments answer) and reconciles at once.
-  void SetDesired(std::vector<RankAssignment> desired, SteadyTime now);
+  // Replaces the desired set (an assignments answer) and the processes to keep although not desired (its
+  // `keep`), and reconciles at once.
+  void SetDesired(std::vector<RankAssignment> desired, SteadyTime now, std::vector<RankKey> keep = {});
   bool has_desired() const { return desired_.has_value(); }
 
   // Reaps exits, escalates overdue stops, retries deferred starts, drops acknowledged exits that are no
@@ -111,6 +112,7 @@ class Supervisor {
   SupervisorOptions options_;
   std::vector<TrackedProcess> table_;
   std::optional<std::vector<RankAssignment>> desired_;
+  std::vector<RankKey> keep_;
   int new_exits_ = 0;  // exits and spawn failures since the last Poll
 };
 

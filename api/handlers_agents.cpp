@@ -48,6 +48,7 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
       typed(p, path, "attempt", &Json::is_number_integer, true, "an integer");
       typed(p, path, "rank", &Json::is_number_integer, true, "an integer");
       typed(p, path, "state", &Json::is_string, false, "\"running\" or \"exited\"");
+      typed(p, path, "pid", &Json::is_number_integer, false, "an integer");
       typed(p, path, "exit_code", &Json::is_number_integer, false, "an integer or null", true);
       typed(p, path, "signal", &Json::is_number_integer, false, "an integer or null", true);
       typed(p, path, "error", &Json::is_string, false, "a string");
@@ -103,6 +104,7 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
     ProcessStatus s;
     s.rank = {p["job"].get<std::string>(), p["attempt"].get<int>(), p["rank"].get<int>()};
     s.running = p.value("state", "running") == "running";
+    s.pid = p.value("pid", int64_t{0});
     if (p.contains("exit_code") && p["exit_code"].is_number_integer())
       s.exit_code = p["exit_code"].get<int>();
     if (p.contains("signal") && p["signal"].is_number_integer()) s.signal = p["signal"].get<int>();
@@ -146,7 +148,11 @@ void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Cloc
         double wait = q.count("wait") ? std::strtod(q["wait"].c_str(), &end) : 30;
         if (!(wait >= 0 && wait <= 300))
           return respond(ProblemFrom(InvalidContent("invalid query", {{"wait", "must be 0-300 seconds"}})));
-        c->WatchAssignments(p.at("id"), version, clock->Now() + Seconds(wait),
+        // keep=1: the agent leaves the answer's `keep` processes alone (docs/agent-protocol.md).
+        if (q.count("keep") && q["keep"] != "0" && q["keep"] != "1")
+          return respond(ProblemFrom(InvalidContent("invalid query", {{"keep", "must be 0 or 1"}})));
+        const bool can_keep = q.count("keep") && q["keep"] == "1";
+        c->WatchAssignments(p.at("id"), version, clock->Now() + Seconds(wait), can_keep,
                             [respond](Result<Assignments> r) { api::Reply(respond, r, RenderAssignments); });
       });
   router->Add(

@@ -98,6 +98,13 @@ void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o) {
                 c->PatchNode(p.at("id"), patch,
                              [respond](Result<NodeView> r) { api::Reply(respond, r, RenderNode); });
               });
+  // The operator's decision on processes the daemon has no record of (docs/api.md): the agent stops them.
+  router->Add("POST", "/v1/nodes/{id}/unknown-processes/stop",
+              [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
+                if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
+                c->StopUnknownProcesses(
+                    p.at("id"), [respond](Result<NodeView> r) { api::Reply(respond, r, RenderNode); });
+              });
   router->Add(
       "DELETE", "/v1/nodes/{id}", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
         if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);

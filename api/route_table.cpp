@@ -54,6 +54,7 @@ const std::vector<RouteRule>& RouteTable() {
       {"GET", "/v1/nodes/{id}", false, {A, O, S, V, G}, {{G, Ownership::kOwnNode}}},
       {"PATCH", "/v1/nodes/{id}", false, {A, O}, {}},
       {"DELETE", "/v1/nodes/{id}", false, {A}, {}},
+      {"POST", "/v1/nodes/{id}/unknown-processes/stop", false, {A, O}, {}},
       {"POST", "/v1/nodes/{id}/heartbeat", false, {A, G}, {{G, Ownership::kOwnNode}}},
       // Assignments carry the ranks' credentials: only the node's own agent reads them, not even admin.
       {"GET", "/v1/nodes/{id}/assignments", false, {G}, {{G, Ownership::kOwnNode}}},

@@ -7,6 +7,17 @@ Json RenderNode(const NodeView& v) {
   j["state"] = ToString(v.state);
   j["allocated_gpus"] = v.allocated_gpus;
   j["jobs"] = v.jobs;
+  Json unknown = Json::array();
+  for (const UnknownProcess& u : v.unknown_processes) {
+    Json e = {{"job", u.rank.job},
+              {"attempt", u.rank.attempt},
+              {"rank", u.rank.rank},
+              {"first_seen", FormatRfc3339(u.first_seen)},
+              {"decision", u.stopping ? "stop" : "keep"}};
+    if (u.pid > 0) e["pid"] = u.pid;
+    unknown.push_back(std::move(e));
+  }
+  j["unknown_processes"] = std::move(unknown);
   return j;
 }
 
@@ -114,7 +125,9 @@ Json RenderAssignments(const Assignments& a) {
                      {"gpu", r.gpu},
                      {"command", r.command},
                      {"env", r.env}});
-  return {{"version", a.version}, {"ranks", std::move(ranks)}};
+  Json keep = Json::array();
+  for (const RankRef& r : a.keep) keep.push_back({{"job", r.job}, {"attempt", r.attempt}, {"rank", r.rank}});
+  return {{"version", a.version}, {"ranks", std::move(ranks)}, {"keep", std::move(keep)}};
 }
 
 Json RenderHeartbeatAck(const HeartbeatAck& a) {

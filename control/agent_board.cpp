@@ -5,10 +5,20 @@
 namespace shepherd {
 
 AgentBoard::HeartbeatOutcome AgentBoard::OnHeartbeat(const std::string& node, const AgentHeartbeat& hb,
-                                                     Time now) {
+                                                     Time now, const KnowsAttempt& knows) {
   HeartbeatOutcome out;
+  const bool first = !Heard(node);
   Agent& agent = agents_[node];
   agent.last_heartbeat = now;
+  std::vector<UnknownProcess> unknown = TrackUnknown(agent.unknown, hb.processes, knows, now);
+  for (size_t i = agent.unknown.size(); i < unknown.size(); ++i)
+    spdlog::warn(
+        "node {} runs {}/a{}/r{} (pid {}), of which the daemon has no record: kept until an operator "
+        "decides or {} s pass (0: no timeout)",
+        node, unknown[i].rank.job, unknown[i].rank.attempt, unknown[i].rank.rank, unknown[i].pid,
+        unknown_timeout_s_);
+  const bool keep_changed = KeepList(unknown) != KeepList(agent.unknown);
+  agent.unknown = std::move(unknown);
   out.back = agent.lost;
   if (agent.lost) spdlog::info("agent of node {} is back", node);
   agent.lost = false;
@@ -27,6 +37,7 @@ AgentBoard::HeartbeatOutcome AgentBoard::OnHeartbeat(const std::string& node, co
     agent.check_passes = hb.health_check->ok ? agent.check_passes + 1 : 0;
   }
   out.health_check_passes = agent.check_passes;
+  if (first || keep_changed) Bump(node);
   return out;
 }
 
@@ -63,7 +74,46 @@ AgentBoard::OlderAttempt AgentBoard::OlderAttemptRunning(const std::string& job,
 
 void AgentBoard::OnTick(Time now) {
   OpenGates(now);
+  ExpireUnknown(now);
   ExpireWaiters(now);
+}
+
+void AgentBoard::ExpireUnknown(Time now) {
+  for (auto& [node, agent] : agents_) {
+    if (agent.unknown.empty() || !shepherd::ExpireUnknown(&agent.unknown, now, unknown_timeout_s_)) continue;
+    spdlog::warn("node {}: unknown processes undecided for {} s: its agent stops them", node,
+                 unknown_timeout_s_);
+    Bump(node);
+  }
+}
+
+const std::vector<UnknownProcess>& AgentBoard::Unknown(const std::string& node) const {
+  static const std::vector<UnknownProcess> kNone;
+  auto it = agents_.find(node);
+  return it == agents_.end() ? kNone : it->second.unknown;
+}
+
+int AgentBoard::StopUnknownProcesses(const std::string& node) {
+  auto it = agents_.find(node);
+  int n = it == agents_.end() ? 0 : StopUnknown(&it->second.unknown);
+  if (n > 0) {
+    spdlog::warn("node {}: an operator stops its {} unknown processes", node, n);
+    Bump(node);
+  }
+  return n;
+}
+
+Result<Assignments> AgentBoard::AnswerFor(const std::string& node, bool can_keep) const {
+  if (!Heard(node))
+    return Unavailable("no heartbeat from the agent of node " + node + " since the daemon started");
+  Assignments a = Current(node);
+  if (!can_keep && !a.keep.empty())
+    return Unavailable(
+        "node " + node +
+        " runs processes the daemon has no record of and this agent cannot keep them (ask with "
+        "keep=1); an operator decides (POST /v1/nodes/" +
+        node + "/unknown-processes/stop) or they are stopped at unknown_process_timeout_s");
+  return a;
 }
 
 void AgentBoard::OpenGates(Time now) {
@@ -86,10 +136,7 @@ void AgentBoard::ExpireWaiters(Time now) {
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     std::vector<Waiter> keep, due;
     for (Waiter& w : it->second) (w.deadline > now ? keep : due).push_back(std::move(w));
-    if (!due.empty()) {
-      Assignments answer = Current(it->first);
-      for (Waiter& w : due) w.done(answer);
-    }
+    for (Waiter& w : due) w.done(AnswerFor(it->first, w.can_keep));
     if (keep.empty())
       it = waiters_.erase(it);
     else
@@ -100,11 +147,10 @@ void AgentBoard::ExpireWaiters(Time now) {
 void AgentBoard::Bump(const std::string& node) {
   ++versions_[node];
   auto it = waiters_.find(node);
-  if (it == waiters_.end()) return;
+  if (it == waiters_.end() || !Heard(node)) return;  // unheard: they wait for the first heartbeat
   std::vector<Waiter> ws = std::move(it->second);
   waiters_.erase(it);
-  Assignments answer = Current(node);
-  for (Waiter& w : ws) w.done(answer);
+  for (Waiter& w : ws) w.done(AnswerFor(node, w.can_keep));
 }
 
 int64_t AgentBoard::version(const std::string& node) const {
@@ -117,22 +163,25 @@ Assignments AgentBoard::Current(const std::string& node) const {
   out.version = version(node);
   for (RankAssignment& r : source_(node))
     if (!gates_.count(r.rank.job)) out.ranks.push_back(std::move(r));
+  out.keep = KeepList(Unknown(node));
   return out;
 }
 
-void AgentBoard::Watch(const std::string& node, int64_t known, Time deadline, Time now,
+void AgentBoard::Watch(const std::string& node, int64_t known, Time deadline, Time now, bool can_keep,
                        Done<Assignments> done) {
-  if (version(node) != known || deadline <= now) return done(Current(node));
-  waiters_[node].push_back({deadline, std::move(done)});
+  if (!Heard(node)) {
+    deadline = std::max(deadline, now + Seconds(node_timeout_s_));
+  } else if (version(node) != known || deadline <= now) {
+    return done(AnswerFor(node, can_keep));
+  }
+  waiters_[node].push_back({deadline, can_keep, std::move(done)});
 }
 
 void AgentBoard::ReleaseWaiters() {
   auto waiters = std::move(waiters_);
   waiters_.clear();
-  for (auto& [node, ws] : waiters) {
-    Assignments answer = Current(node);
-    for (Waiter& w : ws) w.done(answer);
-  }
+  for (auto& [node, ws] : waiters)
+    for (Waiter& w : ws) w.done(AnswerFor(node, w.can_keep));
 }
 
 }  // namespace shepherd

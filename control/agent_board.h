@@ -1,13 +1,18 @@
 // AgentBoard: the node agents (docs/agent-protocol.md) as the daemon sees them.
 // Owns: per node, the agent's last heartbeat, whether it is lost, which (job, attempt) its live ranks
 // belong to and which GPU faults it already reported; per node, the assignments version and the long polls
-// waiting on it; per job, the launch gate of a restarted attempt. Control thread only.
+// waiting on it; per job, the launch gate of a restarted attempt; per node, the processes its agent runs
+// that the daemon has no record of (health/unknown_processes.h) and whether its agent has heartbeated since
+// the daemon started. Control thread only.
 // The desired ranks of a node come from an AssignmentSource (the Controller composes it from jobs and
 // checkpoints); the board withholds the ranks of jobs whose launch gate is closed.
 // Invariants: a version only grows; every waiter is answered exactly once (on a bump, its deadline, or
 // ReleaseWaiters); a gate opens once no live agent runs an older attempt of the job, or at its deadline,
 // but never while a lost agent that ran an older attempt may still hold its lease (fencing: its ranks are
-// stopped by the agent itself at the lease's expiry, last heartbeat + lease_s).
+// stopped by the agent itself at the lease's expiry, last heartbeat + lease_s); a node's long poll is not
+// answered before its agent's first heartbeat since the daemon started (an answer that did not know the
+// node's processes could stop them), and an agent that cannot `keep` gets 503 instead of an answer while
+// its node has undecided unknown processes (it would stop them).
 #pragma once
 
 #include <cstdint>
@@ -20,6 +25,7 @@
 #include "control/callbacks.h"
 #include "core/agent_protocol.h"
 #include "core/time.h"
+#include "health/unknown_processes.h"
 
 namespace shepherd {
 
@@ -28,8 +34,12 @@ using AssignmentSource = std::function<std::vector<RankAssignment>(const std::st
 class AgentBoard {
  public:
   // lease_s: how long after its last heartbeat a lost agent may still run ranks (it stops them by then).
-  AgentBoard(AssignmentSource source, double node_timeout_s, double lease_s = 0)
-      : source_(std::move(source)), node_timeout_s_(node_timeout_s), lease_s_(lease_s) {}
+  // unknown_timeout_s: how long an unknown process is kept undecided (<= 0: until an operator decides).
+  AgentBoard(AssignmentSource source, double node_timeout_s, double lease_s = 0, double unknown_timeout_s = 0)
+      : source_(std::move(source)),
+        node_timeout_s_(node_timeout_s),
+        lease_s_(lease_s),
+        unknown_timeout_s_(unknown_timeout_s) {}
 
   struct HeartbeatOutcome {
     bool back = false;                 // the agent had been declared lost
@@ -37,7 +47,11 @@ class AgentBoard {
     std::vector<GpuFault> new_faults;  // GPU faults not reported before
     int health_check_passes = 0;       // consecutive passing runs of the node's health check
   };
-  HeartbeatOutcome OnHeartbeat(const std::string& node, const AgentHeartbeat& hb, Time now);
+  // `knows`: whether the daemon has a record of a running process's (job, attempt); those it has not are
+  // tracked as unknown. The node's long polls are answered when this is its first heartbeat since the
+  // daemon started or its keep list changed.
+  HeartbeatOutcome OnHeartbeat(const std::string& node, const AgentHeartbeat& hb, Time now,
+                               const KnowsAttempt& knows);
   // Agents silent for the node timeout, counted from max(last heartbeat, listening_since) (the daemon's own
   // stalls are not the agents' silence, health/lateness.h): declared lost now (once per silence). Their
   // nodes (sorted) with how long each was silent.
@@ -53,18 +67,29 @@ class AgentBoard {
   // until `deadline`); `nodes` are bumped when the gate opens.
   void HoldLaunch(const std::string& job, int attempt, std::set<std::string> nodes, Time deadline);
   void DropGate(const std::string& job) { gates_.erase(job); }
-  // Opens due gates (bumping their nodes) and answers long polls past their deadline: OpenGates, then
-  // ExpireWaiters. OnTick walks every long poll; a heartbeat calls OpenGates only (O(gates)).
+  // Opens due gates (bumping their nodes), drops unknown processes past their timeout from `keep` (bumping
+  // their nodes) and answers long polls past their deadline: OpenGates, then ExpireUnknown, then
+  // ExpireWaiters. OnTick walks every agent and long poll; a heartbeat calls OpenGates only (O(gates)).
   void OnTick(Time now);
   void OpenGates(Time now);
   void ExpireWaiters(Time now);
+
+  // The node's unknown processes (empty for a node never heard).
+  const std::vector<UnknownProcess>& Unknown(const std::string& node) const;
+  // The operator's decision: the node's undecided unknown processes are dropped from `keep`, so its agent
+  // stops them. Returns how many were undecided (the node is bumped when any).
+  int StopUnknownProcesses(const std::string& node);
 
   // The node's desired set changed: its version grows and its long polls are answered.
   void Bump(const std::string& node);
   Assignments Current(const std::string& node) const;
   // Long poll: answers at once when the version differs from `known` or `deadline` has passed; otherwise on
-  // the next Bump or the first OnTick at or after `deadline`.
-  void Watch(const std::string& node, int64_t known, Time deadline, Time now, Done<Assignments> done);
+  // the next Bump or the first OnTick at or after `deadline`. Before the node's first heartbeat since the
+  // daemon started it waits for that heartbeat, at most until max(deadline, now + node timeout), then
+  // answers kUnavailable. `can_keep`: the agent honours `keep` (keep=1); one that does not gets
+  // kUnavailable while the node has undecided unknown processes.
+  void Watch(const std::string& node, int64_t known, Time deadline, Time now, bool can_keep,
+             Done<Assignments> done);
   // Answers every pending long poll now (shutdown: in-flight requests must finish).
   void ReleaseWaiters();
   int64_t version(const std::string& node) const;
@@ -81,6 +106,7 @@ class AgentBoard {
  private:
   struct Agent {
     Time last_heartbeat{};
+    std::vector<UnknownProcess> unknown;  // health/unknown_processes.h
     bool lost = false;
     // (job, attempt) of its rank processes at the last heartbeat (kept when lost: they may run to its lease)
     std::vector<std::pair<std::string, int>> running;
@@ -96,8 +122,17 @@ class AgentBoard {
   };
   struct Waiter {
     Time deadline{};
+    bool can_keep = false;
     Done<Assignments> done;
   };
+  // The node's agent heartbeated since the daemon started (so its processes are known).
+  bool Heard(const std::string& node) const {
+    auto it = agents_.find(node);
+    return it != agents_.end() && !it->second.running_unknown;
+  }
+  // What a waiter gets now: Current, or kUnavailable (see Watch).
+  Result<Assignments> AnswerFor(const std::string& node, bool can_keep) const;
+  void ExpireUnknown(Time now);
   struct OlderAttempt {
     bool live = false;    // a live agent still runs it
     Time fenced_until{};  // the latest lease expiry of a lost agent that ran it
@@ -107,6 +142,7 @@ class AgentBoard {
   AssignmentSource source_;
   double node_timeout_s_;
   double lease_s_;
+  double unknown_timeout_s_;
   std::map<std::string, Agent> agents_;
   std::map<std::string, Gate> gates_;
   std::map<std::string, int64_t> versions_;  // changes per node in this run

@@ -14,7 +14,7 @@ Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOp
       jobs_(&inventory_, options_.default_gpu_memory_gib),
       recovery_(&inventory_, &jobs_, options_.remediation_hook),
       agents_([this](const std::string& node) { return DesiredRanks(node); },
-              options_.node_heartbeat_timeout_s, options_.agent_lease_s),
+              options_.node_heartbeat_timeout_s, options_.agent_lease_s, options_.unknown_process_timeout_s),
       lateness_(options_.late_after_s, clock_->Now()),
       slurm_sync_(&inventory_, &findings_, options_.default_gpu_memory_gib) {
   recovery_.set_slurm(options_.slurm);
@@ -135,7 +135,21 @@ void Controller::DeleteNode(const std::string& id, Done<NodeView> done) {
 Result<NodeView> Controller::GetNode(const std::string& id) const {
   auto v = inventory_.View(id);
   if (!v) return NotFound("no node " + id);
+  v->unknown_processes = agents_.Unknown(id);
   return *v;
+}
+
+NodeList Controller::ListNodes(const NodeFilter& filter) const {
+  NodeList list = inventory_.List(filter);
+  for (NodeView& v : list.nodes) v.unknown_processes = agents_.Unknown(v.node.id);
+  return list;
+}
+
+void Controller::StopUnknownProcesses(const std::string& id, Done<NodeView> done) {
+  if (Status s = CheckWritable(); !s.ok()) return done(s);
+  if (!inventory_.Find(id)) return done(NotFound("no node " + id));
+  agents_.StopUnknownProcesses(id);
+  done(GetNode(id));
 }
 
 // ---- Jobs

@@ -51,7 +51,10 @@ struct ControllerOptions {
   // Granted on every heartbeat answer: an agent that has no newer answer when it expires has stopped its
   // ranks; replacements of a lost node's ranks start only after it (docs/agent-protocol.md, "Lease").
   double agent_lease_s = 15;
-  double stop_timeout_s = 30;     // longest wait for an old attempt's ranks to stop before a restart
+  double stop_timeout_s = 30;  // longest wait for an old attempt's ranks to stop before a restart
+  // How long a rank process the daemon has no record of is kept (health/unknown_processes.h); 0: until an
+  // operator decides (POST /v1/nodes/{id}/unknown-processes/stop).
+  double unknown_process_timeout_s = 600;
   std::string advertise_url;      // SHEPHERD_URL given to ranks (the daemon sets it once listening)
   int health_check_passes = 3;    // a node cordoned by a finding returns after this many passes in a row
   uint32_t master_port_salt = 0;  // varies MASTER_PORT between daemons (random per daemon start)
@@ -119,8 +122,11 @@ class Controller {
   void UpsertNode(Node node, bool schedulable_given, Done<NodeUpsert> done);
   void PatchNode(const std::string& id, NodePatch patch, Done<NodeView> done);
   void DeleteNode(const std::string& id, Done<NodeView> done);
+  // Views carry the node's unknown processes (AgentBoard).
   Result<NodeView> GetNode(const std::string& id) const;
-  NodeList ListNodes(const NodeFilter& filter) const { return inventory_.List(filter); }
+  NodeList ListNodes(const NodeFilter& filter) const;
+  // The operator's decision on the node's unknown processes: its agent stops them. kNotFound for no node.
+  void StopUnknownProcesses(const std::string& id, Done<NodeView> done);
   std::vector<SpareDeficit> SpareDeficits() const { return inventory_.SpareDeficits(); }
   const TopologyLevels& levels() const { return inventory_.cluster().levels(); }
   std::size_t node_count() const { return static_cast<std::size_t>(inventory_.cluster().size()); }
@@ -152,7 +158,9 @@ class Controller {
   // ---- Agents (docs/agent-protocol.md)
   // Marks the node's agent attached and alive; rank exits and GPU faults become findings.
   void NodeHeartbeat(const std::string& node, const AgentHeartbeat& heartbeat, Done<HeartbeatAck> done);
-  void WatchAssignments(const std::string& node, int64_t known, Time deadline, Done<Assignments> done);
+  // `can_keep`: the agent honours the answer's `keep` (AgentBoard::Watch).
+  void WatchAssignments(const std::string& node, int64_t known, Time deadline, bool can_keep,
+                        Done<Assignments> done);
   void ReleaseWaiters() { agents_.ReleaseWaiters(); }
 
   // ---- Slurm (control/slurm_sync.h; the daemon's worker reads the cluster and runs the commands)

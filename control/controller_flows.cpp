@@ -204,7 +204,12 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
   Time now = Turn();
   WriteBatch batch;
   inventory_.MarkAgentAttached(node, now, &batch);
-  AgentBoard::HeartbeatOutcome out = agents_.OnHeartbeat(node, hb, now);
+  // Known: a job the daemon has, at an attempt it started (health/unknown_processes.h).
+  auto knows = [this](const RankRef& r) {
+    const JobEntry* e = jobs_.Find(r.job);
+    return e && r.attempt <= e->job.attempt;
+  };
+  AgentBoard::HeartbeatOutcome out = agents_.OnHeartbeat(node, hb, now, knows);
   if (out.health_check_passes >= options_.health_check_passes &&
       inventory_.ReturnSuspect(node, now, &batch)) {
     spdlog::info("node {} passed its health check {} times in a row: schedulable again", node,
@@ -243,11 +248,11 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
   });
 }
 
-void Controller::WatchAssignments(const std::string& node, int64_t known, Time deadline,
+void Controller::WatchAssignments(const std::string& node, int64_t known, Time deadline, bool can_keep,
                                   Done<Assignments> done) {
   if (!ready()) return done(Unavailable("the daemon is not ready"));
   if (!inventory_.Find(node)) return done(NotFound("no node " + node));
-  agents_.Watch(node, known, deadline, clock_->Now(),
+  agents_.Watch(node, known, deadline, clock_->Now(), can_keep,
                 [done = std::move(done)](Result<Assignments> a) { done(a); });
 }
 

@@ -14,6 +14,7 @@
 #include "core/node.h"
 #include "core/status.h"
 #include "core/time.h"
+#include "health/unknown_processes.h"
 #include "scheduler/cluster.h"
 #include "scheduler/recovery.h"
 #include "scheduler/spares.h"
@@ -43,6 +44,7 @@ struct NodeView {
   NodeState state = NodeState::kAvailable;
   int allocated_gpus = 0;
   std::vector<std::string> jobs;
+  std::vector<UnknownProcess> unknown_processes;  // filled by the Controller from AgentBoard
 };
 
 struct NodeList {

@@ -33,6 +33,7 @@ struct ProcessStatus {
   std::string log_tail;          // exited (not with 0): the last lines of the rank's log, valid UTF-8
   // PyTorch flight-recorder dumps the agent found for the rank so far (running) or when it exited.
   std::vector<FlightRecorderDump> flight_recorder;
+  int64_t pid = 0;  // as the agent reported it (0: not reported, or never started)
 };
 
 struct GpuFault {
@@ -71,9 +72,12 @@ struct RankAssignment {
 };
 
 // GET /v1/nodes/{id}/assignments: the complete desired set of the node, versioned.
+// `keep`: running processes the daemon has no record of that the agent must leave alone although they are
+// not desired (health/unknown_processes.h); only agents that asked with keep=1 get an answer while any.
 struct Assignments {
   int64_t version = 0;
   std::vector<RankAssignment> ranks;
+  std::vector<RankRef> keep;
 };
 
 }  // namespace shepherd

@@ -29,6 +29,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
                "header_limit", "idle_timeout_s", "shutdown_grace_s", "tick_interval_s", "log_level",
                "advertise_url", "node_heartbeat_timeout_s", "stop_timeout_s", "remediation_hook",
                "health_check_passes", "lateness_threshold_s", "agent_lease_s", "slurm",
+               "unknown_process_timeout_s",
                // Load (issue 11): queue bounds, quotas, the test hook.
                "queue_priority", "queue_write", "queue_read", "max_nodes", "max_active_jobs_per_submitter",
                "test_hooks"});
@@ -42,6 +43,8 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
     c->controller.node_heartbeat_timeout_s = *v;
   if (auto v = r.Number("stop_timeout_s", false, 0, 3600)) c->controller.stop_timeout_s = *v;
   if (auto v = r.Number("agent_lease_s", false, 1, 86400)) c->controller.agent_lease_s = *v;
+  if (auto v = r.Number("unknown_process_timeout_s", false, 0, 365 * 86400))
+    c->controller.unknown_process_timeout_s = *v;
   if (auto v = r.Int("health_check_passes", false, 1, 1000)) c->controller.health_check_passes = int(*v);
   auto strings = [&](const char* key, std::vector<std::string>* out) {
     const Json* a = r.Find(key);

@@ -105,3 +105,24 @@ TEST(Protocol, ReadsGpuFaultFile) {
 
 }  // namespace
 }  // namespace shepherd::agent
+
+namespace shepherd::agent {
+namespace {
+
+TEST(Protocol, ParsesKeepAndAnOldDaemonsAnswerWithoutIt) {
+  Result<Assignments> a = ParseAssignments(
+      Json::parse(R"({"version": 3, "ranks": [], "keep": [{"job": "j", "attempt": 1, "rank": 4}]})"));
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->keep, (std::vector<RankKey>{{"j", 1, 4}}));
+  a = ParseAssignments(Json::parse(R"({"version": 3, "ranks": []})"));
+  ASSERT_TRUE(a.ok());
+  EXPECT_TRUE(a->keep.empty());
+  // A malformed keep rejects the whole answer (a partial one could stop what it left out).
+  a = ParseAssignments(
+      Json::parse(R"({"version": 3, "ranks": [], "keep": [{"job": "j", "attempt": -1, "rank": 0}]})"));
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.status().fields().at(0).field, "keep[0].attempt");
+}
+
+}  // namespace
+}  // namespace shepherd::agent

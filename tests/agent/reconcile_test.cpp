@@ -116,3 +116,24 @@ TEST(Reconcile, KeyToString) {
 
 }  // namespace
 }  // namespace shepherd::agent
+
+namespace shepherd::agent {
+namespace {
+
+TEST(Reconcile, KeptProcessesAreNotStoppedButStillHoldTheirGpu) {
+  std::vector<RankKey> keep = {{"old", 1, 0}};
+  ReconcileActions a =
+      Reconcile({Want("j", 1, 0, /*gpu=*/0)},
+                {Have("old", 1, 0, 100, ProcessPhase::kRunning, 0), Have("other", 1, 0, 200)}, keep);
+  ASSERT_EQ(a.stop.size(), 1u);
+  EXPECT_EQ(a.stop[0].pid, 200);  // not kept: stopped as before
+  EXPECT_TRUE(a.start.empty());
+  EXPECT_EQ(a.deferred, (std::vector<RankKey>{{"j", 1, 0}}));  // GPU 0 is the kept process's
+  // Dropped from keep (an operator decided, or the timeout passed): stopped.
+  a = Reconcile({}, {Have("old", 1, 0, 100)}, {});
+  ASSERT_EQ(a.stop.size(), 1u);
+  EXPECT_EQ(a.stop[0].pid, 100);
+}
+
+}  // namespace
+}  // namespace shepherd::agent

@@ -2,6 +2,8 @@
 // exits, GPU faults, node loss, the launch gate between attempts, and the forced restart.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "tests/api/api_harness.h"
 
 namespace shepherd::testing {
@@ -43,13 +45,16 @@ class AgentApiTest : public ::testing::Test {
                          {"state", "running"}});
     return procs;
   }
+  // A node's assignments are answered once its agent has heartbeated since the daemon started.
   Json Assignments(const std::string& node) {
-    return api_.Get("/v1/nodes/" + node + "/assignments?version=-1&wait=0").body;
+    if (heard_.insert(node).second) Heartbeat(node, Json::array());
+    return api_.Get("/v1/nodes/" + node + "/assignments?version=-1&wait=0&keep=1").body;
   }
   Json Job() { return api_.Get("/v1/jobs/" + job_).body; }
 
   ApiHarness api_;
   std::string job_;
+  std::set<std::string> heard_;
 };
 
 TEST_F(AgentApiTest, AssignmentsCarryTheRankEnvironment) {

@@ -264,6 +264,8 @@ TEST_F(AuthMatrixTest, LowerCaseBearerIsAccepted) {
 
 TEST_F(AuthMatrixTest, AssignmentsAreForTheNodesOwnAgentOnly) {
   EXPECT_EQ(As(Bearer("admin"), "GET", "/v1/nodes/n0/assignments?version=-1&wait=0").status, 403);
+  ASSERT_EQ(As(Bearer("agent-n0"), "POST", "/v1/nodes/n0/heartbeat", {{"processes", Json::array()}}).status,
+            200);  // answered after the node's first heartbeat
   EXPECT_EQ(As(Bearer("agent-n0"), "GET", "/v1/nodes/n0/assignments?version=-1&wait=0").status, 200);
 }
 

@@ -3,6 +3,8 @@
 // re-placed onto nodes with live agents, or waits, saying why.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "tests/api/api_harness.h"
 
 namespace shepherd::testing {
@@ -24,7 +26,8 @@ class LaunchApiTest : public ::testing::Test {
   // The processes the node's agent runs: every rank assigned to it, all running.
   Json Running(const std::string& node) {
     Json procs = Json::array();
-    const Json assigned = api_.Get("/v1/nodes/" + node + "/assignments?version=-1&wait=0").body;
+    if (heard_.insert(node).second) Heartbeat(node);  // assignments follow the node's first heartbeat
+    const Json assigned = api_.Get("/v1/nodes/" + node + "/assignments?version=-1&wait=0&keep=1").body;
     for (const Json& r : assigned["ranks"])
       procs.push_back(
           {{"job", r["job"]}, {"attempt", r["attempt"]}, {"rank", r["rank"]}, {"state", "running"}});
@@ -54,6 +57,7 @@ class LaunchApiTest : public ::testing::Test {
   }
 
   ApiHarness api_;
+  std::set<std::string> heard_;  // nodes that heartbeated
 };
 
 TEST_F(LaunchApiTest, WithoutAgentsNothingIsLaunchedJudgedOrBlamedHoweverLong) {

@@ -20,6 +20,10 @@ class AgentBoardTest : public ::testing::Test {
   int attempt_ = 1;
 };
 
+bool KnowsAll(const RankRef&) {
+  return true;
+}
+
 AgentHeartbeat Running(const std::string& job, int attempt) {
   AgentHeartbeat hb;
   hb.processes.push_back({{job, attempt, 0}, true, {}, {}, ""});
@@ -30,15 +34,15 @@ TEST_F(AgentBoardTest, ExitsAreReturnedAndFaultsOnlyOnce) {
   AgentHeartbeat hb;
   hb.processes.push_back({{"job-1", 1, 0}, false, 3, {}, ""});
   hb.gpu_faults.push_back({2, "xid_79", "fell off the bus"});
-  auto out = board_.OnHeartbeat("n1", hb, clock_.Now());
+  auto out = board_.OnHeartbeat("n1", hb, clock_.Now(), KnowsAll);
   ASSERT_EQ(out.exits.size(), 1u);
   EXPECT_EQ(out.exits[0].exit_code, 3);
   ASSERT_EQ(out.new_faults.size(), 1u);
-  EXPECT_TRUE(board_.OnHeartbeat("n1", hb, clock_.Now()).new_faults.empty());
+  EXPECT_TRUE(board_.OnHeartbeat("n1", hb, clock_.Now(), KnowsAll).new_faults.empty());
 }
 
 TEST_F(AgentBoardTest, SilentAgentIsLostOnceAndComesBack) {
-  board_.OnHeartbeat("n1", {}, clock_.Now());
+  board_.OnHeartbeat("n1", {}, clock_.Now(), KnowsAll);
   clock_.AdvanceSeconds(9);
   EXPECT_TRUE(board_.CheckLiveness(clock_.Now()).empty());
   clock_.AdvanceSeconds(2);
@@ -47,18 +51,18 @@ TEST_F(AgentBoardTest, SilentAgentIsLostOnceAndComesBack) {
   EXPECT_EQ(lost[0].first, "n1");
   EXPECT_EQ(ToSeconds(lost[0].second), 11);
   EXPECT_TRUE(board_.CheckLiveness(clock_.Now()).empty());  // once per silence
-  EXPECT_TRUE(board_.OnHeartbeat("n1", {}, clock_.Now()).back);
+  EXPECT_TRUE(board_.OnHeartbeat("n1", {}, clock_.Now(), KnowsAll).back);
 }
 
 TEST_F(AgentBoardTest, LaunchGateHoldsRanksUntilTheOldAttemptStops) {
-  board_.OnHeartbeat("n1", Running("job-1", 1), clock_.Now());
+  board_.OnHeartbeat("n1", Running("job-1", 1), clock_.Now(), KnowsAll);
   attempt_ = 2;
   board_.HoldLaunch("job-1", 2, {"n1"}, clock_.Now() + Seconds(30));
   EXPECT_TRUE(board_.Current("n1").ranks.empty());
   board_.OnTick(clock_.Now());
   EXPECT_TRUE(board_.Current("n1").ranks.empty());  // attempt 1 still runs there
   int64_t v = board_.version("n1");
-  board_.OnHeartbeat("n1", {}, clock_.Now());  // its ranks stopped
+  board_.OnHeartbeat("n1", {}, clock_.Now(), KnowsAll);  // its ranks stopped
   board_.OnTick(clock_.Now());
   EXPECT_GT(board_.version("n1"), v);
   ASSERT_EQ(board_.Current("n1").ranks.size(), 1u);
@@ -66,10 +70,10 @@ TEST_F(AgentBoardTest, LaunchGateHoldsRanksUntilTheOldAttemptStops) {
 }
 
 TEST_F(AgentBoardTest, LaunchGateOpensAtItsDeadlineWhateverRuns) {
-  board_.OnHeartbeat("n1", Running("job-1", 1), clock_.Now());
+  board_.OnHeartbeat("n1", Running("job-1", 1), clock_.Now(), KnowsAll);
   board_.HoldLaunch("job-1", 2, {"n1"}, clock_.Now() + Seconds(30));
   clock_.AdvanceSeconds(5);
-  board_.OnHeartbeat("n1", Running("job-1", 1), clock_.Now());
+  board_.OnHeartbeat("n1", Running("job-1", 1), clock_.Now(), KnowsAll);
   clock_.AdvanceSeconds(26);
   board_.OnTick(clock_.Now());
   EXPECT_EQ(board_.Current("n1").ranks.size(), 1u);
@@ -78,20 +82,21 @@ TEST_F(AgentBoardTest, LaunchGateOpensAtItsDeadlineWhateverRuns) {
 TEST_F(AgentBoardTest, LongPollAnsweredOnBumpOnDeadlineAndOnRelease) {
   std::vector<int64_t> answers;
   auto record = [&](Result<Assignments> a) { answers.push_back(a->version); };
-  board_.Watch("n1", 0, clock_.Now() + Seconds(30), clock_.Now(), record);
+  board_.OnHeartbeat("n1", {}, clock_.Now(), KnowsAll);  // heard since start: its version is 1
+  board_.Watch("n1", 1, clock_.Now() + Seconds(30), clock_.Now(), true, record);
   EXPECT_TRUE(answers.empty());
   board_.Bump("n1");
-  ASSERT_EQ(answers, std::vector<int64_t>{1});
-  board_.Watch("n1", 0, clock_.Now() + Seconds(30), clock_.Now(), record);  // stale version: at once
+  ASSERT_EQ(answers, std::vector<int64_t>{2});
+  board_.Watch("n1", 1, clock_.Now() + Seconds(30), clock_.Now(), true, record);  // stale version: at once
   EXPECT_EQ(answers.size(), 2u);
-  board_.Watch("n1", 1, clock_.Now() + Seconds(30), clock_.Now(), record);
+  board_.Watch("n1", 2, clock_.Now() + Seconds(30), clock_.Now(), true, record);
   clock_.AdvanceSeconds(29);
   board_.OnTick(clock_.Now());
   EXPECT_EQ(answers.size(), 2u);
   clock_.AdvanceSeconds(1);
   board_.OnTick(clock_.Now());
   EXPECT_EQ(answers.size(), 3u);
-  board_.Watch("n1", 1, clock_.Now() + Seconds(30), clock_.Now(), record);
+  board_.Watch("n1", 2, clock_.Now() + Seconds(30), clock_.Now(), true, record);
   board_.ReleaseWaiters();
   EXPECT_EQ(answers.size(), 4u);
 }
@@ -103,7 +108,7 @@ namespace shepherd {
 namespace {
 
 TEST_F(AgentBoardTest, SilenceCountsOnlyWhileTheDaemonListened) {
-  board_.OnHeartbeat("n1", {}, clock_.Now());
+  board_.OnHeartbeat("n1", {}, clock_.Now(), KnowsAll);
   clock_.AdvanceSeconds(12);  // the daemon was stopped: it listens again from now
   Time listening_since = clock_.Now();
   EXPECT_TRUE(board_.CheckLiveness(clock_.Now(), listening_since).empty());
@@ -132,10 +137,10 @@ TEST(AgentBoardLeaseTest, ALostAgentsOldRanksHoldTheGateUntilItsLeaseExpires) {
       /*node_timeout_s=*/10, /*lease_s=*/15);
   FakeClock clock;
   Time last_heard = clock.Now();
-  board.OnHeartbeat("n1", Running("job-1", 1), clock.Now());
-  board.OnHeartbeat("spare", {}, clock.Now());
+  board.OnHeartbeat("n1", Running("job-1", 1), clock.Now(), KnowsAll);
+  board.OnHeartbeat("spare", {}, clock.Now(), KnowsAll);
   clock.AdvanceSeconds(10);
-  board.OnHeartbeat("spare", {}, clock.Now());
+  board.OnHeartbeat("spare", {}, clock.Now(), KnowsAll);
   ASSERT_EQ(board.CheckLiveness(clock.Now()).size(), 1u);  // n1 is lost; its ranks may still run
   attempt = 2;
   board.HoldLaunch("job-1", 2, {"spare"}, clock.Now() + Seconds(1));  // even a short stop timeout waits
@@ -147,6 +152,117 @@ TEST(AgentBoardLeaseTest, ALostAgentsOldRanksHoldTheGateUntilItsLeaseExpires) {
   board.OnTick(clock.Now());
   ASSERT_EQ(board.Current("spare").ranks.size(), 1u);
   EXPECT_EQ(board.Current("spare").ranks[0].rank.attempt, 2);
+}
+
+}  // namespace
+}  // namespace shepherd
+
+namespace shepherd {
+namespace {
+
+// Issue 11 item 6: a daemon with no record of what a node runs (a new or emptied database).
+class AgentBoardUnknownTest : public ::testing::Test {
+ protected:
+  // The daemon knows nothing; it wants nothing on n1. Unknown processes are kept 60 s.
+  AgentBoard board_{[](const std::string&) { return std::vector<RankAssignment>{}; }, /*node_timeout_s=*/10,
+                    /*lease_s=*/15, /*unknown_timeout_s=*/60};
+  FakeClock clock_;
+  std::vector<Result<Assignments>> answers_;
+  Done<Assignments> Record() {
+    return [this](Result<Assignments> a) { answers_.push_back(std::move(a)); };
+  }
+  static bool KnowsNothing(const RankRef&) { return false; }
+  static AgentHeartbeat Running2() {
+    AgentHeartbeat hb = Running("job-000001", 1);
+    hb.processes.push_back({{"job-000001", 1, 1}, true, {}, {}, "", "", {}, 4243});
+    return hb;
+  }
+};
+
+TEST_F(AgentBoardUnknownTest, NoAnswerBeforeTheNodesFirstHeartbeatThenOneThatKeepsItsProcesses) {
+  board_.Watch("n1", 0, clock_.Now(), clock_.Now(), true, Record());  // wait=0, before any heartbeat
+  board_.Bump("n1");                                                  // a change meanwhile: still held
+  board_.OnTick(clock_.Now());
+  EXPECT_TRUE(answers_.empty());
+  board_.OnHeartbeat("n1", Running2(), clock_.Now(), KnowsNothing);
+  ASSERT_EQ(answers_.size(), 1u);
+  ASSERT_TRUE(answers_[0].ok());
+  EXPECT_TRUE(answers_[0]->ranks.empty());
+  EXPECT_EQ(answers_[0]->keep, (std::vector<RankRef>{{"job-000001", 1, 0}, {"job-000001", 1, 1}}));
+  ASSERT_EQ(board_.Unknown("n1").size(), 2u);
+  EXPECT_EQ(board_.Unknown("n1")[1].pid, 4243);
+}
+
+TEST_F(AgentBoardUnknownTest, AnAgentThatNeverHeartbeatsGets503AfterTheNodeTimeout) {
+  board_.Watch("n1", 0, clock_.Now(), clock_.Now(), true, Record());
+  clock_.AdvanceSeconds(9.9);
+  board_.OnTick(clock_.Now());
+  EXPECT_TRUE(answers_.empty());
+  clock_.AdvanceSeconds(0.1);
+  board_.OnTick(clock_.Now());
+  ASSERT_EQ(answers_.size(), 1u);
+  EXPECT_EQ(answers_[0].status().code(), Code::kUnavailable);
+}
+
+TEST_F(AgentBoardUnknownTest, KnownProcessesAreNotKept) {
+  board_.OnHeartbeat("n1", Running2(), clock_.Now(), KnowsAll);
+  EXPECT_TRUE(board_.Unknown("n1").empty());
+  board_.Watch("n1", 0, clock_.Now(), clock_.Now(), /*can_keep=*/false, Record());
+  ASSERT_EQ(answers_.size(), 1u);
+  ASSERT_TRUE(answers_[0].ok());  // nothing to keep: an old agent is answered as always
+  EXPECT_TRUE(answers_[0]->keep.empty());
+}
+
+TEST_F(AgentBoardUnknownTest, AnOldAgentGets503WhileAnyAreUndecided) {
+  board_.OnHeartbeat("n1", Running2(), clock_.Now(), KnowsNothing);
+  board_.Watch("n1", 0, clock_.Now(), clock_.Now(), /*can_keep=*/false, Record());
+  ASSERT_EQ(answers_.size(), 1u);
+  EXPECT_EQ(answers_[0].status().code(), Code::kUnavailable);
+  EXPECT_NE(answers_[0].status().message().find("keep=1"), std::string::npos);
+  EXPECT_EQ(board_.StopUnknownProcesses("n1"), 2);
+  board_.Watch("n1", 0, clock_.Now(), clock_.Now(), /*can_keep=*/false, Record());
+  ASSERT_TRUE(answers_.at(1).ok());  // decided: the answer without them stops them
+  EXPECT_TRUE(answers_[1]->keep.empty());
+}
+
+TEST_F(AgentBoardUnknownTest, TheTimeoutDropsThemFromKeepAndWakesTheLongPoll) {
+  board_.OnHeartbeat("n1", Running2(), clock_.Now(), KnowsNothing);
+  const int64_t v = board_.version("n1");
+  board_.Watch("n1", v, clock_.Now() + Seconds(300), clock_.Now(), true, Record());
+  for (int i = 0; i < 59; ++i) {
+    clock_.AdvanceSeconds(1);
+    board_.OnHeartbeat("n1", Running2(), clock_.Now(), KnowsNothing);
+    board_.OnTick(clock_.Now());
+  }
+  EXPECT_TRUE(answers_.empty());
+  EXPECT_EQ(board_.Current("n1").keep.size(), 2u);
+  clock_.AdvanceSeconds(1);
+  board_.OnTick(clock_.Now());
+  ASSERT_EQ(answers_.size(), 1u);
+  EXPECT_GT(answers_[0]->version, v);
+  EXPECT_TRUE(answers_[0]->keep.empty());
+  EXPECT_TRUE(board_.Unknown("n1")[0].stopping);
+  board_.OnHeartbeat("n1", {}, clock_.Now(), KnowsNothing);  // the agent stopped them
+  EXPECT_TRUE(board_.Unknown("n1").empty());
+}
+
+TEST_F(AgentBoardUnknownTest, AnOperatorsStopWakesTheLongPoll) {
+  board_.OnHeartbeat("n1", Running2(), clock_.Now(), KnowsNothing);
+  board_.Watch("n1", board_.version("n1"), clock_.Now() + Seconds(30), clock_.Now(), true, Record());
+  EXPECT_EQ(board_.StopUnknownProcesses("n2"), 0);  // never heard: nothing to decide
+  EXPECT_TRUE(answers_.empty());
+  EXPECT_EQ(board_.StopUnknownProcesses("n1"), 2);
+  ASSERT_EQ(answers_.size(), 1u);
+  EXPECT_TRUE(answers_[0]->keep.empty());
+}
+
+TEST_F(AgentBoardUnknownTest, AfterARestartWithItsRecordsTheAgentIsStillHeardFirst) {
+  board_.Restore("n1", clock_.Now());  // attached before the restart
+  board_.Watch("n1", 0, clock_.Now(), clock_.Now(), true, Record());
+  EXPECT_TRUE(answers_.empty());
+  board_.OnHeartbeat("n1", Running2(), clock_.Now(), KnowsAll);
+  ASSERT_EQ(answers_.size(), 1u);
+  EXPECT_TRUE(answers_[0]->keep.empty());
 }
 
 }  // namespace

@@ -195,10 +195,13 @@ class ControllerCredentialsTest : public ControllerTest {
     EXPECT_FALSE((*out)->rank_token) << "our own jobs' tokens go to their ranks only";
     return (*out)->job.id;
   }
+  // The answer comes once the node has heartbeated since the controller started: an empty heartbeat then.
   Assignments AssignmentsOf(const std::string& node) {
     std::optional<Result<Assignments>> out;
-    controller_->WatchAssignments(node, -1, clock_.Now(), [&](Result<Assignments> a) { out = std::move(a); });
+    controller_->WatchAssignments(node, -1, clock_.Now(), true,
+                                  [&](Result<Assignments> a) { out = std::move(a); });
     Drain();
+    if (!out) Heartbeat(node, {});
     return out->value();
   }
   HeartbeatAck Heartbeat(const std::string& node, AgentHeartbeat hb) {
@@ -327,10 +330,13 @@ namespace shepherd {
 
 class ControllerAgentsTest : public ControllerTest {
  protected:
+  // As AssignmentsOf: an empty heartbeat first when the node was not heard since the controller started.
   Assignments Poll(const std::string& node) {
     std::optional<Result<Assignments>> out;
-    controller_->WatchAssignments(node, -1, clock_.Now(), [&](Result<Assignments> a) { out = std::move(a); });
+    controller_->WatchAssignments(node, -1, clock_.Now(), true,
+                                  [&](Result<Assignments> a) { out = std::move(a); });
     Drain();
+    if (!out) Beat(node);
     EXPECT_TRUE(out && out->ok());
     return out && out->ok() ? **out : Assignments{};
   }
@@ -369,6 +375,30 @@ TEST_F(ControllerAgentsTest, AssignmentVersionsNeverGoBackwardsAcrossRestarts) {
   EXPECT_GT(after, before);
   Reset();
   EXPECT_GT(Poll("n1").version, after);
+}
+
+// Issue 11 item 6: what the daemon has no record of is kept, shown and stopped only when decided; what it
+// knows is never unknown.
+TEST_F(ControllerAgentsTest, ProcessesOfUnknownJobsOrAttemptsAreKeptUntilDecided) {
+  AddNode("n1", "l0");
+  std::string job = SubmitLaunched();
+  AgentHeartbeat hb = Running(job, 1);
+  hb.processes.push_back({{job, 0, 0}, true, {}, {}, ""});           // an older attempt: known (fencing)
+  hb.processes.push_back({{job, 2, 0}, true, {}, {}, ""});           // an attempt never started
+  hb.processes.push_back({{"job-999999", 1, 3}, true, {}, {}, ""});  // a job it has no record of
+  Beat("n1", hb);
+  Assignments a = Poll("n1");
+  EXPECT_EQ(a.ranks.size(), 8u);
+  EXPECT_EQ(a.keep, (std::vector<RankRef>{{job, 2, 0}, {"job-999999", 1, 3}}));
+  ASSERT_EQ(controller_->GetNode("n1")->unknown_processes.size(), 2u);
+  EXPECT_EQ(controller_->ListNodes({}).nodes.at(0).unknown_processes.size(), 2u);
+  std::optional<Result<NodeView>> stopped;
+  controller_->StopUnknownProcesses("n1", [&](Result<NodeView> v) { stopped = std::move(v); });
+  Drain();
+  ASSERT_TRUE(stopped && stopped->ok());
+  EXPECT_TRUE((*stopped)->unknown_processes.at(0).stopping);
+  EXPECT_TRUE(Poll("n1").keep.empty());
+  EXPECT_EQ(controller_->GetJob(job)->job.attempt, 1);  // its own job is untouched
 }
 
 TEST_F(ControllerAgentsTest, HeartbeatAnswerGrantsTheLease) {

@@ -120,7 +120,11 @@ Daemon::Daemon(const std::string& dir, std::vector<std::string> extra)
       port_file_(dir + "/port"),
       log_file_(dir + "/daemon-" + std::to_string(std::rand()) + ".log") {
   std::filesystem::remove(port_file_);
-  std::vector<std::string> args = {SHEPHERDD_PATH, "--listen", "127.0.0.1:0", "--port-file", port_file_};
+  std::vector<std::string> args = {SHEPHERDD_PATH, "--port-file", port_file_};
+  if (std::find(extra.begin(), extra.end(), std::string("--listen")) == extra.end()) {
+    args.push_back("--listen");
+    args.push_back("127.0.0.1:0");
+  }
   if (std::find(extra.begin(), extra.end(), std::string("--db")) == extra.end()) {
     args.push_back("--db");
     args.push_back(dir + "/shepherd.db");

@@ -46,8 +46,8 @@ HttpResult Http(int port, const std::string& method, const std::string& target, 
 
 class Daemon {
  public:
-  // Starts shepherdd with --listen 127.0.0.1:0 --port-file ... plus `extra` args, and --db <dir>/shepherd.db
-  // unless `extra` names --db.
+  // Starts shepherdd with --listen 127.0.0.1:0 (unless `extra` names --listen) --port-file ... plus `extra`
+  // args, and --db <dir>/shepherd.db unless `extra` names --db.
   explicit Daemon(const std::string& dir, std::vector<std::string> extra = {});
   ~Daemon();  // SIGKILL if still running
   // Waits for the port file; false if the process exited or the deadline passed.

@@ -85,6 +85,7 @@ TEST(StartupSafety, AssignmentVersionsGrowAcrossRestarts) {
     ASSERT_TRUE(d.WaitReady()) << d.log();
     ASSERT_EQ(Http(d.port(), "POST", "/v1/nodes", NodeBody("n1")).status, 201);
     ASSERT_EQ(Http(d.port(), "POST", "/v1/jobs", JobBody()).status, 201);
+    ASSERT_EQ(Http(d.port(), "POST", "/v1/nodes/n1/heartbeat", "{}").status, 200);  // assignments follow it
     before = J(Http(d.port(), "GET", "/v1/nodes/n1/assignments?version=-1&wait=0"))["version"];
     EXPECT_GT(before, 0);
     d.Signal(SIGTERM);
@@ -92,6 +93,7 @@ TEST(StartupSafety, AssignmentVersionsGrowAcrossRestarts) {
   }
   Daemon d(dir.path);
   ASSERT_TRUE(d.WaitReady()) << d.log();
+  ASSERT_EQ(Http(d.port(), "POST", "/v1/nodes/n1/heartbeat", "{}").status, 200);
   Json a = J(Http(d.port(), "GET", "/v1/nodes/n1/assignments?version=-1&wait=0"));
   EXPECT_GT(a["version"].get<int64_t>(), before);
   EXPECT_EQ(a["ranks"].size(), 8u);  // the same desired set, under a version the agent has never seen

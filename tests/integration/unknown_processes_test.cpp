@@ -1,0 +1,224 @@
+// Issue 11 item 6 on the real binaries: a daemon started on a new, empty database does not order a real
+// agent to stop the ranks it runs; they show as unknown_processes on their node until an operator stops
+// them or unknown_process_timeout_s passes. Healthy case: a daemon that launched the ranks shows none.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "core/json.h"
+#include "core/time.h"
+#include "tests/integration/harness.h"
+
+namespace shepherd::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+Json J(const HttpResult& r) {
+  return Json::parse(r.body.empty() ? "null" : r.body, nullptr, false);
+}
+
+template <typename F>
+bool Eventually(F f, std::chrono::milliseconds deadline = 30s) {
+  auto until = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < until) {
+    if (f()) return true;
+    std::this_thread::sleep_for(50ms);
+  }
+  return f();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// A real node agent (`shepherdd agent`) in its own process; SIGKILLed with its ranks at the end.
+class AgentProcess {
+ public:
+  AgentProcess(int port, const std::string& dir) : state_dir_(dir + "/agent"), log_(dir + "/agent.log") {
+    std::vector<std::string> args = {SHEPHERDD_PATH,
+                                     "agent",
+                                     "--server",
+                                     "http://127.0.0.1:" + std::to_string(port),
+                                     "--node-id",
+                                     "n1",
+                                     "--gpus",
+                                     "2",
+                                     "--topology",
+                                     "spine=s0,leaf=l0",
+                                     "--state-dir",
+                                     state_dir_,
+                                     "--heartbeat-interval",
+                                     "0.2",
+                                     "--stop-grace",
+                                     "2",
+                                     "--long-poll-wait",
+                                     "5"};
+    pid_ = fork();
+    if (pid_ == 0) {
+      int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  ~AgentProcess() {
+    for (pid_t p : RankPids()) kill(-p, SIGKILL);  // each rank leads its own process group
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  // Pids of the rank processes the agent runs (its processes.json).
+  std::set<pid_t> RankPids() const {
+    std::set<pid_t> out;
+    Json procs = Json::parse(ReadFile(state_dir_ + "/processes.json"), nullptr, false);
+    if (procs.is_object() && procs.contains("processes")) procs = procs["processes"];
+    if (!procs.is_array()) return out;
+    for (const Json& p : procs)
+      if (p.value("state", "") == "running") out.insert(p.value("pid", 0));
+    return out;
+  }
+  std::string log() const { return ReadFile(log_); }
+
+ private:
+  std::string state_dir_, log_;
+  pid_t pid_ = -1;
+};
+
+bool Alive(pid_t pid) {
+  // Not a zombie either: the agent reaps its ranks.
+  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  size_t paren = stat.rfind(')');
+  return paren != std::string::npos && stat.size() > paren + 2 && stat[paren + 2] != 'Z';
+}
+
+std::string JobBody() {
+  return Json{
+      {"name", "t"},
+      {"model", {{"parameters", 1e8}, {"layers", 8}, {"hidden", 1024}, {"heads", 8}, {"seq_len", 1024}}},
+      {"training", {{"global_batch_size", 8}}},
+      {"parallelism", {{"tp", 2}, {"pp", 1}, {"dp", 1}}},
+      {"resources", {{"gpus", 2}}},
+      {"command", {"sleep", "300"}}}
+      .dump();
+}
+
+std::string Config(const std::string& dir, double unknown_timeout_s) {
+  std::string path = dir + "/config.json";
+  std::ofstream(path) << Json{{"unknown_process_timeout_s", unknown_timeout_s}}.dump();
+  return path;
+}
+
+Json UnknownOf(int port) {
+  Json node = J(Http(port, "GET", "/v1/nodes/n1"));
+  return node.is_object() ? node.value("unknown_processes", Json::array()) : Json::array();
+}
+
+// Daemon A launches a 2-rank job on n1 through the real agent, then stops. Returns the ranks' pids.
+struct Fleet {
+  TempDir a_dir, agent_dir;
+  std::optional<Daemon> a;
+  std::optional<AgentProcess> agent;
+  int port = 0;
+  std::set<pid_t> ranks;
+
+  void LaunchThenStopDaemonA() {
+    a.emplace(a_dir.path);
+    ASSERT_TRUE(a->WaitReady()) << a->log();
+    port = a->port();
+    agent.emplace(port, agent_dir.path);
+    ASSERT_TRUE(Eventually([&] {
+      return J(Http(port, "GET", "/v1/nodes/n1")).value("agent_attached", false);
+    })) << agent->log();
+    ASSERT_EQ(Http(port, "POST", "/v1/jobs", JobBody()).status, 201);
+    ASSERT_TRUE(Eventually([&] { return agent->RankPids().size() == 2; })) << agent->log();
+    ASSERT_TRUE(Eventually([&] { return J(Http(port, "GET", "/v1/jobs/job-000001"))["state"] == "running"; }))
+        << a->log();
+    ranks = agent->RankPids();
+    // Healthy: the daemon that launched them knows them.
+    EXPECT_EQ(UnknownOf(port), Json::array());
+    a->Signal(SIGTERM);
+    ASSERT_EQ(a->Wait(), 0);
+  }
+
+  // Daemon B on a fresh, empty database, on A's address so the same agent re-attaches.
+  Daemon StartDaemonB(const TempDir& dir, double unknown_timeout_s) {
+    return Daemon(dir.path, {"--listen", "127.0.0.1:" + std::to_string(port), "--config",
+                             Config(dir.path, unknown_timeout_s)});
+  }
+};
+
+TEST(UnknownProcesses, AnEmptyDatabaseKeepsTheRanksUntilAnOperatorStopsThem) {
+  Fleet f;
+  ASSERT_NO_FATAL_FAILURE(f.LaunchThenStopDaemonA());
+  TempDir b_dir;
+  Daemon b = f.StartDaemonB(b_dir, /*unknown_timeout_s=*/0);
+  ASSERT_TRUE(b.WaitReady()) << b.log();
+  ASSERT_TRUE(Eventually([&] { return UnknownOf(f.port).size() == 2; })) << b.log() << f.agent->log();
+  Json unknown = UnknownOf(f.port);
+  std::set<pid_t> shown;
+  for (const Json& u : unknown) {
+    EXPECT_EQ(u["job"], "job-000001");
+    EXPECT_EQ(u["decision"], "keep");
+    EXPECT_TRUE(u.contains("first_seen"));
+    shown.insert(u.value("pid", 0));
+  }
+  EXPECT_EQ(shown, f.ranks);
+  // The agent has acted on an answer of daemon B (its version is B's: epoch 1 again, but this is the agent's
+  // second "assignments version" line) and kept both ranks.
+  ASSERT_TRUE(Eventually([&] {
+    std::string log = f.agent->log();
+    size_t first = log.find("assignments version");
+    return first != std::string::npos && log.find("assignments version", first + 1) != std::string::npos;
+  })) << f.agent->log();
+  HttpResult listed = Http(f.port, "GET", "/v1/nodes");
+  EXPECT_EQ(J(listed)["nodes"][0]["unknown_processes"].size(), 2u) << listed.body;
+  for (pid_t p : f.ranks) EXPECT_TRUE(Alive(p)) << p;
+  EXPECT_EQ(f.agent->log().find("agent: stopping"), std::string::npos) << f.agent->log();
+  // An agent that cannot keep (no keep=1) gets no answer that would stop them.
+  HttpResult old = Http(f.port, "GET", "/v1/nodes/n1/assignments?version=0&wait=0");
+  EXPECT_EQ(old.status, 503) << old.body;
+  EXPECT_EQ(Http(f.port, "GET", "/v1/nodes/n1/assignments?version=0&wait=0&keep=2").status, 422);
+
+  HttpResult stop = Http(f.port, "POST", "/v1/nodes/n1/unknown-processes/stop");
+  ASSERT_EQ(stop.status, 200) << stop.body;
+  for (const Json& u : J(stop)["unknown_processes"]) EXPECT_EQ(u["decision"], "stop");
+  EXPECT_TRUE(Eventually([&] { return !Alive(*f.ranks.begin()) && !Alive(*f.ranks.rbegin()); }))
+      << f.agent->log();
+  EXPECT_TRUE(Eventually([&] { return UnknownOf(f.port).empty(); })) << b.log();
+  EXPECT_EQ(Http(f.port, "POST", "/v1/nodes/n9/unknown-processes/stop").status, 404);
+}
+
+TEST(UnknownProcesses, TheConfiguredTimeoutStopsThem) {
+  Fleet f;
+  ASSERT_NO_FATAL_FAILURE(f.LaunchThenStopDaemonA());
+  TempDir b_dir;
+  Daemon b = f.StartDaemonB(b_dir, /*unknown_timeout_s=*/3);
+  ASSERT_TRUE(b.WaitReady()) << b.log();
+  ASSERT_TRUE(Eventually([&] { return UnknownOf(f.port).size() == 2; })) << b.log() << f.agent->log();
+  std::optional<Time> first_seen = ParseRfc3339(UnknownOf(f.port)[0]["first_seen"].get<std::string>());
+  ASSERT_TRUE(first_seen);
+  for (pid_t p : f.ranks) EXPECT_TRUE(Alive(p)) << p;
+  EXPECT_TRUE(Eventually([&] { return !Alive(*f.ranks.begin()) && !Alive(*f.ranks.rbegin()); }))
+      << f.agent->log();
+  // Not before the timeout, counted from when daemon B first saw them.
+  EXPECT_GE(ToSeconds(std::chrono::system_clock::now() - *first_seen), 3.0);
+  EXPECT_NE(b.log().find("its agent stops them"), std::string::npos) << b.log();
+}
+
+}  // namespace
+}  // namespace shepherd::testing
