@@ -142,6 +142,7 @@ const std::map<std::string, std::set<std::string>>& Expected() {
       {"GET /v1/nodes/{id}", {"admin", "operator", "submitter", "viewer", "agent"}},
       {"PATCH /v1/nodes/{id}", {"admin", "operator"}},
       {"DELETE /v1/nodes/{id}", {"admin"}},
+      {"POST /v1/nodes/{id}/unknown-processes/stop", {"admin", "operator"}},
       {"POST /v1/nodes/{id}/heartbeat", {"admin", "agent"}},
       {"GET /v1/nodes/{id}/assignments", {"agent"}},
       {"POST /v1/plan", people_read},

@@ -240,6 +240,8 @@ TEST(Security, RankTokenFromAssignmentsIsBoundToItsJobAndAttempt) {
   const std::string b_token = Json::parse(theirs.body).value("rank_token", "");
   EXPECT_EQ(b_token.size(), 64u) << "another launcher's job: its ranks' credential, shown once";
 
+  ASSERT_EQ(Request(d.port(), "POST", "/v1/nodes/n0/heartbeat", kAgentN0, "{}").status,
+            200);  // answered after it
   HttpResult assignments = Request(d.port(), "GET", "/v1/nodes/n0/assignments?version=-1&wait=0", kAgentN0);
   ASSERT_EQ(assignments.status, 200) << assignments.body;
   Json ranks = Json::parse(assignments.body)["ranks"];
