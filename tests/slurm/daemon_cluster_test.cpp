@@ -290,20 +290,13 @@ TEST(SlurmDaemon, RequeueRemediationRequeuesAHungBatchJobOnce) {
 
   std::string id, slurm_view;
   Json job;
-  bool released = false;
   // Bound, requeued, and back as attempt 2 that runs to its end (the ranks exit 0). Slurm holds a requeued
-  // job back (BeginTime, about two minutes here); once Shepherd's requeue shows (Restarts=1, pending), the
-  // test lets it start now, as an operator could.
-  const bool followed = WaitFor(seconds(150), [&] {
+  // batch job back for two minutes (Reason=BeginTime); this waits for that. (Starting it at once with
+  // `scontrol update StartTime=now` passed once and failed twice here: the second run never reported.)
+  const bool followed = WaitFor(seconds(240), [&] {
     if (id.empty()) id = BoundJob(d.port(), slurm_job);
     if (id.empty()) return false;
     job = Json::parse(Http(d.port(), "GET", "/v1/jobs/" + id).body);
-    slurm_view = ShowJob(slurm_job);
-    if (!released && slurm_view.find("JobState=PENDING") != std::string::npos &&
-        slurm_view.find("Restarts=1 ") != std::string::npos) {
-      LocalCluster::Sh({"scontrol", "update", "JobId=" + slurm_job, "StartTime=now"});
-      released = true;
-    }
     return job["attempt"] == 2;
   });
   const bool done = followed && WaitFor(seconds(60), [&] {
@@ -311,7 +304,11 @@ TEST(SlurmDaemon, RequeueRemediationRequeuesAHungBatchJobOnce) {
                       return slurm_view.find("JobState=COMPLETED") != std::string::npos;
                     });
   if (!done) LocalCluster::Sh({"scancel", slurm_job});
-  ASSERT_TRUE(followed) << "slurm job '" << slurm_job << "': " << slurm_view << "\n"
+  std::string output;
+  std::ifstream out_file(d.dir.path + "/slurm-" + slurm_job + ".out");
+  std::getline(out_file, output, '\0');
+  ASSERT_TRUE(followed) << "slurm job '" << slurm_job << "': " << ShowJob(slurm_job) << "\n"
+                        << output << "\n"
                         << job.dump() << "\n"
                         << d.daemon->log();
   EXPECT_TRUE(done) << slurm_view;
