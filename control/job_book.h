@@ -1,7 +1,7 @@
 // JobBook: the job lifecycle. Submits jobs, places queued ones (FIFO with conservative backfill), starts
 // and ends attempts, cancels, and decides success from the ranks' exits.
 // Owns: every job record, its plan estimate and its current (or last) attempt; the job id sequence; the
-// index of external ids (spec.external_id) of the jobs that have not ended. GPU
+// index spec.external_id → the jobs with it (at most one of them not ended). GPU
 // allocations go through the Inventory it is given (it allocates exactly the placements of running
 // attempts). Control thread only.
 // What follows from an attempt starting or ending (health monitors, agents' assignments) is not done here:

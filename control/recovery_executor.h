@@ -40,8 +40,7 @@ class RecoveryExecutor {
   // Jobs another launcher starts (no command) are never stopped or restarted: what Shepherd would do goes
   // to f.recommended_actions, and only policy.external_remediation is carried out (cordon the blamed nodes
   // in Shepherd's inventory, run the hook, or requeue the launcher's job); the blamed nodes are those the
-  // ranks reported
-  // (`reported_nodes`, by rank; empty strings where unknown).
+  // ranks reported (`reported_nodes`, by rank; empty strings where unknown).
   void OnFinding(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now, WriteBatch* batch,
                  const std::vector<std::string>& reported_nodes = {});
 
