@@ -55,6 +55,18 @@ Result<Json> Body(const HttpRequest& req, const ApiOptions& o) {
   return ParseJsonText(req.body, o.max_json_depth);
 }
 
+std::optional<HttpResponse> CheckRankAttempt(const HttpRequest& req, const ReportBatch& batch) {
+  const auto& who = req.principal;
+  if (!who || who->role != Role::kRank || !who->attempt) return std::nullopt;
+  for (const auto& [index, r] : batch.reports)
+    if (r.attempt != *who->attempt)
+      return Problem(403,
+                     "this rank credential is for attempt " + std::to_string(*who->attempt) + " of job " +
+                         who->job.value_or("?"),
+                     {{"reports[" + std::to_string(index) + "].attempt", "is not the credential's attempt"}});
+  return std::nullopt;
+}
+
 void Reply(const Respond& respond, const Result<Json>& r, int ok_status) {
   respond(r.ok() ? JsonResponse(ok_status, *r) : ProblemFrom(r.status()));
 }
@@ -65,6 +77,7 @@ void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o);
 void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o);
 void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
 void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
+void RegisterExternalRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
 
 void InstallAuth(Router* router, Controller* c, Authenticator* auth) {
   // Rank credentials are minted per attempt by the control layer (control/rank_tokens.h).
@@ -95,6 +108,7 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
   RegisterJobRoutes(router, c, o);
   RegisterHealthRoutes(router, c, o, clock);
   RegisterAgentRoutes(router, c, o, clock);
+  RegisterExternalRoutes(router, c, o, clock);
   metrics->SetGaugeSource([c](std::string* out) {
     *out += "# HELP shepherd_findings_total Findings by kind.\n# TYPE shepherd_findings_total counter\n";
     for (const auto& [kind, n] : c->finding_counts())

@@ -4,6 +4,8 @@
 // (depth-limited) -> validate (incl. the site's job policy) -> dispatch. Handlers run on the control thread.
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -54,6 +56,13 @@ struct Page {
 Page TakePage(QueryParams* q, std::vector<FieldError>* errs);
 // Sets body["next_cursor"]: `last_id` when more items follow, else null.
 void SetNextCursor(Json* body, bool more, const std::string& last_id);
+// Submits `spec` as the caller's job (owner = the principal's name): the site's job policy, the submitter
+// quota, the plan; a refusal is sent to `respond`, the job (once durable) goes to `then`.
+void SubmitAs(Controller* c, const ApiOptions& o, const HttpRequest& req, JobSpec spec,
+              const Respond& respond, std::function<void(const JobView&)> then);
+// 403 when a rank credential minted for one attempt posts reports of another (an old attempt's ranks cannot
+// report as a new one).
+std::optional<HttpResponse> CheckRankAttempt(const HttpRequest& req, const ReportBatch& batch);
 // Sends `r` as JSON with `ok_status`, or its error as problem+json.
 void Reply(const Respond& respond, const Result<Json>& r, int ok_status = 200);
 // Sends render(value) as JSON with `ok_status`, or the error as problem+json.

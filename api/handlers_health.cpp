@@ -8,27 +8,19 @@
 namespace shepherd {
 
 void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock) {
-  router->Add(
-      "POST", "/v1/jobs/{id}/reports",
-      [c, o, clock](const HttpRequest& req, const PathParams& p, Respond respond) {
-        if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
-        auto body = api::Body(req, o);
-        if (!body.ok()) return respond(ProblemFrom(body.status()));
-        // The envelope and each report are parsed here; one bad report never refuses the batch.
-        auto batch = ParseReportBatch(*body, clock->Now());
-        if (!batch.ok()) return respond(ProblemFrom(batch.status()));
-        // A rank credential names its attempt: an old attempt's ranks cannot report as a new one.
-        if (const auto& who = req.principal; who && who->role == Role::kRank && who->attempt)
-          for (const auto& [index, r] : batch->reports)
-            if (r.attempt != *who->attempt)
-              return respond(Problem(
-                  403,
-                  "this rank credential is for attempt " + std::to_string(*who->attempt) + " of job " +
-                      who->job.value_or("?"),
-                  {{"reports[" + std::to_string(index) + "].attempt", "is not the credential's attempt"}}));
-        c->IngestReports(p.at("id"), *batch,
-                         [respond](Result<IngestSummary> r) { api::Reply(respond, r, RenderIngest, 202); });
-      });
+  router->Add("POST", "/v1/jobs/{id}/reports",
+              [c, o, clock](const HttpRequest& req, const PathParams& p, Respond respond) {
+                if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
+                auto body = api::Body(req, o);
+                if (!body.ok()) return respond(ProblemFrom(body.status()));
+                // The envelope and each report are parsed here; one bad report never refuses the batch.
+                auto batch = ParseReportBatch(*body, clock->Now());
+                if (!batch.ok()) return respond(ProblemFrom(batch.status()));
+                if (auto refused = api::CheckRankAttempt(req, *batch)) return respond(*refused);
+                c->IngestReports(p.at("id"), *batch, [respond](Result<IngestSummary> r) {
+                  api::Reply(respond, r, RenderIngest, 202);
+                });
+              });
   router->Add("GET", "/v1/jobs/{id}/health",
               [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
                 if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);

@@ -21,6 +21,31 @@ HttpResponse DoesNotFit(const PlanEstimate& e) {
 
 }  // namespace
 
+namespace api {
+
+void SubmitAs(Controller* c, const ApiOptions& o, const HttpRequest& req, JobSpec spec,
+              const Respond& respond, std::function<void(const JobView&)> then) {
+  if (Status s = CheckJobPolicy(spec, o.job_policy); !s.ok()) return respond(ProblemFrom(s));
+  // The owner is who submitted it (the submitter's own-job rule for cancel and restart).
+  spec.owner = req.principal ? req.principal->name : "";
+  if (const int quota = o.quotas.max_active_jobs_per_submitter;
+      quota > 0 && c->ActiveJobsOf(spec.owner) >= quota)
+    return respond(Problem(403,
+                           "quota max_active_jobs_per_submitter (" + std::to_string(quota) +
+                               ") reached for '" + spec.owner + "': wait for a job to end or cancel one",
+                           {{"quota.max_active_jobs_per_submitter",
+                             "at most " + std::to_string(quota) + " active jobs per submitter"}}));
+  auto est = c->PlanFor(spec);
+  if (!est.ok()) return respond(ProblemFrom(est.status()));
+  if (!est->fits) return respond(DoesNotFit(*est));
+  c->SubmitJob(std::move(spec), std::move(est).value(), [respond, then = std::move(then)](Result<JobView> r) {
+    if (!r.ok()) return respond(ProblemFrom(r.status()));
+    then(*r);
+  });
+}
+
+}  // namespace api
+
 void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
   router->Add("POST", "/v1/plan", [c, o](const HttpRequest& req, const PathParams&, Respond respond) {
     if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
@@ -38,23 +63,9 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
     if (!body.ok()) return respond(ProblemFrom(body.status()));
     auto spec = ParseJobSpec(*body);
     if (!spec.ok()) return respond(ProblemFrom(spec.status()));
-    if (Status s = CheckJobPolicy(*spec, o.job_policy); !s.ok()) return respond(ProblemFrom(s));
-    // The owner is who submitted it (the submitter's own-job rule for cancel and restart).
-    spec->owner = req.principal ? req.principal->name : "";
-    if (const int quota = o.quotas.max_active_jobs_per_submitter;
-        quota > 0 && c->ActiveJobsOf(spec->owner) >= quota)
-      return respond(Problem(403,
-                             "quota max_active_jobs_per_submitter (" + std::to_string(quota) +
-                                 ") reached for '" + spec->owner + "': wait for a job to end or cancel one",
-                             {{"quota.max_active_jobs_per_submitter",
-                               "at most " + std::to_string(quota) + " active jobs per submitter"}}));
-    auto est = c->PlanFor(*spec);
-    if (!est.ok()) return respond(ProblemFrom(est.status()));
-    if (!est->fits) return respond(DoesNotFit(*est));
-    c->SubmitJob(std::move(spec).value(), std::move(est).value(), [respond](Result<JobView> r) {
-      if (!r.ok()) return respond(ProblemFrom(r.status()));
-      HttpResponse res = JsonResponse(201, RenderJob(*r));
-      res.headers.emplace_back("Location", "/v1/jobs/" + r->job.id);
+    api::SubmitAs(c, o, req, std::move(spec).value(), respond, [respond](const JobView& v) {
+      HttpResponse res = JsonResponse(201, RenderJob(v));
+      res.headers.emplace_back("Location", "/v1/jobs/" + v.job.id);
       respond(std::move(res));
     });
   });
@@ -70,9 +81,15 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
         errs.push_back(
             {"state", "must be queued, launching, running, recovering, succeeded, failed or cancelled"});
     }
+    std::optional<std::string> external_id;
+    if (auto it = q.find("external_id"); it != q.end()) {
+      external_id = it->second;
+      if (external_id->empty() || external_id->size() > 128)
+        errs.push_back({"external_id", "must be 1 to 128 characters"});
+    }
     if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid query", errs)));
     bool more = false;
-    std::vector<JobView> jobs = c->ListJobs(state, page.after, page.limit, &more);
+    std::vector<JobView> jobs = c->ListJobs(state, page.after, page.limit, &more, external_id);
     Json body = RenderJobList(jobs);
     api::SetNextCursor(&body, more, jobs.empty() ? "" : jobs.back().job.id);
     respond(JsonResponse(200, body));

@@ -25,7 +25,8 @@ const char* ToString(RequestClass c) {
 }
 
 RequestClass ClassOf(std::string_view method, std::string_view path) {
-  if (method == "POST" && path.substr(0, 9) == "/v1/jobs/" && EndsWith(path, "/reports"))
+  if (method == "POST" && (path.starts_with("/v1/jobs/") || path.starts_with("/v1/external/slurm/")) &&
+      EndsWith(path, "/reports"))
     return RequestClass::kPriority;
   if (method == "POST" && path.substr(0, 10) == "/v1/nodes/" && EndsWith(path, "/heartbeat"))
     return RequestClass::kPriority;

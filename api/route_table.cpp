@@ -68,6 +68,10 @@ const std::vector<RouteRule>& RouteTable() {
       {"GET", "/v1/jobs/{id}/placement", false, {A, O, S, V}, {}},
       // Reports and health.
       {"POST", "/v1/jobs/{id}/reports", false, {A, R}, {{R, Ownership::kOwnJob}}},
+      // Reports of a user's srun job, bound by its SLURM_JOB_ID. Ownership needs the id resolved to a job,
+      // so the handler applies it: a rank only for its own job (never creates one), a submitter for its
+      // own jobs (and creates the job when none has the id).
+      {"POST", "/v1/external/slurm/{slurm_job_id}/reports", false, {A, S, R}, {}},
       {"GET", "/v1/jobs/{id}/health", false, {A, O, S, V}, {}},
       {"GET", "/v1/jobs/{id}/checkpoints", false, {A, O, S, V}, {}},
       {"GET", "/v1/jobs/{id}/failures", false, {A, O, S, V}, {}},

@@ -18,6 +18,7 @@ Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOp
       lateness_(options_.late_after_s, clock_->Now()),
       slurm_sync_(&inventory_, &findings_, options_.default_gpu_memory_gib) {
   recovery_.set_slurm(options_.slurm);
+  recovery_.set_requeue(options_.slurm_requeue);
 }
 
 Controller::~Controller() = default;
@@ -206,18 +207,29 @@ Result<JobView> Controller::GetJob(const std::string& id) const {
 }
 
 std::vector<JobView> Controller::ListJobs(std::optional<JobState> state, const std::string& after,
-                                          std::size_t limit, bool* more) const {
+                                          std::size_t limit, bool* more,
+                                          const std::optional<std::string>& external_id) const {
   std::vector<JobView> out;
   if (more) *more = false;
-  const auto& all = jobs_.all();
-  for (auto it = after.empty() ? all.begin() : all.upper_bound(after); it != all.end(); ++it) {
-    if (state && it->second.job.state != *state) continue;
+  // Adds `e` when it matches; false once the page is full.
+  auto take = [&](const JobEntry& e) {
+    if (state && e.job.state != *state) return true;
     if (out.size() == limit) {
       if (more) *more = true;
-      break;
+      return false;
     }
-    out.push_back(ViewOf(it->second));
+    out.push_back(ViewOf(e));
+    return true;
+  };
+  if (external_id) {  // the external-id index: only the jobs that have it
+    const std::set<std::string>& ids = jobs_.WithExternalId(*external_id);
+    for (auto it = after.empty() ? ids.begin() : ids.upper_bound(after); it != ids.end(); ++it)
+      if (!take(*jobs_.Find(*it))) break;
+    return out;
   }
+  const auto& all = jobs_.all();
+  for (auto it = after.empty() ? all.begin() : all.upper_bound(after); it != all.end(); ++it)
+    if (!take(it->second)) break;
   return out;
 }
 

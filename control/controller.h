@@ -66,6 +66,8 @@ struct ControllerOptions {
   RemediationHook remediation_hook;
   // The daemon syncs the inventory with Slurm (--slurm; control/slurm_sync.h).
   bool slurm = false;
+  // policy.external_remediation = "requeue": requeues the Slurm job (never blocks; null without --slurm).
+  ExternalRequeue slurm_requeue;
 };
 
 struct NodeUpsert {
@@ -139,15 +141,27 @@ class Controller {
   void SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> done);
   void CancelJob(const std::string& id, Done<JobView> done);
   Result<JobView> GetJob(const std::string& id) const;
+  // The job with this spec.external_id that has not ended (an index lookup, cheap enough for every report
+  // batch); nullopt when none.
+  struct JobRef {
+    std::string id;
+    std::string owner;
+  };
+  std::optional<JobRef> FindExternalJob(const std::string& external_id) const {
+    const JobEntry* e = jobs_.FindExternal(external_id);
+    return e ? std::optional<JobRef>(JobRef{e->job.id, e->job.spec.owner}) : std::nullopt;
+  }
   // Who submitted the job (its spec's owner; "" before auth); nullopt when there is no such job.
   std::optional<std::string> JobOwner(const std::string& id) const {
     const JobEntry* e = jobs_.Find(id);
     return e ? std::optional<std::string>(e->job.spec.owner) : std::nullopt;
   }
   // Jobs in id order after `after` (exclusive; "" from the start), at most `limit`; `*more` tells whether
-  // more matching jobs follow. Costs O(log jobs + the jobs it steps over) when no state is given.
+  // more matching jobs follow. Costs O(log jobs + the jobs it steps over) when no state is given; with
+  // `external_id`, only the jobs with that spec.external_id are visited (an index).
   std::vector<JobView> ListJobs(std::optional<JobState> state, const std::string& after = "",
-                                std::size_t limit = SIZE_MAX, bool* more = nullptr) const;
+                                std::size_t limit = SIZE_MAX, bool* more = nullptr,
+                                const std::optional<std::string>& external_id = std::nullopt) const;
   // Jobs of this owner (spec.owner) that have not ended: the per-submitter quota.
   int ActiveJobsOf(const std::string& owner) const;
   Result<PlacementView> GetPlacement(const std::string& id) const;

@@ -37,6 +37,10 @@ Result<std::string> JobBook::Submit(JobSpec spec, PlanEstimate estimate, Time no
         {{"resources.gpus", "needs " + std::to_string(gpus) +
                                 " GPUs; the usable (non-spare, schedulable) inventory has " +
                                 std::to_string(usable)}});
+  if (!spec.external_id.empty())
+    if (const JobEntry* other = FindExternal(spec.external_id))
+      return Status(Code::kConflict, "job " + other->job.id + " has external_id " + spec.external_id,
+                    {{"external_id", "is the external id of " + other->job.id + ", which has not ended"}});
   JobEntry e;
   e.job.seq = next_seq_++;
   char id[32];
@@ -49,6 +53,7 @@ Result<std::string> JobBook::Submit(JobSpec spec, PlanEstimate estimate, Time no
   e.job.created_at = e.job.updated_at = now;
   e.estimate = std::move(estimate);
   batch->Put(JobRecord(e.job));
+  if (!e.job.spec.external_id.empty()) by_external_id_[e.job.spec.external_id].insert(e.job.id);
   jobs_[e.job.id] = std::move(e);
   return std::string(id);
 }
@@ -163,6 +168,7 @@ bool JobBook::OnRankExitedOk(const RankRef& rank, Time now, WriteBatch* batch) {
 void JobBook::Restore(JobEntry entry) {
   next_seq_ = std::max(next_seq_, entry.job.seq + 1);
   std::string id = entry.job.id;
+  if (!entry.job.spec.external_id.empty()) by_external_id_[entry.job.spec.external_id].insert(id);
   jobs_[id] = std::move(entry);
 }
 
@@ -185,6 +191,19 @@ Status JobBook::RestoreAttempt(Attempt a) {
 const JobEntry* JobBook::Find(const std::string& id) const {
   auto it = jobs_.find(id);
   return it == jobs_.end() ? nullptr : &it->second;
+}
+
+const JobEntry* JobBook::FindExternal(const std::string& external_id) const {
+  // Submit keeps at most one of them not ended; the others ended (a few per id at most).
+  for (const std::string& id : WithExternalId(external_id))
+    if (const JobEntry* e = Find(id); !IsTerminal(e->job.state)) return e;
+  return nullptr;
+}
+
+const std::set<std::string>& JobBook::WithExternalId(const std::string& external_id) const {
+  static const std::set<std::string> kNone;
+  auto it = by_external_id_.find(external_id);
+  return it == by_external_id_.end() ? kNone : it->second;
 }
 
 JobEntry* JobBook::Mutable(const std::string& id) {

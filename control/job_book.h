@@ -1,6 +1,7 @@
 // JobBook: the job lifecycle. Submits jobs, places queued ones (FIFO with conservative backfill), starts
 // and ends attempts, cancels, and decides success from the ranks' exits.
-// Owns: every job record, its plan estimate and its current (or last) attempt; the job id sequence. GPU
+// Owns: every job record, its plan estimate and its current (or last) attempt; the job id sequence; the
+// index spec.external_id → the jobs with it (at most one of them not ended). GPU
 // allocations go through the Inventory it is given (it allocates exactly the placements of running
 // attempts). Control thread only.
 // What follows from an attempt starting or ending (health monitors, agents' assignments) is not done here:
@@ -54,7 +55,8 @@ class JobBook {
   Hardware HardwareFor(const JobSpec& spec) const;
   Result<PlanEstimate> PlanFor(const JobSpec& spec) const { return PlanJob(spec, HardwareFor(spec)); }
 
-  // Admits a job (queued; Schedule may start it). kInvalidContent when larger than the usable inventory.
+  // Admits a job (queued; Schedule may start it). kInvalidContent when larger than the usable inventory;
+  // kConflict (naming external_id) when a job that has not ended has the same spec.external_id.
   Result<std::string> Submit(JobSpec spec, PlanEstimate estimate, Time now, WriteBatch* batch);
   // Starts the next attempt (or attempt `number`, when the job's own launcher numbered it) on `placement`,
   // resuming from `resume` (nullopt: from scratch). kConflict, nothing changed, when a GPU of `placement` is
@@ -83,6 +85,10 @@ class JobBook {
 
   std::vector<AttemptEvent> TakeEvents() { return std::exchange(events_, {}); }
   const JobEntry* Find(const std::string& id) const;
+  // The job with this external id that has not ended (an index lookup); null when none.
+  const JobEntry* FindExternal(const std::string& external_id) const;
+  // The ids of every job (ended or not) with this external id, in id order.
+  const std::set<std::string>& WithExternalId(const std::string& external_id) const;
   JobEntry* Mutable(const std::string& id);
   const std::map<std::string, JobEntry>& all() const { return jobs_; }
 
@@ -92,6 +98,7 @@ class JobBook {
   Inventory* inventory_;
   double default_gpu_memory_gib_;
   std::map<std::string, JobEntry> jobs_;
+  std::map<std::string, std::set<std::string>> by_external_id_;  // spec.external_id → job ids
   int64_t next_seq_ = 1;
   std::vector<AttemptEvent> events_;
 };

@@ -30,7 +30,7 @@ void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const 
                    .pending_replay_nodes = health.pending_replay_nodes(),
                    .earlier_findings = earlier};
   RecoveryDecision d = DecideRecovery(in);
-  if (external) return Remediate(f, e->job.spec.policy, d, now, batch);
+  if (external) return Remediate(f, e->job, d, earlier, now, batch);
   if ((d.action == RecoveryDecision::kRestart || d.action == RecoveryDecision::kQueue) &&
       !BreakLoop(f, health, earlier, now, batch, &in, &d))
     return;
@@ -132,8 +132,9 @@ bool RecoveryExecutor::BreakLoop(Finding& f, JobHealth& health, std::span<const 
   return true;
 }
 
-void RecoveryExecutor::Remediate(Finding& f, const Policy& policy, const RecoveryDecision& d, Time now,
-                                 WriteBatch* batch) {
+void RecoveryExecutor::Remediate(Finding& f, const Job& job, const RecoveryDecision& d,
+                                 std::span<const Finding> earlier, Time now, WriteBatch* batch) {
+  const Policy& policy = job.spec.policy;
   f.recommended_actions = d.actions;
   switch (policy.external_remediation) {
     case ExternalRemediation::kNone:
@@ -171,7 +172,37 @@ void RecoveryExecutor::Remediate(Finding& f, const Policy& policy, const Recover
       hook_(f);
       f.actions.push_back("ran the site's remediation hook");
       return;
+    case ExternalRemediation::kRequeue:
+      return Requeue(f, job, d, earlier, batch);
   }
+}
+
+void RecoveryExecutor::Requeue(Finding& f, const Job& job, const RecoveryDecision& d,
+                               std::span<const Finding> earlier, WriteBatch* batch) {
+  const std::string what = "requeue Slurm job " + job.spec.external_id;
+  if (d.action != RecoveryDecision::kRestart) {
+    if (!d.actions.empty())
+      f.actions.push_back("none: recovery would not restart the job (external_remediation: requeue)");
+    return;
+  }
+  for (const Finding& x : earlier)
+    for (const std::string& a : x.actions)
+      if (x.attempt == f.attempt && a.rfind(what + " ", 0) == 0) {
+        f.actions.push_back("none: " + x.id + " already requeued attempt " + std::to_string(f.attempt));
+        return;
+      }
+  if (!requeue_) {
+    f.actions.push_back("cannot " + what + ": the daemon runs without --slurm");
+    return;
+  }
+  requeue_(job.spec.external_id, f);
+  f.actions.push_back(what +
+                      " if Slurm shows it running (external_remediation: requeue; its ranks return as "
+                      "attempt " +
+                      std::to_string(f.attempt + 1) + ")");
+  JobEntry* e = jobs_->Mutable(job.id);
+  ++e->job.restarts;
+  jobs_->Persist(job.id, batch);
 }
 
 void RecoveryExecutor::StartDue(Time now, WriteBatch* batch) {

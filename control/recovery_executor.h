@@ -25,6 +25,9 @@ namespace shepherd {
 // Runs the site's remediation command for a finding of a job Shepherd does not launch (the daemon's
 // `remediation_hook`). Must not block the control thread.
 using RemediationHook = std::function<void(const Finding&)>;
+// Requeues the launcher's job `external_id` (with --slurm: `scontrol requeue <SLURM_JOB_ID>`) for finding
+// `f` of a job whose policy.external_remediation is "requeue". Must not block the control thread.
+using ExternalRequeue = std::function<void(const std::string& external_id, const Finding& f)>;
 
 class RecoveryExecutor {
  public:
@@ -36,8 +39,8 @@ class RecoveryExecutor {
   // not active, change nothing.
   // Jobs another launcher starts (no command) are never stopped or restarted: what Shepherd would do goes
   // to f.recommended_actions, and only policy.external_remediation is carried out (cordon the blamed nodes
-  // in Shepherd's inventory, or run the hook); the blamed nodes are those the ranks reported
-  // (`reported_nodes`, by rank; empty strings where unknown).
+  // in Shepherd's inventory, run the hook, or requeue the launcher's job); the blamed nodes are those the
+  // ranks reported (`reported_nodes`, by rank; empty strings where unknown).
   void OnFinding(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now, WriteBatch* batch,
                  const std::vector<std::string>& reported_nodes = {});
 
@@ -49,6 +52,9 @@ class RecoveryExecutor {
   // The daemon keeps the inventory in sync with Slurm (--slurm): a node cordoned for external_remediation
   // "slurm-drain" is then drained in Slurm too.
   void set_slurm(bool on) { slurm_ = on; }
+  // How "requeue" reaches the launcher (null: the daemon runs without --slurm; requeue is then recorded as
+  // not possible).
+  void set_requeue(ExternalRequeue requeue) { requeue_ = std::move(requeue); }
 
   // Starts the restarts whose backoff has passed.
   void StartDue(Time now, WriteBatch* batch);
@@ -78,12 +84,18 @@ class RecoveryExecutor {
   bool BreakLoop(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now, WriteBatch* batch,
                  RecoveryInput* in, RecoveryDecision* d);
   // A job Shepherd does not launch: record, and remediate only as its policy says.
-  void Remediate(Finding& f, const Policy& policy, const RecoveryDecision& d, Time now, WriteBatch* batch);
+  void Remediate(Finding& f, const Job& job, const RecoveryDecision& d, std::span<const Finding> earlier,
+                 Time now, WriteBatch* batch);
+  // external_remediation "requeue": only when recovery would restart the attempt, and once per attempt
+  // (an earlier finding of the attempt that requeued it is enough); counts against policy.max_restarts.
+  void Requeue(Finding& f, const Job& job, const RecoveryDecision& d, std::span<const Finding> earlier,
+               WriteBatch* batch);
 
   Inventory* inventory_;
   JobBook* jobs_;
   RemediationHook hook_;
   bool slurm_ = false;
+  ExternalRequeue requeue_;
   std::map<std::string, Restarts> state_;
 };
 

@@ -150,6 +150,8 @@ const char* ToString(ExternalRemediation r) {
       return "hook";
     case ExternalRemediation::kSlurmDrain:
       return "slurm-drain";
+    case ExternalRemediation::kRequeue:
+      return "requeue";
   }
   return "none";
 }

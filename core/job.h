@@ -107,6 +107,9 @@ enum class ExternalRemediation {
   // "slurm-drain": cordon the blamed nodes in Shepherd; with --slurm the inventory sync then drains them in
   // Slurm with the reason "shepherd <finding id> <kind>" (docs/slurm.md).
   kSlurmDrain,
+  // "requeue": for a job bound to a Slurm job (spec.external_id = its SLURM_JOB_ID), a finding whose
+  // recommended action is a restart runs `scontrol requeue <id>` (once per attempt; docs/slurm.md).
+  kRequeue,
 };
 const char* ToString(ExternalRemediation r);
 
@@ -154,6 +157,9 @@ struct JobSpec {
   Resources resources;
   std::vector<std::string> command;
   std::map<std::string, std::string> env;
+  // The job's id in the launcher that starts it (jobs without `command`; e.g. SLURM_JOB_ID). Unique among
+  // jobs that have not ended; "" = none.
+  std::string external_id;
   CheckpointSpec checkpoint;
   Policy policy;
   GpuBinding gpu_binding = GpuBinding::kPerNode;  // "gpu_binding": "per_node" (default) | "per_process"

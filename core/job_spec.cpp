@@ -199,10 +199,11 @@ void ParsePolicy(FieldReader& root, Policy* p, std::vector<FieldError>* errs) {
   integer("crash_step_window", &p->crash_step_window, 0, 1 << 30);
   integer("poisoned_checkpoint_steps", &p->poisoned_checkpoint_steps, 0, 1 << 30);
   num("launch_timeout_s", &p->launch_timeout_s, 1, 86400);
-  if (auto v = r.Enum("external_remediation", {"none", "cordon", "hook", "slurm-drain"}))
+  if (auto v = r.Enum("external_remediation", {"none", "cordon", "hook", "slurm-drain", "requeue"}))
     p->external_remediation = *v == "cordon"        ? ExternalRemediation::kCordon
                               : *v == "hook"        ? ExternalRemediation::kHook
                               : *v == "slurm-drain" ? ExternalRemediation::kSlurmDrain
+                              : *v == "requeue"     ? ExternalRemediation::kRequeue
                                                     : ExternalRemediation::kNone;
   if (p->heartbeat_timeout_s <= p->heartbeat_interval_s)
     r.Error("policy.heartbeat_timeout_s", "must be greater than policy.heartbeat_interval_s");
@@ -247,6 +248,16 @@ void ParseLaunch(FieldReader& root, JobSpec* s, std::vector<FieldError>* errs) {
   }
 }
 
+// external_id names the job in the launcher that starts it, so only a job Shepherd does not launch has one;
+// "requeue" asks that launcher (Slurm) to requeue it, so it needs one.
+void ParseExternalId(FieldReader& root, JobSpec* s) {
+  s->external_id = root.String("external_id", false, 128).value_or("");  // "" = none
+  if (!s->external_id.empty() && !s->command.empty())
+    root.Error("external_id", "only a job Shepherd does not launch (no command) has an external id");
+  if (s->policy.external_remediation == ExternalRemediation::kRequeue && s->external_id.empty())
+    root.Error("policy.external_remediation", "\"requeue\" needs the job's external_id (its SLURM_JOB_ID)");
+}
+
 Result<JobSpec> Finish(JobSpec spec, std::vector<FieldError> errs) {
   if (!errs.empty()) return InvalidContent("the job spec is invalid", std::move(errs));
   return spec;
@@ -259,7 +270,7 @@ Result<JobSpec> ParseSpec(const Json& j, bool full) {
   FieldReader root(j, "", &errs);
   if (!root.ok()) return Finish(s, errs);
   root.OnlyKnown({"name", "model", "training", "parallelism", "resources", "command", "env", "checkpoint",
-                  "policy", "gpu_binding"});
+                  "policy", "gpu_binding", "external_id"});
   if (full) s.name = root.String("name", true, 128).value_or("");
   ParseModel(root, &s.model, &errs);
   ParseTraining(root, &s.training, &errs);
@@ -268,6 +279,7 @@ Result<JobSpec> ParseSpec(const Json& j, bool full) {
   if (full) {
     ParseLaunch(root, &s, &errs);
     ParsePolicy(root, &s.policy, &errs);
+    ParseExternalId(root, &s);
     std::string binding = root.String("gpu_binding", false, 32).value_or("per_node");
     if (binding == "per_process")
       s.gpu_binding = GpuBinding::kPerProcess;
@@ -334,6 +346,7 @@ Json ToJson(const JobSpec& s) {
       {"resources", res},
       {"command", s.command},
       {"env", s.env},
+      {"external_id", s.external_id},
       {"checkpoint", {{"dir", s.checkpoint.dir}, {"every_steps", s.checkpoint.every_steps}}},
       {"policy",
        {{"heartbeat_interval_s", p.heartbeat_interval_s},

@@ -87,6 +87,7 @@ int RunDaemon(const DaemonConfig& config) {
   controller_options.late_after_s = std::max(config.lateness_threshold_s, 2 * config.tick_interval_s);
   controller_options.master_port_salt = std::random_device{}();
   controller_options.slurm = config.slurm.enabled;
+  if (config.slurm.enabled) controller_options.slurm_requeue = MakeSlurmRequeue(config.slurm);
   if (!config.remediation_hook.empty())
     controller_options.remediation_hook = MakeProcessHook(config.remediation_hook);
   // Credentials (docs/security.md). Static tokens from the file; rank tokens from the controller.

@@ -42,6 +42,26 @@ slurm::SlurmCli::Options CliOptions(const SlurmConfig& c) {
 }
 }  // namespace
 
+ExternalRequeue MakeSlurmRequeue(const SlurmConfig& config) {
+  return [cli = slurm::SlurmCli(CliOptions(config))](const std::string& job, const Finding& f) {
+    std::thread([cli, job, finding = f.id] {
+      // Only a job that still runs: ranks that finished go silent too, and Slurm would requeue a finished
+      // batch job as readily as a hung one.
+      auto shown = cli.ShowJob(job);
+      if (!shown.ok())
+        return spdlog::error("slurm: not requeueing job {} for {}: {}", job, finding,
+                             shown.status().message());
+      if (shown->state != slurm::SlurmJobState::kRunning)
+        return spdlog::warn("slurm: not requeueing job {} for {}: it is {}", job, finding, shown->state_text);
+      auto out = cli.Run({"scontrol", "requeue", job});
+      if (!out.ok() || !out->ok())
+        return spdlog::error("slurm: requeue of job {} for {} failed: {}", job, finding,
+                             out.ok() ? out->err : out.status().message());
+      spdlog::warn("slurm: requeued job {} for {}", job, finding);
+    }).detach();
+  };
+}
+
 SlurmSyncLoop::SlurmSyncLoop(const SlurmConfig& config, TopologyLevels levels, Controller* controller,
                              Post post)
     : state_(std::make_shared<State>()) {

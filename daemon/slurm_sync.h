@@ -15,6 +15,11 @@
 
 namespace shepherd {
 
+// external_remediation "requeue": on a detached thread (each command bounded by the command timeout), runs
+// `scontrol requeue <SLURM_JOB_ID>` if Slurm still shows the job RUNNING, and logs the outcome with the
+// finding's id. The control thread never waits for it.
+ExternalRequeue MakeSlurmRequeue(const SlurmConfig& config);
+
 class SlurmSyncLoop {
  public:
   SlurmSyncLoop(const SlurmConfig& config, TopologyLevels levels, Controller* controller, Post post);

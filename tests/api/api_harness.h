@@ -19,10 +19,10 @@ struct ApiReply {
 
 class ApiHarness {
  public:
-  ApiHarness() : store_(NewMemoryStore()), router_(&metrics_) {
+  explicit ApiHarness(ControllerOptions options = {}) : store_(NewMemoryStore()), router_(&metrics_) {
     controller_ = std::make_unique<Controller>(
         store_.get(), &clock_, [this](std::function<void()> f) { posted_.push_back(std::move(f)); },
-        ControllerOptions{});
+        std::move(options));
     (void)controller_->Recover();
     Drain();
     RegisterRoutes(&router_, controller_.get(), &metrics_, ApiOptions{}, &clock_);

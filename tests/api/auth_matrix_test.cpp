@@ -42,6 +42,18 @@ class AuthMatrixTest : public ::testing::Test {
     // The controller minted the credential of the job's first attempt when it placed it.
     rank_token_ = api_.controller_->rank_tokens().TokenFor({job_, 1}).value_or("");
     ASSERT_EQ(rank_token_.size(), 64u);
+    // A watched job of sam's bound to Slurm job 4242 (its own node): the Slurm reports route's target. The
+    // matrix's rank credential is job_'s, so that route refuses it.
+    ASSERT_EQ(As(Bearer("admin"), "POST", "/v1/nodes", Node("x0")).status, 201);
+    Json watched = JobBody();
+    watched.erase("command");
+    watched.erase("env");
+    watched["parallelism"]["dp"] = 1;
+    watched["resources"]["gpus"] = 1;
+    watched["external_id"] = "4242";
+    ApiReply w = As(Bearer("submitter"), "POST", "/v1/jobs", watched);
+    ASSERT_EQ(w.status, 201) << w.body.dump();
+    ASSERT_EQ(w.body["state"], "launching");
   }
 
   static Json Node(const std::string& id) {
@@ -118,6 +130,11 @@ class AuthMatrixTest : public ::testing::Test {
       if (p.find("/restart") != std::string::npos) c.body = {{"from", "last-known-good"}};
       if (p.find("/reports") != std::string::npos) c.body = {{"reports", Json::array()}};
     }
+    if (p.find("/v1/external/slurm/") ==
+        0) {  // bound to sam's job of SetUp; creating: slurm_binding_api_test
+      p.replace(p.find("{slurm_job_id}"), 14, "4242");
+      c.body = {{"reports", Json::array()}};
+    }
     c.target = p;
     return c;
   }
@@ -153,6 +170,8 @@ const std::map<std::string, std::set<std::string>>& Expected() {
       {"POST /v1/jobs/{id}/restart", {"admin", "operator", "submitter"}},
       {"GET /v1/jobs/{id}/placement", people_read},
       {"POST /v1/jobs/{id}/reports", {"admin", "rank"}},
+      // A submitter for its own job (and creates one); a rank for its own job only (this one is not).
+      {"POST /v1/external/slurm/{slurm_job_id}/reports", {"admin", "submitter"}},
       {"GET /v1/jobs/{id}/health", people_read},
       {"GET /v1/jobs/{id}/checkpoints", people_read},
       {"GET /v1/jobs/{id}/failures", people_read},

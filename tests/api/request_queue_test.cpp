@@ -31,6 +31,7 @@ class RequestQueueTest : public ::testing::Test {
 TEST(RequestClassTest, ReportsAndHeartbeatsArePriorityReadsAreReadsLongPollsAreWrites) {
   EXPECT_EQ(ClassOf("POST", "/v1/jobs/job-1/reports"), RequestClass::kPriority);
   EXPECT_EQ(ClassOf("POST", "/v1/nodes/n1/heartbeat"), RequestClass::kPriority);
+  EXPECT_EQ(ClassOf("POST", "/v1/external/slurm/4242/reports"), RequestClass::kPriority);
   EXPECT_EQ(ClassOf("GET", "/v1/nodes"), RequestClass::kRead);
   EXPECT_EQ(ClassOf("GET", "/v1/jobs/job-1/failures"), RequestClass::kRead);
   EXPECT_EQ(ClassOf("GET", "/v1/nodes/n1/assignments"), RequestClass::kWrite);

@@ -48,6 +48,34 @@ TEST_F(JobBookTest, ScheduleStartsInOrderAndQueuesAttemptEvents) {
   EXPECT_TRUE(jobs_.TakeEvents().empty());  // drained
 }
 
+TEST_F(JobBookTest, ExternalIdsAreUniqueAmongJobsThatHaveNotEndedAndIndexedAcrossRestore) {
+  JobSpec spec = MakeSpec(8, 8);
+  spec.command.clear();
+  spec.external_id = "4242";
+  auto est = jobs_.PlanFor(spec);
+  ASSERT_TRUE(est.ok());
+  auto first = jobs_.Submit(spec, *est, kNow, &batch_);
+  ASSERT_TRUE(first.ok());
+  auto dup = jobs_.Submit(spec, *est, kNow, &batch_);
+  ASSERT_EQ(dup.status().code(), Code::kConflict);
+  ASSERT_EQ(dup.status().fields().size(), 1u);
+  EXPECT_EQ(dup.status().fields()[0].field, "external_id");
+  EXPECT_EQ(jobs_.FindExternal("4242")->job.id, *first);
+  EXPECT_EQ(jobs_.FindExternal("4243"), nullptr);
+
+  ASSERT_TRUE(jobs_.Cancel(*first, kNow, &batch_).ok());
+  EXPECT_EQ(jobs_.FindExternal("4242"), nullptr);  // ended: the id is free again
+  auto second = jobs_.Submit(spec, *est, kNow, &batch_);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(jobs_.WithExternalId("4242"), (std::set<std::string>{*first, *second}));
+
+  // A restarted daemon rebuilds the index from the records it restores.
+  JobBook restored{&inv_, 80};
+  for (const auto& [id, e] : jobs_.all()) restored.Restore(e);
+  EXPECT_EQ(restored.FindExternal("4242")->job.id, *second);
+  EXPECT_EQ(restored.WithExternalId("4242").size(), 2u);
+}
+
 TEST_F(JobBookTest, EndAttemptReleasesGpusOnceAndQueuesOneEvent) {
   std::string a = Submit(8);
   Schedule();

@@ -167,20 +167,32 @@ TEST(SlurmDaemon, SlurmDrainRemediationNamesTheFinding) {
   ASSERT_TRUE(WaitFor(seconds(20), [&] { return SlurmState("n3") == "idle"; })) << SlurmState("n3");
 }
 
-// A job a user launched with a plain srun (submitted to Shepherd without a command): the Python client in
-// each rank takes its rank and node from Slurm's variables. Rank 1 stops itself (SIGSTOP): Shepherd names
-// rank 1 on n1, and starts no step and drains nothing (external_remediation none).
+// The id of the Shepherd job bound to Slurm job `slurm_job` (external_id), "" while there is none.
+// `scontrol show job ID --oneliner`, or what went wrong.
+std::string ShowJob(const std::string& id) {
+  auto r =
+      RunCommand({"scontrol", "show", "job", id, "--oneliner"},
+                 CleanEnvironment({{"SLURM_CONF", LocalCluster::slurm_conf()}}), std::chrono::seconds(30));
+  if (!r.ok()) return "<" + r.status().message() + ">";
+  return r->exit_code == 0 ? r->out : "<exit " + std::to_string(r->exit_code) + ": " + r->err + ">";
+}
+
+std::string BoundJob(int port, const std::string& slurm_job) {
+  auto r = Http(port, "GET", "/v1/jobs?external_id=" + slurm_job);
+  if (r.status != 200) return "";
+  Json jobs = Json::parse(r.body)["jobs"];
+  return jobs.size() == 1 ? jobs[0]["id"].get<std::string>() : "";
+}
+
+// A job a user launched with a plain srun, never submitted to Shepherd: the Python client in each rank takes
+// its rank, node and SLURM_JOB_ID from Slurm's variables, and the first report creates the Shepherd job
+// bound to that Slurm job (2 ranks from SLURM_NTASKS, named by SLURM_JOB_NAME). Rank 1 stops itself
+// (SIGSTOP): Shepherd names rank 1 on n1, and starts no step and drains nothing (external_remediation none).
 TEST(SlurmDaemon, UserLaunchedSrunJobIsWatchedAndItsSilentRankNamed) {
   REQUIRE_CLUSTER();
   SlurmDaemon d(0.05);
   ASSERT_TRUE(d.daemon->WaitReady()) << d.daemon->log();
   ASSERT_TRUE(WaitFor(seconds(30), [&] { return NodeOf(d.port(), "n1")["state"] == "available"; }));
-  auto job = Http(d.port(), "POST", "/v1/jobs", R"({"name": "user-srun", "model": {"parameters": 1e6,
-      "layers": 2, "hidden": 64, "heads": 4, "seq_len": 64, "vocab": 1000}, "training": {"global_batch_size": 8},
-      "parallelism": {"tp": 1, "pp": 1, "dp": 2}, "resources": {"gpus": 2, "gpus_per_node": 1},
-      "policy": {"heartbeat_interval_s": 0.2, "heartbeat_timeout_s": 2, "startup_grace_s": 60}})");
-  ASSERT_EQ(job.status, 201) << job.body;
-  const std::string id = Json::parse(job.body)["id"];
   const std::string script = d.dir.path + "/rank.py";
   std::ofstream(script) << "import os, signal, time\n"
                            "from shepherd_client import ShepherdClient\n"
@@ -192,29 +204,42 @@ TEST(SlurmDaemon, UserLaunchedSrunJobIsWatchedAndItsSilentRankNamed) {
                            "        os.kill(os.getpid(), signal.SIGSTOP)\n"
                            "    time.sleep(0.1)\n";
   const std::string url = "http://127.0.0.1:" + std::to_string(d.port());
-  auto srun =
-      SpawnLogged({"srun", "--job-name=user-srun", "-N2", "-n2", "-w", "n0,n1", "/usr/bin/python3", script},
-                  CleanEnvironment({{"SLURM_CONF", LocalCluster::slurm_conf()},
-                                    {"SHEPHERD_URL", url},
-                                    {"SHEPHERD_JOB", id},
-                                    {"PYTHONPATH", SHEPHERD_SOURCE_DIR "/clients/python"}}),
-                  d.dir.path + "/srun.log", d.dir.path);
+  auto srun = SpawnLogged(
+      {"srun", "--job-name=user-srun", "-N2", "-n2", "-w", "n0,n1", "/usr/bin/python3", script},
+      CleanEnvironment({{"SLURM_CONF", LocalCluster::slurm_conf()},
+                        {"SHEPHERD_URL", url},
+                        {"SHEPHERD_POLICY", R"({"heartbeat_interval_s": 0.2, "heartbeat_timeout_s": 2,
+                                                "startup_grace_s": 60})"},
+                        {"PYTHONPATH", SHEPHERD_SOURCE_DIR "/clients/python"}}),
+      d.dir.path + "/srun.log", d.dir.path);
   ASSERT_TRUE(srun.ok()) << srun.status().message();
-  Json lost;
-  const bool named = WaitFor(seconds(90), [&] {
-    auto f = Http(d.port(), "GET", "/v1/jobs/" + id + "/failures?kind=heartbeat_lost");
-    if (f.status != 200 || Json::parse(f.body)["failures"].empty()) return false;
-    lost = Json::parse(f.body)["failures"][0];
-    return true;
+  std::string slurm_job, id;
+  const bool bound = WaitFor(seconds(60), [&] {
+    slurm_job = LocalCluster::Sh({"squeue", "-h", "-n", "user-srun", "-o", "%i"});
+    id = slurm_job.empty() ? "" : BoundJob(d.port(), slurm_job);
+    return !id.empty();
   });
-  const std::string slurm_job = LocalCluster::Sh({"squeue", "-h", "-n", "user-srun", "-o", "%i"});
+  Json lost;
+  const bool named = bound && WaitFor(seconds(90), [&] {
+                       auto f = Http(d.port(), "GET", "/v1/jobs/" + id + "/failures?kind=heartbeat_lost");
+                       if (f.status != 200 || Json::parse(f.body)["failures"].empty()) return false;
+                       lost = Json::parse(f.body)["failures"][0];
+                       return true;
+                     });
   const std::string jobs = LocalCluster::Sh({"squeue", "-h", "-o", "%i"});
   const std::string n1 = SlurmState("n1");
-  const Json shepherd_job = Json::parse(Http(d.port(), "GET", "/v1/jobs/" + id).body);
-  LocalCluster::Sh({"scancel", slurm_job});
+  const Json shepherd_job =
+      bound ? Json::parse(Http(d.port(), "GET", "/v1/jobs/" + id).body) : Json::object();
+  const Json all_jobs = Json::parse(Http(d.port(), "GET", "/v1/jobs").body)["jobs"];
+  if (!slurm_job.empty()) LocalCluster::Sh({"scancel", slurm_job});
   SignalGroup(*srun, SIGKILL);
   WaitFor(seconds(30), [&] { return PollExit(*srun).has_value(); });
+  ASSERT_TRUE(bound) << "no job bound to Slurm job '" << slurm_job << "'\n" << d.daemon->log();
   ASSERT_TRUE(named) << d.daemon->log();
+  EXPECT_EQ(all_jobs.size(), 1u) << all_jobs.dump();  // created once, by the first report
+  EXPECT_EQ(shepherd_job["spec"]["external_id"], slurm_job);
+  EXPECT_EQ(shepherd_job["spec"]["name"], "user-srun");
+  EXPECT_EQ(shepherd_job["plan"]["dp"], 2);
   EXPECT_EQ(lost["ranks"], Json::array({1})) << lost.dump();
   EXPECT_EQ(lost["nodes"], Json::array({"n1"})) << lost.dump();
   EXPECT_FALSE(lost["recommended_actions"].empty()) << lost.dump();
@@ -223,6 +248,83 @@ TEST(SlurmDaemon, UserLaunchedSrunJobIsWatchedAndItsSilentRankNamed) {
   EXPECT_EQ(NodeOf(d.port(), "n1")["state"], "available");
   EXPECT_EQ(shepherd_job["attempt"], 1);
   EXPECT_EQ(shepherd_job["state"], "running");
+}
+
+// external_remediation "requeue": an sbatch job (--requeue) whose rank 1 hangs in its first run. Its first
+// report created the Shepherd job with the policy the client sent; the silence is a finding whose
+// recommendation is a restart, so Shepherd runs `scontrol requeue` once; Slurm runs the batch script again
+// with SLURM_RESTART_COUNT=1, the ranks report attempt 2, Shepherd follows, and the job completes.
+TEST(SlurmDaemon, RequeueRemediationRequeuesAHungBatchJobOnce) {
+  REQUIRE_CLUSTER();
+  SlurmDaemon d(0.05);
+  ASSERT_TRUE(d.daemon->WaitReady()) << d.daemon->log();
+  ASSERT_TRUE(WaitFor(seconds(30), [&] {
+    return NodeOf(d.port(), "n2")["state"] == "available" && NodeOf(d.port(), "n3")["state"] == "available";
+  }));
+  const std::string script = d.dir.path + "/rank.py";
+  std::ofstream(script) << "import os, signal, time\n"
+                           "from shepherd_client import ShepherdClient\n"
+                           "c = ShepherdClient.from_env()\n"
+                           "first_run = os.environ.get('SLURM_RESTART_COUNT', '0') == '0'\n"
+                           "for step in range(1, 600 if first_run else 31):\n"
+                           "    c.step(step, loss=1.0)\n"
+                           "    c.flush()\n"
+                           "    if first_run and c.rank == 1 and step == 3:\n"
+                           "        os.kill(os.getpid(), signal.SIGSTOP)\n"
+                           "    time.sleep(0.1)\n"
+                           "c.close()\n";
+  const std::string url = "http://127.0.0.1:" + std::to_string(d.port());
+  auto sbatch = RunCommand(
+      {"sbatch", "--parsable", "--requeue", "--job-name=requeue-me", "-N2", "-n2", "-w", "n2,n3",
+       "--output=" + d.dir.path + "/slurm-%j.out", "--wrap", "srun /usr/bin/python3 " + script},
+      CleanEnvironment({{"SLURM_CONF", LocalCluster::slurm_conf()},
+                        {"SHEPHERD_URL", url},
+                        {"SHEPHERD_POLICY", R"({"heartbeat_interval_s": 0.2, "heartbeat_timeout_s": 2,
+                                                "startup_grace_s": 60, "external_remediation": "requeue"})"},
+                        {"PYTHONPATH", SHEPHERD_SOURCE_DIR "/clients/python"}}),
+      std::chrono::seconds(30));
+  ASSERT_TRUE(sbatch.ok()) << sbatch.status().message();
+  ASSERT_EQ(sbatch->exit_code, 0) << sbatch->err;
+  std::string slurm_job = sbatch->out;
+  while (!slurm_job.empty() && (slurm_job.back() == '\n' || slurm_job.back() == ' ')) slurm_job.pop_back();
+
+  std::string id, slurm_view;
+  Json job;
+  // Bound, requeued, and back as attempt 2 that runs to its end (the ranks exit 0). Slurm holds a requeued
+  // batch job back for two minutes (Reason=BeginTime); this waits for that. (Starting it at once with
+  // `scontrol update StartTime=now` passed once and failed twice here: the second run never reported.)
+  const bool followed = WaitFor(seconds(240), [&] {
+    if (id.empty()) id = BoundJob(d.port(), slurm_job);
+    if (id.empty()) return false;
+    job = Json::parse(Http(d.port(), "GET", "/v1/jobs/" + id).body);
+    return job["attempt"] == 2;
+  });
+  const bool done = followed && WaitFor(seconds(60), [&] {
+                      slurm_view = ShowJob(slurm_job);
+                      return slurm_view.find("JobState=COMPLETED") != std::string::npos;
+                    });
+  if (!done) LocalCluster::Sh({"scancel", slurm_job});
+  std::string output;
+  std::ifstream out_file(d.dir.path + "/slurm-" + slurm_job + ".out");
+  std::getline(out_file, output, '\0');
+  ASSERT_TRUE(followed) << "slurm job '" << slurm_job << "': " << ShowJob(slurm_job) << "\n"
+                        << output << "\n"
+                        << job.dump() << "\n"
+                        << d.daemon->log();
+  EXPECT_TRUE(done) << slurm_view;
+  EXPECT_NE(slurm_view.find("Restarts=1 "), std::string::npos) << slurm_view;  // requeued exactly once
+  Json findings = Json::parse(Http(d.port(), "GET", "/v1/jobs/" + id + "/failures").body)["failures"];
+  // The finding that requeued it is about attempt 1 (rank 1's silence or hang).
+  ASSERT_FALSE(findings.empty());
+  EXPECT_EQ(findings[0]["attempt"], 1) << findings.dump();
+  EXPECT_NE(findings[0]["actions"].dump().find("requeue Slurm job " + slurm_job + " "), std::string::npos)
+      << findings.dump();
+  // Requeued once: the finished second run goes silent too, but a job Slurm no longer runs is left alone.
+  const std::string log = d.daemon->log();
+  const std::string requeued = "slurm: requeued job " + slurm_job + " ";
+  EXPECT_NE(log.find(requeued), std::string::npos) << log;
+  EXPECT_EQ(log.find(requeued, log.find(requeued) + 1), std::string::npos) << log;
+  for (const char* n : {"n2", "n3"}) EXPECT_EQ(SlurmState(n).find("drain"), std::string::npos) << n;
 }
 
 }  // namespace

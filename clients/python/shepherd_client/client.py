@@ -83,9 +83,9 @@ class ShepherdClient:
             from .transport import reports_url
 
             self._sender = ReportSender(
-                reports_url(cfg.url, cfg.job), token=cfg.token, timeout_s=cfg.timeout_s,
+                reports_url(cfg.url, cfg.job, cfg.slurm_job_id), token=cfg.token, timeout_s=cfg.timeout_s,
                 interval_s=cfg.heartbeat_interval_s, max_buffer=cfg.max_buffer, max_batch=cfg.max_batch,
-                make_heartbeat=self._periodic_heartbeat_locked, lock=self._lock)
+                make_heartbeat=self._periodic_heartbeat_locked, lock=self._lock, envelope=cfg.envelope())
             if start:
                 self._sender.start()
             atexit.register(self._close_at_exit)  # deliver what is buffered when a script forgets close()
@@ -361,7 +361,8 @@ class ShepherdClient:
             helper = subprocess.Popen(
                 [sys.executable, "-m", "shepherd_client.helper", "--page", path, "--parent", str(os.getpid()),
                  "--url", cfg.url, "--job", cfg.job, "--rank", str(cfg.rank), "--attempt", str(cfg.attempt),
-                 "--interval", str(cfg.heartbeat_interval_s), "--token-env", "SHEPHERD_HELPER_TOKEN"],
+                 "--interval", str(cfg.heartbeat_interval_s), "--token-env", "SHEPHERD_HELPER_TOKEN",
+                 "--slurm-job-id", cfg.slurm_job_id, "--envelope", json.dumps(cfg.envelope())],
                 env=env, stdin=subprocess.DEVNULL, close_fds=True)
         except (OSError, ValueError) as e:
             log.warning("shepherd: cannot start the heartbeat helper (%s); heartbeats stay in-process", e)

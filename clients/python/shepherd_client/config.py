@@ -5,9 +5,10 @@ default and is logged, so a typo in a launcher cannot stop a training job from s
 """
 
 import dataclasses
+import json
 import logging
 import os
-from typing import Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 log = logging.getLogger("shepherd_client")
 
@@ -36,10 +37,33 @@ class ClientConfig:
     collective_reports: str = "all"
     max_buffer: int = 10000  # unsent reports kept; the oldest are dropped beyond this
     max_batch: int = 500  # reports per POST
+    # A rank started by a user's srun without SHEPHERD_JOB: its reports bind to the Shepherd job whose
+    # external_id is SLURM_JOB_ID (POST /v1/external/slurm/{id}/reports), which the first report creates
+    # when none has it, named SLURM_JOB_NAME, world_size ranks, with `policy` (SHEPHERD_POLICY, a JSON
+    # object) when given.
+    slurm_job_id: str = ""
+    slurm_job_name: str = ""
+    policy: Optional[Dict[str, Any]] = None
 
     @property
     def enabled(self) -> bool:
         return bool(self.url)
+
+    @property
+    def bound_by_slurm(self) -> bool:
+        return not self.job and bool(self.slurm_job_id)
+
+    def envelope(self) -> Optional[Dict[str, Any]]:
+        """What a report POST carries besides its reports: the Slurm job's size and name (to create the job
+        on the first report), or None when the rank reports to a job it was given."""
+        if not self.bound_by_slurm:
+            return None
+        slurm: Dict[str, Any] = {"ntasks": self.world_size}
+        if self.slurm_job_name:
+            slurm["job_name"] = self.slurm_job_name
+        if self.policy is not None:
+            slurm["policy"] = self.policy
+        return {"slurm": slurm}
 
 
 def _int(env: Mapping[str, str], key: str, default: int, minimum: int = 0) -> int:
@@ -86,13 +110,28 @@ def parse_coords(raw: Optional[str]) -> Optional[Tuple[int, ...]]:
     return vals  # type: ignore[return-value]
 
 
+def _policy(env: Mapping[str, str]) -> Optional[Dict[str, Any]]:
+    raw = env.get("SHEPHERD_POLICY", "").strip()
+    if not raw:
+        return None
+    try:
+        v = json.loads(raw)
+        if isinstance(v, dict):
+            return v
+    except ValueError:
+        pass
+    log.warning("shepherd: ignoring SHEPHERD_POLICY=%r (expected a JSON object)", raw)
+    return None
+
+
 def _given(env: Mapping[str, str], key: str) -> bool:
     return bool(env.get(key, "").strip())
 
 
 def config_from_env(environ: Optional[Mapping[str, str]] = None) -> ClientConfig:
     """Shepherd's variables (the agents and shepherd-slurm-rank set them); a rank started by a plain `srun`
-    falls back to Slurm's: rank = SLURM_PROCID, world size = SLURM_NTASKS, attempt = SLURM_RESTART_COUNT + 1."""
+    falls back to Slurm's: rank = SLURM_PROCID, world size = SLURM_NTASKS, attempt = SLURM_RESTART_COUNT + 1,
+    and without SHEPHERD_JOB binds to its job by SLURM_JOB_ID."""
     env = os.environ if environ is None else environ
     if _given(env, "SHEPHERD_ATTEMPT") or not _given(env, "SLURM_RESTART_COUNT"):
         attempt = _int(env, "SHEPHERD_ATTEMPT", 1)
@@ -117,4 +156,7 @@ def config_from_env(environ: Optional[Mapping[str, str]] = None) -> ClientConfig
         heartbeat_interval_s=_float(env, "SHEPHERD_HEARTBEAT_INTERVAL", DEFAULT_HEARTBEAT_INTERVAL_S),
         timeout_s=_float(env, "SHEPHERD_HTTP_TIMEOUT", DEFAULT_TIMEOUT_S),
         collective_reports=mode,
+        slurm_job_id=env.get("SLURM_JOB_ID", "").strip(),
+        slurm_job_name=env.get("SLURM_JOB_NAME", "").strip(),
+        policy=_policy(env),
     )

@@ -20,6 +20,7 @@ Standard library only.
 
 import argparse
 import ctypes
+import json
 import os
 import signal
 import sys
@@ -58,12 +59,12 @@ def build_heartbeat(state: dict, rank: int, attempt: int) -> dict:
 
 
 def run(page_path: str, parent: int, url: str, job: str, rank: int, attempt: int, interval: float,
-        token: str) -> int:
+        token: str, slurm_job_id: str = "", envelope: Optional[dict] = None) -> int:
     _set_parent_death_signal()
     if os.getppid() != parent:
         return 0  # the parent died before the signal was armed
     page = ProgressPage.open(page_path)
-    target = reports_url(url, job)
+    target = reports_url(url, job, slurm_job_id)
     next_at = time.monotonic()
     try:
         while True:
@@ -74,7 +75,7 @@ def run(page_path: str, parent: int, url: str, job: str, rank: int, attempt: int
                 return 0
             if state is not None and process_state(parent) not in ("T", "t", "Z", None):
                 post_reports(target, [build_heartbeat(state, rank, attempt)], token=token,
-                             timeout_s=max(0.5, min(2.0, interval * 2)))
+                             timeout_s=max(0.5, min(2.0, interval * 2)), envelope=envelope)
             next_at = max(next_at + interval, time.monotonic() + interval / 2)
             time.sleep(max(0.0, next_at - time.monotonic()))
     finally:
@@ -91,10 +92,13 @@ def main(argv=None) -> int:
     p.add_argument("--attempt", type=int, required=True)
     p.add_argument("--interval", type=float, default=1.0)
     p.add_argument("--token-env", default="SHEPHERD_TOKEN")
+    p.add_argument("--slurm-job-id", default="")  # with an empty --job: bind by SLURM_JOB_ID
+    p.add_argument("--envelope", default="null")  # JSON: the body's other fields on that route
     a = p.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C for the rank's group is the rank's to handle
-    return run(a.page, a.parent, a.url, a.job, a.rank, a.attempt, a.interval, os.environ.get(a.token_env, ""))
+    return run(a.page, a.parent, a.url, a.job, a.rank, a.attempt, a.interval, os.environ.get(a.token_env, ""),
+               a.slurm_job_id, json.loads(a.envelope))
 
 
 if __name__ == "__main__":

@@ -47,8 +47,10 @@ class ReportSender:
                  max_buffer: int = 10000, max_batch: int = 500,
                  make_heartbeat: Optional[Callable[[], Optional[dict]]] = None,
                  lock: Optional[threading.Lock] = None,
-                 post: Callable[..., PostResult] = post_reports, log_every: int = 30):
+                 post: Callable[..., PostResult] = post_reports, log_every: int = 30,
+                 envelope: Optional[dict] = None):
         self.url = url
+        self._envelope = envelope
         self.lock = lock or threading.Lock()
         self._token = token
         self._timeout_s = timeout_s
@@ -161,8 +163,9 @@ class ReportSender:
                 batch = self._take_batch()
                 if not batch:
                     return True
+                extra = {"envelope": self._envelope} if self._envelope else {}
                 res = self._post(self.url, [e.report for e in batch], token=self._token,
-                                 timeout_s=self._timeout_s)
+                                 timeout_s=self._timeout_s, **extra)
                 self.stats["posts"] += 1
                 if res.ok:
                     self._on_success(batch, res)

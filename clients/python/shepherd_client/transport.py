@@ -6,7 +6,7 @@ import math
 import urllib.error
 import urllib.parse
 import urllib.request
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 
 @dataclasses.dataclass
@@ -18,7 +18,10 @@ class PostResult:
     rejected: Optional[list] = None  # [{"index", "error"}] from a 202 answer
 
 
-def reports_url(base_url: str, job: str) -> str:
+def reports_url(base_url: str, job: str, slurm_job_id: str = "") -> str:
+    """The job's reports route; without a job, the route that binds to the job by its SLURM_JOB_ID."""
+    if not job and slurm_job_id:
+        return "%s/v1/external/slurm/%s/reports" % (base_url.rstrip("/"), urllib.parse.quote(slurm_job_id, safe=""))
     return "%s/v1/jobs/%s/reports" % (base_url.rstrip("/"), urllib.parse.quote(job, safe=""))
 
 
@@ -30,9 +33,11 @@ def _retry_after(headers) -> Optional[float]:
         return None
 
 
-def post_reports(url: str, reports: List[dict], token: str = "", timeout_s: float = 2.0) -> PostResult:
+def post_reports(url: str, reports: List[dict], token: str = "", timeout_s: float = 2.0,
+                 envelope: Optional[Dict[str, Any]] = None) -> PostResult:
+    """`envelope`: other top-level fields of the body (the Slurm job's size and name on the binding route)."""
     try:
-        body = json.dumps({"reports": reports}, allow_nan=False, separators=(",", ":")).encode()
+        body = json.dumps(dict(envelope or {}, reports=reports), allow_nan=False, separators=(",", ":")).encode()
     except (TypeError, ValueError) as e:  # a caller passed something JSON cannot carry: never retry it
         return PostResult(False, False, "cannot encode reports: %s" % e)
     headers = {"Content-Type": "application/json", "Accept": "application/json"}

@@ -80,6 +80,21 @@ class ConfigTest(unittest.TestCase):
                                "SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_RESTART_COUNT": "0"})
         self.assertEqual((cfg.rank, cfg.world_size, cfg.attempt, cfg.node), (1, 2, 5, ""))
 
+    def test_without_shepherd_job_a_srun_rank_binds_by_slurm_job_id(self):
+        cfg = config_from_env({"SHEPHERD_URL": "http://x", "SLURM_JOB_ID": "4242", "SLURM_JOB_NAME": "train",
+                               "SLURM_PROCID": "1", "SLURM_NTASKS": "4",
+                               "SHEPHERD_POLICY": '{"external_remediation": "requeue"}'})
+        self.assertTrue(cfg.bound_by_slurm)
+        self.assertEqual(cfg.envelope(), {"slurm": {"ntasks": 4, "job_name": "train",
+                                                    "policy": {"external_remediation": "requeue"}}})
+        # SHEPHERD_JOB wins: the rank reports to the job it was given, with no envelope.
+        cfg = config_from_env({"SHEPHERD_URL": "http://x", "SHEPHERD_JOB": "job-000007", "SLURM_JOB_ID": "4242"})
+        self.assertFalse(cfg.bound_by_slurm)
+        self.assertIsNone(cfg.envelope())
+        with self.assertLogs("shepherd_client", "WARNING"):
+            cfg = config_from_env({"SHEPHERD_URL": "http://x", "SLURM_JOB_ID": "9", "SHEPHERD_POLICY": "[1]"})
+        self.assertEqual(cfg.envelope(), {"slurm": {"ntasks": 1}})
+
     def test_disabled_without_url_is_a_silent_no_op(self):
         threads = threading.active_count()
         c = ShepherdClient.from_env({"RANK": "3", "WORLD_SIZE": "4"})
@@ -131,6 +146,20 @@ class ReportTest(unittest.TestCase):
         c.step(1, 1.0)
         c.flush()
         self.assertEqual(self.d.reports("step")[0]["node"], "n3")
+
+    def test_a_srun_rank_without_shepherd_job_posts_to_the_slurm_binding_route(self):
+        env = {"SHEPHERD_URL": self.d.url, "SHEPHERD_TOKEN": "tok", "SLURM_JOB_ID": "4242",
+               "SLURM_JOB_NAME": "train", "SLURM_PROCID": "2", "SLURM_NTASKS": "4", "SLURM_RESTART_COUNT": "1",
+               "SLURMD_NODENAME": "n2"}
+        c = ShepherdClient.from_env(env, start=False)
+        self.addCleanup(c.close, False)
+        c.step(3, 1.5)
+        self.assertTrue(c.flush())
+        post = self.d.posts[0]
+        self.assertEqual(post["path"], "/v1/external/slurm/4242/reports")
+        self.assertEqual(post["body"]["slurm"], {"ntasks": 4, "job_name": "train"})
+        r = post["body"]["reports"][0]
+        self.assertEqual((r["rank"], r["attempt"], r["node"], r["step"]), (2, 2, "n2", 3))
 
     def test_no_authorization_header_without_token(self):
         c = self.client()

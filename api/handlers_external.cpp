@@ -1,0 +1,120 @@
+// POST /v1/external/slurm/{slurm_job_id}/reports: reports of ranks a user started with srun, bound to the
+// Shepherd job whose external_id is that SLURM_JOB_ID. When no job that has not ended has it, the first
+// report creates one (a watched job of SLURM_NTASKS ranks). Who may do what is decided here, not in the
+// route table, because it needs the id resolved to a job (docs/security.md):
+//   - a rank credential reports for its own job only and never creates one;
+//   - a submitter reports for its own jobs and creates the job as its owner (it may submit jobs anyway);
+//   - admin (or auth off) for any job.
+// Creation needs no lock: handlers run on the control thread and SubmitJob enters the job into the
+// external-id index before it returns, so the next report (of 64 arriving together) finds it.
+#include "api/handlers.h"
+#include "api/views.h"
+#include "core/fields.h"
+
+namespace shepherd {
+namespace {
+
+bool ValidSlurmJobId(const std::string& id) {
+  return !id.empty() && id.size() <= 20 && id.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// The envelope's "slurm" object: what the ranks know of their Slurm job. `ntasks` is required only to
+// create the job.
+struct SlurmEnvelope {
+  std::optional<long long> ntasks;  // SLURM_NTASKS
+  std::string job_name;             // SLURM_JOB_NAME
+  const Json* policy = nullptr;     // the created job's policy (the client's SHEPHERD_POLICY)
+};
+
+Result<SlurmEnvelope> ParseSlurmEnvelope(const Json& body) {
+  SlurmEnvelope env;
+  const Json* slurm = body.is_object() && body.contains("slurm") ? &body["slurm"] : nullptr;
+  if (!slurm) return env;
+  std::vector<FieldError> errs;
+  FieldReader r(*slurm, "slurm", &errs);
+  if (!r.ok()) return InvalidContent("invalid slurm envelope", {{"slurm", "must be an object"}});
+  r.OnlyKnown({"ntasks", "job_name", "policy"});
+  env.ntasks = r.Int("ntasks", false, 1, 1 << 20);
+  env.job_name = r.String("job_name", false, 128).value_or("");
+  env.policy = r.Find("policy");
+  if (!errs.empty()) return InvalidContent("invalid slurm envelope", std::move(errs));
+  return env;
+}
+
+// The job created from a first report: watched (no command), external_id = the Slurm job id, one rank per
+// task. Nothing is planned for a job Shepherd does not launch and no rank says what it trains, so the model
+// is a placeholder that fits any GPU; the ranks hold one GPU slot each in Shepherd's inventory.
+Result<JobSpec> CreatedSpec(const std::string& slurm_job_id, const SlurmEnvelope& env) {
+  const long long n = *env.ntasks;
+  Json spec = {
+      {"name", env.job_name.empty() ? "slurm-" + slurm_job_id : env.job_name},
+      {"model",
+       {{"parameters", 1e6}, {"layers", 1}, {"hidden", 64}, {"heads", 1}, {"seq_len", 64}, {"vocab", 1000}}},
+      {"training", {{"global_batch_size", n}}},
+      {"parallelism", {{"tp", 1}, {"pp", 1}, {"dp", n}}},
+      {"resources", {{"gpus", n}}},
+      {"external_id", slurm_job_id}};
+  if (env.policy) spec["policy"] = *env.policy;
+  Result<JobSpec> parsed = ParseJobSpec(spec);
+  if (parsed.ok()) return parsed;
+  // Name the fields as the client sent them.
+  std::vector<FieldError> errs = parsed.status().fields();
+  for (FieldError& e : errs) e.field = e.field == "name" ? "slurm.job_name" : "slurm." + e.field;
+  return InvalidContent(parsed.status().message(), std::move(errs));
+}
+
+}  // namespace
+
+void RegisterExternalRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock) {
+  router->Add("POST", "/v1/external/slurm/{slurm_job_id}/reports",
+              [c, o, clock](const HttpRequest& req, const PathParams& p, Respond respond) {
+                if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
+                const std::string& slurm_job_id = p.at("slurm_job_id");
+                if (!ValidSlurmJobId(slurm_job_id))
+                  return respond(ProblemFrom(InvalidContent(
+                      "invalid Slurm job id", {{"slurm_job_id", "must be a SLURM_JOB_ID (digits)"}})));
+                auto body = api::Body(req, o);
+                if (!body.ok()) return respond(ProblemFrom(body.status()));
+                auto batch = ParseReportBatch(*body, clock->Now());
+                if (!batch.ok()) return respond(ProblemFrom(batch.status()));
+                auto env = ParseSlurmEnvelope(*body);
+                if (!env.ok()) return respond(ProblemFrom(env.status()));
+                if (auto refused = api::CheckRankAttempt(req, *batch)) return respond(*refused);
+                const std::optional<Principal>& who = req.principal;
+                const Role role = who ? who->role : Role::kAdmin;
+                // Answers the ingest, naming the job the reports went to.
+                auto ingest = [c, respond](const std::string& job, bool created, const ReportBatch& reports) {
+                  c->IngestReports(job, reports, [respond, job, created](Result<IngestSummary> r) {
+                    if (!r.ok()) return respond(ProblemFrom(r.status()));
+                    Json out = RenderIngest(*r);
+                    out["job"] = job;
+                    out["created"] = created;
+                    respond(JsonResponse(202, out));
+                  });
+                };
+                if (auto bound = c->FindExternalJob(slurm_job_id)) {
+                  const std::string& id = bound->id;
+                  const bool allowed = role == Role::kAdmin || (role == Role::kRank && who->job == id) ||
+                                       (role == Role::kSubmitter && bound->owner == who->name);
+                  if (!allowed)
+                    return respond(
+                        Problem(403, "job " + id + " (Slurm job " + slurm_job_id + ") is not the caller's"));
+                  return ingest(id, false, *batch);
+                }
+                if (role == Role::kRank)  // a rank credential is bound to one job: it never creates another
+                  return respond(Problem(403, "no job is bound to Slurm job " + slurm_job_id +
+                                                  ", and a rank credential cannot create one"));
+                if (!env->ntasks)
+                  return respond(ProblemFrom(InvalidContent(
+                      "no job is bound to Slurm job " + slurm_job_id + ": its first report creates it",
+                      {{"slurm.ntasks", "is required to create the job (SLURM_NTASKS)"}})));
+                auto spec = CreatedSpec(slurm_job_id, *env);
+                if (!spec.ok()) return respond(ProblemFrom(spec.status()));
+                api::SubmitAs(c, o, req, std::move(spec).value(), respond,
+                              [ingest, reports = std::move(batch).value()](const JobView& v) {
+                                ingest(v.job.id, true, reports);
+                              });
+              });
+}
+
+}  // namespace shepherd

@@ -1,0 +1,321 @@
+// Jobs users start with srun, bound by external_id = SLURM_JOB_ID: the external_id field (unique among jobs
+// that have not ended, filtered by an index), POST /v1/external/slurm/{id}/reports (the first report creates
+// the job; who may create), and external_remediation "requeue". In process, with auth and simulated time.
+#include <gtest/gtest.h>
+
+#include "tests/api/api_harness.h"
+
+namespace shepherd::testing {
+namespace {
+
+struct Requeued {
+  std::string slurm_job;
+  std::string finding;
+};
+
+class SlurmBindingTest : public ::testing::Test {
+ protected:
+  explicit SlurmBindingTest(bool requeue = true) : api_(Options(requeue, &requeued_)) {}
+
+  static ControllerOptions Options(bool requeue, std::vector<Requeued>* out) {
+    ControllerOptions o;
+    if (requeue)
+      o.slurm_requeue = [out](const std::string& id, const Finding& f) { out->push_back({id, f.id}); };
+    return o;
+  }
+
+  void SetUp() override {
+    auth_.SetStatic(ParseTokens(R"({"tokens": [
+      {"token": "admin-token-0123456789", "role": "admin", "name": "ops"},
+      {"token": "operator-token-0123456789", "role": "operator", "name": "oncall"},
+      {"token": "submitter-token-0123456789", "role": "submitter", "name": "sam"},
+      {"token": "kim-submitter-token-0123456789", "role": "submitter", "name": "kim"},
+      {"token": "viewer-token-0123456789", "role": "viewer", "name": "vic"},
+      {"token": "agent-n0-token-0123456789", "role": "agent", "node": "n0"}]})")
+                        .value());
+    InstallAuth(&api_.router_, api_.controller_.get(), &auth_);
+    for (int n = 0; n < 2; ++n)
+      ASSERT_EQ(
+          As("admin", "POST", "/v1/nodes",
+             {{"id", "n" + std::to_string(n)}, {"gpus", 4}, {"topology", {{"spine", "s0"}, {"leaf", "l0"}}}})
+              .status,
+          201);
+  }
+
+  // `who`: a role name of the tokens above, "kim", or a raw rank token.
+  ApiReply As(const std::string& who, const std::string& method, const std::string& target,
+              const Json& body = nullptr) {
+    HttpRequest req;
+    req.method = method;
+    req.target = target;
+    req.request_id = "test";
+    const std::string token = who.size() == 64 ? who
+                              : who == "kim"   ? "kim-submitter-token-0123456789"
+                                               : who + "-token-0123456789";
+    req.headers.emplace_back("Authorization", "Bearer " + token);
+    if (!body.is_null()) {
+      req.body = body.dump();
+      req.headers.emplace_back("Content-Type", "application/json");
+    }
+    ApiReply out;
+    api_.router_.Handle(req, [&](HttpResponse res) {
+      out.status = res.status;
+      out.body = Json::parse(res.body, nullptr, false);
+    });
+    api_.Drain();
+    return out;
+  }
+
+  // A job without a command of `ranks` ranks, with an external id when given.
+  static Json WatchedJob(int ranks, const std::string& external_id, Json policy = Json::object()) {
+    Json j = Json::parse(R"({"name": "w", "model": {"parameters": 1e6, "layers": 2, "hidden": 64, "heads": 4,
+        "seq_len": 64, "vocab": 1000}, "training": {"global_batch_size": 8}, "parallelism": {"tp": 1, "pp": 1, "dp": 2},
+        "resources": {"gpus": 2}})");
+    j["parallelism"]["dp"] = ranks;
+    j["resources"]["gpus"] = ranks;
+    j["training"]["global_batch_size"] = ranks;
+    if (!external_id.empty()) j["external_id"] = external_id;
+    if (!policy.empty()) j["policy"] = policy;
+    return j;
+  }
+  static Json Heartbeats(int attempt, std::vector<int> ranks) {
+    Json reports = Json::array();
+    for (int r : ranks)
+      reports.push_back(
+          {{"rank", r}, {"attempt", attempt}, {"kind", "heartbeat"}, {"node", "n" + std::to_string(r % 2)}});
+    return reports;
+  }
+  // The body a rank started by srun sends: its reports and what it knows of its Slurm job.
+  static Json SrunBody(Json reports, int ntasks, Json policy = nullptr) {
+    Json slurm = {{"ntasks", ntasks}, {"job_name", "train-llm"}};
+    if (!policy.is_null()) slurm["policy"] = policy;
+    return {{"slurm", slurm}, {"reports", reports}};
+  }
+  Json JobsWith(const std::string& external_id) {
+    ApiReply r = As("viewer", "GET", "/v1/jobs?external_id=" + external_id);
+    EXPECT_EQ(r.status, 200) << r.body.dump();
+    return r.body["jobs"];
+  }
+
+  std::vector<Requeued> requeued_;
+  Authenticator auth_;
+  ApiHarness api_;
+};
+
+TEST_F(SlurmBindingTest, ExternalIdIsStoredShownFilteredAndUniqueAmongJobsThatHaveNotEnded) {
+  ApiReply a = As("submitter", "POST", "/v1/jobs", WatchedJob(2, "4242"));
+  ASSERT_EQ(a.status, 201) << a.body.dump();
+  EXPECT_EQ(a.body["spec"]["external_id"], "4242");
+  ApiReply dup = As("submitter", "POST", "/v1/jobs", WatchedJob(2, "4242"));
+  EXPECT_EQ(dup.status, 409) << dup.body.dump();
+  EXPECT_EQ(dup.body["errors"][0]["field"], "external_id") << dup.body.dump();
+  ASSERT_EQ(As("submitter", "POST", "/v1/jobs", WatchedJob(2, "7")).status, 201);
+
+  Json found = JobsWith("4242");
+  ASSERT_EQ(found.size(), 1u) << found.dump();
+  EXPECT_EQ(found[0]["id"], a.body["id"]);
+  EXPECT_TRUE(JobsWith("999").empty());
+
+  // Once the first ended, the id may be used again; the filter lists both.
+  ASSERT_EQ(As("submitter", "POST", "/v1/jobs/" + a.body["id"].get<std::string>() + "/cancel").status, 200);
+  ApiReply again = As("submitter", "POST", "/v1/jobs", WatchedJob(2, "4242"));
+  ASSERT_EQ(again.status, 201) << again.body.dump();
+  found = JobsWith("4242");
+  ASSERT_EQ(found.size(), 2u) << found.dump();
+  EXPECT_EQ(found[0]["state"], "cancelled");
+  EXPECT_EQ(found[1]["id"], again.body["id"]);
+  EXPECT_EQ(As("viewer", "GET", "/v1/jobs?external_id=4242&state=cancelled").body["jobs"].size(), 1u);
+}
+
+TEST_F(SlurmBindingTest, ExternalIdIsOnlyForJobsShepherdDoesNotLaunchAndRequeueNeedsIt) {
+  Json launched = WatchedJob(2, "55");
+  launched["command"] = {"python3", "train.py"};
+  ApiReply r = As("submitter", "POST", "/v1/jobs", launched);
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(r.body["errors"][0]["field"], "external_id") << r.body.dump();
+  r = As("submitter", "POST", "/v1/jobs", WatchedJob(2, "", {{"external_remediation", "requeue"}}));
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(r.body["errors"][0]["field"], "policy.external_remediation") << r.body.dump();
+  EXPECT_EQ(As("viewer", "GET", "/v1/jobs?external_id=").status, 422);
+}
+
+TEST_F(SlurmBindingTest, TheFirstReportCreatesTheJobAndTheOthersBindToIt) {
+  ApiReply first = As("submitter", "POST", "/v1/external/slurm/123/reports", SrunBody(Heartbeats(1, {0}), 4));
+  ASSERT_EQ(first.status, 202) << first.body.dump();
+  EXPECT_EQ(first.body["created"], true);
+  const std::string id = first.body["job"];
+  ApiReply rest =
+      As("submitter", "POST", "/v1/external/slurm/123/reports", SrunBody(Heartbeats(1, {1, 2, 3}), 4));
+  ASSERT_EQ(rest.status, 202) << rest.body.dump();
+  EXPECT_EQ(rest.body["created"], false);
+  EXPECT_EQ(rest.body["job"], id);
+  EXPECT_EQ(rest.body["accepted"], 3);
+
+  Json job = As("viewer", "GET", "/v1/jobs/" + id).body;
+  EXPECT_EQ(job["owner"], "sam");
+  EXPECT_EQ(job["spec"]["name"], "train-llm");
+  EXPECT_EQ(job["spec"]["external_id"], "123");
+  EXPECT_TRUE(job["spec"]["command"].empty());
+  EXPECT_EQ(job["plan"]["dp"], 4);
+  EXPECT_EQ(job["state"], "running");
+  EXPECT_EQ(JobsWith("123").size(), 1u);
+
+  // A rank beyond SLURM_NTASKS is refused (by index); the batch's others are taken.
+  ApiReply beyond =
+      As("submitter", "POST", "/v1/external/slurm/123/reports", SrunBody(Heartbeats(1, {0, 4}), 4));
+  ASSERT_EQ(beyond.status, 202) << beyond.body.dump();
+  ASSERT_EQ(beyond.body["rejected"].size(), 1u) << beyond.body.dump();
+  EXPECT_EQ(beyond.body["rejected"][0]["index"], 1);
+}
+
+TEST_F(SlurmBindingTest, BadEnvelopesAreRefusedNamingTheFieldAndCreateNothing) {
+  Json no_size = {{"reports", Heartbeats(1, {0})}};
+  ApiReply r = As("submitter", "POST", "/v1/external/slurm/5/reports", no_size);
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(r.body["errors"][0]["field"], "slurm.ntasks") << r.body.dump();
+  r = As("submitter", "POST", "/v1/external/slurm/5x/reports", SrunBody(Heartbeats(1, {0}), 1));
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(r.body["errors"][0]["field"], "slurm_job_id") << r.body.dump();
+  r = As("submitter", "POST", "/v1/external/slurm/5/reports", SrunBody(Heartbeats(1, {0}), 0));
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(r.body["errors"][0]["field"], "slurm.ntasks") << r.body.dump();
+  r = As("submitter", "POST", "/v1/external/slurm/5/reports",
+         SrunBody(Heartbeats(1, {0}), 1, {{"external_remediation", "reboot"}}));
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(r.body["errors"][0]["field"], "slurm.policy.external_remediation") << r.body.dump();
+  // Larger than the usable inventory (8 GPUs).
+  r = As("submitter", "POST", "/v1/external/slurm/5/reports", SrunBody(Heartbeats(1, {0}), 9));
+  EXPECT_EQ(r.status, 422) << r.body.dump();
+  EXPECT_TRUE(JobsWith("5").empty());
+}
+
+// Every credential does only its own job: a rank credential reports for its own job only and never
+// creates one; a submitter creates as itself and cannot report into another's job; people without the
+// submit right cannot create.
+TEST_F(SlurmBindingTest, WhoMayBindAndWhoMayCreate) {
+  // kim pre-submits a watched job bound to Slurm job 900; its rank credential works on the Slurm route.
+  ApiReply kims = As("kim", "POST", "/v1/jobs", WatchedJob(2, "900"));
+  ASSERT_EQ(kims.status, 201) << kims.body.dump();
+  const std::string rank = kims.body["rank_token"];
+  ApiReply own = As(rank, "POST", "/v1/external/slurm/900/reports", {{"reports", Heartbeats(1, {0, 1})}});
+  EXPECT_EQ(own.status, 202) << own.body.dump();
+  EXPECT_EQ(own.body["job"], kims.body["id"]);
+
+  // That credential cannot create a job for another Slurm job, nor report into sam's.
+  EXPECT_EQ(As(rank, "POST", "/v1/external/slurm/901/reports", SrunBody(Heartbeats(1, {0}), 1)).status, 403);
+  EXPECT_TRUE(JobsWith("901").empty());
+  ASSERT_EQ(As("submitter", "POST", "/v1/external/slurm/902/reports", SrunBody(Heartbeats(1, {0}), 1)).status,
+            202);
+  EXPECT_EQ(As(rank, "POST", "/v1/external/slurm/902/reports", {{"reports", Heartbeats(1, {0})}}).status,
+            403);
+
+  // sam cannot report into kim's job; kim can; admin can.
+  EXPECT_EQ(
+      As("submitter", "POST", "/v1/external/slurm/900/reports", {{"reports", Heartbeats(1, {0})}}).status,
+      403);
+  EXPECT_EQ(As("kim", "POST", "/v1/external/slurm/900/reports", {{"reports", Heartbeats(1, {0})}}).status,
+            202);
+  EXPECT_EQ(As("admin", "POST", "/v1/external/slurm/900/reports", {{"reports", Heartbeats(1, {0})}}).status,
+            202);
+
+  // Roles without the right to submit create nothing and report into nothing.
+  for (const char* who : {"operator", "viewer", "agent-n0"}) {
+    EXPECT_EQ(As(who, "POST", "/v1/external/slurm/903/reports", SrunBody(Heartbeats(1, {0}), 1)).status, 403)
+        << who;
+    EXPECT_EQ(As(who, "POST", "/v1/external/slurm/900/reports", {{"reports", Heartbeats(1, {0})}}).status,
+              403)
+        << who;
+  }
+  EXPECT_TRUE(JobsWith("903").empty());
+}
+
+// external_remediation "requeue": a silent rank of a job bound to Slurm job 321 requeues it once per
+// attempt; its ranks come back as attempt 2, which Shepherd follows, and the next silence requeues again.
+TEST_F(SlurmBindingTest, RequeueRunsOncePerAttemptAndTheNextAttemptIsFollowed) {
+  const Json policy = {{"external_remediation", "requeue"},
+                       {"heartbeat_interval_s", 1},
+                       {"heartbeat_timeout_s", 5},
+                       {"startup_grace_s", 5}};
+  auto second = [&](int attempt, std::vector<int> ranks) {
+    ApiReply r = As("submitter", "POST", "/v1/external/slurm/321/reports",
+                    SrunBody(Heartbeats(attempt, std::move(ranks)), 2, policy));
+    EXPECT_EQ(r.status, 202) << r.body.dump();
+    api_.clock_.AdvanceSeconds(1);
+    api_.Tick();
+    return r.body.value("job", "");
+  };
+  const std::string id = second(1, {0, 1});
+  // Both ranks healthy for a while: nothing is requeued.
+  for (int s = 0; s < 10; ++s) second(1, {0, 1});
+  EXPECT_TRUE(requeued_.empty());
+  // Rank 1 goes silent (a hang): one requeue for attempt 1, however long it stays silent.
+  for (int s = 0; s < 20; ++s) second(1, {0});
+  ASSERT_EQ(requeued_.size(), 1u);
+  EXPECT_EQ(requeued_[0].slurm_job, "321");
+  Json fs = As("viewer", "GET", "/v1/jobs/" + id + "/failures").body["failures"];
+  ASSERT_FALSE(fs.empty());
+  EXPECT_EQ(fs[0]["id"], requeued_[0].finding);
+  EXPECT_NE(fs[0]["actions"].dump().find("requeue Slurm job 321"), std::string::npos) << fs[0].dump();
+  Json job = As("viewer", "GET", "/v1/jobs/" + id).body;
+  EXPECT_EQ(job["restarts"], 1);
+  EXPECT_EQ(job["attempt"], 1);  // Shepherd starts nothing itself: the attempt follows the ranks
+
+  // Slurm requeued it: SLURM_RESTART_COUNT=1, so the ranks report attempt 2.
+  for (int s = 0; s < 10; ++s) second(2, {0, 1});
+  job = As("viewer", "GET", "/v1/jobs/" + id).body;
+  EXPECT_EQ(job["attempt"], 2);
+  EXPECT_EQ(job["state"], "running");
+  ASSERT_EQ(requeued_.size(), 1u);
+  for (int s = 0; s < 20; ++s) second(2, {1});
+  ASSERT_EQ(requeued_.size(), 2u);
+  EXPECT_EQ(As("viewer", "GET", "/v1/jobs/" + id).body["restarts"], 2);
+}
+
+TEST_F(SlurmBindingTest, RequeueNeedsARestartRecommendation) {
+  // Loss spikes are recorded, never acted on: no requeue.
+  const Json policy = {{"external_remediation", "requeue"}, {"good_after_steps", 1}};
+  for (int step = 1; step <= 40; ++step) {
+    Json reports = Json::array();
+    for (int r = 0; r < 2; ++r)
+      reports.push_back(
+          {{"rank", r}, {"attempt", 1}, {"kind", "step"}, {"step", step}, {"loss", step == 35 ? 50.0 : 2.0}});
+    ASSERT_EQ(As("submitter", "POST", "/v1/external/slurm/88/reports", SrunBody(reports, 2, policy)).status,
+              202);
+    api_.clock_.AdvanceSeconds(0.5);
+    api_.Tick();
+  }
+  const std::string id = JobsWith("88")[0]["id"];
+  Json fs = As("viewer", "GET", "/v1/jobs/" + id + "/failures").body["failures"];
+  ASSERT_FALSE(fs.empty());
+  EXPECT_EQ(fs[0]["kind"], "loss_spike") << fs.dump();
+  EXPECT_TRUE(requeued_.empty());
+}
+
+class SlurmBindingWithoutSlurmTest : public SlurmBindingTest {
+ protected:
+  SlurmBindingWithoutSlurmTest() : SlurmBindingTest(/*requeue=*/false) {}
+};
+
+TEST_F(SlurmBindingWithoutSlurmTest, RequeueWithoutSlurmIsRecordedAsNotPossible) {
+  const Json policy = {
+      {"external_remediation", "requeue"}, {"heartbeat_timeout_s", 5}, {"startup_grace_s", 5}};
+  std::string id;
+  for (int s = 0; s < 20; ++s) {
+    ApiReply r =
+        As("submitter", "POST", "/v1/external/slurm/66/reports",
+           SrunBody(Heartbeats(1, s == 0 ? std::vector<int>{0, 1} : std::vector<int>{0}), 2, policy));
+    ASSERT_EQ(r.status, 202) << r.body.dump();
+    id = r.body["job"];
+    api_.clock_.AdvanceSeconds(1);
+    api_.Tick();
+  }
+  Json fs = As("viewer", "GET", "/v1/jobs/" + id + "/failures").body["failures"];
+  ASSERT_FALSE(fs.empty());
+  EXPECT_NE(fs[0]["actions"].dump().find("cannot requeue Slurm job 66: the daemon runs without --slurm"),
+            std::string::npos)
+      << fs[0].dump();
+  EXPECT_EQ(As("viewer", "GET", "/v1/jobs/" + id).body["restarts"], 0);
+}
+
+}  // namespace
+}  // namespace shepherd::testing
