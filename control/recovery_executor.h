@@ -49,6 +49,10 @@ class RecoveryExecutor {
   // The daemon keeps the inventory in sync with Slurm (--slurm): a node cordoned for external_remediation
   // "slurm-drain" is then drained in Slurm too.
   void set_slurm(bool on) { slurm_ = on; }
+  // The cluster a job's recovery sees when it is not the whole inventory (a Slurm-launched job sees only
+  // its allocation, control/slurm_jobs.h); nullopt: the whole inventory.
+  using ClusterFor = std::function<std::optional<Cluster>(const std::string& job)>;
+  void set_cluster_for(ClusterFor f) { cluster_for_ = std::move(f); }
 
   // Starts the restarts whose backoff has passed.
   void StartDue(Time now, WriteBatch* batch);
@@ -84,6 +88,7 @@ class RecoveryExecutor {
   JobBook* jobs_;
   RemediationHook hook_;
   bool slurm_ = false;
+  ClusterFor cluster_for_;
   std::map<std::string, Restarts> state_;
 };
 
