@@ -7,7 +7,11 @@
 namespace shepherd {
 namespace {
 
-const char* StateName(SlurmAllocationRecord::State s) {
+const std::string kReleasingKey = "slurm_alloc_releasing";
+
+}  // namespace
+
+const char* ToString(SlurmAllocationRecord::State s) {
   switch (s) {
     case SlurmAllocationRecord::State::kWanted:
       return "wanted";
@@ -18,10 +22,6 @@ const char* StateName(SlurmAllocationRecord::State s) {
   }
   return "wanted";
 }
-
-const std::string kReleasingKey = "slurm_alloc_releasing";
-
-}  // namespace
 
 const SlurmAllocationRecord* SlurmJobs::Find(const std::string& job) const {
   auto it = jobs_.find(job);
@@ -92,7 +92,7 @@ void SlurmJobs::Cancelled(const std::string& id, WriteBatch* batch) {
 
 void SlurmJobs::Persist(const std::string& job, WriteBatch* batch) const {
   const SlurmAllocationRecord& a = jobs_.at(job);
-  Json j = {{"state", StateName(a.state)}, {"id", a.id}, {"nodes", a.nodes}, {"adopted", a.adopted}};
+  Json j = {{"state", ToString(a.state)}, {"id", a.id}, {"nodes", a.nodes}, {"adopted", a.adopted}};
   batch->Put(Record{Collection::kMeta, kKeyPrefix + job, job, j.dump()});
 }
 

@@ -35,6 +35,7 @@ struct SlurmAllocationRecord {
   std::vector<std::string> nodes;
   bool adopted = false;
 };
+const char* ToString(SlurmAllocationRecord::State s);  // "wanted", "pending", "running"
 
 // What the launch worker is to do for one job now. Level-triggered: the worker compares it with what it
 // runs and acts on the difference.
