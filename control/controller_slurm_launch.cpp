@@ -268,12 +268,12 @@ void Controller::OnStepEnded(const SlurmLaunchEvent& ev, Time now, WriteBatch* b
   }
   if (recorded || !still_current()) return;
   // srun failed without naming a task (it was killed, or its output was lost): no rank or node is blamed.
-  RecordFinding(StepFinding(ev,
-                            "the Slurm step ended (srun exit " + std::to_string(ev.exit.exit_code) +
+  const std::string detail =
+      !ev.message.empty() ? ev.message
+                          : "the Slurm step ended (srun exit " + std::to_string(ev.exit.exit_code) +
                                 (ev.exit.signal ? ", signal " + std::to_string(ev.exit.signal) : std::string()) +
-                                ") without naming a task",
-                            now),
-                now, batch);
+                                ") without naming a task";
+  RecordFinding(StepFinding(ev, detail, now), now, batch);
 }
 
 Finding Controller::StepFinding(const SlurmLaunchEvent& ev, std::string detail, Time now) {

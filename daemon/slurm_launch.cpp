@@ -41,6 +41,7 @@ struct SlurmLaunchLoop::State : std::enable_shared_from_this<SlurmLaunchLoop::St
   struct Run {
     std::string submitted;  // allocation id sbatch gave (before the controller recorded it)
     std::optional<slurm::Step> step;
+    std::string adopted_step;  // a step found running under our name (an earlier daemon's): watched only
     int step_attempt = 0;
     std::string step_log;
     int done_attempt = 0;  // the last attempt whose step ran and ended (never started twice)
@@ -208,12 +209,43 @@ void SlurmLaunchLoop::State::Allocation(const SlurmJobOrder& o, struct Run& run)
 }
 
 void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
+  if (!run.adopted_step.empty()) {  // not our child: watched through Slurm until it is gone
+    auto steps = launcher->cli().ShowSteps(o.allocation.id);
+    bool running = !steps.ok();  // unknown: assume it still runs
+    if (steps.ok())
+      for (const slurm::SlurmStep& st : *steps) running |= st.id == run.adopted_step;
+    if (running && (!o.step || o.attempt != run.step_attempt)) {
+      (void)launcher->cli().Cancel(run.adopted_step, "KILL");
+      return;
+    }
+    if (running) return;
+    run.adopted_step.clear();
+    Ended(o.job, run, slurm::ExitStatus{});  // exit unknown
+    return;
+  }
   if (run.step && (!o.step || o.attempt != run.step_attempt)) StopStep(o.job, run, o.stop_grace_s);
   if (run.step) {
     if (auto exit = launcher->PollStep(*run.step)) Ended(o.job, run, *exit);
     return;
   }
   if (!o.step || o.attempt == run.done_attempt) return;
+  // An earlier daemon's step of this attempt may still run (its srun died with that daemon, the tasks
+  // did not): never start the attempt twice; watch that step instead.
+  if (auto steps = launcher->cli().ShowSteps(o.allocation.id); steps.ok()) {
+    for (const slurm::SlurmStep& st : *steps)
+      if (st.name == o.step->name) {
+        spdlog::warn("slurm: job {} attempt {}: step {} already runs (an earlier daemon's): watching it", o.job,
+                     o.attempt, st.id);
+        run.adopted_step = st.id;
+        run.step_attempt = o.attempt;
+        run.step_log.clear();
+        Send({.kind = Kind::kStepStarted, .job = o.job, .attempt = o.attempt, .step_id = st.id});
+        return;
+      }
+  } else {
+    spdlog::warn("slurm: job {}: cannot list the steps of {}: {}", o.job, o.allocation.id, steps.status().message());
+    return;  // try again next poll rather than risk a second step
+  }
   slurm::StepSpec spec = *o.step;
   spec.log_path = config.step_log_dir + "/" + o.job + "-a" + std::to_string(o.attempt) + ".log";
   auto step = launcher->StartStep(spec);
@@ -246,6 +278,7 @@ void SlurmLaunchLoop::State::Ended(const std::string& job, struct Run& run, slur
   SlurmLaunchEvent ev{.kind = Kind::kStepEnded, .job = job, .attempt = run.step_attempt, .exit = exit};
   ev.log = slurm::ParseStepLog(ReadAll(run.step_log));
   ev.log_tail = Tail(run.step_log);
+  if (run.step_log.empty()) ev.message = "the step ended while an earlier shepherdd was its srun's parent: its exit is unknown";
   run.done_attempt = run.step_attempt;
   run.step.reset();
   Send(std::move(ev));

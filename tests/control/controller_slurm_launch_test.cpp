@@ -277,5 +277,21 @@ TEST_F(SlurmLaunchTest, AnAllocationThatEndsFailsTheJobWithSlurmsWords) {
   EXPECT_TRUE(controller_->GetSlurmOrders().cancel.empty());  // it is gone already
 }
 
+TEST(SlurmLaunchRefused, WithoutSlurmTheLauncherFieldIsRefused) {
+  FakeClock clock;
+  std::unique_ptr<Store> store = NewMemoryStore();
+  std::deque<std::function<void()>> posted;
+  Controller c(store.get(), &clock, [&](std::function<void()> f) { posted.push_back(std::move(f)); }, {});
+  ASSERT_TRUE(c.Recover().ok());
+  JobSpec s = testing::MakeSpec(8, 8);
+  s.launcher = Launcher::kSlurm;
+  std::optional<Result<JobView>> out;
+  c.SubmitJob(s, *c.PlanFor(s), [&](Result<JobView> r) { out = std::move(r); });
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->status().code(), Code::kInvalidContent);
+  ASSERT_EQ(out->status().fields().size(), 1u);
+  EXPECT_EQ(out->status().fields()[0].field, "launcher");
+}
+
 }  // namespace
 }  // namespace shepherd

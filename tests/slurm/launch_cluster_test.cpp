@@ -190,20 +190,20 @@ TEST(SlurmLaunch, NodeCrashIsNamedDrainedAndTrainingResumesOnTheSpare) {
   ASSERT_FALSE(spare.empty()) << alloc.dump();
 
   EXPECT_FALSE(LocalCluster::CrashNode(victim).empty());
-  // Named, and drained in Slurm with the finding's id.
-  Json named;
+  // Drained in Slurm with the id and kind of the finding that blamed it, e.g. "shepherd f-000002 node_lost".
+  std::string reason;
   ASSERT_TRUE(WaitFor(seconds(180), [&] {
-    for (const Json& f : d.Get("/v1/jobs/" + job + "/failures")["failures"])
-      if (f["attempt"] == 1 && f["nodes"] == Json::array({victim}) && !f["actions"].empty()) {
-        named = f;
-        return true;
-      }
-    return false;
-  })) << d.Diagnose(job);
-  EXPECT_TRUE(WaitFor(seconds(60), [&] {
-    return LocalCluster::Sh({"sinfo", "-n", victim, "-h", "-o", "%E"}) ==
-           "shepherd " + named["id"].get<std::string>() + " " + named["kind"].get<std::string>();
-  })) << LocalCluster::Sh({"sinfo", "-n", victim, "-h", "-o", "%E"}) << "\n" << named.dump();
+    reason = LocalCluster::Sh({"sinfo", "-n", victim, "-h", "-o", "%E"});
+    return reason.rfind("shepherd f-", 0) == 0;
+  })) << reason << "\n" << d.Diagnose(job);
+  const std::string finding = reason.substr(9, reason.find(' ', 9) - 9);
+  Json named;
+  for (const Json& f : d.Get("/v1/jobs/" + job + "/failures")["failures"])
+    if (f["id"] == finding) named = f;
+  ASSERT_TRUE(named.is_object()) << finding << "\n" << d.Diagnose(job);
+  EXPECT_EQ(reason, "shepherd " + finding + " " + named["kind"].get<std::string>());
+  EXPECT_EQ(named["nodes"], Json::array({victim})) << named.dump();
+  EXPECT_EQ(d.Get("/v1/nodes/" + victim)["state"], "failed");
   // A new step on the surviving node and the spare resumes from last-known-good.
   int attempt = 0;
   ASSERT_TRUE(WaitFor(seconds(240), [&] {
