@@ -254,8 +254,10 @@ class Controller {
   void OnAllocationRunning(const SlurmLaunchEvent& ev, Time now, WriteBatch* batch);
   void OnStepEnded(const SlurmLaunchEvent& ev, Time now, WriteBatch* batch);
   static Finding StepFinding(const SlurmLaunchEvent& ev, std::string detail, Time now);
-  // Nodes the Slurm sync just marked failed: node_lost for the Slurm-launched jobs running there.
-  void OnSlurmNodesFailed(const std::vector<std::string>& nodes, Time now, WriteBatch* batch);
+  // Nodes (with Slurm's state) Slurm reports down or not responding: node_lost for the Slurm-launched jobs
+  // running there.
+  void OnSlurmNodesFailed(const std::vector<std::pair<std::string, std::string>>& nodes, Time now,
+                          WriteBatch* batch);
   // What the node's agent must run (AgentBoard's source).
   std::vector<RankAssignment> DesiredRanks(const std::string& node) const;
 

@@ -287,8 +287,9 @@ Finding Controller::StepFinding(const SlurmLaunchEvent& ev, std::string detail, 
   return f;
 }
 
-void Controller::OnSlurmNodesFailed(const std::vector<std::string>& nodes, Time now, WriteBatch* batch) {
-  for (const std::string& node : nodes) {
+void Controller::OnSlurmNodesFailed(const std::vector<std::pair<std::string, std::string>>& nodes, Time now,
+                                    WriteBatch* batch) {
+  for (const auto& [node, state] : nodes) {
     for (const std::string& job : inventory_.cluster().JobsOn(node)) {
       const JobEntry* e = jobs_.Find(job);
       if (!e || !ViaSlurm(e->job) || !e->attempt || !IsActive(e->job.state)) continue;
@@ -298,8 +299,7 @@ void Controller::OnSlurmNodesFailed(const std::vector<std::string>& nodes, Time 
       f.kind = FindingKind::kNodeLost;
       f.nodes = {node};
       f.detected_at = now;
-      const Node* n = inventory_.Find(node);
-      f.detail = "Slurm reports " + node + " " + (n ? n->reason : std::string("failed"));
+      f.detail = "Slurm reports " + node + " " + state;
       for (const RankSlot& r : e->attempt->placement.ranks)
         if (r.node == node) f.ranks.push_back(r.rank);
       RecordFinding(std::move(f), now, batch);

@@ -66,8 +66,8 @@ struct StepSpec {
   // LOCAL_RANK, LOCAL_WORLD_SIZE, CUDA_VISIBLE_DEVICES, SHEPHERD_RANK_COORDS) are added per task.
   EnvMap env;
   // Optional, indexed by rank: variables that differ between ranks, composed by the caller (the controller
-  // uses scheduler/rank_env.h's ComposeRankEnv, as for the agents); they win over what the wrapper derives
-  // (slurm/rank_env.h, EncodeRankTables). Empty: the wrapper's own derivation only.
+  // uses scheduler/rank_env.h's ComposeRankEnv, as for the agents); given, the wrapper sets exactly these
+  // and derives nothing (slurm/rank_env.h, EncodeRankTables). Empty: the wrapper's own derivation.
   std::vector<EnvMap> rank_env;
   std::string log_path;  // srun's output: every rank's stdout and stderr, lines prefixed "RANK: "
   std::string cwd;       // working directory of srun and the ranks ("" = the caller's)

@@ -85,6 +85,19 @@ Result<EnvMap> RankEnvironment(const EnvMap& task_env) {
   if (!actual || *actual != node)
     return Conflict("shepherd-slurm-rank: rank " + std::to_string(rank) + " was placed on " + node +
                     " but runs on " + (actual ? *actual : std::string("an unknown node")));
+  // Composed by the controller (EncodeRankTables): the tables are the rank's variables, nothing is derived.
+  if (const std::string* keys = Get(task_env, "SHEPHERD_SLURM_KEYS"); keys && !keys->empty()) {
+    EnvMap out;
+    for (const std::string& key : SplitComma(*keys)) {
+      const std::string* table = Get(task_env, ("SHEPHERD_SLURM_V_" + key).c_str());
+      std::vector<std::string> values = table ? SplitComma(*table, ';') : std::vector<std::string>{};
+      if (values.size() != nodes.size())
+        return InvalidArgument("shepherd-slurm-rank: table SHEPHERD_SLURM_V_" + key + " does not list " +
+                               std::to_string(nodes.size()) + " ranks");
+      out[key] = values[rank];
+    }
+    return out;
+  }
   std::string coord = coords[rank];
   int tp = 0, pp = 0, dp = 0;
   std::size_t d1 = coord.find('.'), d2 = coord.find('.', d1 == std::string::npos ? 0 : d1 + 1);
@@ -97,7 +110,7 @@ Result<EnvMap> RankEnvironment(const EnvMap& task_env) {
     if (static_cast<int>(r) < rank) ++local_rank;
     ++local_world;
   }
-  EnvMap out{
+  return EnvMap{
       {"RANK", std::to_string(rank)},
       {"SHEPHERD_RANK", std::to_string(rank)},
       {"WORLD_SIZE", std::to_string(nodes.size())},
@@ -105,17 +118,6 @@ Result<EnvMap> RankEnvironment(const EnvMap& task_env) {
       {"LOCAL_WORLD_SIZE", std::to_string(local_world)},
       {"CUDA_VISIBLE_DEVICES", std::to_string(gpu)},
       {"SHEPHERD_RANK_COORDS", std::to_string(tp) + "," + std::to_string(pp) + "," + std::to_string(dp)}};
-  if (const std::string* keys = Get(task_env, "SHEPHERD_SLURM_KEYS"); keys && !keys->empty()) {
-    for (const std::string& key : SplitComma(*keys)) {
-      const std::string* table = Get(task_env, ("SHEPHERD_SLURM_V_" + key).c_str());
-      std::vector<std::string> values = table ? SplitComma(*table, ';') : std::vector<std::string>{};
-      if (values.size() != nodes.size())
-        return InvalidArgument("shepherd-slurm-rank: table SHEPHERD_SLURM_V_" + key + " does not list " +
-                               std::to_string(nodes.size()) + " ranks");
-      out[key] = values[rank];
-    }
-  }
-  return out;
 }
 
 }  // namespace shepherd::slurm

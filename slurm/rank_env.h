@@ -28,8 +28,9 @@ EnvMap EncodeLayout(const Placement& placement);
 
 // Variables that differ between ranks, composed by the controller with scheduler/rank_env.h's
 // ComposeRankEnv (the definition the node agents use), as step-wide tables: SHEPHERD_SLURM_KEYS = "K1,K2"
-// and SHEPHERD_SLURM_V_<K> = "value of rank 0;value of rank 1;...". RankEnvironment applies them last, so
-// they win over what it derives. kInvalidArgument: a key is not in every rank's map, or a value contains
+// and SHEPHERD_SLURM_V_<K> = "value of rank 0;value of rank 1;...". With them, RankEnvironment returns
+// exactly the tables' values for the rank (srun's environment already holds what all ranks share) and
+// derives nothing. kInvalidArgument: a key is not in every rank's map, or a value contains
 // ';'.
 Result<EnvMap> EncodeRankTables(const std::vector<EnvMap>& per_rank);
 

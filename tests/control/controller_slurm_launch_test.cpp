@@ -43,10 +43,11 @@ class SlurmLaunchTest : public ::testing::Test {
     controller_->UpsertNode(testing::MakeNode(id, leaf), false, [](Result<NodeUpsert> r) { ASSERT_TRUE(r.ok()); });
     Drain();
   }
-  // 16 GPUs at TP 8: two nodes, launched through Slurm with one spare.
-  std::string Submit(const std::string& adopt = "") {
+  // 16 GPUs at TP 8: two nodes, launched through Slurm with `spares` spare nodes.
+  std::string Submit(const std::string& adopt = "", int spares = 1) {
     JobSpec s = testing::MakeSpec(16, 8);
     s.launcher = Launcher::kSlurm;
+    s.resources.spare_nodes = spares;
     s.slurm.allocation = adopt;
     auto est = controller_->PlanFor(s);
     EXPECT_TRUE(est.ok());
@@ -75,8 +76,8 @@ class SlurmLaunchTest : public ::testing::Test {
     return out;
   }
   // Submitted, allocated with `nodes` and its first step running.
-  std::string Running(std::vector<std::string>* nodes) {
-    std::string id = Submit();
+  std::string Running(std::vector<std::string>* nodes, int spares = 1) {
+    std::string id = Submit("", spares);
     *nodes = OrderOf(controller_->GetSlurmOrders(), id)->allocation.nodes;
     Send({.kind = Kind::kSubmitted, .job = id, .allocation = "41"});
     Send({.kind = Kind::kAllocated, .job = id, .allocation = "41", .nodes = *nodes});
@@ -191,6 +192,28 @@ TEST_F(SlurmLaunchTest, SlurmDroppingANodeFromTheAllocationIsANodeLoss) {
   // The spare leaving (no ranks on it) is no finding.
   std::string id2_spare = nodes[2];
   EXPECT_EQ(Nodes(id).count(id2_spare), 1u);
+}
+
+// No spare in the allocation and the plan does not fit what is left of it: the job is requeued, its
+// allocation given back, and a new one requested for its new placement (never the failed node).
+TEST_F(SlurmLaunchTest, WithNoSpareLeftTheJobIsRequeuedIntoANewAllocation) {
+  std::vector<std::string> nodes;
+  std::string id = Running(&nodes, /*spares=*/0);
+  ASSERT_EQ(nodes.size(), 2u);
+  const std::string lost = nodes[1];
+  SlurmLaunchEvent ended{.kind = Kind::kStepEnded, .job = id, .attempt = 1};
+  ended.exit.exit_code = 1;
+  ended.log = slurm::ParseStepLog("srun: error: Node failure on " + lost + "\n");
+  Send(ended);
+  SlurmOrders o = controller_->GetSlurmOrders();
+  EXPECT_EQ(o.cancel, std::vector<std::string>{"41"});
+  std::optional<SlurmJobOrder> order = OrderOf(o, id);
+  ASSERT_TRUE(order);
+  EXPECT_EQ(order->allocation.state, State::kWanted);
+  EXPECT_TRUE(order->allocation.id.empty());
+  EXPECT_EQ(std::count(order->allocation.nodes.begin(), order->allocation.nodes.end(), lost), 0);
+  EXPECT_EQ(Job(id).job.attempt, 2);
+  EXPECT_EQ(Job(id).job.state, JobState::kLaunching);
 }
 
 TEST_F(SlurmLaunchTest, AStepThatExitsZeroSucceedsAndTheAllocationIsCancelled) {

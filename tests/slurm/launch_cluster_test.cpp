@@ -190,6 +190,15 @@ TEST(SlurmLaunch, NodeCrashIsNamedDrainedAndTrainingResumesOnTheSpare) {
   ASSERT_FALSE(spare.empty()) << alloc.dump();
 
   EXPECT_FALSE(LocalCluster::CrashNode(victim).empty());
+  // Whatever happens below, the node is handed back for the next tests.
+  struct HandBack {
+    std::string node;
+    ~HandBack() {
+      LocalCluster::RestartSlurmd(node);
+      LocalCluster::Sh({"scontrol", "update", "NodeName=" + node, "State=RESUME"});
+      WaitFor(seconds(90), [&] { return LocalCluster::Sh({"sinfo", "-n", node, "-h", "-o", "%T"}) == "idle"; });
+    }
+  } hand_back{victim};
   // Drained in Slurm with the id and kind of the finding that blamed it, e.g. "shepherd f-000002 node_lost".
   std::string reason;
   ASSERT_TRUE(WaitFor(seconds(180), [&] {
@@ -223,13 +232,6 @@ TEST(SlurmLaunch, NodeCrashIsNamedDrainedAndTrainingResumesOnTheSpare) {
   // Cancelling the job cancels its allocation.
   ASSERT_EQ(Http(d.port(), "POST", "/v1/jobs/" + job + "/cancel").status, 200);
   EXPECT_TRUE(WaitFor(seconds(90), [&] { return AllocationGone(alloc_id); })) << LocalCluster::Sh({"squeue"});
-
-  // Hand the node back for the next tests.
-  ASSERT_TRUE(LocalCluster::RestartSlurmd(victim));
-  LocalCluster::Sh({"scontrol", "update", "NodeName=" + victim, "State=RESUME"});
-  EXPECT_TRUE(WaitFor(seconds(90), [&] {
-    return LocalCluster::Sh({"sinfo", "-n", victim, "-h", "-o", "%T"}) == "idle";
-  }));
 }
 
 TEST(SlurmLaunch, StoppedRankIsNamedAndANewStepStarts) {
@@ -245,6 +247,10 @@ TEST(SlurmLaunch, StoppedRankIsNamedAndANewStepStarts) {
   pid_t pid = RankPid(job, 3);
   ASSERT_GT(pid, 0);
   ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  struct HandBack {  // the culprit's node is cordoned, so drained in Slurm: resumed for the next tests
+    std::string node;
+    ~HandBack() { LocalCluster::Sh({"scontrol", "update", "NodeName=" + node, "State=RESUME"}); }
+  } hand_back{node};
   Json named;
   ASSERT_TRUE(WaitFor(seconds(120), [&] {
     for (const Json& f : d.Get("/v1/jobs/" + job + "/failures")["failures"])
@@ -265,8 +271,6 @@ TEST(SlurmLaunch, StoppedRankIsNamedAndANewStepStarts) {
   const std::string alloc_id = AllocationOf(d, job);
   ASSERT_EQ(Http(d.port(), "POST", "/v1/jobs/" + job + "/cancel").status, 200);
   EXPECT_TRUE(WaitFor(seconds(90), [&] { return AllocationGone(alloc_id); })) << LocalCluster::Sh({"squeue"});
-  // Every node Shepherd cordoned for this is handed back (the culprit's node was cordoned, not failed).
-  LocalCluster::Sh({"scontrol", "update", "NodeName=" + node, "State=RESUME"});
 }
 
 }  // namespace

@@ -60,9 +60,9 @@ TEST(RankEnv, RejectsBrokenTables) {
   EXPECT_EQ(RankEnvironment(missing).status().code(), Code::kInvalidArgument);
 }
 
-// The controller's per-rank variables (ComposeRankEnv, as the agents get them) travel as tables and win
-// over what the wrapper derives itself.
-TEST(RankEnv, ComposedTablesWinOverTheDerivedValues) {
+// The controller's per-rank variables (ComposeRankEnv, as the agents get them) travel as tables; with them
+// the wrapper derives nothing of its own.
+TEST(RankEnv, ComposedTablesAreTheRanksVariables) {
   std::vector<EnvMap> per_rank = {{{"CUDA_VISIBLE_DEVICES", "0,1"}, {"GROUP_RANK", "0"}, {"RANK", "0"}},
                                   {{"CUDA_VISIBLE_DEVICES", "0,1"}, {"GROUP_RANK", "0"}, {"RANK", "1"}},
                                   {{"CUDA_VISIBLE_DEVICES", "0"}, {"GROUP_RANK", "1"}, {"RANK", "2"}},
@@ -78,6 +78,7 @@ TEST(RankEnv, ComposedTablesWinOverTheDerivedValues) {
   EXPECT_EQ(env->at("CUDA_VISIBLE_DEVICES"), "0,1");  // the node's GPUs (per_node binding), not "1"
   EXPECT_EQ(env->at("GROUP_RANK"), "0");
   EXPECT_EQ(env->at("RANK"), "1");
+  EXPECT_EQ(env->size(), 3u);  // nothing derived (LOCAL_RANK etc. come from the tables or srun's environment)
   // A table that does not list every rank refuses to run the rank.
   task["SHEPHERD_SLURM_V_GROUP_RANK"] = "0;0;1";
   EXPECT_EQ(RankEnvironment(task).status().code(), Code::kInvalidArgument);
