@@ -55,8 +55,9 @@ Json RenderJob(const JobView& e) {
     const SlurmAllocationRecord& a = *e.slurm_allocation;
     Json spares = Json::array();
     for (const std::string& n : a.nodes) {
-      bool placed = e.attempt && std::any_of(e.attempt->placement.ranks.begin(), e.attempt->placement.ranks.end(),
-                                             [&](const RankSlot& r) { return r.node == n; });
+      bool placed =
+          e.attempt && std::any_of(e.attempt->placement.ranks.begin(), e.attempt->placement.ranks.end(),
+                                   [&](const RankSlot& r) { return r.node == n; });
       if (!placed) spares.push_back(n);
     }
     j["slurm_allocation"] = {{"id", a.id},

@@ -149,8 +149,9 @@ Result<NodeView> Controller::GetNode(const std::string& id) const {
 void Controller::SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   if (spec.launcher == Launcher::kSlurm && !options_.slurm)
-    return done(InvalidContent("this daemon does not launch through Slurm",
-                               {{"launcher", "\"slurm\" needs shepherdd started with --slurm (docs/slurm.md)"}}));
+    return done(
+        InvalidContent("this daemon does not launch through Slurm",
+                       {{"launcher", "\"slurm\" needs shepherdd started with --slurm (docs/slurm.md)"}}));
   Time now = clock_->Now();
   WriteBatch batch;
   auto id = jobs_.Submit(std::move(spec), std::move(estimate), now, &batch);

@@ -68,7 +68,8 @@ void Controller::SettleSlurm(const AttemptEvent& ev, Time now, WriteBatch* batch
 std::optional<Cluster> Controller::AllocationView(const std::string& job) const {
   const JobEntry* e = jobs_.Find(job);
   const SlurmAllocationRecord* a = slurm_jobs_.Find(job);
-  if (!e || !ViaSlurm(e->job) || !a || a->state != SlurmAllocationRecord::State::kRunning) return std::nullopt;
+  if (!e || !ViaSlurm(e->job) || !a || a->state != SlurmAllocationRecord::State::kRunning)
+    return std::nullopt;
   const Cluster& all = inventory_.cluster();
   Cluster view(all.levels());
   std::vector<std::string> placed = e->attempt ? NodesOf(e->attempt->placement) : std::vector<std::string>{};
@@ -147,8 +148,8 @@ void Controller::OnSlurmLaunch(const SlurmLaunchEvent& ev) {
       slurm_jobs_.Forget(ev.job, &batch);
       if (e && !IsTerminal(e->job.state)) {
         jobs_.EndAttempt(ev.job, now, &batch);
-        jobs_.SetState(ev.job, JobState::kFailed, "Slurm allocation " + ev.allocation + ": " + ev.message, now,
-                       &batch);
+        jobs_.SetState(ev.job, JobState::kFailed, "Slurm allocation " + ev.allocation + ": " + ev.message,
+                       now, &batch);
       }
       break;
     case SlurmLaunchEvent::Kind::kStepStarted:
@@ -162,10 +163,11 @@ void Controller::OnSlurmLaunch(const SlurmLaunchEvent& ev) {
       break;
     case SlurmLaunchEvent::Kind::kStepFailed:  // no rank ran: no rank or node is blamed; recovery restarts
       if (current)
-        RecordFinding(StepFinding(ev, "Slurm refused the step of attempt " + std::to_string(ev.attempt) + ": " +
-                                          ev.message,
-                                  now),
-                      now, &batch);
+        RecordFinding(
+            StepFinding(ev,
+                        "Slurm refused the step of attempt " + std::to_string(ev.attempt) + ": " + ev.message,
+                        now),
+            now, &batch);
       break;
     case SlurmLaunchEvent::Kind::kStepEnded:
       if (current) OnStepEnded(ev, now, &batch);
@@ -217,8 +219,9 @@ void Controller::OnAllocationRunning(const SlurmLaunchEvent& ev, Time now, Write
   Result<Placement> p = view ? Place(*view, e->job.plan, o) : Result<Placement>(NotFound("no allocation"));
   std::optional<Checkpoint> resume = HealthOf(ev.job).DefaultResume();
   jobs_.EndAttempt(ev.job, now, batch);
-  if (!p.ok() || !jobs_.StartAttempt(ev.job, std::move(p).value(), "placed inside Slurm allocation " +
-                                                                      ev.allocation, resume, now, batch)
+  if (!p.ok() || !jobs_
+                      .StartAttempt(ev.job, std::move(p).value(),
+                                    "placed inside Slurm allocation " + ev.allocation, resume, now, batch)
                       .ok())
     jobs_.SetState(ev.job, JobState::kFailed,
                    "the job does not fit Slurm allocation " + ev.allocation + " (" +
@@ -269,10 +272,11 @@ void Controller::OnStepEnded(const SlurmLaunchEvent& ev, Time now, WriteBatch* b
   if (recorded || !still_current()) return;
   // srun failed without naming a task (it was killed, or its output was lost): no rank or node is blamed.
   const std::string detail =
-      !ev.message.empty() ? ev.message
-                          : "the Slurm step ended (srun exit " + std::to_string(ev.exit.exit_code) +
-                                (ev.exit.signal ? ", signal " + std::to_string(ev.exit.signal) : std::string()) +
-                                ") without naming a task";
+      !ev.message.empty()
+          ? ev.message
+          : "the Slurm step ended (srun exit " + std::to_string(ev.exit.exit_code) +
+                (ev.exit.signal ? ", signal " + std::to_string(ev.exit.signal) : std::string()) +
+                ") without naming a task";
   RecordFinding(StepFinding(ev, detail, now), now, batch);
 }
 

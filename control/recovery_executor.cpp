@@ -50,8 +50,9 @@ Result<RecoveryDecision> RecoveryExecutor::ForceRestart(const std::string& job, 
   if (!e->attempt) return Conflict("job " + job + " has never run");
   std::vector<Checkpoint> cps = health.ledger().All();
   std::optional<Cluster> view = cluster_for_ ? cluster_for_(job) : std::nullopt;
-  RestartRequest req{e->job,      e->attempt->placement, view ? *view : inventory_->cluster(), from, replace_nodes,
-                     reason,      cps,                   now};
+  RestartRequest req{
+      e->job, e->attempt->placement, view ? *view : inventory_->cluster(), from, replace_nodes, reason, cps,
+      now};
   Result<RecoveryDecision> d = ManualRestart(req);
   if (!d.ok()) return d.status();
   Execute(job, *d, /*automatic=*/false, health, "operator", now, batch);

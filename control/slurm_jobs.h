@@ -57,13 +57,13 @@ struct SlurmOrders {
 // What the worker saw or did.
 struct SlurmLaunchEvent {
   enum class Kind {
-    kSubmitted,         // sbatch accepted the allocation request: allocation
-    kAllocated,         // the allocation runs (again): allocation, nodes it holds now
-    kAllocationEnded,   // the allocation ended or cannot be had: allocation, message
-    kStepStarted,       // attempt's step runs: step_id
-    kStepFailed,        // Slurm refused the attempt's step: message
-    kStepEnded,         // attempt's step ended: exit, log (what srun said), log_tail
-    kCancelled,         // a released allocation is gone: allocation
+    kSubmitted,        // sbatch accepted the allocation request: allocation
+    kAllocated,        // the allocation runs (again): allocation, nodes it holds now
+    kAllocationEnded,  // the allocation ended or cannot be had: allocation, message
+    kStepStarted,      // attempt's step runs: step_id
+    kStepFailed,       // Slurm refused the attempt's step: message
+    kStepEnded,        // attempt's step ended: exit, log (what srun said), log_tail
+    kCancelled,        // a released allocation is gone: allocation
   };
   Kind kind = Kind::kSubmitted;
   std::string job;

@@ -55,9 +55,9 @@ struct SlurmLaunchLoop::State : std::enable_shared_from_this<SlurmLaunchLoop::St
   std::atomic<bool> stopped{false};
   std::mutex mu;
   std::condition_variable cv;
-  bool stopping = false;               // guarded by mu
+  bool stopping = false;              // guarded by mu
   std::optional<SlurmOrders> answer;  // guarded by mu
-  std::map<std::string, Run> runs;     // worker thread only
+  std::map<std::string, Run> runs;    // worker thread only
 
   void Run();
   std::optional<SlurmOrders> AwaitOrders();
@@ -177,7 +177,9 @@ void SlurmLaunchLoop::State::Allocation(const SlurmJobOrder& o, struct Run& run)
     r.extra_args = o.sbatch_args;
     auto id = launcher->SubmitAllocation(r);
     if (!id.ok()) {
-      Send({.kind = Kind::kAllocationEnded, .job = o.job, .message = "sbatch refused: " + id.status().message()});
+      Send({.kind = Kind::kAllocationEnded,
+            .job = o.job,
+            .message = "sbatch refused: " + id.status().message()});
       return;
     }
     spdlog::info("slurm: job {}: allocation {} requested ({} nodes)", o.job, *id, a.nodes.size());
@@ -189,7 +191,10 @@ void SlurmLaunchLoop::State::Allocation(const SlurmJobOrder& o, struct Run& run)
   auto shown = launcher->ShowAllocation(a.id);
   if (!shown.ok()) {
     if (shown.status().code() == Code::kNotFound)
-      Send({.kind = Kind::kAllocationEnded, .job = o.job, .allocation = a.id, .message = "Slurm no longer knows it"});
+      Send({.kind = Kind::kAllocationEnded,
+            .job = o.job,
+            .allocation = a.id,
+            .message = "Slurm no longer knows it"});
     else
       spdlog::warn("slurm: job {}: allocation {}: {}", o.job, a.id, shown.status().message());
     return;
@@ -203,7 +208,9 @@ void SlurmLaunchLoop::State::Allocation(const SlurmJobOrder& o, struct Run& run)
           .allocation = a.id,
           .message = std::string("ended ") + slurm::ToString(shown->state) + " (" + shown->reason + ")"});
   } else if (a.adopted && a.state == S::kWanted) {
-    Send({.kind = Kind::kAllocationEnded, .job = o.job, .allocation = a.id,
+    Send({.kind = Kind::kAllocationEnded,
+          .job = o.job,
+          .allocation = a.id,
           .message = std::string("is ") + slurm::ToString(shown->state) + ", not running: cannot adopt it"});
   }
 }
@@ -234,8 +241,8 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
   if (auto steps = launcher->cli().ShowSteps(o.allocation.id); steps.ok()) {
     for (const slurm::SlurmStep& st : *steps)
       if (st.name == o.step->name) {
-        spdlog::warn("slurm: job {} attempt {}: step {} already runs (an earlier daemon's): watching it", o.job,
-                     o.attempt, st.id);
+        spdlog::warn("slurm: job {} attempt {}: step {} already runs (an earlier daemon's): watching it",
+                     o.job, o.attempt, st.id);
         run.adopted_step = st.id;
         run.step_attempt = o.attempt;
         run.step_log.clear();
@@ -243,7 +250,8 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
         return;
       }
   } else {
-    spdlog::warn("slurm: job {}: cannot list the steps of {}: {}", o.job, o.allocation.id, steps.status().message());
+    spdlog::warn("slurm: job {}: cannot list the steps of {}: {}", o.job, o.allocation.id,
+                 steps.status().message());
     return;  // try again next poll rather than risk a second step
   }
   slurm::StepSpec spec = *o.step;
@@ -261,7 +269,8 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
           .message = step.status().message()});
     return;
   }
-  spdlog::info("slurm: job {} attempt {}: step {} runs (log {})", o.job, o.attempt, step->step_id, spec.log_path);
+  spdlog::info("slurm: job {} attempt {}: step {} runs (log {})", o.job, o.attempt, step->step_id,
+               spec.log_path);
   run.step = *step;
   Send({.kind = Kind::kStepStarted, .job = o.job, .attempt = o.attempt, .step_id = step->step_id});
   if (step->early_exit) Ended(o.job, run, *step->early_exit);
@@ -278,7 +287,8 @@ void SlurmLaunchLoop::State::Ended(const std::string& job, struct Run& run, slur
   SlurmLaunchEvent ev{.kind = Kind::kStepEnded, .job = job, .attempt = run.step_attempt, .exit = exit};
   ev.log = slurm::ParseStepLog(ReadAll(run.step_log));
   ev.log_tail = Tail(run.step_log);
-  if (run.step_log.empty()) ev.message = "the step ended while an earlier shepherdd was its srun's parent: its exit is unknown";
+  if (run.step_log.empty())
+    ev.message = "the step ended while an earlier shepherdd was its srun's parent: its exit is unknown";
   run.done_attempt = run.step_attempt;
   run.step.reset();
   Send(std::move(ev));

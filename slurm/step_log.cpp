@@ -31,11 +31,21 @@ std::vector<int> Tasks(std::string_view list) {
 }
 
 std::optional<int> SignalOf(std::string_view how) {
-  static const std::pair<std::string_view, int> kSignals[] = {
-      {"Hangup", 1},          {"Interrupt", 2},  {"Quit", 3},       {"Illegal instruction", 4},
-      {"Trace/breakpoint trap", 5}, {"Aborted", 6}, {"Bus error", 7}, {"Floating point exception", 8},
-      {"Killed", 9},          {"User defined signal 1", 10}, {"Segmentation fault", 11},
-      {"User defined signal 2", 12}, {"Broken pipe", 13}, {"Alarm clock", 14}, {"Terminated", 15}};
+  static const std::pair<std::string_view, int> kSignals[] = {{"Hangup", 1},
+                                                              {"Interrupt", 2},
+                                                              {"Quit", 3},
+                                                              {"Illegal instruction", 4},
+                                                              {"Trace/breakpoint trap", 5},
+                                                              {"Aborted", 6},
+                                                              {"Bus error", 7},
+                                                              {"Floating point exception", 8},
+                                                              {"Killed", 9},
+                                                              {"User defined signal 1", 10},
+                                                              {"Segmentation fault", 11},
+                                                              {"User defined signal 2", 12},
+                                                              {"Broken pipe", 13},
+                                                              {"Alarm clock", 14},
+                                                              {"Terminated", 15}};
   if (how.size() > 14 && how.substr(how.size() - 14) == " (core dumped)") how.remove_suffix(14);
   for (const auto& [text, sig] : kSignals)
     if (how == text) return sig;

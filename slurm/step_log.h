@@ -23,7 +23,7 @@ struct TaskEnd {
 };
 
 struct StepLog {
-  std::vector<TaskEnd> failed;              // in the order srun printed them (about the order they ended)
+  std::vector<TaskEnd> failed;             // in the order srun printed them (about the order they ended)
   std::vector<std::string> node_failures;  // "Node failure on N", in order, each once
 };
 

@@ -40,7 +40,8 @@ class SlurmLaunchTest : public ::testing::Test {
     }
   }
   void AddNode(const std::string& id, const std::string& leaf) {
-    controller_->UpsertNode(testing::MakeNode(id, leaf), false, [](Result<NodeUpsert> r) { ASSERT_TRUE(r.ok()); });
+    controller_->UpsertNode(testing::MakeNode(id, leaf), false,
+                            [](Result<NodeUpsert> r) { ASSERT_TRUE(r.ok()); });
     Drain();
   }
   // 16 GPUs at TP 8: two nodes, launched through Slurm with `spares` spare nodes.
@@ -293,7 +294,10 @@ TEST_F(SlurmLaunchTest, TheAllocationSurvivesADaemonRestart) {
 TEST_F(SlurmLaunchTest, AnAllocationThatEndsFailsTheJobWithSlurmsWords) {
   std::vector<std::string> nodes;
   std::string id = Running(&nodes);
-  Send({.kind = Kind::kAllocationEnded, .job = id, .allocation = "41", .message = "ended TIMEOUT (TimeLimit)"});
+  Send({.kind = Kind::kAllocationEnded,
+        .job = id,
+        .allocation = "41",
+        .message = "ended TIMEOUT (TimeLimit)"});
   JobView j = Job(id);
   EXPECT_EQ(j.job.state, JobState::kFailed);
   EXPECT_EQ(j.job.reason, "Slurm allocation 41: ended TIMEOUT (TimeLimit)");

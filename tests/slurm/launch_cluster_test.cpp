@@ -66,7 +66,7 @@ struct LaunchDaemon {
   // Waits until every node is imported and available in Shepherd.
   bool WaitInventory() const {
     return WaitFor(seconds(60), [&] {
-      Json nodes = Get("/v1/nodes")["nodes"];
+      const Json nodes = Get("/v1/nodes")["nodes"];
       if (nodes.size() != 5) return false;
       for (const Json& n : nodes)
         if (n["state"] != "available") return false;
@@ -74,23 +74,42 @@ struct LaunchDaemon {
     });
   }
   // Submits a 4-rank DDP job launched through Slurm; returns its id ("" on failure, with the answer in *why).
+  // The Slurm jobs of this daemon's jobs are cancelled when the test ends, whatever failed (a leftover
+  // allocation would hold its nodes from the next test).
+  ~LaunchDaemon() {
+    daemon.reset();
+    LocalCluster::Sh({"scancel", "--jobname=shepherd-job-000001"});
+  }
   std::string Submit(int steps, std::string* why) const {
     const std::string ckpt = dir.path + "/ckpt";
     Json spec = {
         {"name", "slurm-ddp"},
         {"launcher", "slurm"},
-        {"model", {{"parameters", 1e6}, {"layers", 2}, {"hidden", 64}, {"heads", 4}, {"seq_len", 64}, {"vocab", 1000}}},
+        {"model",
+         {{"parameters", 1e6},
+          {"layers", 2},
+          {"hidden", 64},
+          {"heads", 4},
+          {"seq_len", 64},
+          {"vocab", 1000}}},
         {"training", {{"global_batch_size", 64}, {"micro_batch_size", 1}}},
         {"parallelism", {{"tp", 1}, {"pp", 1}, {"dp", 4}, {"zero_stage", 0}}},
         {"resources", {{"gpus", 4}, {"gpus_per_node", 2}, {"gpu_memory_gib", 80}, {"spare_nodes", 1}}},
         {"command",
          {"/usr/bin/python3", SHEPHERD_SOURCE_DIR "/tests/e2e/train_ddp.py", "--steps", std::to_string(steps),
-          "--step-sleep", "0.1", "--ckpt-dir", ckpt, "--ckpt-every", "5", "--sdc-every", "5", "--pg-timeout", "60"}},
+          "--step-sleep", "0.1", "--ckpt-dir", ckpt, "--ckpt-every", "5", "--sdc-every", "5", "--pg-timeout",
+          "60"}},
         {"env", {{"OMP_NUM_THREADS", "1"}, {"PYTHONUNBUFFERED", "1"}}},
         {"checkpoint", {{"dir", ckpt}, {"every_steps", 5}}},
         {"policy",
-         {{"heartbeat_interval_s", 0.5}, {"heartbeat_timeout_s", 3}, {"hang_timeout_s", 6}, {"startup_grace_s", 90},
-          {"sdc_check_every_steps", 5}, {"good_after_steps", 3}, {"restart_backoff_s", 1}, {"max_restarts", 5}}}};
+         {{"heartbeat_interval_s", 0.5},
+          {"heartbeat_timeout_s", 3},
+          {"hang_timeout_s", 6},
+          {"startup_grace_s", 90},
+          {"sdc_check_every_steps", 5},
+          {"good_after_steps", 3},
+          {"restart_backoff_s", 1},
+          {"max_restarts", 5}}}};
     auto r = Http(port(), "POST", "/v1/jobs", spec.dump());
     if (r.status != 201) {
       *why = std::to_string(r.status) + " " + r.body;
@@ -161,7 +180,8 @@ TEST(SlurmLaunch, ShortJobRunsAsOneStepSucceedsAndGivesItsAllocationBack) {
     EXPECT_NE(log.find(std::to_string(r) + ": done at step 8"), std::string::npos) << log;
   // Each rank ran where Shepherd placed it (shepherd-slurm-rank refuses another node) with the agents'
   // variables; the allocation (two nodes and the spare) is cancelled once the job ended.
-  const std::string alloc = LocalCluster::Sh({"squeue", "-h", "-n", "shepherd-" + job, "-t", "all", "-o", "%i"});
+  const std::string alloc =
+      LocalCluster::Sh({"squeue", "-h", "-n", "shepherd-" + job, "-t", "all", "-o", "%i"});
   EXPECT_TRUE(WaitFor(seconds(60), [&] {
     return LocalCluster::Sh({"squeue", "-h", "-n", "shepherd-" + job, "-o", "%i"}).empty();
   })) << LocalCluster::Sh({"squeue"});
@@ -196,18 +216,24 @@ TEST(SlurmLaunch, NodeCrashIsNamedDrainedAndTrainingResumesOnTheSpare) {
     ~HandBack() {
       LocalCluster::RestartSlurmd(node);
       LocalCluster::Sh({"scontrol", "update", "NodeName=" + node, "State=RESUME"});
-      WaitFor(seconds(90), [&] { return LocalCluster::Sh({"sinfo", "-n", node, "-h", "-o", "%T"}) == "idle"; });
+      WaitFor(seconds(90), [&] {
+        return LocalCluster::Sh({"sinfo", "-n", node, "-h", "-o", "%T"}) == "idle";
+      });
     }
   } hand_back{victim};
   // Drained in Slurm with the id and kind of the finding that blamed it, e.g. "shepherd f-000002 node_lost".
   std::string reason;
-  ASSERT_TRUE(WaitFor(seconds(180), [&] {
-    reason = LocalCluster::Sh({"sinfo", "-n", victim, "-h", "-o", "%E"});
-    return reason.rfind("shepherd f-", 0) == 0;
-  })) << reason << "\n" << d.Diagnose(job);
+  ASSERT_TRUE(WaitFor(seconds(180),
+                      [&] {
+                        reason = LocalCluster::Sh({"sinfo", "-n", victim, "-h", "-o", "%E"});
+                        return reason.rfind("shepherd f-", 0) == 0;
+                      }))
+      << reason << "\n"
+      << d.Diagnose(job);
   const std::string finding = reason.substr(9, reason.find(' ', 9) - 9);
   Json named;
-  for (const Json& f : d.Get("/v1/jobs/" + job + "/failures")["failures"])
+  const Json failures = d.Get("/v1/jobs/" + job + "/failures")["failures"];
+  for (const Json& f : failures)
     if (f["id"] == finding) named = f;
   ASSERT_TRUE(named.is_object()) << finding << "\n" << d.Diagnose(job);
   EXPECT_EQ(reason, "shepherd " + finding + " " + named["kind"].get<std::string>());
@@ -253,7 +279,8 @@ TEST(SlurmLaunch, StoppedRankIsNamedAndANewStepStarts) {
   } hand_back{node};
   Json named;
   ASSERT_TRUE(WaitFor(seconds(120), [&] {
-    for (const Json& f : d.Get("/v1/jobs/" + job + "/failures")["failures"])
+    const Json failures = d.Get("/v1/jobs/" + job + "/failures")["failures"];
+    for (const Json& f : failures)
       if ((f["kind"] == "hang" || f["kind"] == "heartbeat_lost") && f["ranks"] == Json::array({3})) {
         named = f;
         return true;

@@ -1,8 +1,8 @@
 // ParseStepLog on srun output captured from the local cluster (srun -N4 -n4 --label --kill-on-bad-exit=0,
 // tasks exiting 3, killed by SIGKILL and SIGTERM; and -N2 -n4 with every task exiting 5).
-#include <gtest/gtest.h>
-
 #include "slurm/step_log.h"
+
+#include <gtest/gtest.h>
 
 namespace shepherd::slurm {
 namespace {
