@@ -1,5 +1,7 @@
 #include "api/views.h"
 
+#include <algorithm>
+
 namespace shepherd {
 
 Json RenderNode(const NodeView& v) {
@@ -60,6 +62,21 @@ Json RenderJob(const JobView& e) {
     j["launch"] = {{"status", "launched"}};
   }
   if (e.rank_token) j["rank_token"] = *e.rank_token;  // submit answer of another launcher's job only
+  if (e.slurm_allocation) {
+    const SlurmAllocationRecord& a = *e.slurm_allocation;
+    Json spares = Json::array();
+    for (const std::string& n : a.nodes) {
+      bool placed =
+          e.attempt && std::any_of(e.attempt->placement.ranks.begin(), e.attempt->placement.ranks.end(),
+                                   [&](const RankSlot& r) { return r.node == n; });
+      if (!placed) spares.push_back(n);
+    }
+    j["slurm_allocation"] = {{"id", a.id},
+                             {"state", ToString(a.state)},
+                             {"nodes", a.nodes},
+                             {"spares", std::move(spares)},
+                             {"adopted", a.adopted}};
+  }
   return j;
 }
 

@@ -19,6 +19,7 @@ Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOp
       slurm_sync_(&inventory_, &findings_, options_.default_gpu_memory_gib) {
   recovery_.set_slurm(options_.slurm);
   recovery_.set_requeue(options_.slurm_requeue);
+  recovery_.set_cluster_for([this](const std::string& job) { return AllocationView(job); });
 }
 
 Controller::~Controller() = default;
@@ -61,7 +62,7 @@ void Controller::Settle(Time now, WriteBatch* batch) {
   // Gates first: a bump below answers long polls at once, and a restarted attempt's ranks must not reach an
   // agent before the older attempt's ranks have stopped (or stop_timeout_s passed).
   for (const AttemptEvent& ev : events)
-    if (ev.kind == AttemptEvent::Kind::kStarted && ev.attempt > 1)
+    if (ev.kind == AttemptEvent::Kind::kStarted && ev.attempt > 1 && !ViaSlurm(jobs_.Find(ev.job)->job))
       agents_.HoldLaunch(ev.job, ev.attempt, ev.nodes, now + Seconds(options_.stop_timeout_s));
   for (const AttemptEvent& ev : events) {
     const JobEntry* e = jobs_.Find(ev.job);
@@ -80,6 +81,10 @@ void Controller::Settle(Time now, WriteBatch* batch) {
         agents_.DropGate(ev.job);
       }
     }
+    if (ViaSlurm(e->job)) {
+      SettleSlurm(ev, now, batch);
+      continue;
+    }
     for (const std::string& node : ev.nodes) agents_.Bump(node);
   }
 }
@@ -96,7 +101,8 @@ void Controller::MarkLaunched(const std::string& job, Time now, WriteBatch* batc
 }
 
 void Controller::Schedule(Time now, WriteBatch* batch) {
-  jobs_.Schedule([this](const std::string& job) { return HealthOf(job).DefaultResume(); }, now, batch);
+  jobs_.Schedule([this](const std::string& job) { return HealthOf(job).DefaultResume(); }, now, batch,
+                 slurm_jobs_.HeldNodes());
 }
 
 // ---- Nodes
@@ -157,6 +163,10 @@ void Controller::StopUnknownProcesses(const std::string& id, Done<NodeView> done
 
 void Controller::SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
+  if (spec.launcher == Launcher::kSlurm && !options_.slurm)
+    return done(
+        InvalidContent("this daemon does not launch through Slurm",
+                       {{"launcher", "\"slurm\" needs shepherdd started with --slurm (docs/slurm.md)"}}));
   Time now = clock_->Now();
   WriteBatch batch;
   auto id = jobs_.Submit(std::move(spec), std::move(estimate), now, &batch);
@@ -182,6 +192,7 @@ void Controller::CancelJob(const std::string& id, Done<JobView> done) {
   agents_.DropGate(id);
   rank_tokens_.Revoke(id, std::nullopt, &batch);
   if (auto it = health_.find(id); it != health_.end()) it->second->OnJobEnd();
+  slurm_jobs_.Release(id, &batch);  // launcher "slurm": its allocation is cancelled (unless adopted)
   Schedule(now, &batch);
   CommitThen<JobView>(std::move(batch), std::move(done), [this, id] { return ViewOf(*jobs_.Find(id)); });
 }
@@ -189,8 +200,11 @@ void Controller::CancelJob(const std::string& id, Done<JobView> done) {
 JobView Controller::ViewOf(const JobEntry& e) const {
   JobView v;
   static_cast<JobEntry&>(v) = e;
+  if (const SlurmAllocationRecord* a = slurm_jobs_.Find(e.job.id)) v.slurm_allocation = *a;
   auto h = health_.find(e.job.id);
-  if (e.job.state != JobState::kLaunching || e.job.spec.command.empty() || h == health_.end()) return v;
+  if (e.job.state != JobState::kLaunching || e.job.spec.command.empty() || ViaSlurm(e.job) ||
+      h == health_.end())
+    return v;
   LaunchView l;
   l.nodes_waiting = h->second->unlaunched_nodes();
   for (const std::string& n : l.nodes_waiting)

@@ -32,12 +32,14 @@
 #include "control/job_health.h"
 #include "control/rank_tokens.h"
 #include "control/recovery_executor.h"
+#include "control/slurm_jobs.h"
 #include "control/slurm_sync.h"
 #include "core/agent_protocol.h"
 #include "core/json.h"
 #include "health/lateness.h"
 #include "health/report.h"
 #include "scheduler/placement.h"
+#include "scheduler/rank_env.h"
 #include "storage/store.h"
 
 namespace shepherd {
@@ -84,6 +86,8 @@ struct JobView : JobEntry {
   std::optional<LaunchView> launch;  // while launching, for jobs our agents launch
   // Only in SubmitJob's answer for a job another launcher starts: the credential its ranks report with.
   std::optional<std::string> rank_token;
+  // launcher "slurm": the job's allocation (its nodes beyond the placement are its hot spares).
+  std::optional<SlurmAllocationRecord> slurm_allocation;
 };
 struct PlacementView {
   int attempt = 0;
@@ -183,6 +187,12 @@ class Controller {
   // The outcomes of those commands (drained_by_shepherd is updated and persisted).
   void SlurmCommandsDone(const std::vector<SlurmCommandResult>& results);
 
+  // ---- Slurm launcher ("launcher": "slurm"; control/slurm_jobs.h, daemon/slurm_launch.h)
+  // What the launch worker is to do now (allocations, the current attempt's step, cancellations).
+  SlurmOrders GetSlurmOrders() const;
+  // What the worker saw or did; stale events (an older attempt's step) change nothing.
+  void OnSlurmLaunch(const SlurmLaunchEvent& ev);
+
   // ---- Recovery
   // POST /v1/jobs/{id}/restart; kConflict when no checkpoint qualifies.
   void RestartJob(const std::string& id, const std::string& from,
@@ -251,6 +261,25 @@ class Controller {
   // with live agents when they fit there, else left waiting with the reason.
   void CheckLaunches(Time now, WriteBatch* batch);
   JobView ViewOf(const JobEntry& e) const;
+  // The rendezvous and resume inputs of ComposeRankEnv for `e`'s current attempt on `node`, and the
+  // options (URL, the attempt's rank token): shared by the agents' assignments and the Slurm steps.
+  RankEnvInput RankEnvFor(const JobEntry& e, const std::string& node) const;
+  RankEnvOptions RankEnvOptionsFor(const JobEntry& e) const;
+  // ---- Slurm launcher (controller_slurm_launch.cpp)
+  static bool ViaSlurm(const Job& job);
+  // An attempt of a Slurm-launched job started or ended: its allocation is wanted, kept or released.
+  void SettleSlurm(const AttemptEvent& ev, Time now, WriteBatch* batch);
+  // The cluster recovery sees for a Slurm-launched job: only its running allocation, the nodes outside
+  // the placement as spares; nullopt for other jobs (they see the whole inventory).
+  std::optional<Cluster> AllocationView(const std::string& job) const;
+  slurm::StepSpec StepFor(const JobEntry& e, const SlurmAllocationRecord& a) const;
+  void OnAllocationRunning(const SlurmLaunchEvent& ev, Time now, WriteBatch* batch);
+  void OnStepEnded(const SlurmLaunchEvent& ev, Time now, WriteBatch* batch);
+  static Finding StepFinding(const SlurmLaunchEvent& ev, std::string detail, Time now);
+  // Nodes (with Slurm's state) Slurm reports down or not responding: node_lost for the Slurm-launched jobs
+  // running there.
+  void OnSlurmNodesFailed(const std::vector<std::pair<std::string, std::string>>& nodes, Time now,
+                          WriteBatch* batch);
   // What the node's agent must run (AgentBoard's source).
   std::vector<RankAssignment> DesiredRanks(const std::string& node) const;
 
@@ -267,6 +296,7 @@ class Controller {
   RankTokens rank_tokens_;
   Lateness lateness_;
   SlurmSync slurm_sync_;
+  SlurmJobs slurm_jobs_;
   std::map<std::string, uint64_t> report_counts_;
   std::map<std::string, Time> launch_checked_at_;  // CheckLaunches: last look at a stuck launch, per job
   bool ready_ = false;

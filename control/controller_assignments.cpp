@@ -18,27 +18,35 @@ int MasterPort(int64_t job_seq, int attempt, uint32_t salt) {
 
 }  // namespace
 
+RankEnvInput Controller::RankEnvFor(const JobEntry& e, const std::string& node) const {
+  const Placement& p = e.attempt->placement;
+  const Node* master = inventory_.Find(p.ranks.at(0).node);
+  RankEnvInput in;
+  in.job_id = e.job.id;
+  in.spec = &e.job.spec;
+  in.plan = e.job.plan;
+  in.attempt = e.attempt->number;
+  in.placement = &p;
+  in.node = node;
+  in.master_addr = master ? master->hostname : "127.0.0.1";
+  in.master_port = MasterPort(e.job.seq, e.attempt->number, options_.master_port_salt);
+  if (auto h = health_.find(e.job.id); h != health_.end() && !e.attempt->resume_checkpoint.empty())
+    if (auto c = h->second->ledger().Find(e.attempt->resume_checkpoint)) in.resume_path = c->path;
+  in.resume_step = e.attempt->resume_step;
+  return in;
+}
+
+RankEnvOptions Controller::RankEnvOptionsFor(const JobEntry& e) const {
+  return {options_.advertise_url, rank_tokens_.TokenFor({e.job.id, e.attempt->number}).value_or("")};
+}
+
 std::vector<RankAssignment> Controller::DesiredRanks(const std::string& node) const {
   std::vector<RankAssignment> out;
   for (const std::string& job_id : inventory_.cluster().JobsOn(node)) {
     const JobEntry* e = jobs_.Find(job_id);
-    if (!e || !e->attempt || !IsActive(e->job.state) || e->job.spec.command.empty()) continue;
-    const Placement& p = e->attempt->placement;
-    const Node* master = inventory_.Find(p.ranks.at(0).node);
-    RankEnvInput in;
-    in.job_id = e->job.id;
-    in.spec = &e->job.spec;
-    in.plan = e->job.plan;
-    in.attempt = e->attempt->number;
-    in.placement = &p;
-    in.node = node;
-    in.master_addr = master ? master->hostname : "127.0.0.1";
-    in.master_port = MasterPort(e->job.seq, e->attempt->number, options_.master_port_salt);
-    if (auto h = health_.find(job_id); h != health_.end() && !e->attempt->resume_checkpoint.empty())
-      if (auto c = h->second->ledger().Find(e->attempt->resume_checkpoint)) in.resume_path = c->path;
-    in.resume_step = e->attempt->resume_step;
-    const std::string token = rank_tokens_.TokenFor({e->job.id, e->attempt->number}).value_or("");
-    for (LocalRankEnv& r : ComposeRankEnv(in, {options_.advertise_url, token}))
+    if (!e || !e->attempt || !IsActive(e->job.state) || e->job.spec.command.empty() || ViaSlurm(e->job))
+      continue;
+    for (LocalRankEnv& r : ComposeRankEnv(RankEnvFor(*e, node), RankEnvOptionsFor(*e)))
       out.push_back({{e->job.id, e->attempt->number, r.rank}, r.gpu, e->job.spec.command, std::move(r.env)});
   }
   return out;

@@ -18,7 +18,7 @@ std::string Join(const std::vector<std::string>& v, size_t max = 8) {
 void Controller::CheckLaunches(Time now, WriteBatch* batch) {
   std::vector<std::string> stuck;
   for (const auto& [id, e] : jobs_.all()) {
-    if (e.job.state != JobState::kLaunching || e.job.spec.command.empty()) continue;
+    if (e.job.state != JobState::kLaunching || e.job.spec.command.empty() || ViaSlurm(e.job)) continue;
     auto h = health_.find(id);
     if (h == health_.end() || h->second->unlaunched_nodes().empty()) continue;
     const Duration timeout = Seconds(e.job.spec.policy.launch_timeout_s);

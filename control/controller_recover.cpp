@@ -85,6 +85,9 @@ Status Controller::Recover(bool salvage) {
           epoch = (*j)["epoch"].get<int64_t>();
         } else if (r.key == SlurmSync::kDrainedKey) {
           if (Status s = slurm_sync_.Restore(r.body); !s.ok()) return s;
+        } else if (Result<bool> mine = slurm_jobs_.Restore(r); !mine.ok()) {
+          return mine.status();
+        } else if (*mine) {
         } else if (auto t = RankTokens::Decode(r)) {
           rank_tokens.push_back(std::move(*t));
         }

@@ -116,7 +116,8 @@ void JobBook::Persist(const std::string& job, WriteBatch* batch) {
   batch->Put(JobRecord(jobs_.at(job).job));
 }
 
-std::vector<std::string> JobBook::Schedule(const ResumeChooser& resume, Time now, WriteBatch* batch) {
+std::vector<std::string> JobBook::Schedule(const ResumeChooser& resume, Time now, WriteBatch* batch,
+                                           const std::set<std::string>& held) {
   std::vector<QueuedJob> queue;
   for (const auto& [id, e] : jobs_) {
     if (e.job.state != JobState::kQueued) continue;
@@ -124,6 +125,7 @@ std::vector<std::string> JobBook::Schedule(const ResumeChooser& resume, Time now
     o.attempt = e.job.attempt + 1;
     o.dp_edge_bytes = e.estimate.comm.dp;
     o.pp_edge_bytes = e.estimate.comm.pp;
+    o.exclude_nodes = held;
     queue.push_back({id, e.job.plan, o});
   }
   std::sort(queue.begin(), queue.end(), [&](const QueuedJob& a, const QueuedJob& b) {

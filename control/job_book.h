@@ -69,8 +69,10 @@ class JobBook {
   // Sets the state and reason and persists the job record.
   void SetState(const std::string& job, JobState state, const std::string& reason, Time now,
                 WriteBatch* batch);
-  // Places queued jobs in submission order and starts them. Returns the ids started.
-  std::vector<std::string> Schedule(const ResumeChooser& resume, Time now, WriteBatch* batch);
+  // Places queued jobs in submission order and starts them, never on `held` nodes (another job's Slurm
+  // allocation holds them). Returns the ids started.
+  std::vector<std::string> Schedule(const ResumeChooser& resume, Time now, WriteBatch* batch,
+                                    const std::set<std::string>& held = {});
   // kConflict when already terminal.
   Status Cancel(const std::string& job, Time now, WriteBatch* batch);
   // A rank of the current attempt exited 0; when every rank has, the job succeeds (returns true).

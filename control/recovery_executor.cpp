@@ -18,9 +18,10 @@ void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const 
     for (RankSlot& r : reported.ranks)
       r.node = r.rank < static_cast<int>(reported_nodes.size()) ? reported_nodes[r.rank] : "";
   const Restarts& st = state_[f.job];
+  std::optional<Cluster> view = cluster_for_ ? cluster_for_(f.job) : std::nullopt;
   RecoveryInput in{.job = e->job,
                    .placement = external ? reported : e->attempt->placement,
-                   .cluster = inventory_->cluster(),
+                   .cluster = view ? *view : inventory_->cluster(),
                    .finding = f,
                    .last_known_good = health.ledger().LastKnownGood(),
                    .latest_complete = health.ledger().Latest(),
@@ -48,8 +49,10 @@ Result<RecoveryDecision> RecoveryExecutor::ForceRestart(const std::string& job, 
   if (!e) return NotFound("no job " + job);
   if (!e->attempt) return Conflict("job " + job + " has never run");
   std::vector<Checkpoint> cps = health.ledger().All();
-  RestartRequest req{e->job, e->attempt->placement, inventory_->cluster(), from, replace_nodes, reason, cps,
-                     now};
+  std::optional<Cluster> view = cluster_for_ ? cluster_for_(job) : std::nullopt;
+  RestartRequest req{
+      e->job, e->attempt->placement, view ? *view : inventory_->cluster(), from, replace_nodes, reason, cps,
+      now};
   Result<RecoveryDecision> d = ManualRestart(req);
   if (!d.ok()) return d.status();
   Execute(job, *d, /*automatic=*/false, health, "operator", now, batch);

@@ -55,6 +55,10 @@ class RecoveryExecutor {
   // How "requeue" reaches the launcher (null: the daemon runs without --slurm; requeue is then recorded as
   // not possible).
   void set_requeue(ExternalRequeue requeue) { requeue_ = std::move(requeue); }
+  // The cluster a job's recovery sees when it is not the whole inventory (a Slurm-launched job sees only
+  // its allocation, control/slurm_jobs.h); nullopt: the whole inventory.
+  using ClusterFor = std::function<std::optional<Cluster>(const std::string& job)>;
+  void set_cluster_for(ClusterFor f) { cluster_for_ = std::move(f); }
 
   // Starts the restarts whose backoff has passed.
   void StartDue(Time now, WriteBatch* batch);
@@ -96,6 +100,7 @@ class RecoveryExecutor {
   RemediationHook hook_;
   bool slurm_ = false;
   ExternalRequeue requeue_;
+  ClusterFor cluster_for_;
   std::map<std::string, Restarts> state_;
 };
 

@@ -140,6 +140,10 @@ const char* ToString(OnReproducible o) {
   return o == OnReproducible::kRecord ? "record" : "fail";
 }
 
+const char* ToString(Launcher l) {
+  return l == Launcher::kSlurm ? "slurm" : "agents";
+}
+
 const char* ToString(ExternalRemediation r) {
   switch (r) {
     case ExternalRemediation::kNone:

@@ -89,6 +89,8 @@ struct Resources {
   int gpus_per_node = 8;
   std::optional<double> gpu_memory_gib;  // GPU size when no inventory is meant (dry-run plans)
   std::string gpu;  // GPU profile name ("H100-80GB", ...); empty = H100-80GB (scheduler/gpu_profiles.h)
+  // launcher "slurm": nodes of the job's Slurm allocation held back as hot spares (docs/slurm.md).
+  int spare_nodes = 1;
 };
 
 struct CheckpointSpec {
@@ -149,6 +151,21 @@ enum class GpuBinding {
   kPerProcess,  // each rank sees only its own GPU (CUDA_VISIBLE_DEVICES=<gpu>, device 0 in the process)
 };
 
+// Who starts the ranks of a job that has a command (a job without one is started by someone else and only
+// watched).
+enum class Launcher {
+  kAgents,  // "agents": Shepherd's node agents (docs/agent-protocol.md)
+  kSlurm,   // "slurm": one srun step per attempt inside the job's Slurm allocation (docs/slurm.md)
+};
+const char* ToString(Launcher l);
+
+// launcher "slurm": the allocation to run in.
+struct SlurmLaunchSpec {
+  std::string allocation;               // adopt this running Slurm job; empty: Shepherd requests one
+  std::vector<std::string> sbatch_args;  // site options for the allocation Shepherd requests (--account=...)
+  bool operator==(const SlurmLaunchSpec&) const = default;
+};
+
 struct JobSpec {
   std::string name;
   ModelSpec model;
@@ -163,6 +180,8 @@ struct JobSpec {
   CheckpointSpec checkpoint;
   Policy policy;
   GpuBinding gpu_binding = GpuBinding::kPerNode;  // "gpu_binding": "per_node" (default) | "per_process"
+  Launcher launcher = Launcher::kAgents;          // "launcher"; kSlurm REQUIRES a command
+  SlurmLaunchSpec slurm;                          // "slurm": {"allocation", "sbatch_args"}
   // Who submitted the job (the principal's name). Set by the API from the caller's credential, never from
   // the request body; stored with the job (top-level "owner" of its JSON); "" for jobs from before auth.
   std::string owner;

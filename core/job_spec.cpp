@@ -94,7 +94,8 @@ void ParseResources(FieldReader& root, Resources* res, std::vector<FieldError>* 
   const Json* j = root.Find("resources");
   if (!j) return root.Error("resources", "is required");
   FieldReader r(*j, "resources", errs);
-  r.OnlyKnown({"gpus", "gpus_per_node", "gpu_memory_gib", "gpu"});
+  r.OnlyKnown({"gpus", "gpus_per_node", "gpu_memory_gib", "gpu", "spare_nodes"});
+  res->spare_nodes = int(r.Int("spare_nodes", false, 0, 1024).value_or(1));
   if (auto v = r.Int("gpus", true, 1, kMaxGpus)) res->gpus = int(*v);
   res->gpus_per_node = int(r.Int("gpus_per_node", false, 1, 1024).value_or(8));
   if (auto v = r.Number("gpu_memory_gib", false, 1, 1 << 20)) res->gpu_memory_gib = *v;
@@ -258,6 +259,36 @@ void ParseExternalId(FieldReader& root, JobSpec* s) {
     root.Error("policy.external_remediation", "\"requeue\" needs the job's external_id (its SLURM_JOB_ID)");
 }
 
+void ParseLauncher(FieldReader& root, JobSpec* s, std::vector<FieldError>* errs) {
+  if (auto v = root.Enum("launcher", {"agents", "slurm"}))
+    s->launcher = *v == "slurm" ? Launcher::kSlurm : Launcher::kAgents;
+  if (s->launcher == Launcher::kSlurm && s->command.empty())
+    root.Error("launcher", "\"slurm\" needs a command: Shepherd starts the ranks with srun");
+  if (const Json* j = root.Find("slurm")) {
+    FieldReader r(*j, "slurm", errs);
+    r.OnlyKnown({"allocation", "sbatch_args"});
+    s->slurm.allocation = r.String("allocation", false, 64).value_or("");
+    if (!s->slurm.allocation.empty() &&
+        s->slurm.allocation.find_first_not_of("0123456789") != std::string::npos)
+      r.Error("allocation", "must be a Slurm job id (digits)");
+    if (const Json* a = r.Find("sbatch_args")) {
+      if (!a->is_array() || a->size() > 64) {
+        r.Error("sbatch_args", "must be an array of at most 64 strings");
+      } else {
+        for (size_t i = 0; i < a->size(); ++i) {
+          const Json& x = (*a)[i];
+          if (!x.is_string() || x.get_ref<const std::string&>().rfind("--", 0) != 0 ||
+              x.get_ref<const std::string&>().size() > 1024)
+            r.Error("sbatch_args[" + std::to_string(i) + "]", "must be an sbatch option (\"--name=value\")");
+          else
+            s->slurm.sbatch_args.push_back(x.get<std::string>());
+        }
+      }
+    }
+    if (s->launcher != Launcher::kSlurm) root.Error("slurm", "is only for \"launcher\": \"slurm\"");
+  }
+}
+
 Result<JobSpec> Finish(JobSpec spec, std::vector<FieldError> errs) {
   if (!errs.empty()) return InvalidContent("the job spec is invalid", std::move(errs));
   return spec;
@@ -270,7 +301,7 @@ Result<JobSpec> ParseSpec(const Json& j, bool full) {
   FieldReader root(j, "", &errs);
   if (!root.ok()) return Finish(s, errs);
   root.OnlyKnown({"name", "model", "training", "parallelism", "resources", "command", "env", "checkpoint",
-                  "policy", "gpu_binding", "external_id"});
+                  "policy", "gpu_binding", "external_id", "launcher", "slurm"});
   if (full) s.name = root.String("name", true, 128).value_or("");
   ParseModel(root, &s.model, &errs);
   ParseTraining(root, &s.training, &errs);
@@ -285,6 +316,7 @@ Result<JobSpec> ParseSpec(const Json& j, bool full) {
       s.gpu_binding = GpuBinding::kPerProcess;
     else if (binding != "per_node")
       root.Error("gpu_binding", "must be \"per_node\" or \"per_process\"");
+    ParseLauncher(root, &s, &errs);
   }
   return Finish(std::move(s), std::move(errs));
 }
@@ -312,6 +344,7 @@ Json ToJson(const JobSpec& s) {
   Json res = {{"gpus", s.resources.gpus}, {"gpus_per_node", s.resources.gpus_per_node}};
   if (s.resources.gpu_memory_gib) res["gpu_memory_gib"] = *s.resources.gpu_memory_gib;
   if (!s.resources.gpu.empty()) res["gpu"] = s.resources.gpu;
+  res["spare_nodes"] = s.resources.spare_nodes;
   Json model = {{"layers", s.model.layers},
                 {"hidden", s.model.hidden},
                 {"heads", s.model.heads},
@@ -331,7 +364,7 @@ Json ToJson(const JobSpec& s) {
     model["moe"] = moe;
   }
   const Policy& p = s.policy;
-  return {
+  Json out = {
       {"name", s.name},
       {"model", model},
       {"training",
@@ -370,7 +403,11 @@ Json ToJson(const JobSpec& s) {
         {"launch_timeout_s", p.launch_timeout_s},
         {"external_remediation", ToString(p.external_remediation)}}},
       {"gpu_binding", s.gpu_binding == GpuBinding::kPerProcess ? "per_process" : "per_node"},
+      {"launcher", ToString(s.launcher)},
   };
+  if (s.launcher == Launcher::kSlurm)
+    out["slurm"] = {{"allocation", s.slurm.allocation}, {"sbatch_args", s.slurm.sbatch_args}};
+  return out;
 }
 
 const char* ToString(Precision p) {

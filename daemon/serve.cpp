@@ -21,6 +21,7 @@
 #include "api/http_server.h"
 #include "daemon/commands.h"
 #include "daemon/remediation_hook.h"
+#include "daemon/slurm_launch.h"
 #include "daemon/slurm_sync.h"
 
 namespace asio = boost::asio;
@@ -253,13 +254,20 @@ int RunDaemon(const DaemonConfig& config) {
     stop(1, "storage failure: " + s.message());
   });
   std::unique_ptr<SlurmSyncLoop> slurm_sync;
+  std::unique_ptr<SlurmLaunchLoop> slurm_launch;
   if (config.slurm.enabled) {
     slurm_sync = std::make_unique<SlurmSyncLoop>(config.slurm, config.controller.levels, &controller, post);
     slurm_sync->Start();
+    SlurmConfig launch = config.slurm;
+    if (launch.step_log_dir.empty())
+      launch.step_log_dir = std::filesystem::path(config.db).parent_path().append("slurm-steps").string();
+    slurm_launch = std::make_unique<SlurmLaunchLoop>(launch, &controller, post);
+    slurm_launch->Start();
   }
 
   ioc.run();
   io_thread.join();
+  if (slurm_launch) slurm_launch->Stop();
   if (slurm_sync) slurm_sync->Stop();
   // Requests the I/O thread queued while draining: answer them (their sessions are gone; nothing is sent).
   ioc.restart();

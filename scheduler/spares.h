@@ -2,6 +2,7 @@
 // Pure function of a Cluster snapshot.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,5 +27,12 @@ struct SpareReport {
 // that holds at least one node is checked: finest-level groups ("leaf") against min_per_leaf, coarsest
 // ("spine") against min_per_spine. With a single level it is checked once against the larger minimum.
 SpareReport CheckSpareReserve(const Cluster& cluster, int min_per_leaf, int min_per_spine);
+
+// The nodes a job's own allocation holds back as its hot spares (launcher "slurm", docs/slurm.md): up to
+// `count` nodes outside the placement and `exclude`, schedulable, not failed and with every GPU free
+// (spare-pool nodes included), closest to the placement first: most of the placement's nodes in the same
+// group at the finest level, then at each coarser level; ties by id. Fewer when fewer qualify.
+std::vector<std::string> ChooseAllocationSpares(const Cluster& cluster, const Placement& placement, int count,
+                                                const std::set<std::string>& exclude);
 
 }  // namespace shepherd

@@ -28,7 +28,7 @@ std::string Tail(const std::string& path, std::size_t bytes = 2000) {
 
 SlurmLauncher::SlurmLauncher(Options options) : options_(std::move(options)), cli_(options_.cli) {}
 
-Result<Allocation> SlurmLauncher::RequestAllocation(const AllocationRequest& r) const {
+Result<std::string> SlurmLauncher::SubmitAllocation(const AllocationRequest& r) const {
   if (r.nodes < 1 || r.spares < 0) return InvalidArgument("allocation: nodes must be >= 1 and spares >= 0");
   int total = r.nodes + r.spares;
   if (!r.nodelist.empty() && static_cast<int>(r.nodelist.size()) != total)
@@ -46,7 +46,11 @@ Result<Allocation> SlurmLauncher::RequestAllocation(const AllocationRequest& r) 
   if (!r.exclude.empty()) args.push_back("--exclude=" + CompressHostlist(r.exclude));
   args.insert(args.end(), r.extra_args.begin(), r.extra_args.end());
   args.push_back("--wrap=exec sleep infinity");  // holds the allocation; steps do the work
-  auto id = cli_.Submit(args);
+  return cli_.Submit(args);
+}
+
+Result<Allocation> SlurmLauncher::RequestAllocation(const AllocationRequest& r) const {
+  auto id = SubmitAllocation(r);
   if (!id.ok()) return id.status();
 
   Clock::time_point deadline = Clock::now() + r.start_timeout;
@@ -134,6 +138,13 @@ Result<Step> SlurmLauncher::StartStep(const StepSpec& spec) const {
   }
   std::vector<std::pair<std::string, std::string>> overlay(spec.env.begin(), spec.env.end());
   for (auto& kv : EncodeLayout(spec.placement)) overlay.push_back(kv);
+  if (!spec.rank_env.empty()) {
+    if (spec.rank_env.size() != spec.placement.ranks.size())
+      return InvalidArgument("step: rank_env must have one map per rank");
+    auto tables = EncodeRankTables(spec.rank_env);
+    if (!tables.ok()) return tables.status();
+    for (auto& kv : *tables) overlay.push_back(kv);
+  }
   overlay.emplace_back("SLURM_HOSTFILE", hostfile);
   auto pid = SpawnLogged(SrunArgv(spec), cli_.Environment(overlay), spec.log_path, spec.cwd);
   if (!pid.ok()) return pid.status();

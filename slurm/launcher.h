@@ -65,6 +65,10 @@ struct StepSpec {
   // SHEPHERD_RESUME_CHECKPOINT, SHEPHERD_TOKEN, the job's env ...). The per-rank ones (RANK, WORLD_SIZE,
   // LOCAL_RANK, LOCAL_WORLD_SIZE, CUDA_VISIBLE_DEVICES, SHEPHERD_RANK_COORDS) are added per task.
   EnvMap env;
+  // Optional, indexed by rank: variables that differ between ranks, composed by the caller (the controller
+  // uses scheduler/rank_env.h's ComposeRankEnv, as for the agents); given, the wrapper sets exactly these
+  // and derives nothing (slurm/rank_env.h, EncodeRankTables). Empty: the wrapper's own derivation.
+  std::vector<EnvMap> rank_env;
   std::string log_path;  // srun's output: every rank's stdout and stderr, lines prefixed "RANK: "
   std::string cwd;       // working directory of srun and the ranks ("" = the caller's)
   std::chrono::seconds start_timeout{60};  // how long until the step must be running
@@ -89,6 +93,9 @@ class SlurmLauncher {
   };
   explicit SlurmLauncher(Options options);
 
+  // sbatch the holding job and return its id at once (it may still be pending). kInvalidArgument: request
+  // violates a REQUIRES. kUnavailable: sbatch failed. At most T.
+  Result<std::string> SubmitAllocation(const AllocationRequest& request) const;
   // sbatch the holding job and wait until it runs. kResourceExhausted: still pending after start_timeout
   // (the job is cancelled then, with Slurm's pending reason in the message). kUnavailable: sbatch failed,
   // or the job ended before running. Takes at most start_timeout + a few T.

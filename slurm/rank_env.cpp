@@ -6,11 +6,11 @@
 namespace shepherd::slurm {
 namespace {
 
-std::vector<std::string> SplitComma(const std::string& s) {
+std::vector<std::string> SplitComma(const std::string& s, char sep = ',') {
   std::vector<std::string> out;
   std::size_t pos = 0;
   while (true) {
-    std::size_t c = s.find(',', pos);
+    std::size_t c = s.find(sep, pos);
     out.push_back(s.substr(pos, c == std::string::npos ? std::string::npos : c - pos));
     if (c == std::string::npos) return out;
     pos = c + 1;
@@ -40,6 +40,30 @@ EnvMap EncodeLayout(const Placement& placement) {
   return {{"SHEPHERD_SLURM_NODES", nodes}, {"SHEPHERD_SLURM_GPUS", gpus}, {"SHEPHERD_SLURM_COORDS", coords}};
 }
 
+Result<EnvMap> EncodeRankTables(const std::vector<EnvMap>& per_rank) {
+  EnvMap out;
+  if (per_rank.empty()) return out;
+  std::string keys;
+  for (const auto& [key, first] : per_rank[0]) {
+    std::string table;
+    for (std::size_t r = 0; r < per_rank.size(); ++r) {
+      auto it = per_rank[r].find(key);
+      if (it == per_rank[r].end())
+        return InvalidArgument("rank tables: rank " + std::to_string(r) + " has no " + key);
+      if (it->second.find(';') != std::string::npos)
+        return InvalidArgument("rank tables: " + key + " of rank " + std::to_string(r) + " contains ';'");
+      table += (r ? ";" : "") + it->second;
+    }
+    keys += (keys.empty() ? "" : ",") + key;
+    out["SHEPHERD_SLURM_V_" + key] = std::move(table);
+  }
+  for (std::size_t r = 1; r < per_rank.size(); ++r)
+    if (per_rank[r].size() != per_rank[0].size())
+      return InvalidArgument("rank tables: rank " + std::to_string(r) + " has other keys than rank 0");
+  out["SHEPHERD_SLURM_KEYS"] = keys;
+  return out;
+}
+
 Result<EnvMap> RankEnvironment(const EnvMap& task_env) {
   const std::string* procid = Get(task_env, "SLURM_PROCID");
   const std::string* nodes_s = Get(task_env, "SHEPHERD_SLURM_NODES");
@@ -61,6 +85,19 @@ Result<EnvMap> RankEnvironment(const EnvMap& task_env) {
   if (!actual || *actual != node)
     return Conflict("shepherd-slurm-rank: rank " + std::to_string(rank) + " was placed on " + node +
                     " but runs on " + (actual ? *actual : std::string("an unknown node")));
+  // Composed by the controller (EncodeRankTables): the tables are the rank's variables, nothing is derived.
+  if (const std::string* keys = Get(task_env, "SHEPHERD_SLURM_KEYS"); keys && !keys->empty()) {
+    EnvMap out;
+    for (const std::string& key : SplitComma(*keys)) {
+      const std::string* table = Get(task_env, ("SHEPHERD_SLURM_V_" + key).c_str());
+      std::vector<std::string> values = table ? SplitComma(*table, ';') : std::vector<std::string>{};
+      if (values.size() != nodes.size())
+        return InvalidArgument("shepherd-slurm-rank: table SHEPHERD_SLURM_V_" + key + " does not list " +
+                               std::to_string(nodes.size()) + " ranks");
+      out[key] = values[rank];
+    }
+    return out;
+  }
   std::string coord = coords[rank];
   int tp = 0, pp = 0, dp = 0;
   std::size_t d1 = coord.find('.'), d2 = coord.find('.', d1 == std::string::npos ? 0 : d1 + 1);

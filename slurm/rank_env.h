@@ -14,6 +14,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/job.h"
 #include "core/status.h"
@@ -24,6 +25,14 @@ using EnvMap = std::map<std::string, std::string>;
 
 // REQUIRES: placement.ranks[r].rank == r for every r.
 EnvMap EncodeLayout(const Placement& placement);
+
+// Variables that differ between ranks, composed by the controller with scheduler/rank_env.h's
+// ComposeRankEnv (the definition the node agents use), as step-wide tables: SHEPHERD_SLURM_KEYS = "K1,K2"
+// and SHEPHERD_SLURM_V_<K> = "value of rank 0;value of rank 1;...". With them, RankEnvironment returns
+// exactly the tables' values for the rank (srun's environment already holds what all ranks share) and
+// derives nothing. kInvalidArgument: a key is not in every rank's map, or a value contains
+// ';'.
+Result<EnvMap> EncodeRankTables(const std::vector<EnvMap>& per_rank);
 
 // From the task's environment (SLURM_PROCID, SLURMD_NODENAME and the SHEPHERD_SLURM_* tables), the
 // variables to add for rank r = SLURM_PROCID: RANK, WORLD_SIZE, LOCAL_RANK (position among the ranks on

@@ -107,7 +107,12 @@ std::vector<NodeChange> Reconcile(const ReconcileInput& in) {
     bool from_slurm = held && StartsWith(h.reason, kSlurmReasonPrefix);
     bool drained_by_us = in.drained_by_shepherd.count(name) != 0;
     if (slurm_state == NodeState::kFailed) {
-      if (!h.failed) out.push_back({NodeChangeKind::kFail, name, SlurmReason(*s), {}});
+      if (!h.failed)
+        out.push_back({NodeChangeKind::kFail, name, SlurmReason(*s), {}});
+      else if (!from_slurm && !drained_by_us && !s->state.drain)
+        // Down in Slurm, and Shepherd failed it on its own evidence: drained now, so that its slurmd coming
+        // back (ReturnToService) does not return it to service before someone looked at it.
+        out.push_back({NodeChangeKind::kDrainInSlurm, name, DrainReasonFor(h.reason), {}});
     } else if (slurm_state == NodeState::kCordoned) {
       if (s->state.drain && IsShepherdDrainReason(s->reason) && drained_by_us && !held)
         out.push_back({NodeChangeKind::kResumeInSlurm, name, "", {}});

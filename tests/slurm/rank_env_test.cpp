@@ -60,5 +60,35 @@ TEST(RankEnv, RejectsBrokenTables) {
   EXPECT_EQ(RankEnvironment(missing).status().code(), Code::kInvalidArgument);
 }
 
+// The controller's per-rank variables (ComposeRankEnv, as the agents get them) travel as tables; with them
+// the wrapper derives nothing of its own.
+TEST(RankEnv, ComposedTablesAreTheRanksVariables) {
+  std::vector<EnvMap> per_rank = {{{"CUDA_VISIBLE_DEVICES", "0,1"}, {"GROUP_RANK", "0"}, {"RANK", "0"}},
+                                  {{"CUDA_VISIBLE_DEVICES", "0,1"}, {"GROUP_RANK", "0"}, {"RANK", "1"}},
+                                  {{"CUDA_VISIBLE_DEVICES", "0"}, {"GROUP_RANK", "1"}, {"RANK", "2"}},
+                                  {{"CUDA_VISIBLE_DEVICES", "1"}, {"GROUP_RANK", "2"}, {"RANK", "3"}}};
+  auto tables = EncodeRankTables(per_rank);
+  ASSERT_TRUE(tables.ok()) << tables.status().message();
+  EXPECT_EQ(tables->at("SHEPHERD_SLURM_KEYS"), "CUDA_VISIBLE_DEVICES,GROUP_RANK,RANK");
+  EXPECT_EQ(tables->at("SHEPHERD_SLURM_V_CUDA_VISIBLE_DEVICES"), "0,1;0,1;0;1");
+  EnvMap task = Task(1, "n3");
+  task.insert(tables->begin(), tables->end());
+  auto env = RankEnvironment(task);
+  ASSERT_TRUE(env.ok()) << env.status().message();
+  EXPECT_EQ(env->at("CUDA_VISIBLE_DEVICES"), "0,1");  // the node's GPUs (per_node binding), not "1"
+  EXPECT_EQ(env->at("GROUP_RANK"), "0");
+  EXPECT_EQ(env->at("RANK"), "1");
+  EXPECT_EQ(env->size(), 3u);  // nothing derived (LOCAL_RANK etc. come from the tables or srun's environment)
+  // A table that does not list every rank refuses to run the rank.
+  task["SHEPHERD_SLURM_V_GROUP_RANK"] = "0;0;1";
+  EXPECT_EQ(RankEnvironment(task).status().code(), Code::kInvalidArgument);
+}
+
+TEST(RankEnv, TablesRefuseValuesWithTheSeparatorAndUnevenKeys) {
+  EXPECT_EQ(EncodeRankTables({{{"A", "x;y"}}}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(EncodeRankTables({{{"A", "1"}}, {{"B", "2"}}}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(EncodeRankTables({{{"A", "1"}}, {{"A", "2"}, {"B", "3"}}}).status().code(), Code::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace shepherd::slurm

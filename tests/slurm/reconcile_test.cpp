@@ -92,6 +92,26 @@ TEST(Reconcile, ShepherdsOwnCordonIsDrainedInSlurmOnce) {
   EXPECT_EQ(changes[0].reason, "shepherd f-000123 sdc_suspected");
 }
 
+// n4 is down in Slurm and Shepherd failed it on its own finding (node_lost): drained, so it does not come
+// back by itself when its slurmd returns. Down for Slurm's own reason, or already drained: nothing.
+TEST(Reconcile, ANodeShepherdFailedIsDrainedWhileSlurmHasItDown) {
+  Fixture f = Load("nodes_down_drain.txt");
+  std::vector<Node> mine = HealthyFive();
+  mine[1].schedulable = mine[2].schedulable = false;  // as Slurm drains them: no changes for these
+  mine[1].reason = "slurm: IDLE+DRAIN: shepherd f-000007 hang";
+  mine[2].reason = "slurm: MIXED+DRAIN: operator: bad dimm";
+  mine[4].failed = true;
+  mine[4].reason = "node_lost: Slurm reports n4 not responding";
+  auto changes = Reconcile({f.nodes, f.topology, mine, {}, 80, "H100"});
+  ASSERT_EQ(Kinds(changes),
+            (std::vector<std::pair<NodeChangeKind, std::string>>{{NodeChangeKind::kDrainInSlurm, "n4"}}));
+  EXPECT_EQ(changes[0].reason, "shepherd node_lost: Slurm reports n4 not responding");
+  mine[4].reason = "slurm: DOWN+NOT_RESPONDING: Not responding";
+  EXPECT_TRUE(Reconcile({f.nodes, f.topology, mine, {}, 80, "H100"}).empty());
+  mine[4].reason = "node_lost: Slurm reports n4 not responding";
+  EXPECT_TRUE(Reconcile({f.nodes, f.topology, mine, {"n4"}, 80, "H100"}).empty());
+}
+
 TEST(Reconcile, OperatorResumeInSlurmReleasesShepherdsDrain) {
   Fixture f = Load("nodes_idle.txt");  // n3 idle again: someone resumed it in Slurm
   std::vector<Node> mine = HealthyFive();

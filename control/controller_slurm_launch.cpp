@@ -1,0 +1,314 @@
+// Controller: jobs launched through Slurm ("launcher": "slurm"; control/slurm_jobs.h, docs/slurm.md).
+// Each attempt is one srun step inside the job's allocation, which holds the placement's nodes plus
+// resources.spare_nodes hot spares. Recovery sees only the allocation (AllocationView), so a failed node is
+// replaced by the closest of the job's own spares; when none fits, the job is re-placed inside the
+// allocation if it still fits there, and otherwise queued: its allocation is then given back and a new one
+// is requested when it is placed again (requeue).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "control/controller.h"
+#include "scheduler/rank_env.h"
+#include "scheduler/spares.h"
+
+namespace shepherd {
+namespace {
+
+bool Inside(const Placement& p, const std::vector<std::string>& nodes) {
+  return std::all_of(p.ranks.begin(), p.ranks.end(), [&](const RankSlot& r) {
+    return std::find(nodes.begin(), nodes.end(), r.node) != nodes.end();
+  });
+}
+
+std::vector<std::string> NodesOf(const Placement& p) {
+  std::vector<std::string> out;
+  for (const RankSlot& r : p.ranks)
+    if (std::find(out.begin(), out.end(), r.node) == out.end()) out.push_back(r.node);
+  return out;
+}
+
+}  // namespace
+
+bool Controller::ViaSlurm(const Job& job) {
+  return job.spec.launcher == Launcher::kSlurm && !job.spec.command.empty();
+}
+
+void Controller::SettleSlurm(const AttemptEvent& ev, Time now, WriteBatch* batch) {
+  const JobEntry* e = jobs_.Find(ev.job);
+  const SlurmAllocationRecord* a = slurm_jobs_.Find(ev.job);
+  if (ev.kind == AttemptEvent::Kind::kEnded) {
+    if (IsTerminal(e->job.state) || e->job.state == JobState::kQueued) slurm_jobs_.Release(ev.job, batch);
+    return;
+  }
+  if (!e->attempt || e->attempt->number != ev.attempt || !IsActive(e->job.state)) return;
+  const Placement& p = e->attempt->placement;
+  // An allocation that cannot host this placement (a manual restart onto other nodes, or a requeued job
+  // placed again) is given back for a new one; an adopted one is kept and the job re-placed inside it once
+  // its nodes are known.
+  if (a && !a->adopted && !Inside(p, a->nodes)) {
+    slurm_jobs_.Release(ev.job, batch);
+    a = nullptr;
+  }
+  if (a) return;
+  std::vector<std::string> nodes = NodesOf(p);
+  if (e->job.spec.slurm.allocation.empty()) {
+    std::set<std::string> held = slurm_jobs_.HeldNodes(ev.job);
+    std::vector<std::string> spares =
+        ChooseAllocationSpares(inventory_.cluster(), p, e->job.spec.resources.spare_nodes, held);
+    if (static_cast<int>(spares.size()) < e->job.spec.resources.spare_nodes)
+      spdlog::warn("job {}: only {} of {} spare nodes are free for its Slurm allocation", ev.job,
+                   spares.size(), e->job.spec.resources.spare_nodes);
+    nodes.insert(nodes.end(), spares.begin(), spares.end());
+  }
+  slurm_jobs_.Want(ev.job, std::move(nodes), e->job.spec.slurm.allocation, batch);
+  jobs_.SetState(ev.job, JobState::kLaunching, "waiting for the Slurm allocation", now, batch);
+}
+
+std::optional<Cluster> Controller::AllocationView(const std::string& job) const {
+  const JobEntry* e = jobs_.Find(job);
+  const SlurmAllocationRecord* a = slurm_jobs_.Find(job);
+  if (!e || !ViaSlurm(e->job) || !a || a->state != SlurmAllocationRecord::State::kRunning)
+    return std::nullopt;
+  const Cluster& all = inventory_.cluster();
+  Cluster view(all.levels());
+  std::vector<std::string> placed = e->attempt ? NodesOf(e->attempt->placement) : std::vector<std::string>{};
+  for (const std::string& id : a->nodes) {
+    const Node* n = all.Find(id);
+    if (!n) continue;
+    Node copy = *n;
+    // The allocation's nodes outside the placement are this job's hot spares.
+    copy.spare = std::find(placed.begin(), placed.end(), id) == placed.end();
+    (void)view.UpsertNode(copy);
+  }
+  if (e->attempt && IsActive(e->job.state)) (void)view.Allocate(job, e->attempt->placement);
+  return view;
+}
+
+SlurmOrders Controller::GetSlurmOrders() const {
+  SlurmOrders out;
+  out.cancel.assign(slurm_jobs_.releasing().begin(), slurm_jobs_.releasing().end());
+  for (const auto& [job, a] : slurm_jobs_.all()) {
+    const JobEntry* e = jobs_.Find(job);
+    if (!e) continue;
+    SlurmJobOrder o;
+    o.job = job;
+    o.allocation = a;
+    o.sbatch_args = e->job.spec.slurm.sbatch_args;
+    o.stop_grace_s = options_.stop_timeout_s;
+    o.attempt = e->job.attempt;
+    if (IsActive(e->job.state) && e->attempt && a.state == SlurmAllocationRecord::State::kRunning &&
+        Inside(e->attempt->placement, a.nodes))
+      o.step = StepFor(*e, a);
+    out.jobs.push_back(std::move(o));
+  }
+  return out;
+}
+
+slurm::StepSpec Controller::StepFor(const JobEntry& e, const SlurmAllocationRecord& a) const {
+  slurm::StepSpec s;
+  s.job_id = a.id;
+  s.name = "shepherd-a" + std::to_string(e.attempt->number);
+  s.placement = e.attempt->placement;
+  s.command = e.job.spec.command;
+  // The agents' environment, node by node; what every rank shares goes to srun, the rest into the tables.
+  std::vector<EnvMap> per_rank(s.placement.ranks.size());
+  for (const std::string& node : NodesOf(s.placement))
+    for (LocalRankEnv& r : ComposeRankEnv(RankEnvFor(e, node), RankEnvOptionsFor(e)))
+      per_rank.at(r.rank) = std::move(r.env);
+  for (const auto& [k, v] : per_rank.at(0))
+    if (std::all_of(per_rank.begin(), per_rank.end(), [&, &k = k, &v = v](const EnvMap& m) {
+          auto it = m.find(k);
+          return it != m.end() && it->second == v;
+        }))
+      s.env[k] = v;
+  for (EnvMap& m : per_rank)
+    for (const auto& [k, v] : s.env) m.erase(k);
+  s.rank_env = std::move(per_rank);
+  return s;
+}
+
+void Controller::OnSlurmLaunch(const SlurmLaunchEvent& ev) {
+  if (!CheckWritable().ok()) return;
+  Time now = Turn();
+  WriteBatch batch;
+  const JobEntry* e = jobs_.Find(ev.job);
+  const bool current = e && e->attempt && e->attempt->number == ev.attempt && IsActive(e->job.state);
+  switch (ev.kind) {
+    case SlurmLaunchEvent::Kind::kSubmitted:
+      slurm_jobs_.Submitted(ev.job, ev.allocation, &batch);
+      if (e && e->job.state == JobState::kLaunching)
+        jobs_.SetState(ev.job, JobState::kLaunching, "waiting for Slurm allocation " + ev.allocation, now,
+                       &batch);
+      break;
+    case SlurmLaunchEvent::Kind::kAllocated:
+      OnAllocationRunning(ev, now, &batch);
+      break;
+    case SlurmLaunchEvent::Kind::kAllocationEnded:
+      slurm_jobs_.Forget(ev.job, &batch);
+      if (e && !IsTerminal(e->job.state)) {
+        jobs_.EndAttempt(ev.job, now, &batch);
+        jobs_.SetState(ev.job, JobState::kFailed, "Slurm allocation " + ev.allocation + ": " + ev.message,
+                       now, &batch);
+      }
+      break;
+    case SlurmLaunchEvent::Kind::kStepStarted:
+      if (current && e->job.state == JobState::kLaunching) {
+        spdlog::info("job {} attempt {}: Slurm step {} runs", ev.job, ev.attempt, ev.step_id);
+        JobHealth& health = HealthOf(ev.job);
+        bool launched = false;
+        for (const std::string& n : NodesOf(e->attempt->placement)) launched |= health.OnNodeLaunched(n, now);
+        if (launched) MarkLaunched(ev.job, now, &batch);
+      }
+      break;
+    case SlurmLaunchEvent::Kind::kStepFailed:  // no rank ran: no rank or node is blamed; recovery restarts
+      if (current)
+        RecordFinding(
+            StepFinding(ev,
+                        "Slurm refused the step of attempt " + std::to_string(ev.attempt) + ": " + ev.message,
+                        now),
+            now, &batch);
+      break;
+    case SlurmLaunchEvent::Kind::kStepEnded:
+      if (current) OnStepEnded(ev, now, &batch);
+      break;
+    case SlurmLaunchEvent::Kind::kCancelled:
+      slurm_jobs_.Cancelled(ev.allocation, &batch);
+      break;
+  }
+  Schedule(now, &batch);
+  Settle(now, &batch);
+  if (!batch.empty()) Commit(std::move(batch), [](Status) {});
+}
+
+void Controller::OnAllocationRunning(const SlurmLaunchEvent& ev, Time now, WriteBatch* batch) {
+  std::vector<std::string> left = slurm_jobs_.Running(ev.job, ev.allocation, ev.nodes, batch);
+  const JobEntry* e = jobs_.Find(ev.job);
+  if (!e || !e->attempt || !IsActive(e->job.state)) return;
+  // Slurm dropped a node from the allocation: it judged the node failed (--no-kill keeps the rest).
+  for (const std::string& node : left) {
+    e = jobs_.Find(ev.job);
+    if (!IsActive(e->job.state)) break;
+    Finding f;
+    f.job = ev.job;
+    f.attempt = e->attempt->number;
+    f.kind = FindingKind::kNodeLost;
+    f.nodes = {node};
+    f.detected_at = now;
+    f.detail = "Slurm removed " + node + " from allocation " + ev.allocation + " (node failure)";
+    for (const RankSlot& r : e->attempt->placement.ranks)
+      if (r.node == node) f.ranks.push_back(r.rank);
+    if (!f.ranks.empty()) RecordFinding(std::move(f), now, batch);
+  }
+  // An adopted allocation: the first placement could not know its nodes; re-place the job inside it.
+  e = jobs_.Find(ev.job);
+  if (e->job.state != JobState::kLaunching || Inside(e->attempt->placement, ev.nodes)) return;
+  std::optional<Cluster> view = AllocationView(ev.job);
+  PlaceOptions o;
+  o.attempt = e->job.attempt + 1;
+  o.dp_edge_bytes = e->estimate.comm.dp;
+  o.pp_edge_bytes = e->estimate.comm.pp;
+  if (view) {
+    (void)view->Release(ev.job);
+    for (const Node* n : view->nodes()) {  // spares are only for replacement elsewhere; here all may run
+      Node copy = *n;
+      copy.spare = false;
+      (void)view->UpsertNode(copy);
+    }
+  }
+  Result<Placement> p = view ? Place(*view, e->job.plan, o) : Result<Placement>(NotFound("no allocation"));
+  std::optional<Checkpoint> resume = HealthOf(ev.job).DefaultResume();
+  jobs_.EndAttempt(ev.job, now, batch);
+  if (!p.ok() || !jobs_
+                      .StartAttempt(ev.job, std::move(p).value(),
+                                    "placed inside Slurm allocation " + ev.allocation, resume, now, batch)
+                      .ok())
+    jobs_.SetState(ev.job, JobState::kFailed,
+                   "the job does not fit Slurm allocation " + ev.allocation + " (" +
+                       (p.ok() ? std::string("its GPUs are taken") : p.status().message()) + ")",
+                   now, batch);
+}
+
+void Controller::OnStepEnded(const SlurmLaunchEvent& ev, Time now, WriteBatch* batch) {
+  const JobEntry* e = jobs_.Find(ev.job);
+  spdlog::info("job {} attempt {}: Slurm step ended (exit {}, signal {})", ev.job, ev.attempt,
+               ev.exit.exit_code, ev.exit.signal);
+  if (ev.exit.exit_code == 0) {  // srun exits 0 only when every task did
+    for (const RankSlot& r : e->attempt->placement.ranks)
+      if (jobs_.OnRankExitedOk({ev.job, ev.attempt, r.rank}, now, batch)) break;
+    return;
+  }
+  auto still_current = [&] {
+    const JobEntry* j = jobs_.Find(ev.job);
+    return j->attempt && j->attempt->number == ev.attempt && IsActive(j->job.state);
+  };
+  bool recorded = false;
+  for (const std::string& node : ev.log.node_failures) {
+    if (!still_current()) return;
+    Finding f;
+    f.job = ev.job;
+    f.attempt = ev.attempt;
+    f.kind = FindingKind::kNodeLost;
+    f.nodes = {node};
+    f.detected_at = now;
+    f.detail = "srun: node failure on " + node;
+    for (const RankSlot& r : jobs_.Find(ev.job)->attempt->placement.ranks)
+      if (r.node == node) f.ranks.push_back(r.rank);
+    RecordFinding(std::move(f), now, batch);
+    recorded = true;
+  }
+  for (const slurm::TaskEnd& t : ev.log.failed) {
+    if (!still_current()) return;
+    ProcessStatus p;
+    p.rank = {ev.job, ev.attempt, t.rank};
+    p.running = false;
+    p.exit_code = t.exit_code;
+    p.signal = t.signal;
+    if (!t.exit_code && !t.signal) p.error = "srun: " + t.how;
+    p.log_tail = ev.log_tail;
+    OnRankExit(t.node, p, now, batch);
+    recorded = true;
+  }
+  if (recorded || !still_current()) return;
+  // srun failed without naming a task (it was killed, or its output was lost): no rank or node is blamed.
+  const std::string detail =
+      !ev.message.empty()
+          ? ev.message
+          : "the Slurm step ended (srun exit " + std::to_string(ev.exit.exit_code) +
+                (ev.exit.signal ? ", signal " + std::to_string(ev.exit.signal) : std::string()) +
+                ") without naming a task";
+  RecordFinding(StepFinding(ev, detail, now), now, batch);
+}
+
+Finding Controller::StepFinding(const SlurmLaunchEvent& ev, std::string detail, Time now) {
+  Finding f;
+  f.job = ev.job;
+  f.attempt = ev.attempt;
+  f.kind = FindingKind::kProcessExit;
+  f.detected_at = now;
+  f.detail = std::move(detail);
+  f.log_tail = ev.log_tail;
+  return f;
+}
+
+void Controller::OnSlurmNodesFailed(const std::vector<std::pair<std::string, std::string>>& nodes, Time now,
+                                    WriteBatch* batch) {
+  for (const auto& [node, state] : nodes) {
+    for (const std::string& job : inventory_.cluster().JobsOn(node)) {
+      const JobEntry* e = jobs_.Find(job);
+      if (!e || !ViaSlurm(e->job) || !e->attempt || !IsActive(e->job.state)) continue;
+      Finding f;
+      f.job = job;
+      f.attempt = e->attempt->number;
+      f.kind = FindingKind::kNodeLost;
+      f.nodes = {node};
+      f.detected_at = now;
+      f.detail = "Slurm reports " + node + " " + state;
+      for (const RankSlot& r : e->attempt->placement.ranks)
+        if (r.node == node) f.ranks.push_back(r.rank);
+      RecordFinding(std::move(f), now, batch);
+    }
+  }
+}
+
+}  // namespace shepherd

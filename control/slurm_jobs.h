@@ -1,0 +1,112 @@
+// SlurmJobs: the Slurm side of the jobs Shepherd launches through Slurm ("launcher": "slurm",
+// docs/slurm.md): per job, the allocation that holds its nodes (its placement plus its hot spares), and the
+// allocations being given back. The daemon's launch worker (daemon/slurm_launch.h) carries out what the
+// controller orders (Controller::SlurmOrders: request or adopt the allocation, run the current attempt as
+// one srun step, cancel what is released) and reports what happened (SlurmLaunchEvent).
+// Owns: per job the Allocation record, and the allocation ids being cancelled. Durable as kMeta records
+// "slurm_alloc/<job>" (JSON), so a restarted daemon keeps (and never requests twice) its allocations.
+// Control thread only.
+// Invariants: a job has at most one allocation; an allocation id is either a job's or being released,
+// never both; an adopted allocation is never cancelled (it was the user's).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/job.h"
+#include "core/status.h"
+#include "slurm/launcher.h"
+#include "slurm/step_log.h"
+#include "storage/store.h"
+
+namespace shepherd {
+
+struct SlurmAllocationRecord {
+  enum class State {
+    kWanted,   // to request (nodes: the nodelist) or adopt (id given)
+    kPending,  // submitted (id known), not running yet
+    kRunning,  // running; nodes: what it holds now
+  };
+  State state = State::kWanted;
+  std::string id;
+  std::vector<std::string> nodes;
+  bool adopted = false;
+};
+const char* ToString(SlurmAllocationRecord::State s);  // "wanted", "pending", "running"
+
+// What the launch worker is to do for one job now. Level-triggered: the worker compares it with what it
+// runs and acts on the difference.
+struct SlurmJobOrder {
+  std::string job;
+  SlurmAllocationRecord allocation;
+  std::vector<std::string> sbatch_args;
+  // The attempt to run as one step, once the allocation runs and the placement lies inside it. Its
+  // job_id, name, placement, command and env are set; log_path and cwd are the worker's.
+  std::optional<slurm::StepSpec> step;
+  int attempt = 0;
+  double stop_grace_s = 30;
+};
+struct SlurmOrders {
+  std::vector<SlurmJobOrder> jobs;
+  std::vector<std::string> cancel;  // allocations to cancel (released, not adopted)
+};
+
+// What the worker saw or did.
+struct SlurmLaunchEvent {
+  enum class Kind {
+    kSubmitted,        // sbatch accepted the allocation request: allocation
+    kAllocated,        // the allocation runs (again): allocation, nodes it holds now
+    kAllocationEnded,  // the allocation ended or cannot be had: allocation, message
+    kStepStarted,      // attempt's step runs: step_id
+    kStepFailed,       // Slurm refused the attempt's step: message
+    kStepEnded,        // attempt's step ended: exit, log (what srun said), log_tail
+    kCancelled,        // a released allocation is gone: allocation
+  };
+  Kind kind = Kind::kSubmitted;
+  std::string job;
+  std::string allocation;
+  std::vector<std::string> nodes;
+  int attempt = 0;
+  std::string step_id;
+  slurm::ExitStatus exit;
+  slurm::StepLog log;
+  std::string log_tail;
+  std::string message;
+};
+
+class SlurmJobs {
+ public:
+  inline static const std::string kKeyPrefix = "slurm_alloc/";
+
+  const SlurmAllocationRecord* Find(const std::string& job) const;
+  const std::map<std::string, SlurmAllocationRecord>& all() const { return jobs_; }
+  const std::set<std::string>& releasing() const { return releasing_; }
+  // Nodes every allocation holds or asks for, except `job`'s own.
+  std::set<std::string> HeldNodes(const std::string& except = "") const;
+
+  // The job needs an allocation: request `nodes`, or adopt `adopt_id` when given.
+  void Want(const std::string& job, std::vector<std::string> nodes, const std::string& adopt_id,
+            WriteBatch* batch);
+  void Submitted(const std::string& job, const std::string& id, WriteBatch* batch);
+  // The allocation runs holding `nodes`; returns the nodes it held before and no longer holds.
+  std::vector<std::string> Running(const std::string& job, const std::string& id,
+                                   std::vector<std::string> nodes, WriteBatch* batch);
+  // The job gives its allocation back (ended, or requeued for a new one): cancelled unless adopted.
+  void Release(const std::string& job, WriteBatch* batch);
+  // Forgets the job's allocation without cancelling it (it ended by itself).
+  void Forget(const std::string& job, WriteBatch* batch);
+  void Cancelled(const std::string& id, WriteBatch* batch);
+
+  // Recovery at start-up from a kMeta record; false when the record is not one of ours.
+  Result<bool> Restore(const Record& r);
+
+ private:
+  void Persist(const std::string& job, WriteBatch* batch) const;
+  std::map<std::string, SlurmAllocationRecord> jobs_;
+  std::set<std::string> releasing_;
+};
+
+}  // namespace shepherd

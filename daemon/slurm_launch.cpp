@@ -1,0 +1,297 @@
+#include "daemon/slurm_launch.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+
+#include "agent/rank_files.h"
+#include "slurm/launcher.h"
+#include "slurm/step_log.h"
+
+namespace shepherd {
+namespace {
+
+using Kind = SlurmLaunchEvent::Kind;
+using Secs = std::chrono::seconds;
+
+// srun's whole output (bounded): what it says about the step's end is at the end.
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  constexpr std::size_t kMax = 1 << 20;
+  return all.size() > kMax ? all.substr(all.size() - kMax) : all;
+}
+
+std::string Tail(const std::string& path) {
+  return agent::ReadLogTail(path);  // the agents' bound and UTF-8 repair (agent/rank_files.h)
+}
+
+}  // namespace
+
+struct SlurmLaunchLoop::State : std::enable_shared_from_this<SlurmLaunchLoop::State> {
+  // What the worker knows of one job.
+  struct Run {
+    std::string submitted;  // allocation id sbatch gave (before the controller recorded it)
+    std::optional<slurm::Step> step;
+    std::string adopted_step;  // a step found running under our name (an earlier daemon's): watched only
+    int step_attempt = 0;
+    std::string step_log;
+    int done_attempt = 0;  // the last attempt whose step ran and ended (never started twice)
+  };
+
+  SlurmConfig config;
+  Controller* controller = nullptr;
+  Post post;
+  std::unique_ptr<slurm::SlurmLauncher> launcher;
+  std::thread worker;
+  std::atomic<bool> stopped{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stopping = false;              // guarded by mu
+  std::optional<SlurmOrders> answer;  // guarded by mu
+  std::map<std::string, Run> runs;    // worker thread only
+
+  void Run();
+  std::optional<SlurmOrders> AwaitOrders();
+  void Send(SlurmLaunchEvent ev) {
+    post([self = shared_from_this(), ev = std::move(ev)] {
+      if (!self->stopped) self->controller->OnSlurmLaunch(ev);
+    });
+  }
+  void Allocation(const SlurmJobOrder& o, struct Run& run);
+  void Steps(const SlurmJobOrder& o, struct Run& run);
+  // Stops the run's step (grace, then kill) and reports its end.
+  void StopStep(const std::string& job, struct Run& run, double grace_s);
+  void Ended(const std::string& job, struct Run& run, slurm::ExitStatus exit);
+};
+
+SlurmLaunchLoop::SlurmLaunchLoop(const SlurmConfig& config, Controller* controller, Post post)
+    : state_(std::make_shared<State>()) {
+  state_->config = config;
+  state_->controller = controller;
+  state_->post = std::move(post);
+  slurm::SlurmLauncher::Options o;
+  o.cli.slurm_conf = config.slurm_conf;
+  o.cli.timeout = std::chrono::milliseconds(static_cast<long>(config.command_timeout_s * 1000));
+  o.rank_exec = config.rank_exec;
+  state_->launcher = std::make_unique<slurm::SlurmLauncher>(o);
+}
+
+SlurmLaunchLoop::~SlurmLaunchLoop() {
+  Stop();
+}
+
+void SlurmLaunchLoop::Start() {
+  ::mkdir(state_->config.step_log_dir.c_str(), 0750);
+  spdlog::info("slurm: launching jobs with \"launcher\": \"slurm\" (steps through {}, logs in {})",
+               state_->config.rank_exec, state_->config.step_log_dir);
+  state_->worker = std::thread([s = state_] { s->Run(); });
+}
+
+void SlurmLaunchLoop::Stop() {
+  state_->stopped = true;
+  {
+    std::lock_guard lock(state_->mu);
+    state_->stopping = true;
+  }
+  state_->cv.notify_all();
+  if (state_->worker.joinable()) state_->worker.join();
+}
+
+std::optional<SlurmOrders> SlurmLaunchLoop::State::AwaitOrders() {
+  post([self = shared_from_this()] {
+    if (self->stopped) return;
+    SlurmOrders orders = self->controller->GetSlurmOrders();
+    {
+      std::lock_guard lock(self->mu);
+      self->answer = std::move(orders);
+    }
+    self->cv.notify_all();
+  });
+  std::unique_lock lock(mu);
+  cv.wait(lock, [this] { return stopping || answer.has_value(); });
+  if (stopping) return std::nullopt;
+  auto out = std::move(answer);
+  answer.reset();
+  return out;
+}
+
+void SlurmLaunchLoop::State::Run() {
+  const auto interval = std::chrono::milliseconds(static_cast<long>(config.launch_poll_s * 1000));
+  std::set<std::string> cancelled;  // cancel orders already carried out, until the controller forgets them
+  while (true) {
+    std::optional<SlurmOrders> orders = AwaitOrders();
+    if (!orders) return;
+    for (const std::string& id : orders->cancel) {
+      if (cancelled.count(id)) continue;
+      Status s = launcher->CancelAllocation(id, Secs(60));
+      if (!s.ok()) {
+        spdlog::warn("slurm: cancelling allocation {}: {} (tried again)", id, s.message());
+        continue;
+      }
+      spdlog::info("slurm: allocation {} cancelled", id);
+      cancelled.insert(id);
+      Send({.kind = Kind::kCancelled, .allocation = id});
+    }
+    std::erase_if(cancelled, [&](const std::string& id) {
+      return std::find(orders->cancel.begin(), orders->cancel.end(), id) == orders->cancel.end();
+    });
+    std::set<std::string> ordered;
+    for (const SlurmJobOrder& o : orders->jobs) {
+      ordered.insert(o.job);
+      struct Run& run = runs[o.job];
+      Allocation(o, run);
+      Steps(o, run);
+    }
+    for (auto it = runs.begin(); it != runs.end();) {  // released: stop what still runs
+      if (ordered.count(it->first)) {
+        ++it;
+        continue;
+      }
+      if (it->second.step) StopStep(it->first, it->second, 10);
+      it = runs.erase(it);
+    }
+    std::unique_lock lock(mu);
+    if (cv.wait_for(lock, interval, [this] { return stopping; })) return;
+  }
+}
+
+void SlurmLaunchLoop::State::Allocation(const SlurmJobOrder& o, struct Run& run) {
+  const SlurmAllocationRecord& a = o.allocation;
+  using S = SlurmAllocationRecord::State;
+  if (a.state == S::kWanted && !a.adopted) {
+    if (!run.submitted.empty()) return;  // the controller has not recorded it yet
+    slurm::AllocationRequest r;
+    r.name = "shepherd-" + o.job;
+    r.nodes = static_cast<int>(a.nodes.size());
+    r.spares = 0;  // the nodelist names them all: the placement's nodes and the spares
+    r.nodelist = a.nodes;
+    r.extra_args = o.sbatch_args;
+    auto id = launcher->SubmitAllocation(r);
+    if (!id.ok()) {
+      Send({.kind = Kind::kAllocationEnded,
+            .job = o.job,
+            .message = "sbatch refused: " + id.status().message()});
+      return;
+    }
+    spdlog::info("slurm: job {}: allocation {} requested ({} nodes)", o.job, *id, a.nodes.size());
+    run.submitted = *id;
+    Send({.kind = Kind::kSubmitted, .job = o.job, .allocation = *id});
+    return;
+  }
+  if (a.id.empty()) return;
+  auto shown = launcher->ShowAllocation(a.id);
+  if (!shown.ok()) {
+    if (shown.status().code() == Code::kNotFound)
+      Send({.kind = Kind::kAllocationEnded,
+            .job = o.job,
+            .allocation = a.id,
+            .message = "Slurm no longer knows it"});
+    else
+      spdlog::warn("slurm: job {}: allocation {}: {}", o.job, a.id, shown.status().message());
+    return;
+  }
+  if (shown->state == slurm::SlurmJobState::kRunning) {
+    if (a.state != S::kRunning || shown->nodes != a.nodes)
+      Send({.kind = Kind::kAllocated, .job = o.job, .allocation = a.id, .nodes = shown->nodes});
+  } else if (!slurm::IsActive(shown->state)) {
+    Send({.kind = Kind::kAllocationEnded,
+          .job = o.job,
+          .allocation = a.id,
+          .message = std::string("ended ") + slurm::ToString(shown->state) + " (" + shown->reason + ")"});
+  } else if (a.adopted && a.state == S::kWanted) {
+    Send({.kind = Kind::kAllocationEnded,
+          .job = o.job,
+          .allocation = a.id,
+          .message = std::string("is ") + slurm::ToString(shown->state) + ", not running: cannot adopt it"});
+  }
+}
+
+void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
+  if (!run.adopted_step.empty()) {  // not our child: watched through Slurm until it is gone
+    auto steps = launcher->cli().ShowSteps(o.allocation.id);
+    bool running = !steps.ok();  // unknown: assume it still runs
+    if (steps.ok())
+      for (const slurm::SlurmStep& st : *steps) running |= st.id == run.adopted_step;
+    if (running && (!o.step || o.attempt != run.step_attempt)) {
+      (void)launcher->cli().Cancel(run.adopted_step, "KILL");
+      return;
+    }
+    if (running) return;
+    run.adopted_step.clear();
+    Ended(o.job, run, slurm::ExitStatus{});  // exit unknown
+    return;
+  }
+  if (run.step && (!o.step || o.attempt != run.step_attempt)) StopStep(o.job, run, o.stop_grace_s);
+  if (run.step) {
+    if (auto exit = launcher->PollStep(*run.step)) Ended(o.job, run, *exit);
+    return;
+  }
+  if (!o.step || o.attempt == run.done_attempt) return;
+  // An earlier daemon's step of this attempt may still run (its srun died with that daemon, the tasks
+  // did not): never start the attempt twice; watch that step instead.
+  if (auto steps = launcher->cli().ShowSteps(o.allocation.id); steps.ok()) {
+    for (const slurm::SlurmStep& st : *steps)
+      if (st.name == o.step->name) {
+        spdlog::warn("slurm: job {} attempt {}: step {} already runs (an earlier daemon's): watching it",
+                     o.job, o.attempt, st.id);
+        run.adopted_step = st.id;
+        run.step_attempt = o.attempt;
+        run.step_log.clear();
+        Send({.kind = Kind::kStepStarted, .job = o.job, .attempt = o.attempt, .step_id = st.id});
+        return;
+      }
+  } else {
+    spdlog::warn("slurm: job {}: cannot list the steps of {}: {}", o.job, o.allocation.id,
+                 steps.status().message());
+    return;  // try again next poll rather than risk a second step
+  }
+  slurm::StepSpec spec = *o.step;
+  spec.log_path = config.step_log_dir + "/" + o.job + "-a" + std::to_string(o.attempt) + ".log";
+  auto step = launcher->StartStep(spec);
+  run.step_attempt = o.attempt;
+  run.step_log = spec.log_path;
+  if (!step.ok()) {
+    spdlog::warn("slurm: job {} attempt {}: {}", o.job, o.attempt, step.status().message());
+    run.done_attempt = o.attempt;
+    Send({.kind = Kind::kStepFailed,
+          .job = o.job,
+          .attempt = o.attempt,
+          .log_tail = Tail(spec.log_path),
+          .message = step.status().message()});
+    return;
+  }
+  spdlog::info("slurm: job {} attempt {}: step {} runs (log {})", o.job, o.attempt, step->step_id,
+               spec.log_path);
+  run.step = *step;
+  Send({.kind = Kind::kStepStarted, .job = o.job, .attempt = o.attempt, .step_id = step->step_id});
+  if (step->early_exit) Ended(o.job, run, *step->early_exit);
+}
+
+void SlurmLaunchLoop::State::StopStep(const std::string& job, struct Run& run, double grace_s) {
+  spdlog::info("slurm: job {}: stopping the step of attempt {} (grace {} s)", job, run.step_attempt, grace_s);
+  auto exit = launcher->StopStep(*run.step, Secs(static_cast<long>(grace_s)));
+  if (!exit.ok()) spdlog::error("slurm: job {}: {}", job, exit.status().message());
+  Ended(job, run, exit.ok() ? *exit : slurm::ExitStatus{});
+}
+
+void SlurmLaunchLoop::State::Ended(const std::string& job, struct Run& run, slurm::ExitStatus exit) {
+  SlurmLaunchEvent ev{.kind = Kind::kStepEnded, .job = job, .attempt = run.step_attempt, .exit = exit};
+  ev.log = slurm::ParseStepLog(ReadAll(run.step_log));
+  ev.log_tail = Tail(run.step_log);
+  if (run.step_log.empty())
+    ev.message = "the step ended while an earlier shepherdd was its srun's parent: its exit is unknown";
+  run.done_attempt = run.step_attempt;
+  run.step.reset();
+  Send(std::move(ev));
+}
+
+}  // namespace shepherd

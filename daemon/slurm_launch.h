@@ -1,0 +1,34 @@
+// The daemon's Slurm launch worker (launcher "slurm", docs/slurm.md): one thread that, every poll interval,
+// asks the controller for its orders (Controller::GetSlurmOrders, on the control thread), carries them out
+// with slurm::SlurmLauncher (sbatch the allocation or adopt one, srun one step per attempt, stop a
+// replaced attempt's step with its grace, cancel released allocations), watches what it started (the
+// allocation's nodes, the step's end and what srun said about it) and posts what happened back
+// (Controller::OnSlurmLaunch). Nothing Slurm-related runs on the control thread.
+// Owns: the srun processes of the steps it started (children of the daemon) and what it knows of each
+// job's allocation and step. Worker thread only (Start and Stop from the control thread).
+// Limits: one thread for every job, so a step being stopped (its grace) or started delays the others'
+// steps by as much; a daemon restart loses the srun processes (docs/slurm.md, "Daemon restarts").
+#pragma once
+
+#include <memory>
+
+#include "control/callbacks.h"
+#include "control/controller.h"
+#include "daemon/config.h"
+
+namespace shepherd {
+
+class SlurmLaunchLoop {
+ public:
+  SlurmLaunchLoop(const SlurmConfig& config, Controller* controller, Post post);
+  ~SlurmLaunchLoop();  // Stop()
+  void Start();
+  // Stops the worker and joins it. Steps it runs keep running (the allocation is the user's job).
+  void Stop();
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace shepherd

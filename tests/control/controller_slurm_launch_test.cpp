@@ -1,0 +1,324 @@
+// The Controller's side of "launcher": "slurm" (control/slurm_jobs.h, controller_slurm_launch.cpp): the
+// orders it gives the launch worker and what it makes of the worker's events. In-memory store, fake clock;
+// the worker and Slurm are played by the test (their real counterparts: tests/slurm/launch_cluster_test).
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <set>
+
+#include "control/controller.h"
+#include "tests/control/control_test_util.h"
+#include "tests/fakes/fake_clock.h"
+
+namespace shepherd {
+namespace {
+
+using Kind = SlurmLaunchEvent::Kind;
+using State = SlurmAllocationRecord::State;
+
+class SlurmLaunchTest : public ::testing::Test {
+ protected:
+  SlurmLaunchTest() : store_(NewMemoryStore()) {
+    Reset();
+    // Leaf l0: n0, n1, n2; leaf l1: n3. 8 GPUs each.
+    for (const char* n : {"n0", "n1", "n2"}) AddNode(n, "l0");
+    AddNode("n3", "l1");
+  }
+  void Reset() {
+    ControllerOptions o;
+    o.slurm = true;
+    controller_ = std::make_unique<Controller>(
+        store_.get(), &clock_, [this](std::function<void()> f) { posted_.push_back(std::move(f)); }, o);
+    ASSERT_TRUE(controller_->Recover().ok());
+    Drain();
+  }
+  void Drain() {
+    while (!posted_.empty()) {
+      auto f = std::move(posted_.front());
+      posted_.pop_front();
+      f();
+    }
+  }
+  void AddNode(const std::string& id, const std::string& leaf) {
+    controller_->UpsertNode(testing::MakeNode(id, leaf), false,
+                            [](Result<NodeUpsert> r) { ASSERT_TRUE(r.ok()); });
+    Drain();
+  }
+  // 16 GPUs at TP 8: two nodes, launched through Slurm with `spares` spare nodes.
+  std::string Submit(const std::string& adopt = "", int spares = 1) {
+    JobSpec s = testing::MakeSpec(16, 8);
+    s.launcher = Launcher::kSlurm;
+    s.resources.spare_nodes = spares;
+    s.slurm.allocation = adopt;
+    auto est = controller_->PlanFor(s);
+    EXPECT_TRUE(est.ok());
+    std::string id;
+    controller_->SubmitJob(s, *est, [&](Result<JobView> r) {
+      ASSERT_TRUE(r.ok()) << r.status().message();
+      id = r->job.id;
+    });
+    Drain();
+    return id;
+  }
+  void Send(SlurmLaunchEvent ev) {
+    controller_->OnSlurmLaunch(ev);
+    Drain();
+  }
+  std::optional<SlurmJobOrder> OrderOf(const SlurmOrders& o, const std::string& job) {
+    for (const SlurmJobOrder& j : o.jobs)
+      if (j.job == job) return j;
+    return std::nullopt;
+  }
+  JobView Job(const std::string& id) { return *controller_->GetJob(id); }
+  std::set<std::string> Nodes(const std::string& id) {
+    std::set<std::string> out;
+    JobView j = Job(id);
+    for (const RankSlot& r : j.attempt->placement.ranks) out.insert(r.node);
+    return out;
+  }
+  // Submitted, allocated with `nodes` and its first step running.
+  std::string Running(std::vector<std::string>* nodes, int spares = 1) {
+    std::string id = Submit("", spares);
+    *nodes = OrderOf(controller_->GetSlurmOrders(), id)->allocation.nodes;
+    Send({.kind = Kind::kSubmitted, .job = id, .allocation = "41"});
+    Send({.kind = Kind::kAllocated, .job = id, .allocation = "41", .nodes = *nodes});
+    Send({.kind = Kind::kStepStarted, .job = id, .attempt = 1, .step_id = "41.0"});
+    return id;
+  }
+
+  FakeClock clock_;
+  std::deque<std::function<void()>> posted_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Controller> controller_;
+};
+
+TEST_F(SlurmLaunchTest, AJobWantsAnAllocationOfItsPlacementPlusTheClosestSpare) {
+  std::string id = Submit();
+  JobView j = Job(id);
+  EXPECT_EQ(j.job.state, JobState::kLaunching);
+  EXPECT_EQ(j.job.reason, "waiting for the Slurm allocation");
+  SlurmOrders o = controller_->GetSlurmOrders();
+  std::optional<SlurmJobOrder> order = OrderOf(o, id);
+  ASSERT_TRUE(order);
+  EXPECT_EQ(order->allocation.state, State::kWanted);
+  EXPECT_FALSE(order->step);  // nothing runs before the allocation does
+  std::set<std::string> placed = Nodes(id);
+  ASSERT_EQ(order->allocation.nodes.size(), 3u);
+  EXPECT_TRUE(placed.count(order->allocation.nodes[0]) && placed.count(order->allocation.nodes[1]));
+  // The spare is the free node under the placement's leaf (l0), not n3 under l1.
+  std::string free_in_l0;
+  for (const char* n : {"n0", "n1", "n2"})
+    if (!placed.count(n)) free_in_l0 = n;
+  EXPECT_EQ(order->allocation.nodes[2], free_in_l0);
+  // Agents are never given the ranks of a job Slurm launches.
+  EXPECT_FALSE(controller_->GetJob(id)->launch);
+}
+
+TEST_F(SlurmLaunchTest, TheStepRunsInTheAllocationWithTheAgentsEnvironment) {
+  std::string id = Submit();
+  std::vector<std::string> nodes = OrderOf(controller_->GetSlurmOrders(), id)->allocation.nodes;
+  Send({.kind = Kind::kSubmitted, .job = id, .allocation = "41"});
+  EXPECT_EQ(Job(id).job.reason, "waiting for Slurm allocation 41");
+  EXPECT_FALSE(OrderOf(controller_->GetSlurmOrders(), id)->step);
+  Send({.kind = Kind::kAllocated, .job = id, .allocation = "41", .nodes = nodes});
+  SlurmOrders o = controller_->GetSlurmOrders();
+  std::optional<SlurmJobOrder> order = OrderOf(o, id);
+  ASSERT_TRUE(order->step);
+  const slurm::StepSpec& s = *order->step;
+  EXPECT_EQ(s.job_id, "41");
+  EXPECT_EQ(s.name, "shepherd-a1");
+  EXPECT_EQ(s.command, (std::vector<std::string>{"python3", "train.py"}));
+  // Shared by every rank: srun's environment.
+  EXPECT_EQ(s.env.at("SHEPHERD_JOB"), id);
+  EXPECT_EQ(s.env.at("SHEPHERD_ATTEMPT"), "1");
+  EXPECT_EQ(s.env.at("WORLD_SIZE"), "16");
+  EXPECT_EQ(s.env.at("MASTER_ADDR"), s.placement.ranks[0].node);  // hostname = id in these nodes
+  EXPECT_FALSE(s.env.at("SHEPHERD_TOKEN").empty());
+  EXPECT_EQ(s.env.count("RANK"), 0u);
+  // Per rank: the tables shepherd-slurm-rank applies, as ComposeRankEnv gives them to agents.
+  ASSERT_EQ(s.rank_env.size(), 16u);
+  for (int r = 0; r < 16; ++r) {
+    EXPECT_EQ(s.rank_env[r].at("RANK"), std::to_string(r));
+    EXPECT_EQ(s.rank_env[r].at("LOCAL_RANK"), std::to_string(r % 8));
+  }
+  EXPECT_EQ(Job(id).job.state, JobState::kLaunching);
+  Send({.kind = Kind::kStepStarted, .job = id, .attempt = 1, .step_id = "41.0"});
+  EXPECT_EQ(Job(id).job.state, JobState::kRunning);
+}
+
+TEST_F(SlurmLaunchTest, ANodeFailureIsReplacedByTheAllocationsOwnSpare) {
+  std::vector<std::string> nodes;
+  std::string id = Running(&nodes);
+  const std::string lost = Job(id).attempt->placement.ranks[8].node;
+  SlurmLaunchEvent ended{.kind = Kind::kStepEnded, .job = id, .attempt = 1};
+  ended.exit.exit_code = 1;
+  ended.log = slurm::ParseStepLog("srun: error: Node failure on " + lost + "\nsrun: error: " + nodes[0] +
+                                  ": tasks 0-7: Killed\n");
+  Send(ended);
+  auto f = controller_->GetFailures({.job = id});
+  ASSERT_TRUE(f.ok());
+  ASSERT_FALSE(f->empty());
+  EXPECT_EQ(f->front().kind, FindingKind::kNodeLost);
+  EXPECT_EQ(f->front().nodes, std::vector<std::string>{lost});
+  EXPECT_EQ(f->size(), 1u);  // the killed tasks of the replaced attempt are no further findings
+  JobView j = Job(id);
+  EXPECT_EQ(j.job.attempt, 2);
+  std::set<std::string> now = Nodes(id);
+  EXPECT_EQ(now.count(lost), 0u);
+  EXPECT_EQ(now.count(nodes[2]), 1u);  // the spare the allocation holds, never n3 outside it
+  EXPECT_EQ(controller_->GetNode(lost)->state, NodeState::kFailed);
+  std::optional<SlurmJobOrder> order = OrderOf(controller_->GetSlurmOrders(), id);
+  ASSERT_TRUE(order->step);
+  EXPECT_EQ(order->step->name, "shepherd-a2");
+  EXPECT_EQ(order->allocation.id, "41");  // the same allocation
+  // The end of attempt 1's step arriving again changes nothing.
+  Send(ended);
+  EXPECT_EQ(controller_->GetFailures({.job = id})->size(), 1u);
+  EXPECT_EQ(Job(id).job.attempt, 2);
+}
+
+TEST_F(SlurmLaunchTest, SlurmDroppingANodeFromTheAllocationIsANodeLoss) {
+  std::vector<std::string> nodes;
+  std::string id = Running(&nodes);
+  const std::string lost = Job(id).attempt->placement.ranks[0].node;
+  std::vector<std::string> left;
+  for (const std::string& n : nodes)
+    if (n != lost) left.push_back(n);
+  Send({.kind = Kind::kAllocated, .job = id, .allocation = "41", .nodes = left});
+  auto f = controller_->GetFailures({.job = id});
+  ASSERT_EQ(f->size(), 1u);
+  EXPECT_EQ(f->front().kind, FindingKind::kNodeLost);
+  EXPECT_EQ(f->front().nodes, std::vector<std::string>{lost});
+  EXPECT_EQ(Nodes(id).count(lost), 0u);
+  // The spare leaving (no ranks on it) is no finding.
+  std::string id2_spare = nodes[2];
+  EXPECT_EQ(Nodes(id).count(id2_spare), 1u);
+}
+
+// No spare in the allocation and the plan does not fit what is left of it: the job is requeued, its
+// allocation given back, and a new one requested for its new placement (never the failed node).
+TEST_F(SlurmLaunchTest, WithNoSpareLeftTheJobIsRequeuedIntoANewAllocation) {
+  std::vector<std::string> nodes;
+  std::string id = Running(&nodes, /*spares=*/0);
+  ASSERT_EQ(nodes.size(), 2u);
+  const std::string lost = nodes[1];
+  SlurmLaunchEvent ended{.kind = Kind::kStepEnded, .job = id, .attempt = 1};
+  ended.exit.exit_code = 1;
+  ended.log = slurm::ParseStepLog("srun: error: Node failure on " + lost + "\n");
+  Send(ended);
+  SlurmOrders o = controller_->GetSlurmOrders();
+  EXPECT_EQ(o.cancel, std::vector<std::string>{"41"});
+  std::optional<SlurmJobOrder> order = OrderOf(o, id);
+  ASSERT_TRUE(order);
+  EXPECT_EQ(order->allocation.state, State::kWanted);
+  EXPECT_TRUE(order->allocation.id.empty());
+  EXPECT_EQ(std::count(order->allocation.nodes.begin(), order->allocation.nodes.end(), lost), 0);
+  EXPECT_EQ(Job(id).job.attempt, 2);
+  EXPECT_EQ(Job(id).job.state, JobState::kLaunching);
+}
+
+TEST_F(SlurmLaunchTest, AStepThatExitsZeroSucceedsAndTheAllocationIsCancelled) {
+  std::vector<std::string> nodes;
+  std::string id = Running(&nodes);
+  Send({.kind = Kind::kStepEnded, .job = id, .attempt = 1, .exit = {0, 0}});
+  EXPECT_EQ(Job(id).job.state, JobState::kSucceeded);
+  SlurmOrders o = controller_->GetSlurmOrders();
+  EXPECT_FALSE(OrderOf(o, id));
+  EXPECT_EQ(o.cancel, std::vector<std::string>{"41"});
+  Send({.kind = Kind::kCancelled, .allocation = "41"});
+  EXPECT_TRUE(controller_->GetSlurmOrders().cancel.empty());
+}
+
+TEST_F(SlurmLaunchTest, AFailedTaskIsAProcessExitOfItsRankWithoutBlame) {
+  std::vector<std::string> nodes;
+  std::string id = Running(&nodes);
+  const RankSlot r5 = Job(id).attempt->placement.ranks[5];
+  SlurmLaunchEvent ended{.kind = Kind::kStepEnded, .job = id, .attempt = 1, .log_tail = "Traceback ..."};
+  ended.exit.exit_code = 3;
+  ended.log = slurm::ParseStepLog("srun: error: " + r5.node + ": task 5: Exited with exit code 3\n");
+  Send(ended);
+  auto f = controller_->GetFailures({.job = id});
+  ASSERT_EQ(f->size(), 1u);
+  EXPECT_EQ(f->front().kind, FindingKind::kProcessExit);
+  EXPECT_EQ(f->front().ranks, std::vector<int>{5});
+  EXPECT_EQ(f->front().exit_code, 3);
+  EXPECT_EQ(f->front().log_tail, "Traceback ...");
+  EXPECT_EQ(controller_->GetNode(r5.node)->state, NodeState::kAllocated);  // a clean exit blames nothing
+  EXPECT_EQ(Job(id).job.attempt, 2);
+  EXPECT_EQ(Nodes(id).count(r5.node), 1u);  // first time: the same nodes
+}
+
+TEST_F(SlurmLaunchTest, CancellingGivesTheAllocationBackButNeverAnAdoptedOne) {
+  std::vector<std::string> nodes;
+  std::string id = Running(&nodes);
+  controller_->CancelJob(id, [](Result<JobView> r) { ASSERT_TRUE(r.ok()); });
+  Drain();
+  EXPECT_EQ(controller_->GetSlurmOrders().cancel, std::vector<std::string>{"41"});
+  Send({.kind = Kind::kCancelled, .allocation = "41"});
+
+  std::string adopted = Submit("77");
+  std::optional<SlurmJobOrder> order = OrderOf(controller_->GetSlurmOrders(), adopted);
+  ASSERT_TRUE(order);
+  EXPECT_TRUE(order->allocation.adopted);
+  EXPECT_EQ(order->allocation.id, "77");
+  controller_->CancelJob(adopted, [](Result<JobView> r) { ASSERT_TRUE(r.ok()); });
+  Drain();
+  EXPECT_TRUE(controller_->GetSlurmOrders().cancel.empty());
+  EXPECT_FALSE(OrderOf(controller_->GetSlurmOrders(), adopted));
+}
+
+TEST_F(SlurmLaunchTest, AnAdoptedAllocationGetsTheJobPlacedInsideIt) {
+  std::string id = Submit("77");
+  // The site's allocation holds n2 and n3, which Shepherd's first placement did not choose.
+  Send({.kind = Kind::kAllocated, .job = id, .allocation = "77", .nodes = {"n2", "n3"}});
+  EXPECT_EQ(Nodes(id), (std::set<std::string>{"n2", "n3"}));
+  SlurmOrders o = controller_->GetSlurmOrders();
+  std::optional<SlurmJobOrder> order = OrderOf(o, id);
+  ASSERT_TRUE(order->step);
+  EXPECT_EQ(order->step->job_id, "77");
+}
+
+TEST_F(SlurmLaunchTest, TheAllocationSurvivesADaemonRestart) {
+  std::vector<std::string> nodes;
+  std::string id = Running(&nodes);
+  Reset();
+  std::optional<SlurmJobOrder> order = OrderOf(controller_->GetSlurmOrders(), id);
+  ASSERT_TRUE(order);
+  EXPECT_EQ(order->allocation.state, State::kRunning);
+  EXPECT_EQ(order->allocation.id, "41");
+  EXPECT_EQ(order->allocation.nodes, nodes);
+  ASSERT_TRUE(order->step);
+  EXPECT_EQ(order->step->name, "shepherd-a1");
+}
+
+TEST_F(SlurmLaunchTest, AnAllocationThatEndsFailsTheJobWithSlurmsWords) {
+  std::vector<std::string> nodes;
+  std::string id = Running(&nodes);
+  Send({.kind = Kind::kAllocationEnded,
+        .job = id,
+        .allocation = "41",
+        .message = "ended TIMEOUT (TimeLimit)"});
+  JobView j = Job(id);
+  EXPECT_EQ(j.job.state, JobState::kFailed);
+  EXPECT_EQ(j.job.reason, "Slurm allocation 41: ended TIMEOUT (TimeLimit)");
+  EXPECT_TRUE(controller_->GetSlurmOrders().cancel.empty());  // it is gone already
+}
+
+TEST(SlurmLaunchRefused, WithoutSlurmTheLauncherFieldIsRefused) {
+  FakeClock clock;
+  std::unique_ptr<Store> store = NewMemoryStore();
+  std::deque<std::function<void()>> posted;
+  Controller c(store.get(), &clock, [&](std::function<void()> f) { posted.push_back(std::move(f)); }, {});
+  ASSERT_TRUE(c.Recover().ok());
+  JobSpec s = testing::MakeSpec(8, 8);
+  s.launcher = Launcher::kSlurm;
+  std::optional<Result<JobView>> out;
+  c.SubmitJob(s, *c.PlanFor(s), [&](Result<JobView> r) { out = std::move(r); });
+  ASSERT_TRUE(out);
+  EXPECT_EQ(out->status().code(), Code::kInvalidContent);
+  ASSERT_EQ(out->status().fields().size(), 1u);
+  EXPECT_EQ(out->status().fields()[0].field, "launcher");
+}
+
+}  // namespace
+}  // namespace shepherd

@@ -1,0 +1,304 @@
+// "launcher": "slurm" end to end: the real shepherdd --slurm launches a real PyTorch DDP job (gloo, CPU)
+// on the real local Slurm cluster (tests/slurm/local_cluster.h: n0..n4, two GPUs each, leaves
+// l0 = {n0,n1,n2} and l1 = {n3,n4}). Four ranks on two nodes plus one spare node, one srun step per
+// attempt. Covers: a short job runs in one step and succeeds, its allocation given back; a node crash
+// (slurmd, slurmstepd and the ranks killed) is named, drained in Slurm and the job resumes from its
+// last-known-good checkpoint on the spare in a new step; a stopped rank (SIGSTOP) is named and a new step
+// starts; cancelling the job cancels its allocation. Runs in slurm_cluster_test, after the other files.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "core/json.h"
+#include "tests/integration/harness.h"
+#include "tests/slurm/local_cluster.h"
+
+namespace shepherd::slurm {
+namespace {
+
+using ::shepherd::testing::Daemon;
+using ::shepherd::testing::Http;
+using ::shepherd::testing::TempDir;
+using std::chrono::seconds;
+using testing::LocalCluster;
+using testing::WaitFor;
+
+#define REQUIRE_CLUSTER()                                              \
+  if (!LocalCluster::unavailable_reason().empty())                     \
+    GTEST_SKIP() << "skipped: " << LocalCluster::unavailable_reason(); \
+  ASSERT_TRUE(LocalCluster::start_error().empty()) << LocalCluster::start_error()
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// shepherdd --slurm that launches through Slurm; short reconcile and poll intervals, 5 s stop grace.
+struct LaunchDaemon {
+  TempDir dir;
+  std::unique_ptr<Daemon> daemon;
+  LaunchDaemon() {
+    std::ofstream(dir.path + "/config.json") << Json{
+        {"slurm",
+         {{"slurm_conf", LocalCluster::slurm_conf()},
+          {"reconcile_interval_s", 0.5},
+          {"launch_poll_s", 0.3},
+          {"rank_exec", SHEPHERD_SLURM_RANK_EXEC}}},
+        {"tick_interval_s", 0.2},
+        {"stop_timeout_s", 5}}.dump();
+    daemon =
+        std::make_unique<Daemon>(dir.path, std::vector<std::string>{"--config", dir.path + "/config.json"});
+  }
+  int port() const { return daemon->port(); }
+  Json Get(const std::string& path) const {
+    auto r = Http(port(), "GET", path);
+    return r.status == 200 ? Json::parse(r.body) : Json::object();
+  }
+  std::string StepLog(const std::string& job, int attempt) const {
+    return ReadFile(dir.path + "/slurm-steps/" + job + "-a" + std::to_string(attempt) + ".log");
+  }
+  // Waits until every node is imported and available in Shepherd.
+  bool WaitInventory() const {
+    return WaitFor(seconds(60), [&] {
+      const Json nodes = Get("/v1/nodes")["nodes"];
+      if (nodes.size() != 5) return false;
+      for (const Json& n : nodes)
+        if (n["state"] != "available") return false;
+      return true;
+    });
+  }
+  // Submits a 4-rank DDP job launched through Slurm; returns its id ("" on failure, with the answer in *why).
+  // The Slurm jobs of this daemon's jobs are cancelled when the test ends, whatever failed (a leftover
+  // allocation would hold its nodes from the next test).
+  ~LaunchDaemon() {
+    daemon.reset();
+    LocalCluster::Sh({"scancel", "--jobname=shepherd-job-000001"});
+  }
+  std::string Submit(int steps, std::string* why) const {
+    const std::string ckpt = dir.path + "/ckpt";
+    Json spec = {
+        {"name", "slurm-ddp"},
+        {"launcher", "slurm"},
+        {"model",
+         {{"parameters", 1e6},
+          {"layers", 2},
+          {"hidden", 64},
+          {"heads", 4},
+          {"seq_len", 64},
+          {"vocab", 1000}}},
+        {"training", {{"global_batch_size", 64}, {"micro_batch_size", 1}}},
+        {"parallelism", {{"tp", 1}, {"pp", 1}, {"dp", 4}, {"zero_stage", 0}}},
+        {"resources", {{"gpus", 4}, {"gpus_per_node", 2}, {"gpu_memory_gib", 80}, {"spare_nodes", 1}}},
+        {"command",
+         {"/usr/bin/python3", SHEPHERD_SOURCE_DIR "/tests/e2e/train_ddp.py", "--steps", std::to_string(steps),
+          "--step-sleep", "0.1", "--ckpt-dir", ckpt, "--ckpt-every", "5", "--sdc-every", "5", "--pg-timeout",
+          "60"}},
+        {"env", {{"OMP_NUM_THREADS", "1"}, {"PYTHONUNBUFFERED", "1"}}},
+        {"checkpoint", {{"dir", ckpt}, {"every_steps", 5}}},
+        {"policy",
+         {{"heartbeat_interval_s", 0.5},
+          {"heartbeat_timeout_s", 3},
+          {"hang_timeout_s", 6},
+          {"startup_grace_s", 90},
+          {"sdc_check_every_steps", 5},
+          {"good_after_steps", 3},
+          {"restart_backoff_s", 1},
+          {"max_restarts", 5}}}};
+    auto r = Http(port(), "POST", "/v1/jobs", spec.dump());
+    if (r.status != 201) {
+      *why = std::to_string(r.status) + " " + r.body;
+      return "";
+    }
+    return Json::parse(r.body)["id"];
+  }
+  bool WaitGoodCheckpoint(const std::string& job) const {
+    return WaitFor(seconds(240), [&] {
+      return Get("/v1/jobs/" + job + "/checkpoints").value("last_known_good", Json()).is_string();
+    });
+  }
+  std::string Diagnose(const std::string& job) const {
+    return Get("/v1/jobs/" + job).dump() + "\n" + Get("/v1/jobs/" + job + "/failures").dump() + "\n" +
+           daemon->log();
+  }
+};
+
+// The Slurm job id of the allocation Shepherd holds for `job` ("" when none).
+std::string AllocationOf(const LaunchDaemon& d, const std::string& job) {
+  Json a = d.Get("/v1/jobs/" + job).value("slurm_allocation", Json());
+  return a.is_object() ? a.value("id", "") : "";
+}
+
+bool AllocationGone(const std::string& id) {
+  return LocalCluster::Sh({"squeue", "-h", "-j", id, "-t", "PENDING,RUNNING,COMPLETING", "-o", "%i"}).empty();
+}
+
+// The pid of rank `rank` of `job`: a process whose environment has SHEPHERD_JOB=job and RANK=rank.
+pid_t RankPid(const std::string& job, int rank) {
+  DIR* proc = ::opendir("/proc");
+  pid_t found = -1;
+  for (dirent* e; proc && (e = ::readdir(proc)) && found < 0;) {
+    pid_t pid = std::atoi(e->d_name);
+    if (pid <= 0) continue;
+    std::string env = ReadFile("/proc/" + std::to_string(pid) + "/environ");
+    std::set<std::string> vars;
+    for (std::size_t at = 0; at < env.size();) {
+      std::size_t end = env.find('\0', at);
+      vars.insert(env.substr(at, end - at));
+      at = end == std::string::npos ? env.size() : end + 1;
+    }
+    if (vars.count("SHEPHERD_JOB=" + job) && vars.count("RANK=" + std::to_string(rank)) &&
+        ReadFile("/proc/" + std::to_string(pid) + "/cmdline").find("train_ddp.py") != std::string::npos)
+      found = pid;
+  }
+  if (proc) ::closedir(proc);
+  return found;
+}
+
+TEST(SlurmLaunch, ShortJobRunsAsOneStepSucceedsAndGivesItsAllocationBack) {
+  REQUIRE_CLUSTER();
+  LaunchDaemon d;
+  ASSERT_TRUE(d.daemon->WaitReady()) << d.daemon->log();
+  ASSERT_TRUE(d.WaitInventory()) << d.Get("/v1/nodes").dump();
+  std::string why;
+  const std::string job = d.Submit(8, &why);
+  ASSERT_FALSE(job.empty()) << why;
+  ASSERT_TRUE(WaitFor(seconds(240), [&] { return d.Get("/v1/jobs/" + job)["state"] == "succeeded"; }))
+      << d.Diagnose(job);
+  Json placement = d.Get("/v1/jobs/" + job + "/placement");
+  EXPECT_EQ(placement["attempt"], 1) << placement.dump();
+  std::set<std::string> placed;
+  for (const Json& r : placement["ranks"]) placed.insert(r["node"].get<std::string>());
+  EXPECT_EQ(placed.size(), 2u) << placement.dump();  // two ranks per two-GPU node
+  const std::string log = d.StepLog(job, 1);
+  for (int r = 0; r < 4; ++r)
+    EXPECT_NE(log.find(std::to_string(r) + ": done at step 8"), std::string::npos) << log;
+  // Each rank ran where Shepherd placed it (shepherd-slurm-rank refuses another node) with the agents'
+  // variables; the allocation (two nodes and the spare) is cancelled once the job ended.
+  const std::string alloc =
+      LocalCluster::Sh({"squeue", "-h", "-n", "shepherd-" + job, "-t", "all", "-o", "%i"});
+  EXPECT_TRUE(WaitFor(seconds(60), [&] {
+    return LocalCluster::Sh({"squeue", "-h", "-n", "shepherd-" + job, "-o", "%i"}).empty();
+  })) << LocalCluster::Sh({"squeue"});
+  EXPECT_TRUE(d.Get("/v1/jobs/" + job).value("slurm_allocation", Json()).is_null()) << alloc;
+}
+
+// A node of the job crashes: its slurmd, slurmstepd and ranks are killed at once.
+TEST(SlurmLaunch, NodeCrashIsNamedDrainedAndTrainingResumesOnTheSpare) {
+  REQUIRE_CLUSTER();
+  LaunchDaemon d;
+  ASSERT_TRUE(d.daemon->WaitReady()) << d.daemon->log();
+  ASSERT_TRUE(d.WaitInventory()) << d.Get("/v1/nodes").dump();
+  std::string why;
+  const std::string job = d.Submit(100000, &why);
+  ASSERT_FALSE(job.empty()) << why;
+  ASSERT_TRUE(d.WaitGoodCheckpoint(job)) << d.Diagnose(job);
+  Json alloc = d.Get("/v1/jobs/" + job)["slurm_allocation"];
+  ASSERT_EQ(alloc["nodes"].size(), 3u) << alloc.dump();
+  Json placement = d.Get("/v1/jobs/" + job + "/placement");
+  const std::string victim = placement["ranks"][3]["node"];
+  std::set<std::string> before;
+  for (const Json& r : placement["ranks"]) before.insert(r["node"].get<std::string>());
+  std::string spare;
+  for (const Json& n : alloc["nodes"])
+    if (!before.count(n.get<std::string>())) spare = n;
+  ASSERT_FALSE(spare.empty()) << alloc.dump();
+
+  EXPECT_FALSE(LocalCluster::CrashNode(victim).empty());
+  // Whatever happens below, the node is handed back for the next tests.
+  struct HandBack {
+    std::string node;
+    ~HandBack() {
+      LocalCluster::RestartSlurmd(node);
+      LocalCluster::Sh({"scontrol", "update", "NodeName=" + node, "State=RESUME"});
+      WaitFor(seconds(90), [&] {
+        return LocalCluster::Sh({"sinfo", "-n", node, "-h", "-o", "%T"}) == "idle";
+      });
+    }
+  } hand_back{victim};
+  // Drained in Slurm with the id and kind of the finding that blamed it, e.g. "shepherd f-000002 node_lost".
+  std::string reason;
+  ASSERT_TRUE(WaitFor(seconds(180),
+                      [&] {
+                        reason = LocalCluster::Sh({"sinfo", "-n", victim, "-h", "-o", "%E"});
+                        return reason.rfind("shepherd f-", 0) == 0;
+                      }))
+      << reason << "\n"
+      << d.Diagnose(job);
+  const std::string finding = reason.substr(9, reason.find(' ', 9) - 9);
+  Json named;
+  const Json failures = d.Get("/v1/jobs/" + job + "/failures")["failures"];
+  for (const Json& f : failures)
+    if (f["id"] == finding) named = f;
+  ASSERT_TRUE(named.is_object()) << finding << "\n" << d.Diagnose(job);
+  EXPECT_EQ(reason, "shepherd " + finding + " " + named["kind"].get<std::string>());
+  EXPECT_EQ(named["nodes"], Json::array({victim})) << named.dump();
+  EXPECT_EQ(d.Get("/v1/nodes/" + victim)["state"], "failed");
+  // A new step on the surviving node and the spare resumes from last-known-good.
+  int attempt = 0;
+  ASSERT_TRUE(WaitFor(seconds(240), [&] {
+    Json j = d.Get("/v1/jobs/" + job);
+    attempt = j.value("attempt", 0);
+    return j["state"] == "running" && attempt >= 2 &&
+           d.StepLog(job, attempt).find("resumed from step") != std::string::npos;
+  })) << d.Diagnose(job);
+  Json now = d.Get("/v1/jobs/" + job + "/placement");
+  std::set<std::string> after;
+  for (const Json& r : now["ranks"]) after.insert(r["node"].get<std::string>());
+  EXPECT_EQ(after.count(victim), 0u) << now.dump();
+  EXPECT_EQ(after.count(spare), 1u) << now.dump();
+  const std::string alloc_id = alloc["id"];
+  EXPECT_EQ(AllocationOf(d, job), alloc_id);  // the same allocation, a new step
+
+  // Cancelling the job cancels its allocation.
+  ASSERT_EQ(Http(d.port(), "POST", "/v1/jobs/" + job + "/cancel").status, 200);
+  EXPECT_TRUE(WaitFor(seconds(90), [&] { return AllocationGone(alloc_id); })) << LocalCluster::Sh({"squeue"});
+}
+
+TEST(SlurmLaunch, StoppedRankIsNamedAndANewStepStarts) {
+  REQUIRE_CLUSTER();
+  LaunchDaemon d;
+  ASSERT_TRUE(d.daemon->WaitReady()) << d.daemon->log();
+  ASSERT_TRUE(d.WaitInventory()) << d.Get("/v1/nodes").dump();
+  std::string why;
+  const std::string job = d.Submit(100000, &why);
+  ASSERT_FALSE(job.empty()) << why;
+  ASSERT_TRUE(d.WaitGoodCheckpoint(job)) << d.Diagnose(job);
+  const std::string node = d.Get("/v1/jobs/" + job + "/placement")["ranks"][3]["node"];
+  pid_t pid = RankPid(job, 3);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  struct HandBack {  // the culprit's node is cordoned, so drained in Slurm: resumed for the next tests
+    std::string node;
+    ~HandBack() { LocalCluster::Sh({"scontrol", "update", "NodeName=" + node, "State=RESUME"}); }
+  } hand_back{node};
+  Json named;
+  ASSERT_TRUE(WaitFor(seconds(120), [&] {
+    const Json failures = d.Get("/v1/jobs/" + job + "/failures")["failures"];
+    for (const Json& f : failures)
+      if ((f["kind"] == "hang" || f["kind"] == "heartbeat_lost") && f["ranks"] == Json::array({3})) {
+        named = f;
+        return true;
+      }
+    return false;
+  })) << d.Diagnose(job);
+  EXPECT_EQ(named["nodes"], Json::array({node})) << named.dump();
+  ASSERT_TRUE(WaitFor(seconds(240), [&] {
+    Json j = d.Get("/v1/jobs/" + job);
+    return j["state"] == "running" && j.value("attempt", 0) == 2 &&
+           d.StepLog(job, 2).find("resumed from step") != std::string::npos;
+  })) << d.Diagnose(job);
+  EXPECT_NE(LocalCluster::Sh({"squeue", "-h", "-s", "-o", "%j"}).find("shepherd-a2"), std::string::npos);
+  EXPECT_NE(::kill(pid, 0), 0);  // the stopped rank was killed with its step
+  const std::string alloc_id = AllocationOf(d, job);
+  ASSERT_EQ(Http(d.port(), "POST", "/v1/jobs/" + job + "/cancel").status, 200);
+  EXPECT_TRUE(WaitFor(seconds(90), [&] { return AllocationGone(alloc_id); })) << LocalCluster::Sh({"squeue"});
+}
+
+}  // namespace
+}  // namespace shepherd::slurm

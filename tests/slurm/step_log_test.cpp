@@ -1,0 +1,62 @@
+// ParseStepLog on srun output captured from the local cluster (srun -N4 -n4 --label --kill-on-bad-exit=0,
+// tasks exiting 3, killed by SIGKILL and SIGTERM; and -N2 -n4 with every task exiting 5).
+#include "slurm/step_log.h"
+
+#include <gtest/gtest.h>
+
+namespace shepherd::slurm {
+namespace {
+
+TEST(StepLog, TasksThatExitedOrWereKilled) {
+  StepLog log = ParseStepLog(
+      "0: starting\n"
+      "srun: error: n1: task 1: Exited with exit code 3\n"
+      "srun: error: n2: task 2: Killed\n"
+      "srun: error: n3: task 3: Terminated\n"
+      "srun: Force Terminated StepId=1.0\n");
+  ASSERT_EQ(log.failed.size(), 3u);
+  EXPECT_EQ(log.failed[0].rank, 1);
+  EXPECT_EQ(log.failed[0].node, "n1");
+  EXPECT_EQ(log.failed[0].exit_code, 3);
+  EXPECT_FALSE(log.failed[0].signal);
+  EXPECT_EQ(log.failed[1].node, "n2");
+  EXPECT_EQ(log.failed[1].signal, 9);
+  EXPECT_FALSE(log.failed[1].exit_code);
+  EXPECT_EQ(log.failed[2].signal, 15);
+  EXPECT_EQ(log.failed[2].how, "Terminated");
+  EXPECT_TRUE(log.node_failures.empty());
+}
+
+TEST(StepLog, TaskRangesAndNodeFailures) {
+  StepLog log = ParseStepLog(
+      "srun: error: n4: tasks 2-3: Exited with exit code 5\n"
+      "srun: error: n3: tasks 0-1: Exited with exit code 5\n"
+      "srun: error: Node failure on n4\n"
+      "srun: error: Node failure on n4\n"
+      "srun: error: n0: tasks 5,7-8: Segmentation fault (core dumped)\n");
+  ASSERT_EQ(log.failed.size(), 7u);
+  EXPECT_EQ(log.failed[0].rank, 2);
+  EXPECT_EQ(log.failed[1].rank, 3);
+  EXPECT_EQ(log.failed[2].rank, 0);
+  EXPECT_EQ(log.failed[2].node, "n3");
+  EXPECT_EQ(log.failed[4].rank, 5);
+  EXPECT_EQ(log.failed[6].rank, 8);
+  EXPECT_EQ(log.failed[6].signal, 11);
+  EXPECT_EQ(log.node_failures, std::vector<std::string>{"n4"});
+}
+
+TEST(StepLog, OtherLinesAndMalformedOnesAreIgnored) {
+  StepLog log = ParseStepLog(
+      "1: srun: error: n1: task 1: Exited with exit code 3\n"  // a rank's own output, labelled
+      "srun: error: n1: task x: Exited with exit code 3\n"
+      "srun: error: Unable to create step for job 12: Invalid node name specified\n"
+      "srun: error: n2: task 4: Some new text\n");
+  ASSERT_EQ(log.failed.size(), 1u);  // the unknown text still names the task, with neither code nor signal
+  EXPECT_EQ(log.failed[0].rank, 4);
+  EXPECT_FALSE(log.failed[0].exit_code);
+  EXPECT_FALSE(log.failed[0].signal);
+  EXPECT_EQ(log.failed[0].how, "Some new text");
+}
+
+}  // namespace
+}  // namespace shepherd::slurm
