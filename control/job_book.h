@@ -83,15 +83,21 @@ class JobBook {
 
   std::vector<AttemptEvent> TakeEvents() { return std::exchange(events_, {}); }
   const JobEntry* Find(const std::string& id) const;
+  // REQUIRES: the caller changes neither the state nor the seq through it (SetState does; the queue
+  // index follows them).
   JobEntry* Mutable(const std::string& id);
   const std::map<std::string, JobEntry>& all() const { return jobs_; }
 
  private:
   void Event(AttemptEvent::Kind kind, const JobEntry& e);
+  // Keeps queued_ in step with e's state; called after every state change.
+  void Track(const JobEntry& e);
 
   Inventory* inventory_;
   double default_gpu_memory_gib_;
   std::map<std::string, JobEntry> jobs_;
+  // Queued jobs by (seq, id): Schedule reads the queue in submission order without walking every job.
+  std::set<std::pair<int64_t, std::string>> queued_;
   int64_t next_seq_ = 1;
   std::vector<AttemptEvent> events_;
 };

@@ -48,6 +48,12 @@ Result<Replacement> ReplaceNode(const Cluster& c, const Placement& placement, co
     }
     return levels + 1;
   };
+  std::unordered_map<int, uint64_t> released;  // node -> GPUs of o.release_job there
+  for (const auto& [i, mask] : c.HeldBy(o.release_job)) released[i] = mask;
+  auto free_of = [&](int i) {
+    auto r = released.find(i);
+    return c.free_mask(i) | (r == released.end() ? 0 : r->second);
+  };
   auto pick = [&](bool spare_pass) {
     int best = -1, best_score = 0;
     for (int i = 0; i < c.size(); ++i) {
@@ -56,7 +62,7 @@ Result<Replacement> ReplaceNode(const Cluster& c, const Placement& placement, co
       if (o.exclude_nodes.count(n.id) != 0) continue;
       if (spans && c.domain(i) != c.domain(fi)) continue;
       auto u = used.find(n.id);
-      const uint64_t free = c.free_mask(i) & ~(u == used.end() ? 0 : u->second);
+      const uint64_t free = free_of(i) & ~(u == used.end() ? 0 : u->second);
       if (std::popcount(free) < need) continue;
       const int s = score_of(i);
       if (best < 0 || s < best_score || (s == best_score && n.id < c.node(best).id)) best = i, best_score = s;
@@ -83,7 +89,7 @@ Result<Replacement> ReplaceNode(const Cluster& c, const Placement& placement, co
 
   out.placement = placement;
   auto u = used.find(out.spare);
-  uint64_t free = c.free_mask(chosen) & ~(u == used.end() ? 0 : u->second);
+  uint64_t free = free_of(chosen) & ~(u == used.end() ? 0 : u->second);
   std::sort(moved.begin(), moved.end(),
             [&](int a, int b) { return placement.ranks[a].gpu < placement.ranks[b].gpu; });
   std::vector<int> later;
