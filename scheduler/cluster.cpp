@@ -23,7 +23,8 @@ Cluster::Cluster(TopologyLevels levels)
     : levels_(std::move(levels)),
       group_ids_(levels_.size()),
       group_labels_(levels_.size()),
-      parents_(levels_.size()) {}
+      parents_(levels_.size()),
+      group_members_(levels_.size()) {}
 
 void Cluster::Account(const Slot& s, int sign) {
   if (!IsUsable(s.node)) return;
@@ -64,16 +65,19 @@ int64_t Cluster::MinUsableDomainGpus() const {
   return domain_gpu_counts_.empty() ? 0 : domain_gpu_counts_.begin()->first;
 }
 
+void Cluster::MoveMember(std::vector<int>* from, std::vector<int>& to, int i) {
+  if (from) std::erase(*from, i);
+  to.insert(std::upper_bound(to.begin(), to.end(), i), i);
+}
+
 void Cluster::Intern(Slot& s, int i, bool is_new) {
   const std::string& dom = s.node.nvlink_domain.empty() ? s.node.id : s.node.nvlink_domain;
   const int old_domain = s.domain;
   s.domain = domain_ids_.try_emplace(dom, static_cast<int>(domain_ids_.size())).first->second;
   if (s.domain == static_cast<int>(domains_.size())) domains_.emplace_back();
-  if (is_new || old_domain != s.domain) {
-    if (!is_new) std::erase(domains_[old_domain].members, i);
-    std::vector<int>& m = domains_[s.domain].members;
-    m.insert(std::upper_bound(m.begin(), m.end(), i), i);
-  }
+  if (is_new || old_domain != s.domain)
+    MoveMember(is_new ? nullptr : &domains_[old_domain].members, domains_[s.domain].members, i);
+  const std::vector<int> old_groups = is_new ? std::vector<int>{} : s.groups;
   s.groups.assign(levels_.size(), 0);
   std::string path;
   bool alone = false;
@@ -94,8 +98,11 @@ void Cluster::Intern(Slot& s, int i, bool is_new) {
     if (added) {
       group_labels_[k].push_back(label);
       parents_[k].push_back(-1);
+      group_members_[k].emplace_back();
     }
     s.groups[k] = g->second;
+    if (is_new || old_groups[k] != g->second)
+      MoveMember(is_new ? nullptr : &group_members_[k][old_groups[k]], group_members_[k][g->second], i);
     // A group's path extends its parent's, so the parent is fixed, except for a node's own groups
     // ("alone"), which follow that node's latest labels.
     if (k > 0) parents_[k][g->second] = s.groups[k - 1];
@@ -144,11 +151,16 @@ Status Cluster::RemoveNode(const std::string& id) {
   index_.erase(id);
   nodes_.erase(nodes_.begin() + i);
   for (int j = i; j < size(); ++j) index_[nodes_[j].node.id] = j;
+  auto renumber = [i](std::vector<int>& members) {
+    std::erase(members, i);
+    for (int& m : members) m -= m > i;
+  };
   for (int d = 0; d < domain_count(); ++d) {
-    std::erase(domains_[d].members, i);
-    for (int& m : domains_[d].members) m -= m > i;
+    renumber(domains_[d].members);
     RefreshLeaf(d);
   }
+  for (auto& level : group_members_)
+    for (auto& members : level) renumber(members);
   for (auto& [job, held] : jobs_) {
     for (auto& [node, mask] : held) {
       if (node > i) --node;

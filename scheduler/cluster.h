@@ -13,9 +13,9 @@
 // placement code runs on integers; an inventory of 16,896 nodes costs a few MB.
 //
 // Indexes kept up to date on every change (so a write never walks the inventory, issue 11): per NVLink
-// domain its member nodes and the GPUs and free GPUs of its usable nodes; each group's parent group; the
-// smallest GPU memory of a usable node and the smallest usable GPU count of a domain. Upsert, Allocate and
-// Release cost O(log nodes + GPUs); RemoveNode stays O(nodes) (it renumbers).
+// domain its member nodes and the GPUs and free GPUs of its usable nodes; each group's members and parent;
+// the smallest GPU memory of a usable node and the smallest usable GPU count of a domain. Upsert, Allocate
+// and Release cost O(log nodes + GPUs); RemoveNode stays O(nodes) (it renumbers).
 #pragma once
 
 #include <cstdint>
@@ -95,6 +95,8 @@ class Cluster {
   int domain_leaf(int d) const { return domains_[d].leaf; }
   // The GPUs job_id holds, as (node index, mask) in node order; empty when it holds none.
   const std::vector<std::pair<int, uint64_t>>& HeldBy(const std::string& job_id) const;
+  // Nodes of level-k group g in index order (usable or not).
+  const std::vector<int>& group_members(int level, int g) const { return group_members_[level][g]; }
   // The level-(k-1) group that level-k group g lies in (k >= 1).
   int parent_group(int level, int g) const { return parents_[level][g]; }
   // Smallest GPU memory of a usable node, and smallest usable GPU count of a domain with usable nodes;
@@ -121,6 +123,8 @@ class Cluster {
   // Interns the slot's domain and groups (index i), moving it between domain member lists.
   void Intern(Slot& s, int i, bool is_new);
   void RefreshLeaf(int d);
+  // Moves node i from one sorted member list (none when from is null) to another.
+  static void MoveMember(std::vector<int>* from, std::vector<int>& to, int i);
 
   TopologyLevels levels_;
   std::vector<Slot> nodes_;
@@ -128,6 +132,7 @@ class Cluster {
   std::vector<std::unordered_map<std::string, int>> group_ids_;  // per level: label path -> id
   std::vector<std::vector<std::string>> group_labels_;           // per level: id -> label at that level
   std::vector<std::vector<int>> parents_;                        // per level: group id -> parent group id
+  std::vector<std::vector<std::vector<int>>> group_members_;     // per level: group id -> node indexes
   std::unordered_map<std::string, int> domain_ids_;
   std::vector<Domain> domains_;               // per domain id
   std::map<int64_t, int> domain_gpu_counts_;  // usable GPUs of a domain (> 0) -> domains

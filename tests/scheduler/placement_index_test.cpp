@@ -63,8 +63,15 @@ void ExpectIndexesMatchNodes(const Cluster& c) {
     const auto& m = c.domain_members(d);
     EXPECT_TRUE(std::is_sorted(m.begin(), m.end()));
     EXPECT_EQ(std::count(m.begin(), m.end(), i), 1) << n.id;
-    for (int k = 1; k < static_cast<int>(c.levels().size()); ++k)
-      EXPECT_EQ(c.parent_group(k, c.group(i, k)), c.group(i, k - 1)) << n.id;
+    size_t listed = 0;  // no stale entries: every node is in exactly one member list per level
+    for (int g = 0; g < c.group_count(0); ++g) listed += c.group_members(0, g).size();
+    EXPECT_EQ(listed, static_cast<size_t>(c.size()));
+    for (int k = 0; k < static_cast<int>(c.levels().size()); ++k) {
+      if (k > 0) EXPECT_EQ(c.parent_group(k, c.group(i, k)), c.group(i, k - 1)) << n.id;
+      const auto& g = c.group_members(k, c.group(i, k));
+      EXPECT_TRUE(std::is_sorted(g.begin(), g.end()));
+      EXPECT_EQ(std::count(g.begin(), g.end(), i), 1) << n.id;
+    }
     int leaf = -1;  // what Place derived by walking the nodes before the index
     for (int j = 0; j < c.size() && leaf < 0; ++j)
       if (c.domain(j) == d && IsUsable(c.node(j))) leaf = c.group(j, c.levels().size() - 1);
