@@ -65,6 +65,10 @@ int64_t Cluster::MinUsableDomainGpus() const {
   return domain_gpu_counts_.empty() ? 0 : domain_gpu_counts_.begin()->first;
 }
 
+int64_t Cluster::MaxUsableDomainGpus() const {
+  return domain_gpu_counts_.empty() ? 0 : domain_gpu_counts_.rbegin()->first;
+}
+
 void Cluster::MoveMember(std::vector<int>* from, std::vector<int>& to, int i) {
   if (from) std::erase(*from, i);
   to.insert(std::upper_bound(to.begin(), to.end(), i), i);
@@ -122,6 +126,7 @@ Status Cluster::UpsertNode(const Node& n) {
     Intern(s, size(), true);
     Account(s, +1);
     const int d = s.domain;
+    if (n.spare) MoveMember(nullptr, spares_, size());
     index_.emplace(n.id, static_cast<int>(nodes_.size()));
     nodes_.push_back(std::move(s));
     RefreshLeaf(d);
@@ -134,6 +139,12 @@ Status Cluster::UpsertNode(const Node& n) {
   }
   Account(s, -1);
   const int old_domain = s.domain;
+  if (s.node.spare != n.spare) {
+    if (n.spare)
+      MoveMember(nullptr, spares_, it->second);
+    else
+      std::erase(spares_, it->second);
+  }
   s.node = n;
   s.free = AllGpus(n.gpus) & ~held;
   Intern(s, it->second, false);
@@ -161,6 +172,7 @@ Status Cluster::RemoveNode(const std::string& id) {
   }
   for (auto& level : group_members_)
     for (auto& members : level) renumber(members);
+  renumber(spares_);
   for (auto& [job, held] : jobs_) {
     for (auto& [node, mask] : held) {
       if (node > i) --node;

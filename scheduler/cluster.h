@@ -95,6 +95,8 @@ class Cluster {
   int domain_leaf(int d) const { return domains_[d].leaf; }
   // The GPUs job_id holds, as (node index, mask) in node order; empty when it holds none.
   const std::vector<std::pair<int, uint64_t>>& HeldBy(const std::string& job_id) const;
+  // Spare nodes (Node::spare), in index order.
+  const std::vector<int>& spare_nodes() const { return spares_; }
   // Nodes of level-k group g in index order (usable or not).
   const std::vector<int>& group_members(int level, int g) const { return group_members_[level][g]; }
   // The level-(k-1) group that level-k group g lies in (k >= 1).
@@ -103,6 +105,7 @@ class Cluster {
   // nullopt / 0 when no node is usable. O(1).
   std::optional<double> MinUsableGpuMemory() const;
   int64_t MinUsableDomainGpus() const;
+  int64_t MaxUsableDomainGpus() const;  // largest; 0 when no node is usable
 
  private:
   struct Slot {
@@ -133,6 +136,7 @@ class Cluster {
   std::vector<std::vector<std::string>> group_labels_;           // per level: id -> label at that level
   std::vector<std::vector<int>> parents_;                        // per level: group id -> parent group id
   std::vector<std::vector<std::vector<int>>> group_members_;     // per level: group id -> node indexes
+  std::vector<int> spares_;                                      // indexes of spare nodes, ascending
   std::unordered_map<std::string, int> domain_ids_;
   std::vector<Domain> domains_;               // per domain id
   std::map<int64_t, int> domain_gpu_counts_;  // usable GPUs of a domain (> 0) -> domains

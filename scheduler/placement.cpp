@@ -110,10 +110,14 @@ static Result<Placement> PlaceUnits(const Cluster& c, const Plan& plan, const Pl
       if (IsUsable(c.node(i)) && unusable.count(i) == 0) return c.group(i, finest);
     return -1;
   };
+  // GPUs / tp by table: these loops run once per domain, and a division each dominated them.
+  std::vector<int64_t> per(c.MaxUsableDomainGpus() + 1);
+  for (size_t f = 0; f < per.size(); ++f) per[f] = static_cast<int64_t>(f) / tp;
+  auto slots = [&](int64_t gpus) { return gpus < static_cast<int64_t>(per.size()) ? per[gpus] : gpus / tp; };
   int64_t cap_total = 0, cap_free = 0;
   for (int d = 0; d < ndom; ++d) {
-    cap_total += dom_total[d] / tp;
-    cap_free += dom_free[d] / tp;
+    cap_total += slots(dom_total[d]);
+    cap_free += slots(dom_free[d]);
   }
   if (cap_total < groups) {
     return InvalidContent("job of " + std::to_string(groups * tp) +
@@ -134,10 +138,11 @@ static Result<Placement> PlaceUnits(const Cluster& c, const Plan& plan, const Pl
     kids[k].resize(c.group_count(k));
   }
   for (int d = 0; d < ndom; ++d) {
-    if (dom_free[d] / tp == 0) continue;
+    const int64_t n = slots(dom_free[d]);
+    if (n == 0) continue;
     const int leaf = leaf_of(d);
     kids[finest][leaf].push_back(d);
-    cap[finest][leaf] += dom_free[d] / tp;
+    cap[finest][leaf] += n;
   }
   for (int k = finest; k >= 1; --k) {
     for (int g = 0; g < c.group_count(k); ++g) {
@@ -152,7 +157,7 @@ static Result<Placement> PlaceUnits(const Cluster& c, const Plan& plan, const Pl
   std::function<void(int, const std::vector<int>&, int64_t)> descend = [&](int k, const std::vector<int>& ids,
                                                                            int64_t need) {
     std::vector<Child> cands;
-    for (int id : ids) cands.push_back({id, k < levels ? cap[k][id] : dom_free[id] / tp});
+    for (int id : ids) cands.push_back({id, k < levels ? cap[k][id] : slots(dom_free[id])});
     for (const auto& [id, take] : Select(std::move(cands), need)) {
       if (k < levels) {
         path[k] = id;

@@ -63,7 +63,8 @@ Result<Replacement> ReplaceNode(const Cluster& c, const Placement& placement, co
   // The best candidate by (score, node id). Candidates are looked at nearest first (the failed node's
   // domain, then its group at each level from the finest, then every node) and the search stops at the
   // first of these sets holding one: every node of a lower score is in an earlier set, so this picks what
-  // a scan of every node would, without one when a near node qualifies.
+  // a scan of every node would, without one when a near node qualifies (the spare pass's last set is the
+  // spares only).
   auto pick = [&](bool spare_pass) {
     int best = -1, best_score = 0;
     auto consider = [&](int i) {
@@ -79,8 +80,12 @@ Result<Replacement> ReplaceNode(const Cluster& c, const Placement& placement, co
     if (best >= 0 || spans) return best;
     for (int k = levels - 1; k >= 0 && best < 0; --k)
       for (int i : c.group_members(k, c.group(fi, k))) consider(i);
-    if (best < 0)
+    if (best >= 0) return best;
+    if (spare_pass) {
+      for (int i : c.spare_nodes()) consider(i);
+    } else {
       for (int i = 0; i < c.size(); ++i) consider(i);
+    }
     return best;
   };
 

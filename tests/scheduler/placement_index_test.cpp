@@ -50,8 +50,12 @@ void ExpectIndexesMatchNodes(const Cluster& c) {
     d.second += std::popcount(c.FreeGpuMask(n->id));
     min_memory = std::min(min_memory.value_or(n->gpu_memory_gib), n->gpu_memory_gib);
   }
-  int64_t min_domain = 0;
-  for (const auto& [name, d] : by_domain) min_domain = min_domain ? std::min(min_domain, d.first) : d.first;
+  int64_t min_domain = 0, max_domain = 0;
+  for (const auto& [name, d] : by_domain) {
+    min_domain = min_domain ? std::min(min_domain, d.first) : d.first;
+    max_domain = std::max(max_domain, d.first);
+  }
+  EXPECT_EQ(c.MaxUsableDomainGpus(), max_domain);
   EXPECT_EQ(c.MinUsableGpuMemory(), min_memory);
   EXPECT_EQ(c.MinUsableDomainGpus(), min_domain);
   for (int i = 0; i < c.size(); ++i) {
@@ -63,6 +67,8 @@ void ExpectIndexesMatchNodes(const Cluster& c) {
     const auto& m = c.domain_members(d);
     EXPECT_TRUE(std::is_sorted(m.begin(), m.end()));
     EXPECT_EQ(std::count(m.begin(), m.end(), i), 1) << n.id;
+    const auto& sp = c.spare_nodes();
+    EXPECT_EQ(std::count(sp.begin(), sp.end(), i), n.spare ? 1 : 0) << n.id;
     size_t listed = 0;  // no stale entries: every node is in exactly one member list per level
     for (int g = 0; g < c.group_count(0); ++g) listed += c.group_members(0, g).size();
     EXPECT_EQ(listed, static_cast<size_t>(c.size()));
