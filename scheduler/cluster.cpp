@@ -24,7 +24,8 @@ Cluster::Cluster(TopologyLevels levels)
       group_ids_(levels_.size()),
       group_labels_(levels_.size()),
       parents_(levels_.size()),
-      group_members_(levels_.size()) {}
+      group_members_(levels_.size()),
+      group_free_(levels_.size()) {}
 
 void Cluster::Account(const Slot& s, int sign) {
   if (!IsUsable(s.node)) return;
@@ -36,6 +37,7 @@ void Cluster::Account(const Slot& s, int sign) {
   d.usable_gpus += sign * s.node.gpus;
   if (d.usable_gpus > 0) Bump(domain_gpu_counts_, d.usable_gpus, +1);
   d.free_gpus += sign * free;
+  for (size_t k = 0; k < levels_.size(); ++k) group_free_[k][s.groups[k]] += sign * free;
   Bump(memory_counts_, s.node.gpu_memory_gib, sign);
 }
 
@@ -103,6 +105,7 @@ void Cluster::Intern(Slot& s, int i, bool is_new) {
       group_labels_[k].push_back(label);
       parents_[k].push_back(-1);
       group_members_[k].emplace_back();
+      group_free_[k].push_back(0);
     }
     s.groups[k] = g->second;
     if (is_new || old_groups[k] != g->second)

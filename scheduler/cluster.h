@@ -97,6 +97,8 @@ class Cluster {
   const std::vector<std::pair<int, uint64_t>>& HeldBy(const std::string& job_id) const;
   // Spare nodes (Node::spare), in index order.
   const std::vector<int>& spare_nodes() const { return spares_; }
+  // Free GPUs of the usable nodes of level-k group g.
+  int64_t group_free_gpus(int level, int g) const { return group_free_[level][g]; }
   // Nodes of level-k group g in index order (usable or not).
   const std::vector<int>& group_members(int level, int g) const { return group_members_[level][g]; }
   // The level-(k-1) group that level-k group g lies in (k >= 1).
@@ -137,6 +139,7 @@ class Cluster {
   std::vector<std::vector<int>> parents_;                        // per level: group id -> parent group id
   std::vector<std::vector<std::vector<int>>> group_members_;     // per level: group id -> node indexes
   std::vector<int> spares_;                                      // indexes of spare nodes, ascending
+  std::vector<std::vector<int64_t>> group_free_;                 // per level: group id -> free usable GPUs
   std::unordered_map<std::string, int> domain_ids_;
   std::vector<Domain> domains_;               // per domain id
   std::map<int64_t, int> domain_gpu_counts_;  // usable GPUs of a domain (> 0) -> domains

@@ -83,9 +83,15 @@ Result<Replacement> ReplaceNode(const Cluster& c, const Placement& placement, co
     if (best >= 0) return best;
     if (spare_pass) {
       for (int i : c.spare_nodes()) consider(i);
-    } else {
-      for (int i = 0; i < c.size(); ++i) consider(i);
+      return best;
     }
+    // Every node, by coarsest group; a group without `need` free usable GPUs (counting the released job's)
+    // holds no candidate: a non-spare candidate is usable.
+    std::vector<int64_t> extra(c.group_count(0), 0);
+    for (const auto& [i, mask] : released) extra[c.group(i, 0)] += std::popcount(mask);
+    for (int g = 0; g < c.group_count(0); ++g)
+      if (c.group_free_gpus(0, g) + extra[g] >= need)
+        for (int i : c.group_members(0, g)) consider(i);
     return best;
   };
 

@@ -75,6 +75,9 @@ void ExpectIndexesMatchNodes(const Cluster& c) {
     for (int k = 0; k < static_cast<int>(c.levels().size()); ++k) {
       if (k > 0) EXPECT_EQ(c.parent_group(k, c.group(i, k)), c.group(i, k - 1)) << n.id;
       const auto& g = c.group_members(k, c.group(i, k));
+      int64_t free = 0;  // of the group's usable nodes
+      for (int j : g) free += IsUsable(c.node(j)) ? std::popcount(c.free_mask(j)) : 0;
+      EXPECT_EQ(c.group_free_gpus(k, c.group(i, k)), free) << n.id;
       EXPECT_TRUE(std::is_sorted(g.begin(), g.end()));
       EXPECT_EQ(std::count(g.begin(), g.end(), i), 1) << n.id;
     }
