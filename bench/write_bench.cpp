@@ -4,11 +4,14 @@
 //
 //   write_bench [--nodes 20000] [--jobs 5000] [--reps 200] [--dir /tmp]
 //
-// Writes measured (each acknowledged after its COMMIT):
-//   submit  POST /v1/jobs's path: PlanFor + SubmitJob of an 8-GPU job that fits on a free node, then its
-//           cancel (not timed) so the state does not drift;
-//   finding an agent heartbeat reporting a GPU fault on a free node: a gpu_fault finding, its recovery
-//           actions (cordon) and the node record, in one COMMIT.
+// Writes measured (each acknowledged after its COMMIT; untimed steps keep the state from drifting):
+//   submit   POST /v1/jobs's path: PlanFor + SubmitJob of an 8-GPU job that fits (then cancelled, untimed);
+//   cancel   CancelJob of such a job (submitted untimed);
+//   register UpsertNode of a new 8-GPU node (then deleted, untimed);
+//   patch    PatchNode cordoning a free node (then uncordoned, untimed);
+//   report   IngestReports: a batch of 16 step reports, one per rank of a running job;
+//   finding  an agent heartbeat reporting a GPU fault on a running job's node: a gpu_fault finding, its
+//            recovery (cordon, restart elsewhere) and the records, in one COMMIT.
 // For each: the control thread's share (the synchronous call) and the full latency to `done` (with the
 // COMMIT), median and p90 in microseconds.
 #include <spdlog/spdlog.h>
@@ -27,6 +30,7 @@
 #include <vector>
 
 #include "control/controller.h"
+#include "health/report.h"
 #include "storage/store.h"
 
 namespace shepherd {
@@ -121,6 +125,7 @@ class Bench {
       ++pending;
       controller_->SubmitJob(s, *est, [&](Result<JobView> r) {
         if (!r.ok()) std::fprintf(stderr, "fill submit: %s\n", r.status().message().c_str());
+        if (r.ok()) fill_jobs_.push_back(r->job.id);
         --pending;
       });
     }
@@ -132,51 +137,128 @@ class Bench {
     std::filesystem::remove_all(dir_);
   }
 
-  Sample Submit(int reps) {
+  // Times `reps` writes: before(i) untimed, then start(i, done) issues write i (done() on its answer),
+  // then after(i) untimed.
+  using Start = std::function<void(int, std::function<void()>)>;
+  Sample Measure(int reps, const Start& start, const std::function<void(int)>& before = {},
+                 const std::function<void(int)>& after = {}) {
     Sample s;
     for (int i = 0; i < reps; ++i) {
+      if (before) before(i);
       bool done = false;
-      std::string id;
       const auto t0 = SteadyClock::now();
-      JobSpec spec = MakeSpec(8);
-      auto est = controller_->PlanFor(spec);
-      controller_->SubmitJob(spec, *est, [&](Result<JobView> r) {
-        if (r.ok()) id = r->job.id;
-        done = true;
-      });
+      start(i, [&] { done = true; });
       const auto t1 = SteadyClock::now();
       posted_.RunUntil([&] { return done; });
       const auto t2 = SteadyClock::now();
       s.call_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
       s.total_us.push_back(std::chrono::duration<double, std::micro>(t2 - t0).count());
-      bool cancelled = false;
-      controller_->CancelJob(id, [&](Result<JobView>) { cancelled = true; });
-      posted_.RunUntil([&] { return cancelled; });
+      if (after) after(i);
     }
     return s;
   }
 
+  // Runs one write to completion (untimed).
+  template <typename T, typename F>
+  void Untimed(F issue) {
+    bool done = false;
+    issue([&](Result<T> r) {
+      if (!r.ok()) std::fprintf(stderr, "untimed write: %s\n", r.status().message().c_str());
+      done = true;
+    });
+    posted_.RunUntil([&] { return done; });
+  }
+
+  void SubmitSmall(std::function<void()> done) {
+    JobSpec spec = MakeSpec(8);
+    auto est = controller_->PlanFor(spec);
+    controller_->SubmitJob(spec, *est, [this, done = std::move(done)](Result<JobView> r) {
+      if (r.ok()) last_job_ = r->job.id;
+      done();
+    });
+  }
+  void CancelLast() {
+    Untimed<JobView>([&](auto cb) { controller_->CancelJob(last_job_, cb); });
+  }
+
+  Sample Submit(int reps) {
+    return Measure(
+        reps, [&](int, auto done) { SubmitSmall(done); }, {}, [&](int) { CancelLast(); });
+  }
+  Sample Cancel(int reps) {
+    return Measure(
+        reps,
+        [&](int, auto done) {
+          controller_->CancelJob(last_job_, [done](Result<JobView> r) {
+            if (!r.ok()) std::fprintf(stderr, "cancel: %s\n", r.status().message().c_str());
+            done();
+          });
+        },
+        [&](int) {
+          bool submitted = false;
+          SubmitSmall([&] { submitted = true; });
+          posted_.RunUntil([&] { return submitted; });
+        });
+  }
+  Sample Register(int reps) {
+    const std::string id = MakeNode(nodes_ + 1).id;
+    return Measure(
+        reps,
+        [&](int, auto done) {
+          controller_->UpsertNode(MakeNode(nodes_ + 1), false, [done](Result<NodeUpsert> r) {
+            if (!r.ok()) std::fprintf(stderr, "register: %s\n", r.status().message().c_str());
+            done();
+          });
+        },
+        {}, [&](int) { Untimed<NodeView>([&](auto cb) { controller_->DeleteNode(id, cb); }); });
+  }
+  Sample Patch(int reps) {
+    const std::string id = MakeNode(nodes_ - 1).id;  // free: the fill places jobs from the first node
+    return Measure(
+        reps,
+        [&](int, auto done) {
+          controller_->PatchNode(id, NodePatch{.schedulable = false}, [done](Result<NodeView> r) {
+            if (!r.ok()) std::fprintf(stderr, "patch: %s\n", r.status().message().c_str());
+            done();
+          });
+        },
+        {},
+        [&](int) {
+          Untimed<NodeView>([&](auto cb) { controller_->PatchNode(id, NodePatch{.schedulable = true}, cb); });
+        });
+  }
+  Sample Reports(int reps) {
+    return Measure(reps, [&](int i, auto done) {
+      const std::string& job = fill_jobs_[i % fill_jobs_.size()];
+      ReportBatch batch;
+      for (int r = 0; r < 16; ++r) {
+        Report rep;
+        rep.rank = r;
+        rep.attempt = 1;
+        rep.time = clock_.Now();
+        rep.kind = ReportKind::kStep;
+        rep.step = 1 + i / static_cast<int>(fill_jobs_.size());
+        rep.loss = 2.0;
+        rep.step_time_s = 1.0;
+        batch.reports.emplace_back(r, rep);
+      }
+      controller_->IngestReports(job, batch, [done](Result<IngestSummary> r) {
+        if (!r.ok()) std::fprintf(stderr, "reports: %s\n", r.status().message().c_str());
+        done();
+      });
+    });
+  }
   Sample Finding(int reps) {
-    Sample s;
-    for (int i = 0; i < reps; ++i) {
-      // A node of a running job (the fill placed them from the first): a gpu_fault finding for that job,
-      // whose recovery then runs (cordon, restart elsewhere) as it would in production.
-      const std::string node = MakeNode(i * 2).id;
+    // A node of a running job (the fill placed them from the first): a gpu_fault finding for that job,
+    // whose recovery then runs (cordon, restart elsewhere) as it would in production.
+    return Measure(reps, [&](int i, auto done) {
       AgentHeartbeat hb;
       hb.gpu_faults.push_back({0, "xid", "bench"});
-      bool done = false;
-      const auto t0 = SteadyClock::now();
-      controller_->NodeHeartbeat(node, hb, [&](Result<HeartbeatAck> r) {
+      controller_->NodeHeartbeat(MakeNode(i * 2).id, hb, [done](Result<HeartbeatAck> r) {
         if (!r.ok()) std::fprintf(stderr, "heartbeat: %s\n", r.status().message().c_str());
-        done = true;
+        done();
       });
-      const auto t1 = SteadyClock::now();
-      posted_.RunUntil([&] { return done; });
-      const auto t2 = SteadyClock::now();
-      s.call_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-      s.total_us.push_back(std::chrono::duration<double, std::micro>(t2 - t0).count());
-    }
-    return s;
+    });
   }
   size_t findings() const { return controller_->GetFailures({}).value().size(); }
 
@@ -187,6 +269,8 @@ class Bench {
   PostQueue posted_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Controller> controller_;
+  std::vector<std::string> fill_jobs_;  // the fill's running jobs
+  std::string last_job_;                // the latest small job submitted
 };
 
 }  // namespace
@@ -217,8 +301,11 @@ int main(int argc, char** argv) {
     const auto t0 = SteadyClock::now();
     Bench b(dir + "/write-bench-" + std::to_string(::getpid()) + "-" + r.state, r.nodes, r.jobs);
     const double fill_s = std::chrono::duration<double>(SteadyClock::now() - t0).count();
-    for (auto [name, sample] : {std::pair<const char*, Sample>{"submit", b.Submit(reps)},
-                                std::pair<const char*, Sample>{"finding", b.Finding(reps)}})
+    // In this order: findings restart jobs, so they come last.
+    const std::pair<const char*, Sample> samples[] = {
+        {"submit", b.Submit(reps)}, {"cancel", b.Cancel(reps)},  {"register", b.Register(reps)},
+        {"patch", b.Patch(reps)},   {"report", b.Reports(reps)}, {"finding", b.Finding(reps)}};
+    for (const auto& [name, sample] : samples)
       std::printf("%-6s %7d %6d | %-8s %10.0f %10.0f %10.0f %10.0f\n", r.state, r.nodes, r.jobs, name,
                   Pct(sample.call_us, 0.5), Pct(sample.call_us, 0.9), Pct(sample.total_us, 0.5),
                   Pct(sample.total_us, 0.9));

@@ -40,9 +40,8 @@ void Controller::CheckLaunches(Time now, WriteBatch* batch) {
     for (const Node* n : inventory_.cluster().nodes())
       if (!agents_.Live(n->id)) o.exclude_nodes.insert(n->id);
     for (const std::string& n : waiting) o.exclude_nodes.insert(n);  // alive, yet did not start them
-    Cluster without_job = inventory_.cluster();
-    (void)without_job.Release(id);
-    Result<Placement> p = Place(without_job, e.job.plan, o);
+    o.release_job = id;                                              // as if this attempt's GPUs were free
+    Result<Placement> p = Place(inventory_.cluster(), e.job.plan, o);
     const std::string what = "no agent started ranks on " + Join(waiting) + " within " +
                              std::to_string(static_cast<int>(e.job.spec.policy.launch_timeout_s)) + " s";
     if (!p.ok()) {

@@ -12,20 +12,21 @@
 namespace shepherd {
 
 Hardware JobBook::HardwareFor(const JobSpec& spec) const {
-  double gib = default_gpu_memory_gib_;
-  int domain_gpus = 0;
-  std::map<std::string, int> domains;
-  bool any = false;
-  for (const Node* n : inventory_->cluster().nodes()) {
-    if (!IsUsable(*n)) continue;
-    gib = any ? std::min(gib, n->gpu_memory_gib) : n->gpu_memory_gib;
-    any = true;
-    domains[n->nvlink_domain] += n->gpus;
-  }
-  for (const auto& [name, gpus] : domains) domain_gpus = domain_gpus ? std::min(domain_gpus, gpus) : gpus;
-  Hardware hw = HardwareForResources(spec.resources, gib);
-  if (!spec.resources.gpu_memory_gib && domain_gpus > 0) hw.nvlink_domain_gpus = domain_gpus;
+  // From the Cluster's indexes: O(1), whatever the inventory's size.
+  const Cluster& c = inventory_->cluster();
+  Hardware hw =
+      HardwareForResources(spec.resources, c.MinUsableGpuMemory().value_or(default_gpu_memory_gib_));
+  const int64_t domain_gpus = c.MinUsableDomainGpus();
+  if (!spec.resources.gpu_memory_gib && domain_gpus > 0)
+    hw.nvlink_domain_gpus = static_cast<int>(domain_gpus);
   return hw;
+}
+
+void JobBook::Track(const JobEntry& e) {
+  if (e.job.state == JobState::kQueued)
+    queued_.emplace(e.job.seq, e.job.id);
+  else
+    queued_.erase({e.job.seq, e.job.id});
 }
 
 Result<std::string> JobBook::Submit(JobSpec spec, PlanEstimate estimate, Time now, WriteBatch* batch) {
@@ -54,6 +55,7 @@ Result<std::string> JobBook::Submit(JobSpec spec, PlanEstimate estimate, Time no
   e.estimate = std::move(estimate);
   batch->Put(JobRecord(e.job));
   if (!e.job.spec.external_id.empty()) by_external_id_[e.job.spec.external_id].insert(e.job.id);
+  Track(e);
   jobs_[e.job.id] = std::move(e);
   return std::string(id);
 }
@@ -84,6 +86,7 @@ Status JobBook::StartAttempt(const std::string& job, Placement placement, const 
   e.job.state = JobState::kLaunching;  // running once its ranks are known to have started
   e.job.reason.clear();
   e.job.updated_at = now;
+  Track(e);
   batch->Put(JobRecord(e.job));
   batch->Put(AttemptRecord(a));
   spdlog::info("job {} attempt {} started on {} ranks ({})", job, a.number, a.placement.ranks.size(), reason);
@@ -109,6 +112,7 @@ void JobBook::SetState(const std::string& job, JobState state, const std::string
   e.job.state = state;
   e.job.reason = reason;
   e.job.updated_at = now;
+  Track(e);
   batch->Put(JobRecord(e.job));
 }
 
@@ -118,9 +122,9 @@ void JobBook::Persist(const std::string& job, WriteBatch* batch) {
 
 std::vector<std::string> JobBook::Schedule(const ResumeChooser& resume, Time now, WriteBatch* batch,
                                            const std::set<std::string>& held) {
-  std::vector<QueuedJob> queue;
-  for (const auto& [id, e] : jobs_) {
-    if (e.job.state != JobState::kQueued) continue;
+  std::vector<QueuedJob> queue;  // in submission order
+  for (const auto& [seq, id] : queued_) {
+    const JobEntry& e = jobs_.at(id);
     PlaceOptions o;
     o.attempt = e.job.attempt + 1;
     o.dp_edge_bytes = e.estimate.comm.dp;
@@ -128,9 +132,6 @@ std::vector<std::string> JobBook::Schedule(const ResumeChooser& resume, Time now
     o.exclude_nodes = held;
     queue.push_back({id, e.job.plan, o});
   }
-  std::sort(queue.begin(), queue.end(), [&](const QueuedJob& a, const QueuedJob& b) {
-    return jobs_[a.id].job.seq < jobs_[b.id].job.seq;
-  });
   std::vector<std::string> started;
   for (Admission& a : AdmitFromQueue(inventory_->cluster(), queue)) {
     // AdmitFromQueue placed it on free GPUs, so this cannot conflict.
@@ -171,6 +172,8 @@ void JobBook::Restore(JobEntry entry) {
   next_seq_ = std::max(next_seq_, entry.job.seq + 1);
   std::string id = entry.job.id;
   if (!entry.job.spec.external_id.empty()) by_external_id_[entry.job.spec.external_id].insert(id);
+  if (auto old = jobs_.find(id); old != jobs_.end()) queued_.erase({old->second.job.seq, id});
+  Track(entry);
   jobs_[id] = std::move(entry);
 }
 
@@ -181,6 +184,7 @@ Status JobBook::RestoreAttempt(Attempt a) {
   if (e.job.state == JobState::kRecovering) {  // a restart was waiting for its backoff: place it anew
     e.job.state = JobState::kQueued;
     e.job.reason = "restart pending when the daemon restarted";
+    Track(e);
   }
   if (IsActive(e.job.state)) {
     if (Status s = inventory_->Allocate(a.job, a.placement); !s.ok())

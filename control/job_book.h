@@ -91,16 +91,22 @@ class JobBook {
   const JobEntry* FindExternal(const std::string& external_id) const;
   // The ids of every job (ended or not) with this external id, in id order.
   const std::set<std::string>& WithExternalId(const std::string& external_id) const;
+  // REQUIRES: the caller changes neither the state nor the seq through it (SetState does; the queue
+  // index follows them).
   JobEntry* Mutable(const std::string& id);
   const std::map<std::string, JobEntry>& all() const { return jobs_; }
 
  private:
   void Event(AttemptEvent::Kind kind, const JobEntry& e);
+  // Keeps queued_ in step with e's state; called after every state change.
+  void Track(const JobEntry& e);
 
   Inventory* inventory_;
   double default_gpu_memory_gib_;
   std::map<std::string, JobEntry> jobs_;
   std::map<std::string, std::set<std::string>> by_external_id_;  // spec.external_id → job ids
+  // Queued jobs by (seq, id): Schedule reads the queue in submission order without walking every job.
+  std::set<std::pair<int64_t, std::string>> queued_;
   int64_t next_seq_ = 1;
   std::vector<AttemptEvent> events_;
 };

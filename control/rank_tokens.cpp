@@ -51,15 +51,14 @@ std::optional<std::string> RankTokens::TokenFor(const RankGrant& grant) const {
 
 void RankTokens::Revoke(const std::string& job, std::optional<int> attempt, WriteBatch* batch) {
   std::lock_guard lock(mu_);
-  for (auto it = by_token_.begin(); it != by_token_.end();) {
-    if (it->second.job == job && (!attempt || it->second.attempt == attempt)) {
-      const std::string key = KeyOf(it->second);
-      batch->Erase(Collection::kMeta, key);
-      by_key_.erase(key);
-      it = by_token_.erase(it);
-    } else {
-      ++it;
-    }
+  // The job's grants are one range of by_key_ ("rank_token/<job>/..."; job ids hold no '/'), so a revoke
+  // costs O(log tokens), not a walk over every token.
+  const std::string first = attempt ? KeyOf({job, attempt}) : std::string(kPrefix) + job + "/";
+  for (auto it = by_key_.lower_bound(first); it != by_key_.end() && it->first.starts_with(first);) {
+    if (attempt && it->first != first) break;
+    batch->Erase(Collection::kMeta, it->first);
+    by_token_.erase(it->second);
+    it = by_key_.erase(it);
   }
 }
 

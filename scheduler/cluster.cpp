@@ -10,20 +10,80 @@ uint64_t AllGpus(int gpus) {
   return gpus >= 64 ? ~uint64_t{0} : (uint64_t{1} << gpus) - 1;
 }
 
+// Counts how many times each key occurs; a key whose count drops to 0 is erased.
+template <typename K>
+void Bump(std::map<K, int>& counts, K key, int by) {
+  auto it = counts.try_emplace(key, 0).first;
+  if ((it->second += by) == 0) counts.erase(it);
+}
+
 }  // namespace
 
 Cluster::Cluster(TopologyLevels levels)
-    : levels_(std::move(levels)), group_ids_(levels_.size()), group_labels_(levels_.size()) {}
+    : levels_(std::move(levels)),
+      group_ids_(levels_.size()),
+      group_labels_(levels_.size()),
+      parents_(levels_.size()),
+      group_members_(levels_.size()),
+      group_free_(levels_.size()) {}
 
 void Cluster::Account(const Slot& s, int sign) {
   if (!IsUsable(s.node)) return;
+  const int free = std::popcount(s.free);
   usable_gpus_ += sign * s.node.gpus;
-  free_usable_gpus_ += sign * std::popcount(s.free);
+  free_usable_gpus_ += sign * free;
+  Domain& d = domains_[s.domain];
+  if (d.usable_gpus > 0) Bump(domain_gpu_counts_, d.usable_gpus, -1);
+  d.usable_gpus += sign * s.node.gpus;
+  if (d.usable_gpus > 0) Bump(domain_gpu_counts_, d.usable_gpus, +1);
+  d.free_gpus += sign * free;
+  for (size_t k = 0; k < levels_.size(); ++k) group_free_[k][s.groups[k]] += sign * free;
+  Bump(memory_counts_, s.node.gpu_memory_gib, sign);
 }
 
-void Cluster::Intern(Slot& s) {
+void Cluster::RefreshLeaf(int d) {
+  Domain& dom = domains_[d];
+  dom.leaf = -1;
+  for (int i : dom.members) {
+    if (IsUsable(nodes_[i].node)) {
+      dom.leaf = nodes_[i].groups.back();
+      return;
+    }
+  }
+}
+
+const std::vector<std::pair<int, uint64_t>>& Cluster::HeldBy(const std::string& job_id) const {
+  static const std::vector<std::pair<int, uint64_t>> kNone;
+  auto it = jobs_.find(job_id);
+  return it == jobs_.end() ? kNone : it->second;
+}
+
+std::optional<double> Cluster::MinUsableGpuMemory() const {
+  if (memory_counts_.empty()) return std::nullopt;
+  return memory_counts_.begin()->first;
+}
+
+int64_t Cluster::MinUsableDomainGpus() const {
+  return domain_gpu_counts_.empty() ? 0 : domain_gpu_counts_.begin()->first;
+}
+
+int64_t Cluster::MaxUsableDomainGpus() const {
+  return domain_gpu_counts_.empty() ? 0 : domain_gpu_counts_.rbegin()->first;
+}
+
+void Cluster::MoveMember(std::vector<int>* from, std::vector<int>& to, int i) {
+  if (from) std::erase(*from, i);
+  to.insert(std::upper_bound(to.begin(), to.end(), i), i);
+}
+
+void Cluster::Intern(Slot& s, int i, bool is_new) {
   const std::string& dom = s.node.nvlink_domain.empty() ? s.node.id : s.node.nvlink_domain;
+  const int old_domain = s.domain;
   s.domain = domain_ids_.try_emplace(dom, static_cast<int>(domain_ids_.size())).first->second;
+  if (s.domain == static_cast<int>(domains_.size())) domains_.emplace_back();
+  if (is_new || old_domain != s.domain)
+    MoveMember(is_new ? nullptr : &domains_[old_domain].members, domains_[s.domain].members, i);
+  const std::vector<int> old_groups = is_new ? std::vector<int>{} : s.groups;
   s.groups.assign(levels_.size(), 0);
   std::string path;
   bool alone = false;
@@ -41,8 +101,18 @@ void Cluster::Intern(Slot& s) {
     }
     path += '\x1f';
     auto [g, added] = group_ids_[k].try_emplace(path, static_cast<int>(group_labels_[k].size()));
-    if (added) group_labels_[k].push_back(label);
+    if (added) {
+      group_labels_[k].push_back(label);
+      parents_[k].push_back(-1);
+      group_members_[k].emplace_back();
+      group_free_[k].push_back(0);
+    }
     s.groups[k] = g->second;
+    if (is_new || old_groups[k] != g->second)
+      MoveMember(is_new ? nullptr : &group_members_[k][old_groups[k]], group_members_[k][g->second], i);
+    // A group's path extends its parent's, so the parent is fixed, except for a node's own groups
+    // ("alone"), which follow that node's latest labels.
+    if (k > 0) parents_[k][g->second] = s.groups[k - 1];
   }
 }
 
@@ -56,10 +126,13 @@ Status Cluster::UpsertNode(const Node& n) {
     Slot s;
     s.node = n;
     s.free = AllGpus(n.gpus);
-    Intern(s);
+    Intern(s, size(), true);
     Account(s, +1);
+    const int d = s.domain;
+    if (n.spare) MoveMember(nullptr, spares_, size());
     index_.emplace(n.id, static_cast<int>(nodes_.size()));
     nodes_.push_back(std::move(s));
+    RefreshLeaf(d);
     return Status::Ok();
   }
   Slot& s = nodes_[it->second];
@@ -68,10 +141,19 @@ Status Cluster::UpsertNode(const Node& n) {
     return Conflict("node " + n.id + ": a job holds a GPU beyond the new GPU count");
   }
   Account(s, -1);
+  const int old_domain = s.domain;
+  if (s.node.spare != n.spare) {
+    if (n.spare)
+      MoveMember(nullptr, spares_, it->second);
+    else
+      std::erase(spares_, it->second);
+  }
   s.node = n;
   s.free = AllGpus(n.gpus) & ~held;
-  Intern(s);
+  Intern(s, it->second, false);
   Account(s, +1);
+  RefreshLeaf(old_domain);
+  RefreshLeaf(s.domain);
   return Status::Ok();
 }
 
@@ -83,6 +165,17 @@ Status Cluster::RemoveNode(const std::string& id) {
   index_.erase(id);
   nodes_.erase(nodes_.begin() + i);
   for (int j = i; j < size(); ++j) index_[nodes_[j].node.id] = j;
+  auto renumber = [i](std::vector<int>& members) {
+    std::erase(members, i);
+    for (int& m : members) m -= m > i;
+  };
+  for (int d = 0; d < domain_count(); ++d) {
+    renumber(domains_[d].members);
+    RefreshLeaf(d);
+  }
+  for (auto& level : group_members_)
+    for (auto& members : level) renumber(members);
+  renumber(spares_);
   for (auto& [job, held] : jobs_) {
     for (auto& [node, mask] : held) {
       if (node > i) --node;

@@ -11,9 +11,16 @@
 //
 // Ids, labels and domains are interned to small ints, and per-node state lives in dense vectors, so the
 // placement code runs on integers; an inventory of 16,896 nodes costs a few MB.
+//
+// Indexes kept up to date on every change (so a write never walks the inventory, issue 11): per NVLink
+// domain its member nodes and the GPUs and free GPUs of its usable nodes; each group's members and parent;
+// the smallest GPU memory of a usable node and the smallest usable GPU count of a domain. Upsert, Allocate
+// and Release cost O(log nodes + GPUs); RemoveNode stays O(nodes) (it renumbers).
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -79,6 +86,28 @@ class Cluster {
   const std::string& group_label(int level, int g) const { return group_labels_[level][g]; }
   int domain(int i) const { return nodes_[i].domain; }
   int domain_count() const { return static_cast<int>(domain_ids_.size()); }
+  // Nodes of domain d in index order (usable or not).
+  const std::vector<int>& domain_members(int d) const { return domains_[d].members; }
+  // GPUs of the usable nodes of domain d, and how many of them no job holds.
+  int64_t domain_usable_gpus(int d) const { return domains_[d].usable_gpus; }
+  int64_t domain_free_gpus(int d) const { return domains_[d].free_gpus; }
+  // The finest-level group of domain d's first usable member; -1 when none is usable.
+  int domain_leaf(int d) const { return domains_[d].leaf; }
+  // The GPUs job_id holds, as (node index, mask) in node order; empty when it holds none.
+  const std::vector<std::pair<int, uint64_t>>& HeldBy(const std::string& job_id) const;
+  // Spare nodes (Node::spare), in index order.
+  const std::vector<int>& spare_nodes() const { return spares_; }
+  // Free GPUs of the usable nodes of level-k group g.
+  int64_t group_free_gpus(int level, int g) const { return group_free_[level][g]; }
+  // Nodes of level-k group g in index order (usable or not).
+  const std::vector<int>& group_members(int level, int g) const { return group_members_[level][g]; }
+  // The level-(k-1) group that level-k group g lies in (k >= 1).
+  int parent_group(int level, int g) const { return parents_[level][g]; }
+  // Smallest GPU memory of a usable node, and smallest usable GPU count of a domain with usable nodes;
+  // nullopt / 0 when no node is usable. O(1).
+  std::optional<double> MinUsableGpuMemory() const;
+  int64_t MinUsableDomainGpus() const;
+  int64_t MaxUsableDomainGpus() const;  // largest; 0 when no node is usable
 
  private:
   struct Slot {
@@ -88,15 +117,33 @@ class Cluster {
     std::vector<int> groups;                                // per level
     std::vector<std::pair<std::string, uint64_t>> holders;  // job id, GPUs it holds here
   };
+  struct Domain {
+    std::vector<int> members;  // node indexes, ascending
+    int64_t usable_gpus = 0;
+    int64_t free_gpus = 0;
+    int leaf = -1;
+  };
+  // Adds (sign +1) or removes (-1) the slot's share of every count and index derived from usability.
   void Account(const Slot& s, int sign);
-  void Intern(Slot& s);
+  // Interns the slot's domain and groups (index i), moving it between domain member lists.
+  void Intern(Slot& s, int i, bool is_new);
+  void RefreshLeaf(int d);
+  // Moves node i from one sorted member list (none when from is null) to another.
+  static void MoveMember(std::vector<int>* from, std::vector<int>& to, int i);
 
   TopologyLevels levels_;
   std::vector<Slot> nodes_;
   std::unordered_map<std::string, int> index_;
   std::vector<std::unordered_map<std::string, int>> group_ids_;  // per level: label path -> id
   std::vector<std::vector<std::string>> group_labels_;           // per level: id -> label at that level
+  std::vector<std::vector<int>> parents_;                        // per level: group id -> parent group id
+  std::vector<std::vector<std::vector<int>>> group_members_;     // per level: group id -> node indexes
+  std::vector<int> spares_;                                      // indexes of spare nodes, ascending
+  std::vector<std::vector<int64_t>> group_free_;                 // per level: group id -> free usable GPUs
   std::unordered_map<std::string, int> domain_ids_;
+  std::vector<Domain> domains_;               // per domain id
+  std::map<int64_t, int> domain_gpu_counts_;  // usable GPUs of a domain (> 0) -> domains
+  std::map<double, int> memory_counts_;       // GPU memory (GiB) -> usable nodes
   std::unordered_map<std::string, std::vector<std::pair<int, uint64_t>>> jobs_;  // job -> (node, GPUs)
   int64_t usable_gpus_ = 0;
   int64_t free_usable_gpus_ = 0;

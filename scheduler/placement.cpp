@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <bit>
 #include <functional>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -71,36 +73,51 @@ static Result<Placement> PlaceUnits(const Cluster& c, const Plan& plan, const Pl
   const int64_t groups = int64_t{plan.pp} * plan.dp;
   const int levels = static_cast<int>(c.levels().size());
   const int finest = levels - 1;
-  const int n = c.size(), ndom = c.domain_count();
+  const int ndom = c.domain_count();
 
-  // 1. Capacity per domain, in TP groups.
-  std::vector<char> usable(n, 0);
+  // 1. Capacity per domain, in TP groups, from the Cluster's per-domain counts (O(domains), no node walk).
+  // Excluded nodes' free GPUs are withheld (their GPUs still count towards the usable total); out-of-service
+  // nodes count nowhere; the released job's GPUs on offered nodes are free.
+  std::unordered_set<int> excluded, unusable;
+  std::unordered_map<int, uint64_t> released;  // node -> GPUs of o.release_job there
+  for (const auto& [i, mask] : c.HeldBy(o.release_job)) released[i] = mask;
+  std::vector<int64_t> dom_free(ndom), dom_total(ndom);
+  for (int d = 0; d < ndom; ++d) {
+    dom_free[d] = c.domain_free_gpus(d);
+    dom_total[d] = c.domain_usable_gpus(d);
+  }
+  std::unordered_set<int> reshaped;  // domains whose first usable member may have changed
+  for (const std::string& id : o.out_of_service) {
+    const int i = c.IndexOf(id);
+    if (i < 0 || !IsUsable(c.node(i)) || !unusable.insert(i).second) continue;
+    dom_free[c.domain(i)] -= std::popcount(c.free_mask(i));
+    dom_total[c.domain(i)] -= c.node(i).gpus;
+    reshaped.insert(c.domain(i));
+  }
   for (const std::string& id : o.exclude_nodes) {
-    if (int i = c.IndexOf(id); i >= 0) usable[i] = 2;  // 2: excluded
+    const int i = c.IndexOf(id);
+    if (i < 0 || !IsUsable(c.node(i)) || unusable.count(i) != 0 || !excluded.insert(i).second) continue;
+    dom_free[c.domain(i)] -= std::popcount(c.free_mask(i));
   }
-  std::vector<int64_t> dom_total(ndom, 0), dom_free(ndom, 0);
-  std::vector<int> dom_leaf(ndom, -1);
-  std::vector<std::vector<int>> parent(levels);
-  for (int k = 1; k < levels; ++k) parent[k].assign(c.group_count(k), -1);
-  for (int i = 0; i < n; ++i) {
-    const Node& node = c.node(i);
-    if (!IsUsable(node)) {
-      usable[i] = 0;
-      continue;
-    }
-    const int d = c.domain(i);
-    dom_total[d] += node.gpus;
-    if (usable[i] != 2) {
-      usable[i] = 1;
-      dom_free[d] += std::popcount(c.free_mask(i));
-    }
-    if (dom_leaf[d] < 0) dom_leaf[d] = c.group(i, finest);
-    for (int k = 1; k < levels; ++k) parent[k][c.group(i, k)] = c.group(i, k - 1);
-  }
+  auto offered = [&](int i) {
+    return IsUsable(c.node(i)) && excluded.count(i) == 0 && unusable.count(i) == 0;
+  };
+  for (const auto& [i, mask] : released)
+    if (offered(i)) dom_free[c.domain(i)] += std::popcount(mask);
+  auto leaf_of = [&](int d) {  // the finest-level group of the domain's first usable member
+    if (reshaped.count(d) == 0) return c.domain_leaf(d);
+    for (int i : c.domain_members(d))
+      if (IsUsable(c.node(i)) && unusable.count(i) == 0) return c.group(i, finest);
+    return -1;
+  };
+  // GPUs / tp by table: these loops run once per domain, and a division each dominated them.
+  std::vector<int64_t> per(c.MaxUsableDomainGpus() + 1);
+  for (size_t f = 0; f < per.size(); ++f) per[f] = static_cast<int64_t>(f) / tp;
+  auto slots = [&](int64_t gpus) { return gpus < static_cast<int64_t>(per.size()) ? per[gpus] : gpus / tp; };
   int64_t cap_total = 0, cap_free = 0;
   for (int d = 0; d < ndom; ++d) {
-    cap_total += dom_total[d] / tp;
-    cap_free += dom_free[d] / tp;
+    cap_total += slots(dom_total[d]);
+    cap_free += slots(dom_free[d]);
   }
   if (cap_total < groups) {
     return InvalidContent("job of " + std::to_string(groups * tp) +
@@ -121,15 +138,17 @@ static Result<Placement> PlaceUnits(const Cluster& c, const Plan& plan, const Pl
     kids[k].resize(c.group_count(k));
   }
   for (int d = 0; d < ndom; ++d) {
-    if (dom_free[d] / tp == 0) continue;
-    kids[finest][dom_leaf[d]].push_back(d);
-    cap[finest][dom_leaf[d]] += dom_free[d] / tp;
+    const int64_t n = slots(dom_free[d]);
+    if (n == 0) continue;
+    const int leaf = leaf_of(d);
+    kids[finest][leaf].push_back(d);
+    cap[finest][leaf] += n;
   }
   for (int k = finest; k >= 1; --k) {
     for (int g = 0; g < c.group_count(k); ++g) {
       if (cap[k][g] == 0) continue;
-      kids[k - 1][parent[k][g]].push_back(g);
-      cap[k - 1][parent[k][g]] += cap[k][g];
+      kids[k - 1][c.parent_group(k, g)].push_back(g);
+      cap[k - 1][c.parent_group(k, g)] += cap[k][g];
     }
   }
   std::vector<int> slot_dom, slot_fine, slot_coarse;
@@ -138,7 +157,7 @@ static Result<Placement> PlaceUnits(const Cluster& c, const Plan& plan, const Pl
   std::function<void(int, const std::vector<int>&, int64_t)> descend = [&](int k, const std::vector<int>& ids,
                                                                            int64_t need) {
     std::vector<Child> cands;
-    for (int id : ids) cands.push_back({id, k < levels ? cap[k][id] : dom_free[id] / tp});
+    for (int id : ids) cands.push_back({id, k < levels ? cap[k][id] : slots(dom_free[id])});
     for (const auto& [id, take] : Select(std::move(cands), need)) {
       if (k < levels) {
         path[k] = id;
@@ -171,16 +190,14 @@ static Result<Placement> PlaceUnits(const Cluster& c, const Plan& plan, const Pl
     if (s < best_score || (s == best_score && w < best_w)) best_score = s, best_w = w;
   }
 
-  // 4. GPUs. Domain members (usable, not excluded) in CSR form.
-  std::vector<int> off(ndom + 1, 0), members(n);
-  for (int i = 0; i < n; ++i) off[c.domain(i) + 1] += usable[i] == 1;
-  for (int d = 0; d < ndom; ++d) off[d + 1] += off[d];
-  std::vector<int> fill(off.begin(), off.end() - 1);
-  for (int i = 0; i < n; ++i) {
-    if (usable[i] == 1) members[fill[c.domain(i)]++] = i;
-  }
-  std::vector<uint64_t> free(n);
-  for (int i = 0; i < n; ++i) free[i] = c.free_mask(i);
+  // 4. GPUs. Free masks as this placement takes them, for the nodes it touched.
+  std::unordered_map<int, uint64_t> taken;
+  auto free_of = [&](int i) -> uint64_t& {
+    auto [it, added] = taken.try_emplace(i, c.free_mask(i));
+    if (added)
+      if (auto r = released.find(i); r != released.end()) it->second |= r->second;
+    return it->second;
+  };
   std::vector<std::pair<int, int>> unit_at(groups);  // slot -> (pp, dp)
   for (int p = 0; p < plan.pp; ++p) {
     for (int d = 0; d < plan.dp; ++d) unit_at[Pos(p, d, best_w, plan.pp, plan.dp)] = {p, d};
@@ -193,28 +210,32 @@ static Result<Placement> PlaceUnits(const Cluster& c, const Plan& plan, const Pl
     const auto [p, dpi] = unit_at[s];
     int t = 0;
     auto take = [&](int i, int count) {
+      uint64_t& free = free_of(i);
       for (; count > 0; --count, ++t) {
-        const int gpu = std::countr_zero(free[i]);
-        free[i] &= free[i] - 1;
+        const int gpu = std::countr_zero(free);
+        free &= free - 1;
         const int rank = t + tp * (dpi + plan.dp * p);
         out.ranks[rank] = RankSlot{rank, c.node(i).id, gpu, t, p, dpi};
       }
     };
-    int best = -1;
-    for (int m = off[d]; m < off[d + 1]; ++m) {
-      const int f = std::popcount(free[members[m]]);
-      if (f >= tp && (best < 0 || f < std::popcount(free[best]))) best = members[m];
+    int best = -1, best_free = 0;
+    for (int i : c.domain_members(d)) {
+      if (!offered(i)) continue;
+      const int f = std::popcount(free_of(i));
+      if (f >= tp && (best < 0 || f < best_free)) best = i, best_free = f;
     }
     if (best >= 0) {
       take(best, tp);
       continue;
     }
     while (t < tp) {  // spans nodes of the domain: most free first
-      int most = members[off[d]];
-      for (int m = off[d]; m < off[d + 1]; ++m) {
-        if (std::popcount(free[members[m]]) > std::popcount(free[most])) most = members[m];
+      int most = -1, most_free = 0;
+      for (int i : c.domain_members(d)) {
+        if (!offered(i)) continue;
+        const int f = std::popcount(free_of(i));
+        if (most < 0 || f > most_free) most = i, most_free = f;
       }
-      take(most, std::min(tp - t, std::popcount(free[most])));
+      take(most, std::min(tp - t, most_free));
     }
   }
   return out;

@@ -45,6 +45,10 @@ namespace shepherd {
 struct PlaceOptions {
   int attempt = 0;                      // copied into the Placement
   std::set<std::string> exclude_nodes;  // never used (e.g. suspects); treated as busy, not as missing
+  // What-if without copying the Cluster: the GPUs this job holds count as free (its next attempt), and
+  // these nodes count as not usable at all (cordoned or failed by the same decision).
+  std::string release_job;
+  std::set<std::string> out_of_service;
   // Relative traffic of one DP ring edge and one PP edge per step; used only to choose the rank layout.
   double dp_edge_bytes = 1.0;
   double pp_edge_bytes = 1.0;
@@ -83,6 +87,7 @@ struct ReplaceOptions {
   // free GPUs, chosen by the same locality rule.
   bool replace_without_spare = false;
   std::set<std::string> exclude_nodes;  // never chosen (e.g. other suspects)
+  std::string release_job;              // the GPUs this job holds count as free (see PlaceOptions)
 };
 
 struct Replacement {

@@ -23,10 +23,11 @@ Result<Replacement> ReplaceNode(const Cluster& c, const Placement& placement, co
   if (fi < 0) return NotFound("node " + failed_node + " not found");
   std::vector<int> moved;  // indexes into placement.ranks
   std::unordered_set<int64_t> moved_groups;
-  std::unordered_map<std::string, uint64_t> used;  // GPUs the placement itself uses, per node
+  std::unordered_map<int, uint64_t> used;  // GPUs the placement itself uses, per node index
   for (size_t r = 0; r < placement.ranks.size(); ++r) {
     const RankSlot& s = placement.ranks[r];
-    if (s.gpu >= 0 && s.gpu < kMaxGpusPerNode) used[s.node] |= uint64_t{1} << s.gpu;
+    if (s.gpu >= 0 && s.gpu < kMaxGpusPerNode)
+      if (const int i = c.IndexOf(s.node); i >= 0) used[i] |= uint64_t{1} << s.gpu;
     if (s.node == failed_node) {
       moved.push_back(static_cast<int>(r));
       moved_groups.insert(GroupKey(s));
@@ -48,19 +49,49 @@ Result<Replacement> ReplaceNode(const Cluster& c, const Placement& placement, co
     }
     return levels + 1;
   };
+  std::unordered_map<int, uint64_t> released;  // node -> GPUs of o.release_job there
+  for (const auto& [i, mask] : c.HeldBy(o.release_job)) released[i] = mask;
+  std::unordered_set<int> excluded;  // node indexes: one lookup per candidate, no string compares
+  for (const std::string& id : o.exclude_nodes)
+    if (const int i = c.IndexOf(id); i >= 0) excluded.insert(i);
+  // Free for the replacement: free in the cluster (or the released job's), and unused by the placement.
+  auto free_of = [&](int i) {
+    auto r = released.find(i);
+    auto u = used.find(i);
+    return (c.free_mask(i) | (r == released.end() ? 0 : r->second)) & ~(u == used.end() ? 0 : u->second);
+  };
+  // The best candidate by (score, node id). Candidates are looked at nearest first (the failed node's
+  // domain, then its group at each level from the finest, then every node) and the search stops at the
+  // first of these sets holding one: every node of a lower score is in an earlier set, so this picks what
+  // a scan of every node would, without one when a near node qualifies (the spare pass's last set is the
+  // spares only).
   auto pick = [&](bool spare_pass) {
     int best = -1, best_score = 0;
-    for (int i = 0; i < c.size(); ++i) {
+    auto consider = [&](int i) {
       const Node& n = c.node(i);
-      if (i == fi || n.spare != spare_pass || !n.schedulable || n.failed) continue;
-      if (o.exclude_nodes.count(n.id) != 0) continue;
-      if (spans && c.domain(i) != c.domain(fi)) continue;
-      auto u = used.find(n.id);
-      const uint64_t free = c.free_mask(i) & ~(u == used.end() ? 0 : u->second);
-      if (std::popcount(free) < need) continue;
+      if (i == fi || n.spare != spare_pass || !n.schedulable || n.failed) return;
+      if (excluded.count(i) != 0) return;
+      if (spans && c.domain(i) != c.domain(fi)) return;
+      if (std::popcount(free_of(i)) < need) return;
       const int s = score_of(i);
       if (best < 0 || s < best_score || (s == best_score && n.id < c.node(best).id)) best = i, best_score = s;
+    };
+    for (int i : c.domain_members(c.domain(fi))) consider(i);
+    if (best >= 0 || spans) return best;
+    for (int k = levels - 1; k >= 0 && best < 0; --k)
+      for (int i : c.group_members(k, c.group(fi, k))) consider(i);
+    if (best >= 0) return best;
+    if (spare_pass) {
+      for (int i : c.spare_nodes()) consider(i);
+      return best;
     }
+    // Every node, by coarsest group; a group without `need` free usable GPUs (counting the released job's)
+    // holds no candidate: a non-spare candidate is usable.
+    std::vector<int64_t> extra(c.group_count(0), 0);
+    for (const auto& [i, mask] : released) extra[c.group(i, 0)] += std::popcount(mask);
+    for (int g = 0; g < c.group_count(0); ++g)
+      if (c.group_free_gpus(0, g) + extra[g] >= need)
+        for (int i : c.group_members(0, g)) consider(i);
     return best;
   };
 
@@ -82,8 +113,7 @@ Result<Replacement> ReplaceNode(const Cluster& c, const Placement& placement, co
   out.spare = c.node(chosen).id;
 
   out.placement = placement;
-  auto u = used.find(out.spare);
-  uint64_t free = c.free_mask(chosen) & ~(u == used.end() ? 0 : u->second);
+  uint64_t free = free_of(chosen);
   std::sort(moved.begin(), moved.end(),
             [&](int a, int b) { return placement.ranks[a].gpu < placement.ranks[b].gpu; });
   std::vector<int> later;

@@ -13,7 +13,8 @@ namespace shepherd::recovery_internal {
 // Moves the job off `faulty` nodes (cordoned or failed per their NodeAction), off `avoid` nodes, and off
 // any node of the placement that is no longer usable; fills d->new_placement, d->replaced and the
 // "replace ..." action lines, and sets d->action to kRestart, or to kQueue (with d->reason) when neither
-// replacement nor a whole new placement fits. Works on a copy of `cluster` with the job's GPUs released.
+// replacement nor a whole new placement fits. Sees `cluster` with the job's GPUs released and the faulty
+// nodes out of service (through the placement options; nothing is copied).
 void Relocate(const Job& job, const Placement& placement, const Cluster& cluster,
               const std::vector<NodeAction>& faulty, const std::set<std::string>& avoid, RecoveryDecision* d);
 

@@ -15,27 +15,18 @@ void Relocate(const Job& job, const Placement& placement, const Cluster& cluster
               const std::vector<NodeAction>& faulty, const std::set<std::string>& avoid,
               RecoveryDecision* d) {
   const int next_attempt = job.attempt + 1;
-  // What the next attempt would see: the job's own GPUs free again, faulty nodes out of service.
-  Cluster what_if = cluster;
-  (void)what_if.Release(job.id);  // kNotFound when the job holds nothing (e.g. failed): fine
-  std::set<std::string> exclude = avoid;
+  // What the next attempt would see: the job's own GPUs free again, faulty nodes out of service. Placement
+  // is asked that what-if through its options rather than on a copy of the Cluster (O(nodes) per finding).
+  std::set<std::string> exclude = avoid, out_of_service;
   for (const NodeAction& a : faulty) {
     exclude.insert(a.node);
-    const Node* n = what_if.Find(a.node);
-    if (n == nullptr) continue;
-    Node copy = *n;
-    if (a.action == NodeActionKind::kFail) {
-      copy.failed = true;
-    } else {
-      copy.schedulable = false;
-    }
-    (void)what_if.UpsertNode(copy);  // GPU count unchanged: cannot conflict
+    out_of_service.insert(a.node);
   }
   // Nodes to leave, in rank order of first appearance: faulty or avoided, or no longer usable.
   std::vector<std::string> move;
   for (const RankSlot& s : placement.ranks) {
     if (std::find(move.begin(), move.end(), s.node) != move.end()) continue;
-    const Node* n = what_if.Find(s.node);
+    const Node* n = cluster.Find(s.node);
     if (exclude.count(s.node) != 0 || n == nullptr || n->failed || !n->schedulable) move.push_back(s.node);
   }
   for (const std::string& m : move) exclude.insert(m);
@@ -45,13 +36,15 @@ void Relocate(const Job& job, const Placement& placement, const Cluster& cluster
   std::vector<std::string> replaced, lines;
   bool ok = whole;
   for (size_t i = 0; ok && i < move.size(); ++i) {
-    if (what_if.Find(move[i]) == nullptr) {  // removed from the inventory: ReplaceNode cannot help
+    if (cluster.Find(move[i]) == nullptr) {  // removed from the inventory: ReplaceNode cannot help
       ok = false;
       break;
     }
-    ReplaceOptions ro{
-        .use_spares = job.spec.policy.use_spares, .replace_without_spare = true, .exclude_nodes = exclude};
-    Result<Replacement> r = ReplaceNode(what_if, current, move[i], ro);
+    ReplaceOptions ro{.use_spares = job.spec.policy.use_spares,
+                      .replace_without_spare = true,
+                      .exclude_nodes = exclude,
+                      .release_job = job.id};
+    Result<Replacement> r = ReplaceNode(cluster, current, move[i], ro);
     if (!r.ok()) {
       ok = false;
       break;
@@ -73,7 +66,9 @@ void Relocate(const Job& job, const Placement& placement, const Cluster& cluster
   PlaceOptions po;
   po.attempt = next_attempt;
   po.exclude_nodes = exclude;
-  Result<Placement> p = Place(what_if, job.plan, po);
+  po.release_job = job.id;
+  po.out_of_service = std::move(out_of_service);
+  Result<Placement> p = Place(cluster, job.plan, po);
   if (p.ok()) {
     std::set<std::string> nodes;
     for (const RankSlot& s : p->ranks) nodes.insert(s.node);
