@@ -1,6 +1,7 @@
 // Per-GPU hardware profiles for the planner (resources.gpu). Peak figures are the vendors' dense
-// (no sparsity) datasheet numbers; bandwidths are ACHIEVABLE bus bandwidths, an assumption of the model:
-// 80 % of the one-direction NVLink rate and 80 % of the per-GPU network line rate (docs/planner.md).
+// (no sparsity) datasheet numbers; bandwidths are ACHIEVABLE bandwidths, an assumption of the model:
+// 80 % of the one-direction NVLink rate, of the per-GPU network line rate and of the HBM datasheet rate
+// (docs/planner.md).
 #pragma once
 
 #include <optional>
@@ -16,6 +17,7 @@ struct GpuProfile {
   int nvlink_domain_gpus;     // GPUs per NVLink domain (8 for HGX boards, 72 for NVL72 racks)
   double nvlink_bytes_per_s;  // achievable bus bandwidth per GPU inside the domain
   double net_bytes_per_s;     // achievable bus bandwidth per GPU across domains (one NIC rail per GPU)
+  double hbm_bytes_per_s;     // achievable HBM bandwidth (memory-bound element-wise kernels)
 };
 
 // The profile called `name` ("A100-80GB", "H100-80GB", "H200", "B200", "GB200-NVL72"); nullopt otherwise.

@@ -37,6 +37,7 @@ struct Hardware {
   double ib_latency_s = 15e-6;        // per step across domains
   double peak_flops = 989e12;         // dense 16-bit FLOP/s per GPU; fp32 training uses it too
   double peak_fp8_flops = 1979e12;    // dense fp8 FLOP/s (training.precision "fp8")
+  double hbm_bytes_per_s = 2680e9;    // achievable HBM bandwidth: memory-bound element-wise kernels
   // Fraction of peak the matmuls reach when large; smaller per-GPU matmuls reach less:
   // efficiency(d) = matmul_efficiency · d / (d + matmul_half_size), d = hidden / tp (see EvaluatePlan).
   double matmul_efficiency = 0.7;
