@@ -150,7 +150,8 @@ CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan) {
   const int tp_collectives = t.activation_recompute == Recompute::kFull ? 6 : 4;
   c.tp = stage_layers * mb * tp_collectives * RingAllReduceBytes(a, plan.tp);
   const double head_dim = static_cast<double>(m.hidden) / m.heads;
-  const double kv_chunk = 2.0 * m.seq_len / plan.cp * plan.micro_batch_size * m.kv() * head_dim *
+  // Each TP rank holds kv_heads/tp of the K and V heads (tp divides kv_heads) and passes only those.
+  const double kv_chunk = 2.0 * m.seq_len / plan.cp * plan.micro_batch_size * m.kv() / plan.tp * head_dim *
                           ActivationElementBytes(t.precision);
   c.cp = stage_layers * mb * 3.0 * (plan.cp - 1) * kv_chunk;
   c.ep = StageMoeLayers(m, stage_layers) * mb * tp_collectives * AllToAllBytes(spec, plan);
@@ -205,15 +206,18 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const double layer_elementwise_s = (layer_hbm_bytes + score_bytes) / hw.hbm_bytes_per_s;
   // Cross-entropy over the rank's s/cp · b · V/tp fp32 logits: read and written forward and backward.
   const double loss_s = 4.0 * 4 * tokens / plan.cp * m.vocab / plan.tp / hw.hbm_bytes_per_s;
+  // The attention kernels (QKᵀ, softmax, AV) reach their own fraction of peak, not the GEMMs'.
+  const double attention_rate = peak * hw.attention_efficiency;
   double stage_s = 0, stage_attention_s = 0;
   for (int i = 0; i < plan.pp; ++i) {
-    double flops = layers[i] * (layer_flops + attention_flops) * recompute;
+    double flops = layers[i] * layer_flops * recompute;
     if (i == plan.pp - 1) flops += 6.0 * m.vocab * m.hidden * tokens;
-    const double s =
-        flops / model_ranks / rate + layers[i] * layer_elementwise_s + (i == plan.pp - 1 ? loss_s : 0);
+    const double attention_s = layers[i] * attention_flops * recompute / model_ranks / attention_rate;
+    const double s = flops / model_ranks / rate + attention_s + layers[i] * layer_elementwise_s +
+                     (i == plan.pp - 1 ? loss_s : 0);
     if (s > stage_s) {
       stage_s = s;
-      stage_attention_s = layers[i] * attention_flops * recompute / model_ranks / rate;
+      stage_attention_s = attention_s;
     }
   }
   StepTime st;
@@ -292,7 +296,14 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
     }
   }
   if (after_backward) dp_exposed = std::max(dp_exposed, st.dp);
-  st.exposed = st.tp + cp_exposed + st.ep + st.pp + dp_exposed;
+  // Megatron-Core overlaps the sequence-parallel all-gathers and reduce-scatters with the GEMMs they feed
+  // (Transformer Engine userbuffers, --tp-comm-overlap, on in Megatron's and NeMo's performance
+  // configurations): each collective is split into tp chunks pipelined with the GEMM, so the first chunk
+  // and whatever the GEMMs cannot cover stay exposed. Other frameworks, or no sequence parallelism: all.
+  const bool tp_overlap =
+      t.framework == Framework::kMegatron && plan.sequence_parallel && plan.tp > 1 && plan.tp <= domain;
+  const double tp_exposed = tp_overlap ? st.tp / plan.tp + std::max(0.0, st.tp - st.compute) : st.tp;
+  st.exposed = tp_exposed + cp_exposed + st.ep + st.pp + dp_exposed;
   st.step = st.compute + st.bubble + st.exposed;
   return st;
 }

@@ -28,7 +28,8 @@ double AllGatherSeconds(double bytes, int n, double bw, double latency);
 // A = s/cp · b · h · 2 bytes (4 for fp32)):
 //   tp: L · M · (4, or 6 with full recompute) ring all-reduces of A (with sequence parallelism a
 //       reduce-scatter plus an all-gather each, the same bytes);
-//   cp: ring attention: L · M · 3 · (cp − 1) · K and V chunks (2 · s/cp · b · kv_heads·head_dim · 2 bytes),
+//   cp: ring attention: L · M · 3 · (cp − 1) · K and V chunks of the rank's kv_heads/tp heads
+//       (2 · s/cp · b · kv_heads/tp · head_dim · 2 bytes),
 //       once forward, twice backward (K, V and their gradients);
 //   ep: MoE token dispatch and combine: L_moe · M · 4 (6 with full recompute) all-to-alls of the rank's
 //       tokens (s/cp · b, ÷ tp with sequence parallelism) × top_k × h × 2 bytes, (ep − 1)/ep of it leaving

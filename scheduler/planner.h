@@ -42,6 +42,8 @@ struct Hardware {
   // efficiency(d) = matmul_efficiency · d / (d + matmul_half_size), d = hidden / tp (see EvaluatePlan).
   double matmul_efficiency = 0.7;
   double matmul_half_size = 192;
+  // Fraction of peak the attention kernels (flash: fused QKᵀ, softmax, AV) reach (scheduler/gpu_profiles.h).
+  double attention_efficiency = 0.35;
   double memory_headroom = 0.9;  // usable fraction of gpu_memory_bytes (allocator, CUDA context, NCCL)
 };
 
