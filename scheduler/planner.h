@@ -97,7 +97,8 @@ struct PlanEstimate {
 // violated rule, by request JSON path: "parallelism.tp" (does not divide model.heads or model.kv_heads, or
 // exceeds the NVLink domain), "parallelism.ep" (ep > 1 without model.moe, or not dividing
 // model.moe.experts or dp·cp), "model.moe.*" (top_k outside 1..experts, more MoE layers than layers),
-// "parallelism.cp" (2·cp does not divide model.seq_len), "parallelism.pp"
+// "parallelism.cp" (2·cp does not divide model.seq_len, or training.attention is "eager": ring attention
+// needs fused kernels), "parallelism.pp"
 // (more stages than layers), "parallelism.pipeline_layers" (wrong length or sum), "parallelism.vpp" (more
 // virtual stages than a stage has layers, or vpp > 1 with pp = 1), "parallelism.zero_stage" (megatron
 // takes 0 or 1), "parallelism.dp" (tp·cp·pp·dp != resources.gpus), "training.global_batch_size" (not
@@ -106,12 +107,16 @@ struct PlanEstimate {
 // fsdp plan.zero_stage is 3 whatever was given.
 //
 // Memory: scheduler/memory_model.h, reported for the worst stage. Time (seconds), per step:
-//   stage time t_i = micro-batch model FLOPs of stage i (its layers, the output layer on the last stage)
-//                    × (4/3 with full recompute) / (gpus per stage · peak · efficiency(hidden/tp));
+//   stage time t_i = micro-batch FLOPs of stage i (its layers' GEMMs, the output layer on the last stage)
+//                    × (4/3 with full recompute) / (gpus per stage · peak · efficiency(hidden/tp))
+//                  + its attention kernels at peak · hw.attention_efficiency (causal with flash, whole
+//                    score matrix with eager attention)
+//                  + memory-bound element-wise kernels and the loss at hw.hbm_bytes_per_s;
 //   compute = micro_batches · max_i t_i;  bubble = (pp − 1)/vpp · max_i t_i;
-//   step    = compute + bubble + exposed communication (scheduler/comm_model.h: TP exposed, CP hidden
-//             behind attention, EP all-to-all exposed, PP p2p exposed, DP overlapped with backward except the
-//             last bucket, ZeRO-3/FSDP gathers partly overlapped).
+//   step    = compute + bubble + exposed communication (scheduler/comm_model.h: TP exposed, but overlapped
+//             with the GEMMs by Megatron with sequence parallelism; CP hidden behind attention, EP
+//             all-to-all exposed, PP p2p exposed, DP overlapped with backward except the last bucket (not
+//             at all in DeepSpeed pipelines), ZeRO-3/FSDP gathers partly overlapped).
 // tflops_per_gpu = ModelFlopsPerToken · tokens per step / (gpus · step).
 Result<PlanEstimate> EvaluatePlan(const JobSpec& spec, const Plan& plan, const Hardware& hw);
 
