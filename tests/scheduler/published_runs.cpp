@@ -39,7 +39,8 @@ Plan Layout(int tp, int cp, int pp, int dp, int vpp, int zero) {
 }
 
 // Runs before Korthikanti et al. 2022 (MT-NLG 2021, BLOOM 2022 on Megatron-DeepSpeed): no sequence
-// parallelism, and eager attention (Megatron's fused masked softmax; flash attention came later).
+// parallelism. Their specs also set training.attention "eager" (Megatron's fused masked softmax; flash
+// attention came later).
 Plan Historic(Plan p) {
   p.sequence_parallel = false;
   return p;
@@ -92,15 +93,16 @@ std::vector<PublishedRun> PublishedRuns() {
     runs.push_back({"BLOOM-176B 384 GPUs TP4 PP12 DP8", "bigscience.notion.site BigScience 176B Model", s,
                     Historic(Layout(4, 1, 12, 8, 1, 1)), hw, 150});
   }
-  // Megatron-Turing NLG 530B (Smith et al. 2022, arXiv:2201.11990 §2.4; the figures as reproduced in
-  // github.com/cli99/llm-analysis examples/megatron-turing-nlg): 105 layers, h 20480, 128 heads, seq 2048,
-  // global batch 1920 on 280, 350 and 420 DGX A100 (80 GB) servers, 60.1, 50.2 and 44.4 s per iteration,
-  // "126, 121 and 113 TFLOP/s per GPU". Layout: 8-way tensor slicing within a node and 35-way pipeline
-  // per replica (Microsoft/NVIDIA announcement, Oct 2021), so DP 8, 10 and 12. Convention: those figures
+  // Megatron-Turing NLG 530B (Smith et al. 2022, arXiv:2201.11990 §2.4, and the NVIDIA/Microsoft
+  // announcement of Oct 2021: "We observed iteration time of 60.1, 50.2, and 44.4 seconds, respectively.
+  // These correspond to 126, 121, and 113 teraFLOP/s per GPU"): 105 layers, h 20480, 128 heads, seq 2048,
+  // global batch 1920 on 280, 350 and 420 DGX A100 (80 GB) servers; 8-way tensor slicing within a node and
+  // 35-way pipeline across nodes, so DP 8, 10 and 12. 2021 software: no sequence parallelism, eager
+  // attention, DeepSpeed's pipeline engine. Convention: those figures
   // are Narayanan et al.'s 96·B·s·l·h²·(1 + s/6h + V/16lh), which counts the recomputed forward pass
   // (60.1 s at 2240 GPUs gives 125.7 with it); model FLOPs (72·..., no recompute) are 3/4 of it to
   // 0.05 %: 94.5, 90.8 and 84.8. Assumed: full recompute (what that formula implies), micro-batch 1,
-  // DeepSpeed ZeRO-1, vocabulary 50,272 (from the reproduction; < 0.2 % of the FLOPs), HDR 200 Gb/s per
+  // DeepSpeed ZeRO-1, vocabulary 50,272 (GPT-2's, padded; < 0.2 % of the FLOPs), HDR 200 Gb/s per
   // GPU (the A100 profile).
   const int nodes[] = {280, 350, 420};
   const double mtnlg_model_tflops[] = {126 * 0.75, 121 * 0.75, 113 * 0.75};
@@ -120,8 +122,9 @@ std::vector<PublishedRun> PublishedRuns() {
     runs.push_back({nodes[i] == 280   ? "MT-NLG-530B 2240 GPUs TP8 PP35 DP8"
                     : nodes[i] == 350 ? "MT-NLG-530B 2800 GPUs TP8 PP35 DP10"
                                       : "MT-NLG-530B 3360 GPUs TP8 PP35 DP12",
-                    "MT-NLG paper arXiv:2201.11990 §2.4", s, Historic(Layout(8, 1, 35, nodes[i] / 35, 1, 1)),
-                    HardwareForResources(s.resources), mtnlg_model_tflops[i]});
+                    "MT-NLG arXiv:2201.11990 §2.4; NVIDIA/Microsoft blog", s,
+                    Historic(Layout(8, 1, 35, nodes[i] / 35, 1, 1)), HardwareForResources(s.resources),
+                    mtnlg_model_tflops[i]});
   }
 
   // Megatron-LM README, "Performance Benchmarking" (github.com/NVIDIA/Megatron-LM, images/model_table.png,
