@@ -296,14 +296,7 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
     }
   }
   if (after_backward) dp_exposed = std::max(dp_exposed, st.dp);
-  // Megatron-Core overlaps the sequence-parallel all-gathers and reduce-scatters with the GEMMs they feed
-  // (Transformer Engine userbuffers, --tp-comm-overlap, on in Megatron's and NeMo's performance
-  // configurations): each collective is split into tp chunks pipelined with the GEMM, so the first chunk
-  // and whatever the GEMMs cannot cover stay exposed. Other frameworks, or no sequence parallelism: all.
-  const bool tp_overlap =
-      t.framework == Framework::kMegatron && plan.sequence_parallel && plan.tp > 1 && plan.tp <= domain;
-  const double tp_exposed = tp_overlap ? st.tp / plan.tp + std::max(0.0, st.tp - st.compute) : st.tp;
-  st.exposed = tp_exposed + cp_exposed + st.ep + st.pp + dp_exposed;
+  st.exposed = st.tp + cp_exposed + st.ep + st.pp + dp_exposed;
   st.step = st.compute + st.bubble + st.exposed;
   return st;
 }

@@ -113,8 +113,8 @@ struct PlanEstimate {
 //                    score matrix with eager attention)
 //                  + memory-bound element-wise kernels and the loss at hw.hbm_bytes_per_s;
 //   compute = micro_batches · max_i t_i;  bubble = (pp − 1)/vpp · max_i t_i;
-//   step    = compute + bubble + exposed communication (scheduler/comm_model.h: TP exposed, but overlapped
-//             with the GEMMs by Megatron with sequence parallelism; CP hidden behind attention, EP
+//   step    = compute + bubble + exposed communication (scheduler/comm_model.h: TP exposed, CP hidden
+//             behind attention, EP
 //             all-to-all exposed, PP p2p exposed, DP overlapped with backward except the last bucket (not
 //             at all in DeepSpeed pipelines), ZeRO-3/FSDP gathers partly overlapped).
 // tflops_per_gpu = ModelFlopsPerToken · tokens per step / (gpus · step).

@@ -261,16 +261,14 @@ TEST_F(SmallJob, StepTime) {
   // TP inside the domain: 402,653,184 / 1e11; PP leaves the 8-GPU domain (16 ranks): 8,388,608 / 1e10;
   // DP stays inside (tp·dp = 8): 500e6 / 1e11 = 0.005 s, minus the last backward 2/3 · t = 0.00103 s,
   // but at least the last 40M-parameter bucket 2 · 1/2 · 160e6 / 1e11 = 0.0016 s (it is not: 0.00397).
-  // Megatron overlaps the sequence-parallel TP collectives with their GEMMs: the first of tp = 4 chunks
-  // stays exposed, tp/4 (the 8·t of compute covers the rest).
   const double tp = 0.00402653184, pp = 0.0008388608, dp = 0.005 - 2.0 / 3 * t;
   EXPECT_REL(e->comm_time_s, tp + pp + 0.005);
-  EXPECT_REL(e->exposed_comm_s, tp / 4 + pp + dp);
-  EXPECT_REL(e->step_time_s, 8 * t + t + tp / 4 + pp + dp);  // bubble (pp − 1) · t
+  EXPECT_REL(e->exposed_comm_s, tp + pp + dp);
+  EXPECT_REL(e->step_time_s, 8 * t + t + tp + pp + dp);  // bubble (pp − 1) · t
 
   // Model FLOPs per token 6 · (8 · 124,744,000 + 1,024,000) + 12 · 8 · 1024 · 1024 = 6,094,519,296;
   // 16 · 1024 tokens per step on 16 GPUs.
-  const double step = 8 * t + t + tp / 4 + pp + dp;
+  const double step = 8 * t + t + tp + pp + dp;
   EXPECT_LE(e->exposed_comm_s, e->comm_time_s);
   EXPECT_REL(e->tokens_per_s, 16384 / step);
   EXPECT_REL(e->tflops_per_gpu, 6'094'519'296.0 * 16384 / 16 / step / 1e12);
@@ -283,7 +281,7 @@ TEST_F(SmallJob, LastGradientBucketIsExposed) {
   hw_.peak_flops = 1e12;
   auto e = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
   ASSERT_TRUE(e.ok()) << e.status().message();
-  EXPECT_REL(e->exposed_comm_s, 0.00402653184 / 4 + 0.0008388608 + 0.0016);
+  EXPECT_REL(e->exposed_comm_s, 0.00402653184 + 0.0008388608 + 0.0016);
 }
 
 // ZeRO-3 (megatron's FSDP mode): per micro-batch two all-gathers of bf16 weights 1/2 · 250e6 / 1e11 each
@@ -293,7 +291,7 @@ TEST_F(SmallJob, Zero3GathersArePartlyHidden) {
   auto e = EvaluatePlan(spec_, Layout(4, 2, 2, 3), hw_);
   ASSERT_TRUE(e.ok()) << e.status().message();
   const double t = 0.001548884901888;
-  EXPECT_REL(e->exposed_comm_s, 0.00402653184 / 4 + 0.0008388608 + 8 * (0.005 - 0.8 * t));
+  EXPECT_REL(e->exposed_comm_s, 0.00402653184 + 0.0008388608 + 8 * (0.005 - 0.8 * t));
 }
 
 // fp8 training runs the matmuls at the fp8 peak (here 2e15, twice the 16-bit one): every stage time halves,

@@ -1,7 +1,7 @@
 // The time model's terms beyond GEMMs and collectives (docs/planner.md, "Time"), on the SmallJob fixture
 // with figures worked out by hand: memory-bound element-wise kernels, eager attention, pipeline slices
-// without sequence parallelism, DeepSpeed's pipeline gradient reduction, Megatron's TP-communication
-// overlap, and context parallelism's need for flash attention.
+// without sequence parallelism, DeepSpeed's pipeline gradient reduction, and context parallelism's need
+// for flash attention.
 #include <gtest/gtest.h>
 
 #include "scheduler/planner.h"
@@ -52,23 +52,6 @@ TEST_F(SmallJob, DeepSpeedPipelinesExposeTheGradientReduction) {
   auto e = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
   ASSERT_TRUE(e.ok()) << e.status().message();
   EXPECT_REL(e->exposed_comm_s, 0.00402653184 + 0.0008388608 + 0.0025);
-}
-
-// TP collectives are overlapped only by Megatron with sequence parallelism: without it (or with another
-// framework) all 0.00402653184 s of TP traffic is exposed.
-TEST_F(SmallJob, TensorParallelOverlapNeedsMegatronAndSequenceParallelism) {
-  Plan plain = Layout(4, 2, 2, 0);
-  plain.sequence_parallel = false;
-  auto sp = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
-  auto no_sp = EvaluatePlan(spec_, plain, hw_);
-  ASSERT_TRUE(sp.ok() && no_sp.ok());
-  // Without SP the PP slices are also all-gathered in the TP group: 2 · 8 · 3/4 · 2,097,152 / 1e11.
-  EXPECT_REL(no_sp->exposed_comm_s - sp->exposed_comm_s,
-             0.00402653184 * 3 / 4 + 2 * 8 * 0.75 * 2'097'152 / 1e11);
-  spec_.training.framework = Framework::kFsdp;
-  auto fsdp = EvaluatePlan(spec_, Layout(4, 2, 2, 3), hw_);
-  ASSERT_TRUE(fsdp.ok());
-  EXPECT_GE(fsdp->exposed_comm_s, 0.00402653184);
 }
 
 TEST(EvaluatePlan, ContextParallelismNeedsFlashAttention) {
