@@ -134,8 +134,10 @@ std::vector<PublishedRun> PublishedRuns() {
   // s/h) + F/h + V/(2·L·h)), i.e. 72·B·s·L·h²·(1 + s/6h + V/12Lh) for GPT: ours exactly, no conversion).
   // Architecture: GeLU MLP of 4h, LayerNorm, untied output layer (the published sizes count it: 462B =
   // 12·112·18432² + 2·131,072·18432). With --overlap-grad-reduce and --overlap-param-gather, so the
-  // distributed optimizer (ZeRO-1). Not published, assumed: micro-batch 1, selective recompute (with
-  // flash attention it keeps all activations), no interleaving (vpp 1).
+  // distributed optimizer (ZeRO-1), and --tp-comm-overlap, which the model does not credit (TP is priced
+  // exposed). Not published, assumed: selective recompute (with flash attention it keeps all activations),
+  // no interleaving (vpp 1), micro-batch 1 with a pipeline and 2 without (NeMo 24.07's H100 performance
+  // table runs its PP = 1 GPT-3 5B and 20B at micro-batch 4 and 2; docs/planner.md shows the sensitivity).
   const char* megatron = "Megatron-LM README, H100 weak scaling (images/model_table.png)";
   struct Gpt {
     const char* name;
@@ -164,7 +166,7 @@ std::vector<PublishedRun> PublishedRuns() {
     s.resources.gpus = g.tp * g.pp * g.dp;
     s.resources.gpu = "H100-80GB";
     Plan p = Layout(g.tp, 1, g.pp, g.dp, 1, 1);
-    if (g.pp == 1) p.micro_batch_size = 2;
+    if (g.pp == 1) p.micro_batch_size = 2;  // see above
     runs.push_back({g.name, megatron, s, p, HardwareForResources(s.resources), g.tflops});
   }
   // OPT-175B (Zhang et al. 2022, arXiv:2205.01068 §2.3-2.4 and Table 1): 96 layers, h 12288, 96 heads,
