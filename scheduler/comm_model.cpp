@@ -84,9 +84,12 @@ double AllToAllBytes(const JobSpec& spec, const Plan& plan) {
 //   the MLP activation on the rank's F/tp columns: GeLU 2·F/h·x (read, write), SwiGLU 3·F/h·x (read gate
 //   and up, write); on MoE layers F is the activated experts' (top_k + shared)·F_e, plus the token
 //   permutation for dispatch and combine, 4·top_k·x (÷ tp with sequence parallelism);
-//   eager attention only: the a/tp · s/cp · s · b score matrix is written by QKᵀ, read and written by the
-//   softmax and read by AV, 4 passes (flash attention keeps it on chip).
-double ElementwiseBytesPerLayer(const JobSpec& spec, const Plan& plan) {
+//   eager attention only (`scores`): the a/tp · s/cp · s · b score matrix is written by QKᵀ, read and
+//   written by the softmax and read by AV, 4 passes (flash attention keeps it on chip).
+struct ElementwiseBytes {
+  double layer = 0, scores = 0;
+};
+ElementwiseBytes ElementwiseBytesPerLayer(const JobSpec& spec, const Plan& plan) {
   const ModelSpec& m = spec.model;
   const double x = static_cast<double>(m.seq_len) / plan.cp * plan.micro_batch_size * m.hidden;
   const double replicated = SequenceParallel(plan) ? plan.tp : 1;
@@ -95,12 +98,15 @@ double ElementwiseBytesPerLayer(const JobSpec& spec, const Plan& plan) {
   const double expert_ffn = m.moe.expert_ffn_hidden > 0 ? m.moe.expert_ffn_hidden : m.ffn();
   const double moe_width = (m.moe.top_k + m.moe.shared_experts) * expert_ffn;
   const double mlp_width = (1 - moe_share) * m.ffn() + moe_share * moe_width;
-  double units = 10 * x / replicated + act * mlp_width / m.hidden * x / plan.tp +
-                 moe_share * 4 * m.moe.top_k * x / replicated;
+  const double bytes = ActivationElementBytes(spec.training.precision);
+  ElementwiseBytes e;
+  e.layer = (10 * x / replicated + act * mlp_width / m.hidden * x / plan.tp +
+             moe_share * 4 * m.moe.top_k * x / replicated) *
+            bytes;
   if (spec.training.attention == Attention::kEager) {
-    units += 4.0 * m.heads / plan.tp * m.seq_len / plan.cp * m.seq_len * plan.micro_batch_size;
+    e.scores = 4.0 * m.heads / plan.tp * m.seq_len / plan.cp * m.seq_len * plan.micro_batch_size * bytes;
   }
-  return units * ActivationElementBytes(spec.training.precision);
+  return e;
 }
 
 int ZeroStageOf(const TrainingSpec& t, const Plan& plan) {
@@ -196,14 +202,10 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   // Memory-bound kernels run between the matmuls, not beside them: forward once, backward twice (the
   // gradient and the saved input read, the input gradient written), the forward again under full
   // recompute; selective recompute with eager attention recomputes the score matrix.
-  const double layer_hbm_bytes = ElementwiseBytesPerLayer(spec, plan) * (full ? 4 : 3);
-  double score_bytes = 0;
-  if (eager && t.activation_recompute == Recompute::kSelective) {
-    JobSpec flash = spec;
-    flash.training.attention = Attention::kFlash;
-    score_bytes = ElementwiseBytesPerLayer(spec, plan) - ElementwiseBytesPerLayer(flash, plan);
-  }
-  const double layer_elementwise_s = (layer_hbm_bytes + score_bytes) / hw.hbm_bytes_per_s;
+  const ElementwiseBytes hbm = ElementwiseBytesPerLayer(spec, plan);
+  const double recomputed_scores = t.activation_recompute == Recompute::kSelective ? hbm.scores : 0;
+  const double layer_elementwise_s =
+      ((hbm.layer + hbm.scores) * (full ? 4 : 3) + recomputed_scores) / hw.hbm_bytes_per_s;
   // Cross-entropy over the rank's s/cp · b · V/tp fp32 logits: read and written forward and backward.
   const double loss_s = 4.0 * 4 * tokens / plan.cp * m.vocab / plan.tp / hw.hbm_bytes_per_s;
   // The attention kernels (QKᵀ, softmax, AV) reach their own fraction of peak, not the GEMMs'.
