@@ -140,9 +140,23 @@ double AllGatherSeconds(double bytes, int n, double bw, double latency) {
   return AllGatherBytes(bytes, n) / bw + latency * steps;
 }
 
-double MatmulEfficiency(const ModelSpec& m, int tp, const Hardware& hw) {
-  const double d = static_cast<double>(m.hidden) / tp;
+double MatmulEfficiencyAt(double d, const Hardware& hw) {
   return hw.matmul_efficiency * d / (d + hw.matmul_half_size);
+}
+
+double MatmulEfficiency(const ModelSpec& m, int tp, const Hardware& hw) {
+  return MatmulEfficiencyAt(static_cast<double>(m.hidden) / tp, hw);
+}
+
+double ExpertTokensPerMicroBatch(const JobSpec& spec, const Plan& plan) {
+  const MoeSpec& moe = spec.model.moe;
+  return static_cast<double>(spec.model.seq_len) / plan.cp * plan.micro_batch_size * moe.top_k * plan.ep /
+         moe.experts;
+}
+
+double ExpertMatmulEfficiency(const JobSpec& spec, const Plan& plan, const Hardware& hw) {
+  const double d = static_cast<double>(spec.model.hidden) / plan.tp;
+  return MatmulEfficiencyAt(std::min(d, ExpertTokensPerMicroBatch(spec, plan)), hw);
 }
 
 CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan) {
@@ -189,9 +203,15 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const TrainingSpec& t = spec.training;
   const std::vector<int> layers = StageLayers(m.layers, plan.pp, plan.pipeline_layers);
   const double peak = t.precision == Precision::kFp8 ? hw.peak_fp8_flops : hw.peak_flops;
-  const double rate = peak * MatmulEfficiency(m, plan.tp, hw);
   const double tokens = static_cast<double>(m.seq_len) * plan.micro_batch_size;  // per micro-batch
-  const double layer_flops = 6 * PlannedLayerSplit(m).activated * tokens;
+  // Routed experts run as grouped GEMMs over the tokens each expert receives (ExpertMatmulEfficiency);
+  // everything else (attention projections, dense MLPs, routers, shared experts) at the dense curve.
+  const LayerParamSplit split = PlannedLayerSplit(m);
+  const double routed = m.moe.enabled() ? split.expert * m.moe.top_k / m.moe.experts : 0;
+  const double rate = peak * MatmulEfficiency(m, plan.tp, hw);
+  const double expert_rate = m.moe.enabled() ? peak * ExpertMatmulEfficiency(spec, plan, hw) : rate;
+  // One layer's GEMM FLOPs per micro-batch, the routed experts' scaled to run at the dense rate.
+  const double layer_flops = 6 * tokens * ((split.activated - routed) + routed * rate / expert_rate);
   // Flash kernels skip the masked half of causal QKᵀ and AV (6·s·h per token and layer, not the 12·s·h
   // of the model-FLOP convention); eager attention computes the full score matrix and masks it.
   const bool eager = t.attention == Attention::kEager;

@@ -57,5 +57,17 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
 // Fraction of peak the matmuls of a rank reach: hw.matmul_efficiency · d / (d + hw.matmul_half_size),
 // d = hidden / tp.
 double MatmulEfficiency(const ModelSpec& m, int tp, const Hardware& hw);
+// The same curve at size d: hw.matmul_efficiency · d / (d + hw.matmul_half_size).
+double MatmulEfficiencyAt(double d, const Hardware& hw);
+
+// Tokens each routed expert receives per micro-batch with balanced routing: the EP group's ep ranks each
+// dispatch s/cp · b tokens × top_k over the model's experts, s/cp · b · top_k · ep / experts per local expert
+// (with expert tensor parallelism = tp every TP rank sees all of them and holds 1/tp of each expert).
+// REQUIRES: model.moe.enabled().
+double ExpertTokensPerMicroBatch(const JobSpec& spec, const Plan& plan);
+// Fraction of peak the routed experts' grouped GEMMs reach: the dense curve at the GEMM's smallest
+// dimension, min(hidden/tp, ExpertTokensPerMicroBatch) (an expert GEMM is tokens × h × F_e/tp).
+// REQUIRES: model.moe.enabled().
+double ExpertMatmulEfficiency(const JobSpec& spec, const Plan& plan, const Hardware& hw);
 
 }  // namespace shepherd
