@@ -108,7 +108,8 @@ struct PlanEstimate {
 //
 // Memory: scheduler/memory_model.h, reported for the worst stage. Time (seconds), per step:
 //   stage time t_i = micro-batch FLOPs of stage i (its layers' GEMMs, the output layer on the last stage)
-//                    × (4/3 with full recompute) / (gpus per stage · peak · efficiency(hidden/tp))
+//                    × (4/3 with full recompute) / (gpus per stage · peak · efficiency(hidden/tp); routed
+//                    experts at efficiency(min(hidden/tp, tokens per expert)), comm_model.h)
 //                  + its attention kernels at peak · hw.attention_efficiency (causal with flash, whole
 //                    score matrix with eager attention)
 //                  + memory-bound element-wise kernels and the loss at hw.hbm_bytes_per_s;
