@@ -1,9 +1,10 @@
 // AutoPlan: exhaustive search over (tp, cp, pp, ep, vpp, micro_batch_size) with the smallest ZeRO stage that
 // fits. The space stays small because every axis must divide something: tp divides the KV heads and fits the
-// NVLink domain, cp is a power of two dividing seq_len/2, ep (MoE only) divides experts and dp·cp, pp divides
-// gpus/(tp·cp) and is at most the layer count, dp = gpus/(tp·cp·pp) divides the batch, micro-batches are
-// powers of two. At 131,072 GPUs that is tens of thousands of estimates (bench/planner_bench.cpp). Pruning: a
-// larger micro-batch never needs less memory, so the micro-batch loop stops at the first size nothing fits.
+// NVLink domain, cp is a power of two dividing seq_len/2 (flash attention only), ep (MoE only) divides
+// experts and dp·cp, pp divides gpus/(tp·cp) and is at most the layer count, dp = gpus/(tp·cp·pp) divides the
+// batch, micro-batches are powers of two. At 131,072 GPUs that is tens of thousands of estimates
+// (bench/planner_bench.cpp). Pruning: a larger micro-batch never needs less memory, so the micro-batch loop
+// stops at the first size nothing fits.
 #include <algorithm>
 #include <numeric>
 #include <optional>
@@ -158,7 +159,8 @@ Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
     if (tp_limit % tp == 0) tps.push_back(tp);
   }
   std::vector<int> cps;
-  for (int cp = 1; cp <= kMaxCp; cp *= 2) {
+  const int max_cp = spec.training.attention == Attention::kFlash ? kMaxCp : 1;  // ring attention is fused
+  for (int cp = 1; cp <= max_cp; cp *= 2) {
     if (cp == 1 || m.seq_len % (2 * cp) == 0) cps.push_back(cp);
   }
 

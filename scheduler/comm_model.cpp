@@ -78,6 +78,37 @@ double AllToAllBytes(const JobSpec& spec, const Plan& plan) {
          (plan.ep - 1) / plan.ep;
 }
 
+// HBM bytes one rank moves in the forward pass of one layer and micro-batch through memory-bound
+// element-wise kernels, x = s/cp · b · h elements:
+//   10·x (÷ tp with sequence parallelism): two norms (read, write), two residual adds (read two, write);
+//   the MLP activation on the rank's F/tp columns: GeLU 2·F/h·x (read, write), SwiGLU 3·F/h·x (read gate
+//   and up, write); on MoE layers F is the activated experts' (top_k + shared)·F_e, plus the token
+//   permutation for dispatch and combine, 4·top_k·x (÷ tp with sequence parallelism);
+//   eager attention only (`scores`): the a/tp · s/cp · s · b score matrix is written by QKᵀ, read and
+//   written by the softmax and read by AV, 4 passes (flash attention keeps it on chip).
+struct ElementwiseBytes {
+  double layer = 0, scores = 0;
+};
+ElementwiseBytes ElementwiseBytesPerLayer(const JobSpec& spec, const Plan& plan) {
+  const ModelSpec& m = spec.model;
+  const double x = static_cast<double>(m.seq_len) / plan.cp * plan.micro_batch_size * m.hidden;
+  const double replicated = SequenceParallel(plan) ? plan.tp : 1;
+  const double act = m.mlp == Mlp::kSwiglu ? 3 : 2;
+  const double moe_share = static_cast<double>(m.moe.count(m.layers)) / m.layers;
+  const double expert_ffn = m.moe.expert_ffn_hidden > 0 ? m.moe.expert_ffn_hidden : m.ffn();
+  const double moe_width = (m.moe.top_k + m.moe.shared_experts) * expert_ffn;
+  const double mlp_width = (1 - moe_share) * m.ffn() + moe_share * moe_width;
+  const double bytes = ActivationElementBytes(spec.training.precision);
+  ElementwiseBytes e;
+  e.layer = (10 * x / replicated + act * mlp_width / m.hidden * x / plan.tp +
+             moe_share * 4 * m.moe.top_k * x / replicated) *
+            bytes;
+  if (spec.training.attention == Attention::kEager) {
+    e.scores = 4.0 * m.heads / plan.tp * m.seq_len / plan.cp * m.seq_len * plan.micro_batch_size * bytes;
+  }
+  return e;
+}
+
 int ZeroStageOf(const TrainingSpec& t, const Plan& plan) {
   return t.framework == Framework::kFsdp ? 3 : plan.zero_stage;
 }
@@ -109,9 +140,23 @@ double AllGatherSeconds(double bytes, int n, double bw, double latency) {
   return AllGatherBytes(bytes, n) / bw + latency * steps;
 }
 
-double MatmulEfficiency(const ModelSpec& m, int tp, const Hardware& hw) {
-  const double d = static_cast<double>(m.hidden) / tp;
+double MatmulEfficiencyAt(double d, const Hardware& hw) {
   return hw.matmul_efficiency * d / (d + hw.matmul_half_size);
+}
+
+double MatmulEfficiency(const ModelSpec& m, int tp, const Hardware& hw) {
+  return MatmulEfficiencyAt(static_cast<double>(m.hidden) / tp, hw);
+}
+
+double ExpertTokensPerMicroBatch(const JobSpec& spec, const Plan& plan) {
+  const MoeSpec& moe = spec.model.moe;
+  return static_cast<double>(spec.model.seq_len) / plan.cp * plan.micro_batch_size * moe.top_k * plan.ep /
+         moe.experts;
+}
+
+double ExpertMatmulEfficiency(const JobSpec& spec, const Plan& plan, const Hardware& hw) {
+  const double d = static_cast<double>(spec.model.hidden) / plan.tp;
+  return MatmulEfficiencyAt(std::min(d, ExpertTokensPerMicroBatch(spec, plan)), hw);
 }
 
 CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan) {
@@ -125,11 +170,14 @@ CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan) {
   const int tp_collectives = t.activation_recompute == Recompute::kFull ? 6 : 4;
   c.tp = stage_layers * mb * tp_collectives * RingAllReduceBytes(a, plan.tp);
   const double head_dim = static_cast<double>(m.hidden) / m.heads;
-  const double kv_chunk = 2.0 * m.seq_len / plan.cp * plan.micro_batch_size * m.kv() * head_dim *
+  // Each TP rank holds kv_heads/tp of the K and V heads (tp divides kv_heads) and passes only those.
+  const double kv_chunk = 2.0 * m.seq_len / plan.cp * plan.micro_batch_size * m.kv() / plan.tp * head_dim *
                           ActivationElementBytes(t.precision);
   c.cp = stage_layers * mb * 3.0 * (plan.cp - 1) * kv_chunk;
   c.ep = StageMoeLayers(m, stage_layers) * mb * tp_collectives * AllToAllBytes(spec, plan);
-  c.pp = plan.pp > 1 ? 2.0 * mb * plan.vpp * a / (SequenceParallel(plan) ? plan.tp : 1) : 0;
+  // Each TP rank sends its 1/tp slice (sequence parallel shards, or the scatter/gather of Narayanan et al.
+  // 2021 §4.1, Megatron's default, and DeepSpeed's partitioned pipe buffers).
+  c.pp = plan.pp > 1 ? 2.0 * mb * plan.vpp * a / plan.tp : 0;
 
   const RankParams params = MaxStageParams(spec, plan, layers);
   const int n = plan.dp * plan.cp;
@@ -155,22 +203,43 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const TrainingSpec& t = spec.training;
   const std::vector<int> layers = StageLayers(m.layers, plan.pp, plan.pipeline_layers);
   const double peak = t.precision == Precision::kFp8 ? hw.peak_fp8_flops : hw.peak_flops;
-  const double rate = peak * MatmulEfficiency(m, plan.tp, hw);
   const double tokens = static_cast<double>(m.seq_len) * plan.micro_batch_size;  // per micro-batch
-  const double layer_flops = 6 * PlannedLayerSplit(m).activated * tokens;
-  // The GPU runs causal attention: flash kernels skip the masked half of QKᵀ and AV (6·s·h per token
-  // and layer, not the 12·s·h of the model-FLOP convention).
-  const double attention_flops = 6.0 * m.seq_len * m.hidden * tokens;
-  const double recompute = t.activation_recompute == Recompute::kFull ? 4.0 / 3 : 1;
+  // Routed experts run as grouped GEMMs over the tokens each expert receives (ExpertMatmulEfficiency);
+  // everything else (attention projections, dense MLPs, routers, shared experts) at the dense curve.
+  const LayerParamSplit split = PlannedLayerSplit(m);
+  const double routed = m.moe.enabled() ? split.expert * m.moe.top_k / m.moe.experts : 0;
+  const double rate = peak * MatmulEfficiency(m, plan.tp, hw);
+  const double expert_rate = m.moe.enabled() ? peak * ExpertMatmulEfficiency(spec, plan, hw) : rate;
+  // One layer's GEMM FLOPs per micro-batch, the routed experts' scaled to run at the dense rate.
+  const double layer_flops = 6 * tokens * ((split.activated - routed) + routed * rate / expert_rate);
+  // Flash kernels skip the masked half of causal QKᵀ and AV (6·s·h per token and layer, not the 12·s·h
+  // of the model-FLOP convention); eager attention computes the full score matrix and masks it.
+  const bool eager = t.attention == Attention::kEager;
+  const double attention_flops = (eager ? 12.0 : 6.0) * m.seq_len * m.hidden * tokens;
+  const bool full = t.activation_recompute == Recompute::kFull;
+  const double recompute = full ? 4.0 / 3 : 1;
   const double model_ranks = static_cast<double>(plan.tp) * plan.cp;
+  // Memory-bound kernels run between the matmuls, not beside them: forward once, backward twice (the
+  // gradient and the saved input read, the input gradient written), the forward again under full
+  // recompute; selective recompute with eager attention recomputes the score matrix.
+  const ElementwiseBytes hbm = ElementwiseBytesPerLayer(spec, plan);
+  const double recomputed_scores = t.activation_recompute == Recompute::kSelective ? hbm.scores : 0;
+  const double layer_elementwise_s =
+      ((hbm.layer + hbm.scores) * (full ? 4 : 3) + recomputed_scores) / hw.hbm_bytes_per_s;
+  // Cross-entropy over the rank's s/cp · b · V/tp fp32 logits: read and written forward and backward.
+  const double loss_s = 4.0 * 4 * tokens / plan.cp * m.vocab / plan.tp / hw.hbm_bytes_per_s;
+  // The attention kernels (QKᵀ, softmax, AV) reach their own fraction of peak, not the GEMMs'.
+  const double attention_rate = peak * hw.attention_efficiency;
   double stage_s = 0, stage_attention_s = 0;
   for (int i = 0; i < plan.pp; ++i) {
-    double flops = layers[i] * (layer_flops + attention_flops) * recompute;
+    double flops = layers[i] * layer_flops * recompute;
     if (i == plan.pp - 1) flops += 6.0 * m.vocab * m.hidden * tokens;
-    const double s = flops / model_ranks / rate;
+    const double attention_s = layers[i] * attention_flops * recompute / model_ranks / attention_rate;
+    const double s = flops / model_ranks / rate + attention_s + layers[i] * layer_elementwise_s +
+                     (i == plan.pp - 1 ? loss_s : 0);
     if (s > stage_s) {
       stage_s = s;
-      stage_attention_s = layers[i] * attention_flops * recompute / model_ranks / rate;
+      stage_attention_s = attention_s;
     }
   }
   StepTime st;
@@ -200,6 +269,10 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
 
   const long long world = plan.world_size();
   st.pp = plan.pp > 1 ? c.pp / bw(world) + 2.0 * mb * plan.vpp * lat(world) : 0;
+  // Without sequence parallelism the receiving TP group all-gathers the slices back into the whole tensor.
+  if (plan.pp > 1 && !SequenceParallel(plan)) {
+    st.pp += 2.0 * mb * plan.vpp * AllGatherSeconds(a, plan.tp, bw(plan.tp), lat(plan.tp));
+  }
 
   const long long dp_span = static_cast<long long>(plan.tp) * plan.cp * plan.dp;
   const int n = plan.dp * plan.cp, n_expert = n / plan.ep;
@@ -217,6 +290,9 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const double backward = 2.0 / 3 * stage_s, forward = stage_s / 3;
   // The last gradient bucket's reduction starts after the backward ends: never hidden.
   const double bucket_params = std::min(params.dense + params.expert, kBucketParams);
+  // DeepSpeed's pipeline engine reduces gradients after the last backward (its schedule's ReduceGrads
+  // step), so with pp > 1 none of it overlaps.
+  const bool after_backward = t.framework == Framework::kDeepSpeed && plan.pp > 1;
   switch (ZeroStageOf(t, plan)) {
     case 0:
       st.dp = all_reduce;
@@ -241,6 +317,7 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
       break;
     }
   }
+  if (after_backward) dp_exposed = std::max(dp_exposed, st.dp);
   st.exposed = st.tp + cp_exposed + st.ep + st.pp + dp_exposed;
   st.step = st.compute + st.bubble + st.exposed;
   return st;

@@ -28,12 +28,14 @@ double AllGatherSeconds(double bytes, int n, double bw, double latency);
 // A = s/cp · b · h · 2 bytes (4 for fp32)):
 //   tp: L · M · (4, or 6 with full recompute) ring all-reduces of A (with sequence parallelism a
 //       reduce-scatter plus an all-gather each, the same bytes);
-//   cp: ring attention: L · M · 3 · (cp − 1) · K and V chunks (2 · s/cp · b · kv_heads·head_dim · 2 bytes),
+//   cp: ring attention: L · M · 3 · (cp − 1) · K and V chunks of the rank's kv_heads/tp heads
+//       (2 · s/cp · b · kv_heads/tp · head_dim · 2 bytes),
 //       once forward, twice backward (K, V and their gradients);
 //   ep: MoE token dispatch and combine: L_moe · M · 4 (6 with full recompute) all-to-alls of the rank's
 //       tokens (s/cp · b, ÷ tp with sequence parallelism) × top_k × h × 2 bytes, (ep − 1)/ep of it leaving
 //       the rank; L_moe = the stage's layers × the share of MoE layers;
-//   pp: 2 · M · vpp activation tensors (A/tp with sequence parallelism), forward and backward;
+//   pp: 2 · M · vpp activation slices A/tp, forward and backward (each TP rank sends its slice; without
+//       sequence parallelism the receiving TP group all-gathers them, priced in the step time);
 //   dp (shards N = dp·cp, or dp·cp/ep for routed experts, parameters P of the rank, gradients reduced in fp32
 //   by megatron and fsdp, in the
 //       weight precision by deepspeed): all-reduce of gradients (ZeRO 0), reduce-scatter of gradients plus
@@ -55,5 +57,17 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
 // Fraction of peak the matmuls of a rank reach: hw.matmul_efficiency · d / (d + hw.matmul_half_size),
 // d = hidden / tp.
 double MatmulEfficiency(const ModelSpec& m, int tp, const Hardware& hw);
+// The same curve at size d: hw.matmul_efficiency · d / (d + hw.matmul_half_size).
+double MatmulEfficiencyAt(double d, const Hardware& hw);
+
+// Tokens each routed expert receives per micro-batch with balanced routing: the EP group's ep ranks each
+// dispatch s/cp · b tokens × top_k over the model's experts, s/cp · b · top_k · ep / experts per local expert
+// (with expert tensor parallelism = tp every TP rank sees all of them and holds 1/tp of each expert).
+// REQUIRES: model.moe.enabled().
+double ExpertTokensPerMicroBatch(const JobSpec& spec, const Plan& plan);
+// Fraction of peak the routed experts' grouped GEMMs reach: the dense curve at the GEMM's smallest
+// dimension, min(hidden/tp, ExpertTokensPerMicroBatch) (an expert GEMM is tokens × h × F_e/tp).
+// REQUIRES: model.moe.enabled().
+double ExpertMatmulEfficiency(const JobSpec& spec, const Plan& plan, const Hardware& hw);
 
 }  // namespace shepherd

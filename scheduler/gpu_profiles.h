@@ -1,6 +1,7 @@
 // Per-GPU hardware profiles for the planner (resources.gpu). Peak figures are the vendors' dense
-// (no sparsity) datasheet numbers; bandwidths are ACHIEVABLE bus bandwidths, an assumption of the model:
-// 80 % of the one-direction NVLink rate and 80 % of the per-GPU network line rate (docs/planner.md).
+// (no sparsity) datasheet numbers; bandwidths are ACHIEVABLE bandwidths, an assumption of the model:
+// 80 % of the one-direction NVLink rate, of the per-GPU network line rate and of the HBM datasheet rate
+// (docs/planner.md).
 #pragma once
 
 #include <optional>
@@ -10,12 +11,14 @@ namespace shepherd {
 
 struct GpuProfile {
   const char* name;
-  double peak_bf16_flops;     // dense
-  double peak_fp8_flops;      // dense; equals peak_bf16_flops where the GPU has no fp8 tensor cores
-  double memory_bytes;        // HBM
-  int nvlink_domain_gpus;     // GPUs per NVLink domain (8 for HGX boards, 72 for NVL72 racks)
-  double nvlink_bytes_per_s;  // achievable bus bandwidth per GPU inside the domain
-  double net_bytes_per_s;     // achievable bus bandwidth per GPU across domains (one NIC rail per GPU)
+  double peak_bf16_flops;       // dense
+  double peak_fp8_flops;        // dense; equals peak_bf16_flops where the GPU has no fp8 tensor cores
+  double memory_bytes;          // HBM
+  int nvlink_domain_gpus;       // GPUs per NVLink domain (8 for HGX boards, 72 for NVL72 racks)
+  double nvlink_bytes_per_s;    // achievable bus bandwidth per GPU inside the domain
+  double net_bytes_per_s;       // achievable bus bandwidth per GPU across domains (one NIC rail per GPU)
+  double hbm_bytes_per_s;       // achievable HBM bandwidth (memory-bound element-wise kernels)
+  double attention_efficiency;  // fraction of the 16-bit peak flash-attention kernels reach (fwd + bwd)
 };
 
 // The profile called `name` ("A100-80GB", "H100-80GB", "H200", "B200", "GB200-NVL72"); nullopt otherwise.

@@ -86,6 +86,11 @@ std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const
          Format("2·cp = %d does not divide model.seq_len (%d) (load-balanced causal chunks)", 2 * p.cp,
                 m.seq_len));
   }
+  if (p.cp > 1 && spec.training.attention == Attention::kEager) {
+    fail("parallelism.cp",
+         "context parallelism needs training.attention \"flash\" (ring attention exchanges "
+         "K/V blocks inside a fused attention kernel)");
+  }
   if (p.ep > 1) {
     if (!m.moe.enabled())
       fail("parallelism.ep", "ep > 1 needs a mixture-of-experts model (model.moe)");
@@ -235,6 +240,8 @@ Hardware HardwareForResources(const Resources& r, double default_gpu_memory_gib)
     hw.peak_fp8_flops = g->peak_fp8_flops;
     hw.nvlink_bytes_per_s = g->nvlink_bytes_per_s;
     hw.ib_bytes_per_s = g->net_bytes_per_s;
+    hw.hbm_bytes_per_s = g->hbm_bytes_per_s;
+    hw.attention_efficiency = g->attention_efficiency;
     if (!r.gpu.empty() && !r.gpu_memory_gib) hw.gpu_memory_bytes = g->memory_bytes;
     if (!r.gpu.empty()) hw.nvlink_domain_gpus = std::max(r.gpus_per_node, g->nvlink_domain_gpus);
   }

@@ -37,10 +37,13 @@ struct Hardware {
   double ib_latency_s = 15e-6;        // per step across domains
   double peak_flops = 989e12;         // dense 16-bit FLOP/s per GPU; fp32 training uses it too
   double peak_fp8_flops = 1979e12;    // dense fp8 FLOP/s (training.precision "fp8")
+  double hbm_bytes_per_s = 2680e9;    // achievable HBM bandwidth: memory-bound element-wise kernels
   // Fraction of peak the matmuls reach when large; smaller per-GPU matmuls reach less:
   // efficiency(d) = matmul_efficiency · d / (d + matmul_half_size), d = hidden / tp (see EvaluatePlan).
   double matmul_efficiency = 0.7;
   double matmul_half_size = 192;
+  // Fraction of peak the attention kernels (flash: fused QKᵀ, softmax, AV) reach (scheduler/gpu_profiles.h).
+  double attention_efficiency = 0.35;
   double memory_headroom = 0.9;  // usable fraction of gpu_memory_bytes (allocator, CUDA context, NCCL)
 };
 
@@ -94,7 +97,8 @@ struct PlanEstimate {
 // violated rule, by request JSON path: "parallelism.tp" (does not divide model.heads or model.kv_heads, or
 // exceeds the NVLink domain), "parallelism.ep" (ep > 1 without model.moe, or not dividing
 // model.moe.experts or dp·cp), "model.moe.*" (top_k outside 1..experts, more MoE layers than layers),
-// "parallelism.cp" (2·cp does not divide model.seq_len), "parallelism.pp"
+// "parallelism.cp" (2·cp does not divide model.seq_len, or training.attention is "eager": ring attention
+// needs fused kernels), "parallelism.pp"
 // (more stages than layers), "parallelism.pipeline_layers" (wrong length or sum), "parallelism.vpp" (more
 // virtual stages than a stage has layers, or vpp > 1 with pp = 1), "parallelism.zero_stage" (megatron
 // takes 0 or 1), "parallelism.dp" (tp·cp·pp·dp != resources.gpus), "training.global_batch_size" (not
@@ -103,12 +107,17 @@ struct PlanEstimate {
 // fsdp plan.zero_stage is 3 whatever was given.
 //
 // Memory: scheduler/memory_model.h, reported for the worst stage. Time (seconds), per step:
-//   stage time t_i = micro-batch model FLOPs of stage i (its layers, the output layer on the last stage)
-//                    × (4/3 with full recompute) / (gpus per stage · peak · efficiency(hidden/tp));
+//   stage time t_i = micro-batch FLOPs of stage i (its layers' GEMMs, the output layer on the last stage)
+//                    × (4/3 with full recompute) / (gpus per stage · peak · efficiency(hidden/tp); routed
+//                    experts at efficiency(min(hidden/tp, tokens per expert)), comm_model.h)
+//                  + its attention kernels at peak · hw.attention_efficiency (causal with flash, whole
+//                    score matrix with eager attention)
+//                  + memory-bound element-wise kernels and the loss at hw.hbm_bytes_per_s;
 //   compute = micro_batches · max_i t_i;  bubble = (pp − 1)/vpp · max_i t_i;
 //   step    = compute + bubble + exposed communication (scheduler/comm_model.h: TP exposed, CP hidden
-//             behind attention, EP all-to-all exposed, PP p2p exposed, DP overlapped with backward except the
-//             last bucket, ZeRO-3/FSDP gathers partly overlapped).
+//             behind attention, EP
+//             all-to-all exposed, PP p2p exposed, DP overlapped with backward except the last bucket (not
+//             at all in DeepSpeed pipelines), ZeRO-3/FSDP gathers partly overlapped).
 // tflops_per_gpu = ModelFlopsPerToken · tokens per step / (gpus · step).
 Result<PlanEstimate> EvaluatePlan(const JobSpec& spec, const Plan& plan, const Hardware& hw);
 

@@ -151,6 +151,29 @@ TEST(MoeComm, AllToAllAndExpertDataParallelBytes) {
   EXPECT_EQ(EstimateStepTime(s, p, Hardware{}).ep, 0);
 }
 
+// Expert GEMMs are tokens-per-expert × h × F_e/tp: the dense curve 0.7 · d/(d + 192) at the smaller of the
+// two. Mixtral (8 experts, top 2) at ep 8 gives each expert 4096 · 2 · 8/8 = 8192 tokens, more than
+// h/tp = 2048, so the dense figure 0.7 · 2048/2240 = 0.64; a fine-grained MoE (128 experts, top 4, the
+// gpt-oss-120b layout of the Validation row) gives 4096 · 4 · 8/128 = 1024 tokens: 0.7 · 1024/1216.
+TEST(MoeCompute, ExpertGemmsAtTheCurveOfTheTokensEachExpertReceives) {
+  JobSpec s;
+  s.model = Mixtral8x7B();
+  Plan p = MoeLayout(2, 32, 8, 1);
+  EXPECT_DOUBLE_EQ(ExpertTokensPerMicroBatch(s, p), 8192);
+  EXPECT_NEAR(ExpertMatmulEfficiency(s, p, Hardware{}), 0.64, 1e-12);
+  s.model.moe = {.experts = 128, .top_k = 4};
+  p.tp = 1;
+  EXPECT_DOUBLE_EQ(ExpertTokensPerMicroBatch(s, p), 1024);
+  EXPECT_NEAR(ExpertMatmulEfficiency(s, p, Hardware{}), 0.7 * 1024 / 1216, 1e-12);
+  // In the step time: fewer tokens per expert (ep 1: 32 · 2/4 = 16 instead of 32 at ep 2) is slower.
+  const JobSpec small = SmallMoe(8);
+  Plan q = MoeLayout(2, 4, 2, 1);
+  q.micro_batches = 2;
+  const double ep2 = EstimateStepTime(small, q, Hardware{}).compute;
+  q.ep = 1;
+  EXPECT_GT(EstimateStepTime(small, q, Hardware{}).compute, ep2);
+}
+
 TEST(MoeValidation, ExpertParallelRulesNameTheField) {
   JobSpec s = SmallMoe(8);
   auto not_dividing = EvaluatePlan(s, MoeLayout(1, 8, 8, 1), Hardware{});  // 8 ∤ 4 experts

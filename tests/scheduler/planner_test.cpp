@@ -208,23 +208,6 @@ TEST(Comm, CollectiveSecondsHaveALatencyTerm) {
 // micro-batches; megatron (the default framework), flash attention, selective recompute.
 // Layer parameters (1e9 − 2 · 1,024,000)/8 = 124,744,000; stage params per rank (4 layers + one
 // vocab table)/4 = 125e6 on either stage. Activation tensor s·b·h·2 = 2,097,152 bytes.
-class SmallJob : public ::testing::Test {
- protected:
-  SmallJob() : spec_(Model(1e9, 8, 1024, 16, 1024, 1000, 16, 16)) {
-    hw_.gpu_memory_bytes = 80e9;
-    hw_.nvlink_domain_gpus = 8;
-    hw_.nvlink_bytes_per_s = 1e11;
-    hw_.ib_bytes_per_s = 1e10;
-    hw_.nvlink_latency_s = 0;
-    hw_.ib_latency_s = 0;
-    hw_.peak_flops = 1e15;
-    hw_.matmul_efficiency = 0.5;
-    hw_.matmul_half_size = 0;  // efficiency 0.5 at any size
-    hw_.memory_headroom = 0.9;
-  }
-  JobSpec spec_;
-  Hardware hw_;
-};
 
 TEST_F(SmallJob, MemoryOfWorstStage) {
   auto e = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);

@@ -1,8 +1,11 @@
-// Builders shared by the planner tests (planner_test.cpp, planner_auto_test.cpp).
+// Builders shared by the planner tests (planner_test.cpp, planner_auto_test.cpp, planner_time_test.cpp).
 #pragma once
+
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "scheduler/memory_model.h"
@@ -52,5 +55,29 @@ inline bool HasField(const Status& s, const std::string& field) {
   return std::any_of(s.fields().begin(), s.fields().end(),
                      [&](const FieldError& f) { return f.field == field; });
 }
+
+// A 1B-parameter job (8 layers, h 1024, 16 heads, seq 1024, vocab 1000) on 16 GPUs with round hardware
+// numbers, so step times can be worked out by hand (planner_test.cpp, planner_time_test.cpp).
+class SmallJob : public ::testing::Test {
+ protected:
+  SmallJob() : spec_(Model(1e9, 8, 1024, 16, 1024, 1000, 16, 16)) {
+    hw_.gpu_memory_bytes = 80e9;
+    hw_.nvlink_domain_gpus = 8;
+    hw_.nvlink_bytes_per_s = 1e11;
+    hw_.ib_bytes_per_s = 1e10;
+    hw_.nvlink_latency_s = 0;
+    hw_.ib_latency_s = 0;
+    hw_.peak_flops = 1e15;
+    hw_.matmul_efficiency = 0.5;
+    hw_.matmul_half_size = 0;  // efficiency 0.5 at any size
+    hw_.memory_headroom = 0.9;
+    // Matmuls only: the memory-bound kernels have their own test (MemoryBoundKernelsTakeHbmTime), and
+    // attention runs at the matmuls' 0.5.
+    hw_.hbm_bytes_per_s = std::numeric_limits<double>::infinity();
+    hw_.attention_efficiency = 0.5;
+  }
+  JobSpec spec_;
+  Hardware hw_;
+};
 
 }  // namespace shepherd::testing

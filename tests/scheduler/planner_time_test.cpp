@@ -1,0 +1,70 @@
+// The time model's terms beyond GEMMs and collectives (docs/planner.md, "Time"), on the SmallJob fixture
+// with figures worked out by hand: memory-bound element-wise kernels, eager attention, pipeline slices
+// without sequence parallelism, DeepSpeed's pipeline gradient reduction, and context parallelism's need
+// for flash attention.
+#include <gtest/gtest.h>
+
+#include "scheduler/planner.h"
+#include "tests/scheduler/planner_test_util.h"
+
+namespace shepherd {
+namespace {
+
+using namespace shepherd::testing;
+
+// Memory-bound kernels at 1e12 B/s HBM. Per layer and micro-batch, x = 1024 · 1024 = 1,048,576 elements:
+// norms and residual adds 10·x/4 (sequence parallel) + GeLU 2 · 4096/1024 · x/4 = 4.5·x elements, 2 bytes:
+// 9,437,184 B forward, three passes (forward, backward twice) = 28,311,552 B = 28.311552 µs; 4 layers on the
+// last stage = 113.246208 µs, plus its cross-entropy 4 passes · 4 B · 1024 · 1000/4 = 4.096 µs.
+// Eager attention adds the 16/4 · 1024 · 1024 score matrix, 4 passes: 33,554,432 B forward, three passes
+// plus once more for selective recompute: (3 · 42,991,616 + 33,554,432) B = 162.52928 µs per layer; its
+// QKᵀ and AV are computed whole: + 6 · 1024³ FLOPs per layer · 4 layers / 4 ranks / 5e14 = 12.884901888 µs.
+TEST_F(SmallJob, MemoryBoundKernelsTakeHbmTime) {
+  hw_.hbm_bytes_per_s = 1e12;
+  auto flash = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  ASSERT_TRUE(flash.ok()) << flash.status().message();
+  EXPECT_REL(flash->compute_time_s, 8 * (0.001548884901888 + 113.246208e-6 + 4.096e-6));
+  spec_.training.attention = Attention::kEager;
+  auto eager = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  ASSERT_TRUE(eager.ok()) << eager.status().message();
+  EXPECT_REL(eager->compute_time_s, 8 * (0.001548884901888 + 12.884901888e-6 + 4 * 162.52928e-6 + 4.096e-6));
+  // Model FLOPs do not change with the kernel: the slower step is lower TFLOP/s.
+  EXPECT_LT(eager->tflops_per_gpu, flash->tflops_per_gpu);
+}
+
+// Without sequence parallelism each TP rank still sends only its slice to the next stage (scatter/gather),
+// and the receiving TP group all-gathers the slices: 2 · 8 micro-batches · 3/4 · 2,097,152 B / 1e11.
+TEST_F(SmallJob, PipelineSlicesAreGatheredWithoutSequenceParallelism) {
+  Plan plain = Layout(4, 2, 2, 0);
+  plain.sequence_parallel = false;
+  auto sp = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  auto no_sp = EvaluatePlan(spec_, plain, hw_);
+  ASSERT_TRUE(sp.ok() && no_sp.ok());
+  EXPECT_REL(no_sp->comm.pp, sp->comm.pp);
+  EXPECT_REL(no_sp->comm_time_s - sp->comm_time_s, 2 * 8 * 0.75 * 2'097'152 / 1e11);
+}
+
+// DeepSpeed's pipeline engine reduces gradients after the last backward: with pp > 1 all DP traffic is
+// exposed (all-reduce of bf16 gradients, 2 · 1/2 · 250e6 / 1e11 = 0.0025 s, over dp 2 inside the domain).
+TEST_F(SmallJob, DeepSpeedPipelinesExposeTheGradientReduction) {
+  spec_.training.framework = Framework::kDeepSpeed;
+  hw_.peak_flops = 1e12;  // a backward long enough to hide everything that can be hidden
+  auto e = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_REL(e->exposed_comm_s, 0.00402653184 + 0.0008388608 + 0.0025);
+}
+
+TEST(EvaluatePlan, ContextParallelismNeedsFlashAttention) {
+  JobSpec s = Model(70e9, 80, 8192, 64, 4096, 128256, 256, 1024);
+  s.training.attention = Attention::kEager;
+  Plan p = Layout(8, 4, 4, 1);
+  p.cp = 2;
+  auto e = EvaluatePlan(s, p, Hardware{});
+  ASSERT_FALSE(e.ok());
+  EXPECT_TRUE(HasField(e.status(), "parallelism.cp")) << e.status().message();
+  s.training.attention = Attention::kFlash;
+  EXPECT_TRUE(EvaluatePlan(s, p, Hardware{}).ok());
+}
+
+}  // namespace
+}  // namespace shepherd
