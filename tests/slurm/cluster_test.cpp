@@ -22,12 +22,6 @@ using std::chrono::seconds;
 using testing::LocalCluster;
 using testing::WaitFor;
 
-// Skips where the cluster cannot run (not root); fails where it should have started but did not.
-#define REQUIRE_CLUSTER()                                              \
-  if (!LocalCluster::unavailable_reason().empty())                     \
-    GTEST_SKIP() << "skipped: " << LocalCluster::unavailable_reason(); \
-  ASSERT_TRUE(LocalCluster::start_error().empty()) << LocalCluster::start_error()
-
 SlurmLauncher MakeLauncher() {
   SlurmLauncher::Options o;
   o.cli.slurm_conf = LocalCluster::slurm_conf();

@@ -22,11 +22,6 @@ using std::chrono::seconds;
 using testing::LocalCluster;
 using testing::WaitFor;
 
-#define REQUIRE_CLUSTER()                                              \
-  if (!LocalCluster::unavailable_reason().empty())                     \
-    GTEST_SKIP() << "skipped: " << LocalCluster::unavailable_reason(); \
-  ASSERT_TRUE(LocalCluster::start_error().empty()) << LocalCluster::start_error()
-
 Json NodeOf(int port, const std::string& id) {
   auto r = Http(port, "GET", "/v1/nodes/" + id);
   return r.status == 200 ? Json::parse(r.body) : Json::object();

@@ -27,11 +27,6 @@ using std::chrono::seconds;
 using testing::LocalCluster;
 using testing::WaitFor;
 
-#define REQUIRE_CLUSTER()                                              \
-  if (!LocalCluster::unavailable_reason().empty())                     \
-    GTEST_SKIP() << "skipped: " << LocalCluster::unavailable_reason(); \
-  ASSERT_TRUE(LocalCluster::start_error().empty()) << LocalCluster::start_error()
-
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
@@ -117,6 +112,24 @@ struct LaunchDaemon {
     }
     return Json::parse(r.body)["id"];
   }
+  // Waits for the daemon and the imported inventory, submits, and with `until_good` waits for a good
+  // checkpoint. The job's id, or "" with what went wrong in *why.
+  std::string Start(int steps, bool until_good, std::string* why) const {
+    if (!daemon->WaitReady()) {
+      *why = "not ready: " + daemon->log();
+      return "";
+    }
+    if (!WaitInventory()) {
+      *why = "inventory: " + Get("/v1/nodes").dump();
+      return "";
+    }
+    std::string job = Submit(steps, why);
+    if (!job.empty() && until_good && !WaitGoodCheckpoint(job)) {
+      *why = "no good checkpoint: " + Diagnose(job);
+      return "";
+    }
+    return job;
+  }
   bool WaitGoodCheckpoint(const std::string& job) const {
     return WaitFor(seconds(240), [&] {
       return Get("/v1/jobs/" + job + "/checkpoints").value("last_known_good", Json()).is_string();
@@ -163,10 +176,8 @@ pid_t RankPid(const std::string& job, int rank) {
 TEST(SlurmLaunch, ShortJobRunsAsOneStepSucceedsAndGivesItsAllocationBack) {
   REQUIRE_CLUSTER();
   LaunchDaemon d;
-  ASSERT_TRUE(d.daemon->WaitReady()) << d.daemon->log();
-  ASSERT_TRUE(d.WaitInventory()) << d.Get("/v1/nodes").dump();
   std::string why;
-  const std::string job = d.Submit(8, &why);
+  const std::string job = d.Start(8, /*until_good=*/false, &why);
   ASSERT_FALSE(job.empty()) << why;
   ASSERT_TRUE(WaitFor(seconds(240), [&] { return d.Get("/v1/jobs/" + job)["state"] == "succeeded"; }))
       << d.Diagnose(job);
@@ -192,12 +203,9 @@ TEST(SlurmLaunch, ShortJobRunsAsOneStepSucceedsAndGivesItsAllocationBack) {
 TEST(SlurmLaunch, NodeCrashIsNamedDrainedAndTrainingResumesOnTheSpare) {
   REQUIRE_CLUSTER();
   LaunchDaemon d;
-  ASSERT_TRUE(d.daemon->WaitReady()) << d.daemon->log();
-  ASSERT_TRUE(d.WaitInventory()) << d.Get("/v1/nodes").dump();
   std::string why;
-  const std::string job = d.Submit(100000, &why);
+  const std::string job = d.Start(100000, /*until_good=*/true, &why);
   ASSERT_FALSE(job.empty()) << why;
-  ASSERT_TRUE(d.WaitGoodCheckpoint(job)) << d.Diagnose(job);
   Json alloc = d.Get("/v1/jobs/" + job)["slurm_allocation"];
   ASSERT_EQ(alloc["nodes"].size(), 3u) << alloc.dump();
   Json placement = d.Get("/v1/jobs/" + job + "/placement");
@@ -263,12 +271,9 @@ TEST(SlurmLaunch, NodeCrashIsNamedDrainedAndTrainingResumesOnTheSpare) {
 TEST(SlurmLaunch, StoppedRankIsNamedAndANewStepStarts) {
   REQUIRE_CLUSTER();
   LaunchDaemon d;
-  ASSERT_TRUE(d.daemon->WaitReady()) << d.daemon->log();
-  ASSERT_TRUE(d.WaitInventory()) << d.Get("/v1/nodes").dump();
   std::string why;
-  const std::string job = d.Submit(100000, &why);
+  const std::string job = d.Start(100000, /*until_good=*/true, &why);
   ASSERT_FALSE(job.empty()) << why;
-  ASSERT_TRUE(d.WaitGoodCheckpoint(job)) << d.Diagnose(job);
   const std::string node = d.Get("/v1/jobs/" + job + "/placement")["ranks"][3]["node"];
   pid_t pid = RankPid(job, 3);
   ASSERT_GT(pid, 0);

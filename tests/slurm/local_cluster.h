@@ -9,6 +9,14 @@
 #include <string>
 #include <vector>
 
+// In a test against the cluster: skips where it cannot run (not root), fails where it should have started
+// but did not.
+#define REQUIRE_CLUSTER()                                                                          \
+  if (!::shepherd::slurm::testing::LocalCluster::unavailable_reason().empty())                     \
+    GTEST_SKIP() << "skipped: " << ::shepherd::slurm::testing::LocalCluster::unavailable_reason(); \
+  ASSERT_TRUE(::shepherd::slurm::testing::LocalCluster::start_error().empty())                     \
+      << ::shepherd::slurm::testing::LocalCluster::start_error()
+
 namespace shepherd::slurm::testing {
 
 class LocalCluster {
