@@ -189,7 +189,8 @@ class Controller {
 
   // ---- Slurm launcher ("launcher": "slurm"; control/slurm_jobs.h, daemon/slurm_launch.h)
   // What the launch worker is to do now (allocations, the current attempt's step, cancellations).
-  SlurmOrders GetSlurmOrders() const;
+  // `started`: per job, the latest attempt the worker started a step for (its spec is then left out).
+  SlurmOrders GetSlurmOrders(const std::map<std::string, int>& started = {}) const;
   // What the worker saw or did; stale events (an older attempt's step) change nothing.
   void OnSlurmLaunch(const SlurmLaunchEvent& ev);
 

@@ -85,7 +85,7 @@ std::optional<Cluster> Controller::AllocationView(const std::string& job) const 
   return view;
 }
 
-SlurmOrders Controller::GetSlurmOrders() const {
+SlurmOrders Controller::GetSlurmOrders(const std::map<std::string, int>& started) const {
   SlurmOrders out;
   out.cancel.assign(slurm_jobs_.releasing().begin(), slurm_jobs_.releasing().end());
   for (const auto& [job, a] : slurm_jobs_.all()) {
@@ -97,9 +97,11 @@ SlurmOrders Controller::GetSlurmOrders() const {
     o.sbatch_args = e->job.spec.slurm.sbatch_args;
     o.stop_grace_s = options_.stop_timeout_s;
     o.attempt = e->job.attempt;
-    if (IsActive(e->job.state) && e->attempt && a.state == SlurmAllocationRecord::State::kRunning &&
-        Inside(e->attempt->placement, a.nodes))
-      o.step = StepFor(*e, a);
+    o.step_wanted = IsActive(e->job.state) && e->attempt &&
+                    a.state == SlurmAllocationRecord::State::kRunning &&
+                    Inside(e->attempt->placement, a.nodes);
+    auto known = started.find(job);
+    if (o.step_wanted && (known == started.end() || known->second != o.attempt)) o.step = StepFor(*e, a);
     out.jobs.push_back(std::move(o));
   }
   return out;

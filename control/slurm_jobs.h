@@ -43,8 +43,11 @@ struct SlurmJobOrder {
   std::string job;
   SlurmAllocationRecord allocation;
   std::vector<std::string> sbatch_args;
-  // The attempt to run as one step, once the allocation runs and the placement lies inside it. Its
-  // job_id, name, placement, command and env are set; log_path and cwd are the worker's.
+  // The current attempt is to run as one step: the allocation runs and the placement lies inside it.
+  bool step_wanted = false;
+  // Its step (job_id, name, placement, command, env; log_path and cwd are the worker's), given only when
+  // step_wanted and the worker has not told that it already ran or runs this attempt (composing every rank's
+  // environment is the costly part of an order).
   std::optional<slurm::StepSpec> step;
   int attempt = 0;
   double stop_grace_s = 30;

@@ -107,9 +107,15 @@ void SlurmLaunchLoop::Stop() {
 }
 
 std::optional<SlurmOrders> SlurmLaunchLoop::State::AwaitOrders() {
-  post([self = shared_from_this()] {
+  // The attempts whose steps this worker started (or watches, or saw end): their specs are not needed.
+  std::map<std::string, int> started;
+  for (const auto& [job, run] : runs) {
+    int a = std::max(run.done_attempt, run.step || !run.adopted_step.empty() ? run.step_attempt : 0);
+    if (a > 0) started[job] = a;
+  }
+  post([self = shared_from_this(), started = std::move(started)] {
     if (self->stopped) return;
-    SlurmOrders orders = self->controller->GetSlurmOrders();
+    SlurmOrders orders = self->controller->GetSlurmOrders(started);
     {
       std::lock_guard lock(self->mu);
       self->answer = std::move(orders);
@@ -221,7 +227,7 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
     bool running = !steps.ok();  // unknown: assume it still runs
     if (steps.ok())
       for (const slurm::SlurmStep& st : *steps) running |= st.id == run.adopted_step;
-    if (running && (!o.step || o.attempt != run.step_attempt)) {
+    if (running && (!o.step_wanted || o.attempt != run.step_attempt)) {
       (void)launcher->cli().Cancel(run.adopted_step, "KILL");
       return;
     }
@@ -230,12 +236,12 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
     Ended(o.job, run, slurm::ExitStatus{});  // exit unknown
     return;
   }
-  if (run.step && (!o.step || o.attempt != run.step_attempt)) StopStep(o.job, run, o.stop_grace_s);
+  if (run.step && (!o.step_wanted || o.attempt != run.step_attempt)) StopStep(o.job, run, o.stop_grace_s);
   if (run.step) {
     if (auto exit = launcher->PollStep(*run.step)) Ended(o.job, run, *exit);
     return;
   }
-  if (!o.step || o.attempt == run.done_attempt) return;
+  if (!o.step_wanted || !o.step || o.attempt == run.done_attempt) return;
   // An earlier daemon's step of this attempt may still run (its srun died with that daemon, the tasks
   // did not): never start the attempt twice; watch that step instead.
   if (auto steps = launcher->cli().ShowSteps(o.allocation.id); steps.ok()) {

@@ -144,6 +144,10 @@ TEST_F(SlurmLaunchTest, TheStepRunsInTheAllocationWithTheAgentsEnvironment) {
   EXPECT_EQ(Job(id).job.state, JobState::kLaunching);
   Send({.kind = Kind::kStepStarted, .job = id, .attempt = 1, .step_id = "41.0"});
   EXPECT_EQ(Job(id).job.state, JobState::kRunning);
+  // A worker that started attempt 1 is told to keep it running, without composing its environment again.
+  std::optional<SlurmJobOrder> again = OrderOf(controller_->GetSlurmOrders({{id, 1}}), id);
+  EXPECT_TRUE(again->step_wanted);
+  EXPECT_FALSE(again->step);
 }
 
 TEST_F(SlurmLaunchTest, ANodeFailureIsReplacedByTheAllocationsOwnSpare) {
