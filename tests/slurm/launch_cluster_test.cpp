@@ -151,8 +151,9 @@ bool AllocationGone(const std::string& id) {
   return LocalCluster::Sh({"squeue", "-h", "-j", id, "-t", "PENDING,RUNNING,COMPLETING", "-o", "%i"}).empty();
 }
 
-// The pid of rank `rank` of `job`: a process whose environment has SHEPHERD_JOB=job and RANK=rank.
-pid_t RankPid(const std::string& job, int rank) {
+// The pid of rank `rank` of `job` of the daemon on `port`: a process whose environment has SHEPHERD_JOB=job,
+// RANK=rank and that daemon's SHEPHERD_URL (job ids repeat across daemons on fresh databases).
+pid_t RankPid(int port, const std::string& job, int rank) {
   DIR* proc = ::opendir("/proc");
   pid_t found = -1;
   for (dirent* e; proc && (e = ::readdir(proc)) && found < 0;) {
@@ -166,6 +167,7 @@ pid_t RankPid(const std::string& job, int rank) {
       at = end == std::string::npos ? env.size() : end + 1;
     }
     if (vars.count("SHEPHERD_JOB=" + job) && vars.count("RANK=" + std::to_string(rank)) &&
+        vars.count("SHEPHERD_URL=http://127.0.0.1:" + std::to_string(port)) &&
         ReadFile("/proc/" + std::to_string(pid) + "/cmdline").find("train_ddp.py") != std::string::npos)
       found = pid;
   }
@@ -275,7 +277,7 @@ TEST(SlurmLaunch, StoppedRankIsNamedAndANewStepStarts) {
   const std::string job = d.Start(100000, /*until_good=*/true, &why);
   ASSERT_FALSE(job.empty()) << why;
   const std::string node = d.Get("/v1/jobs/" + job + "/placement")["ranks"][3]["node"];
-  pid_t pid = RankPid(job, 3);
+  pid_t pid = RankPid(d.port(), job, 3);
   ASSERT_GT(pid, 0);
   ASSERT_EQ(::kill(pid, SIGSTOP), 0);
   struct HandBack {  // the culprit's node is cordoned, so drained in Slurm: resumed for the next tests
