@@ -115,6 +115,21 @@ HttpResult Http(int port, const std::string& method, const std::string& target, 
   return c.Read();
 }
 
+pid_t SpawnWithLog(std::vector<std::string> args, const std::string& log_path) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
 Daemon::Daemon(const std::string& dir, std::vector<std::string> extra)
     : dir_(dir),
       port_file_(dir + "/port"),
@@ -130,17 +145,7 @@ Daemon::Daemon(const std::string& dir, std::vector<std::string> extra)
     args.push_back(dir + "/shepherd.db");
   }
   args.insert(args.end(), extra.begin(), extra.end());
-  pid_ = fork();
-  if (pid_ == 0) {
-    int fd = open(log_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
+  pid_ = SpawnWithLog(std::move(args), log_file_);
 }
 
 Daemon::~Daemon() {

@@ -2,6 +2,8 @@
 // it over loopback sockets. Bounded waits everywhere (deadlines), no sleeps for correctness.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <map>
 #include <optional>
@@ -43,6 +45,9 @@ class Connection {
 
 HttpResult Http(int port, const std::string& method, const std::string& target, const std::string& body = "",
                 const std::string& content_type = "application/json");
+
+// Runs args[0] (a path) with args, stdout and stderr to `log_path`; the child's pid.
+pid_t SpawnWithLog(std::vector<std::string> args, const std::string& log_path);
 
 class Daemon {
  public:

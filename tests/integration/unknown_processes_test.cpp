@@ -53,17 +53,7 @@ class AgentProcess {
         "--gpus", "2", "--topology", "spine=s0,leaf=l0", "--state-dir", state_dir_, "--heartbeat-interval",
         "0.2", "--stop-grace", "2", "--long-poll-wait", "5", "--allow-root-ranks"};
     // clang-format on
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
+    pid_ = SpawnWithLog(std::move(args), log_);
   }
   ~AgentProcess() {
     for (pid_t p : RankPids()) kill(-p, SIGKILL);  // each rank leads its own process group
