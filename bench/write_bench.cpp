@@ -137,13 +137,12 @@ class Bench {
     std::filesystem::remove_all(dir_);
   }
 
-  // Times `reps` writes: before(i) untimed, then start(i, done) issues write i (done() on its answer),
-  // then after(i) untimed.
+  // Times writes from..to-1 into `out`: before(i) untimed, then start(i, done) issues write i (done() on
+  // its answer), then after(i) untimed.
   using Start = std::function<void(int, std::function<void()>)>;
-  Sample Measure(int reps, const Start& start, const std::function<void(int)>& before = {},
-                 const std::function<void(int)>& after = {}) {
-    Sample s;
-    for (int i = 0; i < reps; ++i) {
+  void Measure(int from, int to, Sample& out, const Start& start, const std::function<void(int)>& before = {},
+               const std::function<void(int)>& after = {}) {
+    for (int i = from; i < to; ++i) {
       if (before) before(i);
       bool done = false;
       const auto t0 = SteadyClock::now();
@@ -151,11 +150,10 @@ class Bench {
       const auto t1 = SteadyClock::now();
       posted_.RunUntil([&] { return done; });
       const auto t2 = SteadyClock::now();
-      s.call_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-      s.total_us.push_back(std::chrono::duration<double, std::micro>(t2 - t0).count());
+      out.call_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      out.total_us.push_back(std::chrono::duration<double, std::micro>(t2 - t0).count());
       if (after) after(i);
     }
-    return s;
   }
 
   // Runs one write to completion (untimed).
@@ -181,13 +179,13 @@ class Bench {
     Untimed<JobView>([&](auto cb) { controller_->CancelJob(last_job_, cb); });
   }
 
-  Sample Submit(int reps) {
-    return Measure(
-        reps, [&](int, auto done) { SubmitSmall(done); }, {}, [&](int) { CancelLast(); });
+  void Submit(int from, int to, Sample& out) {
+    Measure(
+        from, to, out, [&](int, auto done) { SubmitSmall(done); }, {}, [&](int) { CancelLast(); });
   }
-  Sample Cancel(int reps) {
-    return Measure(
-        reps,
+  void Cancel(int from, int to, Sample& out) {
+    Measure(
+        from, to, out,
         [&](int, auto done) {
           controller_->CancelJob(last_job_, [done](Result<JobView> r) {
             if (!r.ok()) std::fprintf(stderr, "cancel: %s\n", r.status().message().c_str());
@@ -200,10 +198,10 @@ class Bench {
           posted_.RunUntil([&] { return submitted; });
         });
   }
-  Sample Register(int reps) {
+  void Register(int from, int to, Sample& out) {
     const std::string id = MakeNode(nodes_ + 1).id;
-    return Measure(
-        reps,
+    Measure(
+        from, to, out,
         [&](int, auto done) {
           controller_->UpsertNode(MakeNode(nodes_ + 1), false, [done](Result<NodeUpsert> r) {
             if (!r.ok()) std::fprintf(stderr, "register: %s\n", r.status().message().c_str());
@@ -212,10 +210,10 @@ class Bench {
         },
         {}, [&](int) { Untimed<NodeView>([&](auto cb) { controller_->DeleteNode(id, cb); }); });
   }
-  Sample Patch(int reps) {
+  void Patch(int from, int to, Sample& out) {
     const std::string id = MakeNode(nodes_ - 1).id;  // free: the fill places jobs from the first node
-    return Measure(
-        reps,
+    Measure(
+        from, to, out,
         [&](int, auto done) {
           controller_->PatchNode(id, NodePatch{.schedulable = false}, [done](Result<NodeView> r) {
             if (!r.ok()) std::fprintf(stderr, "patch: %s\n", r.status().message().c_str());
@@ -227,8 +225,8 @@ class Bench {
           Untimed<NodeView>([&](auto cb) { controller_->PatchNode(id, NodePatch{.schedulable = true}, cb); });
         });
   }
-  Sample Reports(int reps) {
-    return Measure(reps, [&](int i, auto done) {
+  void Reports(int from, int to, Sample& out) {
+    Measure(from, to, out, [&](int i, auto done) {
       const std::string& job = fill_jobs_[i % fill_jobs_.size()];
       ReportBatch batch;
       for (int r = 0; r < 16; ++r) {
@@ -248,10 +246,10 @@ class Bench {
       });
     });
   }
-  Sample Finding(int reps) {
+  void Finding(int from, int to, Sample& out) {
     // A node of a running job (the fill placed them from the first): a gpu_fault finding for that job,
     // whose recovery then runs (cordon, restart elsewhere) as it would in production.
-    return Measure(reps, [&](int i, auto done) {
+    Measure(from, to, out, [&](int i, auto done) {
       AgentHeartbeat hb;
       hb.gpu_faults.push_back({0, "xid", "bench"});
       controller_->NodeHeartbeat(MakeNode(i * 2).id, hb, [done](Result<HeartbeatAck> r) {
@@ -279,38 +277,65 @@ class Bench {
 int main(int argc, char** argv) {
   using namespace shepherd;
   spdlog::set_level(spdlog::level::err);
-  int nodes = 20000, jobs = 5000, reps = 200;
-  std::string dir = "/tmp";
+  int nodes = 20000, jobs = 5000, reps = 200, rounds = 10;
+  std::string dir = "/tmp", only_write, only_state;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     if (k == "--nodes") nodes = std::atoi(argv[i + 1]);
     if (k == "--jobs") jobs = std::atoi(argv[i + 1]);
     if (k == "--reps") reps = std::atoi(argv[i + 1]);
+    if (k == "--rounds") rounds = std::max(1, std::atoi(argv[i + 1]));
     if (k == "--dir") dir = argv[i + 1];
+    if (k == "--write") only_write = argv[i + 1];  // profiling: one write kind only
+    if (k == "--state") only_state = argv[i + 1];  // profiling: "empty" or "full" only
   }
-  // The empty case still needs room for the measured writes: reps free nodes for findings, one for jobs.
+  // "empty": just enough for the measured writes (each finding's job restarts onto fresh nodes).
   struct Row {
     const char* state;
     int nodes, jobs;
   };
-  // "empty": just enough for the measured writes (each finding's job restarts onto fresh nodes).
-  const Row rows[] = {{"empty", 4 * reps + 8, reps}, {"full", nodes, jobs}};
-  std::printf("%-6s %7s %6s | %-8s %10s %10s %10s %10s\n", "state", "nodes", "jobs", "write", "call_p50",
-              "call_p90", "total_p50", "total_p90");
+  std::vector<Row> rows;
+  for (const Row& r : {Row{"empty", 4 * reps + 8, reps}, Row{"full", nodes, jobs}})
+    if (only_state.empty() || only_state == r.state) rows.push_back(r);
+  std::vector<std::unique_ptr<Bench>> benches;
   for (const Row& r : rows) {
     const auto t0 = SteadyClock::now();
-    Bench b(dir + "/write-bench-" + std::to_string(::getpid()) + "-" + r.state, r.nodes, r.jobs);
-    const double fill_s = std::chrono::duration<double>(SteadyClock::now() - t0).count();
-    // In this order: findings restart jobs, so they come last.
-    const std::pair<const char*, Sample> samples[] = {
-        {"submit", b.Submit(reps)}, {"cancel", b.Cancel(reps)},  {"register", b.Register(reps)},
-        {"patch", b.Patch(reps)},   {"report", b.Reports(reps)}, {"finding", b.Finding(reps)}};
-    for (const auto& [name, sample] : samples)
-      std::printf("%-6s %7d %6d | %-8s %10.0f %10.0f %10.0f %10.0f\n", r.state, r.nodes, r.jobs, name,
-                  Pct(sample.call_us, 0.5), Pct(sample.call_us, 0.9), Pct(sample.total_us, 0.5),
-                  Pct(sample.total_us, 0.9));
-    std::printf("%-6s fill %.1f s, %zu findings recorded (microseconds above)\n", r.state, fill_s,
-                b.findings());
+    benches.push_back(std::make_unique<Bench>(
+        dir + "/write-bench-" + std::to_string(::getpid()) + "-" + r.state, r.nodes, r.jobs));
+    std::printf("%s: %d nodes, %d jobs, fill %.1f s\n", r.state, r.nodes, r.jobs,
+                std::chrono::duration<double>(SteadyClock::now() - t0).count());
   }
+  // In this order: findings restart jobs, so they come last. Each write kind runs in `rounds` rounds of
+  // reps/rounds writes, alternating the states (and which goes first), so that a burst of load from the
+  // rest of the machine hits both states alike; every state still makes `reps` writes of each kind.
+  using Write = void (Bench::*)(int, int, Sample&);
+  const std::pair<const char*, Write> writes[] = {
+      {"submit", &Bench::Submit}, {"cancel", &Bench::Cancel},  {"register", &Bench::Register},
+      {"patch", &Bench::Patch},   {"report", &Bench::Reports}, {"finding", &Bench::Finding}};
+  std::printf("%-8s %-6s %10s %10s %10s %10s\n", "write", "state", "call_p50", "call_p90", "total_p50",
+              "total_p90");
+  for (const auto& [name, write] : writes) {
+    if (!only_write.empty() && only_write != name) continue;
+    std::vector<Sample> samples(benches.size());
+    for (int round = 0; round < rounds; ++round) {
+      const int from = round * reps / rounds, to = (round + 1) * reps / rounds;
+      for (size_t k = 0; k < benches.size(); ++k) {
+        const size_t b = round % 2 == 0 ? k : benches.size() - 1 - k;
+        (benches[b].get()->*write)(from, to, samples[b]);
+      }
+    }
+    for (size_t b = 0; b < benches.size(); ++b) {
+      const Sample& s = samples[b];
+      std::printf("%-8s %-6s %10.0f %10.0f %10.0f %10.0f\n", name, rows[b].state, Pct(s.call_us, 0.5),
+                  Pct(s.call_us, 0.9), Pct(s.total_us, 0.5), Pct(s.total_us, 0.9));
+    }
+    if (benches.size() == 2) {
+      std::printf("%-8s ratio  %10.1fx %21.1fx\n", name,
+                  Pct(samples[1].call_us, 0.5) / Pct(samples[0].call_us, 0.5),
+                  Pct(samples[1].total_us, 0.5) / Pct(samples[0].total_us, 0.5));
+    }
+  }
+  for (size_t b = 0; b < benches.size(); ++b)
+    std::printf("%s: %zu findings recorded (microseconds above)\n", rows[b].state, benches[b]->findings());
   return 0;
 }
