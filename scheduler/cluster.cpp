@@ -25,9 +25,30 @@ Cluster::Cluster(TopologyLevels levels)
       group_labels_(levels_.size()),
       parents_(levels_.size()),
       group_members_(levels_.size()),
-      group_free_(levels_.size()) {}
+      group_free_(levels_.size()) {
+  for (auto& ready : ready_) {
+    ready.resize(levels_.size() + 1);
+    ready.back().resize(1);
+  }
+}
+
+void Cluster::AccountReady(const Slot& s, int sign) {
+  const int free = std::popcount(s.free);
+  if (!s.node.schedulable || s.node.failed || free == 0) return;
+  auto& ready = ready_[s.node.spare];
+  for (size_t k = 0; k <= levels_.size(); ++k) {
+    ReadyByFree& by_free = ready[k][k < levels_.size() ? s.groups[k] : 0];
+    if (sign > 0) {
+      by_free[free].insert(s.node.id);
+    } else if (auto it = by_free.find(free); it != by_free.end()) {
+      it->second.erase(s.node.id);
+      if (it->second.empty()) by_free.erase(it);
+    }
+  }
+}
 
 void Cluster::Account(const Slot& s, int sign) {
+  AccountReady(s, sign);
   if (!IsUsable(s.node)) return;
   const int free = std::popcount(s.free);
   usable_gpus_ += sign * s.node.gpus;
@@ -106,6 +127,7 @@ void Cluster::Intern(Slot& s, int i, bool is_new) {
       parents_[k].push_back(-1);
       group_members_[k].emplace_back();
       group_free_[k].push_back(0);
+      for (auto& ready : ready_) ready[k].emplace_back();
     }
     s.groups[k] = g->second;
     if (is_new || old_groups[k] != g->second)

@@ -14,13 +14,15 @@
 //
 // Indexes kept up to date on every change (so a write never walks the inventory, issue 11): per NVLink
 // domain its member nodes and the GPUs and free GPUs of its usable nodes; each group's members and parent;
-// the smallest GPU memory of a usable node and the smallest usable GPU count of a domain. Upsert, Allocate
-// and Release cost O(log nodes + GPUs); RemoveNode stays O(nodes) (it renumbers).
+// the smallest GPU memory of a usable node and the smallest usable GPU count of a domain; ready nodes by
+// free GPUs per group (ready_nodes). Upsert, Allocate and Release cost O(levels · log nodes + GPUs);
+// RemoveNode stays O(nodes) (it renumbers).
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -109,6 +111,12 @@ class Cluster {
   int64_t MinUsableDomainGpus() const;
   int64_t MaxUsableDomainGpus() const;  // largest; 0 when no node is usable
 
+  // Ready nodes (schedulable, not failed, at least one free GPU) that are spares (`spare`) or not, by their
+  // free GPU count, each count's node ids in id order: of level-k group g, or of the whole cluster
+  // (level == levels().size(), g == 0). ReplaceNode goes straight to the smallest id with enough GPUs.
+  using ReadyByFree = std::map<int, std::set<std::string>>;
+  const ReadyByFree& ready_nodes(bool spare, int level, int g) const { return ready_[spare][level][g]; }
+
  private:
   struct Slot {
     Node node;
@@ -123,8 +131,10 @@ class Cluster {
     int64_t free_gpus = 0;
     int leaf = -1;
   };
-  // Adds (sign +1) or removes (-1) the slot's share of every count and index derived from usability.
+  // Adds (sign +1) or removes (-1) the slot's share of every count and index derived from its flags and
+  // free GPUs.
   void Account(const Slot& s, int sign);
+  void AccountReady(const Slot& s, int sign);
   // Interns the slot's domain and groups (index i), moving it between domain member lists.
   void Intern(Slot& s, int i, bool is_new);
   void RefreshLeaf(int d);
@@ -141,9 +151,10 @@ class Cluster {
   std::vector<int> spares_;                                      // indexes of spare nodes, ascending
   std::vector<std::vector<int64_t>> group_free_;                 // per level: group id -> free usable GPUs
   std::unordered_map<std::string, int> domain_ids_;
-  std::vector<Domain> domains_;               // per domain id
-  std::map<int64_t, int> domain_gpu_counts_;  // usable GPUs of a domain (> 0) -> domains
-  std::map<double, int> memory_counts_;       // GPU memory (GiB) -> usable nodes
+  std::vector<Domain> domains_;                     // per domain id
+  std::map<int64_t, int> domain_gpu_counts_;        // usable GPUs of a domain (> 0) -> domains
+  std::map<double, int> memory_counts_;             // GPU memory (GiB) -> usable nodes
+  std::vector<std::vector<ReadyByFree>> ready_[2];  // [spare][level, levels_.size(): all][group]
   std::unordered_map<std::string, std::vector<std::pair<int, uint64_t>>> jobs_;  // job -> (node, GPUs)
   int64_t usable_gpus_ = 0;
   int64_t free_usable_gpus_ = 0;

@@ -60,11 +60,15 @@ Result<Replacement> ReplaceNode(const Cluster& c, const Placement& placement, co
     auto u = used.find(i);
     return (c.free_mask(i) | (r == released.end() ? 0 : r->second)) & ~(u == used.end() ? 0 : u->second);
   };
-  // The best candidate by (score, node id). Candidates are looked at nearest first (the failed node's
-  // domain, then its group at each level from the finest, then every node) and the search stops at the
-  // first of these sets holding one: every node of a lower score is in an earlier set, so this picks what
-  // a scan of every node would, without one when a near node qualifies (the spare pass's last set is the
-  // spares only).
+  // Nodes whose free GPUs for the replacement differ from the cluster's (the placement's and the released
+  // job's): looked at one by one; every other node through the Cluster's ready index.
+  std::unordered_set<int> special;
+  for (const auto& [i, mask] : used) special.insert(i);
+  for (const auto& [i, mask] : released) special.insert(i);
+  // The best candidate by (score, node id): the failed node's domain and the special nodes one by one,
+  // then per group of the failed node from the finest level, then the whole cluster, the smallest id
+  // among the ready nodes with enough free GPUs. A group's nodes of a lower score lie in the finer groups
+  // already searched, so the search stops at the first level that cannot beat the best so far.
   auto pick = [&](bool spare_pass) {
     int best = -1, best_score = 0;
     auto consider = [&](int i) {
@@ -76,22 +80,26 @@ Result<Replacement> ReplaceNode(const Cluster& c, const Placement& placement, co
       const int s = score_of(i);
       if (best < 0 || s < best_score || (s == best_score && n.id < c.node(best).id)) best = i, best_score = s;
     };
+    // The smallest id of the ready index `by_free` with at least `need` free GPUs, skipping the failed,
+    // excluded and special nodes (at most that many skipped per free count).
+    auto first_ready = [&](const Cluster::ReadyByFree& by_free) {
+      for (auto it = by_free.lower_bound(need); it != by_free.end(); ++it) {
+        for (const std::string& id : it->second) {
+          const int i = c.IndexOf(id);
+          if (i == fi || excluded.count(i) != 0 || special.count(i) != 0) continue;
+          consider(i);
+          break;
+        }
+      }
+    };
     for (int i : c.domain_members(c.domain(fi))) consider(i);
-    if (best >= 0 || spans) return best;
-    for (int k = levels - 1; k >= 0 && best < 0; --k)
-      for (int i : c.group_members(k, c.group(fi, k))) consider(i);
-    if (best >= 0) return best;
-    if (spare_pass) {
-      for (int i : c.spare_nodes()) consider(i);
-      return best;
+    for (int i : special) consider(i);
+    if (spans) return best;
+    for (int k = levels - 1; k >= 0; --k) {
+      if (best >= 0 && best_score < levels - k) return best;
+      first_ready(c.ready_nodes(spare_pass, k, c.group(fi, k)));
     }
-    // Every node, by coarsest group; a group without `need` free usable GPUs (counting the released job's)
-    // holds no candidate: a non-spare candidate is usable.
-    std::vector<int64_t> extra(c.group_count(0), 0);
-    for (const auto& [i, mask] : released) extra[c.group(i, 0)] += std::popcount(mask);
-    for (int g = 0; g < c.group_count(0); ++g)
-      if (c.group_free_gpus(0, g) + extra[g] >= need)
-        for (int i : c.group_members(0, g)) consider(i);
+    if (best < 0) first_ready(c.ready_nodes(spare_pass, levels, 0));
     return best;
   };
 

@@ -9,6 +9,7 @@
 #include <bit>
 #include <map>
 #include <random>
+#include <set>
 
 #include "scheduler/cluster.h"
 #include "scheduler/placement.h"
@@ -58,6 +59,11 @@ void ExpectIndexesMatchNodes(const Cluster& c) {
   EXPECT_EQ(c.MaxUsableDomainGpus(), max_domain);
   EXPECT_EQ(c.MinUsableGpuMemory(), min_memory);
   EXPECT_EQ(c.MinUsableDomainGpus(), min_domain);
+  size_t ready = 0, indexed = 0;  // no stale entries in the ready index
+  for (const Node* n : c.nodes()) ready += n->schedulable && !n->failed && c.FreeGpuMask(n->id) != 0;
+  for (bool spare : {false, true})
+    for (const auto& [f, ids] : c.ready_nodes(spare, c.levels().size(), 0)) indexed += ids.size();
+  EXPECT_EQ(indexed, ready);
   for (int i = 0; i < c.size(); ++i) {
     const Node& n = c.node(i);
     const int d = c.domain(i);
@@ -73,13 +79,24 @@ void ExpectIndexesMatchNodes(const Cluster& c) {
     for (int g = 0; g < c.group_count(0); ++g) listed += c.group_members(0, g).size();
     EXPECT_EQ(listed, static_cast<size_t>(c.size()));
     for (int k = 0; k < static_cast<int>(c.levels().size()); ++k) {
-      if (k > 0) EXPECT_EQ(c.parent_group(k, c.group(i, k)), c.group(i, k - 1)) << n.id;
+      if (k > 0) {
+        EXPECT_EQ(c.parent_group(k, c.group(i, k)), c.group(i, k - 1)) << n.id;
+      }
       const auto& g = c.group_members(k, c.group(i, k));
       int64_t free = 0;  // of the group's usable nodes
       for (int j : g) free += IsUsable(c.node(j)) ? std::popcount(c.free_mask(j)) : 0;
       EXPECT_EQ(c.group_free_gpus(k, c.group(i, k)), free) << n.id;
       EXPECT_TRUE(std::is_sorted(g.begin(), g.end()));
       EXPECT_EQ(std::count(g.begin(), g.end(), i), 1) << n.id;
+    }
+    const int free = std::popcount(c.free_mask(i));
+    const bool ready = n.schedulable && !n.failed && free > 0;
+    for (int k = 0; k <= static_cast<int>(c.levels().size()); ++k) {
+      const auto& by_free =
+          c.ready_nodes(n.spare, k, k < static_cast<int>(c.levels().size()) ? c.group(i, k) : 0);
+      size_t listed_here = 0;
+      for (const auto& [f, ids] : by_free) listed_here += ids.count(n.id) * (f == free ? 1 : 1000);
+      EXPECT_EQ(listed_here, ready ? 1u : 0u) << n.id << " level " << k;
     }
     int leaf = -1;  // what Place derived by walking the nodes before the index
     for (int j = 0; j < c.size() && leaf < 0; ++j)
@@ -199,6 +216,87 @@ TEST(PlacementIndexTest, WhatIfOptionsMatchAnExplicitCopy) {
       }
     }
   }
+}
+
+// The replacement ReplaceNode must choose, by a scan of every node (its contract in placement.h): the
+// smallest (locality, id) among the nodes of the pass with enough GPUs free for the replacement.
+std::string ExpectedReplacement(const Cluster& c, const Placement& p, const std::string& failed,
+                                const ReplaceOptions& o) {
+  std::map<std::string, uint64_t> used, released;
+  int need = 0;
+  for (const RankSlot& r : p.ranks) {
+    used[r.node] |= uint64_t{1} << r.gpu;
+    need += r.node == failed;
+  }
+  bool spans = false;
+  for (const RankSlot& r : p.ranks)
+    for (const RankSlot& q : p.ranks)
+      spans |= r.node == failed && q.node != failed && r.pp == q.pp && r.cp == q.cp && r.dp == q.dp;
+  for (const auto& [i, mask] : c.HeldBy(o.release_job)) released[c.node(i).id] = mask;
+  const int fi = c.IndexOf(failed), levels = static_cast<int>(c.levels().size());
+  auto pass = [&](bool spare) {
+    std::pair<int, std::string> best{levels + 2, ""};
+    for (int i = 0; i < c.size(); ++i) {
+      const Node& n = c.node(i);
+      if (i == fi || n.spare != spare || !n.schedulable || n.failed || o.exclude_nodes.count(n.id)) continue;
+      if (spans && c.domain(i) != c.domain(fi)) continue;
+      if (std::popcount((c.free_mask(i) | released[n.id]) & ~used[n.id]) < need) continue;
+      int score = levels + 1;
+      for (int k = 0; k < levels; ++k)
+        if (c.group(i, k) == c.group(fi, k)) score = levels - k;
+      if (c.domain(i) == c.domain(fi)) score = 0;
+      best = std::min(best, {score, n.id});
+    }
+    return best.second;
+  };
+  std::string chosen = o.use_spares ? pass(true) : "";
+  if (chosen.empty() && o.replace_without_spare) chosen = pass(false);
+  return chosen;
+}
+
+// ReplaceNode through the ready index against the scan above, for every node of every job on churned
+// clusters, with and without spares, the fallback, an excluded node and the job's own GPUs released.
+TEST(PlacementIndexTest, ReplaceNodeMatchesAScanOfEveryNode) {
+  int replaced = 0, refused = 0;
+  for (unsigned seed : {5u, 17u, 123u}) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    std::mt19937 rng(seed);
+    Cluster c;
+    for (int i = 0; i < 150; ++i) ASSERT_TRUE(c.UpsertNode(GenNode(rng, i)).ok());
+    std::vector<std::pair<std::string, Placement>> jobs;
+    for (int j = 0; j < 30; ++j) {
+      Result<Placement> p = Place(c, kPlans[j % std::size(kPlans)]);
+      if (p.ok() && c.Allocate("j" + std::to_string(j), *p).ok())
+        jobs.emplace_back("j" + std::to_string(j), *p);
+      if (j % 4 == 3) {  // release one still held
+        auto& [gone, gone_placement] = jobs[rng() % jobs.size()];
+        if (c.Holds(gone)) {
+          ASSERT_TRUE(c.Release(gone).ok());
+        }
+      }
+    }
+    for (const auto& [job, placement] : jobs) {
+      if (!c.Holds(job)) continue;
+      std::set<std::string> nodes;
+      for (const RankSlot& r : placement.ranks) nodes.insert(r.node);
+      for (const std::string& failed : nodes) {
+        for (int variant = 0; variant < 8; ++variant) {
+          ReplaceOptions o{.use_spares = (variant & 1) != 0, .replace_without_spare = (variant & 2) != 0};
+          if (variant & 4) o.release_job = job;
+          if (variant == 7) o.exclude_nodes = {c.node(static_cast<int>(rng() % c.size())).id};
+          const std::string want = ExpectedReplacement(c, placement, failed, o);
+          Result<Replacement> got = ReplaceNode(c, placement, failed, o);
+          ASSERT_EQ(got.ok(), !want.empty()) << job << " " << failed << " variant " << variant;
+          if (got.ok()) {
+            EXPECT_EQ(got->spare, want) << job << " " << failed << " variant " << variant;
+          }
+          ++(got.ok() ? replaced : refused);
+        }
+      }
+    }
+  }
+  EXPECT_GT(replaced, 50);  // both outcomes are exercised
+  EXPECT_GT(refused, 10);
 }
 
 }  // namespace
