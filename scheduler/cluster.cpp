@@ -25,7 +25,8 @@ Cluster::Cluster(TopologyLevels levels)
       group_labels_(levels_.size()),
       parents_(levels_.size()),
       group_members_(levels_.size()),
-      group_free_(levels_.size()) {
+      group_free_(levels_.size()),
+      tree_(levels_.size()) {
   for (auto& ready : ready_) {
     ready.resize(levels_.size() + 1);
     ready.back().resize(1);
@@ -60,17 +61,6 @@ void Cluster::Account(const Slot& s, int sign) {
   d.free_gpus += sign * free;
   for (size_t k = 0; k < levels_.size(); ++k) group_free_[k][s.groups[k]] += sign * free;
   Bump(memory_counts_, s.node.gpu_memory_gib, sign);
-}
-
-void Cluster::RefreshLeaf(int d) {
-  Domain& dom = domains_[d];
-  dom.leaf = -1;
-  for (int i : dom.members) {
-    if (IsUsable(nodes_[i].node)) {
-      dom.leaf = nodes_[i].groups.back();
-      return;
-    }
-  }
 }
 
 const std::vector<std::pair<int, uint64_t>>& Cluster::HeldBy(const std::string& job_id) const {
@@ -128,6 +118,7 @@ void Cluster::Intern(Slot& s, int i, bool is_new) {
       group_members_[k].emplace_back();
       group_free_[k].push_back(0);
       for (auto& ready : ready_) ready[k].emplace_back();
+      tree_[k].emplace_back();
     }
     s.groups[k] = g->second;
     if (is_new || old_groups[k] != g->second)
@@ -154,7 +145,7 @@ Status Cluster::UpsertNode(const Node& n) {
     if (n.spare) MoveMember(nullptr, spares_, size());
     index_.emplace(n.id, static_cast<int>(nodes_.size()));
     nodes_.push_back(std::move(s));
-    RefreshLeaf(d);
+    RefreshDomain(d);
     return Status::Ok();
   }
   Slot& s = nodes_[it->second];
@@ -174,8 +165,8 @@ Status Cluster::UpsertNode(const Node& n) {
   s.free = AllGpus(n.gpus) & ~held;
   Intern(s, it->second, false);
   Account(s, +1);
-  RefreshLeaf(old_domain);
-  RefreshLeaf(s.domain);
+  RefreshDomain(old_domain);
+  RefreshDomain(s.domain);
   return Status::Ok();
 }
 
@@ -193,7 +184,7 @@ Status Cluster::RemoveNode(const std::string& id) {
   };
   for (int d = 0; d < domain_count(); ++d) {
     renumber(domains_[d].members);
-    RefreshLeaf(d);
+    RefreshDomain(d);
   }
   for (auto& level : group_members_)
     for (auto& members : level) renumber(members);
@@ -266,6 +257,7 @@ Status Cluster::Allocate(const std::string& job_id, const Placement& placement) 
     s.free &= ~mask;
     s.holders.emplace_back(job_id, mask);
     Account(s, +1);
+    RefreshDomain(s.domain);
   }
   jobs_.emplace(job_id, std::move(held));
   return Status::Ok();
@@ -280,6 +272,7 @@ Status Cluster::Release(const std::string& job_id) {
     s.free |= mask;
     std::erase_if(s.holders, [&](const auto& h) { return h.first == job_id; });
     Account(s, +1);
+    RefreshDomain(s.domain);
   }
   jobs_.erase(it);
   return Status::Ok();

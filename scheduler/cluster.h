@@ -117,6 +117,18 @@ class Cluster {
   using ReadyByFree = std::map<int, std::set<std::string>>;
   const ReadyByFree& ready_nodes(bool spare, int level, int g) const { return ready_[spare][level][g]; }
 
+  // Free GPUs of domains as histograms (free GPUs > 0 -> domains), for Place's capacity without a pass
+  // over the domains. A domain counts at its leaf (domain_leaf) and every group above it.
+  using FreeHistogram = std::map<int64_t, int>;
+  const FreeHistogram& free_domains() const { return free_domains_; }  // every domain
+  const FreeHistogram& group_free_domains(int level, int g) const { return tree_[level][g].free; }
+  // Usable GPUs of domains (> 0) -> domains.
+  const FreeHistogram& usable_domains() const { return domain_gpu_counts_; }
+  // The children with free GPUs of level-k group g: groups of level k + 1, or domains at the finest level;
+  // and the level-0 groups with free GPUs. Ascending ids.
+  const std::set<int>& free_children(int level, int g) const { return tree_[level][g].children; }
+  const std::set<int>& free_roots() const { return free_roots_; }
+
  private:
   struct Slot {
     Node node;
@@ -130,6 +142,14 @@ class Cluster {
     int64_t usable_gpus = 0;
     int64_t free_gpus = 0;
     int leaf = -1;
+    // What the free histograms hold for this domain: its free GPUs and its groups, finest last (empty:
+    // nothing).
+    int64_t counted_free = 0;
+    std::vector<int> counted_chain;
+  };
+  struct TreeGroup {
+    FreeHistogram free;
+    std::set<int> children;
   };
   // Adds (sign +1) or removes (-1) the slot's share of every count and index derived from its flags and
   // free GPUs.
@@ -137,7 +157,9 @@ class Cluster {
   void AccountReady(const Slot& s, int sign);
   // Interns the slot's domain and groups (index i), moving it between domain member lists.
   void Intern(Slot& s, int i, bool is_new);
-  void RefreshLeaf(int d);
+  // Recomputes domain d's leaf and moves its entries in the free histograms to its current free GPUs.
+  void RefreshDomain(int d);
+  void CountFree(int d, int sign);
   // Moves node i from one sorted member list (none when from is null) to another.
   static void MoveMember(std::vector<int>* from, std::vector<int>& to, int i);
 
@@ -151,9 +173,12 @@ class Cluster {
   std::vector<int> spares_;                                      // indexes of spare nodes, ascending
   std::vector<std::vector<int64_t>> group_free_;                 // per level: group id -> free usable GPUs
   std::unordered_map<std::string, int> domain_ids_;
-  std::vector<Domain> domains_;                     // per domain id
-  std::map<int64_t, int> domain_gpu_counts_;        // usable GPUs of a domain (> 0) -> domains
-  std::map<double, int> memory_counts_;             // GPU memory (GiB) -> usable nodes
+  std::vector<Domain> domains_;               // per domain id
+  std::map<int64_t, int> domain_gpu_counts_;  // usable GPUs of a domain (> 0) -> domains
+  std::map<double, int> memory_counts_;       // GPU memory (GiB) -> usable nodes
+  std::vector<std::vector<TreeGroup>> tree_;  // per level, per group
+  std::set<int> free_roots_;
+  FreeHistogram free_domains_;
   std::vector<std::vector<ReadyByFree>> ready_[2];  // [spare][level, levels_.size(): all][group]
   std::unordered_map<std::string, std::vector<std::pair<int, uint64_t>>> jobs_;  // job -> (node, GPUs)
   int64_t usable_gpus_ = 0;

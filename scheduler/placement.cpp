@@ -73,51 +73,74 @@ static Result<Placement> PlaceUnits(const Cluster& c, const Plan& plan, const Pl
   const int64_t groups = int64_t{plan.pp} * plan.dp;
   const int levels = static_cast<int>(c.levels().size());
   const int finest = levels - 1;
-  const int ndom = c.domain_count();
 
-  // 1. Capacity per domain, in TP groups, from the Cluster's per-domain counts (O(domains), no node walk).
-  // Excluded nodes' free GPUs are withheld (their GPUs still count towards the usable total); out-of-service
-  // nodes count nowhere; the released job's GPUs on offered nodes are free.
+  // 1. Capacity, in TP groups, from the Cluster's histograms of domains by free and usable GPUs, corrected
+  // for the domains the options change (`changed`): excluded nodes' free GPUs are withheld (their GPUs
+  // still count towards the usable total); out-of-service nodes count nowhere; the released job's GPUs on
+  // offered nodes are free. No pass over the domains (issue 11).
+  struct Changed {
+    int64_t free, total;
+    int leaf;
+  };
+  std::unordered_map<int, Changed> changed;
+  auto change = [&](int i) -> Changed& {
+    const int d = c.domain(i);
+    return changed.try_emplace(d, Changed{c.domain_free_gpus(d), c.domain_usable_gpus(d), c.domain_leaf(d)})
+        .first->second;
+  };
   std::unordered_set<int> excluded, unusable;
   std::unordered_map<int, uint64_t> released;  // node -> GPUs of o.release_job there
   for (const auto& [i, mask] : c.HeldBy(o.release_job)) released[i] = mask;
-  std::vector<int64_t> dom_free(ndom), dom_total(ndom);
-  for (int d = 0; d < ndom; ++d) {
-    dom_free[d] = c.domain_free_gpus(d);
-    dom_total[d] = c.domain_usable_gpus(d);
-  }
-  std::unordered_set<int> reshaped;  // domains whose first usable member may have changed
   for (const std::string& id : o.out_of_service) {
     const int i = c.IndexOf(id);
     if (i < 0 || !IsUsable(c.node(i)) || !unusable.insert(i).second) continue;
-    dom_free[c.domain(i)] -= std::popcount(c.free_mask(i));
-    dom_total[c.domain(i)] -= c.node(i).gpus;
-    reshaped.insert(c.domain(i));
+    Changed& ch = change(i);
+    ch.free -= std::popcount(c.free_mask(i));
+    ch.total -= c.node(i).gpus;
   }
   for (const std::string& id : o.exclude_nodes) {
     const int i = c.IndexOf(id);
     if (i < 0 || !IsUsable(c.node(i)) || unusable.count(i) != 0 || !excluded.insert(i).second) continue;
-    dom_free[c.domain(i)] -= std::popcount(c.free_mask(i));
+    change(i).free -= std::popcount(c.free_mask(i));
   }
   auto offered = [&](int i) {
     return IsUsable(c.node(i)) && excluded.count(i) == 0 && unusable.count(i) == 0;
   };
   for (const auto& [i, mask] : released)
-    if (offered(i)) dom_free[c.domain(i)] += std::popcount(mask);
-  auto leaf_of = [&](int d) {  // the finest-level group of the domain's first usable member
-    if (reshaped.count(d) == 0) return c.domain_leaf(d);
-    for (int i : c.domain_members(d))
-      if (IsUsable(c.node(i)) && unusable.count(i) == 0) return c.group(i, finest);
-    return -1;
+    if (offered(i)) change(i).free += std::popcount(mask);
+  for (auto& [d, ch] : changed) {  // the finest-level group of the domain's first usable member
+    ch.leaf = -1;
+    for (int i : c.domain_members(d)) {
+      if (IsUsable(c.node(i)) && unusable.count(i) == 0) {
+        ch.leaf = c.group(i, finest);
+        break;
+      }
+    }
+    if (ch.leaf < 0) ch.free = 0;
+  }
+  auto slots = [tp](int64_t gpus) { return gpus / tp; };
+  auto slots_of = [&](const Cluster::FreeHistogram& h) {
+    int64_t n = 0;
+    for (const auto& [gpus, domains] : h) n += slots(gpus) * domains;
+    return n;
   };
-  // GPUs / tp by table: these loops run once per domain, and a division each dominated them.
-  std::vector<int64_t> per(c.MaxUsableDomainGpus() + 1);
-  for (size_t f = 0; f < per.size(); ++f) per[f] = static_cast<int64_t>(f) / tp;
-  auto slots = [&](int64_t gpus) { return gpus < static_cast<int64_t>(per.size()) ? per[gpus] : gpus / tp; };
-  int64_t cap_total = 0, cap_free = 0;
-  for (int d = 0; d < ndom; ++d) {
-    cap_total += slots(dom_total[d]);
-    cap_free += slots(dom_free[d]);
+  int64_t cap_total = slots_of(c.usable_domains()), cap_free = slots_of(c.free_domains());
+  // Per group, the change in free TP groups from `changed`; and the groups a changed domain now counts in.
+  std::vector<std::unordered_map<int, int64_t>> delta(levels);
+  std::vector<std::vector<std::pair<int, int>>> added(levels + 1);  // per level: (parent or -1, child)
+  auto chain_add = [&](int leaf, int64_t n) {
+    for (int k = finest, g = leaf; k >= 0; g = k > 0 ? c.parent_group(k, g) : -1, --k) delta[k][g] += n;
+  };
+  for (const auto& [d, ch] : changed) {
+    const int64_t before = c.domain_leaf(d) >= 0 ? slots(c.domain_free_gpus(d)) : 0;
+    cap_total += slots(ch.total) - slots(c.domain_usable_gpus(d));
+    cap_free += slots(ch.free) - before;
+    if (before > 0) chain_add(c.domain_leaf(d), -before);
+    if (slots(ch.free) == 0) continue;
+    chain_add(ch.leaf, slots(ch.free));
+    added[levels].emplace_back(ch.leaf, d);
+    for (int k = finest, g = ch.leaf; k >= 0; g = k > 0 ? c.parent_group(k, g) : -1, --k)
+      added[k].emplace_back(k > 0 ? c.parent_group(k, g) : -1, g);
   }
   if (cap_total < groups) {
     return InvalidContent("job of " + std::to_string(groups * tp) +
@@ -130,38 +153,43 @@ static Result<Placement> PlaceUnits(const Cluster& c, const Plan& plan, const Pl
                                                 " of " + std::to_string(groups) + " TP groups");
   }
 
-  // 2. Best-fit selection, coarsest level first, down to domains.
-  std::vector<std::vector<int64_t>> cap(levels);
-  std::vector<std::vector<std::vector<int>>> kids(levels);  // kids[k][g]: children of level-k group g
-  for (int k = 0; k < levels; ++k) {
-    cap[k].assign(c.group_count(k), 0);
-    kids[k].resize(c.group_count(k));
-  }
-  for (int d = 0; d < ndom; ++d) {
-    const int64_t n = slots(dom_free[d]);
-    if (n == 0) continue;
-    const int leaf = leaf_of(d);
-    kids[finest][leaf].push_back(d);
-    cap[finest][leaf] += n;
-  }
-  for (int k = finest; k >= 1; --k) {
-    for (int g = 0; g < c.group_count(k); ++g) {
-      if (cap[k][g] == 0) continue;
-      kids[k - 1][c.parent_group(k, g)].push_back(g);
-      cap[k - 1][c.parent_group(k, g)] += cap[k][g];
+  // 2. Best-fit selection, coarsest level first, down to domains; only children with free GPUs are looked
+  // at (level k < levels: groups; k == levels: domains of the leaf `parent`).
+  auto free_slots = [&](int k, int id) {
+    if (k == levels) {
+      auto it = changed.find(id);
+      return it == changed.end() ? slots(c.domain_free_gpus(id)) : slots(it->second.free);
     }
-  }
+    auto it = delta[k].find(id);
+    return slots_of(c.group_free_domains(k, id)) + (it == delta[k].end() ? 0 : it->second);
+  };
+  auto children = [&](int k, int parent) {
+    std::vector<Child> out;
+    auto offer = [&](int id) {
+      if (k == levels) {  // a changed domain is a child of its new leaf only
+        auto it = changed.find(id);
+        if (it != changed.end() && it->second.leaf != parent) return;
+      }
+      if (const int64_t n = free_slots(k, id); n > 0) out.push_back({id, n});
+    };
+    for (int id : k == 0 ? c.free_roots() : c.free_children(k - 1, parent)) offer(id);
+    for (const auto& [p, id] : added[k]) {
+      if (p != parent) continue;
+      const bool listed =
+          k == 0 ? c.free_roots().count(id) != 0 : c.free_children(k - 1, parent).count(id) != 0;
+      if (!listed && std::none_of(out.begin(), out.end(), [&](const Child& x) { return x.id == id; }))
+        offer(id);
+    }
+    return out;
+  };
   std::vector<int> slot_dom, slot_fine, slot_coarse;
   slot_dom.reserve(groups);
   std::vector<int> path(levels, 0);
-  std::function<void(int, const std::vector<int>&, int64_t)> descend = [&](int k, const std::vector<int>& ids,
-                                                                           int64_t need) {
-    std::vector<Child> cands;
-    for (int id : ids) cands.push_back({id, k < levels ? cap[k][id] : slots(dom_free[id])});
-    for (const auto& [id, take] : Select(std::move(cands), need)) {
+  std::function<void(int, int, int64_t)> descend = [&](int k, int parent, int64_t need) {
+    for (const auto& [id, take] : Select(children(k, parent), need)) {
       if (k < levels) {
         path[k] = id;
-        descend(k + 1, kids[k][id], take);
+        descend(k + 1, id, take);
         continue;
       }
       for (int64_t t = 0; t < take; ++t) {
@@ -171,11 +199,7 @@ static Result<Placement> PlaceUnits(const Cluster& c, const Plan& plan, const Pl
       }
     }
   };
-  std::vector<int> roots;
-  for (int g = 0; g < c.group_count(0); ++g) {
-    if (cap[0][g] > 0) roots.push_back(g);
-  }
-  descend(0, roots, groups);
+  descend(0, -1, groups);
 
   // 3. Choose the block width w.
   std::vector<int> widths;

@@ -41,6 +41,36 @@ Cluster Rebuilt(const Cluster& c, const std::map<std::string, Placement>& held) 
   return fresh;
 }
 
+// The free histograms and child lists (Place's capacity) against a pass over every domain.
+void ExpectFreeTreeMatchesDomains(const Cluster& c) {
+  const int levels = static_cast<int>(c.levels().size());
+  std::vector<std::map<int, Cluster::FreeHistogram>> hist(levels);
+  std::vector<std::map<int, std::set<int>>> children(levels);
+  Cluster::FreeHistogram all, usable;
+  std::set<int> roots;
+  for (int d = 0; d < c.domain_count(); ++d) {
+    if (c.domain_usable_gpus(d) > 0) ++usable[c.domain_usable_gpus(d)];
+    if (c.domain_leaf(d) < 0 || c.domain_free_gpus(d) == 0) continue;
+    ++all[c.domain_free_gpus(d)];
+    int child = d;
+    for (int k = levels - 1, g = c.domain_leaf(d); k >= 0;
+         child = g, g = k > 0 ? c.parent_group(k, g) : -1, --k) {
+      ++hist[k][g][c.domain_free_gpus(d)];
+      children[k][g].insert(child);
+    }
+    roots.insert(child);
+  }
+  EXPECT_EQ(c.free_domains(), all);
+  EXPECT_EQ(c.usable_domains(), usable);
+  EXPECT_EQ(c.free_roots(), roots);
+  for (int k = 0; k < levels; ++k) {
+    for (int g = 0; g < c.group_count(k); ++g) {
+      EXPECT_EQ(c.group_free_domains(k, g), hist[k][g]) << "level " << k << " group " << g;
+      EXPECT_EQ(c.free_children(k, g), children[k][g]) << "level " << k << " group " << g;
+    }
+  }
+}
+
 void ExpectIndexesMatchNodes(const Cluster& c) {
   std::map<std::string, std::pair<int64_t, int64_t>> by_domain;  // domain -> usable GPUs, free of them
   std::optional<double> min_memory;
@@ -64,6 +94,7 @@ void ExpectIndexesMatchNodes(const Cluster& c) {
   for (bool spare : {false, true})
     for (const auto& [f, ids] : c.ready_nodes(spare, c.levels().size(), 0)) indexed += ids.size();
   EXPECT_EQ(indexed, ready);
+  ExpectFreeTreeMatchesDomains(c);
   for (int i = 0; i < c.size(); ++i) {
     const Node& n = c.node(i);
     const int d = c.domain(i);
