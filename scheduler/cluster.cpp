@@ -24,8 +24,6 @@ Cluster::Cluster(TopologyLevels levels)
       group_ids_(levels_.size()),
       group_labels_(levels_.size()),
       parents_(levels_.size()),
-      group_members_(levels_.size()),
-      group_free_(levels_.size()),
       tree_(levels_.size()) {
   for (auto& ready : ready_) {
     ready.resize(levels_.size() + 1);
@@ -59,7 +57,6 @@ void Cluster::Account(const Slot& s, int sign) {
   d.usable_gpus += sign * s.node.gpus;
   if (d.usable_gpus > 0) Bump(domain_gpu_counts_, d.usable_gpus, +1);
   d.free_gpus += sign * free;
-  for (size_t k = 0; k < levels_.size(); ++k) group_free_[k][s.groups[k]] += sign * free;
   Bump(memory_counts_, s.node.gpu_memory_gib, sign);
 }
 
@@ -78,10 +75,6 @@ int64_t Cluster::MinUsableDomainGpus() const {
   return domain_gpu_counts_.empty() ? 0 : domain_gpu_counts_.begin()->first;
 }
 
-int64_t Cluster::MaxUsableDomainGpus() const {
-  return domain_gpu_counts_.empty() ? 0 : domain_gpu_counts_.rbegin()->first;
-}
-
 void Cluster::MoveMember(std::vector<int>* from, std::vector<int>& to, int i) {
   if (from) std::erase(*from, i);
   to.insert(std::upper_bound(to.begin(), to.end(), i), i);
@@ -94,7 +87,6 @@ void Cluster::Intern(Slot& s, int i, bool is_new) {
   if (s.domain == static_cast<int>(domains_.size())) domains_.emplace_back();
   if (is_new || old_domain != s.domain)
     MoveMember(is_new ? nullptr : &domains_[old_domain].members, domains_[s.domain].members, i);
-  const std::vector<int> old_groups = is_new ? std::vector<int>{} : s.groups;
   s.groups.assign(levels_.size(), 0);
   std::string path;
   bool alone = false;
@@ -115,14 +107,10 @@ void Cluster::Intern(Slot& s, int i, bool is_new) {
     if (added) {
       group_labels_[k].push_back(label);
       parents_[k].push_back(-1);
-      group_members_[k].emplace_back();
-      group_free_[k].push_back(0);
       for (auto& ready : ready_) ready[k].emplace_back();
       tree_[k].emplace_back();
     }
     s.groups[k] = g->second;
-    if (is_new || old_groups[k] != g->second)
-      MoveMember(is_new ? nullptr : &group_members_[k][old_groups[k]], group_members_[k][g->second], i);
     // A group's path extends its parent's, so the parent is fixed, except for a node's own groups
     // ("alone"), which follow that node's latest labels.
     if (k > 0) parents_[k][g->second] = s.groups[k - 1];
@@ -142,7 +130,6 @@ Status Cluster::UpsertNode(const Node& n) {
     Intern(s, size(), true);
     Account(s, +1);
     const int d = s.domain;
-    if (n.spare) MoveMember(nullptr, spares_, size());
     index_.emplace(n.id, static_cast<int>(nodes_.size()));
     nodes_.push_back(std::move(s));
     RefreshDomain(d);
@@ -155,12 +142,6 @@ Status Cluster::UpsertNode(const Node& n) {
   }
   Account(s, -1);
   const int old_domain = s.domain;
-  if (s.node.spare != n.spare) {
-    if (n.spare)
-      MoveMember(nullptr, spares_, it->second);
-    else
-      std::erase(spares_, it->second);
-  }
   s.node = n;
   s.free = AllGpus(n.gpus) & ~held;
   Intern(s, it->second, false);
@@ -186,9 +167,6 @@ Status Cluster::RemoveNode(const std::string& id) {
     renumber(domains_[d].members);
     RefreshDomain(d);
   }
-  for (auto& level : group_members_)
-    for (auto& members : level) renumber(members);
-  renumber(spares_);
   for (auto& [job, held] : jobs_) {
     for (auto& [node, mask] : held) {
       if (node > i) --node;

