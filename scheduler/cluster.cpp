@@ -156,6 +156,7 @@ Status Cluster::RemoveNode(const std::string& id) {
   if (i < 0) return NotFound("node " + id + " not found");
   if (!nodes_[i].holders.empty()) return Conflict("node " + id + " has GPUs held by a job");
   Account(nodes_[i], -1);
+  const int removed_domain = nodes_[i].domain;
   index_.erase(id);
   nodes_.erase(nodes_.begin() + i);
   for (int j = i; j < size(); ++j) index_[nodes_[j].node.id] = j;
@@ -163,10 +164,8 @@ Status Cluster::RemoveNode(const std::string& id) {
     std::erase(members, i);
     for (int& m : members) m -= m > i;
   };
-  for (int d = 0; d < domain_count(); ++d) {
-    renumber(domains_[d].members);
-    RefreshDomain(d);
-  }
+  for (Domain& d : domains_) renumber(d.members);
+  RefreshDomain(removed_domain);  // the only domain whose members changed
   for (auto& [job, held] : jobs_) {
     for (auto& [node, mask] : held) {
       if (node > i) --node;
