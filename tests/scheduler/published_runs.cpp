@@ -245,6 +245,19 @@ std::vector<PublishedRun> PublishedRuns() {
     runs.push_back({"gpt-oss-120b 64 B200 TP1 PP1 EP64 DP64", bridge, s, p, HardwareForResources(s.resources),
                     219, 8047});
   }
+  {
+    // DGX-GB200, the same layout as the B200 row but with all 64 ranks of the EP group in one NVL72 domain:
+    // 15,784 tokens/s.
+    JobSpec s = GptOss120B(64, 1280, "GB200-NVL72");
+    Plan p = Layout(1, 1, 1, 64, 1, 1);
+    p.ep = 64;
+    p.micro_batch_size = 4;
+    runs.push_back({"gpt-oss-120b 64 GB200 TP1 PP1 EP64 DP64", bridge, s, p,
+                    HardwareForResources(s.resources), 428, 15784,
+                    "expert parallelism inside one NVLink domain: predicted +115 % tokens/s, like the H100 "
+                    "row (+64 %), while the same model and software with EP across the network (B200) is "
+                    "+14 % (docs/planner.md, Validation)"});
+  }
   // NeMo Automodel (github.com/NVIDIA-NeMo/Automodel docs/performance-summary.md, DGX-H100 BF16, updated
   // 2025-10-02; examples/benchmark/configs/gptoss_120b_te_deepep.yaml): 64 GPUs, GBS 512, local batch 2
   // (4 accumulation steps), sequence 4096, FSDP2 over 64 ranks, ep_size 64 with DeepEP, TE linear layers and
