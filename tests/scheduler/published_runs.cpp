@@ -5,23 +5,30 @@
 namespace shepherd::testing {
 namespace {
 
-JobSpec Llama405B(int gpus, int seq_len, int global_batch) {
+// A Llama-style model (SwiGLU MLP, RMSNorm, untied output layer) on `gpus` GPUs of type `gpu`.
+JobSpec LlamaStyle(int layers, int hidden, int heads, int kv_heads, int vocab, int seq_len, int global_batch,
+                   int gpus, const char* gpu) {
   JobSpec s;
-  s.model.layers = 126;
-  s.model.hidden = 16384;
-  s.model.heads = 128;
-  s.model.kv_heads = 8;
-  s.model.ffn_hidden = 53248;
+  s.model.layers = layers;
+  s.model.hidden = hidden;
+  s.model.heads = heads;
+  s.model.kv_heads = kv_heads;
   s.model.mlp = Mlp::kSwiglu;
   s.model.norm = Norm::kRmsNorm;
-  s.model.vocab = 128256;
+  s.model.vocab = vocab;
   s.model.seq_len = seq_len;
   s.training.global_batch_size = global_batch;
+  s.resources.gpus = gpus;
+  s.resources.gpu = gpu;
+  return s;
+}
+
+JobSpec Llama405B(int gpus, int seq_len, int global_batch) {
+  JobSpec s = LlamaStyle(126, 16384, 128, 8, 128256, seq_len, global_batch, gpus, "H100-80GB");
+  s.model.ffn_hidden = 53248;
   // Not in the paper's table: full recompute assumed (with 1F1B over 16 stages the stage-1 rank would
   // otherwise hold 15 micro-batches of activations, about 68 GB in this model).
   s.training.activation_recompute = Recompute::kFull;
-  s.resources.gpus = gpus;
-  s.resources.gpu = "H100-80GB";
   return s;
 }
 
@@ -38,20 +45,10 @@ Plan Layout(int tp, int cp, int pp, int dp, int vpp, int zero) {
               .pipeline_layers = {}};
 }
 
+// gpt-oss-120b (see the rows below) at sequence 4096.
 JobSpec GptOss120B(int gpus, int global_batch, const char* gpu) {
-  JobSpec s;
-  s.model.layers = 36;
-  s.model.hidden = 2880;
-  s.model.heads = 64;
-  s.model.kv_heads = 8;
-  s.model.mlp = Mlp::kSwiglu;
-  s.model.norm = Norm::kRmsNorm;
-  s.model.vocab = 201088;
-  s.model.seq_len = 4096;
+  JobSpec s = LlamaStyle(36, 2880, 64, 8, 201088, 4096, global_batch, gpus, gpu);
   s.model.moe = {.experts = 128, .top_k = 4, .expert_ffn_hidden = 2880};
-  s.training.global_batch_size = global_batch;
-  s.resources.gpus = gpus;
-  s.resources.gpu = gpu;
   return s;
 }
 
