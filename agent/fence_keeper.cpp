@@ -33,6 +33,22 @@ void SignalAll(const std::vector<pid_t>& groups, int sig) {
   }
 }
 
+// True when `pid` is still the process the agent recorded (same start time, /proc/<pid>/stat field 22),
+// running or exited but not yet reaped by its (stopped) agent: either way its process group id cannot have
+// been reused, and the group may hold more of the rank's processes.
+bool IsRecordedLeader(pid_t pid, std::uint64_t start_time) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (pid <= 1 || !std::getline(in, line)) return false;
+  std::size_t close = line.rfind(')');  // comm may contain spaces and parentheses
+  if (close == std::string::npos) return false;
+  std::istringstream fields(line.substr(close + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i)
+    if (i == 22) return field == std::to_string(start_time);
+  return false;
+}
+
 // The keeper's loop (in the child: no logging, no threads). Returns when the agent is gone.
 void KeepFence(const std::string& state_dir, pid_t agent, std::chrono::milliseconds interval) {
   FenceProgress progress;
@@ -110,7 +126,7 @@ std::vector<pid_t> RunningRankGroups(const std::string& state_dir) {
     const Json& pid = e.contains("pid") ? e["pid"] : Json();
     const Json& start = e.contains("start_time") ? e["start_time"] : Json();
     if (!pid.is_number_integer() || !start.is_number_unsigned()) continue;
-    if (ProcessAlive(pid.get<pid_t>(), start.get<std::uint64_t>())) out.push_back(pid.get<pid_t>());
+    if (IsRecordedLeader(pid.get<pid_t>(), start.get<std::uint64_t>())) out.push_back(pid.get<pid_t>());
   }
   return out;
 }

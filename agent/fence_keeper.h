@@ -6,8 +6,8 @@
 // ClearLease when it has none or cannot write it: a missing file means nothing to enforce). The keeper, a
 // child process of the agent, reads that file and <state-dir>/processes.json and takes the agent's own
 // fencing steps: SIGTERM then SIGCONT to every running rank's process group at expiry - grace, SIGKILL at
-// the expiry (a rank counts only while its pid runs with the start time the agent recorded; never a
-// process the agent did not list). When the agent is well both do this at the same moments: the second
+// the expiry (a rank counts only while its pid is the process the agent recorded; never a process the
+// agent did not list). When the agent is well both do this at the same moments: the second
 // signal to a group is harmless. The keeper lives as long as the agent process and no longer (ranks
 // outlive agent restarts as before; an agent that exited is not covered).
 // Times are std::chrono::steady_clock (CLOCK_MONOTONIC: one clock for every process of the machine).
@@ -42,8 +42,9 @@ struct FenceProgress {
 FenceStep NextFenceStep(const std::optional<Lease>& lease, std::chrono::steady_clock::time_point now,
                         FenceProgress& progress);
 
-// Process groups of the ranks <state-dir>/processes.json lists as running whose pid still runs with the
-// recorded start time.
+// Process groups of the ranks <state-dir>/processes.json lists as running whose pid is still the recorded
+// process (same start time): running, or a zombie its stopped agent has not reaped (its group may still
+// hold the rank's other processes, and its id cannot have been reused).
 std::vector<pid_t> RunningRankGroups(const std::string& state_dir);
 
 // Forks the keeper for `state_dir` (REQUIRES: the calling process has no other thread yet, and the calling

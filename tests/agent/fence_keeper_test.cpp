@@ -70,17 +70,23 @@ void Reap(pid_t pid) {
   ASSERT_TRUE(WaitFor([&] { return PollChildExit(pid).has_value(); }));
 }
 
+// A zombie leader (exited, its stopped agent has not reaped it) still counts: its group may hold the rank's
+// other processes, and its id cannot have been reused.
 TEST(FenceKeeper, ListsOnlyRunningRanksWithTheirRecordedStartTime) {
   TempDir dir;
   pid_t a = Spawn("exec sleep 100", dir.path()), b = Spawn("exec sleep 100", dir.path());
-  std::uint64_t sa = *ProcessStartTime(a), sb = *ProcessStartTime(b);
+  pid_t z = Spawn("sleep 100 & exit 0", dir.path());
+  std::uint64_t sa = *ProcessStartTime(a), sb = *ProcessStartTime(b), sz = *ProcessStartTime(z);
+  ASSERT_TRUE(WaitFor([&] { return !ProcessStartTime(z); }));  // a zombie: exited, not reaped
   Json j = {{"processes",
              {Entry(a, "running", sa), Entry(b, "running", sb + 1), Entry(b, "exited", sb),
-              Entry(999999999, "running", 1)}}};
+              Entry(z, "running", sz), Entry(999999999, "running", 1)}}};
   std::ofstream(dir.file("processes.json")) << j.dump();
-  EXPECT_EQ(RunningRankGroups(dir.path()), std::vector<pid_t>{a});  // b: another start time = a reused pid
+  // b: another start time = a reused pid.
+  EXPECT_EQ(RunningRankGroups(dir.path()), (std::vector<pid_t>{a, z}));
   Reap(a);
   Reap(b);
+  Reap(z);
 }
 
 // The agent is stopped (it never renews nor fences): the keeper stops the ranks the agent listed, even one
