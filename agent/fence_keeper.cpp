@@ -12,7 +12,6 @@
 #include <sstream>
 #include <thread>
 
-#include "agent/process.h"
 #include "core/child_process.h"
 #include "core/json.h"
 
