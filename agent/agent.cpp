@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "agent/fence_keeper.h"
 #include "agent/health_check.h"
 #include "agent/http_client.h"
 #include "agent/protocol.h"
@@ -115,6 +116,15 @@ class AgentImpl final : public Agent {
     sup_->StopAll(now, std::max(left, std::chrono::milliseconds(0)));
   }
 
+  // The keeper enforces what <state-dir>/lease says; a lease it cannot be told is removed, never left stale.
+  void MirrorLease() {
+    Status s = WriteLease(o_.state_dir, {*lease_until_, o_.fence_grace});
+    if (s.ok()) return;
+    spdlog::warn("agent {}: {}: the fence keeper enforces no lease until the next renewal", o_.node_id,
+                 s.message());
+    ClearLease(o_.state_dir);
+  }
+
   // A heartbeat must not block past the next fencing step (the SIGTERMs, then the SIGKILLs).
   std::chrono::milliseconds HeartbeatTimeout(Clock::time_point now) const {
     if (!lease_until_) return o_.request_timeout;
@@ -168,6 +178,7 @@ class AgentImpl final : public Agent {
       lease_until_ =
           sent + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*answer->lease_s));
       fenced_ = false;
+      if (o_.fence_keeper) MirrorLease();
     }
     return true;
   }
@@ -292,6 +303,12 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions o) {
   if (!poll_http.ok()) return poll_http.status();
   Result<std::unique_ptr<Supervisor>> sup = Supervisor::Open({o.state_dir, o.stop_grace, o.run_as});
   if (!sup.ok()) return sup.status();
+  if (o.fence_keeper) {
+    ClearLease(o.state_dir);
+    Result<pid_t> keeper = StartFenceKeeper(o.state_dir);
+    if (!keeper.ok()) return keeper.status();
+    spdlog::info("agent {}: fence keeper pid {}", o.node_id, *keeper);
+  }
   return std::unique_ptr<Agent>(
       new AgentImpl(std::move(o), std::move(*sup), std::move(*main_http), std::move(*poll_http)));
 }

@@ -56,6 +56,9 @@ struct AgentOptions {
   // Fencing: when the lease the daemon granted (heartbeat answers' lease_s) runs out, every rank has been
   // stopped: SIGTERM at expiry - fence_grace, SIGKILL at expiry (docs/agent-protocol.md, "Lease").
   std::chrono::milliseconds fence_grace = std::chrono::seconds(2);
+  // Also enforce the lease from a second process (agent/fence_keeper.h), so the ranks of a stopped or hung
+  // agent are fenced too. Create() forks it: set only where the process has no other thread yet.
+  bool fence_keeper = false;
   // The site's node health check (`/bin/sh -c`), run every health_check_interval; empty: none.
   std::string health_check;
   std::chrono::milliseconds health_check_interval = std::chrono::seconds(60);
@@ -64,7 +67,8 @@ struct AgentOptions {
 
 class Agent {
  public:
-  // Validates the options, opens the state directory and adopts the ranks a previous agent left running.
+  // Validates the options, opens the state directory and adopts the ranks a previous agent left running;
+  // with fence_keeper, drops any lease an earlier agent left (none is granted yet) and forks the keeper.
   // Contacts no daemon. kInvalidArgument for bad options; kInternal when the state dir is unusable.
   static Result<std::unique_ptr<Agent>> Create(AgentOptions options);
   virtual ~Agent() = default;  // REQUIRES: Run() is not running

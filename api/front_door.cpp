@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <shared_mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -31,7 +32,7 @@ void FrontDoor::Handle(HttpRequest request, Respond respond) const {
     ms = std::clamp<long>(ms, 0, 60000);
     // Answers as the block begins (the answer goes out on the I/O thread), so the caller knows from then
     // on the control thread is busy for `ms`.
-    if (!queue_->Offer(RequestClass::kWrite, [ms, respond] {
+    if (!control_->Offer(RequestClass::kWrite, [ms, respond] {
           respond(JsonResponse(200, {{"blocking_ms", ms}}));
           std::this_thread::sleep_for(std::chrono::milliseconds(ms));
         }))
@@ -43,8 +44,15 @@ void FrontDoor::Handle(HttpRequest request, Respond respond) const {
   auto shared = std::make_shared<HttpRequest>(std::move(request));
   // The task owns the only other copy of `respond`; a refused task is dropped unrun, so answering here is
   // the one call.
-  if (queue_->Offer(c, [router = router_, shared, respond] { router->Handle(std::move(*shared), respond); }))
-    return;
+  const bool offered =
+      c == RequestClass::kRead
+          ? reads_->Offer(c,
+                          [router = router_, lock = lock_, shared, respond] {
+                            std::shared_lock hold(*lock);
+                            router->Handle(std::move(*shared), respond);
+                          })
+          : control_->Offer(c, [router = router_, shared, respond] { router->Handle(std::move(*shared), respond); });
+  if (offered) return;
   if (observe_) observe_(std::string(ToString(c)) + " queue", method, 429);
   HttpResponse busy = Problem(
       429, std::string("the daemon's ") + ToString(c) + " queue is full; retry after the Retry-After delay",

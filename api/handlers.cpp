@@ -47,6 +47,13 @@ Page TakePage(QueryParams* q, std::vector<FieldError>* errs) {
   return page;
 }
 
+HttpResponse QuotaReached(const std::string& name, int limit, const std::string& what, const std::string& why) {
+  HttpResponse r = Problem(429, "quota " + name + " (" + std::to_string(limit) + ") reached: " + why,
+                           {{"quota." + name, "at most " + std::to_string(limit) + " " + what}});
+  r.headers.emplace_back("Retry-After", std::to_string(kQuotaRetryAfterS));
+  return r;
+}
+
 void SetNextCursor(Json* body, bool more, const std::string& last_id) {
   (*body)["next_cursor"] = more ? Json(last_id) : Json(nullptr);
 }

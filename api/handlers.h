@@ -17,7 +17,8 @@
 
 namespace shepherd {
 
-// Quotas from the configuration; 0 means no limit. Exceeding one is 403 problem+json naming it.
+// Quotas from the configuration; 0 means no limit. Reaching one is 429 problem+json naming it, with
+// Retry-After (api::QuotaReached): a submitter's quota frees as its jobs end.
 struct Quotas {
   int max_nodes = 0;                      // registered nodes, all together
   int max_active_jobs_per_submitter = 0;  // jobs not yet ended, per submitting principal's name
@@ -54,6 +55,9 @@ struct Page {
   std::size_t limit = kDefaultPageSize;
 };
 Page TakePage(QueryParams* q, std::vector<FieldError>* errs);
+// 429 naming `quota.<name>` ("at most <limit> <what>"), with Retry-After: kQuotaRetryAfterS.
+constexpr int kQuotaRetryAfterS = 30;
+HttpResponse QuotaReached(const std::string& name, int limit, const std::string& what, const std::string& why);
 // Sets body["next_cursor"]: `last_id` when more items follow, else null.
 void SetNextCursor(Json* body, bool more, const std::string& last_id);
 // Submits `spec` as the caller's job (owner = the principal's name): the site's job policy, the submitter

@@ -23,11 +23,8 @@ void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o) {
     }
     if (o.quotas.max_nodes > 0 && !c->GetNode(node->id).ok() &&
         c->node_count() >= static_cast<std::size_t>(o.quotas.max_nodes))
-      return respond(
-          Problem(403,
-                  "quota max_nodes (" + std::to_string(o.quotas.max_nodes) + ") reached: node " + node->id +
-                      " is not registered",
-                  {{"quota.max_nodes", "at most " + std::to_string(o.quotas.max_nodes) + " nodes"}}));
+      return respond(api::QuotaReached("max_nodes", o.quotas.max_nodes, "nodes",
+                                       "node " + node->id + " is not registered"));
     c->UpsertNode(std::move(node).value(), schedulable_given, [respond](Result<NodeUpsert> r) {
       if (!r.ok()) return respond(ProblemFrom(r.status()));
       respond(JsonResponse(r->created ? 201 : 200, RenderNode(r->node)));

@@ -14,6 +14,7 @@ std::string Num(double v) {
 void Metrics::ObserveRequest(const std::string& route, const std::string& method, int status,
                              double seconds) {
   std::string base = "route=\"" + route + "\",method=\"" + method + "\"";
+  std::lock_guard lock(mu_);
   ++requests_[base + ",status=\"" + std::to_string(status) + "\""];
   Histogram& h = latency_[base];
   for (size_t i = 0; i < kBuckets.size(); ++i)
@@ -26,6 +27,7 @@ std::string Metrics::Exposition(const std::string& version) const {
   std::string out;
   out += "# HELP shepherd_build_info Build information.\n# TYPE shepherd_build_info gauge\n";
   out += "shepherd_build_info{version=\"" + version + "\"} 1\n";
+  std::unique_lock lock(mu_);
   out += "# HELP shepherd_http_requests_total HTTP requests by route, method and status.\n";
   out += "# TYPE shepherd_http_requests_total counter\n";
   for (const auto& [labels, n] : requests_)
@@ -41,6 +43,7 @@ std::string Metrics::Exposition(const std::string& version) const {
     out += "shepherd_http_request_duration_seconds_sum{" + labels + "} " + Num(h.sum) + "\n";
     out += "shepherd_http_request_duration_seconds_count{" + labels + "} " + std::to_string(h.count) + "\n";
   }
+  lock.unlock();
   if (gauges_) gauges_(&out);
   return out;
 }

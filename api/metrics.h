@@ -1,10 +1,12 @@
-// Prometheus text exposition. Owned by the control thread: not thread-safe by design (one owner).
+// Prometheus text exposition. Thread-safe (a mutex): the I/O thread counts the answers it makes itself, the
+// control thread and the reader thread (api/front_door.h) count theirs, the reader thread serves scrapes.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -15,7 +17,8 @@ class Metrics {
   // One finished HTTP request. `route` is the route pattern (e.g. "/v1/nodes/{id}"), never the raw path,
   // so label cardinality stays bounded.
   void ObserveRequest(const std::string& route, const std::string& method, int status, double seconds);
-  // Gauges read at scrape time.
+  // Gauges read at scrape time (on the scraping thread, with what guards their source held).
+  // REQUIRES: set before the first scrape.
   void SetGaugeSource(std::function<void(std::string* out)> source) { gauges_ = std::move(source); }
 
   std::string Exposition(const std::string& version) const;
@@ -28,6 +31,7 @@ class Metrics {
     uint64_t count = 0;
     double sum = 0;
   };
+  mutable std::mutex mu_;  // guards requests_ and latency_
   std::map<std::string, uint64_t> requests_;  // labels -> count
   std::map<std::string, Histogram> latency_;  // route labels -> histogram
   std::function<void(std::string*)> gauges_;

@@ -42,13 +42,13 @@ class Router {
   // 404/405 to send, or nullopt with `*principal` set (left unset for public routes). The HTTP session
   // calls it before reading a body; Handle calls it again for every request.
   // `defer_ownership`: skip the submitter's own-job rule (it reads control-thread state); the I/O thread
-  // sets it on heads, and Handle, on the control thread, applies the rule in full.
+  // sets it on heads, and Handle applies the rule in full.
   // Thread-safe when `defer_ownership` is set.
   std::optional<HttpResponse> Admit(const HttpRequest& head, std::optional<Principal>* principal,
                                     bool defer_ownership = false) const;
 
-  // Runs on the control thread. `respond` is called once, possibly later; metrics are recorded then.
-  // REQUIRES: respond is invoked on the control thread (the controller posts completions back there).
+  // Runs on the control thread, or on the reader thread for read routes (api/front_door.h). `respond` is
+  // called once, possibly later (a write's answer comes after its COMMIT); metrics are recorded then.
   void Handle(HttpRequest request, Respond respond) const;
 
  private:

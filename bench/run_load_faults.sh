@@ -10,7 +10,7 @@
 #
 # Knobs: DURATION (s per scenario, 30), RATE (Hz, 1), RANKS (131072), FILL_JOBS (5000), STORM_CLIENTS (16),
 # STALL_S (12), CONNECTIONS (32), DAEMON_CPU (0), LOAD_CPU (1), KEEP=1 (keep the work dir).
-# Not covered here: the silent-agent / orphan-overlap scenario needs real agents and ranks (tests/e2e).
+# Not covered here: the silent-agent / orphan-overlap scenario (real agents and ranks): bench/orphan_overlap.py.
 set -euo pipefail
 
 BUILD=${1:-./build}

@@ -8,8 +8,11 @@
 // attempt starts and ends that JobBook queued are settled (Settle) into JobHealth and AgentBoard before the
 // operation commits.
 //
-// Threading: every method runs on the one control thread. Store completions arrive on the writer thread and
-// are posted back through `post`, so callbacks (`Done`) also run on the control thread.
+// Threading: every non-const method runs on the one control thread. Store completions arrive on the writer
+// thread and are posted back through `post`, so callbacks (`Done`) also run on the control thread. The
+// const methods (views, lists, health, failures) also run on the daemon's reader thread; the daemon then
+// holds its ControlLock shared, and exclusively around everything the control thread runs
+// (control/control_lock.h), so const methods must stay free of caches and other hidden writes.
 // Durability: memory changes first, so reads may show a change whose COMMIT is pending; a change is
 // acknowledged (Done with a value) only once durable. If a COMMIT fails the controller stops accepting
 // writes (kUnavailable), reports not-ready and calls `on_storage_failure` so the daemon can exit.

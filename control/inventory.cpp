@@ -13,8 +13,42 @@ NodeView Inventory::ViewOf(const Node& n) const {
 
 Result<NodeView> Inventory::Store(Node n, WriteBatch* batch) {
   if (Status s = cluster_.UpsertNode(n); !s.ok()) return s;
+  Recount(n.id);
   batch->Put(NodeRecord(n));
   return ViewOf(*cluster_.Find(n.id));
+}
+
+void Inventory::Recount(const std::string& id) {
+  auto it = states_.find(id);
+  if (it != states_.end() && --by_state_[it->second] == 0) by_state_.erase(it->second);
+  const Node* n = cluster_.Find(id);
+  if (!n) {
+    if (it != states_.end()) states_.erase(it);
+    return;
+  }
+  const NodeState state = StateOf(*n, cluster_.AllocatedGpus(id));
+  states_[id] = state;
+  ++by_state_[state];
+}
+
+Status Inventory::Restore(const Node& node) {
+  if (Status s = cluster_.UpsertNode(node); !s.ok()) return s;
+  Recount(node.id);
+  return Status::Ok();
+}
+
+Status Inventory::Allocate(const std::string& job, const Placement& p) {
+  if (Status s = cluster_.Allocate(job, p); !s.ok()) return s;
+  for (const RankSlot& r : p.ranks) Recount(r.node);
+  return Status::Ok();
+}
+
+void Inventory::Release(const std::string& job) {
+  if (!cluster_.Holds(job)) return;
+  std::vector<std::string> nodes;
+  for (const auto& [i, mask] : cluster_.HeldBy(job)) nodes.push_back(cluster_.node(i).id);
+  (void)cluster_.Release(job);
+  for (const std::string& id : nodes) Recount(id);
 }
 
 namespace {
@@ -92,6 +126,7 @@ Result<NodeView> Inventory::Remove(const std::string& id, WriteBatch* batch) {
   if (!n) return NotFound("no node " + id);
   NodeView last = ViewOf(*n);
   if (Status s = cluster_.RemoveNode(id); !s.ok()) return s;
+  Recount(id);
   batch->Erase(Collection::kNodes, id);
   return last;
 }
@@ -144,39 +179,35 @@ std::optional<NodeView> Inventory::View(const std::string& id) const {
 }
 
 std::vector<SpareDeficit> Inventory::SpareDeficits() const {
+  if (spares_.per_leaf <= 0 && spares_.per_spine <= 0) return {};  // no reserve: nothing to walk
   return CheckSpareReserve(cluster_, spares_.per_leaf, spares_.per_spine).deficits;
 }
 
 NodeList Inventory::List(const NodeFilter& f) const {
   NodeList out;
-  // One pass without copies (states for the summary, matches as pointers); views only for the page.
-  std::vector<const Node*> page;
-  for (const Node* n : cluster_.nodes()) {
-    const NodeState state = StateOf(*n, cluster_.AllocatedGpus(n->id));
-    ++out.by_state[state];
-    if (f.state && *f.state != state) continue;
+  // Walks the index in id order from the cursor and stops after the page (an unfiltered page visits only
+  // its own nodes); the summary is kept, not counted.
+  for (auto it = f.after.empty() ? states_.begin() : states_.upper_bound(f.after); it != states_.end(); ++it) {
+    if (f.state && *f.state != it->second) continue;
+    const Node* n = cluster_.Find(it->first);
     if (f.spare && *f.spare != n->spare) continue;
-    if (!f.after.empty() && n->id <= f.after) continue;
     bool match = true;
     for (const auto& [level, label] : f.topology) {
       if (level == "nvlink_domain") {
         match = match && n->nvlink_domain == label;
       } else {
-        auto it = n->topology.find(level);
-        match = match && it != n->topology.end() && it->second == label;
+        auto t = n->topology.find(level);
+        match = match && t != n->topology.end() && t->second == label;
       }
     }
-    if (match) page.push_back(n);
+    if (!match) continue;
+    if (out.nodes.size() == f.limit) {
+      out.more = true;
+      break;
+    }
+    out.nodes.push_back(ViewOf(*n));
   }
-  auto by_id = [](const Node* a, const Node* b) { return a->id < b->id; };
-  if (page.size() > f.limit) {
-    std::nth_element(page.begin(), page.begin() + static_cast<std::ptrdiff_t>(f.limit), page.end(), by_id);
-    page.resize(f.limit);
-    out.more = true;
-  }
-  std::sort(page.begin(), page.end(), by_id);
-  out.nodes.reserve(page.size());
-  for (const Node* n : page) out.nodes.push_back(ViewOf(*n));
+  out.by_state = by_state_;
   out.total = cluster_.size();
   out.usable_gpus = cluster_.UsableGpus();
   out.free_usable_gpus = cluster_.FreeUsableGpus();

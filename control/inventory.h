@@ -1,5 +1,8 @@
 // Inventory: the node inventory and the GPU allocations on it.
-// Owns: the Cluster (nodes, their flags and which job holds which GPU). Control thread only.
+// Owns: the Cluster (nodes, their flags and which job holds which GPU) and the list index (each node's state
+// in id order, counts by state), kept in step on every change so a page of List costs the page, not the
+// inventory. Changed on the control thread only; const methods also run on the reader thread
+// (control/controller.h, "Threading").
 // Invariants: every node change is added to the caller's WriteBatch in the same call that makes it; a node
 // holding GPUs of a running attempt is never made a spare nor deleted; allocations change only through
 // JobBook (Allocate/Release), which keeps them equal to the placements of running attempts.
@@ -83,12 +86,10 @@ class Inventory {
   // The node's agent attached for the first time (node liveness applies to it from now on).
   void MarkAgentAttached(const std::string& id, Time now, WriteBatch* batch);
   // Recovery at start-up: a stored node, as it was.
-  Status Restore(const Node& node) { return cluster_.UpsertNode(node); }
+  Status Restore(const Node& node);
 
-  Status Allocate(const std::string& job, const Placement& p) { return cluster_.Allocate(job, p); }
-  void Release(const std::string& job) {
-    if (cluster_.Holds(job)) (void)cluster_.Release(job);
-  }
+  Status Allocate(const std::string& job, const Placement& p);
+  void Release(const std::string& job);
 
   std::optional<NodeView> View(const std::string& id) const;
   NodeList List(const NodeFilter& filter) const;
@@ -99,8 +100,12 @@ class Inventory {
  private:
   NodeView ViewOf(const Node& n) const;
   Result<NodeView> Store(Node n, WriteBatch* batch);
+  // Re-derives the node's entry of the list index (drops it when the node is gone).
+  void Recount(const std::string& id);
 
   Cluster cluster_;
+  std::map<std::string, NodeState> states_;  // every node, by id
+  std::map<NodeState, int> by_state_;        // counts of states_ (no zero entries)
   SpareMinimums spares_;
 };
 

@@ -3,9 +3,9 @@
 // itself and leaves the rank processes running: ranks outlive agent restarts, and the next agent on the
 // same --state-dir adopts them. Ranks are stopped only when the daemon withdraws their assignment.
 #include <pthread.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <spdlog/spdlog.h>
 
 #include <boost/program_options.hpp>
 #include <cctype>
@@ -28,7 +28,8 @@ namespace {
 Result<std::string> ReadTokenFile(const std::string& path) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return InvalidArgument("--token-file " + path + ": cannot stat");
-  if ((st.st_mode & 077) != 0) return InvalidArgument("--token-file " + path + ": must be mode 0600 or stricter");
+  if ((st.st_mode & 077) != 0)
+    return InvalidArgument("--token-file " + path + ": must be mode 0600 or stricter");
   std::ifstream in(path);
   std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
@@ -121,7 +122,8 @@ int RunAgent(int argc, char** argv) {
       return 2;
     }
     if (::geteuid() != 0 && u->uid != ::geteuid()) {
-      std::cerr << "shepherdd agent: --run-as " << u->user << " needs the agent to run as root (or with "
+      std::cerr << "shepherdd agent: --run-as " << u->user
+                << " needs the agent to run as root (or with "
                    "CAP_SETUID and CAP_SETGID)\n";
     }
     o.run_as = std::move(u).value();
@@ -151,6 +153,7 @@ int RunAgent(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  o.fence_keeper = true;  // no other thread exists yet, and this one lives until the agent exits
   Result<std::unique_ptr<agent::Agent>> a = agent::Agent::Create(std::move(o));
   if (!a.ok()) {
     std::cerr << "shepherdd agent: " << a.status().message() << "\n";

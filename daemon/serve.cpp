@@ -1,6 +1,9 @@
-// The daemon process on two threads: the control thread (this one) runs the controller, the router and
-// handlers, signals and ticks on `ioc`; the I/O thread runs the HTTP server on `io_ioc` and its FrontDoor,
-// which answers probes itself and feeds the control thread through the bounded RequestQueue.
+// The daemon process on three threads: the control thread (this one) runs the controller, the router and
+// the handlers of writes, signals and ticks on `ioc`, holding the ControlLock exclusively for each function
+// it runs (control/control_lock.h); the I/O thread runs the HTTP server on `io_ioc` and its FrontDoor, which
+// answers probes itself and feeds the bounded RequestQueues; the reader thread runs read routes on
+// `read_ioc`, holding the ControlLock shared for each. (The store's writer and the Slurm workers have their
+// own threads and reach the controller only by posting to the control thread.)
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -13,8 +16,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <thread>
+
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "api/front_door.h"
 #include "api/handlers.h"
@@ -28,6 +35,8 @@ namespace asio = boost::asio;
 
 namespace shepherd {
 namespace {
+
+constexpr int kReaderNice = 10;  // the reader thread's nice value (lower priority than the other threads)
 
 Status WritePortFile(const std::string& path, uint16_t port) {
   std::string tmp = path + ".tmp";
@@ -109,7 +118,15 @@ int RunDaemon(const DaemonConfig& config) {
     spdlog::warn("auth is OFF: no --tokens-file, every client is admin. Do not expose {} beyond this host",
                  config.listen);
   }
-  const Post post = [&ioc](std::function<void()> fn) { asio::post(ioc, std::move(fn)); };
+  // Everything posted to the control thread runs holding the lock exclusively: reads on the reader thread
+  // see the controller between two operations, never inside one.
+  ControlLock control_lock;
+  const Post post = [&ioc, &control_lock](std::function<void()> fn) {
+    asio::post(ioc, [&control_lock, fn = std::move(fn)] {
+      std::unique_lock hold(control_lock);
+      fn();
+    });
+  };
   Controller controller(store->get(), &clock, post, controller_options);
   if (Status s = controller.Recover(config.salvage); !s.ok()) {
     spdlog::error("recovering state from {} failed: {}", config.db, s.message());
@@ -149,21 +166,20 @@ int RunDaemon(const DaemonConfig& config) {
   http.body_limit = config.body_limit;
   http.header_limit = config.header_limit;
   http.idle_timeout = std::chrono::milliseconds(static_cast<long>(config.idle_timeout_s * 1000));
-  // Metrics belong to the control thread: the I/O thread's counts are posted there.
-  http.on_rejected = [&ioc, &metrics](int status) {
-    asio::post(ioc, [&metrics, status] { metrics.ObserveRequest("rejected", "", status, 0); });
-  };
+  http.on_rejected = [&metrics](int status) { metrics.ObserveRequest("rejected", "", status, 0); };
   asio::io_context io_ioc(1);
   std::atomic<bool> ready{controller.ready()};
   RequestQueue queue(config.queues, post);
+  asio::io_context read_ioc(1);
+  auto read_work = asio::make_work_guard(read_ioc);
+  RequestQueue reads(config.queues,
+                     [&read_ioc](std::function<void()> fn) { asio::post(read_ioc, std::move(fn)); });
   FrontDoorOptions front_options;
   front_options.test_hooks = config.test_hooks;
   if (config.test_hooks) spdlog::warn("test_hooks is on: POST /test/block-control is served. Tests only");
-  FrontDoor front(&queue, &router, &ready, front_options,
-                  [&ioc, &metrics](std::string route, std::string method, int status) {
-                    asio::post(ioc, [&metrics, route = std::move(route), method = std::move(method), status] {
-                      metrics.ObserveRequest(route, method, status, 0);
-                    });
+  FrontDoor front(&queue, &reads, &control_lock, &router, &ready, front_options,
+                  [&metrics](std::string route, std::string method, int status) {
+                    metrics.ObserveRequest(route, method, status, 0);
                   });
   auto server = HttpServer::Start(
       io_ioc, host, port,
@@ -188,6 +204,12 @@ int RunDaemon(const DaemonConfig& config) {
   // The control thread keeps running until the server has drained (its requests need the controller).
   auto control_work = asio::make_work_guard(ioc);
   std::thread io_thread([&io_ioc] { io_ioc.run(); });
+  std::thread read_thread([&read_ioc] {
+    // Reads yield the CPU to ingestion: where the threads share a core, the scheduler gives the reader
+    // about a tenth of it while the control thread has work (Linux's per-thread nice; failure is harmless).
+    (void)setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), kReaderNice);
+    read_ioc.run();
+  });
   int exit_code = 0;
   bool stopping = false;
   asio::steady_timer ticker(ioc);
@@ -201,8 +223,11 @@ int RunDaemon(const DaemonConfig& config) {
     ticker.async_wait([&](const boost::system::error_code& ec) {
       if (ec || stopping) return;
       Duration lag = std::chrono::duration_cast<Duration>(Steady::now() - ticker.expiry());
-      controller.ObserveLateness(lag, queue_age);
-      controller.Tick();
+      {
+        std::unique_lock hold(control_lock);
+        controller.ObserveLateness(lag, queue_age);
+        controller.Tick();
+      }
       asio::post(ioc, [&queue_age, posted = Steady::now()] {
         queue_age = std::chrono::duration_cast<Duration>(Steady::now() - posted);
       });
@@ -220,7 +245,7 @@ int RunDaemon(const DaemonConfig& config) {
     signals.cancel();
     hup.cancel();
     ticker.cancel();
-    controller.ReleaseWaiters();
+    post([&controller] { controller.ReleaseWaiters(); });  // stop may run inside a locked operation
     auto grace = std::chrono::milliseconds(static_cast<long>(config.shutdown_grace_s * 1000));
     (*server)->Shutdown(grace, [&ioc, &control_work] {
       spdlog::info("all connections drained");
@@ -267,6 +292,8 @@ int RunDaemon(const DaemonConfig& config) {
 
   ioc.run();
   io_thread.join();
+  read_work.reset();  // the reads the I/O thread queued run (their sessions are gone; nothing is sent)
+  read_thread.join();
   if (slurm_launch) slurm_launch->Stop();
   if (slurm_sync) slurm_sync->Stop();
   // Requests the I/O thread queued while draining: answer them (their sessions are gone; nothing is sent).

@@ -261,11 +261,19 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   st.cp = plan.cp > 1 ? c.cp / bw(cp_span) + stage_layers * mb * 3.0 * (plan.cp - 1) * lat(cp_span) : 0;
   const double cp_exposed = std::max(0.0, st.cp - mb * stage_attention_s);
 
-  // MoE all-to-alls over the EP group (rank order tp, cp, ep, dp, pp: it spans tp·cp·ep ranks), one
-  // latency each (NCCL sends to all peers at once), all on the critical path.
+  // MoE all-to-alls over the EP group (rank order tp, cp, ep, dp, pp: it spans tp·cp·ep ranks, members
+  // tp·cp apart), one latency each (NCCL sends to all peers at once), all on the critical path. A rank
+  // reaches the EP peers inside its NVLink domain over NVLink and the others over the network at the same
+  // time, so the slower share sets the time.
   const long long ep_span = cp_span * plan.ep;
   const double all_to_alls = StageMoeLayers(m, stage_layers) * mb * tp_collectives;
-  st.ep = plan.ep > 1 ? c.ep / bw(ep_span) + all_to_alls * lat(ep_span) : 0;
+  if (plan.ep > 1) {
+    const long long local = ep_span <= domain ? plan.ep : std::max(1LL, domain / cp_span);  // incl. itself
+    const double nvlink_share = static_cast<double>(local - 1) / (plan.ep - 1);
+    st.ep =
+        std::max(c.ep * nvlink_share / hw.nvlink_bytes_per_s, c.ep * (1 - nvlink_share) / hw.ib_bytes_per_s) +
+        all_to_alls * lat(ep_span);
+  }
 
   const long long world = plan.world_size();
   st.pp = plan.pp > 1 ? c.pp / bw(world) + 2.0 * mb * plan.vpp * lat(world) : 0;

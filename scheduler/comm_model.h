@@ -33,7 +33,8 @@ double AllGatherSeconds(double bytes, int n, double bw, double latency);
 //       once forward, twice backward (K, V and their gradients);
 //   ep: MoE token dispatch and combine: L_moe · M · 4 (6 with full recompute) all-to-alls of the rank's
 //       tokens (s/cp · b, ÷ tp with sequence parallelism) × top_k × h × 2 bytes, (ep − 1)/ep of it leaving
-//       the rank; L_moe = the stage's layers × the share of MoE layers;
+//       the rank; L_moe = the stage's layers × the share of MoE layers (in the step time the share sent
+//       to EP peers in the rank's NVLink domain goes over NVLink, the rest over the network, concurrently);
 //   pp: 2 · M · vpp activation slices A/tp, forward and backward (each TP rank sends its slice; without
 //       sequence parallelism the receiving TP group all-gathers them, priced in the step time);
 //   dp (shards N = dp·cp, or dp·cp/ep for routed experts, parameters P of the rank, gradients reduced in fp32

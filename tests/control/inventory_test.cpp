@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+
 #include "storage/store.h"
 #include "tests/control/control_test_util.h"
 
@@ -74,6 +77,65 @@ TEST_F(InventoryTest, ListFiltersButSummarisesTheWholeInventory) {
   ASSERT_EQ(l.spare_deficits.size(), 1u);
   EXPECT_EQ(l.spare_deficits[0].label, "l1");
   EXPECT_EQ(inv_.List({.state = NodeState::kSpare}).nodes.size(), 1u);
+}
+
+// The list index (states by id, counts by state) is kept in step with every kind of change, so pages and
+// the summary equal what a walk over every node gives (the expected values are counted here from View).
+TEST_F(InventoryTest, ListIndexFollowsEveryChangeAndPagesInIdOrder) {
+  std::vector<std::string> ids;
+  for (int i = 0; i < 12; ++i) {
+    ids.push_back("n" + std::to_string(100 - i * 7));  // ids not in insertion order
+    Add(MakeNode(ids.back(), i % 2 ? "l1" : "l0", /*spare=*/i % 5 == 4));
+  }
+  Placement p;
+  for (int g = 0; g < 8; ++g) p.ranks.push_back({g, ids[0], g, g, 0, 0});
+  for (int g = 0; g < 4; ++g) p.ranks.push_back({8 + g, ids[1], g, g, 0, 0});
+  ASSERT_TRUE(inv_.Allocate("job-1", p).ok());
+  inv_.Apply({ids[2], NodeActionKind::kCordon, "hang"}, "f-000001", kNow, &batch_);
+  inv_.Apply({ids[3], NodeActionKind::kFail, "node_lost"}, "f-000002", kNow, &batch_);
+  ASSERT_TRUE(inv_.Patch(ids[5], {.schedulable = false}, kNow, &batch_).ok());
+  ASSERT_TRUE(inv_.Remove(ids[6], &batch_).ok());
+  ASSERT_TRUE(inv_.Restore(MakeNode("n0", "l1")).ok());
+  auto check = [&](const char* when) {
+    SCOPED_TRACE(when);
+    std::map<NodeState, int> counts;
+    std::vector<std::string> sorted, spares;
+    for (const std::string& id : ids) {
+      if (auto v = inv_.View(id)) {
+        ++counts[v->state];
+        sorted.push_back(id);
+        if (v->node.spare) spares.push_back(id);
+      }
+    }
+    if (auto v = inv_.View("n0")) {
+      ++counts[v->state];
+      sorted.push_back("n0");
+    }
+    std::sort(sorted.begin(), sorted.end());
+    std::sort(spares.begin(), spares.end());
+    EXPECT_EQ(inv_.List({}).by_state, counts);
+    // Pages of 5 with the cursor give every node once, in id order.
+    std::vector<std::string> paged;
+    NodeFilter f{.limit = 5};
+    for (int page = 0; page < 10; ++page) {
+      NodeList l = inv_.List(f);
+      for (const NodeView& v : l.nodes) paged.push_back(v.node.id);
+      if (!l.more) break;
+      f.after = l.nodes.back().node.id;
+    }
+    EXPECT_EQ(paged, sorted);
+    std::vector<std::string> listed_spares;
+    for (const NodeView& v : inv_.List({.spare = true}).nodes) listed_spares.push_back(v.node.id);
+    EXPECT_EQ(listed_spares, spares);
+  };
+  check("after allocation, cordon, fail, patch, remove and restore");
+  EXPECT_EQ(inv_.List({}).by_state.at(NodeState::kAllocated), 2);
+  EXPECT_EQ(inv_.List({.state = NodeState::kFailed}).nodes.size(), 1u);
+  inv_.Release("job-1");
+  ASSERT_TRUE(inv_.Patch(ids[3], {.failed = false}, kNow, &batch_).ok());
+  check("after release and repair");
+  EXPECT_EQ(inv_.List({}).by_state.count(NodeState::kAllocated), 0u);  // no zero entries
+  EXPECT_EQ(inv_.List({}).by_state.count(NodeState::kFailed), 0u);
 }
 
 TEST_F(InventoryTest, OnlyAFindingsCordonReturnsByItself) {

@@ -184,14 +184,16 @@ TEST(Load, QuotasOnNodesAndOnActiveJobsPerSubmitter) {
   ASSERT_EQ(Http(d->port(), "POST", "/v1/nodes", NodeBody("a")).status, 201);
   ASSERT_EQ(Http(d->port(), "POST", "/v1/nodes", NodeBody("b")).status, 201);
   HttpResult third = Http(d->port(), "POST", "/v1/nodes", NodeBody("c"));
-  EXPECT_EQ(third.status, 403);
+  EXPECT_EQ(third.status, 429);
   EXPECT_EQ(ErrorFields(third), std::set<std::string>{"quota.max_nodes"});
+  EXPECT_EQ(third.headers["retry-after"], "30");
   EXPECT_EQ(Http(d->port(), "POST", "/v1/nodes", NodeBody("a")).status, 200);  // updates stay allowed
   HttpResult first = Http(d->port(), "POST", "/v1/jobs", JobBody());
   ASSERT_EQ(first.status, 201) << first.body;
   HttpResult second = Http(d->port(), "POST", "/v1/jobs", JobBody());
-  EXPECT_EQ(second.status, 403);
+  EXPECT_EQ(second.status, 429);
   EXPECT_EQ(ErrorFields(second), std::set<std::string>{"quota.max_active_jobs_per_submitter"});
+  EXPECT_EQ(second.headers["retry-after"], "30");
   ASSERT_EQ(Http(d->port(), "POST", "/v1/jobs/" + J(first)["id"].get<std::string>() + "/cancel").status, 200);
   EXPECT_EQ(Http(d->port(), "POST", "/v1/jobs", JobBody()).status, 201);  // an ended job frees the quota
 }

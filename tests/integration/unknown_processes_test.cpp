@@ -1,6 +1,7 @@
 // Issue 11 item 6 on the real binaries: a daemon started on a new, empty database does not order a real
 // agent to stop the ranks it runs; they show as unknown_processes on their node until an operator stops
 // them or unknown_process_timeout_s passes. Healthy case: a daemon that launched the ranks shows none.
+// Item 5's fencing for an agent that cannot act (SIGSTOP): its fence keeper stops the ranks by the lease.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -71,6 +72,7 @@ class AgentProcess {
     return out;
   }
   std::string log() const { return ReadFile(log_); }
+  pid_t pid() const { return pid_; }
 
  private:
   std::string state_dir_, log_;
@@ -196,6 +198,34 @@ TEST(UnknownProcesses, TheConfiguredTimeoutStopsThem) {
   // Not before the timeout, counted from when daemon B first saw them.
   EXPECT_GE(ToSeconds(std::chrono::system_clock::now() - *first_seen), 3.0);
   EXPECT_NE(b.log().find("its agent stops them"), std::string::npos) << b.log();
+}
+
+// A SIGSTOPped agent cannot fence its ranks itself: the fence keeper `shepherdd agent` forks stops them
+// once the lease runs out, not while the agent heartbeats (docs/agent-protocol.md, "Lease").
+TEST(Fencing, AStoppedAgentsRanksAreStoppedByItsLease) {
+  constexpr double kLease = 3;
+  TempDir dir, agent_dir;
+  std::string config = dir.path + "/config.json";
+  std::ofstream(config) << Json{{"agent_lease_s", kLease}, {"node_heartbeat_timeout_s", 1}}.dump();
+  Daemon d(dir.path, {"--config", config});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  AgentProcess agent(d.port(), agent_dir.path);
+  ASSERT_TRUE(Eventually([&] {
+    return J(Http(d.port(), "GET", "/v1/nodes/n1")).value("agent_attached", false);
+  })) << agent.log();
+  ASSERT_EQ(Http(d.port(), "POST", "/v1/jobs", JobBody()).status, 201);
+  ASSERT_TRUE(Eventually([&] { return agent.RankPids().size() == 2; })) << agent.log();
+  std::set<pid_t> ranks = agent.RankPids();
+  // Healthy: a heartbeating agent's ranks outlive several leases.
+  std::this_thread::sleep_for(std::chrono::duration<double>(1.5 * kLease));
+  for (pid_t p : ranks) EXPECT_TRUE(Alive(p)) << "rank " << p << " fenced while its agent heartbeats";
+
+  ASSERT_EQ(kill(agent.pid(), SIGSTOP), 0);
+  auto stopped = std::chrono::steady_clock::now();
+  EXPECT_TRUE(Eventually([&] { return !Alive(*ranks.begin()) && !Alive(*ranks.rbegin()); })) << agent.log();
+  double after_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
+  EXPECT_LE(after_s, kLease + 1.0);  // the lease counts from the last heartbeat sent: never later
+  kill(agent.pid(), SIGCONT);
 }
 
 }  // namespace

@@ -151,6 +151,25 @@ TEST(MoeComm, AllToAllAndExpertDataParallelBytes) {
   EXPECT_EQ(EstimateStepTime(s, p, Hardware{}).ep, 0);
 }
 
+// An EP group wider than the NVLink domain (8 GPUs in Hardware{}): 16 experts, ep 16, tp 1 on 16 GPUs,
+// one micro-batch (16 / dp 16). Each all-to-all: 32 tokens × top 2 × 64 × 2 B = 8,192 B, 15/16 of it to
+// the 15 peers = 7,680 B; 2 MoE layers × 4 all-to-alls = 61,440 B. The 7 peers in the rank's domain get
+// 7/15 of it over NVLink (28,672 B at 360 GB/s), the 8 outside 8/15 over the network (32,768 B at 40 GB/s)
+// at the same time: 819.2 ns, plus 8 latencies of 15 µs (the group crosses domains). ep 8 fits one
+// domain: 8,192 · 7/8 · 8 = 57,344 B all over NVLink, 8 latencies of 5 µs.
+TEST(MoeComm, AllToAllPeersInTheNvlinkDomainAreReachedOverNvlink) {
+  JobSpec s = SmallMoe(16);
+  s.model.moe.experts = 16;
+  s.training.global_batch_size = 16;
+  Plan p = MoeLayout(1, 16, 16, 1);
+  p.micro_batches = 1;
+  EXPECT_EQ(EstimateCommBytes(s, p).ep, 61'440);
+  EXPECT_NEAR(EstimateStepTime(s, p, Hardware{}).ep, 32'768 / 40e9 + 8 * 15e-6, 1e-15);
+  p.ep = 8;
+  EXPECT_EQ(EstimateCommBytes(s, p).ep, 57'344);
+  EXPECT_NEAR(EstimateStepTime(s, p, Hardware{}).ep, 57'344 / 360e9 + 8 * 5e-6, 1e-15);
+}
+
 // Expert GEMMs are tokens-per-expert × h × F_e/tp: the dense curve 0.7 · d/(d + 192) at the smaller of the
 // two. Mixtral (8 experts, top 2) at ep 8 gives each expert 4096 · 2 · 8/8 = 8192 tokens, more than
 // h/tp = 2048, so the dense figure 0.7 · 2048/2240 = 0.64; a fine-grained MoE (128 experts, top 4, the

@@ -3,7 +3,8 @@
 //   - the explicit layout is accepted and fits;
 //   - the predicted model-FLOP throughput per GPU is within ±25 % of the published figure (tokens per second
 //     per GPU where the source's FLOP convention cannot be converted to ours), except rows flagged
-//     known_miss, which must miss it (one: the MoE row, docs/planner.md "Known limits");
+//     known_miss, which must miss it (two gpt-oss-120b rows with expert parallelism inside an NVLink
+//     domain, docs/planner.md "Validation" and "Known limits");
 //   - AutoPlan's choice fits and is predicted no slower than the published layout;
 //   - model state and activations are within 10 % of Megatron-LM's theoretical memory estimator, re-derived
 //     below from its published formulas, where Megatron can express the configuration.
@@ -145,7 +146,7 @@ TEST(Validation, MemoryWithinTenPercentOfMegatronsEstimator) {
                 even ? "" : " | uneven stages: not asserted");
     asserted += even;
   }
-  EXPECT_GE(asserted, 13);
+  EXPECT_GE(asserted, 15);
 }
 
 // The Llama 3 405B 16k layout has uneven stages (7, 8 × 14, 7): the estimator's per-shard formula applied

@@ -1,0 +1,97 @@
+// FrontDoor without sockets: which queue a request goes to, and that a read runs holding the ControlLock
+// shared (so it never runs inside a control-thread operation, and never takes the control thread's time).
+// The queues' posts are collected; the test runs them as the two threads would.
+#include "api/front_door.h"
+
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "api/metrics.h"
+#include "api/problem.h"
+
+namespace shepherd {
+namespace {
+
+using Posted = std::deque<std::function<void()>>;
+
+void RunAll(Posted* posted) {
+  while (!posted->empty()) {
+    auto f = std::move(posted->front());
+    posted->pop_front();
+    f();
+  }
+}
+
+class FrontDoorTest : public ::testing::Test {
+ protected:
+  FrontDoorTest() {
+    router_.Add("GET", "/v1/nodes", [this](const HttpRequest&, const PathParams&, Respond respond) {
+      // Held shared: the control thread cannot take it, another reader can.
+      exclusive_while_reading_ = lock_.try_lock();
+      if (exclusive_while_reading_) lock_.unlock();
+      shared_while_reading_ = lock_.try_lock_shared();
+      if (shared_while_reading_) lock_.unlock_shared();
+      respond(JsonResponse(200, {{"read", true}}));
+    });
+    router_.Add("POST", "/v1/jobs/{id}/reports", [](const HttpRequest&, const PathParams&, Respond respond) {
+      respond(JsonResponse(202, {{"report", true}}));
+    });
+  }
+  void Send(const std::string& method, const std::string& target) {
+    HttpRequest req;
+    req.method = method;
+    req.target = target;
+    front_.Handle(std::move(req), [this](HttpResponse r) { answers_.push_back(r.status); });
+  }
+
+  Metrics metrics_;
+  Router router_{&metrics_};
+  ControlLock lock_;
+  Posted control_posts_, read_posts_;
+  RequestQueue control_{{}, [this](std::function<void()> f) { control_posts_.push_back(std::move(f)); }};
+  RequestQueue reads_{{.read = 2}, [this](std::function<void()> f) { read_posts_.push_back(std::move(f)); }};
+  std::atomic<bool> ready_{true};
+  FrontDoor front_{&control_, &reads_, &lock_, &router_, &ready_, {}};
+  std::vector<int> answers_;
+  bool exclusive_while_reading_ = true, shared_while_reading_ = false;
+};
+
+TEST_F(FrontDoorTest, ReadsGoToTheReaderHoldingTheLockSharedReportsToTheControlThread) {
+  Send("GET", "/v1/nodes?limit=10");
+  Send("POST", "/v1/jobs/job-1/reports");
+  EXPECT_EQ(reads_.depth(RequestClass::kRead), 1u);
+  EXPECT_EQ(control_.depth(RequestClass::kRead), 0u);
+  EXPECT_EQ(control_.depth(RequestClass::kPriority), 1u);
+  RunAll(&read_posts_);  // the reader thread
+  EXPECT_EQ(answers_, std::vector<int>{200});
+  EXPECT_FALSE(exclusive_while_reading_);
+  EXPECT_TRUE(shared_while_reading_);
+  EXPECT_TRUE(lock_.try_lock());  // released after the read
+  lock_.unlock();
+  RunAll(&control_posts_);
+  EXPECT_EQ(answers_, (std::vector<int>{200, 202}));
+}
+
+TEST_F(FrontDoorTest, AFullReadQueueIsRefusedWithRetryAfterWhileWritesStillQueue) {
+  Send("GET", "/v1/nodes");
+  Send("GET", "/v1/nodes");
+  HttpResponse refused;
+  HttpRequest req;
+  req.method = "GET";
+  req.target = "/v1/nodes";
+  front_.Handle(std::move(req), [&](HttpResponse r) { refused = std::move(r); });
+  EXPECT_EQ(refused.status, 429);
+  EXPECT_NE(refused.body.find("read"), std::string::npos) << refused.body;
+  bool has_retry_after = false;
+  for (const auto& [k, v] : refused.headers) has_retry_after = has_retry_after || k == "Retry-After";
+  EXPECT_TRUE(has_retry_after);
+  Send("POST", "/v1/jobs/job-1/reports");
+  EXPECT_EQ(control_.depth(RequestClass::kPriority), 1u);
+}
+
+}  // namespace
+}  // namespace shepherd
