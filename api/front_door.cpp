@@ -44,14 +44,15 @@ void FrontDoor::Handle(HttpRequest request, Respond respond) const {
   auto shared = std::make_shared<HttpRequest>(std::move(request));
   // The task owns the only other copy of `respond`; a refused task is dropped unrun, so answering here is
   // the one call.
-  const bool offered =
-      c == RequestClass::kRead
-          ? reads_->Offer(c,
-                          [router = router_, lock = lock_, shared, respond] {
-                            std::shared_lock hold(*lock);
-                            router->Handle(std::move(*shared), respond);
-                          })
-          : control_->Offer(c, [router = router_, shared, respond] { router->Handle(std::move(*shared), respond); });
+  const bool offered = c == RequestClass::kRead
+                           ? reads_->Offer(c,
+                                           [router = router_, lock = lock_, shared, respond] {
+                                             std::shared_lock hold(*lock);
+                                             router->Handle(std::move(*shared), respond);
+                                           })
+                           : control_->Offer(c, [router = router_, shared, respond] {
+                               router->Handle(std::move(*shared), respond);
+                             });
   if (offered) return;
   if (observe_) observe_(std::string(ToString(c)) + " queue", method, 429);
   HttpResponse busy = Problem(

@@ -47,7 +47,8 @@ Page TakePage(QueryParams* q, std::vector<FieldError>* errs) {
   return page;
 }
 
-HttpResponse QuotaReached(const std::string& name, int limit, const std::string& what, const std::string& why) {
+HttpResponse QuotaReached(const std::string& name, int limit, const std::string& what,
+                          const std::string& why) {
   HttpResponse r = Problem(429, "quota " + name + " (" + std::to_string(limit) + ") reached: " + why,
                            {{"quota." + name, "at most " + std::to_string(limit) + " " + what}});
   r.headers.emplace_back("Retry-After", std::to_string(kQuotaRetryAfterS));

@@ -57,7 +57,8 @@ struct Page {
 Page TakePage(QueryParams* q, std::vector<FieldError>* errs);
 // 429 naming `quota.<name>` ("at most <limit> <what>"), with Retry-After: kQuotaRetryAfterS.
 constexpr int kQuotaRetryAfterS = 30;
-HttpResponse QuotaReached(const std::string& name, int limit, const std::string& what, const std::string& why);
+HttpResponse QuotaReached(const std::string& name, int limit, const std::string& what,
+                          const std::string& why);
 // Sets body["next_cursor"]: `last_id` when more items follow, else null.
 void SetNextCursor(Json* body, bool more, const std::string& last_id);
 // Submits `spec` as the caller's job (owner = the principal's name): the site's job policy, the submitter

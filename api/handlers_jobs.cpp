@@ -30,8 +30,9 @@ void SubmitAs(Controller* c, const ApiOptions& o, const HttpRequest& req, JobSpe
   spec.owner = req.principal ? req.principal->name : "";
   if (const int quota = o.quotas.max_active_jobs_per_submitter;
       quota > 0 && c->ActiveJobsOf(spec.owner) >= quota)
-    return respond(QuotaReached("max_active_jobs_per_submitter", quota, "active jobs per submitter",
-                                "'" + spec.owner + "' has that many jobs not ended; wait for one to end or cancel one"));
+    return respond(
+        QuotaReached("max_active_jobs_per_submitter", quota, "active jobs per submitter",
+                     "'" + spec.owner + "' has that many jobs not ended; wait for one to end or cancel one"));
   auto est = c->PlanFor(spec);
   if (!est.ok()) return respond(ProblemFrom(est.status()));
   if (!est->fits) return respond(DoesNotFit(*est));

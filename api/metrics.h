@@ -31,7 +31,7 @@ class Metrics {
     uint64_t count = 0;
     double sum = 0;
   };
-  mutable std::mutex mu_;  // guards requests_ and latency_
+  mutable std::mutex mu_;                     // guards requests_ and latency_
   std::map<std::string, uint64_t> requests_;  // labels -> count
   std::map<std::string, Histogram> latency_;  // route labels -> histogram
   std::function<void(std::string*)> gauges_;

@@ -1,5 +1,6 @@
-// RequestQueue: the bounded, prioritised hand-off of HTTP requests from the I/O thread to the control
-// thread. Three classes, each with its own bound:
+// RequestQueue: the bounded, prioritised hand-off of HTTP requests from the I/O thread to the thread that
+// runs them. The daemon has two: the control thread's (priority and write) and the reader thread's (read;
+// api/front_door.h). Three classes, each with its own bound:
 //   kPriority - rank reports and agent heartbeats (what liveness is judged from): always served first;
 //   kWrite    - every other request that is not a plain read (submit, register, patch, long polls, ...);
 //   kRead     - GET/HEAD reads (lists, details, /metrics).
@@ -7,7 +8,7 @@
 // read storm or a burst of submissions can delay only its own class, never ingestion.
 //
 // Threading: Offer() is called on the I/O thread (thread-safe: a mutex guards the deques only, never held
-// while a task runs). Drain() runs on the control thread: the queue posts it there through `post` whenever
+// while a task runs). Drain() runs on the consuming thread: the queue posts it there through `post` whenever
 // work is waiting and no drain is scheduled. One drain runs every waiting priority task (up to
 // kPriorityBurst), then up to kOtherBurst writes and kOtherBurst reads. While priority tasks are still
 // waiting (a backlog), writes and reads get one each per round and none while they took more than

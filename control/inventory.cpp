@@ -187,7 +187,8 @@ NodeList Inventory::List(const NodeFilter& f) const {
   NodeList out;
   // Walks the index in id order from the cursor and stops after the page (an unfiltered page visits only
   // its own nodes); the summary is kept, not counted.
-  for (auto it = f.after.empty() ? states_.begin() : states_.upper_bound(f.after); it != states_.end(); ++it) {
+  for (auto it = f.after.empty() ? states_.begin() : states_.upper_bound(f.after); it != states_.end();
+       ++it) {
     if (f.state && *f.state != it->second) continue;
     const Node* n = cluster_.Find(it->first);
     if (f.spare && *f.spare != n->spare) continue;

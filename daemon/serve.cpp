@@ -5,6 +5,8 @@
 // `read_ioc`, holding the ControlLock shared for each. (The store's writer and the Slurm workers have their
 // own threads and reach the controller only by posting to the control thread.)
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -19,9 +21,6 @@
 #include <mutex>
 #include <random>
 #include <thread>
-
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include "api/front_door.h"
 #include "api/handlers.h"
