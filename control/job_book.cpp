@@ -123,8 +123,12 @@ void JobBook::Persist(const std::string& job, WriteBatch* batch) {
 std::vector<std::string> JobBook::Schedule(const ResumeChooser& resume, Time now, WriteBatch* batch,
                                            const std::set<std::string>& held) {
   std::vector<QueuedJob> queue;  // in submission order
+  const int64_t free = inventory_->cluster().FreeUsableGpus();
   for (const auto& [seq, id] : queued_) {
     const JobEntry& e = jobs_.at(id);
+    // A first job larger than the free GPUs blocks every job behind it (AdmitFromQueue's head rule), so a
+    // full cluster costs one look here, not a pass over the whole queue on every write.
+    if (queue.empty() && e.job.plan.world_size() > free) break;
     PlaceOptions o;
     o.attempt = e.job.attempt + 1;
     o.dp_edge_bytes = e.estimate.comm.dp;

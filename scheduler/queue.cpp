@@ -13,6 +13,9 @@ std::vector<Admission> AdmitFromQueue(const Cluster& cluster, const std::vector<
   const Cluster* view = &cluster;
   int64_t head_gpus = -1;  // GPUs of the blocked head, -1 while none is blocked
   for (size_t i = 0; i < queue.size(); ++i) {
+    // Behind a blocked head only a job leaving it `head_gpus` free may start: none can once that many or
+    // fewer are free.
+    if (head_gpus >= 0 && view->FreeUsableGpus() <= head_gpus) break;
     const QueuedJob& q = queue[i];
     int64_t gpus = q.plan.world_size();
     if (head_gpus >= 0 && view->FreeUsableGpus() - gpus < head_gpus) continue;

@@ -48,6 +48,18 @@ TEST_F(JobBookTest, ScheduleStartsInOrderAndQueuesAttemptEvents) {
   EXPECT_TRUE(jobs_.TakeEvents().empty());  // drained
 }
 
+// A head that needs more GPUs than are free holds back the whole queue, a smaller job behind it included
+// (Schedule stops at it instead of passing over the queue); once GPUs free, the head starts first.
+TEST_F(JobBookTest, AHeadLargerThanTheFreeGpusHoldsBackTheQueueBehindIt) {
+  std::string running = Submit(8);
+  ASSERT_EQ(Schedule(), std::vector<std::string>{running});  // 8 of 16 GPUs free
+  std::string head = Submit(16), small = Submit(8);
+  EXPECT_TRUE(Schedule().empty());  // small would fit, but would take what the head waits for
+  EXPECT_EQ(jobs_.Find(small)->job.state, JobState::kQueued);
+  ASSERT_TRUE(jobs_.Cancel(running, kNow, &batch_).ok());
+  EXPECT_EQ(Schedule(), std::vector<std::string>{head});
+}
+
 TEST_F(JobBookTest, ExternalIdsAreUniqueAmongJobsThatHaveNotEndedAndIndexedAcrossRestore) {
   JobSpec spec = MakeSpec(8, 8);
   spec.command.clear();
