@@ -37,16 +37,21 @@ Status Inventory::Restore(const Node& node) {
   return Status::Ok();
 }
 
+std::vector<std::string> Inventory::NodesHeldBy(const std::string& job) const {
+  std::vector<std::string> ids;
+  for (const auto& [i, mask] : cluster_.HeldBy(job)) ids.push_back(cluster_.node(i).id);
+  return ids;
+}
+
 Status Inventory::Allocate(const std::string& job, const Placement& p) {
   if (Status s = cluster_.Allocate(job, p); !s.ok()) return s;
-  for (const RankSlot& r : p.ranks) Recount(r.node);
+  for (const std::string& id : NodesHeldBy(job)) Recount(id);  // once per node, not per rank
   return Status::Ok();
 }
 
 void Inventory::Release(const std::string& job) {
   if (!cluster_.Holds(job)) return;
-  std::vector<std::string> nodes;
-  for (const auto& [i, mask] : cluster_.HeldBy(job)) nodes.push_back(cluster_.node(i).id);
+  const std::vector<std::string> nodes = NodesHeldBy(job);
   (void)cluster_.Release(job);
   for (const std::string& id : nodes) Recount(id);
 }

@@ -102,6 +102,8 @@ class Inventory {
   Result<NodeView> Store(Node n, WriteBatch* batch);
   // Re-derives the node's entry of the list index (drops it when the node is gone).
   void Recount(const std::string& id);
+  // The nodes where `job` holds GPUs, each once.
+  std::vector<std::string> NodesHeldBy(const std::string& job) const;
 
   Cluster cluster_;
   std::map<std::string, NodeState> states_;  // every node, by id
