@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "agent/process.h"
 #include "core/child_process.h"
 #include "core/json.h"
 
@@ -36,16 +37,9 @@ void SignalAll(const std::vector<pid_t>& groups, int sig) {
 // running or exited but not yet reaped by its (stopped) agent: either way its process group id cannot have
 // been reused, and the group may hold more of the rank's processes.
 bool IsRecordedLeader(pid_t pid, std::uint64_t start_time) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (pid <= 1 || !std::getline(in, line)) return false;
-  std::size_t close = line.rfind(')');  // comm may contain spaces and parentheses
-  if (close == std::string::npos) return false;
-  std::istringstream fields(line.substr(close + 1));
-  std::string field;
-  for (int i = 3; i <= 22 && fields >> field; ++i)
-    if (i == 22) return field == std::to_string(start_time);
-  return false;
+  if (pid <= 1) return false;
+  std::optional<ProcStat> s = ReadProcStat(pid);  // a zombie counts: its group id is not reused yet
+  return s && s->start_time == start_time;
 }
 
 // The keeper's loop (in the child: no logging, no threads). Returns when the agent is gone.

@@ -177,7 +177,7 @@ Result<pid_t> SpawnProcessGroup(const SpawnSpec& spec) {
   return pid;
 }
 
-std::optional<std::uint64_t> ProcessStartTime(pid_t pid) {
+std::optional<ProcStat> ReadProcStat(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   if (!in || !std::getline(in, line)) return std::nullopt;
@@ -186,13 +186,18 @@ std::optional<std::uint64_t> ProcessStartTime(pid_t pid) {
   if (close == std::string::npos) return std::nullopt;
   std::istringstream fields(line.substr(close + 1));
   std::string state;
-  fields >> state;
-  if (state == "Z" || state == "X") return std::nullopt;
+  if (!(fields >> state) || state.empty()) return std::nullopt;
   std::string skip;
   for (int field = 4; field < 22; ++field) fields >> skip;  // ppid (4) .. itrealvalue (21)
   std::uint64_t start = 0;
   if (!(fields >> start)) return std::nullopt;
-  return start;
+  return ProcStat{state[0], start};
+}
+
+std::optional<std::uint64_t> ProcessStartTime(pid_t pid) {
+  std::optional<ProcStat> s = ReadProcStat(pid);
+  if (!s || s->state == 'Z' || s->state == 'X') return std::nullopt;
+  return s->start_time;
 }
 
 bool ProcessAlive(pid_t pid, std::uint64_t start_time) {

@@ -48,8 +48,16 @@ Result<pid_t> SpawnProcessGroup(const SpawnSpec& spec);
 // PollChildExit (core/child_process.h); signal their groups with SignalGroup.
 using ExitInfo = ChildExit;
 
-// Start time of `pid` in clock ticks since boot (/proc/<pid>/stat field 22); nullopt when there is no such
-// process or it is a zombie (a zombie has exited; only its parent can still read its status).
+// /proc/<pid>/stat's state letter (field 3: 'R', 'S', 'T', 'Z', ...) and start time in clock ticks since
+// boot (field 22); nullopt when there is no such process.
+struct ProcStat {
+  char state = '?';
+  std::uint64_t start_time = 0;
+};
+std::optional<ProcStat> ReadProcStat(pid_t pid);
+
+// Start time of `pid` (ReadProcStat); nullopt when there is no such process or it is a zombie (a zombie has
+// exited; only its parent can still read its status).
 std::optional<std::uint64_t> ProcessStartTime(pid_t pid);
 
 // True when `pid` exists, is not a zombie, and started at `start_time` (so the pid was not reused).
