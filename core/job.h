@@ -51,6 +51,7 @@ struct ModelSpec {
   int seq_len = 0;
   int vocab = 0;
   int kv_heads = 0;    // key/value heads (GQA); 0 = heads
+  int head_dim = 0;    // width of one query, key or value head; 0 = hidden / heads
   int ffn_hidden = 0;  // MLP width; 0 = 4·hidden
   Mlp mlp = Mlp::kGelu;
   Norm norm = Norm::kLayerNorm;
@@ -58,6 +59,9 @@ struct ModelSpec {
   MoeSpec moe;
   bool parameters_given() const { return parameters > 0; }
   int kv() const { return kv_heads > 0 ? kv_heads : heads; }
+  double head() const { return head_dim > 0 ? head_dim : static_cast<double>(hidden) / heads; }
+  double q_width() const { return heads * head(); }  // the attention's inner width (Q, and AV's output)
+  double kv_width() const { return kv() * head(); }  // K's width, and V's
   int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
 };
 
@@ -69,6 +73,9 @@ struct TrainingSpec {
   Recompute activation_recompute = Recompute::kSelective;
   Framework framework = Framework::kMegatron;
   Attention attention = Attention::kFlash;
+  // The loss over logits upcast to fp32 (Megatron, torchtitan); false: in the training precision (e.g.
+  // NeMo Automodel's MaskedCrossEntropy with fp32_upcast false).
+  bool cross_entropy_fp32 = true;
 };
 
 struct ParallelismSpec {

@@ -41,8 +41,8 @@ void ParseModel(FieldReader& root, ModelSpec* m, std::vector<FieldError>* errs) 
   const Json* j = root.Find("model");
   if (!j) return root.Error("model", "is required");
   FieldReader r(*j, "model", errs);
-  r.OnlyKnown({"parameters", "layers", "hidden", "heads", "seq_len", "vocab", "kv_heads", "ffn_hidden", "mlp",
-               "norm", "tied_embeddings", "moe"});
+  r.OnlyKnown({"parameters", "layers", "hidden", "heads", "seq_len", "vocab", "kv_heads", "head_dim",
+               "ffn_hidden", "mlp", "norm", "tied_embeddings", "moe"});
   // parameters may be omitted: the planner counts them from the architecture.
   if (auto v = r.Number("parameters", false, 1e3, 1e15)) m->parameters = *v;
   if (auto v = r.Int("layers", true, 1, 100000)) m->layers = int(*v);
@@ -51,14 +51,15 @@ void ParseModel(FieldReader& root, ModelSpec* m, std::vector<FieldError>* errs) 
   if (auto v = r.Int("seq_len", true, 1, 1 << 24)) m->seq_len = int(*v);
   m->vocab = int(r.Int("vocab", false, 1, 1 << 24).value_or(32000));
   m->kv_heads = int(r.Int("kv_heads", false, 1, 1 << 16).value_or(0));
+  m->head_dim = int(r.Int("head_dim", false, 1, 1 << 16).value_or(0));
   m->ffn_hidden = int(r.Int("ffn_hidden", false, 1, 1 << 22).value_or(0));
   if (auto v = r.Enum("mlp", {"gelu", "swiglu"})) m->mlp = *v == "swiglu" ? Mlp::kSwiglu : Mlp::kGelu;
   if (auto v = r.Enum("norm", {"layernorm", "rmsnorm"}))
     m->norm = *v == "rmsnorm" ? Norm::kRmsNorm : Norm::kLayerNorm;
   if (auto v = r.Bool("tied_embeddings")) m->tied_embeddings = *v;
   ParseMoe(r, m, errs);
-  if (m->hidden > 0 && m->heads > 0 && m->hidden % m->heads != 0)
-    r.Error("model.heads", "must divide model.hidden");
+  if (m->head_dim == 0 && m->hidden > 0 && m->heads > 0 && m->hidden % m->heads != 0)
+    r.Error("model.heads", "must divide model.hidden (or give model.head_dim)");
   if (m->kv_heads > 0 && m->heads > 0 && m->heads % m->kv_heads != 0)
     r.Error("model.kv_heads", "must divide model.heads");
 }
@@ -68,7 +69,7 @@ void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* 
   if (!j) return root.Error("training", "is required");
   FieldReader r(*j, "training", errs);
   r.OnlyKnown({"micro_batch_size", "global_batch_size", "precision", "optimizer", "activation_recompute",
-               "framework", "attention"});
+               "framework", "attention", "cross_entropy_fp32"});
   t->micro_batch_size = int(r.Int("micro_batch_size", false, 1, 1 << 16).value_or(1));
   if (auto v = r.Int("global_batch_size", true, 1, 1 << 28)) t->global_batch_size = int(*v);
   if (auto v = r.Enum("precision", {"bf16", "fp16", "fp32", "fp8"}))
@@ -88,6 +89,7 @@ void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* 
                                        : Framework::kMegatron;
   if (auto v = r.Enum("attention", {"flash", "eager"}))
     t->attention = *v == "eager" ? Attention::kEager : Attention::kFlash;
+  if (auto v = r.Bool("cross_entropy_fp32")) t->cross_entropy_fp32 = *v;
 }
 
 void ParseResources(FieldReader& root, Resources* res, std::vector<FieldError>* errs) {
@@ -355,6 +357,7 @@ Json ToJson(const JobSpec& s) {
                 {"tied_embeddings", s.model.tied_embeddings}};
   if (s.model.parameters_given()) model["parameters"] = s.model.parameters;
   if (s.model.kv_heads > 0) model["kv_heads"] = s.model.kv_heads;
+  if (s.model.head_dim > 0) model["head_dim"] = s.model.head_dim;
   if (s.model.ffn_hidden > 0) model["ffn_hidden"] = s.model.ffn_hidden;
   if (const MoeSpec& e = s.model.moe; e.enabled()) {
     Json moe = {{"experts", e.experts}, {"top_k", e.top_k}, {"shared_experts", e.shared_experts}};
@@ -374,7 +377,8 @@ Json ToJson(const JobSpec& s) {
         {"optimizer", ToString(s.training.optimizer)},
         {"activation_recompute", ToString(s.training.activation_recompute)},
         {"framework", ToString(s.training.framework)},
-        {"attention", s.training.attention == Attention::kEager ? "eager" : "flash"}}},
+        {"attention", s.training.attention == Attention::kEager ? "eager" : "flash"},
+        {"cross_entropy_fp32", s.training.cross_entropy_fp32}}},
       {"parallelism", par},
       {"resources", res},
       {"command", s.command},

@@ -169,9 +169,8 @@ CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan) {
   CommBytes c;
   const int tp_collectives = t.activation_recompute == Recompute::kFull ? 6 : 4;
   c.tp = stage_layers * mb * tp_collectives * RingAllReduceBytes(a, plan.tp);
-  const double head_dim = static_cast<double>(m.hidden) / m.heads;
   // Each TP rank holds kv_heads/tp of the K and V heads (tp divides kv_heads) and passes only those.
-  const double kv_chunk = 2.0 * m.seq_len / plan.cp * plan.micro_batch_size * m.kv() / plan.tp * head_dim *
+  const double kv_chunk = 2.0 * m.seq_len / plan.cp * plan.micro_batch_size * m.kv() / plan.tp * m.head() *
                           ActivationElementBytes(t.precision);
   c.cp = stage_layers * mb * 3.0 * (plan.cp - 1) * kv_chunk;
   c.ep = StageMoeLayers(m, stage_layers) * mb * tp_collectives * AllToAllBytes(spec, plan);
@@ -212,10 +211,10 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const double expert_rate = m.moe.enabled() ? peak * ExpertMatmulEfficiency(spec, plan, hw) : rate;
   // One layer's GEMM FLOPs per micro-batch, the routed experts' scaled to run at the dense rate.
   const double layer_flops = 6 * tokens * ((split.activated - routed) + routed * rate / expert_rate);
-  // Flash kernels skip the masked half of causal QKᵀ and AV (6·s·h per token and layer, not the 12·s·h
+  // Flash kernels skip the masked half of causal QKᵀ and AV (6·s·a·d per token and layer, not the 12·s·a·d
   // of the model-FLOP convention); eager attention computes the full score matrix and masks it.
   const bool eager = t.attention == Attention::kEager;
-  const double attention_flops = (eager ? 12.0 : 6.0) * m.seq_len * m.hidden * tokens;
+  const double attention_flops = (eager ? 12.0 : 6.0) * m.seq_len * m.q_width() * tokens;
   const bool full = t.activation_recompute == Recompute::kFull;
   const double recompute = full ? 4.0 / 3 : 1;
   const double model_ranks = static_cast<double>(plan.tp) * plan.cp;
@@ -226,8 +225,9 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const double recomputed_scores = t.activation_recompute == Recompute::kSelective ? hbm.scores : 0;
   const double layer_elementwise_s =
       ((hbm.layer + hbm.scores) * (full ? 4 : 3) + recomputed_scores) / hw.hbm_bytes_per_s;
-  // Cross-entropy over the rank's s/cp · b · V/tp fp32 logits: read and written forward and backward.
-  const double loss_s = 4.0 * 4 * tokens / plan.cp * m.vocab / plan.tp / hw.hbm_bytes_per_s;
+  // Cross-entropy over the rank's s/cp · b · V/tp logits (fp32 unless training.cross_entropy_fp32 is
+  // false): read and written forward and backward.
+  const double loss_s = 4.0 * LogitBytes(t) * tokens / plan.cp * m.vocab / plan.tp / hw.hbm_bytes_per_s;
   // The attention kernels (QKᵀ, softmax, AV) reach their own fraction of peak, not the GEMMs'.
   const double attention_rate = peak * hw.attention_efficiency;
   double stage_s = 0, stage_attention_s = 0;

@@ -70,7 +70,6 @@ double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const 
   const double tp = plan.tp;
   const bool sp = plan.sequence_parallel || plan.tp == 1;
   if (t.activation_recompute == Recompute::kFull) return scale * sbh * 2 / (sp ? tp : 1);
-  const double g = static_cast<double>(m.kv()) / m.heads;
   const double f = static_cast<double>(m.ffn()) / h;
   double mlp = 3 + MlpInnerUnits(m.mlp, f);
   if (m.moe.enabled()) {
@@ -80,7 +79,10 @@ double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const 
     const double share = static_cast<double>(e.count(m.layers)) / m.layers;
     mlp = (1 - share) * mlp + share * moe_mlp;
   }
-  double units = (7 + 4 * g) + mlp + 4;
+  // Attention: its input 2, Q 2·q/h, K and V 4·kv/h, AV's output (the projection's input) 2·q/h, dropout
+  // mask 1 (7 + 4·kv_heads/heads when the heads are h/a wide).
+  const double attention = 3 + 4 * (m.q_width() + m.kv_width()) / h;
+  double units = attention + mlp + 4;
   if (t.attention == Attention::kEager && t.activation_recompute == Recompute::kNone) {
     units += 5.0 * m.heads * m.seq_len / h;
   }
@@ -93,9 +95,9 @@ double EmbeddingActivationBytes(const ModelSpec& m, const Plan& plan) {
   return (8 * sb + sb * m.hidden) / plan.tp;
 }
 
-double OutputActivationBytes(const ModelSpec& m, const Plan& plan) {
+double OutputActivationBytes(const ModelSpec& m, const TrainingSpec& t, const Plan& plan) {
   const double sb = static_cast<double>(m.seq_len) / plan.cp * plan.micro_batch_size;
-  return (4 * sb * m.hidden + 4 * sb * m.vocab) / plan.tp;
+  return (4 * sb * m.hidden + LogitBytes(t) * sb * m.vocab) / plan.tp;
 }
 
 double InFlightMicroBatches(int pp, int stage, int micro_batches, int vpp) {
@@ -130,7 +132,7 @@ MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::ve
   const double in_flight = InFlightMicroBatches(plan.pp, stage, plan.micro_batches, plan.vpp);
   mem.activations = ActivationBytesPerLayer(m, t, plan) * stage_layers[stage] * in_flight;
   if (stage == 0) mem.activations += EmbeddingActivationBytes(m, plan) * in_flight;
-  if (stage == plan.pp - 1) mem.activations += OutputActivationBytes(m, plan);
+  if (stage == plan.pp - 1) mem.activations += OutputActivationBytes(m, t, plan);
   mem.working = FsdpWorkingBytes(m, t, plan.tp, plan.ep);
   mem.total =
       mem.weights + mem.gradients + mem.optimizer + mem.master_weights + mem.activations + mem.working;

@@ -45,9 +45,10 @@ double StageParamsPerRank(const ModelSpec& m, int tp, int pp, int stage, int sta
 double StageExpertParamsPerRank(const ModelSpec& m, const Plan& plan, int stage_layers);
 
 // Activation bytes one transformer layer keeps for one micro-batch on one rank. With s' = seq_len/cp,
-// b micro_batch_size, h hidden, a heads, g = kv_heads/heads, F ffn width, t tp, in units of s'·b·h at 16 bit
-// (Korthikanti et al. 2022 §4.1, re-derived term by term):
-//   attention  7 + 4g      (QKV input 2, Q 2, K and V 2g each, projection input 2, dropout mask 1)
+// b micro_batch_size, h hidden, a heads of width d (head_dim, default h/a), k kv_heads, F ffn width, t tp, in
+// units of s'·b·h at 16 bit (Korthikanti et al. 2022 §4.1, re-derived term by term):
+//   attention  3 + 4(a + k)·d/h (QKV input 2, Q 2·a·d/h, K and V 2·k·d/h each, projection input 2·a·d/h,
+//              dropout mask 1; 7 + 4k/a when d = h/a)
 //              + 5·a·s/h   only for eager attention (scores, softmax, dropout; flash keeps none)
 //   MLP        3 + 4F/h    gelu (input 2, fc1 output 2F/h, GeLU output 2F/h, dropout mask 1)
 //              3 + 6F/h    swiglu (input 2, gate and up outputs 4F/h, product 2F/h, dropout mask 1)
@@ -63,9 +64,13 @@ double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const 
 
 // Activation bytes of the embedding (stage 0) and of the output layer plus cross-entropy (last stage) per
 // micro-batch, after Megatron-LM's estimator: embedding 8·s'·b (token and position ids) + s'·b·h (dropout
-// mask); output 4·s'·b·h + 4·s'·b·vocab (fp32 logits); both divided by tp.
+// mask); output 4·s'·b·h + LogitBytes·s'·b·vocab (the loss's saved softmax); both divided by tp.
 double EmbeddingActivationBytes(const ModelSpec& m, const Plan& plan);
-double OutputActivationBytes(const ModelSpec& m, const Plan& plan);
+double OutputActivationBytes(const ModelSpec& m, const TrainingSpec& t, const Plan& plan);
+// Bytes per logit the cross-entropy keeps: 4 with training.cross_entropy_fp32 (the default), else 2.
+inline double LogitBytes(const TrainingSpec& t) {
+  return t.cross_entropy_fp32 ? 4 : 2;
+}
 
 // Micro-batches whose activations stage `stage` holds at once under 1F1B: min(pp − stage, micro_batches);
 // with vpp > 1 times Megatron's interleaving factor 1 + (pp − 1)/(pp·vpp) (Korthikanti et al. 2022 §4.2.3).

@@ -18,10 +18,9 @@ double MlpParams(const ModelSpec& m, double f) {
 
 // Attention and the two norms of one layer.
 double AttentionAndNormParams(const ModelSpec& m) {
-  const double h = m.hidden;
-  const double kv = m.kv() * (h / m.heads);  // width of K and of V
-  double attention = h * (h + 2 * kv) + h * h;
-  if (Bias(m)) attention += (h + 2 * kv) + h;
+  const double h = m.hidden, q = m.q_width(), kv = m.kv_width();
+  double attention = h * (q + 2 * kv) + q * h;  // Q, K, V projections and the output projection
+  if (Bias(m)) attention += (q + 2 * kv) + h;
   return attention + 2 * (Bias(m) ? 2 * h : h);
 }
 
@@ -79,7 +78,7 @@ double ModelParams(const ModelSpec& m) {
 double ModelFlopsPerToken(const ModelSpec& m) {
   const double matmul_params =
       m.layers * PlannedLayerSplit(m).activated + static_cast<double>(m.vocab) * m.hidden;
-  return 6 * matmul_params + 12.0 * m.layers * m.seq_len * m.hidden;
+  return 6 * matmul_params + 12.0 * m.layers * m.seq_len * m.q_width();
 }
 
 }  // namespace shepherd

@@ -3,7 +3,8 @@
 // rmsnorm (Llama style); no learned position embeddings (RoPE/ALiBi); two norms per layer plus a final one.
 // Mixture of experts (model.moe): a MoE layer has the dense layer's attention and norms, a router
 // (hidden·experts, no bias) and experts + shared_experts MLPs of expert_ffn_hidden width instead of the MLP.
-// REQUIRES: positive layers, hidden, heads; heads divides hidden; kv() divides heads.
+// REQUIRES: positive layers, hidden, heads; heads divides hidden unless head_dim is given; kv() divides
+// heads.
 #pragma once
 
 #include "core/job.h"
@@ -19,7 +20,8 @@ struct LayerParamSplit {
   double total() const { return dense + expert; }
 };
 
-// Parameters of one dense transformer layer: attention h·(h + 2·kv·d) + h·h (d = h/heads), MLP 2·h·F
+// Parameters of one dense transformer layer: attention h·(a·d + 2·kv·d) + a·d·h (a heads of width d =
+// head_dim, default h/a), MLP 2·h·F
 // (gelu) or 3·h·F (swiglu), norms, biases.
 double LayerParams(const ModelSpec& m);
 // The architecture's per-layer split (counted).
@@ -40,7 +42,7 @@ double PlannedLayerParams(const ModelSpec& m);
 double ModelParams(const ModelSpec& m);
 
 // Model FLOPs per trained token (forward and backward, no recompute), Megatron-LM's convention
-// (Narayanan et al. 2021, eq. 3, per token): 6·(layers·A + vocab·h) + 12·layers·seq·h with A =
+// (Narayanan et al. 2021, eq. 3, per token): 6·(layers·A + vocab·h) + 12·layers·seq·a·d with A =
 // PlannedLayerSplit().activated, i.e. every matmul weight a token meets (for MoE only its top_k routed
 // experts), the output layer, and the attention scores QKᵀ and AV counted without a causal mask.
 double ModelFlopsPerToken(const ModelSpec& m);

@@ -29,10 +29,11 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const Hardware& hw) {
   require(m.heads > 0, "model.heads", "must be positive");
   require(m.seq_len > 0, "model.seq_len", "must be positive");
   require(m.vocab >= 0, "model.vocab", "must not be negative");
-  require(m.kv_heads >= 0 && m.ffn_hidden >= 0, "model",
-          "kv_heads and ffn_hidden must be positive when given");
+  require(m.kv_heads >= 0 && m.ffn_hidden >= 0 && m.head_dim >= 0, "model",
+          "kv_heads, head_dim and ffn_hidden must be positive when given");
   if (m.hidden > 0 && m.heads > 0) {
-    require(m.hidden % m.heads == 0, "model.heads", "must divide model.hidden");
+    require(m.head_dim > 0 || m.hidden % m.heads == 0, "model.heads",
+            "must divide model.hidden (or give model.head_dim)");
     require(m.heads % m.kv() == 0, "model.kv_heads", "must divide model.heads");
   }
   if (m.parameters > 0 && m.hidden > 0 && m.vocab > 0) {

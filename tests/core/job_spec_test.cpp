@@ -199,6 +199,51 @@ TEST(JobSpec, InvalidArchitectureAndLayoutFieldsAreNamed) {
                                    "parallelism.pipeline_layers", "parallelism", "parallelism.tp"}));
 }
 
+// model.head_dim: heads of their own width (Qwen3, gpt-oss). heads then need not divide hidden; without
+// head_dim they must, and the error names model.heads; head_dim itself must be a positive integer.
+TEST(JobSpec, HeadDimLetsHeadsNotDivideHidden) {
+  Json j = Llama405BPlan();
+  j["model"]["hidden"] = 3000;  // 64 heads do not divide it
+  j["model"]["heads"] = 64;
+  j["model"]["ffn_hidden"] = 3000;
+  j["model"]["head_dim"] = 64;
+  auto s = ParsePlanRequest(j);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->model.head_dim, 64);
+  EXPECT_EQ(s->model.q_width(), 4096);
+  EXPECT_EQ(s->model.kv_width(), 512);
+  auto again = ParsePlanRequest(ToJson(*s));
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->model.head_dim, 64);
+
+  j["model"].erase("head_dim");
+  auto bad = ParsePlanRequest(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(Fields(bad.status()), std::set<std::string>{"model.heads"});
+  j["model"]["head_dim"] = 0;
+  bad = ParsePlanRequest(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(Fields(bad.status()).count("model.head_dim"));
+}
+
+TEST(JobSpec, CrossEntropyPrecisionDefaultsToFp32AndRoundTrips) {
+  Json j = Llama405BPlan();
+  auto s = ParsePlanRequest(j);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_TRUE(s->training.cross_entropy_fp32);
+  j["training"]["cross_entropy_fp32"] = false;
+  s = ParsePlanRequest(j);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_FALSE(s->training.cross_entropy_fp32);
+  auto again = ParsePlanRequest(ToJson(*s));
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_FALSE(again->training.cross_entropy_fp32);
+  j["training"]["cross_entropy_fp32"] = "no";
+  auto bad = ParsePlanRequest(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(Fields(bad.status()), std::set<std::string>{"training.cross_entropy_fp32"});
+}
+
 TEST(JobSpec, ContextParallelIsPlannedAndLaunched) {
   Json j = Llama405BPlan();
   j["parallelism"]["cp"] = 2;

@@ -67,6 +67,70 @@ TEST(MoeArch, DeepSeekV3WithinItsPublishedCounts) {
   EXPECT_GT(CountActivatedParams(m), 37e9);  // the MHA stand-in for MLA overcounts, never undercounts
 }
 
+// Heads wider than h/a (model.head_dim): Qwen3 (Qwen3 technical report, arXiv:2505.09388, Table 2: 30B-A3B
+// 48 layers, 32 query and 4 KV heads, 128 experts, 8 per token, 30.5B total and 3.3B activated; 235B-A22B
+// 94 layers, 64 and 4 heads, 128 experts, 8 per token, 235B and 22B; the released configs give hidden 2048
+// and 4096, head_dim 128, expert width 768 and 1536, vocabulary 151,936, untied, RMSNorm, SwiGLU; the q/k
+// norms of 128 weights per layer are not counted). By hand, 30B-A3B: attention 2048 · (4096 + 2 · 512) +
+// 4096 · 2048 = 18,874,368, norms 4,096, router 2048 · 128 = 262,144, expert 3 · 2048 · 768 = 4,718,592;
+// layer 18,878,464 + 262,144 + 128 · 4,718,592 = 623,120,384, × 48 = 29,909,778,432; embedding and output
+// 2 · 151,936 · 2048 + final norm 2048 = 622,331,904 → 30,532,110,336 (30.5B). Activated per layer
+// 19,140,608 + 8 · 4,718,592 = 56,889,344, × 48 + 622,331,904 = 3,353,020,416 (3.3B).
+TEST(MoeArch, HeadDimWiderThanHiddenOverHeadsMatchesQwen3Counts) {
+  ModelSpec m;
+  m.layers = 48;
+  m.hidden = 2048;
+  m.heads = 32;
+  m.kv_heads = 4;
+  m.head_dim = 128;
+  m.mlp = Mlp::kSwiglu;
+  m.norm = Norm::kRmsNorm;
+  m.vocab = 151936;
+  m.seq_len = 4096;
+  m.moe = {.experts = 128, .top_k = 8, .expert_ffn_hidden = 768};
+  EXPECT_EQ(CountParams(m), 30'532'110'336.0);
+  EXPECT_EQ(CountActivatedParams(m), 3'353'020'416.0);
+  EXPECT_NEAR(CountParams(m) / 30.5e9, 1, 0.005);
+  EXPECT_NEAR(CountActivatedParams(m) / 3.3e9, 1, 0.02);
+  // Without head_dim the attention would be 2048 wide, not 4096: 15 % of the activated count missing.
+  ModelSpec narrow = m;
+  narrow.head_dim = 0;
+  EXPECT_LT(CountActivatedParams(narrow) / 3.3e9, 0.9);
+
+  m.layers = 94;
+  m.hidden = 4096;
+  m.heads = 64;
+  m.moe.expert_ffn_hidden = 1536;
+  EXPECT_NEAR(CountParams(m) / 235e9, 1, 0.005);
+  EXPECT_NEAR(CountActivatedParams(m) / 22e9, 1, 0.01);
+}
+
+// gpt-oss-120b (OpenAI, gpt-oss model card, arXiv:2508.10925: 116.8B total, 5.1B active per token; 36
+// layers, residual 2880, 64 query heads and 8 KV heads of width 64, 128 experts of width 2880, 4 per
+// token, vocabulary 201,088, untied). The card's active count leaves out the input embedding (a lookup,
+// not a matmul): our activated count minus V·h. By hand: attention 2880 · (4096 + 2 · 512) + 4096 · 2880 =
+// 26,542,080, norms 5,760, router 368,640, expert 3 · 2880² = 24,883,200; layer 26,916,480 + 128 ·
+// 24,883,200 = 3,211,966,080, × 36 = 115,630,778,880, + 2 · 201,088 · 2880 + 2880 = 116,789,048,640.
+// Activated: (26,916,480 + 4 · 24,883,200) · 36 + 1,158,269,760 = 5,710,443,840; minus 579,133,440 =
+// 5,131,310,400.
+TEST(MoeArch, GptOss120BMatchesItsModelCard) {
+  ModelSpec m;
+  m.layers = 36;
+  m.hidden = 2880;
+  m.heads = 64;
+  m.kv_heads = 8;
+  m.head_dim = 64;
+  m.mlp = Mlp::kSwiglu;
+  m.norm = Norm::kRmsNorm;
+  m.vocab = 201088;
+  m.seq_len = 4096;
+  m.moe = {.experts = 128, .top_k = 4, .expert_ffn_hidden = 2880};
+  EXPECT_EQ(CountParams(m), 116'789'048'640.0);
+  EXPECT_EQ(CountActivatedParams(m), 5'710'443'840.0);
+  EXPECT_NEAR(CountParams(m) / 116.8e9, 1, 0.001);
+  EXPECT_NEAR((CountActivatedParams(m) - 201088.0 * 2880) / 5.1e9, 1, 0.01);
+}
+
 TEST(MoeArch, LayerFrequencyCountsEveryNthLayer) {
   MoeSpec e{.experts = 8, .top_k = 2, .moe_layer_freq = 2};
   EXPECT_EQ(e.count(32), 16);
@@ -135,6 +199,22 @@ TEST(MoeMemory, ActivationsCountDispatchedTokensAndUsedExperts) {
 // (dispatch and combine, forward and backward) = 16 → 32,768.
 // DP (ZeRO-1): dense 23,552 params: fp32 gradients 94,208 B and bf16 weights 47,104 B, 3/4 each over 4
 // ranks = 105,984; experts 33,152: 132,608 and 66,304, 1/2 each over 2 ranks = 99,456 → 205,440.
+// head_dim 32 on 4 heads (q, k and v 128 wide on a 64 residual, twice h/a): attention params 64 · (128 +
+// 2 · 128) + 128 · 64 = 32,768 plus biases 384 + 64 = 448, against 16,384 + 256: activated per layer
+// 50,304 + 16,576 = 66,880; FLOPs 6 · (2 · 66,880 + 6,400) + 12 · 2 · 32 · 128 = 840,960 + 98,304.
+// Activations: attention 3 + 4 · (128 + 128)/64 = 19 units instead of 11, so 46 in all; over tp 2:
+// 23 · 32 · 64 = 47,104 bytes.
+TEST(MoeArch, HeadDimWidensAttentionParamsFlopsAndActivations) {
+  JobSpec s = SmallMoe(8);
+  s.model.head_dim = 32;
+  EXPECT_EQ(CountLayerSplit(s.model).activated, 66'880);
+  EXPECT_EQ(ModelFlopsPerToken(s.model), 939'264);
+  EXPECT_EQ(ActivationBytesPerLayer(s.model, s.training, MoeLayout(2, 4, 2, 1)), 47'104);
+  s.model.head_dim = 16;  // h/a: the same as leaving it out
+  EXPECT_EQ(ModelFlopsPerToken(s.model), 691'200);
+  EXPECT_EQ(ActivationBytesPerLayer(s.model, s.training, MoeLayout(2, 4, 2, 1)), 38'912);
+}
+
 TEST(MoeComm, AllToAllAndExpertDataParallelBytes) {
   const JobSpec s = SmallMoe(8);
   Plan p = MoeLayout(2, 4, 2, 1);

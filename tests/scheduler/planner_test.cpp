@@ -158,12 +158,16 @@ TEST(Activations, GqaAndSwiglu) {
 }
 
 // Embedding (8·s·b + s·b·h)/t and output layer plus fp32 logits (4·s·b·h + 4·s·b·V)/t, s = 1024, b = 2,
-// h = 1024, V = 1000, t = 2: (16,384 + 2,097,152)/2 and (8,388,608 + 8,192,000)/2.
+// h = 1024, V = 1000, t = 2: (16,384 + 2,097,152)/2 and (8,388,608 + 8,192,000)/2; with the loss in bf16
+// (cross_entropy_fp32 false) the logits take 2·s·b·V: (8,388,608 + 4,096,000)/2.
 TEST(Activations, EmbeddingAndOutputLayer) {
   ModelSpec m{1e9, 8, 1024, 16, 1024, 1000};
   const Plan p = Layout(2, 1, 1, 0, 2);
+  TrainingSpec t;
   EXPECT_EQ(EmbeddingActivationBytes(m, p), 1'056'768);
-  EXPECT_EQ(OutputActivationBytes(m, p), 8'290'304);
+  EXPECT_EQ(OutputActivationBytes(m, t, p), 8'290'304);
+  t.cross_entropy_fp32 = false;
+  EXPECT_EQ(OutputActivationBytes(m, t, p), 6'242'304);
 }
 
 TEST(Activations, OneFOneBFirstStageHoldsPipelineDepth) {
