@@ -1,10 +1,10 @@
-// AutoPlan: exhaustive search over (tp, cp, pp, ep, vpp, micro_batch_size) with the smallest ZeRO stage that
-// fits. The space stays small because every axis must divide something: tp divides the KV heads and fits the
-// NVLink domain, cp is a power of two dividing seq_len/2 (flash attention only), ep (MoE only) divides
-// experts and dp·cp, pp divides gpus/(tp·cp) and is at most the layer count, dp = gpus/(tp·cp·pp) divides the
-// batch, micro-batches are powers of two. At 131,072 GPUs that is tens of thousands of estimates
-// (bench/planner_bench.cpp). Pruning: a larger micro-batch never needs less memory, so the micro-batch loop
-// stops at the first size nothing fits.
+// AutoPlan: exhaustive search over (tp, cp, pp, ep, vpp, micro_batch_size) and every ZeRO stage that fits
+// (the fastest wins; ties to the smaller stage). The space stays small because every axis must divide
+// something: tp divides the KV heads and fits the NVLink domain, cp is a power of two dividing seq_len/2
+// (flash attention only), ep (MoE only) divides experts and dp·cp, pp divides gpus/(tp·cp) and is at most the
+// layer count, dp = gpus/(tp·cp·pp) divides the batch, micro-batches are powers of two. At 131,072 GPUs that
+// is tens of thousands of estimates (bench/planner_bench.cpp). Pruning: a larger micro-batch never needs less
+// memory, so the micro-batch loop stops at the first size nothing fits.
 #include <algorithm>
 #include <numeric>
 #include <optional>
@@ -93,7 +93,7 @@ std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<i
       "auto: searched tp in %s (dividing %d heads and %d KV heads within the %d-GPU NVLink domain), cp in "
       "%s, "
       "pp from 1 to %d layers (uneven stages balanced), vpp up to %d, %smicro-batches of powers of two, and "
-      "the smallest fitting ZeRO stage; %d (tp, cp, pp) layouts divide %d GPUs",
+      "every fitting ZeRO stage; %d (tp, cp, pp) layouts divide %d GPUs",
       Join(tps).c_str(), m.heads, m.kv(), hw.nvlink_domain_gpus, Join(cps).c_str(), m.layers, kMaxVpp,
       m.moe.enabled() ? Format("ep dividing %d experts and dp·cp, ", m.moe.experts).c_str() : "", s.layouts,
       spec.resources.gpus);
@@ -193,18 +193,20 @@ Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
                         .sequence_parallel = tp > 1,
                         .pipeline_layers = {},
                         .ep = ep};
-              std::optional<PlanEstimate> lower;
+              // Every fitting stage is a candidate: a higher stage needs less memory but may also be faster
+              // (ZeRO-1's gather overlaps the forward where ZeRO-0's all-reduce follows the backward).
+              std::optional<PlanEstimate> lower;  // the stage below the first that fits
               bool fitted = false;
               for (int zero : ZeroStages(spec.training.framework, dp * cp)) {
                 plan.zero_stage = zero;
                 PlanEstimate e = Estimate(spec, plan, hw);
                 s.OfferClosest(e);
                 if (e.fits) {
-                  s.Offer(e, lower);
+                  s.Offer(e, fitted ? std::nullopt : lower);
                   fitted = true;
-                  break;
+                } else {
+                  lower = e;
                 }
-                lower = e;
               }
               if (!fitted) {
                 if (mbs == 1) ++s.rejected_memory;

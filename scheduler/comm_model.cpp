@@ -140,6 +140,11 @@ double AllGatherSeconds(double bytes, int n, double bw, double latency) {
   return AllGatherBytes(bytes, n) / bw + latency * steps;
 }
 
+double DataParallelBusBandwidth(long long span, int members_per_domain, const Hardware& hw) {
+  if (span <= hw.nvlink_domain_gpus) return hw.nvlink_bytes_per_s;
+  return std::min(hw.nvlink_bytes_per_s, members_per_domain * hw.ib_bytes_per_s);
+}
+
 double MatmulEfficiencyAt(double d, const Hardware& hw) {
   return hw.matmul_efficiency * d / (d + hw.matmul_half_size);
 }
@@ -286,14 +291,17 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const int n = plan.dp * plan.cp, n_expert = n / plan.ep;
   const RankParams params = MaxStageParams(spec, plan, layers);
   const double ge = GradientElementBytes(t);
-  const double b = bw(dp_span), l = lat(dp_span);
-  // Dense parameters over dp·cp ranks plus routed experts over dp·cp/ep.
+  // Dense parameters over the dp·cp ranks of one TP index (tp apart: domain/tp of them share an NVLink
+  // domain) plus routed experts over the dp·cp/ep ranks of one expert (tp·ep apart).
+  const double b = DataParallelBusBandwidth(dp_span, std::max(1, domain / plan.tp), hw);
+  const double be = DataParallelBusBandwidth(dp_span, std::max(1, domain / (plan.tp * plan.ep)), hw);
+  const double l = lat(dp_span);
   const double all_reduce =
-      AllReduceSeconds(params.dense * ge, n, b, l) + AllReduceSeconds(params.expert * ge, n_expert, b, l);
+      AllReduceSeconds(params.dense * ge, n, b, l) + AllReduceSeconds(params.expert * ge, n_expert, be, l);
   const double reduce =
-      AllGatherSeconds(params.dense * ge, n, b, l) + AllGatherSeconds(params.expert * ge, n_expert, b, l);
+      AllGatherSeconds(params.dense * ge, n, b, l) + AllGatherSeconds(params.expert * ge, n_expert, be, l);
   const double gather =
-      AllGatherSeconds(params.dense * 2, n, b, l) + AllGatherSeconds(params.expert * 2, n_expert, b, l);
+      AllGatherSeconds(params.dense * 2, n, b, l) + AllGatherSeconds(params.expert * 2, n_expert, be, l);
   double dp_exposed = 0;
   const double backward = 2.0 / 3 * stage_s, forward = stage_s / 3;
   // The last gradient bucket's reduction starts after the backward ends: never hidden.

@@ -24,6 +24,14 @@ double AllGatherBytes(double bytes, int n);
 double AllReduceSeconds(double bytes, int n, double bw, double latency);
 double AllGatherSeconds(double bytes, int n, double bw, double latency);
 
+// Bus bandwidth of a ring collective over a group spanning `span` consecutive ranks with
+// `members_per_domain` of its members in each NVLink domain: NVLink inside one domain; across domains
+// each member's own NIC (one per GPU, rail-optimized nodes) carries one of NCCL's channels between
+// domains, so min(NVLink, members_per_domain × network). A DP group of TP 8 ranks on 8-GPU nodes has one
+// member per node (the network's rate); a TP 1 group, all eight (8 × 50 = 400 GB/s on H100, where
+// nccl-tests' multi-node all-reduce bus bandwidth is quoted at 400-450 GB/s).
+double DataParallelBusBandwidth(long long span, int members_per_domain, const Hardware& hw);
+
 // Bytes one rank of the slowest stage sends per step, by axis (M micro-batches, L layers on the stage,
 // A = s/cp · b · h · 2 bytes (4 for fp32)):
 //   tp: L · M · (4, or 6 with full recompute) ring all-reduces of A (with sequence parallelism a
@@ -38,10 +46,10 @@ double AllGatherSeconds(double bytes, int n, double bw, double latency);
 //   pp: 2 · M · vpp activation slices A/tp, forward and backward (each TP rank sends its slice; without
 //       sequence parallelism the receiving TP group all-gathers them, priced in the step time);
 //   dp (shards N = dp·cp, or dp·cp/ep for routed experts, parameters P of the rank, gradients reduced in fp32
-//   by megatron and fsdp, in the
-//       weight precision by deepspeed): all-reduce of gradients (ZeRO 0), reduce-scatter of gradients plus
-//       all-gather of 16-bit weights (megatron distributed optimizer, ZeRO-1), M reduce-scatters plus one
-//       gather (ZeRO-2), M · (two weight all-gathers + a gradient reduce-scatter) (ZeRO-3, FSDP).
+//       by megatron and fsdp, in the weight precision by deepspeed; timed at DataParallelBusBandwidth):
+//       all-reduce of gradients (ZeRO 0), reduce-scatter of gradients plus all-gather of 16-bit weights
+//       (megatron distributed optimizer, ZeRO-1), M reduce-scatters plus one gather (ZeRO-2),
+//       M · (two weight all-gathers + a gradient reduce-scatter) (ZeRO-3, FSDP).
 CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan);
 
 // Seconds of one training step, see EvaluatePlan in scheduler/planner.h for the model.

@@ -279,6 +279,26 @@ TEST_F(SmallJob, StepTime) {
   EXPECT_REL(e->mfu, e->tflops_per_gpu * 1e12 / 1e15);
 }
 
+// A data-parallel group leaving its NVLink domain goes through the NICs of its members in each domain:
+// min(NVLink, members per domain × network). tp 2, dp 8 on 16 GPUs (8 per domain): 4 members per domain,
+// 4 · 1e10 = 4e10 B/s. Parameters per rank 1e9/2 = 5e8, fp32 gradients 2e9 B, all-reduce over 8:
+// 2 · 7/8 · 2e9 = 3.5e9 B → 0.0875 s (at one NIC's 1e10 it would be 0.35 s). TP inside the domain:
+// 8 layers · 2 micro-batches · 4 · 2 · 1/2 · 2,097,152 / 1e11 = 0.00134217728 s. With tp 8 every domain
+// holds one member of each DP group: one NIC, 1e10; dp 2 all-reduces 4 · 1.25e8 = 5e8 B, 2 · 1/2 of it:
+// 0.05 s; TP 8 layers · 8 micro-batches · 4 · 2 · 7/8 · 2,097,152 / 1e11 = 0.00939524096 s.
+TEST_F(SmallJob, DataParallelGroupsLeaveTheDomainThroughEveryMembersNic) {
+  EXPECT_EQ(DataParallelBusBandwidth(8, 8, hw_), 1e11);   // inside one domain: NVLink
+  EXPECT_EQ(DataParallelBusBandwidth(16, 1, hw_), 1e10);  // one member per domain: one NIC
+  EXPECT_EQ(DataParallelBusBandwidth(16, 4, hw_), 4e10);
+  EXPECT_EQ(DataParallelBusBandwidth(64, 16, hw_), 1e11);  // never faster than NVLink
+  auto tp2 = EvaluatePlan(spec_, Layout(2, 1, 8, 0), hw_);
+  ASSERT_TRUE(tp2.ok()) << tp2.status().message();
+  EXPECT_REL(tp2->comm_time_s, 0.00134217728 + 0.0875);
+  auto tp8 = EvaluatePlan(spec_, Layout(8, 1, 2, 0), hw_);
+  ASSERT_TRUE(tp8.ok()) << tp8.status().message();
+  EXPECT_REL(tp8->comm_time_s, 0.00939524096 + 0.05);
+}
+
 // The last gradient bucket is never hidden: with 1000× slower GPUs (t = 1.548884901888 s) the backward
 // hides all 0.005 s of DP traffic but the 40M-parameter bucket, 2 · 1/2 · 160e6 / 1e11 = 0.0016 s.
 TEST_F(SmallJob, LastGradientBucketIsExposed) {

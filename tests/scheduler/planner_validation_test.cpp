@@ -3,8 +3,7 @@
 //   - the explicit layout is accepted and fits;
 //   - the predicted model-FLOP throughput per GPU is within ±25 % of the published figure (tokens per second
 //     per GPU where the source's FLOP convention cannot be converted to ours), except rows flagged
-//     known_miss, which must miss it (two gpt-oss-120b rows with expert parallelism inside an NVLink
-//     domain, docs/planner.md "Validation" and "Known limits");
+//     known_miss, which must miss it (docs/planner.md "Validation" and "Known limits");
 //   - AutoPlan's choice fits and is predicted no slower than the published layout;
 //   - model state and activations are within 10 % of Megatron-LM's theoretical memory estimator, re-derived
 //     below from its published formulas, where Megatron can express the configuration.
