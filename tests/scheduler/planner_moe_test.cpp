@@ -30,6 +30,22 @@ ModelSpec Mixtral8x7B() {
   return m;
 }
 
+// A Llama-style MoE (SwiGLU, RMSNorm, untied) whose heads are `head_dim` wide: Qwen3 and gpt-oss below.
+ModelSpec WideHeadMoe(int layers, int hidden, int heads, int kv_heads, int head_dim, int vocab, MoeSpec moe) {
+  ModelSpec m;
+  m.layers = layers;
+  m.hidden = hidden;
+  m.heads = heads;
+  m.kv_heads = kv_heads;
+  m.head_dim = head_dim;
+  m.mlp = Mlp::kSwiglu;
+  m.norm = Norm::kRmsNorm;
+  m.vocab = vocab;
+  m.seq_len = 4096;
+  m.moe = moe;
+  return m;
+}
+
 // Mistral AI, "Mixtral of experts" (mistral.ai/news/mixtral-of-experts, Dec 2023): "46.7B total parameters
 // but only uses 12.9B parameters per token". By hand: attention 4096 · (4096 + 2 · 1024) + 4096² =
 // 41,943,040, norms 8,192, router 4096 · 8 = 32,768, expert 3 · 4096 · 14336 = 176,160,768;
@@ -77,17 +93,8 @@ TEST(MoeArch, DeepSeekV3WithinItsPublishedCounts) {
 // 2 · 151,936 · 2048 + final norm 2048 = 622,331,904 → 30,532,110,336 (30.5B). Activated per layer
 // 19,140,608 + 8 · 4,718,592 = 56,889,344, × 48 + 622,331,904 = 3,353,020,416 (3.3B).
 TEST(MoeArch, HeadDimWiderThanHiddenOverHeadsMatchesQwen3Counts) {
-  ModelSpec m;
-  m.layers = 48;
-  m.hidden = 2048;
-  m.heads = 32;
-  m.kv_heads = 4;
-  m.head_dim = 128;
-  m.mlp = Mlp::kSwiglu;
-  m.norm = Norm::kRmsNorm;
-  m.vocab = 151936;
-  m.seq_len = 4096;
-  m.moe = {.experts = 128, .top_k = 8, .expert_ffn_hidden = 768};
+  ModelSpec m =
+      WideHeadMoe(48, 2048, 32, 4, 128, 151936, {.experts = 128, .top_k = 8, .expert_ffn_hidden = 768});
   EXPECT_EQ(CountParams(m), 30'532'110'336.0);
   EXPECT_EQ(CountActivatedParams(m), 3'353'020'416.0);
   EXPECT_NEAR(CountParams(m) / 30.5e9, 1, 0.005);
@@ -97,10 +104,7 @@ TEST(MoeArch, HeadDimWiderThanHiddenOverHeadsMatchesQwen3Counts) {
   narrow.head_dim = 0;
   EXPECT_LT(CountActivatedParams(narrow) / 3.3e9, 0.9);
 
-  m.layers = 94;
-  m.hidden = 4096;
-  m.heads = 64;
-  m.moe.expert_ffn_hidden = 1536;
+  m = WideHeadMoe(94, 4096, 64, 4, 128, 151936, {.experts = 128, .top_k = 8, .expert_ffn_hidden = 1536});
   EXPECT_NEAR(CountParams(m) / 235e9, 1, 0.005);
   EXPECT_NEAR(CountActivatedParams(m) / 22e9, 1, 0.01);
 }
@@ -114,17 +118,8 @@ TEST(MoeArch, HeadDimWiderThanHiddenOverHeadsMatchesQwen3Counts) {
 // Activated: (26,916,480 + 4 · 24,883,200) · 36 + 1,158,269,760 = 5,710,443,840; minus 579,133,440 =
 // 5,131,310,400.
 TEST(MoeArch, GptOss120BMatchesItsModelCard) {
-  ModelSpec m;
-  m.layers = 36;
-  m.hidden = 2880;
-  m.heads = 64;
-  m.kv_heads = 8;
-  m.head_dim = 64;
-  m.mlp = Mlp::kSwiglu;
-  m.norm = Norm::kRmsNorm;
-  m.vocab = 201088;
-  m.seq_len = 4096;
-  m.moe = {.experts = 128, .top_k = 4, .expert_ffn_hidden = 2880};
+  const ModelSpec m =
+      WideHeadMoe(36, 2880, 64, 8, 64, 201088, {.experts = 128, .top_k = 4, .expert_ffn_hidden = 2880});
   EXPECT_EQ(CountParams(m), 116'789'048'640.0);
   EXPECT_EQ(CountActivatedParams(m), 5'710'443'840.0);
   EXPECT_NEAR(CountParams(m) / 116.8e9, 1, 0.001);

@@ -53,6 +53,17 @@ JobSpec GptOss120B(int gpus, int global_batch, const char* gpu) {
   return s;
 }
 
+// NeMo Automodel's MoE benchmark setup (its rows below): FSDP2 over all the GPUs, expert parallelism `ep`,
+// MaskedCrossEntropy without the fp32 upcast, local batch `micro_batch`.
+Plan AutomodelMoe(JobSpec* s, int ep, int micro_batch) {
+  s->training.framework = Framework::kFsdp;
+  s->training.cross_entropy_fp32 = false;
+  Plan p = Layout(1, 1, 1, static_cast<int>(s->resources.gpus), 1, 3);
+  p.ep = ep;
+  p.micro_batch_size = micro_batch;
+  return p;
+}
+
 // Runs before Korthikanti et al. 2022 (MT-NLG 2021, BLOOM 2022 on Megatron-DeepSpeed): no sequence
 // parallelism. Their specs also set training.attention "eager" (Megatron's fused masked softmax; flash
 // attention came later).
@@ -293,11 +304,7 @@ std::vector<PublishedRun> PublishedRuns() {
   // pricing every one of the top-4 copies over the network, as the model does, is an upper bound here.
   {
     JobSpec s = GptOss120B(64, 512, "H100-80GB");
-    s.training.framework = Framework::kFsdp;
-    s.training.cross_entropy_fp32 = false;  // loss_fn MaskedCrossEntropy, fp32_upcast: false
-    Plan p = Layout(1, 1, 1, 64, 1, 3);
-    p.ep = 64;
-    p.micro_batch_size = 2;
+    const Plan p = AutomodelMoe(&s, 64, 2);
     runs.push_back({"gpt-oss-120b 64 H100 FSDP64 EP64 (Automodel)", "NeMo Automodel performance summary", s,
                     p, HardwareForResources(s.resources), 231, 7626});
   }
@@ -311,12 +318,8 @@ std::vector<PublishedRun> PublishedRuns() {
     JobSpec s = LlamaStyle(48, 2048, 32, 4, 151936, 4096, 512, 8, "H100-80GB");
     s.model.head_dim = 128;
     s.model.moe = {.experts = 128, .top_k = 8, .expert_ffn_hidden = 768};
-    s.training.framework = Framework::kFsdp;
-    s.training.cross_entropy_fp32 = false;
     s.training.activation_recompute = Recompute::kFull;
-    Plan p = Layout(1, 1, 1, 8, 1, 3);
-    p.ep = 8;
-    p.micro_batch_size = 4;
+    const Plan p = AutomodelMoe(&s, 8, 4);
     runs.push_back({"Qwen3-30B-A3B 8 H100 FSDP8 EP8 (Automodel)", "NeMo Automodel performance summary", s, p,
                     HardwareForResources(s.resources), 277, 12040});
   }
@@ -327,12 +330,8 @@ std::vector<PublishedRun> PublishedRuns() {
     JobSpec s = LlamaStyle(24, 2880, 64, 8, 201088, 4096, 256, 8, "H100-80GB");
     s.model.head_dim = 64;
     s.model.moe = {.experts = 32, .top_k = 4, .expert_ffn_hidden = 2880};
-    s.training.framework = Framework::kFsdp;
-    s.training.cross_entropy_fp32 = false;
     s.training.activation_recompute = Recompute::kNone;
-    Plan p = Layout(1, 1, 1, 8, 1, 3);
-    p.ep = 8;
-    p.micro_batch_size = 2;
+    const Plan p = AutomodelMoe(&s, 8, 2);
     runs.push_back({"gpt-oss-20b 8 H100 FSDP8 EP8 (Automodel)", "NeMo Automodel performance summary", s, p,
                     HardwareForResources(s.resources), 279, 13058,
                     "gpt-oss with its all-to-all inside one NVLink domain again (+44 % tokens/s), where "
