@@ -5,21 +5,29 @@
 namespace shepherd::testing {
 namespace {
 
-// A Llama-style model (SwiGLU MLP, RMSNorm, untied output layer) on `gpus` GPUs of type `gpu`.
-JobSpec LlamaStyle(int layers, int hidden, int heads, int kv_heads, int vocab, int seq_len, int global_batch,
-                   int gpus, const char* gpu) {
+// A GPT-style model (GeLU MLP of 4h, LayerNorm, untied output layer: the ModelSpec defaults) on `gpus` GPUs
+// of type `gpu`.
+JobSpec GptStyle(int layers, int hidden, int heads, int vocab, int seq_len, int global_batch, int gpus,
+                 const char* gpu) {
   JobSpec s;
   s.model.layers = layers;
   s.model.hidden = hidden;
   s.model.heads = heads;
-  s.model.kv_heads = kv_heads;
-  s.model.mlp = Mlp::kSwiglu;
-  s.model.norm = Norm::kRmsNorm;
   s.model.vocab = vocab;
   s.model.seq_len = seq_len;
   s.training.global_batch_size = global_batch;
   s.resources.gpus = gpus;
   s.resources.gpu = gpu;
+  return s;
+}
+
+// A Llama-style model: GPT-style with GQA, a SwiGLU MLP and RMSNorm.
+JobSpec LlamaStyle(int layers, int hidden, int heads, int kv_heads, int vocab, int seq_len, int global_batch,
+                   int gpus, const char* gpu) {
+  JobSpec s = GptStyle(layers, hidden, heads, vocab, seq_len, global_batch, gpus, gpu);
+  s.model.kv_heads = kv_heads;
+  s.model.mlp = Mlp::kSwiglu;
+  s.model.norm = Norm::kRmsNorm;
   return s;
 }
 
@@ -102,18 +110,10 @@ std::vector<PublishedRun> PublishedRuns() {
   // 6.25 GB/s per GPU, 80 % achievable. Not published here: micro-batch (1 assumed), recompute
   // (selective assumed).
   {
-    JobSpec s;
-    s.model.layers = 70;
-    s.model.hidden = 14336;
-    s.model.heads = 112;
-    s.model.vocab = 250880;
-    s.model.seq_len = 2048;
+    JobSpec s = GptStyle(70, 14336, 112, 250880, 2048, 2048, 384, "A100-80GB");
     s.model.tied_embeddings = true;
-    s.training.global_batch_size = 2048;
     s.training.framework = Framework::kDeepSpeed;
     s.training.attention = Attention::kEager;
-    s.resources.gpus = 384;
-    s.resources.gpu = "A100-80GB";
     Hardware hw = HardwareForResources(s.resources);
     hw.ib_bytes_per_s = 0.8 * 4 * 100e9 / 8 / 8;
     runs.push_back({"BLOOM-176B 384 GPUs TP4 PP12 DP8", "bigscience.notion.site BigScience 176B Model", s,
@@ -133,18 +133,10 @@ std::vector<PublishedRun> PublishedRuns() {
   const int nodes[] = {280, 350, 420};
   const double mtnlg_model_tflops[] = {126 * 0.75, 121 * 0.75, 113 * 0.75};
   for (int i = 0; i < 3; ++i) {
-    JobSpec s;
-    s.model.layers = 105;
-    s.model.hidden = 20480;
-    s.model.heads = 128;
-    s.model.vocab = 50272;
-    s.model.seq_len = 2048;
-    s.training.global_batch_size = 1920;
+    JobSpec s = GptStyle(105, 20480, 128, 50272, 2048, 1920, nodes[i] * 8, "A100-80GB");
     s.training.framework = Framework::kDeepSpeed;
     s.training.activation_recompute = Recompute::kFull;
     s.training.attention = Attention::kEager;
-    s.resources.gpus = nodes[i] * 8;
-    s.resources.gpu = "A100-80GB";
     runs.push_back({nodes[i] == 280   ? "MT-NLG-530B 2240 GPUs TP8 PP35 DP8"
                     : nodes[i] == 350 ? "MT-NLG-530B 2800 GPUs TP8 PP35 DP10"
                                       : "MT-NLG-530B 3360 GPUs TP8 PP35 DP12",
@@ -163,19 +155,11 @@ std::vector<PublishedRun> PublishedRuns() {
   // gives 137.7 with it), so model FLOPs are 3/4 of it. 2021 software: no sequence parallelism, eager
   // attention (the fused masked softmax), no interleaving (the schedule came later).
   {
-    JobSpec s;
-    s.model.layers = 96;
-    s.model.hidden = 12288;
-    s.model.heads = 96;
-    s.model.vocab = 51200;
-    s.model.seq_len = 2048;
+    JobSpec s = GptStyle(96, 12288, 96, 51200, 2048, 1536, 1024, "A100-80GB");
     s.model.tied_embeddings = true;  // Megatron's GPT of 2021 reuses the word embeddings as the output layer
-    s.training.global_batch_size = 1536;
     s.training.precision = Precision::kFp16;
     s.training.activation_recompute = Recompute::kFull;
     s.training.attention = Attention::kEager;
-    s.resources.gpus = 1024;
-    s.resources.gpu = "A100-80GB";
     runs.push_back({"GPT-3 175B 1024 A100 TP8 PP16 DP8", "Megatron-LM README (Jan 2021), GPT-3 example", s,
                     Historic(Layout(8, 1, 16, 8, 1, 0)), HardwareForResources(s.resources), 138 * 0.75});
   }
@@ -212,15 +196,7 @@ std::vector<PublishedRun> PublishedRuns() {
       {"Megatron GPT 462B 6144 H100 TP8 PP16 DP48", 144, 18432, 112, 8, 16, 48, 3072, 459.9},
   };
   for (const Gpt& g : gpts) {
-    JobSpec s;
-    s.model.layers = g.layers;
-    s.model.hidden = g.hidden;
-    s.model.heads = g.heads;
-    s.model.vocab = 131072;
-    s.model.seq_len = 4096;
-    s.training.global_batch_size = g.batch;
-    s.resources.gpus = g.tp * g.pp * g.dp;
-    s.resources.gpu = "H100-80GB";
+    JobSpec s = GptStyle(g.layers, g.hidden, g.heads, 131072, 4096, g.batch, g.tp * g.pp * g.dp, "H100-80GB");
     Plan p = Layout(g.tp, 1, g.pp, g.dp, 1, 1);
     if (g.pp == 1) p.micro_batch_size = 2;  // see above
     runs.push_back({g.name, megatron, s, p, HardwareForResources(s.resources), g.tflops, 0, g.known_miss});
@@ -234,19 +210,11 @@ std::vector<PublishedRun> PublishedRuns() {
   // assumed: 992 sequences (8 per data-parallel rank, 2.03M tokens), one micro-batch of 8 per step, full
   // recompute (activation checkpointing), the 147 counted as model FLOPs (the paper does not say).
   {
-    JobSpec s;
-    s.model.layers = 96;
-    s.model.hidden = 12288;
-    s.model.heads = 96;
-    s.model.vocab = 50272;
-    s.model.seq_len = 2048;
+    JobSpec s = GptStyle(96, 12288, 96, 50272, 2048, 992, 992, "A100-80GB");
     s.model.tied_embeddings = true;
-    s.training.global_batch_size = 992;
     s.training.precision = Precision::kFp16;
     s.training.framework = Framework::kFsdp;
     s.training.activation_recompute = Recompute::kFull;
-    s.resources.gpus = 992;
-    s.resources.gpu = "A100-80GB";
     Plan p = Layout(8, 1, 1, 124, 1, 3);
     p.micro_batch_size = 8;
     runs.push_back({"OPT-175B 992 A100 TP8 FSDP124", "OPT paper arXiv:2205.01068 §2.4", s, p,
