@@ -53,12 +53,16 @@ Plan Layout(int tp, int cp, int pp, int dp, int vpp, int zero) {
               .pipeline_layers = {}};
 }
 
-// gpt-oss-120b (see the rows below) at sequence 4096.
-JobSpec GptOss120B(int gpus, int global_batch, const char* gpu) {
-  JobSpec s = LlamaStyle(36, 2880, 64, 8, 201088, 4096, global_batch, gpus, gpu);
+// gpt-oss (see the rows below) at sequence 4096: 120b has 36 layers of 128 experts, 20b 24 of 32.
+JobSpec GptOss(int layers, int experts, int gpus, int global_batch, const char* gpu) {
+  JobSpec s = LlamaStyle(layers, 2880, 64, 8, 201088, 4096, global_batch, gpus, gpu);
   s.model.head_dim = 64;
-  s.model.moe = {.experts = 128, .top_k = 4, .expert_ffn_hidden = 2880};
+  s.model.moe = {.experts = experts, .top_k = 4, .expert_ffn_hidden = 2880};
   return s;
+}
+
+JobSpec GptOss120B(int gpus, int global_batch, const char* gpu) {
+  return GptOss(36, 128, gpus, global_batch, gpu);
 }
 
 // NeMo Automodel's MoE benchmark setup (its rows below): FSDP2 over all the GPUs, expert parallelism `ep`,
@@ -295,9 +299,7 @@ std::vector<PublishedRun> PublishedRuns() {
   // batch 2 (16 accumulation steps), ep_size 8, FlexAttention, no activation checkpointing; 10.04 s per
   // step, 13,058 tokens/s per GPU.
   {
-    JobSpec s = LlamaStyle(24, 2880, 64, 8, 201088, 4096, 256, 8, "H100-80GB");
-    s.model.head_dim = 64;
-    s.model.moe = {.experts = 32, .top_k = 4, .expert_ffn_hidden = 2880};
+    JobSpec s = GptOss(24, 32, 8, 256, "H100-80GB");
     s.training.activation_recompute = Recompute::kNone;
     const Plan p = AutomodelMoe(&s, 8, 2);
     runs.push_back({"gpt-oss-20b 8 H100 FSDP8 EP8 (Automodel)", "NeMo Automodel performance summary", s, p,
