@@ -182,7 +182,7 @@ std::string ParameterNote(const ModelSpec& m) {
   if (std::abs(off) <= 0.05) return "";
   return Format(
       "model.parameters %.4g is %+.1f%% off the %.4g the architecture counts (layers, hidden, "
-      "heads, kv_heads, ffn_hidden, mlp, vocab); the planner uses the given value. ",
+      "heads, kv_heads, head_dim, ffn_hidden, mlp, vocab); the planner uses the given value. ",
       m.parameters, 100 * off, counted);
 }
 

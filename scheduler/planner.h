@@ -3,8 +3,9 @@
 // "auto"`). Pure functions of their arguments: no I/O, no clock, no threads; safe to call concurrently.
 //
 // The model (DESIGN.md "Planner", docs/planner.md with sources), in brief:
-// - Architecture (model_arch.h): parameters counted from layers, hidden, heads, kv_heads, ffn_hidden, mlp,
-//   norm, tied_embeddings and moe when model.parameters is absent; MoE FLOPs from activated parameters.
+// - Architecture (model_arch.h): parameters counted from layers, hidden, heads, kv_heads, head_dim,
+//   ffn_hidden, mlp, norm, tied_embeddings and moe when model.parameters is absent; MoE FLOPs from
+//   activated parameters.
 // - Expert parallelism: routed experts split over ep ranks carved out of dp·cp (expert tensor parallel =
 //   tp), their state sharded over dp·cp/ep; token dispatch and combine priced as all-to-alls.
 // - Model state per parameter by framework (memory_model.h): Megatron (fp32 main gradients, distributed
