@@ -76,6 +76,10 @@ struct TrainingSpec {
   // The loss over logits upcast to fp32 (Megatron, torchtitan); false: in the training precision (e.g.
   // NeMo Automodel's MaskedCrossEntropy with fp32_upcast false).
   bool cross_entropy_fp32 = true;
+  // Gradients kept and reduced in fp32 (Megatron's grad_reduce_in_fp32). Absent: the framework's default,
+  // fp32 for megatron (main gradients) and fsdp (reduce_dtype), the training precision for deepspeed;
+  // NVIDIA's Megatron-Bridge performance recipes set it false (16-bit gradient buffers and reductions).
+  std::optional<bool> grad_reduce_in_fp32;
 };
 
 struct ParallelismSpec {

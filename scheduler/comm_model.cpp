@@ -38,17 +38,6 @@ double ActivationBytes(const JobSpec& spec, const Plan& plan) {
          ActivationElementBytes(spec.training.precision);
 }
 
-double GradientElementBytes(const TrainingSpec& t) {
-  if (t.framework == Framework::kDeepSpeed) return t.precision == Precision::kFp32 ? 4 : 2;
-  return 4;  // Megatron and FSDP reduce fp32 gradients
-}
-
-struct DpVolumes {
-  double once = 0;             // bytes per step not tied to a micro-batch
-  double reduce = 0;           // ... of which gradient reduction (overlaps the last backward)
-  double per_micro_batch = 0;  // bytes per micro-batch (ZeRO-2/3, FSDP)
-};
-
 // Parameters of the rank of the heaviest stage (the one whose DP traffic is largest): dense, and routed
 // experts (reduced over the dp·cp/ep expert-data-parallel ranks).
 struct RankParams {
@@ -85,9 +74,15 @@ double AllToAllBytes(const JobSpec& spec, const Plan& plan) {
 //   and up, write); on MoE layers F is the activated experts' (top_k + shared)·F_e, plus the token
 //   permutation for dispatch and combine, 4·top_k·x (÷ tp with sequence parallelism);
 //   eager attention only (`scores`): the a/tp · s/cp · s · b score matrix is written by QKᵀ, read and
-//   written by the softmax and read by AV, 4 passes (flash attention keeps it on chip).
+//   written by the softmax and read by AV, 4 passes (flash attention keeps it on chip);
+//   FP8 only (`fp8_forward`, `fp8_backward`): Transformer Engine casts each GEMM operand it did not produce
+//   in FP8 itself, reading 2 bytes and writing the FP8 copy and its transpose (Hopper's FP8 GEMMs take
+//   both layouts), 4 bytes per element: forward the inputs of the attention projection (q width) and of the
+//   second MLP GEMM (the norms' casts are fused into LayerNormLinear, the activation's into the MLP);
+//   backward the output gradients of all four GEMMs (QKV, the projection's and the second MLP GEMM's
+//   gathered to the whole h, and the first MLP GEMM's 1 or 2 × F).
 struct ElementwiseBytes {
-  double layer = 0, scores = 0;
+  double layer = 0, scores = 0, fp8_forward = 0, fp8_backward = 0;
 };
 ElementwiseBytes ElementwiseBytesPerLayer(const JobSpec& spec, const Plan& plan) {
   const ModelSpec& m = spec.model;
@@ -105,6 +100,13 @@ ElementwiseBytes ElementwiseBytesPerLayer(const JobSpec& spec, const Plan& plan)
             bytes;
   if (spec.training.attention == Attention::kEager) {
     e.scores = 4.0 * m.heads / plan.tp * m.seq_len / plan.cp * m.seq_len * plan.micro_batch_size * bytes;
+  }
+  if (spec.training.precision == Precision::kFp8) {
+    const double tokens = x / m.hidden, fc1_out = (m.mlp == Mlp::kSwiglu ? 2 : 1) * mlp_width;
+    const double fc2_outs = 1 - moe_share + moe_share * (m.moe.top_k + m.moe.shared_experts);
+    e.fp8_forward = 4 * tokens * (m.q_width() + mlp_width) / plan.tp;
+    e.fp8_backward =
+        4 * tokens * ((m.q_width() + 2 * m.kv_width() + fc1_out) / plan.tp + (1 + fc2_outs) * m.hidden);
   }
   return e;
 }
@@ -206,7 +208,10 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const ModelSpec& m = spec.model;
   const TrainingSpec& t = spec.training;
   const std::vector<int> layers = StageLayers(m.layers, plan.pp, plan.pipeline_layers);
-  const double peak = t.precision == Precision::kFp8 ? hw.peak_fp8_flops : hw.peak_flops;
+  // FP8 runs the transformer layers' GEMMs at the fp8 peak; attention (Transformer Engine's fused attention
+  // without fp8_dot_product_attention) and the output layer (Megatron's ColumnParallelLinear) stay 16-bit.
+  const bool fp8 = t.precision == Precision::kFp8;
+  const double peak = fp8 ? hw.peak_fp8_flops : hw.peak_flops;
   const double tokens = static_cast<double>(m.seq_len) * plan.micro_batch_size;  // per micro-batch
   // Routed experts run as grouped GEMMs over the tokens each expert receives (ExpertMatmulEfficiency);
   // everything else (attention projections, dense MLPs, routers, shared experts) at the dense curve.
@@ -228,20 +233,21 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   // recompute; selective recompute with eager attention recomputes the score matrix.
   const ElementwiseBytes hbm = ElementwiseBytesPerLayer(spec, plan);
   const double recomputed_scores = t.activation_recompute == Recompute::kSelective ? hbm.scores : 0;
-  const double layer_elementwise_s =
-      ((hbm.layer + hbm.scores) * (full ? 4 : 3) + recomputed_scores) / hw.hbm_bytes_per_s;
+  const double layer_elementwise_s = ((hbm.layer + hbm.scores) * (full ? 4 : 3) + recomputed_scores +
+                                      hbm.fp8_forward * (full ? 2 : 1) + hbm.fp8_backward) /
+                                     hw.hbm_bytes_per_s;
   // Cross-entropy over the rank's s/cp · b · V/tp logits (fp32 unless training.cross_entropy_fp32 is
   // false): read and written forward and backward.
   const double loss_s = 4.0 * LogitBytes(t) * tokens / plan.cp * m.vocab / plan.tp / hw.hbm_bytes_per_s;
   // The attention kernels (QKᵀ, softmax, AV) reach their own fraction of peak, not the GEMMs'.
-  const double attention_rate = peak * hw.attention_efficiency;
+  const double attention_rate = hw.peak_flops * hw.attention_efficiency;
+  const double output_layer_s = 6.0 * m.vocab * m.hidden * tokens / model_ranks / (hw.peak_flops * MatmulEfficiency(m, plan.tp, hw));
   double stage_s = 0, stage_attention_s = 0;
   for (int i = 0; i < plan.pp; ++i) {
     double flops = layers[i] * layer_flops * recompute;
-    if (i == plan.pp - 1) flops += 6.0 * m.vocab * m.hidden * tokens;
     const double attention_s = layers[i] * attention_flops * recompute / model_ranks / attention_rate;
     const double s = flops / model_ranks / rate + attention_s + layers[i] * layer_elementwise_s +
-                     (i == plan.pp - 1 ? loss_s : 0);
+                     (i == plan.pp - 1 ? output_layer_s + loss_s : 0);
     if (s > stage_s) {
       stage_s = s;
       stage_attention_s = attention_s;

@@ -28,8 +28,14 @@ double MlpInnerUnits(Mlp mlp, double f) {
 
 }  // namespace
 
+double GradientElementBytes(const TrainingSpec& t) {
+  if (t.precision == Precision::kFp32) return 4;
+  if (t.grad_reduce_in_fp32) return *t.grad_reduce_in_fp32 ? 4 : 2;
+  return t.framework == Framework::kDeepSpeed ? 2 : 4;
+}
+
 StateBytesPerParam ModelStateBytesPerParam(Framework framework, Precision precision, Optimizer optimizer,
-                                           int zero_stage, int shards) {
+                                           int zero_stage, int shards, double gradient_bytes) {
   const double n = shards;
   const bool half = Is16BitWeights(precision);
   StateBytesPerParam b;
@@ -41,7 +47,7 @@ StateBytesPerParam ModelStateBytesPerParam(Framework framework, Precision precis
     return b;
   }
   b.weights = half ? 2 : 4;
-  b.gradients = framework == Framework::kMegatron ? 4 : b.weights;
+  b.gradients = gradient_bytes > 0 ? gradient_bytes : framework == Framework::kMegatron ? 4 : b.weights;
   b.master_weights = half ? 4 : 0;
   if (zero_stage >= 1) {
     b.optimizer /= n;
@@ -119,10 +125,11 @@ MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::ve
   const double params = StageParamsPerRank(m, plan.tp, plan.pp, stage, stage_layers[stage]);
   const double experts = StageExpertParamsPerRank(m, plan, stage_layers[stage]);
   const int shards = plan.dp * plan.cp;
+  const double g = GradientElementBytes(t);
   const StateBytesPerParam b =
-      ModelStateBytesPerParam(t.framework, t.precision, t.optimizer, plan.zero_stage, shards);
+      ModelStateBytesPerParam(t.framework, t.precision, t.optimizer, plan.zero_stage, shards, g);
   const StateBytesPerParam be =
-      ModelStateBytesPerParam(t.framework, t.precision, t.optimizer, plan.zero_stage, shards / plan.ep);
+      ModelStateBytesPerParam(t.framework, t.precision, t.optimizer, plan.zero_stage, shards / plan.ep, g);
   MemoryBreakdown mem;
   mem.stage = stage;
   mem.weights = params * b.weights + experts * be.weights;

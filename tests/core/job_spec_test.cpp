@@ -244,6 +244,26 @@ TEST(JobSpec, CrossEntropyPrecisionDefaultsToFp32AndRoundTrips) {
   EXPECT_EQ(Fields(bad.status()), std::set<std::string>{"training.cross_entropy_fp32"});
 }
 
+// Absent means the framework's default and stays absent on the way out; given, it round-trips.
+TEST(JobSpec, GradientReductionPrecisionIsOptionalAndRoundTrips) {
+  Json j = Llama405BPlan();
+  auto s = ParsePlanRequest(j);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_FALSE(s->training.grad_reduce_in_fp32.has_value());
+  EXPECT_FALSE(ToJson(*s)["training"].contains("grad_reduce_in_fp32"));
+  j["training"]["grad_reduce_in_fp32"] = false;
+  s = ParsePlanRequest(j);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->training.grad_reduce_in_fp32, std::optional<bool>(false));
+  auto again = ParsePlanRequest(ToJson(*s));
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->training.grad_reduce_in_fp32, std::optional<bool>(false));
+  j["training"]["grad_reduce_in_fp32"] = 0;
+  auto bad = ParsePlanRequest(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(Fields(bad.status()), std::set<std::string>{"training.grad_reduce_in_fp32"});
+}
+
 TEST(JobSpec, ContextParallelIsPlannedAndLaunched) {
   Json j = Llama405BPlan();
   j["parallelism"]["cp"] = 2;

@@ -52,6 +52,33 @@ TEST(ModelState, MegatronAndFsdpBytesPerParameter) {
       ModelStateBytesPerParam(Framework::kFsdp, Precision::kBf16, Optimizer::kAdam, 0, 16).master_weights, 0);
 }
 
+// training.grad_reduce_in_fp32: absent, each framework's default (megatron fp32 main gradients, FSDP2's fp32
+// reduce_dtype, DeepSpeed the training precision); false keeps Megatron's gradient buffer in bf16:
+// 2 + 2 + 4 + 8 = 16 B/param, 4 + 12/64 = 4.1875 with the distributed optimizer; true gives DeepSpeed fp32
+// gradients, 18. fp32 training has fp32 gradients whatever the field says. FSDP's sharded gradients are fp32
+// like its parameters (1 B/param over 16), only its reduction changes.
+TEST(ModelState, GradientPrecisionFollowsGradReduceInFp32) {
+  TrainingSpec t;
+  EXPECT_EQ(GradientElementBytes(t), 4);
+  t.framework = Framework::kFsdp;
+  EXPECT_EQ(GradientElementBytes(t), 4);
+  t.framework = Framework::kDeepSpeed;
+  EXPECT_EQ(GradientElementBytes(t), 2);
+  t.grad_reduce_in_fp32 = true;
+  EXPECT_EQ(GradientElementBytes(t), 4);
+  t.framework = Framework::kMegatron;
+  t.grad_reduce_in_fp32 = false;
+  EXPECT_EQ(GradientElementBytes(t), 2);
+  t.precision = Precision::kFp32;
+  EXPECT_EQ(GradientElementBytes(t), 4);
+
+  constexpr Framework mg = Framework::kMegatron, ds = Framework::kDeepSpeed;
+  EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kBf16, Optimizer::kAdam, 0, 1, 2).total(), 16);
+  EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kBf16, Optimizer::kAdam, 1, 64, 2).total(), 4.1875);
+  EXPECT_EQ(ModelStateBytesPerParam(ds, Precision::kBf16, Optimizer::kAdam, 0, 1, 4).total(), 18);
+  EXPECT_EQ(ModelStateBytesPerParam(Framework::kFsdp, Precision::kBf16, Optimizer::kAdam, 0, 16, 2).total(), 1);
+}
+
 TEST(ModelState, SeventyBillionHoldsOnePointOneTwoTerabytes) {
   JobSpec s = DeepSpeedModel(70e9, 80, 8192, 64, 4096, 128256, 1, 8);
   auto e = EvaluatePlan(s, Layout(1, 1, 1, 0), Hardware{});
@@ -297,6 +324,12 @@ TEST_F(SmallJob, DataParallelGroupsLeaveTheDomainThroughEveryMembersNic) {
   auto tp8 = EvaluatePlan(spec_, Layout(8, 1, 2, 0), hw_);
   ASSERT_TRUE(tp8.ok()) << tp8.status().message();
   EXPECT_REL(tp8->comm_time_s, 0.00939524096 + 0.05);
+  // bf16 gradients (training.grad_reduce_in_fp32 false) halve the all-reduce: 1.75e9 B, 0.04375 s.
+  spec_.training.grad_reduce_in_fp32 = false;
+  auto bf16_grads = EvaluatePlan(spec_, Layout(2, 1, 8, 0), hw_);
+  ASSERT_TRUE(bf16_grads.ok()) << bf16_grads.status().message();
+  EXPECT_REL(bf16_grads->comm_time_s, 0.00134217728 + 0.04375);
+  EXPECT_REL(bf16_grads->memory.gradients, tp2->memory.gradients / 2);
 }
 
 // The last gradient bucket is never hidden: with 1000× slower GPUs (t = 1.548884901888 s) the backward
@@ -318,15 +351,20 @@ TEST_F(SmallJob, Zero3GathersArePartlyHidden) {
   EXPECT_REL(e->exposed_comm_s, 0.00402653184 + 0.0008388608 + 8 * (0.005 - 0.8 * t));
 }
 
-// fp8 training runs the matmuls at the fp8 peak (here 2e15, twice the 16-bit one): every stage time halves,
-// t = 0.001548884901888 / 2; weights stay 16-bit, so memory does not change; mfu is against the fp8 peak.
-TEST_F(SmallJob, Fp8UsesTheFp8Peak) {
+// fp8 training runs the transformer layers' GEMMs at the fp8 peak (here 2e15, twice the 16-bit one);
+// attention (fused attention is 16-bit) and the output layer (Megatron's ColumnParallelLinear) stay at the
+// 16-bit rate. The last stage's t = 0.001548884901888 s per micro-batch is 0.001532854272 s of layer GEMMs
+// (4 layers · 6 · 1024 tokens · 124,744,000 parameters / 4 ranks / 5e14), 12.884901888 µs of attention
+// (4 · 6 · 1024³ / 4 / 5e14) and 3.145728 µs of output layer (6 · 1000 · 1024 · 1024 / 4 / 5e14); only the
+// first halves. Weights stay 16-bit, so memory does not change; mfu is against the fp8 peak.
+TEST_F(SmallJob, Fp8RunsTheLayersGemmsAtTheFp8Peak) {
   hw_.peak_fp8_flops = 2e15;
   auto bf16 = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
   spec_.training.precision = Precision::kFp8;
   auto fp8 = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
   ASSERT_TRUE(bf16.ok() && fp8.ok());
-  EXPECT_REL(fp8->compute_time_s, 8 * 0.001548884901888 / 2);
+  EXPECT_REL(bf16->compute_time_s, 8 * 0.001548884901888);
+  EXPECT_REL(fp8->compute_time_s, 8 * (0.001532854272 / 2 + 12.884901888e-6 + 3.145728e-6));
   EXPECT_REL(fp8->memory.total, bf16->memory.total);
   EXPECT_REL(fp8->mfu, fp8->tflops_per_gpu * 1e12 / 2e15);
 }

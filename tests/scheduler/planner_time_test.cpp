@@ -32,6 +32,22 @@ TEST_F(SmallJob, MemoryBoundKernelsTakeHbmTime) {
   EXPECT_LT(eager->tflops_per_gpu, flash->tflops_per_gpu);
 }
 
+// FP8 adds Transformer Engine's casts, 4 bytes per element (read 2, write the FP8 copy and its transpose),
+// per layer and micro-batch of 1024 tokens at tp 4: forward the projection's input (q width 1024) and the
+// second MLP GEMM's (4096), 4 · 1024 · 5120/4 = 5,242,880 B; backward the output gradients of QKV
+// ((1024 + 2 · 1024)/4), of the first MLP GEMM (4096/4) and of the projection and second MLP GEMM (whole h
+// each, 2 · 1024): 4 · 1024 · 3840 = 15,728,640 B; 20.97152 µs at 1e12 B/s, 4 layers on the last stage. The
+// GEMM-time split is SmallJob.Fp8RunsTheLayersGemmsAtTheFp8Peak's.
+TEST_F(SmallJob, Fp8CastsTakeHbmTime) {
+  hw_.hbm_bytes_per_s = 1e12;
+  hw_.peak_fp8_flops = 2e15;
+  spec_.training.precision = Precision::kFp8;
+  auto fp8 = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  ASSERT_TRUE(fp8.ok()) << fp8.status().message();
+  const double gemms = 0.001532854272 / 2 + 12.884901888e-6 + 3.145728e-6;
+  EXPECT_REL(fp8->compute_time_s, 8 * (gemms + 113.246208e-6 + 4.096e-6 + 4 * 20.97152e-6));
+}
+
 // Without sequence parallelism each TP rank still sends only its slice to the next stage (scatter/gather),
 // and the receiving TP group all-gathers the slices: 2 · 8 micro-batches · 3/4 · 2,097,152 B / 1e11.
 TEST_F(SmallJob, PipelineSlicesAreGatheredWithoutSequenceParallelism) {
