@@ -80,6 +80,9 @@ struct TrainingSpec {
   // fp32 for megatron (main gradients) and fsdp (reduce_dtype), the training precision for deepspeed;
   // NVIDIA's Megatron-Bridge performance recipes set it false (16-bit gradient buffers and reductions).
   std::optional<bool> grad_reduce_in_fp32;
+  // Megatron-Core's --tp-comm-overlap (Transformer Engine userbuffers): each sequence-parallel all-gather
+  // and reduce-scatter is split into tp chunks pipelined with its GEMM. Needs sequence parallelism.
+  bool tp_comm_overlap = false;
 };
 
 struct ParallelismSpec {
@@ -172,7 +175,7 @@ const char* ToString(Launcher l);
 
 // launcher "slurm": the allocation to run in.
 struct SlurmLaunchSpec {
-  std::string allocation;               // adopt this running Slurm job; empty: Shepherd requests one
+  std::string allocation;                // adopt this running Slurm job; empty: Shepherd requests one
   std::vector<std::string> sbatch_args;  // site options for the allocation Shepherd requests (--account=...)
   bool operator==(const SlurmLaunchSpec&) const = default;
 };

@@ -69,7 +69,7 @@ void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* 
   if (!j) return root.Error("training", "is required");
   FieldReader r(*j, "training", errs);
   r.OnlyKnown({"micro_batch_size", "global_batch_size", "precision", "optimizer", "activation_recompute",
-               "framework", "attention", "cross_entropy_fp32", "grad_reduce_in_fp32"});
+               "framework", "attention", "cross_entropy_fp32", "grad_reduce_in_fp32", "tp_comm_overlap"});
   t->micro_batch_size = int(r.Int("micro_batch_size", false, 1, 1 << 16).value_or(1));
   if (auto v = r.Int("global_batch_size", true, 1, 1 << 28)) t->global_batch_size = int(*v);
   if (auto v = r.Enum("precision", {"bf16", "fp16", "fp32", "fp8"}))
@@ -91,6 +91,7 @@ void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* 
     t->attention = *v == "eager" ? Attention::kEager : Attention::kFlash;
   if (auto v = r.Bool("cross_entropy_fp32")) t->cross_entropy_fp32 = *v;
   if (auto v = r.Bool("grad_reduce_in_fp32")) t->grad_reduce_in_fp32 = *v;
+  if (auto v = r.Bool("tp_comm_overlap")) t->tp_comm_overlap = *v;
 }
 
 void ParseResources(FieldReader& root, Resources* res, std::vector<FieldError>* errs) {
@@ -379,7 +380,8 @@ Json ToJson(const JobSpec& s) {
         {"activation_recompute", ToString(s.training.activation_recompute)},
         {"framework", ToString(s.training.framework)},
         {"attention", s.training.attention == Attention::kEager ? "eager" : "flash"},
-        {"cross_entropy_fp32", s.training.cross_entropy_fp32}}},
+        {"cross_entropy_fp32", s.training.cross_entropy_fp32},
+        {"tp_comm_overlap", s.training.tp_comm_overlap}}},
       {"parallelism", par},
       {"resources", res},
       {"command", s.command},
@@ -410,7 +412,8 @@ Json ToJson(const JobSpec& s) {
       {"gpu_binding", s.gpu_binding == GpuBinding::kPerProcess ? "per_process" : "per_node"},
       {"launcher", ToString(s.launcher)},
   };
-  if (s.training.grad_reduce_in_fp32) out["training"]["grad_reduce_in_fp32"] = *s.training.grad_reduce_in_fp32;
+  if (s.training.grad_reduce_in_fp32)
+    out["training"]["grad_reduce_in_fp32"] = *s.training.grad_reduce_in_fp32;
   if (s.launcher == Launcher::kSlurm)
     out["slurm"] = {{"allocation", s.slurm.allocation}, {"sbatch_args", s.slurm.sbatch_args}};
   return out;

@@ -241,7 +241,8 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const double loss_s = 4.0 * LogitBytes(t) * tokens / plan.cp * m.vocab / plan.tp / hw.hbm_bytes_per_s;
   // The attention kernels (QKᵀ, softmax, AV) reach their own fraction of peak, not the GEMMs'.
   const double attention_rate = hw.peak_flops * hw.attention_efficiency;
-  const double output_layer_s = 6.0 * m.vocab * m.hidden * tokens / model_ranks / (hw.peak_flops * MatmulEfficiency(m, plan.tp, hw));
+  const double output_layer_s =
+      6.0 * m.vocab * m.hidden * tokens / model_ranks / (hw.peak_flops * MatmulEfficiency(m, plan.tp, hw));
   double stage_s = 0, stage_attention_s = 0;
   for (int i = 0; i < plan.pp; ++i) {
     double flops = layers[i] * layer_flops * recompute;
@@ -340,7 +341,9 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
     }
   }
   if (after_backward) dp_exposed = std::max(dp_exposed, st.dp);
-  st.exposed = st.tp + cp_exposed + st.ep + st.pp + dp_exposed;
+  // --tp-comm-overlap pipelines each collective's tp chunks with its GEMM: one chunk's transfer is exposed.
+  const double tp_exposed = t.tp_comm_overlap && SequenceParallel(plan) ? st.tp / plan.tp : st.tp;
+  st.exposed = tp_exposed + cp_exposed + st.ep + st.pp + dp_exposed;
   st.step = st.compute + st.bubble + st.exposed;
   return st;
 }

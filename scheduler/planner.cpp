@@ -87,6 +87,10 @@ std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const
          Format("2·cp = %d does not divide model.seq_len (%d) (load-balanced causal chunks)", 2 * p.cp,
                 m.seq_len));
   }
+  if (spec.training.tp_comm_overlap && p.tp > 1 && !p.sequence_parallel) {
+    fail("training.tp_comm_overlap",
+         "needs sequence parallelism (the overlapped collectives are its all-gathers and reduce-scatters)");
+  }
   if (p.cp > 1 && spec.training.attention == Attention::kEager) {
     fail("parallelism.cp",
          "context parallelism needs training.attention \"flash\" (ring attention exchanges "

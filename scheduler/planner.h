@@ -41,7 +41,7 @@ struct Hardware {
   double hbm_bytes_per_s = 2680e9;    // achievable HBM bandwidth: memory-bound element-wise kernels
   // Fraction of peak the matmuls reach when large; smaller per-GPU matmuls reach less:
   // efficiency(d) = matmul_efficiency · d / (d + matmul_half_size), d = hidden / tp (see EvaluatePlan).
-  double matmul_efficiency = 0.7;
+  double matmul_efficiency = 0.63;
   double matmul_half_size = 192;
   // Fraction of peak the attention kernels (flash: fused QKᵀ, softmax, AV) reach (scheduler/gpu_profiles.h).
   double attention_efficiency = 0.35;
@@ -103,19 +103,22 @@ struct PlanEstimate {
 // (more stages than layers), "parallelism.pipeline_layers" (wrong length or sum), "parallelism.vpp" (more
 // virtual stages than a stage has layers, or vpp > 1 with pp = 1), "parallelism.zero_stage" (megatron
 // takes 0 or 1), "parallelism.dp" (tp·cp·pp·dp != resources.gpus), "training.global_batch_size" (not
-// divisible by micro_batch_size·dp), "model.*" for non-positive sizes. A valid plan that needs more
+// divisible by micro_batch_size·dp), "training.tp_comm_overlap" (tp > 1 without sequence parallelism),
+// "model.*" for non-positive sizes. A valid plan that needs more
 // memory than the GPU offers is not an error: fits=false. plan.micro_batches is derived; with framework
 // fsdp plan.zero_stage is 3 whatever was given.
 //
 // Memory: scheduler/memory_model.h, reported for the worst stage. Time (seconds), per step:
 //   stage time t_i = micro-batch FLOPs of stage i (its layers' GEMMs, the output layer on the last stage)
 //                    × (4/3 with full recompute) / (gpus per stage · peak · efficiency(hidden/tp); routed
-//                    experts at efficiency(min(hidden/tp, tokens per expert)), comm_model.h)
-//                  + its attention kernels at peak · hw.attention_efficiency (causal with flash, whole
-//                    score matrix with eager attention)
-//                  + memory-bound element-wise kernels and the loss at hw.hbm_bytes_per_s;
+//                    experts at efficiency(min(hidden/tp, tokens per expert)), comm_model.h; the fp8
+//                    peak for the layers' GEMMs with training.precision fp8, the 16-bit one otherwise)
+//                  + its attention kernels at the 16-bit peak · hw.attention_efficiency (causal with
+//                    flash, whole score matrix with eager attention)
+//                  + memory-bound element-wise kernels, fp8 casts and the loss at hw.hbm_bytes_per_s;
 //   compute = micro_batches · max_i t_i;  bubble = (pp − 1)/vpp · max_i t_i;
-//   step    = compute + bubble + exposed communication (scheduler/comm_model.h: TP exposed, CP hidden
+//   step    = compute + bubble + exposed communication (scheduler/comm_model.h: TP exposed, 1/tp of it
+//             with training.tp_comm_overlap, CP hidden
 //             behind attention, EP
 //             all-to-all exposed, PP p2p exposed, DP overlapped with backward except the last bucket (not
 //             at all in DeepSpeed pipelines), ZeRO-3/FSDP gathers partly overlapped).

@@ -264,6 +264,23 @@ TEST(JobSpec, GradientReductionPrecisionIsOptionalAndRoundTrips) {
   EXPECT_EQ(Fields(bad.status()), std::set<std::string>{"training.grad_reduce_in_fp32"});
 }
 
+TEST(JobSpec, TpCommOverlapDefaultsOffAndRoundTrips) {
+  Json j = Llama405BPlan();
+  auto s = ParsePlanRequest(j);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_FALSE(s->training.tp_comm_overlap);
+  j["training"]["tp_comm_overlap"] = true;
+  s = ParsePlanRequest(j);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  auto again = ParsePlanRequest(ToJson(*s));
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_TRUE(again->training.tp_comm_overlap);
+  j["training"]["tp_comm_overlap"] = "yes";
+  auto bad = ParsePlanRequest(j);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(Fields(bad.status()), std::set<std::string>{"training.tp_comm_overlap"});
+}
+
 TEST(JobSpec, ContextParallelIsPlannedAndLaunched) {
   Json j = Llama405BPlan();
   j["parallelism"]["cp"] = 2;

@@ -76,7 +76,8 @@ TEST(ModelState, GradientPrecisionFollowsGradReduceInFp32) {
   EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kBf16, Optimizer::kAdam, 0, 1, 2).total(), 16);
   EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kBf16, Optimizer::kAdam, 1, 64, 2).total(), 4.1875);
   EXPECT_EQ(ModelStateBytesPerParam(ds, Precision::kBf16, Optimizer::kAdam, 0, 1, 4).total(), 18);
-  EXPECT_EQ(ModelStateBytesPerParam(Framework::kFsdp, Precision::kBf16, Optimizer::kAdam, 0, 16, 2).total(), 1);
+  EXPECT_EQ(ModelStateBytesPerParam(Framework::kFsdp, Precision::kBf16, Optimizer::kAdam, 0, 16, 2).total(),
+            1);
 }
 
 TEST(ModelState, SeventyBillionHoldsOnePointOneTwoTerabytes) {
@@ -339,6 +340,27 @@ TEST_F(SmallJob, LastGradientBucketIsExposed) {
   auto e = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
   ASSERT_TRUE(e.ok()) << e.status().message();
   EXPECT_REL(e->exposed_comm_s, 0.00402653184 + 0.0008388608 + 0.0016);
+}
+
+// training.tp_comm_overlap pipelines each TP collective's 4 chunks with its GEMM: one chunk of the
+// 0.00402653184 s is exposed, 0.00100663296 s; the pipeline and last-bucket terms of the test above stay,
+// and all the TP traffic is still sent. Without sequence parallelism there is nothing to overlap: 422.
+TEST_F(SmallJob, TpCommOverlapExposesOneChunk) {
+  hw_.peak_flops = 1e12;
+  spec_.training.tp_comm_overlap = true;
+  auto e = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_REL(e->exposed_comm_s, 0.00100663296 + 0.0008388608 + 0.0016);
+  spec_.training.tp_comm_overlap = false;
+  auto exposed = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  ASSERT_TRUE(exposed.ok()) << exposed.status().message();
+  EXPECT_REL(e->comm_time_s, exposed->comm_time_s);
+  spec_.training.tp_comm_overlap = true;
+  Plan plain = Layout(4, 2, 2, 0);
+  plain.sequence_parallel = false;
+  auto refused = EvaluatePlan(spec_, plain, hw_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(HasField(refused.status(), "training.tp_comm_overlap"));
 }
 
 // ZeRO-3 (megatron's FSDP mode): per micro-batch two all-gathers of bf16 weights 1/2 · 250e6 / 1e11 each

@@ -115,7 +115,9 @@ MegatronEstimate MegatronTheoreticalMemory(const JobSpec& spec, const Plan& p) {
 // estimator assumes L/pp layers per stage: uneven rows are printed, not asserted; the Llama 3 row's
 // uneven stages are checked per stage below). FSDP (OPT) is outside the estimator. Activations are
 // compared where the row runs sequence parallelism (or tp = 1), at selective recompute, for dense models
-// (the estimator's activation formula has no MoE term).
+// with a two-matrix MLP (the estimator's activation formula has no MoE term, and its 4·F/h MLP units are
+// GeLU's: a SwiGLU MLP also saves the gate's output, 6·F/h, +18 % on the Llama 2 rows; the Llama 3 405B
+// row's stage is compared below, where GQA's narrower K/V offsets part of it).
 TEST(Validation, MemoryWithinTenPercentOfMegatronsEstimator) {
   int asserted = 0;
   for (const PublishedRun& r : PublishedRuns()) {
@@ -124,6 +126,7 @@ TEST(Validation, MemoryWithinTenPercentOfMegatronsEstimator) {
     if (p.cp > 1 || spec.training.framework == Framework::kFsdp) continue;
     if (spec.training.framework == Framework::kDeepSpeed && p.zero_stage > 1) continue;
     spec.training.framework = Framework::kMegatron;
+    spec.training.grad_reduce_in_fp32.reset();  // the estimator knows only fp32 main gradients
     p.micro_batches = spec.training.global_batch_size / (p.micro_batch_size * p.dp);
     const MegatronEstimate megatron = MegatronTheoreticalMemory(spec, p);
     const std::vector<int> layers = StageLayers(spec.model.layers, p.pp, p.pipeline_layers);
@@ -135,7 +138,7 @@ TEST(Validation, MemoryWithinTenPercentOfMegatronsEstimator) {
     const bool even = spec.model.layers % p.pp == 0;
     if (even) EXPECT_NEAR(state / megatron.state, 1, 0.10) << r.name;
     double activation_ratio = 0;
-    if ((p.sequence_parallel || p.tp == 1) && !spec.model.moe.enabled()) {
+    if ((p.sequence_parallel || p.tp == 1) && !spec.model.moe.enabled() && spec.model.mlp != Mlp::kSwiglu) {
       spec.training.activation_recompute = Recompute::kSelective;
       activation_ratio = StageMemory(spec, p, layers, 0).activations / megatron.activations;
       if (even) EXPECT_NEAR(activation_ratio, 1, 0.10) << r.name;

@@ -174,10 +174,10 @@ std::vector<PublishedRun> PublishedRuns() {
   // s/h) + F/h + V/(2·L·h)), i.e. 72·B·s·L·h²·(1 + s/6h + V/12Lh) for GPT: ours exactly, no conversion).
   // Architecture: GeLU MLP of 4h, LayerNorm, untied output layer (the published sizes count it: 462B =
   // 12·112·18432² + 2·131,072·18432). With --overlap-grad-reduce and --overlap-param-gather, so the
-  // distributed optimizer (ZeRO-1), and --tp-comm-overlap, which the model does not credit (TP is priced
-  // exposed). Not published, assumed: selective recompute (with flash attention it keeps all activations),
-  // no interleaving (vpp 1), micro-batch 1 with a pipeline and 2 without (NeMo 24.07's H100 performance
-  // table runs its PP = 1 GPT-3 5B and 20B at micro-batch 4 and 2; docs/planner.md shows the sensitivity).
+  // distributed optimizer (ZeRO-1), and --tp-comm-overlap (training.tp_comm_overlap). Not published, assumed:
+  // selective recompute (with flash attention it keeps all activations), no interleaving (vpp 1), micro-batch
+  // 1 with a pipeline and 2 without (NeMo 24.07's H100 performance table runs its PP = 1 GPT-3 5B and 20B at
+  // micro-batch 4 and 2; docs/planner.md shows the sensitivity).
   const char* megatron = "Megatron-LM README, H100 weak scaling (images/model_table.png)";
   struct Gpt {
     const char* name;
@@ -187,9 +187,8 @@ std::vector<PublishedRun> PublishedRuns() {
   };
   const Gpt gpts[] = {
       {"Megatron GPT 1.7B 48 H100 TP1 PP1 DP48", 16, 2048, 24, 1, 1, 48, 192, 408.8,
-       "the smallest model at TP 1 (h/t 2048): predicted +36 %; its data-parallel traffic now crosses nodes "
-       "through all eight NICs and hides, which uncovered the model's optimism for small per-GPU matmuls "
-       "(docs/planner.md, Validation)"},
+       "the smallest model at TP 1 (h/t 2048): predicted +26 %, the most optimistic dense row; one GEMM "
+       "efficiency over h/t cannot also fit OPT-175B (-26 %) (docs/planner.md, Validation)"},
       {"Megatron GPT 7.1B 96 H100 TP2 PP1 DP48", 32, 4096, 30, 2, 1, 48, 192, 465.9},
       {"Megatron GPT 16B 192 H100 TP4 PP1 DP48", 48, 6144, 32, 4, 1, 48, 192, 489.1},
       {"Megatron GPT 32B 384 H100 TP8 PP1 DP48", 56, 7168, 48, 8, 1, 48, 192, 459.6},
@@ -201,6 +200,7 @@ std::vector<PublishedRun> PublishedRuns() {
   };
   for (const Gpt& g : gpts) {
     JobSpec s = GptStyle(g.layers, g.hidden, g.heads, 131072, 4096, g.batch, g.tp * g.pp * g.dp, "H100-80GB");
+    s.training.tp_comm_overlap = true;
     Plan p = Layout(g.tp, 1, g.pp, g.dp, 1, 1);
     if (g.pp == 1) p.micro_batch_size = 2;  // see above
     runs.push_back({g.name, megatron, s, p, HardwareForResources(s.resources), g.tflops, 0, g.known_miss});
@@ -222,7 +222,10 @@ std::vector<PublishedRun> PublishedRuns() {
     Plan p = Layout(8, 1, 1, 124, 1, 3);
     p.micro_batch_size = 8;
     runs.push_back({"OPT-175B 992 A100 TP8 FSDP124", "OPT paper arXiv:2205.01068 §2.4", s, p,
-                    HardwareForResources(s.resources), 147});
+                    HardwareForResources(s.resources), 147, 0,
+                    "predicted -26 %, the least optimistic dense row: the paper's 147 is \"up to\" (a best "
+                    "figure, not a mean) and its layout, micro-batch and recompute are assumptions; one GEMM "
+                    "efficiency cannot also fit the GPT 1.7B row (+26 %) (docs/planner.md, Validation)"});
   }
   // Mixture of experts: gpt-oss-120b (OpenAI gpt-oss model card): 36 layers, residual width 2880, 64 query
   // heads and 8 KV heads of dimension 64, 128 SwiGLU experts of width 2880, 4 per token, RMSNorm, vocabulary
@@ -242,7 +245,7 @@ std::vector<PublishedRun> PublishedRuns() {
     p.ep = 8;
     runs.push_back({"gpt-oss-120b 64 H100 TP1 PP4 EP8 DP16", bridge, s, p, HardwareForResources(s.resources),
                     163, 5993,
-                    "gpt-oss with expert parallelism inside one NVLink domain: predicted +57 % tokens/s; the "
+                    "gpt-oss with expert parallelism inside one NVLink domain: predicted +46 % tokens/s; the "
                     "published step has about 7 ms more per MoE layer pass than the model (docs/planner.md, "
                     "Validation)"});
   }
@@ -264,9 +267,9 @@ std::vector<PublishedRun> PublishedRuns() {
     p.micro_batch_size = 4;
     runs.push_back({"gpt-oss-120b 64 GB200 TP1 PP1 EP64 DP64", bridge, s, p,
                     HardwareForResources(s.resources), 428, 15784,
-                    "gpt-oss with expert parallelism inside one NVLink domain: predicted +100 % tokens/s, "
-                    "like the H100 row (+57 %), while the same model and software with EP across the "
-                    "network (B200) is +21 % (docs/planner.md, Validation)"});
+                    "gpt-oss with expert parallelism inside one NVLink domain: predicted +88 % tokens/s, "
+                    "like the H100 row (+46 %), while the same model and software with EP across the "
+                    "network (B200) is +19 % (docs/planner.md, Validation)"});
   }
   // NeMo Automodel (github.com/NVIDIA-NeMo/Automodel docs/performance-summary.md, DGX-H100 BF16, updated
   // 2025-10-02; examples/benchmark/configs/gptoss_120b_te_deepep.yaml): 64 GPUs, GBS 512, local batch 2
@@ -304,7 +307,7 @@ std::vector<PublishedRun> PublishedRuns() {
     const Plan p = AutomodelMoe(&s, 8, 2);
     runs.push_back({"gpt-oss-20b 8 H100 FSDP8 EP8 (Automodel)", "NeMo Automodel performance summary", s, p,
                     HardwareForResources(s.resources), 279, 13058,
-                    "gpt-oss with its all-to-all inside one NVLink domain again (+44 % tokens/s), where "
+                    "gpt-oss with its all-to-all inside one NVLink domain again (+35 % tokens/s), where "
                     "Qwen3-30B-A3B on the same software and node is within the band (docs/planner.md, "
                     "Validation)"});
   }
@@ -321,6 +324,84 @@ std::vector<PublishedRun> PublishedRuns() {
     s.training.activation_recompute = Recompute::kFull;
     runs.push_back({"Llama3-70B 64 H100 FSDP32 CP2 (Automodel)", "NeMo Automodel performance summary", s,
                     Layout(1, 2, 1, 32, 1, 3), HardwareForResources(s.resources), 389, 866.77});
+  }
+  // NeMo 24.07 on DGX-H100, FP8 (NVIDIA/NeMo docs/source/performance/performance_summary.md, removed in
+  // d31653f792 of Dec 2024: "Container: NeMo24.07", GBS, MBS, sequence, TP, PP, CP, VP, tokens/s per GPU
+  // and model TFLOP/s per GPU per row). Transformer Engine FP8 (hybrid E4M3/E5M2) in the transformer
+  // layers; NeMo's own FLOP count, so the band is on tokens/s. The GPT-3 rows' configs are the launcher's
+  // (NVIDIA/NeMo-Framework-Launcher launcher_scripts/conf/training/gpt3/{5b,20b,175b}_fp8_performance.yaml):
+  // selective recompute, sequence parallelism with tp > 1, Apex's distributed Adam with
+  // grad_sync_dtype bf16 (so grad_reduce_in_fp32 false), ub_tp_comm_overlap with tp > 1
+  // (training.tp_comm_overlap), GPT-2 BPE vocabulary padded to 50,304. The launcher's nemotron_8b.yaml and
+  // llama3_70b.yaml also set ub_tp_comm_overlap (the Llama 2 70B row is assumed to). Assumed for the Llama
+  // and Nemotron rows (their FP8 configs at 24.07 were not found): bf16 gradients as the GPT-3 FP8
+  // configs (the Llama 3 8B layout fits only with them: 81.7 GB with fp32 ones), selective recompute.
+  // Architectures: Llama 2 (vocabulary 32,000; 7B 32 × 4096, 32 heads, F 11,008; 13B 40 × 5120, 40 heads, F
+  // 13,824; 70B 80 × 8192, 64 heads, 8 KV, F 28,672), Llama 3 (vocabulary 128,256; 8B 32 × 4096, 32 heads, 8
+  // KV, F 14,336), Nemotron-3 8B (launcher conf/training/nemotron/nemotron_8b.yaml: 32 × 4096, 32 heads, F
+  // 16,384 squared ReLU — a two-matrix MLP, counted as "gelu" — LayerNorm, vocabulary 256,000, untied).
+  // Nemotron-22B (architecture not found) and Nemotron-340B (over memory in the planner with these
+  // assumptions: docs/planner.md, Left out) are not rows.
+  const char* nemo = "NeMo 24.07 performance summary, DGX-H100 FP8";
+  struct NemoRun {
+    const char* name;
+    JobSpec spec;
+    int tp, pp, cp, vpp, micro_batch;
+    double tflops, tokens;
+    bool tp_comm_overlap = false;
+    const char* known_miss = nullptr;
+  };
+  auto nemo_llama = [](int layers, int hidden, int heads, int kv, int ffn, int vocab, int seq, int batch,
+                       int gpus) {
+    JobSpec s = LlamaStyle(layers, hidden, heads, kv, vocab, seq, batch, gpus, "H100-80GB");
+    s.model.ffn_hidden = ffn;
+    return s;
+  };
+  const NemoRun nemo_runs[] = {
+      {"NeMo GPT3-5B 64 H100 FP8 TP1", GptStyle(24, 4096, 32, 50304, 2048, 2048, 64, "H100-80GB"), 1, 1, 1, 1,
+       4, 765, 23406},
+      {"NeMo GPT3-20B 64 H100 FP8 TP2", GptStyle(44, 6144, 48, 50304, 2048, 256, 64, "H100-80GB"), 2, 1, 1, 1,
+       2, 750, 5851, true},
+      {"NeMo GPT3-175B 128 H100 FP8 TP4 PP8 VP6", GptStyle(96, 12288, 96, 50304, 2048, 256, 128, "H100-80GB"),
+       4, 8, 1, 6, 1, 771, 716, true},
+      {"NeMo GPT3-175B 512 H100 FP8 TP4 PP8 VP6",
+       GptStyle(96, 12288, 96, 50304, 2048, 2048, 512, "H100-80GB"), 4, 8, 1, 6, 2, 888, 825, true},
+      {"NeMo Llama2-7B 8 H100 FP8 TP1", nemo_llama(32, 4096, 32, 32, 11008, 32000, 4096, 128, 8), 1, 1, 1, 1,
+       1, 780, 16934},
+      {"NeMo Llama2-13B 16 H100 FP8 TP1 PP4 VP10", nemo_llama(40, 5120, 40, 40, 13824, 32000, 4096, 128, 16),
+       1, 4, 1, 10, 1, 760, 8715},
+      {"NeMo Llama2-70B 64 H100 FP8 TP4 PP4 VP20", nemo_llama(80, 8192, 64, 8, 28672, 32000, 4096, 128, 64),
+       4, 4, 1, 20, 1, 768, 1728, true},
+      {"NeMo Nemotron-8B 64 H100 FP8 TP2", GptStyle(32, 4096, 32, 256000, 4096, 256, 64, "H100-80GB"), 2, 1,
+       1, 1, 4, 643, 12507, true},
+      {"NeMo Llama3-8B 8 H100 FP8 TP1 CP2", nemo_llama(32, 4096, 32, 8, 14336, 128256, 8192, 128, 8), 1, 1, 2,
+       1, 1, 711, 12273},
+      {"NeMo Llama3-70B 64 H100 FP8 TP4 PP4 CP2 VP5",
+       nemo_llama(80, 8192, 64, 8, 28672, 128256, 8192, 128, 64), 4, 4, 2, 5, 1, 734, 1524, true},
+  };
+  for (const NemoRun& n : nemo_runs) {
+    JobSpec s = n.spec;
+    s.training.precision = Precision::kFp8;
+    s.training.grad_reduce_in_fp32 = false;
+    s.training.tp_comm_overlap = n.tp_comm_overlap;
+    Plan p = Layout(n.tp, n.cp, n.pp, static_cast<int>(s.resources.gpus) / (n.tp * n.cp * n.pp), n.vpp, 1);
+    p.micro_batch_size = n.micro_batch;
+    runs.push_back({n.name, nemo, s, p, HardwareForResources(s.resources), n.tflops, n.tokens, n.known_miss});
+  }
+  // Llama 3.1 405B on 1,024 H100, FP8 (Megatron-Bridge performance summary, "26.02 NeMo Container",
+  // LLAMA3.1_405B, DGX-H100 FP8: GBS 1536, MBS 1, sequence 8192, TP 8, PP 8, CP 2, VP 8, 311 tokens/s per
+  // GPU; 784 TFLOP/s in their count). Config (src/megatron/bridge/perf_recipes/llama/h100/llama31.py and the
+  // 405B base recipe at 067f987df): FP8 current scaling, grad_reduce_in_fp32 false (_perf_precision), TP
+  // communication overlap (userbuffers), the embedding and the loss counted in the pipeline split (the
+  // planner's balanced rule), no recompute (with flash attention: "selective").
+  {
+    JobSpec s = LlamaStyle(126, 16384, 128, 8, 128256, 8192, 1536, 1024, "H100-80GB");
+    s.model.ffn_hidden = 53248;
+    s.training.precision = Precision::kFp8;
+    s.training.grad_reduce_in_fp32 = false;
+    s.training.tp_comm_overlap = true;
+    runs.push_back({"Bridge Llama3.1-405B 1024 H100 FP8 TP8 PP8 CP2 VP8", bridge, s, Layout(8, 2, 8, 8, 8, 1),
+                    HardwareForResources(s.resources), 784, 311});
   }
   return runs;
 }
