@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -226,59 +228,38 @@ TEST(JobSpec, HeadDimLetsHeadsNotDivideHidden) {
   EXPECT_TRUE(Fields(bad.status()).count("model.head_dim"));
 }
 
-TEST(JobSpec, CrossEntropyPrecisionDefaultsToFp32AndRoundTrips) {
-  Json j = Llama405BPlan();
-  auto s = ParsePlanRequest(j);
-  ASSERT_TRUE(s.ok()) << s.status().message();
-  EXPECT_TRUE(s->training.cross_entropy_fp32);
-  j["training"]["cross_entropy_fp32"] = false;
-  s = ParsePlanRequest(j);
-  ASSERT_TRUE(s.ok()) << s.status().message();
-  EXPECT_FALSE(s->training.cross_entropy_fp32);
-  auto again = ParsePlanRequest(ToJson(*s));
-  ASSERT_TRUE(again.ok()) << again.status().message();
-  EXPECT_FALSE(again->training.cross_entropy_fp32);
-  j["training"]["cross_entropy_fp32"] = "no";
-  auto bad = ParsePlanRequest(j);
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(Fields(bad.status()), std::set<std::string>{"training.cross_entropy_fp32"});
-}
-
-// Absent means the framework's default and stays absent on the way out; given, it round-trips.
-TEST(JobSpec, GradientReductionPrecisionIsOptionalAndRoundTrips) {
-  Json j = Llama405BPlan();
-  auto s = ParsePlanRequest(j);
-  ASSERT_TRUE(s.ok()) << s.status().message();
-  EXPECT_FALSE(s->training.grad_reduce_in_fp32.has_value());
-  EXPECT_FALSE(ToJson(*s)["training"].contains("grad_reduce_in_fp32"));
-  j["training"]["grad_reduce_in_fp32"] = false;
-  s = ParsePlanRequest(j);
-  ASSERT_TRUE(s.ok()) << s.status().message();
-  EXPECT_EQ(s->training.grad_reduce_in_fp32, std::optional<bool>(false));
-  auto again = ParsePlanRequest(ToJson(*s));
-  ASSERT_TRUE(again.ok()) << again.status().message();
-  EXPECT_EQ(again->training.grad_reduce_in_fp32, std::optional<bool>(false));
-  j["training"]["grad_reduce_in_fp32"] = 0;
-  auto bad = ParsePlanRequest(j);
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(Fields(bad.status()), std::set<std::string>{"training.grad_reduce_in_fp32"});
-}
-
-TEST(JobSpec, TpCommOverlapDefaultsOffAndRoundTrips) {
-  Json j = Llama405BPlan();
-  auto s = ParsePlanRequest(j);
-  ASSERT_TRUE(s.ok()) << s.status().message();
-  EXPECT_FALSE(s->training.tp_comm_overlap);
-  j["training"]["tp_comm_overlap"] = true;
-  s = ParsePlanRequest(j);
-  ASSERT_TRUE(s.ok()) << s.status().message();
-  auto again = ParsePlanRequest(ToJson(*s));
-  ASSERT_TRUE(again.ok()) << again.status().message();
-  EXPECT_TRUE(again->training.tp_comm_overlap);
-  j["training"]["tp_comm_overlap"] = "yes";
-  auto bad = ParsePlanRequest(j);
-  ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(Fields(bad.status()), std::set<std::string>{"training.tp_comm_overlap"});
+// The training switches: each has its default, round-trips when flipped, and a non-boolean is a 422
+// naming it. grad_reduce_in_fp32 has no default of its own (the framework's) and stays absent on the way out.
+TEST(JobSpec, TrainingSwitchesDefaultRoundTripAndRejectNonBooleans) {
+  struct Switch {
+    const char* name;
+    std::optional<bool> by_default;
+    std::function<std::optional<bool>(const TrainingSpec&)> get;
+  };
+  const Switch switches[] = {
+      {"cross_entropy_fp32", true, [](const TrainingSpec& t) { return t.cross_entropy_fp32; }},
+      {"tp_comm_overlap", false, [](const TrainingSpec& t) { return t.tp_comm_overlap; }},
+      {"grad_reduce_in_fp32", std::nullopt, [](const TrainingSpec& t) { return t.grad_reduce_in_fp32; }},
+  };
+  for (const Switch& sw : switches) {
+    SCOPED_TRACE(sw.name);
+    Json j = Llama405BPlan();
+    auto s = ParsePlanRequest(j);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    EXPECT_EQ(sw.get(s->training), sw.by_default);
+    EXPECT_EQ(ToJson(*s)["training"].contains(sw.name), sw.by_default.has_value());
+    const bool flipped = !sw.by_default.value_or(true);
+    j["training"][sw.name] = flipped;
+    s = ParsePlanRequest(j);
+    ASSERT_TRUE(s.ok()) << s.status().message();
+    auto again = ParsePlanRequest(ToJson(*s));
+    ASSERT_TRUE(again.ok()) << again.status().message();
+    EXPECT_EQ(sw.get(again->training), std::optional<bool>(flipped));
+    j["training"][sw.name] = "no";
+    auto bad = ParsePlanRequest(j);
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(Fields(bad.status()), std::set<std::string>{std::string("training.") + sw.name});
+  }
 }
 
 TEST(JobSpec, ContextParallelIsPlannedAndLaunched) {
