@@ -73,8 +73,10 @@ struct TrainingSpec {
   Recompute activation_recompute = Recompute::kSelective;
   Framework framework = Framework::kMegatron;
   Attention attention = Attention::kFlash;
-  // The loss over logits upcast to fp32 (Megatron, torchtitan); false: in the training precision (e.g.
-  // NeMo Automodel's MaskedCrossEntropy with fp32_upcast false).
+  // The loss over logits upcast to fp32 in separate kernels (Megatron-Core's default vocab-parallel
+  // cross-entropy, torchtitan); false: over 16-bit logits in fused kernels (Megatron's
+  // cross_entropy_loss_fusion, Transformer Engine's) or without the upcast (NeMo Automodel's
+  // MaskedCrossEntropy with fp32_upcast false).
   bool cross_entropy_fp32 = true;
   // Gradients kept and reduced in fp32 (Megatron's grad_reduce_in_fp32). Absent: the framework's default,
   // fp32 for megatron (main gradients) and fsdp (reduce_dtype), the training precision for deepspeed;

@@ -111,6 +111,17 @@ ElementwiseBytes ElementwiseBytesPerLayer(const JobSpec& spec, const Plan& plan)
   return e;
 }
 
+// HBM bytes the loss moves per logit, forward and backward. training.cross_entropy_fp32 (the default) is
+// Megatron-Core's vocab-parallel cross-entropy (tensor_parallel/cross_entropy.py): the bf16 logits upcast
+// (read 2, write 4), max (read 4), subtract, exp and divide in place (read and write 4 each), sum (read 4):
+// 38 B forward; the gradient scaled in place (8) and cast back to bf16 (read 4, write 2): 14 B backward;
+// 52 B. false: the loss over 16-bit logits in fused kernels (Megatron's cross_entropy_loss_fusion,
+// Transformer Engine's, PyTorch's cross_entropy without an upcast): read and write each 16-bit logit
+// forward and backward, 8 B.
+double LossBytesPerLogit(const TrainingSpec& t) {
+  return t.cross_entropy_fp32 ? 52 : 8;
+}
+
 int ZeroStageOf(const TrainingSpec& t, const Plan& plan) {
   return t.framework == Framework::kFsdp ? 3 : plan.zero_stage;
 }
@@ -236,9 +247,8 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const double layer_elementwise_s = ((hbm.layer + hbm.scores) * (full ? 4 : 3) + recomputed_scores +
                                       hbm.fp8_forward * (full ? 2 : 1) + hbm.fp8_backward) /
                                      hw.hbm_bytes_per_s;
-  // Cross-entropy over the rank's s/cp · b · V/tp logits (fp32 unless training.cross_entropy_fp32 is
-  // false): read and written forward and backward.
-  const double loss_s = 4.0 * LogitBytes(t) * tokens / plan.cp * m.vocab / plan.tp / hw.hbm_bytes_per_s;
+  // Cross-entropy over the rank's s/cp · b · V/tp logits, LossBytesPerLogit each.
+  const double loss_s = LossBytesPerLogit(t) * tokens / plan.cp * m.vocab / plan.tp / hw.hbm_bytes_per_s;
   // The attention kernels (QKᵀ, softmax, AV) reach their own fraction of peak, not the GEMMs'.
   const double attention_rate = hw.peak_flops * hw.attention_efficiency;
   const double output_layer_s =

@@ -41,7 +41,7 @@ struct Hardware {
   double hbm_bytes_per_s = 2680e9;    // achievable HBM bandwidth: memory-bound element-wise kernels
   // Fraction of peak the matmuls reach when large; smaller per-GPU matmuls reach less:
   // efficiency(d) = matmul_efficiency · d / (d + matmul_half_size), d = hidden / tp (see EvaluatePlan).
-  double matmul_efficiency = 0.63;
+  double matmul_efficiency = 0.635;
   double matmul_half_size = 192;
   // Fraction of peak the attention kernels (flash: fused QKᵀ, softmax, AV) reach (scheduler/gpu_profiles.h).
   double attention_efficiency = 0.35;

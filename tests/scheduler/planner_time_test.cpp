@@ -15,7 +15,9 @@ using namespace shepherd::testing;
 // Memory-bound kernels at 1e12 B/s HBM. Per layer and micro-batch, x = 1024 · 1024 = 1,048,576 elements:
 // norms and residual adds 10·x/4 (sequence parallel) + GeLU 2 · 4096/1024 · x/4 = 4.5·x elements, 2 bytes:
 // 9,437,184 B forward, three passes (forward, backward twice) = 28,311,552 B = 28.311552 µs; 4 layers on the
-// last stage = 113.246208 µs, plus its cross-entropy 4 passes · 4 B · 1024 · 1000/4 = 4.096 µs.
+// last stage = 113.246208 µs, plus its cross-entropy over 1024 · 1000/4 logits: 52 B each with the fp32
+// upcast (Megatron's unfused kernels: 38 B forward, 14 backward) = 13.312 µs, 8 B over 16-bit logits in
+// fused kernels (cross_entropy_fp32 false) = 2.048 µs.
 // Eager attention adds the 16/4 · 1024 · 1024 score matrix, 4 passes: 33,554,432 B forward, three passes
 // plus once more for selective recompute: (3 · 42,991,616 + 33,554,432) B = 162.52928 µs per layer; its
 // QKᵀ and AV are computed whole: + 6 · 1024³ FLOPs per layer · 4 layers / 4 ranks / 5e14 = 12.884901888 µs.
@@ -23,11 +25,16 @@ TEST_F(SmallJob, MemoryBoundKernelsTakeHbmTime) {
   hw_.hbm_bytes_per_s = 1e12;
   auto flash = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
   ASSERT_TRUE(flash.ok()) << flash.status().message();
-  EXPECT_REL(flash->compute_time_s, 8 * (0.001548884901888 + 113.246208e-6 + 4.096e-6));
+  EXPECT_REL(flash->compute_time_s, 8 * (0.001548884901888 + 113.246208e-6 + 13.312e-6));
+  spec_.training.cross_entropy_fp32 = false;
+  auto fused = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  ASSERT_TRUE(fused.ok()) << fused.status().message();
+  EXPECT_REL(fused->compute_time_s, 8 * (0.001548884901888 + 113.246208e-6 + 2.048e-6));
+  spec_.training.cross_entropy_fp32 = true;
   spec_.training.attention = Attention::kEager;
   auto eager = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
   ASSERT_TRUE(eager.ok()) << eager.status().message();
-  EXPECT_REL(eager->compute_time_s, 8 * (0.001548884901888 + 12.884901888e-6 + 4 * 162.52928e-6 + 4.096e-6));
+  EXPECT_REL(eager->compute_time_s, 8 * (0.001548884901888 + 12.884901888e-6 + 4 * 162.52928e-6 + 13.312e-6));
   // Model FLOPs do not change with the kernel: the slower step is lower TFLOP/s.
   EXPECT_LT(eager->tflops_per_gpu, flash->tflops_per_gpu);
 }
@@ -45,7 +52,7 @@ TEST_F(SmallJob, Fp8CastsTakeHbmTime) {
   auto fp8 = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
   ASSERT_TRUE(fp8.ok()) << fp8.status().message();
   const double gemms = 0.001532854272 / 2 + 12.884901888e-6 + 3.145728e-6;
-  EXPECT_REL(fp8->compute_time_s, 8 * (gemms + 113.246208e-6 + 4.096e-6 + 4 * 20.97152e-6));
+  EXPECT_REL(fp8->compute_time_s, 8 * (gemms + 113.246208e-6 + 13.312e-6 + 4 * 20.97152e-6));
 }
 
 // Without sequence parallelism each TP rank still sends only its slice to the next stage (scatter/gather),

@@ -186,9 +186,7 @@ std::vector<PublishedRun> PublishedRuns() {
     const char* known_miss = nullptr;
   };
   const Gpt gpts[] = {
-      {"Megatron GPT 1.7B 48 H100 TP1 PP1 DP48", 16, 2048, 24, 1, 1, 48, 192, 408.8,
-       "the smallest model at TP 1 (h/t 2048): predicted +26 %, the most optimistic dense row; one GEMM "
-       "efficiency over h/t cannot also fit OPT-175B (-26 %) (docs/planner.md, Validation)"},
+      {"Megatron GPT 1.7B 48 H100 TP1 PP1 DP48", 16, 2048, 24, 1, 1, 48, 192, 408.8},
       {"Megatron GPT 7.1B 96 H100 TP2 PP1 DP48", 32, 4096, 30, 2, 1, 48, 192, 465.9},
       {"Megatron GPT 16B 192 H100 TP4 PP1 DP48", 48, 6144, 32, 4, 1, 48, 192, 489.1},
       {"Megatron GPT 32B 384 H100 TP8 PP1 DP48", 56, 7168, 48, 8, 1, 48, 192, 459.6},
@@ -224,8 +222,8 @@ std::vector<PublishedRun> PublishedRuns() {
     runs.push_back({"OPT-175B 992 A100 TP8 FSDP124", "OPT paper arXiv:2205.01068 §2.4", s, p,
                     HardwareForResources(s.resources), 147, 0,
                     "predicted -26 %, the least optimistic dense row: the paper's 147 is \"up to\" (a best "
-                    "figure, not a mean) and its layout, micro-batch and recompute are assumptions; one GEMM "
-                    "efficiency cannot also fit the GPT 1.7B row (+26 %) (docs/planner.md, Validation)"});
+                    "figure, not a mean) and its layout, micro-batch and recompute are assumptions "
+                    "(docs/planner.md, Validation)"});
   }
   // Mixture of experts: gpt-oss-120b (OpenAI gpt-oss model card): 36 layers, residual width 2880, 64 query
   // heads and 8 KV heads of dimension 64, 128 SwiGLU experts of width 2880, 4 per token, RMSNorm, vocabulary
@@ -241,17 +239,19 @@ std::vector<PublishedRun> PublishedRuns() {
   const char* bridge = "Megatron-Bridge performance summary, 26.02";
   {
     JobSpec s = GptOss120B(64, 1280, "H100-80GB");
+    s.training.cross_entropy_fp32 = false;
     Plan p = Layout(1, 1, 4, 16, 1, 1);
     p.ep = 8;
     runs.push_back({"gpt-oss-120b 64 H100 TP1 PP4 EP8 DP16", bridge, s, p, HardwareForResources(s.resources),
                     163, 5993,
-                    "gpt-oss with expert parallelism inside one NVLink domain: predicted +46 % tokens/s; the "
+                    "gpt-oss with expert parallelism inside one NVLink domain: predicted +50 % tokens/s; the "
                     "published step has about 7 ms more per MoE layer pass than the model (docs/planner.md, "
                     "Validation)"});
   }
   {
     // DGX-B200, GBS 1280, MBS 4, TP 1, PP 1, EP 64 (all-to-all across the 8 nodes), 8047 tokens/s.
     JobSpec s = GptOss120B(64, 1280, "B200");
+    s.training.cross_entropy_fp32 = false;
     Plan p = Layout(1, 1, 1, 64, 1, 1);
     p.ep = 64;
     p.micro_batch_size = 4;
@@ -262,13 +262,14 @@ std::vector<PublishedRun> PublishedRuns() {
     // DGX-GB200, the same layout as the B200 row but with all 64 ranks of the EP group in one NVL72 domain:
     // 15,784 tokens/s.
     JobSpec s = GptOss120B(64, 1280, "GB200-NVL72");
+    s.training.cross_entropy_fp32 = false;
     Plan p = Layout(1, 1, 1, 64, 1, 1);
     p.ep = 64;
     p.micro_batch_size = 4;
     runs.push_back({"gpt-oss-120b 64 GB200 TP1 PP1 EP64 DP64", bridge, s, p,
                     HardwareForResources(s.resources), 428, 15784,
-                    "gpt-oss with expert parallelism inside one NVLink domain: predicted +88 % tokens/s, "
-                    "like the H100 row (+46 %), while the same model and software with EP across the "
+                    "gpt-oss with expert parallelism inside one NVLink domain: predicted +90 % tokens/s, "
+                    "like the H100 row (+50 %), while the same model and software with EP across the "
                     "network (B200) is +19 % (docs/planner.md, Validation)"});
   }
   // NeMo Automodel (github.com/NVIDIA-NeMo/Automodel docs/performance-summary.md, DGX-H100 BF16, updated
@@ -307,7 +308,7 @@ std::vector<PublishedRun> PublishedRuns() {
     const Plan p = AutomodelMoe(&s, 8, 2);
     runs.push_back({"gpt-oss-20b 8 H100 FSDP8 EP8 (Automodel)", "NeMo Automodel performance summary", s, p,
                     HardwareForResources(s.resources), 279, 13058,
-                    "gpt-oss with its all-to-all inside one NVLink domain again (+35 % tokens/s), where "
+                    "gpt-oss with its all-to-all inside one NVLink domain again (+36 % tokens/s), where "
                     "Qwen3-30B-A3B on the same software and node is within the band (docs/planner.md, "
                     "Validation)"});
   }
@@ -333,14 +334,15 @@ std::vector<PublishedRun> PublishedRuns() {
   // selective recompute, sequence parallelism with tp > 1, Apex's distributed Adam with
   // grad_sync_dtype bf16 (so grad_reduce_in_fp32 false), ub_tp_comm_overlap with tp > 1
   // (training.tp_comm_overlap), GPT-2 BPE vocabulary padded to 50,304. The launcher's nemotron_8b.yaml and
-  // llama3_70b.yaml also set ub_tp_comm_overlap (the Llama 2 70B row is assumed to). Assumed for the Llama
-  // and Nemotron rows (their FP8 configs at 24.07 were not found): bf16 gradients as the GPT-3 FP8
-  // configs (the Llama 3 8B layout fits only with them: 81.7 GB with fp32 ones), selective recompute.
-  // Architectures: Llama 2 (vocabulary 32,000; 7B 32 × 4096, 32 heads, F 11,008; 13B 40 × 5120, 40 heads, F
-  // 13,824; 70B 80 × 8192, 64 heads, 8 KV, F 28,672), Llama 3 (vocabulary 128,256; 8B 32 × 4096, 32 heads, 8
-  // KV, F 14,336), Nemotron-3 8B (launcher conf/training/nemotron/nemotron_8b.yaml: 32 × 4096, 32 heads, F
-  // 16,384 squared ReLU — a two-matrix MLP, counted as "gelu" — LayerNorm, vocabulary 256,000, untied).
-  // Nemotron-22B (architecture not found) and Nemotron-340B (over memory in the planner with these
+  // llama3_70b.yaml also set ub_tp_comm_overlap (the Llama 2 70B row is assumed to); llama3_70b.yaml fuses
+  // the loss (cross_entropy_loss_fusion, so cross_entropy_fp32 false), the GPT-3 and Nemotron ones do not.
+  // Assumed for the Llama and Nemotron rows (their FP8 configs at 24.07 were not found): bf16 gradients as
+  // the GPT-3 FP8 configs (the Llama 3 8B layout fits only with them: 81.7 GB with fp32 ones), selective
+  // recompute. Architectures: Llama 2 (vocabulary 32,000; 7B 32 × 4096, 32 heads, F 11,008; 13B 40 × 5120, 40
+  // heads, F 13,824; 70B 80 × 8192, 64 heads, 8 KV, F 28,672), Llama 3 (vocabulary 128,256; 8B 32 × 4096, 32
+  // heads, 8 KV, F 14,336), Nemotron-3 8B (launcher conf/training/nemotron/nemotron_8b.yaml: 32 × 4096, 32
+  // heads, F 16,384 squared ReLU — a two-matrix MLP, counted as "gelu" — LayerNorm, vocabulary 256,000,
+  // untied). Nemotron-22B (architecture not found) and Nemotron-340B (over memory in the planner with these
   // assumptions: docs/planner.md, Left out) are not rows.
   const char* nemo = "NeMo 24.07 performance summary, DGX-H100 FP8";
   struct NemoRun {
@@ -349,7 +351,7 @@ std::vector<PublishedRun> PublishedRuns() {
     int tp, pp, cp, vpp, micro_batch;
     double tflops, tokens;
     bool tp_comm_overlap = false;
-    const char* known_miss = nullptr;
+    bool fused_cross_entropy = false;
   };
   auto nemo_llama = [](int layers, int hidden, int heads, int kv, int ffn, int vocab, int seq, int batch,
                        int gpus) {
@@ -377,16 +379,17 @@ std::vector<PublishedRun> PublishedRuns() {
       {"NeMo Llama3-8B 8 H100 FP8 TP1 CP2", nemo_llama(32, 4096, 32, 8, 14336, 128256, 8192, 128, 8), 1, 1, 2,
        1, 1, 711, 12273},
       {"NeMo Llama3-70B 64 H100 FP8 TP4 PP4 CP2 VP5",
-       nemo_llama(80, 8192, 64, 8, 28672, 128256, 8192, 128, 64), 4, 4, 2, 5, 1, 734, 1524, true},
+       nemo_llama(80, 8192, 64, 8, 28672, 128256, 8192, 128, 64), 4, 4, 2, 5, 1, 734, 1524, true, true},
   };
   for (const NemoRun& n : nemo_runs) {
     JobSpec s = n.spec;
     s.training.precision = Precision::kFp8;
     s.training.grad_reduce_in_fp32 = false;
     s.training.tp_comm_overlap = n.tp_comm_overlap;
+    s.training.cross_entropy_fp32 = !n.fused_cross_entropy;
     Plan p = Layout(n.tp, n.cp, n.pp, static_cast<int>(s.resources.gpus) / (n.tp * n.cp * n.pp), n.vpp, 1);
     p.micro_batch_size = n.micro_batch;
-    runs.push_back({n.name, nemo, s, p, HardwareForResources(s.resources), n.tflops, n.tokens, n.known_miss});
+    runs.push_back({n.name, nemo, s, p, HardwareForResources(s.resources), n.tflops, n.tokens});
   }
   // Llama 3.1 405B on 1,024 H100, FP8 (Megatron-Bridge performance summary, "26.02 NeMo Container",
   // LLAMA3.1_405B, DGX-H100 FP8: GBS 1536, MBS 1, sequence 8192, TP 8, PP 8, CP 2, VP 8, 311 tokens/s per
@@ -400,6 +403,7 @@ std::vector<PublishedRun> PublishedRuns() {
     s.training.precision = Precision::kFp8;
     s.training.grad_reduce_in_fp32 = false;
     s.training.tp_comm_overlap = true;
+    s.training.cross_entropy_fp32 = false;  // fused, as the gpt-oss rows above
     runs.push_back({"Bridge Llama3.1-405B 1024 H100 FP8 TP8 PP8 CP2 VP8", bridge, s, Layout(8, 2, 8, 8, 8, 1),
                     HardwareForResources(s.resources), 784, 311});
   }
