@@ -208,21 +208,23 @@ std::vector<PublishedRun> PublishedRuns() {
   // GPT-2 BPE vocabulary 50,272 with tied embeddings and a ReLU MLP of 4h (a two-matrix MLP: counted as
   // "gelu"), learned positions (25M, left out). Layout: tensor parallel 8 (metaseq's released OPT-175B
   // checkpoint is 992 shards: 8 model-parallel parts × 124 FSDP shards), FSDP over dp 124. Not published,
-  // assumed: 992 sequences (8 per data-parallel rank, 2.03M tokens), one micro-batch of 8 per step, full
-  // recompute (activation checkpointing), the 147 counted as model FLOPs (the paper does not say).
+  // assumed: 992 sequences (8 per data-parallel rank, 2.03M tokens), one micro-batch of 8 per step, the
+  // 147 counted as model FLOPs (the paper does not say). From metaseq's OPT launcher
+  // (metaseq/launcher/opt_baselines.py, opt_job_constants.py: 175b at model_parallel 8): FairScale FSDP
+  // with --memory-efficient-fp16 and without --fp32-reduce-scatter (fp16 gradient reduce-scatters:
+  // grad_reduce_in_fp32 false), --checkpoint-activations (full recompute), and --no-reshard-after-forward
+  // (one parameter gather per micro-batch, where the planner's FSDP prices two: pessimistic here).
   {
     JobSpec s = GptStyle(96, 12288, 96, 50272, 2048, 992, 992, "A100-80GB");
     s.model.tied_embeddings = true;
     s.training.precision = Precision::kFp16;
     s.training.framework = Framework::kFsdp;
     s.training.activation_recompute = Recompute::kFull;
+    s.training.grad_reduce_in_fp32 = false;
     Plan p = Layout(8, 1, 1, 124, 1, 3);
     p.micro_batch_size = 8;
     runs.push_back({"OPT-175B 992 A100 TP8 FSDP124", "OPT paper arXiv:2205.01068 §2.4", s, p,
-                    HardwareForResources(s.resources), 147, 0,
-                    "predicted -26 %, the least optimistic dense row: the paper's 147 is \"up to\" (a best "
-                    "figure, not a mean) and its layout, micro-batch and recompute are assumptions "
-                    "(docs/planner.md, Validation)"});
+                    HardwareForResources(s.resources), 147});
   }
   // Mixture of experts: gpt-oss-120b (OpenAI gpt-oss model card): 36 layers, residual width 2880, 64 query
   // heads and 8 KV heads of dimension 64, 128 SwiGLU experts of width 2880, 4 per token, RMSNorm, vocabulary
