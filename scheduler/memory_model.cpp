@@ -34,20 +34,19 @@ double GradientElementBytes(const TrainingSpec& t) {
   return t.framework == Framework::kDeepSpeed ? 2 : 4;
 }
 
-StateBytesPerParam ModelStateBytesPerParam(Framework framework, Precision precision, Optimizer optimizer,
-                                           int zero_stage, int shards, double gradient_bytes) {
+StateBytesPerParam ModelStateBytesPerParam(const TrainingSpec& t, int zero_stage, int shards) {
   const double n = shards;
-  const bool half = Is16BitWeights(precision);
+  const bool half = Is16BitWeights(t.precision);
   StateBytesPerParam b;
-  b.optimizer = optimizer == Optimizer::kAdam ? 8 : 4;
-  if (framework == Framework::kFsdp) {
+  b.optimizer = t.optimizer == Optimizer::kAdam ? 8 : 4;
+  if (t.framework == Framework::kFsdp) {
     b.weights = 4 / n;
     b.gradients = 4 / n;
     b.optimizer /= n;
     return b;
   }
   b.weights = half ? 2 : 4;
-  b.gradients = gradient_bytes > 0 ? gradient_bytes : framework == Framework::kMegatron ? 4 : b.weights;
+  b.gradients = GradientElementBytes(t);
   b.master_weights = half ? 4 : 0;
   if (zero_stage >= 1) {
     b.optimizer /= n;
@@ -125,11 +124,8 @@ MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::ve
   const double params = StageParamsPerRank(m, plan.tp, plan.pp, stage, stage_layers[stage]);
   const double experts = StageExpertParamsPerRank(m, plan, stage_layers[stage]);
   const int shards = plan.dp * plan.cp;
-  const double g = GradientElementBytes(t);
-  const StateBytesPerParam b =
-      ModelStateBytesPerParam(t.framework, t.precision, t.optimizer, plan.zero_stage, shards, g);
-  const StateBytesPerParam be =
-      ModelStateBytesPerParam(t.framework, t.precision, t.optimizer, plan.zero_stage, shards / plan.ep, g);
+  const StateBytesPerParam b = ModelStateBytesPerParam(t, plan.zero_stage, shards);
+  const StateBytesPerParam be = ModelStateBytesPerParam(t, plan.zero_stage, shards / plan.ep);
   MemoryBreakdown mem;
   mem.stage = stage;
   mem.weights = params * b.weights + experts * be.weights;

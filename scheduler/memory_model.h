@@ -22,8 +22,8 @@ namespace shepherd {
 //   optimizer, all sharded: 16/N for Adam, whatever zero_stage says; the unsharded working set is
 //   FsdpWorkingBytes.
 // Optimizer state (fp32): Adam m and v 8; SGD momentum 4. fp8 training keeps 16-bit weights.
-// `gradient_bytes` (GradientElementBytes) replaces the megatron and deepspeed gradient sizes above when
-// given (> 0); fsdp's gradients stay fp32 like its sharded parameters.
+// Megatron and DeepSpeed gradients take GradientElementBytes(t) (training.grad_reduce_in_fp32); fsdp's stay
+// fp32 like its sharded parameters.
 struct StateBytesPerParam {
   double weights = 0;
   double gradients = 0;
@@ -31,8 +31,7 @@ struct StateBytesPerParam {
   double master_weights = 0;
   double total() const { return weights + gradients + optimizer + master_weights; }
 };
-StateBytesPerParam ModelStateBytesPerParam(Framework framework, Precision precision, Optimizer optimizer,
-                                           int zero_stage, int shards, double gradient_bytes = 0);
+StateBytesPerParam ModelStateBytesPerParam(const TrainingSpec& t, int zero_stage, int shards);
 // Bytes of one gradient element as kept and reduced across data-parallel ranks: 4 with
 // training.grad_reduce_in_fp32 true or fp32 training, 2 with it false; absent, the framework's default:
 // megatron 4 (fp32 main gradients), fsdp 4 (FSDP2 reduce_dtype fp32, as torchtitan sets it), deepspeed the

@@ -18,38 +18,47 @@ using namespace shepherd::testing;
 
 // ---- Model state (ZeRO paper) ----
 
+StateBytesPerParam StateBytes(Framework f, Precision p, Optimizer o, int zero_stage, int shards,
+                              std::optional<bool> grad_reduce_in_fp32 = std::nullopt) {
+  TrainingSpec t;
+  t.framework = f;
+  t.precision = p;
+  t.optimizer = o;
+  t.grad_reduce_in_fp32 = grad_reduce_in_fp32;
+  return ModelStateBytesPerParam(t, zero_stage, shards);
+}
+
 TEST(ModelState, BytesPerParameterByPrecisionAndOptimizer) {
   constexpr Framework ds = Framework::kDeepSpeed;
-  EXPECT_EQ(ModelStateBytesPerParam(ds, Precision::kBf16, Optimizer::kAdam, 0, 1).total(), 16);
-  EXPECT_EQ(ModelStateBytesPerParam(ds, Precision::kFp16, Optimizer::kAdam, 0, 1).master_weights, 4);
-  const StateBytesPerParam fp32_adam = ModelStateBytesPerParam(ds, Precision::kFp32, Optimizer::kAdam, 0, 1);
+  EXPECT_EQ(StateBytes(ds, Precision::kBf16, Optimizer::kAdam, 0, 1).total(), 16);
+  EXPECT_EQ(StateBytes(ds, Precision::kFp16, Optimizer::kAdam, 0, 1).master_weights, 4);
+  const StateBytesPerParam fp32_adam = StateBytes(ds, Precision::kFp32, Optimizer::kAdam, 0, 1);
   EXPECT_EQ(fp32_adam.total(), 16);
   EXPECT_EQ(fp32_adam.master_weights, 0);
-  EXPECT_EQ(ModelStateBytesPerParam(ds, Precision::kBf16, Optimizer::kSgd, 0, 1).total(), 12);
-  EXPECT_EQ(ModelStateBytesPerParam(ds, Precision::kFp32, Optimizer::kSgd, 0, 1).total(), 12);
+  EXPECT_EQ(StateBytes(ds, Precision::kBf16, Optimizer::kSgd, 0, 1).total(), 12);
+  EXPECT_EQ(StateBytes(ds, Precision::kFp32, Optimizer::kSgd, 0, 1).total(), 12);
   // bf16 Adam over N = 8: 16, 4 + 12/8 = 5.5, 2 + 14/8 = 3.75, 16/8 = 2.
-  EXPECT_EQ(ModelStateBytesPerParam(ds, Precision::kBf16, Optimizer::kAdam, 1, 8).total(), 5.5);
-  EXPECT_EQ(ModelStateBytesPerParam(ds, Precision::kBf16, Optimizer::kAdam, 2, 8).total(), 3.75);
-  EXPECT_EQ(ModelStateBytesPerParam(ds, Precision::kBf16, Optimizer::kAdam, 3, 8).total(), 2);
+  EXPECT_EQ(StateBytes(ds, Precision::kBf16, Optimizer::kAdam, 1, 8).total(), 5.5);
+  EXPECT_EQ(StateBytes(ds, Precision::kBf16, Optimizer::kAdam, 2, 8).total(), 3.75);
+  EXPECT_EQ(StateBytes(ds, Precision::kBf16, Optimizer::kAdam, 3, 8).total(), 2);
   // fp32 Adam, ZeRO-1 over 4: 4 + 4 + 8/4 = 10.
-  EXPECT_EQ(ModelStateBytesPerParam(ds, Precision::kFp32, Optimizer::kAdam, 1, 4).total(), 10);
+  EXPECT_EQ(StateBytes(ds, Precision::kFp32, Optimizer::kAdam, 1, 4).total(), 10);
 }
 
 // Megatron-LM keeps fp32 main gradients: 2 + 4 + 4 + 8 = 18 B/param; the distributed optimizer (zero_stage
 // 1) shards master and optimizer: 6 + 12/N (N = 64: 6.1875). Its FSDP modes: 2 + 16/N, 18/N.
 TEST(ModelState, MegatronAndFsdpBytesPerParameter) {
   constexpr Framework mg = Framework::kMegatron;
-  EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kBf16, Optimizer::kAdam, 0, 1).total(), 18);
-  EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kBf16, Optimizer::kAdam, 0, 1).gradients, 4);
-  EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kBf16, Optimizer::kAdam, 1, 64).total(), 6.1875);
-  EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kBf16, Optimizer::kAdam, 2, 8).total(), 4);     // 2 + 16/8
-  EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kBf16, Optimizer::kAdam, 3, 8).total(), 2.25);  // 18/8
-  EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kFp8, Optimizer::kAdam, 0, 1).total(),
+  EXPECT_EQ(StateBytes(mg, Precision::kBf16, Optimizer::kAdam, 0, 1).total(), 18);
+  EXPECT_EQ(StateBytes(mg, Precision::kBf16, Optimizer::kAdam, 0, 1).gradients, 4);
+  EXPECT_EQ(StateBytes(mg, Precision::kBf16, Optimizer::kAdam, 1, 64).total(), 6.1875);
+  EXPECT_EQ(StateBytes(mg, Precision::kBf16, Optimizer::kAdam, 2, 8).total(), 4);     // 2 + 16/8
+  EXPECT_EQ(StateBytes(mg, Precision::kBf16, Optimizer::kAdam, 3, 8).total(), 2.25);  // 18/8
+  EXPECT_EQ(StateBytes(mg, Precision::kFp8, Optimizer::kAdam, 0, 1).total(),
             18);  // bf16 weights
   // FSDP2: fp32 parameters 4 + fp32 gradients 4 + Adam 8, all over N = 16: 1 B/param, any zero_stage.
-  EXPECT_EQ(ModelStateBytesPerParam(Framework::kFsdp, Precision::kBf16, Optimizer::kAdam, 0, 16).total(), 1);
-  EXPECT_EQ(
-      ModelStateBytesPerParam(Framework::kFsdp, Precision::kBf16, Optimizer::kAdam, 0, 16).master_weights, 0);
+  EXPECT_EQ(StateBytes(Framework::kFsdp, Precision::kBf16, Optimizer::kAdam, 0, 16).total(), 1);
+  EXPECT_EQ(StateBytes(Framework::kFsdp, Precision::kBf16, Optimizer::kAdam, 0, 16).master_weights, 0);
 }
 
 // training.grad_reduce_in_fp32: absent, each framework's default (megatron fp32 main gradients, FSDP2's fp32
@@ -73,11 +82,10 @@ TEST(ModelState, GradientPrecisionFollowsGradReduceInFp32) {
   EXPECT_EQ(GradientElementBytes(t), 4);
 
   constexpr Framework mg = Framework::kMegatron, ds = Framework::kDeepSpeed;
-  EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kBf16, Optimizer::kAdam, 0, 1, 2).total(), 16);
-  EXPECT_EQ(ModelStateBytesPerParam(mg, Precision::kBf16, Optimizer::kAdam, 1, 64, 2).total(), 4.1875);
-  EXPECT_EQ(ModelStateBytesPerParam(ds, Precision::kBf16, Optimizer::kAdam, 0, 1, 4).total(), 18);
-  EXPECT_EQ(ModelStateBytesPerParam(Framework::kFsdp, Precision::kBf16, Optimizer::kAdam, 0, 16, 2).total(),
-            1);
+  EXPECT_EQ(StateBytes(mg, Precision::kBf16, Optimizer::kAdam, 0, 1, false).total(), 16);
+  EXPECT_EQ(StateBytes(mg, Precision::kBf16, Optimizer::kAdam, 1, 64, false).total(), 4.1875);
+  EXPECT_EQ(StateBytes(ds, Precision::kBf16, Optimizer::kAdam, 0, 1, true).total(), 18);
+  EXPECT_EQ(StateBytes(Framework::kFsdp, Precision::kBf16, Optimizer::kAdam, 0, 16, false).total(), 1);
 }
 
 TEST(ModelState, SeventyBillionHoldsOnePointOneTwoTerabytes) {
