@@ -2,7 +2,7 @@
 // heads, SwiGLU FFN 53248, vocab 128256, seq 8192, 16M tokens per batch) on H100-80GB:
 //   (a) 16,384 GPUs; (b) 131,072 GPUs (same model, 2048 sequences per batch); and the mixture-of-experts
 //   DeepSeek-V3 architecture (61 layers, h 7168, 128 heads, 58 MoE layers of 256 experts of width 2048, top
-//   8, 1 shared; 15,360 sequences of 4096) on (c) 131,072 GPUs, where ep is searched
+//   8, 1 shared; 15,360 sequences of 4096) on (c) 131,072 GPUs, where ep and etp are searched
 //   too.
 // Prints the median wall time over runs (steady_clock) and the chosen layout. Target: < 1 s for (b).
 // Usage: planner_bench [runs]   (default 5)
@@ -70,11 +70,12 @@ void Run(const char* name, const JobSpec& spec, int runs) {
   }
   const Plan& p = e->plan;
   std::printf(
-      "%s %7d GPUs: median %.1f ms (min %.1f, max %.1f) | tp=%d cp=%d ep=%d pp=%d vpp=%d dp=%d ZeRO-%d "
+      "%s %7d GPUs: median %.1f ms (min %.1f, max %.1f) | tp=%d cp=%d ep=%d etp=%d pp=%d vpp=%d "
+      "dp=%d ZeRO-%d "
       "mbs=%d | "
       "%.0f TFLOP/s per GPU, %.1f GB per GPU, fits=%d\n",
-      name, gpus, ms[ms.size() / 2], ms.front(), ms.back(), p.tp, p.cp, p.ep, p.pp, p.vpp, p.dp, p.zero_stage,
-      p.micro_batch_size, e->tflops_per_gpu, e->memory.total / 1e9, e->fits ? 1 : 0);
+      name, gpus, ms[ms.size() / 2], ms.front(), ms.back(), p.tp, p.cp, p.ep, p.expert_tp(), p.pp, p.vpp,
+      p.dp, p.zero_stage, p.micro_batch_size, e->tflops_per_gpu, e->memory.total / 1e9, e->fits ? 1 : 0);
 }
 
 }  // namespace

@@ -95,6 +95,7 @@ struct ParallelismSpec {
   int zero_stage = 0;
   int cp = 1;                             // context parallel (sequence split across ranks in attention)
   int ep = 1;                             // expert parallel (routed experts split across ranks)
+  std::optional<int> etp;                 // expert tensor parallel; absent: tp (Megatron's default)
   int vpp = 1;                            // virtual pipeline stages per rank (interleaved 1F1B)
   std::optional<bool> sequence_parallel;  // absent: on when tp > 1
   std::vector<int> pipeline_layers;       // layers per stage; empty: even, or balanced when pp ∤ layers
@@ -204,8 +205,11 @@ struct JobSpec {
 };
 
 // A concrete parallel layout. micro_batches = global_batch / (micro_batch_size · dp).
-// Rank order (Megatron): tp fastest, then cp, dp, pp: rank = tp + TP·(cp + CP·(dp + DP·pp)). Expert
-// parallelism (ep) adds no rank axis: it splits the dp·cp ranks (ep rank = (cp + CP·dp) % EP).
+// Rank order (Megatron): tp fastest, then cp, dp, pp: rank = tp + TP·(cp + CP·(dp + DP·pp)). The routed
+// experts fold the tp·cp·dp ranks of a stage into their own grid (Megatron-Core's expert rank generator:
+// etp fastest, then ep, then expert-data-parallel; no cp): with r = tp + TP·(cp + CP·dp) a rank holds the
+// experts of ep rank (r / ETP) % EP, sharded ETP ways at r % ETP. With etp = tp that is ep rank
+// (cp + CP·dp) % EP.
 struct Plan {
   int tp = 1;
   int pp = 1;
@@ -217,10 +221,12 @@ struct Plan {
   int vpp = 1;
   bool sequence_parallel = false;
   std::vector<int> pipeline_layers;  // transformer layers per stage (size pp); empty = layers / pp each
-  // Expert parallel: routed experts split over ep ranks, carved out of the dp·cp ranks that share the other
-  // weights (expert tensor parallel = tp, expert data parallel = dp·cp/ep, as Megatron by default).
+  // Expert parallel: routed experts split over ep ranks, each expert sharded over etp ranks (0: etp = tp,
+  // Megatron's default); expert data parallel = tp·cp·dp/(etp·ep).
   int ep = 1;
+  int etp = 0;
   int world_size() const { return tp * cp * pp * dp; }
+  int expert_tp() const { return etp > 0 ? etp : tp; }
   bool operator==(const Plan&) const = default;
 };
 

@@ -107,7 +107,8 @@ void ParseResources(FieldReader& root, Resources* res, std::vector<FieldError>* 
   if (auto v = r.Enum("gpu", {"A100-80GB", "H100-80GB", "H200", "B200", "GB200-NVL72"})) res->gpu = *v;
 }
 
-// "auto", absent (= auto), or {tp, cp, pp, dp, vpp, zero_stage, sequence_parallel, pipeline_layers}.
+// "auto", absent (= auto), or {tp, cp, pp, dp, ep, etp, vpp, zero_stage, sequence_parallel,
+// pipeline_layers}.
 // dp defaults to gpus / (tp·cp·pp). Layout rules that need the model (tp | kv_heads, stage sizes, ...)
 // are the planner's (scheduler/planner.h); here only what the JSON alone decides.
 void ParseParallelism(FieldReader& root, JobSpec* s, std::vector<FieldError>* errs) {
@@ -119,11 +120,13 @@ void ParseParallelism(FieldReader& root, JobSpec* s, std::vector<FieldError>* er
   }
   if (!j->is_object()) return root.Error("parallelism", "must be \"auto\" or an object");
   FieldReader r(*j, "parallelism", errs);
-  r.OnlyKnown({"tp", "pp", "dp", "zero_stage", "cp", "ep", "vpp", "sequence_parallel", "pipeline_layers"});
+  r.OnlyKnown(
+      {"tp", "pp", "dp", "zero_stage", "cp", "ep", "etp", "vpp", "sequence_parallel", "pipeline_layers"});
   p.tp = int(r.Int("tp", false, 1, kMaxGpus).value_or(1));
   p.pp = int(r.Int("pp", false, 1, kMaxGpus).value_or(1));
   p.cp = int(r.Int("cp", false, 1, kMaxGpus).value_or(1));
   p.ep = int(r.Int("ep", false, 1, kMaxGpus).value_or(1));
+  if (auto v = r.Int("etp", false, 1, kMaxGpus)) p.etp = int(*v);
   p.vpp = int(r.Int("vpp", false, 1, 1024).value_or(1));
   auto dp = r.Int("dp", false, 1, kMaxGpus);
   p.zero_stage = int(r.Int("zero_stage", false, 0, 3).value_or(0));
@@ -151,13 +154,18 @@ void ParseParallelism(FieldReader& root, JobSpec* s, std::vector<FieldError>* er
     r.Error("parallelism.tp", "must divide model.kv_heads");
   if (s->model.layers > 0 && p.pp > s->model.layers)
     r.Error("parallelism.pp", "must not exceed model.layers");
+  const int etp = p.etp.value_or(p.tp);
+  if (etp != p.tp && !s->model.moe.enabled())
+    r.Error("parallelism.etp", "an expert tensor parallel size other than tp needs model.moe");
   if (p.ep > 1 && !s->model.moe.enabled())
     r.Error("parallelism.ep", "ep > 1 needs a mixture-of-experts model (model.moe)");
   else if (p.ep > 1 && s->model.moe.experts % p.ep != 0)
     r.Error("parallelism.ep", "must divide model.moe.experts");
-  else if (p.ep > 1 && (static_cast<long long>(p.dp) * p.cp) % p.ep != 0)
-    r.Error("parallelism.ep",
-            "must divide dp·cp (expert parallelism is carved out of the data-parallel ranks)");
+  else if (s->model.moe.enabled() && (static_cast<long long>(p.tp) * p.cp * p.dp) % (etp * p.ep) != 0) {
+    const std::string why = "etp·ep must divide tp·cp·dp (the experts' grid folds the ranks of a stage)";
+    if (p.ep > 1) r.Error("parallelism.ep", why);
+    if (p.etp) r.Error("parallelism.etp", why);
+  }
   long long per_step = static_cast<long long>(s->training.micro_batch_size) * p.dp;
   if (s->training.global_batch_size > 0 && s->training.global_batch_size % per_step != 0)
     r.Error("training.global_batch_size",
@@ -341,6 +349,7 @@ Json ToJson(const JobSpec& s) {
                         {"dp", s.parallelism.dp},  {"zero_stage", s.parallelism.zero_stage},
                         {"cp", s.parallelism.cp},  {"ep", s.parallelism.ep},
                         {"vpp", s.parallelism.vpp}};
+  if (!s.parallelism.automatic && s.parallelism.etp) par["etp"] = *s.parallelism.etp;
   if (!s.parallelism.automatic && s.parallelism.sequence_parallel)
     par["sequence_parallel"] = *s.parallelism.sequence_parallel;
   if (!s.parallelism.automatic && !s.parallelism.pipeline_layers.empty())

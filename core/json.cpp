@@ -133,6 +133,7 @@ Json ToJson(const Plan& p) {
           {"micro_batch_size", p.micro_batch_size},
           {"cp", p.cp},
           {"ep", p.ep},
+          {"etp", p.expert_tp()},
           {"vpp", p.vpp},
           {"sequence_parallel", p.sequence_parallel},
           {"pipeline_layers", p.pipeline_layers}};
@@ -149,6 +150,8 @@ Result<Plan> ParsePlan(const Json& j) {
     p.micro_batch_size = j.value("micro_batch_size", 1);
     p.cp = j.value("cp", 1);
     p.ep = j.value("ep", 1);
+    const int etp = j.value("etp", 0);
+    p.etp = etp == p.tp ? 0 : etp;  // stored before etp existed, or equal to tp: the default
     p.vpp = j.value("vpp", 1);
     p.sequence_parallel = j.value("sequence_parallel", false);
     p.pipeline_layers = j.value("pipeline_layers", std::vector<int>{});

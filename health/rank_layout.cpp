@@ -1,9 +1,15 @@
 #include "health/rank_layout.h"
 
 #include <algorithm>
+#include <numeric>
 #include <unordered_map>
 
 namespace shepherd {
+
+int ExpertShardStride(const Plan& plan) {
+  const int grid = plan.expert_tp() * plan.ep;
+  return grid / std::gcd(plan.tp, grid);
+}
 
 Result<RankLayout> RankLayout::Build(const Plan& plan, const Placement& placement, int hybrid_shard_size) {
   RankLayout l;
@@ -55,22 +61,22 @@ Result<RankLayout> RankLayout::Build(const Plan& plan, const Placement& placemen
       return l;
     }
     shard = hybrid_shard_size;
-    if (plan.ep > 1) {
+    if (ExpertShardStride(plan) > 1) {
       l.replica_reason_ =
           "ZeRO-3 with expert parallelism: shards and experts both differ across data-parallel ranks; hash "
           "comparison skipped";
       return l;
     }
-  } else if (plan.ep > 1) {
-    // Expert parallelism (rank order tp, cp, ep, dp): the rank at j = cp + CP·dp holds the routed experts
-    // of expert-parallel rank j % ep, so only ranks with equal j % ep hold equal parameters.
-    if (replicas <= plan.ep) {
+  } else if (ExpertShardStride(plan) > 1) {
+    // The experts' grid (core/job.h, Plan): rank r = tp + TP·j holds expert shard r % (etp·ep), so ranks
+    // of one tp index hold equal parameters when their j agree modulo ExpertShardStride.
+    shard = ExpertShardStride(plan);
+    if (replicas <= shard) {
       l.replica_reason_ =
-          "ep = dp: every data-parallel rank holds different routed experts, so no two ranks must hold equal "
-          "parameters; hash comparison skipped";
+          "expert parallelism: every data-parallel rank of a tp index holds different routed experts, so no "
+          "two ranks must hold equal parameters; hash comparison skipped";
       return l;
     }
-    shard = plan.ep;
   }
   l.replica_offsets_.push_back(0);
   const int shards = shard == 0 ? 1 : shard;

@@ -16,6 +16,10 @@
 
 namespace shepherd {
 
+// Along j = cp + CP·dp, the period after which ranks of one tp index hold the same routed-expert shard:
+// etp·ep / gcd(tp, etp·ep) (ep when etp = tp; 1 when no expert is split over the data-parallel ranks).
+int ExpertShardStride(const Plan& plan);
+
 class RankLayout {
  public:
   // `hybrid_shard_size` (ZeRO-3 only): ranks per shard group in hybrid sharding (HSDP), i.e. the DP
@@ -43,9 +47,10 @@ class RankLayout {
   // Replica sets for the SDC hash vote: ranks that must hold identical parameters. Context-parallel peers
   // are replicas like data-parallel ones: they hold the same parameters (gradients are reduced over dp·cp)
   // and only see different parts of each sequence, so the sets run over the dp·cp ranks of one (tp, pp),
-  // indexed j = cp + CP·dp. ZeRO ≤ 2: all of them; with expert parallelism (plan.ep > 1) those with equal
-  // j % ep, since routed experts differ across the ep ranks. ZeRO-3 with hybrid sharding: equal j % shard.
-  // Plain ZeRO-3, ZeRO-3 with ep > 1, ep ≥ dp·cp or dp·cp == 1: none (replica_sets_reason() says why).
+  // indexed j = cp + CP·dp. ZeRO ≤ 2: all of them; with routed experts split over ranks those with equal
+  // j % ExpertShardStride(plan) (ep when etp = tp). ZeRO-3 with hybrid sharding: equal j % shard.
+  // Plain ZeRO-3, ZeRO-3 with ep > 1, a stride ≥ dp·cp or dp·cp == 1: none (replica_sets_reason() says
+  // why).
   int replica_set_count() const {
     return static_cast<int>(replica_offsets_.empty() ? 0 : replica_offsets_.size() - 1);
   }

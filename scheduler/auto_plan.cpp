@@ -1,7 +1,8 @@
-// AutoPlan: exhaustive search over (tp, cp, pp, ep, vpp, micro_batch_size) and every ZeRO stage that fits
-// (the fastest wins; ties to the smaller stage). The space stays small because every axis must divide
+// AutoPlan: exhaustive search over (tp, cp, pp, etp, ep, vpp, micro_batch_size) and every ZeRO stage that
+// fits (the fastest wins; ties to the smaller stage). The space stays small because every axis must divide
 // something: tp divides the KV heads and fits the NVLink domain, cp is a power of two dividing seq_len/2
-// (flash attention only), ep (MoE only) divides experts and dp·cp, pp divides gpus/(tp·cp) and is at most the
+// (flash attention only), etp (MoE only) is tp or 1, ep (MoE only) divides experts and tp·cp·dp/etp, pp
+// divides gpus/(tp·cp) and is at most the
 // layer count, dp = gpus/(tp·cp·pp) divides the batch, micro-batches are powers of two. At 131,072 GPUs that
 // is tens of thousands of estimates (bench/planner_bench.cpp). Pruning: a larger micro-batch never needs less
 // memory, so the micro-batch loop stops at the first size nothing fits.
@@ -30,7 +31,7 @@ std::string Join(const std::vector<int>& v) {
   return "{" + s + "}";
 }
 
-// Fastest first; ties (1e-9 relative) to lower ZeRO, fewer stages, smaller tp, cp, ep, vpp, larger
+// Fastest first; ties (1e-9 relative) to lower ZeRO, fewer stages, smaller tp, cp, ep, etp = tp, vpp, larger
 // micro-batch.
 bool Faster(const PlanEstimate& a, const PlanEstimate& b) {
   const double tol = 1e-9 * std::max(a.step_time_s, b.step_time_s);
@@ -42,6 +43,7 @@ bool Faster(const PlanEstimate& a, const PlanEstimate& b) {
   if (p.tp != q.tp) return p.tp < q.tp;
   if (p.cp != q.cp) return p.cp < q.cp;
   if (p.ep != q.ep) return p.ep < q.ep;
+  if (p.etp != q.etp) return p.etp < q.etp;  // 0: etp = tp, the default
   if (p.vpp != q.vpp) return p.vpp < q.vpp;
   return p.micro_batch_size > q.micro_batch_size;
 }
@@ -95,8 +97,10 @@ std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<i
       "pp from 1 to %d layers (uneven stages balanced), vpp up to %d, %smicro-batches of powers of two, and "
       "every fitting ZeRO stage; %d (tp, cp, pp) layouts divide %d GPUs",
       Join(tps).c_str(), m.heads, m.kv(), hw.nvlink_domain_gpus, Join(cps).c_str(), m.layers, kMaxVpp,
-      m.moe.enabled() ? Format("ep dividing %d experts and dp·cp, ", m.moe.experts).c_str() : "", s.layouts,
-      spec.resources.gpus);
+      m.moe.enabled()
+          ? Format("etp of tp or 1, ep dividing %d experts and tp·cp·dp/etp, ", m.moe.experts).c_str()
+          : "",
+      s.layouts, spec.resources.gpus);
   if (s.rejected_batch > 0) {
     x += Format("; %d rejected because dp does not divide the global batch of %d", s.rejected_batch,
                 spec.training.global_batch_size);
@@ -129,13 +133,21 @@ std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<i
   return x;
 }
 
-// Expert-parallel sizes: the common divisors of the routed experts and dp·cp; {1} for a dense model.
+// Expert-parallel sizes: the common divisors of the routed experts and the `shards` = tp·cp·dp/etp ranks
+// of a stage that the experts' grid folds; {1} for a dense model.
 std::vector<int> ExpertParallelSizes(const ModelSpec& m, long long shards) {
   std::vector<int> eps;
   const long long limit = m.moe.enabled() ? std::gcd(static_cast<long long>(m.moe.experts), shards) : 1;
   for (int ep = 1; ep <= limit; ++ep)
     if (limit % ep == 0) eps.push_back(ep);
   return eps;
+}
+
+// Expert tensor parallel sizes: tp (Megatron's default) and, for a MoE model with tp > 1, 1 (the experts
+// whole on each rank, as Megatron-Bridge's MoE recipes run them).
+std::vector<int> ExpertTensorParallelSizes(const ModelSpec& m, int tp) {
+  if (m.moe.enabled() && tp > 1) return {tp, 1};
+  return {tp};
 }
 
 std::vector<int> ZeroStages(Framework f, int shards) {
@@ -180,40 +192,42 @@ Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
         const std::vector<int> layers = StageLayers(m.layers, pp);
         const int fewest = *std::min_element(layers.begin(), layers.end());
         const int max_vpp = pp == 1 ? 1 : std::min(kMaxVpp, fewest);
-        for (int ep : ExpertParallelSizes(m, static_cast<long long>(dp) * cp))
-          for (int vpp = 1; vpp <= max_vpp; ++vpp) {
-            for (int mbs = 1; batch % (static_cast<long long>(mbs) * dp) == 0; mbs *= 2) {
-              Plan plan{.tp = tp,
-                        .pp = pp,
-                        .dp = dp,
-                        .micro_batches = batch / (mbs * dp),
-                        .micro_batch_size = mbs,
-                        .cp = cp,
-                        .vpp = vpp,
-                        .sequence_parallel = tp > 1,
-                        .pipeline_layers = {},
-                        .ep = ep};
-              // Every fitting stage is a candidate: a higher stage needs less memory but may also be faster
-              // (ZeRO-1's gather overlaps the forward where ZeRO-0's all-reduce follows the backward).
-              std::optional<PlanEstimate> lower;  // the stage below the first that fits
-              bool fitted = false;
-              for (int zero : ZeroStages(spec.training.framework, dp * cp)) {
-                plan.zero_stage = zero;
-                PlanEstimate e = Estimate(spec, plan, hw);
-                s.OfferClosest(e);
-                if (e.fits) {
-                  s.Offer(e, fitted ? std::nullopt : lower);
-                  fitted = true;
-                } else {
-                  lower = e;
+        for (int etp : ExpertTensorParallelSizes(m, tp))
+          for (int ep : ExpertParallelSizes(m, static_cast<long long>(tp) * cp * dp / etp))
+            for (int vpp = 1; vpp <= max_vpp; ++vpp) {
+              for (int mbs = 1; batch % (static_cast<long long>(mbs) * dp) == 0; mbs *= 2) {
+                Plan plan{.tp = tp,
+                          .pp = pp,
+                          .dp = dp,
+                          .micro_batches = batch / (mbs * dp),
+                          .micro_batch_size = mbs,
+                          .cp = cp,
+                          .vpp = vpp,
+                          .sequence_parallel = tp > 1,
+                          .pipeline_layers = {},
+                          .ep = ep,
+                          .etp = etp == tp ? 0 : etp};
+                // Every fitting stage is a candidate: a higher stage needs less memory but may also be faster
+                // (ZeRO-1's gather overlaps the forward where ZeRO-0's all-reduce follows the backward).
+                std::optional<PlanEstimate> lower;  // the stage below the first that fits
+                bool fitted = false;
+                for (int zero : ZeroStages(spec.training.framework, dp * cp)) {
+                  plan.zero_stage = zero;
+                  PlanEstimate e = Estimate(spec, plan, hw);
+                  s.OfferClosest(e);
+                  if (e.fits) {
+                    s.Offer(e, fitted ? std::nullopt : lower);
+                    fitted = true;
+                  } else {
+                    lower = e;
+                  }
+                }
+                if (!fitted) {
+                  if (mbs == 1) ++s.rejected_memory;
+                  break;  // larger micro-batches need at least as much memory
                 }
               }
-              if (!fitted) {
-                if (mbs == 1) ++s.rejected_memory;
-                break;  // larger micro-batches need at least as much memory
-              }
             }
-          }
       }
     }
   }

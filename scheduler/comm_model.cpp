@@ -58,6 +58,13 @@ double StageMoeLayers(const ModelSpec& m, int stage_layers) {
   return stage_layers * static_cast<double>(m.moe.count(m.layers)) / m.layers;
 }
 
+// MoE layers among a stage's `stage_layers` whose expert half (the MLP's two TP collectives of four) runs
+// over the etp ranks sharing an expert instead of the tp group, on the tokens those ranks hold: all of the
+// stage's MoE layers when etp ≠ tp (Megatron-Core's expert tensor parallelism), none when etp = tp.
+double ExpertHalvesOffTp(const JobSpec& spec, const Plan& plan, int stage_layers) {
+  return plan.expert_tp() == plan.tp ? 0 : StageMoeLayers(spec.model, stage_layers) / 2;
+}
+
 // Bytes one rank sends in one MoE all-to-all (dispatch or combine): its tokens × top_k × hidden.
 double AllToAllBytes(const JobSpec& spec, const Plan& plan) {
   if (plan.ep <= 1) return 0;
@@ -168,12 +175,12 @@ double MatmulEfficiency(const ModelSpec& m, int tp, const Hardware& hw) {
 
 double ExpertTokensPerMicroBatch(const JobSpec& spec, const Plan& plan) {
   const MoeSpec& moe = spec.model.moe;
-  return static_cast<double>(spec.model.seq_len) / plan.cp * plan.micro_batch_size * moe.top_k * plan.ep /
-         moe.experts;
+  return static_cast<double>(spec.model.seq_len) / plan.cp * plan.micro_batch_size * plan.expert_tp() /
+         plan.tp * moe.top_k * plan.ep / moe.experts;
 }
 
 double ExpertMatmulEfficiency(const JobSpec& spec, const Plan& plan, const Hardware& hw) {
-  const double d = static_cast<double>(spec.model.hidden) / plan.tp;
+  const double d = static_cast<double>(spec.model.hidden) / plan.expert_tp();
   return MatmulEfficiencyAt(std::min(d, ExpertTokensPerMicroBatch(spec, plan)), hw);
 }
 
@@ -186,7 +193,10 @@ CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan) {
   const double mb = plan.micro_batches;
   CommBytes c;
   const int tp_collectives = t.activation_recompute == Recompute::kFull ? 6 : 4;
-  c.tp = stage_layers * mb * tp_collectives * RingAllReduceBytes(a, plan.tp);
+  const double expert_halves = ExpertHalvesOffTp(spec, plan, stage_layers);
+  c.tp = mb * tp_collectives *
+         ((stage_layers - expert_halves) * RingAllReduceBytes(a, plan.tp) +
+          expert_halves * RingAllReduceBytes(a * plan.expert_tp() / plan.tp, plan.expert_tp()));
   // Each TP rank holds kv_heads/tp of the K and V heads (tp divides kv_heads) and passes only those.
   const double kv_chunk = 2.0 * m.seq_len / plan.cp * plan.micro_batch_size * m.kv() / plan.tp * m.head() *
                           ActivationElementBytes(t.precision);
@@ -211,7 +221,7 @@ CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan) {
         return mb * (2 * AllGatherBytes(w, n) + AllGatherBytes(g, n));
     }
   };
-  c.dp = dp_bytes(params.dense, n) + dp_bytes(params.expert, n / plan.ep);
+  c.dp = dp_bytes(params.dense, n) + dp_bytes(params.expert, ExpertDataParallelSize(plan));
   return c;
 }
 
@@ -275,21 +285,25 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   auto bw = [&](long long span) { return span <= domain ? hw.nvlink_bytes_per_s : hw.ib_bytes_per_s; };
   auto lat = [&](long long span) { return span <= domain ? hw.nvlink_latency_s : hw.ib_latency_s; };
   const int tp_collectives = t.activation_recompute == Recompute::kFull ? 6 : 4;
-  st.tp = stage_layers * mb * tp_collectives * AllReduceSeconds(a, plan.tp, bw(plan.tp), lat(plan.tp));
+  const int etp = plan.expert_tp();
+  const double expert_halves = ExpertHalvesOffTp(spec, plan, stage_layers);
+  st.tp = mb * tp_collectives *
+          ((stage_layers - expert_halves) * AllReduceSeconds(a, plan.tp, bw(plan.tp), lat(plan.tp)) +
+           expert_halves * AllReduceSeconds(a * etp / plan.tp, etp, bw(etp), lat(etp)));
 
   const long long cp_span = static_cast<long long>(plan.tp) * plan.cp;
   const CommBytes c = EstimateCommBytes(spec, plan);
   st.cp = plan.cp > 1 ? c.cp / bw(cp_span) + stage_layers * mb * 3.0 * (plan.cp - 1) * lat(cp_span) : 0;
   const double cp_exposed = std::max(0.0, st.cp - mb * stage_attention_s);
 
-  // MoE all-to-alls over the EP group (rank order tp, cp, ep, dp, pp: it spans tp·cp·ep ranks, members
-  // tp·cp apart), one latency each (NCCL sends to all peers at once), all on the critical path. A rank
-  // reaches the EP peers inside its NVLink domain over NVLink and the others over the network at the same
-  // time, so the slower share sets the time.
-  const long long ep_span = cp_span * plan.ep;
+  // MoE all-to-alls over the EP group (Megatron-Core's expert grid, etp fastest, then ep: it spans etp·ep
+  // ranks, members etp apart), one latency each (NCCL sends to all peers at once), all on the critical
+  // path. A rank reaches the EP peers inside its NVLink domain over NVLink and the others over the network
+  // at the same time, so the slower share sets the time.
+  const long long ep_span = static_cast<long long>(etp) * plan.ep;
   const double all_to_alls = StageMoeLayers(m, stage_layers) * mb * tp_collectives;
   if (plan.ep > 1) {
-    const long long local = ep_span <= domain ? plan.ep : std::max(1LL, domain / cp_span);  // incl. itself
+    const long long local = ep_span <= domain ? plan.ep : std::max(1, domain / etp);  // incl. itself
     const double nvlink_share = static_cast<double>(local - 1) / (plan.ep - 1);
     st.ep =
         std::max(c.ep * nvlink_share / hw.nvlink_bytes_per_s, c.ep * (1 - nvlink_share) / hw.ib_bytes_per_s) +
@@ -304,13 +318,13 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   }
 
   const long long dp_span = static_cast<long long>(plan.tp) * plan.cp * plan.dp;
-  const int n = plan.dp * plan.cp, n_expert = n / plan.ep;
+  const int n = plan.dp * plan.cp, n_expert = ExpertDataParallelSize(plan);
   const RankParams params = MaxStageParams(spec, plan, layers);
   const double ge = GradientElementBytes(t);
   // Dense parameters over the dp·cp ranks of one TP index (tp apart: domain/tp of them share an NVLink
-  // domain) plus routed experts over the dp·cp/ep ranks of one expert (tp·ep apart).
+  // domain) plus routed experts over the expert-data-parallel ranks of one expert shard (etp·ep apart).
   const double b = DataParallelBusBandwidth(dp_span, std::max(1, domain / plan.tp), hw);
-  const double be = DataParallelBusBandwidth(dp_span, std::max(1, domain / (plan.tp * plan.ep)), hw);
+  const double be = DataParallelBusBandwidth(dp_span, std::max(1, domain / (etp * plan.ep)), hw);
   const double l = lat(dp_span);
   const double all_reduce =
       AllReduceSeconds(params.dense * ge, n, b, l) + AllReduceSeconds(params.expert * ge, n_expert, be, l);

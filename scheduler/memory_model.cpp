@@ -64,8 +64,12 @@ double StageParamsPerRank(const ModelSpec& m, int tp, int pp, int stage, int sta
   return params / tp;
 }
 
+int ExpertDataParallelSize(const Plan& plan) {
+  return plan.tp * plan.cp * plan.dp / (plan.expert_tp() * plan.ep);
+}
+
 double StageExpertParamsPerRank(const ModelSpec& m, const Plan& plan, int stage_layers) {
-  return stage_layers * PlannedLayerSplit(m).expert / (static_cast<double>(plan.tp) * plan.ep);
+  return stage_layers * PlannedLayerSplit(m).expert / (static_cast<double>(plan.expert_tp()) * plan.ep);
 }
 
 double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const Plan& plan) {
@@ -111,10 +115,10 @@ double InFlightMicroBatches(int pp, int stage, int micro_batches, int vpp) {
   return base * (1 + static_cast<double>(pp - 1) / (static_cast<double>(pp) * vpp));
 }
 
-double FsdpWorkingBytes(const ModelSpec& m, const TrainingSpec& t, int tp, int ep) {
+double FsdpWorkingBytes(const ModelSpec& m, const TrainingSpec& t, const Plan& plan) {
   if (t.framework != Framework::kFsdp) return 0;
   const LayerParamSplit s = PlannedLayerSplit(m);
-  return (s.dense + s.expert / ep) * (2 * 2 + 4) / tp;
+  return (s.dense / plan.tp + s.expert / (static_cast<double>(plan.expert_tp()) * plan.ep)) * (2 * 2 + 4);
 }
 
 MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers,
@@ -125,7 +129,7 @@ MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::ve
   const double experts = StageExpertParamsPerRank(m, plan, stage_layers[stage]);
   const int shards = plan.dp * plan.cp;
   const StateBytesPerParam b = ModelStateBytesPerParam(t, plan.zero_stage, shards);
-  const StateBytesPerParam be = ModelStateBytesPerParam(t, plan.zero_stage, shards / plan.ep);
+  const StateBytesPerParam be = ModelStateBytesPerParam(t, plan.zero_stage, ExpertDataParallelSize(plan));
   MemoryBreakdown mem;
   mem.stage = stage;
   mem.weights = params * b.weights + experts * be.weights;
@@ -136,7 +140,7 @@ MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::ve
   mem.activations = ActivationBytesPerLayer(m, t, plan) * stage_layers[stage] * in_flight;
   if (stage == 0) mem.activations += EmbeddingActivationBytes(m, plan) * in_flight;
   if (stage == plan.pp - 1) mem.activations += OutputActivationBytes(m, t, plan);
-  mem.working = FsdpWorkingBytes(m, t, plan.tp, plan.ep);
+  mem.working = FsdpWorkingBytes(m, t, plan);
   mem.total =
       mem.weights + mem.gradients + mem.optimizer + mem.master_weights + mem.activations + mem.working;
   return mem;

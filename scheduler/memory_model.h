@@ -46,9 +46,12 @@ double GradientElementBytes(const TrainingSpec& t);
 // model with model.parameters given).
 double StageParamsPerRank(const ModelSpec& m, int tp, int pp, int stage, int stage_layers);
 // Routed-expert parameters held by one rank of a stage with `stage_layers` layers:
-// stage_layers · PlannedLayerSplit().expert / (tp · ep) (expert tensor parallel = tp, Megatron's default).
-// Their model state is sharded over the expert-data-parallel ranks, dp·cp/ep. 0 for a dense model.
+// stage_layers · PlannedLayerSplit().expert / (etp · ep) (expert tensor parallel etp, = tp by default).
+// Their model state is sharded over the ExpertDataParallelSize ranks. 0 for a dense model.
 double StageExpertParamsPerRank(const ModelSpec& m, const Plan& plan, int stage_layers);
+// Ranks holding the same expert shard, over which the experts' gradients are reduced and their optimizer
+// state sharded: tp·cp·dp/(etp·ep) (Megatron-Core's expert data parallel size; dp·cp/ep when etp = tp).
+int ExpertDataParallelSize(const Plan& plan);
 
 // Activation bytes one transformer layer keeps for one micro-batch on one rank. With s' = seq_len/cp,
 // b micro_batch_size, h hidden, a heads of width d (head_dim, default h/a), k kv_heads, F ffn width, t tp, in
@@ -83,9 +86,9 @@ inline double LogitBytes(const TrainingSpec& t) {
 double InFlightMicroBatches(int pp, int stage, int micro_batches, int vpp = 1);
 
 // FSDP2's unsharded working set: bf16 parameters of two layers (the one computing and the one prefetched)
-// and fp32 gradients of one layer before its reduce-scatter, per rank (divided by tp; routed experts also by
-// ep). 0 for other frameworks.
-double FsdpWorkingBytes(const ModelSpec& m, const TrainingSpec& t, int tp, int ep = 1);
+// and fp32 gradients of one layer before its reduce-scatter, per rank (divided by tp; routed experts by
+// etp·ep instead). 0 for other frameworks.
+double FsdpWorkingBytes(const ModelSpec& m, const TrainingSpec& t, const Plan& plan);
 
 // Memory of one rank of `stage` given the stages' layer counts.
 MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers,

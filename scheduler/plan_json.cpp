@@ -16,6 +16,7 @@ Json ToJson(const PlanEstimate& e) {
         {"micro_batch_size", p.micro_batch_size},
         {"cp", p.cp},
         {"ep", p.ep},
+        {"etp", p.expert_tp()},
         {"vpp", p.vpp},
         {"sequence_parallel", p.sequence_parallel},
         {"pipeline_layers", e.stage_layers}}},

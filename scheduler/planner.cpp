@@ -70,6 +70,7 @@ std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const
   if (p.dp < 1) fail("parallelism.dp", "must be at least 1");
   if (p.vpp < 1) fail("parallelism.vpp", "must be at least 1");
   if (p.ep < 1) fail("parallelism.ep", "must be at least 1");
+  if (p.etp < 0) fail("parallelism.etp", "must be at least 1");
   if (p.zero_stage < 0 || p.zero_stage > 3) fail("parallelism.zero_stage", "must be 0, 1, 2 or 3");
   if (p.micro_batch_size < 1) fail("training.micro_batch_size", "must be positive");
   if (!errors.empty()) return errors;
@@ -101,11 +102,25 @@ std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const
       fail("parallelism.ep", "ep > 1 needs a mixture-of-experts model (model.moe)");
     else if (m.moe.experts % p.ep != 0)
       fail("parallelism.ep", Format("%d does not divide model.moe.experts (%d)", p.ep, m.moe.experts));
-    else if ((static_cast<long long>(p.dp) * p.cp) % p.ep != 0)
-      fail("parallelism.ep",
-           Format("%d does not divide dp·cp = %lld: expert parallelism is carved out of the "
-                  "data-parallel ranks",
-                  p.ep, static_cast<long long>(p.dp) * p.cp));
+  }
+  const int etp = p.expert_tp();
+  if (etp != p.tp) {
+    if (!m.moe.enabled())
+      fail("parallelism.etp", "an expert tensor parallel size other than tp needs model.moe");
+    else if (p.tp > 1 && !p.sequence_parallel)
+      fail("parallelism.etp",
+           "an expert tensor parallel size other than tp needs sequence parallelism (the experts take the "
+           "tokens each rank holds)");
+    if (etp > hw.nvlink_domain_gpus)
+      fail("parallelism.etp", Format("%d exceeds the NVLink domain (%d GPUs)", etp, hw.nvlink_domain_gpus));
+  }
+  const long long stage_ranks = static_cast<long long>(p.tp) * p.cp * p.dp;
+  if (m.moe.enabled() && p.ep >= 1 && m.moe.experts % p.ep == 0 && stage_ranks % (etp * p.ep) != 0) {
+    const std::string why =
+        Format("etp·ep = %d·%d does not divide tp·cp·dp = %lld: the experts' grid folds the ranks of a stage",
+               etp, p.ep, stage_ranks);
+    if (p.ep > 1) fail("parallelism.ep", why);
+    if (etp != p.tp) fail("parallelism.etp", why);
   }
   if (p.pp > m.layers) fail("parallelism.pp", Format("%d stages exceed model.layers (%d)", p.pp, m.layers));
   if (!p.pipeline_layers.empty()) {
@@ -207,6 +222,7 @@ std::string Describe(const Plan& p) {
   std::string s = Format("tp=%d", p.tp);
   if (p.cp > 1) s += Format(" cp=%d", p.cp);
   if (p.ep > 1) s += Format(" ep=%d", p.ep);
+  if (p.expert_tp() != p.tp) s += Format(" etp=%d", p.expert_tp());
   s += Format(" pp=%d", p.pp);
   if (p.vpp > 1) s += Format(" vpp=%d", p.vpp);
   s += Format(" dp=%d ZeRO-%d, %d micro-batch%s of %d", p.dp, p.zero_stage, p.micro_batches,
@@ -275,6 +291,7 @@ Result<PlanEstimate> PlanJob(const JobSpec& spec, const Hardware& hw) {
   plan.micro_batch_size = spec.training.micro_batch_size;
   plan.cp = spec.parallelism.cp;
   plan.ep = spec.parallelism.ep;
+  plan.etp = spec.parallelism.etp.value_or(plan.tp) == plan.tp ? 0 : *spec.parallelism.etp;
   plan.vpp = spec.parallelism.vpp;
   plan.sequence_parallel = spec.parallelism.sequence_parallel.value_or(plan.tp > 1);
   plan.pipeline_layers = spec.parallelism.pipeline_layers;

@@ -6,8 +6,9 @@
 // - Architecture (model_arch.h): parameters counted from layers, hidden, heads, kv_heads, head_dim,
 //   ffn_hidden, mlp, norm, tied_embeddings and moe when model.parameters is absent; MoE FLOPs from
 //   activated parameters.
-// - Expert parallelism: routed experts split over ep ranks carved out of dp·cp (expert tensor parallel =
-//   tp), their state sharded over dp·cp/ep; token dispatch and combine priced as all-to-alls.
+// - Expert parallelism: routed experts split over ep ranks and sharded over etp (default tp), the etp·ep
+//   grid folded into the tp·cp·dp ranks of a stage as Megatron-Core does, their state sharded over the
+//   tp·cp·dp/(etp·ep) expert-data-parallel ranks; token dispatch and combine priced as all-to-alls.
 // - Model state per parameter by framework (memory_model.h): Megatron (fp32 main gradients, distributed
 //   optimizer), FSDP2, DeepSpeed ZeRO 0-3.
 // - Stages (pipeline_layout.h): even, given, or balanced with the embedding and output layer.
@@ -96,10 +97,11 @@ struct PlanEstimate {
 
 // Checks `plan` against `spec` and `hw` and estimates it. Errors: kInvalidContent with one FieldError per
 // violated rule, by request JSON path: "parallelism.tp" (does not divide model.heads or model.kv_heads, or
-// exceeds the NVLink domain), "parallelism.ep" (ep > 1 without model.moe, or not dividing
-// model.moe.experts or dp·cp), "model.moe.*" (top_k outside 1..experts, more MoE layers than layers),
-// "parallelism.cp" (2·cp does not divide model.seq_len, or training.attention is "eager": ring attention
-// needs fused kernels), "parallelism.pp"
+// exceeds the NVLink domain), "parallelism.ep" (ep > 1 without model.moe, not dividing
+// model.moe.experts, or etp·ep not dividing tp·cp·dp), "parallelism.etp" (other than tp without model.moe,
+// without sequence parallelism, beyond the NVLink domain, or etp·ep not dividing tp·cp·dp), "model.moe.*"
+// (top_k outside 1..experts, more MoE layers than layers), "parallelism.cp" (2·cp does not divide
+// model.seq_len, or training.attention is "eager": ring attention needs fused kernels), "parallelism.pp"
 // (more stages than layers), "parallelism.pipeline_layers" (wrong length or sum), "parallelism.vpp" (more
 // virtual stages than a stage has layers, or vpp > 1 with pp = 1), "parallelism.zero_stage" (megatron
 // takes 0 or 1), "parallelism.dp" (tp·cp·pp·dp != resources.gpus), "training.global_batch_size" (not
@@ -128,7 +130,7 @@ Result<PlanEstimate> EvaluatePlan(const JobSpec& spec, const Plan& plan, const H
 // Searches layouts and returns the fastest one that fits: tp dividing heads and kv_heads within the NVLink
 // domain; cp with 2·cp dividing seq_len; pp from 1 to layers (uneven stages balanced by StageLayers when pp
 // does not divide layers); vpp among the divisors of the smallest stage (≤ 8); dp = gpus/(tp·cp·pp);
-// for MoE models ep among the common divisors of model.moe.experts and dp·cp;
+// for MoE models etp of tp or 1 and ep among the common divisors of model.moe.experts and tp·cp·dp/etp;
 // micro_batch_size 1, 2, 4, ...; the ZeRO stages the framework has (megatron 0-1, deepspeed 0-3, fsdp 3),
 // smallest that fits per layout. Ties (1e-9 relative) go to lower ZeRO, fewer stages, smaller tp, cp, vpp,
 // larger micro-batch. The explanation names the top three with their throughput and memory and why the

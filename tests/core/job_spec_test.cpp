@@ -337,6 +337,38 @@ TEST(JobSpec, InvalidMixtureOfExpertsFieldsAreNamed) {
             (std::set<std::string>{"model.moe.experts", "parallelism.ep"}));
 }
 
+// Expert tensor parallelism (Megatron-Core's expert_tensor_parallel_size): absent means tp and is not
+// echoed; given, it round-trips. The experts' grid folds the ranks of a stage, so etp·ep must divide tp·cp·dp
+// (Mixtral's TP 2 · DP 8 = 16 ranks per stage: etp 1 · ep 8 divides it, etp 4 · ep 8 does not).
+TEST(JobSpec, ExpertTensorParallelRoundTripsAndItsRulesNameTheField) {
+  Json j = MixtralPlan();
+  auto absent = ParsePlanRequest(j);
+  ASSERT_TRUE(absent.ok()) << absent.status().message();
+  EXPECT_FALSE(absent->parallelism.etp.has_value());
+  EXPECT_FALSE(ToJson(*absent).at("parallelism").contains("etp"));
+  j["parallelism"]["etp"] = 1;
+  auto one = ParsePlanRequest(j);
+  ASSERT_TRUE(one.ok()) << one.status().message();
+  EXPECT_EQ(one->parallelism.etp, 1);
+  auto again = ParsePlanRequest(ToJson(*one));
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->parallelism.etp, 1);
+
+  j["parallelism"]["etp"] = 4;
+  EXPECT_EQ(Fields(ParsePlanRequest(j).status()),
+            (std::set<std::string>{"parallelism.ep", "parallelism.etp"}));
+  j["parallelism"]["etp"] = 0;
+  EXPECT_EQ(Fields(ParsePlanRequest(j).status()), std::set<std::string>{"parallelism.etp"});
+  j["parallelism"]["etp"] = "1";
+  EXPECT_EQ(Fields(ParsePlanRequest(j).status()), std::set<std::string>{"parallelism.etp"});
+  j = MixtralPlan();
+  j["model"].erase("moe");
+  j["parallelism"] = {{"tp", 2}, {"pp", 4}, {"etp", 1}};  // a dense model has no experts to shard
+  EXPECT_EQ(Fields(ParsePlanRequest(j).status()), std::set<std::string>{"parallelism.etp"});
+  j["parallelism"]["etp"] = 2;  // = tp: the default, harmless
+  EXPECT_TRUE(ParsePlanRequest(j).ok());
+}
+
 TEST(JobSpec, NotAnObject) {
   auto s = ParseJobSpec(Json::parse("[1,2]"));
   ASSERT_FALSE(s.ok());

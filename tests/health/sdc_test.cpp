@@ -127,7 +127,37 @@ TEST(SdcTest, ExpertParallelReplicaSetsHoldTheSameExperts) {
   auto none = RankLayout::Build(c.plan, c.placement, 0);
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->replica_set_count(), 0);
-  EXPECT_NE(none->replica_sets_reason().find("ep = dp"), std::string::npos);
+  EXPECT_NE(none->replica_sets_reason().find("holds different routed experts"), std::string::npos);
+}
+
+// Expert tensor parallel 1 under tp 2 (Megatron-Core's expert grid: etp fastest, then ep, over the ranks of
+// a stage): rank r = t + 2·d holds expert shard r % ep. With ep 2 that is t, the TP index: the two TP ranks
+// split the experts, and every data-parallel rank of one TP index holds the same ones. With ep 4 it is
+// t + 2·(d % 2): replicas are d and d + 2.
+TEST(SdcTest, ExpertTensorParallelOneFoldsTheExpertsOverTheTpRanks) {
+  FakeClock clock;
+  MonitorContext c = MakeContext(/*tp=*/2, /*pp=*/1, /*dp=*/4, clock.Now());
+  c.plan.etp = 1;
+  c.plan.ep = 2;
+  auto whole = RankLayout::Build(c.plan, c.placement, 0);
+  ASSERT_TRUE(whole.ok()) << whole.status().message();
+  ASSERT_EQ(whole->replica_set_count(), 2);
+  EXPECT_EQ(whole->ReplicaSet(0), std::vector<int>({0, 2, 4, 6}));
+  EXPECT_EQ(whole->ReplicaSet(1), std::vector<int>({1, 3, 5, 7}));
+
+  c.plan.ep = 4;
+  auto halves = RankLayout::Build(c.plan, c.placement, 0);
+  ASSERT_TRUE(halves.ok()) << halves.status().message();
+  ASSERT_EQ(halves->replica_set_count(), 4);
+  EXPECT_EQ(halves->ReplicaSet(0), std::vector<int>({0, 4}));
+  EXPECT_EQ(halves->ReplicaSet(1), std::vector<int>({2, 6}));
+  EXPECT_EQ(halves->ReplicaSet(2), std::vector<int>({1, 5}));
+  EXPECT_EQ(halves->ReplicaSet(3), std::vector<int>({3, 7}));
+
+  c.plan.ep = 8;  // all eight ranks hold different experts
+  auto none = RankLayout::Build(c.plan, c.placement, 0);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->replica_set_count(), 0);
 }
 
 // Context parallelism: rank = tp + TP·(cp + CP·dp). TP 2, CP 2, DP 2 → 8 ranks. CP peers hold the same

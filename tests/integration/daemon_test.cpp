@@ -1,7 +1,7 @@
 // The real daemon: endpoints, durability across kill -9, the database lock, inventory files, auth, SIGTERM.
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <fstream>
 
@@ -169,6 +169,31 @@ TEST(Daemon, PlanAcceptsTheLlama3Layout) {
   EXPECT_NEAR(j["model_parameters"].get<double>(), 405.85e9, 0.01e9);
 }
 
+// Megatron-Bridge's Qwen3-235B-A22B layout on 256 H100s (TP 2, PP 8, VP 4, EP 32 with expert tensor
+// parallel 1: the 32 ranks of a stage split the 128 experts) is accepted with parallelism.etp 1; without
+// it, the experts would be sharded over tp and EP 32 cannot be carved out of dp 16: 422 naming the field.
+TEST(Daemon, PlanAcceptsExpertTensorParallelOne) {
+  TempDir dir;
+  Daemon d(dir.path);
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  Json body = Json::parse(R"({
+    "model": {"layers": 94, "hidden": 4096, "heads": 64, "kv_heads": 4, "head_dim": 128, "mlp": "swiglu",
+              "norm": "rmsnorm", "seq_len": 4096, "vocab": 151936,
+              "moe": {"experts": 128, "top_k": 8, "expert_ffn_hidden": 1536}},
+    "training": {"global_batch_size": 8192, "precision": "fp8", "grad_reduce_in_fp32": false},
+    "parallelism": {"tp": 2, "pp": 8, "vpp": 4, "ep": 32, "etp": 1, "zero_stage": 1},
+    "resources": {"gpus": 256, "gpu": "H100-80GB"}})");
+  HttpResult plan = Http(d.port(), "POST", "/v1/plan", body.dump());
+  ASSERT_EQ(plan.status, 200) << plan.body;
+  EXPECT_TRUE(J(plan)["fits"].get<bool>()) << plan.body;
+  EXPECT_EQ(J(plan)["plan"]["etp"], 1);
+  EXPECT_EQ(J(plan)["plan"]["ep"], 32);
+  body["parallelism"].erase("etp");
+  HttpResult refused = Http(d.port(), "POST", "/v1/plan", body.dump());
+  EXPECT_EQ(refused.status, 422) << refused.body;
+  EXPECT_EQ(J(refused)["errors"][0]["field"], "parallelism.ep") << refused.body;
+}
+
 TEST(Daemon, KillNineKeepsEveryAcknowledgedRecord) {
   TempDir dir;
   std::vector<std::string> jobs;
@@ -228,7 +253,8 @@ TEST(Daemon, InventoryFileAndAuth) {
   ASSERT_EQ(std::system(gen.c_str()), 0);
   std::string tokens = dir.path + "/tokens.json";
   {
-    std::ofstream(tokens) << R"({"tokens": [{"token": "sekrit-0123456789abcdef", "role": "viewer", "name": "v"}]})";
+    std::ofstream(tokens)
+        << R"({"tokens": [{"token": "sekrit-0123456789abcdef", "role": "viewer", "name": "v"}]})";
   }
   ::chmod(tokens.c_str(), 0600);
   Daemon d(dir.path, {"--inventory", inv, "--tokens-file", tokens});
@@ -238,8 +264,9 @@ TEST(Daemon, InventoryFileAndAuth) {
   ASSERT_TRUE(wrong.Send("GET /v1/nodes HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\n\r\n"));
   EXPECT_EQ(wrong.Read().status, 401);
   Connection c(d.port());
-  ASSERT_TRUE(c.Send(
-      "GET /v1/nodes?state=spare HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer sekrit-0123456789abcdef\r\n\r\n"));
+  ASSERT_TRUE(
+      c.Send("GET /v1/nodes?state=spare HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+             "sekrit-0123456789abcdef\r\n\r\n"));
   HttpResult r = c.Read();
   ASSERT_EQ(r.status, 200);
   Json j = J(r);

@@ -126,9 +126,9 @@ TEST(FsdpMemory, WorkingSetOfLayersInFlight) {
   ModelSpec m{1e9, 8, 1024, 16, 1024, 1000};
   TrainingSpec t;
   t.framework = Framework::kFsdp;
-  EXPECT_REL(FsdpWorkingBytes(m, t, 1), 997'952'000.0);
+  EXPECT_REL(FsdpWorkingBytes(m, t, Plan{}), 997'952'000.0);
   t.framework = Framework::kMegatron;
-  EXPECT_EQ(FsdpWorkingBytes(m, t, 1), 0);
+  EXPECT_EQ(FsdpWorkingBytes(m, t, Plan{}), 0);
 }
 
 }  // namespace

@@ -171,6 +171,7 @@ TEST(PlanJson, UsesApiFieldNames) {
                                 {"micro_batch_size", 1},
                                 {"cp", 1},
                                 {"ep", 1},
+                                {"etp", 4},  // = tp when not given
                                 {"vpp", 1},
                                 {"sequence_parallel", true},
                                 {"pipeline_layers", {4, 4}}}));

@@ -288,6 +288,86 @@ TEST(MoeValidation, ExpertParallelRulesNameTheField) {
   EXPECT_TRUE(HasField(bad_k.status(), "model.moe.top_k"));
 }
 
+// Expert tensor parallel 1 under tp 2 (Megatron-Core's expert grid folds the 8 ranks of the stage: etp 1 ·
+// ep 4 = 4 divides them, expert data parallel 8/4 = 2), tp 2, dp 4, ZeRO-1, 2 micro-batches:
+//   memory: experts 2 · 66,304 / (etp 1 · ep 4) = 33,152 per rank at 2 + 4 + 12/2 = 12 B, the same as
+//   etp 2 · ep 2 (609,792 with the dense 211,968); with ep 2 the expert data parallel size is 4:
+//   66,304 at 9 B, 808,704;
+//   TP: a = 32 · 64 · 2 B = 4,096; 4 collectives per layer, each moving 2 · 1/2 · a = 4,096 over tp 2; both
+//   layers are MoE layers whose expert half (2 of the 4) no longer runs over the tp group:
+//   2 micro-batches · 4 · (2 − 1) · 4,096 = 32,768, half the 65,536 of etp = tp;
+//   all-to-all: each rank dispatches its own 16 tokens (32 / tp 2) × top 2 × 64 × 2 B = 4,096 B, 3/4 to
+//   the 3 peers of ep 4: 3,072 × 2 layers × 2 micro-batches × 4 = 49,152;
+//   DP: dense 105,984; experts 33,152 over 2 ranks as in AllToAllAndExpertDataParallelBytes: 205,440.
+TEST(MoeExpertTp, OneFoldsTheExpertsOverTheTensorParallelRanks) {
+  const JobSpec s = SmallMoe(8);
+  Plan p = MoeLayout(2, 4, 4, 1);
+  p.etp = 1;
+  EXPECT_EQ(ExpertDataParallelSize(p), 2);
+  EXPECT_EQ(StageExpertParamsPerRank(s.model, p, 2), 33'152);
+  auto e = EvaluatePlan(s, p, Hardware{});
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_EQ(State(e->memory), 609'792);
+  EXPECT_EQ(e->plan.etp, 1);
+  EXPECT_NE(e->explanation.find("etp=1"), std::string::npos) << e->explanation;
+  Plan ep2 = MoeLayout(2, 4, 2, 1);
+  ep2.etp = 1;
+  EXPECT_EQ(ExpertDataParallelSize(ep2), 4);
+  auto e2 = EvaluatePlan(s, ep2, Hardware{});
+  ASSERT_TRUE(e2.ok()) << e2.status().message();
+  EXPECT_EQ(State(e2->memory), 808'704);
+
+  p.micro_batches = 2;
+  const CommBytes c = EstimateCommBytes(s, p);
+  EXPECT_EQ(c.tp, 32'768);
+  EXPECT_EQ(c.ep, 49'152);
+  EXPECT_EQ(c.dp, 205'440);
+  Plan same = p;
+  same.etp = 0;  // etp = tp
+  same.ep = 2;
+  EXPECT_EQ(EstimateCommBytes(s, same).tp, 65'536);
+  EXPECT_DOUBLE_EQ(EstimateStepTime(s, p, Hardware{}).tp, EstimateStepTime(s, same, Hardware{}).tp / 2);
+}
+
+// Each expert GEMM takes the tokens of the etp ranks that share it: Mixtral at tp 2, etp 1, ep 8 gives each
+// expert 4096/2 (the rank's sequence-parallel share) · top 2 · 8/8 = 4096 tokens on the whole h = 4096, so
+// 0.7 · 4096/(4096 + 192) instead of etp 2's 0.64 (ExpertGemmsAtTheCurveOfTheTokensEachExpertReceives).
+TEST(MoeExpertTp, ExpertGemmsTakeTheWholeWidthWithEtpOne) {
+  JobSpec s;
+  s.model = Mixtral8x7B();
+  Plan p = MoeLayout(2, 32, 8, 1);
+  p.etp = 1;
+  Hardware hw;
+  hw.matmul_efficiency = 0.7;
+  EXPECT_DOUBLE_EQ(ExpertTokensPerMicroBatch(s, p), 4096);
+  EXPECT_NEAR(ExpertMatmulEfficiency(s, p, hw), 0.7 * 4096 / 4288, 1e-12);
+}
+
+TEST(MoeExpertTp, RulesNameTheField) {
+  JobSpec s = SmallMoe(8);
+  Plan grid = MoeLayout(2, 1, 4, 0);  // 2 GPUs' worth of ranks per stage: etp 1 · ep 4 does not divide 2
+  s.resources.gpus = 2;
+  s.training.global_batch_size = 2;
+  grid.etp = 1;
+  auto bad_grid = EvaluatePlan(s, grid, Hardware{});
+  ASSERT_FALSE(bad_grid.ok());
+  EXPECT_TRUE(HasField(bad_grid.status(), "parallelism.ep"));
+  EXPECT_TRUE(HasField(bad_grid.status(), "parallelism.etp"));
+  s = SmallMoe(8);
+  Plan no_sp = MoeLayout(2, 4, 2, 1);
+  no_sp.etp = 1;
+  no_sp.sequence_parallel = false;  // the experts would take tokens every TP rank holds in full
+  auto e = EvaluatePlan(s, no_sp, Hardware{});
+  ASSERT_FALSE(e.ok());
+  EXPECT_TRUE(HasField(e.status(), "parallelism.etp"));
+  JobSpec dense = Model(0, 2, 64, 4, 32, 100, 8, 8);
+  Plan p = MoeLayout(2, 4, 1, 1);
+  p.etp = 1;
+  auto no_moe = EvaluatePlan(dense, p, Hardware{});
+  ASSERT_FALSE(no_moe.ok());
+  EXPECT_TRUE(HasField(no_moe.status(), "parallelism.etp"));
+}
+
 // Mixtral 8x7B on 64 H100s (Megatron-LM's Mixtral example layout TP 2 PP 4 EP 8, 256 sequences of 4096):
 // the layout is accepted and fits; auto also searches ep and finds a fitting layout no slower.
 TEST(MoeAuto, MixtralSearchesExpertParallelism) {

@@ -273,6 +273,28 @@ std::vector<PublishedRun> PublishedRuns() {
                     "like the H100 row (+50 %), while the same model and software with EP across the "
                     "network (B200) is +19 % (docs/planner.md, Validation)"});
   }
+  // Qwen3-235B-A22B (Qwen3 technical report, arXiv:2505.09388 Table 2: 94 layers, residual 4096, 64 query
+  // and 4 KV heads of width 128, 128 experts of width 1536, 8 per token, no shared experts, vocabulary
+  // 151,936, untied) on 256 H100s, FP8 (Megatron-Bridge performance summary, "26.02 NeMo Container",
+  // Qwen3_235B_a22B, DGX-H100 FP8: GBS 8192, MBS 1, sequence 4096, TP 2, PP 8, VP 4, EP 32, 1,633 tokens/s
+  // per GPU; 1,712 in 26.04.01). Config (scripts/performance/configs/qwen/ at cfeddcd94):
+  // expert_tensor_parallel_size 1 (the 32 ranks of a stage split the experts whole: parallelism.etp 1),
+  // the alltoall dispatcher, moe_a2a_overlap (the all-to-alls overlapped with the other micro-batch's
+  // compute, which the planner does not credit), no recompute, grad_reduce_in_fp32 false, no TP overlap.
+  {
+    JobSpec s = LlamaStyle(94, 4096, 64, 4, 151936, 4096, 8192, 256, "H100-80GB");
+    s.model.head_dim = 128;
+    s.model.moe = {.experts = 128, .top_k = 8, .expert_ffn_hidden = 1536};
+    s.training.precision = Precision::kFp8;
+    s.training.grad_reduce_in_fp32 = false;
+    s.training.cross_entropy_fp32 = false;
+    s.training.activation_recompute = Recompute::kNone;
+    Plan p = Layout(2, 1, 8, 16, 4, 1);
+    p.ep = 32;
+    p.etp = 1;
+    runs.push_back({"Qwen3-235B-A22B 256 H100 FP8 TP2 PP8 VP4 EP32 ETP1", bridge, s, p,
+                    HardwareForResources(s.resources), 242, 1633});
+  }
   // NeMo Automodel (github.com/NVIDIA-NeMo/Automodel docs/performance-summary.md, DGX-H100 BF16, updated
   // 2025-10-02; examples/benchmark/configs/gptoss_120b_te_deepep.yaml): 64 GPUs, GBS 512, local batch 2
   // (4 accumulation steps), sequence 4096, FSDP2 over 64 ranks, ep_size 64 with DeepEP, TE linear layers and
