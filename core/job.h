@@ -85,6 +85,11 @@ struct TrainingSpec {
   // Megatron-Core's --tp-comm-overlap (Transformer Engine userbuffers): each sequence-parallel all-gather
   // and reduce-scatter is split into tp chunks pipelined with its GEMM. Needs sequence parallelism.
   bool tp_comm_overlap = false;
+  // fp8 only: the transformer layers' weights held as FP8 (Megatron-Core's --fp8-param-gather, NeMo's
+  // fp8_params; Megatron-Bridge's FP8 current-scaling recipes set it): no bf16 copy beside Transformer
+  // Engine's FP8 weight and transpose, and the distributed optimizer gathers 1-byte parameters. false: the
+  // bf16 weights plus Transformer Engine's cached FP8 weight and transpose (2 B per parameter more).
+  bool fp8_param_gather = false;
 };
 
 struct ParallelismSpec {

@@ -69,7 +69,8 @@ void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* 
   if (!j) return root.Error("training", "is required");
   FieldReader r(*j, "training", errs);
   r.OnlyKnown({"micro_batch_size", "global_batch_size", "precision", "optimizer", "activation_recompute",
-               "framework", "attention", "cross_entropy_fp32", "grad_reduce_in_fp32", "tp_comm_overlap"});
+               "framework", "attention", "cross_entropy_fp32", "grad_reduce_in_fp32", "tp_comm_overlap",
+               "fp8_param_gather"});
   t->micro_batch_size = int(r.Int("micro_batch_size", false, 1, 1 << 16).value_or(1));
   if (auto v = r.Int("global_batch_size", true, 1, 1 << 28)) t->global_batch_size = int(*v);
   if (auto v = r.Enum("precision", {"bf16", "fp16", "fp32", "fp8"}))
@@ -92,6 +93,9 @@ void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* 
   if (auto v = r.Bool("cross_entropy_fp32")) t->cross_entropy_fp32 = *v;
   if (auto v = r.Bool("grad_reduce_in_fp32")) t->grad_reduce_in_fp32 = *v;
   if (auto v = r.Bool("tp_comm_overlap")) t->tp_comm_overlap = *v;
+  if (auto v = r.Bool("fp8_param_gather")) t->fp8_param_gather = *v;
+  if (t->fp8_param_gather && t->precision != Precision::kFp8)
+    r.Error("training.fp8_param_gather", "needs training.precision \"fp8\"");
 }
 
 void ParseResources(FieldReader& root, Resources* res, std::vector<FieldError>* errs) {
@@ -390,7 +394,8 @@ Json ToJson(const JobSpec& s) {
         {"framework", ToString(s.training.framework)},
         {"attention", s.training.attention == Attention::kEager ? "eager" : "flash"},
         {"cross_entropy_fp32", s.training.cross_entropy_fp32},
-        {"tp_comm_overlap", s.training.tp_comm_overlap}}},
+        {"tp_comm_overlap", s.training.tp_comm_overlap},
+        {"fp8_param_gather", s.training.fp8_param_gather}}},
       {"parallelism", par},
       {"resources", res},
       {"command", s.command},

@@ -150,9 +150,10 @@ std::vector<int> ExpertTensorParallelSizes(const ModelSpec& m, int tp) {
   return {tp};
 }
 
-std::vector<int> ZeroStages(Framework f, int shards) {
-  if (f == Framework::kFsdp) return {3};
-  if (shards == 1) return {0};  // nothing to shard over
+std::vector<int> ZeroStages(const TrainingSpec& t, int shards) {
+  if (t.framework == Framework::kFsdp) return {3};
+  if (t.fp8_param_gather) return {1, 2, 3};  // FP8 parameters are gathered from the optimizer's shards
+  if (shards == 1) return {0};               // nothing to shard over
   return {0, 1, 2, 3};
 }
 
@@ -211,7 +212,7 @@ Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
                 // (ZeRO-1's gather overlaps the forward where ZeRO-0's all-reduce follows the backward).
                 std::optional<PlanEstimate> lower;  // the stage below the first that fits
                 bool fitted = false;
-                for (int zero : ZeroStages(spec.training.framework, dp * cp)) {
+                for (int zero : ZeroStages(spec.training, dp * cp)) {
                   plan.zero_stage = zero;
                   PlanEstimate e = Estimate(spec, plan, hw);
                   s.OfferClosest(e);

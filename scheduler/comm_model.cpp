@@ -42,15 +42,23 @@ double ActivationBytes(const JobSpec& spec, const Plan& plan) {
 // experts (reduced over the dp·cp/ep expert-data-parallel ranks).
 struct RankParams {
   double dense = 0, expert = 0;
+  double vocab = 0;  // of dense: the embedding and output layer, which stay 16-bit under fp8_param_gather
 };
 RankParams MaxStageParams(const JobSpec& spec, const Plan& plan, const std::vector<int>& layers) {
   RankParams most;
   for (int i = 0; i < plan.pp; ++i) {
     const RankParams p{StageParamsPerRank(spec.model, plan.tp, plan.pp, i, layers[i]),
-                       StageExpertParamsPerRank(spec.model, plan, layers[i])};
+                       StageExpertParamsPerRank(spec.model, plan, layers[i]),
+                       StageVocabParamsPerRank(spec.model, plan.tp, plan.pp, i)};
     if (p.dense + p.expert > most.dense + most.expert) most = p;
   }
   return most;
+}
+
+// Bytes of `params` 16-bit weights, of which `vocab` the embedding or output layer, as the data-parallel
+// ranks gather them: the layers' weights in 1 byte with training.fp8_param_gather (FP8 parameters), 2 else.
+double WeightBytes(const TrainingSpec& t, double params, double vocab) {
+  return t.fp8_param_gather ? params + vocab : 2 * params;
 }
 
 // MoE layers among the `stage_layers` of a stage: the model's share of MoE layers.
@@ -208,8 +216,8 @@ CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan) {
 
   const RankParams params = MaxStageParams(spec, plan, layers);
   const int n = plan.dp * plan.cp;
-  auto dp_bytes = [&](double p, int n) {
-    const double g = p * GradientElementBytes(t), w = p * 2;
+  auto dp_bytes = [&](double p, double w, int n) {
+    const double g = p * GradientElementBytes(t);
     switch (ZeroStageOf(t, plan)) {
       case 0:
         return RingAllReduceBytes(g, n);
@@ -221,7 +229,8 @@ CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan) {
         return mb * (2 * AllGatherBytes(w, n) + AllGatherBytes(g, n));
     }
   };
-  c.dp = dp_bytes(params.dense, n) + dp_bytes(params.expert, ExpertDataParallelSize(plan));
+  c.dp = dp_bytes(params.dense, WeightBytes(t, params.dense, params.vocab), n) +
+         dp_bytes(params.expert, WeightBytes(t, params.expert, 0), ExpertDataParallelSize(plan));
   return c;
 }
 
@@ -330,8 +339,8 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
       AllReduceSeconds(params.dense * ge, n, b, l) + AllReduceSeconds(params.expert * ge, n_expert, be, l);
   const double reduce =
       AllGatherSeconds(params.dense * ge, n, b, l) + AllGatherSeconds(params.expert * ge, n_expert, be, l);
-  const double gather =
-      AllGatherSeconds(params.dense * 2, n, b, l) + AllGatherSeconds(params.expert * 2, n_expert, be, l);
+  const double gather = AllGatherSeconds(WeightBytes(t, params.dense, params.vocab), n, b, l) +
+                        AllGatherSeconds(WeightBytes(t, params.expert, 0), n_expert, be, l);
   double dp_exposed = 0;
   const double backward = 2.0 / 3 * stage_s, forward = stage_s / 3;
   // The last gradient bucket's reduction starts after the backward ends: never hidden.

@@ -57,11 +57,25 @@ StateBytesPerParam ModelStateBytesPerParam(const TrainingSpec& t, int zero_stage
   return b;
 }
 
-double StageParamsPerRank(const ModelSpec& m, int tp, int pp, int stage, int stage_layers) {
-  double params = DenseLayerParams(m) * stage_layers;
+double StageLayerParamsPerRank(const ModelSpec& m, int tp, int stage_layers) {
+  return DenseLayerParams(m) * stage_layers / tp;
+}
+
+double StageVocabParamsPerRank(const ModelSpec& m, int tp, int pp, int stage) {
+  double params = 0;
   if (stage == 0) params += VocabParams(m);
   if (stage == pp - 1 && (pp > 1 || !m.tied_embeddings)) params += VocabParams(m);
   return params / tp;
+}
+
+double StageParamsPerRank(const ModelSpec& m, int tp, int pp, int stage, int stage_layers) {
+  return StageLayerParamsPerRank(m, tp, stage_layers) + StageVocabParamsPerRank(m, tp, pp, stage);
+}
+
+double Fp8WeightCacheBytesPerParam(const TrainingSpec& t) {
+  const bool cached =
+      t.precision == Precision::kFp8 && !t.fp8_param_gather && t.framework == Framework::kMegatron;
+  return cached ? 2 : 0;
 }
 
 int ExpertDataParallelSize(const Plan& plan) {
@@ -80,14 +94,11 @@ double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const 
   const bool sp = plan.sequence_parallel || plan.tp == 1;
   if (t.activation_recompute == Recompute::kFull) return scale * sbh * 2 / (sp ? tp : 1);
   const double f = static_cast<double>(m.ffn()) / h;
-  double mlp = 3 + MlpInnerUnits(m.mlp, f);
-  if (m.moe.enabled()) {
-    const MoeSpec& e = m.moe;
-    const double fe = e.expert_ffn_hidden > 0 ? e.expert_ffn_hidden / h : f;
-    const double moe_mlp = 3 + 2.0 * e.top_k + (e.top_k + e.shared_experts) * MlpInnerUnits(m.mlp, fe);
-    const double share = static_cast<double>(e.count(m.layers)) / m.layers;
-    mlp = (1 - share) * mlp + share * moe_mlp;
-  }
+  const MoeSpec& e = m.moe;
+  const double fe = e.expert_ffn_hidden > 0 ? e.expert_ffn_hidden / h : f;
+  const double share = static_cast<double>(e.count(m.layers)) / m.layers;
+  const double moe_mlp = 3 + 2.0 * e.top_k + (e.top_k + e.shared_experts) * MlpInnerUnits(m.mlp, fe);
+  const double mlp = (1 - share) * (3 + MlpInnerUnits(m.mlp, f)) + share * moe_mlp;
   // Attention: its input 2, Q 2·q/h, K and V 4·kv/h, AV's output (the projection's input) 2·q/h, dropout
   // mask 1 (7 + 4·kv_heads/heads when the heads are h/a wide).
   const double attention = 3 + 4 * (m.q_width() + m.kv_width()) / h;
@@ -95,7 +106,23 @@ double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const 
   if (t.attention == Attention::kEager && t.activation_recompute == Recompute::kNone) {
     units += 5.0 * m.heads * m.seq_len / h;
   }
-  const double per_rank = sp ? units / tp : 10 + (units - 10) / tp;
+  // Units held whole on every TP rank without sequence parallelism: norm inputs 4, the attention's and the
+  // MLP's inputs 2 each, dropout masks 2 (Korthikanti eq. 2).
+  double whole = 10;
+  if (t.precision == Precision::kFp8) {
+    // Transformer Engine's GEMMs keep an FP8 copy of their input (1 byte) for the backward. Where no other
+    // kernel keeps the 16-bit tensor that halves it: QKV's and the dense MLP's normed inputs (LayerNormLinear
+    // emits them in FP8), the experts' dispatched tokens, every second MLP GEMM's input (f units). Where one
+    // does, the copy is extra: the projection's input beside the attention output the attention backward
+    // keeps (q/h), each shared expert's input beside the router's (1).
+    const double saved_whole = 1 + (1 - share);
+    const double saved_split = (1 - share) * f +
+                               share * (e.top_k + (e.top_k + e.shared_experts) * fe - e.shared_experts) -
+                               m.q_width() / h;
+    units -= saved_whole + saved_split;
+    whole -= saved_whole;
+  }
+  const double per_rank = sp ? units / tp : whole + (units - whole) / tp;
   return scale * sbh * per_rank;
 }
 
@@ -125,14 +152,16 @@ MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::ve
                             int stage) {
   const TrainingSpec& t = spec.training;
   const ModelSpec& m = spec.model;
-  const double params = StageParamsPerRank(m, plan.tp, plan.pp, stage, stage_layers[stage]);
+  const double layer_params = StageLayerParamsPerRank(m, plan.tp, stage_layers[stage]);
+  const double params = layer_params + StageVocabParamsPerRank(m, plan.tp, plan.pp, stage);
   const double experts = StageExpertParamsPerRank(m, plan, stage_layers[stage]);
   const int shards = plan.dp * plan.cp;
   const StateBytesPerParam b = ModelStateBytesPerParam(t, plan.zero_stage, shards);
   const StateBytesPerParam be = ModelStateBytesPerParam(t, plan.zero_stage, ExpertDataParallelSize(plan));
   MemoryBreakdown mem;
   mem.stage = stage;
-  mem.weights = params * b.weights + experts * be.weights;
+  mem.weights =
+      params * b.weights + experts * be.weights + Fp8WeightCacheBytesPerParam(t) * (layer_params + experts);
   mem.gradients = params * b.gradients + experts * be.gradients;
   mem.optimizer = params * b.optimizer + experts * be.optimizer;
   mem.master_weights = params * b.master_weights + experts * be.master_weights;

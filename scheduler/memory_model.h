@@ -21,7 +21,8 @@ namespace shepherd {
 // fsdp (FSDP2 with bf16 compute): fp32 parameters (4, also the master copy), fp32 gradients (4) and the
 //   optimizer, all sharded: 16/N for Adam, whatever zero_stage says; the unsharded working set is
 //   FsdpWorkingBytes.
-// Optimizer state (fp32): Adam m and v 8; SGD momentum 4. fp8 training keeps 16-bit weights.
+// Optimizer state (fp32): Adam m and v 8; SGD momentum 4. fp8 training keeps 16-bit weights (2 B, or FP8
+// ones with their transpose, also 2 B), plus Fp8WeightCacheBytesPerParam on the layers' weights.
 // Megatron and DeepSpeed gradients take GradientElementBytes(t) (training.grad_reduce_in_fp32); fsdp's stay
 // fp32 like its sharded parameters.
 struct StateBytesPerParam {
@@ -49,6 +50,16 @@ double StageParamsPerRank(const ModelSpec& m, int tp, int pp, int stage, int sta
 // stage_layers · PlannedLayerSplit().expert / (etp · ep) (expert tensor parallel etp, = tp by default).
 // Their model state is sharded over the ExpertDataParallelSize ranks. 0 for a dense model.
 double StageExpertParamsPerRank(const ModelSpec& m, const Plan& plan, int stage_layers);
+// StageParamsPerRank's two parts: the transformer layers' dense parameters, and the embedding and output
+// layer.
+double StageLayerParamsPerRank(const ModelSpec& m, int tp, int stage_layers);
+double StageVocabParamsPerRank(const ModelSpec& m, int tp, int pp, int stage);
+// Bytes per layer parameter (dense and routed experts; not the embedding, output layer, which Megatron keeps
+// outside Transformer Engine) of Transformer Engine's cached FP8 weight and its transpose, beside the 16-bit
+// weights: 2 with precision fp8 under framework megatron (Megatron-Core passes is_first_microbatch, so the
+// cast weights persist across micro-batches) unless fp8_param_gather (the weights are FP8 themselves, 1 B
+// plus the 1 B transpose, as many bytes as the 16-bit weights counted); else 0.
+double Fp8WeightCacheBytesPerParam(const TrainingSpec& t);
 // Ranks holding the same expert shard, over which the experts' gradients are reduced and their optimizer
 // state sharded: tp·cp·dp/(etp·ep) (Megatron-Core's expert data parallel size; dp·cp/ep when etp = tp).
 int ExpertDataParallelSize(const Plan& plan);
@@ -65,8 +76,12 @@ int ExpertDataParallelSize(const Plan& plan);
 // A MoE layer's MLP (Megatron's token dispatch, balanced routing assumed): input 2, the top_k dispatched
 // copies of each token 2k, each used expert's MLP internals (gelu 4Fe/h, swiglu 6Fe/h) for the top_k routed
 // and the shared experts, dropout mask 1; averaged over the layers by the share of MoE layers.
+// fp8 (Transformer Engine keeps FP8 copies of GEMM inputs, 1 byte): QKV's and the dense MLP's inputs 1 unit
+// each, every second MLP GEMM's input F/h (F_e/h per used expert), the dispatched tokens k; plus the
+// projection's FP8 input q/h beside the 16-bit attention output and a shared expert's 1 beside the router's.
 // With sequence parallelism everything is divided by t; without, 10 units (norm inputs, attention and MLP
-// inputs, dropout masks) stay whole and the rest is divided by t (Korthikanti eq. 2). With F = 4h,
+// inputs, dropout masks; 8 + the MoE share with fp8) stay whole and the rest is divided by t (Korthikanti
+// eq. 2). With F = 4h,
 // g = 1 and gelu this is 34 + 5as/h (eq. 1). selective recompute drops the 5as/h term; full recompute
 // keeps only the layer input, 2 units, divided by t with sequence parallelism. fp32 doubles everything.
 double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const Plan& plan);

@@ -48,6 +48,8 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const Hardware& hw) {
     require(m.moe.expert_ffn_hidden >= 0 && m.moe.shared_experts >= 0, "model.moe",
             "expert_ffn_hidden and shared_experts must not be negative");
   }
+  require(!spec.training.fp8_param_gather || spec.training.precision == Precision::kFp8,
+          "training.fp8_param_gather", "needs training.precision \"fp8\"");
   require(spec.training.global_batch_size > 0, "training.global_batch_size", "must be positive");
   require(spec.resources.gpus > 0, "resources.gpus", "must be positive");
   require(hw.gpu_memory_bytes > 0, "resources.gpu_memory_gib", "must be positive");
@@ -87,6 +89,11 @@ std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const
     fail("parallelism.cp",
          Format("2·cp = %d does not divide model.seq_len (%d) (load-balanced causal chunks)", 2 * p.cp,
                 m.seq_len));
+  }
+  if (spec.training.fp8_param_gather && p.zero_stage < 1) {
+    fail("training.fp8_param_gather",
+         "needs the distributed optimizer (zero_stage >= 1) or fsdp: FP8 parameters are gathered from the "
+         "optimizer's shards");
   }
   if (spec.training.tp_comm_overlap && p.tp > 1 && !p.sequence_parallel) {
     fail("training.tp_comm_overlap",

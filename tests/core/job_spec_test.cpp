@@ -240,6 +240,7 @@ TEST(JobSpec, TrainingSwitchesDefaultRoundTripAndRejectNonBooleans) {
       {"cross_entropy_fp32", true, [](const TrainingSpec& t) { return t.cross_entropy_fp32; }},
       {"tp_comm_overlap", false, [](const TrainingSpec& t) { return t.tp_comm_overlap; }},
       {"grad_reduce_in_fp32", std::nullopt, [](const TrainingSpec& t) { return t.grad_reduce_in_fp32; }},
+      {"fp8_param_gather", false, [](const TrainingSpec& t) { return t.fp8_param_gather; }},
   };
   for (const Switch& sw : switches) {
     SCOPED_TRACE(sw.name);
@@ -260,6 +261,15 @@ TEST(JobSpec, TrainingSwitchesDefaultRoundTripAndRejectNonBooleans) {
     ASSERT_FALSE(bad.ok());
     EXPECT_EQ(Fields(bad.status()), std::set<std::string>{std::string("training.") + sw.name});
   }
+}
+
+// FP8 parameters need FP8 compute (Megatron-Core refuses --fp8-param-gather without --fp8-format).
+TEST(JobSpec, Fp8ParamGatherNeedsFp8Precision) {
+  Json j = Llama405BPlan();
+  j["training"]["fp8_param_gather"] = true;
+  EXPECT_TRUE(ParsePlanRequest(j).ok());  // the plan is fp8
+  j["training"]["precision"] = "bf16";
+  EXPECT_EQ(Fields(ParsePlanRequest(j).status()), std::set<std::string>{"training.fp8_param_gather"});
 }
 
 TEST(JobSpec, ContextParallelIsPlannedAndLaunched) {

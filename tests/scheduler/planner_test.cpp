@@ -386,7 +386,7 @@ TEST_F(SmallJob, Zero3GathersArePartlyHidden) {
 // 16-bit rate. The last stage's t = 0.001548884901888 s per micro-batch is 0.001532854272 s of layer GEMMs
 // (4 layers · 6 · 1024 tokens · 124,744,000 parameters / 4 ranks / 5e14), 12.884901888 µs of attention
 // (4 · 6 · 1024³ / 4 / 5e14) and 3.145728 µs of output layer (6 · 1000 · 1024 · 1024 / 4 / 5e14); only the
-// first halves. Weights stay 16-bit, so memory does not change; mfu is against the fp8 peak.
+// first halves. mfu is against the fp8 peak.
 TEST_F(SmallJob, Fp8RunsTheLayersGemmsAtTheFp8Peak) {
   hw_.peak_fp8_flops = 2e15;
   auto bf16 = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
@@ -395,8 +395,59 @@ TEST_F(SmallJob, Fp8RunsTheLayersGemmsAtTheFp8Peak) {
   ASSERT_TRUE(bf16.ok() && fp8.ok());
   EXPECT_REL(bf16->compute_time_s, 8 * 0.001548884901888);
   EXPECT_REL(fp8->compute_time_s, 8 * (0.001532854272 / 2 + 12.884901888e-6 + 3.145728e-6));
-  EXPECT_REL(fp8->memory.total, bf16->memory.total);
   EXPECT_REL(fp8->mfu, fp8->tflops_per_gpu * 1e12 / 2e15);
+}
+
+// fp8 memory (Transformer Engine under Megatron-Core), tp 4, pp 2, dp 2, sequence parallel, flash attention:
+//   activations per layer: bf16 attention 3 + 4 · 2 = 11, GeLU MLP 3 + 4 · 4 = 19, norms 4: 34 units of
+//   s·b·h = 1,048,576, over tp 4: 8,912,896 B. fp8 keeps QKV's and the MLP's normed inputs as FP8 (−1
+//   each) and the second MLP GEMM's input as FP8 (2F/h → F/h: −4), and adds the projection's FP8 input
+//   beside the 16-bit attention output (+q/h = +1): 29 units, 7,602,176 B;
+//   weights: Transformer Engine's cached FP8 weight and transpose, 2 B per layer parameter: 4 layers ·
+//   124,744,000 / tp 4 · 2 = 249,488,000 B more; none with fp8_param_gather (the weights are FP8);
+//   ZeRO-1 parameter all-gather over dp 2: the stage's 125,000,000 parameters at 2 B, 1/2 of it leaves,
+//   125,000,000 B; with fp8_param_gather the 124,744,000 layer parameters at 1 B and the 256,000 of the
+//   embedding at 2: 62,628,000 B.
+TEST_F(SmallJob, Fp8KeepsFp8InputsAndCachesFp8Weights) {
+  const Plan plan = Layout(4, 2, 2, 1);
+  EXPECT_EQ(ActivationBytesPerLayer(spec_.model, spec_.training, plan), 8'912'896);
+  auto bf16 = EvaluatePlan(spec_, plan, hw_);
+  spec_.training.precision = Precision::kFp8;
+  EXPECT_EQ(ActivationBytesPerLayer(spec_.model, spec_.training, plan), 7'602'176);
+  auto fp8 = EvaluatePlan(spec_, plan, hw_);
+  spec_.training.fp8_param_gather = true;
+  auto fp8_params = EvaluatePlan(spec_, plan, hw_);
+  ASSERT_TRUE(bf16.ok() && fp8.ok() && fp8_params.ok());
+  ASSERT_EQ(bf16->memory.stage, fp8->memory.stage);
+  EXPECT_EQ(fp8->memory.weights - bf16->memory.weights, 249'488'000);
+  EXPECT_EQ(fp8_params->memory.weights, bf16->memory.weights);
+  Plan p = plan;
+  p.micro_batches = 8;
+  const double bf16_gradients = 0.5 * 125'000'000 * 4;  // fp32 main gradients reduce-scattered
+  spec_.training.precision = Precision::kBf16;
+  spec_.training.fp8_param_gather = false;
+  EXPECT_EQ(EstimateCommBytes(spec_, p).dp, bf16_gradients + 125'000'000);
+  spec_.training.precision = Precision::kFp8;
+  spec_.training.fp8_param_gather = true;
+  EXPECT_EQ(EstimateCommBytes(spec_, p).dp, bf16_gradients + 62'628'000);
+}
+
+// fp8_param_gather needs fp8, and the distributed optimizer (zero_stage >= 1) or fsdp: Megatron gathers
+// the FP8 parameters from the optimizer's shards (megatron/training/arguments.py asserts both).
+TEST_F(SmallJob, Fp8ParamGatherNeedsFp8AndShardedOptimizer) {
+  spec_.training.fp8_param_gather = true;
+  auto bf16 = EvaluatePlan(spec_, Layout(4, 2, 2, 1), hw_);
+  ASSERT_FALSE(bf16.ok());
+  EXPECT_TRUE(HasField(bf16.status(), "training.fp8_param_gather"));
+  spec_.training.precision = Precision::kFp8;
+  auto zero0 = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  ASSERT_FALSE(zero0.ok());
+  EXPECT_TRUE(HasField(zero0.status(), "training.fp8_param_gather"));
+  EXPECT_TRUE(EvaluatePlan(spec_, Layout(4, 2, 2, 1), hw_).ok());
+  spec_.parallelism.automatic = true;
+  auto a = PlanJob(spec_, hw_);
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_GE(a->plan.zero_stage, 1);
 }
 
 // ---- Validation ----

@@ -273,6 +273,24 @@ std::vector<PublishedRun> PublishedRuns() {
                     "like the H100 row (+50 %), while the same model and software with EP across the "
                     "network (B200) is +19 % (docs/planner.md, Validation)"});
   }
+  // Llama 3 70B on 64 H100s, FP8 (Megatron-Bridge performance summary, "26.02 NeMo Container", LLAMA3_70B,
+  // DGX-H100 FP8: GBS 256, MBS 1, sequence 8192, TP 4, PP 8, VP 5, 1,621 tokens/s per GPU; 1,664 in
+  // 26.04.01). Config (scripts/performance/configs/llama/ and src/megatron/bridge/recipes/llama/llama3.py at
+  // cfeddcd94): FP8 current scaling with FP8 parameters (bf16_with_fp8_current_scaling_mixed), TP overlap
+  // (CommOverlapConfig tp_comm_overlap, userbuffers_fp8_h100_h8192_tp4_mbs1_seqlen8192), grad_reduce_in_fp32
+  // false, Transformer Engine's fused loss, no recompute. With FP8 counted as 16-bit it needed 80.2 GB.
+  {
+    JobSpec s = LlamaStyle(80, 8192, 64, 8, 128256, 8192, 256, 64, "H100-80GB");
+    s.model.ffn_hidden = 28672;
+    s.training.precision = Precision::kFp8;
+    s.training.fp8_param_gather = true;
+    s.training.grad_reduce_in_fp32 = false;
+    s.training.tp_comm_overlap = true;
+    s.training.cross_entropy_fp32 = false;
+    s.training.activation_recompute = Recompute::kNone;
+    runs.push_back({"Bridge Llama3-70B 64 H100 FP8 TP4 PP8 VP5", bridge, s, Layout(4, 1, 8, 2, 5, 1),
+                    HardwareForResources(s.resources), 728, 1621});
+  }
   // Qwen3-235B-A22B (Qwen3 technical report, arXiv:2505.09388 Table 2: 94 layers, residual 4096, 64 query
   // and 4 KV heads of width 128, 128 experts of width 1536, 8 per token, no shared experts, vocabulary
   // 151,936, untied) on 256 H100s, FP8 (Megatron-Bridge performance summary, "26.02 NeMo Container",
@@ -286,6 +304,7 @@ std::vector<PublishedRun> PublishedRuns() {
     s.model.head_dim = 128;
     s.model.moe = {.experts = 128, .top_k = 8, .expert_ffn_hidden = 1536};
     s.training.precision = Precision::kFp8;
+    s.training.fp8_param_gather = true;  // bf16_with_fp8_current_scaling_mixed
     s.training.grad_reduce_in_fp32 = false;
     s.training.cross_entropy_fp32 = false;
     s.training.activation_recompute = Recompute::kNone;
@@ -361,7 +380,12 @@ std::vector<PublishedRun> PublishedRuns() {
   // the loss (cross_entropy_loss_fusion, so cross_entropy_fp32 false), the GPT-3 and Nemotron ones do not.
   // Assumed for the Llama and Nemotron rows (their FP8 configs at 24.07 were not found): bf16 gradients as
   // the GPT-3 FP8 configs (the Llama 3 8B layout fits only with them: 81.7 GB with fp32 ones), selective
-  // recompute. Architectures: Llama 2 (vocabulary 32,000; 7B 32 × 4096, 32 heads, F 11,008; 13B 40 × 5120, 40
+  // recompute. Assumed for every row (the launcher's GPT-3 FP8 configs are of 2023 and predate the option):
+  // FP8 parameters (fp8_param_gather), as NVIDIA's performance configs of the time set them (the launcher's
+  // MLPerf GPT-3 175B configs of March and July 2024, ac5833c3 and 3a9382e5: "fp8_params: true # performance
+  // param all-gather in fp8"; NeMo's first FP8 recipes, NeMo 3e251a0418 of September 2024); with
+  // Transformer Engine's FP8 weight cache beside bf16 weights instead GPT-3 20B would need 81.4 GB.
+  // Architectures: Llama 2 (vocabulary 32,000; 7B 32 × 4096, 32 heads, F 11,008; 13B 40 × 5120, 40
   // heads, F 13,824; 70B 80 × 8192, 64 heads, 8 KV, F 28,672), Llama 3 (vocabulary 128,256; 8B 32 × 4096, 32
   // heads, 8 KV, F 14,336), Nemotron-3 8B (launcher conf/training/nemotron/nemotron_8b.yaml: 32 × 4096, 32
   // heads, F 16,384 squared ReLU — a two-matrix MLP, counted as "gelu" — LayerNorm, vocabulary 256,000,
@@ -407,6 +431,7 @@ std::vector<PublishedRun> PublishedRuns() {
   for (const NemoRun& n : nemo_runs) {
     JobSpec s = n.spec;
     s.training.precision = Precision::kFp8;
+    s.training.fp8_param_gather = true;
     s.training.grad_reduce_in_fp32 = false;
     s.training.tp_comm_overlap = n.tp_comm_overlap;
     s.training.cross_entropy_fp32 = !n.fused_cross_entropy;
@@ -424,6 +449,7 @@ std::vector<PublishedRun> PublishedRuns() {
     JobSpec s = LlamaStyle(126, 16384, 128, 8, 128256, 8192, 1536, 1024, "H100-80GB");
     s.model.ffn_hidden = 53248;
     s.training.precision = Precision::kFp8;
+    s.training.fp8_param_gather = true;  // bf16_with_fp8_current_scaling_mixed
     s.training.grad_reduce_in_fp32 = false;
     s.training.tp_comm_overlap = true;
     s.training.cross_entropy_fp32 = false;  // fused, as the gpt-oss rows above
