@@ -2,10 +2,10 @@
 // fits (the fastest wins; ties to the smaller stage). The space stays small because every axis must divide
 // something: tp divides the KV heads and fits the NVLink domain, cp is a power of two dividing seq_len/2
 // (flash attention only), etp (MoE only) is tp or 1, ep (MoE only) divides experts and tp·cp·dp/etp, pp
-// divides gpus/(tp·cp) and is at most the
-// layer count, dp = gpus/(tp·cp·pp) divides the batch, micro-batches are powers of two. At 131,072 GPUs that
-// is tens of thousands of estimates (bench/planner_bench.cpp). Pruning: a larger micro-batch never needs less
-// memory, so the micro-batch loop stops at the first size nothing fits.
+// divides gpus/(tp·cp) and is at most the layer count, dp = gpus/(tp·cp·pp) divides the batch, micro-batches
+// are powers of two. At 131,072 GPUs that is tens of thousands of estimates (bench/planner_bench.cpp).
+// Pruning: a larger micro-batch never needs less memory, so the micro-batch loop stops at the first size
+// nothing fits.
 #include <algorithm>
 #include <numeric>
 #include <optional>
@@ -133,21 +133,21 @@ std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<i
   return x;
 }
 
-// Expert-parallel sizes: the common divisors of the routed experts and the `shards` = tp·cp·dp/etp ranks
-// of a stage that the experts' grid folds; {1} for a dense model.
-std::vector<int> ExpertParallelSizes(const ModelSpec& m, long long shards) {
-  std::vector<int> eps;
-  const long long limit = m.moe.enabled() ? std::gcd(static_cast<long long>(m.moe.experts), shards) : 1;
-  for (int ep = 1; ep <= limit; ++ep)
-    if (limit % ep == 0) eps.push_back(ep);
-  return eps;
-}
-
-// Expert tensor parallel sizes: tp (Megatron's default) and, for a MoE model with tp > 1, 1 (the experts
-// whole on each rank, as Megatron-Bridge's MoE recipes run them).
-std::vector<int> ExpertTensorParallelSizes(const ModelSpec& m, int tp) {
-  if (m.moe.enabled() && tp > 1) return {tp, 1};
-  return {tp};
+// The expert grids searched over the tp·cp·dp ranks of a stage: etp is tp (Megatron's default) or, for a
+// MoE model with tp > 1, 1 (the experts whole on each rank, as Megatron-Bridge's MoE recipes run them); ep
+// each common divisor of the routed experts and tp·cp·dp/etp. A dense model has the one grid (tp, 1).
+struct ExpertGrid {
+  int etp, ep;
+};
+std::vector<ExpertGrid> ExpertGrids(const ModelSpec& m, int tp, long long stage_ranks) {
+  if (!m.moe.enabled()) return {{tp, 1}};
+  std::vector<ExpertGrid> grids;
+  for (int etp : tp > 1 ? std::vector<int>{tp, 1} : std::vector<int>{tp}) {
+    const long long limit = std::gcd(static_cast<long long>(m.moe.experts), stage_ranks / etp);
+    for (int ep = 1; ep <= limit; ++ep)
+      if (limit % ep == 0) grids.push_back({etp, ep});
+  }
+  return grids;
 }
 
 std::vector<int> ZeroStages(const TrainingSpec& t, int shards) {
@@ -193,42 +193,41 @@ Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
         const std::vector<int> layers = StageLayers(m.layers, pp);
         const int fewest = *std::min_element(layers.begin(), layers.end());
         const int max_vpp = pp == 1 ? 1 : std::min(kMaxVpp, fewest);
-        for (int etp : ExpertTensorParallelSizes(m, tp))
-          for (int ep : ExpertParallelSizes(m, static_cast<long long>(tp) * cp * dp / etp))
-            for (int vpp = 1; vpp <= max_vpp; ++vpp) {
-              for (int mbs = 1; batch % (static_cast<long long>(mbs) * dp) == 0; mbs *= 2) {
-                Plan plan{.tp = tp,
-                          .pp = pp,
-                          .dp = dp,
-                          .micro_batches = batch / (mbs * dp),
-                          .micro_batch_size = mbs,
-                          .cp = cp,
-                          .vpp = vpp,
-                          .sequence_parallel = tp > 1,
-                          .pipeline_layers = {},
-                          .ep = ep,
-                          .etp = etp == tp ? 0 : etp};
-                // Every fitting stage is a candidate: a higher stage needs less memory but may also be faster
-                // (ZeRO-1's gather overlaps the forward where ZeRO-0's all-reduce follows the backward).
-                std::optional<PlanEstimate> lower;  // the stage below the first that fits
-                bool fitted = false;
-                for (int zero : ZeroStages(spec.training, dp * cp)) {
-                  plan.zero_stage = zero;
-                  PlanEstimate e = Estimate(spec, plan, hw);
-                  s.OfferClosest(e);
-                  if (e.fits) {
-                    s.Offer(e, fitted ? std::nullopt : lower);
-                    fitted = true;
-                  } else {
-                    lower = e;
-                  }
-                }
-                if (!fitted) {
-                  if (mbs == 1) ++s.rejected_memory;
-                  break;  // larger micro-batches need at least as much memory
+        for (const ExpertGrid g : ExpertGrids(m, tp, static_cast<long long>(tp) * cp * dp))
+          for (int vpp = 1; vpp <= max_vpp; ++vpp) {
+            for (int mbs = 1; batch % (static_cast<long long>(mbs) * dp) == 0; mbs *= 2) {
+              Plan plan{.tp = tp,
+                        .pp = pp,
+                        .dp = dp,
+                        .micro_batches = batch / (mbs * dp),
+                        .micro_batch_size = mbs,
+                        .cp = cp,
+                        .vpp = vpp,
+                        .sequence_parallel = tp > 1,
+                        .pipeline_layers = {},
+                        .ep = g.ep,
+                        .etp = g.etp == tp ? 0 : g.etp};
+              // Every fitting stage is a candidate: a higher stage needs less memory but may also be faster
+              // (ZeRO-1's gather overlaps the forward where ZeRO-0's all-reduce follows the backward).
+              std::optional<PlanEstimate> lower;  // the stage below the first that fits
+              bool fitted = false;
+              for (int zero : ZeroStages(spec.training, dp * cp)) {
+                plan.zero_stage = zero;
+                PlanEstimate e = Estimate(spec, plan, hw);
+                s.OfferClosest(e);
+                if (e.fits) {
+                  s.Offer(e, fitted ? std::nullopt : lower);
+                  fitted = true;
+                } else {
+                  lower = e;
                 }
               }
+              if (!fitted) {
+                if (mbs == 1) ++s.rejected_memory;
+                break;  // larger micro-batches need at least as much memory
+              }
             }
+          }
       }
     }
   }

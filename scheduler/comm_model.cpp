@@ -39,7 +39,7 @@ double ActivationBytes(const JobSpec& spec, const Plan& plan) {
 }
 
 // Parameters of the rank of the heaviest stage (the one whose DP traffic is largest): dense, and routed
-// experts (reduced over the dp·cp/ep expert-data-parallel ranks).
+// experts (reduced over the ExpertDataParallelSize ranks).
 struct RankParams {
   double dense = 0, expert = 0;
   double vocab = 0;  // of dense: the embedding and output layer, which stay 16-bit under fp8_param_gather
