@@ -65,6 +65,16 @@ JobSpec GptOss120B(int gpus, int global_batch, const char* gpu) {
   return GptOss(36, 128, gpus, global_batch, gpu);
 }
 
+// Megatron-Bridge's FP8 performance recipes (scripts/performance/utils/precision.py: fp8_cs is
+// bf16_with_fp8_current_scaling_mixed, which sets fp8_param_gather; the perf scripts set
+// grad_reduce_in_fp32 false; the models are built with cross_entropy_loss_fusion, Transformer Engine's).
+void BridgeFp8(JobSpec* s) {
+  s->training.precision = Precision::kFp8;
+  s->training.fp8_param_gather = true;
+  s->training.grad_reduce_in_fp32 = false;
+  s->training.cross_entropy_fp32 = false;
+}
+
 // NeMo Automodel's MoE benchmark setup (its rows below): FSDP2 over all the GPUs, expert parallelism `ep`,
 // MaskedCrossEntropy without the fp32 upcast, local batch `micro_batch`.
 Plan AutomodelMoe(JobSpec* s, int ep, int micro_batch) {
@@ -282,11 +292,8 @@ std::vector<PublishedRun> PublishedRuns() {
   {
     JobSpec s = LlamaStyle(80, 8192, 64, 8, 128256, 8192, 256, 64, "H100-80GB");
     s.model.ffn_hidden = 28672;
-    s.training.precision = Precision::kFp8;
-    s.training.fp8_param_gather = true;
-    s.training.grad_reduce_in_fp32 = false;
+    BridgeFp8(&s);
     s.training.tp_comm_overlap = true;
-    s.training.cross_entropy_fp32 = false;
     s.training.activation_recompute = Recompute::kNone;
     runs.push_back({"Bridge Llama3-70B 64 H100 FP8 TP4 PP8 VP5", bridge, s, Layout(4, 1, 8, 2, 5, 1),
                     HardwareForResources(s.resources), 728, 1621});
@@ -303,10 +310,7 @@ std::vector<PublishedRun> PublishedRuns() {
     JobSpec s = LlamaStyle(94, 4096, 64, 4, 151936, 4096, 8192, 256, "H100-80GB");
     s.model.head_dim = 128;
     s.model.moe = {.experts = 128, .top_k = 8, .expert_ffn_hidden = 1536};
-    s.training.precision = Precision::kFp8;
-    s.training.fp8_param_gather = true;  // bf16_with_fp8_current_scaling_mixed
-    s.training.grad_reduce_in_fp32 = false;
-    s.training.cross_entropy_fp32 = false;
+    BridgeFp8(&s);
     s.training.activation_recompute = Recompute::kNone;
     Plan p = Layout(2, 1, 8, 16, 4, 1);
     p.ep = 32;
@@ -448,11 +452,8 @@ std::vector<PublishedRun> PublishedRuns() {
   {
     JobSpec s = LlamaStyle(126, 16384, 128, 8, 128256, 8192, 1536, 1024, "H100-80GB");
     s.model.ffn_hidden = 53248;
-    s.training.precision = Precision::kFp8;
-    s.training.fp8_param_gather = true;  // bf16_with_fp8_current_scaling_mixed
-    s.training.grad_reduce_in_fp32 = false;
+    BridgeFp8(&s);
     s.training.tp_comm_overlap = true;
-    s.training.cross_entropy_fp32 = false;  // fused, as the gpt-oss rows above
     runs.push_back({"Bridge Llama3.1-405B 1024 H100 FP8 TP8 PP8 CP2 VP8", bridge, s, Layout(8, 2, 8, 8, 8, 1),
                     HardwareForResources(s.resources), 784, 311});
   }
