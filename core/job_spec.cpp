@@ -165,7 +165,8 @@ void ParseParallelism(FieldReader& root, JobSpec* s, std::vector<FieldError>* er
     r.Error("parallelism.ep", "ep > 1 needs a mixture-of-experts model (model.moe)");
   else if (p.ep > 1 && s->model.moe.experts % p.ep != 0)
     r.Error("parallelism.ep", "must divide model.moe.experts");
-  else if (s->model.moe.enabled() && (static_cast<long long>(p.tp) * p.cp * p.dp) % (etp * p.ep) != 0) {
+  else if (s->model.moe.enabled() &&
+           (static_cast<long long>(p.tp) * p.cp * p.dp) % (static_cast<long long>(etp) * p.ep) != 0) {
     const std::string why = "etp·ep must divide tp·cp·dp (the experts' grid folds the ranks of a stage)";
     if (p.ep > 1) r.Error("parallelism.ep", why);
     if (p.etp) r.Error("parallelism.etp", why);

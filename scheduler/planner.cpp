@@ -122,7 +122,8 @@ std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const
       fail("parallelism.etp", Format("%d exceeds the NVLink domain (%d GPUs)", etp, hw.nvlink_domain_gpus));
   }
   const long long stage_ranks = static_cast<long long>(p.tp) * p.cp * p.dp;
-  if (m.moe.enabled() && p.ep >= 1 && m.moe.experts % p.ep == 0 && stage_ranks % (etp * p.ep) != 0) {
+  if (m.moe.enabled() && p.ep >= 1 && m.moe.experts % p.ep == 0 &&
+      stage_ranks % (static_cast<long long>(etp) * p.ep) != 0) {
     const std::string why =
         Format("etp·ep = %d·%d does not divide tp·cp·dp = %lld: the experts' grid folds the ranks of a stage",
                etp, p.ep, stage_ranks);

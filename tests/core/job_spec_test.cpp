@@ -371,6 +371,12 @@ TEST(JobSpec, ExpertTensorParallelRoundTripsAndItsRulesNameTheField) {
   EXPECT_EQ(Fields(ParsePlanRequest(j).status()), std::set<std::string>{"parallelism.etp"});
   j["parallelism"]["etp"] = "1";
   EXPECT_EQ(Fields(ParsePlanRequest(j).status()), std::set<std::string>{"parallelism.etp"});
+  // etp·ep = 2^20 · 2^12 = 2^32 does not fit an int: still a 422, not a division by a wrapped-around 0.
+  j["model"]["moe"]["experts"] = 4096;
+  j["parallelism"]["ep"] = 4096;
+  j["parallelism"]["etp"] = 1 << 20;
+  EXPECT_EQ(Fields(ParsePlanRequest(j).status()),
+            (std::set<std::string>{"parallelism.ep", "parallelism.etp"}));
   j = MixtralPlan();
   j["model"].erase("moe");
   j["parallelism"] = {{"tp", 2}, {"pp", 4}, {"etp", 1}};  // a dense model has no experts to shard
