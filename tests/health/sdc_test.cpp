@@ -160,6 +160,29 @@ TEST(SdcTest, ExpertTensorParallelOneFoldsTheExpertsOverTheTpRanks) {
   EXPECT_EQ(none->replica_set_count(), 0);
 }
 
+// The vote itself at tp 2, etp 1, ep 4: every rank's hash is that of its expert shard r % 4, so ranks 0 and
+// 2 (different experts) disagree while healthy. The monitor stays quiet; when rank 6 then departs from its
+// shard-mate 2 the finding names it (and its peer: two replicas cannot tell which is wrong).
+TEST(SdcTest, ExpertTensorParallelOneHealthyShardsStayQuietAndACorruptRankIsNamed) {
+  FakeClock clock;
+  MonitorContext c = MakeContext(/*tp=*/2, /*pp=*/1, /*dp=*/4, clock.Now());
+  c.plan.etp = 1;
+  c.plan.ep = 4;
+  auto m = MakeMonitor(c);
+  auto check = [&](int64_t step, int bad_rank) {
+    for (int r = 0; r < 8; ++r)
+      m->Ingest(Hash(r, clock.Now(), step, r == bad_rank ? "bad" : "shard" + std::to_string(r % 4)),
+                clock.Now());
+    return m->Evaluate(clock.Now());
+  };
+  EXPECT_TRUE(check(100, -1).empty());
+  EXPECT_TRUE(check(200, -1).empty());
+  auto fs = check(300, 6);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].kind, FindingKind::kSdcSuspected);
+  EXPECT_EQ(fs[0].ranks, std::vector<int>({2, 6}));
+}
+
 // Context parallelism: rank = tp + TP·(cp + CP·dp). TP 2, CP 2, DP 2 → 8 ranks. CP peers hold the same
 // parameters (gradients are reduced over dp·cp), so a replica set spans the dp·cp ranks of one tp: tp 0 →
 // ranks 0 (cp 0, dp 0), 2 (cp 1, dp 0), 4 (cp 0, dp 1), 6 (cp 1, dp 1).
