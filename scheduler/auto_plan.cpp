@@ -190,9 +190,7 @@ Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
           ++s.rejected_batch;
           continue;
         }
-        const std::vector<int> layers = StageLayers(m.layers, pp);
-        const int fewest = *std::min_element(layers.begin(), layers.end());
-        const int max_vpp = pp == 1 ? 1 : std::min(kMaxVpp, fewest);
+        const int max_vpp = pp == 1 ? 1 : std::min(kMaxVpp, MaxVirtualStages(StageLayers(m.layers, pp)));
         for (const ExpertGrid g : ExpertGrids(m, tp, static_cast<long long>(tp) * cp * dp))
           for (int vpp = 1; vpp <= max_vpp; ++vpp) {
             for (int mbs = 1; batch % (static_cast<long long>(mbs) * dp) == 0; mbs *= 2) {

@@ -1,5 +1,7 @@
 #include "scheduler/pipeline_layout.h"
 
+#include <algorithm>
+
 namespace shepherd {
 
 std::vector<int> StageLayers(int layers, int pp, const std::vector<int>& given) {
@@ -18,6 +20,13 @@ std::vector<int> StageLayers(int layers, int pp, const std::vector<int>& given) 
   stage[0] -= 1;
   stage[pp - 1] -= 1;
   return stage;
+}
+
+int MaxVirtualStages(const std::vector<int>& stage_layers) {
+  const size_t last = stage_layers.size() - 1;
+  int fewest = stage_layers[0] + 1;
+  for (size_t i = 1; i < last; ++i) fewest = std::min(fewest, stage_layers[i]);
+  return std::min(fewest, stage_layers[last] + 1);
 }
 
 }  // namespace shepherd

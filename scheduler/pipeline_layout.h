@@ -17,4 +17,12 @@ namespace shepherd {
 // REQUIRES: 1 <= pp <= layers.
 std::vector<int> StageLayers(int layers, int pp, const std::vector<int>& given = {});
 
+// The most virtual stages (interleaved model chunks) a pipeline over `stage_layers` can take: the smallest
+// stage's layers, where the first stage's input embedding and the last stage's output layer each count as
+// one, since a chunk may hold only one of them (Megatron-Core's account_for_embedding_in_pipeline_split and
+// account_for_loss_in_pipeline_split, or an "E|...|L" pipeline_model_parallel_layout). Llama 3.1 405B at
+// PP 16 (7, 8 × 14, 7 layers) takes VP 8, as Megatron-Bridge runs it: 128 chunks of one unit each.
+// REQUIRES: stage_layers.size() >= 2.
+int MaxVirtualStages(const std::vector<int>& stage_layers);
+
 }  // namespace shepherd

@@ -148,11 +148,11 @@ std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const
       fail("parallelism.vpp", "interleaving needs pp > 1");
     } else if (p.pp <= m.layers &&
                (p.pipeline_layers.empty() || static_cast<int>(p.pipeline_layers.size()) == p.pp)) {
-      const std::vector<int> layers = StageLayers(m.layers, p.pp, p.pipeline_layers);
-      const int fewest = *std::min_element(layers.begin(), layers.end());
-      if (p.vpp > fewest) {
-        fail("parallelism.vpp",
-             Format("%d virtual stages exceed the %d layers of the smallest stage", p.vpp, fewest));
+      const int most = MaxVirtualStages(StageLayers(m.layers, p.pp, p.pipeline_layers));
+      if (p.vpp > most) {
+        fail("parallelism.vpp", Format("%d virtual stages exceed the %d a stage can hold (its layers; the "
+                                       "embedding and the output layer count as one each)",
+                                       p.vpp, most));
       }
     }
   }

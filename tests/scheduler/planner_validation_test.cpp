@@ -140,12 +140,16 @@ TEST(Validation, MemoryWithinTenPercentOfMegatronsEstimator) {
       state = std::max(state, m.weights + m.gradients + m.optimizer + m.master_weights);
     }
     const bool even = spec.model.layers % p.pp == 0;
-    if (even) EXPECT_NEAR(state / megatron.state, 1, 0.10) << r.name;
+    if (even) {
+      EXPECT_NEAR(state / megatron.state, 1, 0.10) << r.name;
+    }
     double activation_ratio = 0;
     if ((p.sequence_parallel || p.tp == 1) && !spec.model.moe.enabled() && spec.model.mlp != Mlp::kSwiglu) {
       spec.training.activation_recompute = Recompute::kSelective;
       activation_ratio = StageMemory(spec, p, layers, 0).activations / megatron.activations;
-      if (even) EXPECT_NEAR(activation_ratio, 1, 0.10) << r.name;
+      if (even) {
+        EXPECT_NEAR(activation_ratio, 1, 0.10) << r.name;
+      }
     }
     std::printf("[megatron memory] %s | state %.2f GB vs %.2f GB (%+.1f%%) | activations %s%s\n", r.name,
                 state / 1e9, megatron.state / 1e9, 100 * (state / megatron.state - 1),

@@ -2,6 +2,8 @@
 // "Validation" has the table of predicted vs published.
 #include "tests/scheduler/published_runs.h"
 
+#include <tuple>
+
 namespace shepherd::testing {
 namespace {
 
@@ -456,6 +458,35 @@ std::vector<PublishedRun> PublishedRuns() {
     s.training.tp_comm_overlap = true;
     runs.push_back({"Bridge Llama3.1-405B 1024 H100 FP8 TP8 PP8 CP2 VP8", bridge, s, Layout(8, 2, 8, 8, 8, 1),
                     HardwareForResources(s.resources), 784, 311});
+  }
+  // Blackwell, dense, FP8 current scaling (Megatron-Bridge performance summary, "25.11 NeMo Container",
+  // DGX-GB200 and DGX-B200 tables, FP8-CS figures; configs at 97ad8cc6f, the commit that published them:
+  // scripts/performance/configs/llama/llama3{,1}_workload_base_configs.py and *_llm_pretrain.py,
+  // get_precision_config("fp8_cs") = bf16_with_fp8_current_scaling_mixed with fp8_param_gather,
+  // grad_reduce_in_fp32 false, the recipes' TE cross-entropy fusion, no recompute).
+  const char* bridge_2511 = "Megatron-Bridge performance summary, 25.11";
+  // Llama 3 8B on one node, GBS 128, MBS 2, TP 1, PP 1, CP 1 (full-iteration CUDA graphs): GB200 31,508
+  // and B200 30,624 tokens/s per GPU (1622 and 1576 TFLOP/s in their count).
+  for (const auto& [name, gpu, tflops, tokens] :
+       {std::tuple{"Bridge Llama3-8B 8 GB200 FP8 TP1", "GB200-NVL72", 1622.0, 31508.0},
+        std::tuple{"Bridge Llama3-8B 8 B200 FP8 TP1", "B200", 1576.0, 30624.0}}) {
+    JobSpec s = LlamaStyle(32, 4096, 32, 8, 128256, 8192, 128, 8, gpu);
+    s.model.ffn_hidden = 14336;
+    BridgeFp8(&s);
+    Plan p = Layout(1, 1, 1, 8, 1, 1);
+    p.micro_batch_size = 2;
+    runs.push_back({name, bridge_2511, s, p, HardwareForResources(s.resources), tflops, tokens});
+  }
+  // Llama 3.1 405B on 128 B200s, GBS 64, MBS 1, TP 4, PP 8, CP 2, VP 8, TP communication overlap
+  // (userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192), the embedding and the loss counted in the
+  // pipeline split: 661 tokens/s per GPU (1667 TFLOP/s in their count).
+  {
+    JobSpec s = LlamaStyle(126, 16384, 128, 8, 128256, 8192, 64, 128, "B200");
+    s.model.ffn_hidden = 53248;
+    BridgeFp8(&s);
+    s.training.tp_comm_overlap = true;
+    runs.push_back({"Bridge Llama3.1-405B 128 B200 FP8 TP4 PP8 CP2 VP8", bridge_2511, s,
+                    Layout(4, 2, 8, 2, 8, 1), HardwareForResources(s.resources), 1667, 661});
   }
   return runs;
 }
