@@ -103,8 +103,8 @@ struct PlanEstimate {
 // (top_k outside 1..experts, more MoE layers than layers), "parallelism.cp" (2·cp does not divide
 // model.seq_len, or training.attention is "eager": ring attention needs fused kernels), "parallelism.pp"
 // (more stages than layers), "parallelism.pipeline_layers" (wrong length or sum), "parallelism.vpp" (more
-// virtual stages than MaxVirtualStages allows, or vpp > 1 with pp = 1), "parallelism.zero_stage" (megatron
-// takes 0 or 1), "parallelism.dp" (tp·cp·pp·dp != resources.gpus), "training.global_batch_size" (not
+// virtual stages than MaxVirtualStages allows, or vpp > 1 with pp = 1), "parallelism.zero_stage" (outside
+// 0..3), "parallelism.dp" (tp·cp·pp·dp != resources.gpus), "training.global_batch_size" (not
 // divisible by micro_batch_size·dp), "training.tp_comm_overlap" (tp > 1 without sequence parallelism),
 // "model.*" for non-positive sizes. A valid plan that needs more
 // memory than the GPU offers is not an error: fits=false. plan.micro_batches is derived; with framework
