@@ -21,7 +21,8 @@ struct GpuProfile {
   double attention_efficiency;  // fraction of the 16-bit peak flash-attention kernels reach (fwd + bwd)
 };
 
-// The profile called `name` ("A100-80GB", "H100-80GB", "H200", "B200", "GB200-NVL72"); nullopt otherwise.
+// The profile called `name` ("A100-80GB", "H100-80GB", "H200", "B200", "GB200-NVL72", "B300",
+// "GB300-NVL72"); nullopt otherwise.
 std::optional<GpuProfile> FindGpuProfile(const std::string& name);
 
 }  // namespace shepherd

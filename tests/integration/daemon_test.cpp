@@ -194,6 +194,37 @@ TEST(Daemon, PlanAcceptsExpertTensorParallelOne) {
   EXPECT_EQ(J(refused)["errors"][0]["field"], "parallelism.ep") << refused.body;
 }
 
+// Megatron-Bridge's Llama 3.1 405B layouts on Blackwell racks (performance summary, 26.02 container): FP8
+// TP4 PP8 VP4 on 256 GB300s (988 tokens/s per GPU) and MXFP8 TP4 PP16 VP8 on 256 GB200s, whose first and
+// last virtual stages hold only the embedding and the output layer. Both are accepted; VP 9 is a 422.
+TEST(Daemon, PlanAcceptsBlackwellUltraAndEmbeddingOnlyVirtualStages) {
+  TempDir dir;
+  Daemon d(dir.path);
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  Json body = Json::parse(R"({
+    "model": {"layers": 126, "hidden": 16384, "heads": 128, "kv_heads": 8, "ffn_hidden": 53248,
+              "mlp": "swiglu", "norm": "rmsnorm", "seq_len": 8192, "vocab": 128256},
+    "training": {"global_batch_size": 1536, "precision": "fp8", "fp8_param_gather": true,
+                 "grad_reduce_in_fp32": false},
+    "parallelism": {"tp": 4, "pp": 8, "vpp": 4, "zero_stage": 1},
+    "resources": {"gpus": 256, "gpu": "GB300-NVL72"}})");
+  HttpResult gb300 = Http(d.port(), "POST", "/v1/plan", body.dump());
+  ASSERT_EQ(gb300.status, 200) << gb300.body;
+  EXPECT_TRUE(J(gb300)["fits"].get<bool>()) << gb300.body;
+  EXPECT_NEAR(J(gb300)["tokens_per_s"].get<double>() / 256, 988, 0.25 * 988) << gb300.body;
+
+  body["parallelism"] = {{"tp", 4}, {"pp", 16}, {"vpp", 8}, {"zero_stage", 1}};
+  body["resources"]["gpu"] = "GB200-NVL72";
+  HttpResult gb200 = Http(d.port(), "POST", "/v1/plan", body.dump());
+  ASSERT_EQ(gb200.status, 200) << gb200.body;
+  EXPECT_EQ(J(gb200)["plan"]["vpp"], 8);
+  EXPECT_EQ(J(gb200)["plan"]["pipeline_layers"][0], 7);
+  body["parallelism"]["vpp"] = 9;
+  HttpResult nine = Http(d.port(), "POST", "/v1/plan", body.dump());
+  EXPECT_EQ(nine.status, 422) << nine.body;
+  EXPECT_EQ(J(nine)["errors"][0]["field"], "parallelism.vpp") << nine.body;
+}
+
 TEST(Daemon, KillNineKeepsEveryAcknowledgedRecord) {
   TempDir dir;
   std::vector<std::string> jobs;

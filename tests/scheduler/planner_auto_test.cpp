@@ -225,6 +225,18 @@ TEST(HardwareForResources, GpuProfiles) {
   EXPECT_EQ(hw.nvlink_domain_gpus, 8);
   r.gpu = "H100-80GB";
   EXPECT_EQ(HardwareForResources(r).nvlink_bytes_per_s, 360e9);
+  // Blackwell Ultra: Blackwell's dense rates, more HBM, an 800 Gb/s NIC per GPU.
+  r.gpu = "GB300-NVL72";
+  hw = HardwareForResources(r);
+  EXPECT_EQ(hw.nvlink_domain_gpus, 72);
+  EXPECT_EQ(hw.peak_fp8_flops, 5000e12);
+  EXPECT_EQ(hw.gpu_memory_bytes, 279e9);
+  EXPECT_EQ(hw.ib_bytes_per_s, 80e9);  // 0.8 · 100 GB/s (ConnectX-8)
+  r.gpu = "B300";
+  hw = HardwareForResources(r);
+  EXPECT_EQ(hw.nvlink_domain_gpus, 8);
+  EXPECT_EQ(hw.peak_flops, 2250e12);
+  EXPECT_EQ(hw.gpu_memory_bytes, 270e9);
 }
 
 }  // namespace
