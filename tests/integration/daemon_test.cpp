@@ -146,6 +146,10 @@ TEST(Daemon, InvalidJobsAre422WithEveryField) {
   EXPECT_TRUE(J(plan).contains("explanation"));
 }
 
+// Llama 3 405B's architecture (Llama 3 paper, Table 3) as POST /v1/plan's "model".
+const char* const kLlama405BModel = R"({"layers": 126, "hidden": 16384, "heads": 128, "kv_heads": 8,
+  "ffn_hidden": 53248, "mlp": "swiglu", "norm": "rmsnorm", "seq_len": 8192, "vocab": 128256})";
+
 // Issue 14's acceptance check: the Llama 3 405B layout of the paper's Table 4 (TP 8, CP 1, PP 16, DP 128
 // on 16,384 H100s, 16M tokens of 8192) is accepted and predicts within 25 % of its 400 TFLOP/s per GPU.
 // vpp and full recompute are not published: see docs/planner.md, "Validation".
@@ -154,11 +158,10 @@ TEST(Daemon, PlanAcceptsTheLlama3Layout) {
   Daemon d(dir.path);
   ASSERT_TRUE(d.WaitReady()) << d.log();
   Json body = Json::parse(R"({
-    "model": {"layers": 126, "hidden": 16384, "heads": 128, "kv_heads": 8, "ffn_hidden": 53248,
-              "mlp": "swiglu", "norm": "rmsnorm", "seq_len": 8192, "vocab": 128256},
     "training": {"global_batch_size": 2048, "activation_recompute": "full"},
     "parallelism": {"tp": 8, "cp": 1, "pp": 16, "dp": 128, "vpp": 7, "zero_stage": 1},
     "resources": {"gpus": 16384, "gpu": "H100-80GB"}})");
+  body["model"] = Json::parse(kLlama405BModel);
   HttpResult plan = Http(d.port(), "POST", "/v1/plan", body.dump());
   ASSERT_EQ(plan.status, 200) << plan.body;
   Json j = J(plan);
@@ -202,12 +205,11 @@ TEST(Daemon, PlanAcceptsBlackwellUltraAndEmbeddingOnlyVirtualStages) {
   Daemon d(dir.path);
   ASSERT_TRUE(d.WaitReady()) << d.log();
   Json body = Json::parse(R"({
-    "model": {"layers": 126, "hidden": 16384, "heads": 128, "kv_heads": 8, "ffn_hidden": 53248,
-              "mlp": "swiglu", "norm": "rmsnorm", "seq_len": 8192, "vocab": 128256},
     "training": {"global_batch_size": 1536, "precision": "fp8", "fp8_param_gather": true,
                  "grad_reduce_in_fp32": false},
     "parallelism": {"tp": 4, "pp": 8, "vpp": 4, "zero_stage": 1},
     "resources": {"gpus": 256, "gpu": "GB300-NVL72"}})");
+  body["model"] = Json::parse(kLlama405BModel);
   HttpResult gb300 = Http(d.port(), "POST", "/v1/plan", body.dump());
   ASSERT_EQ(gb300.status, 200) << gb300.body;
   EXPECT_TRUE(J(gb300)["fits"].get<bool>()) << gb300.body;

@@ -33,13 +33,37 @@ JobSpec LlamaStyle(int layers, int hidden, int heads, int kv_heads, int vocab, i
   return s;
 }
 
-JobSpec Llama405B(int gpus, int seq_len, int global_batch) {
-  JobSpec s = LlamaStyle(126, 16384, 128, 8, 128256, seq_len, global_batch, gpus, "H100-80GB");
+// Llama 3 / 3.1 405B (126 layers, h 16384, 128 heads, 8 KV heads, SwiGLU 53248, vocabulary 128,256).
+JobSpec Llama3_405B(int gpus, int seq_len, int global_batch, const char* gpu) {
+  JobSpec s = LlamaStyle(126, 16384, 128, 8, 128256, seq_len, global_batch, gpus, gpu);
   s.model.ffn_hidden = 53248;
+  return s;
+}
+
+// The Llama 3 paper's 405B runs on H100s.
+JobSpec Llama405B(int gpus, int seq_len, int global_batch) {
+  JobSpec s = Llama3_405B(gpus, seq_len, global_batch, "H100-80GB");
   // Not in the paper's table: full recompute assumed (with 1F1B over 16 stages the stage-1 rank would
   // otherwise hold 15 micro-batches of activations, about 68 GB in this model).
   s.training.activation_recompute = Recompute::kFull;
   return s;
+}
+
+// Qwen3 MoE at sequence 4096 (Qwen3 technical report, arXiv:2505.09388 Table 2; heads of width 128,
+// 128 experts, 8 per token, no shared experts, vocabulary 151,936, untied): 30B-A3B has 48 layers, residual
+// 2048, 32 query and 4 KV heads, experts of width 768; 235B-A22B 94 layers, 4096, 64 and 4, 1536.
+JobSpec Qwen3Moe(int layers, int hidden, int heads, int expert_ffn, int gpus, int global_batch,
+                 const char* gpu) {
+  JobSpec s = LlamaStyle(layers, hidden, heads, 4, 151936, 4096, global_batch, gpus, gpu);
+  s.model.head_dim = 128;
+  s.model.moe = {.experts = 128, .top_k = 8, .expert_ffn_hidden = expert_ffn};
+  return s;
+}
+JobSpec Qwen3_30B(int gpus, int global_batch, const char* gpu) {
+  return Qwen3Moe(48, 2048, 32, 768, gpus, global_batch, gpu);
+}
+JobSpec Qwen3_235B(int gpus, int global_batch, const char* gpu) {
+  return Qwen3Moe(94, 4096, 64, 1536, gpus, global_batch, gpu);
 }
 
 Plan Layout(int tp, int cp, int pp, int dp, int vpp, int zero) {
@@ -300,18 +324,14 @@ std::vector<PublishedRun> PublishedRuns() {
     runs.push_back({"Bridge Llama3-70B 64 H100 FP8 TP4 PP8 VP5", bridge, s, Layout(4, 1, 8, 2, 5, 1),
                     HardwareForResources(s.resources), 728, 1621});
   }
-  // Qwen3-235B-A22B (Qwen3 technical report, arXiv:2505.09388 Table 2: 94 layers, residual 4096, 64 query
-  // and 4 KV heads of width 128, 128 experts of width 1536, 8 per token, no shared experts, vocabulary
-  // 151,936, untied) on 256 H100s, FP8 (Megatron-Bridge performance summary, "26.02 NeMo Container",
-  // Qwen3_235B_a22B, DGX-H100 FP8: GBS 8192, MBS 1, sequence 4096, TP 2, PP 8, VP 4, EP 32, 1,633 tokens/s
-  // per GPU; 1,712 in 26.04.01). Config (scripts/performance/configs/qwen/ at cfeddcd94):
+  // Qwen3-235B-A22B (Qwen3Moe above) on 256 H100s, FP8 (Megatron-Bridge performance summary, "26.02 NeMo
+  // Container", Qwen3_235B_a22B, DGX-H100 FP8: GBS 8192, MBS 1, sequence 4096, TP 2, PP 8, VP 4, EP 32, 1,633
+  // tokens/s per GPU; 1,712 in 26.04.01). Config (scripts/performance/configs/qwen/ at cfeddcd94):
   // expert_tensor_parallel_size 1 (the 32 ranks of a stage split the experts whole: parallelism.etp 1),
   // the alltoall dispatcher, moe_a2a_overlap (the all-to-alls overlapped with the other micro-batch's
   // compute, which the planner does not credit), no recompute, grad_reduce_in_fp32 false, no TP overlap.
   {
-    JobSpec s = LlamaStyle(94, 4096, 64, 4, 151936, 4096, 8192, 256, "H100-80GB");
-    s.model.head_dim = 128;
-    s.model.moe = {.experts = 128, .top_k = 8, .expert_ffn_hidden = 1536};
+    JobSpec s = Qwen3_235B(256, 8192, "H100-80GB");
     BridgeFp8(&s);
     s.training.activation_recompute = Recompute::kNone;
     Plan p = Layout(2, 1, 8, 16, 4, 1);
@@ -339,9 +359,7 @@ std::vector<PublishedRun> PublishedRuns() {
   // node: the all-to-all stays on NVLink), GBS 512, local batch 4 (16 accumulation steps), ep_size 8, TE
   // attention, activation_checkpointing true; 21.773 s per step, 12,040 tokens/s per GPU.
   {
-    JobSpec s = LlamaStyle(48, 2048, 32, 4, 151936, 4096, 512, 8, "H100-80GB");
-    s.model.head_dim = 128;
-    s.model.moe = {.experts = 128, .top_k = 8, .expert_ffn_hidden = 768};
+    JobSpec s = Qwen3_30B(8, 512, "H100-80GB");
     s.training.activation_recompute = Recompute::kFull;
     const Plan p = AutomodelMoe(&s, 8, 4);
     runs.push_back({"Qwen3-30B-A3B 8 H100 FSDP8 EP8 (Automodel)", "NeMo Automodel performance summary", s, p,
@@ -452,8 +470,7 @@ std::vector<PublishedRun> PublishedRuns() {
   // communication overlap (userbuffers), the embedding and the loss counted in the pipeline split (the
   // planner's balanced rule), no recompute (with flash attention: "selective").
   {
-    JobSpec s = LlamaStyle(126, 16384, 128, 8, 128256, 8192, 1536, 1024, "H100-80GB");
-    s.model.ffn_hidden = 53248;
+    JobSpec s = Llama3_405B(1024, 8192, 1536, "H100-80GB");
     BridgeFp8(&s);
     s.training.tp_comm_overlap = true;
     runs.push_back({"Bridge Llama3.1-405B 1024 H100 FP8 TP8 PP8 CP2 VP8", bridge, s, Layout(8, 2, 8, 8, 8, 1),
@@ -481,8 +498,7 @@ std::vector<PublishedRun> PublishedRuns() {
   // (userbuffers_fp8_b200_h16384_tp4_cp2_mbs1_seqlen8192), the embedding and the loss counted in the
   // pipeline split: 661 tokens/s per GPU (1667 TFLOP/s in their count).
   {
-    JobSpec s = LlamaStyle(126, 16384, 128, 8, 128256, 8192, 64, 128, "B200");
-    s.model.ffn_hidden = 53248;
+    JobSpec s = Llama3_405B(128, 8192, 64, "B200");
     BridgeFp8(&s);
     s.training.tp_comm_overlap = true;
     runs.push_back({"Bridge Llama3.1-405B 128 B200 FP8 TP4 PP8 CP2 VP8", bridge_2511, s,
@@ -497,9 +513,7 @@ std::vector<PublishedRun> PublishedRuns() {
   const char* bridge_2608 = "Megatron-Bridge performance summary, 26.08";
   {
     // Qwen3-30B-A3B on 8 GPUs, GBS 512, MBS 4, EP 8: 39,936 tokens/s per GPU (923 TFLOP/s in their count).
-    JobSpec s = LlamaStyle(48, 2048, 32, 4, 151936, 4096, 512, 8, "GB200-NVL72");
-    s.model.head_dim = 128;
-    s.model.moe = {.experts = 128, .top_k = 8, .expert_ffn_hidden = 768};
+    JobSpec s = Qwen3_30B(8, 512, "GB200-NVL72");
     BridgeFp8(&s);
     s.training.activation_recompute = Recompute::kNone;
     Plan p = Layout(1, 1, 1, 8, 1, 1);
@@ -510,9 +524,7 @@ std::vector<PublishedRun> PublishedRuns() {
   }
   {
     // Qwen3-235B-A22B on 256 GPUs, GBS 8192, MBS 1, PP 8, VP 3, EP 32: 7,280 tokens/s per GPU (1077).
-    JobSpec s = LlamaStyle(94, 4096, 64, 4, 151936, 4096, 8192, 256, "GB200-NVL72");
-    s.model.head_dim = 128;
-    s.model.moe = {.experts = 128, .top_k = 8, .expert_ffn_hidden = 1536};
+    JobSpec s = Qwen3_235B(256, 8192, "GB200-NVL72");
     BridgeFp8(&s);
     s.training.activation_recompute = Recompute::kNone;
     Plan p = Layout(1, 1, 8, 32, 3, 1);
