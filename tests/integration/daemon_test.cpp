@@ -221,6 +221,10 @@ TEST(Daemon, PlanAcceptsBlackwellUltraAndEmbeddingOnlyVirtualStages) {
   ASSERT_EQ(gb200.status, 200) << gb200.body;
   EXPECT_EQ(J(gb200)["plan"]["vpp"], 8);
   EXPECT_EQ(J(gb200)["plan"]["pipeline_layers"][0], 7);
+  // Megatron-Bridge ran this layout (26.06, 783 tokens/s per GPU): it fits in the 189,471 MiB the driver
+  // reports, not in a 10^9-byte "186 GB".
+  EXPECT_EQ(J(gb200)["gpu_memory_bytes"].get<double>(), 189471.0 * 1024 * 1024) << gb200.body;
+  EXPECT_TRUE(J(gb200)["fits"].get<bool>()) << gb200.body;
   body["parallelism"]["vpp"] = 9;
   HttpResult nine = Http(d.port(), "POST", "/v1/plan", body.dump());
   EXPECT_EQ(nine.status, 422) << nine.body;

@@ -206,8 +206,10 @@ TEST(HardwareForResources, TakesGpuSizeAndNodeWidth) {
   EXPECT_EQ(HardwareForResources(r, 96).gpu_memory_bytes, 96 * kGiB);
 }
 
-// Profiles (scheduler/gpu_profiles.h): datasheet peaks, achievable bandwidth 0.8 × one direction.
+// Profiles (scheduler/gpu_profiles.h): datasheet peaks, achievable bandwidth 0.8 × one direction, HBM as
+// the driver reports it (nvidia-smi memory.total in MiB).
 TEST(HardwareForResources, GpuProfiles) {
+  constexpr double kMiB = 1024.0 * 1024;
   Resources r;
   r.gpus = 72;
   r.gpu = "GB200-NVL72";
@@ -215,8 +217,8 @@ TEST(HardwareForResources, GpuProfiles) {
   EXPECT_EQ(hw.nvlink_domain_gpus, 72);  // one NVLink domain per rack
   EXPECT_EQ(hw.peak_flops, 2500e12);
   EXPECT_EQ(hw.peak_fp8_flops, 5000e12);
-  EXPECT_EQ(hw.gpu_memory_bytes, 186e9);
-  EXPECT_EQ(hw.nvlink_bytes_per_s, 720e9);  // 0.8 · 900 GB/s
+  EXPECT_EQ(hw.gpu_memory_bytes, 189471 * kMiB);  // 198.7e9, the datasheet's "186 GB"
+  EXPECT_EQ(hw.nvlink_bytes_per_s, 720e9);        // 0.8 · 900 GB/s
   r.gpu = "A100-80GB";
   hw = HardwareForResources(r);
   EXPECT_EQ(hw.peak_flops, 312e12);
@@ -225,18 +227,19 @@ TEST(HardwareForResources, GpuProfiles) {
   EXPECT_EQ(hw.nvlink_domain_gpus, 8);
   r.gpu = "H100-80GB";
   EXPECT_EQ(HardwareForResources(r).nvlink_bytes_per_s, 360e9);
+  EXPECT_EQ(HardwareForResources(r).gpu_memory_bytes, 81559 * kMiB);  // 85.5e9, a little under 80 GiB
   // Blackwell Ultra: Blackwell's dense rates, more HBM, an 800 Gb/s NIC per GPU.
   r.gpu = "GB300-NVL72";
   hw = HardwareForResources(r);
   EXPECT_EQ(hw.nvlink_domain_gpus, 72);
   EXPECT_EQ(hw.peak_fp8_flops, 5000e12);
-  EXPECT_EQ(hw.gpu_memory_bytes, 279e9);
+  EXPECT_EQ(hw.gpu_memory_bytes, 284208 * kMiB);
   EXPECT_EQ(hw.ib_bytes_per_s, 80e9);  // 0.8 · 100 GB/s (ConnectX-8)
   r.gpu = "B300";
   hw = HardwareForResources(r);
   EXPECT_EQ(hw.nvlink_domain_gpus, 8);
   EXPECT_EQ(hw.peak_flops, 2250e12);
-  EXPECT_EQ(hw.gpu_memory_bytes, 270e9);
+  EXPECT_EQ(hw.gpu_memory_bytes, 275040 * kMiB);
 }
 
 }  // namespace

@@ -504,6 +504,24 @@ std::vector<PublishedRun> PublishedRuns() {
     runs.push_back({"Bridge Llama3.1-405B 128 B200 FP8 TP4 PP8 CP2 VP8", bridge_2511, s,
                     Layout(4, 2, 8, 2, 8, 1), HardwareForResources(s.resources), 1667, 661});
   }
+  // Llama 3.1 405B on 256 Blackwell GPUs (Megatron-Bridge performance summary, "26.06 NeMo Container",
+  // LLAMA3.1_405B, MXFP8, GBS 1536, MBS 1, sequence 8192; the table and configs at 63b08b397:
+  // scripts/performance/configs/llama/llama31_workload_base_configs.py *_FP8_MX_V2 and
+  // llama31_llm_pretrain.py: fp8_mx precision (fp8_param_gather, grad_reduce_in_fp32 false; counted as fp8),
+  // TP overlap with userbuffers, no recompute, Megatron-Core's embedding and loss counted in the pipeline
+  // split). They fit only with HBM at the size the driver reports (scheduler/gpu_profiles.cpp): 177 GB and
+  // 264 GB.
+  const char* bridge_2606 = "Megatron-Bridge performance summary, 26.06";
+  for (const auto& [name, gpu, layout, tflops, tokens] :
+       {std::tuple{"Bridge Llama3.1-405B 256 GB200 MXFP8 TP4 PP16 VP8", "GB200-NVL72",
+                   Layout(4, 1, 16, 4, 8, 1), 1976.0, 783.0},
+        std::tuple{"Bridge Llama3.1-405B 256 GB300 MXFP8 TP2 PP8 CP2 VP4", "GB300-NVL72",
+                   Layout(2, 2, 8, 8, 4, 1), 2403.0, 952.0}}) {
+    JobSpec s = Llama3_405B(256, 8192, 1536, gpu);
+    BridgeFp8(&s);
+    s.training.tp_comm_overlap = true;
+    runs.push_back({name, bridge_2606, s, layout, HardwareForResources(s.resources), tflops, tokens});
+  }
   // Blackwell MoE, inside one NVL72 domain (Megatron-Bridge performance summary, "26.08 NeMo Container",
   // DGX-GB200 MXFP8; configs src/megatron/bridge/perf_recipes/qwen/gb200/qwen3_moe.py at 4ab94dfad, the
   // commit that published the table): _perf_precision("fp8_mx") (bf16_with_mxfp8_mixed: fp8_param_gather,
