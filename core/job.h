@@ -56,6 +56,10 @@ struct ModelSpec {
   Mlp mlp = Mlp::kGelu;
   Norm norm = Norm::kLayerNorm;
   bool tied_embeddings = false;  // output layer shares the input embedding's weights
+  // Hidden (and attention) dropout probability. Absent: 0 for rmsnorm models (the Llama lineage, and the
+  // Megatron-Core, Megatron-Bridge and torchtitan configs of Llama, Qwen, DeepSeek and gpt-oss, trains
+  // without), 0.1 for layernorm ones (Megatron-LM's --hidden-dropout default, GPT-3's).
+  std::optional<double> dropout;
   MoeSpec moe;
   bool parameters_given() const { return parameters > 0; }
   int kv() const { return kv_heads > 0 ? kv_heads : heads; }
@@ -63,6 +67,8 @@ struct ModelSpec {
   double q_width() const { return heads * head(); }  // the attention's inner width (Q, and AV's output)
   double kv_width() const { return kv() * head(); }  // K's width, and V's
   int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  // Whether the layers keep dropout masks for the backward (dropout 0 keeps none: PyTorch returns the input).
+  bool keeps_dropout_masks() const { return dropout.value_or(norm == Norm::kRmsNorm ? 0 : 0.1) > 0; }
 };
 
 struct TrainingSpec {

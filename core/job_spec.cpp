@@ -42,7 +42,7 @@ void ParseModel(FieldReader& root, ModelSpec* m, std::vector<FieldError>* errs) 
   if (!j) return root.Error("model", "is required");
   FieldReader r(*j, "model", errs);
   r.OnlyKnown({"parameters", "layers", "hidden", "heads", "seq_len", "vocab", "kv_heads", "head_dim",
-               "ffn_hidden", "mlp", "norm", "tied_embeddings", "moe"});
+               "ffn_hidden", "mlp", "norm", "tied_embeddings", "dropout", "moe"});
   // parameters may be omitted: the planner counts them from the architecture.
   if (auto v = r.Number("parameters", false, 1e3, 1e15)) m->parameters = *v;
   if (auto v = r.Int("layers", true, 1, 100000)) m->layers = int(*v);
@@ -57,6 +57,7 @@ void ParseModel(FieldReader& root, ModelSpec* m, std::vector<FieldError>* errs) 
   if (auto v = r.Enum("norm", {"layernorm", "rmsnorm"}))
     m->norm = *v == "rmsnorm" ? Norm::kRmsNorm : Norm::kLayerNorm;
   if (auto v = r.Bool("tied_embeddings")) m->tied_embeddings = *v;
+  m->dropout = r.Number("dropout", false, 0, 0.99);
   ParseMoe(r, m, errs);
   if (m->head_dim == 0 && m->hidden > 0 && m->heads > 0 && m->hidden % m->heads != 0)
     r.Error("model.heads", "must divide model.hidden (or give model.head_dim)");
@@ -377,6 +378,7 @@ Json ToJson(const JobSpec& s) {
   if (s.model.kv_heads > 0) model["kv_heads"] = s.model.kv_heads;
   if (s.model.head_dim > 0) model["head_dim"] = s.model.head_dim;
   if (s.model.ffn_hidden > 0) model["ffn_hidden"] = s.model.ffn_hidden;
+  if (s.model.dropout) model["dropout"] = *s.model.dropout;
   if (const MoeSpec& e = s.model.moe; e.enabled()) {
     Json moe = {{"experts", e.experts}, {"top_k", e.top_k}, {"shared_experts", e.shared_experts}};
     if (e.expert_ffn_hidden > 0) moe["expert_ffn_hidden"] = e.expert_ffn_hidden;

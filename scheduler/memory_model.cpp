@@ -97,18 +97,21 @@ double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const 
   const MoeSpec& e = m.moe;
   const double fe = e.expert_ffn_hidden > 0 ? e.expert_ffn_hidden / h : f;
   const double share = static_cast<double>(e.count(m.layers)) / m.layers;
-  const double moe_mlp = 3 + 2.0 * e.top_k + (e.top_k + e.shared_experts) * MlpInnerUnits(m.mlp, fe);
-  const double mlp = (1 - share) * (3 + MlpInnerUnits(m.mlp, f)) + share * moe_mlp;
-  // Attention: its input 2, Q 2·q/h, K and V 4·kv/h, AV's output (the projection's input) 2·q/h, dropout
-  // mask 1 (7 + 4·kv_heads/heads when the heads are h/a wide).
-  const double attention = 3 + 4 * (m.q_width() + m.kv_width()) / h;
+  // The dropout masks after the attention and after the MLP, 1 each (none without dropout).
+  const double mask = m.keeps_dropout_masks() ? 1 : 0;
+  const double moe_mlp = 2 + mask + 2.0 * e.top_k + (e.top_k + e.shared_experts) * MlpInnerUnits(m.mlp, fe);
+  const double mlp = (1 - share) * (2 + mask + MlpInnerUnits(m.mlp, f)) + share * moe_mlp;
+  // Attention: its input 2, Q 2·q/h, K and V 4·kv/h, AV's output (the projection's input) 2·q/h, the mask
+  // (7 + 4·kv_heads/heads with dropout when the heads are h/a wide).
+  const double attention = 2 + mask + 4 * (m.q_width() + m.kv_width()) / h;
   double units = attention + mlp + 4;
   if (t.attention == Attention::kEager && t.activation_recompute == Recompute::kNone) {
-    units += 5.0 * m.heads * m.seq_len / h;
+    // The softmax output 2, with dropout its mask 1 and the dropout output 2, per a·s/h.
+    units += (mask > 0 ? 5.0 : 2.0) * m.heads * m.seq_len / h;
   }
   // Units held whole on every TP rank without sequence parallelism: norm inputs 4, the attention's and the
-  // MLP's inputs 2 each, dropout masks 2 (Korthikanti eq. 2).
-  double whole = 10;
+  // MLP's inputs 2 each, the dropout masks (Korthikanti eq. 2).
+  double whole = 8 + 2 * mask;
   if (t.precision == Precision::kFp8) {
     // Transformer Engine's GEMMs keep an FP8 copy of their input (1 byte) for the backward. Where no other
     // kernel keeps the 16-bit tensor that halves it: QKV's and the dense MLP's normed inputs (LayerNormLinear
@@ -128,7 +131,7 @@ double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const 
 
 double EmbeddingActivationBytes(const ModelSpec& m, const Plan& plan) {
   const double sb = static_cast<double>(m.seq_len) / plan.cp * plan.micro_batch_size;
-  return (8 * sb + sb * m.hidden) / plan.tp;
+  return (8 * sb + (m.keeps_dropout_masks() ? sb * m.hidden : 0)) / plan.tp;
 }
 
 double OutputActivationBytes(const ModelSpec& m, const TrainingSpec& t, const Plan& plan) {

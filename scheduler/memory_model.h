@@ -69,7 +69,8 @@ int ExpertDataParallelSize(const Plan& plan);
 // units of s'·b·h at 16 bit (Korthikanti et al. 2022 §4.1, re-derived term by term):
 //   attention  3 + 4(a + k)·d/h (QKV input 2, Q 2·a·d/h, K and V 2·k·d/h each, projection input 2·a·d/h,
 //              dropout mask 1; 7 + 4k/a when d = h/a)
-//              + 5·a·s/h   only for eager attention (scores, softmax, dropout; flash keeps none)
+//              + 5·a·s/h   only for eager attention (scores, softmax, dropout; flash keeps none; 2·a·s/h,
+//                          the softmax output, without dropout)
 //   MLP        3 + 4F/h    gelu (input 2, fc1 output 2F/h, GeLU output 2F/h, dropout mask 1)
 //              3 + 6F/h    swiglu (input 2, gate and up outputs 4F/h, product 2F/h, dropout mask 1)
 //   norms      4
@@ -81,14 +82,15 @@ int ExpertDataParallelSize(const Plan& plan);
 // projection's FP8 input q/h beside the 16-bit attention output and a shared expert's 1 beside the router's.
 // With sequence parallelism everything is divided by t; without, 10 units (norm inputs, attention and MLP
 // inputs, dropout masks; 8 + the MoE share with fp8) stay whole and the rest is divided by t (Korthikanti
-// eq. 2). With F = 4h,
+// eq. 2). Without dropout (!m.keeps_dropout_masks()) the two dropout masks are not kept. With F = 4h,
 // g = 1 and gelu this is 34 + 5as/h (eq. 1). selective recompute drops the 5as/h term; full recompute
 // keeps only the layer input, 2 units, divided by t with sequence parallelism. fp32 doubles everything.
 double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const Plan& plan);
 
 // Activation bytes of the embedding (stage 0) and of the output layer plus cross-entropy (last stage) per
 // micro-batch, after Megatron-LM's estimator: embedding 8·s'·b (token and position ids) + s'·b·h (dropout
-// mask); output 4·s'·b·h + LogitBytes·s'·b·vocab (the loss's saved softmax); both divided by tp.
+// mask, kept only with dropout); output 4·s'·b·h + LogitBytes·s'·b·vocab (the loss's saved softmax); both
+// divided by tp.
 double EmbeddingActivationBytes(const ModelSpec& m, const Plan& plan);
 double OutputActivationBytes(const ModelSpec& m, const TrainingSpec& t, const Plan& plan);
 // Bytes per logit the cross-entropy keeps: 4 with training.cross_entropy_fp32 (the default), else 2.

@@ -201,6 +201,29 @@ TEST(JobSpec, InvalidArchitectureAndLayoutFieldsAreNamed) {
                                    "parallelism.pipeline_layers", "parallelism", "parallelism.tp"}));
 }
 
+// model.dropout: optional, a probability below 1; absent stays absent (the planner's default follows the
+// norm), given round-trips; out of range is a 422 naming the field.
+TEST(JobSpec, DropoutIsOptionalRoundTripsAndIsRangeChecked) {
+  auto s = ParsePlanRequest(Llama405BPlan());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_FALSE(s->model.dropout.has_value());
+  EXPECT_FALSE(s->model.keeps_dropout_masks());  // rmsnorm
+  EXPECT_FALSE(ToJson(*s)["model"].contains("dropout"));
+  Json j = Llama405BPlan();
+  j["model"]["dropout"] = 0.1;
+  s = ParsePlanRequest(j);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->model.dropout, 0.1);
+  EXPECT_TRUE(s->model.keeps_dropout_masks());
+  EXPECT_EQ(ToJson(*s)["model"]["dropout"], 0.1);
+  for (const Json& bad : {Json(1.0), Json(-0.1), Json("none")}) {
+    j["model"]["dropout"] = bad;
+    s = ParsePlanRequest(j);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"model.dropout"})) << bad;
+  }
+}
+
 // model.head_dim: heads of their own width (Qwen3, gpt-oss). heads then need not divide hidden; without
 // head_dim they must, and the error names model.heads; head_dim itself must be a positive integer.
 TEST(JobSpec, HeadDimLetsHeadsNotDivideHidden) {

@@ -229,6 +229,17 @@ TEST(Daemon, PlanAcceptsBlackwellUltraAndEmbeddingOnlyVirtualStages) {
   HttpResult nine = Http(d.port(), "POST", "/v1/plan", body.dump());
   EXPECT_EQ(nine.status, 422) << nine.body;
   EXPECT_EQ(J(nine)["errors"][0]["field"], "parallelism.vpp") << nine.body;
+  // Llama trains without dropout (the rmsnorm default); with Megatron-LM's 0.1 the masks cost memory.
+  body["parallelism"]["vpp"] = 8;
+  body["model"]["dropout"] = 0.1;
+  HttpResult masks = Http(d.port(), "POST", "/v1/plan", body.dump());
+  ASSERT_EQ(masks.status, 200) << masks.body;
+  EXPECT_GT(J(masks)["memory_per_gpu_bytes"]["activations"].get<double>(),
+            J(gb200)["memory_per_gpu_bytes"]["activations"].get<double>());
+  body["model"]["dropout"] = 1;
+  HttpResult bad = Http(d.port(), "POST", "/v1/plan", body.dump());
+  EXPECT_EQ(bad.status, 422) << bad.body;
+  EXPECT_EQ(J(bad)["errors"][0]["field"], "model.dropout") << bad.body;
 }
 
 TEST(Daemon, KillNineKeepsEveryAcknowledgedRecord) {

@@ -193,6 +193,29 @@ TEST(Activations, GqaAndSwiglu) {
   EXPECT_EQ(Act(m, Recompute::kSelective, Precision::kBf16, Attention::kFlash), 28'311'552);
 }
 
+// Dropout masks (1 unit each after the attention and the MLP) are kept only with dropout: RMSNorm models
+// default to none, LayerNorm ones to Megatron-LM's 0.1. The GQA SwiGLU layer above: 33 − 2 = 31 units / 2 ·
+// 2,097,152 = 32,505,856; without sequence parallelism the masks were among the whole units: (8 + 23/2) ·
+// 2,097,152 = 40,894,464. Eager attention without dropout keeps only the softmax output, 2·a·s/h = 32
+// units: (31 + 32)/2 · 2,097,152 = 66,060,288.
+TEST(Activations, DropoutMasksOnlyWithDropout) {
+  ModelSpec m{1e9, 8, 1024, 16, 1024, 1000};
+  m.kv_heads = 4;
+  m.ffn_hidden = 3072;
+  m.mlp = Mlp::kSwiglu;
+  m.norm = Norm::kRmsNorm;
+  constexpr Precision bf16 = Precision::kBf16;
+  EXPECT_EQ(Act(m, Recompute::kSelective, bf16, Attention::kFlash), 32'505'856);
+  EXPECT_EQ(Act(m, Recompute::kSelective, bf16, Attention::kFlash, false), 40'894'464);
+  EXPECT_EQ(Act(m, Recompute::kNone, bf16, Attention::kEager), 66'060'288);
+  EXPECT_EQ(Act(m, Recompute::kFull, bf16, Attention::kFlash), 2'097'152);  // the input only, as before
+  m.dropout = 0.1;
+  EXPECT_EQ(Act(m, Recompute::kSelective, bf16, Attention::kFlash), 34'603'008);
+  m.norm = Norm::kLayerNorm;
+  m.dropout = 0.0;
+  EXPECT_EQ(Act(m, Recompute::kSelective, bf16, Attention::kFlash), 32'505'856);
+}
+
 // Embedding (8·s·b + s·b·h)/t and output layer plus fp32 logits (4·s·b·h + 4·s·b·V)/t, s = 1024, b = 2,
 // h = 1024, V = 1000, t = 2: (16,384 + 2,097,152)/2 and (8,388,608 + 8,192,000)/2; with the loss in bf16
 // (cross_entropy_fp32 false) the logits take 2·s·b·V: (8,388,608 + 4,096,000)/2.
@@ -201,6 +224,8 @@ TEST(Activations, EmbeddingAndOutputLayer) {
   const Plan p = Layout(2, 1, 1, 0, 2);
   TrainingSpec t;
   EXPECT_EQ(EmbeddingActivationBytes(m, p), 1'056'768);
+  m.dropout = 0;  // no dropout mask: the ids only, 16,384/2
+  EXPECT_EQ(EmbeddingActivationBytes(m, p), 8'192);
   EXPECT_EQ(OutputActivationBytes(m, t, p), 8'290'304);
   t.cross_entropy_fp32 = false;
   EXPECT_EQ(OutputActivationBytes(m, t, p), 6'242'304);

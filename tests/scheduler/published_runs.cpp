@@ -509,8 +509,8 @@ std::vector<PublishedRun> PublishedRuns() {
   // scripts/performance/configs/llama/llama31_workload_base_configs.py *_FP8_MX_V2 and
   // llama31_llm_pretrain.py: fp8_mx precision (fp8_param_gather, grad_reduce_in_fp32 false; counted as fp8),
   // TP overlap with userbuffers, no recompute, Megatron-Core's embedding and loss counted in the pipeline
-  // split). They fit only with HBM at the size the driver reports (scheduler/gpu_profiles.cpp): 177 GB and
-  // 264 GB.
+  // split). They fit only with HBM at the size the driver reports (scheduler/gpu_profiles.cpp): 168 GB and
+  // 254 GB.
   const char* bridge_2606 = "Megatron-Bridge performance summary, 26.06";
   for (const auto& [name, gpu, layout, tflops, tokens] :
        {std::tuple{"Bridge Llama3.1-405B 256 GB200 MXFP8 TP4 PP16 VP8", "GB200-NVL72",
