@@ -177,8 +177,10 @@ double MatmulEfficiencyAt(double d, const Hardware& hw) {
   return hw.matmul_efficiency * d / (d + hw.matmul_half_size);
 }
 
-double MatmulEfficiency(const ModelSpec& m, int tp, const Hardware& hw) {
-  return MatmulEfficiencyAt(static_cast<double>(m.hidden) / tp, hw);
+double MatmulEfficiency(const JobSpec& spec, const Plan& plan, const Hardware& hw) {
+  const double d = static_cast<double>(spec.model.hidden) / plan.tp;
+  const double tokens = static_cast<double>(spec.model.seq_len) / plan.cp * plan.micro_batch_size;
+  return MatmulEfficiencyAt(std::min(d, tokens), hw);
 }
 
 double ExpertTokensPerMicroBatch(const JobSpec& spec, const Plan& plan) {
@@ -246,7 +248,7 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   // everything else (attention projections, dense MLPs, routers, shared experts) at the dense curve.
   const LayerParamSplit split = PlannedLayerSplit(m);
   const double routed = m.moe.enabled() ? split.expert * m.moe.top_k / m.moe.experts : 0;
-  const double rate = peak * MatmulEfficiency(m, plan.tp, hw);
+  const double rate = peak * MatmulEfficiency(spec, plan, hw);
   const double expert_rate = m.moe.enabled() ? peak * ExpertMatmulEfficiency(spec, plan, hw) : rate;
   // One layer's GEMM FLOPs per micro-batch, the routed experts' scaled to run at the dense rate.
   const double layer_flops = 6 * tokens * ((split.activated - routed) + routed * rate / expert_rate);
@@ -270,7 +272,7 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   // The attention kernels (QKᵀ, softmax, AV) reach their own fraction of peak, not the GEMMs'.
   const double attention_rate = hw.peak_flops * hw.attention_efficiency;
   const double output_layer_s =
-      6.0 * m.vocab * m.hidden * tokens / model_ranks / (hw.peak_flops * MatmulEfficiency(m, plan.tp, hw));
+      6.0 * m.vocab * m.hidden * tokens / model_ranks / (hw.peak_flops * MatmulEfficiency(spec, plan, hw));
   double stage_s = 0, stage_attention_s = 0;
   for (int i = 0; i < plan.pp; ++i) {
     double flops = layers[i] * layer_flops * recompute;

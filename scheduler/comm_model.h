@@ -63,9 +63,10 @@ struct StepTime {
 };
 StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware& hw);
 
-// Fraction of peak the matmuls of a rank reach: hw.matmul_efficiency · d / (d + hw.matmul_half_size),
-// d = hidden / tp.
-double MatmulEfficiency(const ModelSpec& m, int tp, const Hardware& hw);
+// Fraction of peak the dense matmuls of a rank reach: hw.matmul_efficiency · d / (d + hw.matmul_half_size)
+// at the GEMM's smaller side, d = min(hidden / tp, s/cp · b): a context-parallel rank multiplies only its
+// s/cp · b tokens, and a GEMM that thin is bound by reading its weights, not by the tensor cores.
+double MatmulEfficiency(const JobSpec& spec, const Plan& plan, const Hardware& hw);
 // The same curve at size d: hw.matmul_efficiency · d / (d + hw.matmul_half_size).
 double MatmulEfficiencyAt(double d, const Hardware& hw);
 

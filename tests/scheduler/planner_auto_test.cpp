@@ -32,6 +32,9 @@ TEST(AutoPlan, Llama405BOn16kH100sFitsWithTpWithinNode) {
   EXPECT_EQ(e->plan.world_size(), 16384);
   EXPECT_LE(e->plan.tp, 8);
   EXPECT_GT(e->plan.pp, 2);  // uneven stages let PP go past the divisors of 126 and 16384
+  // Context parallelism leaves each rank at least 2048 of the 8192 tokens: thinner GEMMs lose more than
+  // the bubble they save (Meta trained this model with CP 1 at 8k and CP 16 only at 131k).
+  EXPECT_LE(e->plan.cp, 4);
   EXPECT_EQ(e->plan.micro_batches * e->plan.micro_batch_size * e->plan.dp, 2048);
   EXPECT_NE(e->explanation.find("Chose"), std::string::npos) << e->explanation;
   EXPECT_NE(e->explanation.find("Top candidates: 1)"), std::string::npos) << e->explanation;

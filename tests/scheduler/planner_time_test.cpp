@@ -1,9 +1,10 @@
 // The time model's terms beyond GEMMs and collectives (docs/planner.md, "Time"), on the SmallJob fixture
 // with figures worked out by hand: memory-bound element-wise kernels, eager attention, pipeline slices
-// without sequence parallelism, DeepSpeed's pipeline gradient reduction, and context parallelism's need
-// for flash attention.
+// without sequence parallelism, DeepSpeed's pipeline gradient reduction, context parallelism's need for
+// flash attention and its thinner GEMMs.
 #include <gtest/gtest.h>
 
+#include "scheduler/comm_model.h"
 #include "scheduler/planner.h"
 #include "tests/scheduler/planner_test_util.h"
 
@@ -87,6 +88,22 @@ TEST(EvaluatePlan, ContextParallelismNeedsFlashAttention) {
   EXPECT_TRUE(HasField(e.status(), "parallelism.cp")) << e.status().message();
   s.training.attention = Attention::kFlash;
   EXPECT_TRUE(EvaluatePlan(s, p, Hardware{}).ok());
+}
+
+// A dense GEMM runs at the curve of its smaller side: h/tp, or the s/cp · b tokens of a rank when those are
+// fewer. Default curve 0.635 · d / (d + 192); h 8192, seq 8192, mbs 1.
+TEST(EvaluatePlan, ContextParallelRanksRunThinnerGemms) {
+  JobSpec s = Model(70e9, 80, 8192, 64, 8192, 128256, 256, 1024);
+  const Hardware hw;
+  Plan p = Layout(1, 4, 64, 1);
+  EXPECT_REL(MatmulEfficiency(s, p, hw), 0.635 * 8192 / 8384);  // 8192 tokens, width 8192
+  p.cp = 16;
+  EXPECT_REL(MatmulEfficiency(s, p, hw), 0.635 * 512 / 704);  // 512 tokens per rank
+  p.micro_batch_size = 4;
+  EXPECT_REL(MatmulEfficiency(s, p, hw), 0.635 * 2048 / 2240);
+  p = Layout(8, 4, 8, 1);
+  p.cp = 2;
+  EXPECT_REL(MatmulEfficiency(s, p, hw), 0.635 * 1024 / 1216);  // width 1024 < 4096 tokens
 }
 
 }  // namespace
