@@ -71,12 +71,23 @@ struct ModelSpec {
   bool keeps_dropout_masks() const { return dropout.value_or(norm == Norm::kRmsNorm ? 0 : 0.1) > 0; }
 };
 
+// Megatron-Core's --recompute-modules under selective recompute: the parts of each layer that keep no
+// activations and run their forward again in the backward. Only with Recompute::kSelective; the default
+// is Megatron's, the attention kernels alone.
+struct RecomputeModules {
+  bool core_attn = true;   // the attention kernels: with eager attention no score matrix is kept
+  bool layernorm = false;  // the two norms' outputs (the QKV and MLP inputs), recomputed from their inputs
+  bool moe_act = false;    // the routed experts' activation outputs (their second GEMM's input)
+  bool operator==(const RecomputeModules&) const = default;
+};
+
 struct TrainingSpec {
   int micro_batch_size = 1;
   int global_batch_size = 0;
   Precision precision = Precision::kBf16;
   Optimizer optimizer = Optimizer::kAdam;
   Recompute activation_recompute = Recompute::kSelective;
+  RecomputeModules recompute_modules;  // kSelective only
   Framework framework = Framework::kMegatron;
   Attention attention = Attention::kFlash;
   // The loss over logits upcast to fp32 in separate kernels (Megatron-Core's default vocab-parallel

@@ -65,13 +65,40 @@ void ParseModel(FieldReader& root, ModelSpec* m, std::vector<FieldError>* errs) 
     r.Error("model.kv_heads", "must divide model.heads");
 }
 
+// training.recompute_modules: Megatron-Core's names, a non-empty subset of core_attn, layernorm, moe_act;
+// only with activation_recompute "selective" (the default).
+void ParseRecomputeModules(FieldReader& r, TrainingSpec* t) {
+  const Json* j = r.Find("recompute_modules");
+  if (!j) return;
+  const std::string path = r.Path("recompute_modules");
+  if (t->activation_recompute != Recompute::kSelective)
+    return r.Error(path, "applies only to training.activation_recompute \"selective\"");
+  if (!j->is_array() || j->empty() || j->size() > 3)
+    return r.Error(path, "must be a non-empty array of \"core_attn\", \"layernorm\", \"moe_act\"");
+  RecomputeModules m{.core_attn = false};
+  for (const Json& v : *j) {
+    const std::string name = v.is_string() ? v.get<std::string>() : "";
+    bool* flag = name == "core_attn"   ? &m.core_attn
+                 : name == "layernorm" ? &m.layernorm
+                 : name == "moe_act"   ? &m.moe_act
+                                       : nullptr;
+    if (!flag)
+      return r.Error(path,
+                     "unknown module (accepted: \"core_attn\", \"layernorm\", \"moe_act\"; others, "
+                     "such as \"mlp\", are not modelled)");
+    if (*flag) return r.Error(path, "lists \"" + name + "\" twice");
+    *flag = true;
+  }
+  t->recompute_modules = m;
+}
+
 void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* errs) {
   const Json* j = root.Find("training");
   if (!j) return root.Error("training", "is required");
   FieldReader r(*j, "training", errs);
   r.OnlyKnown({"micro_batch_size", "global_batch_size", "precision", "optimizer", "activation_recompute",
-               "framework", "attention", "cross_entropy_fp32", "grad_reduce_in_fp32", "tp_comm_overlap",
-               "fp8_param_gather"});
+               "recompute_modules", "framework", "attention", "cross_entropy_fp32", "grad_reduce_in_fp32",
+               "tp_comm_overlap", "fp8_param_gather"});
   t->micro_batch_size = int(r.Int("micro_batch_size", false, 1, 1 << 16).value_or(1));
   if (auto v = r.Int("global_batch_size", true, 1, 1 << 28)) t->global_batch_size = int(*v);
   if (auto v = r.Enum("precision", {"bf16", "fp16", "fp32", "fp8"}))
@@ -85,6 +112,7 @@ void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* 
     t->activation_recompute = *v == "none"   ? Recompute::kNone
                               : *v == "full" ? Recompute::kFull
                                              : Recompute::kSelective;
+  ParseRecomputeModules(r, t);
   if (auto v = r.Enum("framework", {"megatron", "fsdp", "deepspeed"}))
     t->framework = *v == "fsdp"        ? Framework::kFsdp
                    : *v == "deepspeed" ? Framework::kDeepSpeed
@@ -433,6 +461,15 @@ Json ToJson(const JobSpec& s) {
   };
   if (s.training.grad_reduce_in_fp32)
     out["training"]["grad_reduce_in_fp32"] = *s.training.grad_reduce_in_fp32;
+  if (s.training.activation_recompute == Recompute::kSelective &&
+      s.training.recompute_modules != RecomputeModules{}) {
+    const RecomputeModules& m = s.training.recompute_modules;
+    Json modules = Json::array();
+    if (m.core_attn) modules.push_back("core_attn");
+    if (m.layernorm) modules.push_back("layernorm");
+    if (m.moe_act) modules.push_back("moe_act");
+    out["training"]["recompute_modules"] = modules;
+  }
   if (s.launcher == Launcher::kSlurm)
     out["slurm"] = {{"allocation", s.slurm.allocation}, {"sbatch_args", s.slurm.sbatch_args}};
   return out;

@@ -95,9 +95,11 @@ double AllToAllBytes(const JobSpec& spec, const Plan& plan) {
 //   both layouts), 4 bytes per element: forward the inputs of the attention projection (q width) and of the
 //   second MLP GEMM (the norms' casts are fused into LayerNormLinear, the activation's into the MLP);
 //   backward the output gradients of all four GEMMs (QKV, the projection's and the second MLP GEMM's
-//   gathered to the whole h, and the first MLP GEMM's 1 or 2 × F).
+//   gathered to the whole h, and the first MLP GEMM's 1 or 2 × F);
+//   selective recompute (`recomputed`): what runs forward again in the backward, the score matrix's passes
+//   (core_attn, eager only), the two norms (layernorm), the routed experts' activation (moe_act).
 struct ElementwiseBytes {
-  double layer = 0, scores = 0, fp8_forward = 0, fp8_backward = 0;
+  double layer = 0, scores = 0, fp8_forward = 0, fp8_backward = 0, recomputed = 0;
 };
 ElementwiseBytes ElementwiseBytesPerLayer(const JobSpec& spec, const Plan& plan) {
   const ModelSpec& m = spec.model;
@@ -115,6 +117,12 @@ ElementwiseBytes ElementwiseBytesPerLayer(const JobSpec& spec, const Plan& plan)
             bytes;
   if (spec.training.attention == Attention::kEager) {
     e.scores = 4.0 * m.heads / plan.tp * m.seq_len / plan.cp * m.seq_len * plan.micro_batch_size * bytes;
+  }
+  if (spec.training.activation_recompute == Recompute::kSelective) {
+    const RecomputeModules& r = spec.training.recompute_modules;
+    e.recomputed =
+        (r.core_attn ? e.scores : 0) + (r.layernorm ? 4 * x / replicated * bytes : 0) +
+        (r.moe_act ? moe_share * act * m.moe.top_k * expert_ffn / m.hidden * x / plan.tp * bytes : 0);
   }
   if (spec.training.precision == Precision::kFp8) {
     const double tokens = x / m.hidden, fc1_out = (m.mlp == Mlp::kSwiglu ? 2 : 1) * mlp_width;
@@ -261,10 +269,9 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const double model_ranks = static_cast<double>(plan.tp) * plan.cp;
   // Memory-bound kernels run between the matmuls, not beside them: forward once, backward twice (the
   // gradient and the saved input read, the input gradient written), the forward again under full
-  // recompute; selective recompute with eager attention recomputes the score matrix.
+  // recompute; selective recompute runs its modules' kernels again (hbm.recomputed).
   const ElementwiseBytes hbm = ElementwiseBytesPerLayer(spec, plan);
-  const double recomputed_scores = t.activation_recompute == Recompute::kSelective ? hbm.scores : 0;
-  const double layer_elementwise_s = ((hbm.layer + hbm.scores) * (full ? 4 : 3) + recomputed_scores +
+  const double layer_elementwise_s = ((hbm.layer + hbm.scores) * (full ? 4 : 3) + hbm.recomputed +
                                       hbm.fp8_forward * (full ? 2 : 1) + hbm.fp8_backward) /
                                      hw.hbm_bytes_per_s;
   // Cross-entropy over the rank's s/cp · b · V/tp logits, LossBytesPerLogit each.

@@ -105,7 +105,10 @@ double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const 
   // (7 + 4·kv_heads/heads with dropout when the heads are h/a wide).
   const double attention = 2 + mask + 4 * (m.q_width() + m.kv_width()) / h;
   double units = attention + mlp + 4;
-  if (t.attention == Attention::kEager && t.activation_recompute == Recompute::kNone) {
+  const bool selective = t.activation_recompute == Recompute::kSelective;
+  const RecomputeModules none{.core_attn = false};
+  const RecomputeModules& recomputed = selective ? t.recompute_modules : none;
+  if (t.attention == Attention::kEager && !recomputed.core_attn) {
     // The softmax output 2, with dropout its mask 1 and the dropout output 2, per a·s/h.
     units += (mask > 0 ? 5.0 : 2.0) * m.heads * m.seq_len / h;
   }
@@ -124,6 +127,20 @@ double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const 
                                m.q_width() / h;
     units -= saved_whole + saved_split;
     whole -= saved_whole;
+  }
+  if (recomputed.layernorm) {
+    // The norms' outputs are recomputed from their inputs (the residual stream's 4 units stay). In 16-bit
+    // that frees the attention's and the MLP's inputs; with fp8 the GEMMs keep their FP8 copies of them
+    // (above), and only the MoE layers' router input, 16-bit, goes.
+    const double freed = t.precision == Precision::kFp8 ? 2 * share : 4;
+    units -= freed;
+    whole -= freed;
+  }
+  if (recomputed.moe_act && t.precision != Precision::kFp8) {
+    // The routed experts' activation outputs (the second expert GEMM's input, 2·F_e/h per copy) are
+    // recomputed from the first GEMM's output. With fp8 that input is only the GEMM's FP8 copy (above), which
+    // Transformer Engine keeps: nothing more is freed.
+    units -= share * e.top_k * 2 * fe;
   }
   const double per_rank = sp ? units / tp : whole + (units - whole) / tp;
   return scale * sbh * per_rank;

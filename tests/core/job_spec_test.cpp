@@ -224,6 +224,42 @@ TEST(JobSpec, DropoutIsOptionalRoundTripsAndIsRangeChecked) {
   }
 }
 
+// training.recompute_modules: Megatron-Core's names under selective recompute. Absent: the attention kernels
+// alone (not written back); given: round-trips. With "none" or "full" recompute, unknown or repeated
+// names, an empty list or a non-array: 422 naming the field.
+TEST(JobSpec, RecomputeModulesAreMegatronsNamesUnderSelectiveRecompute) {
+  auto s = ParsePlanRequest(Llama405BPlan());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->training.recompute_modules, RecomputeModules{});
+  EXPECT_TRUE(s->training.recompute_modules.core_attn);
+  EXPECT_FALSE(ToJson(*s)["training"].contains("recompute_modules"));
+  Json j = Llama405BPlan();
+  j["training"]["activation_recompute"] = "selective";
+  j["training"]["recompute_modules"] = {"layernorm", "moe_act"};
+  s = ParsePlanRequest(j);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->training.recompute_modules,
+            (RecomputeModules{.core_attn = false, .layernorm = true, .moe_act = true}));
+  EXPECT_EQ(ToJson(*s)["training"]["recompute_modules"], Json({"layernorm", "moe_act"}));
+  auto again = ParsePlanRequest(ToJson(*s));
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->training.recompute_modules, s->training.recompute_modules);
+  for (const Json& bad :
+       {Json::array(), Json({"mlp"}), Json({"layernorm", "layernorm"}), Json("moe_act"), Json({1})}) {
+    j["training"]["recompute_modules"] = bad;
+    s = ParsePlanRequest(j);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"training.recompute_modules"})) << bad;
+  }
+  j["training"]["recompute_modules"] = {"core_attn"};
+  for (const char* mode : {"none", "full"}) {
+    j["training"]["activation_recompute"] = mode;
+    s = ParsePlanRequest(j);
+    ASSERT_FALSE(s.ok()) << mode;
+    EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"training.recompute_modules"})) << mode;
+  }
+}
+
 // model.head_dim: heads of their own width (Qwen3, gpt-oss). heads then need not divide hidden; without
 // head_dim they must, and the error names model.heads; head_dim itself must be a positive integer.
 TEST(JobSpec, HeadDimLetsHeadsNotDivideHidden) {

@@ -242,6 +242,42 @@ TEST(Daemon, PlanAcceptsBlackwellUltraAndEmbeddingOnlyVirtualStages) {
   EXPECT_EQ(J(bad)["errors"][0]["field"], "model.dropout") << bad.body;
 }
 
+// Megatron-Bridge's gpt-oss-120b on 64 B200s with EP 8 inside each node (26.02.01, 13,722 tokens/s per GPU)
+// recomputes the norms and the experts' activation; the field says so and the layout fits. Per layer of
+// 16,384 tokens that frees 4 + 2·4·2880/2880 = 12 units of s·b·h: 36 · 12 · 16,384 · 2880 B on the one
+// stage, one micro-batch in flight.
+TEST(Daemon, PlanTakesMegatronRecomputeModules) {
+  TempDir dir;
+  Daemon d(dir.path);
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  Json body = Json::parse(R"({
+    "model": {"layers": 36, "hidden": 2880, "heads": 64, "kv_heads": 8, "head_dim": 64, "mlp": "swiglu",
+              "norm": "rmsnorm", "vocab": 201088, "seq_len": 4096,
+              "moe": {"experts": 128, "top_k": 4, "expert_ffn_hidden": 2880}},
+    "training": {"global_batch_size": 1280, "micro_batch_size": 4, "grad_reduce_in_fp32": false,
+                 "cross_entropy_fp32": false},
+    "parallelism": {"ep": 8, "zero_stage": 1},
+    "resources": {"gpus": 64, "gpu": "B200"}})");
+  HttpResult plain = Http(d.port(), "POST", "/v1/plan", body.dump());
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  body["training"]["recompute_modules"] = {"layernorm", "moe_act"};
+  HttpResult modules = Http(d.port(), "POST", "/v1/plan", body.dump());
+  ASSERT_EQ(modules.status, 200) << modules.body;
+  EXPECT_TRUE(J(modules)["fits"].get<bool>()) << modules.body;
+  EXPECT_NEAR(J(plain)["memory_per_gpu_bytes"]["activations"].get<double>() -
+                  J(modules)["memory_per_gpu_bytes"]["activations"].get<double>(),
+              36.0 * 12 * 16384 * 2880, 1.0);
+  body["training"]["recompute_modules"] = {"mlp"};
+  HttpResult unknown = Http(d.port(), "POST", "/v1/plan", body.dump());
+  EXPECT_EQ(unknown.status, 422) << unknown.body;
+  EXPECT_EQ(J(unknown)["errors"][0]["field"], "training.recompute_modules") << unknown.body;
+  body["training"]["recompute_modules"] = {"moe_act"};
+  body["training"]["activation_recompute"] = "full";
+  HttpResult full = Http(d.port(), "POST", "/v1/plan", body.dump());
+  EXPECT_EQ(full.status, 422) << full.body;
+  EXPECT_EQ(J(full)["errors"][0]["field"], "training.recompute_modules") << full.body;
+}
+
 TEST(Daemon, KillNineKeepsEveryAcknowledgedRecord) {
   TempDir dir;
   std::vector<std::string> jobs;

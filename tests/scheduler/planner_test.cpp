@@ -216,6 +216,43 @@ TEST(Activations, DropoutMasksOnlyWithDropout) {
   EXPECT_EQ(Act(m, Recompute::kSelective, bf16, Attention::kFlash), 32'505'856);
 }
 
+// Selective recompute's modules (training.recompute_modules), s·b·h = 2,097,152 over t = 2. The GQA SwiGLU
+// layer without dropout (31 units): "layernorm" recomputes the two norms' outputs, the attention's and the
+// MLP's inputs, 27 units. A MoE layer of 8 SwiGLU experts of width h/2, top 2: attention 2 + 4·1280/1024 =
+// 7, MLP 2 + 2·2 + 2·6·0.5 = 12, norms 4: 23 units; "moe_act" recomputes the experts' activation outputs,
+// 2 copies of 2·0.5: 21; both 17. With fp8 the GEMMs keep FP8 copies of what the modules recompute, so
+// only the MoE layer's 16-bit router input (2 units) goes.
+TEST(Activations, RecomputeModulesFreeWhatTheyRecompute) {
+  ModelSpec m{1e9, 8, 1024, 16, 1024, 1000};
+  m.kv_heads = 4;
+  m.ffn_hidden = 3072;
+  m.mlp = Mlp::kSwiglu;
+  m.norm = Norm::kRmsNorm;
+  TrainingSpec t;
+  const Plan p = Layout(2, 1, 1, 0, 2);
+  EXPECT_EQ(ActivationBytesPerLayer(m, t, p), 31 * 1'048'576);
+  t.recompute_modules.layernorm = true;
+  EXPECT_EQ(ActivationBytesPerLayer(m, t, p), 27 * 1'048'576);
+  m.moe = {.experts = 8, .top_k = 2, .expert_ffn_hidden = 512};
+  t.recompute_modules = {};
+  EXPECT_EQ(ActivationBytesPerLayer(m, t, p), 23 * 1'048'576);
+  t.recompute_modules.moe_act = true;
+  EXPECT_EQ(ActivationBytesPerLayer(m, t, p), 21 * 1'048'576);
+  t.recompute_modules.layernorm = true;
+  EXPECT_EQ(ActivationBytesPerLayer(m, t, p), 17 * 1'048'576);
+  // Recompute "none" or "full" ignores the modules.
+  t.activation_recompute = Recompute::kNone;
+  EXPECT_EQ(ActivationBytesPerLayer(m, t, p), 23 * 1'048'576);
+  t.activation_recompute = Recompute::kSelective;
+  t.precision = Precision::kFp8;
+  const double fp8_none = [&] {
+    TrainingSpec plain = t;
+    plain.recompute_modules = {};
+    return ActivationBytesPerLayer(m, plain, p);
+  }();
+  EXPECT_EQ(ActivationBytesPerLayer(m, t, p), fp8_none - 2 * 1'048'576);
+}
+
 // Embedding (8·s·b + s·b·h)/t and output layer plus fp32 logits (4·s·b·h + 4·s·b·V)/t, s = 1024, b = 2,
 // h = 1024, V = 1000, t = 2: (16,384 + 2,097,152)/2 and (8,388,608 + 8,192,000)/2; with the loss in bf16
 // (cross_entropy_fp32 false) the logits take 2·s·b·V: (8,388,608 + 4,096,000)/2.

@@ -40,6 +40,19 @@ TEST_F(SmallJob, MemoryBoundKernelsTakeHbmTime) {
   EXPECT_LT(eager->tflops_per_gpu, flash->tflops_per_gpu);
 }
 
+// Selective recompute's modules run their kernels forward once more, at 1e12 B/s on the last stage's 4
+// layers of 1024 tokens (tp 4, sequence parallel, x = 1,048,576): "layernorm" the two norms, read and
+// write, 4·x/4 · 2 B = 2,097,152 B per layer; "core_attn" alone with flash attention recomputes nothing
+// memory-bound. 8 micro-batches · 4 layers · 2.097152 µs = 67.108864 µs more than core_attn alone.
+TEST_F(SmallJob, RecomputedModulesTakeHbmTime) {
+  hw_.hbm_bytes_per_s = 1e12;
+  auto core_attn = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  spec_.training.recompute_modules.layernorm = true;
+  auto layernorm = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  ASSERT_TRUE(core_attn.ok() && layernorm.ok());
+  EXPECT_REL(layernorm->compute_time_s - core_attn->compute_time_s, 8 * 4 * 2.097152e-6);
+}
+
 // FP8 adds Transformer Engine's casts, 4 bytes per element (read 2, write the FP8 copy and its transpose),
 // per layer and micro-batch of 1024 tokens at tp 4: forward the projection's input (q width 1024) and the
 // second MLP GEMM's (4096), 4 · 1024 · 5120/4 = 5,242,880 B; backward the output gradients of QKV
