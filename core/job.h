@@ -88,6 +88,11 @@ struct TrainingSpec {
   Optimizer optimizer = Optimizer::kAdam;
   Recompute activation_recompute = Recompute::kSelective;
   RecomputeModules recompute_modules;  // kSelective only
+  // Megatron-Core's --cpu-offloading-num-layers (activations only, cpu_offloading_weights false): the
+  // activations of that many transformer layers go to host memory after their forward and come back before
+  // their backward; (layers − n) layers' worth stay on the GPU (Transformer Engine's cpu_offload.py).
+  // Megatron-Core allows it only without pipeline parallelism and without recompute, and n < layers.
+  int cpu_offload_layers = 0;
   Framework framework = Framework::kMegatron;
   Attention attention = Attention::kFlash;
   // The loss over logits upcast to fp32 in separate kernels (Megatron-Core's default vocab-parallel

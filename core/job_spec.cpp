@@ -97,8 +97,8 @@ void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* 
   if (!j) return root.Error("training", "is required");
   FieldReader r(*j, "training", errs);
   r.OnlyKnown({"micro_batch_size", "global_batch_size", "precision", "optimizer", "activation_recompute",
-               "recompute_modules", "framework", "attention", "cross_entropy_fp32", "grad_reduce_in_fp32",
-               "tp_comm_overlap", "fp8_param_gather"});
+               "recompute_modules", "cpu_offload_layers", "framework", "attention", "cross_entropy_fp32",
+               "grad_reduce_in_fp32", "tp_comm_overlap", "fp8_param_gather"});
   t->micro_batch_size = int(r.Int("micro_batch_size", false, 1, 1 << 16).value_or(1));
   if (auto v = r.Int("global_batch_size", true, 1, 1 << 28)) t->global_batch_size = int(*v);
   if (auto v = r.Enum("precision", {"bf16", "fp16", "fp32", "fp8"}))
@@ -113,6 +113,17 @@ void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* 
                               : *v == "full" ? Recompute::kFull
                                              : Recompute::kSelective;
   ParseRecomputeModules(r, t);
+  t->cpu_offload_layers = int(r.Int("cpu_offload_layers", false, 0, 1 << 20).value_or(0));
+  if (t->cpu_offload_layers > 0) {
+    // Megatron-Core refuses offloading with recompute ("CPU offloading does not work when activation
+    // recomputation is enabled"); absent, the recompute default gives way.
+    if ((r.Find("activation_recompute") && t->activation_recompute != Recompute::kNone) ||
+        r.Find("recompute_modules"))
+      r.Error("training.cpu_offload_layers",
+              "needs training.activation_recompute \"none\" (Megatron-Core "
+              "does not offload recomputed layers)");
+    t->activation_recompute = Recompute::kNone;
+  }
   if (auto v = r.Enum("framework", {"megatron", "fsdp", "deepspeed"}))
     t->framework = *v == "fsdp"        ? Framework::kFsdp
                    : *v == "deepspeed" ? Framework::kDeepSpeed
@@ -461,6 +472,8 @@ Json ToJson(const JobSpec& s) {
   };
   if (s.training.grad_reduce_in_fp32)
     out["training"]["grad_reduce_in_fp32"] = *s.training.grad_reduce_in_fp32;
+  if (s.training.cpu_offload_layers > 0)
+    out["training"]["cpu_offload_layers"] = s.training.cpu_offload_layers;
   if (s.training.activation_recompute == Recompute::kSelective &&
       s.training.recompute_modules != RecomputeModules{}) {
     const RecomputeModules& m = s.training.recompute_modules;

@@ -180,7 +180,9 @@ Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
   Search s;
   for (int tp : tps) {
     for (int cp : cps) {
-      for (int pp = 1; pp <= m.layers; ++pp) {
+      // Megatron-Core offloads activations only without pipeline parallelism.
+      const int max_pp = spec.training.cpu_offload_layers > 0 ? 1 : m.layers;
+      for (int pp = 1; pp <= max_pp; ++pp) {
         const long long model_ranks = static_cast<long long>(tp) * cp * pp;
         if (model_ranks > gpus) break;
         if (gpus % model_ranks != 0) continue;

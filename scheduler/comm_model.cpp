@@ -384,7 +384,16 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   if (after_backward) dp_exposed = std::max(dp_exposed, st.dp);
   // --tp-comm-overlap pipelines each collective's tp chunks with its GEMM: one chunk's transfer is exposed.
   const double tp_exposed = t.tp_comm_overlap && SequenceParallel(plan) ? st.tp / plan.tp : st.tp;
-  st.exposed = tp_exposed + cp_exposed + st.ep + st.pp + dp_exposed;
+  // CPU activation offloading (Transformer Engine's cpu_offload.py on its own stream): each offloaded
+  // layer's activations go to the host during the forward and come back during the backward, per
+  // micro-batch; what a direction's copies take beyond that pass's compute is exposed.
+  double offload_exposed = 0;
+  if (t.cpu_offload_layers > 0) {
+    const double copy = t.cpu_offload_layers * ActivationBytesPerLayer(m, t, plan) / hw.host_bytes_per_s;
+    st.offload = 2 * mb * copy;
+    offload_exposed = mb * (std::max(0.0, copy - forward) + std::max(0.0, copy - backward));
+  }
+  st.exposed = tp_exposed + cp_exposed + st.ep + st.pp + dp_exposed + offload_exposed;
   st.step = st.compute + st.bubble + st.exposed;
   return st;
 }

@@ -57,9 +57,11 @@ struct StepTime {
   double compute = 0;                             // micro_batches · slowest stage time
   double bubble = 0;                              // (pp − 1)/vpp · slowest stage time
   double tp = 0, cp = 0, ep = 0, pp = 0, dp = 0;  // total time of each axis' collectives
-  double exposed = 0;                             // communication on the critical path
-  double step = 0;                                // compute + bubble + exposed
-  double comm() const { return tp + cp + ep + pp + dp; }
+  double offload =
+      0;  // CPU activation offloading's copies to the host and back (training.cpu_offload_layers)
+  double exposed = 0;  // communication (and offload copies) on the critical path
+  double step = 0;     // compute + bubble + exposed
+  double comm() const { return tp + cp + ep + pp + dp + offload; }
 };
 StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware& hw);
 

@@ -23,14 +23,19 @@ constexpr double kMiB = 1024.0 * 1024;
 // 35 % of the H100's (Shah et al. 2024, arXiv:2407.08608, which reaches up to 75 % forward with
 // Hopper-specific FlashAttention-3); we take the FlashAttention-2 figures, 0.5 and 0.35, and 0.35 for
 // Blackwell (no published figure used).
+// Host link (CPU activation offloading), one direction: PCIe Gen4 x16 32 GB/s on A100, PCIe Gen5 x16
+// 64 GB/s on the HGX and DGX boards (H100, H200, B200; B300 assumed the same), NVLink-C2C 900 GB/s both
+// directions (450 each) between a Grace CPU and its GPUs on GB200 and GB300; achievable = 0.8 ×.
 constexpr std::array<GpuProfile, 7> kProfiles = {{
-    {"A100-80GB", 312e12, 312e12, 81920 * kMiB, 8, 0.8 * 300e9, 0.8 * 25e9, 0.8 * 2039e9, 0.5},
-    {"H100-80GB", 989e12, 1979e12, 81559 * kMiB, 8, 0.8 * 450e9, 0.8 * 50e9, 0.8 * 3350e9, 0.35},
-    {"H200", 989e12, 1979e12, 143771 * kMiB, 8, 0.8 * 450e9, 0.8 * 50e9, 0.8 * 4800e9, 0.35},
-    {"B200", 2250e12, 4500e12, 183359 * kMiB, 8, 0.8 * 900e9, 0.8 * 50e9, 0.8 * 8000e9, 0.35},
-    {"GB200-NVL72", 2500e12, 5000e12, 189471 * kMiB, 72, 0.8 * 900e9, 0.8 * 50e9, 0.8 * 8000e9, 0.35},
-    {"B300", 2250e12, 4500e12, 275040 * kMiB, 8, 0.8 * 900e9, 0.8 * 100e9, 0.8 * 8000e9, 0.35},
-    {"GB300-NVL72", 2500e12, 5000e12, 284208 * kMiB, 72, 0.8 * 900e9, 0.8 * 100e9, 0.8 * 8000e9, 0.35},
+    {"A100-80GB", 312e12, 312e12, 81920 * kMiB, 8, 0.8 * 300e9, 0.8 * 25e9, 0.8 * 2039e9, 0.5, 0.8 * 32e9},
+    {"H100-80GB", 989e12, 1979e12, 81559 * kMiB, 8, 0.8 * 450e9, 0.8 * 50e9, 0.8 * 3350e9, 0.35, 0.8 * 64e9},
+    {"H200", 989e12, 1979e12, 143771 * kMiB, 8, 0.8 * 450e9, 0.8 * 50e9, 0.8 * 4800e9, 0.35, 0.8 * 64e9},
+    {"B200", 2250e12, 4500e12, 183359 * kMiB, 8, 0.8 * 900e9, 0.8 * 50e9, 0.8 * 8000e9, 0.35, 0.8 * 64e9},
+    {"GB200-NVL72", 2500e12, 5000e12, 189471 * kMiB, 72, 0.8 * 900e9, 0.8 * 50e9, 0.8 * 8000e9, 0.35,
+     0.8 * 450e9},
+    {"B300", 2250e12, 4500e12, 275040 * kMiB, 8, 0.8 * 900e9, 0.8 * 100e9, 0.8 * 8000e9, 0.35, 0.8 * 64e9},
+    {"GB300-NVL72", 2500e12, 5000e12, 284208 * kMiB, 72, 0.8 * 900e9, 0.8 * 100e9, 0.8 * 8000e9, 0.35,
+     0.8 * 450e9},
 }};
 
 }  // namespace

@@ -19,6 +19,7 @@ struct GpuProfile {
   double net_bytes_per_s;       // achievable bus bandwidth per GPU across domains (one NIC rail per GPU)
   double hbm_bytes_per_s;       // achievable HBM bandwidth (memory-bound element-wise kernels)
   double attention_efficiency;  // fraction of the 16-bit peak flash-attention kernels reach (fwd + bwd)
+  double host_bytes_per_s;      // achievable GPU↔host bandwidth, one direction (CPU activation offloading)
 };
 
 // The profile called `name` ("A100-80GB", "H100-80GB", "H200", "B200", "GB200-NVL72", "B300",

@@ -186,7 +186,9 @@ MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::ve
   mem.optimizer = params * b.optimizer + experts * be.optimizer;
   mem.master_weights = params * b.master_weights + experts * be.master_weights;
   const double in_flight = InFlightMicroBatches(plan.pp, stage, plan.micro_batches, plan.vpp);
-  mem.activations = ActivationBytesPerLayer(m, t, plan) * stage_layers[stage] * in_flight;
+  // With CPU activation offloading (pp 1 only) the offloaded layers' activations live on the host.
+  const int resident_layers = stage_layers[stage] - t.cpu_offload_layers;
+  mem.activations = ActivationBytesPerLayer(m, t, plan) * resident_layers * in_flight;
   if (stage == 0) mem.activations += EmbeddingActivationBytes(m, plan) * in_flight;
   if (stage == plan.pp - 1) mem.activations += OutputActivationBytes(m, t, plan);
   mem.working = FsdpWorkingBytes(m, t, plan);

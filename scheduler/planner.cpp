@@ -51,6 +51,11 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const Hardware& hw) {
   require(!spec.training.fp8_param_gather || spec.training.precision == Precision::kFp8,
           "training.fp8_param_gather", "needs training.precision \"fp8\"");
   require(spec.training.global_batch_size > 0, "training.global_batch_size", "must be positive");
+  const int offload = spec.training.cpu_offload_layers;
+  require(offload >= 0 && (offload == 0 || offload < m.layers), "training.cpu_offload_layers",
+          "must be below model.layers (the last layer's activations stay on the GPU)");
+  require(offload == 0 || spec.training.activation_recompute == Recompute::kNone,
+          "training.cpu_offload_layers", "needs training.activation_recompute \"none\"");
   require(spec.resources.gpus > 0, "resources.gpus", "must be positive");
   require(hw.gpu_memory_bytes > 0, "resources.gpu_memory_gib", "must be positive");
   require(hw.nvlink_domain_gpus > 0, "resources.gpus_per_node", "must be positive");
@@ -94,6 +99,10 @@ std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const
     fail("training.fp8_param_gather",
          "needs the distributed optimizer (zero_stage >= 1) or fsdp: FP8 parameters are gathered from the "
          "optimizer's shards");
+  }
+  if (spec.training.cpu_offload_layers > 0 && p.pp > 1) {
+    fail("training.cpu_offload_layers",
+         "needs parallelism.pp 1 (Megatron-Core offloads activations only without pipeline parallelism)");
   }
   if (spec.training.tp_comm_overlap && p.tp > 1 && !p.sequence_parallel) {
     fail("training.tp_comm_overlap",
@@ -271,6 +280,7 @@ Hardware HardwareForResources(const Resources& r, double default_gpu_memory_gib)
     hw.ib_bytes_per_s = g->net_bytes_per_s;
     hw.hbm_bytes_per_s = g->hbm_bytes_per_s;
     hw.attention_efficiency = g->attention_efficiency;
+    hw.host_bytes_per_s = g->host_bytes_per_s;
     if (!r.gpu.empty() && !r.gpu_memory_gib) hw.gpu_memory_bytes = g->memory_bytes;
     if (!r.gpu.empty()) hw.nvlink_domain_gpus = std::max(r.gpus_per_node, g->nvlink_domain_gpus);
   }

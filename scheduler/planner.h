@@ -41,12 +41,14 @@ struct Hardware {
   double peak_fp8_flops = 1979e12;    // dense fp8 FLOP/s (training.precision "fp8")
   double hbm_bytes_per_s = 2680e9;    // achievable HBM bandwidth: memory-bound element-wise kernels
   // Fraction of peak the matmuls reach when large; smaller per-GPU matmuls reach less:
-  // efficiency(d) = matmul_efficiency · d / (d + matmul_half_size), d = hidden / tp (see EvaluatePlan).
+  // efficiency(d) = matmul_efficiency · d / (d + matmul_half_size), d = min(hidden / tp, s/cp · b) (see
+  // MatmulEfficiency, comm_model.h).
   double matmul_efficiency = 0.635;
   double matmul_half_size = 192;
   // Fraction of peak the attention kernels (flash: fused QKᵀ, softmax, AV) reach (scheduler/gpu_profiles.h).
   double attention_efficiency = 0.35;
-  double memory_headroom = 0.9;  // usable fraction of gpu_memory_bytes (allocator, CUDA context, NCCL)
+  double memory_headroom = 0.9;      // usable fraction of gpu_memory_bytes (allocator, CUDA context, NCCL)
+  double host_bytes_per_s = 51.2e9;  // achievable GPU↔host bandwidth, one direction (activation offloading)
 };
 
 // Hardware for a request's resources: the resources.gpu profile (H100-80GB when empty), gpu_memory_gib when

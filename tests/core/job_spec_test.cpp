@@ -260,6 +260,43 @@ TEST(JobSpec, RecomputeModulesAreMegatronsNamesUnderSelectiveRecompute) {
   }
 }
 
+// training.cpu_offload_layers: Megatron-Core's --cpu-offloading-num-layers. Absent: 0, not written back;
+// given: round-trips and turns the recompute default off (Megatron-Core does not offload recomputed
+// layers), so an explicit selective or full recompute, or recompute_modules, is a 422 naming the field.
+TEST(JobSpec, CpuOffloadLayersRoundTripAndExcludeRecompute) {
+  auto s = ParsePlanRequest(Llama405BPlan());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->training.cpu_offload_layers, 0);
+  EXPECT_FALSE(ToJson(*s)["training"].contains("cpu_offload_layers"));
+  Json j = Llama405BPlan();
+  j["training"].erase("activation_recompute");
+  j["training"]["cpu_offload_layers"] = 40;
+  s = ParsePlanRequest(j);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->training.cpu_offload_layers, 40);
+  EXPECT_EQ(s->training.activation_recompute, Recompute::kNone);
+  EXPECT_EQ(ToJson(*s)["training"]["cpu_offload_layers"], 40);
+  auto again = ParsePlanRequest(ToJson(*s));
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->training.cpu_offload_layers, 40);
+  for (const char* mode : {"selective", "full"}) {
+    j["training"]["activation_recompute"] = mode;
+    s = ParsePlanRequest(j);
+    ASSERT_FALSE(s.ok()) << mode;
+    EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"training.cpu_offload_layers"})) << mode;
+  }
+  j["training"].erase("activation_recompute");
+  j["training"]["recompute_modules"] = {"layernorm"};
+  s = ParsePlanRequest(j);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"training.cpu_offload_layers"}));
+  j["training"].erase("recompute_modules");
+  j["training"]["cpu_offload_layers"] = -1;
+  s = ParsePlanRequest(j);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"training.cpu_offload_layers"}));
+}
+
 // model.head_dim: heads of their own width (Qwen3, gpt-oss). heads then need not divide hidden; without
 // head_dim they must, and the error names model.heads; head_dim itself must be a positive integer.
 TEST(JobSpec, HeadDimLetsHeadsNotDivideHidden) {

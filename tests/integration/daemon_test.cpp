@@ -278,6 +278,40 @@ TEST(Daemon, PlanTakesMegatronRecomputeModules) {
   EXPECT_EQ(J(full)["errors"][0]["field"], "training.recompute_modules") << full.body;
 }
 
+// Megatron-Bridge's Llama 3 70B on 64 GB200s (26.04.01, 4,224 tokens/s per GPU): Megatron-FSDP, MBS 2 at
+// sequence 8192, 40 of the 80 layers' activations offloaded to the Grace CPU. Without the offloading the
+// layout does not fit; with it, it does; with a pipeline it is a 422 (Megatron-Core offloads only
+// without one).
+TEST(Daemon, PlanOffloadsActivationsToTheHost) {
+  TempDir dir;
+  Daemon d(dir.path);
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  Json body = Json::parse(R"({
+    "model": {"layers": 80, "hidden": 8192, "heads": 64, "kv_heads": 8, "ffn_hidden": 28672, "mlp": "swiglu",
+              "norm": "rmsnorm", "vocab": 128256, "seq_len": 8192},
+    "training": {"global_batch_size": 256, "micro_batch_size": 2, "precision": "fp8",
+                 "fp8_param_gather": true, "grad_reduce_in_fp32": false, "cross_entropy_fp32": false,
+                 "activation_recompute": "none"},
+    "parallelism": {"zero_stage": 3},
+    "resources": {"gpus": 64, "gpu": "GB200-NVL72"}})");
+  HttpResult resident = Http(d.port(), "POST", "/v1/plan", body.dump());
+  ASSERT_EQ(resident.status, 200) << resident.body;
+  EXPECT_FALSE(J(resident)["fits"].get<bool>()) << resident.body;
+  body["training"]["cpu_offload_layers"] = 40;
+  HttpResult offloaded = Http(d.port(), "POST", "/v1/plan", body.dump());
+  ASSERT_EQ(offloaded.status, 200) << offloaded.body;
+  EXPECT_TRUE(J(offloaded)["fits"].get<bool>()) << offloaded.body;
+  // Half the layers' activations go; the embedding's (8 B per token) and the output layer's with its bf16
+  // logits ((4·h + 2·V) B per token) stay: 16,384 · (8 + 4 · 8192 + 2 · 128,256) = 4,739,694,592 B.
+  const double all = J(resident)["memory_per_gpu_bytes"]["activations"].get<double>();
+  const double kept = J(offloaded)["memory_per_gpu_bytes"]["activations"].get<double>();
+  EXPECT_NEAR(2 * (all - kept), all - 4'739'694'592.0, 1.0);
+  body["parallelism"]["pp"] = 2;
+  HttpResult piped = Http(d.port(), "POST", "/v1/plan", body.dump());
+  EXPECT_EQ(piped.status, 422) << piped.body;
+  EXPECT_EQ(J(piped)["errors"][0]["field"], "training.cpu_offload_layers") << piped.body;
+}
+
 TEST(Daemon, KillNineKeepsEveryAcknowledgedRecord) {
   TempDir dir;
   std::vector<std::string> jobs;

@@ -53,6 +53,42 @@ TEST_F(SmallJob, RecomputedModulesTakeHbmTime) {
   EXPECT_REL(layernorm->compute_time_s - core_attn->compute_time_s, 8 * 4 * 2.097152e-6);
 }
 
+// CPU activation offloading (pp 1, no recompute): a SmallJob layer at tp 4 with sequence parallelism keeps
+// 34/4 · 1,048,576 = 8,912,896 B (flash, dropout masks). Offloading 4 of the 8 layers leaves 4 on the GPU,
+// 35,651,584 B fewer with one micro-batch in flight. Over a 1 GB/s host link each direction's copies
+// take 4 · 8.912896 ms, far beyond the compute, so 2 more layers expose 2 · 2 · 8.912896 ms more per
+// micro-batch, 4 of them: 0.142606336 s. Over a 1 PB/s link the copies hide behind the compute.
+TEST_F(SmallJob, CpuOffloadingMovesActivationsOverTheHostLink) {
+  spec_.training.activation_recompute = Recompute::kNone;
+  const Plan layout = Layout(4, 1, 4, 0);
+  auto resident = EvaluatePlan(spec_, layout, hw_);
+  hw_.host_bytes_per_s = 1e9;
+  spec_.training.cpu_offload_layers = 2;
+  auto two = EvaluatePlan(spec_, layout, hw_);
+  spec_.training.cpu_offload_layers = 4;
+  auto four = EvaluatePlan(spec_, layout, hw_);
+  ASSERT_TRUE(resident.ok() && two.ok() && four.ok());
+  EXPECT_EQ(resident->memory.activations - four->memory.activations, 35'651'584);
+  EXPECT_REL(four->exposed_comm_s - two->exposed_comm_s, 0.142606336);
+  hw_.host_bytes_per_s = 1e15;
+  auto fast = EvaluatePlan(spec_, layout, hw_);
+  ASSERT_TRUE(fast.ok());
+  EXPECT_REL(fast->step_time_s, resident->step_time_s);
+  // Megatron-Core offloads only without pipeline parallelism, and never the last layer.
+  auto piped = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  ASSERT_FALSE(piped.ok());
+  EXPECT_TRUE(HasField(piped.status(), "training.cpu_offload_layers")) << piped.status().message();
+  spec_.training.cpu_offload_layers = 8;
+  auto all = EvaluatePlan(spec_, layout, hw_);
+  ASSERT_FALSE(all.ok());
+  EXPECT_TRUE(HasField(all.status(), "training.cpu_offload_layers")) << all.status().message();
+  // auto keeps to pp 1.
+  spec_.training.cpu_offload_layers = 4;
+  auto chosen = AutoPlan(spec_, hw_);
+  ASSERT_TRUE(chosen.ok()) << chosen.status().message();
+  EXPECT_EQ(chosen->plan.pp, 1);
+}
+
 // FP8 adds Transformer Engine's casts, 4 bytes per element (read 2, write the FP8 copy and its transpose),
 // per layer and micro-batch of 1024 tokens at tp 4: forward the projection's input (q width 1024) and the
 // second MLP GEMM's (4096), 4 · 1024 · 5120/4 = 5,242,880 B; backward the output gradients of QKV
