@@ -57,17 +57,16 @@ struct StepTime {
   double compute = 0;                             // micro_batches · slowest stage time
   double bubble = 0;                              // (pp − 1)/vpp · slowest stage time
   double tp = 0, cp = 0, ep = 0, pp = 0, dp = 0;  // total time of each axis' collectives
-  double offload =
-      0;  // CPU activation offloading's copies to the host and back (training.cpu_offload_layers)
-  double exposed = 0;  // communication (and offload copies) on the critical path
-  double step = 0;     // compute + bubble + exposed
+  double offload = 0;                             // CPU activation offloading's copies, to the host and back
+  double exposed = 0;                             // communication (and offload copies) on the critical path
+  double step = 0;                                // compute + bubble + exposed
   double comm() const { return tp + cp + ep + pp + dp + offload; }
 };
 StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware& hw);
 
 // Fraction of peak the dense matmuls of a rank reach: hw.matmul_efficiency · d / (d + hw.matmul_half_size)
 // at the GEMM's smaller side, d = min(hidden / tp, s/cp · b): a context-parallel rank multiplies only its
-// s/cp · b tokens, and a GEMM that thin is bound by reading its weights, not by the tensor cores.
+// s/cp · b tokens, and a GEMM that thin fills fewer tiles and moves more weight bytes per FLOP.
 double MatmulEfficiency(const JobSpec& spec, const Plan& plan, const Hardware& hw);
 // The same curve at size d: hw.matmul_efficiency · d / (d + hw.matmul_half_size).
 double MatmulEfficiencyAt(double d, const Hardware& hw);
