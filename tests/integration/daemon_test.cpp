@@ -36,6 +36,13 @@ Json J(const HttpResult& r) {
   return Json::parse(r.body);
 }
 
+// POST /v1/plan with `body` is refused: 422, the first error naming `field`.
+void ExpectPlanRefused(const Daemon& d, const Json& body, const std::string& field) {
+  HttpResult r = Http(d.port(), "POST", "/v1/plan", body.dump());
+  EXPECT_EQ(r.status, 422) << r.body;
+  EXPECT_EQ(J(r)["errors"][0]["field"], field) << r.body;
+}
+
 TEST(Daemon, ServiceEndpoints) {
   TempDir dir;
   Daemon d(dir.path);
@@ -192,9 +199,7 @@ TEST(Daemon, PlanAcceptsExpertTensorParallelOne) {
   EXPECT_EQ(J(plan)["plan"]["etp"], 1);
   EXPECT_EQ(J(plan)["plan"]["ep"], 32);
   body["parallelism"].erase("etp");
-  HttpResult refused = Http(d.port(), "POST", "/v1/plan", body.dump());
-  EXPECT_EQ(refused.status, 422) << refused.body;
-  EXPECT_EQ(J(refused)["errors"][0]["field"], "parallelism.ep") << refused.body;
+  ExpectPlanRefused(d, body, "parallelism.ep");
 }
 
 // Megatron-Bridge's Llama 3.1 405B layouts on Blackwell racks (performance summary, 26.02 container): FP8
@@ -226,9 +231,7 @@ TEST(Daemon, PlanAcceptsBlackwellUltraAndEmbeddingOnlyVirtualStages) {
   EXPECT_EQ(J(gb200)["gpu_memory_bytes"].get<double>(), 189471.0 * 1024 * 1024) << gb200.body;
   EXPECT_TRUE(J(gb200)["fits"].get<bool>()) << gb200.body;
   body["parallelism"]["vpp"] = 9;
-  HttpResult nine = Http(d.port(), "POST", "/v1/plan", body.dump());
-  EXPECT_EQ(nine.status, 422) << nine.body;
-  EXPECT_EQ(J(nine)["errors"][0]["field"], "parallelism.vpp") << nine.body;
+  ExpectPlanRefused(d, body, "parallelism.vpp");
   // Llama trains without dropout (the rmsnorm default); with Megatron-LM's 0.1 the masks cost memory.
   body["parallelism"]["vpp"] = 8;
   body["model"]["dropout"] = 0.1;
@@ -237,9 +240,7 @@ TEST(Daemon, PlanAcceptsBlackwellUltraAndEmbeddingOnlyVirtualStages) {
   EXPECT_GT(J(masks)["memory_per_gpu_bytes"]["activations"].get<double>(),
             J(gb200)["memory_per_gpu_bytes"]["activations"].get<double>());
   body["model"]["dropout"] = 1;
-  HttpResult bad = Http(d.port(), "POST", "/v1/plan", body.dump());
-  EXPECT_EQ(bad.status, 422) << bad.body;
-  EXPECT_EQ(J(bad)["errors"][0]["field"], "model.dropout") << bad.body;
+  ExpectPlanRefused(d, body, "model.dropout");
 }
 
 // Megatron-Bridge's gpt-oss-120b on 64 B200s with EP 8 inside each node (26.02.01, 13,722 tokens/s per GPU)
@@ -268,14 +269,10 @@ TEST(Daemon, PlanTakesMegatronRecomputeModules) {
                   J(modules)["memory_per_gpu_bytes"]["activations"].get<double>(),
               36.0 * 12 * 16384 * 2880, 1.0);
   body["training"]["recompute_modules"] = {"mlp"};
-  HttpResult unknown = Http(d.port(), "POST", "/v1/plan", body.dump());
-  EXPECT_EQ(unknown.status, 422) << unknown.body;
-  EXPECT_EQ(J(unknown)["errors"][0]["field"], "training.recompute_modules") << unknown.body;
+  ExpectPlanRefused(d, body, "training.recompute_modules");
   body["training"]["recompute_modules"] = {"moe_act"};
   body["training"]["activation_recompute"] = "full";
-  HttpResult full = Http(d.port(), "POST", "/v1/plan", body.dump());
-  EXPECT_EQ(full.status, 422) << full.body;
-  EXPECT_EQ(J(full)["errors"][0]["field"], "training.recompute_modules") << full.body;
+  ExpectPlanRefused(d, body, "training.recompute_modules");
 }
 
 // Megatron-Bridge's Llama 3 70B on 64 GB200s (26.04.01, 4,224 tokens/s per GPU): Megatron-FSDP, MBS 2 at
@@ -307,9 +304,7 @@ TEST(Daemon, PlanOffloadsActivationsToTheHost) {
   const double kept = J(offloaded)["memory_per_gpu_bytes"]["activations"].get<double>();
   EXPECT_NEAR(2 * (all - kept), all - 4'739'694'592.0, 1.0);
   body["parallelism"]["pp"] = 2;
-  HttpResult piped = Http(d.port(), "POST", "/v1/plan", body.dump());
-  EXPECT_EQ(piped.status, 422) << piped.body;
-  EXPECT_EQ(J(piped)["errors"][0]["field"], "training.cpu_offload_layers") << piped.body;
+  ExpectPlanRefused(d, body, "training.cpu_offload_layers");
 }
 
 TEST(Daemon, KillNineKeepsEveryAcknowledgedRecord) {
