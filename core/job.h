@@ -53,6 +53,11 @@ struct ModelSpec {
   int kv_heads = 0;    // key/value heads (GQA); 0 = heads
   int head_dim = 0;    // width of one query, key or value head; 0 = hidden / heads
   int ffn_hidden = 0;  // MLP width; 0 = 4·hidden
+  // Sliding-window attention (Megatron-Core's window_size (w, 0), Mistral's and gpt-oss's): each query
+  // attends to the w keys before it; 0 = full causal attention. With full_attention_every = N (Megatron's
+  // window_attn_skip_freq) every N-th layer (layer numbers N, 2N, …) keeps full attention; 0 = none does.
+  int window = 0;
+  int full_attention_every = 0;
   Mlp mlp = Mlp::kGelu;
   Norm norm = Norm::kLayerNorm;
   bool tied_embeddings = false;  // output layer shares the input embedding's weights
@@ -67,6 +72,11 @@ struct ModelSpec {
   double q_width() const { return heads * head(); }  // the attention's inner width (Q, and AV's output)
   double kv_width() const { return kv() * head(); }  // K's width, and V's
   int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  // Layers whose attention is windowed (a window at least as long as the sequence is full attention).
+  int windowed_layers() const {
+    if (window <= 0 || window >= seq_len) return 0;
+    return full_attention_every > 0 ? layers - layers / full_attention_every : layers;
+  }
   // Whether the layers keep dropout masks for the backward (dropout 0 keeps none: PyTorch returns the input).
   bool keeps_dropout_masks() const { return dropout.value_or(norm == Norm::kRmsNorm ? 0 : 0.1) > 0; }
 };

@@ -42,7 +42,8 @@ void ParseModel(FieldReader& root, ModelSpec* m, std::vector<FieldError>* errs) 
   if (!j) return root.Error("model", "is required");
   FieldReader r(*j, "model", errs);
   r.OnlyKnown({"parameters", "layers", "hidden", "heads", "seq_len", "vocab", "kv_heads", "head_dim",
-               "ffn_hidden", "mlp", "norm", "tied_embeddings", "dropout", "moe"});
+               "ffn_hidden", "mlp", "norm", "tied_embeddings", "dropout", "window", "full_attention_every",
+               "moe"});
   // parameters may be omitted: the planner counts them from the architecture.
   if (auto v = r.Number("parameters", false, 1e3, 1e15)) m->parameters = *v;
   if (auto v = r.Int("layers", true, 1, 100000)) m->layers = int(*v);
@@ -58,6 +59,10 @@ void ParseModel(FieldReader& root, ModelSpec* m, std::vector<FieldError>* errs) 
     m->norm = *v == "rmsnorm" ? Norm::kRmsNorm : Norm::kLayerNorm;
   if (auto v = r.Bool("tied_embeddings")) m->tied_embeddings = *v;
   m->dropout = r.Number("dropout", false, 0, 0.99);
+  m->window = int(r.Int("window", false, 1, 1 << 24).value_or(0));
+  m->full_attention_every = int(r.Int("full_attention_every", false, 1, 100000).value_or(0));
+  if (m->full_attention_every > 0 && m->window == 0)
+    r.Error("model.full_attention_every", "needs model.window (the other layers' attention window)");
   ParseMoe(r, m, errs);
   if (m->head_dim == 0 && m->hidden > 0 && m->heads > 0 && m->hidden % m->heads != 0)
     r.Error("model.heads", "must divide model.hidden (or give model.head_dim)");
@@ -418,6 +423,8 @@ Json ToJson(const JobSpec& s) {
   if (s.model.head_dim > 0) model["head_dim"] = s.model.head_dim;
   if (s.model.ffn_hidden > 0) model["ffn_hidden"] = s.model.ffn_hidden;
   if (s.model.dropout) model["dropout"] = *s.model.dropout;
+  if (s.model.window > 0) model["window"] = s.model.window;
+  if (s.model.full_attention_every > 0) model["full_attention_every"] = s.model.full_attention_every;
   if (const MoeSpec& e = s.model.moe; e.enabled()) {
     Json moe = {{"experts", e.experts}, {"top_k", e.top_k}, {"shared_experts", e.shared_experts}};
     if (e.expert_ffn_hidden > 0) moe["expert_ffn_hidden"] = e.expert_ffn_hidden;

@@ -261,9 +261,12 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   // One layer's GEMM FLOPs per micro-batch, the routed experts' scaled to run at the dense rate.
   const double layer_flops = 6 * tokens * ((split.activated - routed) + routed * rate / expert_rate);
   // Flash kernels skip the masked half of causal QKᵀ and AV (6·s·a·d per token and layer, not the 12·s·a·d
-  // of the model-FLOP convention); eager attention computes the full score matrix and masks it.
+  // of the model-FLOP convention) and, on windowed layers, all but the w keys before each query (12·w·a·d);
+  // eager attention computes the full score matrix and masks it. Windowed layers are spread evenly.
   const bool eager = t.attention == Attention::kEager;
-  const double attention_flops = (eager ? 12.0 : 6.0) * m.seq_len * m.q_width() * tokens;
+  const double windowed = eager ? 0 : static_cast<double>(m.windowed_layers()) / m.layers;
+  const double attention_flops =
+      ((eager ? 12.0 : 6.0) * m.seq_len * (1 - windowed) + 12.0 * m.window * windowed) * m.q_width() * tokens;
   const bool full = t.activation_recompute == Recompute::kFull;
   const double recompute = full ? 4.0 / 3 : 1;
   const double model_ranks = static_cast<double>(plan.tp) * plan.cp;

@@ -78,7 +78,10 @@ double ModelParams(const ModelSpec& m) {
 double ModelFlopsPerToken(const ModelSpec& m) {
   const double matmul_params =
       m.layers * PlannedLayerSplit(m).activated + static_cast<double>(m.vocab) * m.hidden;
-  return 6 * matmul_params + 12.0 * m.layers * m.seq_len * m.q_width();
+  // Attention without the causal mask: s keys per query, w on windowed layers.
+  const double keys = static_cast<double>(m.layers - m.windowed_layers()) * m.seq_len +
+                      static_cast<double>(m.windowed_layers()) * m.window;
+  return 6 * matmul_params + 12.0 * keys * m.q_width();
 }
 
 }  // namespace shepherd

@@ -297,6 +297,32 @@ TEST(JobSpec, CpuOffloadLayersRoundTripAndExcludeRecompute) {
   EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"training.cpu_offload_layers"}));
 }
 
+// model.window and model.full_attention_every (Megatron-Core's window_size and window_attn_skip_freq):
+// optional, round-trip; full_attention_every without a window, or a window of 0, is a 422 naming the field.
+TEST(JobSpec, SlidingWindowRoundTrips) {
+  Json j = Llama405BPlan();
+  j["model"]["window"] = 128;
+  j["model"]["full_attention_every"] = 2;
+  auto s = ParsePlanRequest(j);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->model.window, 128);
+  EXPECT_EQ(s->model.full_attention_every, 2);
+  EXPECT_EQ(s->model.windowed_layers(), 126 - 63);
+  auto again = ParsePlanRequest(ToJson(*s));
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->model.window, 128);
+  EXPECT_EQ(again->model.full_attention_every, 2);
+  j["model"].erase("window");
+  s = ParsePlanRequest(j);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"model.full_attention_every"}));
+  j["model"]["window"] = 0;
+  j["model"].erase("full_attention_every");
+  s = ParsePlanRequest(j);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"model.window"}));
+}
+
 // model.head_dim: heads of their own width (Qwen3, gpt-oss). heads then need not divide hidden; without
 // head_dim they must, and the error names model.heads; head_dim itself must be a positive integer.
 TEST(JobSpec, HeadDimLetsHeadsNotDivideHidden) {
