@@ -268,6 +268,15 @@ TEST(Daemon, PlanTakesMegatronRecomputeModules) {
   EXPECT_NEAR(J(plain)["memory_per_gpu_bytes"]["activations"].get<double>() -
                   J(modules)["memory_per_gpu_bytes"]["activations"].get<double>(),
               36.0 * 12 * 16384 * 2880, 1.0);
+  // gpt-oss's 128-token windows on every other layer: less attention, a faster step.
+  body["model"]["window"] = 128;
+  body["model"]["full_attention_every"] = 2;
+  HttpResult windowed = Http(d.port(), "POST", "/v1/plan", body.dump());
+  ASSERT_EQ(windowed.status, 200) << windowed.body;
+  EXPECT_GT(J(windowed)["tokens_per_s"].get<double>(), J(modules)["tokens_per_s"].get<double>());
+  body["model"].erase("window");
+  ExpectPlanRefused(d, body, "model.full_attention_every");
+  body["model"].erase("full_attention_every");
   body["training"]["recompute_modules"] = {"mlp"};
   ExpectPlanRefused(d, body, "training.recompute_modules");
   body["training"]["recompute_modules"] = {"moe_act"};
