@@ -78,7 +78,7 @@ void ParseRecomputeModules(FieldReader& r, TrainingSpec* t) {
   const std::string path = r.Path("recompute_modules");
   if (t->activation_recompute != Recompute::kSelective)
     return r.Error(path, "applies only to training.activation_recompute \"selective\"");
-  if (!j->is_array() || j->empty() || j->size() > 3)
+  if (!j->is_array() || j->empty())
     return r.Error(path, "must be a non-empty array of \"core_attn\", \"layernorm\", \"moe_act\"");
   RecomputeModules m{.core_attn = false};
   for (const Json& v : *j) {
