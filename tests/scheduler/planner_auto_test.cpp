@@ -228,6 +228,14 @@ TEST(HardwareForResources, GpuProfiles) {
   EXPECT_EQ(hw.peak_fp8_flops, 312e12);  // no fp8 tensor cores
   EXPECT_EQ(hw.ib_bytes_per_s, 20e9);    // 0.8 · 25 GB/s (HDR 200 Gb/s)
   EXPECT_EQ(hw.nvlink_domain_gpus, 8);
+  EXPECT_EQ(hw.hbm_bytes_per_s, 0.8 * 2039e9);
+  // The 40 GB A100: the same chip and links, half the HBM (the driver's 40,960 MiB) at 1.555 TB/s.
+  r.gpu = "A100-40GB";
+  hw = HardwareForResources(r);
+  EXPECT_EQ(hw.peak_flops, 312e12);
+  EXPECT_EQ(hw.gpu_memory_bytes, 40960 * kMiB);
+  EXPECT_EQ(hw.hbm_bytes_per_s, 0.8 * 1555e9);
+  EXPECT_EQ(hw.ib_bytes_per_s, 20e9);
   r.gpu = "H100-80GB";
   EXPECT_EQ(HardwareForResources(r).nvlink_bytes_per_s, 360e9);
   EXPECT_EQ(HardwareForResources(r).gpu_memory_bytes, 81559 * kMiB);  // 85.5e9, a little under 80 GiB
@@ -243,6 +251,31 @@ TEST(HardwareForResources, GpuProfiles) {
   EXPECT_EQ(hw.nvlink_domain_gpus, 8);
   EXPECT_EQ(hw.peak_flops, 2250e12);
   EXPECT_EQ(hw.gpu_memory_bytes, 275040 * kMiB);
+}
+
+// The same plan needs the same bytes on either A100; only the 80 GB one holds it. GPT 1.7B (24 layers,
+// h 2304) at TP 1, micro-batch 16 with full recompute needs about 40 GB: more than the 40 GB card's usable
+// 0.9 · 40,960 MiB = 38.65e9 bytes, less than the 80 GB card's 77.3e9.
+TEST(HardwareForResources, A100With40GBHoldsHalf) {
+  JobSpec s;
+  s.model.layers = 24;
+  s.model.hidden = 2304;
+  s.model.heads = 24;
+  s.model.vocab = 51200;
+  s.model.seq_len = 2048;
+  s.training.global_batch_size = 512;
+  s.training.activation_recompute = Recompute::kFull;
+  s.resources.gpus = 32;
+  const Plan p{.tp = 1, .pp = 1, .dp = 32, .zero_stage = 0, .micro_batch_size = 16};
+  s.resources.gpu = "A100-80GB";
+  const Result<PlanEstimate> big = EvaluatePlan(s, p, HardwareForResources(s.resources));
+  s.resources.gpu = "A100-40GB";
+  const Result<PlanEstimate> small = EvaluatePlan(s, p, HardwareForResources(s.resources));
+  ASSERT_TRUE(big.ok() && small.ok());
+  EXPECT_EQ(big.value().memory.total, small.value().memory.total);
+  EXPECT_GT(small.value().memory.total, 0.9 * 40960 * 1024.0 * 1024);
+  EXPECT_TRUE(big.value().fits);
+  EXPECT_FALSE(small.value().fits);
 }
 
 }  // namespace
