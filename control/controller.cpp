@@ -116,8 +116,9 @@ void Controller::UpsertNode(Node node, bool schedulable_given, Done<NodeUpsert> 
   auto v = inventory_.Upsert(std::move(node), schedulable_given, now, &batch, &created);
   if (!v.ok()) return done(v.status());
   Schedule(now, &batch);
-  CommitThen<NodeUpsert>(std::move(batch), std::move(done), [this, id, created] {
-    return NodeUpsert{inventory_.View(id).value_or(NodeView{}), created};
+  // The node as written, should a DELETE committed meanwhile have removed it (the answer is read then).
+  CommitThen<NodeUpsert>(std::move(batch), std::move(done), [this, id, created, written = *v] {
+    return NodeUpsert{inventory_.View(id).value_or(written), created};
   });
 }
 
@@ -128,7 +129,9 @@ void Controller::PatchNode(const std::string& id, NodePatch patch, Done<NodeView
   auto v = inventory_.Patch(id, patch, now, &batch);
   if (!v.ok()) return done(v.status());
   Schedule(now, &batch);
-  CommitThen<NodeView>(std::move(batch), std::move(done), [this, id] { return *inventory_.View(id); });
+  CommitThen<NodeView>(std::move(batch), std::move(done), [this, id, written = *v] {
+    return inventory_.View(id).value_or(written);  // removed meanwhile: the node as patched
+  });
 }
 
 void Controller::DeleteNode(const std::string& id, Done<NodeView> done) {

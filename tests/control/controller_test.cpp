@@ -140,6 +140,29 @@ TEST_F(ControllerTest, DeleteNodeRefusedWhileRanksRun) {
   EXPECT_EQ(controller_->GetNode("n1").status().code(), Code::kNotFound);
 }
 
+// A DELETE that commits while a PATCH or a re-registration of the same node is still being written: each
+// answers with the node as it wrote it (the daemon read a node that was gone and crashed).
+TEST_F(ControllerTest, NodeWriteAnswersAfterAConcurrentDeleteRemovedTheNode) {
+  AddNode("n1", "l0");
+  std::optional<Result<NodeView>> patched, deleted;
+  std::optional<Result<NodeUpsert>> upserted;
+  controller_->PatchNode("n1", NodePatch{false, std::nullopt, std::nullopt, "fan"},
+                         [&](Result<NodeView> r) { patched = std::move(r); });
+  controller_->UpsertNode(testing::MakeNode("n1", "l0"), false,
+                          [&](Result<NodeUpsert> r) { upserted = std::move(r); });
+  controller_->DeleteNode("n1", [&](Result<NodeView> r) { deleted = std::move(r); });
+  EXPECT_FALSE(patched.has_value());  // not answered before the writes are durable
+  Drain();
+  ASSERT_TRUE(patched.has_value() && patched->ok());
+  EXPECT_EQ((*patched)->node.id, "n1");
+  EXPECT_EQ((*patched)->node.reason, "fan");
+  EXPECT_FALSE((*patched)->node.schedulable);
+  ASSERT_TRUE(upserted.has_value() && upserted->ok());
+  EXPECT_EQ((*upserted)->node.node.id, "n1");
+  ASSERT_TRUE(deleted.has_value() && deleted->ok());
+  EXPECT_EQ(controller_->GetNode("n1").status().code(), Code::kNotFound);
+}
+
 TEST_F(ControllerTest, RecoveryRestoresNodesJobsAllocationsAndQueue) {
   AddNode("n1", "l0");
   auto running = Submit(8);
