@@ -112,6 +112,13 @@ TEST_F(RankFilesTest, DumpsOfARunningRankAreReportedWithEveryHeartbeat) {
   EXPECT_EQ(HeartbeatBody({1, "t"}, Json::array(), r)["processes"][0]["flight_recorder"][0]["size"], 4);
 }
 
+// Whether process `pid` is blocked opening a FIFO until a writer comes (Linux: /proc/<pid>/wchan).
+bool WaitsForAWriter(pid_t pid) {
+  std::string wchan;
+  std::ifstream("/proc/" + std::to_string(pid) + "/wchan") >> wchan;
+  return wchan == "wait_for_partner";
+}
+
 TEST_F(RankFilesTest, AStopAsksARankWithADumpPipeForItsDumpBeforeSigterm) {
   auto s = Open(1s);
   // Like PyTorch's process group: reads <TORCH_NCCL_DEBUG_INFO_PIPE_FILE><rank>.pipe and dumps on a write.
@@ -124,6 +131,9 @@ TEST_F(RankFilesTest, AStopAsksARankWithADumpPipeForItsDumpBeforeSigterm) {
   struct stat st {};
   ASSERT_TRUE(WaitFor([&] { return ::stat((dir + "nccl_trace_pipe_0.pipe").c_str(), &st) == 0; }));
   ASSERT_TRUE(S_ISFIFO(st.st_mode));
+  // The rank listens once it opens the pipe (mkfifo comes first: a stop in between finds no reader). Opening
+  // a FIFO to read waits for a writer in the kernel's wait_for_partner, already counted as a reader.
+  ASSERT_TRUE(WaitFor([&] { return WaitsForAWriter(pids_[0]); }));
   s->SetDesired({}, Now());
   EXPECT_EQ(Find(*s, 0)->phase, ProcessPhase::kStopping);
   EXPECT_TRUE(Find(*s, 0)->term_at.has_value()) << "SIGTERM waits for the dump";
