@@ -117,7 +117,7 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
   RegisterHealthRoutes(router, c, o, clock);
   RegisterAgentRoutes(router, c, o, clock);
   RegisterExternalRoutes(router, c, o, clock);
-  metrics->SetGaugeSource([c](std::string* out) {
+  metrics->SetGaugeSource([c, planner = o.planner](std::string* out) {
     *out += "# HELP shepherd_findings_total Findings by kind.\n# TYPE shepherd_findings_total counter\n";
     for (const auto& [kind, n] : c->finding_counts())
       *out +=
@@ -146,6 +146,9 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
           l.listening_for_s);
     gauge("shepherd_late", "1 while the latest tick lag or queue age is over the lateness threshold.",
           l.late ? 1 : 0);
+    if (planner)
+      gauge("shepherd_planner_searches", "Planner searches waiting or running on the planner thread.",
+            static_cast<double>(planner->pending()));
     *out +=
         "# HELP shepherd_stalls_total Episodes of the daemon's own lateness since start-up.\n"
         "# TYPE shepherd_stalls_total counter\nshepherd_stalls_total " +

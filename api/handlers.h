@@ -1,7 +1,8 @@
 // The REST API (shared/API.md, docs/api.md): routes from HTTP to the Controller. Authentication and the
 // route table's role and ownership checks happen in the Router before a handler runs (api/route_table.h);
 // each handler then checks and returns early, in this order: readiness -> content type -> parse
-// (depth-limited) -> validate (incl. the site's job policy) -> dispatch. Handlers run on the control thread.
+// (depth-limited) -> validate (incl. the site's job policy) -> dispatch. Handlers run on the control thread;
+// planner searches run on the planner thread (ApiOptions::planner).
 #pragma once
 
 #include <functional>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "api/metrics.h"
+#include "api/plan_runner.h"
 #include "api/problem.h"
 #include "api/router.h"
 #include "control/controller.h"
@@ -29,6 +31,12 @@ struct ApiOptions {
   int max_json_depth = 64;
   JobPolicy job_policy;  // what a submitted job may run (core/job_policy.h)
   Quotas quotas;
+  // Where planner searches run (POST /v1/plan, submits): off the control thread (api/plan_runner.h).
+  // nullptr: inline on the control thread (tests that drive the routes without a daemon).
+  PlanRunner* planner = nullptr;
+  // Posts a function to the control thread, which runs it holding the ControlLock: where a submit goes on
+  // once its search is done. Required with `planner`.
+  std::function<void(std::function<void()>)> post_control;
 };
 
 // `clock` turns long-poll waits into deadlines. Also installs the job-owner lookup the route table's
@@ -62,7 +70,8 @@ HttpResponse QuotaReached(const std::string& name, int limit, const std::string&
 // Sets body["next_cursor"]: `last_id` when more items follow, else null.
 void SetNextCursor(Json* body, bool more, const std::string& last_id);
 // Submits `spec` as the caller's job (owner = the principal's name): the site's job policy, the submitter
-// quota, the plan; a refusal is sent to `respond`, the job (once durable) goes to `then`.
+// quota, the plan (searched on o.planner; the quota is checked again when the search is done); a refusal
+// is sent to `respond`, the job (once durable) goes to `then` on the control thread.
 void SubmitAs(Controller* c, const ApiOptions& o, const HttpRequest& req, JobSpec spec,
               const Respond& respond, std::function<void(const JobView&)> then);
 // 403 when a rank credential minted for one attempt posts reports of another (an old attempt's ranks cannot

@@ -19,6 +19,31 @@ HttpResponse DoesNotFit(const PlanEstimate& e) {
   return r;
 }
 
+// 429 when the submitter is at its quota of jobs not yet ended.
+std::optional<HttpResponse> QuotaRefusal(const Controller& c, const ApiOptions& o, const std::string& owner) {
+  const int quota = o.quotas.max_active_jobs_per_submitter;
+  if (quota <= 0 || c.ActiveJobsOf(owner) < quota) return std::nullopt;
+  return api::QuotaReached("max_active_jobs_per_submitter", quota, "active jobs per submitter",
+                           "'" + owner + "' has that many jobs not ended; wait for one to end or cancel one");
+}
+
+// Whether the plan of `spec` is searched on the planner thread: "parallelism": "auto" only. An explicit
+// layout is one evaluation (microseconds at any size the parser accepts), so it stays on the control
+// thread, in order with the requests around it (the first reports of a Slurm job create it exactly once).
+bool SearchesOffControl(const ApiOptions& o, const JobSpec& spec) {
+  return o.planner != nullptr && spec.parallelism.automatic;
+}
+
+// Runs `search` on the planner thread, or answers 429 when the planner has as many searches as it holds.
+void OnPlanner(const ApiOptions& o, const Respond& respond, std::function<void()> search) {
+  if (o.planner->Run(std::move(search))) return;
+  HttpResponse busy = Problem(429,
+                              "the planner has as many searches waiting as it holds; retry after the "
+                              "Retry-After delay");
+  busy.headers.emplace_back("Retry-After", "1");
+  respond(std::move(busy));
+}
+
 }  // namespace
 
 namespace api {
@@ -28,17 +53,24 @@ void SubmitAs(Controller* c, const ApiOptions& o, const HttpRequest& req, JobSpe
   if (Status s = CheckJobPolicy(spec, o.job_policy); !s.ok()) return respond(ProblemFrom(s));
   // The owner is who submitted it (the submitter's own-job rule for cancel and restart).
   spec.owner = req.principal ? req.principal->name : "";
-  if (const int quota = o.quotas.max_active_jobs_per_submitter;
-      quota > 0 && c->ActiveJobsOf(spec.owner) >= quota)
-    return respond(
-        QuotaReached("max_active_jobs_per_submitter", quota, "active jobs per submitter",
-                     "'" + spec.owner + "' has that many jobs not ended; wait for one to end or cancel one"));
-  auto est = c->PlanFor(spec);
-  if (!est.ok()) return respond(ProblemFrom(est.status()));
-  if (!est->fits) return respond(DoesNotFit(*est));
-  c->SubmitJob(std::move(spec), std::move(est).value(), [respond, then = std::move(then)](Result<JobView> r) {
-    if (!r.ok()) return respond(ProblemFrom(r.status()));
-    then(*r);
+  if (auto refused = QuotaRefusal(*c, o, spec.owner)) return respond(*refused);
+  const Hardware hw = c->HardwareFor(spec);
+  // Back on the control thread once the search is done: the quota again (other submits may have been
+  // admitted meanwhile), then the admission.
+  auto admit = [c, o, spec, respond, then = std::move(then)](Result<PlanEstimate> est) mutable {
+    if (auto refused = QuotaRefusal(*c, o, spec.owner)) return respond(*refused);
+    if (!est.ok()) return respond(ProblemFrom(est.status()));
+    if (!est->fits) return respond(DoesNotFit(*est));
+    c->SubmitJob(std::move(spec), std::move(est).value(),
+                 [respond, then = std::move(then)](Result<JobView> r) {
+                   if (!r.ok()) return respond(ProblemFrom(r.status()));
+                   then(*r);
+                 });
+  };
+  if (!SearchesOffControl(o, spec)) return admit(PlanJob(spec, hw));
+  OnPlanner(o, respond, [spec, hw, post = o.post_control, admit = std::move(admit)]() mutable {
+    Result<PlanEstimate> est = PlanJob(spec, hw);
+    post([est = std::move(est), admit = std::move(admit)]() mutable { admit(std::move(est)); });
   });
 }
 
@@ -51,9 +83,16 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
     if (!body.ok()) return respond(ProblemFrom(body.status()));
     auto spec = ParsePlanRequest(*body);
     if (!spec.ok()) return respond(ProblemFrom(spec.status()));
-    auto est = c->PlanFor(*spec);
-    if (!est.ok()) return respond(ProblemFrom(est.status()));
-    respond(JsonResponse(200, ToJson(*est)));
+    const Hardware hw = c->HardwareFor(*spec);
+    const bool off_control = SearchesOffControl(o, *spec);
+    // The answer needs nothing more of the controller: the planner thread sends it.
+    auto search = [spec = std::move(spec).value(), hw, respond] {
+      Result<PlanEstimate> est = PlanJob(spec, hw);
+      if (!est.ok()) return respond(ProblemFrom(est.status()));
+      respond(JsonResponse(200, ToJson(*est)));
+    };
+    if (!off_control) return search();
+    OnPlanner(o, respond, std::move(search));
   });
   router->Add("POST", "/v1/jobs", [c, o](const HttpRequest& req, const PathParams&, Respond respond) {
     if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);

@@ -6,8 +6,8 @@
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
-#include <boost/asio/post.hpp>
 #include <algorithm>
+#include <boost/asio/post.hpp>
 #include <exception>
 #include <random>
 #include <utility>
@@ -97,7 +97,8 @@ void ServerCore::OnAccept(const error_code& ec, tcp::socket socket) {
     kind = SessionKind::kRejecting;
   if (kind == SessionKind::kServing && sessions_.size() - rejecting_ - reserve_ >= options_.max_connections &&
       !EvictOne(nullptr))
-    kind = options_.on_head && reserve_ < options_.probe_reserve ? SessionKind::kReserve : SessionKind::kRejecting;
+    kind = options_.on_head && reserve_ < options_.probe_reserve ? SessionKind::kReserve
+                                                                 : SessionKind::kRejecting;
   if (kind == SessionKind::kRejecting && rejecting_ >= kMaxRejecting) {
     error_code ignored;
     socket.close(ignored);

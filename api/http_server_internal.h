@@ -94,10 +94,10 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
 
   // Every open connection. Sessions hold the core; the registry holds the sessions until they close.
   std::unordered_map<uint64_t, std::shared_ptr<Session>> sessions_;
-  std::size_t rejecting_ = 0;  // sessions in sessions_ that only answer 503
-  std::size_t reserve_ = 0;    // sessions in sessions_ on the probe reserve
-  std::set<uint64_t> evictable_;                                 // ordered: oldest first
-  std::unordered_map<std::string, std::size_t> per_address_;     // serving sessions by client IP
+  std::size_t rejecting_ = 0;                                 // sessions in sessions_ that only answer 503
+  std::size_t reserve_ = 0;                                   // sessions in sessions_ on the probe reserve
+  std::set<uint64_t> evictable_;                              // ordered: oldest first
+  std::unordered_map<std::string, std::size_t> per_address_;  // serving sessions by client IP
   std::uint64_t body_in_use_ = 0;
   uint64_t next_session_id_ = 1;
   std::atomic<std::size_t> active_{0};

@@ -91,7 +91,8 @@ HttpRequest HeadOf(const http::request<http::string_body>& req) {
   HttpRequest head;
   head.method = std::string(req.method_string());
   head.target = std::string(req.target());
-  for (const auto& field : req) head.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  for (const auto& field : req)
+    head.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
   return head;
 }
 

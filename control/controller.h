@@ -143,6 +143,8 @@ class Controller {
 
   // ---- Planning and jobs
   Result<PlanEstimate> PlanFor(const JobSpec& spec) const { return jobs_.PlanFor(spec); }
+  // What PlanFor plans on: the job's GPU profile and this inventory's GPU memory and NVLink domains.
+  Hardware HardwareFor(const JobSpec& spec) const { return jobs_.HardwareFor(spec); }
   // Admits a job whose plan fits GPU memory (queued or running). kInvalidContent when larger than the
   // usable inventory.
   void SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> done);

@@ -1,9 +1,10 @@
-// The daemon process on three threads: the control thread (this one) runs the controller, the router and
+// The daemon process on four threads: the control thread (this one) runs the controller, the router and
 // the handlers of writes, signals and ticks on `ioc`, holding the ControlLock exclusively for each function
 // it runs (control/control_lock.h); the I/O thread runs the HTTP server on `io_ioc` and its FrontDoor, which
 // answers probes itself and feeds the bounded RequestQueues; the reader thread runs read routes on
-// `read_ioc`, holding the ControlLock shared for each. (The store's writer and the Slurm workers have their
-// own threads and reach the controller only by posting to the control thread.)
+// `read_ioc`, holding the ControlLock shared for each; the planner thread (api/plan_runner.h) runs planner
+// searches, which touch no controller state. (The store's writer and the Slurm workers have their own
+// threads and reach the controller only by posting to the control thread.)
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -25,6 +26,7 @@
 #include "api/front_door.h"
 #include "api/handlers.h"
 #include "api/http_server.h"
+#include "api/plan_runner.h"
 #include "daemon/commands.h"
 #include "daemon/remediation_hook.h"
 #include "daemon/slurm_launch.h"
@@ -36,6 +38,7 @@ namespace shepherd {
 namespace {
 
 constexpr int kReaderNice = 10;  // the reader thread's nice value (lower priority than the other threads)
+constexpr std::size_t kPlannerCapacity = 16;  // planner searches waiting or running (429 beyond)
 
 Status WritePortFile(const std::string& path, uint16_t port) {
   std::string tmp = path + ".tmp";
@@ -144,6 +147,10 @@ int RunDaemon(const DaemonConfig& config) {
   ApiOptions api_options;
   api_options.job_policy = config.job_policy;
   api_options.quotas = config.quotas;
+  // Planner searches on their own thread (api/plan_runner.h); stopped below, once the server has drained.
+  auto planner = std::make_unique<PlanRunner>(kPlannerCapacity);
+  api_options.planner = planner.get();
+  api_options.post_control = post;
   RegisterRoutes(&router, &controller, &metrics, api_options, &clock);
   InstallAuth(&router, &controller, &authenticator);
   HttpServerOptions http;
@@ -293,6 +300,7 @@ int RunDaemon(const DaemonConfig& config) {
   io_thread.join();
   read_work.reset();  // the reads the I/O thread queued run (their sessions are gone; nothing is sent)
   read_thread.join();
+  planner.reset();  // the search in progress ends; its answer, if any, is posted and run below
   if (slurm_launch) slurm_launch->Stop();
   if (slurm_sync) slurm_sync->Stop();
   // Requests the I/O thread queued while draining: answer them (their sessions are gone; nothing is sent).

@@ -3,7 +3,9 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <fstream>
+#include <thread>
 
 #include "core/json.h"
 #include "tests/integration/harness.h"
@@ -314,6 +316,40 @@ TEST(Daemon, PlanOffloadsActivationsToTheHost) {
   EXPECT_NEAR(2 * (all - kept), all - 4'739'694'592.0, 1.0);
   body["parallelism"]["pp"] = 2;
   ExpectPlanRefused(d, body, "training.cpu_offload_layers");
+}
+
+// A plan search runs on the planner thread: a write sent while a long search runs (auto over 100,000
+// layers on 1,048,576 GPUs, about 2 s here) is answered before the search ends. On the control thread the
+// write waited behind the search, and so did every report and heartbeat (an agent's lease ran out).
+TEST(Daemon, PlanSearchesDoNotHoldUpTheControlThread) {
+  TempDir dir;
+  Daemon d(dir.path);
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  const Json slow = {{"model", {{"layers", 100000}, {"hidden", 4096}, {"heads", 32}, {"seq_len", 4096}}},
+                     {"training", {{"global_batch_size", 1 << 20}}},
+                     {"parallelism", "auto"},
+                     {"resources", {{"gpus", 1 << 20}}}};
+  HttpResult plan;
+  std::thread searching([&] { plan = Http(d.port(), "POST", "/v1/plan", slow.dump()); });
+  auto searches = [&] {
+    const std::string m = Http(d.port(), "GET", "/metrics").body;
+    const std::string key = "\nshepherd_planner_searches ";
+    const auto at = m.find(key);
+    return at == std::string::npos ? -1.0 : std::stod(m.substr(at + key.size()));
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (searches() != 1 && std::chrono::steady_clock::now() < deadline) {
+  }
+  ASSERT_EQ(searches(), 1) << "the search never showed on /metrics";
+  HttpResult node = Http(d.port(), "POST", "/v1/nodes", NodeBody("node-0001", "l00"));
+  EXPECT_EQ(node.status, 201) << node.body;
+  EXPECT_EQ(searches(), 1) << "the write was answered only after the search";
+  searching.join();
+  ASSERT_EQ(plan.status, 200) << plan.body;
+  EXPECT_EQ(J(plan)["plan"]["tp"].get<int>() * J(plan)["plan"]["cp"].get<int>() *
+                J(plan)["plan"]["pp"].get<int>() * J(plan)["plan"]["dp"].get<int>(),
+            1 << 20);
+  EXPECT_EQ(searches(), 0);
 }
 
 TEST(Daemon, KillNineKeepsEveryAcknowledgedRecord) {
