@@ -8,6 +8,7 @@ namespace shepherd {
 namespace {
 
 constexpr long long kMaxGpus = 1 << 20;
+constexpr long long kMaxLayers = 4096;
 
 bool ValidEnvName(const std::string& k) {
   if (k.empty() || k.size() > 128 || std::isdigit(static_cast<unsigned char>(k[0]))) return false;
@@ -28,8 +29,8 @@ void ParseMoe(FieldReader& model, ModelSpec* m, std::vector<FieldError>* errs) {
   e.top_k = int(r.Int("top_k", false, 1, 1 << 16).value_or(1));
   e.expert_ffn_hidden = int(r.Int("expert_ffn_hidden", false, 1, 1 << 22).value_or(0));
   e.shared_experts = int(r.Int("shared_experts", false, 0, 1 << 10).value_or(0));
-  e.moe_layers = int(r.Int("moe_layers", false, 1, 100000).value_or(0));
-  e.moe_layer_freq = int(r.Int("moe_layer_freq", false, 1, 100000).value_or(0));
+  e.moe_layers = int(r.Int("moe_layers", false, 1, kMaxLayers).value_or(0));
+  e.moe_layer_freq = int(r.Int("moe_layer_freq", false, 1, kMaxLayers).value_or(0));
   if (e.experts > 0 && e.top_k > e.experts) r.Error("model.moe.top_k", "must not exceed model.moe.experts");
   if (e.moe_layers > 0 && e.moe_layer_freq > 0)
     r.Error("model.moe.moe_layer_freq", "give model.moe.moe_layers or model.moe.moe_layer_freq, not both");
@@ -46,7 +47,9 @@ void ParseModel(FieldReader& root, ModelSpec* m, std::vector<FieldError>* errs) 
                "moe"});
   // parameters may be omitted: the planner counts them from the architecture.
   if (auto v = r.Number("parameters", false, 1e3, 1e15)) m->parameters = *v;
-  if (auto v = r.Int("layers", true, 1, 100000)) m->layers = int(*v);
+  // At most 4096 (the deepest published models have under 200): the auto search grows with the depth, and
+  // at 100,000 layers one search took 35 s.
+  if (auto v = r.Int("layers", true, 1, kMaxLayers)) m->layers = int(*v);
   if (auto v = r.Int("hidden", true, 1, 1 << 20)) m->hidden = int(*v);
   if (auto v = r.Int("heads", true, 1, 1 << 16)) m->heads = int(*v);
   if (auto v = r.Int("seq_len", true, 1, 1 << 24)) m->seq_len = int(*v);
@@ -186,7 +189,7 @@ void ParseParallelism(FieldReader& root, JobSpec* s, std::vector<FieldError>* er
     bool ok = layers->is_array() && static_cast<long long>(layers->size()) == p.pp;
     for (size_t i = 0; ok && i < layers->size(); ++i) {
       ok = (*layers)[i].is_number_integer() && (*layers)[i].get<long long>() >= 1 &&
-           (*layers)[i].get<long long>() <= 100000;
+           (*layers)[i].get<long long>() <= kMaxLayers;
       if (ok) p.pipeline_layers.push_back(int((*layers)[i].get<long long>()));
     }
     if (!ok) {
