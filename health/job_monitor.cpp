@@ -80,10 +80,12 @@ IngestResult JobMonitor::Ingest(const Report& r, Time now) {
   if (r.step && *r.step > s.step) {
     s.step = *r.step;
     if (s.step > job_step_) {
+      if (job_step_ >= 0) stepped_ = true;
       job_step_ = s.step;
       last_progress_ = now;
     }
   }
+  if (r.kind == ReportKind::kStep) stepped_ = true;
   switch (r.kind) {
     case ReportKind::kHeartbeat:
       s.phase = r.phase;
@@ -236,6 +238,10 @@ void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vec
   // What the daemon knows of open collectives is stale until it has listened for a heartbeat window (the
   // reports that close them may still be queued): no hang opens before; open ones stay as they were.
   if (ToSeconds(now - listening_since_) <= ctx_.policy.heartbeat_timeout_s) return;
+  // Startup (see the header): peers may wait in the first collective while a rank compiles or loads.
+  if (!stepped_ &&
+      ToSeconds(now - ctx_.started_at) <= ctx_.policy.startup_grace_s + ctx_.policy.hang_timeout_s)
+    return;
   const bool was_hung = hang_.hung;
   hang_ =
       AnalyzeHang(layout_, ranks_, ctx_.policy.heartbeat_timeout_s, alive, ctx_.policy.hang_timeout_s, now);
@@ -261,8 +267,8 @@ void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vec
 
   // Hang outside collectives.
   const bool was_progress_hang = progress_hang_;
-  Time ref = job_step_ < 0 ? std::max(last_progress_, ctx_.started_at + Seconds(ctx_.policy.startup_grace_s))
-                           : last_progress_;
+  Time ref = stepped_ ? last_progress_
+                      : std::max(last_progress_, ctx_.started_at + Seconds(ctx_.policy.startup_grace_s));
   ref = std::max(ref, listening_since_);
   double allowance =
       ctx_.policy.hang_timeout_s * (checkpointing_ > 0 || evaluating_ > 0 ? kCheckpointAllowance : 1);

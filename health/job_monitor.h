@@ -11,8 +11,12 @@
 // said phase checkpoint_save/checkpoint_load (a heartbeat without `phase` means training). A rank that never
 // reported is lost once startup_grace_s passed since the attempt started.
 // Hang outside collectives: no new step (job-wide highest) and no collective entered or completed for
-// hang_timeout_s (× kCheckpointAllowance while any live rank is in a checkpoint phase or in phase eval; the
-// clock starts at started_at + startup_grace_s until a first step is seen) while some rank still heartbeats.
+// hang_timeout_s (× kCheckpointAllowance while any live rank is in a checkpoint phase or in phase eval)
+// while some rank still heartbeats. Startup: until the attempt has completed a step (a step report, or the
+// job step rising past the first one reported: ranks report the step they are on, so a heartbeat's step
+// is not a completed one) the clock starts at started_at + startup_grace_s, and no collective hang opens
+// before started_at + startup_grace_s + hang_timeout_s: a first step that compiles, loads or warms up for
+// minutes, with peers waiting for it in the first collective, is not a hang.
 // Phase eval extends only this rule: an evaluating rank must keep heartbeating (an eval pause is not a
 // death).
 //
@@ -120,6 +124,7 @@ class JobMonitor {
   std::unordered_map<std::string, uint16_t> node_index_;  // name → 1 + index in node_names_
 
   int64_t job_step_ = -1;  // highest step any rank reported
+  bool stepped_ = false;   // this attempt completed a step: the startup grace is over (see above)
   Time last_progress_{};   // when job_step_ rose or a collective was entered or completed
   // As of the last Evaluate.
   Time evaluated_at_{};

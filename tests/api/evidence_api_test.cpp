@@ -53,9 +53,13 @@ class EvidenceApiTest : public ::testing::Test {
     Json all = api_.Get("/v1/failures?kind=" + kind + "&job=" + job_).body["failures"];
     return std::vector<Json>(all.begin(), all.end());
   }
-  // Ranks 0-6 wait in DP all-reduce seq 5; rank 7 heartbeats inside no collective: after the 60 s hang
-  // timeout rank 7 is the culprit. Agents heartbeat every simulated second.
+  // After a first step (the startup grace ends), ranks 0-6 wait in DP all-reduce seq 5; rank 7 heartbeats
+  // inside no collective: after the 60 s hang timeout rank 7 is the culprit. Agents heartbeat every
+  // simulated second.
   void HangOnRank7() {
+    Json steps = Json::array();
+    for (int r = 0; r < 8; ++r) steps.push_back({{"rank", r}, {"attempt", 1}, {"kind", "step"}, {"step", 1}});
+    ASSERT_EQ(api_.Post("/v1/jobs/" + job_ + "/reports", {{"reports", steps}}).status, 202);
     Json since = ToUnixSeconds(api_.clock_.Now());
     for (int s = 0; s < 65 && OfKind("hang").empty(); ++s) {
       Json batch = Json::array();

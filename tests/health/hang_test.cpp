@@ -18,6 +18,13 @@ std::vector<Finding> OfKind(const std::vector<Finding>& fs, FindingKind kind) {
   return out;
 }
 
+// An attempt past its startup (its grace and a hang timeout spent since it began): the rules of steady
+// training. The startup rules have their own tests (StartupTest, below).
+std::unique_ptr<JobMonitor> Training(MonitorContext c) {
+  c.started_at -= Seconds(c.policy.startup_grace_s + c.policy.hang_timeout_s);
+  return MakeMonitor(c);
+}
+
 // Runs `seconds` of simulated time in 5 s ticks: `each(now)` sends that tick's reports, then Evaluate.
 std::vector<Finding> RunTicks(JobMonitor& m, FakeClock& clock, int seconds,
                               const std::function<void(Time)>& each) {
@@ -33,7 +40,7 @@ std::vector<Finding> RunTicks(JobMonitor& m, FakeClock& clock, int seconds,
 TEST(HangTest, RootCulpritIsTheRankStuckOutsideCollectivesNotTheWaiters) {
   // TP=2, DP=4, PP=1 (rank = tp + 2·dp), two GPUs per node: rank 6 lives on n3.
   FakeClock clock;
-  auto m = MakeMonitor(MakeContext(/*tp=*/2, /*pp=*/1, /*dp=*/4, clock.Now(), /*gpus_per_node=*/2));
+  auto m = Training(MakeContext(/*tp=*/2, /*pp=*/1, /*dp=*/4, clock.Now(), /*gpus_per_node=*/2));
   for (int r = 0; r < 8; ++r) {  // everyone passes tp#1 and dp#1
     m->Ingest(InCollective(r, clock.Now(), "tp", 1, 5), clock.Now());
     m->Ingest(InCollective(r, clock.Now(), "dp", 1, 5), clock.Now());
@@ -72,7 +79,7 @@ TEST(HangTest, RootCulpritIsTheRankStuckOutsideCollectivesNotTheWaiters) {
 
 TEST(HangTest, ASilentMemberInsideTheStuckCollectiveIsTheCulpritNotTheNetwork) {
   FakeClock clock;
-  auto m = MakeMonitor(MakeContext(2, 1, 1, clock.Now(), /*gpus_per_node=*/1));  // ranks 0,1 on n0,n1
+  auto m = Training(MakeContext(2, 1, 1, clock.Now(), /*gpus_per_node=*/1));  // ranks 0,1 on n0,n1
   // Both ranks enter tp#3; rank 1 said it was saving a checkpoint (so its heartbeat allowance is 10x) and
   // then went silent: SIGSTOPped. Rank 0 keeps heartbeating from inside the collective.
   Report last = InCollective(1, clock.Now(), "tp", 3, 7);
@@ -92,7 +99,7 @@ TEST(HangTest, ASilentMemberInsideTheStuckCollectiveIsTheCulpritNotTheNetwork) {
 
 TEST(HangTest, EveryMemberInsideTheStuckCollectiveIsACommunicationFault) {
   FakeClock clock;
-  auto m = MakeMonitor(MakeContext(2, 1, 1, clock.Now(), /*gpus_per_node=*/1));  // ranks 0,1 on n0,n1
+  auto m = Training(MakeContext(2, 1, 1, clock.Now(), /*gpus_per_node=*/1));  // ranks 0,1 on n0,n1
   auto stuck = [&](Time now) {
     for (int r : {0, 1}) m->Ingest(InCollective(r, now, "tp", 3, 7), now);
   };
@@ -123,7 +130,7 @@ TEST(HangTest, EveryMemberInsideTheStuckCollectiveIsACommunicationFault) {
 // 1 then waits for rank 0 in tp#4 past the timeout, rank 0 is the culprit.
 TEST(HangTest, AMemberStillInsideACollectiveItsPeersCompletedIsNoCommunicationFault) {
   FakeClock clock;
-  auto m = MakeMonitor(MakeContext(2, 1, 1, clock.Now(), /*gpus_per_node=*/1));
+  auto m = Training(MakeContext(2, 1, 1, clock.Now(), /*gpus_per_node=*/1));
   const Time since = clock.Now();
   for (int r : {0, 1}) m->Ingest(InCollective(r, since, "tp", 3, 7), since);
   int64_t step1 = 8;  // rank 1 trains on (job-level progress)
@@ -157,7 +164,7 @@ TEST(HangTest, AMemberStillInsideACollectiveItsPeersCompletedIsNoCommunicationFa
 // then stays stuck past the timeout for rank 0 too, it is a communication fault.
 TEST(HangTest, ALongOpenCollectiveWhoseLastMemberJustArrivedIsNotACommunicationFault) {
   FakeClock clock;
-  auto m = MakeMonitor(MakeContext(2, 1, 1, clock.Now(), /*gpus_per_node=*/1));
+  auto m = Training(MakeContext(2, 1, 1, clock.Now(), /*gpus_per_node=*/1));
   const Time t0 = clock.Now();
   const Time late = t0 + Seconds(58);
   auto beat = [&](Time now) {
@@ -179,7 +186,7 @@ TEST(HangTest, ALongOpenCollectiveWhoseLastMemberJustArrivedIsNotACommunicationF
 
 TEST(HangTest, SlowButProgressingCollectivesAreNotAHang) {
   FakeClock clock;
-  auto m = MakeMonitor(MakeContext(1, 1, 2, clock.Now()));
+  auto m = Training(MakeContext(1, 1, 2, clock.Now()));
   int elapsed = 0;
   // Each dp collective takes 50 s (< 60 s timeout); seq advances, no step is ever reported.
   auto slow = [&](Time now) {
@@ -192,7 +199,7 @@ TEST(HangTest, SlowButProgressingCollectivesAreNotAHang) {
 
 TEST(HangTest, DeadRankAtTheEndOfTheChainIsTheCulprit) {
   FakeClock clock;
-  auto m = MakeMonitor(MakeContext(1, 1, 2, clock.Now(), 1));  // rank 1 on n1
+  auto m = Training(MakeContext(1, 1, 2, clock.Now(), 1));  // rank 1 on n1
   m->Ingest(Heartbeat(1, clock.Now(), 3), clock.Now());
   auto waiting = [&](Time now) { m->Ingest(InCollective(0, now, "dp", 1, 3), now); };
   waiting(clock.Now());
@@ -208,7 +215,7 @@ TEST(HangTest, DeadRankAtTheEndOfTheChainIsTheCulprit) {
 
 TEST(HangTest, NoStepProgressOutsideCollectivesIsAHangNamingTheLaggingRanks) {
   FakeClock clock;
-  auto m = MakeMonitor(MakeContext(1, 1, 4, clock.Now(), 1));
+  auto m = Training(MakeContext(1, 1, 4, clock.Now(), 1));
   auto beat = [&](Time now) {
     for (int r = 0; r < 4; ++r) m->Ingest(Heartbeat(r, now, r == 3 ? 9 : 10), now);
   };
@@ -223,7 +230,7 @@ TEST(HangTest, NoStepProgressOutsideCollectivesIsAHangNamingTheLaggingRanks) {
 
 TEST(HangTest, LongCheckpointSaveIsNeitherAHangNorAHeartbeatLoss) {
   FakeClock clock;
-  auto m = MakeMonitor(MakeContext(1, 1, 2, clock.Now()));
+  auto m = Training(MakeContext(1, 1, 2, clock.Now()));
   for (int r = 0; r < 2; ++r) {
     Report hb = Heartbeat(r, clock.Now(), 100);
     hb.phase = Phase::kCheckpointSave;
@@ -248,7 +255,7 @@ TEST(HangTest, LongCheckpointSaveIsNeitherAHangNorAHeartbeatLoss) {
 // at a barrier: `save_s` long, then rank 0 enters the barrier and both step on.
 std::vector<Finding> SaveWhilePeerWaitsAtBarrier(int save_s, Phase phase) {
   FakeClock clock;
-  auto m = MakeMonitor(MakeContext(1, 1, 2, clock.Now()));
+  auto m = Training(MakeContext(1, 1, 2, clock.Now()));
   const Time start = clock.Now();
   auto beat = [&](Time now) {
     Report saver = Heartbeat(0, now, 100);
@@ -284,7 +291,7 @@ TEST(HangTest, ASaveThatNeverEndsStillNamesTheSaverOnceTheAllowanceIsSpent) {
 // beyond the 60 s hang timeout and within the 10 x 60 = 600 s eval allowance.
 std::vector<Finding> EvalPause(std::optional<Phase> phase) {
   FakeClock clock;
-  auto m = MakeMonitor(MakeContext(1, 1, 2, clock.Now()));
+  auto m = Training(MakeContext(1, 1, 2, clock.Now()));
   auto beat = [&](Time now) {
     for (int r = 0; r < 2; ++r) {
       Report hb = Heartbeat(r, now, 100);
@@ -318,7 +325,7 @@ TEST(HangTest, TheSamePauseWithoutThePhaseIsAHang) {
 TEST(HangTest, EvalPhaseDoesNotExcuseSilence) {
   // Phase eval, then silence: heartbeats are still required (timeout 10 s, not 10 x 10 s).
   FakeClock clock;
-  auto m = MakeMonitor(MakeContext(1, 1, 2, clock.Now()));
+  auto m = Training(MakeContext(1, 1, 2, clock.Now()));
   for (int r = 0; r < 2; ++r) {
     Report hb = Heartbeat(r, clock.Now(), 100);
     hb.phase = Phase::kEval;
@@ -332,6 +339,70 @@ TEST(HangTest, EvalPhaseDoesNotExcuseSilence) {
   auto lost = OfKind(m->Evaluate(clock.Now()), FindingKind::kHeartbeatLost);
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].ranks, std::vector<int>({1}));
+}
+
+// Startup (job_monitor.h): grace 120 s, hang timeout 60 s. Ranks report the step they are on, so a rank
+// that heartbeats "step 1" from its start has completed nothing: a first step that compiles, loads data or
+// warms up is judged only once the grace and a timeout are spent (180 s), and a hang after a first completed
+// step at the timeout alone.
+TEST(StartupTest, ALongFirstStepIsNoHangUntilTheGraceAndATimeoutAreSpent) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(1, 1, 4, clock.Now()));
+  auto on_step_1 = [&](Time now) {
+    for (int r = 0; r < 4; ++r) m->Ingest(Heartbeat(r, now, 1), now);
+  };
+  on_step_1(clock.Now());
+  auto all = RunTicks(*m, clock, 175, on_step_1);
+  EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
+  // The first step never ends: a hang once 180 s have passed.
+  auto hangs = OfKind(RunTicks(*m, clock, 10, on_step_1), FindingKind::kHang);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_NE(hangs[0].detail.find("no step progress"), std::string::npos) << hangs[0].detail;
+}
+
+TEST(StartupTest, PeersWaitingInTheFirstCollectiveForASlowRankAreNoHangWithinTheGrace) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(1, 1, 4, clock.Now(), 1));  // rank 3 on n3
+  const Time since = clock.Now();
+  auto compiling = [&](Time now) {
+    for (int r = 0; r < 3; ++r) {
+      Report waiting = InCollective(r, now, "dp", 1, 1);
+      waiting.collective->since = since;
+      m->Ingest(waiting, now);
+    }
+    m->Ingest(Heartbeat(3, now, 1), now);  // alive, in no collective: still compiling its first step
+  };
+  compiling(since);
+  auto all = RunTicks(*m, clock, 175, compiling);
+  EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
+  auto hangs = OfKind(RunTicks(*m, clock, 10, compiling), FindingKind::kHang);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].ranks, std::vector<int>({3}));
+}
+
+TEST(StartupTest, AfterAFirstCompletedStepTheTimeoutAloneApplies) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(1, 1, 4, clock.Now()));
+  clock.AdvanceSeconds(10);
+  for (int r = 0; r < 4; ++r) m->Ingest(Step(r, clock.Now(), 1, 2.5), clock.Now());
+  auto on_step_2 = [&](Time now) {
+    for (int r = 0; r < 4; ++r) m->Ingest(Heartbeat(r, now, 2), now);
+  };
+  on_step_2(clock.Now());
+  EXPECT_TRUE(RunTicks(*m, clock, 60, on_step_2).empty());
+  auto hangs = OfKind(RunTicks(*m, clock, 5, on_step_2), FindingKind::kHang);  // 65 s without a step
+  ASSERT_EQ(hangs.size(), 1u);
+  // The same when the job step rises in heartbeats without step reports: step 2 is on once step 1 is done.
+  FakeClock clock2;
+  auto m2 = MakeMonitor(MakeContext(1, 1, 4, clock2.Now()));
+  for (int r = 0; r < 4; ++r) m2->Ingest(Heartbeat(r, clock2.Now(), 1), clock2.Now());
+  clock2.AdvanceSeconds(10);
+  auto beat2 = [&](Time now) {
+    for (int r = 0; r < 4; ++r) m2->Ingest(Heartbeat(r, now, 2), now);
+  };
+  beat2(clock2.Now());
+  EXPECT_TRUE(RunTicks(*m2, clock2, 60, beat2).empty());
+  EXPECT_EQ(OfKind(RunTicks(*m2, clock2, 5, beat2), FindingKind::kHang).size(), 1u);
 }
 
 }  // namespace
