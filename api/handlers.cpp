@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "api/problem.h"
+#include "core/fields.h"
 
 namespace shepherd {
 namespace api {
@@ -61,6 +62,29 @@ void SetNextCursor(Json* body, bool more, const std::string& last_id) {
 
 Result<Json> Body(const HttpRequest& req, const ApiOptions& o) {
   return ParseJsonText(req.body, o.max_json_depth);
+}
+
+std::optional<HttpResponse> RefuseUnknownFields(const Json& body, std::initializer_list<const char*> known) {
+  if (!body.is_object()) return std::nullopt;
+  std::vector<FieldError> errs;
+  FieldReader(body, "", &errs).OnlyKnown(known);
+  if (errs.empty()) return std::nullopt;
+  return ProblemFrom(InvalidContent("the body has unknown fields", std::move(errs)));
+}
+
+std::optional<std::string> ReadReason(const Json& v, const std::string& field,
+                                      std::vector<FieldError>* errs) {
+  const std::string* s = v.is_string() ? &v.get_ref<const std::string&>() : nullptr;
+  if (!s || Utf8Length(*s) > kMaxReasonChars) {
+    errs->push_back(
+        {field, "must be a string of at most " + std::to_string(kMaxReasonChars) + " characters"});
+    return std::nullopt;
+  }
+  if (HasControlCharacter(*s)) {
+    errs->push_back({field, "must not contain control characters"});
+    return std::nullopt;
+  }
+  return *s;
 }
 
 std::optional<HttpResponse> CheckRankAttempt(const HttpRequest& req, const ReportBatch& batch) {

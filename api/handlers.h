@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,6 +75,13 @@ void SetNextCursor(Json* body, bool more, const std::string& last_id);
 // is sent to `respond`, the job (once durable) goes to `then` on the control thread.
 void SubmitAs(Controller* c, const ApiOptions& o, const HttpRequest& req, JobSpec spec,
               const Respond& respond, std::function<void(const JobView&)> then);
+// 422 naming each top-level field of `body` not in `known` (typos must not be ignored); nullopt when all are
+// known or `body` is not an object (its parser refuses that).
+std::optional<HttpResponse> RefuseUnknownFields(const Json& body, std::initializer_list<const char*> known);
+// A free-text `reason` (cordon, restart): a string of at most kMaxReasonChars characters and no control
+// characters. Otherwise nullopt and an error naming `field` in `errs`.
+constexpr std::size_t kMaxReasonChars = 1024;
+std::optional<std::string> ReadReason(const Json& v, const std::string& field, std::vector<FieldError>* errs);
 // 403 when a rank credential minted for one attempt posts reports of another (an old attempt's ranks cannot
 // report as a new one).
 std::optional<HttpResponse> CheckRankAttempt(const HttpRequest& req, const ReportBatch& batch);

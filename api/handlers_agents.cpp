@@ -11,6 +11,37 @@ namespace {
 constexpr size_t kMaxLogTail = 16384;
 constexpr size_t kMaxDumps = 64;
 
+// A node has at most this many GPUs (ParseNode).
+constexpr int64_t kMaxNodeGpus = 1024;
+// The kinds of `gpu_faults` entries (docs/agent-protocol.md); "fault" is any other, and the default.
+constexpr const char* kGpuFaultKinds[] = {
+    "ecc_uncorrectable", "row_remap_failure", "xid", "fell_off_bus", "nvlink", "thermal", "fault"};
+
+bool IsGpuFaultKind(const Json& v) {
+  if (!v.is_string()) return false;
+  for (const char* k : kGpuFaultKinds)
+    if (v.get_ref<const std::string&>() == k) return true;
+  return false;
+}
+
+std::string GpuFaultKindList() {
+  std::string out;
+  for (const char* k : kGpuFaultKinds) out += (out.empty() ? "" : ", ") + std::string(k);
+  return out;
+}
+
+// 422 naming each `gpu_faults[i].gpu` that is not a GPU of `node`.
+std::optional<HttpResponse> GpuOutsideNode(const AgentHeartbeat& hb, const Node& node) {
+  std::vector<FieldError> errs;
+  for (size_t i = 0; i < hb.gpu_faults.size(); ++i)
+    if (hb.gpu_faults[i].gpu >= node.gpus)
+      errs.push_back({"gpu_faults[" + std::to_string(i) + "].gpu",
+                      "must be from 0 to " + std::to_string(node.gpus - 1) + " (node " + node.id + " has " +
+                          std::to_string(node.gpus) + " GPUs)"});
+  if (errs.empty()) return std::nullopt;
+  return ProblemFrom(InvalidContent("invalid heartbeat", std::move(errs)));
+}
+
 // Parses an agent's heartbeat before anything is changed: every field is checked for its type, and every
 // invalid one is named (422).
 Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
@@ -83,8 +114,13 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
         errs.push_back({path, "must be an object"});
         continue;
       }
-      typed(g, path, "gpu", &Json::is_number_integer, false, "an integer");
-      typed(g, path, "kind", &Json::is_string, false, "a string");
+      // The node's GPU count is the controller's: the handler checks gpu < gpus (GpuOutsideNode).
+      if (auto it = g.find("gpu"); it == g.end())
+        errs.push_back({path + ".gpu", "is required"});
+      else if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() >= kMaxNodeGpus)
+        errs.push_back({path + ".gpu", "must be an integer from 0 to the node's GPUs - 1"});
+      if (auto it = g.find("kind"); it != g.end() && !IsGpuFaultKind(*it))
+        errs.push_back({path + ".kind", "must be one of " + GpuFaultKindList()});
       typed(g, path, "detail", &Json::is_string, false, "a string");
     }
   }
@@ -134,6 +170,9 @@ void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Cloc
                 if (!body.ok()) return respond(ProblemFrom(body.status()));
                 auto hb = ParseHeartbeat(*body);
                 if (!hb.ok()) return respond(ProblemFrom(hb.status()));
+                if (!hb->gpu_faults.empty())  // an unknown node is the controller's 404
+                  if (auto node = c->GetNode(p.at("id")); node.ok())
+                    if (auto refused = GpuOutsideNode(*hb, node->node)) return respond(*refused);
                 c->NodeHeartbeat(p.at("id"), *hb, [respond](Result<HeartbeatAck> r) {
                   api::Reply(respond, r, RenderHeartbeatAck);
                 });
@@ -169,8 +208,8 @@ void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Cloc
           for (auto& [k, v] : body->items()) {
             if (k == "from" && v.is_string() && !v.get_ref<const std::string&>().empty())
               from = v;
-            else if (k == "reason" && v.is_string())
-              reason = v;
+            else if (k == "reason")
+              reason = api::ReadReason(v, k, &errs).value_or("");
             else if (k == "replace_nodes" && v.is_array()) {
               for (const Json& n : v)
                 if (n.is_string())
@@ -178,8 +217,8 @@ void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Cloc
                 else
                   errs.push_back({"replace_nodes", "must be an array of node ids"});
             } else
-              errs.push_back({k, k == "from" || k == "reason" || k == "replace_nodes" ? "has the wrong type"
-                                                                                      : "unknown field"});
+              errs.push_back(
+                  {k, k == "from" || k == "replace_nodes" ? "has the wrong type" : "unknown field"});
           }
         if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid restart request", errs)));
         c->RestartJob(p.at("id"), from, replace, reason,

@@ -77,6 +77,8 @@ void RegisterExternalRoutes(Router* router, Controller* c, ApiOptions o, const C
                 if (!body.ok()) return respond(ProblemFrom(body.status()));
                 auto batch = ParseReportBatch(*body, clock->Now());
                 if (!batch.ok()) return respond(ProblemFrom(batch.status()));
+                if (auto unknown = api::RefuseUnknownFields(*body, {"reports", "slurm"}))
+                  return respond(*unknown);
                 auto env = ParseSlurmEnvelope(*body);
                 if (!env.ok()) return respond(ProblemFrom(env.status()));
                 if (auto refused = api::CheckRankAttempt(req, *batch)) return respond(*refused);

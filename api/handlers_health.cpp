@@ -1,5 +1,6 @@
 // Reports, health, checkpoints and failures routes.
 #include <algorithm>
+#include <cstdlib>
 
 #include "api/handlers.h"
 #include "api/problem.h"
@@ -16,6 +17,7 @@ void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clo
                 // The envelope and each report are parsed here; one bad report never refuses the batch.
                 auto batch = ParseReportBatch(*body, clock->Now());
                 if (!batch.ok()) return respond(ProblemFrom(batch.status()));
+                if (auto unknown = api::RefuseUnknownFields(*body, {"reports"})) return respond(*unknown);
                 if (auto refused = api::CheckRankAttempt(req, *batch)) return respond(*refused);
                 c->IngestReports(p.at("id"), *batch, [respond](Result<IngestSummary> r) {
                   api::Reply(respond, r, RenderIngest, 202);
@@ -32,6 +34,7 @@ void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clo
                 std::vector<FieldError> errs;
                 QueryParams q = ParseQuery(req.target);
                 const api::Page page = api::TakePage(&q, &errs);
+                for (const auto& [k, v] : q) errs.push_back({k, "unknown query parameter"});
                 if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid query", errs)));
                 auto list = c->GetCheckpoints(p.at("id"));
                 if (!list.ok()) return respond(ProblemFrom(list.status()));
@@ -71,15 +74,16 @@ void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clo
       } else if (k == "job") {
         f.job = v;
       } else if (k == "since") {
+        // A time the clock cannot hold (after 2262-04-11; inf, nan) is refused, never wrapped around.
         f.since = ParseRfc3339(v);
         if (!f.since) {
           char* end = nullptr;
           double secs = std::strtod(v.c_str(), &end);
-          if (!v.empty() && end && *end == '\0')
-            f.since = FromUnixSeconds(secs);
-          else
-            errs.push_back({"since", "must be RFC 3339 or Unix seconds"});
+          if (!v.empty() && end && *end == '\0') f.since = TimeFromUnixSeconds(secs);
         }
+        if (!f.since)
+          errs.push_back(
+              {"since", "must be an RFC 3339 time or Unix seconds, from 1677-09-22 to 2262-04-11"});
       } else
         errs.push_back({k, "unknown filter"});
     }

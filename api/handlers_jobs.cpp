@@ -124,6 +124,8 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
       if (external_id->empty() || external_id->size() > 128)
         errs.push_back({"external_id", "must be 1 to 128 characters"});
     }
+    for (const auto& [k, v] : q)
+      if (k != "state" && k != "external_id") errs.push_back({k, "unknown filter"});
     if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid query", errs)));
     bool more = false;
     std::vector<JobView> jobs = c->ListJobs(state, page.after, page.limit, &more, external_id);

@@ -83,10 +83,8 @@ void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o) {
                       errs.push_back({k, "only false (clear a failure) is accepted"});
                     else if (k == "failed")
                       patch.failed = false;
-                    else if (k == "reason" && v.is_string() && v.get_ref<const std::string&>().size() <= 1024)
-                      patch.reason = v.get<std::string>();
                     else if (k == "reason")
-                      errs.push_back({k, "must be a string of at most 1024 characters"});
+                      patch.reason = api::ReadReason(v, k, &errs);
                     else
                       errs.push_back({k, "unknown field"});
                   }

@@ -11,6 +11,12 @@ std::size_t Utf8Length(std::string_view s) {
   return n;
 }
 
+bool HasControlCharacter(std::string_view s, bool allow_whitespace) {
+  for (unsigned char c : s)
+    if ((c < 0x20 || c == 0x7f) && !(allow_whitespace && (c == '\t' || c == '\n' || c == '\r'))) return true;
+  return false;
+}
+
 FieldReader::FieldReader(const Json& obj, std::string prefix, std::vector<FieldError>* errors)
     : object_(obj.is_object() ? &obj : nullptr), prefix_(std::move(prefix)), errors_(errors) {
   if (!object_) Error(prefix_.empty() ? "$" : prefix_, "must be an object");
@@ -79,13 +85,10 @@ std::optional<std::string> FieldReader::String(const char* key, bool required, s
     return std::nullopt;
   }
   const auto& s = v->get_ref<const std::string&>();
-  // Names, ids, paths and labels: no control characters (C0, DEL; NUL above all), which end up in logs,
-  // file names and other programs' argv. The JSON parser already refused invalid UTF-8.
-  for (unsigned char c : s) {
-    if (c < 0x20 || c == 0x7f) {
-      Error(Path(key), "must not contain control characters");
-      return std::nullopt;
-    }
+  // Names, ids, paths and labels. The JSON parser already refused invalid UTF-8.
+  if (HasControlCharacter(s)) {
+    Error(Path(key), "must not contain control characters");
+    return std::nullopt;
   }
   if (Utf8Length(s) > max_len) {
     Error(Path(key), "must be at most " + std::to_string(max_len) + " characters");

@@ -1,5 +1,5 @@
 // Field-by-field reading of untrusted JSON objects. Each getter records a FieldError (by JSON path) instead
-// of failing fast, so one response can list every invalid field. Internal to core/ codecs.
+// of failing fast, so one response can list every invalid field. For core/ codecs and api/ handlers.
 #pragma once
 
 #include <initializer_list>
@@ -15,6 +15,11 @@ namespace shepherd {
 
 // Characters (Unicode code points) of valid UTF-8 `s`.
 std::size_t Utf8Length(std::string_view s);
+// True when `s` holds a control character: C0 (NUL above all) or DEL. Names, ids, labels, paths and reasons
+// refuse them: they end up in logs, file names and other programs' argv. `allow_whitespace` lets tab, line
+// feed and carriage return through, for program text (argv elements and environment values: a script given
+// to `sh -c` has lines); NUL is refused either way (execve would cut the string there).
+bool HasControlCharacter(std::string_view s, bool allow_whitespace = false);
 
 class FieldReader {
  public:

@@ -282,9 +282,13 @@ void ParseLaunch(FieldReader& root, JobSpec* s, std::vector<FieldError>* errs) {
     if (!c->is_array() || c->size() > 1024) {
       root.Error("command", "must be an array of at most 1024 strings");
     } else {
+      // Program text: tab and line breaks pass (`sh -c` scripts), other control characters do not.
       for (size_t i = 0; i < c->size(); ++i) {
+        const std::string path = "command[" + std::to_string(i) + "]";
         if (!(*c)[i].is_string() || (*c)[i].get_ref<const std::string&>().size() > 4096)
-          root.Error("command[" + std::to_string(i) + "]", "must be a string of at most 4096 characters");
+          root.Error(path, "must be a string of at most 4096 characters");
+        else if (HasControlCharacter((*c)[i].get_ref<const std::string&>(), true))
+          root.Error(path, "must not contain NUL or control characters other than tab and line breaks");
         else
           s->command.push_back((*c)[i].get<std::string>());
       }
@@ -297,10 +301,14 @@ void ParseLaunch(FieldReader& root, JobSpec* s, std::vector<FieldError>* errs) {
       root.Error("env", "must be an object of at most 1024 string values");
     } else {
       for (const auto& [k, v] : e->items()) {
-        if (!ValidEnvName(k))
+        if (HasControlCharacter(k))  // not echoed into the field name
+          root.Error("env", "names must not contain control characters");
+        else if (!ValidEnvName(k))
           root.Error("env." + k, "is not a valid environment variable name");
         else if (!v.is_string() || v.get_ref<const std::string&>().size() > 65536)
           root.Error("env." + k, "must be a string of at most 65536 characters");
+        else if (HasControlCharacter(v.get_ref<const std::string&>(), true))
+          root.Error("env." + k, "must not contain NUL or control characters other than tab and line breaks");
         else if (k.rfind("SHEPHERD_", 0) == 0)
           root.Error("env." + k, "SHEPHERD_* variables are set by the agent");
         else

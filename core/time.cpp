@@ -1,6 +1,8 @@
 #include "core/time.h"
 
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 
 namespace shepherd {
@@ -29,15 +31,27 @@ bool Digits(std::string_view s, size_t pos, size_t n, int* out) {
   *out = v;
   return true;
 }
+
+int DaysInMonth(int y, int mo) {
+  static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  return mo == 2 && leap ? 29 : kDays[mo - 1];
+}
 }  // namespace
+
+std::optional<Time> TimeFromUnixSeconds(double s) {
+  if (!std::isfinite(s) || s <= -kMaxUnixSeconds || s >= kMaxUnixSeconds) return std::nullopt;
+  return FromUnixSeconds(s);
+}
 
 std::optional<Time> ParseRfc3339(std::string_view s) {
   int y, mo, d, h, mi, se;
   if (!Digits(s, 0, 4, &y) || s.size() < 20 || s[4] != '-' || !Digits(s, 5, 2, &mo) || s[7] != '-' ||
-      !Digits(s, 8, 2, &d) || (s[10] != 'T' && s[10] != 't' && s[10] != ' ') || !Digits(s, 11, 2, &h) ||
-      s[13] != ':' || !Digits(s, 14, 2, &mi) || s[16] != ':' || !Digits(s, 17, 2, &se))
+      !Digits(s, 8, 2, &d) || (s[10] != 'T' && s[10] != 't') || !Digits(s, 11, 2, &h) || s[13] != ':' ||
+      !Digits(s, 14, 2, &mi) || s[16] != ':' || !Digits(s, 17, 2, &se))
     return std::nullopt;
-  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || se > 60) return std::nullopt;
+  if (mo < 1 || mo > 12 || d < 1 || d > DaysInMonth(y, mo) || h > 23 || mi > 59 || se > 59)
+    return std::nullopt;
   size_t pos = 19;
   double frac = 0;
   if (pos < s.size() && s[pos] == '.') {
@@ -57,7 +71,7 @@ std::optional<Time> ParseRfc3339(std::string_view s) {
   } else if (pos < s.size() && (s[pos] == '+' || s[pos] == '-')) {
     int oh, om;
     if (!Digits(s, pos + 1, 2, &oh) || pos + 3 >= s.size() || s[pos + 3] != ':' ||
-        !Digits(s, pos + 4, 2, &om))
+        !Digits(s, pos + 4, 2, &om) || oh > 23 || om > 59)
       return std::nullopt;
     offset = (oh * 3600L + om * 60L) * (s[pos] == '+' ? 1 : -1);
     pos += 6;
@@ -72,9 +86,10 @@ std::optional<Time> ParseRfc3339(std::string_view s) {
   tm.tm_hour = h;
   tm.tm_min = mi;
   tm.tm_sec = se;
-  std::time_t secs = timegm(&tm);
-  return Time(std::chrono::seconds(secs - offset)) +
-         std::chrono::round<Duration>(std::chrono::duration<double>(frac));
+  // Years 0000-9999 are far inside time_t; only the result's range needs checking.
+  const long long secs = static_cast<long long>(timegm(&tm)) - offset;
+  if (std::llabs(secs) >= static_cast<long long>(kMaxUnixSeconds)) return std::nullopt;
+  return Time(std::chrono::seconds(secs)) + std::chrono::round<Duration>(std::chrono::duration<double>(frac));
 }
 
 }  // namespace shepherd

@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/fields.h"
 #include "health/report_values.h"
 
 namespace shepherd {
@@ -144,11 +145,11 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
   Errors errs;
   int64_t n = 0;
   if (!rank || !ReadInt(*rank, 0, std::numeric_limits<int32_t>::max(), &n))
-    errs.push_back({"rank", "required: an integer >= 0"});
+    errs.push_back({"rank", "required: an integer from 0 to 2147483647"});
   else
     r.rank = static_cast<int>(n);
   if (!attempt || !ReadInt(*attempt, 0, std::numeric_limits<int32_t>::max(), &n))
-    errs.push_back({"attempt", "required: an integer >= 0"});
+    errs.push_back({"attempt", "required: an integer from 0 to 2147483647"});
   else
     r.attempt = static_cast<int>(n);
   if (time && !time->is_null() && !ReadTime(*time, &r.time))
@@ -261,6 +262,8 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
     case ReportKind::kCheckpoint:
       if (!path || !ReadString(*path, kMaxPathLen, false, &r.path))
         errs.push_back({"path", "required: a non-empty string of at most 4096 characters"});
+      else if (HasControlCharacter(r.path))
+        errs.push_back({"path", "must not contain control characters"});
       if (scope && !scope->is_null()) {
         const std::string* sc = scope->is_string() ? &scope->get_ref<const std::string&>() : nullptr;
         if (sc && *sc == "replicated")

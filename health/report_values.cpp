@@ -54,8 +54,9 @@ bool ReadMetric(const Json& v, double* out) {
 bool ReadTime(const Json& v, Time* out) {
   if (v.is_number()) {
     double s = v.get<double>();
-    if (!std::isfinite(s) || s < 0 || s > 1.0e11) return false;
-    *out = FromUnixSeconds(s);
+    std::optional<Time> t = s >= 0 ? TimeFromUnixSeconds(s) : std::nullopt;  // not beyond 2262
+    if (!t) return false;
+    *out = *t;
     return true;
   }
   if (!v.is_string()) return false;

@@ -13,7 +13,7 @@ namespace shepherd::report_values {
 bool ReadInt(const Json& v, int64_t min, int64_t max, int64_t* out);
 // A number, or one of the strings "nan", "inf", "+inf", "-inf" (any case), which JSON cannot spell.
 bool ReadMetric(const Json& v, double* out);
-// RFC 3339 string or Unix seconds (a finite number >= 0).
+// RFC 3339 string or Unix seconds (a finite number >= 0), within what Time holds (up to 2262-04-11).
 bool ReadTime(const Json& v, Time* out);
 // A string of at most max_len bytes (non-empty unless allow_empty), copied into *out.
 bool ReadString(const Json& v, size_t max_len, bool allow_empty, std::string* out);

@@ -87,7 +87,7 @@ TEST_F(AgentApiTest, AssignmentsCarryTheRankEnvironment) {
 TEST_F(AgentApiTest, MalformedHeartbeatIs422NamingEveryFieldAndChangesNothing) {
   ApiReply r = api_.Post("/v1/nodes/n0/heartbeat",
                          Json::parse(R"({"processes": [{"job": "j", "attempt": 1, "rank": "x", "state": 3}],
-                                         "gpu_faults": [{"gpu": "two", "kind": "ecc"}, 5]})"));
+                                         "gpu_faults": [{"gpu": "two", "kind": "xid"}, 5]})"));
   ASSERT_EQ(r.status, 422) << r.body.dump();
   std::set<std::string> fields;
   for (const Json& e : r.body["errors"]) fields.insert(e["field"]);
@@ -101,6 +101,57 @@ TEST_F(AgentApiTest, MalformedHeartbeatIs422NamingEveryFieldAndChangesNothing) {
                                                    "exit_code": null, "signal": null}]})");
   EXPECT_EQ(api_.Post("/v1/nodes/n0/heartbeat", null_codes).status, 200);  // unknown code: allowed
   EXPECT_EQ(Heartbeat("n0", Running("n0", 1)).status, 200);
+}
+
+// A GPU fault names one of the node's GPUs (n0 has 4) and a documented kind; anything else is 422 naming the
+// entry's field, and nothing is recorded.
+TEST_F(AgentApiTest, GpuFaultsNameAGpuOfTheNodeAndAKnownKind) {
+  const std::vector<std::pair<Json, std::string>> bad = {
+      {{{"gpu", -1}, {"kind", "xid"}}, "gpu_faults[0].gpu"},
+      {{{"gpu", 4}, {"kind", "xid"}}, "gpu_faults[0].gpu"},
+      {{{"gpu", 99}, {"kind", "xid"}}, "gpu_faults[0].gpu"},
+      {{{"gpu", 1099511627776LL}, {"kind", "xid"}}, "gpu_faults[0].gpu"},
+      {{{"gpu", 18446744073709551615ULL}, {"kind", "xid"}}, "gpu_faults[0].gpu"},
+      {{{"gpu", 1.0}, {"kind", "xid"}}, "gpu_faults[0].gpu"},
+      {{{"kind", "xid"}}, "gpu_faults[0].gpu"},
+      {{{"gpu", 1}, {"kind", "no_such_kind"}}, "gpu_faults[0].kind"},
+      {{{"gpu", 1}, {"kind", 7}}, "gpu_faults[0].kind"},
+  };
+  for (const auto& [fault, field] : bad) {
+    ApiReply r = Heartbeat("n0", Json::array(), Json::array({fault}));
+    EXPECT_EQ(r.status, 422) << fault.dump();
+    ASSERT_EQ(r.body["errors"].size(), 1u) << fault.dump() << r.body.dump();
+    EXPECT_EQ(r.body["errors"][0]["field"], field) << fault.dump();
+  }
+  EXPECT_TRUE(api_.Get("/v1/failures?kind=gpu_fault").body["failures"].empty());
+  EXPECT_NE(api_.Get("/v1/nodes/n0").body["state"], "failed");
+  // The second entry is named by its index; a kind may be omitted ("fault").
+  ApiReply r = Heartbeat("n0", Json::array(), Json::array({{{"gpu", 3}}, {{"gpu", 4}, {"kind", "nvlink"}}}));
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(r.body["errors"][0]["field"], "gpu_faults[1].gpu") << r.body.dump();
+  EXPECT_EQ(api_.Post("/v1/nodes/nope/heartbeat", {{"gpu_faults", Json::array({{{"gpu", 0}}})}}).status, 404);
+  EXPECT_EQ(Heartbeat("n0", Running("n0", 1), Json::array({{{"gpu", 3}}})).status, 200);
+  Json f = api_.Get("/v1/failures?kind=gpu_fault").body["failures"];
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_NE(f[0]["detail"].get<std::string>().find("GPU 3 fault"), std::string::npos) << f[0].dump();
+}
+
+TEST_F(AgentApiTest, ReasonsAreBoundedAndRefuseControlCharacters) {
+  const std::string long_reason(1025, 'r');
+  for (const Json& reason : {Json(std::string("bad\0fan", 7)), Json("bad\nfan"), Json("\x1b[31mred"),
+                             Json(long_reason), Json(3)}) {
+    ApiReply patch = api_.Call("PATCH", "/v1/nodes/n1", {{"schedulable", false}, {"reason", reason}});
+    EXPECT_EQ(patch.status, 422) << reason.dump().substr(0, 40);
+    EXPECT_EQ(patch.body["errors"][0]["field"], "reason");
+    ApiReply restart = api_.Post("/v1/jobs/" + job_ + "/restart", {{"from", "latest"}, {"reason", reason}});
+    EXPECT_EQ(restart.status, 422) << reason.dump().substr(0, 40);
+    EXPECT_EQ(restart.body["errors"][0]["field"], "reason");
+  }
+  EXPECT_TRUE(api_.Get("/v1/nodes/n1").body["schedulable"].get<bool>());
+  EXPECT_TRUE(api_.Get("/v1/jobs/" + job_ + "/failures").body["failures"].empty());
+  const std::string most(1024, 'r');
+  EXPECT_EQ(api_.Call("PATCH", "/v1/nodes/n1", {{"schedulable", false}, {"reason", most}}).status, 200);
+  EXPECT_EQ(api_.Get("/v1/nodes/n1").body["reason"], most);
 }
 
 TEST_F(AgentApiTest, LongPollAnswersOnChangeOrAtItsDeadline) {

@@ -205,6 +205,86 @@ TEST_F(HealthApiTest, UnknownFindingKindFilterIs422NamingKind) {
   EXPECT_EQ(api_.Get("/v1/failures?kind=hang").status, 200);
 }
 
+// Time holds int64 nanoseconds (to 2262-04-11): `since` beyond it, or not finite, is refused rather than
+// wrapped around to "everything" or "nothing".
+TEST_F(HealthApiTest, SinceTheClockCannotHoldIs422NamingSince) {
+  for (int s = 1; s <= 6; ++s) AllStep(s);
+  Json batch = Json::array();
+  for (int r = 0; r < 8; ++r) batch.push_back(Step(r, 7, "nan"));
+  Report(batch);
+  api_.Tick();
+  const size_t all = api_.Get("/v1/failures").body["failures"].size();
+  ASSERT_GT(all, 0u);
+  for (const char* since : {"2262-04-12T00:00:00Z", "9999-01-01T00:00:00Z", "9.3e18", "inf", "nan", "-inf",
+                            "-1e308", "1e400", "2026-02-30T00:00:00Z"}) {
+    ApiReply r = api_.Get(std::string("/v1/failures?since=") + since);
+    EXPECT_EQ(r.status, 422) << since << ": " << r.body.dump();
+    EXPECT_EQ(r.body["errors"][0]["field"], "since") << since;
+    EXPECT_EQ(api_.Get("/v1/jobs/" + job_ + "/failures?since=" + since).status, 422) << since;
+  }
+  EXPECT_EQ(api_.Get("/v1/failures?since=1970-01-01T00:00:00Z").body["failures"].size(), all);
+  EXPECT_EQ(api_.Get("/v1/failures?since=-9000000000").body["failures"].size(), all);
+  EXPECT_TRUE(api_.Get("/v1/failures?since=2262-04-11T00:00:00Z").body["failures"].empty());
+  EXPECT_TRUE(api_.Get("/v1/failures?since=9000000000").body["failures"].empty());
+}
+
+// Each report is checked alone (one bad report never refuses the batch): a bad `time` rejects its report
+// with an error naming `time`.
+TEST_F(HealthApiTest, ReportTimesMustBeValidRfc3339) {
+  Json batch = Json::array();
+  for (const char* t : {"2026-02-30T00:00:00Z", "2026-11-26T03:20:60Z", "2026-11-26T03:20:00+99:00",
+                        "2026-11-26 03:20:00Z", "2262-04-12T00:00:00Z"})
+    batch.push_back(Heartbeat(0, 1, {{"time", t}}));
+  batch.push_back(Heartbeat(0, 1, {{"time", 1e11}}));
+  batch.push_back(Heartbeat(0, 1, {{"time", "2027-01-15T08:00:00.5+05:30"}}));
+  ApiReply r = Report(batch);
+  ASSERT_EQ(r.status, 202) << r.body.dump();
+  EXPECT_EQ(r.body["accepted"], 1) << r.body.dump();
+  ASSERT_EQ(r.body["rejected"].size(), 6u) << r.body.dump();
+  for (const Json& x : r.body["rejected"])
+    EXPECT_EQ(x["error"].get<std::string>().rfind("time: ", 0), 0u) << x.dump();
+}
+
+TEST_F(HealthApiTest, ReportsBodyRefusesUnknownFieldsAndIngestsNothing) {
+  ApiReply r =
+      api_.Post("/v1/jobs/" + job_ + "/reports", {{"reports", Json::array({Step(0, 1, 2.0)})}, {"extra", 1}});
+  ASSERT_EQ(r.status, 422) << r.body.dump();
+  EXPECT_EQ(r.body["errors"][0]["field"], "extra");
+  const std::string metrics = api_.Get("/metrics").body.get<std::string>();
+  EXPECT_EQ(metrics.find("shepherd_reports_total{outcome=\"accepted\"}"), std::string::npos) << metrics;
+  EXPECT_EQ(Report(Json::array({Step(0, 1, 2.0)})).body["accepted"], 1);
+}
+
+TEST_F(HealthApiTest, CheckpointPathWithControlCharactersIsRejected) {
+  Json batch = Json::array();
+  for (int r = 0; r < 8; ++r)
+    batch.push_back({{"rank", r},
+                     {"attempt", 1},
+                     {"kind", "checkpoint"},
+                     {"step", 4},
+                     {"path", r == 3 ? std::string("/ckpt/4\0/r3", 11) : "/ckpt/4"}});
+  ApiReply r = Report(batch);
+  ASSERT_EQ(r.status, 202) << r.body.dump();
+  ASSERT_EQ(r.body["rejected"].size(), 1u) << r.body.dump();
+  EXPECT_EQ(r.body["rejected"][0]["index"], 3);
+  EXPECT_EQ(r.body["rejected"][0]["error"], "path: must not contain control characters");
+  EXPECT_EQ(api_.Get("/v1/jobs/" + job_ + "/checkpoints").body["checkpoints"][0]["status"], "pending");
+}
+
+// Every list route refuses a query parameter it does not know (a typo must not list everything).
+TEST_F(HealthApiTest, ListRoutesRefuseUnknownQueryParameters) {
+  for (const std::string& target :
+       std::vector<std::string>{"/v1/jobs?stat=running", "/v1/jobs/" + job_ + "/checkpoints?limt=5",
+                                "/v1/nodes?colour=red", "/v1/failures?knd=hang"}) {
+    ApiReply r = api_.Get(target);
+    EXPECT_EQ(r.status, 422) << target << ": " << r.body.dump();
+    const std::string param = target.substr(target.find('?') + 1, target.find('=') - target.find('?') - 1);
+    EXPECT_EQ(r.body["errors"][0]["field"], param) << target;
+  }
+  EXPECT_EQ(api_.Get("/v1/jobs?state=running&limit=5").status, 200);
+  EXPECT_EQ(api_.Get("/v1/jobs/" + job_ + "/checkpoints?limit=5").status, 200);
+}
+
 TEST_F(HealthApiTest, CheckpointBecomesGoodAndIsLastKnownGood) {
   for (int s = 1; s <= 4; ++s) AllStep(s);
   Json ckpt = Json::array();

@@ -189,6 +189,17 @@ TEST_F(SlurmBindingTest, BadEnvelopesAreRefusedNamingTheFieldAndCreateNothing) {
   EXPECT_TRUE(JobsWith("5").empty());
 }
 
+TEST_F(SlurmBindingTest, UnknownFieldsNextToSlurmAreRefusedAndCreateNothing) {
+  Json body = SrunBody(Heartbeats(1, {0}), 1);
+  body["extra"] = 1;
+  ApiReply r = As("submitter", "POST", "/v1/external/slurm/5/reports", body);
+  EXPECT_EQ(r.status, 422) << r.body.dump();
+  EXPECT_EQ(r.body["errors"][0]["field"], "extra") << r.body.dump();
+  EXPECT_TRUE(JobsWith("5").empty());
+  body.erase("extra");
+  EXPECT_EQ(As("submitter", "POST", "/v1/external/slurm/5/reports", body).status, 202);
+}
+
 // Every credential does only its own job: a rank credential reports for its own job only and never
 // creates one; a submitter creates as itself and cannot report into another's job; people without the
 // submit right cannot create.

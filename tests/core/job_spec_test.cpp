@@ -124,6 +124,25 @@ TEST(JobSpec, EveryInvalidFieldIsListedByPath) {
                                    "env.SHEPHERD_RANK", "command", "extra"}));
 }
 
+// argv elements and env values reach execve: NUL would cut them there, and other control characters
+// (terminal escapes) end up in logs. Tab and line breaks are program text (`sh -c` scripts).
+TEST(JobSpec, CommandAndEnvRefuseNulAndControlCharacters) {
+  Json j = Example();
+  j["command"] = {"python3", std::string("train.py\0--evil", 15), "\x1b[2J", "x\x7f"};
+  j["env"] = {{"OK", "a\tb\nc\r\n"}, {"NUL", std::string("a\0b", 3)}, {"ESC", "\x1b]0;t\x07"}};
+  j["env"][std::string("K\0EY", 4)] = "v";
+  auto s = ParseJobSpec(j);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(Fields(s.status()),
+            (std::set<std::string>{"command[1]", "command[2]", "command[3]", "env.NUL", "env.ESC", "env"}))
+      << s.status().message();
+  j["command"] = {"/bin/sh", "-c", "set -e\n\tcd /work\r\n\tpython3 train.py\n"};
+  j["env"] = {{"OK", "a\tb\nc"}};
+  auto ok = ParseJobSpec(j);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->command[2], "set -e\n\tcd /work\r\n\tpython3 train.py\n");
+}
+
 TEST(JobSpec, TpMustDivideHeadsPpMayLeaveLayersUneven) {
   Json j = Example();
   j["model"]["heads"] = 12;

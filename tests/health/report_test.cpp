@@ -151,5 +151,49 @@ TEST(ReportTest, NodeOnEveryKindIsValidated) {
   }
 }
 
+TEST(ReportTest, TimesOutsideTheCalendarOrTheClockAreRefused) {
+  for (const Json& bad :
+       {Json("2026-02-30T00:00:00Z"), Json("2026-11-26T03:20:60Z"), Json("2026-11-26T03:20:00+99:00"),
+        Json("2026-11-26 03:20:00Z"), Json("9999-01-01T00:00:00Z"), Json(1e11), Json(9.3e18), Json(-1.0)}) {
+    auto t = ParseReport(Json{{"rank", 0}, {"attempt", 1}, {"kind", "heartbeat"}, {"time", bad}}, kRecv);
+    EXPECT_EQ(Fields(t), std::vector<std::string>{"time"}) << bad.dump();
+    auto since = ParseReport(Json{{"rank", 0},
+                                  {"attempt", 1},
+                                  {"kind", "heartbeat"},
+                                  {"collective", {{"seq", 1}, {"group", "tp"}, {"since", bad}}}},
+                             kRecv);
+    EXPECT_EQ(Fields(since), std::vector<std::string>{"collective.since"}) << bad.dump();
+  }
+  auto ok =
+      Parse(R"({"rank": 0, "attempt": 1, "kind": "heartbeat", "time": "2027-01-15T13:30:00.25+05:30"})");
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->time, *ParseRfc3339("2027-01-15T08:00:00.250Z"));
+}
+
+TEST(ReportTest, CheckpointPathRefusesControlCharacters) {
+  for (const std::string& bad :
+       {std::string("/ckpt/4\0/r0", 11), std::string("/ckpt/4\n"), std::string("/ckpt/\x1b[2J"),
+        std::string("/ckpt/\t4"), std::string("/ckpt/4\x7f")}) {
+    auto r = ParseReport(
+        Json{{"rank", 0}, {"attempt", 1}, {"kind", "checkpoint"}, {"step", 4}, {"path", bad}}, kRecv);
+    EXPECT_EQ(Fields(r), std::vector<std::string>{"path"}) << Json(bad).dump();
+  }
+  EXPECT_TRUE(ParseReport(Json{{"rank", 0},
+                               {"attempt", 1},
+                               {"kind", "checkpoint"},
+                               {"step", 4},
+                               {"path", "/ckpt/4/r0 (copy) é"}},
+                          kRecv)
+                  .ok());
+}
+
+TEST(ReportTest, AnAttemptOutOfRangeIsToldTheRange) {
+  auto r = Parse(R"({"rank": 0, "attempt": 4611686018427387904, "kind": "heartbeat"})");
+  ASSERT_EQ(Fields(r), std::vector<std::string>{"attempt"});
+  EXPECT_EQ(r.status().message(), "attempt: required: an integer from 0 to 2147483647");
+  EXPECT_EQ(Fields(Parse(R"({"rank": 2147483648, "attempt": 1, "kind": "heartbeat"})")),
+            std::vector<std::string>{"rank"});
+}
+
 }  // namespace
 }  // namespace shepherd
