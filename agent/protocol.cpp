@@ -4,7 +4,10 @@
 
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
+
+#include "core/fields.h"
 
 namespace shepherd::agent {
 namespace {
@@ -201,17 +204,52 @@ Result<std::map<std::string, std::string>> ParseTopologyFlag(std::string_view te
   return out;
 }
 
-Json ReadGpuFaults(const std::string& path) {
+namespace {
+
+// One probe entry as the daemon takes it; nullopt to drop it.
+std::optional<Json> SanitizedFault(const Json& g, int gpus) {
+  if (!g.is_object()) return std::nullopt;
+  auto gpu = g.find("gpu");
+  if (gpu == g.end() || !gpu->is_number_integer() || gpu->get<int64_t>() < 0 || gpu->get<int64_t>() >= gpus)
+    return std::nullopt;
+  Json out = {{"gpu", gpu->get<int64_t>()}, {"kind", "fault"}};
+  if (auto kind = g.find("kind"); kind != g.end() && kind->is_string()) {
+    const std::string& k = kind->get_ref<const std::string&>();
+    if (!k.empty() && k.size() <= 64 && !HasControlCharacter(k)) out["kind"] = k;
+  }
+  if (auto detail = g.find("detail"); detail != g.end() && detail->is_string()) {
+    std::string text = detail->get<std::string>().substr(0, 1024);
+    for (char& c : text)
+      if (HasControlCharacter(std::string_view(&c, 1))) c = ' ';
+    out["detail"] = text;
+  }
+  return out;
+}
+
+}  // namespace
+
+Json ReadGpuFaults(const std::string& path, int gpus) {
   std::ifstream in(path);
   if (!in) return Json::array();
   std::stringstream ss;
   ss << in.rdbuf();
   Result<Json> j = ParseJsonText(ss.str());
-  if (j.ok() && j->is_array()) return *j;
+  const Json* entries = nullptr;
+  if (j.ok() && j->is_array()) entries = &*j;
   if (j.ok() && j->is_object() && j->contains("gpu_faults") && (*j)["gpu_faults"].is_array())
-    return (*j)["gpu_faults"];
-  spdlog::warn("agent: ignoring malformed {}", path);
-  return Json::array();
+    entries = &(*j)["gpu_faults"];
+  if (!entries) {
+    spdlog::warn("agent: ignoring malformed {}", path);
+    return Json::array();
+  }
+  Json out = Json::array();
+  for (const Json& g : *entries) {
+    if (std::optional<Json> f = SanitizedFault(g, gpus))
+      out.push_back(std::move(*f));
+    else
+      spdlog::warn("agent: ignoring {} entry {}: needs \"gpu\" from 0 to {}", path, g.dump(), gpus - 1);
+  }
+  return out;
 }
 
 }  // namespace shepherd::agent

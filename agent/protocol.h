@@ -80,8 +80,12 @@ Json RegisterBody(const NodeRegistration& n);
 // without '=', an empty level or value, or a level given twice.
 Result<std::map<std::string, std::string>> ParseTopologyFlag(std::string_view text);
 
-// The gpu_faults to report: <state-dir>/gpu_faults.json, either an array or {"gpu_faults": [...]}.
-// A missing file is []; an unreadable or malformed one is [] plus a warning in the log.
-Json ReadGpuFaults(const std::string& path);
+// The gpu_faults to report: <state-dir>/gpu_faults.json, either an array or {"gpu_faults": [...]}, as the
+// site's probe wrote it. A missing file is []; an unreadable or malformed one is [] plus a warning in the
+// log. Entries are made what the daemon takes (docs/agent-protocol.md), so a probe's slip never gets the
+// heartbeat refused (the node would go silent and be declared lost): an entry without an integer `gpu` in
+// [0, gpus) is dropped with a warning; a `kind` that is not 1-64 printable characters becomes "fault";
+// `detail` loses its control characters and is cut at 1024 bytes (not a string: dropped).
+Json ReadGpuFaults(const std::string& path, int gpus);
 
 }  // namespace shepherd::agent

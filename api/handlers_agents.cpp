@@ -2,6 +2,7 @@
 #include "api/handlers.h"
 #include "api/problem.h"
 #include "api/views.h"
+#include "core/fields.h"
 
 namespace shepherd {
 namespace {
@@ -13,21 +14,14 @@ constexpr size_t kMaxDumps = 64;
 
 // A node has at most this many GPUs (ParseNode).
 constexpr int64_t kMaxNodeGpus = 1024;
-// The kinds of `gpu_faults` entries (docs/agent-protocol.md); "fault" is any other, and the default.
-constexpr const char* kGpuFaultKinds[] = {
-    "ecc_uncorrectable", "row_remap_failure", "xid", "fell_off_bus", "nvlink", "thermal", "fault"};
-
-bool IsGpuFaultKind(const Json& v) {
+// A `gpu_faults` entry's `kind` (free-form: the site's probe names it; it goes into the finding's text) and
+// `detail`: printable, bounded.
+constexpr size_t kMaxFaultKind = 64;
+constexpr size_t kMaxFaultDetail = 1024;
+bool PrintableUpTo(const Json& v, size_t max, bool allow_empty) {
   if (!v.is_string()) return false;
-  for (const char* k : kGpuFaultKinds)
-    if (v.get_ref<const std::string&>() == k) return true;
-  return false;
-}
-
-std::string GpuFaultKindList() {
-  std::string out;
-  for (const char* k : kGpuFaultKinds) out += (out.empty() ? "" : ", ") + std::string(k);
-  return out;
+  const std::string& s = v.get_ref<const std::string&>();
+  return (allow_empty || !s.empty()) && s.size() <= max && !HasControlCharacter(s);
 }
 
 // 422 naming each `gpu_faults[i].gpu` that is not a GPU of `node`.
@@ -119,9 +113,10 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
         errs.push_back({path + ".gpu", "is required"});
       else if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() >= kMaxNodeGpus)
         errs.push_back({path + ".gpu", "must be an integer from 0 to the node's GPUs - 1"});
-      if (auto it = g.find("kind"); it != g.end() && !IsGpuFaultKind(*it))
-        errs.push_back({path + ".kind", "must be one of " + GpuFaultKindList()});
-      typed(g, path, "detail", &Json::is_string, false, "a string");
+      if (auto it = g.find("kind"); it != g.end() && !PrintableUpTo(*it, kMaxFaultKind, false))
+        errs.push_back({path + ".kind", "must be 1 to 64 characters without control characters"});
+      if (auto it = g.find("detail"); it != g.end() && !PrintableUpTo(*it, kMaxFaultDetail, true))
+        errs.push_back({path + ".detail", "must be at most 1024 characters without control characters"});
     }
   }
   if (auto it = body.find("health_check"); it != body.end() && !it->is_null()) {

@@ -93,13 +93,19 @@ TEST(Protocol, ReadsGpuFaultFile) {
   auto dir = std::filesystem::temp_directory_path() / ("agent-faults-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::string path = (dir / "gpu_faults.json").string();
-  EXPECT_EQ(ReadGpuFaults(path), Json::array());
+  EXPECT_EQ(ReadGpuFaults(path, 8), Json::array());
   std::ofstream(path) << R"([{"gpu": 3, "kind": "xid", "detail": "79"}])";
-  EXPECT_EQ(ReadGpuFaults(path).size(), 1u);
+  EXPECT_EQ(ReadGpuFaults(path, 8), Json::parse(R"([{"gpu": 3, "kind": "xid", "detail": "79"}])"));
   std::ofstream(path) << R"({"gpu_faults": [{"gpu": 1, "kind": "ecc_uncorrectable"}]})";
-  EXPECT_EQ(ReadGpuFaults(path)[0]["gpu"], 1);
+  EXPECT_EQ(ReadGpuFaults(path, 8)[0]["gpu"], 1);
   std::ofstream(path) << "{not json";
-  EXPECT_EQ(ReadGpuFaults(path), Json::array());
+  EXPECT_EQ(ReadGpuFaults(path, 8), Json::array());
+  // A probe's slips are made what the daemon takes, never sent to get the heartbeat refused: entries
+  // without a GPU of this node are dropped, an unprintable kind is "fault", a detail loses its controls.
+  std::ofstream(path) << R"([{"gpu": 8}, {"gpu": -1}, {"kind": "xid"}, {"gpu": "2"}, "x",
+                            {"gpu": 2, "kind": "", "detail": "row\nremap"}, {"gpu": 7, "kind": 79}])";
+  EXPECT_EQ(ReadGpuFaults(path, 8), Json::parse(R"([{"gpu": 2, "kind": "fault", "detail": "row remap"},
+                                                    {"gpu": 7, "kind": "fault"}])"));
   std::filesystem::remove_all(dir);
 }
 

@@ -105,7 +105,8 @@ TEST_F(AgentApiTest, MalformedHeartbeatIs422NamingEveryFieldAndChangesNothing) {
 
 // A GPU fault names one of the node's GPUs (n0 has 4) and a documented kind; anything else is 422 naming the
 // entry's field, and nothing is recorded.
-TEST_F(AgentApiTest, GpuFaultsNameAGpuOfTheNodeAndAKnownKind) {
+// A fault names a GPU the node has; its kind and detail (the site probe's words) are printable and bounded.
+TEST_F(AgentApiTest, GpuFaultsNameAGpuOfTheNodeAndPrintableWords) {
   const std::vector<std::pair<Json, std::string>> bad = {
       {{{"gpu", -1}, {"kind", "xid"}}, "gpu_faults[0].gpu"},
       {{{"gpu", 4}, {"kind", "xid"}}, "gpu_faults[0].gpu"},
@@ -114,8 +115,12 @@ TEST_F(AgentApiTest, GpuFaultsNameAGpuOfTheNodeAndAKnownKind) {
       {{{"gpu", 18446744073709551615ULL}, {"kind", "xid"}}, "gpu_faults[0].gpu"},
       {{{"gpu", 1.0}, {"kind", "xid"}}, "gpu_faults[0].gpu"},
       {{{"kind", "xid"}}, "gpu_faults[0].gpu"},
-      {{{"gpu", 1}, {"kind", "no_such_kind"}}, "gpu_faults[0].kind"},
+      {{{"gpu", 1}, {"kind", ""}}, "gpu_faults[0].kind"},
+      {{{"gpu", 1}, {"kind", "xid\n79"}}, "gpu_faults[0].kind"},
+      {{{"gpu", 1}, {"kind", std::string(65, 'k')}}, "gpu_faults[0].kind"},
       {{{"gpu", 1}, {"kind", 7}}, "gpu_faults[0].kind"},
+      {{{"gpu", 1}, {"detail", std::string(1025, 'd')}}, "gpu_faults[0].detail"},
+      {{{"gpu", 1}, {"detail", std::string("a\0b", 3)}}, "gpu_faults[0].detail"},
   };
   for (const auto& [fault, field] : bad) {
     ApiReply r = Heartbeat("n0", Json::array(), Json::array({fault}));
@@ -134,6 +139,10 @@ TEST_F(AgentApiTest, GpuFaultsNameAGpuOfTheNodeAndAKnownKind) {
   Json f = api_.Get("/v1/failures?kind=gpu_fault").body["failures"];
   ASSERT_EQ(f.size(), 1u);
   EXPECT_NE(f[0]["detail"].get<std::string>().find("GPU 3 fault"), std::string::npos) << f[0].dump();
+  // A kind of the site's own naming is taken as given.
+  EXPECT_EQ(
+      Heartbeat("n0", Running("n0", 1), Json::array({{{"gpu", 2}, {"kind", "ecc_dbe_volatile"}}})).status,
+      200);
 }
 
 TEST_F(AgentApiTest, ReasonsAreBoundedAndRefuseControlCharacters) {
