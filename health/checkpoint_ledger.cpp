@@ -85,7 +85,8 @@ std::vector<CheckpointTransition> CheckpointLedger::OnCheckpointReport(int attem
     c.step = step;
     c.path = path;
     c.status = CheckpointStatus::kPending;
-    c.reason = "waiting for " + std::to_string(opt_.expected_reporters) + " ranks to report";
+    c.reason = "waiting for " + std::to_string(opt_.expected_reporters) +
+               " ranks to report (a whole-state file one rank saved is reported with scope \"replicated\")";
     c.created_at = c.updated_at = now;
   }
   Checkpoint& c = e.record;
