@@ -45,6 +45,10 @@ Json RenderJob(const JobView& e) {
   j.erase("seq");
   j["name"] = e.job.spec.name;
   j["estimate"] = ToJson(e.estimate);
+  // The layers per stage are always listed (docs/api.md): a plan that left them to the default balance
+  // shows the stages the planner counted.
+  if (e.job.plan.pipeline_layers.empty())
+    j["plan"]["pipeline_layers"] = j["estimate"]["plan"]["pipeline_layers"];
   if (e.attempt) {
     j["current_attempt"] = {{"number", e.attempt->number},
                             {"started_at", FormatRfc3339(e.attempt->started_at)},

@@ -67,6 +67,7 @@ TEST_F(LaunchApiTest, WithoutAgentsNothingIsLaunchedJudgedOrBlamedHoweverLong) {
   std::string job = Submit(8);
   Json j = Job(job);
   EXPECT_EQ(j["state"], "launching");
+  EXPECT_EQ(j["plan"]["pipeline_layers"], Json::array({4}));  // always listed, here the default: 4 layers
   EXPECT_EQ(j["launch"]["status"], "waiting_for_agents");
   EXPECT_EQ(j["launch"]["nodes_without_agent"], Json::array({"n0", "n1"}));
   Run(600);  // ten minutes
