@@ -12,6 +12,7 @@ It stops heartbeating, so that the daemon sees the rank as gone, exactly when th
 - the parent is stopped (SIGSTOP, state T in /proc): no heartbeat while it stays stopped;
 - the page says the rank closed its client: the helper exits. (A client closed at interpreter exit does not
   say so: the helper heartbeats through the interpreter's teardown and exits with the rank.)
+Whichever way it exits, it removes the page's file.
 A rank blocked in C code (GIL held or not) is still running: the helper reports it alive, with the last step
 or open collective it published, which is what lets the hang watchdog name it stuck rather than lost.
 The token is passed in the environment (never on the command line, which other users can read).
@@ -61,25 +62,34 @@ def build_heartbeat(state: dict, rank: int, attempt: int) -> dict:
 def run(page_path: str, parent: int, url: str, job: str, rank: int, attempt: int, interval: float,
         token: str, slurm_job_id: str = "", envelope: Optional[dict] = None) -> int:
     _set_parent_death_signal()
-    if os.getppid() != parent:
-        return 0  # the parent died before the signal was armed
-    page = ProgressPage.open(page_path)
-    target = reports_url(url, job, slurm_job_id)
-    next_at = time.monotonic()
     try:
-        while True:
-            if os.getppid() != parent:
-                return 0
-            state = page.read()
-            if state is not None and state["closed"]:
-                return 0
-            if state is not None and process_state(parent) not in ("T", "t", "Z", None):
-                post_reports(target, [build_heartbeat(state, rank, attempt)], token=token,
-                             timeout_s=max(0.5, min(2.0, interval * 2)), envelope=envelope)
-            next_at = max(next_at + interval, time.monotonic() + interval / 2)
-            time.sleep(max(0.0, next_at - time.monotonic()))
+        if os.getppid() != parent:
+            return 0  # the parent died before the signal was armed
+        page = ProgressPage.open(page_path)
+        target = reports_url(url, job, slurm_job_id)
+        next_at = time.monotonic()
+        try:
+            while True:
+                if os.getppid() != parent:
+                    return 0
+                state = page.read()
+                if state is not None and state["closed"]:
+                    return 0
+                if state is not None and process_state(parent) not in ("T", "t", "Z", None):
+                    post_reports(target, [build_heartbeat(state, rank, attempt)], token=token,
+                                 timeout_s=max(0.5, min(2.0, interval * 2)), envelope=envelope)
+                next_at = max(next_at + interval, time.monotonic() + interval / 2)
+                time.sleep(max(0.0, next_at - time.monotonic()))
+        finally:
+            page.close()
     finally:
-        page.close()
+        # The page's name goes with the helper: the rank is gone (a rank killed with SIGKILL never removes
+        # it, and pages piled up in /dev/shm) or closed its client (it removes it too). A rank still running
+        # keeps its mapping; only the name is gone.
+        try:
+            os.unlink(page_path)
+        except OSError:
+            pass
 
 
 def main(argv=None) -> int:

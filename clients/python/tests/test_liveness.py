@@ -94,8 +94,9 @@ class GroupNameTest(unittest.TestCase):
 class HelperTest(unittest.TestCase):
     def setUp(self):
         self.fake = FakeDaemon()
+        self.pages = tempfile.TemporaryDirectory()
         env = dict(os.environ, PYTHONPATH=PKG, SHEPHERD_URL=self.fake.url, SHEPHERD_JOB="job-l", RANK="3",
-                   WORLD_SIZE="4", SHEPHERD_HEARTBEAT_INTERVAL="0.1")
+                   WORLD_SIZE="4", SHEPHERD_HEARTBEAT_INTERVAL="0.1", SHEPHERD_PROGRESS_DIR=self.pages.name)
         self.rank = subprocess.Popen([sys.executable, "-c", RANK, "600"], env=env, stdout=subprocess.PIPE)
         line = self.rank.stdout.readline().decode().split()
         self.assertEqual(line[0], "helper")
@@ -106,6 +107,7 @@ class HelperTest(unittest.TestCase):
         self.rank.wait()
         self.rank.stdout.close()
         self.fake.close()
+        self.pages.cleanup()
 
     def heartbeats(self):
         return [r for r in self.fake.reports("heartbeat") if r["rank"] == 3]
@@ -119,11 +121,13 @@ class HelperTest(unittest.TestCase):
                              (0, "allreduce", "dp"))
         self.assertEqual(process_state(self.rank.pid), "S")  # the rank itself is blocked in sleep()
 
-    def test_helper_exits_when_the_rank_dies(self):
+    def test_helper_exits_when_the_rank_dies_and_removes_the_page(self):
         self.fake.wait_for(lambda: self.heartbeats(), 20, "a first heartbeat")
-        self.rank.kill()
+        self.assertEqual(len(os.listdir(self.pages.name)), 1)  # shepherd-job-l-a1-r3-<pid>.page
+        self.rank.kill()  # SIGKILL: the rank removes nothing
         self.rank.wait()
         self.fake.wait_for(lambda: process_state(self.helper) in (None, "Z"), 20, "the helper to exit")
+        self.fake.wait_for(lambda: not os.listdir(self.pages.name), 20, "the page removed")
 
     def test_no_heartbeat_while_the_rank_is_stopped(self):
         self.fake.wait_for(lambda: self.heartbeats(), 20, "a first heartbeat")
