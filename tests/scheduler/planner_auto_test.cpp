@@ -257,16 +257,9 @@ TEST(HardwareForResources, GpuProfiles) {
 // h 2304) at TP 1, micro-batch 16 with full recompute needs about 40 GB: more than the 40 GB card's usable
 // 0.9 · 40,960 MiB = 38.65e9 bytes, less than the 80 GB card's 77.3e9.
 TEST(HardwareForResources, A100With40GBHoldsHalf) {
-  JobSpec s;
-  s.model.layers = 24;
-  s.model.hidden = 2304;
-  s.model.heads = 24;
-  s.model.vocab = 51200;
-  s.model.seq_len = 2048;
-  s.training.global_batch_size = 512;
+  JobSpec s = Model(0, 24, 2304, 24, 2048, 51200, 32, 512);
   s.training.activation_recompute = Recompute::kFull;
-  s.resources.gpus = 32;
-  const Plan p{.tp = 1, .pp = 1, .dp = 32, .zero_stage = 0, .micro_batch_size = 16};
+  const Plan p = Layout(1, 1, 32, 0, 16);
   s.resources.gpu = "A100-80GB";
   const Result<PlanEstimate> big = EvaluatePlan(s, p, HardwareForResources(s.resources));
   s.resources.gpu = "A100-40GB";
