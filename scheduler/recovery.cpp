@@ -59,13 +59,16 @@ std::set<std::string> Implicated(const Finding& f, const Placement& p, bool node
   return out;
 }
 
-// Nodes of `now` that an earlier finding matching `same_kind` also named.
+// Nodes of `now` that an earlier finding matching `same_kind` also named. Findings of the current finding's
+// own job and attempt are the same incident, not a recurrence: one killed rank takes its peers down in
+// their next collective, and those losses (on the same nodes, a second later) are its cascade.
 template <typename Pred>
 std::set<std::string> Recurring(const std::set<std::string>& now, std::span<const Finding> earlier,
                                 const Finding& current, Pred same_kind) {
   std::set<std::string> out;
   for (const Finding& e : earlier) {
     if ((!current.id.empty() && e.id == current.id) || !same_kind(e)) continue;
+    if (e.job == current.job && e.attempt == current.attempt) continue;
     for (const std::string& n : e.nodes) {
       if (now.count(n) != 0) out.insert(n);
     }

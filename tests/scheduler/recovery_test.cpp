@@ -167,6 +167,28 @@ TEST_F(RecoveryTest, ProcessExitBlamesTheNodeOnlyWhenItCrashesAgain) {
   EXPECT_EQ(d2.node_actions[0].action, NodeActionKind::kCordon);
 }
 
+// One killed rank takes its peers down in their next collective: the same attempt's later losses on its
+// node are that incident's cascade, not a recurrence (a probe's kill -9 of one task got its healthy node
+// cordoned, and drained in Slurm). The same loss in a later attempt is a recurrence.
+TEST_F(RecoveryTest, LossesOfOneAttemptAreOneIncidentNotARecurrence) {
+  Build();
+  Finding killed = MakeFinding(FindingKind::kHeartbeatLost, {12}, {"node-02"});
+  killed.id = "f-1";
+  Finding cascade = MakeFinding(FindingKind::kHeartbeatLost, {4, 8}, {"node-01", "node-02"});
+  cascade.id = "f-2";
+  RecoveryDecision d = Decide(cascade, false, std::vector<Finding>{killed});
+  EXPECT_TRUE(d.node_actions.empty()) << Dump(d);
+  EXPECT_TRUE(d.replaced.empty()) << Dump(d);
+
+  job_.attempt = 2, job_.restarts = 1;
+  placement_.attempt = 2;
+  Finding again = MakeFinding(FindingKind::kHeartbeatLost, {12}, {"node-02"}, 2);
+  RecoveryDecision a = Decide(again, false, std::vector<Finding>{killed, cascade});
+  ASSERT_EQ(a.node_actions.size(), 1u) << Dump(a);
+  EXPECT_EQ(a.node_actions[0].node, "node-02");
+  EXPECT_EQ(a.node_actions[0].action, NodeActionKind::kCordon);
+}
+
 TEST_F(RecoveryTest, RecurringExitsCordonOnlyWhenTheNodeCanCauseThem) {
   // Rank 12 (node-02) exits with code 1 in attempts 1 and 2: nothing is cordoned; the ranks leave node-02
   // for the leaf spare, where the same exit would be a deterministic crash (loop_breakers_test).
