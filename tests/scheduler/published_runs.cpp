@@ -4,24 +4,10 @@
 
 #include <tuple>
 
+#include "tests/scheduler/published_runs_builders.h"
+
 namespace shepherd::testing {
 namespace {
-
-// A GPT-style model (GeLU MLP of 4h, LayerNorm, untied output layer: the ModelSpec defaults) on `gpus` GPUs
-// of type `gpu`.
-JobSpec GptStyle(int layers, int hidden, int heads, int vocab, int seq_len, int global_batch, int gpus,
-                 const char* gpu) {
-  JobSpec s;
-  s.model.layers = layers;
-  s.model.hidden = hidden;
-  s.model.heads = heads;
-  s.model.vocab = vocab;
-  s.model.seq_len = seq_len;
-  s.training.global_batch_size = global_batch;
-  s.resources.gpus = gpus;
-  s.resources.gpu = gpu;
-  return s;
-}
 
 // A Llama-style model: GPT-style with GQA, a SwiGLU MLP and RMSNorm.
 JobSpec LlamaStyle(int layers, int hidden, int heads, int kv_heads, int vocab, int seq_len, int global_batch,
@@ -66,19 +52,6 @@ JobSpec Qwen3_235B(int gpus, int global_batch, const char* gpu) {
   return Qwen3Moe(94, 4096, 64, 1536, gpus, global_batch, gpu);
 }
 
-Plan Layout(int tp, int cp, int pp, int dp, int vpp, int zero) {
-  return Plan{.tp = tp,
-              .pp = pp,
-              .dp = dp,
-              .zero_stage = zero,
-              .micro_batches = 0,
-              .micro_batch_size = 1,
-              .cp = cp,
-              .vpp = vpp,
-              .sequence_parallel = tp > 1,
-              .pipeline_layers = {}};
-}
-
 // gpt-oss (see the rows below) at sequence 4096: 120b has 36 layers of 128 experts, 20b 24 of 32.
 JobSpec GptOss(int layers, int experts, int gpus, int global_batch, const char* gpu) {
   JobSpec s = LlamaStyle(layers, 2880, 64, 8, 201088, 4096, global_batch, gpus, gpu);
@@ -111,14 +84,6 @@ Plan AutomodelMoe(JobSpec* s, int ep, int micro_batch) {
   Plan p = Layout(1, 1, 1, static_cast<int>(s->resources.gpus), 1, 3);
   p.ep = ep;
   p.micro_batch_size = micro_batch;
-  return p;
-}
-
-// Runs before Korthikanti et al. 2022 (MT-NLG 2021, BLOOM 2022 on Megatron-DeepSpeed): no sequence
-// parallelism. Their specs also set training.attention "eager" (Megatron's fused masked softmax; flash
-// attention came later).
-Plan Historic(Plan p) {
-  p.sequence_parallel = false;
   return p;
 }
 
@@ -187,102 +152,7 @@ std::vector<PublishedRun> PublishedRuns() {
                     mtnlg_model_tflops[i]});
   }
 
-  // GPT-3 175B on 1024 A100 (Megatron-LM README at 152aab304d, Jan 2021, "GPT-3 Example": "With full
-  // global batch size of 1536 on 1024 A100 GPUs, each iteration takes around 32 seconds resulting in 138
-  // teraFLOPs per GPU"; the layout is examples/pretrain_gpt3_175B.sh at the same commit): 96 layers,
-  // h 12288, 96 heads, sequence 2048, TP 8, PP 16 (so DP 8), micro-batch 1, global batch 1536, fp16,
-  // --checkpoint-activations (full recompute), Megatron without a distributed optimizer (ZeRO-0), GPT-2
-  // BPE vocabulary padded to a multiple of 128 × TP (51,200). Convention: the README's figure is
-  // Narayanan et al.'s 96·B·s·l·h²·(1 + s/6h + V/16lh), which counts the recomputed forward pass (32 s
-  // gives 137.7 with it), so model FLOPs are 3/4 of it. 2021 software: no sequence parallelism, eager
-  // attention (the fused masked softmax), no interleaving (the schedule came later).
-  {
-    JobSpec s = GptStyle(96, 12288, 96, 51200, 2048, 1536, 1024, "A100-80GB");
-    s.model.tied_embeddings = true;  // Megatron's GPT of 2021 reuses the word embeddings as the output layer
-    s.training.precision = Precision::kFp16;
-    s.training.activation_recompute = Recompute::kFull;
-    s.training.attention = Attention::kEager;
-    runs.push_back({"GPT-3 175B 1024 A100 TP8 PP16 DP8", "Megatron-LM README (Jan 2021), GPT-3 example", s,
-                    Historic(Layout(8, 1, 16, 8, 1, 0)), HardwareForResources(s.resources), 138 * 0.75});
-  }
-  // Megatron-LM's A100 weak-scaling table (Narayanan et al. 2021, arXiv:2104.04473 Table 1; the README's
-  // images/cases_april2021.png, read from the repository's history): GPT models of 1.7B to 1T on Selene's
-  // DGX A100 80 GB, vocabulary 51,200, sequence 2048, "Achieved teraFLOPs per GPU" per row. The layouts
-  // are the paper's own scripts, examples/sc21/run_table_1.sh: TP, PP, micro-batch, global batch, heads,
-  // --activations-checkpoint-method uniform (full recompute) and --num-layers-per-virtual-pipeline-stage
-  // (76B: 5 of 15 layers per stage, vpp 3; 145B: 5 of 10, vpp 2; 310B: 3 of 6, vpp 2; 530B: 1 of 3,
-  // vpp 3). 2021 software as for the GPT-3 example above: fp16, tied output layer, no sequence
-  // parallelism, eager attention, no distributed optimizer. Convention: eq. 3 of the paper,
-  // 96·B·s·l·h²·(1 + s/6h + V/16lh), counts the recomputed forward pass of every layer (and three passes
-  // of the output layer); model FLOPs are 72·B·s·l·h²·(1 + s/6h + V/12lh), so each figure is scaled by
-  // the ratio of the two (0.762 at 1.7B, 0.750 at 1T).
-  const char* weak_a100 = "Megatron-LM README (Apr 2021), A100 weak scaling; arXiv:2104.04473 Table 1";
-  struct A100Gpt {
-    const char* name;
-    int heads, hidden, layers, tp, pp, vpp, micro_batch, gpus, batch;
-    double published_eq3_tflops;
-  };
-  const A100Gpt a100_gpts[] = {
-      {"Megatron GPT 1.7B 32 A100 TP1 PP1 DP32", 24, 2304, 24, 1, 1, 1, 16, 32, 512, 137},
-      {"Megatron GPT 3.6B 64 A100 TP2 PP1 DP32", 32, 3072, 30, 2, 1, 1, 16, 64, 512, 138},
-      {"Megatron GPT 7.5B 128 A100 TP4 PP1 DP32", 32, 4096, 36, 4, 1, 1, 16, 128, 512, 142},
-      {"Megatron GPT 18B 256 A100 TP8 PP1 DP32", 48, 6144, 40, 8, 1, 1, 8, 256, 1024, 135},
-      {"Megatron GPT 39B 512 A100 TP8 PP2 DP32", 64, 8192, 48, 8, 2, 1, 4, 512, 1536, 138},
-      {"Megatron GPT 76B 1024 A100 TP8 PP4 VP3 DP32", 80, 10240, 60, 8, 4, 3, 2, 1024, 1792, 140},
-      {"Megatron GPT 145B 1536 A100 TP8 PP8 VP2 DP24", 96, 12288, 80, 8, 8, 2, 2, 1536, 2304, 148},
-      {"Megatron GPT 310B 1920 A100 TP8 PP16 VP2 DP15", 128, 16384, 96, 8, 16, 2, 1, 1920, 2160, 155},
-      {"Megatron GPT 530B 2520 A100 TP8 PP35 VP3 DP9", 128, 20480, 105, 8, 35, 3, 1, 2520, 2520, 163},
-      {"Megatron GPT 1T 3072 A100 TP8 PP64 DP6", 160, 25600, 128, 8, 64, 1, 1, 3072, 3072, 163},
-  };
-  for (const A100Gpt& g : a100_gpts) {
-    JobSpec s = GptStyle(g.layers, g.hidden, g.heads, 51200, 2048, g.batch, g.gpus, "A100-80GB");
-    s.model.tied_embeddings = true;
-    s.training.precision = Precision::kFp16;
-    s.training.activation_recompute = Recompute::kFull;
-    s.training.attention = Attention::kEager;
-    Plan p = Historic(Layout(g.tp, 1, g.pp, g.gpus / (g.tp * g.pp), g.vpp, 0));
-    p.micro_batch_size = g.micro_batch;
-    const double s_6h = 2048.0 / (6.0 * g.hidden);
-    const double v_lh = 51200.0 / (static_cast<double>(g.layers) * g.hidden);
-    const double model_over_eq3 = 72 * (1 + s_6h + v_lh / 12) / (96 * (1 + s_6h + v_lh / 16));
-    runs.push_back({g.name, weak_a100, s, p, HardwareForResources(s.resources),
-                    g.published_eq3_tflops * model_over_eq3});
-  }
-  // Megatron-LM README, "Performance Benchmarking" (github.com/NVIDIA/Megatron-LM, images/model_table.png,
-  // Megatron-Core r0.8.0 weak scaling on H100): GPT models, vocabulary 131,072, sequence 4096, the layout,
-  // GPU count and batch per row as published, "Per-GPU teraFLOP/s" in Megatron's own convention
-  // (megatron/training/training.py num_floating_point_operations at core_r0.8.0: 12·B·s·L·h²·((1 + kv/a +
-  // s/h) + F/h + V/(2·L·h)), i.e. 72·B·s·L·h²·(1 + s/6h + V/12Lh) for GPT: ours exactly, no conversion).
-  // Architecture: GeLU MLP of 4h, LayerNorm, untied output layer (the published sizes count it: 462B =
-  // 12·112·18432² + 2·131,072·18432). With --overlap-grad-reduce and --overlap-param-gather, so the
-  // distributed optimizer (ZeRO-1), and --tp-comm-overlap (training.tp_comm_overlap). Not published, assumed:
-  // selective recompute (with flash attention it keeps all activations), no interleaving (vpp 1), micro-batch
-  // 1 with a pipeline and 2 without (NeMo 24.07's H100 performance table runs its PP = 1 GPT-3 5B and 20B at
-  // micro-batch 4 and 2; docs/planner.md shows the sensitivity).
-  const char* megatron = "Megatron-LM README, H100 weak scaling (images/model_table.png)";
-  struct Gpt {
-    const char* name;
-    int heads, hidden, layers, tp, pp, dp, batch;
-    double tflops;
-  };
-  const Gpt gpts[] = {
-      {"Megatron GPT 1.7B 48 H100 TP1 PP1 DP48", 16, 2048, 24, 1, 1, 48, 192, 408.8},
-      {"Megatron GPT 7.1B 96 H100 TP2 PP1 DP48", 32, 4096, 30, 2, 1, 48, 192, 465.9},
-      {"Megatron GPT 16B 192 H100 TP4 PP1 DP48", 48, 6144, 32, 4, 1, 48, 192, 489.1},
-      {"Megatron GPT 32B 384 H100 TP8 PP1 DP48", 56, 7168, 48, 8, 1, 48, 192, 459.6},
-      {"Megatron GPT 70B 768 H100 TP8 PP2 DP48", 64, 8192, 84, 8, 2, 48, 384, 419.7},
-      {"Megatron GPT 119B 1536 H100 TP8 PP4 DP48", 80, 10240, 92, 8, 4, 48, 768, 420.5},
-      {"Megatron GPT 177B 2304 H100 TP8 PP6 DP48", 96, 12288, 96, 8, 6, 48, 1152, 432.8},
-      {"Megatron GPT 314B 3072 H100 TP8 PP8 DP48", 128, 16384, 96, 8, 8, 48, 1536, 474.4},
-      {"Megatron GPT 462B 6144 H100 TP8 PP16 DP48", 144, 18432, 112, 8, 16, 48, 3072, 459.9},
-  };
-  for (const Gpt& g : gpts) {
-    JobSpec s = GptStyle(g.layers, g.hidden, g.heads, 131072, 4096, g.batch, g.tp * g.pp * g.dp, "H100-80GB");
-    s.training.tp_comm_overlap = true;
-    Plan p = Layout(g.tp, 1, g.pp, g.dp, 1, 1);
-    if (g.pp == 1) p.micro_batch_size = 2;  // see above
-    runs.push_back({g.name, megatron, s, p, HardwareForResources(s.resources), g.tflops});
-  }
+  AddMegatronLmReadmeRuns(&runs);  // published_runs_megatron.cpp
   // OPT-175B (Zhang et al. 2022, arXiv:2205.01068 §2.3-2.4 and Table 1): 96 layers, h 12288, 96 heads,
   // sequence 2048, batch "2M" tokens, 992 A100-80GB, "Fully Sharded Data Parallel with Megatron-LM Tensor
   // Parallelism", "up to 147 TFLOP/s per GPU", FP16 weights and FP32 Adam state sharded across all hosts.

@@ -1,0 +1,54 @@
+// Builders shared by the published-run tables (published_runs.cpp, published_runs_megatron.cpp).
+#pragma once
+
+#include <vector>
+
+#include "core/job.h"
+#include "scheduler/planner.h"
+#include "tests/scheduler/published_runs.h"
+
+namespace shepherd::testing {
+
+// A GPT-style model (GeLU MLP of 4h, LayerNorm, untied output layer: the ModelSpec defaults) on `gpus` GPUs
+// of type `gpu`.
+inline JobSpec GptStyle(int layers, int hidden, int heads, int vocab, int seq_len, int global_batch, int gpus,
+                        const char* gpu) {
+  JobSpec s;
+  s.model.layers = layers;
+  s.model.hidden = hidden;
+  s.model.heads = heads;
+  s.model.vocab = vocab;
+  s.model.seq_len = seq_len;
+  s.training.global_batch_size = global_batch;
+  s.resources.gpus = gpus;
+  s.resources.gpu = gpu;
+  return s;
+}
+
+// tp·cp·pp·dp with `vpp` virtual stages and ZeRO `zero`; micro-batch 1, sequence parallel when tp > 1.
+inline Plan Layout(int tp, int cp, int pp, int dp, int vpp, int zero) {
+  return Plan{.tp = tp,
+              .pp = pp,
+              .dp = dp,
+              .zero_stage = zero,
+              .micro_batches = 0,
+              .micro_batch_size = 1,
+              .cp = cp,
+              .vpp = vpp,
+              .sequence_parallel = tp > 1,
+              .pipeline_layers = {}};
+}
+
+// Runs before Korthikanti et al. 2022 (MT-NLG 2021, BLOOM 2022 on Megatron-DeepSpeed): no sequence
+// parallelism. Their specs also set training.attention "eager" (Megatron's fused masked softmax; flash
+// attention came later).
+inline Plan Historic(Plan p) {
+  p.sequence_parallel = false;
+  return p;
+}
+
+// The rows of Megatron-LM's README: its GPT-3 175B example and its A100 and H100 weak-scaling tables, in
+// that order (published_runs_megatron.cpp).
+void AddMegatronLmReadmeRuns(std::vector<PublishedRun>* runs);
+
+}  // namespace shepherd::testing
