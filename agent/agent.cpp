@@ -148,7 +148,8 @@ class AgentImpl final : public Agent {
 
   // Returns false when the daemon no longer knows the node (404): the caller registers again.
   bool Heartbeat() {
-    Json body = HeartbeatBody(identity_, ReadGpuFaults(o_.state_dir + "/gpu_faults.json", o_.gpus), sup_->Report());
+    Json body =
+        HeartbeatBody(identity_, ReadGpuFaults(o_.state_dir + "/gpu_faults.json", o_.gpus), sup_->Report());
     if (health_check_)
       if (std::optional<HealthCheckResult> h = health_check_->Latest())
         body["health_check"] = {{"seq", h->seq}, {"ok", h->ok}, {"output", h->output}, {"at", h->at}};

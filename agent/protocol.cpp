@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <fstream>
 #include <limits>
 #include <optional>
@@ -218,7 +219,11 @@ std::optional<Json> SanitizedFault(const Json& g, int gpus) {
     if (!k.empty() && k.size() <= 64 && !HasControlCharacter(k)) out["kind"] = k;
   }
   if (auto detail = g.find("detail"); detail != g.end() && detail->is_string()) {
-    std::string text = detail->get<std::string>().substr(0, 1024);
+    const std::string& whole = detail->get_ref<const std::string&>();
+    size_t n = std::min<size_t>(whole.size(), 1024);
+    while (n > 0 && n < whole.size() && (static_cast<unsigned char>(whole[n]) & 0xC0) == 0x80)
+      --n;  // not inside a UTF-8 sequence: the body is serialised as JSON, which must stay valid UTF-8
+    std::string text = whole.substr(0, n);
     for (char& c : text)
       if (HasControlCharacter(std::string_view(&c, 1))) c = ' ';
     out["detail"] = text;

@@ -106,6 +106,12 @@ TEST(Protocol, ReadsGpuFaultFile) {
                             {"gpu": 2, "kind": "", "detail": "row\nremap"}, {"gpu": 7, "kind": 79}])";
   EXPECT_EQ(ReadGpuFaults(path, 8), Json::parse(R"([{"gpu": 2, "kind": "fault", "detail": "row remap"},
                                                     {"gpu": 7, "kind": "fault"}])"));
+  // A long detail is cut at 1024 bytes, never inside a UTF-8 character (the heartbeat is sent as JSON).
+  std::string detail = std::string(1023, 'x') + "\u00e9";  // é: two bytes at 1023-1024
+  std::ofstream(path) << Json::array({{{"gpu", 1}, {"detail", detail}}}).dump();
+  const Json cut = ReadGpuFaults(path, 8);
+  EXPECT_EQ(cut[0]["detail"].get<std::string>(), std::string(1023, 'x'));
+  EXPECT_NO_THROW(cut.dump());
   std::filesystem::remove_all(dir);
 }
 
