@@ -2,14 +2,17 @@
 
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <thread>
 
 #include "agent/rank_files.h"
@@ -18,6 +21,21 @@
 
 namespace shepherd {
 namespace {
+
+// Whether `exec` names an executable file: a path (with a '/') as given, a bare name through PATH.
+bool ExecutableHere(const std::string& exec) {
+  if (exec.find('/') != std::string::npos) return ::access(exec.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path ? path : "";
+  while (!dirs.empty()) {
+    const size_t colon = dirs.find(':');
+    const std::string_view dir = dirs.substr(0, colon);
+    if (!dir.empty() && ::access((std::string(dir) + "/" + exec).c_str(), X_OK) == 0) return true;
+    if (colon == std::string_view::npos) break;
+    dirs.remove_prefix(colon + 1);
+  }
+  return false;
+}
 
 using Kind = SlurmLaunchEvent::Kind;
 using Secs = std::chrono::seconds;
@@ -93,6 +111,14 @@ void SlurmLaunchLoop::Start() {
   ::mkdir(state_->config.step_log_dir.c_str(), 0750);
   spdlog::info("slurm: launching jobs with \"launcher\": \"slurm\" (steps through {}, logs in {})",
                state_->config.rank_exec, state_->config.step_log_dir);
+  // The compute nodes' file systems are out of sight; this host's is a hint (a shared file system, or the
+  // same package everywhere): a wrapper missing here is probably missing there, and every task would fail.
+  if (!ExecutableHere(state_->config.rank_exec))
+    spdlog::warn(
+        "slurm: {} is not an executable here (absolute, or in PATH): srun will fail every task of "
+        "a \"launcher\": \"slurm\" job unless it exists on the compute nodes; set slurm.rank_exec to "
+        "its absolute path (it is built as build/slurm/shepherd-slurm-rank)",
+        state_->config.rank_exec);
   state_->worker = std::thread([s = state_] { s->Run(); });
 }
 

@@ -60,6 +60,27 @@ TEST(Daemon, ServiceEndpoints) {
   EXPECT_NE(m.body.find("shepherd_http_request_duration_seconds_bucket"), std::string::npos);
 }
 
+// With Slurm launching on, a rank wrapper this host cannot execute is named in the log at start-up (srun
+// would fail every task of a "launcher": "slurm" job); the daemon still serves.
+TEST(Daemon, WarnsWhenTheSlurmRankWrapperIsNotExecutableHere) {
+  TempDir dir;
+  const std::string config = dir.path + "/shepherd.json";
+  std::ofstream(config) << Json{{"slurm",
+                                 {{"rank_exec", dir.path + "/no-such-shepherd-slurm-rank"},
+                                  {"slurm_conf", dir.path + "/no-slurm.conf"},
+                                  {"command_timeout_s", 1}}}}
+                               .dump();
+  Daemon d(dir.path, {"--config", config});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  // The Slurm workers start just after the port file is written.
+  const std::string warning = "no-such-shepherd-slurm-rank is not an executable here";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (d.log().find(warning) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
+  }
+  EXPECT_NE(d.log().find(warning), std::string::npos) << d.log();
+  EXPECT_EQ(Http(d.port(), "GET", "/healthz").status, 200);
+}
+
 TEST(Daemon, NodeLifecycle) {
   TempDir dir;
   Daemon d(dir.path);
