@@ -74,10 +74,7 @@ TEST(Daemon, WarnsWhenTheSlurmRankWrapperIsNotExecutableHere) {
   ASSERT_TRUE(d.WaitReady()) << d.log();
   // The Slurm workers start just after the port file is written.
   const std::string warning = "no-such-shepherd-slurm-rank is not an executable here";
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (d.log().find(warning) == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-  }
-  EXPECT_NE(d.log().find(warning), std::string::npos) << d.log();
+  EXPECT_TRUE(Eventually([&] { return d.log().find(warning) != std::string::npos; })) << d.log();
   EXPECT_EQ(Http(d.port(), "GET", "/healthz").status, 200);
 }
 
@@ -358,16 +355,8 @@ TEST(Daemon, PlanSearchesDoNotHoldUpTheControlThread) {
                      {"resources", {{"gpus", 1 << 20}}}};
   HttpResult plan;
   std::thread searching([&] { plan = Http(d.port(), "POST", "/v1/plan", slow.dump()); });
-  auto searches = [&] {
-    const std::string m = Http(d.port(), "GET", "/metrics").body;
-    const std::string key = "\nshepherd_planner_searches ";
-    const auto at = m.find(key);
-    return at == std::string::npos ? -1.0 : std::stod(m.substr(at + key.size()));
-  };
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (searches() != 1 && std::chrono::steady_clock::now() < deadline) {
-  }
-  ASSERT_EQ(searches(), 1) << "the search never showed on /metrics";
+  auto searches = [&] { return Metric(d.port(), "shepherd_planner_searches"); };
+  ASSERT_TRUE(Eventually([&] { return searches() == 1; })) << "the search never showed on /metrics";
   HttpResult node = Http(d.port(), "POST", "/v1/nodes", NodeBody("node-0001", "l00"));
   EXPECT_EQ(node.status, 201) << node.body;
   EXPECT_EQ(searches(), 1) << "the write was answered only after the search";
@@ -377,10 +366,7 @@ TEST(Daemon, PlanSearchesDoNotHoldUpTheControlThread) {
                 J(plan)["plan"]["pp"].get<int>() * J(plan)["plan"]["dp"].get<int>(),
             1 << 20);
   // The runner counts the search until it has returned, a moment after its answer went out.
-  const auto done_by = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (searches() != 0 && std::chrono::steady_clock::now() < done_by) {
-  }
-  EXPECT_EQ(searches(), 0);
+  EXPECT_TRUE(Eventually([&] { return searches() == 0; })) << searches();
 }
 
 TEST(Daemon, KillNineKeepsEveryAcknowledgedRecord) {

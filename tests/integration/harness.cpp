@@ -199,4 +199,10 @@ std::string Daemon::log() const {
   return ss.str();
 }
 
+double Metric(int port, const std::string& name) {
+  const std::string body = Http(port, "GET", "/metrics").body;
+  const size_t at = body.find("\n" + name + " ");
+  return at == std::string::npos ? -1 : std::stod(body.substr(at + name.size() + 2));
+}
+
 }  // namespace shepherd::testing

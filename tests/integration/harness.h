@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace shepherd::testing {
@@ -45,6 +46,20 @@ class Connection {
 
 HttpResult Http(int port, const std::string& method, const std::string& target, const std::string& body = "",
                 const std::string& content_type = "application/json");
+
+// Polls `f` every 50 ms until it is true or `deadline` has passed; its last answer.
+template <typename F>
+bool Eventually(F f, std::chrono::milliseconds deadline = std::chrono::seconds(30)) {
+  const auto until = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < until) {
+    if (f()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return f();
+}
+
+// The value of the unlabelled metric `name` on GET /metrics; -1 when absent.
+double Metric(int port, const std::string& name);
 
 // Runs args[0] (a path) with args, stdout and stderr to `log_path`; the child's pid.
 pid_t SpawnWithLog(std::vector<std::string> args, const std::string& log_path);

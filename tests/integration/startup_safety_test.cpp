@@ -48,23 +48,6 @@ std::string Sql(const std::string& db, const std::string& sql) {
   return out;
 }
 
-// Polls `f` until true or the deadline passes.
-template <typename F>
-bool Eventually(F f, std::chrono::milliseconds deadline = 20s) {
-  auto until = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < until) {
-    if (f()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return f();
-}
-
-double Metric(int port, const std::string& name) {
-  std::string body = Http(port, "GET", "/metrics").body;
-  size_t at = body.find("\n" + name + " ");
-  return at == std::string::npos ? -1 : std::stod(body.substr(at + name.size() + 2));
-}
-
 TEST(StartupSafety, AMissingDbDirectoryIsRefusedNamingIt) {
   TempDir dir;
   const std::string missing = dir.path + "/not-mounted";

@@ -27,16 +27,6 @@ Json J(const HttpResult& r) {
   return Json::parse(r.body.empty() ? "null" : r.body, nullptr, false);
 }
 
-template <typename F>
-bool Eventually(F f, std::chrono::milliseconds deadline = 30s) {
-  auto until = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < until) {
-    if (f()) return true;
-    std::this_thread::sleep_for(50ms);
-  }
-  return f();
-}
-
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
   std::stringstream ss;
