@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/fields.h"
+#include "core/node.h"
 
 namespace shepherd::agent {
 namespace {
@@ -216,11 +217,11 @@ std::optional<Json> SanitizedFault(const Json& g, int gpus) {
   Json out = {{"gpu", gpu->get<int64_t>()}, {"kind", "fault"}};
   if (auto kind = g.find("kind"); kind != g.end() && kind->is_string()) {
     const std::string& k = kind->get_ref<const std::string&>();
-    if (!k.empty() && k.size() <= 64 && !HasControlCharacter(k)) out["kind"] = k;
+    if (!k.empty() && k.size() <= kMaxGpuFaultKind && !HasControlCharacter(k)) out["kind"] = k;
   }
   if (auto detail = g.find("detail"); detail != g.end() && detail->is_string()) {
     const std::string& whole = detail->get_ref<const std::string&>();
-    size_t n = std::min<size_t>(whole.size(), 1024);
+    size_t n = std::min(whole.size(), kMaxGpuFaultDetail);
     while (n > 0 && n < whole.size() && (static_cast<unsigned char>(whole[n]) & 0xC0) == 0x80)
       --n;  // not inside a UTF-8 sequence: the body is serialised as JSON, which must stay valid UTF-8
     std::string text = whole.substr(0, n);

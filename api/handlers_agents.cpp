@@ -12,12 +12,8 @@ namespace {
 constexpr size_t kMaxLogTail = 16384;
 constexpr size_t kMaxDumps = 64;
 
-// A node has at most this many GPUs (ParseNode).
-constexpr int64_t kMaxNodeGpus = 1024;
 // A `gpu_faults` entry's `kind` (free-form: the site's probe names it; it goes into the finding's text) and
 // `detail`: printable, bounded.
-constexpr size_t kMaxFaultKind = 64;
-constexpr size_t kMaxFaultDetail = 1024;
 bool PrintableUpTo(const Json& v, size_t max, bool allow_empty) {
   if (!v.is_string()) return false;
   const std::string& s = v.get_ref<const std::string&>();
@@ -113,9 +109,9 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
         errs.push_back({path + ".gpu", "is required"});
       else if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() >= kMaxNodeGpus)
         errs.push_back({path + ".gpu", "must be an integer from 0 to the node's GPUs - 1"});
-      if (auto it = g.find("kind"); it != g.end() && !PrintableUpTo(*it, kMaxFaultKind, false))
+      if (auto it = g.find("kind"); it != g.end() && !PrintableUpTo(*it, kMaxGpuFaultKind, false))
         errs.push_back({path + ".kind", "must be 1 to 64 characters without control characters"});
-      if (auto it = g.find("detail"); it != g.end() && !PrintableUpTo(*it, kMaxFaultDetail, true))
+      if (auto it = g.find("detail"); it != g.end() && !PrintableUpTo(*it, kMaxGpuFaultDetail, true))
         errs.push_back({path + ".detail", "must be at most 1024 characters without control characters"});
     }
   }

@@ -77,7 +77,7 @@ Result<Node> ParseNode(const Json& j, const TopologyLevels& levels) {
     }
     n.hostname = r.String("hostname", false, 253).value_or(n.id);
     if (n.hostname.empty()) n.hostname = n.id;
-    n.gpus = int(r.Int("gpus", false, 1, 1024).value_or(8));
+    n.gpus = int(r.Int("gpus", false, 1, kMaxNodeGpus).value_or(8));
     n.gpu_memory_gib = r.Number("gpu_memory_gib", false, 1, 1 << 20).value_or(80);
     n.gpu_model = r.String("gpu_model", false, 64).value_or("unknown");
     n.spare = r.Bool("spare").value_or(false);

@@ -1,6 +1,7 @@
 // A GPU node of the inventory. Its state is derived from flags and allocation, never stored on its own.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <string>
@@ -21,6 +22,12 @@ inline TopologyLevels DefaultTopologyLevels() {
 enum class NodeState { kAvailable, kAllocated, kSpare, kCordoned, kFailed };
 const char* ToString(NodeState s);
 std::optional<NodeState> NodeStateFromString(std::string_view s);
+
+// The most GPUs one node may have (POST /v1/nodes `gpus`; a GPU fault's index is below the node's count).
+inline constexpr int kMaxNodeGpus = 1024;
+// A GPU fault's `kind` (the site probe's word) and `detail`, in bytes (docs/agent-protocol.md).
+inline constexpr std::size_t kMaxGpuFaultKind = 64;
+inline constexpr std::size_t kMaxGpuFaultDetail = 1024;
 
 struct Node {
   std::string id;
