@@ -203,7 +203,7 @@ void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Cloc
               reason = api::ReadReason(v, k, &errs).value_or("");
             else if (k == "replace_nodes" && v.is_array()) {
               for (const Json& n : v)
-                if (n.is_string())
+                if (n.is_string() && ValidNodeId(n.get<std::string>()))
                   replace.push_back(n);
                 else
                   errs.push_back({"replace_nodes", "must be an array of node ids"});

@@ -1,5 +1,6 @@
 // Reports, health, checkpoints and failures routes.
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 
 #include "api/handlers.h"
@@ -7,6 +8,24 @@
 #include "api/views.h"
 
 namespace shepherd {
+namespace {
+
+// Unix seconds as `since` takes them: an optional '-', digits, and an optional fraction. (strtod alone would
+// also take hex, exponents, "inf" and leading spaces.)
+bool IsDecimal(const std::string& v) {
+  std::size_t i = !v.empty() && v[0] == '-' ? 1 : 0;
+  const std::size_t digits = i;
+  while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) ++i;
+  if (i == digits) return false;
+  if (i < v.size() && v[i] == '.') {
+    const std::size_t fraction = ++i;
+    while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i]))) ++i;
+    if (i == fraction) return false;
+  }
+  return i == v.size();
+}
+
+}  // namespace
 
 void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock) {
   router->Add("POST", "/v1/jobs/{id}/reports",
@@ -76,11 +95,7 @@ void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clo
       } else if (k == "since") {
         // A time the clock cannot hold (after 2262-04-11; inf, nan) is refused, never wrapped around.
         f.since = ParseRfc3339(v);
-        if (!f.since) {
-          char* end = nullptr;
-          double secs = std::strtod(v.c_str(), &end);
-          if (!v.empty() && end && *end == '\0') f.since = TimeFromUnixSeconds(secs);
-        }
+        if (!f.since && IsDecimal(v)) f.since = TimeFromUnixSeconds(std::strtod(v.c_str(), nullptr));
         if (!f.since)
           errs.push_back(
               {"since", "must be an RFC 3339 time or Unix seconds, from 1677-09-22 to 2262-04-11"});

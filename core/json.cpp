@@ -14,16 +14,6 @@ Time TimeOf(const Json& j, const char* key) {
   return ParseRfc3339(it->get_ref<const std::string&>()).value_or(Time{});
 }
 
-// Node ids: ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$ (docs/api.md): they appear in URL paths, file names and
-// logs, so "." and ".." (and anything starting with '.' or '-') are refused.
-bool ValidId(const std::string& s) {
-  if (s.empty() || s.size() > 128) return false;
-  if (!std::isalnum(static_cast<unsigned char>(s[0]))) return false;
-  for (char c : s)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') return false;
-  return true;
-}
-
 // Decodes a record this process wrote; a failure here means the database was edited or corrupted.
 template <typename F>
 auto Decode(const char* what, F&& f) -> Result<decltype(f())> {
@@ -35,6 +25,14 @@ auto Decode(const char* what, F&& f) -> Result<decltype(f())> {
 }
 
 }  // namespace
+
+bool ValidNodeId(const std::string& s) {
+  if (s.empty() || s.size() > 128) return false;
+  if (!std::isalnum(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.') return false;
+  return true;
+}
 
 Result<Json> ParseJsonText(std::string_view text, int max_depth) {
   // Depth scan first: nothing deep is ever built.
@@ -70,7 +68,7 @@ Result<Node> ParseNode(const Json& j, const TopologyLevels& levels) {
     r.OnlyKnown(
         {"id", "hostname", "gpus", "gpu_memory_gib", "gpu_model", "topology", "spare", "schedulable"});
     if (auto id = r.String("id", true, 128)) {
-      if (ValidId(*id))
+      if (ValidNodeId(*id))
         n.id = *id;
       else
         r.Error("id", "must match ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$");

@@ -23,6 +23,10 @@ enum class NodeState { kAvailable, kAllocated, kSpare, kCordoned, kFailed };
 const char* ToString(NodeState s);
 std::optional<NodeState> NodeStateFromString(std::string_view s);
 
+// Node ids: ^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$ (docs/api.md): they appear in URL paths, file names and
+// logs, so "." and ".." (and anything starting with '.' or '-') are refused.
+bool ValidNodeId(const std::string& s);
+
 // The most GPUs one node may have (POST /v1/nodes `gpus`; a GPU fault's index is below the node's count).
 inline constexpr int kMaxNodeGpus = 1024;
 // A GPU fault's `kind` (the site probe's word) and `detail`, in bytes (docs/agent-protocol.md).

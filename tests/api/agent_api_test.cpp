@@ -299,6 +299,12 @@ TEST_F(AgentApiTest, ForcedRestartNeedsAQualifyingCheckpoint) {
   ApiReply none = api_.Post("/v1/jobs/" + job_ + "/restart", {{"from", "last-known-good"}});
   EXPECT_EQ(none.status, 409) << none.body.dump();
   EXPECT_EQ(api_.Post("/v1/jobs/" + job_ + "/restart", {{"form", "latest"}}).status, 422);
+  // replace_nodes holds node ids: no control characters, nothing a node id cannot be.
+  for (const char* bad : {"n1\n[error] forged log line", "", "../n1", "n1 n2"}) {
+    ApiReply r = api_.Post("/v1/jobs/" + job_ + "/restart", {{"from", "latest"}, {"replace_nodes", {bad}}});
+    EXPECT_EQ(r.status, 422) << bad;
+    EXPECT_EQ(r.body["errors"][0]["field"], "replace_nodes") << r.body.dump();
+  }
   Json ckpt = Json::array();
   for (int r = 0; r < 8; ++r)
     ckpt.push_back({{"rank", r}, {"attempt", 1}, {"kind", "checkpoint"}, {"step", 20}, {"path", "/c/20"}});
