@@ -189,15 +189,21 @@ void Controller::CancelJob(const std::string& id, Done<JobView> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   Time now = clock_->Now();
   WriteBatch batch;
-  if (Status s = jobs_.Cancel(id, now, &batch); !s.ok()) return done(s);
+  if (Status s = EndJob(id, JobState::kCancelled, "cancelled by user", now, &batch); !s.ok()) return done(s);
+  Schedule(now, &batch);
+  CommitThen<JobView>(std::move(batch), std::move(done), [this, id] { return ViewOf(*jobs_.Find(id)); });
+}
+
+Status Controller::EndJob(const std::string& id, JobState state, const std::string& reason, Time now,
+                          WriteBatch* batch) {
+  if (Status s = jobs_.End(id, state, reason, now, batch); !s.ok()) return s;
   // A job waiting for its backoff has no attempt to end (so no event to settle): forget it here.
   recovery_.Forget(id);
   agents_.DropGate(id);
-  rank_tokens_.Revoke(id, std::nullopt, &batch);
+  rank_tokens_.Revoke(id, std::nullopt, batch);
   if (auto it = health_.find(id); it != health_.end()) it->second->OnJobEnd();
-  slurm_jobs_.Release(id, &batch);  // launcher "slurm": its allocation is cancelled (unless adopted)
-  Schedule(now, &batch);
-  CommitThen<JobView>(std::move(batch), std::move(done), [this, id] { return ViewOf(*jobs_.Find(id)); });
+  slurm_jobs_.Release(id, batch);  // launcher "slurm": its allocation is cancelled (unless adopted)
+  return Status::Ok();
 }
 
 JobView Controller::ViewOf(const JobEntry& e) const {

@@ -37,6 +37,7 @@
 #include "control/recovery_executor.h"
 #include "control/slurm_jobs.h"
 #include "control/slurm_sync.h"
+#include "control/slurm_watch.h"
 #include "core/agent_protocol.h"
 #include "core/json.h"
 #include "health/lateness.h"
@@ -186,11 +187,21 @@ class Controller {
                         Done<Assignments> done);
   void ReleaseWaiters() { agents_.ReleaseWaiters(); }
 
-  // ---- Slurm (control/slurm_sync.h; the daemon's worker reads the cluster and runs the commands)
-  // Applies Slurm's view to the inventory; `done` gets the drains and resumes to run in Slurm.
-  void SyncSlurm(const slurm::SlurmView& view, Done<std::vector<SlurmNodeCommand>> done);
-  // The outcomes of those commands (drained_by_shepherd is updated and persisted).
-  void SlurmCommandsDone(const std::vector<SlurmCommandResult>& results);
+  // ---- Slurm (control/slurm_sync.h, control/slurm_watch.h; the daemon's worker reads the cluster, runs
+  // the commands and reads the watched jobs)
+  struct SlurmWork {
+    std::vector<SlurmNodeCommand> commands;  // drains and resumes to run in Slurm
+    std::vector<WatchedSlurmJob> watched;    // jobs whose Slurm record to read (SlurmWatch::ToRead)
+  };
+  // Applies Slurm's view to the inventory; `done` gets the cycle's work.
+  void SyncSlurm(const slurm::SlurmView& view, Done<SlurmWork> done);
+  // The cycle's outcomes: the commands' (drained_by_shepherd is updated and persisted) and the watched
+  // jobs' records (a job whose Slurm job ended ends, and gives its slots back).
+  void SlurmCycleDone(const std::vector<SlurmCommandResult>& results,
+                      const std::vector<SlurmJobSighting>& sightings);
+  // What became of a requeue recovery asked for: one that did not happen is written on its finding and
+  // its restart given back.
+  void ExternalRequeueDone(const RequeueOutcome& outcome);
 
   // ---- Slurm launcher ("launcher": "slurm"; control/slurm_jobs.h, daemon/slurm_launch.h)
   // What the launch worker is to do now (allocations, the current attempt's step, cancellations).
@@ -267,6 +278,10 @@ class Controller {
   // with live agents when they fit there, else left waiting with the reason.
   void CheckLaunches(Time now, WriteBatch* batch);
   JobView ViewOf(const JobEntry& e) const;
+  // Ends a job that has not ended (cancelled, or its watched Slurm job ended): its attempt, backoff, launch
+  // gate, rank tokens, health and Slurm allocation. kNotFound, kConflict (already ended) as JobBook::End.
+  Status EndJob(const std::string& id, JobState state, const std::string& reason, Time now,
+                WriteBatch* batch);
   // The rendezvous and resume inputs of ComposeRankEnv for `e`'s current attempt on `node`, and the
   // options (URL, the attempt's rank token): shared by the agents' assignments and the Slurm steps.
   RankEnvInput RankEnvFor(const JobEntry& e, const std::string& node) const;
@@ -302,6 +317,7 @@ class Controller {
   RankTokens rank_tokens_;
   Lateness lateness_;
   SlurmSync slurm_sync_;
+  SlurmWatch slurm_watch_;
   SlurmJobs slurm_jobs_;
   std::map<std::string, uint64_t> report_counts_;
   std::map<std::string, Time> launch_checked_at_;  // CheckLaunches: last look at a stuck launch, per job

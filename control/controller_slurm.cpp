@@ -1,11 +1,15 @@
-// Controller: the Slurm inventory sync (control/slurm_sync.h). Called on the control thread with what the
-// daemon's Slurm worker read; the worker runs the commands returned and reports their outcomes.
+// Controller: the Slurm inventory sync (control/slurm_sync.h), the watched jobs' ends (control/slurm_watch.h)
+// and the outcomes of requeues. Called on the control thread with what the daemon's Slurm worker read; the
+// worker runs the commands returned, reads the watched jobs and reports back.
+#include <spdlog/spdlog.h>
+
 #include "control/controller.h"
+#include "control/records.h"
 #include "slurm/node_state.h"
 
 namespace shepherd {
 
-void Controller::SyncSlurm(const slurm::SlurmView& view, Done<std::vector<SlurmNodeCommand>> done) {
+void Controller::SyncSlurm(const slurm::SlurmView& view, Done<SlurmWork> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   Time now = clock_->Now();
   WriteBatch batch;
@@ -18,16 +22,39 @@ void Controller::SyncSlurm(const slurm::SlurmView& view, Done<std::vector<SlurmN
         n && !n->failed && slurm::ShepherdStateOf(s.state) == NodeState::kFailed)
       down.emplace_back(s.name, s.state_text);
   OnSlurmNodesFailed(down, now, &batch);
-  std::vector<SlurmNodeCommand> commands = slurm_sync_.Apply(view, now, &batch);
+  SlurmWork work{slurm_sync_.Apply(view, now, &batch), SlurmWatch::ToRead(jobs_)};
   Schedule(now, &batch);
-  CommitThen<std::vector<SlurmNodeCommand>>(std::move(batch), std::move(done),
-                                            [commands = std::move(commands)] { return commands; });
+  CommitThen<SlurmWork>(std::move(batch), std::move(done), [work = std::move(work)] { return work; });
 }
 
-void Controller::SlurmCommandsDone(const std::vector<SlurmCommandResult>& results) {
+void Controller::SlurmCycleDone(const std::vector<SlurmCommandResult>& results,
+                                const std::vector<SlurmJobSighting>& sightings) {
   if (!CheckWritable().ok()) return;
+  Time now = clock_->Now();
   WriteBatch batch;
   slurm_sync_.OnCommandsDone(results, &batch);
+  for (const SlurmWatch::Ended& end : slurm_watch_.Observe(sightings)) {
+    const JobEntry* e = jobs_.Find(end.job);
+    if (!e || IsTerminal(e->job.state)) continue;  // cancelled while Slurm was being read
+    spdlog::info("job {} {}: {}", end.job, ToString(end.state), end.reason);
+    (void)EndJob(end.job, end.state, end.reason, now, &batch);
+  }
+  Schedule(now, &batch);
+  if (!batch.empty()) Commit(std::move(batch), [](Status) {});
+}
+
+void Controller::ExternalRequeueDone(const RequeueOutcome& o) {
+  if (o.requeued || !CheckWritable().ok()) return;
+  WriteBatch batch;
+  if (Finding* f = findings_.Mutable(o.job, o.finding)) {
+    f->actions.push_back("not requeued: " + o.detail);
+    batch.Put(FindingRecord(*f));
+  }
+  // Only a requeue that happened counts against max_restarts.
+  if (JobEntry* e = jobs_.Mutable(o.job); e && e->job.restarts > 0) {
+    --e->job.restarts;
+    jobs_.Persist(o.job, &batch);
+  }
   if (!batch.empty()) Commit(std::move(batch), [](Status) {});
 }
 

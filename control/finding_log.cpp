@@ -82,6 +82,14 @@ const Finding* FindingLog::Find(const std::string& id) const {
   return nullptr;
 }
 
+Finding* FindingLog::Mutable(const std::string& job, const std::string& id) {
+  auto it = by_job_.find(job);
+  if (it == by_job_.end()) return nullptr;
+  for (auto i = it->second.rbegin(); i != it->second.rend(); ++i)
+    if (all_[*i].id == id) return &all_[*i];
+  return nullptr;
+}
+
 Finding* FindingLog::Latest(const std::string& job, int attempt, FindingKind kind) {
   auto it = by_job_.find(job);
   if (it == by_job_.end()) return nullptr;

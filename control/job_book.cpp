@@ -149,13 +149,14 @@ std::vector<std::string> JobBook::Schedule(const ResumeChooser& resume, Time now
   return started;
 }
 
-Status JobBook::Cancel(const std::string& job, Time now, WriteBatch* batch) {
+Status JobBook::End(const std::string& job, JobState state, const std::string& reason, Time now,
+                    WriteBatch* batch) {
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return NotFound("no job " + job);
   if (IsTerminal(it->second.job.state))
     return Conflict("job " + job + " is already " + ToString(it->second.job.state));
   EndAttempt(job, now, batch);
-  SetState(job, JobState::kCancelled, "cancelled by user", now, batch);
+  SetState(job, state, reason, now, batch);
   return Status::Ok();
 }
 

@@ -73,8 +73,11 @@ class JobBook {
   // allocation holds them). Returns the ids started.
   std::vector<std::string> Schedule(const ResumeChooser& resume, Time now, WriteBatch* batch,
                                     const std::set<std::string>& held = {});
-  // kConflict when already terminal.
-  Status Cancel(const std::string& job, Time now, WriteBatch* batch);
+  // Ends the job: its attempt ends, then `state` (terminal) with `reason`. kConflict when already terminal.
+  Status End(const std::string& job, JobState state, const std::string& reason, Time now, WriteBatch* batch);
+  Status Cancel(const std::string& job, Time now, WriteBatch* batch) {
+    return End(job, JobState::kCancelled, "cancelled by user", now, batch);
+  }
   // A rank of the current attempt exited 0; when every rank has, the job succeeds (returns true).
   bool OnRankExitedOk(const RankRef& rank, Time now, WriteBatch* batch);
   // Persists the job record after a caller changed counters through Mutable.

@@ -27,7 +27,15 @@ namespace shepherd {
 using RemediationHook = std::function<void(const Finding&)>;
 // Requeues the launcher's job `external_id` (with --slurm: `scontrol requeue <SLURM_JOB_ID>`) for finding
 // `f` of a job whose policy.external_remediation is "requeue". Must not block the control thread.
+// The outcome comes back through Controller::ExternalRequeueDone.
 using ExternalRequeue = std::function<void(const std::string& external_id, const Finding& f)>;
+struct RequeueOutcome {
+  std::string finding;  // the finding that asked for it
+  std::string job;
+  std::string external_id;
+  bool requeued = false;
+  std::string detail;  // why not: "Slurm shows it COMPLETED", the command's error
+};
 
 class RecoveryExecutor {
  public:

@@ -99,7 +99,13 @@ int RunDaemon(const DaemonConfig& config) {
   controller_options.late_after_s = std::max(config.lateness_threshold_s, 2 * config.tick_interval_s);
   controller_options.master_port_salt = std::random_device{}();
   controller_options.slurm = config.slurm.enabled;
-  if (config.slurm.enabled) controller_options.slurm_requeue = MakeSlurmRequeue(config.slurm);
+  // Created after the controller (it drives it); requeues reach it only from the control thread, which
+  // runs once ioc.run() starts, after it exists.
+  std::unique_ptr<SlurmSyncLoop> slurm_sync;
+  if (config.slurm.enabled)
+    controller_options.slurm_requeue = [&slurm_sync](const std::string& external_id, const Finding& f) {
+      slurm_sync->Requeue(external_id, f);
+    };
   if (!config.remediation_hook.empty())
     controller_options.remediation_hook = MakeProcessHook(config.remediation_hook);
   // Credentials (docs/security.md). Static tokens from the file; rank tokens from the controller.
@@ -284,7 +290,6 @@ int RunDaemon(const DaemonConfig& config) {
     ready.store(false, std::memory_order_release);
     stop(1, "storage failure: " + s.message());
   });
-  std::unique_ptr<SlurmSyncLoop> slurm_sync;
   std::unique_ptr<SlurmLaunchLoop> slurm_launch;
   if (config.slurm.enabled) {
     slurm_sync = std::make_unique<SlurmSyncLoop>(config.slurm, config.controller.levels, &controller, post);

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <utility>
 
 #include "slurm/cli.h"
 #include "slurm/inventory.h"
@@ -23,14 +24,18 @@ struct SlurmSyncLoop::State : std::enable_shared_from_this<SlurmSyncLoop::State>
   std::atomic<bool> stopped{false};  // read by callbacks on the control thread
   std::mutex mu;
   std::condition_variable cv;
-  bool stopping = false;                                // guarded by mu
-  std::optional<std::vector<SlurmNodeCommand>> answer;  // guarded by mu: the controller's commands
+  bool stopping = false;                        // guarded by mu
+  std::optional<Controller::SlurmWork> answer;  // guarded by mu: the controller's answer
+  std::vector<RequeueOutcome> requeues;         // guarded by mu: asked for, not yet run
 
   void Run();
-  // One cycle: read, reconcile on the control thread, run the commands. False when stopping.
+  // One cycle: read, reconcile on the control thread, run the commands, read the watched jobs. False when
+  // stopping.
   bool Cycle(std::string* last_error);
   // Waits for the controller's answer; nullopt when stopping.
-  std::optional<std::vector<SlurmNodeCommand>> AwaitAnswer();
+  std::optional<Controller::SlurmWork> AwaitAnswer();
+  // Runs one requeue if Slurm still shows the job running; fills in the outcome.
+  void RunRequeue(RequeueOutcome* r) const;
 };
 
 namespace {
@@ -41,26 +46,6 @@ slurm::SlurmCli::Options CliOptions(const SlurmConfig& c) {
   return o;
 }
 }  // namespace
-
-ExternalRequeue MakeSlurmRequeue(const SlurmConfig& config) {
-  return [cli = slurm::SlurmCli(CliOptions(config))](const std::string& job, const Finding& f) {
-    std::thread([cli, job, finding = f.id] {
-      // Only a job that still runs: ranks that finished go silent too, and Slurm would requeue a finished
-      // batch job as readily as a hung one.
-      auto shown = cli.ShowJob(job);
-      if (!shown.ok())
-        return spdlog::error("slurm: not requeueing job {} for {}: {}", job, finding,
-                             shown.status().message());
-      if (shown->state != slurm::SlurmJobState::kRunning)
-        return spdlog::warn("slurm: not requeueing job {} for {}: it is {}", job, finding, shown->state_text);
-      auto out = cli.Run({"scontrol", "requeue", job});
-      if (!out.ok() || !out->ok())
-        return spdlog::error("slurm: requeue of job {} for {} failed: {}", job, finding,
-                             out.ok() ? out->err : out.status().message());
-      spdlog::warn("slurm: requeued job {} for {}", job, finding);
-    }).detach();
-  };
-}
 
 SlurmSyncLoop::SlurmSyncLoop(const SlurmConfig& config, TopologyLevels levels, Controller* controller,
                              Post post)
@@ -86,24 +71,72 @@ void SlurmSyncLoop::Start() {
 
 void SlurmSyncLoop::Stop() {
   state_->stopped = true;
+  std::vector<RequeueOutcome> dropped;
   {
     std::lock_guard lock(state_->mu);
     state_->stopping = true;
+    dropped = std::exchange(state_->requeues, {});
   }
   state_->cv.notify_all();
   if (state_->worker.joinable()) state_->worker.join();
+  for (const RequeueOutcome& r : dropped)
+    spdlog::warn("slurm: not requeueing job {} for {}: the daemon is stopping", r.external_id, r.finding);
+}
+
+void SlurmSyncLoop::Requeue(const std::string& external_id, const Finding& f) {
+  {
+    std::lock_guard lock(state_->mu);
+    state_->requeues.push_back({f.id, f.job, external_id, false, ""});
+  }
+  state_->cv.notify_all();
 }
 
 void SlurmSyncLoop::State::Run() {
   const auto interval = std::chrono::milliseconds(static_cast<long>(config.reconcile_interval_s * 1000));
   std::string last_error;
   while (Cycle(&last_error)) {
-    std::unique_lock lock(mu);
-    if (cv.wait_for(lock, interval, [this] { return stopping; })) return;
+    // Until the next cycle: the requeues asked for meanwhile, each as soon as it is asked.
+    const auto next = std::chrono::steady_clock::now() + interval;
+    for (;;) {
+      std::unique_lock lock(mu);
+      if (!cv.wait_until(lock, next, [this] { return stopping || !requeues.empty(); })) break;
+      if (stopping) return;
+      std::vector<RequeueOutcome> asked = std::exchange(requeues, {});
+      lock.unlock();
+      for (RequeueOutcome& r : asked) {
+        RunRequeue(&r);
+        post([self = shared_from_this(), r] {
+          if (!self->stopped) self->controller->ExternalRequeueDone(r);
+        });
+      }
+    }
   }
 }
 
-std::optional<std::vector<SlurmNodeCommand>> SlurmSyncLoop::State::AwaitAnswer() {
+void SlurmSyncLoop::State::RunRequeue(RequeueOutcome* r) const {
+  // Only a job that still runs: ranks that finished go silent too, and Slurm would requeue a finished
+  // batch job as readily as a hung one.
+  auto shown = cli.ShowJob(r->external_id);
+  if (!shown.ok()) {
+    r->detail = shown.status().message();
+    return spdlog::error("slurm: not requeueing job {} for {}: {}", r->external_id, r->finding, r->detail);
+  }
+  if (shown->state != slurm::SlurmJobState::kRunning) {
+    r->detail = "Slurm shows job " + r->external_id + " " + shown->state_text;
+    return spdlog::warn("slurm: not requeueing job {} for {}: it is {}", r->external_id, r->finding,
+                        shown->state_text);
+  }
+  auto out = cli.Run({"scontrol", "requeue", r->external_id});
+  if (!out.ok() || !out->ok()) {
+    r->detail =
+        "scontrol requeue " + r->external_id + " failed: " + (out.ok() ? out->err : out.status().message());
+    return spdlog::error("slurm: {} (for {})", r->detail, r->finding);
+  }
+  r->requeued = true;
+  spdlog::warn("slurm: requeued job {} for {}", r->external_id, r->finding);
+}
+
+std::optional<Controller::SlurmWork> SlurmSyncLoop::State::AwaitAnswer() {
   std::unique_lock lock(mu);
   cv.wait(lock, [this] { return stopping || answer.has_value(); });
   if (stopping) return std::nullopt;
@@ -125,26 +158,29 @@ bool SlurmSyncLoop::State::Cycle(std::string* last_error) {
   last_error->clear();
   post([self = shared_from_this(), view = std::move(view).value()] {
     if (self->stopped) return;
-    self->controller->SyncSlurm(view, [self](Result<std::vector<SlurmNodeCommand>> r) {
+    self->controller->SyncSlurm(view, [self](Result<Controller::SlurmWork> r) {
       if (!r.ok()) spdlog::warn("slurm: sync not applied: {}", r.status().message());
       {
         std::lock_guard lock(self->mu);
-        self->answer = r.ok() ? std::move(r).value() : std::vector<SlurmNodeCommand>{};
+        self->answer = r.ok() ? std::move(r).value() : Controller::SlurmWork{};
       }
       self->cv.notify_all();
     });
   });
-  std::optional<std::vector<SlurmNodeCommand>> commands = AwaitAnswer();
-  if (!commands) return false;
+  std::optional<Controller::SlurmWork> work = AwaitAnswer();
+  if (!work) return false;
   std::vector<SlurmCommandResult> results;
-  for (const SlurmNodeCommand& c : *commands) {
+  for (const SlurmNodeCommand& c : work->commands) {
     Status s =
         c.kind == SlurmNodeCommand::Kind::kDrain ? cli.DrainNode(c.node, c.reason) : cli.ResumeNode(c.node);
     results.push_back({c, std::move(s)});
   }
-  if (!results.empty())
-    post([self = shared_from_this(), results = std::move(results)] {
-      if (!self->stopped) self->controller->SlurmCommandsDone(results);
+  // Every watched job, every cycle: SlurmWatch forgets the jobs it is not told about.
+  std::vector<SlurmJobSighting> sightings;
+  for (const WatchedSlurmJob& w : work->watched) sightings.push_back({w, cli.ShowJob(w.external_id)});
+  if (!results.empty() || !sightings.empty())
+    post([self = shared_from_this(), results = std::move(results), sightings = std::move(sightings)] {
+      if (!self->stopped) self->controller->SlurmCycleDone(results, sightings);
     });
   return true;
 }

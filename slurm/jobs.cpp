@@ -75,6 +75,7 @@ Result<SlurmJob> ParseJob(std::string_view scontrol_output) {
   if (const std::string* v = FindField(f, "JobState")) j.state_text = *v, j.state = ParseJobState(*v);
   if (const std::string* v = FindField(f, "Reason")) j.reason = *v;
   if (const std::string* v = FindField(f, "Restarts")) j.restarts = std::atoi(v->c_str());
+  if (const std::string* v = FindField(f, "ExitCode")) j.exit_code = *v;
   if (Status s = ReadNodes(f, "slurm job " + j.id, j.nodes); !s.ok()) return s;
   return j;
 }

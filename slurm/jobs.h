@@ -40,6 +40,7 @@ struct SlurmJob {
   std::string reason;              // "None" when Slurm has none
   std::vector<std::string> nodes;  // expanded NodeList (empty while pending)
   int restarts = 0;
+  std::string exit_code;  // ExitCode, "exit:signal" of the batch script ("0:0"); "" when not shown
 };
 
 struct SlurmStep {

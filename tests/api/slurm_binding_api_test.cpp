@@ -302,6 +302,167 @@ TEST_F(SlurmBindingTest, RequeueNeedsARestartRecommendation) {
   EXPECT_TRUE(requeued_.empty());
 }
 
+// A requeue Slurm did not carry out (the worker found the batch job already ended) is written on the
+// finding that asked for it and does not count against max_restarts.
+TEST_F(SlurmBindingTest, ARequeueThatDidNotHappenIsWrittenOnItsFindingAndGivesTheRestartBack) {
+  const Json policy = {
+      {"external_remediation", "requeue"}, {"heartbeat_timeout_s", 5}, {"startup_grace_s", 5}};
+  std::string id;
+  for (int s = 0; s < 20; ++s) {
+    ApiReply r =
+        As("submitter", "POST", "/v1/external/slurm/77/reports",
+           SrunBody(Heartbeats(1, s == 0 ? std::vector<int>{0, 1} : std::vector<int>{0}), 2, policy));
+    ASSERT_EQ(r.status, 202) << r.body.dump();
+    id = r.body["job"];
+    api_.clock_.AdvanceSeconds(1);
+    api_.Tick();
+  }
+  ASSERT_EQ(requeued_.size(), 1u);
+  ASSERT_EQ(As("viewer", "GET", "/v1/jobs/" + id).body["restarts"], 1);
+  api_.controller_->ExternalRequeueDone(
+      {requeued_[0].finding, id, "77", false, "Slurm shows job 77 COMPLETED"});
+  api_.Drain();
+  EXPECT_EQ(As("viewer", "GET", "/v1/jobs/" + id).body["restarts"], 0);
+  Json fs = As("viewer", "GET", "/v1/jobs/" + id + "/failures").body["failures"];
+  ASSERT_FALSE(fs.empty());
+  EXPECT_EQ(fs[0]["id"], requeued_[0].finding);
+  EXPECT_NE(fs[0]["actions"].dump().find("not requeued: Slurm shows job 77 COMPLETED"), std::string::npos)
+      << fs[0].dump();
+}
+
+TEST_F(SlurmBindingTest, ARequeueThatHappenedKeepsItsRestart) {
+  const Json policy = {
+      {"external_remediation", "requeue"}, {"heartbeat_timeout_s", 5}, {"startup_grace_s", 5}};
+  std::string id;
+  for (int s = 0; s < 20; ++s) {
+    ApiReply r =
+        As("submitter", "POST", "/v1/external/slurm/78/reports",
+           SrunBody(Heartbeats(1, s == 0 ? std::vector<int>{0, 1} : std::vector<int>{0}), 2, policy));
+    id = r.body["job"];
+    api_.clock_.AdvanceSeconds(1);
+    api_.Tick();
+  }
+  ASSERT_EQ(requeued_.size(), 1u);
+  api_.controller_->ExternalRequeueDone({requeued_[0].finding, id, "78", true, ""});
+  api_.Drain();
+  EXPECT_EQ(As("viewer", "GET", "/v1/jobs/" + id).body["restarts"], 1);
+  Json fs = As("viewer", "GET", "/v1/jobs/" + id + "/failures").body["failures"];
+  EXPECT_EQ(fs[0]["actions"].dump().find("not requeued"), std::string::npos) << fs[0].dump();
+}
+
+// --slurm: every reconcile cycle the daemon's worker reads the Slurm job of each watched job (SyncSlurm
+// lists them, SlurmCycleDone takes the reads). The records are parsed from scontrol's own format.
+class SlurmWatchTest : public SlurmBindingTest {
+ protected:
+  std::vector<WatchedSlurmJob> Watched() {
+    std::vector<WatchedSlurmJob> out;
+    api_.controller_->SyncSlurm(slurm::SlurmView{}, [&](Result<Controller::SlurmWork> w) {
+      ASSERT_TRUE(w.ok()) << w.status().message();
+      out = w->watched;
+    });
+    api_.Drain();
+    return out;
+  }
+  // One cycle's read of `external_id` for Shepherd job `job`: scontrol's record with `state` (and
+  // `exit_code`), or a Status when Slurm does not know it or does not answer.
+  void Read(const std::string& job, const std::string& external_id, Result<std::string> state,
+            const std::string& exit_code = "0:0") {
+    Result<slurm::SlurmJob> record = state.status();
+    if (state.ok())
+      record =
+          slurm::ParseJob("JobId=" + external_id + " JobName=train-llm UserId=sam(1000) JobState=" + *state +
+                          " Reason=None Requeue=1 Restarts=0 ExitCode=" + exit_code + " NodeList=n[0-1]");
+    api_.controller_->SlurmCycleDone({}, {{{job, external_id}, record}});
+    api_.Drain();
+  }
+  Json Job(const std::string& id) { return As("viewer", "GET", "/v1/jobs/" + id).body; }
+  // A watched job of `ranks` ranks created by its first report.
+  std::string Create(const std::string& external_id, int ranks) {
+    std::vector<int> all(ranks);
+    for (int r = 0; r < ranks; ++r) all[r] = r;
+    ApiReply r = As("submitter", "POST", "/v1/external/slurm/" + external_id + "/reports",
+                    SrunBody(Heartbeats(1, all), ranks));
+    EXPECT_EQ(r.status, 202) << r.body.dump();
+    return r.body.value("job", "");
+  }
+};
+
+TEST_F(SlurmWatchTest, AWatchedJobEndsWhenSlurmShowsItsJobEndedAndTheNextJobGetsItsSlots) {
+  const std::string id = Create("500", 8);  // the whole inventory: two nodes of four GPUs
+  ASSERT_FALSE(id.empty());
+  // The next Slurm job's ranks find Shepherd's nodes full: its job waits in the queue, its reports get 409.
+  ApiReply full = As("submitter", "POST", "/v1/external/slurm/501/reports", SrunBody(Heartbeats(1, {0}), 2));
+  EXPECT_EQ(full.status, 409) << full.body.dump();
+  std::vector<WatchedSlurmJob> watched = Watched();  // both, the queued one too
+  ASSERT_EQ(watched.size(), 2u);
+  EXPECT_EQ(watched[0].job, id);
+  EXPECT_EQ(watched[0].external_id, "500");
+  EXPECT_EQ(watched[1].external_id, "501");
+
+  Read(id, "500", std::string("RUNNING"));
+  Read(id, "500", std::string("COMPLETING"));
+  Read(id, "500", std::string("COMPLETED"));
+  EXPECT_EQ(Job(id)["state"], "running");  // one read of an end is not yet evidence
+  Read(id, "500", std::string("COMPLETED"));
+  Json job = Job(id);
+  EXPECT_EQ(job["state"], "succeeded");
+  EXPECT_EQ(job["reason"], "slurm job 500 is COMPLETED (exit code 0:0)") << job.dump();
+
+  ApiReply next = As("submitter", "POST", "/v1/external/slurm/501/reports", SrunBody(Heartbeats(1, {0}), 2));
+  ASSERT_EQ(next.status, 202) << next.body.dump();
+  watched = Watched();
+  ASSERT_EQ(watched.size(), 1u);
+  EXPECT_EQ(watched[0].external_id, "501");
+}
+
+TEST_F(SlurmWatchTest, RunningRequeuedOrUnclearReadsEndNothing) {
+  const std::string id = Create("600", 2);
+  for (const char* state : {"PENDING", "RUNNING", "SUSPENDED", "REQUEUED", "COMPLETING", "RESV_DEL_HOLD"})
+    for (int twice = 0; twice < 2; ++twice) Read(id, "600", std::string(state));
+  // A single read of an end between runs (a requeue seen mid-transition) ends nothing.
+  Read(id, "600", std::string("NODE_FAIL"), "0:0");
+  Read(id, "600", std::string("PENDING"));
+  Read(id, "600", std::string("NODE_FAIL"), "0:0");
+  Read(id, "600", std::string("RUNNING"));
+  // Slurm does not answer: no evidence either way.
+  for (int i = 0; i < 3; ++i) Read(id, "600", Unavailable("scontrol show job 600: Socket timed out"));
+  EXPECT_EQ(Job(id)["state"], "running");
+
+  // An id Slurm has never shown (another cluster's job, a typo) is never ended by Slurm's silence.
+  const std::string other = Create("700", 2);
+  for (int i = 0; i < 5; ++i) Read(other, "700", NotFound("slurm job 700 not found"));
+  EXPECT_EQ(Job(other)["state"], "running");
+}
+
+TEST_F(SlurmWatchTest, SlurmsEndGivesTheJobsEndState) {
+  struct Case {
+    const char* slurm;
+    const char* exit_code;
+    const char* shepherd;
+  };
+  int n = 800;
+  for (Case c : {Case{"FAILED", "1:0", "failed"}, Case{"CANCELLED", "0:15", "cancelled"},
+                 Case{"TIMEOUT", "0:0", "failed"}, Case{"OUT_OF_MEMORY", "0:125", "failed"},
+                 Case{"NODE_FAIL", "0:0", "failed"}}) {
+    const std::string ext = std::to_string(n++);
+    const std::string id = Create(ext, 2);
+    Read(id, ext, std::string(c.slurm), c.exit_code);
+    Read(id, ext, std::string(c.slurm), c.exit_code);
+    Json job = Job(id);
+    EXPECT_EQ(job["state"], c.shepherd) << c.slurm;
+    EXPECT_EQ(job["reason"], "slurm job " + ext + " is " + c.slurm + " (exit code " + c.exit_code + ")");
+  }
+  // Seen running, then purged (MinJobAge passed while Shepherd was not reading): ended, outcome unknown.
+  const std::string id = Create("900", 2);
+  Read(id, "900", std::string("RUNNING"));
+  Read(id, "900", NotFound("slurm job 900 not found"));
+  Json job = Job(id);
+  EXPECT_EQ(job["state"], "failed");
+  EXPECT_NE(job["reason"].get<std::string>().find("Slurm no longer knows it (last seen RUNNING"),
+            std::string::npos)
+      << job.dump();
+}
+
 class SlurmBindingWithoutSlurmTest : public SlurmBindingTest {
  protected:
   SlurmBindingWithoutSlurmTest() : SlurmBindingTest(/*requeue=*/false) {}

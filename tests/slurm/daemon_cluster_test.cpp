@@ -227,6 +227,12 @@ TEST(SlurmDaemon, UserLaunchedSrunJobIsWatchedAndItsSilentRankNamed) {
       bound ? Json::parse(Http(d.port(), "GET", "/v1/jobs/" + id).body) : Json::object();
   const Json all_jobs = Json::parse(Http(d.port(), "GET", "/v1/jobs").body)["jobs"];
   if (!slurm_job.empty()) LocalCluster::Sh({"scancel", slurm_job});
+  // Cancelled in Slurm: the watched job ends in Shepherd too, and gives its slots back.
+  Json ended;
+  const bool cancelled = bound && WaitFor(seconds(60), [&] {
+                           ended = Json::parse(Http(d.port(), "GET", "/v1/jobs/" + id).body);
+                           return ended["state"] != "running";
+                         });
   SignalGroup(*srun, SIGKILL);
   WaitFor(seconds(30), [&] { return PollExit(*srun).has_value(); });
   ASSERT_TRUE(bound) << "no job bound to Slurm job '" << slurm_job << "'\n" << d.daemon->log();
@@ -243,6 +249,10 @@ TEST(SlurmDaemon, UserLaunchedSrunJobIsWatchedAndItsSilentRankNamed) {
   EXPECT_EQ(NodeOf(d.port(), "n1")["state"], "available");
   EXPECT_EQ(shepherd_job["attempt"], 1);
   EXPECT_EQ(shepherd_job["state"], "running");
+  EXPECT_TRUE(cancelled) << ended.dump();
+  EXPECT_EQ(ended["state"], "cancelled") << ended.dump();
+  EXPECT_EQ(ended["reason"].get<std::string>().rfind("slurm job " + slurm_job + " is CANCELLED", 0), 0u)
+      << ended.dump();
 }
 
 // external_remediation "requeue": an sbatch job (--requeue) whose rank 1 hangs in its first run. Its first
@@ -298,6 +308,11 @@ TEST(SlurmDaemon, RequeueRemediationRequeuesAHungBatchJobOnce) {
                       slurm_view = ShowJob(slurm_job);
                       return slurm_view.find("JobState=COMPLETED") != std::string::npos;
                     });
+  // Slurm's COMPLETED ends the Shepherd job, which gives its slots back.
+  const bool ended = done && WaitFor(seconds(30), [&] {
+                       job = Json::parse(Http(d.port(), "GET", "/v1/jobs/" + id).body);
+                       return job["state"] == "succeeded";
+                     });
   if (!done) LocalCluster::Sh({"scancel", slurm_job});
   std::string output;
   std::ifstream out_file(d.dir.path + "/slurm-" + slurm_job + ".out");
@@ -307,6 +322,9 @@ TEST(SlurmDaemon, RequeueRemediationRequeuesAHungBatchJobOnce) {
                         << job.dump() << "\n"
                         << d.daemon->log();
   EXPECT_TRUE(done) << slurm_view;
+  EXPECT_TRUE(ended) << job.dump();
+  EXPECT_EQ(job["reason"], "slurm job " + slurm_job + " is COMPLETED (exit code 0:0)") << job.dump();
+  EXPECT_EQ(job["restarts"], 1);  // the requeue happened, and is counted
   EXPECT_NE(slurm_view.find("Restarts=1 "), std::string::npos) << slurm_view;  // requeued exactly once
   Json findings = Json::parse(Http(d.port(), "GET", "/v1/jobs/" + id + "/failures").body)["failures"];
   // The finding that requeued it is about attempt 1 (rank 1's silence or hang).

@@ -16,6 +16,7 @@ TEST(ParseJob, RunningHoldingJobFromScontrol) {
   EXPECT_EQ(job->reason, "None");  // not the rest of the line: a job's Reason is one word
   EXPECT_EQ(job->nodes, (std::vector<std::string>{"n0", "n1", "n2", "n3", "n4"}));
   EXPECT_EQ(job->restarts, 0);
+  EXPECT_EQ(job->exit_code, "0:0");
 }
 
 TEST(ParseSteps, BatchAndArbitraryStepFromScontrol) {

@@ -1,0 +1,70 @@
+#include "control/slurm_watch.h"
+
+#include <spdlog/spdlog.h>
+
+namespace shepherd {
+namespace {
+
+// Slurm's word for how the job ended; unknown words (kOther) are not taken as an end.
+bool IsEnd(slurm::SlurmJobState s) {
+  return !slurm::IsActive(s) && s != slurm::SlurmJobState::kOther;
+}
+
+JobState ShepherdStateOf(slurm::SlurmJobState s) {
+  switch (s) {
+    case slurm::SlurmJobState::kCompleted:
+      return JobState::kSucceeded;
+    case slurm::SlurmJobState::kCancelled:
+      return JobState::kCancelled;
+    default:
+      return JobState::kFailed;
+  }
+}
+
+}  // namespace
+
+std::vector<WatchedSlurmJob> SlurmWatch::ToRead(const JobBook& jobs) {
+  std::vector<WatchedSlurmJob> out;
+  for (const auto& [id, e] : jobs.all())
+    if (e.job.spec.command.empty() && !e.job.spec.external_id.empty() && !IsTerminal(e.job.state))
+      out.push_back({id, e.job.spec.external_id});
+  return out;
+}
+
+std::vector<SlurmWatch::Ended> SlurmWatch::Observe(const std::vector<SlurmJobSighting>& sightings) {
+  std::set<std::string> read;
+  for (const SlurmJobSighting& s : sightings) read.insert(s.watched.job);
+  std::erase_if(last_, [&](const auto& kv) { return !read.contains(kv.first); });
+  std::erase_if(unknown_, [&](const std::string& job) { return !read.contains(job); });
+  std::vector<Ended> out;
+  for (const SlurmJobSighting& s : sightings) {
+    const std::string& job = s.watched.job;
+    const std::string& slurm_job = s.watched.external_id;
+    auto last = last_.find(job);
+    if (!s.record.ok()) {
+      if (s.record.status().code() != Code::kNotFound) continue;  // Slurm did not answer: no evidence
+      if (last != last_.end()) {
+        out.push_back({job, JobState::kFailed,
+                       "slurm job " + slurm_job + " has ended: Slurm no longer knows it (last seen " +
+                           slurm::ToString(last->second) + "; how it ended was not seen)"});
+        last_.erase(last);
+      } else if (unknown_.insert(job).second) {
+        spdlog::warn("job {}: Slurm does not know job {}; it is not followed until Slurm shows it", job,
+                     slurm_job);
+      }
+      continue;
+    }
+    const slurm::SlurmJob& r = *s.record;
+    unknown_.erase(job);
+    const bool again = last != last_.end() && last->second == r.state;
+    last_[job] = r.state;
+    if (!IsEnd(r.state) || !again) continue;
+    std::string reason = "slurm job " + slurm_job + " is " + r.state_text;
+    if (!r.exit_code.empty()) reason += " (exit code " + r.exit_code + ")";
+    out.push_back({job, ShepherdStateOf(r.state), std::move(reason)});
+    last_.erase(job);
+  }
+  return out;
+}
+
+}  // namespace shepherd

@@ -1,0 +1,56 @@
+// SlurmWatch: follows, in Slurm, the jobs Shepherd only watches (no command, `external_id` = the
+// SLURM_JOB_ID their ranks report under; docs/slurm.md "Jobs users launch with srun or sbatch"). The
+// daemon's Slurm worker reads each one's record (`scontrol show job`) every reconcile interval; SlurmWatch
+// decides from those reads when the Slurm job has ended, so that its Shepherd job ends too and gives its
+// inventory slots back. The ranks cannot say so themselves: a finished rank just goes silent.
+// Evidence: a job ends on a terminal Slurm state read twice in a row (a requeue passes through states that
+// are not terminal; twice rules out a reading taken mid-transition), or when Slurm no longer knows a job
+// it showed before (purged after MinJobAge). A job Slurm never showed is never ended: its external_id may
+// name a job of another cluster or launcher.
+// Owns: per watched job, the state last read. Not durable: after a restart the reads begin again. Control
+// thread only.
+#pragma once
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "control/job_book.h"
+#include "core/status.h"
+#include "slurm/jobs.h"
+
+namespace shepherd {
+
+struct WatchedSlurmJob {
+  std::string job;          // Shepherd's id
+  std::string external_id;  // SLURM_JOB_ID
+};
+// What the worker read for one watched job: the record, kNotFound when Slurm does not know the id, or the
+// error of the command.
+struct SlurmJobSighting {
+  WatchedSlurmJob watched;
+  Result<slurm::SlurmJob> record;
+};
+
+class SlurmWatch {
+ public:
+  struct Ended {
+    std::string job;
+    JobState state = JobState::kFailed;  // COMPLETED: succeeded; CANCELLED: cancelled; otherwise failed
+    std::string reason;                  // "slurm job 123 is COMPLETED (exit code 0:0)"
+  };
+
+  // Every job without a command that has an external id and has not ended, in id order.
+  static std::vector<WatchedSlurmJob> ToRead(const JobBook& jobs);
+  // Takes in one cycle's reads, one per job ToRead listed; returns the jobs whose Slurm job has ended.
+  // Jobs without a read this cycle (no longer watched) are forgotten. A job that ended in Shepherd
+  // meanwhile is the caller's to skip.
+  std::vector<Ended> Observe(const std::vector<SlurmJobSighting>& sightings);
+
+ private:
+  std::map<std::string, slurm::SlurmJobState> last_;  // job → state last read
+  std::set<std::string> unknown_;                     // jobs Slurm has never shown (warned once)
+};
+
+}  // namespace shepherd
