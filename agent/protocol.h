@@ -45,6 +45,7 @@ struct ProcessReport {
   std::string error;                      // exited without starting: why (sent as "error" when non-empty)
   std::string log_tail;                   // exited: the end of its log (sent as "log_tail" when non-empty)
   std::vector<DumpFile> flight_recorder;  // dumps found so far (sent as "flight_recorder" when non-empty)
+  std::optional<bool> oom_kill;           // killed by SIGKILL: the kernel's OOM kill or not (when known)
 };
 
 struct AgentIdentity {

@@ -24,6 +24,16 @@ std::optional<int> IntOrNull(const Json& j, const char* f) {
   return std::nullopt;
 }
 
+// The `oom_kill` line of /proc/vmstat; empty when the file or the line is missing.
+std::optional<std::uint64_t> ReadOomKills(const std::string& path) {
+  std::ifstream in(path);
+  std::string name;
+  std::uint64_t value = 0;
+  while (in >> name >> value)
+    if (name == "oom_kill") return value;
+  return std::nullopt;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Supervisor>> Supervisor::Open(const SupervisorOptions& options) {
@@ -77,6 +87,7 @@ void Supervisor::Load() {
     } else {
       p.phase = ProcessPhase::kExited;
       p.exit = {IntOrNull(e, "exit_code"), IntOrNull(e, "signal")};
+      if (e.contains("oom_kill") && e["oom_kill"].is_boolean()) p.oom_kill = e["oom_kill"].get<bool>();
       p.error = e.value("error", "");
       p.log_tail = e.value("log_tail", "");
       p.acked = e.value("acked", false);
@@ -102,6 +113,7 @@ void Supervisor::Save() const {
     if (p.phase == ProcessPhase::kExited) {
       e["exit_code"] = OptionalInt(p.exit.exit_code);
       e["signal"] = OptionalInt(p.exit.signal);
+      if (p.oom_kill) e["oom_kill"] = *p.oom_kill;
       e["error"] = p.error;
       e["log_tail"] = p.log_tail;
       e["acked"] = p.acked;
@@ -209,7 +221,13 @@ void Supervisor::Terminate(TrackedProcess* p, SteadyTime now) {
   p->kill_at = now + options_.stop_grace;
 }
 
-bool Supervisor::Reap(TrackedProcess* p) {
+void Supervisor::SampleOomKills(SteadyTime now) {
+  std::optional<std::uint64_t> count = ReadOomKills(options_.vmstat_path);
+  if (count && oom_kills_ && *count > *oom_kills_) oom_rose_at_ = now;
+  oom_kills_ = count;
+}
+
+bool Supervisor::Reap(TrackedProcess* p, SteadyTime now) {
   if (p->phase == ProcessPhase::kExited) return false;
   if (p->adopted) {
     if (ProcessAlive(p->pid, p->start_time)) return false;
@@ -219,6 +237,9 @@ bool Supervisor::Reap(TrackedProcess* p) {
     if (!info) return false;
     p->exit = *info;
   }
+  // A SIGKILL the agent did not send itself (a stop escalates to one) may be the kernel's OOM killer.
+  if (p->exit.signal == SIGKILL && p->phase == ProcessPhase::kRunning && oom_kills_)
+    p->oom_kill = oom_rose_at_ && now - *oom_rose_at_ <= kOomKillWindow;
   p->phase = ProcessPhase::kExited;
   p->kill_at.reset();
   p->term_at.reset();
@@ -233,9 +254,10 @@ bool Supervisor::Reap(TrackedProcess* p) {
 }
 
 int Supervisor::Poll(SteadyTime now) {
+  SampleOomKills(now);
   bool changed = false;
   for (TrackedProcess& p : table_) {
-    if (Reap(&p)) {
+    if (Reap(&p, now)) {
       ++new_exits_;
       changed = true;
     } else if (p.phase == ProcessPhase::kStopping && p.term_at && now >= *p.term_at) {
@@ -268,7 +290,8 @@ std::vector<ProcessReport> Supervisor::Report() const {
     if (p.phase != ProcessPhase::kExited) {
       out.push_back({p.key, p.pid, true, std::nullopt, std::nullopt, "", "", FindDumps(p.dump_prefix)});
     } else if (!p.acked) {
-      out.push_back({p.key, p.pid, false, p.exit.exit_code, p.exit.signal, p.error, p.log_tail, p.dumps});
+      out.push_back(
+          {p.key, p.pid, false, p.exit.exit_code, p.exit.signal, p.error, p.log_tail, p.dumps, p.oom_kill});
     }
   }
   return out;

@@ -49,7 +49,15 @@ struct SupervisorOptions {
   std::optional<RunAs> run_as;  // ranks drop to this identity before exec (agent/process.h)
   // How long a stop waits, after asking the rank for a flight-recorder dump, before SIGTERM (0: no dump).
   std::chrono::milliseconds dump_wait = std::chrono::seconds(2);
+  // The kernel's count of OOM kills on this node (`oom_kill`, global and cgroup OOM kills alike; Linux
+  // 4.13+). A rank killed by SIGKILL is reported as OOM-killed or not by whether it rose shortly before;
+  // unreadable: not reported.
+  std::string vmstat_path = "/proc/vmstat";
 };
+
+// How close to a SIGKILL exit the node's OOM-kill count must have risen to call the exit an OOM kill (the
+// count rises when the kernel picks its victim, the exit is reaped at a later Poll).
+inline constexpr std::chrono::seconds kOomKillWindow{10};
 
 // One row of the process table (for tests, logs and heartbeats).
 struct TrackedProcess {
@@ -58,14 +66,17 @@ struct TrackedProcess {
   pid_t pid = 0;
   std::uint64_t start_time = 0;
   ProcessPhase phase = ProcessPhase::kRunning;
-  bool adopted = false;               // started by an earlier agent process
-  ExitInfo exit;                      // phase kExited
-  std::string error;                  // phase kExited without a pid: the spawn error
-  bool acked = false;                 // exit acknowledged by the daemon
-  std::string log_tail;               // phase kExited with a code other than 0: the end of its log
-  std::string dump_prefix;            // TORCH_FR_DUMP_TEMP_FILE given to the rank
-  std::string dump_pipe;              // TORCH_NCCL_DEBUG_INFO_PIPE_FILE given to the rank
-  std::vector<DumpFile> dumps;        // phase kExited: flight-recorder files found under dump_prefix
+  bool adopted = false;         // started by an earlier agent process
+  ExitInfo exit;                // phase kExited
+  std::string error;            // phase kExited without a pid: the spawn error
+  bool acked = false;           // exit acknowledged by the daemon
+  std::string log_tail;         // phase kExited with a code other than 0: the end of its log
+  std::string dump_prefix;      // TORCH_FR_DUMP_TEMP_FILE given to the rank
+  std::string dump_pipe;        // TORCH_NCCL_DEBUG_INFO_PIPE_FILE given to the rank
+  std::vector<DumpFile> dumps;  // phase kExited: flight-recorder files found under dump_prefix
+  // phase kExited by SIGKILL: whether the node's kernel OOM-killed a process just before (evidence about
+  // the node); empty when the agent could not tell.
+  std::optional<bool> oom_kill;
   std::optional<SteadyTime> term_at;  // phase kStopping: SIGTERM deadline while a dump is awaited
   std::optional<SteadyTime> kill_at;  // phase kStopping: SIGKILL deadline (unset once SIGKILL was sent)
 };
@@ -107,13 +118,17 @@ class Supervisor {
   void Start(const RankAssignment& a);
   void BeginStop(TrackedProcess* p, const std::string& reason, SteadyTime now);
   void Terminate(TrackedProcess* p, SteadyTime now);  // SIGTERM + SIGCONT to the group, SIGKILL deadline
-  bool Reap(TrackedProcess* p);                       // true when it exited just now
+  bool Reap(TrackedProcess* p, SteadyTime now);       // true when it exited just now
+  // Reads the node's OOM-kill count; remembers when it last rose (it is read once per Poll).
+  void SampleOomKills(SteadyTime now);
 
   SupervisorOptions options_;
   std::vector<TrackedProcess> table_;
   std::optional<std::vector<RankAssignment>> desired_;
   std::vector<RankKey> keep_;
-  int new_exits_ = 0;  // exits and spawn failures since the last Poll
+  int new_exits_ = 0;                       // exits and spawn failures since the last Poll
+  std::optional<std::uint64_t> oom_kills_;  // the count at the last Poll; empty: unreadable
+  std::optional<SteadyTime> oom_rose_at_;   // when a Poll last saw it rise
 };
 
 }  // namespace shepherd::agent

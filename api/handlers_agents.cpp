@@ -72,6 +72,7 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
       typed(p, path, "pid", &Json::is_number_integer, false, "an integer");
       typed(p, path, "exit_code", &Json::is_number_integer, false, "an integer or null", true);
       typed(p, path, "signal", &Json::is_number_integer, false, "an integer or null", true);
+      typed(p, path, "oom_kill", &Json::is_boolean, false, "a boolean or null", true);
       typed(p, path, "error", &Json::is_string, false, "a string");
       typed(p, path, "log_tail", &Json::is_string, false, "a string");
       if (auto t = p.find("log_tail");
@@ -135,6 +136,7 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
     if (p.contains("exit_code") && p["exit_code"].is_number_integer())
       s.exit_code = p["exit_code"].get<int>();
     if (p.contains("signal") && p["signal"].is_number_integer()) s.signal = p["signal"].get<int>();
+    if (p.contains("oom_kill") && p["oom_kill"].is_boolean()) s.oom_kill = p["oom_kill"].get<bool>();
     s.error = p.value("error", "");
     s.log_tail = p.value("log_tail", "");
     if (auto fr = p.find("flight_recorder"); fr != p.end() && fr->is_array())  // docs/agent-protocol.md

@@ -168,12 +168,14 @@ void Controller::OnRankExit(const std::string& node, const ProcessStatus& p, Tim
   std::string how = p.signal      ? "killed by signal " + std::to_string(*p.signal)
                     : p.exit_code ? "exited with code " + std::to_string(*p.exit_code)
                                   : "exited (code unknown)";
+  if (p.oom_kill) how += *p.oom_kill ? " (the kernel's OOM killer)" : " (not an OOM kill)";
   Finding f = NodeFinding(p.rank.job, p.rank.attempt, FindingKind::kProcessExit, node, now,
                           "rank " + std::to_string(p.rank.rank) + " on " + node + " " + how);
   f.ranks = {p.rank.rank};
   if (auto h = health_.find(p.rank.job); h != health_.end()) f.step = h->second->RankStep(p.rank.rank);
   f.exit_code = p.exit_code;
   f.signal = p.signal;
+  f.oom_kill = p.oom_kill;
   if (!p.error.empty()) f.detail += ": " + p.error;
   f.log_tail = p.log_tail;
   f.flight_recorder = p.flight_recorder;

@@ -34,6 +34,9 @@ struct ProcessStatus {
   // PyTorch flight-recorder dumps the agent found for the rank so far (running) or when it exited.
   std::vector<FlightRecorderDump> flight_recorder;
   int64_t pid = 0;  // as the agent reported it (0: not reported, or never started)
+  // Killed by SIGKILL: whether the node's kernel OOM-killed a process just before (the agent's evidence);
+  // empty when not known.
+  std::optional<bool> oom_kill;
 };
 
 struct GpuFault {

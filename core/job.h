@@ -398,6 +398,9 @@ struct Finding {
   // process_exit: how the rank ended, and the last lines of its log when the agent sent them.
   std::optional<int> exit_code;
   std::optional<int> signal;
+  // SIGKILL: whether the node's kernel OOM-killed a process just before (the agent's evidence; empty:
+  // not known). A SIGKILL that was not an OOM kill came from a person or a program, not from the node.
+  std::optional<bool> oom_kill;
   std::string log_tail;
   // process_exit and hang: flight-recorder dumps the agents found for the attempt's ranks (docs/recovery.md).
   std::vector<FlightRecorderDump> flight_recorder;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <set>
 #include <string>
 #include <vector>
@@ -42,6 +43,29 @@ bool IsSdc(FindingKind k) {
 }
 bool IsRankLoss(FindingKind k) {
   return k == FindingKind::kHeartbeatLost || k == FindingKind::kProcessExit;
+}
+// A rank loss its node can cause: a silent rank, or a rank killed by a signal a fault of the node can send
+// (SIGBUS and SIGSEGV from bad memory, SIGKILL from the OOM killer, ...). Not: a clean exit (the program
+// chose its code), a signal only people and programs send (a `kill`, Ctrl-C, a scheduler's TERM), or a
+// SIGKILL the agent saw was no OOM kill.
+bool NodeCanCause(const Finding& f) {
+  if (!IsRankLoss(f.kind) || IsCleanExit(f)) return false;
+  if (!f.signal) return true;
+  switch (*f.signal) {
+    case SIGTERM:
+    case SIGINT:
+    case SIGHUP:
+    case SIGQUIT:
+    case SIGUSR1:
+    case SIGUSR2:
+    case SIGPIPE:
+    case SIGXCPU:
+      return false;
+    case SIGKILL:
+      return f.oom_kill.value_or(true);  // unknown (no agent said): as before, the OOM killer's
+    default:
+      return true;
+  }
 }
 bool IsCommFault(const Finding& f) {
   return f.kind == FindingKind::kHang && f.ranks.empty() && !f.nodes.empty();
@@ -146,10 +170,9 @@ Verdict Judge(const RecoveryInput& in) {
     // A clean exit (the program chose its exit code: an exception, a rendezvous that could not bind its
     // port, a peer that died under a collective) is no evidence against its node: recurring, it moves the
     // ranks off the node without blame, and another node decides (there the same exit is a deterministic
-    // crash; CheckForLoop). Only losses a node can cause (a signal, a silent rank) recurring suspect it.
-    auto node_like = [](const Finding& e) { return IsRankLoss(e.kind) && !IsCleanExit(e); };
+    // crash; CheckForLoop). Only losses a node can cause (NodeCanCause) recurring suspect it.
     std::set<std::string> again;
-    if (node_like(f)) again = Recurring(nodes, in.earlier_findings, f, node_like);
+    if (NodeCanCause(f)) again = Recurring(nodes, in.earlier_findings, f, NodeCanCause);
     for (const std::string& n :
          Recurring(nodes, in.earlier_findings, f, [](const Finding& e) { return IsRankLoss(e.kind); }))
       if (again.count(n) == 0) v.avoid.insert(n);

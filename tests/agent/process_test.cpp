@@ -29,7 +29,10 @@ RankAssignment Sh(int rank, const std::string& script, std::map<std::string, std
 class SupervisorTest : public ::testing::Test {
  protected:
   std::unique_ptr<Supervisor> Open(std::chrono::milliseconds grace = 10s) {
-    auto s = Supervisor::Open({dir_.path(), grace});
+    return OpenWith({dir_.path(), grace});
+  }
+  std::unique_ptr<Supervisor> OpenWith(const SupervisorOptions& o) {
+    auto s = Supervisor::Open(o);
     EXPECT_TRUE(s.ok()) << s.status().message();
     return std::move(*s);
   }
@@ -149,6 +152,76 @@ TEST_F(SupervisorTest, StopSendsSigterm) {
   auto p = WaitExit(*s, {"job-1", 1, 0});
   ASSERT_TRUE(p);
   EXPECT_EQ(p->exit.signal, SIGTERM);
+}
+
+// A SIGKILL is the OOM killer's only if the node's OOM-kill count (/proc/vmstat oom_kill; a file written by
+// the test here) rose shortly before; a `kill -9` leaves the count alone.
+TEST_F(SupervisorTest, SigkillIsAnOomKillOnlyWhenTheNodesOomCountRose) {
+  const std::string vmstat = dir_.file("vmstat");
+  std::ofstream(vmstat) << "nr_free_pages 1000\noom_kill 5\nnr_zone_active_anon 7\n";
+  SupervisorOptions o{dir_.path()};
+  o.vmstat_path = vmstat;
+  auto s = OpenWith(o);
+  const std::string go0 = dir_.file("go0"), go1 = dir_.file("go1");
+  s->SetDesired({Sh(0, "while [ ! -f " + go0 + " ]; do sleep 0.02; done; kill -9 $$"),
+                 Sh(1, "while [ ! -f " + go1 + " ]; do sleep 0.02; done; kill -9 $$")},
+                Now());
+  Track(PidOf(*s, {"job-1", 1, 0}));
+  Track(PidOf(*s, {"job-1", 1, 1}));
+  s->Poll(Now());
+  std::ofstream(go0) << "";  // killed by hand: the count stays at 5
+  auto by_hand = WaitExit(*s, {"job-1", 1, 0});
+  ASSERT_TRUE(by_hand);
+  EXPECT_EQ(by_hand->exit.signal, SIGKILL);
+  EXPECT_EQ(by_hand->oom_kill, false);
+
+  std::ofstream(vmstat) << "nr_free_pages 1000\noom_kill 6\nnr_zone_active_anon 7\n";  // the kernel's kill
+  std::ofstream(go1) << "";
+  auto oom = WaitExit(*s, {"job-1", 1, 1});
+  ASSERT_TRUE(oom);
+  EXPECT_EQ(oom->oom_kill, true);
+  std::vector<ProcessReport> r = s->Report();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].oom_kill, false);
+  EXPECT_EQ(r[1].oom_kill, true);
+  s.reset();
+  // Kept across an agent restart until the daemon acknowledges the exit.
+  SupervisorOptions again{dir_.path()};
+  again.vmstat_path = vmstat;
+  r = OpenWith(again)->Report();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].oom_kill, false);
+  EXPECT_EQ(r[1].oom_kill, true);
+}
+
+TEST_F(SupervisorTest, OomKillIsNotReportedWhenUnknownOrForTheAgentsOwnSigkill) {
+  SupervisorOptions o{dir_.path(), 300ms};
+  o.vmstat_path = dir_.file("no-such-vmstat");
+  auto s = OpenWith(o);
+  s->SetDesired({Sh(0, "kill -9 $$")}, Now());
+  Track(PidOf(*s, {"job-1", 1, 0}));
+  auto unknown = WaitExit(*s, {"job-1", 1, 0});
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->exit.signal, SIGKILL);
+  EXPECT_FALSE(unknown->oom_kill);  // the count cannot be read: not known
+
+  // The agent's own SIGKILL (a stop whose TERM was ignored), even while the count rises.
+  const std::string vmstat = dir_.file("vmstat");
+  std::ofstream(vmstat) << "oom_kill 1\n";
+  o.vmstat_path = vmstat;
+  s.reset();
+  s = OpenWith(o);
+  const std::string ready = dir_.file("ready");
+  s->SetDesired({Sh(1, "trap '' TERM; echo ready > " + ready + "; while :; do sleep 0.05; done")}, Now());
+  Track(PidOf(*s, {"job-1", 1, 1}));
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(ready) == "ready\n"; }));
+  s->Poll(Now());
+  std::ofstream(vmstat) << "oom_kill 2\n";
+  s->SetDesired({}, Now());
+  auto stopped = WaitExit(*s, {"job-1", 1, 1});
+  ASSERT_TRUE(stopped);
+  EXPECT_EQ(stopped->exit.signal, SIGKILL);
+  EXPECT_FALSE(stopped->oom_kill);
 }
 
 TEST_F(SupervisorTest, StopEscalatesToSigkillWhenTermIsIgnored) {

@@ -39,7 +39,8 @@ TEST(Protocol, HeartbeatBodyListsRunningAndExited) {
   std::vector<ProcessReport> procs = {
       {{"j", 2, 5}, 4242, true, std::nullopt, std::nullopt, "", {}},
       {{"j", 1, 5}, 4100, false, 1, std::nullopt, "", {}},
-      {{"j", 1, 6}, 0, false, std::nullopt, std::nullopt, "spawn x: not found", {}}};
+      {{"j", 1, 6}, 0, false, std::nullopt, std::nullopt, "spawn x: not found", {}},
+      {{"j", 1, 7}, 4101, false, std::nullopt, 9, "", "", {}, false}};
   Json faults = Json::parse(R"([{"gpu": 3, "kind": "ecc_uncorrectable", "detail": "d"}])");
   Json b = HeartbeatBody({123, "2026-11-21T07:00:00.000Z"}, faults, procs);
   EXPECT_EQ(b["agent"]["pid"], 123);
@@ -49,6 +50,8 @@ TEST(Protocol, HeartbeatBodyListsRunningAndExited) {
   EXPECT_EQ(b["processes"][1], Json::parse(R"({"job": "j", "attempt": 1, "rank": 5, "pid": 4100,
       "state": "exited", "exit_code": 1, "signal": null})"));
   EXPECT_EQ(b["processes"][2]["error"], "spawn x: not found");
+  EXPECT_EQ(b["processes"][3], Json::parse(R"({"job": "j", "attempt": 1, "rank": 7, "pid": 4101,
+      "state": "exited", "exit_code": null, "signal": 9, "oom_kill": false})"));
   EXPECT_EQ(HeartbeatBody({1, ""}, Json::object(), {})["gpu_faults"], Json::array());
 }
 

@@ -250,6 +250,48 @@ TEST_F(AgentApiTest, RankExitsAreFindingsAndCleanExitsFinishTheJob) {
   EXPECT_EQ(api_.Get("/v1/nodes").body["summary"]["free_usable_gpus"], 8);
 }
 
+TEST_F(AgentApiTest, AKillByHandInTwoAttemptsCordonsNothing) {
+  // Rank 0 is killed with SIGKILL in attempts 1 and 2 on the same node. The agent says whether the node's
+  // kernel had just OOM-killed a process: a `kill -9` (oom_kill false) is no evidence against the node.
+  // (Two OOM kills, or kills no agent could judge, do cordon it: recovery_test.)
+  auto kill_twice = [&](int first_attempt, bool oom) {
+    std::string node = api_.Get("/v1/jobs/" + job_ + "/placement").body["ranks"][0]["node"];
+    for (int attempt : {first_attempt, first_attempt + 1}) {
+      for (const char* n : {"n0", "n1"}) Heartbeat(n, Json::array());
+      api_.Tick();
+      Heartbeat(node, Json::array({{{"job", job_},
+                                    {"attempt", attempt},
+                                    {"rank", 0},
+                                    {"state", "exited"},
+                                    {"exit_code", nullptr},
+                                    {"signal", SIGKILL},
+                                    {"oom_kill", oom}}}));
+    }
+    return node;
+  };
+  const std::string by_hand = kill_twice(1, false);
+  Json failures = api_.Get("/v1/failures?kind=process_exit").body["failures"];
+  ASSERT_EQ(failures.size(), 2u);
+  EXPECT_EQ(failures[1]["oom_kill"], false) << failures.dump();
+  EXPECT_NE(failures[1]["detail"].get<std::string>().find("killed by signal 9 (not an OOM kill)"),
+            std::string::npos)
+      << failures.dump();
+  Json n = api_.Get("/v1/nodes/" + by_hand).body;
+  EXPECT_TRUE(n["cordon"].is_null()) << n.dump();  // the ranks moved off it, without blame
+  EXPECT_TRUE(n["schedulable"].get<bool>()) << n.dump();
+  const std::string& node = by_hand;
+  // A heartbeat's oom_kill is a boolean.
+  ApiReply bad =
+      api_.Post("/v1/nodes/" + node + "/heartbeat", {{"processes", Json::array({{{"job", job_},
+                                                                                 {"attempt", 5},
+                                                                                 {"rank", 0},
+                                                                                 {"state", "exited"},
+                                                                                 {"signal", SIGKILL},
+                                                                                 {"oom_kill", "yes"}}})}});
+  EXPECT_EQ(bad.status, 422);
+  EXPECT_EQ(bad.body["errors"][0]["field"], "processes[0].oom_kill") << bad.body.dump();
+}
+
 TEST_F(AgentApiTest, CordonRecordsItsSourceAndASuspectReturnsAfterPassingItsHealthCheck) {
   // Rank 0 dies of SIGBUS in attempt 1 and of SIGSEGV in attempt 2 on the same node: the recurrence cordons
   // it. (A clean exit, an exit code, is never evidence against a node: recovery_test.)

@@ -3,6 +3,8 @@
 // Hand-built clusters, simulated time; expected values worked out by hand in the comments.
 #include <gtest/gtest.h>
 
+#include <csignal>
+
 #include "tests/scheduler/recovery_test_util.h"
 
 namespace shepherd {
@@ -226,6 +228,45 @@ TEST_F(RecoveryTest, RecurringExitsCordonOnlyWhenTheNodeCanCauseThem) {
   ASSERT_EQ(c.node_actions.size(), 1u) << Dump(c);
   EXPECT_EQ(c.node_actions[0].node, "node-02");
   EXPECT_EQ(c.node_actions[0].action, NodeActionKind::kCordon);
+}
+
+TEST_F(RecoveryTest, RecurringKillsCordonOnlyWhenTheNodeCouldHaveSentThem) {
+  // Rank 12 (node-02) is killed in attempts 1 and 2, with the same signal each time.
+  Build();
+  job_.attempt = 2, job_.restarts = 1;
+  placement_.attempt = 2;
+  auto killed = [](int attempt, int signal, std::optional<bool> oom) {
+    Finding f = MakeFinding(FindingKind::kProcessExit, {12}, {"node-02"}, attempt);
+    f.signal = signal;
+    f.oom_kill = oom;
+    return f;
+  };
+  struct Case {
+    int signal;
+    std::optional<bool> oom_kill;
+    bool cordon;
+  };
+  for (Case c : {Case{SIGKILL, false, false},         // a `kill -9`: the agent saw no OOM kill on the node
+                 Case{SIGTERM, std::nullopt, false},  // a `kill`, a scheduler's TERM
+                 Case{SIGINT, std::nullopt, false}, Case{SIGHUP, std::nullopt, false},
+                 Case{SIGKILL, true, true},          // the kernel's OOM killer both times
+                 Case{SIGKILL, std::nullopt, true},  // no agent could tell (as the OOM killer's)
+                 Case{SIGBUS, std::nullopt, true}}) {
+    const std::vector<Finding> earlier = {killed(1, c.signal, c.oom_kill)};
+    RecoveryDecision d = Decide(killed(2, c.signal, c.oom_kill), false, earlier);
+    ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
+    if (c.cordon) {
+      ASSERT_EQ(d.node_actions.size(), 1u) << c.signal << " " << Dump(d);
+      EXPECT_EQ(d.node_actions[0].node, "node-02");
+      EXPECT_EQ(d.node_actions[0].action, NodeActionKind::kCordon);
+    } else {
+      EXPECT_TRUE(d.node_actions.empty()) << c.signal << " " << Dump(d);
+      EXPECT_TRUE(Has(d.actions, "avoid node-02 (no blame)")) << c.signal << " " << Dump(d);
+    }
+  }
+  // An OOM kill after a `kill -9`: only one of the two is the node's doing, no recurrence.
+  const std::vector<Finding> by_hand = {killed(1, SIGKILL, false)};
+  EXPECT_TRUE(Decide(killed(2, SIGKILL, true), false, by_hand).node_actions.empty());
 }
 
 TEST_F(RecoveryTest, TwoReplicaSdcReplaysOnTheSameNodesThenCordonsOnRecurrence) {
