@@ -91,6 +91,23 @@ class SlurmBindingTest : public ::testing::Test {
     if (!policy.is_null()) slurm["policy"] = policy;
     return {{"slurm", slurm}, {"reports", reports}};
   }
+  // Slurm job `slurm_job`'s two ranks report under policy "requeue"; rank 1 falls silent after the first
+  // report, so the heartbeat timeout (5 s) records a finding that recommends a restart. Returns the job.
+  std::string RankOneFallsSilent(const std::string& slurm_job) {
+    const Json policy = {
+        {"external_remediation", "requeue"}, {"heartbeat_timeout_s", 5}, {"startup_grace_s", 5}};
+    std::string id;
+    for (int s = 0; s < 20; ++s) {
+      ApiReply r =
+          As("submitter", "POST", "/v1/external/slurm/" + slurm_job + "/reports",
+             SrunBody(Heartbeats(1, s == 0 ? std::vector<int>{0, 1} : std::vector<int>{0}), 2, policy));
+      EXPECT_EQ(r.status, 202) << r.body.dump();
+      id = r.body.value("job", "");
+      api_.clock_.AdvanceSeconds(1);
+      api_.Tick();
+    }
+    return id;
+  }
   Json JobsWith(const std::string& external_id) {
     ApiReply r = As("viewer", "GET", "/v1/jobs?external_id=" + external_id);
     EXPECT_EQ(r.status, 200) << r.body.dump();
@@ -305,18 +322,7 @@ TEST_F(SlurmBindingTest, RequeueNeedsARestartRecommendation) {
 // A requeue Slurm did not carry out (the worker found the batch job already ended) is written on the
 // finding that asked for it and does not count against max_restarts.
 TEST_F(SlurmBindingTest, ARequeueThatDidNotHappenIsWrittenOnItsFindingAndGivesTheRestartBack) {
-  const Json policy = {
-      {"external_remediation", "requeue"}, {"heartbeat_timeout_s", 5}, {"startup_grace_s", 5}};
-  std::string id;
-  for (int s = 0; s < 20; ++s) {
-    ApiReply r =
-        As("submitter", "POST", "/v1/external/slurm/77/reports",
-           SrunBody(Heartbeats(1, s == 0 ? std::vector<int>{0, 1} : std::vector<int>{0}), 2, policy));
-    ASSERT_EQ(r.status, 202) << r.body.dump();
-    id = r.body["job"];
-    api_.clock_.AdvanceSeconds(1);
-    api_.Tick();
-  }
+  const std::string id = RankOneFallsSilent("77");
   ASSERT_EQ(requeued_.size(), 1u);
   ASSERT_EQ(As("viewer", "GET", "/v1/jobs/" + id).body["restarts"], 1);
   api_.controller_->ExternalRequeueDone(
@@ -331,17 +337,7 @@ TEST_F(SlurmBindingTest, ARequeueThatDidNotHappenIsWrittenOnItsFindingAndGivesTh
 }
 
 TEST_F(SlurmBindingTest, ARequeueThatHappenedKeepsItsRestart) {
-  const Json policy = {
-      {"external_remediation", "requeue"}, {"heartbeat_timeout_s", 5}, {"startup_grace_s", 5}};
-  std::string id;
-  for (int s = 0; s < 20; ++s) {
-    ApiReply r =
-        As("submitter", "POST", "/v1/external/slurm/78/reports",
-           SrunBody(Heartbeats(1, s == 0 ? std::vector<int>{0, 1} : std::vector<int>{0}), 2, policy));
-    id = r.body["job"];
-    api_.clock_.AdvanceSeconds(1);
-    api_.Tick();
-  }
+  const std::string id = RankOneFallsSilent("78");
   ASSERT_EQ(requeued_.size(), 1u);
   api_.controller_->ExternalRequeueDone({requeued_[0].finding, id, "78", true, ""});
   api_.Drain();
@@ -469,18 +465,7 @@ class SlurmBindingWithoutSlurmTest : public SlurmBindingTest {
 };
 
 TEST_F(SlurmBindingWithoutSlurmTest, RequeueWithoutSlurmIsRecordedAsNotPossible) {
-  const Json policy = {
-      {"external_remediation", "requeue"}, {"heartbeat_timeout_s", 5}, {"startup_grace_s", 5}};
-  std::string id;
-  for (int s = 0; s < 20; ++s) {
-    ApiReply r =
-        As("submitter", "POST", "/v1/external/slurm/66/reports",
-           SrunBody(Heartbeats(1, s == 0 ? std::vector<int>{0, 1} : std::vector<int>{0}), 2, policy));
-    ASSERT_EQ(r.status, 202) << r.body.dump();
-    id = r.body["job"];
-    api_.clock_.AdvanceSeconds(1);
-    api_.Tick();
-  }
+  const std::string id = RankOneFallsSilent("66");
   Json fs = As("viewer", "GET", "/v1/jobs/" + id + "/failures").body["failures"];
   ASSERT_FALSE(fs.empty());
   EXPECT_NE(fs[0]["actions"].dump().find("cannot requeue Slurm job 66: the daemon runs without --slurm"),
