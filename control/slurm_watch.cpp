@@ -36,6 +36,7 @@ std::vector<SlurmWatch::Ended> SlurmWatch::Observe(const std::vector<SlurmJobSig
   for (const SlurmJobSighting& s : sightings) read.insert(s.watched.job);
   std::erase_if(last_, [&](const auto& kv) { return !read.contains(kv.first); });
   std::erase_if(unknown_, [&](const std::string& job) { return !read.contains(job); });
+  std::erase_if(forgotten_, [&](const std::string& job) { return !read.contains(job); });
   std::vector<Ended> out;
   for (const SlurmJobSighting& s : sightings) {
     const std::string& job = s.watched.job;
@@ -44,10 +45,12 @@ std::vector<SlurmWatch::Ended> SlurmWatch::Observe(const std::vector<SlurmJobSig
     if (!s.record.ok()) {
       if (s.record.status().code() != Code::kNotFound) continue;  // Slurm did not answer: no evidence
       if (last != last_.end()) {
+        if (forgotten_.insert(job).second) continue;  // the first read that does not find it
         out.push_back({job, JobState::kFailed,
                        "slurm job " + slurm_job + " has ended: Slurm no longer knows it (last seen " +
                            slurm::ToString(last->second) + "; how it ended was not seen)"});
         last_.erase(last);
+        forgotten_.erase(job);
       } else if (unknown_.insert(job).second) {
         spdlog::warn("job {}: Slurm does not know job {}; it is not followed until Slurm shows it", job,
                      slurm_job);
@@ -56,6 +59,7 @@ std::vector<SlurmWatch::Ended> SlurmWatch::Observe(const std::vector<SlurmJobSig
     }
     const slurm::SlurmJob& r = *s.record;
     unknown_.erase(job);
+    forgotten_.erase(job);
     const bool again = last != last_.end() && last->second == r.state;
     last_[job] = r.state;
     if (!IsEnd(r.state) || !again) continue;

@@ -5,10 +5,9 @@
 // inventory slots back. The ranks cannot say so themselves: a finished rank just goes silent.
 // Evidence: a job ends on a terminal Slurm state read twice in a row (a requeue passes through states that
 // are not terminal; twice rules out a reading taken mid-transition), or when Slurm no longer knows a job
-// it showed before (purged after MinJobAge). A job Slurm never showed is never ended: its external_id may
-// name a job of another cluster or launcher.
-// Owns: per watched job, the state last read. Not durable: after a restart the reads begin again. Control
-// thread only.
+// it showed before (purged after MinJobAge), also twice in a row. A job Slurm never showed is never ended:
+// its external_id may name a job of another cluster or launcher. Owns: per watched job, the state last read.
+// Not durable: after a restart the reads begin again. Control thread only.
 #pragma once
 
 #include <map>
@@ -51,6 +50,7 @@ class SlurmWatch {
  private:
   std::map<std::string, slurm::SlurmJobState> last_;  // job → state last read
   std::set<std::string> unknown_;                     // jobs Slurm has never shown (warned once)
+  std::set<std::string> forgotten_;                   // shown before, not found at the last read
 };
 
 }  // namespace shepherd

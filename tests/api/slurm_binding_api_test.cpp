@@ -452,6 +452,10 @@ TEST_F(SlurmWatchTest, SlurmsEndGivesTheJobsEndState) {
   const std::string id = Create("900", 2);
   Read(id, "900", std::string("RUNNING"));
   Read(id, "900", NotFound("slurm job 900 not found"));
+  Read(id, "900", std::string("RUNNING"));  // not found once, then there again: nothing ended
+  Read(id, "900", NotFound("slurm job 900 not found"));
+  EXPECT_EQ(Job(id)["state"], "running");
+  Read(id, "900", NotFound("slurm job 900 not found"));
   Json job = Job(id);
   EXPECT_EQ(job["state"], "failed");
   EXPECT_NE(job["reason"].get<std::string>().find("Slurm no longer knows it (last seen RUNNING"),
