@@ -402,6 +402,9 @@ struct Finding {
   // not known). A SIGKILL that was not an OOM kill came from a person or a program, not from the node.
   std::optional<bool> oom_kill;
   std::string log_tail;
+  // hang: the culprits that had stopped reporting (silent, or never reported); the others were heartbeating,
+  // busy in their own work.
+  std::vector<int> silent_ranks;
   // process_exit and hang: flight-recorder dumps the agents found for the attempt's ranks (docs/recovery.md).
   std::vector<FlightRecorderDump> flight_recorder;
 };

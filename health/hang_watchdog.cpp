@@ -137,9 +137,9 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
     int r = members[0];
     const RankState& s = ranks[r];
     if (!s.ever_seen()) {
-      a.culprits.push_back({r, "has never reported"});
+      a.culprits.push_back({r, "has never reported", true});
     } else if (!alive[r]) {
-      a.culprits.push_back({r, "no heartbeat for " + Fmt(ToSeconds(now - s.last_seen)) + " s"});
+      a.culprits.push_back({r, "no heartbeat for " + Fmt(ToSeconds(now - s.last_seen)) + " s", true});
     } else if (!s.has(RankState::kInCollective)) {
       a.culprits.push_back(
           {r, "heartbeating but inside no collective (step " + std::to_string(s.step) + ")"});
@@ -153,9 +153,11 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
         double silent_s = ToSeconds(now - ranks[m].last_seen);
         if (!ranks[m].ever_seen() || silent_s <= silent_after_s) continue;
         any_silent = true;
-        a.culprits.push_back({m, "inside " + CollectiveName(s.collective_group, s.collective_seq) +
-                                     " but silent for " + Fmt(silent_s) +
-                                     " s while its peers report: the process or its host stopped"});
+        a.culprits.push_back({m,
+                              "inside " + CollectiveName(s.collective_group, s.collective_seq) +
+                                  " but silent for " + Fmt(silent_s) +
+                                  " s while its peers report: the process or its host stopped",
+                              true});
       }
       if (any_silent) continue;
       // Members that entered (G, s) and have left it: the collective completed for them. Then r's report

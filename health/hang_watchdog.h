@@ -37,6 +37,9 @@ namespace shepherd {
 struct HangCulprit {
   int rank = 0;
   std::string reason;  // "heartbeating but inside no collective", "no heartbeat for 42 s", ...
+  // Not heartbeating (silent, or never reported): the process or its host stopped. A heartbeating culprit
+  // is busy in its own work (its code, a lone rank's task), which says nothing against its node.
+  bool stopped = false;
 };
 
 struct CommFault {

@@ -262,6 +262,8 @@ void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vec
     // nodes only (the recovery policy treats a first communication fault as transient).
     Finding f = MakeFinding(FindingKind::kHang, hang_.SuspectRanks(), now, hang_.detail);
     if (hang_.culprits.empty()) f.ranks.clear();
+    for (const HangCulprit& c : hang_.culprits)
+      if (c.stopped) f.silent_ranks.push_back(c.rank);
     out->push_back(std::move(f));
   }
 

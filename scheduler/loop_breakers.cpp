@@ -1,5 +1,6 @@
 #include "scheduler/loop_breakers.h"
 
+#include <csignal>
 #include <cstdlib>
 #include <string>
 
@@ -88,15 +89,17 @@ bool Disjoint(const std::vector<std::string>& a, const std::vector<std::string>&
 LoopVerdict DeterministicCrash(const LoopCheck& in) {
   const Finding& f = in.finding;
   for (const Finding& e : in.earlier) {
-    if (e.attempt >= f.attempt || !SameCleanExit(e, f, in.policy.crash_step_window) ||
+    if (e.attempt >= f.attempt || !SameJobExit(e, f, in.policy.crash_step_window) ||
         !Disjoint(e.nodes, f.nodes))
       continue;
     LoopVerdict v;
     v.kind = LoopVerdict::Kind::kDeterministicCrash;
-    v.reason = "exit code " + std::to_string(*f.exit_code) + " reproduced at " + StepText(f.step) + " on " +
-               f.nodes.front() + " (attempt " + std::to_string(f.attempt) + ") after attempt " +
-               std::to_string(e.attempt) + " exited with it at " + StepText(e.step) + " on " +
-               e.nodes.front() + ": a deterministic crash (user error), no node blamed";
+    v.reason = (IsOomKill(f) ? std::string("an OOM kill (the job's own memory use)")
+                             : "exit code " + std::to_string(*f.exit_code)) +
+               " reproduced at " + StepText(f.step) + " on " + f.nodes.front() + " (attempt " +
+               std::to_string(f.attempt) + ") after attempt " + std::to_string(e.attempt) +
+               " ended the same way at " + StepText(e.step) + " on " + e.nodes.front() +
+               ": a deterministic crash (user error), no node blamed";
     return v;
   }
   return {};
@@ -143,8 +146,14 @@ bool IsCleanExit(const Finding& f) {
   return f.kind == FindingKind::kProcessExit && f.exit_code && !f.signal;
 }
 
-bool SameCleanExit(const Finding& a, const Finding& b, int window) {
-  if (!IsCleanExit(a) || !IsCleanExit(b) || a.exit_code != b.exit_code) return false;
+bool IsOomKill(const Finding& f) {
+  return f.kind == FindingKind::kProcessExit && f.signal == SIGKILL && f.oom_kill == true;
+}
+
+bool SameJobExit(const Finding& a, const Finding& b, int window) {
+  const bool same =
+      (IsCleanExit(a) && IsCleanExit(b) && a.exit_code == b.exit_code) || (IsOomKill(a) && IsOomKill(b));
+  if (!same) return false;
   return (!a.step && !b.step) || (a.step && b.step && std::llabs(*a.step - *b.step) <= window);
 }
 

@@ -21,11 +21,12 @@
 //    the same kind has an anomaly step within s ± 1. The data or the code, not the hardware: blame no node.
 //    The verdict does not read policy.on_reproducible_anomaly: the caller fails the job (kFail) or keeps
 //    the attempt running and only records (kRecord).
-//  - kDeterministicCrash: the finding is a process_exit with an exit_code and no signal, and an earlier
-//    process_exit also has an exit_code equal to it and no signal, at a step within crash_step_window of
-//    the finding's step (|a - b| <= window; both steps absent also match: a crash before the first step),
-//    and the two findings name disjoint, non-empty node sets (the same node could be hardware). A user
-//    error: fail fast, blame no node, show the finding's log_tail.
+//  - kDeterministicCrash: the finding is a process_exit the job caused itself (an exit_code and no signal,
+//    or an OOM kill: SIGKILL with oom_kill true), and an earlier process_exit ended the same way (the same
+//    exit_code, or an OOM kill too) at a step within crash_step_window of the finding's step (|a - b| <=
+//    window; both steps absent also match: a crash before the first step), and the two findings name
+//    disjoint, non-empty node sets (the same node could be hardware). A user error: fail fast, blame no
+//    node, show the finding's log_tail.
 //  - kNoProgress: no_progress_attempts = K > 0, at least K attempts exist, and each of the last K (the
 //    current one included: it ends because of this finding) made no progress: its last_step is absent or
 //    < resume_step + min_progress_steps.
@@ -48,9 +49,11 @@ namespace shepherd {
 
 // A clean exit: process_exit with an exit code and no signal (the program chose to exit).
 bool IsCleanExit(const Finding& f);
-// Whether `a` and `b` are the same clean exit: both process_exit with an exit code and no signal, equal
-// codes, and steps within `window` of each other (both absent also matches: a crash before the first step).
-bool SameCleanExit(const Finding& a, const Finding& b, int window);
+// A rank killed by the kernel's OOM killer, as its agent judged (SIGKILL, oom_kill true).
+bool IsOomKill(const Finding& f);
+// Whether `a` and `b` ended the same way, by the job's own doing: both clean exits with equal codes, or both
+// OOM kills; and at steps within `window` of each other (both absent also match: before the first step).
+bool SameJobExit(const Finding& a, const Finding& b, int window);
 
 struct AttemptSummary {
   int number = 0;

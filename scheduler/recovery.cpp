@@ -44,11 +44,17 @@ bool IsSdc(FindingKind k) {
 bool IsRankLoss(FindingKind k) {
   return k == FindingKind::kHeartbeatLost || k == FindingKind::kProcessExit;
 }
-// A rank loss its node can cause: a silent rank, or a rank killed by a signal a fault of the node can send
-// (SIGBUS and SIGSEGV from bad memory, SIGKILL from the OOM killer, ...). Not: a clean exit (the program
-// chose its code), a signal only people and programs send (a `kill`, Ctrl-C, a scheduler's TERM), or a
-// SIGKILL the agent saw was no OOM kill.
+// A rank of the job was lost or stuck: it exited, fell silent, or is the culprit of a hang.
+bool IsRankFault(const Finding& f) {
+  return IsRankLoss(f.kind) || (f.kind == FindingKind::kHang && !f.ranks.empty());
+}
+// A rank fault its node can cause: a silent rank (a hang culprit that stopped reporting too), or a rank
+// killed by a signal a fault of the node can send (SIGBUS and SIGSEGV from bad memory, ...). Not: a clean
+// exit (the program chose its code); a hang whose culprits all heartbeat (busy in their own work); a signal
+// only people and programs send (a `kill`, Ctrl-C, a scheduler's TERM); a SIGKILL its agent judged, since
+// the OOM killer's is the job's own memory use and any other a person's or a program's.
 bool NodeCanCause(const Finding& f) {
+  if (f.kind == FindingKind::kHang) return !f.ranks.empty() && !f.silent_ranks.empty();
   if (!IsRankLoss(f.kind) || IsCleanExit(f)) return false;
   if (!f.signal) return true;
   switch (*f.signal) {
@@ -62,7 +68,7 @@ bool NodeCanCause(const Finding& f) {
     case SIGXCPU:
       return false;
     case SIGKILL:
-      return f.oom_kill.value_or(true);  // unknown (no agent said): as before, the OOM killer's
+      return !f.oom_kill.has_value();  // no agent could tell: it may be the node's (a memory failure)
     default:
       return true;
   }
@@ -165,26 +171,23 @@ Verdict Judge(const RecoveryInput& in) {
     std::set<std::string> nodes = Implicated(f, in.placement, /*nodes_first=*/true);
     Blame(nodes, NodeActionKind::kFail, WithDetail(kind, f), &v);
     v.why = kind + " on " + Join(nodes) + ": node at fault";
-  } else if (IsRankLoss(k)) {
+  } else if (IsRankFault(f)) {
     std::set<std::string> nodes = Implicated(f, in.placement, false);
-    // A clean exit (the program chose its exit code: an exception, a rendezvous that could not bind its
-    // port, a peer that died under a collective) is no evidence against its node: recurring, it moves the
-    // ranks off the node without blame, and another node decides (there the same exit is a deterministic
-    // crash; CheckForLoop). Only losses a node can cause (NodeCanCause) recurring suspect it.
+    // A first rank fault restarts on the same nodes: one lost or stuck rank is no evidence against its
+    // node. A clean exit (the program chose its exit code: an exception, a rendezvous that could not bind
+    // its port, a peer that died under a collective), a hang culprit still heartbeating (rank-0-only work,
+    // a deadlock in the code) or a kill is no evidence even recurring: it moves the ranks off the node
+    // without blame, and another node decides (there the same exit is a deterministic crash, the same
+    // stall no progress; CheckForLoop). Only faults a node can cause (NodeCanCause) recurring suspect it.
     std::set<std::string> again;
     if (NodeCanCause(f)) again = Recurring(nodes, in.earlier_findings, f, NodeCanCause);
-    for (const std::string& n :
-         Recurring(nodes, in.earlier_findings, f, [](const Finding& e) { return IsRankLoss(e.kind); }))
+    for (const std::string& n : Recurring(nodes, in.earlier_findings, f, IsRankFault))
       if (again.count(n) == 0) v.avoid.insert(n);
     Blame(again, NodeActionKind::kCordon, "ranks lost again on this node (" + kind + ")", &v);
     v.why = !again.empty()    ? kind + " recurring on " + Join(again) + ": node suspected"
             : v.avoid.empty() ? kind + " on " + Join(nodes) + ": first time, restart without blaming the node"
                               : "ranks lost again on " + Join(v.avoid) +
                                     ": the code or the node; move off it without blame, another node decides";
-  } else if (k == FindingKind::kHang && !f.ranks.empty()) {
-    std::set<std::string> nodes = Implicated(f, in.placement, false);
-    Blame(nodes, NodeActionKind::kCordon, WithDetail("hang culprit", f), &v);
-    v.why = "hang with culprits on " + Join(nodes);
   } else if (IsCommFault(f)) {
     std::set<std::string> nodes(f.nodes.begin(), f.nodes.end());
     std::set<std::string> again = Recurring(nodes, in.earlier_findings, f, IsCommFault);

@@ -93,6 +93,32 @@ TEST(Codecs, AttemptPlacementIsCompactAndRoundTrips) {
   EXPECT_EQ(back->placement.ranks[1].gpu, 1);
 }
 
+TEST(Codecs, FindingEvidenceRoundTrips) {
+  Finding f;
+  f.id = "f-000003";
+  f.job = "job-000001";
+  f.attempt = 2;
+  f.kind = FindingKind::kProcessExit;
+  f.ranks = {1};
+  f.nodes = {"n0"};
+  f.signal = 9;
+  f.oom_kill = false;
+  Result<Finding> back = FindingFromJson(ToJson(f));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->signal, 9);
+  EXPECT_EQ(back->oom_kill, false);  // judged: not an OOM kill (absent would mean "not known")
+  EXPECT_FALSE(ToJson(Finding{}).contains("oom_kill"));
+
+  f.kind = FindingKind::kHang;
+  f.signal.reset(), f.oom_kill.reset();
+  f.ranks = {1, 4};
+  f.silent_ranks = {4};
+  back = FindingFromJson(ToJson(f));
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->silent_ranks, std::vector<int>({4}));
+  EXPECT_FALSE(back->oom_kill);
+}
+
 TEST(Codecs, CorruptRecordIsAnError) {
   auto r = JobFromJson(Json::parse(R"({"id": 5})"));
   ASSERT_FALSE(r.ok());

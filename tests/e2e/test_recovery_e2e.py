@@ -165,9 +165,11 @@ class RecoveryE2E(unittest.TestCase):
             self.assertNotEqual(cp["status"], "good", cp)
         self.timing("sdc", detect_s, resume_s)
 
-    def test_rank_stuck_in_cpu_code_is_the_root_culprit_and_its_node_is_replaced(self):
+    def test_rank_stuck_in_cpu_code_is_the_root_culprit_and_the_job_resumes_on_its_nodes(self):
         # Synthetic ranks (no torch) with a real DP barrier: rank 3 stops in CPU code at step 12 while
         # heartbeating; its DP peers wait for it inside the all-reduce. The watchdog must name rank 3 alone.
+        # A heartbeating culprit is busy in its own code, no evidence against its node: the job restarts on
+        # the same nodes and n1 stays in service.
         cmd = [PYTHON, WORKER, "--steps", "100000", "--step-time", "0.1", "--ckpt-dir", self.c.path("ckpt"),
                "--ckpt-every", "5", "--hash-every", "5", "--sync-dir", self.c.path("sync"), "--dp-size", "4",
                "--fault", "hang-cpu@12", "--fault-rank", "3", "--quiet"]
@@ -179,8 +181,11 @@ class RecoveryE2E(unittest.TestCase):
         self.assertEqual(f["nodes"], ["n1"])
         attempt, resume_s = self.wait_resumed(job, t0)
         placement = self.assert_resumed_from_good(job, attempt)
-        self.assertNotIn("n1", {r["node"] for r in placement["ranks"]})
-        self.assertEqual(self.c.api("GET", "/v1/nodes/n1")["state"], "cordoned")
+        self.assertIn("n1", {r["node"] for r in placement["ranks"]})
+        node = self.c.api("GET", "/v1/nodes/n1")
+        self.assertTrue(node["schedulable"], node)
+        self.assertIsNone(node.get("cordon"), node)
+        self.assertNotIn("silent_ranks", f)
         self.timing("hang_root_culprit", detect_s, resume_s)
 
     def test_two_replica_mismatch_is_replayed_and_found_transient(self):

@@ -62,6 +62,7 @@ TEST(HangTest, RootCulpritIsTheRankStuckOutsideCollectivesNotTheWaiters) {
   EXPECT_EQ(hangs[0].nodes, std::vector<std::string>({"n3"}));
   EXPECT_NE(hangs[0].detail.find("rank 6 (heartbeating but inside no collective"), std::string::npos)
       << hangs[0].detail;
+  EXPECT_TRUE(hangs[0].silent_ranks.empty());  // busy in its own code, not stopped
   EXPECT_EQ(hangs[0].attempt, 1);
   EXPECT_EQ(hangs[0].job, "job-1");
 
@@ -93,6 +94,7 @@ TEST(HangTest, ASilentMemberInsideTheStuckCollectiveIsTheCulpritNotTheNetwork) {
   EXPECT_EQ(hangs[0].ranks, std::vector<int>({1}));
   EXPECT_EQ(hangs[0].nodes, std::vector<std::string>({"n1"}));
   EXPECT_NE(hangs[0].detail.find("silent"), std::string::npos) << hangs[0].detail;
+  EXPECT_EQ(hangs[0].silent_ranks, std::vector<int>({1}));
   EXPECT_TRUE(
       OfKind(m->Evaluate(clock.Now()), FindingKind::kHeartbeatLost).empty());  // still inside its allowance
 }
@@ -211,6 +213,7 @@ TEST(HangTest, DeadRankAtTheEndOfTheChainIsTheCulprit) {
   ASSERT_EQ(hangs.size(), 1u);
   EXPECT_EQ(hangs[0].ranks, std::vector<int>({1}));
   EXPECT_NE(hangs[0].detail.find("no heartbeat"), std::string::npos) << hangs[0].detail;
+  EXPECT_EQ(hangs[0].silent_ranks, std::vector<int>({1}));
 }
 
 TEST(HangTest, NoStepProgressOutsideCollectivesIsAHangNamingTheLaggingRanks) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,27 @@ TEST_F(LoopBreakersTest, CrashHealthyCounterCases) {
   EXPECT_EQ(Check(Exit(2, 304, "n5", {}, 9)).kind, LoopVerdict::Kind::kNone);  // killed by a signal
   earlier_ = {Exit(1, 300, "n0", {}, 9)};
   EXPECT_EQ(Check(Exit(2, 304, "n5", {}, 9)).kind, LoopVerdict::Kind::kNone);  // SIGKILL twice
+}
+
+TEST_F(LoopBreakersTest, TheSameOomKillOnAnotherNodeIsADeterministicCrash) {
+  // The kernel's OOM killer took rank 3 at step 45 on n0 and at step 47 on n5: the job's memory use.
+  auto oom = [](int attempt, int64_t step, std::string node, std::optional<bool> judged) {
+    Finding f = Exit(attempt, step, std::move(node), {}, SIGKILL);
+    f.oom_kill = judged;
+    return f;
+  };
+  attempts_ = {A(1, 40, "c", 45), A(2, 40, "c", 47, {"n4", "n5"})};
+  earlier_ = {oom(1, 45, "n0", true)};
+  LoopVerdict v = Check(oom(2, 47, "n5", true));
+  EXPECT_EQ(v.kind, LoopVerdict::Kind::kDeterministicCrash);
+  EXPECT_NE(v.reason.find("an OOM kill (the job's own memory use) reproduced at step 47 on n5"),
+            std::string::npos)
+      << v.reason;
+  // Not when either kill was not the OOM killer's (or no agent could tell), nor on the same node.
+  EXPECT_EQ(Check(oom(2, 47, "n5", false)).kind, LoopVerdict::Kind::kNone);
+  EXPECT_EQ(Check(oom(2, 47, "n5", std::nullopt)).kind, LoopVerdict::Kind::kNone);
+  EXPECT_EQ(Check(oom(2, 47, "n0", true)).kind, LoopVerdict::Kind::kNone);
+  EXPECT_EQ(Check(oom(2, 60, "n5", true)).kind, LoopVerdict::Kind::kNone);  // 15 steps apart
 }
 
 TEST_F(LoopBreakersTest, CrashBeforeAnyStepTwiceOnDifferentNodesIsDeterministic) {
