@@ -89,6 +89,7 @@ IngestResult JobMonitor::Ingest(const Report& r, Time now) {
   switch (r.kind) {
     case ReportKind::kHeartbeat:
       s.phase = r.phase;
+      if (s.in_checkpoint_phase() || s.in_eval_phase()) s.busy_seen = last_busy_ = now;
       if (r.collective) {
         s.set(RankState::kHeartbeatCollectives, true);
         EnterCollective(s, *r.collective, r.time, now);
@@ -247,13 +248,17 @@ void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vec
       AnalyzeHang(layout_, ranks_, ctx_.policy.heartbeat_timeout_s, alive, ctx_.policy.hang_timeout_s, now);
   // Peers waiting in a collective for ranks that heartbeat saying they are saving a checkpoint or evaluating
   // (rank 0 saving alone while the others wait at a barrier) are not hung until the phase allowance is
-  // spent too. A silent culprit is not excused: silence inside the allowance is a stopped process.
+  // spent too; nor for a hang timeout after the phase ended (the saver renames its file and walks to the
+  // barrier: the collective was open past the timeout all along). A silent culprit is not excused: silence
+  // inside the allowance is a stopped process.
   const bool culprits_busy =
       !hang_.culprits.empty() &&
       std::all_of(hang_.culprits.begin(), hang_.culprits.end(), [&](const HangCulprit& c) {
         const RankState& r = ranks_[c.rank];  // heartbeating (no allowance): busy, not stopped
+        const bool just_busy =
+            r.busy_seen != Time{} && ToSeconds(now - r.busy_seen) <= ctx_.policy.hang_timeout_s;
         return ToSeconds(now - r.last_seen) <= ctx_.policy.heartbeat_timeout_s &&
-               (r.in_checkpoint_phase() || r.in_eval_phase());
+               (r.in_checkpoint_phase() || r.in_eval_phase() || just_busy);
       });
   if (hang_.hung && culprits_busy && hang_.oldest_open_s <= ctx_.policy.hang_timeout_s * kCheckpointAllowance)
     hang_ = HangAnalysis{};
@@ -271,7 +276,7 @@ void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vec
   const bool was_progress_hang = progress_hang_;
   Time ref = stepped_ ? last_progress_
                       : std::max(last_progress_, ctx_.started_at + Seconds(ctx_.policy.startup_grace_s));
-  ref = std::max(ref, listening_since_);
+  ref = std::max({ref, listening_since_, last_busy_});  // a checkpoint or eval phase is not idleness
   double allowance =
       ctx_.policy.hang_timeout_s * (checkpointing_ > 0 || evaluating_ > 0 ? kCheckpointAllowance : 1);
   double idle = ToSeconds(now - ref);

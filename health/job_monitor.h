@@ -126,6 +126,7 @@ class JobMonitor {
   int64_t job_step_ = -1;  // highest step any rank reported
   bool stepped_ = false;   // this attempt completed a step: the startup grace is over (see above)
   Time last_progress_{};   // when job_step_ rose or a collective was entered or completed
+  Time last_busy_{};       // the last report of any rank in a checkpoint or eval phase
   // As of the last Evaluate.
   Time evaluated_at_{};
   Time listening_since_{};

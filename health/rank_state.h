@@ -24,6 +24,7 @@ struct RankState {
 
   Time last_seen{};         // receive time of the last report; epoch: never reported
   Time collective_since{};  // when it entered the current collective, on the daemon's clock
+  Time busy_seen{};         // the last report in a checkpoint or eval phase; epoch: none
   int64_t step = -1;        // highest step seen in any report
   int64_t collective_seq = 0;
   int64_t entered_seq[4] = {-1, -1, -1, -1};  // highest seq entered, per GroupKind tp/pp/dp/cp

@@ -280,6 +280,38 @@ TEST(HangTest, PeerWaitingAtABarrierForALongCheckpointSaveIsNoHang) {
   EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
 }
 
+// The save ends at `save_s`; rank 0 then heartbeats in phase train, inside no collective, for `walk_s`
+// (renaming its file, on a loaded machine) before it enters the barrier at `save_s + walk_s`.
+std::vector<Finding> SaveThenWalkToTheBarrier(int save_s, int walk_s) {
+  FakeClock clock;
+  auto m = Training(MakeContext(1, 1, 2, clock.Now()));
+  const Time start = clock.Now();
+  auto beat = [&](Time now, Phase phase) {
+    Report saver = Heartbeat(0, now, 100);
+    saver.phase = phase;
+    m->Ingest(saver, now);
+    Report waiter = InCollective(1, now, "dp", 7, 100);
+    waiter.collective->since = start;
+    m->Ingest(waiter, now);
+  };
+  beat(start, Phase::kCheckpointSave);
+  auto all = RunTicks(*m, clock, save_s, [&](Time now) { beat(now, Phase::kCheckpointSave); });
+  auto walk = RunTicks(*m, clock, walk_s, [&](Time now) { beat(now, Phase::kTrain); });
+  all.insert(all.end(), walk.begin(), walk.end());
+  return all;
+}
+
+TEST(HangTest, TheSaverIsNotAHangWhileItWalksToTheBarrierAfterItsSave) {
+  // A 90 s save (past the 60 s timeout) then 30 s to the barrier: the collective has been open 120 s, but
+  // the saver was busy until a timeout ago.
+  auto all = SaveThenWalkToTheBarrier(90, 30);
+  EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
+  // Not entering the barrier for a hang timeout after the save: a hang naming the saver.
+  auto hangs = OfKind(SaveThenWalkToTheBarrier(90, 70), FindingKind::kHang);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].ranks, std::vector<int>({0}));
+}
+
 TEST(HangTest, ASaveThatNeverEndsStillNamesTheSaverOnceTheAllowanceIsSpent) {
   auto hangs = OfKind(SaveWhilePeerWaitsAtBarrier(700, Phase::kCheckpointSave), FindingKind::kHang);
   ASSERT_EQ(hangs.size(), 1u);

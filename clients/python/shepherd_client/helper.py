@@ -59,6 +59,17 @@ def build_heartbeat(state: dict, rank: int, attempt: int) -> dict:
     return hb
 
 
+# Set by SIGTERM: the loop ends at its next turn (within one interval). Raising SystemExit from the handler
+# instead would land wherever the helper happens to be, inside urllib's cleanup too, where Python prints
+# "Exception ignored ... SystemExit" into the rank's log.
+_stopping = False
+
+
+def _stop(*_) -> None:
+    global _stopping
+    _stopping = True
+
+
 def run(page_path: str, parent: int, url: str, job: str, rank: int, attempt: int, interval: float,
         token: str, slurm_job_id: str = "", envelope: Optional[dict] = None) -> int:
     _set_parent_death_signal()
@@ -69,7 +80,7 @@ def run(page_path: str, parent: int, url: str, job: str, rank: int, attempt: int
         target = reports_url(url, job, slurm_job_id)
         next_at = time.monotonic()
         try:
-            while True:
+            while not _stopping:
                 if os.getppid() != parent:
                     return 0
                 state = page.read()
@@ -80,6 +91,7 @@ def run(page_path: str, parent: int, url: str, job: str, rank: int, attempt: int
                                  timeout_s=max(0.5, min(2.0, interval * 2)), envelope=envelope)
                 next_at = max(next_at + interval, time.monotonic() + interval / 2)
                 time.sleep(max(0.0, next_at - time.monotonic()))
+            return 0
         finally:
             page.close()
     finally:
@@ -105,7 +117,7 @@ def main(argv=None) -> int:
     p.add_argument("--slurm-job-id", default="")  # with an empty --job: bind by SLURM_JOB_ID
     p.add_argument("--envelope", default="null")  # JSON: the body's other fields on that route
     a = p.parse_args(argv)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C for the rank's group is the rank's to handle
     return run(a.page, a.parent, a.url, a.job, a.rank, a.attempt, a.interval, os.environ.get(a.token_env, ""),
                a.slurm_job_id, json.loads(a.envelope))

@@ -129,6 +129,17 @@ class HelperTest(unittest.TestCase):
         self.fake.wait_for(lambda: process_state(self.helper) in (None, "Z"), 20, "the helper to exit")
         self.fake.wait_for(lambda: not os.listdir(self.pages.name), 20, "the page removed")
 
+    def test_helper_stops_on_sigterm_and_removes_the_page(self):
+        # SIGTERM (the agent stopping the rank's group) ends the helper's loop at its next turn; the handler
+        # only sets a flag, so no SystemExit lands inside urllib ("Exception ignored" in the rank's log).
+        # Heartbeats while the rank holds the GIL come from the helper: its handler is installed by then.
+        n = len(self.heartbeats())
+        self.fake.wait_for(lambda: self.heartbeats()[n + 3:], 20, "3 heartbeats from the helper")
+        os.kill(self.helper, signal.SIGTERM)
+        self.fake.wait_for(lambda: process_state(self.helper) in (None, "Z"), 20, "the helper to exit")
+        self.fake.wait_for(lambda: not os.listdir(self.pages.name), 20, "the page removed")
+        self.assertEqual(process_state(self.rank.pid), "S")  # the rank itself runs on
+
     def test_no_heartbeat_while_the_rank_is_stopped(self):
         self.fake.wait_for(lambda: self.heartbeats(), 20, "a first heartbeat")
         os.kill(self.rank.pid, signal.SIGSTOP)
