@@ -183,17 +183,31 @@ void RecoveryExecutor::Remediate(Finding& f, const Job& job, const RecoveryDecis
 void RecoveryExecutor::Requeue(Finding& f, const Job& job, const RecoveryDecision& d,
                                std::span<const Finding> earlier, WriteBatch* batch) {
   const std::string what = "requeue Slurm job " + job.spec.external_id;
+  if (d.action == RecoveryDecision::kFail) {
+    // The restart budget is spent, or the job loops: requeueing would not help. Slurm runs the job on; it
+    // stays watched.
+    f.actions.push_back("none: not requeued (" + d.reason + ")");
+    return;
+  }
   if (d.action != RecoveryDecision::kRestart) {
     if (!d.actions.empty())
       f.actions.push_back("none: recovery would not restart the job (external_remediation: requeue)");
     return;
   }
+  // Once per attempt: a requeue asked for, unless its outcome came back saying it did not happen.
+  auto asked = [&](const Finding& x) {
+    bool requeue = false, not_done = false;
+    for (const std::string& a : x.actions) {
+      requeue = requeue || a.rfind(what + " ", 0) == 0;
+      not_done = not_done || a.rfind("not requeued: ", 0) == 0;
+    }
+    return x.attempt == f.attempt && requeue && !not_done;
+  };
   for (const Finding& x : earlier)
-    for (const std::string& a : x.actions)
-      if (x.attempt == f.attempt && a.rfind(what + " ", 0) == 0) {
-        f.actions.push_back("none: " + x.id + " already requeued attempt " + std::to_string(f.attempt));
-        return;
-      }
+    if (asked(x)) {
+      f.actions.push_back("none: " + x.id + " already requeued attempt " + std::to_string(f.attempt));
+      return;
+    }
   if (!requeue_) {
     f.actions.push_back("cannot " + what + ": the daemon runs without --slurm");
     return;

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -126,10 +127,23 @@ void SlurmSyncLoop::State::RunRequeue(RequeueOutcome* r) const {
     return spdlog::warn("slurm: not requeueing job {} for {}: it is {}", r->external_id, r->finding,
                         shown->state_text);
   }
+  // Ranks that finished go silent while the batch script runs on (post-processing, a pause before the next
+  // srun): only a job whose tasks still run can be hung.
+  auto steps = cli.ShowSteps(r->external_id);
+  if (!steps.ok()) {
+    r->detail = steps.status().message();
+    return spdlog::error("slurm: not requeueing job {} for {}: {}", r->external_id, r->finding, r->detail);
+  }
+  if (!slurm::TasksRunning(*steps)) {
+    r->detail =
+        "no step of Slurm job " + r->external_id + " runs tasks (its ranks ended; the batch script runs on)";
+    return spdlog::warn("slurm: not requeueing job {} for {}: {}", r->external_id, r->finding, r->detail);
+  }
   auto out = cli.Run({"scontrol", "requeue", r->external_id});
   if (!out.ok() || !out->ok()) {
-    r->detail =
-        "scontrol requeue " + r->external_id + " failed: " + (out.ok() ? out->err : out.status().message());
+    std::string err = out.ok() ? out->err : out.status().message();
+    while (!err.empty() && std::isspace(static_cast<unsigned char>(err.back()))) err.pop_back();
+    r->detail = "scontrol requeue " + r->external_id + " failed: " + err;
     return spdlog::error("slurm: {} (for {})", r->detail, r->finding);
   }
   r->requeued = true;

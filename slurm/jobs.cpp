@@ -65,6 +65,14 @@ bool IsActive(SlurmJobState s) {
          s == SlurmJobState::kCompleting || s == SlurmJobState::kRequeued;
 }
 
+bool TasksRunning(const std::vector<SlurmStep>& steps) {
+  for (const SlurmStep& s : steps) {
+    const std::string_view kind = std::string_view(s.id).substr(s.id.rfind('.') + 1);
+    if (s.state == "RUNNING" && kind != "batch" && kind != "extern" && kind != "interactive") return true;
+  }
+  return false;
+}
+
 Result<SlurmJob> ParseJob(std::string_view scontrol_output) {
   std::vector<Fields> records = SplitRecords(scontrol_output, "JobId");
   if (records.empty()) return InvalidArgument("slurm job: no JobId in the output");

@@ -50,6 +50,11 @@ struct SlurmStep {
   std::vector<std::string> nodes;
 };
 
+// Whether a step that runs the job's tasks (one srun started: "4.0", "4.1", ...; not the batch script's
+// "4.batch", nor "4.extern" or "4.interactive") is RUNNING. A batch job whose srun ended has no task left
+// running, whatever its batch script still does.
+bool TasksRunning(const std::vector<SlurmStep>& steps);
+
 // kInvalidArgument: no JobId record, or a NodeList that is not a hostlist.
 Result<SlurmJob> ParseJob(std::string_view scontrol_output);
 // Every step record (none for empty output). kInvalidArgument: a NodeList that is not a hostlist.

@@ -93,9 +93,9 @@ class SlurmBindingTest : public ::testing::Test {
   }
   // Slurm job `slurm_job`'s two ranks report under policy "requeue"; rank 1 falls silent after the first
   // report, so the heartbeat timeout (5 s) records a finding that recommends a restart. Returns the job.
-  std::string RankOneFallsSilent(const std::string& slurm_job) {
-    const Json policy = {
-        {"external_remediation", "requeue"}, {"heartbeat_timeout_s", 5}, {"startup_grace_s", 5}};
+  std::string RankOneFallsSilent(const std::string& slurm_job, const Json& more_policy = Json::object()) {
+    Json policy = {{"external_remediation", "requeue"}, {"heartbeat_timeout_s", 5}, {"startup_grace_s", 5}};
+    policy.update(more_policy);
     std::string id;
     for (int s = 0; s < 20; ++s) {
       ApiReply r =
@@ -334,6 +334,24 @@ TEST_F(SlurmBindingTest, ARequeueThatDidNotHappenIsWrittenOnItsFindingAndGivesTh
   EXPECT_EQ(fs[0]["id"], requeued_[0].finding);
   EXPECT_NE(fs[0]["actions"].dump().find("not requeued: Slurm shows job 77 COMPLETED"), std::string::npos)
       << fs[0].dump();
+  // It did not use up the attempt's requeue: rank 0 falls silent too, and that finding asks again.
+  for (int s = 0; s < 8; ++s) {
+    api_.clock_.AdvanceSeconds(1);
+    api_.Tick();
+  }
+  ASSERT_EQ(requeued_.size(), 2u);
+  EXPECT_NE(requeued_[1].finding, requeued_[0].finding);
+  EXPECT_EQ(As("viewer", "GET", "/v1/jobs/" + id).body["restarts"], 1);
+}
+
+TEST_F(SlurmBindingTest, NoRequeueOnceTheRestartBudgetIsSpentAndTheJobStaysWatched) {
+  const std::string id = RankOneFallsSilent("79", {{"max_restarts", 0}});
+  EXPECT_TRUE(requeued_.empty());
+  Json fs = As("viewer", "GET", "/v1/jobs/" + id + "/failures").body["failures"];
+  ASSERT_FALSE(fs.empty());
+  EXPECT_NE(fs[0]["actions"].dump().find("none: not requeued (restart budget exhausted"), std::string::npos)
+      << fs[0].dump();
+  EXPECT_EQ(As("viewer", "GET", "/v1/jobs/" + id).body["state"], "running");
 }
 
 TEST_F(SlurmBindingTest, ARequeueThatHappenedKeepsItsRestart) {
@@ -461,6 +479,29 @@ TEST_F(SlurmWatchTest, SlurmsEndGivesTheJobsEndState) {
   EXPECT_NE(job["reason"].get<std::string>().find("Slurm no longer knows it (last seen RUNNING"),
             std::string::npos)
       << job.dump();
+}
+
+TEST_F(SlurmBindingTest, ReportsOfAJobCancelledHereDoNotCreateAnotherUntilSlurmRequeuesIt) {
+  ApiReply first =
+      As("submitter", "POST", "/v1/external/slurm/444/reports", SrunBody(Heartbeats(1, {0, 1}), 2));
+  ASSERT_EQ(first.status, 202) << first.body.dump();
+  const std::string id = first.body["job"];
+  ASSERT_EQ(As("submitter", "POST", "/v1/jobs/" + id + "/cancel").status, 200);
+  // Its ranks run on in Slurm and report: refused, and no new job.
+  ApiReply late =
+      As("submitter", "POST", "/v1/external/slurm/444/reports", SrunBody(Heartbeats(1, {0, 1}), 2));
+  EXPECT_EQ(late.status, 409) << late.body.dump();
+  EXPECT_NE(late.body["detail"].get<std::string>().find("job " + id + " of Slurm job 444 is cancelled"),
+            std::string::npos)
+      << late.body.dump();
+  EXPECT_EQ(JobsWith("444").size(), 1u);
+  // Slurm requeued it: attempt 2 is a new run, watched as a new job.
+  ApiReply again =
+      As("submitter", "POST", "/v1/external/slurm/444/reports", SrunBody(Heartbeats(2, {0, 1}), 2));
+  ASSERT_EQ(again.status, 202) << again.body.dump();
+  EXPECT_EQ(again.body["created"], true);
+  EXPECT_NE(again.body["job"], id);
+  EXPECT_EQ(JobsWith("444").size(), 2u);
 }
 
 class SlurmBindingWithoutSlurmTest : public SlurmBindingTest {

@@ -29,6 +29,13 @@ TEST(ParseSteps, BatchAndArbitraryStepFromScontrol) {
   EXPECT_EQ((*steps)[1].name, "shepherd-step-a1");
   EXPECT_EQ((*steps)[1].state, "RUNNING");
   EXPECT_EQ((*steps)[1].nodes, (std::vector<std::string>{"n1", "n2"}));
+  EXPECT_TRUE(TasksRunning(*steps));
+  // The srun step ended (training finished) while the batch script runs on: no task runs.
+  EXPECT_FALSE(TasksRunning({(*steps)[0]}));
+  EXPECT_FALSE(
+      TasksRunning({{"4.extern", "extern", "RUNNING", {"n0"}}, {"4.0", "python3", "COMPLETING", {}}}));
+  EXPECT_TRUE(TasksRunning({{"7.1", "stage2", "RUNNING", {"n3"}}}));
+  EXPECT_FALSE(TasksRunning({}));
 }
 
 TEST(ParseJobState, Words) {
