@@ -340,5 +340,66 @@ TEST(SlurmDaemon, RequeueRemediationRequeuesAHungBatchJobOnce) {
   for (const char* n : {"n2", "n3"}) EXPECT_EQ(SlurmState(n).find("drain"), std::string::npos) << n;
 }
 
+// external_remediation "requeue" with a batch script that runs on after its srun (post-processing): the
+// finished ranks fall silent while Slurm shows the job RUNNING. No step runs tasks any more, so nothing is
+// requeued; the finding says why, and the job ends as succeeded when the script does.
+TEST(SlurmDaemon, FinishedRanksOfABatchScriptThatRunsOnAreNotRequeued) {
+  REQUIRE_CLUSTER();
+  SlurmDaemon d(0.05);
+  ASSERT_TRUE(d.daemon->WaitReady()) << d.daemon->log();
+  ASSERT_TRUE(WaitFor(seconds(30), [&] {
+    return NodeOf(d.port(), "n2")["state"] == "available" && NodeOf(d.port(), "n3")["state"] == "available";
+  }));
+  const std::string script = d.dir.path + "/rank.py";
+  std::ofstream(script) << "import time\n"
+                           "from shepherd_client import ShepherdClient\n"
+                           "c = ShepherdClient.from_env()\n"
+                           "for step in range(1, 11):\n"
+                           "    c.step(step, loss=1.0)\n"
+                           "    c.flush()\n"
+                           "    time.sleep(0.1)\n"
+                           "c.close()\n";
+  const std::string done = d.dir.path + "/postprocessing-done";
+  const std::string url = "http://127.0.0.1:" + std::to_string(d.port());
+  auto sbatch = RunCommand(
+      {"sbatch", "--parsable", "--requeue", "--job-name=post-process", "-N2", "-n2", "-w", "n2,n3",
+       "--output=" + d.dir.path + "/slurm-%j.out", "--wrap",
+       "srun /usr/bin/python3 " + script + "; sleep 12; touch " + done},
+      CleanEnvironment({{"SLURM_CONF", LocalCluster::slurm_conf()},
+                        {"SHEPHERD_URL", url},
+                        {"SHEPHERD_POLICY", R"({"heartbeat_interval_s": 0.2, "heartbeat_timeout_s": 2,
+                                                "startup_grace_s": 60, "external_remediation": "requeue"})"},
+                        {"PYTHONPATH", SHEPHERD_SOURCE_DIR "/clients/python"}}),
+      std::chrono::seconds(30));
+  ASSERT_TRUE(sbatch.ok()) << sbatch.status().message();
+  ASSERT_EQ(sbatch->exit_code, 0) << sbatch->err;
+  std::string slurm_job = sbatch->out;
+  while (!slurm_job.empty() && (slurm_job.back() == '\n' || slurm_job.back() == ' ')) slurm_job.pop_back();
+
+  std::string id;
+  Json job;
+  const bool ended = WaitFor(seconds(120), [&] {
+    if (id.empty()) id = BoundJob(d.port(), slurm_job);
+    if (id.empty()) return false;
+    job = Json::parse(Http(d.port(), "GET", "/v1/jobs/" + id).body);
+    return job["state"] != "running";
+  });
+  const std::string slurm_view = ShowJob(slurm_job);
+  if (!ended) LocalCluster::Sh({"scancel", slurm_job});
+  ASSERT_TRUE(ended) << slurm_view << "\n" << job.dump() << "\n" << d.daemon->log();
+  EXPECT_EQ(job["state"], "succeeded") << job.dump();
+  EXPECT_EQ(job["restarts"], 0);
+  EXPECT_EQ(job["attempt"], 1);
+  EXPECT_NE(slurm_view.find("Restarts=0 "), std::string::npos) << slurm_view;
+  EXPECT_TRUE(std::ifstream(done).good());  // the post-processing ran to its end
+  Json findings = Json::parse(Http(d.port(), "GET", "/v1/jobs/" + id + "/failures").body)["failures"];
+  ASSERT_FALSE(findings.empty()) << "the finished ranks' silence was never judged: " << d.daemon->log();
+  EXPECT_NE(
+      findings[0]["actions"].dump().find("not requeued: no step of Slurm job " + slurm_job + " runs tasks"),
+      std::string::npos)
+      << findings.dump();
+  EXPECT_EQ(d.daemon->log().find("slurm: requeued job " + slurm_job + " "), std::string::npos);
+}
+
 }  // namespace
 }  // namespace shepherd::slurm
