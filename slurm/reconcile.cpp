@@ -102,6 +102,9 @@ std::vector<NodeChange> Reconcile(const ReconcileInput& in) {
       record.gpu_model = fresh.gpu_model;
       out.push_back({NodeChangeKind::kUpdate, name, "", std::move(record)});
     }
+    // A node Shepherd already has whose state Slurm does not know (plain UNKNOWN: slurmctld restarted and
+    // its slurmd has not registered again yet) tells nothing: it keeps the state it has.
+    if (s->state == SlurmNodeState{}) continue;
     NodeState slurm_state = ShepherdStateOf(s->state);
     bool held = !h.schedulable || h.failed;
     bool from_slurm = held && StartsWith(h.reason, kSlurmReasonPrefix);

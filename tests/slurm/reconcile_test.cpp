@@ -68,6 +68,19 @@ TEST(Reconcile, NothingChangesWhenBothAgree) {
   EXPECT_TRUE(Reconcile({f.nodes, f.topology, HealthyFive(), {}, 80, "H100"}).empty());
 }
 
+TEST(Reconcile, AKnownNodeSlurmShowsUnknownKeepsItsState) {
+  // slurmctld restarted and n2's slurmd has not registered again: State=UNKNOWN. Before, every node was
+  // cordoned for the seconds that took ("slurm: UNKNOWN").
+  Fixture f = Load("nodes_idle.txt");
+  f.nodes[2].state = *ParseNodeState("UNKNOWN");
+  EXPECT_TRUE(Reconcile({f.nodes, f.topology, HealthyFive(), {}, 80, "H100"}).empty());
+  // Unknown and drained is still a drain.
+  f.nodes[2].state = *ParseNodeState("UNKNOWN+DRAIN");
+  auto changes = Reconcile({f.nodes, f.topology, HealthyFive(), {}, 80, "H100"});
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].kind, NodeChangeKind::kCordon);
+}
+
 TEST(Reconcile, SlurmDrainsAndDownsReachShepherd) {
   Fixture f = Load("nodes_down_drain.txt");
   auto changes = Reconcile({f.nodes, f.topology, HealthyFive(), {}, 80, "H100"});
