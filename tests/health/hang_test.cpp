@@ -254,22 +254,28 @@ TEST(HangTest, LongCheckpointSaveIsNeitherAHangNorAHeartbeatLoss) {
   EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
 }
 
-// Rank 0 saves a checkpoint alone (phase checkpoint_save, inside no collective) while rank 1 waits for it
-// at a barrier: `save_s` long, then rank 0 enters the barrier and both step on.
-std::vector<Finding> SaveWhilePeerWaitsAtBarrier(int save_s, Phase phase) {
+// Rank 0 saves a checkpoint alone (heartbeats in `phase`, inside no collective) while rank 1 waits for it
+// at a barrier: `save_s` long; then, for `walk_s`, rank 0 heartbeats in phase train, still inside no
+// collective (renaming its file, on a loaded machine) before it would enter the barrier.
+std::vector<Finding> SaveWhilePeerWaitsAtBarrier(int save_s, Phase phase, int walk_s = 0) {
   FakeClock clock;
   auto m = Training(MakeContext(1, 1, 2, clock.Now()));
   const Time start = clock.Now();
-  auto beat = [&](Time now) {
-    Report saver = Heartbeat(0, now, 100);
-    saver.phase = phase;
-    m->Ingest(saver, now);
-    Report waiter = InCollective(1, now, "dp", 7, 100);
-    waiter.collective->since = start;
-    m->Ingest(waiter, now);
+  auto beat = [&](Phase p) {
+    return [&, p](Time now) {
+      Report saver = Heartbeat(0, now, 100);
+      saver.phase = p;
+      m->Ingest(saver, now);
+      Report waiter = InCollective(1, now, "dp", 7, 100);
+      waiter.collective->since = start;
+      m->Ingest(waiter, now);
+    };
   };
-  beat(start);
-  return RunTicks(*m, clock, save_s, beat);
+  beat(phase)(start);
+  auto all = RunTicks(*m, clock, save_s, beat(phase));
+  auto walk = RunTicks(*m, clock, walk_s, beat(Phase::kTrain));
+  all.insert(all.end(), walk.begin(), walk.end());
+  return all;
 }
 
 TEST(HangTest, PeerWaitingAtABarrierForALongCheckpointSaveIsNoHang) {
@@ -280,34 +286,13 @@ TEST(HangTest, PeerWaitingAtABarrierForALongCheckpointSaveIsNoHang) {
   EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
 }
 
-// The save ends at `save_s`; rank 0 then heartbeats in phase train, inside no collective, for `walk_s`
-// (renaming its file, on a loaded machine) before it enters the barrier at `save_s + walk_s`.
-std::vector<Finding> SaveThenWalkToTheBarrier(int save_s, int walk_s) {
-  FakeClock clock;
-  auto m = Training(MakeContext(1, 1, 2, clock.Now()));
-  const Time start = clock.Now();
-  auto beat = [&](Time now, Phase phase) {
-    Report saver = Heartbeat(0, now, 100);
-    saver.phase = phase;
-    m->Ingest(saver, now);
-    Report waiter = InCollective(1, now, "dp", 7, 100);
-    waiter.collective->since = start;
-    m->Ingest(waiter, now);
-  };
-  beat(start, Phase::kCheckpointSave);
-  auto all = RunTicks(*m, clock, save_s, [&](Time now) { beat(now, Phase::kCheckpointSave); });
-  auto walk = RunTicks(*m, clock, walk_s, [&](Time now) { beat(now, Phase::kTrain); });
-  all.insert(all.end(), walk.begin(), walk.end());
-  return all;
-}
-
 TEST(HangTest, TheSaverIsNotAHangWhileItWalksToTheBarrierAfterItsSave) {
   // A 90 s save (past the 60 s timeout) then 30 s to the barrier: the collective has been open 120 s, but
   // the saver was busy until a timeout ago.
-  auto all = SaveThenWalkToTheBarrier(90, 30);
+  auto all = SaveWhilePeerWaitsAtBarrier(90, Phase::kCheckpointSave, 30);
   EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
   // Not entering the barrier for a hang timeout after the save: a hang naming the saver.
-  auto hangs = OfKind(SaveThenWalkToTheBarrier(90, 70), FindingKind::kHang);
+  auto hangs = OfKind(SaveWhilePeerWaitsAtBarrier(90, Phase::kCheckpointSave, 70), FindingKind::kHang);
   ASSERT_EQ(hangs.size(), 1u);
   EXPECT_EQ(hangs[0].ranks, std::vector<int>({0}));
 }
