@@ -98,7 +98,7 @@ void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clo
         if (!f.since && IsDecimal(v)) f.since = TimeFromUnixSeconds(std::strtod(v.c_str(), nullptr));
         if (!f.since)
           errs.push_back(
-              {"since", "must be an RFC 3339 time or Unix seconds, from 1677-09-22 to 2262-04-11"});
+              {"since", "must be an RFC 3339 time or decimal Unix seconds, from 1677-09-22 to 2262-04-11"});
       } else
         errs.push_back({k, "unknown filter"});
     }

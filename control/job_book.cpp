@@ -139,9 +139,10 @@ std::vector<std::string> JobBook::Schedule(const ResumeChooser& resume, Time now
   std::vector<std::string> started;
   for (Admission& a : AdmitFromQueue(inventory_->cluster(), queue)) {
     // AdmitFromQueue placed it on free GPUs, so this cannot conflict.
-    if (Status s =
-            StartAttempt(a.job, std::move(a.placement), "placed from the queue", resume(a.job), now, batch);
-        s.ok())
+    const Job& job = jobs_.at(a.job).job;
+    const char* why =
+        job.attempt == 0 && job.created_at == now ? "placed at submission" : "placed from the queue";
+    if (Status s = StartAttempt(a.job, std::move(a.placement), why, resume(a.job), now, batch); s.ok())
       started.push_back(a.job);
     else
       spdlog::error("starting {} failed: {}", a.job, s.message());

@@ -413,6 +413,7 @@ TEST_F(SlurmWatchTest, AWatchedJobEndsWhenSlurmShowsItsJobEndedAndTheNextJobGets
   EXPECT_EQ(watched[0].external_id, "500");
   EXPECT_EQ(watched[1].external_id, "501");
 
+  api_.clock_.AdvanceSeconds(1);
   Read(id, "500", std::string("RUNNING"));
   Read(id, "500", std::string("COMPLETING"));
   Read(id, "500", std::string("COMPLETED"));
@@ -424,6 +425,8 @@ TEST_F(SlurmWatchTest, AWatchedJobEndsWhenSlurmShowsItsJobEndedAndTheNextJobGets
 
   ApiReply next = As("submitter", "POST", "/v1/external/slurm/501/reports", SrunBody(Heartbeats(1, {0}), 2));
   ASSERT_EQ(next.status, 202) << next.body.dump();
+  EXPECT_EQ(job["current_attempt"]["reason"], "placed at submission");
+  EXPECT_EQ(Job(next.body["job"])["current_attempt"]["reason"], "placed from the queue");  // it waited
   watched = Watched();
   ASSERT_EQ(watched.size(), 1u);
   EXPECT_EQ(watched[0].external_id, "501");
