@@ -255,6 +255,28 @@ TEST(SlurmDaemon, UserLaunchedSrunJobIsWatchedAndItsSilentRankNamed) {
       << ended.dump();
 }
 
+// `sbatch --requeue` of `wrap` on n2 and n3 (2 tasks) as job `name`, its ranks reporting to `d` under policy
+// external_remediation "requeue" (heartbeat timeout 2 s); output in d's directory. The Slurm job id, or ""
+// (with the failure recorded).
+std::string SbatchRequeueable(const SlurmDaemon& d, const std::string& name, const std::string& wrap) {
+  auto sbatch = RunCommand(
+      {"sbatch", "--parsable", "--requeue", "--job-name=" + name, "-N2", "-n2", "-w", "n2,n3",
+       "--output=" + d.dir.path + "/slurm-%j.out", "--wrap", wrap},
+      CleanEnvironment({{"SLURM_CONF", LocalCluster::slurm_conf()},
+                        {"SHEPHERD_URL", "http://127.0.0.1:" + std::to_string(d.port())},
+                        {"SHEPHERD_POLICY", R"({"heartbeat_interval_s": 0.2, "heartbeat_timeout_s": 2,
+                                                "startup_grace_s": 60, "external_remediation": "requeue"})"},
+                        {"PYTHONPATH", SHEPHERD_SOURCE_DIR "/clients/python"}}),
+      std::chrono::seconds(30));
+  if (!sbatch.ok() || sbatch->exit_code != 0) {
+    ADD_FAILURE() << (sbatch.ok() ? sbatch->err : sbatch.status().message());
+    return "";
+  }
+  std::string id = sbatch->out;
+  while (!id.empty() && (id.back() == '\n' || id.back() == ' ')) id.pop_back();
+  return id;
+}
+
 // external_remediation "requeue": an sbatch job (--requeue) whose rank 1 hangs in its first run. Its first
 // report created the Shepherd job with the policy the client sent; the silence is a finding whose
 // recommendation is a restart, so Shepherd runs `scontrol requeue` once; Slurm runs the batch script again
@@ -278,20 +300,8 @@ TEST(SlurmDaemon, RequeueRemediationRequeuesAHungBatchJobOnce) {
                            "        os.kill(os.getpid(), signal.SIGSTOP)\n"
                            "    time.sleep(0.1)\n"
                            "c.close()\n";
-  const std::string url = "http://127.0.0.1:" + std::to_string(d.port());
-  auto sbatch = RunCommand(
-      {"sbatch", "--parsable", "--requeue", "--job-name=requeue-me", "-N2", "-n2", "-w", "n2,n3",
-       "--output=" + d.dir.path + "/slurm-%j.out", "--wrap", "srun /usr/bin/python3 " + script},
-      CleanEnvironment({{"SLURM_CONF", LocalCluster::slurm_conf()},
-                        {"SHEPHERD_URL", url},
-                        {"SHEPHERD_POLICY", R"({"heartbeat_interval_s": 0.2, "heartbeat_timeout_s": 2,
-                                                "startup_grace_s": 60, "external_remediation": "requeue"})"},
-                        {"PYTHONPATH", SHEPHERD_SOURCE_DIR "/clients/python"}}),
-      std::chrono::seconds(30));
-  ASSERT_TRUE(sbatch.ok()) << sbatch.status().message();
-  ASSERT_EQ(sbatch->exit_code, 0) << sbatch->err;
-  std::string slurm_job = sbatch->out;
-  while (!slurm_job.empty() && (slurm_job.back() == '\n' || slurm_job.back() == ' ')) slurm_job.pop_back();
+  const std::string slurm_job = SbatchRequeueable(d, "requeue-me", "srun /usr/bin/python3 " + script);
+  ASSERT_FALSE(slurm_job.empty());
 
   std::string id, slurm_view;
   Json job;
@@ -360,21 +370,9 @@ TEST(SlurmDaemon, FinishedRanksOfABatchScriptThatRunsOnAreNotRequeued) {
                            "    time.sleep(0.1)\n"
                            "c.close()\n";
   const std::string done = d.dir.path + "/postprocessing-done";
-  const std::string url = "http://127.0.0.1:" + std::to_string(d.port());
-  auto sbatch = RunCommand(
-      {"sbatch", "--parsable", "--requeue", "--job-name=post-process", "-N2", "-n2", "-w", "n2,n3",
-       "--output=" + d.dir.path + "/slurm-%j.out", "--wrap",
-       "srun /usr/bin/python3 " + script + "; sleep 12; touch " + done},
-      CleanEnvironment({{"SLURM_CONF", LocalCluster::slurm_conf()},
-                        {"SHEPHERD_URL", url},
-                        {"SHEPHERD_POLICY", R"({"heartbeat_interval_s": 0.2, "heartbeat_timeout_s": 2,
-                                                "startup_grace_s": 60, "external_remediation": "requeue"})"},
-                        {"PYTHONPATH", SHEPHERD_SOURCE_DIR "/clients/python"}}),
-      std::chrono::seconds(30));
-  ASSERT_TRUE(sbatch.ok()) << sbatch.status().message();
-  ASSERT_EQ(sbatch->exit_code, 0) << sbatch->err;
-  std::string slurm_job = sbatch->out;
-  while (!slurm_job.empty() && (slurm_job.back() == '\n' || slurm_job.back() == ' ')) slurm_job.pop_back();
+  const std::string slurm_job =
+      SbatchRequeueable(d, "post-process", "srun /usr/bin/python3 " + script + "; sleep 12; touch " + done);
+  ASSERT_FALSE(slurm_job.empty());
 
   std::string id;
   Json job;
