@@ -7,8 +7,6 @@
 //   - admin (or auth off) for any job.
 // Creation needs no lock: handlers run on the control thread and SubmitJob enters the job into the
 // external-id index before it returns, so the next report (of 64 arriving together) finds it.
-#include <algorithm>
-
 #include "api/handlers.h"
 #include "api/views.h"
 #include "core/fields.h"
@@ -68,68 +66,60 @@ Result<JobSpec> CreatedSpec(const std::string& slurm_job_id, const SlurmEnvelope
 }  // namespace
 
 void RegisterExternalRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock) {
-  router->Add(
-      "POST", "/v1/external/slurm/{slurm_job_id}/reports",
-      [c, o, clock](const HttpRequest& req, const PathParams& p, Respond respond) {
-        if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
-        const std::string& slurm_job_id = p.at("slurm_job_id");
-        if (!ValidSlurmJobId(slurm_job_id))
-          return respond(ProblemFrom(
-              InvalidContent("invalid Slurm job id", {{"slurm_job_id", "must be a SLURM_JOB_ID (digits)"}})));
-        auto body = api::Body(req, o);
-        if (!body.ok()) return respond(ProblemFrom(body.status()));
-        auto batch = ParseReportBatch(*body, clock->Now());
-        if (!batch.ok()) return respond(ProblemFrom(batch.status()));
-        if (auto unknown = api::RefuseUnknownFields(*body, {"reports", "slurm"})) return respond(*unknown);
-        auto env = ParseSlurmEnvelope(*body);
-        if (!env.ok()) return respond(ProblemFrom(env.status()));
-        if (auto refused = api::CheckRankAttempt(req, *batch)) return respond(*refused);
-        const std::optional<Principal>& who = req.principal;
-        const Role role = who ? who->role : Role::kAdmin;
-        // Answers the ingest, naming the job the reports went to.
-        auto ingest = [c, respond](const std::string& job, bool created, const ReportBatch& reports) {
-          c->IngestReports(job, reports, [respond, job, created](Result<IngestSummary> r) {
-            if (!r.ok()) return respond(ProblemFrom(r.status()));
-            Json out = RenderIngest(*r);
-            out["job"] = job;
-            out["created"] = created;
-            respond(JsonResponse(202, out));
-          });
-        };
-        if (auto bound = c->FindExternalJob(slurm_job_id)) {
-          const std::string& id = bound->id;
-          const bool allowed = role == Role::kAdmin || (role == Role::kRank && who->job == id) ||
-                               (role == Role::kSubmitter && bound->owner == who->name);
-          if (!allowed)
-            return respond(
-                Problem(403, "job " + id + " (Slurm job " + slurm_job_id + ") is not the caller's"));
-          return ingest(id, false, *batch);
-        }
-        // The ranks of a job that ended here (cancelled, or ended as Slurm said) still report: they
-        // are that job's, not a new one's. Only a later attempt (Slurm requeued it) starts another
-        // (a job that ended queued, attempt 0, had its first run still to come: attempt 1 is it).
-        int highest = 0;
-        for (const auto& [index, r] : batch->reports) highest = std::max(highest, r.attempt);
-        if (auto ended = c->EndedExternalJob(slurm_job_id); ended && highest <= std::max(ended->attempt, 1))
-          return respond(Problem(409, "job " + ended->id + " of Slurm job " + slurm_job_id + " is " +
-                                          ToString(ended->state) + "; reports of attempt " +
-                                          std::to_string(highest) +
-                                          " are not taken (a requeued run, a later attempt, starts "
-                                          "a new job)"));
-        if (role == Role::kRank)  // a rank credential is bound to one job: it never creates another
-          return respond(Problem(403, "no job is bound to Slurm job " + slurm_job_id +
-                                          ", and a rank credential cannot create one"));
-        if (!env->ntasks)
-          return respond(ProblemFrom(
-              InvalidContent("no job is bound to Slurm job " + slurm_job_id + ": its first report creates it",
-                             {{"slurm.ntasks", "is required to create the job (SLURM_NTASKS)"}})));
-        auto spec = CreatedSpec(slurm_job_id, *env);
-        if (!spec.ok()) return respond(ProblemFrom(spec.status()));
-        api::SubmitAs(c, o, req, std::move(spec).value(), respond,
-                      [ingest, reports = std::move(batch).value()](const JobView& v) {
-                        ingest(v.job.id, true, reports);
-                      });
-      });
+  router->Add("POST", "/v1/external/slurm/{slurm_job_id}/reports",
+              [c, o, clock](const HttpRequest& req, const PathParams& p, Respond respond) {
+                if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
+                const std::string& slurm_job_id = p.at("slurm_job_id");
+                if (!ValidSlurmJobId(slurm_job_id))
+                  return respond(ProblemFrom(InvalidContent(
+                      "invalid Slurm job id", {{"slurm_job_id", "must be a SLURM_JOB_ID (digits)"}})));
+                auto body = api::Body(req, o);
+                if (!body.ok()) return respond(ProblemFrom(body.status()));
+                auto batch = ParseReportBatch(*body, clock->Now());
+                if (!batch.ok()) return respond(ProblemFrom(batch.status()));
+                if (auto unknown = api::RefuseUnknownFields(*body, {"reports", "slurm"}))
+                  return respond(*unknown);
+                auto env = ParseSlurmEnvelope(*body);
+                if (!env.ok()) return respond(ProblemFrom(env.status()));
+                if (auto refused = api::CheckRankAttempt(req, *batch)) return respond(*refused);
+                const std::optional<Principal>& who = req.principal;
+                const Role role = who ? who->role : Role::kAdmin;
+                // Answers the ingest, naming the job the reports went to.
+                auto ingest = [c, respond](const std::string& job, bool created, const ReportBatch& reports) {
+                  c->IngestReports(job, reports, [respond, job, created](Result<IngestSummary> r) {
+                    if (!r.ok()) return respond(ProblemFrom(r.status()));
+                    Json out = RenderIngest(*r);
+                    out["job"] = job;
+                    out["created"] = created;
+                    respond(JsonResponse(202, out));
+                  });
+                };
+                if (auto bound = c->FindExternalJob(slurm_job_id)) {
+                  const std::string& id = bound->id;
+                  const bool allowed = role == Role::kAdmin || (role == Role::kRank && who->job == id) ||
+                                       (role == Role::kSubmitter && bound->owner == who->name);
+                  if (!allowed)
+                    return respond(
+                        Problem(403, "job " + id + " (Slurm job " + slurm_job_id + ") is not the caller's"));
+                  return ingest(id, false, *batch);
+                }
+                // The ranks of a job that ended here still report: theirs is no new job.
+                if (auto ended = c->EndedExternalRun(slurm_job_id, *batch))
+                  return respond(Problem(409, *ended));
+                if (role == Role::kRank)  // a rank credential is bound to one job: it never creates another
+                  return respond(Problem(403, "no job is bound to Slurm job " + slurm_job_id +
+                                                  ", and a rank credential cannot create one"));
+                if (!env->ntasks)
+                  return respond(ProblemFrom(InvalidContent(
+                      "no job is bound to Slurm job " + slurm_job_id + ": its first report creates it",
+                      {{"slurm.ntasks", "is required to create the job (SLURM_NTASKS)"}})));
+                auto spec = CreatedSpec(slurm_job_id, *env);
+                if (!spec.ok()) return respond(ProblemFrom(spec.status()));
+                api::SubmitAs(c, o, req, std::move(spec).value(), respond,
+                              [ingest, reports = std::move(batch).value()](const JobView& v) {
+                                ingest(v.job.id, true, reports);
+                              });
+              });
 }
 
 }  // namespace shepherd

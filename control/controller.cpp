@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace shepherd {
 
 Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOptions options)
@@ -221,6 +223,19 @@ JobView Controller::ViewOf(const JobEntry& e) const {
   l.since = h->second->attempt_started_at();
   v.launch = std::move(l);
   return v;
+}
+
+std::optional<std::string> Controller::EndedExternalRun(const std::string& external_id,
+                                                        const ReportBatch& batch) const {
+  const std::set<std::string>& ids = jobs_.WithExternalId(external_id);
+  if (ids.empty()) return std::nullopt;
+  const Job& last = jobs_.Find(*ids.rbegin())->job;
+  int highest = 0;
+  for (const auto& [index, r] : batch.reports) highest = std::max(highest, r.attempt);
+  if (!IsTerminal(last.state) || highest > std::max(last.attempt, 1)) return std::nullopt;
+  return "job " + last.id + " of external id " + external_id + " is " + ToString(last.state) +
+         "; reports of attempt " + std::to_string(highest) +
+         " are not taken (a requeued run, a later attempt, starts a new job)";
 }
 
 Result<JobView> Controller::GetJob(const std::string& id) const {

@@ -161,20 +161,11 @@ class Controller {
     const JobEntry* e = jobs_.FindExternal(external_id);
     return e ? std::optional<JobRef>(JobRef{e->job.id, e->job.spec.owner}) : std::nullopt;
   }
-  // The newest job with this spec.external_id when it has ended (nullopt when there is none, or it has not
-  // ended): reports of its attempt or an earlier one are that job's, and must not create another.
-  struct EndedRef {
-    std::string id;
-    JobState state = JobState::kSucceeded;
-    int attempt = 0;
-  };
-  std::optional<EndedRef> EndedExternalJob(const std::string& external_id) const {
-    const std::set<std::string>& ids = jobs_.WithExternalId(external_id);
-    if (ids.empty()) return std::nullopt;
-    const JobEntry* e = jobs_.Find(*ids.rbegin());
-    if (!IsTerminal(e->job.state)) return std::nullopt;
-    return EndedRef{e->job.id, e->job.state, e->job.attempt};
-  }
+  // Why `batch` must not create a job for this external id: the newest job with it has ended (cancelled
+  // here, or as its launcher said) and the batch is of that job's attempt or an earlier one, so its ranks
+  // are that job's (a job that ended queued, attempt 0, had its first run to come: attempt 1 is it). Only a
+  // later attempt (the launcher requeued the job) starts another. nullopt: creation may go on.
+  std::optional<std::string> EndedExternalRun(const std::string& external_id, const ReportBatch& batch) const;
   // Who submitted the job (its spec's owner; "" before auth); nullopt when there is no such job.
   std::optional<std::string> JobOwner(const std::string& id) const {
     const JobEntry* e = jobs_.Find(id);

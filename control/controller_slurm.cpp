@@ -33,13 +33,14 @@ void Controller::SlurmCycleDone(const std::vector<SlurmCommandResult>& results,
   Time now = clock_->Now();
   WriteBatch batch;
   slurm_sync_.OnCommandsDone(results, &batch);
+  bool ended = false;
   for (const SlurmWatch::Ended& end : slurm_watch_.Observe(sightings)) {
     const JobEntry* e = jobs_.Find(end.job);
     if (!e || IsTerminal(e->job.state)) continue;  // cancelled while Slurm was being read
     spdlog::info("job {} {}: {}", end.job, ToString(end.state), end.reason);
-    (void)EndJob(end.job, end.state, end.reason, now, &batch);
+    ended = EndJob(end.job, end.state, end.reason, now, &batch).ok() || ended;
   }
-  Schedule(now, &batch);
+  if (ended) Schedule(now, &batch);  // their slots go to the queue
   if (!batch.empty()) Commit(std::move(batch), [](Status) {});
 }
 

@@ -494,7 +494,7 @@ TEST_F(SlurmBindingTest, ReportsOfAJobCancelledHereDoNotCreateAnotherUntilSlurmR
   ApiReply late =
       As("submitter", "POST", "/v1/external/slurm/444/reports", SrunBody(Heartbeats(1, {0, 1}), 2));
   EXPECT_EQ(late.status, 409) << late.body.dump();
-  EXPECT_NE(late.body["detail"].get<std::string>().find("job " + id + " of Slurm job 444 is cancelled"),
+  EXPECT_NE(late.body["detail"].get<std::string>().find("job " + id + " of external id 444 is cancelled"),
             std::string::npos)
       << late.body.dump();
   EXPECT_EQ(JobsWith("444").size(), 1u);
