@@ -87,6 +87,14 @@ void Controller::IngestReports(const std::string& job, const ReportBatch& report
   if (in.launched_now) MarkLaunched(job, now, &batch);
   PersistTransitions(in.transitions, &batch);
   if (in.urgent) EvaluateJob(job, now, &batch);
+  // Another launcher's job whose ranks all finished has ended, unless Slurm says when its job ends
+  // (control/slurm_watch.h: the batch script may run another step). Our agents report our ranks' exits.
+  if (in.all_finished) {
+    const JobSpec& spec = jobs_.Find(job)->job.spec;
+    if (spec.command.empty() && !(options_.slurm && !spec.external_id.empty()) &&
+        EndJob(job, JobState::kSucceeded, "every rank reported finished", now, &batch).ok())
+      Schedule(now, &batch);
+  }
   IngestSummary out{in.accepted, in.ignored, std::move(in.rejected)};
   if (batch.empty()) return done(std::move(out));
   CommitThen<IngestSummary>(std::move(batch), std::move(done), [out = std::move(out)] { return out; });

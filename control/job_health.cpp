@@ -89,6 +89,7 @@ JobHealth::IngestOutcome JobHealth::Ingest(const ReportBatch& batch, Time now) {
     if (unarmed_ && unlaunched_.empty() && !external_pending_) Arm(now);
     out.launched_now = watching();
   }
+  const bool finished_before = monitor_->AllFinished();
   for (const auto& [index, r] : batch.reports) {
     IngestResult in = monitor_->Ingest(r, now);
     if (!in.status.ok()) {
@@ -106,6 +107,7 @@ JobHealth::IngestOutcome JobHealth::Ingest(const ReportBatch& batch, Time now) {
       out.transitions.insert(out.transitions.end(), ts.begin(), ts.end());
     }
   }
+  out.all_finished = !finished_before && monitor_->AllFinished();
   std::sort(out.rejected.begin(), out.rejected.end(),
             [](const ReportBatch::Rejected& a, const ReportBatch::Rejected& b) { return a.index < b.index; });
   return out;

@@ -59,6 +59,7 @@ class JobHealth {
     std::vector<ReportBatch::Rejected> rejected;
     bool urgent = false;        // an anomaly opened: evaluate now
     bool launched_now = false;  // these reports launched the attempt
+    bool all_finished = false;  // with these reports every rank of the attempt has reported `finished`
     std::vector<CheckpointTransition> transitions;
   };
   // REQUIRES: running() (the caller answers 409 otherwise). A report launches its rank's node (every node,

@@ -138,6 +138,9 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
     const RankState& s = ranks[r];
     if (!s.ever_seen()) {
       a.culprits.push_back({r, "has never reported", true});
+    } else if (s.has(RankState::kFinished)) {
+      a.culprits.push_back(
+          {r, "reported finished (step " + std::to_string(s.step) + ") while peers wait for it"});
     } else if (!alive[r]) {
       a.culprits.push_back({r, "no heartbeat for " + Fmt(ToSeconds(now - s.last_seen)) + " s", true});
     } else if (!s.has(RankState::kInCollective)) {
@@ -153,6 +156,12 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
         double silent_s = ToSeconds(now - ranks[m].last_seen);
         if (!ranks[m].ever_seen() || silent_s <= silent_after_s) continue;
         any_silent = true;
+        if (ranks[m].has(RankState::kFinished)) {
+          a.culprits.push_back({m, "reported finished (step " + std::to_string(ranks[m].step) + ") while " +
+                                       CollectiveName(s.collective_group, s.collective_seq) +
+                                       " waits for it"});
+          continue;
+        }
         a.culprits.push_back({m,
                               "inside " + CollectiveName(s.collective_group, s.collective_seq) +
                                   " but silent for " + Fmt(silent_s) +

@@ -6,6 +6,7 @@
 // Starting from the ranks whose collective is open longer than hang_timeout_s, chains are followed to
 // their ends (the sink components of the graph):
 //   - a rank that is not heartbeating, never reported, or is alive but inside no collective: culprit;
+//     one that reported `finished` too, but not as stopped (it ended by choice, its node is not suspect);
 //   - a rank inside a collective of an unknown group name (membership cannot be derived): culprit, with
 //     that caveat in its reason;
 //   - a cycle of ranks waiting on each other (collective order mismatch): every rank of the cycle;

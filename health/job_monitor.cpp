@@ -77,6 +77,8 @@ IngestResult JobMonitor::Ingest(const Report& r, Time now) {
   s.last_seen = now;
   if (!r.node.empty()) RecordNode(s, r.node);
   s.set(RankState::kHeartbeatLost, false);
+  // A finished rank's later reports (its helper heartbeats through the interpreter's exit) change nothing.
+  if (s.has(RankState::kFinished)) return res;
   if (r.step && *r.step > s.step) {
     s.step = *r.step;
     if (s.step > job_step_) {
@@ -122,6 +124,12 @@ IngestResult JobMonitor::Ingest(const Report& r, Time now) {
       break;
     case ReportKind::kCheckpoint:
       break;  // the controller routes checkpoint reports to the CheckpointLedger
+    case ReportKind::kFinished:
+      s.set(RankState::kFinished, true);
+      s.phase = Phase::kTrain;
+      LeaveCollective(s, now);
+      ++finished_;
+      break;
   }
   return res;
 }
@@ -203,8 +211,9 @@ void JobMonitor::EvaluateHeartbeats(Time now, std::vector<bool>* alive, std::vec
   bool all_have_step = true;
   for (int r = 0; r < n; ++r) {
     RankState& s = ranks_[r];
-    const bool ok = Alive(s, now);
-    (*alive)[r] = ok && s.ever_seen();
+    const bool finished = s.has(RankState::kFinished);  // silent by choice: neither alive nor lost
+    const bool ok = finished || Alive(s, now);
+    (*alive)[r] = !finished && ok && s.ever_seen();
     if (!s.ever_seen()) ++never_reported_;
     if (s.in_checkpoint_phase() && ok) ++checkpointing_;
     if (s.in_eval_phase() && ok && s.ever_seen()) ++evaluating_;

@@ -6,7 +6,8 @@
 //
 // Detectors (rules in each header): heartbeats (below), HangWatchdog (hang_watchdog.h), stragglers
 // (straggler_detector.h), SDC vote (sdc_checker.h), loss and grad-norm anomalies (loss_monitor.h).
-// Heartbeats: any report refreshes a rank's last-seen (receive time `now`, not the rank's clock). A rank is
+// Heartbeats: any report refreshes a rank's last-seen (receive time `now`, not the rank's clock). A rank that
+// reported `finished` is never lost and no longer counts as heartbeating. A rank is
 // lost when silent for heartbeat_timeout_s, or for kCheckpointAllowance × that while its last heartbeat
 // said phase checkpoint_save/checkpoint_load (a heartbeat without `phase` means training). A rank that never
 // reported is lost once startup_grace_s passed since the attempt started.
@@ -93,6 +94,8 @@ class JobMonitor {
   std::optional<int64_t> RankStep(int rank) const;
   // Highest step any rank reported; -1 when none.
   int64_t JobStep() const { return job_step_; }
+  // Every rank reported `finished`: the attempt's training ended normally.
+  bool AllFinished() const { return finished_ == layout_.world_size(); }
 
   const MonitorContext& context() const { return ctx_; }
   const RankLayout& layout() const { return layout_; }
@@ -120,6 +123,7 @@ class JobMonitor {
   SdcChecker sdc_;
   LossMonitor loss_;
   uint64_t ignored_ = 0;
+  int finished_ = 0;                                      // ranks that reported `finished`
   std::vector<std::string> node_names_;                   // interned reported node names
   std::unordered_map<std::string, uint16_t> node_index_;  // name → 1 + index in node_names_
 

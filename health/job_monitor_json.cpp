@@ -25,7 +25,7 @@ Json JobMonitor::HealthJson(Time now) const {
 
   // Heartbeat: computed live.
   std::vector<int> lost;
-  int never = 0, checkpointing = 0, evaluating = 0;
+  int never = 0, checkpointing = 0, evaluating = 0, finished = 0;
   double oldest_age = 0;
   for (int r = 0; r < n; ++r) {
     const RankState& s = ranks_[r];
@@ -35,7 +35,10 @@ Json JobMonitor::HealthJson(Time now) const {
       oldest_age = std::max(oldest_age, ToSeconds(now - s.last_seen));
     if (s.in_checkpoint_phase()) ++checkpointing;
     if (s.in_eval_phase()) ++evaluating;
-    if (!Alive(s, now)) lost.push_back(r);
+    if (s.has(RankState::kFinished))
+      ++finished;
+    else if (!Alive(s, now))
+      lost.push_back(r);
   }
   const bool starting = never == n && lost.empty();
   Json heartbeat = {{"status", !lost.empty() ? "lost"
@@ -45,6 +48,7 @@ Json JobMonitor::HealthJson(Time now) const {
                     {"ranks_reporting", n - never},
                     {"ranks_in_checkpoint_phase", checkpointing},
                     {"ranks_in_eval_phase", evaluating},
+                    {"ranks_finished", finished},
                     {"lost_count", lost.size()},
                     {"lost_ranks", RankArray(lost)},
                     {"oldest_report_age_s", oldest_age},

@@ -20,6 +20,7 @@ struct RankState {
     kHeartbeatLost = 1 << 2,         // open heartbeat_lost incident for this rank
     kStraggler = 1 << 3,             // open straggler incident
     kSdcSuspected = 1 << 4,          // open sdc_suspected incident
+    kFinished = 1 << 5,              // reported `finished`: its silence is not a loss
   };
 
   Time last_seen{};         // receive time of the last report; epoch: never reported

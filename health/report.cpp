@@ -169,11 +169,14 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
       r.kind = ReportKind::kParamHash;
     else if (k == "checkpoint")
       r.kind = ReportKind::kCheckpoint;
+    else if (k == "finished")
+      r.kind = ReportKind::kFinished;
     else
       kind_ok = false;
   }
   if (!kind_ok) {
-    errs.push_back({"kind", "required: one of heartbeat, step, collective, param_hash, checkpoint"});
+    errs.push_back(
+        {"kind", "required: one of heartbeat, step, collective, param_hash, checkpoint, finished"});
     return Invalid(std::move(errs));
   }
 
@@ -272,6 +275,8 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
           errs.push_back({"scope", "must be \"rank\" or \"replicated\""});
       }
       break;
+    case ReportKind::kFinished:
+      break;  // optional `step`: the last step the rank completed
   }
   if (!errs.empty()) return Invalid(std::move(errs));
   return r;

@@ -19,7 +19,9 @@
 
 namespace shepherd {
 
-enum class ReportKind : uint8_t { kHeartbeat, kStep, kCollective, kParamHash, kCheckpoint };
+// kFinished: the rank ended its training normally and sends nothing more that matters (its helper may
+// still heartbeat through the interpreter's exit): its silence from then on is not a loss.
+enum class ReportKind : uint8_t { kHeartbeat, kStep, kCollective, kParamHash, kCheckpoint, kFinished };
 // kEval: the rank is evaluating (no training steps for a while); the no-progress hang rule allows for it.
 enum class Phase : uint8_t { kUnspecified, kTrain, kCheckpointSave, kCheckpointLoad, kEval };
 enum class CollectiveState : uint8_t { kStarted, kCompleted };

@@ -15,6 +15,8 @@ const char* ToString(ReportKind k) {
       return "param_hash";
     case ReportKind::kCheckpoint:
       return "checkpoint";
+    case ReportKind::kFinished:
+      return "finished";
   }
   return "?";
 }

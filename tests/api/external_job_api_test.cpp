@@ -80,6 +80,28 @@ TEST_F(ExternalJobApiTest, ASilentRankIsRecordedWithRecommendationsAndNothingIsS
   EXPECT_FALSE(nodes.contains("failed")) << nodes.dump();
 }
 
+TEST_F(ExternalJobApiTest, RanksThatFinishAtDifferentTimesEndTheJobWithoutAFindingAndFreeItsSlots) {
+  ASSERT_EQ(Second(1).status, 202);
+  Json early = Json::array(), late = Json::array(), late_beats = Json::array();
+  for (int r = 0; r < 16; ++r) {
+    (r < 8 ? early : late).push_back({{"rank", r}, {"attempt", 1}, {"kind", "finished"}, {"step", 300}});
+    if (r >= 8) late_beats.push_back({{"rank", r}, {"attempt", 1}, {"kind", "heartbeat"}});
+  }
+  ASSERT_EQ(api_.Post("/v1/jobs/" + job_ + "/reports", {{"reports", early}}).status, 202);
+  for (int s = 0; s < 30; ++s) {  // half the ranks finished and fell silent; the others run on for 30 s
+    ASSERT_EQ(api_.Post("/v1/jobs/" + job_ + "/reports", {{"reports", late_beats}}).status, 202);
+    api_.clock_.AdvanceSeconds(1);
+    api_.Tick();
+  }
+  EXPECT_EQ(Job()["state"], "running");
+  ASSERT_EQ(api_.Post("/v1/jobs/" + job_ + "/reports", {{"reports", late}}).status, 202);
+  Json j = Job();
+  EXPECT_EQ(j["state"], "succeeded");
+  EXPECT_EQ(j["reason"], "every rank reported finished");
+  EXPECT_TRUE(api_.Get("/v1/jobs/" + job_ + "/failures").body["failures"].empty());
+  EXPECT_EQ(api_.Get("/v1/nodes").body["summary"]["free_usable_gpus"], 16);
+}
+
 TEST_F(ExternalJobApiTest, AttemptsFollowTheRanks) {
   ASSERT_EQ(Second(1).status, 202);
   // The site's launcher restarted the job: its ranks now report attempt 2.

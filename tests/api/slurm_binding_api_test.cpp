@@ -19,6 +19,7 @@ class SlurmBindingTest : public ::testing::Test {
 
   static ControllerOptions Options(bool requeue, std::vector<Requeued>* out) {
     ControllerOptions o;
+    o.slurm = requeue;  // as the daemon: requeue is wired only with --slurm
     if (requeue)
       o.slurm_requeue = [out](const std::string& id, const Finding& f) { out->push_back({id, f.id}); };
     return o;
@@ -77,6 +78,12 @@ class SlurmBindingTest : public ::testing::Test {
     if (!external_id.empty()) j["external_id"] = external_id;
     if (!policy.empty()) j["policy"] = policy;
     return j;
+  }
+  static Json Finished(int attempt, std::vector<int> ranks) {
+    Json reports = Json::array();
+    for (int r : ranks)
+      reports.push_back({{"rank", r}, {"attempt", attempt}, {"kind", "finished"}, {"step", 40}});
+    return reports;
   }
   static Json Heartbeats(int attempt, std::vector<int> ranks) {
     Json reports = Json::array();
@@ -507,6 +514,29 @@ TEST_F(SlurmBindingTest, ReportsOfAJobCancelledHereDoNotCreateAnotherUntilSlurmR
   EXPECT_EQ(JobsWith("444").size(), 2u);
 }
 
+TEST_F(SlurmWatchTest, RanksThatFinishedWhileTheBatchScriptRunsOnAreNotLostAndSlurmSaysWhenTheJobEnds) {
+  Json policy = {{"external_remediation", "requeue"}, {"heartbeat_timeout_s", 5}, {"startup_grace_s", 5}};
+  ApiReply r =
+      As("submitter", "POST", "/v1/external/slurm/900/reports", SrunBody(Heartbeats(1, {0, 1}), 2, policy));
+  ASSERT_EQ(r.status, 202) << r.body.dump();
+  const std::string id = r.body["job"];
+  ASSERT_EQ(
+      As("submitter", "POST", "/v1/external/slurm/900/reports", SrunBody(Finished(1, {0, 1}), 2)).status,
+      202);
+  for (int s = 0; s < 30; ++s) {  // the batch script post-processes, then starts another srun stage
+    api_.clock_.AdvanceSeconds(1);
+    api_.Tick();
+  }
+  EXPECT_EQ(Job(id)["state"], "running");  // Slurm, not the ranks, says when a Slurm job ends
+  EXPECT_TRUE(As("viewer", "GET", "/v1/jobs/" + id + "/failures").body["failures"].empty());
+  EXPECT_TRUE(requeued_.empty());
+  EXPECT_EQ(As("viewer", "GET", "/v1/jobs/" + id + "/health").body["checks"]["heartbeat"]["ranks_finished"],
+            2);
+  Read(id, "900", std::string("COMPLETED"));
+  Read(id, "900", std::string("COMPLETED"));
+  EXPECT_EQ(Job(id)["state"], "succeeded");
+}
+
 class SlurmBindingWithoutSlurmTest : public SlurmBindingTest {
  protected:
   SlurmBindingWithoutSlurmTest() : SlurmBindingTest(/*requeue=*/false) {}
@@ -520,6 +550,20 @@ TEST_F(SlurmBindingWithoutSlurmTest, RequeueWithoutSlurmIsRecordedAsNotPossible)
             std::string::npos)
       << fs[0].dump();
   EXPECT_EQ(As("viewer", "GET", "/v1/jobs/" + id).body["restarts"], 0);
+}
+
+TEST_F(SlurmBindingWithoutSlurmTest, WithoutSlurmToAskTheJobEndsWhenEveryRankFinished) {
+  ApiReply r = As("submitter", "POST", "/v1/external/slurm/901/reports", SrunBody(Heartbeats(1, {0, 1}), 2));
+  ASSERT_EQ(r.status, 202) << r.body.dump();
+  const std::string id = r.body["job"];
+  ApiReply one = As("submitter", "POST", "/v1/external/slurm/901/reports", SrunBody(Finished(1, {0}), 2));
+  ASSERT_EQ(one.status, 202) << one.body.dump();
+  EXPECT_EQ(As("viewer", "GET", "/v1/jobs/" + id).body["state"], "running");
+  ASSERT_EQ(As("submitter", "POST", "/v1/external/slurm/901/reports", SrunBody(Finished(1, {1}), 2)).status,
+            202);
+  Json job = As("viewer", "GET", "/v1/jobs/" + id).body;
+  EXPECT_EQ(job["state"], "succeeded");
+  EXPECT_EQ(job["reason"], "every rank reported finished");
 }
 
 }  // namespace

@@ -84,6 +84,12 @@ inline Report Step(int rank, Time t, int64_t step, std::optional<double> loss = 
   return r;
 }
 
+inline Report Finished(int rank, Time t, int64_t step) {
+  Report r = Heartbeat(rank, t, step);
+  r.kind = ReportKind::kFinished;
+  return r;
+}
+
 inline Report Hash(int rank, Time t, int64_t step, const std::string& hash) {
   Report r;
   r.rank = rank;

@@ -77,6 +77,19 @@ TEST(ReportTest, CollectiveParamHashAndCheckpointKinds) {
   EXPECT_EQ(k->path, "/ckpt/500/r1");
 }
 
+TEST(ReportTest, FinishedWithOrWithoutItsLastStep) {
+  auto f = Parse(R"({"rank": 2, "attempt": 1, "kind": "finished", "step": 1000})");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->kind, ReportKind::kFinished);
+  EXPECT_EQ(f->step, 1000);
+  f = Parse(R"({"rank": 2, "attempt": 1, "kind": "finished"})");
+  ASSERT_TRUE(f.ok());
+  EXPECT_FALSE(f->step.has_value());
+  EXPECT_EQ(Fields(Parse(R"({"rank": 2, "attempt": 1, "kind": "finished", "step": -1})")),
+            std::vector<std::string>{"step"});
+  EXPECT_EQ(Fields(Parse(R"({"rank": 2, "attempt": 1, "kind": "done"})")), std::vector<std::string>{"kind"});
+}
+
 TEST(ReportTest, CheckpointScopeReplicatedOrRank) {
   auto k = Parse(
       R"({"rank": 0, "attempt": 1, "kind": "checkpoint", "step": 5, "path": "/c/5", "scope": "replicated"})");

@@ -318,6 +318,19 @@ class ShepherdClient:
         with self._lock:
             self._emit_locked(r, urgent=True)
 
+    def finished(self, step: Optional[int] = None) -> None:
+        """Report that this rank's training ended normally, and deliver it now: from then on its silence
+        is no lost heartbeat, and a job another launcher starts ends (succeeded) once every rank has sent
+        it (a Slurm job under `shepherdd --slurm` when Slurm says so). `python3 -m shepherd_client.run`
+        sends it when the script returns or exits with status 0; never send it from a rank that failed."""
+        r = self._base("finished")
+        last = self._step if step is None else int(step)
+        if last is not None:
+            r["step"] = last
+        with self._lock:
+            self._emit_locked(r, urgent=True)
+        self.flush()
+
     def report_param_hash(self, step: int, digest: str) -> None:
         r = self._base("param_hash")
         r.update(step=int(step), hash=str(digest))

@@ -5,7 +5,9 @@
 
 Installs the instrumentation (shepherd_client.install()), then runs the script as __main__ with
 sys.argv = [script, args...], as `python3 script.py args...` would. Outside Shepherd (SHEPHERD_URL unset)
-it only runs the script.
+it only runs the script. When the script returns or exits with status 0, the rank reports `finished`
+(ShepherdClient.finished): its silence afterwards is not a lost rank. An exception or another status
+sends nothing more.
 """
 
 import runpy
@@ -19,18 +21,24 @@ def main(argv=None) -> None:
         sys.exit(0 if argv else 2)
     from .instrument import install
 
-    install()
-    if argv[0] == "-m":
-        if len(argv) < 2:
-            sys.exit("shepherd_client.run: -m needs a module name")
-        sys.argv = [argv[1]] + argv[2:]
-        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
-    else:
-        import os
+    client = install()
+    if argv[0] == "-m" and len(argv) < 2:
+        sys.exit("shepherd_client.run: -m needs a module name")
+    try:
+        if argv[0] == "-m":
+            sys.argv = [argv[1]] + argv[2:]
+            runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+        else:
+            import os
 
-        sys.argv = argv
-        sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
-        runpy.run_path(argv[0], run_name="__main__")
+            sys.argv = argv
+            sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
+            runpy.run_path(argv[0], run_name="__main__")
+    except SystemExit as e:
+        if e.code is None or e.code == 0:
+            client.finished()
+        raise
+    client.finished()
 
 
 if __name__ == "__main__":

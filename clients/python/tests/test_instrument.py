@@ -100,11 +100,52 @@ class StockScriptUnderRunTest(unittest.TestCase):
                          [(0, 5, os.path.join(self.dir, "step-5.pt"), "replicated"),
                           (0, 10, os.path.join(self.dir, "step-10.pt"), "replicated")])
 
+    def test_each_rank_reports_finished_once_after_its_last_step(self):
+        finished = self.by_rank("finished")
+        for rank in (0, 1):
+            self.assertEqual(len(finished[rank]), 1, finished)
+            last_step = max(r["time"] for r in self.fake.reports("step") if r["rank"] == rank)
+            self.assertGreaterEqual(finished[rank][0]["time"], last_step)
+
     def test_heartbeats_and_checkpoint_phase(self):
         hbs = self.fake.reports("heartbeat")
         self.assertTrue(hbs)
         self.assertIn("checkpoint_save", {h.get("phase") for h in hbs if h["rank"] == 0})
 
+
+
+@unittest.skipUnless(HAVE_TORCH, "needs torch")
+class FinishedOnlyOnANormalEndTest(unittest.TestCase):
+    """`finished` tells the daemon a silent rank is done, not lost: only a script that returned or exited 0
+    may send it."""
+
+    def run_script(self, body):
+        fake = FakeDaemon()
+        self.addCleanup(fake.close)
+        d = tempfile.mkdtemp(prefix="shepherd-fin-")
+        self.addCleanup(shutil.rmtree, d, True)
+        script = os.path.join(d, "script.py")
+        with open(script, "w") as f:
+            f.write(body)
+        env = dict(os.environ)
+        env.update({"RANK": "0", "WORLD_SIZE": "1", "SHEPHERD_URL": fake.url, "SHEPHERD_JOB": "job-f",
+                    "SHEPHERD_ATTEMPT": "1", "SHEPHERD_HEARTBEAT_INTERVAL": "0.2", "PYTHONPATH": PKG})
+        out = subprocess.run([sys.executable, "-m", "shepherd_client.run", script], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=240)
+        return out.returncode, fake.reports("finished")
+
+    def test_a_script_that_returns_or_exits_zero_finishes(self):
+        for body in ("x = 1\n", "import sys\nsys.exit(0)\n", "import sys\nsys.exit()\n"):
+            code, finished = self.run_script(body)
+            self.assertEqual(code, 0, body)
+            self.assertEqual([(r["rank"], r["attempt"]) for r in finished], [(0, 1)], body)
+
+    def test_an_exception_or_a_non_zero_exit_does_not(self):
+        for body, want in (("raise RuntimeError('boom')\n", 1), ("import sys\nsys.exit(3)\n", 3),
+                           ("import sys\nsys.exit('bad config')\n", 1)):
+            code, finished = self.run_script(body)
+            self.assertEqual(code, want, body)
+            self.assertEqual(finished, [], body)
 
 
 EVAL_SCRIPT = '''
