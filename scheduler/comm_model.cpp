@@ -145,8 +145,17 @@ double LossBytesPerLogit(const TrainingSpec& t) {
   return t.cross_entropy_fp32 ? 52 : 8;
 }
 
+// FSDP shards everything (ZeRO-3 traffic: gathers and reduce-scatters per micro-batch), except under a
+// pipeline (torch.distributed.pipelining, as torchtitan runs it): nothing is resharded between micro-batches
+// and gradients accumulate unsharded until the stage's last backward (FsdpWorkingBytes), so each parameter
+// is gathered once per step and its gradient reduce-scattered once: ZeRO-1's traffic.
+bool FsdpPipelined(const TrainingSpec& t, const Plan& plan) {
+  return t.framework == Framework::kFsdp && plan.pp > 1;
+}
+
 int ZeroStageOf(const TrainingSpec& t, const Plan& plan) {
-  return t.framework == Framework::kFsdp ? 3 : plan.zero_stage;
+  if (t.framework != Framework::kFsdp) return plan.zero_stage;
+  return FsdpPipelined(t, plan) ? 1 : 3;
 }
 
 }  // namespace
@@ -385,6 +394,9 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
     }
   }
   if (after_backward) dp_exposed = std::max(dp_exposed, st.dp);
+  // Pipelined FSDP reduce-scatters the stage's gradients after its last backward (the pipeline stage's
+  // post-backward): not overlapped; the one gather per layer is prefetched during the first forward.
+  if (FsdpPipelined(t, plan)) dp_exposed = reduce + std::max(0.0, gather - forward);
   // --tp-comm-overlap pipelines each collective's tp chunks with its GEMM: one chunk's transfer is exposed.
   const double tp_exposed = t.tp_comm_overlap && SequenceParallel(plan) ? st.tp / plan.tp : st.tp;
   // CPU activation offloading (Transformer Engine's cpu_offload.py on its own stream): each offloaded

@@ -102,10 +102,16 @@ inline double LogitBytes(const TrainingSpec& t) {
 // with vpp > 1 times Megatron's interleaving factor 1 + (pp − 1)/(pp·vpp) (Korthikanti et al. 2022 §4.2.3).
 double InFlightMicroBatches(int pp, int stage, int micro_batches, int vpp = 1);
 
-// FSDP2's unsharded working set: bf16 parameters of two layers (the one computing and the one prefetched)
-// and fp32 gradients of one layer before its reduce-scatter, per rank (divided by tp; routed experts by
-// etp·ep instead). 0 for other frameworks.
-double FsdpWorkingBytes(const ModelSpec& m, const TrainingSpec& t, const Plan& plan);
+// FSDP2's unsharded working set, per rank; 0 for other frameworks. pp 1: bf16 parameters of two layers
+// (the one computing and the one prefetched) and fp32 gradients of one layer before its reduce-scatter
+// (divided by tp; routed experts by etp·ep instead). pp > 1 (torch.distributed.pipelining, as torchtitan
+// runs FSDP with a pipeline): nothing is resharded between micro-batches (torchtitan's default
+// reshard_after_forward = not pp_enabled; the pipeline stage turns reshard_after_backward and gradient
+// sync off until the last backward), so the whole stage's parameters (`stage_params`, `stage_experts`:
+// per rank, as StageMemory counts them) stay unsharded in bf16 and its gradients accumulate unsharded in
+// the reduction's dtype (FSDP2 upcasts them to reduce_dtype: GradientElementBytes).
+double FsdpWorkingBytes(const ModelSpec& m, const TrainingSpec& t, const Plan& plan, double stage_params = 0,
+                        double stage_experts = 0);
 
 // Memory of one rank of `stage` given the stages' layer counts.
 MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers,

@@ -140,5 +140,26 @@ TEST(FsdpMemory, WorkingSetOfLayersInFlight) {
   EXPECT_EQ(FsdpWorkingBytes(m, t, Plan{}), 0);
 }
 
+// With a pipeline, FSDP2 reshards nothing between micro-batches: the whole stage stays unsharded in bf16 and
+// its gradients accumulate unsharded in fp32 (torch.distributed.pipelining, torchtitan). Stage 0 of the
+// model above over pp 2: 4 layers · 124,744,000 + the embedding 1000 · 1024 = 500,000,000 parameters:
+// 6 B each, 3.0 GB; gradients reduced in bf16 (grad_reduce_in_fp32 false) 4 B each, 2.0 GB.
+TEST(FsdpMemory, WithAPipelineTheWholeStageStaysUnsharded) {
+  JobSpec s;
+  s.model = ModelSpec{1e9, 8, 1024, 16, 1024, 1000};
+  s.training.framework = Framework::kFsdp;
+  Plan p;
+  p.tp = 1;
+  p.pp = 2;
+  p.dp = 4;
+  p.zero_stage = 3;
+  p.micro_batches = 8;
+  EXPECT_REL(StageMemory(s, p, {4, 4}, 0).working, 3'000'000'000.0);
+  s.training.grad_reduce_in_fp32 = false;
+  EXPECT_REL(StageMemory(s, p, {4, 4}, 0).working, 2'000'000'000.0);
+  p.pp = 1;  // without one, two layers in flight as before
+  EXPECT_REL(StageMemory(s, p, {8}, 0).working, 997'952'000.0);
+}
+
 }  // namespace
 }  // namespace shepherd
