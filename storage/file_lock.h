@@ -13,6 +13,9 @@ class FileLock {
   // Creates `lock_path` if needed and takes a non-blocking exclusive flock(2) on it, then records our pid in
   // it. If another open file description holds the lock (another process, or another FileLock in this
   // process), returns kConflict naming `db_path` and the holder's pid as recorded in the file.
+  // The database file itself (created if missing) is flocked too, so a symlink or a hard link to a database
+  // in use, whose lock file has another name, is refused as well (kConflict). It is made private to its
+  // owner (0600, and its -wal and -shm files): it holds live rank credentials.
   static Result<std::unique_ptr<FileLock>> Acquire(const std::string& lock_path, const std::string& db_path);
 
   // Releases the lock. The file is left in place: unlinking it would let two processes lock different
@@ -22,8 +25,9 @@ class FileLock {
   FileLock& operator=(const FileLock&) = delete;
 
  private:
-  explicit FileLock(int fd) : fd_(fd) {}
+  FileLock(int fd, int db_fd) : fd_(fd), db_fd_(db_fd) {}
   int fd_;
+  int db_fd_;  // the database file's flock: by inode, whatever path names it
 };
 
 }  // namespace shepherd

@@ -1,6 +1,7 @@
 // One database, one daemon: the lock file refuses a second open from this process or another one.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -73,6 +74,56 @@ TEST(LockTest, OpenFromForkedChildIsConflict) {
   EXPECT_EQ(WEXITSTATUS(wstatus), 0);
   EXPECT_EQ(report, std::to_string(static_cast<int>(Code::kConflict)) + "|database " + db +
                         " is already in use by another shepherdd (pid " + std::to_string(getpid()) + ")");
+}
+
+// The lock file is found by the path's name; the database file is locked by inode too, so another name
+// for the same file (a symlink, a hard link) cannot start a second daemon on it.
+TEST(LockTest, ASymlinkOrAHardLinkToADatabaseInUseIsConflict) {
+  TempDir dir;
+  const std::string db = dir.File("s.db");
+  Result<std::unique_ptr<Store>> first = OpenSqliteStore(db);
+  ASSERT_TRUE(first.ok()) << first.status().message();
+  const std::string sym = dir.File("alias.db"), hard = dir.File("hard.db");
+  ASSERT_EQ(symlink(db.c_str(), sym.c_str()), 0);
+  ASSERT_EQ(link(db.c_str(), hard.c_str()), 0);
+  for (const std::string& other : {sym, hard}) {
+    Result<std::unique_ptr<Store>> second = OpenSqliteStore(other);
+    ASSERT_FALSE(second.ok()) << other;
+    EXPECT_EQ(second.status().code(), Code::kConflict);
+    EXPECT_THAT(second.status().message(), HasSubstr("is already in use by another shepherdd"));
+  }
+  first->reset();
+  Result<std::unique_ptr<Store>> via_link = OpenSqliteStore(sym);  // free again: any name opens it
+  EXPECT_TRUE(via_link.ok()) << via_link.status().message();
+}
+
+// It holds live rank credentials: owner-only, created so or tightened, with its -wal and -shm.
+TEST(LockTest, TheDatabaseIsPrivateToItsOwner) {
+  TempDir dir;
+  const std::string db = dir.File("s.db");
+  const mode_t old_mask = umask(022);
+  {
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore(db);
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    WriteBatch b;
+    b.Put({Collection::kMeta, "k", "", "{}"});
+    (*store)->Write(std::move(b), [](Status s) { EXPECT_TRUE(s.ok()) << s.message(); });
+    (*store)->Flush();
+    struct stat st {};
+    ASSERT_EQ(stat(db.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    ASSERT_EQ(stat((db + "-wal").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+  }
+  ASSERT_EQ(chmod(db.c_str(), 0644), 0);  // made readable by someone else: tightened at the next start
+  {
+    Result<std::unique_ptr<Store>> store = OpenSqliteStore(db);
+    ASSERT_TRUE(store.ok()) << store.status().message();
+    struct stat st {};
+    ASSERT_EQ(stat(db.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+  }
+  umask(old_mask);
 }
 
 }  // namespace
