@@ -11,6 +11,11 @@ namespace {
 // invalid UTF-8 can triple that).
 constexpr size_t kMaxLogTail = 16384;
 constexpr size_t kMaxDumps = 64;
+// A node runs at most one rank per GPU; the rest of a heartbeat's entries are exits not yet acknowledged
+// and processes of attempts the daemon no longer runs. Far above any real agent's list, and small enough
+// that one node's heartbeat cannot hold up the control thread.
+constexpr size_t kMaxProcesses = 4096;
+constexpr size_t kMaxError = 4096;
 
 // A `gpu_faults` entry's `kind` (free-form: the site's probe names it; it goes into the finding's text) and
 // `detail`: printable, bounded.
@@ -57,23 +62,49 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
     }
   };
 
+  // An integer field of `o` within [lo, hi]; absent is fine unless `required`, null too when `nullable`.
+  auto ranged = [&](const Json& o, const std::string& path, const char* key, int64_t lo, int64_t hi,
+                    bool required, bool nullable = false) {
+    auto it = o.find(key);
+    if (it == o.end() || (nullable && it->is_null())) {
+      if (required) errs.push_back({path + "." + key, "is required"});
+    } else if (!it->is_number_integer() || it->get<int64_t>() < lo || it->get<int64_t>() > hi ||
+               (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(hi))) {
+      errs.push_back({path + "." + key, "must be an integer from " + std::to_string(lo) + " to " +
+                                            std::to_string(hi) + (nullable ? " or null" : "")});
+    }
+  };
+  constexpr int64_t kInt32 = 2147483647;
+
   if (const Json* procs = array_of_objects("processes")) {
-    for (size_t i = 0; i < procs->size(); ++i) {
+    if (procs->size() > kMaxProcesses)
+      errs.push_back({"processes", "must have at most " + std::to_string(kMaxProcesses) + " entries"});
+    for (size_t i = 0; i < procs->size() && i < kMaxProcesses; ++i) {
       const Json& p = (*procs)[i];
       std::string path = "processes[" + std::to_string(i) + "]";
       if (!p.is_object()) {
         errs.push_back({path, "must be an object"});
         continue;
       }
-      typed(p, path, "job", &Json::is_string, true, "a string");
-      typed(p, path, "attempt", &Json::is_number_integer, true, "an integer");
-      typed(p, path, "rank", &Json::is_number_integer, true, "an integer");
-      typed(p, path, "state", &Json::is_string, false, "\"running\" or \"exited\"");
-      typed(p, path, "pid", &Json::is_number_integer, false, "an integer");
-      typed(p, path, "exit_code", &Json::is_number_integer, false, "an integer or null", true);
-      typed(p, path, "signal", &Json::is_number_integer, false, "an integer or null", true);
+      // Job ids reach logs and URLs: the node-id alphabet (job-000001), never control characters.
+      if (auto j = p.find("job"); j == p.end())
+        errs.push_back({path + ".job", "is required"});
+      else if (!j->is_string() || !ValidNodeId(j->get_ref<const std::string&>()))
+        errs.push_back(
+            {path + ".job", "must be 1-128 characters of A-Z a-z 0-9 . _ - (a letter or digit first)"});
+      ranged(p, path, "attempt", 0, kInt32, true);
+      ranged(p, path, "rank", 0, kInt32, true);
+      if (auto st = p.find("state");
+          st != p.end() && !(st->is_string() && (*st == "running" || *st == "exited")))
+        errs.push_back({path + ".state", "must be \"running\" or \"exited\""});
+      ranged(p, path, "pid", 0, kInt32, false);
+      ranged(p, path, "exit_code", -kInt32 - 1, kInt32, false, true);
+      ranged(p, path, "signal", 1, 127, false, true);
       typed(p, path, "oom_kill", &Json::is_boolean, false, "a boolean or null", true);
       typed(p, path, "error", &Json::is_string, false, "a string");
+      if (auto e = p.find("error");
+          e != p.end() && e->is_string() && e->get_ref<const std::string&>().size() > kMaxError)
+        errs.push_back({path + ".error", "must be at most " + std::to_string(kMaxError) + " bytes"});
       typed(p, path, "log_tail", &Json::is_string, false, "a string");
       if (auto t = p.find("log_tail");
           t != p.end() && t->is_string() && t->get_ref<const std::string&>().size() > kMaxLogTail)
@@ -90,7 +121,10 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
               errs.push_back({dpath, "must be an object"});
               continue;
             }
-            typed(d, dpath, "path", &Json::is_string, true, "a string");
+            if (auto fp = d.find("path"); fp == d.end())
+              errs.push_back({dpath + ".path", "is required"});
+            else if (!PrintableUpTo(*fp, 4096, false))
+              errs.push_back({dpath + ".path", "must be 1 to 4096 characters without control characters"});
             typed(d, dpath, "size", &Json::is_number_unsigned, false, "a non-negative integer");
           }
         }

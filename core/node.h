@@ -27,8 +27,9 @@ std::optional<NodeState> NodeStateFromString(std::string_view s);
 // logs, so "." and ".." (and anything starting with '.' or '-') are refused.
 bool ValidNodeId(const std::string& s);
 
-// The most GPUs one node may have (POST /v1/nodes `gpus`; a GPU fault's index is below the node's count).
-inline constexpr int kMaxNodeGpus = 1024;
+// The most GPUs one node may have (POST /v1/nodes `gpus`; a GPU fault's index is below the node's count):
+// placement keeps a node's GPUs in a 64-bit mask (scheduler/cluster.h).
+inline constexpr int kMaxNodeGpus = 64;
 // A GPU fault's `kind` (the site probe's word) and `detail`, in bytes (docs/agent-protocol.md).
 inline constexpr std::size_t kMaxGpuFaultKind = 64;
 inline constexpr std::size_t kMaxGpuFaultDetail = 1024;

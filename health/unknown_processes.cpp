@@ -1,24 +1,30 @@
 #include "health/unknown_processes.h"
 
 #include <algorithm>
+#include <set>
+#include <tuple>
+#include <utility>
 
 namespace shepherd {
 
 std::vector<UnknownProcess> TrackUnknown(const std::vector<UnknownProcess>& tracked,
                                          const std::vector<ProcessStatus>& processes,
                                          const KnowsAttempt& knows, Time now) {
-  auto running = [&](const RankRef& r) {
-    return std::any_of(processes.begin(), processes.end(),
-                       [&](const ProcessStatus& p) { return p.running && p.rank == r; });
-  };
-  auto tracked_as = [](const std::vector<UnknownProcess>& list, const RankRef& r) {
-    return std::any_of(list.begin(), list.end(), [&](const UnknownProcess& u) { return u.rank == r; });
-  };
-  std::vector<UnknownProcess> out;
-  for (const UnknownProcess& u : tracked)
-    if (running(u.rank)) out.push_back(u);
+  // O((n + m) log n): a node's heartbeat may list thousands of processes.
+  auto key = [](const RankRef& r) { return std::tie(r.job, r.attempt, r.rank); };
+  using Key = decltype(key(std::declval<const RankRef&>()));
+  std::set<Key> running;
   for (const ProcessStatus& p : processes)
-    if (p.running && !tracked_as(out, p.rank) && !knows(p.rank)) out.push_back({p.rank, p.pid, now, false});
+    if (p.running) running.insert(key(p.rank));
+  std::vector<UnknownProcess> out;
+  std::set<Key> in_out;
+  for (const UnknownProcess& u : tracked)
+    if (running.count(key(u.rank)) != 0 && in_out.insert(key(u.rank)).second) out.push_back(u);
+  for (const ProcessStatus& p : processes)
+    if (p.running && in_out.count(key(p.rank)) == 0 && !knows(p.rank)) {
+      in_out.insert(key(p.rank));
+      out.push_back({p.rank, p.pid, now, false});
+    }
   return out;
 }
 

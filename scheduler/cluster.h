@@ -36,7 +36,7 @@
 namespace shepherd {
 
 // The largest GPU count of one node (free GPUs are a 64-bit mask).
-inline constexpr int kMaxGpusPerNode = 64;
+inline constexpr int kMaxGpusPerNode = kMaxNodeGpus;  // a node's GPUs are one 64-bit mask
 
 // A node that first placement may use: not spare, schedulable and not failed.
 inline bool IsUsable(const Node& n) {

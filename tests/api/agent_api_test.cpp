@@ -103,6 +103,47 @@ TEST_F(AgentApiTest, MalformedHeartbeatIs422NamingEveryFieldAndChangesNothing) {
   EXPECT_EQ(Heartbeat("n0", Running("n0", 1)).status, 200);
 }
 
+// A process entry's identifiers reach logs and listings: a job id of the id alphabet, ranks and attempts of
+// int32, a documented state. And one node's list is bounded, so its heartbeat cannot hold up the control
+// thread (58,000 entries took 11 s of it before).
+TEST_F(AgentApiTest, ProcessEntriesAreValidatedAndBounded) {
+  auto entry = [](Json change) {
+    Json p = {{"job", "job-000001"}, {"attempt", 1}, {"rank", 0}, {"state", "running"}};
+    p.update(change);
+    return p;
+  };
+  const std::vector<std::pair<Json, std::string>> bad = {
+      {entry({{"job", "evil\n[info] forged line"}}), "processes[0].job"},
+      {entry({{"job", std::string(129, 'j')}}), "processes[0].job"},
+      {entry({{"job", ""}}), "processes[0].job"},
+      {entry({{"rank", -1}}), "processes[0].rank"},
+      {entry({{"rank", 2147483648LL}}), "processes[0].rank"},
+      {entry({{"attempt", -2147483648LL}}), "processes[0].attempt"},
+      {entry({{"pid", -1}}), "processes[0].pid"},
+      {entry({{"state", "zombie"}}), "processes[0].state"},
+      {entry({{"state", "exited"}, {"signal", 0}}), "processes[0].signal"},
+      {entry({{"error", std::string(4097, 'e')}}), "processes[0].error"},
+      {entry({{"flight_recorder", Json::array({{{"path", "a\u001b[2Jb"}}})}}),
+       "processes[0].flight_recorder[0].path"},
+  };
+  for (const auto& [p, field] : bad) {
+    ApiReply r = Heartbeat("n0", Json::array({p}));
+    EXPECT_EQ(r.status, 422) << p.dump();
+    ASSERT_EQ(r.body["errors"].size(), 1u) << p.dump() << r.body.dump();
+    EXPECT_EQ(r.body["errors"][0]["field"], field) << p.dump();
+  }
+  Json many = Json::array();
+  for (int i = 0; i < 4097; ++i) many.push_back(entry({{"job", "x" + std::to_string(i)}}));
+  ApiReply r = Heartbeat("n0", many);
+  EXPECT_EQ(r.status, 422);
+  ASSERT_EQ(r.body["errors"].size(), 1u) << r.body.dump().substr(0, 500);
+  EXPECT_EQ(r.body["errors"][0]["field"], "processes");
+  EXPECT_TRUE(api_.Get("/v1/nodes/n0").body["unknown_processes"].empty());
+  many.erase(many.begin());  // 4096: accepted, each unknown process tracked once
+  EXPECT_EQ(Heartbeat("n0", many).status, 200);
+  EXPECT_EQ(api_.Get("/v1/nodes/n0").body["unknown_processes"].size(), 4096u);
+}
+
 // A GPU fault names one of the node's GPUs (n0 has 4) and a documented kind; anything else is 422 naming the
 // entry's field, and nothing is recorded.
 // A fault names a GPU the node has; its kind and detail (the site probe's words) are printable and bounded.

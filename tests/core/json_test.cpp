@@ -54,6 +54,18 @@ TEST(Node, EveryInvalidFieldIsNamed) {
             (std::set<std::string>{"id", "gpus", "spare", "topology.leaf", "topology.rack", "colour"}));
 }
 
+// Placement keeps a node's GPUs in a 64-bit mask: 65 was a 400 from deep inside the inventory before.
+TEST(Node, AtMost64GpusNamedAsTheField) {
+  const auto topo = std::vector<std::string>{"spine", "leaf"};
+  EXPECT_TRUE(
+      ParseNode(Json::parse(R"({"id":"n","gpus":64,"topology":{"spine":"s","leaf":"l"}})"), topo).ok());
+  auto n = ParseNode(Json::parse(R"({"id":"n","gpus":65,"topology":{"spine":"s","leaf":"l"}})"), topo);
+  ASSERT_FALSE(n.ok());
+  EXPECT_EQ(n.status().code(), Code::kInvalidContent);
+  ASSERT_EQ(n.status().fields().size(), 1u);
+  EXPECT_EQ(n.status().fields()[0].field, "gpus");
+}
+
 TEST(Codecs, JobRoundTrip) {
   Job job;
   job.id = "job-000007";
