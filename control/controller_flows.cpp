@@ -170,6 +170,9 @@ void Controller::OnRankExit(const std::string& node, const ProcessStatus& p, Tim
     return;
   }
   if (p.exit_code == 0) {
+    // A rank that finished before its peers (they save, export or tear down for a while) is not lost.
+    if (auto h = health_.find(p.rank.job); h != health_.end())
+      h->second->OnRankExitedOk(p.rank.attempt, p.rank.rank, now);
     if (jobs_.OnRankExitedOk(p.rank, now, batch)) Schedule(now, batch);
     return;
   }

@@ -147,6 +147,16 @@ std::vector<AttemptSummary> JobHealth::AttemptHistory() const {
   return out;
 }
 
+void JobHealth::OnRankExitedOk(int attempt, int rank, Time now) {
+  if (!monitor_ || monitor_->context().attempt != attempt) return;
+  Report r;
+  r.rank = rank;
+  r.attempt = attempt;
+  r.time = now;
+  r.kind = ReportKind::kFinished;
+  monitor_->Ingest(r, now);
+}
+
 std::vector<std::string> JobHealth::ReportedNodes() const {
   std::vector<std::string> out;
   if (!monitor_) return out;

@@ -291,6 +291,47 @@ TEST_F(AgentApiTest, RankExitsAreFindingsAndCleanExitsFinishTheJob) {
   EXPECT_EQ(api_.Get("/v1/nodes").body["summary"]["free_usable_gpus"], 8);
 }
 
+// Ranks that finish at different times: the early ones exit 0 and fall silent while their peers save or
+// tear down for longer than the heartbeat timeout. That is no lost rank (it restarted a finished job and
+// then cordoned its nodes), and the job succeeds when the last rank exits 0.
+TEST_F(AgentApiTest, RanksThatExitedCleanlyBeforeTheirPeersAreNotLost) {
+  auto report_from = [&](int first, int last) {
+    Json reports = Json::array();
+    for (int r = first; r <= last; ++r)
+      reports.push_back({{"rank", r}, {"attempt", 1}, {"kind", "heartbeat"}});
+    return api_.Post("/v1/jobs/" + job_ + "/reports", {{"reports", reports}});
+  };
+  auto exits = [&](const std::string& node) {
+    Json done = Json::array(), assigned = Assignments(node);
+    for (const Json& a : assigned["ranks"])
+      done.push_back(
+          {{"job", job_}, {"attempt", 1}, {"rank", a["rank"]}, {"state", "exited"}, {"exit_code", 0}});
+    return done;
+  };
+  const std::string early = api_.Get("/v1/jobs/" + job_ + "/placement").body["ranks"][0]["node"];
+  const std::string late = early == "n0" ? "n1" : "n0";
+  Json late_running = Running(late, 1);
+  ASSERT_EQ(Heartbeat(early, Running(early, 1)).status, 200);
+  ASSERT_EQ(Heartbeat(late, late_running).status, 200);
+  ASSERT_EQ(report_from(0, 7).status, 202);
+  ASSERT_EQ(Heartbeat(early, exits(early)).status, 200);
+  int first_late = 8;
+  for (const Json& r : late_running) first_late = std::min(first_late, r["rank"].get<int>());
+  for (int s = 0; s < 30; ++s) {
+    api_.clock_.AdvanceSeconds(1);
+    Heartbeat(early, Json::array());
+    Heartbeat(late, late_running);
+    Heartbeat("sp0", Json::array());
+    ASSERT_EQ(report_from(first_late, first_late + 3).status, 202);
+    api_.Tick();
+  }
+  EXPECT_TRUE(api_.Get("/v1/failures").body["failures"].empty()) << api_.Get("/v1/failures").body.dump();
+  EXPECT_EQ(Job()["attempt"], 1);
+  Heartbeat(late, exits(late));
+  EXPECT_EQ(Job()["state"], "succeeded");
+  EXPECT_EQ(api_.Get("/v1/nodes").body["summary"]["by_state"].count("cordoned"), 0u);
+}
+
 TEST_F(AgentApiTest, AKillByHandInTwoAttemptsCordonsNothing) {
   // Rank 0 is killed with SIGKILL in attempts 1 and 2 on the same node. The agent says whether the node's
   // kernel had just OOM-killed a process: a `kill -9` (oom_kill false) is no evidence against the node.
