@@ -37,10 +37,14 @@ def _update(h: "hashlib._Hash", name: str, value: Any) -> None:
 
 
 def param_digest(obj: Any) -> str:
-    """sha256 hex of a module (its state_dict), a mapping name -> tensor/bytes, an iterable of
-    tensors, or bytes."""
+    """sha256 hex of a module (its parameters by name), a mapping name -> tensor/bytes, an iterable of
+    tensors, or bytes. A module's buffers are left out: data-parallel replicas share parameters, not
+    buffers (BatchNorm's running statistics follow each rank's batches), so hashing them would report
+    healthy replicas as corrupt."""
     h = hashlib.sha256()
-    if hasattr(obj, "state_dict") and callable(obj.state_dict):
+    if hasattr(obj, "named_parameters") and callable(obj.named_parameters):
+        obj = dict(obj.named_parameters())
+    elif hasattr(obj, "state_dict") and callable(obj.state_dict):
         obj = obj.state_dict()
     if isinstance(obj, (bytes, bytearray, memoryview)):
         _update(h, "", obj)

@@ -31,6 +31,7 @@ What is seen, and how (docs/integration.md has the user's view):
 """
 
 import functools
+import types
 import inspect
 import logging
 import os
@@ -328,11 +329,13 @@ class Instrumentation:
 
     def hash_target(self, optimizer: Any) -> Any:
         if self.ddp_modules:
+            # Parameters only (param_digest of a module): DDP keeps those identical across replicas, not
+            # its buffers (BatchNorm's running statistics follow each rank's own batches).
             if len(self.ddp_modules) == 1:
                 return self.ddp_modules[0]
             out = {}
             for i, m in enumerate(self.ddp_modules):
-                for k, v in m.state_dict().items():
+                for k, v in m.named_parameters():
                     out["%d.%s" % (i, k)] = v
             return out
         if self.replicated_job:
@@ -350,12 +353,14 @@ class Instrumentation:
             step = self.step
 
             @functools.wraps(step)
-            def stepped(*a: Any, **k: Any) -> Any:
+            def stepped(opt: Any, *a: Any, **k: Any) -> Any:
                 out = step(*a, **k)
-                inst._safe("optimizer step", lambda: inst.on_step(self))
+                inst._safe("optimizer step", lambda: inst.on_step(opt))
                 return out
 
-            self.step = stepped
+            # A bound method, as `opt.step` is without us: LR schedulers wrap it through its __self__ and
+            # __func__ (torch.optim.lr_scheduler's with_counter), which a plain function lacks.
+            self.step = types.MethodType(stepped, self)
 
         Optimizer.__init__ = init
 

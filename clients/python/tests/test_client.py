@@ -435,6 +435,25 @@ class ParamDigestTest(unittest.TestCase):
         c.flush()
         self.assertEqual(d.reports("param_hash")[0]["hash"], h)
 
+    @unittest.skipIf(torch is None, "torch is not importable in this interpreter")
+    def test_a_module_hash_covers_its_parameters_not_its_buffers(self):
+        # BatchNorm's running statistics follow each rank's own batches: replicas with equal parameters
+        # must hash alike whatever their buffers hold, and a changed parameter must still show.
+        def model():
+            torch.manual_seed(0)
+            return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 2))
+
+        a, b = model(), model()
+        a.train()
+        b.train()
+        a(torch.randn(16, 4))
+        b(torch.randn(16, 4) * 5)
+        self.assertFalse(torch.equal(a[1].running_mean, b[1].running_mean))
+        self.assertEqual(param_digest(a), param_digest(b))
+        with torch.no_grad():
+            b[1].weight.view(-1)[0] += 1e-3
+        self.assertNotEqual(param_digest(a), param_digest(b))
+
 
 if __name__ == "__main__":
     logging.basicConfig()

@@ -148,6 +148,46 @@ class FinishedOnlyOnANormalEndTest(unittest.TestCase):
             self.assertEqual(finished, [], body)
 
 
+SCHEDULER_SCRIPT = '''
+import torch
+model = torch.nn.Linear(4, 1)
+for make in (lambda o: torch.optim.lr_scheduler.LambdaLR(o, lambda e: 0.9 ** e),
+             lambda o: torch.optim.lr_scheduler.StepLR(o, step_size=2),
+             lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=3)):
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sched = make(opt)
+    for _ in range(3):
+        opt.zero_grad()
+        model(torch.ones(2, 4)).sum().backward()
+        opt.step()
+        sched.step()
+print("schedulers ok")
+'''
+
+
+@unittest.skipUnless(HAVE_TORCH, "needs torch")
+class LrSchedulersUnderRunTest(unittest.TestCase):
+    """PyTorch's LR schedulers wrap optimizer.step through its __self__ and __func__: the instrumented step
+    must stay a bound method (a plain function crashed every script that used one)."""
+
+    def test_lambda_step_and_cosine_schedulers_work_and_steps_are_reported(self):
+        fake = FakeDaemon()
+        self.addCleanup(fake.close)
+        d = tempfile.mkdtemp(prefix="shepherd-sched-")
+        self.addCleanup(shutil.rmtree, d, True)
+        script = os.path.join(d, "sched.py")
+        with open(script, "w") as f:
+            f.write(SCHEDULER_SCRIPT)
+        env = dict(os.environ)
+        env.update({"RANK": "0", "WORLD_SIZE": "1", "SHEPHERD_URL": fake.url, "SHEPHERD_JOB": "job-s",
+                    "SHEPHERD_ATTEMPT": "1", "SHEPHERD_HEARTBEAT_INTERVAL": "0.2", "PYTHONPATH": PKG})
+        out = subprocess.run([sys.executable, "-m", "shepherd_client.run", script], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=240)
+        self.assertEqual(out.returncode, 0, out.stdout.decode())
+        self.assertIn("schedulers ok", out.stdout.decode())
+        self.assertEqual([r["step"] for r in fake.reports("step")], list(range(1, 4)))
+
+
 EVAL_SCRIPT = '''
 import time, torch, torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
