@@ -64,7 +64,7 @@ void JobMonitor::EvaluateLoss(Time now, std::vector<Finding>* out) {
   Item items[] = {{&loss_.mutable_nonfinite(), FindingKind::kNonfiniteLoss, true},
                   {&loss_.mutable_spike(), FindingKind::kLossSpike, false},
                   {&loss_.mutable_divergence(), FindingKind::kLossDivergence, true},
-                  {&loss_.mutable_grad_spike(), FindingKind::kGradNormSpike, true}};
+                  {&loss_.mutable_grad_spike(), FindingKind::kGradNormSpike, false}};
   for (Item& it : items) {
     LossIncident& inc = *it.inc;
     if (!inc.pending) continue;  // reported already, or never opened

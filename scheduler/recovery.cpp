@@ -33,10 +33,11 @@ Time RestartNotBefore(const Policy& policy, Time now, std::optional<Time> last_r
 
 namespace {
 
-// Anomalies that warrant a restart from last-known-good (a one-step loss_spike does not: record only).
+// Anomalies that warrant a restart from last-known-good. A one-step loss_spike does not (record only), nor
+// does a grad_norm_spike: one outlier sample's gradient, which clipping absorbs; corruption of the
+// parameters themselves shows in the replicas' hashes.
 bool IsLossAnomaly(FindingKind k) {
-  return k == FindingKind::kLossDivergence || k == FindingKind::kNonfiniteLoss ||
-         k == FindingKind::kGradNormSpike;
+  return k == FindingKind::kLossDivergence || k == FindingKind::kNonfiniteLoss;
 }
 bool IsSdc(FindingKind k) {
   return k == FindingKind::kSdcSuspected || k == FindingKind::kSdcConfirmed;
@@ -221,6 +222,11 @@ Verdict Judge(const RecoveryInput& in) {
   } else if (k == FindingKind::kLossSpike) {
     v.act = false;  // a one-step outlier of noisy training; divergence is loss_divergence
     v.why = "loss spike: a one-step outlier, recorded, no action";
+  } else if (k == FindingKind::kGradNormSpike) {
+    v.act = false;
+    v.why =
+        "gradient-norm spike with a normal loss: recorded, no action (an outlier batch; corrupted "
+        "parameters would show in the replicas' hashes)";
   } else if (k == FindingKind::kStraggler) {
     v.act = false;  // throughput only; a restart would cost more than the slow node
     v.why = "straggler: reported, no action";
@@ -252,6 +258,7 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   if (!v.act) {
     if (f.kind == FindingKind::kStraggler) d.actions.push_back("report only: straggler");
     if (f.kind == FindingKind::kLossSpike) d.actions.push_back("record only: loss spike (one-step outlier)");
+    if (f.kind == FindingKind::kGradNormSpike) d.actions.push_back("record only: gradient-norm spike");
     return d;
   }
   d.node_actions = v.faulty;

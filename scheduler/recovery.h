@@ -21,7 +21,9 @@
 //    SAME nodes with replay = true; the caller remembers replay_nodes (pending_replay_nodes next time). If a
 //    node it implicates is among pending_replay_nodes, the corruption is persistent: cordon those nodes and
 //    replace them (no replay).
-//  - loss_divergence, nonfinite_loss, grad_norm_spike: restart from last-known-good without blame (the
+//  - grad_norm_spike: kNone, recorded (an outlier batch under clipping is normal training; corrupted
+//    parameters show in the replicas' hashes).
+//  - loss_divergence, nonfinite_loss: restart from last-known-good without blame (the
 //    ledger already grades checkpoints after the onset bad; checkpoints at or after onset_step, or at or
 //    after step when there is no onset, are also skipped here, in case grading lags).
 //  - loss_spike (a one-step outlier of the job-level loss): kNone, action "record only: loss spike

@@ -3,6 +3,7 @@
 // TakeEvidence into ledger.OnEvidence). The same reports must grade the same paced or in one burst.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <map>
 #include <string>
 #include <vector>
@@ -22,7 +23,7 @@ struct Harness {
   std::unique_ptr<JobMonitor> monitor = MakeMonitor(MakeContext(1, 1, 2, clock.Now()));
   CheckpointLedger ledger{"job-1", {.expected_reporters = 2, .good_after_steps = 10, .hash_checks = true}};
   std::vector<Finding> findings;
-  int64_t grad_spike_step = -1;  // rank 1 reports grad norm 500 at this step (an SDC signal)
+  int64_t nan_step = -1;  // rank 1 reports a NaN loss at this step (an anomaly that warrants recovery)
 
   void Feed(const Report& r) {
     monitor->Ingest(r, clock.Now());
@@ -35,7 +36,8 @@ struct Harness {
   }
   void StepReports(int64_t s, std::map<int64_t, std::string> hashes = {}) {
     for (int r = 0; r < 2; ++r) {
-      Feed(Step(r, clock.Now(), s, 2.0 + 0.01 * (s % 3), s == grad_spike_step && r == 1 ? 500.0 : 1.0, 1.0));
+      const double loss = s == nan_step && r == 1 ? std::nan("") : 2.0 + 0.01 * (s % 3);
+      Feed(Step(r, clock.Now(), s, loss, 1.0, 1.0));
       if (s % 10 == 0) {
         auto h = hashes.find(s);
         Feed(Hash(r, clock.Now(), s, h != hashes.end() && r == 1 ? h->second : "ab" + std::to_string(s)));
@@ -104,7 +106,7 @@ const std::map<int64_t, CheckpointStatus> kGoodThrough75 = {{25, CheckpointStatu
 
 TEST(GradingTest, AnAnomalyNearTheEndGradesTheSamePacedOrInABurst) {
   Harness paced, burst;
-  paced.grad_spike_step = burst.grad_spike_step = 108;
+  paced.nan_step = burst.nan_step = 108;
   for (int64_t s = 1; s <= 110; ++s) {
     paced.StepReports(s);
     paced.clock.AdvanceSeconds(1);
@@ -115,7 +117,7 @@ TEST(GradingTest, AnAnomalyNearTheEndGradesTheSamePacedOrInABurst) {
   burst.Evaluate();
   for (Harness* h : {&paced, &burst}) {
     ASSERT_EQ(h->findings.size(), 1u);
-    EXPECT_EQ(h->findings[0].kind, FindingKind::kGradNormSpike);
+    EXPECT_EQ(h->findings[0].kind, FindingKind::kNonfiniteLoss);
     EXPECT_EQ(h->findings[0].onset_step, 108);
     EXPECT_EQ(h->Statuses(), kGoodThrough75);
     ASSERT_TRUE(h->ledger.LastKnownGood());

@@ -373,6 +373,19 @@ TEST_F(RecoveryTest, LossSpikeIsRecordedOnly) {
   EXPECT_EQ(d.actions, std::vector<std::string>{"record only: loss spike (one-step outlier)"});
 }
 
+// One outlier batch under gradient clipping: a restart replayed it and a reproducible-anomaly check failed
+// a healthy job. Corrupted parameters show in the replicas' hashes instead.
+TEST_F(RecoveryTest, GradNormSpikeIsRecordedOnly) {
+  Build();
+  Finding f = MakeFinding(FindingKind::kGradNormSpike, {1}, {"node-01"});
+  f.onset_step = 120;
+  RecoveryDecision d = Decide(f);
+  EXPECT_EQ(d.action, RecoveryDecision::kNone);
+  EXPECT_TRUE(d.node_actions.empty());
+  EXPECT_FALSE(d.resume_from);
+  EXPECT_EQ(d.actions, std::vector<std::string>{"record only: gradient-norm spike"});
+}
+
 TEST_F(RecoveryTest, LossDivergenceRestartsFromLastKnownGoodWithoutBlame) {
   Build();
   Finding f = MakeFinding(FindingKind::kLossDivergence, {0, 1, 2}, {"node-01"});
