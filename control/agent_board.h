@@ -102,6 +102,15 @@ class AgentBoard {
     auto it = agents_.find(node);
     return it != agents_.end() && !it->second.lost;
   }
+  // The node's agent is live and its last heartbeat listed a running rank process of (job, attempt): the
+  // node and the process are there, whatever the ranks' own reports say.
+  bool VouchesFor(const std::string& node, const std::string& job, int attempt) const {
+    auto it = agents_.find(node);
+    if (it == agents_.end() || it->second.lost) return false;
+    for (const auto& [j, a] : it->second.running)
+      if (j == job && a == attempt) return true;
+    return false;
+  }
 
  private:
   struct Agent {

@@ -50,7 +50,11 @@ void Controller::RecordFinding(Finding f, Time now, WriteBatch* batch) {
           nodes.insert(reported[r]);
       if (!f.ranks.empty()) f.nodes.assign(nodes.begin(), nodes.end());
     }
-    recovery_.OnFinding(f, health, earlier, now, batch, reported);
+    std::set<std::string> vouched;  // a launched job's silent ranks whose agents still list them running
+    if (f.kind == FindingKind::kHeartbeatLost && !e->job.spec.command.empty())
+      for (const std::string& n : f.nodes)
+        if (agents_.VouchesFor(n, f.job, f.attempt)) vouched.insert(n);
+    recovery_.OnFinding(f, health, earlier, now, batch, reported, std::move(vouched));
     Settle(now,
            batch);  // a restart replaced the monitor and the agents' assignments before anything else runs
   }

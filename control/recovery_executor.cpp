@@ -8,7 +8,8 @@
 namespace shepherd {
 
 void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now,
-                                 WriteBatch* batch, const std::vector<std::string>& reported_nodes) {
+                                 WriteBatch* batch, const std::vector<std::string>& reported_nodes,
+                                 std::set<std::string> vouched) {
   const JobEntry* e = jobs_->Find(f.job);
   if (!e || !IsActive(e->job.state) || !e->attempt || f.attempt != e->attempt->number) return;
   const bool external = e->job.spec.command.empty();
@@ -29,7 +30,8 @@ void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const 
                    .last_restart_at = st.last_restart_at,
                    .consecutive_restarts = st.consecutive_restarts,
                    .pending_replay_nodes = health.pending_replay_nodes(),
-                   .earlier_findings = earlier};
+                   .earlier_findings = earlier,
+                   .vouched_nodes = std::move(vouched)};
   RecoveryDecision d = DecideRecovery(in);
   if (external) return Remediate(f, e->job, d, earlier, now, batch);
   if ((d.action == RecoveryDecision::kRestart || d.action == RecoveryDecision::kQueue) &&

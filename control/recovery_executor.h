@@ -49,8 +49,9 @@ class RecoveryExecutor {
   // to f.recommended_actions, and only policy.external_remediation is carried out (cordon the blamed nodes
   // in Shepherd's inventory, run the hook, or requeue the launcher's job); the blamed nodes are those the
   // ranks reported (`reported_nodes`, by rank; empty strings where unknown).
+  // `vouched`: nodes whose agent lists the attempt's rank processes running (RecoveryInput::vouched_nodes).
   void OnFinding(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now, WriteBatch* batch,
-                 const std::vector<std::string>& reported_nodes = {});
+                 const std::vector<std::string>& reported_nodes = {}, std::set<std::string> vouched = {});
 
   // POST /v1/jobs/{id}/restart. Returns the decision executed (kRestart or kQueue).
   Result<RecoveryDecision> ForceRestart(const std::string& job, JobHealth& health, const std::string& from,

@@ -174,6 +174,16 @@ Verdict Judge(const RecoveryInput& in) {
     v.why = kind + " on " + Join(nodes) + ": node at fault";
   } else if (IsRankFault(f)) {
     std::set<std::string> nodes = Implicated(f, in.placement, false);
+    const bool vouched = k == FindingKind::kHeartbeatLost && !nodes.empty() &&
+                         std::all_of(nodes.begin(), nodes.end(),
+                                     [&](const std::string& n) { return in.vouched_nodes.count(n) != 0; });
+    if (vouched && static_cast<int>(f.ranks.size()) == in.job.plan.world_size()) {
+      v.act = false;
+      v.why =
+          "every rank is silent while its agent lists its process running: the job is paused (SIGSTOP, a "
+          "debugger) or frozen as a whole, not lost; recorded, nothing stopped";
+      return v;
+    }
     // A first rank fault restarts on the same nodes: one lost or stuck rank is no evidence against its
     // node. A clean exit (the program chose its exit code: an exception, a rendezvous that could not bind
     // its port, a peer that died under a collective), a hang culprit still heartbeating (rank-0-only work,
@@ -182,6 +192,8 @@ Verdict Judge(const RecoveryInput& in) {
     // stall no progress; CheckForLoop). Only faults a node can cause (NodeCanCause) recurring suspect it.
     std::set<std::string> again;
     if (NodeCanCause(f)) again = Recurring(nodes, in.earlier_findings, f, NodeCanCause);
+    if (k == FindingKind::kHeartbeatLost)  // the agent saw the process run: the process, not the node
+      for (const std::string& n : in.vouched_nodes) again.erase(n);
     for (const std::string& n : Recurring(nodes, in.earlier_findings, f, IsRankFault))
       if (again.count(n) == 0) v.avoid.insert(n);
     Blame(again, NodeActionKind::kCordon, "ranks lost again on this node (" + kind + ")", &v);
@@ -259,6 +271,8 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
     if (f.kind == FindingKind::kStraggler) d.actions.push_back("report only: straggler");
     if (f.kind == FindingKind::kLossSpike) d.actions.push_back("record only: loss spike (one-step outlier)");
     if (f.kind == FindingKind::kGradNormSpike) d.actions.push_back("record only: gradient-norm spike");
+    if (f.kind == FindingKind::kHeartbeatLost)
+      d.actions.push_back("record only: every rank paused or frozen while its agent lists it running");
     return d;
   }
   d.node_actions = v.faulty;

@@ -6,6 +6,9 @@
 //
 // Rules of DecideRecovery, by finding kind ("blame" = cordon, or fail, the node and move its ranks):
 //  - node_lost, gpu_fault: the node is at fault: fail it, replace it, restart.
+//  - heartbeat_lost with every rank silent while each node's agent lists its processes running
+//    (vouched_nodes): the job is paused (SIGSTOP, a debugger) or frozen as a whole, not lost: kNone,
+//    recorded. A silent rank whose agent vouches for its process is never evidence against the node.
 //  - heartbeat_lost, process_exit (a rank crashed or went silent): restart on the same nodes the first time;
 //    a node is cordoned only when this loss and an earlier one in `earlier_findings` on it are both losses a
 //    node can cause (heartbeat_lost, or process_exit by a signal). A clean exit (an exit code, no signal:
@@ -97,6 +100,9 @@ struct RecoveryInput {
   // The job's earlier findings against which recurrence is judged (the caller picks the window, e.g. the
   // last few attempts). REQUIRES: each carries its nodes; the current finding is not among them.
   std::span<const Finding> earlier_findings = {};
+  // Nodes whose agent is live and lists the attempt's rank processes as running (heartbeat_lost of a
+  // launched job): their ranks' silence is the processes' (stopped, paused), not the node's.
+  std::set<std::string> vouched_nodes = {};
 };
 
 RecoveryDecision DecideRecovery(const RecoveryInput& in);

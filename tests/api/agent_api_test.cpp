@@ -332,6 +332,36 @@ TEST_F(AgentApiTest, RanksThatExitedCleanlyBeforeTheirPeersAreNotLost) {
   EXPECT_EQ(api_.Get("/v1/nodes").body["summary"]["by_state"].count("cordoned"), 0u);
 }
 
+// The whole job paused (SIGSTOP of every rank, a debugger) while the agents keep listing its processes:
+// recorded, nothing stopped, nothing cordoned, however often it happens.
+TEST_F(AgentApiTest, AWholeJobPausedWhileItsAgentsListItRunningIsRecordedOnly) {
+  Json running[2] = {Running("n0", 1), Running("n1", 1)};
+  ASSERT_EQ(Heartbeat("n0", running[0]).status, 200);
+  ASSERT_EQ(Heartbeat("n1", running[1]).status, 200);
+  for (int pause = 0; pause < 2; ++pause) {
+    Json reports = Json::array();
+    for (int r = 0; r < 8; ++r) reports.push_back({{"rank", r}, {"attempt", 1}, {"kind", "heartbeat"}});
+    ASSERT_EQ(api_.Post("/v1/jobs/" + job_ + "/reports", {{"reports", reports}}).status, 202);
+    for (int s = 0; s < 25; ++s) {  // 25 s of silence from every rank, past the 10 s heartbeat timeout
+      api_.clock_.AdvanceSeconds(1);
+      Heartbeat("n0", running[0]);
+      Heartbeat("n1", running[1]);
+      Heartbeat("sp0", Json::array());
+      api_.Tick();
+    }
+  }
+  Json f = api_.Get("/v1/failures?kind=heartbeat_lost").body["failures"];
+  ASSERT_EQ(f.size(), 2u) << f.dump();
+  for (const Json& x : f) {
+    EXPECT_EQ(x["ranks"].size(), 8u);
+    EXPECT_EQ(x["actions"].dump().find("stop attempt"), std::string::npos) << x.dump();
+    EXPECT_EQ(x["actions"].dump().find("cordon"), std::string::npos) << x.dump();
+  }
+  EXPECT_EQ(Job()["attempt"], 1);
+  EXPECT_EQ(Job()["state"], "running");
+  EXPECT_EQ(api_.Get("/v1/nodes").body["summary"]["by_state"].count("cordoned"), 0u);
+}
+
 TEST_F(AgentApiTest, AKillByHandInTwoAttemptsCordonsNothing) {
   // Rank 0 is killed with SIGKILL in attempts 1 and 2 on the same node. The agent says whether the node's
   // kernel had just OOM-killed a process: a `kill -9` (oom_kill false) is no evidence against the node.

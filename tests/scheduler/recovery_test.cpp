@@ -195,6 +195,40 @@ TEST_F(RecoveryTest, ProcessExitBlamesTheNodeOnlyWhenItCrashesAgain) {
   EXPECT_EQ(d2.node_actions[0].action, NodeActionKind::kCordon);
 }
 
+// Every rank silent while each node's agent lists its process running: the whole job was paused (SIGSTOP,
+// a debugger) or froze; a restart of a paused job, then a cordon at the second pause, was the harm.
+TEST_F(RecoveryTest, AWholeJobSilentWhileItsAgentsListItRunningIsRecordedOnly) {
+  Build();
+  vouched_ = {"node-01", "node-02"};
+  std::vector<int> all(16);
+  for (int r = 0; r < 16; ++r) all[r] = r;
+  RecoveryDecision d = Decide(MakeFinding(FindingKind::kHeartbeatLost, all, {"node-01", "node-02"}));
+  EXPECT_EQ(d.action, RecoveryDecision::kNone) << Dump(d);
+  EXPECT_TRUE(d.node_actions.empty());
+  EXPECT_NE(d.reason.find("paused"), std::string::npos) << d.reason;
+  // Not vouched for (an agent silent too, or no longer listing them): the ranks are lost, as before.
+  vouched_ = {"node-01"};
+  EXPECT_EQ(Decide(MakeFinding(FindingKind::kHeartbeatLost, all, {"node-01", "node-02"})).action,
+            RecoveryDecision::kRestart);
+}
+
+// One rank silent twice on a node whose agent still lists its process: the process, not the node. The
+// ranks move off it without blame; without the agent's word the recurrence cordons, as before.
+TEST_F(RecoveryTest, ARecurringSilenceTheAgentVouchesForCordonsNothing) {
+  Build();
+  const std::vector<Finding> earlier = {MakeFinding(FindingKind::kHeartbeatLost, {9}, {"node-02"})};
+  job_.attempt = 2, job_.restarts = 1;
+  vouched_ = {"node-02"};
+  RecoveryDecision d = Decide(MakeFinding(FindingKind::kHeartbeatLost, {9}, {"node-02"}, 2), false, earlier);
+  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
+  EXPECT_TRUE(d.node_actions.empty()) << Dump(d);
+  EXPECT_EQ(NodesOf(*d.new_placement).count("node-02"), 0u) << Dump(d);
+  vouched_.clear();
+  d = Decide(MakeFinding(FindingKind::kHeartbeatLost, {9}, {"node-02"}, 2), false, earlier);
+  ASSERT_EQ(d.node_actions.size(), 1u) << Dump(d);
+  EXPECT_EQ(d.node_actions[0].action, NodeActionKind::kCordon);
+}
+
 // One killed rank takes its peers down in their next collective: the same attempt's later losses on its
 // node are that incident's cascade, not a recurrence (a probe's kill -9 of one task got its healthy node
 // cordoned, and drained in Slurm). The same loss in a later attempt is a recurrence.

@@ -139,7 +139,8 @@ class RecoveryTest : public ::testing::Test {
                            .last_restart_at = last_restart_,
                            .consecutive_restarts = consecutive_,
                            .pending_replay_nodes = replay_nodes_,
-                           .earlier_findings = earlier});
+                           .earlier_findings = earlier,
+                           .vouched_nodes = vouched_});
   }
 
   Job job_;
@@ -149,6 +150,7 @@ class RecoveryTest : public ::testing::Test {
   std::optional<Checkpoint> lkg_ = Ckpt(40, CheckpointStatus::kGood);
   std::optional<Checkpoint> latest_ = Ckpt(50, CheckpointStatus::kComplete);
   std::optional<Time> last_restart_;
+  std::set<std::string> vouched_;  // nodes whose agent lists the attempt's processes running
   int consecutive_ = 0;
 };
 
