@@ -66,8 +66,8 @@ void CheckpointLedger::Grade(Entry& e, Time now, std::vector<CheckpointTransitio
   if (!hash_ok || healthy < needed) return;
   std::string reason = opt_.hash_checks ? "param_hash check agreed at step " + std::to_string(*agreed) + "; "
                                         : "no hash checks for this job; ";
-  reason += "healthy through step " + std::to_string(healthy) + " (" +
-            std::to_string(opt_.good_after_steps) + " steps after it) with no anomaly";
+  reason += "healthy through step " + std::to_string(healthy) + " (" + std::to_string(opt_.good_after_steps) +
+            " steps after it) with no anomaly";
   SetStatus(e, CheckpointStatus::kGood, std::move(reason), now, out);
 }
 

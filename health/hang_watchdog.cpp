@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <tuple>
 
 namespace shepherd {
@@ -17,13 +18,28 @@ std::string CollectiveName(GroupKind g, int64_t seq) {
   return std::string(ToString(g)) + "#" + std::to_string(seq);
 }
 
+// The world group has every rank as a member: its waits are found from the ranks sorted by the last world
+// seq they entered (most behind first), at most kMaxWorldWaits of them per waiter, so a world-collective
+// hang of a large job costs O(n log n), not O(n²). The most lagging ranks are the chains' likely ends.
+constexpr size_t kMaxWorldWaits = 256;
+struct WorldIndex {
+  std::vector<std::pair<int64_t, int>> by_entered;  // (entered_seq[world], rank), ascending
+};
+
 // Out-edges of r in the wait-for graph (see header). Ends of chains have none.
 void WaitsFor(const RankLayout& layout, const std::vector<RankState>& ranks, const std::vector<bool>& alive,
-              int r, std::vector<int>* out) {
+              const WorldIndex& world, int r, std::vector<int>* out) {
   out->clear();
   const RankState& s = ranks[r];
   if (!alive[r] || !s.has(RankState::kInCollective) || s.collective_group == GroupKind::kOther) return;
   const int g = static_cast<int>(s.collective_group);
+  if (s.collective_group == GroupKind::kWorld) {
+    for (const auto& [entered, m] : world.by_entered) {
+      if (entered >= s.collective_seq || out->size() >= kMaxWorldWaits) break;
+      if (m != r) out->push_back(m);
+    }
+    return;
+  }
   for (int m : layout.GroupMembers(r, s.collective_group))
     if (m != r && ranks[m].entered_seq[g] < s.collective_seq) out->push_back(m);
 }
@@ -61,6 +77,16 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
   a.waiting_past_timeout = static_cast<int>(roots.size());
   if (roots.empty()) return a;
   a.hung = true;
+  WorldIndex world;
+  if (std::any_of(ranks.begin(), ranks.end(), [](const RankState& s) {
+        return s.has(RankState::kInCollective) && s.collective_group == GroupKind::kWorld;
+      })) {
+    const int w = static_cast<int>(GroupKind::kWorld);
+    world.by_entered.reserve(n);
+    for (int r = 0; r < n; ++r) world.by_entered.emplace_back(ranks[r].entered_seq[w], r);
+    std::sort(world.by_entered.begin(), world.by_entered.end());
+  }
+  std::map<int64_t, bool> world_sinks;  // world seqs judged once: whether the peers wait for its waiters
   std::vector<bool> is_root(n, false);
   for (int r : roots) is_root[r] = true;
 
@@ -82,7 +108,7 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
     index[r] = low[r] = counter++;
     stack.push_back(r);
     on_stack[r] = true;
-    WaitsFor(layout, ranks, alive, r, &scratch);
+    WaitsFor(layout, ranks, alive, world, r, &scratch);
     dfs.push_back({r, scratch, 0});
   };
   for (int root : roots) {
@@ -115,7 +141,7 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
       // Tarjan emits a component only after all components it reaches, so their ids are known here.
       bool sink = true;
       for (int x : members) {
-        WaitsFor(layout, ranks, alive, x, &scratch);
+        WaitsFor(layout, ranks, alive, world, x, &scratch);
         for (int y : scratch)
           if (comp[y] != comp[x]) sink = false;
       }
@@ -150,6 +176,18 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
       a.culprits.push_back({r, "inside a collective of a group whose membership is unknown (seq " +
                                    std::to_string(s.collective_seq) + "); its chain cannot be followed"});
     } else {
+      // Every member of a world collective is in the same group, and what its members say (silent ones,
+      // completed ones) is the same for each waiter: judged once per seq; later waiters only take their
+      // own part (stuck in a collective the peers completed).
+      if (s.collective_group == GroupKind::kWorld) {
+        auto [it, first] = world_sinks.try_emplace(s.collective_seq);
+        if (!first) {
+          if (it->second)
+            a.culprits.push_back({r, "inside " + CollectiveName(s.collective_group, s.collective_seq) +
+                                         ", which its peers completed, while they wait for it"});
+          continue;
+        }
+      }
       std::vector<int> members = layout.GroupMembers(r, s.collective_group);
       bool any_silent = false;
       for (int m : members) {
@@ -186,6 +224,7 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
         completed_elsewhere = true;
         peers_wait = peers_wait || is_root[m];
       }
+      if (s.collective_group == GroupKind::kWorld) world_sinks[s.collective_seq] = peers_wait;
       if (peers_wait)
         a.culprits.push_back({r, "inside " + CollectiveName(s.collective_group, s.collective_seq) +
                                      ", which its peers completed, while they wait for it"});

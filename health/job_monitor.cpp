@@ -260,14 +260,21 @@ void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vec
   // spent too; nor for a hang timeout after the phase ended (the saver renames its file and walks to the
   // barrier: the collective was open past the timeout all along). A silent culprit is not excused: silence
   // inside the allowance is a stopped process.
+  auto busy = [&](const RankState& r) {  // heartbeating (no allowance) in or just out of a busy phase
+    const bool just_busy =
+        r.busy_seen != Time{} && ToSeconds(now - r.busy_seen) <= ctx_.policy.hang_timeout_s;
+    return ToSeconds(now - r.last_seen) <= ctx_.policy.heartbeat_timeout_s &&
+           (r.in_checkpoint_phase() || r.in_eval_phase() || just_busy);
+  };
+  // A culprit waiting in a group whose members are unknown may be waiting for anyone: while some rank is
+  // busy saving or evaluating, that rank may be the one it waits for.
+  const bool someone_busy = std::any_of(ranks_.begin(), ranks_.end(), busy);
   const bool culprits_busy =
       !hang_.culprits.empty() &&
       std::all_of(hang_.culprits.begin(), hang_.culprits.end(), [&](const HangCulprit& c) {
-        const RankState& r = ranks_[c.rank];  // heartbeating (no allowance): busy, not stopped
-        const bool just_busy =
-            r.busy_seen != Time{} && ToSeconds(now - r.busy_seen) <= ctx_.policy.hang_timeout_s;
-        return ToSeconds(now - r.last_seen) <= ctx_.policy.heartbeat_timeout_s &&
-               (r.in_checkpoint_phase() || r.in_eval_phase() || just_busy);
+        const RankState& r = ranks_[c.rank];
+        const bool unknown_wait = r.has(RankState::kInCollective) && r.collective_group == GroupKind::kOther;
+        return busy(r) || (unknown_wait && someone_busy && !c.stopped);
       });
   if (hang_.hung && culprits_busy && hang_.oldest_open_s <= ctx_.policy.hang_timeout_s * kCheckpointAllowance)
     hang_ = HangAnalysis{};

@@ -101,6 +101,8 @@ int RankLayout::GroupSize(GroupKind g) const {
       return plan_.dp;
     case GroupKind::kCp:
       return plan_.cp;
+    case GroupKind::kWorld:
+      return world_size();
     case GroupKind::kOther:
       return 0;
   }
@@ -122,6 +124,9 @@ std::vector<int> RankLayout::GroupMembers(int rank, GroupKind g) const {
       break;
     case GroupKind::kCp:
       for (int k = 0; k < plan_.cp; ++k) out.push_back(RankAt(c.tp, c.pp, c.dp, k));
+      break;
+    case GroupKind::kWorld:
+      for (int r = 0; r < world_size(); ++r) out.push_back(r);
       break;
     case GroupKind::kOther:
       break;

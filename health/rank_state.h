@@ -28,8 +28,8 @@ struct RankState {
   Time busy_seen{};         // the last report in a checkpoint or eval phase; epoch: none
   int64_t step = -1;        // highest step seen in any report
   int64_t collective_seq = 0;
-  int64_t entered_seq[4] = {-1, -1, -1, -1};  // highest seq entered, per GroupKind tp/pp/dp/cp
-  int64_t hash_step[2] = {-1, -1};            // two param_hash slots (double-buffered across checks)
+  int64_t entered_seq[kKnownGroupKinds] = {-1, -1, -1, -1, -1};  // highest seq entered, per GroupKind
+  int64_t hash_step[2] = {-1, -1};  // two param_hash slots (double-buffered across checks)
   uint64_t hash_digest[2] = {0, 0};
   float step_times[kMaxStragglerWindow] = {};  // ring of the last step_time_s values
   uint8_t step_time_count = 0;

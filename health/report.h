@@ -25,9 +25,11 @@ enum class ReportKind : uint8_t { kHeartbeat, kStep, kCollective, kParamHash, kC
 // kEval: the rank is evaluating (no training steps for a while); the no-progress hang rule allows for it.
 enum class Phase : uint8_t { kUnspecified, kTrain, kCheckpointSave, kCheckpointLoad, kEval };
 enum class CollectiveState : uint8_t { kStarted, kCompleted };
-// Groups whose membership health/ derives from placement coordinates. Any other name is kOther:
+// Groups whose membership health/ derives from placement coordinates; kWorld ("world") is every rank (the
+// Python client's name for a job-wide group in a job with more than one axis). Any other name is kOther:
 // accepted and shown, but ignored for membership (the hang watchdog cannot follow waits through it).
-enum class GroupKind : uint8_t { kTp = 0, kPp = 1, kDp = 2, kCp = 3, kOther = 4 };
+enum class GroupKind : uint8_t { kTp = 0, kPp = 1, kDp = 2, kCp = 3, kWorld = 4, kOther = 5 };
+inline constexpr int kKnownGroupKinds = 5;  // tp, pp, dp, cp, world: the ones with a membership
 
 const char* ToString(ReportKind k);
 const char* ToString(Phase p);

@@ -47,6 +47,8 @@ const char* ToString(GroupKind g) {
       return "dp";
     case GroupKind::kCp:
       return "cp";
+    case GroupKind::kWorld:
+      return "world";
     case GroupKind::kOther:
       return "other";
   }
@@ -58,6 +60,7 @@ GroupKind GroupKindFromName(std::string_view name) {
   if (name == "pp") return GroupKind::kPp;
   if (name == "dp") return GroupKind::kDp;
   if (name == "cp") return GroupKind::kCp;
+  if (name == "world") return GroupKind::kWorld;
   return GroupKind::kOther;
 }
 

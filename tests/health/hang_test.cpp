@@ -297,6 +297,68 @@ TEST(HangTest, TheSaverIsNotAHangWhileItWalksToTheBarrierAfterItsSave) {
   EXPECT_EQ(hangs[0].ranks, std::vector<int>({0}));
 }
 
+// TP 2 × DP 2: rank 3 saves alone while ranks 0-2 wait in a barrier of the group `group` (the Python
+// client names a job-wide group "world" when the job has more than one axis; other names are unknown
+// groups). Returns the findings of `seconds` of it.
+std::vector<Finding> SaveWhilePeersWaitInGroup(const char* group, int seconds, Phase phase) {
+  FakeClock clock;
+  auto m = Training(MakeContext(2, 1, 2, clock.Now()));
+  const Time start = clock.Now();
+  auto beat = [&](Time now) {
+    Report saver = Heartbeat(3, now, 100);
+    saver.phase = phase;
+    m->Ingest(saver, now);
+    for (int r = 0; r < 3; ++r) {
+      Report waiter = InCollective(r, now, group, 20, 100);
+      waiter.collective->since = start;
+      m->Ingest(waiter, now);
+    }
+  };
+  beat(start);
+  return RunTicks(*m, clock, seconds, beat);
+}
+
+TEST(HangTest, PeersWaitingInAWorldBarrierForASaverAreNoHangAndTheSaverIsTheCulprit) {
+  // Within the save allowance: nothing (before, the waiters were named: the world group was unknown).
+  auto all = SaveWhilePeersWaitInGroup("world", 300, Phase::kCheckpointSave);
+  EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
+  // The same wait for a rank that is not saving: a hang naming that rank, not the waiters.
+  auto hangs = OfKind(SaveWhilePeersWaitInGroup("world", 70, Phase::kTrain), FindingKind::kHang);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].ranks, std::vector<int>({3}));
+  EXPECT_NE(hangs[0].detail.find("world#20"), std::string::npos) << hangs[0].detail;
+}
+
+// 4,096 ranks wait in a world barrier for rank 17, which never arrives: the chain ends at rank 17 (each
+// waiter's world edges are found from one sorted index, not from all 4,095 peers).
+TEST(HangTest, AWorldBarrierOfManyRanksNamesTheOneThatNeverArrived) {
+  FakeClock clock;
+  auto m = Training(MakeContext(8, 1, 512, clock.Now()));
+  const Time start = clock.Now();
+  auto beat = [&](Time now) {
+    for (int r = 0; r < 4096; ++r) {
+      if (r == 17) {
+        m->Ingest(Heartbeat(r, now, 100), now);
+        continue;
+      }
+      Report waiter = InCollective(r, now, "world", 5, 100);
+      waiter.collective->since = start;
+      m->Ingest(waiter, now);
+    }
+  };
+  beat(start);
+  auto hangs = OfKind(RunTicks(*m, clock, 70, beat), FindingKind::kHang);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0].ranks, std::vector<int>({17}));
+}
+
+TEST(HangTest, AWaitInAnUnknownGroupWhileSomeRankSavesIsNoHang) {
+  auto all = SaveWhilePeersWaitInGroup("g-3f2a", 300, Phase::kCheckpointSave);
+  EXPECT_TRUE(all.empty()) << ToString(all[0].kind) << ": " << all[0].detail;
+  // Nobody saving: the hang is found (its chain cannot be followed; the waiters are named, as before).
+  EXPECT_EQ(OfKind(SaveWhilePeersWaitInGroup("g-3f2a", 70, Phase::kTrain), FindingKind::kHang).size(), 1u);
+}
+
 TEST(HangTest, ASaveThatNeverEndsStillNamesTheSaverOnceTheAllowanceIsSpent) {
   auto hangs = OfKind(SaveWhilePeerWaitsAtBarrier(700, Phase::kCheckpointSave), FindingKind::kHang);
   ASSERT_EQ(hangs.size(), 1u);
