@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <memory>
+
 #include "api/problem.h"
 #include "api/route_table.h"
 
@@ -119,9 +121,18 @@ void Router::Handle(HttpRequest request, Respond respond) const {
     allow += (allow.empty() ? "" : ", ") + r.method;
   }
   std::string route = found ? found->pattern : allow.empty() ? "unmatched" : "method_not_allowed";
-  auto finish = [metrics = metrics_, route, method = request.method, target = request.target,
-                 id = request.request_id, start, respond = std::move(respond)](HttpResponse res) {
+  // A static credential (tokens file) is checked again when the answer leaves: one withdrawn by SIGHUP
+  // while its request was held (an agent's long poll) must not receive what the answer carries (rank
+  // credentials). Rank credentials are not: a report that ends its job revokes them, and is answered.
+  auto recheck = std::make_shared<std::string>();
+  auto finish = [metrics = metrics_, auth = auth_, recheck, route, method = request.method,
+                 target = request.target, id = request.request_id, start,
+                 respond = std::move(respond)](HttpResponse res) {
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!recheck->empty() && res.status < 400 && auth->Authenticate(*recheck).outcome != AuthOutcome::kOk) {
+      res = Problem(401, "the credential was withdrawn while the request waited");
+      res.headers.emplace_back("WWW-Authenticate", "Bearer error=\"invalid_token\"");
+    }
     metrics->ObserveRequest(route, method, res.status, secs);
     spdlog::info("[{}] {} {} -> {} ({:.3f} ms)", id, method, target, res.status, secs * 1e3);
     respond(std::move(res));
@@ -129,6 +140,8 @@ void Router::Handle(HttpRequest request, Respond respond) const {
   std::optional<Principal> principal;
   if (auto refused = Admit(request, &principal)) return finish(std::move(*refused));
   request.principal = std::move(principal);
+  if (auth_ && auth_->enabled() && request.principal && request.principal->role != Role::kRank)
+    *recheck = request.Header("Authorization");
   if (found && auth_ && auth_->enabled()) {
     // Fail closed: a route the table does not list is for nobody (auth_matrix_test keeps them in step).
     std::map<std::string, std::string> p;

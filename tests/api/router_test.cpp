@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "api/auth.h"
 #include "core/json.h"
 
 namespace shepherd {
@@ -33,6 +34,41 @@ Router MakeRouter(Metrics* m) {
 }
 
 }  // namespace
+
+// An agent's long poll is held until its assignments change; its token is withdrawn (SIGHUP) meanwhile.
+// The answer carries rank credentials: it must not reach the withdrawn token, and is a 401 instead.
+TEST(Router, AHeldRequestWhoseStaticTokenWasWithdrawnIsAnswered401) {
+  Metrics m;
+  Router r(&m);
+  Respond held;
+  r.Add("GET", "/v1/nodes/{id}/assignments",
+        [&](const HttpRequest&, const PathParams&, Respond respond) { held = std::move(respond); });
+  Authenticator auth;
+  const std::string agent = "agent-n4-token-0123456789abcdef";
+  auth.SetStatic(ParseTokens(R"({"tokens": [{"token": ")" + agent + R"(", "role": "agent", "node": "n4"},
+      {"token": "admin-token-0123456789abcdef", "role": "admin", "name": "ops"}]})")
+                     .value());
+  r.SetAuth(&auth, [](const std::string&) { return std::nullopt; });
+  auto poll = [&](HttpResponse* out) {
+    HttpRequest req;
+    req.method = "GET";
+    req.target = "/v1/nodes/n4/assignments?version=1&wait=25";
+    req.headers.emplace_back("Authorization", "Bearer " + agent);
+    r.Handle(req, [out](HttpResponse res) { *out = std::move(res); });
+  };
+  HttpResponse answered;
+  poll(&answered);
+  ASSERT_TRUE(held);
+  held(HttpResponse{});  // still valid: answered as the handler says
+  EXPECT_EQ(answered.status, 200);
+  poll(&answered);
+  auth.SetStatic(ParseTokens(R"({"tokens": [{"token": "admin-token-0123456789abcdef", "role": "admin",
+      "name": "ops"}]})")
+                     .value());
+  held(HttpResponse{});
+  EXPECT_EQ(answered.status, 401);
+  EXPECT_EQ(answered.body.find("SHEPHERD_TOKEN"), std::string::npos);
+}
 
 TEST(Router, BindsDecodedPathParameters) {
   Metrics m;
