@@ -138,6 +138,7 @@ Json HeartbeatBody(const AgentIdentity& agent, const Json& gpu_faults,
       if (!p.error.empty()) e["error"] = p.error;
       if (!p.log_tail.empty()) e["log_tail"] = p.log_tail;
       if (p.oom_kill) e["oom_kill"] = *p.oom_kill;
+      if (p.fenced) e["fenced"] = true;
     }
     if (!p.flight_recorder.empty()) {
       Json dumps = Json::array();

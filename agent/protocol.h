@@ -46,6 +46,7 @@ struct ProcessReport {
   std::string log_tail;                   // exited: the end of its log (sent as "log_tail" when non-empty)
   std::vector<DumpFile> flight_recorder;  // dumps found so far (sent as "flight_recorder" when non-empty)
   std::optional<bool> oom_kill;           // killed by SIGKILL: the kernel's OOM kill or not (when known)
+  bool fenced = false;                    // stopped by its agent because the daemon's lease ran out
 };
 
 struct AgentIdentity {

@@ -94,6 +94,7 @@ void Supervisor::Load() {
     }
     p.dump_prefix = e.value("dump_prefix", "");
     p.dump_pipe = e.value("dump_pipe", "");
+    p.fenced = e.value("fenced", false);
     table_.push_back(std::move(p));
   }
 }
@@ -110,6 +111,7 @@ void Supervisor::Save() const {
               {"state", p.phase == ProcessPhase::kExited ? "exited" : "running"},
               {"dump_prefix", p.dump_prefix},
               {"dump_pipe", p.dump_pipe}};
+    if (p.fenced) e["fenced"] = true;
     if (p.phase == ProcessPhase::kExited) {
       e["exit_code"] = OptionalInt(p.exit.exit_code);
       e["signal"] = OptionalInt(p.exit.signal);
@@ -145,9 +147,12 @@ void Supervisor::SetDesired(std::vector<RankAssignment> desired, SteadyTime now,
 void Supervisor::StopAll(SteadyTime now, std::optional<std::chrono::milliseconds> grace) {
   SetDesired({}, now);
   if (!grace) return;
-  for (TrackedProcess& p : table_)
-    if (p.phase == ProcessPhase::kStopping && p.kill_at && *p.kill_at > now + *grace)
-      p.kill_at = now + *grace;
+  for (TrackedProcess& p : table_) {
+    if (p.phase != ProcessPhase::kStopping) continue;
+    p.fenced = true;
+    if (p.kill_at && *p.kill_at > now + *grace) p.kill_at = now + *grace;
+  }
+  Save();
 }
 
 void Supervisor::Reconcile(SteadyTime now) {
@@ -290,8 +295,8 @@ std::vector<ProcessReport> Supervisor::Report() const {
     if (p.phase != ProcessPhase::kExited) {
       out.push_back({p.key, p.pid, true, std::nullopt, std::nullopt, "", "", FindDumps(p.dump_prefix)});
     } else if (!p.acked) {
-      out.push_back(
-          {p.key, p.pid, false, p.exit.exit_code, p.exit.signal, p.error, p.log_tail, p.dumps, p.oom_kill});
+      out.push_back({p.key, p.pid, false, p.exit.exit_code, p.exit.signal, p.error, p.log_tail, p.dumps,
+                     p.oom_kill, p.fenced});
     }
   }
   return out;

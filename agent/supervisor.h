@@ -77,6 +77,9 @@ struct TrackedProcess {
   // phase kExited by SIGKILL: whether the node's kernel OOM-killed a process just before (evidence about
   // the node); empty when the agent could not tell.
   std::optional<bool> oom_kill;
+  // Stopped because the daemon's lease ran out (StopAll with a deadline): the exit is the agent's fence,
+  // not the rank's or the node's doing.
+  bool fenced = false;
   std::optional<SteadyTime> term_at;  // phase kStopping: SIGTERM deadline while a dump is awaited
   std::optional<SteadyTime> kill_at;  // phase kStopping: SIGKILL deadline (unset once SIGKILL was sent)
 };

@@ -101,6 +101,7 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
       ranged(p, path, "exit_code", -kInt32 - 1, kInt32, false, true);
       ranged(p, path, "signal", 1, 127, false, true);
       typed(p, path, "oom_kill", &Json::is_boolean, false, "a boolean or null", true);
+      typed(p, path, "fenced", &Json::is_boolean, false, "a boolean");
       typed(p, path, "error", &Json::is_string, false, "a string");
       if (auto e = p.find("error");
           e != p.end() && e->is_string() && e->get_ref<const std::string&>().size() > kMaxError)
@@ -171,6 +172,7 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
       s.exit_code = p["exit_code"].get<int>();
     if (p.contains("signal") && p["signal"].is_number_integer()) s.signal = p["signal"].get<int>();
     if (p.contains("oom_kill") && p["oom_kill"].is_boolean()) s.oom_kill = p["oom_kill"].get<bool>();
+    s.fenced = p.value("fenced", false);
     s.error = p.value("error", "");
     s.log_tail = p.value("log_tail", "");
     if (auto fr = p.find("flight_recorder"); fr != p.end() && fr->is_array())  // docs/agent-protocol.md

@@ -184,6 +184,10 @@ void Controller::OnRankExit(const std::string& node, const ProcessStatus& p, Tim
                     : p.exit_code ? "exited with code " + std::to_string(*p.exit_code)
                                   : "exited (code unknown)";
   if (p.oom_kill) how += *p.oom_kill ? " (the kernel's OOM killer)" : " (not an OOM kill)";
+  if (p.fenced)
+    how +=
+        ": stopped by its agent, whose lease ran out (no heartbeat answer in time: the daemon or the "
+        "network was late, not the rank or the node)";
   Finding f = NodeFinding(p.rank.job, p.rank.attempt, FindingKind::kProcessExit, node, now,
                           "rank " + std::to_string(p.rank.rank) + " on " + node + " " + how);
   f.ranks = {p.rank.rank};
@@ -191,6 +195,7 @@ void Controller::OnRankExit(const std::string& node, const ProcessStatus& p, Tim
   f.exit_code = p.exit_code;
   f.signal = p.signal;
   f.oom_kill = p.oom_kill;
+  f.fenced = p.fenced;
   if (!p.error.empty()) f.detail += ": " + p.error;
   f.log_tail = p.log_tail;
   f.flight_recorder = p.flight_recorder;

@@ -37,6 +37,9 @@ struct ProcessStatus {
   // Killed by SIGKILL: whether the node's kernel OOM-killed a process just before (the agent's evidence);
   // empty when not known.
   std::optional<bool> oom_kill;
+  // Stopped by its agent because the daemon's lease ran out (no heartbeat answer in time: the daemon or the
+  // network was late), not by the rank or its node.
+  bool fenced = false;
 };
 
 struct GpuFault {

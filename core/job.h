@@ -401,6 +401,9 @@ struct Finding {
   // SIGKILL: whether the node's kernel OOM-killed a process just before (the agent's evidence; empty:
   // not known). A SIGKILL that was not an OOM kill came from a person or a program, not from the node.
   std::optional<bool> oom_kill;
+  // process_exit: the rank was stopped by its agent's fence (the daemon's lease ran out): neither the rank's
+  // nor the node's doing; never evidence, never counted towards recurrence or loop breakers.
+  bool fenced = false;
   std::string log_tail;
   // hang: the culprits that had stopped reporting (silent, or never reported); the others were heartbeating,
   // busy in their own work.

@@ -303,6 +303,7 @@ Json ToJson(const Finding& f) {
   if (f.exit_code) out["exit_code"] = *f.exit_code;
   if (f.signal) out["signal"] = *f.signal;
   if (f.oom_kill) out["oom_kill"] = *f.oom_kill;
+  if (f.fenced) out["fenced"] = true;
   if (!f.silent_ranks.empty()) out["silent_ranks"] = f.silent_ranks;
   if (!f.log_tail.empty()) out["log_tail"] = f.log_tail;
   if (!f.flight_recorder.empty()) {
@@ -341,6 +342,7 @@ Result<Finding> FindingFromJson(const Json& j) {
       f.exit_code = j["exit_code"].get<int>();
     if (j.contains("signal") && j["signal"].is_number_integer()) f.signal = j["signal"].get<int>();
     if (j.contains("oom_kill") && j["oom_kill"].is_boolean()) f.oom_kill = j["oom_kill"].get<bool>();
+    if (j.contains("fenced") && j["fenced"].is_boolean()) f.fenced = j["fenced"].get<bool>();
     if (j.contains("silent_ranks")) f.silent_ranks = j["silent_ranks"].get<std::vector<int>>();
     f.log_tail = j.value("log_tail", "");
     for (const Json& d : j.value("flight_recorder", Json::array()))

@@ -41,9 +41,9 @@ bool FailsEarly(const Finding& f, const AttemptSummary& a, int window) {
 LoopVerdict Poisoned(const LoopCheck& in, const AttemptSummary& cur) {
   const Finding& f = in.finding;
   const int window = in.policy.poisoned_checkpoint_steps;
-  if (cur.resume_checkpoint.empty() || !FailsEarly(f, cur, window)) return {};
+  if (f.fenced || cur.resume_checkpoint.empty() || !FailsEarly(f, cur, window)) return {};
   for (const Finding& e : in.earlier) {
-    if (e.attempt >= f.attempt || e.kind != f.kind) continue;
+    if (e.attempt >= f.attempt || e.kind != f.kind || e.fenced) continue;
     const AttemptSummary* prev = FindAttempt(in.attempts, e.attempt);
     if (!prev || prev->resume_checkpoint != cur.resume_checkpoint || prev->nodes == cur.nodes) continue;
     if (!FailsEarly(e, *prev, window)) continue;
@@ -109,6 +109,7 @@ LoopVerdict NoProgress(const LoopCheck& in) {
   // A node that failed (its agent silent, its GPU faulted) is hardware, budgeted by max_restarts: the next
   // attempt runs elsewhere, so it says nothing about whether the job can progress.
   if (in.finding.kind == FindingKind::kNodeLost || in.finding.kind == FindingKind::kGpuFault) return {};
+  if (in.finding.fenced) return {};  // the daemon or the network was late, not the job
   const int k = in.policy.no_progress_attempts;
   const int m = in.policy.min_progress_steps;
   if (k <= 0 || static_cast<int>(in.attempts.size()) < k) return {};

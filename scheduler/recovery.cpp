@@ -46,7 +46,9 @@ bool IsRankLoss(FindingKind k) {
   return k == FindingKind::kHeartbeatLost || k == FindingKind::kProcessExit;
 }
 // A rank of the job was lost or stuck: it exited, fell silent, or is the culprit of a hang.
+// A rank its agent stopped for the lease (fenced) is none: the daemon or the network was late.
 bool IsRankFault(const Finding& f) {
+  if (f.fenced) return false;
   return IsRankLoss(f.kind) || (f.kind == FindingKind::kHang && !f.ranks.empty());
 }
 // A rank fault its node can cause: a silent rank (a hang culprit that stopped reporting too), or a rank
@@ -172,6 +174,10 @@ Verdict Judge(const RecoveryInput& in) {
     std::set<std::string> nodes = Implicated(f, in.placement, /*nodes_first=*/true);
     Blame(nodes, NodeActionKind::kFail, WithDetail(kind, f), &v);
     v.why = kind + " on " + Join(nodes) + ": node at fault";
+  } else if (f.fenced) {
+    v.why =
+        "ranks stopped by their agent's fence (the daemon's lease ran out): the daemon or the network "
+        "was late; restart on the same nodes without blame";
   } else if (IsRankFault(f)) {
     std::set<std::string> nodes = Implicated(f, in.placement, false);
     const bool vouched = k == FindingKind::kHeartbeatLost && !nodes.empty() &&

@@ -311,6 +311,9 @@ TEST_F(AgentLoopTest, RanksAreStoppedWhenTheLeaseRunsOut) {
   ASSERT_TRUE(
       WaitFor([&] { return StateOf(*daemon_, 1, 0) == "exited" && StateOf(*daemon_, 1, 1) == "exited"; }));
   EXPECT_EQ(LatestEntry(*daemon_, 1, 1)["signal"], SIGKILL);
+  // Their exits say the agent's fence stopped them: the daemon then blames neither the ranks nor the node.
+  EXPECT_EQ(LatestEntry(*daemon_, 1, 0).value("fenced", false), true);
+  EXPECT_EQ(LatestEntry(*daemon_, 1, 1).value("fenced", false), true);
   EXPECT_EQ(Starts(0), 1);  // fenced ranks are not restarted: that is the daemon's decision
   EXPECT_EQ(Starts(1), 1);
 }

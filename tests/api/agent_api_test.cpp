@@ -362,6 +362,36 @@ TEST_F(AgentApiTest, AWholeJobPausedWhileItsAgentsListItRunningIsRecordedOnly) {
   EXPECT_EQ(api_.Get("/v1/nodes").body["summary"]["by_state"].count("cordoned"), 0u);
 }
 
+// The agent says which exits its fence caused (the daemon's lease ran out): the finding says so, and the
+// restart stays on the same nodes, however often the daemon stalls.
+TEST_F(AgentApiTest, ExitsOfAnAgentsFenceAreRecordedAsSuchAndBlameNoNode) {
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    std::string node = api_.Get("/v1/jobs/" + job_ + "/placement").body["ranks"][0]["node"];
+    Json exited = Json::array({{{"job", job_},
+                                {"attempt", attempt},
+                                {"rank", 0},
+                                {"state", "exited"},
+                                {"exit_code", nullptr},
+                                {"signal", 15},
+                                {"fenced", true}}});
+    ASSERT_EQ(Heartbeat(node, exited).status, 200);
+    EXPECT_EQ(Job()["attempt"], attempt + 1);
+    EXPECT_EQ(api_.Get("/v1/jobs/" + job_ + "/placement").body["ranks"][0]["node"], node);
+  }
+  Json f = api_.Get("/v1/failures?kind=process_exit").body["failures"];
+  ASSERT_EQ(f.size(), 2u);
+  for (const Json& x : f) {
+    EXPECT_EQ(x["fenced"], true);
+    EXPECT_NE(x["detail"].get<std::string>().find("stopped by its agent"), std::string::npos) << x.dump();
+    EXPECT_EQ(x["actions"].dump().find("avoid"), std::string::npos) << x.dump();
+  }
+  EXPECT_EQ(api_.Post("/v1/nodes/n0/heartbeat",
+                      {{"processes",
+                        Json::array({{{"job", "j"}, {"attempt", 1}, {"rank", 0}, {"fenced", "yes"}}})}})
+                .status,
+            422);
+}
+
 TEST_F(AgentApiTest, AKillByHandInTwoAttemptsCordonsNothing) {
   // Rank 0 is killed with SIGKILL in attempts 1 and 2 on the same node. The agent says whether the node's
   // kernel had just OOM-killed a process: a `kill -9` (oom_kill false) is no evidence against the node.

@@ -229,6 +229,27 @@ TEST_F(RecoveryTest, ARecurringSilenceTheAgentVouchesForCordonsNothing) {
   EXPECT_EQ(d.node_actions[0].action, NodeActionKind::kCordon);
 }
 
+// Ranks their agent stopped because the daemon's lease ran out (the daemon stalled): a restart on the same
+// nodes, and such an exit never counts as an earlier loss on the node (it moved a job off a healthy node).
+TEST_F(RecoveryTest, ExitsOfAnAgentsFenceBlameNothingAndAreNoRecurrence) {
+  Build();
+  Finding fenced = MakeFinding(FindingKind::kProcessExit, {12}, {"node-02"});
+  fenced.signal = 15;
+  fenced.fenced = true;
+  RecoveryDecision d = Decide(fenced);
+  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
+  EXPECT_TRUE(d.node_actions.empty());
+  EXPECT_EQ(NodesOf(*d.new_placement), (std::set<std::string>{"node-01", "node-02"}));
+  job_.attempt = 2, job_.restarts = 1;
+  const std::vector<Finding> earlier = {fenced};
+  Finding again = MakeFinding(FindingKind::kProcessExit, {12}, {"node-02"}, 2);
+  again.signal = 11;  // a real crash after the fence: a first loss on the node
+  d = Decide(again, false, earlier);
+  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
+  EXPECT_TRUE(d.node_actions.empty()) << Dump(d);
+  EXPECT_EQ(NodesOf(*d.new_placement).count("node-02"), 1u) << Dump(d);
+}
+
 // One killed rank takes its peers down in their next collective: the same attempt's later losses on its
 // node are that incident's cascade, not a recurrence (a probe's kill -9 of one task got its healthy node
 // cordoned, and drained in Slurm). The same loss in a later attempt is a recurrence.
