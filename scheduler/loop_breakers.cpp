@@ -8,8 +8,13 @@ namespace shepherd {
 namespace {
 
 bool WarrantsRecovery(FindingKind k) {
-  return k == FindingKind::kNonfiniteLoss || k == FindingKind::kLossDivergence ||
-         k == FindingKind::kGradNormSpike;
+  return k == FindingKind::kNonfiniteLoss || k == FindingKind::kLossDivergence;
+}
+
+// A hang that names culprit ranks, found again at the same step after a resume from before it: the code
+// stalls there (a rank stuck in its own work, a collective mismatch), whatever the nodes.
+bool Reproduces(const Finding& f) {
+  return WarrantsRecovery(f.kind) || (f.kind == FindingKind::kHang && !f.ranks.empty());
 }
 
 std::optional<int64_t> AnomalyStep(const Finding& f) {
@@ -63,7 +68,7 @@ LoopVerdict Poisoned(const LoopCheck& in, const AttemptSummary& cur) {
 LoopVerdict Reproducible(const LoopCheck& in, const AttemptSummary& cur) {
   const Finding& f = in.finding;
   std::optional<int64_t> s = AnomalyStep(f);
-  if (!WarrantsRecovery(f.kind) || !s || cur.resume_step >= *s) return {};
+  if (!Reproduces(f) || !s || cur.resume_step >= *s) return {};
   for (const Finding& e : in.earlier) {
     std::optional<int64_t> es = AnomalyStep(e);
     if (e.attempt >= f.attempt || e.kind != f.kind || !es || std::llabs(*es - *s) > 1) continue;

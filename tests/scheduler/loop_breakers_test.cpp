@@ -67,14 +67,37 @@ TEST_F(LoopBreakersTest, OnsetStepOneApartStillReproducesAndOnsetWinsOverStep) {
 
 TEST_F(LoopBreakersTest, AnomalyTwoStepsApartIsNotReproduced) {
   attempts_ = {A(1, 0, "", 500), A(2, 400, "job-1/1/400", 502)};
-  earlier_ = {F(1, FindingKind::kGradNormSpike, 500, {"n0"}, 500)};
-  EXPECT_EQ(Check(F(2, FindingKind::kGradNormSpike, 502, {"n0"}, 502)).kind, LoopVerdict::Kind::kNone);
+  earlier_ = {F(1, FindingKind::kLossDivergence, 500, {"n0"}, 500)};
+  EXPECT_EQ(Check(F(2, FindingKind::kLossDivergence, 502, {"n0"}, 502)).kind, LoopVerdict::Kind::kNone);
 }
 
 TEST_F(LoopBreakersTest, DifferentAnomalyKindIsNotReproduced) {
   attempts_ = {A(1, 0, "", 500), A(2, 400, "job-1/1/400", 500)};
-  earlier_ = {F(1, FindingKind::kGradNormSpike, 500, {"n0"}, 500)};
+  earlier_ = {F(1, FindingKind::kLossDivergence, 500, {"n0"}, 500)};
   EXPECT_EQ(Check(F(2, FindingKind::kNonfiniteLoss, 500, {"n0"}, 500)).kind, LoopVerdict::Kind::kNone);
+}
+
+// A rank stuck in its own code at step 45, found again at step 45 after a resume from 20, on other nodes:
+// the code stalls there; another restart would only move it again (six attempts in a probe).
+TEST_F(LoopBreakersTest, AHangWithCulpritsAtTheSameStepAfterAResumeFromBeforeReproduces) {
+  attempts_ = {A(1, 0, "", 45), A(2, 20, "job-1/1/20", 45)};
+  Finding first = F(1, FindingKind::kHang, 45, {"n0"});
+  first.ranks = {1};
+  earlier_ = {first};
+  Finding again = F(2, FindingKind::kHang, 45, {"n1"});
+  again.ranks = {1};
+  EXPECT_EQ(Check(again).kind, LoopVerdict::Kind::kReproducibleAnomaly);
+  // A communication fault (no culprit ranks) at the same step is the network's chance, not the code's.
+  Finding comm = F(2, FindingKind::kHang, 45, {"n1"});
+  earlier_[0].ranks.clear();
+  EXPECT_EQ(Check(comm).kind, LoopVerdict::Kind::kNone);
+}
+
+// A one-step gradient-norm spike is recorded, never restarted: it is no anomaly that reproduces.
+TEST_F(LoopBreakersTest, AGradNormSpikeIsNoReproducibleAnomaly) {
+  attempts_ = {A(1, 0, "", 500), A(2, 400, "job-1/1/400", 500)};
+  earlier_ = {F(1, FindingKind::kGradNormSpike, 500, {"n0"}, 500)};
+  EXPECT_EQ(Check(F(2, FindingKind::kGradNormSpike, 500, {"n0"}, 500)).kind, LoopVerdict::Kind::kNone);
 }
 
 TEST_F(LoopBreakersTest, ResumingAtOrAfterTheStepProvesNothing) {
