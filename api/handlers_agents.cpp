@@ -1,4 +1,7 @@
 // Agent routes (docs/agent-protocol.md) and the forced restart.
+#include <cerrno>
+#include <optional>
+
 #include "api/handlers.h"
 #include "api/problem.h"
 #include "api/views.h"
@@ -211,16 +214,26 @@ void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Cloc
       [c, o, clock](const HttpRequest& req, const PathParams& p, Respond respond) {
         if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
         auto q = ParseQuery(req.target);
-        char* end = nullptr;
-        long long version = q.count("version") ? std::strtoll(q["version"].c_str(), &end, 10) : -1;
-        double wait = q.count("wait") ? std::strtod(q["wait"].c_str(), &end) : 30;
-        if (!(wait >= 0 && wait <= 300))
+        // Whole values only: "abc" (strtoll's 0) or "5s" were answered as if valid.
+        auto whole = [](const std::string& s, auto parse) {
+          char* end = nullptr;
+          errno = 0;
+          auto v = parse(s.c_str(), &end);
+          return !s.empty() && end == s.c_str() + s.size() && errno == 0 ? std::optional(v) : std::nullopt;
+        };
+        auto to_ll = [](const char* s, char** e) { return std::strtoll(s, e, 10); };
+        auto to_d = [](const char* s, char** e) { return std::strtod(s, e); };
+        std::optional<long long> version = q.count("version") ? whole(q["version"], to_ll) : -1;
+        if (!version)
+          return respond(ProblemFrom(InvalidContent("invalid query", {{"version", "must be an integer"}})));
+        std::optional<double> wait = q.count("wait") ? whole(q["wait"], to_d) : 30.0;
+        if (!wait || !(*wait >= 0 && *wait <= 300))
           return respond(ProblemFrom(InvalidContent("invalid query", {{"wait", "must be 0-300 seconds"}})));
         // keep=1: the agent leaves the answer's `keep` processes alone (docs/agent-protocol.md).
         if (q.count("keep") && q["keep"] != "0" && q["keep"] != "1")
           return respond(ProblemFrom(InvalidContent("invalid query", {{"keep", "must be 0 or 1"}})));
         const bool can_keep = q.count("keep") && q["keep"] == "1";
-        c->WatchAssignments(p.at("id"), version, clock->Now() + Seconds(wait), can_keep,
+        c->WatchAssignments(p.at("id"), *version, clock->Now() + Seconds(*wait), can_keep,
                             [respond](Result<Assignments> r) { api::Reply(respond, r, RenderAssignments); });
       });
   router->Add(

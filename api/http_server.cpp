@@ -92,13 +92,15 @@ void ServerCore::OnAccept(const error_code& ec, tcp::socket socket) {
     auto it = per_address_.find(address);
     return it == per_address_.end() ? std::size_t{0} : it->second;
   };
+  // Full (this address's share, or all): the probe reserve still answers /healthz and /readyz, so
+  // connections held by one address (even authenticated ones) never blind the host's health probes.
+  const SessionKind full =
+      options_.on_head && reserve_ < options_.probe_reserve ? SessionKind::kReserve : SessionKind::kRejecting;
   SessionKind kind = SessionKind::kServing;
-  if (per_address() >= options_.max_connections_per_address && !EvictOne(&address))
-    kind = SessionKind::kRejecting;
+  if (per_address() >= options_.max_connections_per_address && !EvictOne(&address)) kind = full;
   if (kind == SessionKind::kServing && sessions_.size() - rejecting_ - reserve_ >= options_.max_connections &&
       !EvictOne(nullptr))
-    kind = options_.on_head && reserve_ < options_.probe_reserve ? SessionKind::kReserve
-                                                                 : SessionKind::kRejecting;
+    kind = full;
   if (kind == SessionKind::kRejecting && rejecting_ >= kMaxRejecting) {
     error_code ignored;
     socket.close(ignored);

@@ -124,7 +124,7 @@ JobHealth::Evaluation JobHealth::Evaluate(Time now, Time listening_since) {
         out.good_progress = true;
       out.transitions.push_back(std::move(t));
     }
-    if (ev.kind == HealthEvidence::Kind::kHashAgreed && !replay_nodes_.empty()) {
+    if (ev.kind == HealthEvidence::Kind::kHashAgreed && !replay_nodes_.empty() && ev.step >= replay_step_) {
       Finding f;
       f.job = monitor_->context().job;
       f.attempt = attempt;
@@ -135,6 +135,7 @@ JobHealth::Evaluation JobHealth::Evaluate(Time now, Time listening_since) {
       f.detail = "the replay's parameter hashes agree at step " + std::to_string(ev.step) +
                  ": the earlier mismatch was transient; no node is blamed";
       replay_nodes_.clear();
+      replay_step_ = -1;
       out.findings.push_back(std::move(f));
     }
   }

@@ -48,7 +48,10 @@ class JobHealth {
     external_pending_ = false;
   }
   // The job ended: replay bookkeeping is dropped.
-  void OnJobEnd() { replay_nodes_.clear(); }
+  void OnJobEnd() {
+    replay_nodes_.clear();
+    replay_step_ = -1;
+  }
   // Recovery at start-up: stored checkpoints and the resume steps of the job's past attempts.
   void Restore(const std::vector<Checkpoint>& checkpoints,
                const std::vector<std::pair<int, int64_t>>& resumes);
@@ -76,9 +79,11 @@ class JobHealth {
   // `listening_since`: health/lateness.h (silence counts from there at the earliest).
   Evaluation Evaluate(Time now, Time listening_since = Time{});
 
-  // An SDC replay was started on `nodes` (recovery's decision).
-  void OnReplayStarted(const std::vector<std::string>& nodes) {
+  // An SDC replay was started on `nodes` (recovery's decision) to recompute the mismatch at `step`: only a
+  // check that agrees at or after that step says it was transient (the replay agrees before it anyway).
+  void OnReplayStarted(const std::vector<std::string>& nodes, std::optional<int64_t> step = std::nullopt) {
     replay_nodes_.insert(nodes.begin(), nodes.end());
+    if (step) replay_step_ = std::max(replay_step_, *step);
   }
   const std::set<std::string>& pending_replay_nodes() const { return replay_nodes_; }
 
@@ -123,6 +128,7 @@ class JobHealth {
   Time attempt_started_at_{};
   CheckpointLedger ledger_;
   std::set<std::string> replay_nodes_;
+  int64_t replay_step_ = -1;  // the mismatch a replay recomputes (OnReplayStarted)
 };
 
 }  // namespace shepherd

@@ -80,7 +80,7 @@ void RecoveryExecutor::Execute(const std::string& job, const RecoveryDecision& d
       break;
     case RecoveryDecision::kRestart:
       jobs_->EndAttempt(job, now, batch);
-      if (d.replay) health.OnReplayStarted(d.replay_nodes);
+      if (d.replay) health.OnReplayStarted(d.replay_nodes, d.replay_step);
       if (d.not_before > now) {
         jobs_->SetState(job, JobState::kRecovering,
                         d.reason + " (backoff until " + FormatRfc3339(d.not_before) + ")", now, batch);

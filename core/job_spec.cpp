@@ -309,8 +309,10 @@ void ParseLaunch(FieldReader& root, JobSpec* s, std::vector<FieldError>* errs) {
           root.Error("env." + k, "must be a string of at most 65536 characters");
         else if (HasControlCharacter(v.get_ref<const std::string&>(), true))
           root.Error("env." + k, "must not contain NUL or control characters other than tab and line breaks");
-        else if (k.rfind("SHEPHERD_", 0) == 0)
-          root.Error("env." + k, "SHEPHERD_* variables are set by the agent");
+        else if (k == "SHEPHERD_WORKDIR" && v.get_ref<const std::string&>().rfind('/', 0) != 0)
+          root.Error("env." + k, "must be an absolute path (the ranks' working directory)");
+        else if (k.rfind("SHEPHERD_", 0) == 0 && k != "SHEPHERD_WORKDIR")
+          root.Error("env." + k, "SHEPHERD_* variables are set by the agent (except SHEPHERD_WORKDIR)");
         else
           s->env[k] = v.get<std::string>();
       }

@@ -302,6 +302,7 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   if (d.action == RecoveryDecision::kRestart) {
     d.replay = v.replay;
     d.replay_nodes = v.replay_nodes;
+    if (v.replay) d.replay_step = f.step;
     if (v.replay)
       d.actions.push_back("replay on the same nodes: " +
                           Join({v.replay_nodes.begin(), v.replay_nodes.end()}));

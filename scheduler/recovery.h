@@ -82,6 +82,8 @@ struct RecoveryDecision {
   std::vector<std::string> actions;
   bool replay = false;                    // an SDC replay: recompute on the same nodes
   std::vector<std::string> replay_nodes;  // replay: the nodes to pass to SdcHistory::OnReplayStarted
+  // replay: the step whose check mismatched; only a check that agrees at or after it clears the nodes.
+  std::optional<int64_t> replay_step;
 };
 
 struct RecoveryInput {

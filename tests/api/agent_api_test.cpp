@@ -204,6 +204,22 @@ TEST_F(AgentApiTest, ReasonsAreBoundedAndRefuseControlCharacters) {
   EXPECT_EQ(api_.Get("/v1/nodes/n1").body["reason"], most);
 }
 
+TEST_F(AgentApiTest, AssignmentQueryValuesMustBeWholeNumbers) {
+  for (const auto& [query, field] :
+       std::vector<std::pair<std::string, std::string>>{{"version=abc&wait=0", "version"},
+                                                        {"version=5x&wait=0", "version"},
+                                                        {"version=1&wait=abc", "wait"},
+                                                        {"version=1&wait=5s", "wait"},
+                                                        {"version=1&wait=nan", "wait"},
+                                                        {"version=1&wait=301", "wait"}}) {
+    ApiReply r = api_.Get("/v1/nodes/n0/assignments?" + query);
+    EXPECT_EQ(r.status, 422) << query;
+    ASSERT_EQ(r.body["errors"].size(), 1u) << query << r.body.dump();
+    EXPECT_EQ(r.body["errors"][0]["field"], field) << query;
+  }
+  EXPECT_EQ(api_.Get("/v1/nodes/n0/assignments?version=-1&wait=0").status, 200);
+}
+
 TEST_F(AgentApiTest, LongPollAnswersOnChangeOrAtItsDeadline) {
   int64_t version = Assignments("n0")["version"];
   auto answered = std::make_shared<int>(0);

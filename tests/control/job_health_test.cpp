@@ -109,5 +109,34 @@ TEST(JobHealthTest, TwoTwoSplitNeedsAReplayAndACleanReplayIsTransient) {
   EXPECT_TRUE(h.pending_replay_nodes().empty());
 }
 
+// The replay resumes from before the mismatch (step 100): its checks before 100 agree as they did the first
+// time and prove nothing. Only a check at or after 100 that agrees makes it transient; a probe's persistent
+// fault was declared transient at step 90 on every replay and looped.
+TEST(JobHealthTest, OnlyAReplaysCheckAtOrAfterTheMismatchMakesItTransient) {
+  FakeClock clock;
+  Fixture fx(clock.Now());
+  JobHealth h(fx.job);
+  h.OnReplayStarted({"n0", "n1"}, 100);
+  Attempt a2 = fx.attempt;
+  a2.number = 2;
+  h.OnAttemptStart(fx.job, a2, JobHealth::Launch::kRecovered, clock.Now());
+  auto agree_at = [&](int64_t step) {
+    std::vector<Report> rs;
+    for (int r = 0; r < 4; ++r) {
+      Report x = Hash(r, clock.Now(), step, "aa");
+      x.attempt = 2;
+      rs.push_back(x);
+    }
+    h.Ingest(Batch(rs), clock.Now());
+    return h.Evaluate(clock.Now()).findings;
+  };
+  EXPECT_TRUE(agree_at(90).empty());
+  EXPECT_EQ(h.pending_replay_nodes(), (std::set<std::string>{"n0", "n1"}));
+  auto fs = agree_at(100);
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].kind, FindingKind::kSdcTransient);
+  EXPECT_TRUE(h.pending_replay_nodes().empty());
+}
+
 }  // namespace
 }  // namespace shepherd

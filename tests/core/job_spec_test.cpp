@@ -124,6 +124,19 @@ TEST(JobSpec, EveryInvalidFieldIsListedByPath) {
                                    "env.SHEPHERD_RANK", "command", "extra"}));
 }
 
+// SHEPHERD_WORKDIR is the one SHEPHERD_* name a job sets: the ranks' working directory, an absolute path.
+TEST(JobSpec, ShepherdWorkdirIsTheOneShepherdVariableAJobSets) {
+  Json j = Example();
+  j["env"]["SHEPHERD_WORKDIR"] = "/scratch/run-7";
+  auto s = ParseJobSpec(j);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->env.at("SHEPHERD_WORKDIR"), "/scratch/run-7");
+  j["env"]["SHEPHERD_WORKDIR"] = "relative/dir";
+  s = ParseJobSpec(j);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"env.SHEPHERD_WORKDIR"}));
+}
+
 // argv elements and env values reach execve: NUL would cut them there, and other control characters
 // (terminal escapes) end up in logs. Tab and line breaks are program text (`sh -c` scripts).
 TEST(JobSpec, CommandAndEnvRefuseNulAndControlCharacters) {

@@ -157,6 +157,26 @@ TEST(Security, PerAddressCapEvictsThatAddresssIdleConnectionsFirst) {
   EXPECT_EQ(agent.Read().status, 200);  // the trusted connection was not evicted
 }
 
+// Connections one address holds with a credential (never evicted) fill its share: the host's health
+// probes from that address are still answered, from the probe reserve.
+TEST(Security, AnAddressAtItsCapStillGetsHealthzAndReadyz) {
+  TempDir dir;
+  std::string cfg = dir.path + "/config.json";
+  { std::ofstream(cfg) << R"({"max_connections_per_address": 4})"; }
+  Daemon d(dir.path, {"--tokens-file", WriteTokens(dir.path, DefaultTokens()), "--config", cfg});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  std::vector<std::unique_ptr<Connection>> held;
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(std::make_unique<Connection>(d.port()));
+    ASSERT_TRUE(held.back()->Send("GET /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                                  std::string(kAdmin) + "\r\n\r\n"));
+    ASSERT_EQ(held.back()->Read().status, 200);
+  }
+  EXPECT_EQ(Http(d.port(), "GET", "/healthz").status, 200);
+  EXPECT_EQ(Http(d.port(), "GET", "/readyz").status, 200);
+  EXPECT_EQ(Request(d.port(), "GET", "/v1/jobs", kAdmin).status, 503);  // only probes beyond the cap
+}
+
 TEST(Security, SighupRotatesTokensAndKeepsTheOldSetWhenTheNewFileIsInvalid) {
   TempDir dir;
   std::string tokens = WriteTokens(dir.path, DefaultTokens());
