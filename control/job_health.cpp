@@ -124,6 +124,7 @@ JobHealth::Evaluation JobHealth::Evaluate(Time now, Time listening_since) {
         out.good_progress = true;
       out.transitions.push_back(std::move(t));
     }
+    if (ev.kind == HealthEvidence::Kind::kHashAgreed) hashes_agreed_ = true;
     if (ev.kind == HealthEvidence::Kind::kHashAgreed && !replay_nodes_.empty() && ev.step >= replay_step_) {
       Finding f;
       f.job = monitor_->context().job;

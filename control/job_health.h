@@ -86,6 +86,8 @@ class JobHealth {
     if (step) replay_step_ = std::max(replay_step_, *step);
   }
   const std::set<std::string>& pending_replay_nodes() const { return replay_nodes_; }
+  // Some hash check agreed across all replicas (this run), or a checkpoint was graded good.
+  bool HashesEverAgreed() const { return hashes_agreed_ || ledger_.LastKnownGood().has_value(); }
 
   // Every attempt this daemon has seen start, oldest first, with the highest step reached (loop breakers).
   std::vector<AttemptSummary> AttemptHistory() const;
@@ -129,6 +131,7 @@ class JobHealth {
   CheckpointLedger ledger_;
   std::set<std::string> replay_nodes_;
   int64_t replay_step_ = -1;  // the mismatch a replay recomputes (OnReplayStarted)
+  bool hashes_agreed_ = false;  // a kHashAgreed evidence was seen
 };
 
 }  // namespace shepherd

@@ -31,7 +31,8 @@ void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const 
                    .consecutive_restarts = st.consecutive_restarts,
                    .pending_replay_nodes = health.pending_replay_nodes(),
                    .earlier_findings = earlier,
-                   .vouched_nodes = std::move(vouched)};
+                   .vouched_nodes = std::move(vouched),
+                   .hashes_ever_agreed = health.HashesEverAgreed()};
   RecoveryDecision d = DecideRecovery(in);
   if (external) return Remediate(f, e->job, d, earlier, now, batch);
   if ((d.action == RecoveryDecision::kRestart || d.action == RecoveryDecision::kQueue) &&

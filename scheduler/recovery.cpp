@@ -220,6 +220,10 @@ Verdict Judge(const RecoveryInput& in) {
     std::set<std::string> nodes = Implicated(f, in.placement, false);
     Blame(nodes, NodeActionKind::kCordon, WithDetail(kind, f), &v);
     v.why = kind + (k == FindingKind::kSdcConfirmed ? " on " : " (majority vote) on ") + Join(nodes);
+  } else if (k == FindingKind::kSdcSuspected && !in.hashes_ever_agreed) {
+    v.act = false;
+    v.why = "parameter hashes without a majority, and no check of this job has ever agreed: the hashed "
+            "state is not replicated (buffers, nondeterministic kernels), not corruption; recorded";
   } else if (k == FindingKind::kSdcSuspected) {  // no majority (or no verdict): a replay decides
     std::set<std::string> nodes = Implicated(f, in.placement, false);
     std::set<std::string> again;
@@ -277,6 +281,8 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
     if (f.kind == FindingKind::kStraggler) d.actions.push_back("report only: straggler");
     if (f.kind == FindingKind::kLossSpike) d.actions.push_back("record only: loss spike (one-step outlier)");
     if (f.kind == FindingKind::kGradNormSpike) d.actions.push_back("record only: gradient-norm spike");
+    if (f.kind == FindingKind::kSdcSuspected)
+      d.actions.push_back("record only: no hash check of this job has ever agreed");
     if (f.kind == FindingKind::kHeartbeatLost)
       d.actions.push_back("record only: every rank paused or frozen while its agent lists it running");
     return d;

@@ -23,7 +23,8 @@
 //    kNeedsReplay (2 replicas, or no majority such as a 2-2 split): restart from last-known-good on the
 //    SAME nodes with replay = true; the caller remembers replay_nodes (pending_replay_nodes next time). If a
 //    node it implicates is among pending_replay_nodes, the corruption is persistent: cordon those nodes and
-//    replace them (no replay).
+//    replace them (no replay). Neither while no hash check of the job has ever agreed
+//    (hashes_ever_agreed false): kNone, recorded.
 //  - grad_norm_spike: kNone, recorded (an outlier batch under clipping is normal training; corrupted
 //    parameters show in the replicas' hashes).
 //  - loss_divergence, nonfinite_loss: restart from last-known-good without blame (the
@@ -105,6 +106,10 @@ struct RecoveryInput {
   // Nodes whose agent is live and lists the attempt's rank processes as running (heartbeat_lost of a
   // launched job): their ranks' silence is the processes' (stopped, paused), not the node's.
   std::set<std::string> vouched_nodes = {};
+  // Some hash check of the job has agreed across all replicas (or a checkpoint was graded good by one).
+  // When none ever has, a mismatch without a majority says the hashed state is not replicated (buffers,
+  // nondeterministic kernels), not that a node corrupts it.
+  bool hashes_ever_agreed = true;
 };
 
 RecoveryDecision DecideRecovery(const RecoveryInput& in);

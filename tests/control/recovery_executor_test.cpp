@@ -58,6 +58,21 @@ class RecoveryExecutorTest : public ::testing::Test {
 };
 
 TEST_F(RecoveryExecutorTest, TwoTwoSplitAtDpFourIsReplayedOnTheSameNodesWithoutCordon) {
+  // An earlier check agreed (replicas that never agreed are recorded only: NoMajority... in recovery_test).
+  ReportBatch agree;
+  for (int r = 0; r < 4; ++r) {
+    Report h;
+    h.rank = r;
+    h.attempt = jobs_.Find(job_)->job.attempt;
+    h.time = Now();
+    h.kind = ReportKind::kParamHash;
+    h.step = 5;
+    h.hash = "aa";
+    agree.reports.emplace_back(r, h);
+  }
+  health_->Ingest(agree, Now());
+  health_->Evaluate(Now());
+  ASSERT_TRUE(health_->HashesEverAgreed());
   // The verdict travels on the finding (the detector's), whatever DP is.
   Finding f = Make(FindingKind::kSdcSuspected, {0, 1, 2, 3}, {"n0", "n1"});
   f.sdc_verdict = SdcVerdict::kNeedsReplay;

@@ -250,6 +250,23 @@ TEST_F(RecoveryTest, ExitsOfAnAgentsFenceBlameNothingAndAreNoRecurrence) {
   EXPECT_EQ(NodesOf(*d.new_placement).count("node-02"), 1u) << Dump(d);
 }
 
+// Replicas that have never agreed at any check hash state that is not replicated (BatchNorm buffers in a
+// probe's script): no replay, no cordon, recorded. With a majority, or after an agreeing check, as before.
+TEST_F(RecoveryTest, NoMajorityWhileNoCheckEverAgreedIsRecordedOnly) {
+  Build();
+  hashes_agreed_ = false;
+  RecoveryDecision d = Decide(MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"}), true);
+  EXPECT_EQ(d.action, RecoveryDecision::kNone) << Dump(d);
+  EXPECT_TRUE(d.node_actions.empty());
+  EXPECT_FALSE(d.replay);
+  replay_nodes_ = {"node-01", "node-02"};  // even as a recurrence after a replay
+  d = Decide(MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"}), true);
+  EXPECT_TRUE(d.node_actions.empty()) << Dump(d);
+  hashes_agreed_ = true;
+  d = Decide(MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"}), true);
+  EXPECT_EQ(d.node_actions.size(), 2u) << Dump(d);
+}
+
 // One killed rank takes its peers down in their next collective: the same attempt's later losses on its
 // node are that incident's cascade, not a recurrence (a probe's kill -9 of one task got its healthy node
 // cordoned, and drained in Slurm). The same loss in a later attempt is a recurrence.

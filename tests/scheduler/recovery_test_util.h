@@ -140,7 +140,8 @@ class RecoveryTest : public ::testing::Test {
                            .consecutive_restarts = consecutive_,
                            .pending_replay_nodes = replay_nodes_,
                            .earlier_findings = earlier,
-                           .vouched_nodes = vouched_});
+                           .vouched_nodes = vouched_,
+                           .hashes_ever_agreed = hashes_agreed_});
   }
 
   Job job_;
@@ -151,6 +152,7 @@ class RecoveryTest : public ::testing::Test {
   std::optional<Checkpoint> latest_ = Ckpt(50, CheckpointStatus::kComplete);
   std::optional<Time> last_restart_;
   std::set<std::string> vouched_;  // nodes whose agent lists the attempt's processes running
+  bool hashes_agreed_ = true;       // some hash check of the job agreed
   int consecutive_ = 0;
 };
 
