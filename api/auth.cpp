@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/json.h"
+#include "core/node.h"
 
 namespace shepherd {
 namespace {
@@ -90,6 +91,9 @@ Result<std::vector<TokenEntry>> ParseTokens(std::string_view text) {
     if (*role == Role::kAgent) {
       std::string node = e.value("node", "");
       if (node.empty()) return InvalidArgument(where + ".node is required for role agent");
+      if (!ValidNodeId(node))  // an id no node can have would name nothing (or, like "../x", a path)
+        return InvalidArgument(where +
+                               ".node must be a node id (A-Z a-z 0-9 . _ -, a letter or digit first)");
       t.principal.node = node;
       if (t.principal.name.empty()) t.principal.name = "agent:" + node;
     } else {

@@ -40,7 +40,7 @@ void ParseCollective(const Json& v, ReportKind kind, const char* prefix, Report*
       since = &*it;
   }
   if (!seq || !ReadInt(*seq, 0, kMaxStep, &c.seq))
-    errs->push_back({path("seq"), "required: an integer >= 0"});
+    errs->push_back({path("seq"), "required: an integer from 0 to 2^53"});
   if (op && !op->is_null() && !ReadString(*op, kMaxNameLen, true, &c.op))
     errs->push_back({path("op"), "must be a string of at most 128 characters"});
   if (!group || !ReadString(*group, kMaxNameLen, false, &c.group))
@@ -194,9 +194,9 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
     if (ReadInt(*step, 0, kMaxStep, &n))
       r.step = n;
     else
-      errs.push_back({"step", "must be an integer >= 0"});
+      errs.push_back({"step", "must be an integer from 0 to 2^53"});
   } else if (step_required) {
-    errs.push_back({"step", "required for this kind: an integer >= 0"});
+    errs.push_back({"step", "required for this kind: an integer from 0 to 2^53"});
   }
 
   switch (r.kind) {
@@ -241,7 +241,8 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
     case ReportKind::kCollective: {
       // For this kind the collective's fields sit at the top level of the report.
       CollectiveInfo c;
-      if (!seq || !ReadInt(*seq, 0, kMaxStep, &c.seq)) errs.push_back({"seq", "required: an integer >= 0"});
+      if (!seq || !ReadInt(*seq, 0, kMaxStep, &c.seq))
+        errs.push_back({"seq", "required: an integer from 0 to 2^53"});
       if (op && !op->is_null() && !ReadString(*op, kMaxNameLen, true, &c.op))
         errs.push_back({"op", "must be a string of at most 128 characters"});
       if (!group || !ReadString(*group, kMaxNameLen, false, &c.group))

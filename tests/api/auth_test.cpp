@@ -48,6 +48,10 @@ TEST(Tokens, RefusesBadEntries) {
                                           {"token": "admin-token-0123456789", "role": "viewer", "name": "b"}]})")
                    .ok());
   EXPECT_FALSE(ParseTokens("not json").ok());
+  // An agent bound to an id no node can have.
+  EXPECT_FALSE(
+      ParseTokens(R"({"tokens": [{"token": "agent-token-0123456789", "role": "agent", "node": "../x"}]})")
+          .ok());
 }
 
 TEST(Tokens, FileMustBeMode0600OrStricter) {
