@@ -108,8 +108,12 @@ void Controller::FollowExternalAttempt(const std::string& job, const ReportBatch
                                        WriteBatch* batch) {
   const JobEntry* e = jobs_.Find(job);
   if (!e->job.spec.command.empty() || !e->attempt || !IsActive(e->job.state)) return;
+  // A launcher's restarts count up one by one (Slurm's SLURM_RESTART_COUNT); a far jump is a wrong
+  // SHEPHERD_ATTEMPT or a forged one, and following it would leave every real report an old attempt's.
+  constexpr int kMaxAttemptJump = 64;
   int highest = 0;
-  for (const auto& [index, r] : reports.reports) highest = std::max(highest, r.attempt);
+  for (const auto& [index, r] : reports.reports)
+    if (r.attempt <= e->attempt->number + kMaxAttemptJump) highest = std::max(highest, r.attempt);
   if (highest <= e->attempt->number) return;
   // Its own launcher restarted it (e.g. Slurm requeued it): the attempt follows the ranks, on the same
   // placement; nothing is stopped or blamed.

@@ -120,6 +120,11 @@ TEST_F(ExternalJobApiTest, AttemptsFollowTheRanks) {
   EXPECT_EQ(old.body["ignored"], 16);
   EXPECT_EQ(Job()["attempt"], 2);
   EXPECT_TRUE(api_.Get("/v1/failures").body["failures"].empty());
+  // A far jump (a wrong or forged attempt) is not followed: it would make every real report an old one's.
+  ApiReply far = Second(2147483647);
+  EXPECT_EQ(far.body["ignored"], 16);
+  EXPECT_EQ(Job()["attempt"], 2);
+  EXPECT_EQ(Second(2).body["ignored"], 0);
 }
 
 }  // namespace
