@@ -9,19 +9,6 @@ namespace {
 
 using namespace shepherd::testing;
 
-std::vector<Finding> OfKind(const std::vector<Finding>& fs, FindingKind kind) {
-  std::vector<Finding> out;
-  for (const auto& f : fs)
-    if (f.kind == kind) out.push_back(f);
-  return out;
-}
-
-// Past the startup rules (hang_test.cpp's Training).
-std::unique_ptr<JobMonitor> Training(MonitorContext c) {
-  c.started_at -= Seconds(c.policy.startup_grace_s + c.policy.hang_timeout_s);
-  return MakeMonitor(c);
-}
-
 TEST(FinishedTest, RanksThatFinishedAtDifferentTimesAreNeverLost) {
   FakeClock clock;
   auto m = Training(MakeContext(1, 1, 3, clock.Now(), 1));

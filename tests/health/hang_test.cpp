@@ -11,20 +11,6 @@ namespace {
 
 using namespace shepherd::testing;
 
-std::vector<Finding> OfKind(const std::vector<Finding>& fs, FindingKind kind) {
-  std::vector<Finding> out;
-  for (const auto& f : fs)
-    if (f.kind == kind) out.push_back(f);
-  return out;
-}
-
-// An attempt past its startup (its grace and a hang timeout spent since it began): the rules of steady
-// training. The startup rules have their own tests (StartupTest, below).
-std::unique_ptr<JobMonitor> Training(MonitorContext c) {
-  c.started_at -= Seconds(c.policy.startup_grace_s + c.policy.hang_timeout_s);
-  return MakeMonitor(c);
-}
-
 // Runs `seconds` of simulated time in 5 s ticks: `each(now)` sends that tick's reports, then Evaluate.
 std::vector<Finding> RunTicks(JobMonitor& m, FakeClock& clock, int seconds,
                               const std::function<void(Time)>& each) {

@@ -48,6 +48,20 @@ inline std::unique_ptr<JobMonitor> MakeMonitor(const MonitorContext& c) {
   return std::move(m).value();
 }
 
+// An attempt past its startup (its grace and a hang timeout spent since it began): the rules of steady
+// training. The startup rules have their own tests (hang_test.cpp, StartupTest).
+inline std::unique_ptr<JobMonitor> Training(MonitorContext c) {
+  c.started_at -= Seconds(c.policy.startup_grace_s + c.policy.hang_timeout_s);
+  return MakeMonitor(c);
+}
+
+inline std::vector<Finding> OfKind(const std::vector<Finding>& fs, FindingKind kind) {
+  std::vector<Finding> out;
+  for (const auto& f : fs)
+    if (f.kind == kind) out.push_back(f);
+  return out;
+}
+
 inline Report Heartbeat(int rank, Time t, int64_t step = -1) {
   Report r;
   r.rank = rank;

@@ -114,24 +114,32 @@ class StockScriptUnderRunTest(unittest.TestCase):
 
 
 
+def run_one_rank(test, body):
+    """Runs `body` as a one-rank script under `python3 -m shepherd_client.run` against a fake daemon (both
+    cleaned up with `test`). Returns the finished process and the fake daemon."""
+    fake = FakeDaemon()
+    test.addCleanup(fake.close)
+    d = tempfile.mkdtemp(prefix="shepherd-run-")
+    test.addCleanup(shutil.rmtree, d, True)
+    script = os.path.join(d, "script.py")
+    with open(script, "w") as f:
+        f.write(body)
+    env = dict(os.environ)
+    env.update({"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+                "GLOO_SOCKET_IFNAME": "lo", "SHEPHERD_URL": fake.url, "SHEPHERD_JOB": "job-1",
+                "SHEPHERD_ATTEMPT": "1", "SHEPHERD_HEARTBEAT_INTERVAL": "0.2", "PYTHONPATH": PKG})
+    out = subprocess.run([sys.executable, "-m", "shepherd_client.run", script], env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=240)
+    return out, fake
+
+
 @unittest.skipUnless(HAVE_TORCH, "needs torch")
 class FinishedOnlyOnANormalEndTest(unittest.TestCase):
     """`finished` tells the daemon a silent rank is done, not lost: only a script that returned or exited 0
     may send it."""
 
     def run_script(self, body):
-        fake = FakeDaemon()
-        self.addCleanup(fake.close)
-        d = tempfile.mkdtemp(prefix="shepherd-fin-")
-        self.addCleanup(shutil.rmtree, d, True)
-        script = os.path.join(d, "script.py")
-        with open(script, "w") as f:
-            f.write(body)
-        env = dict(os.environ)
-        env.update({"RANK": "0", "WORLD_SIZE": "1", "SHEPHERD_URL": fake.url, "SHEPHERD_JOB": "job-f",
-                    "SHEPHERD_ATTEMPT": "1", "SHEPHERD_HEARTBEAT_INTERVAL": "0.2", "PYTHONPATH": PKG})
-        out = subprocess.run([sys.executable, "-m", "shepherd_client.run", script], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=240)
+        out, fake = run_one_rank(self, body)
         return out.returncode, fake.reports("finished")
 
     def test_a_script_that_returns_or_exits_zero_finishes(self):
@@ -171,18 +179,7 @@ class LrSchedulersUnderRunTest(unittest.TestCase):
     must stay a bound method (a plain function crashed every script that used one)."""
 
     def test_lambda_step_and_cosine_schedulers_work_and_steps_are_reported(self):
-        fake = FakeDaemon()
-        self.addCleanup(fake.close)
-        d = tempfile.mkdtemp(prefix="shepherd-sched-")
-        self.addCleanup(shutil.rmtree, d, True)
-        script = os.path.join(d, "sched.py")
-        with open(script, "w") as f:
-            f.write(SCHEDULER_SCRIPT)
-        env = dict(os.environ)
-        env.update({"RANK": "0", "WORLD_SIZE": "1", "SHEPHERD_URL": fake.url, "SHEPHERD_JOB": "job-s",
-                    "SHEPHERD_ATTEMPT": "1", "SHEPHERD_HEARTBEAT_INTERVAL": "0.2", "PYTHONPATH": PKG})
-        out = subprocess.run([sys.executable, "-m", "shepherd_client.run", script], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=240)
+        out, fake = run_one_rank(self, SCHEDULER_SCRIPT)
         self.assertEqual(out.returncode, 0, out.stdout.decode())
         self.assertIn("schedulers ok", out.stdout.decode())
         self.assertEqual([r["step"] for r in fake.reports("step")], list(range(1, 4)))
@@ -204,19 +201,7 @@ dist.destroy_process_group()
 @unittest.skipUnless(HAVE_TORCH, "needs torch")
 class EvalPhaseUnderRunTest(unittest.TestCase):
     def test_model_eval_and_train_switch_the_phase(self):
-        fake = FakeDaemon()
-        self.addCleanup(fake.close)
-        d = tempfile.mkdtemp(prefix="shepherd-eval-")
-        self.addCleanup(shutil.rmtree, d, True)
-        script = os.path.join(d, "eval_script.py")
-        with open(script, "w") as f:
-            f.write(EVAL_SCRIPT)
-        env = dict(os.environ)
-        env.update({"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-                    "GLOO_SOCKET_IFNAME": "lo", "SHEPHERD_URL": fake.url, "SHEPHERD_JOB": "job-e",
-                    "SHEPHERD_ATTEMPT": "1", "SHEPHERD_HEARTBEAT_INTERVAL": "0.2", "PYTHONPATH": PKG})
-        out = subprocess.run([sys.executable, "-m", "shepherd_client.run", script], env=env,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=240)
+        out, fake = run_one_rank(self, EVAL_SCRIPT)
         self.assertEqual(out.returncode, 0, out.stdout.decode())
         phases = [h.get("phase") for h in fake.reports("heartbeat")]
         self.assertIn("eval", phases)
