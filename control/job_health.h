@@ -95,10 +95,10 @@ class JobHealth {
   std::vector<CheckpointTransition> Demote(const std::string& id, const std::string& reason, Time now) {
     return ledger_.Demote(id, reason, now);
   }
-  // The highest step rank `rank` reported in the running attempt.
   // The agent saw `rank` of `attempt` exit 0: it finished (as a `finished` report says), so its silence
   // from now on is no lost heartbeat. Other attempts: nothing.
   void OnRankExitedOk(int attempt, int rank, Time now);
+  // The highest step rank `rank` reported in the running attempt.
   std::optional<int64_t> RankStep(int rank) const {
     return monitor_ ? monitor_->RankStep(rank) : std::nullopt;
   }
