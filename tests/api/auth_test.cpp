@@ -48,6 +48,15 @@ TEST(Tokens, RefusesBadEntries) {
                                           {"token": "admin-token-0123456789", "role": "viewer", "name": "b"}]})")
                    .ok());
   EXPECT_FALSE(ParseTokens("not json").ok());
+  // A key given twice: the second "tokens" array used to replace the first without a word.
+  EXPECT_FALSE(
+      ParseTokens(R"({"tokens": [{"token": "viewer-token-0123456789", "role": "viewer", "name": "v"}],
+                               "tokens": [{"token": "admin-token-0123456789", "role": "admin", "name": "a"}]})")
+          .ok());
+  EXPECT_FALSE(
+      ParseTokens(R"({"tokens": [{"token": "admin-token-0123456789", "role": "viewer", "role": "admin",
+                               "name": "a"}]})")
+          .ok());
   // An agent bound to an id no node can have.
   EXPECT_FALSE(
       ParseTokens(R"({"tokens": [{"token": "agent-token-0123456789", "role": "agent", "node": "../x"}]})")
