@@ -184,5 +184,23 @@ TEST(EvaluatePlan, ContextParallelRanksRunThinnerGemms) {
   EXPECT_REL(MatmulEfficiency(s, p, hw), 0.635 * 1024 / 1216);  // width 1024 < 4096 tokens
 }
 
+// FSDP under a pipeline (torch.distributed.pipelining, torchtitan) keeps the stage unsharded across its
+// micro-batches: each parameter is gathered once per step and its fp32 gradient reduce-scattered once,
+// whatever the number of micro-batches. tp 4, pp 2, dp 2: the stage's 125,000,000 parameters per rank, half
+// of each leaves: gradients 0.5 · 125,000,000 · 4 + parameters 0.5 · 125,000,000 · 2 = 375,000,000 B.
+// Without a pipeline every micro-batch gathers twice and reduces once (ZeRO-3's traffic).
+TEST_F(SmallJob, PipelinedFsdpGathersAndReducesOncePerStep) {
+  spec_.training.framework = Framework::kFsdp;
+  Plan p = Layout(4, 2, 2, 3);
+  for (int mb : {8, 16}) {
+    p.micro_batches = mb;
+    EXPECT_EQ(EstimateCommBytes(spec_, p).dp, 375'000'000) << mb;
+  }
+  p.pp = 1;
+  p.dp = 4;
+  p.micro_batches = 8;
+  EXPECT_GT(EstimateCommBytes(spec_, p).dp, 8 * 375'000'000.0);
+}
+
 }  // namespace
 }  // namespace shepherd
