@@ -268,13 +268,18 @@ void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vec
   };
   // A culprit waiting in a group whose members are unknown may be waiting for anyone: while some rank is
   // busy saving or evaluating, that rank may be the one it waits for.
-  const bool someone_busy = std::any_of(ranks_.begin(), ranks_.end(), busy);
+  // Walked only for such a culprit (the tick path stays one pass over the ranks otherwise).
+  std::optional<bool> someone_busy;
+  auto anyone_busy = [&] {
+    if (!someone_busy) someone_busy = std::any_of(ranks_.begin(), ranks_.end(), busy);
+    return *someone_busy;
+  };
   const bool culprits_busy =
       !hang_.culprits.empty() &&
       std::all_of(hang_.culprits.begin(), hang_.culprits.end(), [&](const HangCulprit& c) {
         const RankState& r = ranks_[c.rank];
         const bool unknown_wait = r.has(RankState::kInCollective) && r.collective_group == GroupKind::kOther;
-        return busy(r) || (unknown_wait && someone_busy && !c.stopped);
+        return busy(r) || (unknown_wait && !c.stopped && anyone_busy());
       });
   if (hang_.hung && culprits_busy && hang_.oldest_open_s <= ctx_.policy.hang_timeout_s * kCheckpointAllowance)
     hang_ = HangAnalysis{};
