@@ -6,7 +6,6 @@
 #include <cctype>
 #include <cstdio>
 #include <fstream>
-#include <set>
 #include <sstream>
 
 #include "core/json.h"
@@ -62,22 +61,11 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b) {
 }
 
 Result<std::vector<TokenEntry>> ParseTokens(std::string_view text) {
-  // A key given twice in one object would silently keep the last (a second "tokens" array replaced the
-  // first): refused, naming it.
-  std::vector<std::set<std::string>> keys;  // per open object
-  std::string duplicate;
-  auto no_duplicates = [&](int, Json::parse_event_t event, Json& parsed) {
-    if (event == Json::parse_event_t::object_start) keys.emplace_back();
-    if (event == Json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
-    if (event == Json::parse_event_t::key && !keys.empty() &&
-        !keys.back().insert(parsed.get<std::string>()).second && duplicate.empty())
-      duplicate = parsed.get<std::string>();
-    return true;
-  };
-  Json root = Json::parse(text, no_duplicates, /*allow_exceptions=*/false);
-  if (root.is_discarded() || !root.is_object()) return InvalidArgument("tokens file: not a JSON object");
-  if (!duplicate.empty())
-    return InvalidArgument("tokens file: key '" + duplicate + "' is given twice in one object");
+  // A key given twice in one object (a second "tokens" array would replace the first) is refused.
+  Result<Json> parsed = ParseJsonText(text);
+  if (!parsed.ok()) return InvalidArgument("tokens file: " + parsed.status().message());
+  const Json& root = *parsed;
+  if (!root.is_object()) return InvalidArgument("tokens file: not a JSON object");
   for (const auto& [k, v] : root.items())
     if (k != "tokens") return InvalidArgument("tokens file: unknown field '" + k + "'");
   auto it = root.find("tokens");

@@ -1,5 +1,7 @@
 #include "core/json.h"
 
+#include <algorithm>
+
 #include "core/fields.h"
 
 namespace shepherd {
@@ -35,29 +37,82 @@ bool ValidNodeId(const std::string& s) {
 }
 
 Result<Json> ParseJsonText(std::string_view text, int max_depth) {
-  // Depth scan first: nothing deep is ever built.
-  int depth = 0;
-  bool in_string = false, escaped = false;
-  for (char c : text) {
+  // One scan before parsing: nesting deeper than max_depth is refused before anything deep is built, and a
+  // key given twice in one object (the parser would keep the last value without a word) is found, by its
+  // text as written (a key spelled once with \u escapes and once without is not seen). Malformed text is
+  // left to the parser, whose error comes first.
+  struct Open {
+    bool object = false;
+    std::size_t first_key = 0;  // objects: their keys start here in `keys`
+    long index = 0;             // arrays: the element being read
+    std::string_view key;       // objects: the member being read
+  };
+  std::vector<Open> open;
+  std::vector<std::string_view> keys;  // of the open objects, innermost last
+  std::string duplicate;
+  bool in_string = false, escaped = false, is_key = false, expect_key = false;
+  std::size_t string_start = 0;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
     if (in_string) {
-      if (escaped)
+      if (escaped) {
         escaped = false;
-      else if (c == '\\')
+      } else if (c == '\\') {
         escaped = true;
-      else if (c == '"')
+      } else if (c == '"') {
         in_string = false;
+        if (is_key && !open.empty()) {
+          const std::string_view key = text.substr(string_start, i - string_start);
+          const auto first = keys.begin() + static_cast<long>(open.back().first_key);
+          if (std::find(first, keys.end(), key) != keys.end() && duplicate.empty()) {
+            open.back().key = key;
+            for (const Open& o : open)
+              duplicate += o.object ? (duplicate.empty() ? "" : ".") + std::string(o.key)
+                                    : "[" + std::to_string(o.index) + "]";
+          }
+          keys.push_back(key);
+          open.back().key = key;
+        }
+      }
     } else if (c == '"') {
       in_string = true;
+      is_key = expect_key;
+      expect_key = false;
+      string_start = i + 1;
     } else if (c == '{' || c == '[') {
-      if (++depth > max_depth)
+      if (static_cast<int>(open.size()) >= max_depth)
         return InvalidArgument("JSON nesting is deeper than " + std::to_string(max_depth) + " levels");
+      open.push_back({.object = c == '{', .first_key = keys.size()});
+      expect_key = c == '{';
     } else if (c == '}' || c == ']') {
-      --depth;
+      if (!open.empty()) {
+        keys.resize(open.back().first_key);
+        open.pop_back();
+      }
+      expect_key = false;
+    } else if (c == ',' && !open.empty()) {
+      if (open.back().object)
+        expect_key = true;
+      else
+        ++open.back().index;
     }
   }
-  Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded()) return InvalidArgument("the body is not valid JSON");
-  return j;
+  try {
+    Json j = Json::parse(text);
+    if (!duplicate.empty())
+      return Status(Code::kInvalidArgument, "the key '" + duplicate + "' is given twice in one object",
+                    {{duplicate, "given twice in one object"}});
+    return j;
+  } catch (const Json::exception& e) {
+    // nlohmann's message without its "[json.exception.parse_error.101] " tag: where and what (it quotes
+    // the last token read, escaped; cut to a line).
+    std::string what = e.what();
+    if (const std::size_t tag = what.find("] ");
+        what.starts_with("[json.exception.") && tag != std::string::npos)
+      what.erase(0, tag + 2);
+    if (what.size() > 200) what = what.substr(0, 200) + "...";
+    return InvalidArgument("the body is not valid JSON: " + what);
+  }
 }
 
 Result<Node> ParseNode(const Json& j, const TopologyLevels& levels) {

@@ -27,6 +27,35 @@ TEST(ParseJsonText, MalformedIsInvalidArgument) {
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
   }
+  // The parser's reason is kept: a number no double holds was "not valid JSON" and nothing more.
+  auto big = ParseJsonText(R"({"gpu_memory_gib": 1e400})");
+  ASSERT_FALSE(big.ok());
+  EXPECT_NE(big.status().message().find("number overflow parsing '1e400'"), std::string::npos)
+      << big.status().message();
+  auto long_token = ParseJsonText("[\"" + std::string(5000, 'x'));
+  ASSERT_FALSE(long_token.ok());
+  EXPECT_LT(long_token.status().message().size(), 300u);
+}
+
+TEST(ParseJsonText, AKeyGivenTwiceInOneObjectIsRefusedByItsPath) {
+  // The last value used to win without a word.
+  struct Case {
+    const char* text;
+    const char* path;
+  };
+  for (const Case& c :
+       {Case{R"({"name": "a", "name": "b"})", "name"},
+        Case{R"({"model": {"layers": 2, "hidden": 8, "layers": 4}})", "model.layers"},
+        Case{R"({"nodes": [{"id": "n0"}, {"id": "n1", "gpus": 8, "id": "n2"}]})", "nodes[1].id"},
+        Case{R"([[1], [{"a": [2, {"b": 1, "b": 2}]}]])", "[1][0].a[1].b"}}) {
+    auto r = ParseJsonText(c.text);
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument);
+    ASSERT_EQ(r.status().fields().size(), 1u) << c.text;
+    EXPECT_EQ(r.status().fields()[0].field, c.path) << c.text;
+  }
+  // The same key in sibling or nested objects is not a repeat.
+  EXPECT_TRUE(ParseJsonText(R"({"a": {"a": 1}, "b": [{"a": 1}, {"a": 2}], "c": {"x": {"a": 3}}})").ok());
 }
 
 TEST(Node, DefaultsAndTopology) {

@@ -35,6 +35,20 @@ TEST_F(ProtocolTest, MalformedJsonIs400Problem) {
   EXPECT_TRUE(j.contains("detail") && j.contains("title") && j.contains("type"));
 }
 
+TEST_F(ProtocolTest, AKeyGivenTwiceIs400NamingItAndStoresNothing) {
+  // Before, the last "id" won and the node was registered under a name the client never meant.
+  HttpResult r =
+      Http(daemon_.port(), "POST", "/v1/nodes", R"({"id": "n-first", "gpus": 8, "id": "n-second"})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_EQ(r.headers["content-type"], "application/problem+json");
+  auto j = Json::parse(r.body);
+  ASSERT_EQ(j["errors"].size(), 1u) << r.body;
+  EXPECT_EQ(j["errors"][0]["field"], "id");
+  auto nodes = Json::parse(Http(daemon_.port(), "GET", "/v1/nodes").body);
+  EXPECT_EQ(nodes.dump().find("n-second"), std::string::npos) << nodes.dump();
+  EXPECT_EQ(nodes.dump().find("n-first"), std::string::npos) << nodes.dump();
+}
+
 TEST_F(ProtocolTest, TooDeepJsonIs400) {
   std::string deep = std::string(5000, '[') + std::string(5000, ']');
   HttpResult r = Http(daemon_.port(), "POST", "/v1/jobs", deep);
