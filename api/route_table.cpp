@@ -88,7 +88,7 @@ const RouteRule* FindRouteRule(std::string_view method, std::string_view path,
     std::map<std::string, std::string> p;
     if (!Match(r.pattern, segs, &p)) continue;
     *path_known = true;
-    if (r.method == method) {
+    if (Serves(r.method, method)) {
       *params = std::move(p);
       return &r;
     }

@@ -34,6 +34,12 @@ struct RouteRule {
 // Every route the API serves. tests/api/auth_matrix_test.cpp walks all of them.
 const std::vector<RouteRule>& RouteTable();
 
+// Whether a route declared for `route_method` serves a request's `method`: HEAD is served as GET (the
+// session sends the headers only).
+inline bool Serves(std::string_view route_method, std::string_view method) {
+  return route_method == method || (method == "HEAD" && route_method == "GET");
+}
+
 // The rule for method + path; path params bound. nullptr when no route matches (404), `*path_known` set when
 // the path matches another method (405).
 const RouteRule* FindRouteRule(std::string_view method, std::string_view path,

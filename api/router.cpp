@@ -113,7 +113,7 @@ void Router::Handle(HttpRequest request, Respond respond) const {
   for (const Route& r : routes_) {
     PathParams p;
     if (!Match(r, path, &p)) continue;
-    if (r.method == request.method) {
+    if (Serves(r.method, request.method)) {
       found = &r;
       params = std::move(p);
       break;

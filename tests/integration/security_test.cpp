@@ -177,6 +177,34 @@ TEST(Security, AnAddressAtItsCapStillGetsHealthzAndReadyz) {
   EXPECT_EQ(Request(d.port(), "GET", "/v1/jobs", kAdmin).status, 503);  // only probes beyond the cap
 }
 
+// HEAD is GET without the body: the public probes answer it without a token (a load balancer's HEAD
+// /healthz got 401), the other routes with the same credentials as GET.
+TEST(Security, HeadIsServedAsGetWithTheSameCredentials) {
+  TempDir dir;
+  Daemon d(dir.path, {"--tokens-file", WriteTokens(dir.path, DefaultTokens())});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  auto head = [&](const std::string& target, const std::string& token) {
+    Connection c(d.port());
+    std::string req = "HEAD " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n";
+    if (!token.empty()) req += "Authorization: Bearer " + token + "\r\n";
+    EXPECT_TRUE(c.Send(req + "\r\n"));
+    return c.Read();
+  };
+  for (const char* probe : {"/healthz", "/readyz"}) {
+    HttpResult r = head(probe, "");
+    EXPECT_EQ(r.status, 200) << probe;
+    EXPECT_TRUE(r.body.empty()) << probe;
+  }
+  EXPECT_EQ(head("/v1/jobs", "").status, 401);
+  EXPECT_EQ(head("/v1/jobs", kAgentN0).status, 403);  // an agent may not list jobs, by HEAD or GET
+  HttpResult jobs = head("/v1/jobs", kAdmin);
+  EXPECT_EQ(jobs.status, 200);
+  EXPECT_TRUE(jobs.body.empty());
+  EXPECT_EQ(jobs.headers["content-length"],
+            std::to_string(Request(d.port(), "GET", "/v1/jobs", kAdmin).body.size()));
+  EXPECT_EQ(head("/v1/nodes/n0/heartbeat", kAdmin).status, 405);  // POST only
+}
+
 TEST(Security, SighupRotatesTokensAndKeepsTheOldSetWhenTheNewFileIsInvalid) {
   TempDir dir;
   std::string tokens = WriteTokens(dir.path, DefaultTokens());
