@@ -222,8 +222,9 @@ Verdict Judge(const RecoveryInput& in) {
     v.why = kind + (k == FindingKind::kSdcConfirmed ? " on " : " (majority vote) on ") + Join(nodes);
   } else if (k == FindingKind::kSdcSuspected && !in.hashes_ever_agreed) {
     v.act = false;
-    v.why = "parameter hashes without a majority, and no check of this job has ever agreed: the hashed "
-            "state is not replicated (buffers, nondeterministic kernels), not corruption; recorded";
+    v.why =
+        "parameter hashes without a majority, and no check of this job has ever agreed: the hashed "
+        "state is not replicated (buffers, nondeterministic kernels), not corruption; recorded";
   } else if (k == FindingKind::kSdcSuspected) {  // no majority (or no verdict): a replay decides
     std::set<std::string> nodes = Implicated(f, in.placement, false);
     std::set<std::string> again;
@@ -305,6 +306,13 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   d.not_before = RestartNotBefore(policy, in.now, in.last_restart_at, in.consecutive_restarts);
   for (const std::string& n : v.avoid) d.actions.push_back("avoid " + n + " (no blame)");
   Relocate(job, in.placement, in.cluster, v.faulty, v.avoid, &d);
+  if (d.action == RecoveryDecision::kQueue && !v.avoid.empty()) {
+    // Leaving a node without blame is a preference, not a reason to wait: with no room elsewhere the job
+    // restarts where it was (queued, it would have been placed on the same free node anyway).
+    d.actions.back() = "no room without " + Join(v.avoid) + ": restart on it";
+    d.reason.clear();
+    Relocate(job, in.placement, in.cluster, v.faulty, {}, &d);
+  }
   if (d.action == RecoveryDecision::kRestart) {
     d.replay = v.replay;
     d.replay_nodes = v.replay_nodes;

@@ -156,6 +156,28 @@ TEST_F(RecoveryTest, AHangCulpritsNodeIsCordonedOnlyWhenTheCulpritStoppedTwice) 
   }
 }
 
+TEST_F(RecoveryTest, ANodeLeftWithoutBlameIsKeptWhenNoOtherNodeHasRoom) {
+  // The exit recurs on node-02 (the code or the node), and the job's two nodes are the whole inventory.
+  // Before, the job was queued "waiting for capacity" and then placed on node-02 again by the queue.
+  Build({"node-03", "node-04", "node-05", "node-06", "node-07"});
+  job_.attempt = 2, job_.restarts = 1;
+  placement_.attempt = 2;
+  Finding first = MakeFinding(FindingKind::kProcessExit, {12}, {"node-02"});
+  first.exit_code = 1;
+  Finding second = MakeFinding(FindingKind::kProcessExit, {12}, {"node-02"}, 2);
+  second.exit_code = 1;
+  const std::vector<Finding> earlier = {first};
+  RecoveryDecision d = Decide(second, false, earlier);
+  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
+  EXPECT_TRUE(d.node_actions.empty()) << Dump(d);
+  ASSERT_TRUE(d.new_placement);
+  EXPECT_EQ(d.new_placement->ranks, placement_.ranks);
+  EXPECT_EQ(d.new_placement->attempt, 3);
+  EXPECT_TRUE(Has(d.actions, "no room without node-02: restart on it")) << Dump(d);
+  EXPECT_FALSE(Has(d.actions, "queue the job: waiting for capacity: no spare and not enough free GPUs"))
+      << Dump(d);
+}
+
 TEST_F(RecoveryTest, CommunicationFaultIsTransientFirstAndCordonedOnRecurrence) {
   Build();
   const Finding first = MakeFinding(FindingKind::kHang, {}, {"node-01", "node-02"});
