@@ -148,7 +148,9 @@ Json JobMonitor::HealthJson(Time now) const {
       {"threshold", loss_.threshold() ? Json(*loss_.threshold()) : Json(nullptr)},
       {"steps_above_threshold", loss_.run_steps()},
       {"divergence_steps", ctx_.policy.loss_divergence_steps},
-      {"last_final_step", loss_.last_final_step()}};
+      {"last_final_step", loss_.last_final_step()},
+      {"last_lr", loss_.last_lr() ? Json(*loss_.last_lr()) : Json(nullptr)},
+      {"baseline_since_step", loss_.baseline_since_step()}};
   // Job-level incidents (spike, divergence) name no suspect rank; per-rank values (non-finite loss, a
   // grad-norm spike) do.
   for (const auto& [name, inc, rank_level] :

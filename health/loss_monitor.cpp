@@ -68,12 +68,24 @@ bool LossMonitor::Open(LossIncident& inc, const std::vector<int>& ranks, int64_t
   return opened;
 }
 
+void LossMonitor::RestartBaseline(int64_t step) {
+  losses_ = Window{};
+  grads_ = Window{};
+  run_len_ = 0;
+  spike_.open = divergence_.open = grad_spike_.open = false;
+  baseline_since_ = step;
+}
+
 bool LossMonitor::Finalize(Time now) {
   if (open_.step < 0) return false;
   const int64_t s = open_.step;
   bool opened = false;
   std::optional<double> loss;
   if (open_.loss_count > 0) loss = open_.loss_sum / open_.loss_count;
+  if (open_.lr) {
+    if (last_lr_ && *open_.lr > kLrRiseFactor * *last_lr_) RestartBaseline(s);
+    last_lr_ = open_.lr;
+  }
   const bool judging = losses_.count >= kMinHistory && median_ > 0;
   const bool above = loss && judging && *loss > threshold_;
 
@@ -122,8 +134,8 @@ bool LossMonitor::Finalize(Time now) {
 }
 
 bool LossMonitor::OnStep(int rank, int64_t step, std::optional<double> loss, std::optional<double> grad_norm,
-                         Time now) {
-  if (!loss && !grad_norm) return false;
+                         std::optional<double> lr, Time now) {
+  if (!loss && !grad_norm && !lr) return false;
   bool opened = false;
   if (step > open_.step) {
     opened |= Finalize(now);
@@ -136,6 +148,7 @@ bool LossMonitor::OnStep(int rank, int64_t step, std::optional<double> loss, std
   }
   if (!current) return opened;
   AddRank(open_.ranks, rank);
+  if (lr) open_.lr = std::max(open_.lr.value_or(*lr), *lr);
   if (loss && std::isfinite(*loss)) {
     open_.loss_sum += *loss;
     ++open_.loss_count;

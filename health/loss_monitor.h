@@ -20,6 +20,11 @@
 //   - grad_norm_spike: some rank's grad norm at a final step is non-finite or > kGradSpikeFactor × the
 //     rolling max, while that step's loss is normal (finite, <= T) and no loss incident is open. A signal
 //     of SDC. Clears at a later final step with a normal grad norm.
+// A new baseline: a step whose learning rate (the `lr` ranks report, the largest) is more than
+// kLrRiseFactor × the previous final step's (an SGDR warm restart, a schedule's next phase) is expected to
+// raise the loss for a while. The loss and grad-norm windows start again from that step, an open run,
+// spike or divergence is closed, and judging resumes after kMinHistory final steps: a loss that then
+// diverges from the new level is still found. Non-finite losses are judged throughout.
 // An incident that opened and closed between two Evaluates is still reported once (see `pending`).
 // Values above T (or spiking grad norms) never enter the windows. Judging by final step makes the result
 // independent of arrival timing: the same reports in one burst judge as they do paced.
@@ -56,12 +61,14 @@ class LossMonitor {
   static constexpr double kGradSpikeFactor = 10;
   static constexpr double kMadScale = 1.4826;  // MAD × this estimates σ for normal noise
   static constexpr double kMadK = 6;           // robust z-score of a spike
+  static constexpr double kLrRiseFactor = 2;
 
   LossMonitor(double loss_spike_factor, int divergence_steps)
       : factor_(loss_spike_factor), divergence_steps_(divergence_steps) {}
 
   // Returns true when this report opened an incident (including by finalizing the previous step).
-  bool OnStep(int rank, int64_t step, std::optional<double> loss, std::optional<double> grad_norm, Time now);
+  bool OnStep(int rank, int64_t step, std::optional<double> loss, std::optional<double> grad_norm,
+              std::optional<double> lr, Time now);
 
   const LossIncident& nonfinite() const { return nonfinite_; }
   const LossIncident& spike() const { return spike_; }
@@ -78,7 +85,9 @@ class LossMonitor {
   std::optional<double> threshold() const;  // T; nullopt before kMinHistory or when m <= 0
   std::optional<double> rolling_grad_max() const;
   int64_t last_final_step() const { return last_final_step_; }
-  int run_steps() const { return run_len_; }  // consecutive final steps above T, up to now
+  int run_steps() const { return run_len_; }                  // consecutive final steps above T, up to now
+  std::optional<double> last_lr() const { return last_lr_; }  // of the last final step that had one
+  int64_t baseline_since_step() const { return baseline_since_; }  // the last LR rise's step; -1: none
 
  private:
   struct Window {
@@ -91,12 +100,14 @@ class LossMonitor {
     double loss_sum = 0;
     int loss_count = 0;
     std::optional<double> grad_max;  // finite grad norms
+    std::optional<double> lr;        // the largest reported
     std::optional<double> grad_spike_value;
     bool nonfinite = false;
     std::vector<int> ranks;       // reporting ranks, ascending, at most LossIncident::kMaxRanks
     std::vector<int> grad_ranks;  // ranks whose grad norm spiked
   };
   bool Finalize(Time now);
+  void RestartBaseline(int64_t step);
   static bool Open(LossIncident& inc, const std::vector<int>& ranks, int64_t onset, int64_t step,
                    double value, double reference, Time now);
 
@@ -106,7 +117,8 @@ class LossMonitor {
   double median_ = 0, mad_ = 0, threshold_ = 0, grad_max_ = 0;  // cached at each Finalize
   OpenStep open_;
   int64_t last_final_step_ = -1;
-  std::optional<double> last_loss_;
+  std::optional<double> last_loss_, last_lr_;
+  int64_t baseline_since_ = -1;
   int run_len_ = 0;
   int64_t run_start_ = 0;
   std::vector<int> run_ranks_;

@@ -79,7 +79,7 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
   const Json *rank = nullptr, *attempt = nullptr, *time = nullptr, *kind = nullptr, *step = nullptr,
              *collective = nullptr, *phase = nullptr, *loss = nullptr, *grad_norm = nullptr,
              *step_time = nullptr, *seq = nullptr, *op = nullptr, *group = nullptr, *state = nullptr,
-             *hash = nullptr, *path = nullptr, *scope = nullptr, *node = nullptr;
+             *hash = nullptr, *lr = nullptr, *path = nullptr, *scope = nullptr, *node = nullptr;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
     const Json* v = &*it;
@@ -103,7 +103,10 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
         if (k == "kind") kind = v;
         break;
       case 'l':
-        if (k == "loss") loss = v;
+        if (k == "loss")
+          loss = v;
+        else if (k == "lr")
+          lr = v;
         break;
       case 'n':
         if (k == "node") node = v;
@@ -235,6 +238,12 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
           r.step_time_s = d;
         else
           errs.push_back({"step_time_s", "must be a finite number >= 0"});
+      }
+      if (lr && !lr->is_null()) {
+        if (lr->is_number() && std::isfinite(d = lr->get<double>()) && d >= 0)
+          r.lr = d;
+        else
+          errs.push_back({"lr", "must be a finite number >= 0"});
       }
       break;
     }

@@ -61,8 +61,9 @@ struct Report {
   std::optional<double> loss;
   std::optional<double> grad_norm;
   std::optional<double> step_time_s;
-  std::string hash;  // param_hash: hex digest, lower- or upper-case
-  std::string path;  // checkpoint: where this rank's part was saved
+  std::optional<double> lr;  // step: the learning rate the step used (the largest over parameter groups)
+  std::string hash;          // param_hash: hex digest, lower- or upper-case
+  std::string path;          // checkpoint: where this rank's part was saved
   // checkpoint `scope`: "rank" (default, this rank's part) or "replicated": the file holds the whole
   // state of a replicated job (a DDP rank-0 save), so this one report completes the checkpoint.
   bool replicated = false;

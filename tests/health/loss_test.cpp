@@ -93,6 +93,50 @@ TEST(LossTest, LossAboveTheThresholdForNStepsIsDivergenceWithTheRunsFirstStepAsO
   EXPECT_EQ(m->HealthJson(clock.Now())["checks"]["loss"]["divergence"]["onset_step"], 6);
 }
 
+// An SGDR schedule (CosineAnnealingWarmRestarts) raises the learning rate from near zero back to its peak,
+// and the loss of a small model rises for a while: before, that was loss_divergence, a restart, then a
+// "reproducible anomaly" that failed the healthy job.
+TEST(LossTest, ALossRiseAfterTheLearningRateRoseStartsANewBaselineNotADivergence) {
+  auto run = [](bool lr_rises, int last_step, double (*loss_at)(int)) {
+    FakeClock clock;
+    MonitorContext c = MakeContext(1, 1, 1, clock.Now());
+    c.policy.loss_divergence_steps = 3;
+    auto m = MakeMonitor(c);
+    std::vector<Finding> found;
+    for (int s = 1; s <= last_step; ++s) {
+      Report r = Step(0, clock.Now(), s, loss_at(s), 1.0);
+      r.lr = s <= 20 ? 1e-3 / s : lr_rises ? 1e-3 : 1e-3 / 20;  // decays to 5e-5, then back to 1e-3 at 21
+      m->Ingest(r, clock.Now());
+      clock.Advance(std::chrono::seconds(1));
+      for (Finding& f : m->Evaluate(clock.Now())) found.push_back(f);
+    }
+    return std::tuple{std::move(found), AnomalyEvidence(*m), m->HealthJson(clock.Now())["checks"]["loss"]};
+  };
+  // Steps 1-20 at 2.0 (median 2, T = 2 + 2 × 2 = 6), then 7.0: above T.
+  auto restart = [](int s) { return s <= 20 ? 2.0 : 7.0; };
+  auto [found, evidence, loss] = run(true, 31, restart);  // steps 21-30 final
+  EXPECT_TRUE(found.empty()) << found.size() << " " << ToString(found[0].kind);
+  EXPECT_TRUE(evidence.empty());
+  EXPECT_EQ(loss["baseline_since_step"], 21);
+  EXPECT_EQ(loss["status"], "ok");
+  EXPECT_EQ(loss["rolling_median"], 7.0);  // the new level: 10 steps at 7.0
+  // The same losses with the learning rate held: a divergence from step 21, as before.
+  auto [held, held_evidence, held_loss] = run(false, 31, restart);
+  ASSERT_EQ(held.size(), 2u);
+  EXPECT_EQ(held[1].kind, FindingKind::kLossDivergence);
+  EXPECT_EQ(held[1].onset_step, 21);
+  EXPECT_EQ(held_evidence.size(), 1u);
+  EXPECT_EQ(held_loss["baseline_since_step"], -1);
+  // After the new baseline (median 7, T = 7 + 2 × 7 = 21) a divergence is still found: 30.0 from step 31.
+  auto [later, later_evidence, later_loss] = run(true, 34, [](int s) {
+    return s <= 20 ? 2.0 : s <= 30 ? 7.0 : 30.0;
+  });  // 31-33 final
+  ASSERT_EQ(later.size(), 2u);
+  EXPECT_EQ(later[1].kind, FindingKind::kLossDivergence);
+  EXPECT_EQ(later[1].onset_step, 31);
+  EXPECT_EQ(later_evidence.size(), 1u);
+}
+
 TEST(LossTest, TwoOutliersSeparatedByANormalStepAreNotDivergence) {
   FakeClock clock;
   auto m = Warm(clock, /*divergence_steps=*/2);

@@ -59,6 +59,18 @@ TEST(ReportTest, StepMetricsAcceptNanAndInfinityStrings) {
   ASSERT_TRUE(neg.ok());
   EXPECT_TRUE(std::isinf(*neg->loss) && *neg->loss < 0);
   EXPECT_DOUBLE_EQ(*neg->grad_norm, 2);
+  EXPECT_FALSE(neg->lr);
+  // The learning rate: a finite number >= 0.
+  auto lr = Parse(R"({"rank": 3, "attempt": 1, "kind": "step", "step": 7, "loss": 2, "lr": 3e-4})");
+  ASSERT_TRUE(lr.ok());
+  EXPECT_DOUBLE_EQ(*lr->lr, 3e-4);
+  for (const char* bad : {R"("nan")", "-1e-3", R"("0.1")", "true"}) {
+    const std::string text =
+        std::string(R"({"rank": 3, "attempt": 1, "kind": "step", "step": 7, "lr": )") + bad + "}";
+    auto b = Parse(text.c_str());
+    ASSERT_FALSE(b.ok()) << bad;
+    EXPECT_EQ(b.status().fields()[0].field, "lr") << bad;
+  }
 }
 
 TEST(ReportTest, CollectiveParamHashAndCheckpointKinds) {

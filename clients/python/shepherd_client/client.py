@@ -199,8 +199,10 @@ class ShepherdClient:
             self._publish_locked()
 
     def step(self, step: int, loss: Any = None, grad_norm: Any = None, step_time_s: Optional[float] = None,
-             ) -> None:
-        """Report a finished optimizer step. loss/grad_norm may be NaN/Inf (sent as strings) or None."""
+             lr: Optional[float] = None) -> None:
+        """Report a finished optimizer step. loss/grad_norm may be NaN/Inf (sent as strings) or None.
+        lr: the learning rate the step used; a warm restart (lr more than doubled) then restarts the
+        daemon's loss baseline instead of looking like a divergence."""
         r = self._base("step")
         r["step"] = int(step)
         enc_loss, enc_gn = encode_metric(loss), encode_metric(grad_norm)
@@ -212,6 +214,10 @@ class ShepherdClient:
             st = encode_metric(step_time_s)
             if isinstance(st, float) and st >= 0:  # the daemon rejects anything else
                 r["step_time_s"] = st
+        if lr is not None:
+            enc_lr = encode_metric(lr)
+            if isinstance(enc_lr, float) and enc_lr >= 0:
+                r["lr"] = enc_lr
         urgent = isinstance(enc_loss, str) or isinstance(enc_gn, str)
         with self._lock:
             self._step = int(step)
@@ -417,7 +423,8 @@ class ShepherdClient:
 
     def flush(self) -> bool:
         """Send everything buffered now, in this thread (blocks up to the HTTP timeout per POST).
-        True when nothing is left unsent (always True when disabled)."""
+        True when all of it reached the daemon (always True when disabled); False when some is left unsent
+        or the daemon refused a batch for good (a 4xx such as 401: those reports are dropped)."""
         return self._sender.flush() if self._sender is not None else True
 
     def close(self, flush: bool = True, _at_exit: bool = False) -> None:

@@ -17,7 +17,9 @@ What is seen, and how (docs/integration.md has the user's view):
   each bucket is a collective until its future completes.
 - Steps: the first optimizer that steps defines steps (a post-step wrapper on the instance; PyTorch 1.13 has
   no global step hooks). Step numbers continue from SHEPHERD_RESUME_STEP. The loss is the last scalar a
-  backward() was called on, the grad norm the last value clip_grad_norm_ returned during the step.
+  backward() was called on, the grad norm the last value clip_grad_norm_ returned during the step, the
+  learning rate the largest "lr" of the optimizer's parameter groups (read after its step, before a
+  scheduler's).
 - Parameter hashes: every SHEPHERD_SDC_EVERY steps, of the modules wrapped in DDP (replicated), or of the
   optimizer's parameters when the job is purely data parallel and there is no DDP module.
 - Checkpoints: torch.save to a path (or a file object with a name) under SHEPHERD_CHECKPOINT_DIR. A save to
@@ -63,6 +65,20 @@ def _tensor_bytes(x: Any) -> int:
         return int(x.numel()) * int(x.element_size())
     except AttributeError:
         return 0
+
+
+def learning_rate(optimizer: Any) -> Optional[float]:
+    """The largest finite "lr" >= 0 over the optimizer's parameter groups (a float or a tensor), or None."""
+    best = None
+    for g in getattr(optimizer, "param_groups", None) or []:
+        try:
+            lr = g.get("lr") if isinstance(g, dict) else None
+            v = float(lr.item() if hasattr(lr, "item") else lr)
+        except (TypeError, ValueError):
+            continue
+        if v == v and 0 <= v < float("inf") and (best is None or v > best):
+            best = v
+    return best
 
 
 def _is_temporary(path: str) -> bool:
@@ -318,7 +334,8 @@ class Instrumentation:
         self.step += 1
         now = time.monotonic()
         self.faults.after_step(self.step, self)
-        self.client.step(self.step, loss=self.loss, grad_norm=self.grad_norm, step_time_s=now - self.step_start)
+        self.client.step(self.step, loss=self.loss, grad_norm=self.grad_norm, step_time_s=now - self.step_start,
+                         lr=learning_rate(optimizer))
         self.loss = self.grad_norm = None
         if self.sdc_every > 0 and self.step % self.sdc_every == 0:
             target = self.hash_target(optimizer)

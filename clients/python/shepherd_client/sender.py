@@ -107,7 +107,8 @@ class ReportSender:
             return sum(1 for e in self._buf if not e.dropped)
 
     def flush(self) -> bool:
-        """Send everything buffered now, in the caller's thread. True when nothing is left unsent."""
+        """Send everything buffered now, in the caller's thread. True when all of it reached the daemon;
+        False when some is left unsent or the daemon refused a batch for good (a 401: dropped)."""
         return self._send_pending()
 
     def close(self, flush: bool = True) -> None:
@@ -159,10 +160,11 @@ class ReportSender:
 
     def _send_pending(self) -> bool:
         with self._send_lock:
+            refused = False
             while True:
                 batch = self._take_batch()
                 if not batch:
-                    return True
+                    return not refused
                 extra = {"envelope": self._envelope} if self._envelope else {}
                 res = self._post(self.url, [e.report for e in batch], token=self._token,
                                  timeout_s=self._timeout_s, **extra)
@@ -178,6 +180,7 @@ class ReportSender:
                                 res.detail)
                 if not res.retry:  # the daemon refused this batch for good (4xx): do not resend it
                     self.stats["dropped"] += len(batch)
+                    refused = True
                     continue
                 self._requeue(batch)
                 if res.retry_after_s is not None:

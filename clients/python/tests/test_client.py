@@ -126,7 +126,7 @@ class ReportTest(unittest.TestCase):
 
     def test_post_shape_and_common_fields(self):
         c = self.client(SHEPHERD_TOKEN="tok")
-        c.step(7, loss=2.5, grad_norm=0.75, step_time_s=0.125)
+        c.step(7, loss=2.5, grad_norm=0.75, step_time_s=0.125, lr=3e-4)
         self.assertTrue(c.flush())
         post = self.d.posts[0]
         self.assertEqual(post["path"], "/v1/jobs/job-000001/reports")
@@ -135,9 +135,9 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(list(post["body"].keys()), ["reports"])
         r = post["body"]["reports"][0]
         self.assertEqual({k: r[k] for k in ("rank", "attempt", "kind", "step", "loss", "grad_norm",
-                                            "step_time_s")},
+                                            "step_time_s", "lr")},
                          {"rank": 5, "attempt": 2, "kind": "step", "step": 7, "loss": 2.5, "grad_norm": 0.75,
-                          "step_time_s": 0.125})
+                          "step_time_s": 0.125, "lr": 3e-4})
         self.assertIsInstance(r["time"], float)
         self.assertLess(abs(r["time"] - time.time()), 5)
 
@@ -169,12 +169,13 @@ class ReportTest(unittest.TestCase):
 
     def test_non_finite_metrics_are_strings(self):
         c = self.client()
-        c.step(1, loss=float("nan"), grad_norm=float("inf"), step_time_s=float("nan"))
+        c.step(1, loss=float("nan"), grad_norm=float("inf"), step_time_s=float("nan"), lr=float("nan"))
         c.step(2, loss=float("-inf"), grad_norm=None)
         c.flush()
         a, b = self.d.reports("step")
         self.assertEqual((a["loss"], a["grad_norm"]), ("nan", "inf"))
         self.assertNotIn("step_time_s", a)  # the daemon only takes a finite number >= 0
+        self.assertNotIn("lr", a)
         self.assertEqual(b["loss"], "-inf")
         self.assertNotIn("grad_norm", b)
         self.assertEqual(encode_metric(3), 3.0)
@@ -326,10 +327,10 @@ class ReportTest(unittest.TestCase):
         self.d.status = 404
         c.step(1, 1.0)
         with self.assertLogs("shepherd_client", "WARNING"):
-            c.flush()
+            self.assertFalse(c.flush())  # the batch was dropped: it did not reach the daemon
         self.d.status = 202
         c.step(2, 1.0)
-        c.flush()
+        self.assertTrue(c.flush())
         self.assertEqual([r["step"] for r in self.d.reports("step")], [2])
         self.assertEqual(c.stats["dropped"], 1)
 

@@ -183,6 +183,26 @@ class LrSchedulersUnderRunTest(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stdout.decode())
         self.assertIn("schedulers ok", out.stdout.decode())
         self.assertEqual([r["step"] for r in fake.reports("step")], list(range(1, 4)))
+        # The first optimizer defines steps: LambdaLR's 0.9 ** epoch, read after each step, before the scheduler's.
+        for got, want in zip([r["lr"] for r in fake.reports("step")], [0.1, 0.09, 0.081]):
+            self.assertAlmostEqual(got, want)
+
+
+class LearningRateTest(unittest.TestCase):
+    def test_the_largest_finite_lr_over_the_groups(self):
+        from shepherd_client.instrument import learning_rate
+
+        class Opt:
+            def __init__(self, groups):
+                self.param_groups = groups
+
+        self.assertEqual(learning_rate(Opt([{"lr": 0.1}, {"lr": 0.3}, {"lr": 0.2}])), 0.3)
+        self.assertEqual(learning_rate(Opt([{"lr": float("nan")}, {"lr": "x"}, {"lr": -1.0}, {"lr": 0.01}])), 0.01)
+        self.assertIsNone(learning_rate(Opt([{"params": []}])))
+        self.assertIsNone(learning_rate(object()))
+        if HAVE_TORCH:
+            import torch
+            self.assertAlmostEqual(learning_rate(Opt([{"lr": torch.tensor(0.5)}])), 0.5)
 
 
 EVAL_SCRIPT = '''
