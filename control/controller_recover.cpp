@@ -55,6 +55,8 @@ Status Controller::Recover(bool salvage) {
         auto est = EvaluatePlan(e.job.spec, e.job.plan, jobs_.HardwareFor(e.job.spec));
         if (est.ok()) e.estimate = *est;
         e.estimate.plan = e.job.plan;
+        if (auto x = j->find("plan_explanation"); x != j->end() && x->is_string() && !x->empty())
+          e.estimate.explanation = *x;
         jobs_.Restore(std::move(e));
         return Status::Ok();
       }

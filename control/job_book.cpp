@@ -16,7 +16,9 @@ Hardware JobBook::HardwareFor(const JobSpec& spec) const {
   const Cluster& c = inventory_->cluster();
   Hardware hw =
       HardwareForResources(spec.resources, c.MinUsableGpuMemory().value_or(default_gpu_memory_gib_));
-  const int64_t domain_gpus = c.MinUsableDomainGpus();
+  // The widest domain: one small node must not cap every job's TP (placement gives it no slot for a
+  // wider group). Memory stays the smallest: any usable node may receive a rank.
+  const int64_t domain_gpus = c.MaxUsableDomainGpus();
   if (!spec.resources.gpu_memory_gib && domain_gpus > 0)
     hw.nvlink_domain_gpus = static_cast<int>(domain_gpus);
   return hw;
@@ -53,7 +55,7 @@ Result<std::string> JobBook::Submit(JobSpec spec, PlanEstimate estimate, Time no
   e.job.reason = "waiting for capacity";
   e.job.created_at = e.job.updated_at = now;
   e.estimate = std::move(estimate);
-  batch->Put(JobRecord(e.job));
+  batch->Put(JobRecord(e.job, e.estimate.explanation));
   if (!e.job.spec.external_id.empty()) by_external_id_[e.job.spec.external_id].insert(e.job.id);
   Track(e);
   jobs_[e.job.id] = std::move(e);
@@ -87,7 +89,7 @@ Status JobBook::StartAttempt(const std::string& job, Placement placement, const 
   e.job.reason.clear();
   e.job.updated_at = now;
   Track(e);
-  batch->Put(JobRecord(e.job));
+  batch->Put(JobRecord(e.job, e.estimate.explanation));
   batch->Put(AttemptRecord(a));
   spdlog::info("job {} attempt {} started on {} ranks ({})", job, a.number, a.placement.ranks.size(), reason);
   e.attempt = std::move(a);
@@ -113,11 +115,11 @@ void JobBook::SetState(const std::string& job, JobState state, const std::string
   e.job.reason = reason;
   e.job.updated_at = now;
   Track(e);
-  batch->Put(JobRecord(e.job));
+  batch->Put(JobRecord(e.job, e.estimate.explanation));
 }
 
 void JobBook::Persist(const std::string& job, WriteBatch* batch) {
-  batch->Put(JobRecord(jobs_.at(job).job));
+  batch->Put(JobRecord(jobs_.at(job).job, jobs_.at(job).estimate.explanation));
 }
 
 std::vector<std::string> JobBook::Schedule(const ResumeChooser& resume, Time now, WriteBatch* batch,

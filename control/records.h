@@ -12,8 +12,12 @@ namespace shepherd {
 inline Record NodeRecord(const Node& n) {
   return {Collection::kNodes, n.id, "", ToJson(n).dump()};
 }
-inline Record JobRecord(const Job& j) {
-  return {Collection::kJobs, j.id, j.id, ToJson(j).dump()};
+// `plan_explanation`: the planner's answer at submission (an auto search's candidates), which evaluating
+// the stored plan again on restore cannot give.
+inline Record JobRecord(const Job& j, const std::string& plan_explanation) {
+  Json body = ToJson(j);
+  body["plan_explanation"] = plan_explanation;
+  return {Collection::kJobs, j.id, j.id, body.dump()};
 }
 inline Record AttemptRecord(const Attempt& a) {
   return {Collection::kAttempts, a.job + "/" + std::to_string(a.number), a.job, ToJson(a).dump()};

@@ -71,8 +71,8 @@ std::optional<double> Cluster::MinUsableGpuMemory() const {
   return memory_counts_.begin()->first;
 }
 
-int64_t Cluster::MinUsableDomainGpus() const {
-  return domain_gpu_counts_.empty() ? 0 : domain_gpu_counts_.begin()->first;
+int64_t Cluster::MaxUsableDomainGpus() const {
+  return domain_gpu_counts_.empty() ? 0 : domain_gpu_counts_.rbegin()->first;
 }
 
 void Cluster::MoveMember(std::vector<int>* from, std::vector<int>& to, int i) {

@@ -100,10 +100,11 @@ class Cluster {
   const std::vector<std::pair<int, uint64_t>>& HeldBy(const std::string& job_id) const;
   // The level-(k-1) group that level-k group g lies in (k >= 1).
   int parent_group(int level, int g) const { return parents_[level][g]; }
-  // Smallest GPU memory of a usable node, and smallest usable GPU count of a domain with usable nodes;
-  // nullopt / 0 when no node is usable. O(1).
+  // Smallest GPU memory of a usable node, and largest usable GPU count of an NVLink domain (the widest TP
+  // group placement can keep whole: smaller domains just offer it no slot); nullopt / 0 when no node is
+  // usable. O(1).
   std::optional<double> MinUsableGpuMemory() const;
-  int64_t MinUsableDomainGpus() const;
+  int64_t MaxUsableDomainGpus() const;
 
   // Ready nodes (schedulable, not failed, at least one free GPU) that are spares (`spare`) or not, by their
   // free GPU count, each count's node ids in id order: of level-k group g, or of the whole cluster

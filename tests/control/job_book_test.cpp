@@ -132,6 +132,17 @@ TEST_F(JobBookTest, CancelEndsAndRefusesTerminalJobs) {
   EXPECT_EQ(jobs_.Cancel("job-x", kNow, &batch_).code(), Code::kNotFound);
 }
 
+TEST_F(JobBookTest, ASmallNodeDoesNotCapTensorParallelismAndGetsNoRankOfAWiderGroup) {
+  // n1 and n2 have 8 GPUs; a 2-GPU demo node joins. Before, every plan was bound to TP 2 ("8 exceeds the
+  // NVLink domain (2 GPUs)").
+  bool created = false;
+  ASSERT_TRUE(inv_.Upsert(MakeNode("small", "l0", false, 2), true, kNow, &batch_, &created).ok());
+  EXPECT_EQ(jobs_.HardwareFor(MakeSpec(8, 8)).nvlink_domain_gpus, 8);
+  const std::string id = Submit(16);  // TP 8, DP 2
+  ASSERT_EQ(Schedule(), std::vector<std::string>{id});
+  for (const RankSlot& s : jobs_.Find(id)->attempt->placement.ranks) EXPECT_NE(s.node, "small") << s.rank;
+}
+
 TEST_F(JobBookTest, LargerThanTheUsableInventoryIsRefusedNamingTheField) {
   JobSpec spec = MakeSpec(32, 8);
   auto est = jobs_.PlanFor(spec);

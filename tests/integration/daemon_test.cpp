@@ -372,6 +372,7 @@ TEST(Daemon, PlanSearchesDoNotHoldUpTheControlThread) {
 TEST(Daemon, KillNineKeepsEveryAcknowledgedRecord) {
   TempDir dir;
   std::vector<std::string> jobs;
+  std::string auto_job, auto_explanation;
   {
     Daemon d(dir.path);
     ASSERT_TRUE(d.WaitReady()) << d.log();
@@ -387,6 +388,13 @@ TEST(Daemon, KillNineKeepsEveryAcknowledgedRecord) {
       jobs.push_back(J(r)["id"]);
     }
     ASSERT_EQ(Http(d.port(), "POST", "/v1/jobs/" + jobs[0] + "/cancel").status, 200);
+    Json automatic = Json::parse(JobBody(64));
+    automatic["parallelism"] = "auto";
+    HttpResult a = Http(d.port(), "POST", "/v1/jobs", automatic.dump());
+    ASSERT_EQ(a.status, 201) << a.body;
+    auto_job = J(a)["id"];
+    auto_explanation = J(a)["estimate"]["explanation"];
+    ASSERT_NE(auto_explanation.find("Top candidates"), std::string::npos) << auto_explanation;
     d.Signal(SIGKILL);
     ASSERT_EQ(d.Wait(), 128 + SIGKILL);
   }
@@ -403,6 +411,8 @@ TEST(Daemon, KillNineKeepsEveryAcknowledgedRecord) {
     running += J(r)["state"] == "launching";
   }
   EXPECT_EQ(running, 4);  // launching (no agents here): 39 schedulable nodes × 8 GPUs hold four 64-GPU jobs
+  // The auto search's answer (its candidates) is kept: evaluating the stored plan again cannot give it.
+  EXPECT_EQ(J(Http(d.port(), "GET", "/v1/jobs/" + auto_job))["estimate"]["explanation"], auto_explanation);
 }
 
 TEST(Daemon, SecondDaemonOnTheSameDatabaseIsRefused) {

@@ -81,10 +81,10 @@ void ExpectIndexesMatchNodes(const Cluster& c) {
     d.second += std::popcount(c.FreeGpuMask(n->id));
     min_memory = std::min(min_memory.value_or(n->gpu_memory_gib), n->gpu_memory_gib);
   }
-  int64_t min_domain = 0;
-  for (const auto& [name, d] : by_domain) min_domain = min_domain ? std::min(min_domain, d.first) : d.first;
+  int64_t max_domain = 0;
+  for (const auto& [name, d] : by_domain) max_domain = std::max(max_domain, d.first);
   EXPECT_EQ(c.MinUsableGpuMemory(), min_memory);
-  EXPECT_EQ(c.MinUsableDomainGpus(), min_domain);
+  EXPECT_EQ(c.MaxUsableDomainGpus(), max_domain);
   size_t ready = 0, indexed = 0;  // no stale entries in the ready index
   for (const Node* n : c.nodes()) ready += n->schedulable && !n->failed && c.FreeGpuMask(n->id) != 0;
   for (bool spare : {false, true})
