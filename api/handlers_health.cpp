@@ -90,7 +90,7 @@ void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clo
       if (k == "kind") {
         f.kind = FindingKindFromString(v);
         if (!f.kind) errs.push_back({"kind", "is not a finding kind (see docs/recovery.md)"});
-      } else if (k == "job") {
+      } else if (k == "job" && !p.count("id")) {  // the per-job route names its job in the path
         f.job = v;
       } else if (k == "since") {
         // A time the clock cannot hold (after 2262-04-11; inf, nan) is refused, never wrapped around.

@@ -321,9 +321,18 @@ Result<Json> Controller::GetHealth(const std::string& id) const {
   if (health && health->running() && IsActive(e->job.state)) {
     out = health->MonitorJson(now);
   } else {
+    // Nothing is judged: every check says so, with the same keys as a monitored job's.
+    const std::string why = e->job.state == JobState::kQueued ? "the job is queued: no attempt runs"
+                            : IsTerminal(e->job.state)
+                                ? std::string("the job ended (") + ToString(e->job.state) + ")"
+                                : std::string("no attempt is watched now (") + ToString(e->job.state) + ")";
+    Json check = {{"status", "not_monitored"}, {"reason", why}};
     out = {{"status", ToString(e->job.state)},
-           {"checks", Json::object()},
-           {"suspects", {{"ranks", Json::array()}, {"nodes", Json::array()}}}};
+           {"checks",
+            {{"heartbeat", check}, {"hang", check}, {"straggler", check}, {"sdc", check}, {"loss", check}}},
+           {"suspects", {{"ranks", Json::array()}, {"ranks_count", 0}, {"nodes", Json::array()}}},
+           {"ignored_reports", 0},
+           {"evaluated_at", nullptr}};
   }
   std::optional<Checkpoint> lkg = health ? health->ledger().LastKnownGood() : std::nullopt;
   out["last_known_good_checkpoint"] = lkg ? ToJson(*lkg) : Json(nullptr);

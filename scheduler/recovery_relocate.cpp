@@ -140,11 +140,15 @@ Result<RecoveryDecision> ManualRestart(const RestartRequest& req) {
   }
 
   std::set<std::string> avoid;
-  for (const std::string& n : req.replace_nodes) {
+  for (std::size_t i = 0; i < req.replace_nodes.size(); ++i) {
+    const std::string& n = req.replace_nodes[i];
     if (req.cluster.Find(n) == nullptr) return NotFound("node " + n + " not found");
     bool hosts = std::any_of(req.placement.ranks.begin(), req.placement.ranks.end(),
                              [&](const RankSlot& s) { return s.node == n; });
-    if (!hosts) return InvalidArgument("node " + n + " hosts no rank of job " + req.job.id);
+    if (!hosts) {
+      const std::string why = "node " + n + " hosts no rank of job " + req.job.id;
+      return InvalidContent(why, {{"replace_nodes[" + std::to_string(i) + "]", why}});
+    }
     avoid.insert(n);
   }
 

@@ -282,9 +282,9 @@ TEST_F(HealthApiTest, CheckpointPathWithControlCharactersIsRejected) {
 
 // Every list route refuses a query parameter it does not know (a typo must not list everything).
 TEST_F(HealthApiTest, ListRoutesRefuseUnknownQueryParameters) {
-  for (const std::string& target :
-       std::vector<std::string>{"/v1/jobs?stat=running", "/v1/jobs/" + job_ + "/checkpoints?limt=5",
-                                "/v1/nodes?colour=red", "/v1/failures?knd=hang"}) {
+  for (const std::string& target : std::vector<std::string>{
+           "/v1/jobs?stat=running", "/v1/jobs/" + job_ + "/checkpoints?limt=5", "/v1/nodes?colour=red",
+           "/v1/failures?knd=hang", "/v1/jobs/" + job_ + "/failures?job=job-000009"}) {
     ApiReply r = api_.Get(target);
     EXPECT_EQ(r.status, 422) << target << ": " << r.body.dump();
     const std::string param = target.substr(target.find('?') + 1, target.find('=') - target.find('?') - 1);
@@ -292,6 +292,27 @@ TEST_F(HealthApiTest, ListRoutesRefuseUnknownQueryParameters) {
   }
   EXPECT_EQ(api_.Get("/v1/jobs?state=running&limit=5").status, 200);
   EXPECT_EQ(api_.Get("/v1/jobs/" + job_ + "/checkpoints?limit=5").status, 200);
+}
+
+TEST_F(HealthApiTest, AJobNotMonitoredShowsEveryCheckAndWhy) {
+  // Before, "checks" was {} for a queued or ended job: a client reading checks.heartbeat broke.
+  auto checks_say = [&](const std::string& id, const std::string& reason) {
+    Json h = api_.Get("/v1/jobs/" + id + "/health").body;
+    for (const char* check : {"heartbeat", "hang", "straggler", "sdc", "loss"}) {
+      EXPECT_EQ(h["checks"][check]["status"], "not_monitored") << id << " " << check << ": " << h.dump();
+      EXPECT_EQ(h["checks"][check]["reason"], reason) << id << " " << check;
+    }
+    EXPECT_EQ(h["suspects"]["ranks_count"], 0) << h.dump();
+    EXPECT_TRUE(h["evaluated_at"].is_null()) << h.dump();
+  };
+  Json second = api_.Get("/v1/jobs/" + job_).body["spec"];
+  second["name"] = "h2";
+  ApiReply queued = api_.Post("/v1/jobs", second);
+  ASSERT_EQ(queued.status, 201) << queued.body.dump();
+  ASSERT_EQ(queued.body["state"], "queued");
+  checks_say(queued.body["id"], "the job is queued: no attempt runs");
+  ASSERT_EQ(api_.Post("/v1/jobs/" + job_ + "/cancel", Json::object()).status, 200);
+  checks_say(job_, "the job ended (cancelled)");
 }
 
 TEST_F(HealthApiTest, CheckpointBecomesGoodAndIsLastKnownGood) {

@@ -119,7 +119,11 @@ TEST_F(ManualRestartTest, ReplaceNodesMovesTheJobWithoutCordoning) {
   EXPECT_TRUE(d->node_actions.empty());
   EXPECT_EQ(d->replaced, std::vector<std::string>{"node-02->node-03 (leaf)"});
   EXPECT_EQ(Restart("last-known-good", {"node-99"}).status().code(), Code::kNotFound);
-  EXPECT_EQ(Restart("last-known-good", {"node-04"}).status().code(), Code::kInvalidArgument);
+  // A node the job does not use: 422 naming the entry (it was a 400 naming no field).
+  auto unused = Restart("last-known-good", {"node-02", "node-04"});
+  EXPECT_EQ(unused.status().code(), Code::kInvalidContent);
+  ASSERT_EQ(unused.status().fields().size(), 1u);
+  EXPECT_EQ(unused.status().fields()[0].field, "replace_nodes[1]");
 }
 
 }  // namespace
