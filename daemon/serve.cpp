@@ -281,6 +281,9 @@ int RunDaemon(const DaemonConfig& config) {
       } else {
         spdlog::info("SIGHUP: {} tokens loaded from {}", tokens->size(), config.tokens_file);
         authenticator.SetStatic(std::move(tokens).value());
+        // Held long polls are answered now, as at their deadline: one whose token was withdrawn gets its
+        // 401 at once (the router checks again as the answer leaves), the others simply poll again.
+        post([&controller] { controller.ReleaseWaiters(); });
       }
       wait_hup();
     });

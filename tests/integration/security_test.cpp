@@ -205,6 +205,33 @@ TEST(Security, HeadIsServedAsGetWithTheSameCredentials) {
   EXPECT_EQ(head("/v1/nodes/n0/heartbeat", kAdmin).status, 405);  // POST only
 }
 
+// A long poll held while its agent's token is withdrawn is answered 401 at the SIGHUP, not at the end of
+// its wait (60 s here; the connection gives up after 10).
+TEST(Security, SighupAnswersAWithdrawnAgentsHeldLongPollAtOnce) {
+  TempDir dir;
+  Daemon d(dir.path, {"--tokens-file", WriteTokens(dir.path, DefaultTokens())});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  ASSERT_EQ(Request(d.port(), "POST", "/v1/nodes", kAgentN0,
+                    R"({"id": "n0", "gpus": 2, "topology": {"spine": "s0", "leaf": "l0"}})")
+                .status,
+            201);
+  ASSERT_EQ(Request(d.port(), "POST", "/v1/nodes/n0/heartbeat", kAgentN0, R"({"processes": []})").status,
+            200);
+  HttpResult now = Request(d.port(), "GET", "/v1/nodes/n0/assignments?version=-1&wait=0", kAgentN0);
+  ASSERT_EQ(now.status, 200) << now.body;
+  const std::string version = std::to_string(Json::parse(now.body)["version"].get<int64_t>());
+  Connection poll(d.port());
+  ASSERT_TRUE(poll.Send("GET /v1/nodes/n0/assignments?version=" + version +
+                        "&wait=60 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + kAgentN0 + "\r\n\r\n"));
+  // A write sent after the poll and answered: the poll is queued on the control thread before the SIGHUP
+  // (writes run in order), so the release the SIGHUP posts there comes after it.
+  ASSERT_EQ(Request(d.port(), "PATCH", "/v1/nodes/n0", kAdmin, R"({"schedulable": true})").status, 200);
+  WriteTokens(dir.path,
+              std::string(R"({"tokens": [{"token": ")") + kAdmin + R"(", "role": "admin", "name": "ops"}]})");
+  d.Signal(SIGHUP);
+  EXPECT_EQ(poll.Read().status, 401) << d.log();
+}
+
 TEST(Security, SighupRotatesTokensAndKeepsTheOldSetWhenTheNewFileIsInvalid) {
   TempDir dir;
   std::string tokens = WriteTokens(dir.path, DefaultTokens());
