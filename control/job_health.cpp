@@ -17,7 +17,8 @@ CheckpointLedger::Options LedgerOptions(const Job& job) {
 
 }  // namespace
 
-JobHealth::JobHealth(const Job& job) : ledger_(job.id, LedgerOptions(job)) {}
+JobHealth::JobHealth(const Job& job)
+    : external_(job.spec.command.empty()), ledger_(job.id, LedgerOptions(job)) {}
 
 void JobHealth::Restore(const std::vector<Checkpoint>& checkpoints,
                         const std::vector<std::pair<int, int64_t>>& resumes) {
@@ -179,6 +180,14 @@ Json JobHealth::MonitorJson(Time now) const {
     out["status"] = "waiting_for_first_report";
   else if (!unlaunched_.empty())
     out["status"] = "launching";
+  if (external_) {  // the suspects' hosts as their ranks reported them (as findings name them), not slots
+    const std::vector<std::string> reported = ReportedNodes();
+    std::set<std::string> nodes;
+    for (const Json& r : out["suspects"]["ranks"])
+      if (const int i = r.get<int>(); i >= 0 && i < static_cast<int>(reported.size()) && !reported[i].empty())
+        nodes.insert(reported[i]);
+    out["suspects"]["nodes"] = std::vector<std::string>(nodes.begin(), nodes.end());
+  }
   return out;
 }
 

@@ -124,13 +124,14 @@ class JobHealth {
   // Until launched: the context to arm the monitor with (the monitor drops its copy of the placement).
   std::optional<MonitorContext> unarmed_;
   std::set<std::string> unlaunched_;      // agent-launched: nodes not yet confirmed
+  const bool external_;                   // another launcher's job: its hosts are the ones its ranks report
   bool external_pending_ = false;         // another launcher's: no report yet
   std::vector<std::string> rank_nodes_;   // node of each rank (placement), to confirm nodes from reports
   std::vector<AttemptSummary> attempts_;  // history for the loop breakers; last_step set when each ends
   Time attempt_started_at_{};
   CheckpointLedger ledger_;
   std::set<std::string> replay_nodes_;
-  int64_t replay_step_ = -1;  // the mismatch a replay recomputes (OnReplayStarted)
+  int64_t replay_step_ = -1;    // the mismatch a replay recomputes (OnReplayStarted)
   bool hashes_agreed_ = false;  // a kHashAgreed evidence was seen
 };
 

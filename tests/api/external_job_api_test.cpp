@@ -66,6 +66,11 @@ TEST_F(ExternalJobApiTest, ASilentRankIsRecordedWithRecommendationsAndNothingIsS
   ASSERT_EQ(fs.size(), 1u) << fs.dump();
   EXPECT_EQ(fs[0]["kind"], "heartbeat_lost");
   EXPECT_EQ(fs[0]["ranks"], Json::array({5}));
+  // The host rank 5 reported, in the finding and in health alike (health named Shepherd's slot node n1).
+  EXPECT_EQ(fs[0]["nodes"], Json::array({"h1"}));
+  Json suspects = api_.Get("/v1/jobs/" + job_ + "/health").body["suspects"];
+  EXPECT_EQ(suspects["ranks"], Json::array({5})) << suspects.dump();
+  EXPECT_EQ(suspects["nodes"], Json::array({"h1"})) << suspects.dump();
   ASSERT_FALSE(fs[0]["recommended_actions"].empty());
   for (const Json& a : fs[0]["actions"]) {
     EXPECT_EQ(a.get<std::string>().find("stop attempt"), std::string::npos) << a;
