@@ -74,7 +74,10 @@ void Controller::Settle(Time now, WriteBatch* batch) {
       if (e->attempt->number == ev.attempt) health.OnAttemptStart(e->job, *e->attempt, LaunchOf(e->job), now);
       if (ours && IsActive(e->job.state)) rank_tokens_.Mint({ev.job, ev.attempt}, batch);
     } else {
-      if (e->attempt->number == ev.attempt) health.OnAttemptEnd();
+      // Not "is it the job's current attempt": a restart ends attempt n and starts n + 1 in one pass, and
+      // attempt n's events come first. Skipping them lost the step attempt n reached, and three restarted
+      // attempts looked like no progress.
+      health.OnAttemptEnd(ev.attempt);
       if (ours) rank_tokens_.Revoke(ev.job, ev.attempt, batch);  // its ranks can no longer report
       if (IsTerminal(e->job.state)) {
         rank_tokens_.Revoke(ev.job, std::nullopt, batch);

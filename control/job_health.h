@@ -38,10 +38,11 @@ class JobHealth {
   void OnAttemptStart(const Job& job, const Attempt& attempt, Launch launch, Time now);
   // The node's agent reported processes of the current attempt. True when this launched the attempt.
   bool OnNodeLaunched(const std::string& node, Time now);
-  // The attempt ended: its monitor is dropped (later reports of it are refused).
-  void OnAttemptEnd() {
-    if (monitor_ && !attempts_.empty() && monitor_->JobStep() >= 0)
-      attempts_.back().last_step = monitor_->JobStep();
+  // Attempt `attempt` ended: the step it reached is kept for the loop breakers, its monitor is dropped
+  // (later reports of it are refused). Nothing when a later attempt is already the current one.
+  void OnAttemptEnd(int attempt) {
+    if (attempts_.empty() || attempts_.back().number != attempt) return;
+    if (monitor_ && monitor_->JobStep() >= 0) attempts_.back().last_step = monitor_->JobStep();
     monitor_.reset();
     unarmed_.reset();
     unlaunched_.clear();

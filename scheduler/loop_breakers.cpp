@@ -91,10 +91,19 @@ bool Disjoint(const std::vector<std::string>& a, const std::vector<std::string>&
   return true;
 }
 
+// Where an exit happened: its step, or for an exit before its attempt's first step, the step that attempt
+// resumed from. Two exits "before any step" after resuming from checkpoints 20 and 30 are not one crash.
+std::optional<int64_t> ExitStep(const LoopCheck& in, const Finding& f) {
+  if (f.step) return f.step;
+  if (const AttemptSummary* a = FindAttempt(in.attempts, f.attempt)) return a->resume_step;
+  return std::nullopt;
+}
+
 LoopVerdict DeterministicCrash(const LoopCheck& in) {
   const Finding& f = in.finding;
   for (const Finding& e : in.earlier) {
-    if (e.attempt >= f.attempt || !SameJobExit(e, f, in.policy.crash_step_window) ||
+    if (e.attempt >= f.attempt ||
+        !SameJobExit(e, ExitStep(in, e), f, ExitStep(in, f), in.policy.crash_step_window) ||
         !Disjoint(e.nodes, f.nodes))
       continue;
     LoopVerdict v;
@@ -156,11 +165,12 @@ bool IsOomKill(const Finding& f) {
   return f.kind == FindingKind::kProcessExit && f.signal == SIGKILL && f.oom_kill == true;
 }
 
-bool SameJobExit(const Finding& a, const Finding& b, int window) {
+bool SameJobExit(const Finding& a, std::optional<int64_t> a_step, const Finding& b,
+                 std::optional<int64_t> b_step, int window) {
   const bool same =
       (IsCleanExit(a) && IsCleanExit(b) && a.exit_code == b.exit_code) || (IsOomKill(a) && IsOomKill(b));
   if (!same) return false;
-  return (!a.step && !b.step) || (a.step && b.step && std::llabs(*a.step - *b.step) <= window);
+  return (!a_step && !b_step) || (a_step && b_step && std::llabs(*a_step - *b_step) <= window);
 }
 
 LoopVerdict CheckForLoop(const LoopCheck& in) {

@@ -53,8 +53,9 @@ bool IsCleanExit(const Finding& f);
 // A rank killed by the kernel's OOM killer, as its agent judged (SIGKILL, oom_kill true).
 bool IsOomKill(const Finding& f);
 // Whether `a` and `b` ended the same way, by the job's own doing: both clean exits with equal codes, or both
-// OOM kills; and at steps within `window` of each other (both absent also match: before the first step).
-bool SameJobExit(const Finding& a, const Finding& b, int window);
+// OOM kills; and at steps `a_step`, `b_step` within `window` of each other (both absent also match).
+bool SameJobExit(const Finding& a, std::optional<int64_t> a_step, const Finding& b,
+                 std::optional<int64_t> b_step, int window);
 
 struct AttemptSummary {
   int number = 0;

@@ -307,6 +307,43 @@ TEST_F(AgentApiTest, RankExitsAreFindingsAndCleanExitsFinishTheJob) {
   EXPECT_EQ(api_.Get("/v1/nodes").body["summary"]["free_usable_gpus"], 8);
 }
 
+// Three kills in a row (restart_backoff_s 0: every restart starts its attempt at once). Attempts 1 and 2
+// trained 25 steps each; attempt 3 is killed at its third step. Before, an attempt ended and the next
+// started in one pass lost the ended attempt's last step, so all three looked stuck and the job was failed
+// "no progress across restarts" after two restarts.
+TEST_F(AgentApiTest, AttemptsThatTrainedBeforeTheirRankWasKilledCountAsProgress) {
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    std::set<std::string> nodes;
+    const Json placement = api_.Get("/v1/jobs/" + job_ + "/placement").body;
+    for (const Json& r : placement["ranks"]) nodes.insert(r["node"]);
+    for (const std::string& n : nodes) Heartbeat(n, Json::array());  // the older ranks are gone
+    api_.Tick();
+    for (const std::string& n : nodes) ASSERT_EQ(Heartbeat(n, Running(n, attempt)).status, 200);
+    ASSERT_EQ(Job()["state"], "running") << Job().dump();
+    for (int step = 1; step <= (attempt < 3 ? 25 : 3); ++step) {
+      Json reports = Json::array();
+      for (int r = 0; r < 8; ++r)
+        reports.push_back({{"rank", r}, {"attempt", attempt}, {"kind", "step"}, {"step", step}});
+      ASSERT_EQ(api_.Post("/v1/jobs/" + job_ + "/reports", {{"reports", reports}}).status, 202);
+    }
+    const int rank = attempt == 2 ? 4 : 0;  // n0, n1, n0: no node twice in a row
+    const std::string node = api_.Get("/v1/jobs/" + job_ + "/placement").body["ranks"][rank]["node"];
+    Heartbeat(node, Json::array({{{"job", job_},
+                                  {"attempt", attempt},
+                                  {"rank", rank},
+                                  {"state", "exited"},
+                                  {"exit_code", nullptr},
+                                  {"signal", 9}}}));
+    Json j = Job();
+    ASSERT_NE(j["state"], "failed") << j.dump();
+    ASSERT_EQ(j["attempt"], attempt + 1) << j.dump();
+  }
+  Json last = api_.Get("/v1/failures?kind=process_exit").body["failures"];
+  ASSERT_EQ(last.size(), 3u);
+  for (const Json& a : last.back()["actions"])
+    EXPECT_EQ(a.get<std::string>().find("no progress"), std::string::npos) << a;
+}
+
 // Ranks that finish at different times: the early ones exit 0 and fall silent while their peers save or
 // tear down for longer than the heartbeat timeout. That is no lost rank (it restarted a finished job and
 // then cordoned its nodes), and the job succeeds when the last rank exits 0.

@@ -164,10 +164,17 @@ TEST_F(LoopBreakersTest, TheSameOomKillOnAnotherNodeIsADeterministicCrash) {
 }
 
 TEST_F(LoopBreakersTest, CrashBeforeAnyStepTwiceOnDifferentNodesIsDeterministic) {
+  // An exit before an attempt's first step happened where that attempt resumed.
   attempts_ = {A(1, 0, "", {}), A(2, 0, "", {})};
   earlier_ = {Exit(1, {}, "n0", 2)};
   EXPECT_EQ(Check(Exit(2, {}, "n3", 2)).kind, LoopVerdict::Kind::kDeterministicCrash);
-  EXPECT_EQ(Check(Exit(2, 1, "n3", 2)).kind, LoopVerdict::Kind::kNone);  // one has a step, one none
+  EXPECT_EQ(Check(Exit(2, 1, "n3", 2)).kind, LoopVerdict::Kind::kDeterministicCrash);  // step 0 and 1
+  EXPECT_EQ(Check(Exit(2, 9, "n3", 2)).kind, LoopVerdict::Kind::kNone);                 // 9 steps apart
+  // Resumed from checkpoints 20 and 30 (both unreadable, say), each failing as it loads: not one crash at
+  // one step. Before, "before any step" matched "before any step" and the job was failed as a user error.
+  attempts_ = {A(1, 0, "", 35), A(2, 20, "c20", {}), A(3, 30, "c30", {})};
+  earlier_ = {Exit(2, {}, "n0", 2)};
+  EXPECT_EQ(Check(Exit(3, {}, "n3", 2)).kind, LoopVerdict::Kind::kNone);
 }
 
 // ---- no progress ----
