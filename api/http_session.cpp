@@ -11,8 +11,11 @@
 #include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/write.hpp>
+#include <cctype>
 #include <exception>
 #include <iterator>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -86,11 +89,27 @@ bool IsHttpParseError(const error_code& ec) {
   return ec.category() == http::make_error_code(http::error::bad_method).category();
 }
 
+// The request target as a path (RFC 9112 §3.2): origin-form ("/v1/jobs?x=1") as it is; absolute-form
+// ("http://host:port/v1/jobs") without its scheme and authority. Anything else ("v1/jobs", "*"): nullopt.
+std::optional<std::string> OriginForm(std::string_view target) {
+  if (target.starts_with('/')) return std::string(target);
+  for (std::string_view scheme : {"http://", "https://"}) {
+    if (target.size() < scheme.size() || !std::equal(scheme.begin(), scheme.end(), target.begin(),
+                                                     [](char a, char b) { return std::tolower(b) == a; }))
+      continue;
+    const std::size_t path = target.find_first_of("/?", scheme.size());
+    if (path == std::string_view::npos) return std::string("/");
+    return (target[path] == '?' ? "/" : "") + std::string(target.substr(path));
+  }
+  return std::nullopt;
+}
+
 // The head of a request as the transport-neutral type (no body), for ServerCore's on_head.
+// REQUIRES: OriginForm(req.target()).
 HttpRequest HeadOf(const http::request<http::string_body>& req) {
   HttpRequest head;
   head.method = std::string(req.method_string());
-  head.target = std::string(req.target());
+  head.target = *OriginForm({req.target().data(), req.target().size()});
   for (const auto& field : req)
     head.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
   return head;
@@ -198,6 +217,10 @@ void Session::OnHeader(const error_code& ec) {
   }
   core_->SetEvictable(id_, false);
   const auto& req = parser_->get();
+  if (!OriginForm({req.target().data(), req.target().size()})) {
+    Reject(400, "the request target must be a path starting with '/' (or an absolute http:// URL)");
+    return;
+  }
   // Authentication and authorization on the head: a refused request never has its body read, and the
   // connection closes (its announced body is discarded only by the bounded lingering close).
   if (const auto& on_head = core_->options().on_head) {
@@ -277,7 +300,7 @@ void Session::OnRequest() {
   auto& req = parser_->get();
   HttpRequest request;
   request.method = std::string(req.method_string());
-  request.target = std::string(req.target());
+  request.target = *OriginForm({req.target().data(), req.target().size()});  // checked in OnHeader
   request.headers.reserve(std::distance(req.begin(), req.end()));
   for (const auto& field : req) {
     request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));

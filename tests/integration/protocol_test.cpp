@@ -49,6 +49,24 @@ TEST_F(ProtocolTest, AKeyGivenTwiceIs400NamingItAndStoresNothing) {
   EXPECT_EQ(nodes.dump().find("n-first"), std::string::npos) << nodes.dump();
 }
 
+TEST_F(ProtocolTest, ATargetThatIsNotAPathIs400AndAnAbsoluteUrlIsItsPath) {
+  // "GET v1/jobs" was served as "/v1/jobs"; "GET http://host/healthz" (absolute-form, which servers must
+  // accept) was a 404.
+  auto send = [&](const std::string& target) {
+    Connection c(daemon_.port());
+    EXPECT_TRUE(c.Send("GET " + target + " HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+    return c.Read();
+  };
+  for (const char* bad : {"v1/jobs", "*", "healthz", "ftp://x/healthz"}) {
+    HttpResult r = send(bad);
+    EXPECT_EQ(r.status, 400) << bad << ": " << r.body;
+    EXPECT_NE(r.body.find("must be a path"), std::string::npos) << bad << ": " << r.body;
+  }
+  EXPECT_EQ(send("http://localhost/healthz").status, 200);
+  EXPECT_EQ(send("HTTP://localhost:8080/v1/jobs?limit=1").status, 200);
+  EXPECT_EQ(send("http://localhost").status, 404);  // the path "/": no route
+}
+
 TEST_F(ProtocolTest, TooDeepJsonIs400) {
   std::string deep = std::string(5000, '[') + std::string(5000, ']');
   HttpResult r = Http(daemon_.port(), "POST", "/v1/jobs", deep);
