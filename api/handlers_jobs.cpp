@@ -11,7 +11,9 @@ HttpResponse DoesNotFit(const PlanEstimate& e) {
   HttpResponse r = Problem(
       422,
       "the plan does not fit in GPU memory: needs " + std::to_string(static_cast<long long>(e.memory.total)) +
-          " bytes per GPU, the GPU has " + std::to_string(static_cast<long long>(e.gpu_memory_bytes)),
+          " bytes per GPU, more than the " + std::to_string(static_cast<long long>(e.usable_memory_bytes)) +
+          " usable of the GPU's " + std::to_string(static_cast<long long>(e.gpu_memory_bytes)) +
+          " (the rest is left to the allocator, the CUDA context and NCCL)",
       {{"parallelism", "does not fit in GPU memory"}});
   Json body = Json::parse(r.body);
   body["plan"] = ToJson(e);

@@ -93,6 +93,7 @@ struct RecomputeModules {
 
 struct TrainingSpec {
   int micro_batch_size = 1;
+  bool micro_batch_size_given = false;  // the spec names it: "parallelism": "auto" keeps it, not searched
   int global_batch_size = 0;
   Precision precision = Precision::kBf16;
   Optimizer optimizer = Optimizer::kAdam;

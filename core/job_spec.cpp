@@ -108,6 +108,7 @@ void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* 
                "recompute_modules", "cpu_offload_layers", "framework", "attention", "cross_entropy_fp32",
                "grad_reduce_in_fp32", "tp_comm_overlap", "fp8_param_gather"});
   t->micro_batch_size = int(r.Int("micro_batch_size", false, 1, 1 << 16).value_or(1));
+  t->micro_batch_size_given = j->is_object() && j->contains("micro_batch_size");
   if (auto v = r.Int("global_batch_size", true, 1, 1 << 28)) t->global_batch_size = int(*v);
   if (auto v = r.Enum("precision", {"bf16", "fp16", "fp32", "fp8"}))
     t->precision = *v == "bf16"   ? Precision::kBf16

@@ -3,9 +3,9 @@
 // something: tp divides the KV heads and fits the NVLink domain, cp is a power of two dividing seq_len/2
 // (flash attention only), etp (MoE only) is tp or 1, ep (MoE only) divides experts and tp·cp·dp/etp, pp
 // divides gpus/(tp·cp) and is at most the layer count, dp = gpus/(tp·cp·pp) divides the batch, micro-batches
-// are powers of two. At 131,072 GPUs that is tens of thousands of estimates (bench/planner_bench.cpp).
-// Pruning: a larger micro-batch never needs less memory, so the micro-batch loop stops at the first size
-// nothing fits.
+// are powers of two (or the spec's own size when it names one). At 131,072 GPUs that is tens of thousands of
+// estimates (bench/planner_bench.cpp). Pruning: a larger micro-batch never needs less memory, so the
+// micro-batch loop stops at the first size nothing fits.
 #include <algorithm>
 #include <numeric>
 #include <optional>
@@ -91,19 +91,22 @@ std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<i
                     const std::vector<int>& cps, const Search& s) {
   const ModelSpec& m = spec.model;
   std::string x = ParameterNote(m);
+  const bool mbs_given = spec.training.micro_batch_size_given;
   x += Format(
       "auto: searched tp in %s (dividing %d heads and %d KV heads within the %d-GPU NVLink domain), cp in "
       "%s, "
-      "pp from 1 to %d layers (uneven stages balanced), vpp up to %d, %smicro-batches of powers of two, and "
+      "pp from 1 to %d layers (uneven stages balanced), vpp up to %d, %s%s, and "
       "every fitting ZeRO stage; %d (tp, cp, pp) layouts divide %d GPUs",
       Join(tps).c_str(), m.heads, m.kv(), hw.nvlink_domain_gpus, Join(cps).c_str(), m.layers, kMaxVpp,
       m.moe.enabled()
           ? Format("etp of tp or 1, ep dividing %d experts and tp·cp·dp/etp, ", m.moe.experts).c_str()
           : "",
+      mbs_given ? Format("micro-batches of the given %d", spec.training.micro_batch_size).c_str()
+                : "micro-batches of powers of two",
       s.layouts, spec.resources.gpus);
   if (s.rejected_batch > 0) {
-    x += Format("; %d rejected because dp does not divide the global batch of %d", s.rejected_batch,
-                spec.training.global_batch_size);
+    x += Format("; %d rejected because %s does not divide the global batch of %d", s.rejected_batch,
+                mbs_given ? "micro_batch_size·dp" : "dp", spec.training.global_batch_size);
   }
   if (s.rejected_memory > 0) {
     x += Format(
@@ -165,6 +168,11 @@ Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
   const ModelSpec& m = spec.model;
   const long long gpus = spec.resources.gpus;
   const int batch = spec.training.global_batch_size;
+  // A micro-batch size the spec names is kept (it may be what the user's data loader or convergence
+  // needs); otherwise powers of two from 1.
+  const bool mbs_given = spec.training.micro_batch_size_given;
+  const int mbs_first = mbs_given ? spec.training.micro_batch_size : 1;
+  const int mbs_last = mbs_given ? mbs_first : batch;
 
   std::vector<int> tps;
   const int tp_limit = std::gcd(m.heads, m.kv());
@@ -188,14 +196,15 @@ Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
         if (gpus % model_ranks != 0) continue;
         ++s.layouts;
         const int dp = static_cast<int>(gpus / model_ranks);
-        if (batch % dp != 0) {
+        if (batch % (static_cast<long long>(mbs_first) * dp) != 0) {
           ++s.rejected_batch;
           continue;
         }
         const int max_vpp = pp == 1 ? 1 : std::min(kMaxVpp, MaxVirtualStages(StageLayers(m.layers, pp)));
         for (const ExpertGrid g : ExpertGrids(m, tp, static_cast<long long>(tp) * cp * dp))
           for (int vpp = 1; vpp <= max_vpp; ++vpp) {
-            for (int mbs = 1; batch % (static_cast<long long>(mbs) * dp) == 0; mbs *= 2) {
+            for (int mbs = mbs_first; mbs <= mbs_last && batch % (static_cast<long long>(mbs) * dp) == 0;
+                 mbs *= 2) {
               Plan plan{.tp = tp,
                         .pp = pp,
                         .dp = dp,
@@ -223,7 +232,7 @@ Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
                 }
               }
               if (!fitted) {
-                if (mbs == 1) ++s.rejected_memory;
+                if (mbs == mbs_first) ++s.rejected_memory;
                 break;  // larger micro-batches need at least as much memory
               }
             }

@@ -188,6 +188,7 @@ PlanEstimate Estimate(const JobSpec& spec, const Plan& plan, const Hardware& hw)
   e.memory = WorstStageMemory(spec, plan);
   e.stage_layers = StageLayers(spec.model.layers, plan.pp, plan.pipeline_layers);
   e.gpu_memory_bytes = hw.gpu_memory_bytes;
+  e.usable_memory_bytes = UsableBytes(hw);
   e.fits = e.memory.total <= UsableBytes(hw);
   e.comm = EstimateCommBytes(spec, plan);
   const StepTime t = EstimateStepTime(spec, plan, hw);

@@ -83,6 +83,7 @@ struct PlanEstimate {
   MemoryBreakdown memory;
   std::vector<int> stage_layers;  // transformer layers per pipeline stage (scheduler/pipeline_layout.h)
   double gpu_memory_bytes = 0;
+  double usable_memory_bytes = 0;  // gpu_memory_bytes · memory_headroom: what `fits` compares against
   double bubble_fraction = 0;  // ((pp − 1)/vpp) / (micro_batches + (pp − 1)/vpp)
   CommBytes comm;
   double compute_time_s = 0;  // all micro-batches on the slowest stage, without bubble and communication
@@ -133,12 +134,12 @@ Result<PlanEstimate> EvaluatePlan(const JobSpec& spec, const Plan& plan, const H
 // domain; cp with 2·cp dividing seq_len; pp from 1 to layers (uneven stages balanced by StageLayers when pp
 // does not divide layers); vpp among the divisors of the smallest stage (≤ 8); dp = gpus/(tp·cp·pp);
 // for MoE models etp of tp or 1 and ep among the common divisors of model.moe.experts and tp·cp·dp/etp;
-// micro_batch_size 1, 2, 4, ...; the ZeRO stages the framework has (megatron 0-1, deepspeed 0-3, fsdp 3),
+// micro_batch_size 1, 2, 4, ... (only the spec's own when it names one); the ZeRO stages the framework has (megatron 0-1, deepspeed 0-3, fsdp 3),
 // smallest that fits per layout. Ties (1e-9 relative) go to lower ZeRO, fewer stages, smaller tp, cp, vpp,
 // larger micro-batch. The explanation names the top three with their throughput and memory and why the
 // winner won. When nothing fits, returns the valid layout needing the least memory (fits=false). Errors
-// (kInvalidContent) only when the spec is invalid or no layout divides at all. spec.parallelism and
-// spec.training.micro_batch_size are ignored.
+// (kInvalidContent) only when the spec is invalid or no layout divides at all. spec.parallelism is
+// ignored, and so is spec.training.micro_batch_size unless micro_batch_size_given.
 Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw);
 
 // spec.parallelism.automatic ? AutoPlan : EvaluatePlan of spec.parallelism with

@@ -55,6 +55,8 @@ TEST(JobSpec, DefaultsForOmittedOptionalFields) {
   EXPECT_TRUE(s->parallelism.automatic);
   EXPECT_EQ(s->training.precision, Precision::kBf16);
   EXPECT_EQ(s->training.micro_batch_size, 1);
+  EXPECT_FALSE(s->training.micro_batch_size_given);  // auto searches it
+  EXPECT_TRUE(ParseJobSpec(Example())->training.micro_batch_size_given);
   EXPECT_EQ(s->policy.heartbeat_timeout_s, 10);
   EXPECT_EQ(s->policy.hang_timeout_s, 60);
   EXPECT_EQ(s->policy.max_restarts, 10);

@@ -164,6 +164,11 @@ TEST(Daemon, InvalidJobsAre422WithEveryField) {
   EXPECT_EQ(nofit.status, 422);
   EXPECT_FALSE(J(nofit)["plan"]["fits"].get<bool>());
   EXPECT_GT(J(nofit)["plan"]["memory_per_gpu_bytes"]["total"].get<double>(), 140e9);
+  // The detail compares with what is usable, 90 % of 80 GiB (it quoted the whole HBM).
+  EXPECT_NE(
+      J(nofit)["detail"].get<std::string>().find("more than the 77309411328 usable of the GPU's 85899345920"),
+      std::string::npos)
+      << nofit.body;
   HttpResult huge = Http(d.port(), "POST", "/v1/jobs", JobBody(64));
   EXPECT_EQ(huge.status, 422);
   EXPECT_EQ(J(huge)["errors"][0]["field"], "resources.gpus");

@@ -161,6 +161,28 @@ TEST(PlanJob, UsesTheGivenParallelismOrSearches) {
   EXPECT_EQ(automatic->plan, AutoPlan(s, Hardware{})->plan);
 }
 
+TEST(AutoPlan, KeepsAMicroBatchSizeTheSpecNames) {
+  // 70B on 256 GPUs, batch 1024. Searched freely, the micro-batch is whatever is fastest; named (2 here),
+  // it is kept and only the layout is searched. Before, a named size was replaced without a word.
+  JobSpec s = Model(70e9, 80, 8192, 64, 4096, 128256, 256, 1024);
+  s.parallelism.automatic = true;
+  auto free = AutoPlan(s, Hardware{});
+  ASSERT_TRUE(free.ok());
+  for (int mbs : {1, 2, 4}) {
+    s.training.micro_batch_size = mbs;
+    s.training.micro_batch_size_given = true;
+    auto kept = AutoPlan(s, Hardware{});
+    ASSERT_TRUE(kept.ok()) << mbs;
+    EXPECT_TRUE(kept->fits) << mbs << ": " << kept->explanation;
+    EXPECT_EQ(kept->plan.micro_batch_size, mbs) << kept->explanation;
+    EXPECT_EQ(kept->plan.micro_batches * mbs * kept->plan.dp, 1024);
+    EXPECT_NE(kept->explanation.find("micro-batches of the given " + std::to_string(mbs)), std::string::npos)
+        << kept->explanation;
+    // Never faster than the free search, which had this size among its choices.
+    EXPECT_LE(kept->tokens_per_s, free->tokens_per_s * (1 + 1e-9)) << mbs;
+  }
+}
+
 TEST(PlanJson, UsesApiFieldNames) {
   JobSpec s = Model(1e9, 8, 1024, 16, 1024, 1000, 16, 16);
   auto e = EvaluatePlan(s, Layout(4, 2, 2, 1), Hardware{});
