@@ -222,9 +222,8 @@ Verdict Judge(const RecoveryInput& in) {
     v.why = kind + (k == FindingKind::kSdcConfirmed ? " on " : " (majority vote) on ") + Join(nodes);
   } else if (k == FindingKind::kSdcSuspected && !in.hashes_ever_agreed) {
     v.act = false;
-    v.why =
-        "parameter hashes without a majority, and no check of this job has ever agreed: the hashed "
-        "state is not replicated (buffers, nondeterministic kernels), not corruption; recorded";
+    v.why = "parameter hashes without a majority, and no check of this job has ever agreed: the hashed "
+            "state is not replicated (buffers, nondeterministic kernels), not corruption; recorded";
   } else if (k == FindingKind::kSdcSuspected) {  // no majority (or no verdict): a replay decides
     std::set<std::string> nodes = Implicated(f, in.placement, false);
     std::set<std::string> again;
