@@ -94,7 +94,11 @@ void JobMonitor::EvaluateLoss(Time now, std::vector<Finding>* out) {
                  " while the loss is normal (SDC signal)";
         break;
     }
-    detail += "; reported by ranks " + RankList(inc.ranks);
+    // A non-finite loss is reported at once, from the first report showing it: other ranks' reports of
+    // the same step may not have arrived yet (health's checks.loss.nonfinite.ranks keeps growing).
+    detail +=
+        (it.kind == FindingKind::kNonfiniteLoss ? "; reported so far by ranks " : "; reported by ranks ") +
+        RankList(inc.ranks);
     Finding f = MakeFinding(it.kind, inc.ranks, inc.detected_at, std::move(detail));
     f.step = inc.last_step;
     f.onset_step = inc.onset_step;
