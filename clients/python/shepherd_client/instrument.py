@@ -192,9 +192,12 @@ class Instrumentation:
             a = bound.arguments
             pg = a.get("group")
             async_op = op in _ASYNC_P2P or bool(a.get("async_op", False))
+            # The first argument given (never `x or y` on a tensor: a multi-element tensor has no truth value,
+            # and the error left every such collective unobserved).
+            data = next((a[k] for k in ("tensor", "input_tensor", "input", "tensor_list", "input_tensor_list")
+                         if a.get(k) is not None), None)
             token = self._safe("collective begin", lambda: client.collective_begin(
-                op, self.group_of(pg), _tensor_bytes(a.get("tensor", a.get("input_tensor", a.get("input")))
-                                                     or a.get("tensor_list") or a.get("input_tensor_list"))))
+                op, self.group_of(pg), _tensor_bytes(data)))
             if token is None:
                 return orig(*args, **kwargs)
             done = functools.partial(client.collective_end, token)

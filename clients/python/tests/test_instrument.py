@@ -205,6 +205,31 @@ class LearningRateTest(unittest.TestCase):
             self.assertAlmostEqual(learning_rate(Opt([{"lr": torch.tensor(0.5)}])), 0.5)
 
 
+COLLECTIVES_SCRIPT = '''
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+dist.all_reduce(torch.ones(4))
+out = [torch.zeros(3)]
+dist.all_gather(out, torch.ones(3))
+dist.broadcast(torch.ones(2, 2), 0)
+dist.destroy_process_group()
+print("collectives ok")
+'''
+
+
+@unittest.skipUnless(HAVE_TORCH, "needs torch")
+class PlainCollectivesUnderRunTest(unittest.TestCase):
+    """torch.distributed calls on multi-element tensors (manual ZeRO, metrics): the byte count once asked a
+    tensor for its truth value, the instrumentation failed and every such collective went unobserved."""
+
+    def test_each_is_reported_begun_and_completed_with_its_bytes(self):
+        out, fake = run_one_rank(self, COLLECTIVES_SCRIPT)
+        self.assertEqual(out.returncode, 0, out.stdout.decode())
+        self.assertNotIn("instrumentation of collective begin failed", out.stdout.decode())
+        done = {r["op"]: r.get("bytes") for r in fake.reports("collective") if r["state"] == "completed"}
+        self.assertEqual((done.get("all_reduce"), done.get("all_gather"), done.get("broadcast")), (16, 12, 16), done)
+
+
 EVAL_SCRIPT = '''
 import time, torch, torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
