@@ -175,6 +175,10 @@ struct Policy {
   double heartbeat_timeout_s = 10;
   double startup_grace_s = 120;  // heartbeats may be absent this long after an attempt starts
   double hang_timeout_s = 60;
+  // No step progress while every live rank heartbeats at the same step, none in a collective: weak evidence
+  // (an evaluation the client cannot see, an export after the loop, a long first compile), acted on only
+  // after this long. Ranks left behind at a lower step are judged at hang_timeout_s.
+  double progress_timeout_s = 1800;
   int sdc_check_every_steps = 100;
   int max_restarts = 10;
   double restart_backoff_s = 5;  // doubled per consecutive restart, capped at 300 s

@@ -232,16 +232,27 @@ void ParsePolicy(FieldReader& root, Policy* p, std::vector<FieldError>* errs) {
   const Json* j = root.Find("policy");
   if (!j) return;
   FieldReader r(*j, "policy", errs);
-  r.OnlyKnown({"heartbeat_interval_s",  "heartbeat_timeout_s",
-               "startup_grace_s",       "hang_timeout_s",
-               "sdc_check_every_steps", "max_restarts",
-               "restart_backoff_s",     "use_spares",
-               "straggler_factor",      "straggler_window_steps",
-               "loss_spike_factor",     "good_after_steps",
-               "loss_divergence_steps", "on_reproducible_anomaly",
-               "no_progress_attempts",  "min_progress_steps",
-               "crash_step_window",     "poisoned_checkpoint_steps",
-               "launch_timeout_s",      "external_remediation"});
+  r.OnlyKnown({"heartbeat_interval_s",
+               "heartbeat_timeout_s",
+               "startup_grace_s",
+               "hang_timeout_s",
+               "progress_timeout_s",
+               "sdc_check_every_steps",
+               "max_restarts",
+               "restart_backoff_s",
+               "use_spares",
+               "straggler_factor",
+               "straggler_window_steps",
+               "loss_spike_factor",
+               "good_after_steps",
+               "loss_divergence_steps",
+               "on_reproducible_anomaly",
+               "no_progress_attempts",
+               "min_progress_steps",
+               "crash_step_window",
+               "poisoned_checkpoint_steps",
+               "launch_timeout_s",
+               "external_remediation"});
   auto num = [&](const char* k, double* out, double lo, double hi) {
     if (auto v = r.Number(k, false, lo, hi)) *out = *v;
   };
@@ -252,6 +263,7 @@ void ParsePolicy(FieldReader& root, Policy* p, std::vector<FieldError>* errs) {
   num("heartbeat_timeout_s", &p->heartbeat_timeout_s, 0.05, 86400);
   num("startup_grace_s", &p->startup_grace_s, 0, 86400);
   num("hang_timeout_s", &p->hang_timeout_s, 0.05, 86400);
+  num("progress_timeout_s", &p->progress_timeout_s, 0.05, 7 * 86400);
   integer("sdc_check_every_steps", &p->sdc_check_every_steps, 1, 1 << 30);
   integer("max_restarts", &p->max_restarts, 0, 100000);
   num("restart_backoff_s", &p->restart_backoff_s, 0, 3600);
@@ -472,6 +484,7 @@ Json ToJson(const JobSpec& s) {
         {"heartbeat_timeout_s", p.heartbeat_timeout_s},
         {"startup_grace_s", p.startup_grace_s},
         {"hang_timeout_s", p.hang_timeout_s},
+        {"progress_timeout_s", p.progress_timeout_s},
         {"sdc_check_every_steps", p.sdc_check_every_steps},
         {"max_restarts", p.max_restarts},
         {"restart_backoff_s", p.restart_backoff_s},

@@ -302,7 +302,9 @@ void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vec
       ctx_.policy.hang_timeout_s * (checkpointing_ > 0 || evaluating_ > 0 ? kCheckpointAllowance : 1);
   double idle = ToSeconds(now - ref);
   bool any_alive = std::find(alive.begin(), alive.end(), true) != alive.end();
-  progress_hang_ = !hang_.hung && any_alive && idle > allowance;
+  // Once a rank has finished, the training loop is over: the others' work after it (an export, an upload)
+  // makes no steps, and no step progress says nothing.
+  progress_hang_ = !hang_.hung && any_alive && finished_ == 0 && idle > allowance;
   if (!progress_hang_) return;
   progress_suspects_.clear();
   int64_t lo = -1;
@@ -311,8 +313,15 @@ void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vec
   if (lo < job_step_)
     for (int r = 0; r < layout_.world_size(); ++r)
       if (alive[r] && ranks_[r].step == lo) progress_suspects_.push_back(r);
+  // Every live rank at the same step, heartbeating, in no collective: they are all busy with something the
+  // client does not see (an EMA model's evaluation, an export) as often as stuck. Only a long stall acts.
+  if (progress_suspects_.empty()) {
+    allowance = std::max(allowance, ctx_.policy.progress_timeout_s);
+    progress_hang_ = idle > allowance;
+    if (!progress_hang_) return;
+  }
   progress_detail_ = "no step progress (job step " + std::to_string(job_step_) +
-                     ") and no collective activity for " + Fmt(idle) + " s (hang timeout " + Fmt(allowance) +
+                     ") and no collective activity for " + Fmt(idle) + " s (timeout " + Fmt(allowance) +
                      " s) while ranks still heartbeat";
   progress_detail_ +=
       progress_suspects_.empty()

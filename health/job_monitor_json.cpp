@@ -57,7 +57,8 @@ Json JobMonitor::HealthJson(Time now) const {
 
   // Hang: as of the last Evaluate.
   Json hang = {{"status", hang_.hung || progress_hang_ ? "hung" : "ok"},
-               {"timeout_s", ctx_.policy.hang_timeout_s}};
+               {"timeout_s", ctx_.policy.hang_timeout_s},
+               {"progress_timeout_s", ctx_.policy.progress_timeout_s}};
   if (hang_.hung) {
     Json culprits = Json::array();
     for (const HangCulprit& c : hang_.culprits) culprits.push_back({{"rank", c.rank}, {"reason", c.reason}});
