@@ -38,6 +38,7 @@ void JobHealth::OnAttemptStart(const Job& job, const Attempt& a, Launch launch, 
   ctx.plan = job.plan;
   ctx.placement = a.placement;
   ctx.policy = job.spec.policy;
+  ctx.hashes_agreed = HashesEverAgreed();
   unlaunched_.clear();
   rank_nodes_.clear();
   external_pending_ = launch == Launch::kExternal;

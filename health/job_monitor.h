@@ -59,6 +59,7 @@ struct MonitorContext {
   Plan plan;
   Placement placement;  // indexed by rank, placement.ranks.size() == plan.world_size()
   Policy policy;
+  bool hashes_agreed = false;  // a parameter-hash check of an earlier attempt agreed
 };
 
 struct IngestResult {

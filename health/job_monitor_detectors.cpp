@@ -47,7 +47,10 @@ void JobMonitor::EvaluateSdc(Time now, std::vector<Finding>* out) {
       if (agreed && *agreed < res.step) f.onset_step = *agreed + 1;
       out->push_back(std::move(f));
     }
-    if (res.all_agreed) Evidence(HealthEvidence::Kind::kHashAgreed, res.step);
+    if (res.all_agreed) {
+      ctx_.hashes_agreed = true;
+      Evidence(HealthEvidence::Kind::kHashAgreed, res.step);
+    }
     if (!res.mismatches.empty()) Evidence(HealthEvidence::Kind::kHashMismatch, res.step, "sdc_suspected");
     last_sdc_ = std::move(res);
   }

@@ -99,13 +99,24 @@ Json JobMonitor::HealthJson(Time now) const {
   std::vector<int> sdc_ranks;
   for (int r = 0; r < n; ++r)
     if (ranks_[r].has(RankState::kSdcSuspected)) sdc_ranks.push_back(r);
+  // Replicas that never agreed, with no majority naming odd ones out: the hashed state is not replicated
+  // (buffers, a sharded optimizer the client hashed as replicated), which recovery only records. No
+  // suspect, and no "sdc_suspected" for the job.
+  const bool majority = last_sdc_ && std::any_of(last_sdc_->mismatches.begin(), last_sdc_->mismatches.end(),
+                                                 [](const SdcMismatch& v) { return !v.needs_replay; });
+  const bool unverified = !ctx_.hashes_agreed && !majority && !sdc_ranks.empty();
+  if (unverified) sdc_ranks.clear();
   Json sdc = {{"every_steps", ctx_.policy.sdc_check_every_steps},
               {"replica_sets", layout_.replica_set_count()}};
   if (!sdc_.enabled()) {
     sdc["status"] = "skipped";
     sdc["reason"] = layout_.replica_sets_reason();
   } else {
-    sdc["status"] = !sdc_ranks.empty() ? "suspected" : "ok";
+    sdc["status"] = unverified ? "unverified" : !sdc_ranks.empty() ? "suspected" : "ok";
+    if (unverified)
+      sdc["reason"] =
+          "the replicas' hashes differ and no check of this job has ever agreed: the hashed state may not be "
+          "replicated (buffers, sharded optimizer state); recorded, nothing done";
     sdc["suspected_ranks"] = RankArray(sdc_ranks);
     sdc["last_agreed_step"] = sdc_.last_agreed_step() ? Json(*sdc_.last_agreed_step()) : Json(nullptr);
     sdc["open_checks"] = sdc_.open_checks();

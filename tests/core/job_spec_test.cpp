@@ -59,6 +59,8 @@ TEST(JobSpec, DefaultsForOmittedOptionalFields) {
   EXPECT_TRUE(ParseJobSpec(Example())->training.micro_batch_size_given);
   EXPECT_EQ(s->policy.heartbeat_timeout_s, 10);
   EXPECT_EQ(s->policy.hang_timeout_s, 60);
+  EXPECT_EQ(s->policy.progress_timeout_s, 1800);
+  EXPECT_EQ(ToJson(*s)["policy"]["progress_timeout_s"], 1800);
   EXPECT_EQ(s->policy.max_restarts, 10);
   EXPECT_TRUE(s->policy.use_spares);
   EXPECT_TRUE(s->command.empty());

@@ -39,6 +39,30 @@ TEST(SdcTest, TwoReplicasDisagreeingAreBothSuspectedAndNeedAReplay) {
   EXPECT_EQ(ev[1].step, 200);
 }
 
+TEST(SdcTest, ReplicasThatNeverAgreedWithoutAMajorityAreUnverifiedNotSuspected) {
+  // A sharded optimizer hashed as if replicated: the two replicas differ at every check. Recovery records
+  // it only; health said "sdc_suspected" naming both ranks through a healthy run.
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(1, 1, 2, clock.Now(), 1));
+  m->Ingest(Hash(0, clock.Now(), 100, "aa"), clock.Now());
+  m->Ingest(Hash(1, clock.Now(), 100, "bb"), clock.Now());
+  ASSERT_EQ(m->Evaluate(clock.Now()).size(), 1u);  // the finding is still recorded
+  Json h = m->HealthJson(clock.Now());
+  EXPECT_NE(h["status"], "sdc_suspected") << h.dump();
+  EXPECT_EQ(h["checks"]["sdc"]["status"], "unverified");
+  EXPECT_EQ(h["suspects"]["ranks"], Json::array()) << h.dump();
+  // Once a check of this job agreed (in an earlier attempt too), a disagreement is suspected again.
+  FakeClock clock2;
+  MonitorContext c = MakeContext(1, 1, 2, clock2.Now(), 1);
+  c.hashes_agreed = true;
+  auto later = MakeMonitor(c);
+  later->Ingest(Hash(0, clock2.Now(), 100, "aa"), clock2.Now());
+  later->Ingest(Hash(1, clock2.Now(), 100, "bb"), clock2.Now());
+  later->Evaluate(clock2.Now());
+  EXPECT_EQ(later->HealthJson(clock2.Now())["status"], "sdc_suspected");
+  EXPECT_EQ(later->HealthJson(clock2.Now())["checks"]["sdc"]["status"], "suspected");
+}
+
 TEST(SdcTest, FourReplicasNameTheMinorityOnceUntilItClears) {
   FakeClock clock;
   // TP=2, DP=4: replica sets {0,2,4,6} (tp 0) and {1,3,5,7} (tp 1).
