@@ -81,6 +81,17 @@ std::optional<Cluster> Controller::AllocationView(const std::string& job) const 
     copy.spare = std::find(placed.begin(), placed.end(), id) == placed.end();
     (void)view.UpsertNode(copy);
   }
+  // A placed node Slurm dropped from the allocation stays in the view, failed: recovery then replaces it
+  // with the allocation's spares (gone from the view, its ranks could not be moved, and the job was
+  // queued out of its allocation).
+  for (const std::string& id : placed) {
+    const Node* n = all.Find(id);
+    if (!n || std::find(a->nodes.begin(), a->nodes.end(), id) != a->nodes.end()) continue;
+    Node copy = *n;
+    copy.spare = false;
+    copy.failed = true;
+    (void)view.UpsertNode(copy);
+  }
   if (e->attempt && IsActive(e->job.state)) (void)view.Allocate(job, e->attempt->placement);
   return view;
 }

@@ -199,6 +199,9 @@ void SlurmLaunchLoop::State::Run() {
 void SlurmLaunchLoop::State::Allocation(const SlurmJobOrder& o, struct Run& run) {
   const SlurmAllocationRecord& a = o.allocation;
   using S = SlurmAllocationRecord::State;
+  // Recorded by the controller: a later want (the job placed again, its allocation given back) is a new
+  // request. Kept, the old id made every later want look unrecorded, and none was ever submitted.
+  if (a.state != S::kWanted || a.adopted) run.submitted.clear();
   if (a.state == S::kWanted && !a.adopted) {
     if (!run.submitted.empty()) return;  // the controller has not recorded it yet
     slurm::AllocationRequest r;

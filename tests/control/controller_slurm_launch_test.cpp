@@ -194,9 +194,17 @@ TEST_F(SlurmLaunchTest, SlurmDroppingANodeFromTheAllocationIsANodeLoss) {
   EXPECT_EQ(f->front().kind, FindingKind::kNodeLost);
   EXPECT_EQ(f->front().nodes, std::vector<std::string>{lost});
   EXPECT_EQ(Nodes(id).count(lost), 0u);
-  // The spare leaving (no ranks on it) is no finding.
-  std::string id2_spare = nodes[2];
-  EXPECT_EQ(Nodes(id).count(id2_spare), 1u);
+  // The allocation's own spare takes the lost node's ranks, inside the same allocation. Before, the view
+  // of the allocation had already lost the node, so nothing could be replaced: the job was queued, the
+  // allocation given back, and the new one never requested (the job stayed launching).
+  EXPECT_EQ(Nodes(id).count(nodes[2]), 1u);
+  EXPECT_EQ(Job(id).job.attempt, 2);
+  SlurmOrders o = controller_->GetSlurmOrders();
+  EXPECT_TRUE(o.cancel.empty());
+  EXPECT_EQ(OrderOf(o, id)->allocation.id, "41");
+  EXPECT_EQ(OrderOf(o, id)->allocation.state, State::kRunning);
+  EXPECT_NE(f->front().actions.front().find("fail " + lost), std::string::npos) << f->front().actions.front();
+  for (const std::string& a : f->front().actions) EXPECT_EQ(a.find("queue"), std::string::npos) << a;
 }
 
 // No spare in the allocation and the plan does not fit what is left of it: the job is requeued, its
