@@ -26,6 +26,14 @@ struct SlurmEnvelope {
   const Json* policy = nullptr;     // the created job's policy (the client's SHEPHERD_POLICY)
 };
 
+// The first `n` characters of UTF-8 text `s` (whole code points).
+std::string FirstChars(const std::string& s, std::size_t n) {
+  std::size_t chars = 0;
+  for (std::size_t i = 0; i < s.size(); ++i)
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && chars++ == n) return s.substr(0, i);
+  return s;
+}
+
 Result<SlurmEnvelope> ParseSlurmEnvelope(const Json& body) {
   SlurmEnvelope env;
   const Json* slurm = body.is_object() && body.contains("slurm") ? &body["slurm"] : nullptr;
@@ -35,7 +43,9 @@ Result<SlurmEnvelope> ParseSlurmEnvelope(const Json& body) {
   if (!r.ok()) return InvalidContent("invalid slurm envelope", {{"slurm", "must be an object"}});
   r.OnlyKnown({"ntasks", "job_name", "policy"});
   env.ntasks = r.Int("ntasks", false, 1, 1 << 20);
-  env.job_name = r.String("job_name", false, 128).value_or("");
+  // Slurm takes longer names than a Shepherd job's 128 characters: the job is named by their start (a
+  // refusal left the job unwatched, its ranks' reports all answered 422).
+  env.job_name = FirstChars(r.String("job_name", false, 4096).value_or(""), 128);
   env.policy = r.Find("policy");
   if (!errs.empty()) return InvalidContent("invalid slurm envelope", std::move(errs));
   return env;

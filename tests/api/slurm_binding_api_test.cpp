@@ -192,6 +192,17 @@ TEST_F(SlurmBindingTest, TheFirstReportCreatesTheJobAndTheOthersBindToIt) {
   EXPECT_EQ(beyond.body["rejected"][0]["index"], 1);
 }
 
+TEST_F(SlurmBindingTest, ALongSlurmJobNameNamesTheJobByItsFirst128Characters) {
+  // Slurm accepts a 300-character name; every report of the job used to be refused (422), so it went
+  // unwatched. Cut at a whole character (ü is two bytes).
+  Json body = SrunBody(Heartbeats(1, {0}), 1);
+  body["slurm"]["job_name"] = std::string(127, 'x') + "üyyy" + std::string(200, 'z');
+  ApiReply r = As("submitter", "POST", "/v1/external/slurm/124/reports", body);
+  ASSERT_EQ(r.status, 202) << r.body.dump();
+  EXPECT_EQ(As("viewer", "GET", "/v1/jobs/" + r.body["job"].get<std::string>()).body["spec"]["name"],
+            std::string(127, 'x') + "ü");
+}
+
 TEST_F(SlurmBindingTest, BadEnvelopesAreRefusedNamingTheFieldAndCreateNothing) {
   Json no_size = {{"reports", Heartbeats(1, {0})}};
   ApiReply r = As("submitter", "POST", "/v1/external/slurm/5/reports", no_size);
