@@ -69,6 +69,9 @@ std::vector<SlurmNodeCommand> SlurmSync::Apply(const slurm::SlurmView& view, Tim
       case slurm::NodeChangeKind::kResumeInSlurm:
         commands.push_back({SlurmNodeCommand::Kind::kResume, c.node, ""});
         continue;
+      case slurm::NodeChangeKind::kHeldInSlurm:
+        drained_changed |= drained_.insert(c.node).second;
+        continue;
       case slurm::NodeChangeKind::kMissing:
       case slurm::NodeChangeKind::kSkipped:
         spdlog::debug("slurm sync: node {} {}{}", c.node, slurm::ToString(c.kind),

@@ -48,6 +48,8 @@ const char* ToString(NodeChangeKind k) {
       return "drain_in_slurm";
     case NodeChangeKind::kResumeInSlurm:
       return "resume_in_slurm";
+    case NodeChangeKind::kHeldInSlurm:
+      return "held_in_slurm";
     case NodeChangeKind::kMissing:
       return "missing";
     case NodeChangeKind::kSkipped:
@@ -112,15 +114,22 @@ std::vector<NodeChange> Reconcile(const ReconcileInput& in) {
     if (slurm_state == NodeState::kFailed) {
       if (!h.failed)
         out.push_back({NodeChangeKind::kFail, name, SlurmReason(*s), {}});
-      else if (!from_slurm && !drained_by_us && !s->state.drain)
+      else if (!from_slurm && !drained_by_us)
         // Down in Slurm, and Shepherd failed it on its own evidence: drained now, so that its slurmd coming
-        // back (ReturnToService) does not return it to service before someone looked at it.
-        out.push_back({NodeChangeKind::kDrainInSlurm, name, DrainReasonFor(h.reason), {}});
+        // back (ReturnToService) does not return it to service before someone looked at it; already drained
+        // (an operator's), held as it is, and an operator's RESUME later returns it in Shepherd too (before,
+        // Shepherd drained it again over the operator's RESUME).
+        out.push_back({s->state.drain ? NodeChangeKind::kHeldInSlurm : NodeChangeKind::kDrainInSlurm,
+                       name,
+                       DrainReasonFor(h.reason),
+                       {}});
     } else if (slurm_state == NodeState::kCordoned) {
       if (s->state.drain && IsShepherdDrainReason(s->reason) && drained_by_us && !held)
         out.push_back({NodeChangeKind::kResumeInSlurm, name, "", {}});
       else if (!held)
         out.push_back({NodeChangeKind::kCordon, name, SlurmReason(*s), {}});
+      else if (!from_slurm && !drained_by_us)
+        out.push_back({NodeChangeKind::kHeldInSlurm, name, DrainReasonFor(h.reason), {}});
     } else if (held) {
       if (from_slurm || drained_by_us)
         out.push_back({NodeChangeKind::kRelease, name, "", {}});

@@ -38,6 +38,8 @@ enum class NodeChangeKind {
   kDrainInSlurm,   // Shepherd blames it and Slurm does not know yet: drain in Slurm with `reason`
   kResumeInSlurm,  // an operator returned a node Shepherd had drained to service in Shepherd: resume it in
                    // Slurm
+  kHeldInSlurm,    // Shepherd blames it and Slurm already holds it (someone else's drain): no command; it
+                   // joins drained_by_shepherd, so that Slurm returning it to service returns it in Shepherd
   kMissing,        // Shepherd has it, Slurm no longer does
   kSkipped,        // Slurm has it but it cannot be a Shepherd node (no GPUs in its Gres): `reason` says why
 };
@@ -70,9 +72,11 @@ Node NodeFromSlurm(const SlurmNode& s, const TopologyMapping& topology, double g
 // by node name (within a node: kUpdate before state changes). Rules per node, Slurm's state S:
 //  - only in Slurm → kAdd (or kSkipped without GPUs); only in Shepherd → kMissing.
 //  - capacity, hostname or topology differ → kUpdate (Shepherd's flags and reason kept).
-//  - S failed (ShepherdStateOf == kFailed) and Shepherd's node not failed → kFail.
+//  - S failed (ShepherdStateOf == kFailed) and Shepherd's node not failed → kFail; failed on Shepherd's own
+//    evidence and not in drained_by_shepherd: kDrainInSlurm, or kHeldInSlurm when Slurm already drains it.
 //  - S drained: with a "shepherd " reason, the node in drained_by_shepherd and schedulable in Shepherd →
-//    kResumeInSlurm; else if Shepherd's node is schedulable and not failed → kCordon.
+//    kResumeInSlurm; else if Shepherd's node is schedulable and not failed → kCordon; held on Shepherd's
+//    own evidence and not in drained_by_shepherd → kHeldInSlurm.
 //  - S usable: Shepherd's cordon/failure came from Slurm ("slurm: ") → kRelease; it is Shepherd's own and
 //    the node is in drained_by_shepherd (someone resumed it in Slurm) → kRelease; it is Shepherd's own and
 //    not yet drained → kDrainInSlurm.

@@ -146,6 +146,30 @@ TEST(Reconcile, ShepherdResumesOnlyItsOwnDrainAfterAnOperatorUncordoned) {
                                 {NodeChangeKind::kResumeInSlurm, "n1"}, {NodeChangeKind::kCordon, "n2"}}));
 }
 
+TEST(Reconcile, ANodeShepherdBlamesThatAnOperatorDrainedIsHeldAndTheOperatorsResumeReturnsIt) {
+  // n2 is drained in Slurm by an operator; Shepherd failed it on its own evidence (Slurm dropped it from an
+  // allocation). Before, nothing was remembered, and the operator's RESUME was answered by Shepherd draining
+  // it again.
+  Fixture drained = Load("nodes_down_drain.txt");
+  std::vector<Node> mine = HealthyFive();
+  mine[1].schedulable = false;
+  mine[1].reason = "slurm: IDLE+DRAIN: shepherd f-000007 hang";
+  mine[4].failed = true;
+  mine[4].reason = "slurm: DOWN+NOT_RESPONDING: Not responding";
+  mine[2].failed = true;
+  mine[2].reason = "node_lost: Slurm removed n2 from allocation 12 (node failure)";
+  auto held = Reconcile({drained.nodes, drained.topology, mine, {}, 80, "H100"});
+  EXPECT_EQ(Kinds(held),
+            (std::vector<std::pair<NodeChangeKind, std::string>>{{NodeChangeKind::kHeldInSlurm, "n2"}}));
+  // Remembered (drained_by_shepherd holds n2): the operator resumes it in Slurm, and Shepherd follows.
+  Fixture idle = Load("nodes_idle.txt");
+  auto resumed = Reconcile({idle.nodes, idle.topology, mine, {"n2"}, 80, "H100"});
+  EXPECT_EQ(Kinds(resumed),
+            (std::vector<std::pair<NodeChangeKind, std::string>>{{NodeChangeKind::kRelease, "n1"},
+                                                                 {NodeChangeKind::kRelease, "n2"},
+                                                                 {NodeChangeKind::kRelease, "n4"}}));
+}
+
 TEST(Reconcile, SlurmReturnToServiceReleasesSlurmCausedHolds) {
   Fixture f = Load("nodes_idle.txt");
   std::vector<Node> mine = HealthyFive();
