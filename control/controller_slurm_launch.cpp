@@ -185,6 +185,21 @@ void Controller::OnSlurmLaunch(const SlurmLaunchEvent& ev) {
     case SlurmLaunchEvent::Kind::kStepEnded:
       if (current) OnStepEnded(ev, now, &batch);
       break;
+    case SlurmLaunchEvent::Kind::kSuspended:  // an admin's or the scheduler's pause, not a rank fault
+    case SlurmLaunchEvent::Kind::kResumed:
+      if (e && IsActive(e->job.state)) {
+        const bool suspended = ev.kind == SlurmLaunchEvent::Kind::kSuspended;
+        JobHealth& health = HealthOf(ev.job);
+        if (suspended)
+          health.Suspend();
+        else
+          health.Resume(now);
+        spdlog::info("job {}: Slurm allocation {} {}", ev.job, ev.allocation,
+                     suspended ? "suspended: nothing is judged until it runs again" : "runs again");
+        jobs_.SetState(ev.job, e->job.state,
+                       suspended ? "Slurm allocation " + ev.allocation + " is suspended" : "", now, &batch);
+      }
+      break;
     case SlurmLaunchEvent::Kind::kCancelled:
       slurm_jobs_.Cancelled(ev.allocation, &batch);
       break;

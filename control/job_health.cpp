@@ -117,8 +117,8 @@ JobHealth::IngestOutcome JobHealth::Ingest(const ReportBatch& batch, Time now) {
 
 JobHealth::Evaluation JobHealth::Evaluate(Time now, Time listening_since) {
   Evaluation out;
-  if (!watching()) return out;
-  out.findings = monitor_->Evaluate(now, listening_since);
+  if (!watching() || suspended_) return out;
+  out.findings = monitor_->Evaluate(now, std::max(listening_since, resumed_at_));
   const int attempt = monitor_->context().attempt;
   for (const HealthEvidence& ev : monitor_->TakeEvidence()) {
     for (CheckpointTransition& t : ledger_.OnEvidence(ev, now)) {

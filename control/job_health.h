@@ -78,7 +78,15 @@ class JobHealth {
   // Runs the detectors (nothing before watching) and forwards their evidence to the ledger. A clean hash
   // check after an SDC replay yields an sdc_transient finding and clears the replay nodes.
   // `listening_since`: health/lateness.h (silence counts from there at the earliest).
+  // Nothing is judged while the job is suspended as a whole (a Slurm allocation suspended); once it runs
+  // again, silence counts from then (`listening_since` is raised to the resume).
   Evaluation Evaluate(Time now, Time listening_since = Time{});
+  void Suspend() { suspended_ = true; }
+  void Resume(Time now) {
+    suspended_ = false;
+    resumed_at_ = now;
+  }
+  bool suspended() const { return suspended_; }
 
   // An SDC replay was started on `nodes` (recovery's decision) to recompute the mismatch at `step`: only a
   // check that agrees at or after that step says it was transient (the replay agrees before it anyway).
@@ -134,6 +142,8 @@ class JobHealth {
   std::set<std::string> replay_nodes_;
   int64_t replay_step_ = -1;    // the mismatch a replay recomputes (OnReplayStarted)
   bool hashes_agreed_ = false;  // a kHashAgreed evidence was seen
+  bool suspended_ = false;
+  Time resumed_at_{};
 };
 
 }  // namespace shepherd

@@ -67,6 +67,8 @@ struct SlurmLaunchEvent {
     kStepFailed,       // Slurm refused the attempt's step: message
     kStepEnded,        // attempt's step ended: exit, log (what srun said), log_tail
     kCancelled,        // a released allocation is gone: allocation
+    kSuspended,        // the allocation is suspended (scontrol suspend, preemption by suspension): allocation
+    kResumed,          // a suspended allocation runs again: allocation
   };
   Kind kind = Kind::kSubmitted;
   std::string job;

@@ -62,7 +62,8 @@ struct SlurmLaunchLoop::State : std::enable_shared_from_this<SlurmLaunchLoop::St
     std::string adopted_step;  // a step found running under our name (an earlier daemon's): watched only
     int step_attempt = 0;
     std::string step_log;
-    int done_attempt = 0;  // the last attempt whose step ran and ended (never started twice)
+    int done_attempt = 0;    // the last attempt whose step ran and ended (never started twice)
+    bool suspended = false;  // the allocation was last seen suspended (told the controller)
   };
 
   SlurmConfig config;
@@ -162,6 +163,18 @@ void SlurmLaunchLoop::State::Run() {
   while (true) {
     std::optional<SlurmOrders> orders = AwaitOrders();
     if (!orders) return;
+    // Released jobs' steps are stopped (with their grace) before their allocations are cancelled: the
+    // other way round the step lost its grace to the allocation's end.
+    std::set<std::string> ordered;
+    for (const SlurmJobOrder& o : orders->jobs) ordered.insert(o.job);
+    for (auto it = runs.begin(); it != runs.end();) {  // released: stop what still runs
+      if (ordered.count(it->first)) {
+        ++it;
+        continue;
+      }
+      if (it->second.step) StopStep(it->first, it->second, 10);
+      it = runs.erase(it);
+    }
     for (const std::string& id : orders->cancel) {
       if (cancelled.count(id)) continue;
       Status s = launcher->CancelAllocation(id, Secs(60));
@@ -176,20 +189,10 @@ void SlurmLaunchLoop::State::Run() {
     std::erase_if(cancelled, [&](const std::string& id) {
       return std::find(orders->cancel.begin(), orders->cancel.end(), id) == orders->cancel.end();
     });
-    std::set<std::string> ordered;
     for (const SlurmJobOrder& o : orders->jobs) {
-      ordered.insert(o.job);
       struct Run& run = runs[o.job];
       Allocation(o, run);
       Steps(o, run);
-    }
-    for (auto it = runs.begin(); it != runs.end();) {  // released: stop what still runs
-      if (ordered.count(it->first)) {
-        ++it;
-        continue;
-      }
-      if (it->second.step) StopStep(it->first, it->second, 10);
-      it = runs.erase(it);
     }
     std::unique_lock lock(mu);
     if (cv.wait_for(lock, interval, [this] { return stopping; })) return;
@@ -233,6 +236,10 @@ void SlurmLaunchLoop::State::Allocation(const SlurmJobOrder& o, struct Run& run)
     else
       spdlog::warn("slurm: job {}: allocation {}: {}", o.job, a.id, shown.status().message());
     return;
+  }
+  if ((shown->state == slurm::SlurmJobState::kSuspended) != run.suspended) {
+    run.suspended = !run.suspended;
+    Send({.kind = run.suspended ? Kind::kSuspended : Kind::kResumed, .job = o.job, .allocation = a.id});
   }
   if (shown->state == slurm::SlurmJobState::kRunning) {
     if (a.state != S::kRunning || shown->nodes != a.nodes)

@@ -181,6 +181,34 @@ TEST_F(SlurmLaunchTest, ANodeFailureIsReplacedByTheAllocationsOwnSpare) {
   EXPECT_EQ(Job(id).job.attempt, 2);
 }
 
+TEST_F(SlurmLaunchTest, ASuspendedAllocationIsNotJudgedAndSilenceCountsFromItsResume) {
+  // scontrol suspend (or preemption by suspension) stops every rank. Before, their silence was
+  // heartbeat_lost: the step was stopped and restarted, spending a restart and the steps since the last
+  // checkpoint.
+  std::vector<std::string> nodes;
+  std::string id = Running(&nodes);
+  auto findings = [&] { return controller_->GetFailures({.job = id})->size(); };
+  auto wait = [&](int seconds) {
+    for (int s = 0; s < seconds; ++s) {
+      clock_.AdvanceSeconds(1);
+      controller_->Tick();
+      Drain();
+    }
+  };
+  Send({.kind = Kind::kSuspended, .job = id, .allocation = "41"});
+  EXPECT_EQ(Job(id).job.reason, "Slurm allocation 41 is suspended");
+  wait(300);  // past the startup grace and any heartbeat timeout
+  EXPECT_EQ(findings(), 0u);
+  EXPECT_EQ(Job(id).job.attempt, 1);
+  Send({.kind = Kind::kResumed, .job = id, .allocation = "41"});
+  wait(5);
+  EXPECT_EQ(findings(), 0u);  // silent 5 s since the resume: within the 10 s timeout
+  wait(10);                   // still silent 15 s after it: lost
+  auto f = controller_->GetFailures({.job = id});
+  ASSERT_EQ(f->size(), 1u);
+  EXPECT_EQ(f->front().kind, FindingKind::kHeartbeatLost);
+}
+
 TEST_F(SlurmLaunchTest, SlurmDroppingANodeFromTheAllocationIsANodeLoss) {
   std::vector<std::string> nodes;
   std::string id = Running(&nodes);
