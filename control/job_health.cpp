@@ -177,10 +177,13 @@ std::optional<Checkpoint> JobHealth::DefaultResume() const {
 
 Json JobHealth::MonitorJson(Time now) const {
   Json out = monitor_->HealthJson(now);
-  if (external_pending_)
-    out["status"] = "waiting_for_first_report";
-  else if (!unlaunched_.empty())
-    out["status"] = "launching";
+  if (!watching()) {  // ranks not known to run yet are not lost, and nothing about them is suspected
+    out["status"] = external_pending_ ? "waiting_for_first_report" : "launching";
+    out["checks"]["heartbeat"]["status"] = out["status"];
+    out["checks"]["heartbeat"]["lost_count"] = 0;
+    out["checks"]["heartbeat"]["lost_ranks"] = Json::array();
+    out["suspects"] = {{"ranks", Json::array()}, {"ranks_count", 0}, {"nodes", Json::array()}};
+  }
   if (external_) {  // the suspects' hosts as their ranks reported them (as findings name them), not slots
     const std::vector<std::string> reported = ReportedNodes();
     std::set<std::string> nodes;

@@ -391,7 +391,11 @@ TEST(ExternalLauncher, GraceCountsFromTheFirstReport) {
   ASSERT_FALSE(id.empty());
   api.clock_.AdvanceSeconds(300);  // the launcher took five minutes
   api.Tick();
-  EXPECT_EQ(api.Get("/v1/jobs/" + id + "/health").body["status"], "waiting_for_first_report");
+  Json waiting = api.Get("/v1/jobs/" + id + "/health").body;
+  EXPECT_EQ(waiting["status"], "waiting_for_first_report");
+  // Ranks never started are never lost: health showed all eight "lost", and suspected them.
+  EXPECT_EQ(waiting["checks"]["heartbeat"]["lost_ranks"], Json::array()) << waiting.dump();
+  EXPECT_EQ(waiting["suspects"]["ranks"], Json::array()) << waiting.dump();
   Json first = {{"reports", Json::array({{{"rank", 0}, {"attempt", 1}, {"kind", "heartbeat"}}})}};
   ASSERT_EQ(api.Post("/v1/jobs/" + id + "/reports", first).status, 202);
   api.clock_.AdvanceSeconds(5);
