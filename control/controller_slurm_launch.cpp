@@ -161,7 +161,9 @@ void Controller::OnSlurmLaunch(const SlurmLaunchEvent& ev) {
       slurm_jobs_.Forget(ev.job, &batch);
       if (e && !IsTerminal(e->job.state)) {
         jobs_.EndAttempt(ev.job, now, &batch);
-        jobs_.SetState(ev.job, JobState::kFailed, "Slurm allocation " + ev.allocation + ": " + ev.message,
+        jobs_.SetState(ev.job, JobState::kFailed,
+                       (ev.allocation.empty() ? "Slurm allocation" : "Slurm allocation " + ev.allocation) +
+                           ": " + ev.message,
                        now, &batch);
       }
       break;

@@ -204,7 +204,8 @@ Verdict Judge(const RecoveryInput& in) {
       if (again.count(n) == 0) v.avoid.insert(n);
     Blame(again, NodeActionKind::kCordon, "ranks lost again on this node (" + kind + ")", &v);
     v.why = !again.empty()    ? kind + " recurring on " + Join(again) + ": node suspected"
-            : v.avoid.empty() ? kind + " on " + Join(nodes) + ": first time, restart without blaming the node"
+            : v.avoid.empty() ? kind + (nodes.empty() ? "" : " on " + Join(nodes)) +
+                                    ": first time, restart without blaming the node"
                               : "ranks lost again on " + Join(v.avoid) +
                                     ": the code or the node; move off it without blame, another node decides";
   } else if (IsCommFault(f)) {
@@ -222,8 +223,9 @@ Verdict Judge(const RecoveryInput& in) {
     v.why = kind + (k == FindingKind::kSdcConfirmed ? " on " : " (majority vote) on ") + Join(nodes);
   } else if (k == FindingKind::kSdcSuspected && !in.hashes_ever_agreed) {
     v.act = false;
-    v.why = "parameter hashes without a majority, and no check of this job has ever agreed: the hashed "
-            "state is not replicated (buffers, nondeterministic kernels), not corruption; recorded";
+    v.why =
+        "parameter hashes without a majority, and no check of this job has ever agreed: the hashed "
+        "state is not replicated (buffers, nondeterministic kernels), not corruption; recorded";
   } else if (k == FindingKind::kSdcSuspected) {  // no majority (or no verdict): a replay decides
     std::set<std::string> nodes = Implicated(f, in.placement, false);
     std::set<std::string> again;

@@ -178,6 +178,16 @@ TEST_F(RecoveryTest, ANodeLeftWithoutBlameIsKeptWhenNoOtherNodeHasRoom) {
       << Dump(d);
 }
 
+TEST_F(RecoveryTest, AnExitNamingNoNodeSaysSoWithoutAnEmptyList) {
+  // A Slurm step that ended without naming a rank (killed at its time limit): "process_exit on : first time".
+  Build();
+  Finding f = MakeFinding(FindingKind::kProcessExit, {}, {});
+  f.signal = 15;
+  RecoveryDecision d = Decide(f);
+  EXPECT_EQ(d.reason.find(" on :"), std::string::npos) << d.reason;
+  EXPECT_NE(d.reason.find("process_exit: first time"), std::string::npos) << d.reason;
+}
+
 TEST_F(RecoveryTest, CommunicationFaultIsTransientFirstAndCordonedOnRecurrence) {
   Build();
   const Finding first = MakeFinding(FindingKind::kHang, {}, {"node-01", "node-02"});
