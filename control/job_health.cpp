@@ -177,8 +177,8 @@ std::optional<Checkpoint> JobHealth::DefaultResume() const {
 
 Json JobHealth::MonitorJson(Time now) const {
   Json out = monitor_->HealthJson(now);
-  if (!watching()) {  // ranks not known to run yet are not lost, and nothing about them is suspected
-    out["status"] = external_pending_ ? "waiting_for_first_report" : "launching";
+  if (!watching() || suspended_) {  // ranks not known to run, or stopped by Slurm: none lost or suspected
+    out["status"] = suspended_ ? "suspended" : external_pending_ ? "waiting_for_first_report" : "launching";
     out["checks"]["heartbeat"]["status"] = out["status"];
     out["checks"]["heartbeat"]["lost_count"] = 0;
     out["checks"]["heartbeat"]["lost_ranks"] = Json::array();

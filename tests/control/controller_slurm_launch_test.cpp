@@ -199,6 +199,10 @@ TEST_F(SlurmLaunchTest, ASuspendedAllocationIsNotJudgedAndSilenceCountsFromItsRe
   EXPECT_EQ(Job(id).job.reason, "Slurm allocation 41 is suspended");
   wait(300);  // past the startup grace and any heartbeat timeout
   EXPECT_EQ(findings(), 0u);
+  Result<Json> health = controller_->GetHealth(id);
+  ASSERT_TRUE(health.ok());
+  EXPECT_EQ((*health)["status"], "suspended");
+  EXPECT_EQ((*health)["checks"]["heartbeat"]["lost_ranks"], Json::array()) << health->dump();
   EXPECT_EQ(Job(id).job.attempt, 1);
   Send({.kind = Kind::kResumed, .job = id, .allocation = "41"});
   wait(5);
