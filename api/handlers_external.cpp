@@ -26,14 +26,6 @@ struct SlurmEnvelope {
   const Json* policy = nullptr;     // the created job's policy (the client's SHEPHERD_POLICY)
 };
 
-// The first `n` characters of UTF-8 text `s` (whole code points).
-std::string FirstChars(const std::string& s, std::size_t n) {
-  std::size_t chars = 0;
-  for (std::size_t i = 0; i < s.size(); ++i)
-    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && chars++ == n) return s.substr(0, i);
-  return s;
-}
-
 Result<SlurmEnvelope> ParseSlurmEnvelope(const Json& body) {
   SlurmEnvelope env;
   const Json* slurm = body.is_object() && body.contains("slurm") ? &body["slurm"] : nullptr;
@@ -45,7 +37,7 @@ Result<SlurmEnvelope> ParseSlurmEnvelope(const Json& body) {
   env.ntasks = r.Int("ntasks", false, 1, 1 << 20);
   // Slurm takes longer names than a Shepherd job's 128 characters: the job is named by their start (a
   // refusal left the job unwatched, its ranks' reports all answered 422).
-  env.job_name = FirstChars(r.String("job_name", false, 4096).value_or(""), 128);
+  env.job_name = Utf8Prefix(r.String("job_name", false, 4096).value_or(""), 128);
   env.policy = r.Find("policy");
   if (!errs.empty()) return InvalidContent("invalid slurm envelope", std::move(errs));
   return env;

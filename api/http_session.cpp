@@ -104,12 +104,12 @@ std::optional<std::string> OriginForm(std::string_view target) {
   return std::nullopt;
 }
 
-// The head of a request as the transport-neutral type (no body), for ServerCore's on_head.
-// REQUIRES: OriginForm(req.target()).
-HttpRequest HeadOf(const http::request<http::string_body>& req) {
+// The head of a request as the transport-neutral type (no body), for ServerCore's on_head; `target` is
+// OriginForm of its target.
+HttpRequest HeadOf(const http::request<http::string_body>& req, std::string target) {
   HttpRequest head;
   head.method = std::string(req.method_string());
-  head.target = *OriginForm({req.target().data(), req.target().size()});
+  head.target = std::move(target);
   for (const auto& field : req)
     head.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
   return head;
@@ -217,14 +217,15 @@ void Session::OnHeader(const error_code& ec) {
   }
   core_->SetEvictable(id_, false);
   const auto& req = parser_->get();
-  if (!OriginForm({req.target().data(), req.target().size()})) {
+  std::optional<std::string> target = OriginForm({req.target().data(), req.target().size()});
+  if (!target) {
     Reject(400, "the request target must be a path starting with '/' (or an absolute http:// URL)");
     return;
   }
   // Authentication and authorization on the head: a refused request never has its body read, and the
   // connection closes (its announced body is discarded only by the bounded lingering close).
   if (const auto& on_head = core_->options().on_head) {
-    HeadDecision d = on_head(HeadOf(req));
+    HeadDecision d = on_head(HeadOf(req, std::move(*target)));
     if (d.trusted) trusted_ = true;
     if (d.refuse) {
       RejectWith(std::move(*d.refuse));

@@ -184,7 +184,8 @@ Json JobHealth::MonitorJson(Time now) const {
     out["checks"]["heartbeat"]["lost_ranks"] = Json::array();
     out["suspects"] = {{"ranks", Json::array()}, {"ranks_count", 0}, {"nodes", Json::array()}};
   }
-  if (external_) {  // the suspects' hosts as their ranks reported them (as findings name them), not slots
+  // Another launcher's job: the suspects' hosts as their ranks reported them (as findings name them).
+  if (external_ && !out["suspects"]["ranks"].empty()) {
     const std::vector<std::string> reported = ReportedNodes();
     std::set<std::string> nodes;
     for (const Json& r : out["suspects"]["ranks"])

@@ -11,6 +11,13 @@ std::size_t Utf8Length(std::string_view s) {
   return n;
 }
 
+std::string Utf8Prefix(std::string_view s, std::size_t chars) {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < s.size(); ++i)
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && n++ == chars) return std::string(s.substr(0, i));
+  return std::string(s);
+}
+
 bool HasControlCharacter(std::string_view s, bool allow_whitespace) {
   for (unsigned char c : s)
     if ((c < 0x20 || c == 0x7f) && !(allow_whitespace && (c == '\t' || c == '\n' || c == '\r'))) return true;

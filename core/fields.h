@@ -15,6 +15,8 @@ namespace shepherd {
 
 // Characters (Unicode code points) of valid UTF-8 `s`.
 std::size_t Utf8Length(std::string_view s);
+// The first `chars` characters of valid UTF-8 `s` (whole code points).
+std::string Utf8Prefix(std::string_view s, std::size_t chars);
 // True when `s` holds a control character: C0 (NUL above all) or DEL. Names, ids, labels, paths and reasons
 // refuse them: they end up in logs, file names and other programs' argv. `allow_whitespace` lets tab, line
 // feed and carriage return through, for program text (argv elements and environment values: a script given

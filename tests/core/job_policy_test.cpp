@@ -18,7 +18,7 @@ std::vector<std::string> Fields(const Status& s) {
 TEST(JobPolicy, RefusesTheLinkerPathAndWhatTheAgentSets) {
   JobSpec spec;
   spec.command = {"python3", "train.py"};
-  spec.env = {{"LD_PRELOAD", "x"}, {"LD_LIBRARY_PATH", "x"}, {"PATH", "x"},    {"SHEPHERD_TOKEN", "x"},
+  spec.env = {{"LD_PRELOAD", "x"}, {"LD_LIBRARY_PATH", "x"}, {"PATH", "x"},          {"SHEPHERD_TOKEN", "x"},
               {"RANK", "0"},       {"MASTER_ADDR", "x"},     {"NCCL_DEBUG", "INFO"}, {"FOO", "bar"}};
   Status s = CheckJobPolicy(spec, JobPolicy{});
   ASSERT_EQ(s.code(), Code::kInvalidContent);
@@ -50,10 +50,14 @@ TEST(JobPolicy, CommandMustStartWithAnAllowedLauncher) {
 
 TEST(Fields, LengthCountsCharactersNotBytes) {
   EXPECT_EQ(Utf8Length("abc"), 3u);
-  EXPECT_EQ(Utf8Length("\xc3\xa9t\xc3\xa9"), 3u);       // "été": 5 bytes
-  EXPECT_EQ(Utf8Length("\xf0\x9f\x90\x91"), 1u);        // one emoji: 4 bytes
+  EXPECT_EQ(Utf8Length("\xc3\xa9t\xc3\xa9"), 3u);              // "été": 5 bytes
+  EXPECT_EQ(Utf8Length("\xf0\x9f\x90\x91"), 1u);               // one emoji: 4 bytes
+  EXPECT_EQ(Utf8Prefix("\xc3\xa9t\xc3\xa9", 2), "\xc3\xa9t");  // whole characters, never half of one
+  EXPECT_EQ(Utf8Prefix("\xc3\xa9t\xc3\xa9", 3), "\xc3\xa9t\xc3\xa9");
+  EXPECT_EQ(Utf8Prefix("\xf0\x9f\x90\x91x", 1), "\xf0\x9f\x90\x91");
+  EXPECT_EQ(Utf8Prefix("abc", 0), "");
   std::vector<FieldError> errs;
-  Json j = {{"name", "\xc3\xa9\xc3\xa9\xc3\xa9"}};       // 3 characters, 6 bytes
+  Json j = {{"name", "\xc3\xa9\xc3\xa9\xc3\xa9"}};  // 3 characters, 6 bytes
   FieldReader r(j, "", &errs);
   EXPECT_EQ(r.String("name", true, 3), "\xc3\xa9\xc3\xa9\xc3\xa9");
   EXPECT_TRUE(errs.empty());
@@ -63,7 +67,8 @@ TEST(Fields, LengthCountsCharactersNotBytes) {
 }
 
 TEST(Fields, ControlCharactersAndNulAreRefused) {
-  for (std::string bad : {std::string("a\0b", 3), std::string("a\nb"), std::string("a\x7f"), std::string("\t")}) {
+  for (std::string bad :
+       {std::string("a\0b", 3), std::string("a\nb"), std::string("a\x7f"), std::string("\t")}) {
     std::vector<FieldError> errs;
     Json j = {{"name", bad}};
     FieldReader r(j, "", &errs);
