@@ -17,7 +17,7 @@ What is seen, and how (docs/integration.md has the user's view):
   each bucket is a collective until its future completes.
 - Steps: the first optimizer that steps defines steps (a post-step wrapper on the instance; PyTorch 1.13 has
   no global step hooks). Step numbers continue from SHEPHERD_RESUME_STEP. The loss is the last scalar a
-  backward() was called on, the grad norm the last value clip_grad_norm_ returned during the step, the
+  backward() was called on (AMP's `scaler.scale(loss).backward()`: the loss before scaling), the grad norm the last value clip_grad_norm_ returned during the step, the
   learning rate the largest "lr" of the optimizer's parameter groups (read after its step, before a
   scheduler's).
 - Parameter hashes: every SHEPHERD_SDC_EVERY steps, of the modules wrapped in DDP (replicated), or of the
@@ -34,6 +34,7 @@ What is seen, and how (docs/integration.md has the user's view):
 
 import functools
 import types
+import weakref
 import inspect
 import logging
 import os
@@ -133,6 +134,7 @@ class Instrumentation:
         self.step_start = time.monotonic()
         self.loss: Any = None
         self.grad_norm: Any = None
+        self.scaled: Any = None  # (weakref to a GradScaler's output, the scalar loss it scaled)
         self.optimizer_id: Optional[int] = None
         self.ddp_modules: List[Any] = []
         self.pending_saves: Dict[str, int] = {}  # temporary path -> step
@@ -392,7 +394,8 @@ class Instrumentation:
         @functools.wraps(orig_backward)
         def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
             if self.numel() == 1:
-                inst.loss = self.detach()
+                scaled, inst.scaled = inst.scaled, None
+                inst.loss = scaled[1] if scaled is not None and scaled[0]() is self else self.detach()
             return orig_backward(self, *args, **kwargs)
 
         torch.Tensor.backward = backward
@@ -407,6 +410,26 @@ class Instrumentation:
 
         clip_mod.clip_grad_norm_ = clip
         torch.nn.utils.clip_grad_norm_ = clip
+
+    def patch_grad_scalers(self) -> None:
+        """AMP's loss scale grows by 2x every growth_interval steps: the scaled loss would look like a
+        divergence. GradScaler.scale of a scalar remembers the loss it scaled for the backward() on its
+        output. torch.amp.GradScaler (torch >= 2.3, the CUDA one derives from it) or torch.cuda.amp's."""
+        torch = self.torch
+        inst = self
+        classes = [getattr(getattr(torch, "amp", None), "GradScaler", None),
+                   getattr(getattr(torch.cuda, "amp", None), "GradScaler", None)]
+        for cls in {c for c in classes if c is not None and "scale" in vars(c)}:
+            orig_scale = cls.scale
+
+            @functools.wraps(orig_scale)
+            def scale(self: Any, outputs: Any, _orig: Callable[..., Any] = orig_scale) -> Any:
+                out = _orig(self, outputs)
+                if out is not outputs and isinstance(outputs, torch.Tensor) and outputs.numel() == 1:
+                    inst._safe("grad scaler", lambda: setattr(inst, "scaled", (weakref.ref(out), outputs.detach())))
+                return out
+
+            cls.scale = scale
 
     # --- checkpoints --------------------------------------------------------------------------------
 
@@ -507,6 +530,7 @@ class Instrumentation:
         self.patch_train_eval()
         self.patch_optimizer()
         self.patch_backward_and_clip()
+        self.patch_grad_scalers()
         self.patch_save_load()
         self.client.set_step(self.step + 1)
 

@@ -114,9 +114,10 @@ class StockScriptUnderRunTest(unittest.TestCase):
 
 
 
-def run_one_rank(test, body):
+def run_one_rank(test, body, sitecustomize=None):
     """Runs `body` as a one-rank script under `python3 -m shepherd_client.run` against a fake daemon (both
-    cleaned up with `test`). Returns the finished process and the fake daemon."""
+    cleaned up with `test`), with `sitecustomize` (source) run at interpreter start-up when given. Returns the
+    finished process and the fake daemon."""
     fake = FakeDaemon()
     test.addCleanup(fake.close)
     d = tempfile.mkdtemp(prefix="shepherd-run-")
@@ -124,10 +125,14 @@ def run_one_rank(test, body):
     script = os.path.join(d, "script.py")
     with open(script, "w") as f:
         f.write(body)
+    if sitecustomize is not None:
+        with open(os.path.join(d, "sitecustomize.py"), "w") as f:
+            f.write(sitecustomize)
     env = dict(os.environ)
     env.update({"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
                 "GLOO_SOCKET_IFNAME": "lo", "SHEPHERD_URL": fake.url, "SHEPHERD_JOB": "job-1",
-                "SHEPHERD_ATTEMPT": "1", "SHEPHERD_HEARTBEAT_INTERVAL": "0.2", "PYTHONPATH": PKG})
+                "SHEPHERD_ATTEMPT": "1", "SHEPHERD_HEARTBEAT_INTERVAL": "0.2",
+                "PYTHONPATH": PKG + (os.pathsep + d if sitecustomize is not None else "")})
     out = subprocess.run([sys.executable, "-m", "shepherd_client.run", script], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=240)
     return out, fake
@@ -203,6 +208,53 @@ class LearningRateTest(unittest.TestCase):
         if HAVE_TORCH:
             import torch
             self.assertAlmostEqual(learning_rate(Opt([{"lr": torch.tensor(0.5)}])), 0.5)
+
+
+# GradScaler.scale as on a GPU (CPU torch disables the scaler and returns the loss as it is), installed before
+# the instrumentation: the loss times a scale that doubles at each call, as a fast growth_interval would.
+GPU_LIKE_SCALER = '''
+import torch.cuda.amp
+def scale(self, outputs):
+    self.test_scale = getattr(self, "test_scale", 512.0) * 2
+    return outputs * self.test_scale
+torch.cuda.amp.GradScaler.scale = scale
+'''
+
+AMP_SCRIPT = '''
+import torch
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=1e-6)  # the CPU scaler does not unscale the gradients
+scaler = torch.cuda.amp.GradScaler()
+x, y = torch.randn(8, 4), torch.randn(8, 1)
+for _ in range(3):
+    opt.zero_grad()
+    loss = ((model(x) - y) ** 2).mean()
+    print("loss %.9g scaled %.9g" % (loss.item(), scaler.scale(loss).item()))
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+'''
+
+
+@unittest.skipUnless(HAVE_TORCH, "needs torch")
+class GradScalerUnderRunTest(unittest.TestCase):
+    """AMP: `scaler.scale(loss).backward()` reports the loss, not the loss times a scale that grows 2x every
+    growth_interval steps (which looked like a divergence)."""
+
+    def test_the_reported_loss_is_the_one_before_scaling(self):
+        out, fake = run_one_rank(self, AMP_SCRIPT, sitecustomize=GPU_LIKE_SCALER)
+        text = out.stdout.decode()
+        self.assertEqual(out.returncode, 0, text)
+        printed = [line.split() for line in text.splitlines() if line.startswith("loss ")]
+        self.assertEqual(len(printed), 3, text)
+        # the script's own scaling is there to be undone: 1024, 4096, 16384 times the loss
+        for (_, loss, _, scaled), factor in zip(printed, (1024, 4096, 16384)):
+            self.assertAlmostEqual(float(scaled), float(loss) * factor, delta=float(scaled) * 1e-6)
+        reported = [r["loss"] for r in fake.reports("step")]
+        self.assertEqual(len(reported), 3, text)
+        for got, (_, loss, _, _) in zip(reported, printed):
+            self.assertAlmostEqual(got, float(loss), delta=float(loss) * 1e-6)
 
 
 COLLECTIVES_SCRIPT = '''
