@@ -268,6 +268,19 @@ void Controller::OnStepEnded(const SlurmLaunchEvent& ev, Time now, WriteBatch* b
       if (jobs_.OnRankExitedOk({ev.job, ev.attempt, r.rank}, now, batch)) break;
     return;
   }
+  using slurm::StepCancel;
+  if (const StepCancel c = ev.log.cancel;
+      c == StepCancel::kTimeLimit || c == StepCancel::kPreemption || c == StepCancel::kJobRequeue) {
+    // Slurm is ending the allocation (its time limit, a preemption): no rank or node is at fault, and no
+    // restart can run in it. Nothing is judged until the worker sees the allocation end, which ends the job.
+    const SlurmAllocationRecord* a = slurm_jobs_.Find(ev.job);
+    HealthOf(ev.job).Suspend();
+    jobs_.SetState(ev.job, e->job.state,
+                   std::string("Slurm cancelled the step of attempt ") + std::to_string(ev.attempt) + " (" +
+                       slurm::ToString(c) + "): the job ends with allocation " + (a ? a->id : ""),
+                   now, batch);
+    return;
+  }
   auto still_current = [&] {
     const JobEntry* j = jobs_.Find(ev.job);
     return j->attempt && j->attempt->number == ev.attempt && IsActive(j->job.state);

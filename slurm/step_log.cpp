@@ -52,7 +52,44 @@ std::optional<int> SignalOf(std::string_view how) {
   return std::nullopt;
 }
 
+// "*** STEP 7.0 ON n1 CANCELLED AT <time> DUE TO TIME LIMIT ***" (after "slurmstepd: error: " or "srun:
+// error: "; a rank's own output is labelled or otherwise prefixed, and is not Slurm's word).
+StepCancel CancelNotice(std::string_view line) {
+  for (std::string_view prefix : {"slurmstepd: error: *** ", "srun: error: *** "}) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    line.remove_prefix(prefix.size());
+    if (line.rfind("STEP ", 0) != 0 || line.find(" CANCELLED AT ") == std::string_view::npos) return StepCancel::kNone;
+    static const std::pair<std::string_view, StepCancel> kCauses[] = {
+        {" DUE TO TIME LIMIT ***", StepCancel::kTimeLimit},
+        {" DUE TO PREEMPTION ***", StepCancel::kPreemption},
+        {" DUE TO JOB REQUEUE ***", StepCancel::kJobRequeue},
+        {" DUE TO NODE FAILURE", StepCancel::kNodeFailure}};
+    for (const auto& [text, cause] : kCauses)
+      if (line.find(text) != std::string_view::npos) return cause;
+    return StepCancel::kOther;
+  }
+  return StepCancel::kNone;
+}
+
 }  // namespace
+
+const char* ToString(StepCancel c) {
+  switch (c) {
+    case StepCancel::kNone:
+      return "none";
+    case StepCancel::kTimeLimit:
+      return "time limit";
+    case StepCancel::kPreemption:
+      return "preemption";
+    case StepCancel::kJobRequeue:
+      return "job requeue";
+    case StepCancel::kNodeFailure:
+      return "node failure";
+    case StepCancel::kOther:
+      return "cancelled";
+  }
+  return "cancelled";
+}
 
 StepLog ParseStepLog(std::string_view out) {
   StepLog log;
@@ -62,6 +99,7 @@ StepLog ParseStepLog(std::string_view out) {
     std::size_t nl = out.find('\n');
     std::string_view line = out.substr(0, nl);
     out = nl == std::string_view::npos ? std::string_view() : out.substr(nl + 1);
+    if (log.cancel == StepCancel::kNone) log.cancel = CancelNotice(line);
     if (line.rfind(kError, 0) != 0) continue;
     line.remove_prefix(kError.size());
     if (line.rfind(kNodeFailure, 0) == 0) {

@@ -348,6 +348,49 @@ TEST_F(SlurmLaunchTest, AnAllocationThatEndsFailsTheJobWithSlurmsWords) {
   EXPECT_TRUE(controller_->GetSlurmOrders().cancel.empty());  // it is gone already
 }
 
+TEST_F(SlurmLaunchTest, AStepSlurmCancelledAtTheTimeLimitRestartsNothingAndTheJobEndsWithItsAllocation) {
+  // Slurm's time limit sends the step SIGTERM: its tasks' ends were process exits, and the job was restarted
+  // inside an allocation that was ending (the restart failed with it).
+  std::vector<std::string> nodes;
+  std::string id = Running(&nodes);
+  SlurmLaunchEvent ended{.kind = Kind::kStepEnded, .job = id, .attempt = 1};
+  ended.exit.exit_code = 143;
+  ended.log = slurm::ParseStepLog(
+      "slurmstepd: error: *** STEP 41.0 ON " + nodes[0] +
+      " CANCELLED AT 2026-11-26T15:02:11 DUE TO TIME LIMIT ***\n"
+      "srun: error: " + nodes[0] + ": tasks 0-7: Terminated\n"
+      "srun: error: " + nodes[1] + ": tasks 8-15: Terminated\n");
+  Send(ended);
+  EXPECT_EQ(Job(id).job.reason, "Slurm cancelled the step of attempt 1 (time limit): the job ends with allocation 41");
+  for (int s = 0; s < 300; ++s) {  // Slurm's KillWait and the worker's next look at the allocation
+    clock_.AdvanceSeconds(1);
+    controller_->Tick();
+    Drain();
+  }
+  EXPECT_EQ(controller_->GetFailures({.job = id})->size(), 0u);  // no process exit, no silence judged
+  EXPECT_EQ(Job(id).job.attempt, 1);
+  for (const std::string& n : nodes) EXPECT_NE(controller_->GetNode(n)->state, NodeState::kCordoned) << n;
+  Send({.kind = Kind::kAllocationEnded, .job = id, .allocation = "41", .message = "ended TIMEOUT (TimeLimit)"});
+  EXPECT_EQ(Job(id).job.state, JobState::kFailed);
+  EXPECT_EQ(Job(id).job.reason, "Slurm allocation 41: ended TIMEOUT (TimeLimit)");
+}
+
+TEST_F(SlurmLaunchTest, AStepAnOperatorCancelledIsAProcessExitAsBefore) {
+  // scancel of the step alone (no cause in Slurm's notice): the allocation runs on; the ranks' ends are judged.
+  std::vector<std::string> nodes;
+  std::string id = Running(&nodes);
+  SlurmLaunchEvent ended{.kind = Kind::kStepEnded, .job = id, .attempt = 1};
+  ended.exit.exit_code = 143;
+  ended.log = slurm::ParseStepLog("slurmstepd: error: *** STEP 41.0 ON " + nodes[0] +
+                                  " CANCELLED AT 2026-11-26T15:02:11 ***\n"
+                                  "srun: error: " + nodes[0] + ": tasks 0-7: Terminated\n");
+  Send(ended);
+  auto f = controller_->GetFailures({.job = id});
+  ASSERT_FALSE(f->empty());
+  EXPECT_EQ(f->front().kind, FindingKind::kProcessExit);
+  EXPECT_EQ(Job(id).job.attempt, 2);
+}
+
 TEST(SlurmLaunchRefused, WithoutSlurmTheLauncherFieldIsRefused) {
   FakeClock clock;
   std::unique_ptr<Store> store = NewMemoryStore();

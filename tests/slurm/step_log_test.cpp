@@ -58,5 +58,38 @@ TEST(StepLog, OtherLinesAndMalformedOnesAreIgnored) {
   EXPECT_EQ(log.failed[0].how, "Some new text");
 }
 
+// slurmstepd's notice (Slurm 22.05's wording; srun prints its own for a step's time limit), as srun relays it
+// unlabelled beside the tasks' ends.
+TEST(StepLog, SlurmsCancellationNoticeNamesItsCause) {
+  StepLog log = ParseStepLog(
+      "0: step 41\n"
+      "slurmstepd: error: *** STEP 9.0 ON n1 CANCELLED AT 2026-11-26T15:02:11 DUE TO TIME LIMIT ***\n"
+      "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.\n"
+      "srun: error: n1: task 0: Terminated\n"
+      "slurmstepd: error: *** STEP 9.0 ON n2 CANCELLED AT 2026-11-26T15:02:11 DUE TO PREEMPTION ***\n");
+  EXPECT_EQ(log.cancel, StepCancel::kTimeLimit);  // the first notice
+  ASSERT_EQ(log.failed.size(), 1u);
+  EXPECT_EQ(log.failed[0].signal, 15);
+
+  auto cause = [](const char* line) { return ParseStepLog(line).cancel; };
+  EXPECT_EQ(cause("srun: error: *** STEP 9.0 CANCELLED AT 2026-11-26T15:02:11 DUE TO TIME LIMIT ***"),
+            StepCancel::kTimeLimit);
+  EXPECT_EQ(cause("slurmstepd: error: *** STEP 9.0 ON n1 CANCELLED AT 2026-11-26T15:02:11 DUE TO PREEMPTION ***"),
+            StepCancel::kPreemption);
+  EXPECT_EQ(cause("slurmstepd: error: *** STEP 9.0 ON n1 CANCELLED AT 2026-11-26T15:02:11 DUE TO JOB REQUEUE ***"),
+            StepCancel::kJobRequeue);
+  EXPECT_EQ(cause("slurmstepd: error: *** STEP 9.0 ON n1 CANCELLED AT 2026-11-26T15:02:11 DUE TO NODE FAILURE, "
+                  "SEE SLURMCTLD LOG FOR DETAILS ***"),
+            StepCancel::kNodeFailure);
+  // scancel of the step: no cause
+  EXPECT_EQ(cause("slurmstepd: error: *** STEP 9.0 ON n1 CANCELLED AT 2026-11-26T15:02:11 ***"), StepCancel::kOther);
+  // a rank's own output (labelled, or printed by the rank) is not Slurm's word
+  EXPECT_EQ(cause("0: slurmstepd: error: *** STEP 9.0 ON n1 CANCELLED AT 2026-11-26T15:02:11 DUE TO TIME LIMIT ***"),
+            StepCancel::kNone);
+  EXPECT_EQ(cause("DUE TO TIME LIMIT"), StepCancel::kNone);
+  EXPECT_EQ(cause("slurmstepd: error: *** JOB 9 ON n1 CANCELLED AT 2026-11-26T15:02:11 DUE TO TIME LIMIT ***"),
+            StepCancel::kNone);  // the batch script's, not a step's
+}
+
 }  // namespace
 }  // namespace shepherd::slurm
