@@ -153,11 +153,15 @@ std::vector<ExpertGrid> ExpertGrids(const ModelSpec& m, int tp, long long stage_
   return grids;
 }
 
-std::vector<int> ZeroStages(const TrainingSpec& t, int shards) {
+std::vector<int> ZeroStages(const TrainingSpec& t, int shards, int pp) {
   if (t.framework == Framework::kFsdp) return {3};
-  if (t.fp8_param_gather) return {1, 2, 3};  // FP8 parameters are gathered from the optimizer's shards
-  if (shards == 1) return {0};               // nothing to shard over
-  return {0, 1, 2, 3};
+  // DeepSpeed's pipeline engine takes ZeRO 0 or 1 only.
+  const int top = t.framework == Framework::kDeepSpeed && pp > 1 ? 1 : 3;
+  std::vector<int> out;
+  // FP8 parameters are gathered from the optimizer's shards; with one shard there is nothing to shard.
+  for (int z = t.fp8_param_gather ? 1 : 0; z <= (shards == 1 && !t.fp8_param_gather ? 0 : top); ++z)
+    out.push_back(z);
+  return out;
 }
 
 }  // namespace
@@ -200,7 +204,9 @@ Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
           ++s.rejected_batch;
           continue;
         }
-        const int max_vpp = pp == 1 ? 1 : std::min(kMaxVpp, MaxVirtualStages(StageLayers(m.layers, pp)));
+        const int max_vpp = pp == 1 || spec.training.framework == Framework::kDeepSpeed  // not interleaved
+                                ? 1
+                                : std::min(kMaxVpp, MaxVirtualStages(StageLayers(m.layers, pp)));
         for (const ExpertGrid g : ExpertGrids(m, tp, static_cast<long long>(tp) * cp * dp))
           for (int vpp = 1; vpp <= max_vpp; ++vpp) {
             for (int mbs = mbs_first; mbs <= mbs_last && batch % (static_cast<long long>(mbs) * dp) == 0;
@@ -220,7 +226,7 @@ Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
               // (ZeRO-1's gather overlaps the forward where ZeRO-0's all-reduce follows the backward).
               std::optional<PlanEstimate> lower;  // the stage below the first that fits
               bool fitted = false;
-              for (int zero : ZeroStages(spec.training, dp * cp)) {
+              for (int zero : ZeroStages(spec.training, dp * cp, pp)) {
                 plan.zero_stage = zero;
                 PlanEstimate e = Estimate(spec, plan, hw);
                 s.OfferClosest(e);

@@ -12,7 +12,7 @@ namespace shepherd {
 struct GpuProfile {
   const char* name;
   double peak_bf16_flops;       // dense
-  double peak_fp8_flops;        // dense; equals peak_bf16_flops where the GPU has no fp8 tensor cores
+  double peak_fp8_flops;        // dense; 0 where the GPU has no fp8 tensor cores (A100: "fp8" is refused)
   double memory_bytes;          // HBM
   int nvlink_domain_gpus;       // GPUs per NVLink domain (8 for HGX boards, 72 for NVL72 racks)
   double nvlink_bytes_per_s;    // achievable bus bandwidth per GPU inside the domain

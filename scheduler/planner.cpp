@@ -48,6 +48,8 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const Hardware& hw) {
     require(m.moe.expert_ffn_hidden >= 0 && m.moe.shared_experts >= 0, "model.moe",
             "expert_ffn_hidden and shared_experts must not be negative");
   }
+  require(spec.training.precision != Precision::kFp8 || hw.peak_fp8_flops > 0, "training.precision",
+          "\"fp8\" needs FP8 tensor cores, which " + hw.gpu + " does not have");
   require(!spec.training.fp8_param_gather || spec.training.precision == Precision::kFp8,
           "training.fp8_param_gather", "needs training.precision \"fp8\"");
   require(spec.training.global_batch_size > 0, "training.global_batch_size", "must be positive");
@@ -59,7 +61,7 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const Hardware& hw) {
   require(spec.resources.gpus > 0, "resources.gpus", "must be positive");
   require(hw.gpu_memory_bytes > 0, "resources.gpu_memory_gib", "must be positive");
   require(hw.nvlink_domain_gpus > 0, "resources.gpus_per_node", "must be positive");
-  require(hw.nvlink_bytes_per_s > 0 && hw.ib_bytes_per_s > 0 && hw.peak_flops > 0 && hw.peak_fp8_flops > 0 &&
+  require(hw.nvlink_bytes_per_s > 0 && hw.ib_bytes_per_s > 0 && hw.peak_flops > 0 && hw.peak_fp8_flops >= 0 &&
               hw.matmul_efficiency > 0 && hw.matmul_half_size >= 0 && hw.memory_headroom > 0,
           "hardware", "bandwidths, peak FLOP/s, matmul efficiency and memory_headroom must be positive");
   return errors;
@@ -107,6 +109,21 @@ std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const
   if (spec.training.tp_comm_overlap && p.tp > 1 && !p.sequence_parallel) {
     fail("training.tp_comm_overlap",
          "needs sequence parallelism (the overlapped collectives are its all-gathers and reduce-scatters)");
+  }
+  if (spec.training.framework == Framework::kDeepSpeed && p.pp > 1) {
+    // DeepSpeed's PipelineEngine asserts ZeRO stage < 2 and runs one (non-interleaved) 1F1B schedule.
+    if (p.zero_stage >= 2)
+      fail("parallelism.zero_stage",
+           Format("ZeRO-%d with pp > 1: DeepSpeed's pipeline engine supports ZeRO stage 0 or 1",
+                  p.zero_stage));
+    if (p.vpp > 1)
+      fail("parallelism.vpp", "DeepSpeed's pipeline schedule is not interleaved (vpp must be 1)");
+  }
+  if (spec.training.framework == Framework::kMegatron && m.moe.enabled() && p.ep > 1 && p.tp > 1 &&
+      !p.sequence_parallel) {
+    fail("parallelism.sequence_parallel",
+         "expert parallelism with tensor parallelism needs sequence parallelism (Megatron-Core refuses it "
+         "without)");
   }
   if (p.cp > 1 && spec.training.attention == Attention::kEager) {
     fail("parallelism.cp",

@@ -38,7 +38,7 @@ struct Hardware {
   double nvlink_latency_s = 5e-6;     // per step of a collective algorithm inside a domain
   double ib_latency_s = 15e-6;        // per step across domains
   double peak_flops = 989e12;         // dense 16-bit FLOP/s per GPU; fp32 training uses it too
-  double peak_fp8_flops = 1979e12;    // dense fp8 FLOP/s (training.precision "fp8")
+  double peak_fp8_flops = 1979e12;    // dense fp8 FLOP/s (training.precision "fp8"); 0: no fp8
   double hbm_bytes_per_s = 2680e9;    // achievable HBM bandwidth: memory-bound element-wise kernels
   // Fraction of peak the matmuls reach when large; smaller per-GPU matmuls reach less:
   // efficiency(d) = matmul_efficiency · d / (d + matmul_half_size), d = min(hidden / tp, s/cp · b) (see
@@ -84,7 +84,7 @@ struct PlanEstimate {
   std::vector<int> stage_layers;  // transformer layers per pipeline stage (scheduler/pipeline_layout.h)
   double gpu_memory_bytes = 0;
   double usable_memory_bytes = 0;  // gpu_memory_bytes · memory_headroom: what `fits` compares against
-  double bubble_fraction = 0;  // ((pp − 1)/vpp) / (micro_batches + (pp − 1)/vpp)
+  double bubble_fraction = 0;      // ((pp − 1)/vpp) / (micro_batches + (pp − 1)/vpp)
   CommBytes comm;
   double compute_time_s = 0;  // all micro-batches on the slowest stage, without bubble and communication
   double comm_time_s = 0;     // all communication time, hidden or not
@@ -134,12 +134,12 @@ Result<PlanEstimate> EvaluatePlan(const JobSpec& spec, const Plan& plan, const H
 // domain; cp with 2·cp dividing seq_len; pp from 1 to layers (uneven stages balanced by StageLayers when pp
 // does not divide layers); vpp among the divisors of the smallest stage (≤ 8); dp = gpus/(tp·cp·pp);
 // for MoE models etp of tp or 1 and ep among the common divisors of model.moe.experts and tp·cp·dp/etp;
-// micro_batch_size 1, 2, 4, ... (only the spec's own when it names one); the ZeRO stages the framework has (megatron 0-1, deepspeed 0-3, fsdp 3),
-// smallest that fits per layout. Ties (1e-9 relative) go to lower ZeRO, fewer stages, smaller tp, cp, vpp,
-// larger micro-batch. The explanation names the top three with their throughput and memory and why the
-// winner won. When nothing fits, returns the valid layout needing the least memory (fits=false). Errors
-// (kInvalidContent) only when the spec is invalid or no layout divides at all. spec.parallelism is
-// ignored, and so is spec.training.micro_batch_size unless micro_batch_size_given.
+// micro_batch_size 1, 2, 4, ... (only the spec's own when it names one); the ZeRO stages the framework has
+// (megatron 0-1, deepspeed 0-3, fsdp 3), smallest that fits per layout. Ties (1e-9 relative) go to lower
+// ZeRO, fewer stages, smaller tp, cp, vpp, larger micro-batch. The explanation names the top three with their
+// throughput and memory and why the winner won. When nothing fits, returns the valid layout needing the least
+// memory (fits=false). Errors (kInvalidContent) only when the spec is invalid or no layout divides at all.
+// spec.parallelism is ignored, and so is spec.training.micro_batch_size unless micro_batch_size_given.
 Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw);
 
 // spec.parallelism.automatic ? AutoPlan : EvaluatePlan of spec.parallelism with

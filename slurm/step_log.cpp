@@ -58,7 +58,8 @@ StepCancel CancelNotice(std::string_view line) {
   for (std::string_view prefix : {"slurmstepd: error: *** ", "srun: error: *** "}) {
     if (line.rfind(prefix, 0) != 0) continue;
     line.remove_prefix(prefix.size());
-    if (line.rfind("STEP ", 0) != 0 || line.find(" CANCELLED AT ") == std::string_view::npos) return StepCancel::kNone;
+    if (line.rfind("STEP ", 0) != 0 || line.find(" CANCELLED AT ") == std::string_view::npos)
+      return StepCancel::kNone;
     static const std::pair<std::string_view, StepCancel> kCauses[] = {
         {" DUE TO TIME LIMIT ***", StepCancel::kTimeLimit},
         {" DUE TO PREEMPTION ***", StepCancel::kPreemption},

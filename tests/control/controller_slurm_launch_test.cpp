@@ -355,13 +355,16 @@ TEST_F(SlurmLaunchTest, AStepSlurmCancelledAtTheTimeLimitRestartsNothingAndTheJo
   std::string id = Running(&nodes);
   SlurmLaunchEvent ended{.kind = Kind::kStepEnded, .job = id, .attempt = 1};
   ended.exit.exit_code = 143;
-  ended.log = slurm::ParseStepLog(
-      "slurmstepd: error: *** STEP 41.0 ON " + nodes[0] +
-      " CANCELLED AT 2026-11-26T15:02:11 DUE TO TIME LIMIT ***\n"
-      "srun: error: " + nodes[0] + ": tasks 0-7: Terminated\n"
-      "srun: error: " + nodes[1] + ": tasks 8-15: Terminated\n");
+  ended.log = slurm::ParseStepLog("slurmstepd: error: *** STEP 41.0 ON " + nodes[0] +
+                                  " CANCELLED AT 2026-11-26T15:02:11 DUE TO TIME LIMIT ***\n"
+                                  "srun: error: " +
+                                  nodes[0] +
+                                  ": tasks 0-7: Terminated\n"
+                                  "srun: error: " +
+                                  nodes[1] + ": tasks 8-15: Terminated\n");
   Send(ended);
-  EXPECT_EQ(Job(id).job.reason, "Slurm cancelled the step of attempt 1 (time limit): the job ends with allocation 41");
+  EXPECT_EQ(Job(id).job.reason,
+            "Slurm cancelled the step of attempt 1 (time limit): the job ends with allocation 41");
   for (int s = 0; s < 300; ++s) {  // Slurm's KillWait and the worker's next look at the allocation
     clock_.AdvanceSeconds(1);
     controller_->Tick();
@@ -370,20 +373,25 @@ TEST_F(SlurmLaunchTest, AStepSlurmCancelledAtTheTimeLimitRestartsNothingAndTheJo
   EXPECT_EQ(controller_->GetFailures({.job = id})->size(), 0u);  // no process exit, no silence judged
   EXPECT_EQ(Job(id).job.attempt, 1);
   for (const std::string& n : nodes) EXPECT_NE(controller_->GetNode(n)->state, NodeState::kCordoned) << n;
-  Send({.kind = Kind::kAllocationEnded, .job = id, .allocation = "41", .message = "ended TIMEOUT (TimeLimit)"});
+  Send({.kind = Kind::kAllocationEnded,
+        .job = id,
+        .allocation = "41",
+        .message = "ended TIMEOUT (TimeLimit)"});
   EXPECT_EQ(Job(id).job.state, JobState::kFailed);
   EXPECT_EQ(Job(id).job.reason, "Slurm allocation 41: ended TIMEOUT (TimeLimit)");
 }
 
 TEST_F(SlurmLaunchTest, AStepAnOperatorCancelledIsAProcessExitAsBefore) {
-  // scancel of the step alone (no cause in Slurm's notice): the allocation runs on; the ranks' ends are judged.
+  // scancel of the step alone (no cause in Slurm's notice): the allocation runs on; the ranks' ends are
+  // judged.
   std::vector<std::string> nodes;
   std::string id = Running(&nodes);
   SlurmLaunchEvent ended{.kind = Kind::kStepEnded, .job = id, .attempt = 1};
   ended.exit.exit_code = 143;
   ended.log = slurm::ParseStepLog("slurmstepd: error: *** STEP 41.0 ON " + nodes[0] +
                                   " CANCELLED AT 2026-11-26T15:02:11 ***\n"
-                                  "srun: error: " + nodes[0] + ": tasks 0-7: Terminated\n");
+                                  "srun: error: " +
+                                  nodes[0] + ": tasks 0-7: Terminated\n");
   Send(ended);
   auto f = controller_->GetFailures({.job = id});
   ASSERT_FALSE(f->empty());

@@ -247,8 +247,8 @@ TEST(HardwareForResources, GpuProfiles) {
   r.gpu = "A100-80GB";
   hw = HardwareForResources(r);
   EXPECT_EQ(hw.peak_flops, 312e12);
-  EXPECT_EQ(hw.peak_fp8_flops, 312e12);  // no fp8 tensor cores
-  EXPECT_EQ(hw.ib_bytes_per_s, 20e9);    // 0.8 · 25 GB/s (HDR 200 Gb/s)
+  EXPECT_EQ(hw.peak_fp8_flops, 0);     // no fp8 tensor cores: "fp8" is refused
+  EXPECT_EQ(hw.ib_bytes_per_s, 20e9);  // 0.8 · 25 GB/s (HDR 200 Gb/s)
   EXPECT_EQ(hw.nvlink_domain_gpus, 8);
   EXPECT_EQ(hw.hbm_bytes_per_s, 0.8 * 2039e9);
   // The 40 GB A100: the same chip and links, half the HBM (the driver's 40,960 MiB) at 1.555 TB/s.

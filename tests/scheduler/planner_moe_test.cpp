@@ -360,6 +360,19 @@ TEST(MoeExpertTp, RulesNameTheField) {
   auto e = EvaluatePlan(s, no_sp, Hardware{});
   ASSERT_FALSE(e.ok());
   EXPECT_TRUE(HasField(e.status(), "parallelism.etp"));
+  // etp = tp: Megatron-Core's TransformerConfig still raises "When using expert parallelism and tensor
+  // parallelism, sequence parallelism must be used" (ep > 1, tp > 1); the planner accepted it.
+  Plan tp_ep = MoeLayout(2, 4, 2, 1);
+  tp_ep.sequence_parallel = false;
+  auto no_sp_same_etp = EvaluatePlan(s, tp_ep, Hardware{});
+  ASSERT_FALSE(no_sp_same_etp.ok());
+  ASSERT_EQ(no_sp_same_etp.status().fields().size(), 1u);
+  EXPECT_EQ(no_sp_same_etp.status().fields()[0].field, "parallelism.sequence_parallel");
+  tp_ep.sequence_parallel = true;
+  EXPECT_TRUE(EvaluatePlan(s, tp_ep, Hardware{}).ok());
+  Plan tp_only = MoeLayout(2, 4, 1, 1);  // no expert parallelism: allowed without it
+  tp_only.sequence_parallel = false;
+  EXPECT_TRUE(EvaluatePlan(s, tp_only, Hardware{}).ok());
   JobSpec dense = Model(0, 2, 64, 4, 32, 100, 8, 8);
   Plan p = MoeLayout(2, 4, 1, 1);
   p.etp = 1;

@@ -131,6 +131,37 @@ TEST(ModelState, SeventyBillionZero3OnEightGpusDoesNotFitIn80GiB) {
   EXPECT_NE(e->explanation.find("exceeds"), std::string::npos) << e->explanation;
 }
 
+// DeepSpeed's PipelineEngine asserts "ZeRO-2 and ZeRO-3 are incompatible with pipeline parallelism" and runs
+// one non-interleaved schedule; both were accepted, and auto offered them.
+TEST(ModelState, DeepSpeedPipelinesTakeZeroZeroOrOneAndNoInterleaving) {
+  JobSpec s = DeepSpeedModel(7e9, 32, 4096, 32, 4096, 32000, 64, 512);
+  for (int zero : {2, 3}) {
+    auto e = EvaluatePlan(s, Layout(1, 2, 32, zero), Hardware{});
+    ASSERT_FALSE(e.ok()) << "ZeRO-" << zero;
+    ASSERT_EQ(e.status().fields().size(), 1u);
+    EXPECT_EQ(e.status().fields()[0].field, "parallelism.zero_stage");
+  }
+  EXPECT_TRUE(EvaluatePlan(s, Layout(1, 2, 32, 1), Hardware{}).ok());
+  EXPECT_TRUE(EvaluatePlan(s, Layout(1, 1, 64, 3), Hardware{}).ok());  // no pipeline: every stage
+  Plan interleaved = Layout(1, 2, 32, 1);
+  interleaved.vpp = 2;
+  auto v = EvaluatePlan(s, interleaved, Hardware{});
+  ASSERT_FALSE(v.ok());
+  EXPECT_TRUE(HasField(v.status(), "parallelism.vpp"));
+  s.training.framework = Framework::kMegatron;  // Megatron interleaves, with every ZeRO stage
+  interleaved.zero_stage = 3;
+  EXPECT_TRUE(EvaluatePlan(s, interleaved, Hardware{}).ok());
+
+  // auto for a model that needs pipelining on DeepSpeed: what it picks DeepSpeed can run
+  JobSpec big = DeepSpeedModel(70e9, 80, 8192, 64, 4096, 128256, 32, 256);
+  big.parallelism.automatic = true;
+  auto a = PlanJob(big, Hardware{});
+  ASSERT_TRUE(a.ok()) << a.status().message();
+  EXPECT_EQ(a->plan.vpp, 1) << a->explanation;
+  if (a->plan.pp > 1) EXPECT_LE(a->plan.zero_stage, 1) << a->explanation;
+  EXPECT_TRUE(EvaluatePlan(big, a->plan, Hardware{}).ok());
+}
+
 // ---- Parameters per stage ----
 
 // 1e9 parameters, vocab 1000 × hidden 1024 = 1,024,000 per embedding; 8 layers share
@@ -512,6 +543,27 @@ TEST_F(SmallJob, Fp8ParamGatherNeedsFp8AndShardedOptimizer) {
 }
 
 // ---- Validation ----
+
+// A100 has no FP8 tensor cores: "fp8" there was planned at the bf16 peak with FP8's memory.
+TEST(EvaluatePlan, Fp8NeedsAGpuWithFp8) {
+  JobSpec s = Model(7e9, 32, 4096, 32, 4096, 32000, 8, 64);
+  s.training.precision = Precision::kFp8;
+  s.resources.gpu = "A100-80GB";
+  auto e = EvaluatePlan(s, Layout(1, 1, 8, 1), HardwareForResources(s.resources));
+  ASSERT_FALSE(e.ok());
+  ASSERT_EQ(e.status().fields().size(), 1u);
+  EXPECT_EQ(e.status().fields()[0].field, "training.precision");
+  EXPECT_NE(e.status().fields()[0].message.find("A100-80GB"), std::string::npos);
+  s.parallelism.automatic = true;
+  auto a = PlanJob(s, HardwareForResources(s.resources));
+  ASSERT_FALSE(a.ok());
+  EXPECT_TRUE(HasField(a.status(), "training.precision"));
+  s.resources.gpu = "H100-80GB";
+  EXPECT_TRUE(PlanJob(s, HardwareForResources(s.resources)).ok());
+  s.resources.gpu = "A100-80GB";
+  s.training.precision = Precision::kBf16;
+  EXPECT_TRUE(PlanJob(s, HardwareForResources(s.resources)).ok());
+}
 
 TEST(EvaluatePlan, InvalidPlansNameTheirFields) {
   JobSpec s = Model(70e9, 80, 8192, 64, 4096, 128256, 256, 1024);

@@ -74,21 +74,28 @@ TEST(StepLog, SlurmsCancellationNoticeNamesItsCause) {
   auto cause = [](const char* line) { return ParseStepLog(line).cancel; };
   EXPECT_EQ(cause("srun: error: *** STEP 9.0 CANCELLED AT 2026-11-26T15:02:11 DUE TO TIME LIMIT ***"),
             StepCancel::kTimeLimit);
-  EXPECT_EQ(cause("slurmstepd: error: *** STEP 9.0 ON n1 CANCELLED AT 2026-11-26T15:02:11 DUE TO PREEMPTION ***"),
-            StepCancel::kPreemption);
-  EXPECT_EQ(cause("slurmstepd: error: *** STEP 9.0 ON n1 CANCELLED AT 2026-11-26T15:02:11 DUE TO JOB REQUEUE ***"),
-            StepCancel::kJobRequeue);
-  EXPECT_EQ(cause("slurmstepd: error: *** STEP 9.0 ON n1 CANCELLED AT 2026-11-26T15:02:11 DUE TO NODE FAILURE, "
-                  "SEE SLURMCTLD LOG FOR DETAILS ***"),
-            StepCancel::kNodeFailure);
+  EXPECT_EQ(
+      cause("slurmstepd: error: *** STEP 9.0 ON n1 CANCELLED AT 2026-11-26T15:02:11 DUE TO PREEMPTION ***"),
+      StepCancel::kPreemption);
+  EXPECT_EQ(
+      cause("slurmstepd: error: *** STEP 9.0 ON n1 CANCELLED AT 2026-11-26T15:02:11 DUE TO JOB REQUEUE ***"),
+      StepCancel::kJobRequeue);
+  EXPECT_EQ(
+      cause("slurmstepd: error: *** STEP 9.0 ON n1 CANCELLED AT 2026-11-26T15:02:11 DUE TO NODE FAILURE, "
+            "SEE SLURMCTLD LOG FOR DETAILS ***"),
+      StepCancel::kNodeFailure);
   // scancel of the step: no cause
-  EXPECT_EQ(cause("slurmstepd: error: *** STEP 9.0 ON n1 CANCELLED AT 2026-11-26T15:02:11 ***"), StepCancel::kOther);
+  EXPECT_EQ(cause("slurmstepd: error: *** STEP 9.0 ON n1 CANCELLED AT 2026-11-26T15:02:11 ***"),
+            StepCancel::kOther);
   // a rank's own output (labelled, or printed by the rank) is not Slurm's word
-  EXPECT_EQ(cause("0: slurmstepd: error: *** STEP 9.0 ON n1 CANCELLED AT 2026-11-26T15:02:11 DUE TO TIME LIMIT ***"),
-            StepCancel::kNone);
+  EXPECT_EQ(
+      cause(
+          "0: slurmstepd: error: *** STEP 9.0 ON n1 CANCELLED AT 2026-11-26T15:02:11 DUE TO TIME LIMIT ***"),
+      StepCancel::kNone);
   EXPECT_EQ(cause("DUE TO TIME LIMIT"), StepCancel::kNone);
-  EXPECT_EQ(cause("slurmstepd: error: *** JOB 9 ON n1 CANCELLED AT 2026-11-26T15:02:11 DUE TO TIME LIMIT ***"),
-            StepCancel::kNone);  // the batch script's, not a step's
+  EXPECT_EQ(
+      cause("slurmstepd: error: *** JOB 9 ON n1 CANCELLED AT 2026-11-26T15:02:11 DUE TO TIME LIMIT ***"),
+      StepCancel::kNone);  // the batch script's, not a step's
 }
 
 }  // namespace
