@@ -50,6 +50,8 @@ Result<std::string> JobBook::Submit(JobSpec spec, PlanEstimate estimate, Time no
   std::snprintf(id, sizeof id, "job-%06lld", static_cast<long long>(e.job.seq));
   e.job.id = id;
   e.job.spec = std::move(spec);
+  // auto may have chosen full recompute where the spec named none: the job runs (and is re-planned) with it.
+  e.job.spec.training.activation_recompute = estimate.activation_recompute;
   e.job.plan = estimate.plan;
   e.job.state = JobState::kQueued;
   e.job.reason = "waiting for capacity";

@@ -98,6 +98,9 @@ struct TrainingSpec {
   Precision precision = Precision::kBf16;
   Optimizer optimizer = Optimizer::kAdam;
   Recompute activation_recompute = Recompute::kSelective;
+  // The spec names it (or recompute_modules, or cpu_offload_layers, which fix it): "parallelism": "auto"
+  // keeps it; otherwise auto also tries full recompute where selective leaves only slower layouts.
+  bool activation_recompute_given = false;
   RecomputeModules recompute_modules;  // kSelective only
   // Megatron-Core's --cpu-offloading-num-layers (activations only, cpu_offloading_weights false): the
   // activations of that many transformer layers go to host memory after their forward and come back before

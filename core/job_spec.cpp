@@ -122,6 +122,9 @@ void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* 
                               : *v == "full" ? Recompute::kFull
                                              : Recompute::kSelective;
   ParseRecomputeModules(r, t);
+  t->activation_recompute_given =
+      j->is_object() && (j->contains("activation_recompute") || j->contains("recompute_modules") ||
+                         j->contains("cpu_offload_layers"));
   t->cpu_offload_layers = int(r.Int("cpu_offload_layers", false, 0, 1 << 20).value_or(0));
   if (t->cpu_offload_layers > 0) {
     // Megatron-Core refuses offloading with recompute ("CPU offloading does not work when activation

@@ -1,5 +1,6 @@
-// AutoPlan: exhaustive search over (tp, cp, pp, etp, ep, vpp, micro_batch_size) and every ZeRO stage that
-// fits (the fastest wins; ties to the smaller stage). The space stays small because every axis must divide
+// AutoPlan: exhaustive search over (tp, cp, pp, etp, ep, vpp, micro_batch_size), every ZeRO stage that
+// fits and, unless the spec names it, selective or full activation recompute (the fastest wins; ties to the
+// smaller stage). The space stays small because every axis must divide
 // something: tp divides the KV heads and fits the NVLink domain, cp is a power of two dividing seq_len/2
 // (flash attention only), etp (MoE only) is tp or 1, ep (MoE only) divides experts and tp·cp·dp/etp, pp
 // divides gpus/(tp·cp) and is at most the layer count, dp = gpus/(tp·cp·pp) divides the batch, micro-batches
@@ -73,8 +74,14 @@ struct Search {
   }
 };
 
-std::string Summary(const PlanEstimate& e) {
-  return Format("%s: step %.3g s, %.0f TFLOP/s per GPU, %.1f GB per GPU", Describe(e.plan).c_str(),
+// The layout, and full recompute when auto chose it.
+std::string Candidate(const PlanEstimate& e, const TrainingSpec& t) {
+  const bool chosen = !t.activation_recompute_given && e.activation_recompute == Recompute::kFull;
+  return Describe(e.plan) + (chosen ? " with full activation recompute" : "");
+}
+
+std::string Summary(const PlanEstimate& e, const TrainingSpec& t) {
+  return Format("%s: step %.3g s, %.0f TFLOP/s per GPU, %.1f GB per GPU", Candidate(e, t).c_str(),
                 e.step_time_s, e.tflops_per_gpu, e.memory.total / 1e9);
 }
 
@@ -95,14 +102,18 @@ std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<i
   x += Format(
       "auto: searched tp in %s (dividing %d heads and %d KV heads within the %d-GPU NVLink domain), cp in "
       "%s, "
-      "pp from 1 to %d layers (uneven stages balanced), vpp up to %d, %s%s, and "
-      "every fitting ZeRO stage; %d (tp, cp, pp) layouts divide %d GPUs",
+      "pp from 1 to %d layers (uneven stages balanced), vpp up to %d, %s%s, "
+      "every fitting ZeRO stage%s; %d (tp, cp, pp) layouts divide %d GPUs",
       Join(tps).c_str(), m.heads, m.kv(), hw.nvlink_domain_gpus, Join(cps).c_str(), m.layers, kMaxVpp,
       m.moe.enabled()
           ? Format("etp of tp or 1, ep dividing %d experts and tp·cp·dp/etp, ", m.moe.experts).c_str()
           : "",
       mbs_given ? Format("micro-batches of the given %d", spec.training.micro_batch_size).c_str()
                 : "micro-batches of powers of two",
+      spec.training.activation_recompute_given
+          ? Format(" (%s activation recompute, as given)", ToString(spec.training.activation_recompute))
+                .c_str()
+          : " and selective or full activation recompute",
       s.layouts, spec.resources.gpus);
   if (s.rejected_batch > 0) {
     x += Format("; %d rejected because %s does not divide the global batch of %d", s.rejected_batch,
@@ -116,19 +127,24 @@ std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<i
   }
   x += Format("; %d fitting candidates compared by estimated step time. ", s.fitting_candidates);
   if (s.top.empty()) {
-    x += "Nothing fits; closest (least memory per GPU): " + Describe(s.closest->plan) + ": " +
-         DescribeEstimate(*s.closest, hw) +
-         ". More GPUs, a higher recompute level or a shorter sequence would reduce memory per GPU.";
+    x += "Nothing fits; closest (least memory per GPU): " + Candidate(*s.closest, spec.training) + ": " +
+         DescribeEstimate(*s.closest, hw) + ". More GPUs" +
+         (spec.training.activation_recompute == Recompute::kFull || !spec.training.activation_recompute_given
+              ? ""
+              : ", a higher recompute level") +
+         " or a shorter sequence would reduce memory per GPU.";
     return x;
   }
   const PlanEstimate& best = s.top.front();
-  x += "Chose " + Describe(best.plan) + " (fastest that fits): " + DescribeEstimate(best, hw) + ".";
+  x +=
+      "Chose " + Candidate(best, spec.training) + " (fastest that fits): " + DescribeEstimate(best, hw) + ".";
   if (s.best_lower_zero) {
     x += Format(" ZeRO-%d would need %.1f GB per GPU.", s.best_lower_zero->plan.zero_stage,
                 s.best_lower_zero->memory.total / 1e9);
   }
   x += " Top candidates: ";
-  for (size_t i = 0; i < s.top.size(); ++i) x += Format("%zu) %s; ", i + 1, Summary(s.top[i]).c_str());
+  for (size_t i = 0; i < s.top.size(); ++i)
+    x += Format("%zu) %s; ", i + 1, Summary(s.top[i], spec.training).c_str());
   if (s.top.size() > 1) {
     x += Format("the winner is %.1f%% faster than the runner-up (%s).",
                 100 * (s.top[1].step_time_s / best.step_time_s - 1), WhyFaster(best, s.top[1]).c_str());
@@ -189,6 +205,14 @@ Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
     if (cp == 1 || m.seq_len % (2 * cp) == 0) cps.push_back(cp);
   }
 
+  // Full recompute costs a forward pass per micro-batch but keeps only each layer's input: it is tried where
+  // the spec leaves recompute open.
+  std::optional<JobSpec> full;
+  if (!spec.training.activation_recompute_given && spec.training.activation_recompute != Recompute::kFull) {
+    full = spec;
+    full->training.activation_recompute = Recompute::kFull;
+  }
+
   Search s;
   for (int tp : tps) {
     for (int cp : cps) {
@@ -229,6 +253,14 @@ Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
               for (int zero : ZeroStages(spec.training, dp * cp, pp)) {
                 plan.zero_stage = zero;
                 PlanEstimate e = Estimate(spec, plan, hw);
+                if (!e.fits && full && e.memory.total - e.memory.activations <= e.usable_memory_bytes) {
+                  // Full recompute is slower than selective at the same stage: tried only where selective
+                  // does not fit and the model state alone would. With neither fitting it still needs less
+                  // memory (for `closest`).
+                  PlanEstimate f = Estimate(*full, plan, hw);
+                  s.OfferClosest(f);
+                  if (f.fits) e = std::move(f);
+                }
                 s.OfferClosest(e);
                 if (e.fits) {
                   s.Offer(e, fitted ? std::nullopt : lower);

@@ -19,6 +19,7 @@ Json ToJson(const PlanEstimate& e) {
         {"etp", p.expert_tp()},
         {"vpp", p.vpp},
         {"sequence_parallel", p.sequence_parallel},
+        {"activation_recompute", ToString(e.activation_recompute)},
         {"pipeline_layers", e.stage_layers}}},
       {"fits", e.fits},
       {"memory_per_gpu_bytes",

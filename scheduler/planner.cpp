@@ -202,6 +202,7 @@ double UsableBytes(const Hardware& hw) {
 PlanEstimate Estimate(const JobSpec& spec, const Plan& plan, const Hardware& hw) {
   PlanEstimate e;
   e.plan = plan;
+  e.activation_recompute = spec.training.activation_recompute;
   e.memory = WorstStageMemory(spec, plan);
   e.stage_layers = StageLayers(spec.model.layers, plan.pp, plan.pipeline_layers);
   e.gpu_memory_bytes = hw.gpu_memory_bytes;

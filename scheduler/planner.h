@@ -95,6 +95,8 @@ struct PlanEstimate {
   double tflops_per_gpu = 0;        // model FLOPs (no recompute) per GPU per second, in 1e12
   double mfu = 0;                   // tflops_per_gpu / peak (bf16 peak; fp8 peak for fp8 training)
   double tokens_per_s = 0;
+  // What the estimate assumed: training.activation_recompute, or auto's choice when the spec names none.
+  Recompute activation_recompute = Recompute::kSelective;
   std::string explanation;
 };
 
