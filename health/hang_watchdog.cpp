@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <tuple>
 
 namespace shepherd {
@@ -42,6 +43,36 @@ void WaitsFor(const RankLayout& layout, const std::vector<RankState>& ranks, con
   }
   for (int m : layout.GroupMembers(r, s.collective_group))
     if (m != r && ranks[m].entered_seq[g] < s.collective_seq) out->push_back(m);
+}
+
+// Every live member inside the group's op receives (or every one sends): nothing is in flight between
+// them, so no link is at fault. nullopt when a member is in a collective, or both sides are there (a
+// transfer that does not complete: a communication fault).
+std::optional<RankState::P2p> OneSidedP2p(const std::vector<RankState>& ranks, const std::vector<bool>& alive,
+                                          const std::vector<int>& members) {
+  std::optional<RankState::P2p> side;
+  for (int m : members) {
+    if (!alive[m]) continue;
+    const RankState::P2p p = ranks[m].p2p;
+    if (p == RankState::P2p::kNone || (side && *side != p)) return std::nullopt;
+    side = p;
+  }
+  return side;
+}
+
+// Receivers facing receivers (a stage skipped or reordered its send) or senders facing senders: the job's
+// code deadlocked. Each is a culprit, heartbeating: nothing against its node.
+void AddP2pDeadlock(const std::vector<RankState>& ranks, const std::vector<bool>& alive,
+                    const std::vector<int>& members, RankState::P2p side, HangAnalysis* a) {
+  const char* verb = side == RankState::P2p::kRecv ? "receives" : "sends";
+  for (int m : members) {
+    if (!alive[m]) continue;
+    a->culprits.push_back(
+        {m, std::string(side == RankState::P2p::kRecv ? "inside recv " : "inside send ") +
+                CollectiveName(ranks[m].collective_group, ranks[m].collective_seq) +
+                " while every peer in it " + verb +
+                " too: no transfer is in flight, a point-to-point deadlock in the job's code"});
+  }
 }
 
 }  // namespace
@@ -225,11 +256,15 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
         peers_wait = peers_wait || is_root[m];
       }
       if (s.collective_group == GroupKind::kWorld) world_sinks[s.collective_seq] = peers_wait;
-      if (peers_wait)
+      if (peers_wait) {
         a.culprits.push_back({r, "inside " + CollectiveName(s.collective_group, s.collective_seq) +
                                      ", which its peers completed, while they wait for it"});
-      else if (!completed_elsewhere && all_past_timeout)
-        a.comm_faults.push_back({s.collective_group, s.collective_seq, std::move(members)});
+      } else if (!completed_elsewhere && all_past_timeout) {
+        if (std::optional<RankState::P2p> side = OneSidedP2p(ranks, alive, members))
+          AddP2pDeadlock(ranks, alive, members, *side, &a);
+        else
+          a.comm_faults.push_back({s.collective_group, s.collective_seq, std::move(members)});
+      }
     }
   }
   if (a.culprits.empty() && a.comm_faults.empty()) {

@@ -18,7 +18,10 @@
 //     culprit (stuck in a collective its peers completed); else r's report predates its own completion and
 //     nothing is concluded yet (if nothing else is, `hung` is false). Otherwise, once every member has
 //     been inside (G, s) past the timeout (not while the last one to enter only just arrived), no culprit
-//     rank; the group's nodes are suspected of a communication fault (reported in comm_faults).
+//     rank; the group's nodes are suspected of a communication fault (reported in comm_faults), unless
+//     the members are inside point-to-point ops that all face one way (every one in recv, or every one
+//     in send): no transfer is in flight, so the job's code deadlocked and each member is a (heartbeating)
+//     culprit.
 // Ranks that merely wait are never culprits. Pipeline p2p ops reported with group "pp" are treated as a
 // collective of the whole pp group, so their seqs must be counted per pp group by the client.
 //

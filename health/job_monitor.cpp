@@ -46,6 +46,9 @@ void JobMonitor::EnterCollective(RankState& s, const CollectiveInfo& c, Time rep
   s.set(RankState::kInCollective, true);
   s.collective_group = c.group_kind;
   s.collective_seq = c.seq;
+  s.p2p = c.op == "send" || c.op == "isend"   ? RankState::P2p::kSend
+          : c.op == "recv" || c.op == "irecv" ? RankState::P2p::kRecv
+                                              : RankState::P2p::kNone;
   s.collective_since = now - Seconds(age);
   if (c.group_kind != GroupKind::kOther) {
     int64_t& entered = s.entered_seq[static_cast<int>(c.group_kind)];

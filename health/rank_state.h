@@ -35,6 +35,9 @@ struct RankState {
   uint8_t step_time_count = 0;
   uint8_t step_time_head = 0;  // next slot to write
   GroupKind collective_group = GroupKind::kOther;
+  // The current collective is a point-to-point op: which side ("send"/"isend", "recv"/"irecv" as reported).
+  enum class P2p : uint8_t { kNone, kSend, kRecv };
+  P2p p2p = P2p::kNone;
   Phase phase = Phase::kUnspecified;
   uint8_t flags = 0;
   uint16_t node = 0;  // the reported `node`: 0 none, else 1 + its index in JobMonitor's interned names

@@ -1,5 +1,6 @@
 #include "scheduler/loop_breakers.h"
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <string>
@@ -65,13 +66,26 @@ LoopVerdict Poisoned(const LoopCheck& in, const AttemptSummary& cur) {
   return {};
 }
 
+// A hang with no culprit rank (every member inside: a communication fault suspected on their nodes) that
+// recurs at the same step on other nodes: the hardware changed and the stall did not, so it is the code.
+bool CommFaultHang(const Finding& f) {
+  return f.kind == FindingKind::kHang && f.ranks.empty();
+}
+
+bool SameNodes(std::vector<std::string> a, std::vector<std::string> b) {
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  return a == b;
+}
+
 LoopVerdict Reproducible(const LoopCheck& in, const AttemptSummary& cur) {
   const Finding& f = in.finding;
   std::optional<int64_t> s = AnomalyStep(f);
-  if (!Reproduces(f) || !s || cur.resume_step >= *s) return {};
+  if (!(Reproduces(f) || CommFaultHang(f)) || !s || cur.resume_step >= *s) return {};
   for (const Finding& e : in.earlier) {
     std::optional<int64_t> es = AnomalyStep(e);
     if (e.attempt >= f.attempt || e.kind != f.kind || !es || std::llabs(*es - *s) > 1) continue;
+    if (CommFaultHang(f) && (!CommFaultHang(e) || SameNodes(e.nodes, f.nodes))) continue;
     LoopVerdict v;
     v.kind = LoopVerdict::Kind::kReproducibleAnomaly;
     v.reason = std::string(ToString(f.kind)) + " reproduced at step " + std::to_string(*s) + " in attempt " +

@@ -6,7 +6,9 @@
 // last). A finding's anomaly step is its onset_step when present, else its step. Recovery-warranting
 // anomalies: nonfinite_loss, loss_divergence (sdc_suspected is not one here: it has its own replay rule;
 // a one-step loss_spike and a grad_norm_spike restart nothing). The reproducible rule also takes a hang that
-// names culprit ranks (its step: the job's step when found). "Earlier" means a finding or attempt whose
+// names culprit ranks (its step: the job's step when found), and a hang without culprits (a communication
+// fault suspected on its nodes) when the earlier one at the same step was also without culprits and on
+// another set of nodes. "Earlier" means a finding or attempt whose
 // attempt number is below the current one.
 //
 // Rules (each returns its verdict with a reason that names what reproduced and at which step):

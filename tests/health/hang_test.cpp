@@ -113,6 +113,44 @@ TEST(HangTest, EveryMemberInsideTheStuckCollectiveIsACommunicationFault) {
   EXPECT_EQ(OfKind(RunTicks(*m, clock, 65, stuck_again), FindingKind::kHang).size(), 1u);
 }
 
+// A pipeline deadlock in the code: stage 0 skipped its send and waits in recv for the gradient, stage 1
+// waits in recv for the activation. Both are "inside pp#665", but nothing is in flight between two
+// receivers: it was a communication fault, and each attempt cordoned one more healthy node. Now both are
+// named as heartbeating culprits (restarted without blame; the reproducible rule ends a repeat).
+// A send facing its recv that never completes is still a communication fault.
+TEST(HangTest, PointToPointOpsFacingOneWayAreACodeDeadlockNotACommunicationFault) {
+  auto p2p = [](int rank, Time now, const char* op) {
+    Report r = InCollective(rank, now, "pp", 665, 128);
+    r.collective->op = op;
+    return r;
+  };
+  for (const char* op : {"recv", "send", "irecv"}) {
+    FakeClock clock;
+    auto m = Training(MakeContext(1, 2, 1, clock.Now(), /*gpus_per_node=*/1));  // stages 0,1 on n0,n1
+    auto stuck = [&](Time now) {
+      for (int r : {0, 1}) m->Ingest(p2p(r, now, op), now);
+    };
+    stuck(clock.Now());
+    auto hangs = OfKind(RunTicks(*m, clock, 65, stuck), FindingKind::kHang);
+    ASSERT_EQ(hangs.size(), 1u) << op;
+    EXPECT_EQ(hangs[0].ranks, std::vector<int>({0, 1})) << op;
+    EXPECT_EQ(hangs[0].detail.find("communication fault"), std::string::npos) << hangs[0].detail;
+    EXPECT_NE(hangs[0].detail.find("point-to-point deadlock in the job's code"), std::string::npos)
+        << hangs[0].detail;
+  }
+  FakeClock clock;
+  auto m = Training(MakeContext(1, 2, 1, clock.Now(), /*gpus_per_node=*/1));
+  auto transfer = [&](Time now) {
+    m->Ingest(p2p(0, now, "isend"), now);
+    m->Ingest(p2p(1, now, "recv"), now);
+  };
+  transfer(clock.Now());
+  auto hangs = OfKind(RunTicks(*m, clock, 65, transfer), FindingKind::kHang);
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_TRUE(hangs[0].ranks.empty());
+  EXPECT_NE(hangs[0].detail.find("communication fault"), std::string::npos) << hangs[0].detail;
+}
+
 // Rank 0's last report still shows tp#3, which rank 1 has completed and left (a report that predates rank
 // 0's own completion, as when a long barrier ends between two heartbeats): no communication fault. If rank
 // 1 then waits for rank 0 in tp#4 past the timeout, rank 0 is the culprit.

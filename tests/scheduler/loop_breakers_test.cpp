@@ -87,10 +87,23 @@ TEST_F(LoopBreakersTest, AHangWithCulpritsAtTheSameStepAfterAResumeFromBeforeRep
   Finding again = F(2, FindingKind::kHang, 45, {"n1"});
   again.ranks = {1};
   EXPECT_EQ(Check(again).kind, LoopVerdict::Kind::kReproducibleAnomaly);
-  // A communication fault (no culprit ranks) at the same step is the network's chance, not the code's.
-  Finding comm = F(2, FindingKind::kHang, 45, {"n1"});
-  earlier_[0].ranks.clear();
-  EXPECT_EQ(Check(comm).kind, LoopVerdict::Kind::kNone);
+}
+
+// A communication fault (no culprit ranks: every member inside the collective) again at the same step: on
+// the same nodes it may be their link again (recovery judges it); on other nodes the hardware changed and
+// the stall did not, so it is the code. Before, a code deadlock that looked like a communication fault
+// cordoned one more healthy node at each recurrence.
+TEST_F(LoopBreakersTest, ACommunicationFaultAtTheSameStepOnOtherNodesReproduces) {
+  attempts_ = {A(1, 0, "", 128), A(2, 100, "job-1/1/100", 128), A(3, 100, "job-1/1/100", 128)};
+  earlier_ = {F(1, FindingKind::kHang, 128, {"n1", "n2"})};
+  EXPECT_EQ(Check(F(2, FindingKind::kHang, 128, {"n2", "n1"})).kind, LoopVerdict::Kind::kNone);
+  LoopVerdict v = Check(F(3, FindingKind::kHang, 127, {"n1", "sp0"}));
+  EXPECT_EQ(v.kind, LoopVerdict::Kind::kReproducibleAnomaly);
+  EXPECT_NE(v.reason.find("not the hardware"), std::string::npos) << v.reason;
+  // Not at the same step, or the earlier hang named culprits: no.
+  EXPECT_EQ(Check(F(3, FindingKind::kHang, 140, {"n1", "sp0"})).kind, LoopVerdict::Kind::kNone);
+  earlier_[0].ranks = {1};
+  EXPECT_EQ(Check(F(3, FindingKind::kHang, 128, {"n1", "sp0"})).kind, LoopVerdict::Kind::kNone);
 }
 
 // A one-step gradient-norm spike is recorded, never restarted: it is no anomaly that reproduces.
@@ -169,7 +182,7 @@ TEST_F(LoopBreakersTest, CrashBeforeAnyStepTwiceOnDifferentNodesIsDeterministic)
   earlier_ = {Exit(1, {}, "n0", 2)};
   EXPECT_EQ(Check(Exit(2, {}, "n3", 2)).kind, LoopVerdict::Kind::kDeterministicCrash);
   EXPECT_EQ(Check(Exit(2, 1, "n3", 2)).kind, LoopVerdict::Kind::kDeterministicCrash);  // step 0 and 1
-  EXPECT_EQ(Check(Exit(2, 9, "n3", 2)).kind, LoopVerdict::Kind::kNone);                 // 9 steps apart
+  EXPECT_EQ(Check(Exit(2, 9, "n3", 2)).kind, LoopVerdict::Kind::kNone);                // 9 steps apart
   // Resumed from checkpoints 20 and 30 (both unreadable, say), each failing as it loads: not one crash at
   // one step. Before, "before any step" matched "before any step" and the job was failed as a user error.
   attempts_ = {A(1, 0, "", 35), A(2, 20, "c20", {}), A(3, 30, "c30", {})};
