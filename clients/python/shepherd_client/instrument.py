@@ -24,9 +24,9 @@ What is seen, and how (docs/integration.md has the user's view):
   optimizer's parameters when the job is purely data parallel and there is no DDP module.
 - Checkpoints: torch.save to a path (or a file object with a name) under SHEPHERD_CHECKPOINT_DIR. A save to
   a temporary-looking name (".tmp", "tmp-", "~", a leading ".") is reported when it is renamed into place
-  (os.replace / os.rename); any other is fsynced and reported when torch.save returns. In a purely
-  data-parallel job the report says scope "replicated" (one rank's file holds the whole state). torch.load of
-  SHEPHERD_RESUME_CHECKPOINT runs in phase checkpoint_load.
+  (os.replace / os.rename); any other is fsynced (a file object: flushed, and fsynced through its descriptor)
+  and reported when torch.save returns. In a purely data-parallel job the report says scope "replicated" (one
+  rank's file holds the whole state). torch.load of SHEPHERD_RESUME_CHECKPOINT runs in phase checkpoint_load.
 - Evaluation: model.eval() on a DDP module (or the module it wraps) switches the phase to eval until
   model.train().
 - init_process_group without a timeout gets SHEPHERD_PG_TIMEOUT_S (set by the agent above the hang timeout).
@@ -463,7 +463,10 @@ class Instrumentation:
                 elif isinstance(f, (str, bytes, os.PathLike)):
                     inst._safe("checkpoint fsync", lambda: _fsync(path))
                     inst.report_checkpoint(path, step)
-                # A named file object still open: reported when renamed, or never (no durable point).
+                elif inst._safe("checkpoint fsync", lambda: _flush_and_fsync(f)):
+                    # A named file object, still open: its bytes are durable once flushed and fsynced.
+                    # Without a descriptor there is no durable point and nothing is reported.
+                    inst.report_checkpoint(path, step)
             return out
 
         def renamer(orig: Callable[..., Any]) -> Callable[..., Any]:
@@ -541,6 +544,12 @@ def _fsync(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def _flush_and_fsync(f: Any) -> bool:
+    f.flush()
+    os.fsync(f.fileno())
+    return True
 
 
 def _env_int(key: str, default: int) -> int:

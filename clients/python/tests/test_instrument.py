@@ -114,10 +114,10 @@ class StockScriptUnderRunTest(unittest.TestCase):
 
 
 
-def run_one_rank(test, body, sitecustomize=None):
+def run_one_rank(test, body, sitecustomize=None, env=None):
     """Runs `body` as a one-rank script under `python3 -m shepherd_client.run` against a fake daemon (both
-    cleaned up with `test`), with `sitecustomize` (source) run at interpreter start-up when given. Returns the
-    finished process and the fake daemon."""
+    cleaned up with `test`), with `env` added to its environment and `sitecustomize` (source) run at
+    interpreter start-up when given. Returns the finished process and the fake daemon."""
     fake = FakeDaemon()
     test.addCleanup(fake.close)
     d = tempfile.mkdtemp(prefix="shepherd-run-")
@@ -128,12 +128,13 @@ def run_one_rank(test, body, sitecustomize=None):
     if sitecustomize is not None:
         with open(os.path.join(d, "sitecustomize.py"), "w") as f:
             f.write(sitecustomize)
-    env = dict(os.environ)
-    env.update({"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-                "GLOO_SOCKET_IFNAME": "lo", "SHEPHERD_URL": fake.url, "SHEPHERD_JOB": "job-1",
-                "SHEPHERD_ATTEMPT": "1", "SHEPHERD_HEARTBEAT_INTERVAL": "0.2",
-                "PYTHONPATH": PKG + (os.pathsep + d if sitecustomize is not None else "")})
-    out = subprocess.run([sys.executable, "-m", "shepherd_client.run", script], env=env,
+    run_env = dict(os.environ)
+    run_env.update({"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+                    "GLOO_SOCKET_IFNAME": "lo", "SHEPHERD_URL": fake.url, "SHEPHERD_JOB": "job-1",
+                    "SHEPHERD_ATTEMPT": "1", "SHEPHERD_HEARTBEAT_INTERVAL": "0.2",
+                    "PYTHONPATH": PKG + (os.pathsep + d if sitecustomize is not None else "")})
+    run_env.update(env or {})
+    out = subprocess.run([sys.executable, "-m", "shepherd_client.run", script], env=run_env,
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=240)
     return out, fake
 
@@ -304,6 +305,47 @@ class EvalPhaseUnderRunTest(unittest.TestCase):
         self.assertIn("eval", phases)
         # eval, then train again once the wrapped module is put back in training mode
         self.assertIn("train", phases[phases.index("eval"):])
+
+
+# Records the file each os.fsync reaches (the instrumentation looks os.fsync up when it calls it).
+FILE_OBJECT_SAVES_SCRIPT = """
+import os, torch
+d = os.environ["SHEPHERD_CHECKPOINT_DIR"]
+synced = []
+real_fsync = os.fsync
+def fsync(fd):
+    synced.append(os.path.basename(os.readlink("/proc/self/fd/%d" % fd)))
+    real_fsync(fd)
+os.fsync = fsync
+torch.save({"step": 3}, os.path.join(d, "by_path.pt"))
+with open(os.path.join(d, "by_file.pt"), "wb") as f:
+    torch.save({"step": 4}, f)
+f = open(os.path.join(d, "by_open_file.pt"), "wb")
+torch.save({"step": 5}, f)
+f.close()
+with open(os.path.join(d, "by_file.pt.tmp"), "wb") as f:
+    torch.save({"step": 6}, f)
+os.replace(os.path.join(d, "by_file.pt.tmp"), os.path.join(d, "renamed.pt"))
+print("synced", " ".join(synced))
+"""
+
+
+@unittest.skipUnless(HAVE_TORCH, "needs torch")
+class CheckpointToAFileObjectUnderRunTest(unittest.TestCase):
+    """`with open(path, "wb") as f: torch.save(obj, f)` under the checkpoint dir was never reported: the
+    rank's part of the checkpoint stayed pending and a fault restarted the job from scratch."""
+
+    def test_a_save_to_an_open_named_file_is_fsynced_and_reported(self):
+        d = tempfile.mkdtemp(prefix="shepherd-ckpt-")
+        self.addCleanup(shutil.rmtree, d, True)
+        out, fake = run_one_rank(self, FILE_OBJECT_SAVES_SCRIPT, env={"SHEPHERD_CHECKPOINT_DIR": d})
+        text = out.stdout.decode()
+        self.assertEqual(out.returncode, 0, text)
+        self.assertEqual([(r["step"], r["path"]) for r in fake.reports("checkpoint")],
+                         [(3, os.path.join(d, "by_path.pt")), (4, os.path.join(d, "by_file.pt")),
+                          (5, os.path.join(d, "by_open_file.pt")), (6, os.path.join(d, "renamed.pt"))], text)
+        synced = next(line.split()[1:] for line in text.splitlines() if line.startswith("synced"))
+        self.assertTrue({"by_path.pt", "by_file.pt", "by_open_file.pt"} <= set(synced), text)
 
 
 if __name__ == "__main__":
