@@ -91,7 +91,7 @@ void RecoveryExecutor::Execute(const std::string& job, const RecoveryDecision& d
       }
       break;
   }
-  if (automatic && d.action != RecoveryDecision::kFail) {
+  if (automatic && d.action != RecoveryDecision::kFail && d.spends_budget) {
     JobEntry* e = jobs_->Mutable(job);
     ++e->job.restarts;
     ++st.consecutive_restarts;

@@ -177,7 +177,7 @@ Verdict Judge(const RecoveryInput& in) {
   } else if (f.fenced) {
     v.why =
         "ranks stopped by their agent's fence (the daemon's lease ran out): the daemon or the network "
-        "was late; restart on the same nodes without blame";
+        "was late; restart on the same nodes without blame (not counted against max_restarts)";
   } else if (IsRankFault(f)) {
     std::set<std::string> nodes = Implicated(f, in.placement, false);
     const bool vouched = k == FindingKind::kHeartbeatLost && !nodes.empty() &&
@@ -294,7 +294,8 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   d.actions.push_back("stop attempt " + std::to_string(job.attempt));
 
   const Policy& policy = job.spec.policy;
-  if (job.restarts >= policy.max_restarts) {
+  d.spends_budget = !f.fenced;
+  if (d.spends_budget && job.restarts >= policy.max_restarts) {
     d.action = RecoveryDecision::kFail;
     d.reason = "restart budget exhausted (" + std::to_string(job.restarts) + " of " +
                std::to_string(policy.max_restarts) + " restarts used); last finding: " + v.why;
@@ -304,7 +305,8 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
 
   std::string why;
   d.resume_from = ChooseCheckpoint(in, &why);
-  d.not_before = RestartNotBefore(policy, in.now, in.last_restart_at, in.consecutive_restarts);
+  if (d.spends_budget)
+    d.not_before = RestartNotBefore(policy, in.now, in.last_restart_at, in.consecutive_restarts);
   for (const std::string& n : v.avoid) d.actions.push_back("avoid " + n + " (no blame)");
   Relocate(job, in.placement, in.cluster, v.faulty, v.avoid, &d);
   if (d.action == RecoveryDecision::kQueue && !v.avoid.empty()) {

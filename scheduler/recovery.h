@@ -85,6 +85,9 @@ struct RecoveryDecision {
   std::vector<std::string> replay_nodes;  // replay: the nodes to pass to SdcHistory::OnReplayStarted
   // replay: the step whose check mismatched; only a check that agrees at or after it clears the nodes.
   std::optional<int64_t> replay_step;
+  // Whether the restart counts against policy.max_restarts (and the backoff): not when the ranks were
+  // fenced (the daemon or the network was late: its slowness is never the job's).
+  bool spends_budget = true;
 };
 
 struct RecoveryInput {

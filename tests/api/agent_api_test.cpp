@@ -416,7 +416,7 @@ TEST_F(AgentApiTest, AWholeJobPausedWhileItsAgentsListItRunningIsRecordedOnly) {
 }
 
 // The agent says which exits its fence caused (the daemon's lease ran out): the finding says so, and the
-// restart stays on the same nodes, however often the daemon stalls.
+// restart stays on the same nodes and spends no restart budget, however often the daemon stalls.
 TEST_F(AgentApiTest, ExitsOfAnAgentsFenceAreRecordedAsSuchAndBlameNoNode) {
   for (int attempt = 1; attempt <= 2; ++attempt) {
     std::string node = api_.Get("/v1/jobs/" + job_ + "/placement").body["ranks"][0]["node"];
@@ -430,6 +430,7 @@ TEST_F(AgentApiTest, ExitsOfAnAgentsFenceAreRecordedAsSuchAndBlameNoNode) {
     ASSERT_EQ(Heartbeat(node, exited).status, 200);
     EXPECT_EQ(Job()["attempt"], attempt + 1);
     EXPECT_EQ(api_.Get("/v1/jobs/" + job_ + "/placement").body["ranks"][0]["node"], node);
+    EXPECT_EQ(Job()["restarts"], 0);  // the daemon's stall spends none of max_restarts
   }
   Json f = api_.Get("/v1/failures?kind=process_exit").body["failures"];
   ASSERT_EQ(f.size(), 2u);

@@ -282,6 +282,31 @@ TEST_F(RecoveryTest, ExitsOfAnAgentsFenceBlameNothingAndAreNoRecurrence) {
   EXPECT_EQ(NodesOf(*d.new_placement).count("node-02"), 1u) << Dump(d);
 }
 
+// The daemon's stalls fenced the ranks: each restart was charged to max_restarts (and its backoff), and a
+// healthy job failed after enough daemon stalls. A fenced restart spends nothing, even with the budget gone.
+TEST_F(RecoveryTest, AFencedRestartSpendsNoRestartBudget) {
+  Build();
+  job_.restarts = job_.spec.policy.max_restarts;  // every restart spent
+  consecutive_ = 5;                               // in a row, the last just now: a backoff is due
+  last_restart_ = kT0;
+  Finding fenced = MakeFinding(FindingKind::kProcessExit, {12}, {"node-02"});
+  fenced.signal = 15;
+  fenced.fenced = true;
+  RecoveryDecision d = Decide(fenced);
+  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
+  EXPECT_FALSE(d.spends_budget);
+  EXPECT_EQ(d.not_before, kT0) << Dump(d);  // no backoff either
+  Finding crash = MakeFinding(FindingKind::kProcessExit, {12}, {"node-02"});
+  crash.signal = 11;
+  d = Decide(crash);
+  EXPECT_EQ(d.action, RecoveryDecision::kFail) << Dump(d);  // a crash still finds the budget spent
+  EXPECT_TRUE(d.spends_budget);
+  job_.restarts = 0;
+  d = Decide(crash);
+  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
+  EXPECT_GT(d.not_before, kT0) << Dump(d);  // and waits out its backoff
+}
+
 // Replicas that have never agreed at any check hash state that is not replicated (BatchNorm buffers in a
 // probe's script): no replay, no cordon, recorded. With a majority, or after an agreeing check, as before.
 TEST_F(RecoveryTest, NoMajorityWhileNoCheckEverAgreedIsRecordedOnly) {
