@@ -231,12 +231,14 @@ class Controller {
   Result<CheckpointList> GetCheckpoints(const std::string& id) const;
   // kNotFound when q.job names no job.
   Result<std::vector<Finding>> GetFailures(const FindingQuery& q, bool* more = nullptr) const;
-  // The daemon's own lateness, measured by the daemon's loop: the periodic tick fired `tick_lag` late and
-  // work posted to the control thread waited `queue_age`.
-  void ObserveLateness(Duration tick_lag, Duration queue_age) {
+  // The daemon's own lateness, measured by the daemon's loop: the periodic tick fired `tick_lag` late, work
+  // posted to the control thread waited `queue_age`, and the HTTP server answered `refused` requests 503
+  // itself since the previous tick (an agent refused for its connection cap was not silent).
+  void ObserveLateness(Duration tick_lag, Duration queue_age, uint64_t refused = 0) {
     Time now = clock_->Now();
     lateness_.OnTickLag(tick_lag, now);
     lateness_.OnQueueAge(queue_age, now);
+    lateness_.OnRefusals(refused, now);
   }
   Lateness::Facts lateness() const { return lateness_.facts(clock_->Now()); }
   // Counters for /metrics.

@@ -178,7 +178,13 @@ int RunDaemon(const DaemonConfig& config) {
   http.body_limit = config.body_limit;
   http.header_limit = config.header_limit;
   http.idle_timeout = std::chrono::milliseconds(static_cast<long>(config.idle_timeout_s * 1000));
-  http.on_rejected = [&metrics](int status) { metrics.ObserveRequest("rejected", "", status, 0); };
+  // Requests the server refuses itself with 503 (its connection caps, its body budget): their senders were
+  // not silent, so the next tick counts the daemon as not listening (health/lateness.h).
+  std::atomic<uint64_t> refused{0};
+  http.on_rejected = [&metrics, &refused](int status) {
+    metrics.ObserveRequest("rejected", "", status, 0);
+    if (status == 503) refused.fetch_add(1, std::memory_order_relaxed);
+  };
   asio::io_context io_ioc(1);
   std::atomic<bool> ready{controller.ready()};
   RequestQueue queue(config.queues, post);
@@ -237,7 +243,7 @@ int RunDaemon(const DaemonConfig& config) {
       Duration lag = std::chrono::duration_cast<Duration>(Steady::now() - ticker.expiry());
       {
         std::unique_lock hold(control_lock);
-        controller.ObserveLateness(lag, queue_age);
+        controller.ObserveLateness(lag, queue_age, refused.exchange(0, std::memory_order_relaxed));
         controller.Tick();
       }
       asio::post(ioc, [&queue_age, posted = Steady::now()] {

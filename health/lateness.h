@@ -10,6 +10,8 @@
 //   OnTickLag   the periodic tick fired `lag` after it was due.
 //   OnQueueAge  work posted to the control thread waited `age` before it ran.
 //   OnReports   a batch of rank reports was processed.
+//   OnRefusals  the HTTP server refused `count` requests itself (503: connection caps, body budget) since the
+//               previous call: whoever was refused may have been speaking, so the daemon was not listening.
 // A stall or a lag over `late_after_s` makes the daemon late at that moment: `listening_since` moves to
 // `now`. Verdicts based on silence (heartbeat_lost, node_lost, no progress) count silence from
 // max(last seen, listening_since), so after a stall every rank and node gets a full window of
@@ -37,6 +39,9 @@ class Lateness {
   void OnTickLag(Duration lag, Time now);
   void OnQueueAge(Duration age, Time now);
   void OnReports(Time now) { last_reports_ = now; }
+  void OnRefusals(uint64_t count, Time now) {
+    if (count > 0) Late(0, now);
+  }
 
   // Start of the current run of healthy time.
   Time listening_since() const { return listening_since_; }

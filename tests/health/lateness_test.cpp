@@ -85,6 +85,36 @@ TEST(LatenessTest, ATwelveSecondStallRaisesNoFinding) {
   EXPECT_TRUE(all.empty()) << ToString(all.front().kind) << ": " << all.front().detail;
 }
 
+// 600 agents behind one address: past the per-address connection cap the server answered their heartbeats
+// 503 itself, and then declared four of those nodes lost. A refusal is the daemon not listening: silence
+// counts from after the last one.
+TEST(LatenessTest, RequestsTheServerRefusedAreTheDaemonNotListening) {
+  FakeClock clock;
+  MonitorContext ctx = MakeContext(2, 1, 2, clock.Now());
+  auto m = MakeMonitor(ctx);
+  Lateness a(kLateAfter, clock.Now());
+  std::vector<Finding> all;
+  int64_t step = 0;
+  auto run = [&](int seconds, uint64_t refused_per_s, int silent) {
+    for (int i = 0; i < seconds; ++i) {
+      clock.AdvanceSeconds(1);
+      Reports(*m, 4, clock.Now(), ++step, silent);
+      a.OnRefusals(refused_per_s, clock.Now());
+      for (Finding& f : Tick(*m, a, clock.Now())) all.push_back(f);
+    }
+  };
+  run(30, 0, -1);
+  EXPECT_EQ(a.facts(clock.Now()).stalls, 0u);
+  run(40, 5, 3);  // rank 3's reports are among the refused ones
+  EXPECT_TRUE(all.empty()) << all.front().detail;
+  EXPECT_EQ(a.listening_since(), clock.Now());
+  run(30, 0, -1);  // served again
+  EXPECT_TRUE(all.empty()) << all.front().detail;
+  run(30, 0, 3);  // silent while nothing is refused: found
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.front().kind, FindingKind::kHeartbeatLost);
+}
+
 TEST(LatenessTest, ARankSilentWhileTheDaemonIsHealthyIsStillFound) {
   FakeClock clock;
   auto m = MakeMonitor(MakeContext(2, 1, 2, clock.Now()));
