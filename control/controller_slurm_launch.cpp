@@ -263,7 +263,9 @@ void Controller::OnStepEnded(const SlurmLaunchEvent& ev, Time now, WriteBatch* b
   const JobEntry* e = jobs_.Find(ev.job);
   spdlog::info("job {} attempt {}: Slurm step ended (exit {}, signal {})", ev.job, ev.attempt,
                ev.exit.exit_code, ev.exit.signal);
-  if (ev.exit.exit_code == 0) {  // srun exits 0 only when every task did
+  // srun exits 0 only when every task did. Ranks that all reported `finished` ended normally too, whatever
+  // srun's status says (after a daemon restart the step's srun was another process's child: unknown).
+  if (ev.exit.exit_code == 0 || HealthOf(ev.job).all_finished()) {
     for (const RankSlot& r : e->attempt->placement.ranks)
       if (jobs_.OnRankExitedOk({ev.job, ev.attempt, r.rank}, now, batch)) break;
     return;

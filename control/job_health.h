@@ -115,6 +115,8 @@ class JobHealth {
   std::vector<std::string> ReportedNodes() const;
 
   bool running() const { return monitor_ != nullptr; }
+  // Every rank of the running attempt has reported `finished` (a normal end of its script).
+  bool all_finished() const { return monitor_ && monitor_->AllFinished(); }
   bool watching() const { return monitor_ && unlaunched_.empty() && !external_pending_; }
   // Nodes whose ranks are not confirmed started yet (agent-launched attempts), sorted.
   std::vector<std::string> unlaunched_nodes() const { return {unlaunched_.begin(), unlaunched_.end()}; }

@@ -381,6 +381,32 @@ TEST_F(SlurmLaunchTest, AStepSlurmCancelledAtTheTimeLimitRestartsNothingAndTheJo
   EXPECT_EQ(Job(id).job.reason, "Slurm allocation 41: ended TIMEOUT (TimeLimit)");
 }
 
+TEST_F(SlurmLaunchTest, AStepWhoseRanksAllFinishedSucceedsWhateverSrunsExitSays) {
+  // After a daemon restart the step's srun was the earlier daemon's child: its exit is unknown. Every rank
+  // had reported `finished`, and the job was restarted from its checkpoint all the same.
+  std::vector<std::string> nodes;
+  std::string id = Running(&nodes);
+  ReportBatch finished;
+  for (int r = 0; r < 16; ++r) {
+    Report f;
+    f.rank = r;
+    f.attempt = 1;
+    f.time = clock_.Now();
+    f.kind = ReportKind::kFinished;
+    f.step = 1200;
+    finished.reports.push_back({static_cast<size_t>(r), f});
+  }
+  controller_->IngestReports(id, finished, [](Result<IngestSummary> r) { ASSERT_TRUE(r.ok()); });
+  Drain();
+  EXPECT_EQ(Job(id).job.state, JobState::kRunning);  // a Slurm-launched job ends with its step
+  SlurmLaunchEvent ended{.kind = Kind::kStepEnded, .job = id, .attempt = 1};
+  ended.message = "the step ended while an earlier shepherdd was its srun's parent: its exit is unknown";
+  Send(ended);
+  EXPECT_EQ(controller_->GetFailures({.job = id})->size(), 0u);
+  EXPECT_EQ(Job(id).job.state, JobState::kSucceeded) << Job(id).job.reason;
+  EXPECT_EQ(Job(id).job.attempt, 1);
+}
+
 TEST_F(SlurmLaunchTest, AStepAnOperatorCancelledIsAProcessExitAsBefore) {
   // scancel of the step alone (no cause in Slurm's notice): the allocation runs on; the ranks' ends are
   // judged.
