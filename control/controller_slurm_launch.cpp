@@ -160,6 +160,7 @@ void Controller::OnSlurmLaunch(const SlurmLaunchEvent& ev) {
     case SlurmLaunchEvent::Kind::kAllocationEnded:
       slurm_jobs_.Forget(ev.job, &batch);
       if (e && !IsTerminal(e->job.state)) {
+        spdlog::warn("job {}: Slurm allocation {} {}: the job fails", ev.job, ev.allocation, ev.message);
         jobs_.EndAttempt(ev.job, now, &batch);
         jobs_.SetState(ev.job, JobState::kFailed,
                        (ev.allocation.empty() ? "Slurm allocation" : "Slurm allocation " + ev.allocation) +
