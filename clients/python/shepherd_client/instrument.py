@@ -19,7 +19,10 @@ What is seen, and how (docs/integration.md has the user's view):
   no global step hooks). Step numbers continue from SHEPHERD_RESUME_STEP. The loss is the last scalar a
   backward() was called on (AMP's `scaler.scale(loss).backward()`: the loss before scaling), the grad norm the last value clip_grad_norm_ returned during the step, the
   learning rate the largest "lr" of the optimizer's parameter groups (read after its step, before a
-  scheduler's).
+  scheduler's). An iteration that does not step (AMP or the script skipping a non-finite step) is seen at
+  the next zero_grad(): two in a row whose loss is non-finite report that loss for the step in progress,
+  once (one skipped overflow is normal AMP training; a loss that stays NaN while every step is skipped is a
+  fault the daemon would otherwise never see).
 - Parameter hashes: every SHEPHERD_SDC_EVERY steps, of the modules wrapped in DDP (replicated), or of the
   optimizer's parameters when the job is purely data parallel and there is no DDP module.
 - Checkpoints: torch.save to a path (or a file object with a name) under SHEPHERD_CHECKPOINT_DIR. A save to
@@ -33,6 +36,7 @@ What is seen, and how (docs/integration.md has the user's view):
 """
 
 import functools
+import math
 import types
 import weakref
 import inspect
@@ -135,6 +139,8 @@ class Instrumentation:
         self.loss: Any = None
         self.grad_norm: Any = None
         self.scaled: Any = None  # (weakref to a GradScaler's output, the scalar loss it scaled)
+        self.nonfinite_skips = 0  # iterations in a row that did not step, with a non-finite loss
+        self.nonfinite_reported = 0  # the step a skipped non-finite loss was last reported for
         self.optimizer_id: Optional[int] = None
         self.ddp_modules: List[Any] = []
         self.pending_saves: Dict[str, int] = {}  # temporary path -> step
@@ -342,12 +348,27 @@ class Instrumentation:
         self.client.step(self.step, loss=self.loss, grad_norm=self.grad_norm, step_time_s=now - self.step_start,
                          lr=learning_rate(optimizer))
         self.loss = self.grad_norm = None
+        self.nonfinite_skips = 0
         if self.sdc_every > 0 and self.step % self.sdc_every == 0:
             target = self.hash_target(optimizer)
             if target is not None:
                 self.client.param_hash(self.step, target)
         self.client.set_step(self.step + 1)
         self.step_start = time.monotonic()
+
+    def on_zero_grad(self) -> None:
+        """A loss still pending at zero_grad(): its iteration did not step. Read only then (one sync)."""
+        loss, self.loss = self.loss, None
+        if loss is None:
+            return
+        value = float(loss)
+        if math.isfinite(value):
+            self.nonfinite_skips = 0
+            return
+        self.nonfinite_skips += 1
+        if self.nonfinite_skips >= 2 and self.nonfinite_reported != self.step + 1:
+            self.nonfinite_reported = self.step + 1
+            self.client.step(self.step + 1, loss=value)
 
     def hash_target(self, optimizer: Any) -> Any:
         if self.ddp_modules:
@@ -385,6 +406,15 @@ class Instrumentation:
             self.step = types.MethodType(stepped, self)
 
         Optimizer.__init__ = init
+        for cls in (Optimizer, self.torch.nn.Module):  # opt.zero_grad() or model.zero_grad()
+            orig_zero = cls.zero_grad
+
+            @functools.wraps(orig_zero)
+            def zero_grad(self: Any, *a: Any, _orig: Callable[..., Any] = orig_zero, **k: Any) -> Any:
+                inst._safe("zero_grad", inst.on_zero_grad)
+                return _orig(self, *a, **k)
+
+            cls.zero_grad = zero_grad
 
     def patch_backward_and_clip(self) -> None:
         torch = self.torch

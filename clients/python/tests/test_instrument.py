@@ -307,6 +307,48 @@ class EvalPhaseUnderRunTest(unittest.TestCase):
         self.assertIn("train", phases[phases.index("eval"):])
 
 
+# A script that skips the optimizer step when the loss is not finite (as GradScaler does on overflow, or
+# Megatron's fp16 optimizer): NaN from iteration `first` on, or only at iteration `first` when ONCE.
+SKIPPING_SCRIPT = """
+import os, torch
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 1)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(8, 4), torch.randn(8, 1)
+first, once = int(os.environ["NAN_FROM"]), os.environ.get("NAN_ONCE") == "1"
+for i in range(8):
+    opt.zero_grad()
+    loss = ((model(x) - y) ** 2).mean()
+    if i == first or (i > first and not once):
+        loss = loss * float("nan")
+    loss.backward()
+    if torch.isfinite(loss):
+        opt.step()
+"""
+
+
+@unittest.skipUnless(HAVE_TORCH, "needs torch")
+class SkippedNonFiniteStepsUnderRunTest(unittest.TestCase):
+    """A loss that stays NaN while the script skips every step was never reported: the optimizer never
+    stepped, and the zero-code client reported losses only with a step."""
+
+    def losses(self, env):
+        out, fake = run_one_rank(self, SKIPPING_SCRIPT, env=env)
+        self.assertEqual(out.returncode, 0, out.stdout.decode())
+        return [(r["step"], r.get("loss")) for r in fake.reports("step")]
+
+    def test_a_loss_that_stays_nan_is_reported_once_for_the_step_in_progress(self):
+        got = self.losses({"NAN_FROM": "3"})
+        self.assertEqual([s for s, _ in got], [1, 2, 3, 4], got)
+        self.assertTrue(all(isinstance(loss, float) for _, loss in got[:3]), got)
+        self.assertEqual(got[3], (4, "nan"))
+
+    def test_one_skipped_nan_iteration_is_not_reported(self):
+        got = self.losses({"NAN_FROM": "3", "NAN_ONCE": "1"})
+        self.assertEqual([s for s, _ in got], [1, 2, 3, 4, 5, 6, 7], got)
+        self.assertTrue(all(isinstance(loss, float) for _, loss in got), got)
+
+
 # Records the file each os.fsync reaches (the instrumentation looks os.fsync up when it calls it).
 FILE_OBJECT_SAVES_SCRIPT = """
 import os, torch
