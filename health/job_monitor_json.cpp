@@ -112,11 +112,19 @@ Json JobMonitor::HealthJson(Time now) const {
     sdc["status"] = "skipped";
     sdc["reason"] = layout_.replica_sets_reason();
   } else {
-    sdc["status"] = unverified ? "unverified" : !sdc_ranks.empty() ? "suspected" : "ok";
+    // Two checks' worth of steps without a single hash: nothing is compared (e.g. a hand-written
+    // data-parallel all-reduce, which the zero-code client does not hash), so "ok" would say too much.
+    const int every = ctx_.policy.sdc_check_every_steps;
+    const bool no_hashes = !sdc_.any_hash() && every > 0 && job_step_ >= 2 * static_cast<int64_t>(every);
+    sdc["status"] = unverified || no_hashes ? "unverified" : !sdc_ranks.empty() ? "suspected" : "ok";
     if (unverified)
       sdc["reason"] =
           "the replicas' hashes differ and no check of this job has ever agreed: the hashed state may not be "
           "replicated (buffers, sharded optimizer state); recorded, nothing done";
+    else if (no_hashes)
+      sdc["reason"] = "no rank has reported a parameter hash by step " + std::to_string(job_step_) +
+                      " (checks every " + std::to_string(every) +
+                      " steps): nothing is compared (docs/integration.md says what the client hashes)";
     sdc["suspected_ranks"] = RankArray(sdc_ranks);
     sdc["last_agreed_step"] = sdc_.last_agreed_step() ? Json(*sdc_.last_agreed_step()) : Json(nullptr);
     sdc["open_checks"] = sdc_.open_checks();

@@ -60,6 +60,8 @@ class SdcChecker {
   std::optional<int64_t> last_agreed_step() const { return last_agreed_; }
   int open_checks() const { return static_cast<int>(open_.size()); }
   uint64_t late_hashes() const { return late_; }
+  // Some rank has reported a parameter hash.
+  bool any_hash() const { return last_resolved_.has_value() || !open_.empty() || late_ > 0; }
 
  private:
   struct OpenCheck {

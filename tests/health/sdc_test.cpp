@@ -39,6 +39,35 @@ TEST(SdcTest, TwoReplicasDisagreeingAreBothSuspectedAndNeedAReplay) {
   EXPECT_EQ(ev[1].step, 200);
 }
 
+// A TP job whose data-parallel all-reduce is hand-written: the client hashes nothing, and health said
+// "ok" through a run in which a bit flip went unseen. Two checks' worth of steps without a hash: unverified.
+TEST(SdcTest, NoHashByTwoCheckIntervalsIsUnverifiedNotOk) {
+  FakeClock clock;
+  MonitorContext c = MakeContext(1, 1, 2, clock.Now(), 1);
+  c.policy.sdc_check_every_steps = 10;
+  auto m = MakeMonitor(c);
+  auto steps_to = [&](int64_t last) {
+    for (int r : {0, 1}) m->Ingest(Step(r, clock.Now(), last, 1.0), clock.Now());
+  };
+  steps_to(19);
+  EXPECT_EQ(m->HealthJson(clock.Now())["checks"]["sdc"]["status"], "ok");  // the first check may be late
+  steps_to(20);
+  Json sdc = m->HealthJson(clock.Now())["checks"]["sdc"];
+  EXPECT_EQ(sdc["status"], "unverified") << sdc.dump();
+  EXPECT_NE(sdc["reason"].get<std::string>().find("no rank has reported a parameter hash by step 20"),
+            std::string::npos)
+      << sdc.dump();
+  EXPECT_TRUE(m->Evaluate(clock.Now()).empty());  // recorded in health only: nothing to act on
+  // With hashes, the same steps are "ok".
+  FakeClock clock2;
+  auto hashed = MakeMonitor(c);
+  for (int r : {0, 1}) {
+    hashed->Ingest(Hash(r, clock2.Now(), 10, "aa"), clock2.Now());
+    hashed->Ingest(Step(r, clock2.Now(), 20, 1.0), clock2.Now());
+  }
+  EXPECT_EQ(hashed->HealthJson(clock2.Now())["checks"]["sdc"]["status"], "ok");
+}
+
 TEST(SdcTest, ReplicasThatNeverAgreedWithoutAMajorityAreUnverifiedNotSuspected) {
   // A sharded optimizer hashed as if replicated: the two replicas differ at every check. Recovery records
   // it only; health said "sdc_suspected" naming both ranks through a healthy run.
