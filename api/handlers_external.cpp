@@ -35,9 +35,17 @@ Result<SlurmEnvelope> ParseSlurmEnvelope(const Json& body) {
   if (!r.ok()) return InvalidContent("invalid slurm envelope", {{"slurm", "must be an object"}});
   r.OnlyKnown({"ntasks", "job_name", "policy"});
   env.ntasks = r.Int("ntasks", false, 1, 1 << 20);
-  // Slurm takes longer names than a Shepherd job's 128 characters: the job is named by their start (a
-  // refusal left the job unwatched, its ranks' reports all answered 422).
-  env.job_name = Utf8Prefix(r.String("job_name", false, 4096).value_or(""), 128);
+  // Slurm takes names a Shepherd job's name may not have (over 128 characters, control characters such as a
+  // tab): the job is named by their start, each control character a space (a refusal left the job
+  // unwatched, its ranks' reports all answered 422).
+  if (const Json* name = r.Find("job_name"); name && !name->is_string()) {
+    errs.push_back({"slurm.job_name", "must be a string"});
+  } else if (name) {
+    std::string n = Utf8Prefix(name->get_ref<const std::string&>(), 128);
+    for (char& ch : n)
+      if (HasControlCharacter(std::string_view(&ch, 1))) ch = ' ';
+    env.job_name = std::move(n);
+  }
   env.policy = r.Find("policy");
   if (!errs.empty()) return InvalidContent("invalid slurm envelope", std::move(errs));
   return env;

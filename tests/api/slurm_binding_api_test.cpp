@@ -203,6 +203,20 @@ TEST_F(SlurmBindingTest, ALongSlurmJobNameNamesTheJobByItsFirst128Characters) {
             std::string(127, 'x') + "ü");
 }
 
+TEST_F(SlurmBindingTest, ControlCharactersInASlurmJobNameBecomeSpaces) {
+  // `sbatch -J $'tab\there'` is a legal Slurm name; its reports were refused (422) and the job unwatched.
+  Json body = SrunBody(Heartbeats(1, {0}), 1);
+  body["slurm"]["job_name"] = "tab\there\x7f!";
+  ApiReply r = As("submitter", "POST", "/v1/external/slurm/125/reports", body);
+  ASSERT_EQ(r.status, 202) << r.body.dump();
+  EXPECT_EQ(As("viewer", "GET", "/v1/jobs/" + r.body["job"].get<std::string>()).body["spec"]["name"],
+            "tab here !");
+  body["slurm"]["job_name"] = 7;  // still a string or nothing
+  r = As("submitter", "POST", "/v1/external/slurm/126/reports", body);
+  EXPECT_EQ(r.status, 422);
+  EXPECT_EQ(r.body["errors"][0]["field"], "slurm.job_name") << r.body.dump();
+}
+
 TEST_F(SlurmBindingTest, BadEnvelopesAreRefusedNamingTheFieldAndCreateNothing) {
   Json no_size = {{"reports", Heartbeats(1, {0})}};
   ApiReply r = As("submitter", "POST", "/v1/external/slurm/5/reports", no_size);
