@@ -34,7 +34,18 @@ void Controller::SlurmCycleDone(const std::vector<SlurmCommandResult>& results,
   WriteBatch batch;
   slurm_sync_.OnCommandsDone(results, &batch);
   bool ended = false;
-  for (const SlurmWatch::Ended& end : slurm_watch_.Observe(sightings)) {
+  SlurmWatch::Observation seen = slurm_watch_.Observe(sightings);
+  for (const auto& [job, hold] : seen.hold) {
+    // Slurm suspended or is ending the job: its ranks' silence is Slurm's doing (a scancel was recorded as
+    // heartbeat_lost before the second read ended the job). Judged again from when it runs again.
+    auto h = health_.find(job);
+    if (h == health_.end() || h->second->suspended() == hold) continue;
+    if (hold)
+      h->second->Suspend();
+    else
+      h->second->Resume(now);
+  }
+  for (const SlurmWatch::Ended& end : seen.ended) {
     const JobEntry* e = jobs_.Find(end.job);
     if (!e || IsTerminal(e->job.state)) continue;  // cancelled while Slurm was being read
     spdlog::info("job {} {}: {}", end.job, ToString(end.state), end.reason);

@@ -31,13 +31,13 @@ std::vector<WatchedSlurmJob> SlurmWatch::ToRead(const JobBook& jobs) {
   return out;
 }
 
-std::vector<SlurmWatch::Ended> SlurmWatch::Observe(const std::vector<SlurmJobSighting>& sightings) {
+SlurmWatch::Observation SlurmWatch::Observe(const std::vector<SlurmJobSighting>& sightings) {
   std::set<std::string> read;
   for (const SlurmJobSighting& s : sightings) read.insert(s.watched.job);
   std::erase_if(last_, [&](const auto& kv) { return !read.contains(kv.first); });
   std::erase_if(unknown_, [&](const std::string& job) { return !read.contains(job); });
   std::erase_if(forgotten_, [&](const std::string& job) { return !read.contains(job); });
-  std::vector<Ended> out;
+  Observation out;
   for (const SlurmJobSighting& s : sightings) {
     const std::string& job = s.watched.job;
     const std::string& slurm_job = s.watched.external_id;
@@ -45,10 +45,13 @@ std::vector<SlurmWatch::Ended> SlurmWatch::Observe(const std::vector<SlurmJobSig
     if (!s.record.ok()) {
       if (s.record.status().code() != Code::kNotFound) continue;  // Slurm did not answer: no evidence
       if (last != last_.end()) {
-        if (forgotten_.insert(job).second) continue;  // the first read that does not find it
-        out.push_back({job, JobState::kFailed,
-                       "slurm job " + slurm_job + " has ended: Slurm no longer knows it (last seen " +
-                           slurm::ToString(last->second) + "; how it ended was not seen)"});
+        if (forgotten_.insert(job).second) {  // the first read that does not find it
+          out.hold[job] = true;
+          continue;
+        }
+        out.ended.push_back({job, JobState::kFailed,
+                             "slurm job " + slurm_job + " has ended: Slurm no longer knows it (last seen " +
+                                 slurm::ToString(last->second) + "; how it ended was not seen)"});
         last_.erase(last);
         forgotten_.erase(job);
       } else if (unknown_.insert(job).second) {
@@ -62,10 +65,11 @@ std::vector<SlurmWatch::Ended> SlurmWatch::Observe(const std::vector<SlurmJobSig
     forgotten_.erase(job);
     const bool again = last != last_.end() && last->second == r.state;
     last_[job] = r.state;
+    out.hold[job] = r.state == slurm::SlurmJobState::kSuspended || IsEnd(r.state);
     if (!IsEnd(r.state) || !again) continue;
     std::string reason = "slurm job " + slurm_job + " is " + r.state_text;
     if (!r.exit_code.empty()) reason += " (exit code " + r.exit_code + ")";
-    out.push_back({job, ShepherdStateOf(r.state), std::move(reason)});
+    out.ended.push_back({job, ShepherdStateOf(r.state), std::move(reason)});
     last_.erase(job);
   }
   return out;

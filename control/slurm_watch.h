@@ -6,7 +6,10 @@
 // Evidence: a job ends on a terminal Slurm state read twice in a row (a requeue passes through states that
 // are not terminal; twice rules out a reading taken mid-transition), or when Slurm no longer knows a job
 // it showed before (purged after MinJobAge), also twice in a row. A job Slurm never showed is never ended:
-// its external_id may name a job of another cluster or launcher. Owns: per watched job, the state last read.
+// its external_id may name a job of another cluster or launcher. While Slurm shows a job suspended, or an
+// end read once (awaiting the second read), or has lost it once, its ranks' silence is Slurm's doing: the
+// job is held (nothing of it judged) until a read shows it running again.
+// Owns: per watched job, the state last read.
 // Not durable: after a restart the reads begin again. Control thread only.
 #pragma once
 
@@ -42,10 +45,15 @@ class SlurmWatch {
 
   // Every job without a command that has an external id and has not ended, in id order.
   static std::vector<WatchedSlurmJob> ToRead(const JobBook& jobs);
-  // Takes in one cycle's reads, one per job ToRead listed; returns the jobs whose Slurm job has ended.
-  // Jobs without a read this cycle (no longer watched) are forgotten. A job that ended in Shepherd
-  // meanwhile is the caller's to skip.
-  std::vector<Ended> Observe(const std::vector<SlurmJobSighting>& sightings);
+  struct Observation {
+    std::vector<Ended> ended;
+    // Per job read this cycle: true to hold it (suspended, ending, or lost once), false to judge it (it
+    // runs). Jobs Slurm did not answer for are not listed: no evidence either way.
+    std::map<std::string, bool> hold;
+  };
+  // Takes in one cycle's reads, one per job ToRead listed. Jobs without a read this cycle (no longer
+  // watched) are forgotten. A job that ended in Shepherd meanwhile is the caller's to skip.
+  Observation Observe(const std::vector<SlurmJobSighting>& sightings);
 
  private:
   std::map<std::string, slurm::SlurmJobState> last_;  // job → state last read

@@ -483,6 +483,47 @@ TEST_F(SlurmWatchTest, RunningRequeuedOrUnclearReadsEndNothing) {
   EXPECT_EQ(Job(other)["state"], "running");
 }
 
+// scontrol suspend, or a scancel read once (the job ends at the second read, up to two reconcile intervals
+// later): the ranks' silence was recorded as heartbeat_lost on healthy nodes. Held while Slurm shows the job
+// suspended or ending; judged again once it runs, its silence counted from then.
+TEST_F(SlurmWatchTest, ASuspendedOrEndingJobIsNotJudgedUntilItRunsAgain) {
+  const Json policy = {{"heartbeat_timeout_s", 5}, {"startup_grace_s", 5}};
+  auto report = [&](const std::string& ext) {
+    ApiReply r = As("submitter", "POST", "/v1/external/slurm/" + ext + "/reports",
+                    SrunBody(Heartbeats(1, {0, 1}), 2, policy));
+    EXPECT_EQ(r.status, 202) << r.body.dump();
+    return r.body.value("job", "");
+  };
+  auto silence = [&](int seconds) {
+    for (int i = 0; i < seconds; ++i) {
+      api_.clock_.AdvanceSeconds(1);
+      api_.Tick();
+    }
+  };
+  auto findings = [&](const std::string& id) {
+    return As("viewer", "GET", "/v1/jobs/" + id + "/failures").body["failures"].size();
+  };
+  const std::string id = report("950");
+  Read(id, "950", std::string("RUNNING"));
+  Read(id, "950", std::string("SUSPENDED"));
+  silence(60);
+  EXPECT_EQ(findings(id), 0u);
+  EXPECT_EQ(As("viewer", "GET", "/v1/jobs/" + id + "/health").body["status"], "suspended");
+  Read(id, "950", std::string("RUNNING"));
+  silence(4);
+  EXPECT_EQ(findings(id), 0u);  // silent 4 s since it runs again: within the 5 s timeout
+  silence(4);
+  EXPECT_EQ(findings(id), 1u);  // still silent: lost
+
+  const std::string cancelled = report("951");
+  Read(cancelled, "951", std::string("RUNNING"));
+  Read(cancelled, "951", std::string("CANCELLED"), "0:15");  // scancel: its ranks stop
+  silence(20);
+  Read(cancelled, "951", std::string("CANCELLED"), "0:15");
+  EXPECT_EQ(Job(cancelled)["state"], "cancelled");
+  EXPECT_EQ(findings(cancelled), 0u);
+}
+
 TEST_F(SlurmWatchTest, SlurmsEndGivesTheJobsEndState) {
   struct Case {
     const char* slurm;
