@@ -275,9 +275,12 @@ void Controller::OnStepEnded(const SlurmLaunchEvent& ev, Time now, WriteBatch* b
   if (const StepCancel c = ev.log.cancel;
       c == StepCancel::kTimeLimit || c == StepCancel::kPreemption || c == StepCancel::kJobRequeue) {
     // Slurm is ending the allocation (its time limit, a preemption): no rank or node is at fault, and no
-    // restart can run in it. Nothing is judged until the worker sees the allocation end, which ends the job.
+    // restart can run in it. Nothing is judged until the worker sees the allocation end, which ends the
+    // job; should it not end within kAllocationEndWait (the notice came from a rank's own output, which
+    // shares the step's log), the ranks' silence is judged from then as any other.
+    constexpr double kAllocationEndWait = 300;  // Slurm's KillWait (30 s by default) and a few reads
     const SlurmAllocationRecord* a = slurm_jobs_.Find(ev.job);
-    HealthOf(ev.job).Suspend();
+    HealthOf(ev.job).Suspend(now + Seconds(kAllocationEndWait));
     jobs_.SetState(ev.job, e->job.state,
                    std::string("Slurm cancelled the step of attempt ") + std::to_string(ev.attempt) + " (" +
                        slurm::ToString(c) + "): the job ends with allocation " + (a ? a->id : ""),

@@ -117,6 +117,7 @@ JobHealth::IngestOutcome JobHealth::Ingest(const ReportBatch& batch, Time now) {
 
 JobHealth::Evaluation JobHealth::Evaluate(Time now, Time listening_since) {
   Evaluation out;
+  if (suspended_ && suspended_until_ && now >= *suspended_until_) Resume(*suspended_until_);
   if (!watching() || suspended_) return out;
   out.findings = monitor_->Evaluate(now, std::max(listening_since, resumed_at_));
   const int attempt = monitor_->context().attempt;

@@ -81,9 +81,15 @@ class JobHealth {
   // Nothing is judged while the job is suspended as a whole (a Slurm allocation suspended); once it runs
   // again, silence counts from then (`listening_since` is raised to the resume).
   Evaluation Evaluate(Time now, Time listening_since = Time{});
-  void Suspend() { suspended_ = true; }
+  // `until`: the suspension ends by itself then, as a Resume(until) would (a hold on evidence that should
+  // be confirmed by then); none: until Resume.
+  void Suspend(std::optional<Time> until = std::nullopt) {
+    suspended_ = true;
+    suspended_until_ = until;
+  }
   void Resume(Time now) {
     suspended_ = false;
+    suspended_until_.reset();
     resumed_at_ = now;
   }
   bool suspended() const { return suspended_; }
@@ -145,6 +151,7 @@ class JobHealth {
   int64_t replay_step_ = -1;    // the mismatch a replay recomputes (OnReplayStarted)
   bool hashes_agreed_ = false;  // a kHashAgreed evidence was seen
   bool suspended_ = false;
+  std::optional<Time> suspended_until_;
   Time resumed_at_{};
 };
 

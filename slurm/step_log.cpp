@@ -52,24 +52,29 @@ std::optional<int> SignalOf(std::string_view how) {
   return std::nullopt;
 }
 
-// "*** STEP 7.0 ON n1 CANCELLED AT <time> DUE TO TIME LIMIT ***" (after "slurmstepd: error: " or "srun:
-// error: "; a rank's own output is labelled or otherwise prefixed, and is not Slurm's word).
+// "*** STEP 7.0 ON n1 CANCELLED AT <time> DUE TO TIME LIMIT ***", after srun's "srun: error: " or
+// slurmstepd's "slurmstepd: error: " ("slurmstepd-<node>: error: " where several slurmd share a host),
+// which srun relays through a task's stream: with --label it carries the task's label ("0: ").
 StepCancel CancelNotice(std::string_view line) {
-  for (std::string_view prefix : {"slurmstepd: error: *** ", "srun: error: *** "}) {
-    if (line.rfind(prefix, 0) != 0) continue;
-    line.remove_prefix(prefix.size());
-    if (line.rfind("STEP ", 0) != 0 || line.find(" CANCELLED AT ") == std::string_view::npos)
-      return StepCancel::kNone;
-    static const std::pair<std::string_view, StepCancel> kCauses[] = {
-        {" DUE TO TIME LIMIT ***", StepCancel::kTimeLimit},
-        {" DUE TO PREEMPTION ***", StepCancel::kPreemption},
-        {" DUE TO JOB REQUEUE ***", StepCancel::kJobRequeue},
-        {" DUE TO NODE FAILURE", StepCancel::kNodeFailure}};
-    for (const auto& [text, cause] : kCauses)
-      if (line.find(text) != std::string_view::npos) return cause;
-    return StepCancel::kOther;
-  }
-  return StepCancel::kNone;
+  constexpr std::string_view kNotice = ": error: *** STEP ";
+  if (std::size_t c = line.find(": ");
+      c != std::string_view::npos && c > 0 &&
+      line.substr(0, c).find_first_not_of("0123456789") == std::string_view::npos)
+    line.remove_prefix(c + 2);  // the task label
+  const std::size_t at = line.find(kNotice);
+  if (at == std::string_view::npos) return StepCancel::kNone;
+  const std::string_view who = line.substr(0, at);
+  if (who != "srun" && who != "slurmstepd" && who.rfind("slurmstepd-", 0) != 0) return StepCancel::kNone;
+  line.remove_prefix(at + kNotice.size());
+  if (line.find(" CANCELLED AT ") == std::string_view::npos) return StepCancel::kNone;
+  static const std::pair<std::string_view, StepCancel> kCauses[] = {
+      {" DUE TO TIME LIMIT ***", StepCancel::kTimeLimit},
+      {" DUE TO PREEMPTION ***", StepCancel::kPreemption},
+      {" DUE TO JOB REQUEUE ***", StepCancel::kJobRequeue},
+      {" DUE TO NODE FAILURE", StepCancel::kNodeFailure}};
+  for (const auto& [text, cause] : kCauses)
+    if (line.find(text) != std::string_view::npos) return cause;
+  return StepCancel::kOther;
 }
 
 }  // namespace

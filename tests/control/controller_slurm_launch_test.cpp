@@ -381,6 +381,32 @@ TEST_F(SlurmLaunchTest, AStepSlurmCancelledAtTheTimeLimitRestartsNothingAndTheJo
   EXPECT_EQ(Job(id).job.reason, "Slurm allocation 41: ended TIMEOUT (TimeLimit)");
 }
 
+TEST_F(SlurmLaunchTest, ATimeLimitNoticeWhoseAllocationDoesNotEndIsJudgedAfterTheWait) {
+  // The notice shares the step's log with the ranks' own output: should the allocation run on, the hold
+  // ends after 300 s and the silent ranks are judged as any others.
+  std::vector<std::string> nodes;
+  std::string id = Running(&nodes);
+  SlurmLaunchEvent ended{.kind = Kind::kStepEnded, .job = id, .attempt = 1};
+  ended.exit.exit_code = 143;
+  ended.log = slurm::ParseStepLog("0: slurmstepd: error: *** STEP 41.0 ON " + nodes[0] +
+                                  " CANCELLED AT 2026-11-26T15:02:11 DUE TO TIME LIMIT ***\n");
+  Send(ended);
+  for (int s = 0; s < 299; ++s) {
+    clock_.AdvanceSeconds(1);
+    controller_->Tick();
+    Drain();
+  }
+  EXPECT_EQ(controller_->GetFailures({.job = id})->size(), 0u);
+  for (int s = 0; s < 30; ++s) {
+    clock_.AdvanceSeconds(1);
+    controller_->Tick();
+    Drain();
+  }
+  auto f = controller_->GetFailures({.job = id});
+  ASSERT_FALSE(f->empty());
+  EXPECT_EQ(f->front().kind, FindingKind::kHeartbeatLost);
+}
+
 TEST_F(SlurmLaunchTest, AStepWhoseRanksAllFinishedSucceedsWhateverSrunsExitSays) {
   // After a daemon restart the step's srun was the earlier daemon's child: its exit is unknown. Every rank
   // had reported `finished`, and the job was restarted from its checkpoint all the same.

@@ -59,7 +59,7 @@ TEST(StepLog, OtherLinesAndMalformedOnesAreIgnored) {
 }
 
 // slurmstepd's notice (Slurm 22.05's wording; srun prints its own for a step's time limit), as srun relays it
-// unlabelled beside the tasks' ends.
+// beside the tasks' ends.
 TEST(StepLog, SlurmsCancellationNoticeNamesItsCause) {
   StepLog log = ParseStepLog(
       "0: step 41\n"
@@ -87,10 +87,18 @@ TEST(StepLog, SlurmsCancellationNoticeNamesItsCause) {
   // scancel of the step: no cause
   EXPECT_EQ(cause("slurmstepd: error: *** STEP 9.0 ON n1 CANCELLED AT 2026-11-26T15:02:11 ***"),
             StepCancel::kOther);
-  // a rank's own output (labelled, or printed by the rank) is not Slurm's word
+  // As srun relayed it on a real cluster with several slurmd per host (Slurm 22.05.8, --label): task 0's
+  // label and the node in slurmstepd's name.
   EXPECT_EQ(
-      cause(
-          "0: slurmstepd: error: *** STEP 9.0 ON n1 CANCELLED AT 2026-11-26T15:02:11 DUE TO TIME LIMIT ***"),
+      cause("0: slurmstepd-dgx-a2: error: *** STEP 27.0 ON dgx-a2 CANCELLED AT 2026-11-26T15:00:17 DUE TO "
+            "TIME LIMIT ***"),
+      StepCancel::kTimeLimit);
+  EXPECT_EQ(
+      cause("0: slurmstepd-dgx-b1: error: *** STEP 29.0 ON dgx-b1 CANCELLED AT 2026-11-26T15:05:59 ***"),
+      StepCancel::kOther);
+  // Not the notice: another sender, or the words alone.
+  EXPECT_EQ(
+      cause("0: python: error: *** STEP 9.0 ON n1 CANCELLED AT 2026-11-26T15:02:11 DUE TO TIME LIMIT ***"),
       StepCancel::kNone);
   EXPECT_EQ(cause("DUE TO TIME LIMIT"), StepCancel::kNone);
   EXPECT_EQ(
