@@ -35,6 +35,19 @@ class JobBookTest : public ::testing::Test {
   WriteBatch batch_;
 };
 
+// "auto" may choose full recompute where the spec names none (scheduler/auto_plan.cpp): the job is recorded
+// with the recompute its plan assumed, so that it runs, and is re-planned, with it.
+TEST_F(JobBookTest, AJobIsRecordedWithTheRecomputeItsPlanAssumed) {
+  JobSpec spec = MakeSpec(16, 8);
+  auto est = jobs_.PlanFor(spec);
+  ASSERT_TRUE(est.ok());
+  EXPECT_EQ(est->activation_recompute, Recompute::kSelective);  // the spec's default
+  est->activation_recompute = Recompute::kFull;                 // as auto answers when it chose it
+  auto id = jobs_.Submit(spec, *est, kNow, &batch_);
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(jobs_.Find(*id)->job.spec.training.activation_recompute, Recompute::kFull);
+}
+
 TEST_F(JobBookTest, ScheduleStartsInOrderAndQueuesAttemptEvents) {
   std::string a = Submit(16), b = Submit(8);
   EXPECT_EQ(jobs_.Find(a)->job.state, JobState::kQueued);
