@@ -70,6 +70,21 @@ class SlurmLaunchTest : public ::testing::Test {
     return std::nullopt;
   }
   JobView Job(const std::string& id) { return *controller_->GetJob(id); }
+  // `seconds` of ticks, one a second.
+  void Wait(int seconds) {
+    for (int s = 0; s < seconds; ++s) {
+      clock_.AdvanceSeconds(1);
+      controller_->Tick();
+      Drain();
+    }
+  }
+  // Attempt 1's step ended with srun exit 143 and `srun_output` in its log.
+  static SlurmLaunchEvent StepEnded(const std::string& job, const std::string& srun_output) {
+    SlurmLaunchEvent ended{.kind = Kind::kStepEnded, .job = job, .attempt = 1};
+    ended.exit.exit_code = 143;
+    ended.log = slurm::ParseStepLog(srun_output);
+    return ended;
+  }
   std::set<std::string> Nodes(const std::string& id) {
     std::set<std::string> out;
     JobView j = Job(id);
@@ -188,16 +203,9 @@ TEST_F(SlurmLaunchTest, ASuspendedAllocationIsNotJudgedAndSilenceCountsFromItsRe
   std::vector<std::string> nodes;
   std::string id = Running(&nodes);
   auto findings = [&] { return controller_->GetFailures({.job = id})->size(); };
-  auto wait = [&](int seconds) {
-    for (int s = 0; s < seconds; ++s) {
-      clock_.AdvanceSeconds(1);
-      controller_->Tick();
-      Drain();
-    }
-  };
   Send({.kind = Kind::kSuspended, .job = id, .allocation = "41"});
   EXPECT_EQ(Job(id).job.reason, "Slurm allocation 41 is suspended");
-  wait(300);  // past the startup grace and any heartbeat timeout
+  Wait(300);  // past the startup grace and any heartbeat timeout
   EXPECT_EQ(findings(), 0u);
   Result<Json> health = controller_->GetHealth(id);
   ASSERT_TRUE(health.ok());
@@ -205,9 +213,9 @@ TEST_F(SlurmLaunchTest, ASuspendedAllocationIsNotJudgedAndSilenceCountsFromItsRe
   EXPECT_EQ((*health)["checks"]["heartbeat"]["lost_ranks"], Json::array()) << health->dump();
   EXPECT_EQ(Job(id).job.attempt, 1);
   Send({.kind = Kind::kResumed, .job = id, .allocation = "41"});
-  wait(5);
+  Wait(5);
   EXPECT_EQ(findings(), 0u);  // silent 5 s since the resume: within the 10 s timeout
-  wait(10);                   // still silent 15 s after it: lost
+  Wait(10);                   // still silent 15 s after it: lost
   auto f = controller_->GetFailures({.job = id});
   ASSERT_EQ(f->size(), 1u);
   EXPECT_EQ(f->front().kind, FindingKind::kHeartbeatLost);
@@ -353,23 +361,16 @@ TEST_F(SlurmLaunchTest, AStepSlurmCancelledAtTheTimeLimitRestartsNothingAndTheJo
   // inside an allocation that was ending (the restart failed with it).
   std::vector<std::string> nodes;
   std::string id = Running(&nodes);
-  SlurmLaunchEvent ended{.kind = Kind::kStepEnded, .job = id, .attempt = 1};
-  ended.exit.exit_code = 143;
-  ended.log = slurm::ParseStepLog("slurmstepd: error: *** STEP 41.0 ON " + nodes[0] +
-                                  " CANCELLED AT 2026-11-26T15:02:11 DUE TO TIME LIMIT ***\n"
-                                  "srun: error: " +
-                                  nodes[0] +
-                                  ": tasks 0-7: Terminated\n"
-                                  "srun: error: " +
-                                  nodes[1] + ": tasks 8-15: Terminated\n");
-  Send(ended);
+  Send(StepEnded(id, "0: slurmstepd: error: *** STEP 41.0 ON " + nodes[0] +
+                         " CANCELLED AT 2026-11-26T15:02:11 DUE TO TIME LIMIT ***\n"
+                         "srun: error: " +
+                         nodes[0] +
+                         ": tasks 0-7: Terminated\n"
+                         "srun: error: " +
+                         nodes[1] + ": tasks 8-15: Terminated\n"));
   EXPECT_EQ(Job(id).job.reason,
             "Slurm cancelled the step of attempt 1 (time limit): the job ends with allocation 41");
-  for (int s = 0; s < 300; ++s) {  // Slurm's KillWait and the worker's next look at the allocation
-    clock_.AdvanceSeconds(1);
-    controller_->Tick();
-    Drain();
-  }
+  Wait(120);  // Slurm's KillWait and the worker's next look at the allocation
   EXPECT_EQ(controller_->GetFailures({.job = id})->size(), 0u);  // no process exit, no silence judged
   EXPECT_EQ(Job(id).job.attempt, 1);
   for (const std::string& n : nodes) EXPECT_NE(controller_->GetNode(n)->state, NodeState::kCordoned) << n;
@@ -386,22 +387,11 @@ TEST_F(SlurmLaunchTest, ATimeLimitNoticeWhoseAllocationDoesNotEndIsJudgedAfterTh
   // ends after 300 s and the silent ranks are judged as any others.
   std::vector<std::string> nodes;
   std::string id = Running(&nodes);
-  SlurmLaunchEvent ended{.kind = Kind::kStepEnded, .job = id, .attempt = 1};
-  ended.exit.exit_code = 143;
-  ended.log = slurm::ParseStepLog("0: slurmstepd: error: *** STEP 41.0 ON " + nodes[0] +
-                                  " CANCELLED AT 2026-11-26T15:02:11 DUE TO TIME LIMIT ***\n");
-  Send(ended);
-  for (int s = 0; s < 299; ++s) {
-    clock_.AdvanceSeconds(1);
-    controller_->Tick();
-    Drain();
-  }
+  Send(StepEnded(id, "0: slurmstepd: error: *** STEP 41.0 ON " + nodes[0] +
+                         " CANCELLED AT 2026-11-26T15:02:11 DUE TO TIME LIMIT ***\n"));
+  Wait(299);
   EXPECT_EQ(controller_->GetFailures({.job = id})->size(), 0u);
-  for (int s = 0; s < 30; ++s) {
-    clock_.AdvanceSeconds(1);
-    controller_->Tick();
-    Drain();
-  }
+  Wait(30);
   auto f = controller_->GetFailures({.job = id});
   ASSERT_FALSE(f->empty());
   EXPECT_EQ(f->front().kind, FindingKind::kHeartbeatLost);
@@ -438,13 +428,10 @@ TEST_F(SlurmLaunchTest, AStepAnOperatorCancelledIsAProcessExitAsBefore) {
   // judged.
   std::vector<std::string> nodes;
   std::string id = Running(&nodes);
-  SlurmLaunchEvent ended{.kind = Kind::kStepEnded, .job = id, .attempt = 1};
-  ended.exit.exit_code = 143;
-  ended.log = slurm::ParseStepLog("slurmstepd: error: *** STEP 41.0 ON " + nodes[0] +
-                                  " CANCELLED AT 2026-11-26T15:02:11 ***\n"
-                                  "srun: error: " +
-                                  nodes[0] + ": tasks 0-7: Terminated\n");
-  Send(ended);
+  Send(StepEnded(id, "0: slurmstepd: error: *** STEP 41.0 ON " + nodes[0] +
+                         " CANCELLED AT 2026-11-26T15:02:11 ***\n"
+                         "srun: error: " +
+                         nodes[0] + ": tasks 0-7: Terminated\n"));
   auto f = controller_->GetFailures({.job = id});
   ASSERT_FALSE(f->empty());
   EXPECT_EQ(f->front().kind, FindingKind::kProcessExit);
