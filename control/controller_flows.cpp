@@ -54,7 +54,8 @@ void Controller::RecordFinding(Finding f, Time now, WriteBatch* batch) {
     if (f.kind == FindingKind::kHeartbeatLost && !e->job.spec.command.empty())
       for (const std::string& n : f.nodes)
         if (agents_.VouchesFor(n, f.job, f.attempt)) vouched.insert(n);
-    recovery_.OnFinding(f, health, earlier, now, batch, reported, std::move(vouched));
+    const bool daemon_was_late = ToSeconds(now - lateness_.listening_since()) <= 2 * options_.agent_lease_s;
+    recovery_.OnFinding(f, health, earlier, now, batch, reported, std::move(vouched), daemon_was_late);
     Settle(now,
            batch);  // a restart replaced the monitor and the agents' assignments before anything else runs
   }

@@ -9,7 +9,7 @@ namespace shepherd {
 
 void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now,
                                  WriteBatch* batch, const std::vector<std::string>& reported_nodes,
-                                 std::set<std::string> vouched) {
+                                 std::set<std::string> vouched, bool daemon_was_late) {
   const JobEntry* e = jobs_->Find(f.job);
   if (!e || !IsActive(e->job.state) || !e->attempt || f.attempt != e->attempt->number) return;
   const bool external = e->job.spec.command.empty();
@@ -32,7 +32,8 @@ void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const 
                    .pending_replay_nodes = health.pending_replay_nodes(),
                    .earlier_findings = earlier,
                    .vouched_nodes = std::move(vouched),
-                   .hashes_ever_agreed = health.HashesEverAgreed()};
+                   .hashes_ever_agreed = health.HashesEverAgreed(),
+                   .daemon_was_late = daemon_was_late};
   RecoveryDecision d = DecideRecovery(in);
   if (external) return Remediate(f, e->job, d, earlier, now, batch);
   if ((d.action == RecoveryDecision::kRestart || d.action == RecoveryDecision::kQueue) &&

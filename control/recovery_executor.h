@@ -50,8 +50,10 @@ class RecoveryExecutor {
   // in Shepherd's inventory, run the hook, or requeue the launcher's job); the blamed nodes are those the
   // ranks reported (`reported_nodes`, by rank; empty strings where unknown).
   // `vouched`: nodes whose agent lists the attempt's rank processes running (RecoveryInput::vouched_nodes).
+  // `daemon_was_late`: RecoveryInput::daemon_was_late.
   void OnFinding(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now, WriteBatch* batch,
-                 const std::vector<std::string>& reported_nodes = {}, std::set<std::string> vouched = {});
+                 const std::vector<std::string>& reported_nodes = {}, std::set<std::string> vouched = {},
+                 bool daemon_was_late = false);
 
   // POST /v1/jobs/{id}/restart. Returns the decision executed (kRestart or kQueue).
   Result<RecoveryDecision> ForceRestart(const std::string& job, JobHealth& health, const std::string& from,

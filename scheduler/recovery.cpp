@@ -177,7 +177,7 @@ Verdict Judge(const RecoveryInput& in) {
   } else if (f.fenced) {
     v.why =
         "ranks stopped by their agent's fence (the daemon's lease ran out): the daemon or the network "
-        "was late; restart on the same nodes without blame (not counted against max_restarts)";
+        "was late; restart on the same nodes without blame";
   } else if (IsRankFault(f)) {
     std::set<std::string> nodes = Implicated(f, in.placement, false);
     const bool vouched = k == FindingKind::kHeartbeatLost && !nodes.empty() &&
@@ -294,7 +294,8 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   d.actions.push_back("stop attempt " + std::to_string(job.attempt));
 
   const Policy& policy = job.spec.policy;
-  d.spends_budget = !f.fenced;
+  d.spends_budget = !(f.fenced && in.daemon_was_late);
+  if (!d.spends_budget) d.actions.push_back("spend no restart budget: the daemon itself was late");
   if (d.spends_budget && job.restarts >= policy.max_restarts) {
     d.action = RecoveryDecision::kFail;
     d.reason = "restart budget exhausted (" + std::to_string(job.restarts) + " of " +

@@ -86,7 +86,8 @@ struct RecoveryDecision {
   // replay: the step whose check mismatched; only a check that agrees at or after it clears the nodes.
   std::optional<int64_t> replay_step;
   // Whether the restart counts against policy.max_restarts (and the backoff): not when the ranks were
-  // fenced (the daemon or the network was late: its slowness is never the job's).
+  // fenced while the daemon was late (its slowness is never the job's). A fence without the daemon's
+  // lateness (the network path of one agent) still spends it, which bounds a loop on a flaky link.
   bool spends_budget = true;
 };
 
@@ -113,6 +114,9 @@ struct RecoveryInput {
   // When none ever has, a mismatch without a majority says the hashed state is not replicated (buffers,
   // nondeterministic kernels), not that a node corrupts it.
   bool hashes_ever_agreed = true;
+  // The daemon itself was late (health/lateness.h) within the last two leases: ranks fenced now were
+  // stopped by its slowness, not by their node's network.
+  bool daemon_was_late = false;
 };
 
 RecoveryDecision DecideRecovery(const RecoveryInput& in);

@@ -283,9 +283,11 @@ TEST_F(RecoveryTest, ExitsOfAnAgentsFenceBlameNothingAndAreNoRecurrence) {
 }
 
 // The daemon's stalls fenced the ranks: each restart was charged to max_restarts (and its backoff), and a
-// healthy job failed after enough daemon stalls. A fenced restart spends nothing, even with the budget gone.
-TEST_F(RecoveryTest, AFencedRestartSpendsNoRestartBudget) {
+// healthy job failed after enough daemon stalls. A fenced restart while the daemon was late spends nothing,
+// even with the budget gone; a fence without the daemon's lateness (one agent's network) still does.
+TEST_F(RecoveryTest, AFencedRestartWhileTheDaemonWasLateSpendsNoRestartBudget) {
   Build();
+  daemon_late_ = true;
   job_.restarts = job_.spec.policy.max_restarts;  // every restart spent
   consecutive_ = 5;                               // in a row, the last just now: a backoff is due
   last_restart_ = kT0;
@@ -305,6 +307,11 @@ TEST_F(RecoveryTest, AFencedRestartSpendsNoRestartBudget) {
   d = Decide(crash);
   ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
   EXPECT_GT(d.not_before, kT0) << Dump(d);  // and waits out its backoff
+  daemon_late_ = false;                     // the daemon was listening: the agent's own path failed
+  d = Decide(fenced);
+  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
+  EXPECT_TRUE(d.spends_budget);
+  EXPECT_TRUE(d.node_actions.empty());  // still no blame
 }
 
 // Replicas that have never agreed at any check hash state that is not replicated (BatchNorm buffers in a

@@ -141,7 +141,8 @@ class RecoveryTest : public ::testing::Test {
                            .pending_replay_nodes = replay_nodes_,
                            .earlier_findings = earlier,
                            .vouched_nodes = vouched_,
-                           .hashes_ever_agreed = hashes_agreed_});
+                           .hashes_ever_agreed = hashes_agreed_,
+                           .daemon_was_late = daemon_late_});
   }
 
   Job job_;
@@ -152,8 +153,9 @@ class RecoveryTest : public ::testing::Test {
   std::optional<Checkpoint> latest_ = Ckpt(50, CheckpointStatus::kComplete);
   std::optional<Time> last_restart_;
   std::set<std::string> vouched_;  // nodes whose agent lists the attempt's processes running
-  bool hashes_agreed_ = true;       // some hash check of the job agreed
+  bool hashes_agreed_ = true;      // some hash check of the job agreed
   int consecutive_ = 0;
+  bool daemon_late_ = false;  // health/lateness.h: the daemon stalled within the last two leases
 };
 
 }  // namespace shepherd::testing
