@@ -17,12 +17,12 @@ What is seen, and how (docs/integration.md has the user's view):
   each bucket is a collective until its future completes.
 - Steps: the first optimizer that steps defines steps (a post-step wrapper on the instance; PyTorch 1.13 has
   no global step hooks). Step numbers continue from SHEPHERD_RESUME_STEP. The loss is the last scalar a
-  backward() was called on (AMP's `scaler.scale(loss).backward()`: the loss before scaling), the grad norm the last value clip_grad_norm_ returned during the step, the
-  learning rate the largest "lr" of the optimizer's parameter groups (read after its step, before a
-  scheduler's). An iteration that does not step (AMP or the script skipping a non-finite step) is seen at
-  the next zero_grad(): two in a row whose loss is non-finite report that loss for the step in progress,
-  once (one skipped overflow is normal AMP training; a loss that stays NaN while every step is skipped is a
-  fault the daemon would otherwise never see).
+  backward() was called on (AMP's `scaler.scale(loss).backward()`: the loss before scaling), the grad norm
+  the last value clip_grad_norm_ returned during the step, the learning rate the largest "lr" of the
+  optimizer's parameter groups (read after its step, before a scheduler's). An iteration that does not step
+  (AMP or the script skipping a non-finite step) is seen at the next zero_grad(): two in a row whose loss is
+  non-finite report that loss for the step in progress, once (one skipped overflow is normal AMP training;
+  a loss that stays NaN while every step is skipped is a fault the daemon would otherwise never see).
 - Parameter hashes: every SHEPHERD_SDC_EVERY steps, of the modules wrapped in DDP (replicated), or of the
   optimizer's parameters when the job is purely data parallel and there is no DDP module.
 - Checkpoints: torch.save to a path (or a file object with a name) under SHEPHERD_CHECKPOINT_DIR. A save to
@@ -456,7 +456,7 @@ class Instrumentation:
             def scale(self: Any, outputs: Any, _orig: Callable[..., Any] = orig_scale) -> Any:
                 out = _orig(self, outputs)
                 if out is not outputs and isinstance(outputs, torch.Tensor) and outputs.numel() == 1:
-                    inst._safe("grad scaler", lambda: setattr(inst, "scaled", (weakref.ref(out), outputs.detach())))
+                    inst.scaled = (weakref.ref(out), outputs.detach())
                 return out
 
             cls.scale = scale
