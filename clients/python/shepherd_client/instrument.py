@@ -38,7 +38,6 @@ What is seen, and how (docs/integration.md has the user's view):
 import functools
 import math
 import types
-import weakref
 import inspect
 import logging
 import os
@@ -49,6 +48,7 @@ from typing import Any, Callable, Dict, List, Optional
 from . import faults
 from .client import ShepherdClient
 from .groups import group_name, parse_layout
+from .scaled_loss import ScaledLosses
 
 log = logging.getLogger("shepherd_client")
 
@@ -138,7 +138,7 @@ class Instrumentation:
         self.step_start = time.monotonic()
         self.loss: Any = None
         self.grad_norm: Any = None
-        self.scaled: Any = None  # (weakref to a GradScaler's output, the scalar loss it scaled)
+        self.scaled = ScaledLosses()
         self.nonfinite_skips = 0  # iterations in a row that did not step, with a non-finite loss
         self.nonfinite_reported = 0  # the step a skipped non-finite loss was last reported for
         self.optimizer_id: Optional[int] = None
@@ -424,8 +424,7 @@ class Instrumentation:
         @functools.wraps(orig_backward)
         def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
             if self.numel() == 1:
-                scaled, inst.scaled = inst.scaled, None
-                inst.loss = scaled[1] if scaled is not None and scaled[0]() is self else self.detach()
+                inst.loss = inst.scaled.unscaled(self)
             return orig_backward(self, *args, **kwargs)
 
         torch.Tensor.backward = backward
@@ -440,26 +439,6 @@ class Instrumentation:
 
         clip_mod.clip_grad_norm_ = clip
         torch.nn.utils.clip_grad_norm_ = clip
-
-    def patch_grad_scalers(self) -> None:
-        """AMP's loss scale grows by 2x every growth_interval steps: the scaled loss would look like a
-        divergence. GradScaler.scale of a scalar remembers the loss it scaled for the backward() on its
-        output. torch.amp.GradScaler (torch >= 2.3, the CUDA one derives from it) or torch.cuda.amp's."""
-        torch = self.torch
-        inst = self
-        classes = [getattr(getattr(torch, "amp", None), "GradScaler", None),
-                   getattr(getattr(torch.cuda, "amp", None), "GradScaler", None)]
-        for cls in {c for c in classes if c is not None and "scale" in vars(c)}:
-            orig_scale = cls.scale
-
-            @functools.wraps(orig_scale)
-            def scale(self: Any, outputs: Any, _orig: Callable[..., Any] = orig_scale) -> Any:
-                out = _orig(self, outputs)
-                if out is not outputs and isinstance(outputs, torch.Tensor) and outputs.numel() == 1:
-                    inst.scaled = (weakref.ref(out), outputs.detach())
-                return out
-
-            cls.scale = scale
 
     # --- checkpoints --------------------------------------------------------------------------------
 
@@ -563,7 +542,7 @@ class Instrumentation:
         self.patch_train_eval()
         self.patch_optimizer()
         self.patch_backward_and_clip()
-        self.patch_grad_scalers()
+        self.scaled.patch(self.torch)
         self.patch_save_load()
         self.client.set_step(self.step + 1)
 
