@@ -1,0 +1,100 @@
+// Planner refusals: every invalid layout or request is a 422 naming each field it breaks.
+#include <gtest/gtest.h>
+
+#include "scheduler/planner.h"
+#include "tests/scheduler/planner_test_util.h"
+
+namespace shepherd {
+namespace {
+
+using namespace shepherd::testing;
+
+// A100 has no FP8 tensor cores: "fp8" there was planned at the bf16 peak with FP8's memory.
+TEST(EvaluatePlan, Fp8NeedsAGpuWithFp8) {
+  JobSpec s = Model(7e9, 32, 4096, 32, 4096, 32000, 8, 64);
+  s.training.precision = Precision::kFp8;
+  s.resources.gpu = "A100-80GB";
+  auto e = EvaluatePlan(s, Layout(1, 1, 8, 1), HardwareForResources(s.resources));
+  ASSERT_FALSE(e.ok());
+  ASSERT_EQ(e.status().fields().size(), 1u);
+  EXPECT_EQ(e.status().fields()[0].field, "training.precision");
+  EXPECT_NE(e.status().fields()[0].message.find("A100-80GB"), std::string::npos);
+  s.parallelism.automatic = true;
+  auto a = PlanJob(s, HardwareForResources(s.resources));
+  ASSERT_FALSE(a.ok());
+  EXPECT_TRUE(HasField(a.status(), "training.precision"));
+  s.resources.gpu = "H100-80GB";
+  EXPECT_TRUE(PlanJob(s, HardwareForResources(s.resources)).ok());
+  s.resources.gpu = "A100-80GB";
+  s.training.precision = Precision::kBf16;
+  EXPECT_TRUE(PlanJob(s, HardwareForResources(s.resources)).ok());
+}
+
+TEST(EvaluatePlan, InvalidPlansNameTheirFields) {
+  JobSpec s = Model(70e9, 80, 8192, 64, 4096, 128256, 256, 1024);
+  auto tp = EvaluatePlan(s, Layout(3, 1, 1, 0), Hardware{});
+  ASSERT_FALSE(tp.ok());
+  EXPECT_EQ(tp.status().code(), Code::kInvalidContent);
+  EXPECT_TRUE(HasField(tp.status(), "parallelism.tp"));  // 3 does not divide 64 heads
+  EXPECT_TRUE(HasField(tp.status(), "parallelism.dp"));  // 3 ≠ 256 GPUs
+
+  auto wide = EvaluatePlan(s, Layout(16, 1, 16, 0), Hardware{});  // divides heads, exceeds NVLink
+  ASSERT_FALSE(wide.ok());
+  ASSERT_EQ(wide.status().fields().size(), 1u);
+  EXPECT_EQ(wide.status().fields()[0].field, "parallelism.tp");
+  EXPECT_NE(wide.status().fields()[0].message.find("NVLink"), std::string::npos);
+
+  JobSpec s81 = s;
+  s81.resources.gpus = 81;
+  auto pp = EvaluatePlan(s81, Layout(1, 81, 1, 0), Hardware{});  // 81 stages for 80 layers
+  ASSERT_FALSE(pp.ok());
+  EXPECT_TRUE(HasField(pp.status(), "parallelism.pp"));
+  JobSpec s24 = s;
+  s24.resources.gpus = 192;
+  EXPECT_TRUE(EvaluatePlan(s24, Layout(8, 3, 8, 0), Hardware{}).ok());  // 3 ∤ 80: balanced stages
+
+  JobSpec gqa = s;
+  gqa.model.kv_heads = 4;  // TP 8 would split KV heads
+  auto kv = EvaluatePlan(gqa, Layout(8, 4, 8, 0), Hardware{});
+  ASSERT_FALSE(kv.ok());
+  EXPECT_TRUE(HasField(kv.status(), "parallelism.tp"));
+
+  Plan cp = Layout(8, 4, 4, 0);
+  cp.cp = 3;  // 2·3 ∤ 4096, and 8·3·4·4 = 384 ≠ 256
+  auto bad_cp = EvaluatePlan(s, cp, Hardware{});
+  ASSERT_FALSE(bad_cp.ok());
+  EXPECT_TRUE(HasField(bad_cp.status(), "parallelism.cp"));
+  EXPECT_TRUE(HasField(bad_cp.status(), "parallelism.dp"));
+
+  Plan vpp = Layout(8, 1, 32, 0);
+  vpp.vpp = 2;  // no pipeline to interleave
+  auto bad_vpp = EvaluatePlan(s, vpp, Hardware{});
+  ASSERT_FALSE(bad_vpp.ok());
+  EXPECT_TRUE(HasField(bad_vpp.status(), "parallelism.vpp"));
+
+  Plan uneven = Layout(8, 4, 8, 0);
+  uneven.pipeline_layers = {19, 21, 21, 20};  // sums to 81
+  auto bad_layers = EvaluatePlan(s, uneven, Hardware{});
+  ASSERT_FALSE(bad_layers.ok());
+  EXPECT_TRUE(HasField(bad_layers.status(), "parallelism.pipeline_layers"));
+
+  auto batch = EvaluatePlan(s, Layout(8, 4, 8, 0, 256), Hardware{});  // 1024 % (256·8) ≠ 0
+  ASSERT_FALSE(batch.ok());
+  ASSERT_EQ(batch.status().fields().size(), 1u);
+  EXPECT_EQ(batch.status().fields()[0].field, "training.global_batch_size");
+
+  auto zero = EvaluatePlan(s, Layout(8, 4, 8, 4), Hardware{});
+  ASSERT_FALSE(zero.ok());
+  EXPECT_TRUE(HasField(zero.status(), "parallelism.zero_stage"));
+
+  JobSpec empty = s;
+  empty.model.layers = 0;
+  auto model = EvaluatePlan(empty, Layout(8, 4, 8, 0), Hardware{});
+  ASSERT_FALSE(model.ok());
+  EXPECT_TRUE(HasField(model.status(), "model.layers"));
+
+  EXPECT_TRUE(EvaluatePlan(s, Layout(8, 4, 8, 1), Hardware{}).ok());
+}
+
+}  // namespace
+}  // namespace shepherd
