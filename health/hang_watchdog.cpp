@@ -15,45 +15,67 @@ std::string Fmt(double v) {
   return buf;
 }
 
-std::string CollectiveName(GroupKind g, int64_t seq) {
-  return std::string(ToString(g)) + "#" + std::to_string(seq);
-}
-
 // The world group has every rank as a member: its waits are found from the ranks sorted by the last world
 // seq they entered (most behind first), at most kMaxWorldWaits of them per waiter, so a world-collective
 // hang of a large job costs O(n log n), not O(n²). The most lagging ranks are the chains' likely ends.
 constexpr size_t kMaxWorldWaits = 256;
-struct WorldIndex {
-  std::vector<std::pair<int64_t, int>> by_entered;  // (entered_seq[world], rank), ascending
-};
 
-// Out-edges of r in the wait-for graph (see header). Ends of chains have none.
-void WaitsFor(const RankLayout& layout, const std::vector<RankState>& ranks, const std::vector<bool>& alive,
-              const WorldIndex& world, int r, std::vector<int>* out) {
-  out->clear();
-  const RankState& s = ranks[r];
-  if (!alive[r] || !s.has(RankState::kInCollective) || s.collective_group == GroupKind::kOther) return;
-  const int g = static_cast<int>(s.collective_group);
-  if (s.collective_group == GroupKind::kWorld) {
-    for (const auto& [entered, m] : world.by_entered) {
-      if (entered >= s.collective_seq || out->size() >= kMaxWorldWaits) break;
-      if (m != r) out->push_back(m);
-    }
-    return;
+// What the analysis reads, and the group of a rank's current collective.
+struct Graph {
+  const RankLayout& layout;
+  const std::vector<RankState>& ranks;
+  const NamedGroups& named;
+  const std::vector<bool>& alive;
+  std::vector<std::pair<int64_t, int>> world_by_entered;  // (entered_seq[world], rank), ascending
+
+  // A group whose members are known: an axis, world, or a named group the ranks sent members for.
+  static bool Known(const RankState& s) { return s.collective_group != GroupKind::kOther || s.named_group; }
+  std::string GroupName(const RankState& s) const {
+    return s.named_group ? named.Name(s.named_group) : ToString(s.collective_group);
   }
-  for (int m : layout.GroupMembers(r, s.collective_group))
-    if (m != r && ranks[m].entered_seq[g] < s.collective_seq) out->push_back(m);
-}
+  std::string CollectiveName(const RankState& s) const {
+    return GroupName(s) + "#" + std::to_string(s.collective_seq);
+  }
+  // REQUIRES: Known(ranks[r]).
+  std::vector<int> Members(int r) const {
+    const RankState& s = ranks[r];
+    return s.named_group ? named.Members(s.named_group) : layout.GroupMembers(r, s.collective_group);
+  }
+  // The highest seq of s's current group that m entered.
+  int64_t Entered(int m, const RankState& s) const {
+    return s.named_group ? named.EnteredSeq(s.named_group, m)
+                         : ranks[m].entered_seq[static_cast<int>(s.collective_group)];
+  }
+  bool SameCollective(const RankState& p, const RankState& s) const {
+    return p.has(RankState::kInCollective) && p.collective_group == s.collective_group &&
+           p.named_group == s.named_group && p.collective_seq == s.collective_seq;
+  }
+
+  // Out-edges of r in the wait-for graph (see header). Ends of chains have none.
+  void WaitsFor(int r, std::vector<int>* out) const {
+    out->clear();
+    const RankState& s = ranks[r];
+    if (!alive[r] || !s.has(RankState::kInCollective) || !Known(s)) return;
+    if (s.collective_group == GroupKind::kWorld) {
+      for (const auto& [entered, m] : world_by_entered) {
+        if (entered >= s.collective_seq || out->size() >= kMaxWorldWaits) break;
+        if (m != r) out->push_back(m);
+      }
+      return;
+    }
+    for (int m : Members(r))
+      if (m != r && Entered(m, s) < s.collective_seq) out->push_back(m);
+  }
+};
 
 // Every live member inside the group's op receives (or every one sends): nothing is in flight between
 // them, so no link is at fault. nullopt when a member is in a collective, or both sides are there (a
 // transfer that does not complete: a communication fault).
-std::optional<RankState::P2p> OneSidedP2p(const std::vector<RankState>& ranks, const std::vector<bool>& alive,
-                                          const std::vector<int>& members) {
+std::optional<RankState::P2p> OneSidedP2p(const Graph& g, const std::vector<int>& members) {
   std::optional<RankState::P2p> side;
   for (int m : members) {
-    if (!alive[m]) continue;
-    const RankState::P2p p = ranks[m].p2p;
+    if (!g.alive[m]) continue;
+    const RankState::P2p p = g.ranks[m].p2p;
     if (p == RankState::P2p::kNone || (side && *side != p)) return std::nullopt;
     side = p;
   }
@@ -62,15 +84,13 @@ std::optional<RankState::P2p> OneSidedP2p(const std::vector<RankState>& ranks, c
 
 // Receivers facing receivers (a stage skipped or reordered its send) or senders facing senders: the job's
 // code deadlocked. Each is a culprit, heartbeating: nothing against its node.
-void AddP2pDeadlock(const std::vector<RankState>& ranks, const std::vector<bool>& alive,
-                    const std::vector<int>& members, RankState::P2p side, HangAnalysis* a) {
+void AddP2pDeadlock(const Graph& g, const std::vector<int>& members, RankState::P2p side, HangAnalysis* a) {
   const char* verb = side == RankState::P2p::kRecv ? "receives" : "sends";
   for (int m : members) {
-    if (!alive[m]) continue;
+    if (!g.alive[m]) continue;
     a->culprits.push_back(
         {m, std::string(side == RankState::P2p::kRecv ? "inside recv " : "inside send ") +
-                CollectiveName(ranks[m].collective_group, ranks[m].collective_seq) +
-                " while every peer in it " + verb +
+                g.CollectiveName(g.ranks[m]) + " while every peer in it " + verb +
                 " too: no transfer is in flight, a point-to-point deadlock in the job's code"});
   }
 }
@@ -87,9 +107,11 @@ std::vector<int> HangAnalysis::SuspectRanks() const {
   return out;
 }
 
-HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>& ranks, double silent_after_s,
-                         const std::vector<bool>& alive, double hang_timeout_s, Time now) {
+HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>& ranks,
+                         const NamedGroups& named, double silent_after_s, const std::vector<bool>& alive,
+                         double hang_timeout_s, Time now) {
   HangAnalysis a;
+  Graph graph{layout, ranks, named, alive, {}};
   const int n = static_cast<int>(ranks.size());
   std::vector<int> roots;
   for (int r = 0; r < n; ++r) {
@@ -101,21 +123,20 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
     if (open_s > a.oldest_open_s) {
       a.oldest_open_s = open_s;
       a.oldest_rank = r;
-      a.oldest_group = s.collective_group;
+      a.oldest_group = graph.GroupName(s);
       a.oldest_seq = s.collective_seq;
     }
   }
   a.waiting_past_timeout = static_cast<int>(roots.size());
   if (roots.empty()) return a;
   a.hung = true;
-  WorldIndex world;
   if (std::any_of(ranks.begin(), ranks.end(), [](const RankState& s) {
         return s.has(RankState::kInCollective) && s.collective_group == GroupKind::kWorld;
       })) {
     const int w = static_cast<int>(GroupKind::kWorld);
-    world.by_entered.reserve(n);
-    for (int r = 0; r < n; ++r) world.by_entered.emplace_back(ranks[r].entered_seq[w], r);
-    std::sort(world.by_entered.begin(), world.by_entered.end());
+    graph.world_by_entered.reserve(n);
+    for (int r = 0; r < n; ++r) graph.world_by_entered.emplace_back(ranks[r].entered_seq[w], r);
+    std::sort(graph.world_by_entered.begin(), graph.world_by_entered.end());
   }
   std::map<int64_t, bool> world_sinks;  // world seqs judged once: whether the peers wait for its waiters
   std::vector<bool> is_root(n, false);
@@ -139,7 +160,7 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
     index[r] = low[r] = counter++;
     stack.push_back(r);
     on_stack[r] = true;
-    WaitsFor(layout, ranks, alive, world, r, &scratch);
+    graph.WaitsFor(r, &scratch);
     dfs.push_back({r, scratch, 0});
   };
   for (int root : roots) {
@@ -172,7 +193,7 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
       // Tarjan emits a component only after all components it reaches, so their ids are known here.
       bool sink = true;
       for (int x : members) {
-        WaitsFor(layout, ranks, alive, world, x, &scratch);
+        graph.WaitsFor(x, &scratch);
         for (int y : scratch)
           if (comp[y] != comp[x]) sink = false;
       }
@@ -188,7 +209,7 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
     if (members.size() > 1) {
       for (int r : members)
         a.culprits.push_back({r, "waits in a cycle of collectives (order mismatch): inside " +
-                                     CollectiveName(ranks[r].collective_group, ranks[r].collective_seq)});
+                                     graph.CollectiveName(ranks[r])});
       continue;
     }
     int r = members[0];
@@ -203,7 +224,7 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
     } else if (!s.has(RankState::kInCollective)) {
       a.culprits.push_back(
           {r, "heartbeating but inside no collective (step " + std::to_string(s.step) + ")"});
-    } else if (s.collective_group == GroupKind::kOther) {
+    } else if (!Graph::Known(s)) {
       a.culprits.push_back({r, "inside a collective of a group whose membership is unknown (seq " +
                                    std::to_string(s.collective_seq) + "); its chain cannot be followed"});
     } else {
@@ -214,12 +235,12 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
         auto [it, first] = world_sinks.try_emplace(s.collective_seq);
         if (!first) {
           if (it->second)
-            a.culprits.push_back({r, "inside " + CollectiveName(s.collective_group, s.collective_seq) +
+            a.culprits.push_back({r, "inside " + graph.CollectiveName(s) +
                                          ", which its peers completed, while they wait for it"});
           continue;
         }
       }
-      std::vector<int> members = layout.GroupMembers(r, s.collective_group);
+      std::vector<int> members = graph.Members(r);
       bool any_silent = false;
       for (int m : members) {
         double silent_s = ToSeconds(now - ranks[m].last_seen);
@@ -227,13 +248,11 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
         any_silent = true;
         if (ranks[m].has(RankState::kFinished)) {
           a.culprits.push_back({m, "reported finished (step " + std::to_string(ranks[m].step) + ") while " +
-                                       CollectiveName(s.collective_group, s.collective_seq) +
-                                       " waits for it"});
+                                       graph.CollectiveName(s) + " waits for it"});
           continue;
         }
         a.culprits.push_back({m,
-                              "inside " + CollectiveName(s.collective_group, s.collective_seq) +
-                                  " but silent for " + Fmt(silent_s) +
+                              "inside " + graph.CollectiveName(s) + " but silent for " + Fmt(silent_s) +
                                   " s while its peers report: the process or its host stopped",
                               true});
       }
@@ -247,8 +266,7 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
       for (int m : members) {
         const RankState& p = ranks[m];
         if (!alive[m]) continue;
-        if (p.has(RankState::kInCollective) && p.collective_group == s.collective_group &&
-            p.collective_seq == s.collective_seq) {
+        if (graph.SameCollective(p, s)) {
           all_past_timeout = all_past_timeout && ToSeconds(now - p.collective_since) > hang_timeout_s;
           continue;
         }
@@ -257,13 +275,13 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
       }
       if (s.collective_group == GroupKind::kWorld) world_sinks[s.collective_seq] = peers_wait;
       if (peers_wait) {
-        a.culprits.push_back({r, "inside " + CollectiveName(s.collective_group, s.collective_seq) +
-                                     ", which its peers completed, while they wait for it"});
+        a.culprits.push_back(
+            {r, "inside " + graph.CollectiveName(s) + ", which its peers completed, while they wait for it"});
       } else if (!completed_elsewhere && all_past_timeout) {
-        if (std::optional<RankState::P2p> side = OneSidedP2p(ranks, alive, members))
-          AddP2pDeadlock(ranks, alive, members, *side, &a);
+        if (std::optional<RankState::P2p> side = OneSidedP2p(graph, members))
+          AddP2pDeadlock(graph, members, *side, &a);
         else
-          a.comm_faults.push_back({s.collective_group, s.collective_seq, std::move(members)});
+          a.comm_faults.push_back({graph.GroupName(s), s.collective_seq, std::move(members)});
       }
     }
   }
@@ -283,7 +301,7 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
                                   [](auto& x, auto& y) { return x.members == y.members && x.seq == y.seq; }),
                       a.comm_faults.end());
 
-  std::string d = "collective " + CollectiveName(a.oldest_group, a.oldest_seq) + " open " +
+  std::string d = "collective " + a.oldest_group + "#" + std::to_string(a.oldest_seq) + " open " +
                   Fmt(a.oldest_open_s) + " s (rank " + std::to_string(a.oldest_rank) + "; " +
                   std::to_string(a.waiting_past_timeout) + " rank(s) waiting past the " +
                   Fmt(hang_timeout_s) + " s hang timeout)";
@@ -295,11 +313,12 @@ HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>&
   }
   for (size_t i = 0; i < a.comm_faults.size() && i < 4; ++i) {
     const CommFault& f = a.comm_faults[i];
-    d += "; every member of " + std::string(ToString(f.group)) + " group {";
+    d += "; every member of " + f.group + " group {";
     for (size_t k = 0; k < f.members.size() && k < 16; ++k)
       d += (k ? "," : "") + std::to_string(f.members[k]);
     if (f.members.size() > 16) d += ",...";
-    d += "} entered " + CollectiveName(f.group, f.seq) + ": communication fault suspected on their nodes";
+    d += "} entered " + f.group + "#" + std::to_string(f.seq) +
+         ": communication fault suspected on their nodes";
   }
   a.detail = std::move(d);
   return a;

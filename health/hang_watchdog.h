@@ -1,14 +1,15 @@
 // Collective-hang analysis: which collectives are open past the hang timeout and which ranks are the root
 // culprits, found by following the wait-for graph.
 //
-// Wait-for graph: a rank inside collective (G, s) waits for every member m of its G-group (tp, pp or dp,
-// from placement coordinates) that has not entered seq s of G (m's highest entered seq for G < s).
+// Wait-for graph: a rank inside collective (G, s) waits for every member m of its G-group (tp, pp, dp, cp
+// from placement coordinates; world; or a named group whose members the ranks sent, named_groups.h) that
+// has not entered seq s of G (m's highest entered seq for G < s).
 // Starting from the ranks whose collective is open longer than hang_timeout_s, chains are followed to
 // their ends (the sink components of the graph):
 //   - a rank that is not heartbeating, never reported, or is alive but inside no collective: culprit;
 //     one that reported `finished` too, but not as stopped (it ended by choice, its node is not suspect);
-//   - a rank inside a collective of an unknown group name (membership cannot be derived): culprit, with
-//     that caveat in its reason;
+//   - a rank inside a collective of a group whose members are unknown (a name the ranks sent no members
+//     for): culprit, with that caveat in its reason;
 //   - a cycle of ranks waiting on each other (collective order mismatch): every rank of the cycle;
 //   - a rank inside (G, s) where every member entered s: if some members have gone silent (no report for
 //     more than `silent_after_s`, checkpoint allowances ignored), those silent members are the culprits:
@@ -33,6 +34,7 @@
 #include <vector>
 
 #include "core/job.h"
+#include "health/named_groups.h"
 #include "health/rank_layout.h"
 #include "health/rank_state.h"
 
@@ -47,7 +49,7 @@ struct HangCulprit {
 };
 
 struct CommFault {
-  GroupKind group = GroupKind::kOther;
+  std::string group;  // "tp", "dp", ..., or the named group's name
   int64_t seq = 0;
   std::vector<int> members;  // ascending
 };
@@ -56,7 +58,7 @@ struct HangAnalysis {
   bool hung = false;
   // The longest-open collective past the timeout: evidence for the detail sentence.
   int oldest_rank = -1;
-  GroupKind oldest_group = GroupKind::kOther;
+  std::string oldest_group;  // "tp", "dp", ..., or the name the rank sent
   int64_t oldest_seq = 0;
   double oldest_open_s = 0;
   int waiting_past_timeout = 0;       // ranks inside a collective open past the timeout
@@ -69,7 +71,8 @@ struct HangAnalysis {
 
 // `alive[r]`: whether rank r's heartbeat is fresh (the caller applies grace and checkpoint allowances).
 // REQUIRES: ranks.size() == alive.size() == layout.world_size().
-HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>& ranks, double silent_after_s,
-                         const std::vector<bool>& alive, double hang_timeout_s, Time now);
+HangAnalysis AnalyzeHang(const RankLayout& layout, const std::vector<RankState>& ranks,
+                         const NamedGroups& named, double silent_after_s, const std::vector<bool>& alive,
+                         double hang_timeout_s, Time now);
 
 }  // namespace shepherd

@@ -20,6 +20,7 @@ JobMonitor::JobMonitor(MonitorContext ctx, RankLayout layout)
     : ctx_(std::move(ctx)),
       layout_(std::move(layout)),
       ranks_(layout_.world_size()),
+      named_(layout_.world_size()),
       sdc_(layout_, ctx_.policy.hang_timeout_s),
       loss_(ctx_.policy.loss_spike_factor, ctx_.policy.loss_divergence_steps) {
   ctx_.placement.ranks.clear();  // the layout holds what is needed; do not keep a second copy per rank
@@ -38,14 +39,30 @@ bool JobMonitor::Alive(const RankState& s, Time now) const {
   return ToSeconds(now - s.last_seen) <= allowance;
 }
 
-void JobMonitor::EnterCollective(RankState& s, const CollectiveInfo& c, Time report_time, Time now) {
-  if (s.has(RankState::kInCollective) && s.collective_group == c.group_kind && s.collective_seq == c.seq)
+Result<uint32_t> JobMonitor::NamedGroupOf(int rank, const CollectiveInfo& c) {
+  if (c.group_kind != GroupKind::kOther) return uint32_t{0};
+  if (c.members.empty()) return named_.Find(c.group, rank);
+  if (c.members.back() >= layout_.world_size()) {
+    std::string m = "rank " + std::to_string(c.members.back()) + " is outside the job's " +
+                    std::to_string(layout_.world_size()) + " ranks";
+    return InvalidContent("members: " + m, {{"members", m}});
+  }
+  return named_.Learn(c.group, rank, c.members);
+}
+
+void JobMonitor::EnterCollective(int rank, const CollectiveInfo& c, uint32_t named, Time report_time,
+                                 Time now) {
+  RankState& s = ranks_[rank];
+  if (named) named_.Entered(named, rank, c.seq);
+  if (s.has(RankState::kInCollective) && s.collective_group == c.group_kind && s.collective_seq == c.seq &&
+      s.named_group == named)
     return;
   // `since` and `time` share the rank's clock: carry the age over to ours so clock skew cancels.
   double age = c.since ? std::max(0.0, ToSeconds(report_time - *c.since)) : 0.0;
   s.set(RankState::kInCollective, true);
   s.collective_group = c.group_kind;
   s.collective_seq = c.seq;
+  s.named_group = named;
   s.p2p = c.op == "send" || c.op == "isend"   ? RankState::P2p::kSend
           : c.op == "recv" || c.op == "irecv" ? RankState::P2p::kRecv
                                               : RankState::P2p::kNone;
@@ -76,6 +93,15 @@ IngestResult JobMonitor::Ingest(const Report& r, Time now) {
     res.status = InvalidContent("rank: " + m, {{"rank", m}});
     return res;
   }
+  uint32_t named = 0;
+  if (r.collective) {
+    Result<uint32_t> g = NamedGroupOf(r.rank, *r.collective);
+    if (!g.ok()) {
+      res.status = g.status();
+      return res;
+    }
+    named = *g;
+  }
   RankState& s = ranks_[r.rank];
   s.last_seen = now;
   if (!r.node.empty()) RecordNode(s, r.node);
@@ -97,7 +123,7 @@ IngestResult JobMonitor::Ingest(const Report& r, Time now) {
       if (s.in_checkpoint_phase() || s.in_eval_phase()) s.busy_seen = last_busy_ = now;
       if (r.collective) {
         s.set(RankState::kHeartbeatCollectives, true);
-        EnterCollective(s, *r.collective, r.time, now);
+        EnterCollective(r.rank, *r.collective, named, r.time, now);
       } else if (s.has(RankState::kHeartbeatCollectives)) {
         LeaveCollective(s, now);
       }
@@ -110,14 +136,16 @@ IngestResult JobMonitor::Ingest(const Report& r, Time now) {
     case ReportKind::kCollective:
       if (!r.collective) break;
       if (r.collective_state == CollectiveState::kStarted) {
-        EnterCollective(s, *r.collective, r.time, now);
+        EnterCollective(r.rank, *r.collective, named, r.time, now);
       } else {
         if (r.collective->group_kind != GroupKind::kOther) {
           int64_t& entered = s.entered_seq[static_cast<int>(r.collective->group_kind)];
           entered = std::max(entered, r.collective->seq);
+        } else if (named) {
+          named_.Entered(named, r.rank, r.collective->seq);
         }
         if (s.has(RankState::kInCollective) && s.collective_group == r.collective->group_kind &&
-            s.collective_seq == r.collective->seq)
+            s.collective_seq == r.collective->seq && s.named_group == named)
           LeaveCollective(s, now);
         last_progress_ = now;
       }
@@ -256,8 +284,8 @@ void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vec
       ToSeconds(now - ctx_.started_at) <= ctx_.policy.startup_grace_s + ctx_.policy.hang_timeout_s)
     return;
   const bool was_hung = hang_.hung;
-  hang_ =
-      AnalyzeHang(layout_, ranks_, ctx_.policy.heartbeat_timeout_s, alive, ctx_.policy.hang_timeout_s, now);
+  hang_ = AnalyzeHang(layout_, ranks_, named_, ctx_.policy.heartbeat_timeout_s, alive,
+                      ctx_.policy.hang_timeout_s, now);
   // Peers waiting in a collective for ranks that heartbeat saying they are saving a checkpoint or evaluating
   // (rank 0 saving alone while the others wait at a barrier) are not hung until the phase allowance is
   // spent too; nor for a hang timeout after the phase ended (the saver renames its file and walks to the
@@ -281,7 +309,8 @@ void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vec
       !hang_.culprits.empty() &&
       std::all_of(hang_.culprits.begin(), hang_.culprits.end(), [&](const HangCulprit& c) {
         const RankState& r = ranks_[c.rank];
-        const bool unknown_wait = r.has(RankState::kInCollective) && r.collective_group == GroupKind::kOther;
+        const bool unknown_wait =
+            r.has(RankState::kInCollective) && r.collective_group == GroupKind::kOther && r.named_group == 0;
         return busy(r) || (unknown_wait && !c.stopped && anyone_busy());
       });
   if (hang_.hung && culprits_busy && hang_.oldest_open_s <= ctx_.policy.hang_timeout_s * kCheckpointAllowance)

@@ -44,6 +44,7 @@
 #include "health/evidence.h"
 #include "health/hang_watchdog.h"
 #include "health/loss_monitor.h"
+#include "health/named_groups.h"
 #include "health/rank_layout.h"
 #include "health/rank_state.h"
 #include "health/report.h"
@@ -107,7 +108,10 @@ class JobMonitor {
  private:
   JobMonitor(MonitorContext ctx, RankLayout layout);
   bool Alive(const RankState& s, Time now) const;
-  void EnterCollective(RankState& s, const CollectiveInfo& c, Time report_time, Time now);
+  // The named group (health/named_groups.h) of a collective of rank `rank` outside tp/pp/dp/cp/world,
+  // learnt from its `members` when sent; 0: none or unknown.
+  Result<uint32_t> NamedGroupOf(int rank, const CollectiveInfo& c);
+  void EnterCollective(int rank, const CollectiveInfo& c, uint32_t named, Time report_time, Time now);
   void LeaveCollective(RankState& s, Time now);
   Finding MakeFinding(FindingKind kind, std::vector<int> ranks, Time now, std::string detail) const;
   void EvaluateHeartbeats(Time now, std::vector<bool>* alive, std::vector<Finding>* out);
@@ -121,6 +125,7 @@ class JobMonitor {
   MonitorContext ctx_;
   RankLayout layout_;
   std::vector<RankState> ranks_;
+  NamedGroups named_;
   SdcChecker sdc_;
   LossMonitor loss_;
   uint64_t ignored_ = 0;

@@ -64,12 +64,12 @@ Json JobMonitor::HealthJson(Time now) const {
     for (const HangCulprit& c : hang_.culprits) culprits.push_back({{"rank", c.rank}, {"reason", c.reason}});
     Json faults = Json::array();
     for (const CommFault& f : hang_.comm_faults)
-      faults.push_back({{"group", ToString(f.group)},
+      faults.push_back({{"group", f.group},
                         {"seq", f.seq},
                         {"ranks", RankArray(f.members)},
                         {"nodes", layout_.NodesOf(f.members)}});
     hang["kind"] = "collective";
-    hang["collective"] = {{"group", ToString(hang_.oldest_group)},
+    hang["collective"] = {{"group", hang_.oldest_group},
                           {"seq", hang_.oldest_seq},
                           {"rank", hang_.oldest_rank},
                           {"open_s", hang_.oldest_open_s}};

@@ -28,6 +28,7 @@ struct RankState {
   Time busy_seen{};         // the last report in a checkpoint or eval phase; epoch: none
   int64_t step = -1;        // highest step seen in any report
   int64_t collective_seq = 0;
+  uint32_t named_group = 0;  // the current collective's named group (health/named_groups.h); 0: none
   int64_t entered_seq[kKnownGroupKinds] = {-1, -1, -1, -1, -1};  // highest seq entered, per GroupKind
   int64_t hash_step[2] = {-1, -1};  // two param_hash slots (double-buffered across checks)
   uint64_t hash_digest[2] = {0, 0};

@@ -57,6 +57,22 @@ void ParseCollective(const Json& v, ReportKind kind, const char* prefix, Report*
   r->collective = std::move(c);
 }
 
+constexpr size_t kMaxMembers = 1 << 20;
+
+bool ReadMembers(const Json& v, int rank, std::vector<int>* out) {
+  if (!v.is_array() || v.empty() || v.size() > kMaxMembers) return false;
+  out->reserve(v.size());
+  bool has_rank = false;
+  for (const Json& m : v) {
+    int64_t n = 0;
+    if (!ReadInt(m, 0, std::numeric_limits<int32_t>::max(), &n) || (!out->empty() && n <= out->back()))
+      return false;
+    has_rank = has_rank || n == rank;
+    out->push_back(static_cast<int>(n));
+  }
+  return has_rank;
+}
+
 Status Invalid(Errors errs) {
   std::string message = errs.front().field + ": " + errs.front().message;  // before errs is moved from
   return InvalidContent(std::move(message), std::move(errs));
@@ -79,7 +95,8 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
   const Json *rank = nullptr, *attempt = nullptr, *time = nullptr, *kind = nullptr, *step = nullptr,
              *collective = nullptr, *phase = nullptr, *loss = nullptr, *grad_norm = nullptr,
              *step_time = nullptr, *seq = nullptr, *op = nullptr, *group = nullptr, *state = nullptr,
-             *hash = nullptr, *lr = nullptr, *path = nullptr, *scope = nullptr, *node = nullptr;
+             *hash = nullptr, *lr = nullptr, *path = nullptr, *scope = nullptr, *node = nullptr,
+             *members = nullptr;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
     const Json* v = &*it;
@@ -107,6 +124,9 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
           loss = v;
         else if (k == "lr")
           lr = v;
+        break;
+      case 'm':
+        if (k == "members") members = v;
         break;
       case 'n':
         if (k == "node") node = v;
@@ -265,6 +285,9 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
         r.collective_state = CollectiveState::kCompleted;
       else
         errs.push_back({"state", "required: \"started\" or \"completed\""});
+      if (members && !members->is_null() && !ReadMembers(*members, r.rank, &c.members))
+        errs.push_back({"members", "must be the group's ranks: integers ascending without repeats, at most " +
+                                       std::to_string(kMaxMembers) + ", this report's rank among them"});
       r.collective = std::move(c);
       break;
     }

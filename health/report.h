@@ -2,7 +2,8 @@
 // `POST /v1/jobs/{id}/reports` (see API.md) into a Report, validating it field by field.
 //
 // Hot path (target 150k reports/s): parsing does one pass over the object's keys, keeps short strings
-// (op, group) in std::string's small buffer and allocates only for `hash` and `path`, which are rare kinds.
+// (op, group) in std::string's small buffer and allocates only for `hash`, `path` and `members`, which are
+// rare (the Python client sends a group's members at most every 30 s).
 // Pure: no clock reads, no I/O. Thread-compatible (no shared state).
 #pragma once
 
@@ -42,6 +43,9 @@ struct CollectiveInfo {
   std::string group;  // as sent ("tp", "pp", "dp", "cp" or another name)
   GroupKind group_kind = GroupKind::kOther;
   std::optional<Time> since;  // heartbeat only: when the rank entered it (the rank's clock)
+  // collective only, optional: a named group's members, global ranks ascending, the reporting rank among
+  // them (health/named_groups.h). Empty when absent.
+  std::vector<int> members;
 };
 
 struct Report {

@@ -139,6 +139,45 @@ TEST_F(HealthApiTest, HangNamesTheRootCulpritOnly) {
   EXPECT_EQ(api_.Get("/v1/jobs/" + job_).body["attempt"], 2);
 }
 
+// A group that is no axis line ("g-035": ranks 0, 3, 5, as torch's new_group makes): its first collective
+// reports carry its members, and the wait is followed to rank 5, which never entered.
+TEST_F(HealthApiTest, AHangInANamedGroupNamesTheMemberThatNeverEntered) {
+  AllStep(1);
+  Json collective = {{"kind", "collective"}, {"seq", 0},           {"op", "all_reduce"},
+                     {"group", "g-035"},     {"state", "started"}, {"members", {0, 3, 5}}};
+  Json first = Json::array();
+  for (int rank : {0, 3}) {
+    Json r = collective;
+    r.update({{"rank", rank}, {"attempt", 1}});
+    first.push_back(r);
+  }
+  ApiReply accepted = Report(first);
+  ASSERT_EQ(accepted.status, 202);
+  EXPECT_EQ(accepted.body["accepted"], 2) << accepted.body.dump();
+  Json outside = collective;
+  outside.update({{"rank", 1}, {"attempt", 1}, {"group", "g-19"}, {"members", {1, 9}}});
+  ApiReply rejected = Report(Json::array({outside}));
+  ASSERT_EQ(rejected.body["rejected"].size(), 1u) << rejected.body.dump();
+  EXPECT_EQ(rejected.body["rejected"][0]["error"].get<std::string>().rfind("members: rank 9", 0), 0u)
+      << rejected.body.dump();
+
+  Json since = ToUnixSeconds(api_.clock_.Now());
+  auto in = [&](int rank) {
+    return Heartbeat(
+        rank, 1, {{"collective", {{"seq", 0}, {"op", "all_reduce"}, {"group", "g-035"}, {"since", since}}}});
+  };
+  for (int s = 0; s < 70; ++s) {
+    Json batch = Json::array({in(0), in(3), Heartbeat(5, 1)});
+    for (int r : {1, 2, 4, 6, 7}) batch.push_back(Heartbeat(r, 1));
+    Second(batch);
+  }
+  auto hangs = OfKind("hang");
+  ASSERT_EQ(hangs.size(), 1u);
+  EXPECT_EQ(hangs[0]["ranks"], Json::array({5})) << hangs[0].dump();
+  EXPECT_NE(hangs[0]["detail"].get<std::string>().find("collective g-035#0 open"), std::string::npos)
+      << hangs[0].dump();
+}
+
 TEST_F(HealthApiTest, SdcMinorityIsNamedAndLaterCheckpointsAreBad) {
   for (int s = 1; s <= 10; ++s) AllStep(s);
   auto hashes = [&](int64_t step, int odd_rank) {

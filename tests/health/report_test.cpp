@@ -89,6 +89,19 @@ TEST(ReportTest, CollectiveParamHashAndCheckpointKinds) {
   EXPECT_EQ(k->path, "/ckpt/500/r1");
 }
 
+TEST(ReportTest, ANamedGroupsMembersAreItsRanksAscendingWithTheReporterAmongThem) {
+  auto c = Parse(R"({"rank": 2, "attempt": 1, "kind": "collective", "seq": 0, "group": "g-9805b47f",
+                     "state": "started", "members": [0, 2, 5]})");
+  ASSERT_TRUE(c.ok()) << c.status().message();
+  EXPECT_EQ(c->collective->members, (std::vector<int>{0, 2, 5}));
+  for (const char* members : {"[0, 1]", "[5, 2]", "[2, 2]", "[]", "[2, -1]", "2", "[2, 1.5]"}) {
+    std::string text = R"({"rank": 2, "attempt": 1, "kind": "collective", "seq": 0, "group": "g",
+                           "state": "started", "members": )" +
+                       std::string(members) + "}";
+    EXPECT_EQ(Fields(ParseReport(Json::parse(text), kRecv)), std::vector<std::string>{"members"}) << members;
+  }
+}
+
 TEST(ReportTest, FinishedWithOrWithoutItsLastStep) {
   auto f = Parse(R"({"rank": 2, "attempt": 1, "kind": "finished", "step": 1000})");
   ASSERT_TRUE(f.ok());

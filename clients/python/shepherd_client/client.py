@@ -21,7 +21,7 @@ import math
 import os
 import threading
 import time
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from . import config as _config
 from .hashing import param_digest
@@ -30,6 +30,7 @@ from .sender import Entry, ReportSender
 log = logging.getLogger("shepherd_client")
 
 PHASES = ("train", "checkpoint_save", "checkpoint_load", "eval")
+MEMBERS_EVERY_S = 30.0  # a named group's members ride on one of its reports at most this often
 
 
 def encode_metric(x: Any) -> Any:
@@ -51,10 +52,12 @@ def encode_metric(x: Any) -> Any:
 class _OpenCollective:
     """An open collective: the token collective_begin() returns and collective_end() takes."""
 
-    __slots__ = ("seq", "op", "group", "since", "started", "nbytes")
+    __slots__ = ("seq", "op", "group", "since", "started", "nbytes", "members")
 
-    def __init__(self, seq: int, op: str, group: str, since: float, nbytes: Optional[int] = None):
+    def __init__(self, seq: int, op: str, group: str, since: float, nbytes: Optional[int] = None,
+                 members: Optional[List[int]] = None):
         self.seq, self.op, self.group, self.since, self.nbytes = seq, op, group, since, nbytes
+        self.members = members
         self.started: Optional[Entry] = None  # the buffered `started` report, withdrawn if still unsent
 
 
@@ -74,6 +77,7 @@ class ShepherdClient:
         self._phase = "train"
         self._open: List[_OpenCollective] = []  # innermost last
         self._seq: Dict[str, int] = {}
+        self._members_sent: Dict[str, float] = {}  # group -> when a report last carried its members
         self._closed = False
         self._step_since = time.time()
         self._page: Any = None  # a ProgressPage once start_helper() succeeded
@@ -224,20 +228,26 @@ class ShepherdClient:
             self._emit_locked(r, urgent=urgent)
             self._publish_locked()
 
-    def collective_begin(self, op: str, group: str = "dp", nbytes: Optional[int] = None) -> _OpenCollective:
+    def collective_begin(self, op: str, group: str = "dp", nbytes: Optional[int] = None,
+                         members: Optional[Iterable[int]] = None) -> _OpenCollective:
         """Enter a collective that completes later (asynchronous work); returns the token to pass to
-        collective_end(). Heartbeats carry the oldest open collective {seq, op, group, since}."""
+        collective_end(). Heartbeats carry the oldest open collective {seq, op, group, since}.
+        members: for a group whose name is not tp/pp/dp/cp/world, its global ranks (the same list on every
+        member); a report of the group carries them, ascending, as `members` at most every
+        MEMBERS_EVERY_S (the daemon keeps them; the repeat covers a daemon restart)."""
         mode = self.config.collective_reports
+        ranks = sorted(int(m) for m in members) if members is not None else None
         with self._lock:
             seq = self._seq.get(group, 0)
             self._seq[group] = seq + 1
-            c = _OpenCollective(seq, op, group, time.time(), nbytes)
+            c = _OpenCollective(seq, op, group, time.time(), nbytes, ranks)
             self._open.append(c)
             if mode == "all":
                 r = self._base("collective")
                 r.update(seq=seq, op=op, group=group, state="started")
                 if nbytes is not None:
                     r["bytes"] = int(nbytes)
+                self._attach_members_locked(r, c)
                 c.started = self._emit_locked(r)
             self._publish_locked()
         return c
@@ -250,20 +260,33 @@ class ShepherdClient:
                 return
             self._open.remove(c)
             if mode in ("all", "completed"):
-                if c.started is not None:
-                    c.started.dropped = True  # still unsent: `completed` says it all
                 r = self._base("collective")
                 r.update(seq=c.seq, op=c.op, group=c.group, state="completed")
                 if c.nbytes is not None:
                     r["bytes"] = int(c.nbytes)
+                if c.started is not None:
+                    c.started.dropped = True  # if still unsent, `completed` says it all, members included
+                    if "members" in c.started.report:
+                        r["members"] = c.members
+                if "members" not in r:
+                    self._attach_members_locked(r, c)
                 self._emit_locked(r)
             self._publish_locked()
 
+    def _attach_members_locked(self, r: Dict[str, Any], c: _OpenCollective) -> None:
+        if c.members is None:
+            return
+        now = time.monotonic()
+        last = self._members_sent.get(c.group)
+        if last is None or now - last >= MEMBERS_EVERY_S:
+            r["members"] = c.members
+            self._members_sent[c.group] = now
+
     @contextlib.contextmanager
-    def collective(self, op: str, group: str = "dp") -> Iterator[int]:
+    def collective(self, op: str, group: str = "dp", members: Optional[Iterable[int]] = None) -> Iterator[int]:
         """Bracket one collective call. Yields its seq (per group, from 0 in each process).
-        Heartbeats sent while inside carry {seq, op, group, since}."""
-        c = self.collective_begin(op, group)
+        Heartbeats sent while inside carry {seq, op, group, since}. members: as collective_begin's."""
+        c = self.collective_begin(op, group, members=members)
         try:
             yield c.seq
         finally:

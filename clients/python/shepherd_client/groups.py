@@ -7,13 +7,15 @@ SHEPHERD_PARALLELISM has a fourth value. A group is named
   "dp");
 - "world" for all ranks of a job with several axes;
 - "g-<8 hex>" otherwise: a stable name from the sorted member list (the same on every member).
-The daemon derives membership from "tp"/"cp"/"dp"/"pp" and rank coordinates; other names are opaque to it.
+The daemon derives membership from "tp"/"cp"/"dp"/"pp" and rank coordinates, "world" is every rank; a
+"g-" name means nothing to it, so the client sends that group's members with its collective reports.
 """
 
 import hashlib
 from typing import Iterable, Optional, Tuple
 
 AXES = ("tp", "pp", "dp", "cp")  # the order of SHEPHERD_PARALLELISM's values
+LAYOUT_NAMES = AXES + ("world",)  # the names whose members the daemon derives from the layout
 
 
 def parse_layout(raw: Optional[str], world_size: int) -> Tuple[int, ...]:

@@ -47,7 +47,7 @@ from typing import Any, Callable, Dict, List, Optional
 
 from . import faults
 from .client import ShepherdClient
-from .groups import group_name, parse_layout
+from .groups import LAYOUT_NAMES, group_name, parse_layout
 from .scaled_loss import ScaledLosses
 
 log = logging.getLogger("shepherd_client")
@@ -146,6 +146,7 @@ class Instrumentation:
         self.pending_saves: Dict[str, int] = {}  # temporary path -> step
         self.originals: Dict[str, Any] = {}
         self.names: Dict[Any, str] = {}
+        self.members: Dict[str, List[int]] = {}  # a name the daemon cannot place ("g-...") -> its global ranks
         self.nccl_open: List[Any] = []  # (work, done) to poll for NCCL completion
         self.logged_errors = set()
         self.faults = faults.from_env(client)
@@ -162,6 +163,9 @@ class Instrumentation:
             return None
 
     def group_of(self, pg: Any) -> str:
+        """The name of process group `pg` (None: WORLD); a name outside LAYOUT_NAMES gets its members, ascending
+        global ranks, in self.members. Raises when torch cannot tell the members (the collective goes
+        unobserved)."""
         dist = self.dist
         key = pg if pg is not None else "WORLD"
         name = self.names.get(key)
@@ -175,8 +179,16 @@ class Instrumentation:
             except Exception:  # noqa: BLE001 - older torch
                 members = list(dist.distributed_c10d._pg_group_ranks[pg].keys())
         name = group_name(members, self.layout)
+        if name not in LAYOUT_NAMES:
+            self.members[name] = sorted(int(m) for m in members)
         self.names[key] = name
         return name
+
+    def collective_begin(self, op: str, pg: Any, data: Any) -> Any:
+        """client.collective_begin for an op on `pg` over `data`, with the members of a group the daemon cannot
+        place from its name alone."""
+        name = self.group_of(pg)
+        return self.client.collective_begin(op, name, _tensor_bytes(data), members=self.members.get(name))
 
     def backend_of(self, pg: Any) -> str:
         try:
@@ -204,8 +216,7 @@ class Instrumentation:
             # and the error left every such collective unobserved).
             data = next((a[k] for k in ("tensor", "input_tensor", "input", "tensor_list", "input_tensor_list")
                          if a.get(k) is not None), None)
-            token = self._safe("collective begin", lambda: client.collective_begin(
-                op, self.group_of(pg), _tensor_bytes(data)))
+            token = self._safe("collective begin", lambda: self.collective_begin(op, pg, data))
             if token is None:
                 return orig(*args, **kwargs)
             done = functools.partial(client.collective_end, token)
@@ -268,8 +279,7 @@ class Instrumentation:
         # No annotations: DDP's _check_comm_hook accepts only none or dist.GradBucket / Future[Tensor].
         def shepherd_tracked_hook(state, bucket):  # type: ignore[no-untyped-def]
             buf = bucket.buffer()
-            token = self._safe("ddp hook", lambda: client.collective_begin(
-                "allreduce", self.group_of(pg_of(state)), _tensor_bytes(buf)))
+            token = self._safe("ddp hook", lambda: self.collective_begin("allreduce", pg_of(state), buf))
             try:
                 fut = hook(state, bucket)
             except BaseException:

@@ -17,6 +17,7 @@ sys.path.insert(0, HERE)
 
 from fake_server import FakeDaemon  # noqa: E402
 from shepherd_client import ShepherdClient, encode_metric, param_digest  # noqa: E402
+from shepherd_client import client as client_mod  # noqa: E402
 from shepherd_client.config import config_from_env, parse_coords  # noqa: E402
 from shepherd_client.sender import hold_off_s  # noqa: E402
 
@@ -214,6 +215,24 @@ class ReportTest(unittest.TestCase):
         ph = self.d.reports("param_hash")[0]
         self.assertEqual((ph["step"], ph["hash"]), (10, digest))
         int(digest, 16)
+
+    def test_a_named_group_s_members_ride_on_its_first_report_then_every_30_s(self):
+        c = self.client()
+        with c.collective("allreduce", group="g-9805b47f", members=[2, 0, 1]):
+            pass  # `started` withdrawn: `completed` carries the members
+        with c.collective("allreduce", group="g-9805b47f", members=[2, 0, 1]):
+            c.flush()  # still open: `started` goes out, without them (sent less than 30 s ago)
+        with c.collective("allreduce", group="dp"):
+            pass
+        c._members_sent["g-9805b47f"] -= client_mod.MEMBERS_EVERY_S  # 30 s later
+        with c.collective("allreduce", group="g-9805b47f", members=[0, 1, 2]):
+            c.flush()
+        c.flush()
+        self.assertEqual([(r["group"], r["seq"], r["state"], r.get("members"))
+                          for r in self.d.reports("collective")],
+                         [("g-9805b47f", 0, "completed", [0, 1, 2]), ("g-9805b47f", 1, "started", None),
+                          ("g-9805b47f", 1, "completed", None), ("dp", 0, "completed", None),
+                          ("g-9805b47f", 2, "started", [0, 1, 2]), ("g-9805b47f", 2, "completed", [0, 1, 2])])
 
     def test_started_is_withdrawn_when_completed_before_sending(self):
         c = self.client()

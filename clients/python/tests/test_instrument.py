@@ -3,6 +3,7 @@ under `python3 -m shepherd_client.run` as two ranks against a fake daemon, and e
 needs is checked. Skipped when torch is not installed."""
 
 import collections
+import hashlib
 import os
 import shutil
 import socket
@@ -114,10 +115,11 @@ class StockScriptUnderRunTest(unittest.TestCase):
 
 
 
-def run_one_rank(test, body, sitecustomize=None, env=None):
-    """Runs `body` as a one-rank script under `python3 -m shepherd_client.run` against a fake daemon (both
-    cleaned up with `test`), with `env` added to its environment and `sitecustomize` (source) run at
-    interpreter start-up when given. Returns the finished process and the fake daemon."""
+def run_ranks(test, body, world_size=1, env=None, sitecustomize=None):
+    """Runs `body` as a script of `world_size` ranks under `python3 -m shepherd_client.run` against a fake
+    daemon (both cleaned up with `test`), with `env` added to each rank's environment and `sitecustomize`
+    (source) run at interpreter start-up when given. Returns the finished processes (CompletedProcess, by
+    rank) and the fake daemon."""
     fake = FakeDaemon()
     test.addCleanup(fake.close)
     d = tempfile.mkdtemp(prefix="shepherd-run-")
@@ -128,15 +130,33 @@ def run_one_rank(test, body, sitecustomize=None, env=None):
     if sitecustomize is not None:
         with open(os.path.join(d, "sitecustomize.py"), "w") as f:
             f.write(sitecustomize)
-    run_env = dict(os.environ)
-    run_env.update({"RANK": "0", "WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-                    "GLOO_SOCKET_IFNAME": "lo", "SHEPHERD_URL": fake.url, "SHEPHERD_JOB": "job-1",
-                    "SHEPHERD_ATTEMPT": "1", "SHEPHERD_HEARTBEAT_INTERVAL": "0.2",
-                    "PYTHONPATH": PKG + (os.pathsep + d if sitecustomize is not None else "")})
-    run_env.update(env or {})
-    out = subprocess.run([sys.executable, "-m", "shepherd_client.run", script], env=run_env,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=240)
-    return out, fake
+    port = free_port()
+    procs = []
+    for rank in range(world_size):
+        rank_env = dict(os.environ)
+        rank_env.update({"RANK": str(rank), "WORLD_SIZE": str(world_size), "MASTER_ADDR": "127.0.0.1",
+                         "MASTER_PORT": str(port), "GLOO_SOCKET_IFNAME": "lo", "SHEPHERD_URL": fake.url,
+                         "SHEPHERD_JOB": "job-1", "SHEPHERD_ATTEMPT": "1", "SHEPHERD_HEARTBEAT_INTERVAL": "0.2",
+                         "PYTHONPATH": PKG + (os.pathsep + d if sitecustomize is not None else "")})
+        rank_env.update(env or {})
+        procs.append(subprocess.Popen([sys.executable, "-m", "shepherd_client.run", script], env=rank_env,
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    outs = []
+    for p in procs:
+        try:
+            stdout = p.communicate(timeout=240)[0]
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise
+        outs.append(subprocess.CompletedProcess(p.args, p.returncode, stdout))
+    return outs, fake
+
+
+def run_one_rank(test, body, sitecustomize=None, env=None):
+    """run_ranks for a one-rank job: its finished process and the fake daemon."""
+    outs, fake = run_ranks(test, body, env=env, sitecustomize=sitecustomize)
+    return outs[0], fake
 
 
 @unittest.skipUnless(HAVE_TORCH, "needs torch")
@@ -388,6 +408,45 @@ class CheckpointToAFileObjectUnderRunTest(unittest.TestCase):
                           (5, os.path.join(d, "by_open_file.pt")), (6, os.path.join(d, "renamed.pt"))], text)
         synced = next(line.split()[1:] for line in text.splitlines() if line.startswith("synced"))
         self.assertTrue({"by_path.pt", "by_file.pt", "by_open_file.pt"} <= set(synced), text)
+
+
+NEW_GROUP_SCRIPT = """
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+g = dist.new_group([0, 1, 2])
+if dist.get_rank() == 1 and hasattr(dist, "get_process_group_ranks"):
+    del dist.get_process_group_ranks  # as torch 1.13 releases lack it: membership from _pg_group_ranks
+if dist.get_rank() in (0, 1, 2):
+    dist.all_reduce(torch.ones(4), group=g)
+    dist.barrier(group=g)
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+@unittest.skipUnless(HAVE_TORCH, "needs torch")
+class NonAxisGroupUnderRunTest(unittest.TestCase):
+    """A collective on a group that is no TP/PP/DP line (`dist.new_group([0, 1, 2])` of a TP 2 x DP 2 job)
+    carries its stable name on every member, and its first report its members, so the daemon can follow a
+    wait in it."""
+
+    def test_it_is_reported_with_its_g_name_and_members_on_every_member(self):
+        outs, fake = run_ranks(self, NEW_GROUP_SCRIPT, world_size=4, env={"SHEPHERD_PARALLELISM": "2,1,2"})
+        for out in outs:
+            self.assertEqual(out.returncode, 0, out.stdout.decode())
+        name = "g-" + hashlib.sha1(b"0,1,2").hexdigest()[:8]
+        ours = [r for r in fake.reports("collective") if r["group"] not in ("tp", "dp", "world")]
+        self.assertEqual({r["group"] for r in ours}, {name})
+        done = collections.Counter((r["rank"], r["op"], r["seq"]) for r in ours if r["state"] == "completed")
+        self.assertEqual(set(done), {(rank, op, seq) for rank in (0, 1, 2)
+                                     for op, seq in (("all_reduce", 0), ("barrier", 1))}, done)
+        first = {}
+        for r in ours:
+            first.setdefault(r["rank"], r)
+        self.assertEqual({rank: r.get("members") for rank, r in first.items()},
+                         {rank: [0, 1, 2] for rank in (0, 1, 2)})
+        # axis groups are placed by the daemon's coordinates alone
+        self.assertTrue(all("members" not in r for r in fake.reports("collective") if r["group"] == "world"))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,49 @@
+#include "health/named_groups.h"
+
+#include <algorithm>
+
+namespace shepherd {
+
+NamedGroups::NamedGroups(int world_size)
+    : max_entries_(static_cast<size_t>(std::max(world_size, 1)) * kEntriesPerRank) {}
+
+Result<uint32_t> NamedGroups::Learn(std::string_view name, int rank, const std::vector<int>& members) {
+  if (uint32_t id = Find(name, rank)) return id;
+  auto [it, added] = name_ids_.try_emplace(std::string(name), static_cast<uint32_t>(names_.size()));
+  if (added) names_.push_back(it->first);
+  const uint32_t n = it->second;
+  for (int m : members) {
+    if (by_member_.count(Key(n, m)) == 0) continue;
+    std::string msg =
+        "rank " + std::to_string(m) + " is already in another group named \"" + std::string(name) + "\"";
+    return InvalidContent("members: " + msg, {{"members", msg}});
+  }
+  if (by_member_.size() + members.size() > max_entries_) return uint32_t{0};
+  groups_.push_back({n, members, std::vector<int64_t>(members.size(), -1)});
+  const auto id = static_cast<uint32_t>(groups_.size());
+  for (int m : members) by_member_.emplace(Key(n, m), id);
+  return id;
+}
+
+uint32_t NamedGroups::Find(std::string_view name, int rank) const {
+  auto n = name_ids_.find(name);
+  if (n == name_ids_.end()) return 0;
+  auto g = by_member_.find(Key(n->second, rank));
+  return g == by_member_.end() ? 0 : g->second;
+}
+
+int64_t NamedGroups::EnteredSeq(uint32_t id, int rank) const {
+  const Group& g = groups_[id - 1];
+  auto it = std::lower_bound(g.members.begin(), g.members.end(), rank);
+  return it != g.members.end() && *it == rank ? g.entered[it - g.members.begin()] : -1;
+}
+
+void NamedGroups::Entered(uint32_t id, int rank, int64_t seq) {
+  Group& g = groups_[id - 1];
+  auto it = std::lower_bound(g.members.begin(), g.members.end(), rank);
+  if (it == g.members.end() || *it != rank) return;
+  int64_t& e = g.entered[it - g.members.begin()];
+  e = std::max(e, seq);
+}
+
+}  // namespace shepherd
