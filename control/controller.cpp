@@ -61,18 +61,23 @@ JobHealth& Controller::HealthOf(const std::string& job) {
 
 void Controller::Settle(Time now, WriteBatch* batch) {
   std::vector<AttemptEvent> events = jobs_.TakeEvents();
-  // Gates first: a bump below answers long polls at once, and a restarted attempt's ranks must not reach an
-  // agent before the older attempt's ranks have stopped (or stop_timeout_s passed).
-  for (const AttemptEvent& ev : events)
-    if (ev.kind == AttemptEvent::Kind::kStarted && ev.attempt > 1 && !ViaSlurm(jobs_.Find(ev.job)->job))
+  // Gates and rank tokens first: a bump below answers long polls at once (one job's end bumps the nodes
+  // another job was just placed on), so a started attempt's ranks must not reach an agent before the older
+  // attempt's ranks have stopped (or stop_timeout_s passed), nor before their token exists.
+  for (const AttemptEvent& ev : events) {
+    if (ev.kind != AttemptEvent::Kind::kStarted) continue;
+    const JobEntry* e = jobs_.Find(ev.job);
+    if (ev.attempt > 1 && !ViaSlurm(e->job))
       agents_.HoldLaunch(ev.job, ev.attempt, ev.nodes, now + Seconds(options_.stop_timeout_s));
+    if (LaunchOf(e->job) == JobHealth::Launch::kByAgents && IsActive(e->job.state))
+      rank_tokens_.Mint({ev.job, ev.attempt}, batch);
+  }
   for (const AttemptEvent& ev : events) {
     const JobEntry* e = jobs_.Find(ev.job);
     JobHealth& health = HealthOf(ev.job);
     const bool ours = LaunchOf(e->job) == JobHealth::Launch::kByAgents;
     if (ev.kind == AttemptEvent::Kind::kStarted) {
       if (e->attempt->number == ev.attempt) health.OnAttemptStart(e->job, *e->attempt, LaunchOf(e->job), now);
-      if (ours && IsActive(e->job.state)) rank_tokens_.Mint({ev.job, ev.attempt}, batch);
     } else {
       // Not "is it the job's current attempt": a restart ends attempt n and starts n + 1 in one pass, and
       // attempt n's events come first. Skipping them lost the step attempt n reached, and three restarted

@@ -283,6 +283,33 @@ TEST_F(ControllerCredentialsTest, EachAttemptGetsItsOwnRankTokenRevokedWhenItEnd
   EXPECT_FALSE(controller_->rank_tokens().Lookup(*t2));
 }
 
+// A tester's queued job started on nodes a finished job freed: the freed node's agent, waiting for its
+// assignments, was answered while the old job's end was settled, before the new attempt's token was minted,
+// and its ranks started with SHEPHERD_TOKEN empty (401 on every report; "never reported" restarted it).
+TEST_F(ControllerCredentialsTest, AQueuedJobPlacedOnFreedNodesHasItsTokenInTheFirstAnswer) {
+  AddNode("n1", "l0");
+  AddNode("n2", "l0");
+  const std::string first = SubmitOurs();
+  const std::string second = SubmitOurs();  // queued behind the first
+  ASSERT_EQ(controller_->GetJob(second)->job.state, JobState::kQueued);
+  Heartbeat("n1", {});
+  const int64_t known = AssignmentsOf("n1").version;
+  std::optional<Result<Assignments>> answer;
+  controller_->WatchAssignments("n1", known, clock_.Now() + Seconds(30), true,
+                                [&](Result<Assignments> a) { answer = std::move(a); });
+  Drain();
+  ASSERT_FALSE(answer) << "nothing changed yet";
+  ASSERT_TRUE(Cancel(first).ok());  // frees n1 and n2; the second is placed in the same pass
+  ASSERT_TRUE(answer && answer->ok());
+  auto token = controller_->rank_tokens().TokenFor({second, 1});
+  ASSERT_TRUE(token);
+  for (const RankAssignment& r : (*answer)->ranks) {
+    if (r.rank.job != second) continue;
+    EXPECT_EQ(r.env.at("SHEPHERD_TOKEN"), *token) << "rank " << r.rank.rank;
+  }
+  EXPECT_FALSE((*answer)->ranks.empty());
+}
+
 TEST_F(ControllerCredentialsTest, RankTokensSurviveARestartOfTheDaemon) {
   AddNode("n1", "l0");
   AddNode("n2", "l0");
