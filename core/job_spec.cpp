@@ -400,17 +400,16 @@ Result<JobSpec> ParseSpec(const Json& j, bool full) {
   ParseTraining(root, &s.training, &errs);
   ParseResources(root, &s.resources, &errs);
   ParseParallelism(root, &s, &errs);
-  if (full) {
-    ParseLaunch(root, &s, &errs);
-    ParsePolicy(root, &s.policy, &errs);
-    ParseExternalId(root, &s);
-    std::string binding = root.String("gpu_binding", false, 32).value_or("per_node");
-    if (binding == "per_process")
-      s.gpu_binding = GpuBinding::kPerProcess;
-    else if (binding != "per_node")
-      root.Error("gpu_binding", "must be \"per_node\" or \"per_process\"");
-    ParseLauncher(root, &s, &errs);
-  }
+  // A plan request may be a whole job body (a dry run): what it has is checked as a submit would.
+  ParseLaunch(root, &s, &errs);
+  ParsePolicy(root, &s.policy, &errs);
+  ParseExternalId(root, &s);
+  std::string binding = root.String("gpu_binding", false, 32).value_or("per_node");
+  if (binding == "per_process")
+    s.gpu_binding = GpuBinding::kPerProcess;
+  else if (binding != "per_node")
+    root.Error("gpu_binding", "must be \"per_node\" or \"per_process\"");
+  ParseLauncher(root, &s, &errs);
   return Finish(std::move(s), std::move(errs));
 }
 

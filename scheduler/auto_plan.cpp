@@ -23,7 +23,7 @@ namespace {
 
 using namespace planner_internal;
 
-constexpr int kMaxVpp = 8;
+constexpr int kMaxVpp = 16;
 constexpr int kMaxCp = 64;
 
 std::string Join(const std::vector<int>& v) {
@@ -102,7 +102,7 @@ std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<i
   x += Format(
       "auto: searched tp in %s (dividing %d heads and %d KV heads within the %d-GPU NVLink domain), cp in "
       "%s, "
-      "pp from 1 to %d layers (uneven stages balanced), vpp up to %d, %s%s, "
+      "pp from 1 to %d layers (uneven stages balanced), vpp up to %d in equal chunks, %s%s, "
       "every fitting ZeRO stage%s; %d (tp, cp, pp) layouts divide %d GPUs",
       Join(tps).c_str(), m.heads, m.kv(), hw.nvlink_domain_gpus, Join(cps).c_str(), m.layers, kMaxVpp,
       m.moe.enabled()
@@ -228,13 +228,16 @@ Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
           ++s.rejected_batch;
           continue;
         }
+        const std::vector<int> stages = StageLayers(m.layers, pp);
         const int max_vpp = pp == 1 || spec.training.framework == Framework::kDeepSpeed  // not interleaved
                                 ? 1
-                                : std::min(kMaxVpp, MaxVirtualStages(StageLayers(m.layers, pp)));
+                                : std::min(kMaxVpp, MaxVirtualStages(stages));
         for (const ExpertGrid g : ExpertGrids(m, tp, static_cast<long long>(tp) * cp * dp))
           for (int vpp = 1; vpp <= max_vpp; ++vpp) {
+            if (vpp > 1 && !EvenVirtualStages(stages, vpp)) continue;
             for (int mbs = mbs_first; mbs <= mbs_last && batch % (static_cast<long long>(mbs) * dp) == 0;
                  mbs *= 2) {
+              if (vpp > 1 && batch / (mbs * dp) < pp) break;  // interleaving needs M >= pp (ValidateLayout)
               Plan plan{.tp = tp,
                         .pp = pp,
                         .dp = dp,
@@ -253,10 +256,13 @@ Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
               for (int zero : ZeroStages(spec.training, dp * cp, pp)) {
                 plan.zero_stage = zero;
                 PlanEstimate e = Estimate(spec, plan, hw);
-                if (!e.fits && full && e.memory.total - e.memory.activations <= e.usable_memory_bytes) {
+                const double state = e.memory.total - e.memory.activations;
+                if (!e.fits && full &&
+                    (state <= e.usable_memory_bytes ||
+                     (s.top.empty() && (!s.closest || state < s.closest->memory.total)))) {
                   // Full recompute is slower than selective at the same stage: tried only where selective
-                  // does not fit and the model state alone would. With neither fitting it still needs less
-                  // memory (for `closest`).
+                  // does not fit and the model state alone would, or while nothing fits where it could
+                  // need less memory than the closest so far (for `closest`).
                   PlanEstimate f = Estimate(*full, plan, hw);
                   s.OfferClosest(f);
                   if (f.fits) e = std::move(f);

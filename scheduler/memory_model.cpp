@@ -162,12 +162,14 @@ double InFlightMicroBatches(int pp, int stage, int micro_batches, int vpp) {
   return base * (1 + static_cast<double>(pp - 1) / (static_cast<double>(pp) * vpp));
 }
 
-double FsdpWorkingBytes(const ModelSpec& m, const TrainingSpec& t, const Plan& plan, double stage_params,
-                        double stage_experts) {
-  if (t.framework != Framework::kFsdp) return 0;
-  if (plan.pp > 1) return (stage_params + stage_experts) * (2 + GradientElementBytes(t));
+double GatheredWorkingBytes(const ModelSpec& m, const TrainingSpec& t, const Plan& plan, double stage_params,
+                            double stage_experts) {
+  const bool fsdp = t.framework == Framework::kFsdp;
+  if (!fsdp && (t.framework != Framework::kDeepSpeed || plan.zero_stage < 3)) return 0;
+  if (fsdp && plan.pp > 1) return (stage_params + stage_experts) * (2 + GradientElementBytes(t));
   const LayerParamSplit s = PlannedLayerSplit(m);
-  return (s.dense / plan.tp + s.expert / (static_cast<double>(plan.expert_tp()) * plan.ep)) * (2 * 2 + 4);
+  const double layer = s.dense / plan.tp + s.expert / (static_cast<double>(plan.expert_tp()) * plan.ep);
+  return layer * (2 * 2 + (fsdp ? 4 : GradientElementBytes(t)));
 }
 
 MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers,
@@ -193,7 +195,7 @@ MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::ve
   mem.activations = ActivationBytesPerLayer(m, t, plan) * resident_layers * in_flight;
   if (stage == 0) mem.activations += EmbeddingActivationBytes(m, plan) * in_flight;
   if (stage == plan.pp - 1) mem.activations += OutputActivationBytes(m, t, plan);
-  mem.working = FsdpWorkingBytes(m, t, plan, params, experts);
+  mem.working = GatheredWorkingBytes(m, t, plan, params, experts);
   mem.total =
       mem.weights + mem.gradients + mem.optimizer + mem.master_weights + mem.activations + mem.working;
   return mem;

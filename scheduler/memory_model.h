@@ -20,7 +20,7 @@ namespace shepherd {
 //   is the distributed optimizer, sharding master and optimizer: 6 + 12/N. Stages 2 and 3 do not exist.
 // fsdp (FSDP2 with bf16 compute): fp32 parameters (4, also the master copy), fp32 gradients (4) and the
 //   optimizer, all sharded: 16/N for Adam, whatever zero_stage says; the unsharded working set is
-//   FsdpWorkingBytes.
+//   GatheredWorkingBytes.
 // Optimizer state (fp32): Adam m and v 8; SGD momentum 4. fp8 training keeps 16-bit weights (2 B, or FP8
 // ones with their transpose, also 2 B), plus Fp8WeightCacheBytesPerParam on the layers' weights.
 // Megatron and DeepSpeed gradients take GradientElementBytes(t) (training.grad_reduce_in_fp32); fsdp's stay
@@ -102,16 +102,20 @@ inline double LogitBytes(const TrainingSpec& t) {
 // with vpp > 1 times Megatron's interleaving factor 1 + (pp − 1)/(pp·vpp) (Korthikanti et al. 2022 §4.2.3).
 double InFlightMicroBatches(int pp, int stage, int micro_batches, int vpp = 1);
 
-// FSDP2's unsharded working set, per rank; 0 for other frameworks. pp 1: bf16 parameters of two layers
-// (the one computing and the one prefetched) and fp32 gradients of one layer before its reduce-scatter
-// (divided by tp; routed experts by etp·ep instead). pp > 1 (torch.distributed.pipelining, as torchtitan
-// runs FSDP with a pipeline): nothing is resharded between micro-batches (torchtitan's default
+// The unsharded working set of fully sharded parameters (FSDP2, DeepSpeed's ZeRO-3: both gather a layer's
+// weights to compute it), per rank; 0 otherwise. Megatron's ZeRO-3 (Megatron-FSDP) gathers too but is not
+// charged: with it the published Llama 3 70B FSDP row on GB200 would not fit (docs/planner.md, Known
+// limits). pp 1 (any pp for deepspeed, which refuses ZeRO-3 with a pipeline): bf16 parameters of two layers
+// (the one computing and the one prefetched) and the gradients of one layer before its reduce-scatter
+// (fp32 for fsdp, else GradientElementBytes)
+// (divided by tp; routed experts by etp·ep instead). FSDP with pp > 1 (torch.distributed.pipelining, as
+// torchtitan runs FSDP with a pipeline): nothing is resharded between micro-batches (torchtitan's default
 // reshard_after_forward = not pp_enabled; the pipeline stage turns reshard_after_backward and gradient
 // sync off until the last backward), so the whole stage's parameters (`stage_params`, `stage_experts`:
 // per rank, as StageMemory counts them) stay unsharded in bf16 and its gradients accumulate unsharded in
 // the reduction's dtype (FSDP2 upcasts them to reduce_dtype: GradientElementBytes).
-double FsdpWorkingBytes(const ModelSpec& m, const TrainingSpec& t, const Plan& plan, double stage_params = 0,
-                        double stage_experts = 0);
+double GatheredWorkingBytes(const ModelSpec& m, const TrainingSpec& t, const Plan& plan,
+                            double stage_params = 0, double stage_experts = 0);
 
 // Memory of one rank of `stage` given the stages' layer counts.
 MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers,

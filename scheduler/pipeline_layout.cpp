@@ -29,4 +29,14 @@ int MaxVirtualStages(const std::vector<int>& stage_layers) {
   return std::min(fewest, stage_layers[last] + 1);
 }
 
+bool EvenVirtualStages(const std::vector<int>& stage_layers, int vpp) {
+  const size_t last = stage_layers.size() - 1;
+  bool layers = true, units = true;
+  for (size_t i = 0; i <= last; ++i) {
+    layers = layers && stage_layers[i] % vpp == 0;
+    units = units && (stage_layers[i] + (i == 0 || i == last ? 1 : 0)) % vpp == 0;
+  }
+  return layers || units;
+}
+
 }  // namespace shepherd

@@ -25,4 +25,10 @@ std::vector<int> StageLayers(int layers, int pp, const std::vector<int>& given =
 // REQUIRES: stage_layers.size() >= 2.
 int MaxVirtualStages(const std::vector<int>& stage_layers);
 
+// Whether `vpp` interleaved chunks per stage are equal: vpp divides every stage's layers (Megatron's
+// num_layers_per_virtual_pipeline_stage) or every stage's units with the embedding and the output layer
+// counted as above. Unequal chunks need a hand-written pipeline_model_parallel_layout, and the time model
+// prices the interleaved bubble as if chunks were equal. REQUIRES: stage_layers.size() >= 2, vpp >= 1.
+bool EvenVirtualStages(const std::vector<int>& stage_layers, int vpp);
+
 }  // namespace shepherd

@@ -191,6 +191,13 @@ std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const
   if (spec.training.global_batch_size % per_micro_step != 0) {
     fail("training.global_batch_size", Format("%d is not divisible by micro_batch_size·dp = %lld",
                                               spec.training.global_batch_size, per_micro_step));
+  } else if (p.vpp > 1 && p.pp > 1 && spec.training.global_batch_size / per_micro_step < p.pp) {
+    // Megatron-Core's interleaved schedule raises unless pp <= its micro-batch group <= M; with fewer
+    // micro-batches than stages every chunk runs in turn and interleaving removes no bubble.
+    fail("parallelism.vpp",
+         Format("interleaving needs at least pp = %d micro-batches per step; global_batch_size / "
+                "(micro_batch_size·dp) = %lld",
+                p.pp, spec.training.global_batch_size / per_micro_step));
   }
   return errors;
 }
@@ -315,6 +322,12 @@ Result<PlanEstimate> EvaluatePlan(const JobSpec& spec, const Plan& given, const 
   if (spec.training.framework == Framework::kFsdp) plan.zero_stage = 3;  // FSDP2 always shards everything
   PlanEstimate e = Estimate(spec, plan, hw);
   e.explanation = ParameterNote(spec.model) + Describe(plan) + ": " + DescribeEstimate(e, hw) + ".";
+  if (plan.vpp > 1 &&
+      !EvenVirtualStages(StageLayers(spec.model.layers, plan.pp, plan.pipeline_layers), plan.vpp))
+    e.explanation += Format(
+        " vpp %d does not split every stage into equal chunks: Megatron-Core needs a "
+        "pipeline_model_parallel_layout for it, and the bubble is priced as if the chunks were equal.",
+        plan.vpp);
   return e;
 }
 

@@ -63,7 +63,7 @@ struct MemoryBreakdown {
   double optimizer = 0;       // Adam m and v, or SGD momentum (fp32)
   double master_weights = 0;  // fp32 copy of 16-bit weights; 0 for fp32 training
   double activations = 0;     // kept for backward, including embedding, output layer and loss terms
-  double working = 0;         // FSDP: unsharded parameters and gradients of the layers in flight
+  double working = 0;         // ZeRO-3/FSDP: unsharded parameters and gradients of the layers in flight
   double total = 0;
   int stage = 0;  // which pipeline stage this is (0-based)
 };

@@ -176,6 +176,19 @@ TEST(Daemon, InvalidJobsAre422WithEveryField) {
   ASSERT_EQ(plan.status, 200) << plan.body;
   EXPECT_FALSE(J(plan)["fits"].get<bool>());
   EXPECT_TRUE(J(plan).contains("explanation"));
+  // A dry run of a whole job body checks its job-only sections as a submit would (they were ignored).
+  Json dry = Json::parse(JobBody(8));
+  dry["policy"] = {{"bogus", 1}, {"max_restarts", -5}};
+  dry["checkpoint"]["every_steps"] = -1;
+  HttpResult checked = Http(d.port(), "POST", "/v1/plan", dry.dump());
+  ASSERT_EQ(checked.status, 422) << checked.body;
+  std::set<std::string> dry_fields;
+  const Json dry_body = J(checked);
+  for (auto& e : dry_body["errors"]) dry_fields.insert(e["field"]);
+  EXPECT_EQ(dry_fields,
+            (std::set<std::string>{"policy.bogus", "policy.max_restarts", "checkpoint.every_steps"}))
+      << checked.body;
+  EXPECT_EQ(Http(d.port(), "POST", "/v1/plan", Json::parse(JobBody(8)).dump()).status, 200);
 }
 
 // Llama 3 405B's architecture (Llama 3 paper, Table 3) as POST /v1/plan's "model".

@@ -124,6 +124,15 @@ TEST(AutoPlan, NothingFitsReturnsClosestWithBreakdown) {
   EXPECT_GE(State(e->memory), 140e9 * 0.999);
   EXPECT_EQ(e->plan.world_size(), 8);
   EXPECT_NE(e->explanation.find("Nothing fits"), std::string::npos) << e->explanation;
+  // Recompute left open: the closest is the least memory with either recompute (a tester found the
+  // selective figure, 10 % above what full recompute needs at the same layout).
+  EXPECT_EQ(e->activation_recompute, Recompute::kFull) << e->explanation;
+  for (Recompute r : {Recompute::kSelective, Recompute::kFull}) {
+    s.training.activation_recompute = r;
+    auto same = EvaluatePlan(s, e->plan, Hardware{});
+    ASSERT_TRUE(same.ok());
+    EXPECT_LE(e->memory.total, same->memory.total * (1 + 1e-12));
+  }
 }
 
 TEST(AutoPlan, NoDivisibleLayoutIsAnError) {
