@@ -30,7 +30,10 @@ Finding NodeFinding(const std::string& job, int attempt, FindingKind kind, const
 void Controller::PersistTransitions(const std::vector<CheckpointTransition>& ts, WriteBatch* batch) {
   for (const CheckpointTransition& t : ts) {
     batch->Put(CheckpointRecord(t.checkpoint));
-    if (!t.created)
+    if (t.part) batch->Put(CheckpointPartRecord(t.checkpoint, *t.part));
+    for (int rank : t.settled_parts)
+      batch->Erase(Collection::kMeta, CheckpointPartKey(t.checkpoint.id, rank));
+    if (!t.created && t.from != t.checkpoint.status)
       spdlog::info("checkpoint {} {} -> {}: {}", t.checkpoint.id, ToString(t.from),
                    ToString(t.checkpoint.status), t.checkpoint.reason);
   }

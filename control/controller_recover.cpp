@@ -35,6 +35,7 @@ Status Controller::Recover(bool salvage) {
   std::map<std::string, Attempt> last_attempt;
   std::map<std::string, std::vector<std::pair<int, int64_t>>> resumes;  // job -> (attempt, resume step)
   std::map<std::string, std::vector<Checkpoint>> checkpoints;
+  std::map<std::string, std::vector<CheckpointPart>> parts;
   std::vector<std::pair<std::string, RankGrant>> rank_tokens;
   int64_t epoch = 0;
   // One record into memory; an error means it cannot be decoded.
@@ -85,6 +86,9 @@ Status Controller::Recover(bool salvage) {
           if (!j->is_object() || !j->contains("epoch") || !(*j)["epoch"].is_number_integer())
             return InvalidArgument("no integer epoch");
           epoch = (*j)["epoch"].get<int64_t>();
+        } else if (auto part = DecodeCheckpointPart(r)) {
+          if (!part->ok()) return part->status();
+          parts[(*part)->job].push_back(**part);
         } else if (r.key == SlurmSync::kDrainedKey) {
           if (Status s = slurm_sync_.Restore(r.body); !s.ok()) return s;
         } else if (Result<bool> mine = slurm_jobs_.Restore(r); !mine.ok()) {
@@ -117,7 +121,7 @@ Status Controller::Recover(bool salvage) {
     if (Status s = jobs_.RestoreAttempt(std::move(a)); !s.ok()) return s;
     const JobEntry& e = *jobs_.Find(job);
     JobHealth& health = HealthOf(job);
-    health.Restore(checkpoints[job], resumes[job]);
+    health.Restore(checkpoints[job], resumes[job], parts[job]);
     // A running attempt is re-armed now (grace counts from recovery: last-seen times were not persisted);
     // a launching one waits for its launch again.
     if (e.job.state == JobState::kRunning)

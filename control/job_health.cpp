@@ -21,8 +21,10 @@ JobHealth::JobHealth(const Job& job)
     : external_(job.spec.command.empty()), ledger_(job.id, LedgerOptions(job)) {}
 
 void JobHealth::Restore(const std::vector<Checkpoint>& checkpoints,
-                        const std::vector<std::pair<int, int64_t>>& resumes) {
+                        const std::vector<std::pair<int, int64_t>>& resumes,
+                        const std::vector<CheckpointPart>& parts) {
   ledger_.Restore(checkpoints);
+  for (const CheckpointPart& p : parts) ledger_.RestorePart(p.attempt, p.step, p.rank);
   std::vector<std::pair<int, int64_t>> sorted = resumes;
   std::sort(sorted.begin(), sorted.end());
   for (auto [attempt, step] : sorted) ledger_.OnAttemptStart(attempt, step);

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "control/records.h"
 #include "core/job.h"
 #include "core/json.h"
 #include "health/checkpoint_ledger.h"
@@ -55,7 +56,8 @@ class JobHealth {
   }
   // Recovery at start-up: stored checkpoints and the resume steps of the job's past attempts.
   void Restore(const std::vector<Checkpoint>& checkpoints,
-               const std::vector<std::pair<int, int64_t>>& resumes);
+               const std::vector<std::pair<int, int64_t>>& resumes,
+               const std::vector<CheckpointPart>& parts = {});
 
   struct IngestOutcome {
     int accepted = 0;  // includes ignored

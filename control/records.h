@@ -2,6 +2,9 @@
 // of core/json.h). One definition per record kind, shared by every owner that persists.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "core/job.h"
 #include "core/json.h"
 #include "core/node.h"
@@ -24,6 +27,32 @@ inline Record AttemptRecord(const Attempt& a) {
 }
 inline Record CheckpointRecord(const Checkpoint& c) {
   return {Collection::kCheckpoints, c.id, c.job, ToJson(c).dump()};
+}
+// A rank's part of a pending checkpoint (CheckpointTransition::part), kept until the checkpoint leaves
+// pending, so a restart knows which ranks reported.
+struct CheckpointPart {
+  std::string job;
+  int attempt = 0;
+  int64_t step = 0;
+  int rank = 0;
+};
+inline std::string CheckpointPartKey(const std::string& checkpoint_id, int rank) {
+  return "checkpoint_part/" + checkpoint_id + "/" + std::to_string(rank);
+}
+inline Record CheckpointPartRecord(const Checkpoint& c, int rank) {
+  return {Collection::kMeta, CheckpointPartKey(c.id, rank), c.job,
+          Json{{"job", c.job}, {"attempt", c.attempt}, {"step", c.step}, {"rank", rank}}.dump()};
+}
+// nullopt: not a part record; an error: a part record that does not decode.
+inline std::optional<Result<CheckpointPart>> DecodeCheckpointPart(const Record& r) {
+  if (r.collection != Collection::kMeta || r.key.rfind("checkpoint_part/", 0) != 0) return std::nullopt;
+  Json j = Json::parse(r.body, nullptr, false);
+  if (!j.is_object() || !j.contains("job") || !j["job"].is_string() || !j.contains("attempt") ||
+      !j["attempt"].is_number_integer() || !j.contains("step") || !j["step"].is_number_integer() ||
+      !j.contains("rank") || !j["rank"].is_number_integer())
+    return Result<CheckpointPart>(InvalidArgument("a checkpoint part needs job, attempt, step and rank"));
+  return Result<CheckpointPart>(CheckpointPart{j["job"].get<std::string>(), j["attempt"].get<int>(),
+                                               j["step"].get<int64_t>(), j["rank"].get<int>()});
 }
 inline Record FindingRecord(const Finding& f) {
   return {Collection::kFindings, f.id, f.job, ToJson(f).dump()};

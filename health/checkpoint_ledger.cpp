@@ -11,6 +11,17 @@ void CheckpointLedger::Restore(const std::vector<Checkpoint>& records) {
   for (const Checkpoint& c : records) entries_[{c.attempt, c.step}] = Entry{c, {}};
 }
 
+void CheckpointLedger::RestorePart(int attempt, int64_t step, int rank) {
+  auto it = entries_.find({attempt, step});
+  if (it == entries_.end() || it->second.record.status != CheckpointStatus::kPending || rank < 0) return;
+  Entry& e = it->second;
+  if (static_cast<size_t>(rank) >= e.reported.size()) e.reported.resize(rank + 1, false);
+  if (e.reported[rank]) return;
+  e.reported[rank] = true;
+  const auto counted = std::count(e.reported.begin(), e.reported.end(), true);
+  e.record.ranks_reported = std::max<int>(e.record.ranks_reported, static_cast<int>(counted));
+}
+
 void CheckpointLedger::OnAttemptStart(int attempt, int64_t resume_step) {
   resume_step_[attempt] = resume_step;
 }
@@ -93,24 +104,29 @@ std::vector<CheckpointTransition> CheckpointLedger::OnCheckpointReport(int attem
   if (c.status != CheckpointStatus::kPending) return out;
   if (rank == 0 || replicated) c.path = path;  // rank 0's part (or a whole-state file) names it
   if (static_cast<size_t>(rank) >= e.reported.size()) e.reported.resize(rank + 1, false);
-  if (!e.reported[rank]) {
+  const bool new_part = !e.reported[rank];
+  if (new_part) {
     e.reported[rank] = true;
     ++c.ranks_reported;
   }
-  if (inserted) {  // the new record, to persist; later rank reports change only ranks_reported
+  const bool completes = replicated || c.ranks_reported >= opt_.expected_reporters;
+  if (inserted || (new_part && !completes)) {  // the record (new, or a part more) and the part, to persist
     CheckpointTransition t;
     t.checkpoint = c;
-    t.created = true;
+    t.created = inserted;
+    if (!completes) t.part = rank;
     out.push_back(std::move(t));
   }
-  if (replicated) {
+  if (completes) {
+    std::vector<int> parts;
+    for (size_t r = 0; r < e.reported.size(); ++r)
+      if (e.reported[r] && static_cast<int>(r) != rank) parts.push_back(static_cast<int>(r));
     e.reported = {};
     SetStatus(e, CheckpointStatus::kComplete,
-              "rank " + std::to_string(rank) + " saved the whole replicated state", now, &out);
-  } else if (c.ranks_reported >= opt_.expected_reporters) {
-    e.reported = {};
-    SetStatus(e, CheckpointStatus::kComplete,
-              "all " + std::to_string(opt_.expected_reporters) + " ranks reported their part", now, &out);
+              replicated ? "rank " + std::to_string(rank) + " saved the whole replicated state"
+                         : "all " + std::to_string(opt_.expected_reporters) + " ranks reported their part",
+              now, &out);
+    out.back().settled_parts = std::move(parts);
   }
   Grade(e, now, &out);
   return out;

@@ -38,6 +38,11 @@ struct CheckpointTransition {
   Checkpoint checkpoint;  // after the change; checkpoint.reason says why
   CheckpointStatus from = CheckpointStatus::kPending;
   bool created = false;  // first report of this checkpoint (from is kPending)
+  // A rank's part of a checkpoint still pending (the status did not change, unless `created`): the caller
+  // persists the record and the part, so a restart keeps which ranks reported (RestorePart).
+  std::optional<int> part;
+  // The checkpoint left pending: the parts persisted for it (their records may go).
+  std::vector<int> settled_parts;
 };
 
 class CheckpointLedger {
@@ -49,9 +54,10 @@ class CheckpointLedger {
   };
   CheckpointLedger(std::string job, Options options) : job_(std::move(job)), opt_(options) {}
 
-  // Reloads records persisted earlier (daemon restart). Pending ones have lost their rank sets and
-  // complete only if `ranks_reported` already reached expected_reporters.
+  // Reloads records persisted earlier (daemon restart), then the parts of the pending ones (a transition's
+  // `part`): a rank whose part was restored counts once however often it reports again.
   void Restore(const std::vector<Checkpoint>& records);
+  void RestorePart(int attempt, int64_t step, int rank);
   void OnAttemptStart(int attempt, int64_t resume_step);
 
   // A rank's part of checkpoint `step` of `attempt` is durably saved. Repeated reports of one rank count

@@ -35,16 +35,26 @@ TEST_F(LedgerTest, PendingThenCompleteThenGood) {
   EXPECT_TRUE(t[0].created);
   EXPECT_EQ(t[0].checkpoint.id, "job-1/1/100");
   EXPECT_EQ(t[0].checkpoint.status, CheckpointStatus::kPending);
+  EXPECT_EQ(t[0].part, 0);
   EXPECT_TRUE(
       ledger_.OnCheckpointReport(1, 0, 100, "/ckpt/100", clock_.Now()).empty());  // repeat counts once
-  EXPECT_TRUE(ledger_.OnCheckpointReport(1, 1, 100, "/ckpt/100", clock_.Now()).empty());
-  EXPECT_TRUE(ledger_.OnCheckpointReport(1, 2, 100, "/ckpt/100", clock_.Now()).empty());
+  // Each further part is persisted with the record (its count), the status unchanged.
+  for (int rank : {1, 2}) {
+    t = ledger_.OnCheckpointReport(1, rank, 100, "/ckpt/100", clock_.Now());
+    ASSERT_EQ(t.size(), 1u);
+    EXPECT_FALSE(t[0].created);
+    EXPECT_EQ(t[0].part, rank);
+    EXPECT_EQ(t[0].checkpoint.status, CheckpointStatus::kPending);
+    EXPECT_EQ(t[0].checkpoint.ranks_reported, rank + 1);
+  }
   EXPECT_FALSE(ledger_.Latest());
   t = ledger_.OnCheckpointReport(1, 3, 100, "/ckpt/100", clock_.Now());
   ASSERT_EQ(t.size(), 1u);
   EXPECT_EQ(t[0].from, CheckpointStatus::kPending);
   EXPECT_EQ(t[0].checkpoint.status, CheckpointStatus::kComplete);
   EXPECT_EQ(t[0].checkpoint.ranks_reported, 4);
+  EXPECT_FALSE(t[0].part);
+  EXPECT_EQ(t[0].settled_parts, (std::vector<int>{0, 1, 2}));  // their records may go
   EXPECT_EQ(ledger_.Latest()->step, 100);
   EXPECT_FALSE(ledger_.LastKnownGood());
 
@@ -55,6 +65,25 @@ TEST_F(LedgerTest, PendingThenCompleteThenGood) {
   EXPECT_EQ(t[0].checkpoint.status, CheckpointStatus::kGood);
   EXPECT_NE(t[0].checkpoint.reason.find("agreed at step 100"), std::string::npos) << t[0].checkpoint.reason;
   EXPECT_EQ(ledger_.LastKnownGood()->id, "job-1/1/100");
+}
+
+// A tester's 4-rank checkpoint: three ranks reported, the daemon restarted, the fourth reported: it stayed
+// pending at 2 of 4 forever (the parts were not persisted). The restored parts count, once each.
+TEST_F(LedgerTest, PartsRestoredAfterARestartCompleteTheCheckpoint) {
+  std::vector<CheckpointTransition> persisted;
+  for (int rank : {0, 1, 2})
+    for (auto& t : ledger_.OnCheckpointReport(1, rank, 100, "/ckpt/100", clock_.Now()))
+      persisted.push_back(t);
+  CheckpointLedger restarted("job-1", {4, 10, true});
+  restarted.Restore({persisted.back().checkpoint});
+  for (const auto& t : persisted)
+    if (t.part) restarted.RestorePart(1, 100, *t.part);
+  restarted.RestorePart(1, 100, 2);  // a part seen twice counts once
+  EXPECT_TRUE(restarted.OnCheckpointReport(1, 1, 100, "/ckpt/100", clock_.Now()).empty());  // reported before
+  auto t = restarted.OnCheckpointReport(1, 3, 100, "/ckpt/100", clock_.Now());
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].checkpoint.status, CheckpointStatus::kComplete);
+  EXPECT_EQ(t[0].checkpoint.ranks_reported, 4);
 }
 
 TEST_F(LedgerTest, OneReplicatedSaveCompletesTheCheckpoint) {

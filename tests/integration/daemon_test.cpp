@@ -433,6 +433,48 @@ TEST(Daemon, KillNineKeepsEveryAcknowledgedRecord) {
   EXPECT_EQ(J(Http(d.port(), "GET", "/v1/jobs/" + auto_job))["estimate"]["explanation"], auto_explanation);
 }
 
+// A fleet operator's probe: three of four ranks reported their part of checkpoint 10, the daemon restarted,
+// the fourth reported: the checkpoint stayed pending at 2 of 4 for good (the parts lived in memory only).
+TEST(Daemon, ACheckpointsReportedPartsSurviveAKillNine) {
+  TempDir dir;
+  std::string job;
+  auto part = [&](int rank) {
+    return Json{{"reports",
+                 {{{"rank", rank},
+                   {"attempt", 1},
+                   {"kind", "checkpoint"},
+                   {"step", 10},
+                   {"path", "/ckpt/10/rank" + std::to_string(rank)}}}}}
+        .dump();
+  };
+  {
+    Daemon d(dir.path);
+    ASSERT_TRUE(d.WaitReady()) << d.log();
+    ASSERT_EQ(Http(d.port(), "POST", "/v1/nodes", NodeBody("n0", "l0")).status, 201);
+    Json external = Json::parse(JobBody(4, 1));
+    external.erase("command");  // another launcher's job: its ranks report, nothing is launched
+    HttpResult r = Http(d.port(), "POST", "/v1/jobs", external.dump());
+    ASSERT_EQ(r.status, 201) << r.body;
+    job = J(r)["id"];
+    for (int rank : {0, 1, 2})
+      ASSERT_EQ(Http(d.port(), "POST", "/v1/jobs/" + job + "/reports", part(rank)).status, 202);
+    Json c = J(Http(d.port(), "GET", "/v1/jobs/" + job + "/checkpoints"))["checkpoints"][0];
+    ASSERT_EQ(c["ranks_reported"], 3) << c.dump();
+    d.Signal(SIGKILL);
+    ASSERT_EQ(d.Wait(), 128 + SIGKILL);
+  }
+  Daemon d(dir.path);
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  Json c = J(Http(d.port(), "GET", "/v1/jobs/" + job + "/checkpoints"))["checkpoints"][0];
+  EXPECT_EQ(c["ranks_reported"], 3) << c.dump();
+  EXPECT_EQ(c["path"], "/ckpt/10/rank0") << c.dump();
+  ASSERT_EQ(Http(d.port(), "POST", "/v1/jobs/" + job + "/reports", part(1)).status, 202);  // again: once
+  ASSERT_EQ(Http(d.port(), "POST", "/v1/jobs/" + job + "/reports", part(3)).status, 202);
+  c = J(Http(d.port(), "GET", "/v1/jobs/" + job + "/checkpoints"))["checkpoints"][0];
+  EXPECT_EQ(c["status"], "complete") << c.dump();
+  EXPECT_EQ(c["ranks_reported"], 4) << c.dump();
+}
+
 TEST(Daemon, SecondDaemonOnTheSameDatabaseIsRefused) {
   TempDir dir;
   Daemon first(dir.path);
