@@ -102,7 +102,10 @@ std::vector<CheckpointTransition> CheckpointLedger::OnCheckpointReport(int attem
   }
   Checkpoint& c = e.record;
   if (c.status != CheckpointStatus::kPending) return out;
-  if (rank == 0 || replicated) c.path = path;  // rank 0's part (or a whole-state file) names it
+  if (rank == 0 || replicated) {  // rank 0's part (or a whole-state file) names it
+    c.path = path;
+    Overwrite(e, now, &out);
+  }
   if (static_cast<size_t>(rank) >= e.reported.size()) e.reported.resize(rank + 1, false);
   const bool new_part = !e.reported[rank];
   if (new_part) {
@@ -130,6 +133,16 @@ std::vector<CheckpointTransition> CheckpointLedger::OnCheckpointReport(int attem
   }
   Grade(e, now, &out);
   return out;
+}
+
+void CheckpointLedger::Overwrite(const Entry& by, Time now, std::vector<CheckpointTransition>* out) {
+  for (auto& [key, e] : entries_) {
+    if (&e == &by || e.record.path != by.record.path || e.record.status == CheckpointStatus::kBad) continue;
+    SetStatus(e, CheckpointStatus::kBad,
+              "its file " + e.record.path + " was overwritten by checkpoint " + by.record.id +
+                  " (saved to the same path): it can no longer be restarted from",
+              now, out);
+  }
 }
 
 std::vector<CheckpointTransition> CheckpointLedger::OnEvidence(const HealthEvidence& e, Time now) {

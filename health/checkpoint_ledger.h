@@ -16,7 +16,9 @@
 // Grading reads step evidence only (which steps agreed, which were healthy, where anomalies began), never
 // when a report arrived, so a burst of reports grades as the same reports paced.
 // Demote: an operator or a loop breaker (a poisoned checkpoint) makes a checkpoint bad; LastKnownGood then
-// falls back to the previous good one.
+// falls back to the previous good one. Overwritten: a checkpoint whose path (rank 0's part, or a whole-state
+// file) a later report names again is bad too: its file now holds the later state (a script that saves
+// "last.pt" each time leaves only its newest checkpoint to restart from).
 // Lineage: OnAttemptStart(b, resume_step) abandons later steps of earlier attempts: their checkpoints
 // keep their status but are no longer candidates for LastKnownGood/Latest.
 //
@@ -93,6 +95,9 @@ class CheckpointLedger {
   void SetStatus(Entry& e, CheckpointStatus s, std::string reason, Time now,
                  std::vector<CheckpointTransition>* out);
   bool OnLineage(const Checkpoint& c) const;
+  // Every other checkpoint saved to `by`'s path (a "last.pt" saved over and over) holds `by`'s state now:
+  // bad as a restart point (the state the ledger graded is gone).
+  void Overwrite(const Entry& by, Time now, std::vector<CheckpointTransition>* out);
 
   std::string job_;
   Options opt_;

@@ -86,6 +86,34 @@ TEST_F(LedgerTest, PartsRestoredAfterARestartCompleteTheCheckpoint) {
   EXPECT_EQ(t[0].checkpoint.ranks_reported, 4);
 }
 
+// A tester's script saved "last.pt" (temp file + os.replace) every 10 steps: 10, 20, 30 good, 50 bad (a
+// divergence at 47), all at one path. Recovery restarted "from checkpoint 30 (good)", and the rank loaded
+// the diverged state of step 50 from that path. A later save to the same path makes the earlier ones bad.
+TEST_F(LedgerTest, ACheckpointWhoseFileALaterSaveOverwroteIsNoRestartPoint) {
+  CheckpointLedger ddp("job-1", {/*expected_reporters=*/2, /*good_after_steps=*/10, /*hash_checks=*/false});
+  auto save = [&](int64_t step, const char* path) {
+    return ddp.OnCheckpointReport(1, 0, step, path, clock_.Now(), /*replicated=*/true);
+  };
+  save(10, "/ckpt/step10.pt");
+  save(20, "/ckpt/last.pt");
+  ddp.OnEvidence({HealthEvidence::Kind::kHealthyThrough, 1, 35, ""}, clock_.Now());
+  ASSERT_EQ(ddp.LastKnownGood()->step, 20);
+  auto t = save(30, "/ckpt/last.pt");
+  ASSERT_FALSE(t.empty());
+  EXPECT_EQ(t.front().checkpoint.id, "job-1/1/20");
+  EXPECT_EQ(t.front().checkpoint.status, CheckpointStatus::kBad);
+  EXPECT_NE(t.front().checkpoint.reason.find("overwritten by checkpoint job-1/1/30"), std::string::npos)
+      << t.front().checkpoint.reason;
+  EXPECT_EQ(ddp.LastKnownGood()->step, 10);  // its own file is intact
+  EXPECT_EQ(ddp.Latest()->step, 30);         // what last.pt holds now
+  // Another rank's part of a sharded save names nothing: only rank 0's part (or a whole-state file) does.
+  CheckpointLedger sharded("job-1", {2, 10, false});
+  sharded.OnCheckpointReport(1, 0, 10, "/ckpt/rank0.pt", clock_.Now());
+  sharded.OnCheckpointReport(1, 1, 10, "/ckpt/rank1.pt", clock_.Now());
+  EXPECT_TRUE(sharded.OnCheckpointReport(1, 1, 20, "/ckpt/rank1.pt", clock_.Now()).size() == 1u);
+  EXPECT_EQ(sharded.Find("job-1/1/10")->status, CheckpointStatus::kComplete);
+}
+
 TEST_F(LedgerTest, OneReplicatedSaveCompletesTheCheckpoint) {
   auto t = ledger_.OnCheckpointReport(1, 0, 100, "/ckpt/100.pt", clock_.Now(), /*replicated=*/true);
   ASSERT_EQ(t.size(), 2u);
