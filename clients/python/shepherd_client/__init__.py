@@ -32,7 +32,8 @@ def from_env(**kwargs):
 
 
 def install(client=None, **kwargs):
-    """Instrument PyTorch in this process and return the client (instrument.install)."""
+    """Instrument PyTorch in this process and return the client (instrument.install); in a child process of
+    an instrumented rank, patch nothing and return a disabled client."""
     from .instrument import install as _install
 
     return _install(client, **kwargs)

@@ -11,6 +11,10 @@ report only: the `started` one is withdrawn, since `completed` alone tells the d
 and left that seq. A collective still open at post time is sent as `started`, and every heartbeat
 repeats it (`collective: {seq, op, group, since}`) for as long as it stays open, which is what the hang
 watchdog needs. SHEPHERD_COLLECTIVE_REPORTS=completed|none sends fewer collective reports still.
+
+Child processes (lineage.py): from_env() in a child of an instrumented rank returns a disabled client, and a
+forked child's copy of an enabled client is disabled at the fork (no reports, no progress-page writes, no
+flush at its exit), so no child ever reports as the rank.
 """
 
 import atexit
@@ -21,9 +25,11 @@ import math
 import os
 import threading
 import time
+import weakref
 from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Tuple
 
 from . import config as _config
+from . import lineage
 from .hashing import param_digest
 from .sender import Entry, ReportSender
 
@@ -82,6 +88,7 @@ class ShepherdClient:
         self._step_since = time.time()
         self._page: Any = None  # a ProgressPage once start_helper() succeeded
         self._helper: Any = None  # its subprocess.Popen
+        self._inherited: Any = None  # in a forked child: the rank's sender, page and helper (never used)
         self._sender: Optional[ReportSender] = None
         if cfg.enabled:
             from .transport import reports_url
@@ -93,15 +100,21 @@ class ShepherdClient:
             if start:
                 self._sender.start()
             atexit.register(self._close_at_exit)  # deliver what is buffered when a script forgets close()
+            _enabled_clients.add(self)
 
     @classmethod
     def from_env(cls, environ: Optional[Mapping[str, str]] = None, *, start: bool = True,
                  **overrides: Any) -> "ShepherdClient":
         """Read SHEPHERD_URL, SHEPHERD_JOB, SHEPHERD_ATTEMPT, SHEPHERD_RANK_COORDS,
         SHEPHERD_RESUME_CHECKPOINT, SHEPHERD_TOKEN, RANK, WORLD_SIZE (and SHEPHERD_HEARTBEAT_INTERVAL,
-        SHEPHERD_HTTP_TIMEOUT, SHEPHERD_COLLECTIVE_REPORTS). Disabled when SHEPHERD_URL is unset.
+        SHEPHERD_HTTP_TIMEOUT, SHEPHERD_COLLECTIVE_REPORTS). Disabled when SHEPHERD_URL is unset, and in a
+        child process of an instrumented rank (lineage.inherited_from_rank: it would report as the rank).
         Keyword overrides replace individual ClientConfig fields."""
-        return cls(_config.config_from_env(environ), start=start, **overrides)
+        cfg = _config.config_from_env(environ)
+        if cfg.enabled and lineage.inherited_from_rank(environ):
+            log.debug("shepherd: a child process of rank %d's process: this client stays disabled", cfg.rank)
+            cfg.url = None
+        return cls(cfg, start=start, **overrides)
 
     # --- identity ---------------------------------------------------------------------------------
 
@@ -463,6 +476,15 @@ class ShepherdClient:
     def _close_at_exit(self) -> None:
         self.close(_at_exit=True)
 
+    def _disable_in_forked_child(self) -> None:
+        """In a forked child (os.register_at_fork): this copy becomes a disabled client. Its buffer, progress
+        page and helper are the rank's (the page is shared memory): never sent, written or stopped from here.
+        The lock is replaced: a thread of the rank may have held it at the fork, and no thread of the rank
+        exists here to release it. The rank's objects stay referenced, so collecting them here does nothing."""
+        self._inherited = (self._sender, self._page, self._helper)
+        self._lock = threading.Lock()
+        self._sender = self._page = self._helper = None
+
     def __enter__(self) -> "ShepherdClient":
         return self
 
@@ -473,6 +495,20 @@ class ShepherdClient:
         c = self.config
         return "ShepherdClient(%s, job=%r, attempt=%d, rank=%d/%d)" % (
             c.url or "disabled", c.job, c.attempt, c.rank, c.world_size)
+
+
+# Enabled clients of this process, disabled in a forked child (after_in_child runs in the child alone).
+_enabled_clients: "weakref.WeakSet[ShepherdClient]" = weakref.WeakSet()
+
+
+def _disable_clients_in_forked_child() -> None:
+    for c in list(_enabled_clients):
+        c._disable_in_forked_child()
+    _enabled_clients.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_disable_clients_in_forked_child)
 
 
 MARKER_SUFFIX = ".shepherd.json"

@@ -35,6 +35,7 @@ What is seen, and how (docs/integration.md has the user's view):
 - init_process_group without a timeout gets SHEPHERD_PG_TIMEOUT_S (set by the agent above the hang timeout).
 """
 
+import dataclasses
 import functools
 import math
 import types
@@ -45,8 +46,9 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from . import faults
+from . import faults, lineage
 from .client import ShepherdClient
+from .config import config_from_env
 from .groups import LAYOUT_NAMES, group_name, parse_layout
 from .scaled_loss import ScaledLosses
 
@@ -578,19 +580,34 @@ def _env_int(key: str, default: int) -> int:
         return default
 
 
+def _disabled_copy(client: Optional[ShepherdClient]) -> ShepherdClient:
+    """A disabled client with the same identity (rank, job, ...) as `client` (default: the environment's)."""
+    cfg = dataclasses.replace(client.config if client is not None else config_from_env(), url=None)
+    return ShepherdClient(cfg)
+
+
 def install(client: Optional[ShepherdClient] = None, *, helper: bool = True) -> ShepherdClient:
     """Instrument torch in this process (once; later calls return the same client) and return the client.
 
     With SHEPHERD_URL unset the client is disabled and nothing is patched, so a script that calls install()
     runs unchanged outside Shepherd. helper=True moves heartbeats to a helper process (GIL-independent
-    liveness)."""
+    liveness).
+
+    Only the rank's own process is instrumented. In a child process of an instrumented one (lineage.py:
+    spawned or forked multiprocessing children such as DataLoader workers, which run a script's top level
+    again, or a subprocess calling install()) it patches nothing, starts no helper and returns a disabled
+    client, whatever `client` is given. The process that does instrument itself marks its children so
+    (lineage.claim) before it starts the helper."""
     global _installed
+    if lineage.inherited_from_rank():
+        return _disabled_copy(client)  # a forked child also inherits _installed: the rank's, not its own
     with _install_lock:
         if _installed is not None:
             return _installed.client
         client = client or ShepherdClient.from_env()
         if not client.enabled:
             return client
+        lineage.claim()
         if helper:
             client.start_helper()
         import torch  # lazily: the reporting part of the package does not need it

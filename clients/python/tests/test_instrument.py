@@ -115,11 +115,11 @@ class StockScriptUnderRunTest(unittest.TestCase):
 
 
 
-def run_ranks(test, body, world_size=1, env=None, sitecustomize=None):
-    """Runs `body` as a script of `world_size` ranks under `python3 -m shepherd_client.run` against a fake
-    daemon (both cleaned up with `test`), with `env` added to each rank's environment and `sitecustomize`
-    (source) run at interpreter start-up when given. Returns the finished processes (CompletedProcess, by
-    rank) and the fake daemon."""
+def run_ranks(test, body, world_size=1, env=None, sitecustomize=None, zero_code=True):
+    """Runs `body` as a script of `world_size` ranks under `python3 -m shepherd_client.run` (zero_code=False:
+    `python3 script.py`, for a script that calls install() itself) against a fake daemon (both cleaned up
+    with `test`), with `env` added to each rank's environment and `sitecustomize` (source) run at interpreter
+    start-up when given. Returns the finished processes (CompletedProcess, by rank) and the fake daemon."""
     fake = FakeDaemon()
     test.addCleanup(fake.close)
     d = tempfile.mkdtemp(prefix="shepherd-run-")
@@ -139,7 +139,8 @@ def run_ranks(test, body, world_size=1, env=None, sitecustomize=None):
                          "SHEPHERD_JOB": "job-1", "SHEPHERD_ATTEMPT": "1", "SHEPHERD_HEARTBEAT_INTERVAL": "0.2",
                          "PYTHONPATH": PKG + (os.pathsep + d if sitecustomize is not None else "")})
         rank_env.update(env or {})
-        procs.append(subprocess.Popen([sys.executable, "-m", "shepherd_client.run", script], env=rank_env,
+        launcher = ["-m", "shepherd_client.run"] if zero_code else []
+        procs.append(subprocess.Popen([sys.executable] + launcher + [script], env=rank_env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     outs = []
     for p in procs:
