@@ -77,10 +77,13 @@ class AgentImpl final : public Agent {
       // The daemon asked us to hold off (429/503 with Retry-After): no register or heartbeat until then.
       const bool held = now < hold_until_;
       if (!registered && now >= next_register && !held) {
-        if (Register()) {
+        const Registration r = Register();
+        if (r != Registration::kFailed) {
           registered = true;
           register_backoff = 250ms;
           next_heartbeat = now;
+          retry_register_ =
+              r == Registration::kRefused ? std::optional(now + kRetryRefusedRegistration) : std::nullopt;
           {
             std::lock_guard lock(mu_);
             registered_ = true;
@@ -90,6 +93,10 @@ class AgentImpl final : public Agent {
           next_register = now + register_backoff;
           register_backoff = std::min<Clock::duration>(register_backoff * 2, 10s);
         }
+      } else if (registered && retry_register_ && now >= *retry_register_ && !held) {
+        retry_register_ = Register() == Registration::kRefused
+                              ? std::optional(now + kRetryRefusedRegistration)
+                              : std::nullopt;
       }
       if (incoming) sup_->SetDesired(std::move(incoming->ranks), now, std::move(incoming->keep));
       Fence(now);
@@ -133,17 +140,33 @@ class AgentImpl final : public Agent {
     return std::clamp(left, std::chrono::milliseconds(100), o_.request_timeout);
   }
 
-  bool Register() {
+  // kRefused: the daemon knows the node and refused these settings (409: it runs ranks, which keep what
+  // they were given: another GPU count, leaf or hostname than this agent's flags). The agent serves the
+  // node as the daemon knows it (heartbeats renew the lease, so its ranks are not fenced and the node is
+  // not lost) and offers its settings again every kRetryRefusedRegistration, e.g. once the node is free.
+  enum class Registration { kRegistered, kRefused, kFailed };
+  static constexpr auto kRetryRefusedRegistration = std::chrono::seconds(60);
+  Registration Register() {
     NodeRegistration n{o_.node_id, o_.hostname,       o_.gpus,     o_.topology,
                        o_.spare,   o_.gpu_memory_gib, o_.gpu_model};
     Result<HttpResult> r = http_->Request("POST", "/v1/nodes", RegisterBody(n).dump(), o_.request_timeout);
     if (r.ok() && (r->status == 200 || r->status == 201)) {
+      if (retry_register_) spdlog::info("agent {}: registered with its own settings now", o_.node_id);
       spdlog::info("agent {}: registered ({})", o_.node_id, r->status);
       reachable_ = true;
-      return true;
+      return Registration::kRegistered;
+    }
+    if (r.ok() && r->status == 409) {
+      spdlog::error(
+          "agent {}: the daemon keeps its own record of this node, which runs ranks: {}; serving the node "
+          "as registered (heartbeats go on, its ranks keep running) and offering these settings again in "
+          "{} s",
+          o_.node_id, r->body.substr(0, 300), kRetryRefusedRegistration.count());
+      reachable_ = true;
+      return Registration::kRefused;
     }
     LogFailure("register", r);
-    return false;
+    return Registration::kFailed;
   }
 
   // Returns false when the daemon no longer knows the node (404): the caller registers again.
@@ -258,8 +281,9 @@ class AgentImpl final : public Agent {
   std::unique_ptr<HttpClient> poll_http_;      // poll thread only (Cancel from any)
   AgentIdentity identity_;
   std::string node_path_;
-  std::optional<Clock::time_point> lease_until_;  // supervision thread only; unset: no lease granted yet
-  bool fenced_ = false;                           // supervision thread only: ranks stopped for the lease
+  std::optional<Clock::time_point> lease_until_;     // supervision thread only; unset: no lease granted yet
+  std::optional<Clock::time_point> retry_register_;  // supervision thread only: a refused registration
+  bool fenced_ = false;                              // supervision thread only: ranks stopped for the lease
   std::atomic<bool> reachable_{true};
   // Supervision thread only: no register or heartbeat before this (the daemon's Retry-After, jittered).
   Clock::time_point hold_until_{};

@@ -235,6 +235,26 @@ TEST_F(AgentLoopTest, RestartedAgentAdoptsItsRanks) {
   EXPECT_TRUE(LatestEntry(*daemon_, 1, 0)["exit_code"].is_null()) << "adopted: exit code unknown";
 }
 
+// A fleet operator grew n2 to 4 GPUs in the daemon and restarted its agent with the old --gpus 2: the
+// registration got 409 (a busy node's GPU count cannot shrink), the agent sent no heartbeat, and 10 s later
+// the node was lost, failed and its ranks stopped. A refused agent serves the node as registered.
+TEST_F(AgentLoopTest, ARefusedRegistrationStillHeartbeatsAndKeepsTheRanks) {
+  daemon_->SetLease(5);
+  StartAgent(Options());
+  daemon_->SetAssignments({Rank(1, 0, "exec sleep 100")});
+  ASSERT_TRUE(WaitFor([&] { return StateOf(*daemon_, 1, 0) == "running"; }));
+  int pid = LatestEntry(*daemon_, 1, 0)["pid"];
+  StopAgent();
+  daemon_->SetRegisterConflict(true);
+  std::size_t registered = daemon_->registrations().size(), seen = daemon_->heartbeats().size();
+  StartAgent(Options());
+  ASSERT_TRUE(WaitFor([&] { return daemon_->heartbeats().size() > seen + 3; }));
+  EXPECT_EQ(daemon_->registrations().size(), registered + 1) << "offered once, then again only after 60 s";
+  EXPECT_EQ(LatestEntry(*daemon_, 1, 0)["pid"], pid);
+  EXPECT_EQ(StateOf(*daemon_, 1, 0), "running");
+  EXPECT_EQ(Starts(0), 1);
+}
+
 TEST_F(AgentLoopTest, ReportsGpuFaultsAndSpareFlag) {
   std::ofstream(dir_.file("gpu_faults.json"))
       << R"([{"gpu": 1, "kind": "ecc_uncorrectable", "detail": "x"}])";

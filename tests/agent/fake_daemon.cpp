@@ -162,6 +162,7 @@ FakeDaemon::Response FakeDaemon::Handle(const Request& r) {
   }
   if (r.method == "POST" && path == "/v1/nodes") {
     registrations_.push_back(Json::parse(r.body));
+    if (register_conflict_) return {409, R"({"detail": "node n1 runs ranks: its GPU count cannot shrink"})"};
     bool was_known = known_;
     known_ = true;
     cv_.notify_all();
@@ -219,6 +220,11 @@ void FakeDaemon::SetBusy(std::optional<int> retry_after_s) {
 std::vector<std::chrono::steady_clock::time_point> FakeDaemon::request_times() const {
   std::lock_guard lock(mu_);
   return request_times_;
+}
+
+void FakeDaemon::SetRegisterConflict(bool on) {
+  std::lock_guard lock(mu_);
+  register_conflict_ = on;
 }
 
 void FakeDaemon::ForgetNode() {

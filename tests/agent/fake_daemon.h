@@ -1,6 +1,7 @@
 // FakeDaemon: a tiny blocking HTTP/1.1 server on 127.0.0.1:0 (plain POSIX sockets, one thread per
 // connection) that plays the daemon's side of docs/agent-protocol.md with scripted answers:
-//   POST /v1/nodes                          201, records the body, the node becomes known
+//   POST /v1/nodes                          201, records the body, the node becomes known (409 while
+//                                           SetRegisterConflict)
 //   POST /v1/nodes/{id}/heartbeat           404 while the node is unknown; else records the body and
 //                                           acknowledges every exit in it (when auto_ack) -> 200
 //                                           (with lease_s when SetLease)
@@ -40,6 +41,8 @@ class FakeDaemon {
   // Answer every request 429 with "Retry-After: <seconds>" (nullopt: serve normally).
   void SetBusy(std::optional<int> retry_after_s);
   void ForgetNode();  // the daemon "lost" the node: 404 until it registers again
+  // Registrations are answered 409 (the daemon keeps its record of a busy node); a known node stays known.
+  void SetRegisterConflict(bool on);
   void SetAutoAck(bool on);
   // Heartbeat answers grant this lease (lease_s); 0 (the default): none.
   void SetLease(double seconds);
@@ -77,6 +80,7 @@ class FakeDaemon {
   bool down_ = false;
   std::optional<int> busy_;
   bool known_ = false;
+  bool register_conflict_ = false;
   bool auto_ack_ = true;
   double lease_s_ = 0;
   bool drop_after_response_ = false;
