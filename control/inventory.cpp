@@ -63,7 +63,7 @@ namespace {
 Status CheckBusyReRegistration(const Node& old, const Node& now) {
   const std::string busy = "node " + old.id + " runs ranks: ";
   std::vector<FieldError> errors;
-  if (now.spare) errors.push_back({"spare", busy + "it cannot become a spare"});
+  if (now.spare && !old.spare) errors.push_back({"spare", busy + "it cannot become a spare"});
   if (now.hostname != old.hostname)
     errors.push_back({"hostname", busy + "its hostname cannot change from " + old.hostname});
   for (const auto& [level, label] : old.topology)

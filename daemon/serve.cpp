@@ -53,19 +53,28 @@ Status WritePortFile(const std::string& path, uint16_t port) {
   return Status::Ok();
 }
 
-// Registers the inventory file's nodes through the controller (durably) before serving.
+// Registers the inventory file's nodes through the controller (durably) before serving. A node the file
+// would change in a way its running ranks forbid (a GPU count that shrinks, another leaf: kConflict) keeps
+// its stored record, with an error in the log: refusing to start would leave every agent without its lease
+// and stop every rank of the fleet. The file not parsing, or the store failing, stops the start.
 Status LoadInventory(const DaemonConfig& config, Controller* controller, Store* store,
                      asio::io_context* ioc) {
   auto nodes = LoadInventoryFile(config.inventory, config.controller.levels);
   if (!nodes.ok()) return nodes.status();
   Status first_error;
-  size_t pending = nodes->size();
+  size_t pending = nodes->size(), kept = 0;
   for (auto& [node, schedulable_given] : *nodes) {
     std::string id = node.id;
     controller->UpsertNode(std::move(node), schedulable_given, [&, id](Result<NodeUpsert> r) {
       --pending;
-      if (!r.ok() && first_error.ok())
+      if (r.ok()) return;
+      if (r.status().code() == Code::kConflict) {
+        ++kept;
+        spdlog::error("inventory {}: node {} kept as stored: {} (apply the change once its ranks are gone)",
+                      config.inventory, id, r.status().message());
+      } else if (first_error.ok()) {
         first_error = Status(r.status().code(), "node " + id + ": " + r.status().message());
+      }
     });
   }
   while (pending > 0) {
@@ -74,7 +83,9 @@ Status LoadInventory(const DaemonConfig& config, Controller* controller, Store* 
     ioc->poll();
   }
   ioc->restart();  // poll() left the io_context stopped; run() must not return at once
-  if (first_error.ok()) spdlog::info("inventory {}: {} nodes registered", config.inventory, nodes->size());
+  if (first_error.ok())
+    spdlog::info("inventory {}: {} nodes registered, {} kept as stored", config.inventory,
+                 nodes->size() - kept, kept);
   return first_error;
 }
 

@@ -62,6 +62,20 @@ TEST_F(InventoryTest, BusyNodesCannotBecomeSparesNorBeRemoved) {
   EXPECT_FALSE(inv_.View("n1").has_value());
 }
 
+// A fleet operator restarted the daemon with its unchanged inventory file while a spare it had given to a
+// job ran ranks: "node sp0 runs ranks: it cannot become a spare", exit 1, every rank fenced. It already was.
+TEST_F(InventoryTest, ABusySpareRegisteredAgainAsASpareIsNoChange) {
+  Add(MakeNode("sp0", "l0", /*spare=*/true));
+  Placement p;
+  for (int g = 0; g < 8; ++g) p.ranks.push_back({g, "sp0", g, g, 0, 0});
+  ASSERT_TRUE(inv_.Allocate("job-1", p).ok());
+  bool created = false;
+  EXPECT_TRUE(inv_.Upsert(MakeNode("sp0", "l0", /*spare=*/true), false, kNow, &batch_, &created).ok());
+  Node shrunk = MakeNode("sp0", "l0", /*spare=*/true);
+  shrunk.gpus = 4;  // a real change to a busy node is still refused
+  EXPECT_EQ(inv_.Upsert(shrunk, false, kNow, &batch_, &created).status().code(), Code::kConflict);
+}
+
 TEST_F(InventoryTest, ListFiltersButSummarisesTheWholeInventory) {
   Add(MakeNode("n1", "l0"));
   Add(MakeNode("n2", "l1"));

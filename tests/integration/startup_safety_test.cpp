@@ -168,4 +168,37 @@ TEST(SelfAwareness, ADaemonStallBlamesNoNode) {
 }
 
 }  // namespace
+// A fleet operator's daemon would not start again with an inventory file that changed a node its ranks
+// ran on (exit 1, so every agent's lease ran out and the fleet's ranks were stopped), nor with the unchanged
+// file once a spare ran ranks. The node keeps its stored record, named in the log; the rest of the file
+// applies.
+TEST(StartupSafety, AnInventoryFileChangingABusyNodeKeepsItAsStoredAndStarts) {
+  TempDir dir;
+  const std::string inv = dir.path + "/inventory.json";
+  auto write = [&](int n0_gpus, bool with_n1) {
+    Json nodes = Json::array(
+        {{{"id", "n0"}, {"gpus", n0_gpus}, {"topology", {{"spine", "s0"}, {"leaf", "l0"}}}},
+         {{"id", "sp0"}, {"gpus", 8}, {"spare", true}, {"topology", {{"spine", "s0"}, {"leaf", "l0"}}}}});
+    if (with_n1)
+      nodes.push_back({{"id", "n1"}, {"gpus", 8}, {"topology", {{"spine", "s0"}, {"leaf", "l1"}}}});
+    std::ofstream(inv) << Json{{"nodes", nodes}}.dump();
+  };
+  write(8, false);
+  {
+    Daemon d(dir.path, {"--inventory", inv});
+    ASSERT_TRUE(d.WaitReady()) << d.log();
+    HttpResult job = Http(d.port(), "POST", "/v1/jobs", JobBody());
+    ASSERT_EQ(job.status, 201) << job.body;
+    ASSERT_EQ(J(Http(d.port(), "GET", "/v1/nodes/n0"))["state"], "allocated");
+    d.Signal(SIGTERM);
+    ASSERT_EQ(d.Wait(), 0);
+  }
+  write(4, true);  // n0 shrinks under its ranks; n1 is new
+  Daemon d(dir.path, {"--inventory", inv});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  EXPECT_EQ(J(Http(d.port(), "GET", "/v1/nodes/n0"))["gpus"], 8);
+  EXPECT_EQ(Http(d.port(), "GET", "/v1/nodes/n1").status, 200);
+  EXPECT_NE(d.log().find("node n0 kept as stored"), std::string::npos) << d.log();
+}
+
 }  // namespace shepherd::testing
