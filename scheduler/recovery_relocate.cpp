@@ -159,6 +159,16 @@ Result<RecoveryDecision> ManualRestart(const RestartRequest& req) {
   if (IsActive(st) || st == JobState::kRecovering)
     d.actions.push_back("stop attempt " + std::to_string(req.job.attempt));
   Relocate(req.job, req.placement, req.cluster, {}, avoid, &d);
+  if (d.action == RecoveryDecision::kQueue && !avoid.empty()) {
+    // Queued, the job would be placed on whatever frees up first, the node to leave among them (a fleet
+    // operator's restart "off n1" stopped the job and put it back on n1): nothing is done instead.
+    std::string nodes;
+    for (const std::string& n : avoid) nodes += (nodes.empty() ? "" : ", ") + n;
+    const std::string why = "no spare or free node can take the ranks of " + nodes +
+                            " now; nothing was stopped (cordon the node to move the job once capacity frees "
+                            "up, or free a node first)";
+    return Status(Code::kConflict, why, {{"replace_nodes", why}});
+  }
   d.actions.push_back(ResumeLine(from, why));
   return d;
 }

@@ -126,5 +126,16 @@ TEST_F(ManualRestartTest, ReplaceNodesMovesTheJobWithoutCordoning) {
   EXPECT_EQ(unused.status().fields()[0].field, "replace_nodes[1]");
 }
 
+// No spare and no free node: the restart would queue the job, to be placed on whatever frees up first (the
+// node it was told to leave among them). Refused, and nothing is stopped.
+TEST_F(ManualRestartTest, ReplaceNodesWithNowhereToGoIsAConflictThatStopsNothing) {
+  Build({"node-03", "node-05", "node-07", "node-04", "node-06"});  // only the job's own two nodes
+  auto d = Restart("last-known-good", {"node-02"});
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), Code::kConflict);
+  EXPECT_NE(d.status().message().find("nothing was stopped"), std::string::npos) << d.status().message();
+  EXPECT_TRUE(Restart("last-known-good").ok());  // without replace_nodes: a restart in place
+}
+
 }  // namespace
 }  // namespace shepherd
