@@ -146,6 +146,11 @@ void Controller::PatchNode(const std::string& id, NodePatch patch, Done<NodeView
 
 void Controller::DeleteNode(const std::string& id, Done<NodeView> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
+  // Its agent would register it again at once, schedulable and without its cordon or failure.
+  if (inventory_.Find(id) && agents_.Live(id))
+    return done(Conflict("node " + id +
+                         "'s agent is still heartbeating: stop the agent first (it would register "
+                         "the node again, without its cordon)"));
   WriteBatch batch;
   auto last = inventory_.Remove(id, &batch);
   if (!last.ok()) return done(last.status());
@@ -290,6 +295,9 @@ Result<PlacementView> Controller::GetPlacement(const std::string& id) const {
   if (!e) return NotFound("no job " + id);
   if (!e->attempt)
     return Conflict("job " + id + " is " + ToString(e->job.state) + " and has no placement yet");
+  // Re-queued by recovery: its last attempt's ranks are not where it will run.
+  if (e->job.state == JobState::kQueued)
+    return Conflict("job " + id + " is queued: it has no placement until it is placed again");
   PlacementView v{e->attempt->number, e->job.state, std::nullopt, &e->attempt->placement};
   if (inventory_.cluster().Holds(id))
     v.quality = EvaluatePlacement(inventory_.cluster(), e->job.plan, e->attempt->placement,

@@ -140,6 +140,29 @@ TEST_F(ControllerTest, DeleteNodeRefusedWhileRanksRun) {
   EXPECT_EQ(controller_->GetNode("n1").status().code(), Code::kNotFound);
 }
 
+// A fleet operator cordoned n4 ("bad NVLink, decommission") and deleted it while its agent ran: the agent
+// registered it again within 6 s, schedulable and without its cordon.
+TEST_F(ControllerTest, DeleteNodeRefusedWhileItsAgentHeartbeats) {
+  AddNode("n1", "l0");
+  std::optional<Result<HeartbeatAck>> ack;
+  controller_->NodeHeartbeat("n1", {}, [&](Result<HeartbeatAck> r) { ack = std::move(r); });
+  Drain();
+  ASSERT_TRUE(ack && ack->ok());
+  std::optional<Result<NodeView>> del;
+  controller_->DeleteNode("n1", [&](Result<NodeView> r) { del = std::move(r); });
+  Drain();
+  EXPECT_EQ(del->status().code(), Code::kConflict);
+  EXPECT_NE(del->status().message().find("stop the agent first"), std::string::npos);
+  for (int i = 0; i < 4; ++i) {  // the agent stops: lost after the node timeout, then deletable
+    clock_.Advance(Seconds(5));
+    controller_->Tick();
+    Drain();
+  }
+  controller_->DeleteNode("n1", [&](Result<NodeView> r) { del = std::move(r); });
+  Drain();
+  EXPECT_TRUE(del->ok()) << del->status().message();
+}
+
 // A DELETE that commits while a PATCH or a re-registration of the same node is still being written: each
 // answers with the node as it wrote it (the daemon read a node that was gone and crashed).
 TEST_F(ControllerTest, NodeWriteAnswersAfterAConcurrentDeleteRemovedTheNode) {
@@ -308,6 +331,24 @@ TEST_F(ControllerCredentialsTest, AQueuedJobPlacedOnFreedNodesHasItsTokenInTheFi
     EXPECT_EQ(r.env.at("SHEPHERD_TOKEN"), *token) << "rank " << r.rank.rank;
   }
   EXPECT_FALSE((*answer)->ranks.empty());
+}
+
+// A job recovery re-queued (its node lost, no spare, no free node) showed its old attempt's ranks, on the
+// failed node, as its placement (200); api.md says 409 while queued.
+TEST_F(ControllerCredentialsTest, AReQueuedJobHasNoPlacement) {
+  AddNode("n1", "l0");
+  AddNode("n2", "l0");
+  const std::string job = SubmitOurs();
+  for (const char* n : {"n1", "n2"}) Heartbeat(n, {});
+  ASSERT_TRUE(controller_->GetPlacement(job).ok());
+  for (int i = 0; i < 60 && controller_->GetJob(job)->job.state != JobState::kQueued; ++i) {
+    clock_.Advance(Seconds(1));
+    Heartbeat("n1", {});  // n2's agent fell silent
+    controller_->Tick();
+    Drain();
+  }
+  ASSERT_EQ(controller_->GetJob(job)->job.state, JobState::kQueued);
+  EXPECT_EQ(controller_->GetPlacement(job).status().code(), Code::kConflict);
 }
 
 TEST_F(ControllerCredentialsTest, RankTokensSurviveARestartOfTheDaemon) {
