@@ -12,6 +12,7 @@ CheckpointLedger::Options LedgerOptions(const Job& job) {
   o.expected_reporters = job.plan.world_size();
   o.good_after_steps = job.spec.policy.good_after_steps;
   o.hash_checks = job.plan.dp > 1 && job.plan.zero_stage < 3;
+  o.whole_state_saves = job.plan.zero_stage < 3;
   return o;
 }
 
@@ -41,6 +42,7 @@ void JobHealth::OnAttemptStart(const Job& job, const Attempt& a, Launch launch, 
   ctx.placement = a.placement;
   ctx.policy = job.spec.policy;
   ctx.hashes_agreed = HashesEverAgreed();
+  ctx.resume_step = a.resume_step;
   unlaunched_.clear();
   rank_nodes_.clear();
   external_pending_ = launch == Launch::kExternal;

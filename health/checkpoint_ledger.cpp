@@ -86,6 +86,7 @@ std::vector<CheckpointTransition> CheckpointLedger::OnCheckpointReport(int attem
                                                                        const std::string& path, Time now,
                                                                        bool replicated) {
   std::vector<CheckpointTransition> out;
+  replicated = replicated && opt_.whole_state_saves;
   auto [it, inserted] = entries_.try_emplace({attempt, step});
   Entry& e = it->second;
   if (inserted) {

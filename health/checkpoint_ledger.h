@@ -53,6 +53,9 @@ class CheckpointLedger {
     int expected_reporters = 1;  // distinct ranks that must report a checkpoint (world size, or shard owners)
     int good_after_steps = 10;   // K in (c)
     bool hash_checks = true;     // false when no replica sets exist (dp=1, plain ZeRO-3) or checks are off
+    // false for a job whose parameters are sharded (ZeRO-3, FSDP): no rank's file holds the whole state, so
+    // a report with scope "replicated" counts as that rank's part only.
+    bool whole_state_saves = true;
   };
   CheckpointLedger(std::string job, Options options) : job_(std::move(job)), opt_(options) {}
 

@@ -114,6 +114,21 @@ TEST_F(LedgerTest, ACheckpointWhoseFileALaterSaveOverwroteIsNoRestartPoint) {
   EXPECT_EQ(sharded.Find("job-1/1/10")->status, CheckpointStatus::kComplete);
 }
 
+// An ML engineer's ZeRO-3 job (zero_stage 3 in its spec) saved step_N/rank_R.pt per rank; the client called
+// rank 0's file the whole state, the checkpoint was complete from one shard, and a restart from it failed
+// twice on the missing rank_1.pt. In a sharded job "replicated" is that rank's part only.
+TEST_F(LedgerTest, InAShardedJobAReplicatedReportIsOneRanksPart) {
+  CheckpointLedger zero3(
+      "job-1",
+      {.expected_reporters = 2, .good_after_steps = 10, .hash_checks = false, .whole_state_saves = false});
+  auto t = zero3.OnCheckpointReport(1, 0, 10, "/ckpt/step_10/rank_0.pt", clock_.Now(), /*replicated=*/true);
+  ASSERT_EQ(t.size(), 1u);
+  EXPECT_EQ(t[0].checkpoint.status, CheckpointStatus::kPending);
+  EXPECT_FALSE(zero3.Latest());
+  t = zero3.OnCheckpointReport(1, 1, 10, "/ckpt/step_10/rank_1.pt", clock_.Now(), /*replicated=*/true);
+  EXPECT_EQ(t.back().checkpoint.status, CheckpointStatus::kComplete);
+}
+
 TEST_F(LedgerTest, OneReplicatedSaveCompletesTheCheckpoint) {
   auto t = ledger_.OnCheckpointReport(1, 0, 100, "/ckpt/100.pt", clock_.Now(), /*replicated=*/true);
   ASSERT_EQ(t.size(), 2u);

@@ -474,9 +474,7 @@ class Instrumentation:
             path = os.fspath(f) if isinstance(f, (str, bytes, os.PathLike)) else getattr(f, "name", None)
             if not isinstance(path, str) or not inst.in_ckpt_dir(path):
                 return orig_save(obj, f, *args, **kwargs)
-            step = inst.step
-            if isinstance(obj, dict) and isinstance(obj.get("step"), int):
-                step = obj["step"]
+            step = _saved_step(obj, inst.step)
             with inst.client.checkpoint_phase("save"):
                 out = orig_save(obj, f, *args, **kwargs)
                 if _is_temporary(path):
@@ -565,6 +563,22 @@ def _fsync(path: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+# The keys under which scripts store the optimizer step they saved (Megatron "iteration", Lightning/HF
+# "global_step"). A save made later (in a background thread, from a deep copy) holds that step, not the one
+# training has reached when torch.save returns.
+STEP_KEYS = ("step", "global_step", "iteration", "iter")
+
+
+def _saved_step(obj: Any, current: int) -> int:
+    """The step a saved object says it holds (its first STEP_KEYS integer), else `current`."""
+    if isinstance(obj, dict):
+        for key in STEP_KEYS:
+            v = obj.get(key)
+            if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+                return v
+    return current
 
 
 def _flush_and_fsync(f: Any) -> bool:

@@ -450,5 +450,20 @@ class NonAxisGroupUnderRunTest(unittest.TestCase):
         self.assertTrue(all("members" not in r for r in fake.reports("collective") if r["group"] == "world"))
 
 
+class SavedStepTest(unittest.TestCase):
+    """A checkpoint's step is the one the saved object holds: an ML engineer's background-thread save of a
+    deep copy keyed "iteration" was reported at the step training had reached (35 for step_000020.pt)."""
+
+    def test_the_saved_objects_step_key_wins_over_the_current_step(self):
+        sys.path.insert(0, PKG)
+        from shepherd_client.instrument import _saved_step
+        self.assertEqual(_saved_step({"iteration": 20, "model": {}}, 35), 20)
+        self.assertEqual(_saved_step({"global_step": 7}, 9), 7)
+        self.assertEqual(_saved_step({"step": 3, "iteration": 4}, 9), 3)
+        self.assertEqual(_saved_step({"epoch": 2}, 9), 9)
+        self.assertEqual(_saved_step({"step": True}, 9), 9)
+        self.assertEqual(_saved_step([1, 2], 9), 9)
+
+
 if __name__ == "__main__":
     unittest.main()
