@@ -61,6 +61,7 @@ struct MonitorContext {
   Placement placement;  // indexed by rank, placement.ranks.size() == plan.world_size()
   Policy policy;
   bool hashes_agreed = false;  // a parameter-hash check of an earlier attempt agreed
+  int64_t resume_step = 0;     // the step this attempt resumed from (0: from scratch)
 };
 
 struct IngestResult {

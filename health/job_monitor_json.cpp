@@ -115,7 +115,8 @@ Json JobMonitor::HealthJson(Time now) const {
     // Two checks' worth of steps without a single hash: nothing is compared (e.g. a hand-written
     // data-parallel all-reduce, which the zero-code client does not hash), so "ok" would say too much.
     const int every = ctx_.policy.sdc_check_every_steps;
-    const bool no_hashes = !sdc_.any_hash() && every > 0 && job_step_ >= 2 * static_cast<int64_t>(every);
+    const bool no_hashes =
+        !sdc_.any_hash() && every > 0 && job_step_ - ctx_.resume_step >= 2 * int64_t{every};
     sdc["status"] = unverified || no_hashes ? "unverified" : !sdc_ranks.empty() ? "suspected" : "ok";
     if (unverified)
       sdc["reason"] =

@@ -66,6 +66,13 @@ TEST(SdcTest, NoHashByTwoCheckIntervalsIsUnverifiedNotOk) {
     hashed->Ingest(Step(r, clock2.Now(), 20, 1.0), clock2.Now());
   }
   EXPECT_EQ(hashed->HealthJson(clock2.Now())["checks"]["sdc"]["status"], "ok");
+  // An attempt resumed at step 40 counts its two intervals from there (it said "unverified" at step 50).
+  c.resume_step = 40;
+  auto resumed = MakeMonitor(c);
+  for (int r : {0, 1}) resumed->Ingest(Step(r, clock.Now(), 50, 1.0), clock.Now());
+  EXPECT_EQ(resumed->HealthJson(clock.Now())["checks"]["sdc"]["status"], "ok");
+  for (int r : {0, 1}) resumed->Ingest(Step(r, clock.Now(), 60, 1.0), clock.Now());
+  EXPECT_EQ(resumed->HealthJson(clock.Now())["checks"]["sdc"]["status"], "unverified");
 }
 
 TEST(SdcTest, ReplicasThatNeverAgreedWithoutAMajorityAreUnverifiedNotSuspected) {
