@@ -34,6 +34,20 @@ std::optional<std::uint64_t> ReadOomKills(const std::string& path) {
   return std::nullopt;
 }
 
+// The Python client's progress page, /dev/shm/shepherd-<job>-a<attempt>-r<rank>-<pid>.page: its helper
+// removes the name when it exits, but not when the rank's group is killed with it (SIGKILL), and pages of
+// stopped ranks piled up in /dev/shm. The rank is gone here and so is its helper.
+void RemoveProgressPages(const RankKey& key) {
+  const std::string prefix =
+      "shepherd-" + key.job + "-a" + std::to_string(key.attempt) + "-r" + std::to_string(key.rank) + "-";
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && name.size() > 5 && name.compare(name.size() - 5, 5, ".page") == 0)
+      std::filesystem::remove(entry.path(), ec);
+  }
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Supervisor>> Supervisor::Open(const SupervisorOptions& options) {
@@ -249,6 +263,7 @@ bool Supervisor::Reap(TrackedProcess* p, SteadyTime now) {
   p->kill_at.reset();
   p->term_at.reset();
   SignalGroup(p->pid, SIGKILL);  // leftovers of the rank's group (workers, shells' children)
+  RemoveProgressPages(p->key);
   p->dumps = FindDumps(p->dump_prefix);
   if (p->exit.exit_code != 0) p->log_tail = ReadLogTail(log_path(p->key));
   std::string how = p->exit.exit_code ? "exited with code " + std::to_string(*p->exit.exit_code)

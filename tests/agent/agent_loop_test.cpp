@@ -1,8 +1,11 @@
 // The whole agent (registration, heartbeats, long poll, supervision) against FakeDaemon.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <csignal>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "agent/agent.h"
@@ -253,6 +256,24 @@ TEST_F(AgentLoopTest, ARefusedRegistrationStillHeartbeatsAndKeepsTheRanks) {
   EXPECT_EQ(LatestEntry(*daemon_, 1, 0)["pid"], pid);
   EXPECT_EQ(StateOf(*daemon_, 1, 0), "running");
   EXPECT_EQ(Starts(0), 1);
+}
+
+// An ML engineer found 951 progress pages of cancelled and killed ranks in /dev/shm: the client's helper
+// removes its page's name when it exits, not when the rank's group is killed with it.
+TEST_F(AgentLoopTest, AnExitedRanksProgressPageIsRemoved) {
+  const std::string page = "/dev/shm/shepherd-job-1-a1-r0-" + std::to_string(::getpid()) + ".page";
+  const std::string other = "/dev/shm/shepherd-job-1-a1-r10-" + std::to_string(::getpid()) + ".page";
+  std::ofstream(page) << "x";
+  std::ofstream(other) << "x";
+  StartAgent(Options());
+  daemon_->SetAssignments({Rank(1, 0, "exec sleep 100")});
+  ASSERT_TRUE(WaitFor([&] { return StateOf(*daemon_, 1, 0) == "running"; }));
+  EXPECT_TRUE(std::filesystem::exists(page));
+  daemon_->SetAssignments(Json::array());
+  ASSERT_TRUE(WaitFor([&] { return StateOf(*daemon_, 1, 0) == "exited"; }));
+  EXPECT_FALSE(std::filesystem::exists(page));
+  EXPECT_TRUE(std::filesystem::exists(other)) << "another rank's page stays";
+  std::filesystem::remove(other);
 }
 
 TEST_F(AgentLoopTest, ReportsGpuFaultsAndSpareFlag) {
