@@ -380,7 +380,8 @@ TEST(SlurmDaemon, FinishedRanksOfABatchScriptThatRunsOnAreNotRequeued) {
     if (id.empty()) id = BoundJob(d.port(), slurm_job);
     if (id.empty()) return false;
     job = Json::parse(Http(d.port(), "GET", "/v1/jobs/" + id).body);
-    return job["state"] != "running";
+    // Ended: not "launching" (it was, before the ranks' first report) nor "running".
+    return job["state"] == "succeeded" || job["state"] == "failed" || job["state"] == "cancelled";
   });
   const std::string slurm_view = ShowJob(slurm_job);
   if (!ended) LocalCluster::Sh({"scancel", slurm_job});
