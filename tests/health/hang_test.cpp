@@ -2,26 +2,12 @@
 // false positives a watchdog must not raise.
 #include <gtest/gtest.h>
 
-#include <functional>
-
 #include "tests/health/health_test_util.h"
 
 namespace shepherd {
 namespace {
 
 using namespace shepherd::testing;
-
-// Runs `seconds` of simulated time in 5 s ticks: `each(now)` sends that tick's reports, then Evaluate.
-std::vector<Finding> RunTicks(JobMonitor& m, FakeClock& clock, int seconds,
-                              const std::function<void(Time)>& each) {
-  std::vector<Finding> all;
-  for (int t = 0; t < seconds; t += 5) {
-    clock.AdvanceSeconds(5);
-    each(clock.Now());
-    for (auto& f : m.Evaluate(clock.Now())) all.push_back(f);
-  }
-  return all;
-}
 
 TEST(HangTest, RootCulpritIsTheRankStuckOutsideCollectivesNotTheWaiters) {
   // TP=2, DP=4, PP=1 (rank = tp + 2·dp), two GPUs per node: rank 6 lives on n3.

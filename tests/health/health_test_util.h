@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -113,6 +114,18 @@ inline Report Hash(int rank, Time t, int64_t step, const std::string& hash) {
   r.step = step;
   r.hash = hash;
   return r;
+}
+
+// Runs `seconds` of simulated time in 5 s ticks: `each(now)` sends that tick's reports, then Evaluate.
+inline std::vector<Finding> RunTicks(JobMonitor& m, FakeClock& clock, int seconds,
+                                     const std::function<void(Time)>& each) {
+  std::vector<Finding> all;
+  for (int t = 0; t < seconds; t += 5) {
+    clock.AdvanceSeconds(5);
+    each(clock.Now());
+    for (auto& f : m.Evaluate(clock.Now())) all.push_back(f);
+  }
+  return all;
 }
 
 }  // namespace shepherd::testing

@@ -2,25 +2,12 @@
 // members the ranks send with their collective reports: the hang watchdog follows them like an axis group.
 #include <gtest/gtest.h>
 
-#include <functional>
-
 #include "tests/health/health_test_util.h"
 
 namespace shepherd {
 namespace {
 
 using namespace shepherd::testing;
-
-std::vector<Finding> RunTicks(JobMonitor& m, FakeClock& clock, int seconds,
-                              const std::function<void(Time)>& each) {
-  std::vector<Finding> all;
-  for (int t = 0; t < seconds; t += 5) {
-    clock.AdvanceSeconds(5);
-    each(clock.Now());
-    for (auto& f : m.Evaluate(clock.Now())) all.push_back(f);
-  }
-  return all;
-}
 
 // A `started` collective report of group `name` with its members, as the Python client sends it.
 Report Started(int rank, Time t, const char* name, int64_t seq, std::vector<int> members) {
