@@ -133,10 +133,13 @@ void Controller::Tick() {
   if (!CheckWritable().ok()) return;
   Time now = Turn();
   WriteBatch batch;
+  // Agents first: a dead node silences its agent and its ranks at once, and the node's verdict (fail it,
+  // move the ranks) must come before the ranks' (restart in place, no blame), which would restart the job
+  // onto the dead node and then again off it.
+  CheckAgents(now, &batch);
   std::vector<std::string> ids;
   for (const auto& [id, h] : health_) ids.push_back(id);
   for (const std::string& id : ids) EvaluateJob(id, now, &batch);
-  CheckAgents(now, &batch);
   CheckLaunches(now, &batch);
   recovery_.StartDue(now, &batch);
   Schedule(now, &batch);

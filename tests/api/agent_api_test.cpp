@@ -281,6 +281,38 @@ TEST_F(AgentApiTest, SilentAgentMeansNodeLost) {
   EXPECT_EQ(api_.Get("/v1/nodes/n1").body["state"], "failed");
 }
 
+// A fleet operator killed a node (its agent and its ranks at once, default timeouts): heartbeat_lost
+// restarted the job in place, onto the dead node, and node_lost stopped that attempt in the same instant and
+// moved it: two restarts for one fault. The node's verdict comes first now.
+TEST_F(AgentApiTest, ANodeThatDiesWithItsRanksIsOneRestartOntoTheSpare) {
+  auto reports = [&](int first, int last) {
+    Json batch = Json::array();
+    for (int r = first; r <= last; ++r)
+      batch.push_back({{"rank", r}, {"attempt", Job()["attempt"]}, {"kind", "heartbeat"}, {"step", 5}});
+    api_.Post("/v1/jobs/" + job_ + "/reports", {{"reports", batch}});
+  };
+  for (int s = 0; s < 40; ++s) {
+    api_.clock_.AdvanceSeconds(1);
+    const int attempt = Job()["attempt"];
+    Heartbeat("n0", Running("n0", attempt));
+    Heartbeat("sp0", Running("sp0", attempt));
+    reports(0, 3);
+    if (s < 5) {  // then n1 dies: ranks 4-7 fall silent, and its agent half a second later
+      reports(4, 7);
+      if (s == 4) api_.clock_.AdvanceSeconds(0.5);
+      Heartbeat("n1", Running("n1", attempt));
+    } else if (attempt > 1) {
+      reports(4, 7);  // the moved ranks report from the spare
+    }
+    api_.Tick();
+  }
+  EXPECT_EQ(Job()["attempt"], 2) << api_.Get("/v1/failures?job=" + job_).body.dump();
+  EXPECT_EQ(api_.Get("/v1/nodes/n1").body["state"], "failed");
+  Json lost = api_.Get("/v1/failures?kind=node_lost").body["failures"];
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0]["attempt"], 1);
+}
+
 TEST_F(AgentApiTest, RankExitsAreFindingsAndCleanExitsFinishTheJob) {
   Json exited = Json::array(
       {{{"job", job_}, {"attempt", 1}, {"rank", 0}, {"pid", 5}, {"state", "exited"}, {"exit_code", 1}}});
