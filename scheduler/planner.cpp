@@ -313,6 +313,45 @@ Hardware HardwareForResources(const Resources& r, double default_gpu_memory_gib)
   return hw;
 }
 
+namespace {
+
+// For a layout that does not fit: the memory per GPU with each single change that needs no other layout
+// (full activation recompute, ZeRO-3, micro-batch size 1), and which of them fit, so the answer says what to
+// change rather than only that it does not fit.
+std::string FitHints(const JobSpec& spec, const Plan& plan, const Hardware& hw) {
+  std::vector<std::pair<std::string, PlanEstimate>> hints;
+  const TrainingSpec& t = spec.training;
+  if (t.activation_recompute != Recompute::kFull) {
+    JobSpec full = spec;
+    full.training.activation_recompute = Recompute::kFull;
+    hints.emplace_back("full activation recompute", Estimate(full, plan, hw));
+  }
+  if (t.framework != Framework::kFsdp && plan.zero_stage < 3 && plan.dp * plan.cp > 1 &&
+      !(t.framework == Framework::kDeepSpeed && plan.pp > 1)) {
+    Plan z = plan;
+    z.zero_stage = 3;
+    hints.emplace_back("ZeRO-3", Estimate(spec, z, hw));
+  }
+  if (plan.micro_batch_size > 1) {
+    Plan m = plan;
+    m.micro_batch_size = 1;
+    m.micro_batches = t.global_batch_size / plan.dp;
+    hints.emplace_back("micro-batch size 1", Estimate(spec, m, hw));
+  }
+  if (hints.empty()) return "";
+  std::string out = " Each change alone:";
+  bool any = false;
+  for (const auto& [what, e] : hints) {
+    out += Format(" %s %.1f GB%s;", what.c_str(), e.memory.total / 1e9, e.fits ? " (fits)" : "");
+    any = any || e.fits;
+  }
+  out.back() = '.';
+  if (!any) out += " None fits alone: combine them, or give each model replica more GPUs (tp, pp or cp).";
+  return out;
+}
+
+}  // namespace
+
 Result<PlanEstimate> EvaluatePlan(const JobSpec& spec, const Plan& given, const Hardware& hw) {
   std::vector<FieldError> errors = ValidateSpec(spec, hw);
   if (errors.empty()) errors = ValidateLayout(spec, given, hw);
@@ -322,6 +361,7 @@ Result<PlanEstimate> EvaluatePlan(const JobSpec& spec, const Plan& given, const 
   if (spec.training.framework == Framework::kFsdp) plan.zero_stage = 3;  // FSDP2 always shards everything
   PlanEstimate e = Estimate(spec, plan, hw);
   e.explanation = ParameterNote(spec.model) + Describe(plan) + ": " + DescribeEstimate(e, hw) + ".";
+  if (!e.fits) e.explanation += FitHints(spec, plan, hw);
   if (plan.vpp > 1 &&
       !EvenVirtualStages(StageLayers(spec.model.layers, plan.pp, plan.pipeline_layers), plan.vpp))
     e.explanation += Format(

@@ -3,6 +3,7 @@
 
 #include "scheduler/pipeline_layout.h"
 #include "scheduler/planner.h"
+#include "scheduler/planner_internal.h"
 #include "tests/scheduler/planner_test_util.h"
 
 namespace shepherd {
@@ -82,6 +83,32 @@ TEST(EvaluatePlan, UnequalVirtualStagesAreSaidAndNotSearched) {
   if (a->plan.vpp > 1) {
     for (int layers : StageLayers(80, a->plan.pp)) EXPECT_EQ(layers % a->plan.vpp, 0) << a->explanation;
   }
+}
+
+// A planner auditor: "exceeds the 77.0 GB usable" and nothing more. A layout that does not fit now says
+// what each single change (full recompute, ZeRO-3, micro-batch 1) would need, and which fit.
+TEST(EvaluatePlan, ALayoutThatDoesNotFitSaysWhatEachChangeWouldNeed) {
+  JobSpec s = Model(0, 80, 8192, 64, 4096, 128256, 64, 512);
+  s.model.kv_heads = 8;
+  s.model.ffn_hidden = 28672;
+  s.model.mlp = Mlp::kSwiglu;
+  auto e = EvaluatePlan(s, Layout(8, 1, 8, 1, /*mbs=*/4), Hardware{});
+  ASSERT_TRUE(e.ok());
+  ASSERT_FALSE(e->fits) << e->explanation;
+  const std::string& x = e->explanation;
+  EXPECT_NE(x.find("Each change alone: full activation recompute "), std::string::npos) << x;
+  EXPECT_NE(x.find("ZeRO-3 "), std::string::npos) << x;
+  EXPECT_NE(x.find("micro-batch size 1 "), std::string::npos) << x;
+  // What it says fits does fit.
+  s.training.activation_recompute = Recompute::kFull;
+  auto full = EvaluatePlan(s, Layout(8, 1, 8, 1, 4), Hardware{});
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(x.find("full activation recompute " +
+                   planner_internal::Format("%.1f GB (fits)", full->memory.total / 1e9)) != std::string::npos,
+            full->fits)
+      << x;
+  EXPECT_EQ(EvaluatePlan(s, Layout(8, 1, 8, 1, 1), Hardware{})->explanation.find("Each change alone"),
+            std::string::npos);  // fits: no hints
 }
 
 TEST(EvaluatePlan, InvalidPlansNameTheirFields) {
