@@ -47,6 +47,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional
 
 from . import faults, lineage
+from .checkpoint_files import flush_and_fsync, fsync_path, is_temporary, saved_step
 from .client import ShepherdClient
 from .config import config_from_env
 from .groups import LAYOUT_NAMES, group_name, parse_layout
@@ -86,11 +87,6 @@ def learning_rate(optimizer: Any) -> Optional[float]:
         if v == v and 0 <= v < float("inf") and (best is None or v > best):
             best = v
     return best
-
-
-def _is_temporary(path: str) -> bool:
-    name = os.path.basename(path)
-    return ".tmp" in name or name.startswith("tmp") or "tmp-" in name or name.endswith("~") or name.startswith(".")
 
 
 class _TrackedWork:
@@ -474,15 +470,15 @@ class Instrumentation:
             path = os.fspath(f) if isinstance(f, (str, bytes, os.PathLike)) else getattr(f, "name", None)
             if not isinstance(path, str) or not inst.in_ckpt_dir(path):
                 return orig_save(obj, f, *args, **kwargs)
-            step = _saved_step(obj, inst.step)
+            step = saved_step(obj, inst.step)
             with inst.client.checkpoint_phase("save"):
                 out = orig_save(obj, f, *args, **kwargs)
-                if _is_temporary(path):
+                if is_temporary(path):
                     inst.pending_saves[os.path.abspath(path)] = step
                 elif isinstance(f, (str, bytes, os.PathLike)):
-                    inst._safe("checkpoint fsync", lambda: _fsync(path))
+                    inst._safe("checkpoint fsync", lambda: fsync_path(path))
                     inst.report_checkpoint(path, step)
-                elif inst._safe("checkpoint fsync", lambda: _flush_and_fsync(f)):
+                elif inst._safe("checkpoint fsync", lambda: flush_and_fsync(f)):
                     # A named file object, still open: its bytes are durable once flushed and fsynced.
                     # Without a descriptor there is no durable point and nothing is reported.
                     inst.report_checkpoint(path, step)
@@ -555,36 +551,6 @@ class Instrumentation:
         self.scaled.patch(self.torch)
         self.patch_save_load()
         self.client.set_step(self.step + 1)
-
-
-def _fsync(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-# The keys under which scripts store the optimizer step they saved (Megatron "iteration", Lightning/HF
-# "global_step"). A save made later (in a background thread, from a deep copy) holds that step, not the one
-# training has reached when torch.save returns.
-STEP_KEYS = ("step", "global_step", "iteration", "iter")
-
-
-def _saved_step(obj: Any, current: int) -> int:
-    """The step a saved object says it holds (its first STEP_KEYS integer), else `current`."""
-    if isinstance(obj, dict):
-        for key in STEP_KEYS:
-            v = obj.get(key)
-            if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
-                return v
-    return current
-
-
-def _flush_and_fsync(f: Any) -> bool:
-    f.flush()
-    os.fsync(f.fileno())
-    return True
 
 
 def _env_int(key: str, default: int) -> int:

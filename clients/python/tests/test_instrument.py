@@ -456,7 +456,7 @@ class SavedStepTest(unittest.TestCase):
 
     def test_the_saved_objects_step_key_wins_over_the_current_step(self):
         sys.path.insert(0, PKG)
-        from shepherd_client.instrument import _saved_step
+        from shepherd_client.checkpoint_files import saved_step as _saved_step
         self.assertEqual(_saved_step({"iteration": 20, "model": {}}, 35), 20)
         self.assertEqual(_saved_step({"global_step": 7}, 9), 7)
         self.assertEqual(_saved_step({"step": 3, "iteration": 4}, 9), 3)
