@@ -326,7 +326,8 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions o) {
   if (!main_http.ok()) return main_http.status();
   Result<std::unique_ptr<HttpClient>> poll_http = HttpClient::Create({o.server, o.token});
   if (!poll_http.ok()) return poll_http.status();
-  Result<std::unique_ptr<Supervisor>> sup = Supervisor::Open({o.state_dir, o.stop_grace, o.run_as});
+  Result<std::unique_ptr<Supervisor>> sup = Supervisor::Open(
+      {.state_dir = o.state_dir, .stop_grace = o.stop_grace, .run_as = o.run_as, .gpus = o.gpus});
   if (!sup.ok()) return sup.status();
   if (o.fence_keeper) {
     ClearLease(o.state_dir);

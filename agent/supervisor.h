@@ -53,6 +53,10 @@ struct SupervisorOptions {
   // 4.13+). A rank killed by SIGKILL is reported as OOM-killed or not by whether it rose shortly before;
   // unreadable: not reported.
   std::string vmstat_path = "/proc/vmstat";
+  // The node's GPUs as this agent knows them (`--gpus`; 0: unchecked). A rank assigned a GPU index at or
+  // above it is not started: it exits at once with an error naming both counts (the daemon's record of the
+  // node has more GPUs than the agent, e.g. an agent restarted with stale flags, docs/agent-protocol.md).
+  int gpus = 0;
 };
 
 // How close to a SIGKILL exit the node's OOM-kill count must have risen to call the exit an OOM kill (the

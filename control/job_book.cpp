@@ -128,11 +128,24 @@ std::vector<std::string> JobBook::Schedule(const ResumeChooser& resume, Time now
                                            const std::set<std::string>& held) {
   std::vector<QueuedJob> queue;  // in submission order
   const int64_t free = inventory_->cluster().FreeUsableGpus();
+  const int64_t usable = inventory_->cluster().UsableGpus();
+  std::vector<std::pair<std::string, std::string>> reasons;  // job -> new reason
   for (const auto& [seq, id] : queued_) {
     const JobEntry& e = jobs_.at(id);
+    const int64_t gpus = e.job.plan.world_size();
+    // Larger than the usable inventory: it waits for nodes and holds back no job (AdmitFromQueue), and its
+    // reason says so while it lasts.
+    std::string why = gpus > usable ? "waiting for nodes: needs " + std::to_string(gpus) +
+                                          " GPUs, the usable (schedulable, not failed, non-spare) inventory "
+                                          "has " +
+                                          std::to_string(usable)
+                                    : "";
+    if (why.empty() && e.job.reason.starts_with("waiting for nodes:")) why = "waiting for capacity";
+    if (!why.empty() && why != e.job.reason) reasons.emplace_back(id, why);
+    if (gpus > usable) continue;
     // A first job larger than the free GPUs blocks every job behind it (AdmitFromQueue's head rule), so a
     // full cluster costs one look here, not a pass over the whole queue on every write.
-    if (queue.empty() && e.job.plan.world_size() > free) break;
+    if (queue.empty() && gpus > free) break;
     PlaceOptions o;
     o.attempt = e.job.attempt + 1;
     o.dp_edge_bytes = e.estimate.comm.dp;
@@ -140,6 +153,7 @@ std::vector<std::string> JobBook::Schedule(const ResumeChooser& resume, Time now
     o.exclude_nodes = held;
     queue.push_back({id, e.job.plan, o});
   }
+  for (const auto& [id, why] : reasons) SetState(id, JobState::kQueued, why, now, batch);
   std::vector<std::string> started;
   for (Admission& a : AdmitFromQueue(inventory_->cluster(), queue)) {
     // AdmitFromQueue placed it on free GPUs, so this cannot conflict.

@@ -70,7 +70,8 @@ class JobBook {
   void SetState(const std::string& job, JobState state, const std::string& reason, Time now,
                 WriteBatch* batch);
   // Places queued jobs in submission order and starts them, never on `held` nodes (another job's Slurm
-  // allocation holds them). Returns the ids started.
+  // allocation holds them). Returns the ids started. A job larger than the usable inventory holds back no
+  // job behind it and its reason becomes "waiting for nodes: ..." (back to "waiting for capacity" after).
   std::vector<std::string> Schedule(const ResumeChooser& resume, Time now, WriteBatch* batch,
                                     const std::set<std::string>& held = {});
   // Ends the job: its attempt ends, then `state` (terminal) with `reason`. kConflict when already terminal.

@@ -18,6 +18,7 @@ std::vector<Admission> AdmitFromQueue(const Cluster& cluster, const std::vector<
     if (head_gpus >= 0 && view->FreeUsableGpus() <= head_gpus) break;
     const QueuedJob& q = queue[i];
     int64_t gpus = q.plan.world_size();
+    if (gpus > view->UsableGpus()) continue;  // waits for nodes: ending jobs cannot make room for it
     if (head_gpus >= 0 && view->FreeUsableGpus() - gpus < head_gpus) continue;
     if (gpus > view->FreeUsableGpus()) {
       if (head_gpus < 0) head_gpus = gpus;

@@ -4,7 +4,9 @@
 // job is then backfilled only if, after placing it, at least the head's GPU count stays free on usable
 // nodes. Without runtime estimates this is the only backfill that provably never takes capacity the head
 // is waiting for (it helps when the head is blocked by fragmentation, not by count). Jobs behind a
-// second blocked job follow the same rule against the first head.
+// second blocked job follow the same rule against the first head. A job larger than the usable GPUs
+// (nodes cordoned, failed or made spares since it queued) waits for nodes, not for jobs to end: it never
+// becomes the head, so it holds back no job behind it.
 #pragma once
 
 #include <string>

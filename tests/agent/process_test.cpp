@@ -144,6 +144,30 @@ TEST_F(SupervisorTest, SpawnFailureIsReportedAsExitWithError) {
   EXPECT_EQ(s->Poll(Now()), 0);  // not retried
 }
 
+// An agent restarted with fewer --gpus than the daemon's record of its node (the registration was refused,
+// the agent serves the node as registered): a rank on a GPU the agent does not have is not started on it.
+TEST_F(SupervisorTest, ARankOnAGpuTheAgentDoesNotHaveIsNotStarted) {
+  SupervisorOptions o{dir_.path()};
+  o.gpus = 2;
+  auto s = OpenWith(o);
+  s->SetDesired({{{"job-1", 1, 0}, 1, {"/bin/true"}, {}}, {{"job-1", 1, 1}, 3, {"/bin/true"}, {}}}, Now());
+  ASSERT_TRUE(WaitExit(*s, {"job-1", 1, 0}));
+  std::vector<ProcessReport> r = s->Report();
+  ASSERT_EQ(r.size(), 2u);
+  for (const ProcessReport& p : r) {
+    EXPECT_FALSE(p.running);
+    if (p.key.rank == 0) {
+      EXPECT_NE(p.pid, 0);  // GPU 1 of 2: started
+      EXPECT_TRUE(p.error.empty()) << p.error;
+    } else {
+      EXPECT_EQ(p.pid, 0);
+      EXPECT_EQ(p.error,
+                "GPU 3 is not one of this agent's 2 GPUs (--gpus 2): the daemon's record of the node has more; "
+                "not started");
+    }
+  }
+}
+
 TEST_F(SupervisorTest, StopSendsSigterm) {
   auto s = Open();
   s->SetDesired({Sh(0, "exec sleep 100")}, Now());

@@ -73,6 +73,38 @@ TEST_F(JobBookTest, AHeadLargerThanTheFreeGpusHoldsBackTheQueueBehindIt) {
   EXPECT_EQ(Schedule(), std::vector<std::string>{head});
 }
 
+// A head that waits for nodes (cordoned since it queued) rather than for jobs to end holds back nothing:
+// the fleet would otherwise idle behind it until an operator uncordons. Once the nodes return it is the
+// head again and starts before anything behind it.
+TEST_F(JobBookTest, AJobLargerThanTheUsableInventoryWaitsForNodesWithoutHoldingBackTheQueue) {
+  std::string running = Submit(8);
+  ASSERT_EQ(Schedule(), std::vector<std::string>{running});
+  std::string big = Submit(16);
+  EXPECT_TRUE(Schedule().empty());
+  NodePatch cordon;
+  cordon.schedulable = false;
+  const std::string busy = jobs_.Find(running)->attempt->placement.ranks[0].node;
+  const std::string idle = busy == "n1" ? "n2" : "n1";
+  ASSERT_TRUE(inv_.Patch(busy, cordon, kNow, &batch_).ok());  // 8 usable GPUs, all free once `running` ends
+  ASSERT_TRUE(jobs_.Cancel(running, kNow, &batch_).ok());
+  std::string small = Submit(8);
+  EXPECT_EQ(Schedule(), std::vector<std::string>{small});
+  EXPECT_EQ(jobs_.Find(big)->job.state, JobState::kQueued);
+  EXPECT_EQ(jobs_.Find(big)->job.reason,
+            "waiting for nodes: needs 16 GPUs, the usable (schedulable, not failed, non-spare) inventory has 8");
+  EXPECT_EQ(jobs_.Find(small)->attempt->placement.ranks[0].node, idle);
+
+  NodePatch uncordon;
+  uncordon.schedulable = true;
+  ASSERT_TRUE(inv_.Patch(busy, uncordon, kNow, &batch_).ok());
+  std::string later = Submit(8);  // fits on the returned node, but would take what `big` now waits for
+  EXPECT_TRUE(Schedule().empty());
+  EXPECT_EQ(jobs_.Find(big)->job.reason, "waiting for capacity");
+  ASSERT_TRUE(jobs_.Cancel(small, kNow, &batch_).ok());
+  EXPECT_EQ(Schedule(), std::vector<std::string>{big});
+  EXPECT_EQ(jobs_.Find(later)->job.state, JobState::kQueued);
+}
+
 TEST_F(JobBookTest, ExternalIdsAreUniqueAmongJobsThatHaveNotEndedAndIndexedAcrossRestore) {
   JobSpec spec = MakeSpec(8, 8);
   spec.command.clear();

@@ -69,4 +69,15 @@ TEST(Queue, BackfillsWhenTheHeadIsBlockedByFragmentationNotCount) {
   EXPECT_NE(a[0].placement.ranks[0].node, "l0-n2");  // it took a fragment, not a whole node
 }
 
+// Nodes cordoned after the head queued: it can start only when they return, and no ending job makes room
+// for it, so the jobs behind it are admitted as if it were not there.
+TEST(Queue, AJobLargerThanTheUsableGpusIsNoHead) {
+  Cluster c = TwoLeaves(2);  // 32 GPUs
+  Node cordoned = *c.Find("l1-n1");
+  cordoned.schedulable = false;
+  ASSERT_TRUE(c.UpsertNode(cordoned).ok());  // 24 usable
+  auto a = AdmitFromQueue(c, {Queued("head", 8, 4), Queued("small", 8, 1), Queued("next", 8, 2)});
+  EXPECT_EQ(Ids(a), (std::vector<std::string>{"small", "next"}));
+}
+
 }  // namespace shepherd
