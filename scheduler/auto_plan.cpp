@@ -180,11 +180,8 @@ std::vector<int> ZeroStages(const TrainingSpec& t, int shards, int pp) {
   return out;
 }
 
-}  // namespace
-
-Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
-  std::vector<FieldError> errors = ValidateSpec(spec, hw);
-  if (!errors.empty()) return InvalidContent("invalid job for planning", std::move(errors));
+// The search itself, for spec.resources.gpus (validated by the caller).
+Result<PlanEstimate> SearchLayouts(const JobSpec& spec, const Hardware& hw) {
   const ModelSpec& m = spec.model;
   const long long gpus = spec.resources.gpus;
   const int batch = spec.training.global_batch_size;
@@ -295,6 +292,40 @@ Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
   PlanEstimate result = s.top.empty() ? *s.closest : s.top.front();
   result.explanation = Explain(spec, hw, tps, cps, s);
   return result;
+}
+
+// Multiples of the GPU count tried when nothing fits, and the largest count tried: a search at 2^k times
+// the GPUs costs about what the first did, so the answer stays within a few searches' time.
+constexpr int kMaxGpuMultiple = 64;
+constexpr long long kMaxGpusTried = 262144;
+
+}  // namespace
+
+Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
+  std::vector<FieldError> errors = ValidateSpec(spec, hw);
+  if (!errors.empty()) return InvalidContent("invalid job for planning", std::move(errors));
+  Result<PlanEstimate> found = SearchLayouts(spec, hw);
+  if (!found.ok() || found->fits) return found;
+  // Nothing fits: the first question is how many GPUs would do. The smallest power-of-two multiple of the
+  // count at which a layout fits (the same model, batch and options), with that layout.
+  JobSpec more = spec;
+  std::string answer;
+  const long long gpus = spec.resources.gpus;
+  for (int k = 2; k <= kMaxGpuMultiple && gpus * k <= kMaxGpusTried; k *= 2) {
+    more.resources.gpus = static_cast<int>(gpus * k);
+    Result<PlanEstimate> e = SearchLayouts(more, hw);
+    if (!e.ok() || !e->fits) continue;
+    found->fits_with_gpus = gpus * k;
+    answer = Format(" With %d× the GPUs (%lld) a layout fits: %s: %s.", k, gpus * k,
+                    Candidate(*e, spec.training).c_str(),
+                    DescribeEstimate(*e, hw).c_str());
+    break;
+  }
+  if (answer.empty())
+    answer = Format(" No layout fits on up to %lld GPUs (%d× tried, the same batch).",
+                    std::min(gpus * kMaxGpuMultiple, kMaxGpusTried), kMaxGpuMultiple);
+  found->explanation += answer;
+  return found;
 }
 
 }  // namespace shepherd

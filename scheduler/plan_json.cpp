@@ -6,7 +6,7 @@ namespace shepherd {
 Json ToJson(const PlanEstimate& e) {
   const Plan& p = e.plan;
   const MemoryBreakdown& m = e.memory;
-  return Json{
+  Json out{
       {"plan",
        {{"tp", p.tp},
         {"pp", p.pp},
@@ -46,6 +46,8 @@ Json ToJson(const PlanEstimate& e) {
       {"tokens_per_s", e.tokens_per_s},
       {"explanation", e.explanation},
   };
+  if (e.fits_with_gpus > 0) out["fits_with_gpus"] = e.fits_with_gpus;
+  return out;
 }
 
 }  // namespace shepherd

@@ -98,6 +98,9 @@ struct PlanEstimate {
   // What the estimate assumed: training.activation_recompute, or auto's choice when the spec names none.
   Recompute activation_recompute = Recompute::kSelective;
   std::string explanation;
+  // auto only, when nothing fits: the smallest power-of-two multiple of the GPU count (up to 64×) at which a
+  // layout fits, 0 when none does.
+  long long fits_with_gpus = 0;
 };
 
 // Checks `plan` against `spec` and `hw` and estimates it. Errors: kInvalidContent with one FieldError per

@@ -135,6 +135,37 @@ TEST(AutoPlan, NothingFitsReturnsClosestWithBreakdown) {
   }
 }
 
+// Nothing fits: the answer says how many GPUs would do. A 70B model's state alone, fully sharded (ZeRO-3 at
+// Megatron's 18 B/param: bf16 weights, fp32 main gradients, fp32 master weights and Adam), is 1.26 TB: 78.8
+// GB per GPU on 16, over the 77.3 GB usable (90 % of an H100's 85.9 GB); 39.4 GB on 32, where a layout fits.
+TEST(AutoPlan, NothingFitsSaysHowManyGpusWould) {
+  JobSpec s = Model(70e9, 80, 8192, 64, 4096, 128256, 8, 1024);
+  auto e = AutoPlan(s, Hardware{});
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  ASSERT_FALSE(e->fits);
+  EXPECT_EQ(e->fits_with_gpus, 32) << e->explanation;
+  EXPECT_NE(e->explanation.find("With 4× the GPUs (32) a layout fits: "), std::string::npos) << e->explanation;
+  EXPECT_EQ(ToJson(*e).at("fits_with_gpus"), 32);
+  s.resources.gpus = 32;
+  auto at32 = AutoPlan(s, Hardware{});
+  ASSERT_TRUE(at32.ok());
+  EXPECT_TRUE(at32->fits);
+  EXPECT_FALSE(ToJson(*at32).contains("fits_with_gpus"));
+
+  // No count up to 64× fits: eager attention without recompute stores each micro-batch's s² scores (2^36
+  // per head, 5 bytes each: 344 GB for one sequence of 262,144 tokens), which one head and one layer cannot
+  // split (tp, pp 1, no cp without fused attention) and dp does not divide.
+  JobSpec eager = Model(1e9, 1, 1024, 1, 1 << 18, 32000, 8, 512);
+  eager.training.attention = Attention::kEager;
+  eager.training.activation_recompute = Recompute::kNone;
+  eager.training.activation_recompute_given = true;
+  auto h = AutoPlan(eager, Hardware{});
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  EXPECT_FALSE(h->fits);
+  EXPECT_EQ(h->fits_with_gpus, 0);
+  EXPECT_NE(h->explanation.find("No layout fits on up to 512 GPUs"), std::string::npos) << h->explanation;
+}
+
 TEST(AutoPlan, NoDivisibleLayoutIsAnError) {
   // 7 GPUs, 4 layers: tp ∈ {1} (7 ∤ 32 heads), cp powers of two, pp ≤ 4, so dp = 7 ∤ 64.
   JobSpec s = Model(7e9, 4, 4096, 32, 4096, 32000, 7, 64);

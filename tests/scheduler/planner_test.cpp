@@ -158,7 +158,9 @@ TEST(ModelState, DeepSpeedPipelinesTakeZeroZeroOrOneAndNoInterleaving) {
   auto a = PlanJob(big, Hardware{});
   ASSERT_TRUE(a.ok()) << a.status().message();
   EXPECT_EQ(a->plan.vpp, 1) << a->explanation;
-  if (a->plan.pp > 1) EXPECT_LE(a->plan.zero_stage, 1) << a->explanation;
+  if (a->plan.pp > 1) {
+    EXPECT_LE(a->plan.zero_stage, 1) << a->explanation;
+  }
   EXPECT_TRUE(EvaluatePlan(big, a->plan, Hardware{}).ok());
 }
 
