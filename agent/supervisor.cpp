@@ -206,12 +206,13 @@ void Supervisor::Start(const RankAssignment& a) {
   if (auto fr = spec.env.find("TORCH_FR_DUMP_TEMP_FILE"); fr != spec.env.end()) p.dump_prefix = fr->second;
   if (auto pipe = spec.env.find("TORCH_NCCL_DEBUG_INFO_PIPE_FILE"); pipe != spec.env.end())
     p.dump_pipe = pipe->second;
-  Result<pid_t> pid = options_.gpus > 0 && a.gpu >= options_.gpus
-                          ? Result<pid_t>(InvalidArgument(
-                                "GPU " + std::to_string(a.gpu) + " is not one of this agent's " +
-                                std::to_string(options_.gpus) + " GPUs (--gpus " + std::to_string(options_.gpus) +
-                                "): the daemon's record of the node has more; not started"))
-                          : SpawnProcessGroup(spec);
+  Result<pid_t> pid =
+      options_.gpus > 0 && a.gpu >= options_.gpus
+          ? Result<pid_t>(InvalidArgument("GPU " + std::to_string(a.gpu) + " is not one of this agent's " +
+                                          std::to_string(options_.gpus) + " GPUs (--gpus " +
+                                          std::to_string(options_.gpus) +
+                                          "): the daemon's record of the node has more; not started"))
+          : SpawnProcessGroup(spec);
   if (!pid.ok()) {
     spdlog::error("agent: cannot start {}: {}", ToString(a.key), pid.status().message());
     p.phase = ProcessPhase::kExited;

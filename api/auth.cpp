@@ -24,6 +24,11 @@ bool IsPersonRole(Role r) {
 
 }  // namespace
 
+std::string Describe(const std::optional<Principal>& p) {
+  if (!p || p->name.empty() || p->name == "anonymous") return "anonymous";
+  return p->name + " (" + ToString(p->role) + ")";
+}
+
 const char* ToString(Role r) {
   switch (r) {
     case Role::kAdmin:

@@ -40,6 +40,10 @@ struct Principal {
   std::optional<int> attempt;       // rank: the attempt its token was minted for
 };
 
+// Who a request came from, for the records of people's actions: "alice (operator)"; "anonymous" without
+// a principal or for the anonymous admin of a daemon without tokens.
+std::string Describe(const std::optional<Principal>& p);
+
 struct TokenEntry {
   std::string token;
   Principal principal;

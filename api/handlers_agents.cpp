@@ -263,7 +263,7 @@ void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Cloc
                   {k, k == "from" || k == "replace_nodes" ? "has the wrong type" : "unknown field"});
           }
         if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid restart request", errs)));
-        c->RestartJob(p.at("id"), from, replace, reason,
+        c->RestartJob(p.at("id"), from, replace, reason, Describe(req.principal),
                       [respond](Result<RestartOutcome> r) { api::Reply(respond, r, RenderRestart, 202); });
       });
 }

@@ -142,7 +142,8 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
   router->Add("POST", "/v1/jobs/{id}/cancel",
               [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
                 if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-                c->CancelJob(p.at("id"), [respond](Result<JobView> r) { api::Reply(respond, r, RenderJob); });
+                c->CancelJob(p.at("id"), Describe(req.principal),
+                             [respond](Result<JobView> r) { api::Reply(respond, r, RenderJob); });
               });
   router->Add("GET", "/v1/jobs/{id}/placement",
               [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {

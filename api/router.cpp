@@ -125,7 +125,10 @@ void Router::Handle(HttpRequest request, Respond respond) const {
   // while its request was held (an agent's long poll) must not receive what the answer carries (rank
   // credentials). Rank credentials are not: a report that ends its job revokes them, and is answered.
   auto recheck = std::make_shared<std::string>();
-  auto finish = [metrics = metrics_, auth = auth_, recheck, route, method = request.method,
+  // People's changes (not agents', ranks' or reads) are logged at info with who sent them: the log is the
+  // record of who cordoned, deleted, cancelled or restarted what.
+  auto actor = std::make_shared<std::string>();
+  auto finish = [metrics = metrics_, auth = auth_, recheck, actor, route, method = request.method,
                  target = request.target, id = request.request_id, start,
                  respond = std::move(respond)](HttpResponse res) {
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -135,15 +138,22 @@ void Router::Handle(HttpRequest request, Respond respond) const {
     }
     metrics->ObserveRequest(route, method, res.status, secs);
     // Successes at debug: at a fleet's report rate an info line per request is gigabytes a day.
-    spdlog::log(res.status >= 500   ? spdlog::level::warn
-                : res.status >= 400 ? spdlog::level::info
-                                    : spdlog::level::debug,
-                "[{}] {} {} -> {} ({:.3f} ms)", id, method, target, res.status, secs * 1e3);
+    if (!actor->empty() && res.status < 500)
+      spdlog::info("[{}] {} {} by {} -> {} ({:.3f} ms)", id, method, target, *actor, res.status, secs * 1e3);
+    else
+      spdlog::log(res.status >= 500   ? spdlog::level::warn
+                  : res.status >= 400 ? spdlog::level::info
+                                      : spdlog::level::debug,
+                  "[{}] {} {} -> {} ({:.3f} ms)", id, method, target, res.status, secs * 1e3);
     respond(std::move(res));
   };
   std::optional<Principal> principal;
   if (auto refused = Admit(request, &principal)) return finish(std::move(*refused));
   request.principal = std::move(principal);
+  if (auth_ && auth_->enabled() && request.method != "GET" && request.method != "HEAD" && request.principal &&
+      (request.principal->role == Role::kAdmin || request.principal->role == Role::kOperator ||
+       request.principal->role == Role::kSubmitter))
+    *actor = Describe(request.principal);
   if (auth_ && auth_->enabled() && request.principal && request.principal->role != Role::kRank)
     *recheck = request.Header("Authorization");
   if (found && auth_ && auth_->enabled()) {

@@ -176,7 +176,7 @@ class Bench {
     });
   }
   void CancelLast() {
-    Untimed<JobView>([&](auto cb) { controller_->CancelJob(last_job_, cb); });
+    Untimed<JobView>([&](auto cb) { controller_->CancelJob(last_job_, "bench", cb); });
   }
 
   void Submit(int from, int to, Sample& out) {
@@ -187,7 +187,7 @@ class Bench {
     Measure(
         from, to, out,
         [&](int, auto done) {
-          controller_->CancelJob(last_job_, [done](Result<JobView> r) {
+          controller_->CancelJob(last_job_, "bench", [done](Result<JobView> r) {
             if (!r.ok()) std::fprintf(stderr, "cancel: %s\n", r.status().message().c_str());
             done();
           });

@@ -200,11 +200,11 @@ void Controller::SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> do
   });
 }
 
-void Controller::CancelJob(const std::string& id, Done<JobView> done) {
+void Controller::CancelJob(const std::string& id, const std::string& by, Done<JobView> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   Time now = clock_->Now();
   WriteBatch batch;
-  if (Status s = EndJob(id, JobState::kCancelled, "cancelled by user", now, &batch); !s.ok()) return done(s);
+  if (Status s = EndJob(id, JobState::kCancelled, "cancelled by " + by, now, &batch); !s.ok()) return done(s);
   Schedule(now, &batch);
   CommitThen<JobView>(std::move(batch), std::move(done), [this, id] { return ViewOf(*jobs_.Find(id)); });
 }

@@ -149,7 +149,8 @@ class Controller {
   // Admits a job whose plan fits GPU memory (queued or running). kInvalidContent when larger than the
   // usable inventory.
   void SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> done);
-  void CancelJob(const std::string& id, Done<JobView> done);
+  // `by`: who asked (the job's reason becomes "cancelled by <by>").
+  void CancelJob(const std::string& id, const std::string& by, Done<JobView> done);
   Result<JobView> GetJob(const std::string& id) const;
   // The job with this spec.external_id that has not ended (an index lookup, cheap enough for every report
   // batch); nullopt when none.
@@ -216,10 +217,11 @@ class Controller {
   void OnSlurmLaunch(const SlurmLaunchEvent& ev);
 
   // ---- Recovery
-  // POST /v1/jobs/{id}/restart; kConflict when no checkpoint qualifies.
+  // POST /v1/jobs/{id}/restart; kConflict when no checkpoint qualifies. `by`: who asked, named in the
+  // restart_requested finding's detail.
   void RestartJob(const std::string& id, const std::string& from,
                   const std::vector<std::string>& replace_nodes, const std::string& reason,
-                  Done<RestartOutcome> done);
+                  const std::string& by, Done<RestartOutcome> done);
 
   // ---- Health
   // A batch of rank reports: memory only, except what they reveal (checkpoint grades, urgent findings), which

@@ -291,12 +291,12 @@ void Controller::WatchAssignments(const std::string& node, int64_t known, Time d
 
 void Controller::RestartJob(const std::string& id, const std::string& from,
                             const std::vector<std::string>& replace_nodes, const std::string& reason,
-                            Done<RestartOutcome> done) {
+                            const std::string& by, Done<RestartOutcome> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   if (!jobs_.Find(id)) return done(NotFound("no job " + id));
   Time now = clock_->Now();
   WriteBatch batch;
-  std::string why = reason.empty() ? "forced by user" : reason;
+  std::string why = reason.empty() ? "forced by " + by : reason + " (requested by " + by + ")";
   int attempt_before = jobs_.Find(id)->job.attempt;
   auto d = recovery_.ForceRestart(id, HealthOf(id), from, replace_nodes, why, now, &batch);
   if (!d.ok()) return done(d.status());

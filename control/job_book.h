@@ -77,7 +77,7 @@ class JobBook {
   // Ends the job: its attempt ends, then `state` (terminal) with `reason`. kConflict when already terminal.
   Status End(const std::string& job, JobState state, const std::string& reason, Time now, WriteBatch* batch);
   Status Cancel(const std::string& job, Time now, WriteBatch* batch) {
-    return End(job, JobState::kCancelled, "cancelled by user", now, batch);
+    return End(job, JobState::kCancelled, "cancelled", now, batch);
   }
   // A rank of the current attempt exited 0; when every rank has, the job succeeds (returns true).
   bool OnRankExitedOk(const RankRef& rank, Time now, WriteBatch* batch);

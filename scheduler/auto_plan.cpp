@@ -317,8 +317,7 @@ Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
     if (!e.ok() || !e->fits) continue;
     found->fits_with_gpus = gpus * k;
     answer = Format(" With %d× the GPUs (%lld) a layout fits: %s: %s.", k, gpus * k,
-                    Candidate(*e, spec.training).c_str(),
-                    DescribeEstimate(*e, hw).c_str());
+                    Candidate(*e, spec.training).c_str(), DescribeEstimate(*e, hw).c_str());
     break;
   }
   if (answer.empty())

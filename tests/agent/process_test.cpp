@@ -161,9 +161,10 @@ TEST_F(SupervisorTest, ARankOnAGpuTheAgentDoesNotHaveIsNotStarted) {
       EXPECT_TRUE(p.error.empty()) << p.error;
     } else {
       EXPECT_EQ(p.pid, 0);
-      EXPECT_EQ(p.error,
-                "GPU 3 is not one of this agent's 2 GPUs (--gpus 2): the daemon's record of the node has more; "
-                "not started");
+      EXPECT_EQ(
+          p.error,
+          "GPU 3 is not one of this agent's 2 GPUs (--gpus 2): the daemon's record of the node has more; "
+          "not started");
     }
   }
 }

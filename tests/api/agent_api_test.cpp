@@ -591,7 +591,7 @@ TEST_F(AgentApiTest, ForcedRestartNeedsAQualifyingCheckpoint) {
   Json f = api_.Get("/v1/jobs/" + job_ + "/failures").body["failures"];
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0]["kind"], "restart_requested");
-  EXPECT_EQ(f[0]["detail"], "new data");
+  EXPECT_EQ(f[0]["detail"], "new data (requested by anonymous)");
 }
 
 }  // namespace

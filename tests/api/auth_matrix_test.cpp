@@ -235,13 +235,24 @@ TEST_F(AuthMatrixTest, ViewerCannotCancel) {
   EXPECT_EQ(As(Bearer("viewer"), "GET", "/v1/jobs/" + job_).body["state"], "launching");
 }
 
-TEST_F(AuthMatrixTest, SubmitterCannotCancelAnothersJob) {
+TEST_F(AuthMatrixTest, SubmitterCannotCancelAnothersJobAndTheRecordsNameWhoActed) {
   std::string theirs = Submit("other-submitter");
   EXPECT_EQ(As(Bearer("viewer"), "GET", "/v1/jobs/" + theirs).body["owner"], "kim");
   EXPECT_EQ(As(Bearer("submitter"), "POST", "/v1/jobs/" + theirs + "/cancel").status, 403);
   EXPECT_EQ(As(Bearer("submitter"), "POST", "/v1/jobs/" + theirs + "/restart", {{"from", "latest"}}).status,
             403);
   EXPECT_EQ(As(Bearer("other-submitter"), "POST", "/v1/jobs/" + theirs + "/cancel").status, 200);
+  // The record says who cancelled it, and who forced a restart.
+  EXPECT_EQ(As(Bearer("viewer"), "GET", "/v1/jobs/" + theirs).body["reason"], "cancelled by kim (submitter)");
+  Json ckpt = Json::array();
+  for (int r = 0; r < 8; ++r)
+    ckpt.push_back({{"rank", r}, {"attempt", 1}, {"kind", "checkpoint"}, {"step", 20}, {"path", "/c/20"}});
+  ASSERT_EQ(As(Bearer("rank"), "POST", "/v1/jobs/" + job_ + "/reports", {{"reports", ckpt}}).status, 202);
+  ApiReply restart = As(Bearer("operator"), "POST", "/v1/jobs/" + job_ + "/restart", {{"from", "latest"}});
+  ASSERT_EQ(restart.status, 202) << restart.body.dump();
+  Json f = As(Bearer("viewer"), "GET", "/v1/jobs/" + job_ + "/failures").body["failures"];
+  ASSERT_EQ(f.size(), 1u) << f.dump();
+  EXPECT_EQ(f[0]["detail"], "forced by oncall (operator)");
 }
 
 TEST_F(AuthMatrixTest, RankTokenCannotCancelOrRegisterOrReportForAnotherJob) {

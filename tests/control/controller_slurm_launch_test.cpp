@@ -303,7 +303,7 @@ TEST_F(SlurmLaunchTest, AFailedTaskIsAProcessExitOfItsRankWithoutBlame) {
 TEST_F(SlurmLaunchTest, CancellingGivesTheAllocationBackButNeverAnAdoptedOne) {
   std::vector<std::string> nodes;
   std::string id = Running(&nodes);
-  controller_->CancelJob(id, [](Result<JobView> r) { ASSERT_TRUE(r.ok()); });
+  controller_->CancelJob(id, "alice (submitter)", [](Result<JobView> r) { ASSERT_TRUE(r.ok()); });
   Drain();
   EXPECT_EQ(controller_->GetSlurmOrders().cancel, std::vector<std::string>{"41"});
   Send({.kind = Kind::kCancelled, .allocation = "41"});
@@ -313,7 +313,7 @@ TEST_F(SlurmLaunchTest, CancellingGivesTheAllocationBackButNeverAnAdoptedOne) {
   ASSERT_TRUE(order);
   EXPECT_TRUE(order->allocation.adopted);
   EXPECT_EQ(order->allocation.id, "77");
-  controller_->CancelJob(adopted, [](Result<JobView> r) { ASSERT_TRUE(r.ok()); });
+  controller_->CancelJob(adopted, "alice (submitter)", [](Result<JobView> r) { ASSERT_TRUE(r.ok()); });
   Drain();
   EXPECT_TRUE(controller_->GetSlurmOrders().cancel.empty());
   EXPECT_FALSE(OrderOf(controller_->GetSlurmOrders(), adopted));

@@ -60,7 +60,7 @@ class ControllerTest : public ::testing::Test {
 
   Result<JobView> Cancel(const std::string& id) {
     std::optional<Result<JobView>> out;
-    controller_->CancelJob(id, [&](Result<JobView> r) { out = std::move(r); });
+    controller_->CancelJob(id, "alice (submitter)", [&](Result<JobView> r) { out = std::move(r); });
     Drain();
     return *out;
   }

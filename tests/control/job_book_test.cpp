@@ -90,8 +90,9 @@ TEST_F(JobBookTest, AJobLargerThanTheUsableInventoryWaitsForNodesWithoutHoldingB
   std::string small = Submit(8);
   EXPECT_EQ(Schedule(), std::vector<std::string>{small});
   EXPECT_EQ(jobs_.Find(big)->job.state, JobState::kQueued);
-  EXPECT_EQ(jobs_.Find(big)->job.reason,
-            "waiting for nodes: needs 16 GPUs, the usable (schedulable, not failed, non-spare) inventory has 8");
+  EXPECT_EQ(
+      jobs_.Find(big)->job.reason,
+      "waiting for nodes: needs 16 GPUs, the usable (schedulable, not failed, non-spare) inventory has 8");
   EXPECT_EQ(jobs_.Find(small)->attempt->placement.ranks[0].node, idle);
 
   NodePatch uncordon;

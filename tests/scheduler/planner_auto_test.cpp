@@ -144,7 +144,8 @@ TEST(AutoPlan, NothingFitsSaysHowManyGpusWould) {
   ASSERT_TRUE(e.ok()) << e.status().message();
   ASSERT_FALSE(e->fits);
   EXPECT_EQ(e->fits_with_gpus, 32) << e->explanation;
-  EXPECT_NE(e->explanation.find("With 4× the GPUs (32) a layout fits: "), std::string::npos) << e->explanation;
+  EXPECT_NE(e->explanation.find("With 4× the GPUs (32) a layout fits: "), std::string::npos)
+      << e->explanation;
   EXPECT_EQ(ToJson(*e).at("fits_with_gpus"), 32);
   s.resources.gpus = 32;
   auto at32 = AutoPlan(s, Hardware{});
