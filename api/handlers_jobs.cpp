@@ -53,6 +53,17 @@ namespace api {
 void SubmitAs(Controller* c, const ApiOptions& o, const HttpRequest& req, JobSpec spec,
               const Respond& respond, std::function<void(const JobView&)> then) {
   if (Status s = CheckJobPolicy(spec, o.job_policy); !s.ok()) return respond(ProblemFrom(s));
+  // Cordoning or draining fleet nodes, or running the site's hook, is not a submitter's to do: a job whose
+  // findings would do it needs an admin's token (a submitter's job, or a script holding its
+  // token, could otherwise name any node as where its ranks ran).
+  const ExternalRemediation fix = spec.policy.external_remediation;
+  if (req.principal && req.principal->role != Role::kAdmin && req.principal->role != Role::kOperator &&
+      (fix == ExternalRemediation::kCordon || fix == ExternalRemediation::kSlurmDrain ||
+       fix == ExternalRemediation::kHook))
+    return respond(Problem(403, "this remediation acts on the fleet's nodes: only an admin's job may use it",
+                           {{"policy.external_remediation",
+                             std::string("\"") + ToString(fix) + "\" needs an admin's token; a " +
+                                 ToString(req.principal->role) + "'s job may use \"none\" or \"requeue\""}}));
   // The owner is who submitted it (the submitter's own-job rule for cancel and restart).
   spec.owner = req.principal ? req.principal->name : "";
   if (auto refused = QuotaRefusal(*c, o, spec.owner)) return respond(*refused);

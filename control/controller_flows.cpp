@@ -151,6 +151,10 @@ void Controller::CheckAgents(Time now, WriteBatch* batch) {
   for (const auto& [node, silent] : agents_.CheckLiveness(now, lateness_.listening_since())) {
     for (const std::string& job : inventory_.cluster().JobsOn(node)) {
       const JobEntry* e = jobs_.Find(job);
+      // Only ranks our agents run go with their agent. A watched job's slots are bookkeeping (its ranks run
+      // wherever its own launcher put them), and a Slurm-launched job's nodes are Slurm's to judge: the
+      // agent's silence says nothing of them.
+      if (e->job.spec.command.empty() || ViaSlurm(e->job)) continue;
       Finding f = NodeFinding(job, e->job.attempt, FindingKind::kNodeLost, node, now,
                               "no agent heartbeat from " + node + " for " +
                                   std::to_string(static_cast<int>(ToSeconds(silent))) + " s");

@@ -255,6 +255,29 @@ TEST_F(AuthMatrixTest, SubmitterCannotCancelAnothersJobAndTheRecordsNameWhoActed
   EXPECT_EQ(f[0]["detail"], "forced by oncall (operator)");
 }
 
+// A watched job's findings cordon or drain the nodes its ranks say they ran on: a submitter's job could name
+// any node of the fleet (a tester cordoned another user's node with forged heartbeats). Only an admin's job
+// may act on nodes; a submitter's may requeue its own Slurm job or record.
+TEST_F(AuthMatrixTest, OnlyAnAdminsJobMayCordonOrDrainNodes) {
+  for (const char* fix : {"cordon", "slurm-drain", "hook"}) {
+    Json body = JobBody();
+    body.erase("command");
+    body["policy"] = {{"external_remediation", fix}};
+    ApiReply r = As(Bearer("submitter"), "POST", "/v1/jobs", body);
+    EXPECT_EQ(r.status, 403) << fix << r.body.dump();
+    EXPECT_EQ(r.body["errors"][0]["field"], "policy.external_remediation") << r.body.dump();
+    r = As(Bearer("admin"), "POST", "/v1/jobs", body);
+    EXPECT_EQ(r.status, 201) << fix << r.body.dump();
+    ASSERT_EQ(As(Bearer("admin"), "POST", "/v1/jobs/" + r.body.value("id", "") + "/cancel").status, 200);
+  }
+  Json requeue = JobBody();
+  requeue.erase("command");
+  requeue["policy"] = {{"external_remediation", "requeue"}};
+  requeue["external_id"] = "4343";
+  ApiReply r = As(Bearer("submitter"), "POST", "/v1/jobs", requeue);
+  EXPECT_EQ(r.status, 201) << r.body.dump();
+}
+
 TEST_F(AuthMatrixTest, RankTokenCannotCancelOrRegisterOrReportForAnotherJob) {
   std::string other = Submit("submitter");
   const std::string rank = Bearer("rank");

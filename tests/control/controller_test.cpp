@@ -570,4 +570,30 @@ TEST_F(ControllerAgentsTest, AStalledControlThreadBlamesNoNode) {
   EXPECT_EQ(failures[0].nodes, std::vector<std::string>{"n1"});
 }
 
+// A watched job (no command: its own launcher runs its ranks) holds slots on n1 as bookkeeping only: n1's
+// agent falling silent says nothing about the job's ranks, and nothing is recorded against the job or the
+// nodes its ranks said they ran on. The agent-launched job on the same node is judged as always.
+TEST_F(ControllerAgentsTest, AnAgentsSilenceIsNoFindingOfAJobItDoesNotRun) {
+  AddNode("n1", "l0");
+  AddNode("n2", "l0");
+  auto watched = Submit(8);
+  ASSERT_TRUE(watched.ok()) << watched.status().message();
+  ASSERT_EQ(watched->attempt->placement.ranks[0].node, "n1");
+  std::string launched = SubmitLaunched();
+  ASSERT_EQ(controller_->GetJob(launched)->attempt->placement.ranks[0].node, "n2");
+  Beat("n1");
+  Beat("n2", Running(launched, 1));
+  for (int i = 0; i < 30; ++i) {  // n1's agent is silent for 30 s; n2's is healthy
+    clock_.AdvanceSeconds(1);
+    Beat("n2", Running(launched, 1));
+    controller_->Tick();
+    Drain();
+  }
+  FindingQuery of_watched;
+  of_watched.job = watched->job.id;
+  EXPECT_TRUE(controller_->GetFailures(of_watched)->empty());
+  EXPECT_EQ(controller_->GetNode("n1")->state, NodeState::kAllocated);  // not cordoned, not failed
+  EXPECT_EQ(controller_->GetJob(launched)->job.attempt, 1);
+}
+
 }  // namespace shepherd
