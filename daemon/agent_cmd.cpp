@@ -18,6 +18,7 @@
 #include "agent/agent.h"
 #include "agent/protocol.h"
 #include "daemon/commands.h"
+#include "daemon/config.h"
 
 namespace po = boost::program_options;
 
@@ -142,6 +143,11 @@ int RunAgent(int argc, char** argv) {
   o.health_check_timeout = Millis(check_timeout_s);
   if (vm.count("gpu-memory-gib")) o.gpu_memory_gib = memory_gib;
   if (vm.count("gpu-model")) o.gpu_model = vm["gpu-model"].as<std::string>();
+  if (!ValidLogLevel(log_level)) {
+    std::cerr << "shepherdd agent: --log-level " << log_level
+              << ": must be one of trace, debug, info, warn, error, critical, off\n";
+    return 2;
+  }
   spdlog::set_level(spdlog::level::from_str(log_level));
 
   // Block the stop signals before any thread exists, so every thread inherits the mask and only sigwait

@@ -18,6 +18,12 @@ Result<Json> ReadJsonFile(const std::string& path) {
 }
 }  // namespace
 
+bool ValidLogLevel(const std::string& level) {
+  for (const char* name : {"trace", "debug", "info", "warn", "error", "critical", "off"})
+    if (level == name) return true;
+  return false;
+}
+
 Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   auto j = ReadJsonFile(path);
   if (!j.ok()) return j.status();
@@ -37,7 +43,12 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (auto v = r.String("db", false, 4096)) c->db = *v;
   if (auto v = r.String("inventory", false, 4096)) c->inventory = *v;
   if (auto v = r.String("port_file", false, 4096)) c->port_file = *v;
-  if (auto v = r.String("log_level", false)) c->log_level = *v;
+  if (auto v = r.String("log_level", false)) {
+    if (ValidLogLevel(*v))
+      c->log_level = *v;
+    else
+      r.Error("log_level", "must be one of trace, debug, info, warn, error, critical, off");
+  }
   if (auto v = r.String("advertise_url", false, 1024)) c->advertise_url = *v;
   if (auto v = r.Number("node_heartbeat_timeout_s", false, 0.1, 86400))
     c->controller.node_heartbeat_timeout_s = *v;

@@ -60,6 +60,8 @@ struct DaemonConfig {
   SlurmConfig slurm;
 };
 
+// spdlog's level names: trace, debug, info, warn, error, critical, off (spdlog reads any other as off).
+bool ValidLogLevel(const std::string& level);
 // Reads `path` (a JSON object with any of the fields above; topology_levels, min_spares_per_leaf, ...).
 Status LoadConfigFile(const std::string& path, DaemonConfig* config);
 // "host:port" -> parts. kInvalidArgument when malformed.

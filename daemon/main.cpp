@@ -62,6 +62,11 @@ int Serve(int argc, char** argv) {
   if (vm.count("tokens-file")) config.tokens_file = vm["tokens-file"].as<std::string>();
   if (vm.count("slurm")) config.slurm.enabled = true;
   if (vm.count("log-level")) config.log_level = vm["log-level"].as<std::string>();
+  if (!ValidLogLevel(config.log_level)) {
+    std::cerr << "shepherdd: --log-level " << config.log_level
+              << ": must be one of trace, debug, info, warn, error, critical, off\n";
+    return 2;
+  }
   if (vm.count("salvage")) config.salvage = true;
   return RunDaemon(config);
 }

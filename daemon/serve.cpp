@@ -56,11 +56,19 @@ Status WritePortFile(const std::string& path, uint16_t port) {
 // Registers the inventory file's nodes through the controller (durably) before serving. A node the file
 // would change in a way its running ranks forbid (a GPU count that shrinks, another leaf: kConflict) keeps
 // its stored record, with an error in the log: refusing to start would leave every agent without its lease
-// and stop every rank of the fleet. The file not parsing, or the store failing, stops the start.
+// and stop every rank of the fleet. For the same reason a file that does not load (missing, not JSON, an
+// invalid node) leaves the stored inventory whole, with the error in the log, once there is one; on a first
+// start (no stored nodes) it stops the start. The store failing stops the start.
 Status LoadInventory(const DaemonConfig& config, Controller* controller, Store* store,
                      asio::io_context* ioc) {
   auto nodes = LoadInventoryFile(config.inventory, config.controller.levels);
-  if (!nodes.ok()) return nodes.status();
+  if (!nodes.ok()) {
+    const std::size_t stored = controller->node_count();
+    if (stored == 0) return nodes.status();
+    spdlog::error("inventory {} not applied, the {} stored nodes kept as they are: {}", config.inventory,
+                  stored, nodes.status().message());
+    return Status::Ok();
+  }
   Status first_error;
   size_t pending = nodes->size(), kept = 0;
   for (auto& [node, schedulable_given] : *nodes) {

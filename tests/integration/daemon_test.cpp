@@ -2,8 +2,10 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
@@ -76,6 +78,29 @@ TEST(Daemon, WarnsWhenTheSlurmRankWrapperIsNotExecutableHere) {
   const std::string warning = "no-such-shepherd-slurm-rank is not an executable here";
   EXPECT_TRUE(Eventually([&] { return d.log().find(warning) != std::string::npos; })) << d.log();
   EXPECT_EQ(Http(d.port(), "GET", "/healthz").status, 200);
+}
+
+// spdlog reads a level name it does not know as "off": a typo in log_level ran the daemon without a single
+// log line, errors included. It is refused like any other invalid setting.
+TEST(Daemon, AnUnknownLogLevelIsRefused) {
+  TempDir dir;
+  const std::string config = dir.path + "/shepherd.json";
+  std::ofstream(config) << R"({"log_level": "verbose"})";
+  Daemon from_file(dir.path, {"--config", config});
+  EXPECT_EQ(from_file.Wait(), 2);
+  EXPECT_NE(from_file.log().find("log_level"), std::string::npos) << from_file.log();
+  Daemon from_flag(dir.path, {"--log-level", "WARN"});
+  EXPECT_EQ(from_flag.Wait(), 2);
+  EXPECT_NE(from_flag.log().find("must be one of trace, debug"), std::string::npos) << from_flag.log();
+  const int agent =
+      std::system((std::string(SHEPHERDD_PATH) +
+                   " agent --server http://127.0.0.1:1 --node-id n0 --gpus 1 --log-level verbose "
+                   "--state-dir " +
+                   dir.path + "/agent >/dev/null 2>&1")
+                      .c_str());
+  EXPECT_TRUE(WIFEXITED(agent) && WEXITSTATUS(agent) == 2) << agent;
+  Daemon fine(dir.path, {"--log-level", "warn"});
+  EXPECT_TRUE(fine.WaitReady()) << fine.log();
 }
 
 TEST(Daemon, NodeLifecycle) {

@@ -201,4 +201,38 @@ TEST(StartupSafety, AnInventoryFileChangingABusyNodeKeepsItAsStoredAndStarts) {
   EXPECT_NE(d.log().find("node n0 kept as stored"), std::string::npos) << d.log();
 }
 
+// A typo in the inventory file (an unknown topology level, a string GPU count) made the daemon exit 1 on
+// its next restart: every agent's lease ran out and every job of the fleet was stopped. With nodes stored,
+// the file not loading is an error in the log and the stored inventory stays as it was; a first start (no
+// stored nodes) still refuses it.
+TEST(StartupSafety, AnInventoryFileThatDoesNotLoadKeepsTheStoredInventory) {
+  TempDir dir;
+  const std::string inv = dir.path + "/inventory.json";
+  std::ofstream(inv) << R"({"nodes": [{"id": "n0", "gpus": 8, "topology": {"spine": "s0", "leaf": "l0"}}]})";
+  {
+    Daemon d(dir.path, {"--inventory", inv});
+    ASSERT_TRUE(d.WaitReady()) << d.log();
+    ASSERT_EQ(Http(d.port(), "POST", "/v1/jobs", JobBody()).status, 201);
+    d.Signal(SIGTERM);
+    ASSERT_EQ(d.Wait(), 0);
+  }
+  std::ofstream(inv)
+      << R"({"nodes": [{"id": "n0", "gpus": "8", "topology": {"spine": "s0", "rack": "r1"}}]})";
+  {
+    Daemon d(dir.path, {"--inventory", inv});
+    ASSERT_TRUE(d.WaitReady()) << d.log();
+    Json n0 = J(Http(d.port(), "GET", "/v1/nodes/n0"));
+    EXPECT_EQ(n0["state"], "allocated") << n0.dump();
+    EXPECT_EQ(n0["topology"]["leaf"], "l0");
+    EXPECT_NE(d.log().find("not applied, the 1 stored nodes kept as they are"), std::string::npos) << d.log();
+    d.Signal(SIGTERM);
+    ASSERT_EQ(d.Wait(), 0);
+  }
+  TempDir first;
+  Daemon fresh(first.path, {"--inventory", inv});
+  EXPECT_FALSE(fresh.WaitReady(20s));
+  EXPECT_EQ(fresh.Wait(), 1);
+  EXPECT_NE(fresh.log().find("rack"), std::string::npos) << fresh.log();
+}
+
 }  // namespace shepherd::testing
