@@ -53,6 +53,32 @@ Status WritePortFile(const std::string& path, uint16_t port) {
   return Status::Ok();
 }
 
+// Connections are file descriptors: a connection cap above the open-files limit is never reached, so the
+// eviction of untrusted connections it drives never runs and accept() fails instead (EMFILE: agents'
+// heartbeats and health probes refused while a flood holds every descriptor). The soft limit is raised to
+// the hard one; a cap the hard limit still cannot hold is lowered to fit, less what the daemon needs
+// besides (the database and its journal, logs, the Slurm worker's pipes, the probe reserve), with a warning.
+std::size_t FitConnectionsToOpenFiles(std::size_t wanted, std::size_t probe_reserve) {
+  constexpr rlim_t kBesidesConnections = 256;
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return wanted;
+  if (lim.rlim_cur < lim.rlim_max) {
+    rlimit raised = lim;
+    raised.rlim_cur = lim.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
+  }
+  if (lim.rlim_cur == RLIM_INFINITY) return wanted;
+  const rlim_t room = lim.rlim_cur > kBesidesConnections + probe_reserve + 1
+                          ? lim.rlim_cur - kBesidesConnections - probe_reserve
+                          : 1;
+  if (wanted <= room) return wanted;
+  spdlog::warn(
+      "max_connections {} is more than the open-files limit ({}) can hold: serving at most {} connections "
+      "(raise the limit, e.g. LimitNOFILE= in the unit, to allow more)",
+      wanted, lim.rlim_cur, room);
+  return static_cast<std::size_t>(room);
+}
+
 // Registers the inventory file's nodes through the controller (durably) before serving. A node the file
 // would change in a way its running ranks forbid (a GPU count that shrinks, another leaf: kConflict) keeps
 // its stored record, with an error in the log: refusing to start would leave every agent without its lease
@@ -179,8 +205,8 @@ int RunDaemon(const DaemonConfig& config) {
   RegisterRoutes(&router, &controller, &metrics, api_options, &clock);
   InstallAuth(&router, &controller, &authenticator);
   HttpServerOptions http;
-  http.max_connections = config.max_connections;
-  http.max_connections_per_address = config.max_connections_per_address;
+  http.max_connections = FitConnectionsToOpenFiles(config.max_connections, http.probe_reserve);
+  http.max_connections_per_address = std::min(config.max_connections_per_address, http.max_connections);
   http.body_budget = config.body_budget;
   // Runs on the I/O thread: authentication and the route table only (ownership is rechecked by Handle).
   http.on_head = [&router, &authenticator](const HttpRequest& head) {

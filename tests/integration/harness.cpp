@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -115,9 +116,14 @@ HttpResult Http(int port, const std::string& method, const std::string& target, 
   return c.Read();
 }
 
-pid_t SpawnWithLog(std::vector<std::string> args, const std::string& log_path) {
+pid_t SpawnWithLog(std::vector<std::string> args, const std::string& log_path,
+                   std::optional<unsigned long> open_files) {
   pid_t pid = fork();
   if (pid == 0) {
+    if (open_files) {
+      rlimit lim{*open_files, *open_files};
+      setrlimit(RLIMIT_NOFILE, &lim);
+    }
     int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(fd, 1);
     dup2(fd, 2);
@@ -130,7 +136,8 @@ pid_t SpawnWithLog(std::vector<std::string> args, const std::string& log_path) {
   return pid;
 }
 
-Daemon::Daemon(const std::string& dir, std::vector<std::string> extra)
+Daemon::Daemon(const std::string& dir, std::vector<std::string> extra,
+               std::optional<unsigned long> open_files)
     : dir_(dir),
       port_file_(dir + "/port"),
       log_file_(dir + "/daemon-" + std::to_string(std::rand()) + ".log") {
@@ -145,7 +152,7 @@ Daemon::Daemon(const std::string& dir, std::vector<std::string> extra)
     args.push_back(dir + "/shepherd.db");
   }
   args.insert(args.end(), extra.begin(), extra.end());
-  pid_ = SpawnWithLog(std::move(args), log_file_);
+  pid_ = SpawnWithLog(std::move(args), log_file_, open_files);
 }
 
 Daemon::~Daemon() {

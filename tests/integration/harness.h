@@ -61,14 +61,17 @@ bool Eventually(F f, std::chrono::milliseconds deadline = std::chrono::seconds(3
 // The value of the unlabelled metric `name` on GET /metrics; -1 when absent.
 double Metric(int port, const std::string& name);
 
-// Runs args[0] (a path) with args, stdout and stderr to `log_path`; the child's pid.
-pid_t SpawnWithLog(std::vector<std::string> args, const std::string& log_path);
+// Runs args[0] (a path) with args, stdout and stderr to `log_path`; the child's pid. `open_files`: the
+// child's open-files limit (soft and hard), when given.
+pid_t SpawnWithLog(std::vector<std::string> args, const std::string& log_path,
+                   std::optional<unsigned long> open_files = std::nullopt);
 
 class Daemon {
  public:
   // Starts shepherdd with --listen 127.0.0.1:0 (unless `extra` names --listen) --port-file ... plus `extra`
   // args, and --db <dir>/shepherd.db unless `extra` names --db.
-  explicit Daemon(const std::string& dir, std::vector<std::string> extra = {});
+  explicit Daemon(const std::string& dir, std::vector<std::string> extra = {},
+                  std::optional<unsigned long> open_files = std::nullopt);
   ~Daemon();  // SIGKILL if still running
   // Waits for the port file; false if the process exited or the deadline passed.
   bool WaitReady(std::chrono::milliseconds deadline = std::chrono::seconds(20));

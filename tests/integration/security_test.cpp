@@ -138,6 +138,25 @@ TEST(Security, IdleUnauthenticatedConnectionsDoNotStarveProbesOrAgents) {
   EXPECT_EQ(Request(d.port(), "GET", "/v1/nodes/n0", kAdmin).status, 200);
 }
 
+// Under a shell's common `ulimit -n 1024` the default cap (10,000 connections) was never reached: a flood of
+// unauthenticated connections ran the daemon out of descriptors, accept() failed ("Too many open files")
+// for 30 s, /healthz and agents' heartbeats included, and a healthy node was failed. The cap is fitted to
+// the open-files limit, so eviction runs before descriptors run out.
+TEST(Security, AFloodBeyondTheOpenFilesLimitStillLeavesRoomForProbesAndAgents) {
+  TempDir dir;
+  constexpr unsigned long kOpenFiles = 400;
+  Daemon d(dir.path, {"--tokens-file", WriteTokens(dir.path, DefaultTokens())}, kOpenFiles);
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  EXPECT_NE(d.log().find("max_connections 10000 is more than the open-files limit (400) can hold"),
+            std::string::npos)
+      << d.log();
+  std::vector<std::unique_ptr<Connection>> idle;
+  for (unsigned long i = 0; i < kOpenFiles + 100; ++i) idle.push_back(std::make_unique<Connection>(d.port()));
+  EXPECT_EQ(Http(d.port(), "GET", "/healthz").status, 200);
+  EXPECT_EQ(Request(d.port(), "POST", "/v1/nodes", kAgentN0, kNodeN0).status, 201);
+  EXPECT_EQ(d.log().find("Too many open files"), std::string::npos) << d.log();
+}
+
 TEST(Security, PerAddressCapEvictsThatAddresssIdleConnectionsFirst) {
   TempDir dir;
   std::string cfg = dir.path + "/config.json";
