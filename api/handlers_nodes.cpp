@@ -12,6 +12,8 @@ void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o) {
     if (!body.ok()) return respond(ProblemFrom(body.status()));
     auto node = ParseNode(*body, c->levels());
     if (!node.ok()) return respond(ProblemFrom(node.status()));
+    const Result<NodeView> stored = c->GetNode(node->id);
+    if (stored.ok()) KeepOmittedFields(*body, stored->node, &*node);
     bool schedulable_given = body->is_object() && body->contains("schedulable");
     // An agent speaks for its own node only, and may not lift a cordon by re-registering.
     if (req.principal && req.principal->role == Role::kAgent) {
@@ -21,7 +23,7 @@ void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o) {
       if (schedulable_given)
         return respond(Problem(403, "an agent may not set schedulable; operators cordon"));
     }
-    if (o.quotas.max_nodes > 0 && !c->GetNode(node->id).ok() &&
+    if (o.quotas.max_nodes > 0 && !stored.ok() &&
         c->node_count() >= static_cast<std::size_t>(o.quotas.max_nodes))
       return respond(api::QuotaReached("max_nodes", o.quotas.max_nodes, "nodes",
                                        "node " + node->id + " is not registered"));

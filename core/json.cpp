@@ -154,6 +154,18 @@ Result<Node> ParseNode(const Json& j, const TopologyLevels& levels) {
   return n;
 }
 
+void KeepOmittedFields(const Json& body, const Node& stored, Node* node) {
+  if (!body.is_object()) return;
+  if (!body.contains("hostname")) node->hostname = stored.hostname;
+  if (!body.contains("gpus")) node->gpus = stored.gpus;
+  if (!body.contains("gpu_memory_gib")) node->gpu_memory_gib = stored.gpu_memory_gib;
+  if (!body.contains("gpu_model")) node->gpu_model = stored.gpu_model;
+  if (!body.contains("spare")) node->spare = stored.spare;
+  const Json* topo = body.contains("topology") ? &body["topology"] : nullptr;
+  if (!topo || !topo->is_object() || !topo->contains("nvlink_domain"))
+    node->nvlink_domain = stored.nvlink_domain;
+}
+
 Json ToJson(const Node& n) {
   Json topo = n.topology;
   topo["nvlink_domain"] = n.nvlink_domain;

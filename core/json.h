@@ -20,6 +20,10 @@ using Json = nlohmann::json;
 Result<Json> ParseJsonText(std::string_view text, int max_depth = 64);
 
 Result<Node> ParseNode(const Json& j, const TopologyLevels& levels);
+// A registration of a known node updates what it names: the optional fields `body` leaves out (hostname,
+// gpus, gpu_memory_gib, gpu_model, spare, topology.nvlink_domain) keep `stored`'s values instead of the
+// defaults ParseNode gave them (an agent restarted without --gpu-model must not reset the inventory's).
+void KeepOmittedFields(const Json& body, const Node& stored, Node* node);
 Json ToJson(const Node& n);  // without derived state; the API adds "state"
 
 // A submitted job spec, with documented defaults for omitted optional fields (see docs/api.md).

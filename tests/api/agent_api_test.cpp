@@ -569,6 +569,34 @@ TEST_F(AgentApiTest, CordonRecordsItsSourceAndASuspectReturnsAfterPassingItsHeal
   EXPECT_TRUE(api_.Get("/v1/nodes/" + other).body["cordon"].is_null());
 }
 
+// An agent restarted without --gpu-model, --gpu-memory-gib or an nvlink_domain reset what the inventory
+// said (GB200, 186 GiB, rack r1 became unknown, 80 GiB and the node's own domain): the planner then sized
+// plans by whichever process registered last. A re-registration updates only what it names.
+TEST_F(AgentApiTest, ARegistrationOfAKnownNodeKeepsWhatItDoesNotName) {
+  Json full = {{"id", "n9"},
+               {"hostname", "host-n9"},
+               {"gpus", 4},
+               {"gpu_model", "GB200"},
+               {"gpu_memory_gib", 186},
+               {"spare", true},
+               {"topology", {{"spine", "s0"}, {"leaf", "l0"}, {"nvlink_domain", "r1"}}}};
+  ASSERT_EQ(api_.Post("/v1/nodes", full).status, 201);
+  Json agent = {
+      {"id", "n9"}, {"hostname", "host-n9"}, {"gpus", 4}, {"topology", {{"spine", "s0"}, {"leaf", "l1"}}}};
+  ApiReply r = api_.Post("/v1/nodes", agent);
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  EXPECT_EQ(r.body["gpu_model"], "GB200");
+  EXPECT_EQ(r.body["gpu_memory_gib"], 186);
+  EXPECT_EQ(r.body["spare"], true);
+  EXPECT_EQ(r.body["topology"]["nvlink_domain"], "r1");
+  EXPECT_EQ(r.body["topology"]["leaf"], "l1");  // what it names changes
+  full["gpu_memory_gib"] = 192;
+  full["spare"] = false;
+  r = api_.Post("/v1/nodes", full);
+  EXPECT_EQ(r.body["gpu_memory_gib"], 192);
+  EXPECT_EQ(r.body["spare"], false);
+}
+
 TEST_F(AgentApiTest, ForcedRestartNeedsAQualifyingCheckpoint) {
   ApiReply none = api_.Post("/v1/jobs/" + job_ + "/restart", {{"from", "last-known-good"}});
   EXPECT_EQ(none.status, 409) << none.body.dump();
