@@ -322,9 +322,11 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions o) {
   o.state_dir = dir.lexically_normal().string();
   while (o.state_dir.size() > 1 && o.state_dir.back() == '/') o.state_dir.pop_back();
 
-  Result<std::unique_ptr<HttpClient>> main_http = HttpClient::Create({o.server, o.token});
+  Result<std::unique_ptr<HttpClient>> main_http =
+      HttpClient::Create({.base_url = o.server, .token = o.token, .token_file = o.token_file});
   if (!main_http.ok()) return main_http.status();
-  Result<std::unique_ptr<HttpClient>> poll_http = HttpClient::Create({o.server, o.token});
+  Result<std::unique_ptr<HttpClient>> poll_http =
+      HttpClient::Create({.base_url = o.server, .token = o.token, .token_file = o.token_file});
   if (!poll_http.ok()) return poll_http.status();
   Result<std::unique_ptr<Supervisor>> sup = Supervisor::Open(
       {.state_dir = o.state_dir, .stop_grace = o.stop_grace, .run_as = o.run_as, .gpus = o.gpus});

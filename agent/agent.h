@@ -45,6 +45,7 @@ struct AgentOptions {
   std::string hostname;         // empty: gethostname()
   std::string state_dir;        // empty: ./var/agent-<node_id>; made absolute
   std::string token;            // bearer token (from --token-file or SHEPHERD_TOKEN, never argv), empty: none
+  std::string token_file;       // --token-file: read again on a 401 (a rotated token is used at once)
   std::optional<RunAs> run_as;  // the identity ranks run as; nullopt: the agent's own
   std::optional<double> gpu_memory_gib;
   std::optional<std::string> gpu_model;

@@ -3,6 +3,9 @@
 // timeouts (synchronous Asio calls have none) and Cancel() can abort by posting a close to that context.
 #include "agent/http_client.h"
 
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/connect.hpp>
@@ -13,6 +16,7 @@
 #include <boost/beast/http.hpp>
 #include <cctype>
 #include <cstdlib>
+#include <fstream>
 
 namespace shepherd::agent {
 namespace asio = boost::asio;
@@ -52,6 +56,22 @@ Result<Url> ParseUrl(std::string_view url) {
   return out;
 }
 
+}  // namespace
+
+Result<std::string> ReadTokenFile(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return InvalidArgument("--token-file " + path + ": cannot stat");
+  if ((st.st_mode & 077) != 0)
+    return InvalidArgument("--token-file " + path + ": must be mode 0600 or stricter");
+  std::ifstream in(path);
+  std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
+  if (token.empty()) return InvalidArgument("--token-file " + path + ": empty");
+  return token;
+}
+
+namespace {
+
 class BeastHttpClient final : public HttpClient {
  public:
   BeastHttpClient(HttpClientOptions options, Url url) : options_(std::move(options)), url_(std::move(url)) {}
@@ -89,6 +109,7 @@ class BeastHttpClient final : public HttpClient {
           http::response<http::string_body> res = parser.release();
           if (!res.keep_alive() || !options_.keep_alive) Close();
           HttpResult out{static_cast<int>(res.result_int()), std::move(res.body()), std::nullopt};
+          if (out.status == 401 && TokenRotated()) continue;  // the same call with the new token
           if (auto it = res.find(http::field::retry_after); it != res.end()) {
             const std::string v(it->value());
             char* end = nullptr;
@@ -104,6 +125,21 @@ class BeastHttpClient final : public HttpClient {
       if (reused && attempt == 0 && closed_by_peer) continue;  // a stale keep-alive connection
       return Unavailable(std::string(method) + " " + std::string(target) + ": " + ec.message());
     }
+  }
+
+  // True when the token file now holds another token (which replaces ours). At most once per call: a
+  // rotated token the daemon refuses too is answered as is.
+  bool TokenRotated() {
+    if (options_.token_file.empty()) return false;
+    Result<std::string> t = ReadTokenFile(options_.token_file);
+    if (!t.ok()) {
+      spdlog::warn("agent: refused (401), and {}", t.status().message());
+      return false;
+    }
+    if (*t == options_.token) return false;
+    spdlog::info("agent: refused (401); using the new token in {}", options_.token_file);
+    options_.token = *t;
+    return true;
   }
 
   void Cancel() override {

@@ -31,9 +31,15 @@ struct HttpResult {
 // when `r` carried no Retry-After. Capped at 60 s.
 std::optional<std::chrono::milliseconds> RetryDelay(const HttpResult& r, double unit);
 
+// The whole file, trailing whitespace dropped; refused when group or others may read it, or empty.
+Result<std::string> ReadTokenFile(const std::string& path);
+
 struct HttpClientOptions {
   std::string base_url;    // "http://host:port" (an optional trailing path prefix is kept); http only
   std::string token;       // sent as "Authorization: Bearer <token>" when non-empty
+  // Where `token` came from (--token-file), or empty. On a 401 the file is read again, and a token that
+  // changed (rotated: the tokens file, then the agent's file) is used at once, for this and later calls.
+  std::string token_file;
   bool keep_alive = true;  // reuse the connection when the server allows it
   std::size_t body_limit = 64 * 1024 * 1024;
 };

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "agent/agent.h"
+#include "agent/http_client.h"
 #include "agent/protocol.h"
 #include "daemon/commands.h"
 #include "daemon/config.h"
@@ -24,19 +25,6 @@ namespace po = boost::program_options;
 
 namespace shepherd {
 namespace {
-
-// The whole file, trailing whitespace dropped; refused when group or others may read it.
-Result<std::string> ReadTokenFile(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return InvalidArgument("--token-file " + path + ": cannot stat");
-  if ((st.st_mode & 077) != 0)
-    return InvalidArgument("--token-file " + path + ": must be mode 0600 or stricter");
-  std::ifstream in(path);
-  std::string token((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
-  if (token.empty()) return InvalidArgument("--token-file " + path + ": empty");
-  return token;
-}
 
 std::chrono::milliseconds Millis(double seconds) {
   return std::chrono::milliseconds(static_cast<long long>(seconds * 1000));
@@ -106,7 +94,8 @@ int RunAgent(int argc, char** argv) {
     return 2;
   }
   if (vm.count("token-file")) {
-    auto t = ReadTokenFile(vm["token-file"].as<std::string>());
+    o.token_file = vm["token-file"].as<std::string>();
+    auto t = agent::ReadTokenFile(o.token_file);
     if (!t.ok()) {
       std::cerr << "shepherdd agent: " << t.status().message() << "\n";
       return 2;

@@ -150,6 +150,8 @@ FakeDaemon::Response FakeDaemon::Handle(const Request& r) {
   request_times_.push_back(std::chrono::steady_clock::now());
   if (down_) return {503, R"({"title": "down"})", ""};
   if (busy_) return {429, R"({"title": "busy"})", "Retry-After: " + std::to_string(*busy_) + "\r\n"};
+  if (!required_token_.empty() && r.authorization != "Bearer " + required_token_)
+    return {401, R"({"detail": "the credential was withdrawn"})", ""};
   std::string path = PathOf(r.target);
   if (path == "/echo") {
     return {200, Json{{"authorization", r.authorization}, {"body", r.body}, {"method", r.method}}.dump()};
@@ -220,6 +222,11 @@ void FakeDaemon::SetBusy(std::optional<int> retry_after_s) {
 std::vector<std::chrono::steady_clock::time_point> FakeDaemon::request_times() const {
   std::lock_guard lock(mu_);
   return request_times_;
+}
+
+void FakeDaemon::SetRequiredToken(const std::string& token) {
+  std::lock_guard lock(mu_);
+  required_token_ = token;
 }
 
 void FakeDaemon::SetRegisterConflict(bool on) {

@@ -46,6 +46,8 @@ class FakeDaemon {
   void SetAutoAck(bool on);
   // Heartbeat answers grant this lease (lease_s); 0 (the default): none.
   void SetLease(double seconds);
+  // Answer 401 to every request without "Authorization: Bearer <token>" ("": accept any).
+  void SetRequiredToken(const std::string& token);
   // Answer keep-alive requests with keep-alive, then close the connection anyway (a stale connection).
   void SetDropAfterResponse(bool on);
 
@@ -81,6 +83,7 @@ class FakeDaemon {
   std::optional<int> busy_;
   bool known_ = false;
   bool register_conflict_ = false;
+  std::string required_token_;
   bool auto_ack_ = true;
   double lease_s_ = 0;
   bool drop_after_response_ = false;

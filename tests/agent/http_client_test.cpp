@@ -1,16 +1,20 @@
 #include "agent/http_client.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <fstream>
 #include <thread>
 
 #include "tests/agent/fake_daemon.h"
+#include "tests/agent/test_util.h"
 
 namespace shepherd::agent {
 namespace {
 
 using namespace std::chrono_literals;
 using testing::FakeDaemon;
+using testing::TempDir;
 
 std::unique_ptr<HttpClient> Client(const std::string& url, const std::string& token = "") {
   auto c = HttpClient::Create({url, token});
@@ -31,6 +35,36 @@ TEST(HttpClient, SendsBodyAndBearerTokenAndReusesTheConnection) {
     EXPECT_EQ(j["method"], "POST");
   }
   EXPECT_EQ(d.connections(), 1);
+}
+
+// The documented rotation (new token in the tokens file, SIGHUP, then the agent's --token-file) made a
+// running agent's calls 401 until its lease ran out: the node was failed and its job restarted. A 401 now
+// reads the file again and repeats the call with the new token, once.
+TEST(HttpClient, A401ReadsTheTokenFileAgainAndUsesARotatedToken) {
+  FakeDaemon d;
+  TempDir dir;
+  const std::string file = dir.path() + "/token";
+  auto write = [&](const std::string& t) {
+    std::ofstream(file) << t << "\n";
+    ::chmod(file.c_str(), 0600);
+  };
+  write("old-token");
+  auto made = HttpClient::Create({.base_url = d.url(), .token = "old-token", .token_file = file});
+  ASSERT_TRUE(made.ok());
+  HttpClient& c = **made;
+  ASSERT_EQ(c.Request("GET", "/echo", "", 5s)->status, 200);
+  d.SetRequiredToken("new-token");  // the daemon reloaded its tokens: the old one is withdrawn
+  EXPECT_EQ(c.Request("GET", "/echo", "", 5s)->status, 401);  // the agent's file still has the old one
+  write("new-token");
+  Result<HttpResult> r = c.Request("GET", "/echo", "", 5s);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(Json::parse(r->body)["authorization"], "Bearer new-token");
+  write("third-token");  // refused too: answered as is, not retried in a loop
+  d.SetRequiredToken("fourth-token");
+  EXPECT_EQ(c.Request("GET", "/echo", "", 5s)->status, 401);
+  auto without = Client(d.url(), "new-token");  // no file: nothing to read again
+  EXPECT_EQ(without->Request("GET", "/echo", "", 5s)->status, 401);
 }
 
 TEST(HttpClient, ReadsRetryAfterAndJittersIt) {
