@@ -18,6 +18,19 @@ class PostResult:
     rejected: Optional[list] = None  # [{"index", "error"}] from a 202 answer
 
 
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A redirect is an error, not followed: urllib would resend the POST as a GET without its body (the
+    reports lost, the answer 200 "ok") and carry the rank's token to wherever it points."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D102 - urllib's hook
+        return None
+
+
+# Straight to SHEPHERD_URL: no redirects, and no http_proxy/https_proxy from the environment (a site's
+# download proxy must neither carry rank credentials nor decide whether the ranks look alive).
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+
+
 def reports_url(base_url: str, job: str, slurm_job_id: str = "") -> str:
     """The job's reports route; without a job, the route that binds to the job by its SLURM_JOB_ID."""
     if not job and slurm_job_id:
@@ -45,7 +58,7 @@ def post_reports(url: str, reports: List[dict], token: str = "", timeout_s: floa
         headers["Authorization"] = "Bearer " + token
     req = urllib.request.Request(url, data=body, headers=headers, method="POST")
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+        with _OPENER.open(req, timeout=timeout_s) as resp:
             raw = resp.read()
             rejected = None
             try:
@@ -61,6 +74,9 @@ def post_reports(url: str, reports: List[dict], token: str = "", timeout_s: floa
         except Exception:  # noqa: BLE001 - the body of an error answer is best effort
             detail = ""
         transient = e.code in (408, 429) or e.code >= 500
+        if 300 <= e.code < 400:
+            detail = "redirected to %s: not followed; set SHEPHERD_URL to the daemon's own address" % (
+                e.headers.get("Location", "?"))
         return PostResult(False, transient, "HTTP %d %s" % (e.code, detail.strip()[:300]),
                           retry_after_s=_retry_after(e.headers) if transient else None)
     except Exception as e:  # noqa: BLE001 - URLError, timeouts, resets: all transient, never raised

@@ -18,6 +18,7 @@ sys.path.insert(0, HERE)
 from fake_server import FakeDaemon  # noqa: E402
 from shepherd_client import ShepherdClient, encode_metric, param_digest  # noqa: E402
 from shepherd_client import client as client_mod  # noqa: E402
+from shepherd_client import transport  # noqa: E402
 from shepherd_client.config import config_from_env, parse_coords  # noqa: E402
 from shepherd_client.sender import hold_off_s  # noqa: E402
 
@@ -412,6 +413,32 @@ class NetworkFailureTest(unittest.TestCase):
             self.assertFalse(c.flush())
         self.assertLess(time.monotonic() - t0, 2)
         c.close(flush=False)
+
+    def test_a_redirect_is_not_followed_and_no_proxy_is_used(self):
+        # A tester's server answered 302: urllib resent the POST as a GET without its body, with the token,
+        # and the client counted the lost batch as delivered. And http_proxy from the rank's environment
+        # carried the token to the proxy.
+        d = FakeDaemon()
+        self.addCleanup(d.close)
+        d.status = 302
+        d.extra_headers = {"Location": d.url + "/elsewhere"}
+        r = transport.post_reports(d.url + "/v1/jobs/j/reports", [{"kind": "step"}], token="t0123456789abcdef")
+        self.assertFalse(r.ok)
+        self.assertIn("redirected to %s/elsewhere: not followed" % d.url, r.detail)
+        self.assertEqual(len(d.posts), 1)  # the one POST: nothing followed the redirect
+        d.status = 202
+        proxy = FakeDaemon()  # would record the POST if the client went through it
+        self.addCleanup(proxy.close)
+        old = {k: os.environ.get(k) for k in ("http_proxy", "HTTP_PROXY", "no_proxy", "NO_PROXY")}
+        self.addCleanup(lambda: [os.environ.pop(k, None) if v is None else os.environ.__setitem__(k, v)
+                                 for k, v in old.items()])
+        for k in ("no_proxy", "NO_PROXY"):
+            os.environ.pop(k, None)
+        os.environ["http_proxy"] = os.environ["HTTP_PROXY"] = proxy.url
+        r = transport.post_reports(d.url + "/v1/jobs/j/reports", [{"kind": "step"}], token="t0123456789abcdef")
+        self.assertTrue(r.ok, r.detail)
+        self.assertEqual(len(d.posts), 2)
+        self.assertEqual(proxy.posts, [])
 
     def test_unencodable_values_do_not_raise(self):
         d = FakeDaemon()
