@@ -198,6 +198,8 @@ void Supervisor::Start(const RankAssignment& a) {
                    (a.key.job + "-a" + std::to_string(a.key.attempt) + "-r" + std::to_string(a.key.rank));
     std::error_code ec;
     fs::create_directories(dir, ec);
+    // The rank writes its dumps (and PyTorch makes its pipe) there: under --run-as it must own it.
+    if (!ec && options_.run_as) (void)!::chown(dir.c_str(), options_.run_as->uid, options_.run_as->gid);
     if (!ec) {
       spec.env.try_emplace("TORCH_FR_DUMP_TEMP_FILE", (dir / "nccl_trace_rank_").string());
       spec.env.try_emplace("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", (dir / "nccl_trace_pipe_").string());

@@ -2,9 +2,11 @@
 #include "agent/process.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <csignal>
+#include <thread>
 
 #include "agent/supervisor.h"
 #include "tests/agent/test_util.h"
@@ -423,6 +425,33 @@ TEST(RunAs, RankRunsAsTheConfiguredUserNotRoot) {
   EXPECT_NE(log.find("uid=" + std::to_string(nobody->uid) + " "), std::string::npos) << log;
   EXPECT_EQ(log.find("uid=0 "), std::string::npos) << log;
   EXPECT_EQ(log.find(" 0 "), std::string::npos) << "root group kept: " << log;
+}
+
+// Under --run-as the flight-recorder directory the agent makes for a rank was root's (0755): the rank could
+// write no dump and PyTorch could make no pipe, so a hang left no evidence. The rank's user owns it.
+TEST(RunAs, TheRanksUserOwnsItsFlightRecorderDirectory) {
+  if (::geteuid() != 0) GTEST_SKIP() << "dropping privileges needs root";
+  auto nobody = LookUpUser("nobody");
+  if (!nobody.ok()) GTEST_SKIP() << "no user 'nobody'";
+  testing::TempDir dir;
+  ::chmod(dir.path().c_str(), 0755);  // a state directory the rank's user may traverse, as in deploy/
+  SupervisorOptions o{dir.path()};
+  o.run_as = *nobody;
+  auto s = Supervisor::Open(o);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  RankAssignment a{{"job-1", 1, 0}, 0, {"/bin/sh", "-c", "echo dump > ${TORCH_FR_DUMP_TEMP_FILE}0"}, {}};
+  (*s)->SetDesired({a}, std::chrono::steady_clock::now());
+  std::optional<TrackedProcess> exited;
+  for (int i = 0; i < 1000 && !exited; ++i) {  // bounded polling for the exit, not a correctness wait
+    (*s)->Poll(std::chrono::steady_clock::now());
+    for (const TrackedProcess& p : (*s)->processes())
+      if (p.phase == ProcessPhase::kExited) exited = p;
+    if (!exited) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(exited);
+  EXPECT_EQ(exited->exit.exit_code, 0) << testing::ReadFile((*s)->log_path(a.key));
+  const std::string dump = dir.path() + "/flight-recorder/job-1-a1-r0/nccl_trace_rank_0";
+  EXPECT_EQ(testing::ReadFile(dump), "dump\n");
 }
 
 TEST(RunAs, LookUpUserAcceptsNamesAndUids) {
