@@ -57,7 +57,15 @@ class ProgressPage:
 
     @classmethod
     def create(cls, path: str) -> "ProgressPage":
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+        """A new file of ours only: never one that exists (another user may have made it in /dev/shm, to
+        write the liveness the helper reports) nor a symlink. A stale one of ours is replaced; another
+        user's cannot be removed from a sticky directory, and the OSError says so."""
+        flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            fd = os.open(path, flags, 0o600)
+        except FileExistsError:
+            os.unlink(path)
+            fd = os.open(path, flags, 0o600)
         os.ftruncate(fd, PAGE_SIZE)
         mm = mmap.mmap(fd, PAGE_SIZE, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         page = cls(path, mm, fd)

@@ -52,6 +52,32 @@ class ProgressPageTest(unittest.TestCase):
             r.close()
             self.assertFalse(os.path.exists(path))
 
+    def test_a_file_or_symlink_already_at_the_path_is_never_written(self):
+        # The path is predictable: another user could make it first (mode 0666) and then write the liveness
+        # the helper reports, or point it at a file of the rank's user. The page is always a new file.
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "p")
+            with open(path, "wb") as planted:
+                planted.write(b"planted")
+            os.chmod(path, 0o666)
+            kept = os.open(path, os.O_RDONLY)
+            self.addCleanup(os.close, kept)
+            inode = os.fstat(kept).st_ino
+            w = ProgressPage.create(path)
+            self.assertNotEqual(os.stat(path).st_ino, inode)
+            self.assertEqual(os.pread(kept, 64, 0), b"planted")
+            self.assertEqual(os.stat(path).st_mode & 0o777, 0o600)
+            w.close(unlink=True)
+            target = os.path.join(d, "target")
+            with open(target, "wb") as t:
+                t.write(b"keep")
+            os.symlink(target, path)
+            w = ProgressPage.create(path)
+            self.assertFalse(os.path.islink(path))
+            with open(target, "rb") as t:
+                self.assertEqual(t.read(), b"keep")
+            w.close(unlink=True)
+
     def test_a_file_that_is_not_a_page_is_refused(self):
         with tempfile.NamedTemporaryFile() as f:
             f.write(b"x" * 256)
