@@ -87,6 +87,18 @@ void SubmitAs(Controller* c, const ApiOptions& o, const HttpRequest& req, JobSpe
   });
 }
 
+// A job as `who` may see it: its `env` values (API keys, passwords: where secrets go) only for its owner,
+// operators and admins; viewers (a dashboard's token) and other submitters see the names, each value
+// "<redacted>".
+Json RenderJobFor(const JobView& v, const std::optional<Principal>& who) {
+  Json j = RenderJob(v);
+  const bool sees = !who || who->role == Role::kAdmin || who->role == Role::kOperator ||
+                    (who->role == Role::kSubmitter && who->name == v.job.spec.owner);
+  if (!sees)
+    for (auto& [name, value] : j["spec"]["env"].items()) value = "<redacted>";
+  return j;
+}
+
 }  // namespace api
 
 void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
@@ -142,13 +154,16 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
     if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid query", errs)));
     bool more = false;
     std::vector<JobView> jobs = c->ListJobs(state, page.after, page.limit, &more, external_id);
-    Json body = RenderJobList(jobs);
+    Json items = Json::array();
+    for (const JobView& v : jobs) items.push_back(api::RenderJobFor(v, req.principal));
+    Json body = {{"jobs", std::move(items)}};
     api::SetNextCursor(&body, more, jobs.empty() ? "" : jobs.back().job.id);
     respond(JsonResponse(200, body));
   });
   router->Add("GET", "/v1/jobs/{id}", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
     if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-    api::Reply(respond, c->GetJob(p.at("id")), RenderJob);
+    api::Reply(respond, c->GetJob(p.at("id")),
+               [who = req.principal](const JobView& v) { return api::RenderJobFor(v, who); });
   });
   router->Add("POST", "/v1/jobs/{id}/cancel",
               [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {

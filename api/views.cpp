@@ -84,12 +84,6 @@ Json RenderJob(const JobView& e) {
   return j;
 }
 
-Json RenderJobList(const std::vector<JobView>& jobs) {
-  Json items = Json::array();
-  for (const JobView& e : jobs) items.push_back(RenderJob(e));
-  return {{"jobs", std::move(items)}};
-}
-
 std::string RenderPlacement(const PlacementView& v) {
   Json quality = nullptr;
   if (v.quality)

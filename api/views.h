@@ -13,7 +13,6 @@ namespace shepherd {
 Json RenderNode(const NodeView& v);
 Json RenderNodeList(const NodeList& list);
 Json RenderJob(const JobView& e);
-Json RenderJobList(const std::vector<JobView>& jobs);
 // Written as text, not through a JSON tree: a 131,072-rank tree costs ~90 MB of heap that the allocator
 // keeps; the text is ~9 MB.
 std::string RenderPlacement(const PlacementView& v);

@@ -230,6 +230,26 @@ TEST_F(AuthMatrixTest, UnknownRoutesNeedATokenBeforeTheir404Or405) {
   EXPECT_EQ(As(Bearer("viewer"), "PUT", "/v1/jobs").status, 405);
 }
 
+// A dashboard's viewer token read every job's env (WANDB_API_KEY and the like). Env values are for the
+// job's owner, operators and admins; others see the names.
+TEST_F(AuthMatrixTest, EnvValuesAreForTheOwnerOperatorsAndAdmins) {
+  std::string sams = Submit("submitter");
+  for (const char* who : {"submitter", "operator", "admin"}) {
+    EXPECT_EQ(As(Bearer(who), "GET", "/v1/jobs/" + sams).body["spec"]["env"]["FOO"], "bar") << who;
+  }
+  for (const char* who : {"viewer", "other-submitter"}) {
+    EXPECT_EQ(As(Bearer(who), "GET", "/v1/jobs/" + sams).body["spec"]["env"]["FOO"], "<redacted>") << who;
+    int with_env = 0;
+    const Json list = As(Bearer(who), "GET", "/v1/jobs").body["jobs"];
+    for (const Json& j : list)
+      for (const auto& [name, value] : j["spec"]["env"].items()) {
+        EXPECT_EQ(value, "<redacted>") << who << " " << j["id"] << " " << name;
+        ++with_env;
+      }
+    EXPECT_GT(with_env, 0) << who;
+  }
+}
+
 TEST_F(AuthMatrixTest, ViewerCannotCancel) {
   EXPECT_EQ(As(Bearer("viewer"), "POST", "/v1/jobs/" + job_ + "/cancel").status, 403);
   EXPECT_EQ(As(Bearer("viewer"), "GET", "/v1/jobs/" + job_).body["state"], "launching");
