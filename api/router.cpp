@@ -97,10 +97,21 @@ std::optional<HttpResponse> Router::Admit(const HttpRequest& head, std::optional
   if (!rule) return std::nullopt;  // Handle answers 404/405 (the caller is authenticated)
   if (a.outcome == AuthOutcome::kDisabled) return std::nullopt;
   JobOwnerLookup own_job = [name = a.principal->name](const std::string&) { return std::optional(name); };
-  if (Authorize(*a.principal, *rule, params, defer_ownership ? own_job : owner_of_) != Access::kAllowed)
-    return Problem(403, std::string("role ") + ToString(a.principal->role) + " may not " + head.method + " " +
-                            PathOf(head.target));
-  return std::nullopt;
+  if (Authorize(*a.principal, *rule, params, defer_ownership ? own_job : owner_of_) == Access::kAllowed)
+    return std::nullopt;
+  const Principal& p = *a.principal;
+  const std::string what = head.method + " " + PathOf(head.target);
+  // The role may call the route, on what is its own only: say whose it is.
+  if (std::find(rule->roles.begin(), rule->roles.end(), p.role) != rule->roles.end()) {
+    const std::string id = params.count("id") ? params.at("id") : "?";
+    if (p.role == Role::kAgent)
+      return Problem(403, "this credential speaks for node " + p.node.value_or("?") + " only, not " + id);
+    if (p.role == Role::kRank)
+      return Problem(403, "this credential reports for job " + p.job.value_or("?") + " only, not " + id);
+    return Problem(403, "job " + id + " is not " + p.name + "'s: a " + ToString(p.role) + " may " + what +
+                            " for its own jobs only");
+  }
+  return Problem(403, std::string("role ") + ToString(p.role) + " may not " + what);
 }
 
 void Router::Handle(HttpRequest request, Respond respond) const {

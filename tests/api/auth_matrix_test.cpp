@@ -258,7 +258,10 @@ TEST_F(AuthMatrixTest, ViewerCannotCancel) {
 TEST_F(AuthMatrixTest, SubmitterCannotCancelAnothersJobAndTheRecordsNameWhoActed) {
   std::string theirs = Submit("other-submitter");
   EXPECT_EQ(As(Bearer("viewer"), "GET", "/v1/jobs/" + theirs).body["owner"], "kim");
-  EXPECT_EQ(As(Bearer("submitter"), "POST", "/v1/jobs/" + theirs + "/cancel").status, 403);
+  ApiReply refused = As(Bearer("submitter"), "POST", "/v1/jobs/" + theirs + "/cancel");
+  EXPECT_EQ(refused.status, 403);
+  EXPECT_EQ(refused.body["detail"], "job " + theirs + " is not sam's: a submitter may POST /v1/jobs/" +
+                                        theirs + "/cancel for its own jobs only");
   EXPECT_EQ(As(Bearer("submitter"), "POST", "/v1/jobs/" + theirs + "/restart", {{"from", "latest"}}).status,
             403);
   EXPECT_EQ(As(Bearer("other-submitter"), "POST", "/v1/jobs/" + theirs + "/cancel").status, 200);
