@@ -42,11 +42,20 @@ bool IsRecordedLeader(pid_t pid, std::uint64_t start_time) {
   return s && s->start_time == start_time;
 }
 
-// The keeper's loop (in the child: no logging, no threads). Returns when the agent is gone.
+// The keeper's loop (in the child: no logging, no threads). While the agent lives it enforces whatever
+// lease the file holds. Once the agent is gone (crashed, killed, stopped for good) it enforces the lease
+// the agent left and returns when that is done, or when the file changes or goes (a new agent cleared it
+// at its start and adopts the ranks): the daemon hands a silent node's ranks to other agents only once
+// its lease has expired, so the ranks must be stopped by then even without an agent.
 void KeepFence(const std::string& state_dir, pid_t agent, std::chrono::milliseconds interval) {
   FenceProgress progress;
-  while (::getppid() == agent) {
+  std::optional<Lease> left;  // the agent's last lease, once the agent is gone
+  for (;;) {
     std::optional<Lease> lease = ReadLease(state_dir);
+    if (::getppid() != agent) {
+      if (!left) left = lease;
+      if (!left || !lease || lease->until != left->until || progress.killed == left->until) return;
+    }
     switch (NextFenceStep(lease, Clock::now(), progress)) {
       case FenceStep::kTerm:
         SignalAll(RunningRankGroups(state_dir), SIGTERM);
@@ -129,9 +138,8 @@ Result<pid_t> StartFenceKeeper(const std::string& state_dir, std::chrono::millis
   pid_t pid = ::fork();
   if (pid < 0) return Internal(std::string("fork of the fence keeper: ") + std::strerror(errno));
   if (pid > 0) return pid;
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   ::prctl(PR_SET_NAME, "shepherd-fence");
-  if (::getppid() == agent) KeepFence(state_dir, agent, interval);
+  KeepFence(state_dir, agent, interval);
   ::_exit(0);
 }
 

@@ -8,8 +8,9 @@
 // fencing steps: SIGTERM then SIGCONT to every running rank's process group at expiry - grace, SIGKILL at
 // the expiry (a rank counts only while its pid is the process the agent recorded; never a process the
 // agent did not list). When the agent is well both do this at the same moments: the second
-// signal to a group is harmless. The keeper lives as long as the agent process and no longer (ranks
-// outlive agent restarts as before; an agent that exited is not covered).
+// signal to a group is harmless. The keeper outlives an agent that dies or is stopped: it stops the ranks
+// by the lease the agent left (when the daemon may start their replacements elsewhere) and exits then, or
+// as soon as the lease file goes or changes (a new agent cleared it at its start: it adopts the ranks).
 // Times are std::chrono::steady_clock (CLOCK_MONOTONIC: one clock for every process of the machine).
 #pragma once
 
@@ -47,8 +48,7 @@ FenceStep NextFenceStep(const std::optional<Lease>& lease, std::chrono::steady_c
 // hold the rank's other processes, and its id cannot have been reused).
 std::vector<pid_t> RunningRankGroups(const std::string& state_dir);
 
-// Forks the keeper for `state_dir` (REQUIRES: the calling process has no other thread yet, and the calling
-// thread lives as long as the process: the keeper is killed when it ends, PR_SET_PDEATHSIG). The keeper
+// Forks the keeper for `state_dir` (REQUIRES: the calling process has no other thread yet). The keeper
 // polls every `interval` and wakes for each fencing step. Returns its pid.
 Result<pid_t> StartFenceKeeper(const std::string& state_dir,
                                std::chrono::milliseconds interval = std::chrono::milliseconds(100));

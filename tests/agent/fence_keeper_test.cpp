@@ -122,5 +122,64 @@ TEST(FenceKeeper, KeeperStopsListedRanksByTheLeaseAndNothingElse) {
   Reap(unlisted);
 }
 
+// An agent that starts a keeper and is then killed (SIGKILL, a crash): the keeper's pid.
+pid_t KeeperOfAnAgentThatDies(const std::string& dir) {
+  int fds[2];
+  EXPECT_EQ(::pipe(fds), 0);
+  pid_t agent = ::fork();
+  if (agent == 0) {  // the "agent": one thread, as StartFenceKeeper requires
+    Result<pid_t> keeper = StartFenceKeeper(dir, 20ms);
+    pid_t k = keeper.ok() ? *keeper : -1;
+    (void)!::write(fds[1], &k, sizeof k);
+    ::raise(SIGKILL);
+  }
+  ::close(fds[1]);
+  pid_t keeper = -1;
+  EXPECT_EQ(::read(fds[0], &keeper, sizeof keeper), static_cast<ssize_t>(sizeof keeper));
+  ::close(fds[0]);
+  ::waitpid(agent, nullptr, 0);
+  return keeper;
+}
+
+// A tester killed an agent (kill -9): its keeper died with it, the ranks ran on unfenced, and once the
+// node's lease expired the daemon started their replacements on the spare: two attempts of one job ran at
+// once, writing one checkpoint directory. The keeper now outlives its agent, stops the ranks by the lease
+// the agent left, and then exits.
+TEST(FenceKeeper, TheKeeperOfAnAgentThatDiedStopsTheRanksByItsLastLeaseThenExits) {
+  TempDir dir;
+  pid_t rank = Spawn("exec sleep 100", dir.path());
+  std::uint64_t started = *ProcessStartTime(rank);
+  std::ofstream(dir.file("processes.json")) << Json{{"processes", {Entry(rank, "running", started)}}}.dump();
+  Lease lease{Clock::now() + 1500ms, 500ms};
+  ASSERT_TRUE(WriteLease(dir.path(), lease).ok());
+  pid_t keeper = KeeperOfAnAgentThatDies(dir.path());
+  ASSERT_GT(keeper, 0);
+  std::uint64_t keeper_started = *ProcessStartTime(keeper);
+  EXPECT_TRUE(ProcessAlive(rank, started)) << "stopped at once, not by the lease";
+  ASSERT_TRUE(WaitFor([&] { return !ProcessAlive(rank, started); }));
+  EXPECT_GE(Clock::now(), lease.until - lease.grace);
+  EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(keeper, keeper_started); })) << "the keeper lingers";
+  Reap(rank);
+}
+
+// The same agent restarted in time: the new agent clears the lease at its start (and adopts the ranks); the
+// old keeper leaves them running and exits.
+TEST(FenceKeeper, TheKeeperOfAnAgentThatDiedLeavesTheRanksToANewAgent) {
+  TempDir dir;
+  pid_t rank = Spawn("exec sleep 100", dir.path());
+  std::uint64_t started = *ProcessStartTime(rank);
+  std::ofstream(dir.file("processes.json")) << Json{{"processes", {Entry(rank, "running", started)}}}.dump();
+  Lease lease{Clock::now() + 1500ms, 500ms};
+  ASSERT_TRUE(WriteLease(dir.path(), lease).ok());
+  pid_t keeper = KeeperOfAnAgentThatDies(dir.path());
+  ASSERT_GT(keeper, 0);
+  std::uint64_t keeper_started = *ProcessStartTime(keeper);
+  ClearLease(dir.path());  // the new agent's start
+  EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(keeper, keeper_started); }));
+  std::this_thread::sleep_until(lease.until + 300ms);  // past the old lease: checks nothing fired late
+  EXPECT_TRUE(ProcessAlive(rank, started));
+  Reap(rank);
+}
+
 }  // namespace
 }  // namespace shepherd::agent
