@@ -172,8 +172,12 @@ Verdict Judge(const RecoveryInput& in) {
   Verdict v;
   if (k == FindingKind::kNodeLost || k == FindingKind::kGpuFault) {
     std::set<std::string> nodes = Implicated(f, in.placement, /*nodes_first=*/true);
-    Blame(nodes, NodeActionKind::kFail, WithDetail(kind, f), &v);
-    v.why = kind + " on " + Join(nodes) + ": node at fault";
+    // A GPU fault is the hardware's own report: the node fails. A lost node is unreachable, which a dead
+    // machine, its network or just its agent (stopped, crashed, an expired credential) all look like: the
+    // node is cordoned as suspect, and returns by its agent's health check (or an operator) once back.
+    const bool hardware = k == FindingKind::kGpuFault;
+    Blame(nodes, hardware ? NodeActionKind::kFail : NodeActionKind::kCordon, WithDetail(kind, f), &v);
+    v.why = kind + " on " + Join(nodes) + (hardware ? ": node at fault" : ": node unreachable");
   } else if (f.fenced) {
     v.why =
         "ranks stopped by their agent's fence (the daemon's lease ran out): the daemon or the network "

@@ -94,10 +94,11 @@ TEST_F(RecoveryExecutorTest, MajorityVerdictCordonsTheCulpritsNodeAndUsesTheSpar
   EXPECT_EQ(jobs_.Find(job_)->job.restarts, 1);
 }
 
-TEST_F(RecoveryExecutorTest, NodeLostFailsTheNodeAndASecondRestartWaitsForTheBackoff) {
+TEST_F(RecoveryExecutorTest, NodeLostCordonsTheNodeAndASecondRestartWaitsForTheBackoff) {
   Finding lost = Make(FindingKind::kNodeLost, {2, 3}, {"n1"});
   rec_.OnFinding(lost, *health_, {}, Now(), &b_);
-  EXPECT_TRUE(NodeOf("n1").failed);
+  EXPECT_FALSE(NodeOf("n1").schedulable);
+  EXPECT_FALSE(NodeOf("n1").failed);  // suspect, not failed: it may have lost only its agent
   EXPECT_EQ(jobs_.Find(job_)->job.state, JobState::kLaunching);
   EXPECT_EQ(jobs_.Find(job_)->job.attempt, 2);
   // A rank of the new attempt exits right away: the second automatic restart backs off (5 s · 2).

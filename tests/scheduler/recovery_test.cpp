@@ -12,13 +12,15 @@ namespace {
 
 using namespace testing;  // the shared fixture and builders
 
-TEST_F(RecoveryTest, NodeLostFailsTheNodeAndTakesTheSameLeafSpareFromLastKnownGood) {
+// A lost node is unreachable, not proven broken (a stopped agent looks the same): cordoned as suspect, it
+// returns by its agent's health check; a GPU fault, the hardware's own report, fails it.
+TEST_F(RecoveryTest, NodeLostCordonsTheNodeAndTakesTheSameLeafSpareFromLastKnownGood) {
   Build();
   RecoveryDecision d = Decide(MakeFinding(FindingKind::kNodeLost, {}, {"node-02"}));
   ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
   ASSERT_EQ(d.node_actions.size(), 1u);
   EXPECT_EQ(d.node_actions[0].node, "node-02");
-  EXPECT_EQ(d.node_actions[0].action, NodeActionKind::kFail);
+  EXPECT_EQ(d.node_actions[0].action, NodeActionKind::kCordon);
   EXPECT_EQ(d.replaced, std::vector<std::string>{"node-02->node-03 (leaf)"});
   ASSERT_TRUE(d.new_placement);
   EXPECT_EQ(d.new_placement->attempt, 2);
@@ -31,8 +33,10 @@ TEST_F(RecoveryTest, NodeLostFailsTheNodeAndTakesTheSameLeafSpareFromLastKnownGo
   EXPECT_EQ(d.not_before, kT0);  // first restart: no backoff
   EXPECT_FALSE(d.replay);
   EXPECT_EQ(d.actions,
-            (std::vector<std::string>{"fail node-02", "stop attempt 1", "replace node-02 with node-03 (leaf)",
+            (std::vector<std::string>{"cordon node-02", "stop attempt 1", "replace node-02 with node-03 (leaf)",
                                       "restart from checkpoint job-1/1/40 (step 40, good)"}));
+  EXPECT_EQ(Decide(MakeFinding(FindingKind::kGpuFault, {}, {"node-02"})).node_actions.at(0).action,
+            NodeActionKind::kFail);
   // The cluster passed in is untouched.
   EXPECT_FALSE(cluster_.Find("node-02")->failed);
   EXPECT_EQ(cluster_.AllocatedGpus("node-02"), 8);
