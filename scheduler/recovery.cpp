@@ -172,10 +172,12 @@ Verdict Judge(const RecoveryInput& in) {
   Verdict v;
   if (k == FindingKind::kNodeLost || k == FindingKind::kGpuFault) {
     std::set<std::string> nodes = Implicated(f, in.placement, /*nodes_first=*/true);
-    // A GPU fault is the hardware's own report: the node fails. A lost node is unreachable, which a dead
-    // machine, its network or just its agent (stopped, crashed, an expired credential) all look like: the
-    // node is cordoned as suspect, and returns by its agent's health check (or an operator) once back.
-    const bool hardware = k == FindingKind::kGpuFault;
+    // A GPU fault is the hardware's own report, and a Slurm-launched job's node_lost is Slurm's (srun's node
+    // failure, the node dropped from the allocation): the node fails (and is drained). Our agent's silence
+    // is no more than unreachable, which a dead machine, its network or just the agent (stopped, crashed, an
+    // expired credential) all look like: the node is cordoned as suspect, and returns by its agent's health
+    // check (or an operator) once back.
+    const bool hardware = k == FindingKind::kGpuFault || in.job.spec.launcher == Launcher::kSlurm;
     Blame(nodes, hardware ? NodeActionKind::kFail : NodeActionKind::kCordon, WithDetail(kind, f), &v);
     v.why = kind + " on " + Join(nodes) + (hardware ? ": node at fault" : ": node unreachable");
   } else if (f.fenced) {

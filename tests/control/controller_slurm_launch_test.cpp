@@ -185,7 +185,7 @@ TEST_F(SlurmLaunchTest, ANodeFailureIsReplacedByTheAllocationsOwnSpare) {
   std::set<std::string> now = Nodes(id);
   EXPECT_EQ(now.count(lost), 0u);
   EXPECT_EQ(now.count(nodes[2]), 1u);  // the spare the allocation holds, never n3 outside it
-  EXPECT_EQ(controller_->GetNode(lost)->state, NodeState::kCordoned);  // suspect, drained in Slurm
+  EXPECT_EQ(controller_->GetNode(lost)->state, NodeState::kFailed);
   std::optional<SlurmJobOrder> order = OrderOf(controller_->GetSlurmOrders(), id);
   ASSERT_TRUE(order->step);
   EXPECT_EQ(order->step->name, "shepherd-a2");
@@ -243,7 +243,7 @@ TEST_F(SlurmLaunchTest, SlurmDroppingANodeFromTheAllocationIsANodeLoss) {
   EXPECT_TRUE(o.cancel.empty());
   EXPECT_EQ(OrderOf(o, id)->allocation.id, "41");
   EXPECT_EQ(OrderOf(o, id)->allocation.state, State::kRunning);
-  EXPECT_NE(f->front().actions.front().find("cordon " + lost), std::string::npos) << f->front().actions.front();
+  EXPECT_NE(f->front().actions.front().find("fail " + lost), std::string::npos) << f->front().actions.front();
   for (const std::string& a : f->front().actions) EXPECT_EQ(a.find("queue"), std::string::npos) << a;
 }
 

@@ -248,9 +248,7 @@ TEST(SlurmLaunch, NodeCrashIsNamedDrainedAndTrainingResumesOnTheSpare) {
   ASSERT_TRUE(named.is_object()) << finding << "\n" << d.Diagnose(job);
   EXPECT_EQ(reason, "shepherd " + finding + " " + named["kind"].get<std::string>());
   EXPECT_EQ(named["nodes"], Json::array({victim})) << named.dump();
-  // Out of service: cordoned as suspect by the node_lost finding, failed once Slurm shows it DOWN.
-  const Json state = d.Get("/v1/nodes/" + victim)["state"];
-  EXPECT_TRUE(state == "cordoned" || state == "failed") << state;
+  EXPECT_EQ(d.Get("/v1/nodes/" + victim)["state"], "failed");
   // A new step on the surviving node and the spare resumes from last-known-good.
   int attempt = 0;
   ASSERT_TRUE(WaitFor(seconds(240), [&] {
