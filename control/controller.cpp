@@ -111,8 +111,17 @@ void Controller::MarkLaunched(const std::string& job, Time now, WriteBatch* batc
 }
 
 void Controller::Schedule(Time now, WriteBatch* batch) {
+  // Nodes no live agent serves (never attached since the daemon started, or lost): a job our agents launch
+  // goes there only when it fits nowhere else, or it waits its launch timeout (a first deployment's
+  // inventory file lists nodes before their agents run). Read only when a job is to be placed.
+  auto unserved = [this] {
+    std::set<std::string> out;
+    for (const Node* n : inventory_.cluster().nodes())
+      if (IsUsable(*n) && !agents_.Live(n->id)) out.insert(n->id);
+    return out;
+  };
   jobs_.Schedule([this](const std::string& job) { return HealthOf(job).DefaultResume(); }, now, batch,
-                 slurm_jobs_.HeldNodes());
+                 slurm_jobs_.HeldNodes(), unserved);
 }
 
 // ---- Nodes

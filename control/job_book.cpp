@@ -125,7 +125,9 @@ void JobBook::Persist(const std::string& job, WriteBatch* batch) {
 }
 
 std::vector<std::string> JobBook::Schedule(const ResumeChooser& resume, Time now, WriteBatch* batch,
-                                           const std::set<std::string>& held) {
+                                           const std::set<std::string>& held,
+                                           const std::function<std::set<std::string>()>& avoid) {
+  std::optional<std::set<std::string>> avoided;
   std::vector<QueuedJob> queue;  // in submission order
   const int64_t free = inventory_->cluster().FreeUsableGpus();
   const int64_t usable = inventory_->cluster().UsableGpus();
@@ -151,6 +153,10 @@ std::vector<std::string> JobBook::Schedule(const ResumeChooser& resume, Time now
     o.dp_edge_bytes = e.estimate.comm.dp;
     o.pp_edge_bytes = e.estimate.comm.pp;
     o.exclude_nodes = held;
+    if (avoid && !e.job.spec.command.empty() && e.job.spec.launcher != Launcher::kSlurm) {
+      if (!avoided) avoided = avoid();
+      o.avoid_nodes = *avoided;
+    }
     queue.push_back({id, e.job.plan, o});
   }
   for (const auto& [id, why] : reasons) SetState(id, JobState::kQueued, why, now, batch);

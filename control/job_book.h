@@ -72,8 +72,11 @@ class JobBook {
   // Places queued jobs in submission order and starts them, never on `held` nodes (another job's Slurm
   // allocation holds them). Returns the ids started. A job larger than the usable inventory holds back no
   // job behind it and its reason becomes "waiting for nodes: ..." (back to "waiting for capacity" after).
+  // `avoid` (called at most once, when a job is to be placed): nodes a job our agents launch goes to only
+  // when it fits nowhere else (no live agent there).
   std::vector<std::string> Schedule(const ResumeChooser& resume, Time now, WriteBatch* batch,
-                                    const std::set<std::string>& held = {});
+                                    const std::set<std::string>& held = {},
+                                    const std::function<std::set<std::string>()>& avoid = nullptr);
   // Ends the job: its attempt ends, then `state` (terminal) with `reason`. kConflict when already terminal.
   Status End(const std::string& job, JobState state, const std::string& reason, Time now, WriteBatch* batch);
   Status Cancel(const std::string& job, Time now, WriteBatch* batch) {

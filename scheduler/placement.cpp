@@ -282,6 +282,15 @@ Plan ContextAsDataParallel(const Plan& plan) {
 Result<Placement> Place(const Cluster& c, const Plan& plan, const PlaceOptions& o) {
   if (plan.tp < 1 || plan.cp < 1 || plan.pp < 1 || plan.dp < 1)
     return InvalidArgument("tp, cp, pp and dp must be >= 1");
+  if (!o.avoid_nodes.empty()) {
+    PlaceOptions without = o;
+    without.exclude_nodes.insert(o.avoid_nodes.begin(), o.avoid_nodes.end());
+    without.avoid_nodes.clear();
+    if (Result<Placement> p = Place(c, plan, without); p.ok()) return p;
+    without = o;
+    without.avoid_nodes.clear();
+    return Place(c, plan, without);
+  }
   if (plan.cp == 1) return PlaceUnits(c, plan, o);
   Result<Placement> placed = PlaceUnits(c, ModelParallelUnit(plan), o);
   if (placed.ok()) {

@@ -46,6 +46,9 @@ namespace shepherd {
 struct PlaceOptions {
   int attempt = 0;                      // copied into the Placement
   std::set<std::string> exclude_nodes;  // never used (e.g. suspects); treated as busy, not as missing
+  // Used only when the job cannot be placed without them (nodes whose agent is not heard: a job placed
+  // there waits for its launch timeout).
+  std::set<std::string> avoid_nodes;
   // What-if without copying the Cluster: the GPUs this job holds count as free (its next attempt), and
   // these nodes count as not usable at all (cordoned or failed by the same decision).
   std::string release_job;

@@ -596,4 +596,17 @@ TEST_F(ControllerAgentsTest, AnAgentsSilenceIsNoFindingOfAJobItDoesNotRun) {
   EXPECT_EQ(controller_->GetJob(launched)->job.attempt, 1);
 }
 
+// A first deployment: the inventory file lists n1 before its agent runs, n2's agent is up. A job our agents
+// launch went to n1 (first in order) and waited its whole launch timeout there; it goes to n2, and to a node
+// without a live agent only when it fits nowhere else.
+TEST_F(ControllerAgentsTest, AJobOurAgentsLaunchPrefersNodesWithALiveAgent) {
+  AddNode("n1", "l0");
+  AddNode("n2", "l0");
+  Beat("n2");
+  std::string first = SubmitLaunched();
+  EXPECT_EQ(controller_->GetJob(first)->attempt->placement.ranks[0].node, "n2");
+  std::string second = SubmitLaunched();  // n2 is full: n1 it is, rather than waiting in the queue
+  EXPECT_EQ(controller_->GetJob(second)->attempt->placement.ranks[0].node, "n1");
+}
+
 }  // namespace shepherd
