@@ -216,7 +216,7 @@ void RecoveryExecutor::Requeue(Finding& f, const Job& job, const RecoveryDecisio
     f.actions.push_back("cannot " + what + ": the daemon runs without --slurm");
     return;
   }
-  requeue_(job.spec.external_id, f);
+  requeue_(job, f);
   f.actions.push_back(what +
                       " if Slurm shows it running (external_remediation: requeue; its ranks return as "
                       "attempt " +

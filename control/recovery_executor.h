@@ -28,13 +28,15 @@ using RemediationHook = std::function<void(const Finding&)>;
 // Requeues the launcher's job `external_id` (with --slurm: `scontrol requeue <SLURM_JOB_ID>`) for finding
 // `f` of a job whose policy.external_remediation is "requeue". Must not block the control thread.
 // The outcome comes back through Controller::ExternalRequeueDone.
-using ExternalRequeue = std::function<void(const std::string& external_id, const Finding& f)>;
+// Asks for `scontrol requeue` of the job's Slurm job (spec.external_id), on behalf of its owner.
+using ExternalRequeue = std::function<void(const Job& job, const Finding& f)>;
 struct RequeueOutcome {
   std::string finding;  // the finding that asked for it
   std::string job;
   std::string external_id;
   bool requeued = false;
   std::string detail;  // why not: "Slurm shows it COMPLETED", the command's error
+  std::string owner;   // who submitted the Shepherd job (tokens file name; "" or "anonymous" without auth)
 };
 
 class RecoveryExecutor {

@@ -148,8 +148,8 @@ int RunDaemon(const DaemonConfig& config) {
   // runs once ioc.run() starts, after it exists.
   std::unique_ptr<SlurmSyncLoop> slurm_sync;
   if (config.slurm.enabled)
-    controller_options.slurm_requeue = [&slurm_sync](const std::string& external_id, const Finding& f) {
-      slurm_sync->Requeue(external_id, f);
+    controller_options.slurm_requeue = [&slurm_sync](const Job& job, const Finding& f) {
+      slurm_sync->Requeue(job.spec.external_id, job.spec.owner, f);
     };
   if (!config.remediation_hook.empty())
     controller_options.remediation_hook = MakeProcessHook(config.remediation_hook);

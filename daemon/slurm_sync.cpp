@@ -84,10 +84,10 @@ void SlurmSyncLoop::Stop() {
     spdlog::warn("slurm: not requeueing job {} for {}: the daemon is stopping", r.external_id, r.finding);
 }
 
-void SlurmSyncLoop::Requeue(const std::string& external_id, const Finding& f) {
+void SlurmSyncLoop::Requeue(const std::string& external_id, const std::string& owner, const Finding& f) {
   {
     std::lock_guard lock(state_->mu);
-    state_->requeues.push_back({f.id, f.job, external_id, false, ""});
+    state_->requeues.push_back({f.id, f.job, external_id, false, "", owner});
   }
   state_->cv.notify_all();
 }
@@ -121,6 +121,11 @@ void SlurmSyncLoop::State::RunRequeue(RequeueOutcome* r) const {
   if (!shown.ok()) {
     r->detail = shown.status().message();
     return spdlog::error("slurm: not requeueing job {} for {}: {}", r->external_id, r->finding, r->detail);
+  }
+  // Anyone may name any Slurm job id as a watched job's external_id: the requeue is for the owner's own.
+  if (std::optional<std::string> whose = slurm::NotOwnedBy(*shown, r->owner)) {
+    r->detail = *whose;
+    return spdlog::warn("slurm: not requeueing job {} for {}: {}", r->external_id, r->finding, r->detail);
   }
   if (shown->state != slurm::SlurmJobState::kRunning) {
     r->detail = "Slurm shows job " + r->external_id + " " + shown->state_text;

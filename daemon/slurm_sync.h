@@ -30,7 +30,8 @@ class SlurmSyncLoop {
   // The ExternalRequeue of ControllerOptions: queues `scontrol requeue <external_id>` for finding `f`, run
   // only if Slurm still shows the job RUNNING (ranks that finished go silent too, and Slurm would requeue
   // a finished batch job as readily as a hung one). Never blocks.
-  void Requeue(const std::string& external_id, const Finding& f);
+  // Not run when Slurm shows the job as another user's than `owner` (unless `owner` is "" or "anonymous").
+  void Requeue(const std::string& external_id, const std::string& owner, const Finding& f);
 
  private:
   struct State;

@@ -73,6 +73,13 @@ bool TasksRunning(const std::vector<SlurmStep>& steps) {
   return false;
 }
 
+std::optional<std::string> NotOwnedBy(const SlurmJob& job, const std::string& owner) {
+  if (owner.empty() || owner == "anonymous" || job.user == owner) return std::nullopt;
+  return "Slurm job " + job.id + " is " +
+         (job.user.empty() ? std::string("no user's Slurm shows") : job.user + "'s") + ", not " + owner +
+         "'s (the Shepherd job's owner)";
+}
+
 Result<SlurmJob> ParseJob(std::string_view scontrol_output) {
   std::vector<Fields> records = SplitRecords(scontrol_output, "JobId");
   if (records.empty()) return InvalidArgument("slurm job: no JobId in the output");
@@ -84,6 +91,7 @@ Result<SlurmJob> ParseJob(std::string_view scontrol_output) {
   if (const std::string* v = FindField(f, "Reason")) j.reason = *v;
   if (const std::string* v = FindField(f, "Restarts")) j.restarts = std::atoi(v->c_str());
   if (const std::string* v = FindField(f, "ExitCode")) j.exit_code = *v;
+  if (const std::string* v = FindField(f, "UserId")) j.user = v->substr(0, v->find('('));
   if (Status s = ReadNodes(f, "slurm job " + j.id, j.nodes); !s.ok()) return s;
   return j;
 }

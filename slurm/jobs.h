@@ -2,6 +2,7 @@
 // print them. Pure.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,7 @@ struct SlurmJob {
   std::vector<std::string> nodes;  // expanded NodeList (empty while pending)
   int restarts = 0;
   std::string exit_code;  // ExitCode, "exit:signal" of the batch script ("0:0"); "" when not shown
+  std::string user;       // UserId's name ("alice" of "alice(1000)"); "" when not shown
 };
 
 struct SlurmStep {
@@ -54,6 +56,11 @@ struct SlurmStep {
 // "4.batch", nor "4.extern" or "4.interactive") is RUNNING. A batch job whose srun ended has no task left
 // running, whatever its batch script still does.
 bool TasksRunning(const std::vector<SlurmStep>& steps);
+
+// Why `job` is not `owner`'s (a Shepherd job's owner: the tokens file's name, which must be the Slurm user's
+// for Shepherd to act on the Slurm job), or nullopt when it is. No owner ("" or "anonymous": no auth) is
+// not checked.
+std::optional<std::string> NotOwnedBy(const SlurmJob& job, const std::string& owner);
 
 // kInvalidArgument: no JobId record, or a NodeList that is not a hostlist.
 Result<SlurmJob> ParseJob(std::string_view scontrol_output);

@@ -25,7 +25,9 @@ class SlurmBindingTest : public ::testing::Test {
     ControllerOptions o;
     o.slurm = requeue;  // as the daemon: requeue is wired only with --slurm
     if (requeue)
-      o.slurm_requeue = [out](const std::string& id, const Finding& f) { out->push_back({id, f.id}); };
+      o.slurm_requeue = [out](const Job& job, const Finding& f) {
+        out->push_back({job.spec.external_id, f.id});
+      };
     return o;
   }
 

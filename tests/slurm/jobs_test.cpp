@@ -17,6 +17,18 @@ TEST(ParseJob, RunningHoldingJobFromScontrol) {
   EXPECT_EQ(job->nodes, (std::vector<std::string>{"n0", "n1", "n2", "n3", "n4"}));
   EXPECT_EQ(job->restarts, 0);
   EXPECT_EQ(job->exit_code, "0:0");
+  EXPECT_EQ(job->user, "root");  // UserId=root(0): whose job it is (a requeue is for the owner's own)
+}
+
+// A tester bound a watched job to another user's Slurm job id with "requeue": Shepherd, a Slurm operator,
+// would have requeued it. The requeue is for the Shepherd job owner's own Slurm job.
+TEST(ParseJob, ARequeueIsForTheOwnersOwnSlurmJob) {
+  auto job = ParseJob(testing::ReadTestData("job_running.txt"));
+  ASSERT_TRUE(job.ok());
+  EXPECT_FALSE(NotOwnedBy(*job, "root"));
+  EXPECT_FALSE(NotOwnedBy(*job, ""));           // no auth: nobody to check
+  EXPECT_FALSE(NotOwnedBy(*job, "anonymous"));  // the same
+  EXPECT_EQ(NotOwnedBy(*job, "alice"), "Slurm job 4 is root's, not alice's (the Shepherd job's owner)");
 }
 
 TEST(ParseSteps, BatchAndArbitraryStepFromScontrol) {
