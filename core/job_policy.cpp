@@ -34,8 +34,10 @@ Status CheckJobPolicy(const JobSpec& spec, const JobPolicy& policy) {
   for (const auto& [name, value] : spec.env) {
     if (Contains(policy.allowed_env, name)) continue;
     bool refused = Contains(policy.refused_env, name);
+    // SHEPHERD_WORKDIR is the job's to set (the ranks' working directory, docs/api.md): a site refuses it
+    // by name, not by the SHEPHERD_ prefix that keeps the agent's own variables out.
     for (const auto& prefix : policy.refused_env_prefixes)
-      refused = refused || name.rfind(prefix, 0) == 0;
+      refused = refused || (name.rfind(prefix, 0) == 0 && name != "SHEPHERD_WORKDIR");
     if (refused) errs.push_back({"env." + name, "is refused by the site's job policy"});
   }
   if (!errs.empty()) return InvalidContent("the job violates the site's job policy", std::move(errs));

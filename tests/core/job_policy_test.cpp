@@ -26,6 +26,17 @@ TEST(JobPolicy, RefusesTheLinkerPathAndWhatTheAgentSets) {
                                                  "env.PATH", "env.RANK", "env.SHEPHERD_TOKEN"}));
 }
 
+// api.md lets a job set SHEPHERD_WORKDIR (its ranks' working directory); the default policy refused it with
+// every other SHEPHERD_ name. A site may still refuse it by name.
+TEST(JobPolicy, ShepherdWorkdirIsTheJobsUnlessTheSiteRefusesItByName) {
+  JobSpec spec;
+  spec.env = {{"SHEPHERD_WORKDIR", "/home/alice/run"}};
+  EXPECT_TRUE(CheckJobPolicy(spec, JobPolicy{}).ok());
+  JobPolicy strict;
+  strict.refused_env.push_back("SHEPHERD_WORKDIR");
+  EXPECT_EQ(Fields(CheckJobPolicy(spec, strict)), std::vector<std::string>{"env.SHEPHERD_WORKDIR"});
+}
+
 TEST(JobPolicy, AllowedEnvOverridesTheRefusals) {
   JobSpec spec;
   spec.env = {{"PATH", "/opt/bin"}};
