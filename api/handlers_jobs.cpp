@@ -57,7 +57,7 @@ void SubmitAs(Controller* c, const ApiOptions& o, const HttpRequest& req, JobSpe
   // findings would do it needs an admin's token (a submitter's job, or a script holding its
   // token, could otherwise name any node as where its ranks ran).
   const ExternalRemediation fix = spec.policy.external_remediation;
-  if (req.principal && req.principal->role != Role::kAdmin && req.principal->role != Role::kOperator &&
+  if (req.principal && req.principal->role != Role::kAdmin &&
       (fix == ExternalRemediation::kCordon || fix == ExternalRemediation::kSlurmDrain ||
        fix == ExternalRemediation::kHook))
     return respond(Problem(403, "this remediation acts on the fleet's nodes: only an admin's job may use it",

@@ -137,12 +137,12 @@ std::vector<std::string> JobBook::Schedule(const ResumeChooser& resume, Time now
     const int64_t gpus = e.job.plan.world_size();
     // Larger than the usable inventory: it waits for nodes and holds back no job (AdmitFromQueue), and its
     // reason says so while it lasts.
-    std::string why = gpus > usable ? "waiting for nodes: needs " + std::to_string(gpus) +
-                                          " GPUs, the usable (schedulable, not failed, non-spare) inventory "
-                                          "has " +
-                                          std::to_string(usable)
-                                    : "";
-    if (why.empty() && e.job.reason.starts_with("waiting for nodes:")) why = "waiting for capacity";
+    std::string why;
+    if (gpus > usable)
+      why = "waiting for nodes: needs " + std::to_string(gpus) +
+            " GPUs, the usable (schedulable, not failed, non-spare) inventory has " + std::to_string(usable);
+    else if (e.job.reason.starts_with("waiting for nodes:"))
+      why = "waiting for capacity";
     if (!why.empty() && why != e.job.reason) reasons.emplace_back(id, why);
     if (gpus > usable) continue;
     // A first job larger than the free GPUs blocks every job behind it (AdmitFromQueue's head rule), so a

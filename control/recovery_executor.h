@@ -25,10 +25,9 @@ namespace shepherd {
 // Runs the site's remediation command for a finding of a job Shepherd does not launch (the daemon's
 // `remediation_hook`). Must not block the control thread.
 using RemediationHook = std::function<void(const Finding&)>;
-// Requeues the launcher's job `external_id` (with --slurm: `scontrol requeue <SLURM_JOB_ID>`) for finding
-// `f` of a job whose policy.external_remediation is "requeue". Must not block the control thread.
-// The outcome comes back through Controller::ExternalRequeueDone.
-// Asks for `scontrol requeue` of the job's Slurm job (spec.external_id), on behalf of its owner.
+// Requeues the launcher's job `job.spec.external_id` (with --slurm: `scontrol requeue <SLURM_JOB_ID>`, for
+// the job's owner) for finding `f` of a job whose policy.external_remediation is "requeue". Must not block
+// the control thread. The outcome comes back through Controller::ExternalRequeueDone.
 using ExternalRequeue = std::function<void(const Job& job, const Finding& f)>;
 struct RequeueOutcome {
   std::string finding;  // the finding that asked for it

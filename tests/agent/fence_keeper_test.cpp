@@ -141,44 +141,49 @@ pid_t KeeperOfAnAgentThatDies(const std::string& dir) {
   return keeper;
 }
 
+// One listed rank, a lease of 1.5 s (grace 0.5 s), and the keeper of an agent that has died.
+struct OrphanedKeeper {
+  OrphanedKeeper() {
+    rank = Spawn("exec sleep 100", dir.path());
+    started = *ProcessStartTime(rank);
+    std::ofstream(dir.file("processes.json"))
+        << Json{{"processes", {Entry(rank, "running", started)}}}.dump();
+    lease = {Clock::now() + 1500ms, 500ms};
+    EXPECT_TRUE(WriteLease(dir.path(), lease).ok());
+    keeper = KeeperOfAnAgentThatDies(dir.path());
+    keeper_started = keeper > 0 ? ProcessStartTime(keeper).value_or(0) : 0;
+  }
+  ~OrphanedKeeper() { Reap(rank); }
+  bool KeeperGone() const { return !ProcessAlive(keeper, keeper_started); }
+
+  TempDir dir;
+  pid_t rank = -1, keeper = -1;
+  std::uint64_t started = 0, keeper_started = 0;
+  Lease lease;
+};
+
 // A tester killed an agent (kill -9): its keeper died with it, the ranks ran on unfenced, and once the
 // node's lease expired the daemon started their replacements on the spare: two attempts of one job ran at
 // once, writing one checkpoint directory. The keeper now outlives its agent, stops the ranks by the lease
 // the agent left, and then exits.
 TEST(FenceKeeper, TheKeeperOfAnAgentThatDiedStopsTheRanksByItsLastLeaseThenExits) {
-  TempDir dir;
-  pid_t rank = Spawn("exec sleep 100", dir.path());
-  std::uint64_t started = *ProcessStartTime(rank);
-  std::ofstream(dir.file("processes.json")) << Json{{"processes", {Entry(rank, "running", started)}}}.dump();
-  Lease lease{Clock::now() + 1500ms, 500ms};
-  ASSERT_TRUE(WriteLease(dir.path(), lease).ok());
-  pid_t keeper = KeeperOfAnAgentThatDies(dir.path());
-  ASSERT_GT(keeper, 0);
-  std::uint64_t keeper_started = *ProcessStartTime(keeper);
-  EXPECT_TRUE(ProcessAlive(rank, started)) << "stopped at once, not by the lease";
-  ASSERT_TRUE(WaitFor([&] { return !ProcessAlive(rank, started); }));
-  EXPECT_GE(Clock::now(), lease.until - lease.grace);
-  EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(keeper, keeper_started); })) << "the keeper lingers";
-  Reap(rank);
+  OrphanedKeeper o;
+  ASSERT_GT(o.keeper, 0);
+  EXPECT_TRUE(ProcessAlive(o.rank, o.started)) << "stopped at once, not by the lease";
+  ASSERT_TRUE(WaitFor([&] { return !ProcessAlive(o.rank, o.started); }));
+  EXPECT_GE(Clock::now(), o.lease.until - o.lease.grace);
+  EXPECT_TRUE(WaitFor([&] { return o.KeeperGone(); })) << "the keeper lingers";
 }
 
 // The same agent restarted in time: the new agent clears the lease at its start (and adopts the ranks); the
 // old keeper leaves them running and exits.
 TEST(FenceKeeper, TheKeeperOfAnAgentThatDiedLeavesTheRanksToANewAgent) {
-  TempDir dir;
-  pid_t rank = Spawn("exec sleep 100", dir.path());
-  std::uint64_t started = *ProcessStartTime(rank);
-  std::ofstream(dir.file("processes.json")) << Json{{"processes", {Entry(rank, "running", started)}}}.dump();
-  Lease lease{Clock::now() + 1500ms, 500ms};
-  ASSERT_TRUE(WriteLease(dir.path(), lease).ok());
-  pid_t keeper = KeeperOfAnAgentThatDies(dir.path());
-  ASSERT_GT(keeper, 0);
-  std::uint64_t keeper_started = *ProcessStartTime(keeper);
-  ClearLease(dir.path());  // the new agent's start
-  EXPECT_TRUE(WaitFor([&] { return !ProcessAlive(keeper, keeper_started); }));
-  std::this_thread::sleep_until(lease.until + 300ms);  // past the old lease: checks nothing fired late
-  EXPECT_TRUE(ProcessAlive(rank, started));
-  Reap(rank);
+  OrphanedKeeper o;
+  ASSERT_GT(o.keeper, 0);
+  ClearLease(o.dir.path());  // the new agent's start
+  EXPECT_TRUE(WaitFor([&] { return o.KeeperGone(); }));
+  std::this_thread::sleep_until(o.lease.until + 300ms);  // past the old lease: checks nothing fired late
+  EXPECT_TRUE(ProcessAlive(o.rank, o.started));
 }
 
 }  // namespace
