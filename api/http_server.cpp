@@ -162,6 +162,24 @@ void ServerCore::Unregister(uint64_t session_id, SessionKind kind, const std::st
   if (shutting_down_ && sessions_.empty()) Drained();
 }
 
+bool ServerCore::LogRefusal() {
+  const Clock::time_point now = Clock::now();
+  if (now - refusal_window_start_ >= kRefusalWindow) {
+    if (refusals_unlogged_ > 0)
+      spdlog::info("http: {} more requests refused on their head in the last {} s (not logged one by one)",
+                   refusals_unlogged_, kRefusalWindow.count());
+    refusal_window_start_ = now;
+    refusals_logged_ = 0;
+    refusals_unlogged_ = 0;
+  }
+  if (refusals_logged_ < kRefusalLines) {
+    ++refusals_logged_;
+    return true;
+  }
+  ++refusals_unlogged_;
+  return false;
+}
+
 void ServerCore::Rejected(int status) {
   if (!options_.on_rejected) return;
   try {

@@ -67,6 +67,9 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   bool ReserveBody(std::uint64_t bytes);
   void ReleaseBody(std::uint64_t bytes);
   void Rejected(int status);
+  // Whether to log one more refusal on a request head: at most kRefusalLines per kRefusalWindow, then one
+  // line counting the rest (a client retrying with a withdrawn token twice a second would drown the log).
+  bool LogRefusal();
   std::string NewRequestId();
 
   asio::io_context& ioc() { return ioc_; }
@@ -109,6 +112,12 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
 
   const uint64_t request_id_seed_;
   uint64_t request_counter_ = 0;
+
+  static constexpr int kRefusalLines = 20;
+  static constexpr std::chrono::seconds kRefusalWindow{10};
+  Clock::time_point refusal_window_start_{};
+  int refusals_logged_ = 0;
+  std::uint64_t refusals_unlogged_ = 0;
 };
 
 // One connection. Lives in the core's registry from accept until CloseNow(). All members run on the io

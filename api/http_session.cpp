@@ -225,9 +225,12 @@ void Session::OnHeader(const error_code& ec) {
   // Authentication and authorization on the head: a refused request never has its body read, and the
   // connection closes (its announced body is discarded only by the bounded lingering close).
   if (const auto& on_head = core_->options().on_head) {
-    HeadDecision d = on_head(HeadOf(req, std::move(*target)));
+    HttpRequest head = HeadOf(req, std::move(*target));
+    HeadDecision d = on_head(head);
     if (d.trusted) trusted_ = true;
     if (d.refuse) {
+      method_ = head.method;  // for the refusal's log line
+      target_ = head.target;
       RejectWith(std::move(*d.refuse));
       return;
     }
@@ -363,8 +366,9 @@ void Session::Reject(int status, std::string detail) {
 
 void Session::RejectWith(HttpResponse res) {
   if (request_id_.empty()) request_id_ = core_->NewRequestId();
-  if (res.status != 503 && res.status != 413 && res.status != 431 && res.status != 400)
-    spdlog::info("http {} refused {} from {} on its head", request_id_, res.status, remote_);
+  if (res.status != 503 && res.status != 413 && res.status != 431 && res.status != 400 && core_->LogRefusal())
+    spdlog::info("http {} refused {} {} {} from {} on its head", request_id_, res.status, method_,
+                 target_.substr(0, target_.find('?')), remote_);
   core_->Rejected(res.status);
   core_->ReleaseBody(body_reserved_);
   body_reserved_ = 0;

@@ -1,7 +1,9 @@
 #include "api/router.h"
 
 #include <spdlog/spdlog.h>
+#include <strings.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "api/problem.h"
@@ -76,6 +78,11 @@ std::optional<HttpResponse> Router::Admit(const HttpRequest& head, std::optional
   bool path_known = false;
   const RouteRule* rule = FindRouteRule(head.method, PathOf(head.target), &params, &path_known);
   if (rule && rule->is_public) return std::nullopt;
+  // Two credentials in one request: which one speaks is not for the server to guess.
+  if (std::count_if(head.headers.begin(), head.headers.end(), [](const auto& h) {
+        return h.first.size() == 13 && strncasecmp(h.first.c_str(), "Authorization", 13) == 0;
+      }) > 1)
+    return Problem(400, "more than one Authorization header");
   AuthResult a;
   if (auth_) {
     a = auth_->Authenticate(head.Header("Authorization"));

@@ -250,6 +250,20 @@ TEST_F(AuthMatrixTest, EnvValuesAreForTheOwnerOperatorsAndAdmins) {
   }
 }
 
+// Two Authorization headers: the first used to speak silently. Which credential a request carries is not the
+// server's to guess.
+TEST_F(AuthMatrixTest, TwoAuthorizationHeadersAre400) {
+  HttpRequest req;
+  req.method = "GET";
+  req.target = "/v1/jobs";
+  req.request_id = "test";
+  req.headers = {{"Authorization", Bearer("viewer")}, {"authorization", Bearer("admin")}};
+  int status = 0;
+  api_.router_.Handle(req, [&](HttpResponse res) { status = res.status; });
+  api_.Drain();
+  EXPECT_EQ(status, 400);
+}
+
 TEST_F(AuthMatrixTest, ViewerCannotCancel) {
   EXPECT_EQ(As(Bearer("viewer"), "POST", "/v1/jobs/" + job_ + "/cancel").status, 403);
   EXPECT_EQ(As(Bearer("viewer"), "GET", "/v1/jobs/" + job_).body["state"], "launching");
