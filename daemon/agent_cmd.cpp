@@ -4,14 +4,11 @@
 // same --state-dir adopts them. Ranks are stopped only when the daemon withdraws their assignment.
 #include <pthread.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
-#include <cctype>
 #include <csignal>
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <thread>
 
