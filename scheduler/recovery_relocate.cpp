@@ -116,6 +116,12 @@ Result<RecoveryDecision> ManualRestart(const RestartRequest& req) {
   const JobState st = req.job.state;
   if (st == JobState::kQueued || st == JobState::kSucceeded || st == JobState::kCancelled)
     return Conflict(std::string("job ") + req.job.id + " is " + ToString(st) + ": nothing to restart");
+  // Another launcher's job: Shepherd can stop none of its ranks, and an attempt it started would only make
+  // the real ranks' reports an old attempt's (ignored: the job unwatched).
+  if (req.job.spec.command.empty())
+    return Conflict("job " + req.job.id +
+                    " is launched by someone else (no command): Shepherd cannot stop or restart its ranks; "
+                    "restart it with its own launcher (its reports then name the new attempt)");
 
   std::optional<Checkpoint> from;
   std::string why;
@@ -132,9 +138,13 @@ Result<RecoveryDecision> ManualRestart(const RestartRequest& req) {
   } else {
     auto it = std::find_if(req.checkpoints.begin(), req.checkpoints.end(),
                            [&](const Checkpoint& c) { return c.id == req.from; });
-    if (it == req.checkpoints.end()) return NotFound("checkpoint " + req.from + " not found");
+    if (it == req.checkpoints.end())
+      return Status(Code::kNotFound, "checkpoint " + req.from + " not found",
+                    {{"from", "no checkpoint " + req.from + " of job " + req.job.id}});
     if (it->status != CheckpointStatus::kGood && it->status != CheckpointStatus::kComplete)
-      return Conflict("no checkpoint qualifies: checkpoint " + req.from + " is " + ToString(it->status));
+      return Status(Code::kConflict,
+                    "no checkpoint qualifies: checkpoint " + req.from + " is " + ToString(it->status),
+                    {{"from", "checkpoint " + req.from + " is " + ToString(it->status)}});
     from = *it;
     why = std::string("requested, ") + ToString(from->status);
   }

@@ -132,5 +132,19 @@ TEST_F(ExternalJobApiTest, AttemptsFollowTheRanks) {
   EXPECT_EQ(Second(2).body["ignored"], 0);
 }
 
+// A forced restart of another launcher's job is refused: an attempt Shepherd started would stop nothing,
+// and the real ranks' reports would then be an old attempt's, ignored, leaving the job unwatched.
+TEST_F(ExternalJobApiTest, AForcedRestartIsRefusedAndTheJobStaysWatched) {
+  ASSERT_EQ(Second(1).status, 202);
+  ApiReply r = api_.Post("/v1/jobs/" + job_ + "/restart", {{"from", "latest"}});
+  EXPECT_EQ(r.status, 409) << r.body.dump();
+  EXPECT_NE(r.body["detail"].get<std::string>().find("launched by someone else"), std::string::npos);
+  EXPECT_EQ(Job()["attempt"], 1);
+  ApiReply next = Second(1);
+  EXPECT_EQ(next.body["accepted"], 16);
+  EXPECT_EQ(next.body["ignored"], 0);
+  EXPECT_TRUE(api_.Get("/v1/jobs/" + job_ + "/failures").body["failures"].empty());
+}
+
 }  // namespace
 }  // namespace shepherd::testing

@@ -1,4 +1,5 @@
 // Recovery policy, restarts: backoff, which checkpoint a restart resumes from, and manual restarts.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "tests/scheduler/recovery_test_util.h"
@@ -59,6 +60,10 @@ TEST_F(RecoveryTest, NeverResumesFromABadOrPendingCheckpoint) {
 
 class ManualRestartTest : public RecoveryTest {
  protected:
+  void SetUp() override {
+    RecoveryTest::SetUp();
+    job_.spec.command = {"python3", "train.py"};  // launched by Shepherd
+  }
   Result<RecoveryDecision> Restart(const std::string& from, std::vector<std::string> replace = {}) {
     return ManualRestart({.job = job_,
                           .placement = placement_,
@@ -103,6 +108,11 @@ TEST_F(ManualRestartTest, NoQualifyingCheckpointIsAConflict) {
   EXPECT_EQ(Restart("job-1/1/70").status().code(), Code::kConflict);  // bad
   EXPECT_EQ(Restart("job-1/1/80").status().code(), Code::kConflict);  // pending
   EXPECT_EQ(Restart("job-1/9/99").status().code(), Code::kNotFound);
+  // Each names the field: the checkpoint asked for.
+  EXPECT_EQ(Restart("job-1/1/70").status().fields(),
+            (std::vector<FieldError>{{"from", "checkpoint job-1/1/70 is bad"}}));
+  EXPECT_EQ(Restart("job-1/9/99").status().fields(),
+            (std::vector<FieldError>{{"from", "no checkpoint job-1/9/99 of job job-1"}}));
   checkpoints_ = {Ckpt(60, CheckpointStatus::kComplete)};
   EXPECT_EQ(Restart("last-known-good").status().code(), Code::kConflict);
   checkpoints_.clear();
@@ -110,6 +120,17 @@ TEST_F(ManualRestartTest, NoQualifyingCheckpointIsAConflict) {
   job_.state = JobState::kSucceeded;
   checkpoints_ = {Ckpt(40, CheckpointStatus::kGood)};
   EXPECT_EQ(Restart("latest").status().code(), Code::kConflict);
+}
+
+// Another launcher's job (no command): Shepherd stops none of its ranks, and an attempt it started would
+// make every report of the real ranks an old attempt's, ignored (a tester's job went unwatched).
+TEST_F(ManualRestartTest, AnotherLaunchersJobIsNotRestarted) {
+  Build();
+  job_.spec.command.clear();
+  auto d = Restart("last-known-good");
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status().code(), Code::kConflict);
+  EXPECT_THAT(d.status().message(), ::testing::HasSubstr("launched by someone else"));
 }
 
 TEST_F(ManualRestartTest, ReplaceNodesMovesTheJobWithoutCordoning) {
