@@ -92,7 +92,14 @@ Result<NodeView> Inventory::Upsert(Node node, bool schedulable_given, Time now, 
     node.cordon_source = old->cordon_source;
     node.cordoned_at = old->cordoned_at;
     node.agent_attached = old->agent_attached;
-    if (!schedulable_given) node.schedulable = old->schedulable;
+    // A registration declares hardware; it never lifts a cordon (PATCH does). The --inventory file, with
+    // "schedulable": true in every node as gen-inventory writes it, is re-applied at every start and would
+    // otherwise put a node cordoned for bad hardware back to work at each restart.
+    if (!schedulable_given || !old->schedulable) node.schedulable = old->schedulable;
+    if (old->schedulable && !node.schedulable) {
+      node.cordon_source = "operator";
+      node.cordoned_at = now;
+    }
     if (cluster_.AllocatedGpus(node.id) > 0) {
       if (Status s = CheckBusyReRegistration(*old, node); !s.ok()) return s;
     }

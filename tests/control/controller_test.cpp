@@ -24,6 +24,29 @@ TEST_F(ControllerTest, RegisterThenUpdateKeepsCordon) {
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(again->created);
   EXPECT_EQ(again->node.state, NodeState::kCordoned);
+  // Nor does one that says "schedulable": true, as the --inventory file re-applied at each start does
+  // (a tester's two cordons for bad hardware were lifted by a daemon restart): PATCH lifts a cordon.
+  std::optional<Result<NodeUpsert>> declared;
+  controller_->UpsertNode(testing::MakeNode("n1", "l0"), /*schedulable_given=*/true,
+                          [&](Result<NodeUpsert> r) { declared = std::move(r); });
+  Drain();
+  ASSERT_TRUE(declared->ok());
+  EXPECT_EQ((*declared)->node.state, NodeState::kCordoned);
+  EXPECT_EQ((*declared)->node.node.reason, "bad fan");
+}
+
+// A registration that says "schedulable": false cordons the node, as the operator's (Shepherd never
+// returns it by itself).
+TEST_F(ControllerTest, RegistrationWithSchedulableFalseIsAnOperatorsCordon) {
+  ASSERT_TRUE(AddNode("n1", "l0").ok());
+  Node n = testing::MakeNode("n1", "l0");
+  n.schedulable = false;
+  std::optional<Result<NodeUpsert>> out;
+  controller_->UpsertNode(n, /*schedulable_given=*/true, [&](Result<NodeUpsert> r) { out = std::move(r); });
+  Drain();
+  ASSERT_TRUE(out->ok());
+  EXPECT_EQ((*out)->node.state, NodeState::kCordoned);
+  EXPECT_EQ((*out)->node.node.cordon_source, "operator");
 }
 
 TEST_F(ControllerTest, FifoQueueStartsWhenCapacityFrees) {

@@ -235,4 +235,31 @@ TEST(StartupSafety, AnInventoryFileThatDoesNotLoadKeepsTheStoredInventory) {
   EXPECT_NE(fresh.log().find("rack"), std::string::npos) << fresh.log();
 }
 
+// `shepherdd gen-inventory` writes "schedulable": true into every node, and the file is re-applied at every
+// start: a tester's node cordoned for bad ECC was schedulable again after a daemon restart. A registration
+// never lifts a cordon; PATCH does.
+TEST(StartupSafety, ARestartWithTheInventoryFileKeepsACordon) {
+  TempDir dir;
+  const std::string inv = dir.path + "/inventory.json";
+  std::ofstream(inv) << R"({"nodes": [{"id": "n0", "gpus": 8, "schedulable": true,
+      "topology": {"spine": "s0", "leaf": "l0"}}]})";
+  {
+    Daemon d(dir.path, {"--inventory", inv});
+    ASSERT_TRUE(d.WaitReady()) << d.log();
+    HttpResult cordon =
+        Http(d.port(), "PATCH", "/v1/nodes/n0", R"({"schedulable": false, "reason": "bad ECC"})");
+    ASSERT_EQ(cordon.status, 200) << cordon.body;
+    d.Signal(SIGTERM);
+    ASSERT_EQ(d.Wait(), 0);
+  }
+  Daemon d(dir.path, {"--inventory", inv});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  Json n0 = J(Http(d.port(), "GET", "/v1/nodes/n0"));
+  EXPECT_EQ(n0["state"], "cordoned") << n0.dump();
+  EXPECT_EQ(n0["schedulable"], false);
+  EXPECT_EQ(n0["reason"], "bad ECC");
+  EXPECT_EQ(Http(d.port(), "PATCH", "/v1/nodes/n0", R"({"schedulable": true})").status, 200);
+  EXPECT_EQ(J(Http(d.port(), "GET", "/v1/nodes/n0"))["state"], "available");
+}
+
 }  // namespace shepherd::testing
