@@ -53,7 +53,13 @@ Status Controller::Recover(bool salvage) {
         if (!job.ok()) return job.status();
         JobEntry e;
         e.job = std::move(job).value();
-        auto est = EvaluatePlan(e.job.spec, e.job.plan, jobs_.HardwareFor(e.job.spec));
+        Hardware hw = jobs_.HardwareFor(e.job.spec);
+        if (auto p = j->find("planned_for"); p != j->end() && p->is_object()) {  // absent in older records
+          auto m = p->find("gpu_memory_bytes"), d = p->find("nvlink_domain_gpus");
+          if (m != p->end() && m->is_number() && *m > 0) hw.gpu_memory_bytes = *m;
+          if (d != p->end() && d->is_number_integer() && *d > 0) hw.nvlink_domain_gpus = *d;
+        }
+        auto est = EvaluatePlan(e.job.spec, e.job.plan, hw);
         if (est.ok()) e.estimate = *est;
         e.estimate.plan = e.job.plan;
         if (auto x = j->find("plan_explanation"); x != j->end() && x->is_string() && !x->empty())

@@ -57,7 +57,7 @@ Result<std::string> JobBook::Submit(JobSpec spec, PlanEstimate estimate, Time no
   e.job.reason = "waiting for capacity";
   e.job.created_at = e.job.updated_at = now;
   e.estimate = std::move(estimate);
-  batch->Put(JobRecord(e.job, e.estimate.explanation));
+  batch->Put(JobRecord(e.job, e.estimate));
   if (!e.job.spec.external_id.empty()) by_external_id_[e.job.spec.external_id].insert(e.job.id);
   Track(e);
   jobs_[e.job.id] = std::move(e);
@@ -91,7 +91,7 @@ Status JobBook::StartAttempt(const std::string& job, Placement placement, const 
   e.job.reason.clear();
   e.job.updated_at = now;
   Track(e);
-  batch->Put(JobRecord(e.job, e.estimate.explanation));
+  batch->Put(JobRecord(e.job, e.estimate));
   batch->Put(AttemptRecord(a));
   spdlog::info("job {} attempt {} started on {} ranks ({})", job, a.number, a.placement.ranks.size(), reason);
   e.attempt = std::move(a);
@@ -117,11 +117,11 @@ void JobBook::SetState(const std::string& job, JobState state, const std::string
   e.job.reason = reason;
   e.job.updated_at = now;
   Track(e);
-  batch->Put(JobRecord(e.job, e.estimate.explanation));
+  batch->Put(JobRecord(e.job, e.estimate));
 }
 
 void JobBook::Persist(const std::string& job, WriteBatch* batch) {
-  batch->Put(JobRecord(jobs_.at(job).job, jobs_.at(job).estimate.explanation));
+  batch->Put(JobRecord(jobs_.at(job).job, jobs_.at(job).estimate));
 }
 
 std::vector<std::string> JobBook::Schedule(const ResumeChooser& resume, Time now, WriteBatch* batch,

@@ -8,6 +8,7 @@
 #include "core/job.h"
 #include "core/json.h"
 #include "core/node.h"
+#include "scheduler/planner.h"
 #include "storage/store.h"
 
 namespace shepherd {
@@ -16,10 +17,14 @@ inline Record NodeRecord(const Node& n) {
   return {Collection::kNodes, n.id, "", ToJson(n).dump()};
 }
 // `plan_explanation`: the planner's answer at submission (an auto search's candidates), which evaluating
-// the stored plan again on restore cannot give.
-inline Record JobRecord(const Job& j, const std::string& plan_explanation) {
+// the stored plan again on restore cannot give; `planned_for`: the inventory-derived hardware it was
+// evaluated for (GPU memory, NVLink domain), so the restored estimate is the one answered, whatever the
+// inventory has become (or has been read of so far).
+inline Record JobRecord(const Job& j, const PlanEstimate& estimate) {
   Json body = ToJson(j);
-  body["plan_explanation"] = plan_explanation;
+  body["plan_explanation"] = estimate.explanation;
+  body["planned_for"] = {{"gpu_memory_bytes", estimate.gpu_memory_bytes},
+                         {"nvlink_domain_gpus", estimate.nvlink_domain_gpus}};
   return {Collection::kJobs, j.id, j.id, body.dump()};
 }
 inline Record AttemptRecord(const Attempt& a) {

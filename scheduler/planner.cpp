@@ -213,6 +213,7 @@ PlanEstimate Estimate(const JobSpec& spec, const Plan& plan, const Hardware& hw)
   e.memory = WorstStageMemory(spec, plan);
   e.stage_layers = StageLayers(spec.model.layers, plan.pp, plan.pipeline_layers);
   e.gpu_memory_bytes = hw.gpu_memory_bytes;
+  e.nvlink_domain_gpus = hw.nvlink_domain_gpus;
   e.usable_memory_bytes = UsableBytes(hw);
   e.fits = e.memory.total <= UsableBytes(hw);
   e.comm = EstimateCommBytes(spec, plan);

@@ -83,6 +83,7 @@ struct PlanEstimate {
   MemoryBreakdown memory;
   std::vector<int> stage_layers;  // transformer layers per pipeline stage (scheduler/pipeline_layout.h)
   double gpu_memory_bytes = 0;
+  int nvlink_domain_gpus = 0;      // the NVLink domain the estimate assumed (Hardware::nvlink_domain_gpus)
   double usable_memory_bytes = 0;  // gpu_memory_bytes · memory_headroom: what `fits` compares against
   double bubble_fraction = 0;      // ((pp − 1)/vpp) / (micro_batches + (pp − 1)/vpp)
   CommBytes comm;

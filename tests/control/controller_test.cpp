@@ -164,6 +164,32 @@ TEST_F(ControllerTest, RecoveryRestoresNodesJobsAllocationsAndQueue) {
   EXPECT_EQ(third->job.id, "job-000003");  // ids continue after recovery
 }
 
+// A stored job's estimate is the one answered at submission, whatever the inventory has become: a tester's
+// job read back with another step time after a node grew to a 16-GPU NVLink domain and the daemon restarted.
+TEST_F(ControllerTest, AJobsEstimateReadsBackUnchangedAfterARestart) {
+  AddNode("n1", "l0");
+  AddNode("n2", "l0");
+  auto job = Submit(16);
+  ASSERT_TRUE(job.ok());
+  const PlanEstimate before = job->estimate;
+  std::optional<Result<JobView>> cancelled;
+  controller_->CancelJob(job->job.id, "t", [&](Result<JobView> v) { cancelled = std::move(v); });
+  Drain();
+  ASSERT_TRUE(cancelled->ok());
+  std::optional<Result<NodeUpsert>> grown;
+  controller_->UpsertNode(testing::MakeNode("n1", "l0", false, 16), false,
+                          [&](Result<NodeUpsert> r) { grown = std::move(r); });
+  Drain();
+  ASSERT_TRUE(grown->ok());
+  ASSERT_NE(controller_->PlanFor(Spec(16, 8))->step_time_s, before.step_time_s);  // today's answer differs
+  Reset();
+  const PlanEstimate after = controller_->GetJob(job->job.id)->estimate;
+  EXPECT_EQ(after.step_time_s, before.step_time_s);
+  EXPECT_EQ(after.comm_time_s, before.comm_time_s);
+  EXPECT_EQ(after.memory.total, before.memory.total);
+  EXPECT_EQ(after.nvlink_domain_gpus, 8);
+}
+
 TEST_F(ControllerTest, FailedCommitIsNotAcknowledgedAndStopsWrites) {
   std::optional<Status> failure;
   controller_->set_on_storage_failure([&](const Status& s) { failure = s; });
