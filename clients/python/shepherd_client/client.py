@@ -413,12 +413,15 @@ class ShepherdClient:
             env = dict(os.environ)
             env["PYTHONPATH"] = pkg_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
             env["SHEPHERD_HELPER_TOKEN"] = cfg.token
+            # The helper maps the page through the inherited descriptor, not by its name: a name can go
+            # before the helper opens it (a helper of an earlier process with this pid removing "its" page).
             helper = subprocess.Popen(
-                [sys.executable, "-m", "shepherd_client.helper", "--page", path, "--parent", str(os.getpid()),
+                [sys.executable, "-m", "shepherd_client.helper", "--page", path, "--page-fd", str(page.fileno()),
+                 "--parent", str(os.getpid()),
                  "--url", cfg.url, "--job", cfg.job, "--rank", str(cfg.rank), "--attempt", str(cfg.attempt),
                  "--interval", str(cfg.heartbeat_interval_s), "--token-env", "SHEPHERD_HELPER_TOKEN",
                  "--slurm-job-id", cfg.slurm_job_id, "--envelope", json.dumps(cfg.envelope())],
-                env=env, stdin=subprocess.DEVNULL, close_fds=True)
+                env=env, stdin=subprocess.DEVNULL, close_fds=True, pass_fds=(page.fileno(),))
         except (OSError, ValueError) as e:
             log.warning("shepherd: cannot start the heartbeat helper (%s); heartbeats stay in-process", e)
             return False

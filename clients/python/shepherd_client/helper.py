@@ -71,12 +71,16 @@ def _stop(*_) -> None:
 
 
 def run(page_path: str, parent: int, url: str, job: str, rank: int, attempt: int, interval: float,
-        token: str, slurm_job_id: str = "", envelope: Optional[dict] = None) -> int:
+        token: str, slurm_job_id: str = "", envelope: Optional[dict] = None, page_fd: Optional[int] = None) -> int:
     _set_parent_death_signal()
+    ours = None  # (device, inode) of the page: its name is removed at exit only while it is still this page's
     try:
+        if page_fd is not None:
+            st = os.fstat(page_fd)
+            ours = (st.st_dev, st.st_ino)
         if os.getppid() != parent:
             return 0  # the parent died before the signal was armed
-        page = ProgressPage.open(page_path)
+        page = ProgressPage.open(page_path, page_fd)
         target = reports_url(url, job, slurm_job_id)
         next_at = time.monotonic()
         try:
@@ -97,9 +101,12 @@ def run(page_path: str, parent: int, url: str, job: str, rank: int, attempt: int
     finally:
         # The page's name goes with the helper: the rank is gone (a rank killed with SIGKILL never removes
         # it, and pages piled up in /dev/shm) or closed its client (it removes it too). A rank still running
-        # keeps its mapping; only the name is gone.
+        # keeps its mapping; only the name is gone. A name that now names another page (a later process with
+        # the rank's pid made it) is not ours to remove.
         try:
-            os.unlink(page_path)
+            st = os.stat(page_path)
+            if ours is None or (st.st_dev, st.st_ino) == ours:
+                os.unlink(page_path)
         except OSError:
             pass
 
@@ -107,6 +114,7 @@ def run(page_path: str, parent: int, url: str, job: str, rank: int, attempt: int
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python3 -m shepherd_client.helper")
     p.add_argument("--page", required=True)
+    p.add_argument("--page-fd", type=int)  # the page, inherited from the rank (else opened by --page)
     p.add_argument("--parent", type=int, required=True)
     p.add_argument("--url", required=True)
     p.add_argument("--job", required=True)
@@ -120,7 +128,7 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C for the rank's group is the rank's to handle
     return run(a.page, a.parent, a.url, a.job, a.rank, a.attempt, a.interval, os.environ.get(a.token_env, ""),
-               a.slurm_job_id, json.loads(a.envelope))
+               a.slurm_job_id, json.loads(a.envelope), a.page_fd)
 
 
 if __name__ == "__main__":

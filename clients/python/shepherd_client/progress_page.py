@@ -74,8 +74,11 @@ class ProgressPage:
         return page
 
     @classmethod
-    def open(cls, path: str) -> "ProgressPage":
-        fd = os.open(path, os.O_RDONLY)
+    def open(cls, path: str, fd: Optional[int] = None) -> "ProgressPage":
+        """The reader's view: of `fd` when given (the writer's file, inherited: whatever became of its name),
+        else of the file at `path`."""
+        if fd is None:
+            fd = os.open(path, os.O_RDONLY)
         mm = mmap.mmap(fd, PAGE_SIZE, mmap.MAP_SHARED, mmap.PROT_READ)
         magic, version = _HEADER.unpack_from(mm, 0)
         if magic != MAGIC or version != VERSION:
@@ -83,6 +86,9 @@ class ProgressPage:
             os.close(fd)
             raise ValueError("%s is not a version %d progress page" % (path, VERSION))
         return cls(path, mm, fd)
+
+    def fileno(self) -> int:
+        return self._fd
 
     # --- writer ----------------------------------------------------------------------------------
 

@@ -183,8 +183,50 @@ class HelperTest(unittest.TestCase):
         self.fake.wait_for(lambda: len(self.heartbeats()) > n, 20, "heartbeats again after SIGCONT")
 
 
-if __name__ == "__main__":
-    unittest.main()
+class HelperPageNameTest(unittest.TestCase):
+    """The page's name is only for removal: the helper maps the rank's page through the inherited descriptor
+    (a page whose name was gone before its helper opened it left a rank without a helper under load), and
+    removes the name at exit only while it still names that page."""
+
+    def setUp(self):
+        self.fake = FakeDaemon()
+        self.addCleanup(self.fake.close)
+        self.dir = tempfile.TemporaryDirectory()
+        self.addCleanup(self.dir.cleanup)
+        self.path = os.path.join(self.dir.name, "shepherd-job-n-a1-r0-1.page")
+
+    def start_helper(self, page):
+        helper = subprocess.Popen(
+            [sys.executable, "-m", "shepherd_client.helper", "--page", self.path, "--page-fd", str(page.fileno()),
+             "--parent", str(os.getpid()), "--url", self.fake.url, "--job", "job-n", "--rank", "0",
+             "--attempt", "1", "--interval", "0.1"],
+            env=dict(os.environ, PYTHONPATH=PKG), pass_fds=(page.fileno(),))
+        self.addCleanup(helper.wait)
+        self.addCleanup(helper.kill)
+        return helper
+
+    def test_a_page_whose_name_is_gone_is_still_heartbeated(self):
+        page = ProgressPage.create(self.path)
+        self.addCleanup(page.close)
+        page.write(step=4, phase="train", collective=None)
+        os.unlink(self.path)
+        self.start_helper(page)
+        hb = self.fake.wait_for(lambda: self.fake.reports("heartbeat")[2:], 20, "heartbeats from the helper")
+        self.assertEqual({r["step"] for r in hb}, {4})
+
+    def test_a_name_that_now_names_another_page_is_not_removed(self):
+        page = ProgressPage.create(self.path)
+        self.addCleanup(page.close)
+        helper = self.start_helper(page)
+        self.fake.wait_for(lambda: self.fake.reports("heartbeat"), 20, "a first heartbeat")
+        os.unlink(self.path)
+        newer = ProgressPage.create(self.path)  # a later process with the same pid
+        self.addCleanup(newer.close)
+        helper.terminate()
+        helper.wait(timeout=20)
+        self.assertTrue(os.path.exists(self.path))
+        self.assertEqual(os.stat(self.path).st_ino, os.fstat(newer.fileno()).st_ino)
+
 
 
 # A rank whose interpreter teardown is slow: the client closes at exit, then a handler registered before it
@@ -219,3 +261,7 @@ class SlowExitTest(unittest.TestCase):
         beats = [r["time"] for r in fake.reports("heartbeat")]
         self.assertTrue(beats and max(beats) > ended - 0.6, (beats[-3:], ended))
         fake.wait_for(lambda: process_state(helper) in (None, "Z"), 20, "the helper to exit with the rank")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -178,12 +178,16 @@ class RunTest(unittest.TestCase):
         p0 = self.start(args, rank=0)
         p1 = self.start(args + ["--fault", "hang-cpu@3"], rank=1)
 
-        def rank0_waits():
-            hb = [r for r in self.d.reports("heartbeat") if r["rank"] == 0 and r.get("collective")]
-            return hb if len(hb) >= 3 else None
+        def rank0_heartbeats():
+            return [r for r in self.d.reports("heartbeat") if r["rank"] == 0]
 
-        hb = self.d.wait_for(rank0_waits, timeout=20, what="rank 0 waiting in dp#2")
-        self.assertEqual(hb[-1]["collective"]["seq"], 2)
+        # Under load rank 0 may first wait in dp#0 for rank 1 to start: wait for three heartbeats in dp#2.
+        self.d.wait_for(lambda: len([r for r in rank0_heartbeats() if (r.get("collective") or {}).get("seq") == 2])
+                        >= 3, timeout=20, what="rank 0 waiting in dp#2")
+        hb = rank0_heartbeats()
+        first = next(i for i, r in enumerate(hb) if (r.get("collective") or {}).get("seq") == 2)
+        # Once inside, it stays there: every later heartbeat is in dp#2, at step 3.
+        self.assertEqual({((r.get("collective") or {}).get("seq"), r.get("step")) for r in hb[first:]}, {(2, 3)})
         self.assertIsNone(p0.poll())
         self.assertEqual(max(r["step"] for r in self.d.reports("step") if r["rank"] == 0), 2)
         p1.kill()
