@@ -92,6 +92,7 @@ void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clo
         if (!f.kind) errs.push_back({"kind", "is not a finding kind (see docs/recovery.md)"});
       } else if (k == "job" && !p.count("id")) {  // the per-job route names its job in the path
         f.job = v;
+        if (v.empty()) errs.push_back({"job", "must name a job"});
       } else if (k == "since") {
         // A time the clock cannot hold (after 2262-04-11; inf, nan) is refused, never wrapped around.
         f.since = ParseRfc3339(v);

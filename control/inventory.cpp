@@ -112,7 +112,8 @@ Result<NodeView> Inventory::Patch(const std::string& id, const NodePatch& patch,
   const Node* old = cluster_.Find(id);
   if (!old) return NotFound("no node " + id);
   if (patch.spare && *patch.spare && cluster_.AllocatedGpus(id) > 0)
-    return Conflict("node " + id + " runs ranks and cannot become a spare");
+    return Status(Code::kConflict, "node " + id + " runs ranks and cannot become a spare",
+                  {{"spare", "node " + id + " runs ranks: it cannot become a spare"}});
   Node n = *old;
   const bool was_out = !n.schedulable || n.failed;
   if (patch.schedulable) n.schedulable = *patch.schedulable;

@@ -395,7 +395,7 @@ Result<JobSpec> ParseSpec(const Json& j, bool full) {
   if (!root.ok()) return Finish(s, errs);
   root.OnlyKnown({"name", "model", "training", "parallelism", "resources", "command", "env", "checkpoint",
                   "policy", "gpu_binding", "external_id", "launcher", "slurm"});
-  if (full) s.name = root.String("name", true, 128).value_or("");
+  s.name = root.String("name", full, 128).value_or("");  // a plan's (a dry run's) is optional, checked alike
   ParseModel(root, &s.model, &errs);
   ParseTraining(root, &s.training, &errs);
   ParseResources(root, &s.resources, &errs);

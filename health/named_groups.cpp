@@ -8,7 +8,14 @@ NamedGroups::NamedGroups(int world_size)
     : max_entries_(static_cast<size_t>(std::max(world_size, 1)) * kEntriesPerRank) {}
 
 Result<uint32_t> NamedGroups::Learn(std::string_view name, int rank, const std::vector<int>& members) {
-  if (uint32_t id = Find(name, rank)) return id;
+  if (uint32_t id = Find(name, rank)) {
+    if (Members(id) == members) return id;
+    // One rank, one group of a name (for an attempt): a report naming other members contradicts the first.
+    std::string msg = "rank " + std::to_string(rank) + "'s group named \"" + std::string(name) +
+                      "\" has other members (" + std::to_string(Members(id).size()) + ", from " +
+                      std::to_string(Members(id).front()) + " to " + std::to_string(Members(id).back()) + ")";
+    return InvalidContent("members: " + msg, {{"members", msg}});
+  }
   auto [it, added] = name_ids_.try_emplace(std::string(name), static_cast<uint32_t>(names_.size()));
   if (added) names_.push_back(it->first);
   const uint32_t n = it->second;

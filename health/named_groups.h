@@ -28,7 +28,8 @@ class NamedGroups {
 
   // The group named `name` that lists `rank`, learnt from `members` (ascending, unique, each below the
   // world size, `rank` among them: the caller checks) when not known yet; 0 when the table is full.
-  // kInvalidContent ("members: ...") when a rank in `members` is already in another group of that name.
+  // kInvalidContent ("members: ...") when a rank in `members` is already in another group of that name, or
+  // `rank`'s group of that name is known with other members.
   Result<uint32_t> Learn(std::string_view name, int rank, const std::vector<int>& members);
   // The group named `name` that lists `rank`; 0: unknown (its members were never sent).
   uint32_t Find(std::string_view name, int rank) const;

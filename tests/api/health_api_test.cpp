@@ -249,6 +249,9 @@ TEST_F(HealthApiTest, UnknownFindingKindFilterIs422NamingKind) {
   ASSERT_EQ(r.status, 422) << r.body.dump();
   EXPECT_EQ(r.body["errors"][0]["field"], "kind");
   EXPECT_EQ(api_.Get("/v1/failures?kind=hang").status, 200);
+  ApiReply empty_job = api_.Get("/v1/failures?job=");  // was a 404 "no job "
+  ASSERT_EQ(empty_job.status, 422) << empty_job.body.dump();
+  EXPECT_EQ(empty_job.body["errors"][0]["field"], "job");
 }
 
 // Time holds int64 nanoseconds (to 2262-04-11): `since` beyond it, or not finite, is refused rather than

@@ -54,7 +54,10 @@ TEST_F(InventoryTest, BusyNodesCannotBecomeSparesNorBeRemoved) {
   Placement p;
   for (int g = 0; g < 8; ++g) p.ranks.push_back({g, "n1", g, g, 0, 0});
   ASSERT_TRUE(inv_.Allocate("job-1", p).ok());
-  EXPECT_EQ(inv_.Patch("n1", {.spare = true}, kNow, &batch_).status().code(), Code::kConflict);
+  const Status spare = inv_.Patch("n1", {.spare = true}, kNow, &batch_).status();
+  EXPECT_EQ(spare.code(), Code::kConflict);
+  ASSERT_EQ(spare.fields().size(), 1u);  // named, as re-registering it a spare names it
+  EXPECT_EQ(spare.fields()[0].field, "spare");
   EXPECT_EQ(inv_.Remove("n1", &batch_).status().code(), Code::kConflict);
   EXPECT_EQ(inv_.View("n1")->jobs, std::vector<std::string>{"job-1"});
   inv_.Release("job-1");

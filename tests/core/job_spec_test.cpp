@@ -237,6 +237,18 @@ TEST(JobSpec, InvalidArchitectureAndLayoutFieldsAreNamed) {
                                    "parallelism.pipeline_layers", "parallelism", "parallelism.tp"}));
 }
 
+// A plan request may be a whole job body (a dry run): its name is optional but checked as a submit checks it.
+TEST(JobSpec, APlanRequestsNameIsCheckedAsASubmitChecksIt) {
+  Json j = Llama405BPlan();
+  ASSERT_TRUE(ParsePlanRequest(j).ok());
+  for (const Json& bad : {Json(std::string(129, 'a')), Json("a\x01b"), Json(7)}) {
+    j["name"] = bad;
+    auto s = ParsePlanRequest(j);
+    ASSERT_FALSE(s.ok()) << bad;
+    EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"name"})) << bad;
+  }
+}
+
 // model.dropout: optional, a probability below 1; absent stays absent (the planner's default follows the
 // norm), given round-trips; out of range is a 422 naming the field.
 TEST(JobSpec, DropoutIsOptionalRoundTripsAndIsRangeChecked) {

@@ -128,6 +128,13 @@ TEST(NamedGroupTest, MembersOutsideTheJobOrInAnotherGroupOfTheNameAreRejected) {
       << overlap.status.message();
   // The same members again (every report of the group may carry them) are fine.
   EXPECT_TRUE(m->Ingest(Started(1, clock.Now(), "ep", 0, {0, 1}), clock.Now()).status.ok());
+  // A member naming other members for its own group contradicts the group it is known in: refused, as
+  // the same group sent by a rank not yet known is (a tester's rank 1 sent [1, 2] and was answered 202).
+  for (std::vector<int> other : {std::vector<int>{1, 2}, std::vector<int>{0, 1, 2, 3}}) {
+    IngestResult changed = m->Ingest(Started(1, clock.Now(), "ep", 1, other), clock.Now());
+    EXPECT_EQ(changed.status.code(), Code::kInvalidContent);
+    EXPECT_EQ(changed.status.fields().at(0).field, "members");
+  }
 }
 
 TEST(NamedGroupTest, TheTableIsBoundedAndAGroupBeyondItStaysUnknown) {
