@@ -4,10 +4,12 @@
 - fsync_path(path) / flush_and_fsync(f): the durable point of a save by path or to an open file object
   (os.fsync is looked up at each call).
 - saved_step(obj, current): the step a saved object says it holds, else the steps taken so far.
+- holds_training_state(obj, torch): whether a saved object holds parameters or optimizer state at all.
 """
 
+import functools
 import os
-from typing import Any
+from typing import Any, Callable
 
 # The keys under which scripts store the optimizer step they saved (Megatron "iteration", Lightning/HF
 # "global_step"). A save made later (in a background thread, from a deep copy) holds that step, not the one
@@ -42,3 +44,81 @@ def saved_step(obj: Any, current: int) -> int:
             if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
                 return v
     return current
+
+
+def holds_training_state(obj: Any, torch: Any, budget: int = 10000) -> bool:
+    """True when `obj` may hold training state: a floating-point tensor or array (weights, optimizer moments),
+    a module or optimizer saved whole, or an object of the script's own. False for a save of only RNG states
+    (integer tensors and arrays), numbers and strings, though written beside a checkpoint (the Hugging Face
+    Trainer's rng_state_<rank>.pth from every rank). Undecided after `budget` objects: True."""
+    todo = [obj]
+    while todo and budget > 0:
+        budget -= 1
+        o = todo.pop()
+        if isinstance(o, torch.Tensor):
+            if o.is_floating_point() or o.is_complex():
+                return True
+        elif isinstance(o, dict):
+            todo.extend(o.values())
+        elif isinstance(o, (list, tuple)):
+            todo.extend(o)
+        elif isinstance(o, (str, bytes, int, float, type(None))):
+            continue
+        elif hasattr(o, "dtype") and hasattr(o, "shape"):  # a numpy array or scalar
+            if getattr(o.dtype, "kind", "f") in "fc":
+                return True
+        else:
+            return True
+    return bool(todo)
+
+
+def patch_save_load(inst: Any) -> None:
+    """Patches torch.save and torch.load, os.replace and os.rename for `inst` (an instrument.Instrumentation):
+    the checkpoint reports and phases described in instrument.py."""
+    torch = inst.torch
+    orig_save, orig_load = torch.save, torch.load
+    orig_replace, orig_rename = os.replace, os.rename
+
+    @functools.wraps(orig_save)
+    def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
+        path = os.fspath(f) if isinstance(f, (str, bytes, os.PathLike)) else getattr(f, "name", None)
+        if not isinstance(path, str) or not inst.in_ckpt_dir(path):
+            return orig_save(obj, f, *args, **kwargs)
+        if not holds_training_state(obj, torch):
+            return orig_save(obj, f, *args, **kwargs)  # an RNG state, a counter: no restart point
+        step = saved_step(obj, inst.step)
+        with inst.client.checkpoint_phase("save"):
+            out = orig_save(obj, f, *args, **kwargs)
+            if is_temporary(path):
+                inst.pending_saves[os.path.abspath(path)] = step
+            elif isinstance(f, (str, bytes, os.PathLike)):
+                inst._safe("checkpoint fsync", lambda: fsync_path(path))
+                inst.report_checkpoint(path, step)
+            elif inst._safe("checkpoint fsync", lambda: flush_and_fsync(f)):
+                # A named file object, still open: its bytes are durable once flushed and fsynced.
+                # Without a descriptor there is no durable point and nothing is reported.
+                inst.report_checkpoint(path, step)
+        return out
+
+    def renamer(orig: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(orig)
+        def rename(src: Any, dst: Any, *args: Any, **kwargs: Any) -> Any:
+            out = orig(src, dst, *args, **kwargs)
+            if inst.pending_saves and isinstance(src, (str, os.PathLike)):
+                step = inst.pending_saves.pop(os.path.abspath(os.fspath(src)), None)
+                if step is not None and inst.in_ckpt_dir(os.fspath(dst)):
+                    inst.report_checkpoint(os.fspath(dst), step)
+            return out
+
+        return rename
+
+    @functools.wraps(orig_load)
+    def load(f: Any, *args: Any, **kwargs: Any) -> Any:
+        path = os.fspath(f) if isinstance(f, (str, os.PathLike)) else None
+        if path and inst.resume and os.path.abspath(path) == os.path.abspath(inst.resume):
+            with inst.client.checkpoint_phase("load"):
+                return orig_load(f, *args, **kwargs)
+        return orig_load(f, *args, **kwargs)
+
+    torch.save, torch.load = save, load
+    os.replace, os.rename = renamer(orig_replace), renamer(orig_rename)

@@ -16,7 +16,8 @@ What is seen, and how (docs/integration.md has the user's view):
   averaging all-reduce as PyTorch's default), or, when the script registers its own hook, that hook wrapped;
   each bucket is a collective until its future completes.
 - Steps: the first optimizer that steps defines steps (a post-step wrapper on the instance; PyTorch 1.13 has
-  no global step hooks). Step numbers continue from SHEPHERD_RESUME_STEP. The loss is the last scalar a
+  no global step hooks); a step inside another optimizer's step (ZeroRedundancyOptimizer's local optimizer)
+  is not one. Step numbers continue from SHEPHERD_RESUME_STEP. The loss is the last scalar a
   backward() was called on (AMP's `scaler.scale(loss).backward()`: the loss before scaling), the grad norm
   the last value clip_grad_norm_ returned during the step, the learning rate the largest "lr" of the
   optimizer's parameter groups (read after its step, before a scheduler's). An iteration that does not step
@@ -24,8 +25,10 @@ What is seen, and how (docs/integration.md has the user's view):
   non-finite report that loss for the step in progress, once (one skipped overflow is normal AMP training;
   a loss that stays NaN while every step is skipped is a fault the daemon would otherwise never see).
 - Parameter hashes: every SHEPHERD_SDC_EVERY steps, of the modules wrapped in DDP (replicated), or of the
-  optimizer's parameters when the job is purely data parallel and there is no DDP module.
-- Checkpoints: torch.save to a path (or a file object with a name) under SHEPHERD_CHECKPOINT_DIR. A save to
+  optimizer's parameters when the job is purely data parallel and there is no DDP module; none once the
+  script averages models periodically (replication.py: replicas differ between averages).
+- Checkpoints: torch.save to a path (or a file object with a name) under SHEPHERD_CHECKPOINT_DIR of an object
+  that may hold training state (checkpoint_files.holds_training_state: not a file of RNG states). A save to
   a temporary-looking name (".tmp", "tmp-", "~", a leading ".") is reported when it is renamed into place
   (os.replace / os.rename); any other is fsynced (a file object: flushed, and fsynced through its descriptor)
   and reported when torch.save returns. In a purely data-parallel job the report says scope "replicated" (one
@@ -46,8 +49,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional
 
-from . import faults, lineage
-from .checkpoint_files import flush_and_fsync, fsync_path, is_temporary, saved_step
+from . import checkpoint_files, faults, lineage, replication
 from .client import ShepherdClient
 from .config import config_from_env
 from .groups import LAYOUT_NAMES, group_name, parse_layout
@@ -140,6 +142,8 @@ class Instrumentation:
         self.nonfinite_skips = 0  # iterations in a row that did not step, with a non-finite loss
         self.nonfinite_reported = 0  # the step a skipped non-finite loss was last reported for
         self.optimizer_id: Optional[int] = None
+        self.step_depth = 0  # optimizer steps in progress (one inside another's: not the training step)
+        self.unreplicated: Optional[str] = None  # why replicas legitimately differ: no parameter hashes
         self.ddp_modules: List[Any] = []
         self.pending_saves: Dict[str, int] = {}  # temporary path -> step
         self.originals: Dict[str, Any] = {}
@@ -378,7 +382,15 @@ class Instrumentation:
             self.nonfinite_reported = self.step + 1
             self.client.step(self.step + 1, loss=value)
 
+    def not_replicated(self, reason: str) -> None:
+        if not self.unreplicated:
+            log.warning("shepherd: %s: data-parallel replicas differ between averages; no parameter hashes "
+                        "(SDC checks) are reported", reason)
+        self.unreplicated = reason
+
     def hash_target(self, optimizer: Any) -> Any:
+        if self.unreplicated:
+            return None
         if self.ddp_modules:
             # Parameters only (param_digest of a module): DDP keeps those identical across replicas, not
             # its buffers (BatchNorm's running statistics follow each rank's own batches).
@@ -405,8 +417,16 @@ class Instrumentation:
 
             @functools.wraps(step)
             def stepped(opt: Any, *a: Any, **k: Any) -> Any:
-                out = step(*a, **k)
-                inst._safe("optimizer step", lambda: inst.on_step(opt))
+                # The outermost step is the training step: ZeroRedundancyOptimizer steps its local optimizer
+                # on its own shard, then syncs parameters; hashing after the inner step found a healthy job
+                # corrupt.
+                inst.step_depth += 1
+                try:
+                    out = step(*a, **k)
+                finally:
+                    inst.step_depth -= 1
+                if inst.step_depth == 0:
+                    inst._safe("optimizer step", lambda: inst.on_step(opt))
                 return out
 
             # A bound method, as `opt.step` is without us: LR schedulers wrap it through its __self__ and
@@ -460,52 +480,7 @@ class Instrumentation:
         self.client.checkpoint_saved(step, os.path.abspath(path), replicated=self.replicated_job)
 
     def patch_save_load(self) -> None:
-        torch = self.torch
-        orig_save, orig_load = torch.save, torch.load
-        orig_replace, orig_rename = os.replace, os.rename
-        inst = self
-
-        @functools.wraps(orig_save)
-        def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> Any:
-            path = os.fspath(f) if isinstance(f, (str, bytes, os.PathLike)) else getattr(f, "name", None)
-            if not isinstance(path, str) or not inst.in_ckpt_dir(path):
-                return orig_save(obj, f, *args, **kwargs)
-            step = saved_step(obj, inst.step)
-            with inst.client.checkpoint_phase("save"):
-                out = orig_save(obj, f, *args, **kwargs)
-                if is_temporary(path):
-                    inst.pending_saves[os.path.abspath(path)] = step
-                elif isinstance(f, (str, bytes, os.PathLike)):
-                    inst._safe("checkpoint fsync", lambda: fsync_path(path))
-                    inst.report_checkpoint(path, step)
-                elif inst._safe("checkpoint fsync", lambda: flush_and_fsync(f)):
-                    # A named file object, still open: its bytes are durable once flushed and fsynced.
-                    # Without a descriptor there is no durable point and nothing is reported.
-                    inst.report_checkpoint(path, step)
-            return out
-
-        def renamer(orig: Callable[..., Any]) -> Callable[..., Any]:
-            @functools.wraps(orig)
-            def rename(src: Any, dst: Any, *args: Any, **kwargs: Any) -> Any:
-                out = orig(src, dst, *args, **kwargs)
-                if inst.pending_saves and isinstance(src, (str, os.PathLike)):
-                    step = inst.pending_saves.pop(os.path.abspath(os.fspath(src)), None)
-                    if step is not None and inst.in_ckpt_dir(os.fspath(dst)):
-                        inst.report_checkpoint(os.fspath(dst), step)
-                return out
-
-            return rename
-
-        @functools.wraps(orig_load)
-        def load(f: Any, *args: Any, **kwargs: Any) -> Any:
-            path = os.fspath(f) if isinstance(f, (str, os.PathLike)) else None
-            if path and inst.resume and os.path.abspath(path) == os.path.abspath(inst.resume):
-                with inst.client.checkpoint_phase("load"):
-                    return orig_load(f, *args, **kwargs)
-            return orig_load(f, *args, **kwargs)
-
-        torch.save, torch.load = save, load
-        os.replace, os.rename = renamer(orig_replace), renamer(orig_rename)
+        checkpoint_files.patch_save_load(self)
 
     # --- process group ------------------------------------------------------------------------------
 
@@ -545,6 +520,7 @@ class Instrumentation:
                     setattr(c10d, op, wrapped)
             self.patch_init_process_group()
             self.patch_ddp()
+            replication.watch(self.torch, self.not_replicated)
         self.patch_train_eval()
         self.patch_optimizer()
         self.patch_backward_and_clip()

@@ -380,14 +380,14 @@ def fsync(fd):
     synced.append(os.path.basename(os.readlink("/proc/self/fd/%d" % fd)))
     real_fsync(fd)
 os.fsync = fsync
-torch.save({"step": 3}, os.path.join(d, "by_path.pt"))
+torch.save({"step": 3, "w": torch.ones(2)}, os.path.join(d, "by_path.pt"))
 with open(os.path.join(d, "by_file.pt"), "wb") as f:
-    torch.save({"step": 4}, f)
+    torch.save({"step": 4, "w": torch.ones(2)}, f)
 f = open(os.path.join(d, "by_open_file.pt"), "wb")
-torch.save({"step": 5}, f)
+torch.save({"step": 5, "w": torch.ones(2)}, f)
 f.close()
 with open(os.path.join(d, "by_file.pt.tmp"), "wb") as f:
-    torch.save({"step": 6}, f)
+    torch.save({"step": 6, "w": torch.ones(2)}, f)
 os.replace(os.path.join(d, "by_file.pt.tmp"), os.path.join(d, "renamed.pt"))
 print("synced", " ".join(synced))
 """
