@@ -132,6 +132,8 @@ const char* ToString(SdcVerdict v) {
       return "majority";
     case SdcVerdict::kNeedsReplay:
       return "needs_replay";
+    case SdcVerdict::kNoAgreement:
+      return "no_agreement";
   }
   return "none";
 }

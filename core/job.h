@@ -378,7 +378,9 @@ std::optional<FindingKind> FindingKindFromString(std::string_view s);
 
 // How a replica-set mismatch was judged (sdc_suspected only): by majority vote (the odd one out is named),
 // or without a majority (two replicas, or an even split), so that a replay must decide.
-enum class SdcVerdict { kNone, kMajority, kNeedsReplay };
+// kNoAgreement: 3+ replicas and no two hashes equal. One corrupt node leaves the others agreeing, so this
+// is state that is not replicated (software), not corruption: recorded only.
+enum class SdcVerdict { kNone, kMajority, kNeedsReplay, kNoAgreement };
 const char* ToString(SdcVerdict v);
 
 // A PyTorch flight-recorder dump file a rank left on its node, as the node's agent found it.

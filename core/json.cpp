@@ -395,6 +395,7 @@ Result<Finding> FindingFromJson(const Json& j) {
     std::string verdict = j.value("sdc_verdict", "none");
     f.sdc_verdict = verdict == "majority"       ? SdcVerdict::kMajority
                     : verdict == "needs_replay" ? SdcVerdict::kNeedsReplay
+                    : verdict == "no_agreement" ? SdcVerdict::kNoAgreement
                                                 : SdcVerdict::kNone;
     f.ranks = j.value("ranks", std::vector<int>{});
     f.nodes = j.value("nodes", std::vector<std::string>{});

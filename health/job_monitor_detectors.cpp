@@ -40,7 +40,9 @@ void JobMonitor::EvaluateSdc(Time now, std::vector<Finding>* out) {
     for (SdcMismatch& v : res.mismatches) {
       if (v.newly_suspected.empty()) continue;
       Finding f = MakeFinding(FindingKind::kSdcSuspected, v.newly_suspected, now, v.detail);
-      f.sdc_verdict = v.needs_replay ? SdcVerdict::kNeedsReplay : SdcVerdict::kMajority;
+      f.sdc_verdict = v.no_agreement   ? SdcVerdict::kNoAgreement
+                      : v.needs_replay ? SdcVerdict::kNeedsReplay
+                                       : SdcVerdict::kMajority;
       f.step = res.step;
       // The corruption arose after the last check that agreed: the earliest possible onset.
       auto agreed = sdc_.last_agreed_step();

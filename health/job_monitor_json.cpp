@@ -103,8 +103,11 @@ Json JobMonitor::HealthJson(Time now) const {
   // (buffers, a sharded optimizer the client hashed as replicated), which recovery only records. No
   // suspect, and no "sdc_suspected" for the job.
   const bool majority = last_sdc_ && std::any_of(last_sdc_->mismatches.begin(), last_sdc_->mismatches.end(),
-                                                 [](const SdcMismatch& v) { return !v.needs_replay; });
-  const bool unverified = !ctx_.hashes_agreed && !majority && !sdc_ranks.empty();
+                                                 [](const SdcMismatch& v) { return !v.majority.empty(); });
+  const bool no_agreement = last_sdc_ && !last_sdc_->mismatches.empty() &&
+                            std::all_of(last_sdc_->mismatches.begin(), last_sdc_->mismatches.end(),
+                                        [](const SdcMismatch& v) { return v.no_agreement; });
+  const bool unverified = (!ctx_.hashes_agreed || no_agreement) && !majority && !sdc_ranks.empty();
   if (unverified) sdc_ranks.clear();
   Json sdc = {{"every_steps", ctx_.policy.sdc_check_every_steps},
               {"replica_sets", layout_.replica_set_count()}};
@@ -120,8 +123,11 @@ Json JobMonitor::HealthJson(Time now) const {
     sdc["status"] = unverified || no_hashes ? "unverified" : !sdc_ranks.empty() ? "suspected" : "ok";
     if (unverified)
       sdc["reason"] =
-          "the replicas' hashes differ and no check of this job has ever agreed: the hashed state may not be "
-          "replicated (buffers, sharded optimizer state); recorded, nothing done";
+          no_agreement ? "no two replicas' hashes agree: the hashed state is not replicated (one corrupt "
+                         "node would leave the others agreeing); recorded, nothing done"
+                       : "the replicas' hashes differ and no check of this job has ever agreed: the hashed "
+                         "state may not be replicated (buffers, sharded optimizer state); recorded, nothing "
+                         "done";
     else if (no_hashes)
       sdc["reason"] = "no rank has reported a parameter hash by step " + std::to_string(job_step_) +
                       " (checks every " + std::to_string(every) +

@@ -118,7 +118,8 @@ SdcCheckResult SdcChecker::Compare(std::vector<RankState>& ranks, const OpenChec
     std::sort(v.suspects.begin(), v.suspects.end());
     std::sort(v.newly_suspected.begin(), v.newly_suspected.end());
     std::sort(v.majority.begin(), v.majority.end());
-    v.needs_replay = !majority;
+    v.no_agreement = present.size() >= 3 && best_len == 1;
+    v.needs_replay = !majority && !v.no_agreement;
     const int r0 = present.front().second;
     std::string where = "replica set (pp=" + std::to_string(layout_.pp(r0)) +
                         ", tp=" + std::to_string(layout_.tp(r0)) + ") of " + std::to_string(present.size()) +
@@ -126,6 +127,11 @@ SdcCheckResult SdcChecker::Compare(std::vector<RankState>& ranks, const OpenChec
     if (majority) {
       v.detail = "param_hash mismatch in " + where + ": rank(s) " + RankList(v.suspects) +
                  " differ from the majority hash held by ranks " + RankList(v.majority);
+    } else if (v.no_agreement) {
+      v.detail = "param_hash mismatch in " + where + ": no two replicas agree (ranks " +
+                 RankList(v.suspects) +
+                 "); one corrupt node would leave the others agreeing, so the hashed state is not replicated "
+                 "(a sharded optimizer or model averaging hashed as replicas): recorded, nothing done";
     } else if (present.size() == 2) {
       v.detail = "param_hash mismatch in " + where + ": ranks " + RankList(v.suspects) +
                  " disagree and two replicas cannot say which is corrupt; needs_replay=true (restart from "

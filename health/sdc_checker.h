@@ -35,6 +35,7 @@ struct SdcMismatch {
   std::vector<int> newly_suspected;  // suspects whose incident was not already open
   std::vector<int> majority;         // ranks holding the majority hash; empty without a majority
   bool needs_replay = false;
+  bool no_agreement = false;  // 3+ replicas, every hash different: not replicated state (SdcVerdict)
   std::string detail;
 };
 

@@ -227,6 +227,11 @@ Verdict Judge(const RecoveryInput& in) {
     std::set<std::string> nodes = Implicated(f, in.placement, false);
     Blame(nodes, NodeActionKind::kCordon, WithDetail(kind, f), &v);
     v.why = kind + (k == FindingKind::kSdcConfirmed ? " on " : " (majority vote) on ") + Join(nodes);
+  } else if (k == FindingKind::kSdcSuspected && f.sdc_verdict == SdcVerdict::kNoAgreement) {
+    v.act = false;
+    v.why =
+        "no two replicas' parameter hashes agree: one corrupt node would leave the others agreeing, so the "
+        "hashed state is not replicated (software), not corruption; recorded";
   } else if (k == FindingKind::kSdcSuspected && !in.hashes_ever_agreed) {
     v.act = false;
     v.why =

@@ -24,7 +24,7 @@
 //    SAME nodes with replay = true; the caller remembers replay_nodes (pending_replay_nodes next time). If a
 //    node it implicates is among pending_replay_nodes, the corruption is persistent: cordon those nodes and
 //    replace them (no replay). Neither while no hash check of the job has ever agreed
-//    (hashes_ever_agreed false): kNone, recorded.
+//    (hashes_ever_agreed false), nor with verdict kNoAgreement (3+ replicas, no two equal): kNone, recorded.
 //  - grad_norm_spike: kNone, recorded (an outlier batch under clipping is normal training; corrupted
 //    parameters show in the replicas' hashes).
 //  - loss_divergence, nonfinite_loss: restart from last-known-good without blame (the

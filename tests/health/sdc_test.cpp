@@ -120,6 +120,34 @@ TEST(SdcTest, FourReplicasNameTheMinorityOnceUntilItClears) {
   EXPECT_EQ(check(400, 5).size(), 1u);  // reopened
 }
 
+// Three replicas, no two hashes equal, after checks that agreed (ZeroRedundancyOptimizer hashed before its
+// parameter sync, post-local SGD between averages): one corrupt node would leave two agreeing. Verdict
+// no_agreement, nobody suspected, the check unverified; recovery records it (recovery_test.cpp).
+TEST(SdcTest, ThreeReplicasOfWhichNoTwoAgreeAreNotReplicatedState) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(1, 1, 3, clock.Now(), 1));
+  for (int r = 0; r < 3; ++r) m->Ingest(Hash(r, clock.Now(), 100, "aa"), clock.Now());
+  ASSERT_TRUE(m->Evaluate(clock.Now()).empty());  // agreed
+  for (int r = 0; r < 3; ++r)
+    m->Ingest(Hash(r, clock.Now(), 200, r == 0 ? "aa" : r == 1 ? "bb" : "cc"), clock.Now());
+  auto fs = m->Evaluate(clock.Now());
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].sdc_verdict, SdcVerdict::kNoAgreement);
+  EXPECT_NE(fs[0].detail.find("no two replicas agree"), std::string::npos) << fs[0].detail;
+  Json h = m->HealthJson(clock.Now());
+  EXPECT_NE(h["status"], "sdc_suspected") << h.dump();
+  EXPECT_EQ(h["checks"]["sdc"]["status"], "unverified");
+  EXPECT_EQ(h["suspects"]["ranks"], Json::array()) << h.dump();
+  // Two of three agreeing is still a majority naming the odd one out.
+  for (int r = 0; r < 3; ++r) m->Ingest(Hash(r, clock.Now(), 300, "aa"), clock.Now());
+  ASSERT_TRUE(m->Evaluate(clock.Now()).empty());
+  for (int r = 0; r < 3; ++r) m->Ingest(Hash(r, clock.Now(), 400, r == 2 ? "cc" : "aa"), clock.Now());
+  fs = m->Evaluate(clock.Now());
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].sdc_verdict, SdcVerdict::kMajority);
+  EXPECT_EQ(fs[0].ranks, std::vector<int>({2}));
+}
+
 bool NoSdc(const std::vector<Finding>& fs) {
   for (const auto& f : fs)
     if (f.kind == FindingKind::kSdcSuspected) return false;

@@ -32,9 +32,9 @@ TEST_F(RecoveryTest, NodeLostCordonsTheNodeAndTakesTheSameLeafSpareFromLastKnown
   EXPECT_EQ(d.resume_from->id, "job-1/1/40");
   EXPECT_EQ(d.not_before, kT0);  // first restart: no backoff
   EXPECT_FALSE(d.replay);
-  EXPECT_EQ(d.actions,
-            (std::vector<std::string>{"cordon node-02", "stop attempt 1", "replace node-02 with node-03 (leaf)",
-                                      "restart from checkpoint job-1/1/40 (step 40, good)"}));
+  EXPECT_EQ(d.actions, (std::vector<std::string>{"cordon node-02", "stop attempt 1",
+                                                 "replace node-02 with node-03 (leaf)",
+                                                 "restart from checkpoint job-1/1/40 (step 40, good)"}));
   EXPECT_EQ(Decide(MakeFinding(FindingKind::kGpuFault, {}, {"node-02"})).node_actions.at(0).action,
             NodeActionKind::kFail);
   // The cluster passed in is untouched.
@@ -333,6 +333,20 @@ TEST_F(RecoveryTest, NoMajorityWhileNoCheckEverAgreedIsRecordedOnly) {
   hashes_agreed_ = true;
   d = Decide(MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"}), true);
   EXPECT_EQ(d.node_actions.size(), 2u) << Dump(d);
+}
+
+// No two of 3+ replicas agree (verdict no_agreement): not replicated state, recorded, even after checks that
+// agreed and as a recurrence on replayed nodes (a tester's healthy ZeroRedundancyOptimizer jobs got five
+// nodes cordoned).
+TEST_F(RecoveryTest, NoTwoReplicasAgreeingIsRecordedOnly) {
+  Build();
+  Finding f = MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"});
+  f.sdc_verdict = SdcVerdict::kNoAgreement;
+  replay_nodes_ = {"node-01", "node-02"};
+  RecoveryDecision d = Decide(f, true);
+  EXPECT_EQ(d.action, RecoveryDecision::kNone) << Dump(d);
+  EXPECT_TRUE(d.node_actions.empty()) << Dump(d);
+  EXPECT_FALSE(d.replay);
 }
 
 // One killed rank takes its peers down in their next collective: the same attempt's later losses on its

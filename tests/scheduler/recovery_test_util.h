@@ -125,9 +125,9 @@ class RecoveryTest : public ::testing::Test {
     ASSERT_TRUE(cluster_.Allocate("job-1", placement_).ok());
   }
 
-  // `needs_replay` sets an sdc_suspected finding's verdict (kNeedsReplay, else kMajority).
+  // `needs_replay` sets an sdc_suspected finding's verdict when it has none (kNeedsReplay, else kMajority).
   RecoveryDecision Decide(Finding f, bool needs_replay = false, std::span<const Finding> earlier = {}) {
-    if (f.kind == FindingKind::kSdcSuspected)
+    if (f.kind == FindingKind::kSdcSuspected && f.sdc_verdict == SdcVerdict::kNone)
       f.sdc_verdict = needs_replay ? SdcVerdict::kNeedsReplay : SdcVerdict::kMajority;
     return DecideRecovery({.job = job_,
                            .placement = placement_,
