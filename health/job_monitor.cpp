@@ -240,6 +240,23 @@ void JobMonitor::EvaluateHeartbeats(Time now, std::vector<bool>* alive, std::vec
   lost_count_ = never_reported_ = checkpointing_ = evaluating_ = 0;
   min_step_ = -1;
   bool all_have_step = true;
+  // A rank gone silent is lost once another is seen alive a heartbeat timeout after its silence began (the
+  // job goes on without it), or once every rank is silent (one finding: recovery sees the whole job paused
+  // or frozen). Until then its peers may be going silent too: a whole job paused node by node, whose first
+  // rank was blamed and moved when the next stopped a second later.
+  const double window = ctx_.policy.heartbeat_timeout_s;
+  std::optional<Time> newest_alive;
+  for (int r = 0; r < n; ++r) {
+    const RankState& s = ranks_[r];
+    if (!s.has(RankState::kFinished) && s.ever_seen() && Alive(s, now) &&
+        (!newest_alive || s.last_seen > *newest_alive))
+      newest_alive = s.last_seen;
+  }
+  auto judged_now = [&](const RankState& s) {
+    return !s.ever_seen() || !newest_alive || ToSeconds(*newest_alive - s.last_seen) >= window ||
+           ToSeconds(now - s.last_seen) > window + ctx_.policy.heartbeat_timeout_s *
+                                                       (s.in_checkpoint_phase() ? kCheckpointAllowance : 1);
+  };
   for (int r = 0; r < n; ++r) {
     RankState& s = ranks_[r];
     const bool finished = s.has(RankState::kFinished);  // silent by choice: neither alive nor lost
@@ -252,7 +269,7 @@ void JobMonitor::EvaluateHeartbeats(Time now, std::vector<bool>* alive, std::vec
       all_have_step = false;
     else if (min_step_ < 0 || s.step < min_step_)
       min_step_ = s.step;
-    if (ok) continue;
+    if (ok || (!s.has(RankState::kHeartbeatLost) && !judged_now(s))) continue;
     ++lost_count_;
     if (!s.has(RankState::kHeartbeatLost)) {
       s.set(RankState::kHeartbeatLost, true);

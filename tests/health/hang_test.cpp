@@ -448,7 +448,8 @@ TEST(HangTest, EvalPhaseDoesNotExcuseSilence) {
   Report hb = Heartbeat(0, clock.Now(), 100);
   hb.phase = Phase::kEval;
   m->Ingest(hb, clock.Now());
-  clock.AdvanceSeconds(6);  // rank 1 silent for 11 s > 10 s
+  clock.AdvanceSeconds(6);  // rank 1 silent for 11 s > 10 s, while rank 0 goes on
+  m->Ingest(hb, clock.Now());
   auto lost = OfKind(m->Evaluate(clock.Now()), FindingKind::kHeartbeatLost);
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0].ranks, std::vector<int>({1}));

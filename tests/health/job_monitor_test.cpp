@@ -37,6 +37,66 @@ TEST(JobMonitorTest, HeartbeatLostOncePerIncidentAndReopensAfterRecovery) {
   EXPECT_EQ(m->Evaluate(clock.Now()).size(), 1u);  // reopened
 }
 
+// A job paused node by node (SIGSTOP to each node's ranks in turn, a second or two apart): its first rank
+// was found lost alone, and recovery moved it as a fault, when the rest went silent a second later. A rank's
+// silence is judged once a peer is seen a timeout after it began, or once every rank is silent: then one
+// finding names them all (recovery: the whole job paused, nothing stopped, when every agent lists them).
+TEST(JobMonitorTest, RanksGoingSilentOneAfterAnotherAreOneWholeJobSilence) {
+  FakeClock clock;
+  const Time t0 = clock.Now();
+  auto m = MakeMonitor(MakeContext(1, 1, 3, clock.Now(), 1));
+  std::vector<Finding> lost;
+  for (int t = 0; t <= 30; ++t) {
+    for (int r = 0; r < 3; ++r)
+      if (t <= 5 + 2 * r) m->Ingest(Heartbeat(r, clock.Now()), clock.Now());  // rank r stops at 5 + 2r s
+    for (Finding& f : m->Evaluate(clock.Now())) lost.push_back(std::move(f));
+    clock.AdvanceSeconds(1);
+  }
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].ranks, std::vector<int>({0, 1, 2}));
+  EXPECT_EQ(lost[0].detected_at, t0 + Seconds(20));  // rank 2, the last, silent 11 s
+}
+
+// One rank silent while its peers go on (they heartbeat from inside the collective it never joined): found
+// as soon as it is stale, as before.
+TEST(JobMonitorTest, ARankSilentWhileItsPeersGoOnIsFoundAtItsTimeout) {
+  FakeClock clock;
+  const Time t0 = clock.Now();
+  auto m = MakeMonitor(MakeContext(1, 1, 3, clock.Now(), 1));
+  std::vector<Finding> lost;
+  for (int t = 0; t <= 30 && lost.empty(); ++t) {
+    for (int r = 0; r < 3; ++r)
+      if (r != 1 || t <= 5) m->Ingest(Heartbeat(r, clock.Now()), clock.Now());
+    lost = m->Evaluate(clock.Now());
+    if (lost.empty()) clock.AdvanceSeconds(1);
+  }
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].ranks, std::vector<int>({1}));
+  EXPECT_EQ(lost[0].detected_at, t0 + Seconds(16));
+}
+
+// A silence is held back at most one more timeout: here the peer is silent too, but within its checkpoint
+// allowance (10 x), so not every rank is silent and no peer is seen after; rank 0 is judged at its cap.
+TEST(JobMonitorTest, ASilenceIsHeldBackAtMostATimeout) {
+  FakeClock clock;
+  const Time t0 = clock.Now();
+  auto m = MakeMonitor(MakeContext(1, 1, 2, clock.Now(), 1));
+  std::vector<Finding> lost;
+  for (int t = 0; t <= 40; ++t) {
+    if (t <= 5) m->Ingest(Heartbeat(0, clock.Now()), clock.Now());
+    if (t <= 6) {
+      Report saving = Heartbeat(1, clock.Now());
+      saving.phase = Phase::kCheckpointSave;
+      m->Ingest(saving, clock.Now());
+    }
+    for (Finding& f : m->Evaluate(clock.Now())) lost.push_back(std::move(f));
+    clock.AdvanceSeconds(1);
+  }
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].ranks, std::vector<int>({0}));
+  EXPECT_EQ(lost[0].detected_at, t0 + Seconds(26));  // silent 21 s: past its timeout and one more
+}
+
 TEST(JobMonitorTest, StartupGraceUntilTheFirstReport) {
   FakeClock clock;
   auto m = MakeMonitor(MakeContext(1, 1, 2, clock.Now(), 1));
