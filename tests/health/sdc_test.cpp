@@ -154,6 +154,37 @@ bool NoSdc(const std::vector<Finding>& fs) {
   return true;
 }
 
+// Three replicas, one hash missing at the deadline, the two present disagreeing: the missing one would
+// decide, so no verdict (no replay, no cordon). Of four replicas, two agreeing against a third is no
+// majority of the set either: the fourth could make it a 2-2 split.
+TEST(SdcTest, AnIncompleteCheckWithoutAMajorityOfTheSetGivesNoVerdict) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(1, 1, 3, clock.Now(), 1));
+  m->Ingest(Hash(0, clock.Now(), 100, "aa"), clock.Now());
+  m->Ingest(Hash(1, clock.Now(), 100, "bb"), clock.Now());
+  clock.AdvanceSeconds(61);  // past the deadline: rank 2's hash never came
+  EXPECT_TRUE(NoSdc(m->Evaluate(clock.Now())));
+  EXPECT_EQ(m->HealthJson(clock.Now())["checks"]["sdc"]["suspected_ranks"], Json::array());
+
+  FakeClock clock4;
+  auto four = MakeMonitor(MakeContext(1, 1, 4, clock4.Now(), 1));
+  four->Ingest(Hash(0, clock4.Now(), 100, "aa"), clock4.Now());
+  four->Ingest(Hash(1, clock4.Now(), 100, "aa"), clock4.Now());
+  four->Ingest(Hash(2, clock4.Now(), 100, "cc"), clock4.Now());
+  clock4.AdvanceSeconds(61);
+  EXPECT_TRUE(NoSdc(four->Evaluate(clock4.Now())));  // 2 of 4 is no majority: rank 3 could hold "cc"
+  four->Ingest(Hash(0, clock4.Now(), 200, "aa"), clock4.Now());
+  four->Ingest(Hash(1, clock4.Now(), 200, "aa"), clock4.Now());
+  four->Ingest(Hash(3, clock4.Now(), 200, "aa"), clock4.Now());
+  four->Ingest(Hash(2, clock4.Now(), 200, "cc"), clock4.Now());
+  std::vector<Finding> fs;
+  for (Finding& f : four->Evaluate(clock4.Now()))
+    if (f.kind == FindingKind::kSdcSuspected) fs.push_back(f);
+  ASSERT_EQ(fs.size(), 1u);  // complete, 3 of 4 agree: the odd one is named
+  EXPECT_EQ(fs[0].ranks, std::vector<int>({2}));
+  EXPECT_EQ(fs[0].sdc_verdict, SdcVerdict::kMajority);
+}
+
 TEST(SdcTest, LateHashIsMissingEvidenceNotAnSdc) {
   FakeClock clock;
   auto m = MakeMonitor(MakeContext(1, 1, 4, clock.Now(), 1));
