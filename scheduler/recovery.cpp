@@ -189,11 +189,19 @@ Verdict Judge(const RecoveryInput& in) {
     const bool vouched = k == FindingKind::kHeartbeatLost && !nodes.empty() &&
                          std::all_of(nodes.begin(), nodes.end(),
                                      [&](const std::string& n) { return in.vouched_nodes.count(n) != 0; });
-    if (vouched && static_cast<int>(f.ranks.size()) == in.job.plan.world_size()) {
+    const bool every_rank = static_cast<int>(f.ranks.size()) == in.job.plan.world_size();
+    if (vouched && every_rank) {
       v.act = false;
       v.why =
           "every rank is silent while its agent lists its process running: the job is paused (SIGSTOP, a "
           "debugger) or frozen as a whole, not lost; recorded, nothing stopped";
+      return v;
+    }
+    if (k == FindingKind::kHeartbeatLost && every_rank && in.job.spec.command.empty()) {
+      v.act = false;  // nothing recommended, and no requeue (external_remediation)
+      v.why =
+          "every rank of a job another launcher runs is silent at once: paused, frozen or cut off from the "
+          "daemon, which nothing here can tell apart (its launcher says when it ended); recorded";
       return v;
     }
     // A first rank fault restarts on the same nodes: one lost or stuck rank is no evidence against its

@@ -132,6 +132,23 @@ TEST_F(ExternalJobApiTest, AttemptsFollowTheRanks) {
   EXPECT_EQ(Second(2).body["ignored"], 0);
 }
 
+// Every rank of another launcher's job silent at once (a tester SIGSTOPped both ranks of a watched job):
+// paused, frozen or cut off, which Shepherd cannot tell apart. Recorded, with no restart recommended (with
+// external_remediation "requeue" it would have been carried out).
+TEST_F(ExternalJobApiTest, EveryRankSilentAtOnceIsRecordedWithNothingRecommended) {
+  for (int s = 0; s < 3; ++s) ASSERT_EQ(Second(1).status, 202);
+  for (int s = 0; s < 15; ++s) {
+    api_.clock_.AdvanceSeconds(1);
+    api_.Tick();
+  }
+  Json fs = api_.Get("/v1/jobs/" + job_ + "/failures").body["failures"];
+  ASSERT_EQ(fs.size(), 1u) << fs.dump();
+  EXPECT_EQ(fs[0]["kind"], "heartbeat_lost");
+  EXPECT_EQ(fs[0]["ranks"].size(), 16u);
+  EXPECT_EQ(fs[0]["recommended_actions"].dump().find("restart"), std::string::npos) << fs[0].dump();
+  EXPECT_EQ(Job()["attempt"], 1);
+}
+
 // A forced restart of another launcher's job is refused: an attempt Shepherd started would stop nothing,
 // and the real ranks' reports would then be an old attempt's, ignored, leaving the job unwatched.
 TEST_F(ExternalJobApiTest, AForcedRestartIsRefusedAndTheJobStaysWatched) {

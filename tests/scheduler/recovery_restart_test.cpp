@@ -60,10 +60,6 @@ TEST_F(RecoveryTest, NeverResumesFromABadOrPendingCheckpoint) {
 
 class ManualRestartTest : public RecoveryTest {
  protected:
-  void SetUp() override {
-    RecoveryTest::SetUp();
-    job_.spec.command = {"python3", "train.py"};  // launched by Shepherd
-  }
   Result<RecoveryDecision> Restart(const std::string& from, std::vector<std::string> replace = {}) {
     return ManualRestart({.job = job_,
                           .placement = placement_,

@@ -246,6 +246,13 @@ TEST_F(RecoveryTest, AWholeJobSilentWhileItsAgentsListItRunningIsRecordedOnly) {
   vouched_ = {"node-01"};
   EXPECT_EQ(Decide(MakeFinding(FindingKind::kHeartbeatLost, all, {"node-01", "node-02"})).action,
             RecoveryDecision::kRestart);
+  // Another launcher's job has no agents to vouch: every rank silent at once is recorded, nothing
+  // recommended (paused, frozen or cut off look the same from here).
+  job_.spec.command.clear();
+  d = Decide(MakeFinding(FindingKind::kHeartbeatLost, all, {"node-01", "node-02"}));
+  EXPECT_EQ(d.action, RecoveryDecision::kNone) << Dump(d);
+  EXPECT_EQ(Decide(MakeFinding(FindingKind::kHeartbeatLost, {3}, {"node-01"})).action,
+            RecoveryDecision::kRestart);
 }
 
 // One rank silent twice on a node whose agent still lists its process: the process, not the node. The

@@ -108,6 +108,7 @@ class RecoveryTest : public ::testing::Test {
     job_.plan = MakePlan(8, 1, 2);
     job_.spec.policy.max_restarts = 3;
     job_.spec.policy.restart_backoff_s = 5;
+    job_.spec.command = {"python3", "train.py"};  // launched by Shepherd
     placement_ = Sequential(job_.plan, {"node-01", "node-02"}, 1);
   }
 
