@@ -32,8 +32,12 @@ size_t JobMonitor::BytesPerRank() {
   return sizeof(RankState) + 24;
 }
 
+double JobMonitor::SilenceAllowance(const RankState& s) const {
+  return ctx_.policy.heartbeat_timeout_s * (s.in_checkpoint_phase() ? kCheckpointAllowance : 1);
+}
+
 bool JobMonitor::Alive(const RankState& s, Time now) const {
-  double allowance = ctx_.policy.heartbeat_timeout_s * (s.in_checkpoint_phase() ? kCheckpointAllowance : 1);
+  const double allowance = SilenceAllowance(s);
   if (ToSeconds(now - listening_since_) <= allowance) return true;  // the daemon has not listened long enough
   if (!s.ever_seen()) return ToSeconds(now - ctx_.started_at) <= ctx_.policy.startup_grace_s;
   return ToSeconds(now - s.last_seen) <= allowance;
@@ -254,8 +258,7 @@ void JobMonitor::EvaluateHeartbeats(Time now, std::vector<bool>* alive, std::vec
   }
   auto judged_now = [&](const RankState& s) {
     return !s.ever_seen() || !newest_alive || ToSeconds(*newest_alive - s.last_seen) >= window ||
-           ToSeconds(now - s.last_seen) > window + ctx_.policy.heartbeat_timeout_s *
-                                                       (s.in_checkpoint_phase() ? kCheckpointAllowance : 1);
+           ToSeconds(now - s.last_seen) > window + SilenceAllowance(s);
   };
   for (int r = 0; r < n; ++r) {
     RankState& s = ranks_[r];

@@ -109,6 +109,8 @@ class JobMonitor {
  private:
   JobMonitor(MonitorContext ctx, RankLayout layout);
   bool Alive(const RankState& s, Time now) const;
+  // Seconds of silence allowed: the heartbeat timeout, x kCheckpointAllowance in a checkpoint phase.
+  double SilenceAllowance(const RankState& s) const;
   // The named group (health/named_groups.h) of a collective of rank `rank` outside tp/pp/dp/cp/world,
   // learnt from its `members` when sent; 0: none or unknown.
   Result<uint32_t> NamedGroupOf(int rank, const CollectiveInfo& c);
