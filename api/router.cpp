@@ -137,6 +137,7 @@ void Router::Handle(HttpRequest request, Respond respond) const {
       break;
     }
     allow += (allow.empty() ? "" : ", ") + r.method;
+    if (r.method == "GET") allow += ", HEAD";  // served wherever GET is (Serves)
   }
   std::string route = found ? found->pattern : allow.empty() ? "unmatched" : "method_not_allowed";
   // A static credential (tokens file) is checked again when the answer leaves: one withdrawn by SIGHUP

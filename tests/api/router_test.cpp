@@ -96,7 +96,7 @@ TEST(Router, WrongMethodIs405WithAllow) {
   EXPECT_EQ(res.status, 405);
   ASSERT_EQ(res.headers.size(), 1u);
   EXPECT_EQ(res.headers[0].first, "Allow");
-  EXPECT_EQ(res.headers[0].second, "GET");
+  EXPECT_EQ(res.headers[0].second, "GET, HEAD");  // HEAD is served wherever GET is
 }
 
 TEST(Router, MetricsCountByRoutePatternNotRawPath) {

@@ -110,7 +110,7 @@ TEST_F(ProtocolTest, UnknownRouteIs404AndWrongMethodIs405) {
   EXPECT_EQ(Http(daemon_.port(), "GET", "/v1/nope").status, 404);
   HttpResult r = Http(daemon_.port(), "PUT", "/v1/nodes");
   EXPECT_EQ(r.status, 405);
-  EXPECT_EQ(r.headers["allow"], "POST, GET");
+  EXPECT_EQ(r.headers["allow"], "POST, GET, HEAD");
 }
 
 TEST_F(ProtocolTest, GarbageRequestLineIs400) {
