@@ -9,6 +9,7 @@
 
 import functools
 import os
+import threading
 from typing import Any, Callable
 
 # The keys under which scripts store the optimizer step they saved (Megatron "iteration", Lightning/HF
@@ -17,9 +18,17 @@ from typing import Any, Callable
 STEP_KEYS = ("step", "global_step", "iteration", "iter")
 
 
-def is_temporary(path: str) -> bool:
-    name = os.path.basename(path)
-    return ".tmp" in name or name.startswith("tmp") or "tmp-" in name or name.endswith("~") or name.startswith(".")
+TEMPORARY_SUFFIXES = ("~", ".partial", ".part", ".incomplete")
+
+
+def is_temporary(rel_path: str) -> bool:
+    """Whether a path below the checkpoint directory (relative to it) is a temporary name: its file or any
+    directory on the way (a checkpoint written into "tmp-step_10/" and renamed into place as a whole)."""
+    for name in rel_path.split(os.sep):
+        if (".tmp" in name or name.startswith("tmp") or "tmp-" in name or name.startswith(".")
+                or name.endswith(TEMPORARY_SUFFIXES)) and name not in (".", ".."):
+            return True
+    return False
 
 
 def fsync_path(path: str) -> None:
@@ -86,10 +95,13 @@ def patch_save_load(inst: Any) -> None:
             return orig_save(obj, f, *args, **kwargs)
         if not holds_training_state(obj, torch):
             return orig_save(obj, f, *args, **kwargs)  # an RNG state, a counter: no restart point
-        step = saved_step(obj, inst.step)
+        # On the training thread the state saved is the current one: the steps counted (a script's own
+        # counter may count other units, a GAN's generator iterations against its critic's steps). A save
+        # from another thread, of an older copy, says which step it holds.
+        step = inst.step if threading.get_ident() == inst.step_thread else saved_step(obj, inst.step)
         with inst.client.checkpoint_phase("save"):
             out = orig_save(obj, f, *args, **kwargs)
-            if is_temporary(path):
+            if is_temporary(os.path.relpath(os.path.abspath(path), inst.ckpt_dir)):
                 inst.pending_saves[os.path.abspath(path)] = step
             elif isinstance(f, (str, bytes, os.PathLike)):
                 inst._safe("checkpoint fsync", lambda: fsync_path(path))
@@ -100,14 +112,26 @@ def patch_save_load(inst: Any) -> None:
                 inst.report_checkpoint(path, step)
         return out
 
+    def renamed(src: str, dst: str) -> None:
+        # The file itself, or a directory holding it, moved: reported once its final path is no temporary
+        # name, else still pending under the new one.
+        for p in [p for p in inst.pending_saves if p == src or p.startswith(src + os.sep)]:
+            step = inst.pending_saves.pop(p)
+            new = dst + p[len(src):]
+            if not inst.in_ckpt_dir(new):
+                continue
+            if is_temporary(os.path.relpath(new, inst.ckpt_dir)):
+                inst.pending_saves[new] = step
+            else:
+                inst.report_checkpoint(new, step)
+
     def renamer(orig: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(orig)
         def rename(src: Any, dst: Any, *args: Any, **kwargs: Any) -> Any:
             out = orig(src, dst, *args, **kwargs)
-            if inst.pending_saves and isinstance(src, (str, os.PathLike)):
-                step = inst.pending_saves.pop(os.path.abspath(os.fspath(src)), None)
-                if step is not None and inst.in_ckpt_dir(os.fspath(dst)):
-                    inst.report_checkpoint(os.fspath(dst), step)
+            if inst.pending_saves and isinstance(src, (str, os.PathLike)) and isinstance(dst, (str, os.PathLike)):
+                inst._safe("checkpoint rename", lambda: renamed(os.path.abspath(os.fspath(src)),
+                                                                os.path.abspath(os.fspath(dst))))
             return out
 
         return rename

@@ -15,10 +15,12 @@ What is seen, and how (docs/integration.md has the user's view):
 - DDP's gradient all-reduces: a communication hook registered at the model's first forward (the same
   averaging all-reduce as PyTorch's default), or, when the script registers its own hook, that hook wrapped;
   each bucket is a collective until its future completes.
-- Steps: the first optimizer that steps defines steps (a post-step wrapper on the instance; PyTorch 1.13 has
-  no global step hooks); a step inside another optimizer's step (ZeroRedundancyOptimizer's local optimizer)
-  is not one. Step numbers continue from SHEPHERD_RESUME_STEP. The loss is the last scalar a
-  backward() was called on (AMP's `scaler.scale(loss).backward()`: the loss before scaling), the grad norm
+- Steps: the optimizer that stepped most often among the last 32 optimizer steps defines steps (a post-step
+  wrapper on the instance; PyTorch 1.13 has no global step hooks): a GAN's critic, the main optimizer beside
+  one stepping every few iterations, a later phase's optimizer. A step inside another optimizer's step
+  (ZeroRedundancyOptimizer's local optimizer) is not one. Step numbers continue from SHEPHERD_RESUME_STEP.
+  The loss is the sum of the scalars backward() was called on during the step (several losses, gradient
+  accumulation; AMP's `scaler.scale(loss).backward()`: the loss before scaling), the grad norm
   the last value clip_grad_norm_ returned during the step, the learning rate the largest "lr" of the
   optimizer's parameter groups (read after its step, before a scheduler's). An iteration that does not step
   (AMP or the script skipping a non-finite step) is seen at the next zero_grad(): two in a row whose loss is
@@ -31,13 +33,16 @@ What is seen, and how (docs/integration.md has the user's view):
   that may hold training state (checkpoint_files.holds_training_state: not a file of RNG states). A save to
   a temporary-looking name (".tmp", "tmp-", "~", a leading ".") is reported when it is renamed into place
   (os.replace / os.rename); any other is fsynced (a file object: flushed, and fsynced through its descriptor)
-  and reported when torch.save returns. In a purely data-parallel job the report says scope "replicated" (one
+  and reported when torch.save returns. A temporary-looking directory on the way (a checkpoint written into
+  "tmp-step_10/" and renamed into place) or a ".partial", ".part", ".incomplete" suffix is temporary too.
+  The step is the steps counted when the save runs on the training thread, else the saved dict's. In a purely data-parallel job the report says scope "replicated" (one
   rank's file holds the whole state). torch.load of SHEPHERD_RESUME_CHECKPOINT runs in phase checkpoint_load.
-- Evaluation: model.eval() on a DDP module (or the module it wraps) switches the phase to eval until
-  model.train().
+- Evaluation: model.eval() on a DDP module (or the module it wraps; not a deep copy such as an EMA's) switches
+  the phase to eval until model.train() or the next training step.
 - init_process_group without a timeout gets SHEPHERD_PG_TIMEOUT_S (set by the agent above the hang timeout).
 """
 
+import collections
 import dataclasses
 import functools
 import math
@@ -47,7 +52,7 @@ import logging
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Deque, Dict, List, Optional
 
 from . import checkpoint_files, faults, lineage, replication
 from .client import ShepherdClient
@@ -142,6 +147,8 @@ class Instrumentation:
         self.nonfinite_skips = 0  # iterations in a row that did not step, with a non-finite loss
         self.nonfinite_reported = 0  # the step a skipped non-finite loss was last reported for
         self.optimizer_id: Optional[int] = None
+        self.recent_steppers: Deque[int] = collections.deque(maxlen=32)  # ids of the last optimizers to step
+        self.step_thread: Optional[int] = None  # the thread the training steps run on
         self.step_depth = 0  # optimizer steps in progress (one inside another's: not the training step)
         self.unreplicated: Optional[str] = None  # why replicas legitimately differ: no parameter hashes
         self.ddp_modules: List[Any] = []
@@ -341,7 +348,10 @@ class Instrumentation:
         @functools.wraps(orig_train)
         def train(self: Any, mode: bool = True) -> Any:
             out = orig_train(self, mode)
-            if (DDP is not None and isinstance(self, DDP)) or any(m is self for m in inst.ddp_modules):
+            # The script's own DDP model (or the module inside it), not a deep copy such as an EMA's
+            # AveragedModel(ddp), whose eval() left the whole run in phase eval (hangs found 10x late).
+            if any(m is self or (DDP is not None and isinstance(self, DDP) and getattr(self, "module", None) is m)
+                   for m in inst.ddp_modules):
                 inst._safe("phase", lambda: inst.client.set_phase("train" if mode else "eval"))
             return out
 
@@ -350,10 +360,18 @@ class Instrumentation:
     # --- steps, loss, grad norm, hashes -------------------------------------------------------------
 
     def on_step(self, optimizer: Any) -> None:
-        if self.optimizer_id is None:
+        # The training step is the optimizer that steps most often lately: a GAN's critic stepping 5x per
+        # generator step, the main optimizer beside a head's stepping every 4th iteration, or the optimizer
+        # of a later phase (a linear probe, then full fine-tuning), whichever stepped first.
+        self.recent_steppers.append(id(optimizer))
+        if self.optimizer_id is None or (id(optimizer) != self.optimizer_id and self.recent_steppers.count(
+                id(optimizer)) > self.recent_steppers.count(self.optimizer_id)):
             self.optimizer_id = id(optimizer)
         if id(optimizer) != self.optimizer_id:
             return
+        self.step_thread = threading.get_ident()
+        if self.client.phase == "eval":  # the model left in eval mode while it trains: not an evaluation
+            self.client.set_phase("train")
         self.step += 1
         now = time.monotonic()
         self.faults.after_step(self.step, self)
@@ -451,8 +469,9 @@ class Instrumentation:
 
         @functools.wraps(orig_backward)
         def backward(self: Any, *args: Any, **kwargs: Any) -> Any:
-            if self.numel() == 1:
-                inst.loss = inst.scaled.unscaled(self)
+            if self.numel() == 1:  # the step's loss: every scalar backward() ran on (multi-task, accumulation)
+                x = inst.scaled.unscaled(self)
+                inst.loss = x if inst.loss is None else inst.loss + x
             return orig_backward(self, *args, **kwargs)
 
         torch.Tensor.backward = backward

@@ -16,6 +16,7 @@ from fake_server import FakeDaemon
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PKG = os.path.dirname(HERE)
+sys.path.insert(0, PKG)  # run alone too (discover puts it there through the other modules)
 STOCK = os.path.join(HERE, "..", "..", "..", "tests", "e2e", "stock_ddp.py")
 
 try:
