@@ -5,10 +5,12 @@
   (os.fsync is looked up at each call).
 - saved_step(obj, current): the step a saved object says it holds, else the steps taken so far.
 - holds_training_state(obj, torch): whether a saved object holds parameters or optimizer state at all.
+- names_rank(path, rank, world_size): whether a file is named as one rank's part ("rank_1.pt").
 """
 
 import functools
 import os
+import re
 import threading
 from typing import Any, Callable
 
@@ -53,6 +55,16 @@ def saved_step(obj: Any, current: int) -> int:
             if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
                 return v
     return current
+
+
+def names_rank(path: str, rank: int, world_size: int) -> bool:
+    """Whether the file's name marks it as rank `rank`'s own ("rank_1.pt", "shard-01.pt", "step_10/rank1.pt"):
+    in a data-parallel job each rank saving its own file is one part each, not the whole state from the first
+    rank to report (a restart loaded rank_0.pt and the missing rank_1.pt). A job of one rank has no parts."""
+    if world_size <= 1:
+        return False
+    pattern = r"(?:rank|shard)[_-]?0*%d(?!\d)" % rank
+    return re.search(pattern, os.path.basename(path), re.IGNORECASE) is not None
 
 
 def holds_training_state(obj: Any, torch: Any, budget: int = 10000) -> bool:

@@ -35,8 +35,10 @@ What is seen, and how (docs/integration.md has the user's view):
   (os.replace / os.rename); any other is fsynced (a file object: flushed, and fsynced through its descriptor)
   and reported when torch.save returns. A temporary-looking directory on the way (a checkpoint written into
   "tmp-step_10/" and renamed into place) or a ".partial", ".part", ".incomplete" suffix is temporary too.
-  The step is the steps counted when the save runs on the training thread, else the saved dict's. In a purely data-parallel job the report says scope "replicated" (one
-  rank's file holds the whole state). torch.load of SHEPHERD_RESUME_CHECKPOINT runs in phase checkpoint_load.
+  The step is the steps counted when the save runs on the training thread, else the saved dict's. In a
+  purely data-parallel job the report says scope "replicated" (one rank's file holds the whole state), unless
+  the file's name marks it as the rank's own ("rank_1.pt"). torch.load of SHEPHERD_RESUME_CHECKPOINT runs in
+  phase checkpoint_load.
 - Evaluation: model.eval() on a DDP module (or the module it wraps; not a deep copy such as an EMA's) switches
   the phase to eval until model.train() or the next training step.
 - init_process_group without a timeout gets SHEPHERD_PG_TIMEOUT_S (set by the agent above the hang timeout).
@@ -496,7 +498,8 @@ class Instrumentation:
         return p == self.ckpt_dir or p.startswith(self.ckpt_dir + os.sep)
 
     def report_checkpoint(self, path: str, step: int) -> None:
-        self.client.checkpoint_saved(step, os.path.abspath(path), replicated=self.replicated_job)
+        whole = self.replicated_job and not checkpoint_files.names_rank(path, self.client.rank, self.client.world_size)
+        self.client.checkpoint_saved(step, os.path.abspath(path), replicated=whole)
 
     def patch_save_load(self) -> None:
         checkpoint_files.patch_save_load(self)

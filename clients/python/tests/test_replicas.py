@@ -70,6 +70,25 @@ dist.destroy_process_group()
 '''
 
 
+# Every rank saves its own file, named for its rank: parts, not the whole state from the first to report.
+PER_RANK = '''
+import os, torch, torch.distributed as dist
+dist.init_process_group("gloo")
+model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 2))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+opt.zero_grad()
+model(torch.randn(4, 8)).sum().backward()
+opt.step()
+d = os.path.join(os.environ["SHEPHERD_CHECKPOINT_DIR"], "step_1")
+os.makedirs(d, exist_ok=True)
+torch.save({"model": model.state_dict()}, os.path.join(d, "rank_%d.pt" % dist.get_rank()))
+if dist.get_rank() == 0:
+    torch.save({"model": model.state_dict()}, os.path.join(d, "model.pt"))
+dist.barrier()
+dist.destroy_process_group()
+'''
+
+
 @unittest.skipUnless(HAVE_TORCH, "needs torch")
 class ReplicasTest(unittest.TestCase):
     def hashes(self, fake):
@@ -105,6 +124,15 @@ class ReplicasTest(unittest.TestCase):
         self.assertTrue(os.path.exists(os.path.join(d, "checkpoint-2", "rng_state_1.pth")))
         self.assertEqual([(r["rank"], r["step"], os.path.basename(r["path"])) for r in fake.reports("checkpoint")],
                          [(0, 2, "model.pt")])
+
+    def test_files_named_for_their_rank_are_parts_and_rank_0s_other_file_is_whole(self):
+        d = self.temp_dir()
+        outs, fake = run_ranks(self, PER_RANK, world_size=2, env=dict(ENV, SHEPHERD_CHECKPOINT_DIR=d))
+        for out in outs:
+            self.assertEqual(out.returncode, 0, out.stdout.decode())
+        scopes = sorted((r["rank"], os.path.basename(r["path"]), r.get("scope", "part"))
+                        for r in fake.reports("checkpoint"))
+        self.assertEqual(scopes, [(0, "model.pt", "replicated"), (0, "rank_0.pt", "part"), (1, "rank_1.pt", "part")])
 
     def temp_dir(self):
         import shutil
