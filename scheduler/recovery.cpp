@@ -303,9 +303,14 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
     if (f.kind == FindingKind::kLossSpike) d.actions.push_back("record only: loss spike (one-step outlier)");
     if (f.kind == FindingKind::kGradNormSpike) d.actions.push_back("record only: gradient-norm spike");
     if (f.kind == FindingKind::kSdcSuspected)
-      d.actions.push_back("record only: no hash check of this job has ever agreed");
+      d.actions.push_back(f.sdc_verdict == SdcVerdict::kNoAgreement
+                              ? "record only: no two replicas agree (state that is not replicated)"
+                              : "record only: no hash check of this job has ever agreed");
     if (f.kind == FindingKind::kHeartbeatLost)
-      d.actions.push_back("record only: every rank paused or frozen while its agent lists it running");
+      d.actions.push_back(job.spec.command.empty()
+                              ? "record only: every rank silent at once (paused, frozen or cut off; its "
+                                "launcher says when it ended)"
+                              : "record only: every rank paused or frozen while its agent lists it running");
     return d;
   }
   d.node_actions = v.faulty;

@@ -354,6 +354,7 @@ TEST_F(RecoveryTest, NoTwoReplicasAgreeingIsRecordedOnly) {
   EXPECT_EQ(d.action, RecoveryDecision::kNone) << Dump(d);
   EXPECT_TRUE(d.node_actions.empty()) << Dump(d);
   EXPECT_FALSE(d.replay);
+  EXPECT_TRUE(Has(d.actions, "record only: no two replicas agree (state that is not replicated)")) << Dump(d);
 }
 
 // One killed rank takes its peers down in their next collective: the same attempt's later losses on its

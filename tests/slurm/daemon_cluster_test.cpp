@@ -351,8 +351,9 @@ TEST(SlurmDaemon, RequeueRemediationRequeuesAHungBatchJobOnce) {
 }
 
 // external_remediation "requeue" with a batch script that runs on after its srun (post-processing): the
-// finished ranks fall silent while Slurm shows the job RUNNING. No step runs tasks any more, so nothing is
-// requeued; the finding says why, and the job ends as succeeded when the script does.
+// finished ranks fall silent while Slurm shows the job RUNNING. Every rank silent at once is recorded with
+// nothing recommended, so nothing is requeued (were one rank left, no step runs tasks: still not requeued);
+// the job ends as succeeded when the script does.
 TEST(SlurmDaemon, FinishedRanksOfABatchScriptThatRunsOnAreNotRequeued) {
   REQUIRE_CLUSTER();
   SlurmDaemon d(0.05);
@@ -393,10 +394,10 @@ TEST(SlurmDaemon, FinishedRanksOfABatchScriptThatRunsOnAreNotRequeued) {
   EXPECT_TRUE(std::ifstream(done).good());  // the post-processing ran to its end
   Json findings = Json::parse(Http(d.port(), "GET", "/v1/jobs/" + id + "/failures").body)["failures"];
   ASSERT_FALSE(findings.empty()) << "the finished ranks' silence was never judged: " << d.daemon->log();
-  EXPECT_NE(
-      findings[0]["actions"].dump().find("not requeued: no step of Slurm job " + slurm_job + " runs tasks"),
-      std::string::npos)
+  EXPECT_NE(findings[0]["recommended_actions"].dump().find("record only: every rank silent at once"),
+            std::string::npos)
       << findings.dump();
+  EXPECT_EQ(findings[0]["actions"].dump().find("requeue Slurm job"), std::string::npos) << findings.dump();
   EXPECT_EQ(d.daemon->log().find("slurm: requeued job " + slurm_job + " "), std::string::npos);
 }
 
