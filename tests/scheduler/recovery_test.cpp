@@ -1,5 +1,6 @@
-// Recovery policy: per-kind rules, replacement (leaf, spine, free node, whole re-place, queue), SDC replay
-// history and the restart budget (backoff, checkpoint choice and manual restarts: recovery_restart_test.cpp).
+// Recovery policy: rank and node faults, replacement (leaf, spine, free node, whole re-place, queue) and
+// the restart budget (backoff, checkpoint choice and manual restarts: recovery_restart_test.cpp; SDC and
+// loss anomalies: recovery_data_test.cpp).
 // Hand-built clusters, simulated time; expected values worked out by hand in the comments.
 #include <gtest/gtest.h>
 
@@ -325,38 +326,6 @@ TEST_F(RecoveryTest, AFencedRestartWhileTheDaemonWasLateSpendsNoRestartBudget) {
   EXPECT_TRUE(d.node_actions.empty());  // still no blame
 }
 
-// Replicas that have never agreed at any check hash state that is not replicated (BatchNorm buffers in a
-// probe's script): no replay, no cordon, recorded. With a majority, or after an agreeing check, as before.
-TEST_F(RecoveryTest, NoMajorityWhileNoCheckEverAgreedIsRecordedOnly) {
-  Build();
-  hashes_agreed_ = false;
-  RecoveryDecision d = Decide(MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"}), true);
-  EXPECT_EQ(d.action, RecoveryDecision::kNone) << Dump(d);
-  EXPECT_TRUE(d.node_actions.empty());
-  EXPECT_FALSE(d.replay);
-  replay_nodes_ = {"node-01", "node-02"};  // even as a recurrence after a replay
-  d = Decide(MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"}), true);
-  EXPECT_TRUE(d.node_actions.empty()) << Dump(d);
-  hashes_agreed_ = true;
-  d = Decide(MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"}), true);
-  EXPECT_EQ(d.node_actions.size(), 2u) << Dump(d);
-}
-
-// No two of 3+ replicas agree (verdict no_agreement): not replicated state, recorded, even after checks that
-// agreed and as a recurrence on replayed nodes (a tester's healthy ZeroRedundancyOptimizer jobs got five
-// nodes cordoned).
-TEST_F(RecoveryTest, NoTwoReplicasAgreeingIsRecordedOnly) {
-  Build();
-  Finding f = MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"});
-  f.sdc_verdict = SdcVerdict::kNoAgreement;
-  replay_nodes_ = {"node-01", "node-02"};
-  RecoveryDecision d = Decide(f, true);
-  EXPECT_EQ(d.action, RecoveryDecision::kNone) << Dump(d);
-  EXPECT_TRUE(d.node_actions.empty()) << Dump(d);
-  EXPECT_FALSE(d.replay);
-  EXPECT_TRUE(Has(d.actions, "record only: no two replicas agree (state that is not replicated)")) << Dump(d);
-}
-
 // One killed rank takes its peers down in their next collective: the same attempt's later losses on its
 // node are that incident's cascade, not a recurrence (a probe's kill -9 of one task got its healthy node
 // cordoned, and drained in Slurm). The same loss in a later attempt is a recurrence.
@@ -453,135 +422,6 @@ TEST_F(RecoveryTest, RecurringKillsCordonOnlyWhenTheNodeCouldHaveSentThem) {
       EXPECT_TRUE(Has(d.actions, "avoid node-02 (no blame)")) << c.signal << " " << Dump(d);
     }
   }
-}
-
-TEST_F(RecoveryTest, TwoReplicaSdcReplaysOnTheSameNodesThenCordonsOnRecurrence) {
-  Build();
-  lkg_ = Ckpt(40, CheckpointStatus::kGood);
-  latest_ = Ckpt(50, CheckpointStatus::kComplete);
-  Finding f = MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"});
-  f.onset_step = 41;  // the last agreeing check was at step 40
-  RecoveryDecision d1 = Decide(f, /*needs_replay=*/true);
-  ASSERT_EQ(d1.action, RecoveryDecision::kRestart) << Dump(d1);
-  EXPECT_TRUE(d1.replay);
-  EXPECT_TRUE(d1.node_actions.empty());
-  EXPECT_EQ(d1.replay_nodes, (std::vector<std::string>{"node-01", "node-02"}));
-  EXPECT_EQ(d1.new_placement->ranks, placement_.ranks);
-  EXPECT_EQ(d1.resume_from->id, "job-1/1/40");
-  replay_nodes_.insert(d1.replay_nodes.begin(), d1.replay_nodes.end());
-
-  // The replay (attempt 2, same nodes) mismatches again: persistent. Two replicas cannot say which node,
-  // so both are cordoned and replaced (node-03 in the leaf, then node-05 in the spine).
-  job_.attempt = 2, job_.restarts = 1;
-  placement_.attempt = 2;
-  RecoveryDecision d2 =
-      Decide(MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"}, 2), true);
-  ASSERT_EQ(d2.action, RecoveryDecision::kRestart) << Dump(d2);
-  EXPECT_FALSE(d2.replay);
-  ASSERT_EQ(d2.node_actions.size(), 2u);
-  EXPECT_EQ(d2.node_actions[0].action, NodeActionKind::kCordon);
-  EXPECT_EQ(d2.replaced, (std::vector<std::string>{"node-01->node-03 (leaf)", "node-02->node-05 (spine)"}));
-}
-
-TEST_F(RecoveryTest, SdcRecurringOnOneNodeOfAnEarlierReplayCordonsThatNodeOnly) {
-  Build();
-  replay_nodes_ = {"node-02", "node-06"};
-  RecoveryDecision d = Decide(MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"}), true);
-  EXPECT_FALSE(d.replay);
-  ASSERT_EQ(d.node_actions.size(), 1u) << Dump(d);
-  EXPECT_EQ(d.node_actions[0].node, "node-02");
-}
-
-TEST_F(RecoveryTest, CleanReplayMakesTheSdcTransient) {
-  Build();
-  replay_nodes_.clear();  // the replay came back clean (JobHealth forgets its nodes)
-  // A later mismatch on the same nodes starts a new replay instead of cordoning.
-  RecoveryDecision d = Decide(MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"}), true);
-  EXPECT_TRUE(d.replay) << Dump(d);
-  EXPECT_TRUE(d.node_actions.empty());
-}
-
-TEST_F(RecoveryTest, MajorityVoteSdcCordonsTheMinorityNode) {
-  // TP 4, DP 4: ranks 0-7 (dp 0, 1) on node-01, ranks 8-15 (dp 2, 3) on node-02. Replica set tp = 1:
-  // ranks 1, 5, 9, 13; rank 13 (node-02) disagrees with the other three.
-  job_.plan = MakePlan(4, 1, 4);
-  placement_ = Sequential(job_.plan, {"node-01", "node-02"}, 1);
-  Build();
-  RecoveryDecision d =
-      Decide(MakeFinding(FindingKind::kSdcSuspected, {13}, {"node-02"}), /*needs_replay=*/false);
-  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
-  EXPECT_FALSE(d.replay);
-  ASSERT_EQ(d.node_actions.size(), 1u);
-  EXPECT_EQ(d.node_actions[0].node, "node-02");
-  EXPECT_EQ(d.node_actions[0].action, NodeActionKind::kCordon);
-  EXPECT_EQ(d.resume_from->id, "job-1/1/40");
-}
-
-TEST_F(RecoveryTest, SdcConfirmedCordons) {
-  Build();
-  RecoveryDecision d = Decide(MakeFinding(FindingKind::kSdcConfirmed, {}, {"node-01"}));
-  EXPECT_EQ(d.node_actions, (std::vector<NodeAction>{{"node-01", NodeActionKind::kCordon, "sdc_confirmed"}}));
-}
-
-TEST_F(RecoveryTest, LossSpikeIsRecordedOnly) {
-  Build();
-  Finding f = MakeFinding(FindingKind::kLossSpike, {0, 1, 2}, {"node-01"});
-  f.onset_step = 45;
-  RecoveryDecision d = Decide(f);
-  EXPECT_EQ(d.action, RecoveryDecision::kNone);
-  EXPECT_TRUE(d.node_actions.empty());
-  EXPECT_FALSE(d.new_placement);
-  EXPECT_FALSE(d.resume_from);
-  EXPECT_EQ(d.actions, std::vector<std::string>{"record only: loss spike (one-step outlier)"});
-}
-
-// One outlier batch under gradient clipping: a restart replayed it and a reproducible-anomaly check failed
-// a healthy job. Corrupted parameters show in the replicas' hashes instead.
-TEST_F(RecoveryTest, GradNormSpikeIsRecordedOnly) {
-  Build();
-  Finding f = MakeFinding(FindingKind::kGradNormSpike, {1}, {"node-01"});
-  f.onset_step = 120;
-  RecoveryDecision d = Decide(f);
-  EXPECT_EQ(d.action, RecoveryDecision::kNone);
-  EXPECT_TRUE(d.node_actions.empty());
-  EXPECT_FALSE(d.resume_from);
-  EXPECT_EQ(d.actions, std::vector<std::string>{"record only: gradient-norm spike"});
-}
-
-TEST_F(RecoveryTest, LossDivergenceRestartsFromLastKnownGoodWithoutBlame) {
-  Build();
-  Finding f = MakeFinding(FindingKind::kLossDivergence, {0, 1, 2}, {"node-01"});
-  f.onset_step = 45;
-  RecoveryDecision d = Decide(f);
-  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
-  EXPECT_TRUE(d.node_actions.empty());
-  EXPECT_EQ(d.new_placement->ranks, placement_.ranks);
-  EXPECT_EQ(d.resume_from->id, "job-1/1/40");
-}
-
-TEST_F(RecoveryTest, LossAnomalyNeverResumesAtOrAfterItsOnset) {
-  Build();
-  lkg_.reset();
-  latest_ = Ckpt(50, CheckpointStatus::kComplete);  // complete, but not yet graded bad
-  Finding f = MakeFinding(FindingKind::kNonfiniteLoss, {0}, {"node-01"});
-  f.onset_step = 45;
-  RecoveryDecision d = Decide(f);
-  EXPECT_FALSE(d.resume_from);
-  EXPECT_EQ(
-      d.actions.back(),
-      "restart from scratch (step 0): no last-known-good; latest complete job-1/1/50 is at or after the "
-      "anomaly onset");
-}
-
-TEST_F(RecoveryTest, LossDivergenceNeverResumesAtOrAfterItsOnset) {
-  Build();
-  lkg_ = Ckpt(50, CheckpointStatus::kGood);  // good, but the divergence began at 45
-  latest_ = Ckpt(50, CheckpointStatus::kGood);
-  Finding f = MakeFinding(FindingKind::kLossDivergence, {0}, {"node-01"});
-  f.onset_step = 45;
-  RecoveryDecision d = Decide(f);
-  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
-  EXPECT_FALSE(d.resume_from);
 }
 
 TEST_F(RecoveryTest, StragglerIsReportedOnly) {
