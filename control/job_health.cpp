@@ -132,18 +132,25 @@ JobHealth::Evaluation JobHealth::Evaluate(Time now, Time listening_since) {
       out.transitions.push_back(std::move(t));
     }
     if (ev.kind == HealthEvidence::Kind::kHashAgreed) hashes_agreed_ = true;
-    if (ev.kind == HealthEvidence::Kind::kHashAgreed && !replay_nodes_.empty() && ev.step >= replay_step_) {
+    const bool replaying = !replay_nodes_.empty() || set_aside_;
+    if (ev.kind == HealthEvidence::Kind::kHashAgreed && replaying && ev.step >= replay_step_) {
       Finding f;
       f.job = monitor_->context().job;
       f.attempt = attempt;
-      f.kind = FindingKind::kSdcTransient;
-      f.nodes.assign(replay_nodes_.begin(), replay_nodes_.end());
       f.step = ev.step;
       f.detected_at = now;
-      f.detail = "the replay's parameter hashes agree at step " + std::to_string(ev.step) +
-                 ": the earlier mismatch was transient; no node is blamed";
-      replay_nodes_.clear();
-      replay_step_ = -1;
+      const std::string agree = "the replay's parameter hashes agree at step " + std::to_string(ev.step);
+      if (set_aside_) {  // the mismatch came back with it and stops without it
+        f.kind = FindingKind::kSdcConfirmed;
+        f.nodes = {*set_aside_};
+        f.detail = agree + " with the ranks of " + *set_aside_ + " moved off it, after the mismatch " +
+                   "recurred on a replay with it: " + *set_aside_ + " corrupts";
+      } else {
+        f.kind = FindingKind::kSdcTransient;
+        f.nodes.assign(replay_nodes_.begin(), replay_nodes_.end());
+        f.detail = agree + ": the earlier mismatch was transient; no node is blamed";
+      }
+      EndReplay();
       out.findings.push_back(std::move(f));
     }
   }

@@ -50,10 +50,7 @@ class JobHealth {
     external_pending_ = false;
   }
   // The job ended: replay bookkeeping is dropped.
-  void OnJobEnd() {
-    replay_nodes_.clear();
-    replay_step_ = -1;
-  }
+  void OnJobEnd() { EndReplay(); }
   // Recovery at start-up: stored checkpoints and the resume steps of the job's past attempts.
   void Restore(const std::vector<Checkpoint>& checkpoints,
                const std::vector<std::pair<int, int64_t>>& resumes,
@@ -78,7 +75,8 @@ class JobHealth {
     bool good_progress = false;  // a checkpoint of the running attempt became good
   };
   // Runs the detectors (nothing before watching) and forwards their evidence to the ledger. A clean hash
-  // check after an SDC replay yields an sdc_transient finding and clears the replay nodes.
+  // check after an SDC replay yields an sdc_transient finding (sdc_confirmed naming the node the replay
+  // set aside, if any) and clears the replay nodes.
   // `listening_since`: health/lateness.h (silence counts from there at the earliest).
   // Nothing is judged while the job is suspended as a whole (a Slurm allocation suspended); once it runs
   // again, silence counts from then (`listening_since` is raised to the resume).
@@ -98,9 +96,22 @@ class JobHealth {
 
   // An SDC replay was started on `nodes` (recovery's decision) to recompute the mismatch at `step`: only a
   // check that agrees at or after that step says it was transient (the replay agrees before it anyway).
-  void OnReplayStarted(const std::vector<std::string>& nodes, std::optional<int64_t> step = std::nullopt) {
+  // `set_aside`: a suspect whose ranks this replay moved off; such a check then confirms it (sdc_confirmed)
+  // instead, and it is no longer a replay node.
+  void OnReplayStarted(const std::vector<std::string>& nodes, std::optional<int64_t> step = std::nullopt,
+                       std::optional<std::string> set_aside = std::nullopt) {
+    if (set_aside) {
+      replay_nodes_.erase(*set_aside);
+      set_aside_ = std::move(set_aside);
+    }
     replay_nodes_.insert(nodes.begin(), nodes.end());
     if (step) replay_step_ = std::max(replay_step_, *step);
+  }
+  // The SDC is settled (its node cordoned): a later agreeing check is no verdict on the replay.
+  void EndReplay() {
+    replay_nodes_.clear();
+    set_aside_.reset();
+    replay_step_ = -1;
   }
   const std::set<std::string>& pending_replay_nodes() const { return replay_nodes_; }
   // Some hash check agreed across all replicas (this run), or a checkpoint was graded good.
@@ -150,8 +161,9 @@ class JobHealth {
   Time attempt_started_at_{};
   CheckpointLedger ledger_;
   std::set<std::string> replay_nodes_;
-  int64_t replay_step_ = -1;    // the mismatch a replay recomputes (OnReplayStarted)
-  bool hashes_agreed_ = false;  // a kHashAgreed evidence was seen
+  std::optional<std::string> set_aside_;  // the suspect the running replay moved off
+  int64_t replay_step_ = -1;              // the mismatch a replay recomputes (OnReplayStarted)
+  bool hashes_agreed_ = false;            // a kHashAgreed evidence was seen
   bool suspended_ = false;
   std::optional<Time> suspended_until_;
   Time resumed_at_{};

@@ -66,6 +66,7 @@ Result<RecoveryDecision> RecoveryExecutor::ForceRestart(const std::string& job, 
 void RecoveryExecutor::Execute(const std::string& job, const RecoveryDecision& d, bool automatic,
                                JobHealth& health, const std::string& source, Time now, WriteBatch* batch) {
   for (const NodeAction& a : d.node_actions) inventory_->Apply(a, source, now, batch);
+  if (d.sdc_settled) health.EndReplay();
   Restarts& st = state_[job];
   switch (d.action) {
     case RecoveryDecision::kNone:
@@ -82,7 +83,7 @@ void RecoveryExecutor::Execute(const std::string& job, const RecoveryDecision& d
       break;
     case RecoveryDecision::kRestart:
       jobs_->EndAttempt(job, now, batch);
-      if (d.replay) health.OnReplayStarted(d.replay_nodes, d.replay_step);
+      if (d.replay) health.OnReplayStarted(d.replay_nodes, d.replay_step, d.set_aside);
       if (d.not_before > now) {
         jobs_->SetState(job, JobState::kRecovering,
                         d.reason + " (backoff until " + FormatRfc3339(d.not_before) + ")", now, batch);

@@ -158,6 +158,10 @@ struct Verdict {
   std::vector<NodeAction> faulty;
   std::set<std::string> avoid;  // leave these nodes without blaming them
   std::vector<std::string> replay_nodes;
+  std::optional<std::string> set_aside;  // replay: the suspect moved off (also in avoid)
+  std::set<std::string> suspects;        // set_aside: every node the recurrence left undecided
+  bool restart = true;                   // false: the node actions only (the job runs on)
+  bool settles_sdc = false;
   std::string why;
 };
 
@@ -235,6 +239,13 @@ Verdict Judge(const RecoveryInput& in) {
     std::set<std::string> nodes = Implicated(f, in.placement, false);
     Blame(nodes, NodeActionKind::kCordon, WithDetail(kind, f), &v);
     v.why = kind + (k == FindingKind::kSdcConfirmed ? " on " : " (majority vote) on ") + Join(nodes);
+    if (k == FindingKind::kSdcConfirmed) {
+      v.settles_sdc = true;
+      // The node a replay set aside: the job already runs without it, healthy.
+      v.restart = std::any_of(in.placement.ranks.begin(), in.placement.ranks.end(),
+                              [&](const RankSlot& s) { return nodes.count(s.node) != 0; });
+      if (!v.restart) v.why += ", which runs none of the job's ranks: the job runs on";
+    }
   } else if (k == FindingKind::kSdcSuspected && f.sdc_verdict == SdcVerdict::kNoAgreement) {
     v.act = false;
     v.why =
@@ -251,9 +262,21 @@ Verdict Judge(const RecoveryInput& in) {
     for (const std::string& n : in.pending_replay_nodes) {
       if (nodes.count(n) != 0) again.insert(n);
     }
-    if (!again.empty()) {
+    if (again.size() == 1) {
       Blame(again, NodeActionKind::kCordon, "persistent SDC: mismatch recurred after a replay", &v);
+      v.settles_sdc = true;
       v.why = "persistent SDC on " + Join(again) + ": the mismatch recurred after a replay";
+    } else if (!again.empty()) {
+      // Each was there at both mismatches (two replicas): cordoning them all would cordon a healthy node.
+      // Replay once more with the first one's ranks elsewhere, unblamed; the outcome names the node.
+      v.set_aside = *again.begin();
+      v.avoid.insert(*v.set_aside);
+      v.suspects = again;
+      v.replay = true;
+      for (const std::string& n : again)
+        if (n != *v.set_aside) v.replay_nodes.push_back(n);
+      v.why = "SDC recurred after a replay on " + Join(again) + ": replay again without " + *v.set_aside +
+              " to tell which node corrupts";
     } else {
       v.replay = true;
       v.replay_nodes.assign(nodes.begin(), nodes.end());
@@ -280,6 +303,24 @@ Verdict Judge(const RecoveryInput& in) {
   return v;
 }
 
+// A set-aside replay needs a node to take the suspect's ranks. Without one, nothing can tell the suspects
+// apart: each was present at both mismatches, so every one of them is cordoned.
+void SetAsideOrCordon(const RecoveryInput& in, Verdict* v) {
+  RecoveryDecision probe;
+  Relocate(in.job, in.placement, in.cluster, v->faulty, v->avoid, &probe);
+  if (probe.action != RecoveryDecision::kQueue) return;
+  v->avoid.erase(*v->set_aside);
+  v->set_aside.reset();
+  v->replay = false;
+  v->replay_nodes.clear();
+  v->settles_sdc = true;
+  Blame(v->suspects, NodeActionKind::kCordon,
+        "persistent SDC: mismatch recurred after a replay; no node to replay without one of them", v);
+  v->why = "persistent SDC on one of " + Join(v->suspects) +
+           ": the mismatch recurred after a replay, and no spare or free node can take one's ranks to tell "
+           "which: all cordoned";
+}
+
 }  // namespace
 
 RecoveryDecision DecideRecovery(const RecoveryInput& in) {
@@ -297,6 +338,7 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
     return d;
   }
   Verdict v = Judge(in);
+  if (v.set_aside) SetAsideOrCordon(in, &v);
   d.reason = v.why;
   if (!v.act) {
     if (f.kind == FindingKind::kStraggler) d.actions.push_back("report only: straggler");
@@ -313,8 +355,10 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
                               : "record only: every rank paused or frozen while its agent lists it running");
     return d;
   }
+  d.sdc_settled = v.settles_sdc;
   d.node_actions = v.faulty;
   for (const NodeAction& a : v.faulty) d.actions.push_back(std::string(ToString(a.action)) + " " + a.node);
+  if (!v.restart) return d;
   d.actions.push_back("stop attempt " + std::to_string(job.attempt));
 
   const Policy& policy = job.spec.policy;
@@ -344,8 +388,12 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   if (d.action == RecoveryDecision::kRestart) {
     d.replay = v.replay;
     d.replay_nodes = v.replay_nodes;
+    d.set_aside = v.set_aside;
     if (v.replay) d.replay_step = f.step;
-    if (v.replay)
+    if (v.set_aside)
+      d.actions.push_back("replay without " + *v.set_aside + ": a check that agrees confirms it, a " +
+                          "recurrence clears it");
+    else if (v.replay)
       d.actions.push_back("replay on the same nodes: " +
                           Join({v.replay_nodes.begin(), v.replay_nodes.end()}));
   }

@@ -18,13 +18,19 @@
 //  - hang with culprit ranks: cordon the culprits' nodes (suspects) and replace them. Hang with no ranks but
 //    nodes (communication fault): restart without blame the first time (often transient); cordon the nodes
 //    that an earlier communication-fault hang also named. Hang with neither: restart without blame.
-//  - sdc_confirmed: cordon the named nodes. sdc_suspected with verdict kMajority (3+ replicas, the odd
-//    one out named): cordon the culprits' nodes and restart from last-known-good. sdc_suspected with verdict
-//    kNeedsReplay (2 replicas, or no majority such as a 2-2 split): restart from last-known-good on the
-//    SAME nodes with replay = true; the caller remembers replay_nodes (pending_replay_nodes next time). If a
-//    node it implicates is among pending_replay_nodes, the corruption is persistent: cordon those nodes and
-//    replace them (no replay). Neither while no hash check of the job has ever agreed
-//    (hashes_ever_agreed false), nor with verdict kNoAgreement (3+ replicas, no two equal): kNone, recorded.
+//  - sdc_confirmed: cordon the named nodes and replace them; a named node that hosts no rank of the job
+//    any more (the one a replay set aside) is cordoned with nothing restarted. sdc_suspected with verdict
+//    kMajority (3+ replicas, the odd one out named): cordon the culprits' nodes and restart from
+//    last-known-good. sdc_suspected with verdict kNeedsReplay (2 replicas, or no majority such as a 2-2
+//    split): restart from last-known-good on the SAME nodes with replay = true; the caller remembers
+//    replay_nodes (pending_replay_nodes next time). If ONE node it implicates is among pending_replay_nodes,
+//    the corruption is persistent there: cordon it and replace it (no replay; sdc_settled). If several are
+//    (both replicas' nodes: each was there both times), one of them is set aside: its ranks move to another
+//    node without blame and the job replays again (set_aside); a check that then agrees confirms it (the
+//    caller's sdc_confirmed), a recurrence clears it and judges the others. With no node to move its ranks
+//    to, every one of them is cordoned (no way to tell them apart). Neither while no hash check of the job
+//    has ever agreed (hashes_ever_agreed false), nor with verdict kNoAgreement (3+ replicas, no two equal):
+//    kNone, recorded.
 //  - grad_norm_spike: kNone, recorded (an outlier batch under clipping is normal training; corrupted
 //    parameters show in the replicas' hashes).
 //  - loss_divergence, nonfinite_loss: restart from last-known-good without blame (the
@@ -85,6 +91,10 @@ struct RecoveryDecision {
   std::vector<std::string> replay_nodes;  // replay: the nodes to pass to SdcHistory::OnReplayStarted
   // replay: the step whose check mismatched; only a check that agrees at or after it clears the nodes.
   std::optional<int64_t> replay_step;
+  // replay: the suspect whose ranks this replay moves off (not blamed); it is no longer a replay node.
+  std::optional<std::string> set_aside;
+  // The SDC question is answered (its nodes cordoned): the caller forgets the job's replay state.
+  bool sdc_settled = false;
   // Whether the restart counts against policy.max_restarts (and the backoff): not when the ranks were
   // fenced while the daemon was late (its slowness is never the job's). A fence without the daemon's
   // lateness (the network path of one agent) still spends it, which bounds a loop on a flaky link.

@@ -42,6 +42,47 @@ class RecoveryExecutorTest : public ::testing::Test {
     return f;
   }
   const Node& NodeOf(const std::string& id) { return *inv_.Find(id); }
+  // Every rank of the running attempt reports the same parameter hash at `step`.
+  ReportBatch Hashes(int64_t step, const std::string& hash) {
+    ReportBatch b;
+    for (int r = 0; r < 4; ++r) {
+      Report h;
+      h.rank = r;
+      h.attempt = jobs_.Find(job_)->job.attempt;
+      h.time = Now();
+      h.kind = ReportKind::kParamHash;
+      h.step = step;
+      h.hash = hash;
+      b.reports.emplace_back(r, h);
+    }
+    return b;
+  }
+  // A 2-2 split at step 10 (replicated hashes agreed at step 5), replayed on the same nodes, recurs on the
+  // replay: the next attempt runs without n0 (its ranks on the spare), nothing cordoned.
+  void RecurOnAReplay() {
+    health_->Ingest(Hashes(5, "aa"), Now());
+    ReportBatch steps = Hashes(12, "");  // the first attempt got somewhere (no loop breaker's "no progress")
+    for (auto& [i, r] : steps.reports) r.kind = ReportKind::kHeartbeat;
+    health_->Ingest(steps, Now());
+    health_->Evaluate(Now());
+    for (int attempt = 1; attempt <= 2; ++attempt) {
+      Finding f = Make(FindingKind::kSdcSuspected, {0, 1, 2, 3}, {"n0", "n1"});
+      f.sdc_verdict = SdcVerdict::kNeedsReplay;
+      f.step = 10;
+      f.id = "f-" + std::to_string(attempt);
+      rec_.OnFinding(f, *health_, {}, Now(), &b_);
+      clock_.AdvanceSeconds(60);  // the second restart backs off
+      rec_.StartDue(Now(), &b_);
+      health_->OnAttemptEnd(attempt);
+      health_->OnAttemptStart(jobs_.Find(job_)->job, *jobs_.Find(job_)->attempt,
+                              JobHealth::Launch::kRecovered, Now());
+    }
+    ASSERT_EQ(jobs_.Find(job_)->job.attempt, 3);
+    ASSERT_EQ(PlacedNodes(), (std::set<std::string>{"sp0", "n1"}));
+    ASSERT_TRUE(NodeOf("n0").schedulable);
+    ASSERT_TRUE(NodeOf("n1").schedulable);
+    ASSERT_EQ(health_->pending_replay_nodes(), (std::set<std::string>{"n1"}));
+  }
   std::set<std::string> PlacedNodes() {
     std::set<std::string> out;
     for (const RankSlot& r : jobs_.Find(job_)->attempt->placement.ranks) out.insert(r.node);
@@ -59,18 +100,7 @@ class RecoveryExecutorTest : public ::testing::Test {
 
 TEST_F(RecoveryExecutorTest, TwoTwoSplitAtDpFourIsReplayedOnTheSameNodesWithoutCordon) {
   // An earlier check agreed (replicas that never agreed are recorded only: NoMajority... in recovery_test).
-  ReportBatch agree;
-  for (int r = 0; r < 4; ++r) {
-    Report h;
-    h.rank = r;
-    h.attempt = jobs_.Find(job_)->job.attempt;
-    h.time = Now();
-    h.kind = ReportKind::kParamHash;
-    h.step = 5;
-    h.hash = "aa";
-    agree.reports.emplace_back(r, h);
-  }
-  health_->Ingest(agree, Now());
+  health_->Ingest(Hashes(5, "aa"), Now());
   health_->Evaluate(Now());
   ASSERT_TRUE(health_->HashesEverAgreed());
   // The verdict travels on the finding (the detector's), whatever DP is.
@@ -83,6 +113,47 @@ TEST_F(RecoveryExecutorTest, TwoTwoSplitAtDpFourIsReplayedOnTheSameNodesWithoutC
   EXPECT_EQ(jobs_.Find(job_)->job.attempt, 2);
   EXPECT_EQ(PlacedNodes(), (std::set<std::string>{"n0", "n1"}));
   EXPECT_EQ(health_->pending_replay_nodes(), (std::set<std::string>{"n0", "n1"}));
+}
+
+// Without n0 the replay's hashes agree past the mismatch: n0 is confirmed and cordoned; the job runs on.
+TEST_F(RecoveryExecutorTest, AReplayWithoutOneSuspectThatAgreesConfirmsIt) {
+  RecurOnAReplay();
+  health_->Ingest(Hashes(10, "cc"), Now());
+  JobHealth::Evaluation ev = health_->Evaluate(Now());
+  ASSERT_EQ(ev.findings.size(), 1u);
+  Finding& f = ev.findings[0];
+  EXPECT_EQ(f.kind, FindingKind::kSdcConfirmed);
+  EXPECT_EQ(f.nodes, (std::vector<std::string>{"n0"}));
+  f.id = "f-2";
+  rec_.OnFinding(f, *health_, {}, Now(), &b_);
+  EXPECT_FALSE(NodeOf("n0").schedulable);
+  EXPECT_TRUE(NodeOf("n1").schedulable);
+  EXPECT_EQ(jobs_.Find(job_)->job.attempt, 3);  // not restarted
+  EXPECT_EQ(f.actions, (std::vector<std::string>{"cordon n0"}));
+  EXPECT_TRUE(health_->pending_replay_nodes().empty());
+}
+
+// Without n0 the mismatch recurs (spare and n1): n1 is cordoned, n0 is not, and the settled replay gives no
+// verdict at a later agreeing check (it said "transient" about a node just cordoned).
+TEST_F(RecoveryExecutorTest, AReplayWithoutOneSuspectThatRecursNamesTheOther) {
+  RecurOnAReplay();
+  Finding f = Make(FindingKind::kSdcSuspected, {0, 1, 2, 3}, {"sp0", "n1"});
+  f.sdc_verdict = SdcVerdict::kNeedsReplay;
+  f.step = 10;
+  f.id = "f-3";
+  rec_.OnFinding(f, *health_, {}, Now(), &b_);
+  clock_.AdvanceSeconds(60);
+  rec_.StartDue(Now(), &b_);
+  EXPECT_FALSE(NodeOf("n1").schedulable) << ::testing::PrintToString(f.actions);
+  EXPECT_TRUE(NodeOf("n0").schedulable);
+  EXPECT_TRUE(NodeOf("sp0").schedulable);
+  EXPECT_EQ(jobs_.Find(job_)->job.attempt, 4);
+  EXPECT_TRUE(health_->pending_replay_nodes().empty());
+  health_->OnAttemptEnd(3);
+  health_->OnAttemptStart(jobs_.Find(job_)->job, *jobs_.Find(job_)->attempt, JobHealth::Launch::kRecovered,
+                          Now());
+  health_->Ingest(Hashes(10, "cc"), Now());
+  EXPECT_TRUE(health_->Evaluate(Now()).findings.empty());
 }
 
 TEST_F(RecoveryExecutorTest, MajorityVerdictCordonsTheCulpritsNodeAndUsesTheSpare) {

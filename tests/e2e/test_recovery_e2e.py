@@ -20,13 +20,13 @@ WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../clients
 PYTHON = "/usr/bin/python3"  # Debian's python3-torch lives here
 
 
-def job_spec(ckpt_dir, extra_args=(), command=None, dp=4):
+def job_spec(ckpt_dir, extra_args=(), command=None, dp=4, gpus_per_node=2):
     return {
         "name": "ddp-e2e",
         "model": {"parameters": 1e6, "layers": 2, "hidden": 64, "heads": 4, "seq_len": 64, "vocab": 1000},
         "training": {"global_batch_size": 64, "micro_batch_size": 1},
         "parallelism": {"tp": 1, "pp": 1, "dp": dp, "zero_stage": 0},
-        "resources": {"gpus": dp, "gpus_per_node": 2, "gpu_memory_gib": 80},
+        "resources": {"gpus": dp, "gpus_per_node": gpus_per_node, "gpu_memory_gib": 80},
         "command": command or [PYTHON, TRAIN, "--steps", "100000", "--step-sleep", "0.1", "--ckpt-dir", ckpt_dir,
                                "--ckpt-every", "5", "--sdc-every", "5", "--pg-timeout", "120"] + list(extra_args),
         "env": {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"},
@@ -38,20 +38,25 @@ def job_spec(ckpt_dir, extra_args=(), command=None, dp=4):
 
 
 class RecoveryE2E(unittest.TestCase):
+    # Tests whose replicas must be on different nodes get one-GPU nodes (placement packs a node first).
+    ONE_GPU_NODES = ("test_two_replica_mismatch_recurring_is_told_apart_by_a_replay_without_one_node",)
+
     def setUp(self):
         self.c = Cluster()
-        self.c.start_agent("n0", topology="spine=s0,leaf=l0")
-        self.c.start_agent("n1", topology="spine=s0,leaf=l0")
-        self.c.start_agent("sp0", topology="spine=s0,leaf=l0", spare=True)
-        self.c.start_agent("sp1", topology="spine=s0,leaf=l1", spare=True)
+        gpus = 1 if self._testMethodName in self.ONE_GPU_NODES else 2
+        self.c.start_agent("n0", gpus=gpus, topology="spine=s0,leaf=l0")
+        self.c.start_agent("n1", gpus=gpus, topology="spine=s0,leaf=l0")
+        self.c.start_agent("sp0", gpus=gpus, topology="spine=s0,leaf=l0", spare=True)
+        self.c.start_agent("sp1", gpus=gpus, topology="spine=s0,leaf=l1", spare=True)
 
     def tearDown(self):
         code = self.c.close()
         self.assertEqual(code, 0, "shepherdd did not exit cleanly on SIGTERM")
 
     # ---- helpers
-    def submit(self, extra_args=(), command=None, dp=4):
-        job = self.c.api("POST", "/v1/jobs", job_spec(self.c.path("ckpt"), extra_args, command, dp), expect=201)
+    def submit(self, extra_args=(), command=None, dp=4, gpus_per_node=2):
+        spec = job_spec(self.c.path("ckpt"), extra_args, command, dp, gpus_per_node)
+        job = self.c.api("POST", "/v1/jobs", spec, expect=201)
         # Launching until every node's agent has started its ranks (then running).
         self.assertEqual(job["state"], "launching")
         self.c.wait_for(lambda: self.c.api("GET", "/v1/jobs/" + job["id"])["state"] == "running", 60,
@@ -206,6 +211,34 @@ class RecoveryE2E(unittest.TestCase):
         for node in ("n0", "n1", "sp0"):
             self.assertNotEqual(self.c.api("GET", "/v1/nodes/" + node)["state"], "cordoned")
         self.timing("sdc_dp2_replay", detect_s, resume_s)
+
+    def test_two_replica_mismatch_recurring_is_told_apart_by_a_replay_without_one_node(self):
+        # DP = 2, one rank per node (n0, n1); n0 corrupts its replica after step 12 in every attempt. The
+        # replay on the same nodes mismatches again: one of the two corrupts. The next replay moves n0's rank
+        # to a spare without blame; its hashes agree, so n0 is confirmed and cordoned, n1 never is, and the
+        # job runs on (before, both nodes were cordoned).
+        job = self.submit(["--corrupt-node", "n0:12"], dp=2, gpus_per_node=1)
+        self.assertEqual({r["node"] for r in self.c.api("GET", "/v1/jobs/%s/placement" % job)["ranks"]},
+                         {"n0", "n1"})
+
+        def failures(kind):
+            return [x for x in self.c.api("GET", "/v1/jobs/%s/failures" % job)["failures"] if x["kind"] == kind]
+        confirmed = self.c.wait_for(lambda: failures("sdc_confirmed"), 300, "the replay without n0 to agree")
+        self.assertEqual(confirmed[0]["nodes"], ["n0"], confirmed)
+        self.assertEqual(confirmed[0]["actions"], ["cordon n0"], confirmed)
+        suspected = failures("sdc_suspected")
+        self.assertEqual([x["attempt"] for x in suspected], [1, 2], suspected)
+        self.assertIn("avoid n0 (no blame)", suspected[1]["actions"])
+        self.assertEqual(self.c.api("GET", "/v1/nodes/n0")["state"], "cordoned")
+        for node in ("n1", "sp0", "sp1"):
+            self.assertNotEqual(self.c.api("GET", "/v1/nodes/" + node)["state"], "cordoned", node)
+        j = self.c.api("GET", "/v1/jobs/" + job)
+        self.assertEqual((j["state"], j["current_attempt"]["number"]), ("running", 3), j)
+        self.assertEqual({r["node"] for r in self.c.api("GET", "/v1/jobs/%s/placement" % job)["ranks"]},
+                         {"sp0", "n1"})
+        step = self.job_step(job)
+        self.c.wait_for(lambda: self.job_step(job) >= step + 5, 60, "training to go on in attempt 3")
+        self.assertEqual(self.c.api("GET", "/v1/jobs/" + job)["current_attempt"]["number"], 3)
 
 
 if __name__ == "__main__":

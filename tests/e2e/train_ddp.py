@@ -16,7 +16,9 @@ continues at its step + 1, printing "resumed from step N".
 
 Fault hook for end-to-end tests: --corrupt RANK:STEP (or SHEPHERD_TEST_CORRUPT when run by hand; the
 daemon does not pass SHEPHERD_* job env) adds 1e-3 to one weight of that rank after that step's optimizer
-step, only in attempt --corrupt-attempt (default 1), so the replicas diverge from then on.
+step, only in attempt --corrupt-attempt (default 1), so the replicas diverge from then on. --corrupt-node
+NODE:STEP is a node's persistent fault instead: in every attempt, the rank running on NODE (its working
+directory is that node agent's, agent-NODE, as tests/e2e/cluster.py starts them) corrupts after STEP.
 
 Runs without shepherdd too: with SHEPHERD_URL unset the client is a no-op.
 """
@@ -87,6 +89,7 @@ def main() -> int:
     p.add_argument("--sdc-every", type=int, default=int(env.get("SHEPHERD_SDC_EVERY") or 10), help="0: never")
     p.add_argument("--corrupt", default=env.get("SHEPHERD_TEST_CORRUPT"), help="RANK:STEP")
     p.add_argument("--corrupt-attempt", type=int, default=1)
+    p.add_argument("--corrupt-node", default="", help="NODE:STEP, every attempt")
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--pg-timeout", type=float, default=300.0, help="gloo collective timeout, seconds")
     args = p.parse_args()
@@ -102,6 +105,10 @@ def main() -> int:
 
     client = ShepherdClient.from_env()
     corrupt = parse_corrupt(args.corrupt) if client.attempt == args.corrupt_attempt else None
+    if args.corrupt_node:
+        node, at = args.corrupt_node.split(":")
+        if os.path.basename(os.getcwd()) == "agent-" + node:
+            corrupt = (rank, int(at))
     ckpt_dir = os.path.abspath(args.ckpt_dir)
 
     dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world,

@@ -22,9 +22,9 @@ TEST_F(RecoveryTest, NoMajorityWhileNoCheckEverAgreedIsRecordedOnly) {
   replay_nodes_ = {"node-01", "node-02"};  // even as a recurrence after a replay
   d = Decide(MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"}), true);
   EXPECT_TRUE(d.node_actions.empty()) << Dump(d);
-  hashes_agreed_ = true;
+  hashes_agreed_ = true;  // a recurrence that counts: the replay sets one of them aside
   d = Decide(MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"}), true);
-  EXPECT_EQ(d.node_actions.size(), 2u) << Dump(d);
+  EXPECT_EQ(d.set_aside, "node-01") << Dump(d);
 }
 
 // No two of 3+ replicas agree (verdict no_agreement): not replicated state, recorded, even after checks that
@@ -42,7 +42,10 @@ TEST_F(RecoveryTest, NoTwoReplicasAgreeingIsRecordedOnly) {
   EXPECT_TRUE(Has(d.actions, "record only: no two replicas agree (state that is not replicated)")) << Dump(d);
 }
 
-TEST_F(RecoveryTest, TwoReplicaSdcReplaysOnTheSameNodesThenCordonsOnRecurrence) {
+// Two replicas mismatch, then again on the replay: each node was there both times, and cordoning both
+// cordoned a healthy one. The next replay moves one of them off (no blame); a recurrence there names the
+// other.
+TEST_F(RecoveryTest, TwoReplicaSdcRecurringIsToldApartByAReplayWithoutOneOfThem) {
   Build();
   lkg_ = Ckpt(40, CheckpointStatus::kGood);
   latest_ = Ckpt(50, CheckpointStatus::kComplete);
@@ -51,23 +54,74 @@ TEST_F(RecoveryTest, TwoReplicaSdcReplaysOnTheSameNodesThenCordonsOnRecurrence) 
   RecoveryDecision d1 = Decide(f, /*needs_replay=*/true);
   ASSERT_EQ(d1.action, RecoveryDecision::kRestart) << Dump(d1);
   EXPECT_TRUE(d1.replay);
+  EXPECT_FALSE(d1.set_aside);
   EXPECT_TRUE(d1.node_actions.empty());
   EXPECT_EQ(d1.replay_nodes, (std::vector<std::string>{"node-01", "node-02"}));
   EXPECT_EQ(d1.new_placement->ranks, placement_.ranks);
   EXPECT_EQ(d1.resume_from->id, "job-1/1/40");
   replay_nodes_.insert(d1.replay_nodes.begin(), d1.replay_nodes.end());
 
-  // The replay (attempt 2, same nodes) mismatches again: persistent. Two replicas cannot say which node,
-  // so both are cordoned and replaced (node-03 in the leaf, then node-05 in the spine).
+  // The replay (attempt 2, same nodes) mismatches again: persistent, on one of the two.
   job_.attempt = 2, job_.restarts = 1;
   placement_.attempt = 2;
   RecoveryDecision d2 =
       Decide(MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"}, 2), true);
   ASSERT_EQ(d2.action, RecoveryDecision::kRestart) << Dump(d2);
-  EXPECT_FALSE(d2.replay);
-  ASSERT_EQ(d2.node_actions.size(), 2u);
-  EXPECT_EQ(d2.node_actions[0].action, NodeActionKind::kCordon);
-  EXPECT_EQ(d2.replaced, (std::vector<std::string>{"node-01->node-03 (leaf)", "node-02->node-05 (spine)"}));
+  EXPECT_TRUE(d2.node_actions.empty()) << Dump(d2);
+  EXPECT_FALSE(d2.sdc_settled);
+  EXPECT_TRUE(d2.replay);
+  EXPECT_EQ(d2.set_aside, "node-01");
+  EXPECT_EQ(d2.replay_nodes, (std::vector<std::string>{"node-02"}));
+  EXPECT_EQ(d2.replaced, (std::vector<std::string>{"node-01->node-03 (leaf)"}));
+  EXPECT_EQ(d2.resume_from->id, "job-1/1/40");
+  EXPECT_TRUE(
+      Has(d2.actions, "replay without node-01: a check that agrees confirms it, a recurrence clears it"))
+      << Dump(d2);
+
+  // That replay mismatches too (node-03 and node-02 now): node-02 is the one, node-01 goes back unblamed.
+  replay_nodes_ = {"node-02"};  // JobHealth drops the node set aside
+  job_.attempt = 3, job_.restarts = 2;
+  placement_ = *d2.new_placement;
+  cluster_ = Cluster();
+  Build();
+  RecoveryDecision d3 =
+      Decide(MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-03", "node-02"}, 3), true);
+  ASSERT_EQ(d3.action, RecoveryDecision::kRestart) << Dump(d3);
+  EXPECT_FALSE(d3.replay);
+  EXPECT_TRUE(d3.sdc_settled);
+  ASSERT_EQ(d3.node_actions.size(), 1u) << Dump(d3);
+  EXPECT_EQ(d3.node_actions[0].node, "node-02");
+  EXPECT_EQ(d3.node_actions[0].action, NodeActionKind::kCordon);
+}
+
+// With no node to take one suspect's ranks, nothing can tell them apart: both are cordoned, saying why.
+TEST_F(RecoveryTest, TwoReplicaSdcRecurringWithNoRoomToSetOneAsideCordonsBoth) {
+  Build({"node-03", "node-04", "node-05", "node-06", "node-07"});
+  replay_nodes_ = {"node-01", "node-02"};
+  RecoveryDecision d = Decide(MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"}), true);
+  EXPECT_FALSE(d.replay);
+  EXPECT_FALSE(d.set_aside);
+  EXPECT_TRUE(d.sdc_settled);
+  ASSERT_EQ(d.node_actions.size(), 2u) << Dump(d);
+  EXPECT_NE(d.node_actions[0].reason.find("no node to replay without one of them"), std::string::npos)
+      << d.node_actions[0].reason;
+  EXPECT_EQ(d.action, RecoveryDecision::kQueue) << Dump(d);
+}
+
+// The replay without node-01 agreed (JobHealth's sdc_confirmed names node-01, which runs no rank now): it is
+// cordoned, and the job, healthy on its replacement, runs on.
+TEST_F(RecoveryTest, AConfirmedSdcOnANodeTheJobNoLongerUsesCordonsItAndRestartsNothing) {
+  Build();
+  RecoveryDecision d = Decide(MakeFinding(FindingKind::kSdcConfirmed, {}, {"node-05"}), false);
+  EXPECT_EQ(d.action, RecoveryDecision::kNone) << Dump(d);
+  ASSERT_EQ(d.node_actions.size(), 1u);
+  EXPECT_EQ(d.node_actions[0].node, "node-05");
+  EXPECT_TRUE(d.sdc_settled);
+  EXPECT_FALSE(d.new_placement);
+  EXPECT_EQ(d.actions, (std::vector<std::string>{"cordon node-05"}));
+  // On a node the job runs on: cordon, replace, restart.
+  d = Decide(MakeFinding(FindingKind::kSdcConfirmed, {}, {"node-02"}), false);
+  EXPECT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
 }
 
 TEST_F(RecoveryTest, SdcRecurringOnOneNodeOfAnEarlierReplayCordonsThatNodeOnly) {
