@@ -5,7 +5,8 @@
 namespace shepherd {
 
 AgentBoard::HeartbeatOutcome AgentBoard::OnHeartbeat(const std::string& node, const AgentHeartbeat& hb,
-                                                     Time now, const KnowsAttempt& knows) {
+                                                     Time now, const KnowsAttempt& knows,
+                                                     std::optional<Time> cordoned_at) {
   HeartbeatOutcome out;
   const bool first = !Heard(node);
   Agent& agent = agents_[node];
@@ -32,6 +33,10 @@ AgentBoard::HeartbeatOutcome AgentBoard::OnHeartbeat(const std::string& node, co
   }
   for (const GpuFault& g : hb.gpu_faults)
     if (agent.faults_seen.insert(std::to_string(g.gpu) + ":" + g.kind).second) out.new_faults.push_back(g);
+  if (agent.checks_since != cordoned_at) {
+    agent.checks_since = cordoned_at;
+    agent.check_passes = 0;
+  }
   if (hb.health_check && hb.health_check->seq != agent.check_seq) {
     agent.check_seq = hb.health_check->seq;
     agent.check_passes = hb.health_check->ok ? agent.check_passes + 1 : 0;

@@ -50,8 +50,10 @@ class AgentBoard {
   // `knows`: whether the daemon has a record of a running process's (job, attempt); those it has not are
   // tracked as unknown. The node's long polls are answered when this is its first heartbeat since the
   // daemon started or its keep list changed.
+  // `cordoned_at`: the node's cordon, if any; passes count from a new cordon on (those before it say
+  // nothing about what it was cordoned for).
   HeartbeatOutcome OnHeartbeat(const std::string& node, const AgentHeartbeat& hb, Time now,
-                               const KnowsAttempt& knows);
+                               const KnowsAttempt& knows, std::optional<Time> cordoned_at = std::nullopt);
   // Agents silent for the node timeout, counted from max(last heartbeat, listening_since) (the daemon's own
   // stalls are not the agents' silence, health/lateness.h): declared lost now (once per silence). Their
   // nodes (sorted) with how long each was silent.
@@ -122,7 +124,8 @@ class AgentBoard {
     bool running_unknown = false;       // restored at start-up, no heartbeat yet
     std::set<std::string> faults_seen;  // "gpu:kind" already reported
     int64_t check_seq = 0;              // the last health-check run counted
-    int check_passes = 0;               // consecutive passes
+    int check_passes = 0;               // consecutive passes (since checks_since's cordon)
+    std::optional<Time> checks_since;   // the cordon the passes are counted for
   };
   struct Gate {
     int attempt = 0;

@@ -110,18 +110,18 @@ void Controller::MarkLaunched(const std::string& job, Time now, WriteBatch* batc
   spdlog::info("job {} attempt {} launched", job, e->job.attempt);
 }
 
+std::set<std::string> Controller::UnservedNodes() const {
+  std::set<std::string> out;
+  for (const Node* n : inventory_.cluster().nodes())
+    if (IsUsable(*n) && !agents_.Live(n->id)) out.insert(n->id);
+  return out;
+}
+
 void Controller::Schedule(Time now, WriteBatch* batch) {
-  // Nodes no live agent serves (never attached since the daemon started, or lost): a job our agents launch
-  // goes there only when it fits nowhere else, or it waits its launch timeout (a first deployment's
-  // inventory file lists nodes before their agents run). Read only when a job is to be placed.
-  auto unserved = [this] {
-    std::set<std::string> out;
-    for (const Node* n : inventory_.cluster().nodes())
-      if (IsUsable(*n) && !agents_.Live(n->id)) out.insert(n->id);
-    return out;
-  };
+  // A job our agents launch goes to a node no live agent serves only when it fits nowhere else, or it waits
+  // its launch timeout (a first deployment's inventory file lists nodes before their agents run).
   jobs_.Schedule([this](const std::string& job) { return HealthOf(job).DefaultResume(); }, now, batch,
-                 slurm_jobs_.HeldNodes(), unserved);
+                 slurm_jobs_.HeldNodes(), [this] { return UnservedNodes(); });
 }
 
 // ---- Nodes
@@ -137,7 +137,7 @@ void Controller::UpsertNode(Node node, bool schedulable_given, Done<NodeUpsert> 
   Schedule(now, &batch);
   // The node as written, should a DELETE committed meanwhile have removed it (the answer is read then).
   CommitThen<NodeUpsert>(std::move(batch), std::move(done), [this, id, created, written = *v] {
-    return NodeUpsert{inventory_.View(id).value_or(written), created};
+    return NodeUpsert{WithAgent(inventory_.View(id).value_or(written)), created};
   });
 }
 
@@ -149,7 +149,7 @@ void Controller::PatchNode(const std::string& id, NodePatch patch, Done<NodeView
   if (!v.ok()) return done(v.status());
   Schedule(now, &batch);
   CommitThen<NodeView>(std::move(batch), std::move(done), [this, id, written = *v] {
-    return inventory_.View(id).value_or(written);  // removed meanwhile: the node as patched
+    return WithAgent(inventory_.View(id).value_or(written));  // removed meanwhile: the node as patched
   });
 }
 
@@ -166,16 +166,21 @@ void Controller::DeleteNode(const std::string& id, Done<NodeView> done) {
   CommitThen<NodeView>(std::move(batch), std::move(done), [last = *last] { return last; });
 }
 
+NodeView Controller::WithAgent(NodeView v) const {
+  v.unknown_processes = agents_.Unknown(v.node.id);
+  v.node.agent_attached = agents_.Live(v.node.id);
+  return v;
+}
+
 Result<NodeView> Controller::GetNode(const std::string& id) const {
   auto v = inventory_.View(id);
   if (!v) return NotFound("no node " + id);
-  v->unknown_processes = agents_.Unknown(id);
-  return *v;
+  return WithAgent(std::move(*v));
 }
 
 NodeList Controller::ListNodes(const NodeFilter& filter) const {
   NodeList list = inventory_.List(filter);
-  for (NodeView& v : list.nodes) v.unknown_processes = agents_.Unknown(v.node.id);
+  for (NodeView& v : list.nodes) v = WithAgent(std::move(v));
   return list;
 }
 

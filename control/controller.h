@@ -132,7 +132,8 @@ class Controller {
   void UpsertNode(Node node, bool schedulable_given, Done<NodeUpsert> done);
   void PatchNode(const std::string& id, NodePatch patch, Done<NodeView> done);
   void DeleteNode(const std::string& id, Done<NodeView> done);
-  // Views carry the node's unknown processes (AgentBoard).
+  // Views carry what the agent board knows now: the node's unknown processes, and agent_attached as the
+  // agent's liveness (heard within node_heartbeat_timeout_s), not whether one ever attached.
   Result<NodeView> GetNode(const std::string& id) const;
   NodeList ListNodes(const NodeFilter& filter) const;
   // The operator's decision on the node's unknown processes: its agent stops them. kNotFound for no node.
@@ -248,6 +249,10 @@ class Controller {
   const std::map<std::string, uint64_t>& report_counts() const { return report_counts_; }
 
  private:
+  // A node's view with the agent board's state (GetNode).
+  NodeView WithAgent(NodeView v) const;
+  // Usable nodes no live agent serves (never attached since the daemon started, or lost). O(nodes).
+  std::set<std::string> UnservedNodes() const;
   Status CheckWritable() const;
   // Reads the clock for an operation that may judge silence, and tells Lateness the thread is running.
   Time Turn() {

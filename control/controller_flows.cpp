@@ -141,7 +141,10 @@ void Controller::Tick() {
   for (const auto& [id, h] : health_) ids.push_back(id);
   for (const std::string& id : ids) EvaluateJob(id, now, &batch);
   CheckLaunches(now, &batch);
-  recovery_.StartDue(now, &batch);
+  auto unserved = [this] { return UnservedNodes(); };
+  recovery_.StartDue(now, &batch, unserved);
+  recovery_.StartQueuedOnSpares(
+      now, &batch, [this](const std::string& job) { return HealthOf(job).DefaultResume(); }, unserved);
   Schedule(now, &batch);
   Settle(now, &batch);
   if (!batch.empty()) Commit(std::move(batch), [](Status) {});
@@ -155,6 +158,8 @@ void Controller::CheckAgents(Time now, WriteBatch* batch) {
       // wherever its own launcher put them), and a Slurm-launched job's nodes are Slurm's to judge: the
       // agent's silence says nothing of them.
       if (e->job.spec.command.empty() || ViaSlurm(e->job)) continue;
+      // GPUs held for a restart waiting for its backoff: no ranks to lose; its start moves off the node.
+      if (e->job.state == JobState::kRecovering) continue;
       Finding f = NodeFinding(job, e->job.attempt, FindingKind::kNodeLost, node, now,
                               "no agent heartbeat from " + node + " for " +
                                   std::to_string(static_cast<int>(ToSeconds(silent))) + " s");
@@ -246,8 +251,16 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
     const JobEntry* e = jobs_.Find(r.job);
     return e && r.attempt <= e->job.attempt;
   };
-  AgentBoard::HeartbeatOutcome out = agents_.OnHeartbeat(node, hb, now, knows);
-  if (out.health_check_passes >= options_.health_check_passes &&
+  const Node* n = inventory_.Find(node);
+  AgentBoard::HeartbeatOutcome out =
+      agents_.OnHeartbeat(node, hb, now, knows, n && !n->schedulable ? n->cordoned_at : std::nullopt);
+  // A node cordoned for corrupting data returns by an operator only: a passing health check says nothing
+  // of silent corruption.
+  auto for_sdc = [this](const Node* n) {
+    const Finding* f = findings_.Find(n->cordon_source);
+    return f && (f->kind == FindingKind::kSdcSuspected || f->kind == FindingKind::kSdcConfirmed);
+  };
+  if (out.health_check_passes >= options_.health_check_passes && n && !for_sdc(n) &&
       inventory_.ReturnSuspect(node, now, &batch)) {
     spdlog::info("node {} passed its health check {} times in a row: schedulable again", node,
                  out.health_check_passes);

@@ -147,6 +147,8 @@ Result<NodeView> Inventory::Remove(const std::string& id, WriteBatch* batch) {
 void Inventory::Apply(const NodeAction& a, const std::string& source, Time now, WriteBatch* batch) {
   const Node* old = cluster_.Find(a.node);
   if (!old) return;
+  // An operator's cordon stays whole (reason, source, time): a finding's cordon adds nothing to it.
+  if (a.action == NodeActionKind::kCordon && !old->schedulable && old->cordon_source == "operator") return;
   Node n = *old;
   if (a.action == NodeActionKind::kFail)
     n.failed = true;

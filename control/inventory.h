@@ -5,7 +5,8 @@
 // (control/controller.h, "Threading").
 // Invariants: every node change is added to the caller's WriteBatch in the same call that makes it; a node
 // holding GPUs of a running attempt is never made a spare nor deleted; allocations change only through
-// JobBook (Allocate/Release), which keeps them equal to the placements of running attempts.
+// JobBook (Allocate/Release), which keeps them equal to the placements of running attempts and of restarts
+// waiting for their backoff (JobBook::Hold).
 #pragma once
 
 #include <cstdint>

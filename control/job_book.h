@@ -64,8 +64,13 @@ class JobBook {
   Status StartAttempt(const std::string& job, Placement placement, const std::string& reason,
                       std::optional<Checkpoint> resume, Time now, WriteBatch* batch,
                       std::optional<int> number = std::nullopt);
-  // Ends the current attempt (if still open): GPUs released, ended_at recorded.
+  // Ends the current attempt (if still open): GPUs released (those a Hold kept too), ended_at recorded.
   void EndAttempt(const std::string& job, Time now, WriteBatch* batch);
+  // A restart waits (its backoff) to start on `placement`: its GPUs are kept for it meanwhile, so no other
+  // job is placed there. REQUIRES: the attempt ended. Released by EndAttempt (or ending the job).
+  Status Hold(const std::string& job, const Placement& placement) {
+    return inventory_->Allocate(job, placement);
+  }
   // Sets the state and reason and persists the job record.
   void SetState(const std::string& job, JobState state, const std::string& reason, Time now,
                 WriteBatch* batch);

@@ -205,6 +205,12 @@ Json JobHealth::MonitorJson(Time now) const {
         nodes.insert(reported[i]);
     out["suspects"]["nodes"] = std::vector<std::string>(nodes.begin(), nodes.end());
   }
+  // An SDC replay under way: what it recomputes, on which suspects, and the node it runs without.
+  if (!replay_nodes_.empty() || set_aside_) {
+    Json replay = {{"nodes", replay_nodes_}, {"step", replay_step_}};
+    if (set_aside_) replay["set_aside"] = *set_aside_;
+    out["checks"]["sdc"]["replay"] = std::move(replay);
+  }
   return out;
 }
 

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "control/records.h"
 #include "scheduler/loop_breakers.h"
 
@@ -87,6 +89,10 @@ void RecoveryExecutor::Execute(const std::string& job, const RecoveryDecision& d
       if (d.not_before > now) {
         jobs_->SetState(job, JobState::kRecovering,
                         d.reason + " (backoff until " + FormatRfc3339(d.not_before) + ")", now, batch);
+        // Its GPUs wait with it: a queued job placed there meanwhile left it to queue behind that job, and
+        // a decision made meanwhile counted on them as free.
+        if (Status s = jobs_->Hold(job, *d.new_placement); !s.ok())
+          spdlog::warn("job {}: GPUs not held during the backoff: {}", job, s.message());
         st.pending = PendingRestart{*d.new_placement, d.resume_from, d.reason, d.not_before};
       } else if (!jobs_->StartAttempt(job, *d.new_placement, d.reason, d.resume_from, now, batch).ok()) {
         jobs_->SetState(job, JobState::kQueued, "re-placing after recovery", now, batch);
@@ -227,16 +233,80 @@ void RecoveryExecutor::Requeue(Finding& f, const Job& job, const RecoveryDecisio
   jobs_->Persist(job.id, batch);
 }
 
-void RecoveryExecutor::StartDue(Time now, WriteBatch* batch) {
+void RecoveryExecutor::StartDue(Time now, WriteBatch* batch, const Unserved& unserved) {
   for (auto& [job, st] : state_) {
     if (!st.pending || st.pending->not_before > now) continue;
     PendingRestart p = std::move(*st.pending);
     st.pending.reset();
     const JobEntry* e = jobs_->Find(job);
     if (!e || e->job.state != JobState::kRecovering) continue;  // cancelled meanwhile
-    if (!jobs_->StartAttempt(job, std::move(p.placement), p.reason, p.resume, now, batch).ok())
-      jobs_->SetState(job, JobState::kQueued, "re-placing after recovery", now, batch);  // spare taken
+    Start(*e, p.placement, p.reason, p.resume, /*spares_only=*/false, now, batch, unserved);
   }
+}
+
+void RecoveryExecutor::StartQueuedOnSpares(Time now, WriteBatch* batch, const ResumeChooser& resume,
+                                           const Unserved& unserved) {
+  std::vector<const JobEntry*> queued;
+  for (const auto& [id, e] : jobs_->all())
+    if (e.job.state == JobState::kQueued && e.attempt && !e.job.spec.command.empty() &&
+        e.job.spec.launcher != Launcher::kSlurm)
+      queued.push_back(&e);
+  if (queued.empty()) return;
+  const Cluster& c = inventory_->cluster();
+  const std::vector<const Node*> nodes = c.nodes();
+  const bool free_spare = std::any_of(nodes.begin(), nodes.end(), [&](const Node* n) {
+    return n->spare && n->schedulable && !n->failed && c.FreeGpuMask(n->id) != 0;
+  });
+  if (!free_spare) return;
+  for (const JobEntry* e : queued)
+    Start(*e, e->attempt->placement, "on a spare after recovery", resume(e->job.id), /*spares_only=*/true,
+          now, batch, unserved);
+}
+
+bool RecoveryExecutor::Start(const JobEntry& e, const Placement& placement, const std::string& reason,
+                             const std::optional<Checkpoint>& resume, bool spares_only, Time now,
+                             WriteBatch* batch, const Unserved& unserved) {
+  const std::string job = e.job.id;
+  std::optional<Cluster> view = cluster_for_ ? cluster_for_(job) : std::nullopt;
+  const Cluster& c = view ? *view : inventory_->cluster();
+  // Nodes to leave if there is room: no live agent serves them, or (its GPUs released while it queued)
+  // another job took them.
+  std::set<std::string> avoid;
+  const bool ours = !e.job.spec.command.empty() && e.job.spec.launcher != Launcher::kSlurm;
+  std::set<std::string> lost = ours && unserved ? unserved() : std::set<std::string>{};
+  const bool held = c.Holds(job);
+  for (const RankSlot& r : placement.ranks)
+    if (lost.count(r.node) != 0 || (!held && (c.FreeGpuMask(r.node) & (uint64_t{1} << r.gpu)) == 0))
+      avoid.insert(r.node);
+  RecoveryDecision d = PlaceRestart(e.job, placement, c, avoid);
+  if (d.action != RecoveryDecision::kRestart && !avoid.empty() && held)
+    d = PlaceRestart(e.job, placement, c);  // no room without the unserved: start there all the same
+  if (spares_only) {
+    if (d.action != RecoveryDecision::kRestart) return false;
+    // Its old nodes plus spares, at least one: anything else is the queue's to place, in its order.
+    std::set<std::string> before;
+    for (const RankSlot& r : placement.ranks) before.insert(r.node);
+    bool spare = false;
+    for (const RankSlot& r : d.new_placement->ranks) {
+      if (before.count(r.node) != 0) continue;
+      const Node* n = c.Find(r.node);
+      if (n == nullptr || !n->spare) return false;
+      spare = true;
+    }
+    if (!spare) return false;
+  }
+  jobs_->EndAttempt(job, now, batch);  // the GPUs it held for the restart
+  if (d.action != RecoveryDecision::kRestart) {
+    jobs_->SetState(job, JobState::kQueued, "re-placing after recovery: " + d.reason, now, batch);
+    return false;
+  }
+  std::string why = reason;
+  for (const std::string& line : d.actions) why += "; " + line;
+  if (!jobs_->StartAttempt(job, std::move(*d.new_placement), why, resume, now, batch).ok()) {
+    jobs_->SetState(job, JobState::kQueued, "re-placing after recovery", now, batch);
+    return false;
+  }
+  return true;
 }
 
 }  // namespace shepherd

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -72,8 +73,18 @@ class RecoveryExecutor {
   using ClusterFor = std::function<std::optional<Cluster>(const std::string& job)>;
   void set_cluster_for(ClusterFor f) { cluster_for_ = std::move(f); }
 
-  // Starts the restarts whose backoff has passed.
-  void StartDue(Time now, WriteBatch* batch);
+  // Nodes of the inventory no live agent serves (read only when a restart is to be placed).
+  using Unserved = std::function<std::set<std::string>()>;
+  // Starts the restarts whose backoff has passed. Each had its GPUs held (JobBook::Hold); a node cordoned,
+  // failed or removed meanwhile, or one no live agent serves when there is room elsewhere, is replaced
+  // first, as the decision would have (PlaceRestart); with no room the job is queued.
+  void StartDue(Time now, WriteBatch* batch, const Unserved& unserved);
+  // A job the queue holds after it ran (a recovery found no room, or a daemon restart cut a backoff short)
+  // starts on its last placement with its unusable nodes replaced by spares once that fits: spares are
+  // held aside for such restarts, which the queue (non-spare nodes, in order) never uses. Jobs our agents
+  // launch only; a queued job that needs non-spare capacity waits its turn in the queue.
+  void StartQueuedOnSpares(Time now, WriteBatch* batch, const ResumeChooser& resume,
+                           const Unserved& unserved);
   // A checkpoint of the running attempt became good: the backoff starts over.
   void OnGoodProgress(const std::string& job) { state_[job].consecutive_restarts = 0; }
   // The job ended or was cancelled: a pending restart is dropped.
@@ -91,6 +102,11 @@ class RecoveryExecutor {
     std::optional<Time> last_restart_at;
     int consecutive_restarts = 0;
   };
+  // Starts `job`'s next attempt on `placement`, replacing its unusable and unserved nodes (PlaceRestart),
+  // or queues it. `spares_only`: start only when each replacement is a spare (else nothing changes).
+  bool Start(const JobEntry& e, const Placement& placement, const std::string& reason,
+             const std::optional<Checkpoint>& resume, bool spares_only, Time now, WriteBatch* batch,
+             const Unserved& unserved);
   // `source`: the finding id (or "operator") recorded on the nodes it cordons or fails.
   void Execute(const std::string& job, const RecoveryDecision& d, bool automatic, JobHealth& health,
                const std::string& source, Time now, WriteBatch* batch);

@@ -162,6 +162,7 @@ struct Verdict {
   std::set<std::string> suspects;        // set_aside: every node the recurrence left undecided
   bool restart = true;                   // false: the node actions only (the job runs on)
   bool settles_sdc = false;
+  std::string record;  // !act: the action line, when the kind's usual one would not say why
   std::string why;
 };
 
@@ -247,10 +248,26 @@ Verdict Judge(const RecoveryInput& in) {
       if (!v.restart) v.why += ", which runs none of the job's ranks: the job runs on";
     }
   } else if (k == FindingKind::kSdcSuspected && f.sdc_verdict == SdcVerdict::kNoAgreement) {
-    v.act = false;
-    v.why =
-        "no two replicas' parameter hashes agree: one corrupt node would leave the others agreeing, so the "
-        "hashed state is not replicated (software), not corruption; recorded";
+    std::set<std::string> nodes = Implicated(f, in.placement, false);
+    const bool again = std::any_of(nodes.begin(), nodes.end(), [&](const std::string& n) {
+      return in.pending_replay_nodes.count(n) != 0;
+    });
+    if (in.hashes_ever_agreed && !again) {
+      // The state is replicated (checks agreed), yet each replica diverged its own way: several faults at
+      // once (a corrupted collective reaches each replica differently). Recompute before training on.
+      v.replay = true;
+      v.replay_nodes.assign(nodes.begin(), nodes.end());
+      v.why =
+          "no two replicas' parameter hashes agree after checks that did: replay from last-known-good on "
+          "the same nodes";
+    } else {
+      v.act = false;
+      if (again) v.record = "record only: no two replicas agree again on the replay (the code reproduces it)";
+      v.why = again ? "no two replicas' parameter hashes agree again on the replay: a divergence that "
+                      "reproduces is the code's (one corrupt node would leave the others agreeing); recorded"
+                    : "no two replicas' parameter hashes agree: one corrupt node would leave the others "
+                      "agreeing, so the hashed state is not replicated (software), not corruption; recorded";
+    }
   } else if (k == FindingKind::kSdcSuspected && !in.hashes_ever_agreed) {
     v.act = false;
     v.why =
@@ -315,7 +332,9 @@ void SetAsideOrCordon(const RecoveryInput& in, Verdict* v) {
   v->replay_nodes.clear();
   v->settles_sdc = true;
   Blame(v->suspects, NodeActionKind::kCordon,
-        "persistent SDC: mismatch recurred after a replay; no node to replay without one of them", v);
+        "SDC recurred after a replay on one of " + Join(v->suspects) +
+            " (which, unknown: no node to replay without one of them)",
+        v);
   v->why = "persistent SDC on one of " + Join(v->suspects) +
            ": the mismatch recurred after a replay, and no spare or free node can take one's ranks to tell "
            "which: all cordoned";
@@ -341,6 +360,10 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   if (v.set_aside) SetAsideOrCordon(in, &v);
   d.reason = v.why;
   if (!v.act) {
+    if (!v.record.empty()) {
+      d.actions.push_back(v.record);
+      return d;
+    }
     if (f.kind == FindingKind::kStraggler) d.actions.push_back("report only: straggler");
     if (f.kind == FindingKind::kLossSpike) d.actions.push_back("record only: loss spike (one-step outlier)");
     if (f.kind == FindingKind::kGradNormSpike) d.actions.push_back("record only: gradient-norm spike");
@@ -382,7 +405,7 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
     // Leaving a node without blame is a preference, not a reason to wait: with no room elsewhere the job
     // restarts where it was (queued, it would have been placed on the same free node anyway).
     d.actions.back() = "no room without " + Join(v.avoid) + ": restart on it";
-    d.reason.clear();
+    d.reason = v.why;
     Relocate(job, in.placement, in.cluster, v.faulty, {}, &d);
   }
   if (d.action == RecoveryDecision::kRestart) {

@@ -29,8 +29,9 @@
 //    node without blame and the job replays again (set_aside); a check that then agrees confirms it (the
 //    caller's sdc_confirmed), a recurrence clears it and judges the others. With no node to move its ranks
 //    to, every one of them is cordoned (no way to tell them apart). Neither while no hash check of the job
-//    has ever agreed (hashes_ever_agreed false), nor with verdict kNoAgreement (3+ replicas, no two equal):
-//    kNone, recorded.
+//    has ever agreed (hashes_ever_agreed false): kNone, recorded. Verdict kNoAgreement (3+ replicas, no two
+//    equal): after checks that agreed, a replay on the same nodes (no blame); recurring on the replay, or
+//    while none ever agreed, kNone, recorded (one corrupt node would leave the others agreeing).
 //  - grad_norm_spike: kNone, recorded (an outlier batch under clipping is normal training; corrupted
 //    parameters show in the replicas' hashes).
 //  - loss_divergence, nonfinite_loss: restart from last-known-good without blame (the
@@ -130,6 +131,14 @@ struct RecoveryInput {
 };
 
 RecoveryDecision DecideRecovery(const RecoveryInput& in);
+
+// Where a restart that could not start when it was decided starts now: one deferred by its backoff
+// (`placement` as decided) or a recovered job the queue holds (its last attempt's placement). Nodes no
+// longer usable (cordoned, failed or removed meanwhile) and `avoid` nodes are replaced as a recovery
+// would (a spare or free node, closest first; else the whole job placed anew on non-spare nodes): kRestart
+// with new_placement and the "replace ..." lines, else kQueue. The job's own GPUs count as free.
+RecoveryDecision PlaceRestart(const Job& job, const Placement& placement, const Cluster& cluster,
+                              const std::set<std::string>& avoid = {});
 
 // Backoff: max(now, last_restart_at + min(backoff_s · 2^consecutive_restarts, 300 s)); now without a
 // previous restart.

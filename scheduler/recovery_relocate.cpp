@@ -112,6 +112,13 @@ std::optional<Checkpoint> Newest(std::span<const Checkpoint> all, Pred pred) {
 
 }  // namespace
 
+RecoveryDecision PlaceRestart(const Job& job, const Placement& placement, const Cluster& cluster,
+                              const std::set<std::string>& avoid) {
+  RecoveryDecision d;
+  Relocate(job, placement, cluster, {}, avoid, &d);
+  return d;
+}
+
 Result<RecoveryDecision> ManualRestart(const RestartRequest& req) {
   const JobState st = req.job.state;
   if (st == JobState::kQueued || st == JobState::kSucceeded || st == JobState::kCancelled)

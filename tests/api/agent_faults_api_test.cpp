@@ -358,5 +358,32 @@ TEST_F(AgentApiTest, CordonRecordsItsSourceAndASuspectReturnsAfterPassingItsHeal
   EXPECT_TRUE(api_.Get("/v1/nodes/" + other).body["cordon"].is_null());
 }
 
+// Passes counted before a cordon say nothing about what the node was cordoned for: a prober's node, checked
+// every second, returned 17 ms after its cordon (its streak of passes was already long enough).
+TEST_F(AgentApiTest, HealthCheckPassesBeforeACordonDoNotReturnTheNode) {
+  std::string node = api_.Get("/v1/jobs/" + job_ + "/placement").body["ranks"][0]["node"];
+  auto check = [&](int seq) {
+    ASSERT_EQ(api_.Post("/v1/nodes/" + node + "/heartbeat",
+                        {{"processes", Json::array()},
+                         {"health_check", {{"seq", seq}, {"ok", true}, {"output", ""}}}})
+                  .status,
+              200);
+  };
+  for (int seq = 1; seq <= 5; ++seq) check(seq);
+  for (int attempt : {1, 2}) {  // SIGBUS, then SIGSEGV on the same node: cordoned
+    for (const char* n : {"n0", "n1"}) Heartbeat(n, Json::array());
+    api_.Tick();
+    Json exit = {{"job", job_}, {"attempt", attempt}, {"rank", 0}, {"state", "exited"}};
+    exit.update(Json{{"exit_code", nullptr}, {"signal", attempt == 1 ? 7 : 11}});
+    Heartbeat(node, Json::array({exit}));
+  }
+  ASSERT_EQ(api_.Get("/v1/nodes/" + node).body["state"], "cordoned");
+  check(6);
+  check(7);
+  EXPECT_EQ(api_.Get("/v1/nodes/" + node).body["state"], "cordoned");
+  check(8);  // the third pass since the cordon
+  EXPECT_TRUE(api_.Get("/v1/nodes/" + node).body["schedulable"].get<bool>());
+}
+
 }  // namespace
 }  // namespace shepherd::testing

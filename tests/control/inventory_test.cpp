@@ -162,9 +162,13 @@ TEST_F(InventoryTest, OnlyAFindingsCordonReturnsByItself) {
   ASSERT_TRUE(inv_.Patch("n2", {.schedulable = false, .reason = "bad fan"}, kNow, &batch_).ok());
   EXPECT_EQ(inv_.View("n2")->node.cordon_source, "operator");
   EXPECT_FALSE(inv_.ReturnSuspect("n2", kNow, &batch_));  // an operator's cordon is the operator's
-  // A finding against an operator-cordoned node does not take the cordon over.
-  inv_.Apply({"n2", NodeActionKind::kCordon, "hang culprit"}, "f-000004", kNow, &batch_);
+  // A finding against an operator-cordoned node does not take the cordon over, nor its reason (a fleet
+  // operator's "bad fan" became the finding's reason under the operator's name and time).
+  const std::optional<Time> at = inv_.View("n2")->node.cordoned_at;
+  inv_.Apply({"n2", NodeActionKind::kCordon, "hang culprit"}, "f-000004", kNow + Seconds(5), &batch_);
   EXPECT_EQ(inv_.View("n2")->node.cordon_source, "operator");
+  EXPECT_EQ(inv_.View("n2")->node.reason, "bad fan");
+  EXPECT_EQ(inv_.View("n2")->node.cordoned_at, at);
   EXPECT_TRUE(inv_.ReturnSuspect("n1", kNow, &batch_));
   NodeView v = *inv_.View("n1");
   EXPECT_EQ(v.state, NodeState::kAvailable);

@@ -72,7 +72,7 @@ class RecoveryExecutorTest : public ::testing::Test {
       f.id = "f-" + std::to_string(attempt);
       rec_.OnFinding(f, *health_, {}, Now(), &b_);
       clock_.AdvanceSeconds(60);  // the second restart backs off
-      rec_.StartDue(Now(), &b_);
+      rec_.StartDue(Now(), &b_, nullptr);
       health_->OnAttemptEnd(attempt);
       health_->OnAttemptStart(jobs_.Find(job_)->job, *jobs_.Find(job_)->attempt,
                               JobHealth::Launch::kRecovered, Now());
@@ -82,6 +82,11 @@ class RecoveryExecutorTest : public ::testing::Test {
     ASSERT_TRUE(NodeOf("n0").schedulable);
     ASSERT_TRUE(NodeOf("n1").schedulable);
     ASSERT_EQ(health_->pending_replay_nodes(), (std::set<std::string>{"n1"}));
+    // The health answer says what the replay is doing.
+    Json replay = health_->MonitorJson(Now())["checks"]["sdc"]["replay"];
+    EXPECT_EQ(replay["nodes"], Json::array({"n1"})) << replay.dump();
+    EXPECT_EQ(replay["set_aside"], "n0") << replay.dump();
+    EXPECT_EQ(replay["step"], 10) << replay.dump();
   }
   std::set<std::string> PlacedNodes() {
     std::set<std::string> out;
@@ -143,7 +148,7 @@ TEST_F(RecoveryExecutorTest, AReplayWithoutOneSuspectThatRecursNamesTheOther) {
   f.id = "f-3";
   rec_.OnFinding(f, *health_, {}, Now(), &b_);
   clock_.AdvanceSeconds(60);
-  rec_.StartDue(Now(), &b_);
+  rec_.StartDue(Now(), &b_, nullptr);
   EXPECT_FALSE(NodeOf("n1").schedulable) << ::testing::PrintToString(f.actions);
   EXPECT_TRUE(NodeOf("n0").schedulable);
   EXPECT_TRUE(NodeOf("sp0").schedulable);
@@ -177,12 +182,63 @@ TEST_F(RecoveryExecutorTest, NodeLostCordonsTheNodeAndASecondRestartWaitsForTheB
   rec_.OnFinding(exit, *health_, {}, Now(), &b_);
   EXPECT_EQ(jobs_.Find(job_)->job.state, JobState::kRecovering);
   clock_.AdvanceSeconds(9);
-  rec_.StartDue(Now(), &b_);
+  rec_.StartDue(Now(), &b_, nullptr);
   EXPECT_EQ(jobs_.Find(job_)->job.state, JobState::kRecovering);
   clock_.AdvanceSeconds(1);
-  rec_.StartDue(Now(), &b_);
+  rec_.StartDue(Now(), &b_, nullptr);
   EXPECT_EQ(jobs_.Find(job_)->job.state, JobState::kLaunching);
   EXPECT_EQ(jobs_.Find(job_)->job.attempt, 3);
+}
+
+// A restart waiting for its backoff keeps its GPUs (a queued job took them, and the restart queued behind
+// it), and a node cordoned meanwhile is replaced when it starts (it started on the cordoned node).
+TEST_F(RecoveryExecutorTest, ARestartInBackoffHoldsItsGpusAndLeavesANodeCordonedMeanwhile) {
+  Finding first = Make(FindingKind::kProcessExit, {0}, {"n0"});
+  first.id = "f-1";
+  rec_.OnFinding(first, *health_, {}, Now(), &b_);
+  ASSERT_EQ(jobs_.Find(job_)->job.attempt, 2);
+  Finding second = Make(FindingKind::kProcessExit, {0}, {"n0"});
+  second.id = "f-2";
+  rec_.OnFinding(second, *health_, {}, Now(), &b_);
+  ASSERT_EQ(jobs_.Find(job_)->job.state, JobState::kRecovering);
+  EXPECT_EQ(inv_.cluster().JobsOn("n1"), (std::vector<std::string>{job_}));  // held
+  EXPECT_EQ(inv_.cluster().FreeGpuMask("n1"), 0u);
+  ASSERT_TRUE(inv_.Patch("n1", {.schedulable = false, .reason = "bad fan"}, Now(), &b_).ok());
+  clock_.AdvanceSeconds(60);
+  rec_.StartDue(Now(), &b_, nullptr);
+  const JobEntry* e = jobs_.Find(job_);
+  ASSERT_EQ(e->job.state, JobState::kLaunching) << e->job.reason;
+  EXPECT_EQ(e->job.attempt, 3);
+  EXPECT_EQ(PlacedNodes(), (std::set<std::string>{"n0", "sp0"}));
+  EXPECT_NE(e->attempt->reason.find("replace n1 with sp0"), std::string::npos) << e->attempt->reason;
+  EXPECT_EQ(NodeOf("n1").reason, "bad fan");
+  // Cancelled while it waits, a restart lets its GPUs go.
+  for (const char* id : {"f-3", "f-4"}) {  // the second one within the backoff
+    Finding f = Make(FindingKind::kProcessExit, {0}, {"n0"});
+    f.id = id;
+    rec_.OnFinding(f, *health_, {}, Now(), &b_);
+  }
+  ASSERT_EQ(jobs_.Find(job_)->job.state, JobState::kRecovering);
+  ASSERT_TRUE(inv_.cluster().Holds(job_));
+  ASSERT_TRUE(jobs_.Cancel(job_, Now(), &b_).ok());
+  EXPECT_FALSE(inv_.cluster().Holds(job_));
+}
+
+// A job queued by its recovery (no spare then) takes the spare once it frees: the queue never would.
+TEST_F(RecoveryExecutorTest, AJobQueuedByItsRecoveryTakesTheSpareOnceItFrees) {
+  Placement other;
+  for (int g = 0; g < 2; ++g) other.ranks.push_back({.rank = g, .node = "sp0", .gpu = g});
+  ASSERT_TRUE(inv_.Allocate("other", other).ok());
+  Finding lost = Make(FindingKind::kNodeLost, {2, 3}, {"n1"});
+  rec_.OnFinding(lost, *health_, {}, Now(), &b_);
+  ASSERT_EQ(jobs_.Find(job_)->job.state, JobState::kQueued);
+  auto resume = [](const std::string&) { return std::optional<Checkpoint>(); };
+  rec_.StartQueuedOnSpares(Now(), &b_, resume, nullptr);
+  EXPECT_EQ(jobs_.Find(job_)->job.state, JobState::kQueued);  // the spare is busy
+  inv_.Release("other");
+  rec_.StartQueuedOnSpares(Now(), &b_, resume, nullptr);
+  ASSERT_EQ(jobs_.Find(job_)->job.state, JobState::kLaunching) << jobs_.Find(job_)->job.reason;
+  EXPECT_EQ(PlacedNodes(), (std::set<std::string>{"n0", "sp0"}));
 }
 
 TEST_F(RecoveryExecutorTest, AnAnomalyReproducingAtTheSameStepFailsTheJobWithoutBlame) {
