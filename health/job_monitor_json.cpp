@@ -123,8 +123,9 @@ Json JobMonitor::HealthJson(Time now) const {
     sdc["status"] = unverified || no_hashes ? "unverified" : !sdc_ranks.empty() ? "suspected" : "ok";
     if (unverified)
       sdc["reason"] =
-          no_agreement ? "no two replicas' hashes agree: the hashed state is not replicated (one corrupt "
-                         "node would leave the others agreeing); recorded, nothing done"
+          no_agreement ? "no two replicas' hashes agree (one corrupt node would leave the others agreeing): "
+                         "state that is not replicated, or several replicas corrupted at once; recorded, "
+                         "nothing done (checkpoints since the last agreeing check are bad)"
                        : "the replicas' hashes differ and no check of this job has ever agreed: the hashed "
                          "state may not be replicated (buffers, sharded optimizer state); recorded, nothing "
                          "done";

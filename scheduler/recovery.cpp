@@ -162,7 +162,6 @@ struct Verdict {
   std::set<std::string> suspects;        // set_aside: every node the recurrence left undecided
   bool restart = true;                   // false: the node actions only (the job runs on)
   bool settles_sdc = false;
-  std::string record;  // !act: the action line, when the kind's usual one would not say why
   std::string why;
 };
 
@@ -240,34 +239,21 @@ Verdict Judge(const RecoveryInput& in) {
     std::set<std::string> nodes = Implicated(f, in.placement, false);
     Blame(nodes, NodeActionKind::kCordon, WithDetail(kind, f), &v);
     v.why = kind + (k == FindingKind::kSdcConfirmed ? " on " : " (majority vote) on ") + Join(nodes);
+    v.settles_sdc = true;  // a replay under way (a 2-2 split's) is answered too
     if (k == FindingKind::kSdcConfirmed) {
-      v.settles_sdc = true;
       // The node a replay set aside: the job already runs without it, healthy.
       v.restart = std::any_of(in.placement.ranks.begin(), in.placement.ranks.end(),
                               [&](const RankSlot& s) { return nodes.count(s.node) != 0; });
       if (!v.restart) v.why += ", which runs none of the job's ranks: the job runs on";
     }
   } else if (k == FindingKind::kSdcSuspected && f.sdc_verdict == SdcVerdict::kNoAgreement) {
-    std::set<std::string> nodes = Implicated(f, in.placement, false);
-    const bool again = std::any_of(nodes.begin(), nodes.end(), [&](const std::string& n) {
-      return in.pending_replay_nodes.count(n) != 0;
-    });
-    if (in.hashes_ever_agreed && !again) {
-      // The state is replicated (checks agreed), yet each replica diverged its own way: several faults at
-      // once (a corrupted collective reaches each replica differently). Recompute before training on.
-      v.replay = true;
-      v.replay_nodes.assign(nodes.begin(), nodes.end());
-      v.why =
-          "no two replicas' parameter hashes agree after checks that did: replay from last-known-good on "
-          "the same nodes";
-    } else {
-      v.act = false;
-      if (again) v.record = "record only: no two replicas agree again on the replay (the code reproduces it)";
-      v.why = again ? "no two replicas' parameter hashes agree again on the replay: a divergence that "
-                      "reproduces is the code's (one corrupt node would leave the others agreeing); recorded"
-                    : "no two replicas' parameter hashes agree: one corrupt node would leave the others "
-                      "agreeing, so the hashed state is not replicated (software), not corruption; recorded";
-    }
+    // Even after checks that agreed: replicas that diverge between syncs by design (local SGD, custom
+    // averaging) look the same, and a replay of them would agree at the next sync and restart them again
+    // at the next divergence until their budget ran out. Checkpoints since the last agreeing check are bad.
+    v.act = false;
+    v.why =
+        "no two replicas' parameter hashes agree: one corrupt node would leave the others agreeing, so the "
+        "hashed state is not replicated (software), not corruption; recorded";
   } else if (k == FindingKind::kSdcSuspected && !in.hashes_ever_agreed) {
     v.act = false;
     v.why =
@@ -360,10 +346,6 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   if (v.set_aside) SetAsideOrCordon(in, &v);
   d.reason = v.why;
   if (!v.act) {
-    if (!v.record.empty()) {
-      d.actions.push_back(v.record);
-      return d;
-    }
     if (f.kind == FindingKind::kStraggler) d.actions.push_back("report only: straggler");
     if (f.kind == FindingKind::kLossSpike) d.actions.push_back("record only: loss spike (one-step outlier)");
     if (f.kind == FindingKind::kGradNormSpike) d.actions.push_back("record only: gradient-norm spike");

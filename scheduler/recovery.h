@@ -29,9 +29,9 @@
 //    node without blame and the job replays again (set_aside); a check that then agrees confirms it (the
 //    caller's sdc_confirmed), a recurrence clears it and judges the others. With no node to move its ranks
 //    to, every one of them is cordoned (no way to tell them apart). Neither while no hash check of the job
-//    has ever agreed (hashes_ever_agreed false): kNone, recorded. Verdict kNoAgreement (3+ replicas, no two
-//    equal): after checks that agreed, a replay on the same nodes (no blame); recurring on the replay, or
-//    while none ever agreed, kNone, recorded (one corrupt node would leave the others agreeing).
+//    has ever agreed (hashes_ever_agreed false), nor with verdict kNoAgreement (3+ replicas, no two equal;
+//    even after checks that agreed: replicas diverging between syncs by design look the same): kNone,
+//    recorded. A cordon for SDC (majority, persistent, confirmed) settles the job's replay (sdc_settled).
 //  - grad_norm_spike: kNone, recorded (an outlier batch under clipping is normal training; corrupted
 //    parameters show in the replicas' hashes).
 //  - loss_divergence, nonfinite_loss: restart from last-known-good without blame (the

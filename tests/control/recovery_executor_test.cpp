@@ -118,6 +118,17 @@ TEST_F(RecoveryExecutorTest, TwoTwoSplitAtDpFourIsReplayedOnTheSameNodesWithoutC
   EXPECT_EQ(jobs_.Find(job_)->job.attempt, 2);
   EXPECT_EQ(PlacedNodes(), (std::set<std::string>{"n0", "n1"}));
   EXPECT_EQ(health_->pending_replay_nodes(), (std::set<std::string>{"n0", "n1"}));
+  // The replay's check names rank 3 by majority: n1 is cordoned, and the replay is over (it stayed "under
+  // way", and a later agreeing check called the cordoned node's mismatch transient).
+  health_->OnAttemptStart(jobs_.Find(job_)->job, *jobs_.Find(job_)->attempt, JobHealth::Launch::kRecovered,
+                          Now());
+  Finding m = Make(FindingKind::kSdcSuspected, {3}, {"n1"});
+  m.id = "f-2";
+  m.sdc_verdict = SdcVerdict::kMajority;
+  rec_.OnFinding(m, *health_, {}, Now(), &b_);
+  EXPECT_FALSE(NodeOf("n1").schedulable);
+  EXPECT_TRUE(health_->pending_replay_nodes().empty());
+  EXPECT_FALSE(health_->MonitorJson(Now())["checks"]["sdc"].contains("replay"));
 }
 
 // Without n0 the replay's hashes agree past the mismatch: n0 is confirmed and cordoned; the job runs on.
