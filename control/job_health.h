@@ -114,6 +114,8 @@ class JobHealth {
     replay_step_ = -1;
   }
   const std::set<std::string>& pending_replay_nodes() const { return replay_nodes_; }
+  // A replay that moved a suspect's ranks off is under way.
+  bool set_aside_replay() const { return set_aside_.has_value(); }
   // Some hash check agreed across all replicas (this run), or a checkpoint was graded good.
   bool HashesEverAgreed() const { return hashes_agreed_ || ledger_.LastKnownGood().has_value(); }
 

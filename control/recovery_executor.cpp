@@ -34,6 +34,7 @@ void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const 
                    .pending_replay_nodes = health.pending_replay_nodes(),
                    .earlier_findings = earlier,
                    .vouched_nodes = std::move(vouched),
+                   .set_aside_replay = health.set_aside_replay(),
                    .hashes_ever_agreed = health.HashesEverAgreed(),
                    .daemon_was_late = daemon_was_late};
   RecoveryDecision d = DecideRecovery(in);
@@ -41,7 +42,13 @@ void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const 
   if ((d.action == RecoveryDecision::kRestart || d.action == RecoveryDecision::kQueue) &&
       !BreakLoop(f, health, earlier, now, batch, &in, &d))
     return;
-  if (d.action == RecoveryDecision::kNone && d.node_actions.empty()) return;
+  if (d.action == RecoveryDecision::kNone && d.node_actions.empty()) {
+    if (d.sdc_settled) {  // the replay's answer: nothing to do, and why
+      health.EndReplay();
+      f.actions.insert(f.actions.end(), d.actions.begin(), d.actions.end());
+    }
+    return;
+  }
   Execute(f.job, d, /*automatic=*/true, health, f.id, now, batch);
   f.actions.insert(f.actions.end(), d.actions.begin(), d.actions.end());
 }

@@ -162,6 +162,7 @@ struct Verdict {
   std::set<std::string> suspects;        // set_aside: every node the recurrence left undecided
   bool restart = true;                   // false: the node actions only (the job runs on)
   bool settles_sdc = false;
+  std::string record;  // !act: the action line when the kind's usual one would not say why
   std::string why;
 };
 
@@ -265,13 +266,11 @@ Verdict Judge(const RecoveryInput& in) {
     for (const std::string& n : in.pending_replay_nodes) {
       if (nodes.count(n) != 0) again.insert(n);
     }
-    if (again.size() == 1) {
-      Blame(again, NodeActionKind::kCordon, "persistent SDC: mismatch recurred after a replay", &v);
-      v.settles_sdc = true;
-      v.why = "persistent SDC on " + Join(again) + ": the mismatch recurred after a replay";
-    } else if (!again.empty()) {
-      // Each was there at both mismatches (two replicas): cordoning them all would cordon a healthy node.
-      // Replay once more with the first one's ranks elsewhere, unblamed; the outcome names the node.
+    if (!again.empty()) {
+      // A recurrence names no node by itself: both replicas' nodes were there both times, and replicas
+      // that diverge by design (local SGD, custom averaging) recur as well. Replay once more with one
+      // suspect's ranks elsewhere, unblamed: the mismatch stopping without it is the evidence that names it
+      // (sdc_confirmed); recurring, it is cleared and the next suspect is moved.
       v.set_aside = *again.begin();
       v.avoid.insert(*v.set_aside);
       v.suspects = again;
@@ -279,7 +278,15 @@ Verdict Judge(const RecoveryInput& in) {
       for (const std::string& n : again)
         if (n != *v.set_aside) v.replay_nodes.push_back(n);
       v.why = "SDC recurred after a replay on " + Join(again) + ": replay again without " + *v.set_aside +
-              " to tell which node corrupts";
+              " to tell whether it is the node";
+    } else if (in.set_aside_replay) {
+      v.act = false;
+      v.settles_sdc = true;
+      v.record =
+          "record only: the mismatch recurred with every suspect node moved off (the code, not a node)";
+      v.why =
+          "SDC recurred on a replay with every suspect node moved off: the replicas diverge by the "
+          "code (or its data), not by a node; recorded";
     } else {
       v.replay = true;
       v.replay_nodes.assign(nodes.begin(), nodes.end());
@@ -317,13 +324,11 @@ void SetAsideOrCordon(const RecoveryInput& in, Verdict* v) {
   v->replay = false;
   v->replay_nodes.clear();
   v->settles_sdc = true;
+  const std::string which = v->suspects.size() == 1 ? Join(v->suspects) : "one of " + Join(v->suspects);
   Blame(v->suspects, NodeActionKind::kCordon,
-        "SDC recurred after a replay on one of " + Join(v->suspects) +
-            " (which, unknown: no node to replay without one of them)",
-        v);
-  v->why = "persistent SDC on one of " + Join(v->suspects) +
-           ": the mismatch recurred after a replay, and no spare or free node can take one's ranks to tell "
-           "which: all cordoned";
+        "SDC recurred after a replay on " + which + " (no node to replay without it: unproven)", v);
+  v->why = "SDC recurred after a replay on " + which +
+           ", and no spare or free node can take its ranks to show whether it stops without them: cordoned";
 }
 
 }  // namespace
@@ -346,6 +351,11 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   if (v.set_aside) SetAsideOrCordon(in, &v);
   d.reason = v.why;
   if (!v.act) {
+    d.sdc_settled = v.settles_sdc;
+    if (!v.record.empty()) {
+      d.actions.push_back(v.record);
+      return d;
+    }
     if (f.kind == FindingKind::kStraggler) d.actions.push_back("report only: straggler");
     if (f.kind == FindingKind::kLossSpike) d.actions.push_back("record only: loss spike (one-step outlier)");
     if (f.kind == FindingKind::kGradNormSpike) d.actions.push_back("record only: gradient-norm spike");

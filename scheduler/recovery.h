@@ -23,14 +23,15 @@
 //    kMajority (3+ replicas, the odd one out named): cordon the culprits' nodes and restart from
 //    last-known-good. sdc_suspected with verdict kNeedsReplay (2 replicas, or no majority such as a 2-2
 //    split): restart from last-known-good on the SAME nodes with replay = true; the caller remembers
-//    replay_nodes (pending_replay_nodes next time). If ONE node it implicates is among pending_replay_nodes,
-//    the corruption is persistent there: cordon it and replace it (no replay; sdc_settled). If several are
-//    (both replicas' nodes: each was there both times), one of them is set aside: its ranks move to another
-//    node without blame and the job replays again (set_aside); a check that then agrees confirms it (the
-//    caller's sdc_confirmed), a recurrence clears it and judges the others. With no node to move its ranks
-//    to, every one of them is cordoned (no way to tell them apart). Neither while no hash check of the job
-//    has ever agreed (hashes_ever_agreed false), nor with verdict kNoAgreement (3+ replicas, no two equal;
-//    even after checks that agreed: replicas diverging between syncs by design look the same): kNone,
+//    replay_nodes (pending_replay_nodes next time). If nodes it implicates are among pending_replay_nodes
+//    (a recurrence, which names no node by itself: both replicas' nodes were there both times, and replicas
+//    diverging by design recur too), the first of them is set aside: its ranks move to another node without
+//    blame and the job replays again (set_aside); a check that then agrees confirms it (the caller's
+//    sdc_confirmed), a recurrence clears it and moves the next. Recurring with every suspect moved off
+//    (set_aside_replay, none implicated pending): the code, kNone, recorded (sdc_settled). With no node to
+//    move the ranks to, the suspects are cordoned (unproven, and says so). Neither while no hash check of the
+//    job has ever agreed (hashes_ever_agreed false), nor with verdict kNoAgreement (3+ replicas, no two
+//    equal; even after checks that agreed: replicas diverging between syncs by design look the same): kNone,
 //    recorded. A cordon for SDC (majority, persistent, confirmed) settles the job's replay (sdc_settled).
 //  - grad_norm_spike: kNone, recorded (an outlier batch under clipping is normal training; corrupted
 //    parameters show in the replicas' hashes).
@@ -121,6 +122,8 @@ struct RecoveryInput {
   // Nodes whose agent is live and lists the attempt's rank processes as running (heartbeat_lost of a
   // launched job): their ranks' silence is the processes' (stopped, paused), not the node's.
   std::set<std::string> vouched_nodes = {};
+  // A replay that moved a suspect's ranks off (RecoveryDecision::set_aside) is under way.
+  bool set_aside_replay = false;
   // Some hash check of the job has agreed across all replicas (or a checkpoint was graded good by one).
   // When none ever has, a mismatch without a majority says the hashed state is not replicated (buffers,
   // nondeterministic kernels), not that a node corrupts it.

@@ -81,8 +81,11 @@ TEST_F(RecoveryTest, TwoReplicaSdcRecurringIsToldApartByAReplayWithoutOneOfThem)
       Has(d2.actions, "replay without node-01: a check that agrees confirms it, a recurrence clears it"))
       << Dump(d2);
 
-  // That replay mismatches too (node-03 and node-02 now): node-02 is the one, node-01 goes back unblamed.
+  // That replay mismatches too (node-03 and node-02 now): node-01 goes back unblamed, and node-02 is moved
+  // off in turn. Recurring without it would not name it (replicas that diverge by design recur anyway): only
+  // the mismatch stopping without it does (JobHealth's sdc_confirmed).
   replay_nodes_ = {"node-02"};  // JobHealth drops the node set aside
+  set_aside_replay_ = true;
   job_.attempt = 3, job_.restarts = 2;
   placement_ = *d2.new_placement;
   cluster_ = Cluster();
@@ -90,11 +93,26 @@ TEST_F(RecoveryTest, TwoReplicaSdcRecurringIsToldApartByAReplayWithoutOneOfThem)
   RecoveryDecision d3 =
       Decide(MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-03", "node-02"}, 3), true);
   ASSERT_EQ(d3.action, RecoveryDecision::kRestart) << Dump(d3);
-  EXPECT_FALSE(d3.replay);
-  EXPECT_TRUE(d3.sdc_settled);
-  ASSERT_EQ(d3.node_actions.size(), 1u) << Dump(d3);
-  EXPECT_EQ(d3.node_actions[0].node, "node-02");
-  EXPECT_EQ(d3.node_actions[0].action, NodeActionKind::kCordon);
+  EXPECT_TRUE(d3.node_actions.empty()) << Dump(d3);
+  EXPECT_EQ(d3.set_aside, "node-02");
+  EXPECT_TRUE(d3.replay_nodes.empty());
+  EXPECT_EQ(d3.replaced, (std::vector<std::string>{"node-02->node-05 (spine)"}));
+
+  // Recurring with both original nodes moved off: the code, not a node. Recorded, nothing cordoned.
+  replay_nodes_.clear();
+  job_.attempt = 4, job_.restarts = 3;
+  placement_ = *d3.new_placement;
+  cluster_ = Cluster();
+  Build();
+  RecoveryDecision d4 =
+      Decide(MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-03", "node-05"}, 4), true);
+  EXPECT_EQ(d4.action, RecoveryDecision::kNone) << Dump(d4);
+  EXPECT_TRUE(d4.node_actions.empty()) << Dump(d4);
+  EXPECT_TRUE(d4.sdc_settled);
+  EXPECT_TRUE(
+      Has(d4.actions,
+          "record only: the mismatch recurred with every suspect node moved off (the code, not a node)"))
+      << Dump(d4);
 }
 
 // With no node to take one suspect's ranks, nothing can tell them apart: both are cordoned, saying why.
@@ -106,7 +124,7 @@ TEST_F(RecoveryTest, TwoReplicaSdcRecurringWithNoRoomToSetOneAsideCordonsBoth) {
   EXPECT_FALSE(d.set_aside);
   EXPECT_TRUE(d.sdc_settled);
   ASSERT_EQ(d.node_actions.size(), 2u) << Dump(d);
-  EXPECT_NE(d.node_actions[0].reason.find("no node to replay without one of them"), std::string::npos)
+  EXPECT_NE(d.node_actions[0].reason.find("no node to replay without it: unproven"), std::string::npos)
       << d.node_actions[0].reason;
   EXPECT_EQ(d.action, RecoveryDecision::kQueue) << Dump(d);
 }
@@ -127,13 +145,13 @@ TEST_F(RecoveryTest, AConfirmedSdcOnANodeTheJobNoLongerUsesCordonsItAndRestartsN
   EXPECT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
 }
 
-TEST_F(RecoveryTest, SdcRecurringOnOneNodeOfAnEarlierReplayCordonsThatNodeOnly) {
+TEST_F(RecoveryTest, SdcRecurringOnOneNodeOfAnEarlierReplayMovesThatNodeOff) {
   Build();
   replay_nodes_ = {"node-02", "node-06"};
   RecoveryDecision d = Decide(MakeFinding(FindingKind::kSdcSuspected, {0, 8}, {"node-01", "node-02"}), true);
-  EXPECT_FALSE(d.replay);
-  ASSERT_EQ(d.node_actions.size(), 1u) << Dump(d);
-  EXPECT_EQ(d.node_actions[0].node, "node-02");
+  EXPECT_TRUE(d.replay);
+  EXPECT_TRUE(d.node_actions.empty()) << Dump(d);
+  EXPECT_EQ(d.set_aside, "node-02");
 }
 
 TEST_F(RecoveryTest, CleanReplayMakesTheSdcTransient) {

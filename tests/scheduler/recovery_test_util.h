@@ -142,6 +142,7 @@ class RecoveryTest : public ::testing::Test {
                            .pending_replay_nodes = replay_nodes_,
                            .earlier_findings = earlier,
                            .vouched_nodes = vouched_,
+                           .set_aside_replay = set_aside_replay_,
                            .hashes_ever_agreed = hashes_agreed_,
                            .daemon_was_late = daemon_late_});
   }
@@ -155,6 +156,7 @@ class RecoveryTest : public ::testing::Test {
   std::optional<Time> last_restart_;
   std::set<std::string> vouched_;  // nodes whose agent lists the attempt's processes running
   bool hashes_agreed_ = true;      // some hash check of the job agreed
+  bool set_aside_replay_ = false;  // a replay without one suspect is under way
   int consecutive_ = 0;
   bool daemon_late_ = false;  // health/lateness.h: the daemon stalled within the last two leases
 };
