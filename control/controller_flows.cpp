@@ -281,12 +281,20 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
     ack.ack_exits.push_back(p.rank);
     OnRankExit(node, p, now, &batch);
   }
-  for (const GpuFault& g : out.new_faults)
-    for (const std::string& job : inventory_.cluster().JobsOn(node))
-      RecordFinding(NodeFinding(job, jobs_.Find(job)->job.attempt, FindingKind::kGpuFault, node, now,
-                                "agent of " + node + " reports GPU " + std::to_string(g.gpu) + " " + g.kind +
-                                    ": " + g.detail),
-                    now, &batch);
+  for (const GpuFault& g : out.new_faults) {
+    const std::string what =
+        "agent of " + node + " reports GPU " + std::to_string(g.gpu) + " " + g.kind + ": " + g.detail;
+    bool recovered = false;  // a running job of ours whose recovery fails the node
+    for (const std::string& job : inventory_.cluster().JobsOn(node)) {
+      const JobEntry* e = jobs_.Find(job);
+      recovered = recovered || (IsActive(e->job.state) && !e->job.spec.command.empty());
+      RecordFinding(NodeFinding(job, e->job.attempt, FindingKind::kGpuFault, node, now, what), now, &batch);
+    }
+    // An idle node, one held for a restart in backoff, or one only another launcher's job uses: the fault
+    // is the hardware's own report all the same (it was ignored, and the next job placed there).
+    if (!recovered)
+      inventory_.Apply({node, NodeActionKind::kFail, "gpu_fault: " + what}, "agent", now, &batch);
+  }
   // Only what this heartbeat can change: a launch gate waiting for this node's old ranks to stop. Other
   // agents' liveness and long-poll deadlines are the tick's (walking every agent on every heartbeat made
   // 20,000 agents at 1 Hz cost 20,000² steps a second).

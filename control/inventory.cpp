@@ -147,15 +147,17 @@ Result<NodeView> Inventory::Remove(const std::string& id, WriteBatch* batch) {
 void Inventory::Apply(const NodeAction& a, const std::string& source, Time now, WriteBatch* batch) {
   const Node* old = cluster_.Find(a.node);
   if (!old) return;
-  // An operator's cordon stays whole (reason, source, time): a finding's cordon adds nothing to it.
-  if (a.action == NodeActionKind::kCordon && !old->schedulable && old->cordon_source == "operator") return;
+  // An operator's cordon stays whole (reason, source, time): a finding's cordon adds nothing to it, and a
+  // failure only its flag (the finding says why).
+  const bool operators = old->cordon_source == "operator";  // its cordon or failure is in force
+  if (a.action == NodeActionKind::kCordon && operators) return;
   Node n = *old;
   if (a.action == NodeActionKind::kFail)
     n.failed = true;
   else
     n.schedulable = false;
-  n.reason = a.reason;
-  if (n.cordon_source != "operator") {  // an operator's cordon stays the operator's
+  if (!operators) {
+    n.reason = a.reason;
     n.cordon_source = source;
     n.cordoned_at = now;
   }

@@ -290,15 +290,15 @@ bool RecoveryExecutor::Start(const JobEntry& e, const Placement& placement, cons
     d = PlaceRestart(e.job, placement, c);  // no room without the unserved: start there all the same
   if (spares_only) {
     if (d.action != RecoveryDecision::kRestart) return false;
-    // Its old nodes plus spares, at least one: anything else is the queue's to place, in its order.
+    // Its old nodes and spares, a spare among them (an old node may be one: it ran there after a
+    // recovery): anything else is the queue's to place, in its order.
     std::set<std::string> before;
     for (const RankSlot& r : placement.ranks) before.insert(r.node);
     bool spare = false;
     for (const RankSlot& r : d.new_placement->ranks) {
-      if (before.count(r.node) != 0) continue;
       const Node* n = c.Find(r.node);
-      if (n == nullptr || !n->spare) return false;
-      spare = true;
+      if (n == nullptr || (!n->spare && before.count(r.node) == 0)) return false;
+      spare = spare || n->spare;
     }
     if (!spare) return false;
   }

@@ -50,7 +50,8 @@ struct Node {
   bool schedulable = true;  // false: cordoned by an operator or by recovery
   bool failed = false;      // declared failed by health/recovery; cleared by an operator PATCH
   std::string reason;       // why cordoned or failed
-  // Who cordoned or failed it: "operator", or the id of the finding that did ("f-000123"). Only a node
+  // Who cordoned or failed it: "operator", the id of the finding that did ("f-000123"), or "agent" (a GPU
+  // fault its agent reported while no running job of ours used the node). Only a node
   // cordoned by a finding returns by itself (after passing its agent's health check; docs/recovery.md).
   std::string cordon_source;
   std::optional<Time> cordoned_at;

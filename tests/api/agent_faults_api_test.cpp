@@ -30,6 +30,19 @@ TEST_F(AgentApiTest, GpuFaultFailsTheNodeAndTheSpareTakesItsRanksAfterTheOldRank
   EXPECT_EQ(Assignments("n1")["ranks"][0]["attempt"], 2);
 }
 
+// A GPU fault on a node no job of ours runs on (the spare, idle) fails it all the same: it was ignored, and
+// the next job placed there (a prober's restart in backoff started on such a node).
+TEST_F(AgentApiTest, AGpuFaultOnAnIdleNodeFailsIt) {
+  ASSERT_EQ(
+      Heartbeat("sp0", Json::array(), Json::array({{{"gpu", 1}, {"kind", "xid"}, {"detail", "79"}}})).status,
+      200);
+  Json n = api_.Get("/v1/nodes/sp0").body;
+  EXPECT_EQ(n["state"], "failed") << n.dump();
+  EXPECT_EQ(n["cordon"]["source"], "agent") << n.dump();
+  EXPECT_NE(n["reason"].get<std::string>().find("GPU 1 xid: 79"), std::string::npos) << n.dump();
+  EXPECT_EQ(Job()["attempt"], 1);  // the job on n0 and n1 is untouched
+}
+
 TEST_F(AgentApiTest, SilentAgentMeansNodeLost) {
   for (int s = 0; s < 12; ++s) {
     api_.clock_.AdvanceSeconds(1);

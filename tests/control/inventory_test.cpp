@@ -169,6 +169,11 @@ TEST_F(InventoryTest, OnlyAFindingsCordonReturnsByItself) {
   EXPECT_EQ(inv_.View("n2")->node.cordon_source, "operator");
   EXPECT_EQ(inv_.View("n2")->node.reason, "bad fan");
   EXPECT_EQ(inv_.View("n2")->node.cordoned_at, at);
+  // A failure adds its flag only (a GPU fault's text was filed under the operator's name).
+  inv_.Apply({"n2", NodeActionKind::kFail, "gpu_fault"}, "f-000005", kNow + Seconds(6), &batch_);
+  EXPECT_TRUE(inv_.View("n2")->node.failed);
+  EXPECT_EQ(inv_.View("n2")->node.reason, "bad fan");
+  EXPECT_EQ(inv_.View("n2")->node.cordon_source, "operator");
   EXPECT_TRUE(inv_.ReturnSuspect("n1", kNow, &batch_));
   NodeView v = *inv_.View("n1");
   EXPECT_EQ(v.state, NodeState::kAvailable);

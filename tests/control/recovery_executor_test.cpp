@@ -283,6 +283,14 @@ TEST_F(RecoveryExecutorTest, AJobQueuedByItsRecoveryTakesTheSpareOnceItFrees) {
   rec_.StartQueuedOnSpares(Now(), &b_, resume, nullptr);
   ASSERT_EQ(jobs_.Find(job_)->job.state, JobState::kLaunching) << jobs_.Find(job_)->job.reason;
   EXPECT_EQ(PlacedNodes(), (std::set<std::string>{"n0", "sp0"}));
+  // Queued again on that placement (a daemon restart cut a backoff short): the spare it ran on counts as
+  // one (it stayed queued beside its own free spare).
+  jobs_.EndAttempt(job_, Now(), &b_);
+  jobs_.SetState(job_, JobState::kQueued, "restart pending when the daemon restarted", Now(), &b_);
+  rec_.StartQueuedOnSpares(Now(), &b_, resume, nullptr);
+  ASSERT_EQ(jobs_.Find(job_)->job.state, JobState::kLaunching) << jobs_.Find(job_)->job.reason;
+  EXPECT_EQ(jobs_.Find(job_)->job.attempt, 3);
+  EXPECT_EQ(PlacedNodes(), (std::set<std::string>{"n0", "sp0"}));
 }
 
 TEST_F(RecoveryExecutorTest, AnAnomalyReproducingAtTheSameStepFailsTheJobWithoutBlame) {
