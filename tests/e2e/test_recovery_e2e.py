@@ -39,7 +39,8 @@ def job_spec(ckpt_dir, extra_args=(), command=None, dp=4, gpus_per_node=2):
 
 class RecoveryE2E(unittest.TestCase):
     # Tests whose replicas must be on different nodes get one-GPU nodes (placement packs a node first).
-    ONE_GPU_NODES = ("test_two_replica_mismatch_recurring_is_told_apart_by_a_replay_without_one_node",)
+    ONE_GPU_NODES = ("test_two_replica_mismatch_recurring_is_told_apart_by_a_replay_without_one_node",
+                     "test_two_replica_mismatch_names_the_second_node_only_once_it_stops_without_it")
 
     def setUp(self):
         self.c = Cluster()
@@ -239,6 +240,28 @@ class RecoveryE2E(unittest.TestCase):
         step = self.job_step(job)
         self.c.wait_for(lambda: self.job_step(job) >= step + 5, 60, "training to go on in attempt 3")
         self.assertEqual(self.c.api("GET", "/v1/jobs/" + job)["current_attempt"]["number"], 3)
+
+    def test_two_replica_mismatch_names_the_second_node_only_once_it_stops_without_it(self):
+        # As above with n1 corrupting: the replay without n0 mismatches again, which clears n0 but names
+        # nobody (replicas that diverge by design recur too); the next replay runs without n1, its hashes
+        # agree, and only then is n1 confirmed and cordoned.
+        job = self.submit(["--corrupt-node", "n1:12"], dp=2, gpus_per_node=1)
+
+        def failures(kind):
+            return [x for x in self.c.api("GET", "/v1/jobs/%s/failures" % job)["failures"] if x["kind"] == kind]
+        confirmed = self.c.wait_for(lambda: failures("sdc_confirmed"), 300, "the replay without n1 to agree")
+        self.assertEqual(confirmed[0]["nodes"], ["n1"], confirmed)
+        suspected = failures("sdc_suspected")
+        self.assertEqual([x["attempt"] for x in suspected], [1, 2, 3], suspected)
+        self.assertIn("avoid n0 (no blame)", suspected[1]["actions"])
+        self.assertIn("avoid n1 (no blame)", suspected[2]["actions"])
+        for x in suspected:
+            self.assertFalse([a for a in x["actions"] if a.startswith("cordon")], x)
+        self.assertEqual(self.c.api("GET", "/v1/nodes/n1")["state"], "cordoned")
+        for node in ("n0", "sp0", "sp1"):
+            self.assertNotEqual(self.c.api("GET", "/v1/nodes/" + node)["state"], "cordoned", node)
+        j = self.c.api("GET", "/v1/jobs/" + job)
+        self.assertEqual((j["state"], j["current_attempt"]["number"]), ("running", 4), j)
 
 
 if __name__ == "__main__":
