@@ -313,8 +313,8 @@ Verdict Judge(const RecoveryInput& in) {
   return v;
 }
 
-// A set-aside replay needs a node to take the suspect's ranks. Without one, nothing can tell the suspects
-// apart: each was present at both mismatches, so every one of them is cordoned.
+// A set-aside replay needs a node to take the suspect's ranks. Without one nothing can be shown: the
+// suspects (each present at both mismatches) are cordoned, their reason saying it is unproven.
 void SetAsideOrCordon(const RecoveryInput& in, Verdict* v) {
   RecoveryDecision probe;
   Relocate(in.job, in.placement, in.cluster, v->faulty, v->avoid, &probe);
