@@ -107,6 +107,8 @@ class JobBook {
   // index follows them).
   JobEntry* Mutable(const std::string& id);
   const std::map<std::string, JobEntry>& all() const { return jobs_; }
+  // Queued jobs as (seq, id), in submission order.
+  const std::set<std::pair<int64_t, std::string>>& queued() const { return queued_; }
 
  private:
   void Event(AttemptEvent::Kind kind, const JobEntry& e);

@@ -254,10 +254,10 @@ void RecoveryExecutor::StartDue(Time now, WriteBatch* batch, const Unserved& uns
 void RecoveryExecutor::StartQueuedOnSpares(Time now, WriteBatch* batch, const ResumeChooser& resume,
                                            const Unserved& unserved) {
   std::vector<const JobEntry*> queued;
-  for (const auto& [id, e] : jobs_->all())
-    if (e.job.state == JobState::kQueued && e.attempt && !e.job.spec.command.empty() &&
-        e.job.spec.launcher != Launcher::kSlurm)
-      queued.push_back(&e);
+  for (const auto& [seq, id] : jobs_->queued())
+    if (const JobEntry* e = jobs_->Find(id);
+        e->attempt && !e->job.spec.command.empty() && e->job.spec.launcher != Launcher::kSlurm)
+      queued.push_back(e);
   if (queued.empty()) return;
   const Cluster& c = inventory_->cluster();
   const std::vector<const Node*> nodes = c.nodes();
@@ -285,24 +285,11 @@ bool RecoveryExecutor::Start(const JobEntry& e, const Placement& placement, cons
   for (const RankSlot& r : placement.ranks)
     if (lost.count(r.node) != 0 || (!held && (c.FreeGpuMask(r.node) & (uint64_t{1} << r.gpu)) == 0))
       avoid.insert(r.node);
-  RecoveryDecision d = PlaceRestart(e.job, placement, c, avoid);
+  RecoveryDecision d = PlaceRestart(e.job, placement, c, avoid, spares_only);
+  if (spares_only && d.action != RecoveryDecision::kRestart) return false;  // it stays queued
   if (d.action != RecoveryDecision::kRestart && !avoid.empty() && held)
     d = PlaceRestart(e.job, placement, c);  // no room without the unserved: start there all the same
-  if (spares_only) {
-    if (d.action != RecoveryDecision::kRestart) return false;
-    // Its old nodes and spares, a spare among them (an old node may be one: it ran there after a
-    // recovery): anything else is the queue's to place, in its order.
-    std::set<std::string> before;
-    for (const RankSlot& r : placement.ranks) before.insert(r.node);
-    bool spare = false;
-    for (const RankSlot& r : d.new_placement->ranks) {
-      const Node* n = c.Find(r.node);
-      if (n == nullptr || (!n->spare && before.count(r.node) == 0)) return false;
-      spare = spare || n->spare;
-    }
-    if (!spare) return false;
-  }
-  jobs_->EndAttempt(job, now, batch);  // the GPUs it held for the restart
+  jobs_->EndAttempt(job, now, batch);       // the GPUs it held for the restart
   if (d.action != RecoveryDecision::kRestart) {
     jobs_->SetState(job, JobState::kQueued, "re-placing after recovery: " + d.reason, now, batch);
     return false;

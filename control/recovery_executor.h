@@ -103,7 +103,7 @@ class RecoveryExecutor {
     int consecutive_restarts = 0;
   };
   // Starts `job`'s next attempt on `placement`, replacing its unusable and unserved nodes (PlaceRestart),
-  // or queues it. `spares_only`: start only when each replacement is a spare (else nothing changes).
+  // or queues it. `spares_only`: only on its old nodes and spares (PlaceRestart; else nothing changes).
   bool Start(const JobEntry& e, const Placement& placement, const std::string& reason,
              const std::optional<Checkpoint>& resume, bool spares_only, Time now, WriteBatch* batch,
              const Unserved& unserved);

@@ -140,8 +140,10 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in);
 // longer usable (cordoned, failed or removed meanwhile) and `avoid` nodes are replaced as a recovery
 // would (a spare or free node, closest first; else the whole job placed anew on non-spare nodes): kRestart
 // with new_placement and the "replace ..." lines, else kQueue. The job's own GPUs count as free.
+// `spares_only` (a queued job taking a spare ahead of the queue): kQueue too unless the new placement is
+// the old nodes and spares, a spare among them; the rest of the inventory is the queue's, in its order.
 RecoveryDecision PlaceRestart(const Job& job, const Placement& placement, const Cluster& cluster,
-                              const std::set<std::string>& avoid = {});
+                              const std::set<std::string>& avoid = {}, bool spares_only = false);
 
 // Backoff: max(now, last_restart_at + min(backoff_s · 2^consecutive_restarts, 300 s)); now without a
 // previous restart.

@@ -113,10 +113,27 @@ std::optional<Checkpoint> Newest(std::span<const Checkpoint> all, Pred pred) {
 }  // namespace
 
 RecoveryDecision PlaceRestart(const Job& job, const Placement& placement, const Cluster& cluster,
-                              const std::set<std::string>& avoid) {
+                              const std::set<std::string>& avoid, bool spares_only) {
   RecoveryDecision d;
   Relocate(job, placement, cluster, {}, avoid, &d);
-  return d;
+  if (!spares_only || d.action != RecoveryDecision::kRestart) return d;
+  // An old node may be a spare itself: the job ran there after an earlier recovery.
+  std::set<std::string> before;
+  for (const RankSlot& r : placement.ranks) before.insert(r.node);
+  auto old_nodes_and_spares = [&] {
+    bool spare = false;
+    for (const RankSlot& r : d.new_placement->ranks) {
+      const Node* n = cluster.Find(r.node);
+      if (n == nullptr || (!n->spare && before.count(r.node) == 0)) return false;
+      spare = spare || n->spare;
+    }
+    return spare;
+  };
+  if (old_nodes_and_spares()) return d;
+  RecoveryDecision q;
+  q.action = RecoveryDecision::kQueue;
+  q.reason = "no spare to restart on";
+  return q;
 }
 
 Result<RecoveryDecision> ManualRestart(const RestartRequest& req) {

@@ -154,5 +154,26 @@ TEST_F(ManualRestartTest, ReplaceNodesWithNowhereToGoIsAConflictThatStopsNothing
   EXPECT_TRUE(Restart("last-known-good").ok());  // without replace_nodes: a restart in place
 }
 
+// A restart that waited, on its placement with node-02 cordoned meanwhile: node-02 is replaced (the spare of
+// its leaf). Taking a spare ahead of the queue (spares_only), a placement that needs a free non-spare node
+// is the queue's: kQueue.
+TEST_F(RecoveryTest, PlaceRestartReplacesNodesThatStoppedBeingUsable) {
+  Build();
+  Node n2 = MakeNode("node-02", "s0", "l0");
+  n2.schedulable = false;
+  ASSERT_TRUE(cluster_.UpsertNode(n2).ok());
+  RecoveryDecision d = PlaceRestart(job_, placement_, cluster_);
+  ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
+  EXPECT_EQ(NodesOf(*d.new_placement), (std::set<std::string>{"node-01", "node-03"}));
+  EXPECT_EQ(PlaceRestart(job_, placement_, cluster_, {}, /*spares_only=*/true).action,
+            RecoveryDecision::kRestart);
+  cluster_ = Cluster();
+  Build({"node-03", "node-05", "node-07"});  // no spares: node-04 or node-06 would take node-02's ranks
+  ASSERT_TRUE(cluster_.UpsertNode(n2).ok());
+  EXPECT_EQ(PlaceRestart(job_, placement_, cluster_).action, RecoveryDecision::kRestart);
+  EXPECT_EQ(PlaceRestart(job_, placement_, cluster_, {}, /*spares_only=*/true).action,
+            RecoveryDecision::kQueue);
+}
+
 }  // namespace
 }  // namespace shepherd
