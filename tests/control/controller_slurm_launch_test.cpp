@@ -7,6 +7,7 @@
 #include <set>
 
 #include "control/controller.h"
+#include "slurm/rank_env.h"
 #include "tests/control/control_test_util.h"
 #include "tests/fakes/fake_clock.h"
 
@@ -45,8 +46,10 @@ class SlurmLaunchTest : public ::testing::Test {
     Drain();
   }
   // 16 GPUs at TP 8: two nodes, launched through Slurm with `spares` spare nodes.
-  std::string Submit(const std::string& adopt = "", int spares = 1) {
-    JobSpec s = testing::MakeSpec(16, 8);
+  std::string Submit(const std::string& adopt = "", int spares = 1, int cp = 1) {
+    JobSpec s = testing::MakeSpec(16, 8 / cp);
+    s.parallelism.cp = cp;
+    s.parallelism.dp /= cp;
     s.launcher = Launcher::kSlurm;
     s.resources.spare_nodes = spares;
     s.slurm.allocation = adopt;
@@ -163,6 +166,33 @@ TEST_F(SlurmLaunchTest, TheStepRunsInTheAllocationWithTheAgentsEnvironment) {
   std::optional<SlurmJobOrder> again = OrderOf(controller_->GetSlurmOrders({{id, 1}}), id);
   EXPECT_TRUE(again->step_wanted);
   EXPECT_FALSE(again->step);
+}
+
+// Context parallelism under Slurm: the ranks get the fourth value the agents give (scheduler/rank_env.h), so
+// the Python client names the cp groups as it does for agent-launched ranks.
+TEST_F(SlurmLaunchTest, AContextParallelStepGivesEveryRankItsCpCoordinate) {
+  std::string id = Submit("", 1, /*cp=*/2);  // TP 4, CP 2, DP 2 on 16 GPUs
+  std::vector<std::string> nodes = OrderOf(controller_->GetSlurmOrders(), id)->allocation.nodes;
+  Send({.kind = Kind::kSubmitted, .job = id, .allocation = "41"});
+  Send({.kind = Kind::kAllocated, .job = id, .allocation = "41", .nodes = nodes});
+  std::optional<SlurmJobOrder> order = OrderOf(controller_->GetSlurmOrders(), id);
+  ASSERT_TRUE(order && order->step);
+  const slurm::StepSpec& s = *order->step;
+  EXPECT_EQ(s.env.at("SHEPHERD_PARALLELISM"), "4,1,2,2");
+  ASSERT_EQ(s.rank_env.size(), 16u);
+  // rank = tp + TP·(cp + CP·(dp + DP·pp)): rank 6 is tp 2, cp 1, dp 0; rank 13 is tp 1, cp 1, dp 1.
+  EXPECT_EQ(s.rank_env[6].at("SHEPHERD_RANK_COORDS"), "2,0,0,1");
+  EXPECT_EQ(s.rank_env[13].at("SHEPHERD_RANK_COORDS"), "1,0,1,1");
+  // And shepherd-slurm-rank hands exactly those to the task (the tables, nothing derived).
+  slurm::EnvMap task = slurm::EncodeLayout(s.placement);
+  auto tables = slurm::EncodeRankTables(s.rank_env);
+  ASSERT_TRUE(tables.ok());
+  task.insert(tables->begin(), tables->end());
+  task["SLURM_PROCID"] = "13";
+  task["SLURMD_NODENAME"] = s.placement.ranks[13].node;
+  auto env = slurm::RankEnvironment(task);
+  ASSERT_TRUE(env.ok()) << env.status().message();
+  EXPECT_EQ(env->at("SHEPHERD_RANK_COORDS"), "1,0,1,1");
 }
 
 TEST_F(SlurmLaunchTest, ANodeFailureIsReplacedByTheAllocationsOwnSpare) {
