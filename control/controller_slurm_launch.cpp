@@ -125,12 +125,16 @@ slurm::StepSpec Controller::StepFor(const JobEntry& e, const SlurmAllocationReco
   s.placement = e.attempt->placement;
   s.command = e.job.spec.command;
   // The agents' environment, node by node; what every rank shares goes to srun, the rest into the tables.
+  // CUDA_VISIBLE_DEVICES always goes into the tables: on a node with GPU GRES, Slurm's gres/gpu plugin
+  // sets or unsets it in every task of a step (unset when the step asks for no GPUs), whatever srun was
+  // given, and shepherd-slurm-rank applies the tables after that.
   std::vector<EnvMap> per_rank(s.placement.ranks.size());
   for (const std::string& node : NodesOf(s.placement))
     for (LocalRankEnv& r : ComposeRankEnv(RankEnvFor(e, node), RankEnvOptionsFor(e)))
       per_rank.at(r.rank) = std::move(r.env);
   for (const auto& [k, v] : per_rank.at(0))
-    if (std::all_of(per_rank.begin(), per_rank.end(), [&, &k = k, &v = v](const EnvMap& m) {
+    if (k != "CUDA_VISIBLE_DEVICES" &&
+        std::all_of(per_rank.begin(), per_rank.end(), [&, &k = k, &v = v](const EnvMap& m) {
           auto it = m.find(k);
           return it != m.end() && it->second == v;
         }))
@@ -152,6 +156,12 @@ void Controller::OnSlurmLaunch(const SlurmLaunchEvent& ev) {
       slurm_jobs_.Submitted(ev.job, ev.allocation, &batch);
       if (e && e->job.state == JobState::kLaunching)
         jobs_.SetState(ev.job, JobState::kLaunching, "waiting for Slurm allocation " + ev.allocation, now,
+                       &batch);
+      break;
+    case SlurmLaunchEvent::Kind::kPending:
+      if (e && e->job.state == JobState::kLaunching && !ev.message.empty())
+        jobs_.SetState(ev.job, JobState::kLaunching,
+                       "waiting for Slurm allocation " + ev.allocation + " (Slurm: " + ev.message + ")", now,
                        &batch);
       break;
     case SlurmLaunchEvent::Kind::kAllocated:

@@ -69,6 +69,7 @@ struct SlurmLaunchEvent {
     kCancelled,        // a released allocation is gone: allocation
     kSuspended,        // the allocation is suspended (scontrol suspend, preemption by suspension): allocation
     kResumed,          // a suspended allocation runs again: allocation
+    kPending,          // the allocation waits in Slurm's queue: allocation, message = Slurm's reason
   };
   Kind kind = Kind::kSubmitted;
   std::string job;

@@ -64,6 +64,7 @@ struct SlurmLaunchLoop::State : std::enable_shared_from_this<SlurmLaunchLoop::St
     std::string step_log;
     int done_attempt = 0;    // the last attempt whose step ran and ended (never started twice)
     bool suspended = false;  // the allocation was last seen suspended (told the controller)
+    std::string pending;     // Slurm's reason the allocation last waited for (told the controller)
   };
 
   SlurmConfig config;
@@ -240,6 +241,14 @@ void SlurmLaunchLoop::State::Allocation(const SlurmJobOrder& o, struct Run& run)
   if ((shown->state == slurm::SlurmJobState::kSuspended) != run.suspended) {
     run.suspended = !run.suspended;
     Send({.kind = run.suspended ? Kind::kSuspended : Kind::kResumed, .job = o.job, .allocation = a.id});
+  }
+  // Why it waits, in Slurm's words (Priority, Resources, ReqNodeNotAvail, PartitionTimeLimit, ...): each
+  // change is told, so a wait that cannot end by itself shows in the job's reason.
+  if (shown->state != slurm::SlurmJobState::kPending) {
+    run.pending.clear();
+  } else if (shown->reason != run.pending && !shown->reason.empty() && shown->reason != "None") {
+    run.pending = shown->reason;
+    Send({.kind = Kind::kPending, .job = o.job, .allocation = a.id, .message = shown->reason});
   }
   if (shown->state == slurm::SlurmJobState::kRunning) {
     if (a.state != S::kRunning || shown->nodes != a.nodes)

@@ -18,6 +18,7 @@ namespace shepherd {
 struct SlurmSyncLoop::State : std::enable_shared_from_this<SlurmSyncLoop::State> {
   SlurmConfig config;
   TopologyLevels levels;
+  std::string topology_note;  // worker thread only: the last mapping note said (MapTopology)
   Controller* controller = nullptr;
   Post post;
   slurm::SlurmCli cli;
@@ -175,6 +176,9 @@ bool SlurmSyncLoop::State::Cycle(std::string* last_error) {
   }
   if (!last_error->empty()) spdlog::info("slurm: the cluster answers again");
   last_error->clear();
+  if (view->topology.note != topology_note && !view->topology.note.empty())
+    spdlog::warn("slurm: {}", view->topology.note);
+  topology_note = view->topology.note;
   post([self = shared_from_this(), view = std::move(view).value()] {
     if (self->stopped) return;
     self->controller->SyncSlurm(view, [self](Result<Controller::SlurmWork> r) {

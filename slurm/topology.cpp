@@ -44,10 +44,15 @@ Result<TopologyMapping> MapTopology(const std::vector<SlurmSwitch>& switches, co
   TopologyMapping m;
   m.levels = levels.empty() ? DefaultLevelNames(depth) : levels;
   if (switches.empty()) return m;
-  if (static_cast<int>(m.levels.size()) != depth)
-    return InvalidContent("slurm topology has " + std::to_string(depth) + " switch levels but " +
-                              std::to_string(m.levels.size()) + " level names are configured",
-                          {{"topology_levels", "expected " + std::to_string(depth) + " names"}});
+  const int names = static_cast<int>(m.levels.size());
+  if (names != depth)
+    m.note = "slurm topology has " + std::to_string(depth) + " switch levels and " + std::to_string(names) +
+             " topology_levels are configured: " +
+             (names < depth ? (depth - names == 1 ? std::string("the top switch level is left out")
+                                                  : "the " + std::to_string(depth - names) +
+                                                        " coarsest switch levels are left out")
+                            : "the top switch stands for the names above it") +
+             " (name all " + std::to_string(depth) + " in topology_levels to use every level)";
   std::map<std::string, const SlurmSwitch*> by_name;
   std::map<std::string, std::string> parent;
   for (const SlurmSwitch& s : switches) by_name[s.name] = &s;
@@ -69,9 +74,13 @@ Result<TopologyMapping> MapTopology(const std::vector<SlurmSwitch>& switches, co
     }
     for (int i = depth - 2; i >= 0; --i)
       if (labels[i].empty()) labels[i] = labels[i + 1];
+    // Configured level i (coarse to fine) is tree level depth − names + i, counted from the top; names
+    // above the tree's top take the top's label.
     auto& out = m.labels[node];
-    for (int i = 0; i < depth; ++i)
-      if (!labels[i].empty()) out[m.levels[i]] = labels[i];
+    for (int i = 0; i < names; ++i) {
+      const std::string& label = labels[std::max(0, depth - names + i)];
+      if (!label.empty()) out[m.levels[i]] = label;
+    }
   }
   return m;
 }

@@ -32,6 +32,8 @@ struct TopologyMapping {
   // node → {level name → switch name}. A node no switch names has no entry (Cluster puts it in a group of
   // its own at every level).
   std::map<std::string, std::map<std::string, std::string>> labels;
+  // Set when the tree's depth differs from the configured level names (said once by the caller).
+  std::string note;
 };
 
 // The switch tree's depth is 1 + the highest Level. Each node's finest label is the lowest-level switch that
@@ -39,9 +41,11 @@ struct TopologyMapping {
 // than the tree (a leaf switch directly under a level-2 switch), a missing coarser label repeats the next
 // finer one, so the node's group there holds just its branch. A node whose lowest switch is not a leaf
 // switch has no labels below it (alone at those levels).
-// `levels` names the levels coarse to fine; empty → DefaultLevelNames(depth). kInvalidContent: `levels` has
-// a different count than the tree's depth (a tree with no switches accepts any non-empty `levels` and
-// labels nothing).
+// `levels` names the levels coarse to fine; empty → DefaultLevelNames(depth). The names are matched to the
+// tree from its leaf switches up: a tree deeper than the names leaves its coarsest switch levels out (they
+// only group what the named levels already group), a shallower one gives the names above its top level
+// the top level's switch. Either way `note` says so and names `topology_levels`; the nodes are imported
+// all the same (refusing them would stop mirroring every drain and outage of the cluster).
 Result<TopologyMapping> MapTopology(const std::vector<SlurmSwitch>& switches,
                                     const TopologyLevels& levels = {});
 

@@ -158,7 +158,11 @@ TEST_F(SlurmLaunchTest, TheStepRunsInTheAllocationWithTheAgentsEnvironment) {
   for (int r = 0; r < 16; ++r) {
     EXPECT_EQ(s.rank_env[r].at("RANK"), std::to_string(r));
     EXPECT_EQ(s.rank_env[r].at("LOCAL_RANK"), std::to_string(r % 8));
+    // The same for every rank (per_node binding), yet a table: Slurm's gres/gpu plugin rewrites or unsets
+    // srun's value in each task on a GPU node; shepherd-slurm-rank applies the tables after it.
+    EXPECT_EQ(s.rank_env[r].at("CUDA_VISIBLE_DEVICES"), "0,1,2,3,4,5,6,7");
   }
+  EXPECT_EQ(s.env.count("CUDA_VISIBLE_DEVICES"), 0u);
   EXPECT_EQ(Job(id).job.state, JobState::kLaunching);
   Send({.kind = Kind::kStepStarted, .job = id, .attempt = 1, .step_id = "41.0"});
   EXPECT_EQ(Job(id).job.state, JobState::kRunning);
@@ -166,6 +170,23 @@ TEST_F(SlurmLaunchTest, TheStepRunsInTheAllocationWithTheAgentsEnvironment) {
   std::optional<SlurmJobOrder> again = OrderOf(controller_->GetSlurmOrders({{id, 1}}), id);
   EXPECT_TRUE(again->step_wanted);
   EXPECT_FALSE(again->step);
+}
+
+// Slurm's reason a pending allocation waits shows in the job's reason: "Resources" clears by itself,
+// "PartitionTimeLimit" never does, and an operator must be able to tell them apart.
+TEST_F(SlurmLaunchTest, APendingAllocationShowsSlurmsReasonInTheJobs) {
+  std::string id = Submit();
+  Send({.kind = Kind::kSubmitted, .job = id, .allocation = "41"});
+  Send({.kind = Kind::kPending, .job = id, .allocation = "41", .message = "PartitionTimeLimit"});
+  EXPECT_EQ(Job(id).job.state, JobState::kLaunching);
+  EXPECT_EQ(Job(id).job.reason, "waiting for Slurm allocation 41 (Slurm: PartitionTimeLimit)");
+  std::vector<std::string> nodes = OrderOf(controller_->GetSlurmOrders(), id)->allocation.nodes;
+  Send({.kind = Kind::kAllocated, .job = id, .allocation = "41", .nodes = nodes});
+  Send({.kind = Kind::kStepStarted, .job = id, .attempt = 1, .step_id = "41.0"});
+  EXPECT_EQ(Job(id).job.state, JobState::kRunning);
+  // A late notice changes nothing once the job runs.
+  Send({.kind = Kind::kPending, .job = id, .allocation = "41", .message = "Priority"});
+  EXPECT_EQ(Job(id).job.state, JobState::kRunning);
 }
 
 // Context parallelism under Slurm: the ranks get the fourth value the agents give (scheduler/rank_env.h), so

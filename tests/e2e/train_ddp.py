@@ -162,6 +162,8 @@ def main() -> int:
     with client.collective("barrier", group="dp"):
         dist.barrier()
     dist.destroy_process_group()
+    # Ended normally: a launcher that cannot see the exit (a Slurm step after a daemon restart) learns it here.
+    client.finished(args.steps)
     client.close()
     print("rank %d: done at step %d, loss %.6f" % (rank, args.steps, loss_v), flush=True)
     return 0

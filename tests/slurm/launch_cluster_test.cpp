@@ -151,6 +151,18 @@ bool AllocationGone(const std::string& id) {
   return LocalCluster::Sh({"squeue", "-h", "-j", id, "-t", "PENDING,RUNNING,COMPLETING", "-o", "%i"}).empty();
 }
 
+// The environment of process `pid`, "NAME=value" each (empty when it is gone).
+std::set<std::string> ProcEnv(pid_t pid) {
+  std::string env = ReadFile("/proc/" + std::to_string(pid) + "/environ");
+  std::set<std::string> vars;
+  for (std::size_t at = 0; at < env.size();) {
+    std::size_t end = env.find('\0', at);
+    vars.insert(env.substr(at, end - at));
+    at = end == std::string::npos ? env.size() : end + 1;
+  }
+  return vars;
+}
+
 // The pid of rank `rank` of `job` of the daemon on `port`: a process whose environment has SHEPHERD_JOB=job,
 // RANK=rank and that daemon's SHEPHERD_URL (job ids repeat across daemons on fresh databases).
 pid_t RankPid(int port, const std::string& job, int rank) {
@@ -159,13 +171,7 @@ pid_t RankPid(int port, const std::string& job, int rank) {
   for (dirent* e; proc && (e = ::readdir(proc)) && found < 0;) {
     pid_t pid = std::atoi(e->d_name);
     if (pid <= 0) continue;
-    std::string env = ReadFile("/proc/" + std::to_string(pid) + "/environ");
-    std::set<std::string> vars;
-    for (std::size_t at = 0; at < env.size();) {
-      std::size_t end = env.find('\0', at);
-      vars.insert(env.substr(at, end - at));
-      at = end == std::string::npos ? env.size() : end + 1;
-    }
+    const std::set<std::string> vars = ProcEnv(pid);
     if (vars.count("SHEPHERD_JOB=" + job) && vars.count("RANK=" + std::to_string(rank)) &&
         vars.count("SHEPHERD_URL=http://127.0.0.1:" + std::to_string(port)) &&
         ReadFile("/proc/" + std::to_string(pid) + "/cmdline").find("train_ddp.py") != std::string::npos)
@@ -218,6 +224,14 @@ TEST(SlurmLaunch, NodeCrashIsNamedDrainedAndTrainingResumesOnTheSpare) {
   for (const Json& n : alloc["nodes"])
     if (!before.count(n.get<std::string>())) spare = n;
   ASSERT_FALSE(spare.empty()) << alloc.dump();
+  // Each rank sees its node's two GPUs (gpu_binding per_node): Slurm's gres/gpu plugin unsets a
+  // CUDA_VISIBLE_DEVICES srun passes on a GPU node when the step asks for no GPUs, so the value comes from
+  // the per-rank tables shepherd-slurm-rank applies.
+  for (int r : {0, 3}) {
+    const pid_t pid = RankPid(d.port(), job, r);
+    ASSERT_GT(pid, 0) << "rank " << r << "\n" << d.Diagnose(job);
+    EXPECT_EQ(ProcEnv(pid).count("CUDA_VISIBLE_DEVICES=0,1"), 1u) << "rank " << r;
+  }
 
   EXPECT_FALSE(LocalCluster::CrashNode(victim).empty());
   // Whatever happens below, the node is handed back for the next tests.

@@ -87,7 +87,8 @@ TEST(RankEnv, ComposedTablesAreTheRanksVariables) {
 TEST(RankEnv, TablesRefuseValuesWithTheSeparatorAndUnevenKeys) {
   EXPECT_EQ(EncodeRankTables({{{"A", "x;y"}}}).status().code(), Code::kInvalidArgument);
   EXPECT_EQ(EncodeRankTables({{{"A", "1"}}, {{"B", "2"}}}).status().code(), Code::kInvalidArgument);
-  EXPECT_EQ(EncodeRankTables({{{"A", "1"}}, {{"A", "2"}, {"B", "3"}}}).status().code(), Code::kInvalidArgument);
+  EXPECT_EQ(EncodeRankTables({{{"A", "1"}}, {{"A", "2"}, {"B", "3"}}}).status().code(),
+            Code::kInvalidArgument);
 }
 
 }  // namespace

@@ -28,13 +28,42 @@ TEST(Topology, TwoLeavesUnderOneSpineFromScontrol) {
   EXPECT_EQ(m->labels.at("n4"), (Labels{{"spine", "s0"}, {"leaf", "l1"}}));
 }
 
-TEST(Topology, ConfiguredLevelNamesMustMatchTheDepth) {
+TEST(Topology, ConfiguredLevelNamesAreMatchedFromTheLeafSwitchesUp) {
   auto switches = ParseTopology(testing::ReadTestData("topology_two_leaves.txt"));
   ASSERT_TRUE(switches.ok());
   auto named = MapTopology(*switches, {"pod", "rack"});
   ASSERT_TRUE(named.ok());
   EXPECT_EQ(named->labels.at("n3"), (Labels{{"pod", "s0"}, {"rack", "l1"}}));
-  EXPECT_EQ(MapTopology(*switches, {"rack"}).status().code(), Code::kInvalidContent);
+  EXPECT_EQ(named->note, "");
+  // One name for two switch levels: the leaf switches; the spine is left out, and the note says so. (This
+  // was an error that stopped the whole sync: no drain or outage of the cluster was mirrored after it.)
+  auto fewer = MapTopology(*switches, {"rack"});
+  ASSERT_TRUE(fewer.ok()) << fewer.status().message();
+  EXPECT_EQ(fewer->labels.at("n3"), (Labels{{"rack", "l1"}}));
+  EXPECT_NE(fewer->note.find("topology_levels"), std::string::npos) << fewer->note;
+  // Three names for two levels: the top switch stands for the level above it too.
+  auto more = MapTopology(*switches, {"zone", "pod", "rack"});
+  ASSERT_TRUE(more.ok());
+  EXPECT_EQ(more->labels.at("n0"), (Labels{{"zone", "s0"}, {"pod", "s0"}, {"rack", "l0"}}));
+  EXPECT_NE(more->note.find("topology_levels"), std::string::npos) << more->note;
+}
+
+// A site's three-level tree (leaf, spine, core) under the default two names: leaf and spine are the
+// switches' own, the core level is left out.
+TEST(Topology, ADeeperTreeThanTheLevelNamesKeepsItsFinestLevels) {
+  const char* text =
+      "SwitchName=leaf-1 Level=0 LinkSpeed=1 Nodes=g[001-002]\n"
+      "SwitchName=leaf-2 Level=0 LinkSpeed=1 Nodes=g[003-004]\n"
+      "SwitchName=spine-1 Level=1 LinkSpeed=1 Nodes=g[001-002] Switches=leaf-1\n"
+      "SwitchName=spine-2 Level=1 LinkSpeed=1 Nodes=g[003-004] Switches=leaf-2\n"
+      "SwitchName=core Level=2 LinkSpeed=1 Nodes=g[001-004] Switches=spine-[1-2]\n";
+  auto switches = ParseTopology(text);
+  ASSERT_TRUE(switches.ok()) << switches.status().message();
+  auto m = MapTopology(*switches, {"spine", "leaf"});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->labels.at("g001"), (Labels{{"spine", "spine-1"}, {"leaf", "leaf-1"}}));
+  EXPECT_EQ(m->labels.at("g004"), (Labels{{"spine", "spine-2"}, {"leaf", "leaf-2"}}));
+  EXPECT_NE(m->note.find("the top switch level is left out"), std::string::npos) << m->note;
 }
 
 TEST(Topology, NoSwitchesGiveOneLevelAndNoLabels) {
