@@ -23,7 +23,7 @@ std::string ReadHolderPid(int fd) {
 
 // Owner-only: the database holds live rank credentials (and the -wal and -shm files copies of its pages).
 // SQLite gives new -wal and -shm files the database's mode; existing ones are tightened here.
-Status MakePrivate(int fd, const std::string& db_path) {
+Status MakeFilesPrivate(int fd, const std::string& db_path) {
   struct stat st {};
   if (fstat(fd, &st) != 0) return Unavailable("cannot stat " + db_path + ": " + std::strerror(errno));
   if ((st.st_mode & 077) != 0 && fchmod(fd, st.st_mode & 0700) != 0)
@@ -49,10 +49,6 @@ Result<int> LockDatabaseFile(const std::string& db_path) {
       return Conflict("database " + db_path +
                       " is already in use by another shepherdd (the same file under another name: a link)");
     return Unavailable("cannot lock " + db_path + ": " + std::strerror(err));
-  }
-  if (Status s = MakePrivate(fd, db_path); !s.ok()) {
-    close(fd);
-    return s;
   }
   return fd;
 }
@@ -88,6 +84,10 @@ Result<std::unique_ptr<FileLock>> FileLock::Acquire(const std::string& lock_path
     return db_fd.status();
   }
   return std::unique_ptr<FileLock>(new FileLock(fd, *db_fd));
+}
+
+Status FileLock::MakePrivate(const std::string& db_path) const {
+  return MakeFilesPrivate(db_fd_, db_path);
 }
 
 FileLock::~FileLock() {

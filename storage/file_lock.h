@@ -13,10 +13,13 @@ class FileLock {
   // Creates `lock_path` if needed and takes a non-blocking exclusive flock(2) on it, then records our pid in
   // it. If another open file description holds the lock (another process, or another FileLock in this
   // process), returns kConflict naming `db_path` and the holder's pid as recorded in the file.
-  // The database file itself (created if missing) is flocked too, so a symlink or a hard link to a database
-  // in use, whose lock file has another name, is refused as well (kConflict). It is made private to its
-  // owner (0600, and its -wal and -shm files): it holds live rank credentials.
+  // The database file itself (created if missing, 0600) is flocked too, so a symlink or a hard link to a
+  // database in use, whose lock file has another name, is refused as well (kConflict).
   static Result<std::unique_ptr<FileLock>> Acquire(const std::string& lock_path, const std::string& db_path);
+
+  // Makes the database private to its owner (0600, and its -wal and -shm files): it holds live rank
+  // credentials. Called once the file is known to be a Shepherd database (a refused file keeps its mode).
+  Status MakePrivate(const std::string& db_path) const;
 
   // Releases the lock. The file is left in place: unlinking it would let two processes lock different
   // inodes under the same name.

@@ -1,5 +1,7 @@
 #include "storage/schema.h"
 
+#include <algorithm>
+
 #include "storage/sqlite_util.h"
 
 namespace shepherd {
@@ -33,15 +35,44 @@ Result<int> SchemaVersion(sqlite3* db) {
   return std::stoi(*v);
 }
 
+namespace {
+
+Status NewerSchema(const std::string& path, int version, int known) {
+  return Unavailable("database " + path + " has schema version " + std::to_string(version) +
+                     ", newer than this shepherdd supports (" + std::to_string(known) +
+                     "); run a newer shepherdd or restore an older database");
+}
+
+}  // namespace
+
+Status CheckIsShepherdDatabase(sqlite3* db, const std::string& path, const std::vector<std::string>& steps) {
+  Result<Stmt> stmt = Prepare(
+      db, "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY 1");
+  if (!stmt.ok()) return Unavailable("cannot open database " + path + ": " + stmt.status().message());
+  std::vector<std::string> tables;
+  int rc;
+  while ((rc = sqlite3_step(stmt->get())) == SQLITE_ROW)
+    tables.push_back(reinterpret_cast<const char*>(sqlite3_column_text(stmt->get(), 0)));
+  if (rc != SQLITE_DONE) return Unavailable("cannot open database " + path + ": " + sqlite3_errmsg(db));
+  if (!tables.empty() && std::find(tables.begin(), tables.end(), "records") == tables.end()) {
+    std::string names;
+    for (std::size_t i = 0; i < tables.size() && i < 5; ++i) names += (i ? ", " : "") + tables[i];
+    return Unavailable("database " + path + " is not a Shepherd database (it holds the tables " + names +
+                       (tables.size() > 5 ? ", ..." : "") +
+                       "); it was left as it was: give --db a new file or a Shepherd database");
+  }
+  Result<int> version = SchemaVersion(db);
+  if (!version.ok()) return version.status();
+  const int known = static_cast<int>(steps.size());
+  if (*version > known) return NewerSchema(path, *version, known);
+  return Status::Ok();
+}
+
 Status Migrate(sqlite3* db, const std::string& path, const std::vector<std::string>& steps) {
   Result<int> version = SchemaVersion(db);
   if (!version.ok()) return version.status();
   const int known = static_cast<int>(steps.size());
-  if (*version > known) {
-    return Unavailable("database " + path + " has schema version " + std::to_string(*version) +
-                       ", newer than this shepherdd supports (" + std::to_string(known) +
-                       "); run a newer shepherdd or restore an older database");
-  }
+  if (*version > known) return NewerSchema(path, *version, known);
   for (int v = *version; v < known; ++v) {
     // BEGIN IMMEDIATE so that two processes racing past the lock file (which they should not) serialise.
     Status s = Exec(db, "BEGIN IMMEDIATE");

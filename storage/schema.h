@@ -18,6 +18,11 @@ namespace shepherd {
 const std::vector<std::string>& SchemaMigrations();
 inline constexpr int kSchemaVersion = 2;
 
+// Whether `db` may be opened as a Shepherd database, read only (nothing in the file changes): kUnavailable
+// naming `path` when it is not a database at all, holds tables but not Shepherd's `records` (another
+// application's database), or has a schema version newer than steps.size().
+Status CheckIsShepherdDatabase(sqlite3* db, const std::string& path, const std::vector<std::string>& steps);
+
 // Brings `db` up to steps.size(). Returns kUnavailable naming `path` if the database is newer than
 // steps.size() (written by a newer shepherdd) or a step fails.
 // REQUIRES: no transaction open on `db`.

@@ -1,6 +1,9 @@
 #include "storage/sqlite_store.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -55,6 +58,7 @@ Result<SqliteStore::Settings> Configure(sqlite3* db, const SqliteOptions& option
 Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, SqliteOptions options) {
   if (options.max_batches_per_commit < 1) return InvalidArgument("max_batches_per_commit must be at least 1");
   if (options.busy_timeout_ms < 0) return InvalidArgument("busy_timeout_ms must not be negative");
+  if (options.lock_wait_ms < 0) return InvalidArgument("lock_wait_ms must not be negative");
   // The directory is never created: a mistyped or unmounted path must not start an empty daemon (which
   // would then show every agent's ranks as unknown).
   std::filesystem::path parent = std::filesystem::path(path).parent_path();
@@ -74,6 +78,10 @@ Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, SqliteOp
   auto opening_failed = [&](const Status& s) {
     return Unavailable("cannot open database " + path + ": " + s.message());
   };
+  // Read only until the file is known to be ours: another application's database, a newer schema or a
+  // file that is no database is refused as it was (no WAL switch, no chmod).
+  if (Status s = CheckIsShepherdDatabase(db.get(), path, SchemaMigrations()); !s.ok()) return s;
+  if (Status s = (*lock)->MakePrivate(path); !s.ok()) return s;
   Result<SqliteStore::Settings> settings = Configure(db.get(), options);
   if (!settings.ok()) return opening_failed(settings.status());
   if (Status s = Migrate(db.get(), path, SchemaMigrations()); !s.ok()) return s;
@@ -215,8 +223,35 @@ void SqliteStore::WriterLoop() {
   }
 }
 
+Status SqliteStore::Begin() {
+  const auto start = std::chrono::steady_clock::now();
+  bool waited = false;
+  for (;;) {
+    Status s = Exec(db_.get(), "BEGIN IMMEDIATE");  // sqlite itself retries for busy_timeout_ms first
+    const bool busy = !s.ok() && (sqlite3_errcode(db_.get()) & 0xff) == SQLITE_BUSY;
+    const auto waited_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)
+            .count();
+    bool stopping;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping = stopping_;
+    }
+    if (!busy || waited_ms >= options_.lock_wait_ms || stopping) {
+      if (waited && s.ok()) spdlog::info("storage: {} is writable again after {} ms", path_, waited_ms);
+      return s;
+    }
+    if (!waited)
+      spdlog::warn(
+          "storage: another connection holds the write lock on {} (a sqlite3 shell in a transaction? "
+          "a tool writing?): writes wait for it, at most {} s, then the daemon stops",
+          path_, options_.lock_wait_ms / 1000);
+    waited = true;
+  }
+}
+
 Status SqliteStore::Commit(const std::deque<Pending>& group) {
-  if (Status s = Exec(db_.get(), "BEGIN IMMEDIATE"); !s.ok()) return s;
+  if (Status s = Begin(); !s.ok()) return s;
   for (const Pending& p : group) {
     for (const WriteBatch::Op& op : p.batch.ops) {
       if (Status s = Apply(op); !s.ok()) {

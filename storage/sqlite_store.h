@@ -60,6 +60,9 @@ class SqliteStore final : public Store {
   void WriterLoop();
   // Applies `group` in one transaction. On error the transaction is rolled back.
   Status Commit(const std::deque<Pending>& group);
+  // BEGIN IMMEDIATE, retried while another connection holds the write lock (busy) for up to
+  // options_.lock_wait_ms; a busy BEGIN has changed nothing. Logs the wait once and its end.
+  Status Begin();
   Status Apply(const WriteBatch::Op& op);
 
   const std::string path_;

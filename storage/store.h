@@ -66,6 +66,10 @@ class Store {
 struct SqliteOptions {
   int busy_timeout_ms = 5000;
   int max_batches_per_commit = 1024;  // group-commit bound
+  // How long a commit waits out another connection's write lock (an operator's sqlite3 shell in a
+  // transaction, a tool writing) before the store fails: the writer thread waits, the daemon goes on
+  // watching and answering, and what needs a durable write waits for it.
+  int lock_wait_ms = 120000;
 };
 
 // Opens (creating the file if needed; its directory must exist) the SQLite database at `path`, takes an

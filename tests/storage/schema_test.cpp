@@ -4,6 +4,11 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "storage/sqlite_util.h"
 #include "storage/store.h"
@@ -60,6 +65,39 @@ TEST(SchemaTest, DatabaseFromNewerShepherdIsRefused) {
   // Refusing released the lock: a second attempt is refused for the same reason, not as a conflict.
   EXPECT_EQ(OpenSqliteStore(db).status().code(), Code::kUnavailable);
   EXPECT_EQ(RawDb(db).One("PRAGMA user_version"), std::to_string(kSchemaVersion + 1));
+  EXPECT_EQ(RawDb(db).One("PRAGMA journal_mode"), "delete");  // refused before WAL was switched on
+}
+
+std::string Bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Another application's SQLite file given as --db by mistake was taken over: Shepherd's tables were added
+// beside its own, it was switched to WAL and made 0600. It is refused now, byte for byte as it was.
+TEST(SchemaTest, AnotherApplicationsDatabaseIsRefusedAndLeftAsItWas) {
+  TempDir dir;
+  for (int user_version : {0, 7}) {
+    const std::string db = dir.File("app" + std::to_string(user_version) + ".db");
+    {
+      RawDb raw(db);
+      ASSERT_EQ(raw.Exec("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users (name) "
+                         "VALUES ('ada'); PRAGMA user_version = " +
+                         std::to_string(user_version)),
+                "");
+    }
+    ASSERT_EQ(chmod(db.c_str(), 0644), 0);
+    const std::string before = Bytes(db);
+    Result<std::unique_ptr<Store>> r = OpenSqliteStore(db);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), Code::kUnavailable);
+    EXPECT_THAT(r.status().message(), HasSubstr("is not a Shepherd database (it holds the tables users)"));
+    EXPECT_EQ(Bytes(db), before) << "user_version " << user_version;
+    struct stat st {};
+    ASSERT_EQ(stat(db.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0644u);
+    EXPECT_FALSE(std::filesystem::exists(db + "-wal"));
+  }
 }
 
 TEST(SchemaTest, MigrateRunsOnlyMissingSteps) {

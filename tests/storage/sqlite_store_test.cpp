@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <future>
 
@@ -186,6 +187,39 @@ TEST(SqliteStoreTest, WalFullSyncForeignKeysAndBusyTimeoutAreInEffect) {
   EXPECT_EQ(RawDb(db).One("PRAGMA journal_mode"), "wal");  // persistent in the file
   ASSERT_TRUE(WriteSync(*store, PutBatch({Rec(Collection::kMeta, "k", "v")})).ok());
   EXPECT_TRUE(std::filesystem::exists(db + "-wal"));
+}
+
+// Another process in a write transaction (an operator's sqlite3 shell, a tool writing) is waited out: it
+// failed the store after busy_timeout (5 s), which stopped the daemon and every agent fenced its ranks.
+TEST(SqliteStoreTest, AnotherConnectionsWriteLockIsWaitedOutNotAFailure) {
+  TempDir dir;
+  const std::string db = dir.File("s.db");
+  auto store = Open(db, SqliteOptions{.busy_timeout_ms = 20, .lock_wait_ms = 600000});
+  ASSERT_TRUE(WriteSync(*store, PutBatch({Rec(Collection::kJobs, "a", "1")})).ok());
+  RawDb other(db);
+  ASSERT_EQ(other.Exec("BEGIN EXCLUSIVE"), "");
+  std::promise<Status> done;
+  store->Write(PutBatch({Rec(Collection::kJobs, "b", "2")}), [&](Status s) { done.set_value(s); });
+  std::future<Status> result = done.get_future();
+  // Well past busy_timeout: still waiting, not failed (done cannot run while the lock is held).
+  EXPECT_EQ(result.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);
+  ASSERT_EQ(other.Exec("COMMIT"), "");
+  Status s = result.get();
+  EXPECT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(WriteSync(*store, PutBatch({Rec(Collection::kJobs, "c", "3")})).code(), Code::kOk);
+  EXPECT_EQ(Describe(LoadOrDie(*store)), (std::vector<std::string>{"jobs/a=1", "jobs/b=2", "jobs/c=3"}));
+}
+
+TEST(SqliteStoreTest, AWriteLockHeldPastTheWaitFailsTheStore) {
+  TempDir dir;
+  const std::string db = dir.File("s.db");
+  auto store = Open(db, SqliteOptions{.busy_timeout_ms = 10, .lock_wait_ms = 50});
+  RawDb other(db);
+  ASSERT_EQ(other.Exec("BEGIN EXCLUSIVE"), "");
+  Status s = WriteSync(*store, PutBatch({Rec(Collection::kJobs, "b", "2")}));
+  EXPECT_EQ(s.code(), Code::kUnavailable);
+  EXPECT_THAT(s.message(), HasSubstr("locked"));
+  ASSERT_EQ(other.Exec("ROLLBACK"), "");
 }
 
 TEST(SqliteStoreTest, DestructorCommitsEverythingQueued) {
