@@ -111,6 +111,7 @@ SlurmOrders Controller::GetSlurmOrders(const std::map<std::string, int>& started
     o.step_wanted = IsActive(e->job.state) && e->attempt &&
                     a.state == SlurmAllocationRecord::State::kRunning &&
                     Inside(e->attempt->placement, a.nodes);
+    o.step_ran = o.step_wanted && e->job.state == JobState::kRunning;
     auto known = started.find(job);
     if (o.step_wanted && (known == started.end() || known->second != o.attempt)) o.step = StepFor(*e, a);
     out.jobs.push_back(std::move(o));
@@ -277,8 +278,10 @@ void Controller::OnStepEnded(const SlurmLaunchEvent& ev, Time now, WriteBatch* b
   // srun exits 0 only when every task did. Ranks that all reported `finished` ended normally too, whatever
   // srun's status says (after a daemon restart the step's srun was another process's child: unknown).
   if (ev.exit.exit_code == 0 || HealthOf(ev.job).all_finished()) {
+    const char* why = ev.exit.exit_code == 0 ? "every rank exited 0"
+                                             : "every rank reported finished (the step's exit is unknown)";
     for (const RankSlot& r : e->attempt->placement.ranks)
-      if (jobs_.OnRankExitedOk({ev.job, ev.attempt, r.rank}, now, batch)) break;
+      if (jobs_.OnRankExitedOk({ev.job, ev.attempt, r.rank}, now, batch, why)) break;
     return;
   }
   using slurm::StepCancel;

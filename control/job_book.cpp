@@ -185,7 +185,7 @@ Status JobBook::End(const std::string& job, JobState state, const std::string& r
   return Status::Ok();
 }
 
-bool JobBook::OnRankExitedOk(const RankRef& rank, Time now, WriteBatch* batch) {
+bool JobBook::OnRankExitedOk(const RankRef& rank, Time now, WriteBatch* batch, const char* reason) {
   auto it = jobs_.find(rank.job);
   if (it == jobs_.end()) return false;
   JobEntry& e = it->second;
@@ -193,7 +193,7 @@ bool JobBook::OnRankExitedOk(const RankRef& rank, Time now, WriteBatch* batch) {
   e.exited_ok.insert(rank.rank);
   if (static_cast<int>(e.exited_ok.size()) < e.job.plan.world_size()) return false;
   EndAttempt(rank.job, now, batch);
-  SetState(rank.job, JobState::kSucceeded, "every rank exited 0", now, batch);
+  SetState(rank.job, JobState::kSucceeded, reason, now, batch);
   spdlog::info("job {} succeeded", rank.job);
   return true;
 }

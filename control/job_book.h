@@ -87,8 +87,10 @@ class JobBook {
   Status Cancel(const std::string& job, Time now, WriteBatch* batch) {
     return End(job, JobState::kCancelled, "cancelled", now, batch);
   }
-  // A rank of the current attempt exited 0; when every rank has, the job succeeds (returns true).
-  bool OnRankExitedOk(const RankRef& rank, Time now, WriteBatch* batch);
+  // A rank of the current attempt exited 0; when every rank has, the job succeeds with `reason` (returns
+  // true).
+  bool OnRankExitedOk(const RankRef& rank, Time now, WriteBatch* batch,
+                      const char* reason = "every rank exited 0");
   // Persists the job record after a caller changed counters through Mutable.
   void Persist(const std::string& job, WriteBatch* batch);
 

@@ -49,6 +49,10 @@ struct SlurmJobOrder {
   // step_wanted and the worker has not told that it already ran or runs this attempt (composing every rank's
   // environment is the costly part of an order).
   std::optional<slurm::StepSpec> step;
+  // The controller saw this attempt's step run (kStepStarted). A worker that did not start or watch it (a
+  // new daemon) and finds no step of its name in Slurm knows it ended unseen: it reports the end, exit
+  // unknown, and never starts the attempt a second time.
+  bool step_ran = false;
   int attempt = 0;
   double stop_grace_s = 30;
 };

@@ -300,6 +300,14 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
         Send({.kind = Kind::kStepStarted, .job = o.job, .attempt = o.attempt, .step_id = st.id});
         return;
       }
+    if (o.step_ran) {  // it ran under an earlier daemon and ended while none watched: never run it twice
+      spdlog::warn("slurm: job {} attempt {}: its step ended while no shepherdd watched it: exit unknown",
+                   o.job, o.attempt);
+      run.step_attempt = o.attempt;
+      run.step_log.clear();
+      Ended(o.job, run, slurm::ExitStatus{});
+      return;
+    }
   } else {
     spdlog::warn("slurm: job {}: cannot list the steps of {}: {}", o.job, o.allocation.id,
                  steps.status().message());

@@ -471,7 +471,27 @@ TEST_F(SlurmLaunchTest, AStepWhoseRanksAllFinishedSucceedsWhateverSrunsExitSays)
   Send(ended);
   EXPECT_EQ(controller_->GetFailures({.job = id})->size(), 0u);
   EXPECT_EQ(Job(id).job.state, JobState::kSucceeded) << Job(id).job.reason;
+  EXPECT_EQ(Job(id).job.reason, "every rank reported finished (the step's exit is unknown)");
   EXPECT_EQ(Job(id).job.attempt, 1);
+}
+
+// A new daemon's worker has started nothing: the order tells it whether the attempt's step already ran, so
+// that a step which ended while no daemon watched is reported ended, not started a second time (a tester's
+// 250-step job trained twice from step 1 after a daemon restart).
+TEST_F(SlurmLaunchTest, AnOrderSaysWhetherTheAttemptsStepAlreadyRan) {
+  std::string id = Submit();
+  std::vector<std::string> nodes = OrderOf(controller_->GetSlurmOrders(), id)->allocation.nodes;
+  Send({.kind = Kind::kSubmitted, .job = id, .allocation = "41"});
+  Send({.kind = Kind::kAllocated, .job = id, .allocation = "41", .nodes = nodes});
+  std::optional<SlurmJobOrder> before = OrderOf(controller_->GetSlurmOrders(), id);
+  ASSERT_TRUE(before && before->step);
+  EXPECT_FALSE(before->step_ran);  // to start
+  Send({.kind = Kind::kStepStarted, .job = id, .attempt = 1, .step_id = "41.0"});
+  Reset();  // the daemon restarts: its worker knows of no step
+  std::optional<SlurmJobOrder> after = OrderOf(controller_->GetSlurmOrders(), id);
+  ASSERT_TRUE(after && after->step);
+  EXPECT_TRUE(after->step_ran);
+  EXPECT_EQ(after->attempt, 1);
 }
 
 TEST_F(SlurmLaunchTest, AStepAnOperatorCancelledIsAProcessExitAsBefore) {

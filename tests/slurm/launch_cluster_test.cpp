@@ -4,7 +4,8 @@
 // attempt. Covers: a short job runs in one step and succeeds, its allocation given back; a node crash
 // (slurmd, slurmstepd and the ranks killed) is named, drained in Slurm and the job resumes from its
 // last-known-good checkpoint on the spare in a new step; a stopped rank (SIGSTOP) is named and a new step
-// starts; cancelling the job cancels its allocation. Runs in slurm_cluster_test, after the other files.
+// starts; a step that ends while no daemon watches is not run again; cancelling the job cancels its
+// allocation. Runs in slurm_cluster_test, after the other files.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -318,6 +319,42 @@ TEST(SlurmLaunch, StoppedRankIsNamedAndANewStepStarts) {
   EXPECT_NE(::kill(pid, 0), 0);  // the stopped rank was killed with its step
   const std::string alloc_id = AllocationOf(d, job);
   ASSERT_EQ(Http(d.port(), "POST", "/v1/jobs/" + job + "/cancel").status, 200);
+  EXPECT_TRUE(WaitFor(seconds(90), [&] { return AllocationGone(alloc_id); })) << LocalCluster::Sh({"squeue"});
+}
+
+// The daemon stops (SIGTERM; its srun and the step go on) and the step ends before a new daemon starts on
+// the same database. The new daemon must not run attempt 1 again: a tester's job trained twice from step 1
+// that way. The step's end is reported with its exit unknown; whatever recovery then does starts from the
+// last-known-good checkpoint.
+TEST(SlurmLaunch, AStepThatEndsWhileNoDaemonWatchesIsNotRunAgain) {
+  REQUIRE_CLUSTER();
+  LaunchDaemon d;
+  std::string why;
+  const std::string job = d.Start(150, /*until_good=*/true, &why);
+  ASSERT_FALSE(job.empty()) << why;
+  const std::string alloc_id = AllocationOf(d, job);
+  ASSERT_EQ(d.StepLog(job, 1).find("done at step"), std::string::npos);  // still training
+  d.daemon->Signal(SIGTERM);
+  ASSERT_TRUE(d.daemon->Wait(seconds(30)).has_value());
+  auto count = [](const std::string& text, const std::string& what) {
+    int n = 0;
+    for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  ASSERT_TRUE(WaitFor(seconds(240), [&] {
+    return count(d.StepLog(job, 1), ": done at step 150") == 4 &&
+           LocalCluster::Sh({"squeue", "-h", "-s", "-j", alloc_id, "-o", "%j"}).find("shepherd-a1") ==
+               std::string::npos;
+  })) << d.StepLog(job, 1);
+  d.daemon =
+      std::make_unique<Daemon>(d.dir.path, std::vector<std::string>{"--config", d.dir.path + "/config.json"});
+  ASSERT_TRUE(d.daemon->WaitReady()) << d.daemon->log();
+  ASSERT_TRUE(WaitFor(seconds(240), [&] { return d.Get("/v1/jobs/" + job)["state"] == "succeeded"; }))
+      << d.Diagnose(job);
+  EXPECT_EQ(count(d.StepLog(job, 1), "attempt 1: running steps 1..150"), 4) << d.StepLog(job, 1);
+  const int attempts = d.Get("/v1/jobs/" + job).value("attempt", 0);
+  for (int a = 2; a <= attempts; ++a)
+    EXPECT_EQ(count(d.StepLog(job, a), "resumed from step"), 4) << d.StepLog(job, a);
   EXPECT_TRUE(WaitFor(seconds(90), [&] { return AllocationGone(alloc_id); })) << LocalCluster::Sh({"squeue"});
 }
 
