@@ -63,6 +63,20 @@ void AgentBoard::HoldLaunch(const std::string& job, int attempt, std::set<std::s
   gates_[job] = {attempt, std::move(nodes), deadline};
 }
 
+void AgentBoard::HoldUntilSaved(const std::string& job, int attempt, const std::set<std::string>& nodes) {
+  Gate& g = gates_[job];
+  if (g.attempt != attempt) g = {attempt, {}, Time{}};  // a new gate opens once saved (deadline passed)
+  g.nodes.insert(nodes.begin(), nodes.end());
+  g.unsaved = true;
+}
+
+void AgentBoard::Saved(const std::string& job, int attempt, Time now) {
+  auto it = gates_.find(job);
+  if (it == gates_.end() || it->second.attempt != attempt) return;
+  it->second.unsaved = false;
+  OpenGates(now);
+}
+
 AgentBoard::OlderAttempt AgentBoard::OlderAttemptRunning(const std::string& job, int attempt) const {
   OlderAttempt out;
   for (const auto& [node, agent] : agents_) {
@@ -123,6 +137,10 @@ Result<Assignments> AgentBoard::AnswerFor(const std::string& node, bool can_keep
 
 void AgentBoard::OpenGates(Time now) {
   for (auto it = gates_.begin(); it != gates_.end();) {
+    if (it->second.unsaved) {
+      ++it;
+      continue;
+    }
     OlderAttempt old = OlderAttemptRunning(it->first, it->second.attempt);
     if (now < old.fenced_until || (old.live && now < it->second.deadline)) {
       ++it;

@@ -68,6 +68,11 @@ class AgentBoard {
   // Withholds `job`'s ranks from agents until no live agent runs an attempt older than `attempt` (or
   // until `deadline`); `nodes` are bumped when the gate opens.
   void HoldLaunch(const std::string& job, int attempt, std::set<std::string> nodes, Time deadline);
+  // Withholds `job`'s ranks of `attempt` until Saved(job, attempt): the batch that records the attempt is
+  // not durable yet, and ranks an agent starts for an attempt a restarted daemon never heard of are
+  // unknown processes to it (a storage stall, then a crash: a false heartbeat_lost and a cordon).
+  void HoldUntilSaved(const std::string& job, int attempt, const std::set<std::string>& nodes);
+  void Saved(const std::string& job, int attempt, Time now);
   void DropGate(const std::string& job) { gates_.erase(job); }
   // Opens due gates (bumping their nodes), drops unknown processes past their timeout from `keep` (bumping
   // their nodes) and answers long polls past their deadline: OpenGates, then ExpireUnknown, then
@@ -131,6 +136,7 @@ class AgentBoard {
     int attempt = 0;
     std::set<std::string> nodes;
     Time deadline{};
+    bool unsaved = false;  // closed until Saved, whatever the older attempts do
   };
   struct Waiter {
     Time deadline{};

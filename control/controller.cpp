@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace shepherd {
 
@@ -34,13 +35,23 @@ Status Controller::CheckWritable() const {
 
 void Controller::Commit(WriteBatch batch, std::function<void(Status)> done) {
   Settle(clock_->Now(), &batch);
+  // Attempts this batch starts reach the agents only once it is durable (AgentBoard::HoldUntilSaved).
+  auto saved = [this, starts = std::exchange(unsaved_starts_, {})] {
+    for (const auto& [job, attempt] : starts) agents_.Saved(job, attempt, clock_->Now());
+  };
   if (batch.empty()) {
-    post_([done = std::move(done)] { done(Status::Ok()); });
+    post_([saved, done = std::move(done)] {
+      saved();
+      done(Status::Ok());
+    });
     return;
   }
-  store_->Write(std::move(batch), [this, done = std::move(done)](Status s) mutable {
-    post_([this, s = std::move(s), done = std::move(done)] {
-      if (!s.ok()) OnStorageFailure(s);
+  store_->Write(std::move(batch), [this, saved, done = std::move(done)](Status s) mutable {
+    post_([this, saved, s = std::move(s), done = std::move(done)] {
+      if (s.ok())
+        saved();
+      else
+        OnStorageFailure(s);
       done(s);
     });
   });
@@ -69,6 +80,10 @@ void Controller::Settle(Time now, WriteBatch* batch) {
     const JobEntry* e = jobs_.Find(ev.job);
     if (ev.attempt > 1 && !ViaSlurm(e->job))
       agents_.HoldLaunch(ev.job, ev.attempt, ev.nodes, now + Seconds(options_.stop_timeout_s));
+    if (!ViaSlurm(e->job)) {
+      agents_.HoldUntilSaved(ev.job, ev.attempt, ev.nodes);
+      unsaved_starts_.emplace_back(ev.job, ev.attempt);
+    }
     if (LaunchOf(e->job) == JobHealth::Launch::kByAgents && IsActive(e->job.state))
       rank_tokens_.Mint({ev.job, ev.attempt}, batch);
   }

@@ -304,6 +304,8 @@ class Controller {
   static bool ViaSlurm(const Job& job);
   // An attempt of a Slurm-launched job started or ended: its allocation is wanted, kept or released.
   void SettleSlurm(const AttemptEvent& ev, Time now, WriteBatch* batch);
+  // Jobs whose Slurm allocation has not started and names a node no longer usable: placed again off it.
+  void ReplaceBlockedSlurmAllocations(Time now, WriteBatch* batch);
   // The cluster recovery sees for a Slurm-launched job: only its running allocation, the nodes outside
   // the placement as spares; nullopt for other jobs (they see the whole inventory).
   std::optional<Cluster> AllocationView(const std::string& job) const;
@@ -334,6 +336,8 @@ class Controller {
   SlurmWatch slurm_watch_;
   SlurmJobs slurm_jobs_;
   std::map<std::string, uint64_t> report_counts_;
+  // Attempts started since the last Commit took them: their ranks reach agents once that batch is durable.
+  std::vector<std::pair<std::string, int>> unsaved_starts_;
   std::map<std::string, Time> launch_checked_at_;  // CheckLaunches: last look at a stuck launch, per job
   bool ready_ = false;
   bool storage_failed_ = false;

@@ -141,6 +141,7 @@ void Controller::Tick() {
   for (const auto& [id, h] : health_) ids.push_back(id);
   for (const std::string& id : ids) EvaluateJob(id, now, &batch);
   CheckLaunches(now, &batch);
+  ReplaceBlockedSlurmAllocations(now, &batch);
   auto unserved = [this] { return UnservedNodes(); };
   recovery_.StartDue(now, &batch, unserved);
   recovery_.StartQueuedOnSpares(

@@ -65,6 +65,50 @@ void Controller::SettleSlurm(const AttemptEvent& ev, Time now, WriteBatch* batch
   jobs_.SetState(ev.job, JobState::kLaunching, "waiting for the Slurm allocation", now, batch);
 }
 
+// An allocation Slurm has not started (wanted or pending, not adopted) that names a node drained or down in
+// Slurm, cordoned, failed or removed here waits for it (ReqNodeNotAvail) while other nodes may be free.
+// Nothing runs in it yet, so the job is placed again off those nodes and the allocation given back for a
+// new one; a job that fits nowhere else keeps waiting for it.
+void Controller::ReplaceBlockedSlurmAllocations(Time now, WriteBatch* batch) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> blocked;
+  for (const auto& [id, a] : slurm_jobs_.all()) {
+    if (a.adopted || a.state == SlurmAllocationRecord::State::kRunning) continue;
+    const JobEntry* e = jobs_.Find(id);
+    if (!e || e->job.state != JobState::kLaunching || !e->attempt) continue;
+    std::vector<std::string> unusable;
+    for (const std::string& n : a.nodes)
+      if (const Node* node = inventory_.cluster().Find(n); !node || !node->schedulable || node->failed)
+        unusable.push_back(n);
+    if (!unusable.empty()) blocked.emplace_back(id, std::move(unusable));
+  }
+  for (const auto& [id, unusable] : blocked) {
+    const JobEntry& e = *jobs_.Find(id);
+    PlaceOptions o;
+    o.attempt = e.job.attempt + 1;
+    o.dp_edge_bytes = e.estimate.comm.dp;
+    o.pp_edge_bytes = e.estimate.comm.pp;
+    o.exclude_nodes.insert(unusable.begin(), unusable.end());
+    o.release_job = id;  // as if this attempt's GPUs were free
+    Result<Placement> p = Place(inventory_.cluster(), e.job.plan, o);
+    if (!p.ok()) continue;  // Slurm's pending reason stays the job's
+    std::string names;
+    for (const std::string& n : unusable) names += (names.empty() ? "" : ", ") + n;
+    std::optional<Checkpoint> resume;
+    if (!e.attempt->resume_checkpoint.empty())
+      resume = HealthOf(id).ledger().Find(e.attempt->resume_checkpoint);
+    spdlog::warn("job {}: its Slurm allocation, not started, names {}, no longer usable: re-placing", id,
+                 names);
+    slurm_jobs_.Release(id, batch);
+    jobs_.EndAttempt(id, now, batch);
+    if (!jobs_
+             .StartAttempt(id, std::move(p).value(),
+                           "re-placed before its Slurm allocation started: " + names + " no longer usable",
+                           resume, now, batch)
+             .ok())
+      jobs_.SetState(id, JobState::kQueued, "re-placing before its Slurm allocation started", now, batch);
+  }
+}
+
 std::optional<Cluster> Controller::AllocationView(const std::string& job) const {
   const JobEntry* e = jobs_.Find(job);
   const SlurmAllocationRecord* a = slurm_jobs_.Find(job);

@@ -1,8 +1,10 @@
 // The Controller's side of "launcher": "slurm" (control/slurm_jobs.h, controller_slurm_launch.cpp): the
 // orders it gives the launch worker and what it makes of the worker's events. In-memory store, fake clock;
 // the worker and Slurm are played by the test (their real counterparts: tests/slurm/launch_cluster_test).
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <deque>
 #include <set>
 
@@ -187,6 +189,33 @@ TEST_F(SlurmLaunchTest, APendingAllocationShowsSlurmsReasonInTheJobs) {
   // A late notice changes nothing once the job runs.
   Send({.kind = Kind::kPending, .job = id, .allocation = "41", .message = "Priority"});
   EXPECT_EQ(Job(id).job.state, JobState::kRunning);
+}
+
+// A probe: an allocation Slurm had not started named a node an admin drained meanwhile; it stayed pending
+// (ReqNodeNotAvail) with other nodes free. It is given back and the job placed off the node.
+TEST_F(SlurmLaunchTest, AnAllocationNotStartedIsReplacedOffANodeDrainedMeanwhile) {
+  AddNode("n4", "l1");  // room elsewhere: l1 has n3 and n4
+  std::string id = Submit();
+  std::vector<std::string> wanted = OrderOf(controller_->GetSlurmOrders(), id)->allocation.nodes;
+  Send({.kind = Kind::kSubmitted, .job = id, .allocation = "41"});
+  const std::string drained = wanted[0];
+  controller_->PatchNode(drained, {.schedulable = false, .reason = "admin: bad DIMM"},
+                         [](Result<NodeView> r) { ASSERT_TRUE(r.ok()); });
+  Drain();
+  Wait(1);
+  JobView j = Job(id);
+  EXPECT_EQ(j.job.state, JobState::kLaunching);
+  EXPECT_EQ(j.job.attempt, 2);
+  ASSERT_TRUE(j.attempt);
+  EXPECT_THAT(j.attempt->reason, ::testing::HasSubstr(drained + " no longer usable")) << j.attempt->reason;
+  EXPECT_EQ(Nodes(id).count(drained), 0u);
+  SlurmOrders o = controller_->GetSlurmOrders();
+  EXPECT_EQ(o.cancel, std::vector<std::string>{"41"});  // the pending allocation is given back
+  std::optional<SlurmJobOrder> order = OrderOf(o, id);
+  ASSERT_TRUE(order);
+  EXPECT_EQ(order->allocation.state, State::kWanted);
+  EXPECT_EQ(std::count(order->allocation.nodes.begin(), order->allocation.nodes.end(), drained), 0);
+  EXPECT_EQ(controller_->GetFailures({.job = id})->size(), 0u);  // nothing blamed
 }
 
 // Context parallelism under Slurm: the ranks get the fourth value the agents give (scheduler/rank_env.h), so

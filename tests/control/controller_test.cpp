@@ -308,6 +308,16 @@ TEST_F(ControllerCredentialsTest, AQueuedJobPlacedOnFreedNodesHasItsTokenInTheFi
   ASSERT_FALSE(answer) << "nothing changed yet";
   ASSERT_TRUE(Cancel(first).ok());  // frees n1 and n2; the second is placed in the same pass
   ASSERT_TRUE(answer && answer->ok());
+  // The first answer stops the first job's ranks; the second's come once the batch that started its attempt
+  // is durable (AgentBoard::HoldUntilSaved): the next answer, at once here (the memory store).
+  if ((*answer)->ranks.empty()) {
+    const int64_t seen = (*answer)->version;
+    answer.reset();
+    controller_->WatchAssignments("n1", seen, clock_.Now() + Seconds(30), true,
+                                  [&](Result<Assignments> a) { answer = std::move(a); });
+    Drain();
+    ASSERT_TRUE(answer && answer->ok());
+  }
   auto token = controller_->rank_tokens().TokenFor({second, 1});
   ASSERT_TRUE(token);
   for (const RankAssignment& r : (*answer)->ranks) {
@@ -315,6 +325,43 @@ TEST_F(ControllerCredentialsTest, AQueuedJobPlacedOnFreedNodesHasItsTokenInTheFi
     EXPECT_EQ(r.env.at("SHEPHERD_TOKEN"), *token) << "rank " << r.rank.rank;
   }
   EXPECT_FALSE((*answer)->ranks.empty());
+}
+
+// A storage probe: with the database's write lock held by another connection, a restarted attempt reached
+// the agent before the batch that records it was durable; the daemon then stopped, and the restarted one,
+// which never heard of that attempt, kept its ranks as unknown processes, then blamed and cordoned the node.
+TEST_F(ControllerCredentialsTest, AnAttemptsRanksReachAgentsOnlyOnceTheAttemptIsDurable) {
+  AddNode("n1", "l0");
+  AddNode("n2", "l0");
+  Heartbeat("n1", {});
+  const int64_t known = AssignmentsOf("n1").version;
+  store_->HoldWrites();
+  JobSpec spec = testing::MakeSpec(16, 8);
+  auto est = controller_->PlanFor(spec);
+  std::optional<Result<JobView>> submitted;
+  controller_->SubmitJob(spec, *est, [&](Result<JobView> r) { submitted = std::move(r); });
+  Drain();
+  EXPECT_FALSE(submitted) << "acknowledged before its COMMIT";
+  EXPECT_TRUE(AssignmentsOf("n1").ranks.empty()) << "the attempt is not durable yet";
+  std::optional<Result<Assignments>> answer;
+  controller_->WatchAssignments("n1", known, clock_.Now() + Seconds(30), true,
+                                [&](Result<Assignments> a) { answer = std::move(a); });
+  Drain();
+  if (answer) {  // answered for another change: nothing of the job in it
+    ASSERT_TRUE(answer->ok());
+    EXPECT_TRUE((*answer)->ranks.empty());
+    const int64_t seen = (*answer)->version;
+    answer.reset();
+    controller_->WatchAssignments("n1", seen, clock_.Now() + Seconds(30), true,
+                                  [&](Result<Assignments> a) { answer = std::move(a); });
+    Drain();
+    EXPECT_FALSE(answer);
+  }
+  store_->ReleaseHeld();
+  Drain();
+  ASSERT_TRUE(submitted && submitted->ok());
+  ASSERT_TRUE(answer && answer->ok());
+  EXPECT_EQ((*answer)->ranks.size(), 8u);  // its ranks on n1, once durable
 }
 
 // A job recovery re-queued (its node lost, no spare, no free node) showed its old attempt's ranks, on the

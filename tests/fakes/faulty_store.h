@@ -2,7 +2,8 @@
 // error-injecting Env idea from LevelDB). Header-only; link shepherd_fakes and shepherd_storage.
 //
 // A failed write calls `done` with kUnavailable "injected fault" synchronously on the caller's thread and
-// never reaches the inner store. Other writes, Load and Flush pass through. Thread-safe.
+// never reaches the inner store; a held write waits until ReleaseHeld. Other writes, Load and Flush pass
+// through. Thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "storage/store.h"
 
@@ -28,6 +30,21 @@ class FaultyStore final : public Store {
   void FailAllWrites() {
     std::lock_guard<std::mutex> lock(mu_);
     fail_all_ = true;
+  }
+  // Writes from now on wait, their `done` not called (a stalled disk, another connection's write lock),
+  // until ReleaseHeld hands them to the inner store in order.
+  void HoldWrites() {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_ = true;
+  }
+  void ReleaseHeld() {
+    std::vector<std::pair<WriteBatch, std::function<void(Status)>>> held;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      hold_ = false;
+      held.swap(held_);
+    }
+    for (auto& [batch, done] : held) inner_->Write(std::move(batch), std::move(done));
   }
   // Cancels pending and permanent faults.
   void Heal() {
@@ -64,12 +81,21 @@ class FaultyStore final : public Store {
       if (done) done(Unavailable("injected fault"));
       return;
     }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (hold_) {
+        held_.emplace_back(std::move(batch), std::move(done));
+        return;
+      }
+    }
     inner_->Write(std::move(batch), std::move(done));
   }
 
   void Flush() override { inner_->Flush(); }
 
  private:
+  bool hold_ = false;
+  std::vector<std::pair<WriteBatch, std::function<void(Status)>>> held_;
   struct Counters {
     int64_t seen = 0;
     int64_t failed = 0;
