@@ -54,15 +54,18 @@ Status CheckIsShepherdDatabase(sqlite3* db, const std::string& path, const std::
   while ((rc = sqlite3_step(stmt->get())) == SQLITE_ROW)
     tables.push_back(reinterpret_cast<const char*>(sqlite3_column_text(stmt->get(), 0)));
   if (rc != SQLITE_DONE) return Unavailable("cannot open database " + path + ": " + sqlite3_errmsg(db));
-  if (!tables.empty() && std::find(tables.begin(), tables.end(), "records") == tables.end()) {
+  Result<int> version = SchemaVersion(db);
+  if (!version.ok()) return version.status();
+  // Shepherd's tables come with a schema version (each migration bumps it in its own transaction): tables
+  // at version 0, or without `records`, are another application's.
+  if (!tables.empty() &&
+      (*version == 0 || std::find(tables.begin(), tables.end(), "records") == tables.end())) {
     std::string names;
     for (std::size_t i = 0; i < tables.size() && i < 5; ++i) names += (i ? ", " : "") + tables[i];
     return Unavailable("database " + path + " is not a Shepherd database (it holds the tables " + names +
                        (tables.size() > 5 ? ", ..." : "") +
                        "); it was left as it was: give --db a new file or a Shepherd database");
   }
-  Result<int> version = SchemaVersion(db);
-  if (!version.ok()) return version.status();
   const int known = static_cast<int>(steps.size());
   if (*version > known) return NewerSchema(path, *version, known);
   return Status::Ok();

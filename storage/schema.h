@@ -19,8 +19,8 @@ const std::vector<std::string>& SchemaMigrations();
 inline constexpr int kSchemaVersion = 2;
 
 // Whether `db` may be opened as a Shepherd database, read only (nothing in the file changes): kUnavailable
-// naming `path` when it is not a database at all, holds tables but not Shepherd's `records` (another
-// application's database), or has a schema version newer than steps.size().
+// naming `path` when it is not a database at all, holds tables but not Shepherd's `records` or at schema
+// version 0 (another application's database), or has a schema version newer than steps.size().
 Status CheckIsShepherdDatabase(sqlite3* db, const std::string& path, const std::vector<std::string>& steps);
 
 // Brings `db` up to steps.size(). Returns kUnavailable naming `path` if the database is newer than

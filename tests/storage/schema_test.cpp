@@ -77,13 +77,13 @@ std::string Bytes(const std::string& path) {
 // beside its own, it was switched to WAL and made 0600. It is refused now, byte for byte as it was.
 TEST(SchemaTest, AnotherApplicationsDatabaseIsRefusedAndLeftAsItWas) {
   TempDir dir;
-  for (int user_version : {0, 7}) {
-    const std::string db = dir.File("app" + std::to_string(user_version) + ".db");
+  for (const auto& [user_version, table] : {std::pair{0, "users"}, {7, "users"}, {0, "records"}}) {
+    const std::string db = dir.File(std::string("app") + table + std::to_string(user_version) + ".db");
     {
       RawDb raw(db);
-      ASSERT_EQ(raw.Exec("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT); INSERT INTO users (name) "
-                         "VALUES ('ada'); PRAGMA user_version = " +
-                         std::to_string(user_version)),
+      ASSERT_EQ(raw.Exec(std::string("CREATE TABLE ") + table + " (id INTEGER PRIMARY KEY, name TEXT); " +
+                         "INSERT INTO " + table +
+                         " (name) VALUES ('ada'); PRAGMA user_version = " + std::to_string(user_version)),
                 "");
     }
     ASSERT_EQ(chmod(db.c_str(), 0644), 0);
@@ -91,7 +91,8 @@ TEST(SchemaTest, AnotherApplicationsDatabaseIsRefusedAndLeftAsItWas) {
     Result<std::unique_ptr<Store>> r = OpenSqliteStore(db);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.status().code(), Code::kUnavailable);
-    EXPECT_THAT(r.status().message(), HasSubstr("is not a Shepherd database (it holds the tables users)"));
+    EXPECT_THAT(r.status().message(),
+                HasSubstr(std::string("is not a Shepherd database (it holds the tables ") + table + ")"));
     EXPECT_EQ(Bytes(db), before) << "user_version " << user_version;
     struct stat st {};
     ASSERT_EQ(stat(db.c_str(), &st), 0);
