@@ -35,9 +35,12 @@ Status Controller::CheckWritable() const {
 
 void Controller::Commit(WriteBatch batch, std::function<void(Status)> done) {
   Settle(clock_->Now(), &batch);
-  // Attempts this batch starts reach the agents only once it is durable (AgentBoard::HoldUntilSaved).
+  // Attempts this batch starts reach the agents, or become a Slurm step, only once it is durable.
   auto saved = [this, starts = std::exchange(unsaved_starts_, {})] {
-    for (const auto& [job, attempt] : starts) agents_.Saved(job, attempt, clock_->Now());
+    for (const auto& [job, attempt] : starts) {
+      unsaved_attempts_.erase({job, attempt});
+      agents_.Saved(job, attempt, clock_->Now());
+    }
   };
   if (batch.empty()) {
     post_([saved, done = std::move(done)] {
@@ -80,10 +83,9 @@ void Controller::Settle(Time now, WriteBatch* batch) {
     const JobEntry* e = jobs_.Find(ev.job);
     if (ev.attempt > 1 && !ViaSlurm(e->job))
       agents_.HoldLaunch(ev.job, ev.attempt, ev.nodes, now + Seconds(options_.stop_timeout_s));
-    if (!ViaSlurm(e->job)) {
-      agents_.HoldUntilSaved(ev.job, ev.attempt, ev.nodes);
-      unsaved_starts_.emplace_back(ev.job, ev.attempt);
-    }
+    if (!ViaSlurm(e->job)) agents_.HoldUntilSaved(ev.job, ev.attempt, ev.nodes);
+    unsaved_starts_.emplace_back(ev.job, ev.attempt);  // Slurm: no step before then (GetSlurmOrders)
+    unsaved_attempts_.emplace(ev.job, ev.attempt);
     if (LaunchOf(e->job) == JobHealth::Launch::kByAgents && IsActive(e->job.state))
       rank_tokens_.Mint({ev.job, ev.attempt}, batch);
   }

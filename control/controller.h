@@ -24,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -336,8 +337,10 @@ class Controller {
   SlurmWatch slurm_watch_;
   SlurmJobs slurm_jobs_;
   std::map<std::string, uint64_t> report_counts_;
-  // Attempts started since the last Commit took them: their ranks reach agents once that batch is durable.
+  // Attempts started since the last Commit took them, and every started attempt whose batch is not durable
+  // yet: their ranks reach agents (AgentBoard::HoldUntilSaved) and their Slurm steps start only after.
   std::vector<std::pair<std::string, int>> unsaved_starts_;
+  std::set<std::pair<std::string, int>> unsaved_attempts_;
   std::map<std::string, Time> launch_checked_at_;  // CheckLaunches: last look at a stuck launch, per job
   bool ready_ = false;
   bool storage_failed_ = false;

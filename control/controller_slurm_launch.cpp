@@ -154,7 +154,8 @@ SlurmOrders Controller::GetSlurmOrders(const std::map<std::string, int>& started
     o.attempt = e->job.attempt;
     o.step_wanted = IsActive(e->job.state) && e->attempt &&
                     a.state == SlurmAllocationRecord::State::kRunning &&
-                    Inside(e->attempt->placement, a.nodes);
+                    Inside(e->attempt->placement, a.nodes) &&
+                    !unsaved_attempts_.count({job, e->attempt->number});  // durable first
     o.step_ran = o.step_wanted && e->job.state == JobState::kRunning;
     auto known = started.find(job);
     if (o.step_wanted && (known == started.end() || known->second != o.attempt)) o.step = StepFor(*e, a);

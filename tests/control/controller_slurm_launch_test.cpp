@@ -12,6 +12,7 @@
 #include "slurm/rank_env.h"
 #include "tests/control/control_test_util.h"
 #include "tests/fakes/fake_clock.h"
+#include "tests/fakes/faulty_store.h"
 
 namespace shepherd {
 namespace {
@@ -21,7 +22,7 @@ using State = SlurmAllocationRecord::State;
 
 class SlurmLaunchTest : public ::testing::Test {
  protected:
-  SlurmLaunchTest() : store_(NewMemoryStore()) {
+  SlurmLaunchTest() : store_(std::make_unique<FaultyStore>(NewMemoryStore())) {
     Reset();
     // Leaf l0: n0, n1, n2; leaf l1: n3. 8 GPUs each.
     for (const char* n : {"n0", "n1", "n2"}) AddNode(n, "l0");
@@ -108,7 +109,7 @@ class SlurmLaunchTest : public ::testing::Test {
 
   FakeClock clock_;
   std::deque<std::function<void()>> posted_;
-  std::unique_ptr<Store> store_;
+  std::unique_ptr<FaultyStore> store_;
   std::unique_ptr<Controller> controller_;
 };
 
@@ -216,6 +217,35 @@ TEST_F(SlurmLaunchTest, AnAllocationNotStartedIsReplacedOffANodeDrainedMeanwhile
   EXPECT_EQ(order->allocation.state, State::kWanted);
   EXPECT_EQ(std::count(order->allocation.nodes.begin(), order->allocation.nodes.end(), drained), 0);
   EXPECT_EQ(controller_->GetFailures({.job = id})->size(), 0u);  // nothing blamed
+}
+
+// The step of an attempt the database does not hold yet is not started: a daemon that then stopped would
+// find a step it never heard of (as agents' ranks were, AgentBoard::HoldUntilSaved).
+TEST_F(SlurmLaunchTest, NoStepStartsBeforeItsAttemptIsDurable) {
+  store_->HoldWrites();
+  JobSpec spec = testing::MakeSpec(16, 8);
+  spec.launcher = Launcher::kSlurm;
+  std::optional<Result<JobView>> submitted;
+  controller_->SubmitJob(spec, *controller_->PlanFor(spec),
+                         [&](Result<JobView> r) { submitted = std::move(r); });
+  Drain();
+  EXPECT_FALSE(submitted) << "acknowledged before its COMMIT";
+  const std::string id = "job-000001";
+  ASSERT_TRUE(controller_->GetJob(id).ok());  // in memory already
+  std::vector<std::string> nodes = OrderOf(controller_->GetSlurmOrders(), id)->allocation.nodes;
+  Send({.kind = Kind::kSubmitted, .job = id, .allocation = "41"});
+  Send({.kind = Kind::kAllocated, .job = id, .allocation = "41", .nodes = nodes});
+  std::optional<SlurmJobOrder> held = OrderOf(controller_->GetSlurmOrders(), id);
+  ASSERT_TRUE(held);
+  EXPECT_FALSE(held->step_wanted);
+  EXPECT_FALSE(held->step);
+  store_->ReleaseHeld();
+  Drain();
+  ASSERT_TRUE(submitted && submitted->ok());
+  std::optional<SlurmJobOrder> saved = OrderOf(controller_->GetSlurmOrders(), id);
+  ASSERT_TRUE(saved);
+  EXPECT_TRUE(saved->step_wanted);
+  EXPECT_TRUE(saved->step);
 }
 
 // Context parallelism under Slurm: the ranks get the fourth value the agents give (scheduler/rank_env.h), so
