@@ -292,6 +292,11 @@ class Controller {
   // Launching attempts whose agents did not start them in policy.launch_timeout_s: re-placed onto nodes
   // with live agents when they fit there, else left waiting with the reason.
   void CheckLaunches(Time now, WriteBatch* batch);
+  // Places `id`'s next attempt off `exclude` (its own GPUs counted free), ends the current attempt and
+  // starts the new one with `reason`, resuming where the current one would have. Otherwise the placement's
+  // error, and nothing changed.
+  Status PlaceAgain(const std::string& id, const std::set<std::string>& exclude, const std::string& reason,
+                    Time now, WriteBatch* batch);
   JobView ViewOf(const JobEntry& e) const;
   // Ends a job that has not ended (cancelled, or its watched Slurm job ended): its attempt, backoff, launch
   // gate, rank tokens, health and Slurm allocation. kNotFound, kConflict (already ended) as JobBook::End.

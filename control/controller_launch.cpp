@@ -1,4 +1,4 @@
-// Controller::CheckLaunches: attempts our agents did not start within policy.launch_timeout_s.
+// Controller::CheckLaunches: attempts our agents did not start within policy.launch_timeout_s; PlaceAgain.
 #include <spdlog/spdlog.h>
 
 #include "control/controller.h"
@@ -14,6 +14,26 @@ std::string Join(const std::vector<std::string>& v, size_t max = 8) {
 }
 
 }  // namespace
+
+Status Controller::PlaceAgain(const std::string& id, const std::set<std::string>& exclude,
+                              const std::string& reason, Time now, WriteBatch* batch) {
+  const JobEntry& e = *jobs_.Find(id);
+  PlaceOptions o;
+  o.attempt = e.job.attempt + 1;
+  o.dp_edge_bytes = e.estimate.comm.dp;
+  o.pp_edge_bytes = e.estimate.comm.pp;
+  o.exclude_nodes = exclude;
+  o.release_job = id;  // as if this attempt's GPUs were free
+  Result<Placement> p = Place(inventory_.cluster(), e.job.plan, o);
+  if (!p.ok()) return p.status();
+  std::optional<Checkpoint> resume;
+  if (!e.attempt->resume_checkpoint.empty())
+    resume = HealthOf(id).ledger().Find(e.attempt->resume_checkpoint);
+  jobs_.EndAttempt(id, now, batch);
+  if (!jobs_.StartAttempt(id, std::move(p).value(), reason, resume, now, batch).ok())
+    jobs_.SetState(id, JobState::kQueued, "placing again: " + reason, now, batch);
+  return Status::Ok();
+}
 
 void Controller::CheckLaunches(Time now, WriteBatch* batch) {
   std::vector<std::string> stuck;
@@ -33,33 +53,20 @@ void Controller::CheckLaunches(Time now, WriteBatch* batch) {
     JobHealth& health = HealthOf(id);
     std::vector<std::string> waiting = health.unlaunched_nodes();
     // Nodes where nothing can start ranks: no agent ever attached, or it is lost.
-    PlaceOptions o;
-    o.attempt = e.job.attempt + 1;
-    o.dp_edge_bytes = e.estimate.comm.dp;
-    o.pp_edge_bytes = e.estimate.comm.pp;
+    std::set<std::string> exclude(waiting.begin(), waiting.end());  // alive, yet did not start them
     for (const Node* n : inventory_.cluster().nodes())
-      if (!agents_.Live(n->id)) o.exclude_nodes.insert(n->id);
-    for (const std::string& n : waiting) o.exclude_nodes.insert(n);  // alive, yet did not start them
-    o.release_job = id;                                              // as if this attempt's GPUs were free
-    Result<Placement> p = Place(inventory_.cluster(), e.job.plan, o);
+      if (!agents_.Live(n->id)) exclude.insert(n->id);
     const std::string what = "no agent started ranks on " + Join(waiting) + " within " +
                              std::to_string(static_cast<int>(e.job.spec.policy.launch_timeout_s)) + " s";
-    if (!p.ok()) {
+    if (Status s = PlaceAgain(
+            id, exclude, "launch timeout: " + what + "; re-placed onto nodes with live agents", now, batch);
+        !s.ok()) {
       std::string reason = "waiting for agents: " + what +
-                           "; the job does not fit on nodes with live agents (" + p.status().message() + ")";
+                           "; the job does not fit on nodes with live agents (" + s.message() + ")";
       if (e.job.reason != reason) jobs_.SetState(id, JobState::kLaunching, reason, now, batch);
       continue;
     }
-    std::optional<Checkpoint> resume;
-    if (!e.attempt->resume_checkpoint.empty()) resume = health.ledger().Find(e.attempt->resume_checkpoint);
-    spdlog::warn("job {}: {}; re-placing onto nodes with live agents", id, what);
-    jobs_.EndAttempt(id, now, batch);
-    if (!jobs_
-             .StartAttempt(id, std::move(p).value(),
-                           "launch timeout: " + what + "; re-placed onto nodes with live agents", resume, now,
-                           batch)
-             .ok())
-      jobs_.SetState(id, JobState::kQueued, "re-placing after a launch timeout", now, batch);
+    spdlog::warn("job {}: {}; re-placed onto nodes with live agents", id, what);
     launch_checked_at_.erase(id);
   }
   Settle(now, batch);

@@ -82,30 +82,14 @@ void Controller::ReplaceBlockedSlurmAllocations(Time now, WriteBatch* batch) {
     if (!unusable.empty()) blocked.emplace_back(id, std::move(unusable));
   }
   for (const auto& [id, unusable] : blocked) {
-    const JobEntry& e = *jobs_.Find(id);
-    PlaceOptions o;
-    o.attempt = e.job.attempt + 1;
-    o.dp_edge_bytes = e.estimate.comm.dp;
-    o.pp_edge_bytes = e.estimate.comm.pp;
-    o.exclude_nodes.insert(unusable.begin(), unusable.end());
-    o.release_job = id;  // as if this attempt's GPUs were free
-    Result<Placement> p = Place(inventory_.cluster(), e.job.plan, o);
-    if (!p.ok()) continue;  // Slurm's pending reason stays the job's
     std::string names;
     for (const std::string& n : unusable) names += (names.empty() ? "" : ", ") + n;
-    std::optional<Checkpoint> resume;
-    if (!e.attempt->resume_checkpoint.empty())
-      resume = HealthOf(id).ledger().Find(e.attempt->resume_checkpoint);
-    spdlog::warn("job {}: its Slurm allocation, not started, names {}, no longer usable: re-placing", id,
-                 names);
-    slurm_jobs_.Release(id, batch);
-    jobs_.EndAttempt(id, now, batch);
-    if (!jobs_
-             .StartAttempt(id, std::move(p).value(),
-                           "re-placed before its Slurm allocation started: " + names + " no longer usable",
-                           resume, now, batch)
-             .ok())
-      jobs_.SetState(id, JobState::kQueued, "re-placing before its Slurm allocation started", now, batch);
+    const std::string reason =
+        "re-placed before its Slurm allocation started: " + names + " no longer usable";
+    if (!PlaceAgain(id, std::set<std::string>(unusable.begin(), unusable.end()), reason, now, batch).ok())
+      continue;                      // fits nowhere else: Slurm's pending reason stays the job's
+    slurm_jobs_.Release(id, batch);  // even when the new placement lies inside it: it names those nodes
+    spdlog::warn("job {}: {}", id, reason);
   }
 }
 
