@@ -256,6 +256,10 @@ int RunDaemon(const DaemonConfig& config) {
                                    ? config.advertise_url
                                    : "http://" + (host == "0.0.0.0" ? std::string("127.0.0.1") : host) + ":" +
                                          std::to_string(bound));
+  // Before anyone can know the daemon is up (the log line, the port file): a SIGTERM from then on is a
+  // drain, never the default action (a test saw exit 143 when it came right after the port file).
+  asio::signal_set signals(ioc, SIGINT, SIGTERM);
+  asio::signal_set hup(ioc, SIGHUP);
   spdlog::info("shepherdd listening on {}:{} (db {})", host, bound, config.db);
   if (!config.port_file.empty()) {
     if (Status s = WritePortFile(config.port_file, bound); !s.ok()) {
@@ -298,8 +302,6 @@ int RunDaemon(const DaemonConfig& config) {
     });
   };
   schedule_tick();
-  asio::signal_set signals(ioc, SIGINT, SIGTERM);
-  asio::signal_set hup(ioc, SIGHUP);
   auto stop = [&](int code, const std::string& why) {
     if (stopping) return;
     stopping = true;
