@@ -43,6 +43,21 @@ struct MoeSpec {
   bool operator==(const MoeSpec&) const = default;
 };
 
+// Multi-head latent attention (DeepSeek-V2/V3; HF config names): queries come from a q_lora_rank-wide latent
+// (0: projected from the hidden state directly), keys and values from one kv_lora_rank-wide latent shared by
+// every head; each head's query and key are qk_nope_head_dim + qk_rope_head_dim wide (the rope part of the
+// key is one head wide, shared by all heads), its value v_head_dim. No biases; the two latents are normed.
+struct MlaSpec {
+  int q_lora_rank = 0;
+  int kv_lora_rank = 0;  // 0: not MLA
+  int qk_nope_head_dim = 0;
+  int qk_rope_head_dim = 0;
+  int v_head_dim = 0;
+  bool enabled() const { return kv_lora_rank > 0; }
+  int qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  bool operator==(const MlaSpec&) const = default;
+};
+
 struct ModelSpec {
   double parameters = 0;  // total parameter count; 0 = count from the architecture
   int layers = 0;
@@ -66,11 +81,16 @@ struct ModelSpec {
   // without), 0.1 for layernorm ones (Megatron-LM's --hidden-dropout default, GPT-3's).
   std::optional<double> dropout;
   MoeSpec moe;
+  MlaSpec mla;  // enabled: the attention is multi-head latent attention (no kv_heads, no head_dim)
   bool parameters_given() const { return parameters > 0; }
   int kv() const { return kv_heads > 0 ? kv_heads : heads; }
   double head() const { return head_dim > 0 ? head_dim : static_cast<double>(hidden) / heads; }
-  double q_width() const { return heads * head(); }  // the attention's inner width (Q, and AV's output)
-  double kv_width() const { return kv() * head(); }  // K's width, and V's
+  // The attention's tensors per token: Q (and under MLA K, every head's own), K and V (kv_heads of them, or
+  // every head's under MLA), and AV's output (the output projection's input).
+  double q_width() const { return heads * (mla.enabled() ? mla.qk_head_dim() : head()); }
+  double k_width() const { return mla.enabled() ? q_width() : kv() * head(); }
+  double v_width() const { return mla.enabled() ? heads * mla.v_head_dim : kv() * head(); }
+  double o_width() const { return mla.enabled() ? v_width() : q_width(); }
   int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
   // Layers whose attention is windowed (a window at least as long as the sequence is full attention).
   int windowed_layers() const {
@@ -85,9 +105,10 @@ struct ModelSpec {
 // activations and run their forward again in the backward. Only with Recompute::kSelective; the default
 // is Megatron's, the attention kernels alone.
 struct RecomputeModules {
-  bool core_attn = true;   // the attention kernels: with eager attention no score matrix is kept
-  bool layernorm = false;  // the two norms' outputs (the QKV and MLP inputs), recomputed from their inputs
-  bool moe_act = false;    // the routed experts' activation outputs (their second GEMM's input)
+  bool core_attn = true;     // the attention kernels: with eager attention no score matrix is kept
+  bool layernorm = false;    // the two norms' outputs (the QKV and MLP inputs), recomputed from their inputs
+  bool moe_act = false;      // the routed experts' activation outputs (their second GEMM's input)
+  bool mla_up_proj = false;  // MLA's up projections and rope: Q, K and V, recomputed from the two latents
   bool operator==(const RecomputeModules&) const = default;
 };
 

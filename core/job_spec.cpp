@@ -38,13 +38,34 @@ void ParseMoe(FieldReader& model, ModelSpec* m, std::vector<FieldError>* errs) {
     r.Error("model.moe.moe_layers", "must not exceed model.layers");
 }
 
+// model.mla: {q_lora_rank (0 or absent: none), kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim}.
+void ParseMla(FieldReader& model, ModelSpec* m, std::vector<FieldError>* errs) {
+  const Json* j = model.Find("mla");
+  if (!j) return;
+  if (!j->is_object()) return model.Error("model.mla", "must be an object");
+  FieldReader r(*j, "model.mla", errs);
+  r.OnlyKnown({"q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"});
+  MlaSpec& a = m->mla;
+  a.q_lora_rank = int(r.Int("q_lora_rank", false, 0, 1 << 20).value_or(0));
+  if (auto v = r.Int("kv_lora_rank", true, 1, 1 << 20)) a.kv_lora_rank = int(*v);
+  if (auto v = r.Int("qk_nope_head_dim", true, 0, 1 << 16)) a.qk_nope_head_dim = int(*v);
+  if (auto v = r.Int("qk_rope_head_dim", true, 0, 1 << 16)) a.qk_rope_head_dim = int(*v);
+  if (auto v = r.Int("v_head_dim", true, 1, 1 << 16)) a.v_head_dim = int(*v);
+  if (a.enabled() && a.qk_head_dim() == 0)
+    r.Error("model.mla.qk_nope_head_dim", "qk_nope_head_dim + qk_rope_head_dim must be positive");
+  if (m->kv_heads > 0 && m->kv_heads != m->heads)
+    model.Error("model.kv_heads",
+                "multi-head latent attention gives every head its own K and V: leave it out");
+  if (m->head_dim > 0) model.Error("model.head_dim", "give model.mla's head widths instead");
+}
+
 void ParseModel(FieldReader& root, ModelSpec* m, std::vector<FieldError>* errs) {
   const Json* j = root.Find("model");
   if (!j) return root.Error("model", "is required");
   FieldReader r(*j, "model", errs);
   r.OnlyKnown({"parameters", "layers", "hidden", "heads", "seq_len", "vocab", "kv_heads", "head_dim",
                "ffn_hidden", "mlp", "norm", "tied_embeddings", "dropout", "window", "full_attention_every",
-               "moe"});
+               "moe", "mla"});
   // parameters may be omitted: the planner counts them from the architecture.
   if (auto v = r.Number("parameters", false, 1e3, 1e15)) m->parameters = *v;
   // At most 4096 (the deepest published models have under 200): the auto search grows with the depth, and
@@ -67,33 +88,34 @@ void ParseModel(FieldReader& root, ModelSpec* m, std::vector<FieldError>* errs) 
   if (m->full_attention_every > 0 && m->window == 0)
     r.Error("model.full_attention_every", "needs model.window (the other layers' attention window)");
   ParseMoe(r, m, errs);
-  if (m->head_dim == 0 && m->hidden > 0 && m->heads > 0 && m->hidden % m->heads != 0)
+  ParseMla(r, m, errs);
+  if (!m->mla.enabled() && m->head_dim == 0 && m->hidden > 0 && m->heads > 0 && m->hidden % m->heads != 0)
     r.Error("model.heads", "must divide model.hidden (or give model.head_dim)");
-  if (m->kv_heads > 0 && m->heads > 0 && m->heads % m->kv_heads != 0)
+  if (!m->mla.enabled() && m->kv_heads > 0 && m->heads > 0 && m->heads % m->kv_heads != 0)
     r.Error("model.kv_heads", "must divide model.heads");
 }
 
-// training.recompute_modules: Megatron-Core's names, a non-empty subset of core_attn, layernorm, moe_act;
-// only with activation_recompute "selective" (the default).
+// training.recompute_modules: Megatron-Core's names, a non-empty subset of core_attn, layernorm, moe_act,
+// mla_up_proj; only with activation_recompute "selective" (the default).
 void ParseRecomputeModules(FieldReader& r, TrainingSpec* t) {
   const Json* j = r.Find("recompute_modules");
   if (!j) return;
   const std::string path = r.Path("recompute_modules");
+  const std::string kModules = R"("core_attn", "layernorm", "moe_act", "mla_up_proj")";
   if (t->activation_recompute != Recompute::kSelective)
     return r.Error(path, "applies only to training.activation_recompute \"selective\"");
-  if (!j->is_array() || j->empty())
-    return r.Error(path, "must be a non-empty array of \"core_attn\", \"layernorm\", \"moe_act\"");
+  if (!j->is_array() || j->empty()) return r.Error(path, "must be a non-empty array of " + kModules);
   RecomputeModules m{.core_attn = false};
   for (const Json& v : *j) {
     const std::string name = v.is_string() ? v.get<std::string>() : "";
-    bool* flag = name == "core_attn"   ? &m.core_attn
-                 : name == "layernorm" ? &m.layernorm
-                 : name == "moe_act"   ? &m.moe_act
-                                       : nullptr;
+    bool* flag = name == "core_attn"     ? &m.core_attn
+                 : name == "layernorm"   ? &m.layernorm
+                 : name == "moe_act"     ? &m.moe_act
+                 : name == "mla_up_proj" ? &m.mla_up_proj
+                                         : nullptr;
     if (!flag)
-      return r.Error(path,
-                     "unknown module (accepted: \"core_attn\", \"layernorm\", \"moe_act\"; others, "
-                     "such as \"mlp\", are not modelled)");
+      return r.Error(
+          path, "unknown module (accepted: " + kModules + "; others, such as \"mlp\", are not modelled)");
     if (*flag) return r.Error(path, "lists \"" + name + "\" twice");
     *flag = true;
   }
@@ -460,6 +482,12 @@ Json ToJson(const JobSpec& s) {
     if (e.moe_layer_freq > 0) moe["moe_layer_freq"] = e.moe_layer_freq;
     model["moe"] = moe;
   }
+  if (const MlaSpec& a = s.model.mla; a.enabled())
+    model["mla"] = {{"q_lora_rank", a.q_lora_rank},
+                    {"kv_lora_rank", a.kv_lora_rank},
+                    {"qk_nope_head_dim", a.qk_nope_head_dim},
+                    {"qk_rope_head_dim", a.qk_rope_head_dim},
+                    {"v_head_dim", a.v_head_dim}};
   const Policy& p = s.policy;
   Json out = {
       {"name", s.name},
@@ -517,6 +545,7 @@ Json ToJson(const JobSpec& s) {
     if (m.core_attn) modules.push_back("core_attn");
     if (m.layernorm) modules.push_back("layernorm");
     if (m.moe_act) modules.push_back("moe_act");
+    if (m.mla_up_proj) modules.push_back("mla_up_proj");
     out["training"]["recompute_modules"] = modules;
   }
   if (s.launcher == Launcher::kSlurm)

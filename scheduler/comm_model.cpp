@@ -127,9 +127,10 @@ ElementwiseBytes ElementwiseBytesPerLayer(const JobSpec& spec, const Plan& plan)
   if (spec.training.precision == Precision::kFp8) {
     const double tokens = x / m.hidden, fc1_out = (m.mlp == Mlp::kSwiglu ? 2 : 1) * mlp_width;
     const double fc2_outs = 1 - moe_share + moe_share * (m.moe.top_k + m.moe.shared_experts);
-    e.fp8_forward = 4 * tokens * (m.q_width() + mlp_width) / plan.tp;
+    e.fp8_forward = 4 * tokens * (m.o_width() + mlp_width) / plan.tp;
     e.fp8_backward =
-        4 * tokens * ((m.q_width() + 2 * m.kv_width() + fc1_out) / plan.tp + (1 + fc2_outs) * m.hidden);
+        4 * tokens *
+        ((m.q_width() + m.k_width() + m.v_width() + fc1_out) / plan.tp + (1 + fc2_outs) * m.hidden);
   }
   return e;
 }
@@ -225,8 +226,8 @@ CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan) {
          ((stage_layers - expert_halves) * RingAllReduceBytes(a, plan.tp) +
           expert_halves * RingAllReduceBytes(a * plan.expert_tp() / plan.tp, plan.expert_tp()));
   // Each TP rank holds kv_heads/tp of the K and V heads (tp divides kv_heads) and passes only those.
-  const double kv_chunk = 2.0 * m.seq_len / plan.cp * plan.micro_batch_size * m.kv() / plan.tp * m.head() *
-                          ActivationElementBytes(t.precision);
+  const double kv_chunk = static_cast<double>(m.seq_len) / plan.cp * plan.micro_batch_size *
+                          (m.k_width() + m.v_width()) / plan.tp * ActivationElementBytes(t.precision);
   c.cp = stage_layers * mb * 3.0 * (plan.cp - 1) * kv_chunk;
   c.ep = StageMoeLayers(m, stage_layers) * mb * tp_collectives * AllToAllBytes(spec, plan);
   // Each TP rank sends its 1/tp slice (sequence parallel shards, or the scatter/gather of Narayanan et al.
@@ -267,15 +268,21 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const double routed = m.moe.enabled() ? split.expert * m.moe.top_k / m.moe.experts : 0;
   const double rate = peak * MatmulEfficiency(spec, plan, hw);
   const double expert_rate = m.moe.enabled() ? peak * ExpertMatmulEfficiency(spec, plan, hw) : rate;
-  // One layer's GEMM FLOPs per micro-batch, the routed experts' scaled to run at the dense rate.
-  const double layer_flops = 6 * tokens * ((split.activated - routed) + routed * rate / expert_rate);
-  // Flash kernels skip the masked half of causal QKᵀ and AV (6·s·a·d per token and layer, not the 12·s·a·d
-  // of the model-FLOP convention) and, on windowed layers, all but the w keys before each query (12·w·a·d);
-  // eager attention computes the full score matrix and masks it. Windowed layers are spread evenly.
+  // One layer's GEMM FLOPs per micro-batch, the routed experts' scaled to run at the dense rate; selective
+  // recompute of MLA's up projections runs their forward (2 FLOPs per weight and token) again.
+  const bool up_proj_again =
+      m.mla.enabled() && t.activation_recompute == Recompute::kSelective && t.recompute_modules.mla_up_proj;
+  const double layer_flops = 6 * tokens * ((split.activated - routed) + routed * rate / expert_rate) +
+                             (up_proj_again ? 2 * tokens * MlaUpProjParams(m) : 0);
+  // Flash kernels skip the masked half of causal QKᵀ and AV (3·s·(q + o) per token and layer, q = a·d the
+  // width of Q and o of AV's output, not the 6·s·(q + o) = 12·s·a·d of the model-FLOP convention) and, on
+  // windowed layers, all but the w keys before each query (6·w·(q + o)); eager attention computes the full
+  // score matrix and masks it. Windowed layers are spread evenly.
   const bool eager = t.attention == Attention::kEager;
   const double windowed = eager ? 0 : static_cast<double>(m.windowed_layers()) / m.layers;
   const double attention_flops =
-      ((eager ? 12.0 : 6.0) * m.seq_len * (1 - windowed) + 12.0 * m.window * windowed) * m.q_width() * tokens;
+      ((eager ? 6.0 : 3.0) * m.seq_len * (1 - windowed) + 6.0 * m.window * windowed) *
+      (m.q_width() + m.o_width()) * tokens;
   const bool full = t.activation_recompute == Recompute::kFull;
   const double recompute = full ? 4.0 / 3 : 1;
   const double model_ranks = static_cast<double>(plan.tp) * plan.cp;

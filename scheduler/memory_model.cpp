@@ -101,13 +101,18 @@ double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const 
   const double mask = m.keeps_dropout_masks() ? 1 : 0;
   const double moe_mlp = 2 + mask + 2.0 * e.top_k + (e.top_k + e.shared_experts) * MlpInnerUnits(m.mlp, fe);
   const double mlp = (1 - share) * (2 + mask + MlpInnerUnits(m.mlp, f)) + share * moe_mlp;
-  // Attention: its input 2, Q 2·q/h, K and V 4·kv/h, AV's output (the projection's input) 2·q/h, the mask
+  // Attention: its input 2, Q, K, V and AV's output (the projection's input) 2 per h of width each, the mask
   // (7 + 4·kv_heads/heads with dropout when the heads are h/a wide).
-  const double attention = 2 + mask + 4 * (m.q_width() + m.kv_width()) / h;
+  const double qkv = 2 * (m.q_width() + m.k_width() + m.v_width()) / h;
+  // MLA's latents, each kept as its normed up projection's input and as that norm's output.
+  const double latents = m.mla.enabled() ? 4.0 * (m.mla.q_lora_rank + m.mla.kv_lora_rank) / h : 0;
+  const double attention = 2 + mask + qkv + 2 * m.o_width() / h + latents;
   double units = attention + mlp + 4;
   const bool selective = t.activation_recompute == Recompute::kSelective;
   const RecomputeModules none{.core_attn = false};
   const RecomputeModules& recomputed = selective ? t.recompute_modules : none;
+  // Megatron-Core's "mla_up_proj": Q, K and V are recomputed from the latents in the backward.
+  if (recomputed.mla_up_proj && m.mla.enabled()) units -= qkv;
   if (t.attention == Attention::kEager && !recomputed.core_attn) {
     // The softmax output 2, with dropout its mask 1 and the dropout output 2, per a·s/h.
     units += (mask > 0 ? 5.0 : 2.0) * m.heads * m.seq_len / h;
@@ -120,11 +125,11 @@ double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const 
     // kernel keeps the 16-bit tensor that halves it: QKV's and the dense MLP's normed inputs (LayerNormLinear
     // emits them in FP8), the experts' dispatched tokens, every second MLP GEMM's input (f units). Where one
     // does, the copy is extra: the projection's input beside the attention output the attention backward
-    // keeps (q/h), each shared expert's input beside the router's (1).
+    // keeps (o/h), each shared expert's input beside the router's (1).
     const double saved_whole = 1 + (1 - share);
     const double saved_split = (1 - share) * f +
                                share * (e.top_k + (e.top_k + e.shared_experts) * fe - e.shared_experts) -
-                               m.q_width() / h;
+                               m.o_width() / h;
     units -= saved_whole + saved_split;
     whole -= saved_whole;
   }

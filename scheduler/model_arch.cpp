@@ -18,13 +18,31 @@ double MlpParams(const ModelSpec& m, double f) {
 
 // Attention and the two norms of one layer.
 double AttentionAndNormParams(const ModelSpec& m) {
-  const double h = m.hidden, q = m.q_width(), kv = m.kv_width();
-  double attention = h * (q + 2 * kv) + q * h;  // Q, K, V projections and the output projection
-  if (Bias(m)) attention += (q + 2 * kv) + h;
-  return attention + 2 * (Bias(m) ? 2 * h : h);
+  const double h = m.hidden, norms = 2 * (Bias(m) ? 2 * h : h);
+  if (m.mla.enabled()) return MlaDownProjParams(m) + MlaUpProjParams(m) + m.o_width() * h + norms;
+  const double q = m.q_width(), k = m.k_width(), v = m.v_width();
+  double attention = h * (q + k + v) + m.o_width() * h;  // Q, K, V projections and the output projection
+  if (Bias(m)) attention += (q + k + v) + h;
+  return attention + norms;
 }
 
 }  // namespace
+
+double MlaDownProjParams(const ModelSpec& m) {
+  const MlaSpec& a = m.mla;
+  const double h = m.hidden;
+  // The query latent and its norm (or nothing: queries straight from h), the K/V latent with the shared rope
+  // key and the latent's norm.
+  return (a.q_lora_rank > 0 ? h * a.q_lora_rank + a.q_lora_rank : 0) +
+         h * (a.kv_lora_rank + a.qk_rope_head_dim) + a.kv_lora_rank;
+}
+
+double MlaUpProjParams(const ModelSpec& m) {
+  const MlaSpec& a = m.mla;
+  const double q_in = a.q_lora_rank > 0 ? a.q_lora_rank : m.hidden;
+  return q_in * m.q_width() +
+         static_cast<double>(a.kv_lora_rank) * m.heads * (a.qk_nope_head_dim + a.v_head_dim);
+}
 
 double LayerParams(const ModelSpec& m) {
   return AttentionAndNormParams(m) + MlpParams(m, m.ffn());
@@ -81,7 +99,7 @@ double ModelFlopsPerToken(const ModelSpec& m) {
   // Attention without the causal mask: s keys per query, w on windowed layers.
   const double keys = static_cast<double>(m.layers - m.windowed_layers()) * m.seq_len +
                       static_cast<double>(m.windowed_layers()) * m.window;
-  return 6 * matmul_params + 12.0 * keys * m.q_width();
+  return 6 * matmul_params + 6.0 * keys * (m.q_width() + m.o_width());
 }
 
 }  // namespace shepherd

@@ -21,9 +21,15 @@ struct LayerParamSplit {
 };
 
 // Parameters of one dense transformer layer: attention h·(a·d + 2·kv·d) + a·d·h (a heads of width d =
-// head_dim, default h/a), MLP 2·h·F
+// head_dim, default h/a; under MLA MlaDownProjParams + MlaUpProjParams + a·d_v·h), MLP 2·h·F
 // (gelu) or 3·h·F (swiglu), norms, biases.
 double LayerParams(const ModelSpec& m);
+// Multi-head latent attention (model.mla): the down projections into the query latent (h·q_lora, with its
+// norm) and the K/V latent plus the shared rope key (h·(kv_lora + d_rope), with the latent's norm); the up
+// projections q_lora·a·(d_nope + d_rope) (h·a·(d_nope + d_rope) without a query latent) and
+// kv_lora·a·(d_nope + d_v). REQUIRES: m.mla.enabled().
+double MlaDownProjParams(const ModelSpec& m);
+double MlaUpProjParams(const ModelSpec& m);
 // The architecture's per-layer split (counted).
 LayerParamSplit CountLayerSplit(const ModelSpec& m);
 // Input embedding vocab·h, plus the output layer vocab·h unless tied, plus the final norm.
@@ -44,7 +50,8 @@ double ModelParams(const ModelSpec& m);
 // Model FLOPs per trained token (forward and backward, no recompute), Megatron-LM's convention
 // (Narayanan et al. 2021, eq. 3, per token): 6·(layers·A + vocab·h) + 12·layers·seq·a·d with A =
 // PlannedLayerSplit().activated, i.e. every matmul weight a token meets (for MoE only its top_k routed
-// experts), the output layer, and the attention scores QKᵀ and AV counted without a causal mask.
+// experts), the output layer, and the attention scores QKᵀ and AV counted without a causal mask; under
+// MLA QKᵀ is a·(d_nope + d_rope) wide and AV a·d_v: 6·layers·seq·(q_width + o_width).
 double ModelFlopsPerToken(const ModelSpec& m);
 
 }  // namespace shepherd

@@ -31,7 +31,15 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const Hardware& hw) {
   require(m.vocab >= 0, "model.vocab", "must not be negative");
   require(m.kv_heads >= 0 && m.ffn_hidden >= 0 && m.head_dim >= 0, "model",
           "kv_heads, head_dim and ffn_hidden must be positive when given");
-  if (m.hidden > 0 && m.heads > 0) {
+  if (m.mla.enabled()) {
+    const MlaSpec& a = m.mla;
+    require(a.q_lora_rank >= 0 && a.qk_nope_head_dim >= 0 && a.qk_rope_head_dim >= 0 && a.v_head_dim > 0 &&
+                a.qk_head_dim() > 0,
+            "model.mla", "head widths must be positive (qk_nope_head_dim + qk_rope_head_dim, v_head_dim)");
+    require(m.kv_heads == 0 || m.kv_heads == m.heads, "model.kv_heads",
+            "multi-head latent attention gives every head its own K and V: leave kv_heads out");
+    require(m.head_dim == 0, "model.head_dim", "give model.mla's head widths instead");
+  } else if (m.hidden > 0 && m.heads > 0) {
     require(m.head_dim > 0 || m.hidden % m.heads == 0, "model.heads",
             "must divide model.hidden (or give model.head_dim)");
     require(m.heads % m.kv() == 0, "model.kv_heads", "must divide model.heads");
@@ -52,6 +60,8 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const Hardware& hw) {
           "\"fp8\" needs FP8 tensor cores, which " + hw.gpu + " does not have");
   require(!spec.training.fp8_param_gather || spec.training.precision == Precision::kFp8,
           "training.fp8_param_gather", "needs training.precision \"fp8\"");
+  require(!spec.training.recompute_modules.mla_up_proj || m.mla.enabled(), "training.recompute_modules",
+          "\"mla_up_proj\" needs model.mla (multi-head latent attention)");
   require(spec.training.global_batch_size > 0, "training.global_batch_size", "must be positive");
   const int offload = spec.training.cpu_offload_layers;
   require(offload >= 0 && (offload == 0 || offload < m.layers), "training.cpu_offload_layers",
@@ -245,7 +255,7 @@ std::string ParameterNote(const ModelSpec& m) {
   if (std::abs(off) <= 0.05) return "";
   return Format(
       "model.parameters %.4g is %+.1f%% off the %.4g the architecture counts (layers, hidden, "
-      "heads, kv_heads, head_dim, ffn_hidden, mlp, vocab); the planner uses the given value. ",
+      "heads, kv_heads, head_dim, mla, ffn_hidden, mlp, moe, vocab); the planner uses the given value. ",
       m.parameters, 100 * off, counted);
 }
 

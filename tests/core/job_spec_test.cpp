@@ -371,6 +371,49 @@ TEST(JobSpec, SlidingWindowRoundTrips) {
   EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"model.window"}));
 }
 
+// model.mla: multi-head latent attention (DeepSeek-V2/V3). Its head widths set Q's, K's and V's, heads need
+// not divide hidden (7168/128 = 56 is not a head width here), it round-trips through the stored spec, and
+// what contradicts it (kv_heads, head_dim) or is missing is named.
+TEST(JobSpec, MlaGivesTheAttentionItsLatentHeadWidths) {
+  Json j = Llama405BPlan();
+  j["model"]["hidden"] = 7168;
+  j["model"]["heads"] = 128;
+  j["model"].erase("kv_heads");
+  j["model"]["mla"] = {{"q_lora_rank", 1536},
+                       {"kv_lora_rank", 512},
+                       {"qk_nope_head_dim", 128},
+                       {"qk_rope_head_dim", 64},
+                       {"v_head_dim", 128}};
+  j["training"]["activation_recompute"] = "selective";
+  j["training"]["recompute_modules"] = {"mla_up_proj"};
+  auto s = ParsePlanRequest(j);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->model.q_width(), 128 * 192);
+  EXPECT_EQ(s->model.k_width(), 128 * 192);
+  EXPECT_EQ(s->model.v_width(), 128 * 128);
+  EXPECT_EQ(s->model.o_width(), 128 * 128);
+  EXPECT_TRUE(s->training.recompute_modules.mla_up_proj);
+  auto again = ParsePlanRequest(ToJson(*s));
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->model.mla, s->model.mla);
+  EXPECT_EQ(again->training.recompute_modules, s->training.recompute_modules);
+
+  Json bad = j;
+  bad["model"]["kv_heads"] = 8;
+  bad["model"]["head_dim"] = 56;
+  bad["model"]["mla"].erase("v_head_dim");
+  bad["model"]["mla"]["rope"] = 64;
+  auto r = ParsePlanRequest(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(Fields(r.status()), (std::set<std::string>{"model.kv_heads", "model.head_dim",
+                                                       "model.mla.v_head_dim", "model.mla.rope"}));
+  bad = j;
+  bad["model"]["mla"] = 512;
+  r = ParsePlanRequest(bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(Fields(r.status()), std::set<std::string>{"model.mla"});
+}
+
 // model.head_dim: heads of their own width (Qwen3, gpt-oss). heads then need not divide hidden; without
 // head_dim they must, and the error names model.heads; head_dim itself must be a positive integer.
 TEST(JobSpec, HeadDimLetsHeadsNotDivideHidden) {
@@ -383,7 +426,7 @@ TEST(JobSpec, HeadDimLetsHeadsNotDivideHidden) {
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ(s->model.head_dim, 64);
   EXPECT_EQ(s->model.q_width(), 4096);
-  EXPECT_EQ(s->model.kv_width(), 512);
+  EXPECT_EQ(s->model.k_width(), 512);
   auto again = ParsePlanRequest(ToJson(*s));
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_EQ(again->model.head_dim, 64);

@@ -347,6 +347,43 @@ TEST(Daemon, PlanTakesMegatronRecomputeModules) {
   ExpectPlanRefused(d, body, "training.recompute_modules");
 }
 
+// DeepSeek-V3 with multi-head latent attention (model.mla), Megatron-Bridge's 26.08 GB200 layout: its
+// parameters are counted (671,026,404,352, docs/planner.md), and it fits only with the recipe's
+// recompute of the up projections (Q, K and V: 2·(2·128·192 + 128·128)/7168 units of s·b·h per layer).
+TEST(Daemon, PlanTakesMultiHeadLatentAttention) {
+  TempDir dir;
+  Daemon d(dir.path);
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  Json body = Json::parse(R"({
+    "model": {"layers": 61, "hidden": 7168, "heads": 128, "ffn_hidden": 18432, "mlp": "swiglu",
+              "norm": "rmsnorm", "vocab": 129280, "seq_len": 4096,
+              "mla": {"q_lora_rank": 1536, "kv_lora_rank": 512, "qk_nope_head_dim": 128,
+                      "qk_rope_head_dim": 64, "v_head_dim": 128},
+              "moe": {"experts": 256, "top_k": 8, "expert_ffn_hidden": 2048, "shared_experts": 1,
+                      "moe_layers": 58}},
+    "training": {"global_batch_size": 4096, "precision": "fp8", "fp8_param_gather": true,
+                 "grad_reduce_in_fp32": false, "cross_entropy_fp32": false},
+    "parallelism": {"pp": 4, "vpp": 4, "ep": 64, "zero_stage": 1, "pipeline_layers": [16, 16, 16, 13]},
+    "resources": {"gpus": 256, "gpu": "GB200-NVL72"}})");
+  HttpResult plain = Http(d.port(), "POST", "/v1/plan", body.dump());
+  ASSERT_EQ(plain.status, 200) << plain.body;
+  EXPECT_EQ(J(plain)["model_parameters"].get<double>(), 671'026'404'352.0);
+  EXPECT_FALSE(J(plain)["fits"].get<bool>()) << plain.body;
+  body["training"]["recompute_modules"] = {"mla_up_proj"};
+  HttpResult recomputed = Http(d.port(), "POST", "/v1/plan", body.dump());
+  ASSERT_EQ(recomputed.status, 200) << recomputed.body;
+  EXPECT_TRUE(J(recomputed)["fits"].get<bool>()) << recomputed.body;
+  EXPECT_LT(J(recomputed)["memory_per_gpu_bytes"]["activations"].get<double>(),
+            J(plain)["memory_per_gpu_bytes"]["activations"].get<double>());
+  body["model"]["kv_heads"] = 8;
+  ExpectPlanRefused(d, body, "model.kv_heads");
+  body["model"].erase("kv_heads");
+  body["model"]["mla"].erase("v_head_dim");
+  ExpectPlanRefused(d, body, "model.mla.v_head_dim");
+  body["model"].erase("mla");
+  ExpectPlanRefused(d, body, "training.recompute_modules");
+}
+
 // Megatron-Bridge's Llama 3 70B on 64 GB200s (26.04.01, 4,224 tokens/s per GPU): Megatron-FSDP, MBS 2 at
 // sequence 8192, 40 of the 80 layers' activations offloaded to the Grace CPU. Without the offloading the
 // layout does not fit; with it, it does; with a pipeline it is a 422 (Megatron-Core offloads only

@@ -168,6 +168,15 @@ TEST(EvaluatePlan, InvalidPlansNameTheirFields) {
   ASSERT_FALSE(zero.ok());
   EXPECT_TRUE(HasField(zero.status(), "parallelism.zero_stage"));
 
+  // "mla_up_proj" recomputes what only multi-head latent attention has.
+  JobSpec up = s;
+  up.training.recompute_modules.mla_up_proj = true;
+  auto no_mla = EvaluatePlan(up, Layout(8, 4, 8, 0), Hardware{});
+  ASSERT_FALSE(no_mla.ok());
+  EXPECT_TRUE(HasField(no_mla.status(), "training.recompute_modules"));
+  up.model.mla = {.kv_lora_rank = 512, .qk_nope_head_dim = 128, .qk_rope_head_dim = 64, .v_head_dim = 128};
+  EXPECT_TRUE(EvaluatePlan(up, Layout(8, 4, 8, 0), Hardware{}).ok());
+
   JobSpec empty = s;
   empty.model.layers = 0;
   auto model = EvaluatePlan(empty, Layout(8, 4, 8, 0), Hardware{});

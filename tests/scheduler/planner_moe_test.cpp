@@ -63,11 +63,15 @@ TEST(MoeArch, Mixtral8x7BMatchesItsPublishedCounts) {
 // DeepSeek-V3 (DeepSeek-AI 2024, arXiv:2412.19437: abstract "671B total parameters with 37B activated for
 // each token"; §4.2: 61 layers, hidden 7168, 128 heads, the first three layers dense, 1 shared and 256
 // routed experts of width 2048, 8 routed per token; vocabulary 128K, 129,280 in the released config; the
-// 671B exclude the multi-token-prediction module). Multi-head latent attention is not modelled: its
-// attention is counted as multi-head attention (4h² = 205.5M per layer where MLA has about 187M), which
-// puts the activated count about 4.5 % above the published 37B; the total (dominated by experts) is within
-// 0.2 %.
-TEST(MoeArch, DeepSeekV3WithinItsPublishedCounts) {
+// 671B exclude the multi-token-prediction module), with its multi-head latent attention (q_lora_rank 1536,
+// kv_lora_rank 512, qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128). By hand, per layer:
+// attention 7168 · 1536 + 1536 (query latent and norm) + 1536 · 128 · 192 + 7168 · (512 + 64) + 512 (K/V
+// latent, rope key, norm) + 512 · 128 · 256 + 128 · 128 · 7168 = 187,107,328, norms 14,336; dense layer
+// + 3 · 7168 · 18432 = 583,483,392; MoE layer attention and norms + router 7168 · 256 + shared expert
+// 3 · 7168 · 2048 = 232,996,864, routed 256 · 44,040,192 = 11,274,289,152. Total 3 · 583,483,392 +
+// 58 · 11,507,286,016 + 2 · 129,280 · 7168 + 7168 = 671,026,404,352; activated 3 · 583,483,392 +
+// 58 · (232,996,864 + 8 · 44,040,192) + 1,853,365,248 = 37,552,282,624 (37B published: +1.5 %).
+ModelSpec DeepSeekV3(bool mla) {
   ModelSpec m;
   m.layers = 61;
   m.hidden = 7168;
@@ -78,9 +82,34 @@ TEST(MoeArch, DeepSeekV3WithinItsPublishedCounts) {
   m.vocab = 129280;
   m.seq_len = 4096;
   m.moe = {.experts = 256, .top_k = 8, .expert_ffn_hidden = 2048, .shared_experts = 1, .moe_layers = 58};
-  EXPECT_NEAR(CountParams(m) / 671e9, 1, 0.01);
-  EXPECT_NEAR(CountActivatedParams(m) / 37e9, 1, 0.05);
-  EXPECT_GT(CountActivatedParams(m), 37e9);  // the MHA stand-in for MLA overcounts, never undercounts
+  if (mla)
+    m.mla = {.q_lora_rank = 1536,
+             .kv_lora_rank = 512,
+             .qk_nope_head_dim = 128,
+             .qk_rope_head_dim = 64,
+             .v_head_dim = 128};
+  return m;
+}
+
+TEST(MoeArch, DeepSeekV3WithItsLatentAttentionMatchesItsPublishedCounts) {
+  const ModelSpec m = DeepSeekV3(true);
+  EXPECT_EQ(CountParams(m), 671'026'404'352.0);
+  EXPECT_EQ(CountActivatedParams(m), 37'552'282'624.0);
+  EXPECT_NEAR(CountParams(m) / 671e9, 1, 0.001);
+  EXPECT_NEAR(CountActivatedParams(m) / 37e9, 1, 0.02);
+  // Counted as multi-head attention (4h² = 205.5M per layer), the activated count is 4.5 % over.
+  EXPECT_GT(CountActivatedParams(DeepSeekV3(false)) / 37e9, 1.04);
+}
+
+// Model FLOPs with MLA: QKᵀ over heads of 192 (128 + 64 rope) and AV over values of 128, not h/a = 56:
+// 6 · 61 · 4096 · 128 · (192 + 128) = 61,404,610,560 per token on top of 6 · (61 layers' activated
+// 35,698,917,376 + output layer 926,679,040) = 219,753,578,496: 281,158,189,056. Megatron-Bridge counts
+// 259.8 G per token for its DeepSeek-V3 rows (1,276 TFLOP/s at 4,912 tokens/s, 26.08): causal attention
+// (half: 30.7 G less) and one MTP layer with its projection and output layer (6 · (585.3M + 102.8M +
+// 926.7M) + 0.5 G of causal attention = 10.2 G more) put that within 0.5 % of this.
+TEST(MoeArch, DeepSeekV3ModelFlopsCountTheLatentAttentionsHeadWidths) {
+  EXPECT_NEAR(ModelFlopsPerToken(DeepSeekV3(true)), 281'158'189'056.0, 1e3);
+  EXPECT_NEAR((ModelFlopsPerToken(DeepSeekV3(true)) - 61'404'610'560.0 / 2 + 10.2e9) / 259.8e9, 1, 0.005);
 }
 
 // Heads wider than h/a (model.head_dim): Qwen3 (Qwen3 technical report, arXiv:2505.09388, Table 2: 30B-A3B

@@ -285,6 +285,27 @@ TEST(Activations, RecomputeModulesFreeWhatTheyRecompute) {
   EXPECT_EQ(ActivationBytesPerLayer(m, t, p), 20 * 1'048'576);
 }
 
+// Multi-head latent attention, the GQA SwiGLU layer's 16 heads as MLA (query latent 512, K/V latent 256,
+// heads 32 + 16 rope wide for Q and K, 32 for V): attention input 2, Q and K 2·768/1024 each, V 2·512/1024,
+// AV's output 2·512/1024, the two latents kept twice each (their norms' inputs and outputs) 4·768/1024:
+// 2 + 3 + 1 + 1 + 3 = 10; MLP 20, norms 4: 34 units of s·b·h/t = 1,048,576 bytes. "mla_up_proj" recomputes
+// Q, K and V from the latents: 30.
+TEST(Activations, LatentAttentionKeepsItsLatentsAndRecomputesItsHeads) {
+  ModelSpec m = GqaSwiglu();
+  m.norm = Norm::kRmsNorm;
+  m.kv_heads = 0;
+  m.mla = {.q_lora_rank = 512,
+           .kv_lora_rank = 256,
+           .qk_nope_head_dim = 32,
+           .qk_rope_head_dim = 16,
+           .v_head_dim = 32};
+  TrainingSpec t;
+  const Plan p = Layout(2, 1, 1, 0, 2);
+  EXPECT_EQ(ActivationBytesPerLayer(m, t, p), 34 * 1'048'576);
+  t.recompute_modules.mla_up_proj = true;
+  EXPECT_EQ(ActivationBytesPerLayer(m, t, p), 30 * 1'048'576);
+}
+
 // Embedding (8·s·b + s·b·h)/t and output layer plus fp32 logits (4·s·b·h + 4·s·b·V)/t, s = 1024, b = 2,
 // h = 1024, V = 1000, t = 2: (16,384 + 2,097,152)/2 and (8,388,608 + 8,192,000)/2; with the loss in bf16
 // (cross_entropy_fp32 false) the logits take 2·s·b·V: (8,388,608 + 4,096,000)/2.

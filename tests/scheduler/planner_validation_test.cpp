@@ -70,8 +70,8 @@ TEST(Validation, AutoFitsAndIsNoSlowerThanEachPublishedLayout) {
 }
 
 // Megatron-LM's theoretical memory estimator (megatron/training/theoretical_memory_usage.py; core_r0.8.0
-// for dense models, the MoE split as in the repository head, d98e8a64), re-derived from its formulas (not
-// run), for GQA and (gated) MLPs, no biases:
+// for dense models, the MoE split and multi-latent attention as in the repository head, d98e8a64),
+// re-derived from its formulas (not run), for GQA or MLA and (gated) MLPs, no biases:
 // - per layer: attention 2h²(1 + kv/a)·(a·d/h) (d the head width, kv_channels), dense MLP 2·h·F (×3/2
 //   gated), norms; a MoE layer replaces the MLP by E routed experts 2·h·F_e (×3/2) (sharded over tp·ep),
 //   S shared experts and a router h·E;
@@ -90,8 +90,15 @@ MegatronEstimate MegatronTheoreticalMemory(const JobSpec& spec, const Plan& p) {
   const ModelSpec& m = spec.model;
   const double h = m.hidden, L = m.layers, s = m.seq_len, b = p.micro_batch_size, V = m.vocab;
   const double gated = m.mlp == Mlp::kSwiglu ? 1.5 : 1;
-  // Megatron: 2h²·(1 + kv/a)·(kv_channels·a/h), kv_channels the head width (head_dim).
-  const double attention = 2 * h * h * (1 + static_cast<double>(m.kv()) / m.heads) * (m.q_width() / h);
+  // Megatron: 2h²·(1 + kv/a)·(kv_channels·a/h), kv_channels the head width (head_dim); with multi-latent
+  // attention q_lora·(h + a·(d_nope + d_rope) + 1) + kv_lora·(h + a·(d_nope + d_v) + 1) + h·d_rope + a·d_v·h.
+  const MlaSpec& mla = m.mla;
+  const double a = m.heads;
+  const double attention =
+      mla.enabled() ? mla.q_lora_rank * (h + a * (mla.qk_nope_head_dim + mla.qk_rope_head_dim) + 1) +
+                          mla.kv_lora_rank * (h + a * (mla.qk_nope_head_dim + mla.v_head_dim) + 1) +
+                          h * mla.qk_rope_head_dim + a * mla.v_head_dim * h
+                    : 2 * h * h * (1 + static_cast<double>(m.kv()) / m.heads) * (m.q_width() / h);
   const double moe_layers = m.moe.count(m.layers), dense_layers = L - moe_layers;
   const double expert_ffn = m.moe.expert_ffn_hidden > 0 ? m.moe.expert_ffn_hidden : m.ffn();
   const double tp_sharded = (attention + 2 * h * m.ffn() * gated) * dense_layers +

@@ -66,6 +66,23 @@ JobSpec GptOss120B(int gpus, int global_batch, const char* gpu) {
   return GptOss(36, 128, gpus, global_batch, gpu);
 }
 
+// DeepSeek-V3 (arXiv:2412.19437 §4.2 and the released config.json): 61 layers (the first 3 dense, SwiGLU
+// 18,432), residual 7168, 128 heads of multi-head latent attention (query latent 1536, K/V latent 512, head
+// widths 128 + 64 rope for queries and keys, 128 for values), 256 routed experts of width 2048, 8 per
+// token, 1 shared expert, vocabulary 129,280, untied, RMSNorm.
+JobSpec DeepSeekV3(int gpus, int global_batch, const char* gpu) {
+  JobSpec s = LlamaStyle(61, 7168, 128, 0, 129280, 4096, global_batch, gpus, gpu);
+  s.model.ffn_hidden = 18432;
+  s.model.mla = {.q_lora_rank = 1536,
+                 .kv_lora_rank = 512,
+                 .qk_nope_head_dim = 128,
+                 .qk_rope_head_dim = 64,
+                 .v_head_dim = 128};
+  s.model.moe = {
+      .experts = 256, .top_k = 8, .expert_ffn_hidden = 2048, .shared_experts = 1, .moe_layers = 58};
+  return s;
+}
+
 // Megatron-Bridge's FP8 performance recipes (scripts/performance/utils/precision.py: fp8_cs is
 // bf16_with_fp8_current_scaling_mixed, which sets fp8_param_gather; the perf scripts set
 // grad_reduce_in_fp32 false; the models are built with cross_entropy_loss_fusion, Transformer Engine's).
@@ -497,6 +514,26 @@ std::vector<PublishedRun> PublishedRuns() {
     p.ep = 32;
     runs.push_back({"Bridge Qwen3-235B-A22B 256 GB200 MXFP8 PP8 VP3 EP32", bridge_2608, s, p,
                     HardwareForResources(s.resources), 1077, 7280});
+  }
+  {
+    // DeepSeek-V3 on 256 GPUs, GBS 4096, MBS 1, PP 4, VP 4, EP 64: 4,912 tokens/s per GPU (1,276 TFLOP/s in
+    // their count: 259.8 GFLOP per token, causal attention and the MTP layer counted; the planner's
+    // convention, attention without the mask and no MTP, gives 281.2). Recipe deepseek/gb200/deepseek_v3.py
+    // (deepseek_v3_pretrain_256gpu_gb200_fp8mx_config): recompute_modules ["mla_up_proj"], HybridEP with the
+    // all-to-all overlapped with compute (not modelled: the planner exposes it all), full-iteration CUDA
+    // graphs, the precision-aware optimizer (bf16 moments and main gradients: the planner's fp32 state is
+    // heavier), pipeline layout embedding + 4 layers, 14 × 4, 1 layer + MTP + loss over the 16 virtual
+    // stages: physical stages of 16, 16, 16 and 13 layers. Its one multi-token-prediction layer and second
+    // output layer (about 4 % more compute, on the last stage) are not modelled either, so the prediction
+    // leans optimistic by that much.
+    JobSpec s = DeepSeekV3(256, 4096, "GB200-NVL72");
+    BridgeFp8(&s);
+    s.training.recompute_modules = {.core_attn = false, .mla_up_proj = true};
+    Plan p = Layout(1, 1, 4, 64, 4, 1);
+    p.ep = 64;
+    p.pipeline_layers = {16, 16, 16, 13};
+    runs.push_back({"Bridge DeepSeek-V3 256 GB200 MXFP8 PP4 VP4 EP64", bridge_2608, s, p,
+                    HardwareForResources(s.resources), 1276, 4912});
   }
   return runs;
 }
