@@ -182,8 +182,8 @@ void ParseResources(FieldReader& root, Resources* res, std::vector<FieldError>* 
   res->gpus_per_node = int(r.Int("gpus_per_node", false, 1, 1024).value_or(8));
   if (auto v = r.Number("gpu_memory_gib", false, 1, 1 << 20)) res->gpu_memory_gib = *v;
   // Names of scheduler/gpu_profiles.h; core/ keeps the string, the planner maps it to a profile.
-  if (auto v = r.Enum("gpu", {"A100-40GB", "A100-80GB", "H100-80GB", "H200", "B200", "GB200-NVL72", "B300",
-                              "GB300-NVL72"}))
+  if (auto v = r.Enum("gpu", {"A100-40GB", "A100-80GB", "H100-80GB", "H800", "H200", "B200", "GB200-NVL72",
+                              "B300", "GB300-NVL72"}))
     res->gpu = *v;
 }
 

@@ -10,6 +10,8 @@ constexpr double kMiB = 1024.0 * 1024;
 
 // Datasheets: A100 SXM 312 TFLOP/s bf16 and no FP8 tensor cores (0: "fp8" is refused), NVLink3 600 GB/s both
 // directions, HDR 200 Gb/s per GPU; H100 SXM 989 / 1979 (fp8), NVLink4 900 GB/s, NDR 400 Gb/s; H200 the same;
+// H800 SXM the H100's compute, HBM and NIC with NVLink cut to 400 GB/s (DeepSeek-V3's report, §3.2.2, measured
+// 160 GB/s of NVLink and 50 GB/s of InfiniBand per GPU on its H800 nodes: 0.8 × one direction, as below);
 // HGX B200 2.25 / 4.5 PFLOP/s, NVLink5 1.8 TB/s, 400 Gb/s; GB200 NVL72 2.5 / 5 PFLOP/s per GPU, NVLink5 1.8
 // TB/s across 72 GPUs, 400 Gb/s. Blackwell Ultra keeps Blackwell's dense 16-bit and FP8 rates (its gains are
 // FP4 and the softmax exponent units): HGX B300 2.25 / 4.5 PFLOP/s, GB300 NVL72 2.5 / 5 PFLOP/s; both NVLink5
@@ -25,10 +27,11 @@ constexpr double kMiB = 1024.0 * 1024;
 // Gen4 x16 32 GB/s on A100, PCIe Gen5 x16 64 GB/s on the HGX and DGX boards (H100, H200, B200; B300 assumed
 // the same), NVLink-C2C 900 GB/s both directions (450 each) between a Grace CPU and its GPUs on GB200 and
 // GB300; achievable = 0.8 ×.
-constexpr std::array<GpuProfile, 8> kProfiles = {{
+constexpr std::array<GpuProfile, 9> kProfiles = {{
     {"A100-40GB", 312e12, 0, 40960 * kMiB, 8, 0.8 * 300e9, 0.8 * 25e9, 0.8 * 1555e9, 0.5, 0.8 * 32e9},
     {"A100-80GB", 312e12, 0, 81920 * kMiB, 8, 0.8 * 300e9, 0.8 * 25e9, 0.8 * 2039e9, 0.5, 0.8 * 32e9},
     {"H100-80GB", 989e12, 1979e12, 81559 * kMiB, 8, 0.8 * 450e9, 0.8 * 50e9, 0.8 * 3350e9, 0.35, 0.8 * 64e9},
+    {"H800", 989e12, 1979e12, 81559 * kMiB, 8, 0.8 * 200e9, 0.8 * 50e9, 0.8 * 3350e9, 0.35, 0.8 * 64e9},
     {"H200", 989e12, 1979e12, 143771 * kMiB, 8, 0.8 * 450e9, 0.8 * 50e9, 0.8 * 4800e9, 0.35, 0.8 * 64e9},
     {"B200", 2250e12, 4500e12, 183359 * kMiB, 8, 0.8 * 900e9, 0.8 * 50e9, 0.8 * 8000e9, 0.35, 0.8 * 64e9},
     {"GB200-NVL72", 2500e12, 5000e12, 189471 * kMiB, 72, 0.8 * 900e9, 0.8 * 50e9, 0.8 * 8000e9, 0.35,

@@ -22,8 +22,8 @@ struct GpuProfile {
   double host_bytes_per_s;      // achievable GPU↔host bandwidth, one direction (CPU activation offloading)
 };
 
-// The profile called `name` ("A100-40GB", "A100-80GB", "H100-80GB", "H200", "B200", "GB200-NVL72", "B300",
-// "GB300-NVL72"); nullopt otherwise.
+// The profile called `name` ("A100-40GB", "A100-80GB", "H100-80GB", "H800", "H200", "B200", "GB200-NVL72",
+// "B300", "GB300-NVL72"); nullopt otherwise.
 std::optional<GpuProfile> FindGpuProfile(const std::string& name);
 
 }  // namespace shepherd

@@ -156,6 +156,28 @@ TEST_F(SmallJob, DeepSpeedPipelinesExposeTheGradientReduction) {
   EXPECT_REL(e->exposed_comm_s, 0.00402653184 + 0.0008388608 + 0.0025);
 }
 
+// The H800 (DeepSeek-V3's GPU) is the H100 with NVLink cut from 900 to 400 GB/s both directions: the
+// same peaks and HBM, 160 GB/s of achievable NVLink (DeepSeek-V3's report measured 160) and 40 of network
+// per GPU (80 % of 50). A TP 8 layout of a 70B model computes as fast and fits the same, but its
+// tensor-parallel all-reduces, inside the node, take 450/200 = 2.25 times as long.
+TEST(EvaluatePlan, AnH800IsAnH100WithANarrowerNvLink) {
+  JobSpec s = Model(70e9, 80, 8192, 64, 4096, 128256, 64, 512);
+  s.resources.gpu = "H800";
+  const Hardware h800 = HardwareForResources(s.resources);
+  EXPECT_EQ(h800.nvlink_bytes_per_s, 160e9);
+  EXPECT_EQ(h800.ib_bytes_per_s, 40e9);
+  EXPECT_EQ(h800.peak_flops, 989e12);
+  EXPECT_EQ(h800.peak_fp8_flops, 1979e12);
+  const Plan p = Layout(8, 1, 8, 1);
+  auto slow = EvaluatePlan(s, p, h800);
+  s.resources.gpu = "H100-80GB";
+  auto fast = EvaluatePlan(s, p, HardwareForResources(s.resources));
+  ASSERT_TRUE(slow.ok() && fast.ok());
+  EXPECT_EQ(slow->memory.total, fast->memory.total);
+  EXPECT_DOUBLE_EQ(slow->compute_time_s, fast->compute_time_s);
+  EXPECT_GT(slow->step_time_s, fast->step_time_s);
+}
+
 TEST(EvaluatePlan, ContextParallelismNeedsFlashAttention) {
   JobSpec s = Model(70e9, 80, 8192, 64, 4096, 128256, 256, 1024);
   s.training.attention = Attention::kEager;
