@@ -82,6 +82,10 @@ struct ModelSpec {
   std::optional<double> dropout;
   MoeSpec moe;
   MlaSpec mla;  // enabled: the attention is multi-head latent attention (no kv_heads, no head_dim)
+  // Multi-token prediction depths (DeepSeek-V3 §2.2; Megatron-Core's --mtp-num-layers, HF's
+  // num_nextn_predict_layers): each predicts one more token with one more transformer layer on the last
+  // pipeline stage, reusing the embedding and the output layer (model_arch.h MtpDepthSplit).
+  int mtp_layers = 0;
   bool parameters_given() const { return parameters > 0; }
   int kv() const { return kv_heads > 0 ? kv_heads : heads; }
   double head() const { return head_dim > 0 ? head_dim : static_cast<double>(hidden) / heads; }

@@ -65,7 +65,7 @@ void ParseModel(FieldReader& root, ModelSpec* m, std::vector<FieldError>* errs) 
   FieldReader r(*j, "model", errs);
   r.OnlyKnown({"parameters", "layers", "hidden", "heads", "seq_len", "vocab", "kv_heads", "head_dim",
                "ffn_hidden", "mlp", "norm", "tied_embeddings", "dropout", "window", "full_attention_every",
-               "moe", "mla"});
+               "moe", "mla", "mtp_layers"});
   // parameters may be omitted: the planner counts them from the architecture.
   if (auto v = r.Number("parameters", false, 1e3, 1e15)) m->parameters = *v;
   // At most 4096 (the deepest published models have under 200): the auto search grows with the depth, and
@@ -87,6 +87,7 @@ void ParseModel(FieldReader& root, ModelSpec* m, std::vector<FieldError>* errs) 
   m->full_attention_every = int(r.Int("full_attention_every", false, 1, 100000).value_or(0));
   if (m->full_attention_every > 0 && m->window == 0)
     r.Error("model.full_attention_every", "needs model.window (the other layers' attention window)");
+  m->mtp_layers = int(r.Int("mtp_layers", false, 0, 64).value_or(0));
   ParseMoe(r, m, errs);
   ParseMla(r, m, errs);
   if (!m->mla.enabled() && m->head_dim == 0 && m->hidden > 0 && m->heads > 0 && m->hidden % m->heads != 0)
@@ -482,6 +483,7 @@ Json ToJson(const JobSpec& s) {
     if (e.moe_layer_freq > 0) moe["moe_layer_freq"] = e.moe_layer_freq;
     model["moe"] = moe;
   }
+  if (s.model.mtp_layers > 0) model["mtp_layers"] = s.model.mtp_layers;
   if (const MlaSpec& a = s.model.mla; a.enabled())
     model["mla"] = {{"q_lora_rank", a.q_lora_rank},
                     {"kv_lora_rank", a.kv_lora_rank},

@@ -47,8 +47,9 @@ struct RankParams {
 RankParams MaxStageParams(const JobSpec& spec, const Plan& plan, const std::vector<int>& layers) {
   RankParams most;
   for (int i = 0; i < plan.pp; ++i) {
-    const RankParams p{StageParamsPerRank(spec.model, plan.tp, plan.pp, i, layers[i]),
-                       StageExpertParamsPerRank(spec.model, plan, layers[i]),
+    const LayerParamSplit mtp = StageMtpParamsPerRank(spec.model, plan, i);
+    const RankParams p{StageParamsPerRank(spec.model, plan.tp, plan.pp, i, layers[i]) + mtp.dense,
+                       StageExpertParamsPerRank(spec.model, plan, layers[i]) + mtp.expert,
                        StageVocabParamsPerRank(spec.model, plan.tp, plan.pp, i)};
     if (p.dense + p.expert > most.dense + most.expert) most = p;
   }
@@ -272,8 +273,9 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   // recompute of MLA's up projections runs their forward (2 FLOPs per weight and token) again.
   const bool up_proj_again =
       m.mla.enabled() && t.activation_recompute == Recompute::kSelective && t.recompute_modules.mla_up_proj;
-  const double layer_flops = 6 * tokens * ((split.activated - routed) + routed * rate / expert_rate) +
-                             (up_proj_again ? 2 * tokens * MlaUpProjParams(m) : 0);
+  const double up_proj_flops = up_proj_again ? 2 * tokens * MlaUpProjParams(m) : 0;
+  const double layer_flops =
+      6 * tokens * ((split.activated - routed) + routed * rate / expert_rate) + up_proj_flops;
   // Flash kernels skip the masked half of causal QKᵀ and AV (3·s·(q + o) per token and layer, q = a·d the
   // width of Q and o of AV's output, not the 6·s·(q + o) = 12·s·a·d of the model-FLOP convention) and, on
   // windowed layers, all but the w keys before each query (6·w·(q + o)); eager attention computes the full
@@ -299,12 +301,23 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const double attention_rate = hw.peak_flops * hw.attention_efficiency;
   const double output_layer_s =
       6.0 * m.vocab * m.hidden * tokens / model_ranks / (hw.peak_flops * MatmulEfficiency(spec, plan, hw));
+  // Each multi-token-prediction depth on the last stage: its layer (the MoE kind where the model has MoE,
+  // full attention), its input projection, the output layer and the loss once more (its TP, EP and
+  // pipeline communication is not counted).
+  const LayerParamSplit mtp = MtpDepthSplit(m);
+  const double mtp_routed = mtp.activated - mtp.dense;
+  const double mtp_attention = 3.0 * (eager ? 2 : 1) * m.seq_len * (m.q_width() + m.o_width()) * tokens;
+  const double mtp_s =
+      m.mtp_layers * ((6 * tokens * (mtp.dense + mtp_routed * rate / expert_rate) + up_proj_flops) *
+                          recompute / model_ranks / rate +
+                      mtp_attention * recompute / model_ranks / attention_rate + layer_elementwise_s +
+                      output_layer_s + loss_s);
   double stage_s = 0, stage_attention_s = 0;
   for (int i = 0; i < plan.pp; ++i) {
     double flops = layers[i] * layer_flops * recompute;
     const double attention_s = layers[i] * attention_flops * recompute / model_ranks / attention_rate;
     const double s = flops / model_ranks / rate + attention_s + layers[i] * layer_elementwise_s +
-                     (i == plan.pp - 1 ? output_layer_s + loss_s : 0);
+                     (i == plan.pp - 1 ? output_layer_s + loss_s + mtp_s : 0);
     if (s > stage_s) {
       stage_s = s;
       stage_attention_s = attention_s;

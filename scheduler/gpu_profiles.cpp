@@ -10,23 +10,23 @@ constexpr double kMiB = 1024.0 * 1024;
 
 // Datasheets: A100 SXM 312 TFLOP/s bf16 and no FP8 tensor cores (0: "fp8" is refused), NVLink3 600 GB/s both
 // directions, HDR 200 Gb/s per GPU; H100 SXM 989 / 1979 (fp8), NVLink4 900 GB/s, NDR 400 Gb/s; H200 the same;
-// H800 SXM the H100's compute, HBM and NIC with NVLink cut to 400 GB/s (DeepSeek-V3's report, §3.2.2, measured
-// 160 GB/s of NVLink and 50 GB/s of InfiniBand per GPU on its H800 nodes: 0.8 × one direction, as below);
-// HGX B200 2.25 / 4.5 PFLOP/s, NVLink5 1.8 TB/s, 400 Gb/s; GB200 NVL72 2.5 / 5 PFLOP/s per GPU, NVLink5 1.8
-// TB/s across 72 GPUs, 400 Gb/s. Blackwell Ultra keeps Blackwell's dense 16-bit and FP8 rates (its gains are
-// FP4 and the softmax exponent units): HGX B300 2.25 / 4.5 PFLOP/s, GB300 NVL72 2.5 / 5 PFLOP/s; both NVLink5
-// and one ConnectX-8 800 Gb/s NIC per GPU. Achievable = 0.8 × one direction. HBM bandwidth: A100 40GB
-// SXM 1.555 TB/s, A100 80GB SXM 2.039 TB/s, H100 SXM 3.35 TB/s, H200 4.8 TB/s, B200, GB200, B300 and GB300 8
-// TB/s; achievable = 0.8 ×. HBM size: the total the driver reports (nvidia-smi memory.total, MiB): A100 40GB
-// 40960, A100 80GB 81920, H100 SXM 81559, H200 143771, B200 183359, GB200 189471, B300 275040, GB300 284208.
-// The datasheets' "141 GB", "180 GB", "186 GB", "270 GB", "279 GB" are about these sizes in GiB; read as 10^9
-// bytes they are 7 % short. Attention kernels: FlashAttention-2 reaches 50-73 % of the A100's peak (Dao 2023,
-// arXiv:2307.08691) and 35 % of the H100's (Shah et al. 2024, arXiv:2407.08608, which reaches up to 75 %
-// forward with Hopper-specific FlashAttention-3); we take the FlashAttention-2 figures, 0.5 and 0.35, and
-// 0.35 for Blackwell (no published figure used). Host link (CPU activation offloading), one direction: PCIe
-// Gen4 x16 32 GB/s on A100, PCIe Gen5 x16 64 GB/s on the HGX and DGX boards (H100, H200, B200; B300 assumed
-// the same), NVLink-C2C 900 GB/s both directions (450 each) between a Grace CPU and its GPUs on GB200 and
-// GB300; achievable = 0.8 ×.
+// H800 SXM the H100's compute, HBM and NIC with NVLink cut to 400 GB/s (DeepSeek-V3's report, §3.2.2,
+// measured 160 GB/s of NVLink and 50 GB/s of InfiniBand per GPU on its H800 nodes: 0.8 × one direction, as
+// below); HGX B200 2.25 / 4.5 PFLOP/s, NVLink5 1.8 TB/s, 400 Gb/s; GB200 NVL72 2.5 / 5 PFLOP/s per GPU,
+// NVLink5 1.8 TB/s across 72 GPUs, 400 Gb/s. Blackwell Ultra keeps Blackwell's dense 16-bit and FP8 rates
+// (its gains are FP4 and the softmax exponent units): HGX B300 2.25 / 4.5 PFLOP/s, GB300 NVL72 2.5 / 5
+// PFLOP/s; both NVLink5 and one ConnectX-8 800 Gb/s NIC per GPU. Achievable = 0.8 × one direction. HBM
+// bandwidth: A100 40GB SXM 1.555 TB/s, A100 80GB SXM 2.039 TB/s, H100 SXM 3.35 TB/s, H200 4.8 TB/s, B200,
+// GB200, B300 and GB300 8 TB/s; achievable = 0.8 ×. HBM size: the total the driver reports (nvidia-smi
+// memory.total, MiB): A100 40GB 40960, A100 80GB 81920, H100 SXM 81559, H200 143771, B200 183359, GB200
+// 189471, B300 275040, GB300 284208. The datasheets' "141 GB", "180 GB", "186 GB", "270 GB", "279 GB" are
+// about these sizes in GiB; read as 10^9 bytes they are 7 % short. Attention kernels: FlashAttention-2
+// reaches 50-73 % of the A100's peak (Dao 2023, arXiv:2307.08691) and 35 % of the H100's (Shah et al. 2024,
+// arXiv:2407.08608, which reaches up to 75 % forward with Hopper-specific FlashAttention-3); we take the
+// FlashAttention-2 figures, 0.5 and 0.35, and 0.35 for Blackwell (no published figure used). Host link (CPU
+// activation offloading), one direction: PCIe Gen4 x16 32 GB/s on A100, PCIe Gen5 x16 64 GB/s on the HGX and
+// DGX boards (H100, H200, B200; B300 assumed the same), NVLink-C2C 900 GB/s both directions (450 each)
+// between a Grace CPU and its GPUs on GB200 and GB300; achievable = 0.8 ×.
 constexpr std::array<GpuProfile, 9> kProfiles = {{
     {"A100-40GB", 312e12, 0, 40960 * kMiB, 8, 0.8 * 300e9, 0.8 * 25e9, 0.8 * 1555e9, 0.5, 0.8 * 32e9},
     {"A100-80GB", 312e12, 0, 81920 * kMiB, 8, 0.8 * 300e9, 0.8 * 25e9, 0.8 * 2039e9, 0.5, 0.8 * 32e9},

@@ -65,7 +65,16 @@ double StageVocabParamsPerRank(const ModelSpec& m, int tp, int pp, int stage) {
   double params = 0;
   if (stage == 0) params += VocabParams(m);
   if (stage == pp - 1 && (pp > 1 || !m.tied_embeddings)) params += VocabParams(m);
+  // Multi-token prediction embeds the next tokens on the last stage: its own copy of the embedding there.
+  if (stage == pp - 1 && pp > 1 && m.mtp_layers > 0) params += VocabParams(m);
   return params / tp;
+}
+
+LayerParamSplit StageMtpParamsPerRank(const ModelSpec& m, const Plan& plan, int stage) {
+  if (stage != plan.pp - 1 || m.mtp_layers == 0) return {};
+  const LayerParamSplit d = MtpDepthSplit(m);
+  return {m.mtp_layers * d.dense / plan.tp,
+          m.mtp_layers * d.expert / (static_cast<double>(plan.expert_tp()) * plan.ep), 0};
 }
 
 double StageParamsPerRank(const ModelSpec& m, int tp, int pp, int stage, int stage_layers) {
@@ -181,9 +190,10 @@ MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::ve
                             int stage) {
   const TrainingSpec& t = spec.training;
   const ModelSpec& m = spec.model;
-  const double layer_params = StageLayerParamsPerRank(m, plan.tp, stage_layers[stage]);
+  const LayerParamSplit mtp = StageMtpParamsPerRank(m, plan, stage);
+  const double layer_params = StageLayerParamsPerRank(m, plan.tp, stage_layers[stage]) + mtp.dense;
   const double params = layer_params + StageVocabParamsPerRank(m, plan.tp, plan.pp, stage);
-  const double experts = StageExpertParamsPerRank(m, plan, stage_layers[stage]);
+  const double experts = StageExpertParamsPerRank(m, plan, stage_layers[stage]) + mtp.expert;
   const int shards = plan.dp * plan.cp;
   const StateBytesPerParam b = ModelStateBytesPerParam(t, plan.zero_stage, shards);
   const StateBytesPerParam be = ModelStateBytesPerParam(t, plan.zero_stage, ExpertDataParallelSize(plan));
@@ -199,7 +209,12 @@ MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::ve
   const int resident_layers = stage_layers[stage] - t.cpu_offload_layers;
   mem.activations = ActivationBytesPerLayer(m, t, plan) * resident_layers * in_flight;
   if (stage == 0) mem.activations += EmbeddingActivationBytes(m, plan) * in_flight;
-  if (stage == plan.pp - 1) mem.activations += OutputActivationBytes(m, t, plan);
+  // The last stage: the output layer and loss, and each MTP depth's layer and its output layer and loss
+  // again.
+  if (stage == plan.pp - 1)
+    mem.activations +=
+        OutputActivationBytes(m, t, plan) +
+        m.mtp_layers * (ActivationBytesPerLayer(m, t, plan) * in_flight + OutputActivationBytes(m, t, plan));
   mem.working = GatheredWorkingBytes(m, t, plan, params, experts);
   mem.total =
       mem.weights + mem.gradients + mem.optimizer + mem.master_weights + mem.activations + mem.working;

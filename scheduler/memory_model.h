@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/job.h"
+#include "scheduler/model_arch.h"
 #include "scheduler/planner.h"
 
 namespace shepherd {
@@ -53,7 +54,11 @@ double StageExpertParamsPerRank(const ModelSpec& m, const Plan& plan, int stage_
 // StageParamsPerRank's two parts: the transformer layers' dense parameters, and the embedding and output
 // layer.
 double StageLayerParamsPerRank(const ModelSpec& m, int tp, int stage_layers);
+// (With model.mtp_layers and pp > 1 the last stage holds a second embedding, the MTP depths' own.)
 double StageVocabParamsPerRank(const ModelSpec& m, int tp, int pp, int stage);
+// The multi-token-prediction depths' parameters (model_arch.h MtpDepthSplit) per rank of `stage`: on the last
+// stage only, dense ones / tp and routed experts / (etp · ep) (`activated` unused: 0).
+LayerParamSplit StageMtpParamsPerRank(const ModelSpec& m, const Plan& plan, int stage);
 // Bytes per layer parameter (dense and routed experts; not the embedding, output layer, which Megatron keeps
 // outside Transformer Engine) of Transformer Engine's cached FP8 weight and its transpose, beside the 16-bit
 // weights: 2 with precision fp8 under framework megatron (Megatron-Core passes is_first_microbatch, so the

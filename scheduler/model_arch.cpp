@@ -48,18 +48,36 @@ double LayerParams(const ModelSpec& m) {
   return AttentionAndNormParams(m) + MlpParams(m, m.ffn());
 }
 
+namespace {
+
+// One MoE layer: attention, norms, router and shared experts (dense), its routed experts.
+LayerParamSplit MoeLayerSplit(const ModelSpec& m) {
+  const MoeSpec& e = m.moe;
+  const double expert_mlp = MlpParams(m, e.expert_ffn_hidden > 0 ? e.expert_ffn_hidden : m.ffn());
+  const double router = static_cast<double>(m.hidden) * e.experts;
+  const double dense = AttentionAndNormParams(m) + router + e.shared_experts * expert_mlp;
+  return {dense, e.experts * expert_mlp, dense + e.top_k * expert_mlp};
+}
+
+}  // namespace
+
 LayerParamSplit CountLayerSplit(const ModelSpec& m) {
   const double dense_layer = LayerParams(m);
   if (!m.moe.enabled()) return {dense_layer, 0, dense_layer};
-  const MoeSpec& e = m.moe;
-  const double moe_layers = e.count(m.layers), dense_layers = m.layers - moe_layers;
-  const double expert_mlp = MlpParams(m, e.expert_ffn_hidden > 0 ? e.expert_ffn_hidden : m.ffn());
-  const double router = static_cast<double>(m.hidden) * e.experts;
-  const double moe_dense = AttentionAndNormParams(m) + router + e.shared_experts * expert_mlp;
+  const double moe_layers = m.moe.count(m.layers), dense_layers = m.layers - moe_layers;
+  const LayerParamSplit moe = MoeLayerSplit(m);
   LayerParamSplit s;
-  s.dense = (dense_layers * dense_layer + moe_layers * moe_dense) / m.layers;
-  s.expert = moe_layers * e.experts * expert_mlp / m.layers;
-  s.activated = s.dense + s.expert * e.top_k / e.experts;
+  s.dense = (dense_layers * dense_layer + moe_layers * moe.dense) / m.layers;
+  s.expert = moe_layers * moe.expert / m.layers;
+  s.activated = s.dense + s.expert * m.moe.top_k / m.moe.experts;
+  return s;
+}
+
+LayerParamSplit MtpDepthSplit(const ModelSpec& m) {
+  const double h = m.hidden, inputs = 2 * h + 2 * h * h;  // two norms, the 2h → h projection
+  LayerParamSplit s = m.moe.enabled() ? MoeLayerSplit(m) : LayerParamSplit{LayerParams(m), 0, LayerParams(m)};
+  s.dense += inputs;
+  s.activated += inputs;
   return s;
 }
 
@@ -70,11 +88,12 @@ double EmbeddingParams(const ModelSpec& m) {
 }
 
 double CountParams(const ModelSpec& m) {
-  return m.layers * CountLayerSplit(m).total() + EmbeddingParams(m);
+  return m.layers * CountLayerSplit(m).total() + m.mtp_layers * MtpDepthSplit(m).total() + EmbeddingParams(m);
 }
 
 double CountActivatedParams(const ModelSpec& m) {
-  return m.layers * CountLayerSplit(m).activated + EmbeddingParams(m);
+  return m.layers * CountLayerSplit(m).activated + m.mtp_layers * MtpDepthSplit(m).activated +
+         EmbeddingParams(m);
 }
 
 LayerParamSplit PlannedLayerSplit(const ModelSpec& m) {
@@ -99,7 +118,11 @@ double ModelFlopsPerToken(const ModelSpec& m) {
   // Attention without the causal mask: s keys per query, w on windowed layers.
   const double keys = static_cast<double>(m.layers - m.windowed_layers()) * m.seq_len +
                       static_cast<double>(m.windowed_layers()) * m.window;
-  return 6 * matmul_params + 6.0 * keys * (m.q_width() + m.o_width());
+  // Each multi-token-prediction depth: its layer (full attention), projection and the output layer again.
+  const double mtp =
+      m.mtp_layers * (6 * (MtpDepthSplit(m).activated + static_cast<double>(m.vocab) * m.hidden) +
+                      6.0 * m.seq_len * (m.q_width() + m.o_width()));
+  return 6 * matmul_params + 6.0 * keys * (m.q_width() + m.o_width()) + mtp;
 }
 
 }  // namespace shepherd

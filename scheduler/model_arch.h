@@ -32,12 +32,17 @@ double MlaDownProjParams(const ModelSpec& m);
 double MlaUpProjParams(const ModelSpec& m);
 // The architecture's per-layer split (counted).
 LayerParamSplit CountLayerSplit(const ModelSpec& m);
+// One multi-token-prediction depth (model.mtp_layers): one transformer layer, of the MoE kind when model.moe
+// is set (the last layer's kind in the published MoE models), the norms of its two inputs (2h) and the
+// projection of their concatenation (2h·h); it shares the embedding and the output layer. Counted from the
+// architecture also when model.parameters is given.
+LayerParamSplit MtpDepthSplit(const ModelSpec& m);
 // Input embedding vocab·h, plus the output layer vocab·h unless tied, plus the final norm.
 double EmbeddingParams(const ModelSpec& m);
-// layers · CountLayerSplit().total() + EmbeddingParams.
+// layers · CountLayerSplit().total() + mtp_layers · MtpDepthSplit().total() + EmbeddingParams.
 double CountParams(const ModelSpec& m);
-// Parameters one token uses: layers · CountLayerSplit().activated + EmbeddingParams (equal to CountParams
-// for a dense model).
+// Parameters one token uses: layers · CountLayerSplit().activated (+ the MTP depths') + EmbeddingParams
+// (equal to CountParams for a dense model).
 double CountActivatedParams(const ModelSpec& m);
 // The per-layer split the planner uses: CountLayerSplit scaled so that layers · total() =
 // model.parameters − embeddings (vocab·h, twice unless tied) when model.parameters is given.
@@ -51,7 +56,8 @@ double ModelParams(const ModelSpec& m);
 // (Narayanan et al. 2021, eq. 3, per token): 6·(layers·A + vocab·h) + 12·layers·seq·a·d with A =
 // PlannedLayerSplit().activated, i.e. every matmul weight a token meets (for MoE only its top_k routed
 // experts), the output layer, and the attention scores QKᵀ and AV counted without a causal mask; under
-// MLA QKᵀ is a·(d_nope + d_rope) wide and AV a·d_v: 6·layers·seq·(q_width + o_width).
+// MLA QKᵀ is a·(d_nope + d_rope) wide and AV a·d_v: 6·layers·seq·(q_width + o_width); each MTP depth adds
+// 6·(MtpDepthSplit().activated + vocab·h) + 6·seq·(q_width + o_width).
 double ModelFlopsPerToken(const ModelSpec& m);
 
 }  // namespace shepherd

@@ -29,6 +29,7 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const Hardware& hw) {
   require(m.heads > 0, "model.heads", "must be positive");
   require(m.seq_len > 0, "model.seq_len", "must be positive");
   require(m.vocab >= 0, "model.vocab", "must not be negative");
+  require(m.mtp_layers >= 0, "model.mtp_layers", "must not be negative");
   require(m.kv_heads >= 0 && m.ffn_hidden >= 0 && m.head_dim >= 0, "model",
           "kv_heads, head_dim and ffn_hidden must be positive when given");
   if (m.mla.enabled()) {

@@ -396,6 +396,7 @@ TEST(JobSpec, MlaGivesTheAttentionItsLatentHeadWidths) {
   auto again = ParsePlanRequest(ToJson(*s));
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_EQ(again->model.mla, s->model.mla);
+  EXPECT_EQ(again->model.mtp_layers, 0);
   EXPECT_EQ(again->training.recompute_modules, s->training.recompute_modules);
 
   Json bad = j;
@@ -407,6 +408,15 @@ TEST(JobSpec, MlaGivesTheAttentionItsLatentHeadWidths) {
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(Fields(r.status()), (std::set<std::string>{"model.kv_heads", "model.head_dim",
                                                        "model.mla.v_head_dim", "model.mla.rope"}));
+  // model.mtp_layers: DeepSeek-V3's multi-token prediction depths, kept; a non-negative integer.
+  Json mtp = j;
+  mtp["model"]["mtp_layers"] = 1;
+  auto with_mtp = ParsePlanRequest(mtp);
+  ASSERT_TRUE(with_mtp.ok()) << with_mtp.status().message();
+  EXPECT_EQ(ParsePlanRequest(ToJson(*with_mtp))->model.mtp_layers, 1);
+  mtp["model"]["mtp_layers"] = -1;
+  ASSERT_FALSE(ParsePlanRequest(mtp).ok());
+  EXPECT_EQ(Fields(ParsePlanRequest(mtp).status()), std::set<std::string>{"model.mtp_layers"});
   bad = j;
   bad["model"]["mla"] = 512;
   r = ParsePlanRequest(bad);

@@ -103,13 +103,21 @@ TEST(MoeArch, DeepSeekV3WithItsLatentAttentionMatchesItsPublishedCounts) {
 
 // Model FLOPs with MLA: QKᵀ over heads of 192 (128 + 64 rope) and AV over values of 128, not h/a = 56:
 // 6 · 61 · 4096 · 128 · (192 + 128) = 61,404,610,560 per token on top of 6 · (61 layers' activated
-// 35,698,917,376 + output layer 926,679,040) = 219,753,578,496: 281,158,189,056. Megatron-Bridge counts
-// 259.8 G per token for its DeepSeek-V3 rows (1,276 TFLOP/s at 4,912 tokens/s, 26.08): causal attention
-// (half: 30.7 G less) and one MTP layer with its projection and output layer (6 · (585.3M + 102.8M +
-// 926.7M) + 0.5 G of causal attention = 10.2 G more) put that within 0.5 % of this.
-TEST(MoeArch, DeepSeekV3ModelFlopsCountTheLatentAttentionsHeadWidths) {
-  EXPECT_NEAR(ModelFlopsPerToken(DeepSeekV3(true)), 281'158'189'056.0, 1e3);
-  EXPECT_NEAR((ModelFlopsPerToken(DeepSeekV3(true)) - 61'404'610'560.0 / 2 + 10.2e9) / 259.8e9, 1, 0.005);
+// 35,698,917,376 + output layer 926,679,040) = 219,753,578,496: 281,158,189,056. Its one multi-token-
+// prediction depth (model.mtp_layers) holds a MoE layer (11,507,286,016), the norms of its two inputs and
+// their 2h → h projection (2 · 7168 + 2 · 7168²): 11,610,060,800 more, 682,636,465,152 in all (DeepSeek
+// publishes 685B with the MTP module's own copies of the embedding and output layer, 1.85B); per token
+// 6 · (585,318,400 + 102,774,784 + 926,679,040) + 6 · 4096 · 40,960 = 10,695,266,304 more FLOPs:
+// 291,853,455,360. Megatron-Bridge counts 259.8 G per token for its DeepSeek-V3 rows, which run that MTP
+// depth (1,276 TFLOP/s at 4,912 tokens/s, 26.08): ours with causal attention (half the 62,411,243,520 of
+// QKᵀ and AV, MTP's included, off) is 260.6 G, 0.3 % above.
+TEST(MoeArch, DeepSeekV3ModelFlopsCountTheLatentAttentionAndTheMtpDepth) {
+  ModelSpec m = DeepSeekV3(true);
+  EXPECT_NEAR(ModelFlopsPerToken(m), 281'158'189'056.0, 1e3);
+  m.mtp_layers = 1;
+  EXPECT_NEAR(CountParams(m), 682'636'465'152.0, 1e3);
+  EXPECT_NEAR(ModelFlopsPerToken(m), 291'853'455'360.0, 1e3);
+  EXPECT_NEAR((ModelFlopsPerToken(m) - 62'411'243'520.0 / 2) / (1276e12 / 4912), 1, 0.005);
 }
 
 // Heads wider than h/a (model.head_dim): Qwen3 (Qwen3 technical report, arXiv:2505.09388, Table 2: 30B-A3B

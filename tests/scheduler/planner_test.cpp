@@ -306,6 +306,30 @@ TEST(Activations, LatentAttentionKeepsItsLatentsAndRecomputesItsHeads) {
   EXPECT_EQ(ActivationBytesPerLayer(m, t, p), 30 * 1'048'576);
 }
 
+// A multi-token-prediction depth (model.mtp_layers) sits on the last stage: the GQA SwiGLU layer with
+// LayerNorm biases, h·(1024 + 2·256) + 1024·h + (1536 + 1024) + 2·2h = 2,628,096, MLP 3·h·3072 + 2·3072 +
+// 1024 = 9,444,352, plus its inputs' norms and projection 2h + 2h² = 2,099,200: 14,171,648 / t = 7,085,824
+// per rank; and that stage embeds the next tokens through its own embedding copy: 2·V·h/t = 1,024,000
+// instead of 512,000. Stage 0 is unchanged; the last stage keeps the depth's layer and output activations.
+TEST(Memory, MtpDepthsSitOnTheLastStage) {
+  JobSpec s;
+  s.model = GqaSwiglu();
+  s.model.mtp_layers = 1;
+  s.training.global_batch_size = 8;
+  s.resources.gpus = 4;
+  Plan p = Layout(2, 2, 1, 0);
+  p.micro_batches = 8;
+  EXPECT_EQ(StageMtpParamsPerRank(s.model, p, 1).dense, 7'085'824);
+  EXPECT_EQ(StageMtpParamsPerRank(s.model, p, 0).dense, 0);
+  EXPECT_EQ(StageVocabParamsPerRank(s.model, 2, 2, 1), 1'024'000);
+  JobSpec plain = s;
+  plain.model.mtp_layers = 0;
+  EXPECT_EQ(StageVocabParamsPerRank(plain.model, 2, 2, 1), 512'000);
+  const std::vector<int> layers{4, 4};
+  EXPECT_EQ(StageMemory(s, p, layers, 0).total, StageMemory(plain, p, layers, 0).total);
+  EXPECT_GT(StageMemory(s, p, layers, 1).activations, StageMemory(plain, p, layers, 1).activations);
+}
+
 // Embedding (8·s·b + s·b·h)/t and output layer plus fp32 logits (4·s·b·h + 4·s·b·V)/t, s = 1024, b = 2,
 // h = 1024, V = 1000, t = 2: (16,384 + 2,097,152)/2 and (8,388,608 + 8,192,000)/2; with the loss in bf16
 // (cross_entropy_fp32 false) the logits take 2·s·b·V: (8,388,608 + 4,096,000)/2.

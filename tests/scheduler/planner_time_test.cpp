@@ -178,6 +178,25 @@ TEST(EvaluatePlan, AnH800IsAnH100WithANarrowerNvLink) {
   EXPECT_GT(slow->step_time_s, fast->step_time_s);
 }
 
+// A multi-token-prediction depth runs on the last stage: with even stages it makes that stage the slowest
+// and the step longer; with a last stage four layers lighter (Megatron-Bridge's DeepSeek-V3 layouts leave
+// it room) the slowest stage, and so the compute time, is unchanged while the model FLOPs per token grow.
+TEST(EvaluatePlan, AnMtpDepthRunsOnTheLastStage) {
+  JobSpec s = Model(70e9, 80, 8192, 64, 4096, 128256, 64, 512);
+  Plan p = Layout(8, 4, 2, 1);
+  auto even = EvaluatePlan(s, p, Hardware{});
+  p.pipeline_layers = {21, 21, 21, 17};
+  auto room = EvaluatePlan(s, p, Hardware{});
+  s.model.mtp_layers = 1;
+  auto room_mtp = EvaluatePlan(s, p, Hardware{});
+  p.pipeline_layers = {};
+  auto even_mtp = EvaluatePlan(s, p, Hardware{});
+  ASSERT_TRUE(even.ok() && room.ok() && room_mtp.ok() && even_mtp.ok());
+  EXPECT_GT(even_mtp->compute_time_s, even->compute_time_s);
+  EXPECT_DOUBLE_EQ(room_mtp->compute_time_s, room->compute_time_s);
+  EXPECT_GT(room_mtp->tflops_per_gpu, room->tflops_per_gpu);
+}
+
 TEST(EvaluatePlan, ContextParallelismNeedsFlashAttention) {
   JobSpec s = Model(70e9, 80, 8192, 64, 4096, 128256, 256, 1024);
   s.training.attention = Attention::kEager;

@@ -517,16 +517,15 @@ std::vector<PublishedRun> PublishedRuns() {
   }
   {
     // DeepSeek-V3 on 256 GPUs, GBS 4096, MBS 1, PP 4, VP 4, EP 64: 4,912 tokens/s per GPU (1,276 TFLOP/s in
-    // their count: 259.8 GFLOP per token, causal attention and the MTP layer counted; the planner's
-    // convention, attention without the mask and no MTP, gives 281.2). Recipe deepseek/gb200/deepseek_v3.py
-    // (deepseek_v3_pretrain_256gpu_gb200_fp8mx_config): recompute_modules ["mla_up_proj"], HybridEP with the
-    // all-to-all overlapped with compute (not modelled: the planner exposes it all), full-iteration CUDA
-    // graphs, the precision-aware optimizer (bf16 moments and main gradients: the planner's fp32 state is
-    // heavier), pipeline layout embedding + 4 layers, 14 × 4, 1 layer + MTP + loss over the 16 virtual
-    // stages: physical stages of 16, 16, 16 and 13 layers. Its one multi-token-prediction layer and second
-    // output layer (about 4 % more compute, on the last stage) are not modelled either, so the prediction
-    // leans optimistic by that much.
+    // their count: 259.8 GFLOP per token, with causal attention; the planner's convention, attention without
+    // the mask, gives 291.9, MTP included). Recipe deepseek/gb200/deepseek_v3.py
+    // (deepseek_v3_pretrain_256gpu_gb200_fp8mx_config): one multi-token-prediction depth, recompute_modules
+    // ["mla_up_proj"], HybridEP with the all-to-all overlapped with compute (not modelled: the planner
+    // exposes it all), full-iteration CUDA graphs, the precision-aware optimizer (bf16 moments and main
+    // gradients: the planner's fp32 state is heavier), pipeline layout embedding + 4 layers, 14 × 4, 1 layer
+    // + MTP + loss over the 16 virtual stages: physical stages of 16, 16, 16 and 13 layers.
     JobSpec s = DeepSeekV3(256, 4096, "GB200-NVL72");
+    s.model.mtp_layers = 1;
     BridgeFp8(&s);
     s.training.recompute_modules = {.core_attn = false, .mla_up_proj = true};
     Plan p = Layout(1, 1, 4, 64, 4, 1);
@@ -534,6 +533,22 @@ std::vector<PublishedRun> PublishedRuns() {
     p.pipeline_layers = {16, 16, 16, 13};
     runs.push_back({"Bridge DeepSeek-V3 256 GB200 MXFP8 PP4 VP4 EP64", bridge_2608, s, p,
                     HardwareForResources(s.resources), 1276, 4912});
+  }
+  {
+    // The same on 256 GB300s, PP 2, VP 8, EP 32: 6,288 tokens/s per GPU (1,635 in their count). Recipe
+    // deepseek_v3_pretrain_256gpu_gb300_fp8mx_config: no recompute (recompute_modules []), FP8 attention
+    // (fp8_dot_product_attention: faster kernels than the planner's 16-bit ones), the experts' activations in
+    // a paged stash partly in host memory (moe_paged_stash: the planner keeps them all on the GPU), pipeline
+    // layout "Et*4|(t*4|)*14tmL": virtual stages alternate over the two physical ones, 32 and 29 layers.
+    JobSpec s = DeepSeekV3(256, 4096, "GB300-NVL72");
+    s.model.mtp_layers = 1;
+    BridgeFp8(&s);
+    s.training.activation_recompute = Recompute::kNone;
+    Plan p = Layout(1, 1, 2, 128, 8, 1);
+    p.ep = 32;
+    p.pipeline_layers = {32, 29};
+    runs.push_back({"Bridge DeepSeek-V3 256 GB300 MXFP8 PP2 VP8 EP32", bridge_2608, s, p,
+                    HardwareForResources(s.resources), 1635, 6288});
   }
   return runs;
 }
