@@ -55,6 +55,12 @@ void SdcChecker::OnHash(std::vector<RankState>& ranks, int rank, int64_t step, u
   ++it->received;
 }
 
+size_t SdcChecker::DistinctNodes(std::vector<int> ranks) const {
+  for (int& r : ranks) r = layout_.node_index(r);
+  std::sort(ranks.begin(), ranks.end());
+  return static_cast<size_t>(std::unique(ranks.begin(), ranks.end()) - ranks.begin());
+}
+
 std::vector<SdcCheckResult> SdcChecker::Resolve(std::vector<RankState>& ranks, Time now) {
   std::vector<SdcCheckResult> out;
   const int world = layout_.world_size();
@@ -101,8 +107,14 @@ SdcCheckResult SdcChecker::Compare(std::vector<RankState>& ranks, const OpenChec
       for (auto& [d, r] : present) ranks[r].set(RankState::kSdcSuspected, false);
       continue;
     }
-    // A majority of the whole set: replicas whose hash is missing at the deadline could side either way.
-    const bool majority = present.size() >= 3 && 2 * best_len > members.size();
+    // A majority of the whole set: replicas whose hash is missing at the deadline could side either way. And
+    // of its nodes: the ranks of one node can corrupt alike (a bad driver, firmware, a shared fault), and two
+    // of them must not outvote a healthy node (a probe's node corrupting two ranks identically had the one
+    // healthy node named).
+    std::vector<int> best_ranks;
+    for (size_t k = best_begin; k < best_begin + best_len; ++k) best_ranks.push_back(present[k].second);
+    const bool majority = present.size() >= 3 && 2 * best_len > members.size() &&
+                          2 * DistinctNodes(best_ranks) > DistinctNodes({members.begin(), members.end()});
     // Fewer replicas than the set holds, disagreeing without a majority: the missing ones would decide, so
     // no verdict (a tester's 3-replica job was replayed, then a node cordoned, on 2 of its 3 hashes).
     if (!majority && present.size() < members.size() && members.size() >= 3) continue;

@@ -5,10 +5,10 @@
 // reported s, or once `deadline_s` passed since that first hash. Missing hashes at the deadline are
 // evidence (SdcCheckResult::missing), never an SDC; the present members are still compared. Hashes that
 // arrive after their check resolved are counted as late and ignored.
-// Vote per replica set: all equal → agree. Otherwise with ≥ 3 present members and a strict majority,
-// the minority is suspected; with 2 members, or no strict majority, every present member is suspected and
-// a replay is needed (restart from last-known-good and recompute; a recurrence on the same node makes it
-// persistent).
+// Vote per replica set: all equal → agree. Otherwise with ≥ 3 present members and a strict majority, of
+// the set's ranks and of their nodes (ranks of one node may corrupt alike), the minority is suspected; with 2
+// members, or no strict majority, every present member is suspected and a replay is needed (restart from
+// last-known-good and recompute; a recurrence on the same node makes it persistent).
 //
 // Each rank keeps two hash slots in RankState, so at most two checks can be open per rank; a third
 // overwrites the older slot (that rank then counts as missing for the old check).
@@ -71,6 +71,7 @@ class SdcChecker {
     int received;
   };
   SdcCheckResult Compare(std::vector<RankState>& ranks, const OpenCheck& c);
+  size_t DistinctNodes(std::vector<int> ranks) const;
 
   const RankLayout& layout_;
   double deadline_s_;

@@ -120,6 +120,30 @@ TEST(SdcTest, FourReplicasNameTheMinorityOnceUntilItClears) {
   EXPECT_EQ(check(400, 5).size(), 1u);  // reopened
 }
 
+// Two ranks of one node that corrupt alike (a bad driver or firmware on n0) must not outvote the healthy
+// node: DP 3 with two GPUs per node puts ranks 0 and 1 on n0 and rank 2 on n1. By ranks "bad" holds a
+// majority; by nodes it holds one of two, so no verdict names a node: all suspected, a replay decides
+// (which sets nodes aside until the mismatch stops, job_health.h). With DP 4 (n0: 0, 1; n1: 2, 3) a
+// corrupt rank 3 is still named: the other hash holds both nodes.
+TEST(SdcTest, RanksOfOneNodeDoNotOutvoteAnotherNode) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(1, 1, 3, clock.Now(), 2));
+  for (int r = 0; r < 3; ++r) m->Ingest(Hash(r, clock.Now(), 100, r < 2 ? "0bad" : "600d"), clock.Now());
+  auto fs = m->Evaluate(clock.Now());
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].ranks, std::vector<int>({0, 1, 2}));
+  EXPECT_EQ(fs[0].nodes, std::vector<std::string>({"n0", "n1"}));
+  EXPECT_NE(fs[0].detail.find("needs_replay=true"), std::string::npos) << fs[0].detail;
+
+  auto four = MakeMonitor(MakeContext(1, 1, 4, clock.Now(), 2));
+  for (int r = 0; r < 4; ++r) four->Ingest(Hash(r, clock.Now(), 100, r == 3 ? "0bad" : "600d"), clock.Now());
+  fs = four->Evaluate(clock.Now());
+  ASSERT_EQ(fs.size(), 1u);
+  EXPECT_EQ(fs[0].ranks, std::vector<int>({3}));
+  EXPECT_EQ(fs[0].nodes, std::vector<std::string>({"n1"}));
+  EXPECT_EQ(fs[0].detail.find("needs_replay"), std::string::npos) << fs[0].detail;
+}
+
 // Three replicas, no two hashes equal, after checks that agreed (ZeroRedundancyOptimizer hashed before its
 // parameter sync, post-local SGD between averages): one corrupt node would leave two agreeing. Verdict
 // no_agreement, nobody suspected, the check unverified; recovery records it (recovery_test.cpp).
