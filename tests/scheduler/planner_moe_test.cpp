@@ -101,6 +101,45 @@ TEST(MoeArch, DeepSeekV3WithItsLatentAttentionMatchesItsPublishedCounts) {
   EXPECT_GT(CountActivatedParams(DeepSeekV3(false)) / 37e9, 1.04);
 }
 
+// Multi-head latent attention without a query latent, and with half DeepSeek-V3's heads. DeepSeek-V2-Lite
+// (DeepSeek-V2 paper, arXiv:2405.04434, Appendix B: "15.7B total parameters, of which 2.4B are activated";
+// config.json: 27 layers, the first dense of width 10,944, hidden 2048, 16 heads, kv_lora_rank 512, no
+// q_lora_rank, head widths 128 + 64 and 128, 64 routed experts of width 1408, 6 per token, 2 shared,
+// vocabulary 102,400). By hand: attention 2048 · 16 · 192 + 2048 · 576 + 512 + 512 · 16 · 256 +
+// 16 · 128 · 2048 = 13,763,072, norms 4096; dense layer + 3 · 2048 · 10944 = 81,007,104; MoE layer
+// attention and norms + router 131,072 + 2 shared 17,301,504 = 31,199,744, routed 64 · 8,650,752.
+// Total 81,007,104 + 26 · 584,847,872 + 2 · 102,400 · 2048 + 2048 = 15,706,484,224; activated
+// 81,007,104 + 26 · 83,104,256 + 419,432,448 = 2,661,150,208, 2.45B without the input embedding (the
+// published figure leaves it out, as gpt-oss's does). Kimi K2 (Kimi K2 report, arXiv:2507.20534: 1.04T
+// total, 32B activated; config.json: DeepSeek-V3's shape with 64 heads, 384 experts, 1 dense layer,
+// vocabulary 163,840): 1,026,408,209,408 and 32,861,477,888 counted.
+TEST(MoeArch, MlaModelsWithoutAQueryLatentOrWithFewerHeadsMatchTheirPublishedCounts) {
+  ModelSpec lite;
+  lite.layers = 27;
+  lite.hidden = 2048;
+  lite.heads = 16;
+  lite.ffn_hidden = 10944;
+  lite.mlp = Mlp::kSwiglu;
+  lite.norm = Norm::kRmsNorm;
+  lite.vocab = 102400;
+  lite.seq_len = 4096;
+  lite.mla = {.kv_lora_rank = 512, .qk_nope_head_dim = 128, .qk_rope_head_dim = 64, .v_head_dim = 128};
+  lite.moe = {.experts = 64, .top_k = 6, .expert_ffn_hidden = 1408, .shared_experts = 2, .moe_layers = 26};
+  EXPECT_NEAR(CountParams(lite), 15'706'484'224.0, 1e3);
+  EXPECT_NEAR(CountActivatedParams(lite), 2'661'150'208.0, 1e3);
+  EXPECT_NEAR(CountParams(lite) / 15.7e9, 1, 0.005);
+  EXPECT_NEAR((CountActivatedParams(lite) - 102400.0 * 2048) / 2.4e9, 1, 0.03);
+
+  ModelSpec k2 = DeepSeekV3(true);
+  k2.heads = 64;
+  k2.vocab = 163840;
+  k2.moe = {.experts = 384, .top_k = 8, .expert_ffn_hidden = 2048, .shared_experts = 1, .moe_layers = 60};
+  EXPECT_NEAR(CountParams(k2), 1'026'408'209'408.0, 1e3);
+  EXPECT_NEAR(CountActivatedParams(k2), 32'861'477'888.0, 1e3);
+  EXPECT_NEAR(CountParams(k2) / 1.04e12, 1, 0.02);
+  EXPECT_NEAR(CountActivatedParams(k2) / 32e9, 1, 0.03);
+}
+
 // Model FLOPs with MLA: QKᵀ over heads of 192 (128 + 64 rope) and AV over values of 128, not h/a = 56:
 // 6 · 61 · 4096 · 128 · (192 + 128) = 61,404,610,560 per token on top of 6 · (61 layers' activated
 // 35,698,917,376 + output layer 926,679,040) = 219,753,578,496: 281,158,189,056. Its one multi-token-
