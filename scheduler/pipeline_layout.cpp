@@ -19,6 +19,14 @@ std::vector<int> StageLayers(int layers, int pp, const std::vector<int>& given) 
   if (extra > 0) ++stage[pp - 1];
   stage[0] -= 1;
   stage[pp - 1] -= 1;
+  // An end stage whose share the embedding or the output layer filled (61 layers over 32 stages gave the
+  // last one none) takes a layer from the fullest middle stage: every stage holds one, as an explicit
+  // pipeline_layers must (a layout from auto is accepted when sent back).
+  for (int end : {0, pp - 1})
+    if (stage[end] == 0) {
+      --*std::max_element(stage.begin() + 1, stage.end() - 1);
+      ++stage[end];
+    }
   return stage;
 }
 

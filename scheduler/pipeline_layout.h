@@ -13,7 +13,8 @@ namespace shepherd {
 // - otherwise balanced with the input embedding and the output layer each weighing one layer: layers + 2
 //   units spread so stages differ by at most one unit, middle stages taking the extra units first, and the
 //   first and last stages giving one unit to the embedding and output layer. Llama 3 405B (126 layers, PP 16)
-//   gives 7, 8 × 14, 7: the published layout (Llama 3 paper, §3.3.2).
+//   gives 7, 8 × 14, 7: the published layout (Llama 3 paper, §3.3.2). An end stage left without a layer
+//   takes one from the fullest middle stage (61 layers, PP 32: 1, 2 × 29, 1, 1).
 // REQUIRES: 1 <= pp <= layers.
 std::vector<int> StageLayers(int layers, int pp, const std::vector<int>& given = {});
 

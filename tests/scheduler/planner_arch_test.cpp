@@ -82,6 +82,15 @@ TEST(PipelineLayout, EvenGivenAndBalanced) {
   EXPECT_EQ(StageLayers(11, 5), (std::vector<int>{1, 3, 3, 3, 1}));
   // 5 + 2 = 7 over 3: 2 each, the 1 extra to the middle → 1, 3, 1.
   EXPECT_EQ(StageLayers(5, 3), (std::vector<int>{1, 3, 1}));
+  // 61 + 2 = 63 over 32: 1 each, 30 extra to the middle, 1 to stage 0 → 2, 2 × 30, 1 → 1, 2 × 30, 0; the
+  // last stage takes a layer from the fullest middle one (the first of them: stage 1) → 1, 1,
+  // 2 × 29, 1 (a tester's auto plan for Kimi K2 at PP 32 had a 0-layer stage, which pipeline_layers refuses).
+  std::vector<int> k2(32, 2);
+  k2[0] = k2[1] = k2[31] = 1;
+  EXPECT_EQ(StageLayers(61, 32), k2);
+  // 27 + 2 = 29 over 16: both ends would hold none.
+  for (int l : StageLayers(27, 16)) EXPECT_GE(l, 1);
+  EXPECT_EQ(StageLayers(27, 16).front() + StageLayers(27, 16).back(), 2);
 }
 
 // A virtual stage may hold only the embedding (first stage) or only the output layer (last stage).
