@@ -170,6 +170,14 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
           l.listening_for_s);
     gauge("shepherd_late", "1 while the latest tick lag or queue age is over the lateness threshold.",
           l.late ? 1 : 0);
+    const Controller::StorageFacts st = c->storage();
+    gauge("shepherd_storage_writes_in_flight", "Write batches handed to the store and not yet committed.",
+          static_cast<double>(st.writes_in_flight));
+    gauge("shepherd_storage_oldest_write_seconds",
+          "How long the oldest uncommitted write batch has waited (0: none); a stall shows here first.",
+          st.oldest_write_s);
+    gauge("shepherd_storage_failed", "1 once a write failed: the daemon refuses writes and shuts down.",
+          st.failed ? 1 : 0);
     if (planner)
       gauge("shepherd_planner_searches", "Planner searches waiting or running on the planner thread.",
             static_cast<double>(planner->pending()));

@@ -49,8 +49,10 @@ void Controller::Commit(WriteBatch batch, std::function<void(Status)> done) {
     });
     return;
   }
+  writes_started_.push_back(clock_->Now());
   store_->Write(std::move(batch), [this, saved, done = std::move(done)](Status s) mutable {
     post_([this, saved, s = std::move(s), done = std::move(done)] {
+      writes_started_.pop_front();  // the store answers its batches in order
       if (s.ok())
         saved();
       else

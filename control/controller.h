@@ -20,6 +20,7 @@
 // exception is GetHealth, whose shape the health module builds (health/job_monitor_json.cpp).
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -248,6 +249,18 @@ class Controller {
   // Counters for /metrics.
   const std::map<FindingKind, uint64_t>& finding_counts() const { return findings_.counts(); }
   const std::map<std::string, uint64_t>& report_counts() const { return report_counts_; }
+  // The store as the control thread sees it: batches handed to it and not answered yet, how long the oldest
+  // has waited (a stall: another connection's lock, a slow disk), and whether it failed.
+  struct StorageFacts {
+    size_t writes_in_flight = 0;
+    double oldest_write_s = 0;
+    bool failed = false;
+  };
+  StorageFacts storage() const {
+    return {writes_started_.size(),
+            writes_started_.empty() ? 0 : ToSeconds(clock_->Now() - writes_started_.front()),
+            storage_failed_};
+  }
 
  private:
   // A node's view with the agent board's state (GetNode).
@@ -349,6 +362,7 @@ class Controller {
   std::map<std::string, Time> launch_checked_at_;  // CheckLaunches: last look at a stuck launch, per job
   bool ready_ = false;
   bool storage_failed_ = false;
+  std::deque<Time> writes_started_;  // per batch handed to the store and not answered, oldest first
   std::function<void(const Status&)> on_storage_failure_;
 };
 

@@ -330,6 +330,27 @@ TEST_F(ControllerCredentialsTest, AQueuedJobPlacedOnFreedNodesHasItsTokenInTheFi
 // A storage probe: with the database's write lock held by another connection, a restarted attempt reached
 // the agent before the batch that records it was durable; the daemon then stopped, and the restarted one,
 // which never heard of that attempt, kept its ranks as unknown processes, then blamed and cordoned the node.
+// What /metrics shows of the store: a batch the store holds counts as in flight, and its wait grows with
+// the clock until the store answers it.
+TEST_F(ControllerCredentialsTest, AStoreThatHoldsAWriteShowsItsAgeUntilItCommits) {
+  EXPECT_EQ(controller_->storage().writes_in_flight, 0u);
+  store_->HoldWrites();
+  std::optional<Result<NodeUpsert>> added;
+  controller_->UpsertNode(testing::MakeNode("n9", "l0"), false, [&](Result<NodeUpsert> r) { added = r; });
+  Drain();
+  EXPECT_FALSE(added);
+  ASSERT_EQ(controller_->storage().writes_in_flight, 1u);
+  EXPECT_EQ(controller_->storage().oldest_write_s, 0);
+  clock_.Advance(Seconds(7));
+  EXPECT_EQ(controller_->storage().oldest_write_s, 7);
+  EXPECT_FALSE(controller_->storage().failed);
+  store_->ReleaseHeld();
+  Drain();
+  ASSERT_TRUE(added && added->ok());
+  EXPECT_EQ(controller_->storage().writes_in_flight, 0u);
+  EXPECT_EQ(controller_->storage().oldest_write_s, 0);
+}
+
 TEST_F(ControllerCredentialsTest, AnAttemptsRanksReachAgentsOnlyOnceTheAttemptIsDurable) {
   AddNode("n1", "l0");
   AddNode("n2", "l0");

@@ -1,6 +1,7 @@
 // The real daemon: endpoints, durability across kill -9, the database lock, inventory files, auth, SIGTERM.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -60,6 +61,38 @@ TEST(Daemon, ServiceEndpoints) {
             std::string::npos)
       << m.body;
   EXPECT_NE(m.body.find("shepherd_http_request_duration_seconds_bucket"), std::string::npos);
+}
+
+// A storage stall shows on /metrics: another connection (an operator's sqlite3 in BEGIN IMMEDIATE) holds the
+// database's write lock, a node registration waits for it, and the oldest uncommitted write's age grows;
+// once the lock goes the write commits and the gauges return to 0.
+TEST(Daemon, MetricsShowAStorageStallWhileItLasts) {
+  TempDir dir;
+  Daemon d(dir.path);
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  auto gauge = [&](const std::string& name) {
+    const std::string body = Http(d.port(), "GET", "/metrics").body;
+    const size_t at = body.find("\n" + name + " ");
+    return at == std::string::npos ? -1.0 : std::stod(body.substr(at + name.size() + 2));
+  };
+  EXPECT_EQ(gauge("shepherd_storage_writes_in_flight"), 0);
+  EXPECT_EQ(gauge("shepherd_storage_oldest_write_seconds"), 0);
+  EXPECT_EQ(gauge("shepherd_storage_failed"), 0);
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open((dir.path + "/shepherd.db").c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  int put_status = 0;
+  std::thread put([&] { put_status = Http(d.port(), "POST", "/v1/nodes", NodeBody("n1", "l0")).status; });
+  EXPECT_TRUE(Eventually([&] { return gauge("shepherd_storage_oldest_write_seconds") >= 1; }))
+      << Http(d.port(), "GET", "/metrics").body;
+  EXPECT_GE(gauge("shepherd_storage_writes_in_flight"), 1);
+  EXPECT_EQ(sqlite3_exec(other, "ROLLBACK", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(other);
+  put.join();
+  EXPECT_EQ(put_status, 201);
+  EXPECT_TRUE(Eventually([&] { return gauge("shepherd_storage_writes_in_flight") == 0; }));
+  EXPECT_EQ(gauge("shepherd_storage_oldest_write_seconds"), 0);
+  EXPECT_EQ(Http(d.port(), "GET", "/v1/nodes/n1").status, 200);
 }
 
 // With Slurm launching on, a rank wrapper this host cannot execute is named in the log at start-up (srun
