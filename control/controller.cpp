@@ -35,12 +35,15 @@ Status Controller::CheckWritable() const {
 
 void Controller::Commit(WriteBatch batch, std::function<void(Status)> done) {
   Settle(clock_->Now(), &batch);
-  // Attempts this batch starts reach the agents, or become a Slurm step, only once it is durable.
-  auto saved = [this, starts = std::exchange(unsaved_starts_, {})] {
+  // Attempts this batch starts reach the agents, or become a Slurm step, and the Slurm allocations it asks
+  // for are requested, only once it is durable.
+  auto saved = [this, starts = std::exchange(unsaved_starts_, {}),
+                requests = std::exchange(unsaved_request_starts_, {})] {
     for (const auto& [job, attempt] : starts) {
       unsaved_attempts_.erase({job, attempt});
       agents_.Saved(job, attempt, clock_->Now());
     }
+    for (const std::string& r : requests) unsaved_requests_.erase(r);
   };
   if (batch.empty()) {
     post_([saved, done = std::move(done)] {

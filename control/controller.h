@@ -359,6 +359,9 @@ class Controller {
   // yet: their ranks reach agents (AgentBoard::HoldUntilSaved) and their Slurm steps start only after.
   std::vector<std::pair<std::string, int>> unsaved_starts_;
   std::set<std::pair<std::string, int>> unsaved_attempts_;
+  // The same for Slurm allocation requests (SlurmAllocationRecord::request): sbatch only once durable.
+  std::vector<std::string> unsaved_request_starts_;
+  std::set<std::string> unsaved_requests_;
   std::map<std::string, Time> launch_checked_at_;  // CheckLaunches: last look at a stuck launch, per job
   bool ready_ = false;
   bool storage_failed_ = false;

@@ -62,6 +62,10 @@ void Controller::SettleSlurm(const AttemptEvent& ev, Time now, WriteBatch* batch
     nodes.insert(nodes.end(), spares.begin(), spares.end());
   }
   slurm_jobs_.Want(ev.job, std::move(nodes), e->job.spec.slurm.allocation, batch);
+  if (const std::string& r = slurm_jobs_.Find(ev.job)->request; !r.empty()) {
+    unsaved_request_starts_.push_back(r);
+    unsaved_requests_.insert(r);
+  }
   jobs_.SetState(ev.job, JobState::kLaunching, "waiting for the Slurm allocation", now, batch);
 }
 
@@ -136,6 +140,7 @@ SlurmOrders Controller::GetSlurmOrders(const std::map<std::string, int>& started
     o.sbatch_args = e->job.spec.slurm.sbatch_args;
     o.stop_grace_s = options_.stop_timeout_s;
     o.attempt = e->job.attempt;
+    o.allocation_durable = !unsaved_requests_.count(a.request);
     o.step_wanted = IsActive(e->job.state) && e->attempt &&
                     a.state == SlurmAllocationRecord::State::kRunning &&
                     Inside(e->attempt->placement, a.nodes) &&

@@ -1,28 +1,12 @@
 #include "control/rank_tokens.h"
 
-#include <random>
-
 #include "core/json.h"
+#include "core/random_hex.h"
 
 namespace shepherd {
 namespace {
 
 constexpr std::string_view kPrefix = "rank_token/";
-
-std::string RandomHex(std::size_t bytes) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::random_device rd;  // /dev/urandom on Linux (libstdc++)
-  std::string out;
-  out.reserve(bytes * 2);
-  for (std::size_t i = 0; i < bytes; i += 4) {
-    uint32_t v = rd();
-    for (std::size_t k = 0; k < 4 && i + k < bytes; ++k) {
-      out += kHex[(v >> (8 * k + 4)) & 0xf];
-      out += kHex[(v >> (8 * k)) & 0xf];
-    }
-  }
-  return out;
-}
 
 std::string KeyOf(const RankGrant& g) {
   return std::string(kPrefix) + g.job + "/" + (g.attempt ? std::to_string(*g.attempt) : "any");

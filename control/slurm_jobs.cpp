@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/json.h"
+#include "core/random_hex.h"
 
 namespace shepherd {
 namespace {
@@ -42,6 +43,7 @@ void SlurmJobs::Want(const std::string& job, std::vector<std::string> nodes, con
   a.nodes = std::move(nodes);
   a.id = adopt_id;
   a.adopted = !adopt_id.empty();
+  if (!a.adopted) a.request = RandomHex(8);
   Persist(job, batch);
 }
 
@@ -92,7 +94,11 @@ void SlurmJobs::Cancelled(const std::string& id, WriteBatch* batch) {
 
 void SlurmJobs::Persist(const std::string& job, WriteBatch* batch) const {
   const SlurmAllocationRecord& a = jobs_.at(job);
-  Json j = {{"state", ToString(a.state)}, {"id", a.id}, {"nodes", a.nodes}, {"adopted", a.adopted}};
+  Json j = {{"state", ToString(a.state)},
+            {"id", a.id},
+            {"nodes", a.nodes},
+            {"adopted", a.adopted},
+            {"request", a.request}};
   batch->Put(Record{Collection::kMeta, kKeyPrefix + job, job, j.dump()});
 }
 
@@ -114,6 +120,7 @@ Result<bool> SlurmJobs::Restore(const Record& r) {
     a.id = j->at("id").get<std::string>();
     a.nodes = j->at("nodes").get<std::vector<std::string>>();
     a.adopted = j->at("adopted").get<bool>();
+    a.request = j->value("request", "");  // absent in records written before requests were named
     jobs_[r.key.substr(kKeyPrefix.size())] = std::move(a);
   } catch (const std::exception& e) {
     return InvalidArgument(std::string("not an allocation record: ") + e.what());

@@ -34,6 +34,10 @@ struct SlurmAllocationRecord {
   std::string id;
   std::vector<std::string> nodes;
   bool adopted = false;
+  // A random name for this request, given to sbatch as its comment ("shepherd-request=<request>"): a
+  // daemon that finds no id recorded for a request (it crashed between sbatch and recording the id) finds
+  // the allocation it asked for by it instead of asking twice. Empty when adopted.
+  std::string request;
 };
 const char* ToString(SlurmAllocationRecord::State s);  // "wanted", "pending", "running"
 
@@ -43,6 +47,9 @@ struct SlurmJobOrder {
   std::string job;
   SlurmAllocationRecord allocation;
   std::vector<std::string> sbatch_args;
+  // The allocation's record is durable: a wanted allocation is requested only then (a request a crashed
+  // daemon's successor never heard of would hold its nodes).
+  bool allocation_durable = true;
   // The current attempt is to run as one step: the allocation runs and the placement lies inside it.
   bool step_wanted = false;
   // Its step (job_id, name, placement, command, env; log_path and cwd are the worker's), given only when
@@ -97,7 +104,8 @@ class SlurmJobs {
   // Nodes every allocation holds or asks for, except `job`'s own.
   std::set<std::string> HeldNodes(const std::string& except = "") const;
 
-  // The job needs an allocation: request `nodes`, or adopt `adopt_id` when given.
+  // The job needs an allocation: request `nodes` (under a new random `request`), or adopt `adopt_id` when
+  // given.
   void Want(const std::string& job, std::vector<std::string> nodes, const std::string& adopt_id,
             WriteBatch* batch);
   void Submitted(const std::string& job, const std::string& id, WriteBatch* batch);

@@ -208,12 +208,32 @@ void SlurmLaunchLoop::State::Allocation(const SlurmJobOrder& o, struct Run& run)
   if (a.state != S::kWanted || a.adopted) run.submitted.clear();
   if (a.state == S::kWanted && !a.adopted) {
     if (!run.submitted.empty()) return;  // the controller has not recorded it yet
+    if (!o.allocation_durable) return;   // nor the request itself: a successor would not know it
     slurm::AllocationRequest r;
     r.name = "shepherd-" + o.job;
     r.nodes = static_cast<int>(a.nodes.size());
     r.spares = 0;  // the nodelist names them all: the placement's nodes and the spares
     r.nodelist = a.nodes;
     r.extra_args = o.sbatch_args;
+    r.comment = a.request.empty() ? "" : "shepherd-request=" + a.request;
+    // An earlier daemon may have submitted this very request and stopped before its id was recorded: that
+    // allocation is taken, not asked for twice (the second would wait for the nodes the first holds).
+    if (!r.comment.empty()) {
+      auto found = launcher->FindAllocation(r.name, r.comment);
+      if (!found.ok()) {
+        spdlog::warn("slurm: job {}: looking for its earlier request: {}", o.job, found.status().message());
+        return;  // the next pass asks again; never submit without knowing
+      }
+      if (!found->empty()) {
+        spdlog::warn(
+            "slurm: job {}: allocation {} of this request was submitted before (its id was not "
+            "recorded): taking it",
+            o.job, *found);
+        run.submitted = *found;
+        Send({.kind = Kind::kSubmitted, .job = o.job, .allocation = *found});
+        return;
+      }
+    }
     auto id = launcher->SubmitAllocation(r);
     if (!id.ok()) {
       Send({.kind = Kind::kAllocationEnded,

@@ -88,12 +88,13 @@ double EmbeddingParams(const ModelSpec& m) {
 }
 
 double CountParams(const ModelSpec& m) {
-  return m.layers * CountLayerSplit(m).total() + m.mtp_layers * MtpDepthSplit(m).total() + EmbeddingParams(m);
+  const double mtp = m.mtp_layers == 0 ? 0 : m.mtp_layers * MtpDepthSplit(m).total();
+  return m.layers * CountLayerSplit(m).total() + mtp + EmbeddingParams(m);
 }
 
 double CountActivatedParams(const ModelSpec& m) {
-  return m.layers * CountLayerSplit(m).activated + m.mtp_layers * MtpDepthSplit(m).activated +
-         EmbeddingParams(m);
+  const double mtp = m.mtp_layers == 0 ? 0 : m.mtp_layers * MtpDepthSplit(m).activated;
+  return m.layers * CountLayerSplit(m).activated + mtp + EmbeddingParams(m);
 }
 
 LayerParamSplit PlannedLayerSplit(const ModelSpec& m) {
@@ -120,8 +121,10 @@ double ModelFlopsPerToken(const ModelSpec& m) {
                       static_cast<double>(m.windowed_layers()) * m.window;
   // Each multi-token-prediction depth: its layer (full attention), projection and the output layer again.
   const double mtp =
-      m.mtp_layers * (6 * (MtpDepthSplit(m).activated + static_cast<double>(m.vocab) * m.hidden) +
-                      6.0 * m.seq_len * (m.q_width() + m.o_width()));
+      m.mtp_layers == 0
+          ? 0
+          : m.mtp_layers * (6 * (MtpDepthSplit(m).activated + static_cast<double>(m.vocab) * m.hidden) +
+                            6.0 * m.seq_len * (m.q_width() + m.o_width()));
   return 6 * matmul_params + 6.0 * keys * (m.q_width() + m.o_width()) + mtp;
 }
 

@@ -45,6 +45,7 @@ Result<std::string> SlurmLauncher::SubmitAllocation(const AllocationRequest& r) 
   if (!r.nodelist.empty()) args.push_back("--nodelist=" + CompressHostlist(r.nodelist));
   if (!r.exclude.empty()) args.push_back("--exclude=" + CompressHostlist(r.exclude));
   args.insert(args.end(), r.extra_args.begin(), r.extra_args.end());
+  if (!r.comment.empty()) args.push_back("--comment=" + r.comment);
   args.push_back("--wrap=exec sleep infinity");  // holds the allocation; steps do the work
   return cli_.Submit(args);
 }
@@ -86,6 +87,23 @@ Result<Allocation> SlurmLauncher::ShowAllocation(const std::string& job_id) cons
   auto job = cli_.ShowJob(job_id);
   if (!job.ok()) return job.status();
   return FromJob(*job);
+}
+
+Result<std::string> SlurmLauncher::FindAllocation(const std::string& name, const std::string& comment) const {
+  auto r = cli_.Run({"squeue", "--noheader", "--me", "--name=" + name, "--states=PENDING,RUNNING,SUSPENDED",
+                     "--format=%i|%k"});
+  if (!r.ok()) return r.status();
+  if (!r->ok()) return Unavailable("squeue --name=" + name + ": " + r->err);
+  std::size_t at = 0;
+  while (at < r->out.size()) {
+    std::size_t end = r->out.find('\n', at);
+    if (end == std::string::npos) end = r->out.size();
+    const std::string line = r->out.substr(at, end - at);
+    at = end + 1;
+    const std::size_t bar = line.find('|');
+    if (bar != std::string::npos && line.substr(bar + 1) == comment) return line.substr(0, bar);
+  }
+  return std::string();
 }
 
 Status SlurmLauncher::CancelAllocation(const std::string& job_id, std::chrono::seconds timeout) const {

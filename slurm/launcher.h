@@ -47,6 +47,9 @@ struct AllocationRequest {
   // batch host (the allocation's first node), or the job fails at once. Empty: /tmp and no output file.
   std::string work_dir;
   std::chrono::seconds start_timeout{120};  // how long the allocation may stay pending
+  // sbatch --comment when not empty (after extra_args: it replaces a site's own --comment there), how
+  // FindAllocation finds this request again.
+  std::string comment;
 };
 
 struct Allocation {
@@ -105,6 +108,9 @@ class SlurmLauncher {
   Result<Allocation> AdoptAllocation(const std::string& job_id) const;
   // The allocation's state and current nodes. kNotFound once Slurm forgot it. At most T.
   Result<Allocation> ShowAllocation(const std::string& job_id) const;
+  // The id of this user's active job named `name` whose comment is `comment` (squeue --me), or "" when
+  // none. kUnavailable: squeue failed. At most T.
+  Result<std::string> FindAllocation(const std::string& name, const std::string& comment) const;
   // scancel the allocation (its steps end with it), then wait until Slurm no longer lists it as active.
   // kUnavailable: still active after `timeout`. At most timeout + 2T.
   Status CancelAllocation(const std::string& job_id, std::chrono::seconds timeout) const;

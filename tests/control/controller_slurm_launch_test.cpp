@@ -221,7 +221,7 @@ TEST_F(SlurmLaunchTest, AnAllocationNotStartedIsReplacedOffANodeDrainedMeanwhile
 
 // The step of an attempt the database does not hold yet is not started: a daemon that then stopped would
 // find a step it never heard of (as agents' ranks were, AgentBoard::HoldUntilSaved).
-TEST_F(SlurmLaunchTest, NoStepStartsBeforeItsAttemptIsDurable) {
+TEST_F(SlurmLaunchTest, NoAllocationIsRequestedNorStepStartedBeforeItIsDurable) {
   store_->HoldWrites();
   JobSpec spec = testing::MakeSpec(16, 8);
   spec.launcher = Launcher::kSlurm;
@@ -232,7 +232,13 @@ TEST_F(SlurmLaunchTest, NoStepStartsBeforeItsAttemptIsDurable) {
   EXPECT_FALSE(submitted) << "acknowledged before its COMMIT";
   const std::string id = "job-000001";
   ASSERT_TRUE(controller_->GetJob(id).ok());  // in memory already
-  std::vector<std::string> nodes = OrderOf(controller_->GetSlurmOrders(), id)->allocation.nodes;
+  // Nor is its allocation requested before the want is durable (a successor would not know the request),
+  // and the request has a name of its own for sbatch's comment.
+  const SlurmJobOrder wanted = *OrderOf(controller_->GetSlurmOrders(), id);
+  EXPECT_EQ(wanted.allocation.state, State::kWanted);
+  EXPECT_FALSE(wanted.allocation_durable);
+  EXPECT_EQ(wanted.allocation.request.size(), 16u);
+  std::vector<std::string> nodes = wanted.allocation.nodes;
   Send({.kind = Kind::kSubmitted, .job = id, .allocation = "41"});
   Send({.kind = Kind::kAllocated, .job = id, .allocation = "41", .nodes = nodes});
   std::optional<SlurmJobOrder> held = OrderOf(controller_->GetSlurmOrders(), id);
@@ -244,8 +250,33 @@ TEST_F(SlurmLaunchTest, NoStepStartsBeforeItsAttemptIsDurable) {
   ASSERT_TRUE(submitted && submitted->ok());
   std::optional<SlurmJobOrder> saved = OrderOf(controller_->GetSlurmOrders(), id);
   ASSERT_TRUE(saved);
+  EXPECT_TRUE(saved->allocation_durable);
   EXPECT_TRUE(saved->step_wanted);
   EXPECT_TRUE(saved->step);
+}
+
+// The request's name survives a daemon restart (it is how the next daemon finds an allocation whose id was
+// never recorded), and a record written before requests were named still loads, with none.
+TEST_F(SlurmLaunchTest, TheRequestsNameIsDurableAndOldRecordsLoadWithout) {
+  const std::string id = Submit();
+  const std::string request = OrderOf(controller_->GetSlurmOrders(), id)->allocation.request;
+  ASSERT_EQ(request.size(), 16u);
+  EXPECT_NE(OrderOf(controller_->GetSlurmOrders(), Submit())->allocation.request, request);  // random
+  Reset();
+  std::optional<SlurmJobOrder> again = OrderOf(controller_->GetSlurmOrders(), id);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->allocation.request, request);
+  EXPECT_TRUE(again->allocation_durable);
+
+  WriteBatch old;
+  old.Put({Collection::kMeta, SlurmJobs::kKeyPrefix + id, id,
+           R"({"state": "pending", "id": "41", "nodes": ["n0", "n1", "n2"], "adopted": false})"});
+  store_->Write(std::move(old), [](Status s) { ASSERT_TRUE(s.ok()); });
+  Reset();
+  again = OrderOf(controller_->GetSlurmOrders(), id);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->allocation.id, "41");
+  EXPECT_EQ(again->allocation.request, "");
 }
 
 // Context parallelism under Slurm: the ranks get the fourth value the agents give (scheduler/rank_env.h), so

@@ -9,6 +9,7 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sqlite3.h>
 
 #include <fstream>
 #include <set>
@@ -356,6 +357,43 @@ TEST(SlurmLaunch, AStepThatEndsWhileNoDaemonWatchesIsNotRunAgain) {
   for (int a = 2; a <= attempts; ++a)
     EXPECT_EQ(count(d.StepLog(job, a), "resumed from step"), 4) << d.StepLog(job, a);
   EXPECT_TRUE(WaitFor(seconds(90), [&] { return AllocationGone(alloc_id); })) << LocalCluster::Sh({"squeue"});
+}
+
+// A daemon that stopped between sbatch and recording the allocation's id (a crash, a storage stall): the
+// record still wants an allocation and names no id. The next daemon finds the allocation its request made
+// (sbatch's comment carries the request's name) and takes it: before, it asked a second time for the same
+// nodes, and the job waited behind its own first allocation until that one's time limit. The stopped
+// state is made by rewriting the record while no daemon runs, as the crash would have left it.
+TEST(SlurmLaunch, AnAllocationWhoseIdWasNeverRecordedIsTakenNotAskedForTwice) {
+  REQUIRE_CLUSTER();
+  LaunchDaemon d;
+  std::string why;
+  const std::string job = d.Start(150, /*until_good=*/true, &why);
+  ASSERT_FALSE(job.empty()) << why;
+  const std::string alloc_id = AllocationOf(d, job);
+  ASSERT_FALSE(alloc_id.empty());
+  d.daemon->Signal(SIGTERM);
+  ASSERT_TRUE(d.daemon->Wait(seconds(30)).has_value());
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((d.dir.path + "/shepherd.db").c_str(), &db), SQLITE_OK);
+  const std::string sql =
+      "UPDATE records SET body = json_set(body, '$.state', 'wanted', '$.id', '') "
+      "WHERE collection = 'meta' AND key = 'slurm_alloc/" +
+      job + "'";
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  EXPECT_EQ(sqlite3_changes(db), 1);
+  sqlite3_close(db);
+  d.daemon =
+      std::make_unique<Daemon>(d.dir.path, std::vector<std::string>{"--config", d.dir.path + "/config.json"});
+  ASSERT_TRUE(d.daemon->WaitReady()) << d.daemon->log();
+  ASSERT_TRUE(WaitFor(seconds(60), [&] { return !AllocationOf(d, job).empty(); })) << d.Diagnose(job);
+  EXPECT_EQ(AllocationOf(d, job), alloc_id);
+  ASSERT_TRUE(WaitFor(seconds(240), [&] { return d.Get("/v1/jobs/" + job)["state"] == "succeeded"; }))
+      << d.Diagnose(job) << LocalCluster::Sh({"squeue", "-o", "%i %j %T %k"});
+  EXPECT_NE(d.daemon->log().find("allocation " + alloc_id + " of this request was submitted before"),
+            std::string::npos)
+      << d.daemon->log();
+  EXPECT_EQ(d.daemon->log().find("requested ("), std::string::npos) << "asked for a second allocation";
 }
 
 }  // namespace
