@@ -49,8 +49,17 @@ struct LaunchDaemon {
           {"rank_exec", SHEPHERD_SLURM_RANK_EXEC}}},
         {"tick_interval_s", 0.2},
         {"stop_timeout_s", 5}}.dump();
+    Restart();
+  }
+  // A new daemon on the same database and configuration.
+  void Restart() {
     daemon =
         std::make_unique<Daemon>(dir.path, std::vector<std::string>{"--config", dir.path + "/config.json"});
+  }
+  // SIGTERM (its srun steps go on); whether it exited within 30 s.
+  bool Stop() {
+    daemon->Signal(SIGTERM);
+    return daemon->Wait(seconds(30)).has_value();
   }
   int port() const { return daemon->port(); }
   Json Get(const std::string& path) const {
@@ -335,8 +344,7 @@ TEST(SlurmLaunch, AStepThatEndsWhileNoDaemonWatchesIsNotRunAgain) {
   ASSERT_FALSE(job.empty()) << why;
   const std::string alloc_id = AllocationOf(d, job);
   ASSERT_EQ(d.StepLog(job, 1).find("done at step"), std::string::npos);  // still training
-  d.daemon->Signal(SIGTERM);
-  ASSERT_TRUE(d.daemon->Wait(seconds(30)).has_value());
+  ASSERT_TRUE(d.Stop());
   auto count = [](const std::string& text, const std::string& what) {
     int n = 0;
     for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
@@ -347,8 +355,7 @@ TEST(SlurmLaunch, AStepThatEndsWhileNoDaemonWatchesIsNotRunAgain) {
            LocalCluster::Sh({"squeue", "-h", "-s", "-j", alloc_id, "-o", "%j"}).find("shepherd-a1") ==
                std::string::npos;
   })) << d.StepLog(job, 1);
-  d.daemon =
-      std::make_unique<Daemon>(d.dir.path, std::vector<std::string>{"--config", d.dir.path + "/config.json"});
+  d.Restart();
   ASSERT_TRUE(d.daemon->WaitReady()) << d.daemon->log();
   ASSERT_TRUE(WaitFor(seconds(240), [&] { return d.Get("/v1/jobs/" + job)["state"] == "succeeded"; }))
       << d.Diagnose(job);
@@ -372,8 +379,7 @@ TEST(SlurmLaunch, AnAllocationWhoseIdWasNeverRecordedIsTakenNotAskedForTwice) {
   ASSERT_FALSE(job.empty()) << why;
   const std::string alloc_id = AllocationOf(d, job);
   ASSERT_FALSE(alloc_id.empty());
-  d.daemon->Signal(SIGTERM);
-  ASSERT_TRUE(d.daemon->Wait(seconds(30)).has_value());
+  ASSERT_TRUE(d.Stop());
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open((d.dir.path + "/shepherd.db").c_str(), &db), SQLITE_OK);
   const std::string sql =
@@ -383,8 +389,7 @@ TEST(SlurmLaunch, AnAllocationWhoseIdWasNeverRecordedIsTakenNotAskedForTwice) {
   ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
   EXPECT_EQ(sqlite3_changes(db), 1);
   sqlite3_close(db);
-  d.daemon =
-      std::make_unique<Daemon>(d.dir.path, std::vector<std::string>{"--config", d.dir.path + "/config.json"});
+  d.Restart();
   ASSERT_TRUE(d.daemon->WaitReady()) << d.daemon->log();
   ASSERT_TRUE(WaitFor(seconds(60), [&] { return !AllocationOf(d, job).empty(); })) << d.Diagnose(job);
   EXPECT_EQ(AllocationOf(d, job), alloc_id);
