@@ -61,7 +61,11 @@ void Controller::SettleSlurm(const AttemptEvent& ev, Time now, WriteBatch* batch
                    spares.size(), e->job.spec.resources.spare_nodes);
     nodes.insert(nodes.end(), spares.begin(), spares.end());
   }
-  slurm_jobs_.Want(ev.job, std::move(nodes), e->job.spec.slurm.allocation, batch);
+  // A site's own --comment (accounting, tags) is left as it is: that request goes unnamed.
+  const std::vector<std::string>& args = e->job.spec.slurm.sbatch_args;
+  const bool site_comment = std::any_of(args.begin(), args.end(),
+                                        [](const std::string& a) { return a.rfind("--comment", 0) == 0; });
+  slurm_jobs_.Want(ev.job, std::move(nodes), e->job.spec.slurm.allocation, !site_comment, batch);
   if (const std::string& r = slurm_jobs_.Find(ev.job)->request; !r.empty()) {
     unsaved_request_starts_.push_back(r);
     unsaved_requests_.insert(r);

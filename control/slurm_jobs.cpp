@@ -37,13 +37,13 @@ std::set<std::string> SlurmJobs::HeldNodes(const std::string& except) const {
 }
 
 void SlurmJobs::Want(const std::string& job, std::vector<std::string> nodes, const std::string& adopt_id,
-                     WriteBatch* batch) {
+                     bool named, WriteBatch* batch) {
   SlurmAllocationRecord& a = jobs_[job];
   a = {};
   a.nodes = std::move(nodes);
   a.id = adopt_id;
   a.adopted = !adopt_id.empty();
-  if (!a.adopted) a.request = RandomHex(8);
+  if (!a.adopted && named) a.request = RandomHex(8);
   Persist(job, batch);
 }
 

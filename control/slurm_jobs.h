@@ -104,9 +104,9 @@ class SlurmJobs {
   // Nodes every allocation holds or asks for, except `job`'s own.
   std::set<std::string> HeldNodes(const std::string& except = "") const;
 
-  // The job needs an allocation: request `nodes` (under a new random `request`), or adopt `adopt_id` when
-  // given.
-  void Want(const std::string& job, std::vector<std::string> nodes, const std::string& adopt_id,
+  // The job needs an allocation: request `nodes` (under a new random `request` when `named`), or adopt
+  // `adopt_id` when given.
+  void Want(const std::string& job, std::vector<std::string> nodes, const std::string& adopt_id, bool named,
             WriteBatch* batch);
   void Submitted(const std::string& job, const std::string& id, WriteBatch* batch);
   // The allocation runs holding `nodes`; returns the nodes it held before and no longer holds.

@@ -47,8 +47,8 @@ struct AllocationRequest {
   // batch host (the allocation's first node), or the job fails at once. Empty: /tmp and no output file.
   std::string work_dir;
   std::chrono::seconds start_timeout{120};  // how long the allocation may stay pending
-  // sbatch --comment when not empty (after extra_args: it replaces a site's own --comment there), how
-  // FindAllocation finds this request again.
+  // sbatch --comment when not empty, how FindAllocation finds this request again (the controller leaves it
+  // empty when extra_args carry a site's own --comment).
   std::string comment;
 };
 

@@ -172,6 +172,22 @@ TEST_F(SlurmLaunchTest, TheRequestsNameIsDurableAndOldRecordsLoadWithout) {
   EXPECT_EQ(again->allocation.request, "");
 }
 
+// A site's own --comment in sbatch_args (accounting, tags) is left alone: that request goes unnamed, and
+// the worker passes the site's comment as it is.
+TEST_F(SlurmLaunchTest, ASitesOwnCommentIsKeptAndTheRequestGoesUnnamed) {
+  JobSpec tagged = testing::MakeSpec(16, 8);
+  tagged.launcher = Launcher::kSlurm;
+  tagged.slurm.sbatch_args = {"--account=ml", "--comment=project-42"};
+  std::string tagged_id;
+  controller_->SubmitJob(tagged, *controller_->PlanFor(tagged),
+                         [&](Result<JobView> r) { tagged_id = r.ok() ? r->job.id : ""; });
+  Drain();
+  std::optional<SlurmJobOrder> site = OrderOf(controller_->GetSlurmOrders(), tagged_id);
+  ASSERT_TRUE(site);
+  EXPECT_EQ(site->allocation.request, "");
+  EXPECT_EQ(site->sbatch_args, tagged.slurm.sbatch_args);
+}
+
 // Context parallelism under Slurm: the ranks get the fourth value the agents give (scheduler/rank_env.h), so
 // the Python client names the cp groups as it does for agent-launched ranks.
 TEST_F(SlurmLaunchTest, AContextParallelStepGivesEveryRankItsCpCoordinate) {
