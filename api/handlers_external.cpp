@@ -53,15 +53,18 @@ Result<SlurmEnvelope> ParseSlurmEnvelope(const Json& body) {
 
 // The job created from a first report: watched (no command), external_id = the Slurm job id, one rank per
 // task. Nothing is planned for a job Shepherd does not launch and no rank says what it trains, so the model
-// is a placeholder that fits any GPU; the ranks hold one GPU slot each in Shepherd's inventory.
+// is a placeholder that fits any GPU, with nothing left for the planner to choose (PlanJob: the job is
+// created on the control thread, in order with the reports); the ranks hold one GPU slot each in
+// Shepherd's inventory.
 Result<JobSpec> CreatedSpec(const std::string& slurm_job_id, const SlurmEnvelope& env) {
   const long long n = *env.ntasks;
   Json spec = {
       {"name", env.job_name.empty() ? "slurm-" + slurm_job_id : env.job_name},
       {"model",
        {{"parameters", 1e6}, {"layers", 1}, {"hidden", 64}, {"heads", 1}, {"seq_len", 64}, {"vocab", 1000}}},
-      {"training", {{"global_batch_size", n}}},
-      {"parallelism", {{"tp", 1}, {"pp", 1}, {"dp", n}}},
+      {"training",
+       {{"global_batch_size", n}, {"micro_batch_size", 1}, {"activation_recompute", "selective"}}},
+      {"parallelism", {{"tp", 1}, {"pp", 1}, {"dp", n}, {"zero_stage", 0}}},
       {"resources", {{"gpus", n}}},
       {"external_id", slurm_job_id}};
   if (env.policy) spec["policy"] = *env.policy;

@@ -29,11 +29,12 @@ std::optional<HttpResponse> QuotaRefusal(const Controller& c, const ApiOptions& 
                            "'" + owner + "' has that many jobs not ended; wait for one to end or cancel one");
 }
 
-// Whether the plan of `spec` is searched on the planner thread: "parallelism": "auto" only. An explicit
-// layout is one evaluation (microseconds at any size the parser accepts), so it stays on the control
-// thread, in order with the requests around it (the first reports of a Slurm job create it exactly once).
+// Whether the plan of `spec` is searched on the planner thread: "parallelism": "auto", or an explicit layout
+// that leaves how it runs open (PlanJob searches those). An explicit layout with all of it given is one
+// evaluation (microseconds at any size the parser accepts), so it stays on the control thread, in order
+// with the requests around it (the first reports of a Slurm job create it exactly once).
 bool SearchesOffControl(const ApiOptions& o, const JobSpec& spec) {
-  return o.planner != nullptr && spec.parallelism.automatic;
+  return o.planner != nullptr && (spec.parallelism.automatic || LeavesOpen(spec));
 }
 
 // Runs `search` on the planner thread, or answers 429 when the planner has as many searches as it holds.

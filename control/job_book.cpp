@@ -50,8 +50,17 @@ Result<std::string> JobBook::Submit(JobSpec spec, PlanEstimate estimate, Time no
   std::snprintf(id, sizeof id, "job-%06lld", static_cast<long long>(e.job.seq));
   e.job.id = id;
   e.job.spec = std::move(spec);
-  // auto may have chosen full recompute where the spec named none: the job runs (and is re-planned) with it.
+  // auto, or an explicit layout's open knobs (PlanJob), may have chosen full recompute where the spec named
+  // none: the job runs (and is re-planned) with it. An explicit layout's spec is written as it runs.
   e.job.spec.training.activation_recompute = estimate.activation_recompute;
+  if (!e.job.spec.parallelism.automatic) {
+    ParallelismSpec& p = e.job.spec.parallelism;
+    p.vpp = estimate.plan.vpp;
+    p.zero_stage = estimate.plan.zero_stage;
+    p.vpp_given = p.zero_stage_given = true;
+    e.job.spec.training.micro_batch_size = estimate.plan.micro_batch_size;
+    e.job.spec.training.micro_batch_size_given = true;
+  }
   e.job.plan = estimate.plan;
   e.job.state = JobState::kQueued;
   e.job.reason = "waiting for capacity";

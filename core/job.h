@@ -159,6 +159,11 @@ struct ParallelismSpec {
   int pp = 1;
   int dp = 1;
   int zero_stage = 0;
+  // The request names them. An explicit layout fixes tp, cp, pp, dp, ep, etp, sequence_parallel and
+  // pipeline_layers; vpp and zero_stage (with training.micro_batch_size and activation_recompute) say how it
+  // runs, and what the request leaves out the planner chooses (PlanJob, scheduler/planner.h).
+  bool zero_stage_given = false;
+  bool vpp_given = false;
   int cp = 1;                             // context parallel (sequence split across ranks in attention)
   int ep = 1;                             // expert parallel (routed experts split across ranks)
   std::optional<int> etp;                 // expert tensor parallel; absent: tp (Megatron's default)

@@ -208,8 +208,10 @@ void ParseParallelism(FieldReader& root, JobSpec* s, std::vector<FieldError>* er
   p.cp = int(r.Int("cp", false, 1, kMaxGpus).value_or(1));
   p.ep = int(r.Int("ep", false, 1, kMaxGpus).value_or(1));
   if (auto v = r.Int("etp", false, 1, kMaxGpus)) p.etp = int(*v);
+  p.vpp_given = r.Find("vpp") != nullptr;
   p.vpp = int(r.Int("vpp", false, 1, 1024).value_or(1));
   auto dp = r.Int("dp", false, 1, kMaxGpus);
+  p.zero_stage_given = r.Find("zero_stage") != nullptr;
   p.zero_stage = int(r.Int("zero_stage", false, 0, 3).value_or(0));
   if (auto v = r.Bool("sequence_parallel")) p.sequence_parallel = *v;
   if (const Json* layers = r.Find("pipeline_layers")) {

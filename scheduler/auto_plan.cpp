@@ -301,6 +301,93 @@ constexpr long long kMaxGpusTried = 262144;
 
 }  // namespace
 
+Result<PlanEstimate> planner_internal::CompleteLayout(const JobSpec& spec, const Plan& given,
+                                                      const Hardware& hw) {
+  // The layout with the defaults of what is open: its validation is the request's, and its estimate is
+  // what the answer compares the choice with.
+  Result<PlanEstimate> as_written = EvaluatePlan(spec, given, hw);
+  if (!as_written.ok()) return as_written;
+  const TrainingSpec& t = spec.training;
+  const ParallelismSpec& par = spec.parallelism;
+  const int batch = t.global_batch_size;
+  const int dp = given.dp;
+  const bool vpp_open = !par.vpp_given && given.pp > 1 && t.framework != Framework::kDeepSpeed;
+  const bool zero_open = !par.zero_stage_given && t.framework != Framework::kFsdp;
+  const bool mbs_open = !t.micro_batch_size_given;
+  const bool recompute_open = !t.activation_recompute_given && t.activation_recompute != Recompute::kFull;
+
+  std::vector<int> vpps{given.vpp};
+  if (vpp_open) {
+    const std::vector<int> stages = StageLayers(spec.model.layers, given.pp, given.pipeline_layers);
+    for (int v = 2; v <= std::min(kMaxVpp, MaxVirtualStages(stages)); ++v)
+      if (EvenVirtualStages(stages, v)) vpps.push_back(v);
+  }
+  const std::vector<int> zeros =
+      zero_open ? ZeroStages(t, dp * given.cp, given.pp) : std::vector<int>{given.zero_stage};
+  std::vector<JobSpec> specs{spec};  // selective (or as given), then full recompute
+  if (recompute_open) {
+    specs.push_back(spec);
+    specs.back().training.activation_recompute = Recompute::kFull;
+  }
+
+  std::optional<PlanEstimate> best, closest;
+  int fitting = 0;
+  for (int vpp : vpps) {
+    for (int mbs = mbs_open ? 1 : t.micro_batch_size; batch % (static_cast<long long>(mbs) * dp) == 0;
+         mbs *= 2) {
+      bool fitted = false;
+      for (int zero : zeros)
+        for (const JobSpec& s : specs) {
+          Plan p = given;
+          p.vpp = vpp;
+          p.zero_stage = zero;
+          p.micro_batch_size = mbs;
+          p.micro_batches = batch / (mbs * dp);
+          if (!ValidateLayout(s, p, hw).empty()) continue;
+          PlanEstimate e = Estimate(s, p, hw);
+          if (!closest || e.memory.total < closest->memory.total) closest = e;
+          if (!e.fits) continue;
+          fitted = true;
+          ++fitting;
+          if (!best || Faster(e, *best)) best = std::move(e);
+        }
+      // A larger micro-batch never needs less memory.
+      if (!fitted || !mbs_open) break;
+    }
+  }
+
+  std::vector<std::string> open;
+  if (vpp_open) open.push_back("vpp");
+  if (zero_open) open.push_back("zero_stage");
+  if (mbs_open) open.push_back("micro_batch_size");
+  if (recompute_open) open.push_back("activation_recompute");
+  std::string names;
+  for (size_t i = 0; i < open.size(); ++i)
+    names += (i == 0 ? "" : i + 1 == open.size() ? " and " : ", ") + open[i];
+  if (!best) {
+    // Nothing fits: the choice needing the least memory, with the single changes that would fit.
+    JobSpec s = spec;
+    s.training.activation_recompute = closest ? closest->activation_recompute : t.activation_recompute;
+    Result<PlanEstimate> e = EvaluatePlan(s, closest ? closest->plan : given, hw);
+    if (e.ok())
+      e->explanation =
+          Format("No choice of %s fits this layout; the one needing the least memory: ", names.c_str()) +
+          e->explanation;
+    return e;
+  }
+  const bool full = best->activation_recompute == Recompute::kFull;
+  best->explanation =
+      ParameterNote(spec.model) + Describe(best->plan) +
+      (full && recompute_open ? " with full recompute" : "") + ": " + DescribeEstimate(*best, hw) + ". " +
+      Format(
+          "The layout is as given; the request leaves %s open, and this is the fastest of the %d choices "
+          "that fit. As written (%s%s%s%s recompute): %.1f GB per GPU (%s), %.0f TFLOP/s per GPU.",
+          names.c_str(), fitting, vpp_open ? "vpp 1, " : "", zero_open ? "ZeRO-0, " : "",
+          mbs_open ? "micro-batch 1, " : "", ToString(t.activation_recompute), as_written->memory.total / 1e9,
+          as_written->fits ? "fits" : "does not fit", as_written->tflops_per_gpu);
+  return std::move(*best);
+}
+
 Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {
   std::vector<FieldError> errors = ValidateSpec(spec, hw);
   if (!errors.empty()) return InvalidContent("invalid job for planning", std::move(errors));

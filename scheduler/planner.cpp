@@ -383,6 +383,15 @@ Result<PlanEstimate> EvaluatePlan(const JobSpec& spec, const Plan& given, const 
   return e;
 }
 
+bool LeavesOpen(const JobSpec& spec) {
+  const ParallelismSpec& p = spec.parallelism;
+  const TrainingSpec& t = spec.training;
+  return !p.automatic &&
+         ((!p.vpp_given && p.pp > 1 && t.framework != Framework::kDeepSpeed) ||
+          (!p.zero_stage_given && t.framework != Framework::kFsdp) || !t.micro_batch_size_given ||
+          (!t.activation_recompute_given && t.activation_recompute != Recompute::kFull));
+}
+
 Result<PlanEstimate> PlanJob(const JobSpec& spec, const Hardware& hw) {
   if (spec.parallelism.automatic) return AutoPlan(spec, hw);
   Plan plan;
@@ -397,7 +406,7 @@ Result<PlanEstimate> PlanJob(const JobSpec& spec, const Hardware& hw) {
   plan.vpp = spec.parallelism.vpp;
   plan.sequence_parallel = spec.parallelism.sequence_parallel.value_or(plan.tp > 1);
   plan.pipeline_layers = spec.parallelism.pipeline_layers;
-  return EvaluatePlan(spec, plan, hw);
+  return LeavesOpen(spec) ? CompleteLayout(spec, plan, hw) : EvaluatePlan(spec, plan, hw);
 }
 
 }  // namespace shepherd

@@ -148,8 +148,16 @@ Result<PlanEstimate> EvaluatePlan(const JobSpec& spec, const Plan& plan, const H
 // spec.parallelism is ignored, and so is spec.training.micro_batch_size unless micro_batch_size_given.
 Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw);
 
-// spec.parallelism.automatic ? AutoPlan : EvaluatePlan of spec.parallelism with
-// spec.training.micro_batch_size.
+// Whether spec names an explicit layout that leaves some of how it runs open: vpp (pp > 1, not deepspeed),
+// zero_stage (not fsdp), training.micro_batch_size or training.activation_recompute.
+bool LeavesOpen(const JobSpec& spec);
+
+// spec.parallelism.automatic: AutoPlan. An explicit layout fixes tp, cp, pp, dp, ep, etp,
+// sequence_parallel and pipeline_layers; when it LeavesOpen, the open ones are chosen as AutoPlan would
+// (every valid equal-chunk vpp, ZeRO stage, power-of-two micro-batch, selective or full recompute: the
+// fastest that fits; when none fits, the one needing the least memory, with EvaluatePlan's hints), and the
+// explanation compares the choice with the layout as written (vpp 1, ZeRO-0, micro-batch 1, selective);
+// otherwise EvaluatePlan. Errors: EvaluatePlan's for the layout as written.
 Result<PlanEstimate> PlanJob(const JobSpec& spec, const Hardware& hw);
 
 // The POST /v1/plan answer (API.md): plan {tp, pp, dp, zero_stage, micro_batches, micro_batch_size, cp,

@@ -22,6 +22,10 @@ PlanEstimate Estimate(const JobSpec& spec, const Plan& plan, const Hardware& hw)
 
 double UsableBytes(const Hardware& hw);
 
+// PlanJob for an explicit layout that leaves some of vpp, zero_stage, training.micro_batch_size and
+// training.activation_recompute open (auto_plan.cpp): `given` with each open one chosen as auto would.
+Result<PlanEstimate> CompleteLayout(const JobSpec& spec, const Plan& given, const Hardware& hw);
+
 // "" when model.parameters matches the architecture's count within 5 %; else the discrepancy (or, when
 // parameters was omitted, the count), as a sentence for the explanation.
 std::string ParameterNote(const ModelSpec& m);

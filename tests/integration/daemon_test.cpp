@@ -192,6 +192,30 @@ TEST(Daemon, JobLifecycleQueueAndPlacement) {
   EXPECT_EQ(Http(d.port(), "GET", "/v1/jobs/job-999999").status, 404);
 }
 
+// A job whose explicit layout leaves how it runs open: 7B on 8 GPUs at tp 1, dp 8 needs 126 GB per GPU of
+// model state as written (ZeRO-0: 18 B per parameter); the ZeRO stage is chosen, the job is admitted, and
+// its spec records what it runs with, as its plan does.
+TEST(Daemon, AJobRunsWithWhatItsLayoutLeftOpenChosen) {
+  TempDir dir;
+  Daemon d(dir.path);
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  Http(d.port(), "POST", "/v1/nodes", NodeBody("n1", "l0"));
+  Json body = Json::parse(R"({"name": "seven", "model": {"parameters": 7e9, "layers": 32, "hidden": 4096,
+      "heads": 32, "seq_len": 4096, "vocab": 32000}, "training": {"global_batch_size": 64},
+      "parallelism": {"tp": 1, "pp": 1, "dp": 8}, "resources": {"gpus": 8}, "command": ["python3", "t.py"]})");
+  HttpResult created = Http(d.port(), "POST", "/v1/jobs", body.dump());
+  ASSERT_EQ(created.status, 201) << created.body;
+  const Json job = J(created);
+  EXPECT_GE(job["plan"]["zero_stage"].get<int>(), 1) << created.body;
+  EXPECT_EQ(job["plan"]["tp"], 1);
+  EXPECT_EQ(job["plan"]["dp"], 8);
+  EXPECT_EQ(job["spec"]["parallelism"]["zero_stage"], job["plan"]["zero_stage"]);
+  EXPECT_EQ(job["spec"]["training"]["micro_batch_size"], job["plan"]["micro_batch_size"]);
+  // Named, ZeRO-0 is kept, and that does not fit.
+  body["parallelism"]["zero_stage"] = 0;
+  EXPECT_EQ(Http(d.port(), "POST", "/v1/jobs", body.dump()).status, 422);
+}
+
 TEST(Daemon, InvalidJobsAre422WithEveryField) {
   TempDir dir;
   Daemon d(dir.path);

@@ -124,7 +124,7 @@ TEST(Daemon, PlanTakesMegatronRecomputeModules) {
               "norm": "rmsnorm", "vocab": 201088, "seq_len": 4096,
               "moe": {"experts": 128, "top_k": 4, "expert_ffn_hidden": 2880}},
     "training": {"global_batch_size": 1280, "micro_batch_size": 4, "grad_reduce_in_fp32": false,
-                 "cross_entropy_fp32": false},
+                 "cross_entropy_fp32": false, "activation_recompute": "selective"},
     "parallelism": {"ep": 8, "zero_stage": 1},
     "resources": {"gpus": 64, "gpu": "B200"}})");
   HttpResult plain = Http(d.port(), "POST", "/v1/plan", body.dump());
@@ -166,8 +166,8 @@ TEST(Daemon, PlanTakesMultiHeadLatentAttention) {
                       "qk_rope_head_dim": 64, "v_head_dim": 128},
               "moe": {"experts": 256, "top_k": 8, "expert_ffn_hidden": 2048, "shared_experts": 1,
                       "moe_layers": 58}},
-    "training": {"global_batch_size": 4096, "precision": "fp8", "fp8_param_gather": true,
-                 "grad_reduce_in_fp32": false, "cross_entropy_fp32": false},
+    "training": {"global_batch_size": 4096, "micro_batch_size": 1, "precision": "fp8", "fp8_param_gather": true,
+                 "grad_reduce_in_fp32": false, "cross_entropy_fp32": false, "activation_recompute": "selective"},
     "parallelism": {"pp": 4, "vpp": 4, "ep": 64, "zero_stage": 1, "pipeline_layers": [16, 16, 16, 13]},
     "resources": {"gpus": 256, "gpu": "GB200-NVL72"}})");
   HttpResult plain = Http(d.port(), "POST", "/v1/plan", body.dump());

@@ -185,7 +185,10 @@ TEST(PlanJob, UsesTheGivenParallelismOrSearches) {
   s.parallelism.pp = 4;
   s.parallelism.dp = 8;
   s.parallelism.zero_stage = 1;
+  s.parallelism.zero_stage_given = s.parallelism.vpp_given = true;
   s.training.micro_batch_size = 2;
+  s.training.micro_batch_size_given = s.training.activation_recompute_given = true;
+  ASSERT_FALSE(LeavesOpen(s));
   auto given = PlanJob(s, Hardware{});
   ASSERT_TRUE(given.ok()) << given.status().message();
   EXPECT_EQ(given->plan, (Plan{.tp = 8,
@@ -201,6 +204,84 @@ TEST(PlanJob, UsesTheGivenParallelismOrSearches) {
   auto automatic = PlanJob(s, Hardware{});
   ASSERT_TRUE(automatic.ok());
   EXPECT_EQ(automatic->plan, AutoPlan(s, Hardware{})->plan);
+}
+
+// Issue 14's acceptance layout as a user writes it: Llama 3 405B at TP 8, PP 16, DP 128 on 16,384 H100s,
+// 2,048 sequences of 8,192, and nothing about how it runs. As written (vpp 1, ZeRO-0, selective recompute)
+// it needs 121 GB per GPU and, with 16 micro-batches on 16 stages, half the step is bubble; the paper ran
+// interleaved stages. The open knobs are chosen: the layout stays, and it fits.
+TEST(PlanJob, ChoosesWhatAnExplicitLayoutLeavesOpen) {
+  JobSpec s = Model(0, 126, 16384, 128, 8192, 128256, 16384, 2048);
+  s.model.kv_heads = 8;
+  s.model.ffn_hidden = 53248;
+  s.model.mlp = Mlp::kSwiglu;
+  s.model.norm = Norm::kRmsNorm;
+  s.parallelism = ParallelismSpec{.tp = 8, .pp = 16, .dp = 128};
+  ASSERT_TRUE(LeavesOpen(s));
+  const Hardware hw = HardwareForResources(Resources{.gpus = 16384, .gpu = "H100-80GB"});
+  auto as_written = EvaluatePlan(s,
+                                 Plan{.tp = 8,
+                                      .pp = 16,
+                                      .dp = 128,
+                                      .micro_batch_size = 1,
+                                      .sequence_parallel = true,
+                                      .pipeline_layers = {}},
+                                 hw);
+  ASSERT_TRUE(as_written.ok());
+  EXPECT_FALSE(as_written->fits);
+  auto completed = PlanJob(s, hw);
+  ASSERT_TRUE(completed.ok()) << completed.status().message();
+  EXPECT_TRUE(completed->fits) << completed->explanation;
+  const Plan& p = completed->plan;
+  EXPECT_EQ(std::tie(p.tp, p.cp, p.pp, p.dp, p.ep), std::make_tuple(8, 1, 16, 128, 1));
+  EXPECT_GT(p.vpp, 1) << completed->explanation;
+  EXPECT_GT(completed->tflops_per_gpu, as_written->tflops_per_gpu);
+  EXPECT_NE(completed->explanation.find("the request leaves vpp, zero_stage, micro_batch_size and "
+                                        "activation_recompute open"),
+            std::string::npos)
+      << completed->explanation;
+  EXPECT_NE(completed->explanation.find("does not fit"), std::string::npos) << completed->explanation;
+  // No candidate of the open knobs is faster and fits: each single change of the answer is checked.
+  for (int vpp : {1, 2, 4, 7, 8}) {
+    for (int zero : {0, 1, 2, 3}) {
+      for (Recompute r : {Recompute::kSelective, Recompute::kFull}) {
+        JobSpec t = s;
+        t.training.activation_recompute = r;
+        Plan q = p;
+        q.vpp = vpp;
+        q.zero_stage = zero;
+        auto e = EvaluatePlan(t, q, hw);
+        if (!e.ok() || !e->fits) continue;
+        EXPECT_LE(e->tokens_per_s, completed->tokens_per_s * (1 + 1e-9)) << vpp << " " << zero;
+      }
+    }
+  }
+  // What the request names stays as named, even when something else would be faster.
+  s.parallelism.vpp = 2;
+  s.parallelism.vpp_given = true;
+  s.training.activation_recompute = Recompute::kFull;
+  s.training.activation_recompute_given = true;
+  auto named = PlanJob(s, hw);
+  ASSERT_TRUE(named.ok());
+  EXPECT_EQ(named->plan.vpp, 2);
+  EXPECT_EQ(named->activation_recompute, Recompute::kFull);
+  EXPECT_LE(named->tokens_per_s, completed->tokens_per_s);
+}
+
+// When no choice of the open knobs fits, the answer is the one needing the least memory (fits false), with
+// the single changes of what the request fixed that would.
+TEST(PlanJob, SaysWhenNoChoiceOfTheOpenKnobsFits) {
+  JobSpec s = Model(70e9, 80, 8192, 64, 4096, 128256, 8, 64);
+  s.parallelism = ParallelismSpec{.tp = 8, .pp = 1, .dp = 1};
+  s.parallelism.zero_stage_given = true;  // ZeRO-0: the 70B model state alone is 8.75B parameters per GPU
+  auto e = PlanJob(s, Hardware{});
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_FALSE(e->fits);
+  EXPECT_EQ(e->plan.micro_batch_size, 1);
+  EXPECT_EQ(e->activation_recompute, Recompute::kFull) << e->explanation;
+  EXPECT_EQ(
+      e->explanation.rfind("No choice of micro_batch_size and activation_recompute fits this layout", 0), 0u)
+      << e->explanation;
 }
 
 TEST(AutoPlan, KeepsAMicroBatchSizeTheSpecNames) {
