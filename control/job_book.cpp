@@ -53,6 +53,7 @@ Result<std::string> JobBook::Submit(JobSpec spec, PlanEstimate estimate, Time no
   // auto, or an explicit layout's open knobs (PlanJob), may have chosen full recompute where the spec named
   // none: the job runs (and is re-planned) with it. An explicit layout's spec is written as it runs.
   e.job.spec.training.activation_recompute = estimate.activation_recompute;
+  e.job.spec.training.recompute_num_layers = estimate.recompute_num_layers;
   if (!e.job.spec.parallelism.automatic) {
     ParallelismSpec& p = e.job.spec.parallelism;
     p.vpp = estimate.plan.vpp;

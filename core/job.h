@@ -127,6 +127,10 @@ struct TrainingSpec {
   // keeps it; otherwise auto also tries full recompute where selective leaves only slower layouts.
   bool activation_recompute_given = false;
   RecomputeModules recompute_modules;  // kSelective only
+  // kFull only: Megatron-Core's --recompute-method block --recompute-num-layers N: the first N layers of each
+  // virtual pipeline chunk run their forward again in the backward and keep only their input; the others
+  // keep all their activations (no recompute). 0: every layer (full recompute as before).
+  int recompute_num_layers = 0;
   // Megatron-Core's --cpu-offloading-num-layers (activations only, cpu_offloading_weights false): the
   // activations of that many transformer layers go to host memory after their forward and come back before
   // their backward; (layers − n) layers' worth stay on the GPU (Transformer Engine's cpu_offload.py).

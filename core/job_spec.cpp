@@ -123,13 +123,27 @@ void ParseRecomputeModules(FieldReader& r, TrainingSpec* t) {
   t->recompute_modules = m;
 }
 
+// training.recompute_num_layers: Megatron-Core's --recompute-num-layers under --recompute-method block;
+// implies activation_recompute "full" (as Megatron-Bridge's override sets it), refused beside another.
+void ParseRecomputeNumLayers(FieldReader& r, TrainingSpec* t) {
+  const std::optional<long long> n = r.Int("recompute_num_layers", false, 1, 1 << 20);
+  if (!n) return;
+  if ((r.Find("activation_recompute") && t->activation_recompute != Recompute::kFull) ||
+      r.Find("recompute_modules"))
+    return r.Error(
+        r.Path("recompute_num_layers"),
+        "needs training.activation_recompute \"full\" (recompute_modules are selective recompute's)");
+  t->activation_recompute = Recompute::kFull;
+  t->recompute_num_layers = int(*n);
+}
+
 void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* errs) {
   const Json* j = root.Find("training");
   if (!j) return root.Error("training", "is required");
   FieldReader r(*j, "training", errs);
   r.OnlyKnown({"micro_batch_size", "global_batch_size", "precision", "optimizer", "activation_recompute",
                "recompute_modules", "cpu_offload_layers", "framework", "attention", "cross_entropy_fp32",
-               "grad_reduce_in_fp32", "tp_comm_overlap", "fp8_param_gather"});
+               "grad_reduce_in_fp32", "tp_comm_overlap", "fp8_param_gather", "recompute_num_layers"});
   t->micro_batch_size = int(r.Int("micro_batch_size", false, 1, 1 << 16).value_or(1));
   t->micro_batch_size_given = j->is_object() && j->contains("micro_batch_size");
   if (auto v = r.Int("global_batch_size", true, 1, 1 << 28)) t->global_batch_size = int(*v);
@@ -145,15 +159,16 @@ void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* 
                               : *v == "full" ? Recompute::kFull
                                              : Recompute::kSelective;
   ParseRecomputeModules(r, t);
+  ParseRecomputeNumLayers(r, t);
   t->activation_recompute_given =
       j->is_object() && (j->contains("activation_recompute") || j->contains("recompute_modules") ||
-                         j->contains("cpu_offload_layers"));
+                         j->contains("cpu_offload_layers") || j->contains("recompute_num_layers"));
   t->cpu_offload_layers = int(r.Int("cpu_offload_layers", false, 0, 1 << 20).value_or(0));
   if (t->cpu_offload_layers > 0) {
     // Megatron-Core refuses offloading with recompute ("CPU offloading does not work when activation
     // recomputation is enabled"); absent, the recompute default gives way.
     if ((r.Find("activation_recompute") && t->activation_recompute != Recompute::kNone) ||
-        r.Find("recompute_modules"))
+        r.Find("recompute_modules") || r.Find("recompute_num_layers"))
       r.Error("training.cpu_offload_layers",
               "needs training.activation_recompute \"none\" (Megatron-Core "
               "does not offload recomputed layers)");
@@ -542,6 +557,8 @@ Json ToJson(const JobSpec& s) {
     out["training"]["grad_reduce_in_fp32"] = *s.training.grad_reduce_in_fp32;
   if (s.training.cpu_offload_layers > 0)
     out["training"]["cpu_offload_layers"] = s.training.cpu_offload_layers;
+  if (s.training.recompute_num_layers > 0)
+    out["training"]["recompute_num_layers"] = s.training.recompute_num_layers;
   if (s.training.activation_recompute == Recompute::kSelective &&
       s.training.recompute_modules != RecomputeModules{}) {
     const RecomputeModules& m = s.training.recompute_modules;

@@ -74,10 +74,17 @@ struct Search {
   }
 };
 
+// " of the first N layers of each virtual stage" under block recompute; "" for every layer.
+std::string RecomputedText(const PlanEstimate& e) {
+  return e.recompute_num_layers > 0 ? Format(" of the first %d layer%s of each virtual stage",
+                                             e.recompute_num_layers, e.recompute_num_layers == 1 ? "" : "s")
+                                    : "";
+}
+
 // The layout, and full recompute when auto chose it.
 std::string Candidate(const PlanEstimate& e, const TrainingSpec& t) {
   const bool chosen = !t.activation_recompute_given && e.activation_recompute == Recompute::kFull;
-  return Describe(e.plan) + (chosen ? " with full activation recompute" : "");
+  return Describe(e.plan) + (chosen ? " with full activation recompute" + RecomputedText(e) : "");
 }
 
 std::string Summary(const PlanEstimate& e, const TrainingSpec& t) {
@@ -167,6 +174,29 @@ std::vector<ExpertGrid> ExpertGrids(const ModelSpec& m, int tp, long long stage_
       if (limit % ep == 0) grids.push_back({etp, ep});
   }
   return grids;
+}
+
+// `fits`, an estimate of `plan` under `full` (full recompute of every layer, a recompute the request left
+// open), with as few layers recomputed as still fit: Megatron-Core's block method (recompute_num_layers N,
+// the first N of each virtual stage) is faster by the forwards it does not run again. Memory falls as N
+// grows, so N is bisected between 1 and the largest virtual stage's layers (all of them: `fits` itself).
+PlanEstimate FewestRecomputed(const JobSpec& full, const Plan& plan, const Hardware& hw, PlanEstimate fits) {
+  const std::vector<int> stages = StageLayers(full.model.layers, plan.pp, plan.pipeline_layers);
+  const int all = (*std::max_element(stages.begin(), stages.end()) + plan.vpp - 1) / plan.vpp;
+  JobSpec block = full;
+  int lo = 1, hi = all;  // hi fits
+  std::optional<PlanEstimate> best;
+  while (lo < hi) {
+    block.training.recompute_num_layers = (lo + hi) / 2;
+    PlanEstimate e = Estimate(block, plan, hw);
+    if (e.fits) {
+      hi = block.training.recompute_num_layers;
+      best = std::move(e);
+    } else {
+      lo = block.training.recompute_num_layers + 1;
+    }
+  }
+  return best ? std::move(*best) : std::move(fits);
 }
 
 std::vector<int> ZeroStages(const TrainingSpec& t, int shards, int pp) {
@@ -262,7 +292,7 @@ Result<PlanEstimate> SearchLayouts(const JobSpec& spec, const Hardware& hw) {
                   // need less memory than the closest so far (for `closest`).
                   PlanEstimate f = Estimate(*full, plan, hw);
                   s.OfferClosest(f);
-                  if (f.fits) e = std::move(f);
+                  if (f.fits) e = FewestRecomputed(*full, plan, hw, std::move(f));
                 }
                 s.OfferClosest(e);
                 if (e.fits) {
@@ -347,6 +377,8 @@ Result<PlanEstimate> planner_internal::CompleteLayout(const JobSpec& spec, const
           PlanEstimate e = Estimate(s, p, hw);
           if (!closest || e.memory.total < closest->memory.total) closest = e;
           if (!e.fits) continue;
+          if (recompute_open && s.training.activation_recompute == Recompute::kFull)
+            e = FewestRecomputed(s, p, hw, std::move(e));
           fitted = true;
           ++fitting;
           if (!best || Faster(e, *best)) best = std::move(e);
@@ -378,7 +410,8 @@ Result<PlanEstimate> planner_internal::CompleteLayout(const JobSpec& spec, const
   const bool full = best->activation_recompute == Recompute::kFull;
   best->explanation =
       ParameterNote(spec.model) + Describe(best->plan) +
-      (full && recompute_open ? " with full recompute" : "") + ": " + DescribeEstimate(*best, hw) + ". " +
+      (full && recompute_open ? " with full recompute" + RecomputedText(*best) : "") + ": " +
+      DescribeEstimate(*best, hw) + ". " +
       Format(
           "The layout is as given; the request leaves %s open, and this is the fastest of the %d choices "
           "that fit. As written (%s%s%s%s recompute): %.1f GB per GPU (%s), %.0f TFLOP/s per GPU.",

@@ -221,6 +221,12 @@ double ExpertMatmulEfficiency(const JobSpec& spec, const Plan& plan, const Hardw
   return MatmulEfficiencyAt(std::min(d, ExpertTokensPerMicroBatch(spec, plan)), hw);
 }
 
+// Per layer and micro-batch, the collectives of its forward (2) and backward (2), and of the forward again
+// on the layers full recompute runs again (an average over the stage's layers with block recompute).
+double TpCollectivesPerLayer(const TrainingSpec& t, int stage_layers, int vpp) {
+  return 4 + 2 * RecomputedLayers(t, stage_layers, vpp) / stage_layers;
+}
+
 CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan) {
   const ModelSpec& m = spec.model;
   const TrainingSpec& t = spec.training;
@@ -229,7 +235,7 @@ CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan) {
   const double a = ActivationBytes(spec, plan);
   const double mb = plan.micro_batches;
   CommBytes c;
-  const int tp_collectives = t.activation_recompute == Recompute::kFull ? 6 : 4;
+  const double tp_collectives = TpCollectivesPerLayer(t, stage_layers, plan.vpp);
   const double expert_halves = ExpertHalvesOffTp(spec, plan, stage_layers);
   c.tp = mb * tp_collectives *
          ((stage_layers - expert_halves) * RingAllReduceBytes(a, plan.tp) +
@@ -293,16 +299,18 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const double attention_flops =
       ((eager ? 6.0 : 3.0) * m.seq_len * (1 - windowed) + 6.0 * m.window * windowed) *
       (m.q_width() + m.o_width()) * tokens;
-  const bool full = t.activation_recompute == Recompute::kFull;
-  const double recompute = full ? 4.0 / 3 : 1;
   const double model_ranks = static_cast<double>(plan.tp) * plan.cp;
   // Memory-bound kernels run between the matmuls, not beside them: forward once, backward twice (the
-  // gradient and the saved input read, the input gradient written), the forward again under full
-  // recompute; selective recompute runs its modules' kernels again (hbm.recomputed).
+  // gradient and the saved input read, the input gradient written), the forward again on a layer full
+  // recompute runs again (recompute_s); selective recompute runs its modules' kernels again (hbm.recomputed).
   const ElementwiseBytes hbm = ElementwiseBytesPerLayer(spec, plan);
-  const double layer_elementwise_s = ((hbm.layer + hbm.scores) * (full ? 4 : 3) + hbm.recomputed +
-                                      hbm.fp8_forward * (full ? 2 : 1) + hbm.fp8_backward) /
-                                     hw.hbm_bytes_per_s;
+  const double layer_elementwise_s =
+      ((hbm.layer + hbm.scores) * 3 + hbm.recomputed + hbm.fp8_forward + hbm.fp8_backward) /
+      hw.hbm_bytes_per_s;
+  // A layer's forward again: a third of its GEMM FLOPs (forward 2, backward 4 per weight and token), its
+  // forward element-wise passes; and a third of its attention (below).
+  const double refwd_elementwise_s = (hbm.layer + hbm.scores + hbm.fp8_forward) / hw.hbm_bytes_per_s;
+  const double recompute_s = layer_flops / 3 / model_ranks / rate + refwd_elementwise_s;
   // Cross-entropy over the rank's s/cp · b · V/tp logits, LossBytesPerLogit each.
   const double loss_s = LossBytesPerLogit(t) * tokens / plan.cp * m.vocab / plan.tp / hw.hbm_bytes_per_s;
   // The attention kernels (QKᵀ, softmax, AV) reach their own fraction of peak, not the GEMMs'.
@@ -317,16 +325,20 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
     const LayerParamSplit mtp = MtpDepthSplit(m);
     const double mtp_routed = mtp.activated - mtp.dense;
     const double mtp_attention = 3.0 * (eager ? 2 : 1) * m.seq_len * (m.q_width() + m.o_width()) * tokens;
+    // Block recompute (recompute_num_layers) leaves MTP layers alone (multi_token_prediction.py).
+    const double recompute =
+        t.activation_recompute == Recompute::kFull && t.recompute_num_layers == 0 ? 4.0 / 3 : 1;
     mtp_s = m.mtp_layers * ((6 * tokens * (mtp.dense + mtp_routed * rate / expert_rate) + up_proj_flops) *
                                 recompute / model_ranks / rate +
                             mtp_attention * recompute / model_ranks / attention_rate + layer_elementwise_s +
-                            output_layer_s + loss_s);
+                            (recompute > 1 ? refwd_elementwise_s : 0) + output_layer_s + loss_s);
   }
   double stage_s = 0, stage_attention_s = 0;
   for (int i = 0; i < plan.pp; ++i) {
-    double flops = layers[i] * layer_flops * recompute;
-    const double attention_s = layers[i] * attention_flops * recompute / model_ranks / attention_rate;
-    const double s = flops / model_ranks / rate + attention_s + layers[i] * layer_elementwise_s +
+    const double recomputed = RecomputedLayers(t, layers[i], plan.vpp);
+    const double attention_s = (layers[i] + recomputed / 3) * attention_flops / model_ranks / attention_rate;
+    const double s = layers[i] * layer_flops / model_ranks / rate + attention_s +
+                     layers[i] * layer_elementwise_s + recomputed * recompute_s +
                      (i == plan.pp - 1 ? output_layer_s + loss_s + mtp_s : 0);
     if (s > stage_s) {
       stage_s = s;
@@ -344,7 +356,7 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   // Contiguous placement in rank order tp, cp, dp, pp: a group stays in one NVLink domain when its span does.
   auto bw = [&](long long span) { return span <= domain ? hw.nvlink_bytes_per_s : hw.ib_bytes_per_s; };
   auto lat = [&](long long span) { return span <= domain ? hw.nvlink_latency_s : hw.ib_latency_s; };
-  const int tp_collectives = t.activation_recompute == Recompute::kFull ? 6 : 4;
+  const double tp_collectives = TpCollectivesPerLayer(t, stage_layers, plan.vpp);
   const int etp = plan.expert_tp();
   const double expert_halves = ExpertHalvesOffTp(spec, plan, stage_layers);
   st.tp = mb * tp_collectives *

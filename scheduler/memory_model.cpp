@@ -160,6 +160,19 @@ double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const 
   return scale * sbh * per_rank;
 }
 
+double RecomputedLayers(const TrainingSpec& t, double stage_layers, int vpp) {
+  if (t.activation_recompute != Recompute::kFull) return 0;
+  if (t.recompute_num_layers == 0) return stage_layers;
+  return std::min(stage_layers, static_cast<double>(vpp) * t.recompute_num_layers);
+}
+
+TrainingSpec KeptLayerTraining(const TrainingSpec& t) {
+  TrainingSpec kept = t;
+  kept.activation_recompute = Recompute::kNone;
+  kept.recompute_num_layers = 0;
+  return kept;
+}
+
 double EmbeddingActivationBytes(const ModelSpec& m, const Plan& plan) {
   const double sb = static_cast<double>(m.seq_len) / plan.cp * plan.micro_batch_size;
   return (8 * sb + (m.keeps_dropout_masks() ? sb * m.hidden : 0)) / plan.tp;
@@ -207,14 +220,22 @@ MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::ve
   const double in_flight = InFlightMicroBatches(plan.pp, stage, plan.micro_batches, plan.vpp);
   // With CPU activation offloading (pp 1 only) the offloaded layers' activations live on the host.
   const int resident_layers = stage_layers[stage] - t.cpu_offload_layers;
-  mem.activations = ActivationBytesPerLayer(m, t, plan) * resident_layers * in_flight;
+  // Under block recompute (full, recompute_num_layers) the layers not recomputed keep everything.
+  const double recomputed = RecomputedLayers(t, resident_layers, plan.vpp);
+  const bool full = t.activation_recompute == Recompute::kFull;
+  mem.activations =
+      (ActivationBytesPerLayer(m, t, plan) * recomputed +
+       ActivationBytesPerLayer(m, full ? KeptLayerTraining(t) : t, plan) * (resident_layers - recomputed)) *
+      in_flight;
   if (stage == 0) mem.activations += EmbeddingActivationBytes(m, plan) * in_flight;
   // The last stage: the output layer and loss, and each MTP depth's layer and its output layer and loss
-  // again.
+  // again (block recompute skips MTP layers: multi_token_prediction.py).
   if (stage == plan.pp - 1)
-    mem.activations +=
-        OutputActivationBytes(m, t, plan) +
-        m.mtp_layers * (ActivationBytesPerLayer(m, t, plan) * in_flight + OutputActivationBytes(m, t, plan));
+    mem.activations += OutputActivationBytes(m, t, plan) +
+                       m.mtp_layers * (ActivationBytesPerLayer(
+                                           m, t.recompute_num_layers > 0 ? KeptLayerTraining(t) : t, plan) *
+                                           in_flight +
+                                       OutputActivationBytes(m, t, plan));
   mem.working = GatheredWorkingBytes(m, t, plan, params, experts);
   mem.total =
       mem.weights + mem.gradients + mem.optimizer + mem.master_weights + mem.activations + mem.working;

@@ -92,6 +92,14 @@ int ExpertDataParallelSize(const Plan& plan);
 // keeps only the layer input, 2 units, divided by t with sequence parallelism. fp32 doubles everything.
 double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const Plan& plan);
 
+// Of a stage's `stage_layers` transformer layers, how many full recompute runs again: none without it; all
+// with recompute_num_layers 0; else the first N of each of its vpp chunks (Megatron-Core's block method,
+// recompute.py), min(stage_layers, vpp·N) with the chunks equal. The others keep their activations as
+// without recompute (ActivationBytesPerLayer with Recompute::kNone: KeptLayerTraining).
+double RecomputedLayers(const TrainingSpec& t, double stage_layers, int vpp);
+// `t` for the layers block recompute leaves alone: no recompute.
+TrainingSpec KeptLayerTraining(const TrainingSpec& t);
+
 // Activation bytes of the embedding (stage 0) and of the output layer plus cross-entropy (last stage) per
 // micro-batch, after Megatron-LM's estimator: embedding 8·s'·b (token and position ids) + s'·b·h (dropout
 // mask, kept only with dropout); output 4·s'·b·h + LogitBytes·s'·b·vocab (the loss's saved softmax); both

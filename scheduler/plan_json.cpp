@@ -47,6 +47,7 @@ Json ToJson(const PlanEstimate& e) {
       {"explanation", e.explanation},
   };
   if (e.fits_with_gpus > 0) out["fits_with_gpus"] = e.fits_with_gpus;
+  if (e.recompute_num_layers > 0) out["plan"]["recompute_num_layers"] = e.recompute_num_layers;
   return out;
 }
 

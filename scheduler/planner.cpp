@@ -221,6 +221,7 @@ PlanEstimate Estimate(const JobSpec& spec, const Plan& plan, const Hardware& hw)
   PlanEstimate e;
   e.plan = plan;
   e.activation_recompute = spec.training.activation_recompute;
+  e.recompute_num_layers = spec.training.recompute_num_layers;
   e.memory = WorstStageMemory(spec, plan);
   e.stage_layers = StageLayers(spec.model.layers, plan.pp, plan.pipeline_layers);
   e.gpu_memory_bytes = hw.gpu_memory_bytes;

@@ -98,6 +98,8 @@ struct PlanEstimate {
   double tokens_per_s = 0;
   // What the estimate assumed: training.activation_recompute, or auto's choice when the spec names none.
   Recompute activation_recompute = Recompute::kSelective;
+  // With kFull: training.recompute_num_layers, or auto's choice (0: every layer).
+  int recompute_num_layers = 0;
   std::string explanation;
   // auto only, when nothing fits: the smallest power-of-two multiple of the GPU count (up to 64×) at which a
   // layout fits, 0 when none does.

@@ -131,6 +131,41 @@ TEST(JobSpec, RecomputeModulesAreMegatronsNamesUnderSelectiveRecompute) {
   }
 }
 
+// training.recompute_num_layers: Megatron-Core's --recompute-num-layers under the block method. Absent: 0
+// (every layer under full recompute), not written back; given: implies full recompute (as Megatron-Bridge's
+// override sets it) and round-trips; beside another recompute, or 0: 422 naming the field.
+TEST(JobSpec, RecomputeNumLayersIsBlockRecompute) {
+  auto s = ParsePlanRequest(Llama405BPlan());
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->training.recompute_num_layers, 0);
+  EXPECT_FALSE(ToJson(*s)["training"].contains("recompute_num_layers"));
+  Json j = Llama405BPlan();
+  j["training"].erase("activation_recompute");
+  j["training"]["recompute_num_layers"] = 5;
+  s = ParsePlanRequest(j);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->training.activation_recompute, Recompute::kFull);
+  EXPECT_TRUE(s->training.activation_recompute_given);
+  EXPECT_EQ(s->training.recompute_num_layers, 5);
+  EXPECT_EQ(ToJson(*s)["training"]["recompute_num_layers"], 5);
+  auto again = ParsePlanRequest(ToJson(*s));
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(again->training.recompute_num_layers, 5);
+  j["training"]["activation_recompute"] = "full";
+  EXPECT_TRUE(ParsePlanRequest(j).ok());
+  for (const char* mode : {"none", "selective"}) {
+    j["training"]["activation_recompute"] = mode;
+    s = ParsePlanRequest(j);
+    ASSERT_FALSE(s.ok()) << mode;
+    EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"training.recompute_num_layers"})) << mode;
+  }
+  j["training"]["activation_recompute"] = "full";
+  j["training"]["recompute_num_layers"] = 0;
+  s = ParsePlanRequest(j);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"training.recompute_num_layers"}));
+}
+
 // training.cpu_offload_layers: Megatron-Core's --cpu-offloading-num-layers. Absent: 0, not written back;
 // given: round-trips and turns the recompute default off (Megatron-Core does not offload recomputed
 // layers), so an explicit selective or full recompute, or recompute_modules, is a 422 naming the field.

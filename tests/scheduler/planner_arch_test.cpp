@@ -138,6 +138,30 @@ TEST(MegatronMemory, SmallGptMatchesTheEstimator) {
   EXPECT_REL(m.activations, 1'715'486'720.0);
 }
 
+// Block recompute keeps only the input of the layers it recomputes (2·x/tp with sequence parallelism) and
+// everything of the others (without recompute: 34·x/tp with dropout, flash attention). x = 1024 · 1024
+// tokens × hidden, tp 4: 524,288 B against 8,912,896 B per layer; stage 0 of 4 layers over pp 2 holds 2
+// micro-batches. N = 1 keeps 3 layers whole: 3 · 8,388,608 · 2 = 50,331,648 B more than every layer
+// recomputed; N = 2 keeps 2: 33,554,432 B more; N beyond the stage's layers is every layer.
+TEST(MegatronMemory, BlockRecomputeKeepsTheLayersItDoesNotRecompute) {
+  JobSpec s;
+  s.model = ModelSpec{1e9, 8, 1024, 16, 1024, 1000};
+  s.training.activation_recompute = Recompute::kFull;
+  Plan p;
+  p.tp = 4;
+  p.pp = 2;
+  p.dp = 2;
+  p.micro_batches = 8;
+  p.sequence_parallel = true;
+  const double every = StageMemory(s, p, {4, 4}, 0).activations;
+  s.training.recompute_num_layers = 1;
+  EXPECT_REL(StageMemory(s, p, {4, 4}, 0).activations - every, 50'331'648.0);
+  s.training.recompute_num_layers = 2;
+  EXPECT_REL(StageMemory(s, p, {4, 4}, 0).activations - every, 33'554'432.0);
+  s.training.recompute_num_layers = 9;
+  EXPECT_REL(StageMemory(s, p, {4, 4}, 0).activations, every);
+}
+
 // FSDP2 working set: bf16 parameters of two layers and fp32 gradients of one: 8 B per layer parameter.
 // 1e9 parameters, 8 layers, vocab 1000 × 1024: 124,744,000 per layer · 8 / tp 1.
 TEST(FsdpMemory, WorkingSetOfLayersInFlight) {

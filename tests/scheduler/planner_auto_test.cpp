@@ -318,7 +318,12 @@ TEST(AutoPlan, TriesFullRecomputeWhereTheSpecLeavesItOpen) {
   ASSERT_TRUE(open.ok()) << open.status().message();
   ASSERT_TRUE(open->fits) << open->explanation;
   EXPECT_EQ(open->activation_recompute, Recompute::kFull) << open->explanation;
-  EXPECT_NE(open->explanation.find("with full activation recompute (fastest that fits)"), std::string::npos)
+  // Of only as many layers per virtual stage as it takes to fit (Megatron-Core's block method): fewer
+  // forwards run again than with every layer recomputed.
+  EXPECT_GT(open->recompute_num_layers, 0) << open->explanation;
+  EXPECT_NE(open->explanation.find("with full activation recompute of the first " +
+                                   std::to_string(open->recompute_num_layers) + " layer"),
+            std::string::npos)
       << open->explanation;
   EXPECT_NE(open->explanation.find("selective or full activation recompute"), std::string::npos);
 
@@ -340,10 +345,21 @@ TEST(AutoPlan, TriesFullRecomputeWhereTheSpecLeavesItOpen) {
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_TRUE(p->fits);
   EXPECT_GE(open->tokens_per_s, p->tokens_per_s * (1 - 1e-9));
-  // The chosen plan re-evaluates to the same figures with the recompute it chose.
+  // The chosen plan re-evaluates to the same figures with the recompute it chose; every layer recomputed
+  // is slower, one layer fewer does not fit.
+  s.training.recompute_num_layers = open->recompute_num_layers;
   auto again = EvaluatePlan(s, open->plan, Hardware{});
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->step_time_s, open->step_time_s);
+  s.training.recompute_num_layers = 0;
+  auto every = EvaluatePlan(s, open->plan, Hardware{});
+  ASSERT_TRUE(every.ok());
+  EXPECT_TRUE(every->fits);
+  EXPECT_GT(every->step_time_s, open->step_time_s);
+  if (open->recompute_num_layers > 1) {
+    s.training.recompute_num_layers = open->recompute_num_layers - 1;
+    EXPECT_FALSE(EvaluatePlan(s, open->plan, Hardware{})->fits);
+  }
 }
 
 TEST(PlanJson, UsesApiFieldNames) {

@@ -54,6 +54,36 @@ TEST_F(SmallJob, RecomputedModulesTakeHbmTime) {
   EXPECT_REL(layernorm->compute_time_s - core_attn->compute_time_s, 8 * 4 * 2.097152e-6);
 }
 
+// Block recompute (recompute_num_layers N: the first N layers of each virtual stage run their forward again;
+// Megatron-Core's block method). Each recomputed layer costs a third of its GEMMs and attention again (the
+// forward of forward + backward); the others cost what they do without recompute (here, with flash attention
+// and the HBM infinitely fast, what selective costs). The last stage's 4 layers: N = 1 recomputes one of
+// them, a quarter of full recompute's extra; with vpp 2 (two virtual stages of 2) it recomputes two, a half;
+// N = 2 at vpp 2 is every layer, full recompute itself.
+TEST_F(SmallJob, BlockRecomputeRunsTheFirstLayersOfEachVirtualStageAgain) {
+  auto selective = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  spec_.training.activation_recompute = Recompute::kFull;
+  auto every = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  spec_.training.recompute_num_layers = 1;
+  auto one = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  Plan interleaved = Layout(4, 2, 2, 0);
+  interleaved.vpp = 2;
+  auto one_of_two = EvaluatePlan(spec_, interleaved, hw_);
+  spec_.training.recompute_num_layers = 2;
+  auto two_of_two = EvaluatePlan(spec_, interleaved, hw_);
+  spec_.training.recompute_num_layers = 0;
+  auto every_interleaved = EvaluatePlan(spec_, interleaved, hw_);
+  ASSERT_TRUE(selective.ok() && every.ok() && one.ok() && one_of_two.ok() && two_of_two.ok() &&
+              every_interleaved.ok());
+  const double extra = every->compute_time_s - selective->compute_time_s;
+  ASSERT_GT(extra, 0);
+  EXPECT_REL(one->compute_time_s - selective->compute_time_s, extra / 4);
+  EXPECT_REL(one_of_two->compute_time_s - selective->compute_time_s, extra / 2);
+  EXPECT_REL(two_of_two->compute_time_s, every_interleaved->compute_time_s);
+  // The forward's two TP collectives run again on the recomputed layer only: 4 + 2/4 per layer, not 6.
+  EXPECT_REL(one->comm.tp, every->comm.tp * 4.5 / 6);
+}
+
 // CPU activation offloading (pp 1, no recompute): a SmallJob layer at tp 4 with sequence parallelism keeps
 // 34/4 · 1,048,576 = 8,912,896 B (flash, dropout masks). Offloading 4 of the 8 layers leaves 4 on the GPU,
 // 35,651,584 B fewer with one micro-batch in flight. Over a 1 GB/s host link each direction's copies

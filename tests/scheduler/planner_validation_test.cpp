@@ -61,11 +61,11 @@ TEST(Validation, AutoFitsAndIsNoSlowerThanEachPublishedLayout) {
     EXPECT_GE(r.spec.model.seq_len / chosen->plan.cp * chosen->plan.micro_batch_size, 2048)
         << r.name << ": " << chosen->explanation;
     std::printf(
-        "[auto] %s | chose tp=%d cp=%d pp=%d vpp=%d ep=%d etp=%d dp=%d ZeRO-%d mbs=%d recompute=%s | %.0f "
-        "TFLOP/s\n",
+        "[auto] %s | chose tp=%d cp=%d pp=%d vpp=%d ep=%d etp=%d dp=%d ZeRO-%d mbs=%d recompute=%s "
+        "recompute_num_layers=%d | %.0f TFLOP/s\n",
         r.name, chosen->plan.tp, chosen->plan.cp, chosen->plan.pp, chosen->plan.vpp, chosen->plan.ep,
         chosen->plan.expert_tp(), chosen->plan.dp, chosen->plan.zero_stage, chosen->plan.micro_batch_size,
-        ToString(chosen->activation_recompute), chosen->tflops_per_gpu);
+        ToString(chosen->activation_recompute), chosen->recompute_num_layers, chosen->tflops_per_gpu);
   }
 }
 
