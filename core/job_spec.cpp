@@ -178,6 +178,12 @@ void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* 
     t->framework = *v == "fsdp"        ? Framework::kFsdp
                    : *v == "deepspeed" ? Framework::kDeepSpeed
                                        : Framework::kMegatron;
+  // Under fsdp, selective recompute is torchtitan's per-op policy (scheduler/memory_model.h,
+  // OpCheckpointing); Megatron-Core's module names do not apply.
+  if (t->framework == Framework::kFsdp && r.Find("recompute_modules"))
+    r.Error("training.recompute_modules",
+            "Megatron-Core's modules; with training.framework \"fsdp\" selective recompute is torchtitan's "
+            "per-op policy");
   if (auto v = r.Enum("attention", {"flash", "eager"}))
     t->attention = *v == "eager" ? Attention::kEager : Attention::kFlash;
   if (auto v = r.Bool("cross_entropy_fp32")) t->cross_entropy_fp32 = *v;

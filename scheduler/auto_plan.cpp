@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "scheduler/memory_model.h"
 #include "scheduler/pipeline_layout.h"
 #include "scheduler/planner.h"
 #include "scheduler/planner_internal.h"
@@ -181,6 +182,7 @@ std::vector<ExpertGrid> ExpertGrids(const ModelSpec& m, int tp, long long stage_
 // the first N of each virtual stage) is faster by the forwards it does not run again. Memory falls as N
 // grows, so N is bisected between 1 and the largest virtual stage's layers (all of them: `fits` itself).
 PlanEstimate FewestRecomputed(const JobSpec& full, const Plan& plan, const Hardware& hw, PlanEstimate fits) {
+  if (full.training.framework != Framework::kMegatron) return fits;  // the block method is Megatron-Core's
   const std::vector<int> stages = StageLayers(full.model.layers, plan.pp, plan.pipeline_layers);
   const int all = (*std::max_element(stages.begin(), stages.end()) + plan.vpp - 1) / plan.vpp;
   JobSpec block = full;
@@ -239,6 +241,13 @@ Result<PlanEstimate> SearchLayouts(const JobSpec& spec, const Hardware& hw) {
     full = spec;
     full->training.activation_recompute = Recompute::kFull;
   }
+  // Under fsdp selective recompute is torchtitan's per-op checkpointing, which runs matmuls again: none is
+  // tried first where the spec leaves recompute open.
+  std::optional<JobSpec> none;
+  if (full && OpCheckpointing(spec.training)) {
+    none = spec;
+    none->training.activation_recompute = Recompute::kNone;
+  }
 
   Search s;
   for (int tp : tps) {
@@ -282,7 +291,8 @@ Result<PlanEstimate> SearchLayouts(const JobSpec& spec, const Hardware& hw) {
               bool fitted = false;
               for (int zero : ZeroStages(spec.training, dp * cp, pp)) {
                 plan.zero_stage = zero;
-                PlanEstimate e = Estimate(spec, plan, hw);
+                PlanEstimate e = Estimate(none ? *none : spec, plan, hw);
+                if (none && !e.fits) e = Estimate(spec, plan, hw);
                 const double state = e.memory.total - e.memory.activations;
                 if (!e.fits && full &&
                     (state <= e.usable_memory_bytes ||
@@ -354,10 +364,14 @@ Result<PlanEstimate> planner_internal::CompleteLayout(const JobSpec& spec, const
   }
   const std::vector<int> zeros =
       zero_open ? ZeroStages(t, dp * given.cp, given.pp) : std::vector<int>{given.zero_stage};
-  std::vector<JobSpec> specs{spec};  // selective (or as given), then full recompute
+  std::vector<JobSpec> specs{spec};  // selective (or as given), then full recompute, and none under fsdp
   if (recompute_open) {
     specs.push_back(spec);
     specs.back().training.activation_recompute = Recompute::kFull;
+    if (OpCheckpointing(t)) {
+      specs.push_back(spec);
+      specs.back().training.activation_recompute = Recompute::kNone;
+    }
   }
 
   std::optional<PlanEstimate> best, closest;

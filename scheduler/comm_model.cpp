@@ -127,7 +127,9 @@ ElementwiseBytes ElementwiseBytesPerLayer(const JobSpec& spec, const Plan& plan)
   if (spec.training.attention == Attention::kEager) {
     e.scores = 4.0 * m.heads / plan.tp * m.seq_len / plan.cp * m.seq_len * plan.micro_batch_size * bytes;
   }
-  if (spec.training.activation_recompute == Recompute::kSelective) {
+  if (OpCheckpointing(spec.training)) {
+    e.recomputed = e.layer;  // every element-wise kernel's forward runs again
+  } else if (spec.training.activation_recompute == Recompute::kSelective) {
     const RecomputeModules& r = spec.training.recompute_modules;
     e.recomputed =
         (r.core_attn ? e.scores : 0) + (r.layernorm ? 4 * x / replicated * bytes : 0) +
@@ -224,6 +226,8 @@ double ExpertMatmulEfficiency(const JobSpec& spec, const Plan& plan, const Hardw
 // Per layer and micro-batch, the collectives of its forward (2) and backward (2), and of the forward again
 // on the layers full recompute runs again (an average over the stage's layers with block recompute).
 double TpCollectivesPerLayer(const TrainingSpec& t, int stage_layers, int vpp) {
+  // OpCheckpointing runs the output projection (its reduce) and w3 or fc2 (their gathered input) again.
+  if (OpCheckpointing(t)) return 6;
   return 4 + 2 * RecomputedLayers(t, stage_layers, vpp) / stage_layers;
 }
 
@@ -288,8 +292,19 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const bool up_proj_again =
       m.mla.enabled() && t.activation_recompute == Recompute::kSelective && t.recompute_modules.mla_up_proj;
   const double up_proj_flops = up_proj_again ? 2 * tokens * MlaUpProjParams(m) : 0;
-  const double layer_flops =
-      6 * tokens * ((split.activated - routed) + routed * rate / expert_rate) + up_proj_flops;
+  // OpCheckpointing runs k, the output projection and the MLP's second matmul (w3, fc2; the activated
+  // experts' on MoE layers) forward again.
+  const double share = static_cast<double>(m.moe.count(m.layers)) / m.layers;
+  const double op_again_params =
+      OpCheckpointing(t) ? static_cast<double>(m.hidden) * (m.k_width() + m.o_width() +
+                                                            (1 - share) * m.ffn() +
+                                                            share * (m.moe.top_k + m.moe.shared_experts) *
+                                                                (m.moe.expert_ffn_hidden > 0
+                                                                     ? m.moe.expert_ffn_hidden
+                                                                     : m.ffn()))
+                         : 0;
+  const double layer_flops = 6 * tokens * ((split.activated - routed) + routed * rate / expert_rate) +
+                             up_proj_flops + 2 * tokens * op_again_params;
   // Flash kernels skip the masked half of causal QKᵀ and AV (3·s·(q + o) per token and layer, q = a·d the
   // width of Q and o of AV's output, not the 6·s·(q + o) = 12·s·a·d of the model-FLOP convention) and, on
   // windowed layers, all but the w keys before each query (6·w·(q + o)); eager attention computes the full

@@ -106,6 +106,13 @@ double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const 
   const MoeSpec& e = m.moe;
   const double fe = e.expert_ffn_hidden > 0 ? e.expert_ffn_hidden / h : f;
   const double share = static_cast<double>(e.count(m.layers)) / m.layers;
+  if (OpCheckpointing(t)) {
+    const double dense_mlp = 2 * f + (m.mlp == Mlp::kSwiglu ? 2 : 0);
+    const double moe_mlp = 2 * (e.top_k + e.shared_experts) * fe + 2;
+    const double units = 2 + 2 * (m.q_width() + m.v_width() + m.o_width()) / h +
+                         (1 - share) * dense_mlp + share * moe_mlp;
+    return scale * sbh * (sp ? units / tp : 2 + (units - 2) / tp);
+  }
   // The dropout masks after the attention and after the MLP, 1 each (none without dropout).
   const double mask = m.keeps_dropout_masks() ? 1 : 0;
   const double moe_mlp = 2 + mask + 2.0 * e.top_k + (e.top_k + e.shared_experts) * MlpInnerUnits(m.mlp, fe);
@@ -158,6 +165,10 @@ double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const 
   }
   const double per_rank = sp ? units / tp : whole + (units - whole) / tp;
   return scale * sbh * per_rank;
+}
+
+bool OpCheckpointing(const TrainingSpec& t) {
+  return t.framework == Framework::kFsdp && t.activation_recompute == Recompute::kSelective;
 }
 
 double RecomputedLayers(const TrainingSpec& t, double stage_layers, int vpp) {

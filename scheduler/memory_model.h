@@ -89,8 +89,18 @@ int ExpertDataParallelSize(const Plan& plan);
 // inputs, dropout masks; 8 + the MoE share with fp8) stay whole and the rest is divided by t (Korthikanti
 // eq. 2). Without dropout (!m.keeps_dropout_masks()) the two dropout masks are not kept. With F = 4h,
 // g = 1 and gelu this is 34 + 5as/h (eq. 1). selective recompute drops the 5as/h term; full recompute
-// keeps only the layer input, 2 units, divided by t with sequence parallelism. fp32 doubles everything.
+// keeps only the layer input, 2 units, divided by t with sequence parallelism; OpCheckpointing keeps the
+// layer input 2, Q 2q/h, V 2v/h, the attention output 2o/h and the MLP's saved matmul outputs (SwiGLU 2F/h
+// + 2, GeLU 2F/h; MoE 2(k + S)F_e/h + 2), divided as above. fp32 doubles everything.
 double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const Plan& plan);
+
+// Whether `t` is selective recompute under FSDP2: torchtitan's per-op selective activation checkpointing
+// (activation_checkpoint.mode "selective", selective_ac_option "op"; parallelize.py's _save_list): each
+// layer keeps its input and the outputs of every other matmul in order (q and v; then w1 and w2 of a SwiGLU
+// MLP, fc1 of a GeLU one) and of the attention kernel; the norms, the activation, rope and the other
+// matmuls (k, the output projection, w3 or fc2) run forward again in the backward. MoE layers are taken
+// the same way over the activated experts (their first matmul's outputs and the combined output kept).
+bool OpCheckpointing(const TrainingSpec& t);
 
 // Of a stage's `stage_layers` transformer layers, how many full recompute runs again: none without it; all
 // with recompute_num_layers 0; else the first N of each of its vpp chunks (Megatron-Core's block method,

@@ -122,6 +122,13 @@ TEST(JobSpec, RecomputeModulesAreMegatronsNamesUnderSelectiveRecompute) {
     ASSERT_FALSE(s.ok()) << bad;
     EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"training.recompute_modules"})) << bad;
   }
+  // Under fsdp, selective recompute is torchtitan's per-op policy: Megatron's module names do not apply.
+  j["training"]["recompute_modules"] = {"layernorm"};
+  j["training"]["framework"] = "fsdp";
+  s = ParsePlanRequest(j);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"training.recompute_modules"}));
+  j["training"].erase("framework");
   j["training"]["recompute_modules"] = {"core_attn"};
   for (const char* mode : {"none", "full"}) {
     j["training"]["activation_recompute"] = mode;

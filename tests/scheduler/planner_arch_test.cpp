@@ -162,6 +162,29 @@ TEST(MegatronMemory, BlockRecomputeKeepsTheLayersItDoesNotRecompute) {
   EXPECT_REL(StageMemory(s, p, {4, 4}, 0).activations, every);
 }
 
+// torchtitan's per-op checkpointing (selective under fsdp) keeps a layer's input 2, Q 2, V 2, the attention
+// output 2 and fc1's output 2F/h = 8 units of s·b·h (GeLU, F = 4h): 16 · 1024 · 1024 B at tp 1, against 34
+// units without recompute (dropout masks included); a SwiGLU MLP of F = 2816 keeps w1's output 2F/h = 5.5
+// and w2's 2: 15.5 units.
+TEST(FsdpMemory, TorchtitanSelectiveKeepsEveryOtherMatmulsOutput) {
+  ModelSpec m{1e9, 8, 1024, 16, 1024, 1000};
+  TrainingSpec t;
+  t.framework = Framework::kFsdp;
+  Plan p;
+  EXPECT_REL(ActivationBytesPerLayer(m, t, p), 16.0 * 1024 * 1024);
+  t.activation_recompute = Recompute::kNone;
+  EXPECT_REL(ActivationBytesPerLayer(m, t, p), 34.0 * 1024 * 1024);
+  t.activation_recompute = Recompute::kSelective;
+  m.mlp = Mlp::kSwiglu;
+  m.ffn_hidden = 2816;
+  EXPECT_REL(ActivationBytesPerLayer(m, t, p), 15.5 * 1024 * 1024);
+  t.framework = Framework::kMegatron;  // Megatron's selective: the attention kernels only, none with flash
+  t.activation_recompute = Recompute::kNone;
+  const double none = ActivationBytesPerLayer(m, t, p);
+  t.activation_recompute = Recompute::kSelective;
+  EXPECT_REL(ActivationBytesPerLayer(m, t, p), none);
+}
+
 // FSDP2 working set: bf16 parameters of two layers and fp32 gradients of one: 8 B per layer parameter.
 // 1e9 parameters, 8 layers, vocab 1000 × 1024: 124,744,000 per layer · 8 / tp 1.
 TEST(FsdpMemory, WorkingSetOfLayersInFlight) {

@@ -284,6 +284,28 @@ TEST(PlanJob, SaysWhenNoChoiceOfTheOpenKnobsFits) {
       << e->explanation;
 }
 
+// Under fsdp, selective recompute (torchtitan's per-op checkpointing) runs matmuls again: where recompute
+// is left open and the activations fit without it, auto and an explicit layout's completion choose none.
+// Named, selective is kept.
+TEST(AutoPlan, UnderFsdpNoRecomputeIsTriedFirst) {
+  JobSpec s = Model(1e9, 8, 1024, 16, 1024, 1000, 16, 16);
+  s.training.framework = Framework::kFsdp;
+  s.parallelism.automatic = true;
+  auto open = AutoPlan(s, Hardware{});
+  ASSERT_TRUE(open.ok());
+  ASSERT_TRUE(open->fits);
+  EXPECT_EQ(open->activation_recompute, Recompute::kNone) << open->explanation;
+  s.parallelism = ParallelismSpec{.tp = 1, .pp = 1, .dp = 16};
+  auto completed = PlanJob(s, Hardware{});
+  ASSERT_TRUE(completed.ok());
+  EXPECT_EQ(completed->activation_recompute, Recompute::kNone) << completed->explanation;
+  s.training.activation_recompute_given = true;
+  auto named = PlanJob(s, Hardware{});
+  ASSERT_TRUE(named.ok());
+  EXPECT_EQ(named->activation_recompute, Recompute::kSelective);
+  EXPECT_LT(named->tokens_per_s, completed->tokens_per_s);
+}
+
 TEST(AutoPlan, KeepsAMicroBatchSizeTheSpecNames) {
   // 70B on 256 GPUs, batch 1024. Searched freely, the micro-batch is whatever is fastest; named (2 here),
   // it is kept and only the layout is searched. Before, a named size was replaced without a word.

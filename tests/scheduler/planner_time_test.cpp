@@ -84,6 +84,22 @@ TEST_F(SmallJob, BlockRecomputeRunsTheFirstLayersOfEachVirtualStageAgain) {
   EXPECT_REL(one->comm.tp, every->comm.tp * 4.5 / 6);
 }
 
+// Selective recompute under fsdp is torchtitan's per-op checkpointing: k, the output projection and the
+// MLP's second matmul (fc2 here) run forward again: 2 FLOPs per token and weight of h·(k + o + F) =
+// 1024 · (1024 + 1024 + 4096) weights, 1024 tokens, over tp 4 at 5e14 FLOP/s, 4 layers, 8 micro-batches:
+// 8 · 4 · 2 · 1024 · 6,291,456 / 4 / 5e14 = 2.06158e-4 s more than no recompute; the forward's two TP
+// collectives run again (6 per layer, not 4).
+TEST_F(SmallJob, TorchtitanSelectiveRecomputeRunsEveryOtherMatmulAgain) {
+  spec_.training.framework = Framework::kFsdp;
+  spec_.training.activation_recompute = Recompute::kNone;
+  auto none = EvaluatePlan(spec_, Layout(4, 2, 2, 3), hw_);
+  spec_.training.activation_recompute = Recompute::kSelective;
+  auto op = EvaluatePlan(spec_, Layout(4, 2, 2, 3), hw_);
+  ASSERT_TRUE(none.ok() && op.ok());
+  EXPECT_REL(op->compute_time_s - none->compute_time_s, 8.0 * 4 * 2 * 1024 * 6'291'456 / 4 / 5e14);
+  EXPECT_REL(op->comm.tp, none->comm.tp * 6 / 4);
+}
+
 // CPU activation offloading (pp 1, no recompute): a SmallJob layer at tp 4 with sequence parallelism keeps
 // 34/4 · 1,048,576 = 8,912,896 B (flash, dropout masks). Offloading 4 of the 8 layers leaves 4 on the GPU,
 // 35,651,584 B fewer with one micro-batch in flight. Over a 1 GB/s host link each direction's copies

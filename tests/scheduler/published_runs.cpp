@@ -299,6 +299,7 @@ std::vector<PublishedRun> PublishedRuns() {
   // pricing every one of the top-4 copies over the network, as the model does, is an upper bound here.
   {
     JobSpec s = GptOss120B(64, 512, "H100-80GB");
+    s.training.activation_recompute = Recompute::kNone;
     const Plan p = AutomodelMoe(&s, 64, 2);
     runs.push_back({"gpt-oss-120b 64 H100 FSDP64 EP64 (Automodel)", "NeMo Automodel performance summary", s,
                     p, HardwareForResources(s.resources), 231, 7626});
