@@ -122,6 +122,10 @@ struct TrainingSpec {
   int global_batch_size = 0;
   Precision precision = Precision::kBf16;
   Optimizer optimizer = Optimizer::kAdam;
+  // The optimizer's moments (Adam's m and v, SGD's momentum) in bf16 rather than fp32: Megatron-Core's
+  // --use-precision-aware-optimizer with --exp-avg-dtype/--exp-avg-sq-dtype bf16, Apex's
+  // DistributedFusedAdam dtype (NeMo's optim.dtype), DeepSeek-V3's BF16 AdamW moments.
+  bool bf16_optimizer_states = false;
   Recompute activation_recompute = Recompute::kSelective;
   // The spec names it (or recompute_modules, or cpu_offload_layers, which fix it): "parallelism": "auto"
   // keeps it; otherwise auto also tries full recompute where selective leaves only slower layouts.

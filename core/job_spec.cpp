@@ -143,7 +143,8 @@ void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* 
   FieldReader r(*j, "training", errs);
   r.OnlyKnown({"micro_batch_size", "global_batch_size", "precision", "optimizer", "activation_recompute",
                "recompute_modules", "cpu_offload_layers", "framework", "attention", "cross_entropy_fp32",
-               "grad_reduce_in_fp32", "tp_comm_overlap", "fp8_param_gather", "recompute_num_layers"});
+               "grad_reduce_in_fp32", "tp_comm_overlap", "fp8_param_gather", "recompute_num_layers",
+               "optimizer_dtype"});
   t->micro_batch_size = int(r.Int("micro_batch_size", false, 1, 1 << 16).value_or(1));
   t->micro_batch_size_given = j->is_object() && j->contains("micro_batch_size");
   if (auto v = r.Int("global_batch_size", true, 1, 1 << 28)) t->global_batch_size = int(*v);
@@ -154,6 +155,7 @@ void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* 
                                   : Precision::kFp32;
   if (auto v = r.Enum("optimizer", {"adam", "adamw", "sgd"}))
     t->optimizer = *v == "sgd" ? Optimizer::kSgd : Optimizer::kAdam;
+  if (auto v = r.Enum("optimizer_dtype", {"fp32", "bf16"})) t->bf16_optimizer_states = *v == "bf16";
   if (auto v = r.Enum("activation_recompute", {"none", "selective", "full"}))
     t->activation_recompute = *v == "none"   ? Recompute::kNone
                               : *v == "full" ? Recompute::kFull
@@ -563,6 +565,7 @@ Json ToJson(const JobSpec& s) {
     out["training"]["grad_reduce_in_fp32"] = *s.training.grad_reduce_in_fp32;
   if (s.training.cpu_offload_layers > 0)
     out["training"]["cpu_offload_layers"] = s.training.cpu_offload_layers;
+  if (s.training.bf16_optimizer_states) out["training"]["optimizer_dtype"] = "bf16";
   if (s.training.recompute_num_layers > 0)
     out["training"]["recompute_num_layers"] = s.training.recompute_num_layers;
   if (s.training.activation_recompute == Recompute::kSelective &&

@@ -38,7 +38,7 @@ StateBytesPerParam ModelStateBytesPerParam(const TrainingSpec& t, int zero_stage
   const double n = shards;
   const bool half = Is16BitWeights(t.precision);
   StateBytesPerParam b;
-  b.optimizer = t.optimizer == Optimizer::kAdam ? 8 : 4;
+  b.optimizer = (t.optimizer == Optimizer::kAdam ? 2 : 1) * (t.bf16_optimizer_states ? 2 : 4);
   if (t.framework == Framework::kFsdp) {
     b.weights = 4 / n;
     b.gradients = 4 / n;

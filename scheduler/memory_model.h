@@ -22,7 +22,7 @@ namespace shepherd {
 // fsdp (FSDP2 with bf16 compute): fp32 parameters (4, also the master copy), fp32 gradients (4) and the
 //   optimizer, all sharded: 16/N for Adam, whatever zero_stage says; the unsharded working set is
 //   GatheredWorkingBytes.
-// Optimizer state (fp32): Adam m and v 8; SGD momentum 4. fp8 training keeps 16-bit weights (2 B, or FP8
+// Optimizer state (fp32): Adam m and v 8; SGD momentum 4; half that with t.bf16_optimizer_states. fp8 training keeps 16-bit weights (2 B, or FP8
 // ones with their transpose, also 2 B), plus Fp8WeightCacheBytesPerParam on the layers' weights.
 // Megatron and DeepSpeed gradients take GradientElementBytes(t) (training.grad_reduce_in_fp32); fsdp's stay
 // fp32 like its sharded parameters.

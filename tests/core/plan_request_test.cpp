@@ -173,6 +173,26 @@ TEST(JobSpec, RecomputeNumLayersIsBlockRecompute) {
   EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"training.recompute_num_layers"}));
 }
 
+// training.optimizer_dtype: the optimizer moments' dtype, "fp32" (default, not written back) or "bf16"
+// (round-trips); anything else is a 422 naming the field.
+TEST(JobSpec, OptimizerDtypeIsTheMomentsDtype) {
+  Json j = Llama405BPlan();
+  auto s = ParsePlanRequest(j);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_FALSE(s->training.bf16_optimizer_states);
+  EXPECT_FALSE(ToJson(*s)["training"].contains("optimizer_dtype"));
+  j["training"]["optimizer_dtype"] = "bf16";
+  s = ParsePlanRequest(j);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_TRUE(s->training.bf16_optimizer_states);
+  EXPECT_EQ(ToJson(*s)["training"]["optimizer_dtype"], "bf16");
+  EXPECT_TRUE(ParsePlanRequest(ToJson(*s))->training.bf16_optimizer_states);
+  j["training"]["optimizer_dtype"] = "fp8";
+  s = ParsePlanRequest(j);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"training.optimizer_dtype"}));
+}
+
 // training.cpu_offload_layers: Megatron-Core's --cpu-offloading-num-layers. Absent: 0, not written back;
 // given: round-trips and turns the recompute default off (Megatron-Core does not offload recomputed
 // layers), so an explicit selective or full recompute, or recompute_modules, is a 422 naming the field.

@@ -185,6 +185,19 @@ TEST(FsdpMemory, TorchtitanSelectiveKeepsEveryOtherMatmulsOutput) {
   EXPECT_REL(ActivationBytesPerLayer(m, t, p), none);
 }
 
+// training.optimizer_dtype "bf16" (Megatron-Core's precision-aware optimizer, Apex's DistributedFusedAdam
+// dtype): Adam's moments 4 B per parameter instead of 8, SGD's momentum 2 instead of 4, sharded as before.
+TEST(MegatronMemory, Bf16OptimizerStatesHalveTheMoments) {
+  TrainingSpec t;
+  EXPECT_EQ(ModelStateBytesPerParam(t, 1, 4).optimizer, 2.0);
+  t.bf16_optimizer_states = true;
+  EXPECT_EQ(ModelStateBytesPerParam(t, 1, 4).optimizer, 1.0);
+  EXPECT_EQ(ModelStateBytesPerParam(t, 0, 4).optimizer, 4.0);
+  EXPECT_EQ(ModelStateBytesPerParam(t, 0, 4).master_weights, 4.0);  // the fp32 master copy stays
+  t.optimizer = Optimizer::kSgd;
+  EXPECT_EQ(ModelStateBytesPerParam(t, 0, 4).optimizer, 2.0);
+}
+
 // FSDP2 working set: bf16 parameters of two layers and fp32 gradients of one: 8 B per layer parameter.
 // 1e9 parameters, 8 layers, vocab 1000 × 1024: 124,744,000 per layer · 8 / tp 1.
 TEST(FsdpMemory, WorkingSetOfLayersInFlight) {
