@@ -84,8 +84,12 @@ std::string RecomputedText(const PlanEstimate& e) {
 
 // The layout, and full recompute when auto chose it.
 std::string Candidate(const PlanEstimate& e, const TrainingSpec& t) {
-  const bool chosen = !t.activation_recompute_given && e.activation_recompute == Recompute::kFull;
-  return Describe(e.plan) + (chosen ? " with full activation recompute" + RecomputedText(e) : "");
+  if (t.activation_recompute_given) return Describe(e.plan);
+  if (e.activation_recompute == Recompute::kFull)
+    return Describe(e.plan) + " with full activation recompute" + RecomputedText(e);
+  // Under fsdp, where selective (torchtitan's per-op checkpointing) is the default, none is a choice too.
+  return Describe(e.plan) +
+         (e.activation_recompute == Recompute::kNone ? " without activation recompute" : "");
 }
 
 std::string Summary(const PlanEstimate& e, const TrainingSpec& t) {
@@ -121,6 +125,8 @@ std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<i
       spec.training.activation_recompute_given
           ? Format(" (%s activation recompute, as given)", ToString(spec.training.activation_recompute))
                 .c_str()
+      : OpCheckpointing(spec.training)
+          ? " and no, per-op selective (torchtitan's) or full activation recompute"
           : " and selective or full activation recompute",
       s.layouts, spec.resources.gpus);
   if (s.rejected_batch > 0) {
@@ -421,11 +427,8 @@ Result<PlanEstimate> planner_internal::CompleteLayout(const JobSpec& spec, const
           e->explanation;
     return e;
   }
-  const bool full = best->activation_recompute == Recompute::kFull;
   best->explanation =
-      ParameterNote(spec.model) + Describe(best->plan) +
-      (full && recompute_open ? " with full recompute" + RecomputedText(*best) : "") + ": " +
-      DescribeEstimate(*best, hw) + ". " +
+      ParameterNote(spec.model) + Candidate(*best, t) + ": " + DescribeEstimate(*best, hw) + ". " +
       Format(
           "The layout is as given; the request leaves %s open, and this is the fastest of the %d choices "
           "that fit. As written (%s%s%s%s recompute): %.1f GB per GPU (%s), %.0f TFLOP/s per GPU.",
