@@ -349,10 +349,6 @@ constexpr long long kMaxGpusTried = 262144;
 
 Result<PlanEstimate> planner_internal::CompleteLayout(const JobSpec& spec, const Plan& given,
                                                       const Hardware& hw) {
-  // The layout with the defaults of what is open: its validation is the request's, and its estimate is
-  // what the answer compares the choice with.
-  Result<PlanEstimate> as_written = EvaluatePlan(spec, given, hw);
-  if (!as_written.ok()) return as_written;
   const TrainingSpec& t = spec.training;
   const ParallelismSpec& par = spec.parallelism;
   const int batch = t.global_batch_size;
@@ -361,6 +357,14 @@ Result<PlanEstimate> planner_internal::CompleteLayout(const JobSpec& spec, const
   const bool zero_open = !par.zero_stage_given && t.framework != Framework::kFsdp;
   const bool mbs_open = !t.micro_batch_size_given;
   const bool recompute_open = !t.activation_recompute_given && t.activation_recompute != Recompute::kFull;
+  const std::vector<int> zeros =
+      zero_open ? ZeroStages(t, dp * given.cp, given.pp) : std::vector<int>{given.zero_stage};
+  // The layout with the defaults of what is open (the lowest ZeRO stage there is: 1 with FP8 parameters):
+  // its validation is the request's, and its estimate is what the answer compares the choice with.
+  Plan written = given;
+  written.zero_stage = zeros.front();
+  Result<PlanEstimate> as_written = EvaluatePlan(spec, written, hw);
+  if (!as_written.ok()) return as_written;
 
   std::vector<int> vpps{given.vpp};
   if (vpp_open) {
@@ -368,8 +372,6 @@ Result<PlanEstimate> planner_internal::CompleteLayout(const JobSpec& spec, const
     for (int v = 2; v <= std::min(kMaxVpp, MaxVirtualStages(stages)); ++v)
       if (EvenVirtualStages(stages, v)) vpps.push_back(v);
   }
-  const std::vector<int> zeros =
-      zero_open ? ZeroStages(t, dp * given.cp, given.pp) : std::vector<int>{given.zero_stage};
   std::vector<JobSpec> specs{spec};  // selective (or as given), then full recompute, and none under fsdp
   if (recompute_open) {
     specs.push_back(spec);
@@ -420,7 +422,7 @@ Result<PlanEstimate> planner_internal::CompleteLayout(const JobSpec& spec, const
     // Nothing fits: the choice needing the least memory, with the single changes that would fit.
     JobSpec s = spec;
     s.training.activation_recompute = closest ? closest->activation_recompute : t.activation_recompute;
-    Result<PlanEstimate> e = EvaluatePlan(s, closest ? closest->plan : given, hw);
+    Result<PlanEstimate> e = EvaluatePlan(s, closest ? closest->plan : written, hw);
     if (e.ok())
       e->explanation =
           Format("No choice of %s fits this layout; the one needing the least memory: ", names.c_str()) +
@@ -432,8 +434,9 @@ Result<PlanEstimate> planner_internal::CompleteLayout(const JobSpec& spec, const
       Format(
           "The layout is as given; the request leaves %s open, and this is the fastest of the %d choices "
           "that fit. As written (%s%s%s%s recompute): %.1f GB per GPU (%s), %.0f TFLOP/s per GPU.",
-          names.c_str(), fitting, vpp_open ? "vpp 1, " : "", zero_open ? "ZeRO-0, " : "",
-          mbs_open ? "micro-batch 1, " : "", ToString(t.activation_recompute), as_written->memory.total / 1e9,
+          names.c_str(), fitting, vpp_open ? "vpp 1, " : "",
+          zero_open ? Format("ZeRO-%d, ", written.zero_stage).c_str() : "", mbs_open ? "micro-batch 1, " : "",
+          ToString(t.activation_recompute), as_written->memory.total / 1e9,
           as_written->fits ? "fits" : "does not fit", as_written->tflops_per_gpu);
   return std::move(*best);
 }

@@ -268,6 +268,24 @@ TEST(PlanJob, ChoosesWhatAnExplicitLayoutLeavesOpen) {
   EXPECT_LE(named->tokens_per_s, completed->tokens_per_s);
 }
 
+// FP8 parameters are gathered from the distributed optimizer's shards, so ZeRO-0 is refused with them; left
+// open, the ZeRO stage is chosen among those that exist (it was a 422 on training.fp8_param_gather).
+TEST(PlanJob, AnOpenZeroStageWithFp8ParametersStartsAtOne) {
+  JobSpec s = Model(7e9, 32, 4096, 32, 4096, 32000, 8, 64);
+  s.training.precision = Precision::kFp8;
+  s.training.fp8_param_gather = true;
+  s.parallelism = ParallelismSpec{.tp = 1, .pp = 1, .dp = 8};
+  auto e = PlanJob(s, HardwareForResources(Resources{.gpus = 8, .gpu = "H100-80GB"}));
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  EXPECT_GE(e->plan.zero_stage, 1);
+  EXPECT_NE(e->explanation.find("As written (ZeRO-1, micro-batch 1, selective recompute)"), std::string::npos)
+      << e->explanation;
+  s.parallelism.zero_stage_given = true;  // ZeRO-0, named: refused as before
+  auto named = PlanJob(s, Hardware{});
+  ASSERT_FALSE(named.ok());
+  EXPECT_TRUE(HasField(named.status(), "training.fp8_param_gather"));
+}
+
 // When no choice of the open knobs fits, the answer is the one needing the least memory (fits false), with
 // the single changes of what the request fixed that would.
 TEST(PlanJob, SaysWhenNoChoiceOfTheOpenKnobsFits) {
