@@ -146,8 +146,9 @@ std::vector<PublishedRun> PublishedRuns() {
     hw.ib_bytes_per_s = 0.8 * 4 * 100e9 / 8 / 8;
     Plan layout = Historic(Layout(4, 1, 12, 8, 1, 1));
     layout.micro_batch_size = 2;
-    runs.push_back({"BLOOM-176B 384 GPUs TP4 PP12 DP8", "github.com/bigscience-workshop/bigscience tr11-176B-ml",
-                    s, layout, hw, 0, 19.561 * 2048 / 384});
+    runs.push_back({"BLOOM-176B 384 GPUs TP4 PP12 DP8",
+                    "github.com/bigscience-workshop/bigscience tr11-176B-ml", s, layout, hw, 0,
+                    19.561 * 2048 / 384});
   }
   // Megatron-Turing NLG 530B (Smith et al. 2022, arXiv:2201.11990 §2.4, and the NVIDIA/Microsoft
   // announcement of Oct 2021: "We observed iteration time of 60.1, 50.2, and 44.4 seconds, respectively.
@@ -365,8 +366,10 @@ std::vector<PublishedRun> PublishedRuns() {
   // heads, F 13,824; 70B 80 × 8192, 64 heads, 8 KV, F 28,672), Llama 3 (vocabulary 128,256; 8B 32 × 4096, 32
   // heads, 8 KV, F 14,336), Nemotron-3 8B (launcher conf/training/nemotron/nemotron_8b.yaml: 32 × 4096, 32
   // heads, F 16,384 squared ReLU — a two-matrix MLP, counted as "gelu" — LayerNorm, vocabulary 256,000,
-  // untied). Nemotron-22B (architecture not found) and Nemotron-340B (over memory in the planner with these
-  // assumptions: docs/planner.md, Left out) are not rows.
+  // untied), Nemotron-22B (launcher conf/training/nemotron/nemotron_22b.yaml: 40 × 6144, 48 heads, F 24,576
+  // squared ReLU, no bias, no dropout, ub_tp_comm_overlap; the table's GBS 256, MBS 2, TP 2, PP 4, VP 10;
+  // 4,312 tokens/s, 562 TFLOP/s in this revision, 4,256 and 554 in an earlier one). Nemotron-340B (over
+  // memory in the planner with these assumptions: docs/planner.md, Left out) is not a row.
   const char* nemo = "NeMo 24.07 performance summary, DGX-H100 FP8";
   struct NemoRun {
     const char* name;
@@ -399,6 +402,13 @@ std::vector<PublishedRun> PublishedRuns() {
        4, 4, 1, 20, 1, 768, 1728, true},
       {"NeMo Nemotron-8B 64 H100 FP8 TP2", GptStyle(32, 4096, 32, 256000, 4096, 256, 64, "H100-80GB"), 2, 1,
        1, 1, 4, 643, 12507, true},
+      {"NeMo Nemotron-22B 64 H100 FP8 TP2 PP4 VP10",
+       [] {
+         JobSpec s = GptStyle(40, 6144, 48, 256000, 4096, 256, 64, "H100-80GB");
+         s.model.dropout = 0.0;
+         return s;
+       }(),
+       2, 4, 1, 10, 2, 562, 4312, true},
       {"NeMo Llama3-8B 8 H100 FP8 TP1 CP2", nemo_llama(32, 4096, 32, 8, 14336, 128256, 8192, 128, 8), 1, 1, 2,
        1, 1, 711, 12273},
       {"NeMo Llama3-70B 64 H100 FP8 TP4 PP4 CP2 VP5",
