@@ -96,6 +96,8 @@ struct ModelSpec {
   double v_width() const { return mla.enabled() ? heads * mla.v_head_dim : kv() * head(); }
   double o_width() const { return mla.enabled() ? v_width() : q_width(); }
   int ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  // Each routed (and shared) expert's MLP width: moe.expert_ffn_hidden, else ffn().
+  int expert_ffn() const { return moe.expert_ffn_hidden > 0 ? moe.expert_ffn_hidden : ffn(); }
   // Layers whose attention is windowed (a window at least as long as the sequence is full attention).
   int windowed_layers() const {
     if (window <= 0 || window >= seq_len) return 0;

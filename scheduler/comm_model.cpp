@@ -116,7 +116,7 @@ ElementwiseBytes ElementwiseBytesPerLayer(const JobSpec& spec, const Plan& plan)
   const double replicated = SequenceParallel(plan) ? plan.tp : 1;
   const double act = m.mlp == Mlp::kSwiglu ? 3 : 2;
   const double moe_share = static_cast<double>(m.moe.count(m.layers)) / m.layers;
-  const double expert_ffn = m.moe.expert_ffn_hidden > 0 ? m.moe.expert_ffn_hidden : m.ffn();
+  const double expert_ffn = m.expert_ffn();
   const double moe_width = (m.moe.top_k + m.moe.shared_experts) * expert_ffn;
   const double mlp_width = (1 - moe_share) * m.ffn() + moe_share * moe_width;
   const double bytes = ActivationElementBytes(spec.training.precision);
@@ -295,14 +295,10 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   // OpCheckpointing runs k, the output projection and the MLP's second matmul (w3, fc2; the activated
   // experts' on MoE layers) forward again.
   const double share = static_cast<double>(m.moe.count(m.layers)) / m.layers;
+  const double op_mlp_width =
+      (1 - share) * m.ffn() + share * (m.moe.top_k + m.moe.shared_experts) * m.expert_ffn();
   const double op_again_params =
-      OpCheckpointing(t) ? static_cast<double>(m.hidden) * (m.k_width() + m.o_width() +
-                                                            (1 - share) * m.ffn() +
-                                                            share * (m.moe.top_k + m.moe.shared_experts) *
-                                                                (m.moe.expert_ffn_hidden > 0
-                                                                     ? m.moe.expert_ffn_hidden
-                                                                     : m.ffn()))
-                         : 0;
+      OpCheckpointing(t) ? static_cast<double>(m.hidden) * (m.k_width() + m.o_width() + op_mlp_width) : 0;
   const double layer_flops = 6 * tokens * ((split.activated - routed) + routed * rate / expert_rate) +
                              up_proj_flops + 2 * tokens * op_again_params;
   // Flash kernels skip the masked half of causal QKᵀ and AV (3·s·(q + o) per token and layer, q = a·d the

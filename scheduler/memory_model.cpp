@@ -104,13 +104,13 @@ double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const 
   if (t.activation_recompute == Recompute::kFull) return scale * sbh * 2 / (sp ? tp : 1);
   const double f = static_cast<double>(m.ffn()) / h;
   const MoeSpec& e = m.moe;
-  const double fe = e.expert_ffn_hidden > 0 ? e.expert_ffn_hidden / h : f;
+  const double fe = m.expert_ffn() / h;
   const double share = static_cast<double>(e.count(m.layers)) / m.layers;
   if (OpCheckpointing(t)) {
     const double dense_mlp = 2 * f + (m.mlp == Mlp::kSwiglu ? 2 : 0);
     const double moe_mlp = 2 * (e.top_k + e.shared_experts) * fe + 2;
-    const double units = 2 + 2 * (m.q_width() + m.v_width() + m.o_width()) / h +
-                         (1 - share) * dense_mlp + share * moe_mlp;
+    const double units =
+        2 + 2 * (m.q_width() + m.v_width() + m.o_width()) / h + (1 - share) * dense_mlp + share * moe_mlp;
     return scale * sbh * (sp ? units / tp : 2 + (units - 2) / tp);
   }
   // The dropout masks after the attention and after the MLP, 1 each (none without dropout).

@@ -53,7 +53,7 @@ namespace {
 // One MoE layer: attention, norms, router and shared experts (dense), its routed experts.
 LayerParamSplit MoeLayerSplit(const ModelSpec& m) {
   const MoeSpec& e = m.moe;
-  const double expert_mlp = MlpParams(m, e.expert_ffn_hidden > 0 ? e.expert_ffn_hidden : m.ffn());
+  const double expert_mlp = MlpParams(m, m.expert_ffn());
   const double router = static_cast<double>(m.hidden) * e.experts;
   const double dense = AttentionAndNormParams(m) + router + e.shared_experts * expert_mlp;
   return {dense, e.experts * expert_mlp, dense + e.top_k * expert_mlp};
