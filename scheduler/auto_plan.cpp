@@ -127,7 +127,7 @@ std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<i
                 .c_str()
       : OpCheckpointing(spec.training)
           ? " and no, per-op selective (torchtitan's) or full activation recompute"
-          : " and selective or full activation recompute",
+          : " and no, selective or full activation recompute",
       s.layouts, spec.resources.gpus);
   if (s.rejected_batch > 0) {
     x += Format("; %d rejected because %s does not divide the global batch of %d", s.rejected_batch,
@@ -247,10 +247,10 @@ Result<PlanEstimate> SearchLayouts(const JobSpec& spec, const Hardware& hw) {
     full = spec;
     full->training.activation_recompute = Recompute::kFull;
   }
-  // Under fsdp selective recompute is torchtitan's per-op checkpointing, which runs matmuls again: none is
-  // tried first where the spec leaves recompute open.
+  // Selective recompute runs work again (Megatron's core attention, torchtitan's per-op checkpointing under
+  // fsdp): none is tried first where the spec leaves recompute open.
   std::optional<JobSpec> none;
-  if (full && OpCheckpointing(spec.training)) {
+  if (full) {
     none = spec;
     none->training.activation_recompute = Recompute::kNone;
   }
@@ -372,13 +372,11 @@ Result<PlanEstimate> planner_internal::CompleteLayout(const JobSpec& spec, const
     for (int v = 2; v <= std::min(kMaxVpp, MaxVirtualStages(stages)); ++v)
       if (EvenVirtualStages(stages, v)) vpps.push_back(v);
   }
-  std::vector<JobSpec> specs{spec};  // selective (or as given), then full recompute, and none under fsdp
+  std::vector<JobSpec> specs{spec};  // selective (or as given), then full recompute and none
   if (recompute_open) {
-    specs.push_back(spec);
-    specs.back().training.activation_recompute = Recompute::kFull;
-    if (OpCheckpointing(t)) {
+    for (Recompute r : {Recompute::kFull, Recompute::kNone}) {
       specs.push_back(spec);
-      specs.back().training.activation_recompute = Recompute::kNone;
+      specs.back().training.activation_recompute = r;
     }
   }
 

@@ -324,8 +324,10 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const double recompute_s = layer_flops / 3 / model_ranks / rate + refwd_elementwise_s;
   // Cross-entropy over the rank's s/cp · b · V/tp logits, LossBytesPerLogit each.
   const double loss_s = LossBytesPerLogit(t) * tokens / plan.cp * m.vocab / plan.tp / hw.hbm_bytes_per_s;
-  // The attention kernels (QKᵀ, softmax, AV) reach their own fraction of peak, not the GEMMs'.
+  // The attention kernels (QKᵀ, softmax, AV) reach their own fraction of peak, not the GEMMs'. Selective
+  // recompute of core attention runs their forward, a third of their FLOPs, again on every layer.
   const double attention_rate = hw.peak_flops * hw.attention_efficiency;
+  const double attention_again = CoreAttentionRecomputed(t) ? 1.0 / 3 : 0;
   const double output_layer_s =
       6.0 * m.vocab * m.hidden * tokens / model_ranks / (hw.peak_flops * MatmulEfficiency(spec, plan, hw));
   // Each multi-token-prediction depth on the last stage: its layer (the MoE kind where the model has MoE,
@@ -341,13 +343,15 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
         t.activation_recompute == Recompute::kFull && t.recompute_num_layers == 0 ? 4.0 / 3 : 1;
     mtp_s = m.mtp_layers * ((6 * tokens * (mtp.dense + mtp_routed * rate / expert_rate) + up_proj_flops) *
                                 recompute / model_ranks / rate +
-                            mtp_attention * recompute / model_ranks / attention_rate + layer_elementwise_s +
+                            mtp_attention * (recompute + attention_again) / model_ranks / attention_rate +
+                            layer_elementwise_s +
                             (recompute > 1 ? refwd_elementwise_s : 0) + output_layer_s + loss_s);
   }
   double stage_s = 0, stage_attention_s = 0;
   for (int i = 0; i < plan.pp; ++i) {
     const double recomputed = RecomputedLayers(t, layers[i], plan.vpp);
-    const double attention_s = (layers[i] + recomputed / 3) * attention_flops / model_ranks / attention_rate;
+    const double attention_s =
+        (layers[i] * (1 + attention_again) + recomputed / 3) * attention_flops / model_ranks / attention_rate;
     const double s = layers[i] * layer_flops / model_ranks / rate + attention_s +
                      layers[i] * layer_elementwise_s + recomputed * recompute_s +
                      (i == plan.pp - 1 ? output_layer_s + loss_s + mtp_s : 0);

@@ -148,6 +148,8 @@ double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const 
                                m.o_width() / h;
     units -= saved_whole + saved_split;
     whole -= saved_whole;
+    // Core attention recomputed: its 16-bit output is kept by nothing once the projection has its FP8 copy.
+    if (recomputed.core_attn) units -= 2 * m.o_width() / h;
   }
   if (recomputed.layernorm) {
     // The norms' outputs are recomputed from their inputs (the residual stream's 4 units stay). In 16-bit
@@ -169,6 +171,10 @@ double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const 
 
 bool OpCheckpointing(const TrainingSpec& t) {
   return t.framework == Framework::kFsdp && t.activation_recompute == Recompute::kSelective;
+}
+
+bool CoreAttentionRecomputed(const TrainingSpec& t) {
+  return t.activation_recompute == Recompute::kSelective && !OpCheckpointing(t) && t.recompute_modules.core_attn;
 }
 
 double RecomputedLayers(const TrainingSpec& t, double stage_layers, int vpp) {

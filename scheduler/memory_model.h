@@ -88,7 +88,7 @@ int ExpertDataParallelSize(const Plan& plan);
 // With sequence parallelism everything is divided by t; without, 10 units (norm inputs, attention and MLP
 // inputs, dropout masks; 8 + the MoE share with fp8) stay whole and the rest is divided by t (Korthikanti
 // eq. 2). Without dropout (!m.keeps_dropout_masks()) the two dropout masks are not kept. With F = 4h,
-// g = 1 and gelu this is 34 + 5as/h (eq. 1). selective recompute drops the 5as/h term; full recompute
+// g = 1 and gelu this is 34 + 5as/h (eq. 1). selective recompute drops the 5as/h term (and with fp8 the 16-bit attention output, 2o/h); full recompute
 // keeps only the layer input, 2 units, divided by t with sequence parallelism; OpCheckpointing keeps the
 // layer input 2, Q 2q/h, V 2v/h, the attention output 2o/h and the MLP's saved matmul outputs (SwiGLU 2F/h
 // + 2, GeLU 2F/h; MoE 2(k + S)F_e/h + 2), divided as above. fp32 doubles everything.
@@ -101,6 +101,13 @@ double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const 
 // matmuls (k, the output projection, w3 or fc2) run forward again in the backward. MoE layers are taken
 // the same way over the activated experts (their first matmul's outputs and the combined output kept).
 bool OpCheckpointing(const TrainingSpec& t);
+
+// Whether `t` runs the attention kernels' forward again in the backward: Megatron-Core's selective recompute
+// with "core_attn" (transformer/attention.py checkpoint_core_attention), fused attention or not; its config
+// warns that with fused attention this keeps nearly nothing less (flash saves Q, K, V and the output, which
+// the projection keeps as its input anyway; with fp8 the projection keeps only its FP8 copy, so the 16-bit
+// output goes).
+bool CoreAttentionRecomputed(const TrainingSpec& t);
 
 // Of a stage's `stage_layers` transformer layers, how many full recompute runs again: none without it; all
 // with recompute_num_layers 0; else the first N of each of its vpp chunks (Megatron-Core's block method,

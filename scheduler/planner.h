@@ -127,7 +127,8 @@ struct PlanEstimate {
 //                    experts at efficiency(min(hidden/tp, tokens per expert)), comm_model.h; the fp8
 //                    peak for the layers' GEMMs with training.precision fp8, the 16-bit one otherwise)
 //                  + its attention kernels at the 16-bit peak · hw.attention_efficiency (causal with
-//                    flash, whole score matrix with eager attention)
+//                    flash, whole score matrix with eager attention; 4/3 with full recompute and with
+//                    selective recompute of core attention, CoreAttentionRecomputed)
 //                  + memory-bound element-wise kernels, fp8 casts and the loss at hw.hbm_bytes_per_s;
 //   compute = micro_batches · max_i t_i;  bubble = (pp − 1)/vpp · max_i t_i;
 //   step    = compute + bubble + exposed communication (scheduler/comm_model.h: TP exposed, 1/tp of it
@@ -156,7 +157,7 @@ bool LeavesOpen(const JobSpec& spec);
 
 // spec.parallelism.automatic: AutoPlan. An explicit layout fixes tp, cp, pp, dp, ep, etp,
 // sequence_parallel and pipeline_layers; when it LeavesOpen, the open ones are chosen as AutoPlan would
-// (every valid equal-chunk vpp, ZeRO stage, power-of-two micro-batch, selective or full recompute: the
+// (every valid equal-chunk vpp, ZeRO stage, power-of-two micro-batch, no, selective or full recompute: the
 // fastest that fits; when none fits, the one needing the least memory, with EvaluatePlan's hints), and the
 // explanation compares the choice with the layout as written (vpp 1, ZeRO-0, micro-batch 1, selective);
 // otherwise EvaluatePlan. Errors: EvaluatePlan's for the layout as written.

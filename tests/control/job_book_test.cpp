@@ -41,7 +41,7 @@ TEST_F(JobBookTest, AJobIsRecordedWithTheRecomputeItsPlanAssumed) {
   JobSpec spec = MakeSpec(16, 8);
   auto est = jobs_.PlanFor(spec);
   ASSERT_TRUE(est.ok());
-  EXPECT_EQ(est->activation_recompute, Recompute::kSelective);  // the spec's default
+  EXPECT_EQ(est->activation_recompute, Recompute::kNone);  // the fastest that fits, chosen
   est->activation_recompute = Recompute::kFull;                 // as auto answers when it chose it
   auto id = jobs_.Submit(spec, *est, kNow, &batch_);
   ASSERT_TRUE(id.ok());

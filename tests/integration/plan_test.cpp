@@ -163,8 +163,9 @@ TEST(Daemon, PlanTakesMegatronRecomputeModules) {
 }
 
 // DeepSeek-V3 with multi-head latent attention (model.mla), Megatron-Bridge's 26.08 GB200 layout: its
-// parameters are counted (671,026,404,352, docs/planner.md), and it fits only with the recipe's
-// recompute of the up projections (Q, K and V: 2·(2·128·192 + 128·128)/7168 units of s·b·h per layer).
+// parameters are counted (671,026,404,352, docs/planner.md), and it fits only with the recipe's selective
+// recompute of the up projections (Q, K and V: 2·(2·128·192 + 128·128)/7168 units of s·b·h per layer), not
+// without recompute.
 TEST(Daemon, PlanTakesMultiHeadLatentAttention) {
   TempDir dir;
   Daemon d(dir.path);
@@ -177,13 +178,14 @@ TEST(Daemon, PlanTakesMultiHeadLatentAttention) {
               "moe": {"experts": 256, "top_k": 8, "expert_ffn_hidden": 2048, "shared_experts": 1,
                       "moe_layers": 58}},
     "training": {"global_batch_size": 4096, "micro_batch_size": 1, "precision": "fp8", "fp8_param_gather": true,
-                 "grad_reduce_in_fp32": false, "cross_entropy_fp32": false, "activation_recompute": "selective"},
+                 "grad_reduce_in_fp32": false, "cross_entropy_fp32": false, "activation_recompute": "none"},
     "parallelism": {"pp": 4, "vpp": 4, "ep": 64, "zero_stage": 1, "pipeline_layers": [16, 16, 16, 13]},
     "resources": {"gpus": 256, "gpu": "GB200-NVL72"}})");
   HttpResult plain = Http(d.port(), "POST", "/v1/plan", body.dump());
   ASSERT_EQ(plain.status, 200) << plain.body;
   EXPECT_EQ(J(plain)["model_parameters"].get<double>(), 671'026'404'352.0);
   EXPECT_FALSE(J(plain)["fits"].get<bool>()) << plain.body;
+  body["training"]["activation_recompute"] = "selective";
   body["training"]["recompute_modules"] = {"mla_up_proj"};
   HttpResult recomputed = Http(d.port(), "POST", "/v1/plan", body.dump());
   ASSERT_EQ(recomputed.status, 200) << recomputed.body;

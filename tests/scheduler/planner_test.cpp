@@ -259,7 +259,8 @@ TEST(Activations, DropoutMasksOnlyWithDropout) {
 // 2 copies of 2·0.5: 21; both 17. With fp8 the layer keeps 23 − 1 (QKV's input only in FP8) − (2 + 2·0.5
 // − 1) (the dispatched tokens and the experts' second inputs in FP8, the projection's FP8 copy extra) = 20
 // units, and the GEMMs keep FP8 copies of what the modules recompute, so only the MoE layer's 16-bit
-// router input (2 units) goes: 18.
+// router input (2 units) goes: 18. "core_attn" (in the default modules) frees the 16-bit attention output,
+// 2 units, beside the projection's FP8 copy: 16 with the other two, 18 alone.
 TEST(Activations, RecomputeModulesFreeWhatTheyRecompute) {
   ModelSpec m = GqaSwiglu();
   m.norm = Norm::kRmsNorm;
@@ -280,8 +281,13 @@ TEST(Activations, RecomputeModulesFreeWhatTheyRecompute) {
   EXPECT_EQ(ActivationBytesPerLayer(m, t, p), 23 * 1'048'576);
   t.activation_recompute = Recompute::kSelective;
   t.precision = Precision::kFp8;
+  t.recompute_modules.core_attn = false;
   EXPECT_EQ(ActivationBytesPerLayer(m, t, p), 18 * 1'048'576);
+  t.recompute_modules.core_attn = true;
+  EXPECT_EQ(ActivationBytesPerLayer(m, t, p), 16 * 1'048'576);
   t.recompute_modules = {};
+  EXPECT_EQ(ActivationBytesPerLayer(m, t, p), 18 * 1'048'576);
+  t.recompute_modules.core_attn = false;
   EXPECT_EQ(ActivationBytesPerLayer(m, t, p), 20 * 1'048'576);
 }
 

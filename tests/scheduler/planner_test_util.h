@@ -75,6 +75,8 @@ class SmallJob : public ::testing::Test {
     // attention runs at the matmuls' 0.5.
     hw_.hbm_bytes_per_s = std::numeric_limits<double>::infinity();
     hw_.attention_efficiency = 0.5;
+    // No recompute unless a test names one (selective runs the attention forward again).
+    spec_.training.activation_recompute = Recompute::kNone;
   }
   JobSpec spec_;
   Hardware hw_;

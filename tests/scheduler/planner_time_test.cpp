@@ -20,9 +20,9 @@ using namespace shepherd::testing;
 // last stage = 113.246208 µs, plus its cross-entropy over 1024 · 1000/4 logits: 52 B each with the fp32
 // upcast (Megatron's unfused kernels: 38 B forward, 14 backward) = 13.312 µs, 8 B over 16-bit logits in
 // fused kernels (cross_entropy_fp32 false) = 2.048 µs.
-// Eager attention adds the 16/4 · 1024 · 1024 score matrix, 4 passes: 33,554,432 B forward, three passes
-// plus once more for selective recompute: (3 · 42,991,616 + 33,554,432) B = 162.52928 µs per layer; its
-// QKᵀ and AV are computed whole: + 6 · 1024³ FLOPs per layer · 4 layers / 4 ranks / 5e14 = 12.884901888 µs.
+// Eager attention adds the 16/4 · 1024 · 1024 score matrix, 4 passes: 33,554,432 B forward, three passes:
+// 3 · 42,991,616 B = 128.974848 µs per layer; its QKᵀ and AV are computed whole: + 6 · 1024³ FLOPs per
+// layer · 4 layers / 4 ranks / 5e14 = 12.884901888 µs.
 TEST_F(SmallJob, MemoryBoundKernelsTakeHbmTime) {
   hw_.hbm_bytes_per_s = 1e12;
   auto flash = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
@@ -36,7 +36,7 @@ TEST_F(SmallJob, MemoryBoundKernelsTakeHbmTime) {
   spec_.training.attention = Attention::kEager;
   auto eager = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
   ASSERT_TRUE(eager.ok()) << eager.status().message();
-  EXPECT_REL(eager->compute_time_s, 8 * (0.001548884901888 + 12.884901888e-6 + 4 * 162.52928e-6 + 13.312e-6));
+  EXPECT_REL(eager->compute_time_s, 8 * (0.001548884901888 + 12.884901888e-6 + 4 * 128.974848e-6 + 13.312e-6));
   // Model FLOPs do not change with the kernel: the slower step is lower TFLOP/s.
   EXPECT_LT(eager->tflops_per_gpu, flash->tflops_per_gpu);
 }
@@ -47,6 +47,7 @@ TEST_F(SmallJob, MemoryBoundKernelsTakeHbmTime) {
 // memory-bound. 8 micro-batches · 4 layers · 2.097152 µs = 67.108864 µs more than core_attn alone.
 TEST_F(SmallJob, RecomputedModulesTakeHbmTime) {
   hw_.hbm_bytes_per_s = 1e12;
+  spec_.training.activation_recompute = Recompute::kSelective;
   auto core_attn = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
   spec_.training.recompute_modules.layernorm = true;
   auto layernorm = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
@@ -54,14 +55,43 @@ TEST_F(SmallJob, RecomputedModulesTakeHbmTime) {
   EXPECT_REL(layernorm->compute_time_s - core_attn->compute_time_s, 8 * 4 * 2.097152e-6);
 }
 
+// Megatron-Core's selective recompute of "core_attn" runs the attention kernels' forward again, flash or
+// not (transformer/attention.py). Flash: per layer and micro-batch 3 · s · (q + o) · tokens = 3 · 1024 ·
+// 2048 · 1024 FLOPs over 4 ranks at 5e14, a third of it again: 1.073741824 µs; 8 micro-batches · 4 layers
+// on the last stage = 34.359738368 µs. Eager: the whole score matrix, 6 · 1024 · 2048 · 1024 FLOPs, a third
+// again (2.147483648 µs per layer) and its 4 passes over 33,554,432 B at 1e12 B/s (33.554432 µs): 8 · 4 ·
+// 35.70191565 µs = 1.142461... ms. Without "core_attn" (layernorm alone, HBM infinitely fast) nothing.
+TEST_F(SmallJob, SelectiveRecomputeRunsCoreAttentionAgain) {
+  auto none = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  spec_.training.activation_recompute = Recompute::kSelective;
+  auto selective = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  spec_.training.recompute_modules = {.core_attn = false, .layernorm = true};
+  auto layernorm = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  ASSERT_TRUE(none.ok() && selective.ok() && layernorm.ok());
+  EXPECT_REL(selective->compute_time_s - none->compute_time_s, 8 * 4 * 1.073741824e-6);
+  EXPECT_EQ(layernorm->compute_time_s, none->compute_time_s);
+  // The model FLOPs are the same: recompute is not counted.
+  EXPECT_LT(selective->tflops_per_gpu, none->tflops_per_gpu);
+
+  hw_.hbm_bytes_per_s = 1e12;
+  spec_.training.attention = Attention::kEager;
+  spec_.training.recompute_modules = {};
+  auto eager_selective = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  spec_.training.activation_recompute = Recompute::kNone;
+  auto eager_none = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  ASSERT_TRUE(eager_selective.ok() && eager_none.ok());
+  EXPECT_REL(eager_selective->compute_time_s - eager_none->compute_time_s,
+             8 * 4 * (2.147483648e-6 + 33.554432e-6));
+}
+
 // Block recompute (recompute_num_layers N: the first N layers of each virtual stage run their forward again;
 // Megatron-Core's block method). Each recomputed layer costs a third of its GEMMs and attention again (the
 // forward of forward + backward); the others cost what they do without recompute (here, with flash attention
-// and the HBM infinitely fast, what selective costs). The last stage's 4 layers: N = 1 recomputes one of
+// and the HBM infinitely fast). The last stage's 4 layers: N = 1 recomputes one of
 // them, a quarter of full recompute's extra; with vpp 2 (two virtual stages of 2) it recomputes two, a half;
 // N = 2 at vpp 2 is every layer, full recompute itself.
 TEST_F(SmallJob, BlockRecomputeRunsTheFirstLayersOfEachVirtualStageAgain) {
-  auto selective = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  auto none = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
   spec_.training.activation_recompute = Recompute::kFull;
   auto every = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
   spec_.training.recompute_num_layers = 1;
@@ -73,12 +103,12 @@ TEST_F(SmallJob, BlockRecomputeRunsTheFirstLayersOfEachVirtualStageAgain) {
   auto two_of_two = EvaluatePlan(spec_, interleaved, hw_);
   spec_.training.recompute_num_layers = 0;
   auto every_interleaved = EvaluatePlan(spec_, interleaved, hw_);
-  ASSERT_TRUE(selective.ok() && every.ok() && one.ok() && one_of_two.ok() && two_of_two.ok() &&
+  ASSERT_TRUE(none.ok() && every.ok() && one.ok() && one_of_two.ok() && two_of_two.ok() &&
               every_interleaved.ok());
-  const double extra = every->compute_time_s - selective->compute_time_s;
+  const double extra = every->compute_time_s - none->compute_time_s;
   ASSERT_GT(extra, 0);
-  EXPECT_REL(one->compute_time_s - selective->compute_time_s, extra / 4);
-  EXPECT_REL(one_of_two->compute_time_s - selective->compute_time_s, extra / 2);
+  EXPECT_REL(one->compute_time_s - none->compute_time_s, extra / 4);
+  EXPECT_REL(one_of_two->compute_time_s - none->compute_time_s, extra / 2);
   EXPECT_REL(two_of_two->compute_time_s, every_interleaved->compute_time_s);
   // The forward's two TP collectives run again on the recomputed layer only: 4 + 2/4 per layer, not 6.
   EXPECT_REL(one->comm.tp, every->comm.tp * 4.5 / 6);

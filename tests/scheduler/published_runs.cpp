@@ -350,14 +350,15 @@ std::vector<PublishedRun> PublishedRuns() {
   // and model TFLOP/s per GPU per row). Transformer Engine FP8 (hybrid E4M3/E5M2) in the transformer
   // layers; NeMo's own FLOP count, so the band is on tokens/s. The GPT-3 rows' configs are the launcher's
   // (NVIDIA/NeMo-Framework-Launcher launcher_scripts/conf/training/gpt3/{5b,20b,175b}_fp8_performance.yaml):
-  // selective recompute, sequence parallelism with tp > 1, Apex's distributed Adam with
+  // sequence parallelism with tp > 1, Apex's distributed Adam with
   // grad_sync_dtype bf16 (so grad_reduce_in_fp32 false), ub_tp_comm_overlap with tp > 1
   // (training.tp_comm_overlap), GPT-2 BPE vocabulary padded to 50,304. The launcher's nemotron_8b.yaml and
   // llama3_70b.yaml also set ub_tp_comm_overlap (the Llama 2 70B row is assumed to); llama3_70b.yaml fuses
   // the loss (cross_entropy_loss_fusion, so cross_entropy_fp32 false), the GPT-3 and Nemotron ones do not.
   // Assumed for the Llama and Nemotron rows (their FP8 configs at 24.07 were not found): bf16 gradients as
-  // the GPT-3 FP8 configs (the Llama 3 8B layout fits only with them: 81.7 GB with fp32 ones), selective
-  // recompute. Assumed for every row (the launcher's GPT-3 FP8 configs are of 2023 and predate the option):
+  // the GPT-3 FP8 configs (the Llama 3 8B layout fits only with them: 81.7 GB with fp32 ones). No recompute:
+  // the launcher's base configs at these layouts (conf/training/{gpt3,llama,nemotron}/*.yaml at 26e42fa9,
+  // e.g. gpt3/175b.yaml TP 4, PP 8, VP 6) all set activations_checkpoint_granularity null. Assumed for every row (the launcher's GPT-3 FP8 configs are of 2023 and predate the option):
   // FP8 parameters (fp8_param_gather), as NVIDIA's performance configs of the time set them (the launcher's
   // MLPerf GPT-3 175B configs of March and July 2024, ac5833c3 and 3a9382e5: "fp8_params: true # performance
   // param all-gather in fp8"; NeMo's first FP8 recipes, NeMo 3e251a0418 of September 2024); with
@@ -421,6 +422,7 @@ std::vector<PublishedRun> PublishedRuns() {
     s.training.grad_reduce_in_fp32 = false;
     s.training.tp_comm_overlap = n.tp_comm_overlap;
     s.training.cross_entropy_fp32 = !n.fused_cross_entropy;
+    s.training.activation_recompute = Recompute::kNone;
     Plan p = Layout(n.tp, n.cp, n.pp, static_cast<int>(s.resources.gpus) / (n.tp * n.cp * n.pp), n.vpp, 1);
     p.micro_batch_size = n.micro_batch;
     runs.push_back({n.name, nemo, s, p, HardwareForResources(s.resources), n.tflops, n.tokens});
@@ -430,10 +432,11 @@ std::vector<PublishedRun> PublishedRuns() {
   // GPU; 784 TFLOP/s in their count). Config (src/megatron/bridge/perf_recipes/llama/h100/llama31.py and the
   // 405B base recipe at 067f987df): FP8 current scaling, grad_reduce_in_fp32 false (_perf_precision), TP
   // communication overlap (userbuffers), the embedding and the loss counted in the pipeline split (the
-  // planner's balanced rule), no recompute (with flash attention: "selective").
+  // planner's balanced rule), no recompute (recompute_granularity None).
   {
     JobSpec s = Llama3_405B(1024, 8192, 1536, "H100-80GB");
     BridgeFp8(&s);
+    s.training.activation_recompute = Recompute::kNone;
     s.training.tp_comm_overlap = true;
     runs.push_back({"Bridge Llama3.1-405B 1024 H100 FP8 TP8 PP8 CP2 VP8", bridge, s, Layout(8, 2, 8, 8, 8, 1),
                     HardwareForResources(s.resources), 784, 311});
@@ -452,6 +455,7 @@ std::vector<PublishedRun> PublishedRuns() {
     JobSpec s = LlamaStyle(32, 4096, 32, 8, 128256, 8192, 128, 8, gpu);
     s.model.ffn_hidden = 14336;
     BridgeFp8(&s);
+    s.training.activation_recompute = Recompute::kNone;
     Plan p = Layout(1, 1, 1, 8, 1, 1);
     p.micro_batch_size = 2;
     runs.push_back({name, bridge_2511, s, p, HardwareForResources(s.resources), tflops, tokens});
@@ -462,6 +466,7 @@ std::vector<PublishedRun> PublishedRuns() {
   {
     JobSpec s = Llama3_405B(128, 8192, 64, "B200");
     BridgeFp8(&s);
+    s.training.activation_recompute = Recompute::kNone;
     s.training.tp_comm_overlap = true;
     runs.push_back({"Bridge Llama3.1-405B 128 B200 FP8 TP4 PP8 CP2 VP8", bridge_2511, s,
                     Layout(4, 2, 8, 2, 8, 1), HardwareForResources(s.resources), 1667, 661});
@@ -481,6 +486,7 @@ std::vector<PublishedRun> PublishedRuns() {
                    Layout(2, 2, 8, 8, 4, 1), 2403.0, 952.0}}) {
     JobSpec s = Llama3_405B(256, 8192, 1536, gpu);
     BridgeFp8(&s);
+    s.training.activation_recompute = Recompute::kNone;
     s.training.tp_comm_overlap = true;
     runs.push_back({name, bridge_2606, s, layout, HardwareForResources(s.resources), tflops, tokens});
   }
