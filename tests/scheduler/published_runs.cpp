@@ -9,16 +9,6 @@
 namespace shepherd::testing {
 namespace {
 
-// A Llama-style model: GPT-style with GQA, a SwiGLU MLP and RMSNorm.
-JobSpec LlamaStyle(int layers, int hidden, int heads, int kv_heads, int vocab, int seq_len, int global_batch,
-                   int gpus, const char* gpu) {
-  JobSpec s = GptStyle(layers, hidden, heads, vocab, seq_len, global_batch, gpus, gpu);
-  s.model.kv_heads = kv_heads;
-  s.model.mlp = Mlp::kSwiglu;
-  s.model.norm = Norm::kRmsNorm;
-  return s;
-}
-
 // Llama 3 / 3.1 405B (126 layers, h 16384, 128 heads, 8 KV heads, SwiGLU 53248, vocabulary 128,256).
 JobSpec Llama3_405B(int gpus, int seq_len, int global_batch, const char* gpu) {
   JobSpec s = LlamaStyle(126, 16384, 128, 8, 128256, seq_len, global_batch, gpus, gpu);
@@ -573,6 +563,7 @@ std::vector<PublishedRun> PublishedRuns() {
     runs.push_back({"Bridge DeepSeek-V3 256 GB300 MXFP8 PP2 VP8 EP32", bridge_2608, s, p,
                     HardwareForResources(s.resources), 1635, 6288});
   }
+  AddNemoLongSequenceRuns(&runs);
   return runs;
 }
 

@@ -25,6 +25,16 @@ inline JobSpec GptStyle(int layers, int hidden, int heads, int vocab, int seq_le
   return s;
 }
 
+// A Llama-style model: GPT-style with GQA, a SwiGLU MLP and RMSNorm.
+inline JobSpec LlamaStyle(int layers, int hidden, int heads, int kv_heads, int vocab, int seq_len,
+                          int global_batch, int gpus, const char* gpu) {
+  JobSpec s = GptStyle(layers, hidden, heads, vocab, seq_len, global_batch, gpus, gpu);
+  s.model.kv_heads = kv_heads;
+  s.model.mlp = Mlp::kSwiglu;
+  s.model.norm = Norm::kRmsNorm;
+  return s;
+}
+
 // tp·cp·pp·dp with `vpp` virtual stages and ZeRO `zero`; micro-batch 1, sequence parallel when tp > 1.
 inline Plan Layout(int tp, int cp, int pp, int dp, int vpp, int zero) {
   return Plan{.tp = tp,
@@ -50,5 +60,8 @@ inline Plan Historic(Plan p) {
 // The rows of Megatron-LM's README: its GPT-3 175B example and its A100 and H100 weak-scaling tables, in
 // that order (published_runs_megatron.cpp).
 void AddMegatronLmReadmeRuns(std::vector<PublishedRun>* runs);
+
+// NeMo's long-sequence tables, 4K to 1M tokens with context parallelism (published_runs_long_context.cpp).
+void AddNemoLongSequenceRuns(std::vector<PublishedRun>* runs);
 
 }  // namespace shepherd::testing
