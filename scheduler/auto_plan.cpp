@@ -250,9 +250,14 @@ Result<PlanEstimate> SearchLayouts(const JobSpec& spec, const Hardware& hw) {
   // Selective recompute runs work again (Megatron's core attention, torchtitan's per-op checkpointing under
   // fsdp): none is tried first where the spec leaves recompute open.
   std::optional<JobSpec> none;
+  // Where selective keeps as much as none (flash attention in 16 bits), it is only slower: not evaluated.
+  bool selective_saves = false;
   if (full) {
     none = spec;
     none->training.activation_recompute = Recompute::kNone;
+    const Plan one{.tp = 1, .pp = 1, .dp = 1, .zero_stage = 0, .micro_batches = 1, .micro_batch_size = 1};
+    selective_saves = ActivationBytesPerLayer(m, spec.training, one) <
+                      ActivationBytesPerLayer(m, none->training, one);
   }
 
   Search s;
@@ -298,7 +303,7 @@ Result<PlanEstimate> SearchLayouts(const JobSpec& spec, const Hardware& hw) {
               for (int zero : ZeroStages(spec.training, dp * cp, pp)) {
                 plan.zero_stage = zero;
                 PlanEstimate e = Estimate(none ? *none : spec, plan, hw);
-                if (none && !e.fits) e = Estimate(spec, plan, hw);
+                if (none && !e.fits && selective_saves) e = Estimate(spec, plan, hw);
                 const double state = e.memory.total - e.memory.activations;
                 if (!e.fits && full &&
                     (state <= e.usable_memory_bytes ||
