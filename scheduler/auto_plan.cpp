@@ -256,8 +256,8 @@ Result<PlanEstimate> SearchLayouts(const JobSpec& spec, const Hardware& hw) {
     none = spec;
     none->training.activation_recompute = Recompute::kNone;
     const Plan one{.tp = 1, .pp = 1, .dp = 1, .zero_stage = 0, .micro_batches = 1, .micro_batch_size = 1};
-    selective_saves = ActivationBytesPerLayer(m, spec.training, one) <
-                      ActivationBytesPerLayer(m, none->training, one);
+    selective_saves =
+        ActivationBytesPerLayer(m, spec.training, one) < ActivationBytesPerLayer(m, none->training, one);
   }
 
   Search s;

@@ -341,11 +341,11 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
     // Block recompute (recompute_num_layers) leaves MTP layers alone (multi_token_prediction.py).
     const double recompute =
         t.activation_recompute == Recompute::kFull && t.recompute_num_layers == 0 ? 4.0 / 3 : 1;
-    mtp_s = m.mtp_layers * ((6 * tokens * (mtp.dense + mtp_routed * rate / expert_rate) + up_proj_flops) *
-                                recompute / model_ranks / rate +
-                            mtp_attention * (recompute + attention_again) / model_ranks / attention_rate +
-                            layer_elementwise_s +
-                            (recompute > 1 ? refwd_elementwise_s : 0) + output_layer_s + loss_s);
+    mtp_s = m.mtp_layers *
+            ((6 * tokens * (mtp.dense + mtp_routed * rate / expert_rate) + up_proj_flops) * recompute /
+                 model_ranks / rate +
+             mtp_attention * (recompute + attention_again) / model_ranks / attention_rate +
+             layer_elementwise_s + (recompute > 1 ? refwd_elementwise_s : 0) + output_layer_s + loss_s);
   }
   double stage_s = 0, stage_attention_s = 0;
   for (int i = 0; i < plan.pp; ++i) {

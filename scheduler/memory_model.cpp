@@ -174,7 +174,8 @@ bool OpCheckpointing(const TrainingSpec& t) {
 }
 
 bool CoreAttentionRecomputed(const TrainingSpec& t) {
-  return t.activation_recompute == Recompute::kSelective && !OpCheckpointing(t) && t.recompute_modules.core_attn;
+  return t.activation_recompute == Recompute::kSelective && !OpCheckpointing(t) &&
+         t.recompute_modules.core_attn;
 }
 
 double RecomputedLayers(const TrainingSpec& t, double stage_layers, int vpp) {

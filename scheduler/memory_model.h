@@ -22,10 +22,10 @@ namespace shepherd {
 // fsdp (FSDP2 with bf16 compute): fp32 parameters (4, also the master copy), fp32 gradients (4) and the
 //   optimizer, all sharded: 16/N for Adam, whatever zero_stage says; the unsharded working set is
 //   GatheredWorkingBytes.
-// Optimizer state (fp32): Adam m and v 8; SGD momentum 4; half that with t.bf16_optimizer_states. fp8 training keeps 16-bit weights (2 B, or FP8
-// ones with their transpose, also 2 B), plus Fp8WeightCacheBytesPerParam on the layers' weights.
-// Megatron and DeepSpeed gradients take GradientElementBytes(t) (training.grad_reduce_in_fp32); fsdp's stay
-// fp32 like its sharded parameters.
+// Optimizer state (fp32): Adam m and v 8; SGD momentum 4; half that with t.bf16_optimizer_states. fp8
+// training keeps 16-bit weights (2 B, or FP8 ones with their transpose, also 2 B), plus
+// Fp8WeightCacheBytesPerParam on the layers' weights. Megatron and DeepSpeed gradients take
+// GradientElementBytes(t) (training.grad_reduce_in_fp32); fsdp's stay fp32 like its sharded parameters.
 struct StateBytesPerParam {
   double weights = 0;
   double gradients = 0;
@@ -88,9 +88,10 @@ int ExpertDataParallelSize(const Plan& plan);
 // With sequence parallelism everything is divided by t; without, 10 units (norm inputs, attention and MLP
 // inputs, dropout masks; 8 + the MoE share with fp8) stay whole and the rest is divided by t (Korthikanti
 // eq. 2). Without dropout (!m.keeps_dropout_masks()) the two dropout masks are not kept. With F = 4h,
-// g = 1 and gelu this is 34 + 5as/h (eq. 1). selective recompute drops the 5as/h term (and with fp8 the 16-bit attention output, 2o/h); full recompute
-// keeps only the layer input, 2 units, divided by t with sequence parallelism; OpCheckpointing keeps the
-// layer input 2, Q 2q/h, V 2v/h, the attention output 2o/h and the MLP's saved matmul outputs (SwiGLU 2F/h
+// g = 1 and gelu this is 34 + 5as/h (eq. 1). selective recompute drops the 5as/h term (and with fp8 the
+// 16-bit attention output, 2o/h); full recompute keeps only the layer input, 2 units, divided by t with
+// sequence parallelism; OpCheckpointing keeps the layer input 2, Q 2q/h, V 2v/h, the attention output 2o/h
+// and the MLP's saved matmul outputs (SwiGLU 2F/h
 // + 2, GeLU 2F/h; MoE 2(k + S)F_e/h + 2), divided as above. fp32 doubles everything.
 double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const Plan& plan);
 
