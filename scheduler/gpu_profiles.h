@@ -20,6 +20,9 @@ struct GpuProfile {
   double hbm_bytes_per_s;       // achievable HBM bandwidth (memory-bound element-wise kernels)
   double attention_efficiency;  // fraction of the 16-bit peak flash-attention kernels reach (fwd + bwd)
   double host_bytes_per_s;      // achievable GPU↔host bandwidth, one direction (CPU activation offloading)
+  // The share of the datasheet peaks its kernels run at beside those of its HGX sibling (1 unless measured
+  // otherwise): the GEMM and attention efficiencies are scaled by it, MFU stays over the datasheet peak.
+  double sustained = 1;
 };
 
 // The profile called `name` ("A100-40GB", "A100-80GB", "H100-80GB", "H800", "H200", "B200", "GB200-NVL72",

@@ -318,7 +318,8 @@ Hardware HardwareForResources(const Resources& r, double default_gpu_memory_gib)
     hw.nvlink_bytes_per_s = g->nvlink_bytes_per_s;
     hw.ib_bytes_per_s = g->net_bytes_per_s;
     hw.hbm_bytes_per_s = g->hbm_bytes_per_s;
-    hw.attention_efficiency = g->attention_efficiency;
+    hw.matmul_efficiency *= g->sustained;
+    hw.attention_efficiency = g->attention_efficiency * g->sustained;
     hw.host_bytes_per_s = g->host_bytes_per_s;
     if (!r.gpu.empty() && !r.gpu_memory_gib) hw.gpu_memory_bytes = g->memory_bytes;
     if (!r.gpu.empty()) hw.nvlink_domain_gpus = std::max(r.gpus_per_node, g->nvlink_domain_gpus);

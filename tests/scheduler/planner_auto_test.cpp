@@ -498,6 +498,33 @@ TEST(HardwareForResources, GpuProfiles) {
   EXPECT_EQ(hw.gpu_memory_bytes, 275040 * kMiB);
 }
 
+// GB200 runs its kernels at 0.9 of its datasheet peaks (gpu_profiles.cpp, "Sustained": the same 8-GPU
+// workloads ran as fast on B200 in the same containers): 2500 · 0.9 = 2250, B200's peak, so a job inside one
+// NVLink domain of either steps in the same time (both 8000 GB/s HBM, 720 GB/s NVLink), and GB200's MFU, over
+// its own datasheet peak, is 0.9 of B200's.
+TEST(HardwareForResources, Gb200RunsAtB200sSpeedOverItsOwnPeak) {
+  JobSpec s;
+  s.model = {8e9, 32, 4096, 32, 8192, 128256};
+  s.model.kv_heads = 8;
+  s.model.mlp = Mlp::kSwiglu;
+  s.training.global_batch_size = 128;
+  s.training.precision = Precision::kFp8;
+  s.resources.gpus = 8;
+  const Plan p = Layout(1, 1, 8, 1);
+  s.resources.gpu = "B200";
+  auto b200 = EvaluatePlan(s, p, HardwareForResources(s.resources));
+  s.resources.gpu = "GB200-NVL72";
+  auto gb200 = EvaluatePlan(s, p, HardwareForResources(s.resources));
+  ASSERT_TRUE(b200.ok() && gb200.ok());
+  EXPECT_NEAR(gb200->step_time_s, b200->step_time_s, 1e-9 * b200->step_time_s);
+  EXPECT_NEAR(gb200->mfu, 0.9 * b200->mfu, 1e-9);
+  // GB300 at 0.96 of the same datasheet peak, 2400: faster than B200.
+  s.resources.gpu = "GB300-NVL72";
+  auto gb300 = EvaluatePlan(s, p, HardwareForResources(s.resources));
+  ASSERT_TRUE(gb300.ok());
+  EXPECT_LT(gb300->step_time_s, b200->step_time_s);
+}
+
 // The same plan needs the same bytes on either A100; only the 80 GB one holds it. GPT 1.7B (24 layers,
 // h 2304) at TP 1, micro-batch 16 with full recompute needs about 40 GB: more than the 40 GB card's usable
 // 0.9 · 40,960 MiB = 38.65e9 bytes, less than the 80 GB card's 77.3e9.
