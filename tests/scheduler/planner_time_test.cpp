@@ -36,7 +36,8 @@ TEST_F(SmallJob, MemoryBoundKernelsTakeHbmTime) {
   spec_.training.attention = Attention::kEager;
   auto eager = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
   ASSERT_TRUE(eager.ok()) << eager.status().message();
-  EXPECT_REL(eager->compute_time_s, 8 * (0.001548884901888 + 12.884901888e-6 + 4 * 128.974848e-6 + 13.312e-6));
+  EXPECT_REL(eager->compute_time_s,
+             8 * (0.001548884901888 + 12.884901888e-6 + 4 * 128.974848e-6 + 13.312e-6));
   // Model FLOPs do not change with the kernel: the slower step is lower TFLOP/s.
   EXPECT_LT(eager->tflops_per_gpu, flash->tflops_per_gpu);
 }

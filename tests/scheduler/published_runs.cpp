@@ -348,19 +348,20 @@ std::vector<PublishedRun> PublishedRuns() {
   // Assumed for the Llama and Nemotron rows (their FP8 configs at 24.07 were not found): bf16 gradients as
   // the GPT-3 FP8 configs (the Llama 3 8B layout fits only with them: 81.7 GB with fp32 ones). No recompute:
   // the launcher's base configs at these layouts (conf/training/{gpt3,llama,nemotron}/*.yaml at 26e42fa9,
-  // e.g. gpt3/175b.yaml TP 4, PP 8, VP 6) all set activations_checkpoint_granularity null. Assumed for every row (the launcher's GPT-3 FP8 configs are of 2023 and predate the option):
-  // FP8 parameters (fp8_param_gather), as NVIDIA's performance configs of the time set them (the launcher's
-  // MLPerf GPT-3 175B configs of March and July 2024, ac5833c3 and 3a9382e5: "fp8_params: true # performance
-  // param all-gather in fp8"; NeMo's first FP8 recipes, NeMo 3e251a0418 of September 2024); with
-  // Transformer Engine's FP8 weight cache beside bf16 weights instead GPT-3 20B would need 81.4 GB.
-  // Architectures: Llama 2 (vocabulary 32,000; 7B 32 × 4096, 32 heads, F 11,008; 13B 40 × 5120, 40
-  // heads, F 13,824; 70B 80 × 8192, 64 heads, 8 KV, F 28,672), Llama 3 (vocabulary 128,256; 8B 32 × 4096, 32
-  // heads, 8 KV, F 14,336), Nemotron-3 8B (launcher conf/training/nemotron/nemotron_8b.yaml: 32 × 4096, 32
-  // heads, F 16,384 squared ReLU — a two-matrix MLP, counted as "gelu" — LayerNorm, vocabulary 256,000,
-  // untied), Nemotron-22B (launcher conf/training/nemotron/nemotron_22b.yaml: 40 × 6144, 48 heads, F 24,576
-  // squared ReLU, no bias, no dropout, ub_tp_comm_overlap; the table's GBS 256, MBS 2, TP 2, PP 4, VP 10;
-  // 4,312 tokens/s, 562 TFLOP/s in this revision, 4,256 and 554 in an earlier one). Nemotron-340B (over
-  // memory in the planner with these assumptions: docs/planner.md, Left out) is not a row.
+  // e.g. gpt3/175b.yaml TP 4, PP 8, VP 6) all set activations_checkpoint_granularity null. Assumed for every
+  // row (the launcher's GPT-3 FP8 configs are of 2023 and predate the option): FP8 parameters
+  // (fp8_param_gather), as NVIDIA's performance configs of the time set them (the launcher's MLPerf GPT-3
+  // 175B configs of March and July 2024, ac5833c3 and 3a9382e5: "fp8_params: true # performance param
+  // all-gather in fp8"; NeMo's first FP8 recipes, NeMo 3e251a0418 of September 2024); with Transformer
+  // Engine's FP8 weight cache beside bf16 weights instead GPT-3 20B would need 81.4 GB. Architectures: Llama
+  // 2 (vocabulary 32,000; 7B 32 × 4096, 32 heads, F 11,008; 13B 40 × 5120, 40 heads, F 13,824; 70B 80 × 8192,
+  // 64 heads, 8 KV, F 28,672), Llama 3 (vocabulary 128,256; 8B 32 × 4096, 32 heads, 8 KV, F 14,336),
+  // Nemotron-3 8B (launcher conf/training/nemotron/nemotron_8b.yaml: 32 × 4096, 32 heads, F 16,384 squared
+  // ReLU — a two-matrix MLP, counted as "gelu" — LayerNorm, vocabulary 256,000, untied), Nemotron-22B
+  // (launcher conf/training/nemotron/nemotron_22b.yaml: 40 × 6144, 48 heads, F 24,576 squared ReLU, no bias,
+  // no dropout, ub_tp_comm_overlap; the table's GBS 256, MBS 2, TP 2, PP 4, VP 10; 4,312 tokens/s, 562
+  // TFLOP/s in this revision, 4,256 and 554 in an earlier one). Nemotron-340B (over memory in the planner
+  // with these assumptions: docs/planner.md, Left out) is not a row.
   const char* nemo = "NeMo 24.07 performance summary, DGX-H100 FP8";
   struct NemoRun {
     const char* name;
