@@ -129,9 +129,10 @@ MegatronEstimate MegatronTheoreticalMemory(const JobSpec& spec, const Plan& p) {
 // uneven stages are checked per stage below). FSDP (OPT; Megatron-FSDP's ZeRO-3) and CPU activation
 // offloading are outside the estimator (it knows the distributed optimizer only). Activations are
 // compared where the row runs sequence parallelism (or tp = 1), at selective recompute, for dense models
-// with a two-matrix MLP (the estimator's activation formula has no MoE term, and its 4·F/h MLP units are
-// GeLU's: a SwiGLU MLP also saves the gate's output, 6·F/h, +18 % on the Llama 2 rows; the Llama 3 405B
-// row's stage is compared below, where GQA's narrower K/V offsets part of it).
+// with a two-matrix MLP and as many K/V heads as query heads (the estimator's activation formula has no MoE
+// term, its 4·F/h MLP units are GeLU's: a SwiGLU MLP also saves the gate's output, 6·F/h, +18 % on the
+// Llama 2 rows; and its Q, K and V are 6 units whatever the K/V heads: Nemotron-4's 8 of 48 keep 2.7, −20 %
+// without dropout masks; the Llama 3 405B row's stage is compared below, where GQA offsets SwiGLU).
 TEST(Validation, MemoryWithinTenPercentOfMegatronsEstimator) {
   int asserted = 0;
   for (const PublishedRun& r : PublishedRuns()) {
@@ -157,7 +158,8 @@ TEST(Validation, MemoryWithinTenPercentOfMegatronsEstimator) {
       EXPECT_NEAR(state / megatron.state, 1, 0.10) << r.name;
     }
     double activation_ratio = 0;
-    if ((p.sequence_parallel || p.tp == 1) && !spec.model.moe.enabled() && spec.model.mlp != Mlp::kSwiglu) {
+    if ((p.sequence_parallel || p.tp == 1) && !spec.model.moe.enabled() && spec.model.mlp != Mlp::kSwiglu &&
+        spec.model.kv() == spec.model.heads) {
       spec.training.activation_recompute = Recompute::kSelective;
       activation_ratio = StageMemory(spec, p, layers, 0).activations / megatron.activations;
       if (even) {

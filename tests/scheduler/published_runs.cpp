@@ -565,6 +565,7 @@ std::vector<PublishedRun> PublishedRuns() {
                     HardwareForResources(s.resources), 1635, 6288});
   }
   AddNemoLongSequenceRuns(&runs);
+  AddNemo25Runs(&runs);
   return runs;
 }
 

@@ -64,4 +64,7 @@ void AddMegatronLmReadmeRuns(std::vector<PublishedRun>* runs);
 // NeMo's long-sequence tables, 4K to 1M tokens with context parallelism (published_runs_long_context.cpp).
 void AddNemoLongSequenceRuns(std::vector<PublishedRun>* runs);
 
+// NeMo 25.04's FP8 pre-training table on DGX-GB200 (published_runs_nemo25.cpp).
+void AddNemo25Runs(std::vector<PublishedRun>* runs);
+
 }  // namespace shepherd::testing
