@@ -91,8 +91,8 @@ int ExpertDataParallelSize(const Plan& plan);
 // g = 1 and gelu this is 34 + 5as/h (eq. 1). selective recompute drops the 5as/h term (and with fp8 the
 // 16-bit attention output, 2o/h); full recompute keeps only the layer input, 2 units, divided by t with
 // sequence parallelism; OpCheckpointing keeps the layer input 2, Q 2q/h, V 2v/h, the attention output 2o/h
-// and the MLP's saved matmul outputs (SwiGLU 2F/h
-// + 2, GeLU 2F/h; MoE 2(k + S)F_e/h + 2), divided as above. fp32 doubles everything.
+// and the MLP's saved matmul outputs (SwiGLU 2F/h + 2, GeLU 2F/h; MoE 2(k + S)F_e/h + 2), divided as
+// above. fp32 doubles everything.
 double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const Plan& plan);
 
 // Whether `t` is selective recompute under FSDP2: torchtitan's per-op selective activation checkpointing
