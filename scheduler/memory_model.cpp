@@ -202,9 +202,9 @@ double OutputActivationBytes(const ModelSpec& m, const TrainingSpec& t, const Pl
 }
 
 double InFlightMicroBatches(int pp, int stage, int micro_batches, int vpp) {
-  const double base = std::min(pp - stage, micro_batches);
-  if (vpp <= 1) return base;
-  return base * (1 + static_cast<double>(pp - 1) / (static_cast<double>(pp) * vpp));
+  if (vpp <= 1) return std::min(pp - stage, micro_batches);
+  const double warmup_chunks = 2.0 * (pp - stage - 1) + (vpp - 1.0) * pp;
+  return std::min(warmup_chunks + 1, static_cast<double>(micro_batches) * vpp) / vpp;
 }
 
 double GatheredWorkingBytes(const ModelSpec& m, const TrainingSpec& t, const Plan& plan, double stage_params,

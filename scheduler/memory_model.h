@@ -129,8 +129,12 @@ inline double LogitBytes(const TrainingSpec& t) {
   return t.cross_entropy_fp32 ? 4 : 2;
 }
 
-// Micro-batches whose activations stage `stage` holds at once under 1F1B: min(pp − stage, micro_batches);
-// with vpp > 1 times Megatron's interleaving factor 1 + (pp − 1)/(pp·vpp) (Korthikanti et al. 2022 §4.2.3).
+// Micro-batches whose activations stage `stage` holds at once under 1F1B: min(pp − stage, micro_batches).
+// With vpp > 1, Megatron-Core's interleaved schedule (schedules.py, get_pp_rank_microbatches, with the
+// default microbatch_group_size_per_vp_stage = pp) runs 2·(pp − stage − 1) + (vpp − 1)·pp warm-up chunks
+// and holds one more in 1F1B, at most all micro_batches·vpp chunks; a chunk is 1/vpp of the stage. On
+// stage 0 that is pp + (pp − 1)/vpp, Korthikanti et al. 2022 §4.2.3's factor; when every chunk is in the
+// warm-up (micro_batches close to pp) it is all micro_batches.
 double InFlightMicroBatches(int pp, int stage, int micro_batches, int vpp = 1);
 
 // The unsharded working set of fully sharded parameters (FSDP2, DeepSpeed's ZeRO-3: both gather a layer's

@@ -356,8 +356,15 @@ TEST(Activations, OneFOneBFirstStageHoldsPipelineDepth) {
   EXPECT_EQ(InFlightMicroBatches(4, 3, 8), 1);
   EXPECT_EQ(InFlightMicroBatches(4, 0, 2), 2);
   EXPECT_EQ(InFlightMicroBatches(1, 0, 16), 1);
-  // Interleaved, vpp = 2: 4 · (1 + 3/(4·2)) = 5.5 (Korthikanti et al. 2022 §4.2.3).
+  // Interleaved, vpp = 2: 4 · (1 + 3/(4·2)) = 5.5 (Korthikanti et al. 2022 §4.2.3), which is Megatron-Core's
+  // 2·3 + 1·4 warm-up chunks plus one, over 2.
   EXPECT_DOUBLE_EQ(InFlightMicroBatches(4, 0, 8, 2), 5.5);
+  // Stage 1: 2·2 + 4 + 1 = 9 chunks (Korthikanti's factor on pp − stage would give 3 · 1.375 = 4.125).
+  EXPECT_DOUBLE_EQ(InFlightMicroBatches(4, 1, 8, 2), 4.5);
+  // The Llama 3 paper's layout at 16,384 GPUs: pp 16, vpp 7, 16 micro-batches. Stage 1's warm-up, 2·14 + 6·16
+  // = 124 chunks, is more than all 16·7 = 112, so it holds every micro-batch: 16, not 15 · (1 + 15/112).
+  EXPECT_DOUBLE_EQ(InFlightMicroBatches(16, 1, 16, 7), 16);
+  EXPECT_DOUBLE_EQ(InFlightMicroBatches(16, 1, 32, 7), 125.0 / 7);
 }
 
 // ---- Pipeline and collectives ----
