@@ -279,7 +279,7 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const std::vector<int> layers = StageLayers(m.layers, plan.pp, plan.pipeline_layers);
   // FP8 runs the transformer layers' GEMMs at the fp8 peak; attention (Transformer Engine's fused attention
   // without fp8_dot_product_attention) and the output layer (Megatron's ColumnParallelLinear) stay 16-bit.
-  const double peak = t.precision == Precision::kFp8 ? hw.peak_fp8_flops : hw.peak_flops;
+  const double peak = t.precision == Precision::kFp8 ? hw.peak_fp8_flops * hw.fp8_gemm_ratio : hw.peak_flops;
   const double tokens = static_cast<double>(m.seq_len) * plan.micro_batch_size;  // per micro-batch
   // Routed experts run as grouped GEMMs over the tokens each expert receives (ExpertMatmulEfficiency);
   // everything else (attention projections, dense MLPs, routers, shared experts) at the dense curve.

@@ -20,10 +20,18 @@ struct GpuProfile {
   double hbm_bytes_per_s;       // achievable HBM bandwidth (memory-bound element-wise kernels)
   double attention_efficiency;  // fraction of the 16-bit peak flash-attention kernels reach (fwd + bwd)
   double host_bytes_per_s;      // achievable GPU↔host bandwidth, one direction (CPU activation offloading)
+  // The share of its 16-bit and fp8 peaks the GPU's best GEMM reaches (Maximum Achievable Matmul FLOPS,
+  // docs/planner.md); 0 where it has no fp8. The matmul efficiency curve is the H100's: other GPUs' scale by
+  // their share over the H100's 16-bit one.
+  double gemm_bf16;
+  double gemm_fp8;
   // The share of the datasheet peaks its kernels run at beside those of its HGX sibling (1 unless measured
   // otherwise): the GEMM and attention efficiencies are scaled by it, MFU stays over the datasheet peak.
   double sustained = 1;
 };
+
+// The H100 SXM's gemm_bf16, the share the matmul efficiency curve (Hardware::matmul_efficiency) is fitted at.
+inline constexpr double kReferenceGemmShare = 0.803;
 
 // The profile called `name` ("A100-40GB", "A100-80GB", "H100-80GB", "H800", "H200", "B200", "GB200-NVL72",
 // "B300", "GB300-NVL72"); nullopt otherwise.

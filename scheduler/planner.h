@@ -45,6 +45,9 @@ struct Hardware {
   // MatmulEfficiency, comm_model.h).
   double matmul_efficiency = 0.635;
   double matmul_half_size = 192;
+  // The share of its peak an fp8 GEMM reaches over a 16-bit GEMM's share of its own (training.precision
+  // "fp8": the fp8 peak times the matmul efficiency times this).
+  double fp8_gemm_ratio = 1;
   // Fraction of peak the attention kernels (flash: fused QKᵀ, softmax, AV) reach (scheduler/gpu_profiles.h).
   double attention_efficiency = 0.35;
   double memory_headroom = 0.9;      // usable fraction of gpu_memory_bytes (allocator, CUDA context, NCCL)

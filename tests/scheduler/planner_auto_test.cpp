@@ -525,6 +525,53 @@ TEST(HardwareForResources, Gb200RunsAtB200sSpeedOverItsOwnPeak) {
   EXPECT_LT(gb300->step_time_s, b200->step_time_s);
 }
 
+// Each GPU's GEMMs reach their own share of its peak (gpu_profiles.cpp: the Maximum Achievable Matmul
+// FLOPS table): the H100's 16-bit curve is the reference, the A100's sits 86.9/80.3 above it, fp8 on an
+// H100 reaches 70.9/80.3 of the 16-bit share, on a B200 76.3/77.6.
+TEST(HardwareForResources, GemmCeilingsScaleTheCurvePerGpuAndPrecision) {
+  const Hardware reference;  // the curve as fitted: 0.635 at large sizes
+  Resources r;
+  r.gpus = 8;
+  r.gpu = "H100-80GB";
+  Hardware hw = HardwareForResources(r);
+  EXPECT_DOUBLE_EQ(hw.matmul_efficiency, reference.matmul_efficiency);
+  EXPECT_NEAR(hw.fp8_gemm_ratio, 0.8829, 1e-4);
+  r.gpu = "A100-80GB";
+  hw = HardwareForResources(r);
+  EXPECT_NEAR(hw.matmul_efficiency, 0.635 * 1.0822, 1e-4);
+  EXPECT_EQ(hw.fp8_gemm_ratio, 1);  // no fp8: the ratio is never used
+  r.gpu = "B200";
+  hw = HardwareForResources(r);
+  EXPECT_NEAR(hw.matmul_efficiency, 0.635 * 0.9664, 1e-4);
+  EXPECT_NEAR(hw.fp8_gemm_ratio, 0.9832, 1e-4);
+  // GB200 keeps its sibling's shares under its own sustained factor: 0.635 · 0.9664 · 0.9.
+  r.gpu = "GB200-NVL72";
+  EXPECT_NEAR(HardwareForResources(r).matmul_efficiency, 0.635 * 0.9664 * 0.9, 1e-4);
+}
+
+// An fp8 step's transformer GEMMs run at the fp8 peak times fp8_gemm_ratio; attention, the output layer and
+// the element-wise passes do not depend on it. So the compute time is a + g/ratio: halving the ratio from
+// 0.5 to 0.25 adds twice what halving it from 1 to 0.5 added.
+TEST(HardwareForResources, Fp8GemmsRunAtTheirOwnShareOfTheFp8Peak) {
+  JobSpec s = Model(0, 4, 4096, 32, 4096, 32000, 1, 8);
+  s.resources.gpu = "H100-80GB";
+  Plan p = Layout(1, 1, 1, 0, 1);
+  p.micro_batches = 8;
+  Hardware hw = HardwareForResources(s.resources);
+  const StepTime bf16 = EstimateStepTime(s, p, hw);
+  s.training.precision = Precision::kFp8;
+  hw.fp8_gemm_ratio = 1;
+  const StepTime fp8_at_ratio_1 = EstimateStepTime(s, p, hw);
+  hw.fp8_gemm_ratio = 0.5;
+  const StepTime fp8_at_half = EstimateStepTime(s, p, hw);
+  EXPECT_GT(fp8_at_half.compute, fp8_at_ratio_1.compute);
+  EXPECT_LT(fp8_at_ratio_1.compute, bf16.compute);
+  const double gemm_at_ratio_1 = fp8_at_half.compute - fp8_at_ratio_1.compute;
+  hw.fp8_gemm_ratio = 0.25;
+  EXPECT_NEAR(EstimateStepTime(s, p, hw).compute - fp8_at_half.compute, 2 * gemm_at_ratio_1,
+              1e-9 * bf16.compute);
+}
+
 // The same plan needs the same bytes on either A100; only the 80 GB one holds it. GPT 1.7B (24 layers,
 // h 2304) at TP 1, micro-batch 16 with full recompute needs about 40 GB: more than the 40 GB card's usable
 // 0.9 · 40,960 MiB = 38.65e9 bytes, less than the 80 GB card's 77.3e9.

@@ -41,7 +41,7 @@ void AddNemoLongSequenceRuns(std::vector<PublishedRun>* runs) {
       {256, 4, 1, 8, 8, 549},
       {512, 8, 1, 4, 16, 549},
       {1024, 8, 1, 4, 32, 536,
-       "the H100 rows whose time is mostly attention run 22-27 % faster than published: the planner's "
+       "the H100 rows whose time is mostly attention run 20-27 % faster than published: the planner's "
        "H100 attention efficiency, FlashAttention-2's 35 % of peak, is above what these kernels reached "
        "(docs/planner.md, Known limits)"},
   };
