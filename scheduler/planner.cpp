@@ -319,7 +319,7 @@ Hardware HardwareForResources(const Resources& r, double default_gpu_memory_gib)
     hw.ib_bytes_per_s = g->net_bytes_per_s;
     hw.hbm_bytes_per_s = g->hbm_bytes_per_s;
     hw.matmul_efficiency *= g->sustained * g->gemm_bf16 / kReferenceGemmShare;
-    hw.fp8_gemm_ratio = g->gemm_bf16 > 0 && g->gemm_fp8 > 0 ? g->gemm_fp8 / g->gemm_bf16 : 1;
+    hw.fp8_gemm_ratio = g->gemm_fp8 > 0 ? g->gemm_fp8 / g->gemm_bf16 : 1;  // no fp8: never used
     hw.attention_efficiency = g->attention_efficiency * g->sustained;
     hw.host_bytes_per_s = g->host_bytes_per_s;
     if (!r.gpu.empty() && !r.gpu_memory_gib) hw.gpu_memory_bytes = g->memory_bytes;

@@ -1,6 +1,8 @@
 // Builders shared by the published-run tables (published_runs.cpp, published_runs_megatron.cpp).
 #pragma once
 
+#include <set>
+#include <string>
 #include <vector>
 
 #include "core/job.h"
@@ -8,6 +10,13 @@
 #include "tests/scheduler/published_runs.h"
 
 namespace shepherd::testing {
+
+// A PublishedRun name built at run time: the table keeps C strings, so the text lives in a set whose nodes
+// do not move, for the life of the process.
+inline const char* RunName(const std::string& name) {
+  static std::set<std::string> names;
+  return names.insert(name).first->c_str();
+}
 
 // A GPT-style model (GeLU MLP of 4h, LayerNorm, untied output layer: the ModelSpec defaults) on `gpus` GPUs
 // of type `gpu`.

@@ -1,7 +1,6 @@
 // NeMo's long-sequence pre-training tables (published_runs.h): one model, the same tokens per step, the
 // sequence from 4K to 1M tokens with context parallelism.
 #include <iterator>
-#include <set>
 #include <string>
 #include <tuple>
 
@@ -64,14 +63,12 @@ void AddNemoLongSequenceRuns(std::vector<PublishedRun>* runs) {
       s.training.grad_reduce_in_fp32 = false;
       s.training.cross_entropy_fp32 = !llama3;
       s.training.activation_recompute = Recompute::kNone;
-      // PublishedRun names are C strings that outlive the table: kept in a set, whose nodes do not move.
-      static std::set<std::string> names;
       const std::string name = std::string(llama3 ? "NeMo Llama3-8B " : "NeMo Llama2-7B ") +
                                std::to_string(gpus) + (llama3 ? " B200" : " H100") + " FP8 seq " +
                                std::to_string(r.seq_k) + "K TP" + std::to_string(r.tp) + " PP" +
                                std::to_string(r.pp) + " DP" + std::to_string(r.dp) + " CP" +
                                std::to_string(r.cp);
-      runs->push_back({names.insert(name).first->c_str(), source, s, Layout(r.tp, r.cp, r.pp, r.dp, 1, 1),
+      runs->push_back({RunName(name), source, s, Layout(r.tp, r.cp, r.pp, r.dp, 1, 1),
                        HardwareForResources(s.resources), r.tflops, 0, r.known_miss});
     }
   }

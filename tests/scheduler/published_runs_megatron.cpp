@@ -1,7 +1,6 @@
 // Megatron-LM README rows of the published runs (published_runs.h): the GPT-3 175B example of January
 // 2021, the A100 weak-scaling table of April 2021, the H100 table of Megatron-Core r0.8.0 and the A100 FLOPs
 // utilization table of May 2022.
-#include <set>
 #include <string>
 
 #include "tests/scheduler/published_runs_builders.h"
@@ -149,10 +148,8 @@ void AddMegatronLmReadmeRuns(std::vector<PublishedRun>* runs) {
       Plan p = Layout(8, 1, g.pp, g.gpus / (8 * g.pp), g.vpp, 0);
       if (!selective) p = Historic(p);
       p.micro_batch_size = g.micro_batch;
-      // PublishedRun names are C strings that outlive the table: kept in a set, whose nodes do not move.
-      static std::set<std::string> names;
       const std::string name = std::string(g.name) + (selective ? " SP selective" : " full recompute");
-      runs->push_back({names.insert(name).first->c_str(), mfu_2022, s, p, HardwareForResources(s.resources),
+      runs->push_back({RunName(name), mfu_2022, s, p, HardwareForResources(s.resources),
                        312 * (selective ? g.mfu : g.full_recompute_mfu)});
     }
   }
