@@ -156,6 +156,11 @@ struct TrainingSpec {
   // Megatron-Core's --tp-comm-overlap (Transformer Engine userbuffers): each sequence-parallel all-gather
   // and reduce-scatter is split into tp chunks pipelined with its GEMM. Needs sequence parallelism.
   bool tp_comm_overlap = false;
+  // Megatron-Core's --overlap-moe-expert-parallel-comm (Megatron-Bridge's moe_a2a_overlap): the combined
+  // 1F1B schedule runs each steady-state forward chunk beside another micro-batch's backward chunk, the
+  // expert-parallel dispatch and combine of one on a second stream under the other's compute. Megatron-Core
+  // needs ep > 1, vpp > 1 when pp > 1, no full recompute, a 16-bit (or fp8) model and at most one MTP depth.
+  bool moe_a2a_overlap = false;
   // fp8 only: the transformer layers' weights held as FP8 (Megatron-Core's --fp8-param-gather, NeMo's
   // fp8_params; Megatron-Bridge's FP8 current-scaling recipes set it): no bf16 copy beside Transformer
   // Engine's FP8 weight and transpose, and the distributed optimizer gathers 1-byte parameters. false: the

@@ -64,6 +64,7 @@ Json ToJson(const JobSpec& s) {
         {"attention", s.training.attention == Attention::kEager ? "eager" : "flash"},
         {"cross_entropy_fp32", s.training.cross_entropy_fp32},
         {"tp_comm_overlap", s.training.tp_comm_overlap},
+        {"moe_a2a_overlap", s.training.moe_a2a_overlap},
         {"fp8_param_gather", s.training.fp8_param_gather}}},
       {"parallelism", par},
       {"resources", res},

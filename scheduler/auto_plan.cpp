@@ -117,9 +117,12 @@ std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<i
       "pp from 1 to %d layers (uneven stages balanced), vpp up to %d in equal chunks, %s%s, "
       "every fitting ZeRO stage%s; %d (tp, cp, pp) layouts divide %d GPUs",
       Join(tps).c_str(), m.heads, m.kv(), hw.nvlink_domain_gpus, Join(cps).c_str(), m.layers, kMaxVpp,
-      m.moe.enabled()
-          ? Format("etp of tp or 1, ep dividing %d experts and tp·cp·dp/etp, ", m.moe.experts).c_str()
-          : "",
+      m.moe.enabled() ? Format("etp of tp or 1, ep dividing %d experts and tp·cp·dp/etp%s, ", m.moe.experts,
+                               spec.training.moe_a2a_overlap
+                                   ? " (ep > 1 and vpp > 1 where pp > 1: training.moe_a2a_overlap)"
+                                   : "")
+                            .c_str()
+                      : "",
       mbs_given ? Format("micro-batches of the given %d", spec.training.micro_batch_size).c_str()
                 : "micro-batches of powers of two",
       spec.training.activation_recompute_given
@@ -242,8 +245,11 @@ Result<PlanEstimate> SearchLayouts(const JobSpec& spec, const Hardware& hw) {
 
   // Full recompute costs a forward pass per micro-batch but keeps only each layer's input: it is tried where
   // the spec leaves recompute open.
+  // The combined 1F1B of moe_a2a_overlap refuses full recompute.
+  const bool recompute_open =
+      !spec.training.activation_recompute_given && spec.training.activation_recompute != Recompute::kFull;
   std::optional<JobSpec> full;
-  if (!spec.training.activation_recompute_given && spec.training.activation_recompute != Recompute::kFull) {
+  if (recompute_open && !spec.training.moe_a2a_overlap) {
     full = spec;
     full->training.activation_recompute = Recompute::kFull;
   }
@@ -252,7 +258,7 @@ Result<PlanEstimate> SearchLayouts(const JobSpec& spec, const Hardware& hw) {
   std::optional<JobSpec> none;
   // Where selective keeps as much as none (flash attention in 16 bits), it is only slower: not evaluated.
   bool selective_saves = false;
-  if (full) {
+  if (recompute_open) {
     none = spec;
     none->training.activation_recompute = Recompute::kNone;
     const Plan one{.tp = 1, .pp = 1, .dp = 1, .zero_stage = 0, .micro_batches = 1, .micro_batch_size = 1};
@@ -282,6 +288,8 @@ Result<PlanEstimate> SearchLayouts(const JobSpec& spec, const Hardware& hw) {
         for (const ExpertGrid g : ExpertGrids(m, tp, static_cast<long long>(tp) * cp * dp))
           for (int vpp = 1; vpp <= max_vpp; ++vpp) {
             if (vpp > 1 && !EvenVirtualStages(stages, vpp)) continue;
+            // moe_a2a_overlap needs expert parallelism and, with a pipeline, the interleaved schedule.
+            if (spec.training.moe_a2a_overlap && (g.ep < 2 || (pp > 1 && vpp < 2))) continue;
             for (int mbs = mbs_first; mbs <= mbs_last && batch % (static_cast<long long>(mbs) * dp) == 0;
                  mbs *= 2) {
               if (vpp > 1 && batch / (mbs * dp) < pp) break;  // interleaving needs M >= pp (ValidateLayout)
@@ -332,6 +340,11 @@ Result<PlanEstimate> SearchLayouts(const JobSpec& spec, const Hardware& hw) {
       }
     }
   }
+  if (spec.training.moe_a2a_overlap && s.layouts > 0 && !s.closest) {
+    return InvalidContent(
+        "no parallel layout divides the job",
+        {{"training.moe_a2a_overlap", "no layout with ep > 1 (and vpp > 1 where pp > 1) divides the job"}});
+  }
   if (s.layouts == 0 || !s.closest) {
     return InvalidContent(
         "no parallel layout divides the job",
@@ -364,19 +377,22 @@ Result<PlanEstimate> planner_internal::CompleteLayout(const JobSpec& spec, const
   const bool recompute_open = !t.activation_recompute_given && t.activation_recompute != Recompute::kFull;
   const std::vector<int> zeros =
       zero_open ? ZeroStages(t, dp * given.cp, given.pp) : std::vector<int>{given.zero_stage};
-  // The layout with the defaults of what is open (the lowest ZeRO stage there is: 1 with FP8 parameters):
-  // its validation is the request's, and its estimate is what the answer compares the choice with.
-  Plan written = given;
-  written.zero_stage = zeros.front();
-  Result<PlanEstimate> as_written = EvaluatePlan(spec, written, hw);
-  if (!as_written.ok()) return as_written;
-
   std::vector<int> vpps{given.vpp};
   if (vpp_open) {
     const std::vector<int> stages = StageLayers(spec.model.layers, given.pp, given.pipeline_layers);
     for (int v = 2; v <= std::min(kMaxVpp, MaxVirtualStages(stages)); ++v)
       if (EvenVirtualStages(stages, v)) vpps.push_back(v);
+    // The combined 1F1B of moe_a2a_overlap runs only on the interleaved schedule.
+    if (t.moe_a2a_overlap && vpps.size() > 1) vpps.erase(vpps.begin());
   }
+  // The layout with the defaults of what is open (the lowest ZeRO stage there is: 1 with FP8 parameters;
+  // the fewest virtual stages): its validation is the request's, and its estimate is what the answer
+  // compares the choice with.
+  Plan written = given;
+  written.zero_stage = zeros.front();
+  written.vpp = vpps.front();
+  Result<PlanEstimate> as_written = EvaluatePlan(spec, written, hw);
+  if (!as_written.ok()) return as_written;
   std::vector<JobSpec> specs{spec};  // selective (or as given), then full recompute and none
   if (recompute_open) {
     for (Recompute r : {Recompute::kFull, Recompute::kNone}) {
@@ -437,7 +453,7 @@ Result<PlanEstimate> planner_internal::CompleteLayout(const JobSpec& spec, const
       Format(
           "The layout is as given; the request leaves %s open, and this is the fastest of the %d choices "
           "that fit. As written (%s%s%s%s recompute): %.1f GB per GPU (%s), %.0f TFLOP/s per GPU.",
-          names.c_str(), fitting, vpp_open ? "vpp 1, " : "",
+          names.c_str(), fitting, vpp_open ? Format("vpp %d, ", written.vpp).c_str() : "",
           zero_open ? Format("ZeRO-%d, ", written.zero_stage).c_str() : "", mbs_open ? "micro-batch 1, " : "",
           ToString(t.activation_recompute), as_written->memory.total / 1e9,
           as_written->fits ? "fits" : "does not fit", as_written->tflops_per_gpu);

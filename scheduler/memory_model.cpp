@@ -201,9 +201,9 @@ double OutputActivationBytes(const ModelSpec& m, const TrainingSpec& t, const Pl
   return (4 * sb * m.hidden + LogitBytes(t) * sb * m.vocab) / plan.tp;
 }
 
-double InFlightMicroBatches(int pp, int stage, int micro_batches, int vpp) {
+double InFlightMicroBatches(int pp, int stage, int micro_batches, int vpp, bool combined_1f1b) {
   if (vpp <= 1) return std::min(pp - stage, micro_batches);
-  const double warmup_chunks = 2.0 * (pp - stage - 1) + (vpp - 1.0) * pp;
+  const double warmup_chunks = 2.0 * (pp - stage - 1) + (vpp - 1.0) * pp + (combined_1f1b ? 1 : 0);
   return std::min(warmup_chunks + 1, static_cast<double>(micro_batches) * vpp) / vpp;
 }
 
@@ -235,7 +235,8 @@ MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::ve
   mem.gradients = params * b.gradients + experts * be.gradients;
   mem.optimizer = params * b.optimizer + experts * be.optimizer;
   mem.master_weights = params * b.master_weights + experts * be.master_weights;
-  const double in_flight = InFlightMicroBatches(plan.pp, stage, plan.micro_batches, plan.vpp);
+  const double in_flight =
+      InFlightMicroBatches(plan.pp, stage, plan.micro_batches, plan.vpp, t.moe_a2a_overlap);
   // With CPU activation offloading (pp 1 only) the offloaded layers' activations live on the host.
   const int resident_layers = stage_layers[stage] - t.cpu_offload_layers;
   // Under block recompute (full, recompute_num_layers) the layers not recomputed keep everything.

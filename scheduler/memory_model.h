@@ -134,8 +134,11 @@ inline double LogitBytes(const TrainingSpec& t) {
 // default microbatch_group_size_per_vp_stage = pp) runs 2·(pp − stage − 1) + (vpp − 1)·pp warm-up chunks
 // and holds one more in 1F1B, at most all micro_batches·vpp chunks; a chunk is 1/vpp of the stage. On
 // stage 0 that is pp + (pp − 1)/vpp, Korthikanti et al. 2022 §4.2.3's factor; when every chunk is in the
-// warm-up (micro_batches close to pp) it is all micro_batches.
-double InFlightMicroBatches(int pp, int stage, int micro_batches, int vpp = 1);
+// warm-up (micro_batches close to pp) it is all micro_batches. `combined_1f1b` (training.moe_a2a_overlap):
+// the interleaved schedule runs one more warm-up chunk so that each steady-state forward and backward pair
+// is independent (schedules.py); without a pipeline the paired forward fills layers as the backward frees
+// them, so the count is unchanged.
+double InFlightMicroBatches(int pp, int stage, int micro_batches, int vpp = 1, bool combined_1f1b = false);
 
 // The unsharded working set of fully sharded parameters (FSDP2, DeepSpeed's ZeRO-3: both gather a layer's
 // weights to compute it), per rank; 0 otherwise. Megatron's ZeRO-3 (Megatron-FSDP) gathers too but is not

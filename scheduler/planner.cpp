@@ -64,6 +64,16 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const Hardware& hw) {
   require(!spec.training.recompute_modules.mla_up_proj || m.mla.enabled(), "training.recompute_modules",
           "\"mla_up_proj\" needs model.mla (multi-head latent attention)");
   require(spec.training.global_batch_size > 0, "training.global_batch_size", "must be positive");
+  if (spec.training.moe_a2a_overlap) {
+    // Megatron-Core's TransformerConfig asserts these for overlap_moe_expert_parallel_comm.
+    require(m.moe.enabled(), "training.moe_a2a_overlap", "needs a mixture-of-experts model (model.moe)");
+    require(spec.training.framework == Framework::kMegatron, "training.moe_a2a_overlap",
+            "is Megatron-Core's combined 1F1B schedule: needs training.framework \"megatron\"");
+    require(spec.training.precision != Precision::kFp32, "training.moe_a2a_overlap",
+            "needs a 16-bit model (training.precision bf16, fp16 or fp8)");
+    require(m.mtp_layers <= 1, "training.moe_a2a_overlap",
+            "supports at most one MTP depth (model.mtp_layers)");
+  }
   const int offload = spec.training.cpu_offload_layers;
   require(offload >= 0 && (offload == 0 || offload < m.layers), "training.cpu_offload_layers",
           "must be below model.layers (the last layer's activations stay on the GPU)");
@@ -120,6 +130,16 @@ std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const
   if (spec.training.tp_comm_overlap && p.tp > 1 && !p.sequence_parallel) {
     fail("training.tp_comm_overlap",
          "needs sequence parallelism (the overlapped collectives are its all-gathers and reduce-scatters)");
+  }
+  if (spec.training.moe_a2a_overlap) {
+    if (p.ep < 2)
+      fail("training.moe_a2a_overlap", "needs parallelism.ep > 1 (it overlaps the EP all-to-alls)");
+    if (p.pp > 1 && p.vpp < 2)
+      fail("training.moe_a2a_overlap",
+           "with pp > 1 needs parallelism.vpp > 1 (Megatron-Core pairs the chunks of the interleaved "
+           "schedule)");
+    if (spec.training.activation_recompute == Recompute::kFull)
+      fail("training.moe_a2a_overlap", "does not run with training.activation_recompute \"full\"");
   }
   if (spec.training.framework == Framework::kDeepSpeed && p.pp > 1) {
     // DeepSpeed's PipelineEngine asserts ZeRO stage < 2 and runs one (non-interleaved) 1F1B schedule.

@@ -120,7 +120,8 @@ struct PlanEstimate {
 // virtual stages than MaxVirtualStages allows, or vpp > 1 with pp = 1), "parallelism.zero_stage" (outside
 // 0..3), "parallelism.dp" (tp·cp·pp·dp != resources.gpus), "training.global_batch_size" (not
 // divisible by micro_batch_size·dp), "training.tp_comm_overlap" (tp > 1 without sequence parallelism),
-// "model.*" for non-positive sizes. A valid plan that needs more
+// "training.moe_a2a_overlap" (ep 1, pp > 1 with vpp 1, full recompute, no model.moe, fp32, more than one MTP
+// depth, a framework other than megatron), "model.*" for non-positive sizes. A valid plan that needs more
 // memory than the GPU offers is not an error: fits=false. plan.micro_batches is derived; with framework
 // fsdp plan.zero_stage is 3 whatever was given.
 //
@@ -135,10 +136,10 @@ struct PlanEstimate {
 //                  + memory-bound element-wise kernels, fp8 casts and the loss at hw.hbm_bytes_per_s;
 //   compute = micro_batches · max_i t_i;  bubble = (pp − 1)/vpp · max_i t_i;
 //   step    = compute + bubble + exposed communication (scheduler/comm_model.h: TP exposed, 1/tp of it
-//             with training.tp_comm_overlap, CP hidden
-//             behind attention, EP
-//             all-to-all exposed, PP p2p exposed, DP overlapped with backward except the last bucket (not
-//             at all in DeepSpeed pipelines), ZeRO-3/FSDP gathers partly overlapped).
+//             with training.tp_comm_overlap, CP hidden behind attention, EP all-to-all exposed (less a
+//             share of what the combined 1F1B pairs with compute, with training.moe_a2a_overlap), PP
+//             p2p exposed, DP overlapped with backward except the last bucket (not at all in DeepSpeed
+//             pipelines), ZeRO-3/FSDP gathers partly overlapped).
 // tflops_per_gpu = ModelFlopsPerToken · tokens per step / (gpus · step).
 Result<PlanEstimate> EvaluatePlan(const JobSpec& spec, const Plan& plan, const Hardware& hw);
 

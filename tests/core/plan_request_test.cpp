@@ -347,6 +347,7 @@ TEST(JobSpec, TrainingSwitchesDefaultRoundTripAndRejectNonBooleans) {
   const Switch switches[] = {
       {"cross_entropy_fp32", true, [](const TrainingSpec& t) { return t.cross_entropy_fp32; }},
       {"tp_comm_overlap", false, [](const TrainingSpec& t) { return t.tp_comm_overlap; }},
+      {"moe_a2a_overlap", false, [](const TrainingSpec& t) { return t.moe_a2a_overlap; }},
       {"grad_reduce_in_fp32", std::nullopt, [](const TrainingSpec& t) { return t.grad_reduce_in_fp32; }},
       {"fp8_param_gather", false, [](const TrainingSpec& t) { return t.fp8_param_gather; }},
   };

@@ -211,24 +211,6 @@ TEST(MoeArch, LayerFrequencyCountsEveryNthLayer) {
   EXPECT_EQ(MoeSpec{}.count(32), 0);
 }
 
-// A small MoE model: L 2, h 64, 4 heads, vocab 100, seq 32, GeLU, LayerNorm (biases), 4 experts of width
-// 128, top 2, every layer MoE.
-//   attention 4 · 64² + biases (3 · 64 + 64) = 16,640; norms 2 · 128 = 256; router 64 · 4 = 256;
-//   expert 2 · 64 · 128 + 128 + 64 = 16,576.
-//   per layer: dense 16,640 + 256 + 256 = 17,152; experts 4 · 16,576 = 66,304; activated 17,152 + 33,152 =
-//   50,304. Total 2 · 83,456 + 2 · 6,400 + final norm 128 = 179,840.
-JobSpec SmallMoe(int gpus) {
-  JobSpec s = Model(0, 2, 64, 4, 32, 100, gpus, 8);
-  s.model.moe = {.experts = 4, .top_k = 2, .expert_ffn_hidden = 128};
-  return s;
-}
-
-Plan MoeLayout(int tp, int dp, int ep, int zero) {
-  Plan p = Layout(tp, 1, dp, zero);
-  p.ep = ep;
-  return p;
-}
-
 TEST(MoeArch, SmallModelSplit) {
   const ModelSpec m = SmallMoe(8).model;
   const LayerParamSplit s = CountLayerSplit(m);

@@ -1,4 +1,5 @@
-// Builders shared by the planner tests (planner_test.cpp, planner_auto_test.cpp, planner_time_test.cpp).
+// Builders shared by the planner tests (planner_test.cpp, planner_auto_test.cpp, planner_time_test.cpp,
+// planner_moe_test.cpp, planner_moe_overlap_test.cpp).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -45,6 +46,25 @@ inline Plan Layout(int tp, int pp, int dp, int zero, int mbs = 1) {
               .micro_batch_size = mbs,
               .sequence_parallel = tp > 1,
               .pipeline_layers = {}};
+}
+
+// A small MoE model: L 2, h 64, 4 heads, vocab 100, seq 32, GeLU, LayerNorm (biases), 4 experts of width
+// 128, top 2, every layer MoE.
+//   attention 4 · 64² + biases (3 · 64 + 64) = 16,640; norms 2 · 128 = 256; router 64 · 4 = 256;
+//   expert 2 · 64 · 128 + 128 + 64 = 16,576.
+//   per layer: dense 16,640 + 256 + 256 = 17,152; experts 4 · 16,576 = 66,304; activated 17,152 + 33,152 =
+//   50,304. Total 2 · 83,456 + 2 · 6,400 + final norm 128 = 179,840.
+inline JobSpec SmallMoe(int gpus) {
+  JobSpec s = Model(0, 2, 64, 4, 32, 100, gpus, 8);
+  s.model.moe = {.experts = 4, .top_k = 2, .expert_ffn_hidden = 128};
+  return s;
+}
+
+// tp·dp with expert parallelism ep, no pipeline, ZeRO `zero`.
+inline Plan MoeLayout(int tp, int dp, int ep, int zero) {
+  Plan p = Layout(tp, 1, dp, zero);
+  p.ep = ep;
+  return p;
 }
 
 inline double State(const MemoryBreakdown& m) {

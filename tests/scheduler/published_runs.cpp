@@ -273,12 +273,13 @@ std::vector<PublishedRun> PublishedRuns() {
   // Container", Qwen3_235B_a22B, DGX-H100 FP8: GBS 8192, MBS 1, sequence 4096, TP 2, PP 8, VP 4, EP 32, 1,633
   // tokens/s per GPU; 1,712 in 26.04.01). Config (scripts/performance/configs/qwen/ at cfeddcd94):
   // expert_tensor_parallel_size 1 (the 32 ranks of a stage split the experts whole: parallelism.etp 1),
-  // the alltoall dispatcher, moe_a2a_overlap (the all-to-alls overlapped with the other micro-batch's
-  // compute, which the planner does not credit), no recompute, grad_reduce_in_fp32 false, no TP overlap.
+  // the alltoall dispatcher, moe_a2a_overlap (training.moe_a2a_overlap), no recompute, grad_reduce_in_fp32
+  // false, no TP overlap.
   {
     JobSpec s = Qwen3_235B(256, 8192, "H100-80GB");
     BridgeFp8(&s);
     s.training.activation_recompute = Recompute::kNone;
+    s.training.moe_a2a_overlap = true;
     Plan p = Layout(2, 1, 8, 16, 4, 1);
     p.ep = 32;
     p.etp = 1;
@@ -507,7 +508,8 @@ std::vector<PublishedRun> PublishedRuns() {
   // Blackwell MoE, inside one NVL72 domain (Megatron-Bridge performance summary, "26.08 NeMo Container",
   // DGX-GB200 MXFP8; configs src/megatron/bridge/perf_recipes/qwen/gb200/qwen3_moe.py at 4ab94dfad, the
   // commit that published the table): _perf_precision("fp8_mx") (bf16_with_mxfp8_mixed: fp8_param_gather,
-  // grad_reduce_in_fp32 false), no recompute, HybridEP dispatcher, full-iteration CUDA graphs, force-balanced
+  // grad_reduce_in_fp32 false), no recompute, HybridEP dispatcher with the all-to-alls overlapped
+  // (overlap_moe_expert_parallel_comm: training.moe_a2a_overlap), full-iteration CUDA graphs, force-balanced
   // routing. MXFP8 (block-scaled FP8) is counted as the planner's fp8. The same layouts ran 35-50 % slower
   // in the 26.02 container (Qwen3-30B-A3B: 26,084 tokens/s); the planner predicts the mature figure.
   const char* bridge_2608 = "Megatron-Bridge performance summary, 26.08";
@@ -516,6 +518,7 @@ std::vector<PublishedRun> PublishedRuns() {
     JobSpec s = Qwen3_30B(8, 512, "GB200-NVL72");
     BridgeFp8(&s);
     s.training.activation_recompute = Recompute::kNone;
+    s.training.moe_a2a_overlap = true;
     Plan p = Layout(1, 1, 1, 8, 1, 1);
     p.ep = 8;
     p.micro_batch_size = 4;
@@ -527,6 +530,7 @@ std::vector<PublishedRun> PublishedRuns() {
     JobSpec s = Qwen3_235B(256, 8192, "GB200-NVL72");
     BridgeFp8(&s);
     s.training.activation_recompute = Recompute::kNone;
+    s.training.moe_a2a_overlap = true;
     Plan p = Layout(1, 1, 8, 32, 3, 1);
     p.ep = 32;
     runs.push_back({"Bridge Qwen3-235B-A22B 256 GB200 MXFP8 PP8 VP3 EP32", bridge_2608, s, p,
@@ -537,14 +541,15 @@ std::vector<PublishedRun> PublishedRuns() {
     // their count: 259.8 GFLOP per token, with causal attention; the planner's convention, attention without
     // the mask, gives 291.9, MTP included). Recipe deepseek/gb200/deepseek_v3.py
     // (deepseek_v3_pretrain_256gpu_gb200_fp8mx_config): one multi-token-prediction depth, recompute_modules
-    // ["mla_up_proj"], HybridEP with the all-to-all overlapped with compute (not modelled: the planner
-    // exposes it all), full-iteration CUDA graphs, the precision-aware optimizer (bf16 moments and main
+    // ["mla_up_proj"], HybridEP with the all-to-alls overlapped (training.moe_a2a_overlap), full-iteration
+    // CUDA graphs, the precision-aware optimizer (bf16 moments and main
     // gradients: the planner's fp32 state is heavier), pipeline layout embedding + 4 layers, 14 × 4, 1 layer
     // + MTP + loss over the 16 virtual stages: physical stages of 16, 16, 16 and 13 layers.
     JobSpec s = DeepSeekV3(256, 4096, "GB200-NVL72");
     s.model.mtp_layers = 1;
     BridgeFp8(&s);
     s.training.recompute_modules = {.core_attn = false, .mla_up_proj = true};
+    s.training.moe_a2a_overlap = true;
     Plan p = Layout(1, 1, 4, 64, 4, 1);
     p.ep = 64;
     p.pipeline_layers = {16, 16, 16, 13};
@@ -553,7 +558,8 @@ std::vector<PublishedRun> PublishedRuns() {
   }
   {
     // The same on 256 GB300s, PP 2, VP 8, EP 32: 6,288 tokens/s per GPU (1,635 in their count). Recipe
-    // deepseek_v3_pretrain_256gpu_gb300_fp8mx_config: no recompute (recompute_modules []), FP8 attention
+    // deepseek_v3_pretrain_256gpu_gb300_fp8mx_config: no recompute (recompute_modules []), the all-to-alls
+    // overlapped as on GB200, FP8 attention
     // (fp8_dot_product_attention: faster kernels than the planner's 16-bit ones), the experts' activations in
     // a paged stash partly in host memory (moe_paged_stash: the planner keeps them all on the GPU), pipeline
     // layout "Et*4|(t*4|)*14tmL": virtual stages alternate over the two physical ones, 32 and 29 layers.
@@ -561,6 +567,7 @@ std::vector<PublishedRun> PublishedRuns() {
     s.model.mtp_layers = 1;
     BridgeFp8(&s);
     s.training.activation_recompute = Recompute::kNone;
+    s.training.moe_a2a_overlap = true;
     Plan p = Layout(1, 1, 2, 128, 8, 1);
     p.ep = 32;
     p.pipeline_layers = {32, 29};
