@@ -22,6 +22,10 @@ enum class Norm { kLayerNorm, kRmsNorm };  // RMSNorm has no bias
 // PyTorch FSDP2 (everything sharded) or DeepSpeed ZeRO 0-3 (ZeRO paper byte counts).
 enum class Framework { kMegatron, kFsdp, kDeepSpeed };
 enum class Attention { kFlash, kEager };  // flash/fused attention keeps no s×s score matrix
+// How MoE tokens reach their experts: Megatron-Core's alltoall dispatcher (every top-k copy sent to its
+// expert's rank), or its flex dispatcher over DeepEP or HybridEP, which sends a token once to each other
+// node holding any of its experts and forwards the copies over NVLink there (priced alike).
+enum class MoeDispatcher { kAllToAll, kDeepEp, kHybridEp };
 
 // Mixture of experts: `moe_layers` layers (or every moe_layer_freq-th, Megatron's --moe-layer-freq) replace
 // their MLP by a router (hidden·experts) and `experts` routed experts of which each token uses top_k, plus
@@ -161,6 +165,7 @@ struct TrainingSpec {
   // expert-parallel dispatch and combine of one on a second stream under the other's compute. Megatron-Core
   // needs ep > 1, vpp > 1 when pp > 1, no full recompute, a 16-bit (or fp8) model and at most one MTP depth.
   bool moe_a2a_overlap = false;
+  MoeDispatcher moe_dispatcher = MoeDispatcher::kAllToAll;
   // fp8 only: the transformer layers' weights held as FP8 (Megatron-Core's --fp8-param-gather, NeMo's
   // fp8_params; Megatron-Bridge's FP8 current-scaling recipes set it): no bf16 copy beside Transformer
   // Engine's FP8 weight and transpose, and the distributed optimizer gathers 1-byte parameters. false: the

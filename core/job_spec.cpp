@@ -145,7 +145,7 @@ void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* 
   r.OnlyKnown({"micro_batch_size", "global_batch_size", "precision", "optimizer", "activation_recompute",
                "recompute_modules", "cpu_offload_layers", "framework", "attention", "cross_entropy_fp32",
                "grad_reduce_in_fp32", "tp_comm_overlap", "fp8_param_gather", "recompute_num_layers",
-               "optimizer_dtype", "moe_a2a_overlap"});
+               "optimizer_dtype", "moe_a2a_overlap", "moe_dispatcher"});
   t->micro_batch_size = int(r.Int("micro_batch_size", false, 1, 1 << 16).value_or(1));
   t->micro_batch_size_given = j->is_object() && j->contains("micro_batch_size");
   if (auto v = r.Int("global_batch_size", true, 1, 1 << 28)) t->global_batch_size = int(*v);
@@ -193,6 +193,10 @@ void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* 
   if (auto v = r.Bool("grad_reduce_in_fp32")) t->grad_reduce_in_fp32 = *v;
   if (auto v = r.Bool("tp_comm_overlap")) t->tp_comm_overlap = *v;
   if (auto v = r.Bool("moe_a2a_overlap")) t->moe_a2a_overlap = *v;
+  if (auto v = r.Enum("moe_dispatcher", {"alltoall", "deepep", "hybridep"}))
+    t->moe_dispatcher = *v == "deepep"     ? MoeDispatcher::kDeepEp
+                        : *v == "hybridep" ? MoeDispatcher::kHybridEp
+                                           : MoeDispatcher::kAllToAll;
   if (auto v = r.Bool("fp8_param_gather")) t->fp8_param_gather = *v;
   if (t->fp8_param_gather && t->precision != Precision::kFp8)
     r.Error("training.fp8_param_gather", "needs training.precision \"fp8\"");

@@ -65,6 +65,7 @@ Json ToJson(const JobSpec& s) {
         {"cross_entropy_fp32", s.training.cross_entropy_fp32},
         {"tp_comm_overlap", s.training.tp_comm_overlap},
         {"moe_a2a_overlap", s.training.moe_a2a_overlap},
+        {"moe_dispatcher", ToString(s.training.moe_dispatcher)},
         {"fp8_param_gather", s.training.fp8_param_gather}}},
       {"parallelism", par},
       {"resources", res},
@@ -140,6 +141,9 @@ const char* ToString(Optimizer o) {
 }
 const char* ToString(Recompute r) {
   return r == Recompute::kNone ? "none" : r == Recompute::kFull ? "full" : "selective";
+}
+const char* ToString(MoeDispatcher d) {
+  return d == MoeDispatcher::kDeepEp ? "deepep" : d == MoeDispatcher::kHybridEp ? "hybridep" : "alltoall";
 }
 
 }  // namespace shepherd

@@ -52,5 +52,6 @@ const char* ToString(Precision p);
 const char* ToString(Optimizer o);
 const char* ToString(Recompute r);
 const char* ToString(Framework f);
+const char* ToString(MoeDispatcher d);
 
 }  // namespace shepherd

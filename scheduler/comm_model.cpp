@@ -27,6 +27,18 @@ double ActivationElementBytes(Precision p) {
   return p == Precision::kFp32 ? 4 : 2;
 }
 
+}  // namespace
+
+double NetworkCopiesPerToken(int experts, int top_k, double domains) {
+  // P(a given other domain holds none of the k experts) = C(E − E/n, k) / C(E, k).
+  double none = 1;
+  const double elsewhere = experts - experts / domains;
+  for (int i = 0; i < top_k; ++i) none *= std::max(0.0, (elsewhere - i) / (experts - i));
+  return (domains - 1) * (1 - none);
+}
+
+namespace {
+
 int CeilLog2(int n) {
   int steps = 0;
   while ((1 << steps) < n) ++steps;
@@ -391,15 +403,23 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   // MoE all-to-alls over the EP group (Megatron-Core's expert grid, etp fastest, then ep: it spans etp·ep
   // ranks, members etp apart), one latency each (NCCL sends to all peers at once), all on the critical
   // path. A rank reaches the EP peers inside its NVLink domain over NVLink and the others over the network
-  // at the same time, so the slower share sets the time.
+  // at the same time, so the slower share sets the time. DeepEP and HybridEP send each token once to every
+  // other domain holding any of its experts and forward the copies over NVLink there: the network carries
+  // NetworkCopiesPerToken of the k·(n − 1)/n copies the alltoall dispatcher sends, NVLink all of them.
   const long long ep_span = static_cast<long long>(etp) * plan.ep;
   const double all_to_alls = StageMoeLayers(m, stage_layers) * mb * tp_collectives;
   if (plan.ep > 1) {
     const long long local = ep_span <= domain ? plan.ep : std::max(1, domain / etp);  // incl. itself
     const double nvlink_share = static_cast<double>(local - 1) / (plan.ep - 1);
+    double nvlink = c.ep * nvlink_share, network = c.ep * (1 - nvlink_share);
+    if (t.moe_dispatcher != MoeDispatcher::kAllToAll && local < plan.ep) {
+      const double domains = static_cast<double>(plan.ep) / local;
+      nvlink = c.ep;
+      network *= NetworkCopiesPerToken(m.moe.experts, m.moe.top_k, domains) /
+                 (m.moe.top_k * (domains - 1) / domains);
+    }
     st.ep =
-        std::max(c.ep * nvlink_share / hw.nvlink_bytes_per_s, c.ep * (1 - nvlink_share) / hw.ib_bytes_per_s) +
-        all_to_alls * lat(ep_span);
+        std::max(nvlink / hw.nvlink_bytes_per_s, network / hw.ib_bytes_per_s) + all_to_alls * lat(ep_span);
   }
 
   const long long world = plan.world_size();

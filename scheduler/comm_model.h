@@ -71,6 +71,13 @@ double MatmulEfficiency(const JobSpec& spec, const Plan& plan, const Hardware& h
 // The same curve at size d: hw.matmul_efficiency · d / (d + hw.matmul_half_size).
 double MatmulEfficiencyAt(double d, const Hardware& hw);
 
+// DeepEP's and HybridEP's network copies per token: the expected number of the other `domains` − 1 NVLink
+// domains of an EP group that hold at least one of a token's top_k experts, the experts spread evenly over
+// the domains and chosen without repeats (balanced routing): (n − 1) · (1 − C(E − E/n, k) / C(E, k)). The
+// alltoall dispatcher sends k · (n − 1)/n. Qwen3-30B-A3B (128 experts, top 8) over 2 domains: 0.997
+// against 4.
+double NetworkCopiesPerToken(int experts, int top_k, double domains);
+
 // Tokens each routed expert receives per micro-batch with balanced routing: the EP group's ep ranks each
 // dispatch s/cp · b tokens × top_k over the model's experts, s/cp · b · top_k · ep / experts per local expert
 // (with expert tensor parallelism = tp every TP rank sees all of them and holds 1/tp of each expert).

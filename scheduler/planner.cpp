@@ -64,6 +64,8 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const Hardware& hw) {
   require(!spec.training.recompute_modules.mla_up_proj || m.mla.enabled(), "training.recompute_modules",
           "\"mla_up_proj\" needs model.mla (multi-head latent attention)");
   require(spec.training.global_batch_size > 0, "training.global_batch_size", "must be positive");
+  require(spec.training.moe_dispatcher == MoeDispatcher::kAllToAll || m.moe.enabled(),
+          "training.moe_dispatcher", "needs a mixture-of-experts model (model.moe)");
   if (spec.training.moe_a2a_overlap) {
     // Megatron-Core's TransformerConfig asserts these for overlap_moe_expert_parallel_comm.
     require(m.moe.enabled(), "training.moe_a2a_overlap", "needs a mixture-of-experts model (model.moe)");

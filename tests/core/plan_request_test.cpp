@@ -372,6 +372,29 @@ TEST(JobSpec, TrainingSwitchesDefaultRoundTripAndRejectNonBooleans) {
   }
 }
 
+// training.moe_dispatcher: alltoall by default (and written back as such), deepep and hybridep round-trip,
+// anything else is a 422 naming the field.
+TEST(JobSpec, MoeDispatcherDefaultsRoundTripsAndRejectsUnknownNames) {
+  Json j = Llama405BPlan();
+  auto s = ParsePlanRequest(j);
+  ASSERT_TRUE(s.ok()) << s.status().message();
+  EXPECT_EQ(s->training.moe_dispatcher, MoeDispatcher::kAllToAll);
+  EXPECT_EQ(ToJson(*s)["training"]["moe_dispatcher"], "alltoall");
+  for (const auto& [name, value] :
+       {std::pair{"deepep", MoeDispatcher::kDeepEp}, std::pair{"hybridep", MoeDispatcher::kHybridEp},
+        std::pair{"alltoall", MoeDispatcher::kAllToAll}}) {
+    j["training"]["moe_dispatcher"] = name;
+    auto parsed = ParsePlanRequest(j);
+    ASSERT_TRUE(parsed.ok()) << parsed.status().message();
+    EXPECT_EQ(parsed->training.moe_dispatcher, value);
+    auto again = ParsePlanRequest(ToJson(*parsed));
+    ASSERT_TRUE(again.ok()) << again.status().message();
+    EXPECT_EQ(again->training.moe_dispatcher, value);
+  }
+  j["training"]["moe_dispatcher"] = "nccl";
+  EXPECT_EQ(Fields(ParsePlanRequest(j).status()), std::set<std::string>{"training.moe_dispatcher"});
+}
+
 // FP8 parameters need FP8 compute (Megatron-Core refuses --fp8-param-gather without --fp8-format).
 TEST(JobSpec, Fp8ParamGatherNeedsFp8Precision) {
   Json j = Llama405BPlan();

@@ -1,5 +1,5 @@
 // Builders shared by the planner tests (planner_test.cpp, planner_auto_test.cpp, planner_time_test.cpp,
-// planner_moe_test.cpp, planner_moe_overlap_test.cpp).
+// planner_moe_test.cpp, planner_moe_ep_comm_test.cpp).
 #pragma once
 
 #include <gtest/gtest.h>

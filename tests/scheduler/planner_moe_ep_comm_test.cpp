@@ -1,6 +1,7 @@
-// training.moe_a2a_overlap (Megatron-Core's --overlap-moe-expert-parallel-comm): which all-to-all time the
-// combined 1F1B hides, the warm-up chunk it adds, the rules Megatron-Core asserts, and the speed-up against
-// Megatron-Bridge's published A/B measurements.
+// How the expert-parallel all-to-alls are run: training.moe_dispatcher (DeepEP's and HybridEP's one network
+// copy per destination domain) and training.moe_a2a_overlap (Megatron-Core's
+// --overlap-moe-expert-parallel-comm: which all-to-all time the combined 1F1B hides, the warm-up chunk it
+// adds, the rules Megatron-Core asserts, and the speed-up against Megatron-Bridge's published A/B).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -173,6 +174,50 @@ TEST(MoeA2aOverlap, SpeedUpWithinMegatronBridgesMeasuredRange) {
   const double speedup = off->step_time_s / on->step_time_s;
   EXPECT_GT(speedup, 24.71 / 20.99);
   EXPECT_LT(speedup, 41.25 / 31.31);
+}
+
+// A token's k experts, spread evenly over n domains and chosen without repeats, reach a given other domain
+// with probability 1 − C(E − E/n, k)/C(E, k): 4 experts, top 2, 2 domains: 1 − C(2, 2)/C(4, 2) = 5/6;
+// 16, top 2, 2 domains: 1 − 28/120 = 23/30; 128, top 8, 2 domains (Qwen3-30B-A3B on two nodes):
+// 1 − C(64, 8)/C(128, 8) = 1 − 4,426,165,368/1,429,702,652,400; 128, top 4 over 8 domains (gpt-oss-120b
+// at EP 64 on H100s): 7 · (1 − C(112, 4)/C(128, 4)) = 7 · (1 − 6,210,820/10,668,000). Never more than the
+// k·(n − 1)/n copies the alltoall dispatcher sends.
+TEST(MoeDispatcher, NetworkCopiesPerTokenOncePerDomainHoldingAnExpert) {
+  EXPECT_DOUBLE_EQ(NetworkCopiesPerToken(4, 2, 2), 5.0 / 6);
+  EXPECT_DOUBLE_EQ(NetworkCopiesPerToken(16, 2, 2), 23.0 / 30);
+  EXPECT_NEAR(NetworkCopiesPerToken(128, 8, 2), 1 - 4'426'165'368.0 / 1'429'702'652'400.0, 1e-12);
+  EXPECT_NEAR(NetworkCopiesPerToken(128, 4, 8), 7 * (1 - 6'210'820.0 / 10'668'000.0), 1e-12);
+  EXPECT_DOUBLE_EQ(NetworkCopiesPerToken(16, 1, 2), 0.5);  // top 1: the alltoall's 1 · 1/2, no saving
+  EXPECT_DOUBLE_EQ(NetworkCopiesPerToken(16, 2, 1), 0);    // one domain: nothing crosses the network
+}
+
+// The EP group of 16 ranks over two 8-GPU domains (16 experts, top 2; MoeComm's test of the alltoall
+// pricing): 61,440 B of all-to-all per step, 32,768 of them to the 8 ranks of the other domain at 40 GB/s.
+// DeepEP and HybridEP send that domain each token once when it holds one of its 2 experts, 23/30 of a
+// copy instead of the alltoall's 2 · 1/2 = 1: 25,122.13 B over the network, and all 61,440 B over NVLink
+// (170.7 ns at 360 GB/s, under the network's 628.1 ns), plus the same 8 latencies of 15 µs. Inside one
+// domain (ep 8) nothing changes; a dense model with the option is a 422 naming it.
+TEST(MoeDispatcher, DeepEpAndHybridEpSendEachTokenOncePerOtherDomain) {
+  JobSpec s = SmallMoe(16);
+  s.model.moe.experts = 16;
+  s.training.global_batch_size = 16;
+  Plan p = MoeLayout(1, 16, 16, 1);
+  p.micro_batches = 1;
+  const StepTime alltoall = EstimateStepTime(s, p, Hardware{});
+  EXPECT_NEAR(alltoall.ep, 32'768 / 40e9 + 8 * 15e-6, 1e-15);
+  for (MoeDispatcher d : {MoeDispatcher::kDeepEp, MoeDispatcher::kHybridEp}) {
+    s.training.moe_dispatcher = d;
+    EXPECT_NEAR(EstimateStepTime(s, p, Hardware{}).ep, 32'768 * 23.0 / 30 / 40e9 + 8 * 15e-6, 1e-15);
+  }
+  p.ep = 8;
+  const double inside = EstimateStepTime(s, p, Hardware{}).ep;
+  s.training.moe_dispatcher = MoeDispatcher::kAllToAll;
+  EXPECT_DOUBLE_EQ(EstimateStepTime(s, p, Hardware{}).ep, inside);
+  JobSpec dense = Model(0, 2, 64, 4, 32, 100, 8, 8);
+  dense.training.moe_dispatcher = MoeDispatcher::kDeepEp;
+  auto refused = EvaluatePlan(dense, Layout(2, 1, 4, 1), Hardware{});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(HasField(refused.status(), "training.moe_dispatcher"));
 }
 
 }  // namespace
