@@ -19,10 +19,9 @@ struct JobPolicy {
   std::vector<std::vector<std::string>> command_prefixes;
   // Environment names a job may not set. Defaults: what changes how every program links or finds its
   // binaries, and everything the agent sets for ranks (their identity and credentials).
-  std::vector<std::string> refused_env = {
-      "PATH",        "RANK",        "WORLD_SIZE",           "LOCAL_RANK", "LOCAL_WORLD_SIZE",
-      "MASTER_ADDR", "MASTER_PORT", "CUDA_VISIBLE_DEVICES", "HOME",       "USER",
-      "LOGNAME",     "SHELL"};
+  std::vector<std::string> refused_env = {"PATH",       "RANK",        "WORLD_SIZE",          "LOCAL_RANK",
+                                          "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+                                          "CUDA_VISIBLE_DEVICES", "HOME", "USER", "LOGNAME", "SHELL"};
   // Name prefixes a job may not set: the dynamic linker's (LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, ...),
   // the agent's own (SHEPHERD_*) and torchrun's (TORCHELASTIC_*).
   std::vector<std::string> refused_env_prefixes = {"LD_", "SHEPHERD_", "TORCHELASTIC_"};
