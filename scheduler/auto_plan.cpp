@@ -244,8 +244,7 @@ Result<PlanEstimate> SearchLayouts(const JobSpec& spec, const Hardware& hw) {
   }
 
   // Full recompute costs a forward pass per micro-batch but keeps only each layer's input: it is tried where
-  // the spec leaves recompute open.
-  // The combined 1F1B of moe_a2a_overlap refuses full recompute.
+  // the spec leaves recompute open, unless moe_a2a_overlap asks for the combined 1F1B, which refuses it.
   const bool recompute_open =
       !spec.training.activation_recompute_given && spec.training.activation_recompute != Recompute::kFull;
   std::optional<JobSpec> full;
