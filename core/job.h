@@ -119,6 +119,7 @@ struct RecomputeModules {
   bool layernorm = false;    // the two norms' outputs (the QKV and MLP inputs), recomputed from their inputs
   bool moe_act = false;      // the routed experts' activation outputs (their second GEMM's input)
   bool mla_up_proj = false;  // MLA's up projections and rope: Q, K and V, recomputed from the two latents
+  bool mlp = false;          // the dense layers' whole MLP (its norm fused in), recomputed from its input
   bool operator==(const RecomputeModules&) const = default;
 };
 

@@ -98,12 +98,12 @@ void ParseModel(FieldReader& root, ModelSpec* m, std::vector<FieldError>* errs) 
 }
 
 // training.recompute_modules: Megatron-Core's names, a non-empty subset of core_attn, layernorm, moe_act,
-// mla_up_proj; only with activation_recompute "selective" (the default).
+// mla_up_proj, mlp; only with activation_recompute "selective" (the default).
 void ParseRecomputeModules(FieldReader& r, TrainingSpec* t) {
   const Json* j = r.Find("recompute_modules");
   if (!j) return;
   const std::string path = r.Path("recompute_modules");
-  const std::string kModules = R"("core_attn", "layernorm", "moe_act", "mla_up_proj")";
+  const std::string kModules = R"("core_attn", "layernorm", "moe_act", "mla_up_proj", "mlp")";
   if (t->activation_recompute != Recompute::kSelective)
     return r.Error(path, "applies only to training.activation_recompute \"selective\"");
   if (!j->is_array() || j->empty()) return r.Error(path, "must be a non-empty array of " + kModules);
@@ -114,10 +114,11 @@ void ParseRecomputeModules(FieldReader& r, TrainingSpec* t) {
                  : name == "layernorm"   ? &m.layernorm
                  : name == "moe_act"     ? &m.moe_act
                  : name == "mla_up_proj" ? &m.mla_up_proj
+                 : name == "mlp"         ? &m.mlp
                                          : nullptr;
     if (!flag)
       return r.Error(
-          path, "unknown module (accepted: " + kModules + "; others, such as \"mlp\", are not modelled)");
+          path, "unknown module (accepted: " + kModules + "; others, such as \"moe\", are not modelled)");
     if (*flag) return r.Error(path, "lists \"" + name + "\" twice");
     *flag = true;
   }

@@ -113,6 +113,7 @@ Json ToJson(const JobSpec& s) {
     if (m.layernorm) modules.push_back("layernorm");
     if (m.moe_act) modules.push_back("moe_act");
     if (m.mla_up_proj) modules.push_back("mla_up_proj");
+    if (m.mlp) modules.push_back("mlp");
     out["training"]["recompute_modules"] = modules;
   }
   if (s.launcher == Launcher::kSlurm)

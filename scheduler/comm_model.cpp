@@ -150,7 +150,8 @@ ElementwiseBytes ElementwiseBytesPerLayer(const JobSpec& spec, const Plan& plan)
     const RecomputeModules& r = spec.training.recompute_modules;
     e.recomputed =
         (r.core_attn ? e.scores : 0) + (r.layernorm ? 4 * x / replicated * bytes : 0) +
-        (r.moe_act ? moe_share * act * m.moe.top_k * expert_ffn / m.hidden * x / plan.tp * bytes : 0);
+        (r.moe_act ? moe_share * act * m.moe.top_k * expert_ffn / m.hidden * x / plan.tp * bytes : 0) +
+        (r.mlp ? (1 - moe_share) * (2 * x / replicated + act * m.ffn() / m.hidden * x / plan.tp) * bytes : 0);
   }
   if (spec.training.precision == Precision::kFp8) {
     const double tokens = x / m.hidden, fc1_out = (m.mlp == Mlp::kSwiglu ? 2 : 1) * mlp_width;
@@ -248,6 +249,16 @@ double TpCollectivesPerLayer(const TrainingSpec& t, int stage_layers, int vpp) {
   return 4 + 2 * RecomputedLayers(t, stage_layers, vpp) / stage_layers;
 }
 
+// The share of a stage's layers whose MLP selective recompute of "mlp" runs forward again: the dense ones
+// (Megatron-Core leaves MoE layers to "moe"); 0 without it. Each adds its forward's FLOPs and one TP
+// all-reduce's worth (the input's gather with sequence parallelism, the output's reduce) per micro-batch.
+double MlpRecomputedShare(const JobSpec& spec) {
+  const TrainingSpec& t = spec.training;
+  if (t.activation_recompute != Recompute::kSelective || OpCheckpointing(t) || !t.recompute_modules.mlp)
+    return 0;
+  return 1 - static_cast<double>(spec.model.moe.count(spec.model.layers)) / spec.model.layers;
+}
+
 CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan) {
   const ModelSpec& m = spec.model;
   const TrainingSpec& t = spec.training;
@@ -259,8 +270,9 @@ CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan) {
   const double tp_collectives = TpCollectivesPerLayer(t, stage_layers, plan.vpp);
   const double expert_halves = ExpertHalvesOffTp(spec, plan, stage_layers);
   c.tp = mb * tp_collectives *
-         ((stage_layers - expert_halves) * RingAllReduceBytes(a, plan.tp) +
-          expert_halves * RingAllReduceBytes(a * plan.expert_tp() / plan.tp, plan.expert_tp()));
+             ((stage_layers - expert_halves) * RingAllReduceBytes(a, plan.tp) +
+              expert_halves * RingAllReduceBytes(a * plan.expert_tp() / plan.tp, plan.expert_tp())) +
+         mb * stage_layers * MlpRecomputedShare(spec) * RingAllReduceBytes(a, plan.tp);
   // Each TP rank holds kv_heads/tp of the K and V heads (tp divides kv_heads) and passes only those.
   const double kv_chunk = static_cast<double>(m.seq_len) / plan.cp * plan.micro_batch_size *
                           (m.k_width() + m.v_width()) / plan.tp * ActivationElementBytes(t.precision);
@@ -309,6 +321,9 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const bool up_proj_again =
       m.mla.enabled() && t.activation_recompute == Recompute::kSelective && t.recompute_modules.mla_up_proj;
   const double up_proj_flops = up_proj_again ? 2 * tokens * MlaUpProjParams(m) : 0;
+  // Selective recompute of "mlp" runs the dense layers' MLP forward (2 FLOPs per weight and token) again.
+  const double mlp_again_flops =
+      MlpRecomputedShare(spec) * 2 * tokens * m.hidden * m.ffn() * (m.mlp == Mlp::kSwiglu ? 3 : 2);
   // OpCheckpointing runs k, the output projection and the MLP's second matmul (w3, fc2; the activated
   // experts' on MoE layers) forward again.
   const double share = static_cast<double>(m.moe.count(m.layers)) / m.layers;
@@ -317,7 +332,7 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const double op_again_params =
       OpCheckpointing(t) ? static_cast<double>(m.hidden) * (m.k_width() + m.o_width() + op_mlp_width) : 0;
   const double layer_flops = 6 * tokens * ((split.activated - routed) + routed * rate / expert_rate) +
-                             up_proj_flops + 2 * tokens * op_again_params;
+                             up_proj_flops + mlp_again_flops + 2 * tokens * op_again_params;
   // Flash kernels skip the masked half of causal QKᵀ and AV (3·s·(q + o) per token and layer, q = a·d the
   // width of Q and o of AV's output, not the 6·s·(q + o) = 12·s·a·d of the model-FLOP convention) and, on
   // windowed layers, all but the w keys before each query (6·w·(q + o)); eager attention computes the full
@@ -391,9 +406,11 @@ StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware&
   const double tp_collectives = TpCollectivesPerLayer(t, stage_layers, plan.vpp);
   const int etp = plan.expert_tp();
   const double expert_halves = ExpertHalvesOffTp(spec, plan, stage_layers);
-  st.tp = mb * tp_collectives *
+  st.tp =
+      mb * tp_collectives *
           ((stage_layers - expert_halves) * AllReduceSeconds(a, plan.tp, bw(plan.tp), lat(plan.tp)) +
-           expert_halves * AllReduceSeconds(a * etp / plan.tp, etp, bw(etp), lat(etp)));
+           expert_halves * AllReduceSeconds(a * etp / plan.tp, etp, bw(etp), lat(etp))) +
+      mb * stage_layers * MlpRecomputedShare(spec) * AllReduceSeconds(a, plan.tp, bw(plan.tp), lat(plan.tp));
 
   const long long cp_span = static_cast<long long>(plan.tp) * plan.cp;
   const CommBytes c = EstimateCommBytes(spec, plan);

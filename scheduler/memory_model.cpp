@@ -165,6 +165,15 @@ double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const 
     // Transformer Engine keeps: nothing more is freed.
     units -= share * e.top_k * 2 * fe;
   }
+  if (recomputed.mlp) {
+    // Megatron-Core's "mlp": a dense layer's MLP module (Transformer Engine fuses its norm into fc1) is
+    // checkpointed from the residual stream, which stays (the 4 units); its normed input (already gone
+    // with "layernorm" in 16-bit; its FP8 copy with fp8) and its inner activations go.
+    const bool fp8 = t.precision == Precision::kFp8;
+    const double input = fp8 ? 1 : (recomputed.layernorm ? 0 : 2);
+    units -= (1 - share) * (input + MlpInnerUnits(m.mlp, f) - (fp8 ? f : 0));
+    whole -= (1 - share) * input;
+  }
   const double per_rank = sp ? units / tp : whole + (units - whole) / tp;
   return scale * sbh * per_rank;
 }

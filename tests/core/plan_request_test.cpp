@@ -106,17 +106,17 @@ TEST(JobSpec, RecomputeModulesAreMegatronsNamesUnderSelectiveRecompute) {
   EXPECT_FALSE(ToJson(*s)["training"].contains("recompute_modules"));
   Json j = Llama405BPlan();
   j["training"]["activation_recompute"] = "selective";
-  j["training"]["recompute_modules"] = {"layernorm", "moe_act"};
+  j["training"]["recompute_modules"] = {"layernorm", "moe_act", "mlp"};
   s = ParsePlanRequest(j);
   ASSERT_TRUE(s.ok()) << s.status().message();
   EXPECT_EQ(s->training.recompute_modules,
-            (RecomputeModules{.core_attn = false, .layernorm = true, .moe_act = true}));
-  EXPECT_EQ(ToJson(*s)["training"]["recompute_modules"], Json({"layernorm", "moe_act"}));
+            (RecomputeModules{.core_attn = false, .layernorm = true, .moe_act = true, .mlp = true}));
+  EXPECT_EQ(ToJson(*s)["training"]["recompute_modules"], Json({"layernorm", "moe_act", "mlp"}));
   auto again = ParsePlanRequest(ToJson(*s));
   ASSERT_TRUE(again.ok()) << again.status().message();
   EXPECT_EQ(again->training.recompute_modules, s->training.recompute_modules);
   for (const Json& bad :
-       {Json::array(), Json({"mlp"}), Json({"layernorm", "layernorm"}), Json("moe_act"), Json({1})}) {
+       {Json::array(), Json({"moe"}), Json({"layernorm", "layernorm"}), Json("moe_act"), Json({1})}) {
     j["training"]["recompute_modules"] = bad;
     s = ParsePlanRequest(j);
     ASSERT_FALSE(s.ok()) << bad;

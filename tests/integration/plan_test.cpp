@@ -160,7 +160,7 @@ TEST(Daemon, PlanTakesMegatronRecomputeModules) {
   body["model"].erase("window");
   ExpectPlanRefused(d, body, "model.full_attention_every");
   body["model"].erase("full_attention_every");
-  body["training"]["recompute_modules"] = {"mlp"};
+  body["training"]["recompute_modules"] = {"moe"};  // Megatron-Core's, not modelled
   ExpectPlanRefused(d, body, "training.recompute_modules");
   body["training"]["recompute_modules"] = {"moe_act"};
   body["training"]["activation_recompute"] = "full";

@@ -119,6 +119,31 @@ TEST(Activations, RecomputeModulesFreeWhatTheyRecompute) {
   EXPECT_EQ(ActivationBytesPerLayer(m, t, p), 20 * 1'048'576);
 }
 
+// Megatron-Core's "mlp" module checkpoints a dense layer's MLP from the residual stream: in the GQA SwiGLU
+// layer without dropout (31 units of s·b·h/t = 1,048,576 B) its normed input 2 and inner activations 6·3
+// go: 11; beside "layernorm" (27, the input already gone) the 18: 9. With fp8 the layer keeps 31 − 2 (QKV's
+// and the MLP's inputs only in FP8) − (3 − 1) (the second MLP GEMM's input in FP8, the projection's FP8
+// copy extra) = 27, and "mlp" frees the MLP's FP8 input 1 and its 18 − 3: 11. MoE layers keep their MLP.
+TEST(Activations, MlpModuleFreesTheDenseMlp) {
+  ModelSpec m = GqaSwiglu();
+  m.norm = Norm::kRmsNorm;
+  TrainingSpec t;
+  t.recompute_modules = {.core_attn = false, .mlp = true};
+  const Plan p = Layout(2, 1, 1, 0, 2);
+  EXPECT_EQ(ActivationBytesPerLayer(m, t, p), 11 * 1'048'576);
+  t.recompute_modules.layernorm = true;
+  EXPECT_EQ(ActivationBytesPerLayer(m, t, p), 9 * 1'048'576);
+  t.recompute_modules.layernorm = false;
+  t.precision = Precision::kFp8;
+  EXPECT_EQ(ActivationBytesPerLayer(m, t, p), 11 * 1'048'576);
+  t.recompute_modules.mlp = false;
+  EXPECT_EQ(ActivationBytesPerLayer(m, t, p), 27 * 1'048'576);
+  t.precision = Precision::kBf16;
+  m.moe = {.experts = 8, .top_k = 2, .expert_ffn_hidden = 512};
+  t.recompute_modules.mlp = true;
+  EXPECT_EQ(ActivationBytesPerLayer(m, t, p), 23 * 1'048'576);  // as without the module
+}
+
 // Multi-head latent attention, the GQA SwiGLU layer's 16 heads as MLA (query latent 512, K/V latent 256,
 // heads 32 + 16 rope wide for Q and K, 32 for V): attention input 2, Q and K 2·768/1024 each, V 2·512/1024,
 // AV's output 2·512/1024, the two latents kept twice each (their norms' inputs and outputs) 4·768/1024:

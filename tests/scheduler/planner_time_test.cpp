@@ -85,6 +85,24 @@ TEST_F(SmallJob, SelectiveRecomputeRunsCoreAttentionAgain) {
              8 * 4 * (2.147483648e-6 + 33.554432e-6));
 }
 
+// Selective recompute of "mlp" runs each dense layer's MLP forward again: 2 · 1024 tokens · 1024 · 4096 · 2
+// FLOPs over 4 ranks at 5e14, 8.589934592 µs per layer, 8 micro-batches · 4 layers on the last stage; and
+// its TP collective once more: a fifth collective per layer where the TP overlap test's 4 cost 0.00402653184
+// s, a quarter of that more communication.
+TEST_F(SmallJob, MlpRecomputeRunsTheDenseMlpForwardAgain) {
+  spec_.training.activation_recompute = Recompute::kSelective;
+  spec_.training.recompute_modules = {.core_attn = false, .layernorm = true};
+  auto without = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  spec_.training.recompute_modules.mlp = true;
+  auto with = EvaluatePlan(spec_, Layout(4, 2, 2, 0), hw_);
+  ASSERT_TRUE(without.ok() && with.ok());
+  EXPECT_REL(with->compute_time_s - without->compute_time_s, 8 * 4 * 8.589934592e-6);
+  EXPECT_REL(with->comm_time_s - without->comm_time_s, 0.00402653184 / 4);
+  // TP is exposed; the longer backward hides a little more of the DP all-reduce.
+  EXPECT_GT(with->exposed_comm_s, without->exposed_comm_s);
+  EXPECT_LT(with->memory.activations, without->memory.activations);
+}
+
 // Block recompute (recompute_num_layers N: the first N layers of each virtual stage run their forward again;
 // Megatron-Core's block method). Each recomputed layer costs a third of its GEMMs and attention again (the
 // forward of forward + backward); the others cost what they do without recompute (here, with flash attention
