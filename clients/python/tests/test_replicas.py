@@ -23,6 +23,7 @@ for _ in range(6):
     opt.zero_grad()
     model(torch.randn(4, 8)).sum().backward()
     opt.step()
+dist.barrier()  # no rank tears gloo down while another still reads the last broadcast
 dist.destroy_process_group()
 '''
 
@@ -45,6 +46,7 @@ for _ in range(7):
     opt.zero_grad()
     model(torch.randn(4, 8)).sum().backward()
     opt.step()
+dist.barrier()
 dist.destroy_process_group()
 '''
 
