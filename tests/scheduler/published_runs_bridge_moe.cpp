@@ -14,31 +14,29 @@ void AddBridgeMoeRuns(std::vector<PublishedRun>* runs) {
   // (overlap_moe_expert_parallel_comm: training.moe_a2a_overlap), full-iteration CUDA graphs, force-balanced
   // routing. MXFP8 (block-scaled FP8) is counted as the planner's fp8. The same layouts ran 35-50 % slower
   // in the 26.02 container (Qwen3-30B-A3B: 26,084 tokens/s); the planner predicts the mature figure.
-  const char* bridge_2608 = "Megatron-Bridge performance summary, 26.08";
+  auto add_2608 = [&](const char* name, JobSpec s, const Plan& p, double tflops, double tokens) {
+    BridgeFp8(&s);
+    s.training.moe_a2a_overlap = true;
+    s.training.moe_dispatcher = MoeDispatcher::kHybridEp;
+    runs->push_back({name, "Megatron-Bridge performance summary, 26.08", s, p,
+                     HardwareForResources(s.resources), tflops, tokens});
+  };
   {
     // Qwen3-30B-A3B on 8 GPUs, GBS 512, MBS 4, EP 8: 39,936 tokens/s per GPU (923 TFLOP/s in their count).
     JobSpec s = Qwen3_30B(8, 512, "GB200-NVL72");
-    BridgeFp8(&s);
     s.training.activation_recompute = Recompute::kNone;
-    s.training.moe_a2a_overlap = true;
-    s.training.moe_dispatcher = MoeDispatcher::kHybridEp;
     Plan p = Layout(1, 1, 1, 8, 1, 1);
     p.ep = 8;
     p.micro_batch_size = 4;
-    runs->push_back({"Bridge Qwen3-30B-A3B 8 GB200 MXFP8 EP8", bridge_2608, s, p,
-                     HardwareForResources(s.resources), 923, 39936});
+    add_2608("Bridge Qwen3-30B-A3B 8 GB200 MXFP8 EP8", s, p, 923, 39936);
   }
   {
     // Qwen3-235B-A22B on 256 GPUs, GBS 8192, MBS 1, PP 8, VP 3, EP 32: 7,280 tokens/s per GPU (1077).
     JobSpec s = Qwen3_235B(256, 8192, "GB200-NVL72");
-    BridgeFp8(&s);
     s.training.activation_recompute = Recompute::kNone;
-    s.training.moe_a2a_overlap = true;
-    s.training.moe_dispatcher = MoeDispatcher::kHybridEp;
     Plan p = Layout(1, 1, 8, 32, 3, 1);
     p.ep = 32;
-    runs->push_back({"Bridge Qwen3-235B-A22B 256 GB200 MXFP8 PP8 VP3 EP32", bridge_2608, s, p,
-                     HardwareForResources(s.resources), 1077, 7280});
+    add_2608("Bridge Qwen3-235B-A22B 256 GB200 MXFP8 PP8 VP3 EP32", s, p, 1077, 7280);
   }
   {
     // DeepSeek-V3 on 256 GPUs, GBS 4096, MBS 1, PP 4, VP 4, EP 64: 4,912 tokens/s per GPU (1,276 TFLOP/s in
@@ -51,15 +49,11 @@ void AddBridgeMoeRuns(std::vector<PublishedRun>* runs) {
     // + MTP + loss over the 16 virtual stages: physical stages of 16, 16, 16 and 13 layers.
     JobSpec s = DeepSeekV3(256, 4096, "GB200-NVL72");
     s.model.mtp_layers = 1;
-    BridgeFp8(&s);
     s.training.recompute_modules = {.core_attn = false, .mla_up_proj = true};
-    s.training.moe_a2a_overlap = true;
-    s.training.moe_dispatcher = MoeDispatcher::kHybridEp;
     Plan p = Layout(1, 1, 4, 64, 4, 1);
     p.ep = 64;
     p.pipeline_layers = {16, 16, 16, 13};
-    runs->push_back({"Bridge DeepSeek-V3 256 GB200 MXFP8 PP4 VP4 EP64", bridge_2608, s, p,
-                     HardwareForResources(s.resources), 1276, 4912});
+    add_2608("Bridge DeepSeek-V3 256 GB200 MXFP8 PP4 VP4 EP64", s, p, 1276, 4912);
   }
   {
     // The same on 256 GB300s, PP 2, VP 8, EP 32: 6,288 tokens/s per GPU (1,635 in their count). Recipe
@@ -70,15 +64,11 @@ void AddBridgeMoeRuns(std::vector<PublishedRun>* runs) {
     // layout "Et*4|(t*4|)*14tmL": virtual stages alternate over the two physical ones, 32 and 29 layers.
     JobSpec s = DeepSeekV3(256, 4096, "GB300-NVL72");
     s.model.mtp_layers = 1;
-    BridgeFp8(&s);
     s.training.activation_recompute = Recompute::kNone;
-    s.training.moe_a2a_overlap = true;
-    s.training.moe_dispatcher = MoeDispatcher::kHybridEp;
     Plan p = Layout(1, 1, 2, 128, 8, 1);
     p.ep = 32;
     p.pipeline_layers = {32, 29};
-    runs->push_back({"Bridge DeepSeek-V3 256 GB300 MXFP8 PP2 VP8 EP32", bridge_2608, s, p,
-                     HardwareForResources(s.resources), 1635, 6288});
+    add_2608("Bridge DeepSeek-V3 256 GB300 MXFP8 PP2 VP8 EP32", s, p, 1635, 6288);
   }
   // Qwen3-30B-A3B on 16 H100s (two nodes), Megatron-Bridge's controlled A/B of the all-to-all overlap
   // (skills/nemo-mbridge-perf-expert-parallel-overlap/SKILL.md at 067f987df, measured 2026-07-25): the
