@@ -6,7 +6,8 @@
 #   scripts/dev.sh build  install and build only
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export CCACHE_BASEDIR="$PWD"  # one cache for every checkout of the tree
+export CCACHE_BASEDIR="$PWD"  # one cache for every checkout of the tree:
+export CCACHE_NOHASHDIR=1     # paths under the tree are relative, and the working directory is not hashed
 
 PACKAGES=(g++ cmake ninja-build pkg-config libboost-dev libboost-program-options-dev nlohmann-json3-dev
           libsqlite3-dev sqlite3 libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev python3 python3-torch
