@@ -31,7 +31,7 @@ int RunGenInventory(int argc, char** argv) {
       "out,o", po::value<std::string>(&out_path), "output file (default stdout)");
   po::variables_map vm;
   try {
-    po::store(po::parse_command_line(argc, argv, opts), vm);
+    po::store(po::command_line_parser(argc, argv).options(opts).positional({}).run(), vm);
     po::notify(vm);
   } catch (const std::exception& e) {
     std::cerr << "shepherdd gen-inventory: " << e.what() << "\n";

@@ -34,8 +34,18 @@ int Serve(int argc, char** argv) {
       "take the inventory from the Slurm cluster SLURM_CONF names and keep it in sync (docs/slurm.md)");
   po::variables_map vm;
   try {
-    po::store(po::parse_command_line(argc, argv, opts), vm);
+    // A word that is no option is refused with its name, not ignored.
+    po::options_description all;
+    all.add(opts).add_options()("stray", po::value<std::vector<std::string>>());
+    po::store(po::command_line_parser(argc, argv)
+                  .options(all)
+                  .positional(po::positional_options_description().add("stray", -1))
+                  .run(),
+              vm);
     po::notify(vm);
+    if (vm.count("stray"))
+      throw std::invalid_argument("unexpected argument '" + vm["stray"].as<std::vector<std::string>>()[0] +
+                                  "' (the daemon takes only options)");
   } catch (const std::exception& e) {
     std::cerr << "shepherdd: " << e.what() << "\n" << opts << "\n";
     return 2;
@@ -77,5 +87,11 @@ int main(int argc, char** argv) {
   std::string cmd = argc > 1 ? argv[1] : "";
   if (cmd == "gen-inventory") return RunGenInventory(argc - 1, argv + 1);
   if (cmd == "agent") return RunAgent(argc - 1, argv + 1);
+  // A word that is no command (a typo, a command of a newer version) must not start a daemon.
+  if (!cmd.empty() && cmd[0] != '-') {
+    std::cerr << "shepherdd: unknown command '" << cmd
+              << "' (commands: agent, gen-inventory; the daemon takes only options: shepherdd --help)\n";
+    return 2;
+  }
   return Serve(argc, argv);
 }

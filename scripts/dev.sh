@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Shepherd developer entry point for a fresh Debian 12 machine.
-#   scripts/dev.sh run    install what is missing, build, start shepherdd on 127.0.0.1:8080
-#                         with ./var/shepherd.db and a demo inventory (Ctrl-C stops it)
+#   scripts/dev.sh run [--port N]
+#                         install what is missing, build the daemon, start it on 127.0.0.1:8080 (or N, or
+#                         $SHEPHERD_PORT) with ./var/shepherd.db and a demo inventory (Ctrl-C stops it)
 #   scripts/dev.sh test   install what is missing, build, run the whole test suite (ctest -j2)
 #   scripts/dev.sh build  install and build only
 set -euo pipefail
@@ -27,19 +28,24 @@ install_missing() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
+# build [TARGET...]: configure, then build the targets named (all when none).
 build() {
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build build -j2
+  cmake --build build -j2 ${1:+--target "$@"}
 }
 
 case "${1:-}" in
   run)
+    port="${SHEPHERD_PORT:-8080}"
+    if [ "${2:-}" = "--port" ] && [ -n "${3:-}" ]; then port="$3"; elif [ -n "${2:-}" ]; then
+      echo "usage: scripts/dev.sh run [--port N]" >&2; exit 2
+    fi
     install_missing
-    build
+    build shepherdd  # the daemon only: tests and benchmarks are built by `test`
     mkdir -p var
     [ -f var/demo-inventory.json ] || build/daemon/shepherdd gen-inventory --spines 2 --leaves-per-spine 4 \
       --nodes-per-leaf 5 --spares-per-leaf 1 -o var/demo-inventory.json
-    exec build/daemon/shepherdd --listen 127.0.0.1:8080 --db var/shepherd.db --inventory var/demo-inventory.json
+    exec build/daemon/shepherdd --listen "127.0.0.1:$port" --db var/shepherd.db --inventory var/demo-inventory.json
     ;;
   test)
     install_missing
