@@ -198,9 +198,10 @@ void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Cloc
   router->Add("POST", "/v1/nodes/{id}/heartbeat",
               [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
                 if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
-                auto body = api::Body(req, o);
-                if (!body.ok()) return respond(ProblemFrom(body.status()));
-                auto hb = ParseHeartbeat(*body);
+                auto parsed = api::Body(req, o);
+                if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
+                const Json& body = **parsed;
+                auto hb = ParseHeartbeat(body);
                 if (!hb.ok()) return respond(ProblemFrom(hb.status()));
                 if (!hb->gpu_faults.empty())  // an unknown node is the controller's 404
                   if (auto node = c->GetNode(p.at("id")); node.ok())
@@ -239,15 +240,16 @@ void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Cloc
   router->Add(
       "POST", "/v1/jobs/{id}/restart", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
         if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
-        auto body = api::Body(req, o);
-        if (!body.ok()) return respond(ProblemFrom(body.status()));
+        auto parsed = api::Body(req, o);
+        if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
+        const Json& body = **parsed;
         std::vector<FieldError> errs;
         std::string from = "last-known-good", reason;
         std::vector<std::string> replace;
-        if (!body->is_object())
+        if (!body.is_object())
           errs.push_back({"$", "must be an object"});
         else
-          for (auto& [k, v] : body->items()) {
+          for (auto& [k, v] : body.items()) {
             if (k == "from" && v.is_string() && !v.get_ref<const std::string&>().empty())
               from = v;
             else if (k == "reason")
