@@ -91,15 +91,16 @@ class HostileInputTest : public ::testing::Test {
     return {r.status, Since(t0)};
   }
 
-  // A DP = 2 job on n0 and n1 whose attempt 1 hangs on rank 1 (rank 0 waits in an all-reduce rank 1 never
-  // entered): its hang finding, attempt 1, without dumps.
+  // A DP = 2 job on two of the nodes whose attempt 1 hangs on rank 1 (rank 0 waits in an all-reduce rank 1
+  // never entered): its hang finding, attempt 1, without dumps. (Hangs are judged once the daemon has
+  // listened for the heartbeat timeout, 2 s here.)
   Json HungJob() {
     Json spec = Json::parse(R"({"name": "h", "model": {"parameters": 1e8, "layers": 4, "hidden": 512,
         "heads": 8, "seq_len": 512}, "training": {"global_batch_size": 32},
         "parallelism": {"tp": 1, "pp": 1, "dp": 2}, "resources": {"gpus": 2, "gpus_per_node": 1},
         "command": ["python3", "train.py"],
-        "policy": {"startup_grace_s": 0, "restart_backoff_s": 0, "heartbeat_timeout_s": 600,
-                   "hang_timeout_s": 0.5}})");
+        "policy": {"startup_grace_s": 0, "restart_backoff_s": 0, "heartbeat_interval_s": 0.5,
+                   "heartbeat_timeout_s": 2, "hang_timeout_s": 0.5}})");
     HttpResult r = Http(daemon_->port(), "POST", "/v1/jobs", spec.dump());
     if (r.status != 201) {
       ADD_FAILURE() << r.status << " " << r.body;
@@ -112,6 +113,7 @@ class HostileInputTest : public ::testing::Test {
       if (n != rank_node_[0] && n != rank_node_[1]) other_node_ = n;
     Json hang;
     const double since = static_cast<double>(std::time(nullptr));
+    bool first = true;
     Eventually(
         [&] {
           for (int rank = 0; rank < 2; ++rank) {
@@ -123,13 +125,14 @@ class HostileInputTest : public ::testing::Test {
           }
           Json batch = Json::array();
           for (int rank = 0; rank < 2; ++rank) {
-            batch.push_back({{"rank", rank}, {"attempt", 1}, {"kind", "step"}, {"step", 1}});
+            if (first) batch.push_back({{"rank", rank}, {"attempt", 1}, {"kind", "step"}, {"step", 1}});
             Json hb = {{"rank", rank}, {"attempt", 1}, {"kind", "heartbeat"}, {"step", 1}};
             if (rank == 0)
               hb["collective"] = {{"seq", 5}, {"op", "all_reduce"}, {"group", "dp"}, {"since", since}};
             batch.push_back(hb);
           }
           Http(daemon_->port(), "POST", "/v1/jobs/" + job_ + "/reports", Json{{"reports", batch}}.dump());
+          first = false;  // a step report ends the rank's collective: one, then heartbeats only
           Json found = Json::parse(
               Http(daemon_->port(), "GET", "/v1/failures?kind=hang&job=" + job_).body)["failures"];
           if (found.empty()) return false;
