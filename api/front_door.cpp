@@ -97,10 +97,14 @@ void FrontDoor::Enqueue(RequestClass c, std::shared_ptr<HttpRequest> shared, Res
                             std::shared_lock hold(*lock);
                             router->Handle(std::move(*shared), respond);
                           })
-          : control_->Offer(c, [router = router_, stop = stopping_, shared, respond] {
-              if (stop->load(std::memory_order_acquire)) return respond(ShuttingDown());
-              router->Handle(std::move(*shared), respond);
-            });
+          : control_->Offer(
+                c, [router = router_, stop = stopping_, release = options_.parse_on, shared, respond] {
+                  if (stop->load(std::memory_order_acquire)) return respond(ShuttingDown());
+                  std::shared_ptr<const Json> body = shared->json;
+                  router->Handle(std::move(*shared), respond);
+                  // A large parsed body takes milliseconds to free: the parser thread does it.
+                  if (release && body && body.use_count() == 1) release([body = std::move(body)] {});
+                });
   if (offered) return;
   if (observe_) observe_(std::string(ToString(c)) + " queue", method, 429);
   HttpResponse busy = Problem(

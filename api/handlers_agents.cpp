@@ -120,16 +120,18 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
         } else {
           for (size_t k = 0; k < fr->size(); ++k) {
             const Json& d = (*fr)[k];
-            std::string dpath = path + ".flight_recorder[" + std::to_string(k) + "]";
+            // Named only when wrong: a heartbeat may list thousands of dumps.
+            auto dpath = [&] { return path + ".flight_recorder[" + std::to_string(k) + "]"; };
             if (!d.is_object()) {
-              errs.push_back({dpath, "must be an object"});
+              errs.push_back({dpath(), "must be an object"});
               continue;
             }
             if (auto fp = d.find("path"); fp == d.end())
-              errs.push_back({dpath + ".path", "is required"});
+              errs.push_back({dpath() + ".path", "is required"});
             else if (!PrintableUpTo(*fp, 4096, false))
-              errs.push_back({dpath + ".path", "must be 1 to 4096 characters without control characters"});
-            typed(d, dpath, "size", &Json::is_number_unsigned, false, "a non-negative integer");
+              errs.push_back({dpath() + ".path", "must be 1 to 4096 characters without control characters"});
+            if (auto sz = d.find("size"); sz != d.end() && !sz->is_number_unsigned())
+              errs.push_back({dpath() + ".size", "must be a non-negative integer"});
           }
         }
       }

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <fstream>
 #include <memory>
@@ -177,6 +178,8 @@ TEST_F(HostileInputTest, AHundredThousandKeysAre400AtOnceWhileHeartbeatsAreAnswe
     worst = std::max(worst, seconds);
   }
   for (auto& t : attackers) t.join();
+  std::printf("100k-key bodies: slowest heartbeat %.3f s, longest control hold %.4f s\n", worst,
+              Metric(daemon_->port(), "shepherd_control_hold_seconds_max"));
   EXPECT_LT(worst, std::chrono::duration<double>(kPrompt).count()) << "the slowest heartbeat answer, s";
   for (int i = 0; i < 4; ++i) {
     ASSERT_EQ(answers[i].status, 400) << i << " " << answers[i].body;
@@ -207,6 +210,9 @@ TEST_F(HostileInputTest, AHeartbeatForRanksOfAnotherNodeChangesNoFindingAndIsCou
     EXPECT_EQ(status, 200);
     EXPECT_LT(seconds, std::chrono::duration<double>(kPrompt).count()) << "a heartbeat after the flood, s";
   }
+  std::printf("foreign flood: RSS %+ld KiB, longest control hold %.4f s\n",
+              RssKiB(daemon_->pid()) - rss_before,
+              Metric(daemon_->port(), "shepherd_control_hold_seconds_max"));
   Json after = HangFinding();
   EXPECT_FALSE(after.contains("flight_recorder")) << after.dump().substr(0, 300);
   EXPECT_EQ(Metric(daemon_->port(), "shepherd_heartbeat_ignored_total{what=\"flight_recorder\"}"), 3 * 64000);
@@ -257,6 +263,7 @@ TEST_F(HostileInputTest, SigtermDuringAFloodExitsWithinSeconds) {
   const double exit_s = Since(t0);
   stop = true;
   for (auto& t : attackers) t.join();
+  std::printf("SIGTERM under flood: exit after %.3f s\n", exit_s);
   ASSERT_TRUE(code.has_value()) << "no exit within 20 s of SIGTERM";
   EXPECT_EQ(*code, 0) << daemon_->log().substr(0, 2000);
   EXPECT_LT(exit_s, 5.0) << "seconds from SIGTERM to exit";
