@@ -9,6 +9,12 @@ std::string Num(double v) {
   std::snprintf(buf, sizeof buf, "%.17g", v);
   return buf;
 }
+// A bucket bound as written in the source ("0.005", not its nearest double's 17 digits).
+std::string Bound(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
 }  // namespace
 
 void Metrics::ObserveRequest(const std::string& route, const std::string& method, int status,
@@ -43,7 +49,7 @@ std::string Metrics::Exposition(const std::string& version) const {
       "# HELP shepherd_control_hold_seconds How long the control thread held the control lock per "
       "function.\n# TYPE shepherd_control_hold_seconds histogram\n";
   for (size_t i = 0; i < kHoldBuckets.size(); ++i)
-    out += "shepherd_control_hold_seconds_bucket{le=\"" + Num(kHoldBuckets[i]) + "\"} " +
+    out += "shepherd_control_hold_seconds_bucket{le=\"" + Bound(kHoldBuckets[i]) + "\"} " +
            std::to_string(hold_buckets_[i].load(std::memory_order_relaxed)) + "\n";
   const uint64_t holds = hold_count_.load(std::memory_order_relaxed);
   out += "shepherd_control_hold_seconds_bucket{le=\"+Inf\"} " + std::to_string(holds) + "\n";

@@ -162,3 +162,24 @@ TEST_F(FrontDoorTest, AfterStopQueuedRequestsAreAnswered503WithoutRunning) {
 
 }  // namespace
 }  // namespace shepherd
+
+namespace shepherd {
+namespace {
+
+TEST(ControlHoldMetric, HistogramAndLongestHold) {
+  Metrics m;
+  m.ObserveControlHold(0.002);
+  m.ObserveControlHold(0.3);
+  m.ObserveControlHold(0.0004);
+  const std::string out = m.Exposition("test");
+  EXPECT_NE(out.find("shepherd_control_hold_seconds_max 0.29999999999999999\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("shepherd_control_hold_seconds_bucket{le=\"0.001\"} 1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("shepherd_control_hold_seconds_bucket{le=\"0.005\"} 2\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("shepherd_control_hold_seconds_bucket{le=\"0.1\"} 2\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("shepherd_control_hold_seconds_bucket{le=\"0.5\"} 3\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("shepherd_control_hold_seconds_bucket{le=\"+Inf\"} 3\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("shepherd_control_hold_seconds_count 3\n"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace shepherd
