@@ -168,7 +168,13 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
   if (!errs.empty()) return InvalidContent("invalid heartbeat", std::move(errs));
   // Every field read below was checked above.
   AgentHeartbeat hb;
-  for (const Json& p : body.value("processes", Json::array())) {
+  // By reference: value() would copy the whole list.
+  static const Json kNone = Json::array();
+  const auto listed = [&body](const char* key) -> const Json& {
+    auto it = body.find(key);
+    return it != body.end() && it->is_array() ? *it : kNone;
+  };
+  for (const Json& p : listed("processes")) {
     ProcessStatus s;
     s.rank = {p["job"].get<std::string>(), p["attempt"].get<int>(), p["rank"].get<int>()};
     s.running = p.value("state", "running") == "running";
@@ -185,7 +191,7 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
         s.flight_recorder.push_back({d["path"].get<std::string>(), d.value("size", uint64_t{0})});
     hb.processes.push_back(std::move(s));
   }
-  for (const Json& g : body.value("gpu_faults", Json::array()))
+  for (const Json& g : listed("gpu_faults"))
     hb.gpu_faults.push_back(
         {g.value("gpu", -1), g.value("kind", std::string("fault")), g.value("detail", "")});
   if (auto it = body.find("health_check"); it != body.end() && it->is_object())
