@@ -1,6 +1,7 @@
 #include "api/front_door.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -12,6 +13,26 @@
 #include "api/problem.h"
 
 namespace shepherd {
+namespace {
+
+// A body the FrontDoor parses: not empty (routes that take none may be sent an empty one), of the JSON
+// media type (any other is the handler's 415).
+bool IsJsonBody(const HttpRequest& r) {
+  if (r.body.empty() || r.method == "GET" || r.method == "HEAD") return false;
+  std::string ct = r.Header("Content-Type");
+  std::string media = ct.substr(0, ct.find(';'));
+  while (!media.empty() && media.back() == ' ') media.pop_back();
+  for (auto& ch : media) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return media == "application/json";
+}
+
+HttpResponse ShuttingDown() {
+  HttpResponse r = Problem(503, "the daemon is shutting down; retry against its successor");
+  r.close = true;
+  return r;
+}
+
+}  // namespace
 
 void FrontDoor::Handle(HttpRequest request, Respond respond) const {
   const std::string path = PathOf(request.target);
@@ -40,19 +61,50 @@ void FrontDoor::Handle(HttpRequest request, Respond respond) const {
     return;
   }
   const RequestClass c = ClassOf(request.method, path);
-  const std::string method = request.method;
   auto shared = std::make_shared<HttpRequest>(std::move(request));
+  if (!IsJsonBody(*shared) || !ready_->load(std::memory_order_acquire))  // not ready: the handler's 503
+    return Enqueue(c, std::move(shared), std::move(respond));
+  if (shared->body.size() <= options_.inline_parse_bytes || !options_.parse_on) {
+    if (ParseBody(shared.get(), respond)) Enqueue(c, std::move(shared), std::move(respond));
+    return;
+  }
+  options_.parse_on([this, c, shared = std::move(shared), respond = std::move(respond)]() mutable {
+    if (stopping()) return respond(ShuttingDown());
+    if (ParseBody(shared.get(), respond)) Enqueue(c, std::move(shared), std::move(respond));
+  });
+}
+
+bool FrontDoor::ParseBody(HttpRequest* request, const Respond& respond) const {
+  Result<Json> parsed = ParseJsonText(request->body, options_.json_limits);
+  if (parsed.ok()) {
+    request->json = std::make_shared<const Json>(std::move(parsed).value());
+    return true;
+  }
+  if (observe_) observe_("json body", request->method, 400);
+  respond(ProblemFrom(parsed.status()));
+  return false;
+}
+
+void FrontDoor::Enqueue(RequestClass c, std::shared_ptr<HttpRequest> shared, Respond respond) const {
+  const std::string method = shared->method;
   // The task owns the only other copy of `respond`; a refused task is dropped unrun, so answering here is
   // the one call.
-  const bool offered = c == RequestClass::kRead
-                           ? reads_->Offer(c,
-                                           [router = router_, lock = lock_, shared, respond] {
-                                             std::shared_lock hold(*lock);
-                                             router->Handle(std::move(*shared), respond);
-                                           })
-                           : control_->Offer(c, [router = router_, shared, respond] {
-                               router->Handle(std::move(*shared), respond);
-                             });
+  const bool offered =
+      c == RequestClass::kRead
+          ? reads_->Offer(c,
+                          [router = router_, lock = lock_, stop = stopping_, shared, respond] {
+                            if (stop->load(std::memory_order_acquire)) return respond(ShuttingDown());
+                            std::shared_lock hold(*lock);
+                            router->Handle(std::move(*shared), respond);
+                          })
+          : control_->Offer(
+                c, [router = router_, stop = stopping_, release = options_.parse_on, shared, respond] {
+                  if (stop->load(std::memory_order_acquire)) return respond(ShuttingDown());
+                  std::shared_ptr<const Json> body = shared->json;
+                  router->Handle(std::move(*shared), respond);
+                  // A large parsed body takes milliseconds to free: the parser thread does it.
+                  if (release && body && body.use_count() == 1) release([body = std::move(body)] {});
+                });
   if (offered) return;
   if (observe_) observe_(std::string(ToString(c)) + " queue", method, 429);
   HttpResponse busy = Problem(

@@ -7,29 +7,49 @@
 // thread's time. A request whose class is full is answered at once: 429 problem+json with Retry-After,
 // naming the class.
 //
+// A JSON body (Content-Type application/json, not empty) is parsed here, before the request is queued, within
+// FrontDoorOptions::json_limits (core/json.h: nesting, members, elements, values, repeated keys): a body
+// that does not parse is answered 400 problem+json naming what is wrong and never reaches a queue; one that
+// does travels with the request (HttpRequest::json), so handlers on the control thread never parse. Bodies
+// up to inline_parse_bytes (every heartbeat, most reports) are parsed on the I/O thread; larger ones on the
+// thread `parse_on` posts to, so a few large bodies never hold up the I/O thread's other connections.
+//
+// Stop(): from then on a request that is still waiting in a queue when its turn comes is answered 503
+// (Connection: close) instead of being run, so a shutdown never waits behind a long queue of work no one
+// has been answered for yet (none of it was acknowledged).
+//
 // Test hook (off unless FrontDoorOptions::test_hooks): POST /test/block-control?ms=N queues a write task
 // that answers 200 as it begins and then blocks the control thread for N ms (at most 60 s); tests use it
 // to show that probes, reads and queue bounds do not depend on the control thread's queue.
 //
-// Threading: Handle runs on the I/O thread; `ready` is read with acquire; `observe(route, method, status)`
-// is called on the I/O thread for every answer the FrontDoor makes itself (probes; 429s with route
-// "<class> queue").
+// Threading: Handle runs on the I/O thread, the parse of a large body on the `parse_on` thread; `ready` is
+// read with acquire; `observe(route, method, status)` is called on either for every answer the FrontDoor
+// makes itself (probes; 429s with route "<class> queue"; 400s with route "json body"); Stop() is
+// thread-safe.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "api/http_types.h"
 #include "api/request_queue.h"
 #include "api/router.h"
 #include "control/control_lock.h"
+#include "core/json.h"
 
 namespace shepherd {
 
 struct FrontDoorOptions {
   int retry_after_s = 1;    // the Retry-After of a 429
   bool test_hooks = false;  // POST /test/block-control (tests only; never in production)
+  JsonLimits json_limits;   // of request bodies
+  std::size_t inline_parse_bytes = 64 * 1024;
+  // Runs a function on the thread that parses bodies over inline_parse_bytes (thread-safe); nullptr: the
+  // I/O thread parses them too. REQUIRES: that thread runs nothing posted after the FrontDoor is gone.
+  std::function<void(std::function<void()>)> parse_on;
 };
 
 class FrontDoor {
@@ -48,8 +68,15 @@ class FrontDoor {
         observe_(std::move(observe)) {}
 
   void Handle(HttpRequest request, Respond respond) const;
+  void Stop() { stopping_->store(true, std::memory_order_release); }
 
  private:
+  // Parses a JSON body into request->json; false (and `respond` answered 400) when it does not parse.
+  bool ParseBody(HttpRequest* request, const Respond& respond) const;
+  // Queues the request in its class, or answers 429.
+  void Enqueue(RequestClass c, std::shared_ptr<HttpRequest> request, Respond respond) const;
+  bool stopping() const { return stopping_->load(std::memory_order_acquire); }
+
   RequestQueue* control_;
   RequestQueue* reads_;
   ControlLock* lock_;
@@ -57,6 +84,8 @@ class FrontDoor {
   const std::atomic<bool>* ready_;
   const FrontDoorOptions options_;
   const std::function<void(std::string, std::string, int)> observe_;
+  // Shared with the queued tasks, which may outlive the FrontDoor.
+  const std::shared_ptr<std::atomic<bool>> stopping_ = std::make_shared<std::atomic<bool>>(false);
 };
 
 }  // namespace shepherd

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
 
 #include "api/problem.h"
 #include "core/fields.h"
@@ -60,8 +61,11 @@ void SetNextCursor(Json* body, bool more, const std::string& last_id) {
   (*body)["next_cursor"] = more ? Json(last_id) : Json(nullptr);
 }
 
-Result<Json> Body(const HttpRequest& req, const ApiOptions& o) {
-  return ParseJsonText(req.body, o.max_json_depth);
+Result<std::shared_ptr<const Json>> Body(const HttpRequest& req, const ApiOptions& o) {
+  if (req.json) return req.json;
+  auto parsed = ParseJsonText(req.body, o.json_limits);
+  if (!parsed.ok()) return parsed.status();
+  return std::make_shared<const Json>(std::move(parsed).value());
 }
 
 std::optional<HttpResponse> RefuseUnknownFields(const Json& body, std::initializer_list<const char*> known) {
@@ -149,6 +153,16 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
     *out += "# HELP shepherd_reports_total Rank reports by outcome.\n# TYPE shepherd_reports_total counter\n";
     for (const auto& [outcome, n] : c->report_counts())
       *out += "shepherd_reports_total{outcome=\"" + outcome + "\"} " + std::to_string(n) + "\n";
+    *out +=
+        "# HELP shepherd_heartbeat_ignored_total Agent heartbeat entries ignored: processes of ranks not "
+        "placed "
+        "on the agent's node (or listed twice), flight-recorder dumps of those or beyond the caps.\n"
+        "# TYPE shepherd_heartbeat_ignored_total counter\n";
+    for (const char* what : {"process", "flight_recorder"}) {
+      auto it = c->heartbeat_ignored().find(what);
+      *out += std::string("shepherd_heartbeat_ignored_total{what=\"") + what + "\"} " +
+              std::to_string(it == c->heartbeat_ignored().end() ? 0 : it->second) + "\n";
+    }
     *out += "# HELP shepherd_spare_deficits Leaves or spines below their configured spare minimum.\n";
     *out += "# TYPE shepherd_spare_deficits gauge\nshepherd_spare_deficits " +
             std::to_string(c->SpareDeficits().size()) + "\n";

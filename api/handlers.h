@@ -1,12 +1,14 @@
 // The REST API (shared/API.md, docs/api.md): routes from HTTP to the Controller. Authentication and the
 // route table's role and ownership checks happen in the Router before a handler runs (api/route_table.h);
 // each handler then checks and returns early, in this order: readiness -> content type -> parse
-// (depth-limited) -> validate (incl. the site's job policy) -> dispatch. Handlers run on the control thread;
-// planner searches run on the planner thread (ApiOptions::planner).
+// (within JsonLimits; done by the FrontDoor before the request is queued) -> validate (incl. the site's job
+// policy) -> dispatch. Handlers run on the control thread; planner searches run on the planner thread
+// (ApiOptions::planner).
 #pragma once
 
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,8 +31,8 @@ struct Quotas {
 
 struct ApiOptions {
   std::string version = SHEPHERD_VERSION;
-  int max_json_depth = 64;
-  JobPolicy job_policy;  // what a submitted job may run (core/job_policy.h)
+  JsonLimits json_limits;  // of request bodies (core/json.h)
+  JobPolicy job_policy;    // what a submitted job may run (core/job_policy.h)
   Quotas quotas;
   // Where planner searches run (POST /v1/plan, submits): off the control thread (api/plan_runner.h).
   // nullptr: inline on the control thread (tests that drive the routes without a daemon).
@@ -51,8 +53,9 @@ namespace api {
 // Non-null response when the request must be refused before parsing (readiness, content type).
 std::optional<HttpResponse> Precheck(const HttpRequest& req, const Controller& c, const ApiOptions& o,
                                      bool needs_body);
-// Parses the body as JSON with the depth limit; a 400 problem otherwise.
-Result<Json> Body(const HttpRequest& req, const ApiOptions& o);
+// The body as JSON: as the FrontDoor parsed it on the way in (HttpRequest::json), or parsed here within
+// o.json_limits (requests that did not come through a FrontDoor); a 400 problem otherwise.
+Result<std::shared_ptr<const Json>> Body(const HttpRequest& req, const ApiOptions& o);
 // Paging of list routes (docs/api.md, "Pagination"): `limit` in [1, kMaxPageSize] (default
 // kDefaultPageSize) and `cursor`, the opaque `next_cursor` of the previous page (the last item's id: items
 // come in a stable id order and the next page starts after it). TakePage removes both from `q`; invalid

@@ -120,16 +120,18 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
         } else {
           for (size_t k = 0; k < fr->size(); ++k) {
             const Json& d = (*fr)[k];
-            std::string dpath = path + ".flight_recorder[" + std::to_string(k) + "]";
+            // Named only when wrong: a heartbeat may list thousands of dumps.
+            auto dpath = [&] { return path + ".flight_recorder[" + std::to_string(k) + "]"; };
             if (!d.is_object()) {
-              errs.push_back({dpath, "must be an object"});
+              errs.push_back({dpath(), "must be an object"});
               continue;
             }
             if (auto fp = d.find("path"); fp == d.end())
-              errs.push_back({dpath + ".path", "is required"});
+              errs.push_back({dpath() + ".path", "is required"});
             else if (!PrintableUpTo(*fp, 4096, false))
-              errs.push_back({dpath + ".path", "must be 1 to 4096 characters without control characters"});
-            typed(d, dpath, "size", &Json::is_number_unsigned, false, "a non-negative integer");
+              errs.push_back({dpath() + ".path", "must be 1 to 4096 characters without control characters"});
+            if (auto sz = d.find("size"); sz != d.end() && !sz->is_number_unsigned())
+              errs.push_back({dpath() + ".size", "must be a non-negative integer"});
           }
         }
       }
@@ -166,7 +168,13 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
   if (!errs.empty()) return InvalidContent("invalid heartbeat", std::move(errs));
   // Every field read below was checked above.
   AgentHeartbeat hb;
-  for (const Json& p : body.value("processes", Json::array())) {
+  // By reference: value() would copy the whole list.
+  static const Json kNone = Json::array();
+  const auto listed = [&body](const char* key) -> const Json& {
+    auto it = body.find(key);
+    return it != body.end() && it->is_array() ? *it : kNone;
+  };
+  for (const Json& p : listed("processes")) {
     ProcessStatus s;
     s.rank = {p["job"].get<std::string>(), p["attempt"].get<int>(), p["rank"].get<int>()};
     s.running = p.value("state", "running") == "running";
@@ -183,7 +191,7 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
         s.flight_recorder.push_back({d["path"].get<std::string>(), d.value("size", uint64_t{0})});
     hb.processes.push_back(std::move(s));
   }
-  for (const Json& g : body.value("gpu_faults", Json::array()))
+  for (const Json& g : listed("gpu_faults"))
     hb.gpu_faults.push_back(
         {g.value("gpu", -1), g.value("kind", std::string("fault")), g.value("detail", "")});
   if (auto it = body.find("health_check"); it != body.end() && it->is_object())
@@ -198,9 +206,10 @@ void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Cloc
   router->Add("POST", "/v1/nodes/{id}/heartbeat",
               [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
                 if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
-                auto body = api::Body(req, o);
-                if (!body.ok()) return respond(ProblemFrom(body.status()));
-                auto hb = ParseHeartbeat(*body);
+                auto parsed = api::Body(req, o);
+                if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
+                const Json& body = **parsed;
+                auto hb = ParseHeartbeat(body);
                 if (!hb.ok()) return respond(ProblemFrom(hb.status()));
                 if (!hb->gpu_faults.empty())  // an unknown node is the controller's 404
                   if (auto node = c->GetNode(p.at("id")); node.ok())
@@ -239,15 +248,16 @@ void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Cloc
   router->Add(
       "POST", "/v1/jobs/{id}/restart", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
         if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
-        auto body = api::Body(req, o);
-        if (!body.ok()) return respond(ProblemFrom(body.status()));
+        auto parsed = api::Body(req, o);
+        if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
+        const Json& body = **parsed;
         std::vector<FieldError> errs;
         std::string from = "last-known-good", reason;
         std::vector<std::string> replace;
-        if (!body->is_object())
+        if (!body.is_object())
           errs.push_back({"$", "must be an object"});
         else
-          for (auto& [k, v] : body->items()) {
+          for (auto& [k, v] : body.items()) {
             if (k == "from" && v.is_string() && !v.get_ref<const std::string&>().empty())
               from = v;
             else if (k == "reason")

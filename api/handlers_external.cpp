@@ -86,13 +86,14 @@ void RegisterExternalRoutes(Router* router, Controller* c, ApiOptions o, const C
                 if (!ValidSlurmJobId(slurm_job_id))
                   return respond(ProblemFrom(InvalidContent(
                       "invalid Slurm job id", {{"slurm_job_id", "must be a SLURM_JOB_ID (digits)"}})));
-                auto body = api::Body(req, o);
-                if (!body.ok()) return respond(ProblemFrom(body.status()));
-                auto batch = ParseReportBatch(*body, clock->Now());
+                auto parsed = api::Body(req, o);
+                if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
+                const Json& body = **parsed;
+                auto batch = ParseReportBatch(body, clock->Now());
                 if (!batch.ok()) return respond(ProblemFrom(batch.status()));
-                if (auto unknown = api::RefuseUnknownFields(*body, {"reports", "slurm"}))
+                if (auto unknown = api::RefuseUnknownFields(body, {"reports", "slurm"}))
                   return respond(*unknown);
-                auto env = ParseSlurmEnvelope(*body);
+                auto env = ParseSlurmEnvelope(body);
                 if (!env.ok()) return respond(ProblemFrom(env.status()));
                 if (auto refused = api::CheckRankAttempt(req, *batch)) return respond(*refused);
                 const std::optional<Principal>& who = req.principal;

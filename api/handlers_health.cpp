@@ -31,12 +31,13 @@ void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clo
   router->Add("POST", "/v1/jobs/{id}/reports",
               [c, o, clock](const HttpRequest& req, const PathParams& p, Respond respond) {
                 if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
-                auto body = api::Body(req, o);
-                if (!body.ok()) return respond(ProblemFrom(body.status()));
+                auto parsed = api::Body(req, o);
+                if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
+                const Json& body = **parsed;
                 // The envelope and each report are parsed here; one bad report never refuses the batch.
-                auto batch = ParseReportBatch(*body, clock->Now());
+                auto batch = ParseReportBatch(body, clock->Now());
                 if (!batch.ok()) return respond(ProblemFrom(batch.status()));
-                if (auto unknown = api::RefuseUnknownFields(*body, {"reports"})) return respond(*unknown);
+                if (auto unknown = api::RefuseUnknownFields(body, {"reports"})) return respond(*unknown);
                 if (auto refused = api::CheckRankAttempt(req, *batch)) return respond(*refused);
                 c->IngestReports(p.at("id"), *batch, [respond](Result<IngestSummary> r) {
                   api::Reply(respond, r, RenderIngest, 202);

@@ -105,9 +105,10 @@ Json RenderJobFor(const JobView& v, const std::optional<Principal>& who) {
 void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
   router->Add("POST", "/v1/plan", [c, o](const HttpRequest& req, const PathParams&, Respond respond) {
     if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
-    auto body = api::Body(req, o);
-    if (!body.ok()) return respond(ProblemFrom(body.status()));
-    auto spec = ParsePlanRequest(*body);
+    auto parsed = api::Body(req, o);
+    if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
+    const Json& body = **parsed;
+    auto spec = ParsePlanRequest(body);
     if (!spec.ok()) return respond(ProblemFrom(spec.status()));
     const Hardware hw = c->HardwareFor(*spec);
     const bool off_control = SearchesOffControl(o, *spec);
@@ -122,9 +123,10 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
   });
   router->Add("POST", "/v1/jobs", [c, o](const HttpRequest& req, const PathParams&, Respond respond) {
     if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
-    auto body = api::Body(req, o);
-    if (!body.ok()) return respond(ProblemFrom(body.status()));
-    auto spec = ParseJobSpec(*body);
+    auto parsed = api::Body(req, o);
+    if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
+    const Json& body = **parsed;
+    auto spec = ParseJobSpec(body);
     if (!spec.ok()) return respond(ProblemFrom(spec.status()));
     api::SubmitAs(c, o, req, std::move(spec).value(), respond, [respond](const JobView& v) {
       HttpResponse res = JsonResponse(201, RenderJob(v));

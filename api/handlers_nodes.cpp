@@ -8,13 +8,14 @@ namespace shepherd {
 void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o) {
   router->Add("POST", "/v1/nodes", [c, o](const HttpRequest& req, const PathParams&, Respond respond) {
     if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
-    auto body = api::Body(req, o);
-    if (!body.ok()) return respond(ProblemFrom(body.status()));
-    auto node = ParseNode(*body, c->levels());
+    auto parsed = api::Body(req, o);
+    if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
+    const Json& body = **parsed;
+    auto node = ParseNode(body, c->levels());
     if (!node.ok()) return respond(ProblemFrom(node.status()));
     const Result<NodeView> stored = c->GetNode(node->id);
-    if (stored.ok()) KeepOmittedFields(*body, stored->node, &*node);
-    bool schedulable_given = body->is_object() && body->contains("schedulable");
+    if (stored.ok()) KeepOmittedFields(body, stored->node, &*node);
+    bool schedulable_given = body.is_object() && body.contains("schedulable");
     // An agent speaks for its own node only, and may not lift a cordon by re-registering.
     if (req.principal && req.principal->role == Role::kAgent) {
       if (req.principal->node != node->id)
@@ -67,14 +68,15 @@ void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o) {
   router->Add("PATCH", "/v1/nodes/{id}",
               [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
                 if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
-                auto body = api::Body(req, o);
-                if (!body.ok()) return respond(ProblemFrom(body.status()));
+                auto parsed = api::Body(req, o);
+                if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
+                const Json& body = **parsed;
                 std::vector<FieldError> errs;
                 NodePatch patch;
-                if (!body->is_object()) {
+                if (!body.is_object()) {
                   errs.push_back({"$", "must be an object"});
                 } else {
-                  for (auto& [k, v] : body->items()) {
+                  for (auto& [k, v] : body.items()) {
                     if ((k == "schedulable" || k == "spare" || k == "failed") && !v.is_boolean())
                       errs.push_back({k, "must be true or false"});
                     else if (k == "schedulable")

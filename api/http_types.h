@@ -3,12 +3,14 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "api/auth.h"
+#include "core/json.h"
 
 namespace shepherd {
 
@@ -17,6 +19,9 @@ struct HttpRequest {
   std::string target;  // path plus optional "?query"
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
+  // The body parsed as JSON before the request was queued (api/front_door.h); null when it was not (no
+  // body, another media type, or a request that did not come through a FrontDoor). Shared, never copied.
+  std::shared_ptr<const Json> json;
   std::string request_id;  // assigned by the server (or taken from X-Request-Id); in every log line
   // Set by the router once the request is authenticated and authorized (route table): who is calling.
   // Handlers use it for checks the table cannot make from the path alone (an agent registering its own

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -21,6 +22,12 @@ class Metrics {
   // REQUIRES: set before the first scrape.
   void SetGaugeSource(std::function<void(std::string* out)> source) { gauges_ = std::move(source); }
 
+  // How long the control thread held the ControlLock for one function it ran (a queued request's round, a
+  // store completion, a tick): shepherd_control_hold_seconds (a histogram) and
+  // shepherd_control_hold_seconds_max (the longest since start). Called by the control thread only; no lock
+  // (relaxed atomics: a scrape may see a hold in the count before the sum).
+  void ObserveControlHold(double seconds);
+
   std::string Exposition(const std::string& version) const;
 
  private:
@@ -31,6 +38,11 @@ class Metrics {
     uint64_t count = 0;
     double sum = 0;
   };
+  static constexpr std::array<double, 8> kHoldBuckets = {0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5};
+  std::array<std::atomic<uint64_t>, kHoldBuckets.size()> hold_buckets_{};
+  std::atomic<uint64_t> hold_count_{0};
+  std::atomic<double> hold_sum_{0};
+  std::atomic<double> hold_max_{0};
   mutable std::mutex mu_;                     // guards requests_ and latency_
   std::map<std::string, uint64_t> requests_;  // labels -> count
   std::map<std::string, Histogram> latency_;  // route labels -> histogram

@@ -13,11 +13,14 @@
 // kPriorityBurst), then up to kOtherBurst writes and kOtherBurst reads. While priority tasks are still
 // waiting (a backlog), writes and reads get one each per round and none while they took more than
 // kOtherShare of the control thread's recent time (measured per task, decayed per round): a backlog of
-// reports is not made worse by reads. It posts itself again when work remains, so store completions and
-// ticks queued on the control thread get their turn between rounds.
+// reports is not made worse by reads. A round ends early once it has run for kRoundBudget (the tasks not run
+// go back to the front of their queues, in order), and a drain posts itself again when work remains, so
+// store completions, ticks and signals queued on the control thread get their turn between rounds and no
+// round holds the control thread much longer than kRoundBudget plus one task.
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <deque>
 #include <functional>
@@ -60,6 +63,7 @@ class RequestQueue {
   static constexpr std::size_t kOtherBurst = 8;
   static constexpr double kOtherShare = 0.1;
   static constexpr double kDecay = 0.9;
+  static constexpr std::chrono::milliseconds kRoundBudget{20};
 
  private:
   std::size_t Limit(RequestClass c) const;

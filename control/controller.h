@@ -249,6 +249,10 @@ class Controller {
   // Counters for /metrics.
   const std::map<FindingKind, uint64_t>& finding_counts() const { return findings_.counts(); }
   const std::map<std::string, uint64_t>& report_counts() const { return report_counts_; }
+  const std::map<std::string, uint64_t>& heartbeat_ignored() const { return heartbeat_ignored_; }
+  // Flight-recorder dumps a hang finding keeps: per rank of the hung attempt, and in all.
+  static constexpr int kMaxDumpsPerRank = 4;
+  static constexpr std::size_t kMaxDumpsPerFinding = 2048;
   // The store as the control thread sees it: batches handed to it and not answered yet, how long the oldest
   // has waited (a stall: another connection's lock, a slow disk), and whether it failed.
   struct StorageFacts {
@@ -286,7 +290,8 @@ class Controller {
   // Records a finding: id, recovery (its actions), the log, the batch.
   void RecordFinding(Finding f, Time now, WriteBatch* batch);
   // Adds the process's flight-recorder dumps (new paths, or new sizes) to the latest hang finding of its
-  // job and attempt, if there is one.
+  // job and attempt, if there is one, within kMaxDumpsPerRank and kMaxDumpsPerFinding; what does not fit is
+  // counted as ignored. REQUIRES: the rank is placed on the heartbeating node (PlacedOn).
   void AttachFlightRecorder(const ProcessStatus& p, WriteBatch* batch);
   void EvaluateJob(const std::string& job, Time now, WriteBatch* batch);
   void PersistTransitions(const std::vector<CheckpointTransition>& ts, WriteBatch* batch);
@@ -294,6 +299,9 @@ class Controller {
   void CheckAgents(Time now, WriteBatch* batch);
   // The job of `rank` when it is of the job's current, active attempt and placed on `node`; else null.
   const JobEntry* CurrentRankOn(const std::string& node, const RankRef& rank) const;
+  // Whether `rank` is placed on `node` in its attempt, that attempt being its job's current one or the one
+  // before (whose ranks may still be stopping): what an agent may speak for.
+  bool PlacedOn(const std::string& node, const RankRef& rank) const;
   void OnRankExit(const std::string& node, const ProcessStatus& p, Time now, WriteBatch* batch);
   // A job another launcher starts: a report of a higher attempt begins that attempt.
   void FollowExternalAttempt(const std::string& job, const ReportBatch& reports, Time now, WriteBatch* batch);
@@ -355,6 +363,17 @@ class Controller {
   SlurmWatch slurm_watch_;
   SlurmJobs slurm_jobs_;
   std::map<std::string, uint64_t> report_counts_;
+  // Heartbeat entries ignored, by what: "process" (a rank not placed on the heartbeating node, or named
+  // twice in one heartbeat), "flight_recorder" (dumps of such processes, or beyond the caps).
+  std::map<std::string, uint64_t> heartbeat_ignored_;
+  // The paths of the latest hang finding's dumps per job (AttachFlightRecorder), so a dump is found by its
+  // path in log time; rebuilt from the finding when another finding becomes the latest.
+  struct DumpIndex {
+    std::string finding;
+    std::map<std::string, std::size_t, std::less<>> by_path;  // -> index in the finding's flight_recorder
+    std::map<int, int> per_rank;                              // dumps added per rank
+  };
+  std::map<std::string, DumpIndex> dump_index_;
   // Attempts started since the last Commit took them, and every started attempt whose batch is not durable
   // yet: their ranks reach agents (AgentBoard::HoldUntilSaved) and their Slurm steps start only after.
   std::vector<std::pair<std::string, int>> unsaved_starts_;

@@ -3,6 +3,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <set>
+#include <string_view>
+#include <tuple>
 
 #include "control/controller.h"
 #include "control/records.h"
@@ -223,18 +226,41 @@ void Controller::OnRankExit(const std::string& node, const ProcessStatus& p, Tim
   RecordFinding(std::move(f), now, batch);
 }
 
+bool Controller::PlacedOn(const std::string& node, const RankRef& rank) const {
+  const JobEntry* e = jobs_.Find(rank.job);
+  if (!e) return false;
+  const Placement* p = e->attempt && e->attempt->number == rank.attempt      ? &e->attempt->placement
+                       : e->previous && e->previous->attempt == rank.attempt ? &*e->previous
+                                                                             : nullptr;
+  if (!p || rank.rank < 0 || rank.rank >= static_cast<int>(p->ranks.size())) return false;
+  const RankSlot& slot = p->ranks[rank.rank];  // indexed by rank
+  return slot.rank == rank.rank && slot.node == node;
+}
+
 void Controller::AttachFlightRecorder(const ProcessStatus& p, WriteBatch* batch) {
   Finding* hang = findings_.Latest(p.rank.job, p.rank.attempt, FindingKind::kHang);
   if (!hang) return;
+  DumpIndex& index = dump_index_[p.rank.job];
+  if (index.finding != hang->id) {
+    index = DumpIndex{hang->id, {}, {}};
+    for (std::size_t i = 0; i < hang->flight_recorder.size(); ++i)
+      index.by_path.emplace(hang->flight_recorder[i].path, i);
+  }
   bool added = false;
+  int& of_rank = index.per_rank[p.rank.rank];
   for (const FlightRecorderDump& d : p.flight_recorder) {
-    auto same = std::find_if(hang->flight_recorder.begin(), hang->flight_recorder.end(),
-                             [&](const FlightRecorderDump& x) { return x.path == d.path; });
-    if (same == hang->flight_recorder.end()) {
+    if (auto same = index.by_path.find(d.path); same != index.by_path.end()) {
+      FlightRecorderDump& known = hang->flight_recorder[same->second];
+      if (known.size != d.size) {
+        known.size = d.size;  // still being written when first seen
+        added = true;
+      }
+    } else if (of_rank >= kMaxDumpsPerRank || hang->flight_recorder.size() >= kMaxDumpsPerFinding) {
+      ++heartbeat_ignored_["flight_recorder"];
+    } else {
+      index.by_path.emplace(d.path, hang->flight_recorder.size());
       hang->flight_recorder.push_back(d);
-      added = true;
-    } else if (same->size != d.size) {
-      same->size = d.size;  // still being written when first seen
+      ++of_rank;
       added = true;
     }
   }
@@ -268,19 +294,36 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
     Schedule(now, &batch);
   }
   HeartbeatAck ack;
-  // The agent started these ranks: their attempt is launched on this node.
+  // An agent speaks only for the ranks placed on its node (in the current attempt or the one before, whose
+  // ranks may still be stopping), each once per heartbeat: the rest is ignored and counted, so no entry of
+  // one heartbeat costs more than a lookup.
+  std::set<std::tuple<std::string_view, int, int>> seen;
+  std::size_t ignored = 0;
   for (const ProcessStatus& p : hb.processes) {
+    if (!PlacedOn(node, p.rank) || !seen.emplace(p.rank.job, p.rank.attempt, p.rank.rank).second) {
+      ++ignored;
+      heartbeat_ignored_["flight_recorder"] += p.flight_recorder.size();
+      continue;
+    }
+    // The agent started these ranks: their attempt is launched on this node.
     const JobEntry* e = CurrentRankOn(node, p.rank);
-    if (!e || e->job.state != JobState::kLaunching) continue;
-    if (auto h = health_.find(p.rank.job); h != health_.end() && h->second->OnNodeLaunched(node, now))
-      MarkLaunched(p.rank.job, now, &batch);
-  }
-  // Dumps of an attempt that hung (also of its ranks being stopped for the restart) join the hang finding.
-  for (const ProcessStatus& p : hb.processes)
+    if (e && e->job.state == JobState::kLaunching)
+      if (auto h = health_.find(p.rank.job); h != health_.end() && h->second->OnNodeLaunched(node, now))
+        MarkLaunched(p.rank.job, now, &batch);
+    // Dumps of an attempt that hung (also of its ranks being stopped for the restart) join the hang finding.
     if (!p.flight_recorder.empty()) AttachFlightRecorder(p, &batch);
+  }
+  if (ignored > 0) {
+    heartbeat_ignored_["process"] += ignored;
+    spdlog::debug("agent of {} lists {} processes of ranks not placed on it (or listed twice): ignored", node,
+                  ignored);
+  }
+  // Every exit is acknowledged (the agent forgets it); only those of ranks placed here count, once each.
+  seen.clear();
   for (const ProcessStatus& p : out.exits) {
     ack.ack_exits.push_back(p.rank);
-    OnRankExit(node, p, now, &batch);
+    if (PlacedOn(node, p.rank) && seen.emplace(p.rank.job, p.rank.attempt, p.rank.rank).second)
+      OnRankExit(node, p, now, &batch);
   }
   for (const GpuFault& g : out.new_faults) {
     const std::string what =

@@ -40,7 +40,7 @@ Status Controller::Recover(bool salvage) {
   int64_t epoch = 0;
   // One record into memory; an error means it cannot be decoded.
   auto decode = [&](const Record& r) -> Status {
-    Result<Json> j = ParseJsonText(r.body, 256);
+    Result<Json> j = ParseJsonText(r.body, kLargeJsonLimits);
     if (!j.ok()) return InvalidArgument("not JSON");
     switch (r.collection) {
       case Collection::kNodes: {

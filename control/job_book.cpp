@@ -104,6 +104,7 @@ Status JobBook::StartAttempt(const std::string& job, Placement placement, const 
   batch->Put(JobRecord(e.job, e.estimate));
   batch->Put(AttemptRecord(a));
   spdlog::info("job {} attempt {} started on {} ranks ({})", job, a.number, a.placement.ranks.size(), reason);
+  if (e.attempt) e.previous = std::move(e.attempt->placement);
   e.attempt = std::move(a);
   e.exited_ok.clear();
   Event(AttemptEvent::Kind::kStarted, e);

@@ -32,7 +32,10 @@ struct JobEntry {
   Job job;
   PlanEstimate estimate;
   std::optional<Attempt> attempt;  // the current (or last) attempt
-  std::set<int> exited_ok;         // ranks of the current attempt that exited 0
+  // The placement of the attempt before `attempt` (since this daemon started): its ranks may still be
+  // stopping, and what their agents say of them (flight-recorder dumps) still counts.
+  std::optional<Placement> previous;
+  std::set<int> exited_ok;  // ranks of the current attempt that exited 0
 };
 
 struct AttemptEvent {

@@ -36,22 +36,59 @@ bool ValidNodeId(const std::string& s) {
   return true;
 }
 
+namespace {
+
+// One container open in the scan of ParseJsonText.
+struct OpenContainer {
+  bool object = false;
+  std::size_t first_key = 0;  // objects: their keys start here in the scan's `keys`
+  std::size_t elements = 0;   // arrays: elements begun so far
+  std::string_view key;       // objects: the member being read
+};
+
+// The JSON path of the value being read in `open[0, n)`: "model.layers", "nodes[1].id"; "$" for the top.
+std::string PathIn(const std::vector<OpenContainer>& open, std::size_t n) {
+  std::string path;
+  for (std::size_t i = 0; i < n; ++i) {
+    const OpenContainer& o = open[i];
+    if (o.object)
+      path += (path.empty() ? "" : ".") + std::string(o.key);
+    else
+      path += "[" + std::to_string(o.elements == 0 ? 0 : o.elements - 1) + "]";
+  }
+  return path.empty() ? "$" : path;
+}
+
+Status OverLimit(const std::vector<OpenContainer>& open, std::size_t n, const std::string& what) {
+  const std::string path = PathIn(open, n);
+  return Status(Code::kInvalidArgument, "the JSON value at " + path + " " + what, {{path, what}});
+}
+
+}  // namespace
+
 Result<Json> ParseJsonText(std::string_view text, int max_depth) {
-  // One scan before parsing: nesting deeper than max_depth is refused before anything deep is built, and a
-  // key given twice in one object (the parser would keep the last value without a word) is found, by its
-  // text as written (a key spelled once with \u escapes and once without is not seen). Malformed text is
-  // left to the parser, whose error comes first.
-  struct Open {
-    bool object = false;
-    std::size_t first_key = 0;  // objects: their keys start here in `keys`
-    long index = 0;             // arrays: the element being read
-    std::string_view key;       // objects: the member being read
+  JsonLimits limits;
+  limits.max_depth = max_depth;
+  return ParseJsonText(text, limits);
+}
+
+Result<Json> ParseJsonText(std::string_view text, const JsonLimits& limits) {
+  // One scan before parsing: a limit exceeded is refused before anything is built, and a key given twice in
+  // one object is found, by its text as written (a key spelled once with \u escapes and once without is not
+  // seen), when the object closes: its keys are sorted once, so a flat object of n keys costs n log n, not
+  // n^2. Malformed text is left to the parser, whose error comes first.
+  struct Key {
+    std::string_view text;
+    std::size_t at;  // offset in `text`: of two equal keys, the later is the repeat
   };
-  std::vector<Open> open;
-  std::vector<std::string_view> keys;  // of the open objects, innermost last
+  std::vector<OpenContainer> open;
+  std::vector<Key> keys;  // of the open objects, innermost last
   std::string duplicate;
+  std::size_t duplicate_at = std::string_view::npos;  // the first repeat in the text wins
+  std::size_t values = 0;
   bool in_string = false, escaped = false, is_key = false, expect_key = false;
   std::size_t string_start = 0;
+  const std::string values_over = "has more than " + std::to_string(limits.max_values) + " values in all";
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (in_string) {
@@ -63,38 +100,62 @@ Result<Json> ParseJsonText(std::string_view text, int max_depth) {
         in_string = false;
         if (is_key && !open.empty()) {
           const std::string_view key = text.substr(string_start, i - string_start);
-          const auto first = keys.begin() + static_cast<long>(open.back().first_key);
-          if (std::find(first, keys.end(), key) != keys.end() && duplicate.empty()) {
-            open.back().key = key;
-            for (const Open& o : open)
-              duplicate += o.object ? (duplicate.empty() ? "" : ".") + std::string(o.key)
-                                    : "[" + std::to_string(o.index) + "]";
-          }
-          keys.push_back(key);
+          keys.push_back({key, string_start});
           open.back().key = key;
+          if (keys.size() - open.back().first_key > limits.max_members)
+            return OverLimit(open, open.size() - 1,
+                             "has more than " + std::to_string(limits.max_members) + " members");
+          if (++values > limits.max_values) return OverLimit(open, 0, values_over);
         }
       }
-    } else if (c == '"') {
+      continue;
+    }
+    if (c == ' ' || c == '\n' || c == '\t' || c == '\r') continue;
+    // The first element of an array begins with its first character other than the closing bracket.
+    if (!open.empty() && !open.back().object && open.back().elements == 0 && c != ']') {
+      open.back().elements = 1;
+      if (++values > limits.max_values) return OverLimit(open, 0, values_over);
+    }
+    if (c == '"') {
       in_string = true;
       is_key = expect_key;
       expect_key = false;
       string_start = i + 1;
     } else if (c == '{' || c == '[') {
-      if (static_cast<int>(open.size()) >= max_depth)
-        return InvalidArgument("JSON nesting is deeper than " + std::to_string(max_depth) + " levels");
+      if (static_cast<int>(open.size()) >= limits.max_depth)
+        return InvalidArgument("JSON nesting is deeper than " + std::to_string(limits.max_depth) + " levels");
       open.push_back({.object = c == '{', .first_key = keys.size()});
       expect_key = c == '{';
     } else if (c == '}' || c == ']') {
       if (!open.empty()) {
-        keys.resize(open.back().first_key);
+        OpenContainer& o = open.back();
+        if (o.object && keys.size() - o.first_key > 1) {
+          const auto first = keys.begin() + static_cast<std::ptrdiff_t>(o.first_key);
+          std::sort(first, keys.end(), [](const Key& x, const Key& y) {
+            const int order = x.text.compare(y.text);
+            return order != 0 ? order < 0 : x.at < y.at;
+          });
+          for (auto k = first + 1; k != keys.end(); ++k)
+            if (k->text == (k - 1)->text && k->at < duplicate_at) {
+              duplicate_at = k->at;
+              o.key = k->text;
+              duplicate = PathIn(open, open.size());
+            }
+        }
+        keys.resize(o.first_key);
         open.pop_back();
       }
       expect_key = false;
     } else if (c == ',' && !open.empty()) {
-      if (open.back().object)
+      OpenContainer& o = open.back();
+      if (o.object) {
         expect_key = true;
-      else
-        ++open.back().index;
+      } else {
+        if (++o.elements > limits.max_elements)
+          return OverLimit(open, open.size() - 1,
+                           "has more than " + std::to_string(limits.max_elements) + " elements");
+        if (++values > limits.max_values) return OverLimit(open, 0, values_over);
+      }
     }
   }
   try {

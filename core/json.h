@@ -3,8 +3,10 @@
 // codec serves the API, inventory files and the database. ToJson writes what Parse* reads back.
 #pragma once
 
+#include <cstddef>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/job.h"
@@ -15,9 +17,26 @@ namespace shepherd {
 
 using Json = nlohmann::json;
 
-// Parses `text` as JSON, refusing nesting deeper than `max_depth` before building any value (nlohmann-json
-// 3.11 recurses when copying, dumping or destroying deep values). kInvalidArgument when malformed.
-Result<Json> ParseJsonText(std::string_view text, int max_depth = 64);
+// What ParseJsonText accepts. Every limit is checked in one linear scan before any value is built, and a
+// document over one is refused (kInvalidArgument naming the JSON path of the container over it, "$" for the
+// top level). The defaults fit every body the API takes (docs/security.md, "Input hygiene"); files read at
+// start-up and stored records pass kLargeJsonLimits.
+struct JsonLimits {
+  int max_depth = 64;                  // nested objects and arrays
+  std::size_t max_members = 4096;      // members of one object
+  std::size_t max_elements = 1 << 19;  // elements of one array
+  std::size_t max_values = 1 << 19;    // members and elements of the whole document
+};
+inline constexpr JsonLimits kLargeJsonLimits{
+    .max_depth = 256, .max_members = 1 << 20, .max_elements = 1 << 24, .max_values = 1 << 26};
+
+// Parses `text` as JSON within `limits`: nesting too deep is refused before anything deep is built
+// (nlohmann-json 3.11 recurses when copying, dumping or destroying deep values), and a key given twice in one
+// object is refused by its path (the parser would keep the last value without a word). Time and memory are
+// linear in the text (n log n for the keys of one object). kInvalidArgument when malformed or over a limit.
+Result<Json> ParseJsonText(std::string_view text, const JsonLimits& limits = {});
+// The default limits with another depth.
+Result<Json> ParseJsonText(std::string_view text, int max_depth);
 
 Result<Node> ParseNode(const Json& j, const TopologyLevels& levels);
 // A registration of a known node updates what it names: the optional fields `body` leaves out (hostname,

@@ -12,7 +12,10 @@ Result<Json> ReadJsonFile(const std::string& path) {
   if (!in) return InvalidArgument("cannot read " + path);
   std::stringstream ss;
   ss << in.rdbuf();
-  auto j = ParseJsonText(ss.str(), 64);
+  // The site's own files: an inventory of tens of thousands of nodes is more than any request body.
+  JsonLimits limits = kLargeJsonLimits;
+  limits.max_depth = 64;
+  auto j = ParseJsonText(ss.str(), limits);
   if (!j.ok()) return InvalidArgument(path + ": " + j.status().message());
   return j;
 }

@@ -173,11 +173,16 @@ int RunDaemon(const DaemonConfig& config) {
   }
   // Everything posted to the control thread runs holding the lock exclusively: reads on the reader thread
   // see the controller between two operations, never inside one.
+  // Each hold is timed (shepherd_control_hold_seconds): no request may hold the control thread for long.
   ControlLock control_lock;
-  const Post post = [&ioc, &control_lock](std::function<void()> fn) {
-    asio::post(ioc, [&control_lock, fn = std::move(fn)] {
+  Metrics metrics;
+  using Steady = std::chrono::steady_clock;
+  const Post post = [&ioc, &control_lock, &metrics](std::function<void()> fn) {
+    asio::post(ioc, [&control_lock, &metrics, fn = std::move(fn)] {
       std::unique_lock hold(control_lock);
+      const auto start = Steady::now();
       fn();
+      metrics.ObserveControlHold(std::chrono::duration<double>(Steady::now() - start).count());
     });
   };
   Controller controller(store->get(), &clock, post, controller_options);
@@ -193,7 +198,6 @@ int RunDaemon(const DaemonConfig& config) {
     }
   }
 
-  Metrics metrics;
   Router router(&metrics);
   ApiOptions api_options;
   api_options.job_policy = config.job_policy;
@@ -237,8 +241,13 @@ int RunDaemon(const DaemonConfig& config) {
   auto read_work = asio::make_work_guard(read_ioc);
   RequestQueue reads(config.queues,
                      [&read_ioc](std::function<void()> fn) { asio::post(read_ioc, std::move(fn)); });
+  // Large request bodies are parsed on their own thread (api/front_door.h), off the I/O and control threads.
+  asio::io_context parse_ioc(1);
+  auto parse_work = asio::make_work_guard(parse_ioc);
   FrontDoorOptions front_options;
   front_options.test_hooks = config.test_hooks;
+  front_options.json_limits = api_options.json_limits;
+  front_options.parse_on = [&parse_ioc](std::function<void()> fn) { asio::post(parse_ioc, std::move(fn)); };
   if (config.test_hooks) spdlog::warn("test_hooks is on: POST /test/block-control is served. Tests only");
   FrontDoor front(&queue, &reads, &control_lock, &router, &ready, front_options,
                   [&metrics](std::string route, std::string method, int status) {
@@ -271,6 +280,7 @@ int RunDaemon(const DaemonConfig& config) {
   // The control thread keeps running until the server has drained (its requests need the controller).
   auto control_work = asio::make_work_guard(ioc);
   std::thread io_thread([&io_ioc] { io_ioc.run(); });
+  std::thread parse_thread([&parse_ioc] { parse_ioc.run(); });
   std::thread read_thread([&read_ioc] {
     // Reads yield the CPU to ingestion: where the threads share a core, the scheduler gives the reader
     // about a tenth of it while the control thread has work (Linux's per-thread nice; failure is harmless).
@@ -283,7 +293,6 @@ int RunDaemon(const DaemonConfig& config) {
   auto tick_interval = std::chrono::milliseconds(static_cast<long>(config.tick_interval_s * 1000));
   // Lateness (health/lateness.h): how late each tick fires, and how long a probe posted by the previous
   // tick waited in the control thread's queue.
-  using Steady = std::chrono::steady_clock;
   Duration queue_age{};
   std::function<void()> schedule_tick = [&] {
     ticker.expires_after(tick_interval);
@@ -292,8 +301,10 @@ int RunDaemon(const DaemonConfig& config) {
       Duration lag = std::chrono::duration_cast<Duration>(Steady::now() - ticker.expiry());
       {
         std::unique_lock hold(control_lock);
+        const auto start = Steady::now();
         controller.ObserveLateness(lag, queue_age, refused.exchange(0, std::memory_order_relaxed));
         controller.Tick();
+        metrics.ObserveControlHold(std::chrono::duration<double>(Steady::now() - start).count());
       }
       asio::post(ioc, [&queue_age, posted = Steady::now()] {
         queue_age = std::chrono::duration_cast<Duration>(Steady::now() - posted);
@@ -307,6 +318,7 @@ int RunDaemon(const DaemonConfig& config) {
     stopping = true;
     exit_code = code;
     spdlog::info("shutting down: {}", why);
+    front.Stop();  // what still waits in a queue is answered 503, not run: no long queue delays the exit
     signals.cancel();
     hup.cancel();
     ticker.cancel();
@@ -359,6 +371,8 @@ int RunDaemon(const DaemonConfig& config) {
 
   ioc.run();
   io_thread.join();
+  parse_work.reset();  // bodies still being parsed are answered 503 (their sessions are gone)
+  parse_thread.join();
   read_work.reset();  // the reads the I/O thread queued run (their sessions are gone; nothing is sent)
   read_thread.join();
   planner.reset();  // the search in progress ends; its answer, if any, is posted and run below

@@ -115,6 +115,29 @@ TEST_F(EvidenceApiTest, FlightRecorderDumpsOfTheHungAttemptJoinItsHangFinding) {
   EXPECT_EQ(OfKind("hang")[0]["flight_recorder"].size(), 2u);
 }
 
+TEST_F(EvidenceApiTest, OnlyTheRanksOwnNodeAddsItsDumpsAtMostFourPerRank) {
+  AgentsRunning();
+  HangOnRank7();
+  ASSERT_EQ(OfKind("hang").size(), 1u);
+  // Rank 7 of the hung attempt ran on n1: neither the spare (now running attempt 2) nor n0 speaks for it.
+  Json foreign = Process(1, 7, {{"flight_recorder", Json::array({Dump("/fr/forged", 1)})}});
+  ASSERT_EQ(AgentHeartbeat("sp0", Json::array({foreign})).status, 200);
+  ASSERT_EQ(AgentHeartbeat("n0", Json::array({foreign})).status, 200);
+  EXPECT_FALSE(OfKind("hang")[0].contains("flight_recorder"));
+  // n1 lists rank 7 twice, with six dumps each time: the first four are kept.
+  Json dumps = Json::array();
+  for (int d = 0; d < 6; ++d) dumps.push_back(Dump("/fr/a1-r7/trace_" + std::to_string(d), 1));
+  Json p = Process(1, 7, {{"flight_recorder", dumps}});
+  ASSERT_EQ(AgentHeartbeat("n1", Json::array({p, p})).status, 200);
+  Json kept = OfKind("hang")[0]["flight_recorder"];
+  ASSERT_EQ(kept.size(), 4u) << kept.dump();
+  EXPECT_EQ(kept[3]["path"], "/fr/a1-r7/trace_3");
+  // A dump already kept still has its size updated.
+  Json grown = Process(1, 7, {{"flight_recorder", Json::array({Dump("/fr/a1-r7/trace_0", 99)})}});
+  ASSERT_EQ(AgentHeartbeat("n1", Json::array({grown})).status, 200);
+  EXPECT_EQ(OfKind("hang")[0]["flight_recorder"][0]["size"], 99);
+}
+
 TEST_F(EvidenceApiTest, AFailedExitCarriesTheLogTailAndItsDumps) {
   AgentsRunning();
   const std::string tail = "Traceback (most recent call last):\n  File \"train.py\", line 9\nValueError: bad";

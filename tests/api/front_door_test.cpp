@@ -37,9 +37,21 @@ class FrontDoorTest : public ::testing::Test {
       if (shared_while_reading_) lock_.unlock_shared();
       respond(JsonResponse(200, {{"read", true}}));
     });
-    router_.Add("POST", "/v1/jobs/{id}/reports", [](const HttpRequest&, const PathParams&, Respond respond) {
-      respond(JsonResponse(202, {{"report", true}}));
-    });
+    router_.Add("POST", "/v1/jobs/{id}/reports",
+                [this](const HttpRequest& req, const PathParams&, Respond respond) {
+                  parsed_ = req.json;
+                  respond(JsonResponse(202, {{"report", true}}));
+                });
+  }
+  HttpResponse Post(FrontDoor& front, const std::string& body) {
+    HttpRequest req;
+    req.method = "POST";
+    req.target = "/v1/jobs/job-1/reports";
+    req.headers = {{"Content-Type", "application/json"}};
+    req.body = body;
+    last_ = HttpResponse{.status = 0};
+    front.Handle(std::move(req), [this](HttpResponse r) { last_ = std::move(r); });
+    return last_;  // status 0: queued, not answered yet
   }
   void Send(const std::string& method, const std::string& target) {
     HttpRequest req;
@@ -58,6 +70,8 @@ class FrontDoorTest : public ::testing::Test {
   FrontDoor front_{&control_, &reads_, &lock_, &router_, &ready_, {}};
   std::vector<int> answers_;
   bool exclusive_while_reading_ = true, shared_while_reading_ = false;
+  std::shared_ptr<const Json> parsed_;
+  HttpResponse last_;
 };
 
 TEST_F(FrontDoorTest, ReadsGoToTheReaderHoldingTheLockSharedReportsToTheControlThread) {
@@ -91,6 +105,80 @@ TEST_F(FrontDoorTest, AFullReadQueueIsRefusedWithRetryAfterWhileWritesStillQueue
   EXPECT_TRUE(has_retry_after);
   Send("POST", "/v1/jobs/job-1/reports");
   EXPECT_EQ(control_.depth(RequestClass::kPriority), 1u);
+}
+
+}  // namespace
+}  // namespace shepherd
+
+namespace shepherd {
+namespace {
+
+TEST_F(FrontDoorTest, JsonBodiesAreParsedBeforeQueueingAndBadOnesNeverQueue) {
+  // A flat object over the member limit, a repeated key, malformed text: 400 at once, nothing queued.
+  std::string flat = "{";
+  for (int i = 0; i < 5000; ++i) flat += "\"k" + std::to_string(i) + "\":1,";
+  flat += "\"end\":1}";
+  for (const std::string& bad : {flat, std::string(R"({"reports": [], "reports": []})"), std::string("{")}) {
+    HttpResponse r = Post(front_, bad);
+    EXPECT_EQ(r.status, 400) << r.body;
+    EXPECT_EQ(control_.depth(RequestClass::kPriority), 0u) << bad.substr(0, 40);
+  }
+  EXPECT_NE(Post(front_, flat).body.find("has more than 4096 members"), std::string::npos);
+  // A good one travels parsed; the handler does not parse it again.
+  EXPECT_EQ(Post(front_, R"({"reports": [{"rank": 0}]})").status, 0);
+  RunAll(&control_posts_);
+  ASSERT_NE(parsed_, nullptr);
+  EXPECT_EQ((*parsed_)["reports"][0]["rank"], 0);
+}
+
+TEST_F(FrontDoorTest, LargeBodiesAreParsedWhereParseOnRuns) {
+  Posted parse_posts;
+  FrontDoorOptions options;
+  options.inline_parse_bytes = 16;
+  options.parse_on = [&parse_posts](std::function<void()> f) { parse_posts.push_back(std::move(f)); };
+  FrontDoor front(&control_, &reads_, &lock_, &router_, &ready_, options);
+  Post(front, R"({"reports": []})");  // 15 bytes: inline
+  EXPECT_EQ(control_.depth(RequestClass::kPriority), 1u);
+  EXPECT_TRUE(parse_posts.empty());
+  Post(front, R"({"reports": [{"rank": 1}]})");
+  EXPECT_EQ(control_.depth(RequestClass::kPriority), 1u);  // waiting for the parser thread
+  ASSERT_EQ(parse_posts.size(), 1u);
+  RunAll(&parse_posts);
+  EXPECT_EQ(control_.depth(RequestClass::kPriority), 2u);
+  RunAll(&control_posts_);
+  ASSERT_NE(parsed_, nullptr);
+  EXPECT_EQ((*parsed_)["reports"][0]["rank"], 1);
+}
+
+TEST_F(FrontDoorTest, AfterStopQueuedRequestsAreAnswered503WithoutRunning) {
+  Send("POST", "/v1/jobs/job-1/reports");
+  Send("GET", "/v1/nodes");
+  front_.Stop();
+  RunAll(&control_posts_);
+  RunAll(&read_posts_);
+  EXPECT_EQ(answers_, (std::vector<int>{503, 503}));
+  EXPECT_TRUE(shared_while_reading_ == false) << "the read did not run";
+}
+
+}  // namespace
+}  // namespace shepherd
+
+namespace shepherd {
+namespace {
+
+TEST(ControlHoldMetric, HistogramAndLongestHold) {
+  Metrics m;
+  m.ObserveControlHold(0.002);
+  m.ObserveControlHold(0.3);
+  m.ObserveControlHold(0.0004);
+  const std::string out = m.Exposition("test");
+  EXPECT_NE(out.find("shepherd_control_hold_seconds_max 0.29999999999999999\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("shepherd_control_hold_seconds_bucket{le=\"0.001\"} 1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("shepherd_control_hold_seconds_bucket{le=\"0.005\"} 2\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("shepherd_control_hold_seconds_bucket{le=\"0.1\"} 2\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("shepherd_control_hold_seconds_bucket{le=\"0.5\"} 3\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("shepherd_control_hold_seconds_bucket{le=\"+Inf\"} 3\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("shepherd_control_hold_seconds_count 3\n"), std::string::npos) << out;
 }
 
 }  // namespace

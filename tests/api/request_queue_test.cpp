@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace shepherd {
@@ -83,6 +85,29 @@ TEST_F(RequestQueueTest, ABacklogOfReportsLetsOneWriteAndOneReadThroughPerRound)
   RunPosted();
   EXPECT_EQ(std::count(ran_.begin(), ran_.end(), "read"), 3);
   EXPECT_EQ(std::count(ran_.begin(), ran_.end(), "r"), reports);
+}
+
+TEST_F(RequestQueueTest, ARoundEndsAfterItsTimeBudgetAndTheRestKeepsItsOrder) {
+  // A slow first task (longer than kRoundBudget): the round ends after it, so what else is posted to the
+  // control thread (a tick, a signal) runs before the next round; nothing is lost or reordered.
+  RequestQueue q = Make({});
+  q.Offer(RequestClass::kPriority, [&] {
+    ran_.push_back("slow");
+    std::this_thread::sleep_for(RequestQueue::kRoundBudget + std::chrono::milliseconds(5));
+  });
+  for (int i = 0; i < 3; ++i)
+    q.Offer(RequestClass::kPriority, [&, i] { ran_.push_back("r" + std::to_string(i)); });
+  q.Offer(RequestClass::kWrite, [&] { ran_.push_back("write"); });
+  ASSERT_EQ(posted_.size(), 1u);
+  auto first = std::move(posted_.front());
+  posted_.pop_front();
+  first();
+  EXPECT_EQ(ran_, std::vector<std::string>{"slow"});
+  EXPECT_EQ(q.depth(RequestClass::kPriority), 3u);
+  EXPECT_EQ(q.depth(RequestClass::kWrite), 1u);
+  ASSERT_EQ(posted_.size(), 1u);  // the next round is posted behind whatever else waits
+  RunPosted();
+  EXPECT_EQ(ran_, (std::vector<std::string>{"slow", "r0", "r1", "r2", "write"}));
 }
 
 }  // namespace

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <string>
+
 namespace shepherd {
 
 TEST(ParseJsonText, RejectsDeepNestingBeforeBuilding) {
@@ -56,6 +59,103 @@ TEST(ParseJsonText, AKeyGivenTwiceInOneObjectIsRefusedByItsPath) {
   }
   // The same key in sibling or nested objects is not a repeat.
   EXPECT_TRUE(ParseJsonText(R"({"a": {"a": 1}, "b": [{"a": 1}, {"a": 2}], "c": {"x": {"a": 3}}})").ok());
+}
+
+std::string FlatObject(std::size_t keys, const std::string& last = "") {
+  std::string text = "{";
+  for (std::size_t i = 0; i < keys; ++i) text += "\"k" + std::to_string(i) + "\":" + std::to_string(i) + ",";
+  text += last.empty() ? "\"end\":0}" : last + "}";
+  return text;
+}
+
+TEST(ParseJsonText, AFlatObjectOfManyKeysParsesInLinearTime) {
+  // 200,000 distinct keys (3 MB): the repeated-key check used to compare each key with every earlier one.
+  JsonLimits limits;
+  limits.max_members = 1 << 20;
+  const std::string text = FlatObject(200000);
+  const auto start = std::chrono::steady_clock::now();
+  auto r = ParseJsonText(text, limits);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->size(), 200001u);
+  EXPECT_LT(took, 5.0);  // about 0.3 s unoptimised on a loaded machine; the quadratic scan took minutes
+  // A repeat at the very end is still found, by its path.
+  auto dup = ParseJsonText(FlatObject(200000, "\"k7\":1"), limits);
+  ASSERT_FALSE(dup.ok());
+  ASSERT_EQ(dup.status().fields().size(), 1u);
+  EXPECT_EQ(dup.status().fields()[0].field, "k7");
+}
+
+TEST(ParseJsonText, RepeatsAreFoundAtEveryDepthAndTheFirstInTheTextIsNamed) {
+  std::string text = "{\"a\":", tail = "}";
+  for (int depth = 0; depth < 20; ++depth) {  // 41 levels of nesting
+    text += "[{\"x\":1,\"y\":2,\"x\":3,\"z\":";
+    tail = "}]" + tail;
+  }
+  text += "0" + tail;
+  auto r = ParseJsonText(text);
+  ASSERT_FALSE(r.ok());
+  ASSERT_EQ(r.status().fields().size(), 1u);
+  EXPECT_EQ(r.status().fields()[0].field, "a[0].x");  // the outermost repeat comes first in the text
+  // An inner repeat written before an outer one is the one named, though the inner object closes first.
+  auto inner = ParseJsonText(R"({"b": 1, "c": {"d": 1, "d": 2}, "b": 2})");
+  ASSERT_FALSE(inner.ok());
+  EXPECT_EQ(inner.status().fields()[0].field, "c.d");
+  auto outer = ParseJsonText(R"({"b": 1, "b": 2, "c": {"d": 1, "d": 2}})");
+  ASSERT_FALSE(outer.ok());
+  EXPECT_EQ(outer.status().fields()[0].field, "b");
+}
+
+TEST(ParseJsonText, LimitsOfMembersElementsAndValuesNameWhatIsOver) {
+  JsonLimits limits;
+  limits.max_members = 3;
+  limits.max_elements = 4;
+  limits.max_values = 20;
+  EXPECT_TRUE(ParseJsonText(R"({"a": [1, 2, 3, 4], "b": {"x": 1, "y": 2, "z": 3}, "c": []})", limits).ok());
+  struct Case {
+    std::string text;
+    std::string path;
+    std::string what;
+  };
+  for (const Case& c : {
+           Case{R"({"a": 1, "b": 2, "c": 3, "d": 4})", "$", "has more than 3 members"},
+           Case{R"({"a": [0, {"p": 1, "q": 2, "r": 3, "s": 4}]})", "a[1]", "has more than 3 members"},
+           Case{R"({"a": [[1], [1, 2, 3, 4, 5]]})", "a[1]", "has more than 4 elements"},
+           Case{R"([1, 2, 3, 4, 5])", "$", "has more than 4 elements"},
+           Case{R"([[[1, 2, 3, 4], [1, 2, 3, 4]], [[1, 2, 3, 4], [1, 2, 3, 4]], [[1, 2, 3, 4], [1, 2]]])",
+                "$", "has more than 20 values in all"},
+       }) {
+    auto r = ParseJsonText(c.text, limits);
+    ASSERT_FALSE(r.ok()) << c.text;
+    EXPECT_EQ(r.status().code(), Code::kInvalidArgument) << c.text;
+    ASSERT_EQ(r.status().fields().size(), 1u) << c.text;
+    EXPECT_EQ(r.status().fields()[0].field, c.path) << c.text;
+    EXPECT_EQ(r.status().fields()[0].message, c.what) << c.text;
+    EXPECT_NE(r.status().message().find(c.what), std::string::npos) << r.status().message();
+  }
+  // Brackets, commas and colons inside strings are not structure.
+  EXPECT_TRUE(ParseJsonText(R"(["a,b,c,d,e,f", "[1,2,3,4,5]", "{\"k\":1,\"k\":2}"])", limits).ok());
+}
+
+TEST(ParseJsonText, DefaultLimitsFitTheLargestLegitimateBodies) {
+  // A heartbeat of an 8-GPU node with every dump an agent may attach, and a batch of 4,096 reports.
+  std::string hb = R"({"processes": [)";
+  for (int r = 0; r < 8; ++r) {
+    hb += std::string(r ? "," : "") + R"({"job": "job-000001", "attempt": 3, "rank": )" + std::to_string(r) +
+          R"(, "state": "running", "pid": 100, "flight_recorder": [)";
+    for (int d = 0; d < 64; ++d)
+      hb += std::string(d ? "," : "") + R"({"path": "/d/)" + std::to_string(d) + R"(", "size": 1})";
+    hb += "]}";
+  }
+  hb += R"(], "gpu_faults": []})";
+  EXPECT_TRUE(ParseJsonText(hb).ok());
+  std::string batch = R"({"reports": [)";
+  for (int i = 0; i < 4096; ++i)
+    batch +=
+        std::string(i ? "," : "") +
+        R"({"rank": 1, "attempt": 1, "kind": "collective", "time": 1.5, "collective": {"seq": 9, "op": "all_reduce", "group": "g-1", "state": "started"}, "members": [0, 1, 2, 3, 4, 5, 6, 7]})";
+  batch += "]}";
+  EXPECT_TRUE(ParseJsonText(batch).ok());
 }
 
 TEST(Node, DefaultsAndTopology) {
