@@ -105,8 +105,11 @@ TEST_F(HttpServerTest, SlowBodyIsCutOffByTheMinimumRateAndReleased) {
     EXPECT_TRUE(c->WaitClosed());
   }
   EXPECT_LT(Clock::now() - start, 5s);
-  const std::vector<int> r = rejected();
-  EXPECT_EQ(std::count(r.begin(), r.end(), 408), 3);
+  auto cut = [&] {
+    const std::vector<int> r = rejected();
+    return std::count(r.begin(), r.end(), 408);
+  };
+  EXPECT_TRUE(WaitFor([&] { return cut() == 3; })) << ::testing::PrintToString(rejected());
   Client again(port());
   EXPECT_EQ(Announce(again, "a std", 1000), 100) << "the cut bodies' reservations are released";
 }

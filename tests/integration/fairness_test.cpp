@@ -24,7 +24,7 @@ constexpr const char* kAdmin = "admin-token-0123456789";
 constexpr const char* kViewer = "viewer-token-0123456789";
 constexpr const char* kAgentN0 = "agent-n0-token-0123456789";
 const std::string kNodeN0 =
-    R"({"id": "n0", "hostname": "h0", "gpus": 1, "topology": {"spine": "s0", "leaf": "l0"}})";
+    R"({"id": "n0", "hostname": "h0", "gpus": 2, "topology": {"spine": "s0", "leaf": "l0"}})";
 const std::string kExternalJob = R"({"name": "a", "model": {"parameters": 1e8, "layers": 4, "hidden": 512,
   "heads": 8, "seq_len": 512}, "training": {"global_batch_size": 32}, "parallelism": {"tp": 1, "pp": 1,
   "dp": 1}, "resources": {"gpus": 1, "gpus_per_node": 1}})";
@@ -70,10 +70,10 @@ HttpResult Request(int port, const std::string& method, const std::string& targe
   return Request(c, method, target, token, body);
 }
 
-// Node n0 registered and an external job whose rank token the daemon hands out once; the job's id and
-// that token.
+// Node n0 registered (2 GPUs) and an external job whose rank token the daemon hands out once; the job's id
+// and that token.
 std::pair<std::string, std::string> RegisterNodeAndExternalJob(int port) {
-  EXPECT_EQ(Request(port, "POST", "/v1/nodes", kAgentN0, kNodeN0).status, 201);
+  EXPECT_EQ(Request(port, "POST", "/v1/nodes", kAgentN0, kNodeN0).status / 100, 2);
   HttpResult job = Request(port, "POST", "/v1/jobs", kAdmin, kExternalJob);
   EXPECT_EQ(job.status, 201) << job.body;
   Json j = Json::parse(job.body);
@@ -82,13 +82,14 @@ std::pair<std::string, std::string> RegisterNodeAndExternalJob(int port) {
 
 struct Timed {
   int status = 0;
+  std::string body;
   milliseconds took{0};
 };
 template <typename F>
 Timed Time(F f) {
   const auto start = steady_clock::now();
-  const int status = f().status;
-  return {status, std::chrono::duration_cast<milliseconds>(steady_clock::now() - start)};
+  HttpResult r = f();
+  return {r.status, r.body, std::chrono::duration_cast<milliseconds>(steady_clock::now() - start)};
 }
 
 // 64 connections announce 4 MiB bodies with `token` on `target` and send 64 KiB of each, then hold them
@@ -122,7 +123,7 @@ void ExpectLivenessAnsweredPromptly(int port, const std::string& job, const std:
                      R"({"reports": [{"rank": 0, "attempt": 1, "kind": "step", "step": )" +
                          std::to_string(i + 1) + R"(, "loss": 2.0}]})");
     });
-    EXPECT_EQ(report.status / 100, 2) << "report " << i << " answered " << report.status;
+    EXPECT_EQ(report.status / 100, 2) << "report " << i << " answered " << report.status << " " << report.body;
     EXPECT_LT(report.took.count(), 2000) << "report " << i;
   }
 }
