@@ -85,9 +85,35 @@ class Fleet:
             self.reports_refused, self.reports = 0, 0
             now = time.monotonic()
             self.last_ok = {node: now for node in ("n0", "n1")}
+            self.last_started_done = {node: 0.0 for node in ("n0", "n1")}  # start of the last answered one
             self.worst_gap = 0.0
 
     def agent(self, node):
+        """Heartbeats every second, as the agent's heartbeat thread does (never behind the long poll)."""
+        token = AGENTS[node]
+        while not self.stop.is_set():
+            tick = time.monotonic()
+            procs = [{"job": j, "attempt": a, "rank": r, "pid": 1000 + r, "state": "running"}
+                     for j, a, r, _ in self.ranks.get(node, [])]
+            body = {"agent": {"pid": 4242, "started_at": "2026-11-29T00:00:00.000Z"}, "processes": procs}
+            started = time.monotonic()
+            status, _, took = request(self.port, "POST", "/v1/nodes/%s/heartbeat" % node, token, body,
+                                      timeout=self.lease_s * 4)
+            now = time.monotonic()
+            with self.lock:
+                self.last_started_done[node] = started
+                self.latencies.append(took)
+                if status != 200:
+                    self.refused += 1
+                if took > self.lease_s:
+                    self.late += 1
+                if status == 200:
+                    self.worst_gap = max(self.worst_gap, now - self.last_ok[node])
+                    self.last_ok[node] = now
+            self.stop.wait(max(0.0, 1.0 - (time.monotonic() - tick)))
+
+    def ranks_of(self, node):
+        """Reads the node's assignments and has each of its ranks report a step, every second."""
         token = AGENTS[node]
         while not self.stop.is_set():
             tick = time.monotonic()
@@ -97,29 +123,24 @@ class Fleet:
                 doc = json.loads(raw)
                 self.ranks[node] = [(r["job"], r["attempt"], r["rank"], r.get("env", {}).get("SHEPHERD_TOKEN"))
                                     for r in doc.get("ranks", [])]
-            procs = [{"job": j, "attempt": a, "rank": r, "pid": 1000 + r, "state": "running"}
-                     for j, a, r, _ in self.ranks.get(node, [])]
-            body = {"agent": {"pid": 4242, "started_at": "2026-11-29T00:00:00.000Z"}, "processes": procs}
-            status, _, took = request(self.port, "POST", "/v1/nodes/%s/heartbeat" % node, token, body,
-                                      timeout=self.lease_s * 2)
-            now = time.monotonic()
-            with self.lock:
-                self.latencies.append(took)
-                if status != 200:
-                    self.refused += 1
-                if took > self.lease_s:
-                    self.late += 1
-                if status == 200:
-                    self.worst_gap = max(self.worst_gap, now - self.last_ok[node])
-                    self.last_ok[node] = now
             for j, a, r, rank_token in self.ranks.get(node, []):
-                report = {"reports": [{"rank": r, "attempt": a, "kind": "step", "step": int(now),
+                report = {"reports": [{"rank": r, "attempt": a, "kind": "step", "step": int(tick),
                                        "loss": 2.0, "grad_norm": 1.0, "step_time_s": 1.0}]}
                 status, _, _ = request(self.port, "POST", "/v1/jobs/%s/reports" % j, rank_token, report, timeout=30)
                 with self.lock:
                     self.reports += 1
                     self.reports_refused += status // 100 != 2
             self.stop.wait(max(0.0, 1.0 - (time.monotonic() - tick)))
+
+    def settle(self, since, limit_s=120):
+        """Waits (bounded) until every agent has finished a heartbeat begun after `since`, so that one held
+        by the attack is counted with its latency."""
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline:
+            with self.lock:
+                if all(t > since for t in self.last_started_done.values()):
+                    return
+            time.sleep(0.1)
 
     def summary(self):
         with self.lock:
@@ -335,7 +356,8 @@ def main():
         status, raw, _ = request(port, "POST", "/v1/jobs", ADMIN, JOB)
         assert status == 201, (status, raw)
         fleet = Fleet(port, args.lease_s)
-        agents = [threading.Thread(target=fleet.agent, args=(n,), daemon=True) for n in ("n0", "n1")]
+        agents = [threading.Thread(target=fn, args=(n,), daemon=True)
+                  for n in ("n0", "n1") for fn in (fleet.agent, fleet.ranks_of)]
         for t in agents:
             t.start()
         deadline = time.monotonic() + 30
@@ -351,6 +373,7 @@ def main():
             hold_before = metric(port, "shepherd_control_hold_seconds_max")
             fleet.reset()
             note = fn(port, fleet, time.monotonic() + args.seconds)
+            fleet.settle(time.monotonic())
             s = fleet.summary()
             hold_after = metric(port, "shepherd_control_hold_seconds_max")
             rows.append((title, s, hold_before, hold_after, note))
