@@ -101,14 +101,14 @@ std::vector<std::unique_ptr<Connection>> Dribble(int port, const std::string& ta
   const std::string part(64 * 1024, ' ');
   *refused = 0;
   for (int i = 0; i < 64; ++i) {
-    auto c = std::make_unique<Connection>(port, milliseconds(300));
+    auto c = std::make_unique<Connection>(port, std::chrono::seconds(2));
     EXPECT_TRUE(c->ok());
     c->Send(Head("POST", target, token, 4 << 20));
     c->Send(part);
     conns.push_back(std::move(c));
   }
   for (auto& c : conns)
-    if (c->Read().status == 429) ++*refused;  // a held connection answers nothing within 300 ms
+    if (c->Read().status == 429) ++*refused;  // a held connection answers nothing within 2 s
   return conns;
 }
 
