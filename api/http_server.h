@@ -88,9 +88,10 @@ struct HttpServerOptions {
   std::chrono::milliseconds read_timeout = std::chrono::seconds(30);
   // Deadline for writing one response.
   std::chrono::milliseconds write_timeout = std::chrono::seconds(30);
-  // Open connections beyond this (after evicting untrusted idle ones) are answered 503 and closed.
+  // Open connections beyond this (after evicting untrusted idle ones, then an idle one of an identity over
+  // its share) are answered 503 and closed.
   std::size_t max_connections = 10000;
-  // Open connections from one client address (IP) beyond this: same treatment.
+  // Open connections from one client address (IP) without a credential beyond this: same treatment.
   std::size_t max_connections_per_address = 512;
   // Connections accepted beyond max_connections that may only call public routes (health probes).
   std::size_t probe_reserve = 16;
