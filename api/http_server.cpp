@@ -175,12 +175,10 @@ void ServerCore::SetIdle(uint64_t session_id, const std::string& identity, bool 
 }
 
 bool ServerCore::ClaimIdentity(uint64_t session_id, const std::string& address, const std::string& from,
-                               const std::string& to) {
+                               const std::string& to, std::size_t cap) {
   if (from == to) return true;
   auto at = identities_.find(to);
-  if (at != identities_.end() && at->second.connections >= options_.max_connections_per_identity &&
-      !EvictIdleOf(to))
-    return false;
+  if (at != identities_.end() && at->second.connections >= cap && !EvictIdleOf(to)) return false;
   if (from.empty()) {
     auto it = per_address_.find(address);
     if (it != per_address_.end() && --it->second == 0) per_address_.erase(it);

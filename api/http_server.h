@@ -75,6 +75,8 @@ struct HeadDecision {
   // Empty: anonymous; the client address stands in for it in the body budget.
   std::string identity;
   BodyClass body_class = BodyClass::kStandard;
+  // This identity's connection cap; 0: HttpServerOptions::max_connections_per_identity.
+  std::size_t max_connections = 0;
 };
 
 struct HttpServerOptions {

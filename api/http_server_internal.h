@@ -70,10 +70,10 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   // or, at max_connections, for others (see HttpServer's "Connection fairness").
   void SetIdle(uint64_t session_id, const std::string& identity, bool idle);
   // Moves a serving session from its address's count (or from identity `from`) to identity `to`, first
-  // closing `to`'s oldest idle connection when `to` is at its cap. False (nothing moved) when `to` is at
-  // its cap with no idle connection.
+  // closing `to`'s oldest idle connection when `to` is at `cap`. False (nothing moved) when `to` is at
+  // `cap` with no idle connection.
   bool ClaimIdentity(uint64_t session_id, const std::string& address, const std::string& from,
-                     const std::string& to);
+                     const std::string& to, std::size_t cap);
 
   enum class BodyGrant { kGranted, kOwnShare, kClassFull };
   // Reserves `bytes` for `owner` (an identity, or "addr:<ip>") in class `c`.

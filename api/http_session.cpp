@@ -248,10 +248,12 @@ void Session::OnHeader(const error_code& ec) {
       return;
     }
     if (d.trusted && !d.identity.empty() && kind_ == SessionKind::kServing && d.identity != identity_) {
-      if (!core_->ClaimIdentity(id_, address_, identity_, d.identity)) {
+      const std::size_t cap =
+          d.max_connections > 0 ? d.max_connections : core_->options().max_connections_per_identity;
+      if (!core_->ClaimIdentity(id_, address_, identity_, d.identity, cap)) {
         HttpResponse busy = Problem(
-            429, fmt::format("this credential already holds {} connections, none of them idle; retry later",
-                             core_->options().max_connections_per_identity));
+            429,
+            fmt::format("this credential already holds {} connections, none of them idle; retry later", cap));
         busy.headers.emplace_back("Retry-After", "1");
         RejectWith(std::move(busy));
         return;

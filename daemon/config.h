@@ -43,6 +43,8 @@ struct DaemonConfig {
   size_t body_budget = 256u << 20;  // bytes of request bodies buffered at once, all connections
   // Body budget and connection caps by class and identity (api/http_server.h, docs/security.md).
   size_t max_connections_per_identity = 64;
+  // A rank token: all ranks of an attempt (or of another launcher's job) may share one.
+  size_t max_connections_per_rank_token = 1024;
   size_t body_reserve_liveness = 64u << 20;  // of body_budget, for heartbeats and reports only
   size_t body_share_per_identity = 16u << 20;
   size_t body_share_low_role = 4u << 20;     // viewers: each

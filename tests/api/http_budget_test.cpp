@@ -1,6 +1,6 @@
 // HttpServer over real loopback TCP: the body budget by class and identity, the body read deadline, and
-// the connection cap per identity. `on_head` here trusts the head's "X-Who: <identity> <class>" header
-// (class: live, std or low). Linked into http_server_test.
+// the connection cap per identity. `on_head` here trusts the head's "X-Who: <identity> <class> [<cap>]"
+// header (class: live, std or low; cap: that identity's connection cap). Linked into http_server_test.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -25,7 +25,11 @@ HeadDecision WhoIs(const HttpRequest& head) {
   if (space == std::string::npos) return d;
   d.trusted = true;
   d.identity = who.substr(0, space);
-  const std::string c = who.substr(space + 1);
+  std::string c = who.substr(space + 1);
+  if (const auto cap = c.find(' '); cap != std::string::npos) {
+    d.max_connections = std::stoul(c.substr(cap + 1));
+    c = c.substr(0, cap);
+  }
   d.body_class = c == "live" ? BodyClass::kLiveness : c == "low" ? BodyClass::kLow : BodyClass::kStandard;
   return d;
 }
@@ -141,6 +145,12 @@ TEST_F(HttpServerTest, OneIdentitysConnectionsAreCappedOldestIdleFirst) {
   auto res = other.ReadResponse();
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 200);
+  // An identity with its own cap (a rank token shared by many ranks): 3 busy connections, then 429.
+  std::vector<std::unique_ptr<Client>> ranks;
+  for (int i = 0; i < 4; ++i) {
+    ranks.push_back(std::make_unique<Client>(port()));
+    EXPECT_EQ(Announce(*ranks.back(), "r live 3", 10), i < 3 ? 100 : 429) << i;
+  }
 }
 
 }  // namespace
