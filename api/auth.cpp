@@ -170,4 +170,11 @@ AuthResult Authenticator::Authenticate(std::string_view authorization) const {
   return {AuthOutcome::kInvalid, std::nullopt};
 }
 
+std::string IdentityOf(const Principal& principal, std::string_view authorization) {
+  const std::string_view token = BearerToken(authorization).value_or(std::string_view());
+  char hash[17];
+  std::snprintf(hash, sizeof hash, "%016zx", std::hash<std::string_view>{}(token));
+  return std::string(ToString(principal.role)) + ":" + principal.name + ":" + hash;
+}
+
 }  // namespace shepherd

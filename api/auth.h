@@ -104,4 +104,9 @@ class Authenticator {
 // Extracts the token of "Bearer <token>" (scheme case-insensitive, spaces around the token ignored).
 std::optional<std::string_view> BearerToken(std::string_view authorization);
 
+// The key the HTTP server counts an authenticated caller's connections and body bytes against: one per
+// token (role, name and a hash of the token; never the token itself), so two tokens of one person or one
+// attempt's rank token and another attempt's are distinct identities.
+std::string IdentityOf(const Principal& principal, std::string_view authorization);
+
 }  // namespace shepherd

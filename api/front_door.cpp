@@ -34,6 +34,14 @@ HttpResponse ShuttingDown() {
 
 }  // namespace
 
+BodyClass BodyClassOf(const std::optional<Principal>& principal, bool auth_enabled, RequestClass c) {
+  if (!auth_enabled) return c == RequestClass::kPriority ? BodyClass::kLiveness : BodyClass::kStandard;
+  if (!principal) return BodyClass::kLow;
+  if (c == RequestClass::kPriority && (principal->role == Role::kAgent || principal->role == Role::kRank))
+    return BodyClass::kLiveness;
+  return principal->role == Role::kViewer ? BodyClass::kLow : BodyClass::kStandard;
+}
+
 void FrontDoor::Handle(HttpRequest request, Respond respond) const {
   const std::string path = PathOf(request.target);
   const bool get = request.method == "GET" || request.method == "HEAD";

@@ -32,8 +32,10 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "api/http_server.h"
 #include "api/http_types.h"
 #include "api/request_queue.h"
 #include "api/router.h"
@@ -41,6 +43,10 @@
 #include "core/json.h"
 
 namespace shepherd {
+
+// Whose body budget a request head draws on (api/http_server.h): heartbeats and reports from agents and
+// ranks (or from anyone while auth is off) are kLiveness, viewers' requests kLow, the rest kStandard.
+BodyClass BodyClassOf(const std::optional<Principal>& principal, bool auth_enabled, RequestClass c);
 
 struct FrontDoorOptions {
   int retry_after_s = 1;    // the Retry-After of a 429

@@ -87,7 +87,8 @@ void ServerCore::OnAccept(const error_code& ec, tcp::socket socket) {
   error_code aec;
   const auto remote = socket.remote_endpoint(aec);
   const std::string address = aec ? std::string() : remote.address().to_string();
-  // Make room by closing untrusted idle connections (oldest first) before refusing anyone.
+  // Make room by closing untrusted idle connections (oldest first), then idle connections of an identity
+  // over its share, before refusing anyone. Trusted connections are not in per_address_.
   auto per_address = [&] {
     auto it = per_address_.find(address);
     return it == per_address_.end() ? std::size_t{0} : it->second;
@@ -99,7 +100,7 @@ void ServerCore::OnAccept(const error_code& ec, tcp::socket socket) {
   SessionKind kind = SessionKind::kServing;
   if (per_address() >= options_.max_connections_per_address && !EvictOne(&address)) kind = full;
   if (kind == SessionKind::kServing && sessions_.size() - rejecting_ - reserve_ >= options_.max_connections &&
-      !EvictOne(nullptr))
+      !EvictOne(nullptr) && !EvictOverShare())
     kind = full;
   if (kind == SessionKind::kRejecting && rejecting_ >= kMaxRejecting) {
     error_code ignored;
@@ -132,6 +133,66 @@ bool ServerCore::EvictOne(const std::string* address) {
   return false;
 }
 
+bool ServerCore::EvictIdleOf(const std::string& identity) {
+  auto it = identities_.find(identity);
+  if (it == identities_.end() || it->second.idle.empty()) return false;
+  const uint64_t id = *it->second.idle.begin();
+  auto session = sessions_.find(id);
+  if (session == sessions_.end()) {
+    it->second.idle.erase(id);
+    return false;
+  }
+  spdlog::debug("http conn {} evicted: idle, making room for its identity's connections", id);
+  auto keep = session->second;
+  keep->CloseNow();  // unregisters, erasing it from the idle set
+  Rejected(0);
+  return true;
+}
+
+bool ServerCore::EvictOverShare() {
+  // Linear in the identities holding connections; runs only at max_connections.
+  const std::string* biggest = nullptr;
+  std::size_t most = 0;
+  for (const auto& [identity, state] : identities_) {
+    if (!state.idle.empty() && state.connections > most) {
+      most = state.connections;
+      biggest = &identity;
+    }
+  }
+  const std::size_t share = options_.max_connections / (identities_.size() + 1);
+  if (!biggest || most <= share) return false;
+  const std::string identity = *biggest;  // the eviction may erase the entry
+  return EvictIdleOf(identity);
+}
+
+void ServerCore::SetIdle(uint64_t session_id, const std::string& identity, bool idle) {
+  auto it = identities_.find(identity);
+  if (it == identities_.end()) return;
+  if (idle)
+    it->second.idle.insert(session_id);
+  else
+    it->second.idle.erase(session_id);
+}
+
+bool ServerCore::ClaimIdentity(uint64_t session_id, const std::string& address, const std::string& from,
+                               const std::string& to, std::size_t cap) {
+  if (from == to) return true;
+  auto at = identities_.find(to);
+  if (at != identities_.end() && at->second.connections >= cap && !EvictIdleOf(to)) return false;
+  if (from.empty()) {
+    auto it = per_address_.find(address);
+    if (it != per_address_.end() && --it->second == 0) per_address_.erase(it);
+  } else {
+    auto it = identities_.find(from);
+    if (it != identities_.end()) {
+      it->second.idle.erase(session_id);
+      if (--it->second.connections == 0) identities_.erase(it);
+    }
+  }
+  ++identities_[to].connections;
+  return true;
+}
+
 void ServerCore::SetEvictable(uint64_t session_id, bool evictable) {
   if (evictable)
     evictable_.insert(session_id);
@@ -139,24 +200,57 @@ void ServerCore::SetEvictable(uint64_t session_id, bool evictable) {
     evictable_.erase(session_id);
 }
 
-bool ServerCore::ReserveBody(std::uint64_t bytes) {
-  if (bytes > options_.body_budget - std::min(body_in_use_, options_.body_budget)) return false;
-  body_in_use_ += bytes;
-  return true;
+ServerCore::BodyGrant ServerCore::ReserveBody(std::uint64_t bytes, BodyClass c, const std::string& owner) {
+  const auto fits = [bytes](std::uint64_t used, std::uint64_t limit) {
+    return used <= limit && bytes <= limit - used;
+  };
+  const std::uint64_t share =
+      std::max(c == BodyClass::kLow ? options_.body_share_low_role : options_.body_share_per_identity,
+               options_.body_limit);
+  auto owned = body_by_owner_.find(owner);
+  if (!fits(owned == body_by_owner_.end() ? 0 : owned->second, share)) return BodyGrant::kOwnShare;
+  const auto& used = body_in_use_;
+  const std::uint64_t live = used[static_cast<int>(BodyClass::kLiveness)];
+  const std::uint64_t standard = used[static_cast<int>(BodyClass::kStandard)];
+  const std::uint64_t low = used[static_cast<int>(BodyClass::kLow)];
+  if (!fits(live + standard + low, options_.body_budget)) return BodyGrant::kClassFull;
+  if (c != BodyClass::kLiveness &&
+      !fits(standard + low,
+            options_.body_budget - std::min(options_.body_reserve_liveness, options_.body_budget)))
+    return BodyGrant::kClassFull;
+  if (c == BodyClass::kLow && !fits(low, std::max(options_.body_budget_low_roles, options_.body_limit)))
+    return BodyGrant::kClassFull;
+  body_in_use_[static_cast<int>(c)] += bytes;
+  body_by_owner_[owner] += bytes;
+  return BodyGrant::kGranted;
 }
 
-void ServerCore::ReleaseBody(std::uint64_t bytes) {
-  body_in_use_ -= std::min(bytes, body_in_use_);
+void ServerCore::ReleaseBody(std::uint64_t bytes, BodyClass c, const std::string& owner) {
+  if (bytes == 0) return;
+  auto& used = body_in_use_[static_cast<int>(c)];
+  used -= std::min(bytes, used);
+  auto it = body_by_owner_.find(owner);
+  if (it == body_by_owner_.end()) return;
+  it->second -= std::min(bytes, it->second);
+  if (it->second == 0) body_by_owner_.erase(it);
 }
 
-void ServerCore::Unregister(uint64_t session_id, SessionKind kind, const std::string& address) {
+void ServerCore::Unregister(uint64_t session_id, SessionKind kind, const std::string& address,
+                            const std::string& identity) {
   evictable_.erase(session_id);
   if (sessions_.erase(session_id) == 0) return;
   if (kind == SessionKind::kRejecting) --rejecting_;
   if (kind == SessionKind::kReserve) --reserve_;
-  if (kind == SessionKind::kServing) {
+  if (kind == SessionKind::kServing && identity.empty()) {
     auto it = per_address_.find(address);
     if (it != per_address_.end() && --it->second == 0) per_address_.erase(it);
+  }
+  if (kind == SessionKind::kServing && !identity.empty()) {
+    auto it = identities_.find(identity);
+    if (it != identities_.end()) {
+      it->second.idle.erase(session_id);
+      if (--it->second.connections == 0) identities_.erase(it);
+    }
   }
   active_.store(sessions_.size(), std::memory_order_relaxed);
   if (shutting_down_ && sessions_.empty()) Drained();

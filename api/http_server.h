@@ -12,13 +12,30 @@
 // What the server answers by itself, with Connection: close and an application/problem+json body:
 //   400 malformed request, 413 body larger than body_limit, 431 request head (or a chunk extension or a
 //   chunked trailer) larger than header_limit, 503 more than max_connections connections (or the body
-//   budget is spent), and whatever `on_head` refuses (401/403/404/405) - before any body byte is read.
+//   budget of the request's class is spent), 429 the caller's identity is at its connection cap or body
+//   share, and whatever `on_head` refuses (401/403/404/405) - before any body byte is read.
 //
 // Connection fairness: a connection that has not yet presented a valid credential ("untrusted") and is
 // idle or still sending its request head is evictable. When a new connection would exceed max_connections
 // or max_connections_per_address, the oldest evictable connection (of that address, for the per-address
-// cap) is closed to make room; only when none is evictable is the newcomer refused. Beyond that,
-// probe_reserve extra connections may still be accepted to answer public routes (/healthz, /readyz) only.
+// cap) is closed to make room. A connection whose head carried a valid credential ("trusted") leaves its
+// address's count and counts against its identity (HeadDecision::identity) instead: at most
+// max_connections_per_identity, and when an identity is at its cap its own oldest idle connection is closed
+// to make room (none idle: 429). At max_connections with nothing untrusted to evict, the oldest idle
+// connection of the identity holding the most connections is closed, if it holds more than its share
+// (max_connections over the number of identities plus one). Only when nothing is evictable is the newcomer
+// refused; probe_reserve extra connections may still be accepted to answer public routes (/healthz,
+// /readyz) only.
+//
+// Body budget: a request's announced body (Content-Length, or body_limit when chunked) is reserved before
+// it is read and released when the request is handed on or the connection closes. It must fit its
+// identity's share (body_share_per_identity, or body_share_low_role for BodyClass::kLow): else 429 with
+// Retry-After (the caller's own quota). It must fit its class: kLiveness (heartbeats and reports) may use
+// the whole body_budget, the other classes leave body_reserve_liveness of it unused, and kLow together at
+// most body_budget_low_roles: else 503 with Retry-After. So no other class can take the liveness reserve.
+// A body must keep arriving at body_min_rate bytes/s on average (after body_rate_grace from its head) and
+// be complete within read_timeout of the request's first byte, or the connection is closed (no answer)
+// and its reservation released.
 #pragma once
 
 #include <chrono>
@@ -42,11 +59,24 @@ namespace http_internal {
 class ServerCore;
 }  // namespace http_internal
 
+// Whose body budget a request draws on (see "Body budget" above).
+enum class BodyClass {
+  kLiveness,  // agent heartbeats and rank reports: may use the reserve no other class can
+  kStandard,  // everything else
+  kLow,       // low-privilege callers (viewers): a small share each and a small pool together
+};
+
 // The server's question about a request head, before its body is read (api/router.h Router::Admit).
 struct HeadDecision {
   std::optional<HttpResponse> refuse;  // answer this and close instead of reading the body
-  bool trusted = false;                // the head carried a valid credential: the connection is not evictable
+  bool trusted = false;                // the head carried a valid credential (then `identity` is set)
   bool is_public = false;              // a public route (answerable on a probe-reserve connection)
+  // Who the credential is (one key per token; never the token itself): its connection cap and body share.
+  // Empty: anonymous; the client address stands in for it in the body budget.
+  std::string identity;
+  BodyClass body_class = BodyClass::kStandard;
+  // This identity's connection cap; 0: HttpServerOptions::max_connections_per_identity.
+  std::size_t max_connections = 0;
 };
 
 struct HttpServerOptions {
@@ -60,23 +90,35 @@ struct HttpServerOptions {
   std::chrono::milliseconds read_timeout = std::chrono::seconds(30);
   // Deadline for writing one response.
   std::chrono::milliseconds write_timeout = std::chrono::seconds(30);
-  // Open connections beyond this (after evicting untrusted idle ones) are answered 503 and closed.
+  // Open connections beyond this (after evicting untrusted idle ones, then an idle one of an identity over
+  // its share) are answered 503 and closed.
   std::size_t max_connections = 10000;
-  // Open connections from one client address (IP) beyond this: same treatment.
+  // Open connections from one client address (IP) without a credential beyond this: same treatment.
   std::size_t max_connections_per_address = 512;
   // Connections accepted beyond max_connections that may only call public routes (health probes).
   std::size_t probe_reserve = 16;
-  // Bytes of request bodies being buffered at once over all connections: a request whose announced body
-  // (Content-Length, or body_limit when chunked) does not fit is answered 503 with Retry-After.
+  // Open connections of one identity (trusted connections only; they leave the per-address count).
+  std::size_t max_connections_per_identity = 64;
+  // Bytes of request bodies being buffered at once over all connections ("Body budget" above).
   std::uint64_t body_budget = 256ull << 20;
+  // Part of body_budget only BodyClass::kLiveness may use.
+  std::uint64_t body_reserve_liveness = 64ull << 20;
+  // Bytes one identity (anonymous: one address) may have reserved at once; raised to body_limit if lower.
+  std::uint64_t body_share_per_identity = 16ull << 20;
+  // The same for a BodyClass::kLow identity, and for all of them together.
+  std::uint64_t body_share_low_role = 4ull << 20;
+  std::uint64_t body_budget_low_roles = 32ull << 20;
+  // Slowest average arrival of a body, after body_rate_grace; 0: no rate check (read_timeout still holds).
+  std::uint64_t body_min_rate = 16 * 1024;
+  std::chrono::milliseconds body_rate_grace = std::chrono::seconds(5);
   // Called on the io thread for every request head once it is parsed. Optional; without it no connection
   // is evicted and there is no probe reserve (plain 503 beyond the caps).
   std::function<HeadDecision(const HttpRequest& head)> on_head;
   // Sent in the Server header.
   std::string server_name = "shepherd";
   // Called on the io thread with the status of every answer the server makes itself (400/401/403/404/
-  // 405/413/431/503), and with 0 for every untrusted idle connection evicted to make room, e.g. to count
-  // them in metrics. Optional.
+  // 405/413/429/431/503), with 0 for every idle connection evicted to make room, and with 408 for every
+  // body cut off by its read deadline, e.g. to count them in metrics. Optional.
   std::function<void(int status)> on_rejected;
 };
 

@@ -9,6 +9,7 @@
 // entry points from other threads are `respond` (which posts) and HttpServer::Shutdown (which posts).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -60,12 +61,24 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   void CloseAll();
 
   // Session callbacks (io thread).
-  void Unregister(uint64_t session_id, SessionKind kind, const std::string& address);
+  // `identity`: the one the session counts against ("" when untrusted).
+  void Unregister(uint64_t session_id, SessionKind kind, const std::string& address,
+                  const std::string& identity);
   // An untrusted connection that is idle or reading a head may be closed to make room (oldest first).
   void SetEvictable(uint64_t session_id, bool evictable);
-  // Reserves `bytes` of the body budget; false when they do not fit.
-  bool ReserveBody(std::uint64_t bytes);
-  void ReleaseBody(std::uint64_t bytes);
+  // A trusted connection waiting for its next request may be closed to make room for its own identity
+  // or, at max_connections, for others (see HttpServer's "Connection fairness").
+  void SetIdle(uint64_t session_id, const std::string& identity, bool idle);
+  // Moves a serving session from its address's count (or from identity `from`) to identity `to`, first
+  // closing `to`'s oldest idle connection when `to` is at `cap`. False (nothing moved) when `to` is at
+  // `cap` with no idle connection.
+  bool ClaimIdentity(uint64_t session_id, const std::string& address, const std::string& from,
+                     const std::string& to, std::size_t cap);
+
+  enum class BodyGrant { kGranted, kOwnShare, kClassFull };
+  // Reserves `bytes` for `owner` (an identity, or "addr:<ip>") in class `c`.
+  BodyGrant ReserveBody(std::uint64_t bytes, BodyClass c, const std::string& owner);
+  void ReleaseBody(std::uint64_t bytes, BodyClass c, const std::string& owner);
   void Rejected(int status);
   // Whether to log one more refusal on a request head: at most kRefusalLines per kRefusalWindow, then one
   // line counting the rest (a client retrying with a withdrawn token twice a second would drown the log).
@@ -84,6 +97,11 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   void OnAccept(const error_code& ec, tcp::socket socket);
   // Closes the oldest evictable session (of `address` when given). False when there is none.
   bool EvictOne(const std::string* address);
+  // Closes the oldest idle connection of `identity`. False when it has none.
+  bool EvictIdleOf(const std::string& identity);
+  // At max_connections: closes the oldest idle connection of the identity holding the most connections,
+  // when that is more than its share. False when there is none.
+  bool EvictOverShare();
   void ForceCloseSessions();
   void Drained();
 
@@ -101,7 +119,14 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   std::size_t reserve_ = 0;                                   // sessions in sessions_ on the probe reserve
   std::set<uint64_t> evictable_;                              // ordered: oldest first
   std::unordered_map<std::string, std::size_t> per_address_;  // serving sessions by client IP
-  std::uint64_t body_in_use_ = 0;
+  struct IdentityState {
+    std::size_t connections = 0;
+    std::set<uint64_t> idle;  // ordered: oldest first
+  };
+  std::unordered_map<std::string, IdentityState> identities_;
+  std::size_t identity_connections_ = 0;        // serving sessions counted by identity, not address
+  std::array<std::uint64_t, 3> body_in_use_{};  // by BodyClass
+  std::unordered_map<std::string, std::uint64_t> body_by_owner_;  // identity or "addr:<ip>"
   uint64_t next_session_id_ = 1;
   std::atomic<std::size_t> active_{0};
 
@@ -148,6 +173,9 @@ class Session : public std::enable_shared_from_this<Session> {
   void ReadHeader();
   void OnHeader(const error_code& ec);
   void ReadBody();
+  void ReadSomeBody();
+  // Where to draw the body budget from: the identity, or the address of an anonymous caller.
+  std::string BodyOwner() const;
   void OnReadError(const error_code& ec);
   void OnRequest();
   Respond MakeRespond();
@@ -164,7 +192,12 @@ class Session : public std::enable_shared_from_this<Session> {
   const SessionKind kind_;
   const std::string address_;  // client IP ("" when unknown)
   bool trusted_ = false;       // a request on this connection carried a valid credential
+  std::string identity_;       // the identity this connection counts against ("" while untrusted)
+  bool idle_listed_ = false;   // in the core's idle set of identity_
   std::uint64_t body_reserved_ = 0;
+  BodyClass body_class_ = BodyClass::kStandard;
+  std::string body_owner_;
+  Clock::time_point body_start_;
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;                                      // capped at header_limit + kBufferMargin
   std::optional<http::request_parser<http::string_body>> parser_;  // fresh for every request

@@ -153,9 +153,9 @@ void Session::CloseNow() {
   error_code ec;
   stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
   stream_.close();  // pending operations complete with operation_aborted; parser_ and response_ stay
-  core_->ReleaseBody(body_reserved_);
+  core_->ReleaseBody(body_reserved_, body_class_, body_owner_);
   body_reserved_ = 0;
-  core_->Unregister(id_, kind_, address_);
+  core_->Unregister(id_, kind_, address_, identity_);
 }
 
 void Session::OnResponse(uint64_t seq, HttpResponse res) {
@@ -181,6 +181,10 @@ void Session::DoRead() {
   }
   phase_ = Phase::kIdle;
   core_->SetEvictable(id_, Evictable());
+  if (!identity_.empty()) {
+    core_->SetIdle(id_, identity_, true);
+    idle_listed_ = true;
+  }
   stream_.expires_after(core_->options().idle_timeout);
   const std::size_t n = std::min(buffer_.max_size() - buffer_.size(), kMaxReadSize);
   stream_.async_read_some(buffer_.prepare(n), [self = shared_from_this()](error_code ec, std::size_t n) {
@@ -202,6 +206,10 @@ void Session::OnIdleRead(const error_code& ec, std::size_t n) {
 void Session::ReadHeader() {
   phase_ = Phase::kReading;
   core_->SetEvictable(id_, Evictable());
+  if (idle_listed_) {
+    core_->SetIdle(id_, identity_, false);
+    idle_listed_ = false;
+  }
   request_start_ = Clock::now();
   request_deadline_ = request_start_ + core_->options().read_timeout;
   stream_.expires_at(request_deadline_);
@@ -224,13 +232,14 @@ void Session::OnHeader(const error_code& ec) {
   }
   // Authentication and authorization on the head: a refused request never has its body read, and the
   // connection closes (its announced body is discarded only by the bounded lingering close).
+  BodyClass body_class = BodyClass::kStandard;
   if (const auto& on_head = core_->options().on_head) {
     HttpRequest head = HeadOf(req, std::move(*target));
     HeadDecision d = on_head(head);
     if (d.trusted) trusted_ = true;
+    method_ = head.method;  // for a refusal's log line
+    target_ = head.target;
     if (d.refuse) {
-      method_ = head.method;  // for the refusal's log line
-      target_ = head.target;
       RejectWith(std::move(*d.refuse));
       return;
     }
@@ -238,17 +247,46 @@ void Session::OnHeader(const error_code& ec) {
       Reject(503, "too many connections; this one may only call /healthz and /readyz");
       return;
     }
+    if (d.trusted && !d.identity.empty() && kind_ == SessionKind::kServing && d.identity != identity_) {
+      const std::size_t cap =
+          d.max_connections > 0 ? d.max_connections : core_->options().max_connections_per_identity;
+      if (!core_->ClaimIdentity(id_, address_, identity_, d.identity, cap)) {
+        HttpResponse busy = Problem(
+            429,
+            fmt::format("this credential already holds {} connections, none of them idle; retry later", cap));
+        busy.headers.emplace_back("Retry-After", "1");
+        RejectWith(std::move(busy));
+        return;
+      }
+      identity_ = std::move(d.identity);
+    }
+    body_class = d.body_class;
   }
   if (!parser_->is_done()) {
     const auto announced = parser_->content_length();
     const std::uint64_t need = announced ? *announced : core_->options().body_limit;
-    if (!core_->ReserveBody(need)) {
-      HttpResponse busy = Problem(503, "the server is buffering too many request bodies; retry later");
-      busy.headers.emplace_back("Retry-After", "1");
-      RejectWith(std::move(busy));
-      return;
+    std::string owner = BodyOwner();
+    switch (core_->ReserveBody(need, body_class, owner)) {
+      case ServerCore::BodyGrant::kGranted:
+        break;
+      case ServerCore::BodyGrant::kOwnShare: {
+        HttpResponse busy =
+            Problem(429, "this caller's request bodies in flight have reached its share; retry later");
+        busy.headers.emplace_back("Retry-After", "1");
+        RejectWith(std::move(busy));
+        return;
+      }
+      case ServerCore::BodyGrant::kClassFull: {
+        HttpResponse busy = Problem(503, "the server is buffering too many request bodies; retry later");
+        busy.headers.emplace_back("Retry-After", "1");
+        RejectWith(std::move(busy));
+        return;
+      }
     }
     body_reserved_ = need;
+    body_class_ = body_class;
+    body_owner_ = std::move(owner);
+    body_start_ = Clock::now();
   }
   if (!parser_->is_done() && req.version() >= 11 &&
       beast::iequals(req[http::field::expect], "100-continue")) {
@@ -267,19 +305,41 @@ void Session::OnHeader(const error_code& ec) {
   ReadBody();
 }
 
+std::string Session::BodyOwner() const {
+  return identity_.empty() ? "addr:" + address_ : identity_;
+}
+
 void Session::ReadBody() {
   if (parser_->is_done()) {
     OnRequest();
     return;
   }
-  stream_.expires_at(request_deadline_);
-  http::async_read(stream_, buffer_, *parser_, [self = shared_from_this()](error_code ec, std::size_t) {
+  ReadSomeBody();
+}
+
+void Session::ReadSomeBody() {
+  // The body must keep up an average of body_min_rate after the grace: the next bytes are due by the time
+  // the average would fall below it, and the whole request by request_deadline_.
+  Clock::time_point due = request_deadline_;
+  const auto& o = core_->options();
+  if (o.body_min_rate > 0) {
+    const auto received = static_cast<double>(parser_->get().body().size());
+    due = std::min(due, body_start_ + o.body_rate_grace +
+                            std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                                received / static_cast<double>(o.body_min_rate))));
+  }
+  stream_.expires_at(due);
+  http::async_read_some(stream_, buffer_, *parser_, [self = shared_from_this()](error_code ec, std::size_t) {
     if (self->phase_ == Phase::kClosed) return;
     if (ec) {
       self->OnReadError(ec);
       return;
     }
-    self->OnRequest();
+    if (self->parser_->is_done()) {
+      self->OnRequest();
+      return;
+    }
+    self->ReadSomeBody();
   });
 }
 
@@ -290,6 +350,15 @@ void Session::OnReadError(const error_code& ec) {
                             core_->options().header_limit));
   } else if (ec == http::error::body_limit) {
     Reject(413, fmt::format("request body larger than {} bytes", core_->options().body_limit));
+  } else if (ec == beast::error::timeout && body_reserved_ > 0) {
+    // A body too slow for the read deadline: its reservation goes back now (no answer; the sender is
+    // either gone or dribbling on purpose).
+    if (core_->LogRefusal())
+      spdlog::info("http conn {} from {}: {} {} body cut off by its read deadline after {} of {} bytes", id_,
+                   remote_, method_, target_.substr(0, target_.find('?')),
+                   parser_ ? parser_->get().body().size() : 0, body_reserved_);
+    core_->Rejected(408);
+    CloseNow();
   } else if (ec == http::error::end_of_stream || ec == http::error::partial_message ||
              ec == beast::error::timeout || !IsHttpParseError(ec)) {
     // Nobody to answer: the peer left, went silent, or the socket failed.
@@ -310,7 +379,7 @@ void Session::OnRequest() {
     request.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
   }
   request.body = std::move(req.body());
-  core_->ReleaseBody(body_reserved_);
+  core_->ReleaseBody(body_reserved_, body_class_, body_owner_);
   body_reserved_ = 0;
   const auto incoming_id = req["X-Request-Id"];
   request_id_ = IsSaneRequestId({incoming_id.data(), incoming_id.size()}) ? std::string(incoming_id)
@@ -370,7 +439,7 @@ void Session::RejectWith(HttpResponse res) {
     spdlog::info("http {} refused {} {} {} from {} on its head", request_id_, res.status, method_,
                  target_.substr(0, target_.find('?')), remote_);
   core_->Rejected(res.status);
-  core_->ReleaseBody(body_reserved_);
+  core_->ReleaseBody(body_reserved_, body_class_, body_owner_);
   body_reserved_ = 0;
   version_ = 11;
   keep_alive_ = false;

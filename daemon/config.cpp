@@ -41,7 +41,11 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
                "unknown_process_timeout_s",
                // Load (issue 11): queue bounds, quotas, the test hook.
                "queue_priority", "queue_write", "queue_read", "max_nodes", "max_active_jobs_per_submitter",
-               "test_hooks"});
+               "test_hooks",
+               // Body budget and connection caps by class and identity.
+               "max_connections_per_identity", "max_connections_per_rank_token", "body_reserve_liveness",
+               "body_share_per_identity", "body_share_low_role", "body_budget_low_roles", "body_min_rate",
+               "body_rate_grace_s", "read_timeout_s"});
   if (auto v = r.String("listen", false)) c->listen = *v;
   if (auto v = r.String("db", false, 4096)) c->db = *v;
   if (auto v = r.String("inventory", false, 4096)) c->inventory = *v;
@@ -79,6 +83,20 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (auto v = r.Int("max_connections_per_address", false, 1, 1 << 24))
     c->max_connections_per_address = size_t(*v);
   if (auto v = r.Int("body_budget", false, 1024, 1LL << 40)) c->body_budget = size_t(*v);
+  if (auto v = r.Int("max_connections_per_identity", false, 1, 1 << 24))
+    c->max_connections_per_identity = size_t(*v);
+  if (auto v = r.Int("max_connections_per_rank_token", false, 1, 1 << 24))
+    c->max_connections_per_rank_token = size_t(*v);
+  if (auto v = r.Int("body_reserve_liveness", false, 0, 1LL << 40)) c->body_reserve_liveness = size_t(*v);
+  if (auto v = r.Int("body_share_per_identity", false, 1024, 1LL << 40))
+    c->body_share_per_identity = size_t(*v);
+  if (auto v = r.Int("body_share_low_role", false, 1024, 1LL << 40)) c->body_share_low_role = size_t(*v);
+  if (auto v = r.Int("body_budget_low_roles", false, 1024, 1LL << 40)) c->body_budget_low_roles = size_t(*v);
+  if (auto v = r.Int("body_min_rate", false, 0, 1LL << 40)) c->body_min_rate = size_t(*v);
+  if (auto v = r.Number("body_rate_grace_s", false, 0.01, 3600)) c->body_rate_grace_s = *v;
+  if (auto v = r.Number("read_timeout_s", false, 0.01, 86400)) c->read_timeout_s = *v;
+  if (c->body_reserve_liveness >= c->body_budget)
+    r.Error("body_reserve_liveness", "must be less than body_budget (the rest is what other requests share)");
   if (auto v = r.Int("queue_priority", false, 1, 1 << 24)) c->queues.priority = size_t(*v);
   if (auto v = r.Int("queue_write", false, 1, 1 << 24)) c->queues.write = size_t(*v);
   if (auto v = r.Int("queue_read", false, 1, 1 << 24)) c->queues.read = size_t(*v);

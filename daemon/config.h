@@ -41,9 +41,20 @@ struct DaemonConfig {
   size_t max_connections = 10000;  // all connections
   size_t max_connections_per_address = 512;
   size_t body_budget = 256u << 20;  // bytes of request bodies buffered at once, all connections
-  RequestQueueLimits queues;        // "queue_priority", "queue_write", "queue_read": 429 beyond
-  Quotas quotas;                    // "max_nodes", "max_active_jobs_per_submitter" (0: no limit)
-  bool test_hooks = false;          // POST /test/block-control (api/front_door.h); tests only
+  // Body budget and connection caps by class and identity (api/http_server.h, docs/security.md).
+  size_t max_connections_per_identity = 64;
+  // A rank token: all ranks of an attempt (or of another launcher's job) may share one.
+  size_t max_connections_per_rank_token = 1024;
+  size_t body_reserve_liveness = 64u << 20;  // of body_budget, for heartbeats and reports only
+  size_t body_share_per_identity = 16u << 20;
+  size_t body_share_low_role = 4u << 20;     // viewers: each
+  size_t body_budget_low_roles = 32u << 20;  // viewers: all together
+  size_t body_min_rate = 16u << 10;          // bytes/s a body must average after body_rate_grace_s; 0: off
+  double body_rate_grace_s = 5;
+  double read_timeout_s = 30;  // a whole request (head and body) from its first byte
+  RequestQueueLimits queues;   // "queue_priority", "queue_write", "queue_read": 429 beyond
+  Quotas quotas;               // "max_nodes", "max_active_jobs_per_submitter" (0: no limit)
+  bool test_hooks = false;     // POST /test/block-control (api/front_door.h); tests only
   ControllerOptions controller;
   size_t body_limit = 4 << 20;
   size_t header_limit = 16 << 10;

@@ -212,16 +212,29 @@ int RunDaemon(const DaemonConfig& config) {
   http.max_connections = FitConnectionsToOpenFiles(config.max_connections, http.probe_reserve);
   http.max_connections_per_address = std::min(config.max_connections_per_address, http.max_connections);
   http.body_budget = config.body_budget;
+  http.max_connections_per_identity = config.max_connections_per_identity;
+  http.body_reserve_liveness = config.body_reserve_liveness;
+  http.body_share_per_identity = config.body_share_per_identity;
+  http.body_share_low_role = config.body_share_low_role;
+  http.body_budget_low_roles = config.body_budget_low_roles;
+  http.body_min_rate = config.body_min_rate;
+  http.body_rate_grace = std::chrono::milliseconds(static_cast<long>(config.body_rate_grace_s * 1000));
+  http.read_timeout = std::chrono::milliseconds(static_cast<long>(config.read_timeout_s * 1000));
   // Runs on the I/O thread: authentication and the route table only (ownership is rechecked by Handle).
-  http.on_head = [&router, &authenticator](const HttpRequest& head) {
+  http.on_head = [&router, &authenticator,
+                  rank_cap = config.max_connections_per_rank_token](const HttpRequest& head) {
     HeadDecision d;
     std::optional<Principal> principal;
     d.refuse = router.Admit(head, &principal, /*defer_ownership=*/true);
     d.trusted = principal.has_value() && authenticator.enabled();
+    const std::string path = PathOf(head.target);
     std::map<std::string, std::string> params;
     bool known = false;
-    const RouteRule* rule = FindRouteRule(head.method, PathOf(head.target), &params, &known);
+    const RouteRule* rule = FindRouteRule(head.method, path, &params, &known);
     d.is_public = rule && rule->is_public;
+    if (d.trusted) d.identity = IdentityOf(*principal, head.Header("Authorization"));
+    if (d.trusted && principal->role == Role::kRank) d.max_connections = rank_cap;
+    d.body_class = BodyClassOf(principal, authenticator.enabled(), ClassOf(head.method, path));
     return d;
   };
   http.body_limit = config.body_limit;

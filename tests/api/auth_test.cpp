@@ -162,5 +162,15 @@ TEST(RouteTable, PercentEncodedIdsAreComparedDecoded) {
   EXPECT_EQ(p["id"], "n0");
 }
 
+// The transport counts connections and body bytes per token: one key per token, never the token itself.
+TEST(IdentityOf, OneKeyPerTokenWithoutTheToken) {
+  const Principal viewer{Role::kViewer, "v", {}, {}, {}};
+  const std::string a = IdentityOf(viewer, "Bearer token-aaaaaaaaaaaaaaaa");
+  EXPECT_EQ(a, IdentityOf(viewer, "bearer   token-aaaaaaaaaaaaaaaa"));
+  EXPECT_NE(a, IdentityOf(viewer, "Bearer token-bbbbbbbbbbbbbbbb"));
+  EXPECT_EQ(a.find("token-aaaa"), std::string::npos);
+  EXPECT_EQ(a.rfind("viewer:v:", 0), 0u) << a;
+}
+
 }  // namespace
 }  // namespace shepherd

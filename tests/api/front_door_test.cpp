@@ -107,6 +107,21 @@ TEST_F(FrontDoorTest, AFullReadQueueIsRefusedWithRetryAfterWhileWritesStillQueue
   EXPECT_EQ(control_.depth(RequestClass::kPriority), 1u);
 }
 
+// Heartbeats and reports from agents and ranks draw on the liveness reserve; viewers on the low-role pool;
+// a rank's or an agent's other requests, and everyone else's, on the standard one.
+TEST(BodyClassOf, LivenessForAgentsAndRanksOnTheirRoutesLowForViewers) {
+  auto who = [](Role role) { return std::optional<Principal>(Principal{role, "x", {}, {}, {}}); };
+  EXPECT_EQ(BodyClassOf(who(Role::kAgent), true, RequestClass::kPriority), BodyClass::kLiveness);
+  EXPECT_EQ(BodyClassOf(who(Role::kRank), true, RequestClass::kPriority), BodyClass::kLiveness);
+  EXPECT_EQ(BodyClassOf(who(Role::kAdmin), true, RequestClass::kPriority), BodyClass::kStandard);
+  EXPECT_EQ(BodyClassOf(who(Role::kAgent), true, RequestClass::kWrite), BodyClass::kStandard);
+  EXPECT_EQ(BodyClassOf(who(Role::kViewer), true, RequestClass::kWrite), BodyClass::kLow);
+  EXPECT_EQ(BodyClassOf(who(Role::kSubmitter), true, RequestClass::kWrite), BodyClass::kStandard);
+  EXPECT_EQ(BodyClassOf(std::nullopt, true, RequestClass::kWrite), BodyClass::kLow);
+  EXPECT_EQ(BodyClassOf(std::nullopt, false, RequestClass::kPriority), BodyClass::kLiveness);
+  EXPECT_EQ(BodyClassOf(std::nullopt, false, RequestClass::kWrite), BodyClass::kStandard);
+}
+
 }  // namespace
 }  // namespace shepherd
 

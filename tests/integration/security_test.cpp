@@ -174,7 +174,8 @@ TEST(Security, RefusalsOnTheHeadAreLoggedWithTheirRouteAndBounded) {
     for (size_t at = log.find(line); at != std::string::npos; at = log.find(line, at + 1)) ++n;
     return n;
   };
-  EXPECT_TRUE(Eventually([&] { return logged() == 20; }, std::chrono::seconds(5))) << logged() << "\n" << d.log();
+  EXPECT_TRUE(Eventually([&] { return logged() == 20; }, std::chrono::seconds(5))) << logged() << "\n"
+                                                                                   << d.log();
 }
 
 TEST(Security, PerAddressCapEvictsThatAddresssIdleConnectionsFirst) {
@@ -196,20 +197,21 @@ TEST(Security, PerAddressCapEvictsThatAddresssIdleConnectionsFirst) {
   EXPECT_EQ(agent.Read().status, 200);  // the trusted connection was not evicted
 }
 
-// Connections one address holds with a credential (never evicted) fill its share: the host's health
-// probes from that address are still answered, from the probe reserve.
-TEST(Security, AnAddressAtItsCapStillGetsHealthzAndReadyz) {
+// Connections held with a credential in the middle of a request (not evictable) fill the server: the
+// host's health probes are still answered, from the probe reserve.
+TEST(Security, AServerFullOfBusyConnectionsStillGetsHealthzAndReadyz) {
   TempDir dir;
   std::string cfg = dir.path + "/config.json";
-  { std::ofstream(cfg) << R"({"max_connections_per_address": 4})"; }
+  { std::ofstream(cfg) << R"({"max_connections": 4})"; }
   Daemon d(dir.path, {"--tokens-file", WriteTokens(dir.path, DefaultTokens()), "--config", cfg});
   ASSERT_TRUE(d.WaitReady()) << d.log();
   std::vector<std::unique_ptr<Connection>> held;
   for (int i = 0; i < 4; ++i) {
     held.push_back(std::make_unique<Connection>(d.port()));
-    ASSERT_TRUE(held.back()->Send("GET /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
-                                  std::string(kAdmin) + "\r\n\r\n"));
-    ASSERT_EQ(held.back()->Read().status, 200);
+    ASSERT_TRUE(held.back()->Send("POST /v1/jobs HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                                  std::string(kAdmin) +
+                                  "\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n"));
+    ASSERT_EQ(held.back()->Read().status, 100);  // its body is awaited: the connection is busy
   }
   EXPECT_EQ(Http(d.port(), "GET", "/healthz").status, 200);
   EXPECT_EQ(Http(d.port(), "GET", "/readyz").status, 200);
