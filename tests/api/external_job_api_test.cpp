@@ -136,7 +136,12 @@ TEST_F(ExternalJobApiTest, AttemptsFollowTheRanks) {
 // cordoned only when the job's launcher lists it for the job (here: the nodes Shepherd's inventory holds
 // for it). The attack: a rank named a node of the fleet that is not the job's, and it was cordoned.
 TEST_F(ExternalJobApiTest, CordonActsOnlyOnNodesTheJobsLauncherLists) {
-  ASSERT_EQ(api_.Post("/v1/jobs/" + job_ + "/cancel", Json::object()).status, 200);
+  for (int n = 4; n < 8; ++n)  // room for a second job beside the fixture's
+    ASSERT_EQ(api_.Post("/v1/nodes", {{"id", "n" + std::to_string(n)},
+                                      {"gpus", 4},
+                                      {"topology", {{"spine", "s0"}, {"leaf", "l0"}}}})
+                  .status,
+              201);
   Json body = Json::parse(R"({"name": "ext", "model": {"parameters": 1e8, "layers": 4, "hidden": 512,
       "heads": 8, "seq_len": 512}, "training": {"global_batch_size": 32},
       "parallelism": {"tp": 1, "pp": 1, "dp": 16}, "resources": {"gpus": 16, "gpus_per_node": 4},
@@ -149,9 +154,9 @@ TEST_F(ExternalJobApiTest, CordonActsOnlyOnNodesTheJobsLauncherLists) {
           .status,
       201);
   std::map<int, std::string> placed;
-  for (const Json& r : api_.Get("/v1/jobs/" + job_ + "/placement").body["ranks"])
-    placed[r["rank"]] = r["node"];
-  ASSERT_EQ(placed.size(), 16u);
+  const ApiReply placement = api_.Get("/v1/jobs/" + job_ + "/placement");
+  for (const Json& r : placement.body["ranks"]) placed[r["rank"]] = r["node"];
+  ASSERT_EQ(placed.size(), 16u) << placement.body.dump();
   // Rank 5 names "victim", rank 9 its own node; both fall silent.
   auto second = [&](bool silent) {
     Json reports = Json::array();

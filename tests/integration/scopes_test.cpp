@@ -32,7 +32,7 @@ std::string WriteTokens(const std::string& dir) {
 
 HttpResult As(int port, const std::string& token, const std::string& method, const std::string& target,
               const std::string& body = "") {
-  Connection c(port, std::chrono::seconds(60));
+  Connection c(port, std::chrono::seconds(110));  // a planner search at the input limits, on a loaded machine
   std::string req = method + " " + target + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token + "\r\n";
   if (!body.empty())
     req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
@@ -67,8 +67,8 @@ class RankScopeTest : public ::testing::Test {
     ASSERT_EQ(As(port(), kAgentN0, "POST", "/v1/nodes/n0/heartbeat", "{}").status, 200);
     HttpResult a = As(port(), kAgentN0, "GET", "/v1/nodes/n0/assignments?version=-1&wait=0");
     ASSERT_EQ(a.status, 200) << a.body;
-    for (const Json& r : Json::parse(a.body)["ranks"])
-      tokens_[r["rank"].get<int>()] = r["env"]["SHEPHERD_TOKEN"];
+    const Json assignments = Json::parse(a.body);
+    for (const Json& r : assignments["ranks"]) tokens_[r["rank"].get<int>()] = r["env"]["SHEPHERD_TOKEN"];
     ASSERT_EQ(tokens_.size(), 3u) << a.body;
   }
   int port() const { return daemon_->port(); }
@@ -186,7 +186,11 @@ TEST(Scopes, AViewerHoldsOnePlaceInThePlannersQueue) {
   HttpResult second = As(d.port(), kViewer, "POST", "/v1/plan", slow.dump());
   EXPECT_EQ(second.status, 429) << second.body;
   EXPECT_EQ(second.headers["retry-after"], "1");
-  std::thread submitter([&] { theirs = As(d.port(), kSubmitter, "POST", "/v1/plan", slow.dump()); });
+  const Json quick = {{"model", {{"layers", 4}, {"hidden", 512}, {"heads", 8}, {"seq_len", 512}}},
+                      {"training", {{"global_batch_size", 32}}},
+                      {"parallelism", "auto"},
+                      {"resources", {{"gpus", 8}}}};
+  std::thread submitter([&] { theirs = As(d.port(), kSubmitter, "POST", "/v1/plan", quick.dump()); });
   EXPECT_TRUE(Eventually([&] { return searches() == 2; })) << "the submitter's search was not queued";
   viewer.join();
   submitter.join();
