@@ -3,7 +3,8 @@
 //
 // - Tokens come from a file (`--tokens-file`, mode 0600 or stricter), never from argv; LoadTokensFile checks
 //   the mode and parses {"tokens": [{"token", "role", "name"?, "node"?}]}.
-// - `rank` tokens are minted per attempt by the control layer (control/rank_tokens.h); InstallAuth hands
+// - `rank` tokens are minted per rank of an attempt (or per job another launcher starts) by the control layer
+// (control/rank_tokens.h); InstallAuth hands
 //   their lookup to the Authenticator as the dynamic hook.
 // - Authenticator resolves an Authorization header value to a Principal: the `Bearer` scheme is matched
 //   case-insensitively (RFC 7235 §2.1) and static tokens are compared in constant time.
@@ -38,6 +39,7 @@ struct Principal {
   std::optional<std::string> node;  // agent: the one node it may speak for
   std::optional<std::string> job;   // rank: the one job it may report for
   std::optional<int> attempt;       // rank: the attempt its token was minted for
+  std::optional<int> rank;          // rank: the one rank it may report for (nullopt: a job token, any rank)
 };
 
 // Who a request came from, for the records of people's actions: "alice (operator)"; "anonymous" without

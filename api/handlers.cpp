@@ -91,15 +91,22 @@ std::optional<std::string> ReadReason(const Json& v, const std::string& field,
   return *s;
 }
 
-std::optional<HttpResponse> CheckRankAttempt(const HttpRequest& req, const ReportBatch& batch) {
+std::optional<HttpResponse> CheckRankScope(const HttpRequest& req, const ReportBatch& batch) {
   const auto& who = req.principal;
-  if (!who || who->role != Role::kRank || !who->attempt) return std::nullopt;
-  for (const auto& [index, r] : batch.reports)
-    if (r.attempt != *who->attempt)
+  if (!who || who->role != Role::kRank) return std::nullopt;
+  for (const auto& [index, r] : batch.reports) {
+    const std::string at = "reports[" + std::to_string(index) + "]";
+    if (who->attempt && r.attempt != *who->attempt)
       return Problem(403,
                      "this rank credential is for attempt " + std::to_string(*who->attempt) + " of job " +
                          who->job.value_or("?"),
-                     {{"reports[" + std::to_string(index) + "].attempt", "is not the credential's attempt"}});
+                     {{at + ".attempt", "is not the credential's attempt"}});
+    if (who->rank && r.rank != *who->rank)
+      return Problem(403,
+                     "this rank credential is for rank " + std::to_string(*who->rank) + " of job " +
+                         who->job.value_or("?") + ": a rank reports for itself only",
+                     {{at + ".rank", "is not the credential's rank"}});
+  }
   return std::nullopt;
 }
 
@@ -116,11 +123,12 @@ void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Cloc
 void RegisterExternalRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
 
 void InstallAuth(Router* router, Controller* c, Authenticator* auth) {
-  // Rank credentials are minted per attempt by the control layer (control/rank_tokens.h).
+  // Rank credentials are minted per rank of an attempt by the control layer (control/rank_tokens.h).
   auth->SetDynamic([c](std::string_view token) -> std::optional<Principal> {
     auto grant = c->rank_tokens().Lookup(token);
     if (!grant) return std::nullopt;
-    return Principal{Role::kRank, "rank:" + grant->job, std::nullopt, grant->job, grant->attempt};
+    return Principal{Role::kRank, "rank:" + grant->job, std::nullopt,
+                     grant->job,  grant->attempt,       grant->rank};
   });
   router->SetAuth(auth,
                   [c](const std::string& job) -> std::optional<std::string> { return c->JobOwner(job); });

@@ -85,9 +85,10 @@ std::optional<HttpResponse> RefuseUnknownFields(const Json& body, std::initializ
 // characters. Otherwise nullopt and an error naming `field` in `errs`.
 constexpr std::size_t kMaxReasonChars = 1024;
 std::optional<std::string> ReadReason(const Json& v, const std::string& field, std::vector<FieldError>* errs);
-// 403 when a rank credential minted for one attempt posts reports of another (an old attempt's ranks cannot
-// report as a new one).
-std::optional<HttpResponse> CheckRankAttempt(const HttpRequest& req, const ReportBatch& batch);
+// 403 naming `reports[i].attempt` when a rank credential minted for one attempt posts reports of another
+// (an old attempt's ranks cannot report as a new one), or `reports[i].rank` when a per-rank credential
+// posts a report of another rank (one rank cannot speak for the job).
+std::optional<HttpResponse> CheckRankScope(const HttpRequest& req, const ReportBatch& batch);
 // Sends `r` as JSON with `ok_status`, or its error as problem+json.
 void Reply(const Respond& respond, const Result<Json>& r, int ok_status = 200);
 // Sends render(value) as JSON with `ok_status`, or the error as problem+json.

@@ -95,7 +95,7 @@ void RegisterExternalRoutes(Router* router, Controller* c, ApiOptions o, const C
                   return respond(*unknown);
                 auto env = ParseSlurmEnvelope(body);
                 if (!env.ok()) return respond(ProblemFrom(env.status()));
-                if (auto refused = api::CheckRankAttempt(req, *batch)) return respond(*refused);
+                if (auto refused = api::CheckRankScope(req, *batch)) return respond(*refused);
                 const std::optional<Principal>& who = req.principal;
                 const Role role = who ? who->role : Role::kAdmin;
                 // Answers the ingest, naming the job the reports went to.

@@ -38,7 +38,7 @@ void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clo
                 auto batch = ParseReportBatch(body, clock->Now());
                 if (!batch.ok()) return respond(ProblemFrom(batch.status()));
                 if (auto unknown = api::RefuseUnknownFields(body, {"reports"})) return respond(*unknown);
-                if (auto refused = api::CheckRankAttempt(req, *batch)) return respond(*refused);
+                if (auto refused = api::CheckRankScope(req, *batch)) return respond(*refused);
                 c->IngestReports(p.at("id"), *batch, [respond](Result<IngestSummary> r) {
                   api::Reply(respond, r, RenderIngest, 202);
                 });

@@ -37,12 +37,27 @@ bool SearchesOffControl(const ApiOptions& o, const JobSpec& spec) {
   return o.planner != nullptr && (spec.parallelism.automatic || LeavesOpen(spec));
 }
 
-// Runs `search` on the planner thread, or answers 429 when the planner has as many searches as it holds.
-void OnPlanner(const ApiOptions& o, const Respond& respond, std::function<void()> search) {
-  if (o.planner->Run(std::move(search))) return;
+// Planner searches one identity may have waiting or running, and all viewers together (a dashboard's
+// token): the planner queue holds 16, so neither can keep everyone else's `auto` submits waiting.
+constexpr std::size_t kPlannerSearchesPerIdentity = 4, kPlannerSearchesPerViewer = 1,
+                      kPlannerSearchesOfViewers = 2;
+
+std::vector<PlanRunner::Share> PlannerShares(const std::optional<Principal>& who) {
+  const Role role = who ? who->role : Role::kAdmin;
+  const std::string name = who ? who->name : "anonymous";
+  if (role == Role::kViewer)
+    return {{"viewer:" + name, kPlannerSearchesPerViewer}, {"viewers", kPlannerSearchesOfViewers}};
+  return {{std::string(ToString(role)) + ":" + name, kPlannerSearchesPerIdentity}};
+}
+
+// Runs `search` on the planner thread, or answers 429 when the planner has as many searches as it holds,
+// or the caller as many as its share (PlannerShares).
+void OnPlanner(const ApiOptions& o, const HttpRequest& req, const Respond& respond,
+               std::function<void()> search) {
+  if (o.planner->Run(std::move(search), PlannerShares(req.principal))) return;
   HttpResponse busy = Problem(429,
-                              "the planner has as many searches waiting as it holds; retry after the "
-                              "Retry-After delay");
+                              "the planner has as many searches waiting as it holds, or as this caller's "
+                              "share of them; retry after the Retry-After delay");
   busy.headers.emplace_back("Retry-After", "1");
   respond(std::move(busy));
 }
@@ -82,7 +97,7 @@ void SubmitAs(Controller* c, const ApiOptions& o, const HttpRequest& req, JobSpe
                  });
   };
   if (!SearchesOffControl(o, spec)) return admit(PlanJob(spec, hw));
-  OnPlanner(o, respond, [spec, hw, post = o.post_control, admit = std::move(admit)]() mutable {
+  OnPlanner(o, req, respond, [spec, hw, post = o.post_control, admit = std::move(admit)]() mutable {
     Result<PlanEstimate> est = PlanJob(spec, hw);
     post([est = std::move(est), admit = std::move(admit)]() mutable { admit(std::move(est)); });
   });
@@ -110,6 +125,8 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
     const Json& body = **parsed;
     auto spec = ParsePlanRequest(body);
     if (!spec.ok()) return respond(ProblemFrom(spec.status()));
+    // A plan is answered for what /v1/jobs would admit: the same job policy, the same 422.
+    if (Status s = CheckJobPolicy(*spec, o.job_policy); !s.ok()) return respond(ProblemFrom(s));
     const Hardware hw = c->HardwareFor(*spec);
     const bool off_control = SearchesOffControl(o, *spec);
     // The answer needs nothing more of the controller: the planner thread sends it.
@@ -119,7 +136,7 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
       respond(JsonResponse(200, ToJson(*est)));
     };
     if (!off_control) return search();
-    OnPlanner(o, respond, std::move(search));
+    OnPlanner(o, req, respond, std::move(search));
   });
   router->Add("POST", "/v1/jobs", [c, o](const HttpRequest& req, const PathParams&, Respond respond) {
     if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);

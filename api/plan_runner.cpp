@@ -16,19 +16,32 @@ PlanRunner::~PlanRunner() {
     std::lock_guard lock(mu_);
     stopping_ = true;
     waiting_.clear();
+    held_.clear();
   }
   wake_.notify_one();
   thread_.join();
 }
 
-bool PlanRunner::Run(std::function<void()> task) {
+bool PlanRunner::Run(std::function<void()> task, std::vector<Share> shares) {
   {
     std::lock_guard lock(mu_);
     if (stopping_ || waiting_.size() + (running_ ? 1 : 0) >= capacity_) return false;
-    waiting_.push_back(std::move(task));
+    for (const Share& s : shares)
+      if (auto it = held_.find(s.key); it != held_.end() && it->second >= s.limit) return false;
+    Task t{std::move(task), {}};
+    for (Share& s : shares) {
+      ++held_[s.key];
+      t.shares.push_back(std::move(s.key));
+    }
+    waiting_.push_back(std::move(t));
   }
   wake_.notify_one();
   return true;
+}
+
+void PlanRunner::Release(const Task& t) {
+  for (const std::string& key : t.shares)
+    if (auto it = held_.find(key); it != held_.end() && --it->second == 0) held_.erase(it);
 }
 
 std::size_t PlanRunner::pending() const {
@@ -42,14 +55,15 @@ void PlanRunner::Loop() {
   for (;;) {
     wake_.wait(lock, [this] { return stopping_ || !waiting_.empty(); });
     if (stopping_) return;
-    std::function<void()> task = std::move(waiting_.front());
+    Task task = std::move(waiting_.front());
     waiting_.pop_front();
     running_ = true;
     lock.unlock();
-    task();
-    task = nullptr;  // what the task captured (a Respond, a continuation) is released off the lock too
+    task.run();
+    task.run = nullptr;  // what the task captured (a Respond, a continuation) is released off the lock too
     lock.lock();
     running_ = false;
+    Release(task);
   }
 }
 

@@ -6,10 +6,13 @@
 // reads nothing of the controller; its answer goes to the HTTP session (Respond is thread-safe) or back to
 // the control thread through the controller's post.
 //
-// Owns: one thread and the tasks waiting for it. Bounded: at most `capacity` tasks waiting or running;
-// Run() refuses beyond (the routes answer 429 with Retry-After), so a flood of plans costs the planner
-// thread only. Tasks run in the order given, one at a time, at a lower CPU priority than the control
-// thread (nice 10, like the reader thread).
+// Owns: one thread and the tasks waiting for it. Bounded: at most `capacity` tasks waiting or running, and
+// at most each share's limit of them per share a task is counted in (the routes count a task under the
+// caller's identity, and a viewer's also under all viewers together: docs/security.md, "Scopes"); Run()
+// refuses beyond (the routes answer 429 with Retry-After), so a flood of plans costs the planner thread
+// only, and one identity cannot hold every place in the queue in front of everyone's submits. Tasks run in
+// the order given, one at a time, at a lower CPU priority than the control thread (nice 10, like the reader
+// thread).
 //
 // Threading: Run() from any thread. The destructor lets the task in progress finish, drops the ones still
 // waiting (at shutdown: their connections are closed) and joins the thread.
@@ -19,8 +22,11 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <vector>
 
 namespace shepherd {
 
@@ -31,8 +37,14 @@ class PlanRunner {
   PlanRunner(const PlanRunner&) = delete;
   PlanRunner& operator=(const PlanRunner&) = delete;
 
-  // Queues `task`; false (the task is dropped) when `capacity` tasks are already waiting or running.
-  bool Run(std::function<void()> task);
+  // A group of tasks counted together ("viewer:grafana"), and how many of them may wait or run at once.
+  struct Share {
+    std::string key;
+    std::size_t limit = 0;
+  };
+  // Queues `task`; false (the task is dropped) when `capacity` tasks are already waiting or running, or
+  // a share in `shares` already holds its limit.
+  bool Run(std::function<void()> task, std::vector<Share> shares = {});
   // Searches waiting or running (the /metrics gauge shepherd_planner_searches).
   std::size_t pending() const;
 
@@ -42,10 +54,17 @@ class PlanRunner {
   const std::size_t capacity_;
   mutable std::mutex mu_;
   std::condition_variable wake_;
-  std::deque<std::function<void()>> waiting_;  // guarded by mu_
-  bool running_ = false;                       // a task is in progress; guarded by mu_
-  bool stopping_ = false;                      // guarded by mu_
-  std::thread thread_;                         // last: starts after the fields above exist
+  struct Task {
+    std::function<void()> run;
+    std::vector<std::string> shares;  // the keys it is counted under
+  };
+  void Release(const Task& t);  // REQUIRES: mu_ held
+
+  std::deque<Task> waiting_;                 // guarded by mu_
+  std::map<std::string, std::size_t> held_;  // tasks waiting or running per share key; guarded by mu_
+  bool running_ = false;                     // a task is in progress; guarded by mu_
+  bool stopping_ = false;                    // guarded by mu_
+  std::thread thread_;                       // last: starts after the fields above exist
 };
 
 }  // namespace shepherd

@@ -23,6 +23,14 @@ Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOp
   recovery_.set_slurm(options_.slurm);
   recovery_.set_requeue(options_.slurm_requeue);
   recovery_.set_cluster_for([this](const std::string& job) { return AllocationView(job); });
+  recovery_.set_launcher_nodes([this](const Job& job) -> std::optional<std::set<std::string>> {
+    if (options_.slurm && !job.spec.external_id.empty()) return slurm_watch_.NodesOf(job.id);
+    const JobEntry* e = jobs_.Find(job.id);
+    if (!e || !e->attempt) return std::nullopt;
+    std::set<std::string> nodes;
+    for (const RankSlot& r : e->attempt->placement.ranks) nodes.insert(r.node);
+    return nodes;
+  });
 }
 
 Controller::~Controller() = default;

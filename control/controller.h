@@ -323,10 +323,11 @@ class Controller {
   // gate, rank tokens, health and Slurm allocation. kNotFound, kConflict (already ended) as JobBook::End.
   Status EndJob(const std::string& id, JobState state, const std::string& reason, Time now,
                 WriteBatch* batch);
-  // The rendezvous and resume inputs of ComposeRankEnv for `e`'s current attempt on `node`, and the
-  // options (URL, the attempt's rank token): shared by the agents' assignments and the Slurm steps.
+  // The rendezvous and resume inputs of ComposeRankEnv for `e`'s current attempt on `node`.
   RankEnvInput RankEnvFor(const JobEntry& e, const std::string& node) const;
-  RankEnvOptions RankEnvOptionsFor(const JobEntry& e) const;
+  // The environment of each of `e`'s ranks on `node`, each with its own rank token (SHEPHERD_TOKEN):
+  // shared by the agents' assignments and the Slurm steps.
+  std::vector<LocalRankEnv> RankEnvsOn(const JobEntry& e, const std::string& node) const;
   // ---- Slurm launcher (controller_slurm_launch.cpp)
   static bool ViaSlurm(const Job& job);
   // An attempt of a Slurm-launched job started or ended: its allocation is wanted, kept or released.

@@ -36,8 +36,16 @@ RankEnvInput Controller::RankEnvFor(const JobEntry& e, const std::string& node) 
   return in;
 }
 
-RankEnvOptions Controller::RankEnvOptionsFor(const JobEntry& e) const {
-  return {options_.advertise_url, rank_tokens_.TokenFor({e.job.id, e.attempt->number}).value_or("")};
+std::vector<LocalRankEnv> Controller::RankEnvsOn(const JobEntry& e, const std::string& node) const {
+  std::vector<LocalRankEnv> ranks = ComposeRankEnv(RankEnvFor(e, node), {options_.advertise_url, ""});
+  // Each rank its own credential (control/rank_tokens.h): one rank cannot report for another. A Slurm
+  // step's tasks all see the step's tables, so its ranks share the attempt's "any rank" credential.
+  const bool shared = ViaSlurm(e.job);
+  for (LocalRankEnv& r : ranks)
+    r.env["SHEPHERD_TOKEN"] =
+        rank_tokens_.RankTokenFor(e.job.id, e.attempt->number, shared ? std::nullopt : std::optional(r.rank))
+            .value_or("");
+  return ranks;
 }
 
 std::vector<RankAssignment> Controller::DesiredRanks(const std::string& node) const {
@@ -46,7 +54,7 @@ std::vector<RankAssignment> Controller::DesiredRanks(const std::string& node) co
     const JobEntry* e = jobs_.Find(job_id);
     if (!e || !e->attempt || !IsActive(e->job.state) || e->job.spec.command.empty() || ViaSlurm(e->job))
       continue;
-    for (LocalRankEnv& r : ComposeRankEnv(RankEnvFor(*e, node), RankEnvOptionsFor(*e)))
+    for (LocalRankEnv& r : RankEnvsOn(*e, node))
       out.push_back({{e->job.id, e->attempt->number, r.rank}, r.gpu, e->job.spec.command, std::move(r.env)});
   }
   return out;

@@ -86,6 +86,9 @@ void Controller::IngestReports(const std::string& job, const ReportBatch& report
   if (!e) return done(NotFound("no job " + job));
   Time now = Turn();
   lateness_.OnReports(now);
+  // A far-future step refuses the batch before anything of it is used (JobHealth::CheckSteps).
+  if (auto h = health_.find(job); h != health_.end())
+    if (Status s = h->second->CheckSteps(reports); !s.ok()) return done(s);
   WriteBatch batch;
   FollowExternalAttempt(job, reports, now, &batch);
   auto h = health_.find(job);

@@ -169,8 +169,7 @@ slurm::StepSpec Controller::StepFor(const JobEntry& e, const SlurmAllocationReco
   // given, and shepherd-slurm-rank applies the tables after that.
   std::vector<EnvMap> per_rank(s.placement.ranks.size());
   for (const std::string& node : NodesOf(s.placement))
-    for (LocalRankEnv& r : ComposeRankEnv(RankEnvFor(e, node), RankEnvOptionsFor(e)))
-      per_rank.at(r.rank) = std::move(r.env);
+    for (LocalRankEnv& r : RankEnvsOn(e, node)) per_rank.at(r.rank) = std::move(r.env);
   for (const auto& [k, v] : per_rank.at(0))
     if (k != "CUDA_VISIBLE_DEVICES" &&
         std::all_of(per_rank.begin(), per_rank.end(), [&, &k = k, &v = v](const EnvMap& m) {

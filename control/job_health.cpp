@@ -43,6 +43,7 @@ void JobHealth::OnAttemptStart(const Job& job, const Attempt& a, Launch launch, 
   ctx.policy = job.spec.policy;
   ctx.hashes_agreed = HashesEverAgreed();
   ctx.resume_step = a.resume_step;
+  ctx.steps_known = !job.spec.command.empty();
   unlaunched_.clear();
   rank_nodes_.clear();
   external_pending_ = launch == Launch::kExternal;
@@ -77,6 +78,21 @@ bool JobHealth::OnNodeLaunched(const std::string& node, Time now) {
   if (!monitor_ || !unlaunched_.erase(node) || !unlaunched_.empty()) return false;
   Arm(now);
   return true;
+}
+
+Status JobHealth::CheckSteps(const ReportBatch& batch) const {
+  if (!monitor_) return Status::Ok();
+  const std::optional<int64_t> limit = monitor_->MaxAcceptedStep();
+  if (!limit) return Status::Ok();
+  for (const auto& [index, r] : batch.reports)
+    if (r.attempt == monitor_->context().attempt && r.step && *r.step > *limit) {
+      const std::string field = "reports[" + std::to_string(index) + "].step";
+      const std::string why = "is more than " + std::to_string(JobMonitor::kMaxStepLead) +
+                              " steps beyond the highest step of the attempt (at most " +
+                              std::to_string(*limit) + ")";
+      return InvalidContent(field + ": " + why, {{field, why}});
+    }
+  return Status::Ok();
 }
 
 JobHealth::IngestOutcome JobHealth::Ingest(const ReportBatch& batch, Time now) {

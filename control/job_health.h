@@ -65,6 +65,10 @@ class JobHealth {
     bool all_finished = false;  // with these reports every rank of the attempt has reported `finished`
     std::vector<CheckpointTransition> transitions;
   };
+  // kInvalidContent naming `reports[i].step` for the first report of the running attempt whose step is
+  // beyond JobMonitor::MaxAcceptedStep: the caller refuses the whole batch before Ingest, so it changes
+  // nothing. OK when no attempt is running.
+  Status CheckSteps(const ReportBatch& batch) const;
   // REQUIRES: running() (the caller answers 409 otherwise). A report launches its rank's node (every node,
   // for a job another launcher starts).
   IngestOutcome Ingest(const ReportBatch& batch, Time now);

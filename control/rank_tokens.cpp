@@ -1,15 +1,41 @@
 #include "control/rank_tokens.h"
 
+#include <charconv>
+
 #include "core/json.h"
 #include "core/random_hex.h"
+#include "core/sha256.h"
 
 namespace shepherd {
 namespace {
 
 constexpr std::string_view kPrefix = "rank_token/";
+constexpr std::size_t kGrantIdChars = 16;
 
 std::string KeyOf(const RankGrant& g) {
   return std::string(kPrefix) + g.job + "/" + (g.attempt ? std::to_string(*g.attempt) : "any");
+}
+
+std::string GrantId(std::string_view secret) {
+  return HexOf(HmacSha256(secret, "grant-id")).substr(0, kGrantIdChars);
+}
+
+constexpr std::string_view kAnyRank = "any";
+
+std::string RankPart(std::optional<int> rank) {
+  return rank ? std::to_string(*rank) : std::string(kAnyRank);
+}
+
+std::string RankMac(std::string_view secret, const std::string& job, int attempt, std::optional<int> rank) {
+  return HexOf(HmacSha256(secret, job + "\n" + std::to_string(attempt) + "\n" + RankPart(rank)));
+}
+
+// Constant-time comparison of equal-length strings (the lengths are public).
+bool SameBytes(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
 }
 
 }  // namespace
@@ -21,9 +47,15 @@ std::string RankTokens::Mint(const RankGrant& grant, WriteBatch* batch) {
       {"token", token}, {"job", grant.job}, {"attempt", grant.attempt ? Json(*grant.attempt) : Json()}};
   batch->Put(Record{Collection::kMeta, KeyOf(grant), grant.job, body.dump()});
   std::lock_guard lock(mu_);
-  by_key_[KeyOf(grant)] = token;
-  by_token_[token] = grant;
+  Insert(token, grant);
   return token;
+}
+
+void RankTokens::Insert(std::string token, RankGrant grant) {
+  grant.rank.reset();
+  by_key_[KeyOf(grant)] = token;
+  if (grant.attempt) by_id_[GrantId(token)] = token;
+  by_token_[std::move(token)] = std::move(grant);
 }
 
 std::optional<std::string> RankTokens::TokenFor(const RankGrant& grant) const {
@@ -31,6 +63,13 @@ std::optional<std::string> RankTokens::TokenFor(const RankGrant& grant) const {
   auto it = by_key_.find(KeyOf(grant));
   if (it == by_key_.end()) return std::nullopt;
   return it->second;
+}
+
+std::optional<std::string> RankTokens::RankTokenFor(const std::string& job, int attempt,
+                                                    std::optional<int> rank) const {
+  auto secret = TokenFor({job, attempt});
+  if (!secret) return std::nullopt;
+  return GrantId(*secret) + "." + RankPart(rank) + "." + RankMac(*secret, job, attempt, rank);
 }
 
 void RankTokens::Revoke(const std::string& job, std::optional<int> attempt, WriteBatch* batch) {
@@ -41,18 +80,43 @@ void RankTokens::Revoke(const std::string& job, std::optional<int> attempt, Writ
   for (auto it = by_key_.lower_bound(first); it != by_key_.end() && it->first.starts_with(first);) {
     if (attempt && it->first != first) break;
     batch->Erase(Collection::kMeta, it->first);
+    by_id_.erase(GrantId(it->second));
     by_token_.erase(it->second);
     it = by_key_.erase(it);
   }
 }
 
 std::optional<RankGrant> RankTokens::Lookup(std::string_view token) const {
-  // A map lookup is not constant-time, but the tokens are 256 random bits: timing reveals at most an
-  // ordering of prefixes, which does not help guess one.
+  // Map lookups are not constant-time, but secrets are 256 random bits and grant ids are public parts of
+  // a token: timing reveals at most an ordering of prefixes, which does not help guess one. The mac, the
+  // part that proves the token, is compared in constant time.
+  const std::size_t dot = token.find('.');
   std::lock_guard lock(mu_);
-  auto it = by_token_.find(token);
-  if (it == by_token_.end()) return std::nullopt;
-  return it->second;
+  if (dot == std::string_view::npos) {
+    auto it = by_token_.find(token);
+    if (it == by_token_.end() || it->second.attempt) return std::nullopt;  // an attempt's secret is no token
+    return it->second;
+  }
+  const std::size_t dot2 = token.find('.', dot + 1);
+  if (dot != kGrantIdChars || dot2 == std::string_view::npos) return std::nullopt;
+  auto id = by_id_.find(token.substr(0, dot));
+  if (id == by_id_.end()) return std::nullopt;
+  const std::string_view digits = token.substr(dot + 1, dot2 - dot - 1);
+  std::optional<int> rank;
+  if (digits != kAnyRank) {
+    int n = -1;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), n);
+    if (ec != std::errc() || end != digits.data() + digits.size() || digits.empty() || n < 0 ||
+        (digits.size() > 1 && digits[0] == '0'))
+      return std::nullopt;
+    rank = n;
+  }
+  const RankGrant& grant = by_token_.at(id->second);
+  if (!SameBytes(token.substr(dot2 + 1), RankMac(id->second, grant.job, *grant.attempt, rank)))
+    return std::nullopt;
+  RankGrant out = grant;
+  out.rank = rank;
+  return out;
 }
 
 std::optional<std::pair<std::string, RankGrant>> RankTokens::Decode(const Record& r) {
@@ -68,8 +132,7 @@ std::optional<std::pair<std::string, RankGrant>> RankTokens::Decode(const Record
 
 void RankTokens::Restore(std::string token, RankGrant grant) {
   std::lock_guard lock(mu_);
-  by_key_[KeyOf(grant)] = token;
-  by_token_[std::move(token)] = std::move(grant);
+  Insert(std::move(token), std::move(grant));
 }
 
 }  // namespace shepherd

@@ -163,12 +163,21 @@ void RecoveryExecutor::Remediate(Finding& f, const Job& job, const RecoveryDecis
         f.actions.push_back("none: the job is not launched by Shepherd (recommendations recorded)");
       return;
     case ExternalRemediation::kCordon:
-    case ExternalRemediation::kSlurmDrain:
+    case ExternalRemediation::kSlurmDrain: {
+      const std::optional<std::set<std::string>> listed =
+          launcher_nodes_ ? launcher_nodes_(job) : std::optional<std::set<std::string>>();
       for (NodeAction a : d.node_actions) {
         if (a.node.empty() || !inventory_->Find(a.node)) {
           f.actions.push_back("cannot cordon " +
                               (a.node.empty() ? std::string("an unreported node") : a.node) +
                               ": not in Shepherd's inventory");
+          continue;
+        }
+        if (!listed || !listed->contains(a.node)) {
+          f.actions.push_back("would cordon " + a.node + ", not done: " +
+                              (listed ? "not among the nodes the job's launcher lists for it"
+                                      : "the job's launcher lists no nodes for it yet") +
+                              " (its ranks' reports alone do not say where they run)");
           continue;
         }
         a.action = NodeActionKind::kCordon;  // Shepherd only cordons what it does not run
@@ -185,6 +194,7 @@ void RecoveryExecutor::Remediate(Finding& f, const Job& job, const RecoveryDecis
                               "drained in Slurm)");
       }
       return;
+    }
     case ExternalRemediation::kHook:
       if (!hook_) {
         f.actions.push_back("no remediation hook is configured: nothing run");

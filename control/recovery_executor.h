@@ -72,6 +72,12 @@ class RecoveryExecutor {
   // its allocation, control/slurm_jobs.h); nullopt: the whole inventory.
   using ClusterFor = std::function<std::optional<Cluster>(const std::string& job)>;
   void set_cluster_for(ClusterFor f) { cluster_for_ = std::move(f); }
+  // The nodes a job Shepherd does not launch runs on as its launcher says (Slurm's allocation of a
+  // Slurm-bound job; otherwise the nodes Shepherd's inventory holds for it); nullopt: not known.
+  // external_remediation "cordon" and "slurm-drain" act on those only: a node its ranks name that is not
+  // listed is never cordoned (the finding records why), so one rank cannot name any node of the fleet.
+  using LauncherNodes = std::function<std::optional<std::set<std::string>>(const Job& job)>;
+  void set_launcher_nodes(LauncherNodes f) { launcher_nodes_ = std::move(f); }
 
   // Nodes of the inventory no live agent serves (read only when a restart is to be placed).
   using Unserved = std::function<std::set<std::string>()>;
@@ -129,6 +135,7 @@ class RecoveryExecutor {
   bool slurm_ = false;
   ExternalRequeue requeue_;
   ClusterFor cluster_for_;
+  LauncherNodes launcher_nodes_;
   std::map<std::string, Restarts> state_;
 };
 

@@ -37,6 +37,7 @@ SlurmWatch::Observation SlurmWatch::Observe(const std::vector<SlurmJobSighting>&
   std::erase_if(last_, [&](const auto& kv) { return !read.contains(kv.first); });
   std::erase_if(unknown_, [&](const std::string& job) { return !read.contains(job); });
   std::erase_if(forgotten_, [&](const std::string& job) { return !read.contains(job); });
+  std::erase_if(nodes_, [&](const auto& kv) { return !read.contains(kv.first); });
   Observation out;
   for (const SlurmJobSighting& s : sightings) {
     const std::string& job = s.watched.job;
@@ -65,6 +66,7 @@ SlurmWatch::Observation SlurmWatch::Observe(const std::vector<SlurmJobSighting>&
     forgotten_.erase(job);
     const bool again = last != last_.end() && last->second == r.state;
     last_[job] = r.state;
+    if (!r.nodes.empty()) nodes_[job] = std::set<std::string>(r.nodes.begin(), r.nodes.end());
     out.hold[job] = r.state == slurm::SlurmJobState::kSuspended || IsEnd(r.state);
     if (!IsEnd(r.state) || !again) continue;
     std::string reason = "slurm job " + slurm_job + " is " + r.state_text;
@@ -73,6 +75,12 @@ SlurmWatch::Observation SlurmWatch::Observe(const std::vector<SlurmJobSighting>&
     last_.erase(job);
   }
   return out;
+}
+
+std::optional<std::set<std::string>> SlurmWatch::NodesOf(const std::string& job) const {
+  auto it = nodes_.find(job);
+  if (it == nodes_.end()) return std::nullopt;
+  return it->second;
 }
 
 }  // namespace shepherd

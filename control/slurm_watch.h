@@ -14,6 +14,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -54,11 +55,15 @@ class SlurmWatch {
   // Takes in one cycle's reads, one per job ToRead listed. Jobs without a read this cycle (no longer
   // watched) are forgotten. A job that ended in Shepherd meanwhile is the caller's to skip.
   Observation Observe(const std::vector<SlurmJobSighting>& sightings);
+  // The nodes Slurm showed the job's allocation on at the last read that showed it holding some; nullopt
+  // before any did (pending, or never read since the daemon started). What remediation may act on.
+  std::optional<std::set<std::string>> NodesOf(const std::string& job) const;
 
  private:
-  std::map<std::string, slurm::SlurmJobState> last_;  // job → state last read
-  std::set<std::string> unknown_;                     // jobs Slurm has never shown (warned once)
-  std::set<std::string> forgotten_;                   // shown before, not found at the last read
+  std::map<std::string, slurm::SlurmJobState> last_;    // job → state last read
+  std::map<std::string, std::set<std::string>> nodes_;  // job → nodes of its allocation last read
+  std::set<std::string> unknown_;                       // jobs Slurm has never shown (warned once)
+  std::set<std::string> forgotten_;                     // shown before, not found at the last read
 };
 
 }  // namespace shepherd

@@ -185,6 +185,11 @@ std::optional<std::string> JobMonitor::ReportedNode(int rank) const {
   return node_names_[ranks_[rank].node - 1];
 }
 
+std::optional<int64_t> JobMonitor::MaxAcceptedStep() const {
+  if (job_step_ < 0 && !ctx_.steps_known) return std::nullopt;
+  return std::max(job_step_, ctx_.resume_step) + kMaxStepLead;
+}
+
 std::optional<int64_t> JobMonitor::RankStep(int rank) const {
   if (rank < 0 || rank >= layout_.world_size() || ranks_[rank].step < 0) return std::nullopt;
   return ranks_[rank].step;

@@ -62,6 +62,9 @@ struct MonitorContext {
   Policy policy;
   bool hashes_agreed = false;  // a parameter-hash check of an earlier attempt agreed
   int64_t resume_step = 0;     // the step this attempt resumed from (0: from scratch)
+  // Shepherd launched the attempt, so its steps start at resume_step; false for an attempt another
+  // launcher started (its ranks may have resumed from a checkpoint of their own, at any step).
+  bool steps_known = false;
 };
 
 struct IngestResult {
@@ -97,6 +100,15 @@ class JobMonitor {
   std::optional<int64_t> RankStep(int rank) const;
   // Highest step any rank reported; -1 when none.
   int64_t JobStep() const { return job_step_; }
+  // How far beyond what the attempt has seen a report's step may go. No real rank gets a million steps
+  // ahead of the job's highest between two reports; a step beyond it (a forged or broken report) would
+  // raise the job's step so that real progress no longer counts (the no-progress hang rule), and poison
+  // the step windows of straggler and loss checks.
+  static constexpr int64_t kMaxStepLead = 1'000'000;
+  // The highest step a report of this attempt may carry: kMaxStepLead beyond the highest step any rank
+  // reported, or beyond resume_step before any did. nullopt (no bound yet): an attempt another launcher
+  // started, before its first step report (the first one sets where the job is).
+  std::optional<int64_t> MaxAcceptedStep() const;
   // Every rank reported `finished`: the attempt's training ended normally.
   bool AllFinished() const { return finished_ == layout_.world_size(); }
 

@@ -40,8 +40,8 @@ class AuthMatrixTest : public ::testing::Test {
     }
     job_ = Submit("submitter");
     // The controller minted the credential of the job's first attempt when it placed it.
-    rank_token_ = api_.controller_->rank_tokens().TokenFor({job_, 1}).value_or("");
-    ASSERT_EQ(rank_token_.size(), 64u);
+    rank_token_ = api_.controller_->rank_tokens().RankTokenFor(job_, 1, 0).value_or("");
+    ASSERT_TRUE(api_.controller_->rank_tokens().Lookup(rank_token_));
     // A watched job of sam's bound to Slurm job 4242 (its own node): the Slurm reports route's target. The
     // matrix's rank credential is job_'s, so that route refuses it.
     ASSERT_EQ(As(Bearer("admin"), "POST", "/v1/nodes", Node("x0")).status, 201);
@@ -281,10 +281,13 @@ TEST_F(AuthMatrixTest, SubmitterCannotCancelAnothersJobAndTheRecordsNameWhoActed
   EXPECT_EQ(As(Bearer("other-submitter"), "POST", "/v1/jobs/" + theirs + "/cancel").status, 200);
   // The record says who cancelled it, and who forced a restart.
   EXPECT_EQ(As(Bearer("viewer"), "GET", "/v1/jobs/" + theirs).body["reason"], "cancelled by kim (submitter)");
-  Json ckpt = Json::array();
-  for (int r = 0; r < 8; ++r)
-    ckpt.push_back({{"rank", r}, {"attempt", 1}, {"kind", "checkpoint"}, {"step", 20}, {"path", "/c/20"}});
-  ASSERT_EQ(As(Bearer("rank"), "POST", "/v1/jobs/" + job_ + "/reports", {{"reports", ckpt}}).status, 202);
+  for (int r = 0; r < 8; ++r) {  // each rank reports its part with its own credential
+    Json ckpt =
+        Json::array({{{"rank", r}, {"attempt", 1}, {"kind", "checkpoint"}, {"step", 20}, {"path", "/c/20"}}});
+    const std::string token = *api_.controller_->rank_tokens().RankTokenFor(job_, 1, r);
+    ASSERT_EQ(As("Bearer " + token, "POST", "/v1/jobs/" + job_ + "/reports", {{"reports", ckpt}}).status,
+              202);
+  }
   ApiReply restart = As(Bearer("operator"), "POST", "/v1/jobs/" + job_ + "/restart", {{"from", "latest"}});
   ASSERT_EQ(restart.status, 202) << restart.body.dump();
   Json f = As(Bearer("viewer"), "GET", "/v1/jobs/" + job_ + "/failures").body["failures"];
@@ -330,6 +333,13 @@ TEST_F(AuthMatrixTest, RankTokenCannotCancelOrRegisterOrReportForAnotherJob) {
   ApiReply r = As(rank, "POST", "/v1/jobs/" + job_ + "/reports", {{"reports", wrong_attempt}});
   EXPECT_EQ(r.status, 403) << "a rank credential names its attempt";
   EXPECT_EQ(r.body["errors"][0]["field"], "reports[0].attempt") << r.body.dump();
+  // Rank 0's credential speaks for rank 0 only, also inside a batch that starts with its own report.
+  Json other_rank =
+      Json::array({{{"rank", 0}, {"attempt", 1}, {"kind", "heartbeat"}},
+                   {{"rank", 3}, {"attempt", 1}, {"kind", "step"}, {"step", 1}, {"loss", 1.0}}});
+  r = As(rank, "POST", "/v1/jobs/" + job_ + "/reports", {{"reports", other_rank}});
+  EXPECT_EQ(r.status, 403) << "a rank credential names its rank";
+  EXPECT_EQ(r.body["errors"][0]["field"], "reports[1].rank") << r.body.dump();
   ASSERT_EQ(As(Bearer("admin"), "POST", "/v1/jobs/" + job_ + "/cancel").status, 200);  // the attempt ended
   EXPECT_EQ(As(rank, "POST", "/v1/jobs/" + job_ + "/reports", {{"reports", Json::array()}}).status, 401);
 }

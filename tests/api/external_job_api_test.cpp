@@ -132,6 +132,62 @@ TEST_F(ExternalJobApiTest, AttemptsFollowTheRanks) {
   EXPECT_EQ(Second(2).body["ignored"], 0);
 }
 
+// A watched job of an admin's with external_remediation "cordon": the node a silent rank reported is
+// cordoned only when the job's launcher lists it for the job (here: the nodes Shepherd's inventory holds
+// for it). The attack: a rank named a node of the fleet that is not the job's, and it was cordoned.
+TEST_F(ExternalJobApiTest, CordonActsOnlyOnNodesTheJobsLauncherLists) {
+  for (int n = 4; n < 8; ++n)  // room for a second job beside the fixture's
+    ASSERT_EQ(api_.Post("/v1/nodes", {{"id", "n" + std::to_string(n)},
+                                      {"gpus", 4},
+                                      {"topology", {{"spine", "s0"}, {"leaf", "l0"}}}})
+                  .status,
+              201);
+  Json body = Json::parse(R"({"name": "ext", "model": {"parameters": 1e8, "layers": 4, "hidden": 512,
+      "heads": 8, "seq_len": 512}, "training": {"global_batch_size": 32},
+      "parallelism": {"tp": 1, "pp": 1, "dp": 16}, "resources": {"gpus": 16, "gpus_per_node": 4},
+      "policy": {"heartbeat_timeout_s": 10, "startup_grace_s": 30, "external_remediation": "cordon"}})");
+  ApiReply created = api_.Post("/v1/jobs", body);
+  ASSERT_EQ(created.status, 201) << created.body.dump();
+  job_ = created.body["id"];
+  ASSERT_EQ(
+      api_.Post("/v1/nodes", {{"id", "victim"}, {"gpus", 4}, {"topology", {{"spine", "s0"}, {"leaf", "l0"}}}})
+          .status,
+      201);
+  std::map<int, std::string> placed;
+  const ApiReply placement = api_.Get("/v1/jobs/" + job_ + "/placement");
+  for (const Json& r : placement.body["ranks"]) placed[r["rank"]] = r["node"];
+  ASSERT_EQ(placed.size(), 16u) << placement.body.dump();
+  // Rank 5 names "victim", rank 9 its own node; their parameter hashes are the odd ones out (a majority
+  // verdict blames the nodes their ranks reported).
+  Json reports = Json::array();
+  for (int r = 0; r < 16; ++r)
+    reports.push_back(
+        {{"rank", r}, {"attempt", 1}, {"kind", "heartbeat"}, {"node", r == 5 ? "victim" : placed[r]}});
+  ASSERT_EQ(api_.Post("/v1/jobs/" + job_ + "/reports", {{"reports", reports}}).status, 202);
+  Json hashes = Json::array();
+  for (int r = 0; r < 16; ++r)
+    hashes.push_back({{"rank", r},
+                      {"attempt", 1},
+                      {"kind", "param_hash"},
+                      {"step", 100},
+                      {"hash", r == 5 || r == 9 ? "bbbb" : "aaaa"}});
+  ASSERT_EQ(api_.Post("/v1/jobs/" + job_ + "/reports", {{"reports", hashes}}).status, 202);
+  api_.clock_.AdvanceSeconds(1);
+  api_.Tick();
+  Json fs = api_.Get("/v1/jobs/" + job_ + "/failures").body["failures"];
+  ASSERT_FALSE(fs.empty());
+  std::string actions;
+  for (const Json& f : fs)
+    for (const Json& a : f["actions"]) actions += a.get<std::string>() + "\n";
+  EXPECT_NE(actions.find("would cordon victim, not done: not among the nodes the job's launcher lists"),
+            std::string::npos)
+      << fs.dump();
+  EXPECT_EQ(api_.Get("/v1/nodes/victim").body["state"], "available") << "a node the job does not run on";
+  EXPECT_NE(actions.find("cordon " + placed[9] + " (external_remediation: cordon)"), std::string::npos)
+      << actions;
+  EXPECT_EQ(api_.Get("/v1/nodes/" + placed[9]).body["state"], "cordoned");
+}
+
 // Every rank of another launcher's job silent at once (a tester SIGSTOPped both ranks of a watched job):
 // paused, frozen or cut off, which Shepherd cannot tell apart. Recorded, with no restart recommended (with
 // external_remediation "requeue" it would have been carried out).

@@ -52,5 +52,31 @@ TEST(PlanRunner, RefusesBeyondItsCapacityUntilATaskEnds) {
   EXPECT_FALSE(refused_ran);
 }
 
+// One identity, and all viewers together, hold at most their share of the queue; others still get in.
+TEST(PlanRunner, EachShareHoldsAtMostItsLimit) {
+  PlanRunner runner(16);
+  std::promise<void> started, release;
+  std::shared_future<void> go = release.get_future().share();
+  ASSERT_TRUE(runner.Run(
+      [&, go] {
+        started.set_value();
+        go.wait();
+      },
+      {{"viewer:a", 1}, {"viewers", 2}}));
+  started.get_future().wait();
+  EXPECT_FALSE(runner.Run([] {}, {{"viewer:a", 1}, {"viewers", 2}})) << "its own share is full";
+  EXPECT_TRUE(runner.Run([] {}, {{"viewer:b", 1}, {"viewers", 2}}));
+  EXPECT_FALSE(runner.Run([] {}, {{"viewer:c", 1}, {"viewers", 2}})) << "all viewers' share is full";
+  EXPECT_TRUE(runner.Run([] {}, {{"submitter:sam", 4}})) << "others are not held up";
+  EXPECT_EQ(runner.pending(), 3u);
+  release.set_value();
+  std::promise<void> next;
+  ASSERT_TRUE(runner.Run([&] { next.set_value(); }));
+  next.get_future().wait();  // every task before it ran and gave its share back
+  std::promise<void> again;
+  EXPECT_TRUE(runner.Run([&] { again.set_value(); }, {{"viewer:a", 1}, {"viewers", 2}}));
+  again.get_future().wait();
+}
+
 }  // namespace
 }  // namespace shepherd

@@ -47,7 +47,9 @@ TEST_F(SlurmLaunchTest, TheStepRunsInTheAllocationWithTheAgentsEnvironment) {
   EXPECT_EQ(s.env.at("SHEPHERD_ATTEMPT"), "1");
   EXPECT_EQ(s.env.at("WORLD_SIZE"), "16");
   EXPECT_EQ(s.env.at("MASTER_ADDR"), s.placement.ranks[0].node);  // hostname = id in these nodes
-  EXPECT_FALSE(s.env.at("SHEPHERD_TOKEN").empty());
+  // One credential for the attempt's ranks, any rank: every task of a step sees the step's tables, so a
+  // per-rank one would be no narrower (docs/security.md, "Scopes").
+  EXPECT_EQ(controller_->rank_tokens().Lookup(s.env.at("SHEPHERD_TOKEN")), (RankGrant{id, 1, std::nullopt}));
   EXPECT_EQ(s.env.count("RANK"), 0u);
   // Per rank: the tables shepherd-slurm-rank applies, as ComposeRankEnv gives them to agents.
   ASSERT_EQ(s.rank_env.size(), 16u);

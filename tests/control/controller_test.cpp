@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "tests/control/controller_fixture.h"
 
 namespace shepherd {
@@ -267,23 +269,29 @@ TEST_F(ControllerCredentialsTest, EachAttemptGetsItsOwnRankTokenRevokedWhenItEnd
   AddNode("n1", "l0");
   AddNode("n2", "l0");
   std::string job = SubmitOurs();
-  auto t1 = controller_->rank_tokens().TokenFor({job, 1});
+  auto t1 = controller_->rank_tokens().RankTokenFor(job, 1, 0);
   ASSERT_TRUE(t1);
+  std::set<std::string> tokens;
   for (const char* node : {"n1", "n2"}) {
     Assignments a = AssignmentsOf(node);
     ASSERT_EQ(a.ranks.size(), 8u);
     for (const RankAssignment& r : a.ranks) {
-      EXPECT_EQ(r.env.at("SHEPHERD_TOKEN"), *t1);
+      // Each rank its own credential, for itself only.
+      EXPECT_EQ(r.env.at("SHEPHERD_TOKEN"), *controller_->rank_tokens().RankTokenFor(job, 1, r.rank.rank));
+      EXPECT_EQ(controller_->rank_tokens().Lookup(r.env.at("SHEPHERD_TOKEN")),
+                (RankGrant{job, 1, r.rank.rank}));
+      tokens.insert(r.env.at("SHEPHERD_TOKEN"));
       // The rendezvous port stays below Linux's ephemeral range (32768+), where any connection may hold it.
       const int port = std::stoi(r.env.at("MASTER_PORT"));
       EXPECT_GE(port, 20000);
       EXPECT_LT(port, 32000);
     }
   }
-  EXPECT_EQ(controller_->rank_tokens().Lookup(*t1), (RankGrant{job, 1}));
+  EXPECT_EQ(tokens.size(), 16u);
+  EXPECT_EQ(controller_->rank_tokens().Lookup(*t1), (RankGrant{job, 1, 0}));
   CrashAndRecover(job);
   EXPECT_FALSE(controller_->rank_tokens().Lookup(*t1)) << "attempt 1's ranks can no longer report";
-  auto t2 = controller_->rank_tokens().TokenFor({job, 2});
+  auto t2 = controller_->rank_tokens().RankTokenFor(job, 2, 0);
   ASSERT_TRUE(t2);
   EXPECT_NE(*t1, *t2);
   ASSERT_TRUE(Cancel(job).ok());
@@ -318,11 +326,11 @@ TEST_F(ControllerCredentialsTest, AQueuedJobPlacedOnFreedNodesHasItsTokenInTheFi
     Drain();
     ASSERT_TRUE(answer && answer->ok());
   }
-  auto token = controller_->rank_tokens().TokenFor({second, 1});
-  ASSERT_TRUE(token);
+  ASSERT_TRUE(controller_->rank_tokens().TokenFor({second, 1}));
   for (const RankAssignment& r : (*answer)->ranks) {
     if (r.rank.job != second) continue;
-    EXPECT_EQ(r.env.at("SHEPHERD_TOKEN"), *token) << "rank " << r.rank.rank;
+    EXPECT_EQ(r.env.at("SHEPHERD_TOKEN"), *controller_->rank_tokens().RankTokenFor(second, 1, r.rank.rank))
+        << "rank " << r.rank.rank;
   }
   EXPECT_FALSE((*answer)->ranks.empty());
 }
@@ -407,12 +415,12 @@ TEST_F(ControllerCredentialsTest, RankTokensSurviveARestartOfTheDaemon) {
   AddNode("n1", "l0");
   AddNode("n2", "l0");
   std::string job = SubmitOurs();
-  std::string t1 = *controller_->rank_tokens().TokenFor({job, 1});
+  std::string t1 = *controller_->rank_tokens().RankTokenFor(job, 1, 5);
   auto external = Submit(8);  // another launcher's job: one token for the job, shown once at submit
   ASSERT_TRUE(external.ok());
   ASSERT_TRUE(external->rank_token);
   Reset();  // a new controller over the same durable store
-  EXPECT_EQ(controller_->rank_tokens().Lookup(t1), (RankGrant{job, 1}));
+  EXPECT_EQ(controller_->rank_tokens().Lookup(t1), (RankGrant{job, 1, 5}));
   EXPECT_EQ(controller_->rank_tokens().Lookup(*external->rank_token), (RankGrant{external->job.id, {}}));
   EXPECT_FALSE(controller_->GetJob(job)->rank_token) << "never shown again";
   ASSERT_TRUE(Cancel(external->job.id).ok());

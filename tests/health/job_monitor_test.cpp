@@ -136,6 +136,25 @@ TEST(JobMonitorTest, RankOutsideTheWorldIsAnError) {
   EXPECT_EQ(r.status.fields().at(0).field, "rank");
 }
 
+// How far a step may lead: a million beyond the highest step reported, or beyond the resume step before
+// any; no bound for an attempt another launcher started until its first step.
+TEST(JobMonitorTest, StepsMayLeadTheJobByAtMostTheBound) {
+  FakeClock clock;
+  MonitorContext c = MakeContext(1, 1, 2, clock.Now());
+  c.steps_known = true;
+  c.resume_step = 500;
+  auto ours = MakeMonitor(c);
+  EXPECT_EQ(ours->MaxAcceptedStep(), 500 + JobMonitor::kMaxStepLead);
+  ASSERT_TRUE(ours->Ingest(Step(0, clock.Now(), 800), clock.Now()).status.ok());
+  EXPECT_EQ(ours->MaxAcceptedStep(), 800 + JobMonitor::kMaxStepLead);
+  c.steps_known = false;
+  c.resume_step = 0;
+  auto watched = MakeMonitor(c);
+  EXPECT_FALSE(watched->MaxAcceptedStep());
+  ASSERT_TRUE(watched->Ingest(Step(1, clock.Now(), 2'000'000), clock.Now()).status.ok());
+  EXPECT_EQ(watched->MaxAcceptedStep(), 2'000'000 + JobMonitor::kMaxStepLead);
+}
+
 TEST(JobMonitorTest, PlacementMustMatchThePlan) {
   FakeClock clock;
   MonitorContext c = MakeContext(2, 1, 2, clock.Now());

@@ -363,7 +363,7 @@ TEST(Security, RankTokenFromAssignmentsIsBoundToItsJobAndAttempt) {
   Json ranks = Json::parse(assignments.body)["ranks"];
   ASSERT_EQ(ranks.size(), 1u) << assignments.body;
   const std::string token = ranks[0]["env"]["SHEPHERD_TOKEN"];
-  ASSERT_EQ(token.size(), 64u);
+  ASSERT_FALSE(token.empty());
   EXPECT_NE(token, kAdmin);
   EXPECT_NE(token, b_token);
 

@@ -1,0 +1,202 @@
+// What each credential may say, against the real daemon over real HTTP: a rank's token speaks for that
+// rank only, a step far beyond the job's is refused, /v1/plan applies the job policy, and one viewer
+// cannot fill the planner's queue (docs/security.md, "Scopes").
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "core/json.h"
+#include "tests/integration/harness.h"
+
+namespace shepherd::testing {
+namespace {
+
+constexpr const char* kAdmin = "admin-token-0123456789";
+constexpr const char* kAgentN0 = "agent-n0-token-0123456789";
+constexpr const char* kSubmitter = "submitter-token-0123456789";
+constexpr const char* kViewer = "viewer-token-0123456789";
+
+std::string WriteTokens(const std::string& dir) {
+  const std::string path = dir + "/tokens.json";
+  std::ofstream(path, std::ios::trunc) << R"({"tokens": [
+      {"token": ")" << kAdmin << R"(", "role": "admin", "name": "ops"},
+      {"token": ")" << kSubmitter << R"(", "role": "submitter", "name": "sam"},
+      {"token": ")" << kViewer << R"(", "role": "viewer", "name": "grafana"},
+      {"token": ")" << kAgentN0 << R"(", "role": "agent", "node": "n0"}]})";
+  ::chmod(path.c_str(), 0600);
+  return path;
+}
+
+HttpResult As(int port, const std::string& token, const std::string& method, const std::string& target,
+              const std::string& body = "") {
+  Connection c(port, std::chrono::seconds(110));  // a planner search at the input limits, on a loaded machine
+  std::string req = method + " " + target + " HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + token + "\r\n";
+  if (!body.empty())
+    req += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
+  req += "\r\n" + body;
+  if (!c.Send(req)) return {};
+  return c.Read();
+}
+
+std::string FirstField(const HttpResult& r) {
+  Json j = Json::parse(r.body, nullptr, false);
+  if (!j.is_object() || !j.contains("errors") || j["errors"].empty()) return "";
+  return j["errors"][0].value("field", "");
+}
+
+// A daemon with node n0 (4 GPUs, registered by its agent) running a job of 3 ranks launched by agents,
+// and the SHEPHERD_TOKEN each rank's assignment carries.
+class RankScopeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    daemon_ = std::make_unique<Daemon>(dir_.path,
+                                       std::vector<std::string>{"--tokens-file", WriteTokens(dir_.path)});
+    ASSERT_TRUE(daemon_->WaitReady()) << daemon_->log();
+    const std::string node =
+        R"({"id": "n0", "hostname": "h0", "gpus": 4, "topology": {"spine": "s0", "leaf": "l0"}})";
+    ASSERT_EQ(As(port(), kAgentN0, "POST", "/v1/nodes", node).status, 201);
+    HttpResult job = As(port(), kAdmin, "POST", "/v1/jobs", R"({"name": "a", "model": {"parameters": 1e8,
+        "layers": 4, "hidden": 512, "heads": 8, "seq_len": 512}, "training": {"global_batch_size": 36},
+        "parallelism": {"tp": 1, "pp": 1, "dp": 3}, "resources": {"gpus": 3, "gpus_per_node": 3},
+        "command": ["/bin/true"]})");
+    ASSERT_EQ(job.status, 201) << job.body;
+    job_ = Json::parse(job.body)["id"];
+    ASSERT_EQ(As(port(), kAgentN0, "POST", "/v1/nodes/n0/heartbeat", "{}").status, 200);
+    HttpResult a = As(port(), kAgentN0, "GET", "/v1/nodes/n0/assignments?version=-1&wait=0");
+    ASSERT_EQ(a.status, 200) << a.body;
+    const Json assignments = Json::parse(a.body);
+    for (const Json& r : assignments["ranks"]) tokens_[r["rank"].get<int>()] = r["env"]["SHEPHERD_TOKEN"];
+    ASSERT_EQ(tokens_.size(), 3u) << a.body;
+  }
+  int port() const { return daemon_->port(); }
+  HttpResult Report(const std::string& token, const Json& reports) {
+    return As(port(), token, "POST", "/v1/jobs/" + job_ + "/reports", Json{{"reports", reports}}.dump());
+  }
+
+  TempDir dir_;
+  std::unique_ptr<Daemon> daemon_;
+  std::string job_;
+  std::map<int, std::string> tokens_;
+};
+
+// The attack: rank 0's token sent parameter hashes "from" ranks 0-2 that disagree (an SDC verdict), which
+// cordoned a healthy node and restarted the job. Each rank now holds its own credential: the batch is
+// refused naming the first report of another rank, and nothing is recorded.
+TEST_F(RankScopeTest, ARankTokenReportsForItsOwnRankOnly) {
+  std::set<std::string> distinct;
+  for (const auto& [rank, token] : tokens_) distinct.insert(token);
+  EXPECT_EQ(distinct.size(), 3u) << "each rank its own SHEPHERD_TOKEN";
+  Json forged = Json::array();
+  for (int r = 0; r < 3; ++r)
+    forged.push_back({{"rank", r},
+                      {"attempt", 1},
+                      {"kind", "param_hash"},
+                      {"step", 100},
+                      {"hash", r == 0 ? "aaaa" : "bbbb"}});
+  HttpResult refused = Report(tokens_.at(0), forged);
+  EXPECT_EQ(refused.status, 403) << refused.body;
+  EXPECT_EQ(FirstField(refused), "reports[1].rank") << refused.body;
+  // Every rank may still report for itself.
+  for (int r = 0; r < 3; ++r)
+    EXPECT_EQ(
+        Report(tokens_.at(r), Json::array({{{"rank", r}, {"attempt", 1}, {"kind", "heartbeat"}}})).status,
+        202);
+  EXPECT_EQ(Report(tokens_.at(2), Json::array({{{"rank", 0}, {"attempt", 1}, {"kind", "heartbeat"}}})).status,
+            403);
+  HttpResult failures = As(port(), kAdmin, "GET", "/v1/jobs/" + job_ + "/failures");
+  ASSERT_EQ(failures.status, 200);
+  EXPECT_TRUE(Json::parse(failures.body)["failures"].empty()) << failures.body;
+  HttpResult job = As(port(), kAdmin, "GET", "/v1/jobs/" + job_);
+  EXPECT_EQ(Json::parse(job.body)["attempt"], 1) << job.body;
+  HttpResult node = As(port(), kAdmin, "GET", "/v1/nodes/n0");
+  EXPECT_EQ(Json::parse(node.body)["schedulable"], true) << node.body;
+  // A token edited to name another rank is no credential.
+  std::string edited = tokens_.at(0);
+  const std::size_t dot = edited.find('.');
+  ASSERT_NE(dot, std::string::npos);
+  edited.replace(dot + 1, 1, "1");
+  EXPECT_EQ(Report(edited, Json::array({{{"rank", 1}, {"attempt", 1}, {"kind", "heartbeat"}}})).status, 401);
+}
+
+// A step far beyond the job's (2^53, or a million past the highest any rank reported) is 422 naming it,
+// and the job's step does not move.
+TEST_F(RankScopeTest, AStepFarBeyondTheJobsIsRefusedAndChangesNothing) {
+  auto step = [&](int rank, long long s) {
+    return Report(
+        tokens_.at(rank),
+        Json::array({{{"rank", rank}, {"attempt", 1}, {"kind", "step"}, {"step", s}, {"loss", 2.0}}}));
+  };
+  ASSERT_EQ(step(0, 10).status, 202);
+  for (long long far : {10LL + 1'000'001, 1LL << 53}) {
+    HttpResult r = step(1, far);
+    EXPECT_EQ(r.status, 422) << far << ": " << r.body;
+    EXPECT_EQ(FirstField(r), "reports[0].step") << r.body;
+  }
+  EXPECT_EQ(step(1, 10 + 1'000'000).status, 202) << "within the bound";
+  HttpResult health = As(port(), kAdmin, "GET", "/v1/jobs/" + job_ + "/health");
+  ASSERT_EQ(health.status, 200) << health.body;
+  EXPECT_EQ(Json::parse(health.body)["checks"]["hang"]["job_step"], 10 + 1'000'000) << health.body;
+}
+
+// The attack: a spec /v1/jobs refuses for the site's policy was planned by /v1/plan all the same.
+TEST(Scopes, PlanAppliesTheJobPolicyOfSubmits) {
+  TempDir dir;
+  Daemon d(dir.path, {"--tokens-file", WriteTokens(dir.path)});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  const std::string spec =
+      R"({"name": "a", "model": {"parameters": 1e8, "layers": 4, "hidden": 512, "heads": 8,
+      "seq_len": 512}, "training": {"global_batch_size": 32}, "parallelism": {"tp": 1, "pp": 1, "dp": 1},
+      "resources": {"gpus": 1, "gpus_per_node": 1}, "command": ["/bin/sh", "-c", "id"],
+      "env": {"LD_PRELOAD": "/tmp/evil.so"}})";
+  HttpResult submitted = As(d.port(), kSubmitter, "POST", "/v1/jobs", spec);
+  HttpResult planned = As(d.port(), kSubmitter, "POST", "/v1/plan", spec);
+  ASSERT_EQ(submitted.status, 422) << submitted.body;
+  EXPECT_EQ(planned.status, 422) << planned.body;
+  EXPECT_EQ(Json::parse(planned.body)["errors"], Json::parse(submitted.body)["errors"]) << planned.body;
+}
+
+// The attack: a viewer queued 16 long `auto` searches, and everyone's submits waited behind them. A viewer
+// holds one place in the planner's queue (all viewers two); its next search is 429 with Retry-After while a
+// submitter still gets its own in.
+TEST(Scopes, AViewerHoldsOnePlaceInThePlannersQueue) {
+  TempDir dir;
+  Daemon d(dir.path, {"--tokens-file", WriteTokens(dir.path)});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  const Json slow = {{"model",
+                      {{"layers", 4096},
+                       {"hidden", 4096},
+                       {"heads", 32},
+                       {"seq_len", 4096},
+                       {"moe", {{"experts", 1 << 16}, {"top_k", 8}}}}},
+                     {"training", {{"global_batch_size", 1 << 20}}},
+                     {"parallelism", "auto"},
+                     {"resources", {{"gpus", 1 << 20}}}};
+  auto searches = [&] {
+    HttpResult m = As(d.port(), kAdmin, "GET", "/metrics");
+    const std::string key = "\nshepherd_planner_searches ";
+    const std::size_t at = m.body.find(key);
+    return at == std::string::npos ? -1.0 : std::stod(m.body.substr(at + key.size()));
+  };
+  HttpResult first, theirs;
+  std::thread viewer([&] { first = As(d.port(), kViewer, "POST", "/v1/plan", slow.dump()); });
+  ASSERT_TRUE(Eventually([&] { return searches() == 1; })) << "the search never showed on /metrics";
+  HttpResult second = As(d.port(), kViewer, "POST", "/v1/plan", slow.dump());
+  EXPECT_EQ(second.status, 429) << second.body;
+  EXPECT_EQ(second.headers["retry-after"], "1");
+  const Json quick = {{"model", {{"layers", 4}, {"hidden", 512}, {"heads", 8}, {"seq_len", 512}}},
+                      {"training", {{"global_batch_size", 32}}},
+                      {"parallelism", "auto"},
+                      {"resources", {{"gpus", 8}}}};
+  std::thread submitter([&] { theirs = As(d.port(), kSubmitter, "POST", "/v1/plan", quick.dump()); });
+  EXPECT_TRUE(Eventually([&] { return searches() == 2; })) << "the submitter's search was not queued";
+  viewer.join();
+  submitter.join();
+  EXPECT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(theirs.status, 200) << theirs.body;
+}
+
+}  // namespace
+}  // namespace shepherd::testing
