@@ -68,8 +68,10 @@ struct AgentOptions {
 
 class Agent {
  public:
-  // Validates the options, opens the state directory and adopts the ranks a previous agent left running;
-  // with fence_keeper, drops any lease an earlier agent left (none is granted yet) and forks the keeper.
+  // Validates the options, opens the state directory and adopts the ranks a previous agent left running.
+  // Adopted ranks keep the lease that agent left in <state-dir>/lease: with no answer from the daemon they
+  // are fenced when it ends, as the earlier agent would have. With no running rank adopted, any lease left
+  // is dropped (none is granted yet). With fence_keeper, forks the keeper.
   // Contacts no daemon. kInvalidArgument for bad options; kInternal when the state dir is unusable.
   static Result<std::unique_ptr<Agent>> Create(AgentOptions options);
   virtual ~Agent() = default;  // REQUIRES: Run() is not running

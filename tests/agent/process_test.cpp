@@ -74,21 +74,54 @@ TEST_F(SupervisorTest, StartsWithEnvLogAndCwdAndReportsExitCode) {
   auto s = Open();
   std::string log = s->log_path({"job-1", 1, 0});
   std::ofstream(log) << "earlier run\n";
-  ::setenv("SHEPHERD_AGENT_TEST_INHERITED", "from-agent", 1);
-  s->SetDesired(
-      {Sh(0, "echo rank=$RANK inherited=$SHEPHERD_AGENT_TEST_INHERITED pwd=$(pwd); echo oops >&2; exit 3",
-          {{"RANK", "0"}})},
-      Now());
+  s->SetDesired({Sh(0, "echo rank=$RANK pwd=$(pwd); echo oops >&2; exit 3", {{"RANK", "0"}})}, Now());
   Track(PidOf(*s, {"job-1", 1, 0}));
   auto p = WaitExit(*s, {"job-1", 1, 0});
   ASSERT_TRUE(p);
   EXPECT_EQ(p->exit.exit_code, 3);
   EXPECT_FALSE(p->exit.signal);
-  EXPECT_EQ(ReadFile(log), "earlier run\nrank=0 inherited=from-agent pwd=" + dir_.path() + "\noops\n");
+  EXPECT_EQ(ReadFile(log), "earlier run\nrank=0 pwd=" + dir_.path() + "\noops\n");
   std::vector<ProcessReport> r = s->Report();
   ASSERT_EQ(r.size(), 1u);
   EXPECT_FALSE(r[0].running);
   EXPECT_EQ(r[0].exit_code, 3);
+}
+
+// The agent's own environment (its credentials, proxies, hooks) never reaches a rank: only a documented
+// list passes, PATH is fixed, and the assignment's env is laid over that.
+TEST_F(SupervisorTest, RanksInheritOnlyTheDocumentedPartOfTheAgentsEnvironment) {
+  ::setenv("SHEPHERD_AGENT_TEST_INHERITED", "from-agent", 1);
+  ::setenv("https_proxy", "http://agent-proxy:3128", 1);
+  ::setenv("LC_TIME", "C", 1);
+  const std::string agent_path = std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin";
+  ::setenv("PATH", ("/agent/only/bin:" + agent_path).c_str(), 1);
+  auto s = Open();
+  s->SetDesired({Sh(0, "env > " + dir_.file("env.txt") + "; exit 0", {{"RANK", "0"}})}, Now());
+  Track(PidOf(*s, {"job-1", 1, 0}));
+  ASSERT_TRUE(WaitExit(*s, {"job-1", 1, 0}));
+  ::unsetenv("SHEPHERD_AGENT_TEST_INHERITED");
+  ::unsetenv("https_proxy");
+  ::setenv("PATH", agent_path.c_str(), 1);
+  std::string env = "\n" + ReadFile(dir_.file("env.txt"));
+  EXPECT_EQ(env.find("SHEPHERD_AGENT_TEST_INHERITED"), std::string::npos) << env;
+  EXPECT_EQ(env.find("https_proxy"), std::string::npos) << env;
+  EXPECT_EQ(env.find("/agent/only/bin"), std::string::npos) << env;
+  EXPECT_NE(env.find("\nPATH=" + std::string(kRankPath) + "\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("\nLC_TIME=C\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("\nRANK=0\n"), std::string::npos) << env;
+}
+
+TEST(RankEnvironment, RunAsSetsTheRanksOwnIdentity) {
+  std::string agent_home = "HOME=/root", user = "USER=root", key = "AWS_SECRET_ACCESS_KEY=x", lang = "LANG=C";
+  char* env[] = {agent_home.data(), user.data(), key.data(), lang.data(), nullptr};
+  RunAs alice{1000, 1000, {}, "alice", "/home/alice"};
+  std::map<std::string, std::string> got = RankBaseEnvironment(env, alice);
+  std::map<std::string, std::string> want = {{"HOME", "/home/alice"},
+                                             {"LANG", "C"},
+                                             {"LOGNAME", "alice"},
+                                             {"PATH", std::string(kRankPath)},
+                                             {"USER", "alice"}};
+  EXPECT_EQ(got, want);
 }
 
 TEST_F(SupervisorTest, WorkdirFromJobEnvAndSignalExit) {

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -63,6 +64,12 @@ class AgentProcess {
   }
   std::string log() const { return ReadFile(log_); }
   pid_t pid() const { return pid_; }
+  // The pid of the fence keeper it forked (from its log); 0 until logged.
+  pid_t KeeperPid() const {
+    std::string text = log();
+    std::size_t at = text.find("fence keeper pid ");
+    return at == std::string::npos ? 0 : std::atoi(text.c_str() + at + 17);
+  }
 
  private:
   std::string state_dir_, log_;
@@ -216,6 +223,46 @@ TEST(Fencing, AStoppedAgentsRanksAreStoppedByItsLease) {
   double after_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
   EXPECT_LE(after_s, kLease + 1.0);  // the lease counts from the last heartbeat sent: never later
   kill(agent.pid(), SIGCONT);
+}
+
+// An agent restarted while the daemon is unreachable adopts its predecessor's ranks together with that
+// agent's lease: they are stopped when it ends, as the killed agent would have, so an old attempt never
+// runs beside its replacements (docs/agent-protocol.md, "Lease").
+TEST(Fencing, AnAgentRestartedWhileCutOffFencesTheRanksItAdopts) {
+  constexpr double kLease = 4;
+  TempDir dir, agent_dir;
+  std::string config = dir.path + "/config.json";
+  std::ofstream(config) << Json{{"agent_lease_s", kLease}, {"node_heartbeat_timeout_s", 1}}.dump();
+  Daemon d(dir.path, {"--config", config});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  AgentProcess first(d.port(), agent_dir.path);
+  ASSERT_TRUE(Eventually([&] {
+    return J(Http(d.port(), "GET", "/v1/nodes/n1")).value("agent_attached", false);
+  })) << first.log();
+  ASSERT_EQ(Http(d.port(), "POST", "/v1/jobs", JobBody()).status, 201);
+  ASSERT_TRUE(Eventually([&] { return first.RankPids().size() == 2; })) << first.log();
+  std::set<pid_t> ranks = first.RankPids();
+  ASSERT_TRUE(Eventually([&] { return first.KeeperPid() > 0; })) << first.log();
+
+  // The daemon goes away; the last lease it granted was sent no later than now.
+  auto cut_off = std::chrono::steady_clock::now();
+  d.Signal(SIGTERM);
+  ASSERT_EQ(d.Wait(), 0) << d.log();
+  // The agent and its keeper are killed; a new agent starts on the same state directory.
+  kill(first.KeeperPid(), SIGKILL);
+  kill(first.pid(), SIGKILL);
+  waitpid(first.pid(), nullptr, 0);
+  for (pid_t p : ranks) ASSERT_TRUE(Alive(p)) << "rank " << p << " stopped before the lease ended";
+  AgentProcess second(d.port(), agent_dir.path);
+  ASSERT_TRUE(Eventually([&] { return second.log().find("adopted") != std::string::npos; })) << second.log();
+
+  EXPECT_TRUE(Eventually([&] { return !Alive(*ranks.begin()) && !Alive(*ranks.rbegin()); },
+                         std::chrono::milliseconds(static_cast<int>(kLease * 1000) + 10000)))
+      << second.log();
+  double after_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - cut_off).count();
+  EXPECT_LE(after_s, kLease + 1.5) << second.log();  // by the old lease's expiry, not later
+  EXPECT_NE(second.log().find("keep the lease of the agent that started them"), std::string::npos)
+      << second.log();
 }
 
 }  // namespace
