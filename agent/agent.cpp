@@ -334,8 +334,12 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions o) {
   Result<std::unique_ptr<HttpClient>> poll_http =
       HttpClient::Create({.base_url = o.server, .token = o.token, .token_file = o.token_file});
   if (!poll_http.ok()) return poll_http.status();
-  Result<std::unique_ptr<Supervisor>> sup = Supervisor::Open(
-      {.state_dir = o.state_dir, .stop_grace = o.stop_grace, .run_as = o.run_as, .gpus = o.gpus});
+  Result<std::unique_ptr<Supervisor>> sup = Supervisor::Open({.state_dir = o.state_dir,
+                                                              .stop_grace = o.stop_grace,
+                                                              .run_as = o.run_as,
+                                                              .allowed_run_as = o.allowed_run_as,
+                                                              .secrets = {o.token},
+                                                              .gpus = o.gpus});
   if (!sup.ok()) return sup.status();
   // Adopted ranks keep the lease of the agent that started them: the daemon may start their replacements
   // once that lease ends, whether or not this agent ever reaches it.

@@ -46,8 +46,12 @@ std::vector<RankAssignment> Controller::DesiredRanks(const std::string& node) co
     const JobEntry* e = jobs_.Find(job_id);
     if (!e || !e->attempt || !IsActive(e->job.state) || e->job.spec.command.empty() || ViaSlurm(e->job))
       continue;
+    auto user = options_.run_as.find(e->job.owner);
+    if (user == options_.run_as.end()) user = options_.run_as.find("*");
+    const std::string run_as = user == options_.run_as.end() ? "" : user->second;
     for (LocalRankEnv& r : ComposeRankEnv(RankEnvFor(*e, node), RankEnvOptionsFor(*e)))
-      out.push_back({{e->job.id, e->attempt->number, r.rank}, r.gpu, e->job.spec.command, std::move(r.env)});
+      out.push_back(
+          {{e->job.id, e->attempt->number, r.rank}, r.gpu, e->job.spec.command, std::move(r.env), run_as});
   }
   return out;
 }

@@ -6,6 +6,7 @@
 
 #include "control/controller.h"
 #include "control/records.h"
+#include "core/redact.h"
 
 namespace shepherd {
 namespace {
@@ -217,9 +218,11 @@ void Controller::OnRankExit(const std::string& node, const ProcessStatus& p, Tim
   f.signal = p.signal;
   f.oom_kill = p.oom_kill;
   f.fenced = p.fenced;
-  if (!p.error.empty()) f.detail += ": " + p.error;
-  f.log_tail = p.log_tail;
+  // Findings are viewer-readable: credentials a rank printed (or a path naming one) never land in them.
+  if (!p.error.empty()) f.detail += ": " + RedactSecrets(p.error);
+  f.log_tail = RedactSecrets(p.log_tail);
   f.flight_recorder = p.flight_recorder;
+  for (FlightRecorderDump& d : f.flight_recorder) d.path = RedactSecrets(d.path);
   RecordFinding(std::move(f), now, batch);
 }
 
@@ -227,7 +230,8 @@ void Controller::AttachFlightRecorder(const ProcessStatus& p, WriteBatch* batch)
   Finding* hang = findings_.Latest(p.rank.job, p.rank.attempt, FindingKind::kHang);
   if (!hang) return;
   bool added = false;
-  for (const FlightRecorderDump& d : p.flight_recorder) {
+  for (FlightRecorderDump d : p.flight_recorder) {
+    d.path = RedactSecrets(d.path);
     auto same = std::find_if(hang->flight_recorder.begin(), hang->flight_recorder.end(),
                              [&](const FlightRecorderDump& x) { return x.path == d.path; });
     if (same == hang->flight_recorder.end()) {
