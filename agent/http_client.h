@@ -35,8 +35,8 @@ std::optional<std::chrono::milliseconds> RetryDelay(const HttpResult& r, double 
 Result<std::string> ReadTokenFile(const std::string& path);
 
 struct HttpClientOptions {
-  std::string base_url;  // "http://host:port" (an optional trailing path prefix is kept); http only
-  std::string token;     // sent as "Authorization: Bearer <token>" when non-empty
+  std::string base_url;    // "http://host:port" (an optional trailing path prefix is kept); http only
+  std::string token;       // sent as "Authorization: Bearer <token>" when non-empty
   // Where `token` came from (--token-file), or empty. On a 401 the file is read again, and a token that
   // changed (rotated: the tokens file, then the agent's file) is used at once, for this and later calls.
   std::string token_file;
