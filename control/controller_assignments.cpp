@@ -31,7 +31,10 @@ RankEnvInput Controller::RankEnvFor(const JobEntry& e, const std::string& node) 
   in.master_addr = master ? master->hostname : "127.0.0.1";
   in.master_port = MasterPort(e.job.seq, e.attempt->number, options_.master_port_salt);
   if (auto h = health_.find(e.job.id); h != health_.end() && !e.attempt->resume_checkpoint.empty())
-    if (auto c = h->second->ledger().Find(e.attempt->resume_checkpoint)) in.resume_path = c->path;
+    if (auto c = h->second->ledger().Find(e.attempt->resume_checkpoint)) {
+      in.resume_path = c->path;
+      in.resume_attempt = c->attempt;
+    }
   in.resume_step = e.attempt->resume_step;
   return in;
 }
