@@ -1,7 +1,8 @@
 // Issue 11 item 6 on the real binaries: a daemon started on a new, empty database does not order a real
 // agent to stop the ranks it runs; they show as unknown_processes on their node until an operator stops
 // them or unknown_process_timeout_s passes. Healthy case: a daemon that launched the ranks shows none.
-// Item 5's fencing for an agent that cannot act (SIGSTOP): its fence keeper stops the ranks by the lease.
+// Item 5's fencing for an agent that cannot act (SIGSTOP): its fence keeper stops the ranks by the lease;
+// and for an agent restarted while cut off from the daemon: the ranks it adopts keep their lease.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -11,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -207,6 +209,8 @@ TEST(Fencing, AnAgentRestartedWhileCutOffFencesTheRanksItAdopts) {
       << second.log();
   double after_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - cut_off).count();
   EXPECT_LE(after_s, kLease + 1.5) << second.log();  // by the old lease's expiry, not later
+  std::cout << "adopted ranks stopped " << after_s << " s after the daemon went away (lease " << kLease
+            << " s)\n";
   EXPECT_NE(second.log().find("keep the lease of the agent that started them"), std::string::npos)
       << second.log();
 }
