@@ -49,7 +49,7 @@ std::vector<RankAssignment> Controller::DesiredRanks(const std::string& node) co
     const JobEntry* e = jobs_.Find(job_id);
     if (!e || !e->attempt || !IsActive(e->job.state) || e->job.spec.command.empty() || ViaSlurm(e->job))
       continue;
-    auto user = options_.run_as.find(e->job.owner);
+    auto user = options_.run_as.find(e->job.spec.owner);
     if (user == options_.run_as.end()) user = options_.run_as.find("*");
     const std::string run_as = user == options_.run_as.end() ? "" : user->second;
     for (LocalRankEnv& r : ComposeRankEnv(RankEnvFor(*e, node), RankEnvOptionsFor(*e)))
