@@ -50,6 +50,17 @@ void RemoveProgressPages(const RankKey& key) {
   }
 }
 
+// The value of `name` in the environment process `pid` started with (/proc/<pid>/environ); "" when unset
+// or unreadable.
+std::string EnvironmentValue(pid_t pid, const std::string& name) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  const std::string prefix = name + "=";
+  std::string entry;
+  while (std::getline(in, entry, '\0'))
+    if (entry.rfind(prefix, 0) == 0) return entry.substr(prefix.size());
+  return "";
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Supervisor>> Supervisor::Open(const SupervisorOptions& options) {
@@ -95,6 +106,7 @@ void Supervisor::Load() {
     p.adopted = true;
     if (e.value("state", "") == "running") {
       if (ProcessAlive(p.pid, p.start_time)) {
+        p.token = EnvironmentValue(p.pid, "SHEPHERD_TOKEN");  // redacted from what it leaves, as before
         spdlog::info("agent: adopted {} pid {}", ToString(p.key), p.pid);
       } else {
         p.phase = ProcessPhase::kExited;  // ended while no agent watched: code unknown

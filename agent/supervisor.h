@@ -86,7 +86,7 @@ struct TrackedProcess {
   std::string dump_prefix;      // TORCH_FR_DUMP_TEMP_FILE given to the rank
   std::string dump_pipe;        // TORCH_NCCL_DEBUG_INFO_PIPE_FILE given to the rank
   uid_t uid = 0;                // the rank's user: only its files are listed or poked as its dumps
-  std::string token;            // the rank's SHEPHERD_TOKEN (memory only: unknown for adopted ranks)
+  std::string token;            // the rank's SHEPHERD_TOKEN (memory only; adopted: read from /proc)
   std::vector<DumpFile> dumps;  // phase kExited: flight-recorder files found under dump_prefix
   // phase kExited by SIGKILL: whether the node's kernel OOM-killed a process just before (evidence about
   // the node); empty when the agent could not tell.

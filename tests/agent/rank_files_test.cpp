@@ -173,6 +173,29 @@ TEST_F(RankFilesTest, TheLogTailIsRedactedBeforeItLeavesTheAgent) {
   EXPECT_EQ(r[0].log_tail, "mine=[redacted]\ntheirs: SHEPHERD_TOKEN=[redacted]\nTraceback: boom");
 }
 
+// A rank adopted by a restarted agent keeps its token redacted: the agent reads it from the environment the
+// rank started with, since processes.json never holds it.
+TEST_F(RankFilesTest, AnAdoptedRanksTokenIsRedactedToo) {
+  auto s = Open();
+  RankAssignment a = Sh(0, "while [ ! -e " + dir_.file("go") +
+                               " ]; do sleep 0.02; done; echo \"mine=$SHEPHERD_TOKEN\"; exit 1");
+  a.env["SHEPHERD_TOKEN"] = "job-1.a1.r0.pqrs-tuvw-xyz0";
+  s->SetDesired({a}, Now());
+  pids_ = {Find(*s, 0)->pid};
+  s.reset();  // the agent stops; the rank runs on
+  s = Open();
+  ASSERT_TRUE(Find(*s, 0) && Find(*s, 0)->adopted);
+  std::ofstream(dir_.file("go")) << "";
+  // Not our child any more in a real restart; here the test process still reaps it for the supervisor.
+  ASSERT_TRUE(WaitFor([&] {
+    ::waitpid(pids_[0], nullptr, WNOHANG);
+    return Exited(*s, 0);
+  }));
+  std::vector<ProcessReport> r = s->Report();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].log_tail, "mine=[redacted]");
+}
+
 // A job naming a root-only directory as its dump prefix gets nothing of it listed into its (viewer-readable)
 // reports: the agent lists only files of the rank's own user, never through a symlink.
 TEST_F(RankFilesTest, DumpsAreListedOnlyAmongTheRankUsersOwnFiles) {
