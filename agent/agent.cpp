@@ -27,11 +27,12 @@ using Clock = std::chrono::steady_clock;
 class AgentImpl final : public Agent {
  public:
   AgentImpl(AgentOptions o, std::unique_ptr<Supervisor> sup, std::unique_ptr<HttpClient> main_http,
-            std::unique_ptr<HttpClient> poll_http)
+            std::unique_ptr<HttpClient> poll_http, std::optional<Clock::time_point> inherited_lease)
       : o_(std::move(o)),
         sup_(std::move(sup)),
         http_(std::move(main_http)),
-        poll_http_(std::move(poll_http)) {
+        poll_http_(std::move(poll_http)),
+        lease_until_(inherited_lease) {
     identity_ = {::getpid(), FormatRfc3339(std::chrono::system_clock::now())};
     node_path_ = "/v1/nodes/" + EscapePathSegment(o_.node_id);
   }
@@ -301,6 +302,11 @@ class AgentImpl final : public Agent {
   std::optional<Assignments> mailbox_;  // guarded by mu_: newest unapplied assignments answer
 };
 
+bool AdoptsRunningRanks(const Supervisor& sup) {
+  return std::any_of(sup.processes().begin(), sup.processes().end(),
+                     [](const TrackedProcess& p) { return p.adopted && p.phase == ProcessPhase::kRunning; });
+}
+
 }  // namespace
 
 Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions o) {
@@ -328,17 +334,33 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions o) {
   Result<std::unique_ptr<HttpClient>> poll_http =
       HttpClient::Create({.base_url = o.server, .token = o.token, .token_file = o.token_file});
   if (!poll_http.ok()) return poll_http.status();
-  Result<std::unique_ptr<Supervisor>> sup = Supervisor::Open(
-      {.state_dir = o.state_dir, .stop_grace = o.stop_grace, .run_as = o.run_as, .gpus = o.gpus});
+  Result<std::unique_ptr<Supervisor>> sup = Supervisor::Open({.state_dir = o.state_dir,
+                                                              .stop_grace = o.stop_grace,
+                                                              .run_as = o.run_as,
+                                                              .allowed_run_as = o.allowed_run_as,
+                                                              .secrets = {o.token},
+                                                              .gpus = o.gpus});
   if (!sup.ok()) return sup.status();
-  if (o.fence_keeper) {
+  // Adopted ranks keep the lease of the agent that started them: the daemon may start their replacements
+  // once that lease ends, whether or not this agent ever reaches it.
+  std::optional<Clock::time_point> inherited;
+  if (std::optional<Lease> left = ReadLease(o.state_dir); left && AdoptsRunningRanks(**sup)) {
+    inherited = left->until;
+    auto in_ms = std::chrono::duration_cast<std::chrono::milliseconds>(left->until - Clock::now());
+    spdlog::info(
+        "agent {}: adopted ranks keep the lease of the agent that started them: fenced in {} ms "
+        "unless the daemon answers",
+        o.node_id, in_ms.count());
+  } else {
     ClearLease(o.state_dir);
+  }
+  if (o.fence_keeper) {
     Result<pid_t> keeper = StartFenceKeeper(o.state_dir);
     if (!keeper.ok()) return keeper.status();
     spdlog::info("agent {}: fence keeper pid {}", o.node_id, *keeper);
   }
   return std::unique_ptr<Agent>(
-      new AgentImpl(std::move(o), std::move(*sup), std::move(*main_http), std::move(*poll_http)));
+      new AgentImpl(std::move(o), std::move(*sup), std::move(*main_http), std::move(*poll_http), inherited));
 }
 
 }  // namespace shepherd::agent

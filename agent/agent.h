@@ -30,6 +30,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "agent/process.h"
 #include "core/status.h"
@@ -47,6 +48,8 @@ struct AgentOptions {
   std::string token;            // bearer token (from --token-file or SHEPHERD_TOKEN, never argv), empty: none
   std::string token_file;       // --token-file: read again on a 401 (a rotated token is used at once)
   std::optional<RunAs> run_as;  // the identity ranks run as; nullopt: the agent's own
+  // Users an assignment's `run_as` may name (the daemon's per-submitter mapping); run_as is one of them.
+  std::vector<RunAs> allowed_run_as;
   std::optional<double> gpu_memory_gib;
   std::optional<std::string> gpu_model;
   std::chrono::milliseconds heartbeat_interval = std::chrono::seconds(1);
@@ -68,8 +71,10 @@ struct AgentOptions {
 
 class Agent {
  public:
-  // Validates the options, opens the state directory and adopts the ranks a previous agent left running;
-  // with fence_keeper, drops any lease an earlier agent left (none is granted yet) and forks the keeper.
+  // Validates the options, opens the state directory and adopts the ranks a previous agent left running.
+  // Adopted ranks keep the lease that agent left in <state-dir>/lease: with no answer from the daemon they
+  // are fenced when it ends, as the earlier agent would have. With no running rank adopted, any lease left
+  // is dropped (none is granted yet). With fence_keeper, forks the keeper.
   // Contacts no daemon. kInvalidArgument for bad options; kInternal when the state dir is unusable.
   static Result<std::unique_ptr<Agent>> Create(AgentOptions options);
   virtual ~Agent() = default;  // REQUIRES: Run() is not running

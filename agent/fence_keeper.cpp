@@ -44,9 +44,9 @@ bool IsRecordedLeader(pid_t pid, std::uint64_t start_time) {
 
 // The keeper's loop (in the child: no logging, no threads). While the agent lives it enforces whatever
 // lease the file holds. Once the agent is gone (crashed, killed, stopped for good) it enforces the lease
-// the agent left and returns when that is done, or when the file changes or goes (a new agent cleared it
-// at its start and adopts the ranks): the daemon hands a silent node's ranks to other agents only once
-// its lease has expired, so the ranks must be stopped by then even without an agent.
+// the agent left and returns when that is done, or when the file changes or goes (a new agent renewed the
+// lease it adopted the ranks with, or adopted none and removed it): the daemon hands a silent node's ranks to
+// other agents only once its lease has expired, so the ranks must be stopped by then even without an agent.
 void KeepFence(const std::string& state_dir, pid_t agent, std::chrono::milliseconds interval) {
   FenceProgress progress;
   std::optional<Lease> left;  // the agent's last lease, once the agent is gone

@@ -10,7 +10,8 @@
 // agent did not list). When the agent is well both do this at the same moments: the second
 // signal to a group is harmless. The keeper outlives an agent that dies or is stopped: it stops the ranks
 // by the lease the agent left (when the daemon may start their replacements elsewhere) and exits then, or
-// as soon as the lease file goes or changes (a new agent cleared it at its start: it adopts the ranks).
+// as soon as the lease file goes or changes (a new agent adopted the ranks with that lease and renewed it,
+// or adopted none and removed it).
 // Times are std::chrono::steady_clock (CLOCK_MONOTONIC: one clock for every process of the machine).
 #pragma once
 

@@ -34,24 +34,22 @@ struct SpawnObjects {
   SpawnObjects& operator=(const SpawnObjects&) = delete;
 };
 
-std::vector<std::string> MergedEnvironment(const std::map<std::string, std::string>& overlay) {
+std::vector<std::string> MergedEnvironment(const SpawnSpec& spec) {
+  std::map<std::string, std::string> merged = RankBaseEnvironment(environ, spec.run_as);
+  for (const auto& [k, v] : spec.env) merged[k] = v;
   std::vector<std::string> out;
-  for (char** e = environ; e && *e; ++e) {
-    std::string entry(*e);
-    std::string name = entry.substr(0, entry.find('='));
-    if (!overlay.count(name)) out.push_back(std::move(entry));
-  }
-  for (const auto& [k, v] : overlay) out.push_back(k + "=" + v);
+  out.reserve(merged.size());
+  for (const auto& [k, v] : merged) out.push_back(k + "=" + v);
   return out;
 }
 
-// argv[0] as execvp would find it under the CHILD's PATH (the overlay's when it sets one; relative PATH
-// entries count from the child's cwd). posix_spawnp would search the agent's PATH instead.
+// argv[0] as execvp would find it under the CHILD's PATH (the overlay's when it sets one, else kRankPath;
+// relative PATH entries count from the child's cwd). posix_spawnp would search the agent's PATH instead.
 std::string ResolveProgram(const SpawnSpec& spec) {
   const std::string& prog = spec.argv[0];
+  if (prog.find('/') != std::string::npos) return prog;
   auto path = spec.env.find("PATH");
-  if (prog.find('/') != std::string::npos || path == spec.env.end()) return prog;
-  std::string_view dirs = path->second;
+  std::string_view dirs = path != spec.env.end() ? std::string_view(path->second) : kRankPath;
   while (true) {
     std::size_t colon = dirs.find(':');
     std::string dir(dirs.substr(0, colon));
@@ -104,7 +102,7 @@ Result<pid_t> SpawnDroppingPrivileges(const SpawnSpec& spec) {
   // The rank (another user) appends to its own log.
   (void)!::fchown(log_fd, spec.run_as->uid, spec.run_as->gid);
   std::vector<std::string> argv_s = spec.argv;
-  std::vector<std::string> env_s = MergedEnvironment(spec.env);
+  std::vector<std::string> env_s = MergedEnvironment(spec);
   std::vector<char*> argv = CStrings(argv_s);
   std::vector<char*> envp = CStrings(env_s);
   std::string program = ResolveProgram(spec);
@@ -121,6 +119,27 @@ Result<pid_t> SpawnDroppingPrivileges(const SpawnSpec& spec) {
 
 }  // namespace
 
+std::map<std::string, std::string> RankBaseEnvironment(char** agent_env, const std::optional<RunAs>& run_as) {
+  std::map<std::string, std::string> out = {{"PATH", std::string(kRankPath)}};
+  for (char** e = agent_env; e && *e; ++e) {
+    std::string_view entry(*e);
+    std::size_t eq = entry.find('=');
+    if (eq == std::string_view::npos) continue;
+    std::string_view name = entry.substr(0, eq);
+    const bool passed = name == "LANG" || name == "LANGUAGE" || name == "TZ" || name == "TMPDIR" ||
+                        name == "HOME" || name == "USER" || name == "LOGNAME" || name.starts_with("LC_");
+    if (passed) out[std::string(name)] = std::string(entry.substr(eq + 1));
+  }
+  if (run_as) {  // the rank's own identity, not the agent's
+    out["USER"] = out["LOGNAME"] = run_as->user;
+    if (!run_as->home.empty())
+      out["HOME"] = run_as->home;
+    else
+      out.erase("HOME");
+  }
+  return out;
+}
+
 Result<RunAs> LookUpUser(const std::string& user) {
   struct passwd pw {};
   struct passwd* found = nullptr;
@@ -133,6 +152,7 @@ Result<RunAs> LookUpUser(const std::string& user) {
   r.uid = pw.pw_uid;
   r.gid = pw.pw_gid;
   r.user = pw.pw_name;
+  r.home = pw.pw_dir ? pw.pw_dir : "";
   int n = 64;
   std::vector<gid_t> groups(n);
   if (::getgrouplist(pw.pw_name, pw.pw_gid, groups.data(), &n) < 0) {
@@ -166,7 +186,7 @@ Result<pid_t> SpawnProcessGroup(const SpawnSpec& spec) {
   if (!spec.cwd.empty()) posix_spawn_file_actions_addchdir_np(&o.actions, spec.cwd.c_str());
 
   std::vector<std::string> argv_s = spec.argv;
-  std::vector<std::string> env_s = MergedEnvironment(spec.env);
+  std::vector<std::string> env_s = MergedEnvironment(spec);
   std::vector<char*> argv = CStrings(argv_s);
   std::vector<char*> envp = CStrings(env_s);
   pid_t pid = 0;

@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/child_process.h"
@@ -20,16 +21,24 @@ struct RunAs {
   uid_t uid = 0;
   gid_t gid = 0;
   std::vector<gid_t> groups;  // supplementary groups (initgroups-style); may be empty
-  std::string user;           // for messages
+  std::string user;           // for messages and the rank's USER/LOGNAME
+  std::string home;           // the rank's HOME; empty: none set
 };
 
 // Looks up `user` (a name or a numeric uid) in the passwd database, with its supplementary groups.
 Result<RunAs> LookUpUser(const std::string& user);
 
+// What a rank inherits from the agent's environment (`agent_env`, an environ-style array), before the
+// assignment's env is overlaid: PATH set to kRankPath, and LANG, LANGUAGE, LC_*, TZ, TMPDIR, HOME, USER,
+// LOGNAME passed through; with `run_as`, USER, LOGNAME and HOME are that user's. Nothing else: the agent's
+// credentials, proxies, loader and interpreter hooks never reach a rank (docs/agent-protocol.md).
+inline constexpr std::string_view kRankPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+std::map<std::string, std::string> RankBaseEnvironment(char** agent_env, const std::optional<RunAs>& run_as);
+
 struct SpawnSpec {
   std::vector<std::string> argv;           // REQUIRES non-empty; argv[0] without '/' is searched
                                            // in env's PATH if set, else in the agent's
-  std::map<std::string, std::string> env;  // overlaid on the calling process's environment
+  std::map<std::string, std::string> env;  // overlaid on RankBaseEnvironment
   std::string log_path;                    // stdout and stderr are appended here (created 0644)
   std::string cwd;                         // working directory of the child
   // Drop to this identity before exec (setgroups, setgid, setuid, then check that setuid(0) fails). When

@@ -101,6 +101,14 @@ Result<Assignments> ParseAssignments(const Json& j) {
           }
         }
       }
+      if (r.contains("run_as") && !r["run_as"].is_null()) {
+        if (r["run_as"].is_string() && !r["run_as"].get<std::string>().empty()) {
+          a.run_as = r["run_as"].get<std::string>();
+        } else {
+          errs.push_back({path + ".run_as", "must be a non-empty string (a user name)"});
+          ok = false;
+        }
+      }
       if (ok) out.ranks.push_back(std::move(a));
     }
   }

@@ -1,5 +1,6 @@
 #include "agent/rank_files.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,15 +16,42 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Entries of `prefix`'s directory whose file name starts with `prefix`'s file name.
-std::vector<fs::directory_entry> EntriesWithPrefix(const std::string& prefix) {
-  std::vector<fs::directory_entry> out;
+// A file-system entry of a rank's dump directory, as lstat saw it.
+struct OwnedEntry {
+  std::string path;
+  struct stat st;
+};
+
+// Entries of `prefix`'s directory whose file name starts with `prefix`'s file name and which `owner` owns
+// (lstat: a symlink is never followed). The directory is read only when `owner` owns it or anyone may list
+// it anyway (o+rx), and it is not itself a symlink: a job naming a root-only directory as its dump prefix
+// learns nothing of it from the agent, whatever the agent's own privileges.
+std::vector<OwnedEntry> OwnedEntriesWithPrefix(const std::string& prefix, uid_t owner) {
+  std::vector<OwnedEntry> out;
   if (prefix.empty()) return out;
   fs::path pre(prefix);
-  std::string stem = pre.filename().string();
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(pre.parent_path(), ec))
-    if (entry.path().filename().string().rfind(stem, 0) == 0) out.push_back(entry);
+  const std::string stem = pre.filename().string();
+  const std::string dir = pre.parent_path().empty() ? "." : pre.parent_path().string();
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return out;
+  struct stat dst {};
+  if (::fstat(fd, &dst) != 0 || (dst.st_uid != owner && (dst.st_mode & 05) != 05)) {
+    ::close(fd);
+    return out;
+  }
+  DIR* d = ::fdopendir(fd);
+  if (!d) {
+    ::close(fd);
+    return out;
+  }
+  while (const struct dirent* e = ::readdir(d)) {
+    std::string_view name(e->d_name);
+    if (name == "." || name == ".." || !name.starts_with(stem)) continue;
+    OwnedEntry entry{(pre.parent_path() / std::string(name)).string(), {}};
+    if (::fstatat(::dirfd(d), e->d_name, &entry.st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (entry.st.st_uid == owner) out.push_back(std::move(entry));
+  }
+  ::closedir(d);
   return out;
 }
 
@@ -57,26 +85,20 @@ std::string ReadLogTail(const std::string& path, std::size_t max_bytes, std::siz
   return Json::parse(Json(text).dump(-1, ' ', false, Json::error_handler_t::replace)).get<std::string>();
 }
 
-std::vector<DumpFile> FindDumps(const std::string& prefix) {
+std::vector<DumpFile> FindDumps(const std::string& prefix, uid_t owner) {
   std::vector<DumpFile> out;
-  for (const fs::directory_entry& entry : EntriesWithPrefix(prefix)) {
-    std::error_code ec;
-    if (!entry.is_regular_file(ec)) continue;
-    std::uintmax_t size = fs::file_size(entry.path(), ec);
-    if (!ec) out.push_back({entry.path().string(), static_cast<std::uint64_t>(size)});
-  }
+  for (const OwnedEntry& e : OwnedEntriesWithPrefix(prefix, owner))
+    if (S_ISREG(e.st.st_mode)) out.push_back({e.path, static_cast<std::uint64_t>(e.st.st_size)});
   std::sort(out.begin(), out.end(), [](const DumpFile& a, const DumpFile& b) { return a.path < b.path; });
   return out;
 }
 
-int PokeDumpPipes(const std::string& stem) {
+int PokeDumpPipes(const std::string& stem, uid_t owner) {
   int poked = 0;
-  for (const fs::directory_entry& entry : EntriesWithPrefix(stem)) {
-    std::error_code ec;
-    const std::string path = entry.path().string();
-    if (!entry.is_fifo(ec) || !path.ends_with(".pipe")) continue;
+  for (const OwnedEntry& e : OwnedEntriesWithPrefix(stem, owner)) {
+    if (!S_ISFIFO(e.st.st_mode) || !e.path.ends_with(".pipe")) continue;
     // O_NONBLOCK: ENXIO instead of blocking when the rank has not opened its end.
-    int fd = ::open(path.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    int fd = ::open(e.path.c_str(), O_WRONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) continue;
     if (::write(fd, "1", 1) == 1) ++poked;
     ::close(fd);

@@ -3,6 +3,8 @@
 // them when a rank exits, for every heartbeat's report, and before it stops a rank.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -21,14 +23,16 @@ constexpr std::size_t kLogTailLines = 20;
 std::string ReadLogTail(const std::string& path, std::size_t max_bytes = kLogTailBytes,
                         std::size_t max_lines = kLogTailLines);
 
-// Regular files whose path starts with `prefix` (a directory part plus a file-name prefix), by path.
-// Empty prefix: none.
-std::vector<DumpFile> FindDumps(const std::string& prefix);
+// Regular files whose path starts with `prefix` (a directory part plus a file-name prefix), by path,
+// among those `owner` (the rank's uid) owns, checked with lstat (symlinks are never followed). The
+// directory is listed only when it is not a symlink and `owner` owns it or any user may list it. Empty
+// prefix: none.
+std::vector<DumpFile> FindDumps(const std::string& prefix, uid_t owner);
 
 // PyTorch's on-demand dump trigger (TORCH_NCCL_DEBUG_INFO_PIPE_FILE): a process group with the flight
 // recorder enabled reads the FIFO `<stem><rank>.pipe` and dumps when anything is written to it. Writes one
-// byte, without blocking, to every FIFO whose path starts with `stem` and ends in ".pipe". Returns how many
-// had a reader (a FIFO nobody has open is skipped).
-int PokeDumpPipes(const std::string& stem);
+// byte, without blocking, to every FIFO whose path starts with `stem` and ends in ".pipe" and that `owner`
+// owns (same rules as FindDumps). Returns how many had a reader (a FIFO nobody has open is skipped).
+int PokeDumpPipes(const std::string& stem, uid_t owner);
 
 }  // namespace shepherd::agent

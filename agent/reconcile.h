@@ -38,7 +38,8 @@ struct RankAssignment {
   RankKey key;
   int gpu = -1;                            // -1: none given
   std::vector<std::string> command;        // argv; REQUIRES non-empty
-  std::map<std::string, std::string> env;  // overlaid on the agent's environment
+  std::map<std::string, std::string> env;  // overlaid on RankBaseEnvironment (agent/process.h)
+  std::string run_as;  // the Unix user the daemon runs this job's ranks as; empty: the agent's default
 };
 
 enum class ProcessPhase { kRunning, kStopping, kExited };

@@ -1,6 +1,7 @@
 #include "agent/supervisor.h"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
@@ -10,6 +11,7 @@
 #include <sstream>
 
 #include "agent/rank_files.h"
+#include "core/redact.h"
 
 namespace shepherd::agent {
 namespace fs = std::filesystem;
@@ -46,6 +48,17 @@ void RemoveProgressPages(const RankKey& key) {
     if (name.rfind(prefix, 0) == 0 && name.size() > 5 && name.compare(name.size() - 5, 5, ".page") == 0)
       std::filesystem::remove(entry.path(), ec);
   }
+}
+
+// The value of `name` in the environment process `pid` started with (/proc/<pid>/environ); "" when unset
+// or unreadable.
+std::string EnvironmentValue(pid_t pid, const std::string& name) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/environ", std::ios::binary);
+  const std::string prefix = name + "=";
+  std::string entry;
+  while (std::getline(in, entry, '\0'))
+    if (entry.rfind(prefix, 0) == 0) return entry.substr(prefix.size());
+  return "";
 }
 
 }  // namespace
@@ -93,6 +106,7 @@ void Supervisor::Load() {
     p.adopted = true;
     if (e.value("state", "") == "running") {
       if (ProcessAlive(p.pid, p.start_time)) {
+        p.token = EnvironmentValue(p.pid, "SHEPHERD_TOKEN");  // redacted from what it leaves, as before
         spdlog::info("agent: adopted {} pid {}", ToString(p.key), p.pid);
       } else {
         p.phase = ProcessPhase::kExited;  // ended while no agent watched: code unknown
@@ -109,6 +123,10 @@ void Supervisor::Load() {
     p.dump_prefix = e.value("dump_prefix", "");
     p.dump_pipe = e.value("dump_pipe", "");
     p.fenced = e.value("fenced", false);
+    // Written by agents before ranks had their own users: the identity every rank then ran as.
+    p.uid = e.contains("uid") && e["uid"].is_number_unsigned()
+                ? e["uid"].get<uid_t>()
+                : (options_.run_as ? options_.run_as->uid : ::geteuid());
     table_.push_back(std::move(p));
   }
 }
@@ -124,7 +142,8 @@ void Supervisor::Save() const {
               {"start_time", p.start_time},
               {"state", p.phase == ProcessPhase::kExited ? "exited" : "running"},
               {"dump_prefix", p.dump_prefix},
-              {"dump_pipe", p.dump_pipe}};
+              {"dump_pipe", p.dump_pipe},
+              {"uid", p.uid}};
     if (p.fenced) e["fenced"] = true;
     if (p.phase == ProcessPhase::kExited) {
       e["exit_code"] = OptionalInt(p.exit.exit_code);
@@ -188,18 +207,31 @@ void Supervisor::Start(const RankAssignment& a) {
   spec.env = a.env;
   spec.log_path = log_path(a.key);
   spec.run_as = options_.run_as;
+  std::string refused;
+  if (!a.run_as.empty()) {
+    auto allowed = std::find_if(options_.allowed_run_as.begin(), options_.allowed_run_as.end(),
+                                [&](const RunAs& u) { return u.user == a.run_as; });
+    if (allowed != options_.allowed_run_as.end()) {
+      spec.run_as = *allowed;
+    } else {
+      refused = "the job's ranks run as user " + a.run_as +
+                ", which is not one this agent may run ranks as (its --run-as users): not started";
+    }
+  }
   auto wd = a.env.find("SHEPHERD_WORKDIR");
   spec.cwd = wd != a.env.end() && !wd->second.empty() ? wd->second : options_.state_dir;
   TrackedProcess p;
   p.key = a.key;
   p.gpu = a.gpu;
+  p.uid = spec.run_as ? spec.run_as->uid : ::geteuid();
+  if (auto t = a.env.find("SHEPHERD_TOKEN"); t != a.env.end()) p.token = t->second;
   if (!spec.env.count("TORCH_FR_DUMP_TEMP_FILE") || !spec.env.count("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")) {
     fs::path dir = fs::path(options_.state_dir) / "flight-recorder" /
                    (a.key.job + "-a" + std::to_string(a.key.attempt) + "-r" + std::to_string(a.key.rank));
     std::error_code ec;
     fs::create_directories(dir, ec);
     // The rank writes its dumps (and PyTorch makes its pipe) there: under --run-as it must own it.
-    if (!ec && options_.run_as) (void)!::chown(dir.c_str(), options_.run_as->uid, options_.run_as->gid);
+    if (!ec && spec.run_as) (void)!::chown(dir.c_str(), spec.run_as->uid, spec.run_as->gid);
     if (!ec) {
       spec.env.try_emplace("TORCH_FR_DUMP_TEMP_FILE", (dir / "nccl_trace_rank_").string());
       spec.env.try_emplace("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", (dir / "nccl_trace_pipe_").string());
@@ -209,7 +241,8 @@ void Supervisor::Start(const RankAssignment& a) {
   if (auto pipe = spec.env.find("TORCH_NCCL_DEBUG_INFO_PIPE_FILE"); pipe != spec.env.end())
     p.dump_pipe = pipe->second;
   Result<pid_t> pid =
-      options_.gpus > 0 && a.gpu >= options_.gpus
+      !refused.empty() ? Result<pid_t>(InvalidArgument(refused))
+      : options_.gpus > 0 && a.gpu >= options_.gpus
           ? Result<pid_t>(InvalidArgument("GPU " + std::to_string(a.gpu) + " is not one of this agent's " +
                                           std::to_string(options_.gpus) + " GPUs (--gpus " +
                                           std::to_string(options_.gpus) +
@@ -218,7 +251,7 @@ void Supervisor::Start(const RankAssignment& a) {
   if (!pid.ok()) {
     spdlog::error("agent: cannot start {}: {}", ToString(a.key), pid.status().message());
     p.phase = ProcessPhase::kExited;
-    p.error = pid.status().message();
+    p.error = Redact(p, pid.status().message());
     ++new_exits_;
   } else {
     p.pid = *pid;
@@ -232,7 +265,7 @@ void Supervisor::Start(const RankAssignment& a) {
 void Supervisor::BeginStop(TrackedProcess* p, const std::string& reason, SteadyTime now) {
   spdlog::info("agent: stopping {} pid {} ({})", ToString(p->key), p->pid, reason);
   p->phase = ProcessPhase::kStopping;
-  if (options_.dump_wait.count() > 0 && PokeDumpPipes(p->dump_pipe) > 0) {
+  if (options_.dump_wait.count() > 0 && PokeDumpPipes(p->dump_pipe, p->uid) > 0) {
     spdlog::info("agent: asked {} for a flight-recorder dump; SIGTERM in {} ms", ToString(p->key),
                  options_.dump_wait.count());
     p->term_at = now + options_.dump_wait;
@@ -246,6 +279,18 @@ void Supervisor::Terminate(TrackedProcess* p, SteadyTime now) {
   SignalGroup(p->pid, SIGCONT);
   p->term_at.reset();
   p->kill_at = now + options_.stop_grace;
+}
+
+std::string Supervisor::Redact(const TrackedProcess& p, std::string_view text) const {
+  std::vector<std::string> secrets = options_.secrets;
+  if (!p.token.empty()) secrets.push_back(p.token);
+  return RedactSecrets(text, secrets);
+}
+
+std::vector<DumpFile> Supervisor::Dumps(const TrackedProcess& p) const {
+  std::vector<DumpFile> dumps = FindDumps(p.dump_prefix, p.uid);
+  for (DumpFile& d : dumps) d.path = Redact(p, d.path);
+  return dumps;
 }
 
 void Supervisor::SampleOomKills(SteadyTime now) {
@@ -272,8 +317,8 @@ bool Supervisor::Reap(TrackedProcess* p, SteadyTime now) {
   p->term_at.reset();
   SignalGroup(p->pid, SIGKILL);  // leftovers of the rank's group (workers, shells' children)
   RemoveProgressPages(p->key);
-  p->dumps = FindDumps(p->dump_prefix);
-  if (p->exit.exit_code != 0) p->log_tail = ReadLogTail(log_path(p->key));
+  p->dumps = Dumps(*p);
+  if (p->exit.exit_code != 0) p->log_tail = Redact(*p, ReadLogTail(log_path(p->key)));
   std::string how = p->exit.exit_code ? "exited with code " + std::to_string(*p->exit.exit_code)
                     : p->exit.signal  ? "killed by signal " + std::to_string(*p->exit.signal)
                                       : "exited (code unknown: not our child)";
@@ -316,7 +361,7 @@ std::vector<ProcessReport> Supervisor::Report() const {
   std::vector<ProcessReport> out;
   for (const TrackedProcess& p : table_) {
     if (p.phase != ProcessPhase::kExited) {
-      out.push_back({p.key, p.pid, true, std::nullopt, std::nullopt, "", "", FindDumps(p.dump_prefix)});
+      out.push_back({p.key, p.pid, true, std::nullopt, std::nullopt, "", "", Dumps(p)});
     } else if (!p.acked) {
       out.push_back({p.key, p.pid, false, p.exit.exit_code, p.exit.signal, p.error, p.log_tail, p.dumps,
                      p.oom_kill, p.fenced});

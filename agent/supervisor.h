@@ -24,7 +24,9 @@
 // running or exited. Before stopping a rank whose dump pipe has a reader, the agent writes to the pipe and
 // sends SIGTERM only `dump_wait` later, so a rank stopped because it hung leaves its dump.
 // Log tail: when a rank exits other than with code 0, the last lines of its log (agent/rank_files.h) go
-// into its exit report.
+// into its exit report. Log tails, errors and dump paths are redacted (core/redact.h) before any report.
+// Users: a rank runs as its assignment's `run_as` when that is one of `allowed_run_as`, else as `run_as`
+// (or the agent's own identity); dumps are listed only among files of the rank's user.
 #pragma once
 
 #include <chrono>
@@ -47,6 +49,12 @@ struct SupervisorOptions {
   std::string state_dir;  // REQUIRES: absolute; created (with logs/) if missing
   std::chrono::milliseconds stop_grace = std::chrono::seconds(10);
   std::optional<RunAs> run_as;  // ranks drop to this identity before exec (agent/process.h)
+  // The identities an assignment's `run_as` may name (run_as, if set, is one of them). A rank naming any
+  // other user is not started: it exits at once with an error naming the user.
+  std::vector<RunAs> allowed_run_as;
+  // Credentials redacted from every text a report carries (log tails, errors, dump paths), besides each
+  // rank's own SHEPHERD_TOKEN (core/redact.h): the agent's own token.
+  std::vector<std::string> secrets;
   // How long a stop waits, after asking the rank for a flight-recorder dump, before SIGTERM (0: no dump).
   std::chrono::milliseconds dump_wait = std::chrono::seconds(2);
   // The kernel's count of OOM kills on this node (`oom_kill`, global and cgroup OOM kills alike; Linux
@@ -77,6 +85,8 @@ struct TrackedProcess {
   std::string log_tail;         // phase kExited with a code other than 0: the end of its log
   std::string dump_prefix;      // TORCH_FR_DUMP_TEMP_FILE given to the rank
   std::string dump_pipe;        // TORCH_NCCL_DEBUG_INFO_PIPE_FILE given to the rank
+  uid_t uid = 0;                // the rank's user: only its files are listed or poked as its dumps
+  std::string token;            // the rank's SHEPHERD_TOKEN (memory only; adopted: read from /proc)
   std::vector<DumpFile> dumps;  // phase kExited: flight-recorder files found under dump_prefix
   // phase kExited by SIGKILL: whether the node's kernel OOM-killed a process just before (evidence about
   // the node); empty when the agent could not tell.
@@ -128,6 +138,8 @@ class Supervisor {
   bool Reap(TrackedProcess* p, SteadyTime now);       // true when it exited just now
   // Reads the node's OOM-kill count; remembers when it last rose (it is read once per Poll).
   void SampleOomKills(SteadyTime now);
+  std::string Redact(const TrackedProcess& p, std::string_view text) const;
+  std::vector<DumpFile> Dumps(const TrackedProcess& p) const;
 
   SupervisorOptions options_;
   std::vector<TrackedProcess> table_;

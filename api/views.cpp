@@ -133,13 +133,12 @@ Json RenderRestart(const RestartOutcome& r) {
 
 Json RenderAssignments(const Assignments& a) {
   Json ranks = Json::array();
-  for (const RankAssignment& r : a.ranks)
-    ranks.push_back({{"job", r.rank.job},
-                     {"attempt", r.rank.attempt},
-                     {"rank", r.rank.rank},
-                     {"gpu", r.gpu},
-                     {"command", r.command},
-                     {"env", r.env}});
+  for (const RankAssignment& r : a.ranks) {
+    Json rank = {{"job", r.rank.job}, {"attempt", r.rank.attempt}, {"rank", r.rank.rank},
+                 {"gpu", r.gpu},      {"command", r.command},      {"env", r.env}};
+    if (!r.run_as.empty()) rank["run_as"] = r.run_as;
+    ranks.push_back(std::move(rank));
+  }
   Json keep = Json::array();
   for (const RankRef& r : a.keep) keep.push_back({{"job", r.job}, {"attempt", r.attempt}, {"rank", r.rank}});
   return {{"version", a.version}, {"ranks", std::move(ranks)}, {"keep", std::move(keep)}};

@@ -72,6 +72,9 @@ struct ControllerOptions {
   double late_after_s = 0;
   // policy.external_remediation = "hook": runs the site's command with the finding (never blocks).
   RemediationHook remediation_hook;
+  // Job owner -> the Unix user its ranks run as, carried in each assignment (`run_as`); "*" for every other
+  // owner. Empty: no user is named and agents run ranks as their default (--run-as).
+  std::map<std::string, std::string> run_as;
   // The daemon syncs the inventory with Slurm (--slurm; control/slurm_sync.h).
   bool slurm = false;
   // policy.external_remediation = "requeue": requeues the Slurm job (never blocks; null without --slurm).

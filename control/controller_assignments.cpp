@@ -31,7 +31,10 @@ RankEnvInput Controller::RankEnvFor(const JobEntry& e, const std::string& node) 
   in.master_addr = master ? master->hostname : "127.0.0.1";
   in.master_port = MasterPort(e.job.seq, e.attempt->number, options_.master_port_salt);
   if (auto h = health_.find(e.job.id); h != health_.end() && !e.attempt->resume_checkpoint.empty())
-    if (auto c = h->second->ledger().Find(e.attempt->resume_checkpoint)) in.resume_path = c->path;
+    if (auto c = h->second->ledger().Find(e.attempt->resume_checkpoint)) {
+      in.resume_path = c->path;
+      in.resume_attempt = c->attempt;
+    }
   in.resume_step = e.attempt->resume_step;
   return in;
 }
@@ -54,8 +57,12 @@ std::vector<RankAssignment> Controller::DesiredRanks(const std::string& node) co
     const JobEntry* e = jobs_.Find(job_id);
     if (!e || !e->attempt || !IsActive(e->job.state) || e->job.spec.command.empty() || ViaSlurm(e->job))
       continue;
+    auto user = options_.run_as.find(e->job.spec.owner);
+    if (user == options_.run_as.end()) user = options_.run_as.find("*");
+    const std::string run_as = user == options_.run_as.end() ? "" : user->second;
     for (LocalRankEnv& r : RankEnvsOn(*e, node))
-      out.push_back({{e->job.id, e->attempt->number, r.rank}, r.gpu, e->job.spec.command, std::move(r.env)});
+      out.push_back(
+          {{e->job.id, e->attempt->number, r.rank}, r.gpu, e->job.spec.command, std::move(r.env), run_as});
   }
   return out;
 }

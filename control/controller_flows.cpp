@@ -9,6 +9,7 @@
 
 #include "control/controller.h"
 #include "control/records.h"
+#include "core/redact.h"
 
 namespace shepherd {
 namespace {
@@ -223,9 +224,11 @@ void Controller::OnRankExit(const std::string& node, const ProcessStatus& p, Tim
   f.signal = p.signal;
   f.oom_kill = p.oom_kill;
   f.fenced = p.fenced;
-  if (!p.error.empty()) f.detail += ": " + p.error;
-  f.log_tail = p.log_tail;
+  // Findings are viewer-readable: credentials a rank printed (or a path naming one) never land in them.
+  if (!p.error.empty()) f.detail += ": " + RedactSecrets(p.error);
+  f.log_tail = RedactSecrets(p.log_tail);
   f.flight_recorder = p.flight_recorder;
+  for (FlightRecorderDump& d : f.flight_recorder) d.path = RedactSecrets(d.path);
   RecordFinding(std::move(f), now, batch);
 }
 
@@ -251,7 +254,8 @@ void Controller::AttachFlightRecorder(const ProcessStatus& p, WriteBatch* batch)
   }
   bool added = false;
   int& of_rank = index.per_rank[p.rank.rank];
-  for (const FlightRecorderDump& d : p.flight_recorder) {
+  for (FlightRecorderDump d : p.flight_recorder) {
+    d.path = RedactSecrets(d.path);
     if (auto same = index.by_path.find(d.path); same != index.by_path.end()) {
       FlightRecorderDump& known = hang->flight_recorder[same->second];
       if (known.size != d.size) {

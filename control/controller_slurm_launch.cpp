@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "control/controller.h"
+#include "core/redact.h"
 #include "scheduler/rank_env.h"
 #include "scheduler/spares.h"
 
@@ -386,7 +387,7 @@ Finding Controller::StepFinding(const SlurmLaunchEvent& ev, std::string detail, 
   f.kind = FindingKind::kProcessExit;
   f.detected_at = now;
   f.detail = std::move(detail);
-  f.log_tail = ev.log_tail;
+  f.log_tail = RedactSecrets(ev.log_tail);
   return f;
 }
 

@@ -75,6 +75,8 @@ struct RankAssignment {
   int gpu = 0;
   std::vector<std::string> command;
   std::map<std::string, std::string> env;
+  std::string
+      run_as;  // the Unix user for the job's owner (daemon config `run_as`); empty: the agent's default
 };
 
 // GET /v1/nodes/{id}/assignments: the complete desired set of the node, versioned.

@@ -6,11 +6,13 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <csignal>
 #include <cstdlib>
 #include <iostream>
 #include <thread>
+#include <vector>
 
 #include "agent/agent.h"
 #include "agent/http_client.h"
@@ -54,7 +56,9 @@ int RunAgent(int argc, char** argv) {
       "token-file", po::value<std::string>(),
       "file holding this agent's bearer token (role agent, bound to --node-id); default: $SHEPHERD_TOKEN")(
       "token", po::value<std::string>(), "refused: tokens are never taken from argv")(
-      "run-as", po::value<std::string>(), "user (name or uid) the ranks run as; the agent drops to it")(
+      "run-as", po::value<std::vector<std::string>>()->composing(),
+      "user (name or uid) the ranks run as; the agent drops to it. Repeat it (or give a comma-separated "
+      "list) to let the daemon's run_as mapping pick among these users per job; the first is the default")(
       "allow-root-ranks", po::bool_switch(), "let ranks run as root (refused by default)")(
       "gpu-memory-gib", po::value<double>(&memory_gib), "GiB per GPU to register")(
       "gpu-model", po::value<std::string>(), "GPU model to register, e.g. H100")(
@@ -103,17 +107,31 @@ int RunAgent(int argc, char** argv) {
     ::unsetenv("SHEPHERD_TOKEN");  // ranks get their own credential, never the agent's
   }
   if (vm.count("run-as")) {
-    auto u = agent::LookUpUser(vm["run-as"].as<std::string>());
-    if (!u.ok()) {
-      std::cerr << "shepherdd agent: --run-as: " << u.status().message() << "\n";
-      return 2;
+    for (const std::string& arg : vm["run-as"].as<std::vector<std::string>>()) {
+      std::size_t from = 0;
+      while (from <= arg.size()) {
+        std::size_t comma = std::min(arg.find(',', from), arg.size());
+        std::string name = arg.substr(from, comma - from);
+        from = comma + 1;
+        if (name.empty()) continue;
+        auto u = agent::LookUpUser(name);
+        if (!u.ok()) {
+          std::cerr << "shepherdd agent: --run-as: " << u.status().message() << "\n";
+          return 2;
+        }
+        if (::geteuid() != 0 && u->uid != ::geteuid()) {
+          std::cerr << "shepherdd agent: --run-as " << u->user
+                    << " needs the agent to run as root (or with CAP_SETUID and CAP_SETGID)\n";
+        }
+        if (u->uid == 0 && !vm["allow-root-ranks"].as<bool>()) {
+          std::cerr << "shepherdd agent: --run-as " << u->user
+                    << ": ranks would run as root; pass --allow-root-ranks if the site really wants that\n";
+          return 2;
+        }
+        o.allowed_run_as.push_back(std::move(u).value());
+      }
     }
-    if (::geteuid() != 0 && u->uid != ::geteuid()) {
-      std::cerr << "shepherdd agent: --run-as " << u->user
-                << " needs the agent to run as root (or with "
-                   "CAP_SETUID and CAP_SETGID)\n";
-    }
-    o.run_as = std::move(u).value();
+    if (!o.allowed_run_as.empty()) o.run_as = o.allowed_run_as.front();
   }
   const bool ranks_as_root = o.run_as ? o.run_as->uid == 0 : ::geteuid() == 0;
   if (ranks_as_root && !vm["allow-root-ranks"].as<bool>()) {

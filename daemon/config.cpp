@@ -38,7 +38,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
                "header_limit", "idle_timeout_s", "shutdown_grace_s", "tick_interval_s", "log_level",
                "advertise_url", "node_heartbeat_timeout_s", "stop_timeout_s", "remediation_hook",
                "health_check_passes", "lateness_threshold_s", "agent_lease_s", "slurm",
-               "unknown_process_timeout_s",
+               "unknown_process_timeout_s", "run_as",
                // Load (issue 11): queue bounds, quotas, the test hook.
                "queue_priority", "queue_write", "queue_read", "max_nodes", "max_active_jobs_per_submitter",
                "test_hooks",
@@ -135,6 +135,27 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
             c->job_policy.command_prefixes.push_back(std::move(one));
           }
         }
+      }
+    }
+  }
+  if (const Json* ra = r.Find("run_as")) {
+    // {"<job owner>": "<Unix user>", "*": "<user for everyone else>"}: the user each job's ranks run as.
+    if (!ra->is_object()) {
+      r.Error("run_as", "must be an object of job owner -> Unix user name");
+    } else {
+      c->controller.run_as.clear();
+      for (const auto& [owner, user] : ra->items()) {
+        const bool name_ok =
+            user.is_string() && !user.get_ref<const std::string&>().empty() &&
+            user.get_ref<const std::string&>().size() <= 32 &&
+            user.get_ref<const std::string&>().find_first_not_of(
+                "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == std::string::npos &&
+            user.get_ref<const std::string&>()[0] != '-';
+        if (!name_ok || owner.empty()) {
+          r.Error("run_as." + owner, "must be a Unix user name (letters, digits, '.', '_', '-')");
+          continue;
+        }
+        c->controller.run_as[owner] = user.get<std::string>();
       }
     }
   }

@@ -84,6 +84,8 @@ std::vector<LocalRankEnv> ComposeRankEnv(const RankEnvInput& in, const RankEnvOp
                                   std::to_string(in.plan.dp) + (cp ? "," + std::to_string(in.plan.cp) : "");
     env["SHEPHERD_RESUME_CHECKPOINT"] = in.resume_path;
     env["SHEPHERD_RESUME_STEP"] = std::to_string(in.resume_step);
+    // Checked against the checkpoint's markers by the client before it is resumed (docs/integration.md).
+    if (in.resume_attempt > 0) env["SHEPHERD_RESUME_ATTEMPT"] = std::to_string(in.resume_attempt);
     env["SHEPHERD_TOKEN"] = options.rank_token;
     env["SHEPHERD_HEARTBEAT_INTERVAL"] = std::to_string(policy.heartbeat_interval_s);
     env["SHEPHERD_HANG_TIMEOUT"] = std::to_string(policy.hang_timeout_s);

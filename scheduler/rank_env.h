@@ -43,6 +43,7 @@ struct RankEnvInput {
   int master_port = 0;
   std::string resume_path;  // checkpoint path to resume from, empty for a fresh start
   int64_t resume_step = 0;
+  int resume_attempt = 0;  // the attempt whose reports completed that checkpoint (0: none or unknown)
 };
 
 struct RankEnvOptions {

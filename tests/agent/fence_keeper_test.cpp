@@ -175,13 +175,16 @@ TEST(FenceKeeper, TheKeeperOfAnAgentThatDiedStopsTheRanksByItsLastLeaseThenExits
   EXPECT_TRUE(WaitFor([&] { return o.KeeperGone(); })) << "the keeper lingers";
 }
 
-// The same agent restarted in time: the new agent clears the lease at its start (and adopts the ranks); the
-// old keeper leaves them running and exits.
+// The same agent restarted in time: the new agent adopts the ranks with the lease and the daemon renews it
+// (the file changes); the old keeper leaves them to the new agent and exits.
 TEST(FenceKeeper, TheKeeperOfAnAgentThatDiedLeavesTheRanksToANewAgent) {
   OrphanedKeeper o;
   ASSERT_GT(o.keeper, 0);
-  ClearLease(o.dir.path());  // the new agent's start
-  EXPECT_TRUE(WaitFor([&] { return o.KeeperGone(); }));
+  // The new agent's heartbeats renew the lease, each to a later expiry.
+  EXPECT_TRUE(WaitFor([&] {
+    EXPECT_TRUE(WriteLease(o.dir.path(), {Clock::now() + 60s, 500ms}).ok());
+    return o.KeeperGone();
+  }));
   std::this_thread::sleep_until(o.lease.until + 300ms);  // past the old lease: checks nothing fired late
   EXPECT_TRUE(ProcessAlive(o.rank, o.started));
 }

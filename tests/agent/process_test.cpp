@@ -4,8 +4,10 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <thread>
 
 #include "agent/supervisor.h"
@@ -15,6 +17,7 @@ namespace shepherd::agent {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::FileExists;
 using testing::ReadFile;
 using testing::TempDir;
 using testing::WaitFor;
@@ -74,21 +77,107 @@ TEST_F(SupervisorTest, StartsWithEnvLogAndCwdAndReportsExitCode) {
   auto s = Open();
   std::string log = s->log_path({"job-1", 1, 0});
   std::ofstream(log) << "earlier run\n";
-  ::setenv("SHEPHERD_AGENT_TEST_INHERITED", "from-agent", 1);
-  s->SetDesired(
-      {Sh(0, "echo rank=$RANK inherited=$SHEPHERD_AGENT_TEST_INHERITED pwd=$(pwd); echo oops >&2; exit 3",
-          {{"RANK", "0"}})},
-      Now());
+  s->SetDesired({Sh(0, "echo rank=$RANK pwd=$(pwd); echo oops >&2; exit 3", {{"RANK", "0"}})}, Now());
   Track(PidOf(*s, {"job-1", 1, 0}));
   auto p = WaitExit(*s, {"job-1", 1, 0});
   ASSERT_TRUE(p);
   EXPECT_EQ(p->exit.exit_code, 3);
   EXPECT_FALSE(p->exit.signal);
-  EXPECT_EQ(ReadFile(log), "earlier run\nrank=0 inherited=from-agent pwd=" + dir_.path() + "\noops\n");
+  EXPECT_EQ(ReadFile(log), "earlier run\nrank=0 pwd=" + dir_.path() + "\noops\n");
   std::vector<ProcessReport> r = s->Report();
   ASSERT_EQ(r.size(), 1u);
   EXPECT_FALSE(r[0].running);
   EXPECT_EQ(r[0].exit_code, 3);
+}
+
+// The agent's own environment (its credentials, proxies, hooks) never reaches a rank: only a documented
+// list passes, PATH is fixed, and the assignment's env is laid over that.
+TEST_F(SupervisorTest, RanksInheritOnlyTheDocumentedPartOfTheAgentsEnvironment) {
+  ::setenv("SHEPHERD_AGENT_TEST_INHERITED", "from-agent", 1);
+  ::setenv("https_proxy", "http://agent-proxy:3128", 1);
+  ::setenv("LC_TIME", "C", 1);
+  const std::string agent_path = std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin";
+  ::setenv("PATH", ("/agent/only/bin:" + agent_path).c_str(), 1);
+  auto s = Open();
+  s->SetDesired({Sh(0, "env > " + dir_.file("env.txt") + "; exit 0", {{"RANK", "0"}})}, Now());
+  Track(PidOf(*s, {"job-1", 1, 0}));
+  ASSERT_TRUE(WaitExit(*s, {"job-1", 1, 0}));
+  ::unsetenv("SHEPHERD_AGENT_TEST_INHERITED");
+  ::unsetenv("https_proxy");
+  ::setenv("PATH", agent_path.c_str(), 1);
+  std::string env = "\n" + ReadFile(dir_.file("env.txt"));
+  EXPECT_EQ(env.find("SHEPHERD_AGENT_TEST_INHERITED"), std::string::npos) << env;
+  EXPECT_EQ(env.find("https_proxy"), std::string::npos) << env;
+  EXPECT_EQ(env.find("/agent/only/bin"), std::string::npos) << env;
+  EXPECT_NE(env.find("\nPATH=" + std::string(kRankPath) + "\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("\nLC_TIME=C\n"), std::string::npos) << env;
+  EXPECT_NE(env.find("\nRANK=0\n"), std::string::npos) << env;
+}
+
+TEST(RankEnvironment, RunAsSetsTheRanksOwnIdentity) {
+  std::string agent_home = "HOME=/root", user = "USER=root", key = "AWS_SECRET_ACCESS_KEY=x", lang = "LANG=C";
+  char* env[] = {agent_home.data(), user.data(), key.data(), lang.data(), nullptr};
+  RunAs alice{1000, 1000, {}, "alice", "/home/alice"};
+  std::map<std::string, std::string> got = RankBaseEnvironment(env, alice);
+  std::map<std::string, std::string> want = {{"HOME", "/home/alice"},
+                                             {"LANG", "C"},
+                                             {"LOGNAME", "alice"},
+                                             {"PATH", std::string(kRankPath)},
+                                             {"USER", "alice"}};
+  EXPECT_EQ(got, want);
+}
+
+// A Unix user created for one test, removed with it (needs root and useradd).
+class TestUser {
+ public:
+  explicit TestUser(const std::string& name) : name_(name + "-" + std::to_string(::getpid() % 100000)) {
+    ok_ = std::system(("useradd -M -N -s /usr/sbin/nologin " + name_ + " >/dev/null 2>&1").c_str()) == 0;
+  }
+  ~TestUser() {
+    if (ok_) (void)!std::system(("userdel " + name_ + " >/dev/null 2>&1").c_str());
+  }
+  bool ok() const { return ok_; }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+  bool ok_ = false;
+};
+
+// Ranks of different submitters run as different users (the daemon's run_as mapping), so one job's rank
+// cannot read another's token from /proc/<pid>/environ; a user the agent was not given is refused.
+TEST_F(SupervisorTest, EachRankRunsAsItsAssignedUserFromTheAllowedSet) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to create users and drop to them";
+  TestUser alice("shtest-alice"), bob("shtest-bob");
+  if (!alice.ok() || !bob.ok()) GTEST_SKIP() << "useradd is not available";
+  Result<RunAs> a = LookUpUser(alice.name()), b = LookUpUser(bob.name());
+  ASSERT_TRUE(a.ok() && b.ok());
+  TempDir out;
+  ASSERT_EQ(::chmod(out.path().c_str(), 0777), 0);
+  auto s = OpenWith({.state_dir = dir_.path(), .run_as = *a, .allowed_run_as = {*a, *b}});
+  auto rank = [&](int r, const std::string& user) {
+    RankAssignment x = Sh(r, "id -un > " + out.path() + "/r" + std::to_string(r) + "; sleep 30",
+                          {{"SHEPHERD_WORKDIR", "/"}});
+    x.run_as = user;
+    return x;
+  };
+  s->SetDesired({rank(0, bob.name()), rank(1, ""), rank(2, "root")}, Now());
+  for (int r : {0, 1, 2})
+    if (pid_t p = PidOf(*s, {"job-1", 1, r})) Track(p);
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(out.file("r0")) != "" && ReadFile(out.file("r1")) != ""; }));
+  EXPECT_EQ(ReadFile(out.file("r0")), bob.name() + "\n");
+  EXPECT_EQ(ReadFile(out.file("r1")), alice.name() + "\n");  // no user named: the agent's default
+  // root is not one of the agent's users: never started, and the exit says why.
+  auto refused = WaitExit(*s, {"job-1", 1, 2});
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->pid, 0);
+  EXPECT_NE(refused->error.find("user root"), std::string::npos) << refused->error;
+  EXPECT_FALSE(FileExists(out.file("r2")));
+  s->StopAll(Now(), 1s);
+  WaitFor([&] {
+    s->Poll(Now());
+    return s->Report().size() == 3 && !s->Report()[0].running && !s->Report()[1].running;
+  });
 }
 
 TEST_F(SupervisorTest, WorkdirFromJobEnvAndSignalExit) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <fstream>
@@ -149,11 +150,88 @@ TEST_F(RankFilesTest, WithoutAReaderTheStopIsImmediate) {
   pids_ = {Find(*s, 0)->pid};
   const std::string pipe = dir_.path() + "/flight-recorder/job-1-a1-r0/nccl_trace_pipe_0.pipe";
   ASSERT_TRUE(WaitFor([&] { return FileExists(pipe); }));
-  EXPECT_EQ(PokeDumpPipes(dir_.path() + "/flight-recorder/job-1-a1-r0/nccl_trace_pipe_"), 0);
+  EXPECT_EQ(PokeDumpPipes(dir_.path() + "/flight-recorder/job-1-a1-r0/nccl_trace_pipe_", ::geteuid()), 0);
   s->SetDesired({}, Now());
   EXPECT_FALSE(Find(*s, 0)->term_at.has_value());
   ASSERT_TRUE(WaitFor([&] { return Exited(*s, 0); }));
   EXPECT_EQ(Find(*s, 0)->exit.signal, SIGTERM);
+}
+
+// A log tail leaves the node without the rank's own token (whatever its format) and without anything shaped
+// like another job's token that the rank read and printed.
+TEST_F(RankFilesTest, TheLogTailIsRedactedBeforeItLeavesTheAgent) {
+  auto s = Open();
+  const std::string other(64, 'e');
+  RankAssignment a = Sh(0, "echo \"mine=$SHEPHERD_TOKEN\"; echo 'theirs: SHEPHERD_TOKEN=" + other +
+                               "'; echo 'Traceback: boom'; exit 1");
+  a.env["SHEPHERD_TOKEN"] = "job-1.a1.r0.pqrs-tuvw-xyz0";
+  s->SetDesired({a}, Now());
+  pids_ = {Find(*s, 0)->pid};
+  ASSERT_TRUE(WaitFor([&] { return Exited(*s, 0); }));
+  std::vector<ProcessReport> r = s->Report();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].log_tail, "mine=[redacted]\ntheirs: SHEPHERD_TOKEN=[redacted]\nTraceback: boom");
+}
+
+// A rank adopted by a restarted agent keeps its token redacted: the agent reads it from the environment the
+// rank started with, since processes.json never holds it.
+TEST_F(RankFilesTest, AnAdoptedRanksTokenIsRedactedToo) {
+  auto s = Open();
+  RankAssignment a = Sh(0, "while [ ! -e " + dir_.file("go") +
+                               " ]; do sleep 0.02; done; echo \"mine=$SHEPHERD_TOKEN\"; exit 1");
+  a.env["SHEPHERD_TOKEN"] = "job-1.a1.r0.pqrs-tuvw-xyz0";
+  s->SetDesired({a}, Now());
+  pids_ = {Find(*s, 0)->pid};
+  s.reset();  // the agent stops; the rank runs on
+  s = Open();
+  ASSERT_TRUE(Find(*s, 0) && Find(*s, 0)->adopted);
+  std::ofstream(dir_.file("go")) << "";
+  // Not our child any more in a real restart; here the test process still reaps it for the supervisor.
+  ASSERT_TRUE(WaitFor([&] {
+    ::waitpid(pids_[0], nullptr, WNOHANG);
+    return Exited(*s, 0);
+  }));
+  std::vector<ProcessReport> r = s->Report();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].log_tail, "mine=[redacted]");
+}
+
+// A job naming a root-only directory as its dump prefix gets nothing of it listed into its (viewer-readable)
+// reports: the agent lists only files of the rank's own user, never through a symlink.
+TEST_F(RankFilesTest, DumpsAreListedOnlyAmongTheRankUsersOwnFiles) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root: ranks under another user";
+  Result<RunAs> nobody = LookUpUser("nobody");
+  if (!nobody.ok()) GTEST_SKIP() << "no user nobody";
+  TempDir root_only, mine;
+  ASSERT_EQ(::chmod(root_only.path().c_str(), 0700), 0);
+  std::ofstream(root_only.file("secret_key.pem")) << "x";
+  ASSERT_EQ(::chown(mine.path().c_str(), nobody->uid, nobody->gid), 0);
+  std::ofstream(mine.file("nccl_trace_rank_0")) << "1234";
+  ASSERT_EQ(::chown(mine.file("nccl_trace_rank_0").c_str(), nobody->uid, nobody->gid), 0);
+  std::ofstream(mine.file("nccl_trace_rank_root")) << "5";  // in the rank's directory, but root's
+  ASSERT_EQ(::symlink(root_only.file("secret_key.pem").c_str(), mine.file("nccl_trace_rank_link").c_str()),
+            0);
+  (void)!::lchown(mine.file("nccl_trace_rank_link").c_str(), nobody->uid, nobody->gid);
+
+  EXPECT_TRUE(FindDumps(root_only.file("secret"), nobody->uid).empty());
+  EXPECT_EQ(FindDumps(mine.file("nccl_trace_rank_"), nobody->uid),
+            (std::vector<DumpFile>{{mine.file("nccl_trace_rank_0"), 4}}));
+  // A symlink to the directory is not followed either.
+  ASSERT_EQ(::symlink(root_only.path().c_str(), mine.file("link-dir").c_str()), 0);
+  EXPECT_TRUE(FindDumps(mine.file("link-dir") + "/secret", nobody->uid).empty());
+
+  // Through the supervisor: the job's TORCH_FR_DUMP_TEMP_FILE points into the root-only directory.
+  auto sup = Supervisor::Open({.state_dir = dir_.path(), .run_as = *nobody});
+  ASSERT_TRUE(sup.ok());
+  RankAssignment a = Sh(0, "exit 1");
+  a.env["SHEPHERD_WORKDIR"] = "/";
+  a.env["TORCH_FR_DUMP_TEMP_FILE"] = root_only.file("secret");
+  (*sup)->SetDesired({a}, Now());
+  pids_ = {Find(**sup, 0)->pid};
+  ASSERT_TRUE(WaitFor([&] { return Exited(**sup, 0); }));
+  std::vector<ProcessReport> r = (*sup)->Report();
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_TRUE(r[0].flight_recorder.empty()) << r[0].flight_recorder[0].path;
 }
 
 }  // namespace

@@ -155,6 +155,28 @@ TEST_F(EvidenceApiTest, AFailedExitCarriesTheLogTailAndItsDumps) {
   EXPECT_EQ(exits[0]["flight_recorder"], Json::array({Dump("/fr/a1-r2/nccl_trace_rank_2", 7)}));
 }
 
+// Findings are readable by any viewer: a credential a rank printed (another job's token read from
+// /proc/*/environ) or a dump path naming one is redacted before the daemon stores it, whatever the agent did.
+TEST_F(EvidenceApiTest, TokensInAnExitsTextNeverReachTheFinding) {
+  AgentsRunning();
+  const std::string token(64, 'c');
+  Json exited = Process(1, 2,
+                        {{"state", "exited"},
+                         {"exit_code", 1},
+                         {"signal", nullptr},
+                         {"error", "spawn: Bearer " + token},
+                         {"log_tail", "stolen SHEPHERD_TOKEN=Zm9vYmFyYmF6cXV4eHl6\nalso " + token},
+                         {"flight_recorder", Json::array({Dump("/fr/" + token + "/nccl_trace_rank_2", 7)})}});
+  ASSERT_EQ(AgentHeartbeat("n0", Json::array({exited})).status, 200);
+  auto exits = OfKind("process_exit");
+  ASSERT_EQ(exits.size(), 1u);
+  const std::string text = exits[0].dump();
+  EXPECT_EQ(text.find(token), std::string::npos) << text;
+  EXPECT_EQ(text.find("Zm9vYmFyYmF6cXV4eHl6"), std::string::npos) << text;
+  EXPECT_EQ(exits[0]["log_tail"], "stolen SHEPHERD_TOKEN=[redacted]\nalso [redacted]");
+  EXPECT_EQ(exits[0]["flight_recorder"], Json::array({Dump("/fr/[redacted]/nccl_trace_rank_2", 7)}));
+}
+
 TEST_F(EvidenceApiTest, MalformedEvidenceIs422NamingTheField) {
   Json bad = Json::array({Process(1, 0, {{"log_tail", 5}}),
                           Process(1, 1, {{"flight_recorder", Json::array({Json{{"size", 1}}, Json(3)})}}),

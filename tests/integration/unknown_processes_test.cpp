@@ -1,21 +1,25 @@
 // Issue 11 item 6 on the real binaries: a daemon started on a new, empty database does not order a real
 // agent to stop the ranks it runs; they show as unknown_processes on their node until an operator stops
 // them or unknown_process_timeout_s passes. Healthy case: a daemon that launched the ranks shows none.
-// Item 5's fencing for an agent that cannot act (SIGSTOP): its fence keeper stops the ranks by the lease.
+// Item 5's fencing for an agent that cannot act (SIGSTOP): its fence keeper stops the ranks by the lease;
+// and for an agent restarted while cut off from the daemon: the ranks it adopts keep their lease.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <set>
 #include <sstream>
 #include <thread>
 
 #include "core/json.h"
 #include "core/time.h"
+#include "tests/integration/agent_process.h"
 #include "tests/integration/harness.h"
 
 namespace shepherd::testing {
@@ -25,55 +29,6 @@ using namespace std::chrono_literals;
 
 Json J(const HttpResult& r) {
   return Json::parse(r.body.empty() ? "null" : r.body, nullptr, false);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// A real node agent (`shepherdd agent`) in its own process; SIGKILLed with its ranks at the end.
-class AgentProcess {
- public:
-  AgentProcess(int port, const std::string& dir) : state_dir_(dir + "/agent"), log_(dir + "/agent.log") {
-    // clang-format off
-    std::vector<std::string> args = {
-        SHEPHERDD_PATH, "agent", "--server", "http://127.0.0.1:" + std::to_string(port), "--node-id", "n1",
-        "--gpus", "2", "--topology", "spine=s0,leaf=l0", "--state-dir", state_dir_, "--heartbeat-interval",
-        "0.2", "--stop-grace", "2", "--long-poll-wait", "5", "--allow-root-ranks"};
-    // clang-format on
-    pid_ = SpawnWithLog(std::move(args), log_);
-  }
-  ~AgentProcess() {
-    for (pid_t p : RankPids()) kill(-p, SIGKILL);  // each rank leads its own process group
-    kill(pid_, SIGKILL);
-    waitpid(pid_, nullptr, 0);
-  }
-  // Pids of the rank processes the agent runs (its processes.json).
-  std::set<pid_t> RankPids() const {
-    std::set<pid_t> out;
-    Json procs = Json::parse(ReadFile(state_dir_ + "/processes.json"), nullptr, false);
-    if (procs.is_object() && procs.contains("processes")) procs = procs["processes"];
-    if (!procs.is_array()) return out;
-    for (const Json& p : procs)
-      if (p.value("state", "") == "running") out.insert(p.value("pid", 0));
-    return out;
-  }
-  std::string log() const { return ReadFile(log_); }
-  pid_t pid() const { return pid_; }
-
- private:
-  std::string state_dir_, log_;
-  pid_t pid_ = -1;
-};
-
-bool Alive(pid_t pid) {
-  // Not a zombie either: the agent reaps its ranks.
-  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-  size_t paren = stat.rfind(')');
-  return paren != std::string::npos && stat.size() > paren + 2 && stat[paren + 2] != 'Z';
 }
 
 std::string JobBody() {
@@ -216,6 +171,48 @@ TEST(Fencing, AStoppedAgentsRanksAreStoppedByItsLease) {
   double after_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
   EXPECT_LE(after_s, kLease + 1.0);  // the lease counts from the last heartbeat sent: never later
   kill(agent.pid(), SIGCONT);
+}
+
+// An agent restarted while the daemon is unreachable adopts its predecessor's ranks together with that
+// agent's lease: they are stopped when it ends, as the killed agent would have, so an old attempt never
+// runs beside its replacements (docs/agent-protocol.md, "Lease").
+TEST(Fencing, AnAgentRestartedWhileCutOffFencesTheRanksItAdopts) {
+  constexpr double kLease = 4;
+  TempDir dir, agent_dir;
+  std::string config = dir.path + "/config.json";
+  std::ofstream(config) << Json{{"agent_lease_s", kLease}, {"node_heartbeat_timeout_s", 1}}.dump();
+  Daemon d(dir.path, {"--config", config});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  AgentProcess first(d.port(), agent_dir.path);
+  ASSERT_TRUE(Eventually([&] {
+    return J(Http(d.port(), "GET", "/v1/nodes/n1")).value("agent_attached", false);
+  })) << first.log();
+  ASSERT_EQ(Http(d.port(), "POST", "/v1/jobs", JobBody()).status, 201);
+  ASSERT_TRUE(Eventually([&] { return first.RankPids().size() == 2; })) << first.log();
+  std::set<pid_t> ranks = first.RankPids();
+  ASSERT_TRUE(Eventually([&] { return first.KeeperPid() > 0; })) << first.log();
+
+  // The daemon goes away; the last lease it granted was sent no later than now.
+  auto cut_off = std::chrono::steady_clock::now();
+  d.Signal(SIGTERM);
+  ASSERT_EQ(d.Wait(), 0) << d.log();
+  // The agent and its keeper are killed; a new agent starts on the same state directory.
+  kill(first.KeeperPid(), SIGKILL);
+  kill(first.pid(), SIGKILL);
+  waitpid(first.pid(), nullptr, 0);
+  for (pid_t p : ranks) ASSERT_TRUE(Alive(p)) << "rank " << p << " stopped before the lease ended";
+  AgentProcess second(d.port(), agent_dir.path);
+  ASSERT_TRUE(Eventually([&] { return second.log().find("adopted") != std::string::npos; })) << second.log();
+
+  EXPECT_TRUE(Eventually([&] { return !Alive(*ranks.begin()) && !Alive(*ranks.rbegin()); },
+                         std::chrono::milliseconds(static_cast<int>(kLease * 1000) + 10000)))
+      << second.log();
+  double after_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - cut_off).count();
+  EXPECT_LE(after_s, kLease + 1.5) << second.log();  // by the old lease's expiry, not later
+  std::cout << "adopted ranks stopped " << after_s << " s after the daemon went away (lease " << kLease
+            << " s)\n";
+  EXPECT_NE(second.log().find("keep the lease of the agent that started them"), std::string::npos)
+      << second.log();
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ struct Fixture {
     in.master_port = 23456;
     in.resume_path = "/ckpt/step-10.pt";
     in.resume_step = 10;
+    in.resume_attempt = 2;
     return ComposeRankEnv(in, {"http://d:8080", "tok"});
   }
 };
@@ -60,6 +61,7 @@ TEST(RankEnvTest, TorchrunLayoutSharesTheNodesGpusAndLocalRankIndexesThem) {
     EXPECT_EQ(e.at("SHEPHERD_URL"), "http://d:8080");
     EXPECT_EQ(e.at("SHEPHERD_PARALLELISM"), "1,1,4");
     EXPECT_EQ(e.at("SHEPHERD_RESUME_CHECKPOINT"), "/ckpt/step-10.pt");
+    EXPECT_EQ(e.at("SHEPHERD_RESUME_ATTEMPT"), "2");  // the client checks the checkpoint's markers by it
   }
   EXPECT_EQ(n1[0].env.at("RANK"), "3");
   EXPECT_EQ(n1[0].env.at("SHEPHERD_RANK_COORDS"), "0,0,3");

@@ -28,7 +28,10 @@ class ClientConfig:
     # The node the rank runs on as its launcher names it (SLURMD_NODENAME under srun, NODE_NAME); sent as
     # every report's `node`, so that Shepherd blames the node the rank really ran on. "" when unknown.
     node: str = ""
+    # The checkpoint to resume from, once its markers agree with the attempt that completed it (else None).
     resume_checkpoint: Optional[str] = None
+    # Why SHEPHERD_RESUME_CHECKPOINT was refused (client.checkpoint_refusal), or "".
+    resume_refused: str = ""
     token: str = ""
     heartbeat_interval_s: float = DEFAULT_HEARTBEAT_INTERVAL_S
     timeout_s: float = DEFAULT_TIMEOUT_S
@@ -142,6 +145,7 @@ def config_from_env(environ: Optional[Mapping[str, str]] = None) -> ClientConfig
     if mode not in COLLECTIVE_REPORT_MODES:
         log.warning("shepherd: ignoring SHEPHERD_COLLECTIVE_REPORTS=%r", mode)
         mode = "all"
+    resume, refused = _verified_resume(env)
     return ClientConfig(
         url=url,
         job=env.get("SHEPHERD_JOB", "").strip(),
@@ -151,7 +155,8 @@ def config_from_env(environ: Optional[Mapping[str, str]] = None) -> ClientConfig
                         else "SLURM_NTASKS", 1, minimum=1),
         node=(env.get("SLURMD_NODENAME", "").strip() or env.get("NODE_NAME", "").strip()),
         coords=parse_coords(env.get("SHEPHERD_RANK_COORDS")),
-        resume_checkpoint=env.get("SHEPHERD_RESUME_CHECKPOINT", "").strip() or None,
+        resume_checkpoint=resume,
+        resume_refused=refused,
         token=env.get("SHEPHERD_TOKEN", "").strip(),
         heartbeat_interval_s=_float(env, "SHEPHERD_HEARTBEAT_INTERVAL", DEFAULT_HEARTBEAT_INTERVAL_S),
         timeout_s=_float(env, "SHEPHERD_HTTP_TIMEOUT", DEFAULT_TIMEOUT_S),
@@ -160,3 +165,22 @@ def config_from_env(environ: Optional[Mapping[str, str]] = None) -> ClientConfig
         slurm_job_name=env.get("SLURM_JOB_NAME", "").strip(),
         policy=_policy(env),
     )
+
+
+def _verified_resume(env: Mapping[str, str]) -> Tuple[Optional[str], str]:
+    """SHEPHERD_RESUME_CHECKPOINT and "", or None and why it is refused: a checkpoint whose files come from
+    another attempt than the one that completed it (an old attempt's rank still writing into the directory)
+    is never resumed from."""
+    path = env.get("SHEPHERD_RESUME_CHECKPOINT", "").strip()
+    if not path:
+        return None, ""
+    from .client import checkpoint_refusal  # client imports this module
+
+    attempt = _int(env, "SHEPHERD_RESUME_ATTEMPT", 0) if _given(env, "SHEPHERD_RESUME_ATTEMPT") else 0
+    step = _int(env, "SHEPHERD_RESUME_STEP", 0) if _given(env, "SHEPHERD_RESUME_STEP") else None
+    why = checkpoint_refusal(path, env.get("SHEPHERD_JOB", "").strip(), attempt or None, step)
+    if why:
+        log.error("shepherd: not resuming from %s: %s", path, why)
+        return None, why
+    return path, ""
+

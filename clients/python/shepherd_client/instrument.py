@@ -52,6 +52,7 @@ import types
 import inspect
 import logging
 import os
+import sys
 import threading
 import time
 from typing import Any, Callable, Deque, Dict, List, Optional
@@ -585,6 +586,13 @@ def install(client: Optional[ShepherdClient] = None, *, helper: bool = True) -> 
         client = client or ShepherdClient.from_env()
         if not client.enabled:
             return client
+        if client.config.resume_refused:
+            # The script reads the variables itself: it starts fresh rather than load a checkpoint whose
+            # files another attempt wrote (docs/integration.md, "What a script must do to resume").
+            sys.stderr.write("shepherd: not resuming from %s: %s; starting from step 0\n" % (
+                os.environ.get("SHEPHERD_RESUME_CHECKPOINT", ""), client.config.resume_refused))
+            os.environ["SHEPHERD_RESUME_CHECKPOINT"] = ""
+            os.environ["SHEPHERD_RESUME_STEP"] = "0"
         lineage.claim()
         if helper:
             client.start_helper()

@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import math
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -38,6 +39,38 @@ def reports_url(base_url: str, job: str, slurm_job_id: str = "") -> str:
     return "%s/v1/jobs/%s/reports" % (base_url.rstrip("/"), urllib.parse.quote(job, safe=""))
 
 
+# The most of an answer the client reads: the daemon's answers to report batches are a few KiB; anything
+# beyond this (a misbehaving server, or SHEPHERD_URL pointing elsewhere) is refused, not buffered.
+MAX_ANSWER_BYTES = 16 << 20
+
+
+class AnswerTooLarge(Exception):
+    pass
+
+
+def read_bounded(resp, limit: int = MAX_ANSWER_BYTES, deadline_s: Optional[float] = None) -> bytes:
+    """At most `limit` bytes of `resp`'s body, read in chunks; AnswerTooLarge beyond that, or when reading
+    takes past `deadline_s` seconds in all (a server that dribbles its answer)."""
+    length = resp.headers.get("Content-Length") if getattr(resp, "headers", None) is not None else None
+    try:
+        if length is not None and int(length) > limit:
+            raise AnswerTooLarge("answer of %s bytes is over the client's %d-byte limit" % (length, limit))
+    except ValueError:
+        pass
+    until = None if deadline_s is None else time.monotonic() + deadline_s
+    chunks, total = [], 0
+    while True:
+        chunk = resp.read(min(65536, limit + 1 - total))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            raise AnswerTooLarge("answer over the client's %d-byte limit: not read" % limit)
+        if until is not None and time.monotonic() > until:
+            raise AnswerTooLarge("answer not read within %.1f s" % deadline_s)
+
+
 def _retry_after(headers) -> Optional[float]:
     try:
         v = float(headers.get("Retry-After", ""))
@@ -59,7 +92,11 @@ def post_reports(url: str, reports: List[dict], token: str = "", timeout_s: floa
     req = urllib.request.Request(url, data=body, headers=headers, method="POST")
     try:
         with _OPENER.open(req, timeout=timeout_s) as resp:
-            raw = resp.read()
+            try:
+                raw = read_bounded(resp, deadline_s=max(timeout_s, 1.0))
+            except AnswerTooLarge as e:
+                # The batch was answered 2xx, so it is not sent again; only the answer is dropped.
+                return PostResult(False, False, "HTTP %d: %s" % (resp.status, e))
             rejected = None
             try:
                 answer = json.loads(raw.decode() or "{}")

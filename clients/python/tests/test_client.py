@@ -451,6 +451,116 @@ class NetworkFailureTest(unittest.TestCase):
         c.close()
 
 
+class HugeAnswerServer:
+    """An http.server on 127.0.0.1:0 answering every POST 200 with `size` bytes, announced in Content-Length
+    (`announce`) or not (the body ends when the connection closes)."""
+
+    def __init__(self, size, announce):
+        import http.server
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+            def do_POST(self):  # noqa: N802 - http.server naming
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                if announce:
+                    self.send_header("Content-Length", str(size))
+                self.end_headers()
+                chunk = b"x" * 65536
+                try:
+                    sent = 0
+                    while sent < size:
+                        self.wfile.write(chunk[: min(len(chunk), size - sent)])
+                        sent += len(chunk)
+                except OSError:  # the client stopped reading
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class AnswerSizeTest(unittest.TestCase):
+    # The client read answers of any size into memory: a server behind SHEPHERD_URL could exhaust the rank.
+    def test_an_answer_over_the_limit_is_refused_not_buffered(self):
+        for announce in (False, True):
+            server = HugeAnswerServer(transport.MAX_ANSWER_BYTES + (1 << 20), announce)
+            self.addCleanup(server.close)
+            r = transport.post_reports(server.url + "/v1/jobs/j/reports", [{"kind": "step"}], timeout_s=10)
+            self.assertFalse(r.ok)
+            self.assertFalse(r.retry)  # answered 2xx: the batch is not sent again
+            self.assertIn("limit", r.detail)
+
+    def test_an_answer_within_the_limit_is_read(self):
+        server = HugeAnswerServer(1 << 20, False)
+        self.addCleanup(server.close)
+        r = transport.post_reports(server.url + "/v1/jobs/j/reports", [{"kind": "step"}], timeout_s=10)
+        self.assertTrue(r.ok, r.detail)
+
+
+class ResumeCheckTest(unittest.TestCase):
+    """One checkpoint directory mixed rank files of two attempts (an old attempt's rank still saving): such a
+    checkpoint is never resumed from."""
+
+    def setUp(self):
+        import tempfile
+
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.dir = os.path.join(self.tmp.name, "step_000100")
+        os.makedirs(self.dir)
+
+    def save(self, rank, attempt, step=100):
+        path = os.path.join(self.dir, "rank_%d.pt" % rank)
+        with open(path, "wb") as f:
+            f.write(b"state")
+        client_mod.write_checkpoint_marker(path, "job-000001", attempt, rank, step)
+        return path
+
+    def env(self, path, attempt="2", step="100"):
+        return env_for("http://127.0.0.1:1", SHEPHERD_RESUME_CHECKPOINT=path, SHEPHERD_RESUME_ATTEMPT=attempt,
+                       SHEPHERD_RESUME_STEP=step, SHEPHERD_ATTEMPT="3")
+
+    def test_a_checkpoint_whose_files_all_come_from_the_completing_attempt_is_resumed(self):
+        path = self.save(0, 2)
+        self.save(1, 2)
+        cfg = config_from_env(self.env(path))
+        self.assertEqual(cfg.resume_checkpoint, path)
+        self.assertEqual(cfg.resume_refused, "")
+
+    def test_files_of_two_attempts_in_one_checkpoint_are_refused(self):
+        path = self.save(0, 2)
+        self.save(1, 1)  # the old attempt's rank 1 overwrote its part after attempt 2 saved
+        with self.assertLogs("shepherd_client", "ERROR"):
+            cfg = config_from_env(self.env(path))
+        self.assertIsNone(cfg.resume_checkpoint)
+        self.assertIn("attempts 1, 2", cfg.resume_refused)
+
+    def test_a_file_another_attempt_wrote_is_refused(self):
+        path = self.save(0, 1)
+        with self.assertLogs("shepherd_client", "ERROR"):
+            cfg = config_from_env(self.env(path))
+        self.assertIsNone(cfg.resume_checkpoint)
+        self.assertIn("attempt 1, not attempt 2", cfg.resume_refused)
+        # Another step's markers in the same directory do not count; an unmarked file is not refused.
+        other = os.path.join(self.tmp.name, "flat")
+        os.makedirs(other)
+        unmarked = os.path.join(other, "step-100.pt")
+        open(unmarked, "wb").close()
+        client_mod.write_checkpoint_marker(unmarked + ".old", "job-000001", 1, 0, 90)
+        self.assertEqual(config_from_env(self.env(unmarked)).resume_checkpoint, unmarked)
+
+
 class ParamDigestTest(unittest.TestCase):
     def test_bytes_and_mappings(self):
         self.assertEqual(param_digest({"a": b"1", "b": b"2"}), param_digest({"a": b"1", "b": b"2"}))
