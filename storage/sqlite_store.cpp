@@ -9,6 +9,7 @@
 #include <optional>
 #include <utility>
 
+#include "storage/db_file.h"
 #include "storage/schema.h"
 
 namespace shepherd {
@@ -68,6 +69,9 @@ Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, SqliteOp
   // The lock comes first: a second daemon must not even open (and possibly migrate) the database.
   Result<std::unique_ptr<FileLock>> lock = FileLock::Acquire(path + ".lock", path);
   if (!lock.ok()) return lock.status();
+
+  // Only where no file exists is a new database created: an empty or truncated one is refused untouched.
+  if (Status s = CheckDatabaseFile(path); !s.ok()) return s;
 
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw,
