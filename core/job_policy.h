@@ -30,8 +30,8 @@ struct JobPolicy {
   // Name prefixes a job may not set: the dynamic linker's (LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, ...),
   // bash's exported functions (BASH_FUNC_), the agent's own (SHEPHERD_*), torchrun's (TORCHELASTIC_*) and
   // what srun reads as its options and configuration (SLURM_CONF, SLURM_TASK_PROLOG, SRUN_*, ...).
-  std::vector<std::string> refused_env_prefixes = {"LD_",     "BASH_FUNC_", "SHEPHERD_", "TORCHELASTIC_",
-                                                   "SLURM_",  "SRUN_",      "SBATCH_",   "SALLOC_"};
+  std::vector<std::string> refused_env_prefixes = {"LD_",    "BASH_FUNC_", "SHEPHERD_", "TORCHELASTIC_",
+                                                   "SLURM_", "SRUN_",      "SBATCH_",   "SALLOC_"};
   // Names allowed despite the two lists above (a site that wants jobs to set PATH lists it here).
   std::vector<std::string> allowed_env;
   // Set: the site's allow-list replaces the lists above; a job may set exactly these names.

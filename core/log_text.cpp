@@ -8,11 +8,16 @@ std::string_view EscapeAt(std::string_view text, std::size_t i, std::size_t* len
   *len = 1;
   const auto c = static_cast<unsigned char>(text[i]);
   switch (c) {
-    case '\\': return "\\\\";
-    case '\n': return "\\n";
-    case '\r': return "\\r";
-    case '\t': return "\\t";
-    default: break;
+    case '\\':
+      return "\\\\";
+    case '\n':
+      return "\\n";
+    case '\r':
+      return "\\r";
+    case '\t':
+      return "\\t";
+    default:
+      break;
   }
   if (c < 0x20 || c == 0x7f) {
     static constexpr char kHex[] = "0123456789abcdef";

@@ -114,7 +114,8 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
         list(jp.Find(key), jp.Path(key), out);
         for (const std::string& o : *out)
           if (!ValidSbatchOptionSpec(o))
-            jp.Error(jp.Path(key), "\"" + o + "\" is not \"--name=\" (an option with a value) or \"--name\" (a flag)");
+            jp.Error(jp.Path(key),
+                     "\"" + o + "\" is not \"--name=\" (an option with a value) or \"--name\" (a flag)");
       }
       if (const Json* cp = jp.Find("command_prefixes")) {
         if (!cp->is_array()) {

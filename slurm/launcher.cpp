@@ -37,14 +37,10 @@ Result<std::string> SlurmLauncher::SubmitAllocation(const AllocationRequest& r) 
   // The site's options come first: sbatch keeps the last of a repeated option, so none of them can
   // override what follows (the name Shepherd finds the allocation by, its nodes, where it runs and writes).
   std::vector<std::string> args = r.extra_args;
-  args.insert(args.end(), {
-      "--job-name=" + r.name,
-      "--nodes=" + std::to_string(total),
-      "--exclusive",
-      "--no-kill",
-      "--no-requeue",
-      "--chdir=" + (r.work_dir.empty() ? std::string("/tmp") : r.work_dir),
-      "--output=" + (r.work_dir.empty() ? std::string("/dev/null") : r.work_dir + "/slurm-%j.out")});
+  args.insert(args.end(),
+              {"--job-name=" + r.name, "--nodes=" + std::to_string(total), "--exclusive", "--no-kill",
+               "--no-requeue", "--chdir=" + (r.work_dir.empty() ? std::string("/tmp") : r.work_dir),
+               "--output=" + (r.work_dir.empty() ? std::string("/dev/null") : r.work_dir + "/slurm-%j.out")});
   if (!r.nodelist.empty()) args.push_back("--nodelist=" + CompressHostlist(r.nodelist));
   if (!r.exclude.empty()) args.push_back("--exclude=" + CompressHostlist(r.exclude));
   if (!r.comment.empty()) args.push_back("--comment=" + r.comment);

@@ -40,8 +40,8 @@ struct AllocationRequest {
   std::string name;  // Slurm job name, e.g. "shepherd-job-000042"
   int nodes = 0;     // nodes the plan needs; REQUIRES >= 1
   int spares = 1;    // extra nodes held back for replacement (resources.spare_nodes); REQUIRES >= 0
-  std::vector<std::string> nodelist;    // optional: exactly these nodes (size must be nodes + spares)
-  std::vector<std::string> exclude;     // optional: never these (e.g. cordoned in Shepherd)
+  std::vector<std::string> nodelist;  // optional: exactly these nodes (size must be nodes + spares)
+  std::vector<std::string> exclude;   // optional: never these (e.g. cordoned in Shepherd)
   // Site options passed to sbatch as they are (--account=, --qos=, ...), before Shepherd's own, which win
   // over any repeat. REQUIRES: checked against the job policy (core/sbatch_policy.h): a bare option that
   // takes a value would take the next argument as it.

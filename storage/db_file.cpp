@@ -10,7 +10,7 @@
 namespace shepherd {
 namespace {
 
-constexpr std::size_t kHeaderBytes = 100;  // https://www.sqlite.org/fileformat.html, "The Database Header"
+constexpr std::size_t kHeaderBytes = 100;     // https://www.sqlite.org/fileformat.html, "The Database Header"
 constexpr char kMagic[] = "SQLite format 3";  // 16 bytes with its NUL
 
 uint32_t BigEndian(const unsigned char* p, int bytes) {
@@ -52,8 +52,9 @@ Status CheckDatabaseFile(const std::string& path) {
   const bool wal_waiting = ::stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0;
   if (counted && !wal_waiting && size < uint64_t{pages} * page_size)
     return Refused(path, "is truncated: its header says " + std::to_string(pages) + " pages of " +
-                             std::to_string(page_size) + " bytes (" + std::to_string(uint64_t{pages} * page_size) +
-                             " bytes), the file has " + std::to_string(size));
+                             std::to_string(page_size) + " bytes (" +
+                             std::to_string(uint64_t{pages} * page_size) + " bytes), the file has " +
+                             std::to_string(size));
   return Status::Ok();
 }
 

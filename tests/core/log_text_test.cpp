@@ -15,7 +15,8 @@ TEST(LogText, LineBreaksAndControlCharactersAreEscaped) {
 }
 
 TEST(LogText, OrdinaryTextIsKept) {
-  const std::string ok = "job-000001 attempt 2: rank 3 exited 1 \"quoted\" 'too' \xc3\xa9t\xc3\xa9 \xe2\x80\x94";
+  const std::string ok =
+      "job-000001 attempt 2: rank 3 exited 1 \"quoted\" 'too' \xc3\xa9t\xc3\xa9 \xe2\x80\x94";
   EXPECT_FALSE(NeedsLogEscape(ok));
   EXPECT_EQ(EscapeLogText(ok), ok);
   EXPECT_TRUE(NeedsLogEscape("x\n"));

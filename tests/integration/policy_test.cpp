@@ -30,11 +30,11 @@ std::string WriteFile(const std::string& path, const std::string& text, mode_t m
 }
 
 std::vector<std::string> TokensArgs(const std::string& dir) {
-  return {"--tokens-file",
-          WriteFile(dir + "/tokens.json", std::string(R"({"tokens": [{"token": ")") + kAdmin +
-                                              R"(", "role": "admin", "name": "ops"}, {"token": ")" + kSubmitter +
-                                              R"(", "role": "submitter", "name": "alice"}, {"token": ")" +
-                                              kAgentN0 + R"(", "role": "agent", "node": "n0"}]})")};
+  return {"--tokens-file", WriteFile(dir + "/tokens.json",
+                                     std::string(R"({"tokens": [{"token": ")") + kAdmin +
+                                         R"(", "role": "admin", "name": "ops"}, {"token": ")" + kSubmitter +
+                                         R"(", "role": "submitter", "name": "alice"}, {"token": ")" +
+                                         kAgentN0 + R"(", "role": "agent", "node": "n0"}]})")};
 }
 
 HttpResult Request(int port, const std::string& method, const std::string& target, const std::string& token,
@@ -110,8 +110,8 @@ TEST(JobPolicyHttp, InterpreterAndLoaderHooksInEnvAre422UnlessTheSiteAllowsThem)
   Daemon d(dir.path, args);
   ASSERT_TRUE(d.WaitReady()) << d.log();
   for (const char* name : {"PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "BASH_ENV", "ENV", "PERL5OPT",
-                           "NODE_OPTIONS", "JAVA_TOOL_OPTIONS", "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "GCONV_PATH",
-                           "LD_AUDIT", "SLURM_CONF"}) {
+                           "NODE_OPTIONS", "JAVA_TOOL_OPTIONS", "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN",
+                           "GCONV_PATH", "LD_AUDIT", "SLURM_CONF"}) {
     Json env = {{name, "/tmp/evil"}, {"NCCL_DEBUG", "INFO"}};
     HttpResult r = Request(d.port(), "POST", "/v1/jobs", kSubmitter,
                            Job(R"(, "command": ["/usr/bin/python3", "train.py"], "env": )" + env.dump()));
@@ -122,8 +122,8 @@ TEST(JobPolicyHttp, InterpreterAndLoaderHooksInEnvAre422UnlessTheSiteAllowsThem)
   TempDir allowing;
   std::vector<std::string> args2 = TokensArgs(allowing.path);
   args2.push_back("--config");
-  args2.push_back(WriteFile(allowing.path + "/config.json",
-                            R"({"job_policy": {"allowed_env": ["PYTHONPATH"]}})"));
+  args2.push_back(
+      WriteFile(allowing.path + "/config.json", R"({"job_policy": {"allowed_env": ["PYTHONPATH"]}})"));
   Daemon d2(allowing.path, args2);
   ASSERT_TRUE(d2.WaitReady()) << d2.log();
   HttpResult ok = Request(d2.port(), "POST", "/v1/jobs", kSubmitter,
@@ -197,8 +197,12 @@ TEST(LogHygiene, AnExitErrorCannotForgeALogLine) {
     return attempt > 0;
   })) << d.log();
   const std::string forged = "[2026-01-01 00:00:00.000] [info] job " + id + " succeeded";
-  Json exit = {{"job", id},      {"attempt", attempt}, {"rank", 0},
-               {"pid", 0},       {"state", "exited"},  {"exit_code", nullptr},
+  Json exit = {{"job", id},
+               {"attempt", attempt},
+               {"rank", 0},
+               {"pid", 0},
+               {"state", "exited"},
+               {"exit_code", nullptr},
                {"error", "boom\n" + forged}};
   Json beat = {{"processes", Json::array({exit})}};
   ASSERT_EQ(Request(d.port(), "POST", "/v1/nodes/n0/heartbeat", kAgentN0, beat.dump()).status, 200);
