@@ -10,11 +10,11 @@
 
 namespace shepherd {
 
-// Ok when nothing exists at `path` (a new database is created there) or the file looks whole: at least
+// Ok when nothing exists at `path` or the file looks whole: at least
 // SQLite's 100-byte header, that header's magic string, and as many bytes as the header says the database
 // holds (when no write-ahead log is waiting to be applied: a checkpoint that was cut short may leave the
 // file shorter than its header until SQLite replays the log). kUnavailable naming `path` and what is wrong
-// otherwise; the file is only read.
+// otherwise; the file is only read. OpenSqliteStore calls it for a file that existed before it locked it.
 Status CheckDatabaseFile(const std::string& path);
 
 }  // namespace shepherd
