@@ -48,6 +48,13 @@ HttpResult Request(int port, const std::string& method, const std::string& targe
   return c.Read();
 }
 
+void RegisterN0(int port) {
+  ASSERT_EQ(Request(port, "POST", "/v1/nodes", kAgentN0,
+                    R"({"id": "n0", "hostname": "h0", "gpus": 1, "topology": {"spine": "s0", "leaf": "l0"}})")
+                .status,
+            201);
+}
+
 // A one-GPU job with `rest` (",\"key\": ..." fields) added.
 std::string Job(const std::string& rest) {
   return R"({"name": "a", "model": {"parameters": 1e8, "layers": 4, "hidden": 512, "heads": 8, "seq_len": 512},
@@ -68,9 +75,22 @@ std::vector<std::string> ErrorFields(const HttpResult& r) {
 // database> --open-mode=truncate` could empty it. Each is a 422 naming the element, as a submitter sends it.
 TEST(JobPolicyHttp, SbatchArgsThatChangeWhoRunsWhatOrWhereFilesGoAre422) {
   TempDir dir;
-  Daemon d(dir.path, TokensArgs(dir.path));
+  // A daemon that launches through Slurm (its Slurm commands fail here: nothing of these jobs reaches them).
+  std::vector<std::string> args = TokensArgs(dir.path);
+  for (const char* a : {"--slurm", "--config"}) args.push_back(a);
+  args.push_back(WriteFile(dir.path + "/config.json",
+                           R"({"slurm": {"slurm_conf": ")" + dir.path +
+                               R"(/no-slurm.conf", "launch_poll_s": 60, "reconcile_interval_s": 60}})"));
+  Daemon d(dir.path, args);
   ASSERT_TRUE(d.WaitReady()) << d.log();
+  RegisterN0(d.port());
   const std::string db = dir.path + "/shepherd.db";
+  auto submit = [&](const Json& sbatch) {
+    return Request(
+        d.port(), "POST", "/v1/jobs", kSubmitter,
+        Job(R"(, "command": ["python3", "train.py"], "launcher": "slurm", "slurm": {"sbatch_args": )" +
+            sbatch.dump() + "}"));
+  };
   const std::vector<std::vector<std::string>> attacks = {
       {"--account=ml", "--export=ALL,LD_PRELOAD=/tmp/evil.so"},
       {"--account=ml", "--output=" + db, "--open-mode=truncate"},
@@ -84,12 +104,9 @@ TEST(JobPolicyHttp, SbatchArgsThatChangeWhoRunsWhatOrWhereFilesGoAre422) {
       {"--account=ml", "--exp=ALL"},
       {"--account=ml", "--comment=x\ny"},
   };
-  for (const auto& args : attacks) {
-    Json sbatch = args;
-    HttpResult r = Request(d.port(), "POST", "/v1/jobs", kSubmitter,
-                           Job(R"(, "command": ["python3", "train.py"], "launcher": "slurm",
-                                  "slurm": {"sbatch_args": )" +
-                               sbatch.dump() + "}"));
+  for (const auto& attack : attacks) {
+    Json sbatch = attack;
+    HttpResult r = submit(sbatch);
     EXPECT_EQ(r.status, 422) << sbatch.dump() << ": " << r.body;
     const std::vector<std::string> fields = ErrorFields(r);
     ASSERT_FALSE(fields.empty()) << r.body;
@@ -97,6 +114,9 @@ TEST(JobPolicyHttp, SbatchArgsThatChangeWhoRunsWhatOrWhereFilesGoAre422) {
     for (const std::string& f : fields) EXPECT_EQ(f.rfind("slurm.sbatch_args[", 0), 0u) << r.body;
   }
   EXPECT_GT(std::filesystem::file_size(db), 0u);
+  HttpResult ok =
+      submit(Json::array({"--account=ml", "--partition", "gpu", "--time=01:00:00", "--exclusive"}));
+  EXPECT_EQ(ok.status, 201) << ok.body;
 }
 
 // A sitecustomize.py ran under a command allow-list through PYTHONPATH: the default policy refuses the
@@ -109,6 +129,7 @@ TEST(JobPolicyHttp, InterpreterAndLoaderHooksInEnvAre422UnlessTheSiteAllowsThem)
                            R"({"job_policy": {"command_prefixes": [["/usr/bin/python3"]]}})"));
   Daemon d(dir.path, args);
   ASSERT_TRUE(d.WaitReady()) << d.log();
+  RegisterN0(d.port());
   for (const char* name : {"PYTHONPATH", "PYTHONSTARTUP", "PYTHONHOME", "BASH_ENV", "ENV", "PERL5OPT",
                            "NODE_OPTIONS", "JAVA_TOOL_OPTIONS", "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN",
                            "GCONV_PATH", "LD_AUDIT", "SLURM_CONF"}) {
@@ -126,6 +147,7 @@ TEST(JobPolicyHttp, InterpreterAndLoaderHooksInEnvAre422UnlessTheSiteAllowsThem)
       WriteFile(allowing.path + "/config.json", R"({"job_policy": {"allowed_env": ["PYTHONPATH"]}})"));
   Daemon d2(allowing.path, args2);
   ASSERT_TRUE(d2.WaitReady()) << d2.log();
+  RegisterN0(d2.port());
   HttpResult ok = Request(d2.port(), "POST", "/v1/jobs", kSubmitter,
                           Job(R"(, "command": ["/usr/bin/python3", "-m", "shepherd_client.run", "train.py"],
                                  "env": {"PYTHONPATH": "/opt/shepherd/clients/python"})"));
