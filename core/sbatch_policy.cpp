@@ -52,6 +52,8 @@ std::vector<FieldError> CheckSbatchArgs(const std::vector<std::string>& args,
     const bool flag = std::find(allowed.begin(), allowed.end(), opt) != allowed.end();
     if (!with_value && !flag) {
       errs.push_back({at(i), "\"" + opt + "\" is not an sbatch option the site allows (docs/slurm.md)"});
+      // "--output" "/path": the path is that option's value, refused with it, not an error of its own.
+      if (eq == std::string::npos && i + 1 < args.size() && args[i + 1].rfind('-', 0) != 0) ++i;
       continue;
     }
     if (eq != std::string::npos) {

@@ -108,6 +108,8 @@ TEST(JobPolicy, SbatchArgsPassAnAllowList) {
     EXPECT_EQ(Fields(CheckJobPolicy(spec, JobPolicy{})), std::vector<std::string>{"slurm.sbatch_args[1]"})
         << a;
   }
+  spec.slurm.sbatch_args = {"--account=ml", "--output", "/var/lib/shepherd/shepherd.db", "--qos=high"};
+  EXPECT_EQ(Fields(CheckJobPolicy(spec, JobPolicy{})), std::vector<std::string>{"slurm.sbatch_args[1]"});
   spec.slurm.sbatch_args = {"--account=ml", "--partition", "a\x01b"};
   EXPECT_EQ(Fields(CheckJobPolicy(spec, JobPolicy{})), std::vector<std::string>{"slurm.sbatch_args[2]"});
 }
