@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/fields.h"
+#include "core/sbatch_policy.h"
 
 namespace shepherd {
 namespace {
@@ -106,7 +107,8 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (auto v = r.Bool("test_hooks")) c->test_hooks = *v;
   if (const Json* p = r.Find("job_policy")) {
     FieldReader jp(*p, "job_policy", &errs);
-    jp.OnlyKnown({"command_prefixes", "refused_env", "refused_env_prefixes", "allowed_env"});
+    jp.OnlyKnown({"command_prefixes", "refused_env", "refused_env_prefixes", "allowed_env", "env_allow",
+                  "sbatch_options", "allowed_sbatch_options"});
     auto list = [&](const Json* a, const std::string& key, std::vector<std::string>* out) {
       if (!a) return;
       if (!a->is_array()) return jp.Error(key, "must be an array of strings");
@@ -122,6 +124,20 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
       list(jp.Find("refused_env_prefixes"), jp.Path("refused_env_prefixes"),
            &c->job_policy.refused_env_prefixes);
       list(jp.Find("allowed_env"), jp.Path("allowed_env"), &c->job_policy.allowed_env);
+      if (const Json* a = jp.Find("env_allow")) {
+        c->job_policy.env_allow.emplace();
+        list(a, jp.Path("env_allow"), &*c->job_policy.env_allow);
+      }
+      for (const char* key : {"sbatch_options", "allowed_sbatch_options"}) {
+        std::vector<std::string>* out = std::string(key) == "sbatch_options"
+                                            ? &c->job_policy.sbatch_options
+                                            : &c->job_policy.allowed_sbatch_options;
+        list(jp.Find(key), jp.Path(key), out);
+        for (const std::string& o : *out)
+          if (!ValidSbatchOptionSpec(o))
+            jp.Error(jp.Path(key),
+                     "\"" + o + "\" is not \"--name=\" (an option with a value) or \"--name\" (a flag)");
+      }
       if (const Json* cp = jp.Find("command_prefixes")) {
         if (!cp->is_array()) {
           jp.Error(jp.Path("command_prefixes"), "must be an array of arrays of strings");

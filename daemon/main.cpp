@@ -4,6 +4,7 @@
 
 #include "daemon/commands.h"
 #include "daemon/config.h"
+#include "daemon/log_format.h"
 
 namespace po = boost::program_options;
 using namespace shepherd;
@@ -84,6 +85,7 @@ int Serve(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  InstallEscapingLogFormat();  // before any thread logs: the daemon's and the agent's lines alike
   std::string cmd = argc > 1 ? argv[1] : "";
   if (cmd == "gen-inventory") return RunGenInventory(argc - 1, argv + 1);
   if (cmd == "agent") return RunAgent(argc - 1, argv + 1);

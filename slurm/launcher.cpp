@@ -34,17 +34,15 @@ Result<std::string> SlurmLauncher::SubmitAllocation(const AllocationRequest& r) 
   if (!r.nodelist.empty() && static_cast<int>(r.nodelist.size()) != total)
     return InvalidArgument("allocation: nodelist names " + std::to_string(r.nodelist.size()) +
                            " nodes, not " + std::to_string(total));
-  std::vector<std::string> args{
-      "--job-name=" + r.name,
-      "--nodes=" + std::to_string(total),
-      "--exclusive",
-      "--no-kill",
-      "--no-requeue",
-      "--chdir=" + (r.work_dir.empty() ? std::string("/tmp") : r.work_dir),
-      "--output=" + (r.work_dir.empty() ? std::string("/dev/null") : r.work_dir + "/slurm-%j.out")};
+  // The site's options come first: sbatch keeps the last of a repeated option, so none of them can
+  // override what follows (the name Shepherd finds the allocation by, its nodes, where it runs and writes).
+  std::vector<std::string> args = r.extra_args;
+  args.insert(args.end(),
+              {"--job-name=" + r.name, "--nodes=" + std::to_string(total), "--exclusive", "--no-kill",
+               "--no-requeue", "--chdir=" + (r.work_dir.empty() ? std::string("/tmp") : r.work_dir),
+               "--output=" + (r.work_dir.empty() ? std::string("/dev/null") : r.work_dir + "/slurm-%j.out")});
   if (!r.nodelist.empty()) args.push_back("--nodelist=" + CompressHostlist(r.nodelist));
   if (!r.exclude.empty()) args.push_back("--exclude=" + CompressHostlist(r.exclude));
-  args.insert(args.end(), r.extra_args.begin(), r.extra_args.end());
   if (!r.comment.empty()) args.push_back("--comment=" + r.comment);
   args.push_back("--wrap=exec sleep infinity");  // holds the allocation; steps do the work
   return cli_.Submit(args);
@@ -154,7 +152,11 @@ Result<Step> SlurmLauncher::StartStep(const StepSpec& spec) const {
     for (const RankSlot& r : spec.placement.ranks) out << r.node << '\n';
     if (!out.flush()) return Internal("step: cannot write " + hostfile);
   }
-  std::vector<std::pair<std::string, std::string>> overlay(spec.env.begin(), spec.env.end());
+  // srun reads its own options from SLURM_*, SRUN_* (and SLURM_CONF names the configuration it loads):
+  // variables meant for the ranks never set them; the ranks' own go through the tables below.
+  std::vector<std::pair<std::string, std::string>> overlay;
+  for (const auto& [k, v] : spec.env)
+    if (!IsSlurmInputVariable(k)) overlay.emplace_back(k, v);
   for (auto& kv : EncodeLayout(spec.placement)) overlay.push_back(kv);
   if (!spec.rank_env.empty()) {
     if (spec.rank_env.size() != spec.placement.ranks.size())

@@ -40,9 +40,12 @@ struct AllocationRequest {
   std::string name;  // Slurm job name, e.g. "shepherd-job-000042"
   int nodes = 0;     // nodes the plan needs; REQUIRES >= 1
   int spares = 1;    // extra nodes held back for replacement (resources.spare_nodes); REQUIRES >= 0
-  std::vector<std::string> nodelist;    // optional: exactly these nodes (size must be nodes + spares)
-  std::vector<std::string> exclude;     // optional: never these (e.g. cordoned in Shepherd)
-  std::vector<std::string> extra_args;  // site options passed to sbatch as they are (--account=, --qos=, ...)
+  std::vector<std::string> nodelist;  // optional: exactly these nodes (size must be nodes + spares)
+  std::vector<std::string> exclude;   // optional: never these (e.g. cordoned in Shepherd)
+  // Site options passed to sbatch as they are (--account=, --qos=, ...), before Shepherd's own, which win
+  // over any repeat. REQUIRES: checked against the job policy (core/sbatch_policy.h): a bare option that
+  // takes a value would take the next argument as it.
+  std::vector<std::string> extra_args;
   // sbatch --chdir and where the holding job's (empty) output goes, slurm-<id>.out. It must exist on the
   // batch host (the allocation's first node), or the job fails at once. Empty: /tmp and no output file.
   std::string work_dir;

@@ -72,6 +72,11 @@ ExitStatus Decode(int status) {
 
 }  // namespace
 
+bool IsSlurmInputVariable(const std::string& name) {
+  return name.rfind("SLURM_", 0) == 0 || name.rfind("SBATCH_", 0) == 0 || name.rfind("SRUN_", 0) == 0 ||
+         name.rfind("SALLOC_", 0) == 0;
+}
+
 Envp CleanEnvironment(const std::vector<std::pair<std::string, std::string>>& overlay) {
   std::map<std::string, std::string> env;
   for (char** e = environ; e && *e; ++e) {
@@ -79,9 +84,7 @@ Envp CleanEnvironment(const std::vector<std::pair<std::string, std::string>>& ov
     std::size_t eq = entry.find('=');
     if (eq == std::string::npos) continue;
     std::string key = entry.substr(0, eq);
-    bool slurm = key.rfind("SLURM_", 0) == 0 || key.rfind("SBATCH_", 0) == 0 || key.rfind("SRUN_", 0) == 0 ||
-                 key.rfind("SALLOC_", 0) == 0;
-    if (slurm && key != "SLURM_CONF") continue;
+    if (IsSlurmInputVariable(key) && key != "SLURM_CONF") continue;
     env[key] = entry.substr(eq + 1);
   }
   for (const auto& [k, v] : overlay) env[k] = v;

@@ -46,6 +46,10 @@ struct ExitStatus {
 // ExitStatus{-1, 0}.
 std::optional<ExitStatus> PollExit(pid_t pid);
 
+// Whether `name` is one Slurm's commands read as input (SLURM_*, SBATCH_*, SRUN_*, SALLOC_*): options,
+// the job to act in, the configuration file to load.
+bool IsSlurmInputVariable(const std::string& name);
+
 // The calling process's environment with every SLURM_* and SBATCH_/SRUN_/SALLOC_ variable removed except
 // SLURM_CONF, then `overlay` applied (later entries win). Shepherd may itself run inside an allocation; an
 // inherited SLURM_JOB_ID would silently redirect srun and sbatch.

@@ -9,6 +9,7 @@
 #include <optional>
 #include <utility>
 
+#include "storage/db_file.h"
 #include "storage/schema.h"
 
 namespace shepherd {
@@ -65,9 +66,16 @@ Result<std::unique_ptr<Store>> OpenSqliteStore(const std::string& path, SqliteOp
   if (std::error_code ec; !std::filesystem::is_directory(parent.empty() ? "." : parent, ec))
     return Unavailable("the directory of database " + path + " does not exist: " +
                        (parent.empty() ? std::string(".") : parent.string()) + " (create it first)");
+  // A new database is created only where no file was: the lock below creates the file when it is missing,
+  // and an empty or truncated one found there is refused untouched (read once the lock is held, so a
+  // running daemon's writes are never mistaken for damage).
+  std::error_code missing;
+  const bool existed = std::filesystem::exists(path, missing);
   // The lock comes first: a second daemon must not even open (and possibly migrate) the database.
   Result<std::unique_ptr<FileLock>> lock = FileLock::Acquire(path + ".lock", path);
   if (!lock.ok()) return lock.status();
+  if (existed)
+    if (Status s = CheckDatabaseFile(path); !s.ok()) return s;
 
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw,

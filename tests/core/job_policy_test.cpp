@@ -45,6 +45,89 @@ TEST(JobPolicy, AllowedEnvOverridesTheRefusals) {
   EXPECT_TRUE(CheckJobPolicy(spec, p).ok());
 }
 
+// A sitecustomize.py ran under a command allow-list through PYTHONPATH: the default refuses what makes
+// an interpreter, the shell or a library load code the command did not name.
+TEST(JobPolicy, RefusesInterpreterAndLoaderHooks) {
+  JobSpec spec;
+  spec.command = {"python3", "train.py"};
+  const std::vector<std::string> hooks = {"PYTHONPATH",        "PYTHONSTARTUP",
+                                          "PYTHONHOME",        "PYTHONUSERBASE",
+                                          "BASH_ENV",          "ENV",
+                                          "PERL5LIB",          "PERL5OPT",
+                                          "RUBYOPT",           "NODE_OPTIONS",
+                                          "JAVA_TOOL_OPTIONS", "NCCL_NET_PLUGIN",
+                                          "NCCL_TUNER_PLUGIN", "NCCL_PROFILER_PLUGIN",
+                                          "GCONV_PATH",        "LD_AUDIT",
+                                          "BASH_FUNC_x%%",     "SLURM_CONF",
+                                          "SRUN_EXPORT_ENV",   "CUDA_INJECTION64_PATH"};
+  for (const std::string& name : hooks) {
+    spec.env = {{name, "/tmp/evil"}, {"NCCL_DEBUG", "INFO"}, {"PYTHONUNBUFFERED", "1"}};
+    EXPECT_EQ(Fields(CheckJobPolicy(spec, JobPolicy{})), std::vector<std::string>{"env." + name}) << name;
+  }
+}
+
+// A site's allow-list replaces the refusals: exactly the names it lists pass.
+TEST(JobPolicy, EnvAllowReplacesTheRefusedLists) {
+  JobSpec spec;
+  spec.env = {{"PYTHONPATH", "/opt/shepherd"}, {"NCCL_DEBUG", "INFO"}, {"FOO", "x"}};
+  JobPolicy p;
+  p.env_allow = std::vector<std::string>{"PYTHONPATH", "NCCL_DEBUG"};
+  EXPECT_EQ(Fields(CheckJobPolicy(spec, p)), std::vector<std::string>{"env.FOO"});
+}
+
+// `--export=...,LD_PRELOAD=...` ran a preloaded library and `--output=<the daemon's database>
+// --open-mode=truncate` could empty a file the daemon's user owns: only scheduling options pass.
+TEST(JobPolicy, SbatchArgsPassAnAllowList) {
+  JobSpec spec;
+  spec.launcher = Launcher::kSlurm;
+  spec.slurm.sbatch_args = {"--account=ml",    "--partition", "gpu",       "--qos=high",
+                            "--time=01:00:00", "--exclusive", "--comment", "--export=ALL"};
+  EXPECT_TRUE(CheckJobPolicy(spec, JobPolicy{}).ok()) << "the value after a bare option is its value";
+  const std::vector<std::string> refused = {"--export=ALL,LD_PRELOAD=/tmp/evil.so",
+                                            "--output=/var/lib/shepherd/shepherd.db",
+                                            "--open-mode=truncate",
+                                            "--error=/tmp/x",
+                                            "--input=/etc/shadow",
+                                            "--uid=0",
+                                            "--gid=0",
+                                            "--chdir=/",
+                                            "--get-user-env",
+                                            "--wrap=id",
+                                            "--exp=ALL",
+                                            "--nodes=1",
+                                            "--job-name=x",
+                                            "--",
+                                            "-D/",
+                                            "-o/tmp/x",
+                                            "--exclusive=user",
+                                            "gpu",
+                                            "--comment=a\nb",
+                                            "--partition"};
+  for (const std::string& a : refused) {
+    spec.slurm.sbatch_args = {"--account=ml", a};
+    EXPECT_EQ(Fields(CheckJobPolicy(spec, JobPolicy{})), std::vector<std::string>{"slurm.sbatch_args[1]"})
+        << a;
+  }
+  spec.slurm.sbatch_args = {"--account=ml", "--output", "/var/lib/shepherd/shepherd.db", "--qos=high"};
+  EXPECT_EQ(Fields(CheckJobPolicy(spec, JobPolicy{})), std::vector<std::string>{"slurm.sbatch_args[1]"});
+  spec.slurm.sbatch_args = {"--account=ml", "--partition", "a\x01b"};
+  EXPECT_EQ(Fields(CheckJobPolicy(spec, JobPolicy{})), std::vector<std::string>{"slurm.sbatch_args[2]"});
+}
+
+TEST(JobPolicy, ASiteAddsSbatchOptions) {
+  JobSpec spec;
+  spec.slurm.sbatch_args = {"--gpus-per-task=1", "--spread-job"};
+  JobPolicy p;
+  EXPECT_EQ(Fields(CheckJobPolicy(spec, p)),
+            (std::vector<std::string>{"slurm.sbatch_args[0]", "slurm.sbatch_args[1]"}));
+  p.allowed_sbatch_options = {"--gpus-per-task=", "--spread-job"};
+  EXPECT_TRUE(CheckJobPolicy(spec, p).ok());
+  EXPECT_TRUE(ValidSbatchOptionSpec("--gpus-per-task="));
+  EXPECT_TRUE(ValidSbatchOptionSpec("--spread-job"));
+  for (const char* bad : {"gpus", "-p", "--", "--=", "--a b=", "--x=y"})
+    EXPECT_FALSE(ValidSbatchOptionSpec(bad)) << bad;
+}
+
 TEST(JobPolicy, CommandMustStartWithAnAllowedLauncher) {
   JobPolicy p;
   p.command_prefixes = {{"python3"}, {"/usr/bin/torchrun", "--standalone"}};

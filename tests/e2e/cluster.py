@@ -20,8 +20,10 @@ class Cluster:
         self.dir = tempfile.mkdtemp(prefix="shepherd-e2e-")
         self.agents = {}  # node id -> Popen
         # agent_lease_s: a lost node's replacements start once its lease expired (docs/agent-protocol.md).
+        # job_policy: the jobs put clients/python on PYTHONPATH for the zero-code wrapper, which the default
+        # policy refuses (docs/security.md, "What a job may run").
         config = {"tick_interval_s": 0.2, "node_heartbeat_timeout_s": 2, "agent_lease_s": 8, "stop_timeout_s": 20,
-                  "shutdown_grace_s": 3}
+                  "shutdown_grace_s": 3, "job_policy": {"allowed_env": ["PYTHONPATH"]}}
         config.update(daemon_config or {})
         with open(self.path("config.json"), "w") as f:
             json.dump(config, f)

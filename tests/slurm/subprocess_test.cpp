@@ -53,5 +53,15 @@ TEST(CleanEnvironment, DropsInheritedSlurmVariablesButKeepsSlurmConf) {
   ::unsetenv("SBATCH_NO_KILL");
 }
 
+// A job's env reaches srun's environment: what srun reads as its input (the configuration it loads, a
+// program each task runs, the job to act in) is dropped from it (SlurmLauncher::StartStep).
+TEST(IsSlurmInputVariable, NamesWhatSrunAndSbatchRead) {
+  for (const char* name : {"SLURM_CONF", "SLURM_TASK_PROLOG", "SLURM_JOB_ID", "SRUN_EXPORT_ENV",
+                           "SBATCH_EXPORT", "SALLOC_PARTITION"})
+    EXPECT_TRUE(IsSlurmInputVariable(name)) << name;
+  for (const char* name : {"SHEPHERD_JOB", "NCCL_DEBUG", "SLURMX", "MY_SLURM_CONF"})
+    EXPECT_FALSE(IsSlurmInputVariable(name)) << name;
+}
+
 }  // namespace
 }  // namespace shepherd::slurm

@@ -1,0 +1,73 @@
+// The sbatch command line of an allocation, seen by a stand-in sbatch that records its arguments: the
+// site's options come first, so Shepherd's own (the name it finds the allocation by, its nodes, where the
+// holding job runs and writes) win over any repeat, whatever an option list lets through.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "slurm/launcher.h"
+
+namespace shepherd::slurm {
+namespace {
+
+class FakeSbatch {
+ public:
+  FakeSbatch() {
+    char tmpl[] = "/tmp/shepherd-sbatch-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    const std::string script = dir_ + "/sbatch";
+    std::ofstream(script) << "#!/bin/sh\nprintf '%s\\n' \"$@\" > " << dir_ << "/argv\necho 42\n";
+    ::chmod(script.c_str(), 0755);
+    const char* path = std::getenv("PATH");
+    old_path_ = path ? path : "";
+    ::setenv("PATH", (dir_ + ":" + old_path_).c_str(), 1);
+  }
+  ~FakeSbatch() {
+    ::setenv("PATH", old_path_.c_str(), 1);
+    std::filesystem::remove_all(dir_);
+  }
+  std::vector<std::string> Argv() const {
+    std::ifstream in(dir_ + "/argv");
+    std::vector<std::string> out;
+    for (std::string line; std::getline(in, line);) out.push_back(line);
+    return out;
+  }
+
+ private:
+  std::string dir_, old_path_;
+};
+
+std::ptrdiff_t IndexOf(const std::vector<std::string>& v, const std::string& s) {
+  auto it = std::find(v.begin(), v.end(), s);
+  return it == v.end() ? -1 : it - v.begin();
+}
+
+TEST(SlurmLauncherArgs, TheSitesOptionsComeBeforeShepherdsOwn) {
+  FakeSbatch sbatch;
+  AllocationRequest r;
+  r.name = "shepherd-job-000001";
+  r.nodes = 1;
+  r.spares = 0;
+  r.extra_args = {"--partition", "gpu", "--job-name=site", "--output=/var/lib/shepherd/shepherd.db"};
+  r.comment = "shepherd-request=0123456789abcdef";
+  auto id = SlurmLauncher(SlurmLauncher::Options{}).SubmitAllocation(r);
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  EXPECT_EQ(*id, "42");
+  const std::vector<std::string> argv = sbatch.Argv();
+  ASSERT_FALSE(argv.empty());
+  EXPECT_EQ(argv.front(), "--parsable");
+  EXPECT_EQ(IndexOf(argv, "--partition"), 1) << "the site's, first";
+  EXPECT_EQ(IndexOf(argv, "gpu"), 2) << "a value given as the next element stays with its option";
+  EXPECT_LT(IndexOf(argv, "--job-name=site"), IndexOf(argv, "--job-name=shepherd-job-000001"));
+  EXPECT_LT(IndexOf(argv, "--output=/var/lib/shepherd/shepherd.db"), IndexOf(argv, "--output=/dev/null"));
+  EXPECT_EQ(argv.back(), "--wrap=exec sleep infinity");
+}
+
+}  // namespace
+}  // namespace shepherd::slurm
