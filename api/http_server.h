@@ -33,8 +33,8 @@
 // Retry-After (the caller's own quota). It must fit its class: kLiveness (heartbeats and reports) may use
 // the whole body_budget, the other classes leave body_reserve_liveness of it unused, and kLow together at
 // most body_budget_low_roles: else 503 with Retry-After. So no other class can take the liveness reserve.
-// A body must keep arriving at body_min_rate bytes/s on average (after body_rate_grace from its head) and
-// be complete within read_timeout of the request's first byte, or the connection is closed (no answer)
+// A body over body_rate_min_bytes must keep arriving at body_min_rate bytes/s on average (after
+// body_rate_grace from its head), and every request must be complete within read_timeout of the request's first byte, or the connection is closed (no answer)
 // and its reservation released.
 #pragma once
 
@@ -111,6 +111,10 @@ struct HttpServerOptions {
   // Slowest average arrival of a body, after body_rate_grace; 0: no rate check (read_timeout still holds).
   std::uint64_t body_min_rate = 16 * 1024;
   std::chrono::milliseconds body_rate_grace = std::chrono::seconds(5);
+  // Bodies of at most this many bytes are not rate-checked (read_timeout still holds): they hold little of
+  // the budget, and their senders may stall between head and body (a Python rank's report thread waits for
+  // the interpreter lock while another thread imports a C extension, seconds under load).
+  std::uint64_t body_rate_min_bytes = 64 * 1024;
   // Called on the io thread for every request head once it is parsed. Optional; without it no connection
   // is evicted and there is no probe reserve (plain 503 beyond the caps).
   std::function<HeadDecision(const HttpRequest& head)> on_head;

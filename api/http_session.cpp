@@ -322,7 +322,7 @@ void Session::ReadSomeBody() {
   // the average would fall below it, and the whole request by request_deadline_.
   Clock::time_point due = request_deadline_;
   const auto& o = core_->options();
-  if (o.body_min_rate > 0) {
+  if (o.body_min_rate > 0 && body_reserved_ > o.body_rate_min_bytes) {
     const auto received = static_cast<double>(parser_->get().body().size());
     due = std::min(due, body_start_ + o.body_rate_grace +
                             std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(

@@ -111,8 +111,11 @@ class RecoveryE2E(unittest.TestCase):
         # The new ranks loaded it: their logs say so, and their steps continue from it.
         placement = self.c.api("GET", "/v1/jobs/%s/placement" % job)
         r0 = placement["ranks"][0]
-        log = self.c.wait_for(lambda: self.c.rank_log(r0["node"], job, attempt["number"], 0), 30, "rank 0 log")
-        self.assertIn("resumed from step %d" % step, log)
+        # Bounded wait for the line itself: the log may begin with other lines (a report the client retried).
+        said = "resumed from step %d" % step
+        log = self.c.wait_for(lambda: said in self.c.rank_log(r0["node"], job, attempt["number"], 0) and said,
+                              30, "rank 0 saying '%s'" % said)
+        self.assertEqual(log, said)
         return placement
 
     def timing(self, name, detect_s, resume_s):
