@@ -45,7 +45,8 @@ struct ApiOptions {
   // With --slurm: asks Slurm what it shows of a job (api/slurm_binding.h), so that a caller binds only a
   // Slurm job id that is its own. Empty: the daemon runs without --slurm (only an admin binds).
   ShowSlurmJob show_slurm_job;
-  // Token name -> the Unix user it stands for in Slurm ("slurm_users"); names not listed stand for themselves.
+  // Token name -> the Unix user it stands for in Slurm ("slurm_users"); names not listed stand for
+  // themselves.
   std::map<std::string, std::string> slurm_users;
 };
 

@@ -111,8 +111,8 @@ void RegisterExternalRoutes(Router* router, Controller* c, ApiOptions o, const C
                   });
                 };
                 // Reports for the job bound to the id, if the caller may send them there.
-                auto to_bound = [c, slurm_job_id, who, role, ingest,
-                                 respond](const Controller::JobRef& bound, const ReportBatch& reports) {
+                auto to_bound = [c, slurm_job_id, who, role, ingest, respond](const Controller::JobRef& bound,
+                                                                              const ReportBatch& reports) {
                   const std::string& id = bound.id;
                   const bool allowed = role == Role::kAdmin || (role == Role::kRank && who->job == id) ||
                                        (role == Role::kSubmitter && bound.owner == who->name);

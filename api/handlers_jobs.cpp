@@ -156,10 +156,11 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
     caller.principal = req.principal;
     caller.request_id = req.request_id;
     const std::string id = spec->external_id;
-    CheckSlurmBinding(o.show_slurm_job, o.slurm_users, req.principal, id, "external_id", respond,
-                      [c, o, caller = std::move(caller), spec = std::move(spec).value(), respond, created]() mutable {
-                        api::SubmitAs(c, o, caller, std::move(spec), respond, created);
-                      });
+    CheckSlurmBinding(
+        o.show_slurm_job, o.slurm_users, req.principal, id, "external_id", respond,
+        [c, o, caller = std::move(caller), spec = std::move(spec).value(), respond, created]() mutable {
+          api::SubmitAs(c, o, caller, std::move(spec), respond, created);
+        });
   });
   router->Add("GET", "/v1/jobs", [c, o](const HttpRequest& req, const PathParams&, Respond respond) {
     if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);

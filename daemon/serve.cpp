@@ -211,8 +211,9 @@ int RunDaemon(const DaemonConfig& config) {
   std::unique_ptr<SlurmJobAsker> slurm_asker;
   if (config.slurm.enabled) {
     slurm_asker = std::make_unique<SlurmJobAsker>(config.slurm, post);
-    api_options.show_slurm_job = [asker = slurm_asker.get()](const std::string& id,
-                                                             std::function<void(Result<slurm::SlurmJob>)> done) {
+    api_options.show_slurm_job = [asker = slurm_asker.get()](
+                                     const std::string& id,
+                                     std::function<void(Result<slurm::SlurmJob>)> done) {
       asker->Ask(id, std::move(done));
     };
   }

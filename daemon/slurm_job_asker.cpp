@@ -21,8 +21,8 @@ struct SlurmJobAsker::State : std::enable_shared_from_this<SlurmJobAsker::State>
   std::thread worker;
   std::mutex mu;
   std::condition_variable cv;
-  bool stopping = false;                          // guarded by mu
-  std::deque<std::string> order;                  // guarded by mu: ids to ask, oldest first
+  bool stopping = false;                           // guarded by mu
+  std::deque<std::string> order;                   // guarded by mu: ids to ask, oldest first
   std::map<std::string, std::vector<Done>> asked;  // guarded by mu: id -> who waits for it
 
   void Run() {
@@ -52,7 +52,8 @@ struct SlurmJobAsker::State : std::enable_shared_from_this<SlurmJobAsker::State>
 SlurmJobAsker::SlurmJobAsker(const SlurmConfig& config, Post post) : state_(std::make_shared<State>()) {
   slurm::SlurmCli::Options o;
   o.slurm_conf = config.slurm_conf;
-  o.timeout = std::chrono::milliseconds(static_cast<long>(std::min(config.command_timeout_s, kMaxTimeoutS) * 1000));
+  o.timeout =
+      std::chrono::milliseconds(static_cast<long>(std::min(config.command_timeout_s, kMaxTimeoutS) * 1000));
   state_->cli = slurm::SlurmCli(o);
   state_->post = std::move(post);
   state_->worker = std::thread([s = state_] { s->Run(); });

@@ -251,8 +251,9 @@ TEST_F(SlurmBindingTest, SlurmNotAnsweringIsA503WithRetryAfter) {
   EXPECT_NE(res.body.find("slurm_job_id"), std::string::npos) << res.body;
   EXPECT_TRUE(JobsWith("7010").empty());
   slurm_down_ = false;
-  EXPECT_EQ(As("submitter", "POST", "/v1/external/slurm/7010/reports", SrunBody(Heartbeats(1, {0}), 1)).status,
-            202);
+  EXPECT_EQ(
+      As("submitter", "POST", "/v1/external/slurm/7010/reports", SrunBody(Heartbeats(1, {0}), 1)).status,
+      202);
 }
 
 // Reports that waited for Slurm's answer look the id up again: the first creates the job, the others bind
@@ -450,8 +451,7 @@ TEST_F(SlurmBindingWithoutSlurmTest, WithoutSlurmToAskTheJobEndsWhenEveryRankFin
   ApiReply one = As("admin", "POST", "/v1/external/slurm/901/reports", SrunBody(Finished(1, {0}), 2));
   ASSERT_EQ(one.status, 202) << one.body.dump();
   EXPECT_EQ(As("viewer", "GET", "/v1/jobs/" + id).body["state"], "running");
-  ASSERT_EQ(As("admin", "POST", "/v1/external/slurm/901/reports", SrunBody(Finished(1, {1}), 2)).status,
-            202);
+  ASSERT_EQ(As("admin", "POST", "/v1/external/slurm/901/reports", SrunBody(Finished(1, {1}), 2)).status, 202);
   Json job = As("viewer", "GET", "/v1/jobs/" + id).body;
   EXPECT_EQ(job["state"], "succeeded");
   EXPECT_EQ(job["reason"], "every rank reported finished");

@@ -33,9 +33,12 @@ class SlurmBindingTest : public ::testing::Test {
     o.show_slurm_job = [this](const std::string& id, std::function<void(Result<slurm::SlurmJob>)> done) {
       ++slurm_asked_;
       Result<slurm::SlurmJob> shown = NotFound("slurm job " + id + " not found");
-      if (slurm_down_) shown = Unavailable("scontrol show job " + id + ": timed out");
-      else if (auto it = slurm_jobs_.find(id); it != slurm_jobs_.end()) shown = it->second;
-      else if (!unknown_slurm_jobs_.contains(id)) shown = ShownAs(id, "sam", "RUNNING");
+      if (slurm_down_)
+        shown = Unavailable("scontrol show job " + id + ": timed out");
+      else if (auto it = slurm_jobs_.find(id); it != slurm_jobs_.end())
+        shown = it->second;
+      else if (!unknown_slurm_jobs_.contains(id))
+        shown = ShownAs(id, "sam", "RUNNING");
       api_.posted_.push_back([done = std::move(done), shown = std::move(shown)] { done(shown); });
     };
     o.slurm_users = {{"kim", "kim.lee"}};  // kim's token stands for Unix user kim.lee; sam's for sam

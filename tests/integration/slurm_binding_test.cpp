@@ -5,10 +5,9 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
-
-#include <atomic>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -46,15 +45,16 @@ class FakeSlurm {
       nodes += "NodeName=n" + std::to_string(n) +
                " CPUTot=8 RealMemory=1024 Gres=gpu:8 State=IDLE Partitions=debug\n";
     const std::string script = bin_ + "/scontrol";
-    std::ofstream(script) << "#!/bin/sh\n"
-                          << "case \"$1 $2\" in\n"
-                          << "  'show nodes') printf '" << nodes << "' ;;\n"
-                          << "  'show topology') exit 0 ;;\n"
-                          << "  'show step') exit 0 ;;\n"
-                          << "  'show job') if [ -f '" << jobs_ << "'/\"$3\" ]; then cat '" << jobs_
-                          << "'/\"$3\"; else echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1; fi ;;\n"
-                          << "  *) echo \"unexpected: $*\" >&2; exit 1 ;;\n"
-                          << "esac\n";
+    std::ofstream(script)
+        << "#!/bin/sh\n"
+        << "case \"$1 $2\" in\n"
+        << "  'show nodes') printf '" << nodes << "' ;;\n"
+        << "  'show topology') exit 0 ;;\n"
+        << "  'show step') exit 0 ;;\n"
+        << "  'show job') if [ -f '" << jobs_ << "'/\"$3\" ]; then cat '" << jobs_
+        << "'/\"$3\"; else echo 'slurm_load_jobs error: Invalid job id specified' >&2; exit 1; fi ;;\n"
+        << "  *) echo \"unexpected: $*\" >&2; exit 1 ;;\n"
+        << "esac\n";
     ::chmod(script.c_str(), 0755);
     const char* path = std::getenv("PATH");
     old_path_ = path ? path : "/usr/bin:/bin";
