@@ -48,7 +48,7 @@ std::string RankTokens::Mint(const RankGrant& grant, WriteBatch* batch) {
   std::string token = RandomHex(32);
   Json body = {
       {"token", token}, {"job", grant.job}, {"attempt", grant.attempt ? Json(*grant.attempt) : Json()}};
-  if (grant.attempt) body[kScheme] = kPerRank;
+  if (grant.attempt) body[std::string(kScheme)] = std::string(kPerRank);
   batch->Put(Record{Collection::kMeta, KeyOf(grant), grant.job, body.dump()});
   std::lock_guard lock(mu_);
   Insert(token, grant);
@@ -131,7 +131,7 @@ std::optional<RankTokens::Stored> RankTokens::Decode(const Record& r) {
   auto j = ParseJsonText(r.body, 8);
   if (!j.ok() || !j->is_object()) return std::nullopt;
   auto token = j->find("token"), job = j->find("job"), attempt = j->find("attempt"),
-       scheme = j->find(kScheme);
+       scheme = j->find(std::string(kScheme));
   if (token == j->end() || !token->is_string() || job == j->end() || !job->is_string()) return std::nullopt;
   RankGrant g{job->get<std::string>(), std::nullopt};
   if (attempt != j->end() && attempt->is_number_integer()) g.attempt = attempt->get<int>();

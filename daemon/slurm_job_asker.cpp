@@ -13,7 +13,7 @@
 
 namespace shepherd {
 
-using Done = std::function<void(Result<slurm::SlurmJob>)>;
+using Answer = std::function<void(Result<slurm::SlurmJob>)>;
 
 struct SlurmJobAsker::State : std::enable_shared_from_this<SlurmJobAsker::State> {
   slurm::SlurmCli cli;
@@ -23,7 +23,7 @@ struct SlurmJobAsker::State : std::enable_shared_from_this<SlurmJobAsker::State>
   std::condition_variable cv;
   bool stopping = false;                           // guarded by mu
   std::deque<std::string> order;                   // guarded by mu: ids to ask, oldest first
-  std::map<std::string, std::vector<Done>> asked;  // guarded by mu: id -> who waits for it
+  std::map<std::string, std::vector<Answer>> asked;  // guarded by mu: id -> who waits for it
 
   void Run() {
     for (;;) {
@@ -36,14 +36,14 @@ struct SlurmJobAsker::State : std::enable_shared_from_this<SlurmJobAsker::State>
         order.pop_front();
       }
       Result<slurm::SlurmJob> shown = cli.ShowJob(id);
-      std::vector<Done> waiting;
+      std::vector<Answer> waiting;
       {
         std::lock_guard lock(mu);
         waiting = std::exchange(asked[id], {});
         asked.erase(id);
       }
       post([waiting = std::move(waiting), shown = std::move(shown)] {
-        for (const Done& d : waiting) d(shown);
+        for (const Answer& d : waiting) d(shown);
       });
     }
   }
@@ -63,7 +63,7 @@ SlurmJobAsker::~SlurmJobAsker() {
   Stop();
 }
 
-void SlurmJobAsker::Ask(const std::string& id, Done done) {
+void SlurmJobAsker::Ask(const std::string& id, Answer done) {
   if (!slurm::ValidJobId(id)) return done(InvalidArgument("not a Slurm job id: " + id));
   {
     std::lock_guard lock(state_->mu);
@@ -89,7 +89,7 @@ void SlurmJobAsker::Stop() {
   }
   state_->cv.notify_all();
   if (state_->worker.joinable()) state_->worker.join();
-  std::map<std::string, std::vector<Done>> dropped;
+  std::map<std::string, std::vector<Answer>> dropped;
   {
     std::lock_guard lock(state_->mu);
     dropped = std::exchange(state_->asked, {});
@@ -98,7 +98,7 @@ void SlurmJobAsker::Stop() {
   if (dropped.empty()) return;
   state_->post([dropped = std::move(dropped)] {
     for (const auto& [id, waiting] : dropped)
-      for (const Done& d : waiting) d(Unavailable("the daemon is stopping"));
+      for (const Answer& d : waiting) d(Unavailable("the daemon is stopping"));
   });
 }
 
