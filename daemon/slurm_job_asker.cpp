@@ -21,8 +21,8 @@ struct SlurmJobAsker::State : std::enable_shared_from_this<SlurmJobAsker::State>
   std::thread worker;
   std::mutex mu;
   std::condition_variable cv;
-  bool stopping = false;                           // guarded by mu
-  std::deque<std::string> order;                   // guarded by mu: ids to ask, oldest first
+  bool stopping = false;                             // guarded by mu
+  std::deque<std::string> order;                     // guarded by mu: ids to ask, oldest first
   std::map<std::string, std::vector<Answer>> asked;  // guarded by mu: id -> who waits for it
 
   void Run() {

@@ -224,7 +224,8 @@ TEST(Scopes, AWatchedJobsRankCannotGetANodeItDoesNotRunOnCordoned) {
   std::map<int, std::string> placed;
   const HttpResult placement = As(d.port(), kAdmin, "GET", "/v1/jobs/" + id + "/placement");
   ASSERT_EQ(placement.status, 200) << placement.body;
-  for (const Json& r : Json::parse(placement.body)["ranks"]) placed[r["rank"]] = r["node"];
+  const Json ranks = Json::parse(placement.body)["ranks"];
+  for (const Json& r : ranks) placed[r["rank"].get<int>()] = r["node"].get<std::string>();
   ASSERT_EQ(placed.size(), 8u) << placement.body;
   ASSERT_NE(placed[6], "victim");
 
