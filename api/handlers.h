@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +18,7 @@
 #include "api/plan_runner.h"
 #include "api/problem.h"
 #include "api/router.h"
+#include "api/slurm_binding.h"
 #include "control/controller.h"
 #include "core/job_policy.h"
 
@@ -40,6 +42,12 @@ struct ApiOptions {
   // Posts a function to the control thread, which runs it holding the ControlLock: where a submit goes on
   // once its search is done. Required with `planner`.
   std::function<void(std::function<void()>)> post_control;
+  // With --slurm: asks Slurm what it shows of a job (api/slurm_binding.h), so that a caller binds only a
+  // Slurm job id that is its own. Empty: the daemon runs without --slurm (only an admin binds).
+  ShowSlurmJob show_slurm_job;
+  // Token name -> the Unix user it stands for in Slurm ("slurm_users"); names not listed stand for
+  // themselves.
+  std::map<std::string, std::string> slurm_users;
 };
 
 // `clock` turns long-poll waits into deadlines. Also installs the job-owner lookup the route table's

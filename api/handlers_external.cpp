@@ -3,10 +3,12 @@
 // report creates one (a watched job of SLURM_NTASKS ranks). Who may do what is decided here, not in the
 // route table, because it needs the id resolved to a job (docs/security.md):
 //   - a rank credential reports for its own job only and never creates one;
-//   - a submitter reports for its own jobs and creates the job as its owner (it may submit jobs anyway);
+//   - a submitter reports for its own jobs and creates the job as its owner, only for a Slurm job Slurm
+//     shows as its own user's (api/slurm_binding.h);
 //   - admin (or auth off) for any job.
 // Creation needs no lock: handlers run on the control thread and SubmitJob enters the job into the
-// external-id index before it returns, so the next report (of 64 arriving together) finds it.
+// external-id index before it returns, so the next report (of 64 arriving together) finds it. Reports that
+// waited for Slurm's answer look the id up again once it came.
 #include "api/handlers.h"
 #include "api/views.h"
 #include "core/fields.h"
@@ -108,15 +110,18 @@ void RegisterExternalRoutes(Router* router, Controller* c, ApiOptions o, const C
                     respond(JsonResponse(202, out));
                   });
                 };
-                if (auto bound = c->FindExternalJob(slurm_job_id)) {
-                  const std::string& id = bound->id;
+                // Reports for the job bound to the id, if the caller may send them there.
+                auto to_bound = [c, slurm_job_id, who, role, ingest, respond](const Controller::JobRef& bound,
+                                                                              const ReportBatch& reports) {
+                  const std::string& id = bound.id;
                   const bool allowed = role == Role::kAdmin || (role == Role::kRank && who->job == id) ||
-                                       (role == Role::kSubmitter && bound->owner == who->name);
+                                       (role == Role::kSubmitter && bound.owner == who->name);
                   if (!allowed)
                     return respond(
                         Problem(403, "job " + id + " (Slurm job " + slurm_job_id + ") is not the caller's"));
-                  return ingest(id, false, *batch);
-                }
+                  ingest(id, false, reports);
+                };
+                if (auto bound = c->FindExternalJob(slurm_job_id)) return to_bound(*bound, *batch);
                 // The ranks of a job that ended here still report: theirs is no new job.
                 if (auto ended = c->EndedExternalRun(slurm_job_id, *batch))
                   return respond(Problem(409, *ended));
@@ -129,10 +134,21 @@ void RegisterExternalRoutes(Router* router, Controller* c, ApiOptions o, const C
                       {{"slurm.ntasks", "is required to create the job (SLURM_NTASKS)"}})));
                 auto spec = CreatedSpec(slurm_job_id, *env);
                 if (!spec.ok()) return respond(ProblemFrom(spec.status()));
-                api::SubmitAs(c, o, req, std::move(spec).value(), respond,
-                              [ingest, reports = std::move(batch).value()](const JobView& v) {
-                                ingest(v.job.id, true, reports);
-                              });
+                // Creating binds the id: Slurm must show the job as the caller's. The answer may come later
+                // (Slurm is asked off the control thread), when another report may have created the job.
+                HttpRequest caller;  // what SubmitAs reads of the request, without its body
+                caller.principal = who;
+                caller.request_id = req.request_id;
+                CheckSlurmBinding(
+                    o.show_slurm_job, o.slurm_users, who, slurm_job_id, "slurm_job_id", respond,
+                    [c, o, slurm_job_id, caller = std::move(caller), respond, ingest, to_bound,
+                     spec = std::move(spec).value(), reports = std::move(batch).value()]() mutable {
+                      if (auto bound = c->FindExternalJob(slurm_job_id)) return to_bound(*bound, reports);
+                      if (auto ended = c->EndedExternalRun(slurm_job_id, reports))
+                        return respond(Problem(409, *ended));
+                      api::SubmitAs(c, o, caller, std::move(spec), respond,
+                                    [ingest, reports](const JobView& v) { ingest(v.job.id, true, reports); });
+                    });
               });
 }
 

@@ -145,11 +145,22 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
     const Json& body = **parsed;
     auto spec = ParseJobSpec(body);
     if (!spec.ok()) return respond(ProblemFrom(spec.status()));
-    api::SubmitAs(c, o, req, std::move(spec).value(), respond, [respond](const JobView& v) {
+    auto created = [respond](const JobView& v) {
       HttpResponse res = JsonResponse(201, RenderJob(v));
       res.headers.emplace_back("Location", "/v1/jobs/" + v.job.id);
       respond(std::move(res));
-    });
+    };
+    if (spec->external_id.empty()) return api::SubmitAs(c, o, req, std::move(spec).value(), respond, created);
+    // An external id binds the Slurm job's reports to this job: Slurm must show the job as the caller's.
+    HttpRequest caller;  // what SubmitAs reads of the request, without its body (Slurm may answer later)
+    caller.principal = req.principal;
+    caller.request_id = req.request_id;
+    const std::string id = spec->external_id;
+    CheckSlurmBinding(
+        o.show_slurm_job, o.slurm_users, req.principal, id, "external_id", respond,
+        [c, o, caller = std::move(caller), spec = std::move(spec).value(), respond, created]() mutable {
+          api::SubmitAs(c, o, caller, std::move(spec), respond, created);
+        });
   });
   router->Add("GET", "/v1/jobs", [c, o](const HttpRequest& req, const PathParams&, Respond respond) {
     if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);

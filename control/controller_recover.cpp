@@ -36,7 +36,7 @@ Status Controller::Recover(bool salvage) {
   std::map<std::string, std::vector<std::pair<int, int64_t>>> resumes;  // job -> (attempt, resume step)
   std::map<std::string, std::vector<Checkpoint>> checkpoints;
   std::map<std::string, std::vector<CheckpointPart>> parts;
-  std::vector<std::pair<std::string, RankGrant>> rank_tokens;
+  std::vector<RankTokens::Stored> rank_tokens;
   int64_t epoch = 0;
   // One record into memory; an error means it cannot be decoded.
   auto decode = [&](const Record& r) -> Status {
@@ -138,10 +138,11 @@ Status Controller::Recover(bool salvage) {
   // Ranks keep their credentials across a restart, as long as their attempt (or job, for another
   // launcher's) is still live; the rest are revoked.
   WriteBatch batch;
-  for (auto& [token, grant] : rank_tokens) {
+  for (RankTokens::Stored& t : rank_tokens) {
+    const RankGrant grant = t.grant;
     const JobEntry* e = jobs_.Find(grant.job);
     const bool live = e && !IsTerminal(e->job.state) && (!grant.attempt || *grant.attempt == e->job.attempt);
-    rank_tokens_.Restore(std::move(token), grant);
+    rank_tokens_.Restore(std::move(t));
     if (!live) rank_tokens_.Revoke(grant.job, grant.attempt, &batch);
   }
   for (const Node* n : inventory_.cluster().nodes())

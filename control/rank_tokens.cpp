@@ -11,6 +11,9 @@ namespace {
 
 constexpr std::string_view kPrefix = "rank_token/";
 constexpr std::size_t kGrantIdChars = 16;
+// Marks an attempt's record as minted for per-rank tokens; records without it predate them.
+constexpr std::string_view kScheme = "scheme";
+constexpr std::string_view kPerRank = "per-rank";
 
 std::string KeyOf(const RankGrant& g) {
   return std::string(kPrefix) + g.job + "/" + (g.attempt ? std::to_string(*g.attempt) : "any");
@@ -45,6 +48,7 @@ std::string RankTokens::Mint(const RankGrant& grant, WriteBatch* batch) {
   std::string token = RandomHex(32);
   Json body = {
       {"token", token}, {"job", grant.job}, {"attempt", grant.attempt ? Json(*grant.attempt) : Json()}};
+  if (grant.attempt) body[std::string(kScheme)] = std::string(kPerRank);
   batch->Put(Record{Collection::kMeta, KeyOf(grant), grant.job, body.dump()});
   std::lock_guard lock(mu_);
   Insert(token, grant);
@@ -81,6 +85,7 @@ void RankTokens::Revoke(const std::string& job, std::optional<int> attempt, Writ
     if (attempt && it->first != first) break;
     batch->Erase(Collection::kMeta, it->first);
     by_id_.erase(GrantId(it->second));
+    attempt_wide_.erase(it->second);
     by_token_.erase(it->second);
     it = by_key_.erase(it);
   }
@@ -94,7 +99,9 @@ std::optional<RankGrant> RankTokens::Lookup(std::string_view token) const {
   std::lock_guard lock(mu_);
   if (dot == std::string_view::npos) {
     auto it = by_token_.find(token);
-    if (it == by_token_.end() || it->second.attempt) return std::nullopt;  // an attempt's secret is no token
+    if (it == by_token_.end()) return std::nullopt;
+    // An attempt's secret is no token, unless a daemon before per-rank tokens handed it to the ranks.
+    if (it->second.attempt && !attempt_wide_.contains(token)) return std::nullopt;
     return it->second;
   }
   const std::size_t dot2 = token.find('.', dot + 1);
@@ -119,20 +126,23 @@ std::optional<RankGrant> RankTokens::Lookup(std::string_view token) const {
   return out;
 }
 
-std::optional<std::pair<std::string, RankGrant>> RankTokens::Decode(const Record& r) {
+std::optional<RankTokens::Stored> RankTokens::Decode(const Record& r) {
   if (r.collection != Collection::kMeta || r.key.rfind(kPrefix, 0) != 0) return std::nullopt;
   auto j = ParseJsonText(r.body, 8);
   if (!j.ok() || !j->is_object()) return std::nullopt;
-  auto token = j->find("token"), job = j->find("job"), attempt = j->find("attempt");
+  auto token = j->find("token"), job = j->find("job"), attempt = j->find("attempt"),
+       scheme = j->find(std::string(kScheme));
   if (token == j->end() || !token->is_string() || job == j->end() || !job->is_string()) return std::nullopt;
   RankGrant g{job->get<std::string>(), std::nullopt};
   if (attempt != j->end() && attempt->is_number_integer()) g.attempt = attempt->get<int>();
-  return std::make_pair(token->get<std::string>(), std::move(g));
+  const bool attempt_wide = g.attempt && scheme == j->end();
+  return Stored{token->get<std::string>(), std::move(g), attempt_wide};
 }
 
-void RankTokens::Restore(std::string token, RankGrant grant) {
+void RankTokens::Restore(Stored stored) {
   std::lock_guard lock(mu_);
-  Insert(std::move(token), std::move(grant));
+  if (stored.attempt_wide) attempt_wide_.insert(stored.secret);
+  Insert(std::move(stored.secret), std::move(stored.grant));
 }
 
 }  // namespace shepherd

@@ -13,6 +13,11 @@
 // starts through Slurm hand every task the same environment, so their ranks share "<grant id>.any.<mac>",
 // valid for any rank of the attempt.
 //
+// Upgrade: a daemon before per-rank tokens handed each rank its attempt's bare secret. Its records carry no
+// "scheme" field; Decode marks them attempt-wide, and Restore lets such a secret speak for any rank of its
+// attempt until the attempt ends (Revoke), so ranks running across an upgrade keep reporting. Attempts
+// minted after the upgrade never accept their bare secret.
+//
 // Threading: Mint, Restore and Revoke run on the control thread; Lookup is called by the authenticator,
 // which may run on I/O threads, so every method takes the mutex.
 #pragma once
@@ -20,6 +25,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,10 +56,17 @@ class RankTokens {
   // bare secret is no credential (nullopt).
   std::optional<RankGrant> Lookup(std::string_view token) const;
 
+  // A grant as persisted. attempt_wide: a record of an attempt written before per-rank tokens, whose bare
+  // secret is its ranks' credential for any rank.
+  struct Stored {
+    std::string secret;
+    RankGrant grant;
+    bool attempt_wide = false;
+  };
   // Durable form: kMeta, key "rank_token/<job>/<attempt or any>". Decode returns nullopt for any other
   // record or an undecodable one.
-  static std::optional<std::pair<std::string, RankGrant>> Decode(const Record& r);
-  void Restore(std::string token, RankGrant grant);
+  static std::optional<Stored> Decode(const Record& r);
+  void Restore(Stored stored);
 
  private:
   void Insert(std::string token, RankGrant grant);  // REQUIRES: mu_ held
@@ -63,6 +76,7 @@ class RankTokens {
   std::map<std::string, std::string>
       by_key_;  // the grant's record key -> its token (assignments ask per job)
   std::map<std::string, std::string, std::less<>> by_id_;  // an attempt grant's id -> its secret
+  std::set<std::string, std::less<>> attempt_wide_;        // attempt secrets that are credentials (upgrade)
 };
 
 }  // namespace shepherd

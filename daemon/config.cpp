@@ -8,6 +8,15 @@
 
 namespace shepherd {
 namespace {
+
+// A Unix user name as run_as and slurm_users take one: 1 to 32 letters, digits, '.', '_', '-', not
+// starting with '-'.
+bool ValidUnixUser(const std::string& u) {
+  return !u.empty() && u.size() <= 32 &&
+         u.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") ==
+             std::string::npos &&
+         u[0] != '-';
+}
 Result<Json> ReadJsonFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) return InvalidArgument("cannot read " + path);
@@ -39,7 +48,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
                "header_limit", "idle_timeout_s", "shutdown_grace_s", "tick_interval_s", "log_level",
                "advertise_url", "node_heartbeat_timeout_s", "stop_timeout_s", "remediation_hook",
                "health_check_passes", "lateness_threshold_s", "agent_lease_s", "slurm",
-               "unknown_process_timeout_s", "run_as",
+               "unknown_process_timeout_s", "run_as", "slurm_users",
                // Load (issue 11): queue bounds, quotas, the test hook.
                "queue_priority", "queue_write", "queue_read", "max_nodes", "max_active_jobs_per_submitter",
                "test_hooks",
@@ -161,17 +170,26 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
     } else {
       c->controller.run_as.clear();
       for (const auto& [owner, user] : ra->items()) {
-        const bool name_ok =
-            user.is_string() && !user.get_ref<const std::string&>().empty() &&
-            user.get_ref<const std::string&>().size() <= 32 &&
-            user.get_ref<const std::string&>().find_first_not_of(
-                "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == std::string::npos &&
-            user.get_ref<const std::string&>()[0] != '-';
+        const bool name_ok = user.is_string() && ValidUnixUser(user.get_ref<const std::string&>());
         if (!name_ok || owner.empty()) {
           r.Error("run_as." + owner, "must be a Unix user name (letters, digits, '.', '_', '-')");
           continue;
         }
         c->controller.run_as[owner] = user.get<std::string>();
+      }
+    }
+  }
+  if (const Json* su = r.Find("slurm_users")) {
+    if (!su->is_object()) {
+      r.Error("slurm_users", "must be an object of token name -> Unix user name");
+    } else {
+      c->slurm.users.clear();
+      for (const auto& [name, user] : su->items()) {
+        if (!user.is_string() || !ValidUnixUser(user.get_ref<const std::string&>()) || name.empty()) {
+          r.Error("slurm_users." + name, "must be a Unix user name (letters, digits, '.', '_', '-')");
+          continue;
+        }
+        c->slurm.users[name] = user.get<std::string>();
       }
     }
   }

@@ -1,6 +1,7 @@
 // Daemon configuration: defaults, then the --config JSON file, then command-line flags.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,9 @@ struct SlurmConfig {
   double launch_poll_s = 1;
   std::string rank_exec = "shepherd-slurm-rank";
   std::string step_log_dir;
+  // "slurm_users": token name -> the Unix user it stands for in Slurm (binding a Slurm job id, requeues);
+  // a name not listed stands for itself.
+  std::map<std::string, std::string> users;
 };
 
 struct DaemonConfig {

@@ -29,6 +29,7 @@
 #include "api/plan_runner.h"
 #include "daemon/commands.h"
 #include "daemon/remediation_hook.h"
+#include "daemon/slurm_job_asker.h"
 #include "daemon/slurm_launch.h"
 #include "daemon/slurm_sync.h"
 
@@ -206,6 +207,17 @@ int RunDaemon(const DaemonConfig& config) {
   auto planner = std::make_unique<PlanRunner>(kPlannerCapacity);
   api_options.planner = planner.get();
   api_options.post_control = post;
+  // Binding a Slurm job id asks Slurm whose job it is, on the asker's thread (stopped below).
+  std::unique_ptr<SlurmJobAsker> slurm_asker;
+  if (config.slurm.enabled) {
+    slurm_asker = std::make_unique<SlurmJobAsker>(config.slurm, post);
+    api_options.show_slurm_job = [asker = slurm_asker.get()](
+                                     const std::string& id,
+                                     std::function<void(Result<slurm::SlurmJob>)> done) {
+      asker->Ask(id, std::move(done));
+    };
+  }
+  api_options.slurm_users = config.slurm.users;
   RegisterRoutes(&router, &controller, &metrics, api_options, &clock);
   InstallAuth(&router, &controller, &authenticator);
   HttpServerOptions http;
@@ -391,6 +403,7 @@ int RunDaemon(const DaemonConfig& config) {
   planner.reset();  // the search in progress ends; its answer, if any, is posted and run below
   if (slurm_launch) slurm_launch->Stop();
   if (slurm_sync) slurm_sync->Stop();
+  if (slurm_asker) slurm_asker->Stop();  // questions still waiting are answered 503 below
   // Requests the I/O thread queued while draining: answer them (their sessions are gone; nothing is sent).
   ioc.restart();
   ioc.poll();

@@ -124,7 +124,9 @@ void SlurmSyncLoop::State::RunRequeue(RequeueOutcome* r) const {
     return spdlog::error("slurm: not requeueing job {} for {}: {}", r->external_id, r->finding, r->detail);
   }
   // Anyone may name any Slurm job id as a watched job's external_id: the requeue is for the owner's own.
-  if (std::optional<std::string> whose = slurm::NotOwnedBy(*shown, r->owner)) {
+  const auto mapped = config.users.find(r->owner);
+  const std::string& user = mapped == config.users.end() ? r->owner : mapped->second;
+  if (std::optional<std::string> whose = slurm::NotOwnedBy(*shown, user)) {
     r->detail = *whose;
     return spdlog::warn("slurm: not requeueing job {} for {}: {}", r->external_id, r->finding, r->detail);
   }

@@ -80,6 +80,7 @@ Result<std::string> SlurmCli::Submit(const std::vector<std::string>& args) const
 }
 
 Result<SlurmJob> SlurmCli::ShowJob(const std::string& job_id) const {
+  if (!ValidJobId(job_id)) return InvalidArgument("not a Slurm job id: " + job_id);
   auto r = Run({"scontrol", "show", "job", job_id, "--oneliner"});
   if (!r.ok()) return r.status();
   if (!r->ok()) {
@@ -91,6 +92,7 @@ Result<SlurmJob> SlurmCli::ShowJob(const std::string& job_id) const {
 }
 
 Result<std::vector<SlurmStep>> SlurmCli::ShowSteps(const std::string& job_id) const {
+  if (!ValidJobId(job_id)) return InvalidArgument("not a Slurm job id: " + job_id);
   auto r = Run({"scontrol", "show", "step", job_id, "--oneliner"});
   if (!r.ok()) return r.status();
   if (!r->ok()) {

@@ -47,6 +47,7 @@ class SlurmCli {
   // `sbatch --parsable ARGS...` → the job id. ARGS are sbatch options and the script (e.g. --wrap=...).
   Result<std::string> Submit(const std::vector<std::string>& args) const;
   // `scontrol show job ID --oneliner`. kNotFound: Slurm no longer knows the job (MinJobAge passed).
+  // kInvalidArgument, nothing run: ID is not a job id (ValidJobId); so for ShowSteps.
   Result<SlurmJob> ShowJob(const std::string& job_id) const;
   // `scontrol show step JOB --oneliner`: the job's steps (none when it has none or is gone).
   Result<std::vector<SlurmStep>> ShowSteps(const std::string& job_id) const;

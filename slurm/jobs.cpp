@@ -60,6 +60,15 @@ SlurmJobState ParseJobState(std::string_view t) {
   return SlurmJobState::kOther;
 }
 
+bool ValidJobId(std::string_view id) {
+  auto digits = [](std::string_view d, std::size_t max) {
+    return !d.empty() && d.size() <= max && d.find_first_not_of("0123456789") == std::string_view::npos;
+  };
+  const std::size_t under = id.find('_');
+  if (under == std::string_view::npos) return digits(id, 20);
+  return digits(id.substr(0, under), 20) && digits(id.substr(under + 1), 10);
+}
+
 bool IsActive(SlurmJobState s) {
   return s == SlurmJobState::kPending || s == SlurmJobState::kRunning || s == SlurmJobState::kSuspended ||
          s == SlurmJobState::kCompleting || s == SlurmJobState::kRequeued;

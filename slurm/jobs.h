@@ -62,6 +62,10 @@ bool TasksRunning(const std::vector<SlurmStep>& steps);
 // not checked.
 std::optional<std::string> NotOwnedBy(const SlurmJob& job, const std::string& owner);
 
+// Whether `id` is a Slurm job id as Shepherd passes one to Slurm's commands: 1 to 20 digits, optionally an
+// array task "_N" (1 to 10 digits). Anything else (an option such as "--help", a step, a list) is never run.
+bool ValidJobId(std::string_view id);
+
 // kInvalidArgument: no JobId record, or a NodeList that is not a hostlist.
 Result<SlurmJob> ParseJob(std::string_view scontrol_output);
 // Every step record (none for empty output). kInvalidArgument: a NodeList that is not a hostlist.

@@ -19,13 +19,14 @@ struct ApiReply {
 
 class ApiHarness {
  public:
-  explicit ApiHarness(ControllerOptions options = {}) : store_(NewMemoryStore()), router_(&metrics_) {
+  explicit ApiHarness(ControllerOptions options = {}, ApiOptions api_options = {})
+      : store_(NewMemoryStore()), router_(&metrics_) {
     controller_ = std::make_unique<Controller>(
         store_.get(), &clock_, [this](std::function<void()> f) { posted_.push_back(std::move(f)); },
         std::move(options));
     (void)controller_->Recover();
     Drain();
-    RegisterRoutes(&router_, controller_.get(), &metrics_, ApiOptions{}, &clock_);
+    RegisterRoutes(&router_, controller_.get(), &metrics_, std::move(api_options), &clock_);
   }
 
   ApiReply Call(const std::string& method, const std::string& target, const Json& body = nullptr) {

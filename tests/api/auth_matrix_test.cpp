@@ -6,6 +6,7 @@
 
 #include <set>
 
+#include "slurm/jobs.h"
 #include "tests/api/api_harness.h"
 
 namespace shepherd::testing {
@@ -143,8 +144,18 @@ class AuthMatrixTest : public ::testing::Test {
     return As(authorization, c.method, c.target, c.body);
   }
 
+  // Slurm shows every job id as a running job of sam's (binding an external id asks it; who may bind
+  // which id: slurm_binding_api_test).
+  static ApiOptions SlurmShowsSams() {
+    ApiOptions o;
+    o.show_slurm_job = [](const std::string& id, std::function<void(Result<slurm::SlurmJob>)> done) {
+      done(slurm::ParseJob("JobId=" + id + " UserId=sam(1000) JobState=RUNNING NodeList=n0"));
+    };
+    return o;
+  }
+
   Authenticator auth_;
-  ApiHarness api_;
+  ApiHarness api_{ControllerOptions{}, SlurmShowsSams()};
   std::string job_, rank_token_;
   int fresh_ = 0;
 };

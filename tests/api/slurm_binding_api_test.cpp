@@ -133,7 +133,9 @@ TEST_F(SlurmBindingTest, UnknownFieldsNextToSlurmAreRefusedAndCreateNothing) {
 // creates one; a submitter creates as itself and cannot report into another's job; people without the
 // submit right cannot create.
 TEST_F(SlurmBindingTest, WhoMayBindAndWhoMayCreate) {
-  // kim pre-submits a watched job bound to Slurm job 900; its rank credential works on the Slurm route.
+  // kim pre-submits a watched job bound to Slurm job 900 (Slurm shows it as kim's Unix user's); its rank
+  // credential works on the Slurm route.
+  slurm_jobs_["900"] = ShownAs("900", "kim.lee", "RUNNING");
   ApiReply kims = As("kim", "POST", "/v1/jobs", WatchedJob(2, "900"));
   ASSERT_EQ(kims.status, 201) << kims.body.dump();
   const std::string rank = kims.body["rank_token"];
@@ -167,6 +169,118 @@ TEST_F(SlurmBindingTest, WhoMayBindAndWhoMayCreate) {
         << who;
   }
   EXPECT_TRUE(JobsWith("903").empty());
+}
+
+// A binding is exclusive while its job lives, so a submitter may bind only a Slurm job that Slurm shows
+// existing and run by the token's Unix user: binding a future id (or another user's job) would lock that
+// job's own ranks out of being watched.
+TEST_F(SlurmBindingTest, ASubmitterBindsOnlyASlurmJobSlurmShowsAsItsOwn) {
+  // A future id: Slurm does not know it yet.
+  unknown_slurm_jobs_ = {"7001"};
+  ApiReply r = As("submitter", "POST", "/v1/external/slurm/7001/reports", SrunBody(Heartbeats(1, {0}), 1));
+  EXPECT_EQ(r.status, 404) << r.body.dump();
+  EXPECT_EQ(r.body["errors"][0]["field"], "slurm_job_id") << r.body.dump();
+  EXPECT_NE(r.body["detail"].get<std::string>().find("7001"), std::string::npos) << r.body.dump();
+  r = As("submitter", "POST", "/v1/jobs", WatchedJob(2, "7001"));
+  EXPECT_EQ(r.status, 404) << r.body.dump();
+  EXPECT_EQ(r.body["errors"][0]["field"], "external_id") << r.body.dump();
+  EXPECT_TRUE(JobsWith("7001").empty());
+
+  // Another user's job (kim's token stands for Unix user kim.lee): sam cannot bind it, kim can.
+  slurm_jobs_["7002"] = ShownAs("7002", "kim.lee", "RUNNING");
+  r = As("submitter", "POST", "/v1/external/slurm/7002/reports", SrunBody(Heartbeats(1, {0}), 1));
+  EXPECT_EQ(r.status, 403) << r.body.dump();
+  EXPECT_EQ(r.body["errors"][0]["field"], "slurm_job_id") << r.body.dump();
+  EXPECT_EQ(As("submitter", "POST", "/v1/jobs", WatchedJob(2, "7002")).status, 403);
+  EXPECT_TRUE(JobsWith("7002").empty());
+  r = As("kim", "POST", "/v1/external/slurm/7002/reports", SrunBody(Heartbeats(1, {0}), 1));
+  EXPECT_EQ(r.status, 202) << r.body.dump();
+  EXPECT_EQ(r.body["created"], true);
+
+  // A job that ended in Slurm is no one's to bind.
+  slurm_jobs_["7003"] = ShownAs("7003", "sam", "COMPLETED");
+  r = As("submitter", "POST", "/v1/jobs", WatchedJob(2, "7003"));
+  EXPECT_EQ(r.status, 403) << r.body.dump();
+  EXPECT_EQ(r.body["errors"][0]["field"], "external_id") << r.body.dump();
+
+  // Its own running job, or its own pending one: created as before.
+  r = As("submitter", "POST", "/v1/external/slurm/7004/reports", SrunBody(Heartbeats(1, {0}), 1));
+  EXPECT_EQ(r.status, 202) << r.body.dump();
+  EXPECT_EQ(r.body["created"], true);
+  slurm_jobs_["7005"] = ShownAs("7005", "sam", "PENDING");
+  EXPECT_EQ(As("submitter", "POST", "/v1/jobs", WatchedJob(1, "7005")).status, 201);
+  EXPECT_EQ(As("submitter", "POST", "/v1/jobs", WatchedJob(1, "12_3")).status, 201) << "an array task";
+
+  // An admin binds anyone's job, but not one Slurm does not show.
+  slurm_jobs_["7006"] = ShownAs("7006", "kim.lee", "RUNNING");
+  EXPECT_EQ(As("admin", "POST", "/v1/jobs", WatchedJob(1, "7006")).status, 201);
+  unknown_slurm_jobs_.insert("7007");
+  EXPECT_EQ(As("admin", "POST", "/v1/external/slurm/7007/reports", SrunBody(Heartbeats(1, {0}), 1)).status,
+            404);
+  EXPECT_TRUE(JobsWith("7007").empty());
+}
+
+// Under --slurm an external id reaches Slurm's commands (the watched job's reads, requeue): only a Slurm job
+// id is taken, so no option or list is ever passed to scontrol.
+TEST_F(SlurmBindingTest, AnExternalIdThatIsNoSlurmJobIdIsRefusedBeforeSlurmIsAsked) {
+  for (const char* id : {"--help", "12,13", "12.0", "12_", "_3", "12_3_4", "x1"}) {
+    ApiReply r = As("admin", "POST", "/v1/jobs", WatchedJob(2, id));
+    EXPECT_EQ(r.status, 422) << id << r.body.dump();
+    EXPECT_EQ(r.body["errors"][0]["field"], "external_id") << id << r.body.dump();
+  }
+  EXPECT_EQ(slurm_asked_, 0);
+}
+
+// Slurm that does not answer in time: 503 with Retry-After, nothing bound; the next try binds.
+TEST_F(SlurmBindingTest, SlurmNotAnsweringIsA503WithRetryAfter) {
+  slurm_down_ = true;
+  HttpRequest req;
+  req.method = "POST";
+  req.target = "/v1/external/slurm/7010/reports";
+  req.request_id = "test";
+  req.headers.emplace_back("Authorization", "Bearer submitter-token-0123456789");
+  req.headers.emplace_back("Content-Type", "application/json");
+  req.body = SrunBody(Heartbeats(1, {0}), 1).dump();
+  HttpResponse res;
+  api_.router_.Handle(req, [&](HttpResponse r) { res = std::move(r); });
+  api_.Drain();
+  EXPECT_EQ(res.status, 503) << res.body;
+  bool retry_after = false;
+  for (const auto& [k, v] : res.headers) retry_after |= k == "Retry-After" && v == "5";
+  EXPECT_TRUE(retry_after) << res.body;
+  EXPECT_NE(res.body.find("slurm_job_id"), std::string::npos) << res.body;
+  EXPECT_TRUE(JobsWith("7010").empty());
+  slurm_down_ = false;
+  EXPECT_EQ(
+      As("submitter", "POST", "/v1/external/slurm/7010/reports", SrunBody(Heartbeats(1, {0}), 1)).status,
+      202);
+}
+
+// Reports that waited for Slurm's answer look the id up again: the first creates the job, the others bind
+// to it (none creates a second).
+TEST_F(SlurmBindingTest, ReportsWaitingForSlurmCreateOneJob) {
+  std::vector<int> statuses;
+  std::vector<Json> answers;
+  for (int rank = 0; rank < 4; ++rank) {
+    HttpRequest req;
+    req.method = "POST";
+    req.target = "/v1/external/slurm/7020/reports";
+    req.request_id = "test";
+    req.headers.emplace_back("Authorization", "Bearer submitter-token-0123456789");
+    req.headers.emplace_back("Content-Type", "application/json");
+    req.body = SrunBody(Heartbeats(1, {rank}), 4).dump();
+    api_.router_.Handle(req, [&](HttpResponse r) {
+      statuses.push_back(r.status);
+      answers.push_back(Json::parse(r.body, nullptr, false));
+    });
+  }
+  EXPECT_TRUE(statuses.empty()) << "each waits for Slurm";
+  api_.Drain();
+  ASSERT_EQ(statuses, (std::vector<int>{202, 202, 202, 202}));
+  int created = 0;
+  for (const Json& a : answers) created += a.value("created", false) ? 1 : 0;
+  EXPECT_EQ(created, 1);
+  EXPECT_EQ(JobsWith("7020").size(), 1u);
 }
 
 // external_remediation "requeue": a silent rank of a job bound to Slurm job 321 requeues it once per
@@ -304,8 +418,24 @@ class SlurmBindingWithoutSlurmTest : public SlurmBindingTest {
   SlurmBindingWithoutSlurmTest() : SlurmBindingTest(/*requeue=*/false) {}
 };
 
+// Without --slurm nothing can say whose a Slurm job is: only an admin binds an id (the admin's job is then
+// the one its ranks report into).
+TEST_F(SlurmBindingWithoutSlurmTest, OnlyAnAdminBindsAnIdWithoutSlurm) {
+  ApiReply r = As("submitter", "POST", "/v1/external/slurm/77/reports", SrunBody(Heartbeats(1, {0}), 1));
+  EXPECT_EQ(r.status, 403) << r.body.dump();
+  EXPECT_EQ(r.body["errors"][0]["field"], "slurm_job_id") << r.body.dump();
+  r = As("submitter", "POST", "/v1/jobs", WatchedJob(1, "77"));
+  EXPECT_EQ(r.status, 403) << r.body.dump();
+  EXPECT_EQ(r.body["errors"][0]["field"], "external_id") << r.body.dump();
+  EXPECT_TRUE(JobsWith("77").empty());
+  EXPECT_EQ(As("submitter", "POST", "/v1/jobs", WatchedJob(1, "")).status, 201) << "no id: nothing to bind";
+  r = As("admin", "POST", "/v1/external/slurm/77/reports", SrunBody(Heartbeats(1, {0}), 1));
+  EXPECT_EQ(r.status, 202) << r.body.dump();
+  EXPECT_EQ(JobsWith("77").size(), 1u);
+}
+
 TEST_F(SlurmBindingWithoutSlurmTest, RequeueWithoutSlurmIsRecordedAsNotPossible) {
-  const std::string id = RankOneFallsSilent("66");
+  const std::string id = RankOneFallsSilent("66", Json::object(), "admin");
   Json fs = As("viewer", "GET", "/v1/jobs/" + id + "/failures").body["failures"];
   ASSERT_FALSE(fs.empty());
   EXPECT_NE(fs[0]["actions"].dump().find("cannot requeue Slurm job 66: the daemon runs without --slurm"),
@@ -315,14 +445,13 @@ TEST_F(SlurmBindingWithoutSlurmTest, RequeueWithoutSlurmIsRecordedAsNotPossible)
 }
 
 TEST_F(SlurmBindingWithoutSlurmTest, WithoutSlurmToAskTheJobEndsWhenEveryRankFinished) {
-  ApiReply r = As("submitter", "POST", "/v1/external/slurm/901/reports", SrunBody(Heartbeats(1, {0, 1}), 2));
+  ApiReply r = As("admin", "POST", "/v1/external/slurm/901/reports", SrunBody(Heartbeats(1, {0, 1}), 2));
   ASSERT_EQ(r.status, 202) << r.body.dump();
   const std::string id = r.body["job"];
-  ApiReply one = As("submitter", "POST", "/v1/external/slurm/901/reports", SrunBody(Finished(1, {0}), 2));
+  ApiReply one = As("admin", "POST", "/v1/external/slurm/901/reports", SrunBody(Finished(1, {0}), 2));
   ASSERT_EQ(one.status, 202) << one.body.dump();
   EXPECT_EQ(As("viewer", "GET", "/v1/jobs/" + id).body["state"], "running");
-  ASSERT_EQ(As("submitter", "POST", "/v1/external/slurm/901/reports", SrunBody(Finished(1, {1}), 2)).status,
-            202);
+  ASSERT_EQ(As("admin", "POST", "/v1/external/slurm/901/reports", SrunBody(Finished(1, {1}), 2)).status, 202);
   Json job = As("viewer", "GET", "/v1/jobs/" + id).body;
   EXPECT_EQ(job["state"], "succeeded");
   EXPECT_EQ(job["reason"], "every rank reported finished");

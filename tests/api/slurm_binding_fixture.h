@@ -1,13 +1,16 @@
 // The fixtures of the Slurm binding tests: an in-process API with auth, simulated time and, with --slurm,
-// a requeue that is recorded instead of run (SlurmBindingTest); the Slurm worker's reads of watched jobs
-// played by the test (SlurmWatchTest).
+// a requeue that is recorded instead of run and Slurm's answers about a job's owner played by the test
+// (SlurmBindingTest); the Slurm worker's reads of watched jobs played by the test (SlurmWatchTest).
 #pragma once
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
+#include "slurm/jobs.h"
 #include "tests/api/api_harness.h"
 
 namespace shepherd::testing {
@@ -19,9 +22,35 @@ struct Requeued {
 
 class SlurmBindingTest : public ::testing::Test {
  protected:
-  explicit SlurmBindingTest(bool requeue = true) : api_(Options(requeue, &requeued_)) {}
+  explicit SlurmBindingTest(bool slurm = true) : api_(Options(slurm, &requeued_), SlurmApi(slurm)) {}
 
-  static ControllerOptions Options(bool requeue, std::vector<Requeued>* out) {
+  // With --slurm, Slurm is asked whose a job is before a caller binds its id. The answer comes later, as
+  // from the daemon's asker thread (posted). Slurm shows each id in `slurm_jobs_`, an id of
+  // `unknown_slurm_jobs_` not at all, and any other id as a running job of sam's (the submitter token).
+  ApiOptions SlurmApi(bool slurm) {
+    ApiOptions o;
+    if (!slurm) return o;
+    o.show_slurm_job = [this](const std::string& id, std::function<void(Result<slurm::SlurmJob>)> done) {
+      ++slurm_asked_;
+      Result<slurm::SlurmJob> shown = NotFound("slurm job " + id + " not found");
+      if (slurm_down_)
+        shown = Unavailable("scontrol show job " + id + ": timed out");
+      else if (auto it = slurm_jobs_.find(id); it != slurm_jobs_.end())
+        shown = it->second;
+      else if (!unknown_slurm_jobs_.contains(id))
+        shown = ShownAs(id, "sam", "RUNNING");
+      api_.posted_.push_back([done = std::move(done), shown = std::move(shown)] { done(shown); });
+    };
+    o.slurm_users = {{"kim", "kim.lee"}};  // kim's token stands for Unix user kim.lee; sam's for sam
+    return o;
+  }
+  static slurm::SlurmJob ShownAs(const std::string& id, const std::string& user, const std::string& state) {
+    return slurm::ParseJob("JobId=" + id + " JobName=train-llm UserId=" + user + "(1000) JobState=" + state +
+                           " Reason=None Requeue=1 Restarts=0 ExitCode=0:0 NodeList=n[0-1]")
+        .value();
+  }
+
+  static ControllerOptions Options(bool requeue, std::vector<Requeued>* out) {  // requeue: --slurm
     ControllerOptions o;
     o.slurm = requeue;  // as the daemon: requeue is wired only with --slurm
     if (requeue)
@@ -106,13 +135,15 @@ class SlurmBindingTest : public ::testing::Test {
   }
   // Slurm job `slurm_job`'s two ranks report under policy "requeue"; rank 1 falls silent after the first
   // report, so the heartbeat timeout (5 s) records a finding that recommends a restart. Returns the job.
-  std::string RankOneFallsSilent(const std::string& slurm_job, const Json& more_policy = Json::object()) {
+  // `who` sends the reports (a role name of the tokens above).
+  std::string RankOneFallsSilent(const std::string& slurm_job, const Json& more_policy = Json::object(),
+                                 const std::string& who = "submitter") {
     Json policy = {{"external_remediation", "requeue"}, {"heartbeat_timeout_s", 5}, {"startup_grace_s", 5}};
     policy.update(more_policy);
     std::string id;
     for (int s = 0; s < 20; ++s) {
       ApiReply r =
-          As("submitter", "POST", "/v1/external/slurm/" + slurm_job + "/reports",
+          As(who, "POST", "/v1/external/slurm/" + slurm_job + "/reports",
              SrunBody(Heartbeats(1, s == 0 ? std::vector<int>{0, 1} : std::vector<int>{0}), 2, policy));
       EXPECT_EQ(r.status, 202) << r.body.dump();
       id = r.body.value("job", "");
@@ -128,6 +159,10 @@ class SlurmBindingTest : public ::testing::Test {
   }
 
   std::vector<Requeued> requeued_;
+  std::map<std::string, slurm::SlurmJob> slurm_jobs_;
+  std::set<std::string> unknown_slurm_jobs_;
+  bool slurm_down_ = false;
+  int slurm_asked_ = 0;
   Authenticator auth_;
   ApiHarness api_;
 };

@@ -53,7 +53,9 @@ TEST(RankTokens, EachRankOfAnAttemptHasItsOwnToken) {
   RankTokens restored;
   auto decoded = RankTokens::Decode(b.ops.at(0).record);
   ASSERT_TRUE(decoded);
-  restored.Restore(decoded->first, decoded->second);
+  EXPECT_FALSE(decoded->attempt_wide);
+  restored.Restore(*decoded);
+  EXPECT_FALSE(restored.Lookup(secret)) << "a restored secret of a per-rank attempt is still no credential";
   EXPECT_EQ(restored.Lookup(t1), (RankGrant{"j", 1, 1}));
 }
 
@@ -75,8 +77,9 @@ TEST(RankTokens, PersistedAndErasedInTheBatch) {
   EXPECT_EQ(rec.job, "j");  // deleted with its job
   auto decoded = RankTokens::Decode(rec);
   ASSERT_TRUE(decoded);
-  EXPECT_EQ(decoded->first, t);
-  EXPECT_EQ(decoded->second, (RankGrant{"j", std::nullopt}));
+  EXPECT_EQ(decoded->secret, t);
+  EXPECT_EQ(decoded->grant, (RankGrant{"j", std::nullopt}));
+  EXPECT_FALSE(decoded->attempt_wide);
   EXPECT_FALSE(RankTokens::Decode(Record{Collection::kMeta, "other", "", "{}"}));
   EXPECT_FALSE(RankTokens::Decode(Record{Collection::kMeta, rec.key, "j", "not json"}));
   WriteBatch revoked;
@@ -84,6 +87,31 @@ TEST(RankTokens, PersistedAndErasedInTheBatch) {
   ASSERT_EQ(revoked.ops.size(), 1u);
   EXPECT_TRUE(revoked.ops[0].erase);
   EXPECT_EQ(revoked.ops[0].record.key, rec.key);
+}
+
+// A daemon before per-rank tokens persisted each attempt's secret with no "scheme" and handed that secret to
+// the attempt's ranks. After an upgrade those ranks keep reporting with it, as any rank of that attempt,
+// until the attempt ends; the attempt's per-rank tokens work too.
+TEST(RankTokens, ALegacyAttemptRecordSpeaksForAnyRankOfItsAttemptUntilRevoked) {
+  const std::string legacy(64, 'a');
+  const Record rec{Collection::kMeta, "rank_token/j/3", "j",
+                   R"({"token":")" + legacy + R"(","job":"j","attempt":3})"};
+  auto decoded = RankTokens::Decode(rec);
+  ASSERT_TRUE(decoded);
+  EXPECT_TRUE(decoded->attempt_wide);
+  RankTokens r;
+  r.Restore(*decoded);
+  EXPECT_EQ(r.Lookup(legacy), (RankGrant{"j", 3, std::nullopt}));
+  EXPECT_EQ(r.TokenFor({"j", 3}), legacy);
+  EXPECT_EQ(r.Lookup(*r.RankTokenFor("j", 3, 1)), (RankGrant{"j", 3, 1}));
+  WriteBatch b;
+  const std::string next = r.Mint({"j", 4}, &b);
+  EXPECT_FALSE(r.Lookup(next)) << "a new attempt's secret is no credential";
+  auto redecoded = RankTokens::Decode(b.ops.at(0).record);
+  ASSERT_TRUE(redecoded);
+  EXPECT_FALSE(redecoded->attempt_wide) << "what this daemon mints is marked per-rank";
+  r.Revoke("j", 3, &b);
+  EXPECT_FALSE(r.Lookup(legacy)) << "the attempt ended";
 }
 
 }  // namespace

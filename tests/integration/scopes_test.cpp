@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -196,6 +197,73 @@ TEST(Scopes, AViewerHoldsOnePlaceInThePlannersQueue) {
   submitter.join();
   EXPECT_EQ(first.status, 200) << first.body;
   EXPECT_EQ(theirs.status, 200) << theirs.body;
+}
+
+// The attack: an admin's watched job (no command) with external_remediation "cordon" trusted its ranks'
+// `node` field, so a rank holding the job's token named an unrelated node of the fleet and a finding
+// cordoned it. Remediation acts only on the nodes the job's launcher lists (here, without --slurm: the
+// nodes Shepherd's inventory holds for the job); the finding says what was not done and why.
+TEST(Scopes, AWatchedJobsRankCannotGetANodeItDoesNotRunOnCordoned) {
+  TempDir dir;
+  Daemon d(dir.path, {"--tokens-file", WriteTokens(dir.path)});
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  const auto node = [](const std::string& id) {
+    return Json{{"id", id}, {"gpus", 4}, {"topology", {{"spine", "s0"}, {"leaf", "l0"}}}}.dump();
+  };
+  for (int n = 0; n < 2; ++n)
+    ASSERT_EQ(As(d.port(), kAdmin, "POST", "/v1/nodes", node("n" + std::to_string(n))).status, 201);
+  HttpResult created =
+      As(d.port(), kAdmin, "POST", "/v1/jobs", R"({"name": "ext", "model": {"parameters": 1e8,
+      "layers": 4, "hidden": 512, "heads": 8, "seq_len": 512}, "training": {"global_batch_size": 32},
+      "parallelism": {"tp": 1, "pp": 1, "dp": 8}, "resources": {"gpus": 8, "gpus_per_node": 4},
+      "policy": {"heartbeat_timeout_s": 600, "startup_grace_s": 600, "external_remediation": "cordon"}})");
+  ASSERT_EQ(created.status, 201) << created.body;
+  const Json job = Json::parse(created.body);
+  const std::string id = job["id"], token = job["rank_token"];
+  ASSERT_EQ(As(d.port(), kAdmin, "POST", "/v1/nodes", node("victim")).status, 201);
+  std::map<int, std::string> placed;
+  const HttpResult placement = As(d.port(), kAdmin, "GET", "/v1/jobs/" + id + "/placement");
+  ASSERT_EQ(placement.status, 200) << placement.body;
+  const Json ranks = Json::parse(placement.body)["ranks"];
+  for (const Json& r : ranks) placed[r["rank"].get<int>()] = r["node"].get<std::string>();
+  ASSERT_EQ(placed.size(), 8u) << placement.body;
+  ASSERT_NE(placed[6], "victim");
+
+  // Rank 5 names "victim", rank 6 its own node; their parameter hashes are the odd ones out (a majority
+  // verdict blames the nodes their ranks reported).
+  Json beats = Json::array(), hashes = Json::array();
+  for (int r = 0; r < 8; ++r) {
+    beats.push_back(
+        {{"rank", r}, {"attempt", 1}, {"kind", "heartbeat"}, {"node", r == 5 ? "victim" : placed[r]}});
+    hashes.push_back({{"rank", r},
+                      {"attempt", 1},
+                      {"kind", "param_hash"},
+                      {"step", 100},
+                      {"hash", r == 5 || r == 6 ? "bbbb" : "aaaa"}});
+  }
+  const std::string reports = "/v1/jobs/" + id + "/reports";
+  ASSERT_EQ(As(d.port(), token, "POST", reports, Json{{"reports", beats}}.dump()).status, 202);
+  ASSERT_EQ(As(d.port(), token, "POST", reports, Json{{"reports", hashes}}.dump()).status, 202);
+
+  std::string actions;
+  ASSERT_TRUE(Eventually([&] {
+    HttpResult fs = As(d.port(), kAdmin, "GET", "/v1/jobs/" + id + "/failures");
+    Json j = Json::parse(fs.body, nullptr, false);
+    actions.clear();
+    if (!j.is_object()) return false;
+    for (const Json& f : j["failures"])
+      for (const Json& a : f["actions"]) actions += a.get<std::string>() + "\n";
+    return actions.find("would cordon victim") != std::string::npos;
+  })) << actions
+      << d.log();
+  EXPECT_NE(actions.find("would cordon victim, not done: not among the nodes the job's launcher lists"),
+            std::string::npos)
+      << actions;
+  EXPECT_EQ(Json::parse(As(d.port(), kAdmin, "GET", "/v1/nodes/victim").body)["state"], "available")
+      << "a node the job does not run on";
+  EXPECT_NE(actions.find("cordon " + placed[6] + " (external_remediation: cordon)"), std::string::npos)
+      << actions;
+  EXPECT_EQ(Json::parse(As(d.port(), kAdmin, "GET", "/v1/nodes/" + placed[6]).body)["state"], "cordoned");
 }
 
 }  // namespace
