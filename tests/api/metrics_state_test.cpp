@@ -118,9 +118,14 @@ TEST_F(MetricsStateTest, PerJobStateAttemptStepAndRestartsByCause) {
   m = Scrape();
   EXPECT_EQ(Sample(m, "shepherd_job_restarts_total{job=\"" + id + "\",cause=\"heartbeat_lost\"}"), "1") << m;
   EXPECT_EQ(Sample(m, "shepherd_job_restarts_total{job=\"" + id + "\",cause=\"operator\"}"), "1") << m;
-  const int attempt = api_.Get("/v1/jobs/" + id).body["attempt"];
-  EXPECT_EQ(Sample(m, "shepherd_job_attempt{job=\"" + id + "\"}"), std::to_string(attempt));
-  EXPECT_EQ(Sample(m, "shepherd_job_automatic_restarts{job=\"" + id + "\"}"), "1");
+  const Json view = api_.Get("/v1/jobs/" + id).body;
+  EXPECT_EQ(Sample(m, "shepherd_job_attempt{job=\"" + id + "\"}"),
+            std::to_string(view["attempt"].get<int>()));
+  EXPECT_EQ(Sample(m, "shepherd_job_automatic_restarts{job=\"" + id + "\"}"),
+            std::to_string(view["restarts"].get<int>()));
+  // The new attempt has reported nothing yet: the last attempt's step and step time stand.
+  EXPECT_EQ(Sample(m, "shepherd_job_last_step{job=\"" + id + "\"}"), "42");
+  EXPECT_EQ(Sample(m, "shepherd_job_step_time_seconds{job=\"" + id + "\"}"), "1.5");
 }
 
 TEST_F(MetricsStateTest, EndedJobsAgeOutOfThePerJobSeries) {

@@ -39,8 +39,8 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
-// One request with `Connection: close`, read to EOF: the body (Prometheus answers small bodies with a
-// Content-Length; nothing here is chunked). Empty on any failure.
+// One GET: the body of a 200, else empty. Content-Length framing (Prometheus gives its small API answers
+// one; nothing here is chunked).
 std::string Get(int port, const std::string& target, const std::string& token = "") {
   Connection c(port, std::chrono::seconds(10));
   if (!c.ok()) return "";
