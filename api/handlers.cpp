@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "api/metrics_state.h"
 #include "api/problem.h"
 #include "core/fields.h"
 
@@ -153,7 +154,8 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
   RegisterHealthRoutes(router, c, o, clock);
   RegisterAgentRoutes(router, c, o, clock);
   RegisterExternalRoutes(router, c, o, clock);
-  metrics->SetGaugeSource([c, planner = o.planner](std::string* out) {
+  metrics->SetGaugeSource([c, clock, planner = o.planner](std::string* out) {
+    AppendStateMetrics(*c, clock->Now(), out);
     *out += "# HELP shepherd_findings_total Findings by kind.\n# TYPE shepherd_findings_total counter\n";
     for (const auto& [kind, n] : c->finding_counts())
       *out +=

@@ -253,6 +253,23 @@ class Controller {
   const std::map<FindingKind, uint64_t>& finding_counts() const { return findings_.counts(); }
   const std::map<std::string, uint64_t>& report_counts() const { return report_counts_; }
   const std::map<std::string, uint64_t>& heartbeat_ignored() const { return heartbeat_ignored_; }
+  // ---- Metrics (/metrics, docs/api.md): per-job facts and fleet counts, for the reader thread.
+  struct JobMetrics {
+    const Job* job = nullptr;  // valid only during the visit
+    int64_t last_step = -1;    // JobHealth::LatestStep; -1: none
+    double step_time_s = 0;    // JobHealth::StepTimeSeconds; 0: none
+    // Restarts this daemon made since it started, by cause (RestartCause); null when none.
+    const std::map<std::string, uint64_t>* restarts = nullptr;
+  };
+  // Calls `visit` for every job that has not ended and every job that ended (updated_at) at or after
+  // `ended_since`, in id order. O(jobs): visits no placement and copies nothing.
+  void VisitJobMetrics(Time ended_since, const std::function<void(const JobMetrics&)>& visit) const;
+  struct FleetFacts {
+    std::map<NodeState, int> by_state;  // nodes by state (no zero entries)
+    int spare_nodes = 0;                // nodes held aside as spares, whatever their state
+  };
+  // O(nodes).
+  FleetFacts Fleet() const;
   // Flight-recorder dumps a hang finding keeps: per rank of the hung attempt, and in all.
   static constexpr int kMaxDumpsPerRank = 4;
   static constexpr std::size_t kMaxDumpsPerFinding = 2048;
@@ -378,6 +395,10 @@ class Controller {
     std::map<int, int> per_rank;                              // dumps added per rank
   };
   std::map<std::string, DumpIndex> dump_index_;
+  // Restarts by job and cause since the daemon started (VisitJobMetrics): the finding kind that led
+  // recovery to restart or re-queue the job, "operator" for POST /v1/jobs/{id}/restart, "launch_timeout"
+  // for a launch re-placed onto live agents.
+  std::map<std::string, std::map<std::string, uint64_t>> restart_causes_;
   // Attempts started since the last Commit took them, and every started attempt whose batch is not durable
   // yet: their ranks reach agents (AgentBoard::HoldUntilSaved) and their Slurm steps start only after.
   std::vector<std::pair<std::string, int>> unsaved_starts_;

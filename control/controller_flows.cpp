@@ -62,7 +62,14 @@ void Controller::RecordFinding(Finding f, Time now, WriteBatch* batch) {
       for (const std::string& n : f.nodes)
         if (agents_.VouchesFor(n, f.job, f.attempt)) vouched.insert(n);
     const bool daemon_was_late = ToSeconds(now - lateness_.listening_since()) <= 2 * options_.agent_lease_s;
+    const JobState state_before = e->job.state;
+    const int attempt_before = e->job.attempt;
     recovery_.OnFinding(f, health, earlier, now, batch, reported, std::move(vouched), daemon_was_late);
+    // A restart: a new attempt, or the old one ended to start again (backoff, re-queued); not a failure.
+    const Job& after = jobs_.Find(f.job)->job;
+    if (IsActive(state_before) && !IsTerminal(after.state) &&
+        (after.attempt != attempt_before || after.state != state_before))
+      ++restart_causes_[f.job][ToString(f.kind)];
     Settle(now,
            batch);  // a restart replaced the monitor and the agents' assignments before anything else runs
   }
@@ -376,6 +383,7 @@ void Controller::RestartJob(const std::string& id, const std::string& from,
   int attempt_before = jobs_.Find(id)->job.attempt;
   auto d = recovery_.ForceRestart(id, HealthOf(id), from, replace_nodes, why, now, &batch);
   if (!d.ok()) return done(d.status());
+  ++restart_causes_[id]["operator"];
   Settle(now, &batch);
   Finding f;
   f.job = id;

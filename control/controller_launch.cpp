@@ -67,6 +67,7 @@ void Controller::CheckLaunches(Time now, WriteBatch* batch) {
       continue;
     }
     spdlog::warn("job {}: {}; re-placed onto nodes with live agents", id, what);
+    ++restart_causes_[id]["launch_timeout"];
     launch_checked_at_.erase(id);
   }
   Settle(now, batch);

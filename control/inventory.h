@@ -96,6 +96,8 @@ class Inventory {
   NodeList List(const NodeFilter& filter) const;
   std::vector<SpareDeficit> SpareDeficits() const;
   const Cluster& cluster() const { return cluster_; }
+  // Nodes by state, kept as they change (no zero entries).
+  const std::map<NodeState, int>& by_state() const { return by_state_; }
   const Node* Find(const std::string& id) const { return cluster_.Find(id); }
 
  private:

@@ -44,6 +44,7 @@ class JobHealth {
   void OnAttemptEnd(int attempt) {
     if (attempts_.empty() || attempts_.back().number != attempt) return;
     if (monitor_ && monitor_->JobStep() >= 0) attempts_.back().last_step = monitor_->JobStep();
+    if (monitor_ && monitor_->StepTimeSeconds() > 0) ended_step_time_s_ = monitor_->StepTimeSeconds();
     monitor_.reset();
     unarmed_.reset();
     unlaunched_.clear();
@@ -139,6 +140,20 @@ class JobHealth {
   // The node each rank reported (`node` on its reports), by rank; "" where unknown.
   std::vector<std::string> ReportedNodes() const;
 
+  // The highest step any rank reported in the latest attempt (this daemon saw start) that reported one
+  // (running: so far); -1 when none did.
+  int64_t LatestStep() const {
+    if (monitor_ && monitor_->JobStep() >= 0) return monitor_->JobStep();
+    for (auto it = attempts_.rbegin(); it != attempts_.rend(); ++it)
+      if (it->last_step) return *it->last_step;
+    return -1;
+  }
+  // JobMonitor::StepTimeSeconds of the running attempt, else as the latest attempt that had one ended with
+  // it; 0 when none.
+  double StepTimeSeconds() const {
+    const double now = monitor_ ? monitor_->StepTimeSeconds() : 0;
+    return now > 0 ? now : ended_step_time_s_;
+  }
   bool running() const { return monitor_ != nullptr; }
   // Every rank of the running attempt has reported `finished` (a normal end of its script).
   bool all_finished() const { return monitor_ && monitor_->AllFinished(); }
@@ -165,6 +180,7 @@ class JobHealth {
   std::vector<std::string> rank_nodes_;   // node of each rank (placement), to confirm nodes from reports
   std::vector<AttemptSummary> attempts_;  // history for the loop breakers; last_step set when each ends
   Time attempt_started_at_{};
+  double ended_step_time_s_ = 0;  // StepTimeSeconds of the latest ended attempt that had one
   CheckpointLedger ledger_;
   std::set<std::string> replay_nodes_;
   std::optional<std::string> set_aside_;  // the suspect the running replay moved off

@@ -134,7 +134,10 @@ IngestResult JobMonitor::Ingest(const Report& r, Time now) {
       break;
     case ReportKind::kStep:
       if (s.phase != Phase::kUnspecified && s.phase != Phase::kTrain) s.phase = Phase::kTrain;
-      if (r.step_time_s) RecordStepTime(s, *r.step_time_s);
+      if (r.step_time_s) {
+        RecordStepTime(s, *r.step_time_s);
+        last_step_time_s_ = *r.step_time_s;
+      }
       res.urgent = loss_.OnStep(r.rank, r.step.value_or(s.step), r.loss, r.grad_norm, r.lr, now);
       break;
     case ReportKind::kCollective:

@@ -100,6 +100,11 @@ class JobMonitor {
   std::optional<int64_t> RankStep(int rank) const;
   // Highest step any rank reported; -1 when none.
   int64_t JobStep() const { return job_step_; }
+  // Seconds per step: the job median over full straggler windows as of the last Evaluate, else the latest
+  // step_time_s any rank reported; 0 when none was reported.
+  double StepTimeSeconds() const {
+    return stragglers_.job_median_s > 0 ? stragglers_.job_median_s : last_step_time_s_;
+  }
   // How far beyond what the attempt has seen a report's step may go. No real rank gets a million steps
   // ahead of the job's highest between two reports; a step beyond it (a forged or broken report) would
   // raise the job's step so that real progress no longer counts (the no-progress hang rule), and poison
@@ -166,6 +171,7 @@ class JobMonitor {
   std::optional<SdcCheckResult> last_sdc_;  // the latest resolved check, for the health JSON
   int64_t healthy_through_ = -1;
   std::vector<HealthEvidence> evidence_;
+  double last_step_time_s_ = 0;  // the latest step_time_s of any rank
 };
 
 }  // namespace shepherd
