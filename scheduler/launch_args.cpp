@@ -35,7 +35,7 @@ LaunchArgs MakeLaunchArgs(const PlanEstimate& e) {
   Flag(&m, "--context-parallel-size", p.cp);
   Flag(&m, "--expert-model-parallel-size", p.ep);
   if (p.ep > 1) Flag(&m, "--expert-tensor-parallel-size", p.expert_tp());
-  if (p.vpp > 1) Flag(&m, "--virtual-pipeline-model-parallel-size", p.vpp);
+  if (p.vpp > 1) Flag(&m, "--num-virtual-stages-per-pipeline-rank", p.vpp);
   AddUnevenStages(e.stage_layers, &m);
   if (p.sequence_parallel) m.push_back("--sequence-parallel");
   if (p.zero_stage == 1) m.push_back("--use-distributed-optimizer");

@@ -25,7 +25,7 @@ TEST(LaunchArgs, MegatronDense3d) {
                               "1",
                               "--expert-model-parallel-size",
                               "1",
-                              "--virtual-pipeline-model-parallel-size",
+                              "--num-virtual-stages-per-pipeline-rank",
                               "2",
                               "--decoder-first-pipeline-num-layers",
                               "15",
