@@ -211,6 +211,12 @@ class CtlTest(unittest.TestCase):
         _, err = self.ctl("drain", "n1", expect=2)
         self.assertIn("--reason", err)
 
+    def test_drain_false_or_with_schedulable_true_is_422_naming_drain(self):
+        for patch in ({"drain": False}, {"drain": True, "schedulable": True}, {"drain": "yes"}):
+            body = self.c.api("PATCH", "/v1/nodes/n1", patch, expect=422)
+            self.assertEqual([e["field"] for e in body["errors"]], ["drain"], (patch, body))
+        self.assertEqual(self.c.api("GET", "/v1/nodes/n1")["state"], "available")
+
     # ------------------------------------------------------------------------------------------ top
     def test_top_prints_one_frame_without_a_terminal(self):
         out, _ = self.ctl("top")
