@@ -98,8 +98,8 @@ class CtlTest(unittest.TestCase):
                    for r in range(8)]
         reports += [{"rank": r, "attempt": reports[0]["attempt"], "time": now, "kind": "checkpoint", "step": 1,
                      "path": "/ckpt/1", "scope": "replicated"} for r in range(1)]
-        reports += [{"rank": 0, "attempt": reports[0]["attempt"], "time": now + 1, "kind": "step", "step": 2,
-                     "loss": "nan", "grad_norm": 1.0, "step_time_s": 0.5}]
+        reports += [{"rank": r, "attempt": reports[0]["attempt"], "time": now + 1, "kind": "step", "step": 2,
+                     "loss": "nan", "grad_norm": 1.0, "step_time_s": 0.5} for r in range(8)]
         self.c.api("POST", "/v1/jobs/%s/reports" % jid, {"reports": reports}, expect=202)
         failures = Cluster.wait_for(lambda: self.c.api("GET", "/v1/jobs/%s/failures" % jid)["failures"], 20,
                                     "a finding of %s" % jid)
