@@ -38,7 +38,11 @@ LaunchArgs MakeLaunchArgs(const PlanEstimate& e) {
   if (p.vpp > 1) Flag(&m, "--num-virtual-stages-per-pipeline-rank", p.vpp);
   AddUnevenStages(e.stage_layers, &m);
   if (p.sequence_parallel) m.push_back("--sequence-parallel");
-  if (p.zero_stage == 1) m.push_back("--use-distributed-optimizer");
+  // ZeRO 2 and 3 are Megatron-FSDP's sharding strategies (optimizer state and gradients; and parameters).
+  if (p.zero_stage >= 2)
+    m.insert(m.end(), {"--use-megatron-fsdp", "--data-parallel-sharding-strategy",
+                       p.zero_stage == 2 ? "optim_grads" : "optim_grads_params"});
+  if (p.zero_stage >= 1) m.push_back("--use-distributed-optimizer");
   Flag(&m, "--micro-batch-size", p.micro_batch_size);
   Flag(&m, "--global-batch-size", global_batch);
   if (e.activation_recompute == Recompute::kSelective) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace shepherd {
 namespace {
 
@@ -104,6 +106,21 @@ TEST(LaunchArgs, FullRecomputeOfEveryLayerIsUniformOne) {
   const Args tail(m.end() - 6, m.end());
   EXPECT_EQ(tail, (Args{"--recompute-granularity", "full", "--recompute-method", "uniform",
                         "--recompute-num-layers", "1"}));
+}
+
+TEST(LaunchArgs, ZeroTwoAndThreeAreMegatronFsdpStrategies) {
+  PlanEstimate e;
+  e.activation_recompute = Recompute::kNone;
+  e.plan.zero_stage = 3;
+  Args m = MakeLaunchArgs(e).megatron;
+  const auto at = std::find(m.begin(), m.end(), "--use-megatron-fsdp");
+  ASSERT_NE(at, m.end());
+  EXPECT_EQ(Args(at, at + 4), (Args{"--use-megatron-fsdp", "--data-parallel-sharding-strategy",
+                                    "optim_grads_params", "--use-distributed-optimizer"}));
+  e.plan.zero_stage = 2;
+  m = MakeLaunchArgs(e).megatron;
+  EXPECT_NE(std::find(m.begin(), m.end(), "optim_grads"), m.end());
+  EXPECT_EQ(MakeLaunchArgs(e).torchtitan["activation_checkpoint.mode"], "none");
 }
 
 }  // namespace
