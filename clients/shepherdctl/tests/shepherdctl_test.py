@@ -165,6 +165,14 @@ class CtlTest(unittest.TestCase):
         answer = json.loads(self.ctl("plan", path, "-o", "json")[0])
         self.assertEqual(answer["launch_args"]["torchtitan"]["parallelism.tensor_parallel_degree"], 8)
 
+    def test_a_plan_that_does_not_fit_says_so_and_exits_1(self):
+        big = job_body(gpus=8, tp=8)
+        big["model"]["parameters"] = 4e11
+        out, err = self.ctl("plan", self.write("big.json", big), expect=1)
+        self.assertIn("fits:        NO", out)
+        self.assertIn("memory/GPU:", out)
+        self.assertEqual(err, "error: the plan does not fit GPU memory\n")
+
     def test_a_422_names_the_field(self):
         bad = job_body(gpus=8, tp=3)
         bad["parallelism"]["dp"] = 1
