@@ -45,7 +45,8 @@ void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o) {
       if (k == "state") {
         f.state = NodeStateFromString(v);
         if (!f.state)
-          errs.push_back({"state", "must be one of available, allocated, spare, cordoned, failed"});
+          errs.push_back(
+              {"state", "must be one of available, allocated, spare, cordoned, failed, draining, drained"});
       } else if (k == "spare") {
         if (v != "true" && v != "false") errs.push_back({"spare", "must be true or false"});
         f.spare = v == "true";
@@ -65,38 +66,44 @@ void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o) {
     if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
     api::Reply(respond, c->GetNode(p.at("id")), RenderNode);
   });
-  router->Add("PATCH", "/v1/nodes/{id}",
-              [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
-                if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
-                auto parsed = api::Body(req, o);
-                if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
-                const Json& body = **parsed;
-                std::vector<FieldError> errs;
-                NodePatch patch;
-                if (!body.is_object()) {
-                  errs.push_back({"$", "must be an object"});
-                } else {
-                  for (auto& [k, v] : body.items()) {
-                    if ((k == "schedulable" || k == "spare" || k == "failed") && !v.is_boolean())
-                      errs.push_back({k, "must be true or false"});
-                    else if (k == "schedulable")
-                      patch.schedulable = v.get<bool>();
-                    else if (k == "spare")
-                      patch.spare = v.get<bool>();
-                    else if (k == "failed" && v.get<bool>())
-                      errs.push_back({k, "only false (clear a failure) is accepted"});
-                    else if (k == "failed")
-                      patch.failed = false;
-                    else if (k == "reason")
-                      patch.reason = api::ReadReason(v, k, &errs);
-                    else
-                      errs.push_back({k, "unknown field"});
-                  }
-                }
-                if (!errs.empty()) return respond(ProblemFrom(InvalidContent("the patch is invalid", errs)));
-                c->PatchNode(p.at("id"), patch,
-                             [respond](Result<NodeView> r) { api::Reply(respond, r, RenderNode); });
-              });
+  router->Add(
+      "PATCH", "/v1/nodes/{id}", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
+        if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
+        auto parsed = api::Body(req, o);
+        if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
+        const Json& body = **parsed;
+        std::vector<FieldError> errs;
+        NodePatch patch;
+        if (!body.is_object()) {
+          errs.push_back({"$", "must be an object"});
+        } else {
+          for (auto& [k, v] : body.items()) {
+            if ((k == "schedulable" || k == "spare" || k == "failed" || k == "drain") && !v.is_boolean())
+              errs.push_back({k, "must be true or false"});
+            else if (k == "schedulable")
+              patch.schedulable = v.get<bool>();
+            else if (k == "spare")
+              patch.spare = v.get<bool>();
+            else if (k == "failed" && v.get<bool>())
+              errs.push_back({k, "only false (clear a failure) is accepted"});
+            else if (k == "failed")
+              patch.failed = false;
+            else if (k == "drain" && !v.get<bool>())
+              errs.push_back({k, "only true is accepted; {\"schedulable\": true} lifts a drain"});
+            else if (k == "drain")
+              patch.drain = true;
+            else if (k == "reason")
+              patch.reason = api::ReadReason(v, k, &errs);
+            else
+              errs.push_back({k, "unknown field"});
+          }
+        }
+        if (patch.drain && patch.schedulable == true)
+          errs.push_back({"drain", "a drain takes the node out of service: schedulable must not be true"});
+        if (!errs.empty()) return respond(ProblemFrom(InvalidContent("the patch is invalid", errs)));
+        c->PatchNode(p.at("id"), patch,
+                     [respond](Result<NodeView> r) { api::Reply(respond, r, RenderNode); });
+      });
   // The operator's decision on processes the daemon has no record of (docs/api.md): the agent stops them.
   router->Add("POST", "/v1/nodes/{id}/unknown-processes/stop",
               [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {

@@ -19,6 +19,7 @@ Result<Node> StoredNode(const Json& j, const TopologyLevels& levels) {
   n.agent_attached = j.value("agent_attached", false);
   if (j.contains("cordon") && j["cordon"].is_object()) {
     n.cordon_source = j["cordon"].value("source", "");
+    n.drain = !n.schedulable && j["cordon"].value("drain", false);
     if (j["cordon"].contains("at") && j["cordon"]["at"].is_string())
       n.cordoned_at = ParseRfc3339(j["cordon"]["at"].get<std::string>());
   }

@@ -90,6 +90,7 @@ Result<NodeView> Inventory::Upsert(Node node, bool schedulable_given, Time now, 
     node.failed = old->failed;
     node.reason = old->reason;
     node.cordon_source = old->cordon_source;
+    node.drain = old->drain;
     node.cordoned_at = old->cordoned_at;
     node.agent_attached = old->agent_attached;
     // A registration declares hardware; it never lifts a cordon (PATCH does). The --inventory file, with
@@ -117,16 +118,21 @@ Result<NodeView> Inventory::Patch(const std::string& id, const NodePatch& patch,
   Node n = *old;
   const bool was_out = !n.schedulable || n.failed;
   if (patch.schedulable) n.schedulable = *patch.schedulable;
+  if (patch.drain) {
+    n.schedulable = false;
+    n.drain = true;
+  }
   if (patch.spare) n.spare = *patch.spare;
   if (patch.failed) n.failed = *patch.failed;
   if (patch.reason)
     n.reason = *patch.reason;
   else if (n.schedulable && !n.failed)
     n.reason.clear();
+  if (n.schedulable) n.drain = false;
   if (n.schedulable && !n.failed) {
     n.cordon_source.clear();
     n.cordoned_at.reset();
-  } else if (patch.schedulable == false || !was_out) {
+  } else if (patch.schedulable == false || patch.drain || !was_out) {
     n.cordon_source = "operator";  // an operator's cordon: never lifted by Shepherd
     n.cordoned_at = now;
   }

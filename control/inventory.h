@@ -30,6 +30,7 @@ struct NodePatch {
   std::optional<bool> schedulable;
   std::optional<bool> spare;
   std::optional<bool> failed;  // only false is accepted from users: clears a failure after repair
+  bool drain = false;          // an operator's drain: cordons the node and marks it draining
   std::optional<std::string> reason;
 };
 

@@ -15,19 +15,24 @@ const char* ToString(NodeState s) {
       return "cordoned";
     case NodeState::kFailed:
       return "failed";
+    case NodeState::kDraining:
+      return "draining";
+    case NodeState::kDrained:
+      return "drained";
   }
   return "unknown";
 }
 
 std::optional<NodeState> NodeStateFromString(std::string_view s) {
   for (NodeState st : {NodeState::kAvailable, NodeState::kAllocated, NodeState::kSpare, NodeState::kCordoned,
-                       NodeState::kFailed})
+                       NodeState::kFailed, NodeState::kDraining, NodeState::kDrained})
     if (s == ToString(st)) return st;
   return std::nullopt;
 }
 
 NodeState StateOf(const Node& n, int allocated_gpus) {
   if (n.failed) return NodeState::kFailed;
+  if (!n.schedulable && n.drain) return allocated_gpus > 0 ? NodeState::kDraining : NodeState::kDrained;
   if (!n.schedulable) return NodeState::kCordoned;
   if (allocated_gpus > 0) return NodeState::kAllocated;
   if (n.spare) return NodeState::kSpare;

@@ -246,7 +246,8 @@ Json ToJson(const Node& n) {
   if (!n.schedulable || n.failed)  // who took it out of service, and when
     out["cordon"] = {{"reason", n.reason},
                      {"source", n.cordon_source},
-                     {"at", n.cordoned_at ? TimeJson(*n.cordoned_at) : Json(nullptr)}};
+                     {"at", n.cordoned_at ? TimeJson(*n.cordoned_at) : Json(nullptr)},
+                     {"drain", n.drain}};
   return out;
 }
 

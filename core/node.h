@@ -19,7 +19,8 @@ inline TopologyLevels DefaultTopologyLevels() {
   return {"spine", "leaf"};
 }
 
-enum class NodeState { kAvailable, kAllocated, kSpare, kCordoned, kFailed };
+// kDraining / kDrained: cordoned by an operator's drain, with ranks still running on it / with none left.
+enum class NodeState { kAvailable, kAllocated, kSpare, kCordoned, kFailed, kDraining, kDrained };
 const char* ToString(NodeState s);
 std::optional<NodeState> NodeStateFromString(std::string_view s);
 
@@ -49,7 +50,10 @@ struct Node {
   bool spare = false;       // held aside for replacement, never used for first placement
   bool schedulable = true;  // false: cordoned by an operator or by recovery
   bool failed = false;      // declared failed by health/recovery; cleared by an operator PATCH
-  std::string reason;       // why cordoned or failed
+  // An operator's drain (only with schedulable false): no new work, its running ranks run on until their
+  // jobs end or move. Lifted with the cordon.
+  bool drain = false;
+  std::string reason;  // why cordoned or failed
   // Who cordoned or failed it: "operator", the id of the finding that did ("f-000123"), or "agent" (a GPU
   // fault its agent reported while no running job of ours used the node). Only a node
   // cordoned by a finding returns by itself (after passing its agent's health check; docs/recovery.md).

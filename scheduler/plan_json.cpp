@@ -1,4 +1,5 @@
 // PlanEstimate -> the POST /v1/plan answer. Field names are the API.md contract.
+#include "scheduler/launch_args.h"
 #include "scheduler/planner.h"
 
 namespace shepherd {
@@ -48,6 +49,8 @@ Json ToJson(const PlanEstimate& e) {
   };
   if (e.fits_with_gpus > 0) out["fits_with_gpus"] = e.fits_with_gpus;
   if (e.recompute_num_layers > 0) out["plan"]["recompute_num_layers"] = e.recompute_num_layers;
+  LaunchArgs args = MakeLaunchArgs(e);
+  out["launch_args"] = {{"megatron", std::move(args.megatron)}, {"torchtitan", std::move(args.torchtitan)}};
   return out;
 }
 

@@ -49,6 +49,53 @@ TEST_F(InventoryTest, FailIsAStateOfItsOwnAndPatchClearsIt) {
   EXPECT_EQ(v->node.reason, "");
 }
 
+// A drained node takes no new work while its ranks run on; it reads draining until the last of them ends,
+// then drained, and the count by state follows.
+TEST_F(InventoryTest, DrainIsDrainingWhileRanksRunThenDrained) {
+  Add(MakeNode("n1", "l0"));
+  Placement p;
+  for (int g = 0; g < 8; ++g) p.ranks.push_back({g, "n1", g, g, 0, 0});
+  ASSERT_TRUE(inv_.Allocate("job-1", p).ok());
+  auto v = inv_.Patch("n1", {.drain = true, .reason = "kernel upgrade"}, kNow, &batch_);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->state, NodeState::kDraining);
+  EXPECT_FALSE(v->node.schedulable);
+  EXPECT_EQ(v->node.cordon_source, "operator");
+  EXPECT_EQ(v->jobs, std::vector<std::string>{"job-1"});
+  EXPECT_EQ(inv_.List({}).by_state.at(NodeState::kDraining), 1);
+  EXPECT_EQ(inv_.cluster().UsableGpus(), 0);
+
+  inv_.Release("job-1");
+  EXPECT_EQ(inv_.View("n1")->state, NodeState::kDrained);
+  EXPECT_EQ(inv_.List({.state = NodeState::kDrained}).nodes.size(), 1u);
+  EXPECT_EQ(inv_.List({}).by_state.count(NodeState::kDraining), 0u);
+
+  // A re-registration keeps the drain; a finding's cordon does not replace the operator's.
+  EXPECT_EQ(Add(MakeNode("n1", "l0"), /*schedulable_given=*/false).state, NodeState::kDrained);
+  inv_.Apply({"n1", NodeActionKind::kCordon, "hang culprit"}, "f-000002", kNow, &batch_);
+  EXPECT_EQ(inv_.View("n1")->state, NodeState::kDrained);
+
+  v = inv_.Patch("n1", {.schedulable = true}, kNow, &batch_);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->state, NodeState::kAvailable);
+  EXPECT_FALSE(v->node.drain);
+}
+
+TEST(NodeState, DrainNamesRoundTripAndFailureWins) {
+  EXPECT_EQ(NodeStateFromString("draining"), NodeState::kDraining);
+  EXPECT_EQ(NodeStateFromString("drained"), NodeState::kDrained);
+  Node n;
+  n.schedulable = false;
+  n.drain = true;
+  EXPECT_EQ(StateOf(n, 1), NodeState::kDraining);
+  EXPECT_EQ(StateOf(n, 0), NodeState::kDrained);
+  n.failed = true;
+  EXPECT_EQ(StateOf(n, 1), NodeState::kFailed);
+  n.failed = false;
+  n.drain = false;
+  EXPECT_EQ(StateOf(n, 1), NodeState::kCordoned);  // a plain cordon is unchanged
+}
+
 TEST_F(InventoryTest, BusyNodesCannotBecomeSparesNorBeRemoved) {
   Add(MakeNode("n1", "l0"));
   Placement p;
