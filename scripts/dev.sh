@@ -42,7 +42,7 @@ case "${1:-}" in
       echo "usage: scripts/dev.sh run [--port N]" >&2; exit 2
     fi
     install_missing
-    build shepherdd  # the daemon only: tests and benchmarks are built by `test`
+    build shepherdd shepherdctl  # the daemon and its CLI only: tests and benchmarks are built by `test`
     mkdir -p var
     [ -f var/demo-inventory.json ] || build/daemon/shepherdd gen-inventory --spines 2 --leaves-per-spine 4 \
       --nodes-per-leaf 5 --spares-per-leaf 1 -o var/demo-inventory.json
