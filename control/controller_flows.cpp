@@ -137,6 +137,7 @@ void Controller::FollowExternalAttempt(const std::string& job, const ReportBatch
 }
 
 void Controller::Tick() {
+  events_.Expire(clock_->Now());
   if (!CheckWritable().ok()) return;
   Time now = Turn();
   WriteBatch batch;

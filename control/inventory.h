@@ -12,7 +12,9 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/node.h"
@@ -97,6 +99,8 @@ class Inventory {
   std::vector<SpareDeficit> SpareDeficits() const;
   const Cluster& cluster() const { return cluster_; }
   const Node* Find(const std::string& id) const { return cluster_.Find(id); }
+  // Nodes whose state (NodeView::state) changed, or that came or went, since the last call (events).
+  std::set<std::string> TakeChanged() { return std::exchange(changed_, {}); }
 
  private:
   NodeView ViewOf(const Node& n) const;
@@ -109,6 +113,7 @@ class Inventory {
   Cluster cluster_;
   std::map<std::string, NodeState> states_;  // every node, by id
   std::map<NodeState, int> by_state_;        // counts of states_ (no zero entries)
+  std::set<std::string> changed_;            // TakeChanged
   SpareMinimums spares_;
 };
 
