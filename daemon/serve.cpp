@@ -198,13 +198,10 @@ int RunDaemon(const DaemonConfig& config) {
     webhooks = std::move(started).value();
     controller.set_on_events([&webhooks](const std::vector<Event>& events) { webhooks->Offer(events); });
     metrics.AddSource([&webhooks](std::string* out) {
-      *out +=
-          "# HELP shepherd_webhook_deliveries_total Webhook deliveries by result.
-          "
-          "# TYPE shepherd_webhook_deliveries_total counter
-          ";
-          for (const auto& [result, n] : webhooks->Counts()) *
-          out += "shepherd_webhook_deliveries_total{result=\"" + result + "\"} " + std::to_string(n) + "\n";
+      *out += "# HELP shepherd_webhook_deliveries_total Webhook deliveries by result.\n"
+              "# TYPE shepherd_webhook_deliveries_total counter\n";
+      for (const auto& [result, n] : webhooks->Counts())
+        *out += "shepherd_webhook_deliveries_total{result=\"" + result + "\"} " + std::to_string(n) + "\n";
     });
     spdlog::info("webhooks: {} configured", config.webhooks.size());
   }
