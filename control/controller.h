@@ -385,6 +385,8 @@ class Controller {
   EventLog events_;
   std::map<std::string, NodeState> event_node_state_;
   std::map<std::string, std::size_t> event_finding_actions_;  // finding id -> actions already told
+  // Findings recorded since the last Commit: (size of the batch when recording began, id).
+  std::vector<std::pair<std::size_t, std::string>> finding_order_;
   std::function<void(const std::vector<Event>&)> on_events_;
   RankTokens rank_tokens_;
   Lateness lateness_;
