@@ -66,6 +66,7 @@ int64_t EventLog::Append(std::vector<Event>* events, Time now, WriteBatch* batch
   if (events->empty()) return 0;
   for (Event& e : *events) {
     e.seq = next_seq_++;
+    e.time = now;
     batch->Put({Collection::kMeta, EventKey(e.seq), "", StoredEvent(e).dump()});
     kept_.push_back(e);
   }

@@ -30,7 +30,7 @@ std::optional<EventType> EventTypeFromString(const std::string& s);
 
 struct Event {
   int64_t seq = 0;  // assigned by Append
-  Time time{};
+  Time time{};      // set by Append
   EventType type = EventType::kFinding;
   std::string job;               // empty for node events
   std::string node;              // empty for job events
@@ -60,9 +60,9 @@ class EventLog {
  public:
   explicit EventLog(EventRetention retention = {}) : retention_(retention) {}
 
-  // Numbers `events` in place, keeps them and puts them (and the sequence) into `batch`; prunes what
-  // retention no longer keeps from memory and `batch`. Returns the last sequence number taken (0 when
-  // `events` is empty).
+  // Numbers `events` in place and stamps them with `now` (their commit), keeps them and puts them (and the
+  // sequence) into `batch`; prunes what retention no longer keeps from memory and `batch`. Returns the last
+  // sequence number taken (0 when `events` is empty).
   int64_t Append(std::vector<Event>* events, Time now, WriteBatch* batch);
   // The batch holding events up to `seq` committed: they become readable and waiting polls are answered.
   void MarkDurable(int64_t seq);
