@@ -76,8 +76,9 @@ class BeastHttpClient final : public HttpClient {
  public:
   BeastHttpClient(HttpClientOptions options, Url url) : options_(std::move(options)), url_(std::move(url)) {}
 
+  using HttpClient::Request;
   Result<HttpResult> Request(std::string_view method, std::string_view target, std::string_view body,
-                             std::chrono::milliseconds timeout) override {
+                             std::chrono::milliseconds timeout, const HttpHeaders& headers) override {
     auto deadline = std::chrono::steady_clock::now() + timeout;
     for (int attempt = 0;; ++attempt) {
       if (cancelled_) return Unavailable("http client cancelled");
@@ -91,6 +92,7 @@ class BeastHttpClient final : public HttpClient {
       req.set(http::field::host, url_.host + ":" + url_.port);
       req.set(http::field::user_agent, "shepherd-agent");
       if (!options_.token.empty()) req.set(http::field::authorization, "Bearer " + options_.token);
+      for (const auto& [name, value] : headers) req.set(name, value);
       if (!body.empty()) {
         req.set(http::field::content_type, "application/json");
         req.body() = std::string(body);

@@ -14,6 +14,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "core/status.h"
 
@@ -35,14 +37,17 @@ std::optional<std::chrono::milliseconds> RetryDelay(const HttpResult& r, double 
 Result<std::string> ReadTokenFile(const std::string& path);
 
 struct HttpClientOptions {
-  std::string base_url;    // "http://host:port" (an optional trailing path prefix is kept); http only
-  std::string token;       // sent as "Authorization: Bearer <token>" when non-empty
+  std::string base_url;  // "http://host:port" (an optional trailing path prefix is kept); http only
+  std::string token;     // sent as "Authorization: Bearer <token>" when non-empty
   // Where `token` came from (--token-file), or empty. On a 401 the file is read again, and a token that
   // changed (rotated: the tokens file, then the agent's file) is used at once, for this and later calls.
   std::string token_file;
   bool keep_alive = true;  // reuse the connection when the server allows it
   std::size_t body_limit = 64 * 1024 * 1024;
 };
+
+// Extra request headers, (name, value).
+using HttpHeaders = std::vector<std::pair<std::string, std::string>>;
 
 class HttpClient {
  public:
@@ -53,8 +58,13 @@ class HttpClient {
   // Sends `method` `target` (path and query, appended to the base URL's prefix) with a JSON body when
   // `body` is non-empty, and waits for the whole answer at most `timeout` (connect included). A reused
   // keep-alive connection that turns out closed is retried once on a new connection.
+  // `headers` are sent as given (after the client's own).
   virtual Result<HttpResult> Request(std::string_view method, std::string_view target, std::string_view body,
-                                     std::chrono::milliseconds timeout) = 0;
+                                     std::chrono::milliseconds timeout, const HttpHeaders& headers) = 0;
+  Result<HttpResult> Request(std::string_view method, std::string_view target, std::string_view body,
+                             std::chrono::milliseconds timeout) {
+    return Request(method, target, body, timeout, {});
+  }
 
   // Thread-safe; see above.
   virtual void Cancel() = 0;

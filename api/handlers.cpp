@@ -122,6 +122,7 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o);
 void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
 void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
 void RegisterExternalRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
+void RegisterEventRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
 
 void InstallAuth(Router* router, Controller* c, Authenticator* auth) {
   // Rank credentials are minted per rank of an attempt by the control layer (control/rank_tokens.h).
@@ -154,6 +155,7 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
   RegisterHealthRoutes(router, c, o, clock);
   RegisterAgentRoutes(router, c, o, clock);
   RegisterExternalRoutes(router, c, o, clock);
+  RegisterEventRoutes(router, c, o, clock);
   metrics->SetGaugeSource([c, clock, planner = o.planner](std::string* out) {
     AppendStateMetrics(*c, clock->Now(), out);
     *out += "# HELP shepherd_findings_total Findings by kind.\n# TYPE shepherd_findings_total counter\n";

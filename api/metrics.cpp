@@ -75,6 +75,7 @@ std::string Metrics::Exposition(const std::string& version) const {
   }
   lock.unlock();
   if (gauges_) gauges_(&out);
+  for (const auto& source : sources_) source(&out);
   return out;
 }
 

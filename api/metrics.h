@@ -21,6 +21,9 @@ class Metrics {
   // Gauges read at scrape time (on the scraping thread, with what guards their source held).
   // REQUIRES: set before the first scrape.
   void SetGaugeSource(std::function<void(std::string* out)> source) { gauges_ = std::move(source); }
+  // More series read at scrape time, after the gauges (each thread-safe itself). REQUIRES: added before
+  // the first scrape.
+  void AddSource(std::function<void(std::string* out)> source) { sources_.push_back(std::move(source)); }
 
   // How long the control thread held the ControlLock for one function it ran (a queued request's round, a
   // store completion, a tick): shepherd_control_hold_seconds (a histogram) and
@@ -47,6 +50,7 @@ class Metrics {
   std::map<std::string, uint64_t> requests_;  // labels -> count
   std::map<std::string, Histogram> latency_;  // route labels -> histogram
   std::function<void(std::string*)> gauges_;
+  std::vector<std::function<void(std::string*)>> sources_;
 };
 
 }  // namespace shepherd

@@ -76,6 +76,8 @@ const std::vector<RouteRule>& RouteTable() {
       {"GET", "/v1/jobs/{id}/checkpoints", false, {A, O, S, V}, {}},
       {"GET", "/v1/jobs/{id}/failures", false, {A, O, S, V}, {}},
       {"GET", "/v1/failures", false, {A, O, S, V}, {}},
+      // Events of every job and node (docs/events.md).
+      {"GET", "/v1/events", false, {A, O, S, V}, {}},
   };
   return table;
 }

@@ -18,6 +18,7 @@ Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOp
       recovery_(&inventory_, &jobs_, options_.remediation_hook),
       agents_([this](const std::string& node) { return DesiredRanks(node); },
               options_.node_heartbeat_timeout_s, options_.agent_lease_s, options_.unknown_process_timeout_s),
+      events_(options_.event_retention),
       lateness_(options_.late_after_s, clock_->Now()),
       slurm_sync_(&inventory_, &findings_, options_.default_gpu_memory_gib) {
   recovery_.set_slurm(options_.slurm);
@@ -42,11 +43,20 @@ Status Controller::CheckWritable() const {
 }
 
 void Controller::Commit(WriteBatch batch, std::function<void(Status)> done) {
-  Settle(clock_->Now(), &batch);
+  const Time now = clock_->Now();
+  Settle(now, &batch);
+  // Each change's event commits with it.
+  std::vector<Event> events = CollectEvents(batch, now);
+  const int64_t last_event = events_.Append(&events, now, &batch);
   // Attempts this batch starts reach the agents, or become a Slurm step, and the Slurm allocations it asks
   // for are requested, only once it is durable.
   auto saved = [this, starts = std::exchange(unsaved_starts_, {}),
-                requests = std::exchange(unsaved_request_starts_, {})] {
+                requests = std::exchange(unsaved_request_starts_, {}), last_event,
+                events = std::move(events)] {
+    if (last_event) {
+      events_.MarkDurable(last_event);
+      if (on_events_) on_events_(events);
+    }
     for (const auto& [job, attempt] : starts) {
       unsaved_attempts_.erase({job, attempt});
       agents_.Saved(job, attempt, clock_->Now());

@@ -31,6 +31,7 @@
 
 #include "control/agent_board.h"
 #include "control/callbacks.h"
+#include "control/event_log.h"
 #include "control/finding_log.h"
 #include "control/inventory.h"
 #include "control/job_book.h"
@@ -79,6 +80,7 @@ struct ControllerOptions {
   bool slurm = false;
   // policy.external_remediation = "requeue": requeues the Slurm job (never blocks; null without --slurm).
   ExternalRequeue slurm_requeue;
+  EventRetention event_retention;  // GET /v1/events (docs/events.md)
 };
 
 struct NodeUpsert {
@@ -197,7 +199,20 @@ class Controller {
   // `can_keep`: the agent honours the answer's `keep` (AgentBoard::Watch).
   void WatchAssignments(const std::string& node, int64_t known, Time deadline, bool can_keep,
                         Done<Assignments> done);
-  void ReleaseWaiters() { agents_.ReleaseWaiters(); }
+  void ReleaseWaiters() {
+    agents_.ReleaseWaiters();
+    events_.ReleaseAll();
+  }
+
+  // ---- Events (control/event_log.h, docs/events.md): findings, actions, job and node state changes, each
+  // stored in the batch of its change and readable once that batch is durable.
+  Result<EventPage> ReadEvents(int64_t after, std::size_t limit) const { return events_.Read(after, limit); }
+  // As ReadEvents, but waits until `deadline` (the tick expires it) for an event when none follows `after`.
+  void WatchEvents(int64_t after, std::size_t limit, Time deadline, Done<EventPage> done) {
+    events_.Wait(after, limit, deadline, std::move(done));
+  }
+  // Called on the control thread with each durable batch's events, in order (webhooks). Must not block.
+  void set_on_events(std::function<void(const std::vector<Event>&)> f) { on_events_ = std::move(f); }
 
   // ---- Slurm (control/slurm_sync.h, control/slurm_watch.h; the daemon's worker reads the cluster, runs
   // the commands and reads the watched jobs)
@@ -298,6 +313,12 @@ class Controller {
     lateness_.OnTurn(now);
     return now;
   }
+  // The events of the operation `batch` commits: the job states entered, new findings and their actions,
+  // node state changes (against what the previous batches told).
+  std::vector<Event> CollectEvents(const WriteBatch& batch, Time now);
+  // What CollectEvents compares with: every node's state and every finding's actions as of the last
+  // batch (from the restored records at start-up).
+  void BaselineEvents();
   // Settles, then persists `batch`; `done` runs on the control thread after COMMIT.
   void Commit(WriteBatch batch, std::function<void(Status)> done);
   template <typename T>
@@ -378,6 +399,12 @@ class Controller {
   RecoveryExecutor recovery_;
   AgentBoard agents_;
   FindingLog findings_;
+  EventLog events_;
+  std::map<std::string, NodeState> event_node_state_;
+  std::map<std::string, std::size_t> event_finding_actions_;  // finding id -> actions already told
+  // Findings recorded since the last Commit: (size of the batch when recording began, id).
+  std::vector<std::pair<std::size_t, std::string>> finding_order_;
+  std::function<void(const std::vector<Event>&)> on_events_;
   RankTokens rank_tokens_;
   Lateness lateness_;
   SlurmSync slurm_sync_;

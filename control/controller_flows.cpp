@@ -45,6 +45,7 @@ void Controller::PersistTransitions(const std::vector<CheckpointTransition>& ts,
 
 void Controller::RecordFinding(Finding f, Time now, WriteBatch* batch) {
   f.id = findings_.NextId();
+  finding_order_.emplace_back(batch->ops.size(), f.id);  // its event comes before what recovery does
   if (const JobEntry* e = jobs_.Find(f.job)) {
     std::vector<Finding> earlier = findings_.Recent(f.job, kRecurrenceWindow);
     JobHealth& health = HealthOf(f.job);
@@ -144,6 +145,7 @@ void Controller::FollowExternalAttempt(const std::string& job, const ReportBatch
 }
 
 void Controller::Tick() {
+  events_.Expire(clock_->Now());
   if (!CheckWritable().ok()) return;
   Time now = Turn();
   WriteBatch batch;

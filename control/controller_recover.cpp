@@ -93,6 +93,9 @@ Status Controller::Recover(bool salvage) {
           if (!j->is_object() || !j->contains("epoch") || !(*j)["epoch"].is_number_integer())
             return InvalidArgument("no integer epoch");
           epoch = (*j)["epoch"].get<int64_t>();
+        } else if (Result<bool> event = events_.Restore(r); !event.ok()) {
+          return event.status();
+        } else if (*event) {
         } else if (auto part = DecodeCheckpointPart(r)) {
           if (!part->ok()) return part->status();
           parts[(*part)->job].push_back(**part);
@@ -121,6 +124,7 @@ Status Controller::Recover(bool salvage) {
     if (Status moved = store_->Quarantine(r, why); !moved.ok()) return moved;
     spdlog::error("{} cannot be decoded ({}): moved aside into records_quarantine", what, why);
   }
+  events_.Restored();
   Time now = clock_->Now();
   lateness_.Restart(now);  // nothing was heard before: no silence verdict for a full window
   for (auto& [job, a] : last_attempt) {
@@ -136,6 +140,7 @@ Status Controller::Recover(bool salvage) {
     else if (e.job.state == JobState::kLaunching)
       health.OnAttemptStart(e.job, *e.attempt, LaunchOf(e.job), now);
   }
+  BaselineEvents();
   // Ranks keep their credentials across a restart, as long as their attempt (or job, for another
   // launcher's) is still live; the rest are revoked.
   WriteBatch batch;

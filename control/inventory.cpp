@@ -23,10 +23,14 @@ void Inventory::Recount(const std::string& id) {
   if (it != states_.end() && --by_state_[it->second] == 0) by_state_.erase(it->second);
   const Node* n = cluster_.Find(id);
   if (!n) {
-    if (it != states_.end()) states_.erase(it);
+    if (it != states_.end()) {
+      states_.erase(it);
+      changed_.insert(id);
+    }
     return;
   }
   const NodeState state = StateOf(*n, cluster_.AllocatedGpus(id));
+  if (it == states_.end() || it->second != state) changed_.insert(id);
   states_[id] = state;
   ++by_state_[state];
 }

@@ -12,7 +12,9 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/node.h"
@@ -100,6 +102,8 @@ class Inventory {
   // Nodes by state, kept as they change (no zero entries).
   const std::map<NodeState, int>& by_state() const { return by_state_; }
   const Node* Find(const std::string& id) const { return cluster_.Find(id); }
+  // Nodes whose state (NodeView::state) changed, or that came or went, since the last call (events).
+  std::set<std::string> TakeChanged() { return std::exchange(changed_, {}); }
 
  private:
   NodeView ViewOf(const Node& n) const;
@@ -112,6 +116,7 @@ class Inventory {
   Cluster cluster_;
   std::map<std::string, NodeState> states_;  // every node, by id
   std::map<NodeState, int> by_state_;        // counts of states_ (no zero entries)
+  std::set<std::string> changed_;            // TakeChanged
   SpareMinimums spares_;
 };
 

@@ -75,6 +75,7 @@ Result<std::string> JobBook::Submit(JobSpec spec, PlanEstimate estimate, Time no
   e.job.created_at = e.job.updated_at = now;
   e.estimate = std::move(estimate);
   batch->Put(JobRecord(e.job, e.estimate));
+  state_changes_.push_back({e.job.id, e.job.state, 0, e.job.reason, batch->ops.size() - 1});
   if (!e.job.spec.external_id.empty()) by_external_id_[e.job.spec.external_id].insert(e.job.id);
   Track(e);
   jobs_[e.job.id] = std::move(e);
@@ -109,6 +110,7 @@ Status JobBook::StartAttempt(const std::string& job, Placement placement, const 
   e.job.updated_at = now;
   Track(e);
   batch->Put(JobRecord(e.job, e.estimate));
+  state_changes_.push_back({job, e.job.state, a.number, reason, batch->ops.size() - 1});
   batch->Put(AttemptRecord(a));
   spdlog::info("job {} attempt {} started on {} ranks ({})", job, a.number, a.placement.ranks.size(), reason);
   if (e.attempt) e.previous = std::move(e.attempt->placement);
@@ -136,6 +138,7 @@ void JobBook::SetState(const std::string& job, JobState state, const std::string
   e.job.updated_at = now;
   Track(e);
   batch->Put(JobRecord(e.job, e.estimate));
+  state_changes_.push_back({job, state, e.job.attempt, reason, batch->ops.size() - 1});
 }
 
 void JobBook::Persist(const std::string& job, WriteBatch* batch) {

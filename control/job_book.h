@@ -103,6 +103,16 @@ class JobBook {
   Status RestoreAttempt(Attempt attempt);
 
   std::vector<AttemptEvent> TakeEvents() { return std::exchange(events_, {}); }
+  // Every state a job entered (submitted, an attempt started, SetState, End) since the last call, in
+  // order; `position` is the index in the operation's batch of the job record that wrote it (events).
+  struct StateChange {
+    std::string job;
+    JobState state = JobState::kQueued;
+    int attempt = 0;
+    std::string reason;
+    std::size_t position = 0;
+  };
+  std::vector<StateChange> TakeStateChanges() { return std::exchange(state_changes_, {}); }
   const JobEntry* Find(const std::string& id) const;
   // The job with this external id that has not ended (an index lookup); null when none.
   const JobEntry* FindExternal(const std::string& external_id) const;
@@ -128,6 +138,7 @@ class JobBook {
   std::set<std::pair<int64_t, std::string>> queued_;
   int64_t next_seq_ = 1;
   std::vector<AttemptEvent> events_;
+  std::vector<StateChange> state_changes_;
 };
 
 }  // namespace shepherd

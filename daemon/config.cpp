@@ -55,7 +55,9 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
                // Body budget and connection caps by class and identity.
                "max_connections_per_identity", "max_connections_per_rank_token", "body_reserve_liveness",
                "body_share_per_identity", "body_share_low_role", "body_budget_low_roles", "body_min_rate",
-               "body_rate_grace_s", "read_timeout_s"});
+               "body_rate_grace_s", "read_timeout_s",
+               // Events (docs/events.md).
+               "event_retention", "webhooks"});
   if (auto v = r.String("listen", false)) c->listen = *v;
   if (auto v = r.String("db", false, 4096)) c->db = *v;
   if (auto v = r.String("inventory", false, 4096)) c->inventory = *v;
@@ -205,6 +207,42 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
       if (auto v = sr.Number("launch_poll_s", false, 0.05, 3600)) c->slurm.launch_poll_s = *v;
       if (auto v = sr.String("rank_exec", false, 4096)) c->slurm.rank_exec = *v;
       if (auto v = sr.String("step_log_dir", false, 4096)) c->slurm.step_log_dir = *v;
+    }
+  }
+  if (const Json* er = r.Find("event_retention")) {
+    FieldReader rr(*er, "event_retention", &errs);
+    rr.OnlyKnown({"max_events", "max_age_days"});
+    if (rr.ok()) {
+      if (auto v = rr.Int("max_events", false, 1, 1LL << 32)) c->controller.event_retention.max_events = *v;
+      if (auto v = rr.Number("max_age_days", false, 0.001, 36500))
+        c->controller.event_retention.max_age_s = *v * 86400;
+    }
+  }
+  if (const Json* wh = r.Find("webhooks")) {
+    if (!wh->is_array()) r.Error("webhooks", "must be an array of {url, events, secret_file}");
+    for (std::size_t i = 0; wh->is_array() && i < wh->size(); ++i) {
+      const std::string at = "webhooks[" + std::to_string(i) + "]";
+      FieldReader w((*wh)[i], at, &errs);
+      w.OnlyKnown({"url", "events", "secret_file"});
+      if (!w.ok()) continue;
+      WebhookConfig hook;
+      if (auto v = w.String("url", true, 2048)) {
+        if (v->rfind("http://", 0) != 0 || v->size() <= 7)
+          w.Error(w.Path("url"), "must be an http:// URL (TLS is not supported)");
+        hook.url = *v;
+      }
+      if (auto v = w.String("secret_file", true, 4096)) hook.secret_file = *v;
+      if (const Json* ev = w.Find("events")) {
+        if (!ev->is_array()) w.Error(w.Path("events"), "must be an array of event types");
+        for (const Json& t : ev->is_array() ? *ev : Json::array()) {
+          auto type = t.is_string() ? EventTypeFromString(t.get<std::string>()) : std::nullopt;
+          if (type)
+            hook.events.insert(*type);
+          else
+            w.Error(w.Path("events"), "must name event types: finding, action, job_state, node_state");
+        }
+      }
+      c->webhooks.push_back(std::move(hook));
     }
   }
   strings("topology_levels", &c->controller.levels);

@@ -10,6 +10,7 @@
 #include "control/controller.h"
 #include "core/job_policy.h"
 #include "core/status.h"
+#include "daemon/webhooks.h"
 
 namespace shepherd {
 
@@ -73,6 +74,8 @@ struct DaemonConfig {
   bool salvage = false;
   std::string log_level = "info";
   SlurmConfig slurm;
+  // "webhooks": [{"url", "events", "secret_file"}]: events POSTed to the site (daemon/webhooks.h).
+  std::vector<WebhookConfig> webhooks;
 };
 
 // spdlog's level names: trace, debug, info, warn, error, critical, off (spdlog reads any other as off).

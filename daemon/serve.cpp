@@ -32,6 +32,7 @@
 #include "daemon/slurm_job_asker.h"
 #include "daemon/slurm_launch.h"
 #include "daemon/slurm_sync.h"
+#include "daemon/webhooks.h"
 
 namespace asio = boost::asio;
 
@@ -187,6 +188,24 @@ int RunDaemon(const DaemonConfig& config) {
     });
   };
   Controller controller(store->get(), &clock, post, controller_options);
+  // Webhooks (daemon/webhooks.h): fed each durable batch's events on the control thread, never blocking it.
+  std::unique_ptr<WebhookSender> webhooks;
+  if (!config.webhooks.empty()) {
+    auto started = WebhookSender::Start(config.webhooks);
+    if (!started.ok()) {
+      spdlog::error("{}", started.status().message());
+      return 2;
+    }
+    webhooks = std::move(started).value();
+    controller.set_on_events([&webhooks](const std::vector<Event>& events) { webhooks->Offer(events); });
+    metrics.AddSource([&webhooks](std::string* out) {
+      *out += "# HELP shepherd_webhook_deliveries_total Webhook deliveries by result.\n"
+              "# TYPE shepherd_webhook_deliveries_total counter\n";
+      for (const auto& [result, n] : webhooks->Counts())
+        *out += "shepherd_webhook_deliveries_total{result=\"" + result + "\"} " + std::to_string(n) + "\n";
+    });
+    spdlog::info("webhooks: {} configured", config.webhooks.size());
+  }
   if (Status s = controller.Recover(config.salvage); !s.ok()) {
     spdlog::error("recovering state from {} failed: {}", config.db, s.message());
     return 1;
@@ -411,6 +430,7 @@ int RunDaemon(const DaemonConfig& config) {
   (*store)->Flush();
   ioc.restart();
   ioc.poll();
+  if (webhooks) webhooks->Stop();
   spdlog::info("shepherdd stopped (exit {})", exit_code);
   return exit_code;
 }

@@ -187,6 +187,7 @@ const std::map<std::string, std::set<std::string>>& Expected() {
       {"GET /v1/jobs/{id}/checkpoints", people_read},
       {"GET /v1/jobs/{id}/failures", people_read},
       {"GET /v1/failures", people_read},
+      {"GET /v1/events", people_read},
   };
   return m;
 }
