@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/node.h"
+
 namespace shepherd::agent {
 namespace {
 
