@@ -45,7 +45,7 @@ JOB = {"name": "victim", "command": ["/bin/true"],
 HANG_POLICY = {"startup_grace_s": 0, "hang_timeout_s": 1, "restart_backoff_s": 600}
 
 
-def request(port, method, path, token=None, body=None, timeout=60):
+def request(port, method, path, token=None, body=None, timeout=60, limit=1 << 20):
     """One request on its own connection: (status, body bytes, seconds). Status 0: no answer."""
     start = time.monotonic()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
@@ -56,7 +56,7 @@ def request(port, method, path, token=None, body=None, timeout=60):
         data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
         conn.request(method, path, body=data, headers=headers)
         resp = conn.getresponse()
-        raw = resp.read(1 << 20)
+        raw = resp.read(limit)
         return resp.status, raw, time.monotonic() - start
     except (OSError, http.client.HTTPException):
         return 0, b"", time.monotonic() - start
@@ -290,7 +290,7 @@ def attack_flight_recorder(port, fleet, until):
         statuses.add(status)
         if status == 422 and n == 1:
             body, shape = flight_body(job, attempt, 256, 8, 1900), "first 422, then 256 x 8 dumps"
-    _, raw, _ = request(port, "GET", "/v1/failures?kind=hang&job=" + job, ADMIN)
+    _, raw, _ = request(port, "GET", "/v1/failures?kind=hang&job=" + job, ADMIN, timeout=300, limit=1 << 30)
     found = json.loads(raw or b"{}").get("failures") or [{}]
     return "%d heartbeats of %.1f MiB (%s), answers %s; the hang finding lists %d dumps" % (
         n, len(body) / 1048576, shape, sorted(statuses), len(found[0].get("flight_recorder", [])))
