@@ -110,7 +110,8 @@ TEST_F(LedgerTest, AJobHoldsAtMostKMaxPendingPendingCheckpoints) {
       static_cast<int>(CheckpointLedger::kMaxPending) / CheckpointLedger::kMaxSolePendingPerRank + 8;
   for (int rank = 0; rank < ranks; ++rank)
     for (int i = 0; i < CheckpointLedger::kMaxSolePendingPerRank; ++i)
-      wide.OnCheckpointReport(1, rank, int64_t{rank} * 100 + i, "/p", clock_.Now());
+      wide.OnCheckpointReport(1, rank, int64_t{rank} * 100 + i, "/p/" + std::to_string(rank * 100 + i),
+                              clock_.Now());
   EXPECT_EQ(wide.pending(), CheckpointLedger::kMaxPending);
   EXPECT_EQ(wide.ignored_reports(), uint64_t{8} * CheckpointLedger::kMaxSolePendingPerRank);
 }
