@@ -133,8 +133,17 @@ Result<Assignments> ParseAssignments(const Json& j) {
 
 Json HeartbeatBody(const AgentIdentity& agent, const Json& gpu_faults,
                    const std::vector<ProcessReport>& processes) {
+  // Within the daemon's bounds (core/node.h), or it would refuse the whole heartbeat: running ranks first
+  // (an exit left out is sent once earlier ones are acknowledged), the first dumps by path.
+  std::vector<const ProcessReport*> listed;
+  for (const ProcessReport& p : processes)
+    if (p.running) listed.push_back(&p);
+  for (const ProcessReport& p : processes)
+    if (!p.running) listed.push_back(&p);
+  if (listed.size() > kMaxHeartbeatProcesses) listed.resize(kMaxHeartbeatProcesses);
   Json procs = Json::array();
-  for (const ProcessReport& p : processes) {
+  for (const ProcessReport* entry : listed) {
+    const ProcessReport& p = *entry;
     Json e = {{"job", p.key.job},
               {"attempt", p.key.attempt},
               {"rank", p.key.rank},
@@ -150,7 +159,8 @@ Json HeartbeatBody(const AgentIdentity& agent, const Json& gpu_faults,
     }
     if (!p.flight_recorder.empty()) {
       Json dumps = Json::array();
-      for (const DumpFile& d : p.flight_recorder) dumps.push_back({{"path", d.path}, {"size", d.size}});
+      for (std::size_t i = 0; i < p.flight_recorder.size() && i < kMaxHeartbeatDumps; ++i)
+        dumps.push_back({{"path", p.flight_recorder[i].path}, {"size", p.flight_recorder[i].size}});
       e["flight_recorder"] = std::move(dumps);
     }
     procs.push_back(std::move(e));

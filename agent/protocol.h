@@ -53,7 +53,9 @@ struct AgentIdentity {
   pid_t pid = 0;
   std::string started_at;  // RFC 3339
 };
-// `gpu_faults` is passed through as given (an array; anything else is sent as []).
+// `gpu_faults` is passed through as given (an array; anything else is sent as []). At most
+// kMaxHeartbeatProcesses processes, running ones first, of at most kMaxHeartbeatDumps dumps each
+// (core/node.h).
 Json HeartbeatBody(const AgentIdentity& agent, const Json& gpu_faults,
                    const std::vector<ProcessReport>& processes);
 

@@ -6,6 +6,7 @@
 #include "api/problem.h"
 #include "api/views.h"
 #include "core/fields.h"
+#include "core/node.h"
 
 namespace shepherd {
 namespace {
@@ -13,11 +14,8 @@ namespace {
 // Bounds of what an agent may attach to a process entry (the agent reads at most 4 KiB of log; replacing
 // invalid UTF-8 can triple that).
 constexpr size_t kMaxLogTail = 16384;
-constexpr size_t kMaxDumps = 64;
-// A node runs at most one rank per GPU; the rest of a heartbeat's entries are exits not yet acknowledged
-// and processes of attempts the daemon no longer runs. Far above any real agent's list, and small enough
-// that one node's heartbeat cannot hold up the control thread.
-constexpr size_t kMaxProcesses = 4096;
+constexpr size_t kMaxDumps = kMaxHeartbeatDumps;
+constexpr size_t kMaxProcesses = kMaxHeartbeatProcesses;
 constexpr size_t kMaxError = 4096;
 
 // A `gpu_faults` entry's `kind` (free-form: the site's probe names it; it goes into the finding's text) and

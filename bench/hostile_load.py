@@ -4,12 +4,17 @@
 Starts the daemon on 127.0.0.1:0 (a tokens file with admin, viewer and agent tokens), registers two nodes
 whose agents this script simulates (each heartbeats every second over real HTTP, as agent/protocol.* does,
 listing the ranks the daemon assigned it as running), submits a two-rank job, and has its simulated ranks
-report a step every second with the rank token the assignments carry. Then, for each attack in turn, runs
-it for --seconds while measuring every heartbeat's latency, and prints one table row per attack:
+report a step every second with the rank token the assignments carry. Each attack gets a daemon of its
+own (so shepherd_control_hold_seconds_max, the longest control-thread hold since start, is that attack's):
+it runs for --seconds while every heartbeat's latency is measured, and one table row is printed per attack:
 
   worst and p99 heartbeat latency, heartbeats refused (not 200), late (beyond the lease), whether a rank
   would have been fenced (an agent went a lease without a 200), reports refused, and
-  shepherd_control_hold_seconds_max before/after (n/a when the daemon does not export it).
+  shepherd_control_hold_seconds_max when the attack starts and when it ends (n/a when the daemon does not
+  export it).
+
+The flight-recorder attack runs while the job has a hang finding: its rank 0 sits in an all-reduce rank 1
+never enters, past the job's hang_timeout_s (1 s), so a dump listed for the hung attempt is merged into it.
 
 Standard library only, loopback only, bounded loops; it stops by itself and kills the daemon it started.
 Usage: bench/hostile_load.py [--shepherdd build/daemon/shepherdd] [--seconds 8] [--attacks a,b,...]
@@ -35,9 +40,12 @@ JOB = {"name": "victim", "command": ["/bin/true"],
        "model": {"parameters": 1e8, "layers": 4, "hidden": 512, "heads": 8, "seq_len": 512},
        "training": {"global_batch_size": 32}, "parallelism": {"tp": 1, "pp": 1, "dp": 2},
        "resources": {"gpus": 2, "gpus_per_node": 1}}
+# The hung job of the flight-recorder attack: a hang is judged after 1 s in a collective; no restart within
+# the attack (the hang finding's attempt stays the job's).
+HANG_POLICY = {"startup_grace_s": 0, "hang_timeout_s": 1, "restart_backoff_s": 600}
 
 
-def request(port, method, path, token=None, body=None, timeout=60):
+def request(port, method, path, token=None, body=None, timeout=60, limit=1 << 20):
     """One request on its own connection: (status, body bytes, seconds). Status 0: no answer."""
     start = time.monotonic()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
@@ -48,7 +56,7 @@ def request(port, method, path, token=None, body=None, timeout=60):
         data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
         conn.request(method, path, body=data, headers=headers)
         resp = conn.getresponse()
-        raw = resp.read(1 << 20)
+        raw = resp.read(limit)
         return resp.status, raw, time.monotonic() - start
     except (OSError, http.client.HTTPException):
         return 0, b"", time.monotonic() - start
@@ -72,11 +80,13 @@ def metric(port, name):
 class Fleet:
     """The simulated agents of n0 and n1 and the job's simulated ranks."""
 
-    def __init__(self, port, lease_s):
-        self.port, self.lease_s = port, lease_s
+    def __init__(self, port, lease_s, hang=False):
+        self.port, self.lease_s, self.hang = port, lease_s, hang
+        self.since = time.time()
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.ranks = {}  # node -> [(job, attempt, rank, token)]
+        self.stepped = set()
         self.reset()
 
     def reset(self):
@@ -126,6 +136,13 @@ class Fleet:
             for j, a, r, rank_token in self.ranks.get(node, []):
                 report = {"reports": [{"rank": r, "attempt": a, "kind": "step", "step": int(tick),
                                        "loss": 2.0, "grad_norm": 1.0, "step_time_s": 1.0}]}
+                if self.hang:  # step 1 once, then rank 0 waits in an all-reduce rank 1 never enters
+                    beat = {"rank": r, "attempt": a, "kind": "heartbeat", "step": 1}
+                    if r == 0:
+                        beat["collective"] = {"seq": 5, "op": "all_reduce", "group": "dp", "since": self.since}
+                    report = {"reports": ([{"rank": r, "attempt": a, "kind": "step", "step": 1}]
+                                          if (j, a, r) not in self.stepped else []) + [beat]}
+                    self.stepped.add((j, a, r))
                 status, _, _ = request(self.port, "POST", "/v1/jobs/%s/reports" % j, rank_token, report, timeout=30)
                 with self.lock:
                     self.reports += 1
@@ -247,26 +264,36 @@ def attack_connection_flood(port, fleet, until, count=3000):
     return "%d opened, %d failed to open, %d still open at the end" % (len(conns), failed, open_now)
 
 
-def attack_flight_recorder(port, fleet, until):
-    """Agent nx (not where the job runs) heartbeats ~4 MiB of the job's processes with flight-recorder paths."""
-    job, attempt, _, _ = fleet.a_rank()
+def flight_body(job, attempt, processes, dumps, pad):
     procs, size = [], 0
-    rank = 0
-    while size < (4 << 20) - 8192 and len(procs) < 4096:
-        fr = [{"path": "/var/lib/shepherd/agent/flight-recorder/%s-a%d-r%d/nccl_trace_rank_%d_%04d" %
-               (job, attempt, rank, rank, k), "size": 81920} for k in range(64)]
-        p = {"job": job, "attempt": attempt, "rank": rank, "pid": 5000 + rank, "state": "running",
+    while size < (4 << 20) - 16384 and len(procs) < processes:
+        rank = len(procs)
+        fr = [{"path": "/var/lib/shepherd/agent/flight-recorder/%s-a%d-r%d/%s/nccl_trace_rank_%d_%04d" %
+               (job, attempt, rank % 2, "x" * pad, rank, k), "size": 81920} for k in range(dumps)]
+        p = {"job": job, "attempt": attempt, "rank": rank % 2, "pid": 5000 + rank, "state": "running",
              "flight_recorder": fr}
         size += len(json.dumps(p))
         procs.append(p)
-        rank += 1
-    body = json.dumps({"processes": procs}).encode()[: 4 << 20]
-    n, statuses = 0, set()
+    return json.dumps({"processes": procs}).encode()
+
+
+def attack_flight_recorder(port, fleet, until):
+    """Agent nx (not where the job runs) heartbeats ~4 MiB of the hung attempt's processes with
+    flight-recorder paths: 64 per process; where the daemon refuses that (422), the largest it accepts (256
+    processes of 8 dumps with 1.9 KB paths)."""
+    job, attempt = fleet.hung
+    body = flight_body(job, attempt, 4096, 64, 0)
+    n, statuses, shape = 0, set(), "64 dumps per process"
     while time.monotonic() < until:
         status, _, _ = request(port, "POST", "/v1/nodes/nx/heartbeat", AGENTS["nx"], body, timeout=300)
         n += 1
         statuses.add(status)
-    return "%d heartbeats of %.1f MiB, answers %s" % (n, len(body) / 1048576, sorted(statuses))
+        if status == 422 and n == 1:
+            body, shape = flight_body(job, attempt, 256, 8, 1900), "first 422, then 256 x 8 dumps"
+    _, raw, _ = request(port, "GET", "/v1/failures?kind=hang&job=" + job, ADMIN, timeout=300, limit=1 << 30)
+    found = json.loads(raw or b"{}").get("failures") or [{}]
+    return "%d heartbeats of %.1f MiB (%s), answers %s; the hang finding lists %d dumps" % (
+        n, len(body) / 1048576, shape, sorted(statuses), len(found[0].get("flight_recorder", [])))
 
 
 def attack_forged_reports(port, fleet, until):
@@ -281,7 +308,11 @@ def attack_forged_reports(port, fleet, until):
         n += 1
         step += 1
         time.sleep(0.05)
-    return "%d requests, answers %s" % (n, sorted(statuses))
+    _, raw, _ = request(port, "GET", "/v1/failures?kind=sdc_suspected&job=" + job, ADMIN)
+    sdc = len(json.loads(raw or b"{}").get("failures", []))
+    _, raw, _ = request(port, "GET", "/v1/jobs/" + job, ADMIN)
+    return "%d requests, answers %s; %d sdc_suspected findings, job at attempt %s" % (
+        n, sorted(statuses), sdc, json.loads(raw or b"{}").get("attempt"))
 
 
 def attack_planner(port, fleet, until):
@@ -320,6 +351,86 @@ ATTACKS = [
 ]
 
 
+def start_daemon(shepherdd, tmp):
+    tokens = os.path.join(tmp, "tokens.json")
+    entries = [{"token": ADMIN, "role": "admin", "name": "ops"}, {"token": VIEWER, "role": "viewer", "name": "v"}]
+    entries += [{"token": t, "role": "agent", "node": n} for n, t in AGENTS.items()]
+    with open(tokens, "w") as f:
+        json.dump({"tokens": entries}, f)
+    os.chmod(tokens, 0o600)
+    port_file = os.path.join(tmp, "port")
+    log = open(os.path.join(tmp, "daemon.log"), "w")
+    daemon = subprocess.Popen([shepherdd, "--listen", "127.0.0.1:0", "--port-file", port_file, "--db",
+                               os.path.join(tmp, "shepherd.db"), "--tokens-file", tokens], stdout=log, stderr=log)
+    deadline = time.monotonic() + 30
+    while not os.path.exists(port_file) and time.monotonic() < deadline and daemon.poll() is None:
+        time.sleep(0.05)
+    return daemon, log, int(open(port_file).read())
+
+
+def run_attack(args, title, key, fn):
+    """A fresh daemon, nodes, the job and its simulated agents; the attack; SIGTERM. The table row."""
+    tmp = tempfile.mkdtemp(prefix="shepherd-hostile-%s-" % key)
+    daemon, log, port = start_daemon(args.shepherdd, tmp)
+    fleet, agents = None, []
+    try:
+        for i, (node, token) in enumerate(AGENTS.items()):
+            status, raw, _ = request(port, "POST", "/v1/nodes", token, {
+                "id": node, "hostname": "h-" + node, "gpus": 1, "topology": {"spine": "s0", "leaf": "l%d" % i}})
+            assert status in (200, 201), (status, raw)
+        if os.environ.get("HOSTILE_NX_CORDON", "1") == "1":  # keep the job off the attacker's node
+            request(port, "PATCH", "/v1/nodes/nx", ADMIN, {"schedulable": False})
+        spec = dict(JOB, policy=HANG_POLICY) if key == "flight" else JOB
+        status, raw, _ = request(port, "POST", "/v1/jobs", ADMIN, spec)
+        assert status == 201, (status, raw)
+        job = json.loads(raw)["id"]
+        fleet = Fleet(port, args.lease_s, hang=key == "flight")
+        agents = [threading.Thread(target=fn_, args=(n,), daemon=True)
+                  for n in ("n0", "n1") for fn_ in (fleet.agent, fleet.ranks_of)]
+        for t in agents:
+            t.start()
+        deadline = time.monotonic() + 30
+        while fleet.a_rank() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert fleet.a_rank(), "the job's ranks were never assigned"
+        if key == "flight":  # wait (bounded) for the hang finding
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline:
+                _, raw, _ = request(port, "GET", "/v1/failures?kind=hang&job=" + job, ADMIN)
+                found = json.loads(raw or b"{}").get("failures", [])
+                if found:
+                    fleet.hung = (job, found[0]["attempt"])
+                    break
+                time.sleep(0.5)
+            assert getattr(fleet, "hung", None), "no hang finding within 90 s"
+        time.sleep(2)
+        hold_before = metric(port, "shepherd_control_hold_seconds_max")
+        fleet.reset()
+        note = fn(port, fleet, time.monotonic() + args.seconds)
+        fleet.settle(time.monotonic())
+        s = fleet.summary()
+        hold_after = metric(port, "shepherd_control_hold_seconds_max")
+        print("# %s: %s" % (title, note), file=sys.stderr, flush=True)
+        fleet.stop.set()
+        for t in agents:
+            t.join(timeout=40)
+        start = time.monotonic()
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            daemon.wait(timeout=60)
+            term = "%.1f s" % (time.monotonic() - start)
+        except subprocess.TimeoutExpired:
+            term = "none in 60 s"
+        return title, s, hold_before, hold_after, note, term
+    finally:
+        if fleet:
+            fleet.stop.set()
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+        log.close()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--shepherdd", default=os.path.join(os.path.dirname(__file__), "..", "build", "daemon", "shepherdd"))
@@ -329,82 +440,17 @@ def main():
     args = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
-
-    tmp = tempfile.mkdtemp(prefix="shepherd-hostile-")
-    tokens = os.path.join(tmp, "tokens.json")
-    entries = [{"token": ADMIN, "role": "admin", "name": "ops"}, {"token": VIEWER, "role": "viewer", "name": "v"}]
-    entries += [{"token": t, "role": "agent", "node": n} for n, t in AGENTS.items()]
-    with open(tokens, "w") as f:
-        json.dump({"tokens": entries}, f)
-    os.chmod(tokens, 0o600)
-    port_file = os.path.join(tmp, "port")
-    log = open(os.path.join(tmp, "daemon.log"), "w")
-    daemon = subprocess.Popen([args.shepherdd, "--listen", "127.0.0.1:0", "--port-file", port_file, "--db",
-                               os.path.join(tmp, "shepherd.db"), "--tokens-file", tokens], stdout=log, stderr=log)
-    fleet = None
-    try:
-        deadline = time.monotonic() + 30
-        while not os.path.exists(port_file) and time.monotonic() < deadline and daemon.poll() is None:
-            time.sleep(0.05)
-        port = int(open(port_file).read())
-        for i, (node, token) in enumerate(AGENTS.items()):
-            status, raw, _ = request(port, "POST", "/v1/nodes", token, {
-                "id": node, "hostname": "h-" + node, "gpus": 1, "topology": {"spine": "s0", "leaf": "l%d" % i}})
-            assert status in (200, 201), (status, raw)
-        if os.environ.get("HOSTILE_NX_CORDON", "1") == "1":  # keep the job off the attacker's node
-            request(port, "PATCH", "/v1/nodes/nx", ADMIN, {"schedulable": False})
-        status, raw, _ = request(port, "POST", "/v1/jobs", ADMIN, JOB)
-        assert status == 201, (status, raw)
-        fleet = Fleet(port, args.lease_s)
-        agents = [threading.Thread(target=fn, args=(n,), daemon=True)
-                  for n in ("n0", "n1") for fn in (fleet.agent, fleet.ranks_of)]
-        for t in agents:
-            t.start()
-        deadline = time.monotonic() + 30
-        while fleet.a_rank() is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert fleet.a_rank(), "the job's ranks were never assigned"
-        time.sleep(2)
-        wanted = args.attacks.split(",")
-        rows = []
-        for title, key, fn in ATTACKS:
-            if key not in wanted:
-                continue
-            hold_before = metric(port, "shepherd_control_hold_seconds_max")
-            fleet.reset()
-            note = fn(port, fleet, time.monotonic() + args.seconds)
-            fleet.settle(time.monotonic())
-            s = fleet.summary()
-            hold_after = metric(port, "shepherd_control_hold_seconds_max")
-            rows.append((title, s, hold_before, hold_after, note))
-            print("# %s: %s" % (title, note), file=sys.stderr, flush=True)
-            time.sleep(2)  # let the daemon settle between attacks
-        fleet.stop.set()
-        for t in agents:
-            t.join(timeout=40)
-        fmt = lambda v: "n/a" if v is None else "%.3f" % v
-        print("| attack | heartbeats | worst ms | p99 ms | refused | late | fenced | reports refused |"
-              " control hold max s (before → after) |")
-        print("|---|---|---|---|---|---|---|---|---|")
-        for title, s, hb, ha, _ in rows:
-            print("| %s | %d | %.0f | %.0f | %d | %d | %s | %d/%d | %s → %s |" % (
-                title, s["heartbeats"], s["worst_ms"], s["p99_ms"], s["refused"], s["late"],
-                "YES (%.0f s without a 200)" % s["worst_gap_s"] if s["fenced"] else "no",
-                s["reports_refused"], s["reports"], fmt(hb), fmt(ha)))
-        start = time.monotonic()
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(timeout=60)
-            print("\nSIGTERM answered in %.1f s (exit %d)" % (time.monotonic() - start, daemon.returncode))
-        except subprocess.TimeoutExpired:
-            print("\nSIGTERM not answered within 60 s")
-    finally:
-        if fleet:
-            fleet.stop.set()
-        if daemon.poll() is None:
-            daemon.kill()
-            daemon.wait()
-        log.close()
+    wanted = args.attacks.split(",")
+    rows = [run_attack(args, title, key, fn) for title, key, fn in ATTACKS if key in wanted]
+    fmt = lambda v: "n/a" if v is None else "%.4f" % v
+    print("| attack | heartbeats | worst ms | p99 ms | refused | late | fenced | reports refused |"
+          " control hold max s (start → end) | SIGTERM |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for title, s, hb, ha, _, term in rows:
+        print("| %s | %d | %.0f | %.0f | %d | %d | %s | %d/%d | %s → %s | %s |" % (
+            title, s["heartbeats"], s["worst_ms"], s["p99_ms"], s["refused"], s["late"],
+            "YES (%.0f s without a 200)" % s["worst_gap_s"] if s["fenced"] else "no",
+            s["reports_refused"], s["reports"], fmt(hb), fmt(ha), term))
 
 
 if __name__ == "__main__":

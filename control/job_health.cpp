@@ -125,7 +125,9 @@ JobHealth::IngestOutcome JobHealth::Ingest(const ReportBatch& batch, Time now) {
     }
     out.urgent = out.urgent || in.urgent;
     if (r.kind == ReportKind::kCheckpoint) {
+      const uint64_t ignored_before = ledger_.ignored_reports();
       auto ts = ledger_.OnCheckpointReport(r.attempt, r.rank, *r.step, r.path, now, r.replicated);
+      if (ledger_.ignored_reports() != ignored_before) ++out.ignored;  // beyond the ledger's bounds
       out.transitions.insert(out.transitions.end(), ts.begin(), ts.end());
     }
   }

@@ -59,7 +59,7 @@ class JobHealth {
 
   struct IngestOutcome {
     int accepted = 0;  // includes ignored
-    int ignored = 0;   // another attempt's reports
+    int ignored = 0;   // another attempt's reports; checkpoints beyond the ledger's bounds
     std::vector<ReportBatch::Rejected> rejected;
     bool urgent = false;        // an anomaly opened: evaluate now
     bool launched_now = false;  // these reports launched the attempt

@@ -34,6 +34,12 @@ inline constexpr int kMaxNodeGpus = 64;
 // A GPU fault's `kind` (the site probe's word) and `detail`, in bytes (docs/agent-protocol.md).
 inline constexpr std::size_t kMaxGpuFaultKind = 64;
 inline constexpr std::size_t kMaxGpuFaultDetail = 1024;
+// A heartbeat's `processes` and each entry's `flight_recorder` dumps (docs/agent-protocol.md). A node runs
+// at most one rank per GPU; the other entries are exits not yet acknowledged and ranks being stopped. A hang
+// finding keeps at most 4 new dumps per rank. Small enough that the largest heartbeat the daemon accepts is
+// converted in about a millisecond on its control thread; the agent sends no more than these.
+inline constexpr std::size_t kMaxHeartbeatProcesses = 256;
+inline constexpr std::size_t kMaxHeartbeatDumps = 8;
 
 struct Node {
   std::string id;

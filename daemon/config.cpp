@@ -53,9 +53,9 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
                "queue_priority", "queue_write", "queue_read", "max_nodes", "max_active_jobs_per_submitter",
                "test_hooks",
                // Body budget and connection caps by class and identity.
-               "max_connections_per_identity", "max_connections_per_rank_token", "body_reserve_liveness",
-               "body_share_per_identity", "body_share_low_role", "body_budget_low_roles", "body_min_rate",
-               "body_rate_grace_s", "read_timeout_s",
+               "max_connections_per_identity", "max_connections_per_rank_token", "max_connections_per_rank",
+               "body_reserve_liveness", "body_share_per_identity", "body_share_low_role",
+               "body_budget_low_roles", "body_min_rate", "body_rate_grace_s", "read_timeout_s",
                // Events (docs/events.md).
                "event_retention", "webhooks"});
   if (auto v = r.String("listen", false)) c->listen = *v;
@@ -99,6 +99,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
     c->max_connections_per_identity = size_t(*v);
   if (auto v = r.Int("max_connections_per_rank_token", false, 1, 1 << 24))
     c->max_connections_per_rank_token = size_t(*v);
+  if (auto v = r.Int("max_connections_per_rank", false, 1, 1 << 24)) c->max_connections_per_rank = size_t(*v);
   if (auto v = r.Int("body_reserve_liveness", false, 0, 1LL << 40)) c->body_reserve_liveness = size_t(*v);
   if (auto v = r.Int("body_share_per_identity", false, 1024, 1LL << 40))
     c->body_share_per_identity = size_t(*v);

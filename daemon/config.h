@@ -48,8 +48,10 @@ struct DaemonConfig {
   size_t body_budget = 256u << 20;  // bytes of request bodies buffered at once, all connections
   // Body budget and connection caps by class and identity (api/http_server.h, docs/security.md).
   size_t max_connections_per_identity = 64;
-  // A rank token: all ranks of an attempt (or of another launcher's job) may share one.
+  // A rank token for any rank (a Slurm step's, another launcher's job's): all its ranks may share it.
   size_t max_connections_per_rank_token = 1024;
+  // A rank token naming one rank (an attempt our agents launch): one rank's client needs a few.
+  size_t max_connections_per_rank = 16;
   size_t body_reserve_liveness = 64u << 20;  // of body_budget, for heartbeats and reports only
   size_t body_share_per_identity = 16u << 20;
   size_t body_share_low_role = 4u << 20;     // viewers: each

@@ -252,8 +252,8 @@ int RunDaemon(const DaemonConfig& config) {
   http.body_rate_grace = std::chrono::milliseconds(static_cast<long>(config.body_rate_grace_s * 1000));
   http.read_timeout = std::chrono::milliseconds(static_cast<long>(config.read_timeout_s * 1000));
   // Runs on the I/O thread: authentication and the route table only (ownership is rechecked by Handle).
-  http.on_head = [&router, &authenticator,
-                  rank_cap = config.max_connections_per_rank_token](const HttpRequest& head) {
+  http.on_head = [&router, &authenticator, shared_rank_cap = config.max_connections_per_rank_token,
+                  rank_cap = config.max_connections_per_rank](const HttpRequest& head) {
     HeadDecision d;
     std::optional<Principal> principal;
     d.refuse = router.Admit(head, &principal, /*defer_ownership=*/true);
@@ -264,7 +264,9 @@ int RunDaemon(const DaemonConfig& config) {
     const RouteRule* rule = FindRouteRule(head.method, path, &params, &known);
     d.is_public = rule && rule->is_public;
     if (d.trusted) d.identity = IdentityOf(*principal, head.Header("Authorization"));
-    if (d.trusted && principal->role == Role::kRank) d.max_connections = rank_cap;
+    // A token naming one rank serves one client; a token for any rank may be shared by all of a job's.
+    if (d.trusted && principal->role == Role::kRank)
+      d.max_connections = principal->rank ? rank_cap : shared_rank_cap;
     d.body_class = BodyClassOf(principal, authenticator.enabled(), ClassOf(head.method, path));
     return d;
   };

@@ -8,18 +8,38 @@
 namespace shepherd {
 
 void CheckpointLedger::Restore(const std::vector<Checkpoint>& records) {
-  for (const Checkpoint& c : records) entries_[{c.attempt, c.step}] = Entry{c, {}};
+  for (const Checkpoint& c : records) {
+    Entry& e = entries_[{c.attempt, c.step}];
+    if (e.record.status == CheckpointStatus::kPending && !e.record.id.empty()) --pending_;
+    e = Entry{c, {}};
+    if (c.status == CheckpointStatus::kPending) ++pending_;
+  }
+}
+
+void CheckpointLedger::Unsole(const Entry& e) {
+  if (e.parts != 1) return;
+  auto it = sole_.find({e.record.attempt, e.first_rank});
+  if (it != sole_.end() && --it->second == 0) sole_.erase(it);
+}
+
+bool CheckpointLedger::AddPart(Entry& e, int rank) {
+  if (static_cast<size_t>(rank) >= e.reported.size()) e.reported.resize(rank + 1, false);
+  if (e.reported[rank]) return false;
+  e.reported[rank] = true;
+  Unsole(e);
+  if (e.parts++ == 0) {
+    e.first_rank = rank;
+    ++sole_[{e.record.attempt, rank}];
+  }
+  return true;
 }
 
 void CheckpointLedger::RestorePart(int attempt, int64_t step, int rank) {
   auto it = entries_.find({attempt, step});
   if (it == entries_.end() || it->second.record.status != CheckpointStatus::kPending || rank < 0) return;
   Entry& e = it->second;
-  if (static_cast<size_t>(rank) >= e.reported.size()) e.reported.resize(rank + 1, false);
-  if (e.reported[rank]) return;
-  e.reported[rank] = true;
-  const auto counted = std::count(e.reported.begin(), e.reported.end(), true);
-  e.record.ranks_reported = std::max<int>(e.record.ranks_reported, static_cast<int>(counted));
+  if (!AddPart(e, rank)) return;
+  e.record.ranks_reported = std::max(e.record.ranks_reported, e.parts);
 }
 
 void CheckpointLedger::OnAttemptStart(int attempt, int64_t resume_step) {
@@ -35,6 +55,10 @@ bool CheckpointLedger::OnLineage(const Checkpoint& c) const {
 void CheckpointLedger::SetStatus(Entry& e, CheckpointStatus s, std::string reason, Time now,
                                  std::vector<CheckpointTransition>* out) {
   if (e.record.status == s) return;
+  if (e.record.status == CheckpointStatus::kPending) {
+    --pending_;
+    Unsole(e);
+  }
   CheckpointTransition t;
   t.from = e.record.status;
   e.record.status = s;
@@ -87,6 +111,13 @@ std::vector<CheckpointTransition> CheckpointLedger::OnCheckpointReport(int attem
                                                                        bool replicated) {
   std::vector<CheckpointTransition> out;
   replicated = replicated && opt_.whole_state_saves;
+  if (!replicated && opt_.expected_reporters > 1 && !entries_.contains({attempt, step})) {
+    auto sole = sole_.find({attempt, rank});
+    if (pending_ >= kMaxPending || (sole != sole_.end() && sole->second >= kMaxSolePendingPerRank)) {
+      ++ignored_;
+      return out;
+    }
+  }
   auto [it, inserted] = entries_.try_emplace({attempt, step});
   Entry& e = it->second;
   if (inserted) {
@@ -100,6 +131,7 @@ std::vector<CheckpointTransition> CheckpointLedger::OnCheckpointReport(int attem
     c.reason = "waiting for " + std::to_string(opt_.expected_reporters) +
                " ranks to report (a whole-state file one rank saved is reported with scope \"replicated\")";
     c.created_at = c.updated_at = now;
+    ++pending_;
   }
   Checkpoint& c = e.record;
   if (c.status != CheckpointStatus::kPending) return out;
@@ -107,12 +139,8 @@ std::vector<CheckpointTransition> CheckpointLedger::OnCheckpointReport(int attem
     c.path = path;
     Overwrite(e, now, &out);
   }
-  if (static_cast<size_t>(rank) >= e.reported.size()) e.reported.resize(rank + 1, false);
-  const bool new_part = !e.reported[rank];
-  if (new_part) {
-    e.reported[rank] = true;
-    ++c.ranks_reported;
-  }
+  const bool new_part = AddPart(e, rank);
+  if (new_part) ++c.ranks_reported;
   const bool completes = replicated || c.ranks_reported >= opt_.expected_reporters;
   if (inserted || (new_part && !completes)) {  // the record (new, or a part more) and the part, to persist
     CheckpointTransition t;

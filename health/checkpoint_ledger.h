@@ -22,6 +22,12 @@
 // Lineage: OnAttemptStart(b, resume_step) abandons later steps of earlier attempts: their checkpoints
 // keep their status but are no longer candidates for LastKnownGood/Latest.
 //
+// Bounds (reports are untrusted: a rank may name ever-new steps): a new pending checkpoint is ignored, and
+// counted (ignored_reports), when the reporting rank already is the only reporter of
+// kMaxSolePendingPerRank pending checkpoints of the attempt (a real rank is never that many checkpoints
+// ahead of all others), or when the job has kMaxPending pending checkpoints. Nothing recorded is dropped, so
+// grading of what is recorded is unchanged; the flooding rank's own later first parts are what is lost.
+//
 // Every status change is returned as a transition carrying the updated record and a reason, for the
 // caller to persist. Not thread-safe: one owner (the controller's strand). Pure: time comes in as `now`.
 #pragma once
@@ -57,6 +63,9 @@ class CheckpointLedger {
     // a report with scope "replicated" counts as that rank's part only.
     bool whole_state_saves = true;
   };
+  static constexpr int kMaxSolePendingPerRank = 16;
+  static constexpr size_t kMaxPending = 1024;
+
   CheckpointLedger(std::string job, Options options) : job_(std::move(job)), opt_(options) {}
 
   // Reloads records persisted earlier (daemon restart), then the parts of the pending ones (a transition's
@@ -79,11 +88,15 @@ class CheckpointLedger {
   std::optional<Checkpoint> Latest() const;         // newest complete-or-good on the current lineage
   std::optional<Checkpoint> Find(const std::string& id) const;
   std::vector<Checkpoint> All() const;  // by (attempt, step)
+  size_t pending() const { return pending_; }
+  uint64_t ignored_reports() const { return ignored_; }  // checkpoint reports beyond the bounds above
 
  private:
   struct Entry {
     Checkpoint record;
     std::vector<bool> reported;  // by rank; freed once complete
+    int parts = 0;               // distinct ranks seen reporting (reported's true bits)
+    int first_rank = -1;         // the first of them: while parts == 1, the only reporter
   };
   struct AttemptEvidence {
     std::vector<int64_t> agreed;  // ascending hash-check steps that agreed
@@ -98,6 +111,9 @@ class CheckpointLedger {
   void SetStatus(Entry& e, CheckpointStatus s, std::string reason, Time now,
                  std::vector<CheckpointTransition>* out);
   bool OnLineage(const Checkpoint& c) const;
+  // Marks `rank`'s part of pending `e` reported, keeping the sole-reporter counts; false when it was.
+  bool AddPart(Entry& e, int rank);
+  void Unsole(const Entry& e);  // `e` no longer counts for its only reporter (a second part, or settled)
   // Every other checkpoint saved to `by`'s path (a "last.pt" saved over and over) holds `by`'s state now:
   // bad as a restart point (the state the ledger graded is gone).
   void Overwrite(const Entry& by, Time now, std::vector<CheckpointTransition>* out);
@@ -107,6 +123,9 @@ class CheckpointLedger {
   std::map<std::pair<int, int64_t>, Entry> entries_;  // (attempt, step) → checkpoint
   std::map<int, AttemptEvidence> evidence_;           // by attempt
   std::map<int, int64_t> resume_step_;                // attempt → step it resumed from
+  size_t pending_ = 0;                                // entries whose status is pending
+  std::map<std::pair<int, int>, int> sole_;           // (attempt, rank) → pending entries only it reported
+  uint64_t ignored_ = 0;
 };
 
 }  // namespace shepherd

@@ -319,6 +319,10 @@ Result<ReportBatch> ParseReportBatch(const Json& body, Time received_at) {
   if (!body.is_object() || !body.contains("reports") || !body["reports"].is_array())
     return InvalidContent("the body must be {\"reports\": [...]}", {{"reports", "must be an array"}});
   const Json& reports = body["reports"];
+  if (reports.size() > kMaxReportsPerBatch)
+    return InvalidContent(
+        "too many reports",
+        {{"reports", "must have at most " + std::to_string(kMaxReportsPerBatch) + " entries"}});
   ReportBatch out;
   out.reports.reserve(reports.size());
   for (size_t i = 0; i < reports.size(); ++i) {

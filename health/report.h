@@ -92,7 +92,11 @@ struct ReportBatch {
   std::vector<std::pair<size_t, Report>> reports;
   std::vector<Rejected> rejected;
 };
-// kInvalidContent (field "reports") when the body is not {"reports": [...]}.
+// Reports one POST may carry (docs/api.md): the Python client sends at most 500. Bounds the control thread's
+// work per batch to about a millisecond.
+inline constexpr size_t kMaxReportsPerBatch = 1000;
+// kInvalidContent (field "reports") when the body is not {"reports": [...]} or has more than
+// kMaxReportsPerBatch reports.
 Result<ReportBatch> ParseReportBatch(const Json& body, Time received_at);
 
 }  // namespace shepherd

@@ -44,14 +44,17 @@ void SdcChecker::OnHash(std::vector<RankState>& ranks, int rank, int64_t step, u
       return;
     }
   int slot = s.hash_step[0] <= s.hash_step[1] ? 0 : 1;
+  const auto by_step = [](const OpenCheck& c, int64_t v) { return c.step < v; };
+  // The overwritten hash no longer counts for its check; a check no rank holds a hash for is dropped, so a
+  // rank reporting ever-new steps keeps at most two checks open.
+  if (const int64_t old = s.hash_step[slot]; old >= 0) {
+    auto was = std::lower_bound(open_.begin(), open_.end(), old, by_step);
+    if (was != open_.end() && was->step == old && --was->received <= 0) open_.erase(was);
+  }
   s.hash_step[slot] = step;
   s.hash_digest[slot] = digest;
-  auto it = std::find_if(open_.begin(), open_.end(), [step](const OpenCheck& c) { return c.step == step; });
-  if (it == open_.end()) {
-    open_.push_back({step, now, 0});
-    std::sort(open_.begin(), open_.end(), [](auto& a, auto& b) { return a.step < b.step; });
-    it = std::find_if(open_.begin(), open_.end(), [step](const OpenCheck& c) { return c.step == step; });
-  }
+  auto it = std::lower_bound(open_.begin(), open_.end(), step, by_step);
+  if (it == open_.end() || it->step != step) it = open_.insert(it, {step, now, 0});
   ++it->received;
 }
 

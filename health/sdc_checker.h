@@ -11,7 +11,8 @@
 // last-known-good and recompute; a recurrence on the same node makes it persistent).
 //
 // Each rank keeps two hash slots in RankState, so at most two checks can be open per rank; a third
-// overwrites the older slot (that rank then counts as missing for the old check).
+// overwrites the older slot (that rank then counts as missing for the old check; a check no rank holds a
+// hash for any more is dropped). So open checks are at most two per rank, whatever steps a rank reports.
 // Updates RankState::kSdcSuspected: set when a rank is suspected, cleared when a later check agrees on it.
 #pragma once
 

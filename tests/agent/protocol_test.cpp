@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/node.h"
+
 namespace shepherd::agent {
 namespace {
 
@@ -53,6 +55,28 @@ TEST(Protocol, HeartbeatBodyListsRunningAndExited) {
   EXPECT_EQ(b["processes"][3], Json::parse(R"({"job": "j", "attempt": 1, "rank": 7, "pid": 4101,
       "state": "exited", "exit_code": null, "signal": 9, "oom_kill": false})"));
   EXPECT_EQ(HeartbeatBody({1, ""}, Json::object(), {})["gpu_faults"], Json::array());
+}
+
+// The daemon refuses a heartbeat beyond its bounds (422), which would leave the node's ranks unrenewed: the
+// agent lists its running ranks first and sends at most kMaxHeartbeatProcesses entries of at most
+// kMaxHeartbeatDumps dumps.
+TEST(Protocol, HeartbeatBodyStaysWithinTheDaemonsBounds) {
+  std::vector<ProcessReport> procs;
+  std::vector<DumpFile> dumps;
+  for (int d = 0; d < 20; ++d) dumps.push_back({"/fr/nccl_trace_rank_0." + std::to_string(d), 1});
+  for (int r = 0; r < 300; ++r) {
+    ProcessReport p{{"j", 1, r}, 100 + r, r >= 290, 1, std::nullopt, "", {}};
+    p.flight_recorder = dumps;
+    procs.push_back(std::move(p));
+  }
+  Json b = HeartbeatBody({1, ""}, Json::array(), procs);
+  ASSERT_EQ(b["processes"].size(), kMaxHeartbeatProcesses);
+  for (std::size_t i = 0; i < 10; ++i) {
+    EXPECT_EQ(b["processes"][i]["state"], "running") << i;
+    EXPECT_EQ(b["processes"][i]["rank"], 290 + static_cast<int>(i));
+  }
+  for (const Json& e : b["processes"]) ASSERT_EQ(e["flight_recorder"].size(), kMaxHeartbeatDumps);
+  EXPECT_EQ(b["processes"][0]["flight_recorder"][0]["path"], "/fr/nccl_trace_rank_0.0");
 }
 
 TEST(Protocol, ParsesHeartbeatAnswer) {

@@ -67,6 +67,55 @@ TEST_F(LedgerTest, PendingThenCompleteThenGood) {
   EXPECT_EQ(ledger_.LastKnownGood()->id, "job-1/1/100");
 }
 
+// The attack: one rank reports `checkpoint` for ever-new steps, each a pending entry (and a record) for ever.
+// A rank may be the only reporter of kMaxSolePendingPerRank pending checkpoints of an attempt; beyond, its
+// new ones are ignored and counted. Checkpoints other ranks take part in complete and grade as before.
+TEST_F(LedgerTest, OneRanksEverNewCheckpointsAreBoundedAndOthersStillComplete) {
+  const int cap = CheckpointLedger::kMaxSolePendingPerRank;
+  for (int64_t step = 1000; step < 1000 + 10 * cap; ++step)
+    ledger_.OnCheckpointReport(1, 3, step, "/forged/" + std::to_string(step), clock_.Now());
+  EXPECT_EQ(ledger_.pending(), static_cast<size_t>(cap));
+  EXPECT_EQ(ledger_.ignored_reports(), static_cast<uint64_t>(9 * cap));
+  EXPECT_EQ(ledger_.All().size(), static_cast<size_t>(cap));
+  // The other ranks' checkpoint, rank 3's part included, completes and becomes good.
+  auto t = SaveAll(1, 100);
+  ASSERT_FALSE(t.empty());
+  EXPECT_EQ(t.back().checkpoint.status, CheckpointStatus::kComplete);
+  Ev(Kind::kHashAgreed, 100);
+  Ev(Kind::kHealthyThrough, 110);
+  EXPECT_EQ(ledger_.LastKnownGood()->id, "job-1/1/100");
+  // A forged entry another rank joins no longer counts as rank 3's alone: rank 3 may open one more.
+  ledger_.OnCheckpointReport(1, 0, 1000, "/forged/1000", clock_.Now());
+  EXPECT_FALSE(ledger_.OnCheckpointReport(1, 3, 5000, "/forged/5000", clock_.Now()).empty());
+  EXPECT_TRUE(ledger_.OnCheckpointReport(1, 3, 5001, "/forged/5001", clock_.Now()).empty());
+  // A new attempt's ranks start afresh.
+  EXPECT_FALSE(ledger_.OnCheckpointReport(2, 3, 6000, "/ckpt/6000", clock_.Now()).empty());
+  // After a restart the restored parts count again.
+  CheckpointLedger restarted("job-1", {4, 10, true});
+  std::vector<Checkpoint> records = ledger_.All();
+  restarted.Restore(records);
+  for (const Checkpoint& c : records)
+    if (c.status == CheckpointStatus::kPending)
+      restarted.RestorePart(c.attempt, c.step, c.attempt == 1 && c.step == 1000 ? 0 : 3);
+  EXPECT_EQ(restarted.pending(), ledger_.pending());
+  EXPECT_TRUE(restarted.OnCheckpointReport(1, 3, 7000, "/forged/7000", clock_.Now()).empty());
+  EXPECT_EQ(restarted.ignored_reports(), 1u);
+}
+
+// The job as a whole holds at most kMaxPending pending checkpoints (a token for any rank of the job may
+// speak for many ranks).
+TEST_F(LedgerTest, AJobHoldsAtMostKMaxPendingPendingCheckpoints) {
+  CheckpointLedger wide("job-1", {1 << 20, 10, true});
+  const int ranks =
+      static_cast<int>(CheckpointLedger::kMaxPending) / CheckpointLedger::kMaxSolePendingPerRank + 8;
+  for (int rank = 0; rank < ranks; ++rank)
+    for (int i = 0; i < CheckpointLedger::kMaxSolePendingPerRank; ++i)
+      wide.OnCheckpointReport(1, rank, int64_t{rank} * 100 + i, "/p/" + std::to_string(rank * 100 + i),
+                              clock_.Now());
+  EXPECT_EQ(wide.pending(), CheckpointLedger::kMaxPending);
+  EXPECT_EQ(wide.ignored_reports(), uint64_t{8} * CheckpointLedger::kMaxSolePendingPerRank);
+}
+
 // A tester's 4-rank checkpoint: three ranks reported, the daemon restarted, the fourth reported: it stayed
 // pending at 2 of 4 forever (the parts were not persisted). The restored parts count, once each.
 TEST_F(LedgerTest, PartsRestoredAfterARestartCompleteTheCheckpoint) {

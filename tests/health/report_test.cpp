@@ -19,6 +19,20 @@ std::vector<std::string> Fields(const Result<Report>& r) {
   return out;
 }
 
+TEST(ReportTest, ABatchHoldsAtMostAThousandReports) {
+  Json body = {{"reports", Json::array()}};
+  for (size_t i = 0; i < kMaxReportsPerBatch; ++i)
+    body["reports"].push_back({{"rank", 0}, {"attempt", 1}, {"kind", "heartbeat"}});
+  Result<ReportBatch> full = ParseReportBatch(body, kRecv);
+  ASSERT_TRUE(full.ok()) << full.status().message();
+  EXPECT_EQ(full->reports.size(), kMaxReportsPerBatch);
+  body["reports"].push_back({{"rank", 0}, {"attempt", 1}, {"kind", "heartbeat"}});
+  Result<ReportBatch> over = ParseReportBatch(body, kRecv);
+  ASSERT_FALSE(over.ok());
+  ASSERT_EQ(over.status().fields().size(), 1u);
+  EXPECT_EQ(over.status().fields()[0].field, "reports");
+}
+
 TEST(ReportTest, HeartbeatWithCollectiveAndRfc3339Time) {
   auto r = Parse(R"({"rank": 17, "attempt": 2, "time": "2027-01-15T08:00:00.500Z", "kind": "heartbeat",
                      "step": 41, "phase": "train",

@@ -39,6 +39,21 @@ TEST(SdcTest, TwoReplicasDisagreeingAreBothSuspectedAndNeedAReplay) {
   EXPECT_EQ(ev[1].step, 200);
 }
 
+// One rank reporting param_hash for ever-new steps opened a check per step, each kept until its deadline.
+// A rank holds two hash slots; a check no rank holds a hash for is dropped, so at most two stay open per
+// rank, and the other ranks' checks still resolve and agree.
+TEST(SdcTest, OneRanksEverNewHashStepsKeepAtMostTwoChecksOpen) {
+  FakeClock clock;
+  auto m = MakeMonitor(MakeContext(1, 1, 2, clock.Now(), 1));
+  for (int64_t step = 1000; step < 6000; ++step) m->Ingest(Hash(1, clock.Now(), step, "ff"), clock.Now());
+  EXPECT_EQ(m->HealthJson(clock.Now())["checks"]["sdc"]["open_checks"], 2);
+  m->Ingest(Hash(0, clock.Now(), 5999, "ff"), clock.Now());
+  EXPECT_TRUE(m->Evaluate(clock.Now()).empty());
+  Json sdc = m->HealthJson(clock.Now())["checks"]["sdc"];
+  EXPECT_EQ(sdc["last_agreed_step"], 5999) << sdc.dump();
+  EXPECT_EQ(sdc["open_checks"], 1) << sdc.dump();
+}
+
 // A TP job whose data-parallel all-reduce is hand-written: the client hashes nothing, and health said
 // "ok" through a run in which a bit flip went unseen. Two checks' worth of steps without a hash: unverified.
 TEST(SdcTest, NoHashByTwoCheckIntervalsIsUnverifiedNotOk) {

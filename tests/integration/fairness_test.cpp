@@ -216,6 +216,23 @@ TEST(Fairness, OneTokensConnectionsAreCappedAndItsOldestIdleOnesEvicted) {
   EXPECT_EQ(Request(f.port(), "GET", "/v1/jobs", kViewer, "").status, 200);
 }
 
+// A rank token for any rank of a job (another launcher's job, a Slurm step) may be shared by all its ranks,
+// which report at the same step boundary: it keeps the larger max_connections_per_rank_token (1024).
+TEST(Fairness, AJobWideRankTokenKeepsItsLargerCap) {
+  Fleet f("{}");
+  ASSERT_TRUE(f.daemon->WaitReady()) << f.daemon->log();
+  auto [job, rank_token] = RegisterNodeAndExternalJob(f.port());
+  const std::string target = "/v1/jobs/" + job + "/reports";
+  const std::string report = R"({"reports": [{"rank": 0, "attempt": 1, "kind": "heartbeat"}]})";
+  std::vector<std::unique_ptr<Connection>> conns;
+  for (int i = 0; i < 80; ++i) {
+    conns.push_back(std::make_unique<Connection>(f.port(), std::chrono::seconds(3)));
+    ASSERT_EQ(Request(*conns.back(), "POST", target, rank_token, report).status, 202) << i;
+  }
+  for (int i = 0; i < 80; ++i)
+    EXPECT_EQ(Request(*conns[i], "POST", target, rank_token, report).status, 202) << "connection " << i;
+}
+
 // At max_connections, a newcomer closes an idle connection of the identity holding more than its share:
 // a flood of one identity never locks another out.
 TEST(Fairness, AtTheGlobalCapANewIdentityEvictsTheBiggestHoldersIdleConnection) {

@@ -58,19 +58,25 @@ Json Node(const std::string& id) {
 }
 
 // An agent heartbeat listing `count` processes of `job`'s attempt `attempt`, each with `dumps`
-// flight-recorder paths of its own: about 4 MiB at 1,000 x 64.
-std::string FloodHeartbeat(const std::string& job, int attempt, int count, int dumps) {
+// flight-recorder paths of its own, each path padded by `pad` characters.
+std::string FloodHeartbeat(const std::string& job, int attempt, int count, int dumps, int pad = 0) {
   std::string out = "{\"processes\": [";
   for (int p = 0; p < count; ++p) {
     out += std::string(p ? "," : "") + "{\"job\": \"" + job + "\", \"attempt\": " + std::to_string(attempt) +
            ", \"rank\": " + std::to_string(p % 2) + ", \"pid\": " + std::to_string(1000 + p) +
            ", \"state\": \"running\", \"flight_recorder\": [";
     for (int d = 0; d < dumps; ++d)
-      out += std::string(d ? "," : "") + "{\"path\": \"/fr/p" + std::to_string(p) + "/nccl_trace_" +
-             std::to_string(d) + "\", \"size\": 1}";
+      out += std::string(d ? "," : "") + "{\"path\": \"/fr/" + std::string(pad, 'x') + "/p" +
+             std::to_string(p) + "/nccl_trace_" + std::to_string(d) + "\", \"size\": 1}";
     out += "]}";
   }
   return out + "], \"gpu_faults\": []}";
+}
+
+// The largest heartbeat the daemon accepts: 256 processes of 8 dumps each (kMaxHeartbeatProcesses,
+// kMaxHeartbeatDumps), paths long enough to come close to the 4 MiB body limit.
+std::string LargestHeartbeat(const std::string& job, int attempt) {
+  return FloodHeartbeat(job, attempt, 256, 8, 1950);
 }
 
 class HostileInputTest : public ::testing::Test {
@@ -198,9 +204,10 @@ TEST_F(HostileInputTest, AHeartbeatForRanksOfAnotherNodeChangesNoFindingAndIsCou
   ASSERT_EQ(hang["attempt"], 1);
   ASSERT_FALSE(hang.contains("flight_recorder"));
   const long rss_before = RssKiB(daemon_->pid());
-  // The agent of a node none of the job's ranks run on lists 1,000 processes of attempt 1 with 64 dumps each.
-  const std::string flood = FloodHeartbeat(job_, 1, 1000, 64);
+  // The agent of a node none of the job's ranks run on sends the largest heartbeat the daemon accepts.
+  const std::string flood = LargestHeartbeat(job_, 1);
   ASSERT_LT(flood.size(), std::size_t{4} << 20);
+  ASSERT_GT(flood.size(), std::size_t{4} << 19);
   for (int i = 0; i < 3; ++i) {
     const auto t0 = Clock::now();
     HttpResult r = Post(daemon_->port(), "/v1/nodes/" + other_node_ + "/heartbeat", flood);
@@ -215,14 +222,14 @@ TEST_F(HostileInputTest, AHeartbeatForRanksOfAnotherNodeChangesNoFindingAndIsCou
               Metric(daemon_->port(), "shepherd_control_hold_seconds_max"));
   Json after = HangFinding();
   EXPECT_FALSE(after.contains("flight_recorder")) << after.dump().substr(0, 300);
-  EXPECT_EQ(Metric(daemon_->port(), "shepherd_heartbeat_ignored_total{what=\"flight_recorder\"}"), 3 * 64000);
-  EXPECT_GE(Metric(daemon_->port(), "shepherd_heartbeat_ignored_total{what=\"process\"}"), 3000);
+  EXPECT_EQ(Metric(daemon_->port(), "shepherd_heartbeat_ignored_total{what=\"flight_recorder\"}"), 3 * 2048);
+  EXPECT_GE(Metric(daemon_->port(), "shepherd_heartbeat_ignored_total{what=\"process\"}"), 3 * 256);
   EXPECT_LT(RssKiB(daemon_->pid()) - rss_before, 300 * 1024) << "RSS growth, KiB";
   EXPECT_LT(Metric(daemon_->port(), "shepherd_control_hold_seconds_max"), 0.5);
 
   // The agent of rank 0's own node still adds that rank's dumps, at most 4 of them.
   Json dumps = Json::array();
-  for (int d = 0; d < 10; ++d) dumps.push_back({{"path", "/fr/r0/trace_" + std::to_string(d)}, {"size", 1}});
+  for (int d = 0; d < 8; ++d) dumps.push_back({{"path", "/fr/r0/trace_" + std::to_string(d)}, {"size", 1}});
   auto [status, seconds] = Heartbeat(rank_node_[0], Json::array({{{"job", job_},
                                                                   {"attempt", 1},
                                                                   {"rank", 0},
@@ -235,13 +242,70 @@ TEST_F(HostileInputTest, AHeartbeatForRanksOfAnotherNodeChangesNoFindingAndIsCou
   EXPECT_EQ(after["flight_recorder"].size(), 4u);
   EXPECT_EQ(after["flight_recorder"][0]["path"], "/fr/r0/trace_0");
   EXPECT_EQ(Metric(daemon_->port(), "shepherd_heartbeat_ignored_total{what=\"flight_recorder\"}"),
-            3 * 64000 + 6);
+            3 * 2048 + 4);
+}
+
+// A heartbeat of 1,000 processes with 64 dumps each (4 MiB) held the control thread 18 ms validating and
+// converting entries the daemon then ignored. Beyond 256 processes or 8 dumps per process it is refused,
+// naming the field, before anything of it is converted; the largest accepted one holds the thread briefly.
+TEST_F(HostileInputTest, AHeartbeatBeyondTheProcessAndDumpBoundsIs422NamingTheField) {
+  auto first_field = [](const HttpResult& r) {
+    Json j = Json::parse(r.body, nullptr, false);
+    return j.is_object() && j.contains("errors") && !j["errors"].empty() ? j["errors"][0].value("field", "")
+                                                                         : std::string();
+  };
+  HttpResult many = Post(daemon_->port(), "/v1/nodes/n2/heartbeat", FloodHeartbeat("job-000001", 1, 257, 0));
+  EXPECT_EQ(many.status, 422) << many.body.substr(0, 300);
+  EXPECT_EQ(first_field(many), "processes") << many.body.substr(0, 300);
+  HttpResult dumps = Post(daemon_->port(), "/v1/nodes/n2/heartbeat", FloodHeartbeat("job-000001", 1, 1, 9));
+  EXPECT_EQ(dumps.status, 422) << dumps.body.substr(0, 300);
+  EXPECT_EQ(first_field(dumps), "processes[0].flight_recorder") << dumps.body.substr(0, 300);
+  HttpResult flood =
+      Post(daemon_->port(), "/v1/nodes/n2/heartbeat", FloodHeartbeat("job-000001", 1, 1000, 64));
+  EXPECT_EQ(flood.status, 422);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(Post(daemon_->port(), "/v1/nodes/n2/heartbeat", LargestHeartbeat("job-000001", 1)).status, 200);
+  const double hold = Metric(daemon_->port(), "shepherd_control_hold_seconds_max");
+  std::printf("largest accepted heartbeat: longest control hold %.4f s\n", hold);
+  EXPECT_LT(hold, 0.5);
+}
+
+// A 4 MB batch of 18,437 reports held the control thread 13 ms (each report is converted and ingested
+// there). A batch holds at most 1,000 reports: one more is 422 naming `reports`, nothing ingested.
+TEST_F(HostileInputTest, AReportBatchOfMoreThanAThousandIs422NamingReports) {
+  Json hang = HungJob();
+  ASSERT_TRUE(hang.is_object()) << daemon_->log();
+  auto batch = [&](int count, long long first_step) {
+    Json reports = Json::array();
+    for (int i = 0; i < count; ++i)
+      reports.push_back({{"rank", i % 2},
+                         {"attempt", 1},
+                         {"kind", "step"},
+                         {"step", first_step + i / 2},
+                         {"loss", 2.0},
+                         {"step_time_s", 0.5},
+                         {"grad_norm", 1.0},
+                         {"lr", 0.001}});
+    return Json{{"reports", reports}}.dump();
+  };
+  HttpResult over = Post(daemon_->port(), "/v1/jobs/" + job_ + "/reports", batch(1001, 2));
+  EXPECT_EQ(over.status, 422) << over.body.substr(0, 300);
+  Json problem = Json::parse(over.body, nullptr, false);
+  ASSERT_TRUE(problem.is_object()) << over.body.substr(0, 300);
+  EXPECT_EQ(problem["errors"][0]["field"], "reports") << over.body.substr(0, 300);
+  for (int i = 0; i < 3; ++i) {
+    HttpResult r = Post(daemon_->port(), "/v1/jobs/" + job_ + "/reports", batch(1000, 2 + 500LL * i));
+    EXPECT_EQ(r.status, 202) << r.body.substr(0, 300);
+  }
+  std::printf("largest accepted report batch: longest control hold %.4f s\n",
+              Metric(daemon_->port(), "shepherd_control_hold_seconds_max"));
+  EXPECT_LT(Metric(daemon_->port(), "shepherd_control_hold_seconds_max"), 0.5);
 }
 
 TEST_F(HostileInputTest, SigtermDuringAFloodExitsWithinSeconds) {
   Json hang = HungJob();
   ASSERT_TRUE(hang.is_object()) << daemon_->log();
-  const std::string flood = FloodHeartbeat(job_, 1, 1000, 64);
+  const std::string flood = LargestHeartbeat(job_, 1);
   const std::string flat = FlatObject(100000);
   std::atomic<bool> stop{false};
   std::vector<std::thread> attackers;

@@ -6,8 +6,10 @@
 
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "core/json.h"
 #include "tests/integration/harness.h"
@@ -140,6 +142,36 @@ TEST_F(RankScopeTest, AStepFarBeyondTheJobsIsRefusedAndChangesNothing) {
   HttpResult health = As(port(), kAdmin, "GET", "/v1/jobs/" + job_ + "/health");
   ASSERT_EQ(health.status, 200) << health.body;
   EXPECT_EQ(Json::parse(health.body)["checks"]["hang"]["job_step"], 10 + 1'000'000) << health.body;
+}
+
+// One rank token held about 10,000 connections. A token naming one rank holds at most
+// max_connections_per_rank (16): its oldest idle connections are closed as new ones arrive, the newest keep
+// working, and the job's other ranks are not affected.
+TEST_F(RankScopeTest, APerRankTokenHoldsSixteenConnections) {
+  const std::string request = [&] {
+    const std::string body =
+        Json{{"reports", Json::array({{{"rank", 0}, {"attempt", 1}, {"kind", "heartbeat"}}})}}.dump();
+    return "POST /v1/jobs/" + job_ + "/reports HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+           tokens_.at(0) +
+           "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\n\r\n" + body;
+  }();
+  std::vector<std::unique_ptr<Connection>> conns;
+  for (int i = 0; i < 40; ++i) {
+    conns.push_back(std::make_unique<Connection>(port(), std::chrono::seconds(3)));
+    ASSERT_TRUE(conns.back()->Send(request)) << i;
+    HttpResult r = conns.back()->Read();
+    ASSERT_EQ(r.status, 202) << "connection " << i << ": " << r.body;
+  }
+  int closed = 0;
+  while (closed < 24 && conns[closed]->WaitClosed()) ++closed;
+  EXPECT_EQ(closed, 24) << "the rank's oldest idle connections are closed beyond its cap of 16";
+  for (int i = 24; i < 40; ++i) {
+    ASSERT_TRUE(conns[i]->Send(request)) << i;
+    EXPECT_EQ(conns[i]->Read().status, 202) << "connection " << i << " is within the cap";
+  }
+  EXPECT_EQ(Report(tokens_.at(1), Json::array({{{"rank", 1}, {"attempt", 1}, {"kind", "heartbeat"}}})).status,
+            202);
 }
 
 // The attack: a spec /v1/jobs refuses for the site's policy was planned by /v1/plan all the same.

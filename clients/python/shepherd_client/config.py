@@ -39,7 +39,7 @@ class ClientConfig:
     # field carries the open one); "none": heartbeats alone describe collectives.
     collective_reports: str = "all"
     max_buffer: int = 10000  # unsent reports kept; the oldest are dropped beyond this
-    max_batch: int = 500  # reports per POST
+    max_batch: int = 500  # reports per POST (the daemon takes at most 1000)
     # A rank started by a user's srun without SHEPHERD_JOB: its reports bind to the Shepherd job whose
     # external_id is SLURM_JOB_ID (POST /v1/external/slurm/{id}/reports), which the first report creates
     # when none has it, named SLURM_JOB_NAME, world_size ranks, with `policy` (SHEPHERD_POLICY, a JSON

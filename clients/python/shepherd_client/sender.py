@@ -22,6 +22,9 @@ from typing import Callable, List, Optional
 
 from .transport import PostResult, post_reports
 
+# Reports the daemon takes in one POST (a larger batch is refused whole, 422).
+MAX_BATCH = 1000
+
 
 def hold_off_s(retry_after_s: float, unit: float) -> float:
     """How long to wait after a 429/503 with Retry-After: the delay times a jitter factor in [1, 1.5) (so
@@ -56,7 +59,7 @@ class ReportSender:
         self._timeout_s = timeout_s
         self._interval_s = interval_s
         self._max_buffer = max(1, max_buffer)
-        self._max_batch = max(1, max_batch)
+        self._max_batch = min(max(1, max_batch), MAX_BATCH)
         self._make_heartbeat = make_heartbeat
         self._post = post
         self._log_every = max(1, log_every)
