@@ -86,6 +86,11 @@ bool FrontDoor::ParseBody(HttpRequest* request, const Respond& respond) const {
   Result<Json> parsed = ParseJsonText(request->body, options_.json_limits);
   if (parsed.ok()) {
     request->json = std::make_shared<const Json>(std::move(parsed).value());
+    if (std::optional<HttpResponse> refused = router_->Prepare(*request)) {
+      if (observe_) observe_("prepare", request->method, refused->status);
+      respond(std::move(*refused));
+      return false;
+    }
     return true;
   }
   if (observe_) observe_("json body", request->method, 400);

@@ -1,5 +1,6 @@
 // Agent routes (docs/agent-protocol.md) and the forced restart.
 #include <cerrno>
+#include <memory>
 #include <optional>
 
 #include "api/handlers.h"
@@ -7,6 +8,7 @@
 #include "api/views.h"
 #include "core/fields.h"
 #include "core/node.h"
+#include "core/redact.h"
 
 namespace shepherd {
 namespace {
@@ -186,7 +188,8 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
     s.log_tail = p.value("log_tail", "");
     if (auto fr = p.find("flight_recorder"); fr != p.end() && fr->is_array())  // docs/agent-protocol.md
       for (const Json& d : *fr)
-        s.flight_recorder.push_back({d["path"].get<std::string>(), d.value("size", uint64_t{0})});
+        s.flight_recorder.push_back(
+            {RedactSecrets(d["path"].get<std::string>()), d.value("size", uint64_t{0})});
     hb.processes.push_back(std::move(s));
   }
   for (const Json& g : listed("gpu_faults"))
@@ -201,21 +204,32 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
 }  // namespace
 
 void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock) {
-  router->Add("POST", "/v1/nodes/{id}/heartbeat",
-              [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
-                if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
-                auto parsed = api::Body(req, o);
-                if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
-                const Json& body = **parsed;
-                auto hb = ParseHeartbeat(body);
-                if (!hb.ok()) return respond(ProblemFrom(hb.status()));
-                if (!hb->gpu_faults.empty())  // an unknown node is the controller's 404
-                  if (auto node = c->GetNode(p.at("id")); node.ok())
-                    if (auto refused = GpuOutsideNode(*hb, node->node)) return respond(*refused);
-                c->NodeHeartbeat(p.at("id"), *hb, [respond](Result<HeartbeatAck> r) {
-                  api::Reply(respond, r, RenderHeartbeatAck);
-                });
-              });
+  router->Add(
+      "POST", "/v1/nodes/{id}/heartbeat",
+      [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
+        if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
+        // Converted where the body was parsed (the prepare step below); here only when it was not.
+        auto hb = std::static_pointer_cast<const AgentHeartbeat>(req.prepared);
+        if (!hb) {
+          auto parsed = api::Body(req, o);
+          if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
+          auto fresh = ParseHeartbeat(**parsed);
+          if (!fresh.ok()) return respond(ProblemFrom(fresh.status()));
+          hb = std::make_shared<const AgentHeartbeat>(std::move(fresh).value());
+        }
+        if (!hb->gpu_faults.empty())  // an unknown node is the controller's 404
+          if (auto node = c->GetNode(p.at("id")); node.ok())
+            if (auto refused = GpuOutsideNode(*hb, node->node)) return respond(*refused);
+        c->NodeHeartbeat(p.at("id"), *hb,
+                         [respond](Result<HeartbeatAck> r) { api::Reply(respond, r, RenderHeartbeatAck); });
+      },
+      [](HttpRequest& req) -> std::optional<HttpResponse> {
+        if (!req.json) return std::nullopt;  // not JSON: the handler's 415
+        auto hb = ParseHeartbeat(*req.json);
+        if (!hb.ok()) return ProblemFrom(hb.status());
+        req.prepared = std::make_shared<const AgentHeartbeat>(std::move(hb).value());
+        return std::nullopt;
+      });
   router->Add(
       "GET", "/v1/nodes/{id}/assignments",
       [c, o, clock](const HttpRequest& req, const PathParams& p, Respond respond) {

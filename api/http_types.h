@@ -22,6 +22,10 @@ struct HttpRequest {
   // The body parsed as JSON before the request was queued (api/front_door.h); null when it was not (no
   // body, another media type, or a request that did not come through a FrontDoor). Shared, never copied.
   std::shared_ptr<const Json> json;
+  // What the route's prepare step (api/router.h) made of `json` off the control thread, as the typed value
+  // its handler reads; null when no prepare step ran (a route without one, or a request not through a
+  // FrontDoor).
+  std::shared_ptr<const void> prepared;
   std::string request_id;  // assigned by the server (or taken from X-Request-Id); in every log line
   // Set by the router once the request is authenticated and authorized (route table): who is calling.
   // Handlers use it for checks the table cannot make from the path alone (an agent registering its own

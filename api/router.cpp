@@ -52,8 +52,9 @@ QueryParams ParseQuery(std::string_view target) {
   return out;
 }
 
-void Router::Add(const std::string& method, const std::string& pattern, RouteHandler handler) {
-  Route r{method, pattern, {}, std::move(handler)};
+void Router::Add(const std::string& method, const std::string& pattern, RouteHandler handler,
+                 RoutePrepare prepare) {
+  Route r{method, pattern, {}, std::move(handler), std::move(prepare)};
   for (auto s : Split(pattern)) r.segments.emplace_back(s);
   routes_.push_back(std::move(r));
 }
@@ -119,6 +120,17 @@ std::optional<HttpResponse> Router::Admit(const HttpRequest& head, std::optional
                             " for its own jobs only");
   }
   return Problem(403, std::string("role ") + ToString(p.role) + " may not " + what);
+}
+
+std::optional<HttpResponse> Router::Prepare(HttpRequest& request) const {
+  const std::vector<std::string_view> path =
+      Split(std::string_view(request.target).substr(0, request.target.find('?')));
+  for (const Route& r : routes_) {
+    PathParams unused;
+    if (Serves(r.method, request.method) && Match(r, path, &unused))
+      return r.prepare ? r.prepare(request) : std::nullopt;
+  }
+  return std::nullopt;
 }
 
 void Router::Handle(HttpRequest request, Respond respond) const {

@@ -19,6 +19,10 @@ namespace shepherd {
 using PathParams = std::map<std::string, std::string>;
 using QueryParams = std::map<std::string, std::string>;
 using RouteHandler = std::function<void(const HttpRequest&, const PathParams&, Respond)>;
+// Turns a request's parsed body into the typed value its handler uses (HttpRequest::prepared), or refuses
+// it: the costly conversion of a large body then runs where the body was parsed, not on the control thread.
+// Must be pure (no state but the request): it runs on the I/O or parser thread.
+using RoutePrepare = std::function<std::optional<HttpResponse>(HttpRequest&)>;
 
 // Splits "a=1&b=x%20y" into decoded pairs (last one wins).
 QueryParams ParseQuery(std::string_view target);
@@ -29,7 +33,9 @@ class Router {
   explicit Router(Metrics* metrics) : metrics_(metrics) {}
 
   // `pattern` segments in braces bind path parameters: "/v1/jobs/{id}/cancel".
-  void Add(const std::string& method, const std::string& pattern, RouteHandler handler);
+  // `prepare`, when given, runs before the request is queued (Prepare).
+  void Add(const std::string& method, const std::string& pattern, RouteHandler handler,
+           RoutePrepare prepare = nullptr);
 
   // Auth: `auth` must outlive the router (nullptr: every request is an anonymous admin, for tests of
   // routing alone). `owner_of` answers the owner of a job for the submitter's own-job rule.
@@ -51,12 +57,18 @@ class Router {
   // called once, possibly later (a write's answer comes after its COMMIT); metrics are recorded then.
   void Handle(HttpRequest request, Respond respond) const;
 
+  // Runs the prepare step of the route `request` goes to, if it has one (the FrontDoor calls it after
+  // parsing the body, before queueing): nullopt to go on, or the refusal to answer. Thread-safe: routes are
+  // fixed once registered.
+  std::optional<HttpResponse> Prepare(HttpRequest& request) const;
+
  private:
   struct Route {
     std::string method;
     std::string pattern;
     std::vector<std::string> segments;
     RouteHandler handler;
+    RoutePrepare prepare;
   };
   bool Match(const Route& r, const std::vector<std::string_view>& path, PathParams* params) const;
 

@@ -263,8 +263,7 @@ void Controller::AttachFlightRecorder(const ProcessStatus& p, WriteBatch* batch)
   }
   bool added = false;
   int& of_rank = index.per_rank[p.rank.rank];
-  for (FlightRecorderDump d : p.flight_recorder) {
-    d.path = RedactSecrets(d.path);
+  for (const FlightRecorderDump& d : p.flight_recorder) {  // paths redacted when parsed (api/)
     if (auto same = index.by_path.find(d.path); same != index.by_path.end()) {
       FlightRecorderDump& known = hang->flight_recorder[same->second];
       if (known.size != d.size) {

@@ -7,6 +7,7 @@
 
 #include <deque>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -144,6 +145,50 @@ TEST_F(FrontDoorTest, JsonBodiesAreParsedBeforeQueueingAndBadOnesNeverQueue) {
   RunAll(&control_posts_);
   ASSERT_NE(parsed_, nullptr);
   EXPECT_EQ((*parsed_)["reports"][0]["rank"], 0);
+}
+
+// A route's prepare step runs before the request is queued: its typed value travels with the request, and
+// its refusal is answered at once, the handler never run.
+TEST(FrontDoorPrepare, TheRoutesPrepareStepRunsBeforeQueueingAndItsRefusalNeverQueues) {
+  Metrics metrics;
+  Router router{&metrics};
+  std::shared_ptr<const void> seen;
+  int handled = 0;
+  router.Add(
+      "POST", "/v1/nodes/{id}/heartbeat",
+      [&](const HttpRequest& req, const PathParams&, Respond respond) {
+        ++handled;
+        seen = req.prepared;
+        respond(JsonResponse(200, {}));
+      },
+      [](HttpRequest& req) -> std::optional<HttpResponse> {
+        if (!(*req.json)["ok"].get<bool>()) return Problem(422, "refused by prepare");
+        req.prepared = std::make_shared<const int>(7);
+        return std::nullopt;
+      });
+  ControlLock lock;
+  Posted control_posts, read_posts;
+  RequestQueue control{{}, [&](std::function<void()> f) { control_posts.push_back(std::move(f)); }};
+  RequestQueue reads{{}, [&](std::function<void()> f) { read_posts.push_back(std::move(f)); }};
+  std::atomic<bool> ready{true};
+  FrontDoor front{&control, &reads, &lock, &router, &ready, {}};
+  auto post = [&](const std::string& body) {
+    HttpRequest req;
+    req.method = "POST";
+    req.target = "/v1/nodes/n0/heartbeat";
+    req.headers = {{"Content-Type", "application/json"}};
+    req.body = body;
+    int status = 0;
+    front.Handle(std::move(req), [&](HttpResponse r) { status = r.status; });
+    return status;
+  };
+  EXPECT_EQ(post(R"({"ok": false})"), 422);
+  EXPECT_EQ(control.depth(RequestClass::kPriority) + control.depth(RequestClass::kWrite), 0u);
+  EXPECT_EQ(post(R"({"ok": true})"), 0);  // queued
+  RunAll(&control_posts);
+  EXPECT_EQ(handled, 1);
+  ASSERT_NE(seen, nullptr);
+  EXPECT_EQ(*std::static_pointer_cast<const int>(seen), 7);
 }
 
 TEST_F(FrontDoorTest, LargeBodiesAreParsedWhereParseOnRuns) {
