@@ -40,6 +40,8 @@ struct ApiOptions {
   // Posts a function to the control thread, which runs it holding the ControlLock: where a submit goes on
   // once its search is done. Required with `planner`.
   std::function<void(std::function<void()>)> post_control;
+  // The dashboard's files, served at /ui/ (api/static_files.h); empty: /ui/ answers 503.
+  std::string ui_dir;
 };
 
 // `clock` turns long-poll waits into deadlines. Also installs the job-owner lookup the route table's

@@ -206,6 +206,8 @@ int RunDaemon(const DaemonConfig& config) {
   auto planner = std::make_unique<PlanRunner>(kPlannerCapacity);
   api_options.planner = planner.get();
   api_options.post_control = post;
+  api_options.ui_dir = config.ui_dir;
+  if (config.ui_dir.empty()) spdlog::warn("no dashboard files found: /ui/ answers 503 (--ui-dir names them)");
   RegisterRoutes(&router, &controller, &metrics, api_options, &clock);
   InstallAuth(&router, &controller, &authenticator);
   HttpServerOptions http;

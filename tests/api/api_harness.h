@@ -25,7 +25,11 @@ class ApiHarness {
         std::move(options));
     (void)controller_->Recover();
     Drain();
-    RegisterRoutes(&router_, controller_.get(), &metrics_, ApiOptions{}, &clock_);
+    ApiOptions api;
+#ifdef SHEPHERD_TEST_UI_DIR
+    api.ui_dir = SHEPHERD_TEST_UI_DIR;  // the source tree's dashboard files
+#endif
+    RegisterRoutes(&router_, controller_.get(), &metrics_, api, &clock_);
   }
 
   ApiReply Call(const std::string& method, const std::string& target, const Json& body = nullptr) {
@@ -45,8 +49,12 @@ class ApiHarness {
     Drain();
     return out;
   }
-  ApiReply Post(const std::string& t, const Json& b) { return Call("POST", t, b); }
-  ApiReply Get(const std::string& t) { return Call("GET", t); }
+  ApiReply Post(const std::string& t, const Json& b) {
+    return Call("POST", t, b);
+  }
+  ApiReply Get(const std::string& t) {
+    return Call("GET", t);
+  }
 
   void Drain() {
     while (!posted_.empty()) {
