@@ -13,7 +13,8 @@ export CCACHE_NOHASHDIR=1     # paths under the tree are relative, and the worki
 PACKAGES=(g++ cmake ninja-build pkg-config libboost-dev libboost-program-options-dev nlohmann-json3-dev
           libsqlite3-dev sqlite3 libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev python3 python3-torch
           curl procps ccache
-          slurm-wlm slurmd slurmctld slurm-client munge)  # the local Slurm cluster of the Slurm tests
+          slurm-wlm slurmd slurmctld slurm-client munge  # the local Slurm cluster of the Slurm tests
+          chromium chromium-driver)  # the dashboard's browser tests (tests/browser/)
 
 install_missing() {
   local missing=()
