@@ -14,8 +14,15 @@ namespace shepherd {
 Hardware JobBook::HardwareFor(const JobSpec& spec) const {
   // From the Cluster's indexes: O(1), whatever the inventory's size.
   const Cluster& c = inventory_->cluster();
-  Hardware hw =
-      HardwareForResources(spec.resources, c.MinUsableGpuMemory().value_or(default_gpu_memory_gib_));
+  Resources r = spec.resources;
+  // No GPU named: the one the usable nodes have, when they all have one the planner knows (its speeds; the
+  // memory stays the inventory's, which is what a rank gets).
+  if (r.gpu.empty())
+    if (std::optional<std::string> model = c.UsableGpuModel()) {
+      r.gpu = *model;
+      if (!r.gpu_memory_gib) r.gpu_memory_gib = c.MinUsableGpuMemory();
+    }
+  Hardware hw = HardwareForResources(r, c.MinUsableGpuMemory().value_or(default_gpu_memory_gib_));
   // The widest domain: one small node must not cap every job's TP (placement gives it no slot for a
   // wider group). Memory stays the smallest: any usable node may receive a rank.
   const int64_t domain_gpus = c.MaxUsableDomainGpus();

@@ -3,6 +3,7 @@
 // core/job.h.
 
 #include "core/fields.h"
+#include "core/gpu_names.h"
 #include "core/json.h"
 
 namespace shepherd {
@@ -212,10 +213,15 @@ void ParseResources(FieldReader& root, Resources* res, std::vector<FieldError>* 
   if (auto v = r.Int("gpus", true, 1, kMaxGpus)) res->gpus = int(*v);
   res->gpus_per_node = int(r.Int("gpus_per_node", false, 1, 1024).value_or(8));
   if (auto v = r.Number("gpu_memory_gib", false, 1, 1 << 20)) res->gpu_memory_gib = *v;
-  // Names of scheduler/gpu_profiles.h; core/ keeps the string, the planner maps it to a profile.
-  if (auto v = r.Enum("gpu", {"A100-40GB", "A100-80GB", "H100-80GB", "H800", "H200", "B200", "GB200-NVL72",
-                              "B300", "GB300-NVL72"}))
-    res->gpu = *v;
+  // The planner's profile names, or any spelling of one (core/gpu_names.h), kept as the profile's name.
+  if (auto v = r.String("gpu", false, 64)) {
+    if (std::optional<std::string> name = CanonicalGpuName(*v))
+      res->gpu = *name;
+    else
+      r.Error(r.Path("gpu"),
+              "must name a GPU the planner has a profile of: A100-40GB, A100-80GB, H100-80GB (H100), "
+              "H800, H200, B200, GB200-NVL72 (GB200), B300, GB300-NVL72 (GB300)");
+  }
 }
 
 // "auto", absent (= auto), or {tp, cp, pp, dp, ep, etp, vpp, zero_stage, sequence_parallel,

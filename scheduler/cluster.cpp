@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <bit>
 
+#include "core/gpu_names.h"
+
 namespace shepherd {
 namespace {
 
@@ -58,6 +60,7 @@ void Cluster::Account(const Slot& s, int sign) {
   if (d.usable_gpus > 0) Bump(domain_gpu_counts_, d.usable_gpus, +1);
   d.free_gpus += sign * free;
   Bump(memory_counts_, s.node.gpu_memory_gib, sign);
+  Bump(model_counts_, CanonicalGpuName(s.node.gpu_model).value_or(""), sign);
 }
 
 const std::vector<std::pair<int, uint64_t>>& Cluster::HeldBy(const std::string& job_id) const {
@@ -69,6 +72,11 @@ const std::vector<std::pair<int, uint64_t>>& Cluster::HeldBy(const std::string& 
 std::optional<double> Cluster::MinUsableGpuMemory() const {
   if (memory_counts_.empty()) return std::nullopt;
   return memory_counts_.begin()->first;
+}
+
+std::optional<std::string> Cluster::UsableGpuModel() const {
+  if (model_counts_.size() != 1 || model_counts_.begin()->first.empty()) return std::nullopt;
+  return model_counts_.begin()->first;
 }
 
 int64_t Cluster::MaxUsableDomainGpus() const {

@@ -105,6 +105,9 @@ class Cluster {
   // usable. O(1).
   std::optional<double> MinUsableGpuMemory() const;
   int64_t MaxUsableDomainGpus() const;
+  // The GPU profile (core/gpu_names.h) every usable node's `gpu_model` names; nullopt when there are none,
+  // or they name several, or one names none.
+  std::optional<std::string> UsableGpuModel() const;
 
   // Ready nodes (schedulable, not failed, at least one free GPU) that are spares (`spare`) or not, by their
   // free GPU count, each count's node ids in id order: of level-k group g, or of the whole cluster
@@ -167,6 +170,7 @@ class Cluster {
   std::unordered_map<std::string, int> domain_ids_;
   std::vector<Domain> domains_;               // per domain id
   std::map<int64_t, int> domain_gpu_counts_;  // usable GPUs of a domain (> 0) -> domains
+  std::map<std::string, int> model_counts_;   // profile name ("" for none) -> usable nodes
   std::map<double, int> memory_counts_;       // GPU memory (GiB) -> usable nodes
   std::vector<std::vector<TreeGroup>> tree_;  // per level, per group
   std::set<int> free_roots_;

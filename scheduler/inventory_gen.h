@@ -14,7 +14,7 @@ struct InventoryShape {
   int nodes_per_leaf = 1;
   int gpus_per_node = 8;
   double gpu_memory_gib = 80;
-  std::string gpu_model = "H100";
+  std::string gpu_model = "H100-80GB";
   int spares_per_leaf = 1;  // the last spares_per_leaf nodes of each leaf are spares
   // NVL72-style racks: nodes of 4 GPUs (gpus_per_node is ignored), each run of 18 consecutive nodes of a
   // leaf shares one nvlink_domain (the last rack of a leaf may be smaller).

@@ -4,6 +4,8 @@
 
 #include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/json.h"
 #include "tests/core/job_spec_test_util.h"
@@ -515,6 +517,28 @@ TEST(JobSpec, ExpertTensorParallelRoundTripsAndItsRulesNameTheField) {
   EXPECT_EQ(Fields(ParsePlanRequest(j).status()), std::set<std::string>{"parallelism.etp"});
   j["parallelism"]["etp"] = 2;  // = tp: the default, harmless
   EXPECT_TRUE(ParsePlanRequest(j).ok());
+}
+
+// One vocabulary: what an inventory, nvidia-smi or Slurm calls a GPU names the planner's profile.
+TEST(JobSpec, AGpuMayBeNamedAsTheInventoryNamesIt) {
+  for (const auto& [given, profile] :
+       std::vector<std::pair<std::string, std::string>>{{"H100", "H100-80GB"},
+                                                        {"NVIDIA H100 80GB HBM3", "H100-80GB"},
+                                                        {"h100", "H100-80GB"},
+                                                        {"A100-SXM4-40GB", "A100-40GB"},
+                                                        {"GB200", "GB200-NVL72"},
+                                                        {"H100-80GB", "H100-80GB"}}) {
+    Json j = Llama405BPlan();
+    j["resources"]["gpu"] = given;
+    auto s = ParsePlanRequest(j);
+    ASSERT_TRUE(s.ok()) << given << ": " << s.status().message();
+    EXPECT_EQ(s->resources.gpu, profile) << given;
+  }
+  Json j = Llama405BPlan();
+  j["resources"]["gpu"] = "A100";  // 40 or 80 GB: named by neither
+  auto s = ParsePlanRequest(j);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(Fields(s.status()), (std::set<std::string>{"resources.gpu"}));
 }
 
 }  // namespace

@@ -148,5 +148,28 @@ TEST(ClusterTest, GroupsArePathsAndMissingLabelsAreAlone) {
   EXPECT_NE(c.domain(a), c.domain(cc));  // empty nvlink_domain: the node itself
 }
 
+// The planner plans for the GPU every usable node names, in whatever spelling (core/gpu_names.h).
+TEST(ClusterTest, UsableGpuModelIsTheOneProfileEveryUsableNodeNames) {
+  Cluster c;
+  EXPECT_EQ(c.UsableGpuModel(), std::nullopt);  // no nodes
+  Node a = MakeNode("a", "s0", "l0");
+  a.gpu_model = "H100";
+  Node b = MakeNode("b", "s0", "l0");
+  b.gpu_model = "NVIDIA H100 80GB HBM3";
+  ASSERT_TRUE(c.UpsertNode(a).ok());
+  ASSERT_TRUE(c.UpsertNode(b).ok());
+  EXPECT_EQ(c.UsableGpuModel(), "H100-80GB");
+  Node other = MakeNode("c", "s0", "l1");
+  other.gpu_model = "A100-SXM4-80GB";
+  ASSERT_TRUE(c.UpsertNode(other).ok());
+  EXPECT_EQ(c.UsableGpuModel(), std::nullopt);  // two profiles
+  other.schedulable = false;                    // cordoned: no longer usable
+  ASSERT_TRUE(c.UpsertNode(other).ok());
+  EXPECT_EQ(c.UsableGpuModel(), "H100-80GB");
+  b.gpu_model = "unknown";
+  ASSERT_TRUE(c.UpsertNode(b).ok());
+  EXPECT_EQ(c.UsableGpuModel(), std::nullopt);  // one names none
+}
+
 }  // namespace
 }  // namespace shepherd
