@@ -112,7 +112,8 @@ async function loadWho() {
 function canOperate() { return !!state.who && (state.who.role === 'admin' || state.who.role === 'operator'); }
 function canWriteJob(job) {
   if (canOperate()) return true;
-  return !!state.who && state.who.role === 'submitter' && job.spec && job.spec.owner === state.who.name;
+  const owner = job.owner || (job.spec && job.spec.owner);
+  return !!state.who && state.who.role === 'submitter' && owner === state.who.name;
 }
 
 // ---- fleet ----
@@ -217,7 +218,7 @@ async function renderJobs(main) {
     html += '<tr data-job="' + esc(j.id) + '"><td>' + jobLink(j.id) + '</td><td>' + esc(j.name) + '</td>' +
       '<td class="state" data-field="state">' + esc(j.state) + '</td><td data-field="attempt">' + esc(j.attempt) + '</td>' +
       '<td data-field="step">' + num(step) + '</td><td>' + num(stepTime || null, 3) + '</td>' +
-      '<td data-field="ettr">' + ettrOf(facts[i].goodput) + '</td><td>' + esc((j.spec && j.spec.owner) || dash) + '</td></tr>';
+      '<td data-field="ettr">' + ettrOf(facts[i].goodput) + '</td><td>' + esc(j.owner || (j.spec && j.spec.owner) || dash) + '</td></tr>';
   });
   html += '</tbody></table></div>';
   main.innerHTML = html;

@@ -103,7 +103,7 @@ class Daemon:
         self.port = wait_for("the daemon's port file", port)
         wait_for("/readyz", lambda: self.request("GET", "/readyz")[0] == 200)
 
-    def request(self, method, path, token=None, body=None, raw_path=False):
+    def request(self, method, path, token=None, body=None):
         conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         headers = {}
         if token:
@@ -112,7 +112,7 @@ class Daemon:
         if body is not None:
             data = json.dumps(body)
             headers["Content-Type"] = "application/json"
-        conn.request(method, path, body=data, headers=headers, skip_host=False)
+        conn.request(method, path, body=data, headers=headers)
         res = conn.getresponse()
         payload = res.read()
         conn.close()
@@ -322,14 +322,15 @@ class DashboardTest(unittest.TestCase):
         # Jobs.
         b.go(self.base + "/ui/#/jobs")
         row = '#main tr[data-job="%s"]' % self.job
-        wait_for("the job's row", lambda: b.text(row + ' [data-field="step"]') == str(STEPS))
+        wait_for("the job's row", lambda: b.count("#main table th") > 0 and b.text(row + ' [data-field="step"]') == str(STEPS))
         self.assertEqual(b.text('#main [data-count="jobs"]'), "1")
         self.assertEqual(b.text(row + ' [data-field="state"]'), "running")
         self.assertEqual(b.text(row + ' [data-field="attempt"]'), "1")
 
         # The job, then a fault injected while the page is open appears on its timeline.
         b.go(self.base + "/ui/#/job/" + self.job)
-        wait_for("the job page", lambda: b.text('#main [data-field="step"]') == str(STEPS))
+        wait_for("the job page", lambda: b.count('#main [data-field="why-restart"]') == 1
+                 and b.text('#main [data-field="step"]') == str(STEPS))
         self.assertEqual(b.count("#main .rank"), RANKS)
         self.assertEqual(b.count('#main [data-finding-kind]'), 0)
         self.assertGreater(b.count('#main button[data-action="cancel"]'), 0, "an admin may cancel")
@@ -341,7 +342,8 @@ class DashboardTest(unittest.TestCase):
 
         # Failures, filtered by kind; and by a kind that did not happen.
         b.go(self.base + "/ui/#/failures?kind=nonfinite_loss")
-        wait_for("failures", lambda: b.text('#main [data-count="failures"]') == "1")
+        wait_for("failures", lambda: b.count("#failure-filters") == 1
+                 and b.text('#main [data-count="failures"]') == "1")
         self.assertEqual(b.text('#main tr[data-finding] [data-field="kind"]'), "nonfinite_loss")
         b.go(self.base + "/ui/#/failures?kind=hang")
         wait_for("no hang", lambda: b.text('#main [data-count="failures"]') == "0")
@@ -359,7 +361,8 @@ class DashboardTest(unittest.TestCase):
         self.login(VIEWER)
         self.assertEqual(b.text("#who"), "wall (viewer)")
         b.go(self.base + "/ui/#/job/" + self.job)
-        wait_for("the job page", lambda: b.text('#main [data-field="state"]') == "running")
+        wait_for("the job page", lambda: b.count('#main [data-field="why-restart"]') == 1
+                 and b.text('#main [data-field="state"]') == "running")
         self.assertEqual(b.count("#main button[data-action]"), 0)
         b.go(self.base + "/ui/#/fleet")
         wait_for("the fleet", lambda: b.count("#main .node") == self.daemon.node_count)
