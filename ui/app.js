@@ -233,8 +233,8 @@ function recordSeries(id, health) {
   const step = health.checks.hang.job_step;
   const loss = health.checks.loss.last_loss;
   const last = s[s.length - 1];
-  if (step > 0 && (!last || last.step !== step))
-    s.push({ t: Date.now(), step, loss, stepTime: health.checks.straggler.job_median_step_time_s });
+  const median = health.checks.straggler.job_median_step_time_s;  // 0 until a full window
+  if (step > 0 && (!last || last.step !== step)) s.push({ t: Date.now(), step, loss, stepTime: median > 0 ? median : null });
   if (s.length > 500) s.shift();
   return s;
 }
@@ -333,7 +333,8 @@ async function renderJob(main, id) {
   const why = lastRestart
     ? esc(lastRestart.kind) + ' at step ' + esc(lastRestart.step) + ' (attempt ' + esc(lastRestart.attempt) + '): ' +
       esc(lastRestart.detail) + ' → ' + esc((lastRestart.actions || []).join('; '))
-    : job.current_attempt && job.current_attempt.reason ? esc(job.current_attempt.reason) : 'no restart';
+    : (job.attempt || 1) > 1 && job.current_attempt ? esc(job.current_attempt.reason)
+    : 'no restart (attempt 1)';
   const ended = ['succeeded', 'failed', 'cancelled'].includes(job.state);
   let html = '<div class="card"><h2>Job ' + esc(job.id) + ' · ' + esc(job.name) + '</h2><dl>' +
     '<dt>state</dt><dd class="state" data-field="state">' + esc(job.state) + '</dd>' +

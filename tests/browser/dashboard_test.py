@@ -272,6 +272,14 @@ class DashboardTest(unittest.TestCase):
                   and not ("/goodput" in e.get("message", "") and " 404 " in e.get("message", ""))]
         self.assertEqual(severe, [], "console errors: %s" % severe)
 
+    def test_0_a_ui_dir_without_the_files_stops_the_daemon_with_a_message(self):
+        missing = os.path.join(self.tmp, "no-ui-here")
+        r = subprocess.run([SHEPHERDD, "--listen", "127.0.0.1:0", "--db", os.path.join(self.tmp, "other.db"),
+                            "--ui-dir", missing], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("no index.html", r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
+
     def test_1_static_files_over_http(self):
         d = self.daemon
         status, headers, body = d.request("GET", "/ui/")
