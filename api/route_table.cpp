@@ -76,6 +76,7 @@ const std::vector<RouteRule>& RouteTable() {
       // own jobs (and creates the job when none has the id).
       {"POST", "/v1/external/slurm/{slurm_job_id}/reports", false, {A, S, R}, {}},
       {"GET", "/v1/jobs/{id}/health", false, {A, O, S, V}, {}},
+      {"GET", "/v1/jobs/{id}/steps", false, {A, O, S, V}, {}},
       {"GET", "/v1/jobs/{id}/checkpoints", false, {A, O, S, V}, {}},
       {"GET", "/v1/jobs/{id}/failures", false, {A, O, S, V}, {}},
       {"GET", "/v1/failures", false, {A, O, S, V}, {}},

@@ -140,6 +140,8 @@ class JobHealth {
   std::vector<std::string> ReportedNodes() const;
 
   bool running() const { return monitor_ != nullptr; }
+  // The running attempt's monitor, for read-only views; null when none runs.
+  const JobMonitor* monitor() const { return monitor_.get(); }
   // Every rank of the running attempt has reported `finished` (a normal end of its script).
   bool all_finished() const { return monitor_ && monitor_->AllFinished(); }
   bool watching() const { return monitor_ && unlaunched_.empty() && !external_pending_; }

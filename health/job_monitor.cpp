@@ -135,7 +135,7 @@ IngestResult JobMonitor::Ingest(const Report& r, Time now) {
     case ReportKind::kStep:
       if (s.phase != Phase::kUnspecified && s.phase != Phase::kTrain) s.phase = Phase::kTrain;
       if (r.step_time_s) RecordStepTime(s, *r.step_time_s);
-      res.urgent = loss_.OnStep(r.rank, r.step.value_or(s.step), r.loss, r.grad_norm, r.lr, now);
+      res.urgent = loss_.OnStep(r.rank, r.step.value_or(s.step), r.loss, r.grad_norm, r.lr, now, r.step_time_s);
       break;
     case ReportKind::kCollective:
       if (!r.collective) break;

@@ -16,7 +16,6 @@ const state = {
   timer: null,
   generation: 0,        // a render started before the latest navigation is dropped
   selectedNode: null,
-  series: new Map(),    // job id -> [{t, step, loss, stepTime}] seen while this page was open
 };
 
 class ApiError extends Error {
@@ -226,17 +225,9 @@ async function renderJobs(main) {
 
 // ---- one job ----
 
-function recordSeries(id, health) {
-  if (!health) return [];
-  if (!state.series.has(id)) state.series.set(id, []);
-  const s = state.series.get(id);
-  const step = health.checks.hang.job_step;
-  const loss = health.checks.loss.last_loss;
-  const last = s[s.length - 1];
-  const median = health.checks.straggler.job_median_step_time_s;  // 0 until a full window
-  if (step > 0 && (!last || last.step !== step)) s.push({ t: Date.now(), step, loss, stepTime: median > 0 ? median : null });
-  if (s.length > 500) s.shift();
-  return s;
+// The attempt's final steps as the daemon kept them (GET /v1/jobs/{id}/steps), oldest first.
+function stepSeries(steps) {
+  return ((steps && steps.steps) || []).map((p) => ({ step: p.step, loss: p.loss, stepTime: p.step_time_s }));
 }
 
 function restartActions(f) { return (f.actions || []).filter((a) => /restart|attempt/i.test(a)); }
@@ -284,19 +275,27 @@ function timeline(job, findings, checkpoints) {
 
 function chart(points, key, label) {
   const pts = points.filter((p) => typeof p[key] === 'number' && Number.isFinite(p[key]));
-  if (pts.length < 2) return '<h3>' + esc(label) + '</h3><p class="muted" data-chart="' + key + '">' + pts.length +
-    ' point(s) seen since this page opened</p>';
+  if (pts.length < 2) return '<h3>' + esc(label) + '</h3><p class="muted" data-chart="' + key + '" data-points="' +
+    pts.length + '">' + pts.length + ' final step(s) so far</p>';
   const W = 420, H = 140, pad = 30;
   const xs = pts.map((p) => p.step), ys = pts.map((p) => p[key]);
   const x0 = Math.min(...xs), x1 = Math.max(...xs), y0 = Math.min(...ys), y1 = Math.max(...ys);
   const sx = (v) => pad + ((v - x0) / Math.max(1e-9, x1 - x0)) * (W - 2 * pad);
   const sy = (v) => H - pad - ((v - y0) / Math.max(1e-9, y1 - y0)) * (H - 2 * pad);
   const path = pts.map((p, i) => (i ? 'L' : 'M') + sx(p.step).toFixed(1) + ' ' + sy(p[key]).toFixed(1)).join(' ');
-  return '<h3>' + esc(label) + '</h3><svg data-chart="' + key + '" viewBox="0 0 ' + W + ' ' + H + '" width="100%">' +
+  return '<h3>' + esc(label) + '</h3><svg data-chart="' + key + '" data-points="' + pts.length + '" viewBox="0 0 ' + W + ' ' + H + '" width="100%">' +
     '<path d="' + path + '" fill="none" stroke="#3b82c4" stroke-width="1.5"/>' +
     '<text x="2" y="' + (pad - 4) + '">' + esc(y1.toPrecision(4)) + '</text><text x="2" y="' + (H - pad) + '">' +
     esc(y0.toPrecision(4)) + '</text><text x="' + pad + '" y="' + (H - 8) + '">step ' + x0 + '</text><text x="' +
     (W - pad - 50) + '" y="' + (H - 8) + '">step ' + x1 + '</text></svg>';
+}
+
+// A rank's colour says how long ago it last reported (health.ranks.last_seen_s, at updated_at): fresh is
+// green, shading to red at the heartbeat timeout; verdicts (lost, suspect, straggler) keep their colours.
+// A rank silent for a quarter of the timeout is marked late.
+function latenessColour(age, timeout) {
+  const f = Math.max(0, Math.min(1, age / Math.max(1e-9, timeout)));
+  return 'hsl(' + Math.round(120 * (1 - f)) + ', 65%, ' + Math.round(55 - 10 * f) + '%)';
 }
 
 function rankGrid(health) {
@@ -305,13 +304,28 @@ function rankGrid(health) {
   const lost = new Set(hb.lost_ranks || []);
   const suspects = new Set((health.suspects && health.suspects.ranks) || []);
   const stragglers = new Set(health.checks.straggler.ranks || []);
+  const seen = (health.ranks && health.ranks.last_seen_s) || null;
+  const summary = health.ranks && health.ranks.summary;
   const n = Math.min(hb.ranks, 4096);
   let html = '<p>' + esc(hb.ranks_reporting) + ' of ' + esc(hb.ranks) + ' ranks reporting; oldest report ' +
-    num(hb.oldest_report_age_s, 1) + ' s ago (timeout ' + esc(hb.timeout_s) + ' s)</p><div class="grid">';
+    num(hb.oldest_report_age_s, 1) + ' s ago (timeout ' + esc(hb.timeout_s) + ' s)</p>';
+  if (summary) {
+    return html + '<p data-field="lateness-summary">Too many ranks to draw: last report median ' + num(summary.median_s, 1) +
+      ' s, p99 ' + num(summary.p99_s, 1) + ' s, max ' + num(summary.max_s, 1) + ' s ago; ' +
+      esc(summary.never_reported) + ' never reported.</p>';
+  }
+  html += '<div class="grid">';
   for (let r = 0; r < n; r++) {
+    const age = seen ? seen[r] : undefined;
+    const late = typeof age === 'number' && age >= hb.timeout_s / 4;
     const cls = lost.has(r) ? 'lost' : suspects.has(r) ? 'suspect' : stragglers.has(r) ? 'straggler' :
-      hb.ranks_reporting === 0 ? 'never' : 'ok';
-    html += '<span class="rank ' + cls + '" data-rank="' + r + '" title="rank ' + r + ': ' + cls + '">' + r + '</span>';
+      age === null || hb.ranks_reporting === 0 ? 'never' : late ? 'late' : 'ok';
+    const style = (cls === 'ok' || cls === 'late') && typeof age === 'number'
+      ? ' style="background:' + latenessColour(age, hb.timeout_s) + '"' : '';
+    const ageText = typeof age === 'number' ? ', last report ' + age.toFixed(1) + ' s ago' : '';
+    html += '<span class="rank ' + cls + '" data-rank="' + r + '"' +
+      (typeof age === 'number' ? ' data-last-seen-s="' + age + '"' : '') + style + ' title="rank ' + r + ': ' + cls +
+      ageText + '">' + r + '</span>';
   }
   return html + '</div>';
 }
@@ -320,15 +334,16 @@ async function renderJob(main, id) {
   const base = '/v1/jobs/' + encodeURIComponent(id);
   const job = await api('GET', base);
   const live = job.state === 'running' || job.state === 'launching';
-  const [health, failures, checkpoints, goodput] = await Promise.all([
+  const [health, failures, checkpoints, goodput, steps] = await Promise.all([
     live ? optional(base + '/health') : null,
     getAll(base + '/failures', 'failures'),
     api('GET', base + '/checkpoints'),
     optional(base + '/goodput'),
+    live ? optional(base + '/steps?limit=2000') : null,
   ]);
   const findings = failures.items.slice().sort((a, b) => Date.parse(a.detected_at) - Date.parse(b.detected_at));
   const cps = checkpoints.checkpoints || [];
-  const series = recordSeries(id, health);
+  const series = stepSeries(steps);
   const lastRestart = findings.filter((f) => restartActions(f).length).pop();
   const why = lastRestart
     ? esc(lastRestart.kind) + ' at step ' + esc(lastRestart.step) + ' (attempt ' + esc(lastRestart.attempt) + '): ' +

@@ -175,6 +175,7 @@ const std::map<std::string, std::set<std::string>>& Expected() {
       // A submitter for its own job (and creates one); a rank for its own job only (this one is not).
       {"POST /v1/external/slurm/{slurm_job_id}/reports", {"admin", "submitter"}},
       {"GET /v1/jobs/{id}/health", people_read},
+      {"GET /v1/jobs/{id}/steps", people_read},
       {"GET /v1/jobs/{id}/checkpoints", people_read},
       {"GET /v1/jobs/{id}/failures", people_read},
       {"GET /v1/failures", people_read},

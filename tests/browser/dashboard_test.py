@@ -40,6 +40,7 @@ CORDON_REASON = "fan failure in tray 2"
 JOB_NODES = 2
 RANKS = 16  # 2 nodes x 8 GPUs, one rank per GPU
 STEPS = 5
+LATE_RANK = 5  # stops reporting while the others heartbeat: the rank grid shows it late
 
 DEADLINE_S = 60.0  # per wait; generous for a loaded 2-core machine
 
@@ -255,6 +256,12 @@ class DashboardTest(unittest.TestCase):
                    for r in range(RANKS)]
         cls.daemon.json("POST", "/v1/jobs/%s/reports" % cls.job, token=cls.rank_token, body={"reports": reports})
 
+    @classmethod
+    def heartbeat_all_but(cls, silent_rank):
+        reports = [{"rank": r, "attempt": 1, "kind": "heartbeat", "step": STEPS}
+                   for r in range(RANKS) if r != silent_rank]
+        cls.daemon.json("POST", "/v1/jobs/%s/reports" % cls.job, token=cls.rank_token, body={"reports": reports})
+
     def login(self, token):
         b = self.browser
         b.go(self.base + "/ui/#/fleet")
@@ -340,12 +347,31 @@ class DashboardTest(unittest.TestCase):
         wait_for("the job page", lambda: b.count('#main [data-field="why-restart"]') == 1
                  and b.text('#main [data-field="step"]') == str(STEPS))
         self.assertEqual(b.count("#main .rank"), RANKS)
+        # Charts from GET /v1/jobs/{id}/steps: a step is final once a later one is reported, so the newest
+        # of the STEPS posted is not charted yet.
+        wait_for("the charts", lambda: b.count('#main [data-chart="loss"]') == 1)
+        self.assertEqual(b.js("return document.querySelector('#main [data-chart=\"loss\"]').dataset.points;"),
+                         str(STEPS - 1))
+        self.assertEqual(b.js("return document.querySelector('#main [data-chart=\"stepTime\"]').dataset.points;"),
+                         str(STEPS - 1))
         self.assertEqual(b.count('#main [data-finding-kind]'), 0)
         self.assertGreater(b.count('#main button[data-action="cancel"]'), 0, "an admin may cancel")
         self.report_step(STEPS + 1, nan_rank=3)
         wait_for("the NaN on the timeline",
                  lambda: b.count('#main svg [data-finding-kind="nonfinite_loss"]') == 1)
         wait_for("the findings count", lambda: b.text('#main [data-count="findings"]') == "1")
+        # Lateness: every rank but LATE_RANK heartbeats (in the probe) until the grid shows it late.
+        def late_rank_shown():
+            self.heartbeat_all_but(LATE_RANK)
+            return b.js("const e = document.querySelector('#main .rank[data-rank=\"%d\"]');"
+                        "return e ? e.className : '';" % LATE_RANK) in ("rank late", "rank lost")
+        wait_for("rank %d shown late" % LATE_RANK, late_rank_shown, every_s=0.5)
+        others = b.js("return Array.from(document.querySelectorAll('#main .rank')).filter("
+                      "(e) => e.dataset.rank !== '%d' && e.classList.contains('late')).length;" % LATE_RANK)
+        self.assertEqual(others, 0, "only the silent rank is late")
+        self.assertGreater(float(b.js("return document.querySelector('#main .rank[data-rank=\"%d\"]')"
+                                      ".dataset.lastSeenS;" % LATE_RANK)), 2.0)
+        b.screenshot("dashboard-ranks-late.png")
         b.screenshot("dashboard-job.png")
 
         # Failures, filtered by kind; and by a kind that did not happen.
