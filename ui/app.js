@@ -320,14 +320,19 @@ function rankGrid(health) {
     const late = typeof age === 'number' && age >= hb.timeout_s / 4;
     const cls = lost.has(r) ? 'lost' : suspects.has(r) ? 'suspect' : stragglers.has(r) ? 'straggler' :
       age === null || hb.ranks_reporting === 0 ? 'never' : late ? 'late' : 'ok';
-    const style = (cls === 'ok' || cls === 'late') && typeof age === 'number'
-      ? ' style="background:' + latenessColour(age, hb.timeout_s) + '"' : '';
+    // Coloured by paintLateness after rendering: the page's CSP refuses inline style attributes.
+    const shade = (cls === 'ok' || cls === 'late') && typeof age === 'number'
+      ? ' data-shade="' + latenessColour(age, hb.timeout_s) + '"' : '';
     const ageText = typeof age === 'number' ? ', last report ' + age.toFixed(1) + ' s ago' : '';
     html += '<span class="rank ' + cls + '" data-rank="' + r + '"' +
-      (typeof age === 'number' ? ' data-last-seen-s="' + age + '"' : '') + style + ' title="rank ' + r + ': ' + cls +
+      (typeof age === 'number' ? ' data-last-seen-s="' + age + '"' : '') + shade + ' title="rank ' + r + ': ' + cls +
       ageText + '">' + r + '</span>';
   }
   return html + '</div>';
+}
+
+function paintLateness(root) {
+  root.querySelectorAll('.rank[data-shade]').forEach((e) => { e.style.backgroundColor = e.dataset.shade; });
 }
 
 async function renderJob(main, id) {
@@ -377,6 +382,7 @@ async function renderJob(main, id) {
     '</td><td data-grade="' + esc(c.status) + '">' + esc(c.status) + '</td><td>' + esc(c.reason || '') + '</td><td>' +
     esc(c.path) + '</td></tr>').join('') + '</tbody></table></div>';
   main.innerHTML = html;
+  paintLateness(main);
 }
 
 // ---- failures ----
