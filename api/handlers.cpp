@@ -6,6 +6,7 @@
 
 #include "api/metrics_state.h"
 #include "api/problem.h"
+#include "api/static_files.h"
 #include "core/fields.h"
 
 namespace shepherd {
@@ -156,6 +157,11 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
   RegisterAgentRoutes(router, c, o, clock);
   RegisterExternalRoutes(router, c, o, clock);
   RegisterEventRoutes(router, c, o, clock);
+  RegisterUiRoutes(router, o.ui_dir);
+  router->Add("GET", "/v1/whoami", [](const HttpRequest& req, const PathParams&, Respond respond) {
+    const Principal who = req.principal.value_or(Principal{Role::kAdmin, "anonymous", {}, {}, {}});
+    respond(JsonResponse(200, {{"name", who.name}, {"role", ToString(who.role)}}));
+  });
   metrics->SetGaugeSource([c, clock, planner = o.planner](std::string* out) {
     AppendStateMetrics(*c, clock->Now(), out);
     *out += "# HELP shepherd_findings_total Findings by kind.\n# TYPE shepherd_findings_total counter\n";

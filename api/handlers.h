@@ -48,6 +48,8 @@ struct ApiOptions {
   // Token name -> the Unix user it stands for in Slurm ("slurm_users"); names not listed stand for
   // themselves.
   std::map<std::string, std::string> slurm_users;
+  // The dashboard's files, served at /ui/ (api/static_files.h); empty: /ui/ answers 503.
+  std::string ui_dir;
 };
 
 // `clock` turns long-poll waits into deadlines. Also installs the job-owner lookup the route table's

@@ -6,6 +6,7 @@
 #include "api/handlers.h"
 #include "api/problem.h"
 #include "api/views.h"
+#include "health/step_history.h"
 
 namespace shepherd {
 namespace {
@@ -47,6 +48,25 @@ void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clo
               [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
                 if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
                 api::Reply(respond, c->GetHealth(p.at("id")));
+              });
+  router->Add("GET", "/v1/jobs/{id}/steps",
+              [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
+                if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
+                std::vector<FieldError> errs;
+                std::size_t limit = 200;
+                for (const auto& [k, v] : ParseQuery(req.target)) {
+                  if (k != "limit") {
+                    errs.push_back({k, "unknown query parameter"});
+                    continue;
+                  }
+                  const bool digits = !v.empty() && v.size() <= 4 &&
+                                      v.find_first_not_of("0123456789") == std::string::npos;
+                  limit = digits ? std::strtoul(v.c_str(), nullptr, 10) : 0;
+                  if (limit < 1 || limit > StepHistory::kCapacity)
+                    errs.push_back({"limit", "must be an integer from 1 to 2000"});
+                }
+                if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid query", errs)));
+                api::Reply(respond, c->GetSteps(p.at("id"), limit));
               });
   router->Add("GET", "/v1/jobs/{id}/checkpoints",
               [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {

@@ -47,6 +47,9 @@ const std::vector<RouteRule>& RouteTable() {
   static const std::vector<RouteRule> table = {
       {"GET", "/healthz", true, {}, {}},
       {"GET", "/readyz", true, {}, {}},
+      // The dashboard's static files carry no data: the page asks for a token and calls the API with it.
+      {"GET", "/ui", true, {}, {}},
+      {"GET", "/ui/{file}", true, {}, {}},
       {"GET", "/metrics", false, {A, O, S, V}, {}},
       // Nodes. Registration carries the node id in the body: the handler checks an agent's id against it.
       {"POST", "/v1/nodes", false, {A, G}, {}},
@@ -73,11 +76,14 @@ const std::vector<RouteRule>& RouteTable() {
       // own jobs (and creates the job when none has the id).
       {"POST", "/v1/external/slurm/{slurm_job_id}/reports", false, {A, S, R}, {}},
       {"GET", "/v1/jobs/{id}/health", false, {A, O, S, V}, {}},
+      {"GET", "/v1/jobs/{id}/steps", false, {A, O, S, V}, {}},
       {"GET", "/v1/jobs/{id}/checkpoints", false, {A, O, S, V}, {}},
       {"GET", "/v1/jobs/{id}/failures", false, {A, O, S, V}, {}},
       {"GET", "/v1/failures", false, {A, O, S, V}, {}},
       // Events of every job and node (docs/events.md).
       {"GET", "/v1/events", false, {A, O, S, V}, {}},
+      // Who the token speaks for: the dashboard shows write buttons only to roles that may use them.
+      {"GET", "/v1/whoami", false, {A, O, S, V, G, R}, {}},
   };
   return table;
 }

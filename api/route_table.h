@@ -25,7 +25,7 @@ enum class Ownership {
 struct RouteRule {
   std::string method;
   std::string pattern;      // as given to Router::Add
-  bool is_public = false;   // no token needed (/healthz, /readyz, /metrics)
+  bool is_public = false;   // no token needed (/healthz, /readyz, the dashboard's files)
   std::vector<Role> roles;  // who may call it (admin is listed explicitly where allowed)
   // Per role: the ownership check applied to that role (absent: none).
   std::map<Role, Ownership> ownership;

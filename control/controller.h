@@ -251,6 +251,9 @@ class Controller {
   // Periodic: evaluates every job, agents' liveness and launch gates, due restarts, the queue.
   void Tick();
   Result<Json> GetHealth(const std::string& id) const;
+  // GET /v1/jobs/{id}/steps: the running attempt's last `limit` final steps, oldest first
+  // (health/step_history.h); an empty list when no attempt is watched.
+  Result<Json> GetSteps(const std::string& id, size_t limit) const;
   Result<CheckpointList> GetCheckpoints(const std::string& id) const;
   // kNotFound when q.job names no job.
   Result<std::vector<Finding>> GetFailures(const FindingQuery& q, bool* more = nullptr) const;

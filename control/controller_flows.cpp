@@ -434,6 +434,21 @@ Result<Json> Controller::GetHealth(const std::string& id) const {
   return out;
 }
 
+Result<Json> Controller::GetSteps(const std::string& id, size_t limit) const {
+  const JobEntry* e = jobs_.Find(id);
+  if (!e) return NotFound("no job " + id);
+  auto h = health_.find(id);
+  const JobMonitor* m = h == health_.end() ? nullptr : h->second->monitor();
+  Json steps = Json::array();
+  if (m)
+    for (const FinalStep& s : m->step_history().Last(limit))
+      steps.push_back({{"step", s.step},
+                       {"loss", s.loss ? Json(*s.loss) : Json(nullptr)},
+                       {"step_time_s", s.step_time_s ? Json(*s.step_time_s) : Json(nullptr)},
+                       {"time", FormatRfc3339(s.time)}});
+  return Json{{"attempt", m ? m->context().attempt : e->job.attempt}, {"steps", std::move(steps)}};
+}
+
 Result<CheckpointList> Controller::GetCheckpoints(const std::string& id) const {
   if (!jobs_.Find(id)) return NotFound("no job " + id);
   CheckpointList out;

@@ -155,6 +155,8 @@ class JobHealth {
     return now > 0 ? now : ended_step_time_s_;
   }
   bool running() const { return monitor_ != nullptr; }
+  // The running attempt's monitor, for read-only views; null when none runs.
+  const JobMonitor* monitor() const { return monitor_.get(); }
   // Every rank of the running attempt has reported `finished` (a normal end of its script).
   bool all_finished() const { return monitor_ && monitor_->AllFinished(); }
   bool watching() const { return monitor_ && unlaunched_.empty() && !external_pending_; }

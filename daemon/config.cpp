@@ -1,5 +1,6 @@
 #include "daemon/config.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -55,7 +56,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
                // Body budget and connection caps by class and identity.
                "max_connections_per_identity", "max_connections_per_rank_token", "max_connections_per_rank",
                "body_reserve_liveness", "body_share_per_identity", "body_share_low_role",
-               "body_budget_low_roles", "body_min_rate", "body_rate_grace_s", "read_timeout_s",
+               "body_budget_low_roles", "body_min_rate", "body_rate_grace_s", "read_timeout_s", "ui_dir",
                // Events (docs/events.md).
                "event_retention", "webhooks"});
   if (auto v = r.String("listen", false)) c->listen = *v;
@@ -91,6 +92,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (r.Find("tokens"))
     r.Error("tokens", "tokens are no longer accepted in the configuration; use tokens_file (mode 0600)");
   if (auto v = r.String("tokens_file", false, 4096)) c->tokens_file = *v;
+  if (auto v = r.String("ui_dir", false, 4096)) c->ui_dir = *v;
   if (auto v = r.Int("max_connections", false, 1, 1 << 24)) c->max_connections = size_t(*v);
   if (auto v = r.Int("max_connections_per_address", false, 1, 1 << 24))
     c->max_connections_per_address = size_t(*v);
@@ -264,6 +266,30 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
     return InvalidArgument(msg);
   }
   return Status::Ok();
+}
+
+namespace {
+bool HasIndex(const std::string& dir) {
+  std::error_code ec;
+  return !dir.empty() && std::filesystem::is_regular_file(dir + "/index.html", ec);
+}
+}  // namespace
+
+std::string DefaultUiDir() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  const std::string build = SHEPHERD_BUILD_DIR;
+  const bool in_build_tree = !ec && exe.string().rfind(build + "/", 0) == 0;
+  for (const std::string& dir : in_build_tree ? std::vector<std::string>{SHEPHERD_UI_SOURCE_DIR}
+                                              : std::vector<std::string>{SHEPHERD_UI_INSTALL_DIR})
+    if (HasIndex(dir)) return dir;
+  return "";
+}
+
+Status CheckUiDir(const std::string& dir) {
+  if (HasIndex(dir)) return Status::Ok();
+  return InvalidArgument("ui_dir " + dir +
+                         ": no index.html there (the dashboard's files, ui/ of the source)");
 }
 
 Status SplitHostPort(const std::string& s, std::string* host, uint16_t* port) {

@@ -78,10 +78,18 @@ struct DaemonConfig {
   SlurmConfig slurm;
   // "webhooks": [{"url", "events", "secret_file"}]: events POSTed to the site (daemon/webhooks.h).
   std::vector<WebhookConfig> webhooks;
+  // The dashboard's files (/ui/). Empty: DefaultUiDir().
+  std::string ui_dir;
 };
 
 // spdlog's level names: trace, debug, info, warn, error, critical, off (spdlog reads any other as off).
 bool ValidLogLevel(const std::string& level);
+// Where the dashboard's files are when no ui_dir is configured: the source tree's ui/ for a shepherdd run
+// from its build tree (so a developer's build serves the files being edited), else the installed
+// <datadir>/shepherd/ui. Empty when neither holds an index.html.
+std::string DefaultUiDir();
+// kInvalidArgument naming the option when `dir` holds no index.html.
+Status CheckUiDir(const std::string& dir);
 // Reads `path` (a JSON object with any of the fields above; topology_levels, min_spares_per_leaf, ...).
 Status LoadConfigFile(const std::string& path, DaemonConfig* config);
 // "host:port" -> parts. kInvalidArgument when malformed.

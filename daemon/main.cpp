@@ -29,6 +29,8 @@ int Serve(int argc, char** argv) {
       "tokens-file", po::value<std::string>(),
       "JSON file of bearer tokens and their roles (mode 0600; re-read on SIGHUP); none: no auth")(
       "token", po::value<std::vector<std::string>>(), "refused: tokens are never taken from argv")(
+      "ui-dir", po::value<std::string>(),
+      "directory of the dashboard's files served at /ui/ [the installed share/shepherd/ui]")(
       "log-level", po::value<std::string>(), "trace, debug, info, warn, error [info]")(
       "salvage", "start even if stored records cannot be decoded: move them aside (records_quarantine)")(
       "slurm",
@@ -79,6 +81,15 @@ int Serve(int argc, char** argv) {
     return 2;
   }
   if (vm.count("salvage")) config.salvage = true;
+  if (vm.count("ui-dir")) config.ui_dir = vm["ui-dir"].as<std::string>();
+  if (!config.ui_dir.empty()) {
+    if (Status s = CheckUiDir(config.ui_dir); !s.ok()) {
+      std::cerr << "shepherdd: " << s.message() << "\n";
+      return 2;
+    }
+  } else {
+    config.ui_dir = DefaultUiDir();
+  }
   return RunDaemon(config);
 }
 

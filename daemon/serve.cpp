@@ -237,6 +237,8 @@ int RunDaemon(const DaemonConfig& config) {
     };
   }
   api_options.slurm_users = config.slurm.users;
+  api_options.ui_dir = config.ui_dir;
+  if (config.ui_dir.empty()) spdlog::warn("no dashboard files found: /ui/ answers 503 (--ui-dir names them)");
   RegisterRoutes(&router, &controller, &metrics, api_options, &clock);
   InstallAuth(&router, &controller, &authenticator);
   HttpServerOptions http;

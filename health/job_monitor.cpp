@@ -138,7 +138,7 @@ IngestResult JobMonitor::Ingest(const Report& r, Time now) {
         RecordStepTime(s, *r.step_time_s);
         last_step_time_s_ = *r.step_time_s;
       }
-      res.urgent = loss_.OnStep(r.rank, r.step.value_or(s.step), r.loss, r.grad_norm, r.lr, now);
+      res.urgent = loss_.OnStep(r.rank, r.step.value_or(s.step), r.loss, r.grad_norm, r.lr, now, r.step_time_s);
       break;
     case ReportKind::kCollective:
       if (!r.collective) break;

@@ -88,6 +88,9 @@ class JobMonitor {
   std::vector<Finding> Evaluate(Time now, Time listening_since = Time{});
   // Evidence gathered since the last call, oldest first, for CheckpointLedger::OnEvidence.
   std::vector<HealthEvidence> TakeEvidence();
+  // Worlds up to this many ranks list each rank's lateness in the health JSON ("ranks.last_seen_s");
+  // larger ones get a summary (median, p99, max) instead.
+  static constexpr int kMaxRankLateness = 4096;
   // API.md health shape without last_known_good_checkpoint and updated_at. Hang and straggler evidence is
   // as of the last Evaluate ("evaluated_at"); heartbeat counts are computed at `now`.
   Json HealthJson(Time now) const;
@@ -114,6 +117,8 @@ class JobMonitor {
   // reported, or beyond resume_step before any did. nullopt (no bound yet): an attempt another launcher
   // started, before its first step report (the first one sets where the job is).
   std::optional<int64_t> MaxAcceptedStep() const;
+  // The attempt's last final steps (health/step_history.h), for charts.
+  const StepHistory& step_history() const { return loss_.history(); }
   // Every rank reported `finished`: the attempt's training ended normally.
   bool AllFinished() const { return finished_ == layout_.world_size(); }
 

@@ -129,13 +129,20 @@ bool LossMonitor::Finalize(Time now) {
   }
   grad_max_ = grads_.count > 0 ? *std::max_element(grads_.v.begin(), grads_.v.begin() + grads_.count) : 0;
   last_final_step_ = s;
+  std::optional<double> step_time;
+  if (!open_.step_times.empty()) {
+    auto& t = open_.step_times;
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    step_time = t[t.size() / 2];
+  }
+  history_.Add({s, loss, step_time, now});
   open_ = OpenStep{};
   return opened;
 }
 
 bool LossMonitor::OnStep(int rank, int64_t step, std::optional<double> loss, std::optional<double> grad_norm,
-                         std::optional<double> lr, Time now) {
-  if (!loss && !grad_norm && !lr) return false;
+                         std::optional<double> lr, Time now, std::optional<double> step_time_s) {
+  if (!loss && !grad_norm && !lr && !step_time_s) return false;
   bool opened = false;
   if (step > open_.step) {
     opened |= Finalize(now);
@@ -148,6 +155,8 @@ bool LossMonitor::OnStep(int rank, int64_t step, std::optional<double> loss, std
   }
   if (!current) return opened;
   AddRank(open_.ranks, rank);
+  if (step_time_s && std::isfinite(*step_time_s) && open_.step_times.size() < kMaxStepTimeSamples)
+    open_.step_times.push_back(static_cast<float>(*step_time_s));
   if (lr) open_.lr = std::max(open_.lr.value_or(*lr), *lr);
   if (loss && std::isfinite(*loss)) {
     open_.loss_sum += *loss;

@@ -36,6 +36,7 @@
 #include <vector>
 
 #include "core/time.h"
+#include "health/step_history.h"
 
 namespace shepherd {
 
@@ -67,8 +68,9 @@ class LossMonitor {
       : factor_(loss_spike_factor), divergence_steps_(divergence_steps) {}
 
   // Returns true when this report opened an incident (including by finalizing the previous step).
+  // `step_time_s` is only recorded (its median per final step goes to history()); it judges nothing.
   bool OnStep(int rank, int64_t step, std::optional<double> loss, std::optional<double> grad_norm,
-              std::optional<double> lr, Time now);
+              std::optional<double> lr, Time now, std::optional<double> step_time_s = std::nullopt);
 
   const LossIncident& nonfinite() const { return nonfinite_; }
   const LossIncident& spike() const { return spike_; }
@@ -88,6 +90,10 @@ class LossMonitor {
   int run_steps() const { return run_len_; }                  // consecutive final steps above T, up to now
   std::optional<double> last_lr() const { return last_lr_; }  // of the last final step that had one
   int64_t baseline_since_step() const { return baseline_since_; }  // the last LR rise's step; -1: none
+  // The last StepHistory::kCapacity final steps: job-level loss, median step time, when final.
+  const StepHistory& history() const { return history_; }
+  // Step times kept per open step for its median; a larger world's further ones are not sampled.
+  static constexpr size_t kMaxStepTimeSamples = 4096;
 
  private:
   struct Window {
@@ -105,6 +111,7 @@ class LossMonitor {
     bool nonfinite = false;
     std::vector<int> ranks;       // reporting ranks, ascending, at most LossIncident::kMaxRanks
     std::vector<int> grad_ranks;  // ranks whose grad norm spiked
+    std::vector<float> step_times;  // reported step_time_s, at most kMaxStepTimeSamples
   };
   bool Finalize(Time now);
   void RestartBaseline(int64_t step);
@@ -124,6 +131,7 @@ class LossMonitor {
   std::vector<int> run_ranks_;
   double run_value_ = 0;
   LossIncident nonfinite_, spike_, divergence_, grad_spike_;
+  StepHistory history_;
 };
 
 }  // namespace shepherd

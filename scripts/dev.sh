@@ -14,7 +14,8 @@ PACKAGES=(g++ cmake ninja-build pkg-config libboost-dev libboost-program-options
           libsqlite3-dev sqlite3 libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev python3 python3-torch
           curl procps ccache
           slurm-wlm slurmd slurmctld slurm-client munge  # the local Slurm cluster of the Slurm tests
-          prometheus)                                    # scrapes the daemon in tests/integration/prometheus_test
+          prometheus                                     # scrapes the daemon in tests/integration/prometheus_test
+          chromium chromium-driver)                      # the dashboard's browser tests (tests/browser/)
 
 install_missing() {
   local missing=()

@@ -26,6 +26,9 @@ class ApiHarness {
         std::move(options));
     (void)controller_->Recover();
     Drain();
+#ifdef SHEPHERD_TEST_UI_DIR
+    api_options.ui_dir = SHEPHERD_TEST_UI_DIR;  // the source tree's dashboard files
+#endif
     RegisterRoutes(&router_, controller_.get(), &metrics_, std::move(api_options), &clock_);
   }
 
@@ -46,8 +49,12 @@ class ApiHarness {
     Drain();
     return out;
   }
-  ApiReply Post(const std::string& t, const Json& b) { return Call("POST", t, b); }
-  ApiReply Get(const std::string& t) { return Call("GET", t); }
+  ApiReply Post(const std::string& t, const Json& b) {
+    return Call("POST", t, b);
+  }
+  ApiReply Get(const std::string& t) {
+    return Call("GET", t);
+  }
 
   void Drain() {
     while (!posted_.empty()) {

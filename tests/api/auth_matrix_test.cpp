@@ -107,6 +107,8 @@ class AuthMatrixTest : public ::testing::Test {
     auto id = [&](const std::string& v) { p.replace(p.find("{id}"), 4, v); };
     Case c{rule.method, "", nullptr};
     if (p == "/v1/nodes") c.body = Node("n0");
+    if (p == "/ui") p = "/ui/";
+    if (p == "/ui/{file}") p = "/ui/app.js";
     if (p == "/v1/plan")
       c.body = Json::parse(R"({"model": {"parameters": 1e8, "layers": 4, "hidden": 512, "heads": 8,
           "seq_len": 512}, "training": {"global_batch_size": 32}, "parallelism": {"tp": 1, "pp": 1, "dp": 8},
@@ -184,10 +186,12 @@ const std::map<std::string, std::set<std::string>>& Expected() {
       // A submitter for its own job (and creates one); a rank for its own job only (this one is not).
       {"POST /v1/external/slurm/{slurm_job_id}/reports", {"admin", "submitter"}},
       {"GET /v1/jobs/{id}/health", people_read},
+      {"GET /v1/jobs/{id}/steps", people_read},
       {"GET /v1/jobs/{id}/checkpoints", people_read},
       {"GET /v1/jobs/{id}/failures", people_read},
       {"GET /v1/failures", people_read},
       {"GET /v1/events", people_read},
+      {"GET /v1/whoami", {"admin", "operator", "submitter", "viewer", "agent", "rank"}},
   };
   return m;
 }

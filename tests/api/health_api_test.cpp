@@ -65,6 +65,31 @@ class HealthApiTest : public ::testing::Test {
   std::string job_;
 };
 
+TEST_F(HealthApiTest, StepsListFinalStepsOldestFirstWithinTheLimit) {
+  Json empty = api_.Get("/v1/jobs/" + job_ + "/steps").body;
+  EXPECT_EQ(empty["attempt"], 1);
+  EXPECT_TRUE(empty["steps"].empty());
+  for (int s = 1; s <= 5; ++s) AllStep(s, 2.0 + s);
+  ApiReply r = api_.Get("/v1/jobs/" + job_ + "/steps");
+  ASSERT_EQ(r.status, 200) << r.body.dump();
+  ASSERT_EQ(r.body["steps"].size(), 4u);  // step 5 is not final yet
+  EXPECT_EQ(r.body["steps"][0]["step"], 1);
+  EXPECT_DOUBLE_EQ(r.body["steps"][0]["loss"].get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(r.body["steps"][0]["step_time_s"].get<double>(), 1.0);
+  EXPECT_TRUE(r.body["steps"][0]["time"].is_string());
+  Json two = api_.Get("/v1/jobs/" + job_ + "/steps?limit=2").body["steps"];
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0]["step"], 3);
+  EXPECT_EQ(two[1]["step"], 4);
+  for (const char* bad : {"0", "2001", "x", "-1", "99999"}) {
+    ApiReply b = api_.Get("/v1/jobs/" + job_ + "/steps?limit=" + bad);
+    EXPECT_EQ(b.status, 422) << bad;
+    EXPECT_NE(b.body.dump().find("limit"), std::string::npos) << b.body.dump();
+  }
+  EXPECT_EQ(api_.Get("/v1/jobs/" + job_ + "/steps?limit=2000").status, 200);
+  EXPECT_EQ(api_.Get("/v1/jobs/job-404/steps").status, 404);
+}
+
 TEST_F(HealthApiTest, BatchAnswersAcceptedRejectedAndIgnoresOldAttempts) {
   Json batch = Json::array({Heartbeat(0, 1), Json{{"rank", 1}, {"kind", "step"}},  // no attempt, no step
                             Heartbeat(99, 1),                                      // no such rank
