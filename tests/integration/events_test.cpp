@@ -178,7 +178,8 @@ class EventsTest : public ::testing::Test {
     Json procs = Json::array();
     HttpResult a = Http(port, "GET", "/v1/nodes/" + node + "/assignments?version=-1&wait=0&keep=1");
     EXPECT_EQ(a.status, 200) << a.body;
-    for (const Json& r : Json::parse(a.body)["ranks"])
+    const Json assigned = Json::parse(a.body);  // kept: a range over a temporary's member would dangle
+    for (const Json& r : assigned["ranks"])
       procs.push_back({{"job", r["job"]},
                        {"attempt", r["attempt"]},
                        {"rank", r["rank"]},
@@ -272,7 +273,10 @@ TEST_F(EventsTest, AGpuFaultIsAFindingItsActionsAndTheStateChangesInCommitOrder)
 
 TEST_F(EventsTest, ALongPollIsAnsweredByTheNextEventAndAnEmptyOneAtItsDeadline) {
   auto d = Start();
-  ASSERT_EQ(Http(d->port(), "POST", "/v1/nodes", R"({"id": "n0", "gpus": 4})").status, 201);
+  ASSERT_EQ(Http(d->port(), "POST", "/v1/nodes",
+                 R"({"id": "n0", "gpus": 4, "topology": {"spine": "s0", "leaf": "l0"}})")
+                .status,
+            201);
   Json events = AllEvents(d->port());
   ASSERT_FALSE(events.empty());
   const std::string last = events.back()["cursor"];
