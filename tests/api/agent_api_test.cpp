@@ -83,15 +83,16 @@ TEST_F(AgentApiTest, ProcessEntriesAreValidatedAndBounded) {
     EXPECT_EQ(r.body["errors"][0]["field"], field) << p.dump();
   }
   Json many = Json::array();
-  for (int i = 0; i < 4097; ++i) many.push_back(entry({{"job", "x" + std::to_string(i)}}));
+  for (std::size_t i = 0; i <= kMaxHeartbeatProcesses; ++i)
+    many.push_back(entry({{"job", "x" + std::to_string(i)}}));
   ApiReply r = Heartbeat("n0", many);
   EXPECT_EQ(r.status, 422);
   ASSERT_EQ(r.body["errors"].size(), 1u) << r.body.dump().substr(0, 500);
   EXPECT_EQ(r.body["errors"][0]["field"], "processes");
   EXPECT_TRUE(api_.Get("/v1/nodes/n0").body["unknown_processes"].empty());
-  many.erase(many.begin());  // 4096: accepted, each unknown process tracked once
+  many.erase(many.begin());  // at the bound: accepted, each unknown process tracked once
   EXPECT_EQ(Heartbeat("n0", many).status, 200);
-  EXPECT_EQ(api_.Get("/v1/nodes/n0").body["unknown_processes"].size(), 4096u);
+  EXPECT_EQ(api_.Get("/v1/nodes/n0").body["unknown_processes"].size(), kMaxHeartbeatProcesses);
 }
 
 // A GPU fault names one of the node's GPUs (n0 has 4) and a documented kind; anything else is 422 naming the

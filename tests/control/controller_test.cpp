@@ -16,7 +16,7 @@ TEST_F(ControllerTest, RegisterThenUpdateKeepsCordon) {
   EXPECT_TRUE(r->created);
   EXPECT_EQ(r->node.state, NodeState::kAvailable);
   std::optional<Result<NodeView>> patched;
-  controller_->PatchNode("n1", NodePatch{false, std::nullopt, std::nullopt, "bad fan"},
+  controller_->PatchNode("n1", NodePatch{.schedulable = false, .reason = "bad fan"},
                          [&](Result<NodeView> v) { patched = std::move(v); });
   Drain();
   ASSERT_TRUE(patched->ok());
@@ -129,7 +129,7 @@ TEST_F(ControllerTest, NodeWriteAnswersAfterAConcurrentDeleteRemovedTheNode) {
   AddNode("n1", "l0");
   std::optional<Result<NodeView>> patched, deleted;
   std::optional<Result<NodeUpsert>> upserted;
-  controller_->PatchNode("n1", NodePatch{false, std::nullopt, std::nullopt, "fan"},
+  controller_->PatchNode("n1", NodePatch{.schedulable = false, .reason = "fan"},
                          [&](Result<NodeView> r) { patched = std::move(r); });
   controller_->UpsertNode(testing::MakeNode("n1", "l0"), false,
                           [&](Result<NodeUpsert> r) { upserted = std::move(r); });
