@@ -172,20 +172,22 @@ TEST(FrontDoorPrepare, TheRoutesPrepareStepRunsBeforeQueueingAndItsRefusalNeverQ
   RequestQueue reads{{}, [&](std::function<void()> f) { read_posts.push_back(std::move(f)); }};
   std::atomic<bool> ready{true};
   FrontDoor front{&control, &reads, &lock, &router, &ready, {}};
+  std::vector<int> answers;  // every answer, in order (a queued request is answered when it runs)
   auto post = [&](const std::string& body) {
     HttpRequest req;
     req.method = "POST";
     req.target = "/v1/nodes/n0/heartbeat";
     req.headers = {{"Content-Type", "application/json"}};
     req.body = body;
-    int status = 0;
-    front.Handle(std::move(req), [&](HttpResponse r) { status = r.status; });
-    return status;
+    const std::size_t before = answers.size();
+    front.Handle(std::move(req), [&answers](HttpResponse r) { answers.push_back(r.status); });
+    return answers.size() > before ? answers.back() : 0;  // 0: queued, not answered yet
   };
   EXPECT_EQ(post(R"({"ok": false})"), 422);
   EXPECT_EQ(control.depth(RequestClass::kPriority) + control.depth(RequestClass::kWrite), 0u);
   EXPECT_EQ(post(R"({"ok": true})"), 0);  // queued
   RunAll(&control_posts);
+  EXPECT_EQ(answers, (std::vector<int>{422, 200}));
   EXPECT_EQ(handled, 1);
   ASSERT_NE(seen, nullptr);
   EXPECT_EQ(*std::static_pointer_cast<const int>(seen), 7);
