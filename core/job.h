@@ -388,6 +388,21 @@ struct Attempt {
   std::string resume_checkpoint;  // checkpoint id, empty when starting from scratch
   int64_t resume_step = 0;
   Placement placement;
+  // Goodput marks (goodput/accounting.h reads them), recorded by the controller from the ranks' reports and
+  // persisted with the attempt (at its end, and at most once a minute while it runs).
+  std::optional<Time> first_step_at;  // daemon clock: the first step report of this attempt
+  std::optional<Time> last_step_at;   // daemon clock: the newest step report
+  int64_t last_step = 0;              // the newest step reported (meaningful when last_step_at is set)
+  double load_s = 0;                  // seconds the ranks spent loading a checkpoint before the first step
+  double save_s = 0;                  // seconds training waited on checkpoint saves during the attempt
+  // A restart's backoff: the earliest start the recovery policy allowed (RecoveryDecision::not_before).
+  // The gap between the previous attempt's end and this one's start is backoff up to here, and waiting
+  // (for spares, placement, the queue) after it. Unset for a first attempt and a forced restart.
+  std::optional<Time> not_before;
+  // The finding that ended this attempt: the root finding of its incident (Finding::incident), re-pointed
+  // when a later finding of the same incident turns out to be its root cause. Empty when no fault ended
+  // it (cancelled, finished, still running).
+  std::string ended_by;
 };
 
 enum class CheckpointStatus { kPending, kComplete, kGood, kBad };
@@ -452,6 +467,15 @@ struct Finding {
   std::optional<int64_t> step;
   std::optional<int64_t> onset_step;
   Time detected_at{};
+  // When the fault began, as far as the evidence shows (daemon clock): a lost node's or rank's last
+  // heartbeat, a hung collective's start, a process's exit as its agent saw it, the onset step's time.
+  // Unset: not known; goodput accounting then counts no detection time for it.
+  std::optional<Time> onset_at;
+  // The incident this finding belongs to: the id of the incident's root finding (its own id when it is
+  // the root). Findings that follow one fault (a node dies, its peers' collectives fail) share one
+  // incident: one restart, one unit of restart budget, one cause of badput. Empty on findings recorded
+  // before incidents existed: each is then its own incident.
+  std::string incident;
   std::string detail;
   std::vector<std::string> actions;
   // What Shepherd would do, for jobs it does not launch (it acts only as policy.external_remediation says).

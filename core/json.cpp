@@ -348,6 +348,15 @@ Json ToJson(const Attempt& a) {
               {"resume_step", a.resume_step},
               {"placement", {{"nodes", nodes}, {"node_of_rank", node_of}, {"gpu_of_rank", gpu}}}};
   if (a.ended_at) out["ended_at"] = TimeJson(*a.ended_at);
+  if (a.first_step_at) out["first_step_at"] = TimeJson(*a.first_step_at);
+  if (a.last_step_at) {
+    out["last_step_at"] = TimeJson(*a.last_step_at);
+    out["last_step"] = a.last_step;
+  }
+  if (a.load_s > 0) out["load_s"] = a.load_s;
+  if (a.save_s > 0) out["save_s"] = a.save_s;
+  if (a.not_before) out["not_before"] = TimeJson(*a.not_before);
+  if (!a.ended_by.empty()) out["ended_by"] = a.ended_by;
   return out;
 }
 
@@ -363,6 +372,15 @@ Result<Attempt> AttemptFromJson(const Json& j) {
     a.reason = j.value("reason", "");
     a.resume_checkpoint = j.value("resume_checkpoint", "");
     a.resume_step = j.value("resume_step", int64_t{0});
+    if (j.contains("first_step_at")) a.first_step_at = TimeOf(j, "first_step_at");
+    if (j.contains("last_step_at")) {
+      a.last_step_at = TimeOf(j, "last_step_at");
+      a.last_step = j.value("last_step", int64_t{0});
+    }
+    a.load_s = j.value("load_s", 0.0);
+    a.save_s = j.value("save_s", 0.0);
+    if (j.contains("not_before")) a.not_before = TimeOf(j, "not_before");
+    a.ended_by = j.value("ended_by", "");
     const Json& p = j.at("placement");
     const Json& nodes = p.at("nodes");
     const Json& node_of = p.at("node_of_rank");
@@ -433,6 +451,8 @@ Json ToJson(const Finding& f) {
   if (f.signal) out["signal"] = *f.signal;
   if (f.oom_kill) out["oom_kill"] = *f.oom_kill;
   if (f.fenced) out["fenced"] = true;
+  if (f.onset_at) out["onset_at"] = TimeJson(*f.onset_at);
+  if (!f.incident.empty()) out["incident"] = f.incident;
   if (!f.silent_ranks.empty()) out["silent_ranks"] = f.silent_ranks;
   if (!f.log_tail.empty()) out["log_tail"] = f.log_tail;
   if (!f.flight_recorder.empty()) {
@@ -473,6 +493,8 @@ Result<Finding> FindingFromJson(const Json& j) {
     if (j.contains("signal") && j["signal"].is_number_integer()) f.signal = j["signal"].get<int>();
     if (j.contains("oom_kill") && j["oom_kill"].is_boolean()) f.oom_kill = j["oom_kill"].get<bool>();
     if (j.contains("fenced") && j["fenced"].is_boolean()) f.fenced = j["fenced"].get<bool>();
+    if (j.contains("onset_at")) f.onset_at = TimeOf(j, "onset_at");
+    f.incident = j.value("incident", "");
     if (j.contains("silent_ranks")) f.silent_ranks = j["silent_ranks"].get<std::vector<int>>();
     f.log_tail = j.value("log_tail", "");
     for (const Json& d : j.value("flight_recorder", Json::array()))
