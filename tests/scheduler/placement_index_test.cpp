@@ -1,4 +1,4 @@
-// The Cluster's incremental indexes (issue 11: writes must not walk the inventory) against values
+// The Cluster's incremental indexes (kept up to date by every write, which never walks the inventory) against values
 // recomputed from the nodes, and placement through them against placement on a cluster built from scratch
 // in the same state, and the what-if options (release_job, out_of_service) against an explicit copy.
 // Inventories are generated from fixed seeds: mixed 4- and 8-GPU nodes, shared NVLink domains, missing

@@ -209,7 +209,7 @@ TEST(PlanJob, UsesTheGivenParallelismOrSearches) {
   EXPECT_EQ(automatic->plan, AutoPlan(s, Hardware{})->plan);
 }
 
-// Issue 14's acceptance layout as a user writes it: Llama 3 405B at TP 8, PP 16, DP 128 on 16,384 H100s,
+// The Llama 3 paper's 405B layout as a user writes it: Llama 3 405B at TP 8, PP 16, DP 128 on 16,384 H100s,
 // 2,048 sequences of 8,192, and nothing about how it runs. As written (vpp 1, ZeRO-0, selective recompute)
 // it needs 121 GB per GPU and, with 16 micro-batches on 16 stages, half the step is bubble; the paper ran
 // interleaved stages. The open knobs are chosen: the layout stays, and it fits.
