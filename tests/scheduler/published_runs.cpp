@@ -2,6 +2,7 @@
 // "Validation" has the table of predicted vs published.
 #include "tests/scheduler/published_runs.h"
 
+#include <cctype>
 #include <tuple>
 
 #include "tests/scheduler/published_runs_builders.h"
@@ -55,6 +56,28 @@ Plan AutomodelMoe(JobSpec* s, int ep, int micro_batch) {
 
 }  // namespace
 
+std::string TestName(const PublishedRun& r) {
+  std::string out;
+  bool separator = false;
+  for (const char* c = r.name; *c != '\0'; ++c) {
+    if (std::isalnum(static_cast<unsigned char>(*c))) {
+      if (separator && !out.empty()) out += '_';
+      out += *c;
+      separator = false;
+    } else {
+      separator = true;
+    }
+  }
+  return out;
+}
+
+bool PublishedByTokens(const PublishedRun& r) { return r.published_tokens_per_s_per_gpu > 0; }
+
+double PredictedOverPublished(const PublishedRun& r, const PlanEstimate& e) {
+  return PublishedByTokens(r) ? e.tokens_per_s / r.spec.resources.gpus / r.published_tokens_per_s_per_gpu
+                              : e.tflops_per_gpu / r.published_tflops_per_gpu;
+}
+
 std::vector<PublishedRun> PublishedRuns() {
   std::vector<PublishedRun> runs;
   // Llama 3 paper (Grattafiori et al. 2024, arXiv:2407.21783), Table 4: 405B on H100-80GB, 16M tokens
@@ -77,6 +100,7 @@ std::vector<PublishedRun> PublishedRuns() {
     runs.push_back({"Llama3-405B 16384 GPUs TP8 CP16 PP16 DP8 seq 131072", llama, s,
                     Layout(8, 16, 16, 8, 7, 1), HardwareForResources(s.resources), 380});
   }
+  for (PublishedRun& r : runs) r.convention = "the table's BF16 MFU × 989, compared as ours";
   // BLOOM-176B (BigScience's training repository, github.com/bigscience-workshop/bigscience,
   // train/tr11-176B-ml: README.md and tr11-176B-ml.slurm; BLOOM paper arXiv:2211.05100 §3.4): 384
   // A100-80GB, one replica on 48 GPUs (TP 4 × PP 12), DP 8, 70 layers, h 14336, 112 heads, seq 2048, tied
@@ -99,6 +123,8 @@ std::vector<PublishedRun> PublishedRuns() {
     runs.push_back({"BLOOM-176B 384 GPUs TP4 PP12 DP8",
                     "github.com/bigscience-workshop/bigscience tr11-176B-ml", s, layout, hw, 0,
                     19.561 * 2048 / 384});
+    runs.back().convention =
+        "hardware FLOPs, 8·N per token with recompute, \"TFLOPs: 149.77\" logged: compared on tokens/s";
   }
   // Megatron-Turing NLG 530B (Smith et al. 2022, arXiv:2201.11990 §2.4, and the NVIDIA/Microsoft
   // announcement of Oct 2021: "We observed iteration time of 60.1, 50.2, and 44.4 seconds, respectively.
@@ -112,6 +138,7 @@ std::vector<PublishedRun> PublishedRuns() {
   // DeepSpeed ZeRO-1, vocabulary 50,272 (GPT-2's, padded; < 0.2 % of the FLOPs), HDR 200 Gb/s per
   // GPU (the A100 profile).
   const int nodes[] = {280, 350, 420};
+  const double mtnlg_stated_tflops[] = {126, 121, 113};
   const double mtnlg_model_tflops[] = {126 * 0.75, 121 * 0.75, 113 * 0.75};
   for (int i = 0; i < 3; ++i) {
     JobSpec s = GptStyle(105, 20480, 128, 50272, 2048, 1920, nodes[i] * 8, "A100-80GB");
@@ -124,6 +151,8 @@ std::vector<PublishedRun> PublishedRuns() {
                     "MT-NLG arXiv:2201.11990 §2.4; NVIDIA/Microsoft blog", s,
                     Historic(Layout(8, 1, 35, nodes[i] / 35, 1, 1)), HardwareForResources(s.resources),
                     mtnlg_model_tflops[i]});
+    runs.back().convention = "Narayanan et al. eq. 3, the recomputed forward pass counted: × 3/4";
+    runs.back().published_as_stated = mtnlg_stated_tflops[i];
   }
 
   AddMegatronLmReadmeRuns(&runs);  // published_runs_megatron.cpp
@@ -150,6 +179,7 @@ std::vector<PublishedRun> PublishedRuns() {
     p.micro_batch_size = 8;
     runs.push_back({"OPT-175B 992 A100 TP8 FSDP124", "OPT paper arXiv:2205.01068 §2.4", s, p,
                     HardwareForResources(s.resources), 147});
+    runs.back().convention = "not stated; taken as model FLOPs";
   }
   // Mixture of experts: gpt-oss-120b (OpenAI gpt-oss model card): 36 layers, residual width 2880, 64 query
   // heads and 8 KV heads of dimension 64, 128 SwiGLU experts of width 2880, 4 per token, RMSNorm, vocabulary

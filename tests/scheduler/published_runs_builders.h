@@ -1,6 +1,7 @@
 // Builders shared by the published-run tables (published_runs.cpp, published_runs_megatron.cpp).
 #pragma once
 
+#include <cstdio>
 #include <set>
 #include <string>
 #include <vector>
@@ -16,6 +17,13 @@ namespace shepherd::testing {
 inline const char* RunName(const std::string& name) {
   static std::set<std::string> names;
   return names.insert(name).first->c_str();
+}
+
+// `v` with `digits` after the point.
+inline std::string Fixed(double v, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
 }
 
 // A GPT-style model (GeLU MLP of 4h, LayerNorm, untied output layer: the ModelSpec defaults) on `gpus` GPUs

@@ -25,6 +25,8 @@ void AddMegatronLmReadmeRuns(std::vector<PublishedRun>* runs) {
     s.training.attention = Attention::kEager;
     runs->push_back({"GPT-3 175B 1024 A100 TP8 PP16 DP8", "Megatron-LM README (Jan 2021), GPT-3 example", s,
                      Historic(Layout(8, 1, 16, 8, 1, 0)), HardwareForResources(s.resources), 138 * 0.75});
+    runs->back().convention = "Narayanan et al. eq. 3, the recomputed forward pass counted: × 3/4";
+    runs->back().published_as_stated = 138;
   }
   // Megatron-LM's A100 weak-scaling table (Narayanan et al. 2021, arXiv:2104.04473 Table 1; the README's
   // images/cases_april2021.png, read from the repository's history): GPT models of 1.7B to 1T on Selene's
@@ -68,6 +70,9 @@ void AddMegatronLmReadmeRuns(std::vector<PublishedRun>* runs) {
     const double model_over_eq3 = 72 * (1 + s_6h + v_lh / 12) / (96 * (1 + s_6h + v_lh / 16));
     runs->push_back({g.name, weak_a100, s, p, HardwareForResources(s.resources),
                      g.published_eq3_tflops * model_over_eq3});
+    runs->back().convention = RunName("eq. 3, the recomputed forward pass counted: × model FLOPs / eq. 3 = " +
+                                      Fixed(model_over_eq3, 3));
+    runs->back().published_as_stated = g.published_eq3_tflops;
   }
   // Megatron-LM README, "Performance Benchmarking" (github.com/NVIDIA/Megatron-LM, images/model_table.png,
   // Megatron-Core r0.8.0 weak scaling on H100): GPT models, vocabulary 131,072, sequence 4096, the layout,
@@ -105,6 +110,7 @@ void AddMegatronLmReadmeRuns(std::vector<PublishedRun>* runs) {
     Plan p = Layout(g.tp, 1, g.pp, g.dp, 1, 1);
     if (g.pp == 1) p.micro_batch_size = 2;  // see above
     runs->push_back({g.name, megatron, s, p, HardwareForResources(s.resources), g.tflops});
+    runs->back().convention = "Megatron's own count: ours";
   }
   // Megatron-LM README of May 2022 (commit 2e90a342f5, "Update numbers in README": model and hardware FLOPs
   // utilization, "measured using a data parallel size of one"), from Korthikanti et al. 2022
@@ -151,6 +157,10 @@ void AddMegatronLmReadmeRuns(std::vector<PublishedRun>* runs) {
       const std::string name = std::string(g.name) + (selective ? " SP selective" : " full recompute");
       runs->push_back({RunName(name), mfu_2022, s, p, HardwareForResources(s.resources),
                        312 * (selective ? g.mfu : g.full_recompute_mfu)});
+      runs->back().convention =
+          RunName("MFU " + Fixed(100 * (selective ? g.mfu : g.full_recompute_mfu), 1) + " % × 312" +
+                  (selective || g.gpus == 2240 ? "" : ", the MFU Table 5's scaled by the iteration times") +
+                  "; Appendix A's count: ours");
     }
   }
 }

@@ -21,7 +21,8 @@ namespace shepherd::testing {
 void AddNemo25Runs(std::vector<PublishedRun>* runs) {
   const char* source = "NeMo 25.04 performance summary, DGX-GB200 FP8";
   const char* gb200 = "GB200-NVL72";
-  auto add = [&](const char* name, JobSpec s, Plan p, int micro_batch, double tokens) {
+  // `tflops`: the table's TFLOP/s per GPU in NeMo's own count (shown, not compared); 0 where not legible.
+  auto add = [&](const char* name, JobSpec s, Plan p, int micro_batch, double tflops, double tokens) {
     s.training.precision = Precision::kFp8;
     s.training.fp8_param_gather = true;
     s.training.grad_reduce_in_fp32 = false;
@@ -29,7 +30,7 @@ void AddNemo25Runs(std::vector<PublishedRun>* runs) {
     s.training.activation_recompute = Recompute::kNone;
     s.training.tp_comm_overlap = p.tp > 1;
     p.micro_batch_size = micro_batch;
-    runs->push_back({name, source, s, p, HardwareForResources(s.resources), 0, tokens});
+    runs->push_back({name, source, s, p, HardwareForResources(s.resources), tflops, tokens});
   };
   auto nemotron4 = [&](int layers, int hidden, int heads, int ffn, int batch, int gpus) {
     JobSpec s = GptStyle(layers, hidden, heads, 256000, 4096, batch, gpus, gb200);
@@ -47,32 +48,32 @@ void AddNemo25Runs(std::vector<PublishedRun>* runs) {
     JobSpec s = GptStyle(96, 12288, 96, 51200, 2048, 256, 128, gb200);
     s.model.dropout = 0.0;
     s.model.tied_embeddings = true;
-    add("NeMo25 GPT3-175B 128 GB200 FP8 TP4 PP4 VP12", s, Layout(4, 1, 4, 8, 12, 1), 2, 1804);
+    add("NeMo25 GPT3-175B 128 GB200 FP8 TP4 PP4 VP12", s, Layout(4, 1, 4, 8, 12, 1), 2, 1942, 1804);
   }
   {
     JobSpec s = LlamaStyle(32, 4096, 32, 8, 128256, 8192, 128, 8, gb200);
     s.model.ffn_hidden = 14336;
-    add("NeMo25 Llama3-8B 8 GB200 FP8 TP1", s, Layout(1, 1, 1, 8, 1, 1), 2, 33099);
+    add("NeMo25 Llama3-8B 8 GB200 FP8 TP1", s, Layout(1, 1, 1, 8, 1, 1), 2, 1917, 33099);
   }
   {
     JobSpec s = LlamaStyle(126, 16384, 128, 8, 128256, 8192, 64, 128, gb200);
     s.model.ffn_hidden = 53248;
-    add("NeMo25 Llama3.1-405B 128 GB200 FP8 TP4 PP8 CP2 VP8", s, Layout(4, 2, 8, 2, 8, 1), 1, 665);
+    add("NeMo25 Llama3.1-405B 128 GB200 FP8 TP4 PP8 CP2 VP8", s, Layout(4, 2, 8, 2, 8, 1), 1, 1763, 665);
   }
   add("NeMo25 Nemotron4-15B 64 GB200 FP8 TP1", nemotron4(32, 6144, 48, 24576, 256, 64),
-      Layout(1, 1, 1, 64, 1, 1), 2, 17809);
+      Layout(1, 1, 1, 64, 1, 1), 2, 1674, 17809);
   add("NeMo25 Nemotron4-340B 128 GB200 FP8 TP8 PP4 VP12", nemotron4(96, 18432, 96, 73728, 32, 128),
-      Layout(8, 1, 4, 4, 12, 1), 1, 737);
+      Layout(8, 1, 4, 4, 12, 1), 1, 1551, 737);
   {
     Plan p = Layout(1, 1, 1, 64, 1, 1);
     p.ep = 8;
-    add("NeMo25 Mixtral-8x7B 64 GB200 FP8 EP8", mixtral(32, 4096, 32, 14336, 4096, 256, 64), p, 2, 19275);
+    add("NeMo25 Mixtral-8x7B 64 GB200 FP8 EP8", mixtral(32, 4096, 32, 14336, 4096, 256, 64), p, 2, 1598, 19275);
   }
   {
     Plan p = Layout(2, 8, 4, 4, 14, 1);
     p.ep = 8;
     add("NeMo25 Mixtral-8x22B 256 GB200 FP8 TP2 PP4 CP8 VP14 EP8 seq 64K",
-        mixtral(56, 6144, 48, 16384, 65536, 64, 256), p, 1, 2731);
+        mixtral(56, 6144, 48, 16384, 65536, 64, 256), p, 1, 0, 2731);
   }
 }
 
