@@ -69,9 +69,10 @@ int Run() {
     std::printf("   \"global_batch_size\": %d, \"seq_len\": %s, \"recompute\": %s,\n",
                 r.spec.training.global_batch_size, Number(r.spec.model.seq_len).c_str(),
                 Quoted(ToString(e->activation_recompute)).c_str());
-    std::printf("   \"published_tflops_per_gpu\": %s, \"published_tokens_per_s_per_gpu\": %s, \"known_miss\": %s,\n",
-                Number(r.published_tflops_per_gpu).c_str(), Number(r.published_tokens_per_s_per_gpu).c_str(),
-                r.known_miss ? Quoted(r.known_miss).c_str() : "null");
+    std::printf(
+        "   \"published_tflops_per_gpu\": %s, \"published_tokens_per_s_per_gpu\": %s, \"known_miss\": %s,\n",
+        Number(r.published_tflops_per_gpu).c_str(), Number(r.published_tokens_per_s_per_gpu).c_str(),
+        r.known_miss ? Quoted(r.known_miss).c_str() : "null");
     std::printf("   \"convention\": %s, \"published_as_stated\": %s,\n",
                 r.convention ? Quoted(r.convention).c_str() : "null", Number(r.published_as_stated).c_str());
     std::printf("   \"layout\": %s,\n", PlanJson(e->plan).c_str());
@@ -79,8 +80,8 @@ int Run() {
         "   \"predicted\": {\"fits\": %s, \"tflops_per_gpu\": %s, \"tokens_per_s_per_gpu\": %s, "
         "\"predicted_over_published\": %s, \"by_tokens\": %s, \"memory_bytes\": %s, \"stage\": %d},\n",
         e->fits ? "true" : "false", Number(e->tflops_per_gpu).c_str(), Number(e->tokens_per_s / gpus).c_str(),
-        Number(testing::PredictedOverPublished(r, *e)).c_str(), testing::PublishedByTokens(r) ? "true" : "false",
-        Number(e->memory.total).c_str(), e->memory.stage);
+        Number(testing::PredictedOverPublished(r, *e)).c_str(),
+        testing::PublishedByTokens(r) ? "true" : "false", Number(e->memory.total).c_str(), e->memory.stage);
     std::printf("   \"auto\": {\"layout\": %s, \"recompute\": %s, \"tflops_per_gpu\": %s}}",
                 PlanJson(chosen->plan).c_str(), Quoted(ToString(chosen->activation_recompute)).c_str(),
                 Number(chosen->tflops_per_gpu).c_str());
@@ -93,4 +94,6 @@ int Run() {
 }  // namespace
 }  // namespace shepherd
 
-int main() { return shepherd::Run(); }
+int main() {
+  return shepherd::Run();
+}

@@ -85,18 +85,17 @@ MegatronEstimate MegatronTheoreticalMemory(const JobSpec& spec, const Plan& p) {
   return e;
 }
 
-// Every row Megatron can express (MegatronComparable): framework megatron, or DeepSpeed ZeRO ≤ 1 (whose layout Megatron runs the
-// same way; compared with Megatron's fp32 main gradients), no context parallelism, the stages even (the
-// estimator assumes L/pp layers per stage: uneven rows are printed, not asserted; the Llama 3 row's
-// uneven stages are checked per stage below). FSDP (OPT; Megatron-FSDP's ZeRO-3) and CPU activation
-// offloading are outside the estimator (it knows the distributed optimizer only). Activations are
+// MegatronComparable: every row Megatron can express: framework megatron, or DeepSpeed ZeRO ≤ 1 (whose
+// layout Megatron runs the same way; compared with Megatron's fp32 main gradients), no context parallelism,
+// the stages even (the estimator assumes L/pp layers per stage: uneven rows are printed, not asserted; the
+// Llama 3 row's uneven stages are checked per stage below). FSDP (OPT; Megatron-FSDP's ZeRO-3) and CPU
+// activation offloading are outside the estimator (it knows the distributed optimizer only). Activations are
 // compared where the row runs sequence parallelism (or tp = 1), at selective recompute, for dense models
 // with a two-matrix MLP and as many K/V heads as query heads (the estimator's activation formula has no MoE
 // term, its 4·F/h MLP units are GeLU's: a SwiGLU MLP also saves the gate's output, 6·F/h, +18 % on the
 // Llama 2 rows; and its Q, K and V are 6 units whatever the K/V heads: Nemotron-4's 8 of 48 keep 2.7, −20 %
 // without dropout masks; the Llama 3 405B row's stage is compared below, where GQA offsets SwiGLU).
-// Whether Megatron's estimator can express the row (above); with `state_asserted`, whether its stages are
-// even too, so the state comparison is asserted.
+// MegatronStateAsserted: the row is comparable and its stages are even, so its state is asserted.
 bool MegatronComparable(const PublishedRun& r) {
   return r.layout.cp == 1 && r.spec.training.framework != Framework::kFsdp && r.layout.zero_stage <= 1 &&
          r.spec.training.cpu_offload_layers == 0;

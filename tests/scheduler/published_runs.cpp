@@ -71,7 +71,9 @@ std::string TestName(const PublishedRun& r) {
   return out;
 }
 
-bool PublishedByTokens(const PublishedRun& r) { return r.published_tokens_per_s_per_gpu > 0; }
+bool PublishedByTokens(const PublishedRun& r) {
+  return r.published_tokens_per_s_per_gpu > 0;
+}
 
 double PredictedOverPublished(const PublishedRun& r, const PlanEstimate& e) {
   return PublishedByTokens(r) ? e.tokens_per_s / r.spec.resources.gpus / r.published_tokens_per_s_per_gpu

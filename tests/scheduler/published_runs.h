@@ -37,7 +37,9 @@ struct PublishedRun {
 };
 
 // gtest prints a row by its name.
-inline void PrintTo(const PublishedRun& r, std::ostream* os) { *os << r.name; }
+inline void PrintTo(const PublishedRun& r, std::ostream* os) {
+  *os << r.name;
+}
 
 std::vector<PublishedRun> PublishedRuns();
 

@@ -67,7 +67,8 @@ void AddNemo25Runs(std::vector<PublishedRun>* runs) {
   {
     Plan p = Layout(1, 1, 1, 64, 1, 1);
     p.ep = 8;
-    add("NeMo25 Mixtral-8x7B 64 GB200 FP8 EP8", mixtral(32, 4096, 32, 14336, 4096, 256, 64), p, 2, 1598, 19275);
+    add("NeMo25 Mixtral-8x7B 64 GB200 FP8 EP8", mixtral(32, 4096, 32, 14336, 4096, 256, 64), p, 2, 1598,
+        19275);
   }
   {
     Plan p = Layout(2, 8, 4, 4, 14, 1);
