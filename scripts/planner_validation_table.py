@@ -77,7 +77,8 @@ def render_row(r):
             published += f" ({number(r['published_tflops_per_gpu'])} TFLOP/s, their count)"
         elif r["convention"] is None:
             published += " (their TFLOP/s not recorded)"
-        predicted = f"{number(round(pred['tokens_per_s_per_gpu']))} tokens/s, {pred['tflops_per_gpu']:.0f} TFLOP/s"
+        tokens = number(round(pred["tokens_per_s_per_gpu"]))
+        predicted = f"{tokens} tokens/s, {pred['tflops_per_gpu']:.0f} TFLOP/s"
     else:
         published = f"{number(r['published_tflops_per_gpu'])} TFLOP/s"
         if r["published_as_stated"] > 0:
@@ -105,7 +106,8 @@ def render_row(r):
 
 def render(rows):
     misses = [r for r in rows if r["known_miss"]]
-    inside = sorted((r["predicted"]["predicted_over_published"], r["name"]) for r in rows if not r["known_miss"])
+    inside = sorted(
+        (r["predicted"]["predicted_over_published"], r["name"]) for r in rows if not r["known_miss"])
     miss_ratios = [r["predicted"]["predicted_over_published"] for r in misses]
     lines = [BEGIN_LINE]
     summary = f"{len(rows)} rows; every row not flagged is inside the ±25 % band"
@@ -115,11 +117,12 @@ def render(rows):
     summary += f"; {len(misses)} documented misses (`known_miss`)"
     if misses:
         summary += f", {percent(min(miss_ratios))} to {percent(max(miss_ratios))}"
-    lines.append(summary + ". Published and predicted figures are per GPU; the percentage is predicted over "
-                 "published, on tokens/s where the row gives tokens/s. auto's choice is given with its predicted "
-                 "TFLOP/s per GPU.")
+    lines.append(summary + ". Published and predicted figures are per GPU; the percentage is predicted "
+                 "over published, on tokens/s where the row gives tokens/s. auto's choice is given with its "
+                 "predicted TFLOP/s per GPU.")
     lines.append("")
-    lines.append("| run | source (convention) | published | predicted | worst stage | auto's choice (predicted TFLOP/s) |")
+    lines.append("| run | source (convention) | published | predicted | worst stage "
+                 "| auto's choice (predicted TFLOP/s) |")
     lines.append("|---|---|---:|---:|---|---|")
     lines.extend(render_row(r) for r in rows)
     lines.append(END)
@@ -144,7 +147,8 @@ def load_rows(args):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--check", action="store_true", help="exit 1, printing a diff, when the table differs")
     mode.add_argument("--write", action="store_true", help="write the table into the document")
