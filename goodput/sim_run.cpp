@@ -62,8 +62,8 @@ double SecondsOf(Time t) { return ToSeconds(t - Time{}); }
 
 class Run {
  public:
-  Run(const SimInput& in, double interval_s, uint64_t seed, std::vector<int>* day_min)
-      : in_(in), interval_(interval_s), rng_(seed), cluster_(in.levels), day_min_(day_min) {
+  Run(const SimInput& in, double interval_s, uint64_t seed, std::vector<int>* day_min, const std::atomic<bool>* cancel)
+      : in_(in), interval_(interval_s), rng_(seed), cluster_(in.levels), day_min_(day_min), cancel_(cancel) {
     out_.seed = seed;
     end_ = in.duration_s;
   }
@@ -84,6 +84,7 @@ class Run {
     out_.min_ready_spares = std::numeric_limits<int>::max();
     StartAttempt(std::nullopt);
     Loop();
+    if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed)) return Unavailable("simulation cancelled");
     Finish();
     return out_;
   }
@@ -206,6 +207,7 @@ class Run {
   // ---- The event loop.
   void Loop() {
     while (now_ < end_ && out_.events < kMaxEvents) {
+      if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed)) return;
       Refresh();
       const double job_rate = Running() ? in_.faults.total() * static_cast<double>(job_nodes_.size()) / 3600 : 0;
       const double idle_rate = HardwareRate() * static_cast<double>(idle_nodes_.size()) / 3600;
@@ -647,6 +649,7 @@ class Run {
   std::mt19937_64 rng_;
   Cluster cluster_;
   std::vector<int>* day_min_;
+  const std::atomic<bool>* cancel_;
   Job job_;
   Placement placement_;
   SeedOutcome out_;
@@ -676,8 +679,9 @@ class Run {
 
 }  // namespace
 
-Result<SeedOutcome> RunSeed(const SimInput& in, double interval_s, uint64_t seed, std::vector<int>* day_min_spares) {
-  return Run(in, interval_s, seed, day_min_spares).Go();
+Result<SeedOutcome> RunSeed(const SimInput& in, double interval_s, uint64_t seed, std::vector<int>* day_min_spares,
+                            const std::atomic<bool>* cancel) {
+  return Run(in, interval_s, seed, day_min_spares, cancel).Go();
 }
 
 }  // namespace shepherd::sim_internal

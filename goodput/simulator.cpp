@@ -175,7 +175,7 @@ Status ValidateSimInput(const SimInput& in) {
   return Status::Ok();
 }
 
-Result<SimResult> Simulate(const SimInput& in) {
+Result<SimResult> Simulate(const SimInput& in, const std::atomic<bool>* cancel) {
   if (Status s = ValidateSimInput(in); !s.ok()) return s;
   SimResult r;
   r.job_gpus = in.plan.world_size();
@@ -205,7 +205,7 @@ Result<SimResult> Simulate(const SimInput& in) {
   r.min_ready_spares = std::numeric_limits<int>::max();
   std::vector<double> ettr;
   for (int i = 0; i < in.seeds; ++i) {
-    Result<SeedOutcome> o = sim_internal::RunSeed(in, r.interval_s, in.seed + static_cast<uint64_t>(i), &day_min);
+    Result<SeedOutcome> o = sim_internal::RunSeed(in, r.interval_s, in.seed + static_cast<uint64_t>(i), &day_min, cancel);
     if (!o.ok()) return o.status();
     ettr.push_back(o->ettr);
     for (int b = 0; b < kBucketCount; ++b) r.bucket_s[b] += o->bucket_s[b] / in.seeds;

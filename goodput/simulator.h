@@ -20,6 +20,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -166,8 +167,10 @@ struct SimResult {
   std::vector<SeedOutcome> seeds;
 };
 
-// REQUIRES: ValidateSimInput(in).ok(). kInvalidContent when the job cannot be placed on the fleet.
-Result<SimResult> Simulate(const SimInput& in);
+// kInvalidContent when ValidateSimInput refuses `in` or the job cannot be placed on the fleet.
+// `cancel` (optional): once it reads true the run stops within one event and answers kUnavailable (the
+// daemon's shutdown must not wait for a simulation).
+Result<SimResult> Simulate(const SimInput& in, const std::atomic<bool>* cancel = nullptr);
 
 // The Llama 3 scenario: `nodes` job nodes of 8 GPUs (TP 8, PP 16 when it divides, DP the rest) in leaves of
 // 16 job nodes plus `spares_per_leaf` spares, 16 leaves per spine; the Llama 3 fault model; `days`.
