@@ -62,8 +62,17 @@ int RunSimulate(int argc, char** argv) {
       "json", "print the answer of POST /v1/simulate");
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(opts).run(), vm);
+    // A word that is no option is refused with its name, not ignored.
+    po::options_description all;
+    all.add(opts).add_options()("stray", po::value<std::vector<std::string>>());
+    po::store(po::command_line_parser(argc, argv)
+                  .options(all)
+                  .positional(po::positional_options_description().add("stray", -1))
+                  .run(),
+              vm);
     po::notify(vm);
+    if (vm.count("stray"))
+      throw std::invalid_argument("unexpected argument '" + vm["stray"].as<std::vector<std::string>>()[0] + "'");
   } catch (const std::exception& e) {
     std::cerr << "shepherdd simulate: " << e.what() << "\n" << opts << "\n";
     return 2;
