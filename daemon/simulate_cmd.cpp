@@ -59,6 +59,7 @@ int RunSimulate(int argc, char** argv) {
       "repair-hours", po::value<double>(), "a failed node returns as a spare after [48]")(
       "save-s", po::value<double>(), "seconds training waits per checkpoint [30]")(
       "load-s", po::value<double>(), "seconds to load a checkpoint [30]")(
+      "request", po::value<std::string>(), "a POST /v1/simulate body (JSON text); the flags above override it")(
       "json", "print the answer of POST /v1/simulate");
   po::variables_map vm;
   try {
@@ -82,6 +83,15 @@ int RunSimulate(int argc, char** argv) {
     return 0;
   }
   Json body = Json::object();
+  if (vm.count("request")) {
+    Result<Json> given = ParseJsonText(vm["request"].as<std::string>());
+    if (!given.ok() || !given->is_object()) {
+      std::cerr << "shepherdd simulate: --request: " << (given.ok() ? "must be a JSON object" : given.status().message())
+                << "\n";
+      return 2;
+    }
+    body = std::move(given).value();
+  }
   if (vm.count("scenario")) body["scenario"] = vm["scenario"].as<std::string>();
   if (vm.count("nodes")) body["nodes"] = vm["nodes"].as<long long>();
   if (vm.count("spares-per-leaf")) body["spares_per_leaf"] = vm["spares-per-leaf"].as<long long>();
