@@ -373,6 +373,7 @@ int RunDaemon(const DaemonConfig& config) {
     exit_code = code;
     spdlog::info("shutting down: {}", why);
     front.Stop();  // what still waits in a queue is answered 503, not run: no long queue delays the exit
+    stop_simulations = true;  // a simulation in progress answers 503 at its next event: the drain needs no wait
     signals.cancel();
     hup.cancel();
     ticker.cancel();
@@ -429,7 +430,6 @@ int RunDaemon(const DaemonConfig& config) {
   parse_thread.join();
   read_work.reset();  // the reads the I/O thread queued run (their sessions are gone; nothing is sent)
   read_thread.join();
-  stop_simulations = true;  // the simulation in progress stops at its next event
   simulator.reset();
   planner.reset();  // the search in progress ends; its answer, if any, is posted and run below
   if (slurm_launch) slurm_launch->Stop();

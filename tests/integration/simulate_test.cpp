@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <future>
 #include <thread>
@@ -96,6 +97,26 @@ TEST(Simulate, TheControlThreadAnswersWhileASimulationRuns) {
   HttpResult done = sim.get();
   ASSERT_EQ(done.status, 200) << done.body;
   EXPECT_TRUE(still_running) << "the simulation ended before the registrations: the check proved nothing";
+}
+
+// SIGTERM while a simulation of minutes runs: the daemon stops it at its next event and exits promptly.
+TEST(Simulate, ShutdownDoesNotWaitForASimulation) {
+  TempDir dir;
+  Daemon d(dir.path);
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  // 16 seeds of the 54-day 16,384-GPU run: minutes of work.
+  auto sim = std::async(std::launch::async, [&] {
+    return Http(d.port(), "POST", "/v1/simulate", Json{{"seeds", 16}}.dump());
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let it start: pacing, not correctness
+  const auto t0 = std::chrono::steady_clock::now();
+  d.Signal(SIGTERM);
+  std::optional<int> code = d.Wait(std::chrono::seconds(15));
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(code.has_value()) << "still running 15 s after SIGTERM\n" << d.log();
+  EXPECT_EQ(*code, 0) << d.log();
+  EXPECT_LT(secs, 5) << "the drain waited for the simulation";
+  EXPECT_EQ(sim.get().status, 503);  // the run was stopped, not finished
 }
 
 }  // namespace
