@@ -159,18 +159,18 @@ Status ValidateSimInput(const SimInput& in) {
              "from 0 to 3600 seconds");
   if (!errs.empty()) return InvalidContent("invalid simulation input", std::move(errs));
 
-  // Work bounds: expected faults of one seed over the whole fleet, and all seeds' restarts × the job's
-  // nodes (each restart re-allocates the job).
+  // Work bounds: expected faults of one seed over the whole fleet, and all seeds' faults × the fleet's
+  // nodes (each event's work is linear in the fleet).
   const double per_seed = in.faults.total() * static_cast<double>(in.fleet.size()) * hours;
   if (per_seed > kSimMaxEventsPerSeed)
     errs.push_back({"faults", "about " + std::to_string(static_cast<int64_t>(per_seed)) +
                                   " faults per run expected (rates × nodes × hours); at most " +
                                   std::to_string(static_cast<int64_t>(kSimMaxEventsPerSeed)) +
                                   " are simulated: lower the rates, the fleet or the days"});
-  const double job_nodes = std::max(1.0, static_cast<double>(p.world_size()) / std::max(1, in.fleet.front().gpus));
-  if (per_seed * in.seeds * job_nodes > kSimMaxWork)
-    errs.push_back({"seeds", "seeds × faults × job nodes over the work bound (" +
-                                 std::to_string(static_cast<int64_t>(kSimMaxWork)) + "): fewer seeds"});
+  if (per_seed * in.seeds * static_cast<double>(in.fleet.size()) > kSimMaxWork)
+    errs.push_back({"seeds", "seeds × expected faults × fleet nodes is over " +
+                                 std::to_string(static_cast<int64_t>(kSimMaxWork)) +
+                                 " (about a minute of work): fewer seeds, days or nodes"});
   if (!errs.empty()) return InvalidContent("the simulation would be too large", std::move(errs));
   return Status::Ok();
 }

@@ -197,6 +197,10 @@ TEST(Simulator, BadInputIsRefusedNamingTheField) {
   EXPECT_TRUE(Names(ValidateSimInput(in), "days"));
   in = Llama3Scenario(40000, 1);  // 42,500 nodes, 340,000 GPUs
   EXPECT_TRUE(Names(ValidateSimInput(in), "nodes"));
+  in = Llama3Scenario();  // the 54-day 16,384-GPU run: 8 seeds take seconds each ...
+  EXPECT_TRUE(ValidateSimInput(in).ok());
+  in.seeds = 30;  // ... 30 would be minutes of work
+  EXPECT_TRUE(Names(ValidateSimInput(in), "seeds"));
   in = Llama3Scenario(64, 10);
   in.seeds = 65;
   EXPECT_TRUE(Names(ValidateSimInput(in), "seeds"));
