@@ -20,11 +20,11 @@ std::string Fixed(double v, int digits) {
 }
 
 void PrintSummary(const SimInput& in, const SimResult& r) {
-  std::cout << "Scenario: Llama 3 fault model (Dubey et al. 2024, Table 5), " << Fixed(in.duration_s / 86400, 1)
-            << " days, " << Fixed(r.job_nodes, 0) << " job nodes (" << Fixed(r.job_gpus, 0) << " GPUs), "
-            << r.spares << " spares, " << in.seeds << " seeds\n";
-  std::cout << "ETTR: " << Fixed(r.ettr_mean, 3) << " [" << Fixed(r.ettr_low, 3) << ", " << Fixed(r.ettr_high, 3)
-            << "]\n";
+  std::cout << "Scenario: Llama 3 fault model (Dubey et al. 2024, Table 5), "
+            << Fixed(in.duration_s / 86400, 1) << " days, " << Fixed(r.job_nodes, 0) << " job nodes ("
+            << Fixed(r.job_gpus, 0) << " GPUs), " << r.spares << " spares, " << in.seeds << " seeds\n";
+  std::cout << "ETTR: " << Fixed(r.ettr_mean, 3) << " [" << Fixed(r.ettr_low, 3) << ", "
+            << Fixed(r.ettr_high, 3) << "]\n";
   std::cout << "Checkpoint interval: " << Fixed(r.interval_s, 0) << " s simulated; advised (Daly) "
             << Fixed(r.advice.interval_s, 0) << " s, expected ETTR there " << Fixed(r.advice.ettr_advised, 3)
             << "; job MTBF " << Fixed(r.advice.mtbf_s / 60, 1) << " min\n";
@@ -50,16 +50,19 @@ int RunSimulate(int argc, char** argv) {
       "Usage: shepherdd simulate [options]\n\n"
       "Predicts a training run's effective training time ratio (ETTR) with the daemon's own recovery "
       "policy. Options");
-  opts.add_options()("help,h", "show this help")("scenario", po::value<std::string>(), "llama3 (the default)")(
-      "nodes", po::value<long long>(), "job nodes of 8 GPUs [2048]")(
+  opts.add_options()("help,h", "show this help")("scenario", po::value<std::string>(),
+                                                 "llama3 (the default)")("nodes", po::value<long long>(),
+                                                                         "job nodes of 8 GPUs [2048]")(
       "spares-per-leaf", po::value<long long>(), "spares in each leaf of 16 job nodes [1]")(
       "days", po::value<double>(), "length of the run [54]")(
       "interval-s", po::value<double>(), "seconds of training between checkpoints [the advised interval]")(
-      "seeds", po::value<long long>(), "independent runs [8]")("seed", po::value<long long>(), "first seed [1]")(
-      "repair-hours", po::value<double>(), "a failed node returns as a spare after [48]")(
+      "seeds", po::value<long long>(), "independent runs [8]")(
+      "seed", po::value<long long>(), "first seed [1]")("repair-hours", po::value<double>(),
+                                                        "a failed node returns as a spare after [48]")(
       "save-s", po::value<double>(), "seconds training waits per checkpoint [30]")(
       "load-s", po::value<double>(), "seconds to load a checkpoint [30]")(
-      "request", po::value<std::string>(), "a POST /v1/simulate body (JSON text); the flags above override it")(
+      "request", po::value<std::string>(),
+      "a POST /v1/simulate body (JSON text); the flags above override it")(
       "json", "print the answer of POST /v1/simulate");
   po::variables_map vm;
   try {
@@ -73,7 +76,8 @@ int RunSimulate(int argc, char** argv) {
               vm);
     po::notify(vm);
     if (vm.count("stray"))
-      throw std::invalid_argument("unexpected argument '" + vm["stray"].as<std::vector<std::string>>()[0] + "'");
+      throw std::invalid_argument("unexpected argument '" + vm["stray"].as<std::vector<std::string>>()[0] +
+                                  "'");
   } catch (const std::exception& e) {
     std::cerr << "shepherdd simulate: " << e.what() << "\n" << opts << "\n";
     return 2;
@@ -86,8 +90,8 @@ int RunSimulate(int argc, char** argv) {
   if (vm.count("request")) {
     Result<Json> given = ParseJsonText(vm["request"].as<std::string>());
     if (!given.ok() || !given->is_object()) {
-      std::cerr << "shepherdd simulate: --request: " << (given.ok() ? "must be a JSON object" : given.status().message())
-                << "\n";
+      std::cerr << "shepherdd simulate: --request: "
+                << (given.ok() ? "must be a JSON object" : given.status().message()) << "\n";
       return 2;
     }
     body = std::move(given).value();
@@ -105,7 +109,8 @@ int RunSimulate(int argc, char** argv) {
   Result<SimInput> in = ParseSimRequest(body);
   if (!in.ok()) {
     std::cerr << "shepherdd simulate: " << in.status().message() << "\n";
-    for (const FieldError& e : in.status().fields()) std::cerr << "  " << e.field << ": " << e.message << "\n";
+    for (const FieldError& e : in.status().fields())
+      std::cerr << "  " << e.field << ": " << e.message << "\n";
     return 2;
   }
   Result<SimResult> r = Simulate(*in);

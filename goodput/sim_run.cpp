@@ -57,12 +57,17 @@ struct SimCheckpoint {
 enum class Phase { kStarting, kTraining, kDetecting, kPlannedSave, kStopping, kQueued, kFailed };
 enum RecoveryPart { kStop, kWait, kLaunch, kLoad };
 
-Time At(double s) { return Time{} + Seconds(s); }
-double SecondsOf(Time t) { return ToSeconds(t - Time{}); }
+Time At(double s) {
+  return Time{} + Seconds(s);
+}
+double SecondsOf(Time t) {
+  return ToSeconds(t - Time{});
+}
 
 class Run {
  public:
-  Run(const SimInput& in, double interval_s, uint64_t seed, std::vector<int>* day_min, const std::atomic<bool>* cancel)
+  Run(const SimInput& in, double interval_s, uint64_t seed, std::vector<int>* day_min,
+      const std::atomic<bool>* cancel)
       : in_(in), interval_(interval_s), rng_(seed), cluster_(in.levels), day_min_(day_min), cancel_(cancel) {
     out_.seed = seed;
     end_ = in.duration_s;
@@ -84,7 +89,8 @@ class Run {
     out_.min_ready_spares = std::numeric_limits<int>::max();
     StartAttempt(std::nullopt);
     Loop();
-    if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed)) return Unavailable("simulation cancelled");
+    if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed))
+      return Unavailable("simulation cancelled");
     Finish();
     return out_;
   }
@@ -132,7 +138,8 @@ class Run {
     job_nodes_.clear();
     rank_on_.clear();
     std::set<std::string> held;
-    if (Running() || phase_ == Phase::kDetecting || phase_ == Phase::kPlannedSave || phase_ == Phase::kStopping)
+    if (Running() || phase_ == Phase::kDetecting || phase_ == Phase::kPlannedSave ||
+        phase_ == Phase::kStopping)
       for (const RankSlot& r : placement_.ranks)
         if (held.insert(r.node).second) {
           rank_on_[r.node] = r.rank;
@@ -154,7 +161,8 @@ class Run {
     const int days = static_cast<int>(day_min_->size());
     const int day = static_cast<int>(now_ / 86400);
     if (last_ready_ >= 0)
-      for (int d = std::max(0, last_day_); d <= day && d < days; ++d) (*day_min_)[d] = std::min((*day_min_)[d], last_ready_);
+      for (int d = std::max(0, last_day_); d <= day && d < days; ++d)
+        (*day_min_)[d] = std::min((*day_min_)[d], last_ready_);
     if (day < days) (*day_min_)[day] = std::min((*day_min_)[day], ready);
     last_day_ = day;
     last_ready_ = ready;
@@ -209,7 +217,8 @@ class Run {
     while (now_ < end_ && out_.events < kMaxEvents) {
       if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed)) return;
       Refresh();
-      const double job_rate = Running() ? in_.faults.total() * static_cast<double>(job_nodes_.size()) / 3600 : 0;
+      const double job_rate =
+          Running() ? in_.faults.total() * static_cast<double>(job_nodes_.size()) / 3600 : 0;
       const double idle_rate = HardwareRate() * static_cast<double>(idle_nodes_.size()) / 3600;
       const double rate = job_rate + idle_rate;
       const double t_fault = rate > 0 ? now_ + Exponential(rate) : kInf;
@@ -307,7 +316,8 @@ class Run {
     // Lineage: the candidates at the decision at or before the resume point, and the resume checkpoint.
     std::vector<SimCheckpoint> lineage;
     for (const SimCheckpoint& c : candidates_)
-      if (resume && c.record.step <= resume->record.step && c.record.id != resume->record.id) lineage.push_back(c);
+      if (resume && c.record.step <= resume->record.step && c.record.id != resume->record.id)
+        lineage.push_back(c);
     if (resume) lineage.push_back(*resume);
     std::sort(lineage.begin(), lineage.end(),
               [](const SimCheckpoint& a, const SimCheckpoint& b) { return a.record.step < b.record.step; });
@@ -350,7 +360,8 @@ class Run {
       c.record.step = StepOf(c.done_s);
       c.record.attempt = job_.attempt;
       c.record.job = kJobId;
-      c.record.id = std::string(kJobId) + "/" + std::to_string(job_.attempt) + "/" + std::to_string(c.record.step);
+      c.record.id =
+          std::string(kJobId) + "/" + std::to_string(job_.attempt) + "/" + std::to_string(c.record.step);
       c.record.status = st;
       c.record.ranks_reported = 1;
       c.record.created_at = At(first_step_at_ + static_cast<double>(j) * (interval_ + in_.timing.save_s));
@@ -379,7 +390,7 @@ class Run {
 
   // ---- Faults that hit the job.
   void OnJobFault(const std::string& node, FaultCause cause) {
-    if (cause == FaultCause::kSdc && phase_ != Phase::kTraining) return;  // no parameters to corrupt yet
+    if (cause == FaultCause::kSdc && phase_ != Phase::kTraining) return;      // no parameters to corrupt yet
     if (cause == FaultCause::kPlanned && phase_ != Phase::kTraining) return;  // maintenance waits for a run
     ++out_.interruptions[static_cast<int>(cause)];
     cause_ = cause;
@@ -427,8 +438,8 @@ class Run {
         f.onset_step = step + 1;  // the step in progress computes on corrupt state
         // Found at the next hash check; training runs on until then (its steps are lost).
         const int64_t check = k > 0 ? (step / k + 1) * k : step + 1;
-        const double at = first_step_at_ + ElapsedForCompute(static_cast<double>(check) * StepS() - d0_, interval_,
-                                                             in_.timing.save_s);
+        const double at = first_step_at_ + ElapsedForCompute(static_cast<double>(check) * StepS() - d0_,
+                                                             interval_, in_.timing.save_s);
         detect = std::max(0.0, at - now_);
         f.step = check;
         break;
@@ -438,7 +449,8 @@ class Run {
     }
     f.detected_at = At(now_ + detect);
     // Checkpoints as graded when the finding is made: an SDC's are healthy only before its onset.
-    if (stepped) AttemptCheckpoints(cause == FaultCause::kSdc ? now_ + detect : now_, step, agreed, &candidates_);
+    if (stepped)
+      AttemptCheckpoints(cause == FaultCause::kSdc ? now_ + detect : now_, step, agreed, &candidates_);
     pending_ = std::move(f);
     phase_ = Phase::kDetecting;
     deadline_ = now_ + detect;
@@ -448,29 +460,33 @@ class Run {
   // The finding is made: the controller's RecordFinding → RecoveryExecutor::OnFinding.
   void Decide() {
     Finding f = std::move(pending_);
-    if (f.kind == FindingKind::kGpuFault) TakeOut(f.nodes.front(), NodeActionKind::kFail);  // the agent's report
+    if (f.kind == FindingKind::kGpuFault)
+      TakeOut(f.nodes.front(), NodeActionKind::kFail);             // the agent's report
     std::vector<Finding> earlier(recent_.begin(), recent_.end());  // oldest first, as FindingLog::Recent
     const std::set<std::string> no_replay;
-    RecoveryInput in{.job = job_,
-                     .placement = placement_,
-                     .cluster = cluster_,
-                     .finding = f,
-                     .last_known_good = Newest(true),
-                     .latest_complete = Newest(false),
-                     .now = At(now_),
-                     .last_restart_at = last_restart_at_ ? std::optional<Time>(At(*last_restart_at_)) : std::nullopt,
-                     .consecutive_restarts = consecutive_,
-                     .pending_replay_nodes = no_replay,
-                     .earlier_findings = earlier};
+    RecoveryInput in{
+        .job = job_,
+        .placement = placement_,
+        .cluster = cluster_,
+        .finding = f,
+        .last_known_good = Newest(true),
+        .latest_complete = Newest(false),
+        .now = At(now_),
+        .last_restart_at = last_restart_at_ ? std::optional<Time>(At(*last_restart_at_)) : std::nullopt,
+        .consecutive_restarts = consecutive_,
+        .pending_replay_nodes = no_replay,
+        .earlier_findings = earlier};
     RecoveryDecision d = DecideRecovery(in);
-    if (d.action == RecoveryDecision::kRestart || d.action == RecoveryDecision::kQueue) BreakLoop(f, earlier, &in, &d);
+    if (d.action == RecoveryDecision::kRestart || d.action == RecoveryDecision::kQueue)
+      BreakLoop(f, earlier, &in, &d);
     recent_.push_back(f);
     if (recent_.size() > kRecentFindings) recent_.pop_front();
     Execute(d, /*automatic=*/true);
   }
 
   // RecoveryExecutor::BreakLoop.
-  void BreakLoop(const Finding& f, const std::vector<Finding>& earlier, RecoveryInput* in, RecoveryDecision* d) {
+  void BreakLoop(const Finding& f, const std::vector<Finding>& earlier, RecoveryInput* in,
+                 RecoveryDecision* d) {
     std::vector<AttemptSummary> attempts(history_.begin(), history_.end());
     LoopVerdict v = CheckForLoop({f, earlier, attempts, in_.policy});
     switch (v.kind) {
@@ -586,8 +602,13 @@ class Run {
     consecutive_ = 0;
     std::vector<Checkpoint> cps;
     for (const SimCheckpoint& c : candidates_) cps.push_back(c.record);
-    RestartRequest req{.job = job_, .placement = placement_, .cluster = cluster_, .from = "latest",
-                       .reason = "restarted by hand", .checkpoints = cps, .now = At(now_)};
+    RestartRequest req{.job = job_,
+                       .placement = placement_,
+                       .cluster = cluster_,
+                       .from = "latest",
+                       .reason = "restarted by hand",
+                       .checkpoints = cps,
+                       .now = At(now_)};
     Result<RecoveryDecision> d = ManualRestart(req);
     job_.state = JobState::kRecovering;
     if (!d.ok()) {  // no checkpoint qualifies: from scratch
@@ -623,16 +644,21 @@ class Run {
     c.record.step = StepOf(frozen_done_);
     c.record.attempt = job_.attempt;
     c.record.job = kJobId;
-    c.record.id = std::string(kJobId) + "/" + std::to_string(job_.attempt) + "/" + std::to_string(c.record.step) +
-                  "-planned";
+    c.record.id = std::string(kJobId) + "/" + std::to_string(job_.attempt) + "/" +
+                  std::to_string(c.record.step) + "-planned";
     c.record.status = CheckpointStatus::kComplete;
     c.record.ranks_reported = 1;
     c.record.created_at = At(now_);
     candidates_.push_back(c);
     std::vector<Checkpoint> cps;
     for (const SimCheckpoint& x : candidates_) cps.push_back(x.record);
-    RestartRequest req{.job = job_, .placement = placement_, .cluster = cluster_, .from = "latest",
-                       .reason = "planned maintenance", .checkpoints = cps, .now = At(now_)};
+    RestartRequest req{.job = job_,
+                       .placement = placement_,
+                       .cluster = cluster_,
+                       .from = "latest",
+                       .reason = "planned maintenance",
+                       .checkpoints = cps,
+                       .now = At(now_)};
     Result<RecoveryDecision> d = ManualRestart(req);
     if (!d.ok()) {  // cannot happen with the checkpoint just saved; keep training
       phase_ = Phase::kTraining;
@@ -679,8 +705,8 @@ class Run {
 
 }  // namespace
 
-Result<SeedOutcome> RunSeed(const SimInput& in, double interval_s, uint64_t seed, std::vector<int>* day_min_spares,
-                            const std::atomic<bool>* cancel) {
+Result<SeedOutcome> RunSeed(const SimInput& in, double interval_s, uint64_t seed,
+                            std::vector<int>* day_min_spares, const std::atomic<bool>* cancel) {
   return Run(in, interval_s, seed, day_min_spares, cancel).Go();
 }
 

@@ -11,8 +11,8 @@ namespace shepherd::sim_internal {
 // Runs one seed. REQUIRES: ValidateSimInput(in).ok(), interval_s > 0, and the job fits the fleet (checked
 // by the caller with Place; kInvalidContent otherwise).
 // `cancel`: checked once per event; true stops the run with kUnavailable.
-Result<SeedOutcome> RunSeed(const SimInput& in, double interval_s, uint64_t seed, std::vector<int>* day_min_spares,
-                            const std::atomic<bool>* cancel);
+Result<SeedOutcome> RunSeed(const SimInput& in, double interval_s, uint64_t seed,
+                            std::vector<int>* day_min_spares, const std::atomic<bool>* cancel);
 
 // Seconds of training (compute, saves excluded) and of saves after `elapsed` seconds of an attempt's
 // training, with a save of save_s after every interval_s of compute.

@@ -14,7 +14,8 @@ namespace shepherd {
 
 namespace {
 
-constexpr const char* kCauseNames[kFaultCauseCount] = {"gpu", "host", "network", "software", "sdc", "planned"};
+constexpr const char* kCauseNames[kFaultCauseCount] = {"gpu",      "host", "network",
+                                                       "software", "sdc",  "planned"};
 
 // Student's t, two-sided 95 %, by degrees of freedom 1..30.
 constexpr double kT975[30] = {12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
@@ -25,7 +26,9 @@ double T975(int df) {
   return df <= 30 ? kT975[df - 1] : 1.96 + 2.4 / df;  // within 0.002 of the table beyond 30
 }
 
-bool Finite(double x) { return std::isfinite(x); }
+bool Finite(double x) {
+  return std::isfinite(x);
+}
 
 void CheckRange(std::vector<FieldError>* errs, const std::string& field, double v, double lo, double hi,
                 const std::string& what) {
@@ -106,8 +109,9 @@ Status ValidateSimInput(const SimInput& in) {
   }
   if (in.fleet.empty()) errs.push_back({"nodes", "the fleet has no nodes"});
   if (static_cast<int64_t>(in.fleet.size()) > kSimMaxFleetNodes || gpus > kSimMaxFleetGpus)
-    errs.push_back({"nodes", "the fleet may hold at most " + std::to_string(kSimMaxFleetNodes) + " nodes and " +
-                                 std::to_string(kSimMaxFleetGpus) + " GPUs (spares included)"});
+    errs.push_back({"nodes", "the fleet may hold at most " + std::to_string(kSimMaxFleetNodes) +
+                                 " nodes and " + std::to_string(kSimMaxFleetGpus) +
+                                 " GPUs (spares included)"});
   if (ids.size() != in.fleet.size()) errs.push_back({"nodes", "node ids must be unique"});
   const Plan& p = in.plan;
   if (p.tp < 1 || p.pp < 1 || p.dp < 1 || p.cp < 1)
@@ -185,7 +189,8 @@ Result<SimResult> Simulate(const SimInput& in, const std::atomic<bool>* cancel) 
   double weighted_detection = 0;
   for (int c = 0; c < kFaultCauseCount; ++c) {
     const auto cause = static_cast<FaultCause>(c);
-    r.detection_s[c] = cause == FaultCause::kSdc ? MeanSdcDetection(in) : DetectionLatency(cause, in.detectors, in.policy);
+    r.detection_s[c] =
+        cause == FaultCause::kSdc ? MeanSdcDetection(in) : DetectionLatency(cause, in.detectors, in.policy);
     weighted_detection += in.faults.per_node_hour[c] * r.detection_s[c];
   }
   if (rate > 0) {
@@ -205,7 +210,8 @@ Result<SimResult> Simulate(const SimInput& in, const std::atomic<bool>* cancel) 
   r.min_ready_spares = std::numeric_limits<int>::max();
   std::vector<double> ettr;
   for (int i = 0; i < in.seeds; ++i) {
-    Result<SeedOutcome> o = sim_internal::RunSeed(in, r.interval_s, in.seed + static_cast<uint64_t>(i), &day_min, cancel);
+    Result<SeedOutcome> o =
+        sim_internal::RunSeed(in, r.interval_s, in.seed + static_cast<uint64_t>(i), &day_min, cancel);
     if (!o.ok()) return o.status();
     ettr.push_back(o->ettr);
     for (int b = 0; b < kBucketCount; ++b) r.bucket_s[b] += o->bucket_s[b] / in.seeds;
@@ -225,8 +231,9 @@ Result<SimResult> Simulate(const SimInput& in, const std::atomic<bool>* cancel) 
   r.ettr_low = std::max(0.0, r.ettr_mean - half);
   r.ettr_high = std::min(1.0, r.ettr_mean + half);
   for (int d = 0; d < days; ++d)
-    r.spares_by_day.push_back({.day = static_cast<double>(d),
-                               .min_ready_spares = day_min[d] == std::numeric_limits<int>::max() ? 0 : day_min[d]});
+    r.spares_by_day.push_back(
+        {.day = static_cast<double>(d),
+         .min_ready_spares = day_min[d] == std::numeric_limits<int>::max() ? 0 : day_min[d]});
   return r;
 }
 
@@ -243,7 +250,8 @@ SimInput Llama3Scenario(int nodes, double days, int spares_per_leaf) {
   shape.spares_per_leaf = std::max(0, spares_per_leaf);
   shape.gpus_per_node = kGpusPerNode;
   // Generated up to twice the bound (callers bound `nodes`); ValidateSimInput then refuses what is over it.
-  if (static_cast<int64_t>(shape.spines) * shape.leaves_per_spine * shape.nodes_per_leaf <= 2 * kSimMaxFleetNodes)
+  if (static_cast<int64_t>(shape.spines) * shape.leaves_per_spine * shape.nodes_per_leaf <=
+      2 * kSimMaxFleetNodes)
     in.fleet = GenerateInventory(shape);
   in.plan.tp = kGpusPerNode;
   in.plan.pp = nodes % 16 == 0 ? 16 : 1;

@@ -72,11 +72,11 @@ FaultModel Llama3FaultModel();
 // The settings the daemon's detectors run with (daemon configuration and the job's policy; defaults are
 // the daemon's). DetectionLatency turns them into the expected seconds from a fault to its finding.
 struct DetectorSettings {
-  double tick_interval_s = 1;              // the daemon's periodic evaluation (daemon/config.h)
-  double node_heartbeat_timeout_s = 10;    // an agent silent this long: node_lost (control/controller.h)
-  double agent_lease_s = 15;               // replacements start once the lost node's lease expired
-  double agent_heartbeat_interval_s = 1;   // agents report GPU faults in their heartbeat (agent/agent.h)
-  double agent_supervise_interval_s = 0.1; // agents notice an exit this often and heartbeat at once
+  double tick_interval_s = 1;               // the daemon's periodic evaluation (daemon/config.h)
+  double node_heartbeat_timeout_s = 10;     // an agent silent this long: node_lost (control/controller.h)
+  double agent_lease_s = 15;                // replacements start once the lost node's lease expired
+  double agent_heartbeat_interval_s = 1;    // agents report GPU faults in their heartbeat (agent/agent.h)
+  double agent_supervise_interval_s = 0.1;  // agents notice an exit this often and heartbeat at once
 };
 // Mean seconds from the fault to the finding: gpu half an agent heartbeat interval; host the node timeout
 // plus half a tick; network the job's hang_timeout_s plus half a tick; software half the supervise
@@ -103,8 +103,8 @@ struct SimInput {
   SimTiming timing;
   std::optional<double> interval_s;  // compute seconds between checkpoints; nullopt: the advised interval
   double duration_s = kLlama3Days * 86400;
-  double repair_s = 48 * 3600;          // a node taken out comes back (as a spare) this long after
-  double manual_response_s = 3600;      // a failed job is restarted by hand (budget reset) this long after
+  double repair_s = 48 * 3600;      // a node taken out comes back (as a spare) this long after
+  double manual_response_s = 3600;  // a failed job is restarted by hand (budget reset) this long after
   uint64_t seed = 1;
   int seeds = 8;
 };
@@ -136,13 +136,13 @@ struct SeedOutcome {
   double ettr = 0;
   double wall_s = 0;
   double productive_s = 0;
-  std::array<double, kBucketCount> bucket_s{};      // indexed by Bucket; sums to wall_s
-  std::map<BadputCause, double> badput_s;           // lost_progress + detection + recovery + backoff + queue
-  std::array<int, kFaultCauseCount> interruptions{}; // faults that hit the job, per cause
+  std::array<double, kBucketCount> bucket_s{};  // indexed by Bucket; sums to wall_s
+  std::map<BadputCause, double> badput_s;       // lost_progress + detection + recovery + backoff + queue
+  std::array<int, kFaultCauseCount> interruptions{};  // faults that hit the job, per cause
   int restarts = 0;
-  int queued = 0;              // restarts that waited in the queue for a node
+  int queued = 0;                // restarts that waited in the queue for a node
   int manual_interventions = 0;  // the job failed (budget, loop breaker) and was restarted by hand
-  int idle_node_faults = 0;    // gpu and host faults on nodes outside the job
+  int idle_node_faults = 0;      // gpu and host faults on nodes outside the job
   int min_ready_spares = 0;
   int max_out_of_service = 0;  // most nodes in repair at once
   int64_t final_step = 0;
@@ -151,14 +151,14 @@ struct SeedOutcome {
 
 struct SimResult {
   double ettr_mean = 0;
-  double ettr_low = 0;   // 95 % confidence interval of the mean over seeds (Student's t)
+  double ettr_low = 0;  // 95 % confidence interval of the mean over seeds (Student's t)
   double ettr_high = 0;
-  double interval_s = 0;  // the checkpoint interval simulated
-  CheckpointAdvice advice;  // AdviseCheckpoints for this job and fault model
+  double interval_s = 0;                               // the checkpoint interval simulated
+  CheckpointAdvice advice;                             // AdviseCheckpoints for this job and fault model
   std::array<double, kFaultCauseCount> detection_s{};  // DetectionLatency per cause (sdc: mean, timed)
   double job_nodes = 0;
   double job_gpus = 0;
-  int spares = 0;  // ready spares at the start
+  int spares = 0;                                  // ready spares at the start
   std::map<BadputCause, double> badput_gpu_hours;  // mean over seeds
   std::array<double, kBucketCount> bucket_s{};     // mean over seeds
   double restarts_mean = 0;

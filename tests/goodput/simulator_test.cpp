@@ -38,12 +38,16 @@ double DalyOptimum(double delta, double mtbf) {
 SimInput FixedCostRun(double mtbf_s, double restart_s, double save_s, double interval_s, int seeds) {
   SimInput in = SmallRun(2, 6);
   in.faults.per_node_hour[static_cast<int>(FaultCause::kGpu)] = 3600 / mtbf_s / 2;  // 2 job nodes
-  in.detectors.agent_heartbeat_interval_s = 0;  // detection 0
+  in.detectors.agent_heartbeat_interval_s = 0;                                      // detection 0
   in.policy.restart_backoff_s = 0;
   in.policy.sdc_check_every_steps = 0;
   in.policy.good_after_steps = 0;
-  in.timing = SimTiming{.step_s = 1, .save_s = save_s, .load_s = restart_s / 4, .launch_s = restart_s / 4,
-                        .init_s = restart_s / 4, .stop_s = restart_s / 4};
+  in.timing = SimTiming{.step_s = 1,
+                        .save_s = save_s,
+                        .load_s = restart_s / 4,
+                        .launch_s = restart_s / 4,
+                        .init_s = restart_s / 4,
+                        .stop_s = restart_s / 4};
   in.interval_s = interval_s;
   in.duration_s = 366 * 86400.0;
   in.repair_s = 600;
@@ -117,8 +121,8 @@ TEST(Simulator, BucketsAddUpToTheWallTime) {
     for (const auto& [cause, secs] : s.badput_s) badput += secs;
     const auto at = [&](Bucket b) { return s.bucket_s[static_cast<int>(b)]; };
     EXPECT_NEAR(badput,
-                at(Bucket::kLostProgress) + at(Bucket::kDetection) + at(Bucket::kRecovery) + at(Bucket::kBackoff) +
-                    at(Bucket::kQueued),
+                at(Bucket::kLostProgress) + at(Bucket::kDetection) + at(Bucket::kRecovery) +
+                    at(Bucket::kBackoff) + at(Bucket::kQueued),
                 1e-6 * s.wall_s);
   }
 }

@@ -77,6 +77,9 @@ TEST(CommandLine, SimulateRefusesBadInput) {
   EXPECT_NE(o.output.find("seeds"), std::string::npos) << o.output;
   o = RunShepherdd("simulate --nodes 16 extra");
   EXPECT_EQ(o.exit_code, 2) << o.output;
+  o = RunShepherdd("simulate --request '{\"fleet\": \"inventory\"}'");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("fleet"), std::string::npos) << o.output;
   o = RunShepherdd("simulate --days 100000");
   EXPECT_EQ(o.exit_code, 2) << o.output;
   EXPECT_NE(o.output.find("days"), std::string::npos) << o.output;

@@ -35,8 +35,12 @@ TEST(Simulate, AnswersWithTimeThatAddsUpToTheRun) {
   TempDir dir;
   Daemon d(dir.path);
   ASSERT_TRUE(d.WaitReady()) << d.log();
-  const Json body = {{"nodes", 16},         {"days", 10},         {"seeds", 3},
-                     {"interval_s", 1800}, {"repair_hours", 2},  {"spares_per_leaf", 2},
+  const Json body = {{"nodes", 16},
+                     {"days", 10},
+                     {"seeds", 3},
+                     {"interval_s", 1800},
+                     {"repair_hours", 2},
+                     {"spares_per_leaf", 2},
                      {"faults", {{"gpu", 0.002}}}};
   HttpResult r = Http(d.port(), "POST", "/v1/simulate", body.dump());
   ASSERT_EQ(r.status, 200) << r.body;
@@ -55,6 +59,30 @@ TEST(Simulate, AnswersWithTimeThatAddsUpToTheRun) {
   // Productive time is the ETTR's share of the run.
   EXPECT_NEAR(j["buckets"]["productive"]["seconds"].get<double>(), mean * 10 * 86400.0, 1.0);
   EXPECT_EQ(j["spares"]["at_start"], 2);  // one leaf of 16 job nodes and its 2 spares
+}
+
+// "fleet": "inventory": the daemon's registered nodes, their spare flags and topology.
+TEST(Simulate, SimulatesTheInventory) {
+  TempDir dir;
+  Daemon d(dir.path);
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  for (int i = 0; i < 6; ++i) {
+    const Json node = {{"id", "n" + std::to_string(i)},
+                       {"gpus", 4},
+                       {"spare", i >= 4},  // n4, n5 are spares
+                       {"topology", {{"spine", "s0"}, {"leaf", i % 2 == 0 ? "l0" : "l1"}}}};
+    ASSERT_EQ(Http(d.port(), "POST", "/v1/nodes", node.dump()).status, 201);
+  }
+  const Json body = {
+      {"fleet", "inventory"}, {"days", 5}, {"seeds", 2}, {"interval_s", 1800}, {"faults", {{"gpu", 0.01}}}};
+  HttpResult r = Http(d.port(), "POST", "/v1/simulate", body.dump());
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json j = J(r);
+  EXPECT_EQ(j["job"]["gpus"].get<double>(), 16);  // the 4 non-spare nodes of 4 GPUs
+  EXPECT_EQ(j["spares"]["at_start"], 2);
+  HttpResult too_big =
+      Http(d.port(), "POST", "/v1/simulate", Json{{"fleet", "inventory"}, {"nodes", 5}}.dump());
+  EXPECT_EQ(too_big.status, 422) << too_big.body;
 }
 
 TEST(Simulate, RefusesBadInputNamingTheField) {
@@ -98,7 +126,8 @@ TEST(Simulate, TheControlThreadAnswersWhileASimulationRuns) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // let it start: pacing, not correctness
   double worst = 0;
   for (int i = 0; i < 5; ++i) {
-    const Json node = {{"id", "n" + std::to_string(i)}, {"gpus", 8}, {"topology", {{"spine", "s0"}, {"leaf", "l0"}}}};
+    const Json node = {
+        {"id", "n" + std::to_string(i)}, {"gpus", 8}, {"topology", {{"spine", "s0"}, {"leaf", "l0"}}}};
     const auto t0 = std::chrono::steady_clock::now();
     HttpResult r = Http(d.port(), "POST", "/v1/nodes", node.dump());
     worst = std::max(worst, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -117,9 +146,7 @@ TEST(Simulate, ShutdownDoesNotWaitForASimulation) {
   Daemon d(dir.path);
   ASSERT_TRUE(d.WaitReady()) << d.log();
   // 16 seeds of the 54-day 16,384-GPU run: minutes of work.
-  auto sim = std::async(std::launch::async, [&] {
-    return SimulateSlowly(d.port(), Json{{"seeds", 16}});
-  });
+  auto sim = std::async(std::launch::async, [&] { return SimulateSlowly(d.port(), Json{{"seeds", 16}}); });
   std::this_thread::sleep_for(std::chrono::milliseconds(500));  // let it start: pacing, not correctness
   const auto t0 = std::chrono::steady_clock::now();
   d.Signal(SIGTERM);
