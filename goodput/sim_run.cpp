@@ -1,23 +1,9 @@
-// One seed of the run simulator: an event loop over faults, repairs and the phases of each attempt. The
-// decisions are the daemon's (DecideRecovery, PlaceRestart, RestartNotBefore, ManualRestart, CheckForLoop);
-// what happens here is what the Controller's RecoveryExecutor does with them, on a private Cluster.
-#include "goodput/sim_run.h"
-
+// One seed of the run simulator: the event loop over faults, repairs and the phases of each attempt, and
+// where each second of the run goes. The decisions are the daemon's; sim_recovery.cpp carries them out.
 #include <algorithm>
-#include <cmath>
-#include <deque>
-#include <functional>
-#include <limits>
-#include <queue>
-#include <random>
-#include <set>
-#include <unordered_map>
-#include <utility>
 
-#include "scheduler/cluster.h"
-#include "scheduler/loop_breakers.h"
+#include "goodput/sim_world.h"
 #include "scheduler/placement.h"
-#include "scheduler/recovery.h"
 
 namespace shepherd::sim_internal {
 
@@ -39,671 +25,355 @@ double ElapsedForCompute(double compute, double interval_s, double save_s) {
   return n * (interval_s + save_s) + (compute - n * interval_s);
 }
 
-namespace {
-
-constexpr const char* kJobId = "sim";
-constexpr size_t kRecentFindings = 64;  // the daemon's recurrence window (control/controller_flows.cpp)
-constexpr size_t kAttemptHistory = 8;   // the loop breakers look a few attempts back
-constexpr size_t kLineage = 8;
-constexpr double kInf = std::numeric_limits<double>::infinity();
-// A hard stop far above what ValidateSimInput admits: the loop never runs unbounded.
-constexpr int64_t kMaxEvents = static_cast<int64_t>(8 * kSimMaxEventsPerSeed) + 100000;
-
-struct SimCheckpoint {
-  Checkpoint record;
-  double done_s = 0;  // compute seconds of progress it holds
-};
-
-enum class Phase { kStarting, kTraining, kDetecting, kPlannedSave, kStopping, kQueued, kFailed };
-enum RecoveryPart { kStop, kWait, kLaunch, kLoad };
-
-Time At(double s) {
-  return Time{} + Seconds(s);
-}
-double SecondsOf(Time t) {
-  return ToSeconds(t - Time{});
+Result<SeedOutcome> Run::Go() {
+  for (const Node& n : in_.fleet)
+    if (Status s = cluster_.UpsertNode(n); !s.ok()) return s;
+  job_.id = kJobId;
+  job_.spec.policy = in_.policy;
+  job_.spec.command = {"train"};  // launched by Shepherd's agents: recovery acts
+  job_.plan = in_.plan;
+  Result<Placement> p = Place(cluster_, in_.plan, {.attempt = 1});
+  if (!p.ok())
+    return InvalidContent("the job does not fit the fleet: " + p.status().message(),
+                          {{"plan", "the fleet cannot hold the job: " + p.status().message()}});
+  if (Status s = cluster_.Allocate(kJobId, *p); !s.ok()) return s;
+  placement_ = std::move(p).value();
+  out_.min_ready_spares = std::numeric_limits<int>::max();
+  StartAttempt(std::nullopt);
+  Loop();
+  if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed))
+    return Unavailable("simulation cancelled");
+  Finish();
+  return out_;
 }
 
-class Run {
- public:
-  Run(const SimInput& in, double interval_s, uint64_t seed, std::vector<int>* day_min,
-      const std::atomic<bool>* cancel)
-      : in_(in), interval_(interval_s), rng_(seed), cluster_(in.levels), day_min_(day_min), cancel_(cancel) {
-    out_.seed = seed;
-    end_ = in.duration_s;
+FaultCause Run::PickCause(bool hardware_only) {
+  const auto& r = in_.faults.per_node_hour;
+  double total = 0;
+  for (int c = 0; c < kFaultCauseCount; ++c)
+    if (!hardware_only || IsHardware(static_cast<FaultCause>(c))) total += r[c];
+  double x = Uniform01() * total;
+  int last = 0;
+  for (int c = 0; c < kFaultCauseCount; ++c) {
+    if (hardware_only && !IsHardware(static_cast<FaultCause>(c))) continue;
+    if (r[c] <= 0) continue;
+    last = c;
+    if (x < r[c]) return static_cast<FaultCause>(c);
+    x -= r[c];
   }
+  return static_cast<FaultCause>(last);
+}
 
-  Result<SeedOutcome> Go() {
-    for (const Node& n : in_.fleet)
-      if (Status s = cluster_.UpsertNode(n); !s.ok()) return s;
-    job_.id = kJobId;
-    job_.spec.policy = in_.policy;
-    job_.spec.command = {"train"};  // launched by Shepherd's agents: recovery acts
-    job_.plan = in_.plan;
-    Result<Placement> p = Place(cluster_, in_.plan, {.attempt = 1});
-    if (!p.ok())
-      return InvalidContent("the job does not fit the fleet: " + p.status().message(),
-                            {{"plan", "the fleet cannot hold the job: " + p.status().message()}});
-    if (Status s = cluster_.Allocate(kJobId, *p); !s.ok()) return s;
-    placement_ = std::move(p).value();
-    out_.min_ready_spares = std::numeric_limits<int>::max();
-    StartAttempt(std::nullopt);
-    Loop();
-    if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed))
-      return Unavailable("simulation cancelled");
-    Finish();
-    return out_;
-  }
-
- private:
-  // ---- Randomness: portable (std:: distributions differ between standard libraries).
-  double Uniform01() { return static_cast<double>(rng_() >> 11) * 0x1.0p-53; }
-  double Exponential(double rate) { return -std::log1p(-Uniform01()) / rate; }
-  size_t Pick(size_t n) { return std::min(n - 1, static_cast<size_t>(Uniform01() * static_cast<double>(n))); }
-  FaultCause PickCause(bool hardware_only) {
-    const auto& r = in_.faults.per_node_hour;
-    double total = 0;
-    for (int c = 0; c < kFaultCauseCount; ++c)
-      if (!hardware_only || IsHardware(static_cast<FaultCause>(c))) total += r[c];
-    double x = Uniform01() * total;
-    int last = 0;
-    for (int c = 0; c < kFaultCauseCount; ++c) {
-      if (hardware_only && !IsHardware(static_cast<FaultCause>(c))) continue;
-      if (r[c] <= 0) continue;
-      last = c;
-      if (x < r[c]) return static_cast<FaultCause>(c);
-      x -= r[c];
-    }
-    return static_cast<FaultCause>(last);
-  }
-  static bool IsHardware(FaultCause c) { return c == FaultCause::kGpu || c == FaultCause::kHost; }
-  double HardwareRate() const {
-    return in_.faults.per_node_hour[static_cast<int>(FaultCause::kGpu)] +
-           in_.faults.per_node_hour[static_cast<int>(FaultCause::kHost)];
-  }
-
-  bool Running() const { return phase_ == Phase::kStarting || phase_ == Phase::kTraining; }
-  double StepS() const { return in_.timing.step_s; }
-  int64_t StepOf(double done) const { return static_cast<int64_t>(std::floor(done / StepS() + 1e-9)); }
-  double DoneAt(double t) const {
-    return d0_ + SplitTraining(t - first_step_at_, interval_, in_.timing.save_s).compute_s;
-  }
-  // The progress a restart now would lose from.
-  double Progress() const { return phase_ == Phase::kTraining ? DoneAt(now_) : frozen_done_; }
-
-  // ---- The fleet's lists for drawing faults, refreshed after every change.
-  void Refresh() {
-    if (!dirty_) return;
-    dirty_ = false;
-    job_nodes_.clear();
-    rank_on_.clear();
-    std::set<std::string> held;
-    if (Running() || phase_ == Phase::kDetecting || phase_ == Phase::kPlannedSave ||
-        phase_ == Phase::kStopping)
-      for (const RankSlot& r : placement_.ranks)
-        if (held.insert(r.node).second) {
-          rank_on_[r.node] = r.rank;
-          if (Running()) job_nodes_.push_back(r.node);
-        }
-    idle_nodes_.clear();
-    int ready = 0;
-    for (const Node* n : cluster_.nodes()) {
-      if (n->failed || !n->schedulable) continue;
-      if (!Running() || held.count(n->id) == 0) idle_nodes_.push_back(n->id);
-      if (n->spare && cluster_.AllocatedGpus(n->id) == 0) ++ready;
-    }
-    NoteSpares(ready);
-    out_.max_out_of_service = std::max(out_.max_out_of_service, static_cast<int>(in_repair_.size()));
-  }
-  // The fewest ready spares per day: the count that held since the last change covers the days up to now.
-  void NoteSpares(int ready) {
-    out_.min_ready_spares = std::min(out_.min_ready_spares, ready);
-    const int days = static_cast<int>(day_min_->size());
-    const int day = static_cast<int>(now_ / 86400);
-    if (last_ready_ >= 0)
-      for (int d = std::max(0, last_day_); d <= day && d < days; ++d)
-        (*day_min_)[d] = std::min((*day_min_)[d], last_ready_);
-    if (day < days) (*day_min_)[day] = std::min((*day_min_)[day], ready);
-    last_day_ = day;
-    last_ready_ = ready;
-  }
-
-  // ---- Time accounting: every second of the run lands in one bucket.
-  void Add(Bucket b, double s, std::optional<int> part = std::nullopt) {
-    if (s <= 0) return;
-    out_.bucket_s[static_cast<int>(b)] += s;
-    if (part) parts_[*part] += s;
-    const bool badput = b == Bucket::kLostProgress || b == Bucket::kDetection || b == Bucket::kRecovery ||
-                        b == Bucket::kBackoff || b == Bucket::kQueued;
-    if (badput && cause_) out_.badput_s[BadputCauseOf(*cause_)] += s;
-  }
-  void Account(double a, double b) {
-    if (b <= a) return;
-    switch (phase_) {
-      case Phase::kStarting: {
-        const double load_from = attempt_start_ + in_.timing.launch_s + in_.timing.init_s;
-        const Bucket bucket = cause_ ? Bucket::kRecovery : Bucket::kStartup;
-        Add(bucket, std::min(b, load_from) - a, kLaunch);
-        Add(bucket, b - std::max(a, load_from), kLoad);
-        break;
+void Run::Refresh() {
+  if (!dirty_) return;
+  dirty_ = false;
+  job_nodes_.clear();
+  rank_on_.clear();
+  std::set<std::string> held;
+  if (Running() || phase_ == Phase::kDetecting || phase_ == Phase::kPlannedSave || phase_ == Phase::kStopping)
+    for (const RankSlot& r : placement_.ranks)
+      if (held.insert(r.node).second) {
+        rank_on_[r.node] = r.rank;
+        if (Running()) job_nodes_.push_back(r.node);
       }
-      case Phase::kTraining: {
-        const double save = SplitTraining(b - first_step_at_, interval_, in_.timing.save_s).save_s -
-                            SplitTraining(a - first_step_at_, interval_, in_.timing.save_s).save_s;
-        Add(Bucket::kCheckpointSave, save);
-        break;
-      }
-      case Phase::kDetecting:
-        Add(Bucket::kDetection, b - a);
-        break;
-      case Phase::kPlannedSave:
-        Add(Bucket::kCheckpointSave, b - a);
-        break;
-      case Phase::kStopping:
-        Add(Bucket::kRecovery, std::min(b, stop_end_) - a, kStop);
-        Add(Bucket::kBackoff, b - std::max(a, stop_end_));
-        break;
-      case Phase::kQueued:
-        Add(Bucket::kQueued, b - a);
-        break;
-      case Phase::kFailed:
-        Add(Bucket::kRecovery, b - a, kWait);
-        break;
+  idle_nodes_.clear();
+  int ready = 0;
+  for (const Node* n : cluster_.nodes()) {
+    if (n->failed || !n->schedulable) continue;
+    if (!Running() || held.count(n->id) == 0) idle_nodes_.push_back(n->id);
+    if (n->spare && cluster_.AllocatedGpus(n->id) == 0) ++ready;
+  }
+  NoteSpares(ready);
+  out_.max_out_of_service = std::max(out_.max_out_of_service, static_cast<int>(in_repair_.size()));
+}
+
+void Run::NoteSpares(int ready) {
+  out_.min_ready_spares = std::min(out_.min_ready_spares, ready);
+  const int days = static_cast<int>(day_min_->size());
+  const int day = static_cast<int>(now_ / 86400);
+  if (last_ready_ >= 0)
+    for (int d = std::max(0, last_day_); d <= day && d < days; ++d)
+      (*day_min_)[d] = std::min((*day_min_)[d], last_ready_);
+  if (day < days) (*day_min_)[day] = std::min((*day_min_)[day], ready);
+  last_day_ = day;
+  last_ready_ = ready;
+}
+
+void Run::Add(Bucket b, double s, std::optional<int> part) {
+  if (s <= 0) return;
+  out_.bucket_s[static_cast<int>(b)] += s;
+  if (part) parts_[*part] += s;
+  const bool badput = b == Bucket::kLostProgress || b == Bucket::kDetection || b == Bucket::kRecovery ||
+                      b == Bucket::kBackoff || b == Bucket::kQueued;
+  if (badput && cause_) out_.badput_s[BadputCauseOf(*cause_)] += s;
+}
+
+void Run::Account(double a, double b) {
+  if (b <= a) return;
+  switch (phase_) {
+    case Phase::kStarting: {
+      const double load_from = attempt_start_ + in_.timing.launch_s + in_.timing.init_s;
+      const Bucket bucket = cause_ ? Bucket::kRecovery : Bucket::kStartup;
+      Add(bucket, std::min(b, load_from) - a, kLaunch);
+      Add(bucket, b - std::max(a, load_from), kLoad);
+      break;
+    }
+    case Phase::kTraining: {
+      const double save = SplitTraining(b - first_step_at_, interval_, in_.timing.save_s).save_s -
+                          SplitTraining(a - first_step_at_, interval_, in_.timing.save_s).save_s;
+      Add(Bucket::kCheckpointSave, save);
+      break;
+    }
+    case Phase::kDetecting:
+      Add(Bucket::kDetection, b - a);
+      break;
+    case Phase::kPlannedSave:
+      Add(Bucket::kCheckpointSave, b - a);
+      break;
+    case Phase::kStopping:
+      Add(Bucket::kRecovery, std::min(b, stop_end_) - a, kStop);
+      Add(Bucket::kBackoff, b - std::max(a, stop_end_));
+      break;
+    case Phase::kQueued:
+      Add(Bucket::kQueued, b - a);
+      break;
+    case Phase::kFailed:
+      Add(Bucket::kRecovery, b - a, kWait);
+      break;
+  }
+}
+
+void Run::Loop() {
+  while (now_ < end_ && out_.events < kMaxEvents) {
+    if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed)) return;
+    Refresh();
+    const double job_rate =
+        Running() ? in_.faults.total() * static_cast<double>(job_nodes_.size()) / 3600 : 0;
+    const double idle_rate = HardwareRate() * static_cast<double>(idle_nodes_.size()) / 3600;
+    const double rate = job_rate + idle_rate;
+    const double t_fault = rate > 0 ? now_ + Exponential(rate) : kInf;
+    const double t_repair = repairs_.empty() ? kInf : repairs_.top().first;
+    const double t_phase = deadline_;
+    const double next = std::min({t_fault, t_repair, t_phase, end_});
+    Account(now_, next);
+    now_ = next;
+    if (now_ >= end_) break;
+    ++out_.events;
+    if (next == t_phase) {
+      OnDeadline();
+    } else if (next == t_repair) {
+      OnRepaired();
+    } else if (Uniform01() * rate < job_rate) {
+      OnJobFault(job_nodes_[Pick(job_nodes_.size())], PickCause(false));
+    } else {
+      OnIdleFault(idle_nodes_[Pick(idle_nodes_.size())]);
     }
   }
+}
 
-  // ---- The event loop.
-  void Loop() {
-    while (now_ < end_ && out_.events < kMaxEvents) {
-      if (cancel_ != nullptr && cancel_->load(std::memory_order_relaxed)) return;
-      Refresh();
-      const double job_rate =
-          Running() ? in_.faults.total() * static_cast<double>(job_nodes_.size()) / 3600 : 0;
-      const double idle_rate = HardwareRate() * static_cast<double>(idle_nodes_.size()) / 3600;
-      const double rate = job_rate + idle_rate;
-      const double t_fault = rate > 0 ? now_ + Exponential(rate) : kInf;
-      const double t_repair = repairs_.empty() ? kInf : repairs_.top().first;
-      const double t_phase = deadline_;
-      const double next = std::min({t_fault, t_repair, t_phase, end_});
-      Account(now_, next);
-      now_ = next;
-      if (now_ >= end_) break;
-      ++out_.events;
-      if (next == t_phase) {
-        OnDeadline();
-      } else if (next == t_repair) {
-        OnRepaired();
-      } else if (Uniform01() * rate < job_rate) {
-        OnJobFault(job_nodes_[Pick(job_nodes_.size())], PickCause(false));
-      } else {
-        OnIdleFault(idle_nodes_[Pick(idle_nodes_.size())]);
-      }
-    }
+void Run::Finish() {
+  now_ = std::min(now_, end_);
+  out_.wall_s = now_;
+  out_.productive_s = Progress();
+  out_.bucket_s[static_cast<int>(Bucket::kProductive)] = out_.productive_s;
+  out_.ettr = out_.wall_s > 0 ? out_.productive_s / out_.wall_s : 0;
+  out_.final_step = StepOf(out_.productive_s);
+  for (int d = std::max(0, last_day_); d < static_cast<int>(day_min_->size()); ++d)
+    if (d * 86400.0 < end_ && last_ready_ >= 0) (*day_min_)[d] = std::min((*day_min_)[d], last_ready_);
+  out_.restarts = job_.attempt - 1;
+  if (out_.min_ready_spares == std::numeric_limits<int>::max()) out_.min_ready_spares = 0;
+}
+
+void Run::OnDeadline() {
+  switch (phase_) {
+    case Phase::kStarting:
+      phase_ = Phase::kTraining;
+      job_.state = JobState::kRunning;
+      deadline_ = kInf;
+      return;
+    case Phase::kDetecting:
+      return Decide();
+    case Phase::kPlannedSave:
+      return PlannedRestart();
+    case Phase::kStopping:
+      return StartDue();
+    case Phase::kFailed:
+      return ManualIntervention();
+    case Phase::kTraining:
+    case Phase::kQueued:
+      deadline_ = kInf;
+      return;
   }
+}
 
-  void Finish() {
-    now_ = std::min(now_, end_);
-    out_.wall_s = now_;
-    out_.productive_s = Progress();
-    out_.bucket_s[static_cast<int>(Bucket::kProductive)] = out_.productive_s;
-    out_.ettr = out_.wall_s > 0 ? out_.productive_s / out_.wall_s : 0;
-    out_.final_step = StepOf(out_.productive_s);
-    for (int d = std::max(0, last_day_); d < static_cast<int>(day_min_->size()); ++d)
-      if (d * 86400.0 < end_ && last_ready_ >= 0) (*day_min_)[d] = std::min((*day_min_)[d], last_ready_);
-    out_.restarts = job_.attempt - 1;
-    if (out_.min_ready_spares == std::numeric_limits<int>::max()) out_.min_ready_spares = 0;
-  }
+void Run::TakeOut(const std::string& id, NodeActionKind kind) {
+  const Node* n = cluster_.Find(id);
+  if (n == nullptr) return;
+  Node copy = *n;
+  if (kind == NodeActionKind::kFail)
+    copy.failed = true;
+  else
+    copy.schedulable = false;
+  (void)cluster_.UpsertNode(copy);
+  if (in_repair_.insert(id).second) repairs_.push({now_ + in_.repair_s, id});
+  dirty_ = true;
+}
 
-  void OnDeadline() {
-    switch (phase_) {
-      case Phase::kStarting:
-        phase_ = Phase::kTraining;
-        job_.state = JobState::kRunning;
-        deadline_ = kInf;
-        return;
-      case Phase::kDetecting:
-        return Decide();
-      case Phase::kPlannedSave:
-        return PlannedRestart();
-      case Phase::kStopping:
-        return StartDue();
-      case Phase::kFailed:
-        return ManualIntervention();
-      case Phase::kTraining:
-      case Phase::kQueued:
-        deadline_ = kInf;
-        return;
-    }
-  }
-
-  // ---- Nodes out and back.
-  void TakeOut(const std::string& id, NodeActionKind kind) {
-    const Node* n = cluster_.Find(id);
-    if (n == nullptr) return;
+void Run::OnRepaired() {
+  const std::string id = repairs_.top().second;
+  repairs_.pop();
+  in_repair_.erase(id);
+  if (const Node* n = cluster_.Find(id)) {
     Node copy = *n;
-    if (kind == NodeActionKind::kFail)
-      copy.failed = true;
-    else
-      copy.schedulable = false;
+    copy.failed = false;
+    copy.schedulable = true;
+    copy.spare = true;  // a repaired node rejoins the spare pool
+    copy.reason.clear();
     (void)cluster_.UpsertNode(copy);
-    if (in_repair_.insert(id).second) repairs_.push({now_ + in_.repair_s, id});
-    dirty_ = true;
   }
-  void OnRepaired() {
-    const std::string id = repairs_.top().second;
-    repairs_.pop();
-    in_repair_.erase(id);
-    if (const Node* n = cluster_.Find(id)) {
-      Node copy = *n;
-      copy.failed = false;
-      copy.schedulable = true;
-      copy.spare = true;  // a repaired node rejoins the spare pool
-      copy.reason.clear();
-      (void)cluster_.UpsertNode(copy);
-    }
-    dirty_ = true;
-    if (phase_ == Phase::kQueued) TryQueued();
-  }
-  void OnIdleFault(const std::string& id) {
-    ++out_.idle_node_faults;
-    TakeOut(id, NodeActionKind::kFail);
-  }
+  dirty_ = true;
+  if (phase_ == Phase::kQueued) TryQueued();
+}
 
-  // ---- Attempts.
-  void StartAttempt(const std::optional<SimCheckpoint>& resume) {
-    const double d0 = resume ? resume->done_s : 0;
-    if (job_.attempt > 0) Add(Bucket::kLostProgress, frozen_done_ - d0);
-    // Lineage: the candidates at the decision at or before the resume point, and the resume checkpoint.
-    std::vector<SimCheckpoint> lineage;
-    for (const SimCheckpoint& c : candidates_)
-      if (resume && c.record.step <= resume->record.step && c.record.id != resume->record.id)
-        lineage.push_back(c);
-    if (resume) lineage.push_back(*resume);
-    std::sort(lineage.begin(), lineage.end(),
-              [](const SimCheckpoint& a, const SimCheckpoint& b) { return a.record.step < b.record.step; });
-    if (lineage.size() > kLineage) lineage.erase(lineage.begin(), lineage.end() - kLineage);
-    lineage_ = std::move(lineage);
-    candidates_.clear();
+void Run::StartAttempt(const std::optional<SimCheckpoint>& resume) {
+  const double d0 = resume ? resume->done_s : 0;
+  if (job_.attempt > 0) Add(Bucket::kLostProgress, frozen_done_ - d0);
+  // Lineage: the candidates at the decision at or before the resume point, and the resume checkpoint.
+  std::vector<SimCheckpoint> lineage;
+  for (const SimCheckpoint& c : candidates_)
+    if (resume && c.record.step <= resume->record.step && c.record.id != resume->record.id)
+      lineage.push_back(c);
+  if (resume) lineage.push_back(*resume);
+  std::sort(lineage.begin(), lineage.end(),
+            [](const SimCheckpoint& a, const SimCheckpoint& b) { return a.record.step < b.record.step; });
+  if (lineage.size() > kLineage) lineage.erase(lineage.begin(), lineage.end() - kLineage);
+  lineage_ = std::move(lineage);
+  candidates_.clear();
 
-    ++job_.attempt;
-    placement_.attempt = job_.attempt;
-    job_.state = JobState::kLaunching;
-    phase_ = Phase::kStarting;
-    attempt_start_ = now_;
-    d0_ = d0;
-    frozen_done_ = d0;
-    first_step_at_ = now_ + in_.timing.launch_s + in_.timing.init_s + (resume ? in_.timing.load_s : 0);
-    deadline_ = first_step_at_;
-    AttemptSummary s{.number = job_.attempt,
-                     .resume_step = resume ? resume->record.step : 0,
-                     .resume_checkpoint = resume ? resume->record.id : ""};
-    for (const RankSlot& r : placement_.ranks) s.nodes.insert(r.node);
-    history_.push_back(std::move(s));
-    if (history_.size() > kAttemptHistory) history_.pop_front();
-    dirty_ = true;
-  }
+  ++job_.attempt;
+  placement_.attempt = job_.attempt;
+  job_.state = JobState::kLaunching;
+  phase_ = Phase::kStarting;
+  attempt_start_ = now_;
+  d0_ = d0;
+  frozen_done_ = d0;
+  first_step_at_ = now_ + in_.timing.launch_s + in_.timing.init_s + (resume ? in_.timing.load_s : 0);
+  deadline_ = first_step_at_;
+  AttemptSummary s{.number = job_.attempt,
+                   .resume_step = resume ? resume->record.step : 0,
+                   .resume_checkpoint = resume ? resume->record.id : ""};
+  for (const RankSlot& r : placement_.ranks) s.nodes.insert(r.node);
+  history_.push_back(std::move(s));
+  if (history_.size() > kAttemptHistory) history_.pop_front();
+  dirty_ = true;
+}
 
-  // The current attempt's checkpoints as the ledger would grade them at its last healthy step `healthy`
-  // with the last agreeing hash check at `agreed`: the newest good one and the newest, when they exist.
-  void AttemptCheckpoints(double upto_t, int64_t healthy, int64_t agreed, std::vector<SimCheckpoint>* out) {
-    if (phase_ != Phase::kTraining && phase_ != Phase::kDetecting && phase_ != Phase::kPlannedSave) return;
-    if (upto_t < first_step_at_) return;
-    const int64_t n = SplitTraining(upto_t - first_step_at_, interval_, in_.timing.save_s).saves_done;
-    if (n < 1) return;
-    const int64_t bound = std::min(agreed, healthy - in_.policy.good_after_steps);
-    // Newest j with step_j <= bound: d0 + j·I < (bound + 1)·step.
-    int64_t good = static_cast<int64_t>(std::ceil(((bound + 1) * StepS() - d0_) / interval_)) - 1;
-    good = std::clamp<int64_t>(good, 0, n);
-    auto make = [&](int64_t j, CheckpointStatus st) {
-      SimCheckpoint c;
-      c.done_s = d0_ + static_cast<double>(j) * interval_;
-      c.record.step = StepOf(c.done_s);
-      c.record.attempt = job_.attempt;
-      c.record.job = kJobId;
-      c.record.id =
-          std::string(kJobId) + "/" + std::to_string(job_.attempt) + "/" + std::to_string(c.record.step);
-      c.record.status = st;
-      c.record.ranks_reported = 1;
-      c.record.created_at = At(first_step_at_ + static_cast<double>(j) * (interval_ + in_.timing.save_s));
-      out->push_back(c);
-    };
-    if (good >= 1) make(good, CheckpointStatus::kGood);
-    if (n > good) make(n, CheckpointStatus::kComplete);
-    if (good >= 1) consecutive_ = 0;  // a checkpoint became good: the backoff starts over (OnGoodProgress)
-  }
-  std::optional<Checkpoint> Newest(bool good_only) const {
-    const SimCheckpoint* best = nullptr;
-    for (const SimCheckpoint& c : candidates_) {
-      const bool ok = c.record.status == CheckpointStatus::kGood ||
-                      (!good_only && c.record.status == CheckpointStatus::kComplete);
-      if (ok && (best == nullptr || c.record.step > best->record.step)) best = &c;
-    }
-    if (best == nullptr) return std::nullopt;
-    return best->record;
-  }
-  std::optional<SimCheckpoint> Find(const std::optional<Checkpoint>& c) const {
-    if (!c) return std::nullopt;
-    for (const SimCheckpoint& x : candidates_)
-      if (x.record.id == c->id) return x;
-    return std::nullopt;
-  }
-
-  // ---- Faults that hit the job.
-  void OnJobFault(const std::string& node, FaultCause cause) {
-    if (cause == FaultCause::kSdc && phase_ != Phase::kTraining) return;      // no parameters to corrupt yet
-    if (cause == FaultCause::kPlanned && phase_ != Phase::kTraining) return;  // maintenance waits for a run
-    ++out_.interruptions[static_cast<int>(cause)];
-    cause_ = cause;
-    frozen_done_ = Progress();
-    const bool stepped = phase_ == Phase::kTraining;
-    const int64_t step = StepOf(frozen_done_);
-    history_.back().last_step = stepped ? std::optional<int64_t>(step) : std::nullopt;
-    const int k = in_.policy.sdc_check_every_steps;
-    const int64_t agreed = k > 0 ? (step / k) * k : std::numeric_limits<int64_t>::max();
-    candidates_ = lineage_;
-    if (cause == FaultCause::kPlanned) {
-      phase_ = Phase::kPlannedSave;  // a checkpoint of the progress, then the restart
-      AttemptCheckpoints(now_, step, agreed, &candidates_);
-      deadline_ = now_ + in_.timing.save_s;
-      return;
-    }
-    Finding f;
-    f.id = "f-" + std::to_string(++findings_);
-    f.job = kJobId;
-    f.attempt = job_.attempt;
-    f.incident = f.id;
-    f.nodes = {node};
-    if (stepped) f.step = step;
-    f.onset_at = At(now_);
-    double detect = DetectionLatency(cause, in_.detectors, in_.policy);
-    switch (cause) {
-      case FaultCause::kGpu:
-        f.kind = FindingKind::kGpuFault;
-        break;
-      case FaultCause::kHost:
-        f.kind = FindingKind::kNodeLost;
-        break;
-      case FaultCause::kNetwork:
-        f.kind = FindingKind::kHang;  // every member entered the collective: the nodes' link is suspected
-        break;
-      case FaultCause::kSoftware:
-        f.kind = FindingKind::kProcessExit;
-        f.exit_code = 1;
-        f.ranks = {rank_on_[node]};
-        break;
-      case FaultCause::kSdc: {
-        f.kind = FindingKind::kSdcSuspected;
-        f.sdc_verdict = SdcVerdict::kMajority;
-        f.ranks = {rank_on_[node]};
-        f.onset_step = step + 1;  // the step in progress computes on corrupt state
-        // Found at the next hash check; training runs on until then (its steps are lost).
-        const int64_t check = k > 0 ? (step / k + 1) * k : step + 1;
-        const double at = first_step_at_ + ElapsedForCompute(static_cast<double>(check) * StepS() - d0_,
-                                                             interval_, in_.timing.save_s);
-        detect = std::max(0.0, at - now_);
-        f.step = check;
-        break;
-      }
-      case FaultCause::kPlanned:
-        break;
-    }
-    f.detected_at = At(now_ + detect);
-    // Checkpoints as graded when the finding is made: an SDC's are healthy only before its onset.
-    if (stepped)
-      AttemptCheckpoints(cause == FaultCause::kSdc ? now_ + detect : now_, step, agreed, &candidates_);
-    pending_ = std::move(f);
-    phase_ = Phase::kDetecting;
-    deadline_ = now_ + detect;
-    dirty_ = true;
-  }
-
-  // The finding is made: the controller's RecordFinding → RecoveryExecutor::OnFinding.
-  void Decide() {
-    Finding f = std::move(pending_);
-    if (f.kind == FindingKind::kGpuFault)
-      TakeOut(f.nodes.front(), NodeActionKind::kFail);             // the agent's report
-    std::vector<Finding> earlier(recent_.begin(), recent_.end());  // oldest first, as FindingLog::Recent
-    const std::set<std::string> no_replay;
-    RecoveryInput in{
-        .job = job_,
-        .placement = placement_,
-        .cluster = cluster_,
-        .finding = f,
-        .last_known_good = Newest(true),
-        .latest_complete = Newest(false),
-        .now = At(now_),
-        .last_restart_at = last_restart_at_ ? std::optional<Time>(At(*last_restart_at_)) : std::nullopt,
-        .consecutive_restarts = consecutive_,
-        .pending_replay_nodes = no_replay,
-        .earlier_findings = earlier};
-    RecoveryDecision d = DecideRecovery(in);
-    if (d.action == RecoveryDecision::kRestart || d.action == RecoveryDecision::kQueue)
-      BreakLoop(f, earlier, &in, &d);
-    recent_.push_back(f);
-    if (recent_.size() > kRecentFindings) recent_.pop_front();
-    Execute(d, /*automatic=*/true);
-  }
-
-  // RecoveryExecutor::BreakLoop.
-  void BreakLoop(const Finding& f, const std::vector<Finding>& earlier, RecoveryInput* in,
-                 RecoveryDecision* d) {
-    std::vector<AttemptSummary> attempts(history_.begin(), history_.end());
-    LoopVerdict v = CheckForLoop({f, earlier, attempts, in_.policy});
-    switch (v.kind) {
-      case LoopVerdict::Kind::kNone:
-        return;
-      case LoopVerdict::Kind::kPoisonedCheckpoint:
-        for (SimCheckpoint& c : candidates_)
-          if (c.record.id == v.bad_checkpoint) c.record.status = CheckpointStatus::kBad;
-        in->last_known_good = Newest(true);
-        in->latest_complete = Newest(false);
-        *d = DecideRecovery(*in);
-        return;
-      case LoopVerdict::Kind::kReproducibleAnomaly:
-        if (in_.policy.on_reproducible_anomaly == OnReproducible::kRecord) {
-          d->action = RecoveryDecision::kNone;
-          d->node_actions.clear();
-          return;
-        }
-        [[fallthrough]];
-      case LoopVerdict::Kind::kDeterministicCrash:
-      case LoopVerdict::Kind::kNoProgress:
-        d->action = RecoveryDecision::kFail;
-        d->node_actions.clear();
-        d->new_placement.reset();
-        return;
-    }
-  }
-
-  // RecoveryExecutor::Execute, with a restart always started through PlaceRestart once the old ranks are
-  // stopped and the backoff has passed (StartDue): nodes lost meanwhile are replaced there.
-  void Execute(const RecoveryDecision& d, bool automatic) {
-    for (const NodeAction& a : d.node_actions) TakeOut(a.node, a.action);
-    const double stop = cause_ == FaultCause::kHost
-                            ? std::max(in_.timing.stop_s,
-                                       in_.detectors.agent_lease_s - in_.detectors.node_heartbeat_timeout_s)
-                            : in_.timing.stop_s;
-    switch (d.action) {
-      case RecoveryDecision::kNone:
-        // Nothing stops: training goes on from where it is (the finding's time was lost to it).
-        phase_ = Phase::kTraining;
-        job_.state = JobState::kRunning;
-        d0_ = frozen_done_;
-        first_step_at_ = now_;
-        deadline_ = kInf;
-        dirty_ = true;
-        return;
-      case RecoveryDecision::kFail:
-        (void)cluster_.Release(kJobId);
-        job_.state = JobState::kFailed;
-        phase_ = Phase::kFailed;
-        stop_end_ = now_;
-        deadline_ = now_ + stop + in_.manual_response_s;
-        ++out_.manual_interventions;
-        dirty_ = true;
-        return;
-      case RecoveryDecision::kQueue:
-        (void)cluster_.Release(kJobId);
-        job_.state = JobState::kQueued;
-        pending_resume_ = Find(d.resume_from);
-        phase_ = Phase::kQueued;
-        deadline_ = kInf;
-        ++out_.queued;
-        break;
-      case RecoveryDecision::kRestart:
-        (void)cluster_.Release(kJobId);
-        placement_ = *d.new_placement;
-        (void)cluster_.Allocate(kJobId, placement_);  // held through the stop and the backoff
-        job_.state = JobState::kRecovering;
-        pending_resume_ = Find(d.resume_from);
-        phase_ = Phase::kStopping;
-        stop_end_ = now_ + stop;
-        deadline_ = std::max(stop_end_, SecondsOf(d.not_before));
-        break;
-    }
-    if (automatic && d.spends_budget) {
-      ++job_.restarts;
-      ++consecutive_;
-      last_restart_at_ = now_;
-    }
-    dirty_ = true;
-  }
-
-  // RecoveryExecutor::StartDue / Start: the held placement, its unusable nodes replaced.
-  void StartDue() {
-    RecoveryDecision d = PlaceRestart(job_, placement_, cluster_);
-    (void)cluster_.Release(kJobId);
-    if (d.action != RecoveryDecision::kRestart) {
-      job_.state = JobState::kQueued;
-      phase_ = Phase::kQueued;
-      deadline_ = kInf;
-      ++out_.queued;
-      dirty_ = true;
-      return;
-    }
-    placement_ = std::move(*d.new_placement);
-    (void)cluster_.Allocate(kJobId, placement_);
-    StartAttempt(pending_resume_);
-  }
-
-  // A queued job starts once a node came back (the only job: the queue is its own).
-  void TryQueued() {
-    RecoveryDecision d = PlaceRestart(job_, placement_, cluster_);
-    if (d.action != RecoveryDecision::kRestart) return;
-    placement_ = std::move(*d.new_placement);
-    (void)cluster_.Allocate(kJobId, placement_);
-    StartAttempt(pending_resume_);
-  }
-
-  // A failed job (budget spent, or a loop breaker): an operator restarts it from the latest checkpoint
-  // with a fresh budget.
-  void ManualIntervention() {
-    job_.restarts = 0;
-    consecutive_ = 0;
-    std::vector<Checkpoint> cps;
-    for (const SimCheckpoint& c : candidates_) cps.push_back(c.record);
-    RestartRequest req{.job = job_,
-                       .placement = placement_,
-                       .cluster = cluster_,
-                       .from = "latest",
-                       .reason = "restarted by hand",
-                       .checkpoints = cps,
-                       .now = At(now_)};
-    Result<RecoveryDecision> d = ManualRestart(req);
-    job_.state = JobState::kRecovering;
-    if (!d.ok()) {  // no checkpoint qualifies: from scratch
-      RecoveryDecision scratch = PlaceRestart(job_, placement_, cluster_);
-      pending_resume_.reset();
-      if (scratch.action == RecoveryDecision::kRestart) {
-        placement_ = std::move(*scratch.new_placement);
-        (void)cluster_.Allocate(kJobId, placement_);
-        return StartAttempt(std::nullopt);
-      }
-      phase_ = Phase::kQueued;
-      deadline_ = kInf;
-      dirty_ = true;
-      return;
-    }
-    pending_resume_ = Find(d->resume_from);
-    if (d->action != RecoveryDecision::kRestart) {
-      phase_ = Phase::kQueued;
-      deadline_ = kInf;
-      dirty_ = true;
-      return;
-    }
-    placement_ = std::move(*d->new_placement);
-    (void)cluster_.Allocate(kJobId, placement_);
-    StartAttempt(pending_resume_);
-  }
-
-  // A planned interruption: the checkpoint of the progress is saved; the operator's forced restart from
-  // it (no budget, no backoff).
-  void PlannedRestart() {
+void Run::AttemptCheckpoints(double upto_t, int64_t healthy, int64_t agreed,
+                             std::vector<SimCheckpoint>* out) {
+  if (phase_ != Phase::kTraining && phase_ != Phase::kDetecting && phase_ != Phase::kPlannedSave) return;
+  if (upto_t < first_step_at_) return;
+  const int64_t n = SplitTraining(upto_t - first_step_at_, interval_, in_.timing.save_s).saves_done;
+  if (n < 1) return;
+  const int64_t bound = std::min(agreed, healthy - in_.policy.good_after_steps);
+  // Newest j with step_j <= bound: d0 + j·I < (bound + 1)·step.
+  int64_t good = static_cast<int64_t>(std::ceil(((bound + 1) * StepS() - d0_) / interval_)) - 1;
+  good = std::clamp<int64_t>(good, 0, n);
+  auto make = [&](int64_t j, CheckpointStatus st) {
     SimCheckpoint c;
-    c.done_s = frozen_done_;
-    c.record.step = StepOf(frozen_done_);
+    c.done_s = d0_ + static_cast<double>(j) * interval_;
+    c.record.step = StepOf(c.done_s);
     c.record.attempt = job_.attempt;
     c.record.job = kJobId;
-    c.record.id = std::string(kJobId) + "/" + std::to_string(job_.attempt) + "/" +
-                  std::to_string(c.record.step) + "-planned";
-    c.record.status = CheckpointStatus::kComplete;
+    c.record.id =
+        std::string(kJobId) + "/" + std::to_string(job_.attempt) + "/" + std::to_string(c.record.step);
+    c.record.status = st;
     c.record.ranks_reported = 1;
-    c.record.created_at = At(now_);
-    candidates_.push_back(c);
-    std::vector<Checkpoint> cps;
-    for (const SimCheckpoint& x : candidates_) cps.push_back(x.record);
-    RestartRequest req{.job = job_,
-                       .placement = placement_,
-                       .cluster = cluster_,
-                       .from = "latest",
-                       .reason = "planned maintenance",
-                       .checkpoints = cps,
-                       .now = At(now_)};
-    Result<RecoveryDecision> d = ManualRestart(req);
-    if (!d.ok()) {  // cannot happen with the checkpoint just saved; keep training
-      phase_ = Phase::kTraining;
-      d0_ = frozen_done_;
-      first_step_at_ = now_;
-      deadline_ = kInf;
-      return;
-    }
-    Execute(*d, /*automatic=*/false);
+    c.record.created_at = At(first_step_at_ + static_cast<double>(j) * (interval_ + in_.timing.save_s));
+    out->push_back(c);
+  };
+  if (good >= 1) make(good, CheckpointStatus::kGood);
+  if (n > good) make(n, CheckpointStatus::kComplete);
+  if (good >= 1) consecutive_ = 0;  // a checkpoint became good: the backoff starts over (OnGoodProgress)
+}
+
+std::optional<Checkpoint> Run::Newest(bool good_only) const {
+  const SimCheckpoint* best = nullptr;
+  for (const SimCheckpoint& c : candidates_) {
+    const bool ok = c.record.status == CheckpointStatus::kGood ||
+                    (!good_only && c.record.status == CheckpointStatus::kComplete);
+    if (ok && (best == nullptr || c.record.step > best->record.step)) best = &c;
   }
+  if (best == nullptr) return std::nullopt;
+  return best->record;
+}
 
-  const SimInput& in_;
-  const double interval_;
-  std::mt19937_64 rng_;
-  Cluster cluster_;
-  std::vector<int>* day_min_;
-  const std::atomic<bool>* cancel_;
-  Job job_;
-  Placement placement_;
-  SeedOutcome out_;
-  std::array<double, 4> parts_{};
-
-  double now_ = 0, end_ = 0, deadline_ = kInf;
-  Phase phase_ = Phase::kStarting;
-  double attempt_start_ = 0, first_step_at_ = 0, d0_ = 0, frozen_done_ = 0, stop_end_ = 0;
-  std::optional<FaultCause> cause_;  // the incident the current downtime belongs to
-  Finding pending_;
-  std::optional<SimCheckpoint> pending_resume_;
-  std::vector<SimCheckpoint> lineage_, candidates_;
-  std::deque<Finding> recent_;
-  std::deque<AttemptSummary> history_;
-  std::optional<double> last_restart_at_;
-  int consecutive_ = 0;
-  int64_t findings_ = 0;
-
-  using Repair = std::pair<double, std::string>;
-  std::priority_queue<Repair, std::vector<Repair>, std::greater<>> repairs_;
-  std::set<std::string> in_repair_;
-  std::vector<std::string> job_nodes_, idle_nodes_;
-  std::unordered_map<std::string, int> rank_on_;
-  bool dirty_ = true;
-  int last_day_ = 0, last_ready_ = -1;
-};
-
-}  // namespace
+void Run::OnJobFault(const std::string& node, FaultCause cause) {
+  if (cause == FaultCause::kSdc && phase_ != Phase::kTraining) return;      // no parameters to corrupt yet
+  if (cause == FaultCause::kPlanned && phase_ != Phase::kTraining) return;  // maintenance waits for a run
+  ++out_.interruptions[static_cast<int>(cause)];
+  cause_ = cause;
+  frozen_done_ = Progress();
+  const bool stepped = phase_ == Phase::kTraining;
+  const int64_t step = StepOf(frozen_done_);
+  history_.back().last_step = stepped ? std::optional<int64_t>(step) : std::nullopt;
+  const int k = in_.policy.sdc_check_every_steps;
+  const int64_t agreed = k > 0 ? (step / k) * k : std::numeric_limits<int64_t>::max();
+  candidates_ = lineage_;
+  if (cause == FaultCause::kPlanned) {
+    phase_ = Phase::kPlannedSave;  // a checkpoint of the progress, then the restart
+    AttemptCheckpoints(now_, step, agreed, &candidates_);
+    deadline_ = now_ + in_.timing.save_s;
+    return;
+  }
+  Finding f;
+  f.id = "f-" + std::to_string(++findings_);
+  f.job = kJobId;
+  f.attempt = job_.attempt;
+  f.incident = f.id;
+  f.nodes = {node};
+  if (stepped) f.step = step;
+  f.onset_at = At(now_);
+  double detect = DetectionLatency(cause, in_.detectors, in_.policy);
+  switch (cause) {
+    case FaultCause::kGpu:
+      f.kind = FindingKind::kGpuFault;
+      break;
+    case FaultCause::kHost:
+      f.kind = FindingKind::kNodeLost;
+      break;
+    case FaultCause::kNetwork:
+      f.kind = FindingKind::kHang;  // every member entered the collective: the nodes' link is suspected
+      break;
+    case FaultCause::kSoftware:
+      f.kind = FindingKind::kProcessExit;
+      f.exit_code = 1;
+      f.ranks = {rank_on_[node]};
+      break;
+    case FaultCause::kSdc: {
+      f.kind = FindingKind::kSdcSuspected;
+      f.sdc_verdict = SdcVerdict::kMajority;
+      f.ranks = {rank_on_[node]};
+      f.onset_step = step + 1;  // the step in progress computes on corrupt state
+      // Found at the next hash check; training runs on until then (its steps are lost).
+      const int64_t check = k > 0 ? (step / k + 1) * k : step + 1;
+      const double at = first_step_at_ + ElapsedForCompute(static_cast<double>(check) * StepS() - d0_,
+                                                           interval_, in_.timing.save_s);
+      detect = std::max(0.0, at - now_);
+      f.step = check;
+      break;
+    }
+    case FaultCause::kPlanned:
+      break;
+  }
+  f.detected_at = At(now_ + detect);
+  // Checkpoints as graded when the finding is made: an SDC's are healthy only before its onset.
+  if (stepped)
+    AttemptCheckpoints(cause == FaultCause::kSdc ? now_ + detect : now_, step, agreed, &candidates_);
+  pending_ = std::move(f);
+  phase_ = Phase::kDetecting;
+  deadline_ = now_ + detect;
+  dirty_ = true;
+}
 
 Result<SeedOutcome> RunSeed(const SimInput& in, double interval_s, uint64_t seed,
                             std::vector<int>* day_min_spares, const std::atomic<bool>* cancel) {
