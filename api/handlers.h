@@ -6,6 +6,7 @@
 // (ApiOptions::planner).
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <initializer_list>
 #include <map>
@@ -39,6 +40,11 @@ struct ApiOptions {
   // Where planner searches run (POST /v1/plan, submits): off the control thread (api/plan_runner.h).
   // nullptr: inline on the control thread (tests that drive the routes without a daemon).
   PlanRunner* planner = nullptr;
+  // Where POST /v1/simulate runs (goodput/simulator.h): a runner of its own, so a long simulation holds up
+  // neither the control thread nor planner searches. nullptr: inline (tests without a daemon).
+  PlanRunner* simulator = nullptr;
+  // Set by the daemon at shutdown: a simulation in progress stops at its next event.
+  const std::atomic<bool>* simulation_cancel = nullptr;
   // Posts a function to the control thread, which runs it holding the ControlLock: where a submit goes on
   // once its search is done. Required with `planner`.
   std::function<void(std::function<void()>)> post_control;

@@ -63,6 +63,7 @@ const std::vector<RouteRule>& RouteTable() {
       {"GET", "/v1/nodes/{id}/assignments", false, {G}, {{G, Ownership::kOwnNode}}},
       // Planning and jobs.
       {"POST", "/v1/plan", false, {A, O, S, V}, {}},
+      {"POST", "/v1/simulate", false, {A, O, S, V}, {}},
       {"POST", "/v1/jobs", false, {A, S}, {}},
       {"GET", "/v1/jobs", false, {A, O, S, V}, {}},
       {"GET", "/v1/jobs/{id}", false, {A, O, S, V}, {}},

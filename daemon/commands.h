@@ -12,5 +12,7 @@ int RunDaemon(const DaemonConfig& config);
 int RunGenInventory(int argc, char** argv);
 // A node agent (agent/).
 int RunAgent(int argc, char** argv);
+// Predicts a run's ETTR (goodput/simulator.h); exit 2 on invalid input.
+int RunSimulate(int argc, char** argv);
 
 }  // namespace shepherd

@@ -1,4 +1,5 @@
-// shepherdd: the daemon (default), `shepherdd agent ...` (a node agent) and `shepherdd gen-inventory ...`.
+// shepherdd: the daemon (default), `shepherdd agent ...` (a node agent), `shepherdd gen-inventory ...` and
+// `shepherdd simulate ...` (predicts a run's ETTR).
 #include <boost/program_options.hpp>
 #include <iostream>
 
@@ -100,10 +101,11 @@ int main(int argc, char** argv) {
   std::string cmd = argc > 1 ? argv[1] : "";
   if (cmd == "gen-inventory") return RunGenInventory(argc - 1, argv + 1);
   if (cmd == "agent") return RunAgent(argc - 1, argv + 1);
+  if (cmd == "simulate") return RunSimulate(argc - 1, argv + 1);
   // A word that is no command (a typo, a command of a newer version) must not start a daemon.
   if (!cmd.empty() && cmd[0] != '-') {
     std::cerr << "shepherdd: unknown command '" << cmd
-              << "' (commands: agent, gen-inventory; the daemon takes only options: shepherdd --help)\n";
+              << "' (commands: agent, gen-inventory, simulate; the daemon takes only options: shepherdd --help)\n";
     return 2;
   }
   return Serve(argc, argv);

@@ -41,6 +41,7 @@ namespace {
 
 constexpr int kReaderNice = 10;  // the reader thread's nice value (lower priority than the other threads)
 constexpr std::size_t kPlannerCapacity = 16;  // planner searches waiting or running (429 beyond)
+constexpr std::size_t kSimulatorCapacity = 4;  // simulations waiting or running (429 beyond)
 
 Status WritePortFile(const std::string& path, uint16_t port) {
   std::string tmp = path + ".tmp";
@@ -225,6 +226,11 @@ int RunDaemon(const DaemonConfig& config) {
   // Planner searches on their own thread (api/plan_runner.h); stopped below, once the server has drained.
   auto planner = std::make_unique<PlanRunner>(kPlannerCapacity);
   api_options.planner = planner.get();
+  // Simulations on a runner of their own (POST /v1/simulate; api/handlers_simulate.cpp).
+  std::atomic<bool> stop_simulations{false};  // before the runner: it outlives the runner's thread
+  auto simulator = std::make_unique<PlanRunner>(kSimulatorCapacity);
+  api_options.simulator = simulator.get();
+  api_options.simulation_cancel = &stop_simulations;
   api_options.post_control = post;
   // Binding a Slurm job id asks Slurm whose job it is, on the asker's thread (stopped below).
   std::unique_ptr<SlurmJobAsker> slurm_asker;
@@ -367,6 +373,7 @@ int RunDaemon(const DaemonConfig& config) {
     exit_code = code;
     spdlog::info("shutting down: {}", why);
     front.Stop();  // what still waits in a queue is answered 503, not run: no long queue delays the exit
+    stop_simulations = true;  // a simulation in progress answers 503 at its next event: the drain needs no wait
     signals.cancel();
     hup.cancel();
     ticker.cancel();
@@ -423,6 +430,7 @@ int RunDaemon(const DaemonConfig& config) {
   parse_thread.join();
   read_work.reset();  // the reads the I/O thread queued run (their sessions are gone; nothing is sent)
   read_thread.join();
+  simulator.reset();
   planner.reset();  // the search in progress ends; its answer, if any, is posted and run below
   if (slurm_launch) slurm_launch->Stop();
   if (slurm_sync) slurm_sync->Stop();

@@ -114,6 +114,7 @@ class AuthMatrixTest : public ::testing::Test {
           "seq_len": 512}, "training": {"global_batch_size": 32}, "parallelism": {"tp": 1, "pp": 1, "dp": 8},
           "resources": {"gpus": 8, "gpus_per_node": 4}})");
     if (p == "/v1/jobs" && rule.method == "POST") c.body = JobBody();
+    if (p == "/v1/simulate") c.body = {{"nodes", 16}, {"days", 1}, {"seeds", 1}};
     if (p.find("/v1/nodes/{id}") == 0) {
       if (rule.method == "DELETE") {
         std::string fresh = "d" + std::to_string(++fresh_);
@@ -176,6 +177,7 @@ const std::map<std::string, std::set<std::string>>& Expected() {
       {"POST /v1/nodes/{id}/heartbeat", {"admin", "agent"}},
       {"GET /v1/nodes/{id}/assignments", {"agent"}},
       {"POST /v1/plan", people_read},
+      {"POST /v1/simulate", people_read},
       {"POST /v1/jobs", {"admin", "submitter"}},
       {"GET /v1/jobs", people_read},
       {"GET /v1/jobs/{id}", people_read},

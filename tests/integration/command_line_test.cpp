@@ -50,4 +50,39 @@ TEST(CommandLine, HelpStillWorks) {
   EXPECT_NE(o.output.find("--listen"), std::string::npos) << o.output;
 }
 
+// `shepherdd simulate`: the ETTR on a line of its own; --json is the API's answer; bad input is exit 2
+// naming the field.
+TEST(CommandLine, SimulatePrintsTheEttrLine) {
+  const Outcome o = RunShepherdd("simulate --nodes 16 --days 5 --seeds 2 --interval-s 1800");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  const auto at = o.output.find("\nETTR: 0.");
+  ASSERT_NE(at, std::string::npos) << o.output;
+  double mean = 0, low = 0, high = 0;
+  ASSERT_EQ(std::sscanf(o.output.c_str() + at, "\nETTR: %lf [%lf, %lf]", &mean, &low, &high), 3) << o.output;
+  EXPECT_LE(low, mean);
+  EXPECT_LE(mean, high);
+  EXPECT_GT(mean, 0.5);
+}
+
+TEST(CommandLine, SimulateJsonIsTheApiAnswer) {
+  const Outcome o = RunShepherdd("simulate --nodes 16 --days 5 --seeds 1 --json");
+  ASSERT_EQ(o.exit_code, 0) << o.output;
+  EXPECT_NE(o.output.find("\"ettr\""), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("\"badput_by_cause\""), std::string::npos) << o.output;
+}
+
+TEST(CommandLine, SimulateRefusesBadInput) {
+  Outcome o = RunShepherdd("simulate --seeds 0");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("seeds"), std::string::npos) << o.output;
+  o = RunShepherdd("simulate --nodes 16 extra");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  o = RunShepherdd("simulate --request '{\"fleet\": \"inventory\"}'");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("fleet"), std::string::npos) << o.output;
+  o = RunShepherdd("simulate --days 100000");
+  EXPECT_EQ(o.exit_code, 2) << o.output;
+  EXPECT_NE(o.output.find("days"), std::string::npos) << o.output;
+}
+
 }  // namespace
