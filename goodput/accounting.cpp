@@ -447,6 +447,8 @@ JobGoodput AccountJob(const GoodputInput& in) {
     }
   }
 
+  out.from = lo;
+  out.to = std::max(lo, hi);
   out.wall_s = ToSeconds(wall);
   out.gpus = runs.empty() ? static_cast<double>(job.plan.world_size()) : runs.back().size.gpus;
   for (int k = 0; k < 11; ++k) {

@@ -84,7 +84,8 @@ struct AttemptGoodput {
 };
 
 struct JobGoodput {
-  double wall_s = 0;
+  Time from{}, to{};  // what was accounted: the job's life (submission to its end, or now) within the window
+  double wall_s = 0;  // to - from (0 when the window misses the job)
   double gpus = 0;  // GPUs the job's plan holds while it runs
   std::array<Span, kBucketCount> buckets{};  // indexed by Bucket; sums to wall_s
   RecoveryParts recovery;                      // sums to buckets[kRecovery]
