@@ -125,6 +125,7 @@ void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Cloc
 void RegisterExternalRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
 void RegisterEventRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
 void RegisterSimulateRoutes(Router* router, Controller* c, ApiOptions o);
+void RegisterGoodputRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
 
 void InstallAuth(Router* router, Controller* c, Authenticator* auth) {
   // Rank credentials are minted per rank of an attempt by the control layer (control/rank_tokens.h).
@@ -159,6 +160,7 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
   RegisterExternalRoutes(router, c, o, clock);
   RegisterEventRoutes(router, c, o, clock);
   RegisterSimulateRoutes(router, c, o);
+  RegisterGoodputRoutes(router, c, o, clock);
   RegisterUiRoutes(router, o.ui_dir);
   router->Add("GET", "/v1/whoami", [](const HttpRequest& req, const PathParams&, Respond respond) {
     const Principal who = req.principal.value_or(Principal{Role::kAdmin, "anonymous", {}, {}, {}});

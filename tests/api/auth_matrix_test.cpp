@@ -192,6 +192,8 @@ const std::map<std::string, std::set<std::string>>& Expected() {
       {"GET /v1/jobs/{id}/checkpoints", people_read},
       {"GET /v1/jobs/{id}/failures", people_read},
       {"GET /v1/failures", people_read},
+      {"GET /v1/jobs/{id}/goodput", people_read},
+      {"GET /v1/goodput", people_read},
       {"GET /v1/events", people_read},
       {"GET /v1/whoami", {"admin", "operator", "submitter", "viewer", "agent", "rank"}},
   };
