@@ -172,4 +172,12 @@ Json RenderFleetGoodput(const FleetGoodput& f, std::optional<Time> since, Time u
             {"source", rate.enough ? "fleet" : "default"}}}};
 }
 
+FleetRate FleetRateOf(const Controller& c, Time now) {
+  FleetRateTally tally;
+  c.VisitGoodputRecords(Time::min(), false, [&](const Controller::GoodputRecords& r) {
+    tally.Add({.job = r.job, .attempts = r.attempts, .findings = r.findings, .sizes = r.sizes}, now);
+  });
+  return tally.Result();
+}
+
 }  // namespace shepherd

@@ -11,11 +11,12 @@
 #include "core/json.h"
 #include "goodput/accounting.h"
 #include "goodput/checkpoint_advice.h"
+#include "goodput/plan_advice.h"
 
 namespace shepherd {
 
-// Restart cost assumed for checkpoint advice while a job has no measured incident (docs/goodput.md).
-inline constexpr double kDefaultRestartSeconds = 60;
+// The fleet's interruption rate from every job's history (MeasureFleetRate). Control thread.
+FleetRate FleetRateOf(const Controller& c, Time now);
 
 // The inputs of a job's checkpoint advice, from its records and accounting (`whole`: the job's whole
 // life, not a window) and the fleet's rate; or why there is none yet.

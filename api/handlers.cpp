@@ -119,7 +119,7 @@ void Reply(const Respond& respond, const Result<Json>& r, int ok_status) {
 }  // namespace api
 
 void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o);
-void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o);
+void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
 void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
 void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
 void RegisterExternalRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
@@ -154,7 +154,7 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
     respond(std::move(r));
   });
   RegisterNodeRoutes(router, c, o);
-  RegisterJobRoutes(router, c, o);
+  RegisterJobRoutes(router, c, o, clock);
   RegisterHealthRoutes(router, c, o, clock);
   RegisterAgentRoutes(router, c, o, clock);
   RegisterExternalRoutes(router, c, o, clock);

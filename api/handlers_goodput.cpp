@@ -36,15 +36,6 @@ std::optional<HttpResponse> ParseWindow(const HttpRequest& req, Window* w) {
   return Problem(400, "invalid query", errs);
 }
 
-// The fleet's interruption rate from every job's history (goodput/accounting.h, MeasureFleetRate).
-FleetRate FleetRateOf(const Controller& c, Time now) {
-  FleetRateTally tally;
-  c.VisitGoodputRecords(Time::min(), false, [&](const Controller::GoodputRecords& r) {
-    tally.Add({.job = r.job, .attempts = r.attempts, .findings = r.findings, .sizes = r.sizes}, now);
-  });
-  return tally.Result();
-}
-
 }  // namespace
 
 void RegisterGoodputRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock) {

@@ -2,7 +2,7 @@
 #include "api/handlers.h"
 #include "api/problem.h"
 #include "api/views.h"
-#include "goodput/plan_advice.h"
+#include "api/goodput_views.h"
 
 namespace shepherd {
 namespace {
@@ -127,8 +127,8 @@ Json RenderJobFor(const JobView& v, const std::optional<Principal>& who) {
 
 }  // namespace api
 
-void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
-  router->Add("POST", "/v1/plan", [c, o](const HttpRequest& req, const PathParams&, Respond respond) {
+void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock) {
+  router->Add("POST", "/v1/plan", [c, o, clock](const HttpRequest& req, const PathParams&, Respond respond) {
     if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
     auto parsed = api::Body(req, o);
     if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
@@ -140,11 +140,12 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
     const Hardware hw = c->HardwareFor(*spec);
     const bool off_control = SearchesOffControl(o, *spec);
     // The answer needs nothing more of the controller: the planner thread sends it.
-    auto search = [spec = std::move(spec).value(), hw, respond] {
+    const FleetRate rate = FleetRateOf(*c, clock->Now());
+    auto search = [spec = std::move(spec).value(), hw, respond, rate] {
       Result<PlanEstimate> est = PlanJob(spec, hw);
       if (!est.ok()) return respond(ProblemFrom(est.status()));
       Json answer = ToJson(*est);
-      answer["checkpoint_advice"] = PlanAdviceJson(spec, *est, kLlama3InterruptionsPerNodeHour, false);
+      answer["checkpoint_advice"] = PlanAdviceJson(spec, *est, rate.enough ? rate.per_node_hour : kLlama3InterruptionsPerNodeHour, rate.enough);
       respond(JsonResponse(200, std::move(answer)));
     };
     if (!off_control) return search();

@@ -142,40 +142,6 @@ Result<SimInput> ParseSimRequest(const Json& body, const InventoryFleet* invento
   return in;
 }
 
-namespace {
-
-// BadputCause names as goodput/accounting.h's ToString spells them.
-const char* CauseName(BadputCause c) {
-  switch (c) {
-    case BadputCause::kNodeLost:
-      return "node_lost";
-    case BadputCause::kGpuFault:
-      return "gpu_fault";
-    case BadputCause::kHang:
-      return "hang";
-    case BadputCause::kSdc:
-      return "sdc";
-    case BadputCause::kLossDivergence:
-      return "loss_divergence";
-    case BadputCause::kUserError:
-      return "user_error";
-    case BadputCause::kRankLost:
-      return "rank_lost";
-    case BadputCause::kOperatorRestart:
-      return "operator_restart";
-    case BadputCause::kControlPlane:
-      return "control_plane";
-    case BadputCause::kOther:
-      return "other";
-  }
-  return "other";
-}
-constexpr const char* kBucketNames[kBucketCount] = {"queued",        "startup",         "productive",
-                                                    "lost_progress", "checkpoint_save", "detection",
-                                                    "recovery",      "backoff",         "unattributed"};
-
-}  // namespace
-
 Json ToJson(const SimResult& r) {
   Json j;
   j["ettr"] = {{"mean", r.ettr_mean}, {"ci95", {r.ettr_low, r.ettr_high}}};
@@ -192,10 +158,10 @@ Json ToJson(const SimResult& r) {
   j["detection_s"] = detection;
   Json buckets = Json::object();
   for (int b = 0; b < kBucketCount; ++b)
-    buckets[kBucketNames[b]] = {{"seconds", r.bucket_s[b]}, {"gpu_hours", r.bucket_s[b] * r.job_gpus / 3600}};
+    buckets[ToString(static_cast<Bucket>(b))] = {{"seconds", r.bucket_s[b]}, {"gpu_hours", r.bucket_s[b] * r.job_gpus / 3600}};
   j["buckets"] = buckets;
   Json badput = Json::object();
-  for (const auto& [cause, gh] : r.badput_gpu_hours) badput[CauseName(cause)] = {{"gpu_hours", gh}};
+  for (const auto& [cause, gh] : r.badput_gpu_hours) badput[ToString(cause)] = {{"gpu_hours", gh}};
   j["badput_by_cause"] = badput;
   j["restarts_mean"] = r.restarts_mean;
   Json days = Json::array();
