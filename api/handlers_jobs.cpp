@@ -2,9 +2,19 @@
 #include "api/handlers.h"
 #include "api/problem.h"
 #include "api/views.h"
+#include "goodput/plan_advice.h"
 
 namespace shepherd {
 namespace {
+
+// The plan's checkpoint advice (goodput/plan_advice.h), saying where its save cost and rate came from.
+Json PlanAdviceJson(const JobSpec& spec, const PlanEstimate& e, double per_node_hour, bool fleet_rate) {
+  PlanAdvice a = AdviseForPlan(spec, e, per_node_hour);
+  Json j = ToJson(a.advice);
+  j["inputs"]["save_source"] = a.save_estimated ? "estimated" : "given";
+  j["inputs"]["rate_source"] = fleet_rate ? "fleet" : "default";
+  return j;
+}
 
 // 422 for a plan that cannot fit, with the per-GPU breakdown.
 HttpResponse DoesNotFit(const PlanEstimate& e) {
@@ -133,7 +143,9 @@ void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o) {
     auto search = [spec = std::move(spec).value(), hw, respond] {
       Result<PlanEstimate> est = PlanJob(spec, hw);
       if (!est.ok()) return respond(ProblemFrom(est.status()));
-      respond(JsonResponse(200, ToJson(*est)));
+      Json answer = ToJson(*est);
+      answer["checkpoint_advice"] = PlanAdviceJson(spec, *est, kLlama3InterruptionsPerNodeHour, false);
+      respond(JsonResponse(200, std::move(answer)));
     };
     if (!off_control) return search();
     OnPlanner(o, req, respond, std::move(search));

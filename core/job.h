@@ -205,6 +205,9 @@ struct Resources {
 struct CheckpointSpec {
   std::string dir;
   int every_steps = 0;  // 0: the job does not promise periodic checkpoints
+  // Seconds training waits on one save, as the user measured it; unset: estimated for checkpoint advice
+  // (goodput/plan_advice.h).
+  std::optional<double> save_s;
 };
 
 // What to do when an anomaly reproduces at the same step after a restart from an earlier checkpoint (the

@@ -397,9 +397,10 @@ void ParseLaunch(FieldReader& root, JobSpec* s, std::vector<FieldError>* errs) {
   }
   if (const Json* c = root.Find("checkpoint")) {
     FieldReader r(*c, "checkpoint", errs);
-    r.OnlyKnown({"dir", "every_steps"});
+    r.OnlyKnown({"dir", "every_steps", "save_s"});
     s->checkpoint.dir = r.String("dir", false, 4096).value_or("");
     s->checkpoint.every_steps = int(r.Int("every_steps", false, 0, 1 << 30).value_or(0));
+    s->checkpoint.save_s = r.Number("save_s", false, 1e-3, 86400);
   }
 }
 

@@ -21,6 +21,8 @@ Json ToJson(const JobSpec& s) {
   if (s.resources.gpu_memory_gib) res["gpu_memory_gib"] = *s.resources.gpu_memory_gib;
   if (!s.resources.gpu.empty()) res["gpu"] = s.resources.gpu;
   res["spare_nodes"] = s.resources.spare_nodes;
+  Json checkpoint = {{"dir", s.checkpoint.dir}, {"every_steps", s.checkpoint.every_steps}};
+  if (s.checkpoint.save_s) checkpoint["save_s"] = *s.checkpoint.save_s;
   Json model = {{"layers", s.model.layers},
                 {"hidden", s.model.hidden},
                 {"heads", s.model.heads},
@@ -72,7 +74,7 @@ Json ToJson(const JobSpec& s) {
       {"command", s.command},
       {"env", s.env},
       {"external_id", s.external_id},
-      {"checkpoint", {{"dir", s.checkpoint.dir}, {"every_steps", s.checkpoint.every_steps}}},
+      {"checkpoint", checkpoint},
       {"policy",
        {{"heartbeat_interval_s", p.heartbeat_interval_s},
         {"heartbeat_timeout_s", p.heartbeat_timeout_s},

@@ -57,6 +57,49 @@ TEST(Daemon, PlanAcceptsTheLlama3Layout) {
   EXPECT_NEAR(J(bare)["tflops_per_gpu"].get<double>(), 400, 100) << bare.body;
 }
 
+// The plan answer carries checkpoint advice for its node count. Llama 3 405B's layout on 2,048 nodes at
+// Llama 3's own interruption rate (419 in 54 days on 2,048 nodes: M = 2,048 · 54 · 24 / 419 / 2,048 h
+// = 3.0931 h = 11,135.08 s) with a measured 60 s save: Daly's interval, worked out by hand,
+// x = 60 / 22,270.17 = 0.0026942; sqrt(2 · 60 · 11,135.08) = 1,155.95; factor 1 + 0.017302 + 0.000299;
+// τ = 1,176.29 − 60 = 1,116.29 s. Expected ETTR there with restart 60 s + load 60 s (Daly's T_w):
+// 1 / (M · e^{120/M} · (e^{1,176.29/M} − 1) / 1,116.29) = 0.89011.
+TEST(Daemon, PlanAdvisesACheckpointCadence) {
+  TempDir dir;
+  Daemon d(dir.path);
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  Json body = Json::parse(R"({
+    "training": {"global_batch_size": 2048, "activation_recompute": "full"},
+    "parallelism": {"tp": 8, "cp": 1, "pp": 16, "dp": 128, "vpp": 7, "zero_stage": 1},
+    "checkpoint": {"every_steps": 100, "save_s": 60},
+    "resources": {"gpus": 16384, "gpu": "H100-80GB"}})");
+  body["model"] = Json::parse(kLlama405BModel);
+  HttpResult plan = Http(d.port(), "POST", "/v1/plan", body.dump());
+  ASSERT_EQ(plan.status, 200) << plan.body;
+  const Json a = J(plan)["checkpoint_advice"];
+  EXPECT_NEAR(a["mtbf_s"].get<double>(), 11135.08, 0.01) << a;
+  EXPECT_NEAR(a["interval_s"].get<double>(), 1116.29, 0.01) << a;
+  EXPECT_NEAR(a["young_interval_s"].get<double>(), 1155.95, 0.01) << a;
+  EXPECT_NEAR(a["ettr_advised"].get<double>(), 0.89011, 1e-4) << a;
+  EXPECT_EQ(a["inputs"]["nodes"], 2048);
+  EXPECT_EQ(a["inputs"]["save_source"], "given");
+  EXPECT_EQ(a["inputs"]["rate_source"], "default");
+  // The cadence now is every_steps of the estimated step.
+  EXPECT_NEAR(a["current_interval_s"].get<double>(), 100 * J(plan)["step_time_s"].get<double>(), 1e-6);
+  EXPECT_LT(a["ettr_now"].get<double>(), a["ettr_advised"].get<double>());
+
+  // Without a measured save cost it is estimated: 405.85e9 parameters × 14 bytes written by 2,048 nodes at
+  // 2 GB/s each = 1.387 s.
+  body["checkpoint"] = {{"every_steps", 100}};
+  HttpResult est = Http(d.port(), "POST", "/v1/plan", body.dump());
+  ASSERT_EQ(est.status, 200) << est.body;
+  EXPECT_NEAR(J(est)["checkpoint_advice"]["inputs"]["save_s"].get<double>(), 1.387, 0.001) << est.body;
+  EXPECT_EQ(J(est)["checkpoint_advice"]["inputs"]["save_source"], "estimated");
+
+  // A save cost that is not a positive number of seconds is refused by name.
+  body["checkpoint"] = {{"save_s", -1}};
+  ExpectPlanRefused(d, body, "checkpoint.save_s");
+}
+
 // Megatron-Bridge's Qwen3-235B-A22B layout on 256 H100s (TP 2, PP 8, VP 4, EP 32 with expert tensor
 // parallel 1: the 32 ranks of a stage split the 128 experts) is accepted with parallelism.etp 1; without
 // it, the experts would be sharded over tp and EP 32 cannot be carved out of dp 16: 422 naming the field.
