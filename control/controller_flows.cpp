@@ -375,7 +375,6 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
     if (PlacedOn(node, p.rank) && seen.emplace(p.rank.job, p.rank.attempt, p.rank.rank).second)
       OnRankExit(node, p, now, &batch);
   }
-  ReleaseHolds(now, &batch);  // this agent is heard from now: a held exit may be decided
   for (const GpuFault& g : out.new_faults) {
     const std::string what =
         "agent of " + node + " reports GPU " + std::to_string(g.gpu) + " " + g.kind + ": " + g.detail;
@@ -390,6 +389,8 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
     if (!recovered)
       inventory_.Apply({node, NodeActionKind::kFail, "gpu_fault: " + what}, "agent", now, &batch);
   }
+  // This agent is heard from now: a held exit may be decided (after its GPU faults, which would explain it).
+  ReleaseHolds(now, &batch);
   // Only what this heartbeat can change: a launch gate waiting for this node's old ranks to stop. Other
   // agents' liveness and long-poll deadlines are the tick's (walking every agent on every heartbeat made
   // 20,000 agents at 1 Hz cost 20,000² steps a second).

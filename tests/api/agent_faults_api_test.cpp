@@ -160,6 +160,32 @@ TEST_F(AgentApiTest, AnExitWithEveryAgentAliveRestartsAtTheNextHeartbeatOfTheOth
   EXPECT_EQ(nodes, (std::set<std::string>{"n0", "n1"}));  // a first exit: the same nodes, no blame
 }
 
+// The heartbeat that ends a hold also reports a GPU fault of that node: the fault is the incident's root and
+// its one restart (off the node); the held exit does not restart the job onto the node first.
+TEST_F(AgentApiTest, AGpuFaultInTheHeartbeatThatEndsTheHoldIsTheOneRestartAndTheRoot) {
+  Heartbeat("n1", Running("n1", 1));
+  api_.clock_.AdvanceSeconds(0.3);
+  Json exit = Running("n0", 1)[0];
+  exit["state"] = "exited";
+  exit["exit_code"] = 1;
+  Heartbeat("n0", Json::array({exit}));
+  api_.clock_.AdvanceSeconds(0.5);
+  Heartbeat("n1", Running("n1", 1), Json::array({{{"gpu", 0}, {"kind", "xid"}, {"detail", "79"}}}));
+  EXPECT_EQ(Job()["attempt"], 2);
+  EXPECT_EQ(Job()["restarts"], 1);
+  const Json gpu = api_.Get("/v1/failures?kind=gpu_fault").body["failures"];
+  const Json exits = api_.Get("/v1/failures?kind=process_exit").body["failures"];
+  ASSERT_EQ(gpu.size(), 1u);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(gpu[0]["incident"], gpu[0]["id"]);
+  EXPECT_EQ(exits[0]["incident"], gpu[0]["id"]) << exits[0].dump();
+  EXPECT_EQ(api_.Get("/v1/nodes/n1").body["state"], "failed");
+  std::set<std::string> nodes;
+  const Json placement = api_.Get("/v1/jobs/" + job_ + "/placement").body;
+  for (const Json& r : placement["ranks"]) nodes.insert(r["node"]);
+  EXPECT_EQ(nodes, (std::set<std::string>{"n0", "sp0"}));
+}
+
 TEST_F(AgentApiTest, RankExitsAreFindingsAndCleanExitsFinishTheJob) {
   Json exited = Json::array(
       {{{"job", job_}, {"attempt", 1}, {"rank", 0}, {"pid", 5}, {"state", "exited"}, {"exit_code", 1}}});
