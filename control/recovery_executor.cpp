@@ -83,10 +83,13 @@ std::vector<RecoveryExecutor::HoldOutcome> RecoveryExecutor::DueHolds(Time now) 
     if (!st.held) continue;
     const JobEntry* e = jobs_->Find(job);
     if (!e || !IsActive(e->job.state) || !e->attempt || e->attempt->number != st.held->attempt) {
-      std::string by = st.incident && st.incident->root != st.held->finding ? " (" + st.incident->root + ")" : "";
-      out.push_back({job, st.held->finding, false,
-                     "restart not held any more: attempt " + std::to_string(st.held->attempt) +
-                         " ended by its incident's root" + by});
+      std::string line = "restart not held any more: ";
+      if (e && IsActive(e->job.state) && e->attempt)  // another attempt runs: a later finding restarted it
+        line += "attempt " + std::to_string(st.held->attempt) + " was ended meanwhile" +
+                (st.incident ? " (incident " + st.incident->root + ")" : std::string());
+      else
+        line += std::string("the job is ") + (e ? ToString(e->job.state) : "gone");
+      out.push_back({job, st.held->finding, false, line});
       st.held.reset();
       continue;
     }
