@@ -52,7 +52,8 @@ void Controller::RecordFinding(Finding f, Time now, WriteBatch* batch) {
       const std::vector<std::string> reported = HealthOf(f.job).ReportedNodes();
       std::set<std::string> nodes;
       for (int r : f.ranks)
-        if (r >= 0 && r < static_cast<int>(reported.size()) && !reported[r].empty()) nodes.insert(reported[r]);
+        if (r >= 0 && r < static_cast<int>(reported.size()) && !reported[r].empty())
+          nodes.insert(reported[r]);
       f.nodes.assign(nodes.begin(), nodes.end());
     }
     // One fault, one incident: a node found lost after its peers' exits becomes their root.
@@ -82,7 +83,8 @@ void Controller::RunRecovery(Finding& f, Time now, WriteBatch* batch, bool may_h
   const bool daemon_was_late = ToSeconds(now - lateness_.listening_since()) <= 2 * options_.agent_lease_s;
   const JobState state_before = e->job.state;
   const int attempt_before = e->job.attempt;
-  recovery_.OnFinding(f, health, earlier, now, batch, reported, std::move(vouched), daemon_was_late, may_hold);
+  recovery_.OnFinding(f, health, earlier, now, batch, reported, std::move(vouched), daemon_was_late,
+                      may_hold);
   // A restart: a new attempt, or the old one ended to start again (backoff, re-queued); not a failure. It
   // counts under its incident's root cause (a node_lost, not the exits it caused).
   const Job& after = jobs_.Find(f.job)->job;
@@ -113,8 +115,8 @@ void Controller::EvaluateJob(const std::string& job, Time now, WriteBatch* batch
   if (it == health_.end()) return;
   // The attempt trained (a step past its resume step): an incident it was started by closes after a grace.
   if (const JobMonitor* m = it->second->monitor(); m && m->JobStep() >= 0)
-    if (const JobEntry* e = jobs_.Find(job);
-        e && e->attempt && e->attempt->number == m->context().attempt && m->JobStep() > e->attempt->resume_step)
+    if (const JobEntry* e = jobs_.Find(job); e && e->attempt && e->attempt->number == m->context().attempt &&
+                                             m->JobStep() > e->attempt->resume_step)
       recovery_.OnStep(job, e->attempt->number, now);
   JobHealth::Evaluation ev = it->second->Evaluate(now, lateness_.listening_since());
   PersistTransitions(ev.transitions, batch);

@@ -114,7 +114,7 @@ std::vector<std::string> RecoveryExecutor::AssignIncident(Finding& f, WriteBatch
                                             e ? e->job.attempt : f.attempt, trained, window_);
   f.incident = v.incident;
   std::set<std::string> nodes;  // of f's attempt
-  const Placement* p = e && e->attempt && e->attempt->number == f.attempt ? &e->attempt->placement
+  const Placement* p = e && e->attempt && e->attempt->number == f.attempt      ? &e->attempt->placement
                        : e && e->previous && e->previous->attempt == f.attempt ? &*e->previous
                                                                                : nullptr;
   if (p)

@@ -147,8 +147,8 @@ class RecoveryExecutor {
     std::optional<PendingRestart> pending;
     std::optional<Time> last_restart_at;
     int consecutive_restarts = 0;
-    std::optional<Incident> incident;         // the open incident
-    std::vector<Attempt> incident_attempts;   // the attempts it ended, as persisted (re-rooting)
+    std::optional<Incident> incident;                // the open incident
+    std::vector<Attempt> incident_attempts;          // the attempts it ended, as persisted (re-rooting)
     std::optional<std::pair<int, Time>> first_step;  // (attempt, when its first step was seen)
     std::optional<HeldExit> held;
   };

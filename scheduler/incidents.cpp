@@ -35,7 +35,8 @@ bool Joins(const Finding& f, const Incident& i, int current_attempt, std::option
 IncidentVerdict ClassifyFinding(const Finding& f, const Incident* open, int current_attempt,
                                 std::optional<Time> trained_since, const IncidentWindow& w) {
   if (!IsFaultKind(f.kind)) return {IncidentVerdict::Kind::kAlone, f.id};
-  if (!open || !Joins(f, *open, current_attempt, trained_since, w)) return {IncidentVerdict::Kind::kOpen, f.id};
+  if (!open || !Joins(f, *open, current_attempt, trained_since, w))
+    return {IncidentVerdict::Kind::kOpen, f.id};
   if (IsNodeFaultKind(f.kind) && IsRankFaultKind(open->root_kind) && NamesAnyOf(f, open->nodes))
     return {IncidentVerdict::Kind::kReroot, f.id};
   return {IncidentVerdict::Kind::kJoin, open->root};

@@ -51,12 +51,12 @@ inline bool IsFaultKind(FindingKind k) {
 struct Incident {
   std::string root;  // the root finding's id
   FindingKind root_kind = FindingKind::kProcessExit;
-  int root_attempt = 0;           // the attempt the (first) root finding was of
-  std::set<std::string> nodes;    // nodes of the root's attempt, and of every attempt the incident started
-  int ended_through = 0;          // the newest attempt the incident ended; 0: none yet
-  int restarts = 0;               // restarts it executed (free ones included)
-  bool spent = false;             // one of them spent the unit of restart budget
-  Time last_at{};                 // the newest member's detected_at
+  int root_attempt = 0;              // the attempt the (first) root finding was of
+  std::set<std::string> nodes;       // nodes of the root's attempt, and of every attempt the incident started
+  int ended_through = 0;             // the newest attempt the incident ended; 0: none yet
+  int restarts = 0;                  // restarts it executed (free ones included)
+  bool spent = false;                // one of them spent the unit of restart budget
+  Time last_at{};                    // the newest member's detected_at
   std::vector<std::string> members;  // finding ids, oldest first, the root among them
 };
 

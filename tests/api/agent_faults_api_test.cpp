@@ -131,7 +131,8 @@ TEST_F(AgentApiTest, PeersExitsThenTheNodeLostAreOneIncidentAndOneRestart) {
     EXPECT_EQ(f["attempt"], 1);
   }
   EXPECT_NE(exits_after[0]["actions"].dump().find("restart not held any more: attempt 1 was ended meanwhile "
-                                                  "(incident " + root + ")"),
+                                                  "(incident " +
+                                                  root + ")"),
             std::string::npos)
       << exits_after[0].dump();
   std::set<std::string> nodes;
@@ -156,7 +157,8 @@ TEST_F(AgentApiTest, AnExitWithEveryAgentAliveRestartsAtTheNextHeartbeatOfTheOth
   Json f = api_.Get("/v1/failures?kind=process_exit").body["failures"];
   ASSERT_EQ(f.size(), 1u);
   EXPECT_EQ(f[0]["incident"], f[0]["id"]);
-  EXPECT_NE(f[0]["actions"].dump().find("hold over: every node of the attempt was heard from"), std::string::npos)
+  EXPECT_NE(f[0]["actions"].dump().find("hold over: every node of the attempt was heard from"),
+            std::string::npos)
       << f[0].dump();
   std::set<std::string> nodes;
   const Json placement = api_.Get("/v1/jobs/" + job_ + "/placement").body;

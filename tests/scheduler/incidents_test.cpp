@@ -1,6 +1,8 @@
 // One fault, one incident: grouping, re-rooting and the budget rule (scheduler/incidents.h), the exit hold
 // (scheduler/exit_hold.h), and the free restart in the recovery policy. Times are kT0 plus hand-picked
 // offsets; every expected value is written out here, never taken from the code under test.
+#include "scheduler/incidents.h"
+
 #include <gtest/gtest.h>
 
 #include <optional>
@@ -10,12 +12,13 @@
 
 #include "recovery_test_util.h"
 #include "scheduler/exit_hold.h"
-#include "scheduler/incidents.h"
 
 namespace shepherd::testing {
 namespace {
 
-Time At(double s) { return kT0 + Seconds(s); }
+Time At(double s) {
+  return kT0 + Seconds(s);
+}
 
 Finding F(const std::string& id, FindingKind kind, int attempt, double at, std::vector<std::string> nodes) {
   Finding f;
@@ -35,7 +38,8 @@ const std::set<std::string> kAttempt1Nodes = {"n0", "n1"};
 IncidentVerdict Add(Finding& f, std::optional<Incident>* open, int current_attempt,
                     std::optional<Time> trained = std::nullopt, std::vector<std::string>* repointed = nullptr,
                     const std::set<std::string>& nodes = kAttempt1Nodes) {
-  IncidentVerdict v = ClassifyFinding(f, open->has_value() ? &**open : nullptr, current_attempt, trained, kWindow);
+  IncidentVerdict v =
+      ClassifyFinding(f, open->has_value() ? &**open : nullptr, current_attempt, trained, kWindow);
   f.incident = v.incident;
   std::vector<std::string> r = Admit(f, v, nodes, open);
   if (repointed) *repointed = r;
@@ -195,16 +199,24 @@ TEST_F(FreeRestartTest, AFreeRestartSpendsNoBudgetWaitsNoBackoffAndIgnoresAnExha
   Finding lost = MakeFinding(FindingKind::kNodeLost, {8, 9, 10, 11, 12, 13, 14, 15}, {"node-02"});
   lost.incident = lost.id;
   auto decide = [&](bool free) {
-    return DecideRecovery({.job = job_, .placement = placement_, .cluster = cluster_, .finding = lost,
-                           .last_known_good = lkg_, .latest_complete = latest_, .now = kT0,
-                           .last_restart_at = kT0 - Seconds(1), .consecutive_restarts = 3,
-                           .pending_replay_nodes = replay_nodes_, .free_restart = free});
+    return DecideRecovery({.job = job_,
+                           .placement = placement_,
+                           .cluster = cluster_,
+                           .finding = lost,
+                           .last_known_good = lkg_,
+                           .latest_complete = latest_,
+                           .now = kT0,
+                           .last_restart_at = kT0 - Seconds(1),
+                           .consecutive_restarts = 3,
+                           .pending_replay_nodes = replay_nodes_,
+                           .free_restart = free});
   };
   RecoveryDecision d = decide(true);
   ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
   EXPECT_FALSE(d.spends_budget);
   EXPECT_EQ(d.not_before, kT0);  // no backoff (5 s · 2^3 after kT0 - 1 s otherwise)
-  EXPECT_TRUE(Has(d.actions, "spend no restart budget: incident " + lost.id + " already spent it")) << Dump(d);
+  EXPECT_TRUE(Has(d.actions, "spend no restart budget: incident " + lost.id + " already spent it"))
+      << Dump(d);
   EXPECT_EQ(NodesOf(*d.new_placement), (std::set<std::string>{"node-01", "node-03"}));
   EXPECT_EQ(decide(false).action, RecoveryDecision::kFail);
 }
@@ -212,8 +224,8 @@ TEST_F(FreeRestartTest, AFreeRestartSpendsNoBudgetWaitsNoBackoffAndIgnoresAnExha
 // ---- the exit hold ----
 
 ExitHoldInput Hold(double now, std::map<std::string, std::optional<Time>> heard) {
-  return {.exit_at = At(1), .last_heard = std::move(heard), .now = At(now), .node_timeout_s = 10,
-          .margin_s = 3};
+  return {
+      .exit_at = At(1), .last_heard = std::move(heard), .now = At(now), .node_timeout_s = 10, .margin_s = 3};
 }
 
 TEST(ExitHoldTest, HoldsWhileANodeOfTheAttemptWasNotHeardSinceTheExit) {
