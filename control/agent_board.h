@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -108,6 +109,13 @@ class AgentBoard {
   bool Live(const std::string& node) const {
     auto it = agents_.find(node);
     return it != agents_.end() && !it->second.lost;
+  }
+  // The node's agent's last heartbeat; nullopt when it has not heartbeated since the daemon started, or is
+  // declared lost (the exit hold, scheduler/exit_hold.h).
+  std::optional<Time> LastHeard(const std::string& node) const {
+    auto it = agents_.find(node);
+    if (it == agents_.end() || it->second.lost || it->second.running_unknown) return std::nullopt;
+    return it->second.last_heartbeat;
   }
   // The node's agent is live and its last heartbeat listed a running rank process of (job, attempt): the
   // node and the process are there, whatever the ranks' own reports say.

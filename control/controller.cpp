@@ -24,6 +24,11 @@ Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOp
   recovery_.set_slurm(options_.slurm);
   recovery_.set_requeue(options_.slurm_requeue);
   recovery_.set_cluster_for([this](const std::string& job) { return AllocationView(job); });
+  // The exit hold waits at most the node timeout (plus a margin) for a silent agent; an incident takes in
+  // findings of its own attempt within that span too (scheduler/incidents.h, scheduler/exit_hold.h).
+  recovery_.set_exit_hold([this](const std::string& node) { return agents_.LastHeard(node); },
+                          options_.node_heartbeat_timeout_s);
+  recovery_.set_incident_window({.join_window_s = options_.node_heartbeat_timeout_s + 5, .grace_s = 30});
   recovery_.set_launcher_nodes([this](const Job& job) -> std::optional<std::set<std::string>> {
     if (options_.slurm && !job.spec.external_id.empty()) return slurm_watch_.NodesOf(job.id);
     const JobEntry* e = jobs_.Find(job.id);

@@ -352,6 +352,10 @@ class Controller {
   JobHealth& HealthOf(const std::string& job);
   // Records a finding: id, recovery (its actions), the log, the batch.
   void RecordFinding(Finding f, Time now, WriteBatch* batch);
+  // The recovery part of RecordFinding (also for a held finding whose hold is over: may_hold false).
+  void RunRecovery(Finding& f, Time now, WriteBatch* batch, bool may_hold);
+  // Held restarts whose hold is over (scheduler/exit_hold.h): decided now, or dropped, and persisted.
+  void ReleaseHolds(Time now, WriteBatch* batch);
   // Adds the process's flight-recorder dumps (new paths, or new sizes) to the latest hang finding of its
   // job and attempt, if there is one, within kMaxDumpsPerRank and kMaxDumpsPerFinding; what does not fit is
   // counted as ignored. REQUIRES: the rank is placed on the heartbeating node (PlacedOn).

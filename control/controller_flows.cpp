@@ -47,41 +47,77 @@ void Controller::RecordFinding(Finding f, Time now, WriteBatch* batch) {
   f.id = findings_.NextId();
   finding_order_.emplace_back(batch->ops.size(), f.id);  // its event comes before what recovery does
   if (const JobEntry* e = jobs_.Find(f.job)) {
-    std::vector<Finding> earlier = findings_.Recent(f.job, kRecurrenceWindow);
-    JobHealth& health = HealthOf(f.job);
-    std::vector<std::string> reported;
-    if (e->job.spec.command.empty()) {  // another launcher's job: blame follows the nodes its ranks reported
-      reported = health.ReportedNodes();
+    if (e->job.spec.command.empty() && !f.ranks.empty()) {
+      // Another launcher's job: blame follows the nodes its ranks reported.
+      const std::vector<std::string> reported = HealthOf(f.job).ReportedNodes();
       std::set<std::string> nodes;
       for (int r : f.ranks)
         if (r >= 0 && r < static_cast<int>(reported.size()) && !reported[r].empty())
           nodes.insert(reported[r]);
-      if (!f.ranks.empty()) f.nodes.assign(nodes.begin(), nodes.end());
+      f.nodes.assign(nodes.begin(), nodes.end());
     }
-    std::set<std::string> vouched;  // a launched job's silent ranks whose agents still list them running
-    if (f.kind == FindingKind::kHeartbeatLost && !e->job.spec.command.empty())
-      for (const std::string& n : f.nodes)
-        if (agents_.VouchesFor(n, f.job, f.attempt)) vouched.insert(n);
-    const bool daemon_was_late = ToSeconds(now - lateness_.listening_since()) <= 2 * options_.agent_lease_s;
-    const JobState state_before = e->job.state;
-    const int attempt_before = e->job.attempt;
-    recovery_.OnFinding(f, health, earlier, now, batch, reported, std::move(vouched), daemon_was_late);
-    // A restart: a new attempt, or the old one ended to start again (backoff, re-queued); not a failure.
-    const Job& after = jobs_.Find(f.job)->job;
-    if (IsActive(state_before) && !IsTerminal(after.state) &&
-        (after.attempt != attempt_before || after.state != state_before))
-      ++restart_causes_[f.job][ToString(f.kind)];
-    Settle(now,
-           batch);  // a restart replaced the monitor and the agents' assignments before anything else runs
+    // One fault, one incident: a node found lost after its peers' exits becomes their root.
+    for (const std::string& id : recovery_.AssignIncident(f, batch))
+      if (Finding* member = findings_.Mutable(f.job, id); member && member->incident != f.incident) {
+        member->incident = f.incident;
+        batch->Put(FindingRecord(*member));
+      }
+    RunRecovery(f, now, batch, /*may_hold=*/true);
   }
   spdlog::warn("finding {} {} job {} attempt {}: {}", f.id, ToString(f.kind), f.job, f.attempt, f.detail);
   batch->Put(FindingRecord(f));
   findings_.Add(std::move(f));
 }
 
+void Controller::RunRecovery(Finding& f, Time now, WriteBatch* batch, bool may_hold) {
+  const JobEntry* e = jobs_.Find(f.job);
+  std::vector<Finding> earlier = findings_.Recent(f.job, kRecurrenceWindow);
+  std::erase_if(earlier, [&](const Finding& x) { return x.id == f.id; });  // a held finding is recorded
+  JobHealth& health = HealthOf(f.job);
+  std::vector<std::string> reported;
+  if (e->job.spec.command.empty()) reported = health.ReportedNodes();
+  std::set<std::string> vouched;  // a launched job's silent ranks whose agents still list them running
+  if (f.kind == FindingKind::kHeartbeatLost && !e->job.spec.command.empty())
+    for (const std::string& n : f.nodes)
+      if (agents_.VouchesFor(n, f.job, f.attempt)) vouched.insert(n);
+  const bool daemon_was_late = ToSeconds(now - lateness_.listening_since()) <= 2 * options_.agent_lease_s;
+  const JobState state_before = e->job.state;
+  const int attempt_before = e->job.attempt;
+  recovery_.OnFinding(f, health, earlier, now, batch, reported, std::move(vouched), daemon_was_late,
+                      may_hold);
+  // A restart: a new attempt, or the old one ended to start again (backoff, re-queued); not a failure. It
+  // counts under its incident's root cause (a node_lost, not the exits it caused).
+  const Job& after = jobs_.Find(f.job)->job;
+  if (IsActive(state_before) && !IsTerminal(after.state) &&
+      (after.attempt != attempt_before || after.state != state_before)) {
+    const Incident* incident = recovery_.OpenIncident(f.job);
+    const bool rooted = incident && !f.incident.empty() && incident->root == f.incident;
+    ++restart_causes_[f.job][ToString(rooted ? incident->root_kind : f.kind)];
+  }
+  Settle(now, batch);  // a restart replaced the monitor and the agents' assignments before anything else runs
+}
+
+void Controller::ReleaseHolds(Time now, WriteBatch* batch) {
+  for (const RecoveryExecutor::HoldOutcome& h : recovery_.DueHolds(now)) {
+    const Finding* stored = findings_.Find(h.finding);
+    if (!stored) continue;
+    Finding f = *stored;
+    f.actions.push_back(h.line);
+    if (h.decide && jobs_.Find(f.job)) RunRecovery(f, now, batch, /*may_hold=*/false);
+    spdlog::info("finding {} job {}: {}", f.id, f.job, h.line);
+    batch->Put(FindingRecord(f));
+    if (Finding* m = findings_.Mutable(f.job, f.id)) *m = std::move(f);
+  }
+}
+
 void Controller::EvaluateJob(const std::string& job, Time now, WriteBatch* batch) {
   auto it = health_.find(job);
   if (it == health_.end()) return;
+  // The attempt trained (a step past its resume step): an incident it was started by closes after a grace.
+  if (const JobMonitor* m = it->second->monitor(); m && m->JobStep() >= 0)
+    if (const JobEntry* e = jobs_.Find(job); e && e->attempt && e->attempt->number == m->context().attempt &&
+                                             m->JobStep() > e->attempt->resume_step)
+      recovery_.OnStep(job, e->attempt->number, now);
   JobHealth::Evaluation ev = it->second->Evaluate(now, lateness_.listening_since());
   PersistTransitions(ev.transitions, batch);
   if (ev.good_progress) recovery_.OnGoodProgress(job);
@@ -156,6 +192,7 @@ void Controller::Tick() {
   std::vector<std::string> ids;
   for (const auto& [id, h] : health_) ids.push_back(id);
   for (const std::string& id : ids) EvaluateJob(id, now, &batch);
+  ReleaseHolds(now, &batch);  // after the agents: a node declared lost decides before a held exit
   CheckLaunches(now, &batch);
   ReplaceBlockedSlurmAllocations(now, &batch);
   auto unserved = [this] { return UnservedNodes(); };
@@ -354,6 +391,8 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
     if (!recovered)
       inventory_.Apply({node, NodeActionKind::kFail, "gpu_fault: " + what}, "agent", now, &batch);
   }
+  // This agent is heard from now: a held exit may be decided (after its GPU faults, which would explain it).
+  ReleaseHolds(now, &batch);
   // Only what this heartbeat can change: a launch gate waiting for this node's old ranks to stop. Other
   // agents' liveness and long-poll deadlines are the tick's (walking every agent on every heartbeat made
   // 20,000 agents at 1 Hz cost 20,000² steps a second).

@@ -11,10 +11,11 @@ namespace shepherd {
 
 void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now,
                                  WriteBatch* batch, const std::vector<std::string>& reported_nodes,
-                                 std::set<std::string> vouched, bool daemon_was_late) {
+                                 std::set<std::string> vouched, bool daemon_was_late, bool may_hold) {
   const JobEntry* e = jobs_->Find(f.job);
   if (!e || !IsActive(e->job.state) || !e->attempt || f.attempt != e->attempt->number) return;
   const bool external = e->job.spec.command.empty();
+  if (may_hold && !external && Hold(f, *e)) return;
   // A job we did not place for real: blame follows the nodes its ranks reported, never our placement.
   Placement reported = e->attempt->placement;
   if (external)
@@ -36,7 +37,8 @@ void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const 
                    .vouched_nodes = std::move(vouched),
                    .set_aside_replay = health.set_aside_replay(),
                    .hashes_ever_agreed = health.HashesEverAgreed(),
-                   .daemon_was_late = daemon_was_late};
+                   .daemon_was_late = daemon_was_late,
+                   .free_restart = st.incident && RestartIsFree(*st.incident, f)};
   RecoveryDecision d = DecideRecovery(in);
   if (external) return Remediate(f, e->job, d, earlier, now, batch);
   if ((d.action == RecoveryDecision::kRestart || d.action == RecoveryDecision::kQueue) &&
@@ -49,8 +51,100 @@ void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const 
     }
     return;
   }
-  Execute(f.job, d, /*automatic=*/true, health, f.id, now, batch);
+  Execute(f.job, d, /*automatic=*/true, health, f.id, f.incident.empty() ? f.id : f.incident, now, batch);
   f.actions.insert(f.actions.end(), d.actions.begin(), d.actions.end());
+}
+
+bool RecoveryExecutor::Hold(Finding& f, const JobEntry& e) {
+  Restarts& st = state_[f.job];
+  if (st.held && st.held->attempt == f.attempt && IsRankFaultKind(f.kind)) {
+    f.actions.push_back("restart held with " + st.held->finding + " (waiting to hear from every node)");
+    return true;
+  }
+  if (f.kind != FindingKind::kProcessExit || f.fenced || !heard_ || e.job.spec.launcher == Launcher::kSlurm)
+    return false;
+  ExitHold h = HoldVerdict(e, f.detected_at, f.detected_at);
+  if (!h.hold) return false;
+  st.held = HeldExit{f.id, f.attempt, f.detected_at};
+  f.actions.push_back(h.reason);
+  return true;
+}
+
+ExitHold RecoveryExecutor::HoldVerdict(const JobEntry& e, Time exit_at, Time now) const {
+  ExitHoldInput in{.exit_at = exit_at, .now = now, .node_timeout_s = node_timeout_s_};
+  for (const RankSlot& r : e.attempt->placement.ranks)
+    if (!in.last_heard.count(r.node)) in.last_heard[r.node] = heard_(r.node);
+  return DecideExitHold(in);
+}
+
+std::vector<RecoveryExecutor::HoldOutcome> RecoveryExecutor::DueHolds(Time now) {
+  std::vector<HoldOutcome> out;
+  for (auto& [job, st] : state_) {
+    if (!st.held) continue;
+    const JobEntry* e = jobs_->Find(job);
+    if (!e || !IsActive(e->job.state) || !e->attempt || e->attempt->number != st.held->attempt) {
+      std::string line = "restart not held any more: ";
+      if (e && IsActive(e->job.state) && e->attempt)  // another attempt runs: a later finding restarted it
+        line += "attempt " + std::to_string(st.held->attempt) + " was ended meanwhile" +
+                (st.incident ? " (incident " + st.incident->root + ")" : std::string());
+      else
+        line += std::string("the job is ") + (e ? ToString(e->job.state) : "gone");
+      out.push_back({job, st.held->finding, false, line});
+      st.held.reset();
+      continue;
+    }
+    ExitHold h = HoldVerdict(*e, st.held->exit_at, now);
+    if (h.hold) continue;
+    out.push_back({job, st.held->finding, true, "hold over: " + h.reason});
+    st.held.reset();
+  }
+  return out;
+}
+
+std::vector<std::string> RecoveryExecutor::AssignIncident(Finding& f, WriteBatch* batch) {
+  const JobEntry* e = jobs_->Find(f.job);
+  Restarts& st = state_[f.job];
+  std::optional<Time> trained;
+  if (e && e->attempt) {
+    if (st.first_step && st.first_step->first == e->attempt->number) trained = st.first_step->second;
+    if (e->attempt->first_step_at && (!trained || *e->attempt->first_step_at < *trained))
+      trained = e->attempt->first_step_at;
+  }
+  const IncidentVerdict v = ClassifyFinding(f, st.incident ? &*st.incident : nullptr,
+                                            e ? e->job.attempt : f.attempt, trained, window_);
+  f.incident = v.incident;
+  std::set<std::string> nodes;  // of f's attempt
+  const Placement* p = e && e->attempt && e->attempt->number == f.attempt      ? &e->attempt->placement
+                       : e && e->previous && e->previous->attempt == f.attempt ? &*e->previous
+                                                                               : nullptr;
+  if (p)
+    for (const RankSlot& r : p->ranks) nodes.insert(r.node);
+  if (v.kind == IncidentVerdict::Kind::kOpen) st.incident_attempts.clear();
+  std::vector<std::string> repointed = Admit(f, v, nodes, &st.incident);
+  if (v.kind != IncidentVerdict::Kind::kReroot) return repointed;
+  JobEntry* m = jobs_->Mutable(f.job);
+  for (Attempt& a : st.incident_attempts) {
+    a.ended_by = f.id;
+    if (m->attempt && m->attempt->number == a.number) {
+      m->attempt->ended_by = f.id;
+      batch->Put(AttemptRecord(*m->attempt));
+    } else {
+      batch->Put(AttemptRecord(a));
+    }
+  }
+  return repointed;
+}
+
+const Incident* RecoveryExecutor::OpenIncident(const std::string& job) const {
+  auto it = state_.find(job);
+  return it == state_.end() || !it->second.incident ? nullptr : &*it->second.incident;
+}
+
+void RecoveryExecutor::OnStep(const std::string& job, int attempt, Time now) {
+  auto it = state_.find(job);
+  if (it == state_.end() || !it->second.incident) return;  // only an open incident needs to know
+  auto& first = it->second.first_step;
+  if (!first || first->first != attempt) first = std::make_pair(attempt, now);
 }
 
 Result<RecoveryDecision> RecoveryExecutor::ForceRestart(const std::string& job, JobHealth& health,
@@ -68,15 +162,23 @@ Result<RecoveryDecision> RecoveryExecutor::ForceRestart(const std::string& job, 
       now};
   Result<RecoveryDecision> d = ManualRestart(req);
   if (!d.ok()) return d.status();
-  Execute(job, *d, /*automatic=*/false, health, "operator", now, batch);
+  Execute(job, *d, /*automatic=*/false, health, "operator", "", now, batch);
   return d;
 }
 
 void RecoveryExecutor::Execute(const std::string& job, const RecoveryDecision& d, bool automatic,
-                               JobHealth& health, const std::string& source, Time now, WriteBatch* batch) {
+                               JobHealth& health, const std::string& source, const std::string& ended_by,
+                               Time now, WriteBatch* batch) {
   for (const NodeAction& a : d.node_actions) inventory_->Apply(a, source, now, batch);
   if (d.sdc_settled) health.EndReplay();
   Restarts& st = state_[job];
+  // The attempt this decision ends, as its record is written (with ended_by), for re-rooting later.
+  std::optional<Attempt> ending;
+  if (JobEntry* m = jobs_->Mutable(job); d.action != RecoveryDecision::kNone && m->attempt) {
+    if (!m->attempt->ended_at) m->attempt->ended_by = ended_by;
+    ending = *m->attempt;
+    if (!ending->ended_at) ending->ended_at = now;
+  }
   switch (d.action) {
     case RecoveryDecision::kNone:
       return;
@@ -112,6 +214,14 @@ void RecoveryExecutor::Execute(const std::string& job, const RecoveryDecision& d
     ++st.consecutive_restarts;
     st.last_restart_at = now;
     jobs_->Persist(job, batch);
+  }
+  if (automatic && ending && st.incident && st.incident->root == ended_by) {
+    std::set<std::string> next;
+    if (d.new_placement)
+      for (const RankSlot& r : d.new_placement->ranks) next.insert(r.node);
+    OnIncidentEndedAttempt(&*st.incident, ending->number, d.action != RecoveryDecision::kFail,
+                           d.spends_budget, next);
+    st.incident_attempts.push_back(std::move(*ending));
   }
   spdlog::warn("job {}: recovery: {}", job, d.reason);
 }

@@ -3,9 +3,12 @@
 // after a backoff, queued, or the job failed (JobBook), SDC replays remembered (JobHealth). Also the
 // user's forced restart (ManualRestart).
 // Owns: per job, the restart bookkeeping: a restart waiting for its backoff, when the last automatic
-// restart happened and how many came without a healthy stretch in between. Control thread only.
-// Invariants: job.restarts counts every automatic restart or requeue against policy.max_restarts; a
-// pending restart exists only while the job is kRecovering.
+// restart happened and how many came without a healthy stretch in between; the job's open incident
+// (scheduler/incidents.h) with copies of the attempts it ended; a restart held by the exit hold
+// (scheduler/exit_hold.h). Control thread only.
+// Invariants: job.restarts counts every automatic restart or requeue against policy.max_restarts, except
+// free restarts inside an incident; a pending restart exists only while the job is kRecovering; a held
+// restart belongs to the job's current attempt (DueHolds drops it otherwise).
 #pragma once
 
 #include <functional>
@@ -19,6 +22,8 @@
 #include "control/inventory.h"
 #include "control/job_book.h"
 #include "control/job_health.h"
+#include "scheduler/exit_hold.h"
+#include "scheduler/incidents.h"
 #include "scheduler/recovery.h"
 
 namespace shepherd {
@@ -53,9 +58,39 @@ class RecoveryExecutor {
   // ranks reported (`reported_nodes`, by rank; empty strings where unknown).
   // `vouched`: nodes whose agent lists the attempt's rank processes running (RecoveryInput::vouched_nodes).
   // `daemon_was_late`: RecoveryInput::daemon_was_late.
+  // `may_hold`: a process_exit of a job our agents launched may wait for the exit hold; a rank fault of an
+  // attempt whose restart is held joins the hold (recorded, nothing executed). False: a hold just released.
   void OnFinding(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now, WriteBatch* batch,
                  const std::vector<std::string>& reported_nodes = {}, std::set<std::string> vouched = {},
-                 bool daemon_was_late = false);
+                 bool daemon_was_late = false, bool may_hold = true);
+
+  // Incidents (scheduler/incidents.h). Puts finding `f` (its id set, its nodes final) into its job's open
+  // incident or opens one, and sets f.incident. On a re-root every attempt the incident ended gets the new
+  // root as ended_by (persisted in `batch`); the ids of the earlier members are returned for the caller to
+  // re-point and persist.
+  std::vector<std::string> AssignIncident(Finding& f, WriteBatch* batch);
+  // The job's open incident; nullptr when none.
+  const Incident* OpenIncident(const std::string& job) const;
+  // The job's attempt `attempt` reported a step by `now` (the first call per attempt is its first step, as
+  // far as the incident's closing rule is concerned, unless Attempt::first_step_at says earlier).
+  void OnStep(const std::string& job, int attempt, Time now);
+  void set_incident_window(IncidentWindow w) { window_ = w; }
+
+  // The exit hold (scheduler/exit_hold.h): `heard` gives a node's agent's last heartbeat.
+  using LastHeard = std::function<std::optional<Time>(const std::string& node)>;
+  void set_exit_hold(LastHeard heard, double node_timeout_s) {
+    heard_ = std::move(heard);
+    node_timeout_s_ = node_timeout_s;
+  }
+  struct HoldOutcome {
+    std::string job;
+    std::string finding;  // the held finding
+    bool decide = false;  // true: decide its recovery now (OnFinding with may_hold false); false: dropped
+    std::string line;     // for the held finding's actions
+  };
+  // Held restarts whose hold is over: every node heard from (or the bound passed): decide; or the attempt
+  // ended meanwhile (a node_lost restarted it): dropped.
+  std::vector<HoldOutcome> DueHolds(Time now);
 
   // POST /v1/jobs/{id}/restart. Returns the decision executed (kRestart or kQueue).
   Result<RecoveryDecision> ForceRestart(const std::string& job, JobHealth& health, const std::string& from,
@@ -103,19 +138,33 @@ class RecoveryExecutor {
     std::string reason;
     Time not_before{};
   };
+  struct HeldExit {
+    std::string finding;
+    int attempt = 0;
+    Time exit_at{};
+  };
   struct Restarts {
     std::optional<PendingRestart> pending;
     std::optional<Time> last_restart_at;
     int consecutive_restarts = 0;
+    std::optional<Incident> incident;                // the open incident
+    std::vector<Attempt> incident_attempts;          // the attempts it ended, as persisted (re-rooting)
+    std::optional<std::pair<int, Time>> first_step;  // (attempt, when its first step was seen)
+    std::optional<HeldExit> held;
   };
+  // The exit hold for f (a finding of the current attempt of active job `e`): true when f waits (held now,
+  // or joining the held restart); its actions say so.
+  bool Hold(Finding& f, const JobEntry& e);
+  ExitHold HoldVerdict(const JobEntry& e, Time exit_at, Time now) const;
   // Starts `job`'s next attempt on `placement`, replacing its unusable and unserved nodes (PlaceRestart),
   // or queues it. `spares_only`: only on its old nodes and spares (PlaceRestart; else nothing changes).
   bool Start(const JobEntry& e, const Placement& placement, const std::string& reason,
              const std::optional<Checkpoint>& resume, bool spares_only, Time now, WriteBatch* batch,
              const Unserved& unserved);
-  // `source`: the finding id (or "operator") recorded on the nodes it cordons or fails.
+  // `source`: the finding id (or "operator") recorded on the nodes it cordons or fails. `ended_by`: the
+  // incident root recorded as the ended attempt's ended_by ("" for none).
   void Execute(const std::string& job, const RecoveryDecision& d, bool automatic, JobHealth& health,
-               const std::string& source, Time now, WriteBatch* batch);
+               const std::string& source, const std::string& ended_by, Time now, WriteBatch* batch);
   // Loop breakers (scheduler/loop_breakers.h) on a restart-bearing decision: may demote a poisoned
   // checkpoint and re-decide, or turn the decision into failing the job with no blame. False: record only,
   // nothing to execute.
@@ -137,6 +186,9 @@ class RecoveryExecutor {
   ClusterFor cluster_for_;
   LauncherNodes launcher_nodes_;
   std::map<std::string, Restarts> state_;
+  IncidentWindow window_;
+  LastHeard heard_;
+  double node_timeout_s_ = 10;
 };
 
 }  // namespace shepherd

@@ -377,8 +377,11 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   d.actions.push_back("stop attempt " + std::to_string(job.attempt));
 
   const Policy& policy = job.spec.policy;
-  d.spends_budget = !(f.fenced && in.daemon_was_late);
-  if (!d.spends_budget) d.actions.push_back("spend no restart budget: the daemon itself was late");
+  d.spends_budget = !(f.fenced && in.daemon_was_late) && !in.free_restart;
+  if (in.free_restart)
+    d.actions.push_back("spend no restart budget: incident " + f.incident + " already spent it");
+  else if (!d.spends_budget)
+    d.actions.push_back("spend no restart budget: the daemon itself was late");
   if (d.spends_budget && job.restarts >= policy.max_restarts) {
     d.action = RecoveryDecision::kFail;
     d.reason = "restart budget exhausted (" + std::to_string(job.restarts) + " of " +

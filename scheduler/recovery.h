@@ -45,7 +45,8 @@
 //
 // Every restart-bearing decision checks the budget first: job.restarts >= policy.max_restarts → kFail
 // (node actions are still returned: a dead node is dead whatever happens to the job). The caller counts a
-// kRestart or kQueue decision against job.restarts.
+// kRestart or kQueue decision against job.restarts, unless spends_budget is false: a fence while the daemon
+// was late, or a free restart inside an incident that already spent its unit (free_restart).
 #pragma once
 
 #include <map>
@@ -131,6 +132,9 @@ struct RecoveryInput {
   // The daemon itself was late (health/lateness.h) within the last two leases: ranks fenced now were
   // stopped by its slowness, not by their node's network.
   bool daemon_was_late = false;
+  // The finding's incident already spent its unit of restart budget and this restart is free
+  // (scheduler/incidents.h RestartIsFree): no budget check, no count, no backoff.
+  bool free_restart = false;
 };
 
 RecoveryDecision DecideRecovery(const RecoveryInput& in);

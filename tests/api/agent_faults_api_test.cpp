@@ -2,6 +2,9 @@
 // loss, rank exits (clean, crashed, fenced, killed by hand), paused jobs, and how cordoned nodes return.
 #include <gtest/gtest.h>
 
+#include <set>
+#include <string>
+
 #include "tests/api/agent_api_fixture.h"
 
 namespace shepherd::testing {
@@ -87,6 +90,106 @@ TEST_F(AgentApiTest, ANodeThatDiesWithItsRanksIsOneRestartOntoTheSpare) {
   Json lost = api_.Get("/v1/failures?kind=node_lost").body["failures"];
   ASSERT_EQ(lost.size(), 1u);
   EXPECT_EQ(lost[0]["attempt"], 1);
+}
+
+// One fault, one incident (docs/recovery.md): n1 dies with its ranks; n0's ranks exit non-zero 0.8 s later
+// (their collectives failed), n1 is declared lost after the node timeout (10 s). The exits' restart is held
+// for n1, so the job restarts once, onto the spare, and the exits are members of the node_lost incident.
+TEST_F(AgentApiTest, PeersExitsThenTheNodeLostAreOneIncidentAndOneRestart) {
+  Heartbeat("n1", Running("n1", 1));  // n1's last word, at t
+  Heartbeat("n0", Running("n0", 1));
+  api_.clock_.AdvanceSeconds(0.8);
+  Json exits = Json::array();
+  for (const Json& p : Running("n0", 1)) {
+    Json e = p;
+    e["state"] = "exited";
+    e["exit_code"] = 1;
+    exits.push_back(e);
+  }
+  Heartbeat("n0", exits);
+  Json held = api_.Get("/v1/failures?kind=process_exit").body["failures"];
+  ASSERT_EQ(held.size(), 4u);
+  EXPECT_EQ(Job()["attempt"], 1) << held.dump();  // held: n1 was not heard from after the exits
+  EXPECT_NE(held[0]["actions"].dump().find("hold the restart until n1"), std::string::npos) << held[0].dump();
+  for (const Json& f : held) EXPECT_EQ(f["incident"], held[0]["id"]);
+  for (int s = 0; s < 10; ++s) {  // n0 and the spare keep heartbeating; n1 stays silent
+    api_.clock_.AdvanceSeconds(1);
+    Heartbeat("n0", Json::array());
+    Heartbeat("sp0", Json::array());
+    api_.Tick();
+  }
+  Json lost = api_.Get("/v1/failures?kind=node_lost").body["failures"];
+  ASSERT_EQ(lost.size(), 1u);
+  const std::string root = lost[0]["id"];
+  EXPECT_EQ(lost[0]["incident"], root);
+  EXPECT_EQ(Job()["attempt"], 2);
+  EXPECT_EQ(Job()["restarts"], 1);
+  const Json exits_after = api_.Get("/v1/failures?kind=process_exit").body["failures"];
+  ASSERT_EQ(exits_after.size(), 4u);
+  for (const Json& f : exits_after) {
+    EXPECT_EQ(f["incident"], root) << f.dump();
+    EXPECT_EQ(f["attempt"], 1);
+  }
+  EXPECT_NE(exits_after[0]["actions"].dump().find("restart not held any more: attempt 1 was ended meanwhile "
+                                                  "(incident " +
+                                                  root + ")"),
+            std::string::npos)
+      << exits_after[0].dump();
+  std::set<std::string> nodes;
+  const Json placement = api_.Get("/v1/jobs/" + job_ + "/placement").body;
+  for (const Json& r : placement["ranks"]) nodes.insert(r["node"]);
+  EXPECT_EQ(nodes, (std::set<std::string>{"n0", "sp0"}));
+}
+
+// A user error with every agent alive: the exit waits only for n1's next heartbeat (0.5 s later here).
+TEST_F(AgentApiTest, AnExitWithEveryAgentAliveRestartsAtTheNextHeartbeatOfTheOthers) {
+  Heartbeat("n1", Running("n1", 1));
+  api_.clock_.AdvanceSeconds(0.3);
+  Json exit = Running("n0", 1)[0];
+  exit["state"] = "exited";
+  exit["exit_code"] = 1;
+  Heartbeat("n0", Json::array({exit}));
+  EXPECT_EQ(Job()["attempt"], 1);
+  api_.clock_.AdvanceSeconds(0.5);
+  Heartbeat("n1", Running("n1", 1));
+  EXPECT_EQ(Job()["attempt"], 2);
+  EXPECT_EQ(Job()["restarts"], 1);
+  Json f = api_.Get("/v1/failures?kind=process_exit").body["failures"];
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0]["incident"], f[0]["id"]);
+  EXPECT_NE(f[0]["actions"].dump().find("hold over: every node of the attempt was heard from"),
+            std::string::npos)
+      << f[0].dump();
+  std::set<std::string> nodes;
+  const Json placement = api_.Get("/v1/jobs/" + job_ + "/placement").body;
+  for (const Json& r : placement["ranks"]) nodes.insert(r["node"]);
+  EXPECT_EQ(nodes, (std::set<std::string>{"n0", "n1"}));  // a first exit: the same nodes, no blame
+}
+
+// The heartbeat that ends a hold also reports a GPU fault of that node: the fault is the incident's root and
+// its one restart (off the node); the held exit does not restart the job onto the node first.
+TEST_F(AgentApiTest, AGpuFaultInTheHeartbeatThatEndsTheHoldIsTheOneRestartAndTheRoot) {
+  Heartbeat("n1", Running("n1", 1));
+  api_.clock_.AdvanceSeconds(0.3);
+  Json exit = Running("n0", 1)[0];
+  exit["state"] = "exited";
+  exit["exit_code"] = 1;
+  Heartbeat("n0", Json::array({exit}));
+  api_.clock_.AdvanceSeconds(0.5);
+  Heartbeat("n1", Running("n1", 1), Json::array({{{"gpu", 0}, {"kind", "xid"}, {"detail", "79"}}}));
+  EXPECT_EQ(Job()["attempt"], 2);
+  EXPECT_EQ(Job()["restarts"], 1);
+  const Json gpu = api_.Get("/v1/failures?kind=gpu_fault").body["failures"];
+  const Json exits = api_.Get("/v1/failures?kind=process_exit").body["failures"];
+  ASSERT_EQ(gpu.size(), 1u);
+  ASSERT_EQ(exits.size(), 1u);
+  EXPECT_EQ(gpu[0]["incident"], gpu[0]["id"]);
+  EXPECT_EQ(exits[0]["incident"], gpu[0]["id"]) << exits[0].dump();
+  EXPECT_EQ(api_.Get("/v1/nodes/n1").body["state"], "failed");
+  std::set<std::string> nodes;
+  const Json placement = api_.Get("/v1/jobs/" + job_ + "/placement").body;
+  for (const Json& r : placement["ranks"]) nodes.insert(r["node"]);
+  EXPECT_EQ(nodes, (std::set<std::string>{"n0", "sp0"}));
 }
 
 TEST_F(AgentApiTest, RankExitsAreFindingsAndCleanExitsFinishTheJob) {

@@ -63,10 +63,10 @@ class Cluster:
         return out
 
     # ---- agents
-    def start_agent(self, node, gpus=2, topology="spine=s0,leaf=l0", spare=False):
+    def start_agent(self, node, gpus=2, topology="spine=s0,leaf=l0", spare=False, heartbeat_interval=0.5):
         args = [SHEPHERDD, "agent", "--server", self.url, "--node-id", node, "--gpus", str(gpus), "--topology",
                 topology, "--hostname", "127.0.0.1", "--state-dir", self.path("agent-" + node),
-                "--heartbeat-interval", "0.5", "--stop-grace", "3", "--long-poll-wait", "5"]
+                "--heartbeat-interval", str(heartbeat_interval), "--stop-grace", "3", "--long-poll-wait", "5"]
         if spare:
             args.append("--spare")
         if os.geteuid() == 0:
