@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Silent-agent / orphan-overlap benchmark (issue 11, item 7): the real shepherdd on loopback (port 0, a
+"""Silent-agent / orphan-overlap benchmark: the real shepherdd on loopback (port 0, a
 temp-dir database), real `shepherdd agent` processes for four simulated 2-GPU nodes (n0, n1 and the spares
 sp0, sp1) and a 4-rank job whose ranks are a small python3 loop, no torch: each writes a wall-clock timestamp
 line every 0.1 s to <out>/<job>-a<attempt>-r<rank>-<pid>. One agent (n1's, which talks to the daemon

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Load and fault benchmark (issue 11, item 7): the real shepherdd on loopback with 20,480 nodes, one
+# Load and fault benchmark at fleet scale: the real shepherdd on loopback with 20,480 nodes, one
 # RANKS-rank job (every rank reporting at RATE Hz, a step report every 4th tick), FILL_JOBS more jobs, and four scenarios, each with a /healthz
 # prober (every 20 ms): (a) reports only, (b) reports + a read storm (STORM_CLIENTS clients looping
 # GET /v1/nodes), (c) reports + a 12 s SIGSTOP of the daemon, and the write latency (POST /v1/jobs) at

@@ -1,4 +1,4 @@
-// Write latency vs state size (issue 11, item 4): the same writes on an empty database and on one holding
+// Write latency vs state size: the same writes on an empty database and on one holding
 // 20,000 nodes and 5,000 running jobs, through the real Controller and a real SQLite file (WAL,
 // synchronous=FULL, group commit). Plain main, steady_clock timing; both states measured in one run.
 //

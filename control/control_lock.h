@@ -1,4 +1,4 @@
-// ControlLock: the lock that lets reads run beside the control thread (issue 11, item 1).
+// ControlLock: the lock that lets reads run beside the control thread.
 //
 // What it guards: the Controller and everything it owns (and what handlers reach through it). The
 // control thread holds it exclusively while it runs one operation (a drain of the request queue, a tick,

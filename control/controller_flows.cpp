@@ -240,7 +240,7 @@ void Controller::OnRankExit(const std::string& node, const ProcessStatus& p, Tim
   const JobEntry* e = CurrentRankOn(node, p.rank);
   if (!e) {
     // An old attempt's rank, stopped on purpose; or a rank this node does not run, which its agent
-    // cannot speak for (issue 10: a node's credential must not blame another node).
+    // cannot speak for (a node's credential must not blame another node).
     const JobEntry* j = jobs_.Find(p.rank.job);
     if (j && j->attempt && j->attempt->number == p.rank.attempt)
       spdlog::warn("agent of {} reports an exit of rank {} of job {}, which it does not run: ignored", node,

@@ -63,7 +63,7 @@ void Inventory::Release(const std::string& job) {
 namespace {
 
 // A node running ranks keeps what its ranks were given: MASTER_ADDR comes from its hostname and placement
-// from its topology (issue 10: a re-registration must not redirect a running job).
+// from its topology (a re-registration must not redirect a running job).
 Status CheckBusyReRegistration(const Node& old, const Node& now) {
   const std::string busy = "node " + old.id + " runs ranks: ";
   std::vector<FieldError> errors;

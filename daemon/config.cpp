@@ -50,7 +50,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
                "advertise_url", "node_heartbeat_timeout_s", "stop_timeout_s", "remediation_hook",
                "health_check_passes", "lateness_threshold_s", "agent_lease_s", "slurm",
                "unknown_process_timeout_s", "run_as", "slurm_users",
-               // Load (issue 11): queue bounds, quotas, the test hook.
+               // Fleet scale: queue bounds, quotas, the test hook.
                "queue_priority", "queue_write", "queue_read", "max_nodes", "max_active_jobs_per_submitter",
                "test_hooks",
                // Body budget and connection caps by class and identity.

@@ -27,11 +27,6 @@ JobMonitor::JobMonitor(MonitorContext ctx, RankLayout layout)
   ctx_.placement.ranks.shrink_to_fit();
 }
 
-size_t JobMonitor::BytesPerRank() {
-  // RankState + layout: coords (12) + node index (4) + coordinate index (4) + replica-set order (4).
-  return sizeof(RankState) + 24;
-}
-
 double JobMonitor::SilenceAllowance(const RankState& s) const {
   return ctx_.policy.heartbeat_timeout_s * (s.in_checkpoint_phase() ? kCheckpointAllowance : 1);
 }

@@ -26,9 +26,10 @@
 // opens and another only after it has cleared and reopened. Finding ids and actions are left empty for the
 // controller.
 //
-// Cost: Evaluate is O(world size) (plus the hang graph walk while a collective hang is open): call it on
-// a tick, not per report. Ingest is O(1) amortised. Memory: sizeof(RankState) + about 24 bytes of layout per
-// rank (see BytesPerRank). Not thread-safe: one owner (the controller's strand). No clock reads, no I/O.
+// Cost: Evaluate is O(world size) (plus the hang graph walk while a collective hang is open): call it on a
+// tick, not per report. Ingest is O(1) amortised. Memory: sizeof(RankState) + about 24 bytes of layout per
+// rank (JobMonitorTest.MemoryPerRankStaysUnderOneKiB). Not thread-safe: one owner (the controller's strand).
+// No clock reads, no I/O.
 #pragma once
 
 #include <cstdint>
@@ -125,8 +126,6 @@ class JobMonitor {
   const MonitorContext& context() const { return ctx_; }
   const RankLayout& layout() const { return layout_; }
   uint64_t ignored_reports() const { return ignored_; }
-  // Per-rank memory of this monitor's state (rank state + layout), for capacity planning.
-  static size_t BytesPerRank();
 
  private:
   JobMonitor(MonitorContext ctx, RankLayout layout);

@@ -91,24 +91,6 @@ Result<RankLayout> RankLayout::Build(const Plan& plan, const Placement& placemen
   return l;
 }
 
-int RankLayout::GroupSize(GroupKind g) const {
-  switch (g) {
-    case GroupKind::kTp:
-      return plan_.tp;
-    case GroupKind::kPp:
-      return plan_.pp;
-    case GroupKind::kDp:
-      return plan_.dp;
-    case GroupKind::kCp:
-      return plan_.cp;
-    case GroupKind::kWorld:
-      return world_size();
-    case GroupKind::kOther:
-      return 0;
-  }
-  return 0;
-}
-
 std::vector<int> RankLayout::GroupMembers(int rank, GroupKind g) const {
   std::vector<int> out;
   const Coord& c = coords_[rank];

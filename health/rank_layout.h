@@ -42,7 +42,6 @@ class RankLayout {
   // tp group: same (cp, dp, pp); cp group: same (tp, dp, pp); dp group: same (tp, cp, pp); pp group: same
   // (tp, cp, dp) — Megatron's groups for rank order tp, cp, dp, pp.
   std::vector<int> GroupMembers(int rank, GroupKind g) const;
-  int GroupSize(GroupKind g) const;
 
   // Replica sets for the SDC hash vote: ranks that must hold identical parameters. Context-parallel peers
   // are replicas like data-parallel ones: they hold the same parameters (gradients are reduced over dp·cp)

@@ -1,6 +1,7 @@
-// Per-rank memory of one JobMonitor: a compact, fixed-size record in a vector indexed by rank (no maps,
-// no strings), so a 131,072-rank job costs about 280 bytes per rank here (see kRankStateBytes in tests).
-// Internal to health/: written by JobMonitor::Ingest, read by the detectors.
+// Per-rank memory of one JobMonitor: a compact, fixed-size record in a vector indexed by rank (no maps, no
+// strings), so a 131,072-rank job costs about 280 bytes per rank here
+// (JobMonitorTest.MemoryPerRankStaysUnderOneKiB). Internal to health/: written by JobMonitor::Ingest, read by
+// the detectors.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,4 @@
-// Unknown processes: rank processes an agent runs that the daemon has no record of (issue 11 item 6). A
+// Unknown processes: rank processes an agent runs that the daemon has no record of. A
 // daemon started on a new or emptied database must not order agents to stop ranks it never launched: they
 // are tracked per node, shown (GET /v1/nodes) and kept (the assignments answer's `keep`) until an operator
 // decides (POST /v1/nodes/{id}/unknown-processes/stop) or `unknown_process_timeout_s` passes.

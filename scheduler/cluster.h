@@ -12,7 +12,7 @@
 // Ids, labels and domains are interned to small ints, and per-node state lives in dense vectors, so the
 // placement code runs on integers; an inventory of 16,896 nodes costs a few MB.
 //
-// Indexes kept up to date on every change (so a write never walks the inventory, issue 11): per NVLink
+// Indexes kept up to date on every change (so a write never walks the inventory): per NVLink
 // domain its member nodes, the GPUs and free GPUs of its usable nodes and its leaf; each group's parent;
 // per group, its domains by free GPUs and its children with free GPUs (Place), and its ready nodes by free
 // GPUs (ReplaceNode); the smallest GPU memory of a usable node and the smallest usable GPU count of a

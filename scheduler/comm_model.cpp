@@ -190,11 +190,6 @@ int ZeroStageOf(const TrainingSpec& t, const Plan& plan) {
 
 }  // namespace
 
-double BubbleFraction(int stages, int micro_batches, int vpp) {
-  const double b = static_cast<double>(stages - 1) / vpp;
-  return b / (micro_batches + b);
-}
-
 double RingAllReduceBytes(double bytes, int n) {
   return 2.0 * (n - 1) / n * bytes;
 }

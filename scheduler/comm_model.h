@@ -8,10 +8,6 @@
 
 namespace shepherd {
 
-// Idle fraction of a 1F1B pipeline with `stages` stages, `micro_batches` micro-batches and `vpp` virtual
-// stages per rank (Narayanan et al. 2021 §2.2): b = (S − 1)/vpp; b / (M + b).
-double BubbleFraction(int stages, int micro_batches, int vpp = 1);
-
 // Bytes each of `n` ranks sends in a ring all-reduce of a `bytes`-sized buffer: 2·(n − 1)/n · bytes.
 double RingAllReduceBytes(double bytes, int n);
 // Bytes each of `n` ranks sends in a ring all-gather or reduce-scatter: (n − 1)/n · bytes.

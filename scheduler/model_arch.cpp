@@ -105,10 +105,6 @@ LayerParamSplit PlannedLayerSplit(const ModelSpec& m) {
   return {s.dense * scale, s.expert * scale, s.activated * scale};
 }
 
-double PlannedLayerParams(const ModelSpec& m) {
-  return PlannedLayerSplit(m).total();
-}
-
 double ModelParams(const ModelSpec& m) {
   return m.parameters_given() ? m.parameters : CountParams(m);
 }

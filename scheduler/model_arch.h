@@ -47,8 +47,6 @@ double CountActivatedParams(const ModelSpec& m);
 // The per-layer split the planner uses: CountLayerSplit scaled so that layers · total() =
 // model.parameters − embeddings (vocab·h, twice unless tied) when model.parameters is given.
 LayerParamSplit PlannedLayerSplit(const ModelSpec& m);
-// PlannedLayerSplit(m).total().
-double PlannedLayerParams(const ModelSpec& m);
 // The parameter count the planner uses: the given model.parameters, else CountParams.
 double ModelParams(const ModelSpec& m);
 

@@ -77,7 +77,7 @@ static Result<Placement> PlaceUnits(const Cluster& c, const Plan& plan, const Pl
   // 1. Capacity, in TP groups, from the Cluster's histograms of domains by free and usable GPUs, corrected
   // for the domains the options change (`changed`): excluded nodes' free GPUs are withheld (their GPUs
   // still count towards the usable total); out-of-service nodes count nowhere; the released job's GPUs on
-  // offered nodes are free. No pass over the domains (issue 11).
+  // offered nodes are free. No pass over the domains.
   struct Changed {
     int64_t free, total;
     int leaf;

@@ -30,7 +30,7 @@
 //  4. GPUs. Within a domain, a group takes the node with the fewest free GPUs that still holds it whole
 //     (lowest GPU indices), or, when none can (NVL72), the nodes with the most free GPUs first.
 // Cost: O(ranks + G · candidates + the groups and domains with free GPUs under the groups it descends
-// into), from the Cluster's per-group histograms: no pass over every node or domain (issue 11).
+// into), from the Cluster's per-group histograms: no pass over every node or domain.
 #pragma once
 
 #include <cstdint>

@@ -61,12 +61,6 @@ Status SlurmCli::ResumeNode(const std::string& node) const {
   return r.ok() ? Status::Ok() : r.status();
 }
 
-Result<std::string> SlurmCli::NodeReason(const std::string& node) const {
-  auto r = RunOk({"sinfo", "-n", node, "-h", "-o", "%E"});
-  if (!r.ok()) return r.status();
-  return Trim(*r);
-}
-
 Result<std::string> SlurmCli::Submit(const std::vector<std::string>& args) const {
   std::vector<std::string> argv{"sbatch", "--parsable"};
   argv.insert(argv.end(), args.begin(), args.end());

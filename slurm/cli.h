@@ -41,8 +41,6 @@ class SlurmCli {
   Status DrainNode(const std::string& node, const std::string& reason) const;
   // `scontrol update NodeName=N State=RESUME`.
   Status ResumeNode(const std::string& node) const;
-  // `sinfo -n N -h -o %E`: the node's reason as sinfo shows it ("none" when it has none).
-  Result<std::string> NodeReason(const std::string& node) const;
 
   // `sbatch --parsable ARGS...` → the job id. ARGS are sbatch options and the script (e.g. --wrap=...).
   Result<std::string> Submit(const std::vector<std::string>& args) const;

@@ -48,39 +48,6 @@ Result<std::string> SlurmLauncher::SubmitAllocation(const AllocationRequest& r) 
   return cli_.Submit(args);
 }
 
-Result<Allocation> SlurmLauncher::RequestAllocation(const AllocationRequest& r) const {
-  auto id = SubmitAllocation(r);
-  if (!id.ok()) return id.status();
-
-  Clock::time_point deadline = Clock::now() + r.start_timeout;
-  std::string last_reason;
-  while (true) {
-    auto job = cli_.ShowJob(*id);
-    if (job.ok()) {
-      if (job->state == SlurmJobState::kRunning) return FromJob(*job);
-      if (!IsActive(job->state))
-        return Unavailable("allocation " + *id + " ended before running: " + job->state_text + " (" +
-                           job->reason + ")");
-      last_reason = job->reason;
-    }
-    if (Clock::now() >= deadline) {
-      (void)cli_.Cancel(*id);
-      return Status(Code::kResourceExhausted, "allocation " + *id + " still pending after " +
-                                                  std::to_string(r.start_timeout.count()) + " s (" +
-                                                  last_reason + "); cancelled");
-    }
-    std::this_thread::sleep_for(options_.poll_interval);  // polling interval
-  }
-}
-
-Result<Allocation> SlurmLauncher::AdoptAllocation(const std::string& job_id) const {
-  auto job = cli_.ShowJob(job_id);
-  if (!job.ok()) return job.status();
-  if (job->state != SlurmJobState::kRunning)
-    return Conflict("allocation " + job_id + " is " + job->state_text + ", not RUNNING");
-  return FromJob(*job);
-}
-
 Result<Allocation> SlurmLauncher::ShowAllocation(const std::string& job_id) const {
   auto job = cli_.ShowJob(job_id);
   if (!job.ok()) return job.status();

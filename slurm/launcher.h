@@ -49,7 +49,6 @@ struct AllocationRequest {
   // sbatch --chdir and where the holding job's (empty) output goes, slurm-<id>.out. It must exist on the
   // batch host (the allocation's first node), or the job fails at once. Empty: /tmp and no output file.
   std::string work_dir;
-  std::chrono::seconds start_timeout{120};  // how long the allocation may stay pending
   // sbatch --comment when not empty, how FindAllocation finds this request again (the controller leaves it
   // empty when extra_args carry a site's own --comment).
   std::string comment;
@@ -102,13 +101,6 @@ class SlurmLauncher {
   // sbatch the holding job and return its id at once (it may still be pending). kInvalidArgument: request
   // violates a REQUIRES. kUnavailable: sbatch failed. At most T.
   Result<std::string> SubmitAllocation(const AllocationRequest& request) const;
-  // sbatch the holding job and wait until it runs. kResourceExhausted: still pending after start_timeout
-  // (the job is cancelled then, with Slurm's pending reason in the message). kUnavailable: sbatch failed,
-  // or the job ended before running. Takes at most start_timeout + a few T.
-  Result<Allocation> RequestAllocation(const AllocationRequest& request) const;
-  // Takes over an allocation made elsewhere (e.g. named in the job spec). kNotFound: unknown job.
-  // kConflict: not running. At most T.
-  Result<Allocation> AdoptAllocation(const std::string& job_id) const;
   // The allocation's state and current nodes. kNotFound once Slurm forgot it. At most T.
   Result<Allocation> ShowAllocation(const std::string& job_id) const;
   // The id of this user's active job named `name` whose comment is `comment` (squeue --me), or "" when
@@ -132,14 +124,6 @@ class SlurmLauncher {
   // At most grace + kill_wait + 3T.
   Result<ExitStatus> StopStep(const Step& step, std::chrono::seconds grace,
                               std::chrono::seconds kill_wait = std::chrono::seconds(30)) const;
-
-  // Node operations (see SlurmCli). At most T each.
-  Status DrainNode(const std::string& node, const std::string& reason) const {
-    return cli_.DrainNode(node, reason);
-  }
-  Status ResumeNode(const std::string& node) const { return cli_.ResumeNode(node); }
-  Result<std::vector<SlurmNode>> Nodes() const { return cli_.ShowNodes(); }
-  Result<std::vector<SlurmSwitch>> Topology() const { return cli_.ShowTopology(); }
 
   const SlurmCli& cli() const { return cli_; }
 

@@ -493,7 +493,7 @@ TEST_F(SupervisorTest, UsersFlightRecorderPathWinsAndNoDumpMeansNoField) {
 namespace shepherd::agent {
 namespace {
 
-// Ranks drop to the --run-as user before exec (issue 10: a job must not be root on every node).
+// Ranks drop to the --run-as user before exec (a job must not be root on every node).
 TEST(RunAs, RankRunsAsTheConfiguredUserNotRoot) {
   if (::geteuid() != 0) GTEST_SKIP() << "dropping privileges needs root";
   auto nobody = LookUpUser("nobody");

@@ -1,7 +1,7 @@
 // The auth matrix: EVERY route of the route table x every role x {no token, wrong token, right token},
-// through the real router, handlers and controller (in memory). Expected statuses are written out here
-// from the issue's role list, not read from the route table: 401 without or with a wrong token, 403 for a
-// role the issue does not give the route, 2xx for one it does (restart: 409, no checkpoint qualifies).
+// through the real router, handlers and controller (in memory). Expected statuses are written out here from
+// the roles docs/security.md gives each route, not read from the route table: 401 without or with a wrong
+// token, 403 for a role the route is not given to, 2xx for one it is (restart: 409, no checkpoint qualifies).
 #include <gtest/gtest.h>
 
 #include <set>
@@ -163,7 +163,8 @@ class AuthMatrixTest : public ::testing::Test {
   int fresh_ = 0;
 };
 
-// The issue's roles, written out per route (admin, operator, submitter, viewer, agent, rank).
+// The documented roles (docs/security.md, "Roles and the route table"), written out per route (admin,
+// operator, submitter, viewer, agent, rank).
 const std::map<std::string, std::set<std::string>>& Expected() {
   static const std::set<std::string> people_read = {"admin", "operator", "submitter", "viewer"};
   static const std::map<std::string, std::set<std::string>> m = {

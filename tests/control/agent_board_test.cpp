@@ -160,7 +160,7 @@ TEST(AgentBoardLeaseTest, ALostAgentsOldRanksHoldTheGateUntilItsLeaseExpires) {
 namespace shepherd {
 namespace {
 
-// Issue 11 item 6: a daemon with no record of what a node runs (a new or emptied database).
+// Unknown processes: a daemon with no record of what a node runs (a new or emptied database).
 class AgentBoardUnknownTest : public ::testing::Test {
  protected:
   // The daemon knows nothing; it wants nothing on n1. Unknown processes are kept 60 s.

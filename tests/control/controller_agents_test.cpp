@@ -8,7 +8,7 @@
 
 namespace shepherd {
 
-// ---- Fencing, epochs and the daemon's own lateness (issue 11)
+// ---- Fencing, epochs and the daemon's own lateness
 
 class ControllerAgentsTest : public ControllerTest {
  protected:
@@ -59,7 +59,7 @@ TEST_F(ControllerAgentsTest, AssignmentVersionsNeverGoBackwardsAcrossRestarts) {
   EXPECT_GT(Poll("n1").version, after);
 }
 
-// Issue 11 item 6: what the daemon has no record of is kept, shown and stopped only when decided; what it
+// Unknown processes: what the daemon has no record of is kept, shown and stopped only when decided; what it
 // knows is never unknown.
 TEST_F(ControllerAgentsTest, ProcessesOfUnknownJobsOrAttemptsAreKeptUntilDecided) {
   AddNode("n1", "l0");

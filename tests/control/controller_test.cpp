@@ -210,7 +210,7 @@ TEST_F(ControllerTest, FailedCommitIsNotAcknowledgedAndStopsWrites) {
   EXPECT_EQ(controller_->GetNode("n2").status().code(), Code::kNotFound);
 }
 
-// ---- Credentials and node identity (issue 10)
+// ---- Credentials and node identity
 
 namespace {
 

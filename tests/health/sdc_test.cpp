@@ -359,7 +359,6 @@ TEST(SdcTest, ContextParallelPeersAreReplicasAndFormTheirOwnGroup) {
   EXPECT_EQ(l->GroupMembers(5, GroupKind::kCp), std::vector<int>({5, 7}));  // tp 1, dp 1
   EXPECT_EQ(l->GroupMembers(5, GroupKind::kDp), std::vector<int>({1, 5}));  // tp 1, cp 0
   EXPECT_EQ(l->GroupMembers(5, GroupKind::kTp), std::vector<int>({4, 5}));
-  EXPECT_EQ(l->GroupSize(GroupKind::kCp), 2);
   EXPECT_EQ(GroupKindFromName("cp"), GroupKind::kCp);
   ASSERT_EQ(l->replica_set_count(), 2);
   EXPECT_EQ(l->ReplicaSet(0), std::vector<int>({0, 2, 4, 6}));

@@ -1,4 +1,4 @@
-// The real daemon under load (issue 11): paginated lists, probes answered without the control thread,
+// The real daemon under load at fleet scale: paginated lists, probes answered without the control thread,
 // 429 with Retry-After when a request queue is full, quotas. The control thread is blocked on purpose
 // through the test hook (config "test_hooks": POST /test/block-control?ms=N, api/front_door.h).
 #include <gtest/gtest.h>

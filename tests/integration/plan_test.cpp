@@ -25,7 +25,7 @@ void ExpectPlanRefused(const Daemon& d, const Json& body, const std::string& fie
   EXPECT_EQ(J(r)["errors"][0]["field"], field) << r.body;
 }
 
-// Issue 14's acceptance check: the Llama 3 405B layout of the paper's Table 4 (TP 8, CP 1, PP 16, DP 128
+// The Llama 3 405B layout of the paper's Table 4 (TP 8, CP 1, PP 16, DP 128
 // on 16,384 H100s, 16M tokens of 8192) is accepted and predicts within 25 % of its 400 TFLOP/s per GPU,
 // with vpp and recompute given (they are not published: see docs/planner.md, "Validation") and without.
 TEST(Daemon, PlanAcceptsTheLlama3Layout) {

@@ -1,6 +1,6 @@
-// The real daemon against issue 10's attacks: bodies read before auth (RSS under a wrong-token flood),
-// connection exhaustion starving health probes and agents, tokens in argv, a world-readable tokens file,
-// SIGHUP rotation, LD_PRELOAD in a job, root ranks.
+// The real daemon against the attacks of docs/security.md's threat model: bodies read before auth (RSS under
+// a wrong-token flood), connection exhaustion starving health probes and agents, tokens in argv, a
+// world-readable tokens file, SIGHUP rotation, LD_PRELOAD in a job, root ranks.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -332,8 +332,8 @@ TEST(Security, NodeIdsAndNamesAreClean) {
   EXPECT_NE(r.body.find("\"field\":\"hostname\""), std::string::npos) << r.body;
 }
 
-// Issue 10 items 2 and 3 through the real binary: the token a rank is handed (read by its node's agent
-// from the assignments) reports for its own job and attempt only, dies with the attempt, and the node's
+// Rank credentials and node identity through the real binary: the token a rank is handed (read by its node's
+// agent from the assignments) reports for its own job and attempt only, dies with the attempt, and the node's
 // agent cannot redirect the running job by re-registering with another hostname.
 TEST(Security, RankTokenFromAssignmentsIsBoundToItsJobAndAttempt) {
   TempDir dir;

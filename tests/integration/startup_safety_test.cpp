@@ -1,5 +1,5 @@
-// The real daemon (issue 11): its own stall blames no node, the --db directory must exist, assignment
-// versions grow across restarts, an undecodable record is named and --salvage moves it aside.
+// Startup safety on the real daemon: its own stall blames no node, the --db directory must exist,
+// assignment versions grow across restarts, an undecodable record is named and --salvage moves it aside.
 #include <gtest/gtest.h>
 #include <signal.h>
 

@@ -1,8 +1,8 @@
-// Issue 11 item 6 on the real binaries: a daemon started on a new, empty database does not order a real
-// agent to stop the ranks it runs; they show as unknown_processes on their node until an operator stops
-// them or unknown_process_timeout_s passes. Healthy case: a daemon that launched the ranks shows none.
-// Item 5's fencing for an agent that cannot act (SIGSTOP): its fence keeper stops the ranks by the lease;
-// and for an agent restarted while cut off from the daemon: the ranks it adopts keep their lease.
+// Unknown processes on the real binaries: a daemon started on a new, empty database does not order a real
+// agent to stop the ranks it runs; they show as unknown_processes on their node until an operator stops them
+// or unknown_process_timeout_s passes. Healthy case: a daemon that launched the ranks shows none. Fencing by
+// the agent lease for an agent that cannot act (SIGSTOP): its fence keeper stops the ranks by the lease; and
+// for an agent restarted while cut off from the daemon: the ranks it adopts keep their lease.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>

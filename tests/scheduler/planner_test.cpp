@@ -185,14 +185,6 @@ TEST(StageParams, EmbeddingOnFirstStageOutputOnLast) {
 
 // ---- Pipeline and collectives ----
 
-TEST(Comm, BubbleFraction) {
-  EXPECT_DOUBLE_EQ(BubbleFraction(4, 8), 3.0 / 11);
-  EXPECT_DOUBLE_EQ(BubbleFraction(16, 128), 15.0 / 143);
-  EXPECT_EQ(BubbleFraction(1, 32), 0);
-  // Interleaved: (15/5) / (16 + 3) = 3/19.
-  EXPECT_DOUBLE_EQ(BubbleFraction(16, 16, 5), 3.0 / 19);
-}
-
 TEST(Comm, RingCollectives) {
   EXPECT_DOUBLE_EQ(RingAllReduceBytes(1e9, 8), 1.75e9);  // 2 · 7/8
   EXPECT_DOUBLE_EQ(AllGatherBytes(1e9, 8), 0.875e9);     // 7/8

@@ -64,9 +64,9 @@ double Since(std::chrono::steady_clock::time_point t0) {
 TEST(SlurmCluster, InventoryImport) {
   REQUIRE_CLUSTER();
   SlurmLauncher launcher = MakeLauncher();
-  auto nodes = launcher.Nodes();
+  auto nodes = launcher.cli().ShowNodes();
   ASSERT_TRUE(nodes.ok()) << nodes.status().message();
-  auto switches = launcher.Topology();
+  auto switches = launcher.cli().ShowTopology();
   ASSERT_TRUE(switches.ok()) << switches.status().message();
   auto topology = MapTopology(*switches);
   ASSERT_TRUE(topology.ok());
@@ -88,20 +88,20 @@ TEST(SlurmCluster, InventoryImport) {
 TEST(SlurmCluster, DrainWithReasonThenResume) {
   REQUIRE_CLUSTER();
   SlurmLauncher launcher = MakeLauncher();
-  ASSERT_TRUE(launcher.DrainNode("n2", "shepherd f-000123 sdc_suspected").ok());
+  ASSERT_TRUE(launcher.cli().DrainNode("n2", "shepherd f-000123 sdc_suspected").ok());
   EXPECT_EQ(LocalCluster::Sh({"sinfo", "-n", "n2", "-h", "-o", "%E"}), "shepherd f-000123 sdc_suspected");
-  auto nodes = launcher.Nodes();
+  auto nodes = launcher.cli().ShowNodes();
   ASSERT_TRUE(nodes.ok());
   EXPECT_TRUE((*nodes)[2].state.drain);
   EXPECT_EQ(ShepherdStateOf((*nodes)[2].state), NodeState::kCordoned);
 
-  ASSERT_TRUE(launcher.ResumeNode("n2").ok());
+  ASSERT_TRUE(launcher.cli().ResumeNode("n2").ok());
   EXPECT_TRUE(WaitFor(seconds(30), [] {
     return LocalCluster::Sh({"sinfo", "-n", "n2", "-h", "-o", "%T"}) == "idle";
   }));
   EXPECT_EQ(LocalCluster::Sh({"sinfo", "-n", "n2", "-h", "-o", "%E"}), "none");
-  EXPECT_EQ(launcher.DrainNode("n2", "").code(), Code::kInvalidArgument);
-  EXPECT_FALSE(launcher.DrainNode("no-such-node", "shepherd x").ok());
+  EXPECT_EQ(launcher.cli().DrainNode("n2", "").code(), Code::kInvalidArgument);
+  EXPECT_FALSE(launcher.cli().DrainNode("no-such-node", "shepherd x").ok());
 }
 
 // The reconcile rules against live Slurm: an operator's drain is followed and never undone, Shepherd's own
@@ -135,7 +135,7 @@ TEST(SlurmCluster, ReconcileFollowsOperatorDrainsAndAppliesShepherdsOwn) {
   // Apply them as the controller would.
   mine[1].schedulable = false;
   mine[1].reason = changes[0].reason;
-  ASSERT_TRUE(launcher.DrainNode("n2", changes[1].reason).ok());
+  ASSERT_TRUE(launcher.cli().DrainNode("n2", changes[1].reason).ok());
   drained_by_shepherd.insert("n2");
   EXPECT_EQ(LocalCluster::Sh({"sinfo", "-n", "n2", "-h", "-o", "%E"}), "shepherd f-000123 sdc_suspected");
   EXPECT_TRUE(reconcile().empty());  // stable once applied
@@ -148,7 +148,7 @@ TEST(SlurmCluster, ReconcileFollowsOperatorDrainsAndAppliesShepherdsOwn) {
   EXPECT_EQ(changes[0].node, "n1");
   EXPECT_EQ(changes[1].kind, NodeChangeKind::kResumeInSlurm);
   EXPECT_EQ(changes[1].node, "n2");
-  ASSERT_TRUE(launcher.ResumeNode("n2").ok());
+  ASSERT_TRUE(launcher.cli().ResumeNode("n2").ok());
   EXPECT_TRUE(WaitFor(seconds(30), [] {
     return LocalCluster::Sh({"sinfo", "-n", "n2", "-h", "-o", "%T"}) == "idle";
   }));
@@ -169,17 +169,19 @@ TEST(SlurmCluster, AllocationWithSpare) {
   req.spares = 1;
   req.work_dir = Work("");
   auto t0 = std::chrono::steady_clock::now();
-  auto alloc = launcher.RequestAllocation(req);
-  ASSERT_TRUE(alloc.ok()) << alloc.status().message();
+  auto id = launcher.SubmitAllocation(req);
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  g_allocation = *id;
+  Result<Allocation> alloc = NotFound("not shown yet");
+  ASSERT_TRUE(WaitFor(seconds(120), [&] {
+    alloc = launcher.ShowAllocation(g_allocation);
+    return alloc.ok() && alloc->state == SlurmJobState::kRunning;
+  })) << (alloc.ok() ? alloc->reason : alloc.status().message());
   std::cout << "[measure] allocation of 5 nodes running after " << Since(t0) << " s\n";
-  g_allocation = alloc->job_id;
-  EXPECT_EQ(alloc->state, SlurmJobState::kRunning);
+  EXPECT_EQ(alloc->job_id, g_allocation);
   EXPECT_EQ(alloc->nodes, (std::vector<std::string>{"n0", "n1", "n2", "n3", "n4"}));
   EXPECT_EQ(LocalCluster::Sh({"squeue", "-h", "-j", g_allocation, "-o", "%T %D"}), "RUNNING 5");
-  auto adopted = launcher.AdoptAllocation(g_allocation);
-  ASSERT_TRUE(adopted.ok());
-  EXPECT_EQ(adopted->nodes.size(), 5u);
-  EXPECT_EQ(launcher.AdoptAllocation("999999").status().code(), Code::kNotFound);
+  EXPECT_EQ(launcher.ShowAllocation("999999").status().code(), Code::kNotFound);
 }
 
 // Four real PyTorch DDP ranks (gloo on 127.0.0.1) as one srun step, laid out against Slurm's default
@@ -334,7 +336,7 @@ TEST(SlurmCluster, NodeLossKeepsTheAllocationAndTheSpareResumesTraining) {
   auto t0 = std::chrono::steady_clock::now();
   EXPECT_FALSE(LocalCluster::CrashNode("n3").empty());
   bool down = WaitFor(seconds(120), [&] {
-    auto nodes = launcher.Nodes();
+    auto nodes = launcher.cli().ShowNodes();
     return nodes.ok() && ShepherdStateOf((*nodes)[3].state) == NodeState::kFailed;
   });
   EXPECT_TRUE(down);
@@ -359,7 +361,7 @@ TEST(SlurmCluster, NodeLossKeepsTheAllocationAndTheSpareResumesTraining) {
   ASSERT_GE(newest, 5);
 
   // Replacing the node: drain it in Slurm, then the next step on the spare, resuming from that checkpoint.
-  ASSERT_TRUE(launcher.DrainNode("n3", "shepherd f-000124 node_lost").ok());
+  ASSERT_TRUE(launcher.cli().DrainNode("n3", "shepherd f-000124 node_lost").ok());
   EXPECT_EQ(LocalCluster::Sh({"sinfo", "-n", "n3", "-h", "-o", "%E"}), "shepherd f-000124 node_lost");
   StepSpec next = spec;
   next.name = "shepherd-a6";
@@ -382,7 +384,7 @@ TEST(SlurmCluster, NodeLossKeepsTheAllocationAndTheSpareResumesTraining) {
 
   // Hand the node back: slurmd again, then resume (ReturnToService=2 does not clear a drain).
   ASSERT_TRUE(LocalCluster::RestartSlurmd("n3"));
-  ASSERT_TRUE(launcher.ResumeNode("n3").ok());
+  ASSERT_TRUE(launcher.cli().ResumeNode("n3").ok());
   EXPECT_TRUE(WaitFor(seconds(60), [] {
     return LocalCluster::Sh({"sinfo", "-n", "n3", "-h", "-o", "%T"}) == "idle";
   }));

@@ -1,4 +1,4 @@
-// Writes that do not slow with state (issue 11, item 4): every statement on the write path finds its row
+// Writes that do not slow with state: every statement on the write path finds its row
 // through an index, checked with EXPLAIN QUERY PLAN on a real SQLite file holding many records (so the
 // planner has statistics to choose a scan if the schema let it).
 #include <gtest/gtest.h>

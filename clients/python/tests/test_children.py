@@ -1,9 +1,9 @@
 """Child processes of an instrumented rank never report as the rank (real runs, CPU torch, a fake daemon).
 
-The acceptance failure: a script with `client = shepherd_client.install()` as its first line and a DataLoader
-with spawned workers (each re-runs the script's top level as __mp_main__) got one client and one heartbeat
-helper per worker, all reporting as the rank: "rank in no collective" while the rank itself was stuck in one,
-so the hang went unseen. Skipped when torch is not installed."""
+The failure this guards against: a script with `client = shepherd_client.install()` as its first line and a
+DataLoader with spawned workers (each re-runs the script's top level as __mp_main__) got one client and one
+heartbeat helper per worker, all reporting as the rank: "rank in no collective" while the rank itself was
+stuck in one, so the hang went unseen. Skipped when torch is not installed."""
 
 import os
 import re

@@ -1,6 +1,6 @@
 """Training loops other than the textbook one, run for real (CPU torch, gloo, one rank, a fake daemon): what
-the client counts as a step, the loss it reports, the phase, and the checkpoints it reports. Each case made
-the daemon act wrongly for an acceptance tester. Skipped when torch is not installed."""
+the client counts as a step, the loss it reports, the phase, and the checkpoints it reports. Each case once
+made the daemon act wrongly. Skipped when torch is not installed."""
 
 import os
 import shutil

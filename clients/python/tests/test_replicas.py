@@ -1,6 +1,6 @@
 """Parameter hashes and checkpoint reports of real multi-rank torch runs (CPU, gloo, a fake daemon) whose
-replicas or files are not what a plain DDP job's are. Each case was a healthy job reported corrupt, or a file
-reported as a restart point, by an acceptance tester. Skipped when torch is not installed."""
+replicas or files are not what a plain DDP job's are. Each case is a healthy job once reported corrupt, or a
+file once reported as a restart point. Skipped when torch is not installed."""
 
 import os
 import unittest
