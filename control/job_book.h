@@ -35,7 +35,7 @@ struct JobEntry {
   // The placement of the attempt before `attempt` (since this daemon started): its ranks may still be
   // stopping, and what their agents say of them (flight-recorder dumps) still counts.
   std::optional<Placement> previous;
-  std::set<int> exited_ok;  // ranks of the current attempt that exited 0
+  std::set<int> exited_ok;              // ranks of the current attempt that exited 0
   std::optional<Time> next_not_before;  // JobBook::SetNextNotBefore, until the next attempt starts
 };
 
@@ -77,7 +77,9 @@ class JobBook {
   void set_marks_source(MarksSource f) { marks_source_ = std::move(f); }
   // The restart decided with a backoff: the job's next attempt records `not_before` (Attempt::not_before),
   // however it then starts (after the backoff, from the queue, on spares). Cleared when the job ends.
-  void SetNextNotBefore(const std::string& job, Time not_before) { jobs_.at(job).next_not_before = not_before; }
+  void SetNextNotBefore(const std::string& job, Time not_before) {
+    jobs_.at(job).next_not_before = not_before;
+  }
   // A restart waits (its backoff) to start on `placement`: its GPUs are kept for it meanwhile, so no other
   // job is placed there. REQUIRES: the attempt ended. Released by EndAttempt (or ending the job).
   Status Hold(const std::string& job, const Placement& placement) {

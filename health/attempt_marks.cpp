@@ -5,7 +5,9 @@
 namespace shepherd {
 namespace {
 
-bool IsCheckpointPhase(Phase p) { return p == Phase::kCheckpointSave || p == Phase::kCheckpointLoad; }
+bool IsCheckpointPhase(Phase p) {
+  return p == Phase::kCheckpointSave || p == Phase::kCheckpointLoad;
+}
 
 }  // namespace
 
@@ -95,7 +97,8 @@ MarksSnapshot AttemptMarks::Quick() const {
 MarksSnapshot AttemptMarks::Snapshot() const {
   Coverage load = load_, save = save_;  // open phases close at each rank's last report
   for (const RankPhase& p : phases_)
-    if (p.since_daemon != Time{}) Count(p.phase, p.since_daemon, std::max(p.since_daemon, p.last_seen), &load, &save);
+    if (p.since_daemon != Time{})
+      Count(p.phase, p.since_daemon, std::max(p.since_daemon, p.last_seen), &load, &save);
   return {first_step_at_, last_step_at_, last_step_, restored_load_s_ + load.seconds(),
           restored_save_s_ + save.seconds()};
 }

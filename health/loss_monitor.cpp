@@ -118,7 +118,8 @@ bool LossMonitor::Finalize(Time now) {
   const bool loss_normal = !open_.nonfinite && !above && !nonfinite_.open && !divergence_.open;
   if (!open_.grad_ranks.empty()) {
     if (loss_normal)
-      opened |= Open(grad_spike_, open_.grad_ranks, s, open_.first_seen, s, *open_.grad_spike_value, grad_max_, now);
+      opened |= Open(grad_spike_, open_.grad_ranks, s, open_.first_seen, s, *open_.grad_spike_value,
+                     grad_max_, now);
   } else if (open_.grad_max) {
     grads_.Push(*open_.grad_max);
     if (grad_spike_.open && s > grad_spike_.last_step) grad_spike_.open = false;

@@ -52,7 +52,8 @@ class ControllerMarksTest : public ControllerTest {
       x.kind = kind;
       x.step = step;
       x.phase = phase;
-      if (kind == ReportKind::kCheckpoint) x.path = "/ckpt/step-" + std::to_string(*step) + "/rank-" + std::to_string(r);
+      if (kind == ReportKind::kCheckpoint)
+        x.path = "/ckpt/step-" + std::to_string(*step) + "/rank-" + std::to_string(r);
       b.reports.emplace_back(r, x);
     }
     std::optional<Result<IngestSummary>> out;
@@ -211,7 +212,8 @@ TEST_F(ControllerMarksTest, AnOperatorsRestartStartsAtTheRequest) {
   Second("n1");
   const Time asked = clock_.Now();
   std::optional<Result<RestartOutcome>> out;
-  controller_->RestartJob(job, "latest", {}, "", "alice", [&](Result<RestartOutcome> r) { out = std::move(r); });
+  controller_->RestartJob(job, "latest", {}, "", "alice",
+                          [&](Result<RestartOutcome> r) { out = std::move(r); });
   Drain();
   ASSERT_TRUE(out && out->ok()) << out->status().message();
   auto asked_for = Failures(job, FindingKind::kRestartRequested);

@@ -31,7 +31,10 @@ BUCKETS = ("queued", "startup", "productive", "lost_progress", "checkpoint_save"
 SUM_TOLERANCE_S = 1.0
 MEASURE_TOLERANCE_S = 2.0
 ETTR_TOLERANCE = 0.02  # relative
-TRAIN_FOR_S = 25  # training after the first step (or the resume) before the answer is read
+# Training after the first step (or the resume) before the answer is read. Without faults, longer: the ETTR
+# is checked relatively, and the half second a step report may wait for its ride is 1 % of a minute.
+TRAIN_FOR_S = 25
+TRAIN_NO_FAULTS_FOR_S = 45
 
 FIRST_STEP = re.compile(r"TIMING first_step (\d+) at ([0-9.]+)")
 CHECKPOINT = re.compile(r"TIMING checkpoint (\d+) save_s ([0-9.]+) at ([0-9.]+)")
@@ -135,7 +138,7 @@ class GoodputE2E(unittest.TestCase):
     def test_a_job_without_faults_reports_the_productive_share_as_its_ettr(self):
         job, submitted = self.submit()
         first = self.first_step_at(job, 1)
-        self.train_for(first, TRAIN_FOR_S)
+        self.train_for(first, TRAIN_NO_FAULTS_FOR_S)
         marked_at = time.time()
         self.check_marks(job, 1, first, sum(s for s, _ in self.saves(job, 1, first, marked_at).values()))
         g, read_at = self.goodput(job)

@@ -12,7 +12,9 @@ namespace {
 using namespace shepherd::testing;
 
 const Time kT0 = FromUnixSeconds(1'800'000'000);
-Time At(double s) { return kT0 + Seconds(s); }
+Time At(double s) {
+  return kT0 + Seconds(s);
+}
 
 Report InPhase(int rank, Time rank_time, Phase phase) {
   Report r = Heartbeat(rank, rank_time);
