@@ -124,6 +124,7 @@ void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clo
 void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
 void RegisterExternalRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
 void RegisterEventRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
+void RegisterGoodputRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
 
 void InstallAuth(Router* router, Controller* c, Authenticator* auth) {
   // Rank credentials are minted per rank of an attempt by the control layer (control/rank_tokens.h).
@@ -157,6 +158,7 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
   RegisterAgentRoutes(router, c, o, clock);
   RegisterExternalRoutes(router, c, o, clock);
   RegisterEventRoutes(router, c, o, clock);
+  RegisterGoodputRoutes(router, c, o, clock);
   RegisterUiRoutes(router, o.ui_dir);
   router->Add("GET", "/v1/whoami", [](const HttpRequest& req, const PathParams&, Respond respond) {
     const Principal who = req.principal.value_or(Principal{Role::kAdmin, "anonymous", {}, {}, {}});

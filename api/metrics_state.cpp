@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <string_view>
 
+#include "goodput/accounting.h"
+
 namespace shepherd {
 namespace {
 
@@ -100,6 +102,33 @@ void AppendJobMetrics(const Controller& c, Time now, std::string* out) {
   for (const Family* f : {&state, &attempt, &budget, &step, &step_time, &restarts}) f->AppendTo(out);
 }
 
+// Goodput per job (docs/goodput.md): the seconds of every bucket and the ETTR, accounted from the records
+// in memory at each scrape. O(jobs and their attempts and checkpoints).
+void AppendGoodputMetrics(const Controller& c, Time now, std::string* out) {
+  Family seconds{"shepherd_job_goodput_seconds",
+                 "gauge",
+                 "Seconds of the job's wall time (submission to its end, or now) in each goodput bucket "
+                 "(queued, startup, productive, lost_progress, checkpoint_save, detection, recovery, backoff, "
+                 "unattributed); the buckets sum to the wall time.",
+                 {}};
+  Family ettr{"shepherd_job_ettr", "gauge",
+              "The job's effective training time ratio: productive seconds over wall seconds.", {}};
+  std::string labels;
+  c.VisitGoodputRecords(now - Seconds(kEndedJobSeriesSeconds), true,
+                        [&](const Controller::GoodputRecords& r) {
+                          const JobGoodput g = AccountJob(r.Input(now));
+                          for (int b = 0; b < kBucketCount; ++b) {
+                            labels = ",bucket=\"";
+                            labels += ToString(static_cast<Bucket>(b));
+                            labels += '"';
+                            seconds.Sample(r.job->id, labels, Num(g.buckets[b].seconds));
+                          }
+                          ettr.Sample(r.job->id, "", Num(g.ettr));
+                        });
+  seconds.AppendTo(out);
+  ettr.AppendTo(out);
+}
+
 void AppendFleetMetrics(const Controller& c, std::string* out) {
   const Controller::FleetFacts fleet = c.Fleet();
   Header("shepherd_nodes", "gauge", "Nodes by state (every state, 0 included).", out);
@@ -130,6 +159,7 @@ void AppendFleetMetrics(const Controller& c, std::string* out) {
 void AppendStateMetrics(const Controller& c, Time now, std::string* out) {
   AppendFleetMetrics(c, out);
   AppendJobMetrics(c, now, out);
+  AppendGoodputMetrics(c, now, out);
 }
 
 }  // namespace shepherd

@@ -80,6 +80,9 @@ const std::vector<RouteRule>& RouteTable() {
       {"GET", "/v1/jobs/{id}/checkpoints", false, {A, O, S, V}, {}},
       {"GET", "/v1/jobs/{id}/failures", false, {A, O, S, V}, {}},
       {"GET", "/v1/failures", false, {A, O, S, V}, {}},
+      // Goodput: where every GPU-hour went (docs/goodput.md).
+      {"GET", "/v1/jobs/{id}/goodput", false, {A, O, S, V}, {}},
+      {"GET", "/v1/goodput", false, {A, O, S, V}, {}},
       // Events of every job and node (docs/events.md).
       {"GET", "/v1/events", false, {A, O, S, V}, {}},
       // Who the token speaks for: the dashboard shows write buttons only to roles that may use them.

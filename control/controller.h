@@ -282,6 +282,25 @@ class Controller {
   // Calls `visit` for every job that has not ended and every job that ended (updated_at) at or after
   // `ended_since`, in id order. O(jobs): visits no placement and copies nothing.
   void VisitJobMetrics(Time ended_since, const std::function<void(const JobMetrics&)>& visit) const;
+  // ---- Goodput (goodput/accounting.h): a job's records as accounting reads them.
+  struct GoodputRecords {
+    const Job* job = nullptr;              // valid only during the visit
+    std::vector<Attempt> attempts;         // oldest first, without their placements' ranks
+    std::vector<AttemptSize> sizes;        // per attempt: what its placement held
+    std::vector<Checkpoint> checkpoints;   // the job's (empty unless asked for)
+    std::vector<Finding> findings;         // those the attempts' ended_by name, and their incidents' roots
+    GoodputInput Input(Time now) const {
+      return {.job = *job, .attempts = attempts, .checkpoints = checkpoints, .findings = findings,
+              .now = now, .sizes = sizes};
+    }
+  };
+  // kNotFound for no job. O(the job's attempts and checkpoints, log of its findings).
+  Result<GoodputRecords> GetGoodputRecords(const std::string& id) const;
+  // Calls `visit` for every job that has not ended and every job that ended (updated_at) at or after
+  // `ended_since`, in id order, one job at a time (one set of buffers, reused): O(jobs and their attempts),
+  // and their checkpoints when `with_checkpoints`.
+  void VisitGoodputRecords(Time ended_since, bool with_checkpoints,
+                           const std::function<void(const GoodputRecords&)>& visit) const;
   struct FleetFacts {
     std::map<NodeState, int> by_state;  // nodes by state (no zero entries)
     int spare_nodes = 0;                // nodes held aside as spares, whatever their state

@@ -34,6 +34,16 @@ Status Controller::Recover(bool salvage) {
   auto snap = store_->Load();
   if (!snap.ok()) return snap.status();
   std::map<std::string, Attempt> last_attempt;
+  // Attempts before each job's last, for goodput accounting: kept without their placements' ranks.
+  std::map<std::string, std::vector<PastAttempt>> earlier;
+  auto keep_earlier = [&](Attempt a) {
+    PastAttempt p;
+    if (!a.placement.ranks.empty()) p.size = SizeOf(a, Job{});  // else from the job's plan, once known
+    a.placement.ranks.clear();
+    a.placement.ranks.shrink_to_fit();
+    p.attempt = std::move(a);
+    earlier[p.attempt.job].push_back(std::move(p));
+  };
   std::map<std::string, std::vector<std::pair<int, int64_t>>> resumes;  // job -> (attempt, resume step)
   std::map<std::string, std::vector<Checkpoint>> checkpoints;
   std::map<std::string, std::vector<CheckpointPart>> parts;
@@ -73,7 +83,12 @@ Status Controller::Recover(bool salvage) {
         if (!a.ok()) return a.status();
         resumes[a->job].emplace_back(a->number, a->resume_step);
         auto& slot = last_attempt[a->job];
-        if (a->number >= slot.number) slot = std::move(a).value();
+        if (a->number >= slot.number) {
+          if (slot.number > 0) keep_earlier(std::move(slot));
+          slot = std::move(a).value();
+        } else {
+          keep_earlier(std::move(a).value());
+        }
         return Status::Ok();
       }
       case Collection::kCheckpoints: {
@@ -127,6 +142,7 @@ Status Controller::Recover(bool salvage) {
   events_.Restored();
   Time now = clock_->Now();
   lateness_.Restart(now);  // nothing was heard before: no silence verdict for a full window
+  for (auto& [job, list] : earlier) jobs_.RestoreEarlier(job, std::move(list));
   for (auto& [job, a] : last_attempt) {
     if (!jobs_.Find(job)) continue;
     if (Status s = jobs_.RestoreAttempt(std::move(a)); !s.ok()) return s;

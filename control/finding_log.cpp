@@ -82,6 +82,21 @@ const Finding* FindingLog::Find(const std::string& id) const {
   return nullptr;
 }
 
+const Finding* FindingLog::Find(const std::string& job, const std::string& id) const {
+  auto it = by_job_.find(job);
+  if (it == by_job_.end() || id.empty()) return nullptr;
+  // Ids are "f-" and a zero-padded sequence that only grows: shorter ids are older, then text order.
+  auto older = [](const std::string& a, const std::string& b) {
+    return a.size() != b.size() ? a.size() < b.size() : a < b;
+  };
+  const std::vector<size_t>& idx = it->second;
+  auto pos = std::partition_point(idx.begin(), idx.end(), [&](size_t i) { return older(all_[i].id, id); });
+  if (pos != idx.end() && all_[*pos].id == id) return &all_[*pos];
+  for (size_t i : idx)  // ids from elsewhere (a restored database's own scheme): look at each
+    if (all_[i].id == id) return &all_[i];
+  return nullptr;
+}
+
 Finding* FindingLog::Mutable(const std::string& job, const std::string& id) {
   auto it = by_job_.find(job);
   if (it == by_job_.end()) return nullptr;

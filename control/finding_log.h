@@ -42,6 +42,9 @@ class FindingLog {
   // The finding with this id; nullptr when none (searches newest first).
   const Finding* Find(const std::string& id) const;
 
+  // The job's finding with this id, or nullptr; O(log of the job's findings) (ids increase with their
+  // sequence). Valid until the next Add.
+  const Finding* Find(const std::string& job, const std::string& id) const;
   // The job's finding with this id, or nullptr. Valid until the next Add; a caller that changes it
   // persists it.
   Finding* Mutable(const std::string& job, const std::string& id);

@@ -114,7 +114,13 @@ Status JobBook::StartAttempt(const std::string& job, Placement placement, const 
   state_changes_.push_back({job, e.job.state, a.number, reason, batch->ops.size() - 1});
   batch->Put(AttemptRecord(a));
   spdlog::info("job {} attempt {} started on {} ranks ({})", job, a.number, a.placement.ranks.size(), reason);
-  if (e.attempt) e.previous = std::move(e.attempt->placement);
+  if (e.attempt) {
+    e.previous = std::move(e.attempt->placement);
+    e.attempt->placement.ranks.clear();
+    e.attempt->placement.ranks.shrink_to_fit();
+    e.earlier.push_back({std::move(*e.attempt), e.attempt_size});
+  }
+  e.attempt_size = SizeOf(a, e.job);
   e.attempt = std::move(a);
   e.exited_ok.clear();
   e.next_not_before.reset();
@@ -245,8 +251,19 @@ Status JobBook::RestoreAttempt(Attempt a) {
     if (Status s = inventory_->Allocate(a.job, a.placement); !s.ok())
       return Internal("recovering placement of " + a.job + ": " + s.message());
   }
+  e.attempt_size = SizeOf(a, e.job);
   e.attempt = std::move(a);
   return Status::Ok();
+}
+
+void JobBook::RestoreEarlier(const std::string& job, std::vector<PastAttempt> earlier) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return;
+  for (PastAttempt& p : earlier)
+    if (p.size.gpus == 0) p.size = SizeOf(p.attempt, it->second.job);
+  std::sort(earlier.begin(), earlier.end(),
+            [](const PastAttempt& x, const PastAttempt& y) { return x.attempt.number < y.attempt.number; });
+  it->second.earlier = std::move(earlier);
 }
 
 const JobEntry* JobBook::Find(const std::string& id) const {

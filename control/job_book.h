@@ -23,15 +23,25 @@
 #include "control/inventory.h"
 #include "core/agent_protocol.h"
 #include "core/job.h"
+#include "goodput/accounting.h"
 #include "scheduler/planner.h"
 #include "storage/store.h"
 
 namespace shepherd {
 
+// An attempt before the current one, as goodput accounting reads it: its record without its placement's
+// ranks (a 131,072-rank placement is megabytes), and what that placement held.
+struct PastAttempt {
+  Attempt attempt;
+  AttemptSize size;
+};
+
 struct JobEntry {
   Job job;
   PlanEstimate estimate;
   std::optional<Attempt> attempt;  // the current (or last) attempt
+  AttemptSize attempt_size;        // what `attempt`'s placement holds (SizeOf, taken when it started)
+  std::vector<PastAttempt> earlier;  // the attempts before `attempt`, oldest first
   // The placement of the attempt before `attempt` (since this daemon started): its ranks may still be
   // stopping, and what their agents say of them (flight-recorder dumps) still counts.
   std::optional<Placement> previous;
@@ -112,6 +122,9 @@ class JobBook {
   void Restore(JobEntry entry);
   // REQUIRES: the job was restored. Its placement is re-allocated when the job is running.
   Status RestoreAttempt(Attempt attempt);
+  // The job's attempts before its current one (any order; placements already emptied, sizes taken from
+  // them; an empty size is taken from the job's plan). Ignored for a job not restored.
+  void RestoreEarlier(const std::string& job, std::vector<PastAttempt> earlier);
 
   std::vector<AttemptEvent> TakeEvents() { return std::exchange(events_, {}); }
   // Every state a job entered (submitted, an attempt started, SetState, End) since the last call, in

@@ -84,7 +84,8 @@ struct AttemptGoodput {
 };
 
 struct JobGoodput {
-  double wall_s = 0;
+  Time from{}, to{};  // what was accounted: the job's life (submission to its end, or now) within the window
+  double wall_s = 0;  // to - from (0 when the window misses the job)
   double gpus = 0;  // GPUs the job's plan holds while it runs
   std::array<Span, kBucketCount> buckets{};  // indexed by Bucket; sums to wall_s
   RecoveryParts recovery;                      // sums to buckets[kRecovery]
@@ -95,12 +96,28 @@ struct JobGoodput {
   std::map<BadputCause, int> incidents;  // incidents per cause
 };
 
+// The GPUs and nodes an attempt held, for records kept without their placements' ranks (the daemon keeps
+// only the sizes of a job's earlier attempts).
+struct AttemptSize {
+  double gpus = 0;
+  double nodes = 0;
+};
+// An attempt's placement: its ranks and distinct nodes (an empty placement: the job's plan, at
+// resources.gpus_per_node). O(ranks).
+AttemptSize SizeOf(const Attempt& a, const Job& job);
+
 struct GoodputInput {
   const Job& job;
   std::span<const Attempt> attempts;        // the job's, any order
   std::span<const Checkpoint> checkpoints;  // the job's, any order
-  std::span<const Finding> findings;        // the job's, any order
+  // The job's findings, any order: at least those the attempts' ended_by name and the incidents' roots.
+  std::span<const Finding> findings;
   Time now{};
+  // Per attempts[i] (REQUIRES: empty or as long as attempts): what it held. Empty: SizeOf each attempt.
+  std::span<const AttemptSize> sizes = {};
+  // The window: every span is clipped to [since, until] (unset: the job's submission, its end or now).
+  std::optional<Time> since;
+  std::optional<Time> until;
 };
 
 JobGoodput AccountJob(const GoodputInput& in);
@@ -119,7 +136,18 @@ struct JobRecords {
   const Job* job = nullptr;
   std::span<const Attempt> attempts;
   std::span<const Finding> findings;
+  std::span<const AttemptSize> sizes = {};  // as GoodputInput::sizes
 };
 FleetRate MeasureFleetRate(std::span<const JobRecords> jobs, Time now);
+// The same, one job at a time (the daemon walks its jobs without gathering them).
+class FleetRateTally {
+ public:
+  void Add(const JobRecords& job, Time now);
+  FleetRate Result() const;
+
+ private:
+  int incidents_ = 0;
+  double node_hours_ = 0;
+};
 
 }  // namespace shepherd
