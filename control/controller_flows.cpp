@@ -163,7 +163,6 @@ void Controller::Tick() {
   std::vector<std::string> ids;
   for (const auto& [id, h] : health_) ids.push_back(id);
   for (const std::string& id : ids) EvaluateJob(id, now, &batch);
-  PersistMarks(now, &batch);
   CheckLaunches(now, &batch);
   ReplaceBlockedSlurmAllocations(now, &batch);
   auto unserved = [this] { return UnservedNodes(); };
@@ -172,6 +171,7 @@ void Controller::Tick() {
       now, &batch, [this](const std::string& job) { return HealthOf(job).DefaultResume(); }, unserved);
   Schedule(now, &batch);
   Settle(now, &batch);
+  PersistMarks(now, &batch);  // the attempts still running after this tick's decisions
   if (!batch.empty()) Commit(std::move(batch), [](Status) {});
 }
 
