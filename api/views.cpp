@@ -56,6 +56,18 @@ Json RenderJob(const JobView& e) {
                             {"resume_checkpoint", e.attempt->resume_checkpoint},
                             {"resume_step", e.attempt->resume_step}};
     if (e.attempt->ended_at) j["current_attempt"]["ended_at"] = FormatRfc3339(*e.attempt->ended_at);
+    // The goodput marks, each when known (as the attempt record has them, core/json.cpp).
+    const Attempt& a = *e.attempt;
+    Json& cur = j["current_attempt"];
+    if (a.first_step_at) cur["first_step_at"] = FormatRfc3339(*a.first_step_at);
+    if (a.last_step_at) {
+      cur["last_step_at"] = FormatRfc3339(*a.last_step_at);
+      cur["last_step"] = a.last_step;
+    }
+    if (a.load_s > 0) cur["load_s"] = a.load_s;
+    if (a.save_s > 0) cur["save_s"] = a.save_s;
+    if (a.not_before) cur["not_before"] = FormatRfc3339(*a.not_before);
+    if (!a.ended_by.empty()) cur["ended_by"] = a.ended_by;
   }
   if (e.launch) {
     j["launch"] = {{"status", e.launch->nodes_without_agent.empty() ? "starting" : "waiting_for_agents"},

@@ -21,6 +21,12 @@ Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOp
       events_(options_.event_retention),
       lateness_(options_.late_after_s, clock_->Now()),
       slurm_sync_(&inventory_, &findings_, options_.default_gpu_memory_gib) {
+  // An ending attempt is recorded with its final marks (open checkpoint phases included).
+  jobs_.set_marks_source([this](Attempt* a) {
+    auto h = health_.find(a->job);
+    if (h == health_.end()) return;
+    if (auto m = h->second->Marks(a->number, /*full=*/true)) AttemptMarks::Apply(*m, a);
+  });
   recovery_.set_slurm(options_.slurm);
   recovery_.set_requeue(options_.slurm_requeue);
   recovery_.set_cluster_for([this](const std::string& job) { return AllocationView(job); });

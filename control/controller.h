@@ -364,6 +364,10 @@ class Controller {
   void PersistTransitions(const std::vector<CheckpointTransition>& ts, WriteBatch* batch);
   // Agent liveness (node_lost findings), launch gates and long-poll deadlines.
   void CheckAgents(Time now, WriteBatch* batch);
+  // Running attempts' goodput marks into their records, each at most once per kMarksPersistEvery_s (the
+  // in-memory attempt is kept current per report batch; the record is rewritten at the attempt's end).
+  void PersistMarks(Time now, WriteBatch* batch);
+  static constexpr double kMarksPersistEvery_s = 60;
   // The job of `rank` when it is of the job's current, active attempt and placed on `node`; else null.
   const JobEntry* CurrentRankOn(const std::string& node, const RankRef& rank) const;
   // Whether `rank` is placed on `node` in its attempt, that attempt being its job's current one or the one

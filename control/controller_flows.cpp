@@ -25,6 +25,8 @@ Finding NodeFinding(const std::string& job, int attempt, FindingKind kind, const
   f.kind = kind;
   f.nodes = {node};
   f.detected_at = now;
+  // An agent's report (an exit, a GPU fault) carries no time of its own: its receipt is the onset.
+  f.onset_at = now;
   f.detail = std::move(detail);
   return f;
 }
@@ -140,6 +142,11 @@ void Controller::IngestReports(const std::string& job, const ReportBatch& report
   if (h == health_.end() || !h->second->running())
     return done(Conflict("job " + job + " is " + ToString(e->job.state) + ": no attempt is running"));
   JobHealth::IngestOutcome in = h->second->Ingest(reports, now);
+  // The attempt's marks in memory stay current (views, goodput); the record follows at most once a
+  // minute (PersistMarks) and at the attempt's end.
+  if (JobEntry* m = jobs_.Mutable(job); m->attempt && !m->attempt->ended_at)
+    if (auto marks = h->second->Marks(m->attempt->number, /*full=*/false))
+      AttemptMarks::Apply(*marks, &*m->attempt);
   report_counts_["accepted"] += in.accepted - in.ignored;
   report_counts_["ignored"] += in.ignored;
   report_counts_["rejected"] += in.rejected.size();
@@ -201,7 +208,19 @@ void Controller::Tick() {
       now, &batch, [this](const std::string& job) { return HealthOf(job).DefaultResume(); }, unserved);
   Schedule(now, &batch);
   Settle(now, &batch);
+  PersistMarks(now, &batch);  // the attempts still running after this tick's decisions
   if (!batch.empty()) Commit(std::move(batch), [](Status) {});
+}
+
+void Controller::PersistMarks(Time now, WriteBatch* batch) {
+  for (auto& [id, h] : health_) {
+    JobEntry* e = jobs_.Mutable(id);
+    if (!e || !e->attempt || e->attempt->ended_at || !h->MarksDue(now, kMarksPersistEvery_s)) continue;
+    auto marks = h->Marks(e->attempt->number, /*full=*/true);
+    if (!marks || (!marks->last_step_at && marks->load_s == 0 && marks->save_s == 0)) continue;
+    AttemptMarks::Apply(*marks, &*e->attempt);
+    batch->Put(AttemptRecord(*e->attempt));
+  }
 }
 
 void Controller::CheckAgents(Time now, WriteBatch* batch) {
@@ -217,6 +236,7 @@ void Controller::CheckAgents(Time now, WriteBatch* batch) {
       Finding f = NodeFinding(job, e->job.attempt, FindingKind::kNodeLost, node, now,
                               "no agent heartbeat from " + node + " for " +
                                   std::to_string(static_cast<int>(ToSeconds(silent))) + " s");
+      f.onset_at = now - silent;  // the agent's last heartbeat
       if (e->attempt)
         for (const RankSlot& r : e->attempt->placement.ranks)
           if (r.node == node) f.ranks.push_back(r.rank);
@@ -431,6 +451,7 @@ void Controller::RestartJob(const std::string& id, const std::string& from,
   f.kind = FindingKind::kRestartRequested;
   f.nodes = replace_nodes;
   f.detected_at = now;
+  f.onset_at = now;  // the request
   f.detail = why;
   f.actions = d->actions;
   f.id = findings_.NextId();

@@ -275,6 +275,7 @@ void Controller::OnAllocationRunning(const SlurmLaunchEvent& ev, Time now, Write
     f.kind = FindingKind::kNodeLost;
     f.nodes = {node};
     f.detected_at = now;
+    f.onset_at = now;  // Slurm's word arrives as it is known: its receipt
     f.detail = "Slurm removed " + node + " from allocation " + ev.allocation + " (node failure)";
     for (const RankSlot& r : e->attempt->placement.ranks)
       if (r.node == node) f.ranks.push_back(r.rank);
@@ -351,6 +352,7 @@ void Controller::OnStepEnded(const SlurmLaunchEvent& ev, Time now, WriteBatch* b
     f.kind = FindingKind::kNodeLost;
     f.nodes = {node};
     f.detected_at = now;
+    f.onset_at = now;  // Slurm's word arrives as it is known: its receipt
     f.detail = "srun: node failure on " + node;
     for (const RankSlot& r : jobs_.Find(ev.job)->attempt->placement.ranks)
       if (r.node == node) f.ranks.push_back(r.rank);
@@ -386,6 +388,7 @@ Finding Controller::StepFinding(const SlurmLaunchEvent& ev, std::string detail, 
   f.attempt = ev.attempt;
   f.kind = FindingKind::kProcessExit;
   f.detected_at = now;
+  f.onset_at = now;  // Slurm's word arrives as it is known: its receipt
   f.detail = std::move(detail);
   f.log_tail = RedactSecrets(ev.log_tail);
   return f;
@@ -403,6 +406,7 @@ void Controller::OnSlurmNodesFailed(const std::vector<std::pair<std::string, std
       f.kind = FindingKind::kNodeLost;
       f.nodes = {node};
       f.detected_at = now;
+      f.onset_at = now;  // Slurm's word arrives as it is known: its receipt
       f.detail = "Slurm reports " + node + " " + state;
       for (const RankSlot& r : e->attempt->placement.ranks)
         if (r.node == node) f.ranks.push_back(r.rank);

@@ -97,6 +97,7 @@ Status JobBook::StartAttempt(const std::string& job, Placement placement, const 
   a.number = number.value_or(e.job.attempt + 1);
   a.started_at = now;
   a.reason = reason;
+  a.not_before = e.next_not_before;
   if (resume) {
     a.resume_checkpoint = resume->id;
     a.resume_step = resume->step;
@@ -122,6 +123,7 @@ Status JobBook::StartAttempt(const std::string& job, Placement placement, const 
   e.attempt_size = SizeOf(a, e.job);
   e.attempt = std::move(a);
   e.exited_ok.clear();
+  e.next_not_before.reset();
   Event(AttemptEvent::Kind::kStarted, e);
   return Status::Ok();
 }
@@ -132,6 +134,7 @@ void JobBook::EndAttempt(const std::string& job, Time now, WriteBatch* batch) {
   inventory_->Release(job);
   if (e.attempt->ended_at) return;
   e.attempt->ended_at = now;
+  if (marks_source_) marks_source_(&*e.attempt);
   batch->Put(AttemptRecord(*e.attempt));
   Event(AttemptEvent::Kind::kEnded, e);
 }
@@ -142,6 +145,7 @@ void JobBook::SetState(const std::string& job, JobState state, const std::string
   e.job.state = state;
   e.job.reason = reason;
   e.job.updated_at = now;
+  if (IsTerminal(state)) e.next_not_before.reset();
   Track(e);
   batch->Put(JobRecord(e.job, e.estimate));
   state_changes_.push_back({job, state, e.job.attempt, reason, batch->ops.size() - 1});

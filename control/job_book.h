@@ -45,7 +45,8 @@ struct JobEntry {
   // The placement of the attempt before `attempt` (since this daemon started): its ranks may still be
   // stopping, and what their agents say of them (flight-recorder dumps) still counts.
   std::optional<Placement> previous;
-  std::set<int> exited_ok;  // ranks of the current attempt that exited 0
+  std::set<int> exited_ok;              // ranks of the current attempt that exited 0
+  std::optional<Time> next_not_before;  // JobBook::SetNextNotBefore, until the next attempt starts
 };
 
 struct AttemptEvent {
@@ -77,8 +78,18 @@ class JobBook {
   Status StartAttempt(const std::string& job, Placement placement, const std::string& reason,
                       std::optional<Checkpoint> resume, Time now, WriteBatch* batch,
                       std::optional<int> number = std::nullopt);
-  // Ends the current attempt (if still open): GPUs released (those a Hold kept too), ended_at recorded.
+  // Ends the current attempt (if still open): GPUs released (those a Hold kept too), ended_at recorded,
+  // with the attempt's final goodput marks (set_marks_source) in the same record.
   void EndAttempt(const std::string& job, Time now, WriteBatch* batch);
+  // Where an ending attempt's final goodput marks come from (the Controller: its JobHealth's); called with
+  // the attempt about to be recorded as ended, which it may update. Null: the marks are left as they are.
+  using MarksSource = std::function<void(Attempt* attempt)>;
+  void set_marks_source(MarksSource f) { marks_source_ = std::move(f); }
+  // The restart decided with a backoff: the job's next attempt records `not_before` (Attempt::not_before),
+  // however it then starts (after the backoff, from the queue, on spares). Cleared when the job ends.
+  void SetNextNotBefore(const std::string& job, Time not_before) {
+    jobs_.at(job).next_not_before = not_before;
+  }
   // A restart waits (its backoff) to start on `placement`: its GPUs are kept for it meanwhile, so no other
   // job is placed there. REQUIRES: the attempt ended. Released by EndAttempt (or ending the job).
   Status Hold(const std::string& job, const Placement& placement) {
@@ -145,6 +156,7 @@ class JobBook {
 
   Inventory* inventory_;
   double default_gpu_memory_gib_;
+  MarksSource marks_source_;
   std::map<std::string, JobEntry> jobs_;
   std::map<std::string, std::set<std::string>> by_external_id_;  // spec.external_id → job ids
   // Queued jobs by (seq, id): Schedule reads the queue in submission order without walking every job.

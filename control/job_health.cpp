@@ -34,6 +34,8 @@ void JobHealth::Restore(const std::vector<Checkpoint>& checkpoints,
 void JobHealth::OnAttemptStart(const Job& job, const Attempt& a, Launch launch, Time now) {
   ledger_.OnAttemptStart(a.number, a.resume_step);
   attempt_started_at_ = now;
+  marks_.emplace(job.plan.world_size(), job.spec.policy.heartbeat_timeout_s, &a);
+  marks_written_at_ = now;
   MonitorContext ctx;
   ctx.job = job.id;
   ctx.attempt = a.number;
@@ -124,6 +126,7 @@ JobHealth::IngestOutcome JobHealth::Ingest(const ReportBatch& batch, Time now) {
       continue;
     }
     out.urgent = out.urgent || in.urgent;
+    marks_->OnReport(r, now);
     if (r.kind == ReportKind::kCheckpoint) {
       const uint64_t ignored_before = ledger_.ignored_reports();
       auto ts = ledger_.OnCheckpointReport(r.attempt, r.rank, *r.step, r.path, now, r.replicated);

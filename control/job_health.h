@@ -19,6 +19,7 @@
 #include "control/records.h"
 #include "core/job.h"
 #include "core/json.h"
+#include "health/attempt_marks.h"
 #include "health/checkpoint_ledger.h"
 #include "health/job_monitor.h"
 #include "health/report.h"
@@ -49,6 +50,20 @@ class JobHealth {
     unarmed_.reset();
     unlaunched_.clear();
     external_pending_ = false;
+  }
+  // The goodput marks (health/attempt_marks.h) of attempt `attempt`, when it is the latest attempt this
+  // daemon saw start (they outlive its monitor until the next attempt starts). `full`: open checkpoint
+  // phases counted too (O(world size)); otherwise O(1).
+  std::optional<MarksSnapshot> Marks(int attempt, bool full) const {
+    if (!marks_ || attempts_.empty() || attempts_.back().number != attempt) return std::nullopt;
+    return full ? marks_->Snapshot() : marks_->Quick();
+  }
+  // The running attempt's marks are due to be persisted: at most once per `every_s` (the first time
+  // `every_s` after the attempt started here). Records `now` as the write when true.
+  bool MarksDue(Time now, double every_s) {
+    if (!monitor_ || ToSeconds(now - marks_written_at_) < every_s) return false;
+    marks_written_at_ = now;
+    return true;
   }
   // The job ended: replay bookkeeping is dropped.
   void OnJobEnd() { EndReplay(); }
@@ -174,6 +189,8 @@ class JobHealth {
   void Arm(Time now);
 
   std::unique_ptr<JobMonitor> monitor_;
+  std::optional<AttemptMarks> marks_;  // of the latest attempt started here (attempts_.back())
+  Time marks_written_at_{};
   // Until launched: the context to arm the monitor with (the monitor drops its copy of the placement).
   std::optional<MonitorContext> unarmed_;
   std::set<std::string> unlaunched_;      // agent-launched: nodes not yet confirmed

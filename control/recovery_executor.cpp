@@ -196,6 +196,7 @@ void RecoveryExecutor::Execute(const std::string& job, const RecoveryDecision& d
       jobs_->EndAttempt(job, now, batch);
       if (d.replay) health.OnReplayStarted(d.replay_nodes, d.replay_step, d.set_aside);
       if (d.not_before > now) {
+        jobs_->SetNextNotBefore(job, d.not_before);
         jobs_->SetState(job, JobState::kRecovering,
                         d.reason + " (backoff until " + FormatRfc3339(d.not_before) + ")", now, batch);
         // Its GPUs wait with it: a queued job placed there meanwhile left it to queue behind that job, and

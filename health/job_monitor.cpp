@@ -295,7 +295,13 @@ void JobMonitor::EvaluateHeartbeats(Time now, std::vector<bool>* alive, std::vec
     detail = "rank " + std::to_string(newly_lost.front()) + " never reported within the " +
              Fmt(ctx_.policy.startup_grace_s) + " s startup grace";
   detail += "; newly lost ranks: " + RankList(newly_lost);
-  out->push_back(MakeFinding(FindingKind::kHeartbeatLost, std::move(newly_lost), now, std::move(detail)));
+  // Onset: the earliest last report among them (none: a rank that never reported has no known onset).
+  std::optional<Time> onset;
+  for (int r : newly_lost)
+    if (ranks_[r].ever_seen() && (!onset || ranks_[r].last_seen < *onset)) onset = ranks_[r].last_seen;
+  Finding f = MakeFinding(FindingKind::kHeartbeatLost, std::move(newly_lost), now, std::move(detail));
+  f.onset_at = onset;
+  out->push_back(std::move(f));
 }
 
 void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vector<Finding>* out) {
@@ -342,6 +348,7 @@ void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vec
     // Culprit ranks; for a communication fault no rank is at fault: the finding names the stuck groups'
     // nodes only (the recovery policy treats a first communication fault as transient).
     Finding f = MakeFinding(FindingKind::kHang, hang_.SuspectRanks(), now, hang_.detail);
+    f.onset_at = now - Seconds(hang_.oldest_open_s);  // the hung collective's start (its first entry)
     if (hang_.culprits.empty()) f.ranks.clear();
     for (const HangCulprit& c : hang_.culprits)
       if (c.stopped) f.silent_ranks.push_back(c.rank);
@@ -382,8 +389,11 @@ void JobMonitor::EvaluateHang(Time now, const std::vector<bool>& alive, std::vec
       progress_suspects_.empty()
           ? "; every live rank is at the same step: a job-wide hang outside collectives"
           : "; lagging at step " + std::to_string(lo) + ": ranks " + RankList(progress_suspects_);
-  if (!was_progress_hang)
-    out->push_back(MakeFinding(FindingKind::kHang, progress_suspects_, now, progress_detail_));
+  if (!was_progress_hang) {
+    Finding f = MakeFinding(FindingKind::kHang, progress_suspects_, now, progress_detail_);
+    f.onset_at = ref;  // the last progress (or the end of the startup grace, of a busy phase)
+    out->push_back(std::move(f));
+  }
 }
 
 }  // namespace shepherd

@@ -44,6 +44,7 @@ void JobMonitor::EvaluateSdc(Time now, std::vector<Finding>* out) {
                       : v.needs_replay ? SdcVerdict::kNeedsReplay
                                        : SdcVerdict::kMajority;
       f.step = res.step;
+      f.onset_at = res.first_seen;  // the mismatching check's time
       // The corruption arose after the last check that agreed: the earliest possible onset.
       auto agreed = sdc_.last_agreed_step();
       if (agreed && *agreed < res.step) f.onset_step = *agreed + 1;
@@ -107,6 +108,7 @@ void JobMonitor::EvaluateLoss(Time now, std::vector<Finding>* out) {
     Finding f = MakeFinding(it.kind, inc.ranks, inc.detected_at, std::move(detail));
     f.step = inc.last_step;
     f.onset_step = inc.onset_step;
+    f.onset_at = inc.onset_at;
     out->push_back(std::move(f));
     if (it.warrants_recovery) Evidence(HealthEvidence::Kind::kAnomaly, inc.onset_step, ToString(it.kind));
   }

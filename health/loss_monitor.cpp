@@ -44,11 +44,12 @@ std::optional<double> LossMonitor::rolling_grad_max() const {
   return grad_max_;
 }
 
-bool LossMonitor::Open(LossIncident& inc, const std::vector<int>& ranks, int64_t onset, int64_t step,
-                       double value, double reference, Time now) {
+bool LossMonitor::Open(LossIncident& inc, const std::vector<int>& ranks, int64_t onset, Time onset_at,
+                       int64_t step, double value, double reference, Time now) {
   const bool opened = !inc.open;
   if (opened && inc.pending) {  // reopened before it was reported: one incident
     inc.open = true;
+    if (onset < inc.onset_step) inc.onset_at = onset_at;
     inc.onset_step = std::min(inc.onset_step, onset);
     inc.last_step = std::max(inc.last_step, step);
   } else if (opened) {
@@ -56,11 +57,13 @@ bool LossMonitor::Open(LossIncident& inc, const std::vector<int>& ranks, int64_t
     inc.pending = true;
     inc.open = true;
     inc.onset_step = onset;
+    inc.onset_at = onset_at;
     inc.last_step = step;
     inc.detected_at = now;
     inc.value = value;
     inc.reference = reference;
   } else {
+    if (onset < inc.onset_step) inc.onset_at = onset_at;
     inc.onset_step = std::min(inc.onset_step, onset);
     inc.last_step = std::max(inc.last_step, step);
   }
@@ -93,16 +96,17 @@ bool LossMonitor::Finalize(Time now) {
   if (above && !open_.nonfinite) {
     if (run_len_ == 0) {
       run_start_ = s;
+      run_start_at_ = open_.first_seen;
       run_ranks_ = open_.ranks;
       run_value_ = *loss;
     }
     ++run_len_;
     if (run_len_ == 1 && divergence_steps_ > 1)
-      opened |= Open(spike_, open_.ranks, s, s, *loss, threshold_, now);
+      opened |= Open(spike_, open_.ranks, s, open_.first_seen, s, *loss, threshold_, now);
     else if (spike_.open)
       spike_.last_step = s;
     if (run_len_ >= divergence_steps_)
-      opened |= Open(divergence_, run_ranks_, run_start_, s, run_value_, threshold_, now);
+      opened |= Open(divergence_, run_ranks_, run_start_, run_start_at_, s, run_value_, threshold_, now);
   } else if (loss && !open_.nonfinite) {
     run_len_ = 0;
     spike_.open = false;
@@ -114,7 +118,8 @@ bool LossMonitor::Finalize(Time now) {
   const bool loss_normal = !open_.nonfinite && !above && !nonfinite_.open && !divergence_.open;
   if (!open_.grad_ranks.empty()) {
     if (loss_normal)
-      opened |= Open(grad_spike_, open_.grad_ranks, s, s, *open_.grad_spike_value, grad_max_, now);
+      opened |= Open(grad_spike_, open_.grad_ranks, s, open_.first_seen, s, *open_.grad_spike_value,
+                     grad_max_, now);
   } else if (open_.grad_max) {
     grads_.Push(*open_.grad_max);
     if (grad_spike_.open && s > grad_spike_.last_step) grad_spike_.open = false;
@@ -147,10 +152,12 @@ bool LossMonitor::OnStep(int rank, int64_t step, std::optional<double> loss, std
   if (step > open_.step) {
     opened |= Finalize(now);
     open_.step = step;
+    open_.first_seen = now;
   }
   const bool current = step == open_.step;  // late reports are checked for non-finite values only
   if (loss && !std::isfinite(*loss)) {
-    opened |= Open(nonfinite_, {rank}, step, step, *loss, 0, now);
+    // A late report's step was first reported before; when is not kept: this report's receipt.
+    opened |= Open(nonfinite_, {rank}, step, current ? open_.first_seen : now, step, *loss, 0, now);
     if (current) open_.nonfinite = true;
   }
   if (!current) return opened;

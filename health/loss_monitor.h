@@ -49,6 +49,7 @@ struct LossIncident {
   int64_t onset_step = 0;
   int64_t last_step = 0;  // latest step showing the anomaly
   Time detected_at{};
+  Time onset_at{};  // when the onset step was first reported (daemon clock)
   double value = 0;        // the anomalous value first seen (job-level loss, or grad norm)
   double reference = 0;    // threshold T (loss) or rolling max (grad norm) at detection
   std::vector<int> ranks;  // reporting ranks, ascending, at most kMaxRanks
@@ -112,11 +113,12 @@ class LossMonitor {
     std::vector<int> ranks;       // reporting ranks, ascending, at most LossIncident::kMaxRanks
     std::vector<int> grad_ranks;  // ranks whose grad norm spiked
     std::vector<float> step_times;  // reported step_time_s, at most kMaxStepTimeSamples
+    Time first_seen{};              // the step's first report
   };
   bool Finalize(Time now);
   void RestartBaseline(int64_t step);
-  static bool Open(LossIncident& inc, const std::vector<int>& ranks, int64_t onset, int64_t step,
-                   double value, double reference, Time now);
+  static bool Open(LossIncident& inc, const std::vector<int>& ranks, int64_t onset, Time onset_at,
+                   int64_t step, double value, double reference, Time now);
 
   double factor_;
   int divergence_steps_;
@@ -128,6 +130,7 @@ class LossMonitor {
   int64_t baseline_since_ = -1;
   int run_len_ = 0;
   int64_t run_start_ = 0;
+  Time run_start_at_{};  // when run_start_ was first reported
   std::vector<int> run_ranks_;
   double run_value_ = 0;
   LossIncident nonfinite_, spike_, divergence_, grad_spike_;

@@ -84,6 +84,7 @@ std::vector<SdcCheckResult> SdcChecker::Resolve(std::vector<RankState>& ranks, T
 SdcCheckResult SdcChecker::Compare(std::vector<RankState>& ranks, const OpenCheck& c) {
   SdcCheckResult res;
   res.step = c.step;
+  res.first_seen = c.first_seen;
   std::vector<std::pair<uint64_t, int>> present;  // (digest, rank)
   for (int set = 0; set < layout_.replica_set_count(); ++set) {
     present.clear();

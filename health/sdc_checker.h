@@ -42,6 +42,7 @@ struct SdcMismatch {
 
 struct SdcCheckResult {
   int64_t step = 0;
+  Time first_seen{};        // when the check's first hash arrived (a finding's onset_at)
   bool complete = false;    // every rank's hash arrived before the deadline
   bool all_agreed = false;  // complete, and every replica set agreed
   int missing_count = 0;

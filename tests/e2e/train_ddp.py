@@ -20,6 +20,11 @@ step, only in attempt --corrupt-attempt (default 1), so the replicas diverge fro
 NODE:STEP is a node's persistent fault instead: in every attempt, the rank running on NODE (its working
 directory is that node agent's, agent-NODE, as tests/e2e/cluster.py starts them) corrupts after STEP.
 
+Timing lines for end-to-end tests that measure goodput independently of the daemon (wall clock, Unix
+seconds): "TIMING first_step <step> at <t>" once per process after its first step report, "TIMING
+checkpoint <step> save_s <seconds> at <t>" after each checkpoint phase (t: when the phase ended), and
+"TIMING load_s <seconds> at <t>" after loading the resume checkpoint.
+
 Runs without shepherdd too: with SHEPHERD_URL unset the client is a no-op.
 """
 
@@ -117,17 +122,20 @@ def main() -> int:
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     start = 1
     if client.resume_checkpoint:
+        load_t0 = time.time()
         with client.checkpoint_phase("load"):
             state = torch.load(client.resume_checkpoint, map_location="cpu")
             model.load_state_dict(state["model"])
             opt.load_state_dict(state["optimizer"])
             start = int(state["step"]) + 1
+        print("rank %d: TIMING load_s %.3f at %.3f" % (rank, time.time() - load_t0, time.time()), flush=True)
         print("rank %d: resumed from step %d" % (rank, start - 1), flush=True)
     ddp = DDP(model)
     print("rank %d/%d attempt %d: running steps %d..%d" % (rank, world, client.attempt, start, args.steps),
           flush=True)
 
     loss_v = float("nan")
+    first_step = True
     for step in range(start, args.steps + 1):
         t0 = time.monotonic()
         client.set_step(step)
@@ -146,17 +154,25 @@ def main() -> int:
             time.sleep(args.step_sleep)
         loss_v = loss.item()
         client.step(step, loss=loss_v, grad_norm=grad_norm.item(), step_time_s=time.monotonic() - t0)
+        if first_step:
+            first_step = False
+            print("rank %d attempt %d: TIMING first_step %d at %.3f" % (rank, client.attempt, step, time.time()),
+                  flush=True)
         if args.sdc_every > 0 and step % args.sdc_every == 0:
             digest = client.param_hash(step, model)
             print("rank %d step %d loss %.6f hash %s" % (rank, step, loss_v, digest[:16]), flush=True)
         if args.ckpt_every > 0 and step % args.ckpt_every == 0:
             path = os.path.join(ckpt_dir, "step-%d.pt" % step)
+            save_t0 = time.time()
             with client.checkpoint_phase("save"):
                 if rank == 0:
                     save_checkpoint(path, model, opt, step)
                 with client.collective("barrier", group="dp"):
                     dist.barrier()  # rank 0's file is durable before anyone reports it
+            save_t1 = time.time()
             client.checkpoint_saved(step, path)
+            print("rank %d: TIMING checkpoint %d save_s %.3f at %.3f" % (rank, step, save_t1 - save_t0, save_t1),
+                  flush=True)
             print("rank %d: checkpoint step %d at %s" % (rank, step, path), flush=True)
 
     with client.collective("barrier", group="dp"):
