@@ -194,9 +194,38 @@ async function jobFacts(job) {
 }
 
 function ettrOf(goodput) {
-  if (!goodput) return dash;
-  const v = goodput.ettr !== undefined ? goodput.ettr : goodput.effective_training_time_ratio;
-  return typeof v === 'number' ? (100 * v).toFixed(1) + '%' : dash;
+  return goodput && typeof goodput.ettr === 'number' ? (100 * goodput.ettr).toFixed(1) + '%' : dash;
+}
+
+// Where the job's wall time went (GET /v1/jobs/{id}/goodput, docs/goodput.md): a bar of its buckets, the
+// buckets with their GPU-hours, badput by cause, and the checkpoint advice.
+const bucketColors = {
+  productive: '#2e7d32', startup: '#90a4ae', queued: '#cfd8dc', checkpoint_save: '#5c6bc0',
+  lost_progress: '#e53935', detection: '#fb8c00', recovery: '#fdd835', backoff: '#8d6e63', unattributed: '#9e9e9e',
+};
+function goodputCard(g) {
+  if (!g) return '<div class="card"><h2>Goodput</h2><p>' + dash + '</p></div>';
+  const wall = g.wall_s || 0;
+  const entries = Object.entries(g.buckets || {});
+  const bar = entries.filter(([, b]) => wall > 0 && b.seconds > 0).map(([name, b]) =>
+    '<span title="' + esc(name) + '" style="width:' + (100 * b.seconds / wall).toFixed(2) + '%;background:' +
+    (bucketColors[name] || '#bbb') + '"></span>').join('');
+  const rows = entries.map(([name, b]) => '<tr data-bucket="' + esc(name) + '"><td>' + esc(name) + '</td><td>' +
+    num(b.seconds, 1) + '</td><td>' + num(b.gpu_hours, 2) + '</td><td>' +
+    (wall > 0 ? (100 * b.seconds / wall).toFixed(1) + '%' : dash) + '</td></tr>').join('');
+  const causes = Object.entries(g.by_cause || {}).map(([cause, c]) => '<tr data-cause="' + esc(cause) + '"><td>' +
+    esc(cause) + '</td><td>' + esc(c.incidents) + '</td><td>' + num(c.seconds, 1) + '</td><td>' + num(c.gpu_hours, 2) +
+    '</td></tr>').join('');
+  const a = g.checkpoint_advice;
+  const advice = a ? 'checkpoint every ' + num(a.interval_s, 0) + ' s (now ' + num(a.current_interval_s, 0) +
+    ' s): expected ETTR ' + (100 * a.ettr_advised).toFixed(1) + '%' +
+    (typeof a.ettr_now === 'number' ? ' (now ' + (100 * a.ettr_now).toFixed(1) + '%)' : '')
+    : esc((g.checkpoint_advice_reason) || 'no checkpoint save measured yet');
+  return '<div class="card"><h2>Goodput: <span data-field="goodput-ettr">' + ettrOf(g) + '</span> of ' +
+    num(wall, 0) + ' s</h2><div class="bucketbar">' + bar + '</div>' +
+    '<table><thead><tr><th>bucket</th><th>seconds</th><th>GPU-hours</th><th>share</th></tr></thead><tbody>' + rows +
+    '</tbody></table>' + (causes ? '<table><thead><tr><th>cause</th><th>incidents</th><th>seconds</th><th>GPU-hours</th>' +
+    '</tr></thead><tbody>' + causes + '</tbody></table>' : '') + '<p data-field="advice">' + advice + '</p></div>';
 }
 
 async function renderJobs(main) {
@@ -361,7 +390,7 @@ async function renderJob(main, id) {
     '<dt>attempt</dt><dd data-field="attempt">' + esc(job.attempt) + '</dd>' +
     '<dt>health</dt><dd data-field="health">' + esc(health ? health.status : dash) + '</dd>' +
     '<dt>step</dt><dd data-field="step">' + num(health ? health.checks.hang.job_step : null) + '</dd>' +
-    '<dt>ETTR</dt><dd>' + ettrOf(goodput) + '</dd>' +
+    '<dt>ETTR</dt><dd data-field="ettr">' + ettrOf(goodput) + '</dd>' +
     '<dt>last-known-good</dt><dd>' + esc(checkpoints.last_known_good ? checkpoints.last_known_good.step !== undefined ?
       'step ' + checkpoints.last_known_good.step : JSON.stringify(checkpoints.last_known_good) : dash) + '</dd>' +
     '<dt>why the last restart</dt><dd data-field="why-restart">' + why + '</dd>' +
@@ -372,7 +401,7 @@ async function renderJob(main, id) {
         ? '<button type="button" data-action="restart" data-id="' + esc(job.id) + '">Restart from last-known-good</button>' : '') +
       '</div>';
   }
-  html += '</div><div class="card"><h2>Timeline</h2>' + timeline(job, findings, cps) + '</div>' +
+  html += '</div><div class="card"><h2>Timeline</h2>' + timeline(job, findings, cps) + '</div>' + goodputCard(goodput) +
     '<div class="card charts"><div>' + chart(series, 'loss', 'loss') + '</div><div>' +
     chart(series, 'stepTime', 'median step time (s)') + '</div></div>' +
     '<div class="card"><h2>Ranks</h2>' + rankGrid(health) + '</div>' +

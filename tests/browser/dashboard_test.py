@@ -8,6 +8,7 @@ $SHEPHERD_ARTIFACTS (default: ./test-artifacts) and named in the output. Exits 7
 chromium or chromedriver is not installed.
 """
 
+import re
 import base64
 import http.client
 import json
@@ -341,12 +342,20 @@ class DashboardTest(unittest.TestCase):
         self.assertEqual(b.text('#main [data-count="jobs"]'), "1")
         self.assertEqual(b.text(row + ' [data-field="state"]'), "running")
         self.assertEqual(b.text(row + ' [data-field="attempt"]'), "1")
+        # ETTR from GET /v1/jobs/{id}/goodput: a running job that has trained shows a share, not a dash.
+        wait_for("the job's ETTR", lambda: re.fullmatch(r"\d+\.\d%", b.text(row + ' [data-field="ettr"]') or ""))
 
         # The job, then a fault injected while the page is open appears on its timeline.
         b.go(self.base + "/ui/#/job/" + self.job)
         wait_for("the job page", lambda: b.count('#main [data-field="why-restart"]') == 1
                  and b.text('#main [data-field="step"]') == str(STEPS))
         self.assertEqual(b.count("#main .rank"), RANKS)
+        # Goodput: the ETTR, every bucket the API answers as a row, and the bar drawn from them.
+        goodput = self.daemon.json("GET", "/v1/jobs/%s/goodput" % self.job)
+        wait_for("the goodput card", lambda: b.count("#main tr[data-bucket]") == len(goodput["buckets"]))
+        self.assertRegex(b.text('#main [data-field="goodput-ettr"]'), r"^\d+\.\d%$")
+        self.assertEqual(b.count('#main tr[data-bucket="productive"]'), 1)
+        self.assertGreater(b.count("#main .bucketbar span"), 0)
         # Charts from GET /v1/jobs/{id}/steps: a step is final once a later one is reported, so the newest
         # of the STEPS posted is not charted yet.
         wait_for("the charts", lambda: b.count('#main [data-chart="loss"]') == 1)

@@ -130,7 +130,12 @@ class CtlTest(unittest.TestCase):
         self.assertIn("Placement", out)
         described = json.loads(self.ctl("describe", "job", jid, "-o", "json")[0])
         self.assertEqual(described["job"]["id"], jid)
-        self.assertEqual("Goodput" in out, described["goodput"] is not None)  # a 404 route is left out
+        goodput = described["goodput"]
+        self.assertIsNotNone(goodput)
+        self.assertRegex(out, r"Goodput: ETTR \d+\.\d% of [0-9.]+ s wall")
+        for bucket in goodput["buckets"]:  # every bucket on a line of its own, with its share
+            self.assertRegex(out, r"\n  %s +[0-9.]+ s +[0-9.]+ GPU-h +\d+\.\d%%" % bucket)
+        self.assertIn("productive", goodput["buckets"])
         self.assertEqual(len(described["failures"]), len(failures))
 
         # The API refuses: a job another launcher starts cannot be restarted by Shepherd (409, exit 1).
