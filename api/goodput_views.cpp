@@ -119,19 +119,8 @@ Json RenderJobGoodput(const Job& job, const JobGoodput& g, const AdviceOrReason&
     return out;
   }
   const CheckpointAdvice a = AdviseCheckpoints(*advice.input);
-  out["checkpoint_advice"] = {{"interval_s", a.interval_s},
-                              {"young_interval_s", a.young_interval_s},
-                              {"current_interval_s", OptionalNumber(a.current_interval_s)},
-                              {"ettr_now", OptionalNumber(a.ettr_now)},
-                              {"ettr_advised", a.ettr_advised},
-                              {"mtbf_s", a.mtbf_s},
-                              {"inputs",
-                               {{"save_s", a.inputs.save_s},
-                                {"restart_s", a.inputs.restart_s},
-                                {"load_s", a.inputs.load_s},
-                                {"nodes", a.inputs.nodes},
-                                {"interruptions_per_node_hour", a.inputs.interruptions_per_node_hour},
-                                {"rate_source", advice.rate_source}}}};
+  out["checkpoint_advice"] = ToJson(a);
+  out["checkpoint_advice"]["inputs"]["rate_source"] = advice.rate_source;
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <iostream>
 
 #include "daemon/commands.h"
+#include "daemon/options.h"
 #include "daemon/config.h"
 #include "daemon/log_format.h"
 
@@ -37,23 +38,7 @@ int Serve(int argc, char** argv) {
       "slurm",
       "take the inventory from the Slurm cluster SLURM_CONF names and keep it in sync (docs/slurm.md)");
   po::variables_map vm;
-  try {
-    // A word that is no option is refused with its name, not ignored.
-    po::options_description all;
-    all.add(opts).add_options()("stray", po::value<std::vector<std::string>>());
-    po::store(po::command_line_parser(argc, argv)
-                  .options(all)
-                  .positional(po::positional_options_description().add("stray", -1))
-                  .run(),
-              vm);
-    po::notify(vm);
-    if (vm.count("stray"))
-      throw std::invalid_argument("unexpected argument '" + vm["stray"].as<std::vector<std::string>>()[0] +
-                                  "' (the daemon takes only options)");
-  } catch (const std::exception& e) {
-    std::cerr << "shepherdd: " << e.what() << "\n" << opts << "\n";
-    return 2;
-  }
+  if (!ParseOnlyOptions(argc, argv, opts, &vm, "shepherdd", " (the daemon takes only options)")) return 2;
   if (vm.count("help")) {
     std::cout << opts << "\n";
     return 0;

@@ -6,6 +6,7 @@
 
 #include "api/simulate_json.h"
 #include "daemon/commands.h"
+#include "daemon/options.h"
 
 namespace po = boost::program_options;
 
@@ -65,23 +66,7 @@ int RunSimulate(int argc, char** argv) {
       "a POST /v1/simulate body (JSON text); the flags above override it")(
       "json", "print the answer of POST /v1/simulate");
   po::variables_map vm;
-  try {
-    // A word that is no option is refused with its name, not ignored.
-    po::options_description all;
-    all.add(opts).add_options()("stray", po::value<std::vector<std::string>>());
-    po::store(po::command_line_parser(argc, argv)
-                  .options(all)
-                  .positional(po::positional_options_description().add("stray", -1))
-                  .run(),
-              vm);
-    po::notify(vm);
-    if (vm.count("stray"))
-      throw std::invalid_argument("unexpected argument '" + vm["stray"].as<std::vector<std::string>>()[0] +
-                                  "'");
-  } catch (const std::exception& e) {
-    std::cerr << "shepherdd simulate: " << e.what() << "\n" << opts << "\n";
-    return 2;
-  }
+  if (!ParseOnlyOptions(argc, argv, opts, &vm, "shepherdd simulate")) return 2;
   if (vm.count("help")) {
     std::cout << opts << "\n";
     return 0;
