@@ -5,7 +5,9 @@
 namespace shepherd {
 namespace {
 
-Json RenderSpan(const Span& s) { return {{"seconds", s.seconds}, {"gpu_hours", s.gpu_hours}}; }
+Json RenderSpan(const Span& s) {
+  return {{"seconds", s.seconds}, {"gpu_hours", s.gpu_hours}};
+}
 
 Json RenderBuckets(const std::array<Span, kBucketCount>& buckets, const RecoveryParts& r) {
   Json out = Json::object();
@@ -34,7 +36,9 @@ double GpuHours(const std::array<Span, kBucketCount>& buckets) {
   return h;
 }
 
-Json OptionalNumber(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
+Json OptionalNumber(const std::optional<double>& v) {
+  return v ? Json(*v) : Json(nullptr);
+}
 
 }  // namespace
 

@@ -55,27 +55,28 @@ void RegisterGoodputRoutes(Router* router, Controller* c, ApiOptions o, const Cl
                 const AdviceOrReason advice = AdviceInputFor(*records, whole, FleetRateOf(*c, now));
                 respond(JsonResponse(200, RenderJobGoodput(*records->job, windowed, advice)));
               });
-  router->Add("GET", "/v1/goodput", [c, o, clock](const HttpRequest& req, const PathParams&, Respond respond) {
-    if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-    Window w;
-    if (auto bad = ParseWindow(req, &w)) return respond(*bad);
-    const Time now = clock->Now();
-    const Time until = std::min(w.until.value_or(now), now);
-    FleetGoodput fleet;
-    FleetRateTally tally;
-    // Every job, once: its accounting in the window (jobs that ended before it or began after it add
-    // nothing), and its history to the fleet's interruption rate.
-    c->VisitGoodputRecords(Time::min(), true, [&](const Controller::GoodputRecords& r) {
-      tally.Add({.job = r.job, .attempts = r.attempts, .findings = r.findings, .sizes = r.sizes}, now);
-      if (r.job->created_at > until) return;
-      if (w.since && IsTerminal(r.job->state) && r.job->updated_at < *w.since) return;
-      GoodputInput in = r.Input(now);
-      in.since = w.since;
-      in.until = until;
-      fleet.Add(*r.job, AccountJob(in));
-    });
-    respond(JsonResponse(200, RenderFleetGoodput(fleet, w.since, until, tally.Result())));
-  });
+  router->Add(
+      "GET", "/v1/goodput", [c, o, clock](const HttpRequest& req, const PathParams&, Respond respond) {
+        if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
+        Window w;
+        if (auto bad = ParseWindow(req, &w)) return respond(*bad);
+        const Time now = clock->Now();
+        const Time until = std::min(w.until.value_or(now), now);
+        FleetGoodput fleet;
+        FleetRateTally tally;
+        // Every job, once: its accounting in the window (jobs that ended before it or began after it add
+        // nothing), and its history to the fleet's interruption rate.
+        c->VisitGoodputRecords(Time::min(), true, [&](const Controller::GoodputRecords& r) {
+          tally.Add({.job = r.job, .attempts = r.attempts, .findings = r.findings, .sizes = r.sizes}, now);
+          if (r.job->created_at > until) return;
+          if (w.since && IsTerminal(r.job->state) && r.job->updated_at < *w.since) return;
+          GoodputInput in = r.Input(now);
+          in.since = w.since;
+          in.until = until;
+          fleet.Add(*r.job, AccountJob(in));
+        });
+        respond(JsonResponse(200, RenderFleetGoodput(fleet, w.since, until, tally.Result())));
+      });
 }
 
 }  // namespace shepherd

@@ -20,22 +20,40 @@ namespace {
 
 // The timeline's labels: the buckets, with recovery in its parts.
 enum class Slot {
-  kQueued, kStartup, kProductive, kLost, kDetection, kStop, kWait, kLaunch, kLoad, kBackoff, kUnattributed,
+  kQueued,
+  kStartup,
+  kProductive,
+  kLost,
+  kDetection,
+  kStop,
+  kWait,
+  kLaunch,
+  kLoad,
+  kBackoff,
+  kUnattributed,
 };
 
 Bucket BucketOf(Slot s) {
   switch (s) {
-    case Slot::kQueued: return Bucket::kQueued;
-    case Slot::kStartup: return Bucket::kStartup;
-    case Slot::kProductive: return Bucket::kProductive;
-    case Slot::kLost: return Bucket::kLostProgress;
-    case Slot::kDetection: return Bucket::kDetection;
+    case Slot::kQueued:
+      return Bucket::kQueued;
+    case Slot::kStartup:
+      return Bucket::kStartup;
+    case Slot::kProductive:
+      return Bucket::kProductive;
+    case Slot::kLost:
+      return Bucket::kLostProgress;
+    case Slot::kDetection:
+      return Bucket::kDetection;
     case Slot::kStop:
     case Slot::kWait:
     case Slot::kLaunch:
-    case Slot::kLoad: return Bucket::kRecovery;
-    case Slot::kBackoff: return Bucket::kBackoff;
-    case Slot::kUnattributed: return Bucket::kUnattributed;
+    case Slot::kLoad:
+      return Bucket::kRecovery;
+    case Slot::kBackoff:
+      return Bucket::kBackoff;
+    case Slot::kUnattributed:
+      return Bucket::kUnattributed;
   }
   return Bucket::kUnattributed;
 }
@@ -47,8 +65,8 @@ struct Seg {
   Time a{}, b{};
   double gpus = 0;
   Cause cause;
-  int attempt = -1;   // index into the sorted attempts; -1: none
-  Duration save{};    // step spans: of this span, training waited on checkpoint saves
+  int attempt = -1;  // index into the sorted attempts; -1: none
+  Duration save{};   // step spans: of this span, training waited on checkpoint saves
 };
 
 // Lays spans in order from `start` to `end` (see the file comment).
@@ -97,20 +115,29 @@ class Timeline {
 
 BadputCause CauseOfKind(const Finding& f) {
   switch (f.kind) {
-    case FindingKind::kNodeLost: return BadputCause::kNodeLost;
-    case FindingKind::kGpuFault: return BadputCause::kGpuFault;
-    case FindingKind::kHang: return BadputCause::kHang;
+    case FindingKind::kNodeLost:
+      return BadputCause::kNodeLost;
+    case FindingKind::kGpuFault:
+      return BadputCause::kGpuFault;
+    case FindingKind::kHang:
+      return BadputCause::kHang;
     case FindingKind::kSdcSuspected:
     case FindingKind::kSdcConfirmed:
-    case FindingKind::kSdcTransient: return BadputCause::kSdc;
+    case FindingKind::kSdcTransient:
+      return BadputCause::kSdc;
     case FindingKind::kLossDivergence:
     case FindingKind::kNonfiniteLoss:
     case FindingKind::kLossSpike:
-    case FindingKind::kGradNormSpike: return BadputCause::kLossDivergence;
-    case FindingKind::kProcessExit: return f.fenced ? BadputCause::kControlPlane : BadputCause::kUserError;
-    case FindingKind::kHeartbeatLost: return BadputCause::kRankLost;
-    case FindingKind::kRestartRequested: return BadputCause::kOperatorRestart;
-    case FindingKind::kStraggler: return BadputCause::kOther;
+    case FindingKind::kGradNormSpike:
+      return BadputCause::kLossDivergence;
+    case FindingKind::kProcessExit:
+      return f.fenced ? BadputCause::kControlPlane : BadputCause::kUserError;
+    case FindingKind::kHeartbeatLost:
+      return BadputCause::kRankLost;
+    case FindingKind::kRestartRequested:
+      return BadputCause::kOperatorRestart;
+    case FindingKind::kStraggler:
+      return BadputCause::kOther;
   }
   return BadputCause::kOther;
 }
@@ -174,7 +201,8 @@ Time TimeOfStep(const Run& r, int64_t s, std::span<const Checkpoint> checkpoints
         break;
       }
     if (!found && a.last_step_at && a.last_step > a.resume_step) {
-      const double f = static_cast<double>(s - a.resume_step) / static_cast<double>(a.last_step - a.resume_step);
+      const double f =
+          static_cast<double>(s - a.resume_step) / static_cast<double>(a.last_step - a.resume_step);
       t = lo + std::chrono::duration_cast<Duration>((*a.last_step_at - lo) * f);
     }
   }
@@ -192,7 +220,8 @@ void SplitSteps(const Job& job, std::vector<Run>& runs, std::span<const Checkpoi
     // Ended short (failed, cancelled, or awaiting its restart): its steps up to its last good checkpoint.
     frontier = last.a->resume_step;
     for (const Checkpoint& c : checkpoints)
-      if (c.attempt == last.a->number && c.status == CheckpointStatus::kGood) frontier = std::max(frontier, c.step);
+      if (c.attempt == last.a->number && c.status == CheckpointStatus::kGood)
+        frontier = std::max(frontier, c.step);
     frontier_cause = last.cause;
   }
   for (int i = static_cast<int>(runs.size()) - 1; i >= 0; --i) {
@@ -203,7 +232,8 @@ void SplitSteps(const Job& job, std::vector<Run>& runs, std::span<const Checkpoi
       const Time t1 = TimeOfStep(r, frontier, checkpoints);
       r.steps.push_back({Slot::kProductive, t0, t1, std::nullopt});
       if (i + 1 < static_cast<int>(runs.size())) {
-        // Steps up to the next attempt's resume were lost to a later rollback; above it, to this attempt's end.
+        // Steps up to the next attempt's resume were lost to a later rollback; above it, to this attempt's
+        // end.
         const int64_t resume = runs[i + 1].a->resume_step;
         const Time t2 = std::max(t1, TimeOfStep(r, std::max(resume, frontier), checkpoints));
         r.steps.push_back({Slot::kLost, t1, t2, frontier_cause});
@@ -242,28 +272,40 @@ void SplitSteps(const Job& job, std::vector<Run>& runs, std::span<const Checkpoi
 }
 
 struct Totals {
-  std::array<Duration, 11> slot{};       // by Slot (save moved out already)
+  std::array<Duration, 11> slot{};  // by Slot (save moved out already)
   std::array<double, 11> slot_gh{};
   Duration save{};
   double save_gh = 0;
 };
 
-double Hours(Duration d, double gpus) { return ToSeconds(d) * gpus / 3600.0; }
+double Hours(Duration d, double gpus) {
+  return ToSeconds(d) * gpus / 3600.0;
+}
 
 }  // namespace
 
 const char* ToString(BadputCause c) {
   switch (c) {
-    case BadputCause::kNodeLost: return "node_lost";
-    case BadputCause::kGpuFault: return "gpu_fault";
-    case BadputCause::kHang: return "hang";
-    case BadputCause::kSdc: return "sdc";
-    case BadputCause::kLossDivergence: return "loss_divergence";
-    case BadputCause::kUserError: return "user_error";
-    case BadputCause::kRankLost: return "rank_lost";
-    case BadputCause::kOperatorRestart: return "operator_restart";
-    case BadputCause::kControlPlane: return "control_plane";
-    case BadputCause::kOther: return "other";
+    case BadputCause::kNodeLost:
+      return "node_lost";
+    case BadputCause::kGpuFault:
+      return "gpu_fault";
+    case BadputCause::kHang:
+      return "hang";
+    case BadputCause::kSdc:
+      return "sdc";
+    case BadputCause::kLossDivergence:
+      return "loss_divergence";
+    case BadputCause::kUserError:
+      return "user_error";
+    case BadputCause::kRankLost:
+      return "rank_lost";
+    case BadputCause::kOperatorRestart:
+      return "operator_restart";
+    case BadputCause::kControlPlane:
+      return "control_plane";
+    case BadputCause::kOther:
+      return "other";
   }
   return "other";
 }
@@ -274,19 +316,30 @@ std::optional<BadputCause> BadputCauseFromString(std::string_view s) {
   return std::nullopt;
 }
 
-BadputCause CauseOf(const Finding& f) { return CauseOfKind(f); }
+BadputCause CauseOf(const Finding& f) {
+  return CauseOfKind(f);
+}
 
 const char* ToString(Bucket b) {
   switch (b) {
-    case Bucket::kQueued: return "queued";
-    case Bucket::kStartup: return "startup";
-    case Bucket::kProductive: return "productive";
-    case Bucket::kLostProgress: return "lost_progress";
-    case Bucket::kCheckpointSave: return "checkpoint_save";
-    case Bucket::kDetection: return "detection";
-    case Bucket::kRecovery: return "recovery";
-    case Bucket::kBackoff: return "backoff";
-    case Bucket::kUnattributed: return "unattributed";
+    case Bucket::kQueued:
+      return "queued";
+    case Bucket::kStartup:
+      return "startup";
+    case Bucket::kProductive:
+      return "productive";
+    case Bucket::kLostProgress:
+      return "lost_progress";
+    case Bucket::kCheckpointSave:
+      return "checkpoint_save";
+    case Bucket::kDetection:
+      return "detection";
+    case Bucket::kRecovery:
+      return "recovery";
+    case Bucket::kBackoff:
+      return "backoff";
+    case Bucket::kUnattributed:
+      return "unattributed";
   }
   return "unattributed";
 }
@@ -430,8 +483,8 @@ JobGoodput AccountJob(const GoodputInput& in) {
     if (in_window <= Duration::zero()) continue;
     Duration save{};
     if (s.save > Duration::zero())
-      save = std::min(in_window, std::chrono::duration_cast<Duration>(
-                                     s.save * (ToSeconds(in_window) / ToSeconds(full))));
+      save = std::min(
+          in_window, std::chrono::duration_cast<Duration>(s.save * (ToSeconds(in_window) / ToSeconds(full))));
     const Duration kept = in_window - save;
     const int k = static_cast<int>(s.slot);
     t.slot[k] += kept;
@@ -455,11 +508,20 @@ JobGoodput AccountJob(const GoodputInput& in) {
     Span sp{ToSeconds(t.slot[k]), t.slot_gh[k]};
     out.buckets[static_cast<int>(BucketOf(static_cast<Slot>(k)))] += sp;
     switch (static_cast<Slot>(k)) {
-      case Slot::kStop: out.recovery.stop = sp; break;
-      case Slot::kWait: out.recovery.wait = sp; break;
-      case Slot::kLaunch: out.recovery.launch = sp; break;
-      case Slot::kLoad: out.recovery.load = sp; break;
-      default: break;
+      case Slot::kStop:
+        out.recovery.stop = sp;
+        break;
+      case Slot::kWait:
+        out.recovery.wait = sp;
+        break;
+      case Slot::kLaunch:
+        out.recovery.launch = sp;
+        break;
+      case Slot::kLoad:
+        out.recovery.load = sp;
+        break;
+      default:
+        break;
     }
   }
   out.buckets[static_cast<int>(Bucket::kCheckpointSave)] = {ToSeconds(t.save), t.save_gh};

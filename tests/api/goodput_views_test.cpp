@@ -8,7 +8,9 @@ namespace shepherd {
 namespace {
 
 const Time kEpoch = FromUnixSeconds(1'800'000'000);
-Time T(double s) { return kEpoch + Seconds(s); }
+Time T(double s) {
+  return kEpoch + Seconds(s);
+}
 
 struct Fixture {
   Job job;
@@ -53,9 +55,9 @@ TEST(GoodputViewsTest, AdviceInputsAreTheJobsMeasurements) {
   Fixture f;
   const AdviceOrReason a = AdviceInputFor(f.r, f.whole, FleetRate{});
   ASSERT_TRUE(a.input) << a.reason;
-  EXPECT_DOUBLE_EQ(a.input->save_s, 30.0 / 4);       // (20 + 10) s over 4 checkpoints past pending
+  EXPECT_DOUBLE_EQ(a.input->save_s, 30.0 / 4);                  // (20 + 10) s over 4 checkpoints past pending
   EXPECT_DOUBLE_EQ(a.input->restart_s, (40 + 300 - 60) / 2.0);  // detection + recovery - load, per incident
-  EXPECT_DOUBLE_EQ(a.input->load_s, 30);             // attempt 2, the one that resumed
+  EXPECT_DOUBLE_EQ(a.input->load_s, 30);                        // attempt 2, the one that resumed
   EXPECT_DOUBLE_EQ(a.input->nodes, 4);
   ASSERT_TRUE(a.input->current_interval_s);
   EXPECT_DOUBLE_EQ(*a.input->current_interval_s, (2200 - 1000) / 2.0);  // attempt 2's three checkpoints
@@ -94,7 +96,8 @@ TEST(GoodputViewsTest, NoAdviceUntilASaveIsMeasured) {
   EXPECT_FALSE(j["checkpoint_advice_reason"].get<std::string>().empty());
   // Every bucket is listed, recovery with its parts.
   for (int b = 0; b < kBucketCount; ++b) EXPECT_TRUE(j["buckets"].contains(ToString(static_cast<Bucket>(b))));
-  for (const char* p : {"stop", "wait", "launch", "load"}) EXPECT_TRUE(j["buckets"]["recovery"]["parts"].contains(p));
+  for (const char* p : {"stop", "wait", "launch", "load"})
+    EXPECT_TRUE(j["buckets"]["recovery"]["parts"].contains(p));
 }
 
 }  // namespace

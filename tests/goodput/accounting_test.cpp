@@ -10,7 +10,9 @@ namespace shepherd {
 namespace {
 
 const Time kEpoch = FromUnixSeconds(1'800'000'000);
-Time T(double s) { return kEpoch + Seconds(s); }
+Time T(double s) {
+  return kEpoch + Seconds(s);
+}
 
 constexpr double kGpus = 16;  // every attempt here holds 16 GPUs on 2 nodes
 
@@ -57,8 +59,12 @@ struct Records {
   JobGoodput Account(double now, std::optional<double> since = std::nullopt,
                      std::optional<double> until = std::nullopt) {
     sizes.assign(attempts.size(), AttemptSize{kGpus, 2});
-    GoodputInput in{.job = job, .attempts = attempts, .checkpoints = checkpoints, .findings = findings,
-                    .now = T(now), .sizes = sizes};
+    GoodputInput in{.job = job,
+                    .attempts = attempts,
+                    .checkpoints = checkpoints,
+                    .findings = findings,
+                    .now = T(now),
+                    .sizes = sizes};
     if (since) in.since = T(*since);
     if (until) in.until = T(*until);
     return AccountJob(in);
@@ -66,7 +72,9 @@ struct Records {
   std::vector<AttemptSize> sizes;
 };
 
-double Sec(const JobGoodput& g, Bucket b) { return g.buckets[static_cast<int>(b)].seconds; }
+double Sec(const JobGoodput& g, Bucket b) {
+  return g.buckets[static_cast<int>(b)].seconds;
+}
 double Cause(const JobGoodput& g, BadputCause c) {
   auto it = g.by_cause.find(c);
   return it == g.by_cause.end() ? 0 : it->second.seconds;
@@ -102,8 +110,8 @@ TEST(AccountingTest, NoFaults) {
   const JobGoodput g = r.Account(1000);
   ExpectWhole(g);
   EXPECT_DOUBLE_EQ(g.wall_s, 1000);
-  EXPECT_NEAR(Sec(g, Bucket::kQueued), 100, 1e-6);   // 0 → 100
-  EXPECT_NEAR(Sec(g, Bucket::kStartup), 60, 1e-6);   // 100 → 160
+  EXPECT_NEAR(Sec(g, Bucket::kQueued), 100, 1e-6);      // 0 → 100
+  EXPECT_NEAR(Sec(g, Bucket::kStartup), 60, 1e-6);      // 100 → 160
   EXPECT_NEAR(Sec(g, Bucket::kProductive), 800, 1e-6);  // 160 → 1000 is 840, less 40 of saves
   EXPECT_NEAR(Sec(g, Bucket::kCheckpointSave), 40, 1e-6);
   EXPECT_NEAR(g.ettr, 0.8, 1e-9);  // 800 / 1000
@@ -172,13 +180,13 @@ TEST(AccountingTest, WindowClipsEverySpan) {
   const JobGoodput g = r.Account(1000, 400, 600);
   ExpectWhole(g);
   EXPECT_DOUBLE_EQ(g.wall_s, 200);
-  EXPECT_NEAR(Sec(g, Bucket::kLostProgress), 20, 1e-6);   // 400 → 420
-  EXPECT_NEAR(Sec(g, Bucket::kDetection), 30, 1e-6);      // 420 → 450
-  EXPECT_NEAR(Sec(g, Bucket::kBackoff), 30, 1e-6);        // 470 → 500
+  EXPECT_NEAR(Sec(g, Bucket::kLostProgress), 20, 1e-6);  // 400 → 420
+  EXPECT_NEAR(Sec(g, Bucket::kDetection), 30, 1e-6);     // 420 → 450
+  EXPECT_NEAR(Sec(g, Bucket::kBackoff), 30, 1e-6);       // 470 → 500
   EXPECT_NEAR(Sec(g, Bucket::kRecovery), 20 + 30 + 15 + 15, 1e-6);
-  EXPECT_NEAR(Sec(g, Bucket::kProductive), 40, 1e-6);     // 560 → 600
+  EXPECT_NEAR(Sec(g, Bucket::kProductive), 40, 1e-6);  // 560 → 600
   EXPECT_NEAR(Sec(g, Bucket::kQueued), 0, 1e-6);
-  EXPECT_EQ(Incidents(g, BadputCause::kNodeLost), 1);     // seen at 450, inside
+  EXPECT_EQ(Incidents(g, BadputCause::kNodeLost), 1);  // seen at 450, inside
   // A window before the fault holds no incident.
   const JobGoodput before = r.Account(1000, 0, 200);
   ExpectWhole(before);
@@ -283,10 +291,10 @@ TEST(AccountingTest, RestartEndedByTheIncidentsRoot) {
   a3.first_step_at = T(240);
   const JobGoodput g = r.Account(300);
   ExpectWhole(g);
-  EXPECT_NEAR(Sec(g, Bucket::kDetection), 10, 1e-6);        // 100 → 110 only
-  EXPECT_NEAR(g.recovery.launch.seconds, 80 + 20, 1e-6);    // 130 → 210, 220 → 240
-  EXPECT_NEAR(g.recovery.stop.seconds, 10, 1e-6);           // 110 → 120
-  EXPECT_NEAR(g.recovery.wait.seconds, 10 + 10, 1e-6);      // 120 → 130, 210 → 220
+  EXPECT_NEAR(Sec(g, Bucket::kDetection), 10, 1e-6);      // 100 → 110 only
+  EXPECT_NEAR(g.recovery.launch.seconds, 80 + 20, 1e-6);  // 130 → 210, 220 → 240
+  EXPECT_NEAR(g.recovery.stop.seconds, 10, 1e-6);         // 110 → 120
+  EXPECT_NEAR(g.recovery.wait.seconds, 10 + 10, 1e-6);    // 120 → 130, 210 → 220
   EXPECT_NEAR(Cause(g, BadputCause::kNodeLost), 40 + 10 + 10 + 10 + 80 + 10 + 20, 1e-6);
   EXPECT_EQ(Incidents(g, BadputCause::kNodeLost), 1);
 }
@@ -331,7 +339,7 @@ TEST(AccountingTest, OperatorRestart) {
   const JobGoodput g = r.Account(100);
   ExpectWhole(g);
   EXPECT_NEAR(Sec(g, Bucket::kProductive), 45 + 30, 1e-6);  // 5 → 50, 70 → 100
-  EXPECT_NEAR(Sec(g, Bucket::kLostProgress), 10, 1e-6);    // 50 → 60
+  EXPECT_NEAR(Sec(g, Bucket::kLostProgress), 10, 1e-6);     // 50 → 60
   EXPECT_NEAR(Sec(g, Bucket::kDetection), 0, 1e-6);
   EXPECT_NEAR(Sec(g, Bucket::kBackoff), 0, 1e-6);
   EXPECT_NEAR(g.recovery.stop.seconds, 2, 1e-6);    // 60 → 62
