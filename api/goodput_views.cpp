@@ -36,10 +36,6 @@ double GpuHours(const std::array<Span, kBucketCount>& buckets) {
   return h;
 }
 
-Json OptionalNumber(const std::optional<double>& v) {
-  return v ? Json(*v) : Json(nullptr);
-}
-
 }  // namespace
 
 AdviceOrReason AdviceInputFor(const Controller::GoodputRecords& r, const JobGoodput& whole,

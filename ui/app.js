@@ -198,17 +198,24 @@ function ettrOf(goodput) {
 }
 
 // Where the job's wall time went (GET /v1/jobs/{id}/goodput, docs/goodput.md): a bar of its buckets, the
-// buckets with their GPU-hours, badput by cause, and the checkpoint advice.
+// buckets with their GPU-hours, badput by cause, and the checkpoint advice. The bar's widths and colours
+// are set from its data attributes once drawn (paintBuckets): the page's policy forbids inline styles.
 const bucketColors = {
   productive: '#2e7d32', startup: '#90a4ae', queued: '#cfd8dc', checkpoint_save: '#5c6bc0',
   lost_progress: '#e53935', detection: '#fb8c00', recovery: '#fdd835', backoff: '#8d6e63', unattributed: '#9e9e9e',
 };
+function paintBuckets(root) {
+  root.querySelectorAll('.bucketbar span[data-width]').forEach((e) => {
+    e.style.width = e.dataset.width;
+    e.style.backgroundColor = e.dataset.color;
+  });
+}
 function goodputCard(g) {
   if (!g) return '<div class="card"><h2>Goodput</h2><p>' + dash + '</p></div>';
   const wall = g.wall_s || 0;
   const entries = Object.entries(g.buckets || {});
   const bar = entries.filter(([, b]) => wall > 0 && b.seconds > 0).map(([name, b]) =>
-    '<span title="' + esc(name) + '" style="width:' + (100 * b.seconds / wall).toFixed(2) + '%;background:' +
+    '<span title="' + esc(name) + '" data-width="' + (100 * b.seconds / wall).toFixed(2) + '%" data-color="' +
     (bucketColors[name] || '#bbb') + '"></span>').join('');
   const rows = entries.map(([name, b]) => '<tr data-bucket="' + esc(name) + '"><td>' + esc(name) + '</td><td>' +
     num(b.seconds, 1) + '</td><td>' + num(b.gpu_hours, 2) + '</td><td>' +
@@ -412,6 +419,7 @@ async function renderJob(main, id) {
     esc(c.path) + '</td></tr>').join('') + '</tbody></table></div>';
   main.innerHTML = html;
   paintLateness(main);
+  paintBuckets(main);
 }
 
 // ---- failures ----
