@@ -159,6 +159,10 @@ class CtlTest(unittest.TestCase):
         self.assertIn("tp 8", out)
         self.assertIn("dp 2", out)
         self.assertIn("TFLOP/s", out)
+        answer = json.loads(self.ctl("plan", path, "-o", "json")[0])
+        advised = answer["checkpoint_advice"]
+        self.assertIn("checkpoint:  every %d s advised" % round(advised["interval_s"]), out)
+        self.assertIn("expected ETTR %.1f%%" % (100 * advised["ettr_advised"]), out)
         out, _ = self.ctl("plan", path, "--emit", "megatron")
         argv = out.split()
         self.assertEqual(argv[argv.index("--tensor-model-parallel-size") + 1], "8")
