@@ -177,11 +177,13 @@ TEST_F(RankFilesTest, TheLogTailIsRedactedBeforeItLeavesTheAgent) {
 // rank started with, since processes.json never holds it.
 TEST_F(RankFilesTest, AnAdoptedRanksTokenIsRedactedToo) {
   auto s = Open();
-  RankAssignment a = Sh(0, "while [ ! -e " + dir_.file("go") +
+  RankAssignment a = Sh(0, "touch " + dir_.file("started") + "; while [ ! -e " + dir_.file("go") +
                                " ]; do sleep 0.02; done; echo \"mine=$SHEPHERD_TOKEN\"; exit 1");
   a.env["SHEPHERD_TOKEN"] = "job-1.a1.r0.pqrs-tuvw-xyz0";
   s->SetDesired({a}, Now());
   pids_ = {Find(*s, 0)->pid};
+  // Until the rank has exec'd, its /proc environment is still the agent's: wait for the rank's own shell.
+  ASSERT_TRUE(WaitFor([&] { return FileExists(dir_.file("started")); }));
   s.reset();  // the agent stops; the rank runs on
   s = Open();
   ASSERT_TRUE(Find(*s, 0) && Find(*s, 0)->adopted);
