@@ -13,7 +13,7 @@
 
 #include "agent/fence_keeper.h"
 #include "agent/health_check.h"
-#include "agent/http_client.h"
+#include "net/http_client.h"
 #include "agent/protocol.h"
 #include "agent/supervisor.h"
 #include "core/time.h"
@@ -22,6 +22,10 @@ namespace shepherd::agent {
 namespace {
 
 using namespace std::chrono_literals;
+using net::EscapePathSegment;
+using net::HttpClient;
+using net::HttpResult;
+using net::RetryDelay;
 using Clock = std::chrono::steady_clock;
 
 class AgentImpl final : public Agent {

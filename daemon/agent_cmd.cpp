@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "agent/agent.h"
-#include "agent/http_client.h"
+#include "net/http_client.h"
 #include "agent/protocol.h"
 #include "daemon/commands.h"
 #include "daemon/config.h"
@@ -96,7 +96,7 @@ int RunAgent(int argc, char** argv) {
   }
   if (vm.count("token-file")) {
     o.token_file = vm["token-file"].as<std::string>();
-    auto t = agent::ReadTokenFile(o.token_file);
+    auto t = net::ReadTokenFile(o.token_file);
     if (!t.ok()) {
       std::cerr << "shepherdd agent: " << t.status().message() << "\n";
       return 2;

@@ -10,7 +10,7 @@
 #include <mutex>
 #include <thread>
 
-#include "agent/http_client.h"
+#include "net/http_client.h"
 #include "core/sha256.h"
 
 namespace shepherd {
@@ -28,7 +28,7 @@ struct Counters {
 // One webhook: its queue and the thread that empties it.
 class Hook {
  public:
-  Hook(WebhookConfig config, std::string secret, std::unique_ptr<agent::HttpClient> client,
+  Hook(WebhookConfig config, std::string secret, std::unique_ptr<net::HttpClient> client,
        WebhookOptions options, Counters* counts)
       : config_(std::move(config)),
         secret_(std::move(secret)),
@@ -82,10 +82,10 @@ class Hook {
 
   void Deliver(const std::string& body) {
     const auto timeout = std::chrono::milliseconds(static_cast<long>(options_.timeout_s * 1000));
-    const agent::HttpHeaders headers = {{"X-Shepherd-Signature", WebhookSignature(secret_, body)}};
+    const net::HttpHeaders headers = {{"X-Shepherd-Signature", WebhookSignature(secret_, body)}};
     double backoff = options_.first_backoff_s;
     for (int attempt = 1;; ++attempt) {
-      Result<agent::HttpResult> r = client_->Request("POST", target_, body, timeout, headers);
+      Result<net::HttpResult> r = client_->Request("POST", target_, body, timeout, headers);
       if (r.ok() && r->status >= 200 && r->status < 300) {
         ++counts_->delivered;
         return;
@@ -106,7 +106,7 @@ class Hook {
 
   WebhookConfig config_;
   std::string secret_;
-  std::unique_ptr<agent::HttpClient> client_;
+  std::unique_ptr<net::HttpClient> client_;
   WebhookOptions options_;
   Counters* counts_;
   std::string target_;
@@ -158,15 +158,15 @@ Result<std::unique_ptr<WebhookSender>> WebhookSender::Start(const std::vector<We
     const std::string name = "webhooks[" + std::to_string(i) + "]";
     if (h.url.rfind("http://", 0) != 0)
       return InvalidArgument(name + ".url: must be an http:// URL (TLS is not supported)");
-    Result<std::string> secret = agent::ReadTokenFile(h.secret_file);
+    Result<std::string> secret = net::ReadTokenFile(h.secret_file);
     if (!secret.ok()) return InvalidArgument(name + ".secret_file: " + secret.status().message());
     std::string base = h.url;
     if (auto slash = base.find('/', 7); slash != std::string::npos) base.resize(slash);
-    agent::HttpClientOptions o;
+    net::HttpClientOptions o;
     o.base_url = base;
     o.keep_alive = true;
     o.body_limit = 1 << 20;
-    auto client = agent::HttpClient::Create(o);
+    auto client = net::HttpClient::Create(o);
     if (!client.ok()) return InvalidArgument(name + ".url: " + client.status().message());
     sender->hooks_.push_back(
         std::make_unique<Hook>(h, *secret, std::move(client).value(), options, &sender->counts_));

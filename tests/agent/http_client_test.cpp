@@ -1,4 +1,4 @@
-#include "agent/http_client.h"
+#include "net/http_client.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -9,12 +9,12 @@
 #include "tests/agent/fake_daemon.h"
 #include "tests/agent/test_util.h"
 
-namespace shepherd::agent {
+namespace shepherd::net {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::FakeDaemon;
-using testing::TempDir;
+using agent::testing::FakeDaemon;
+using agent::testing::TempDir;
 
 std::unique_ptr<HttpClient> Client(const std::string& url, const std::string& token = "") {
   auto c = HttpClient::Create({url, token});
@@ -161,4 +161,4 @@ TEST(HttpClient, EscapesPathSegments) {
 }
 
 }  // namespace
-}  // namespace shepherd::agent
+}  // namespace shepherd::net

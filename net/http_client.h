@@ -1,5 +1,6 @@
-// HttpClient: a small synchronous HTTP/1.1 client for the agent's calls to the daemon. Beast stays out of
-// this header; agent/http_client.cpp is the only Beast translation unit of agent/.
+// HttpClient: a small synchronous HTTP/1.1 client: the agent's calls to the daemon, webhooks, and the etcd
+// store's calls to etcd's v3 gateway. Beast stays out of this header; net/http_client.cpp is its only Beast
+// translation unit.
 //
 // Threading: Request() must not be called concurrently on one client (use one client per thread).
 // Cancel() may be called from any thread: it aborts a Request() in flight and makes every later Request()
@@ -19,7 +20,7 @@
 
 #include "core/status.h"
 
-namespace shepherd::agent {
+namespace shepherd::net {
 
 struct HttpResult {
   int status = 0;
@@ -73,4 +74,4 @@ class HttpClient {
 // Percent-encodes a path segment (unreserved characters kept).
 std::string EscapePathSegment(std::string_view s);
 
-}  // namespace shepherd::agent
+}  // namespace shepherd::net

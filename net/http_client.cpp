@@ -1,7 +1,7 @@
 // The agent's only Beast translation unit. Each step (connect, write, read) is an async operation on a
 // private io_context run to completion on the calling thread, so beast::tcp_stream's expiry gives real
 // timeouts (synchronous Asio calls have none) and Cancel() can abort by posting a close to that context.
-#include "agent/http_client.h"
+#include "net/http_client.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -18,7 +18,7 @@
 #include <cstdlib>
 #include <fstream>
 
-namespace shepherd::agent {
+namespace shepherd::net {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
@@ -223,4 +223,4 @@ std::string EscapePathSegment(std::string_view s) {
   return out;
 }
 
-}  // namespace shepherd::agent
+}  // namespace shepherd::net
