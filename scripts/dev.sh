@@ -15,6 +15,7 @@ PACKAGES=(g++ cmake ninja-build pkg-config libboost-dev libboost-program-options
           curl procps ccache
           slurm-wlm slurmd slurmctld slurm-client munge  # the local Slurm cluster of the Slurm tests
           prometheus                                     # scrapes the daemon in tests/integration/prometheus_test
+          etcd-server etcd-client                        # real etcd members of the replicated-store tests
           chromium chromium-driver)                      # the dashboard's browser tests (tests/browser/)
 
 install_missing() {

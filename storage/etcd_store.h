@@ -1,0 +1,61 @@
+// The Store (storage/store.h) kept in an etcd 3.4 cluster, for replicated control planes: every record is
+// one key `<prefix>/r/<collection>/<key>`, written by the store's writer thread in etcd transactions.
+//
+// Contract beyond Store's:
+// - Fenced writes. With a fence, every transaction also compares the leader key's create_revision with the
+//   fence's; when that compare fails (another replica leads, or this one's lease expired) the store fails
+//   with kFailedPrecondition ("leadership lost") and writes nothing more: the daemon steps down.
+// - etcd's limits. A group commit larger than `max_ops_per_txn` operations or `max_txn_bytes` bytes is split
+//   into several transactions, each fenced; a batch is never split (a batch larger than the limits fails
+//   with kInvalidArgument and fails the store, as SQLite would on a write it cannot make). The split loses
+//   the group's atomicity across batches only, which Store never promised.
+// - History is compacted: after every `compact_every` revisions the writer compacts to the current revision.
+// - Start-up refusals (OpenEtcdStore): no endpoint answers (kUnavailable, naming them); the prefix holds keys
+//   that are not Shepherd's (no `<prefix>/schema` key but other keys under the prefix: kFailedPrecondition,
+//   nothing written); a schema newer than this binary's (kFailedPrecondition, nothing written).
+//
+// Threading: as Store (Write and Flush thread-safe; `done` on the writer thread).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "storage/store.h"
+
+namespace shepherd {
+
+// The leader key the writes are guarded by, and the create_revision it had when this replica won.
+struct EtcdFence {
+  std::string leader_key;
+  int64_t create_revision = 0;
+};
+
+struct EtcdStoreOptions {
+  std::vector<std::string> endpoints;  // "http://host:port"
+  std::string prefix = "/shepherd";    // no trailing slash
+  std::optional<EtcdFence> fence;      // none: unfenced (single writer, tools such as import)
+  int max_ops_per_txn = 128;           // etcd's --max-txn-ops default
+  int64_t max_txn_bytes = 1 << 20;     // under etcd's 1.5 MiB --max-request-bytes default
+  int64_t compact_every = 10000;       // revisions between compactions
+  std::chrono::milliseconds timeout{5000};
+};
+
+// Connects, checks the prefix (see above; writes `<prefix>/schema` when the prefix is empty), and starts
+// the writer thread.
+Result<std::unique_ptr<Store>> OpenEtcdStore(const EtcdStoreOptions& options);
+
+// Where the daemon keeps its state, from --store: "sqlite://PATH" (PATH as --db took it) or
+// "etcd://HOST:PORT[,HOST:PORT...]". kInvalidArgument naming the text otherwise.
+struct StoreLocation {
+  enum class Kind { kSqlite, kEtcd };
+  Kind kind = Kind::kSqlite;
+  std::string path;                    // kSqlite
+  std::vector<std::string> endpoints;  // kEtcd, as "http://host:port"
+};
+Result<StoreLocation> ParseStoreLocation(const std::string& text);
+
+}  // namespace shepherd
