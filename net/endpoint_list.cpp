@@ -45,6 +45,12 @@ Result<std::vector<std::string>> ParseEndpointList(std::string_view list) {
   return out;
 }
 
+std::string JoinEndpoints(const std::vector<std::string>& urls) {
+  std::string out;
+  for (const std::string& u : urls) out += (out.empty() ? "" : ",") + u;
+  return out;
+}
+
 Result<std::unique_ptr<EndpointListClient>> EndpointListClient::Create(const HttpClientOptions& options) {
   Result<std::vector<std::string>> urls = ParseEndpointList(options.base_url);
   if (!urls.ok()) return urls.status();

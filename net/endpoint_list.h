@@ -41,6 +41,8 @@ inline constexpr std::size_t kMaxEndpoints = 32;
 // Parses "URL[,URL...]" (spaces around commas allowed): each an http://host[:port][/prefix] URL (a
 // trailing '/' dropped), none repeated, at most kMaxEndpoints. kInvalidArgument naming the bad entry.
 Result<std::vector<std::string>> ParseEndpointList(std::string_view list);
+// The list as ParseEndpointList reads it: "url1,url2,...".
+std::string JoinEndpoints(const std::vector<std::string>& urls);
 
 class EndpointListClient final : public HttpClient {
  public:

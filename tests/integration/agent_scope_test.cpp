@@ -39,10 +39,12 @@ struct Node {
   std::optional<AgentProcess> agent;
   int port = 0;
 
-  void Start(const Json& config = Json::object(), std::vector<std::string> agent_args = {}) {
+  void Start(const Json& config = Json::object(), std::vector<std::string> agent_args = {},
+             std::vector<std::string> daemon_args = {}) {
     std::string path = dir.path + "/config.json";
     std::ofstream(path) << config.dump();
-    daemon.emplace(dir.path, std::vector<std::string>{"--config", path});
+    daemon_args.insert(daemon_args.begin(), {"--config", path});
+    daemon.emplace(dir.path, std::move(daemon_args));
     ASSERT_TRUE(daemon->WaitReady()) << daemon->log();
     port = daemon->port();
     ASSERT_EQ(::chmod(agent_dir.path.c_str(), 0755), 0);  // ranks of other users enter the state dir
@@ -76,6 +78,49 @@ TEST(AgentScope, ARankInheritsNothingOfTheAgentsEnvironmentButTheDocumentedList)
             std::string::npos)
       << env;
   EXPECT_NE(env.find("\nSHEPHERD_JOB=job-000001\n"), std::string::npos) << env;  // the assignment's env
+}
+
+// Replicated daemon: a rank must learn every replica, not only the one that launched it, to fail over.
+TEST(AgentScope, ALaunchedRankGetsEveryReplicasUrl) {
+  Node n;
+  // Spaces and a trailing '/' are the operator's: the rank gets the list as the clients read it.
+  ASSERT_NO_FATAL_FAILURE(n.Start({{"client_urls", " http://10.0.0.1:8080, http://10.0.0.2:8080/"}}));
+  std::string out = n.dir.path + "/rank-env";
+  ASSERT_EQ(Http(n.port, "POST", "/v1/jobs",
+                 JobBody("env > " + out + ".tmp && mv " + out + ".tmp " + out + "; exec sleep 300"))
+                .status,
+            201);
+  ASSERT_TRUE(Eventually([&] { return !ReadFile(out).empty(); })) << n.agent->log();
+  std::string env = "\n" + ReadFile(out);
+  EXPECT_NE(env.find("\nSHEPHERD_URL=http://10.0.0.1:8080,http://10.0.0.2:8080\n"), std::string::npos) << env;
+}
+
+// --client-urls overrides the configuration; a bad list is a one-line refusal naming the flag, or the key.
+TEST(AgentScope, ClientUrlsAreCheckedAtStartUp) {
+  TempDir dir;
+  Daemon bad_flag(dir.path, {"--client-urls", "http://a:1,ftp://b:2"});
+  EXPECT_EQ(bad_flag.Wait(), 2);
+  EXPECT_NE(bad_flag.log().find("--client-urls http://a:1,ftp://b:2: server URL must start with http://: ftp://b:2"),
+            std::string::npos)
+      << bad_flag.log();
+  TempDir dir2;
+  std::ofstream(dir2.path + "/config.json") << R"({"client_urls": "http://a:1,,http://b:2"})";
+  Daemon bad_key(dir2.path, {"--config", dir2.path + "/config.json"});
+  EXPECT_EQ(bad_key.Wait(), 2);
+  EXPECT_NE(bad_key.log().find("client_urls"), std::string::npos) << bad_key.log();
+  EXPECT_NE(bad_key.log().find("empty entry"), std::string::npos) << bad_key.log();
+
+  // The flag wins over the key; the launched rank's environment says so.
+  Node n;
+  ASSERT_NO_FATAL_FAILURE(
+      n.Start({{"client_urls", "http://from-config:1"}}, {}, {"--client-urls", "http://r1:8080,http://r2:8080"}));
+  std::string out = n.dir.path + "/rank-env";
+  ASSERT_EQ(Http(n.port, "POST", "/v1/jobs",
+                 JobBody("env > " + out + ".tmp && mv " + out + ".tmp " + out + "; exec sleep 300"))
+                .status,
+            201);
+  ASSERT_TRUE(Eventually([&] { return !ReadFile(out).empty(); })) << n.agent->log();
+  EXPECT_NE(("\n" + ReadFile(out)).find("\nSHEPHERD_URL=http://r1:8080,http://r2:8080\n"), std::string::npos);
 }
 
 // A rank printed another job's token (read from /proc/*/environ) and the failure's log_tail, readable by
