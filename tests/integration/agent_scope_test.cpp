@@ -39,8 +39,9 @@ struct Node {
   std::optional<AgentProcess> agent;
   int port = 0;
 
+  // `server`: the agent's --server list, "{}" standing for the daemon's URL; empty: the daemon's URL.
   void Start(const Json& config = Json::object(), std::vector<std::string> agent_args = {},
-             std::vector<std::string> daemon_args = {}) {
+             std::vector<std::string> daemon_args = {}, std::string server = "") {
     std::string path = dir.path + "/config.json";
     std::ofstream(path) << config.dump();
     daemon_args.insert(daemon_args.begin(), {"--config", path});
@@ -48,7 +49,9 @@ struct Node {
     ASSERT_TRUE(daemon->WaitReady()) << daemon->log();
     port = daemon->port();
     ASSERT_EQ(::chmod(agent_dir.path.c_str(), 0755), 0);  // ranks of other users enter the state dir
-    agent.emplace(port, agent_dir.path, std::move(agent_args));
+    if (std::size_t at = server.find("{}"); at != std::string::npos)
+      server.replace(at, 2, "http://127.0.0.1:" + std::to_string(port));
+    agent.emplace(port, agent_dir.path, std::move(agent_args), server);
     ASSERT_TRUE(Eventually([&] {
       return J(Http(port, "GET", "/v1/nodes/n1")).value("agent_attached", false);
     })) << agent->log();
@@ -93,6 +96,24 @@ TEST(AgentScope, ALaunchedRankGetsEveryReplicasUrl) {
   ASSERT_TRUE(Eventually([&] { return !ReadFile(out).empty(); })) << n.agent->log();
   std::string env = "\n" + ReadFile(out);
   EXPECT_NE(env.find("\nSHEPHERD_URL=http://10.0.0.1:8080,http://10.0.0.2:8080\n"), std::string::npos) << env;
+}
+
+// The real agent with --server listing a dead replica first: it attaches through the second, runs the rank,
+// and keeps talking to the replica that answers.
+TEST(AgentScope, AnAgentWhoseFirstReplicaIsDeadAttachesThroughTheNext) {
+  Node n;
+  ASSERT_NO_FATAL_FAILURE(n.Start(Json::object(), {}, {}, "http://127.0.0.1:1,{}"));
+  std::string out = n.dir.path + "/rank-env";
+  ASSERT_EQ(Http(n.port, "POST", "/v1/jobs",
+                 JobBody("env > " + out + ".tmp && mv " + out + ".tmp " + out + "; exec sleep 300"))
+                .status,
+            201);
+  ASSERT_TRUE(Eventually([&] { return !ReadFile(out).empty(); })) << n.agent->log();
+  ASSERT_TRUE(Eventually([&] {
+    return J(Http(n.port, "GET", "/v1/jobs/job-000001")).value("state", "") == "running";
+  })) << n.agent->log();
+  const std::string log = n.agent->log();
+  EXPECT_NE(log.find("http://127.0.0.1:" + std::to_string(n.port) + " answers now"), std::string::npos) << log;
 }
 
 // --client-urls overrides the configuration; a bad list is a one-line refusal naming the flag, or the key.
