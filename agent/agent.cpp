@@ -13,11 +13,11 @@
 
 #include "agent/fence_keeper.h"
 #include "agent/health_check.h"
-#include "net/endpoint_list.h"
-#include "net/http_client.h"
 #include "agent/protocol.h"
 #include "agent/supervisor.h"
 #include "core/time.h"
+#include "net/endpoint_list.h"
+#include "net/http_client.h"
 
 namespace shepherd::agent {
 namespace {

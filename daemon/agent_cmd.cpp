@@ -40,9 +40,10 @@ int RunAgent(int argc, char** argv) {
       "Usage: shepherdd agent --server URL[,URL...] --node-id ID --gpus N [options]\n"
       "A node agent: registers the node, heartbeats, and runs the rank processes the daemon assigns. "
       "Options");
-  opts.add_options()("help,h", "show this help")("server", po::value<std::string>(&o.server)->required(),
-                                                 "daemon URL, or the replicas' URLs comma-separated, e.g. http://10.0.0.1:8080,http://10.0.0.2:8080; "
-                                                 "a call fails over to the next and follows redirects to the leader")(
+  opts.add_options()("help,h", "show this help")(
+      "server", po::value<std::string>(&o.server)->required(),
+      "daemon URL, or the replicas' URLs comma-separated, e.g. http://10.0.0.1:8080,http://10.0.0.2:8080; "
+      "a call fails over to the next and follows redirects to the leader")(
       "node-id", po::value<std::string>(&o.node_id)->required(), "this node's id")(
       "gpus", po::value<int>(&o.gpus)->required(), "GPU count")(
       "topology", po::value<std::string>(&topology),

@@ -48,8 +48,8 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
                "max_connections", "max_connections_per_address", "body_budget", "topology_levels",
                "default_gpu_memory_gib", "min_spares_per_leaf", "min_spares_per_spine", "body_limit",
                "header_limit", "idle_timeout_s", "shutdown_grace_s", "tick_interval_s", "log_level",
-               "advertise_url", "client_urls", "node_heartbeat_timeout_s", "stop_timeout_s", "remediation_hook",
-               "health_check_passes", "lateness_threshold_s", "agent_lease_s", "slurm",
+               "advertise_url", "client_urls", "node_heartbeat_timeout_s", "stop_timeout_s",
+               "remediation_hook", "health_check_passes", "lateness_threshold_s", "agent_lease_s", "slurm",
                "unknown_process_timeout_s", "run_as", "slurm_users",
                // Fleet scale: queue bounds, quotas, the test hook.
                "queue_priority", "queue_write", "queue_read", "max_nodes", "max_active_jobs_per_submitter",

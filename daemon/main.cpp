@@ -4,9 +4,9 @@
 #include <iostream>
 
 #include "daemon/commands.h"
-#include "daemon/options.h"
 #include "daemon/config.h"
 #include "daemon/log_format.h"
+#include "daemon/options.h"
 #include "net/endpoint_list.h"
 
 namespace po = boost::program_options;

@@ -316,12 +316,11 @@ int RunDaemon(const DaemonConfig& config) {
   }
   uint16_t bound = (*server)->port();
   // Ranks get every replica's URL when the daemon knows them (client_urls), else its own.
-  controller.set_advertise_url(!config.client_urls.empty()     ? config.client_urls
-                               : !config.advertise_url.empty() ? config.advertise_url
-                                                               : "http://" +
-                                                                     (host == "0.0.0.0" ? std::string("127.0.0.1")
-                                                                                        : host) +
-                                                                     ":" + std::to_string(bound));
+  controller.set_advertise_url(!config.client_urls.empty() ? config.client_urls
+                               : !config.advertise_url.empty()
+                                   ? config.advertise_url
+                                   : "http://" + (host == "0.0.0.0" ? std::string("127.0.0.1") : host) + ":" +
+                                         std::to_string(bound));
   // Before anyone can know the daemon is up (the log line, the port file): a SIGTERM from then on is a
   // drain, never the default action (a test saw exit 143 when it came right after the port file).
   asio::signal_set signals(ioc, SIGINT, SIGTERM);

@@ -21,7 +21,9 @@ std::string Normalized(std::string_view url) {
   return out;
 }
 
-bool IsRedirect(int status) { return status == 307 || status == 308; }
+bool IsRedirect(int status) {
+  return status == 307 || status == 308;
+}
 
 }  // namespace
 
@@ -85,7 +87,8 @@ HttpClient* EndpointListClient::ClientFor(const std::string& base_url, std::stri
   const std::size_t cap = endpoints_.size() + 4;
   if (clients_.size() >= cap) {
     auto victim = std::find_if(clients_.begin(), clients_.end(), [&](const auto& e) {
-      return e.first != current_ && std::find(endpoints_.begin(), endpoints_.end(), e.first) == endpoints_.end();
+      return e.first != current_ &&
+             std::find(endpoints_.begin(), endpoints_.end(), e.first) == endpoints_.end();
     });
     if (victim != clients_.end()) clients_.erase(victim);
   }
@@ -98,13 +101,14 @@ Result<HttpResult> EndpointListClient::Chain(const std::string& first, std::stri
                                              Clock::time_point deadline, const HttpHeaders& headers,
                                              int* hops, bool* loop, std::string* answered_by,
                                              std::vector<std::string>* visited) {
-  std::string base = first;         // the client to use
-  std::string sent(target);         // the target it is sent (appended to base's prefix)
-  std::string remember = first;     // what answered_by becomes if this hop gives the answer
+  std::string base = first;      // the client to use
+  std::string sent(target);      // the target it is sent (appended to base's prefix)
+  std::string remember = first;  // what answered_by becomes if this hop gives the answer
   std::string chain = first + std::string(target);
   while (true) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left <= std::chrono::milliseconds(0)) return Unavailable(base + ": no time left in the request's budget");
+    if (left <= std::chrono::milliseconds(0))
+      return Unavailable(base + ": no time left in the request's budget");
     std::string error;
     visited->push_back(base);
     HttpClient* client = ClientFor(base, &error);
@@ -118,11 +122,10 @@ Result<HttpResult> EndpointListClient::Chain(const std::string& first, std::stri
     const std::string& loc = r->location;
     constexpr std::string_view kScheme = "http://";
     if (loc.compare(0, kScheme.size(), kScheme) != 0)
-      return Unavailable(base + ": redirected (" + std::to_string(r->status) + ") to \"" + loc.substr(0, 200) +
-                         "\", which is not an absolute http:// URL");
+      return Unavailable(base + ": redirected (" + std::to_string(r->status) + ") to \"" +
+                         loc.substr(0, 200) + "\", which is not an absolute http:// URL");
     chain += " -> " + loc;
-    if (*hops >= kMaxRedirects)
-    {
+    if (*hops >= kMaxRedirects) {
       *loop = true;
       return Unavailable(std::string(method) + " " + std::string(target) + ": more than " +
                          std::to_string(kMaxRedirects) + " redirects (a redirect loop?): " + chain);
@@ -147,7 +150,8 @@ Result<HttpResult> EndpointListClient::Request(std::string_view method, std::str
   const Clock::time_point deadline = Clock::now() + timeout;
   // The order: the current endpoint, then the configured ones after it, wrapping around.
   auto at = std::find(endpoints_.begin(), endpoints_.end(), current_);
-  const std::size_t start = at == endpoints_.end() ? 0 : static_cast<std::size_t>(at - endpoints_.begin()) + 1;
+  const std::size_t start =
+      at == endpoints_.end() ? 0 : static_cast<std::size_t>(at - endpoints_.begin()) + 1;
   std::vector<std::string> order{current_};
   for (std::size_t i = 0; i < endpoints_.size(); ++i) {
     const std::string& e = endpoints_[(start + i) % endpoints_.size()];
@@ -162,8 +166,8 @@ Result<HttpResult> EndpointListClient::Request(std::string_view method, std::str
     if (std::find(visited.begin(), visited.end(), endpoint) != visited.end()) continue;
     std::string answered_by;
     bool loop = false;
-    Result<HttpResult> r = Chain(endpoint, method, target, body, deadline, headers, &hops, &loop, &answered_by,
-                                 &visited);
+    Result<HttpResult> r =
+        Chain(endpoint, method, target, body, deadline, headers, &hops, &loop, &answered_by, &visited);
     if (!r.ok()) {
       if (loop) return r.status();
       errors += (errors.empty() ? "" : "; ") + r.status().message();
@@ -185,7 +189,8 @@ Result<HttpResult> EndpointListClient::Request(std::string_view method, std::str
   current_ = endpoints_[start % endpoints_.size()];
   if (last_503) return std::move(*last_503);
   if (cancelled_) return Unavailable("http client cancelled");
-  return Unavailable(std::string(method) + " " + std::string(target) + ": no daemon answered (" + errors + ")");
+  return Unavailable(std::string(method) + " " + std::string(target) + ": no daemon answered (" + errors +
+                     ")");
 }
 
 }  // namespace shepherd::net

@@ -170,7 +170,8 @@ TEST(EndpointList, ARedirectToSomethingElseThanAnHttpUrlIsRefused) {
   auto only = Client(bad.url());
   Result<HttpResult> r = only->Request("GET", "/echo", "", 10s);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("not an absolute http:// URL"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("not an absolute http:// URL"), std::string::npos)
+      << r.status().message();
 }
 
 TEST(EndpointList, AllDownIsUnavailableNamingEveryEndpoint) {

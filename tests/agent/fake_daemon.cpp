@@ -151,7 +151,8 @@ FakeDaemon::Response FakeDaemon::Handle(const Request& r) {
   request_times_.push_back(std::chrono::steady_clock::now());
   if (down_) return {503, R"({"title": "down"})", ""};
   if (!redirect_base_.empty())
-    return {redirect_status_, R"({"title": "not the leader"})", "Location: " + redirect_base_ + r.target + "\r\n"};
+    return {redirect_status_, R"({"title": "not the leader"})",
+            "Location: " + redirect_base_ + r.target + "\r\n"};
   if (busy_) return {429, R"({"title": "busy"})", "Retry-After: " + std::to_string(*busy_) + "\r\n"};
   if (!required_token_.empty() && r.authorization != "Bearer " + required_token_)
     return {401, R"({"detail": "the credential was withdrawn"})", ""};

@@ -44,7 +44,8 @@ class FakeDaemon {
   // Answer every request `status` (307 or 308) with Location: `base` + the request's target; "": serve.
   void SetRedirect(const std::string& base, int status = 307);
   void ForgetNode();
-  void KnowNode();  // the node is known without registering (state another replica wrote)  // the daemon "lost" the node: 404 until it registers again
+  void KnowNode();  // the node is known without registering (state another replica wrote)  // the daemon
+                    // "lost" the node: 404 until it registers again
   // Registrations are answered 409 (the daemon keeps its record of a busy node); a known node stays known.
   void SetRegisterConflict(bool on);
   void SetAutoAck(bool on);

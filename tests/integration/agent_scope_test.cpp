@@ -113,7 +113,8 @@ TEST(AgentScope, AnAgentWhoseFirstReplicaIsDeadAttachesThroughTheNext) {
     return J(Http(n.port, "GET", "/v1/jobs/job-000001")).value("state", "") == "running";
   })) << n.agent->log();
   const std::string log = n.agent->log();
-  EXPECT_NE(log.find("http://127.0.0.1:" + std::to_string(n.port) + " answers now"), std::string::npos) << log;
+  EXPECT_NE(log.find("http://127.0.0.1:" + std::to_string(n.port) + " answers now"), std::string::npos)
+      << log;
 }
 
 // --client-urls overrides the configuration; a bad list is a one-line refusal naming the flag, or the key.
@@ -121,7 +122,8 @@ TEST(AgentScope, ClientUrlsAreCheckedAtStartUp) {
   TempDir dir;
   Daemon bad_flag(dir.path, {"--client-urls", "http://a:1,ftp://b:2"});
   EXPECT_EQ(bad_flag.Wait(), 2);
-  EXPECT_NE(bad_flag.log().find("--client-urls http://a:1,ftp://b:2: server URL must start with http://: ftp://b:2"),
+  EXPECT_NE(bad_flag.log().find(
+                "--client-urls http://a:1,ftp://b:2: server URL must start with http://: ftp://b:2"),
             std::string::npos)
       << bad_flag.log();
   TempDir dir2;
@@ -133,8 +135,8 @@ TEST(AgentScope, ClientUrlsAreCheckedAtStartUp) {
 
   // The flag wins over the key; the launched rank's environment says so.
   Node n;
-  ASSERT_NO_FATAL_FAILURE(
-      n.Start({{"client_urls", "http://from-config:1"}}, {}, {"--client-urls", "http://r1:8080,http://r2:8080"}));
+  ASSERT_NO_FATAL_FAILURE(n.Start({{"client_urls", "http://from-config:1"}}, {},
+                                  {"--client-urls", "http://r1:8080,http://r2:8080"}));
   std::string out = n.dir.path + "/rank-env";
   ASSERT_EQ(Http(n.port, "POST", "/v1/jobs",
                  JobBody("env > " + out + ".tmp && mv " + out + ".tmp " + out + "; exec sleep 300"))
