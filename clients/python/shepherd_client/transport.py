@@ -139,6 +139,10 @@ def post_reports(url: str, reports: List[dict], token: str = "", timeout_s: floa
     for start in order:
         if start in tried:
             continue
+        if time.monotonic() >= deadline:
+            failures.append("no time left within %.1f s for %s" % (timeout_s, ", ".join(
+                c for c in order if c not in tried)))
+            break
         target, chain = start, [start]
         while True:
             left = deadline - time.monotonic()

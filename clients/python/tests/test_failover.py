@@ -3,6 +3,7 @@ redirects to the leader, one that knows no leader (503), a redirect loop. Report
 resent in order until a replica accepts them. Standard library only."""
 
 import os
+import socket
 import sys
 import time
 import unittest
@@ -124,6 +125,22 @@ class FailoverTest(Replicas):
         self.assertIn("no daemon answered", r.detail)
         self.assertIn(d1 + PATH + ":", r.detail)
         self.assertIn(d2 + PATH + ":", r.detail)
+
+    def test_a_stalled_replica_costs_one_post_its_budget_then_the_next_one_is_asked_first(self):
+        stalled = socket.socket()  # accepts connections (the kernel's backlog), never answers: SIGSTOPped
+        stalled.bind(("127.0.0.1", 0))
+        stalled.listen(8)
+        self.addCleanup(stalled.close)
+        live = self.daemon()
+        c = self.client("http://127.0.0.1:%d,%s" % (stalled.getsockname()[1], live.url),
+                        SHEPHERD_HTTP_TIMEOUT="0.5")
+        c.checkpoint_saved(3, "/ckpt/3")
+        t0 = time.monotonic()
+        self.assertFalse(c.flush(), "the stalled replica took the whole budget: kept for later")
+        self.assertLess(time.monotonic() - t0, 5.0)
+        self.assertEqual(live.posts, [])
+        self.assertTrue(c.flush())  # the next POST starts with the replica after the stalled one
+        self.assertEqual(kinds_and_steps(live.reports()), [("checkpoint", 3)])
 
     def test_reports_survive_a_failover_in_order(self):
         # Replica a leads; it dies; b knows no leader for a while (503), then leads. Nothing that mattered
