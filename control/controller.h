@@ -59,7 +59,8 @@ struct ControllerOptions {
   double node_heartbeat_timeout_s = 10;  // an attached agent silent this long: its node is lost
   // Granted on every heartbeat answer: an agent that has no newer answer when it expires has stopped its
   // ranks; replacements of a lost node's ranks start only after it (docs/agent-protocol.md, "Lease").
-  double agent_lease_s = 15;
+  // 75 s: a control-plane outage of up to 60 s (a restart, an upgrade, a failover) stops no rank.
+  double agent_lease_s = 75;
   double stop_timeout_s = 30;  // longest wait for an old attempt's ranks to stop before a restart
   // How long a rank process the daemon has no record of is kept (health/unknown_processes.h); 0: until an
   // operator decides (POST /v1/nodes/{id}/unknown-processes/stop).
