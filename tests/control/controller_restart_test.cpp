@@ -176,7 +176,7 @@ TEST_F(ControllerRestartTest, ARankSilentAcrossARestartIsJudgedOnlyAfterAFullWin
   clock_.AdvanceSeconds(45);  // the daemon is down; rank 7 stops reporting meanwhile (its agent still runs it)
   Reset();
   const Time restarted = clock_.Now();
-  const Policy& policy = controller_->GetJob(job)->job.spec.policy;
+  const Policy policy = controller_->GetJob(job)->job.spec.policy;  // a copy: GetJob answers a temporary
   const double timeout = policy.heartbeat_timeout_s;
   const double window = std::max(policy.startup_grace_s, timeout);
   std::optional<double> found_after;
