@@ -436,7 +436,8 @@ def main():
     ap.add_argument("--shepherdd", default=os.path.join(os.path.dirname(__file__), "..", "build", "daemon", "shepherdd"))
     ap.add_argument("--seconds", type=float, default=8, help="how long each attack runs")
     ap.add_argument("--attacks", default=",".join(a[1] for a in ATTACKS), help="comma-separated keys")
-    ap.add_argument("--lease-s", type=float, default=15, help="the agents' lease (the daemon's default)")
+    ap.add_argument("--lease-s", type=float, default=15,
+                    help="the lease heartbeats are judged against (stricter than the daemon's default, 75)")
     args = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

@@ -11,6 +11,7 @@ AgentBoard::HeartbeatOutcome AgentBoard::OnHeartbeat(const std::string& node, co
   const bool first = !Heard(node);
   Agent& agent = agents_[node];
   agent.last_heartbeat = now;
+  agent.lease_until = now + Seconds(lease_s_);
   std::vector<UnknownProcess> unknown = TrackUnknown(agent.unknown, hb.processes, knows, now);
   for (size_t i = agent.unknown.size(); i < unknown.size(); ++i)
     spdlog::warn(
@@ -86,7 +87,7 @@ AgentBoard::OlderAttempt AgentBoard::OlderAttemptRunning(const std::string& job,
     if (!agent.lost)
       out.live = true;
     else
-      out.fenced_until = std::max(out.fenced_until, agent.last_heartbeat + Seconds(lease_s_));
+      out.fenced_until = std::max(out.fenced_until, agent.lease_until);
   }
   return out;
 }

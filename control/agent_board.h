@@ -15,6 +15,7 @@
 // its node has undecided unknown processes (it would stop them).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -60,10 +61,15 @@ class AgentBoard {
   // nodes (sorted) with how long each was silent.
   std::vector<std::pair<std::string, Duration>> CheckLiveness(Time now, Time listening_since = Time{});
   // Recovery at start-up: an attached agent gets a full timeout from now (liveness was not persisted). What
-  // it runs is unknown until it heartbeats: if it is lost first, every gate waits for its lease.
-  void Restore(const std::string& node, Time now) {
-    agents_[node].last_heartbeat = now;
-    agents_[node].running_unknown = true;
+  // it runs is unknown until it heartbeats: if it is lost first, every gate waits for its lease, counted
+  // from now (the previous run may have answered it just before it stopped) and as long as the longer of
+  // this run's lease and `granted_lease_s`, the lease the previous run granted (a lease lowered across a
+  // restart: agents still hold the old one).
+  void Restore(const std::string& node, Time now, double granted_lease_s = 0) {
+    Agent& a = agents_[node];
+    a.last_heartbeat = now;
+    a.lease_until = now + Seconds(std::max(lease_s_, granted_lease_s));
+    a.running_unknown = true;
   }
 
   // Withholds `job`'s ranks from agents until no live agent runs an attempt older than `attempt` (or
@@ -130,6 +136,7 @@ class AgentBoard {
  private:
   struct Agent {
     Time last_heartbeat{};
+    Time lease_until{};  // the latest its ranks may run without an answer (fencing)
     std::vector<UnknownProcess> unknown;  // health/unknown_processes.h
     bool lost = false;
     // (job, attempt) of its rank processes at the last heartbeat (kept when lost: they may run to its lease)

@@ -59,7 +59,8 @@ struct ControllerOptions {
   double node_heartbeat_timeout_s = 10;  // an attached agent silent this long: its node is lost
   // Granted on every heartbeat answer: an agent that has no newer answer when it expires has stopped its
   // ranks; replacements of a lost node's ranks start only after it (docs/agent-protocol.md, "Lease").
-  double agent_lease_s = 15;
+  // 75 s: a control-plane outage of up to 60 s (a restart, an upgrade, a failover) stops no rank.
+  double agent_lease_s = 75;
   double stop_timeout_s = 30;  // longest wait for an old attempt's ranks to stop before a restart
   // How long a rank process the daemon has no record of is kept (health/unknown_processes.h); 0: until an
   // operator decides (POST /v1/nodes/{id}/unknown-processes/stop).
@@ -127,7 +128,8 @@ class Controller {
   ~Controller();
 
   // Loads every durable record and rebuilds memory (allocations of running jobs, the queue), then places
-  // queued jobs, and persists the next epoch (assignment versions never go backwards). A record that
+  // queued jobs, and persists the next epoch (assignment versions never go backwards; long polls are
+  // answered 503 until that epoch is durable). A record that
   // cannot be decoded fails recovery naming its collection and key, unless `salvage`: then it is moved
   // aside (Store::Quarantine) and recovery goes on without it. REQUIRES: called once, before anything else.
   Status Recover(bool salvage = false);
@@ -465,6 +467,10 @@ class Controller {
   std::set<std::string> unsaved_requests_;
   std::map<std::string, Time> launch_checked_at_;  // CheckLaunches: last look at a stuck launch, per job
   bool ready_ = false;
+  // Recover's epoch record is durable: no assignments version of this epoch is handed out before, or a
+  // crash right after start-up would let the next start use the same epoch again (versions repeating, or
+  // going backwards against what an agent already holds).
+  bool epoch_saved_ = false;
   bool storage_failed_ = false;
   std::deque<Time> writes_started_;  // per batch handed to the store and not answered, oldest first
   std::function<void(const Status&)> on_storage_failure_;

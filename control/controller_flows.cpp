@@ -427,6 +427,7 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
 void Controller::WatchAssignments(const std::string& node, int64_t known, Time deadline, bool can_keep,
                                   Done<Assignments> done) {
   if (!ready()) return done(Unavailable("the daemon is not ready"));
+  if (!epoch_saved_) return done(Unavailable("the daemon's epoch is not durable yet"));
   if (!inventory_.Find(node)) return done(NotFound("no node " + node));
   agents_.Watch(node, known, deadline, clock_->Now(), can_keep,
                 [done = std::move(done)](Result<Assignments> a) { done(a); });

@@ -49,6 +49,7 @@ Status Controller::Recover(bool salvage) {
   std::map<std::string, std::vector<CheckpointPart>> parts;
   std::vector<RankTokens::Stored> rank_tokens;
   int64_t epoch = 0;
+  double granted_lease_s = 0;  // the lease the previous run granted
   // One record into memory; an error means it cannot be decoded.
   auto decode = [&](const Record& r) -> Status {
     Result<Json> j = ParseJsonText(r.body, kLargeJsonLimits);
@@ -108,6 +109,8 @@ Status Controller::Recover(bool salvage) {
           if (!j->is_object() || !j->contains("epoch") || !(*j)["epoch"].is_number_integer())
             return InvalidArgument("no integer epoch");
           epoch = (*j)["epoch"].get<int64_t>();
+          if (auto l = j->find("agent_lease_s"); l != j->end() && l->is_number() && *l > 0)  // absent before
+            granted_lease_s = l->get<double>();
         } else if (Result<bool> event = events_.Restore(r); !event.ok()) {
           return event.status();
         } else if (*event) {
@@ -168,13 +171,13 @@ Status Controller::Recover(bool salvage) {
     if (!live) rank_tokens_.Revoke(grant.job, grant.attempt, &batch);
   }
   for (const Node* n : inventory_.cluster().nodes())
-    if (n->agent_attached) agents_.Restore(n->id, now);  // grace: liveness was not persisted
+    if (n->agent_attached) agents_.Restore(n->id, now, granted_lease_s);  // liveness was not persisted
   spdlog::info("recovered {} nodes and {} jobs", inventory_.cluster().size(), jobs_.all().size());
   ready_ = true;
   agents_.SetEpoch(epoch + 1);
-  batch.Put(EpochRecord(epoch + 1));
+  batch.Put(EpochRecord(epoch + 1, options_.agent_lease_s));
   Schedule(now, &batch);
-  Commit(std::move(batch), [](Status) {});
+  Commit(std::move(batch), [this](Status s) { epoch_saved_ = s.ok(); });
   return Status::Ok();
 }
 

@@ -63,8 +63,10 @@ inline Record FindingRecord(const Finding& f) {
   return {Collection::kFindings, f.id, f.job, ToJson(f).dump()};
 }
 // The daemon's start count on this database: assignment versions derive from it (AgentBoard::SetEpoch).
-inline Record EpochRecord(int64_t epoch) {
-  return {Collection::kMeta, "epoch", "", Json{{"epoch", epoch}}.dump()};
+// The daemon's start count, and the agent lease it grants (a later start honours the longer of its own lease
+// and this one for agents it has not heard yet: a lease lowered across a restart).
+inline Record EpochRecord(int64_t epoch, double agent_lease_s) {
+  return {Collection::kMeta, "epoch", "", Json{{"epoch", epoch}, {"agent_lease_s", agent_lease_s}}.dump()};
 }
 
 }  // namespace shepherd

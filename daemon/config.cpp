@@ -80,7 +80,9 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (auto v = r.Number("node_heartbeat_timeout_s", false, 0.1, 86400))
     c->controller.node_heartbeat_timeout_s = *v;
   if (auto v = r.Number("stop_timeout_s", false, 0, 3600)) c->controller.stop_timeout_s = *v;
-  if (auto v = r.Number("agent_lease_s", false, 1, 86400)) c->controller.agent_lease_s = *v;
+  // At least 3 s: agents SIGTERM their ranks 2 s before the lease ends and heartbeat every second, so a
+  // shorter lease fences healthy agents (docs/agent-protocol.md, "Lease").
+  if (auto v = r.Number("agent_lease_s", false, 3, 86400)) c->controller.agent_lease_s = *v;
   if (auto v = r.Number("unknown_process_timeout_s", false, 0, 365 * 86400))
     c->controller.unknown_process_timeout_s = *v;
   if (auto v = r.Int("health_check_passes", false, 1, 1000)) c->controller.health_check_passes = int(*v);

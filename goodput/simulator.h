@@ -74,7 +74,7 @@ FaultModel Llama3FaultModel();
 struct DetectorSettings {
   double tick_interval_s = 1;               // the daemon's periodic evaluation (daemon/config.h)
   double node_heartbeat_timeout_s = 10;     // an agent silent this long: node_lost (control/controller.h)
-  double agent_lease_s = 15;                // replacements start once the lost node's lease expired
+  double agent_lease_s = 75;                // replacements start once the lost node's lease expired
   double agent_heartbeat_interval_s = 1;    // agents report GPU faults in their heartbeat (agent/agent.h)
   double agent_supervise_interval_s = 0.1;  // agents notice an exit this often and heartbeat at once
 };

@@ -357,8 +357,11 @@ TEST_F(AgentApiTest, AJobPausedNodeByNodeIsOneWholeJobPauseRecordedOnly) {
 // the daemon stalls (two stalls failed a job with max_restarts 1). Without one (the agent's own network
 // path) it does, which bounds a loop on a flaky link.
 TEST_F(AgentApiTest, ExitsOfAnAgentsFenceAreRecordedAsSuchAndBlameNoNode) {
+  // Each fence comes this long after the one before: past the two leases in which a fence counts as the
+  // daemon's lateness, so only a stall just before it makes it free.
+  const double apart_s = 2 * ControllerOptions{}.agent_lease_s + 10;
   for (int attempt = 1; attempt <= 3; ++attempt) {
-    api_.clock_.AdvanceSeconds(100);
+    api_.clock_.AdvanceSeconds(apart_s);
     if (attempt <= 2) api_.controller_->ObserveLateness(Seconds(20), Duration{});  // the daemon stalled
     std::string node = api_.Get("/v1/jobs/" + job_ + "/placement").body["ranks"][0]["node"];
     Json exited = Json::array({{{"job", job_},

@@ -28,12 +28,38 @@ class Cluster:
         with open(self.path("config.json"), "w") as f:
             json.dump(config, f)
         self.daemon_log = open(self.path("daemon.log"), "w")
+        self.daemon = None
+        self._start_daemon(0)
+        self.url = "http://127.0.0.1:%d" % self.port
+
+    def _start_daemon(self, port):
+        if os.path.exists(self.path("port")):
+            os.remove(self.path("port"))
         self.daemon = subprocess.Popen(
-            [SHEPHERDD, "--listen", "127.0.0.1:0", "--db", self.path("shepherd.db"), "--port-file",
+            [SHEPHERDD, "--listen", "127.0.0.1:%d" % port, "--db", self.path("shepherd.db"), "--port-file",
              self.path("port"), "--config", self.path("config.json")],
             stdout=self.daemon_log, stderr=subprocess.STDOUT)
         self.port = int(self.wait_for(lambda: self._read_port(), 20, "the daemon's port file"))
-        self.url = "http://127.0.0.1:%d" % self.port
+
+    def stop_daemon(self, sig=signal.SIGTERM):
+        """Stops the daemon with `sig` (SIGTERM: a clean stop; SIGKILL: a crash) and waits for it to exit.
+        Agents and ranks are left as they are. Returns its exit code."""
+        self.daemon.send_signal(sig)
+        return self.daemon.wait(timeout=30)
+
+    def start_daemon_again(self):
+        """Starts the daemon again on the same database and port (the agents' --server), and waits until it
+        answers /readyz."""
+        assert self.daemon.poll() is not None, "the daemon still runs"
+        self._start_daemon(self.port)
+
+        def ready():
+            try:
+                with urllib.request.urlopen(self.url + "/readyz", timeout=5) as r:
+                    return r.status == 200
+            except (urllib.error.URLError, OSError):
+                return False
+        self.wait_for(ready, 30, "the restarted daemon to be ready")
 
     def path(self, *parts):
         return os.path.join(self.dir, *parts)
@@ -117,7 +143,8 @@ class Cluster:
             time.sleep(interval)
 
     def close(self):
-        for job in (self.api("GET", "/v1/jobs") or {"jobs": []})["jobs"]:
+        daemon_up = self.daemon.poll() is None  # a test may have stopped it and failed before starting it again
+        for job in (self.api("GET", "/v1/jobs") or {"jobs": []})["jobs"] if daemon_up else []:
             if job["state"] in ("launching", "running", "recovering", "queued"):
                 self.api("POST", "/v1/jobs/%s/cancel" % job["id"])
         # Agents stop cancelled ranks; give them a bounded moment, then make sure nothing survives.
@@ -133,8 +160,17 @@ class Cluster:
                     except ProcessLookupError:
                         pass
             if p.poll() is None:
+                p.send_signal(signal.SIGCONT)  # a test may have stopped it
                 p.terminate()
                 p.wait(timeout=10)
+            # Its fence keeper exits once the lease file goes, rather than at the lease's end (75 s by default).
+            try:
+                os.remove(self.path("agent-" + node, "lease"))
+            except FileNotFoundError:
+                pass
+        if not daemon_up:
+            self.daemon_log.close()
+            return 0
         self.daemon.send_signal(signal.SIGTERM)
         code = self.daemon.wait(timeout=20)
         self.daemon_log.close()

@@ -1,6 +1,7 @@
 """One fault, one incident, end to end with the real daemon, real agents and a real 4-rank DDP job (gloo, CPU),
-all with the default timeouts (node_heartbeat_timeout_s 10, agent_lease_s 15, agents heartbeating every 1 s,
-the job's heartbeat_timeout_s 10).
+with the default timeouts (node_heartbeat_timeout_s 10, agents heartbeating every 1 s, the job's
+heartbeat_timeout_s 10) but a lease of 15 s (agent_lease_s; the default 75 s would only hold the dead node's
+replacements 60 s longer, docs/agent-protocol.md "Lease").
 
 A node dies (its agent and its ranks are SIGKILLed): the surviving ranks' gloo collectives fail and their
 processes exit non-zero within about a second, and the node is declared lost about 10 s later. The exits'
@@ -45,7 +46,8 @@ class IncidentE2E(base.RecoveryE2E):
     test_two_replica_mismatch_names_the_second_node_only_once_it_stops_without_it = None
 
     def setUp(self):
-        # The daemon's defaults (ControllerOptions); the harness's tick (0.2 s) and stop timeouts stay.
+        # The daemon's default node timeout (ControllerOptions), a 15 s lease (the default is 75 s); the harness's
+        # tick (0.2 s) and stop timeouts stay.
         self.c = Cluster({"node_heartbeat_timeout_s": 10, "agent_lease_s": 15})
         for node, spare, leaf in (("n0", False, "l0"), ("n1", False, "l0"), ("sp0", True, "l0"), ("sp1", True, "l1")):
             self.c.start_agent(node, gpus=2, topology="spine=s0,leaf=" + leaf, spare=spare,

@@ -115,6 +115,21 @@ TEST(StartupSafety, AnUndecodableRecordIsNamedAndSalvageMovesItAside) {
             "nodes/n2 {\"id\": 7");
 }
 
+// A lease the agents cannot keep (they SIGTERM 2 s before its end and heartbeat every second) would fence
+// every healthy agent: refused at start, naming the field.
+TEST(StartupSafety, ALeaseTooShortForHealthyAgentsIsRefused) {
+  TempDir dir;
+  const std::string config = dir.path + "/config.json";
+  std::ofstream(config) << R"({"agent_lease_s": 2})";
+  Daemon d(dir.path, {"--config", config});
+  EXPECT_FALSE(d.WaitReady(20s));
+  auto code = d.Wait();
+  ASSERT_TRUE(code.has_value());
+  EXPECT_NE(*code, 0);
+  EXPECT_NE(d.log().find("agent_lease_s"), std::string::npos) << d.log();
+  EXPECT_NE(d.log().find("agent_lease_s must be between 3"), std::string::npos) << d.log();
+}
+
 // SIGSTOP of the daemon for longer than the node timeout: after SIGCONT no finding, no cordon, no restart.
 // A node that then stays silent while the daemon listens is still found (the test can see a finding).
 TEST(SelfAwareness, ADaemonStallBlamesNoNode) {
