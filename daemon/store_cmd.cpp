@@ -10,6 +10,7 @@
 #include <boost/program_options.hpp>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <future>
@@ -81,6 +82,10 @@ Result<std::unique_ptr<Store>> OpenTarget(const Target& t) {
 }
 
 int Export(const Target& from, const std::string& out_path) {
+  // Opening a missing SQLite path would create an empty database: a typo must not export nothing.
+  if (std::error_code ec; from.location.kind == StoreLocation::Kind::kSqlite &&
+                          !std::filesystem::exists(from.location.path, ec))
+    return Fail("no database at " + from.location.path);
   auto store = OpenTarget(from);
   if (!store.ok()) return Fail("cannot open " + from.text + ": " + store.status().message());
   Result<Snapshot> snapshot = (*store)->Load();

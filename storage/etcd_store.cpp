@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "core/time.h"
@@ -215,52 +216,59 @@ class EtcdStore final : public Store {
     return Base64Size(op.key.size()) + Base64Size(op.value.size()) + kOpOverheadBytes;
   }
 
-  // Adds `batch` to `txn`, folding a key written twice into its last write. The batch's ops alone, folded,
-  // must fit the limits (else kInvalidArgument); `fits` says whether txn with it still does.
-  // Assigns sequences: a put of a key the store holds keeps its sequence; a new key (or one erased
-  // earlier) gets the next one.
-  void Add(Txn& txn, const WriteBatch& batch, std::unordered_map<std::string, uint64_t>& seqs,
-           uint64_t& next_seq) const {
+  // Adds `batch` to `txn`, folding a key written twice into its last write, and assigns sequences: a put
+  // of a key the store holds keeps its sequence; a new key (or one erased earlier) gets the next one.
+  void Add(Txn& txn, const WriteBatch& batch) {
     for (const WriteBatch::Op& op : batch.ops) {
-      const std::string key = RecordKey(op.record.collection, op.record.key);
+      std::string key = RecordKey(op.record.collection, op.record.key);
       EtcdOp e;
-      e.key = key;
       if (op.erase) {
         e.kind = EtcdOp::Kind::kDelete;
-        seqs.erase(key);
+        seq_by_key_.erase(key);
       } else {
-        auto [it, inserted] = seqs.emplace(key, next_seq);
-        if (inserted) ++next_seq;
+        auto [it, inserted] = seq_by_key_.emplace(key, next_seq_);
+        if (inserted) ++next_seq_;
         e.kind = EtcdOp::Kind::kPut;
         e.value = EncodeValue(it->second, op.record);
       }
-      auto at = txn.index.find(key);
+      e.key = std::move(key);
+      auto at = txn.index.find(e.key);
       if (at != txn.index.end()) {
-        txn.bytes -= OpBytes(txn.ops[at->second]);
-        txn.bytes += OpBytes(e);
+        txn.bytes += OpBytes(e) - OpBytes(txn.ops[at->second]);
         txn.ops[at->second] = std::move(e);
       } else {
         txn.bytes += OpBytes(e);
-        txn.index.emplace(key, txn.ops.size());
+        txn.index.emplace(e.key, txn.ops.size());
         txn.ops.push_back(std::move(e));
       }
     }
   }
 
-  bool Fits(const Txn& txn) const {
-    return static_cast<int64_t>(txn.ops.size()) <= options_.max_ops_per_txn &&
-           txn.bytes <= options_.max_txn_bytes;
+  // What `txn` would hold with `batch` added, without adding it: operations exactly (folded keys count
+  // once), bytes as an upper bound (a folded write counts again). Nothing is copied.
+  std::pair<int64_t, int64_t> Grown(const Txn& txn, const WriteBatch& batch) const {
+    int64_t ops = static_cast<int64_t>(txn.ops.size()), bytes = txn.bytes;
+    std::unordered_set<std::string> added;
+    for (const WriteBatch::Op& op : batch.ops) {
+      std::string key = RecordKey(op.record.collection, op.record.key);
+      const int64_t value = op.erase ? 0 : 24 + std::to_string(op.record.job.size()).size() +
+                                               op.record.job.size() + op.record.body.size();
+      bytes += Base64Size(key.size()) + Base64Size(static_cast<size_t>(value)) + kOpOverheadBytes;
+      if (!txn.index.count(key) && added.insert(std::move(key)).second) ++ops;
+    }
+    return {ops, bytes};
   }
 
-  // The batch alone, folded, against the limits.
+  bool Fits(std::pair<int64_t, int64_t> size) const {
+    return size.first <= options_.max_ops_per_txn && size.second <= options_.max_txn_bytes;
+  }
+
+  // The batch alone against the limits.
   Status CheckAlone(const WriteBatch& batch) const {
-    Txn alone;
-    std::unordered_map<std::string, uint64_t> seqs;
-    uint64_t next = 0;
-    Add(alone, batch, seqs, next);
-    if (Fits(alone)) return Status::Ok();
-    return InvalidArgument("a write of " + std::to_string(alone.ops.size()) + " operations and about " +
-                           std::to_string(alone.bytes) + " bytes exceeds etcd's limits for one transaction (" +
+    const auto [ops, bytes] = Grown(Txn{}, batch);
+    if (Fits({ops, bytes})) return Status::Ok();
+    return InvalidArgument("a write of " + std::to_string(ops) + " operations and about " +
+                           std::to_string(bytes) + " bytes exceeds etcd's limits for one transaction (" +
                            std::to_string(options_.max_ops_per_txn) + " operations, " +
                            std::to_string(options_.max_txn_bytes) + " bytes)");
   }
@@ -349,13 +357,6 @@ class EtcdStore final : public Store {
         continue;
       }
       if (!loaded_) SeedSequences();
-      std::unordered_map<std::string, uint64_t> seqs;
-      uint64_t next_seq;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        seqs = seq_by_key_;  // committed state; replaced by the working copy as transactions commit
-        next_seq = next_seq_;
-      }
       size_t i = 0;
       while (i < group.size() && failure_.ok()) {
         Txn txn;
@@ -369,14 +370,9 @@ class EtcdStore final : public Store {
               break;
             }
           }
-          Txn tentative = txn;
-          auto tentative_seqs = seqs;
-          uint64_t tentative_next = next_seq;
-          Add(tentative, group[i].batch, tentative_seqs, tentative_next);
-          if (txn.batches > 0 && !Fits(tentative)) break;  // commit what we have; this batch starts the next
-          txn = std::move(tentative);
-          seqs = std::move(tentative_seqs);
-          next_seq = tentative_next;
+          // Commit what we have when this batch does not fit too; it starts the next transaction.
+          if (txn.batches > 0 && !Fits(Grown(txn, group[i].batch))) break;
+          Add(txn, group[i].batch);
           ++txn.batches;
           ++i;
         }
@@ -390,11 +386,6 @@ class EtcdStore final : public Store {
           Fail(s);
           Finish(group, txn.first, txn.batches, failure_);
           break;
-        }
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          seq_by_key_ = seqs;
-          next_seq_ = next_seq;
         }
         Finish(group, txn.first, txn.batches, Status::Ok());
         MaybeCompact();
@@ -424,8 +415,11 @@ class EtcdStore final : public Store {
   std::deque<Pending> queue_;                             // guarded by mu_
   uint64_t submitted_ = 0, finished_ = 0;                 // guarded by mu_
   bool stopping_ = false;                                 // guarded by mu_
-  std::unordered_map<std::string, uint64_t> seq_by_key_;  // guarded by mu_: committed records' sequences
-  uint64_t next_seq_ = 0;                                 // guarded by mu_
+  // The records' sequences (Load's order). Set by Load and Quarantine (start-up, before the first Write:
+  // the queue's mutex orders them before the writer's use), then the writer thread's alone. After a failed
+  // transaction they may name writes that did not happen: the store is failed then and writes no more.
+  std::unordered_map<std::string, uint64_t> seq_by_key_;
+  uint64_t next_seq_ = 0;
   std::atomic<bool> loaded_{false};
   std::thread thread_;  // last: starts after everything above is built
 };

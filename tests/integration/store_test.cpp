@@ -185,6 +185,12 @@ TEST(StoreCommand, ExportImportRoundTripSqliteEtcdSqlite) {
   Ran over = Shepherdd(dir.path, {"store", "export", "--store", etcd.store_url(), "--out", c});
   EXPECT_EQ(over.code, 1);
   EXPECT_EQ(ReadFile(c), before);
+  // A missing database is not exported as an empty one (and is not created).
+  Ran missing = Shepherdd(dir.path, {"store", "export", "--store", "sqlite://" + dir.path + "/typo.db", "--out",
+                                     dir.path + "/typo.jsonl"});
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.output.find("no database at"), std::string::npos) << missing.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.path + "/typo.db"));
   // A file cut short writes nothing.
   std::ofstream(dir.path + "/cut.jsonl") << text.substr(0, text.rfind("{\"digest\""));
   Ran cut = Shepherdd(dir.path, {"store", "import", "--store", "sqlite://" + dir.path + "/cut.db", "--in",
