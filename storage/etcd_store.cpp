@@ -290,7 +290,10 @@ class EtcdStore final : public Store {
         last_revision_ = r->revision;
         return Status::Ok();
       }
-      if (r.status().code() != Code::kUnavailable) return r.status();
+      // No member answered, or etcd sheds load ("too many requests"): wait. Any other answer is final.
+      const bool shed = r.status().code() == Code::kResourceExhausted &&
+                        r.status().message().find("too many requests") != std::string::npos;
+      if (r.status().code() != Code::kUnavailable && !shed) return r.status();
       const auto waited_for = std::chrono::steady_clock::now() - start;
       if (waited_for >= options_.unavailable_wait)
         return Unavailable("etcd did not answer for " +

@@ -49,7 +49,9 @@ struct EtcdStoreOptions {
   std::chrono::milliseconds timeout{5000};  // per etcd call and endpoint
   // How long a write waits while no etcd member answers (no quorum, every endpoint down) before the store
   // fails: the writer thread waits, as SQLite's lock wait does, and the daemon goes on answering.
-  std::chrono::milliseconds unavailable_wait{30000};
+  // 120 s, as SQLite's lock wait: an etcd that loses quorum for 30 s (a member rebooting while another is
+  // down) costs the daemon nothing but the wait.
+  std::chrono::milliseconds unavailable_wait{120000};
   int max_batches_per_commit = 1024;  // group-commit bound (then split into transactions)
 };
 
