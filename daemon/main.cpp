@@ -57,16 +57,19 @@ int Serve(int argc, char** argv) {
   if (vm.count("db")) config.db = vm["db"].as<std::string>();
   if (vm.count("store")) config.store = vm["store"].as<std::string>();
   if (vm.count("store-prefix")) config.store_prefix = vm["store-prefix"].as<std::string>();
-  if (vm.count("db") && vm.count("store")) {
-    std::cerr << "shepherdd: give --db or --store, not both (--store sqlite://PATH is --db PATH)\n";
-    return 2;
-  }
   if (Result<StoreLocation> loc = ConfiguredStore(config); !loc.ok()) {
     std::cerr << "shepherdd: " << loc.status().message() << "\n";
     return 2;
   } else if (loc->kind == StoreLocation::Kind::kSqlite) {
+    // Two different databases named: which one is meant cannot be guessed.
+    if (vm.count("db") && vm.count("store") && loc->path != vm["db"].as<std::string>()) {
+      std::cerr << "shepherdd: --db " << vm["db"].as<std::string>() << " and --store " << config.store
+                << " name different databases; give one (--store sqlite://PATH is --db PATH)\n";
+      return 2;
+    }
     config.db = loc->path;  // the database's directory also holds slurm-steps/ by default
   }
+  // With etcd, --db names no state: only where slurm-steps/ goes by default.
   if (vm.count("inventory")) config.inventory = vm["inventory"].as<std::string>();
   if (vm.count("port-file")) config.port_file = vm["port-file"].as<std::string>();
   if (vm.count("token")) {

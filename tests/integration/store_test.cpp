@@ -112,7 +112,7 @@ TEST(EtcdDaemon, StartUpRefusalsAreClearAndWriteNothing) {
   EXPECT_NE(bad.output.find("--store 'etcd://h'"), std::string::npos) << bad.output;
   Ran both = Shepherdd(dir.path, {"--store", "sqlite://" + dir.path + "/a.db", "--db", dir.path + "/b.db"});
   EXPECT_EQ(both.code, 2);
-  EXPECT_NE(both.output.find("not both"), std::string::npos) << both.output;
+  EXPECT_NE(both.output.find("name different databases"), std::string::npos) << both.output;
   Ran prefix = Shepherdd(dir.path, {"--store", "etcd://127.0.0.1:1", "--store-prefix", "fleet/"});
   EXPECT_EQ(prefix.code, 2);
   EXPECT_NE(prefix.output.find("--store-prefix 'fleet/'"), std::string::npos) << prefix.output;
