@@ -141,6 +141,25 @@ TEST(EtcdDaemon, StartUpRefusalsAreClearAndWriteNothing) {
   (void)key;
 }
 
+// The configuration file takes the same: store, store_prefix, and findings_retention_days.
+TEST(EtcdDaemon, TheConfigFileNamesTheStoreAndRetention) {
+  EtcdCluster etcd(1);
+  ASSERT_TRUE(etcd.ok()) << etcd.error();
+  TempDir dir;
+  const std::string good = dir.path + "/good.json", bad = dir.path + "/bad.json";
+  std::ofstream(good) << Json{{"store", etcd.store_url()}, {"store_prefix", "/from-config"},
+                              {"findings_retention_days", 10}}
+                             .dump();
+  Daemon d(dir.path, {"--config", good, "--store-prefix", "/from-flag"});  // a flag overrides the file
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  EXPECT_NE(d.log().find("prefix /from-flag"), std::string::npos) << d.log();
+  std::ofstream(bad) << Json{{"store", "etcd://nowhere"}, {"findings_retention_days", -1}}.dump();
+  Ran refused = Shepherdd(dir.path, {"--config", bad});
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.output.find("store"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("findings_retention_days"), std::string::npos) << refused.output;
+}
+
 TEST(StoreCommand, ExportImportRoundTripSqliteEtcdSqlite) {
   EtcdCluster etcd(1);
   ASSERT_TRUE(etcd.ok()) << etcd.error();

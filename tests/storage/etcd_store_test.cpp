@@ -373,6 +373,24 @@ TEST(EtcdStoreClusterTest, OneMemberKilledWritesGoOnTwoStoppedTheWriteWaitsForOn
   EXPECT_EQ(keys.size(), 3u);
 }
 
+// A member that stops answering (SIGSTOP: its connections stay open, nothing comes back) costs one call
+// timeout, then the others serve.
+TEST(EtcdStoreClusterTest, AStalledMemberIsPassedOver) {
+  EtcdCluster etcd(3);
+  ASSERT_TRUE(etcd.ok()) << etcd.error();
+  EtcdStoreOptions options = Options(etcd);
+  options.timeout = std::chrono::seconds(2);
+  auto store = Open(options);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(WriteSync(*store, PutBatch({Rec(Collection::kJobs, "1", "{}")})).ok());
+  etcd.Pause(0);  // the store's current endpoint
+  Status s = WriteSync(*store, PutBatch({Rec(Collection::kJobs, "2", "{}")}));
+  EXPECT_TRUE(s.ok()) << s.message();
+  etcd.Resume(0);
+  ASSERT_TRUE(etcd.WaitHealthy()) << etcd.error();
+  EXPECT_EQ(Keys(etcd, "/shepherd/r/").size(), 2u);
+}
+
 TEST(EtcdStoreClusterTest, NoQuorumLongerThanTheWaitFailsTheStore) {
   EtcdCluster etcd(3);
   ASSERT_TRUE(etcd.ok()) << etcd.error();
