@@ -72,8 +72,10 @@ Result Measure(Store& store, int batches, int sequential, const std::string& bod
 }
 
 void Print(const char* name, const Result& r) {
-  std::printf("%-14s pipelined %8.0f batches/s   sequential %7.0f batches/s   latency median %6.2f ms  p90 %6.2f ms\n",
-              name, r.pipelined_per_s, r.sequential_per_s, r.median_ms, r.p90_ms);
+  std::printf(
+      "%-14s pipelined %8.0f batches/s   sequential %7.0f batches/s   latency median %6.2f ms  p90 %6.2f "
+      "ms\n",
+      name, r.pipelined_per_s, r.sequential_per_s, r.median_ms, r.p90_ms);
 }
 
 }  // namespace
@@ -85,9 +87,12 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const int v = std::atoi(argv[i + 1]);
-    if (flag == "--batches") batches = v;
-    else if (flag == "--sequential") sequential = v;
-    else if (flag == "--body") body_size = v;
+    if (flag == "--batches")
+      batches = v;
+    else if (flag == "--sequential")
+      sequential = v;
+    else if (flag == "--body")
+      body_size = v;
     else {
       std::fprintf(stderr, "store_bench: unknown flag %s\n", flag.c_str());
       return 2;
@@ -95,9 +100,11 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::warn);
   const std::string body = "{\"x\":\"" + std::string(std::max(0, body_size - 8), 'b') + "\"}";
-  std::printf("%d batches pipelined, %d sequential, 3 puts of %zu bytes each\n", batches, sequential, body.size());
+  std::printf("%d batches pipelined, %d sequential, 3 puts of %zu bytes each\n", batches, sequential,
+              body.size());
 
-  const std::string dir = (std::filesystem::temp_directory_path() / ("store-bench-" + std::to_string(getpid()))).string();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("store-bench-" + std::to_string(getpid()))).string();
   std::filesystem::create_directories(dir);
   {
     auto sqlite = OpenSqliteStore(dir + "/bench.db");

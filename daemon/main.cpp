@@ -1,5 +1,6 @@
 // shepherdd: the daemon (default), `shepherdd agent ...` (a node agent), `shepherdd gen-inventory ...` and
-// `shepherdd simulate ...` (predicts a run's ETTR), `shepherdd store export|import ...` (moves a store's records).
+// `shepherdd simulate ...` (predicts a run's ETTR), `shepherdd store export|import ...` (moves a store's
+// records).
 #include <boost/program_options.hpp>
 #include <iostream>
 
@@ -23,11 +24,12 @@ int Serve(int argc, char** argv) {
   opts.add_options()("help,h", "show this help")(
       "listen", po::value<std::string>(),
       "HOST:PORT to serve HTTP on (port 0: any free port) [127.0.0.1:8080]")(
-      "db", po::value<std::string>(), "SQLite database file [./var/shepherd.db]; same as --store sqlite://PATH")(
+      "db", po::value<std::string>(),
+      "SQLite database file [./var/shepherd.db]; same as --store sqlite://PATH")(
       "store", po::value<std::string>(),
       "where state is kept: sqlite://PATH (the embedded default) or etcd://HOST:PORT[,HOST:PORT...] "
-      "(replicated; docs/operations.md)")(
-      "store-prefix", po::value<std::string>(), "key prefix in etcd [/shepherd]")(
+      "(replicated; docs/operations.md)")("store-prefix", po::value<std::string>(),
+                                          "key prefix in etcd [/shepherd]")(
       "inventory", po::value<std::string>(),
       "JSON file {\"nodes\": [...]} loaded (registered/updated) at start-up")(
       "config", po::value<std::string>(&config_file), "JSON configuration file (flags override it)")(
@@ -110,7 +112,8 @@ int main(int argc, char** argv) {
   // A word that is no command (a typo, a command of a newer version) must not start a daemon.
   if (!cmd.empty() && cmd[0] != '-') {
     std::cerr << "shepherdd: unknown command '" << cmd
-              << "' (commands: agent, gen-inventory, simulate, store; the daemon takes only options: shepherdd --help)\n";
+              << "' (commands: agent, gen-inventory, simulate, store; the daemon takes only options: "
+                 "shepherdd --help)\n";
     return 2;
   }
   return Serve(argc, argv);

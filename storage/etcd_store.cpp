@@ -31,7 +31,7 @@ using net::EtcdClient;
 using net::EtcdCompare;
 using net::EtcdOp;
 
-constexpr int64_t kLoadPage = 1000;  // keys per Range call at start-up
+constexpr int64_t kLoadPage = 1000;       // keys per Range call at start-up
 constexpr int64_t kOpOverheadBytes = 64;  // JSON around one op: {"request_put":{"key":"","value":""}},
 
 std::optional<Collection> ParseCollection(std::string_view s) {
@@ -111,8 +111,9 @@ class EtcdStore final : public Store {
       for (net::EtcdKeyValue& kv : page->kvs) {
         const std::string rest = kv.key.substr(from.size());
         const size_t slash = rest.find('/');
-        std::optional<Collection> c =
-            slash == std::string::npos ? std::nullopt : ParseCollection(std::string_view(rest).substr(0, slash));
+        std::optional<Collection> c = slash == std::string::npos
+                                          ? std::nullopt
+                                          : ParseCollection(std::string_view(rest).substr(0, slash));
         if (!c) return Internal(Where() + " holds a record of unknown collection: " + kv.key);
         Loaded l{0, kv.create_revision, Record{*c, rest.substr(slash + 1), {}, {}}};
         if (!DecodeValue(kv.value, l.seq, l.record.job, l.record.body))
@@ -145,7 +146,9 @@ class EtcdStore final : public Store {
   }
 
   Status Quarantine(const Record& r, const std::string& reason) override {
-    nlohmann::json q = {{"job", r.job}, {"body", r.body}, {"reason", reason},
+    nlohmann::json q = {{"job", r.job},
+                        {"body", r.body},
+                        {"reason", reason},
                         {"at", FormatRfc3339(std::chrono::system_clock::now())}};
     const std::string key = RecordKey(r.collection, r.key);
     std::vector<EtcdOp> ops = {
@@ -206,10 +209,10 @@ class EtcdStore final : public Store {
   }
 
   Status LeadershipLost() const {
-    return FailedPrecondition("leadership lost: the leader key " + options_.fence->leader_key +
-                              " no longer has create_revision " +
-                              std::to_string(options_.fence->create_revision) +
-                              " (another replica leads, or this one's lease expired); nothing more is written");
+    return FailedPrecondition(
+        "leadership lost: the leader key " + options_.fence->leader_key + " no longer has create_revision " +
+        std::to_string(options_.fence->create_revision) +
+        " (another replica leads, or this one's lease expired); nothing more is written");
   }
 
   int64_t OpBytes(const EtcdOp& op) const {
@@ -251,8 +254,9 @@ class EtcdStore final : public Store {
     std::unordered_set<std::string> added;
     for (const WriteBatch::Op& op : batch.ops) {
       std::string key = RecordKey(op.record.collection, op.record.key);
-      const int64_t value = op.erase ? 0 : 24 + std::to_string(op.record.job.size()).size() +
-                                               op.record.job.size() + op.record.body.size();
+      const int64_t value = op.erase ? 0
+                                     : 24 + std::to_string(op.record.job.size()).size() +
+                                           op.record.job.size() + op.record.body.size();
       bytes += Base64Size(key.size()) + Base64Size(static_cast<size_t>(value)) + kOpOverheadBytes;
       if (!txn.index.count(key) && added.insert(std::move(key)).second) ++ops;
     }
@@ -282,10 +286,10 @@ class EtcdStore final : public Store {
       Result<net::EtcdTxnResult> r = client_->Txn(Fence(), txn.ops);
       if (r.ok()) {
         if (waited)
-          spdlog::info("storage: etcd answers again after {} ms",
-                       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                                             start)
-                           .count());
+          spdlog::info(
+              "storage: etcd answers again after {} ms",
+              std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)
+                  .count());
         if (!r->succeeded) return LeadershipLost();
         last_revision_ = r->revision;
         return Status::Ok();
@@ -296,13 +300,15 @@ class EtcdStore final : public Store {
       if (r.status().code() != Code::kUnavailable && !shed) return r.status();
       const auto waited_for = std::chrono::steady_clock::now() - start;
       if (waited_for >= options_.unavailable_wait)
-        return Unavailable("etcd did not answer for " +
-                           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(waited_for).count()) +
-                           " s: " + r.status().message());
+        return Unavailable(
+            "etcd did not answer for " +
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(waited_for).count()) +
+            " s: " + r.status().message());
       if (!waited)
-        spdlog::warn("storage: etcd does not answer ({}): writes wait for it, at most {} s, then the daemon stops",
-                     r.status().message(),
-                     std::chrono::duration_cast<std::chrono::seconds>(options_.unavailable_wait).count());
+        spdlog::warn(
+            "storage: etcd does not answer ({}): writes wait for it, at most {} s, then the daemon stops",
+            r.status().message(),
+            std::chrono::duration_cast<std::chrono::seconds>(options_.unavailable_wait).count());
       waited = true;
       std::unique_lock<std::mutex> lock(mu_);
       if (work_cv_.wait_for(lock, delay, [&] { return stopping_; }))
@@ -340,7 +346,8 @@ class EtcdStore final : public Store {
   }
 
   Status FailedOutcome() const {
-    return Status(failure_.code(), "storage is failed since an earlier write error (" + failure_.message() + ")");
+    return Status(failure_.code(),
+                  "storage is failed since an earlier write error (" + failure_.message() + ")");
   }
 
   void WriterLoop() {
@@ -350,7 +357,8 @@ class EtcdStore final : public Store {
         std::unique_lock<std::mutex> lock(mu_);
         work_cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
         if (queue_.empty()) return;
-        const size_t n = std::min(queue_.size(), static_cast<size_t>(std::max(1, options_.max_batches_per_commit)));
+        const size_t n =
+            std::min(queue_.size(), static_cast<size_t>(std::max(1, options_.max_batches_per_commit)));
         group.insert(group.end(), std::make_move_iterator(queue_.begin()),
                      std::make_move_iterator(queue_.begin() + static_cast<ptrdiff_t>(n)));
         queue_.erase(queue_.begin(), queue_.begin() + static_cast<ptrdiff_t>(n));
@@ -415,9 +423,9 @@ class EtcdStore final : public Store {
 
   std::mutex mu_;
   std::condition_variable work_cv_, flush_cv_;
-  std::deque<Pending> queue_;                             // guarded by mu_
-  uint64_t submitted_ = 0, finished_ = 0;                 // guarded by mu_
-  bool stopping_ = false;                                 // guarded by mu_
+  std::deque<Pending> queue_;              // guarded by mu_
+  uint64_t submitted_ = 0, finished_ = 0;  // guarded by mu_
+  bool stopping_ = false;                  // guarded by mu_
   // The records' sequences (Load's order). Set by Load and Quarantine (start-up, before the first Write:
   // the queue's mutex orders them before the writer's use), then the writer thread's alone. After a failed
   // transaction they may name writes that did not happen: the store is failed then and writes no more.
@@ -431,7 +439,8 @@ class EtcdStore final : public Store {
 
 Result<std::unique_ptr<Store>> OpenEtcdStore(const EtcdStoreOptions& options) {
   if (options.prefix.empty() || options.prefix.back() == '/')
-    return InvalidArgument("store prefix must be non-empty without a trailing slash: '" + options.prefix + "'");
+    return InvalidArgument("store prefix must be non-empty without a trailing slash: '" + options.prefix +
+                           "'");
   if (options.max_ops_per_txn < 1) return InvalidArgument("max_ops_per_txn must be at least 1");
   if (options.max_txn_bytes < 1024) return InvalidArgument("max_txn_bytes must be at least 1024");
   if (options.max_batches_per_commit < 1) return InvalidArgument("max_batches_per_commit must be at least 1");
@@ -453,14 +462,15 @@ Result<std::unique_ptr<Store>> OpenEtcdStore(const EtcdStoreOptions& options) {
     // Keys under the prefix that are not the leader election's: another application's (or a typo'd prefix).
     const std::string under = options.prefix + "/";
     Result<net::EtcdRangeResult> any = c.Range(under, true, 16, 0, /*keys_only=*/true);
-    if (!any.ok()) return Status(any.status().code(), "cannot open store " + where + ": " + any.status().message());
+    if (!any.ok())
+      return Status(any.status().code(), "cannot open store " + where + ": " + any.status().message());
     for (const net::EtcdKeyValue& kv : any->kvs) {
       const bool election = kv.key.rfind(options.prefix + "/leader", 0) == 0 ||
                             (options.fence && kv.key == options.fence->leader_key);
       if (!election)
-        return FailedPrecondition("refusing store " + where + ": the prefix holds keys that are not Shepherd's (" +
-                                  kv.key + ") and no " + schema_key +
-                                  "; choose another --store-prefix (nothing was written)");
+        return FailedPrecondition("refusing store " + where +
+                                  ": the prefix holds keys that are not Shepherd's (" + kv.key + ") and no " +
+                                  schema_key + "; choose another --store-prefix (nothing was written)");
     }
     // Create the schema key only if it is still absent (another replica may be doing the same).
     std::vector<EtcdCompare> compares = {EtcdCompare{
@@ -470,7 +480,8 @@ Result<std::unique_ptr<Store>> OpenEtcdStore(const EtcdStoreOptions& options) {
                                      .target = EtcdCompare::Target::kCreateRevision,
                                      .number = options.fence->create_revision});
     Result<net::EtcdTxnResult> t = c.Txn(
-        compares, {EtcdOp{.kind = EtcdOp::Kind::kPut, .key = schema_key, .value = std::to_string(kEtcdSchemaVersion)}});
+        compares,
+        {EtcdOp{.kind = EtcdOp::Kind::kPut, .key = schema_key, .value = std::to_string(kEtcdSchemaVersion)}});
     if (!t.ok()) return Status(t.status().code(), "cannot open store " + where + ": " + t.status().message());
     schema = c.Range(schema_key, false);
     if (!schema.ok())
@@ -487,7 +498,8 @@ Result<std::unique_ptr<Store>> OpenEtcdStore(const EtcdStoreOptions& options) {
   if (version > kEtcdSchemaVersion)
     return FailedPrecondition("refusing store " + where + ": written by a newer shepherdd (schema " +
                               std::to_string(version) + ", this binary knows " +
-                              std::to_string(kEtcdSchemaVersion) + "); upgrade shepherdd (nothing was written)");
+                              std::to_string(kEtcdSchemaVersion) +
+                              "); upgrade shepherdd (nothing was written)");
   return std::unique_ptr<Store>(new EtcdStore(options, std::move(*reader), std::move(*writer), revision));
 }
 
@@ -513,9 +525,9 @@ Result<StoreLocation> ParseStoreLocation(const std::string& text) {
     const std::string hp = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     const size_t colon = hp.rfind(':');
     if (hp.empty() || colon == std::string::npos || colon == 0 || colon + 1 == hp.size() ||
-        hp.find('/') != std::string::npos || hp.find_first_not_of("0123456789", colon + 1) != std::string::npos ||
-        hp.size() - colon - 1 > 5 || std::atoi(hp.c_str() + colon + 1) < 1 ||
-        std::atoi(hp.c_str() + colon + 1) > 65535)
+        hp.find('/') != std::string::npos ||
+        hp.find_first_not_of("0123456789", colon + 1) != std::string::npos || hp.size() - colon - 1 > 5 ||
+        std::atoi(hp.c_str() + colon + 1) < 1 || std::atoi(hp.c_str() + colon + 1) > 65535)
       return refuse("endpoint '" + hp + "' is not HOST:PORT");
     loc.endpoints.push_back("http://" + hp);
     if (comma == std::string::npos) break;

@@ -116,7 +116,8 @@ TEST_F(EtcdStoreTest, UpsertKeepsFirstInsertionOrderAndReplacesBodyAndJob) {
   EXPECT_THAT(Describe(s), ElementsAre("jobs/a=3", "jobs/b=2", "jobs/c=1"));
   EXPECT_EQ(s.records[1].job, "owner");
   // A reopened store keeps the places too (its sequences come from Load).
-  ASSERT_TRUE(WriteSync(*store, PutBatch({Rec(Collection::kJobs, "d", "1"), Rec(Collection::kJobs, "a", "4")})).ok());
+  ASSERT_TRUE(
+      WriteSync(*store, PutBatch({Rec(Collection::kJobs, "d", "1"), Rec(Collection::kJobs, "a", "4")})).ok());
   EXPECT_THAT(Describe(LoadOrDie(*store)), ElementsAre("jobs/a=4", "jobs/b=2", "jobs/c=1", "jobs/d=1"));
 }
 
@@ -248,7 +249,8 @@ TEST_F(EtcdStoreTest, ABatchLargerThanTheLimitsIsRefusedAndFailsTheStore) {
   Status s = WriteSync(*store, std::move(big));
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("5 operations"));
-  EXPECT_EQ(WriteSync(*store, PutBatch({Rec(Collection::kJobs, "later", "{}")})).code(), Code::kInvalidArgument);
+  EXPECT_EQ(WriteSync(*store, PutBatch({Rec(Collection::kJobs, "later", "{}")})).code(),
+            Code::kInvalidArgument);
   EXPECT_THAT(Keys(etcd_, "/shepherd/r/"), ElementsAre(::testing::Pair("/shepherd/r/meta/k", "0,0,4")));
 
   // Bytes: a body over max_txn_bytes alone.
@@ -278,7 +280,8 @@ TEST_F(EtcdStoreTest, WritesAfterAnotherReplicaTookTheLeaderKeyFailAndNothingIsV
   ASSERT_TRUE(raw->LeaseRevoke(*lease).ok());
   ASSERT_TRUE(raw->Txn({}, {net::EtcdOp{.key = "/shepherd/leader", .value = "replica-b"}}).ok());
 
-  Status s = WriteSync(*store, PutBatch({Rec(Collection::kJobs, "after", "{}"), Rec(Collection::kNodes, "n", "{}")}));
+  Status s = WriteSync(*store,
+                       PutBatch({Rec(Collection::kJobs, "after", "{}"), Rec(Collection::kNodes, "n", "{}")}));
   EXPECT_EQ(s.code(), Code::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("leadership lost"));
   Status later = WriteSync(*store, PutBatch({Rec(Collection::kJobs, "later", "{}")}));
@@ -290,7 +293,9 @@ TEST_F(EtcdStoreTest, WritesAfterAnotherReplicaTookTheLeaderKeyFailAndNothingIsV
 
 TEST_F(EtcdStoreTest, QuarantineMovesTheRecordAsideWithTheReason) {
   auto store = Open(Options(etcd_));
-  ASSERT_TRUE(WriteSync(*store, PutBatch({Rec(Collection::kJobs, "ok", "{}"), Rec(Collection::kJobs, "bad", "{x", "bad")})).ok());
+  ASSERT_TRUE(WriteSync(*store, PutBatch({Rec(Collection::kJobs, "ok", "{}"),
+                                          Rec(Collection::kJobs, "bad", "{x", "bad")}))
+                  .ok());
   ASSERT_TRUE(store->Quarantine(Rec(Collection::kJobs, "bad", "{x", "bad"), "not JSON").ok());
   EXPECT_THAT(Describe(LoadOrDie(*store)), ElementsAre("jobs/ok={}"));
   auto q = Keys(etcd_, "/shepherd/quarantine/");
@@ -304,7 +309,8 @@ TEST_F(EtcdStoreTest, HistoryIsCompacted) {
   options.compact_every = 10;
   auto store = Open(options);
   const int64_t first = Revision(etcd_);
-  for (int i = 0; i < 30; ++i) ASSERT_TRUE(WriteSync(*store, PutBatch({Rec(Collection::kMeta, "k", std::to_string(i))})).ok());
+  for (int i = 0; i < 30; ++i)
+    ASSERT_TRUE(WriteSync(*store, PutBatch({Rec(Collection::kMeta, "k", std::to_string(i))})).ok());
   auto old = Raw(etcd_)->Range("/shepherd/r/meta/k", false, 0, first + 1);
   ASSERT_FALSE(old.ok());
   EXPECT_THAT(old.status().message(), HasSubstr("compacted"));
@@ -341,7 +347,8 @@ TEST_F(EtcdStoreTest, RefusesANewerSchemaAndWritesNothing) {
 
 TEST(EtcdStoreStartTest, RefusesAnUnreachableEndpointNamingItInBoundedTime) {
   const auto start = std::chrono::steady_clock::now();
-  auto r = OpenEtcdStore(EtcdStoreOptions{.endpoints = {"http://127.0.0.1:1"}, .timeout = std::chrono::seconds(2)});
+  auto r = OpenEtcdStore(
+      EtcdStoreOptions{.endpoints = {"http://127.0.0.1:1"}, .timeout = std::chrono::seconds(2)});
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kUnavailable);
