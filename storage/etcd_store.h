@@ -44,7 +44,9 @@ struct EtcdStoreOptions {
   std::string prefix = "/shepherd";    // no trailing slash
   std::optional<EtcdFence> fence;      // none: unfenced (single writer, tools such as import)
   int max_ops_per_txn = 128;           // etcd's --max-txn-ops default
-  int64_t max_txn_bytes = 1 << 20;     // under etcd's 1.5 MiB --max-request-bytes default
+  // Keys and values per transaction, under etcd's 1.5 MiB --max-request-bytes default (which counts them
+  // raw, as protobuf) with room for the compares and framing.
+  int64_t max_txn_bytes = 5 << 18;  // 1.25 MiB
   int64_t compact_every = 10000;       // revisions between compactions
   std::chrono::milliseconds timeout{5000};  // per etcd call and endpoint
   // How long a write waits while no etcd member answers (no quorum, every endpoint down) before the store

@@ -160,6 +160,19 @@ TEST_F(EtcdStoreTest, FailingBatchLeavesNoneOfItsOps) {
   EXPECT_THAT(Describe(LoadOrDie(*store)), ElementsAre("jobs/x=1"));
 }
 
+// The default limit counts what etcd counts (raw bytes): a 1.1 MB record fits one transaction.
+TEST_F(EtcdStoreTest, ARecordOfAMegabyteFitsTheDefaults) {
+  const std::string big(1100000, 'x');
+  {
+    auto store = Open(Options(etcd_));
+    ASSERT_TRUE(WriteSync(*store, PutBatch({Rec(Collection::kFindings, "f", big, "j")})).ok());
+  }
+  auto store = Open(Options(etcd_));
+  Snapshot s = LoadOrDie(*store);
+  ASSERT_EQ(s.records.size(), 1u);
+  EXPECT_EQ(s.records[0].body, big);
+}
+
 TEST_F(EtcdStoreTest, FailedStoreStaysFailedAndWritesNothingMore) {
   EtcdStoreOptions options = Options(etcd_);
   options.max_txn_bytes = 8 << 20;
