@@ -56,12 +56,12 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (!j.ok()) return j.status();
   std::vector<FieldError> errs;
   FieldReader r(*j, "", &errs);
-  r.OnlyKnown({"listen", "db", "store", "store_prefix", "findings_retention_days", "inventory", "port_file",
-               "tokens", "tokens_file", "job_policy", "max_connections", "max_connections_per_address",
-               "body_budget", "topology_levels", "default_gpu_memory_gib", "min_spares_per_leaf",
-               "min_spares_per_spine", "body_limit", "header_limit", "idle_timeout_s", "shutdown_grace_s",
-               "tick_interval_s", "log_level", "advertise_url", "node_heartbeat_timeout_s", "stop_timeout_s",
-               "remediation_hook", "health_check_passes", "lateness_threshold_s", "agent_lease_s", "slurm",
+  r.OnlyKnown({"listen", "db", "store", "store_prefix", "findings_retention_days", "inventory", "port_file", "tokens", "tokens_file", "job_policy",
+               "max_connections", "max_connections_per_address", "body_budget", "topology_levels",
+               "default_gpu_memory_gib", "min_spares_per_leaf", "min_spares_per_spine", "body_limit",
+               "header_limit", "idle_timeout_s", "shutdown_grace_s", "tick_interval_s", "log_level",
+               "advertise_url", "node_heartbeat_timeout_s", "stop_timeout_s", "remediation_hook",
+               "health_check_passes", "lateness_threshold_s", "agent_lease_s", "slurm",
                "unknown_process_timeout_s", "run_as", "slurm_users",
                // Fleet scale: queue bounds, quotas, the test hook.
                "queue_priority", "queue_write", "queue_read", "max_nodes", "max_active_jobs_per_submitter",
