@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -90,7 +91,19 @@ struct SlurmLaunchLoop::State : std::enable_shared_from_this<SlurmLaunchLoop::St
   void Steps(const SlurmJobOrder& o, struct Run& run);
   // Stops the run's step (grace, then kill) and reports its end.
   void StopStep(const std::string& job, struct Run& run, double grace_s);
-  void Ended(const std::string& job, struct Run& run, slurm::ExitStatus exit);
+  // Stops an adopted step through Slurm (TERM, up to `grace_s`, then KILL); its end is seen at the next poll.
+  void StopAdopted(const std::string& job, const struct Run& run, double grace_s);
+  // Reports the end of the run's step; `exit_known` false: its srun was an earlier daemon's child.
+  void Ended(const std::string& job, struct Run& run, slurm::ExitStatus exit, bool exit_known = true);
+  // Where the step of `attempt` of `job` writes its output (srun's log, kept across daemon restarts).
+  std::string LogPath(const std::string& job, int attempt) const {
+    return config.step_log_dir + "/" + job + "-a" + std::to_string(attempt) + ".log";
+  }
+  // LogPath when the file exists here (an earlier daemon on this host started that step), else "".
+  std::string ExistingLog(const std::string& job, int attempt) const {
+    const std::string path = LogPath(job, attempt);
+    return ::access(path.c_str(), R_OK) == 0 ? path : std::string();
+  }
 };
 
 SlurmLaunchLoop::SlurmLaunchLoop(const SlurmConfig& config, Controller* controller, Post post)
@@ -174,6 +187,7 @@ void SlurmLaunchLoop::State::Run() {
         continue;
       }
       if (it->second.step) StopStep(it->first, it->second, 10);
+      if (!it->second.adopted_step.empty()) StopAdopted(it->first, it->second, 10);
       it = runs.erase(it);
     }
     for (const std::string& id : orders->cancel) {
@@ -293,12 +307,12 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
     if (steps.ok())
       for (const slurm::SlurmStep& st : *steps) running |= st.id == run.adopted_step;
     if (running && (!o.step_wanted || o.attempt != run.step_attempt)) {
-      (void)launcher->cli().Cancel(run.adopted_step, "KILL");
-      return;
+      StopAdopted(o.job, run, o.stop_grace_s);
+      return;  // its end is seen at the next poll
     }
     if (running) return;
     run.adopted_step.clear();
-    Ended(o.job, run, slurm::ExitStatus{});  // exit unknown
+    Ended(o.job, run, slurm::ExitStatus{}, /*exit_known=*/false);
     return;
   }
   if (run.step && (!o.step_wanted || o.attempt != run.step_attempt)) StopStep(o.job, run, o.stop_grace_s);
@@ -307,8 +321,9 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
     return;
   }
   if (!o.step_wanted || !o.step || o.attempt == run.done_attempt) return;
-  // An earlier daemon's step of this attempt may still run (its srun died with that daemon, the tasks
-  // did not): never start the attempt twice; watch that step instead.
+  // An earlier daemon's step of this attempt may still run (its srun runs in a session of its own and
+  // outlives the daemon; docs/operations.md, "Slurm steps and the daemon's life"): never start the
+  // attempt twice; watch that step instead, and read its log (srun still writes it) when it ends.
   if (auto steps = launcher->cli().ShowSteps(o.allocation.id); steps.ok()) {
     for (const slurm::SlurmStep& st : *steps)
       if (st.name == o.step->name) {
@@ -316,7 +331,7 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
                      o.job, o.attempt, st.id);
         run.adopted_step = st.id;
         run.step_attempt = o.attempt;
-        run.step_log.clear();
+        run.step_log = ExistingLog(o.job, o.attempt);
         Send({.kind = Kind::kStepStarted, .job = o.job, .attempt = o.attempt, .step_id = st.id});
         return;
       }
@@ -324,8 +339,8 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
       spdlog::warn("slurm: job {} attempt {}: its step ended while no shepherdd watched it: exit unknown",
                    o.job, o.attempt);
       run.step_attempt = o.attempt;
-      run.step_log.clear();
-      Ended(o.job, run, slurm::ExitStatus{});
+      run.step_log = ExistingLog(o.job, o.attempt);
+      Ended(o.job, run, slurm::ExitStatus{}, /*exit_known=*/false);
       return;
     }
   } else {
@@ -334,7 +349,7 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
     return;  // try again next poll rather than risk a second step
   }
   slurm::StepSpec spec = *o.step;
-  spec.log_path = config.step_log_dir + "/" + o.job + "-a" + std::to_string(o.attempt) + ".log";
+  spec.log_path = LogPath(o.job, o.attempt);
   auto step = launcher->StartStep(spec);
   run.step_attempt = o.attempt;
   run.step_log = spec.log_path;
@@ -362,11 +377,32 @@ void SlurmLaunchLoop::State::StopStep(const std::string& job, struct Run& run, d
   Ended(job, run, exit.ok() ? *exit : slurm::ExitStatus{});
 }
 
-void SlurmLaunchLoop::State::Ended(const std::string& job, struct Run& run, slurm::ExitStatus exit) {
+void SlurmLaunchLoop::State::StopAdopted(const std::string& job, const struct Run& run, double grace_s) {
+  spdlog::info("slurm: job {}: stopping step {} of attempt {} (an earlier daemon's; grace {} s)", job,
+               run.adopted_step, run.step_attempt, grace_s);
+  (void)launcher->cli().Cancel(run.adopted_step, "TERM");
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long>(grace_s * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto steps = launcher->cli().ShowSteps(run.adopted_step.substr(0, run.adopted_step.find('.')));
+    if (steps.ok() && std::none_of(steps->begin(), steps->end(),
+                                   [&](const slurm::SlurmStep& st) { return st.id == run.adopted_step; }))
+      return;
+    std::unique_lock lock(mu);
+    if (cv.wait_for(lock, std::chrono::milliseconds(250), [this] { return stopping; })) return;
+  }
+  (void)launcher->cli().Cancel(run.adopted_step, "KILL");
+  (void)launcher->cli().Cancel(run.adopted_step);
+}
+
+void SlurmLaunchLoop::State::Ended(const std::string& job, struct Run& run, slurm::ExitStatus exit,
+                                   bool exit_known) {
   SlurmLaunchEvent ev{.kind = Kind::kStepEnded, .job = job, .attempt = run.step_attempt, .exit = exit};
+  // An adopted step's srun (an earlier daemon's child) wrote the same log: what it says of failed tasks
+  // and lost nodes still names them.
   ev.log = slurm::ParseStepLog(ReadAll(run.step_log));
   ev.log_tail = Tail(run.step_log);
-  if (run.step_log.empty())
+  if (!exit_known)
     ev.message = "the step ended while an earlier shepherdd was its srun's parent: its exit is unknown";
   run.done_attempt = run.step_attempt;
   run.step.reset();
