@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "agent/rank_files.h"
+#include "core/child_process.h"
 #include "slurm/launcher.h"
 #include "slurm/step_log.h"
 
@@ -65,7 +66,9 @@ struct SlurmLaunchLoop::State : std::enable_shared_from_this<SlurmLaunchLoop::St
     std::string step_log;
     int done_attempt = 0;    // the last attempt whose step ran and ended (never started twice)
     bool suspended = false;  // the allocation was last seen suspended (told the controller)
-    std::string pending;     // Slurm's reason the allocation last waited for (told the controller)
+    // Since when an earlier daemon's srun of the wanted attempt was seen creating its step (not yet listed).
+    std::optional<std::chrono::steady_clock::time_point> earlier_srun_since;
+    std::string pending;  // Slurm's reason the allocation last waited for (told the controller)
   };
 
   SlurmConfig config;
@@ -89,6 +92,10 @@ struct SlurmLaunchLoop::State : std::enable_shared_from_this<SlurmLaunchLoop::St
   }
   void Allocation(const SlurmJobOrder& o, struct Run& run);
   void Steps(const SlurmJobOrder& o, struct Run& run);
+  // Whether an earlier daemon on this host started the wanted attempt's srun (its log exists) whose step
+  // Slurm does not list: still creating it (wait; past the start timeout it is killed and the step started
+  // afresh), or ended after its tasks ran (the step's end is reported, exit unknown). True: start nothing.
+  bool EarlierSrun(const SlurmJobOrder& o, struct Run& run);
   // Stops the run's step (grace, then kill) and reports its end.
   void StopStep(const std::string& job, struct Run& run, double grace_s);
   // Stops an adopted step through Slurm (TERM, up to `grace_s`, then KILL); its end is seen at the next poll.
@@ -335,7 +342,9 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
         Send({.kind = Kind::kStepStarted, .job = o.job, .attempt = o.attempt, .step_id = st.id});
         return;
       }
-    if (o.step_ran) {  // it ran under an earlier daemon and ended while none watched: never run it twice
+    if (!o.step_ran) {
+      if (EarlierSrun(o, run)) return;
+    } else {  // it ran under an earlier daemon and ended while none watched: never run it twice
       spdlog::warn("slurm: job {} attempt {}: its step ended while no shepherdd watched it: exit unknown",
                    o.job, o.attempt);
       run.step_attempt = o.attempt;
@@ -368,6 +377,38 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
   run.step = *step;
   Send({.kind = Kind::kStepStarted, .job = o.job, .attempt = o.attempt, .step_id = step->step_id});
   if (step->early_exit) Ended(o.job, run, *step->early_exit);
+}
+
+bool SlurmLaunchLoop::State::EarlierSrun(const SlurmJobOrder& o, struct Run& run) {
+  const std::string log = ExistingLog(o.job, o.attempt);
+  if (log.empty()) {
+    run.earlier_srun_since.reset();
+    return false;
+  }
+  if (const pid_t srun = slurm::FindSrun(o.allocation.id, o.step->name); srun > 0) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!run.earlier_srun_since) {
+      spdlog::warn(
+          "slurm: job {} attempt {}: an earlier daemon's srun (pid {}) is still creating step {}: waiting "
+          "for it",
+          o.job, o.attempt, srun, o.step->name);
+      run.earlier_srun_since = now;
+    }
+    if (now - *run.earlier_srun_since < o.step->start_timeout) return true;
+    spdlog::warn("slurm: job {} attempt {}: the earlier srun (pid {}) created no step in {} s: killed", o.job,
+                 o.attempt, srun, o.step->start_timeout.count());
+    SignalGroup(srun, SIGKILL);
+    run.earlier_srun_since.reset();
+    return true;  // the next poll starts the step, once Slurm lists none
+  }
+  run.earlier_srun_since.reset();
+  if (!slurm::TasksRan(ReadAll(log))) return false;  // refused, or killed before any task ran: start it
+  spdlog::warn("slurm: job {} attempt {}: its step ran under an earlier daemon and ended: exit unknown",
+               o.job, o.attempt);
+  run.step_attempt = o.attempt;
+  run.step_log = log;
+  Ended(o.job, run, slurm::ExitStatus{}, /*exit_known=*/false);
+  return true;
 }
 
 void SlurmLaunchLoop::State::StopStep(const std::string& job, struct Run& run, double grace_s) {
