@@ -106,10 +106,17 @@ struct SlurmLaunchLoop::State : std::enable_shared_from_this<SlurmLaunchLoop::St
   std::string LogPath(const std::string& job, int attempt) const {
     return config.step_log_dir + "/" + job + "-a" + std::to_string(attempt) + ".log";
   }
-  // LogPath when the file exists here (an earlier daemon on this host started that step), else "".
-  std::string ExistingLog(const std::string& job, int attempt) const {
+  // LogPath when an earlier daemon started that attempt's step in allocation `allocation` (on this host, or
+  // another with step_log_dir shared): the log exists and the file beside it (`<log>.allocation`, written
+  // before srun starts) names that allocation. "" otherwise (none, another database's leftover, or a log
+  // written before these markers).
+  std::string ExistingLog(const std::string& job, int attempt, const std::string& allocation) const {
     const std::string path = LogPath(job, attempt);
-    return ::access(path.c_str(), R_OK) == 0 ? path : std::string();
+    std::ifstream in(path + ".allocation");
+    std::string named;
+    std::getline(in, named);
+    return !allocation.empty() && named == allocation && ::access(path.c_str(), R_OK) == 0 ? path
+                                                                                           : std::string();
   }
 };
 
@@ -338,7 +345,7 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
                      o.job, o.attempt, st.id);
         run.adopted_step = st.id;
         run.step_attempt = o.attempt;
-        run.step_log = ExistingLog(o.job, o.attempt);
+        run.step_log = ExistingLog(o.job, o.attempt, o.allocation.id);
         Send({.kind = Kind::kStepStarted, .job = o.job, .attempt = o.attempt, .step_id = st.id});
         return;
       }
@@ -348,7 +355,7 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
       spdlog::warn("slurm: job {} attempt {}: its step ended while no shepherdd watched it: exit unknown",
                    o.job, o.attempt);
       run.step_attempt = o.attempt;
-      run.step_log = ExistingLog(o.job, o.attempt);
+      run.step_log = ExistingLog(o.job, o.attempt, o.allocation.id);
       Ended(o.job, run, slurm::ExitStatus{}, /*exit_known=*/false);
       return;
     }
@@ -359,6 +366,14 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
   }
   slurm::StepSpec spec = *o.step;
   spec.log_path = LogPath(o.job, o.attempt);
+  // A fresh log (a leftover of another database's job of the same name would read as this step's), and the
+  // allocation it belongs to, before srun starts: how a successor on this host recognises both.
+  std::ofstream(spec.log_path, std::ios::trunc).flush();
+  if (!(std::ofstream(spec.log_path + ".allocation", std::ios::trunc) << o.allocation.id << '\n').flush())
+    spdlog::warn(
+        "slurm: job {}: cannot write {}.allocation: a daemon restarted here will not read this "
+        "step's log",
+        o.job, spec.log_path);
   auto step = launcher->StartStep(spec);
   run.step_attempt = o.attempt;
   run.step_log = spec.log_path;
@@ -380,7 +395,7 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
 }
 
 bool SlurmLaunchLoop::State::EarlierSrun(const SlurmJobOrder& o, struct Run& run) {
-  const std::string log = ExistingLog(o.job, o.attempt);
+  const std::string log = ExistingLog(o.job, o.attempt, o.allocation.id);
   if (log.empty()) {
     run.earlier_srun_since.reset();
     return false;
@@ -403,6 +418,11 @@ bool SlurmLaunchLoop::State::EarlierSrun(const SlurmJobOrder& o, struct Run& run
   }
   run.earlier_srun_since.reset();
   if (!slurm::TasksRan(ReadAll(log))) return false;  // refused, or killed before any task ran: start it
+  // Tasks ran: the step ended, unless Slurm listed it only after the caller looked.
+  auto steps = launcher->cli().ShowSteps(o.allocation.id);
+  if (!steps.ok() || std::any_of(steps->begin(), steps->end(),
+                                 [&](const slurm::SlurmStep& st) { return st.name == o.step->name; }))
+    return true;  // the next poll adopts it (or asks again)
   spdlog::warn("slurm: job {} attempt {}: its step ran under an earlier daemon and ended: exit unknown",
                o.job, o.attempt);
   run.step_attempt = o.attempt;
