@@ -13,6 +13,8 @@
 #include <sqlite3.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -458,6 +460,7 @@ TEST(SlurmLaunch, ARunningStepOutlivesTheDaemonAndTheNextDaemonWatchesIt) {
     SCOPED_TRACE(sig == SIGKILL ? "after SIGKILL" : "after SIGTERM");
     const int seen = last_step();
     ASSERT_GT(seen, 0) << d.Diagnose(job);
+    const auto signalled = std::chrono::steady_clock::now();
     d.daemon->Signal(sig);
     ASSERT_TRUE(d.daemon->Wait(seconds(30)).has_value()) << d.daemon->log();
     // No daemon runs: the step goes on.
@@ -469,6 +472,11 @@ TEST(SlurmLaunch, ARunningStepOutlivesTheDaemonAndTheNextDaemonWatchesIt) {
     ASSERT_EQ(d.port(), port);
     // The ranks' reports reach the new daemon, and it watches the step it found.
     ASSERT_TRUE(WaitFor(seconds(120), [&] { return last_step() > seen + 5; })) << d.Diagnose(job);
+    std::printf(
+        "[measure] %s: step reports reach the new daemon %.1f s after the signal (last step %d -> %d)\n",
+        sig == SIGKILL ? "SIGKILL" : "SIGTERM",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count(), seen,
+        last_step());
     ASSERT_TRUE(WaitFor(seconds(60), [&] {
       return d.daemon->log().find("already runs (an earlier daemon's): watching it") != std::string::npos;
     })) << d.daemon->log();
