@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -19,7 +20,9 @@
 #include <set>
 #include <sstream>
 
+#include "core/child_process.h"
 #include "core/json.h"
+#include "slurm/subprocess.h"
 #include "tests/integration/harness.h"
 #include "tests/slurm/local_cluster.h"
 
@@ -501,6 +504,86 @@ TEST(SlurmLaunch, ARunningStepOutlivesTheDaemonAndTheNextDaemonWatchesIt) {
       if (::kill(pid, 0) == 0) return false;
     return true;
   }));
+}
+
+// A daemon that died while its srun was still creating the step (between srun's start and Slurm listing the
+// step) leaves a successor that sees no step. Made here by stopping the daemon, cancelling the step, putting
+// the job back in "launching" as the record stood before the step was known, and leaving a stand-in for
+// that srun (a process named srun with its --jobid= and --job-name=) with an empty log. The next daemon
+// waits for it and starts nothing while it lives; once it is gone without a task having run, the step is
+// started, once.
+TEST(SlurmLaunch, AnEarlierSrunStillCreatingItsStepIsWaitedFor) {
+  REQUIRE_CLUSTER();
+  LaunchDaemon d;
+  std::string why;
+  const std::string job = d.Start(100000, /*until_good=*/false, &why);
+  ASSERT_FALSE(job.empty()) << why;
+  ASSERT_TRUE(WaitFor(seconds(240), [&] { return d.Get("/v1/jobs/" + job)["state"] == "running"; }))
+      << d.Diagnose(job);
+  const std::string alloc_id = AllocationOf(d, job);
+  ASSERT_FALSE(alloc_id.empty());
+  auto shepherd_steps = [&] {
+    std::vector<std::string> steps;  // "ID NAME" of the allocation's steps Shepherd names
+    std::stringstream lines(LocalCluster::Sh({"squeue", "-h", "-s", "-j", alloc_id, "-o", "%i %j"}));
+    for (std::string line; std::getline(lines, line);)
+      if (line.find(" shepherd-") != std::string::npos) steps.push_back(line);
+    return steps;
+  };
+  const std::vector<std::string> before = shepherd_steps();
+  ASSERT_EQ(before.size(), 1u) << LocalCluster::Sh({"squeue", "-s"});
+  ASSERT_TRUE(d.Stop());
+  LocalCluster::Sh({"scancel", before[0].substr(0, before[0].find(' '))});
+  ASSERT_TRUE(WaitFor(seconds(60), [&] { return shepherd_steps().empty(); }))
+      << LocalCluster::Sh({"squeue", "-s"});
+  // The worker named the step's allocation beside its log before starting srun.
+  const std::string log = d.dir.path + "/slurm-steps/" + job + "-a1.log";
+  EXPECT_EQ(ReadFile(log + ".allocation"), alloc_id + "\n");
+  std::ofstream(log, std::ios::trunc).flush();  // no task of it ran
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((d.dir.path + "/shepherd.db").c_str(), &db), SQLITE_OK);
+  const std::string sql =
+      "UPDATE records SET body = json_set(body, '$.state', 'launching') WHERE collection = 'jobs' AND key = "
+      "'" +
+      job + "'";
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  EXPECT_EQ(sqlite3_changes(db), 1);
+  sqlite3_close(db);
+  // The earlier srun, still creating its step.
+  const std::string fake = d.dir.path + "/srun";
+  ASSERT_EQ(::symlink("/usr/bin/python3", fake.c_str()), 0);
+  auto srun = SpawnLogged(
+      {fake, "-c", "import time; time.sleep(600)", "--jobid=" + alloc_id, "--job-name=shepherd-a1"},
+      CleanEnvironment(), d.dir.path + "/fake-srun.log", "");
+  ASSERT_TRUE(srun.ok()) << srun.status().message();
+  struct Reap {
+    pid_t pid;
+    ~Reap() {
+      SignalGroup(pid, SIGKILL);
+      WaitFor(seconds(30), [&] { return PollExit(pid).has_value(); });
+    }
+  } reap{*srun};
+  d.Restart();
+  ASSERT_TRUE(d.daemon->WaitReady()) << d.daemon->log();
+  ASSERT_TRUE(WaitFor(seconds(60), [&] {
+    return d.daemon->log().find("is still creating step shepherd-a1: waiting for it") != std::string::npos;
+  })) << d.Diagnose(job);
+  // About 15 launch polls: no step is started while that srun lives.
+  EXPECT_FALSE(WaitFor(seconds(5), [&] { return !shepherd_steps().empty(); })) << d.daemon->log();
+  EXPECT_EQ(d.daemon->log().find(" runs (log "), std::string::npos) << d.daemon->log();
+  SignalGroup(*srun, SIGKILL);
+  ASSERT_TRUE(WaitFor(seconds(30), [&] { return PollExit(*srun).has_value(); }));
+  // Gone, and no task of it ran: the step is started now, once, and the job runs in attempt 1.
+  ASSERT_TRUE(
+      WaitFor(seconds(120),
+              [&] { return shepherd_steps().size() == 1 && d.Get("/v1/jobs/" + job)["state"] == "running"; }))
+      << d.Diagnose(job) << LocalCluster::Sh({"squeue", "-s"});
+  EXPECT_EQ(d.Get("/v1/jobs/" + job)["attempt"], 1) << d.Diagnose(job);
+  const std::string daemon_log = d.daemon->log();
+  const std::size_t started = daemon_log.find(" runs (log ");
+  EXPECT_NE(started, std::string::npos) << daemon_log;
+  EXPECT_EQ(daemon_log.find(" runs (log ", started + 1), std::string::npos) << daemon_log;
+  ASSERT_EQ(Http(d.port(), "POST", "/v1/jobs/" + job + "/cancel").status, 200);
+  EXPECT_TRUE(WaitFor(seconds(90), [&] { return AllocationGone(alloc_id); })) << LocalCluster::Sh({"squeue"});
 }
 
 }  // namespace
