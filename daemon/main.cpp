@@ -35,6 +35,8 @@ int Serve(int argc, char** argv) {
       "JSON file {\"nodes\": [...]} loaded (registered/updated) at start-up")(
       "config", po::value<std::string>(&config_file), "JSON configuration file (flags override it)")(
       "port-file", po::value<std::string>(), "file that receives the bound port once listening")(
+      "advertise-url", po::value<std::string>(),
+      "this daemon's URL as ranks and agents reach it (config advertise_url) [http://<listen>]")(
       "tokens-file", po::value<std::string>(),
       "JSON file of bearer tokens and their roles (mode 0600; re-read on SIGHUP); none: no auth")(
       "token", po::value<std::vector<std::string>>(), "refused: tokens are never taken from argv")(
@@ -78,6 +80,18 @@ int Serve(int argc, char** argv) {
   // With etcd, --db names no state: only where slurm-steps/ goes by default.
   if (vm.count("inventory")) config.inventory = vm["inventory"].as<std::string>();
   if (vm.count("port-file")) config.port_file = vm["port-file"].as<std::string>();
+  if (vm.count("advertise-url")) {
+    config.advertise_url = vm["advertise-url"].as<std::string>();
+    const std::string& u = config.advertise_url;
+    const std::size_t scheme = u.rfind("http://", 0) == 0 ? 7 : u.rfind("https://", 0) == 0 ? 8 : 0;
+    if (scheme == 0 || u.size() == scheme || u.size() > 1024 ||
+        u.find_first_of(" \t\r\n,") != std::string::npos) {
+      std::cerr << "shepherdd: --advertise-url must be one http:// or https:// URL (this daemon as ranks and "
+                   "agents reach it), got '"
+                << u << "'\n";
+      return 2;
+    }
+  }
   if (vm.count("token")) {
     std::cerr << "shepherdd: --token is refused: a token in argv is visible to every local user (ps). Put "
                  "tokens in a file (mode 0600) and pass --tokens-file FILE; see docs/security.md\n";

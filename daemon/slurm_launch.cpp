@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <thread>
 
 #include "agent/rank_files.h"
+#include "core/child_process.h"
 #include "slurm/launcher.h"
 #include "slurm/step_log.h"
 
@@ -64,7 +66,9 @@ struct SlurmLaunchLoop::State : std::enable_shared_from_this<SlurmLaunchLoop::St
     std::string step_log;
     int done_attempt = 0;    // the last attempt whose step ran and ended (never started twice)
     bool suspended = false;  // the allocation was last seen suspended (told the controller)
-    std::string pending;     // Slurm's reason the allocation last waited for (told the controller)
+    // Since when an earlier daemon's srun of the wanted attempt was seen creating its step (not yet listed).
+    std::optional<std::chrono::steady_clock::time_point> earlier_srun_since;
+    std::string pending;  // Slurm's reason the allocation last waited for (told the controller)
   };
 
   SlurmConfig config;
@@ -88,9 +92,32 @@ struct SlurmLaunchLoop::State : std::enable_shared_from_this<SlurmLaunchLoop::St
   }
   void Allocation(const SlurmJobOrder& o, struct Run& run);
   void Steps(const SlurmJobOrder& o, struct Run& run);
+  // Whether an earlier daemon on this host started the wanted attempt's srun (its log exists) whose step
+  // Slurm does not list: still creating it (wait; past the start timeout it is killed and the step started
+  // afresh), or ended after its tasks ran (the step's end is reported, exit unknown). True: start nothing.
+  bool EarlierSrun(const SlurmJobOrder& o, struct Run& run);
   // Stops the run's step (grace, then kill) and reports its end.
   void StopStep(const std::string& job, struct Run& run, double grace_s);
-  void Ended(const std::string& job, struct Run& run, slurm::ExitStatus exit);
+  // Stops an adopted step through Slurm (TERM, up to `grace_s`, then KILL); its end is seen at the next poll.
+  void StopAdopted(const std::string& job, const struct Run& run, double grace_s);
+  // Reports the end of the run's step; `exit_known` false: its srun was an earlier daemon's child.
+  void Ended(const std::string& job, struct Run& run, slurm::ExitStatus exit, bool exit_known = true);
+  // Where the step of `attempt` of `job` writes its output (srun's log, kept across daemon restarts).
+  std::string LogPath(const std::string& job, int attempt) const {
+    return config.step_log_dir + "/" + job + "-a" + std::to_string(attempt) + ".log";
+  }
+  // LogPath when an earlier daemon started that attempt's step in allocation `allocation` (on this host, or
+  // another with step_log_dir shared): the log exists and the file beside it (`<log>.allocation`, written
+  // before srun starts) names that allocation. "" otherwise (none, another database's leftover, or a log
+  // written before these markers).
+  std::string ExistingLog(const std::string& job, int attempt, const std::string& allocation) const {
+    const std::string path = LogPath(job, attempt);
+    std::ifstream in(path + ".allocation");
+    std::string named;
+    std::getline(in, named);
+    return !allocation.empty() && named == allocation && ::access(path.c_str(), R_OK) == 0 ? path
+                                                                                           : std::string();
+  }
 };
 
 SlurmLaunchLoop::SlurmLaunchLoop(const SlurmConfig& config, Controller* controller, Post post)
@@ -174,6 +201,7 @@ void SlurmLaunchLoop::State::Run() {
         continue;
       }
       if (it->second.step) StopStep(it->first, it->second, 10);
+      if (!it->second.adopted_step.empty()) StopAdopted(it->first, it->second, 10);
       it = runs.erase(it);
     }
     for (const std::string& id : orders->cancel) {
@@ -293,12 +321,12 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
     if (steps.ok())
       for (const slurm::SlurmStep& st : *steps) running |= st.id == run.adopted_step;
     if (running && (!o.step_wanted || o.attempt != run.step_attempt)) {
-      (void)launcher->cli().Cancel(run.adopted_step, "KILL");
-      return;
+      StopAdopted(o.job, run, o.stop_grace_s);
+      return;  // its end is seen at the next poll
     }
     if (running) return;
     run.adopted_step.clear();
-    Ended(o.job, run, slurm::ExitStatus{});  // exit unknown
+    Ended(o.job, run, slurm::ExitStatus{}, /*exit_known=*/false);
     return;
   }
   if (run.step && (!o.step_wanted || o.attempt != run.step_attempt)) StopStep(o.job, run, o.stop_grace_s);
@@ -307,8 +335,9 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
     return;
   }
   if (!o.step_wanted || !o.step || o.attempt == run.done_attempt) return;
-  // An earlier daemon's step of this attempt may still run (its srun died with that daemon, the tasks
-  // did not): never start the attempt twice; watch that step instead.
+  // An earlier daemon's step of this attempt may still run (its srun runs in a session of its own and
+  // outlives the daemon; docs/operations.md, "Slurm steps and the daemon's life"): never start the
+  // attempt twice; watch that step instead, and read its log (srun still writes it) when it ends.
   if (auto steps = launcher->cli().ShowSteps(o.allocation.id); steps.ok()) {
     for (const slurm::SlurmStep& st : *steps)
       if (st.name == o.step->name) {
@@ -316,16 +345,18 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
                      o.job, o.attempt, st.id);
         run.adopted_step = st.id;
         run.step_attempt = o.attempt;
-        run.step_log.clear();
+        run.step_log = ExistingLog(o.job, o.attempt, o.allocation.id);
         Send({.kind = Kind::kStepStarted, .job = o.job, .attempt = o.attempt, .step_id = st.id});
         return;
       }
-    if (o.step_ran) {  // it ran under an earlier daemon and ended while none watched: never run it twice
+    if (!o.step_ran) {
+      if (EarlierSrun(o, run)) return;
+    } else {  // it ran under an earlier daemon and ended while none watched: never run it twice
       spdlog::warn("slurm: job {} attempt {}: its step ended while no shepherdd watched it: exit unknown",
                    o.job, o.attempt);
       run.step_attempt = o.attempt;
-      run.step_log.clear();
-      Ended(o.job, run, slurm::ExitStatus{});
+      run.step_log = ExistingLog(o.job, o.attempt, o.allocation.id);
+      Ended(o.job, run, slurm::ExitStatus{}, /*exit_known=*/false);
       return;
     }
   } else {
@@ -334,7 +365,15 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
     return;  // try again next poll rather than risk a second step
   }
   slurm::StepSpec spec = *o.step;
-  spec.log_path = config.step_log_dir + "/" + o.job + "-a" + std::to_string(o.attempt) + ".log";
+  spec.log_path = LogPath(o.job, o.attempt);
+  // A fresh log (a leftover of another database's job of the same name would read as this step's), and the
+  // allocation it belongs to, before srun starts: how a successor on this host recognises both.
+  std::ofstream(spec.log_path, std::ios::trunc).flush();
+  if (!(std::ofstream(spec.log_path + ".allocation", std::ios::trunc) << o.allocation.id << '\n').flush())
+    spdlog::warn(
+        "slurm: job {}: cannot write {}.allocation: a daemon restarted here will not read this "
+        "step's log",
+        o.job, spec.log_path);
   auto step = launcher->StartStep(spec);
   run.step_attempt = o.attempt;
   run.step_log = spec.log_path;
@@ -355,6 +394,43 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
   if (step->early_exit) Ended(o.job, run, *step->early_exit);
 }
 
+bool SlurmLaunchLoop::State::EarlierSrun(const SlurmJobOrder& o, struct Run& run) {
+  const std::string log = ExistingLog(o.job, o.attempt, o.allocation.id);
+  if (log.empty()) {
+    run.earlier_srun_since.reset();
+    return false;
+  }
+  if (const pid_t srun = slurm::FindSrun(o.allocation.id, o.step->name); srun > 0) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!run.earlier_srun_since) {
+      spdlog::warn(
+          "slurm: job {} attempt {}: an earlier daemon's srun (pid {}) is still creating step {}: waiting "
+          "for it",
+          o.job, o.attempt, srun, o.step->name);
+      run.earlier_srun_since = now;
+    }
+    if (now - *run.earlier_srun_since < o.step->start_timeout) return true;
+    spdlog::warn("slurm: job {} attempt {}: the earlier srun (pid {}) created no step in {} s: killed", o.job,
+                 o.attempt, srun, o.step->start_timeout.count());
+    SignalGroup(srun, SIGKILL);
+    run.earlier_srun_since.reset();
+    return true;  // the next poll starts the step, once Slurm lists none
+  }
+  run.earlier_srun_since.reset();
+  if (!slurm::TasksRan(ReadAll(log))) return false;  // refused, or killed before any task ran: start it
+  // Tasks ran: the step ended, unless Slurm listed it only after the caller looked.
+  auto steps = launcher->cli().ShowSteps(o.allocation.id);
+  if (!steps.ok() || std::any_of(steps->begin(), steps->end(),
+                                 [&](const slurm::SlurmStep& st) { return st.name == o.step->name; }))
+    return true;  // the next poll adopts it (or asks again)
+  spdlog::warn("slurm: job {} attempt {}: its step ran under an earlier daemon and ended: exit unknown",
+               o.job, o.attempt);
+  run.step_attempt = o.attempt;
+  run.step_log = log;
+  Ended(o.job, run, slurm::ExitStatus{}, /*exit_known=*/false);
+  return true;
+}
+
 void SlurmLaunchLoop::State::StopStep(const std::string& job, struct Run& run, double grace_s) {
   spdlog::info("slurm: job {}: stopping the step of attempt {} (grace {} s)", job, run.step_attempt, grace_s);
   auto exit = launcher->StopStep(*run.step, Secs(static_cast<long>(grace_s)));
@@ -362,11 +438,32 @@ void SlurmLaunchLoop::State::StopStep(const std::string& job, struct Run& run, d
   Ended(job, run, exit.ok() ? *exit : slurm::ExitStatus{});
 }
 
-void SlurmLaunchLoop::State::Ended(const std::string& job, struct Run& run, slurm::ExitStatus exit) {
+void SlurmLaunchLoop::State::StopAdopted(const std::string& job, const struct Run& run, double grace_s) {
+  spdlog::info("slurm: job {}: stopping step {} of attempt {} (an earlier daemon's; grace {} s)", job,
+               run.adopted_step, run.step_attempt, grace_s);
+  (void)launcher->cli().Cancel(run.adopted_step, "TERM");
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<long>(grace_s * 1000));
+  while (std::chrono::steady_clock::now() < deadline) {
+    auto steps = launcher->cli().ShowSteps(run.adopted_step.substr(0, run.adopted_step.find('.')));
+    if (steps.ok() && std::none_of(steps->begin(), steps->end(),
+                                   [&](const slurm::SlurmStep& st) { return st.id == run.adopted_step; }))
+      return;
+    std::unique_lock lock(mu);
+    if (cv.wait_for(lock, std::chrono::milliseconds(250), [this] { return stopping; })) return;
+  }
+  (void)launcher->cli().Cancel(run.adopted_step, "KILL");
+  (void)launcher->cli().Cancel(run.adopted_step);
+}
+
+void SlurmLaunchLoop::State::Ended(const std::string& job, struct Run& run, slurm::ExitStatus exit,
+                                   bool exit_known) {
   SlurmLaunchEvent ev{.kind = Kind::kStepEnded, .job = job, .attempt = run.step_attempt, .exit = exit};
+  // An adopted step's srun (an earlier daemon's child) wrote the same log: what it says of failed tasks
+  // and lost nodes still names them.
   ev.log = slurm::ParseStepLog(ReadAll(run.step_log));
   ev.log_tail = Tail(run.step_log);
-  if (run.step_log.empty())
+  if (!exit_known)
     ev.message = "the step ended while an earlier shepherdd was its srun's parent: its exit is unknown";
   run.done_attempt = run.step_attempt;
   run.step.reset();

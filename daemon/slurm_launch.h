@@ -4,10 +4,14 @@
 // replaced attempt's step with its grace, cancel released allocations), watches what it started (the
 // allocation's nodes, the step's end and what srun said about it) and posts what happened back
 // (Controller::OnSlurmLaunch). Nothing Slurm-related runs on the control thread.
-// Owns: the srun processes of the steps it started (children of the daemon) and what it knows of each
-// job's allocation and step. Worker thread only (Start and Stop from the control thread).
+// Owns: the srun processes of the steps it started (children of the daemon, each in a session of its own so
+// that it outlives the daemon) and what it knows of each job's allocation and step. Worker thread only
+// (Start and Stop from the control thread).
+// Daemon restarts: a step an earlier daemon started keeps running; the next worker finds it by name in
+// Slurm's step list and watches it instead of starting the attempt again (docs/operations.md, "Slurm steps
+// and the daemon's life").
 // Limits: one thread for every job, so a step being stopped (its grace) or started delays the others'
-// steps by as much; a daemon restart loses the srun processes (docs/slurm.md, "Daemon restarts").
+// steps by as much.
 #pragma once
 
 #include <memory>

@@ -1,8 +1,10 @@
 #include "slurm/launcher.h"
 
+#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
@@ -193,6 +195,31 @@ Result<ExitStatus> SlurmLauncher::StopStep(const Step& step, std::chrono::second
   SignalGroup(step.srun_pid, SIGKILL);
   if (auto e = wait_exit(std::chrono::seconds(5))) return *e;
   return Unavailable("srun " + std::to_string(step.srun_pid) + " of step " + target + " survived SIGKILL");
+}
+
+pid_t FindSrun(const std::string& job_id, const std::string& name) {
+  DIR* proc = ::opendir("/proc");
+  if (!proc) return -1;
+  pid_t found = -1;
+  const std::string want_job = "--jobid=" + job_id, want_name = "--job-name=" + name;
+  for (dirent* e; found < 0 && (e = ::readdir(proc));) {
+    const pid_t pid = std::atoi(e->d_name);
+    if (pid <= 0) continue;
+    std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+    std::vector<std::string> args;
+    for (std::string arg; args.size() < 64 && std::getline(in, arg, '\0');) args.push_back(arg);
+    if (args.empty()) continue;  // gone, a zombie or a kernel thread
+    const std::string& prog = args[0];
+    if (prog != "srun" && (prog.size() < 5 || prog.compare(prog.size() - 5, 5, "/srun") != 0)) continue;
+    bool job = false, named = false;
+    for (const std::string& a : args) {
+      job |= a == want_job;
+      named |= a == want_name;
+    }
+    if (job && named) found = pid;
+  }
+  ::closedir(proc);
+  return found;
 }
 
 }  // namespace shepherd::slurm

@@ -137,4 +137,17 @@ StepLog ParseStepLog(std::string_view out) {
   return log;
 }
 
+bool TasksRan(std::string_view out) {
+  if (!ParseStepLog(out).failed.empty()) return true;
+  while (!out.empty()) {
+    std::size_t nl = out.find('\n');
+    std::string_view line = out.substr(0, nl);
+    out = nl == std::string_view::npos ? std::string_view() : out.substr(nl + 1);
+    std::size_t digits = 0;
+    while (digits < line.size() && line[digits] >= '0' && line[digits] <= '9') ++digits;
+    if (digits > 0 && line.substr(digits, 2) == ": ") return true;
+  }
+  return false;
+}
+
 }  // namespace shepherd::slurm

@@ -37,4 +37,8 @@ struct StepLog {
 
 StepLog ParseStepLog(std::string_view srun_output);
 
+// Whether any task of the step ran: a line of a task's output (srun --label: "<task>: ...") or srun
+// naming a task's end. False for srun's own errors alone ("Unable to create step", ...).
+bool TasksRan(std::string_view srun_output);
+
 }  // namespace shepherd::slurm

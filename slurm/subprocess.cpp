@@ -37,17 +37,32 @@ std::string Resolve(const std::string& prog, const Envp& env) {
   }
 }
 
-// Forks a child that sets its own process group, wires fds 0-2, and execs. Returns the pid.
+// Forks a child that sets its own process group (with `new_session`, its own session, which is also its
+// own group), wires fds 0-2, and execs. Returns the pid once the child's group exists.
 Result<pid_t> ForkExec(const std::vector<std::string>& argv_in, const Envp& env_in, int in_fd, int out_fd,
-                       int err_fd, const std::string& cwd) {
+                       int err_fd, const std::string& cwd, bool new_session = false) {
   if (argv_in.empty()) return InvalidArgument("run: empty command");
   std::vector<std::string> argv_s = argv_in, env_s = env_in;
   std::string program = Resolve(argv_s[0], env_s);
   std::vector<char*> argv = CStrings(argv_s), envp = CStrings(env_s);
+  // setsid() fails in a process that already leads a group, so the parent cannot also set the child's group
+  // as it does below; it waits instead until the child closed `ready` (after setsid, before exec).
+  int ready[2] = {-1, -1};
+  if (new_session && ::pipe2(ready, O_CLOEXEC) != 0)
+    return Internal(std::string("pipe: ") + std::strerror(errno));
   pid_t pid = ::fork();
-  if (pid < 0) return Internal(std::string("fork: ") + std::strerror(errno));
+  if (pid < 0) {
+    if (new_session) {
+      ::close(ready[0]);
+      ::close(ready[1]);
+    }
+    return Internal(std::string("fork: ") + std::strerror(errno));
+  }
   if (pid == 0) {  // child: async-signal-safe calls only
-    ::setpgid(0, 0);
+    if (new_session)
+      ::setsid();  // no controlling terminal, no signal sent to the parent's group or session reaches it
+    else
+      ::setpgid(0, 0);
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -55,12 +70,20 @@ Result<pid_t> ForkExec(const std::vector<std::string>& argv_in, const Envp& env_
     ::dup2(in_fd, 0);
     ::dup2(out_fd, 1);
     ::dup2(err_fd, 2);
-    ::close_range(3, ~0U, 0);  // no daemon socket or file leaks into a long-lived srun
+    ::close_range(3, ~0U, 0);  // no daemon socket or file leaks into a long-lived srun (closes `ready`)
     if (!cwd.empty() && ::chdir(cwd.c_str()) != 0) ::_exit(127);
     ::execve(program.c_str(), argv.data(), envp.data());
     ::_exit(127);
   }
-  ::setpgid(pid, pid);  // also from the parent: no race with an early kill(-pid)
+  if (!new_session) {
+    ::setpgid(pid, pid);  // also from the parent: no race with an early kill(-pid)
+    return pid;
+  }
+  ::close(ready[1]);
+  char byte;
+  while (::read(ready[0], &byte, 1) < 0 && errno == EINTR) {
+  }
+  ::close(ready[0]);
   return pid;
 }
 
@@ -172,7 +195,7 @@ Result<pid_t> SpawnLogged(const std::vector<std::string>& argv, const Envp& env,
   int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (log_fd < 0) return Internal("open " + log_path + ": " + std::strerror(errno));
   int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  auto pid = ForkExec(argv, env, null_fd, log_fd, log_fd, cwd);
+  auto pid = ForkExec(argv, env, null_fd, log_fd, log_fd, cwd, /*new_session=*/true);
   ::close(null_fd);
   ::close(log_fd);
   return pid;

@@ -32,8 +32,11 @@ struct RunOutput {
 Result<RunOutput> RunCommand(const std::vector<std::string>& argv, const Envp& env,
                              std::chrono::milliseconds timeout, std::size_t max_output = 8 << 20);
 
-// Starts argv[0] (searched in PATH from `env`) in a new process group (pgid = pid) with stdin from
-// /dev/null and stdout+stderr appended to `log_path` (created 0644). The caller reaps it (PollExit).
+// Starts argv[0] (searched in PATH from `env`) in a new session (sid = pgid = pid, no controlling terminal)
+// with stdin from /dev/null and stdout+stderr appended to `log_path` (created 0644): a long-lived child such
+// as a step's srun is out of reach of signals sent to the caller's process group or session (a terminal's
+// ^C or hangup, a kill of the caller's group), and outlives the caller (it is then init's or the nearest
+// subreaper's child). Returns once the session exists. The caller reaps it (PollExit) while it lives.
 // kInternal: the log cannot be opened, or fork/exec failed.
 Result<pid_t> SpawnLogged(const std::vector<std::string>& argv, const Envp& env, const std::string& log_path,
                           const std::string& cwd);

@@ -129,6 +129,21 @@ TEST(Daemon, AnUnknownLogLevelIsRefused) {
   EXPECT_TRUE(fine.WaitReady()) << fine.log();
 }
 
+// --advertise-url (what replicas' units pass; the config key advertise_url) takes one http(s) URL; anything
+// else is refused at start naming the flag.
+TEST(Daemon, AdvertiseUrlFlagTakesOneHttpUrl) {
+  TempDir dir;
+  for (const char* bad :
+       {"shepherd.internal:8080", "ftp://shepherd.internal", "http://", "http://a:8080,http://b:8080"}) {
+    Daemon refused(dir.path, {"--advertise-url", bad});
+    EXPECT_EQ(refused.Wait(), 2) << bad;
+    EXPECT_NE(refused.log().find("--advertise-url must be one http:// or https:// URL"), std::string::npos)
+        << refused.log();
+  }
+  Daemon fine(dir.path, {"--advertise-url", "http://shepherd.internal:8080"});
+  EXPECT_TRUE(fine.WaitReady()) << fine.log();
+}
+
 TEST(Daemon, NodeLifecycle) {
   TempDir dir;
   Daemon d(dir.path);

@@ -4,18 +4,25 @@
 // attempt. Covers: a short job runs in one step and succeeds, its allocation given back; a node crash
 // (slurmd, slurmstepd and the ranks killed) is named, drained in Slurm and the job resumes from its
 // last-known-good checkpoint on the spare in a new step; a stopped rank (SIGSTOP) is named and a new step
-// starts; a step that ends while no daemon watches is not run again; cancelling the job cancels its
-// allocation. Runs in slurm_cluster_test, after the other files.
+// starts; a step that ends while no daemon watches is not run again; a running step outlives the daemon
+// (kill -9, then SIGTERM) and the next daemon watches it instead of starting a second one; an earlier
+// daemon's srun still creating its step is waited for; cancelling the job cancels its allocation. Runs in slurm_cluster_test, after the other files.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <fstream>
 #include <set>
 #include <sstream>
 
+#include "core/child_process.h"
 #include "core/json.h"
+#include "slurm/subprocess.h"
 #include "tests/integration/harness.h"
 #include "tests/slurm/local_cluster.h"
 
@@ -51,10 +58,10 @@ struct LaunchDaemon {
         {"stop_timeout_s", 5}}.dump();
     Restart();
   }
-  // A new daemon on the same database and configuration.
-  void Restart() {
-    daemon =
-        std::make_unique<Daemon>(dir.path, std::vector<std::string>{"--config", dir.path + "/config.json"});
+  // A new daemon on the same database and configuration (and `extra` arguments).
+  void Restart(std::vector<std::string> extra = {}) {
+    extra.insert(extra.begin(), {"--config", dir.path + "/config.json"});
+    daemon = std::make_unique<Daemon>(dir.path, std::move(extra));
   }
   // SIGTERM (its srun steps go on); whether it exited within 30 s.
   bool Stop() {
@@ -186,6 +193,23 @@ pid_t RankPid(int port, const std::string& job, int rank) {
     if (vars.count("SHEPHERD_JOB=" + job) && vars.count("RANK=" + std::to_string(rank)) &&
         vars.count("SHEPHERD_URL=http://127.0.0.1:" + std::to_string(port)) &&
         ReadFile("/proc/" + std::to_string(pid) + "/cmdline").find("train_ddp.py") != std::string::npos)
+      found = pid;
+  }
+  if (proc) ::closedir(proc);
+  return found;
+}
+
+// The pid of the srun process of step `name` in allocation `alloc` (-1 when there is none).
+pid_t SrunPid(const std::string& alloc, const std::string& name) {
+  DIR* proc = ::opendir("/proc");
+  pid_t found = -1;
+  for (dirent* e; proc && (e = ::readdir(proc)) && found < 0;) {
+    pid_t pid = std::atoi(e->d_name);
+    if (pid <= 0) continue;
+    std::string cmd = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    if (cmd.rfind("srun ", 0) == 0 && cmd.find(" --jobid=" + alloc + " ") != std::string::npos &&
+        cmd.find(" --job-name=" + name + " ") != std::string::npos)
       found = pid;
   }
   if (proc) ::closedir(proc);
@@ -399,6 +423,167 @@ TEST(SlurmLaunch, AnAllocationWhoseIdWasNeverRecordedIsTakenNotAskedForTwice) {
             std::string::npos)
       << d.daemon->log();
   EXPECT_EQ(d.daemon->log().find("requested ("), std::string::npos) << "asked for a second allocation";
+}
+
+// Slurm work survives the daemon. The daemon is killed (SIGKILL) while attempt 1's step runs, and a new one
+// starts on the same address and database; later the same with SIGTERM. Each time: the step's srun (in a
+// session of its own, not the daemon's) and its ranks keep running, Slurm lists the one step, the next
+// daemon watches that step instead of starting another, the job stays running in attempt 1, and the ranks'
+// reports reach the new daemon (the attempt's last step advances past what the old one had seen).
+TEST(SlurmLaunch, ARunningStepOutlivesTheDaemonAndTheNextDaemonWatchesIt) {
+  REQUIRE_CLUSTER();
+  LaunchDaemon d;
+  std::string why;
+  const std::string job = d.Start(100000, /*until_good=*/true, &why);
+  ASSERT_FALSE(job.empty()) << why;
+  const std::string alloc_id = AllocationOf(d, job);
+  ASSERT_FALSE(alloc_id.empty()) << d.Diagnose(job);
+  const int port = d.port();
+  std::vector<pid_t> ranks;
+  for (int r = 0; r < 4; ++r) {
+    ranks.push_back(RankPid(port, job, r));
+    ASSERT_GT(ranks.back(), 0) << "rank " << r << "\n" << d.Diagnose(job);
+  }
+  const pid_t srun = SrunPid(alloc_id, "shepherd-a1");
+  ASSERT_GT(srun, 0) << LocalCluster::Sh({"ps", "-ef"});
+  EXPECT_EQ(::getsid(srun), srun);  // a session of its own: the daemon's group or session never reaches it
+  EXPECT_NE(::getsid(srun), ::getsid(d.daemon->pid()));
+  // The steps Slurm lists in the allocation, by name ("batch" is the holding script's).
+  auto step_names = [&] {
+    std::vector<std::string> names;
+    std::stringstream lines(LocalCluster::Sh({"squeue", "-h", "-s", "-j", alloc_id, "-o", "%j"}));
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind("shepherd-", 0) == 0) names.push_back(line);
+    return names;
+  };
+  auto last_step = [&] { return d.Get("/v1/jobs/" + job)["current_attempt"].value("last_step", 0); };
+  ASSERT_EQ(step_names(), std::vector<std::string>{"shepherd-a1"});
+  const std::vector<std::string> listen = {"--listen", "127.0.0.1:" + std::to_string(port)};
+  for (const int sig : {SIGKILL, SIGTERM}) {
+    SCOPED_TRACE(sig == SIGKILL ? "after SIGKILL" : "after SIGTERM");
+    const int seen = last_step();
+    ASSERT_GT(seen, 0) << d.Diagnose(job);
+    const auto signalled = std::chrono::steady_clock::now();
+    d.daemon->Signal(sig);
+    ASSERT_TRUE(d.daemon->Wait(seconds(30)).has_value()) << d.daemon->log();
+    // No daemon runs: the step goes on.
+    EXPECT_EQ(::kill(srun, 0), 0) << "srun died with the daemon";
+    for (pid_t pid : ranks) EXPECT_EQ(::kill(pid, 0), 0) << "rank pid " << pid << " died with the daemon";
+    EXPECT_EQ(step_names(), std::vector<std::string>{"shepherd-a1"});
+    d.Restart(listen);
+    ASSERT_TRUE(d.daemon->WaitReady(seconds(60))) << d.daemon->log();
+    ASSERT_EQ(d.port(), port);
+    // The ranks' reports reach the new daemon, and it watches the step it found.
+    ASSERT_TRUE(WaitFor(seconds(120), [&] { return last_step() > seen + 5; })) << d.Diagnose(job);
+    std::printf(
+        "[measure] %s: step reports reach the new daemon %.1f s after the signal (last step %d -> %d)\n",
+        sig == SIGKILL ? "SIGKILL" : "SIGTERM",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - signalled).count(), seen,
+        last_step());
+    ASSERT_TRUE(WaitFor(seconds(60), [&] {
+      return d.daemon->log().find("already runs (an earlier daemon's): watching it") != std::string::npos;
+    })) << d.daemon->log();
+    // A few more launch polls (0.3 s each) and ticks: still one step, the same attempt, every rank alive.
+    const int now = last_step();
+    ASSERT_TRUE(WaitFor(seconds(120), [&] { return last_step() > now + 10; })) << d.Diagnose(job);
+    const Json j = d.Get("/v1/jobs/" + job);
+    EXPECT_EQ(j["state"], "running") << d.Diagnose(job);
+    EXPECT_EQ(j["attempt"], 1) << d.Diagnose(job);
+    EXPECT_EQ(step_names(), std::vector<std::string>{"shepherd-a1"});
+    EXPECT_EQ(::kill(srun, 0), 0);
+    for (int r = 0; r < 4; ++r) EXPECT_EQ(RankPid(port, job, r), ranks[r]) << "rank " << r;
+    EXPECT_EQ(d.daemon->log().find(" runs (log "), std::string::npos) << d.daemon->log();  // started none
+    EXPECT_EQ(d.Get("/v1/jobs/" + job + "/failures")["failures"].size(), 0u) << d.Diagnose(job);
+  }
+  EXPECT_EQ(d.StepLog(job, 2), "");  // no second attempt was ever started
+  // Cancelling the job stops the adopted step and cancels the allocation.
+  ASSERT_EQ(Http(d.port(), "POST", "/v1/jobs/" + job + "/cancel").status, 200);
+  EXPECT_TRUE(WaitFor(seconds(90), [&] { return AllocationGone(alloc_id); })) << LocalCluster::Sh({"squeue"});
+  EXPECT_TRUE(WaitFor(seconds(60), [&] {
+    for (pid_t pid : ranks)
+      if (::kill(pid, 0) == 0) return false;
+    return true;
+  }));
+}
+
+// A daemon that died while its srun was still creating the step (between srun's start and Slurm listing the
+// step) leaves a successor that sees no step. Made here by stopping the daemon, cancelling the step, putting
+// the job back in "launching" as the record stood before the step was known, and leaving a stand-in for
+// that srun (a process named srun with its --jobid= and --job-name=) with an empty log. The next daemon
+// waits for it and starts nothing while it lives; once it is gone without a task having run, the step is
+// started, once.
+TEST(SlurmLaunch, AnEarlierSrunStillCreatingItsStepIsWaitedFor) {
+  REQUIRE_CLUSTER();
+  LaunchDaemon d;
+  std::string why;
+  const std::string job = d.Start(100000, /*until_good=*/false, &why);
+  ASSERT_FALSE(job.empty()) << why;
+  ASSERT_TRUE(WaitFor(seconds(240), [&] { return d.Get("/v1/jobs/" + job)["state"] == "running"; }))
+      << d.Diagnose(job);
+  const std::string alloc_id = AllocationOf(d, job);
+  ASSERT_FALSE(alloc_id.empty());
+  auto shepherd_steps = [&] {
+    std::vector<std::string> steps;  // "ID NAME" of the allocation's steps Shepherd names
+    std::stringstream lines(LocalCluster::Sh({"squeue", "-h", "-s", "-j", alloc_id, "-o", "%i %j"}));
+    for (std::string line; std::getline(lines, line);)
+      if (line.find(" shepherd-") != std::string::npos) steps.push_back(line);
+    return steps;
+  };
+  const std::vector<std::string> before = shepherd_steps();
+  ASSERT_EQ(before.size(), 1u) << LocalCluster::Sh({"squeue", "-s"});
+  ASSERT_TRUE(d.Stop());
+  LocalCluster::Sh({"scancel", before[0].substr(0, before[0].find(' '))});
+  ASSERT_TRUE(WaitFor(seconds(60), [&] { return shepherd_steps().empty(); }))
+      << LocalCluster::Sh({"squeue", "-s"});
+  // The worker named the step's allocation beside its log before starting srun.
+  const std::string log = d.dir.path + "/slurm-steps/" + job + "-a1.log";
+  EXPECT_EQ(ReadFile(log + ".allocation"), alloc_id + "\n");
+  std::ofstream(log, std::ios::trunc).flush();  // no task of it ran
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open((d.dir.path + "/shepherd.db").c_str(), &db), SQLITE_OK);
+  const std::string sql =
+      "UPDATE records SET body = json_set(body, '$.state', 'launching') WHERE collection = 'jobs' AND key = "
+      "'" +
+      job + "'";
+  ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
+  EXPECT_EQ(sqlite3_changes(db), 1);
+  sqlite3_close(db);
+  // The earlier srun, still creating its step.
+  const std::string fake = d.dir.path + "/srun";
+  ASSERT_EQ(::symlink("/usr/bin/python3", fake.c_str()), 0);
+  auto srun = SpawnLogged(
+      {fake, "-c", "import time; time.sleep(600)", "--jobid=" + alloc_id, "--job-name=shepherd-a1"},
+      CleanEnvironment(), d.dir.path + "/fake-srun.log", "");
+  ASSERT_TRUE(srun.ok()) << srun.status().message();
+  struct Reap {
+    pid_t pid;
+    ~Reap() {
+      SignalGroup(pid, SIGKILL);
+      WaitFor(seconds(30), [&] { return PollExit(pid).has_value(); });
+    }
+  } reap{*srun};
+  d.Restart();
+  ASSERT_TRUE(d.daemon->WaitReady()) << d.daemon->log();
+  ASSERT_TRUE(WaitFor(seconds(60), [&] {
+    return d.daemon->log().find("is still creating step shepherd-a1: waiting for it") != std::string::npos;
+  })) << d.Diagnose(job);
+  // About 15 launch polls: no step is started while that srun lives.
+  EXPECT_FALSE(WaitFor(seconds(5), [&] { return !shepherd_steps().empty(); })) << d.daemon->log();
+  EXPECT_EQ(d.daemon->log().find(" runs (log "), std::string::npos) << d.daemon->log();
+  SignalGroup(*srun, SIGKILL);
+  ASSERT_TRUE(WaitFor(seconds(30), [&] { return PollExit(*srun).has_value(); }));
+  // Gone, and no task of it ran: the step is started now, once, and the job runs in attempt 1.
+  ASSERT_TRUE(
+      WaitFor(seconds(120),
+              [&] { return shepherd_steps().size() == 1 && d.Get("/v1/jobs/" + job)["state"] == "running"; }))
+      << d.Diagnose(job) << LocalCluster::Sh({"squeue", "-s"});
+  EXPECT_EQ(d.Get("/v1/jobs/" + job)["attempt"], 1) << d.Diagnose(job);
+  const std::string daemon_log = d.daemon->log();
+  const std::size_t started = daemon_log.find(" runs (log ");
+  EXPECT_NE(started, std::string::npos) << daemon_log;
+  EXPECT_EQ(daemon_log.find(" runs (log ", started + 1), std::string::npos) << daemon_log;
+  ASSERT_EQ(Http(d.port(), "POST", "/v1/jobs/" + job + "/cancel").status, 200);
+  EXPECT_TRUE(WaitFor(seconds(90), [&] { return AllocationGone(alloc_id); })) << LocalCluster::Sh({"squeue"});
 }
 
 }  // namespace

@@ -2,16 +2,22 @@
 // site's options come first, so Shepherd's own (the name it finds the allocation by, its nodes, where the
 // holding job runs and writes) win over any repeat, whatever an option list lets through.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "core/child_process.h"
 #include "slurm/launcher.h"
+#include "slurm/subprocess.h"
 
 namespace shepherd::slurm {
 namespace {
@@ -67,6 +73,39 @@ TEST(SlurmLauncherArgs, TheSitesOptionsComeBeforeShepherdsOwn) {
   EXPECT_LT(IndexOf(argv, "--job-name=site"), IndexOf(argv, "--job-name=shepherd-job-000001"));
   EXPECT_LT(IndexOf(argv, "--output=/var/lib/shepherd/shepherd.db"), IndexOf(argv, "--output=/dev/null"));
   EXPECT_EQ(argv.back(), "--wrap=exec sleep infinity");
+}
+
+// A restarted daemon finds an earlier daemon's srun by its arguments: a process named srun (here a link to
+// python3 that sleeps, with srun's --jobid= and --job-name= among its arguments).
+TEST(FindSrun, FindsALiveSrunByAllocationAndStepName) {
+  char dir[] = "/tmp/find-srun-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string srun = std::string(dir) + "/srun";
+  ASSERT_EQ(::symlink("/usr/bin/python3", srun.c_str()), 0);
+  auto pid =
+      SpawnLogged({srun, "-c", "import time; time.sleep(60)", "--jobid=987654", "--job-name=shepherd-a7"},
+                  CleanEnvironment(), std::string(dir) + "/log", "");
+  ASSERT_TRUE(pid.ok()) << pid.status().message();
+  // /proc shows the arguments once the child exec'd, which SpawnLogged does not wait for.
+  pid_t found = -1;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       found < 0 && std::chrono::steady_clock::now() < until;
+       std::this_thread::sleep_for(std::chrono::milliseconds(20)))  // polling interval
+    found = FindSrun("987654", "shepherd-a7");
+  const pid_t other_step = FindSrun("987654", "shepherd-a8"), other_job = FindSrun("98765", "shepherd-a7");
+  SignalGroup(*pid, SIGKILL);
+  std::optional<ExitStatus> exit;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       !exit && std::chrono::steady_clock::now() < until;
+       std::this_thread::sleep_for(std::chrono::milliseconds(10)))  // polling interval
+    exit = PollExit(*pid);
+  const pid_t after = FindSrun("987654", "shepherd-a7");
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(found, *pid);
+  EXPECT_EQ(other_step, -1);
+  EXPECT_EQ(other_job, -1);
+  EXPECT_TRUE(exit.has_value());
+  EXPECT_EQ(after, -1);  // reaped: gone from /proc
 }
 
 }  // namespace

@@ -106,5 +106,19 @@ TEST(StepLog, SlurmsCancellationNoticeNamesItsCause) {
       StepCancel::kNone);  // the batch script's, not a step's
 }
 
+// What a restarted daemon reads in an earlier daemon's step log whose step Slurm no longer lists: whether
+// any task ran (then the step ended: never start it again) or srun failed before any did.
+TEST(TasksRan, TaskOutputOrATaskEndButNotSrunsOwnErrors) {
+  EXPECT_TRUE(TasksRan("0: attempt 1: running steps 1..150\n"));
+  EXPECT_TRUE(TasksRan("srun: error: n1: task 1: Exited with exit code 3\n"));
+  EXPECT_TRUE(TasksRan("srun: Job 12 step creation temporarily disabled, retrying\n12: step 5\n"));
+  EXPECT_FALSE(TasksRan(""));
+  EXPECT_FALSE(
+      TasksRan("srun: error: Unable to create step for job 12: Invalid generic resource (gres) "
+               "specification\n"));
+  EXPECT_FALSE(TasksRan("srun: fatal: Invalid node name specified\n"));
+  EXPECT_FALSE(TasksRan(": no task label\nsrun: Job 12 step creation temporarily disabled, retrying\n"));
+}
+
 }  // namespace
 }  // namespace shepherd::slurm

@@ -1,9 +1,14 @@
 #include "slurm/subprocess.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <thread>
+
+#include "core/child_process.h"
 
 namespace shepherd::slurm {
 namespace {
@@ -36,6 +41,32 @@ TEST(RunCommand, KillsTheGroupAtTheTimeout) {
 TEST(RunCommand, MissingProgramIsAnError) {
   auto r = RunCommand({"/nonexistent/tool"}, CleanEnvironment(), milliseconds(10000));
   EXPECT_EQ(r.status().code(), Code::kInternal);
+}
+
+// A step's srun must outlive the daemon and its signals: SpawnLogged gives it a session of its own (so a
+// group of its own, and no controlling terminal) before it returns.
+TEST(SpawnLogged, StartsTheChildInASessionOfItsOwn) {
+  char dir[] = "/tmp/spawn-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string log = std::string(dir) + "/out.log";
+  auto pid = SpawnLogged({"sleep", "30"}, CleanEnvironment(), log, "");
+  ASSERT_TRUE(pid.ok()) << pid.status().message();
+  const pid_t sid = ::getsid(*pid), pgid = ::getpgid(*pid);
+  const pid_t own_sid = ::getsid(0), own_pgid = ::getpgrp();
+  EXPECT_TRUE(SignalGroup(*pid, SIGKILL));
+  std::optional<ExitStatus> exit;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       !exit && std::chrono::steady_clock::now() < until;
+       std::this_thread::sleep_for(milliseconds(10)))  // polling interval
+    exit = PollExit(*pid);
+  ::unlink(log.c_str());
+  ::rmdir(dir);
+  EXPECT_EQ(sid, *pid);
+  EXPECT_EQ(pgid, *pid);
+  EXPECT_NE(sid, own_sid);
+  EXPECT_NE(pgid, own_pgid);
+  ASSERT_TRUE(exit.has_value());
+  EXPECT_EQ(exit->signal, SIGKILL);
 }
 
 TEST(CleanEnvironment, DropsInheritedSlurmVariablesButKeepsSlurmConf) {
