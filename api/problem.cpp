@@ -71,6 +71,7 @@ int HttpStatusOf(Code c) {
     case Code::kResourceExhausted:
       return 429;
     case Code::kUnavailable:
+    case Code::kFailedPrecondition:
       return 503;
     case Code::kInternal:
       return 500;
@@ -80,7 +81,8 @@ int HttpStatusOf(Code c) {
 
 HttpResponse ProblemFrom(const Status& s) {
   HttpResponse r = Problem(HttpStatusOf(s.code()), s.message(), s.fields());
-  if (s.code() == Code::kResourceExhausted || s.code() == Code::kUnavailable)
+  if (s.code() == Code::kResourceExhausted || s.code() == Code::kUnavailable ||
+      s.code() == Code::kFailedPrecondition)
     r.headers.emplace_back("Retry-After", "1");
   return r;
 }

@@ -17,6 +17,7 @@ enum class Code {
   kConflict,           // 409
   kResourceExhausted,  // 429
   kUnavailable,        // 503: not ready, storage failed
+  kFailedPrecondition, // 503: this replica may no longer act (leadership lost); another one may
   kInternal,           // 500
 };
 
@@ -55,6 +56,9 @@ inline Status Conflict(std::string m) {
 }
 inline Status Unavailable(std::string m) {
   return {Code::kUnavailable, std::move(m)};
+}
+inline Status FailedPrecondition(std::string m) {
+  return {Code::kFailedPrecondition, std::move(m)};
 }
 inline Status Internal(std::string m) {
   return {Code::kInternal, std::move(m)};
