@@ -81,6 +81,7 @@ struct ControllerOptions {
   // policy.external_remediation = "requeue": requeues the Slurm job (never blocks; null without --slurm).
   ExternalRequeue slurm_requeue;
   EventRetention event_retention;  // GET /v1/events (docs/events.md)
+  FindingRetention finding_retention;  // findings_retention_days (docs/operations.md, "Retention")
 };
 
 struct NodeUpsert {
@@ -367,6 +368,8 @@ class Controller {
   // Running attempts' goodput marks into their records, each at most once per kMarksPersistEvery_s (the
   // in-memory attempt is kept current per report batch; the record is rewritten at the attempt's end).
   void PersistMarks(Time now, WriteBatch* batch);
+  // Erases resolved findings older than the retention (control/finding_log.h, FindingRetention).
+  void PruneFindings(Time now, WriteBatch* batch);
   static constexpr double kMarksPersistEvery_s = 60;
   // The job of `rank` when it is of the job's current, active attempt and placed on `node`; else null.
   const JobEntry* CurrentRankOn(const std::string& node, const RankRef& rank) const;
@@ -429,6 +432,7 @@ class Controller {
   RecoveryExecutor recovery_;
   AgentBoard agents_;
   FindingLog findings_;
+  Time next_findings_prune_{};  // the next retention pass
   EventLog events_;
   std::map<std::string, NodeState> event_node_state_;
   std::map<std::string, std::size_t> event_finding_actions_;  // finding id -> actions already told

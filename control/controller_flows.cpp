@@ -209,7 +209,31 @@ void Controller::Tick() {
   Schedule(now, &batch);
   Settle(now, &batch);
   PersistMarks(now, &batch);  // the attempts still running after this tick's decisions
+  PruneFindings(now, &batch);
   if (!batch.empty()) Commit(std::move(batch), [](Status) {});
+}
+
+void Controller::PruneFindings(Time now, WriteBatch* batch) {
+  const FindingRetention& r = options_.finding_retention;
+  if (r.max_age_s <= 0 || now < next_findings_prune_) return;
+  next_findings_prune_ = now + Seconds(r.pass_interval_s);
+  std::set<std::string> cordons;  // findings a node's cordon names stay while it lasts
+  for (const Node* n : inventory_.cluster().nodes())
+    if (!n->cordon_source.empty()) cordons.insert(n->cordon_source);
+  const std::vector<std::string> ids = findings_.Expired(
+      now - Seconds(r.max_age_s),
+      [&](const Finding& f) {
+        const JobEntry* e = jobs_.Find(f.job);
+        return (!e || IsTerminal(e->job.state)) && !cordons.count(f.id);
+      },
+      r.prune_batch);
+  if (ids.empty()) return;
+  for (const std::string& id : ids) {
+    batch->Erase(Collection::kFindings, id);
+    event_finding_actions_.erase(id);
+  }
+  findings_.Erase(std::set<std::string>(ids.begin(), ids.end()));
+  spdlog::info("retention: {} resolved findings older than {} days erased", ids.size(), r.max_age_s / 86400);
 }
 
 void Controller::PersistMarks(Time now, WriteBatch* batch) {

@@ -113,4 +113,30 @@ Finding* FindingLog::Latest(const std::string& job, int attempt, FindingKind kin
   return nullptr;
 }
 
+std::vector<std::string> FindingLog::Expired(Time before, const std::function<bool(const Finding&)>& resolved,
+                                             size_t limit) const {
+  std::vector<std::string> out;
+  for (const Finding& f : all_) {
+    if (out.size() >= limit) break;
+    if (time_ordered_ && f.detected_at >= before) break;  // the rest is newer
+    if (f.detected_at < before && resolved(f)) out.push_back(f.id);
+  }
+  return out;
+}
+
+void FindingLog::Erase(const std::set<std::string>& ids) {
+  if (ids.empty()) return;
+  std::vector<Finding> kept;
+  kept.reserve(all_.size());
+  for (Finding& f : all_)
+    if (!ids.count(f.id)) kept.push_back(std::move(f));
+  all_ = std::move(kept);
+  by_job_.clear();
+  time_ordered_ = true;
+  for (size_t i = 0; i < all_.size(); ++i) {
+    by_job_[all_[i].job].push_back(i);
+    if (i > 0 && all_[i].detected_at < all_[i - 1].detected_at) time_ordered_ = false;
+  }
+}
+
 }  // namespace shepherd

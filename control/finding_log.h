@@ -9,7 +9,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <set>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +28,16 @@ struct FindingQuery {
   // Paging: findings after the one with id `after` (exclusive; "" from the start), at most `limit`.
   std::string after;
   size_t limit = SIZE_MAX;
+};
+
+// How long findings are kept (findings_retention_days; docs/operations.md, "Retention"). A finding may go
+// once `resolved` (its job ended, or is gone, and no node's cordon names it) and detected more than
+// max_age_s ago; the controller erases at most prune_batch of them per pass, a pass per minute at most,
+// through its normal write path. max_age_s 0: findings are kept forever.
+struct FindingRetention {
+  double max_age_s = 30 * 86400;
+  std::size_t prune_batch = 1000;
+  double pass_interval_s = 60;
 };
 
 class FindingLog {
@@ -51,6 +63,13 @@ class FindingLog {
   // The job's newest finding of `kind` for `attempt`, or nullptr. The pointer is valid until the next Add;
   // a caller that changes the finding persists it.
   Finding* Latest(const std::string& job, int attempt, FindingKind kind);
+
+  // Ids of at most `limit` findings detected before `before` for which `resolved` holds, oldest first.
+  std::vector<std::string> Expired(Time before, const std::function<bool(const Finding&)>& resolved,
+                                   size_t limit) const;
+  // Removes the findings with these ids (the indexes are rebuilt: O(size)). The counts by kind stay: they
+  // count findings recorded, not findings kept. Ids are never reused (NextId keeps increasing).
+  void Erase(const std::set<std::string>& ids);
 
   const std::map<FindingKind, uint64_t>& counts() const { return counts_; }
   size_t size() const { return all_.size(); }

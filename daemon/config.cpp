@@ -38,12 +38,24 @@ bool ValidLogLevel(const std::string& level) {
   return false;
 }
 
+Result<StoreLocation> ConfiguredStore(const DaemonConfig& config) {
+  if (config.store.empty()) return StoreLocation{.kind = StoreLocation::Kind::kSqlite, .path = config.db};
+  Result<StoreLocation> loc = ParseStoreLocation(config.store);
+  if (!loc.ok()) return loc.status();
+  const std::string& p = config.store_prefix;
+  if (loc->kind == StoreLocation::Kind::kEtcd &&
+      (p.empty() || p[0] != '/' || p.back() == '/' || p.size() > 512 ||
+       p.find_first_of(std::string("\0\n", 2)) != std::string::npos))
+    return InvalidArgument("--store-prefix '" + p + "': must start with '/', not end with '/', at most 512 bytes");
+  return loc;
+}
+
 Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   auto j = ReadJsonFile(path);
   if (!j.ok()) return j.status();
   std::vector<FieldError> errs;
   FieldReader r(*j, "", &errs);
-  r.OnlyKnown({"listen", "db", "inventory", "port_file", "tokens", "tokens_file", "job_policy",
+  r.OnlyKnown({"listen", "db", "store", "store_prefix", "findings_retention_days", "inventory", "port_file", "tokens", "tokens_file", "job_policy",
                "max_connections", "max_connections_per_address", "body_budget", "topology_levels",
                "default_gpu_memory_gib", "min_spares_per_leaf", "min_spares_per_spine", "body_limit",
                "header_limit", "idle_timeout_s", "shutdown_grace_s", "tick_interval_s", "log_level",
@@ -61,6 +73,13 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
                "event_retention", "webhooks"});
   if (auto v = r.String("listen", false)) c->listen = *v;
   if (auto v = r.String("db", false, 4096)) c->db = *v;
+  if (auto v = r.String("store", false, 8192)) {
+    if (auto loc = ParseStoreLocation(*v); !loc.ok()) r.Error("store", loc.status().message());
+    else c->store = *v;
+  }
+  if (auto v = r.String("store_prefix", false, 1024)) c->store_prefix = *v;
+  if (auto v = r.Number("findings_retention_days", false, 0, 36500))
+    c->controller.finding_retention.max_age_s = *v * 86400;
   if (auto v = r.String("inventory", false, 4096)) c->inventory = *v;
   if (auto v = r.String("port_file", false, 4096)) c->port_file = *v;
   if (auto v = r.String("log_level", false)) {

@@ -11,6 +11,7 @@
 #include "core/job_policy.h"
 #include "core/status.h"
 #include "daemon/webhooks.h"
+#include "storage/etcd_store.h"
 
 namespace shepherd {
 
@@ -34,6 +35,10 @@ struct SlurmConfig {
 struct DaemonConfig {
   std::string listen = "127.0.0.1:8080";
   std::string db = "./var/shepherd.db";
+  // Where state is kept (--store): empty means SQLite at `db`; "sqlite://PATH" is the same as db = PATH;
+  // "etcd://HOST:PORT[,...]" keeps it in etcd under store_prefix (storage/etcd_store.h).
+  std::string store;
+  std::string store_prefix = "/shepherd";
   std::string inventory;  // optional JSON file {"nodes": [...]}
   std::string port_file;
   std::string advertise_url;  // SHEPHERD_URL for ranks; default http://<listen host>:<bound port>
@@ -90,6 +95,9 @@ bool ValidLogLevel(const std::string& level);
 std::string DefaultUiDir();
 // kInvalidArgument naming the option when `dir` holds no index.html.
 Status CheckUiDir(const std::string& dir);
+// The store the configuration names: `store` parsed, or SQLite at `db` when it is empty. kInvalidArgument
+// naming the text (or the prefix) when malformed.
+Result<StoreLocation> ConfiguredStore(const DaemonConfig& config);
 // Reads `path` (a JSON object with any of the fields above; topology_levels, min_spares_per_leaf, ...).
 Status LoadConfigFile(const std::string& path, DaemonConfig* config);
 // "host:port" -> parts. kInvalidArgument when malformed.

@@ -32,6 +32,7 @@
 #include "daemon/slurm_job_asker.h"
 #include "daemon/slurm_launch.h"
 #include "daemon/slurm_sync.h"
+#include "daemon/store_open.h"
 #include "daemon/webhooks.h"
 
 namespace asio = boost::asio;
@@ -136,9 +137,9 @@ int RunDaemon(const DaemonConfig& config) {
     spdlog::error("{}", s.message());
     return 2;
   }
-  auto store = OpenSqliteStore(config.db);
+  auto store = OpenConfiguredStore(config);
   if (!store.ok()) {
-    spdlog::error("cannot open the database: {}", store.status().message());
+    spdlog::error("cannot open the store: {}", store.status().message());
     return 1;
   }
   asio::io_context ioc(1);
@@ -208,7 +209,7 @@ int RunDaemon(const DaemonConfig& config) {
     spdlog::info("webhooks: {} configured", config.webhooks.size());
   }
   if (Status s = controller.Recover(config.salvage); !s.ok()) {
-    spdlog::error("recovering state from {} failed: {}", config.db, s.message());
+    spdlog::error("recovering state from {} failed: {}", DescribeStore(config), s.message());
     return 1;
   }
   (*store)->Flush();  // the new epoch is durable before any agent sees a version derived from it
@@ -323,7 +324,7 @@ int RunDaemon(const DaemonConfig& config) {
   // drain, never the default action (a test saw exit 143 when it came right after the port file).
   asio::signal_set signals(ioc, SIGINT, SIGTERM);
   asio::signal_set hup(ioc, SIGHUP);
-  spdlog::info("shepherdd listening on {}:{} (db {})", host, bound, config.db);
+  spdlog::info("shepherdd listening on {}:{} ({})", host, bound, DescribeStore(config));
   if (!config.port_file.empty()) {
     if (Status s = WritePortFile(config.port_file, bound); !s.ok()) {
       spdlog::error("{}", s.message());

@@ -85,9 +85,10 @@ std::string Str(const Json& j, const char* field) {
   return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-// The key just after every key that starts with `prefix` (etcd's range_end for a prefix): the last byte
-// that is not 0xff, plus one, with what follows dropped; "\0" (every key) when there is none.
-std::string PrefixEnd(const std::string& prefix) {
+}  // namespace
+
+// The last byte that is not 0xff, plus one, with what follows dropped; "\0" (every key) when there is none.
+std::string EtcdPrefixEnd(const std::string& prefix) {
   std::string end = prefix;
   while (!end.empty()) {
     if (uint8_t(end.back()) < 0xff) {
@@ -98,6 +99,8 @@ std::string PrefixEnd(const std::string& prefix) {
   }
   return std::string(1, '\0');
 }
+
+namespace {
 
 const char* TargetName(EtcdCompare::Target t) {
   switch (t) {
@@ -153,7 +156,7 @@ Json OpJson(const EtcdOp& op) {
     return Json{{"request_put", std::move(put)}};
   }
   Json del = {{"key", Base64Encode(op.key)}};
-  if (op.prefix) del["range_end"] = Base64Encode(PrefixEnd(op.key));
+  if (op.prefix) del["range_end"] = Base64Encode(EtcdPrefixEnd(op.key));
   return Json{{"request_delete_range", std::move(del)}};
 }
 
@@ -170,8 +173,19 @@ class GatewayEtcdClient final : public EtcdClient {
 
   Result<EtcdRangeResult> Range(const std::string& key, bool prefix, int64_t limit, int64_t revision,
                                 bool keys_only) override {
+    return DoRange(key, prefix ? EtcdPrefixEnd(key) : std::string(), limit, revision, keys_only);
+  }
+
+  Result<EtcdRangeResult> RangeBetween(const std::string& from, const std::string& end, int64_t limit,
+                                       int64_t revision, bool keys_only) override {
+    if (end.empty()) return InvalidArgument("etcd range: empty range end");
+    return DoRange(from, end, limit, revision, keys_only);
+  }
+
+  Result<EtcdRangeResult> DoRange(const std::string& key, const std::string& end, int64_t limit,
+                                  int64_t revision, bool keys_only) {
     Json req = {{"key", Base64Encode(key)}};
-    if (prefix) req["range_end"] = Base64Encode(PrefixEnd(key));
+    if (!end.empty()) req["range_end"] = Base64Encode(end);
     if (limit > 0) req["limit"] = std::to_string(limit);
     if (revision > 0) req["revision"] = std::to_string(revision);
     if (keys_only) req["keys_only"] = true;
@@ -300,7 +314,12 @@ class GatewayEtcdClient final : public EtcdClient {
         current_ = (at + 1) % clients_.size();
         continue;
       }
-      return Status(Code::kUnavailable, std::string("etcd ") + path + " on " + endpoint + ": " + err.message);
+      // An answer etcd gave: not a reason to wait for another member.
+      Code code = Code::kInternal;
+      if (err.code == 3 || err.code == 11) code = Code::kInvalidArgument;  // InvalidArgument, OutOfRange
+      if (err.code == 8) code = Code::kResourceExhausted;                 // NOSPACE, too many requests
+      if (err.code == 5) code = Code::kNotFound;
+      return Status(code, std::string("etcd ") + path + " on " + endpoint + ": " + err.message);
     }
     std::string names;
     for (const std::string& e : options_.endpoints) names += (names.empty() ? "" : ",") + e;

@@ -69,6 +69,9 @@ struct EtcdClientOptions {
   std::chrono::milliseconds timeout{5000};  // per call and endpoint, connect included
 };
 
+// The smallest key greater than every key that starts with `prefix` (etcd's range_end for a prefix).
+std::string EtcdPrefixEnd(const std::string& prefix);
+
 class EtcdClient {
  public:
   // kInvalidArgument when there is no endpoint or one is not http://host:port.
@@ -80,6 +83,14 @@ class EtcdClient {
   // when non-zero. Keys only (values empty) when `keys_only`.
   virtual Result<EtcdRangeResult> Range(const std::string& key, bool prefix, int64_t limit = 0,
                                         int64_t revision = 0, bool keys_only = false) = 0;
+
+  // Every key in [from, end) (etcd's key and range_end; `end` from EtcdPrefixEnd for "the rest of a
+  // prefix"): paging through a prefix resumes at the last key seen plus "\0". Otherwise as Range.
+  virtual Result<EtcdRangeResult> RangeBetween(const std::string& from, const std::string& end, int64_t limit,
+                                               int64_t revision = 0, bool keys_only = false) {
+    (void)from, (void)end, (void)limit, (void)revision, (void)keys_only;
+    return Internal("RangeBetween is not implemented by this EtcdClient");
+  }
 
   // One transaction: when every compare holds, `success` runs, else `failure` (its gets are not returned;
   // use Range). etcd limits a txn to 128 operations and a request to 1.5 MiB by default: the caller splits.

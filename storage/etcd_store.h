@@ -14,6 +14,11 @@
 //   that are not Shepherd's (no `<prefix>/schema` key but other keys under the prefix: kFailedPrecondition,
 //   nothing written); a schema newer than this binary's (kFailedPrecondition, nothing written).
 //
+// Layout: `<prefix>/schema` (the layout version, decimal), `<prefix>/r/<collection>/<key>` (a record; its
+// value is "<seq>,<job length>,<job><body>", seq being the record's place in Load's order: kept by an
+// upsert, new after an erase), `<prefix>/quarantine/<collection>/<key>` (a JSON object: job, body, reason,
+// at). `<prefix>/leader...` is left to leader election.
+//
 // Threading: as Store (Write and Flush thread-safe; `done` on the writer thread).
 #pragma once
 
@@ -41,8 +46,15 @@ struct EtcdStoreOptions {
   int max_ops_per_txn = 128;           // etcd's --max-txn-ops default
   int64_t max_txn_bytes = 1 << 20;     // under etcd's 1.5 MiB --max-request-bytes default
   int64_t compact_every = 10000;       // revisions between compactions
-  std::chrono::milliseconds timeout{5000};
+  std::chrono::milliseconds timeout{5000};  // per etcd call and endpoint
+  // How long a write waits while no etcd member answers (no quorum, every endpoint down) before the store
+  // fails: the writer thread waits, as SQLite's lock wait does, and the daemon goes on answering.
+  std::chrono::milliseconds unavailable_wait{30000};
+  int max_batches_per_commit = 1024;  // group-commit bound (then split into transactions)
 };
+
+// The layout version under the prefix (`<prefix>/schema`), as PRAGMA user_version is for SQLite.
+inline constexpr int kEtcdSchemaVersion = 1;
 
 // Connects, checks the prefix (see above; writes `<prefix>/schema` when the prefix is empty), and starts
 // the writer thread.

@@ -147,7 +147,8 @@ Daemon::Daemon(const std::string& dir, std::vector<std::string> extra,
     args.push_back("--listen");
     args.push_back("127.0.0.1:0");
   }
-  if (std::find(extra.begin(), extra.end(), std::string("--db")) == extra.end()) {
+  if (std::find(extra.begin(), extra.end(), std::string("--db")) == extra.end() &&
+      std::find(extra.begin(), extra.end(), std::string("--store")) == extra.end()) {
     args.push_back("--db");
     args.push_back(dir + "/shepherd.db");
   }

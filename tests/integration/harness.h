@@ -69,7 +69,7 @@ pid_t SpawnWithLog(std::vector<std::string> args, const std::string& log_path,
 class Daemon {
  public:
   // Starts shepherdd with --listen 127.0.0.1:0 (unless `extra` names --listen) --port-file ... plus `extra`
-  // args, and --db <dir>/shepherd.db unless `extra` names --db.
+  // args, and --db <dir>/shepherd.db unless `extra` names --db or --store.
   explicit Daemon(const std::string& dir, std::vector<std::string> extra = {},
                   std::optional<unsigned long> open_files = std::nullopt);
   ~Daemon();  // SIGKILL if still running
