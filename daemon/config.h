@@ -85,6 +85,12 @@ struct DaemonConfig {
   std::vector<WebhookConfig> webhooks;
   // The dashboard's files (/ui/). Empty: DefaultUiDir().
   std::string ui_dir;
+  // Replicas over an etcd store (daemon/leadership.h, docs/operations.md "Replicas and leadership"):
+  // the leader lease's TTL (at least 2 s), this replica's name in the leader key (default host-pid), and the
+  // URL followers redirect clients to while this replica leads (default http://<listen host>:<bound port>).
+  int64_t leader_ttl_s = 5;
+  std::string replica_id;
+  std::string replica_url;
 };
 
 // spdlog's level names: trace, debug, info, warn, error, critical, off (spdlog reads any other as off).

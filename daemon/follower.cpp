@@ -81,6 +81,9 @@ Result<FollowerEnd> RunFollowerPhase(const FollowerPhase& phase, uint16_t* bound
   }
   if (!server.ok()) return server.status();
   if (bound) *bound = (*server)->port();
+  if (phase.on_bound) {
+    if (Status s = phase.on_bound((*server)->port()); !s.ok()) return s;
+  }
   FollowerEnd end = FollowerEnd::kStop;
   bool done = false;
   asio::steady_timer watch(ioc);

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "api/http_types.h"
@@ -31,6 +32,7 @@ struct FollowerPhase {
   Leadership* leadership = nullptr;
   std::string own_url;
   const std::atomic<bool>* stop = nullptr;  // set by the process's SIGTERM/SIGINT handler
+  std::function<Status(uint16_t port)> on_bound;  // optional: once listening (e.g. writes the port file)
 };
 
 // Serves until leadership->HeldAt(now) (kLeading) or *stop (kStop). The port is re-bound when still held
