@@ -13,10 +13,11 @@
 
 #include "agent/fence_keeper.h"
 #include "agent/health_check.h"
-#include "net/http_client.h"
 #include "agent/protocol.h"
 #include "agent/supervisor.h"
 #include "core/time.h"
+#include "net/endpoint_list.h"
+#include "net/http_client.h"
 
 namespace shepherd::agent {
 namespace {
@@ -332,12 +333,13 @@ Result<std::unique_ptr<Agent>> Agent::Create(AgentOptions o) {
   o.state_dir = dir.lexically_normal().string();
   while (o.state_dir.size() > 1 && o.state_dir.back() == '/') o.state_dir.pop_back();
 
-  Result<std::unique_ptr<HttpClient>> main_http =
-      HttpClient::Create({.base_url = o.server, .token = o.token, .token_file = o.token_file});
-  if (!main_http.ok()) return main_http.status();
-  Result<std::unique_ptr<HttpClient>> poll_http =
-      HttpClient::Create({.base_url = o.server, .token = o.token, .token_file = o.token_file});
-  if (!poll_http.ok()) return poll_http.status();
+  // Both threads follow leadership over the same list, each with its own client (net/endpoint_list.h).
+  Result<std::unique_ptr<net::EndpointListClient>> main_http =
+      net::EndpointListClient::Create({.base_url = o.server, .token = o.token, .token_file = o.token_file});
+  if (!main_http.ok()) return InvalidArgument("--server: " + main_http.status().message());
+  Result<std::unique_ptr<net::EndpointListClient>> poll_http =
+      net::EndpointListClient::Create({.base_url = o.server, .token = o.token, .token_file = o.token_file});
+  if (!poll_http.ok()) return InvalidArgument("--server: " + poll_http.status().message());
   Result<std::unique_ptr<Supervisor>> sup = Supervisor::Open({.state_dir = o.state_dir,
                                                               .stop_grace = o.stop_grace,
                                                               .run_as = o.run_as,

@@ -8,12 +8,16 @@
 //   - the poll thread (started by Run) only long-polls GET /v1/nodes/{id}/assignments and drops each answer
 //     into the mailbox (latest wins). Its first call after (re-)registering sends wait=0, so an agent that
 //     adopted ranks reconciles them at once.
+// Each thread has its own client over the daemon's replicas (net/endpoint_list.h): a call goes to the
+// replica that last answered, fails over to the next one, and follows a follower's redirect to the leader.
 // Each thread has its own HttpClient. A heartbeat blocks supervision for at most `request_timeout`, which
 // therefore bounds how late a stop escalates to SIGKILL while the daemon hangs.
 //
 // Failure model: when the daemon is unreachable or answers 5xx, registration retries with exponential
 // backoff (0.25 s doubling to 10 s), the long poll likewise (up to 5 s), and heartbeats keep their
-// interval; ranks keep running and exits stay queued until acknowledged, until the lease runs out.
+// interval; ranks keep running and exits stay queued until acknowledged, until the lease runs out. Exits
+// are kept in the Supervisor until a heartbeat answer acknowledges them, whichever replica gives it, so an
+// exit reported while one replica is down is resent to, and acknowledged by, the next.
 // Lease (fencing): each heartbeat answer grants `lease_s` from the moment that heartbeat was sent. With no
 // newer answer, the agent stops every rank (SIGTERM at expiry - fence_grace, SIGKILL at expiry), so the
 // daemon may start their replacements elsewhere once the lease it granted has expired. Heartbeat calls
@@ -38,7 +42,7 @@
 namespace shepherd::agent {
 
 struct AgentOptions {
-  std::string server;                           // daemon base URL, http://host:port
+  std::string server;  // daemon replicas' base URLs, "http://host:port[,http://host:port...]"
   std::string node_id;                          // REQUIRES non-empty
   int gpus = 0;                                 // REQUIRES > 0
   std::map<std::string, std::string> topology;  // level -> label (may include nvlink_domain)

@@ -37,11 +37,13 @@ int RunAgent(int argc, char** argv) {
   double heartbeat_s = 1, grace_s = 10, memory_gib = 0, check_interval_s = 60, check_timeout_s = 60;
   int wait_s = 30;
   po::options_description opts(
-      "Usage: shepherdd agent --server URL --node-id ID --gpus N [options]\n"
+      "Usage: shepherdd agent --server URL[,URL...] --node-id ID --gpus N [options]\n"
       "A node agent: registers the node, heartbeats, and runs the rank processes the daemon assigns. "
       "Options");
-  opts.add_options()("help,h", "show this help")("server", po::value<std::string>(&o.server)->required(),
-                                                 "daemon URL, e.g. http://127.0.0.1:8080")(
+  opts.add_options()("help,h", "show this help")(
+      "server", po::value<std::string>(&o.server)->required(),
+      "daemon URL, or the replicas' URLs comma-separated, e.g. http://10.0.0.1:8080,http://10.0.0.2:8080; "
+      "a call fails over to the next and follows redirects to the leader")(
       "node-id", po::value<std::string>(&o.node_id)->required(), "this node's id")(
       "gpus", po::value<int>(&o.gpus)->required(), "GPU count")(
       "topology", po::value<std::string>(&topology),

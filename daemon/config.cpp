@@ -6,6 +6,7 @@
 
 #include "core/fields.h"
 #include "core/sbatch_policy.h"
+#include "net/endpoint_list.h"
 
 namespace shepherd {
 namespace {
@@ -59,8 +60,8 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
                "max_connections", "max_connections_per_address", "body_budget", "topology_levels",
                "default_gpu_memory_gib", "min_spares_per_leaf", "min_spares_per_spine", "body_limit",
                "header_limit", "idle_timeout_s", "shutdown_grace_s", "tick_interval_s", "log_level",
-               "advertise_url", "node_heartbeat_timeout_s", "stop_timeout_s", "remediation_hook",
-               "health_check_passes", "lateness_threshold_s", "agent_lease_s", "slurm",
+               "advertise_url", "client_urls", "node_heartbeat_timeout_s", "stop_timeout_s",
+               "remediation_hook", "health_check_passes", "lateness_threshold_s", "agent_lease_s", "slurm",
                "unknown_process_timeout_s", "run_as", "slurm_users",
                // Fleet scale: queue bounds, quotas, the test hook.
                "queue_priority", "queue_write", "queue_read", "max_nodes", "max_active_jobs_per_submitter",
@@ -94,6 +95,12 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (auto v = r.Number("leader_ttl_s", false, 2, 3600)) c->leader_ttl_s = static_cast<int64_t>(*v);
   if (auto v = r.String("replica_id", false, 256)) c->replica_id = *v;
   if (auto v = r.String("replica_url", false, 1024)) c->replica_url = *v;
+  if (auto v = r.String("client_urls", false, 8192)) {
+    if (Result<std::vector<std::string>> urls = net::ParseEndpointList(*v); urls.ok())
+      c->client_urls = net::JoinEndpoints(*urls);
+    else
+      r.Error("client_urls", urls.status().message());
+  }
   if (auto v = r.Number("node_heartbeat_timeout_s", false, 0.1, 86400))
     c->controller.node_heartbeat_timeout_s = *v;
   if (auto v = r.Number("stop_timeout_s", false, 0, 3600)) c->controller.stop_timeout_s = *v;

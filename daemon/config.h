@@ -42,6 +42,9 @@ struct DaemonConfig {
   std::string inventory;  // optional JSON file {"nodes": [...]}
   std::string port_file;
   std::string advertise_url;  // SHEPHERD_URL for ranks; default http://<listen host>:<bound port>
+  // Every replica's URL, comma-separated (net/endpoint_list.h's list), handed to ranks as SHEPHERD_URL in
+  // place of advertise_url, so they fail over between replicas. Empty: advertise_url alone.
+  std::string client_urls;
   // Command (argv) run with a finding's JSON on stdin for jobs whose policy.external_remediation is "hook".
   std::vector<std::string> remediation_hook;
   // Bearer credentials: a JSON file (api/auth.h), mode 0600, re-read on SIGHUP. Empty: auth is off (a

@@ -4,9 +4,10 @@
 #include <iostream>
 
 #include "daemon/commands.h"
-#include "daemon/options.h"
 #include "daemon/config.h"
 #include "daemon/log_format.h"
+#include "daemon/options.h"
+#include "net/endpoint_list.h"
 
 namespace po = boost::program_options;
 using namespace shepherd;
@@ -38,6 +39,9 @@ int Serve(int argc, char** argv) {
       "ui-dir", po::value<std::string>(),
       "directory of the dashboard's files served at /ui/ [the installed share/shepherd/ui]")(
       "log-level", po::value<std::string>(), "trace, debug, info, warn, error [info]")(
+      "client-urls", po::value<std::string>(),
+      "URL[,URL...]: every replica's URL, handed to ranks as SHEPHERD_URL so they fail over between "
+      "replicas (config \"client_urls\") [the advertise URL]")(
       "salvage", "start even if stored records cannot be decoded: move them aside (records_quarantine)")(
       "slurm",
       "take the inventory from the Slurm cluster SLURM_CONF names and keep it in sync (docs/slurm.md)")(
@@ -87,6 +91,15 @@ int Serve(int argc, char** argv) {
     std::cerr << "shepherdd: --log-level " << config.log_level
               << ": must be one of trace, debug, info, warn, error, critical, off\n";
     return 2;
+  }
+  if (vm.count("client-urls")) {
+    Result<std::vector<std::string>> urls = net::ParseEndpointList(vm["client-urls"].as<std::string>());
+    if (!urls.ok()) {
+      std::cerr << "shepherdd: --client-urls " << vm["client-urls"].as<std::string>() << ": "
+                << urls.status().message() << "\n";
+      return 2;
+    }
+    config.client_urls = net::JoinEndpoints(*urls);
   }
   if (vm.count("salvage")) config.salvage = true;
   if (vm.count("leader-ttl-s")) config.leader_ttl_s = vm["leader-ttl-s"].as<long>();

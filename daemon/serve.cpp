@@ -363,7 +363,9 @@ TermEnd ServeTerm(const DaemonConfig& config, const TermContext& term) {
     return {.exit_code = 1};
   }
   uint16_t bound = (*server)->port();
-  controller.set_advertise_url(!config.advertise_url.empty()
+  // Ranks get every replica's URL when the daemon knows them (client_urls), else its own.
+  controller.set_advertise_url(!config.client_urls.empty() ? config.client_urls
+                               : !config.advertise_url.empty()
                                    ? config.advertise_url
                                    : "http://" + (host == "0.0.0.0" ? std::string("127.0.0.1") : host) + ":" +
                                          std::to_string(bound));

@@ -110,7 +110,9 @@ class BeastHttpClient final : public HttpClient {
         if (!ec) {
           http::response<http::string_body> res = parser.release();
           if (!res.keep_alive() || !options_.keep_alive) Close();
-          HttpResult out{static_cast<int>(res.result_int()), std::move(res.body()), std::nullopt};
+          HttpResult out{.status = static_cast<int>(res.result_int()), .body = std::move(res.body())};
+          if (auto it = res.find(http::field::location); it != res.end())
+            out.location = std::string(it->value());
           if (out.status == 401 && TokenRotated()) continue;  // the same call with the new token
           if (auto it = res.find(http::field::retry_after); it != res.end()) {
             const std::string v(it->value());

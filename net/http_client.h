@@ -27,6 +27,8 @@ struct HttpResult {
   std::string body;
   // The Retry-After header in seconds (delta-seconds form only), when the answer carried one (429, 503).
   std::optional<double> retry_after_s;
+  // The Location header as sent (redirects: 307/308), or empty.
+  std::string location;
 };
 
 // How long to hold off the next call after `r`: its Retry-After times a jitter factor in [1, 1.5), so

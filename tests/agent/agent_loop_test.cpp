@@ -303,6 +303,61 @@ TEST_F(AgentLoopTest, StopIsPromptDuringALongPoll) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
 }
 
+// Replicated daemon: the first replica dies; a rank exits while it is down. The exit is kept and reported
+// to the second replica, which acknowledges it; the other rank keeps running (the second replica renews
+// the lease) and nothing restarts.
+TEST_F(AgentLoopTest, AnExitReportedWhileTheFirstReplicaIsDownIsAcknowledgedByTheSecond) {
+  FakeDaemon second;
+  second.KnowNode();  // replicated state: every replica knows the node
+  daemon_->SetLease(3);
+  second.SetLease(3);
+  const std::string go = dir_.file("go");
+  const Json ranks = {Rank(1, 0, "exec sleep 100"),
+                      Rank(1, 1, "while [ ! -f " + go + " ]; do sleep 0.05; done; exit 3")};
+  daemon_->SetAssignments(ranks);
+  second.SetAssignments(ranks);  // the same version (1) on both
+  AgentOptions o = Options();
+  o.server = daemon_->url() + "," + second.url();
+  StartAgent(o);
+  ASSERT_TRUE(
+      WaitFor([&] { return StateOf(*daemon_, 1, 0) == "running" && StateOf(*daemon_, 1, 1) == "running"; }));
+  const int pid = LatestEntry(*daemon_, 1, 0)["pid"];
+  EXPECT_TRUE(second.heartbeats().empty()) << "the first replica answers: the second is not asked";
+
+  daemon_.reset();  // connections refused from here on
+  std::ofstream(go) << "1";
+  ASSERT_TRUE(WaitFor([&] { return StateOf(second, 1, 1) == "exited"; }));
+  EXPECT_EQ(LatestEntry(second, 1, 1)["exit_code"], 3);
+  // Acknowledged there: later heartbeats carry only the running rank.
+  std::size_t seen = second.heartbeats().size();
+  ASSERT_TRUE(WaitFor([&] {
+    std::vector<Json> hbs = second.heartbeats();
+    return hbs.size() > seen + 1 && hbs.back()["processes"].size() == 1;
+  }));
+  // Past the 3 s lease the first replica granted: the second one renews it, rank 0 runs on untouched.
+  const std::size_t renewed = second.heartbeats().size();
+  ASSERT_TRUE(WaitFor([&] { return second.heartbeats().size() > renewed + 35; }));  // >= 3.5 s at 100 ms
+  EXPECT_EQ(LatestEntry(second, 1, 0)["state"], "running");
+  EXPECT_EQ(LatestEntry(second, 1, 0)["pid"], pid);
+  EXPECT_TRUE(::kill(pid, 0) == 0);
+  EXPECT_EQ(Starts(0), 1);
+  EXPECT_EQ(Starts(1), 1);
+  EXPECT_TRUE(second.registrations().empty()) << "the node was known: no registration needed";
+}
+
+// A follower answers with a redirect to the leader: the agent registers and heartbeats there, and asks the
+// leader directly from then on (the leader is not in --server: it is learned).
+TEST_F(AgentLoopTest, FollowsAFollowersRedirectToTheLeader) {
+  FakeDaemon leader;
+  daemon_->SetRedirect(leader.url());
+  StartAgent(Options());
+  ASSERT_TRUE(WaitFor([&] { return !leader.registrations().empty() && leader.heartbeats().size() > 5; }));
+  EXPECT_EQ(leader.registrations()[0]["id"], "node-7");
+  EXPECT_TRUE(daemon_->registrations().empty() && daemon_->heartbeats().empty());
+  // One redirect per client (the supervision thread's and the poll thread's), then the leader directly.
+  EXPECT_LE(daemon_->requests().size(), 2u);
+}
+
 TEST(AgentCreate, ValidatesOptions) {
   AgentOptions o;
   o.server = "http://127.0.0.1:1";
@@ -312,6 +367,10 @@ TEST(AgentCreate, ValidatesOptions) {
   o.gpus = 1;
   o.server = "ftp://x";
   EXPECT_EQ(Agent::Create(o).status().code(), Code::kInvalidArgument);
+  o.server = "http://127.0.0.1:1,,http://127.0.0.1:2";
+  Status s = Agent::Create(o).status();
+  EXPECT_EQ(s.code(), Code::kInvalidArgument);
+  EXPECT_NE(s.message().find("--server"), std::string::npos) << s.message();
 }
 
 }  // namespace

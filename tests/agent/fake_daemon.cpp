@@ -147,8 +147,12 @@ done:
 FakeDaemon::Response FakeDaemon::Handle(const Request& r) {
   std::unique_lock lock(mu_);
   requests_.push_back(r.method + " " + r.target);
+  bodies_.push_back(r.body);
   request_times_.push_back(std::chrono::steady_clock::now());
   if (down_) return {503, R"({"title": "down"})", ""};
+  if (!redirect_base_.empty())
+    return {redirect_status_, R"({"title": "not the leader"})",
+            "Location: " + redirect_base_ + r.target + "\r\n"};
   if (busy_) return {429, R"({"title": "busy"})", "Retry-After: " + std::to_string(*busy_) + "\r\n"};
   if (!required_token_.empty() && r.authorization != "Bearer " + required_token_)
     return {401, R"({"detail": "the credential was withdrawn"})", ""};
@@ -229,6 +233,17 @@ void FakeDaemon::SetRequiredToken(const std::string& token) {
   required_token_ = token;
 }
 
+void FakeDaemon::SetRedirect(const std::string& base, int status) {
+  std::lock_guard lock(mu_);
+  redirect_base_ = base;
+  redirect_status_ = status;
+}
+
+std::vector<std::string> FakeDaemon::bodies() const {
+  std::lock_guard lock(mu_);
+  return bodies_;
+}
+
 void FakeDaemon::SetRegisterConflict(bool on) {
   std::lock_guard lock(mu_);
   register_conflict_ = on;
@@ -238,6 +253,14 @@ void FakeDaemon::ForgetNode() {
   {
     std::lock_guard lock(mu_);
     known_ = false;
+  }
+  cv_.notify_all();
+}
+
+void FakeDaemon::KnowNode() {
+  {
+    std::lock_guard lock(mu_);
+    known_ = true;
   }
   cv_.notify_all();
 }

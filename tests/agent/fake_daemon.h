@@ -11,7 +11,8 @@
 //   GET  /echo                              200 with {"authorization", "body", "method"}
 //   POST /echo                              same
 //   GET  /slow?ms=N                         200 after N ms
-// Every request is answered 503 while SetDown(true), and 429 with Retry-After while SetBusy(n). Thread-safe.
+// Every request is answered 503 while SetDown(true), 429 with Retry-After while SetBusy(n), and 307 (or
+// 308) with "Location: <base><target>" while SetRedirect(base) (a follower naming its leader). Thread-safe.
 #pragma once
 
 #include <chrono>
@@ -40,7 +41,11 @@ class FakeDaemon {
   void SetDown(bool down);
   // Answer every request 429 with "Retry-After: <seconds>" (nullopt: serve normally).
   void SetBusy(std::optional<int> retry_after_s);
-  void ForgetNode();  // the daemon "lost" the node: 404 until it registers again
+  // Answer every request `status` (307 or 308) with Location: `base` + the request's target; "": serve.
+  void SetRedirect(const std::string& base, int status = 307);
+  void ForgetNode();
+  void KnowNode();  // the node is known without registering (state another replica wrote)  // the daemon
+                    // "lost" the node: 404 until it registers again
   // Registrations are answered 409 (the daemon keeps its record of a busy node); a known node stays known.
   void SetRegisterConflict(bool on);
   void SetAutoAck(bool on);
@@ -54,6 +59,7 @@ class FakeDaemon {
   std::vector<Json> registrations() const;
   std::vector<Json> heartbeats() const;
   std::vector<std::string> requests() const;  // "METHOD target"
+  std::vector<std::string> bodies() const;    // the body of each request of requests()
   // When each request of requests() arrived.
   std::vector<std::chrono::steady_clock::time_point> request_times() const;
   int connections() const;
@@ -81,6 +87,8 @@ class FakeDaemon {
   bool stopping_ = false;
   bool down_ = false;
   std::optional<int> busy_;
+  std::string redirect_base_;
+  int redirect_status_ = 307;
   bool known_ = false;
   bool register_conflict_ = false;
   std::string required_token_;
@@ -90,7 +98,7 @@ class FakeDaemon {
   std::int64_t version_ = 0;
   Json ranks_ = Json::array();
   std::vector<Json> registrations_, heartbeats_;
-  std::vector<std::string> requests_;
+  std::vector<std::string> requests_, bodies_;
   std::vector<std::chrono::steady_clock::time_point> request_times_;
   std::vector<std::thread> workers_;
   std::vector<int> open_fds_;

@@ -26,11 +26,13 @@ inline std::string ReadFile(const std::string& path) {
 // A real node agent (`shepherdd agent`) in its own process; SIGKILLed with its ranks at the end.
 class AgentProcess {
  public:
-  AgentProcess(int port, const std::string& dir, std::vector<std::string> extra = {})
+  // `server`: the --server list; empty: the daemon on `port`.
+  AgentProcess(int port, const std::string& dir, std::vector<std::string> extra = {}, std::string server = "")
       : state_dir_(dir + "/agent"), log_(dir + "/agent.log") {
+    if (server.empty()) server = "http://127.0.0.1:" + std::to_string(port);
     // clang-format off
     std::vector<std::string> args = {
-        SHEPHERDD_PATH, "agent", "--server", "http://127.0.0.1:" + std::to_string(port), "--node-id", "n1",
+        SHEPHERDD_PATH, "agent", "--server", server, "--node-id", "n1",
         "--gpus", "2", "--topology", "spine=s0,leaf=l0", "--state-dir", state_dir_, "--heartbeat-interval",
         "0.2", "--stop-grace", "2", "--long-poll-wait", "5", "--allow-root-ranks"};
     // clang-format on

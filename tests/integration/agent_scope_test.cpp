@@ -39,14 +39,19 @@ struct Node {
   std::optional<AgentProcess> agent;
   int port = 0;
 
-  void Start(const Json& config = Json::object(), std::vector<std::string> agent_args = {}) {
+  // `server`: the agent's --server list, "{}" standing for the daemon's URL; empty: the daemon's URL.
+  void Start(const Json& config = Json::object(), std::vector<std::string> agent_args = {},
+             std::vector<std::string> daemon_args = {}, std::string server = "") {
     std::string path = dir.path + "/config.json";
     std::ofstream(path) << config.dump();
-    daemon.emplace(dir.path, std::vector<std::string>{"--config", path});
+    daemon_args.insert(daemon_args.begin(), {"--config", path});
+    daemon.emplace(dir.path, std::move(daemon_args));
     ASSERT_TRUE(daemon->WaitReady()) << daemon->log();
     port = daemon->port();
     ASSERT_EQ(::chmod(agent_dir.path.c_str(), 0755), 0);  // ranks of other users enter the state dir
-    agent.emplace(port, agent_dir.path, std::move(agent_args));
+    if (std::size_t at = server.find("{}"); at != std::string::npos)
+      server.replace(at, 2, "http://127.0.0.1:" + std::to_string(port));
+    agent.emplace(port, agent_dir.path, std::move(agent_args), server);
     ASSERT_TRUE(Eventually([&] {
       return J(Http(port, "GET", "/v1/nodes/n1")).value("agent_attached", false);
     })) << agent->log();
@@ -76,6 +81,69 @@ TEST(AgentScope, ARankInheritsNothingOfTheAgentsEnvironmentButTheDocumentedList)
             std::string::npos)
       << env;
   EXPECT_NE(env.find("\nSHEPHERD_JOB=job-000001\n"), std::string::npos) << env;  // the assignment's env
+}
+
+// Replicated daemon: a rank must learn every replica, not only the one that launched it, to fail over.
+TEST(AgentScope, ALaunchedRankGetsEveryReplicasUrl) {
+  Node n;
+  // Spaces and a trailing '/' are the operator's: the rank gets the list as the clients read it.
+  ASSERT_NO_FATAL_FAILURE(n.Start({{"client_urls", " http://10.0.0.1:8080, http://10.0.0.2:8080/"}}));
+  std::string out = n.dir.path + "/rank-env";
+  ASSERT_EQ(Http(n.port, "POST", "/v1/jobs",
+                 JobBody("env > " + out + ".tmp && mv " + out + ".tmp " + out + "; exec sleep 300"))
+                .status,
+            201);
+  ASSERT_TRUE(Eventually([&] { return !ReadFile(out).empty(); })) << n.agent->log();
+  std::string env = "\n" + ReadFile(out);
+  EXPECT_NE(env.find("\nSHEPHERD_URL=http://10.0.0.1:8080,http://10.0.0.2:8080\n"), std::string::npos) << env;
+}
+
+// The real agent with --server listing a dead replica first: it attaches through the second, runs the rank,
+// and keeps talking to the replica that answers.
+TEST(AgentScope, AnAgentWhoseFirstReplicaIsDeadAttachesThroughTheNext) {
+  Node n;
+  ASSERT_NO_FATAL_FAILURE(n.Start(Json::object(), {}, {}, "http://127.0.0.1:1,{}"));
+  std::string out = n.dir.path + "/rank-env";
+  ASSERT_EQ(Http(n.port, "POST", "/v1/jobs",
+                 JobBody("env > " + out + ".tmp && mv " + out + ".tmp " + out + "; exec sleep 300"))
+                .status,
+            201);
+  ASSERT_TRUE(Eventually([&] { return !ReadFile(out).empty(); })) << n.agent->log();
+  ASSERT_TRUE(Eventually([&] {
+    return J(Http(n.port, "GET", "/v1/jobs/job-000001")).value("state", "") == "running";
+  })) << n.agent->log();
+  const std::string log = n.agent->log();
+  EXPECT_NE(log.find("http://127.0.0.1:" + std::to_string(n.port) + " answers now"), std::string::npos)
+      << log;
+}
+
+// --client-urls overrides the configuration; a bad list is a one-line refusal naming the flag, or the key.
+TEST(AgentScope, ClientUrlsAreCheckedAtStartUp) {
+  TempDir dir;
+  Daemon bad_flag(dir.path, {"--client-urls", "http://a:1,ftp://b:2"});
+  EXPECT_EQ(bad_flag.Wait(), 2);
+  EXPECT_NE(bad_flag.log().find(
+                "--client-urls http://a:1,ftp://b:2: server URL must start with http://: ftp://b:2"),
+            std::string::npos)
+      << bad_flag.log();
+  TempDir dir2;
+  std::ofstream(dir2.path + "/config.json") << R"({"client_urls": "http://a:1,,http://b:2"})";
+  Daemon bad_key(dir2.path, {"--config", dir2.path + "/config.json"});
+  EXPECT_EQ(bad_key.Wait(), 2);
+  EXPECT_NE(bad_key.log().find("client_urls"), std::string::npos) << bad_key.log();
+  EXPECT_NE(bad_key.log().find("empty entry"), std::string::npos) << bad_key.log();
+
+  // The flag wins over the key; the launched rank's environment says so.
+  Node n;
+  ASSERT_NO_FATAL_FAILURE(n.Start({{"client_urls", "http://from-config:1"}}, {},
+                                  {"--client-urls", "http://r1:8080,http://r2:8080"}));
+  std::string out = n.dir.path + "/rank-env";
+  ASSERT_EQ(Http(n.port, "POST", "/v1/jobs",
+                 JobBody("env > " + out + ".tmp && mv " + out + ".tmp " + out + "; exec sleep 300"))
+                .status,
+            201);
+  ASSERT_TRUE(Eventually([&] { return !ReadFile(out).empty(); })) << n.agent->log();
+  EXPECT_NE(("\n" + ReadFile(out)).find("\nSHEPHERD_URL=http://r1:8080,http://r2:8080\n"), std::string::npos);
 }
 
 // A rank printed another job's token (read from /proc/*/environ) and the failure's log_tail, readable by

@@ -10,6 +10,8 @@ import logging
 import os
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from .transport import split_urls
+
 log = logging.getLogger("shepherd_client")
 
 DEFAULT_HEARTBEAT_INTERVAL_S = 1.0
@@ -19,7 +21,7 @@ COLLECTIVE_REPORT_MODES = ("all", "completed", "none")
 
 @dataclasses.dataclass
 class ClientConfig:
-    url: Optional[str] = None  # None: the client is disabled (no daemon)
+    url: Optional[str] = None  # "url1,url2,..." (the daemon's replicas); None: disabled (no daemon)
     job: str = ""
     attempt: int = 1
     rank: int = 0
@@ -140,7 +142,8 @@ def config_from_env(environ: Optional[Mapping[str, str]] = None) -> ClientConfig
         attempt = _int(env, "SHEPHERD_ATTEMPT", 1)
     else:
         attempt = _int(env, "SLURM_RESTART_COUNT", 0) + 1
-    url = env.get("SHEPHERD_URL", "").strip().rstrip("/") or None
+    # One URL, or every replica's, comma-separated (transport.split_urls): normalized, empty: disabled.
+    url = ",".join(split_urls(env.get("SHEPHERD_URL", ""))) or None
     mode = env.get("SHEPHERD_COLLECTIVE_REPORTS", "all").strip().lower() or "all"
     if mode not in COLLECTIVE_REPORT_MODES:
         log.warning("shepherd: ignoring SHEPHERD_COLLECTIVE_REPORTS=%r", mode)

@@ -4,7 +4,10 @@ Contract:
 - Reports reach the daemon in the order they were enqueued: one send at a time, and a batch that failed
   transiently goes back to the front of the buffer.
 - Nothing here raises into the caller on network trouble. Failures are counted and logged once per
-  `log_every` consecutive failures; the buffer is bounded (oldest reports dropped first).
+  `log_every` consecutive failures; the buffer is bounded (oldest reports dropped first, but reports that
+  must be delivered, MUST_DELIVER, only when nothing else is left to drop).
+- A failover between the daemon's replicas is a transient failure like any other: post_reports tries
+  every replica, and a batch none accepted goes back to the front and is resent, in order, until one does.
 - Every `interval_s` the thread asks `make_heartbeat()` (called with `lock` held) for a heartbeat, appends
   it and posts everything buffered in one or more POSTs of at most `max_batch` reports. So reports that
   are not urgent ride along with the next heartbeat: one POST per interval in the common case.
@@ -25,6 +28,10 @@ from .transport import PostResult, post_reports
 # Reports the daemon takes in one POST (a larger batch is refused whole, 422).
 MAX_BATCH = 1000
 
+# Kinds the buffer keeps over every other when it is full: a checkpoint report (the recovery point) and the
+# end of training. Heartbeats and progress are replaced by newer ones; these are not.
+MUST_DELIVER = ("checkpoint", "finished")
+
 
 def hold_off_s(retry_after_s: float, unit: float) -> float:
     """How long to wait after a 429/503 with Retry-After: the delay times a jitter factor in [1, 1.5) (so
@@ -37,12 +44,13 @@ log = logging.getLogger("shepherd_client")
 class Entry:
     """A buffered report. `dropped` may be set (under the lock) to withdraw it before it is sent."""
 
-    __slots__ = ("report", "heartbeat", "dropped")
+    __slots__ = ("report", "heartbeat", "dropped", "must")
 
     def __init__(self, report: dict, heartbeat: bool = False):
         self.report = report
         self.heartbeat = heartbeat
         self.dropped = False
+        self.must = not heartbeat and report.get("kind") in MUST_DELIVER
 
 
 class ReportSender:
@@ -88,12 +96,7 @@ class ReportSender:
                 self._last_heartbeat.dropped = True
             self._last_heartbeat = e
         self._buf.append(e)
-        while len(self._buf) > self._max_buffer:
-            old = self._buf.popleft()
-            if old is self._last_heartbeat:
-                self._last_heartbeat = None
-            if not old.dropped:
-                self.stats["dropped"] += 1
+        self._evict_locked()
         if urgent or len(self._buf) >= self._max_batch:
             self._wake.set()
         return e
@@ -209,6 +212,27 @@ class ReportSender:
             for e in reversed(batch):
                 if not e.heartbeat:
                     self._buf.appendleft(e)
-            while len(self._buf) > self._max_buffer:
-                if not self._buf.popleft().dropped:
-                    self.stats["dropped"] += 1
+            self._evict_locked()
+
+    def _evict_locked(self) -> None:
+        """Bring the buffer back to max_buffer: the oldest entries go first, except MUST_DELIVER ones, which
+        go only when nothing else is left (memory stays bounded). REQUIRES: `self.lock` held."""
+        excess = len(self._buf) - self._max_buffer
+        if excess <= 0:
+            return
+        kept: "collections.deque[Entry]" = collections.deque()
+        while excess > 0 and self._buf:
+            old = self._buf.popleft()
+            if old.must and not old.dropped:
+                kept.append(old)
+                continue
+            if old is self._last_heartbeat:
+                self._last_heartbeat = None
+            if not old.dropped:
+                self.stats["dropped"] += 1
+            excess -= 1
+        while excess > 0 and kept:  # nothing but must-deliver reports: the oldest of them go
+            kept.popleft()
+            self.stats["dropped"] += 1
+            excess -= 1
+        self._buf.extendleft(reversed(kept))

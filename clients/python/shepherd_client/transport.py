@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import math
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -17,26 +18,48 @@ class PostResult:
     detail: str = ""
     retry_after_s: Optional[float] = None  # from a 429/503 Retry-After header
     rejected: Optional[list] = None  # [{"index", "error"}] from a 202 answer
+    status: int = 0  # the HTTP status of the answer; 0: none came
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    """A redirect is an error, not followed: urllib would resend the POST as a GET without its body (the
-    reports lost, the answer 200 "ok") and carry the rank's token to wherever it points."""
+    """urllib never follows a redirect itself: it would resend a POST as a GET without its body (the reports
+    lost, the answer 200 "ok"). post_reports follows 307/308 itself, with the POST and its body."""
 
     def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D102 - urllib's hook
         return None
 
 
-# Straight to SHEPHERD_URL: no redirects, and no http_proxy/https_proxy from the environment (a site's
-# download proxy must neither carry rank credentials nor decide whether the ranks look alive).
+# Straight to SHEPHERD_URL: no http_proxy/https_proxy from the environment (a site's download proxy must
+# neither carry rank credentials nor decide whether the ranks look alive).
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+
+# Redirects followed per request (a follower names the leader; more means replicas disagree: a loop).
+MAX_REDIRECTS = 2
+
+# The URL that last answered, per target list (post_reports' `url`): where the next POST goes first.
+_answered_by: Dict[str, str] = {}
+_answered_lock = threading.Lock()
+
+
+def split_urls(url_list: str) -> List[str]:
+    """SHEPHERD_URL's replicas: "url1,url2,..." with spaces and trailing "/" dropped, empty and repeated
+    entries skipped, in order. One URL is a list of one."""
+    out: List[str] = []
+    for u in (url_list or "").split(","):
+        u = u.strip().rstrip("/")
+        if u and u not in out:
+            out.append(u)
+    return out
 
 
 def reports_url(base_url: str, job: str, slurm_job_id: str = "") -> str:
-    """The job's reports route; without a job, the route that binds to the job by its SLURM_JOB_ID."""
+    """The job's reports route; without a job, the route that binds to the job by its SLURM_JOB_ID.
+    `base_url` may list several replicas (comma-separated): the answer lists the route on each of them."""
     if not job and slurm_job_id:
-        return "%s/v1/external/slurm/%s/reports" % (base_url.rstrip("/"), urllib.parse.quote(slurm_job_id, safe=""))
-    return "%s/v1/jobs/%s/reports" % (base_url.rstrip("/"), urllib.parse.quote(job, safe=""))
+        path = "/v1/external/slurm/%s/reports" % urllib.parse.quote(slurm_job_id, safe="")
+    else:
+        path = "/v1/jobs/%s/reports" % urllib.parse.quote(job, safe="")
+    return ",".join(u + path for u in split_urls(base_url))
 
 
 # The most of an answer the client reads: the daemon's answers to report batches are a few KiB; anything
@@ -81,7 +104,15 @@ def _retry_after(headers) -> Optional[float]:
 
 def post_reports(url: str, reports: List[dict], token: str = "", timeout_s: float = 2.0,
                  envelope: Optional[Dict[str, Any]] = None) -> PostResult:
-    """`envelope`: other top-level fields of the body (the Slurm job's size and name on the binding route)."""
+    """POST `reports` to `url`, a comma-separated list of the same route on each replica (reports_url).
+    `envelope`: other top-level fields of the body (the Slurm job's size and name on the binding route).
+
+    Within `timeout_s` in all: first the URL that last answered for this `url`, then the others in order,
+    each at most once. A refused or timed-out connection and a 503 (a replica that knows no leader, or one
+    shutting down) move on to the next; a 307/308 is followed (POST and body resent) to an absolute http(s)
+    Location, at most MAX_REDIRECTS hops, and the URL that answered is remembered. Any other answer ends
+    the request. Nothing answering, a redirect loop or every replica answering 503 is transient: the
+    caller keeps the batch and sends it again."""
     try:
         body = json.dumps(dict(envelope or {}, reports=reports), allow_nan=False, separators=(",", ":")).encode()
     except (TypeError, ValueError) as e:  # a caller passed something JSON cannot carry: never retry it
@@ -89,6 +120,70 @@ def post_reports(url: str, reports: List[dict], token: str = "", timeout_s: floa
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if token:
         headers["Authorization"] = "Bearer " + token
+    candidates = split_urls(url)
+    if not candidates:
+        return PostResult(False, False, "no daemon URL")
+    with _answered_lock:
+        first = _answered_by.get(url)
+    if first is None:
+        order = candidates
+    else:
+        after = candidates.index(first) + 1 if first in candidates else 0
+        order = [first] + [c for c in candidates[after:] + candidates[:after] if c != first]
+    deadline = time.monotonic() + timeout_s
+    hops = 0
+    tried: List[str] = []
+    failures: List[str] = []
+    last_failure: Optional[PostResult] = None
+    last_503: Optional[PostResult] = None
+    for start in order:
+        if start in tried:
+            continue
+        if time.monotonic() >= deadline:
+            failures.append("no time left within %.1f s for %s" % (timeout_s, ", ".join(
+                c for c in order if c not in tried)))
+            break
+        target, chain = start, [start]
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                failures.append("%s: no time left within %.1f s" % (target, timeout_s))
+                break
+            tried.append(target)
+            res, location, answered = _post_once(target, body, headers, left)
+            if res is not None and (not answered or res.status == 503):  # the next replica
+                last_failure = res
+                if res.status == 503:
+                    last_503 = res
+                failures.append("%s: %s" % (target, res.detail[:160]))
+                break
+            if res is not None:  # an answer, good or bad: this replica speaks for the leader
+                with _answered_lock:
+                    _answered_by[url] = target
+                return res
+            chain.append(location)
+            if not location.startswith(("http://", "https://")):
+                last_failure = None
+                failures.append("%s: redirected to %r, not an absolute http URL" % (target, location[:200]))
+                break
+            if hops >= MAX_REDIRECTS:
+                return PostResult(False, True, "more than %d redirects (a redirect loop?): %s" % (
+                    MAX_REDIRECTS, " -> ".join(chain)))
+            hops += 1
+            target = location
+    # Nothing answered: the next POST starts with the replica after the one that was first.
+    with _answered_lock:
+        nxt = [c for c in order[1:] if c in candidates] or candidates
+        _answered_by[url] = nxt[0]
+    if len(failures) == 1 and last_failure is not None:
+        return last_failure  # one replica: its own failure, as it was
+    return PostResult(False, True, "no daemon answered: " + "; ".join(failures),
+                      retry_after_s=last_503.retry_after_s if last_503 else None)
+
+
+def _post_once(url: str, body: bytes, headers: Dict[str, str], timeout_s: float):
+    """One POST to one URL: (its PostResult, None, answered), or (None, Location, True) for a 307/308.
+    `answered` is False when no HTTP answer came (refused, reset, timed out)."""
     req = urllib.request.Request(url, data=body, headers=headers, method="POST")
     try:
         with _OPENER.open(req, timeout=timeout_s) as resp:
@@ -96,7 +191,7 @@ def post_reports(url: str, reports: List[dict], token: str = "", timeout_s: floa
                 raw = read_bounded(resp, deadline_s=max(timeout_s, 1.0))
             except AnswerTooLarge as e:
                 # The batch was answered 2xx, so it is not sent again; only the answer is dropped.
-                return PostResult(False, False, "HTTP %d: %s" % (resp.status, e))
+                return PostResult(False, False, "HTTP %d: %s" % (resp.status, e), status=resp.status), None, True
             rejected = None
             try:
                 answer = json.loads(raw.decode() or "{}")
@@ -104,17 +199,19 @@ def post_reports(url: str, reports: List[dict], token: str = "", timeout_s: floa
                     rejected = answer["rejected"]
             except ValueError:
                 pass
-            return PostResult(True, False, "HTTP %d" % resp.status, rejected=rejected)
+            return PostResult(True, False, "HTTP %d" % resp.status, rejected=rejected, status=resp.status), None, True
     except urllib.error.HTTPError as e:
+        if e.code in (307, 308):
+            return None, (e.headers.get("Location") or "").strip(), True
         try:
             detail = e.read(2048).decode(errors="replace")
         except Exception:  # noqa: BLE001 - the body of an error answer is best effort
             detail = ""
         transient = e.code in (408, 429) or e.code >= 500
         if 300 <= e.code < 400:
-            detail = "redirected to %s: not followed; set SHEPHERD_URL to the daemon's own address" % (
-                e.headers.get("Location", "?"))
+            detail = "redirected to %s: not followed (only 307/308 keep the POST); set SHEPHERD_URL to the " \
+                     "daemon's own address" % (e.headers.get("Location", "?"))
         return PostResult(False, transient, "HTTP %d %s" % (e.code, detail.strip()[:300]),
-                          retry_after_s=_retry_after(e.headers) if transient else None)
+                          retry_after_s=_retry_after(e.headers) if transient else None, status=e.code), None, True
     except Exception as e:  # noqa: BLE001 - URLError, timeouts, resets: all transient, never raised
-        return PostResult(False, True, "%s: %s" % (type(e).__name__, e))
+        return PostResult(False, True, "%s: %s" % (type(e).__name__, e)), None, False

@@ -1,5 +1,6 @@
 """A stand-in for shepherdd's report endpoint: an http.server on 127.0.0.1:0 in a thread that records
-every POST /v1/jobs/{job}/reports and answers 202 (or what a test tells it to)."""
+every POST /v1/jobs/{job}/reports and answers 202 (or what a test tells it to). With `redirect_to` set it
+plays a follower: 307 (or `redirect_status`) with Location: redirect_to + the request's path."""
 
 import http.server
 import json
@@ -15,6 +16,8 @@ class FakeDaemon:
         self.status = 202  # answer for the next POSTs
         self.extra_headers: dict = {}
         self.reject_indices: List[int] = []
+        self.redirect_to: Optional[str] = None
+        self.redirect_status = 307
         fake = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -31,6 +34,10 @@ class FakeDaemon:
                                        "status": status})
                     rejected = [{"index": i, "error": "test"} for i in fake.reject_indices]
                     extra = dict(fake.extra_headers)
+                    if fake.redirect_to:
+                        status = fake.redirect_status
+                        fake.posts[-1]["status"] = status
+                        extra["Location"] = fake.redirect_to + self.path
                 if status == 202:
                     out = json.dumps({"accepted": len(body["reports"]) - len(rejected),
                                       "rejected": rejected}).encode()

@@ -3,11 +3,13 @@ small inventory registered over the API, a job whose ranks report as another lau
 
 SHEPHERDD and SHEPHERDCTL name the binaries (ctest sets both); every wait is bounded by a deadline.
 """
+import http.server
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -268,6 +270,96 @@ class CtlTest(unittest.TestCase):
         self.assertIn("n1", [n["id"] for n in json.loads(out)["nodes"]])
         code, out, err = run("get", "nodes", env={"SHEPHERD_URL": "http://127.0.0.1:1," + self.url})
         self.assertEqual(code, 0, err)
+
+
+class Replica:
+    """A replica that is not the leader: answers every request `status` (307/308 with Location: `leader` +
+    the request's path, or 503 when it knows no leader). Records what it was asked."""
+
+    def __init__(self, leader="", status=307):
+        self.leader, self.status, self.seen = leader, status, []
+        replica = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def answer(self):
+                replica.seen.append((self.command, self.path))
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(replica.status)
+                if replica.status in (307, 308):
+                    self.send_header("Location", replica.leader + self.path)
+                body = b'{"title": "no leader", "status": 503}' if replica.status == 503 else b""
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_POST = do_PATCH = answer  # noqa: N815 - http.server naming
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = "http://127.0.0.1:%d" % self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class CtlReplicasTest(unittest.TestCase):
+    """Several replicas: a dead one, a follower redirecting to the leader (the real daemon), one that knows
+    no leader, a redirect loop."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.c = Cluster()
+        cls.c.api("POST", "/v1/nodes", {"id": "r1", "gpus": 8, "topology": {"spine": "s0", "leaf": "l0"}},
+                  expect=201)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.c.close()
+
+    def replica(self, leader="", status=307):
+        r = Replica(leader, status)
+        self.addCleanup(r.close)
+        return r
+
+    def test_a_followers_redirect_is_followed_for_reads_and_writes(self):
+        follower = self.replica(self.c.url)
+        servers = "http://127.0.0.1:1,%s" % follower.url  # the first one is dead
+        code, out, err = run("--server", servers, "cordon", "r1", "--reason", "fan")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.c.api("GET", "/v1/nodes/r1")["reason"], "fan")  # the PATCH and its body arrived
+        self.assertEqual([m for m, _ in follower.seen], ["PATCH"])
+        code, out, err = run("get", "nodes", "-o", "json", env={"SHEPHERD_URL": servers})
+        self.assertEqual(code, 0, err)
+        self.assertIn("r1", [n["id"] for n in json.loads(out)["nodes"]])
+        code, _, err = run("--server", servers, "uncordon", "r1")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.c.api("GET", "/v1/nodes/r1")["state"], "available")
+        # 308 too.
+        follower.status = 308
+        code, out, err = run("--server", follower.url, "get", "nodes")
+        self.assertEqual(code, 0, err)
+
+    def test_a_replica_without_leader_is_skipped(self):
+        lost = self.replica(status=503)
+        code, out, err = run("--server", "%s,%s" % (lost.url, self.c.url), "get", "nodes", "-o", "json")
+        self.assertEqual(code, 0, err)
+        self.assertEqual(len(lost.seen), 1)
+        code, out, err = run("--server", lost.url, "get", "nodes")
+        self.assertEqual(code, 1, err)  # the only replica's own answer: the API's 503
+        self.assertIn("no leader", err)
+
+    def test_a_redirect_loop_stops_after_two_hops(self):
+        a, b = self.replica(), self.replica()
+        a.leader, b.leader = b.url, a.url
+        code, out, err = run("--server", a.url, "get", "nodes")
+        self.assertEqual(code, 3, err)
+        self.assertIn("more than 2 redirects", err)
+        self.assertEqual(len(err.strip().split("\n")), 1, err)
+        self.assertEqual(len(a.seen) + len(b.seen), 3)
 
 
 class CtlAuthTest(unittest.TestCase):
