@@ -148,12 +148,15 @@ class Replicas:
         self.dir = tempfile.mkdtemp(prefix="shepherd-replicas-")
         cfg = {"tick_interval_s": 0.2, "node_heartbeat_timeout_s": 3, "agent_lease_s": 120, "stop_timeout_s": 20,
                "shutdown_grace_s": 3, "leader_ttl_s": ttl_s, "job_policy": {"allowed_env": ["PYTHONPATH"]}}
+        # Fixed ports, known before the replicas start: ranks get every replica's URL (client_urls).
+        self.ports = [free_port() for _ in range(n)]
+        cfg["client_urls"] = ",".join("http://127.0.0.1:%d" % p for p in self.ports)
         cfg.update(config or {})
         with open(self.path("config.json"), "w") as f:
             json.dump(cfg, f)
         self.procs = [None] * n
-        self.ports = [0] * n
         self.logs = [None] * n
+        self.agents = {}  # node id -> Popen
         try:
             for i in range(n):
                 self.start(i)
@@ -240,12 +243,64 @@ class Replicas:
             i += 1
             time.sleep(0.05)
 
+    # ---- agents (`shepherdd agent --server URL1,URL2,URL3`) and their ranks
+    def start_agent(self, node, gpus=2, topology="spine=s0,leaf=l0", spare=False):
+        args = [SHEPHERDD, "agent", "--server", ",".join(self.urls), "--node-id", node, "--gpus", str(gpus),
+                "--topology", topology, "--hostname", "127.0.0.1", "--state-dir", self.path("agent-" + node),
+                "--heartbeat-interval", "0.5", "--stop-grace", "3", "--long-poll-wait", "5"]
+        if spare:
+            args.append("--spare")
+        if os.geteuid() == 0:
+            args.append("--allow-root-ranks")  # agents refuse root ranks otherwise (docs/security.md)
+        with open(self.path("agent-%s.log" % node), "a") as log:
+            self.agents[node] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+        wait_for(lambda: (lambda a: a[0] == 200 and a[1].get("agent_attached"))(
+            self.call("GET", "/v1/nodes/" + node)), 30, "agent of %s attached" % node)
+
+    def rank_processes(self, node):
+        """{rank: pid} of the running rank processes the agent of `node` supervises."""
+        try:
+            with open(self.path("agent-" + node, "processes.json")) as f:
+                procs = json.load(f)["processes"]
+        except (FileNotFoundError, ValueError):
+            return {}
+        return {p["rank"]: p["pid"] for p in procs if p.get("state", "running") == "running"}
+
+    def kill_node(self, node):
+        """SIGKILL a node's agent and every rank process it runs (a node that dies)."""
+        ranks = self.rank_processes(node)
+        self.agents[node].kill()
+        self.agents[node].wait()
+        for pid in ranks.values():
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        return ranks
+
+    def stop_agents(self):
+        for node, p in self.agents.items():
+            for pid in self.rank_processes(node).values():
+                for sig in (signal.SIGCONT, signal.SIGKILL):
+                    try:
+                        os.killpg(pid, sig)
+                    except ProcessLookupError:
+                        pass
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+
     def kill(self, i, sig=signal.SIGKILL):
         self.procs[i].send_signal(sig)
         if sig == signal.SIGKILL:
             self.procs[i].wait(timeout=20)
 
     def close(self):
+        self.stop_agents()
         for i, p in enumerate(self.procs):
             if p is None or p.poll() is not None:
                 continue

@@ -91,7 +91,7 @@ class ReplicasE2E(unittest.TestCase):
 
     def test_leader_killed_under_writes_is_replaced_within_10s_and_no_acknowledged_write_is_lost(self):
         leader = self.r.wait_leader()
-        acked = []  # (job id, time acknowledged)
+        acked = []  # (job id, time sent, time acknowledged)
         nodes = []
         stop = threading.Event()
         errors = []
@@ -101,10 +101,11 @@ class ReplicasE2E(unittest.TestCase):
             while not stop.is_set():
                 n += 1
                 try:
+                    sent = time.monotonic()
                     status, job = self.r.call("POST", "/v1/jobs", job_spec("w%d-%d" % (worker, n)), timeout=30,
                                               first=worker)
                     if status == 201:
-                        acked.append((job["id"], time.monotonic()))
+                        acked.append((job["id"], sent, time.monotonic()))
                     else:
                         errors.append((status, job))
                     node = "w%d-n%d" % (worker, n)
@@ -122,8 +123,9 @@ class ReplicasE2E(unittest.TestCase):
             wait_for(lambda: len(acked) >= 20, 60, "writes acknowledged before the kill")
             killed_at = time.monotonic()
             self.r.kill(leader)
-            before = [j for j, t in acked if t < killed_at]
-            first_after = wait_for(lambda: next((t for _, t in acked if t > killed_at), None), 30,
+            before = [j for j, _, t in acked if t < killed_at]
+            # The first write sent after the kill and acknowledged (so by the new leader).
+            first_after = wait_for(lambda: next((t for _, s, t in acked if s > killed_at), None), 30,
                                    "a write acknowledged by the new leader")
             wait_for(lambda: len(acked) >= len(before) + 20, 60, "writes after the failover")
         finally:
@@ -139,7 +141,7 @@ class ReplicasE2E(unittest.TestCase):
         status, _, text = request(self.r.url(new_leader), "GET", "/metrics")
         self.assertEqual(metric(text, "shepherd_leader"), 1)
         # Every acknowledged write, before and after the kill, is readable from the new leader.
-        lost = [j for j, _ in acked if request(self.r.url(new_leader), "GET", "/v1/jobs/" + j)[0] != 200]
+        lost = [j for j, _, _ in acked if request(self.r.url(new_leader), "GET", "/v1/jobs/" + j)[0] != 200]
         self.assertEqual(lost, [], "acknowledged jobs lost (%d acknowledged before the kill)" % len(before))
         lost_nodes = [n for n in nodes if request(self.r.url(new_leader), "GET", "/v1/nodes/" + n)[0] != 200]
         self.assertEqual(lost_nodes, [])
