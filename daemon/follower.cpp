@@ -17,9 +17,11 @@ namespace shepherd {
 namespace {
 
 constexpr auto kWatchEvery = std::chrono::milliseconds(50);  // how soon a won election ends the phase
-constexpr auto kRebindFor = std::chrono::seconds(10);       // the previous phase's socket may linger
+constexpr auto kRebindFor = std::chrono::seconds(10);        // the previous phase's socket may linger
 
-std::string PathOnly(const std::string& target) { return target.substr(0, target.find('?')); }
+std::string PathOnly(const std::string& target) {
+  return target.substr(0, target.find('?'));
+}
 
 }  // namespace
 
@@ -27,16 +29,19 @@ std::string LeadershipMetrics(const LeadershipView& view, bool leading) {
   std::string out;
   out += "# HELP shepherd_leader 1 while this replica leads, else 0.\n# TYPE shepherd_leader gauge\n";
   out += std::string("shepherd_leader ") + (leading ? "1" : "0") + "\n";
-  out += "# HELP shepherd_store_up 1 while etcd answers this replica (0: unreachable or without quorum).\n"
-         "# TYPE shepherd_store_up gauge\n";
+  out +=
+      "# HELP shepherd_store_up 1 while etcd answers this replica (0: unreachable or without quorum).\n"
+      "# TYPE shepherd_store_up gauge\n";
   out += std::string("shepherd_store_up ") + (view.store_up ? "1" : "0") + "\n";
-  out += "# HELP shepherd_leader_changes_total Terms this replica began as leader.\n"
-         "# TYPE shepherd_leader_changes_total counter\n";
+  out +=
+      "# HELP shepherd_leader_changes_total Terms this replica began as leader.\n"
+      "# TYPE shepherd_leader_changes_total counter\n";
   out += "shepherd_leader_changes_total " + std::to_string(view.changes) + "\n";
   return out;
 }
 
-HttpResponse FollowerAnswer(const HttpRequest& request, const LeadershipView& view, const std::string& own_url) {
+HttpResponse FollowerAnswer(const HttpRequest& request, const LeadershipView& view,
+                            const std::string& own_url) {
   const std::string path = PathOnly(request.target);
   const bool get = request.method == "GET" || request.method == "HEAD";
   std::optional<std::string> leader;
@@ -55,8 +60,9 @@ HttpResponse FollowerAnswer(const HttpRequest& request, const LeadershipView& vi
     return r;
   }
   if (!leader) {
-    HttpResponse r = Problem(503, view.store_up ? "this replica follows and no leader is known yet; retry"
-                                                : "etcd has no quorum (or is unreachable): nobody leads; retry");
+    HttpResponse r =
+        Problem(503, view.store_up ? "this replica follows and no leader is known yet; retry"
+                                   : "etcd has no quorum (or is unreachable): nobody leads; retry");
     r.headers.emplace_back("Retry-After", "1");
     return r;
   }

@@ -18,7 +18,8 @@
 namespace shepherd {
 
 // `own_url`: this replica's URL (a leader record naming it is stale: never redirect to oneself).
-HttpResponse FollowerAnswer(const HttpRequest& request, const LeadershipView& view, const std::string& own_url);
+HttpResponse FollowerAnswer(const HttpRequest& request, const LeadershipView& view,
+                            const std::string& own_url);
 
 // The Prometheus lines of a replica's role: shepherd_leader, shepherd_store_up,
 // shepherd_leader_changes_total.
@@ -31,7 +32,7 @@ struct FollowerPhase {
   uint16_t port = 0;  // 0 only for the first phase: then *bound receives the port
   Leadership* leadership = nullptr;
   std::string own_url;
-  const std::atomic<bool>* stop = nullptr;  // set by the process's SIGTERM/SIGINT handler
+  const std::atomic<bool>* stop = nullptr;        // set by the process's SIGTERM/SIGINT handler
   std::function<Status(uint16_t port)> on_bound;  // optional: once listening (e.g. writes the port file)
 };
 

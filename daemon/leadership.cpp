@@ -28,10 +28,11 @@ std::string EncodeLeaderRecord(const LeaderRecord& record) {
 Result<LeaderRecord> DecodeLeaderRecord(const std::string& value) {
   auto j = ParseJsonText(value);
   if (!j.ok()) return InvalidArgument("leader record: " + j.status().message());
-  if (!j->is_object() || !j->contains("replica_id") || !(*j)["replica_id"].is_string() || !j->contains("url") ||
-      !(*j)["url"].is_string())
+  if (!j->is_object() || !j->contains("replica_id") || !(*j)["replica_id"].is_string() ||
+      !j->contains("url") || !(*j)["url"].is_string())
     return InvalidArgument("leader record: not an object with string replica_id and url");
-  return LeaderRecord{.replica_id = (*j)["replica_id"].get<std::string>(), .url = (*j)["url"].get<std::string>()};
+  return LeaderRecord{.replica_id = (*j)["replica_id"].get<std::string>(),
+                      .url = (*j)["url"].get<std::string>()};
 }
 
 Status CheckLeaderTtl(int64_t ttl_s) {
@@ -57,7 +58,9 @@ Result<std::unique_ptr<Leadership>> Leadership::Start(LeadershipOptions options)
 Leadership::Leadership(LeadershipOptions options, std::unique_ptr<net::EtcdClient> client)
     : options_(std::move(options)), key_(options_.prefix + "/leader"), client_(std::move(client)) {}
 
-Leadership::~Leadership() { Stop(); }
+Leadership::~Leadership() {
+  Stop();
+}
 
 bool Leadership::HeldAt(SteadyTime now) const {
   if (lost_.load(std::memory_order_acquire)) return false;
@@ -148,14 +151,13 @@ void Leadership::Follow(std::unique_lock<std::mutex>& lock) {
   auto lease = client_->LeaseGrant(options_.ttl_s);
   Result<net::EtcdTxnResult> txn = Unavailable("no lease");
   if (lease.ok()) {
-    txn = client_->Txn({net::EtcdCompare{.key = key_,
-                                         .target = net::EtcdCompare::Target::kCreateRevision,
-                                         .result = net::EtcdCompare::Result::kEqual,
-                                         .number = 0}},
-                       {net::EtcdOp{.kind = net::EtcdOp::Kind::kPut,
-                                    .key = key_,
-                                    .value = EncodeLeaderRecord(me),
-                                    .lease = *lease}});
+    txn = client_->Txn(
+        {net::EtcdCompare{.key = key_,
+                          .target = net::EtcdCompare::Target::kCreateRevision,
+                          .result = net::EtcdCompare::Result::kEqual,
+                          .number = 0}},
+        {net::EtcdOp{
+            .kind = net::EtcdOp::Kind::kPut, .key = key_, .value = EncodeLeaderRecord(me), .lease = *lease}});
     // Lost the race (or cannot tell): the lease goes, and with it the key should the put have happened.
     if (!txn.ok() || !txn->succeeded) (void)client_->LeaseRevoke(*lease);
   }

@@ -109,7 +109,7 @@ class Leadership {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
-  bool leading_ = false;      // a term began and EndTerm was not called yet
+  bool leading_ = false;  // a term began and EndTerm was not called yet
   bool end_requested_ = false;
   int64_t lease_ = 0;
   LeadershipView view_;

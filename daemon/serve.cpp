@@ -91,8 +91,8 @@ std::size_t FitConnectionsToOpenFiles(std::size_t wanted, std::size_t probe_rese
 // and stop every rank of the fleet. For the same reason a file that does not load (missing, not JSON, an
 // invalid node) leaves the stored inventory whole, with the error in the log, once there is one; on a first
 // start (no stored nodes) it stops the start. The store failing stops the start.
-Status LoadInventory(const DaemonConfig& config, Controller* controller, Store* store,
-                     asio::io_context* ioc, const std::function<bool()>& held) {
+Status LoadInventory(const DaemonConfig& config, Controller* controller, Store* store, asio::io_context* ioc,
+                     const std::function<bool()>& held) {
   auto nodes = LoadInventoryFile(config.inventory, config.controller.levels);
   if (!nodes.ok()) {
     const std::size_t stored = controller->node_count();
@@ -130,7 +130,6 @@ Status LoadInventory(const DaemonConfig& config, Controller* controller, Store* 
   return first_error;
 }
 
-
 // How a term of serving ended: the exit code (SIGTERM: 0, a storage failure: 1), or deposed (leadership
 // lost: the replica follows again).
 struct TermEnd {
@@ -140,10 +139,10 @@ struct TermEnd {
 
 struct TermContext {
   Store* store = nullptr;
-  std::string store_name;              // for log lines
-  Leadership* leadership = nullptr;    // null: the only daemon (SQLite); nothing is guarded
-  uint16_t port = 0;                   // where to listen
-  bool write_port_file = true;         // the first bind writes it; replicas write it once
+  std::string store_name;            // for log lines
+  Leadership* leadership = nullptr;  // null: the only daemon (SQLite); nothing is guarded
+  uint16_t port = 0;                 // where to listen
+  bool write_port_file = true;       // the first bind writes it; replicas write it once
 };
 
 // The daemon's whole path over an open store: recover, serve, tick, until SIGTERM/SIGINT, a storage failure,
@@ -239,7 +238,8 @@ TermEnd ServeTerm(const DaemonConfig& config, const TermContext& term) {
     spdlog::info("webhooks: {} configured", config.webhooks.size());
   }
   if (leadership) {
-    metrics.AddSource([leadership](std::string* out) { *out += LeadershipMetrics(leadership->View(), true); });
+    metrics.AddSource(
+        [leadership](std::string* out) { *out += LeadershipMetrics(leadership->View(), true); });
   }
   if (Status s = controller.Recover(config.salvage); !s.ok()) {
     spdlog::error("recovering state from {} failed: {}", term.store_name, s.message());
@@ -356,7 +356,8 @@ TermEnd ServeTerm(const DaemonConfig& config, const TermContext& term) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     server = HttpServer::Start(
         io_ioc, host, port,
-        [&front](HttpRequest req, Respond respond) { front.Handle(std::move(req), std::move(respond)); }, http);
+        [&front](HttpRequest req, Respond respond) { front.Handle(std::move(req), std::move(respond)); },
+        http);
   }
   if (!server.ok()) {
     spdlog::error("cannot listen on {}: {}", config.listen, server.status().message());
@@ -570,27 +571,25 @@ int RunReplica(const DaemonConfig& config, const StoreLocation& location) {
   }
 
   // The first follower phase binds the port (port 0: any free one), which every later phase binds again.
-  const std::string replica_id =
-      !config.replica_id.empty() ? config.replica_id : [] {
-        char name[256] = {};
-        (void)::gethostname(name, sizeof(name) - 1);
-        return std::string(name) + "-" + std::to_string(::getpid());
-      }();
+  const std::string replica_id = !config.replica_id.empty() ? config.replica_id : [] {
+    char name[256] = {};
+    (void)::gethostname(name, sizeof(name) - 1);
+    return std::string(name) + "-" + std::to_string(::getpid());
+  }();
   std::unique_ptr<Leadership> leadership;
   uint16_t bound = port;
   std::string own_url;
   int exit_code = 0;
   bool first = true;
   while (!stop.load(std::memory_order_acquire)) {
-    FollowerPhase phase{.host = host, .port = bound, .leadership = leadership.get(), .own_url = own_url,
-                        .stop = &stop};
+    FollowerPhase phase{
+        .host = host, .port = bound, .leadership = leadership.get(), .own_url = own_url, .stop = &stop};
     if (!leadership) {
       // Bind once to learn the port, then campaign with the URL it gives: the leader key must carry the
       // URL clients can reach.
       asio::io_context probe_ioc(1);
-      auto probe = HttpServer::Start(probe_ioc, host, bound, [](HttpRequest, Respond respond) {
-        respond(Problem(503, "starting"));
-      });
+      auto probe = HttpServer::Start(probe_ioc, host, bound,
+                                     [](HttpRequest, Respond respond) { respond(Problem(503, "starting")); });
       if (!probe.ok()) {
         spdlog::error("cannot listen on {}: {}", config.listen, probe.status().message());
         return 1;
@@ -634,7 +633,8 @@ int RunReplica(const DaemonConfig& config, const StoreLocation& location) {
                  view.fence->create_revision);
     auto store = OpenConfiguredStore(config, view.fence);
     if (!store.ok()) {
-      spdlog::error("cannot open the store ({}) as leader: {}", DescribeStore(config), store.status().message());
+      spdlog::error("cannot open the store ({}) as leader: {}", DescribeStore(config),
+                    store.status().message());
       leadership->EndTerm();
       continue;
     }
@@ -676,7 +676,8 @@ int RunDaemon(const DaemonConfig& config) {
     spdlog::error("cannot open the store: {}", store.status().message());
     return 1;
   }
-  return ServeTerm(config, TermContext{.store = store->get(), .store_name = DescribeStore(config), .port = port})
+  return ServeTerm(config,
+                   TermContext{.store = store->get(), .store_name = DescribeStore(config), .port = port})
       .exit_code;
 }
 

@@ -1,5 +1,7 @@
 // Leadership (daemon/leadership.h) against real etcd members, and the follower's answers
 // (daemon/follower.h) as plain values. Waits are bounded polls; the expected values are written out here.
+#include "daemon/leadership.h"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -7,7 +9,6 @@
 
 #include "core/json.h"
 #include "daemon/follower.h"
-#include "daemon/leadership.h"
 #include "net/etcd_client.h"
 #include "tests/fakes/etcd_cluster.h"
 
@@ -79,7 +80,8 @@ TEST(FollowerAnswer, RedirectsEverythingButProbesAndMetricsToTheLeader) {
   HttpResponse ready = FollowerAnswer(Req("GET", "/readyz"), view, me);
   EXPECT_EQ(ready.status, 503);
   EXPECT_EQ(Json::parse(ready.body),
-            Json::parse(R"({"ready": false, "role": "follower", "leader": "http://10.0.0.1:8080", "store": "up"})"));
+            Json::parse(
+                R"({"ready": false, "role": "follower", "leader": "http://10.0.0.1:8080", "store": "up"})"));
   HttpResponse metrics = FollowerAnswer(Req("GET", "/metrics"), view, me);
   EXPECT_EQ(metrics.status, 200);
   EXPECT_NE(metrics.body.find("\nshepherd_leader 0\n"), std::string::npos) << metrics.body;
