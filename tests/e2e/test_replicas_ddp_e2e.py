@@ -20,8 +20,10 @@ class ReplicasDdpE2E(unittest.TestCase):
     def setUp(self):
         self.etcd = EtcdCluster()
         self.addCleanup(self.etcd.close)
-        # agent_lease_s far above any outage here: only a node declared lost stops its ranks.
-        self.r = Replicas(self.etcd, n=3, ttl_s=2, config={"agent_lease_s": 120, "node_heartbeat_timeout_s": 3})
+        # agent_lease_s far above any outage here: only a node declared lost stops its ranks. The default
+        # node_heartbeat_timeout_s (10 s): an agent whose call hangs on a stalled replica loses one request's
+        # budget (5 s) before it tries the next, which a shorter timeout would call a lost node.
+        self.r = Replicas(self.etcd, n=3, ttl_s=2, config={"agent_lease_s": 120, "node_heartbeat_timeout_s": 10})
         self.addCleanup(self.r.close)
         self.r.wait_leader()
         self.r.start_agent("n0", topology="spine=s0,leaf=l0")
@@ -74,6 +76,42 @@ class ReplicasDdpE2E(unittest.TestCase):
             self.r.start(i)
             self.r.wait_leader(timeout=30)
         self.assert_training_goes_on(job, ranks, attempt, "a rolling restart")
+
+    def test_leader_stopped_30s_then_resumed_stops_no_rank_and_follows(self):
+        job = self.submit()
+        wait_for(lambda: self.step(job) >= 5, 180, "step 5", interval=0.5)
+        ranks, attempt = self.ranks(), self.attempt(job)
+        leader = self.r.wait_leader()
+        self.r.kill(leader, signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        try:
+            new_leader = self.r.wait_leader(timeout=30)
+            self.assertNotEqual(new_leader, leader)
+            time.sleep(max(0.0, 30 - (time.monotonic() - stopped_at)))  # the stall itself: 30 s
+        finally:
+            self.r.kill(leader, signal.SIGCONT)
+        wait_for(lambda: (lambda a: a and a[2].get("role") == "follower")(self.r.readyz(leader)), 20,
+                 "the resumed replica to follow")
+        self.assertEqual(self.r.leader(), new_leader)
+        self.assert_training_goes_on(job, ranks, attempt, "the leader's 30 s stall")
+
+    def test_etcd_without_quorum_for_30s_stops_no_rank_and_takes_no_action(self):
+        job = self.submit()
+        wait_for(lambda: self.step(job) >= 5, 180, "step 5", interval=0.5)
+        ranks, attempt = self.ranks(), self.attempt(job)
+        self.etcd.pause(1)
+        self.etcd.pause(2)
+        paused_at = time.monotonic()
+        try:
+            wait_for(lambda: all((lambda a: a and a[2].get("store") == "no quorum")(self.r.readyz(i))
+                                 for i in range(3)), 20, "every replica to report no quorum")
+            time.sleep(max(0.0, 30 - (time.monotonic() - paused_at)))  # the outage itself: 30 s
+            self.assertIsNone(self.r.leader())
+        finally:
+            self.etcd.resume(1)
+            self.etcd.resume(2)
+        self.r.wait_leader(timeout=30)
+        self.assert_training_goes_on(job, ranks, attempt, "30 s without an etcd quorum")
 
     def test_leader_killed_during_the_job_and_during_a_recovery(self):
         job = self.submit()
