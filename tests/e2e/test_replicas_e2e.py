@@ -4,8 +4,10 @@ killed with SIGKILL under a write storm is replaced within 10 s with no acknowle
 stopped (SIGSTOP) past its lease writes nothing when it resumes and rejoins as a follower; while etcd has no
 quorum nobody leads or acts, and writes work again once it returns. Every wait has a deadline.
 """
+import base64
 import os
 import signal
+import subprocess
 import socket
 import sys
 import threading
@@ -13,7 +15,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from replicas import EtcdCluster, Replicas, request, wait_for  # noqa: E402
+from replicas import SHEPHERDD, EtcdCluster, Replicas, request, wait_for  # noqa: E402
 
 PYTHON = sys.executable
 
@@ -199,6 +201,23 @@ class ReplicasE2E(unittest.TestCase):
         status, _, text = request(self.r.url(leader), "GET", "/metrics")
         self.assertEqual(metric(text, "shepherd_leader"), 0)
 
+    def test_a_leader_whose_key_is_taken_away_steps_down_and_a_new_term_serves_writes(self):
+        leader = self.r.wait_leader()
+        kvs, _ = self.etcd.range_prefix(self.r.prefix + "/leader")
+        first_term = kvs[0][2]
+        # The key deleted behind the leader's back (as an operator's etcdctl del would): its renewals still
+        # work, but the key is not its own any more; it steps down and a new term begins under a new key.
+        key = base64.b64encode((self.r.prefix + "/leader").encode()).decode()
+        self.assertIsNotNone(self.etcd._gateway("/v3/kv/deleterange", {"key": key}))
+        wait_for(lambda: (lambda k: k and k[0][2] != first_term)(self.etcd.range_prefix(self.r.prefix + "/leader")[0]),
+                 20, "a new term")
+        wait_for(lambda: "leadership lost" in self.r.log(leader), 20, "the old term to end")
+        new_leader = self.r.wait_leader(timeout=20)
+        status, job = self.r.call("POST", "/v1/jobs", job_spec("new-term"))
+        self.assertEqual(status, 201, job)
+        status, _, text = request(self.r.url(new_leader), "GET", "/metrics")
+        self.assertEqual(metric(text, "shepherd_leader"), 1)
+
     def test_etcd_without_quorum_stops_every_action_and_writes_resume_when_it_returns(self):
         leader = self.r.wait_leader()
         status, job = self.r.call("POST", "/v1/jobs", job_spec("before-outage"))
@@ -236,6 +255,14 @@ class ReplicasE2E(unittest.TestCase):
         kvs, _ = self.etcd.range_prefix(self.r.prefix + "/")
         self.assertFalse([k for k, v, _, _ in kvs if b"during-outage" in v])
         del leader, revision_before
+
+
+class ReplicaFlagsE2E(unittest.TestCase):
+    def test_a_leader_ttl_under_two_seconds_is_refused_by_name(self):
+        p = subprocess.run([SHEPHERDD, "--store", "etcd://127.0.0.1:1", "--leader-ttl-s", "1"],
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(p.returncode, 2, p.stderr)
+        self.assertIn("--leader-ttl-s 1", p.stderr)
 
 
 if __name__ == "__main__":
