@@ -92,11 +92,20 @@ Result<FollowerEnd> RunFollowerPhase(const FollowerPhase& phase, uint16_t* bound
   }
   FollowerEnd end = FollowerEnd::kStop;
   bool done = false;
+  bool settled_told = false;
   asio::steady_timer watch(ioc);
   std::function<void()> arm = [&] {
     watch.expires_after(kWatchEvery);
     watch.async_wait([&](const boost::system::error_code& ec) {
       if (ec || done) return;
+      if (!settled_told && phase.on_settled) {
+        const LeadershipView view = leadership->View();
+        if (view.settled && view.role == ReplicaRole::kFollower &&
+            !leadership->HeldAt(std::chrono::steady_clock::now())) {
+          settled_told = true;
+          phase.on_settled();
+        }
+      }
       if (phase.stop->load(std::memory_order_acquire)) {
         end = FollowerEnd::kStop;
       } else if (leadership->HeldAt(std::chrono::steady_clock::now())) {

@@ -33,7 +33,10 @@ struct FollowerPhase {
   Leadership* leadership = nullptr;
   std::string own_url;
   const std::atomic<bool>* stop = nullptr;        // set by the process's SIGTERM/SIGINT handler
-  std::function<Status(uint16_t port)> on_bound;  // optional: once listening (e.g. writes the port file)
+  std::function<Status(uint16_t port)> on_bound;  // optional: once listening
+  // Optional: once this replica has looked at the leader key (and campaigned) and follows, so a port file
+  // written here tells a client that the replica answers as it will (307 to a leader, or 503).
+  std::function<void()> on_settled;
 };
 
 // Serves until leadership->HeldAt(now) (kLeading) or *stop (kStop). The port is re-bound when still held

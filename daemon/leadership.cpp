@@ -128,6 +128,7 @@ void Leadership::Follow(std::unique_lock<std::mutex>& lock) {
   auto current = client_->Range(key_, false);
   lock.lock();
   if (stop_) return;
+  view_.settled = true;
   if (!current.ok()) {
     if (view_.store_up) spdlog::warn("etcd does not answer: {}", current.status().message());
     view_.store_up = false;

@@ -60,6 +60,7 @@ struct LeadershipView {
   bool store_up = false;               // the last call to etcd was answered (false: no quorum / unreachable)
   uint64_t changes = 0;                // terms this replica began
   std::optional<EtcdFence> fence;      // while this replica leads
+  bool settled = false;                // the first look at the leader key (and campaign, if any) is over
 };
 
 struct LeadershipOptions {

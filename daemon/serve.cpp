@@ -580,7 +580,7 @@ int RunReplica(const DaemonConfig& config, const StoreLocation& location) {
   uint16_t bound = port;
   std::string own_url;
   int exit_code = 0;
-  bool first = true;
+  bool port_written = false;
   while (!stop.load(std::memory_order_acquire)) {
     FollowerPhase phase{
         .host = host, .port = bound, .leadership = leadership.get(), .own_url = own_url, .stop = &stop};
@@ -614,15 +614,19 @@ int RunReplica(const DaemonConfig& config, const StoreLocation& location) {
       phase.port = bound;
       phase.own_url = own_url;
     }
-    if (first && !config.port_file.empty())
-      phase.on_bound = [&config](uint16_t p) { return WritePortFile(config.port_file, p); };
+    // The port file is written once the replica answers as it will: as a follower that has looked at the
+    // leader key, or as the leader serving (ServeTerm writes it then).
+    if (!port_written && !config.port_file.empty())
+      phase.on_settled = [&config, &port_written, &bound] {
+        if (Status s = WritePortFile(config.port_file, bound); !s.ok()) spdlog::error("{}", s.message());
+        port_written = true;
+      };
     auto followed = RunFollowerPhase(phase, nullptr);
     if (!followed.ok()) {
       spdlog::error("cannot serve on {}: {}", config.listen, followed.status().message());
       exit_code = 1;
       break;
     }
-    first = false;
     if (*followed == FollowerEnd::kStop) break;
     const LeadershipView view = leadership->View();
     if (!view.fence) {  // lost again before the term began
@@ -650,7 +654,8 @@ int RunReplica(const DaemonConfig& config, const StoreLocation& location) {
                                                       .store_name = DescribeStore(config),
                                                       .leadership = leadership.get(),
                                                       .port = bound,
-                                                      .write_port_file = false});
+                                                      .write_port_file = !port_written});
+    port_written = true;
     store->reset();
     leadership->EndTerm();
     if (!end.deposed) {
