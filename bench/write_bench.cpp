@@ -2,7 +2,7 @@
 // 20,000 nodes and 5,000 running jobs, through the real Controller and a real SQLite file (WAL,
 // synchronous=FULL, group commit). Plain main, steady_clock timing; both states measured in one run.
 //
-//   write_bench [--nodes 20000] [--jobs 5000] [--reps 200] [--dir /tmp]
+//   write_bench [--nodes 20000] [--jobs 5000] [--reps 200] [--dir /tmp] [--store etcd://HOST:PORT[,...]]
 //
 // Writes measured (each acknowledged after its COMMIT; untimed steps keep the state from drifting):
 //   submit   POST /v1/jobs's path: PlanFor + SubmitJob of an 8-GPU job that fits (then cancelled, untimed);
@@ -31,6 +31,7 @@
 
 #include "control/controller.h"
 #include "health/report.h"
+#include "storage/etcd_store.h"
 #include "storage/store.h"
 
 namespace shepherd {
@@ -101,9 +102,18 @@ double Pct(std::vector<double> v, double p) {
 
 class Bench {
  public:
-  Bench(const std::string& dir, int nodes, int jobs) : dir_(dir), nodes_(nodes) {
-    std::filesystem::create_directories(dir);
-    auto store = OpenSqliteStore(dir + "/bench.db");
+  Bench(const std::string& dir, int nodes, int jobs, const std::vector<std::string>& etcd_endpoints)
+      : dir_(dir), nodes_(nodes) {
+    Result<std::unique_ptr<Store>> store = Status(Code::kInternal, "no store");
+    if (!etcd_endpoints.empty()) {  // --store etcd://...: a prefix of its own per state
+      EtcdStoreOptions options;
+      options.endpoints = etcd_endpoints;
+      options.prefix = "/" + std::filesystem::path(dir).filename().string();
+      store = OpenEtcdStore(options);
+    } else {
+      std::filesystem::create_directories(dir);
+      store = OpenSqliteStore(dir + "/bench.db");
+    }
     if (!store.ok()) {
       std::fprintf(stderr, "open: %s\n", store.status().message().c_str());
       std::exit(1);
@@ -279,6 +289,7 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::err);
   int nodes = 20000, jobs = 5000, reps = 200, rounds = 10;
   std::string dir = "/tmp", only_write, only_state;
+  std::vector<std::string> etcd;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string k = argv[i];
     if (k == "--nodes") nodes = std::atoi(argv[i + 1]);
@@ -286,6 +297,14 @@ int main(int argc, char** argv) {
     if (k == "--reps") reps = std::atoi(argv[i + 1]);
     if (k == "--rounds") rounds = std::max(1, std::atoi(argv[i + 1]));
     if (k == "--dir") dir = argv[i + 1];
+    if (k == "--store") {  // sqlite (default, in --dir) or etcd://HOST:PORT[,...]
+      auto loc = ParseStoreLocation(argv[i + 1]);
+      if (!loc.ok() || loc->kind != StoreLocation::Kind::kEtcd) {
+        std::fprintf(stderr, "--store: etcd://HOST:PORT[,...] (SQLite is the default, in --dir)\n");
+        return 2;
+      }
+      etcd = loc->endpoints;
+    }
     if (k == "--write") only_write = argv[i + 1];  // profiling: one write kind only
     if (k == "--state") only_state = argv[i + 1];  // profiling: "empty" or "full" only
   }
@@ -301,7 +320,7 @@ int main(int argc, char** argv) {
   for (const Row& r : rows) {
     const auto t0 = SteadyClock::now();
     benches.push_back(std::make_unique<Bench>(
-        dir + "/write-bench-" + std::to_string(::getpid()) + "-" + r.state, r.nodes, r.jobs));
+        dir + "/write-bench-" + std::to_string(::getpid()) + "-" + r.state, r.nodes, r.jobs, etcd));
     std::printf("%s: %d nodes, %d jobs, fill %.1f s\n", r.state, r.nodes, r.jobs,
                 std::chrono::duration<double>(SteadyClock::now() - t0).count());
   }

@@ -11,14 +11,14 @@ namespace shepherd {
 
 enum class Code {
   kOk,
-  kInvalidArgument,    // malformed input (HTTP 400)
-  kInvalidContent,     // well-formed but invalid values (HTTP 422), see fields()
-  kNotFound,           // 404
-  kConflict,           // 409
-  kResourceExhausted,  // 429
-  kUnavailable,        // 503: not ready, storage failed
-  kFailedPrecondition, // 503: this replica may no longer act (leadership lost); another one may
-  kInternal,           // 500
+  kInvalidArgument,     // malformed input (HTTP 400)
+  kInvalidContent,      // well-formed but invalid values (HTTP 422), see fields()
+  kNotFound,            // 404
+  kConflict,            // 409
+  kResourceExhausted,   // 429
+  kUnavailable,         // 503: not ready, storage failed
+  kFailedPrecondition,  // 503: this replica may no longer act (leadership lost); another one may
+  kInternal,            // 500
 };
 
 struct FieldError {

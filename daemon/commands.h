@@ -14,7 +14,8 @@ int RunGenInventory(int argc, char** argv);
 int RunAgent(int argc, char** argv);
 // Predicts a run's ETTR (goodput/simulator.h); exit 2 on invalid input.
 int RunSimulate(int argc, char** argv);
-// `store export` / `store import`: a store's records to a file and into an empty store (daemon/store_cmd.cpp).
+// `store export` / `store import`: a store's records to a file and into an empty store
+// (daemon/store_cmd.cpp).
 int RunStore(int argc, char** argv);
 
 }  // namespace shepherd

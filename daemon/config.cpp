@@ -47,7 +47,8 @@ Result<StoreLocation> ConfiguredStore(const DaemonConfig& config) {
   if (loc->kind == StoreLocation::Kind::kEtcd &&
       (p.empty() || p[0] != '/' || p.back() == '/' || p.size() > 512 ||
        p.find_first_of(std::string("\0\n", 2)) != std::string::npos))
-    return InvalidArgument("--store-prefix '" + p + "': must start with '/', not end with '/', at most 512 bytes");
+    return InvalidArgument("--store-prefix '" + p +
+                           "': must start with '/', not end with '/', at most 512 bytes");
   return loc;
 }
 
@@ -77,8 +78,10 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (auto v = r.String("listen", false)) c->listen = *v;
   if (auto v = r.String("db", false, 4096)) c->db = *v;
   if (auto v = r.String("store", false, 8192)) {
-    if (auto loc = ParseStoreLocation(*v); !loc.ok()) r.Error("store", loc.status().message());
-    else c->store = *v;
+    if (auto loc = ParseStoreLocation(*v); !loc.ok())
+      r.Error("store", loc.status().message());
+    else
+      c->store = *v;
   }
   if (auto v = r.String("store_prefix", false, 1024)) c->store_prefix = *v;
   if (auto v = r.Number("findings_retention_days", false, 0, 36500))

@@ -9,8 +9,9 @@
 
 #include <boost/program_options.hpp>
 #include <cerrno>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <future>
 #include <iostream>
@@ -46,7 +47,8 @@ class Digest {
   void Add(const Record& r) {
     const std::string c = ToString(r.collection);
     std::string text = HexOf(state_);
-    for (const std::string* part : {&c, &r.key, &r.job, &r.body}) text += std::to_string(part->size()) + ":" + *part;
+    for (const std::string* part : {&c, &r.key, &r.job, &r.body})
+      text += std::to_string(part->size()) + ":" + *part;
     state_ = Sha256(text);
   }
   std::string hex() const { return HexOf(state_); }
@@ -81,6 +83,10 @@ Result<std::unique_ptr<Store>> OpenTarget(const Target& t) {
 }
 
 int Export(const Target& from, const std::string& out_path) {
+  // Opening a missing SQLite path would create an empty database: a typo must not export nothing.
+  if (std::error_code ec;
+      from.location.kind == StoreLocation::Kind::kSqlite && !std::filesystem::exists(from.location.path, ec))
+    return Fail("no database at " + from.location.path);
   auto store = OpenTarget(from);
   if (!store.ok()) return Fail("cannot open " + from.text + ": " + store.status().message());
   Result<Snapshot> snapshot = (*store)->Load();
@@ -108,7 +114,8 @@ int Export(const Target& from, const std::string& out_path) {
     }
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) return Fail("cannot write " + out_path + ": " + std::strerror(errno));
+  if (::fsync(fd) != 0 || ::close(fd) != 0)
+    return Fail("cannot write " + out_path + ": " + std::strerror(errno));
   std::cout << "exported " << snapshot->records.size() << " records from " << from.text << " to " << out_path
             << "\n";
   return 0;
@@ -144,7 +151,8 @@ int Import(const Target& to, const std::string& in_path) {
       if (!(*j)["records"].is_number_unsigned() || (*j)["records"].get<size_t>() != records.size())
         return bad("the end line counts " + j->value("records", Json()).dump() + " records, the file holds " +
                    std::to_string(records.size()));
-      if (j->value("digest", "") != digest.hex()) return bad("the records do not match the end line's digest");
+      if (j->value("digest", "") != digest.hex())
+        return bad("the records do not match the end line's digest");
       end = true;
       continue;
     }
@@ -240,9 +248,9 @@ int RunStore(int argc, char** argv) {
   Result<StoreLocation> location = ConfiguredStore(config);
   if (!location.ok()) return usage(location.status().message());
   const Target target{*location, config.store_prefix,
-                      location->kind == StoreLocation::Kind::kSqlite ? "sqlite://" + location->path
-                                                                     : config.store + " prefix " +
-                                                                           config.store_prefix};
+                      location->kind == StoreLocation::Kind::kSqlite
+                          ? "sqlite://" + location->path
+                          : config.store + " prefix " + config.store_prefix};
   const std::string file = vm[file_flag].as<std::string>();
   return verb == "export" ? Export(target, file) : Import(target, file);
 }

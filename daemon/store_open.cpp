@@ -15,7 +15,8 @@ Result<std::unique_ptr<Store>> OpenStoreAt(const StoreLocation& location, const 
   return OpenEtcdStore(options);
 }
 
-Result<std::unique_ptr<Store>> OpenConfiguredStore(const DaemonConfig& config, std::optional<EtcdFence> fence) {
+Result<std::unique_ptr<Store>> OpenConfiguredStore(const DaemonConfig& config,
+                                                   std::optional<EtcdFence> fence) {
   Result<StoreLocation> location = ConfiguredStore(config);
   if (!location.ok()) return location.status();
   return OpenStoreAt(*location, config.store_prefix, std::move(fence));

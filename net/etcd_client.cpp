@@ -22,7 +22,8 @@ std::string Base64Encode(const std::string& in) {
   out.reserve((in.size() + 2) / 3 * 4);
   size_t i = 0;
   for (; i + 2 < in.size(); i += 3) {
-    const uint32_t v = (uint32_t(uint8_t(in[i])) << 16) | (uint32_t(uint8_t(in[i + 1])) << 8) | uint8_t(in[i + 2]);
+    const uint32_t v =
+        (uint32_t(uint8_t(in[i])) << 16) | (uint32_t(uint8_t(in[i + 1])) << 8) | uint8_t(in[i + 2]);
     out += kB64[(v >> 18) & 63];
     out += kB64[(v >> 12) & 63];
     out += kB64[(v >> 6) & 63];
@@ -257,7 +258,8 @@ class GatewayEtcdClient final : public EtcdClient {
   }
 
   shepherd::Status Compact(int64_t revision) override {
-    Result<Json> r = Call("/v3/kv/compaction", Json{{"revision", std::to_string(revision)}, {"physical", true}});
+    Result<Json> r =
+        Call("/v3/kv/compaction", Json{{"revision", std::to_string(revision)}, {"physical", true}});
     // Compacting to a revision already compacted reaches the goal all the same.
     if (!r.ok() && r.status().message().find("compacted") != std::string::npos) return Status::Ok();
     return r.status();
@@ -305,7 +307,8 @@ class GatewayEtcdClient final : public EtcdClient {
         err.message = Str(j, "error");
         if (err.message.empty()) err.message = Str(j, "message");
       }
-      if (err.message.empty()) err.message = "HTTP " + std::to_string(r->status) + ": " + r->body.substr(0, 200);
+      if (err.message.empty())
+        err.message = "HTTP " + std::to_string(r->status) + ": " + r->body.substr(0, 200);
       // gRPC code 14 (Unavailable): no leader, leader changed, request timed out; another member may do.
       const bool member_problem = err.code == 14 || err.message.find("no leader") != std::string::npos ||
                                   r->status == 502 || r->status == 503;
@@ -317,7 +320,7 @@ class GatewayEtcdClient final : public EtcdClient {
       // An answer etcd gave: not a reason to wait for another member.
       Code code = Code::kInternal;
       if (err.code == 3 || err.code == 11) code = Code::kInvalidArgument;  // InvalidArgument, OutOfRange
-      if (err.code == 8) code = Code::kResourceExhausted;                 // NOSPACE, too many requests
+      if (err.code == 8) code = Code::kResourceExhausted;                  // NOSPACE, too many requests
       if (err.code == 5) code = Code::kNotFound;
       return Status(code, std::string("etcd ") + path + " on " + endpoint + ": " + err.message);
     }

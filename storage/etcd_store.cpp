@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "core/time.h"
@@ -30,8 +31,10 @@ using net::EtcdClient;
 using net::EtcdCompare;
 using net::EtcdOp;
 
-constexpr int64_t kLoadPage = 1000;  // keys per Range call at start-up
-constexpr int64_t kOpOverheadBytes = 64;  // JSON around one op: {"request_put":{"key":"","value":""}},
+constexpr int64_t kLoadPage = 1000;       // keys per Range call at start-up
+// What etcd counts against --max-request-bytes is the request's protobuf (raw keys and values; the
+// gateway decodes the base64): an op's key and value plus a few bytes of framing, counted generously.
+constexpr int64_t kOpOverheadBytes = 32;
 
 std::optional<Collection> ParseCollection(std::string_view s) {
   for (Collection c : {Collection::kNodes, Collection::kJobs, Collection::kAttempts, Collection::kCheckpoints,
@@ -41,8 +44,8 @@ std::optional<Collection> ParseCollection(std::string_view s) {
   return std::nullopt;
 }
 
-int64_t Base64Size(size_t n) {
-  return static_cast<int64_t>((n + 2) / 3 * 4);
+int64_t RawSize(size_t n) {
+  return static_cast<int64_t>(n);
 }
 
 std::string EncodeValue(uint64_t seq, const Record& r) {
@@ -110,8 +113,9 @@ class EtcdStore final : public Store {
       for (net::EtcdKeyValue& kv : page->kvs) {
         const std::string rest = kv.key.substr(from.size());
         const size_t slash = rest.find('/');
-        std::optional<Collection> c =
-            slash == std::string::npos ? std::nullopt : ParseCollection(std::string_view(rest).substr(0, slash));
+        std::optional<Collection> c = slash == std::string::npos
+                                          ? std::nullopt
+                                          : ParseCollection(std::string_view(rest).substr(0, slash));
         if (!c) return Internal(Where() + " holds a record of unknown collection: " + kv.key);
         Loaded l{0, kv.create_revision, Record{*c, rest.substr(slash + 1), {}, {}}};
         if (!DecodeValue(kv.value, l.seq, l.record.job, l.record.body))
@@ -144,7 +148,9 @@ class EtcdStore final : public Store {
   }
 
   Status Quarantine(const Record& r, const std::string& reason) override {
-    nlohmann::json q = {{"job", r.job}, {"body", r.body}, {"reason", reason},
+    nlohmann::json q = {{"job", r.job},
+                        {"body", r.body},
+                        {"reason", reason},
                         {"at", FormatRfc3339(std::chrono::system_clock::now())}};
     const std::string key = RecordKey(r.collection, r.key);
     std::vector<EtcdOp> ops = {
@@ -205,62 +211,70 @@ class EtcdStore final : public Store {
   }
 
   Status LeadershipLost() const {
-    return FailedPrecondition("leadership lost: the leader key " + options_.fence->leader_key +
-                              " no longer has create_revision " +
-                              std::to_string(options_.fence->create_revision) +
-                              " (another replica leads, or this one's lease expired); nothing more is written");
+    return FailedPrecondition(
+        "leadership lost: the leader key " + options_.fence->leader_key + " no longer has create_revision " +
+        std::to_string(options_.fence->create_revision) +
+        " (another replica leads, or this one's lease expired); nothing more is written");
   }
 
   int64_t OpBytes(const EtcdOp& op) const {
-    return Base64Size(op.key.size()) + Base64Size(op.value.size()) + kOpOverheadBytes;
+    return RawSize(op.key.size()) + RawSize(op.value.size()) + kOpOverheadBytes;
   }
 
-  // Adds `batch` to `txn`, folding a key written twice into its last write. The batch's ops alone, folded,
-  // must fit the limits (else kInvalidArgument); `fits` says whether txn with it still does.
-  // Assigns sequences: a put of a key the store holds keeps its sequence; a new key (or one erased
-  // earlier) gets the next one.
-  void Add(Txn& txn, const WriteBatch& batch, std::unordered_map<std::string, uint64_t>& seqs,
-           uint64_t& next_seq) const {
+  // Adds `batch` to `txn`, folding a key written twice into its last write, and assigns sequences: a put
+  // of a key the store holds keeps its sequence; a new key (or one erased earlier) gets the next one.
+  void Add(Txn& txn, const WriteBatch& batch) {
     for (const WriteBatch::Op& op : batch.ops) {
-      const std::string key = RecordKey(op.record.collection, op.record.key);
+      std::string key = RecordKey(op.record.collection, op.record.key);
       EtcdOp e;
-      e.key = key;
       if (op.erase) {
         e.kind = EtcdOp::Kind::kDelete;
-        seqs.erase(key);
+        seq_by_key_.erase(key);
       } else {
-        auto [it, inserted] = seqs.emplace(key, next_seq);
-        if (inserted) ++next_seq;
+        auto [it, inserted] = seq_by_key_.emplace(key, next_seq_);
+        if (inserted) ++next_seq_;
         e.kind = EtcdOp::Kind::kPut;
         e.value = EncodeValue(it->second, op.record);
       }
-      auto at = txn.index.find(key);
+      e.key = std::move(key);
+      auto at = txn.index.find(e.key);
       if (at != txn.index.end()) {
-        txn.bytes -= OpBytes(txn.ops[at->second]);
-        txn.bytes += OpBytes(e);
+        txn.bytes += OpBytes(e) - OpBytes(txn.ops[at->second]);
         txn.ops[at->second] = std::move(e);
       } else {
         txn.bytes += OpBytes(e);
-        txn.index.emplace(key, txn.ops.size());
+        txn.index.emplace(e.key, txn.ops.size());
         txn.ops.push_back(std::move(e));
       }
     }
   }
 
-  bool Fits(const Txn& txn) const {
-    return static_cast<int64_t>(txn.ops.size()) <= options_.max_ops_per_txn &&
-           txn.bytes <= options_.max_txn_bytes;
+  // What `txn` would hold with `batch` added, without adding it: operations exactly (folded keys count
+  // once), bytes as an upper bound (a folded write counts again). Nothing is copied.
+  std::pair<int64_t, int64_t> Grown(const Txn& txn, const WriteBatch& batch) const {
+    int64_t ops = static_cast<int64_t>(txn.ops.size()), bytes = txn.bytes;
+    std::unordered_set<std::string> added;
+    for (const WriteBatch::Op& op : batch.ops) {
+      std::string key = RecordKey(op.record.collection, op.record.key);
+      const int64_t value = op.erase ? 0
+                                     : 24 + std::to_string(op.record.job.size()).size() +
+                                           op.record.job.size() + op.record.body.size();
+      bytes += RawSize(key.size()) + RawSize(static_cast<size_t>(value)) + kOpOverheadBytes;
+      if (!txn.index.count(key) && added.insert(std::move(key)).second) ++ops;
+    }
+    return {ops, bytes};
   }
 
-  // The batch alone, folded, against the limits.
+  bool Fits(std::pair<int64_t, int64_t> size) const {
+    return size.first <= options_.max_ops_per_txn && size.second <= options_.max_txn_bytes;
+  }
+
+  // The batch alone against the limits.
   Status CheckAlone(const WriteBatch& batch) const {
-    Txn alone;
-    std::unordered_map<std::string, uint64_t> seqs;
-    uint64_t next = 0;
-    Add(alone, batch, seqs, next);
-    if (Fits(alone)) return Status::Ok();
-    return InvalidArgument("a write of " + std::to_string(alone.ops.size()) + " operations and about " +
-                           std::to_string(alone.bytes) + " bytes exceeds etcd's limits for one transaction (" +
+    const auto [ops, bytes] = Grown(Txn{}, batch);
+    if (Fits({ops, bytes})) return Status::Ok();
+    return InvalidArgument("a write of " + std::to_string(ops) + " operations and about " +
+                           std::to_string(bytes) + " bytes exceeds etcd's limits for one transaction (" +
                            std::to_string(options_.max_ops_per_txn) + " operations, " +
                            std::to_string(options_.max_txn_bytes) + " bytes)");
   }
@@ -274,24 +288,29 @@ class EtcdStore final : public Store {
       Result<net::EtcdTxnResult> r = client_->Txn(Fence(), txn.ops);
       if (r.ok()) {
         if (waited)
-          spdlog::info("storage: etcd answers again after {} ms",
-                       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                                             start)
-                           .count());
+          spdlog::info(
+              "storage: etcd answers again after {} ms",
+              std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)
+                  .count());
         if (!r->succeeded) return LeadershipLost();
         last_revision_ = r->revision;
         return Status::Ok();
       }
-      if (r.status().code() != Code::kUnavailable) return r.status();
+      // No member answered, or etcd sheds load ("too many requests"): wait. Any other answer is final.
+      const bool shed = r.status().code() == Code::kResourceExhausted &&
+                        r.status().message().find("too many requests") != std::string::npos;
+      if (r.status().code() != Code::kUnavailable && !shed) return r.status();
       const auto waited_for = std::chrono::steady_clock::now() - start;
       if (waited_for >= options_.unavailable_wait)
-        return Unavailable("etcd did not answer for " +
-                           std::to_string(std::chrono::duration_cast<std::chrono::seconds>(waited_for).count()) +
-                           " s: " + r.status().message());
+        return Unavailable(
+            "etcd did not answer for " +
+            std::to_string(std::chrono::duration_cast<std::chrono::seconds>(waited_for).count()) +
+            " s: " + r.status().message());
       if (!waited)
-        spdlog::warn("storage: etcd does not answer ({}): writes wait for it, at most {} s, then the daemon stops",
-                     r.status().message(),
-                     std::chrono::duration_cast<std::chrono::seconds>(options_.unavailable_wait).count());
+        spdlog::warn(
+            "storage: etcd does not answer ({}): writes wait for it, at most {} s, then the daemon stops",
+            r.status().message(),
+            std::chrono::duration_cast<std::chrono::seconds>(options_.unavailable_wait).count());
       waited = true;
       std::unique_lock<std::mutex> lock(mu_);
       if (work_cv_.wait_for(lock, delay, [&] { return stopping_; }))
@@ -329,7 +348,8 @@ class EtcdStore final : public Store {
   }
 
   Status FailedOutcome() const {
-    return Status(failure_.code(), "storage is failed since an earlier write error (" + failure_.message() + ")");
+    return Status(failure_.code(),
+                  "storage is failed since an earlier write error (" + failure_.message() + ")");
   }
 
   void WriterLoop() {
@@ -339,7 +359,8 @@ class EtcdStore final : public Store {
         std::unique_lock<std::mutex> lock(mu_);
         work_cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
         if (queue_.empty()) return;
-        const size_t n = std::min(queue_.size(), static_cast<size_t>(std::max(1, options_.max_batches_per_commit)));
+        const size_t n =
+            std::min(queue_.size(), static_cast<size_t>(std::max(1, options_.max_batches_per_commit)));
         group.insert(group.end(), std::make_move_iterator(queue_.begin()),
                      std::make_move_iterator(queue_.begin() + static_cast<ptrdiff_t>(n)));
         queue_.erase(queue_.begin(), queue_.begin() + static_cast<ptrdiff_t>(n));
@@ -349,13 +370,6 @@ class EtcdStore final : public Store {
         continue;
       }
       if (!loaded_) SeedSequences();
-      std::unordered_map<std::string, uint64_t> seqs;
-      uint64_t next_seq;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        seqs = seq_by_key_;  // committed state; replaced by the working copy as transactions commit
-        next_seq = next_seq_;
-      }
       size_t i = 0;
       while (i < group.size() && failure_.ok()) {
         Txn txn;
@@ -369,14 +383,9 @@ class EtcdStore final : public Store {
               break;
             }
           }
-          Txn tentative = txn;
-          auto tentative_seqs = seqs;
-          uint64_t tentative_next = next_seq;
-          Add(tentative, group[i].batch, tentative_seqs, tentative_next);
-          if (txn.batches > 0 && !Fits(tentative)) break;  // commit what we have; this batch starts the next
-          txn = std::move(tentative);
-          seqs = std::move(tentative_seqs);
-          next_seq = tentative_next;
+          // Commit what we have when this batch does not fit too; it starts the next transaction.
+          if (txn.batches > 0 && !Fits(Grown(txn, group[i].batch))) break;
+          Add(txn, group[i].batch);
           ++txn.batches;
           ++i;
         }
@@ -390,11 +399,6 @@ class EtcdStore final : public Store {
           Fail(s);
           Finish(group, txn.first, txn.batches, failure_);
           break;
-        }
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          seq_by_key_ = seqs;
-          next_seq_ = next_seq;
         }
         Finish(group, txn.first, txn.batches, Status::Ok());
         MaybeCompact();
@@ -421,11 +425,14 @@ class EtcdStore final : public Store {
 
   std::mutex mu_;
   std::condition_variable work_cv_, flush_cv_;
-  std::deque<Pending> queue_;                             // guarded by mu_
-  uint64_t submitted_ = 0, finished_ = 0;                 // guarded by mu_
-  bool stopping_ = false;                                 // guarded by mu_
-  std::unordered_map<std::string, uint64_t> seq_by_key_;  // guarded by mu_: committed records' sequences
-  uint64_t next_seq_ = 0;                                 // guarded by mu_
+  std::deque<Pending> queue_;              // guarded by mu_
+  uint64_t submitted_ = 0, finished_ = 0;  // guarded by mu_
+  bool stopping_ = false;                  // guarded by mu_
+  // The records' sequences (Load's order). Set by Load and Quarantine (start-up, before the first Write:
+  // the queue's mutex orders them before the writer's use), then the writer thread's alone. After a failed
+  // transaction they may name writes that did not happen: the store is failed then and writes no more.
+  std::unordered_map<std::string, uint64_t> seq_by_key_;
+  uint64_t next_seq_ = 0;
   std::atomic<bool> loaded_{false};
   std::thread thread_;  // last: starts after everything above is built
 };
@@ -434,7 +441,8 @@ class EtcdStore final : public Store {
 
 Result<std::unique_ptr<Store>> OpenEtcdStore(const EtcdStoreOptions& options) {
   if (options.prefix.empty() || options.prefix.back() == '/')
-    return InvalidArgument("store prefix must be non-empty without a trailing slash: '" + options.prefix + "'");
+    return InvalidArgument("store prefix must be non-empty without a trailing slash: '" + options.prefix +
+                           "'");
   if (options.max_ops_per_txn < 1) return InvalidArgument("max_ops_per_txn must be at least 1");
   if (options.max_txn_bytes < 1024) return InvalidArgument("max_txn_bytes must be at least 1024");
   if (options.max_batches_per_commit < 1) return InvalidArgument("max_batches_per_commit must be at least 1");
@@ -456,14 +464,15 @@ Result<std::unique_ptr<Store>> OpenEtcdStore(const EtcdStoreOptions& options) {
     // Keys under the prefix that are not the leader election's: another application's (or a typo'd prefix).
     const std::string under = options.prefix + "/";
     Result<net::EtcdRangeResult> any = c.Range(under, true, 16, 0, /*keys_only=*/true);
-    if (!any.ok()) return Status(any.status().code(), "cannot open store " + where + ": " + any.status().message());
+    if (!any.ok())
+      return Status(any.status().code(), "cannot open store " + where + ": " + any.status().message());
     for (const net::EtcdKeyValue& kv : any->kvs) {
       const bool election = kv.key.rfind(options.prefix + "/leader", 0) == 0 ||
                             (options.fence && kv.key == options.fence->leader_key);
       if (!election)
-        return FailedPrecondition("refusing store " + where + ": the prefix holds keys that are not Shepherd's (" +
-                                  kv.key + ") and no " + schema_key +
-                                  "; choose another --store-prefix (nothing was written)");
+        return FailedPrecondition("refusing store " + where +
+                                  ": the prefix holds keys that are not Shepherd's (" + kv.key + ") and no " +
+                                  schema_key + "; choose another --store-prefix (nothing was written)");
     }
     // Create the schema key only if it is still absent (another replica may be doing the same).
     std::vector<EtcdCompare> compares = {EtcdCompare{
@@ -473,7 +482,8 @@ Result<std::unique_ptr<Store>> OpenEtcdStore(const EtcdStoreOptions& options) {
                                      .target = EtcdCompare::Target::kCreateRevision,
                                      .number = options.fence->create_revision});
     Result<net::EtcdTxnResult> t = c.Txn(
-        compares, {EtcdOp{.kind = EtcdOp::Kind::kPut, .key = schema_key, .value = std::to_string(kEtcdSchemaVersion)}});
+        compares,
+        {EtcdOp{.kind = EtcdOp::Kind::kPut, .key = schema_key, .value = std::to_string(kEtcdSchemaVersion)}});
     if (!t.ok()) return Status(t.status().code(), "cannot open store " + where + ": " + t.status().message());
     schema = c.Range(schema_key, false);
     if (!schema.ok())
@@ -490,7 +500,8 @@ Result<std::unique_ptr<Store>> OpenEtcdStore(const EtcdStoreOptions& options) {
   if (version > kEtcdSchemaVersion)
     return FailedPrecondition("refusing store " + where + ": written by a newer shepherdd (schema " +
                               std::to_string(version) + ", this binary knows " +
-                              std::to_string(kEtcdSchemaVersion) + "); upgrade shepherdd (nothing was written)");
+                              std::to_string(kEtcdSchemaVersion) +
+                              "); upgrade shepherdd (nothing was written)");
   return std::unique_ptr<Store>(new EtcdStore(options, std::move(*reader), std::move(*writer), revision));
 }
 
@@ -516,9 +527,9 @@ Result<StoreLocation> ParseStoreLocation(const std::string& text) {
     const std::string hp = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     const size_t colon = hp.rfind(':');
     if (hp.empty() || colon == std::string::npos || colon == 0 || colon + 1 == hp.size() ||
-        hp.find('/') != std::string::npos || hp.find_first_not_of("0123456789", colon + 1) != std::string::npos ||
-        hp.size() - colon - 1 > 5 || std::atoi(hp.c_str() + colon + 1) < 1 ||
-        std::atoi(hp.c_str() + colon + 1) > 65535)
+        hp.find('/') != std::string::npos ||
+        hp.find_first_not_of("0123456789", colon + 1) != std::string::npos || hp.size() - colon - 1 > 5 ||
+        std::atoi(hp.c_str() + colon + 1) < 1 || std::atoi(hp.c_str() + colon + 1) > 65535)
       return refuse("endpoint '" + hp + "' is not HOST:PORT");
     loc.endpoints.push_back("http://" + hp);
     if (comma == std::string::npos) break;

@@ -44,12 +44,16 @@ struct EtcdStoreOptions {
   std::string prefix = "/shepherd";    // no trailing slash
   std::optional<EtcdFence> fence;      // none: unfenced (single writer, tools such as import)
   int max_ops_per_txn = 128;           // etcd's --max-txn-ops default
-  int64_t max_txn_bytes = 1 << 20;     // under etcd's 1.5 MiB --max-request-bytes default
+  // Keys and values per transaction, under etcd's 1.5 MiB --max-request-bytes default (which counts them
+  // raw, as protobuf) with room for the compares and framing.
+  int64_t max_txn_bytes = 5 << 18;  // 1.25 MiB
   int64_t compact_every = 10000;       // revisions between compactions
   std::chrono::milliseconds timeout{5000};  // per etcd call and endpoint
   // How long a write waits while no etcd member answers (no quorum, every endpoint down) before the store
   // fails: the writer thread waits, as SQLite's lock wait does, and the daemon goes on answering.
-  std::chrono::milliseconds unavailable_wait{30000};
+  // 120 s, as SQLite's lock wait: an etcd that loses quorum for 30 s (a member rebooting while another is
+  // down) costs the daemon nothing but the wait.
+  std::chrono::milliseconds unavailable_wait{120000};
   int max_batches_per_commit = 1024;  // group-commit bound (then split into transactions)
 };
 

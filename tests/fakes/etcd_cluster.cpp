@@ -103,8 +103,8 @@ std::vector<std::string> EtcdCluster::endpoints() const {
 
 std::string EtcdCluster::store_url() const {
   std::string out = "etcd://";
-  for (int i = 0; i < size(); ++i) out += (i ? "," : "") + std::string("127.0.0.1:") +
-                                          std::to_string(members_[i].client_port);
+  for (int i = 0; i < size(); ++i)
+    out += (i ? "," : "") + std::string("127.0.0.1:") + std::to_string(members_[i].client_port);
   return out;
 }
 
@@ -129,17 +129,28 @@ void EtcdCluster::Start(int i) {
   Member& m = members_[i];
   const char* env = std::getenv("ETCD");
   std::vector<std::string> args = {env && *env ? env : "/usr/bin/etcd",
-                                   "--name", m.name,
-                                   "--data-dir", dir_ + "/" + m.name + ".etcd",
-                                   "--listen-client-urls", Url(m.client_port),
-                                   "--advertise-client-urls", Url(m.client_port),
-                                   "--listen-peer-urls", Url(m.peer_port),
-                                   "--initial-advertise-peer-urls", Url(m.peer_port),
-                                   "--initial-cluster", initial_cluster_,
-                                   "--initial-cluster-token", "shepherd-test-" + std::to_string(getpid()),
-                                   "--initial-cluster-state", "new",
-                                   "--logger", "zap",
-                                   "--log-level", "warn"};
+                                   "--name",
+                                   m.name,
+                                   "--data-dir",
+                                   dir_ + "/" + m.name + ".etcd",
+                                   "--listen-client-urls",
+                                   Url(m.client_port),
+                                   "--advertise-client-urls",
+                                   Url(m.client_port),
+                                   "--listen-peer-urls",
+                                   Url(m.peer_port),
+                                   "--initial-advertise-peer-urls",
+                                   Url(m.peer_port),
+                                   "--initial-cluster",
+                                   initial_cluster_,
+                                   "--initial-cluster-token",
+                                   "shepherd-test-" + std::to_string(getpid()),
+                                   "--initial-cluster-state",
+                                   "new",
+                                   "--logger",
+                                   "zap",
+                                   "--log-level",
+                                   "warn"};
   const std::string log_path = dir_ + "/" + m.name + ".log";
   const pid_t parent = getpid();
   pid_t pid = fork();

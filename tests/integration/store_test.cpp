@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
-#include <thread>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "core/json.h"
 #include "net/http_client.h"
@@ -112,7 +112,7 @@ TEST(EtcdDaemon, StartUpRefusalsAreClearAndWriteNothing) {
   EXPECT_NE(bad.output.find("--store 'etcd://h'"), std::string::npos) << bad.output;
   Ran both = Shepherdd(dir.path, {"--store", "sqlite://" + dir.path + "/a.db", "--db", dir.path + "/b.db"});
   EXPECT_EQ(both.code, 2);
-  EXPECT_NE(both.output.find("not both"), std::string::npos) << both.output;
+  EXPECT_NE(both.output.find("name different databases"), std::string::npos) << both.output;
   Ran prefix = Shepherdd(dir.path, {"--store", "etcd://127.0.0.1:1", "--store-prefix", "fleet/"});
   EXPECT_EQ(prefix.code, 2);
   EXPECT_NE(prefix.output.find("--store-prefix 'fleet/'"), std::string::npos) << prefix.output;
@@ -128,8 +128,8 @@ TEST(EtcdDaemon, StartUpRefusalsAreClearAndWriteNothing) {
                            std::chrono::seconds(5));
     ASSERT_TRUE(r.ok() && r->status == 200);
   }
-  Ran foreign =
-      Shepherdd(dir.path, {"--listen", "127.0.0.1:0", "--store", etcd.store_url(), "--store-prefix", "/theirs"});
+  Ran foreign = Shepherdd(
+      dir.path, {"--listen", "127.0.0.1:0", "--store", etcd.store_url(), "--store-prefix", "/theirs"});
   EXPECT_EQ(foreign.code, 1);
   EXPECT_NE(foreign.output.find("not Shepherd's"), std::string::npos) << foreign.output;
   auto c = net::HttpClient::Create({.base_url = etcd.endpoint(0)});
@@ -141,6 +141,27 @@ TEST(EtcdDaemon, StartUpRefusalsAreClearAndWriteNothing) {
   (void)key;
 }
 
+// The configuration file takes the same: store, store_prefix, and findings_retention_days.
+TEST(EtcdDaemon, TheConfigFileNamesTheStoreAndRetention) {
+  EtcdCluster etcd(1);
+  ASSERT_TRUE(etcd.ok()) << etcd.error();
+  TempDir dir;
+  const std::string good = dir.path + "/good.json", bad = dir.path + "/bad.json";
+  std::ofstream(good) << Json{
+      {"store", etcd.store_url()},
+      {"store_prefix", "/from-config"},
+      {"findings_retention_days",
+       10}}.dump();
+  Daemon d(dir.path, {"--config", good, "--store-prefix", "/from-flag"});  // a flag overrides the file
+  ASSERT_TRUE(d.WaitReady()) << d.log();
+  EXPECT_NE(d.log().find("prefix /from-flag"), std::string::npos) << d.log();
+  std::ofstream(bad) << Json{{"store", "etcd://nowhere"}, {"findings_retention_days", -1}}.dump();
+  Ran refused = Shepherdd(dir.path, {"--config", bad});
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.output.find("store"), std::string::npos) << refused.output;
+  EXPECT_NE(refused.output.find("findings_retention_days"), std::string::npos) << refused.output;
+}
+
 TEST(StoreCommand, ExportImportRoundTripSqliteEtcdSqlite) {
   EtcdCluster etcd(1);
   ASSERT_TRUE(etcd.ok()) << etcd.error();
@@ -149,10 +170,12 @@ TEST(StoreCommand, ExportImportRoundTripSqliteEtcdSqlite) {
   {
     Daemon d(dir.path);
     ASSERT_TRUE(d.WaitReady()) << d.log();
-    for (const char* n : {"n1", "n2"}) ASSERT_EQ(Http(d.port(), "POST", "/v1/nodes", NodeBody(n)).status, 201);
+    for (const char* n : {"n1", "n2"})
+      ASSERT_EQ(Http(d.port(), "POST", "/v1/nodes", NodeBody(n)).status, 201);
     for (int i = 0; i < 3; ++i) ASSERT_EQ(Http(d.port(), "POST", "/v1/jobs", JobBody(8)).status, 201);
     // A running daemon holds the database: export is refused, pointing at the online backup.
-    Ran live = Shepherdd(dir.path, {"store", "export", "--store", "sqlite://" + db, "--out", dir.path + "/live.jsonl"});
+    Ran live = Shepherdd(dir.path,
+                         {"store", "export", "--store", "sqlite://" + db, "--out", dir.path + "/live.jsonl"});
     EXPECT_EQ(live.code, 1);
     EXPECT_NE(live.output.find(".backup"), std::string::npos) << live.output;
     EXPECT_FALSE(std::filesystem::exists(dir.path + "/live.jsonl"));
@@ -166,9 +189,11 @@ TEST(StoreCommand, ExportImportRoundTripSqliteEtcdSqlite) {
   ASSERT_EQ(i1.code, 0) << i1.output;
   Ran e2 = Shepherdd(dir.path, {"store", "export", "--store", etcd.store_url(), "--out", b});
   ASSERT_EQ(e2.code, 0) << e2.output;
-  Ran i2 = Shepherdd(dir.path, {"store", "import", "--store", "sqlite://" + dir.path + "/copy.db", "--in", b});
+  Ran i2 =
+      Shepherdd(dir.path, {"store", "import", "--store", "sqlite://" + dir.path + "/copy.db", "--in", b});
   ASSERT_EQ(i2.code, 0) << i2.output;
-  Ran e3 = Shepherdd(dir.path, {"store", "export", "--store", "sqlite://" + dir.path + "/copy.db", "--out", c});
+  Ran e3 =
+      Shepherdd(dir.path, {"store", "export", "--store", "sqlite://" + dir.path + "/copy.db", "--out", c});
   ASSERT_EQ(e3.code, 0) << e3.output;
   const std::string text = ReadFile(a);
   // 2 nodes, 3 jobs and whatever else the daemon keeps (its epoch, attempts): at least 5 record lines.
@@ -185,6 +210,12 @@ TEST(StoreCommand, ExportImportRoundTripSqliteEtcdSqlite) {
   Ran over = Shepherdd(dir.path, {"store", "export", "--store", etcd.store_url(), "--out", c});
   EXPECT_EQ(over.code, 1);
   EXPECT_EQ(ReadFile(c), before);
+  // A missing database is not exported as an empty one (and is not created).
+  Ran missing = Shepherdd(dir.path, {"store", "export", "--store", "sqlite://" + dir.path + "/typo.db",
+                                     "--out", dir.path + "/typo.jsonl"});
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_NE(missing.output.find("no database at"), std::string::npos) << missing.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.path + "/typo.db"));
   // A file cut short writes nothing.
   std::ofstream(dir.path + "/cut.jsonl") << text.substr(0, text.rfind("{\"digest\""));
   Ran cut = Shepherdd(dir.path, {"store", "import", "--store", "sqlite://" + dir.path + "/cut.db", "--in",
@@ -210,12 +241,14 @@ TEST(StoreCommand, ADaemonOnTheImportedStoreServesTheSameJobs) {
     d.Signal(SIGTERM);
     ASSERT_EQ(d.Wait(), 0);
   }
-  ASSERT_EQ(Shepherdd(dir.path, {"store", "export", "--store", "sqlite://" + dir.path + "/shepherd.db", "--out",
-                                 dir.path + "/x.jsonl"})
+  ASSERT_EQ(Shepherdd(dir.path, {"store", "export", "--store", "sqlite://" + dir.path + "/shepherd.db",
+                                 "--out", dir.path + "/x.jsonl"})
                 .code,
             0);
-  ASSERT_EQ(Shepherdd(dir.path, {"store", "import", "--store", etcd.store_url(), "--in", dir.path + "/x.jsonl"}).code,
-            0);
+  ASSERT_EQ(
+      Shepherdd(dir.path, {"store", "import", "--store", etcd.store_url(), "--in", dir.path + "/x.jsonl"})
+          .code,
+      0);
   Daemon d(dir.path, {"--store", etcd.store_url()});
   ASSERT_TRUE(d.WaitReady()) << d.log();
   EXPECT_EQ(Http(d.port(), "GET", "/v1/jobs/" + job_id).status, 200);

@@ -42,7 +42,10 @@ TEST_F(EtcdClientTest, PutsAndRangesBinaryKeysAndValuesWithPaging) {
   const std::string value("a\0b\xff\"\n", 6);
   std::vector<EtcdOp> ops;
   for (int i = 0; i < 5; ++i) ops.push_back(Put("/p\xff/k" + std::to_string(i), value + std::to_string(i)));
-  ops.push_back(Put("/p\xff" "0", "outside"));  // sorts after the prefix "/p\xff/"
+  ops.push_back(
+      Put("/p\xff"
+          "0",
+          "outside"));  // sorts after the prefix "/p\xff/"
   ops.push_back(Put("/q", "outside"));
   auto t = client_->Txn({}, ops);
   ASSERT_TRUE(t.ok()) << t.status().message();
@@ -175,7 +178,8 @@ TEST_F(EtcdClientTest, CancelFailsEveryLaterCall) {
 
 TEST(EtcdClientCreateTest, RefusesBadEndpoints) {
   EXPECT_EQ(EtcdClient::Create({}).status().code(), Code::kInvalidArgument);
-  for (const char* bad : {"127.0.0.1:2379", "https://h:1", "http://h", "http://h:", "http://h:12/x", "http://:1"}) {
+  for (const char* bad :
+       {"127.0.0.1:2379", "https://h:1", "http://h", "http://h:", "http://h:12/x", "http://:1"}) {
     auto c = EtcdClient::Create(EtcdClientOptions{.endpoints = {bad}});
     ASSERT_FALSE(c.ok()) << bad;
     EXPECT_EQ(c.status().code(), Code::kInvalidArgument);

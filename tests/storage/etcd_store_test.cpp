@@ -116,7 +116,8 @@ TEST_F(EtcdStoreTest, UpsertKeepsFirstInsertionOrderAndReplacesBodyAndJob) {
   EXPECT_THAT(Describe(s), ElementsAre("jobs/a=3", "jobs/b=2", "jobs/c=1"));
   EXPECT_EQ(s.records[1].job, "owner");
   // A reopened store keeps the places too (its sequences come from Load).
-  ASSERT_TRUE(WriteSync(*store, PutBatch({Rec(Collection::kJobs, "d", "1"), Rec(Collection::kJobs, "a", "4")})).ok());
+  ASSERT_TRUE(
+      WriteSync(*store, PutBatch({Rec(Collection::kJobs, "d", "1"), Rec(Collection::kJobs, "a", "4")})).ok());
   EXPECT_THAT(Describe(LoadOrDie(*store)), ElementsAre("jobs/a=4", "jobs/b=2", "jobs/c=1", "jobs/d=1"));
 }
 
@@ -157,6 +158,19 @@ TEST_F(EtcdStoreTest, FailingBatchLeavesNoneOfItsOps) {
   }
   auto store = Open(Options(etcd_));
   EXPECT_THAT(Describe(LoadOrDie(*store)), ElementsAre("jobs/x=1"));
+}
+
+// The default limit counts what etcd counts (raw bytes): a 1.1 MB record fits one transaction.
+TEST_F(EtcdStoreTest, ARecordOfAMegabyteFitsTheDefaults) {
+  const std::string big(1100000, 'x');
+  {
+    auto store = Open(Options(etcd_));
+    ASSERT_TRUE(WriteSync(*store, PutBatch({Rec(Collection::kFindings, "f", big, "j")})).ok());
+  }
+  auto store = Open(Options(etcd_));
+  Snapshot s = LoadOrDie(*store);
+  ASSERT_EQ(s.records.size(), 1u);
+  EXPECT_EQ(s.records[0].body, big);
 }
 
 TEST_F(EtcdStoreTest, FailedStoreStaysFailedAndWritesNothingMore) {
@@ -248,7 +262,8 @@ TEST_F(EtcdStoreTest, ABatchLargerThanTheLimitsIsRefusedAndFailsTheStore) {
   Status s = WriteSync(*store, std::move(big));
   EXPECT_EQ(s.code(), Code::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("5 operations"));
-  EXPECT_EQ(WriteSync(*store, PutBatch({Rec(Collection::kJobs, "later", "{}")})).code(), Code::kInvalidArgument);
+  EXPECT_EQ(WriteSync(*store, PutBatch({Rec(Collection::kJobs, "later", "{}")})).code(),
+            Code::kInvalidArgument);
   EXPECT_THAT(Keys(etcd_, "/shepherd/r/"), ElementsAre(::testing::Pair("/shepherd/r/meta/k", "0,0,4")));
 
   // Bytes: a body over max_txn_bytes alone.
@@ -278,7 +293,8 @@ TEST_F(EtcdStoreTest, WritesAfterAnotherReplicaTookTheLeaderKeyFailAndNothingIsV
   ASSERT_TRUE(raw->LeaseRevoke(*lease).ok());
   ASSERT_TRUE(raw->Txn({}, {net::EtcdOp{.key = "/shepherd/leader", .value = "replica-b"}}).ok());
 
-  Status s = WriteSync(*store, PutBatch({Rec(Collection::kJobs, "after", "{}"), Rec(Collection::kNodes, "n", "{}")}));
+  Status s = WriteSync(*store,
+                       PutBatch({Rec(Collection::kJobs, "after", "{}"), Rec(Collection::kNodes, "n", "{}")}));
   EXPECT_EQ(s.code(), Code::kFailedPrecondition);
   EXPECT_THAT(s.message(), HasSubstr("leadership lost"));
   Status later = WriteSync(*store, PutBatch({Rec(Collection::kJobs, "later", "{}")}));
@@ -290,7 +306,9 @@ TEST_F(EtcdStoreTest, WritesAfterAnotherReplicaTookTheLeaderKeyFailAndNothingIsV
 
 TEST_F(EtcdStoreTest, QuarantineMovesTheRecordAsideWithTheReason) {
   auto store = Open(Options(etcd_));
-  ASSERT_TRUE(WriteSync(*store, PutBatch({Rec(Collection::kJobs, "ok", "{}"), Rec(Collection::kJobs, "bad", "{x", "bad")})).ok());
+  ASSERT_TRUE(WriteSync(*store, PutBatch({Rec(Collection::kJobs, "ok", "{}"),
+                                          Rec(Collection::kJobs, "bad", "{x", "bad")}))
+                  .ok());
   ASSERT_TRUE(store->Quarantine(Rec(Collection::kJobs, "bad", "{x", "bad"), "not JSON").ok());
   EXPECT_THAT(Describe(LoadOrDie(*store)), ElementsAre("jobs/ok={}"));
   auto q = Keys(etcd_, "/shepherd/quarantine/");
@@ -304,7 +322,8 @@ TEST_F(EtcdStoreTest, HistoryIsCompacted) {
   options.compact_every = 10;
   auto store = Open(options);
   const int64_t first = Revision(etcd_);
-  for (int i = 0; i < 30; ++i) ASSERT_TRUE(WriteSync(*store, PutBatch({Rec(Collection::kMeta, "k", std::to_string(i))})).ok());
+  for (int i = 0; i < 30; ++i)
+    ASSERT_TRUE(WriteSync(*store, PutBatch({Rec(Collection::kMeta, "k", std::to_string(i))})).ok());
   auto old = Raw(etcd_)->Range("/shepherd/r/meta/k", false, 0, first + 1);
   ASSERT_FALSE(old.ok());
   EXPECT_THAT(old.status().message(), HasSubstr("compacted"));
@@ -341,7 +360,8 @@ TEST_F(EtcdStoreTest, RefusesANewerSchemaAndWritesNothing) {
 
 TEST(EtcdStoreStartTest, RefusesAnUnreachableEndpointNamingItInBoundedTime) {
   const auto start = std::chrono::steady_clock::now();
-  auto r = OpenEtcdStore(EtcdStoreOptions{.endpoints = {"http://127.0.0.1:1"}, .timeout = std::chrono::seconds(2)});
+  auto r = OpenEtcdStore(
+      EtcdStoreOptions{.endpoints = {"http://127.0.0.1:1"}, .timeout = std::chrono::seconds(2)});
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), Code::kUnavailable);
@@ -371,6 +391,24 @@ TEST(EtcdStoreClusterTest, OneMemberKilledWritesGoOnTwoStoppedTheWriteWaitsForOn
   EXPECT_TRUE(s.ok()) << s.message();
   auto keys = Keys(etcd, "/shepherd/r/");
   EXPECT_EQ(keys.size(), 3u);
+}
+
+// A member that stops answering (SIGSTOP: its connections stay open, nothing comes back) costs one call
+// timeout, then the others serve.
+TEST(EtcdStoreClusterTest, AStalledMemberIsPassedOver) {
+  EtcdCluster etcd(3);
+  ASSERT_TRUE(etcd.ok()) << etcd.error();
+  EtcdStoreOptions options = Options(etcd);
+  options.timeout = std::chrono::seconds(2);
+  auto store = Open(options);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(WriteSync(*store, PutBatch({Rec(Collection::kJobs, "1", "{}")})).ok());
+  etcd.Pause(0);  // the store's current endpoint
+  Status s = WriteSync(*store, PutBatch({Rec(Collection::kJobs, "2", "{}")}));
+  EXPECT_TRUE(s.ok()) << s.message();
+  etcd.Resume(0);
+  ASSERT_TRUE(etcd.WaitHealthy()) << etcd.error();
+  EXPECT_EQ(Keys(etcd, "/shepherd/r/").size(), 2u);
 }
 
 TEST(EtcdStoreClusterTest, NoQuorumLongerThanTheWaitFailsTheStore) {
