@@ -51,8 +51,11 @@ void FrontDoor::Handle(HttpRequest request, Respond respond) const {
   };
   if (get && path == "/healthz") return answer(path, JsonResponse(200, {{"status", "ok"}}));
   if (get && path == "/readyz") {
-    if (ready_->load(std::memory_order_acquire))
-      return answer(path, JsonResponse(200, {{"status", "ready"}}));
+    if (ready_->load(std::memory_order_acquire)) {
+      Json body{{"status", "ready"}};
+      if (!options_.role.empty()) body["role"] = options_.role;
+      return answer(path, JsonResponse(200, body));
+    }
     return answer(path, ProblemFrom(Unavailable("storage is not open or state is not recovered")));
   }
   if (options_.test_hooks && request.method == "POST" && path == "/test/block-control") {

@@ -56,6 +56,8 @@ struct FrontDoorOptions {
   // Runs a function on the thread that parses bodies over inline_parse_bytes (thread-safe); nullptr: the
   // I/O thread parses them too. REQUIRES: that thread runs nothing posted after the FrontDoor is gone.
   std::function<void(std::function<void()>)> parse_on;
+  // Named in /readyz's answer ("role") when not empty: a replica over an etcd store says it leads.
+  std::string role;
 };
 
 class FrontDoor {

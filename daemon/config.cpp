@@ -72,7 +72,9 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
                "body_reserve_liveness", "body_share_per_identity", "body_share_low_role",
                "body_budget_low_roles", "body_min_rate", "body_rate_grace_s", "read_timeout_s", "ui_dir",
                // Events (docs/events.md).
-               "event_retention", "webhooks"});
+               "event_retention", "webhooks",
+               // Replicas (daemon/leadership.h).
+               "leader_ttl_s", "replica_id"});
   if (auto v = r.String("listen", false)) c->listen = *v;
   if (auto v = r.String("db", false, 4096)) c->db = *v;
   if (auto v = r.String("store", false, 8192)) {
@@ -93,6 +95,8 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
       r.Error("log_level", "must be one of trace, debug, info, warn, error, critical, off");
   }
   if (auto v = r.String("advertise_url", false, 1024)) c->advertise_url = *v;
+  if (auto v = r.Number("leader_ttl_s", false, 2, 3600)) c->leader_ttl_s = static_cast<int64_t>(*v);
+  if (auto v = r.String("replica_id", false, 256)) c->replica_id = *v;
   if (auto v = r.String("client_urls", false, 8192)) {
     if (Result<std::vector<std::string>> urls = net::ParseEndpointList(*v); urls.ok())
       c->client_urls = net::JoinEndpoints(*urls);

@@ -88,6 +88,11 @@ struct DaemonConfig {
   std::vector<WebhookConfig> webhooks;
   // The dashboard's files (/ui/). Empty: DefaultUiDir().
   std::string ui_dir;
+  // Replicas over an etcd store (daemon/leadership.h, docs/operations.md "Replicas and leadership"):
+  // the leader lease's TTL (at least 2 s) and this replica's name in the leader key (default host-pid).
+  // Followers redirect clients to the leader's advertise_url.
+  int64_t leader_ttl_s = 5;
+  std::string replica_id;
 };
 
 // spdlog's level names: trace, debug, info, warn, error, critical, off (spdlog reads any other as off).

@@ -48,7 +48,10 @@ int Serve(int argc, char** argv) {
       "replicas (config \"client_urls\") [the advertise URL]")(
       "salvage", "start even if stored records cannot be decoded: move them aside (records_quarantine)")(
       "slurm",
-      "take the inventory from the Slurm cluster SLURM_CONF names and keep it in sync (docs/slurm.md)");
+      "take the inventory from the Slurm cluster SLURM_CONF names and keep it in sync (docs/slurm.md)")(
+      "leader-ttl-s", po::value<long>(),
+      "with an etcd store: the leader lease's TTL in seconds, at least 2 [5]")(
+      "replica-id", po::value<std::string>(), "with an etcd store: this replica's name [<hostname>-<pid>]");
   po::variables_map vm;
   if (!ParseOnlyOptions(argc, argv, opts, &vm, "shepherdd", " (the daemon takes only options)")) return 2;
   if (vm.count("help")) {
@@ -115,6 +118,13 @@ int Serve(int argc, char** argv) {
     config.client_urls = net::JoinEndpoints(*urls);
   }
   if (vm.count("salvage")) config.salvage = true;
+  if (vm.count("leader-ttl-s")) config.leader_ttl_s = vm["leader-ttl-s"].as<long>();
+  if (config.leader_ttl_s < 2) {
+    std::cerr << "shepherdd: --leader-ttl-s " << config.leader_ttl_s
+              << ": must be at least 2 (the lease is renewed every third of it)\n";
+    return 2;
+  }
+  if (vm.count("replica-id")) config.replica_id = vm["replica-id"].as<std::string>();
   if (vm.count("ui-dir")) config.ui_dir = vm["ui-dir"].as<std::string>();
   if (!config.ui_dir.empty()) {
     if (Status s = CheckUiDir(config.ui_dir); !s.ok()) {

@@ -28,6 +28,8 @@
 #include "api/http_server.h"
 #include "api/plan_runner.h"
 #include "daemon/commands.h"
+#include "daemon/follower.h"
+#include "daemon/leadership.h"
 #include "daemon/remediation_hook.h"
 #include "daemon/slurm_job_asker.h"
 #include "daemon/slurm_launch.h"
@@ -89,8 +91,8 @@ std::size_t FitConnectionsToOpenFiles(std::size_t wanted, std::size_t probe_rese
 // and stop every rank of the fleet. For the same reason a file that does not load (missing, not JSON, an
 // invalid node) leaves the stored inventory whole, with the error in the log, once there is one; on a first
 // start (no stored nodes) it stops the start. The store failing stops the start.
-Status LoadInventory(const DaemonConfig& config, Controller* controller, Store* store,
-                     asio::io_context* ioc) {
+Status LoadInventory(const DaemonConfig& config, Controller* controller, Store* store, asio::io_context* ioc,
+                     const std::function<bool()>& held) {
   auto nodes = LoadInventoryFile(config.inventory, config.controller.levels);
   if (!nodes.ok()) {
     const std::size_t stored = controller->node_count();
@@ -116,6 +118,7 @@ Status LoadInventory(const DaemonConfig& config, Controller* controller, Store* 
     });
   }
   while (pending > 0) {
+    if (!held()) return Unavailable("leadership lost while loading the inventory");
     store->Flush();
     ioc->restart();
     ioc->poll();
@@ -127,21 +130,42 @@ Status LoadInventory(const DaemonConfig& config, Controller* controller, Store* 
   return first_error;
 }
 
-}  // namespace
+// How a term of serving ended: the exit code (SIGTERM: 0, a storage failure: 1), or deposed (leadership
+// lost: the replica follows again).
+struct TermEnd {
+  int exit_code = 0;
+  bool deposed = false;
+};
 
-int RunDaemon(const DaemonConfig& config) {
-  spdlog::set_level(spdlog::level::from_str(config.log_level));
-  std::string host;
-  uint16_t port = 0;
-  if (Status s = SplitHostPort(config.listen, &host, &port); !s.ok()) {
-    spdlog::error("{}", s.message());
-    return 2;
-  }
-  auto store = OpenConfiguredStore(config);
-  if (!store.ok()) {
-    spdlog::error("cannot open the store: {}", store.status().message());
-    return 1;
-  }
+struct TermContext {
+  Store* store = nullptr;
+  std::string store_name;            // for log lines
+  Leadership* leadership = nullptr;  // null: the only daemon (SQLite); nothing is guarded
+  uint16_t port = 0;                 // where to listen
+  bool write_port_file = true;       // the first bind writes it; replicas write it once
+};
+
+// The daemon's whole path over an open store: recover, serve, tick, until SIGTERM/SIGINT, a storage failure,
+// or (with leadership) the end of this replica's term. A deposed leader does nothing more: every function
+// the control thread runs and every tick first checks leadership->HeldAt(now), and when it no longer holds,
+// runs nothing, stops serving at once (no drain; what waits is answered 503 or dropped) and returns.
+TermEnd ServeTerm(const DaemonConfig& config, const TermContext& term) {
+  const std::string host = [&] {
+    std::string h;
+    uint16_t p = 0;
+    (void)SplitHostPort(config.listen, &h, &p);
+    return h;
+  }();
+  const uint16_t port = term.port;
+  Store* const store_ptr = term.store;
+  Leadership* const leadership = term.leadership;
+  using Steady = std::chrono::steady_clock;
+  // Whether this process may act now: always for the only daemon; while the lease holds for a replica.
+  const std::function<bool()> held = [leadership] {
+    return leadership == nullptr || leadership->HeldAt(Steady::now());
+  };
+  bool deposed = false;
+  std::function<void()> depose;  // set once the server exists; runs on the control thread
   asio::io_context ioc(1);
   SystemClock clock;
   ControllerOptions controller_options = config.controller;
@@ -163,11 +187,11 @@ int RunDaemon(const DaemonConfig& config) {
     auto tokens = LoadTokensFile(config.tokens_file);
     if (!tokens.ok()) {
       spdlog::error("{}", tokens.status().message());
-      return 2;
+      return {.exit_code = 2};
     }
     if (tokens->empty()) {
       spdlog::error("tokens file {} lists no token", config.tokens_file);
-      return 2;
+      return {.exit_code = 2};
     }
     spdlog::info("auth: {} tokens from {}", tokens->size(), config.tokens_file);
     authenticator.SetStatic(std::move(tokens).value());
@@ -180,23 +204,28 @@ int RunDaemon(const DaemonConfig& config) {
   // Each hold is timed (shepherd_control_hold_seconds): no request may hold the control thread for long.
   ControlLock control_lock;
   Metrics metrics;
-  using Steady = std::chrono::steady_clock;
-  const Post post = [&ioc, &control_lock, &metrics](std::function<void()> fn) {
-    asio::post(ioc, [&control_lock, &metrics, fn = std::move(fn)] {
+  // A replica runs nothing once its lease may have expired (a SIGSTOPped leader resumed after its TTL
+  // checks here before anything else).
+  const Post post = [&ioc, &control_lock, &metrics, &held, &depose](std::function<void()> fn) {
+    asio::post(ioc, [&control_lock, &metrics, &held, &depose, fn = std::move(fn)] {
+      if (!held()) {
+        if (depose) depose();
+        return;
+      }
       std::unique_lock hold(control_lock);
       const auto start = Steady::now();
       fn();
       metrics.ObserveControlHold(std::chrono::duration<double>(Steady::now() - start).count());
     });
   };
-  Controller controller(store->get(), &clock, post, controller_options);
+  Controller controller(store_ptr, &clock, post, controller_options);
   // Webhooks (daemon/webhooks.h): fed each durable batch's events on the control thread, never blocking it.
   std::unique_ptr<WebhookSender> webhooks;
   if (!config.webhooks.empty()) {
     auto started = WebhookSender::Start(config.webhooks);
     if (!started.ok()) {
       spdlog::error("{}", started.status().message());
-      return 2;
+      return {.exit_code = 2};
     }
     webhooks = std::move(started).value();
     controller.set_on_events([&webhooks](const std::vector<Event>& events) { webhooks->Offer(events); });
@@ -208,16 +237,26 @@ int RunDaemon(const DaemonConfig& config) {
     });
     spdlog::info("webhooks: {} configured", config.webhooks.size());
   }
-  if (Status s = controller.Recover(config.salvage); !s.ok()) {
-    spdlog::error("recovering state from {} failed: {}", DescribeStore(config), s.message());
-    return 1;
+  if (leadership) {
+    metrics.AddSource(
+        [leadership](std::string* out) { *out += LeadershipMetrics(leadership->View(), true); });
   }
-  (*store)->Flush();  // the new epoch is durable before any agent sees a version derived from it
+  if (Status s = controller.Recover(config.salvage); !s.ok()) {
+    spdlog::error("recovering state from {} failed: {}", term.store_name, s.message());
+    if (!held()) return {.deposed = true};
+    return {.exit_code = 1};
+  }
+  store_ptr->Flush();  // the new epoch is durable before any agent sees a version derived from it
   if (!config.inventory.empty()) {
-    if (Status s = LoadInventory(config, &controller, store->get(), &ioc); !s.ok()) {
+    if (Status s = LoadInventory(config, &controller, store_ptr, &ioc, held); !s.ok()) {
       spdlog::error("{}", s.message());
-      return 1;
+      if (!held()) return {.deposed = true};
+      return {.exit_code = 1};
     }
+  }
+  if (!held()) {
+    spdlog::warn("leadership lost while recovering: following again");
+    return {.deposed = true};
   }
 
   Router router(&metrics);
@@ -303,6 +342,7 @@ int RunDaemon(const DaemonConfig& config) {
   front_options.test_hooks = config.test_hooks;
   front_options.json_limits = api_options.json_limits;
   front_options.parse_on = [&parse_ioc](std::function<void()> fn) { asio::post(parse_ioc, std::move(fn)); };
+  if (leadership) front_options.role = "leader";
   if (config.test_hooks) spdlog::warn("test_hooks is on: POST /test/block-control is served. Tests only");
   FrontDoor front(&queue, &reads, &control_lock, &router, &ready, front_options,
                   [&metrics](std::string route, std::string method, int status) {
@@ -311,9 +351,17 @@ int RunDaemon(const DaemonConfig& config) {
   auto server = HttpServer::Start(
       io_ioc, host, port,
       [&front](HttpRequest req, Respond respond) { front.Handle(std::move(req), std::move(respond)); }, http);
+  for (int i = 0; !server.ok() && leadership && i < 100 && held(); ++i) {
+    // The follower's socket may linger a moment: the port is this replica's, bind it again.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    server = HttpServer::Start(
+        io_ioc, host, port,
+        [&front](HttpRequest req, Respond respond) { front.Handle(std::move(req), std::move(respond)); },
+        http);
+  }
   if (!server.ok()) {
     spdlog::error("cannot listen on {}: {}", config.listen, server.status().message());
-    return 1;
+    return {.exit_code = 1};
   }
   uint16_t bound = (*server)->port();
   // Ranks get every replica's URL when the daemon knows them (client_urls), else its own.
@@ -326,11 +374,12 @@ int RunDaemon(const DaemonConfig& config) {
   // drain, never the default action (a test saw exit 143 when it came right after the port file).
   asio::signal_set signals(ioc, SIGINT, SIGTERM);
   asio::signal_set hup(ioc, SIGHUP);
-  spdlog::info("shepherdd listening on {}:{} ({})", host, bound, DescribeStore(config));
-  if (!config.port_file.empty()) {
+  spdlog::info("shepherdd {} on {}:{} (store {})", leadership ? "leading" : "listening", host, bound,
+               term.store_name);
+  if (!config.port_file.empty() && term.write_port_file) {
     if (Status s = WritePortFile(config.port_file, bound); !s.ok()) {
       spdlog::error("{}", s.message());
-      return 1;
+      return {.exit_code = 1};
     }
   }
 
@@ -355,6 +404,7 @@ int RunDaemon(const DaemonConfig& config) {
     ticker.expires_after(tick_interval);
     ticker.async_wait([&](const boost::system::error_code& ec) {
       if (ec || stopping) return;
+      if (!held()) return depose();
       Duration lag = std::chrono::duration_cast<Duration>(Steady::now() - ticker.expiry());
       {
         std::unique_lock hold(control_lock);
@@ -370,18 +420,25 @@ int RunDaemon(const DaemonConfig& config) {
     });
   };
   schedule_tick();
+  // Leadership is watched on the control thread too, so a lost lease stops serving even when nothing else
+  // runs; `grace` 0 for a deposed leader: no drain, long polls and all are cut off at once.
+  asio::steady_timer watch(ioc);
+  std::function<void()> stop_with;
   auto stop = [&](int code, const std::string& why) {
     if (stopping) return;
     stopping = true;
     exit_code = code;
     spdlog::info("shutting down: {}", why);
+    ready.store(false, std::memory_order_release);
+    watch.cancel();
     front.Stop();  // what still waits in a queue is answered 503, not run: no long queue delays the exit
     stop_simulations = true;  // a simulation in progress answers 503 at its next event: the drain needs no wait
     signals.cancel();
     hup.cancel();
     ticker.cancel();
     post([&controller] { controller.ReleaseWaiters(); });  // stop may run inside a locked operation
-    auto grace = std::chrono::milliseconds(static_cast<long>(config.shutdown_grace_s * 1000));
+    auto grace = deposed ? std::chrono::milliseconds(0)
+                         : std::chrono::milliseconds(static_cast<long>(config.shutdown_grace_s * 1000));
     (*server)->Shutdown(grace, [&ioc, &control_work] {
       spdlog::info("all connections drained");
       asio::post(ioc, [&control_work] { control_work.reset(); });
@@ -390,6 +447,20 @@ int RunDaemon(const DaemonConfig& config) {
   signals.async_wait([&](const boost::system::error_code& ec, int sig) {
     if (!ec) stop(0, sig == SIGTERM ? "SIGTERM" : "SIGINT");
   });
+  depose = [&] {
+    if (stopping) return;
+    deposed = true;
+    stop(0, "leadership lost: this replica follows again");
+  };
+  std::function<void()> watch_leadership = [&] {
+    watch.expires_after(std::chrono::milliseconds(50));
+    watch.async_wait([&](const boost::system::error_code& ec) {
+      if (ec || stopping) return;
+      if (!held()) return depose();
+      watch_leadership();
+    });
+  };
+  if (leadership) watch_leadership();
   // SIGHUP re-reads the tokens file; an invalid file keeps the current set (and says why).
   std::function<void()> wait_hup = [&] {
     hup.async_wait([&](const boost::system::error_code& ec, int) {
@@ -414,10 +485,17 @@ int RunDaemon(const DaemonConfig& config) {
   wait_hup();
   controller.set_on_storage_failure([&](const Status& s) {
     ready.store(false, std::memory_order_release);
+    if (leadership) {
+      // A fenced write that failed (another replica leads) or etcd failing: this term ends; the replica
+      // follows and campaigns again once etcd answers.
+      spdlog::error("storage failure: {}", s.message());
+      leadership->Relinquish();
+      return depose();
+    }
     stop(1, "storage failure: " + s.message());
   });
   std::unique_ptr<SlurmLaunchLoop> slurm_launch;
-  if (config.slurm.enabled) {
+  if (config.slurm.enabled && held()) {
     slurm_sync = std::make_unique<SlurmSyncLoop>(config.slurm, config.controller.levels, &controller, post);
     slurm_sync->Start();
     SlurmConfig launch = config.slurm;
@@ -441,13 +519,179 @@ int RunDaemon(const DaemonConfig& config) {
   // Requests the I/O thread queued while draining: answer them (their sessions are gone; nothing is sent).
   ioc.restart();
   ioc.poll();
-  // Every acknowledged write is already durable; let queued background writes finish too.
-  (*store)->Flush();
+  // Every acknowledged write is already durable; let queued background writes finish too (a deposed
+  // leader's fail: they are fenced).
+  store_ptr->Flush();
   ioc.restart();
   ioc.poll();
   if (webhooks) webhooks->Stop();
+  if (deposed) {
+    spdlog::info("term ended: leadership lost");
+    return {.deposed = true};
+  }
+  spdlog::info("shepherdd stopped (exit {})", exit_code);
+  return {.exit_code = exit_code};
+}
+
+// A replica over an etcd store: follower -> (wins) leader -> (loses) follower, until SIGTERM/SIGINT. The
+// signals are caught for the whole run (a thread of their own), so one arriving between two phases is a
+// stop, never the default action.
+int RunReplica(const DaemonConfig& config, const StoreLocation& location) {
+  std::string host;
+  uint16_t port = 0;
+  if (Status s = SplitHostPort(config.listen, &host, &port); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return 2;
+  }
+  std::atomic<bool> stop{false};
+  asio::io_context signal_ioc(1);
+  asio::signal_set signals(signal_ioc, SIGINT, SIGTERM);
+  signals.async_wait([&stop](const boost::system::error_code& ec, int) {
+    if (!ec) stop.store(true, std::memory_order_release);
+  });
+  std::thread signal_thread([&signal_ioc] { signal_ioc.run(); });
+  struct SignalThreadJoin {
+    asio::io_context* ioc;
+    asio::signal_set* set;
+    std::thread* thread;
+    ~SignalThreadJoin() {
+      asio::post(*ioc, [set = set] { set->cancel(); });
+      thread->join();
+    }
+  } join_signals{&signal_ioc, &signals, &signal_thread};
+
+  // Refusals at start-up (an unreachable etcd, a prefix holding another application's keys, a newer
+  // schema) come from opening the store once, unfenced and read-only in effect, before campaigning.
+  {
+    auto probe = OpenConfiguredStore(config, std::nullopt);
+    if (!probe.ok()) {
+      spdlog::error("cannot open the store ({}): {}", DescribeStore(config), probe.status().message());
+      return 1;
+    }
+  }
+
+  // The first follower phase binds the port (port 0: any free one), which every later phase binds again.
+  const std::string replica_id = !config.replica_id.empty() ? config.replica_id : [] {
+    char name[256] = {};
+    (void)::gethostname(name, sizeof(name) - 1);
+    return std::string(name) + "-" + std::to_string(::getpid());
+  }();
+  std::unique_ptr<Leadership> leadership;
+  uint16_t bound = port;
+  std::string own_url;
+  int exit_code = 0;
+  bool port_written = false;
+  while (!stop.load(std::memory_order_acquire)) {
+    FollowerPhase phase{
+        .host = host, .port = bound, .leadership = leadership.get(), .own_url = own_url, .stop = &stop};
+    if (!leadership) {
+      // Bind once to learn the port, then campaign with the URL it gives: the leader key must carry the
+      // URL clients can reach.
+      asio::io_context probe_ioc(1);
+      auto probe = HttpServer::Start(probe_ioc, host, bound,
+                                     [](HttpRequest, Respond respond) { respond(Problem(503, "starting")); });
+      if (!probe.ok()) {
+        spdlog::error("cannot listen on {}: {}", config.listen, probe.status().message());
+        return 1;
+      }
+      bound = (*probe)->port();
+      probe->reset();
+      own_url = !config.advertise_url.empty()
+                    ? config.advertise_url
+                    : "http://" + (host == "0.0.0.0" ? std::string("127.0.0.1") : host) + ":" +
+                          std::to_string(bound);
+      auto started = Leadership::Start(LeadershipOptions{.endpoints = location.endpoints,
+                                                         .prefix = config.store_prefix,
+                                                         .replica_id = replica_id,
+                                                         .advertise_url = own_url,
+                                                         .ttl_s = config.leader_ttl_s});
+      if (!started.ok()) {
+        spdlog::error("{}", started.status().message());
+        return 2;
+      }
+      leadership = std::move(started).value();
+      phase.leadership = leadership.get();
+      phase.port = bound;
+      phase.own_url = own_url;
+    }
+    // The port file is written once the replica answers as it will: as a follower that has looked at the
+    // leader key, or as the leader serving (ServeTerm writes it then).
+    if (!port_written && !config.port_file.empty())
+      phase.on_settled = [&config, &port_written, &bound] {
+        if (Status s = WritePortFile(config.port_file, bound); !s.ok()) spdlog::error("{}", s.message());
+        port_written = true;
+      };
+    auto followed = RunFollowerPhase(phase, nullptr);
+    if (!followed.ok()) {
+      spdlog::error("cannot serve on {}: {}", config.listen, followed.status().message());
+      exit_code = 1;
+      break;
+    }
+    if (*followed == FollowerEnd::kStop) break;
+    const LeadershipView view = leadership->View();
+    if (!view.fence) {  // lost again before the term began
+      leadership->EndTerm();
+      continue;
+    }
+    spdlog::info("leader of {} (term {}, fence revision {})", config.store_prefix, view.changes,
+                 view.fence->create_revision);
+    // A leader's writes wait for an unanswering etcd no longer than its lease lasts (then it has lost
+    // leadership anyway), so a deposed term ends within about a TTL even without a quorum.
+    EtcdStoreOptions store_options;
+    store_options.endpoints = location.endpoints;
+    store_options.prefix = config.store_prefix;
+    store_options.fence = view.fence;
+    store_options.timeout = std::chrono::milliseconds(std::max<int64_t>(1000, config.leader_ttl_s * 1000 / 3));
+    store_options.unavailable_wait = std::chrono::seconds(config.leader_ttl_s);
+    auto store = OpenEtcdStore(store_options);
+    if (!store.ok()) {
+      spdlog::error("cannot open the store ({}) as leader: {}", DescribeStore(config),
+                    store.status().message());
+      leadership->EndTerm();
+      continue;
+    }
+    const TermEnd end = ServeTerm(config, TermContext{.store = store->get(),
+                                                      .store_name = DescribeStore(config),
+                                                      .leadership = leadership.get(),
+                                                      .port = bound,
+                                                      .write_port_file = !port_written});
+    port_written = true;
+    store->reset();
+    leadership->EndTerm();
+    if (!end.deposed) {
+      exit_code = end.exit_code;
+      break;
+    }
+  }
+  if (leadership) leadership->Stop();  // the lease is revoked: another replica leads without waiting
   spdlog::info("shepherdd stopped (exit {})", exit_code);
   return exit_code;
+}
+
+}  // namespace
+
+int RunDaemon(const DaemonConfig& config) {
+  spdlog::set_level(spdlog::level::from_str(config.log_level));
+  std::string host;
+  uint16_t port = 0;
+  if (Status s = SplitHostPort(config.listen, &host, &port); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return 2;
+  }
+  auto location = ConfiguredStore(config);
+  if (!location.ok()) {
+    spdlog::error("{}", location.status().message());
+    return 2;
+  }
+  if (location->kind == StoreLocation::Kind::kEtcd) return RunReplica(config, *location);
+  auto store = OpenConfiguredStore(config);
+  if (!store.ok()) {
+    spdlog::error("cannot open the store: {}", store.status().message());
+    return 1;
+  }
+  return ServeTerm(config,
+                   TermContext{.store = store->get(), .store_name = DescribeStore(config), .port = port})
+      .exit_code;
 }
 
 }  // namespace shepherd

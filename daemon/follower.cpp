@@ -1,0 +1,127 @@
+#include "daemon/follower.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "api/http_server.h"
+#include "api/problem.h"
+
+namespace asio = boost::asio;
+
+namespace shepherd {
+namespace {
+
+constexpr auto kWatchEvery = std::chrono::milliseconds(50);  // how soon a won election ends the phase
+constexpr auto kRebindFor = std::chrono::seconds(10);        // the previous phase's socket may linger
+
+std::string PathOnly(const std::string& target) {
+  return target.substr(0, target.find('?'));
+}
+
+}  // namespace
+
+std::string LeadershipMetrics(const LeadershipView& view, bool leading) {
+  std::string out;
+  out += "# HELP shepherd_leader 1 while this replica leads, else 0.\n# TYPE shepherd_leader gauge\n";
+  out += std::string("shepherd_leader ") + (leading ? "1" : "0") + "\n";
+  out +=
+      "# HELP shepherd_store_up 1 while etcd answers this replica (0: unreachable or without quorum).\n"
+      "# TYPE shepherd_store_up gauge\n";
+  out += std::string("shepherd_store_up ") + (view.store_up ? "1" : "0") + "\n";
+  out +=
+      "# HELP shepherd_leader_changes_total Terms this replica began as leader.\n"
+      "# TYPE shepherd_leader_changes_total counter\n";
+  out += "shepherd_leader_changes_total " + std::to_string(view.changes) + "\n";
+  return out;
+}
+
+HttpResponse FollowerAnswer(const HttpRequest& request, const LeadershipView& view,
+                            const std::string& own_url) {
+  const std::string path = PathOnly(request.target);
+  const bool get = request.method == "GET" || request.method == "HEAD";
+  std::optional<std::string> leader;
+  if (view.leader && view.leader->url != own_url) leader = view.leader->url;
+  if (get && path == "/healthz") return JsonResponse(200, {{"status", "ok"}, {"role", "follower"}});
+  if (get && path == "/readyz") {
+    return JsonResponse(503, {{"ready", false},
+                              {"role", "follower"},
+                              {"leader", leader ? Json(*leader) : Json(nullptr)},
+                              {"store", view.store_up ? "up" : "no quorum"}});
+  }
+  if (get && path == "/metrics") {
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4";
+    r.body = LeadershipMetrics(view, false);
+    return r;
+  }
+  if (!leader) {
+    HttpResponse r =
+        Problem(503, view.store_up ? "this replica follows and no leader is known yet; retry"
+                                   : "etcd has no quorum (or is unreachable): nobody leads; retry");
+    r.headers.emplace_back("Retry-After", "1");
+    return r;
+  }
+  HttpResponse r = JsonResponse(307, {{"leader", *leader}});
+  r.headers.emplace_back("Location", *leader + request.target);
+  return r;
+}
+
+Result<FollowerEnd> RunFollowerPhase(const FollowerPhase& phase, uint16_t* bound) {
+  asio::io_context ioc(1);
+  Leadership* leadership = phase.leadership;
+  const std::string own_url = phase.own_url;
+  auto handler = [leadership, own_url](HttpRequest req, Respond respond) {
+    respond(FollowerAnswer(req, leadership->View(), own_url));
+  };
+  const auto give_up = std::chrono::steady_clock::now() + kRebindFor;
+  Result<std::unique_ptr<HttpServer>> server = Unavailable("not started");
+  while (true) {
+    server = HttpServer::Start(ioc, phase.host, phase.port, handler);
+    if (server.ok() || std::chrono::steady_clock::now() > give_up) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the port is still held; retry
+  }
+  if (!server.ok()) return server.status();
+  if (bound) *bound = (*server)->port();
+  if (phase.on_bound) {
+    if (Status s = phase.on_bound((*server)->port()); !s.ok()) return s;
+  }
+  FollowerEnd end = FollowerEnd::kStop;
+  bool done = false;
+  bool settled_told = false;
+  asio::steady_timer watch(ioc);
+  std::function<void()> arm = [&] {
+    watch.expires_after(kWatchEvery);
+    watch.async_wait([&](const boost::system::error_code& ec) {
+      if (ec || done) return;
+      if (!settled_told && phase.on_settled) {
+        const LeadershipView view = leadership->View();
+        if (view.settled && view.role == ReplicaRole::kFollower &&
+            !leadership->HeldAt(std::chrono::steady_clock::now())) {
+          settled_told = true;
+          phase.on_settled();
+        }
+      }
+      if (phase.stop->load(std::memory_order_acquire)) {
+        end = FollowerEnd::kStop;
+      } else if (leadership->HeldAt(std::chrono::steady_clock::now())) {
+        end = FollowerEnd::kLeading;
+      } else {
+        return arm();
+      }
+      done = true;
+      // No drain: every answer a follower gives is immediate.
+      (*server)->Shutdown(std::chrono::milliseconds(0), [&ioc] { ioc.stop(); });
+    });
+  };
+  arm();
+  ioc.run();
+  server->reset();
+  return end;
+}
+
+}  // namespace shepherd

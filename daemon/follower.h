@@ -1,0 +1,46 @@
+// A follower replica's HTTP answers (docs/operations.md, "Replicas and leadership"). A follower builds no
+// Controller and reads no state: it answers probes and metrics itself and sends every other request to the
+// leader with 307 Temporary Redirect (method and body kept), or 503 + Retry-After while no leader is known.
+//
+// FollowerAnswer is pure (the request and what the replica knows in, the answer out). RunFollowerPhase runs
+// a small HTTP server on the calling thread until this replica leads or the process is asked to stop.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "api/http_types.h"
+#include "core/status.h"
+#include "daemon/leadership.h"
+
+namespace shepherd {
+
+// `own_url`: this replica's URL (a leader record naming it is stale: never redirect to oneself).
+HttpResponse FollowerAnswer(const HttpRequest& request, const LeadershipView& view,
+                            const std::string& own_url);
+
+// The Prometheus lines of a replica's role: shepherd_leader, shepherd_store_up,
+// shepherd_leader_changes_total.
+std::string LeadershipMetrics(const LeadershipView& view, bool leading);
+
+enum class FollowerEnd { kLeading, kStop };
+
+struct FollowerPhase {
+  std::string host;
+  uint16_t port = 0;  // 0 only for the first phase: then *bound receives the port
+  Leadership* leadership = nullptr;
+  std::string own_url;
+  const std::atomic<bool>* stop = nullptr;        // set by the process's SIGTERM/SIGINT handler
+  std::function<Status(uint16_t port)> on_bound;  // optional: once listening
+  // Optional: once this replica has looked at the leader key (and campaigned) and follows, so a port file
+  // written here tells a client that the replica answers as it will (307 to a leader, or 503).
+  std::function<void()> on_settled;
+};
+
+// Serves until leadership->HeldAt(now) (kLeading) or *stop (kStop). The port is re-bound when still held
+// by the previous phase's socket (for a few seconds). kUnavailable when it cannot be bound.
+Result<FollowerEnd> RunFollowerPhase(const FollowerPhase& phase, uint16_t* bound);
+
+}  // namespace shepherd
