@@ -9,7 +9,8 @@
 # Knobs (environment): DURATION (open-loop seconds, 20), MAX_DURATION (closed-loop seconds, 10),
 # CONNECTIONS (32), RATE (Hz, 1), STEP_EVERY (a step report every N ticks, 4), DAEMON_CPU (0), LOAD_CPU (1),
 # PERF=1 (perf record -g the daemon over both of its runs; perf.data is kept), KEEP=1 (keep the work dir),
-# WAIT_QUIET=S (wait up to S s, before submitting the job, for the shared machine to be idle).
+# WAIT_QUIET=S (wait up to S s, before submitting the job, for the shared machine to be idle), ETCD=1 (the
+# daemon keeps its state in a one-member etcd started here, on DAEMON_CPU, instead of SQLite).
 # Steps: (1) inventory of 16,896 nodes (32 spines x 16 leaves x 33 nodes, 1 spare per leaf; 131,072 usable
 # GPUs), shepherdd on 127.0.0.1:0, one job TP 8 x PP 16 x DP 1024; (2) report_load --max, then open loop at
 # 131,072 ranks x RATE Hz, with the daemon's CPU (utime+stime from /proc/PID/stat) and RSS (VmRSS);
@@ -85,7 +86,19 @@ run_load() {
 log "work dir $WORK"
 "$DAEMON" gen-inventory --spines 32 --leaves-per-spine 16 --nodes-per-leaf 33 --spares-per-leaf 1 \
   -o "$WORK/inventory.json"
-taskset -c "$DAEMON_CPU" "$DAEMON" --listen 127.0.0.1:0 --db "$WORK/db" --port-file "$WORK/port" \
+STORE_ARGS=(--db "$WORK/db")
+if [[ ${ETCD:-0} == 1 ]]; then
+  EPORT=$(free_port); PPORT=$(free_port)
+  taskset -c "$DAEMON_CPU" etcd --name bench --data-dir "$WORK/etcd" \
+    --listen-client-urls "http://127.0.0.1:$EPORT" --advertise-client-urls "http://127.0.0.1:$EPORT" \
+    --listen-peer-urls "http://127.0.0.1:$PPORT" --initial-advertise-peer-urls "http://127.0.0.1:$PPORT" \
+    --initial-cluster "bench=http://127.0.0.1:$PPORT" >"$WORK/etcd.log" 2>&1 &
+  PIDS+=("$!")
+  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$EPORT/health" >/dev/null && break; sleep 0.1; done
+  STORE_ARGS=(--store "etcd://127.0.0.1:$EPORT")
+  log "etcd on port $EPORT"
+fi
+taskset -c "$DAEMON_CPU" "$DAEMON" --listen 127.0.0.1:0 "${STORE_ARGS[@]}" --port-file "$WORK/port" \
   --inventory "$WORK/inventory.json" >"$WORK/shepherdd.log" 2>&1 &
 DPID=$!
 PIDS+=("$DPID")
