@@ -152,7 +152,8 @@ if [[ $code != 201 ]]; then
   log "POST /v1/jobs answered $code:"; head -c 2000 "$WORK/job.out" >&2; echo >&2; exit 1
 fi
 read -r JOB STATE < <(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["id"], j["state"])' "$WORK/job.out")
-[[ $STATE == running ]] || { log "job $JOB is $STATE, not running"; exit 1; }
+# A job no agent launches is `launching` until its first report, then `running`.
+[[ $STATE == running || $STATE == launching ]] || { log "job $JOB is $STATE, not placed"; exit 1; }
 RSS_JOB=$(rss_kib "$DPID")
 log "job $JOB running (RSS $RSS_JOB KiB); fetching its placement"
 PLACEMENT_S=$(curl -sf "$BASE/v1/jobs/$JOB/placement" -o "$WORK/placement.json" -w '%{time_total}')
