@@ -10,7 +10,8 @@
 # CONNECTIONS (32), RATE (Hz, 1), STEP_EVERY (a step report every N ticks, 4), DAEMON_CPU (0), LOAD_CPU (1),
 # PERF=1 (perf record -g the daemon over both of its runs; perf.data is kept), KEEP=1 (keep the work dir),
 # WAIT_QUIET=S (wait up to S s, before submitting the job, for the shared machine to be idle), ETCD=1 (the
-# daemon keeps its state in a one-member etcd started here, on DAEMON_CPU, instead of SQLite).
+# daemon keeps its state in a one-member etcd started here, on DAEMON_CPU, instead of SQLite, both with
+# their transaction limits raised to fit the job's placement).
 # Steps: (1) inventory of 16,896 nodes (32 spines x 16 leaves x 33 nodes, 1 spare per leaf; 131,072 usable
 # GPUs), shepherdd on 127.0.0.1:0, one job TP 8 x PP 16 x DP 1024; (2) report_load --max, then open loop at
 # 131,072 ranks x RATE Hz, with the daemon's CPU (utime+stime from /proc/PID/stat) and RSS (VmRSS);
@@ -92,10 +93,13 @@ if [[ ${ETCD:-0} == 1 ]]; then
   taskset -c "$DAEMON_CPU" etcd --name bench --data-dir "$WORK/etcd" \
     --listen-client-urls "http://127.0.0.1:$EPORT" --advertise-client-urls "http://127.0.0.1:$EPORT" \
     --listen-peer-urls "http://127.0.0.1:$PPORT" --initial-advertise-peer-urls "http://127.0.0.1:$PPORT" \
-    --initial-cluster "bench=http://127.0.0.1:$PPORT" >"$WORK/etcd.log" 2>&1 &
+    --initial-cluster "bench=http://127.0.0.1:$PPORT" --max-txn-ops 65536 --max-request-bytes 33554432 \
+    >"$WORK/etcd.log" 2>&1 &
   PIDS+=("$!")
   for _ in $(seq 100); do curl -sf "http://127.0.0.1:$EPORT/health" >/dev/null && break; sleep 0.1; done
-  STORE_ARGS=(--store "etcd://127.0.0.1:$EPORT")
+  # Placing the 16,384-node job is one write of 16,390 operations (5.5 MB): limits raised on both sides.
+  echo '{"etcd_max_txn_ops": 65536, "etcd_max_request_bytes": 33554432}' >"$WORK/etcd-limits.json"
+  STORE_ARGS=(--store "etcd://127.0.0.1:$EPORT" --config "$WORK/etcd-limits.json")
   log "etcd on port $EPORT"
 fi
 taskset -c "$DAEMON_CPU" "$DAEMON" --listen 127.0.0.1:0 "${STORE_ARGS[@]}" --port-file "$WORK/port" \

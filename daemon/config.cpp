@@ -57,7 +57,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (!j.ok()) return j.status();
   std::vector<FieldError> errs;
   FieldReader r(*j, "", &errs);
-  r.OnlyKnown({"listen", "db", "store", "store_prefix", "findings_retention_days", "inventory", "port_file", "tokens", "tokens_file", "job_policy",
+  r.OnlyKnown({"listen", "db", "store", "store_prefix", "etcd_max_txn_ops", "etcd_max_request_bytes", "findings_retention_days", "inventory", "port_file", "tokens", "tokens_file", "job_policy",
                "max_connections", "max_connections_per_address", "body_budget", "topology_levels",
                "default_gpu_memory_gib", "min_spares_per_leaf", "min_spares_per_spine", "body_limit",
                "header_limit", "idle_timeout_s", "shutdown_grace_s", "tick_interval_s", "log_level",
@@ -84,6 +84,9 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
       c->store = *v;
   }
   if (auto v = r.String("store_prefix", false, 1024)) c->store_prefix = *v;
+  if (auto v = r.Number("etcd_max_txn_ops", false, 128, 10000000)) c->etcd_max_txn_ops = static_cast<int>(*v);
+  if (auto v = r.Number("etcd_max_request_bytes", false, 1536 * 1024, 1LL << 31))
+    c->etcd_max_request_bytes = static_cast<int64_t>(*v);
   if (auto v = r.Number("findings_retention_days", false, 0, 36500))
     c->controller.finding_retention.max_age_s = *v * 86400;
   if (auto v = r.String("inventory", false, 4096)) c->inventory = *v;

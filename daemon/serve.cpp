@@ -637,9 +637,7 @@ int RunReplica(const DaemonConfig& config, const StoreLocation& location) {
                  view.fence->create_revision);
     // A leader's writes wait for an unanswering etcd no longer than its lease lasts (then it has lost
     // leadership anyway), so a deposed term ends within about a TTL even without a quorum.
-    EtcdStoreOptions store_options;
-    store_options.endpoints = location.endpoints;
-    store_options.prefix = config.store_prefix;
+    EtcdStoreOptions store_options = EtcdOptionsFor(config, location);
     store_options.fence = view.fence;
     store_options.timeout = std::chrono::milliseconds(std::max<int64_t>(1000, config.leader_ttl_s * 1000 / 3));
     store_options.unavailable_wait = std::chrono::seconds(config.leader_ttl_s);

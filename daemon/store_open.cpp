@@ -15,11 +15,23 @@ Result<std::unique_ptr<Store>> OpenStoreAt(const StoreLocation& location, const 
   return OpenEtcdStore(options);
 }
 
+EtcdStoreOptions EtcdOptionsFor(const DaemonConfig& config, const StoreLocation& location) {
+  EtcdStoreOptions options;
+  options.endpoints = location.endpoints;
+  options.prefix = config.store_prefix;
+  options.max_ops_per_txn = config.etcd_max_txn_ops;
+  options.max_txn_bytes = config.etcd_max_request_bytes / 6 * 5;
+  return options;
+}
+
 Result<std::unique_ptr<Store>> OpenConfiguredStore(const DaemonConfig& config,
                                                    std::optional<EtcdFence> fence) {
   Result<StoreLocation> location = ConfiguredStore(config);
   if (!location.ok()) return location.status();
-  return OpenStoreAt(*location, config.store_prefix, std::move(fence));
+  if (location->kind == StoreLocation::Kind::kSqlite) return OpenStoreAt(*location, config.store_prefix, fence);
+  EtcdStoreOptions options = EtcdOptionsFor(config, *location);
+  options.fence = std::move(fence);
+  return OpenEtcdStore(options);
 }
 
 std::string DescribeStore(const DaemonConfig& config) {

@@ -18,6 +18,10 @@ namespace shepherd {
 Result<std::unique_ptr<Store>> OpenStoreAt(const StoreLocation& location, const std::string& prefix,
                                            std::optional<EtcdFence> fence = std::nullopt);
 
+// The etcd store's options for the daemon's configuration: `prefix`, and transactions sized to the cluster's
+// limits (etcd_max_txn_ops; 5/6 of etcd_max_request_bytes for keys and values, the rest for framing).
+EtcdStoreOptions EtcdOptionsFor(const DaemonConfig& config, const StoreLocation& location);
+
 // The store the daemon's configuration names (ConfiguredStore), opened as OpenStoreAt does.
 Result<std::unique_ptr<Store>> OpenConfiguredStore(const DaemonConfig& config,
                                                    std::optional<EtcdFence> fence = std::nullopt);

@@ -57,7 +57,8 @@ bool WaitExit(pid_t pid, std::chrono::milliseconds deadline) {
 
 }  // namespace
 
-EtcdCluster::EtcdCluster(int members, std::chrono::milliseconds deadline) {
+EtcdCluster::EtcdCluster(int members, std::chrono::milliseconds deadline, std::vector<std::string> extra_args)
+    : extra_args_(std::move(extra_args)) {
   std::string tmpl = (std::filesystem::temp_directory_path() / "shepherd-etcd-XXXXXX").string();
   if (!mkdtemp(tmpl.data())) {
     error_ = "cannot create a temporary directory";
@@ -151,6 +152,7 @@ void EtcdCluster::Start(int i) {
                                    "zap",
                                    "--log-level",
                                    "warn"};
+  args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   const std::string log_path = dir_ + "/" + m.name + ".log";
   const pid_t parent = getpid();
   pid_t pid = fork();

@@ -17,8 +17,10 @@ namespace shepherd::testing {
 
 class EtcdCluster {
  public:
-  // Starts `members` members and waits at most `deadline` for all of them to be healthy; see ok().
-  explicit EtcdCluster(int members = 1, std::chrono::milliseconds deadline = std::chrono::seconds(60));
+  // Starts `members` members (each with `extra_args` on its command line) and waits at most `deadline` for
+  // all of them to be healthy; see ok().
+  explicit EtcdCluster(int members = 1, std::chrono::milliseconds deadline = std::chrono::seconds(60),
+                       std::vector<std::string> extra_args = {});
   ~EtcdCluster();
   EtcdCluster(const EtcdCluster&) = delete;
   EtcdCluster& operator=(const EtcdCluster&) = delete;
@@ -58,6 +60,7 @@ class EtcdCluster {
     pid_t pid = -1;
   };
   void Start(int i);
+  std::vector<std::string> extra_args_;
   std::string LogTails() const;
 
   std::string dir_;

@@ -162,6 +162,45 @@ TEST(EtcdDaemon, TheConfigFileNamesTheStoreAndRetention) {
   EXPECT_NE(refused.output.find("findings_retention_days"), std::string::npos) << refused.output;
 }
 
+// Placing a job records one node_state event per node in the job's own write: on more than 128 nodes that
+// is more operations than etcd's default transaction allows. With both limits raised (the members' flags,
+// the daemon's etcd_max_txn_ops / etcd_max_request_bytes) a 200-node job is placed, and kept.
+TEST(EtcdDaemon, AJobOnMoreNodesThanOneDefaultTransactionFitsTheRaisedLimits) {
+  EtcdCluster etcd(1, std::chrono::seconds(60), {"--max-txn-ops", "1024", "--max-request-bytes", "8388608"});
+  ASSERT_TRUE(etcd.ok()) << etcd.error();
+  TempDir dir;
+  const std::string config = dir.path + "/config.json";
+  std::ofstream(config) << Json{{"store", etcd.store_url()},
+                                {"etcd_max_txn_ops", 1024},
+                                {"etcd_max_request_bytes", 8388608}}
+                               .dump();
+  std::string job;
+  {
+    Daemon d(dir.path, {"--config", config});
+    ASSERT_TRUE(d.WaitReady()) << d.log();
+    for (int i = 0; i < 200; ++i)
+      ASSERT_EQ(Http(d.port(), "POST", "/v1/nodes", NodeBody("n" + std::to_string(i))).status, 201);
+    Json big = Json::parse(JobBody(1600));
+    big["training"]["global_batch_size"] = 1600;  // divisible by dp = 200
+    HttpResult submitted = Http(d.port(), "POST", "/v1/jobs", big.dump());
+    ASSERT_EQ(submitted.status, 201) << submitted.body;
+    job = Json::parse(submitted.body)["id"].get<std::string>();
+    d.Signal(SIGTERM);
+    ASSERT_EQ(d.Wait(), 0);
+  }
+  Daemon again(dir.path, {"--config", config});
+  ASSERT_TRUE(again.WaitReady()) << again.log();
+  HttpResult kept = Http(again.port(), "GET", "/v1/jobs/" + job);
+  ASSERT_EQ(kept.status, 200) << kept.body;
+  EXPECT_EQ(Json::parse(kept.body)["attempt"], 1) << "placed at submission, and the placement was kept";
+  EXPECT_NE(Json::parse(kept.body)["state"], "queued") << kept.body;
+  // Below etcd's own default the key is refused by name.
+  std::ofstream(config) << Json{{"store", etcd.store_url()}, {"etcd_max_txn_ops", 64}}.dump();
+  Ran refused = Shepherdd(dir.path, {"--config", config});
+  EXPECT_EQ(refused.code, 2);
+  EXPECT_NE(refused.output.find("etcd_max_txn_ops"), std::string::npos) << refused.output;
+}
+
 TEST(StoreCommand, ExportImportRoundTripSqliteEtcdSqlite) {
   EtcdCluster etcd(1);
   ASSERT_TRUE(etcd.ok()) << etcd.error();
