@@ -31,6 +31,7 @@
 #include "daemon/follower.h"
 #include "daemon/leadership.h"
 #include "daemon/remediation_hook.h"
+#include "daemon/serve_term.h"
 #include "daemon/slurm_job_asker.h"
 #include "daemon/slurm_launch.h"
 #include "daemon/slurm_sync.h"
@@ -46,6 +47,8 @@ constexpr int kReaderNice = 10;  // the reader thread's nice value (lower priori
 constexpr std::size_t kPlannerCapacity = 16;  // planner searches waiting or running (429 beyond)
 constexpr std::size_t kSimulatorCapacity = 4;  // simulations waiting or running (429 beyond)
 
+}  // namespace
+
 Status WritePortFile(const std::string& path, uint16_t port) {
   std::string tmp = path + ".tmp";
   {
@@ -58,6 +61,8 @@ Status WritePortFile(const std::string& path, uint16_t port) {
   if (ec) return Internal("cannot rename " + tmp + ": " + ec.message());
   return Status::Ok();
 }
+
+namespace {
 
 // Connections are file descriptors: a connection cap above the open-files limit is never reached, so the
 // eviction of untrusted connections it drives never runs and accept() fails instead (EMFILE: agents'
@@ -130,20 +135,7 @@ Status LoadInventory(const DaemonConfig& config, Controller* controller, Store* 
   return first_error;
 }
 
-// How a term of serving ended: the exit code (SIGTERM: 0, a storage failure: 1), or deposed (leadership
-// lost: the replica follows again).
-struct TermEnd {
-  int exit_code = 0;
-  bool deposed = false;
-};
-
-struct TermContext {
-  Store* store = nullptr;
-  std::string store_name;            // for log lines
-  Leadership* leadership = nullptr;  // null: the only daemon (SQLite); nothing is guarded
-  uint16_t port = 0;                 // where to listen
-  bool write_port_file = true;       // the first bind writes it; replicas write it once
-};
+}  // namespace
 
 // The daemon's whole path over an open store: recover, serve, tick, until SIGTERM/SIGINT, a storage failure,
 // or (with leadership) the end of this replica's term. A deposed leader does nothing more: every function
@@ -532,141 +524,6 @@ TermEnd ServeTerm(const DaemonConfig& config, const TermContext& term) {
   spdlog::info("shepherdd stopped (exit {})", exit_code);
   return {.exit_code = exit_code};
 }
-
-// A replica over an etcd store: follower -> (wins) leader -> (loses) follower, until SIGTERM/SIGINT. The
-// signals are caught for the whole run (a thread of their own), so one arriving between two phases is a
-// stop, never the default action.
-int RunReplica(const DaemonConfig& config, const StoreLocation& location) {
-  std::string host;
-  uint16_t port = 0;
-  if (Status s = SplitHostPort(config.listen, &host, &port); !s.ok()) {
-    spdlog::error("{}", s.message());
-    return 2;
-  }
-  std::atomic<bool> stop{false};
-  asio::io_context signal_ioc(1);
-  asio::signal_set signals(signal_ioc, SIGINT, SIGTERM);
-  signals.async_wait([&stop](const boost::system::error_code& ec, int) {
-    if (!ec) stop.store(true, std::memory_order_release);
-  });
-  std::thread signal_thread([&signal_ioc] { signal_ioc.run(); });
-  struct SignalThreadJoin {
-    asio::io_context* ioc;
-    asio::signal_set* set;
-    std::thread* thread;
-    ~SignalThreadJoin() {
-      asio::post(*ioc, [set = set] { set->cancel(); });
-      thread->join();
-    }
-  } join_signals{&signal_ioc, &signals, &signal_thread};
-
-  // Refusals at start-up (an unreachable etcd, a prefix holding another application's keys, a newer
-  // schema) come from opening the store once, unfenced and read-only in effect, before campaigning.
-  {
-    auto probe = OpenConfiguredStore(config, std::nullopt);
-    if (!probe.ok()) {
-      spdlog::error("cannot open the store ({}): {}", DescribeStore(config), probe.status().message());
-      return 1;
-    }
-  }
-
-  // The first follower phase binds the port (port 0: any free one), which every later phase binds again.
-  const std::string replica_id = !config.replica_id.empty() ? config.replica_id : [] {
-    char name[256] = {};
-    (void)::gethostname(name, sizeof(name) - 1);
-    return std::string(name) + "-" + std::to_string(::getpid());
-  }();
-  std::unique_ptr<Leadership> leadership;
-  uint16_t bound = port;
-  std::string own_url;
-  int exit_code = 0;
-  bool port_written = false;
-  while (!stop.load(std::memory_order_acquire)) {
-    FollowerPhase phase{
-        .host = host, .port = bound, .leadership = leadership.get(), .own_url = own_url, .stop = &stop};
-    if (!leadership) {
-      // Bind once to learn the port, then campaign with the URL it gives: the leader key must carry the
-      // URL clients can reach.
-      asio::io_context probe_ioc(1);
-      auto probe = HttpServer::Start(probe_ioc, host, bound,
-                                     [](HttpRequest, Respond respond) { respond(Problem(503, "starting")); });
-      if (!probe.ok()) {
-        spdlog::error("cannot listen on {}: {}", config.listen, probe.status().message());
-        return 1;
-      }
-      bound = (*probe)->port();
-      probe->reset();
-      own_url = !config.advertise_url.empty()
-                    ? config.advertise_url
-                    : "http://" + (host == "0.0.0.0" ? std::string("127.0.0.1") : host) + ":" +
-                          std::to_string(bound);
-      auto started = Leadership::Start(LeadershipOptions{.endpoints = location.endpoints,
-                                                         .prefix = config.store_prefix,
-                                                         .replica_id = replica_id,
-                                                         .advertise_url = own_url,
-                                                         .ttl_s = config.leader_ttl_s});
-      if (!started.ok()) {
-        spdlog::error("{}", started.status().message());
-        return 2;
-      }
-      leadership = std::move(started).value();
-      phase.leadership = leadership.get();
-      phase.port = bound;
-      phase.own_url = own_url;
-    }
-    // The port file is written once the replica answers as it will: as a follower that has looked at the
-    // leader key, or as the leader serving (ServeTerm writes it then).
-    if (!port_written && !config.port_file.empty())
-      phase.on_settled = [&config, &port_written, &bound] {
-        if (Status s = WritePortFile(config.port_file, bound); !s.ok()) spdlog::error("{}", s.message());
-        port_written = true;
-      };
-    auto followed = RunFollowerPhase(phase, nullptr);
-    if (!followed.ok()) {
-      spdlog::error("cannot serve on {}: {}", config.listen, followed.status().message());
-      exit_code = 1;
-      break;
-    }
-    if (*followed == FollowerEnd::kStop) break;
-    const LeadershipView view = leadership->View();
-    if (!view.fence) {  // lost again before the term began
-      leadership->EndTerm();
-      continue;
-    }
-    spdlog::info("leader of {} (term {}, fence revision {})", config.store_prefix, view.changes,
-                 view.fence->create_revision);
-    // A leader's writes wait for an unanswering etcd no longer than its lease lasts (then it has lost
-    // leadership anyway), so a deposed term ends within about a TTL even without a quorum.
-    EtcdStoreOptions store_options = EtcdOptionsFor(config, location);
-    store_options.fence = view.fence;
-    store_options.timeout = std::chrono::milliseconds(std::max<int64_t>(1000, config.leader_ttl_s * 1000 / 3));
-    store_options.unavailable_wait = std::chrono::seconds(config.leader_ttl_s);
-    auto store = OpenEtcdStore(store_options);
-    if (!store.ok()) {
-      spdlog::error("cannot open the store ({}) as leader: {}", DescribeStore(config),
-                    store.status().message());
-      leadership->EndTerm();
-      continue;
-    }
-    const TermEnd end = ServeTerm(config, TermContext{.store = store->get(),
-                                                      .store_name = DescribeStore(config),
-                                                      .leadership = leadership.get(),
-                                                      .port = bound,
-                                                      .write_port_file = !port_written});
-    port_written = true;
-    store->reset();
-    leadership->EndTerm();
-    if (!end.deposed) {
-      exit_code = end.exit_code;
-      break;
-    }
-  }
-  if (leadership) leadership->Stop();  // the lease is revoked: another replica leads without waiting
-  spdlog::info("shepherdd stopped (exit {})", exit_code);
-  return exit_code;
-}
-
-}  // namespace
 
 int RunDaemon(const DaemonConfig& config) {
   spdlog::set_level(spdlog::level::from_str(config.log_level));

@@ -229,7 +229,7 @@ TEST(AccountingTest, RollbackPastAnEarlierAttempt) {
   EXPECT_NEAR(Sec(g, Bucket::kDetection), 10 + 10, 1e-6);
   EXPECT_NEAR(Sec(g, Bucket::kRecovery), 3 * 20, 1e-6);  // stop, wait, launch of each restart: 10 s each
   EXPECT_NEAR(Sec(g, Bucket::kStartup), 10, 1e-6);
-  // GPU fault: its lost steps 60, detection 10, stop 10, wait 10, launch 10.
+  // GPU fault: its lost steps 60, detection 10, stopping 10, waiting 10, launch 10.
   EXPECT_NEAR(Cause(g, BadputCause::kGpuFault), 100, 1e-6);
   // Corruption: attempt 1's steps 100-200 (100 s) and all of attempt 2's steps (110), detection 10, stop
   // 10, wait 10, launch 10.
@@ -264,7 +264,7 @@ TEST(AccountingTest, IncidentWithTwoAttempts) {
   EXPECT_NEAR(Sec(g, Bucket::kProductive), 50 + 60, 1e-6);  // 10 → 60, 240 → 300
   EXPECT_NEAR(Sec(g, Bucket::kLostProgress), 40, 1e-6);     // 60 → 100
   EXPECT_NEAR(Sec(g, Bucket::kDetection), 10 + 10, 1e-6);   // 100 → 110, 190 → 200
-  // stop 10, wait 10, attempt 2's launch 130 → 190 (60), stop 10, wait 10, attempt 3's launch 20.
+  // stopping 10, waiting 10, attempt 2's launch 130 → 190 (60), stopping 10, waiting 10, attempt 3's launch 20.
   EXPECT_NEAR(Sec(g, Bucket::kRecovery), 10 + 10 + 60 + 10 + 10 + 20, 1e-6);
   EXPECT_NEAR(Cause(g, BadputCause::kNodeLost), 40 + 20 + 120, 1e-6);
   EXPECT_NEAR(Cause(g, BadputCause::kUserError), 0, 1e-6);

@@ -1,0 +1,156 @@
+// The replica loop (daemon/serve_term.h): follower phases (daemon/follower.h) and leader terms (ServeTerm).
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <thread>
+
+#include "api/http_server.h"
+#include "api/problem.h"
+#include "daemon/follower.h"
+#include "daemon/serve_term.h"
+#include "daemon/store_open.h"
+
+namespace asio = boost::asio;
+
+namespace shepherd {
+
+// A replica over an etcd store: follower -> (wins) leader -> (loses) follower, until SIGTERM/SIGINT. The
+// signals are caught for the whole run (a thread of their own), so one arriving between two phases is a
+// stop, never the default action.
+int RunReplica(const DaemonConfig& config, const StoreLocation& location) {
+  std::string host;
+  uint16_t port = 0;
+  if (Status s = SplitHostPort(config.listen, &host, &port); !s.ok()) {
+    spdlog::error("{}", s.message());
+    return 2;
+  }
+  std::atomic<bool> stop{false};
+  asio::io_context signal_ioc(1);
+  asio::signal_set signals(signal_ioc, SIGINT, SIGTERM);
+  signals.async_wait([&stop](const boost::system::error_code& ec, int) {
+    if (!ec) stop.store(true, std::memory_order_release);
+  });
+  std::thread signal_thread([&signal_ioc] { signal_ioc.run(); });
+  struct SignalThreadJoin {
+    asio::io_context* ioc;
+    asio::signal_set* set;
+    std::thread* thread;
+    ~SignalThreadJoin() {
+      asio::post(*ioc, [set = set] { set->cancel(); });
+      thread->join();
+    }
+  } join_signals{&signal_ioc, &signals, &signal_thread};
+
+  // Refusals at start-up (an unreachable etcd, a prefix holding another application's keys, a newer
+  // schema) come from opening the store once, unfenced and read-only in effect, before campaigning.
+  {
+    auto probe = OpenConfiguredStore(config, std::nullopt);
+    if (!probe.ok()) {
+      spdlog::error("cannot open the store ({}): {}", DescribeStore(config), probe.status().message());
+      return 1;
+    }
+  }
+
+  // The first follower phase binds the port (port 0: any free one), which every later phase binds again.
+  const std::string replica_id = !config.replica_id.empty() ? config.replica_id : [] {
+    char name[256] = {};
+    (void)::gethostname(name, sizeof(name) - 1);
+    return std::string(name) + "-" + std::to_string(::getpid());
+  }();
+  std::unique_ptr<Leadership> leadership;
+  uint16_t bound = port;
+  std::string own_url;
+  int exit_code = 0;
+  bool port_written = false;
+  while (!stop.load(std::memory_order_acquire)) {
+    FollowerPhase phase{
+        .host = host, .port = bound, .leadership = leadership.get(), .own_url = own_url, .stop = &stop};
+    if (!leadership) {
+      // Bind once to learn the port, then campaign with the URL it gives: the leader key must carry the
+      // URL clients can reach.
+      asio::io_context probe_ioc(1);
+      auto probe = HttpServer::Start(probe_ioc, host, bound,
+                                     [](HttpRequest, Respond respond) { respond(Problem(503, "starting")); });
+      if (!probe.ok()) {
+        spdlog::error("cannot listen on {}: {}", config.listen, probe.status().message());
+        return 1;
+      }
+      bound = (*probe)->port();
+      probe->reset();
+      own_url = !config.advertise_url.empty()
+                    ? config.advertise_url
+                    : "http://" + (host == "0.0.0.0" ? std::string("127.0.0.1") : host) + ":" +
+                          std::to_string(bound);
+      auto started = Leadership::Start(LeadershipOptions{.endpoints = location.endpoints,
+                                                         .prefix = config.store_prefix,
+                                                         .replica_id = replica_id,
+                                                         .advertise_url = own_url,
+                                                         .ttl_s = config.leader_ttl_s});
+      if (!started.ok()) {
+        spdlog::error("{}", started.status().message());
+        return 2;
+      }
+      leadership = std::move(started).value();
+      phase.leadership = leadership.get();
+      phase.port = bound;
+      phase.own_url = own_url;
+    }
+    // The port file is written once the replica answers as it will: as a follower that has looked at the
+    // leader key, or as the leader serving (ServeTerm writes it then).
+    if (!port_written && !config.port_file.empty())
+      phase.on_settled = [&config, &port_written, &bound] {
+        if (Status s = WritePortFile(config.port_file, bound); !s.ok()) spdlog::error("{}", s.message());
+        port_written = true;
+      };
+    auto followed = RunFollowerPhase(phase, nullptr);
+    if (!followed.ok()) {
+      spdlog::error("cannot serve on {}: {}", config.listen, followed.status().message());
+      exit_code = 1;
+      break;
+    }
+    if (*followed == FollowerEnd::kStop) break;
+    const LeadershipView view = leadership->View();
+    if (!view.fence) {  // lost again before the term began
+      leadership->EndTerm();
+      continue;
+    }
+    spdlog::info("leader of {} (term {}, fence revision {})", config.store_prefix, view.changes,
+                 view.fence->create_revision);
+    // A leader's writes wait for an unanswering etcd no longer than its lease lasts (then it has lost
+    // leadership anyway), so a deposed term ends within about a TTL even without a quorum.
+    EtcdStoreOptions store_options = EtcdOptionsFor(config, location);
+    store_options.fence = view.fence;
+    store_options.timeout =
+        std::chrono::milliseconds(std::max<int64_t>(1000, config.leader_ttl_s * 1000 / 3));
+    store_options.unavailable_wait = std::chrono::seconds(config.leader_ttl_s);
+    auto store = OpenEtcdStore(store_options);
+    if (!store.ok()) {
+      spdlog::error("cannot open the store ({}) as leader: {}", DescribeStore(config),
+                    store.status().message());
+      leadership->EndTerm();
+      continue;
+    }
+    const TermEnd end = ServeTerm(config, TermContext{.store = store->get(),
+                                                      .store_name = DescribeStore(config),
+                                                      .leadership = leadership.get(),
+                                                      .port = bound,
+                                                      .write_port_file = !port_written});
+    port_written = true;
+    store->reset();
+    leadership->EndTerm();
+    if (!end.deposed) {
+      exit_code = end.exit_code;
+      break;
+    }
+  }
+  if (leadership) leadership->Stop();  // the lease is revoked: another replica leads without waiting
+  spdlog::info("shepherdd stopped (exit {})", exit_code);
+  return exit_code;
+}
+
+}  // namespace shepherd
