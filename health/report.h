@@ -22,7 +22,11 @@ namespace shepherd {
 
 // kFinished: the rank ended its training normally and sends nothing more that matters (its helper may
 // still heartbeat through the interpreter's exit): its silence from then on is not a loss.
-enum class ReportKind : uint8_t { kHeartbeat, kStep, kCollective, kParamHash, kCheckpoint, kFinished };
+// kSummary: the rank's per-interval report in the default (aggregated) mode: a heartbeat plus, per process
+// group, its collective progress and arrival timing since the previous summary (GroupSummary). One summary
+// replaces the heartbeat and every collective report of the interval, so a rank's traffic does not grow with
+// the collectives a step runs.
+enum class ReportKind : uint8_t { kHeartbeat, kStep, kCollective, kParamHash, kCheckpoint, kFinished, kSummary };
 // kEval: the rank is evaluating (no training steps for a while); the no-progress hang rule allows for it.
 enum class Phase : uint8_t { kUnspecified, kTrain, kCheckpointSave, kCheckpointLoad, kEval };
 enum class CollectiveState : uint8_t { kStarted, kCompleted };
@@ -48,6 +52,22 @@ struct CollectiveInfo {
   std::vector<int> members;
 };
 
+// One process group's part of a summary (wire: an element of `groups`, docs/api.md "Summaries").
+// Arrival timing covers the collectives of this group the rank completed since its previous summary:
+// `wait_s` is the sum over them of (completion - entry) on the rank's clock. In a synchronous collective
+// every member leaves at about the same moment, so the member that arrives last waits least: comparing
+// members' waits names the late arriver without comparing clocks across hosts.
+struct GroupSummary {
+  std::string group;  // as sent ("tp", "pp", "dp", "cp", "world" or another name)
+  GroupKind group_kind = GroupKind::kOther;
+  int64_t completed = -1;               // highest seq of this group the rank completed; -1: none yet
+  std::optional<CollectiveInfo> open;   // the oldest collective of this group the rank is inside now
+  int64_t count = 0;                    // collectives of this group completed since the previous summary
+  double wait_s = 0;                    // their summed wait (completion - entry), seconds, >= 0
+  std::vector<int> members;             // a named group's members, as in CollectiveInfo; empty when absent
+};
+inline constexpr size_t kMaxSummaryGroups = 16;  // groups one summary may carry (more: the report is refused)
+
 struct Report {
   int rank = 0;
   int attempt = 0;
@@ -55,7 +75,7 @@ struct Report {
   ReportKind kind = ReportKind::kHeartbeat;
 
   std::optional<int64_t> step;        // required for step, param_hash, checkpoint; optional for heartbeat
-  Phase phase = Phase::kUnspecified;  // heartbeat only
+  Phase phase = Phase::kUnspecified;  // heartbeat and summary
   // heartbeat: the collective the rank is inside now (absent: none).
   // collective: the collective that `collective_state` refers to.
   std::optional<CollectiveInfo> collective;
@@ -74,6 +94,8 @@ struct Report {
   // Any kind, optional: the host the rank runs on as the rank sees it (SLURMD_NODENAME, NODE_NAME or the
   // host name). Empty when absent. Valid: 1-253 characters of [A-Za-z0-9._-], not "." or "..".
   std::string node;
+  // summary: one entry per process group the rank has used (at most kMaxSummaryGroups, groups unique).
+  std::vector<GroupSummary> groups;
 };
 
 // Validates one report. `received_at` is the default for an absent `time`. Unknown keys are ignored

@@ -17,6 +17,8 @@ const char* ToString(ReportKind k) {
       return "checkpoint";
     case ReportKind::kFinished:
       return "finished";
+    case ReportKind::kSummary:
+      return "summary";
   }
   return "?";
 }
