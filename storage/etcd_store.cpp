@@ -276,7 +276,9 @@ class EtcdStore final : public Store {
     return InvalidArgument("a write of " + std::to_string(ops) + " operations and about " +
                            std::to_string(bytes) + " bytes exceeds etcd's limits for one transaction (" +
                            std::to_string(options_.max_ops_per_txn) + " operations, " +
-                           std::to_string(options_.max_txn_bytes) + " bytes)");
+                           std::to_string(options_.max_txn_bytes) +
+                           " bytes; raise etcd's --max-txn-ops and --max-request-bytes and the daemon's "
+                           "etcd_max_txn_ops and etcd_max_request_bytes together)");
   }
 
   // Runs one transaction, waiting out an etcd that does not answer for at most unavailable_wait.
@@ -338,12 +340,11 @@ class EtcdStore final : public Store {
     flush_cv_.notify_all();
   }
 
-  // Leadership lost and a refused batch keep their codes; anything else is kUnavailable, as SQLite's.
-  void Fail(const Status& s, bool refused = false) {
+  // Leadership lost keeps its code; anything else is kUnavailable (503), as SQLite's: a batch over the
+  // limits is the deployment's configuration, never the client's request, so it is no 400.
+  void Fail(const Status& s) {
     if (!failure_.ok()) return;
-    failure_ = s.code() == Code::kFailedPrecondition ? s
-               : refused ? Status(Code::kInvalidArgument, "storage failed: " + s.message())
-                         : Unavailable("storage failed: " + s.message());
+    failure_ = s.code() == Code::kFailedPrecondition ? s : Unavailable("storage failed: " + s.message());
     spdlog::error("storage: {}", failure_.message());
   }
 
@@ -377,7 +378,7 @@ class EtcdStore final : public Store {
         while (i < group.size()) {
           if (txn.batches == 0) {
             if (Status s = CheckAlone(group[i].batch); !s.ok()) {
-              Fail(s, /*refused=*/true);
+              Fail(s);
               Finish(group, i, 1, failure_);
               ++i;
               break;
