@@ -7,6 +7,7 @@ Every wait has a deadline; nothing sleeps for correctness.
 import os
 import signal
 import sys
+import time
 import unittest
 import urllib.request
 
@@ -74,6 +75,7 @@ class RelayE2E(unittest.TestCase):
             "policy": {"heartbeat_interval_s": 0.5, "heartbeat_timeout_s": 20, "hang_timeout_s": 60,
                        "restart_backoff_s": 1, "max_restarts": 1},
         }
+        started = time.monotonic()
         job = self.c.api("POST", "/v1/jobs", spec, expect=201)["id"]
         self.c.wait_for(lambda: self.c.api("GET", "/v1/jobs/" + job)["state"] == "running", 60,
                         "the agent to start the rank")
@@ -89,7 +91,10 @@ class RelayE2E(unittest.TestCase):
         accepted = metric_lines(self.metrics(), 'shepherd_reports_total{outcome="accepted"}')
         self.assertTrue(accepted and float(accepted[0].rsplit(" ", 1)[1]) >= 5, accepted)
         self.assertEqual(self.posts_to_reports_route(), 0)
-        self.assertGreater(self.posts_to("/v1/nodes/{id}/heartbeat"), 0)  # the counters do count POSTs
+        heartbeats = self.posts_to("/v1/nodes/{id}/heartbeat")
+        self.assertGreater(heartbeats, 0)  # the counters do count POSTs
+        print("E2E-RELAY: %.1f s: %d node heartbeats carried %d accepted reports; 0 report POSTs" % (
+            time.monotonic() - started, heartbeats, float(accepted[0].rsplit(" ", 1)[1])))
 
         # The daemon dies; the rank saves a checkpoint meanwhile, and its report waits in the relay directory.
         self.c.stop_daemon(signal.SIGKILL)
