@@ -182,6 +182,17 @@ class AgentImpl final : public Agent {
     if (health_check_)
       if (std::optional<HealthCheckResult> h = health_check_->Latest())
         body["health_check"] = {{"seq", h->seq}, {"ok", h->ok}, {"output", h->output}, {"at", h->at}};
+    // The ranks' relayed reports ride along (agent/relay.h); their files go once the daemon answers 200.
+    std::vector<Supervisor::Relayed> relayed = sup_->ReadRelayed();
+    if (!relayed.empty()) {
+      Json entries = Json::array();
+      for (Supervisor::Relayed& e : relayed)
+        entries.push_back({{"job", e.key.job},
+                           {"attempt", e.key.attempt},
+                           {"rank", e.key.rank},
+                           {"reports", std::move(e.read.reports)}});
+      body["reports"] = std::move(entries);
+    }
     Clock::time_point sent = Clock::now();
     Result<HttpResult> r =
         http_->Request("POST", node_path_ + "/heartbeat", body.dump(), HeartbeatTimeout(sent));
@@ -196,7 +207,12 @@ class AgentImpl final : public Agent {
       return true;
     }
     reachable_ = true;
+    for (const Supervisor::Relayed& e : relayed) DeleteRelayFiles(e.read.files);
     Result<Json> j = ParseJsonText(r->body);
+    if (j.ok() && j->is_object())
+      if (auto rej = j->find("reports_rejected"); rej != j->end() && rej->is_number_integer() && *rej > 0)
+        spdlog::warn("agent {}: the daemon refused {} of the reports relayed with this heartbeat", o_.node_id,
+                     rej->get<int64_t>());
     Result<HeartbeatAnswer> answer = j.ok() ? ParseHeartbeatAnswer(*j) : Result<HeartbeatAnswer>(j.status());
     if (!answer.ok()) {
       spdlog::warn("agent {}: bad heartbeat answer: {}", o_.node_id, answer.status().message());

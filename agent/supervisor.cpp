@@ -122,6 +122,7 @@ void Supervisor::Load() {
     }
     p.dump_prefix = e.value("dump_prefix", "");
     p.dump_pipe = e.value("dump_pipe", "");
+    p.relay_dir = e.value("relay_dir", "");
     p.fenced = e.value("fenced", false);
     // Written by agents before ranks had their own users: the identity every rank then ran as.
     p.uid = e.contains("uid") && e["uid"].is_number_unsigned()
@@ -143,6 +144,7 @@ void Supervisor::Save() const {
               {"state", p.phase == ProcessPhase::kExited ? "exited" : "running"},
               {"dump_prefix", p.dump_prefix},
               {"dump_pipe", p.dump_pipe},
+              {"relay_dir", p.relay_dir},
               {"uid", p.uid}};
     if (p.fenced) e["fenced"] = true;
     if (p.phase == ProcessPhase::kExited) {
@@ -235,6 +237,20 @@ void Supervisor::Start(const RankAssignment& a) {
     if (!ec) {
       spec.env.try_emplace("TORCH_FR_DUMP_TEMP_FILE", (dir / "nccl_trace_rank_").string());
       spec.env.try_emplace("TORCH_NCCL_DEBUG_INFO_PIPE_FILE", (dir / "nccl_trace_pipe_").string());
+    }
+  }
+  // The rank's reports go through the agent's heartbeats (agent/relay.h); without the directory it posts
+  // them itself, as a rank no agent started does.
+  if (refused.empty()) {
+    std::optional<RelayOwner> owner;
+    if (spec.run_as) owner = RelayOwner{spec.run_as->uid, spec.run_as->gid};
+    if (Result<std::string> dir = MakeRelayDir(options_.state_dir, a.key, owner); dir.ok()) {
+      p.relay_dir = *dir;
+      spec.env.insert_or_assign("SHEPHERD_RELAY_DIR", *dir);
+    } else {
+      spdlog::warn("agent: {}: {}: the rank posts its reports itself", ToString(a.key),
+                   dir.status().message());
+      spec.env.erase("SHEPHERD_RELAY_DIR");
     }
   }
   if (auto fr = spec.env.find("TORCH_FR_DUMP_TEMP_FILE"); fr != spec.env.end()) p.dump_prefix = fr->second;
@@ -346,7 +362,12 @@ int Supervisor::Poll(SteadyTime now) {
     for (const RankAssignment& a : *desired_) wanted.insert(a.key);
     std::size_t before = table_.size();
     std::erase_if(table_, [&](const TrackedProcess& p) {
-      return p.phase == ProcessPhase::kExited && p.acked && !wanted.count(p.key);
+      // Its relayed reports go first (each heartbeat answered 200 deletes what it carried).
+      if (p.phase != ProcessPhase::kExited || !p.acked || wanted.count(p.key) ||
+          HasRelayFiles(p.relay_dir, p.uid))
+        return false;
+      RemoveRelayDir(p.relay_dir);
+      return true;
     });
     changed |= table_.size() != before;
   }
@@ -366,6 +387,38 @@ std::vector<ProcessReport> Supervisor::Report() const {
       out.push_back({p.key, p.pid, false, p.exit.exit_code, p.exit.signal, p.error, p.log_tail, p.dumps,
                      p.oom_kill, p.fenced});
     }
+  }
+  return out;
+}
+
+std::vector<Supervisor::Relayed> Supervisor::ReadRelayed() {
+  std::vector<const TrackedProcess*> order;
+  for (const TrackedProcess& p : table_)
+    if (!p.relay_dir.empty() && p.phase != ProcessPhase::kExited) order.push_back(&p);
+  for (const TrackedProcess& p : table_)
+    if (!p.relay_dir.empty() && p.phase == ProcessPhase::kExited) order.push_back(&p);
+  std::vector<Relayed> out;
+  if (order.empty()) return out;
+  // Running ranks first; among them the start moves on by one each heartbeat.
+  std::size_t running = 0;
+  while (running < order.size() && order[running]->phase != ProcessPhase::kExited) ++running;
+  if (running > 1) {
+    std::rotate(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(relay_cursor_ % running),
+                order.begin() + static_cast<std::ptrdiff_t>(running));
+    ++relay_cursor_;
+  }
+  std::size_t bytes = 0;
+  for (const TrackedProcess* p : order) {
+    if (out.size() >= kRelayMaxRanks || bytes >= kRelayMaxHeartbeatBytes) break;
+    RelayRead read = ReadRelayDir(p->relay_dir, p->uid, kRelayMaxReports, kRelayMaxBytes,
+                                  kRelayMaxHeartbeatBytes - bytes);
+    relay_malformed_ += static_cast<std::uint64_t>(read.malformed);
+    if (read.malformed > 0)
+      spdlog::warn("agent: {}: {} relayed report files deleted unread ({} in all)", ToString(p->key),
+                   read.malformed, relay_malformed_);
+    if (read.files.empty()) continue;
+    bytes += read.bytes;
+    out.push_back({p->key, std::move(read)});
   }
   return out;
 }

@@ -25,6 +25,10 @@
 // sends SIGTERM only `dump_wait` later, so a rank stopped because it hung leaves its dump.
 // Log tail: when a rank exits other than with code 0, the last lines of its log (agent/rank_files.h) go
 // into its exit report. Log tails, errors and dump paths are redacted (core/redact.h) before any report.
+// Relayed reports (agent/relay.h): each rank started gets SHEPHERD_RELAY_DIR, a directory of its own under
+// <state-dir>/relay/ owned by its user; its row keeps the path (persisted, so an adopted rank's reports are
+// relayed too). ReadRelayed collects what the ranks wrote for a heartbeat; the directory is removed with the
+// row (an exit acknowledged and no longer desired), once nothing waits in it.
 // Users: a rank runs as its assignment's `run_as` when that is one of `allowed_run_as`, else as `run_as`
 // (or the agent's own identity); dumps are listed only among files of the rank's user.
 #pragma once
@@ -39,6 +43,7 @@
 #include "agent/process.h"
 #include "agent/protocol.h"
 #include "agent/reconcile.h"
+#include "agent/relay.h"
 #include "core/status.h"
 
 namespace shepherd::agent {
@@ -85,6 +90,7 @@ struct TrackedProcess {
   std::string log_tail;         // phase kExited with a code other than 0: the end of its log
   std::string dump_prefix;      // TORCH_FR_DUMP_TEMP_FILE given to the rank
   std::string dump_pipe;        // TORCH_NCCL_DEBUG_INFO_PIPE_FILE given to the rank
+  std::string relay_dir;        // SHEPHERD_RELAY_DIR given to the rank; empty: none (it posts itself)
   uid_t uid = 0;                // the rank's user: only its files are listed or poked as its dumps
   std::string token;            // the rank's SHEPHERD_TOKEN (memory only; adopted: read from /proc)
   std::vector<DumpFile> dumps;  // phase kExited: flight-recorder files found under dump_prefix
@@ -116,6 +122,17 @@ class Supervisor {
 
   // Running processes (stopping ones included) plus exits not yet acknowledged, for a heartbeat.
   std::vector<ProcessReport> Report() const;
+  // What the ranks wrote into their relay directories, for one heartbeat: at most kRelayMaxRanks ranks
+  // (running ones first, starting one further each call so none waits behind the others for good) within
+  // kRelayMaxReports / kRelayMaxBytes each and kRelayMaxHeartbeatBytes in all. Deletes malformed files
+  // (counted in relay_malformed()).
+  struct Relayed {
+    RankKey key;
+    RelayRead read;
+  };
+  std::vector<Relayed> ReadRelayed();
+  std::uint64_t relay_malformed() const { return relay_malformed_; }
+
   // Marks these exits acknowledged; unknown keys are ignored.
   void AckExits(const std::vector<RankKey>& keys);
 
@@ -148,6 +165,8 @@ class Supervisor {
   int new_exits_ = 0;                       // exits and spawn failures since the last Poll
   std::optional<std::uint64_t> oom_kills_;  // the count at the last Poll; empty: unreadable
   std::optional<SteadyTime> oom_rose_at_;   // when a Poll last saw it rise
+  std::size_t relay_cursor_ = 0;            // ReadRelayed's rotating start
+  std::uint64_t relay_malformed_ = 0;       // relayed files deleted unread, in all
 };
 
 }  // namespace shepherd::agent

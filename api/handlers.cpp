@@ -178,12 +178,21 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
     *out +=
         "# HELP shepherd_heartbeat_ignored_total Agent heartbeat entries ignored: processes of ranks not "
         "placed "
-        "on the agent's node (or listed twice), flight-recorder dumps of those or beyond the caps.\n"
+        "on the agent's node (or listed twice), flight-recorder dumps of those or beyond the caps, relayed "
+        "report entries of ranks not placed on the node in their job's current attempt.\n"
         "# TYPE shepherd_heartbeat_ignored_total counter\n";
-    for (const char* what : {"process", "flight_recorder"}) {
+    for (const char* what : {"process", "flight_recorder", "reports"}) {
       auto it = c->heartbeat_ignored().find(what);
       *out += std::string("shepherd_heartbeat_ignored_total{what=\"") + what + "\"} " +
               std::to_string(it == c->heartbeat_ignored().end() ? 0 : it->second) + "\n";
+    }
+    *out +=
+        "# HELP shepherd_reports_ignored_total Rank reports refused or ignored before health checks, by "
+        "reason.\n# TYPE shepherd_reports_ignored_total counter\n";
+    for (const char* reason : {"seq_backwards", "group_membership", "rate_limited", "relay_foreign"}) {
+      auto it = c->reports_ignored().find(reason);
+      *out += std::string("shepherd_reports_ignored_total{reason=\"") + reason + "\"} " +
+              std::to_string(it == c->reports_ignored().end() ? 0 : it->second) + "\n";
     }
     *out += "# HELP shepherd_spare_deficits Leaves or spines below their configured spare minimum.\n";
     *out += "# TYPE shepherd_spare_deficits gauge\nshepherd_spare_deficits " +

@@ -5,6 +5,7 @@
 
 #include "api/handlers.h"
 #include "api/problem.h"
+#include "api/relayed_reports.h"
 #include "api/views.h"
 #include "core/fields.h"
 #include "core/node.h"
@@ -40,9 +41,15 @@ std::optional<HttpResponse> GpuOutsideNode(const AgentHeartbeat& hb, const Node&
   return ProblemFrom(InvalidContent("invalid heartbeat", std::move(errs)));
 }
 
+// A heartbeat as the handler uses it: its own fields and the reports it relays.
+struct ParsedHeartbeat {
+  AgentHeartbeat hb;
+  std::vector<RelayedReports> relayed;
+};
+
 // Parses an agent's heartbeat before anything is changed: every field is checked for its type, and every
-// invalid one is named (422).
-Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
+// invalid one is named (422). `now`: the receive time (relayed reports without a `time`).
+Result<ParsedHeartbeat> ParseHeartbeat(const Json& body, Time now) {
   std::vector<FieldError> errs;
   if (!body.is_object()) return InvalidContent("invalid heartbeat", {{"$", "must be an object"}});
   auto array_of_objects = [&](const char* key) -> const Json* {
@@ -165,9 +172,12 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
       typed(*it, "health_check", "output", &Json::is_string, false, "a string");
     }
   }
+  std::vector<RelayedReports> relayed;
+  if (auto it = body.find("reports"); it != body.end()) relayed = ParseRelayedReports(*it, now, &errs);
   if (!errs.empty()) return InvalidContent("invalid heartbeat", std::move(errs));
   // Every field read below was checked above.
-  AgentHeartbeat hb;
+  ParsedHeartbeat parsed{.relayed = std::move(relayed)};
+  AgentHeartbeat& hb = parsed.hb;
   // By reference: value() would copy the whole list.
   static const Json kNone = Json::array();
   const auto listed = [&body](const char* key) -> const Json& {
@@ -198,7 +208,7 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
   if (auto it = body.find("health_check"); it != body.end() && it->is_object())
     hb.health_check =
         HealthCheckReport{(*it)["seq"].get<int64_t>(), (*it)["ok"].get<bool>(), it->value("output", "")};
-  return hb;
+  return parsed;
 }
 
 }  // namespace
@@ -206,28 +216,31 @@ Result<AgentHeartbeat> ParseHeartbeat(const Json& body) {
 void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock) {
   router->Add(
       "POST", "/v1/nodes/{id}/heartbeat",
-      [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
+      [c, o, clock](const HttpRequest& req, const PathParams& p, Respond respond) {
         if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
         // Converted where the body was parsed (the prepare step below); here only when it was not.
-        auto hb = std::static_pointer_cast<const AgentHeartbeat>(req.prepared);
+        auto hb = std::static_pointer_cast<const ParsedHeartbeat>(req.prepared);
         if (!hb) {
           auto parsed = api::Body(req, o);
           if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
-          auto fresh = ParseHeartbeat(**parsed);
+          auto fresh = ParseHeartbeat(**parsed, clock->Now());
           if (!fresh.ok()) return respond(ProblemFrom(fresh.status()));
-          hb = std::make_shared<const AgentHeartbeat>(std::move(fresh).value());
+          hb = std::make_shared<const ParsedHeartbeat>(std::move(fresh).value());
         }
-        if (!hb->gpu_faults.empty())  // an unknown node is the controller's 404
+        if (!hb->hb.gpu_faults.empty())  // an unknown node is the controller's 404
           if (auto node = c->GetNode(p.at("id")); node.ok())
-            if (auto refused = GpuOutsideNode(*hb, node->node)) return respond(*refused);
-        c->NodeHeartbeat(p.at("id"), *hb,
-                         [respond](Result<HeartbeatAck> r) { api::Reply(respond, r, RenderHeartbeatAck); });
+            if (auto refused = GpuOutsideNode(hb->hb, node->node)) return respond(*refused);
+        // `hb` lives until the controller is done with it (the callback holds it).
+        c->NodeHeartbeat(
+            p.at("id"), hb->hb,
+            [respond, hb](Result<HeartbeatAck> r) { api::Reply(respond, r, RenderHeartbeatAck); },
+            hb->relayed);
       },
-      [](HttpRequest& req) -> std::optional<HttpResponse> {
+      [clock](HttpRequest& req) -> std::optional<HttpResponse> {
         if (!req.json) return std::nullopt;  // not JSON: the handler's 415
-        auto hb = ParseHeartbeat(*req.json);
+        auto hb = ParseHeartbeat(*req.json, clock->Now());
         if (!hb.ok()) return ProblemFrom(hb.status());
-        req.prepared = std::make_shared<const AgentHeartbeat>(std::move(hb).value());
+        req.prepared = std::make_shared<const ParsedHeartbeat>(std::move(hb).value());
         return std::nullopt;
       });
   router->Add(

@@ -160,8 +160,11 @@ Json RenderHeartbeatAck(const HeartbeatAck& a) {
   Json acks = Json::array();
   for (const RankRef& r : a.ack_exits)
     acks.push_back({{"job", r.job}, {"attempt", r.attempt}, {"rank", r.rank}});
-  return {
-      {"ack_exits", std::move(acks)}, {"assignments_version", a.assignments_version}, {"lease_s", a.lease_s}};
+  return {{"ack_exits", std::move(acks)},
+          {"assignments_version", a.assignments_version},
+          {"lease_s", a.lease_s},
+          {"reports_accepted", a.reports_accepted},
+          {"reports_rejected", a.reports_rejected}};
 }
 
 }  // namespace shepherd

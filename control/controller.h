@@ -113,6 +113,13 @@ struct IngestSummary {
   int ignored = 0;
   std::vector<ReportBatch::Rejected> rejected;
 };
+// One entry of a heartbeat's `reports` (docs/agent-protocol.md, "Relayed reports"): reports a rank on the
+// heartbeating node wrote for its agent to relay, parsed as POST /v1/jobs/{id}/reports parses its body.
+// Reports naming another rank or attempt than `rank` are already among `batch.rejected`.
+struct RelayedReports {
+  RankRef rank;
+  ReportBatch batch;
+};
 struct RestartOutcome {
   int attempt = 0;
   JobState state = JobState::kQueued;
@@ -198,7 +205,12 @@ class Controller {
 
   // ---- Agents (docs/agent-protocol.md)
   // Marks the node's agent attached and alive; rank exits and GPU faults become findings.
-  void NodeHeartbeat(const std::string& node, const AgentHeartbeat& heartbeat, Done<HeartbeatAck> done);
+  // `relayed`: the heartbeat's relayed reports, each ingested as IngestReports would for its rank, only when
+  // that rank is placed on `node` in its job's current attempt (others are ignored and counted); they are
+  // ingested before the heartbeat's processes (a rank's last reports come before its exit) and a refused
+  // one changes nothing of the heartbeat's own effect (lease, exits, faults).
+  void NodeHeartbeat(const std::string& node, const AgentHeartbeat& heartbeat, Done<HeartbeatAck> done,
+                     const std::vector<RelayedReports>& relayed = {});
   // `can_keep`: the agent honours the answer's `keep` (AgentBoard::Watch).
   void WatchAssignments(const std::string& node, int64_t known, Time deadline, bool can_keep,
                         Done<Assignments> done);
@@ -274,6 +286,9 @@ class Controller {
   const std::map<FindingKind, uint64_t>& finding_counts() const { return findings_.counts(); }
   const std::map<std::string, uint64_t>& report_counts() const { return report_counts_; }
   const std::map<std::string, uint64_t>& heartbeat_ignored() const { return heartbeat_ignored_; }
+  // Reports refused or ignored before they reach health/, by reason ("relay_foreign": relayed by an agent
+  // for a rank not placed on its node in the job's current attempt).
+  const std::map<std::string, uint64_t>& reports_ignored() const { return reports_ignored_; }
   // ---- Metrics (/metrics, docs/api.md): per-job facts and fleet counts, for the reader thread.
   struct JobMetrics {
     const Job* job = nullptr;  // valid only during the visit
@@ -381,6 +396,9 @@ class Controller {
   void OnRankExit(const std::string& node, const ProcessStatus& p, Time now, WriteBatch* batch);
   // A job another launcher starts: a report of a higher attempt begins that attempt.
   void FollowExternalAttempt(const std::string& job, const ReportBatch& reports, Time now, WriteBatch* batch);
+  // IngestReports' work, into `batch` (the caller commits): the POST route and relayed reports alike.
+  Result<IngestSummary> IngestInto(const std::string& job, const ReportBatch& reports, Time now,
+                                   WriteBatch* batch);
   // Places queued jobs.
   void Schedule(Time now, WriteBatch* batch);
   static JobHealth::Launch LaunchOf(const Job& job);
@@ -450,6 +468,7 @@ class Controller {
   // Heartbeat entries ignored, by what: "process" (a rank not placed on the heartbeating node, or named
   // twice in one heartbeat), "flight_recorder" (dumps of such processes, or beyond the caps).
   std::map<std::string, uint64_t> heartbeat_ignored_;
+  std::map<std::string, uint64_t> reports_ignored_;  // by reason (reports_ignored())
   // The paths of the latest hang finding's dumps per job (AttachFlightRecorder), so a dump is found by its
   // path in log time; rebuilt from the finding when another finding becomes the latest.
   struct DumpIndex {

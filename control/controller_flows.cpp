@@ -129,18 +129,26 @@ void Controller::EvaluateJob(const std::string& job, Time now, WriteBatch* batch
 
 void Controller::IngestReports(const std::string& job, const ReportBatch& reports, Done<IngestSummary> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
-  const JobEntry* e = jobs_.Find(job);
-  if (!e) return done(NotFound("no job " + job));
+  if (!jobs_.Find(job)) return done(NotFound("no job " + job));
   Time now = Turn();
+  WriteBatch batch;
+  Result<IngestSummary> out = IngestInto(job, reports, now, &batch);
+  if (!out.ok() || batch.empty()) return done(std::move(out));
+  CommitThen<IngestSummary>(std::move(batch), std::move(done), [out = std::move(*out)] { return out; });
+}
+
+Result<IngestSummary> Controller::IngestInto(const std::string& job, const ReportBatch& reports, Time now,
+                                             WriteBatch* batch) {
+  const JobEntry* e = jobs_.Find(job);
+  if (!e) return NotFound("no job " + job);
   lateness_.OnReports(now);
   // A far-future step refuses the batch before anything of it is used (JobHealth::CheckSteps).
   if (auto h = health_.find(job); h != health_.end())
-    if (Status s = h->second->CheckSteps(reports); !s.ok()) return done(s);
-  WriteBatch batch;
-  FollowExternalAttempt(job, reports, now, &batch);
+    if (Status s = h->second->CheckSteps(reports); !s.ok()) return s;
+  FollowExternalAttempt(job, reports, now, batch);
   auto h = health_.find(job);
   if (h == health_.end() || !h->second->running())
-    return done(Conflict("job " + job + " is " + ToString(e->job.state) + ": no attempt is running"));
+    return Conflict("job " + job + " is " + ToString(e->job.state) + ": no attempt is running");
   JobHealth::IngestOutcome in = h->second->Ingest(reports, now);
   // The attempt's marks in memory stay current (views, goodput); the record follows at most once a
   // minute (PersistMarks) and at the attempt's end.
@@ -150,20 +158,18 @@ void Controller::IngestReports(const std::string& job, const ReportBatch& report
   report_counts_["accepted"] += in.accepted - in.ignored;
   report_counts_["ignored"] += in.ignored;
   report_counts_["rejected"] += in.rejected.size();
-  if (in.launched_now) MarkLaunched(job, now, &batch);
-  PersistTransitions(in.transitions, &batch);
-  if (in.urgent) EvaluateJob(job, now, &batch);
+  if (in.launched_now) MarkLaunched(job, now, batch);
+  PersistTransitions(in.transitions, batch);
+  if (in.urgent) EvaluateJob(job, now, batch);
   // Another launcher's job whose ranks all finished has ended, unless Slurm says when its job ends
   // (control/slurm_watch.h: the batch script may run another step). Our agents report our ranks' exits.
   if (in.all_finished) {
     const JobSpec& spec = jobs_.Find(job)->job.spec;
     if (spec.command.empty() && !(options_.slurm && !spec.external_id.empty()) &&
-        EndJob(job, JobState::kSucceeded, "every rank reported finished", now, &batch).ok())
-      Schedule(now, &batch);
+        EndJob(job, JobState::kSucceeded, "every rank reported finished", now, batch).ok())
+      Schedule(now, batch);
   }
-  IngestSummary out{in.accepted, in.ignored, std::move(in.rejected)};
-  if (batch.empty()) return done(std::move(out));
-  CommitThen<IngestSummary>(std::move(batch), std::move(done), [out = std::move(out)] { return out; });
+  return IngestSummary{in.accepted, in.ignored, std::move(in.rejected)};
 }
 
 void Controller::FollowExternalAttempt(const std::string& job, const ReportBatch& reports, Time now,
@@ -363,7 +369,8 @@ void Controller::AttachFlightRecorder(const ProcessStatus& p, WriteBatch* batch)
   if (added) batch->Put(FindingRecord(*hang));
 }
 
-void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb, Done<HeartbeatAck> done) {
+void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb, Done<HeartbeatAck> done,
+                               const std::vector<RelayedReports>& relayed) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   if (!inventory_.Find(node)) return done(NotFound("no node " + node + "; register it first"));
   Time now = Turn();
@@ -390,6 +397,28 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
     Schedule(now, &batch);
   }
   HeartbeatAck ack;
+  // Relayed reports first: a rank's last reports (its final checkpoint, `finished`) precede its exit.
+  for (const RelayedReports& r : relayed) {
+    const int n = static_cast<int>(r.batch.reports.size() + r.batch.rejected.size());
+    // Only the node's own ranks of the current attempt: the agent's credential speaks for no other node,
+    // and an old attempt's reports would be refused by the job anyway.
+    if (!CurrentRankOn(node, r.rank)) {
+      ++heartbeat_ignored_["reports"];
+      reports_ignored_["relay_foreign"] += n;
+      ack.reports_rejected += n;
+      continue;
+    }
+    Result<IngestSummary> in = IngestInto(r.rank.job, r.batch, now, &batch);
+    if (!in.ok()) {  // refused as a whole (a far-future step, no attempt running): counted, nothing else
+      report_counts_["rejected"] += n;
+      ack.reports_rejected += n;
+      spdlog::debug("agent of {}: reports relayed for rank {} of {} refused: {}", node, r.rank.rank,
+                    r.rank.job, in.status().message());
+      continue;
+    }
+    ack.reports_accepted += in->accepted;  // in->rejected includes those the parser refused
+    ack.reports_rejected += static_cast<int>(in->rejected.size());
+  }
   // An agent speaks only for the ranks placed on its node (in the current attempt or the one before, whose
   // ranks may still be stopping), each once per heartbeat: the rest is ignored and counted, so no entry of
   // one heartbeat costs more than a lookup.

@@ -67,6 +67,11 @@ struct HeartbeatAck {
   std::vector<RankRef> ack_exits;
   int64_t assignments_version = 0;
   double lease_s = 0;  // the agent's lease on its assignments, from when it sent this heartbeat
+  // The heartbeat's relayed reports (`reports`, docs/agent-protocol.md "Relayed reports"): taken (ignored
+  // ones included, as POST /v1/jobs/{id}/reports counts them) and refused (malformed, another rank's, or an
+  // entry for a rank not placed on the node in its job's current attempt).
+  int reports_accepted = 0;
+  int reports_rejected = 0;
 };
 
 // One rank the node's agent must run.

@@ -1,5 +1,6 @@
 // The whole agent (registration, heartbeats, long poll, supervision) against FakeDaemon.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -217,6 +218,46 @@ TEST_F(AgentLoopTest, SurvivesDaemonOutageAndReregistersWhenForgotten) {
   ASSERT_TRUE(WaitFor([&] { return !daemon_->registrations().empty() && !daemon_->heartbeats().empty(); }));
   EXPECT_EQ(LatestEntry(*daemon_, 1, 0)["pid"], pid);
   EXPECT_EQ(Starts(0), 1);
+}
+
+// A rank's relayed reports (SHEPHERD_RELAY_DIR) ride on the heartbeats; a file goes only once a heartbeat
+// carrying it was answered 200, so what a rank writes while the daemon is away arrives afterwards.
+TEST_F(AgentLoopTest, RelayedReportsRideOnHeartbeatsAndStayUntilAnswered) {
+  StartAgent(Options());
+  daemon_->SetAssignments({Rank(1, 0, "exec sleep 100")});
+  std::string env_file = dir_.file("env-r0");
+  ASSERT_TRUE(WaitFor([&] { return testing::FileExists(env_file); }));
+  const std::string relay = ParseEnvFile(ReadFile(env_file))["SHEPHERD_RELAY_DIR"];
+  EXPECT_EQ(relay, dir_.path() + "/relay/job-1-a1-r0");
+  struct stat st {};
+  ASSERT_EQ(::stat(relay.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  EXPECT_EQ(st.st_uid, ::geteuid());  // the rank's user (the agent's own here)
+
+  auto carried = [&](int step) {
+    for (const Json& hb : daemon_->heartbeats())
+      for (const Json& e : hb.value("reports", Json::array()))
+        if (e["job"] == "job-1" && e["attempt"] == 1 && e["rank"] == 0)
+          for (const Json& r : e["reports"])
+            if (r["step"] == step) return true;
+    return false;
+  };
+  const std::string file = relay + "/1764410000000-000001.json";
+  daemon_->SetDown(true);
+  std::ofstream(file) << R"({"reports": [{"rank": 0, "attempt": 1, "kind": "checkpoint", "step": 3,
+                             "path": "/c/3"}]})";
+  std::size_t before = daemon_->requests().size();
+  ASSERT_TRUE(WaitFor([&] { return daemon_->requests().size() > before + 3; }));  // heartbeats answered 503
+  EXPECT_TRUE(testing::FileExists(file));
+  EXPECT_FALSE(carried(3));
+  daemon_->SetDown(false);
+  ASSERT_TRUE(WaitFor([&] { return carried(3); }));
+  ASSERT_TRUE(WaitFor([&] { return !testing::FileExists(file); }));
+
+  // Once the rank's exit is acknowledged and it is no longer desired, its directory goes.
+  daemon_->SetAssignments(Json::array());
+  ASSERT_TRUE(WaitFor([&] { return StateOf(*daemon_, 1, 0) == "exited"; }));
+  ASSERT_TRUE(WaitFor([&] { return !testing::FileExists(relay); }));
 }
 
 TEST_F(AgentLoopTest, RestartedAgentAdoptsItsRanks) {

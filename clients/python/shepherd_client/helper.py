@@ -29,7 +29,7 @@ import time
 from typing import Optional
 
 from .progress_page import ProgressPage
-from .transport import post_reports, reports_url
+from .transport import deliver, reports_url
 
 
 def _set_parent_death_signal() -> None:
@@ -91,8 +91,8 @@ def run(page_path: str, parent: int, url: str, job: str, rank: int, attempt: int
                 if state is not None and state["closed"]:
                     return 0
                 if state is not None and process_state(parent) not in ("T", "t", "Z", None):
-                    post_reports(target, [build_heartbeat(state, rank, attempt)], token=token,
-                                 timeout_s=max(0.5, min(2.0, interval * 2)), envelope=envelope)
+                    deliver(target, [build_heartbeat(state, rank, attempt)], token=token,
+                            timeout_s=max(0.5, min(2.0, interval * 2)), envelope=envelope)
                 next_at = max(next_at + interval, time.monotonic() + interval / 2)
                 time.sleep(max(0.0, next_at - time.monotonic()))
             return 0

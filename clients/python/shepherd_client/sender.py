@@ -8,6 +8,8 @@ Contract:
   must be delivered, MUST_DELIVER, only when nothing else is left to drop).
 - A failover between the daemon's replicas is a transient failure like any other: post_reports tries
   every replica, and a batch none accepted goes back to the front and is resent, in order, until one does.
+- Delivery is transport.deliver: a POST, or, when the rank's agent relays its reports (SHEPHERD_RELAY_DIR), a
+  file in that directory; a full directory is a transient failure like an unreachable daemon.
 - Every `interval_s` the thread asks `make_heartbeat()` (called with `lock` held) for a heartbeat, appends
   it and posts everything buffered in one or more POSTs of at most `max_batch` reports. So reports that
   are not urgent ride along with the next heartbeat: one POST per interval in the common case.
@@ -23,7 +25,7 @@ import threading
 import time
 from typing import Callable, List, Optional
 
-from .transport import PostResult, post_reports
+from .transport import PostResult, deliver
 
 # Reports the daemon takes in one POST (a larger batch is refused whole, 422).
 MAX_BATCH = 1000
@@ -58,7 +60,7 @@ class ReportSender:
                  max_buffer: int = 10000, max_batch: int = 500,
                  make_heartbeat: Optional[Callable[[], Optional[dict]]] = None,
                  lock: Optional[threading.Lock] = None,
-                 post: Callable[..., PostResult] = post_reports, log_every: int = 30,
+                 post: Callable[..., PostResult] = deliver, log_every: int = 30,
                  envelope: Optional[dict] = None):
         self.url = url
         self._envelope = envelope

@@ -1,8 +1,10 @@
-"""One HTTP POST of a batch of reports. Never raises; returns what the caller should do next."""
+"""Delivery of a batch of reports: one HTTP POST, or, for a rank an agent started, a file its agent relays
+(deliver). Never raises; returns what the caller should do next."""
 
 import dataclasses
 import json
 import math
+import os
 import threading
 import time
 import urllib.error
@@ -215,3 +217,111 @@ def _post_once(url: str, body: bytes, headers: Dict[str, str], timeout_s: float)
                           retry_after_s=_retry_after(e.headers) if transient else None, status=e.code), None, True
     except Exception as e:  # noqa: BLE001 - URLError, timeouts, resets: all transient, never raised
         return PostResult(False, True, "%s: %s" % (type(e).__name__, e)), None, False
+
+
+# --- Relayed delivery (docs/agent-protocol.md, "Relayed reports") ----------------------------------------
+# A rank its node's agent started has SHEPHERD_RELAY_DIR set: it posts nothing itself. Each batch becomes a
+# file `<unix-ms, 13 digits>-<counter, 6 digits>.json` holding {"reports": [...]} (written under a name the
+# agent ignores, then linked to its final name, so the agent never reads half a batch), and the agent's next
+# heartbeat carries it: one request per node and interval, however many ranks the node runs.
+
+RELAY_ENV = "SHEPHERD_RELAY_DIR"
+RELAY_MAX_PENDING = 64  # batch files waiting for the agent; beyond, batches stay in the sender's buffer
+RELAY_MAX_REPORTS = 256  # per file (what the agent relays per rank and heartbeat)
+RELAY_MAX_BYTES = 256 << 10  # per file, likewise
+
+_relay_lock = threading.Lock()
+_relay_state = {"counter": 0, "last_ms": 0}
+
+
+def _is_relay_name(name: str) -> bool:
+    return (len(name) == 25 and name[13] == "-" and name.endswith(".json") and name[:13].isdigit()
+            and name[14:20].isdigit())
+
+
+def relay_pending(directory: str) -> int:
+    """Batch files in `directory` the agent has not taken yet."""
+    return sum(1 for n in os.listdir(directory) if _is_relay_name(n))
+
+
+def _relay_chunks(reports: List[dict]):
+    """`reports` as encoded file bodies of at most RELAY_MAX_REPORTS reports and RELAY_MAX_BYTES bytes each,
+    in order, and the indexes of reports too large for a file of their own."""
+    bodies: List[bytes] = []
+    too_large: List[int] = []
+
+    def add(lo: int, hi: int) -> None:
+        body = json.dumps({"reports": reports[lo:hi]}, allow_nan=False, separators=(",", ":")).encode()
+        if len(body) <= RELAY_MAX_BYTES:
+            bodies.append(body)
+        elif hi - lo == 1:
+            too_large.append(lo)
+        else:
+            mid = (lo + hi) // 2
+            add(lo, mid)
+            add(mid, hi)
+
+    for lo in range(0, len(reports), RELAY_MAX_REPORTS):
+        add(lo, min(lo + RELAY_MAX_REPORTS, len(reports)))
+    return bodies, too_large
+
+
+def _next_relay_name() -> str:
+    with _relay_lock:
+        # Never backwards (a clock step would put a batch before older ones), unique within the process.
+        ms = max(int(time.time() * 1000), _relay_state["last_ms"])
+        _relay_state["last_ms"] = ms
+        _relay_state["counter"] = (_relay_state["counter"] + 1) % 1000000
+        return "%013d-%06d.json" % (ms, _relay_state["counter"])
+
+
+def write_relay(directory: str, reports: List[dict]) -> PostResult:
+    """Writes `reports` into the relay directory as one or more batch files, in order. Transient failure
+    (retry) when RELAY_MAX_PENDING files already wait or the directory cannot be written: the caller keeps
+    the batch, as when the daemon is unreachable."""
+    try:
+        bodies, too_large = _relay_chunks(reports)
+    except (TypeError, ValueError) as e:  # a caller passed something JSON cannot carry: never retry it
+        return PostResult(False, False, "cannot encode reports: %s" % e)
+    try:
+        pending = relay_pending(directory)
+        if pending + len(bodies) > RELAY_MAX_PENDING:
+            return PostResult(False, True, "%d report files wait in %s for the node's agent" % (pending, directory))
+        tmps = []
+        try:
+            for body in bodies:  # every file first, then the names: a failure publishes nothing
+                tmp = os.path.join(directory, ".%d-%d-%d.tmp" % (os.getpid(), threading.get_ident(), len(tmps)))
+                with open(tmp, "wb") as f:
+                    f.write(body)
+                tmps.append(tmp)
+            for tmp in tmps:
+                # link, not rename: another process of the rank (its heartbeat helper) may pick the same
+                # name; link never replaces a file.
+                for _ in range(100):
+                    try:
+                        os.link(tmp, os.path.join(directory, _next_relay_name()))
+                        break
+                    except FileExistsError:
+                        continue
+                else:
+                    raise OSError("no free batch file name in %s" % directory)
+        finally:
+            for tmp in tmps:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+    except OSError as e:
+        return PostResult(False, True, "cannot write reports into %s: %s" % (directory, e))
+    rejected = [{"index": i, "error": "larger than %d bytes: not relayed" % RELAY_MAX_BYTES} for i in too_large]
+    return PostResult(True, False, "written for the agent", rejected=rejected or None)
+
+
+def deliver(url: str, reports: List[dict], token: str = "", timeout_s: float = 2.0,
+            envelope: Optional[Dict[str, Any]] = None) -> PostResult:
+    """post_reports, or write_relay when SHEPHERD_RELAY_DIR is set (the rank's agent relays its reports;
+    `url`, `token` and `envelope` are then unused)."""
+    directory = os.environ.get(RELAY_ENV, "")
+    if directory:
+        return write_relay(directory, reports)
+    return post_reports(url, reports, token=token, timeout_s=timeout_s, envelope=envelope)
