@@ -181,7 +181,7 @@ class Agent:
             await asyncio.sleep(retry_delay(headers, 0.25 + random.random()))
 
 
-async def admin(port, method, path, body=None, limit_s=60):
+async def admin(port, method, path, body=None, limit_s=30):
     """An operator's call, retried (bounded) while the daemon turns it away (no answer, 429, 503)."""
     deadline = time.monotonic() + limit_s
     while True:
@@ -228,7 +228,7 @@ async def run(args, port, log_path):
     if status != 201:
         raise SystemExit("job refused: %d %s" % (status, raw[:300]))
     job = json.loads(raw)["id"]
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 30
     while sum(bool(a.ranks) for a in agents) < len(agents) and time.monotonic() < deadline:
         await asyncio.sleep(0.2)
     placed = sum(bool(a.ranks) for a in agents)
