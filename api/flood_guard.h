@@ -4,9 +4,9 @@
 // I/O thread, so the flood never reaches the request queue and never delays another node's heartbeat.
 //
 // A bucket holds up to `burst` tokens and gains `rate_per_s` a second; each request takes one. A legitimate
-// agent heartbeats once a second (plus one at once after a rank exits), so the default heartbeat rate (5/s,
-// burst 20) is never reached by one; a node flooding at 1000/s still gets `rate_per_s` through, so it is
-// never read as silent. Being rate-limited is the sender's own quota, not the daemon's lateness.
+// agent heartbeats once a second (plus one at once after a rank exits), so the default heartbeat rate (20/s,
+// burst 80) is never reached by one, nor by one heartbeating every 0.2 s; a node flooding at 1000/s still
+// gets `rate_per_s` through, so it is never read as silent. Being rate-limited is the sender's own quota, not the daemon's lateness.
 //
 // Memory is bounded: at most `max_keys` buckets; when full, buckets that have refilled (idle senders) are
 // dropped (one sweep a second at most), and a new key that still finds no room is admitted untracked (liveness first).

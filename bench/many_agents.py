@@ -133,13 +133,15 @@ class Agent:
     async def register(self):
         body = {"id": self.node, "hostname": "h-" + self.node, "gpus": 8,
                 "topology": {"spine": "s%d" % (self.i // 256), "leaf": "l%d" % (self.i // 16)}}
+        backoff = 0.25  # as the agent: 250 ms doubling to 10 s, or the answer's Retry-After
         while not self.totals.stop:
             status, headers, raw = await self.hb.call("POST", "/v1/nodes", body)
             self.totals.count(status)
             if status in (200, 201):
                 self.registered.set()
                 return
-            await asyncio.sleep(retry_delay(headers, 0.25 + random.random()))
+            await asyncio.sleep(retry_delay(headers, backoff))
+            backoff = min(backoff * 2, 10.0)
 
     async def heartbeats(self):
         await self.register()
@@ -162,13 +164,13 @@ class Agent:
                 self.last_ok = now
                 next_at += self.interval
                 await asyncio.sleep(max(0.0, next_at - time.monotonic()))
-            else:
-                next_at = time.monotonic() + retry_delay(headers, 0.25)
+            else:  # as the agent: the next heartbeat at the next interval, or after Retry-After
+                next_at = time.monotonic() + retry_delay(headers, self.interval)
                 await asyncio.sleep(next_at - time.monotonic())
 
     async def long_poll(self):
         await self.registered.wait()
-        version, have = 0, False
+        version, have, backoff = 0, False, 0.25
         while not self.totals.stop:
             path = "/v1/nodes/%s/assignments?version=%d&wait=%d&keep=1" % (self.node, version, 30 if have else 0)
             status, headers, raw = await self.poll.call("GET", path, timeout=45)
@@ -177,8 +179,10 @@ class Agent:
                 doc = json.loads(raw)
                 version, have = doc.get("version", 0), True
                 self.ranks = [(r["job"], r["attempt"], r["rank"]) for r in doc.get("ranks", [])]
+                backoff = 0.25
                 continue
-            await asyncio.sleep(retry_delay(headers, 0.25 + random.random()))
+            await asyncio.sleep(max(backoff, retry_delay(headers, 0)))  # as the agent: 250 ms doubling to 5 s
+            backoff = min(backoff * 2, 5.0)
 
 
 async def admin(port, method, path, body=None, limit_s=30):
@@ -218,10 +222,11 @@ async def run(args, port, log_path):
     registered = sum(a.registered.is_set() for a in agents)
     print("# %d of %d agents registered in %.1f s" % (registered, len(agents), time.monotonic() - t0),
           file=sys.stderr, flush=True)
-    gpus = 8 * len(agents)
+    placed_on = max(1, registered)  # the job fills the nodes that registered (all of them, when healthy)
+    gpus = 8 * placed_on
     spec = {"name": "fleet", "command": ["/bin/true"],
             "model": {"parameters": 1e9, "layers": 16, "hidden": 2048, "heads": 16, "seq_len": 2048},
-            "training": {"global_batch_size": gpus}, "parallelism": {"tp": 8, "pp": 1, "dp": len(agents)},
+            "training": {"global_batch_size": gpus}, "parallelism": {"tp": 8, "pp": 1, "dp": placed_on},
             "resources": {"gpus": gpus, "gpus_per_node": 8},
             "policy": {"startup_grace_s": 3600, "max_restarts": 3}}
     status, raw = await admin(port, "POST", "/v1/jobs", spec)
@@ -235,9 +240,10 @@ async def run(args, port, log_path):
     print("# job %s placed: %d agents hold its ranks after %.1f s" % (job, placed, time.monotonic() - t0),
           file=sys.stderr, flush=True)
     await asyncio.sleep(args.seconds)
-    _, raw = await admin(port, "GET", "/v1/jobs/" + job)
-    doc = json.loads(raw or b"{}")
-    _, metrics = await admin(port, "GET", "/metrics")
+    status, raw = await admin(port, "GET", "/v1/jobs/" + job, limit_s=10)
+    doc = json.loads(raw) if status == 200 else {}
+    status, metrics = await admin(port, "GET", "/metrics", limit_s=10)
+    metrics = metrics if status == 200 else b""
     text = metrics.decode(errors="replace")
     totals.stop = True
     for t in tasks:

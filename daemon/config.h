@@ -61,7 +61,7 @@ struct DaemonConfig {
   size_t max_connections = 40000;
   size_t max_connections_per_address = 40000;
   // Per-sender request rates, 429 with Retry-After beyond (daemon/overload.h); 0: no limit.
-  double heartbeats_per_node_s = 5;
+  double heartbeats_per_node_s = 20;
   double reports_per_rank_s = 50;
   size_t body_budget = 256u << 20;  // bytes of request bodies buffered at once, all connections
   // Body budget and connection caps by class and identity (api/http_server.h, docs/security.md).

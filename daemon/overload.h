@@ -44,7 +44,7 @@ class Shedding {
 };
 
 struct FloodLimitOptions {
-  double heartbeats_per_node_s = 5;  // 0: no limit
+  double heartbeats_per_node_s = 20;  // 0: no limit
   double reports_per_rank_s = 50;    // 0: no limit
 };
 

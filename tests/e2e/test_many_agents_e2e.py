@@ -101,7 +101,7 @@ class FloodE2E(unittest.TestCase):
         self.assertGreater(flood.get(429, 0), 5 * flood.get(200, 0), flood)
         limited = many_agents.metric_values(text, "shepherd_requests_shed_total")
         self.assertGreaterEqual(limited.get('{reason="rate_limited"}', 0), flood.get(429, 0), limited)
-        # ... but its rate got through (5 a second, a burst of 20), so it was never read as silent.
+        # ... but its rate got through (20 a second, a burst of 80), so it was never read as silent.
         self.assertGreaterEqual(flood.get(200, 0), 20)
         # The other node's heartbeats were all answered, each well within its node timeout (3 s).
         self.assertGreaterEqual(len(watched), 8)
