@@ -6,8 +6,9 @@ HTTP/1.1 keep-alive connections: it registers its node (8 GPUs), then holds two 
 agent's two threads: one long-polling `GET /v1/nodes/{id}/assignments?version=V&wait=30&keep=1`, one
 heartbeating `POST /v1/nodes/{id}/heartbeat` every --interval seconds, listing the ranks its assignments
 name as running. A failed call is retried on a new connection after the answer's Retry-After (jittered,
-as net::RetryDelay) or a short backoff. Once every node is registered, one job is placed on all of them
-(8 ranks per node; its ranks never report, and its startup_grace_s is long, so only node liveness is
+as net::RetryDelay) or the agent's own backoff (250 ms doubling for polls and registration, the next
+interval for heartbeats). Once the nodes have registered (or --register-wait passed), one job is placed on
+those that did (8 ranks per node; its ranks never report, and its startup_grace_s is long, so only node liveness is
 judged), and the fleet runs for --seconds.
 
 Printed (one JSON object on stdout, details on stderr): connections refused or reset and answers by status
@@ -18,6 +19,7 @@ daemon declared lost (its log's "node lost" lines), the job's attempt and state 
 Standard library only, loopback only, bounded; it stops by itself and kills the daemon it started.
 Usage: bench/many_agents.py [--shepherdd build/daemon/shepherdd] [--agents 1100] [--seconds 40]
                             [--auth] [--config-json '{"max_connections_per_address": 512}']
+Also a module: tests/e2e/test_many_agents_e2e.py calls fleet() and reuses its client.
 """
 import argparse
 import asyncio
