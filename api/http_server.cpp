@@ -106,6 +106,7 @@ void ServerCore::OnAccept(const error_code& ec, tcp::socket socket) {
     error_code ignored;
     socket.close(ignored);
     Rejected(503);
+    Shed(ShedReason::kConnectionCap);
   } else {
     const uint64_t id = next_session_id_++;
     auto session = std::make_shared<Session>(shared_from_this(), id, std::move(socket), kind, address);
@@ -128,12 +129,13 @@ bool ServerCore::EvictOne(const std::string* address) {
     auto session = it->second;
     session->CloseNow();  // unregisters, erasing it from evictable_
     Rejected(0);          // counted as an eviction
+    Shed(ShedReason::kEvicted);
     return true;
   }
   return false;
 }
 
-bool ServerCore::EvictIdleOf(const std::string& identity) {
+bool ServerCore::EvictIdleOf(const std::string& identity, bool for_another) {
   auto it = identities_.find(identity);
   if (it == identities_.end() || it->second.idle.empty()) return false;
   const uint64_t id = *it->second.idle.begin();
@@ -146,6 +148,7 @@ bool ServerCore::EvictIdleOf(const std::string& identity) {
   auto keep = session->second;
   keep->CloseNow();  // unregisters, erasing it from the idle set
   Rejected(0);
+  if (for_another) Shed(ShedReason::kEvicted);
   return true;
 }
 
@@ -162,7 +165,7 @@ bool ServerCore::EvictOverShare() {
   const std::size_t share = options_.max_connections / (identities_.size() + 1);
   if (!biggest || most <= share) return false;
   const std::string identity = *biggest;  // the eviction may erase the entry
-  return EvictIdleOf(identity);
+  return EvictIdleOf(identity, /*for_another=*/true);
 }
 
 void ServerCore::SetIdle(uint64_t session_id, const std::string& identity, bool idle) {
@@ -178,7 +181,7 @@ bool ServerCore::ClaimIdentity(uint64_t session_id, const std::string& address, 
                                const std::string& to, std::size_t cap) {
   if (from == to) return true;
   auto at = identities_.find(to);
-  if (at != identities_.end() && at->second.connections >= cap && !EvictIdleOf(to)) return false;
+  if (at != identities_.end() && at->second.connections >= cap && !EvictIdleOf(to, /*for_another=*/false)) return false;
   if (from.empty()) {
     auto it = per_address_.find(address);
     if (it != per_address_.end() && --it->second == 0) per_address_.erase(it);
@@ -285,6 +288,17 @@ void ServerCore::Rejected(int status) {
   }
 }
 
+void ServerCore::Shed(ShedReason reason) {
+  if (!options_.on_shed) return;
+  try {
+    options_.on_shed(reason);
+  } catch (const std::exception& e) {
+    spdlog::error("http on_shed threw: {}", e.what());
+  } catch (...) {
+    spdlog::error("http on_shed threw an unknown exception");
+  }
+}
+
 std::string ServerCore::NewRequestId() {
   // splitmix64 of seed + counter: a bijection, so ids are unique within a server, and look random across
   // restarts.
@@ -353,6 +367,26 @@ void ServerCore::CloseAll() {
 }
 
 }  // namespace http_internal
+
+const char* ToString(ShedReason r) {
+  switch (r) {
+    case ShedReason::kConnectionCap:
+      return "connection_cap";
+    case ShedReason::kEvicted:
+      return "evicted";
+    case ShedReason::kBodyBudget:
+      return "body_budget";
+    case ShedReason::kQueueFull:
+      return "queue_full";
+    case ShedReason::kIdentityCap:
+      return "identity_cap";
+    case ShedReason::kBodyShare:
+      return "body_share";
+    case ShedReason::kRateLimited:
+      return "rate_limited";
+  }
+  return "unknown";
+}
 
 HttpServer::HttpServer(std::shared_ptr<http_internal::ServerCore> core) : core_(std::move(core)) {}
 

@@ -13,7 +13,9 @@
 //   400 malformed request, 413 body larger than body_limit, 431 request head (or a chunk extension or a
 //   chunked trailer) larger than header_limit, 503 more than max_connections connections (or the body
 //   budget of the request's class is spent), 429 the caller's identity is at its connection cap or body
-//   share, and whatever `on_head` refuses (401/403/404/405) - before any body byte is read.
+//   share, and whatever `on_head` refuses (401/403/404/405/429) - before any body byte is read.
+// Every connection or request the server turns away to protect itself is also reported to on_shed with its
+// ShedReason (the daemon counts them, and counts the daemon's own shedding as its own lateness).
 //
 // Connection fairness: a connection that has not yet presented a valid credential ("untrusted") and is
 // idle or still sending its request head is evictable. When a new connection would exceed max_connections
@@ -66,6 +68,25 @@ enum class BodyClass {
   kLow,       // low-privilege callers (viewers): a small share each and a small pool together
 };
 
+// Why the server turned a connection or a request away (on_shed). The first four are the server's own
+// capacity: whoever was turned away may have been an agent or a rank speaking, so the daemon counts them as
+// its own lateness (health/lateness.h). The last two are the caller's own quota (it holds its share).
+enum class ShedReason {
+  kConnectionCap,  // refused at accept: max_connections or max_connections_per_address (503)
+  kEvicted,        // an idle or head-sending connection closed to make room for another caller's
+  kBodyBudget,     // the body budget of the request's class is spent (503)
+  kQueueFull,      // the request queue of its class is full (429; reported by the front door, not here)
+  kIdentityCap,    // the caller's credential holds its connection cap, none idle (429)
+  kBodyShare,      // the caller's bodies in flight hold its share of the body budget (429)
+  kRateLimited,    // the sender is over its request rate (429; decided by on_head, not here)
+};
+const char* ToString(ShedReason r);
+// Whether shedding for `r` was the daemon's own capacity (not the caller's own quota).
+inline bool IsOwnCapacity(ShedReason r) {
+  return r == ShedReason::kConnectionCap || r == ShedReason::kEvicted || r == ShedReason::kBodyBudget ||
+         r == ShedReason::kQueueFull;
+}
+
 // The server's question about a request head, before its body is read (api/router.h Router::Admit).
 struct HeadDecision {
   std::optional<HttpResponse> refuse;  // answer this and close instead of reading the body
@@ -91,10 +112,13 @@ struct HttpServerOptions {
   // Deadline for writing one response.
   std::chrono::milliseconds write_timeout = std::chrono::seconds(30);
   // Open connections beyond this (after evicting untrusted idle ones, then an idle one of an identity over
-  // its share) are answered 503 and closed.
-  std::size_t max_connections = 10000;
-  // Open connections from one client address (IP) without a credential beyond this: same treatment.
-  std::size_t max_connections_per_address = 512;
+  // its share) are answered 503 and closed. 40000: 16,896 node agents (two connections each: the long poll
+  // and the heartbeat's keep-alive) with room for a burst of rank and operator requests.
+  std::size_t max_connections = 40000;
+  // Open connections from one client address (IP) without a credential beyond this: same treatment. As
+  // high as max_connections by default: behind a NAT, a proxy or a load balancer every agent shares one
+  // address, and each connection is anonymous until its first request head is read.
+  std::size_t max_connections_per_address = 40000;
   // Connections accepted beyond max_connections that may only call public routes (health probes).
   std::size_t probe_reserve = 16;
   // Open connections of one identity (trusted connections only; they leave the per-address count).
@@ -124,6 +148,8 @@ struct HttpServerOptions {
   // 405/413/429/431/503), with 0 for every idle connection evicted to make room, and with 408 for every
   // body cut off by its read deadline, e.g. to count them in metrics. Optional.
   std::function<void(int status)> on_rejected;
+  // Called on the io thread for every connection or request turned away for a ShedReason. Optional.
+  std::function<void(ShedReason reason)> on_shed;
 };
 
 class HttpServer {

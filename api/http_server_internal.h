@@ -80,6 +80,8 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   BodyGrant ReserveBody(std::uint64_t bytes, BodyClass c, const std::string& owner);
   void ReleaseBody(std::uint64_t bytes, BodyClass c, const std::string& owner);
   void Rejected(int status);
+  // Reports one connection or request turned away (HttpServerOptions::on_shed).
+  void Shed(ShedReason reason);
   // Whether to log one more refusal on a request head: at most kRefusalLines per kRefusalWindow, then one
   // line counting the rest (a client retrying with a withdrawn token twice a second would drown the log).
   bool LogRefusal();
@@ -97,8 +99,9 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
   void OnAccept(const error_code& ec, tcp::socket socket);
   // Closes the oldest evictable session (of `address` when given). False when there is none.
   bool EvictOne(const std::string* address);
-  // Closes the oldest idle connection of `identity`. False when it has none.
-  bool EvictIdleOf(const std::string& identity);
+  // Closes the oldest idle connection of `identity`. False when it has none. `for_another`: the room is
+  // for another caller (shed: ShedReason::kEvicted), not for the same identity's newer connection.
+  bool EvictIdleOf(const std::string& identity, bool for_another);
   // At max_connections: closes the oldest idle connection of the identity holding the most connections,
   // when that is more than its share. False when there is none.
   bool EvictOverShare();
@@ -181,6 +184,8 @@ class Session : public std::enable_shared_from_this<Session> {
   Respond MakeRespond();
   // Answers a request the server refuses by itself, then closes.
   void Reject(int status, std::string detail);
+  // 503/429 for the server's own capacity: rate-limited log line, Retry-After: 1.
+  void RejectBusy(int status, std::string detail);
   void RejectWith(HttpResponse res);
   void Write(HttpResponse res);
   void OnWrite(const error_code& ec, std::size_t bytes);

@@ -131,7 +131,8 @@ void Session::Start() {
   const auto remote = stream_.socket().remote_endpoint(ec);
   remote_ = ec ? std::string("?") : fmt::format("{}:{}", remote.address().to_string(), remote.port());
   if (kind_ == SessionKind::kRejecting) {
-    Reject(503, "too many connections");
+    core_->Shed(ShedReason::kConnectionCap);
+    RejectBusy(503, "too many connections");
     return;
   }
   DoRead();
@@ -244,7 +245,8 @@ void Session::OnHeader(const error_code& ec) {
       return;
     }
     if (kind_ == SessionKind::kReserve && !d.is_public) {
-      Reject(503, "too many connections; this one may only call /healthz and /readyz");
+      core_->Shed(ShedReason::kConnectionCap);
+      RejectBusy(503, "too many connections; this one may only call /healthz and /readyz");
       return;
     }
     if (d.trusted && !d.identity.empty() && kind_ == SessionKind::kServing && d.identity != identity_) {
@@ -255,6 +257,7 @@ void Session::OnHeader(const error_code& ec) {
             429,
             fmt::format("this credential already holds {} connections, none of them idle; retry later", cap));
         busy.headers.emplace_back("Retry-After", "1");
+        core_->Shed(ShedReason::kIdentityCap);
         RejectWith(std::move(busy));
         return;
       }
@@ -273,12 +276,14 @@ void Session::OnHeader(const error_code& ec) {
         HttpResponse busy =
             Problem(429, "this caller's request bodies in flight have reached its share; retry later");
         busy.headers.emplace_back("Retry-After", "1");
+        core_->Shed(ShedReason::kBodyShare);
         RejectWith(std::move(busy));
         return;
       }
       case ServerCore::BodyGrant::kClassFull: {
         HttpResponse busy = Problem(503, "the server is buffering too many request bodies; retry later");
         busy.headers.emplace_back("Retry-After", "1");
+        core_->Shed(ShedReason::kBodyBudget);
         RejectWith(std::move(busy));
         return;
       }
@@ -431,6 +436,15 @@ Respond Session::MakeRespond() {
 void Session::Reject(int status, std::string detail) {
   spdlog::warn("http answered {} to {}: {}", status, remote_, detail);
   RejectWith(Problem(status, detail));
+}
+
+void Session::RejectBusy(int status, std::string detail) {
+  // Logged like refusals on a head (a fleet turned away at once would drown the log), with Retry-After so
+  // agents and ranks hold off (the agent and the Python client honour it, with jitter).
+  if (core_->LogRefusal()) spdlog::warn("http answered {} to {}: {}", status, remote_, detail);
+  HttpResponse busy = Problem(status, std::move(detail));
+  busy.headers.emplace_back("Retry-After", "1");
+  RejectWith(std::move(busy));
 }
 
 void Session::RejectWith(HttpResponse res) {

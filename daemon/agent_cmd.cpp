@@ -17,6 +17,7 @@
 #include "agent/agent.h"
 #include "net/http_client.h"
 #include "agent/protocol.h"
+#include "core/open_files.h"
 #include "daemon/commands.h"
 #include "daemon/config.h"
 
@@ -165,6 +166,9 @@ int RunAgent(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  // Rank pipes, logs and the daemon connections are descriptors: the soft limit goes up to the hard one
+  // (ranks inherit it), and the log says what the agent has.
+  spdlog::info("agent: {}", Describe(RaiseOpenFilesLimit()));
   o.fence_keeper = true;  // no other thread exists yet, and this one lives until the agent exits
   Result<std::unique_ptr<agent::Agent>> a = agent::Agent::Create(std::move(o));
   if (!a.ok()) {

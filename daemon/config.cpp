@@ -71,6 +71,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
                "max_connections_per_identity", "max_connections_per_rank_token", "max_connections_per_rank",
                "body_reserve_liveness", "body_share_per_identity", "body_share_low_role",
                "body_budget_low_roles", "body_min_rate", "body_rate_grace_s", "read_timeout_s", "ui_dir",
+               "heartbeats_per_node_s", "reports_per_rank_s",
                // Events (docs/events.md).
                "event_retention", "webhooks",
                // Replicas (daemon/leadership.h).
@@ -148,6 +149,8 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (auto v = r.Int("body_min_rate", false, 0, 1LL << 40)) c->body_min_rate = size_t(*v);
   if (auto v = r.Number("body_rate_grace_s", false, 0.01, 3600)) c->body_rate_grace_s = *v;
   if (auto v = r.Number("read_timeout_s", false, 0.01, 86400)) c->read_timeout_s = *v;
+  if (auto v = r.Number("heartbeats_per_node_s", false, 0, 1e6)) c->heartbeats_per_node_s = *v;
+  if (auto v = r.Number("reports_per_rank_s", false, 0, 1e6)) c->reports_per_rank_s = *v;
   if (c->body_reserve_liveness >= c->body_budget)
     r.Error("body_reserve_liveness", "must be less than body_budget (the rest is what other requests share)");
   if (auto v = r.Int("queue_priority", false, 1, 1 << 24)) c->queues.priority = size_t(*v);

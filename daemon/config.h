@@ -56,8 +56,13 @@ struct DaemonConfig {
   // warning says so). Tokens never come from argv or the config file.
   std::string tokens_file;
   JobPolicy job_policy;            // "job_policy": what submitted jobs may run
-  size_t max_connections = 10000;  // all connections
-  size_t max_connections_per_address = 512;
+  // All connections, and those of one client address without a credential (api/http_server.h): 16,896
+  // agents (a long poll and a heartbeat connection each) behind one NAT or proxy address fit.
+  size_t max_connections = 40000;
+  size_t max_connections_per_address = 40000;
+  // Per-sender request rates, 429 with Retry-After beyond (daemon/overload.h); 0: no limit.
+  double heartbeats_per_node_s = 20;
+  double reports_per_rank_s = 50;
   size_t body_budget = 256u << 20;  // bytes of request bodies buffered at once, all connections
   // Body budget and connection caps by class and identity (api/http_server.h, docs/security.md).
   size_t max_connections_per_identity = 64;

@@ -27,6 +27,8 @@
 #include "api/handlers.h"
 #include "api/http_server.h"
 #include "api/plan_runner.h"
+#include "core/open_files.h"
+#include "daemon/overload.h"
 #include "daemon/commands.h"
 #include "daemon/follower.h"
 #include "daemon/leadership.h"
@@ -70,24 +72,16 @@ namespace {
 // the hard one; a cap the hard limit still cannot hold is lowered to fit, less what the daemon needs
 // besides (the database and its journal, logs, the Slurm worker's pipes, the probe reserve), with a warning.
 std::size_t FitConnectionsToOpenFiles(std::size_t wanted, std::size_t probe_reserve) {
-  constexpr rlim_t kBesidesConnections = 256;
-  rlimit lim{};
-  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return wanted;
-  if (lim.rlim_cur < lim.rlim_max) {
-    rlimit raised = lim;
-    raised.rlim_cur = lim.rlim_max;
-    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
-  }
-  if (lim.rlim_cur == RLIM_INFINITY) return wanted;
-  const rlim_t room = lim.rlim_cur > kBesidesConnections + probe_reserve + 1
-                          ? lim.rlim_cur - kBesidesConnections - probe_reserve
-                          : 1;
-  if (wanted <= room) return wanted;
-  spdlog::warn(
-      "max_connections {} is more than the open-files limit ({}) can hold: serving at most {} connections "
-      "(raise the limit, e.g. LimitNOFILE= in the unit, to allow more)",
-      wanted, lim.rlim_cur, room);
-  return static_cast<std::size_t>(room);
+  constexpr std::size_t kBesidesConnections = 256;
+  const OpenFilesLimit limit = RaiseOpenFilesLimit();
+  spdlog::info("{}", Describe(limit));
+  const std::size_t fit = ConnectionsThatFit(limit, wanted, kBesidesConnections + probe_reserve);
+  if (fit < wanted)
+    spdlog::warn(
+        "max_connections {} is more than the open-files limit ({}) can hold: serving at most {} connections "
+        "(raise the hard limit, e.g. LimitNOFILE= in the unit, to allow more; each node agent holds 2)",
+        wanted, limit.soft, fit);
+  return fit;
 }
 
 // Registers the inventory file's nodes through the controller (durably) before serving. A node the file
@@ -282,6 +276,12 @@ TermEnd ServeTerm(const DaemonConfig& config, const TermContext& term) {
   HttpServerOptions http;
   http.max_connections = FitConnectionsToOpenFiles(config.max_connections, http.probe_reserve);
   http.max_connections_per_address = std::min(config.max_connections_per_address, http.max_connections);
+  Shedding shedding;
+  metrics.AddSource([&shedding](std::string* out) { shedding.AppendMetrics(out); });
+  http.on_shed = [&shedding](ShedReason r) { shedding.Count(r); };
+  // Judged on the I/O thread only (its one owner).
+  auto flood = std::make_shared<FloodLimits>(FloodLimitOptions{
+      .heartbeats_per_node_s = config.heartbeats_per_node_s, .reports_per_rank_s = config.reports_per_rank_s});
   http.body_budget = config.body_budget;
   http.max_connections_per_identity = config.max_connections_per_identity;
   http.body_reserve_liveness = config.body_reserve_liveness;
@@ -292,7 +292,7 @@ TermEnd ServeTerm(const DaemonConfig& config, const TermContext& term) {
   http.body_rate_grace = std::chrono::milliseconds(static_cast<long>(config.body_rate_grace_s * 1000));
   http.read_timeout = std::chrono::milliseconds(static_cast<long>(config.read_timeout_s * 1000));
   // Runs on the I/O thread: authentication and the route table only (ownership is rechecked by Handle).
-  http.on_head = [&router, &authenticator, shared_rank_cap = config.max_connections_per_rank_token,
+  http.on_head = [&router, &authenticator, &shedding, flood, shared_rank_cap = config.max_connections_per_rank_token,
                   rank_cap = config.max_connections_per_rank](const HttpRequest& head) {
     HeadDecision d;
     std::optional<Principal> principal;
@@ -308,18 +308,18 @@ TermEnd ServeTerm(const DaemonConfig& config, const TermContext& term) {
     if (d.trusted && principal->role == Role::kRank)
       d.max_connections = principal->rank ? rank_cap : shared_rank_cap;
     d.body_class = BodyClassOf(principal, authenticator.enabled(), ClassOf(head.method, path));
+    if (!d.refuse && rule) {
+      d.refuse = flood->Judge(head.method, rule->pattern, params, principal, std::chrono::steady_clock::now());
+      if (d.refuse) shedding.Count(ShedReason::kRateLimited);
+    }
     return d;
   };
   http.body_limit = config.body_limit;
   http.header_limit = config.header_limit;
   http.idle_timeout = std::chrono::milliseconds(static_cast<long>(config.idle_timeout_s * 1000));
-  // Requests the server refuses itself with 503 (its connection caps, its body budget): their senders were
-  // not silent, so the next tick counts the daemon as not listening (health/lateness.h).
-  std::atomic<uint64_t> refused{0};
-  http.on_rejected = [&metrics, &refused](int status) {
-    metrics.ObserveRequest("rejected", "", status, 0);
-    if (status == 503) refused.fetch_add(1, std::memory_order_relaxed);
-  };
+  // What the server turns away for its own capacity (shedding, above) is not its senders' silence: the
+  // next tick counts the daemon as not listening (health/lateness.h).
+  http.on_rejected = [&metrics](int status) { metrics.ObserveRequest("rejected", "", status, 0); };
   asio::io_context io_ioc(1);
   std::atomic<bool> ready{controller.ready()};
   RequestQueue queue(config.queues, post);
@@ -337,7 +337,10 @@ TermEnd ServeTerm(const DaemonConfig& config, const TermContext& term) {
   if (leadership) front_options.role = "leader";
   if (config.test_hooks) spdlog::warn("test_hooks is on: POST /test/block-control is served. Tests only");
   FrontDoor front(&queue, &reads, &control_lock, &router, &ready, front_options,
-                  [&metrics](std::string route, std::string method, int status) {
+                  [&metrics, &shedding](std::string route, std::string method, int status) {
+                    // A full request queue turns away whoever was speaking: the daemon's own capacity.
+                    if (status == 429 && route.size() > 6 && route.compare(route.size() - 6, 6, " queue") == 0)
+                      shedding.Count(ShedReason::kQueueFull);
                     metrics.ObserveRequest(route, method, status, 0);
                   });
   auto server = HttpServer::Start(
@@ -401,7 +404,7 @@ TermEnd ServeTerm(const DaemonConfig& config, const TermContext& term) {
       {
         std::unique_lock hold(control_lock);
         const auto start = Steady::now();
-        controller.ObserveLateness(lag, queue_age, refused.exchange(0, std::memory_order_relaxed));
+        controller.ObserveLateness(lag, queue_age, shedding.TakeOwnCapacity());
         controller.Tick();
         metrics.ObserveControlHold(std::chrono::duration<double>(Steady::now() - start).count());
       }

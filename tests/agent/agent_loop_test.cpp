@@ -459,5 +459,34 @@ TEST_F(AgentLoopTest, RanksAreStoppedWhenTheLeaseRunsOut) {
   EXPECT_EQ(Starts(1), 1);
 }
 
+// A daemon that sheds (429 with Retry-After) is busy, not gone: the agent holds off and retries, and its
+// ranks keep running on the lease the last answer granted; a 200 after the busy spell renews it. No fence.
+TEST_F(AgentLoopTest, ABusyDaemonNeverFencesRanksBeforeTheLease) {
+  daemon_->SetLease(6.0);
+  AgentOptions o = Options();
+  o.fence_grace = 500ms;
+  StartAgent(o);
+  daemon_->SetAssignments({Rank(1, 0, "exec sleep 100")});
+  ASSERT_TRUE(WaitFor([&] { return StateOf(*daemon_, 1, 0) == "running"; }));
+  pid_t pid = LatestEntry(*daemon_, 1, 0)["pid"];
+  const std::size_t answered = daemon_->heartbeats().size();
+  ASSERT_TRUE(WaitFor([&] { return daemon_->heartbeats().size() > answered; }));  // a fresh 6 s lease
+  daemon_->SetBusy(1);
+  auto heartbeat_requests = [&] {
+    std::size_t n = 0;
+    for (const std::string& r : daemon_->requests()) n += r.find("/heartbeat") != std::string::npos;
+    return n;
+  };
+  const std::size_t before = heartbeat_requests();
+  ASSERT_TRUE(WaitFor([&] { return heartbeat_requests() >= before + 3; }));  // three refused (~2-4 s)
+  EXPECT_TRUE(Alive(pid)) << "a busy daemon is not a reason to fence";
+  daemon_->SetBusy(std::nullopt);
+  const std::size_t served = daemon_->heartbeats().size();
+  ASSERT_TRUE(WaitFor([&] { return daemon_->heartbeats().size() > served; }));
+  EXPECT_TRUE(Alive(pid));
+  EXPECT_EQ(StateOf(*daemon_, 1, 0), "running");
+  EXPECT_EQ(Starts(0), 1);
+}
+
 }  // namespace
 }  // namespace shepherd::agent

@@ -177,6 +177,8 @@ TEST_F(HttpServerTest, ConnectionsBeyondLimitGet503) {
   EXPECT_EQ(Lower(res->Header("Connection")), "close");
   EXPECT_TRUE(second.WaitClosed());
   EXPECT_EQ(rejected(), std::vector<int>{503});
+  EXPECT_EQ(res->Header("Retry-After"), "1");  // agents and ranks hold off, then come back
+  EXPECT_EQ(shed(), std::vector<ShedReason>{ShedReason::kConnectionCap});
   // The first connection still works.
   ASSERT_TRUE(first.Send(Get("/ok")));
   auto ok = first.ReadResponse();
@@ -231,6 +233,27 @@ TEST_F(HttpServerTest, ShutdownForceClosesAfterGrace) {
   // Answering after the connection is gone is a harmless no-op.
   h.respond(0)(HttpResponse{200, "text/plain", {}, "too late", false});
   EXPECT_TRUE(c.pending().empty());
+}
+
+// Closing an idle anonymous connection to make room is shedding too: whoever held it may have been an agent
+// between heartbeats, so the daemon counts it as its own lateness (ShedReason::kEvicted is own capacity).
+TEST_F(HttpServerTest, AnIdleConnectionEvictedToMakeRoomIsReportedAsShed) {
+  HttpServerOptions options;
+  options.max_connections = 1;
+  options.on_head = [](const HttpRequest&) { return HeadDecision{}; };  // nobody trusted: all evictable
+  StartServer(EchoHandler, options);
+  Client first(port());
+  ASSERT_TRUE(WaitFor([&] { return server_->active_sessions() == 1; }));
+  Client second(port());
+  EXPECT_TRUE(first.WaitClosed());
+  ASSERT_TRUE(second.Send(Get("/ok")));
+  auto ok = second.ReadResponse();
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(shed(), std::vector<ShedReason>{ShedReason::kEvicted});
+  EXPECT_TRUE(IsOwnCapacity(ShedReason::kEvicted));
+  EXPECT_FALSE(IsOwnCapacity(ShedReason::kIdentityCap));
+  EXPECT_FALSE(IsOwnCapacity(ShedReason::kRateLimited));
 }
 
 }  // namespace

@@ -219,6 +219,10 @@ class HttpServerTest : public ::testing::Test {
       std::lock_guard lock(mu_);
       rejected_.push_back(status);
     };
+    options.on_shed = [this](ShedReason r) {
+      std::lock_guard lock(mu_);
+      shed_.push_back(r);
+    };
     auto server = HttpServer::Start(ioc_, "127.0.0.1", 0, std::move(handler), std::move(options));
     ASSERT_TRUE(server.ok()) << server.status().message();
     server_ = std::move(server).value();
@@ -258,6 +262,11 @@ class HttpServerTest : public ::testing::Test {
     return rejected_;
   }
 
+  std::vector<ShedReason> shed() {
+    std::lock_guard lock(mu_);
+    return shed_;
+  }
+
   uint16_t port() const { return server_->port(); }
 
   boost::asio::io_context ioc_;
@@ -270,6 +279,7 @@ class HttpServerTest : public ::testing::Test {
   std::thread::id drain_thread_;
   std::mutex mu_;
   std::vector<int> rejected_;
+  std::vector<ShedReason> shed_;
 };
 
 }  // namespace shepherd::testing

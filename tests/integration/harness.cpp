@@ -117,11 +117,11 @@ HttpResult Http(int port, const std::string& method, const std::string& target, 
 }
 
 pid_t SpawnWithLog(std::vector<std::string> args, const std::string& log_path,
-                   std::optional<unsigned long> open_files) {
+                   std::optional<unsigned long> open_files, std::optional<unsigned long> open_files_soft) {
   pid_t pid = fork();
   if (pid == 0) {
     if (open_files) {
-      rlimit lim{*open_files, *open_files};
+      rlimit lim{open_files_soft.value_or(*open_files), *open_files};
       setrlimit(RLIMIT_NOFILE, &lim);
     }
     int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);

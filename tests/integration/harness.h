@@ -62,9 +62,10 @@ bool Eventually(F f, std::chrono::milliseconds deadline = std::chrono::seconds(3
 double Metric(int port, const std::string& name);
 
 // Runs args[0] (a path) with args, stdout and stderr to `log_path`; the child's pid. `open_files`: the
-// child's open-files limit (soft and hard), when given.
+// child's open-files limit (soft and hard), when given; `open_files_soft`: a lower soft limit than that.
 pid_t SpawnWithLog(std::vector<std::string> args, const std::string& log_path,
-                   std::optional<unsigned long> open_files = std::nullopt);
+                   std::optional<unsigned long> open_files = std::nullopt,
+                   std::optional<unsigned long> open_files_soft = std::nullopt);
 
 class Daemon {
  public:

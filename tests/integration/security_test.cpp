@@ -147,7 +147,7 @@ TEST(Security, AFloodBeyondTheOpenFilesLimitStillLeavesRoomForProbesAndAgents) {
   constexpr unsigned long kOpenFiles = 400;
   Daemon d(dir.path, {"--tokens-file", WriteTokens(dir.path, DefaultTokens())}, kOpenFiles);
   ASSERT_TRUE(d.WaitReady()) << d.log();
-  EXPECT_NE(d.log().find("max_connections 10000 is more than the open-files limit (400) can hold"),
+  EXPECT_NE(d.log().find("max_connections 40000 is more than the open-files limit (400) can hold"),
             std::string::npos)
       << d.log();
   std::vector<std::unique_ptr<Connection>> idle;
@@ -155,6 +155,44 @@ TEST(Security, AFloodBeyondTheOpenFilesLimitStillLeavesRoomForProbesAndAgents) {
   EXPECT_EQ(Http(d.port(), "GET", "/healthz").status, 200);
   EXPECT_EQ(Request(d.port(), "POST", "/v1/nodes", kAgentN0, kNodeN0).status, 201);
   EXPECT_EQ(d.log().find("Too many open files"), std::string::npos) << d.log();
+}
+
+// The daemon and the agent raise their soft open-files limit to the hard one at start-up and say so; a hard
+// limit below what the connection cap needs lowers the cap to fit, with a warning naming the numbers
+// (1024 - 256 for everything else - 16 probe reserve = 752).
+TEST(Security, DaemonAndAgentRaiseTheirOpenFilesLimitAndSaySo) {
+  TempDir dir;
+  const std::string daemon_log = dir.path + "/daemon.log", agent_log = dir.path + "/agent.log";
+  pid_t daemon = SpawnWithLog({SHEPHERDD_PATH, "--listen", "127.0.0.1:0", "--port-file", dir.path + "/port",
+                               "--db", dir.path + "/shepherd.db"},
+                              daemon_log, 1024, 256);
+  // --gpus 0 is refused after the limit is raised and logged, before anything starts (no fence keeper):
+  // the agent exits by itself.
+  pid_t agent = SpawnWithLog({SHEPHERDD_PATH, "agent", "--server", "http://127.0.0.1:9", "--node-id", "n0",
+                              "--gpus", "0", "--allow-root-ranks", "--state-dir", dir.path + "/agent"},
+                             agent_log, 1024, 256);
+  auto read = [](const std::string& path) {
+    std::ifstream f(path);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  const bool daemon_said = Eventually([&] {
+    return read(daemon_log).find("serving at most 752 connections") != std::string::npos;
+  });
+  const bool agent_said = Eventually([&] {
+    return read(agent_log).find("agent: open files: soft limit 256 raised to 1024 (the hard limit)") !=
+           std::string::npos;
+  });
+  for (pid_t pid : {daemon, agent}) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  ASSERT_TRUE(daemon_said) << read(daemon_log);
+  ASSERT_TRUE(agent_said) << read(agent_log);
+  const std::string log = read(daemon_log);
+  EXPECT_NE(log.find("open files: soft limit 256 raised to 1024 (the hard limit)"), std::string::npos) << log;
+  EXPECT_NE(log.find("max_connections 40000 is more than the open-files limit (1024) can hold"),
+            std::string::npos)
+      << log;
 }
 
 // A client retrying with a withdrawn token twice a second filled a tester's log (1,887 of 1,928 lines), each
