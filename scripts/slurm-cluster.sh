@@ -12,8 +12,9 @@
 # ceil(N/2) nodes on leaf l0, the rest on l1, spine s0. Each node has Gres=gpu:2 (empty device files).
 # --constrain-devices: the two GPUs are character devices (DIR/dev/gpu0 = 1,5 like /dev/zero, gpu1 = 1,7
 # like /dev/full), and slurmd confines every step to the GPUs it asked for (proctrack/cgroup, task/cgroup,
-# cgroup.conf ConstrainDevices=yes, cgroup v1). Refused (exit 3, "cannot constrain devices here") where
-# this host has no writable cgroup v1 devices controller or cannot make device nodes.
+# cgroup.conf ConstrainDevices=yes, cgroup v1; the node cgroups are /sys/fs/cgroup/*/slurm_<node>, so one
+# such cluster at a time per host). Refused (exit 3, "cannot constrain devices here") where this host has no
+# writable cgroup v1 devices controller or cannot make device nodes.
 # stop: cancels the cluster's jobs, stops the daemons this script started (pid files in DIR), then kills
 # any process still holding a file under DIR (slurmstepd and tasks survive their slurmd). Never touches
 # /etc/slurm or a munged it did not start.
@@ -242,6 +243,13 @@ stop() {
       signal_pidfile "$DIR/run/munged.pid" KILL
     # Its socket and lock file stay behind otherwise; remove them unless another munged answers there now.
     munge_answers || rm -f /run/munge/munge.socket.2 /run/munge/munge.socket.2.lock
+  fi
+  # A --constrain-devices cluster leaves its nodes' (empty) cgroups behind: remove them, deepest first.
+  if [ -f "$DIR/cgroup.conf" ]; then
+    local node
+    for node in $(sed -n 's/^NodeName=\(n[0-9]*\) .*/\1/p' "$DIR/gres.conf" 2>/dev/null); do
+      find /sys/fs/cgroup/*/slurm_"$node" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+    done
   fi
   rm -f "$DIR"/run/*.pid
   log "stopped the cluster in $DIR"

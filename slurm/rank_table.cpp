@@ -198,6 +198,13 @@ Status WriteRankTable(const std::string& path, const std::string& contents) {
 Result<EnvMap> ReadRankEntry(const std::string& path, int rank, const std::string& node) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return NotFound("shepherd-slurm-rank: cannot open the rank table " + path + ": " + std::strerror(errno));
+  // Written by the daemon as the user the step runs as: a table another user left at that path (the nodes'
+  // /tmp is shared) is never believed.
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || st.st_uid != ::geteuid()) {
+    ::close(fd);
+    return FailedPrecondition("shepherd-slurm-rank: the rank table " + path + " belongs to another user");
+  }
   std::string head(4096, '\0');
   std::size_t got = 0;
   std::size_t eol = std::string::npos;

@@ -58,7 +58,7 @@ Result<EnvMap> ParseRankRecord(const RankTableHeader& header, std::string_view r
 Status WriteRankTable(const std::string& path, const std::string& contents);
 // Reads the header and record `rank` only (two bounded reads, whatever the table's size), then
 // ParseRankRecord. kInvalidArgument also when `rank` is outside the table or the file is short; kNotFound
-// when the file cannot be opened.
+// when the file cannot be opened; kFailedPrecondition when another user owns it.
 Result<EnvMap> ReadRankEntry(const std::string& path, int rank, const std::string& node);
 
 }  // namespace shepherd::slurm

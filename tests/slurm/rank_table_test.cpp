@@ -70,6 +70,11 @@ TEST(RankTable, EachRankReadsItsOwnRecord) {
   EXPECT_EQ(ReadRankEntry(path, 4, "n0").status().code(), Code::kInvalidArgument);
   EXPECT_EQ(ReadRankEntry(path, -1, "n3").status().code(), Code::kInvalidArgument);
   EXPECT_EQ(ReadRankEntry(dir / "missing", 0, "n3").status().code(), Code::kNotFound);
+  // A table someone else owns (left in a node's shared /tmp) is never believed.
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chown(path.c_str(), 12345, 12345), 0);
+    EXPECT_EQ(ReadRankEntry(path, 0, "n3").status().code(), Code::kFailedPrecondition);
+  }
 }
 
 TEST(RankTable, RefusesWhatCannotBeATableAndWhatIsNotOne) {
