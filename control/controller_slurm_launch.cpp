@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "control/controller.h"
 #include "core/redact.h"
@@ -22,10 +23,12 @@ bool Inside(const Placement& p, const std::vector<std::string>& nodes) {
   });
 }
 
+// The placement's nodes in the order of their first rank. Linear: a step may hold 131,072 ranks.
 std::vector<std::string> NodesOf(const Placement& p) {
   std::vector<std::string> out;
+  std::unordered_set<std::string> seen;
   for (const RankSlot& r : p.ranks)
-    if (std::find(out.begin(), out.end(), r.node) == out.end()) out.push_back(r.node);
+    if (seen.insert(r.node).second) out.push_back(r.node);
   return out;
 }
 
@@ -181,6 +184,13 @@ slurm::StepSpec Controller::StepFor(const JobEntry& e, const SlurmAllocationReco
   for (EnvMap& m : per_rank)
     for (const auto& [k, v] : s.env) m.erase(k);
   s.rank_env = std::move(per_rank);
+  // Every GPU of each node (the fewest any of the step's nodes has in the inventory, which is Slurm's GPU
+  // GRES under --slurm): under ConstrainDevices=yes a task sees only its step's GPUs, and holding them all
+  // keeps the placement's GPU indices the node's own (docs/slurm.md, "GPUs and ConstrainDevices").
+  int gpus = 0;
+  for (const std::string& node : NodesOf(s.placement))
+    if (const Node* n = inventory_.cluster().Find(node)) gpus = gpus == 0 ? n->gpus : std::min(gpus, n->gpus);
+  s.gpus_per_node = gpus;
   return s;
 }
 

@@ -242,7 +242,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (const Json* sl = r.Find("slurm")) {
     FieldReader sr(*sl, "slurm", &errs);
     sr.OnlyKnown({"enabled", "slurm_conf", "reconcile_interval_s", "command_timeout_s", "launch_poll_s",
-                  "rank_exec", "step_log_dir"});
+                  "rank_exec", "step_log_dir", "request_gpus", "rank_table_dir"});
     if (sr.ok()) {
       c->slurm.enabled = sr.Bool("enabled").value_or(true);
       if (auto v = sr.String("slurm_conf", false, 4096)) c->slurm.slurm_conf = *v;
@@ -251,6 +251,8 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
       if (auto v = sr.Number("launch_poll_s", false, 0.05, 3600)) c->slurm.launch_poll_s = *v;
       if (auto v = sr.String("rank_exec", false, 4096)) c->slurm.rank_exec = *v;
       if (auto v = sr.String("step_log_dir", false, 4096)) c->slurm.step_log_dir = *v;
+      if (auto v = sr.Bool("request_gpus")) c->slurm.request_gpus = *v;
+      if (auto v = sr.String("rank_table_dir", false, 4096)) c->slurm.rank_table_dir = *v;
     }
   }
   if (const Json* er = r.Find("event_retention")) {

@@ -27,6 +27,12 @@ struct SlurmConfig {
   double launch_poll_s = 1;
   std::string rank_exec = "shepherd-slurm-rank";
   std::string step_log_dir;
+  // Each step asks for its nodes' GPUs (srun --gres=gpu:N, docs/slurm.md "GPUs and ConstrainDevices"), so
+  // sites that constrain devices with cgroups work. false: no --gres (nodes without GPU GRES in Slurm).
+  bool request_gpus = true;
+  // Where the steps' rank tables are read by the tasks: empty (default) copies each with sbcast to /tmp
+  // on every node of the allocation; a directory every node sees at the same path skips the copy.
+  std::string rank_table_dir;
   // "slurm_users": token name -> the Unix user it stands for in Slurm (binding a Slurm job id, requeues);
   // a name not listed stands for itself.
   std::map<std::string, std::string> users;

@@ -129,6 +129,7 @@ SlurmLaunchLoop::SlurmLaunchLoop(const SlurmConfig& config, Controller* controll
   o.cli.slurm_conf = config.slurm_conf;
   o.cli.timeout = std::chrono::milliseconds(static_cast<long>(config.command_timeout_s * 1000));
   o.rank_exec = config.rank_exec;
+  o.rank_table_dir = config.rank_table_dir;
   state_->launcher = std::make_unique<slurm::SlurmLauncher>(o);
 }
 
@@ -138,8 +139,13 @@ SlurmLaunchLoop::~SlurmLaunchLoop() {
 
 void SlurmLaunchLoop::Start() {
   ::mkdir(state_->config.step_log_dir.c_str(), 0750);
-  spdlog::info("slurm: launching jobs with \"launcher\": \"slurm\" (steps through {}, logs in {})",
-               state_->config.rank_exec, state_->config.step_log_dir);
+  spdlog::info(
+      "slurm: launching jobs with \"launcher\": \"slurm\" (steps through {}, logs in {}, rank tables {}, {})",
+      state_->config.rank_exec, state_->config.step_log_dir,
+      state_->config.rank_table_dir.empty() ? "copied to each node's /tmp with sbcast"
+                                            : "read from " + state_->config.rank_table_dir,
+      state_->config.request_gpus ? "each step asks for its nodes' GPUs (--gres=gpu:N)"
+                                  : "steps ask for no GPUs (slurm.request_gpus false)");
   // The compute nodes' file systems are out of sight; this host's is a hint (a shared file system, or the
   // same package everywhere): a wrapper missing here is probably missing there, and every task would fail.
   if (!ExecutableHere(state_->config.rank_exec))
@@ -366,6 +372,7 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
   }
   slurm::StepSpec spec = *o.step;
   spec.log_path = LogPath(o.job, o.attempt);
+  if (!config.request_gpus) spec.gpus_per_node = 0;
   // A fresh log (a leftover of another database's job of the same name would read as this step's), and the
   // allocation it belongs to, before srun starts: how a successor on this host recognises both.
   std::ofstream(spec.log_path, std::ios::trunc).flush();

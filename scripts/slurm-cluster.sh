@@ -2,7 +2,7 @@
 # A real multi-node Slurm cluster on this one machine, for tests and demos (see
 # /work/shared/notes/slurm-on-one-machine.md and docs/slurm.md).
 #
-#   scripts/slurm-cluster.sh start DIR [--nodes N] [--port-base P]
+#   scripts/slurm-cluster.sh start DIR [--nodes N] [--port-base P] [--constrain-devices]
 #   scripts/slurm-cluster.sh stop DIR
 #
 # start: as root, writes slurm.conf, gres.conf and topology.conf into DIR (created if missing), starts
@@ -10,6 +10,11 @@
 # n0..n{N-1} (NodeHostname=localhost, a port each), writes DIR/env (`SLURM_CONF=DIR/slurm.conf`, source it
 # or export it) and waits until sinfo shows every node idle. Two leaves under one spine: the first
 # ceil(N/2) nodes on leaf l0, the rest on l1, spine s0. Each node has Gres=gpu:2 (empty device files).
+# --constrain-devices: the two GPUs are character devices (DIR/dev/gpu0 = 1,5 like /dev/zero, gpu1 = 1,7
+# like /dev/full), and slurmd confines every step to the GPUs it asked for (proctrack/cgroup, task/cgroup,
+# cgroup.conf ConstrainDevices=yes, cgroup v1; the node cgroups are /sys/fs/cgroup/*/slurm_<node>, so one
+# such cluster at a time per host). Refused (exit 3, "cannot constrain devices here") where this host has no
+# writable cgroup v1 devices controller or cannot make device nodes.
 # stop: cancels the cluster's jobs, stops the daemons this script started (pid files in DIR), then kills
 # any process still holding a file under DIR (slurmstepd and tasks survive their slurmd). Never touches
 # /etc/slurm or a munged it did not start.
@@ -53,8 +58,17 @@ write_config() {
   local ctld_port=$PORT_BASE first_port=$((PORT_BASE + 1)) last_port=$((PORT_BASE + NODES))
   local last=$((NODES - 1)) half=$(((NODES + 1) / 2))
   mkdir -p "$DIR/state" "$DIR/spool" "$DIR/dev" "$DIR/log" "$DIR/run"
-  : >"$DIR/dev/gpu0"
-  : >"$DIR/dev/gpu1"
+  local proctrack=proctrack/linuxproc task=task/none
+  if [ "$CONSTRAIN" -eq 1 ]; then
+    rm -f "$DIR/dev/gpu0" "$DIR/dev/gpu1"
+    mknod "$DIR/dev/gpu0" c 1 5 && mknod "$DIR/dev/gpu1" c 1 7 || return 1
+    proctrack=proctrack/cgroup task=task/cgroup
+    printf '%s\n' "CgroupPlugin=cgroup/v1" "CgroupMountpoint=/sys/fs/cgroup" "ConstrainDevices=yes" \
+      "ConstrainCores=no" "ConstrainRAMSpace=no" >"$DIR/cgroup.conf"
+  else
+    : >"$DIR/dev/gpu0"
+    : >"$DIR/dev/gpu1"
+  fi
   cat >"$DIR/slurm.conf" <<EOF
 # Written by scripts/slurm-cluster.sh: a local test cluster, $NODES virtual nodes on this machine.
 ClusterName=shepherdtest
@@ -70,8 +84,8 @@ SlurmctldPidFile=$DIR/run/slurmctld.pid
 SlurmdPidFile=$DIR/run/slurmd-%n.pid
 SlurmctldLogFile=$DIR/log/slurmctld.log
 SlurmdLogFile=$DIR/log/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
-TaskPlugin=task/none
+ProctrackType=$proctrack
+TaskPlugin=$task
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SlurmdParameters=config_overrides
@@ -127,8 +141,15 @@ start() {
   DIR=$(cd "$DIR" && pwd)
   chmod 0755 "$DIR"
   [ -e "$DIR/run/slurmctld.pid" ] && die "$DIR already holds a cluster (stop it first)"
+  if [ "$CONSTRAIN" -eq 1 ] && ! { [ -d /sys/fs/cgroup/devices ] && [ -w /sys/fs/cgroup/devices/devices.allow ]; }; then
+    echo "slurm-cluster: cannot constrain devices here: no writable cgroup v1 devices controller at /sys/fs/cgroup/devices" >&2
+    exit 3
+  fi
   PORT_BASE=${PORT_BASE:-$(pick_port_base)}
-  write_config
+  if ! write_config; then
+    echo "slurm-cluster: cannot constrain devices here: mknod of the fake GPUs failed" >&2
+    exit 3
+  fi
   export SLURM_CONF="$DIR/slurm.conf"
 
   if munge_answers; then
@@ -223,20 +244,29 @@ stop() {
     # Its socket and lock file stay behind otherwise; remove them unless another munged answers there now.
     munge_answers || rm -f /run/munge/munge.socket.2 /run/munge/munge.socket.2.lock
   fi
+  # A --constrain-devices cluster leaves its nodes' (empty) cgroups behind: remove them, deepest first.
+  if [ -f "$DIR/cgroup.conf" ]; then
+    local node
+    for node in $(sed -n 's/^NodeName=\(n[0-9]*\) .*/\1/p' "$DIR/gres.conf" 2>/dev/null); do
+      find /sys/fs/cgroup/*/slurm_"$node" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+    done
+  fi
   rm -f "$DIR"/run/*.pid
   log "stopped the cluster in $DIR"
 }
 
 cmd=${1:-}
 DIR=${2:-}
-[ -n "$cmd" ] && [ -n "$DIR" ] || { echo "usage: $0 start|stop DIR [--nodes N] [--port-base P]" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$DIR" ] || { echo "usage: $0 start|stop DIR [--nodes N] [--port-base P] [--constrain-devices]" >&2; exit 2; }
 shift 2
 NODES=5
 PORT_BASE=
+CONSTRAIN=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --nodes) NODES=$2; shift 2 ;;
     --port-base) PORT_BASE=$2; shift 2 ;;
+    --constrain-devices) CONSTRAIN=1; shift ;;
     *) die "unknown option $1" ;;
   esac
 done

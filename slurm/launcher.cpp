@@ -102,40 +102,71 @@ std::vector<std::string> SlurmLauncher::SrunArgv(const StepSpec& spec) const {
                                 // nodes for ~60 s more ("ending ... due to job resizing"), and a new step
                                 // without --overlap waited for them. One attempt runs at a time in an
                                 // allocation Shepherd owns, so sharing with a dying step is safe.
-                                "--overlap", options_.rank_exec};
+                                "--overlap"};
+  // More tasks than a node has CPUs (several ranks per GPU, or a node whose Slurm CPU count is small) must
+  // not make Slurm refuse the step: the placement, not Slurm's CPU count, decides what runs where.
+  argv.push_back("--overcommit");
+  if (spec.gpus_per_node > 0) argv.push_back("--gres=gpu:" + std::to_string(spec.gpus_per_node));
+  argv.push_back(options_.rank_exec);
   argv.insert(argv.end(), spec.command.begin(), spec.command.end());
   return argv;
 }
 
-Result<Step> SlurmLauncher::StartStep(const StepSpec& spec) const {
+Result<SlurmLauncher::PreparedStep> SlurmLauncher::PrepareStep(const StepSpec& spec) const {
   if (spec.job_id.empty() || spec.name.empty() || spec.command.empty() || spec.placement.ranks.empty() ||
       spec.log_path.empty())
     return InvalidArgument("step: job_id, name, command, placement and log_path are required");
   for (std::size_t r = 0; r < spec.placement.ranks.size(); ++r)
     if (spec.placement.ranks[r].rank != static_cast<int>(r) || spec.placement.ranks[r].node.empty())
       return InvalidArgument("step: placement.ranks must be indexed by rank and name a node");
+  if (!spec.rank_env.empty() && spec.rank_env.size() != spec.placement.ranks.size())
+    return InvalidArgument("step: rank_env must have one map per rank");
+  PreparedStep out;
+  out.argv = SrunArgv(spec);
   // The hostfile: one line per task, task r on line r.
-  std::string hostfile = spec.log_path + ".hosts";
-  {
-    std::ofstream out(hostfile, std::ios::trunc);
-    for (const RankSlot& r : spec.placement.ranks) out << r.node << '\n';
-    if (!out.flush()) return Internal("step: cannot write " + hostfile);
+  out.hostfile_path = spec.log_path + ".hosts";
+  out.hostfile.reserve(spec.placement.ranks.size() * (spec.placement.ranks[0].node.size() + 1));
+  for (const RankSlot& r : spec.placement.ranks) (out.hostfile += r.node) += '\n';
+  // The ranks' own variables: composed by the caller, or derived from the placement.
+  auto table = EncodeRankTable(spec.placement,
+                               spec.rank_env.empty() ? DeriveRankEnv(spec.placement) : spec.rank_env);
+  if (!table.ok()) return table.status();
+  out.table = std::move(table).value();
+  const std::string file = "shepherd-" + spec.job_id + "-" + spec.name + ".ranks";
+  if (options_.rank_table_dir.empty()) {
+    out.table_path = spec.log_path + ".ranks";
+    out.node_table_path = options_.node_table_dir + "/" + file;
+  } else {
+    out.table_path = out.node_table_path = options_.rank_table_dir + "/" + file;
   }
   // srun reads its own options from SLURM_*, SRUN_* (and SLURM_CONF names the configuration it loads):
-  // variables meant for the ranks never set them; the ranks' own go through the tables below.
-  std::vector<std::pair<std::string, std::string>> overlay;
+  // variables meant for the ranks never set them; the ranks' own come from the table.
   for (const auto& [k, v] : spec.env)
-    if (!IsSlurmInputVariable(k)) overlay.emplace_back(k, v);
-  for (auto& kv : EncodeLayout(spec.placement)) overlay.push_back(kv);
-  if (!spec.rank_env.empty()) {
-    if (spec.rank_env.size() != spec.placement.ranks.size())
-      return InvalidArgument("step: rank_env must have one map per rank");
-    auto tables = EncodeRankTables(spec.rank_env);
-    if (!tables.ok()) return tables.status();
-    for (auto& kv : *tables) overlay.push_back(kv);
+    if (!IsSlurmInputVariable(k) && k != kRankTableVar) out.env.emplace_back(k, v);
+  out.env.emplace_back(kRankTableVar, out.node_table_path);
+  out.env.emplace_back("SLURM_HOSTFILE", out.hostfile_path);
+  return out;
+}
+
+Result<Step> SlurmLauncher::StartStep(const StepSpec& spec) const {
+  auto prepared = PrepareStep(spec);
+  if (!prepared.ok()) return prepared.status();
+  const PreparedStep& p = *prepared;
+  {
+    std::ofstream out(p.hostfile_path, std::ios::trunc);
+    out << p.hostfile;
+    if (!out.flush()) return Internal("step: cannot write " + p.hostfile_path);
   }
-  overlay.emplace_back("SLURM_HOSTFILE", hostfile);
-  auto pid = SpawnLogged(SrunArgv(spec), cli_.Environment(overlay), spec.log_path, spec.cwd);
+  if (Status s = WriteRankTable(p.table_path, p.table); !s.ok()) return s;
+  if (p.node_table_path != p.table_path) {
+    // Every node of the allocation gets its copy before any task starts (sbcast returns once all have it).
+    auto r = cli_.Run({"sbcast", "--jobid=" + spec.job_id, "--force", p.table_path, p.node_table_path});
+    if (!r.ok()) return r.status();
+    if (!r->ok())
+      return Unavailable("sbcast of the rank table " + p.table_path + " to " + p.node_table_path +
+                         " failed: " + r->err);
+  }
+  auto pid = SpawnLogged(p.argv, cli_.Environment(p.env), spec.log_path, spec.cwd);
   if (!pid.ok()) return pid.status();
 
   Step step{spec.job_id, "", spec.name, *pid};

@@ -8,8 +8,8 @@
 // requeued. Each attempt is one `srun` step inside the allocation with an explicit task layout: task r
 // (SLURM_PROCID) runs on placement.ranks[r].node (--distribution=arbitrary with SLURM_HOSTFILE), with
 // --overlap (a step killed by a node loss that Slurm is still cleaning up must not hold the next one
-// back), through `shepherd-slurm-rank` (slurm/rank_env.h), which gives each rank the same variables the
-// node agents give.
+// back), through `shepherd-slurm-rank`, which gives each rank the same variables the node agents give, read
+// from the step's rank table file (slurm/rank_table.h; no per-rank strings in the environment).
 //
 // Threading and blocking: a SlurmLauncher holds only immutable options. Every method is synchronous (it
 // runs Slurm commands and polls) and may be called from any thread, concurrently for different jobs and
@@ -33,6 +33,7 @@
 #include "core/status.h"
 #include "slurm/cli.h"
 #include "slurm/rank_env.h"
+#include "slurm/rank_table.h"
 
 namespace shepherd::slurm {
 
@@ -74,6 +75,10 @@ struct StepSpec {
   // uses scheduler/rank_env.h's ComposeRankEnv, as for the agents); given, the wrapper sets exactly these
   // and derives nothing (slurm/rank_env.h, EncodeRankTables). Empty: the wrapper's own derivation.
   std::vector<EnvMap> rank_env;
+  // GPUs the step asks for on each of its nodes (srun --gres=gpu:N): on a site with ConstrainDevices=yes a
+  // task sees only the GPUs its step holds. The controller asks for every GPU of a node (the fewest any of
+  // the step's nodes has), so the placement's GPU indices stay the node's own. 0: no --gres.
+  int gpus_per_node = 0;
   std::string log_path;  // srun's output: every rank's stdout and stderr, lines prefixed "RANK: "
   std::string cwd;       // working directory of srun and the ranks ("" = the caller's)
   std::chrono::seconds start_timeout{60};  // how long until the step must be running
@@ -95,6 +100,12 @@ class SlurmLauncher {
     SlurmCli::Options cli;
     std::string rank_exec = "shepherd-slurm-rank";  // path (or name in PATH on every node) of the wrapper
     std::chrono::milliseconds poll_interval{250};
+    // Where the step's rank table (slurm/rank_table.h) is read by the tasks. Empty (default): it is written
+    // beside the step's log (`<log>.ranks`) and copied with `sbcast` to every node of the allocation, as
+    // `<node_table_dir>/shepherd-<allocation>-<step name>.ranks`. Set: a directory every node sees at the
+    // same path (a shared file system); the table is written there and not copied.
+    std::string rank_table_dir;
+    std::string node_table_dir = "/tmp";
   };
   explicit SlurmLauncher(Options options);
 
@@ -129,6 +140,18 @@ class SlurmLauncher {
 
   // The srun argv for a step (without the environment); exposed for tests and logs.
   std::vector<std::string> SrunArgv(const StepSpec& spec) const;
+
+  // Everything StartStep writes and runs for `spec`, computed without doing it: exposed for tests (a
+  // 131,072-rank step must fit Linux's limits on argv and environment strings). kInvalidArgument: spec
+  // violates a REQUIRES, or its rank_env cannot be put in a table.
+  struct PreparedStep {
+    std::vector<std::string> argv;                              // srun's
+    std::vector<std::pair<std::string, std::string>> env;       // added to srun's environment
+    std::string hostfile_path, hostfile;                        // SLURM_HOSTFILE: line r = rank r's node
+    std::string table_path, table;                              // written here (rank_table.h)
+    std::string node_table_path;  // where the tasks read it (SHEPHERD_SLURM_TABLE); != table_path: sbcast
+  };
+  Result<PreparedStep> PrepareStep(const StepSpec& spec) const;
 
  private:
   Options options_;

@@ -8,8 +8,9 @@
 //   SHEPHERD_SLURM_NODES   node of each rank        e.g. "n3,n1,n0,n2"
 //   SHEPHERD_SLURM_GPUS    local GPU of each rank   e.g. "0,0,1,0"
 //   SHEPHERD_SLURM_COORDS  tp.pp.dp of each rank    e.g. "0.0.0,1.0.0,0.0.1,1.0.1"
-// Linux caps one environment string at 128 KiB (MAX_ARG_STRLEN), which bounds a step to about 10,000
-// ranks with short node names; larger steps need a file-based table (not built yet).
+// Linux caps one environment string at 128 KiB (MAX_ARG_STRLEN), which bounded a step to about 10,000
+// ranks with short node names. The launcher now writes a rank table file instead (slurm/rank_table.h);
+// shepherd-slurm-rank still reads these variables when no table is named (a step an older daemon started).
 #pragma once
 
 #include <map>

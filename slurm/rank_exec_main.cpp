@@ -1,6 +1,9 @@
 // shepherd-slurm-rank COMMAND [ARGS...]: run by srun as every task of a Shepherd step. Adds the rank's
-// variables (slurm/rank_env.h) to its environment and execs COMMAND (searched in PATH). Exit 126 when the
-// layout is wrong (the message goes to stderr, which srun relays), 127 when COMMAND cannot be executed.
+// variables to its environment and execs COMMAND (searched in PATH): its own record of the step's rank
+// table file named by SHEPHERD_SLURM_TABLE (slurm/rank_table.h; record SLURM_PROCID, checked against
+// SLURMD_NODENAME), or, without that variable, the per-rank tables of an older daemon's environment
+// (slurm/rank_env.h). Exit 126 when the layout is wrong or the table unreadable (the message goes to
+// stderr, which srun relays), 127 when COMMAND cannot be executed.
 #include <unistd.h>
 
 #include <cerrno>
@@ -10,6 +13,7 @@
 #include <string>
 
 #include "slurm/rank_env.h"
+#include "slurm/rank_table.h"
 
 extern char** environ;
 
@@ -18,13 +22,25 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: shepherd-slurm-rank COMMAND [ARGS...]\n");
     return 2;
   }
-  shepherd::slurm::EnvMap env;
-  for (char** e = environ; e && *e; ++e) {
-    std::string entry(*e);
-    std::size_t eq = entry.find('=');
-    if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
+  shepherd::Result<shepherd::slurm::EnvMap> rank_env = shepherd::slurm::EnvMap{};
+  if (const char* table = std::getenv(shepherd::slurm::kRankTableVar); table && *table) {
+    const char* procid = std::getenv("SLURM_PROCID");
+    const char* node = std::getenv("SLURMD_NODENAME");
+    char* end = nullptr;
+    const long rank = procid && *procid ? std::strtol(procid, &end, 10) : -1;
+    if (!procid || !*procid || *end != '\0' || rank < 0 || rank > 0x7fffffff)
+      rank_env = shepherd::InvalidArgument("shepherd-slurm-rank: SLURM_PROCID is missing or not a rank");
+    else
+      rank_env = shepherd::slurm::ReadRankEntry(table, static_cast<int>(rank), node ? node : "");
+  } else {
+    shepherd::slurm::EnvMap env;
+    for (char** e = environ; e && *e; ++e) {
+      std::string entry(*e);
+      std::size_t eq = entry.find('=');
+      if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
+    }
+    rank_env = shepherd::slurm::RankEnvironment(env);
   }
-  auto rank_env = shepherd::slurm::RankEnvironment(env);
   if (!rank_env.ok()) {
     std::fprintf(stderr, "%s\n", rank_env.status().message().c_str());
     return 126;

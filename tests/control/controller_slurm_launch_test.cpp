@@ -61,6 +61,9 @@ TEST_F(SlurmLaunchTest, TheStepRunsInTheAllocationWithTheAgentsEnvironment) {
     EXPECT_EQ(s.rank_env[r].at("CUDA_VISIBLE_DEVICES"), "0,1,2,3,4,5,6,7");
   }
   EXPECT_EQ(s.env.count("CUDA_VISIBLE_DEVICES"), 0u);
+  // Every GPU of each node (8 in this inventory), so a site with ConstrainDevices=yes shows the step all
+  // of them and the placement's GPU indices stay the node's own.
+  EXPECT_EQ(s.gpus_per_node, 8);
   EXPECT_EQ(Job(id).job.state, JobState::kLaunching);
   Send({.kind = Kind::kStepStarted, .job = id, .attempt = 1, .step_id = "41.0"});
   EXPECT_EQ(Job(id).job.state, JobState::kRunning);
@@ -205,15 +208,17 @@ TEST_F(SlurmLaunchTest, AContextParallelStepGivesEveryRankItsCpCoordinate) {
   // rank = tp + TP·(cp + CP·(dp + DP·pp)): rank 6 is tp 2, cp 1, dp 0; rank 13 is tp 1, cp 1, dp 1.
   EXPECT_EQ(s.rank_env[6].at("SHEPHERD_RANK_COORDS"), "2,0,0,1");
   EXPECT_EQ(s.rank_env[13].at("SHEPHERD_RANK_COORDS"), "1,0,1,1");
-  // And shepherd-slurm-rank hands exactly those to the task (the tables, nothing derived).
-  slurm::EnvMap task = slurm::EncodeLayout(s.placement);
-  auto tables = slurm::EncodeRankTables(s.rank_env);
-  ASSERT_TRUE(tables.ok());
-  task.insert(tables->begin(), tables->end());
-  task["SLURM_PROCID"] = "13";
-  task["SLURMD_NODENAME"] = s.placement.ranks[13].node;
-  auto env = slurm::RankEnvironment(task);
+  // And shepherd-slurm-rank hands exactly those to the task (its record of the step's rank table).
+  auto table = slurm::EncodeRankTable(s.placement, s.rank_env);
+  ASSERT_TRUE(table.ok()) << table.status().message();
+  const size_t eol = table->find('\n');
+  auto header = slurm::ParseRankTableHeader(std::string_view(*table).substr(0, eol));
+  ASSERT_TRUE(header.ok()) << header.status().message();
+  auto env = slurm::ParseRankRecord(*header, std::string_view(*table).substr(eol + 1 + 13 * header->record_len,
+                                                                             header->record_len),
+                                    13, s.placement.ranks[13].node);
   ASSERT_TRUE(env.ok()) << env.status().message();
+  EXPECT_EQ(*env, s.rank_env[13]);
   EXPECT_EQ(env->at("SHEPHERD_RANK_COORDS"), "1,0,1,1");
 }
 

@@ -12,6 +12,7 @@
 
 #include "control/controller.h"
 #include "slurm/rank_env.h"
+#include "slurm/rank_table.h"
 #include "tests/control/control_test_util.h"
 #include "tests/fakes/fake_clock.h"
 #include "tests/fakes/faulty_store.h"

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -255,6 +256,57 @@ TEST(SlurmCluster, TwoRanksOnOneNodeGetLocalRanks) {
   EXPECT_EQ(refused.status().code(), Code::kUnavailable) << ReadFile(outside.log_path);
 }
 
+// 64 ranks, more than the cluster's 10 CPUs, in a layout Slurm would not choose (rank r on n((3r + 1) mod 5)),
+// TP 2 × DP 8 × PP 4, asking for both GPUs of each node: every task reads its own record of the step's
+// rank table (written here, copied to the nodes with sbcast) and writes what it got.
+TEST(SlurmCluster, SixtyFourRanksEachReadTheirOwnRankTableEntry) {
+  REQUIRE_CLUSTER();
+  ASSERT_FALSE(g_allocation.empty());
+  SlurmLauncher launcher = MakeLauncher();
+  std::string out = Work("r64");
+  ::mkdir(out.c_str(), 0755);
+  constexpr int kRanks = 64;
+  StepSpec spec;
+  spec.job_id = g_allocation;
+  spec.name = "shepherd-a64";
+  std::map<std::string, int> count;  // ranks per node so far: each rank's LOCAL_RANK, GPU = LOCAL_RANK % 2
+  std::vector<int> local(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    const std::string node = "n" + std::to_string((3 * r + 1) % 5);
+    local[r] = count[node]++;
+    spec.placement.ranks.push_back(
+        {.rank = r, .node = node, .gpu = local[r] % 2, .tp = r % 2, .pp = r / 16, .dp = (r / 2) % 8});
+  }
+  spec.command = {"sh", "-c",
+                  "echo \"node=$SLURMD_NODENAME rank=$RANK world=$WORLD_SIZE local=$LOCAL_RANK/$LOCAL_WORLD_SIZE "
+                  "coords=$SHEPHERD_RANK_COORDS gpu=$CUDA_VISIBLE_DEVICES gres=$SLURM_GPUS_ON_NODE\" > " +
+                      out + "/rank-$SLURM_PROCID.txt",
+                  "rank"};
+  spec.gpus_per_node = 2;
+  spec.log_path = out + "/step.log";
+  auto t0 = std::chrono::steady_clock::now();
+  auto step = launcher.StartStep(spec);
+  ASSERT_TRUE(step.ok()) << step.status().message();
+  std::optional<ExitStatus> exit;
+  ASSERT_TRUE(WaitFor(seconds(120), [&] { return (exit = launcher.PollStep(*step)).has_value(); }))
+      << ReadFile(spec.log_path);
+  std::cout << "[measure] 64-rank step (rank table by sbcast) done after " << Since(t0) << " s\n";
+  EXPECT_EQ(exit->exit_code, 0) << ReadFile(spec.log_path);
+  // The copy every node read (one host here, so one file), the same bytes as the table written.
+  const std::string copy = "/tmp/shepherd-" + g_allocation + "-shepherd-a64.ranks";
+  EXPECT_EQ(ReadFile(copy), ReadFile(spec.log_path + ".ranks"));
+  EXPECT_NE(ReadFile(copy).find("ranks=64 "), std::string::npos);
+  for (int r = 0; r < kRanks; ++r) {
+    const std::string node = "n" + std::to_string((3 * r + 1) % 5);
+    EXPECT_EQ(ReadFile(out + "/rank-" + std::to_string(r) + ".txt"),
+              "node=" + node + " rank=" + std::to_string(r) + " world=64 local=" + std::to_string(local[r]) + "/" +
+                  std::to_string(count[node]) + " coords=" + std::to_string(r % 2) + "," + std::to_string(r / 16) +
+                  "," + std::to_string((r / 2) % 8) + " gpu=" + std::to_string(local[r] % 2) + " gres=2\n")
+        << "rank " << r;
+  }
+  ::unlink(copy.c_str());
+}
+
 TEST(SlurmCluster, StopStepWithGrace) {
   REQUIRE_CLUSTER();
   ASSERT_FALSE(g_allocation.empty());
@@ -403,6 +455,56 @@ TEST(SlurmCluster, CancelAllocation) {
   EXPECT_TRUE(WaitFor(seconds(60), [] {
     return LocalCluster::Sh({"sinfo", "-h", "-N", "-o", "%T"}) == "idle\nidle\nidle\nidle\nidle";
   }));
+}
+
+// Only under ctest's slurm_constrain_devices_test (SHEPHERD_SLURM_CONSTRAIN_DEVICES=1): two nodes whose
+// slurmd confines each step to the GPUs it holds (task/cgroup, ConstrainDevices=yes; the fake GPUs are the
+// character devices 1,5 and 1,7). A task tries to read each GPU device: a step asking for both GPUs of its
+// node opens both, one asking for one opens only that one, and one asking for none (what steps asked for
+// before slurm.request_gpus) opens neither.
+TEST(SlurmConstrainDevices, AStepOpensExactlyTheGpusItAskedFor) {
+  REQUIRE_CLUSTER();
+  SlurmLauncher launcher = MakeLauncher();
+  AllocationRequest req;
+  req.name = "shepherd-job-constrain";
+  req.nodes = 2;
+  req.spares = 0;
+  req.work_dir = Work("");
+  auto id = launcher.SubmitAllocation(req);
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  ASSERT_TRUE(WaitFor(seconds(120), [&] {
+    auto a = launcher.ShowAllocation(*id);
+    return a.ok() && a->state == SlurmJobState::kRunning;
+  }));
+  const std::string dev = LocalCluster::dir() + "/dev/gpu";
+  const std::string out = Work("constrain");
+  ::mkdir(out.c_str(), 0755);
+  struct Case {
+    int gpus;
+    const char* seen;
+  };
+  for (const Case& c : {Case{2, "gpu0=open gpu1=open"}, Case{1, "gpu0=open gpu1=denied"},
+                        Case{0, "gpu0=denied gpu1=denied"}}) {
+    StepSpec spec;
+    spec.job_id = *id;
+    spec.name = "shepherd-g" + std::to_string(c.gpus);
+    spec.placement = Layout({"n0", "n1"});
+    spec.gpus_per_node = c.gpus;
+    spec.command = {"sh", "-c",
+                    "r=''; for g in 0 1; do if head -c 1 " + dev + "$g >/dev/null 2>&1; then s=open; else s=denied; "
+                    "fi; r=\"$r${r:+ }gpu$g=$s\"; done; echo \"$r\" > " + out + "/" + spec.name + "-$RANK.txt",
+                    "probe"};
+    spec.log_path = out + "/" + spec.name + ".log";
+    auto step = launcher.StartStep(spec);
+    ASSERT_TRUE(step.ok()) << step.status().message();
+    std::optional<ExitStatus> exit;
+    ASSERT_TRUE(WaitFor(seconds(60), [&] { return (exit = launcher.PollStep(*step)).has_value(); }));
+    EXPECT_EQ(exit->exit_code, 0) << ReadFile(spec.log_path);
+    for (int r = 0; r < 2; ++r)
+      EXPECT_EQ(ReadFile(out + "/" + spec.name + "-" + std::to_string(r) + ".txt"), std::string(c.seen) + "\n")
+          << "--gres=gpu:" << c.gpus << " rank " << r << "\n" << ReadFile(spec.log_path);
+  }
+  EXPECT_TRUE(launcher.CancelAllocation(*id, seconds(60)).ok());
 }
 
 }  // namespace

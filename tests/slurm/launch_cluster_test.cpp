@@ -53,7 +53,10 @@ struct LaunchDaemon {
          {{"slurm_conf", LocalCluster::slurm_conf()},
           {"reconcile_interval_s", 0.5},
           {"launch_poll_s", 0.3},
-          {"rank_exec", SHEPHERD_SLURM_RANK_EXEC}}},
+          {"rank_exec", SHEPHERD_SLURM_RANK_EXEC},
+          // The local cluster's nodes have Gres=gpu:2 (empty device files): each step asks for both, as
+          // on a real site (no cgroups here, so nothing is constrained). The rank tables go by sbcast.
+          {"request_gpus", true}}},
         {"tick_interval_s", 0.2},
         {"stop_timeout_s", 5}}.dump();
     Restart();

@@ -46,9 +46,18 @@ class ClusterEnvironment : public ::testing::Environment {
       return;
     }
     g_dir = tmpl;
-    auto r =
-        RunCommand({"bash", SHEPHERD_SOURCE_DIR "/scripts/slurm-cluster.sh", "start", g_dir, "--nodes", "5"},
-                   CleanEnvironment(), std::chrono::seconds(240));
+    // SHEPHERD_SLURM_CONSTRAIN_DEVICES=1 (ctest's slurm_constrain_devices_test): two nodes that confine each
+    // step to the GPUs it asked for, where this host's cgroups allow it (skipped, with the reason, otherwise).
+    const bool constrain = ::getenv("SHEPHERD_SLURM_CONSTRAIN_DEVICES") != nullptr;
+    std::vector<std::string> argv{"bash", SHEPHERD_SOURCE_DIR "/scripts/slurm-cluster.sh", "start", g_dir,
+                                  "--nodes", constrain ? "2" : "5"};
+    if (constrain) argv.push_back("--constrain-devices");
+    auto r = RunCommand(argv, CleanEnvironment(), std::chrono::seconds(240));
+    if (r.ok() && constrain && r->err.find("cannot constrain devices here") != std::string::npos) {
+      g_unavailable = r->err;
+      Stop();
+      return;
+    }
     if (!r.ok() || !r->ok()) {
       g_start_error = "scripts/slurm-cluster.sh start failed: " + (r.ok() ? r->err : r.status().message());
       Stop();
