@@ -33,9 +33,9 @@ import time
 from typing import Optional
 
 from .progress_page import ProgressPage
+from .transport import post_reports, reports_url
 
 HELPER_AFTER_INTERVALS = 1.5  # as client.HELPER_AFTER_INTERVALS (not imported: the helper stays light)
-from .transport import post_reports, reports_url
 
 
 def _set_parent_death_signal() -> None:
