@@ -286,9 +286,8 @@ class Controller {
   const std::map<FindingKind, uint64_t>& finding_counts() const { return findings_.counts(); }
   const std::map<std::string, uint64_t>& report_counts() const { return report_counts_; }
   const std::map<std::string, uint64_t>& heartbeat_ignored() const { return heartbeat_ignored_; }
-  // Reports refused or ignored before they reach health/, by reason ("relay_foreign": relayed by an agent
-  // for a rank not placed on its node in the job's current attempt).
-  const std::map<std::string, uint64_t>& reports_ignored() const { return reports_ignored_; }
+  // Reports accepted but ignored for a reason (shepherd_reports_ignored_total), indexed by IgnoredReason.
+  uint64_t reports_ignored(IgnoredReason why) const { return reports_ignored_[static_cast<int>(why)]; }
   // ---- Metrics (/metrics, docs/api.md): per-job facts and fleet counts, for the reader thread.
   struct JobMetrics {
     const Job* job = nullptr;  // valid only during the visit
@@ -465,10 +464,10 @@ class Controller {
   SlurmWatch slurm_watch_;
   SlurmJobs slurm_jobs_;
   std::map<std::string, uint64_t> report_counts_;
+  uint64_t reports_ignored_[kIgnoredReasons] = {};
   // Heartbeat entries ignored, by what: "process" (a rank not placed on the heartbeating node, or named
   // twice in one heartbeat), "flight_recorder" (dumps of such processes, or beyond the caps).
   std::map<std::string, uint64_t> heartbeat_ignored_;
-  std::map<std::string, uint64_t> reports_ignored_;  // by reason (reports_ignored())
   // The paths of the latest hang finding's dumps per job (AttachFlightRecorder), so a dump is found by its
   // path in log time; rebuilt from the finding when another finding becomes the latest.
   struct DumpIndex {

@@ -158,6 +158,7 @@ Result<IngestSummary> Controller::IngestInto(const std::string& job, const Repor
   report_counts_["accepted"] += in.accepted - in.ignored;
   report_counts_["ignored"] += in.ignored;
   report_counts_["rejected"] += in.rejected.size();
+  for (int i = 0; i < kIgnoredReasons; ++i) reports_ignored_[i] += in.ignored_by_reason[i];
   if (in.launched_now) MarkLaunched(job, now, batch);
   PersistTransitions(in.transitions, batch);
   if (in.urgent) EvaluateJob(job, now, batch);
@@ -404,7 +405,7 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
     // and an old attempt's reports would be refused by the job anyway.
     if (!CurrentRankOn(node, r.rank)) {
       ++heartbeat_ignored_["reports"];
-      reports_ignored_["relay_foreign"] += n;
+      reports_ignored_[static_cast<int>(IgnoredReason::kRelayForeign)] += n;
       ack.reports_rejected += n;
       continue;
     }
