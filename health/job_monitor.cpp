@@ -22,7 +22,8 @@ JobMonitor::JobMonitor(MonitorContext ctx, RankLayout layout)
       ranks_(layout_.world_size()),
       named_(layout_.world_size()),
       sdc_(layout_, ctx_.policy.hang_timeout_s),
-      loss_(ctx_.policy.loss_spike_factor, ctx_.policy.loss_divergence_steps) {
+      loss_(ctx_.policy.loss_spike_factor, ctx_.policy.loss_divergence_steps),
+      arrivals_(ArrivalRuleFor(ctx_.policy.heartbeat_interval_s)) {
   ctx_.placement.ranks.clear();  // the layout holds what is needed; do not keep a second copy per rank
   ctx_.placement.ranks.shrink_to_fit();
 }
@@ -151,6 +152,9 @@ IngestResult JobMonitor::Ingest(const Report& r, Time now) {
           LeaveCollective(s, now);
         last_progress_ = now;
       }
+      break;
+    case ReportKind::kSummary:
+      ObserveArrivals(r, now);
       break;
     case ReportKind::kParamHash:
       if (r.step) sdc_.OnHash(ranks_, r.rank, *r.step, HashDigest(r.hash), now);

@@ -205,3 +205,71 @@ TEST_F(ArrivalTest, StateIsSmallPerRank) {
 
 }  // namespace
 }  // namespace shepherd::testing
+
+namespace shepherd::testing {
+namespace {
+
+Report Summary(int rank, Time t, int64_t count, double wait_s) {
+  Report r;
+  r.rank = rank;
+  r.attempt = 1;
+  r.time = t;
+  r.kind = ReportKind::kSummary;
+  r.phase = Phase::kTrain;
+  GroupSummary g;
+  g.group = "dp";
+  g.group_kind = GroupKind::kDp;
+  g.completed = 100;
+  g.count = count;
+  g.wait_s = wait_s;
+  r.groups.push_back(g);
+  return r;
+}
+
+// The JobMonitor surfaces: one straggler finding naming the rank and its node with the evidence, the
+// health check's arrival evidence, and nothing for equal waits.
+TEST(JobMonitorArrivalTest, SummariesNameTheLateArriverOnItsNode) {
+  FakeClock clock;
+  MonitorContext c = MakeContext(1, 1, 4, clock.Now(), /*gpus_per_node=*/2);  // ranks 0,1 on n0; 2,3 on n1
+  auto m = Training(c);
+  std::vector<Finding> found;
+  for (int s = 0; s < 60; ++s) {  // one summary per rank per second; rank 3 arrives 0.2 s late
+    for (int r = 0; r < 4; ++r) ASSERT_TRUE(m->Ingest(Summary(r, clock.Now(), 4, r == 3 ? 0.02 : 0.82), clock.Now()).status.ok());
+    for (const Finding& f : OfKind(m->Evaluate(clock.Now()), FindingKind::kStraggler)) found.push_back(f);
+    clock.Advance(Seconds(1));
+  }
+  ASSERT_EQ(found.size(), 1u);  // one incident, not one per window
+  const Finding& f = found[0];
+  EXPECT_EQ(f.ranks, std::vector<int>({3}));
+  EXPECT_EQ(f.nodes, std::vector<std::string>({"n1"}));
+  ASSERT_TRUE(f.straggler);
+  EXPECT_EQ(f.straggler->group, "dp");
+  EXPECT_NEAR(f.straggler->lateness_s, 0.2, 1e-3);
+  EXPECT_NEAR(f.straggler->share_held_up, 1.0, 1e-6);
+  EXPECT_GE(f.straggler->windows, 20);
+  const Json h = m->HealthJson(clock.Now());
+  EXPECT_EQ(h["status"], "degraded");
+  EXPECT_EQ(h["checks"]["straggler"]["status"], "stragglers");
+  const Json& a = h["checks"]["straggler"]["arrival"]["stragglers"];
+  ASSERT_EQ(a.size(), 1u);
+  EXPECT_EQ(a[0]["rank"], 3);
+  EXPECT_EQ(a[0]["node"], "n1");
+  EXPECT_EQ(a[0]["group"], "dp");
+  EXPECT_EQ(h["checks"]["straggler"]["action"], "record");
+  EXPECT_EQ(h["suspects"]["nodes"], Json::array({"n1"}));
+}
+
+TEST(JobMonitorArrivalTest, EqualWaitsNameNoOne) {
+  FakeClock clock;
+  auto m = Training(MakeContext(1, 1, 4, clock.Now(), 2));
+  for (int s = 0; s < 120; ++s) {
+    for (int r = 0; r < 4; ++r) m->Ingest(Summary(r, clock.Now(), 4, 0.4 + 0.004 * ((r + s) % 4)), clock.Now());
+    EXPECT_TRUE(OfKind(m->Evaluate(clock.Now()), FindingKind::kStraggler).empty());
+    clock.Advance(Seconds(1));
+  }
+  EXPECT_EQ(m->HealthJson(clock.Now())["checks"]["straggler"]["status"], "ok");
+  EXPECT_GT(m->HealthJson(clock.Now())["checks"]["straggler"]["arrival"]["windows_closed"], 50);  // 1 s ticks close a 1.5 s window every 2 s
+}
+
+}  // namespace
+}  // namespace shepherd::testing
