@@ -31,7 +31,7 @@
 //    lateness. Named groups (kOther) are not judged either (membership is not derived).
 //
 // Memory: 8 bytes per rank for each group kind in use (the current window's count and wait) plus 4 bytes
-// per rank for its slot map, plus 48 bytes per group instance of 2+ members (at most 24 bytes per rank):
+// per rank for its slot map, plus 40 bytes per group instance of 2+ members (at most 20 bytes per rank):
 // about 60 bytes per rank for a job using two group kinds (7.9 MB at 131,072 ranks). Scratch of one float
 // per rank is reused across closes.
 // Cost: Observe O(1); Tick O(1) unless a window closes, then O(ranks) per group kind in use.

@@ -194,7 +194,7 @@ TEST_F(ArrivalTest, BadSummariesAreIgnored) {
 
 TEST_F(ArrivalTest, StateIsSmallPerRank) {
   // The per-rank accumulators and slot map of one group kind, plus one run per group of two.
-  const size_t per_rank = 8 + 4 + 48 / 2;
+  const size_t per_rank = 8 + 4 + 40 / 2;
   EXPECT_LE(per_rank, 64u);
   Layout(8, 16, 1024);  // 131,072 ranks
   for (int r = 0; r < layout_->world_size(); ++r) arrivals_.Observe(r, layout_->world_size(), Group("dp", 1, 0.1));
