@@ -176,6 +176,15 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
     for (const auto& [outcome, n] : c->report_counts())
       *out += "shepherd_reports_total{outcome=\"" + outcome + "\"} " + std::to_string(n) + "\n";
     *out +=
+        "# HELP shepherd_reports_ignored_total Rank reports accepted but not used, by reason: seq_backwards "
+        "(a summary's completed seq went backwards), group_membership (a named group whose members changed, "
+        "or a rank claiming a group it is not in), rate_limited, relay_foreign (relayed for a rank not on "
+        "the node).\n# TYPE shepherd_reports_ignored_total counter\n";
+    for (IgnoredReason why : {IgnoredReason::kSeqBackwards, IgnoredReason::kGroupMembership,
+                              IgnoredReason::kRateLimited, IgnoredReason::kRelayForeign})
+      *out += std::string("shepherd_reports_ignored_total{reason=\"") + ToString(why) + "\"} " +
+              std::to_string(c->reports_ignored(why)) + "\n";
+    *out +=
         "# HELP shepherd_heartbeat_ignored_total Agent heartbeat entries ignored: processes of ranks not "
         "placed "
         "on the agent's node (or listed twice), flight-recorder dumps of those or beyond the caps.\n"

@@ -274,6 +274,8 @@ class Controller {
   const std::map<FindingKind, uint64_t>& finding_counts() const { return findings_.counts(); }
   const std::map<std::string, uint64_t>& report_counts() const { return report_counts_; }
   const std::map<std::string, uint64_t>& heartbeat_ignored() const { return heartbeat_ignored_; }
+  // Reports accepted but ignored for a reason (shepherd_reports_ignored_total), indexed by IgnoredReason.
+  uint64_t reports_ignored(IgnoredReason why) const { return reports_ignored_[static_cast<int>(why)]; }
   // ---- Metrics (/metrics, docs/api.md): per-job facts and fleet counts, for the reader thread.
   struct JobMetrics {
     const Job* job = nullptr;  // valid only during the visit
@@ -447,6 +449,7 @@ class Controller {
   SlurmWatch slurm_watch_;
   SlurmJobs slurm_jobs_;
   std::map<std::string, uint64_t> report_counts_;
+  uint64_t reports_ignored_[kIgnoredReasons] = {};
   // Heartbeat entries ignored, by what: "process" (a rank not placed on the heartbeating node, or named
   // twice in one heartbeat), "flight_recorder" (dumps of such processes, or beyond the caps).
   std::map<std::string, uint64_t> heartbeat_ignored_;

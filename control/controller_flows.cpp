@@ -150,6 +150,7 @@ void Controller::IngestReports(const std::string& job, const ReportBatch& report
   report_counts_["accepted"] += in.accepted - in.ignored;
   report_counts_["ignored"] += in.ignored;
   report_counts_["rejected"] += in.rejected.size();
+  for (int i = 0; i < kIgnoredReasons; ++i) reports_ignored_[i] += in.ignored_by_reason[i];
   if (in.launched_now) MarkLaunched(job, now, &batch);
   PersistTransitions(in.transitions, &batch);
   if (in.urgent) EvaluateJob(job, now, &batch);

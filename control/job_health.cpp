@@ -123,6 +123,7 @@ JobHealth::IngestOutcome JobHealth::Ingest(const ReportBatch& batch, Time now) {
     ++out.accepted;
     if (in.ignored) {
       ++out.ignored;
+      if (in.ignored_reason) ++out.ignored_by_reason[static_cast<int>(*in.ignored_reason)];
       continue;
     }
     out.urgent = out.urgent || in.urgent;

@@ -74,7 +74,8 @@ class JobHealth {
 
   struct IngestOutcome {
     int accepted = 0;  // includes ignored
-    int ignored = 0;   // another attempt's reports; checkpoints beyond the ledger's bounds
+    int ignored = 0;   // another attempt's reports; checkpoints beyond the ledger's bounds; refused below
+    uint64_t ignored_by_reason[kIgnoredReasons] = {};  // part of `ignored`, by IgnoredReason
     std::vector<ReportBatch::Rejected> rejected;
     bool urgent = false;        // an anomaly opened: evaluate now
     bool launched_now = false;  // these reports launched the attempt

@@ -63,7 +63,7 @@ void AttemptMarks::OnReport(const Report& r, Time now) {
     }
   }
   if (r.rank < 0 || r.rank >= world_size_) return;
-  const bool heartbeat = r.kind == ReportKind::kHeartbeat;
+  const bool heartbeat = r.kind == ReportKind::kHeartbeat || r.kind == ReportKind::kSummary;  // a summary is one too
   if (phases_.empty()) {
     if (!heartbeat || !IsCheckpointPhase(r.phase)) return;  // nothing open anywhere, nothing opens
     phases_.resize(world_size_);

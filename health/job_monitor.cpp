@@ -93,6 +93,15 @@ IngestResult JobMonitor::Ingest(const Report& r, Time now) {
     res.status = InvalidContent("rank: " + m, {{"rank", m}});
     return res;
   }
+  std::vector<uint32_t> summary_named;
+  if (r.kind == ReportKind::kSummary) {
+    if (std::optional<IgnoredReason> why = CheckSummary(r, &summary_named)) {
+      ++ignored_;
+      res.ignored = true;
+      res.ignored_reason = why;
+      return res;
+    }
+  }
   uint32_t named = 0;
   if (r.collective) {
     Result<uint32_t> g = NamedGroupOf(r.rank, *r.collective);
@@ -128,6 +137,10 @@ IngestResult JobMonitor::Ingest(const Report& r, Time now) {
         LeaveCollective(s, now);
       }
       break;
+    case ReportKind::kSummary:
+      IngestSummary(r, summary_named, now);
+      ObserveArrivals(r, now);
+      break;
     case ReportKind::kStep:
       if (s.phase != Phase::kUnspecified && s.phase != Phase::kTrain) s.phase = Phase::kTrain;
       if (r.step_time_s) {
@@ -153,9 +166,6 @@ IngestResult JobMonitor::Ingest(const Report& r, Time now) {
         last_progress_ = now;
       }
       break;
-    case ReportKind::kSummary:
-      ObserveArrivals(r, now);
-      break;
     case ReportKind::kParamHash:
       if (r.step) sdc_.OnHash(ranks_, r.rank, *r.step, HashDigest(r.hash), now);
       break;
@@ -170,6 +180,74 @@ IngestResult JobMonitor::Ingest(const Report& r, Time now) {
   }
   return res;
 }
+
+std::optional<IgnoredReason> JobMonitor::CheckSummary(const Report& r, std::vector<uint32_t>* named) {
+  const RankState& s = ranks_[r.rank];
+  named->assign(r.groups.size(), 0);
+  for (size_t i = 0; i < r.groups.size(); ++i) {
+    const GroupSummary& g = r.groups[i];
+    if (g.group_kind != GroupKind::kOther) {  // members from placement; any `members` sent are not used
+      if (g.completed < s.completed_seq[static_cast<int>(g.group_kind)]) return IgnoredReason::kSeqBackwards;
+      continue;
+    }
+    if (!g.members.empty()) {
+      if (g.members.back() >= layout_.world_size() ||
+          !std::binary_search(g.members.begin(), g.members.end(), r.rank) ||
+          !named_.Check(g.group, r.rank, g.members).ok())
+        return IgnoredReason::kGroupMembership;
+    }
+    if (uint32_t id = named_.Find(g.group, r.rank); id && g.completed < named_.CompletedSeq(id, r.rank))
+      return IgnoredReason::kSeqBackwards;
+  }
+  // Every check passed: learn the named groups whose members came along (Check said Learn cannot refuse).
+  for (size_t i = 0; i < r.groups.size(); ++i) {
+    const GroupSummary& g = r.groups[i];
+    if (g.group_kind != GroupKind::kOther) continue;
+    Result<uint32_t> id = g.members.empty() ? Result<uint32_t>(named_.Find(g.group, r.rank))
+                                            : named_.Learn(g.group, r.rank, g.members);
+    (*named)[i] = id.ok() ? *id : 0;
+  }
+  return std::nullopt;
+}
+
+void JobMonitor::IngestSummary(const Report& r, const std::vector<uint32_t>& named, Time now) {
+  RankState& s = ranks_[r.rank];
+  s.phase = r.phase;
+  if (s.in_checkpoint_phase() || s.in_eval_phase()) s.busy_seen = last_busy_ = now;
+  s.set(RankState::kHeartbeatCollectives, true);  // a summary lists every open collective: none is "none"
+  bool progressed = false;
+  size_t oldest = r.groups.size();
+  Time oldest_since{};
+  for (size_t i = 0; i < r.groups.size(); ++i) {
+    const GroupSummary& g = r.groups[i];
+    const int64_t reached = std::max(g.completed, g.open ? g.open->seq : int64_t{-1});
+    if (g.group_kind != GroupKind::kOther) {
+      const int k = static_cast<int>(g.group_kind);
+      progressed = progressed || g.completed > s.completed_seq[k] || reached > s.entered_seq[k];
+      s.completed_seq[k] = std::max(s.completed_seq[k], g.completed);
+      s.entered_seq[k] = std::max(s.entered_seq[k], reached);
+    } else if (named[i]) {
+      progressed = progressed || g.completed > named_.CompletedSeq(named[i], r.rank) ||
+                   reached > named_.EnteredSeq(named[i], r.rank);
+      named_.Completed(named[i], r.rank, g.completed);
+      named_.Entered(named[i], r.rank, reached);
+    }
+    progressed = progressed || g.count > 0;
+    if (!g.open) continue;
+    // The oldest open collective by entry time (rank's clock; without `since`: the report's time).
+    const Time since = g.open->since.value_or(r.time);
+    if (oldest == r.groups.size() || since < oldest_since) {
+      oldest = i;
+      oldest_since = since;
+    }
+  }
+  if (oldest < r.groups.size())
+    EnterCollective(r.rank, *r.groups[oldest].open, named[oldest], r.time, now);
+  else
+    LeaveCollective(s, now);
+  if (progressed) last_progress_ = now;
+}
+
 
 void JobMonitor::RecordNode(RankState& s, const std::string& node) {
   if (s.node != 0 && node_names_[s.node - 1] == node) return;  // the common case: unchanged

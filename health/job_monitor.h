@@ -4,8 +4,14 @@
 // CheckpointLedger (and checkpoint reports too: the monitor does not track checkpoints), and answers
 // GET /v1/jobs/{id}/health with HealthJson (adding last_known_good_checkpoint and updated_at).
 //
+// Summaries (report.h, kSummary) are heartbeats too (liveness, step, phase); per group with a membership they
+// raise the rank's entered seq to max(completed, open.seq), and the oldest `open` of any group is the rank's
+// current collective (none open: none). A summary whose group's `completed` went backwards (seq_backwards),
+// or whose named group's members changed or leave the sender out (group_membership), changes nothing and is
+// reported in IngestResult::ignored_reason.
 // Detectors (rules in each header): heartbeats (below), HangWatchdog (hang_watchdog.h), stragglers by step
-// time (straggler_detector.h) and by arrival order in collectives (arrival_stragglers.h), SDC vote (sdc_checker.h), loss and grad-norm anomalies (loss_monitor.h).
+// time (straggler_detector.h) and by arrival order in collectives (arrival_stragglers.h, fed by summaries),
+// SDC vote (sdc_checker.h), loss and grad-norm anomalies (loss_monitor.h).
 // Heartbeats: any report refreshes a rank's last-seen (receive time `now`, not the rank's clock). A rank that
 // reported `finished` is never lost and no longer counts as heartbeating. A rank is
 // lost when silent for heartbeat_timeout_s, or for kCheckpointAllowance × that while its last heartbeat
@@ -71,7 +77,10 @@ struct MonitorContext {
 
 struct IngestResult {
   Status status;         // non-ok: rejected (rank outside the world); list it under "rejected"
-  bool ignored = false;  // another attempt's report: accepted by the API, not used, counted
+  bool ignored = false;  // another attempt's report, or one refused below: accepted by the API, not used
+  // Set when the report was refused for a reason counted in shepherd_reports_ignored_total (a summary whose
+  // seq went backwards, a group membership it contradicts): no state changed, no finding follows.
+  std::optional<IgnoredReason> ignored_reason;
   bool urgent = false;   // opened an anomaly: call Evaluate now rather than at the next tick
 };
 
@@ -136,14 +145,18 @@ class JobMonitor {
   // The named group (health/named_groups.h) of a collective of rank `rank` outside tp/pp/dp/cp/world,
   // learnt from its `members` when sent; 0: none or unknown.
   Result<uint32_t> NamedGroupOf(int rank, const CollectiveInfo& c);
+  // A summary's refusal reason, checked before anything changes; else ok, with each group's named-group id
+  // (0: tp/pp/dp/cp/world, or a name whose members are unknown) in `named`.
+  std::optional<IgnoredReason> CheckSummary(const Report& r, std::vector<uint32_t>* named);
+  void IngestSummary(const Report& r, const std::vector<uint32_t>& named, Time now);
+  // Arrival timing of a summary just ingested (the arrival-order straggler rule).
+  void ObserveArrivals(const Report& r, Time now);
   void EnterCollective(int rank, const CollectiveInfo& c, uint32_t named, Time report_time, Time now);
   void LeaveCollective(RankState& s, Time now);
   Finding MakeFinding(FindingKind kind, std::vector<int> ranks, Time now, std::string detail) const;
   void EvaluateHeartbeats(Time now, std::vector<bool>* alive, std::vector<Finding>* out);
   void EvaluateHang(Time now, const std::vector<bool>& alive, std::vector<Finding>* out);
   void EvaluateStragglers(Time now, std::vector<Finding>* out);
-  // A summary's groups into the arrival-order straggler rule (O(groups)); called by Ingest for kSummary.
-  void ObserveArrivals(const Report& r, Time now);
   // After a window closed: one straggler finding per rank newly named by the arrival rule.
   void EvaluateArrivals(Time now, std::vector<Finding>* out);
   void EvaluateSdc(Time now, std::vector<Finding>* out);

@@ -31,6 +31,8 @@ class NamedGroups {
   // kInvalidContent ("members: ...") when a rank in `members` is already in another group of that name, or
   // `rank`'s group of that name is known with other members.
   Result<uint32_t> Learn(std::string_view name, int rank, const std::vector<int>& members);
+  // What Learn would refuse, without learning anything: ok, or its kInvalidContent.
+  Status Check(std::string_view name, int rank, const std::vector<int>& members) const;
   // The group named `name` that lists `rank`; 0: unknown (its members were never sent).
   uint32_t Find(std::string_view name, int rank) const;
 
@@ -40,13 +42,18 @@ class NamedGroups {
   // The highest seq of group `id` that member `rank` entered; -1 before any (or for a non-member).
   int64_t EnteredSeq(uint32_t id, int rank) const;
   void Entered(uint32_t id, int rank, int64_t seq);
+  // The highest seq of group `id` that member `rank` said it completed (summaries); -1 before any.
+  int64_t CompletedSeq(uint32_t id, int rank) const;
+  void Completed(uint32_t id, int rank, int64_t seq);
 
  private:
   struct Group {
     uint32_t name = 0;             // index in names_
     std::vector<int> members;      // ascending
     std::vector<int64_t> entered;  // by position in members
+    std::vector<int64_t> completed;  // by position in members (summaries only)
   };
+  int64_t* Slot(std::vector<int64_t> Group::*field, uint32_t id, int rank);
   static uint64_t Key(uint32_t name, int rank) { return uint64_t{name} << 32 | static_cast<uint32_t>(rank); }
 
   struct NameHash {  // lookups by string_view without a copy

@@ -32,6 +32,7 @@ struct RankState {
   int64_t collective_seq = 0;
   uint32_t named_group = 0;  // the current collective's named group (health/named_groups.h); 0: none
   int64_t entered_seq[kKnownGroupKinds] = {-1, -1, -1, -1, -1};  // highest seq entered, per GroupKind
+  int64_t completed_seq[kKnownGroupKinds] = {-1, -1, -1, -1, -1};  // highest `completed` a summary said
   int64_t hash_step[2] = {-1, -1};  // two param_hash slots (double-buffered across checks)
   uint64_t hash_digest[2] = {0, 0};
   float step_times[kMaxStragglerWindow] = {};  // ring of the last step_time_s values

@@ -59,6 +59,8 @@ void ParseCollective(const Json& v, ReportKind kind, const char* prefix, Report*
 
 constexpr size_t kMaxMembers = 1 << 20;
 
+// `rank` < 0: the reporting rank need not be among them (a summary: JobMonitor::Ingest refuses that one
+// report with reason group_membership instead of rejecting it as malformed).
 bool ReadMembers(const Json& v, int rank, std::vector<int>* out) {
   if (!v.is_array() || v.empty() || v.size() > kMaxMembers) return false;
   out->reserve(v.size());
@@ -70,7 +72,123 @@ bool ReadMembers(const Json& v, int rank, std::vector<int>* out) {
     has_rank = has_rank || n == rank;
     out->push_back(static_cast<int>(n));
   }
-  return has_rank;
+  return has_rank || rank < 0;
+}
+
+bool ParsePhase(const Json& phase, Phase* out) {
+  const std::string* p = phase.is_string() ? &phase.get_ref<const std::string&>() : nullptr;
+  if (p && *p == "train")
+    *out = Phase::kTrain;
+  else if (p && *p == "checkpoint_save")
+    *out = Phase::kCheckpointSave;
+  else if (p && *p == "checkpoint_load")
+    *out = Phase::kCheckpointLoad;
+  else if (p && *p == "eval")
+    *out = Phase::kEval;
+  else
+    return false;
+  return true;
+}
+
+// One element of a summary's `groups` (docs/api.md "Summaries"); errors named "groups[i].<field>".
+void ParseGroupSummary(const Json& v, size_t i, Report* r, Errors* errs) {
+  const std::string prefix = "groups[" + std::to_string(i) + "]";
+  auto path = [&prefix](const char* key) { return prefix + "." + key; };
+  if (!v.is_object()) {
+    errs->push_back({prefix, "must be an object with group, completed, count, wait_s"});
+    return;
+  }
+  const Json *group = nullptr, *completed = nullptr, *open = nullptr, *count = nullptr, *wait = nullptr,
+             *members = nullptr;
+  for (auto it = v.begin(); it != v.end(); ++it) {
+    const std::string& k = it.key();
+    if (k == "group")
+      group = &*it;
+    else if (k == "completed")
+      completed = &*it;
+    else if (k == "open")
+      open = &*it;
+    else if (k == "count")
+      count = &*it;
+    else if (k == "wait_s")
+      wait = &*it;
+    else if (k == "members")
+      members = &*it;
+  }
+  GroupSummary g;
+  const size_t errors_before = errs->size();
+  if (!group || !ReadString(*group, kMaxNameLen, false, &g.group))
+    errs->push_back({path("group"), "required: \"tp\", \"pp\", \"dp\" or a group name"});
+  else
+    g.group_kind = GroupKindFromName(g.group);
+  if (!completed || !ReadInt(*completed, -1, kMaxStep, &g.completed))
+    errs->push_back({path("completed"), "required: an integer from -1 (none yet) to 2^53"});
+  if (count && !count->is_null() && !ReadInt(*count, 0, kMaxStep, &g.count))
+    errs->push_back({path("count"), "must be an integer from 0 to 2^53"});
+  if (wait && !wait->is_null()) {
+    double d = 0;
+    if (wait->is_number() && std::isfinite(d = wait->get<double>()) && d >= 0)
+      g.wait_s = d;
+    else
+      errs->push_back({path("wait_s"), "must be a finite number >= 0"});
+  }
+  if (members && !members->is_null() && !ReadMembers(*members, /*rank=*/-1, &g.members))
+    errs->push_back({path("members"), "must be the group's ranks: integers ascending without repeats, at most " +
+                                          std::to_string(kMaxMembers)});
+  if (open && !open->is_null()) {
+    if (!open->is_object()) {
+      errs->push_back({path("open"), "must be an object with seq, op, since"});
+    } else {
+      CollectiveInfo c;
+      const Json *seq = nullptr, *op = nullptr, *since = nullptr;
+      for (auto it = open->begin(); it != open->end(); ++it) {
+        const std::string& k = it.key();
+        if (k == "seq")
+          seq = &*it;
+        else if (k == "op")
+          op = &*it;
+        else if (k == "since")
+          since = &*it;
+      }
+      if (!seq || !ReadInt(*seq, 0, kMaxStep, &c.seq))
+        errs->push_back({path("open.seq"), "required: an integer from 0 to 2^53"});
+      else if (completed && c.seq <= g.completed)
+        errs->push_back({path("open.seq"), "must be greater than completed"});
+      if (op && !op->is_null() && !ReadString(*op, kMaxNameLen, true, &c.op))
+        errs->push_back({path("open.op"), "must be a string of at most 128 characters"});
+      if (since && !since->is_null()) {
+        Time t;
+        if (ReadTime(*since, &t))
+          c.since = t;
+        else
+          errs->push_back({path("open.since"), "must be an RFC 3339 time or Unix seconds"});
+      }
+      c.group = g.group;
+      c.group_kind = g.group_kind;
+      g.open = std::move(c);
+    }
+  }
+  if (errs->size() != errors_before) return;
+  for (const GroupSummary& other : r->groups)
+    if (other.group == g.group) {
+      errs->push_back({path("group"), "must be unique within groups (\"" + g.group + "\" is repeated)"});
+      return;
+    }
+  r->groups.push_back(std::move(g));
+}
+
+void ParseSummaryGroups(const Json* groups, Report* r, Errors* errs) {
+  if (!groups || !groups->is_array()) {
+    errs->push_back({"groups", "required: an array of at most " + std::to_string(kMaxSummaryGroups) +
+                                   " process groups"});
+    return;
+  }
+  if (groups->size() > kMaxSummaryGroups) {
+    errs->push_back({"groups", "must have at most " + std::to_string(kMaxSummaryGroups) + " entries"});
+    return;
+  }
+  r->groups.reserve(groups->size());
+  for (size_t i = 0; i < groups->size(); ++i) ParseGroupSummary((*groups)[i], i, r, errs);
 }
 
 Status Invalid(Errors errs) {
@@ -96,7 +214,7 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
              *collective = nullptr, *phase = nullptr, *loss = nullptr, *grad_norm = nullptr,
              *step_time = nullptr, *seq = nullptr, *op = nullptr, *group = nullptr, *state = nullptr,
              *hash = nullptr, *lr = nullptr, *path = nullptr, *scope = nullptr, *node = nullptr,
-             *members = nullptr;
+             *members = nullptr, *groups = nullptr;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
     const Json* v = &*it;
@@ -112,6 +230,8 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
           grad_norm = v;
         else if (k == "group")
           group = v;
+        else if (k == "groups")
+          groups = v;
         break;
       case 'h':
         if (k == "hash") hash = v;
@@ -194,12 +314,14 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
       r.kind = ReportKind::kCheckpoint;
     else if (k == "finished")
       r.kind = ReportKind::kFinished;
+    else if (k == "summary")
+      r.kind = ReportKind::kSummary;
     else
       kind_ok = false;
   }
   if (!kind_ok) {
     errs.push_back(
-        {"kind", "required: one of heartbeat, step, collective, param_hash, checkpoint, finished"});
+        {"kind", "required: one of heartbeat, summary, step, collective, param_hash, checkpoint, finished"});
     return Invalid(std::move(errs));
   }
 
@@ -225,19 +347,13 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
   switch (r.kind) {
     case ReportKind::kHeartbeat:
       if (collective && !collective->is_null()) ParseCollective(*collective, r.kind, "collective", &r, &errs);
-      if (phase && !phase->is_null()) {
-        const std::string* p = phase->is_string() ? &phase->get_ref<const std::string&>() : nullptr;
-        if (p && *p == "train")
-          r.phase = Phase::kTrain;
-        else if (p && *p == "checkpoint_save")
-          r.phase = Phase::kCheckpointSave;
-        else if (p && *p == "checkpoint_load")
-          r.phase = Phase::kCheckpointLoad;
-        else if (p && *p == "eval")
-          r.phase = Phase::kEval;
-        else
-          errs.push_back({"phase", "must be one of train, eval, checkpoint_save, checkpoint_load"});
-      }
+      if (phase && !phase->is_null() && !ParsePhase(*phase, &r.phase))
+        errs.push_back({"phase", "must be one of train, eval, checkpoint_save, checkpoint_load"});
+      break;
+    case ReportKind::kSummary:
+      if (phase && !phase->is_null() && !ParsePhase(*phase, &r.phase))
+        errs.push_back({"phase", "must be one of train, eval, checkpoint_save, checkpoint_load"});
+      ParseSummaryGroups(groups, &r, &errs);
       break;
     case ReportKind::kStep: {
       double d = 0;

@@ -36,6 +36,15 @@ enum class CollectiveState : uint8_t { kStarted, kCompleted };
 enum class GroupKind : uint8_t { kTp = 0, kPp = 1, kDp = 2, kCp = 3, kWorld = 4, kOther = 5 };
 inline constexpr int kKnownGroupKinds = 5;  // tp, pp, dp, cp, world: the ones with a membership
 
+// Why an accepted report was ignored (counted as shepherd_reports_ignored_total{reason}; never a finding):
+// kSeqBackwards: a summary whose group's `completed` went below what the rank said before in this attempt;
+// kGroupMembership: a named group whose members changed, or a rank claiming a group it is not in;
+// kRateLimited: a node or rank sending beyond its share; kRelayForeign: relayed by an agent for a rank that
+// is not placed on its node.
+enum class IgnoredReason : uint8_t { kSeqBackwards = 0, kGroupMembership, kRateLimited, kRelayForeign };
+inline constexpr int kIgnoredReasons = 4;
+
+const char* ToString(IgnoredReason r);
 const char* ToString(ReportKind k);
 const char* ToString(Phase p);
 const char* ToString(GroupKind g);

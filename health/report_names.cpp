@@ -3,6 +3,20 @@
 
 namespace shepherd {
 
+const char* ToString(IgnoredReason r) {
+  switch (r) {
+    case IgnoredReason::kSeqBackwards:
+      return "seq_backwards";
+    case IgnoredReason::kGroupMembership:
+      return "group_membership";
+    case IgnoredReason::kRateLimited:
+      return "rate_limited";
+    case IgnoredReason::kRelayForeign:
+      return "relay_foreign";
+  }
+  return "?";
+}
+
 const char* ToString(ReportKind k) {
   switch (k) {
     case ReportKind::kHeartbeat:
