@@ -259,6 +259,43 @@ TEST(JobMonitorArrivalTest, SummariesNameTheLateArriverOnItsNode) {
   EXPECT_EQ(h["suspects"]["nodes"], Json::array({"n1"}));
 }
 
+// The wire form (docs/api.md "Summaries") through ParseReport; a summary refused for its seq going backwards
+// feeds nothing to the rule.
+TEST(JobMonitorArrivalTest, ParsedSummariesFeedTheRuleAndRefusedOnesDoNot) {
+  FakeClock clock;
+  auto m = Training(MakeContext(1, 1, 4, clock.Now(), 2));
+  std::vector<Finding> found;
+  for (int s = 0; s < 60; ++s) {
+    for (int r = 0; r < 4; ++r) {
+      const double wait = r == 1 ? 0.01 : 0.61;  // per 3 collectives: rank 1 is 0.2 s late to each
+      Json j = Json::parse(R"({"kind": "summary", "attempt": 1, "step": 10, "phase": "train",
+                               "groups": [{"group": "dp", "completed": 0, "count": 3, "wait_s": 0}]})");
+      j["rank"] = r;
+      j["time"] = ToUnixSeconds(clock.Now());
+      j["groups"][0]["completed"] = 100 + 3 * s;
+      j["groups"][0]["wait_s"] = wait;
+      Result<Report> rep = ParseReport(j, clock.Now());
+      ASSERT_TRUE(rep.ok()) << rep.status().message();
+      ASSERT_TRUE(m->Ingest(*rep, clock.Now()).status.ok());
+      // A replayed older summary claiming rank 2 was the late one: refused (seq_backwards), no evidence.
+      if (s > 0 && r == 2) {
+        j["groups"][0]["completed"] = 100 + 3 * (s - 1);
+        j["groups"][0]["wait_s"] = 0.0;
+        j["groups"][0]["count"] = 300;  // taken, it would make rank 2 the lowest mean wait (0.61 / 303 s)
+        Result<Report> old = ParseReport(j, clock.Now());
+        ASSERT_TRUE(old.ok());
+        EXPECT_TRUE(m->Ingest(*old, clock.Now()).ignored);
+      }
+    }
+    for (const Finding& f : OfKind(m->Evaluate(clock.Now()), FindingKind::kStraggler)) found.push_back(f);
+    clock.Advance(Seconds(1));
+  }
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].ranks, std::vector<int>({1}));
+  EXPECT_EQ(found[0].nodes, std::vector<std::string>({"n0"}));
+  EXPECT_NEAR(found[0].straggler->lateness_s, 0.2, 1e-3);
+}
+
 TEST(JobMonitorArrivalTest, EqualWaitsNameNoOne) {
   FakeClock clock;
   auto m = Training(MakeContext(1, 1, 4, clock.Now(), 2));
