@@ -160,6 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sync-dir", default=None, help="really synchronise DP all-reduces through this dir")
     p.add_argument("--dp-size", type=int, default=0, help="members per DP group (with --sync-dir)")
     p.add_argument("--heartbeat-interval", type=float, default=None, help="overrides the env default")
+    p.add_argument("--collective-reports", default=None, choices=("summary", "all", "completed", "none"),
+                   help="overrides SHEPHERD_COLLECTIVE_REPORTS (a job's env cannot set SHEPHERD_ variables)")
     p.add_argument("--quiet", action="store_true", help="no per-step line on stdout")
     return p
 
@@ -175,6 +177,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     overrides = {}
     if args.heartbeat_interval:
         overrides["heartbeat_interval_s"] = args.heartbeat_interval
+    if args.collective_reports:
+        overrides["collective_reports"] = args.collective_reports
     client = ShepherdClient.from_env(**overrides)
     rank, attempt = client.rank, client.attempt
     tp, pp, _dp = client.coords or (0, 0, rank)

@@ -178,10 +178,17 @@ class RecoveryE2E(unittest.TestCase):
         # Synthetic ranks (no torch) with a real DP barrier: rank 3 stops in CPU code at step 12 while
         # heartbeating; its DP peers wait for it inside the all-reduce. The watchdog must name rank 3 alone.
         # A heartbeating culprit is busy in its own code, no evidence against its node: the job restarts on
-        # the same nodes and n1 stays in service.
+        # the same nodes and n1 stays in service. The ranks send summaries (the client's default).
+        self.cpu_stuck_rank_is_named()
+
+    def test_per_collective_reports_still_name_the_rank_stuck_in_cpu_code(self):
+        # The same with SHEPHERD_COLLECTIVE_REPORTS=all (a report per collective, kept for debugging).
+        self.cpu_stuck_rank_is_named(["--collective-reports", "all"])
+
+    def cpu_stuck_rank_is_named(self, extra=()):
         cmd = [PYTHON, WORKER, "--steps", "100000", "--step-time", "0.1", "--ckpt-dir", self.c.path("ckpt"),
                "--ckpt-every", "5", "--hash-every", "5", "--sync-dir", self.c.path("sync"), "--dp-size", "4",
-               "--fault", "hang-cpu@12", "--fault-rank", "3", "--quiet"]
+               "--fault", "hang-cpu@12", "--fault-rank", "3", "--quiet"] + list(extra)
         job = self.submit(command=cmd)
         self.c.wait_for(lambda: self.job_step(job) >= 12, 120, "step 12")
         t0 = time.monotonic()

@@ -36,6 +36,7 @@ class StockScriptE2E(base.RecoveryE2E):
     test_stopped_rank_is_the_hang_culprit_and_training_resumes = None
     test_corrupted_replica_is_named_its_node_replaced_and_bad_checkpoints_skipped = None
     test_rank_stuck_in_cpu_code_is_the_root_culprit_and_the_job_resumes_on_its_nodes = None
+    test_per_collective_reports_still_name_the_rank_stuck_in_cpu_code = None
     test_two_replica_mismatch_is_replayed_and_found_transient = None
 
     def submit_stock(self, fault=None):

@@ -6,11 +6,15 @@ reports that cannot be delivered are retried from a bounded buffer and eventuall
 
 Traffic: reports are buffered and posted together with the heartbeat, once per heartbeat interval
 (SHEPHERD_HEARTBEAT_INTERVAL, default 1 s), in one POST. Checkpoint reports and non-finite losses wake
-the thread at once. A collective that starts and completes between two posts is sent as its `completed`
-report only: the `started` one is withdrawn, since `completed` alone tells the daemon the rank entered
-and left that seq. A collective still open at post time is sent as `started`, and every heartbeat
-repeats it (`collective: {seq, op, group, since}`) for as long as it stays open, which is what the hang
-watchdog needs. SHEPHERD_COLLECTIVE_REPORTS=completed|none sends fewer collective reports still.
+the thread at once. In the default mode (SHEPHERD_COLLECTIVE_REPORTS=summary) collectives send nothing of
+their own: the heartbeat is a `summary` that says, per process group, the last completed seq, the oldest
+open collective and the collectives completed since the previous summary with their summed wait
+(summary.py), so a rank's traffic does not grow with the collectives its steps run.
+SHEPHERD_COLLECTIVE_REPORTS=all (for debugging) sends collective reports: a collective that starts and
+completes between two posts is sent as its `completed` report only (the `started` one is withdrawn, since
+`completed` alone tells the daemon the rank entered and left that seq); one still open at post time is sent
+as `started`, and every heartbeat repeats it (`collective: {seq, op, group, since}`) for as long as it stays
+open. `completed|none` send fewer collective reports still.
 
 Child processes (lineage.py): from_env() in a child of an instrumented rank returns a disabled client, and a
 forked child's copy of an enabled client is disabled at the fork (no reports, no progress-page writes, no
@@ -32,11 +36,16 @@ from . import config as _config
 from . import lineage
 from .hashing import param_digest
 from .sender import Entry, ReportSender
+from .markers import MARKER_SUFFIX, checkpoint_owner, checkpoint_refusal, write_checkpoint_marker  # noqa: F401
+from .summary import GroupTable
 
 log = logging.getLogger("shepherd_client")
 
 PHASES = ("train", "checkpoint_save", "checkpoint_load", "eval")
 MEMBERS_EVERY_S = 30.0  # a named group's members ride on one of its reports at most this often
+# The liveness helper sends a summary itself once the rank's own thread has delivered none for this many
+# heartbeat intervals (helper.py).
+HELPER_AFTER_INTERVALS = 1.5
 
 
 def encode_metric(x: Any) -> Any:
@@ -84,6 +93,12 @@ class ShepherdClient:
         self._open: List[_OpenCollective] = []  # innermost last
         self._seq: Dict[str, int] = {}
         self._members_sent: Dict[str, float] = {}  # group -> when a report last carried its members
+        self._groups = GroupTable()  # summary mode: per-group progress since the last summary
+        # summary mode: when this process's own thread last delivered its summaries (published on the
+        # progress page for the helper), and the sender's failure count as of the last summary.
+        self._delivered_at = time.time()
+        self._failed_posts_seen = 0
+        self._last_summary: Optional[Dict[str, Any]] = None  # the latest periodic summary
         self._closed = False
         self._step_since = time.time()
         self._page: Any = None  # a ProgressPage once start_helper() succeeded
@@ -173,12 +188,40 @@ class ShepherdClient:
             return None
         return self._sender.enqueue_locked(report, urgent=urgent)
 
+    @property
+    def summary_mode(self) -> bool:
+        return self.config.collective_reports == "summary"
+
     def _periodic_heartbeat_locked(self) -> Optional[Dict[str, Any]]:
+        if self.summary_mode:
+            # The sender's thread runs this once per interval. Its posts are not failing: what it hands over
+            # reaches the daemon, so the helper (when there is one) stays quiet.
+            failed = self._sender.stats.get("failed_posts", 0) if self._sender is not None else 0
+            if failed == self._failed_posts_seen:
+                self._delivered_at = time.time()
+            self._failed_posts_seen = failed
+            # The previous periodic summary still unsent is replaced by this one: carry its counts over.
+            unsent = getattr(self._sender, "_last_heartbeat", None)
+            if unsent is not None and self._last_summary is not None and unsent.report is self._last_summary:
+                self._groups.carry_over(self._last_summary["groups"])
+            r = self._last_summary = self._summary_locked()
+            self._publish_locked()
+            return r
         if self._helper is not None and self._helper.poll() is None:
             return None  # the helper process heartbeats from the progress page
         return self._heartbeat_locked()
 
+    def _summary_locked(self) -> Dict[str, Any]:
+        r = self._base("summary")
+        if self._step is not None:
+            r["step"] = self._step
+        r["phase"] = self._phase
+        r["groups"] = self._groups.build(self._open, time.monotonic())
+        return r
+
     def _heartbeat_locked(self) -> Dict[str, Any]:
+        if self.summary_mode:
+            return self._summary_locked()
         r = self._base("heartbeat")
         if self._step is not None:
             r["step"] = self._step
@@ -200,10 +243,13 @@ class ShepherdClient:
         if self._page is None:
             return
         oldest = min(self._open, key=lambda c: c.since) if self._open else None
+        summary = self.summary_mode
         try:
             self._page.write(self._step, self._phase,
                              (oldest.seq, oldest.op, oldest.group, oldest.since) if oldest else None,
-                             step_since=self._step_since)
+                             step_since=self._step_since,
+                             groups=self._groups.page_view(self._open) if summary else None,
+                             delivered=self._delivered_at if summary else None)
         except (ValueError, OSError):  # the page was closed under us (shutdown)
             self._page = None
 
@@ -255,7 +301,9 @@ class ShepherdClient:
             self._seq[group] = seq + 1
             c = _OpenCollective(seq, op, group, time.time(), nbytes, ranks)
             self._open.append(c)
-            if mode == "all":
+            if mode == "summary":
+                self._groups.entered(group, ranks)
+            elif mode == "all":
                 r = self._base("collective")
                 r.update(seq=seq, op=op, group=group, state="started")
                 if nbytes is not None:
@@ -272,7 +320,9 @@ class ShepherdClient:
             if c not in self._open:
                 return
             self._open.remove(c)
-            if mode in ("all", "completed"):
+            if mode == "summary":
+                self._groups.completed(c.group, c.seq, time.time() - c.since)
+            elif mode in ("all", "completed"):
                 r = self._base("collective")
                 r.update(seq=c.seq, op=c.op, group=c.group, state="completed")
                 if c.nbytes is not None:
@@ -370,6 +420,9 @@ class ShepherdClient:
         if last is not None:
             r["step"] = last
         with self._lock:
+            if self.summary_mode and self._groups.pending():  # collectives since the last summary, before
+                # the daemon stops listening
+                self._emit_locked(self._summary_locked())
             self._emit_locked(r, urgent=True)
         self.flush()
 
@@ -470,6 +523,9 @@ class ShepherdClient:
         """Stop the heartbeat thread and (by default) send what is buffered. Idempotent."""
         if self._closed:
             return
+        if flush and self._sender is not None and self.summary_mode and self._groups.pending():
+            with self._lock:  # the collectives since the last summary go with the final flush
+                self._emit_locked(self._summary_locked())
         self._closed = True
         self._stop_helper(detach=_at_exit)
         if self._sender is not None:
@@ -512,71 +568,3 @@ def _disable_clients_in_forked_child() -> None:
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_disable_clients_in_forked_child)
-
-
-MARKER_SUFFIX = ".shepherd.json"
-
-
-def write_checkpoint_marker(path: str, job: str, attempt: int, rank: int, step: int) -> None:
-    """Writes <path>.shepherd.json = {"job", "attempt", "rank", "step"} (write + rename) when `path` exists.
-    Never raises: a marker that cannot be written only leaves the file unmarked."""
-    try:
-        if not os.path.exists(path):
-            return
-        marker = str(path) + MARKER_SUFFIX
-        tmp = "%s.tmp-%d" % (marker, os.getpid())
-        with open(tmp, "w") as f:
-            json.dump({"job": job, "attempt": int(attempt), "rank": int(rank), "step": int(step)}, f)
-        os.replace(tmp, marker)
-    except OSError:
-        pass
-
-
-def checkpoint_owner(path: str) -> Optional[dict]:
-    """The marker of the checkpoint at `path` ({"job", "attempt", "rank", "step"}), or None when it has none.
-    A resumed attempt compares it with the checkpoint the daemon recorded (job and attempt) before trusting
-    the file."""
-    try:
-        with open(str(path) + MARKER_SUFFIX) as f:
-            m = json.load(f)
-        return m if isinstance(m, dict) else None
-    except (OSError, ValueError):
-        return None
-
-
-def checkpoint_refusal(path: str, job: str, attempt: Optional[int], step: Optional[int]) -> Optional[str]:
-    """Why the checkpoint at `path` must not be resumed from, or None. `job`, `attempt` and `step` are what
-    the daemon recorded for it (SHEPHERD_JOB, SHEPHERD_RESUME_ATTEMPT, SHEPHERD_RESUME_STEP; attempt None:
-    not told). Refused: the file's marker names another job, attempt or step; or the markers of the files
-    beside it saved for the same step (the other ranks' parts) name more than one attempt, or an attempt
-    other than the one that completed it. An unmarked file is not refused (a client that could not write
-    its marker). Never raises."""
-    own = checkpoint_owner(path)
-    if own is not None:
-        if own.get("job") != job:
-            return "its marker names job %r, not %r" % (own.get("job"), job)
-        if attempt is not None and own.get("attempt") != attempt:
-            return "its marker names attempt %r, not attempt %d that completed it" % (own.get("attempt"), attempt)
-        if step is not None and own.get("step") != step:
-            return "its marker names step %r, not %d" % (own.get("step"), step)
-    directory = os.path.dirname(os.path.abspath(str(path)))
-    attempts = set()
-    try:
-        names = sorted(n for n in os.listdir(directory) if n.endswith(MARKER_SUFFIX))
-    except OSError:
-        names = []
-    for name in names[:4096]:
-        m = checkpoint_owner(os.path.join(directory, name[: -len(MARKER_SUFFIX)]))
-        if m is None or m.get("job") != job or (step is not None and m.get("step") != step):
-            continue
-        attempts.add(m.get("attempt"))
-    if own is not None:
-        attempts.add(own.get("attempt"))
-    if len(attempts) > 1:
-        return "the files of step %s in %s come from attempts %s" % (
-            step, directory, ", ".join(str(a) for a in sorted(attempts, key=str)))
-    if attempt is not None and attempts and attempts != {attempt}:
-        return "the files of step %s in %s come from attempt %s, not attempt %d that completed it" % (
-            step, directory, next(iter(attempts)), attempt)
-    return None
-

@@ -16,7 +16,10 @@ log = logging.getLogger("shepherd_client")
 
 DEFAULT_HEARTBEAT_INTERVAL_S = 1.0
 DEFAULT_TIMEOUT_S = 2.0
-COLLECTIVE_REPORT_MODES = ("all", "completed", "none")
+# "summary" (default): one summary per heartbeat interval says each process group's progress; the others
+# send per-collective reports, for debugging.
+COLLECTIVE_REPORT_MODES = ("summary", "all", "completed", "none")
+DEFAULT_COLLECTIVE_REPORTS = "summary"
 
 
 @dataclasses.dataclass
@@ -37,9 +40,10 @@ class ClientConfig:
     token: str = ""
     heartbeat_interval_s: float = DEFAULT_HEARTBEAT_INTERVAL_S
     timeout_s: float = DEFAULT_TIMEOUT_S
+    # "summary" (default): the heartbeat is a summary of every process group's collectives (client.py);
     # "all": started and completed reports; "completed": only completed (the heartbeat's `collective`
     # field carries the open one); "none": heartbeats alone describe collectives.
-    collective_reports: str = "all"
+    collective_reports: str = DEFAULT_COLLECTIVE_REPORTS
     max_buffer: int = 10000  # unsent reports kept; the oldest are dropped beyond this
     max_batch: int = 500  # reports per POST (the daemon takes at most 1000)
     # A rank started by a user's srun without SHEPHERD_JOB: its reports bind to the Shepherd job whose
@@ -144,10 +148,10 @@ def config_from_env(environ: Optional[Mapping[str, str]] = None) -> ClientConfig
         attempt = _int(env, "SLURM_RESTART_COUNT", 0) + 1
     # One URL, or every replica's, comma-separated (transport.split_urls): normalized, empty: disabled.
     url = ",".join(split_urls(env.get("SHEPHERD_URL", ""))) or None
-    mode = env.get("SHEPHERD_COLLECTIVE_REPORTS", "all").strip().lower() or "all"
+    mode = env.get("SHEPHERD_COLLECTIVE_REPORTS", "").strip().lower() or DEFAULT_COLLECTIVE_REPORTS
     if mode not in COLLECTIVE_REPORT_MODES:
         log.warning("shepherd: ignoring SHEPHERD_COLLECTIVE_REPORTS=%r", mode)
-        mode = "all"
+        mode = DEFAULT_COLLECTIVE_REPORTS
     resume, refused = _verified_resume(env)
     return ClientConfig(
         url=url,

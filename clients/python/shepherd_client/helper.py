@@ -5,7 +5,11 @@
 
 Started by the rank's client (ShepherdClient with liveness="helper"), as its child, in its process group.
 Every interval it reads the page and posts one heartbeat {step, phase, collective} built from it; the rank's
-own process sends every other report (steps, collectives, hashes, checkpoints).
+own process sends every other report (steps, collectives, hashes, checkpoints). When the rank reports
+summaries (SHEPHERD_COLLECTIVE_REPORTS=summary, the default) its own thread sends them, and the helper posts
+a summary built from the page (each group's completed seq and oldest open collective) only when that thread
+has delivered none for more than 1.5 intervals (a rank in C code holding the GIL): one request per rank per
+interval in the steady state.
 
 It stops heartbeating, so that the daemon sees the rank as gone, exactly when the rank is:
 - the parent exited (its pid is no longer our parent; also PR_SET_PDEATHSIG on Linux): the helper exits;
@@ -31,6 +35,8 @@ from typing import Optional
 from .progress_page import ProgressPage
 from .transport import post_reports, reports_url
 
+HELPER_AFTER_INTERVALS = 1.5  # as client.HELPER_AFTER_INTERVALS (not imported: the helper stays light)
+
 
 def _set_parent_death_signal() -> None:
     try:
@@ -48,6 +54,28 @@ def process_state(pid: int) -> Optional[str]:
         return data[data.rindex(b")") + 2:][:1].decode()
     except (OSError, ValueError):
         return None
+
+
+def build_summary(state: dict, rank: int, attempt: int) -> dict:
+    """A summary from the page: progress as the rank last published it; no arrival timing (count 0)."""
+    s = {"rank": rank, "attempt": attempt, "time": time.time(), "kind": "summary", "phase": state["phase"]}
+    if state["step"] is not None:
+        s["step"] = state["step"]
+    groups = []
+    for g in state["groups"]:
+        e = {"group": g["group"], "completed": g["completed"], "count": 0, "wait_s": 0.0}
+        if g["open"] is not None and g["open"]["seq"] > g["completed"]:
+            e["open"] = dict(g["open"])
+        groups.append(e)
+    s["groups"] = groups
+    return s
+
+
+def due(state: dict, now: float, interval: float) -> Optional[str]:
+    """What the helper sends now: "heartbeat", "summary" (the rank's own thread is late), or None."""
+    if not state.get("summary"):
+        return "heartbeat"
+    return "summary" if now - state["delivered"] > HELPER_AFTER_INTERVALS * interval else None
 
 
 def build_heartbeat(state: dict, rank: int, attempt: int) -> dict:
@@ -90,8 +118,10 @@ def run(page_path: str, parent: int, url: str, job: str, rank: int, attempt: int
                 state = page.read()
                 if state is not None and state["closed"]:
                     return 0
-                if state is not None and process_state(parent) not in ("T", "t", "Z", None):
-                    post_reports(target, [build_heartbeat(state, rank, attempt)], token=token,
+                what = due(state, time.time(), interval) if state is not None else None
+                if what and process_state(parent) not in ("T", "t", "Z", None):
+                    report = (build_summary if what == "summary" else build_heartbeat)(state, rank, attempt)
+                    post_reports(target, [report], token=token,
                                  timeout_s=max(0.5, min(2.0, interval * 2)), envelope=envelope)
                 next_at = max(next_at + interval, time.monotonic() + interval / 2)
                 time.sleep(max(0.0, next_at - time.monotonic()))

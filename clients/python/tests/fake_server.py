@@ -9,6 +9,18 @@ import time
 from typing import Callable, List, Optional
 
 
+def as_heartbeat(summary: dict) -> dict:
+    """The heartbeat a summary stands for (as the daemon reads it): its rank, time, step and phase, and as
+    `collective` the oldest open collective of any group, with the group's name; `summary` keeps the rest."""
+    hb = {k: v for k, v in summary.items() if k not in ("groups", "kind")}
+    hb["kind"] = "heartbeat"
+    hb["summary"] = summary
+    opens = [dict(g["open"], group=g["group"]) for g in summary.get("groups", []) if g.get("open")]
+    if opens:
+        hb["collective"] = min(opens, key=lambda o: o.get("since", 0))
+    return hb
+
+
 class FakeDaemon:
     def __init__(self):
         self.lock = threading.Lock()
@@ -74,7 +86,9 @@ class FakeDaemon:
                 if accepted_only and p["status"] != 202:
                     continue
                 for r in (p["body"] or {}).get("reports", []):
-                    if kind is None or r.get("kind") == kind:
+                    if kind == "heartbeat" and r.get("kind") == "summary":
+                        out.append(as_heartbeat(r))  # a summary is also the rank's heartbeat
+                    elif kind is None or r.get("kind") == kind:
                         out.append(r)
             return out
 

@@ -200,7 +200,7 @@ class ReportTest(unittest.TestCase):
             self.assertEqual([r["step"] for r in self.d.reports("checkpoint")], [10, 11])
 
     def test_collective_checkpoint_and_hash_shapes(self):
-        c = self.client()
+        c = self.client(SHEPHERD_COLLECTIVE_REPORTS="all")  # per-collective reports (debugging)
         with c.collective("allreduce", group="dp"):
             c.flush()  # still open: `started` goes out
         c.checkpoint_saved(10, "/ckpt/step-10")
@@ -218,7 +218,7 @@ class ReportTest(unittest.TestCase):
         int(digest, 16)
 
     def test_a_named_group_s_members_ride_on_its_first_report_then_every_30_s(self):
-        c = self.client()
+        c = self.client(SHEPHERD_COLLECTIVE_REPORTS="all")  # per-collective reports (debugging)
         with c.collective("allreduce", group="g-9805b47f", members=[2, 0, 1]):
             pass  # `started` withdrawn: `completed` carries the members
         with c.collective("allreduce", group="g-9805b47f", members=[2, 0, 1]):
@@ -236,7 +236,7 @@ class ReportTest(unittest.TestCase):
                           ("g-9805b47f", 2, "started", [0, 1, 2]), ("g-9805b47f", 2, "completed", [0, 1, 2])])
 
     def test_started_is_withdrawn_when_completed_before_sending(self):
-        c = self.client()
+        c = self.client(SHEPHERD_COLLECTIVE_REPORTS="all")  # per-collective reports (debugging)
         for _ in range(3):
             with c.collective("allreduce"):
                 pass
@@ -245,7 +245,7 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(states, [(0, "completed"), (1, "completed"), (2, "completed")])
 
     def test_seq_counts_per_group(self):
-        c = self.client()
+        c = self.client(SHEPHERD_COLLECTIVE_REPORTS="all")  # per-collective reports (debugging)
         seqs = []
         for g in ("dp", "tp", "dp", "pp", "dp", "tp"):
             with c.collective("allreduce", group=g) as s:

@@ -47,6 +47,7 @@ class StockScriptUnderRunTest(unittest.TestCase):
                         "GLOO_SOCKET_IFNAME": "lo", "SHEPHERD_URL": cls.fake.url, "SHEPHERD_JOB": "job-t",
                         "SHEPHERD_ATTEMPT": "1", "SHEPHERD_PARALLELISM": "1,1,2", "SHEPHERD_RANK_COORDS": "0,0,%d" % rank,
                         "SHEPHERD_SDC_EVERY": "5", "SHEPHERD_CHECKPOINT_DIR": cls.dir, "SHEPHERD_HEARTBEAT_INTERVAL": "0.2",
+                        "SHEPHERD_COLLECTIVE_REPORTS": "all",  # what each op reports (SummaryUnderRunTest: default)
                         "SHEPHERD_PG_TIMEOUT_S": "123", "PYTHONPATH": PKG})
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "shepherd_client.run", STOCK, "--steps", "10", "--ckpt-every", "5",
@@ -116,7 +117,7 @@ class StockScriptUnderRunTest(unittest.TestCase):
 
 
 
-def run_ranks(test, body, world_size=1, env=None, sitecustomize=None, zero_code=True):
+def run_ranks(test, body, world_size=1, env=None, sitecustomize=None, zero_code=True, args=None):
     """Runs `body` as a script of `world_size` ranks under `python3 -m shepherd_client.run` (zero_code=False:
     `python3 script.py`, for a script that calls install() itself) against a fake daemon (both cleaned up
     with `test`), with `env` added to each rank's environment and `sitecustomize` (source) run at interpreter
@@ -141,7 +142,7 @@ def run_ranks(test, body, world_size=1, env=None, sitecustomize=None, zero_code=
                          "PYTHONPATH": PKG + (os.pathsep + d if sitecustomize is not None else "")})
         rank_env.update(env or {})
         launcher = ["-m", "shepherd_client.run"] if zero_code else []
-        procs.append(subprocess.Popen([sys.executable] + launcher + [script], env=rank_env,
+        procs.append(subprocess.Popen([sys.executable] + launcher + [script] + list(args or []), env=rank_env,
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
     outs = []
     for p in procs:
@@ -293,12 +294,41 @@ print("collectives ok")
 
 
 @unittest.skipUnless(HAVE_TORCH, "needs torch")
+class SummaryUnderRunTest(unittest.TestCase):
+    """The stock DDP script in the default mode: no collective reports; each rank's summaries count the
+    dp group's collectives (a gradient bucket per step, the checkpoint barriers) and their waits."""
+
+    def test_summaries_count_the_dp_collectives_of_a_stock_script(self):
+        d = tempfile.mkdtemp(prefix="shepherd-sum-")
+        self.addCleanup(shutil.rmtree, d, True)
+        outs, fake = run_ranks(self, open(STOCK).read(), world_size=2,
+                               env={"SHEPHERD_PARALLELISM": "1,1,2", "SHEPHERD_CHECKPOINT_DIR": d},
+                               args=["--steps", "10", "--ckpt-every", "5", "--ckpt-dir", d])
+        for out in outs:
+            self.assertEqual(out.returncode, 0, out.stdout.decode())
+        self.assertEqual(fake.reports("collective"), [])
+        completed = {}
+        for rank in (0, 1):
+            sums = [r for r in fake.reports("summary") if r["rank"] == rank]
+            self.assertTrue(sums)
+            dp = [g for r in sums for g in r["groups"] if g["group"] == "dp"]
+            self.assertEqual({g["group"] for r in sums for g in r["groups"]}, {"dp"})
+            count = sum(g["count"] for g in dp)
+            self.assertGreaterEqual(count, 13)  # >= 10 buckets and 3 barriers
+            completed[rank] = max(g["completed"] for g in dp)
+            self.assertEqual(completed[rank], count - 1)  # seqs 0..count-1, each counted once
+            self.assertTrue(all(g["wait_s"] >= 0 for g in dp))
+            self.assertEqual([r["step"] for r in fake.reports("step") if r["rank"] == rank], list(range(1, 11)))
+        self.assertEqual(completed[0], completed[1])  # seqs counted identically on both ranks
+
+
+@unittest.skipUnless(HAVE_TORCH, "needs torch")
 class PlainCollectivesUnderRunTest(unittest.TestCase):
     """torch.distributed calls on multi-element tensors (manual ZeRO, metrics): the byte count once asked a
     tensor for its truth value, the instrumentation failed and every such collective went unobserved."""
 
     def test_each_is_reported_begun_and_completed_with_its_bytes(self):
-        out, fake = run_one_rank(self, COLLECTIVES_SCRIPT)
+        out, fake = run_one_rank(self, COLLECTIVES_SCRIPT, env={"SHEPHERD_COLLECTIVE_REPORTS": "all"})
         self.assertEqual(out.returncode, 0, out.stdout.decode())
         self.assertNotIn("instrumentation of collective begin failed", out.stdout.decode())
         done = {r["op"]: r.get("bytes") for r in fake.reports("collective") if r["state"] == "completed"}
@@ -437,18 +467,21 @@ class NonAxisGroupUnderRunTest(unittest.TestCase):
         for out in outs:
             self.assertEqual(out.returncode, 0, out.stdout.decode())
         name = "g-" + hashlib.sha1(b"0,1,2").hexdigest()[:8]
-        ours = [r for r in fake.reports("collective") if r["group"] not in ("tp", "dp", "world")]
-        self.assertEqual({r["group"] for r in ours}, {name})
-        done = collections.Counter((r["rank"], r["op"], r["seq"]) for r in ours if r["state"] == "completed")
-        self.assertEqual(set(done), {(rank, op, seq) for rank in (0, 1, 2)
-                                     for op, seq in (("all_reduce", 0), ("barrier", 1))}, done)
-        first = {}
-        for r in ours:
-            first.setdefault(r["rank"], r)
-        self.assertEqual({rank: r.get("members") for rank, r in first.items()},
-                         {rank: [0, 1, 2] for rank in (0, 1, 2)})
+        # The default mode: each member's summaries list the group by that name, its two collectives (an
+        # all-reduce, seq 0, and a barrier, seq 1) completed, and its members on the first that lists it.
+        self.assertEqual(fake.reports("collective"), [])
+        ours = [(r["rank"], g) for r in fake.reports("summary") for g in r["groups"]
+                if g["group"] not in ("tp", "dp", "world")]
+        self.assertEqual({g["group"] for _, g in ours}, {name})
+        self.assertEqual({rank for rank, _ in ours}, {0, 1, 2})
+        for rank in (0, 1, 2):
+            mine = [g for r, g in ours if r == rank]
+            self.assertEqual(max(g["completed"] for g in mine), 1)
+            self.assertEqual(sum(g["count"] for g in mine), 2)
+            self.assertEqual(mine[0].get("members"), [0, 1, 2])
         # axis groups are placed by the daemon's coordinates alone
-        self.assertTrue(all("members" not in r for r in fake.reports("collective") if r["group"] == "world"))
+        self.assertTrue(all("members" not in g for r in fake.reports("summary") for g in r["groups"]
+                            if g["group"] in ("tp", "dp", "world")))
 
 
 class SavedStepTest(unittest.TestCase):

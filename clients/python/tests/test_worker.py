@@ -107,8 +107,18 @@ class RunTest(unittest.TestCase):
                          [(3, os.path.join(ck, "step-3")), (6, os.path.join(ck, "step-6"))])
         self.assertTrue(os.path.exists(os.path.join(ck, "step-3", "rank-0")))
         self.assertIn("checkpoint_save", {r.get("phase") for r in self.d.reports("heartbeat")})
+        # The default mode: no collective reports; the summaries say dp's seqs 0..5 completed, six in all.
+        self.assertEqual(self.d.reports("collective"), [])
+        dp = [g for r in self.d.reports("summary") for g in r["groups"] if g["group"] == "dp"]
+        self.assertEqual(max(g["completed"] for g in dp), 5)
+        self.assertEqual(sum(g["count"] for g in dp), 6)
+        # SHEPHERD_COLLECTIVE_REPORTS=all (for debugging) sends each collective's report instead.
+        self.d.posts.clear()
+        rc, out, err = self.run_worker(["--steps", "6", "--step-time", "0.01"], SHEPHERD_COLLECTIVE_REPORTS="all")
+        self.assertEqual(rc, 0, err)
         self.assertEqual([r["seq"] for r in self.d.reports("collective") if r["state"] == "completed"],
                          list(range(6)))
+        self.assertEqual(self.d.reports("summary"), [])
 
         n = len(self.d.reports("step"))
         rc, out, err = self.run_worker(["--steps", "6", "--step-time", "0.01"], attempt=2,
