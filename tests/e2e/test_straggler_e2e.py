@@ -4,7 +4,9 @@ two 2-GPU nodes. In one run rank 3 computes 0.15 s longer every step (a busy loo
 DDP equalises the step times, but rank 3 arrives last at every all-reduce, so the others wait for it. The
 daemon must name rank 3 and its node as a straggler within 60 s of training, with its lateness and the share
 of collectives it held up, and only record it (policy.straggler_action defaults to record). The same job
-without the slow rank must name no one over as long a run, while the daemon did judge its windows.
+without the slow rank must name no one over as long a run, while the daemon did judge its windows. With
+policy.straggler_action replace (and a spare), the finding cordons the slow rank's node, naming the finding,
+and the job restarts on the spare.
 
 Every wait has a deadline; nothing sleeps for correctness.
 """
@@ -24,7 +26,7 @@ SLOW_RANK, SLOW_S = 3, 0.15
 NAMED_WITHIN_S = 60
 
 
-def spec(ckpt, slow):
+def spec(ckpt, slow, action=None):
     command = [PYTHON, "-m", "shepherd_client.run", STOCK, "--steps", "100000", "--step-sleep", "0.05",
                "--ckpt-dir", ckpt, "--ckpt-every", "0", "--print-every", "50"]
     if slow:
@@ -39,7 +41,7 @@ def spec(ckpt, slow):
         "env": {"OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "PYTHONPATH": CLIENT, "GLOO_SOCKET_IFNAME": "lo"},
         "checkpoint": {"dir": ckpt, "every_steps": 0},
         "policy": {"heartbeat_interval_s": 1, "heartbeat_timeout_s": 10, "hang_timeout_s": 60,
-                   "startup_grace_s": 120, "max_restarts": 2},
+                   "startup_grace_s": 120, "max_restarts": 2, "straggler_action": action or "record"},
     }
 
 
@@ -48,12 +50,14 @@ class StragglerE2E(unittest.TestCase):
         self.c = Cluster()
         self.c.start_agent("n0", topology="spine=s0,leaf=l0")
         self.c.start_agent("n1", topology="spine=s0,leaf=l0")
+        if self._testMethodName == "test_replace_moves_the_slow_ranks_node_to_a_spare":
+            self.c.start_agent("sp0", topology="spine=s0,leaf=l0", spare=True)
 
     def tearDown(self):
         self.assertEqual(self.c.close(), 0, "shepherdd did not exit cleanly on SIGTERM")
 
-    def start(self, slow):
-        job = self.c.api("POST", "/v1/jobs", spec(self.c.path("ckpt"), slow), expect=201)["id"]
+    def start(self, slow, action=None):
+        job = self.c.api("POST", "/v1/jobs", spec(self.c.path("ckpt"), slow, action), expect=201)["id"]
         # Training has begun when the job's step is past the first one.
         self.c.wait_for(lambda: self.health(job).get("checks", {}).get("hang", {}).get("job_step", -1) >= 2, 120,
                         "the job to train")
@@ -100,6 +104,26 @@ class StragglerE2E(unittest.TestCase):
         self.assertEqual(arrival["stragglers"], [])
         self.assertEqual(self.stragglers(job), [])
         self.assertEqual(self.c.api("GET", "/v1/jobs/" + job)["state"], "running")
+
+    def test_replace_moves_the_slow_ranks_node_to_a_spare(self):
+        job, t0 = self.start(slow=True, action="replace")
+        f = self.c.wait_for(lambda: next((f for f in self.stragglers(job) if f.get("straggler")), None),
+                            NAMED_WITHIN_S, "a straggler finding naming rank %d" % SLOW_RANK, interval=0.5)
+        self.assertEqual(f["nodes"], ["n1"], f)
+
+        def moved():
+            j = self.c.api("GET", "/v1/jobs/" + job)
+            a = j.get("current_attempt") or {}
+            return j["state"] == "running" and a.get("number", 1) == 2 and a
+        self.c.wait_for(moved, 60, "attempt 2 running")
+        nodes = {r["node"] for r in self.c.api("GET", "/v1/jobs/%s/placement" % job)["ranks"]}
+        self.assertEqual(nodes, {"n0", "sp0"})
+        n1 = self.c.api("GET", "/v1/nodes/n1")
+        self.assertEqual(n1["state"], "cordoned", n1)
+        self.assertIn("straggler " + f["id"], n1.get("reason", "") + str(n1.get("cordon", "")), n1)
+        stored = next(x for x in self.stragglers(job) if x["id"] == f["id"])
+        self.assertIn("cordon n1", stored["actions"], stored)
+        self.assertTrue(any(a.startswith("replace n1 with sp0") for a in stored["actions"]), stored)
 
 
 if __name__ == "__main__":
