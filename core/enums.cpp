@@ -147,6 +147,18 @@ const char* ToString(OnReproducible o) {
   return o == OnReproducible::kRecord ? "record" : "fail";
 }
 
+const char* ToString(StragglerAction a) {
+  switch (a) {
+    case StragglerAction::kCordonAfterRestart:
+      return "cordon_after_restart";
+    case StragglerAction::kReplace:
+      return "replace";
+    case StragglerAction::kRecord:
+      break;
+  }
+  return "record";
+}
+
 const char* ToString(Launcher l) {
   return l == Launcher::kSlurm ? "slurm" : "agents";
 }

@@ -226,6 +226,14 @@ enum class ExternalRemediation {
   kRequeue,
 };
 const char* ToString(ExternalRemediation r);
+// What a persistent straggler named from arrival order leads to (jobs Shepherd launches; docs/recovery.md).
+enum class StragglerAction {
+  kRecord,              // "record": the finding only
+  kCordonAfterRestart,  // "cordon_after_restart": the next restart, whatever its cause, replaces the node
+                        // and leaves it cordoned; never restarts for it
+  kReplace,             // "replace": restart from last-known-good with the node replaced by a spare
+};
+const char* ToString(StragglerAction a);
 
 struct Policy {
   double heartbeat_interval_s = 1;
@@ -242,6 +250,7 @@ struct Policy {
   bool use_spares = true;
   double straggler_factor = 1.5;    // slower than median × factor ...
   int straggler_window_steps = 20;  // ... over this many steps is a straggler
+  StragglerAction straggler_action = StragglerAction::kRecord;
   double loss_spike_factor = 3;     // loss above rolling median × factor is a spike
   int good_after_steps = 10;        // K healthy steps that make a complete checkpoint good
   // Loss judged at job level: a spike lasting this many consecutive steps is divergence (restart from
@@ -459,6 +468,15 @@ struct FlightRecorderDump {
   bool operator==(const FlightRecorderDump&) const = default;
 };
 
+// A straggler named from arrival order (health/arrival_stragglers.h): the finding's rank held up its group.
+struct StragglerEvidence {
+  std::string group;         // "tp", "cp", "dp" or "world"
+  double lateness_s = 0;     // mean seconds per collective the others waited for it, in windows it held up
+  double share_held_up = 0;  // the share of its collectives (in judged windows) that it held up
+  int windows = 0;           // judged windows the evidence covers
+  bool operator==(const StragglerEvidence&) const = default;
+};
+
 struct Finding {
   std::string id;
   std::string job;
@@ -498,6 +516,9 @@ struct Finding {
   std::vector<int> silent_ranks;
   // process_exit and hang: flight-recorder dumps the agents found for the attempt's ranks (docs/recovery.md).
   std::vector<FlightRecorderDump> flight_recorder;
+  // straggler named from arrival order: its evidence (ranks[0] is the rank, nodes[0] its node). Absent for
+  // the step-time rule's straggler findings.
+  std::optional<StragglerEvidence> straggler;
 };
 
 }  // namespace shepherd

@@ -307,6 +307,7 @@ void ParsePolicy(FieldReader& root, Policy* p, std::vector<FieldError>* errs) {
                "use_spares",
                "straggler_factor",
                "straggler_window_steps",
+               "straggler_action",
                "loss_spike_factor",
                "good_after_steps",
                "loss_divergence_steps",
@@ -334,6 +335,10 @@ void ParsePolicy(FieldReader& root, Policy* p, std::vector<FieldError>* errs) {
   if (auto v = r.Bool("use_spares")) p->use_spares = *v;
   num("straggler_factor", &p->straggler_factor, 1.01, 1000);
   integer("straggler_window_steps", &p->straggler_window_steps, 2, 10000);
+  if (auto v = r.Enum("straggler_action", {"record", "cordon_after_restart", "replace"}))
+    p->straggler_action = *v == "replace"                ? StragglerAction::kReplace
+                          : *v == "cordon_after_restart" ? StragglerAction::kCordonAfterRestart
+                                                         : StragglerAction::kRecord;
   num("loss_spike_factor", &p->loss_spike_factor, 1.01, 1e6);
   integer("good_after_steps", &p->good_after_steps, 0, 1 << 30);
   integer("loss_divergence_steps", &p->loss_divergence_steps, 1, 100000);

@@ -87,6 +87,7 @@ Json ToJson(const JobSpec& s) {
         {"use_spares", p.use_spares},
         {"straggler_factor", p.straggler_factor},
         {"straggler_window_steps", p.straggler_window_steps},
+        {"straggler_action", ToString(p.straggler_action)},
         {"loss_spike_factor", p.loss_spike_factor},
         {"good_after_steps", p.good_after_steps},
         {"loss_divergence_steps", p.loss_divergence_steps},

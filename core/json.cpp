@@ -461,6 +461,14 @@ Json ToJson(const Finding& f) {
       dumps.push_back({{"path", d.path}, {"size", d.size}});
     out["flight_recorder"] = std::move(dumps);
   }
+  if (f.straggler) {
+    out["straggler"] = {{"group", f.straggler->group},
+                        {"lateness_s", f.straggler->lateness_s},
+                        {"share_held_up", f.straggler->share_held_up},
+                        {"windows", f.straggler->windows}};
+    if (!f.ranks.empty()) out["straggler"]["rank"] = f.ranks.front();
+    if (!f.nodes.empty()) out["straggler"]["node"] = f.nodes.front();
+  }
   return out;
 }
 
@@ -499,6 +507,11 @@ Result<Finding> FindingFromJson(const Json& j) {
     f.log_tail = j.value("log_tail", "");
     for (const Json& d : j.value("flight_recorder", Json::array()))
       f.flight_recorder.push_back({d.at("path").get<std::string>(), d.value("size", uint64_t{0})});
+    if (auto e = j.find("straggler"); e != j.end() && e->is_object())
+      f.straggler = StragglerEvidence{.group = e->value("group", ""),
+                                      .lateness_s = e->value("lateness_s", 0.0),
+                                      .share_held_up = e->value("share_held_up", 0.0),
+                                      .windows = e->value("windows", 0)};
     return f;
   });
 }

@@ -22,7 +22,8 @@ JobMonitor::JobMonitor(MonitorContext ctx, RankLayout layout)
       ranks_(layout_.world_size()),
       named_(layout_.world_size()),
       sdc_(layout_, ctx_.policy.hang_timeout_s),
-      loss_(ctx_.policy.loss_spike_factor, ctx_.policy.loss_divergence_steps) {
+      loss_(ctx_.policy.loss_spike_factor, ctx_.policy.loss_divergence_steps),
+      arrivals_(ArrivalRuleFor(ctx_.policy.heartbeat_interval_s)) {
   ctx_.placement.ranks.clear();  // the layout holds what is needed; do not keep a second copy per rank
   ctx_.placement.ranks.shrink_to_fit();
 }
@@ -247,8 +248,6 @@ void JobMonitor::IngestSummary(const Report& r, const std::vector<uint32_t>& nam
   if (progressed) last_progress_ = now;
 }
 
-// The arrival-order straggler rule reads a summary's per-group arrival timing (count, wait_s) here.
-void JobMonitor::ObserveArrivals(const Report&, Time) {}
 
 void JobMonitor::RecordNode(RankState& s, const std::string& node) {
   if (s.node != 0 && node_names_[s.node - 1] == node) return;  // the common case: unchanged

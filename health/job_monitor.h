@@ -9,8 +9,9 @@
 // current collective (none open: none). A summary whose group's `completed` went backwards (seq_backwards),
 // or whose named group's members changed or leave the sender out (group_membership), changes nothing and is
 // reported in IngestResult::ignored_reason.
-// Detectors (rules in each header): heartbeats (below), HangWatchdog (hang_watchdog.h), stragglers
-// (straggler_detector.h), SDC vote (sdc_checker.h), loss and grad-norm anomalies (loss_monitor.h).
+// Detectors (rules in each header): heartbeats (below), HangWatchdog (hang_watchdog.h), stragglers by step
+// time (straggler_detector.h) and by arrival order in collectives (arrival_stragglers.h, fed by summaries),
+// SDC vote (sdc_checker.h), loss and grad-norm anomalies (loss_monitor.h).
 // Heartbeats: any report refreshes a rank's last-seen (receive time `now`, not the rank's clock). A rank that
 // reported `finished` is never lost and no longer counts as heartbeating. A rank is
 // lost when silent for heartbeat_timeout_s, or for kCheckpointAllowance × that while its last heartbeat
@@ -47,6 +48,7 @@
 #include "core/job.h"
 #include "core/json.h"
 #include "core/status.h"
+#include "health/arrival_stragglers.h"
 #include "health/evidence.h"
 #include "health/hang_watchdog.h"
 #include "health/loss_monitor.h"
@@ -155,6 +157,8 @@ class JobMonitor {
   void EvaluateHeartbeats(Time now, std::vector<bool>* alive, std::vector<Finding>* out);
   void EvaluateHang(Time now, const std::vector<bool>& alive, std::vector<Finding>* out);
   void EvaluateStragglers(Time now, std::vector<Finding>* out);
+  // After a window closed: one straggler finding per rank newly named by the arrival rule.
+  void EvaluateArrivals(Time now, std::vector<Finding>* out);
   void EvaluateSdc(Time now, std::vector<Finding>* out);
   void EvaluateLoss(Time now, std::vector<Finding>* out);
   void Evidence(HealthEvidence::Kind kind, int64_t step, std::string what = {});
@@ -185,6 +189,7 @@ class JobMonitor {
   std::string progress_detail_;
   std::vector<int> progress_suspects_;
   StragglerAnalysis stragglers_;
+  ArrivalStragglers arrivals_;
   int sdc_suspected_count_ = 0;
   std::optional<SdcCheckResult> last_sdc_;  // the latest resolved check, for the health JSON
   int64_t healthy_through_ = -1;

@@ -1,5 +1,6 @@
 // JobMonitor's evaluation of stragglers, SDC checks and loss anomalies (heartbeats and hangs are in
 // job_monitor.cpp).
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -11,7 +12,36 @@ namespace shepherd {
 using health_text::Fmt;
 using health_text::RankList;
 
+void JobMonitor::ObserveArrivals(const Report& r, Time /*now*/) {
+  for (const GroupSummary& g : r.groups) arrivals_.Observe(r.rank, layout_.world_size(), g);
+}
+
+void JobMonitor::EvaluateArrivals(Time now, std::vector<Finding>* out) {
+  std::vector<bool> named(ranks_.size(), false);
+  for (const ArrivalStraggler& a : arrivals_.named()) {
+    if (named[a.rank]) continue;  // named in two of its groups: one incident, the first group's evidence
+    named[a.rank] = true;
+    RankState& s = ranks_[a.rank];
+    if (s.has(RankState::kArrivalStraggler)) continue;
+    s.set(RankState::kArrivalStraggler, true);
+    const std::string group = ToString(a.group);
+    std::string detail = "rank " + std::to_string(a.rank) + " on " + layout_.node(a.rank) +
+                         " arrived last in its " + group + " group's collectives: the others waited " +
+                         Fmt(a.lateness_s) + " s per collective for it, in " +
+                         Fmt(std::round(a.share_held_up * 1000) / 10) + " % of its collectives over " +
+                         std::to_string(a.windows) + " windows (" + Fmt(a.span_s) + " s)";
+    Finding f = MakeFinding(FindingKind::kStraggler, {a.rank}, now, std::move(detail));
+    f.onset_at = now - Seconds(a.span_s);
+    f.straggler = StragglerEvidence{
+        .group = group, .lateness_s = a.lateness_s, .share_held_up = a.share_held_up, .windows = a.windows};
+    out->push_back(std::move(f));
+  }
+  for (size_t r = 0; r < ranks_.size(); ++r)
+    if (!named[r]) ranks_[r].set(RankState::kArrivalStraggler, false);
+}
+
 void JobMonitor::EvaluateStragglers(Time now, std::vector<Finding>* out) {
+  if (arrivals_.Tick(layout_, now)) EvaluateArrivals(now, out);
   stragglers_ = AnalyzeStragglers(ranks_, ctx_.policy);
   std::vector<bool> flagged(ranks_.size(), false);
   std::vector<int> fresh;

@@ -96,13 +96,37 @@ Json JobMonitor::HealthJson(Time now) const {
   }
   hang["job_step"] = job_step_;
 
-  Json straggler = {{"status", stragglers_.stragglers.empty() ? "ok" : "stragglers"},
-                    {"window_steps", stragglers_.window},
-                    {"factor", ctx_.policy.straggler_factor},
-                    {"job_median_step_time_s", stragglers_.job_median_s},
-                    {"ranks_with_full_window", stragglers_.ranks_with_full_window},
-                    {"ranks", RankArray(stragglers_.stragglers)}};
+  // Arrival order (as of the last window closed): the ranks named, each with its evidence.
+  Json arrival_ranks = Json::array();
+  std::vector<int> arrival_stragglers;
+  for (const ArrivalStraggler& a : arrivals_.named()) {
+    arrival_stragglers.push_back(a.rank);
+    if (arrival_ranks.size() < kMaxListed)
+      arrival_ranks.push_back({{"rank", a.rank},
+                               {"node", layout_.node(a.rank)},
+                               {"group", ToString(a.group)},
+                               {"lateness_s", a.lateness_s},
+                               {"share_held_up", a.share_held_up},
+                               {"windows", a.windows}});
+  }
+  const ArrivalRule& rule = arrivals_.rule();
+  Json straggler = {
+      {"status", stragglers_.stragglers.empty() && arrival_stragglers.empty() ? "ok" : "stragglers"},
+      {"window_steps", stragglers_.window},
+      {"factor", ctx_.policy.straggler_factor},
+      {"job_median_step_time_s", stragglers_.job_median_s},
+      {"ranks_with_full_window", stragglers_.ranks_with_full_window},
+      {"ranks", RankArray(stragglers_.stragglers)},
+      {"arrival",
+       {{"window_s", rule.window_s},
+        {"min_windows", rule.min_windows},
+        {"min_span_s", rule.min_span_s},
+        {"name_share", rule.name_share},
+        {"windows_closed", arrivals_.windows_closed()},
+        {"stragglers", std::move(arrival_ranks)}}},
+      {"action", ToString(ctx_.policy.straggler_action)}};
   suspects.insert(suspects.end(), stragglers_.stragglers.begin(), stragglers_.stragglers.end());
+  suspects.insert(suspects.end(), arrival_stragglers.begin(), arrival_stragglers.end());
 
   // SDC.
   std::vector<int> sdc_ranks;
@@ -207,7 +231,8 @@ Json JobMonitor::HealthJson(Time now) const {
       hang_.hung || progress_hang_ ? "hung"
       : !sdc_ranks.empty()         ? "sdc_suspected"
       : loss_.grad_spike().open    ? "sdc_suspected"
-      : !lost.empty() || !stragglers_.stragglers.empty() || loss_.nonfinite().open || loss_.divergence().open
+      : !lost.empty() || !stragglers_.stragglers.empty() || !arrival_stragglers.empty() ||
+              loss_.nonfinite().open || loss_.divergence().open
           ? "degraded"
       : starting ? "starting"
                  : "healthy";

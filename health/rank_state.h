@@ -22,6 +22,7 @@ struct RankState {
     kStraggler = 1 << 3,             // open straggler incident
     kSdcSuspected = 1 << 4,          // open sdc_suspected incident
     kFinished = 1 << 5,              // reported `finished`: its silence is not a loss
+    kArrivalStraggler = 1 << 6,      // open straggler incident of the arrival-order rule
   };
 
   Time last_seen{};         // receive time of the last report; epoch: never reported

@@ -151,6 +151,35 @@ std::optional<Checkpoint> ChooseCheckpoint(const RecoveryInput& in, std::string*
   return std::nullopt;
 }
 
+// The cordon reason for a straggler's node: it names the finding and its evidence.
+std::string StragglerReason(const Finding& f) {
+  return "straggler " + (f.id.empty() ? std::string("finding") : f.id) + ": " + f.detail;
+}
+
+// cordon_after_restart: the nodes of the current attempt's straggler findings (arrival order) that a restart
+// of the job replaces and leaves cordoned, each with the reason naming its finding. Nodes already blamed, or
+// not in the placement any more, are left out.
+std::vector<NodeAction> StragglerMarks(const RecoveryInput& in, const std::vector<NodeAction>& blamed) {
+  std::vector<NodeAction> out;
+  if (in.job.spec.policy.straggler_action != StragglerAction::kCordonAfterRestart || in.job.spec.command.empty())
+    return out;
+  std::set<std::string> placed;
+  for (const RankSlot& s : in.placement.ranks) placed.insert(s.node);
+  auto taken = [&](const std::string& n) {
+    auto same = [&](const NodeAction& a) { return a.node == n; };
+    return std::any_of(blamed.begin(), blamed.end(), same) || std::any_of(out.begin(), out.end(), same);
+  };
+  auto mark = [&](const Finding& e) {
+    if (e.kind != FindingKind::kStraggler || !e.straggler || e.job != in.job.id || e.attempt != in.job.attempt)
+      return;
+    for (const std::string& n : Implicated(e, in.placement, false))
+      if (placed.count(n) != 0 && !taken(n)) out.push_back({n, NodeActionKind::kCordon, StragglerReason(e)});
+  };
+  for (const Finding& e : in.earlier_findings) mark(e);
+  mark(in.finding);
+  return out;
+}
+
 // What a finding means: the nodes to cordon or fail, and why. *act is false when nothing is to be done.
 struct Verdict {
   bool act = true;
@@ -161,6 +190,9 @@ struct Verdict {
   std::optional<std::string> set_aside;  // replay: the suspect moved off (also in avoid)
   std::set<std::string> suspects;        // set_aside: every node the recurrence left undecided
   bool restart = true;                   // false: the node actions only (the job runs on)
+  // The restart is worth it only as decided: without budget or a node to replace the blamed ones, the
+  // job runs on as it is (a straggler replacement) rather than failing or waiting in the queue.
+  bool optional = false;
   bool settles_sdc = false;
   std::string record;  // !act: the action line when the kind's usual one would not say why
   std::string why;
@@ -304,8 +336,25 @@ Verdict Judge(const RecoveryInput& in) {
         "gradient-norm spike with a normal loss: recorded, no action (an outlier batch; corrupted "
         "parameters would show in the replicas' hashes)";
   } else if (k == FindingKind::kStraggler) {
-    v.act = false;  // throughput only; a restart would cost more than the slow node
-    v.why = "straggler: reported, no action";
+    const StragglerAction action = in.job.spec.policy.straggler_action;
+    std::set<std::string> nodes = Implicated(f, in.placement, false);
+    if (f.straggler && action == StragglerAction::kReplace && !in.job.spec.command.empty()) {
+      // A persistent late arriver (never one window: the arrival rule names a rank only after a sustained
+      // run), replaced by a spare from last-known-good. Optional: no spare, or no budget, leaves the job
+      // running slow rather than queued or failed.
+      Blame(nodes, NodeActionKind::kCordon, StragglerReason(f), &v);
+      v.optional = true;
+      v.why = "persistent straggler on " + Join(nodes) + ": replace it (policy.straggler_action replace)";
+    } else {
+      v.act = false;  // throughput only; a restart would cost more than the slow node
+      v.why = "straggler: reported, no action";
+      if (f.straggler && action == StragglerAction::kCordonAfterRestart && !in.job.spec.command.empty()) {
+        v.record = "record: " + Join(nodes) +
+                   " is replaced at the job's next restart and left cordoned (policy.straggler_action "
+                   "cordon_after_restart)";
+        v.why = "persistent straggler on " + Join(nodes) + ": recorded, replaced at the next restart";
+      }
+    }
   } else {
     v.act = false;
     v.why = "no recovery rule for finding kind " + kind;
@@ -382,6 +431,15 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
     d.actions.push_back("spend no restart budget: incident " + f.incident + " already spent it");
   else if (!d.spends_budget)
     d.actions.push_back("spend no restart budget: the daemon itself was late");
+  if (v.optional && d.spends_budget && job.restarts >= policy.max_restarts) {
+    RecoveryDecision none;
+    none.not_before = in.now;
+    none.reason = v.why + "; the restart budget is spent (" + std::to_string(job.restarts) + " of " +
+                  std::to_string(policy.max_restarts) + "): recorded, the job runs on";
+    none.actions.push_back("record only: restart budget spent, " + Join(Implicated(f, in.placement, false)) +
+                           " not replaced");
+    return none;
+  }
   if (d.spends_budget && job.restarts >= policy.max_restarts) {
     d.action = RecoveryDecision::kFail;
     d.reason = "restart budget exhausted (" + std::to_string(job.restarts) + " of " +
@@ -395,7 +453,30 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   if (d.spends_budget)
     d.not_before = RestartNotBefore(policy, in.now, in.last_restart_at, in.consecutive_restarts);
   for (const std::string& n : v.avoid) d.actions.push_back("avoid " + n + " (no blame)");
-  Relocate(job, in.placement, in.cluster, v.faulty, v.avoid, &d);
+  // cordon_after_restart: this restart takes the straggler nodes' ranks elsewhere too (never queueing the
+  // job for them: with no room the marks wait for a restart that has room).
+  const std::vector<NodeAction> marks = StragglerMarks(in, v.faulty);
+  std::vector<NodeAction> faulty = v.faulty;
+  faulty.insert(faulty.end(), marks.begin(), marks.end());
+  Relocate(job, in.placement, in.cluster, faulty, v.avoid, &d);
+  if (!marks.empty() && d.action == RecoveryDecision::kQueue) {
+    d.actions.pop_back();  // "queue the job: ..."
+    d.reason = v.why;
+    Relocate(job, in.placement, in.cluster, v.faulty, v.avoid, &d);
+  } else if (!marks.empty()) {
+    d.node_actions.insert(d.node_actions.end(), marks.begin(), marks.end());
+    for (size_t i = 0; i < marks.size(); ++i)  // after the finding's own cordon lines
+      d.actions.insert(d.actions.begin() + static_cast<std::ptrdiff_t>(v.faulty.size() + i),
+                       "cordon " + marks[i].node + " (" + marks[i].reason + ")");
+  }
+  if (v.optional && d.action == RecoveryDecision::kQueue) {
+    RecoveryDecision none;
+    none.not_before = in.now;
+    none.reason = v.why + "; no spare or free node can take its ranks: recorded, the job runs on";
+    none.actions.push_back("record only: no spare or free node to replace " +
+                           Join(Implicated(f, in.placement, false)));
+    return none;
+  }
   if (d.action == RecoveryDecision::kQueue && !v.avoid.empty()) {
     // Leaving a node without blame is a preference, not a reason to wait: with no room elsewhere the job
     // restarts where it was (queued, it would have been placed on the same free node anyway).

@@ -40,7 +40,13 @@
 //    after step when there is no onset, are also skipped here, in case grading lags).
 //  - loss_spike (a one-step outlier of the job-level loss): kNone, action "record only: loss spike
 //    (one-step outlier)". Noisy training must not restart; divergence is the loss_divergence finding.
-//  - straggler: kNone; it is reported, not acted on (a slow node costs throughput, a restart costs more).
+//  - straggler: as policy.straggler_action says, for a straggler named from arrival order (finding.straggler
+//    set) of a job Shepherd launches; otherwise (the step-time rule's, another launcher's job) kNone,
+//    reported. record (default): kNone. replace: cordon the node (the reason names the finding) and restart
+//    from last-known-good on a spare; with no spare or free node, or no budget left, kNone, recorded (a
+//    slow job is never queued or failed for its straggler). cordon_after_restart: kNone now; any later
+//    restart decision of the same attempt (whatever its finding; the straggler finding among
+//    earlier_findings) also cordons that node and moves its ranks, unless that alone would queue the job.
 //  - anything else, a finding of another attempt, or a job that is not running: kNone.
 //
 // Every restart-bearing decision checks the budget first: job.restarts >= policy.max_restarts → kFail

@@ -63,6 +63,28 @@ TEST(JobSpec, DefaultsForOmittedOptionalFields) {
   EXPECT_TRUE(s->command.empty());
 }
 
+TEST(JobSpec, StragglerActionRecordByDefaultValidatedAndEchoed) {
+  Json j = Example();
+  auto s = ParseJobSpec(j);
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->policy.straggler_action, StragglerAction::kRecord);
+  EXPECT_EQ(ToJson(*s)["policy"]["straggler_action"], "record");
+  for (const char* v : {"record", "cordon_after_restart", "replace"}) {
+    j["policy"]["straggler_action"] = v;
+    s = ParseJobSpec(j);
+    ASSERT_TRUE(s.ok()) << v;
+    EXPECT_EQ(ToJson(*s)["policy"]["straggler_action"], v);
+    EXPECT_EQ(ParseJobSpec(ToJson(*s))->policy.straggler_action, s->policy.straggler_action);
+  }
+  EXPECT_EQ(s->policy.straggler_action, StragglerAction::kReplace);
+  for (Json bad : {Json("cordon"), Json(1), Json::array()}) {
+    j["policy"]["straggler_action"] = bad;
+    s = ParseJobSpec(j);
+    ASSERT_FALSE(s.ok()) << bad.dump();
+    EXPECT_EQ(Fields(s.status()), std::set<std::string>{"policy.straggler_action"});
+  }
+}
+
 TEST(JobSpec, GpuBindingPerNodeByDefaultPerProcessOnRequestAndRoundTrips) {
   Json j = Example();
   auto s = ParseJobSpec(j);

@@ -258,6 +258,19 @@ TEST(Codecs, FindingEvidenceRoundTrips) {
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(back->silent_ranks, std::vector<int>({4}));
   EXPECT_FALSE(back->oom_kill);
+  EXPECT_FALSE(back->straggler);
+
+  f.kind = FindingKind::kStraggler;
+  f.ranks = {3};
+  f.nodes = {"n1"};
+  f.straggler = StragglerEvidence{.group = "dp", .lateness_s = 0.15, .share_held_up = 0.97, .windows = 20};
+  const Json j = ToJson(f);
+  EXPECT_EQ(j["straggler"]["rank"], 3);
+  EXPECT_EQ(j["straggler"]["node"], "n1");
+  EXPECT_EQ(j["straggler"]["group"], "dp");
+  back = FindingFromJson(j);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->straggler, f.straggler);
 }
 
 TEST(Codecs, CorruptRecordIsAnError) {

@@ -15,6 +15,10 @@ and --noise-swing (label noise scaled by 10^U(-swing, 0) per step, the same for 
 losses swing; --jitter pauses 0 to J seconds after every step; --slow-save-step/--slow-save-s make rank 0's
 save at that step stall (a file object that sleeps before its first write) while the others wait at the
 barrier; --eval-step/--eval-s run model.eval() and evaluate for that long after that step.
+
+For the straggler test (tests/e2e/test_straggler_e2e.py): --slow-rank R --slow-s S make rank R compute S
+seconds longer every step (a busy loop before its forward pass, outside any collective): a steady extra
+compute cost, so R arrives last at every all-reduce while DDP keeps every rank's step time equal.
 """
 
 import argparse
@@ -70,6 +74,8 @@ def main():
     p.add_argument("--eval-step", type=int, default=0)
     p.add_argument("--eval-s", type=float, default=0.0)
     p.add_argument("--print-every", type=int, default=10)
+    p.add_argument("--slow-rank", type=int, default=-1)
+    p.add_argument("--slow-s", type=float, default=0.0)
     args = p.parse_args()
 
     dist.init_process_group("gloo")
@@ -91,6 +97,10 @@ def main():
     ddp = DDP(model)
 
     for step in range(start, args.steps + 1):
+        if rank == args.slow_rank and args.slow_s:
+            spin_until = time.monotonic() + args.slow_s
+            while time.monotonic() < spin_until:
+                pass
         x, y = make_batch(step, rank, world, args.batch, args.noise_swing)
         opt.zero_grad()
         loss = F.mse_loss(ddp(x), y)

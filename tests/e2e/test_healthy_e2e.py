@@ -4,7 +4,8 @@ corpus options) that is awkward but healthy, run by the real agents under `pytho
 checkpoint save longer than the heartbeat and hang timeouts while the other ranks wait at a barrier, an
 evaluation pause (model.eval()) longer than the hang timeout, all under CPU contention from a busy neighbour
 process. Training must complete in attempt 1 with no recovery action and no cordon: any finding is a
-no-action record (a loss spike, a straggler), and every node stays schedulable.
+no-action record (a loss spike, a step-time straggler), every node stays schedulable, and the jitter names no
+straggler from arrival order (while the rule did judge its windows).
 
 One run covers every case (they do not interact: the slow save is at step 20, the eval pause at step 40).
 Each case is checked to have really happened (the phases were seen, the losses did swing), so the test
@@ -68,9 +69,12 @@ class HealthyCorpusE2E(unittest.TestCase):
     def test_awkward_but_healthy_training_gets_no_action(self):
         job = self.c.api("POST", "/v1/jobs", spec(self.c.path("ckpt")), expect=201)["id"]
         seen_phases = set()
+        judged_windows = [0]  # arrival-order windows the straggler rule closed (checks.straggler.arrival)
 
         def finished():
             h = self.c.api("GET", "/v1/jobs/%s/health" % job) or {}
+            arrival = h.get("checks", {}).get("straggler", {}).get("arrival") or {}
+            judged_windows[0] = max(judged_windows[0], arrival.get("windows_closed", 0))
             hb = h.get("checks", {}).get("heartbeat", {})
             if hb.get("ranks_in_checkpoint_phase"):
                 seen_phases.add("checkpoint_save")
@@ -88,6 +92,7 @@ class HealthyCorpusE2E(unittest.TestCase):
         self.assertEqual(final["current_attempt"]["number"], 1, findings)
         for f in findings:
             self.assertIn(f["kind"], NO_ACTION_KINDS, f)
+            self.assertNotIn("straggler", f, "jittered steps named a straggler from arrival order")
             for a in f["actions"]:
                 self.assertRegex(a, r"^(record|report) only", f)
         for node in self.c.api("GET", "/v1/nodes")["nodes"]:
@@ -96,6 +101,7 @@ class HealthyCorpusE2E(unittest.TestCase):
 
         # Every case really happened.
         self.assertEqual(seen_phases, {"checkpoint_save", "eval"})
+        self.assertGreaterEqual(judged_windows[0], 10, "the arrival-order rule judged no windows")
         log = self.c.rank_log("n0", job, 1, 0)
         self.assertIn("evaluated %s s after step 40" % float(EVAL_S), log)
         losses = [float(x) for x in re.findall(r"rank 0 step \d+ loss ([0-9.e+-]+)", log)]
