@@ -606,7 +606,8 @@ class Sim {
                      (unsigned long long)poll_failures_, (unsigned long long)report_failures_,
                      (unsigned long long)traffic_.connect_errors, findings_.size());
       bool done = faults_start_ > 0 && now >= faults_start_ + o_.fault_s &&
-                  (injections_.empty() || injections_.back().reassigned_at > 0 || now - injections_.back().at > o_.fault_timeout_s ||
+                  (injections_.empty() || (injections_.back().reassigned_at > 0 && now - injections_.back().reassigned_at > 5) ||
+                   now - injections_.back().at > o_.fault_timeout_s ||
                    now >= faults_start_ + o_.fault_s + 120);
       if (done || t > o_.healthy_s + o_.fault_s + 1800) { io_.stop(); return; }
       Tick();

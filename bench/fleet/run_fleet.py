@@ -88,6 +88,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", choices=sorted(SIZES), default="16k")
     ap.add_argument("--build", default=os.path.join(HERE, "..", "..", "build"))
+    ap.add_argument("--daemon", help="shepherdd binary (default BUILD/daemon/shepherdd)")
+    ap.add_argument("--sim", help="fleet_sim binary (default BUILD/bench/fleet_sim)")
     ap.add_argument("--healthy-s", type=float)
     ap.add_argument("--fault-s", type=float)
     ap.add_argument("--fault-gap-s", type=float, default=20)
@@ -104,8 +106,8 @@ def main():
     healthy_s = a.healthy_s if a.healthy_s is not None else (10 if smoke else 600)
     fault_s = a.fault_s if a.fault_s is not None else (20 if smoke else 300)
     step_s = a.step_s or (1 if smoke else 5)
-    daemon = os.path.join(a.build, "daemon", "shepherdd")
-    sim = os.path.join(a.build, "bench", "fleet_sim")
+    daemon = a.daemon or os.path.join(a.build, "daemon", "shepherdd")
+    sim = a.sim or os.path.join(a.build, "bench", "fleet_sim")
     for f in (daemon, sim):
         if not os.access(f, os.X_OK):
             print(f"missing {f} (ninja -C build shepherdd fleet_sim)", file=sys.stderr)
