@@ -132,6 +132,7 @@ struct Options {
   double healthy_s = 600, fault_s = 300, fault_gap_s = 20, step_s = 5, fault_timeout_s = 180;
   Telemetry telemetry = Telemetry::kDirect; bool summary = true; uint64_t seed = 1;
   std::vector<FaultKind> forced;
+  bool close_each = false;  // --close-each: heartbeats and report posts each on a fresh connection
 };
 
 class Sim {
@@ -142,7 +143,8 @@ class Sim {
     LoadInventory();
     ops_ = std::make_shared<HttpConn>(io_, server_, asio::ip::make_address_v4("127.0.0.1"), &ops_traffic_);
     start_ = WallNow();
-    for (auto& n : nodes_) Register(n);
+    // Agents start spread over up to 10 s (about 1,700 a second at 16,896 nodes), as a fleet's do.
+    for (auto& n : nodes_) n.next_poll_at = start_ + 10.0 * n.idx / nodes_.size();
     Tick();
     io_.run();
     return Report();
@@ -169,6 +171,8 @@ class Sim {
       n.hb = std::make_shared<HttpConn>(io_, server_, n.addr, &traffic_);
       n.poll = std::make_shared<HttpConn>(io_, server_, n.addr, &traffic_);
       n.rep = std::make_shared<HttpConn>(io_, server_, n.addr, &traffic_);
+      n.hb->set_close_each(o_.close_each);
+      n.rep->set_close_each(o_.close_each);
       by_id_[n.id] = n.idx;
     }
   }
@@ -183,7 +187,7 @@ class Sim {
     });
   }
   void Heartbeat(Node& n, double now) {
-    if (!n.registered) { if (!n.hb->busy()) Register(n); return; }
+    if (!n.registered) { if (!n.hb->busy() && now >= n.next_poll_at) Register(n); return; }
     if (n.hb->busy()) { ++skipped_heartbeats_; return; }
     std::string b = "{\"agent\":{\"pid\":" + std::to_string(1000 + n.idx) + ",\"started_at\":\"" + Rfc3339(start_) +
                     "\"},\"gpu_faults\":" + n.gpu_faults.dump() + ",\"processes\":[";
@@ -524,7 +528,11 @@ class Sim {
   }
   void JobSubmitted(const std::string& spec, int st, const std::string& body) {
     json a = json::parse(body, nullptr, false);
-    if (st != 201 || a.is_discarded()) { std::fprintf(stderr, "[fleet_sim] job refused %d: %.400s\n", st, body.c_str()); return; }
+    if (st != 201 || a.is_discarded()) {
+      std::fprintf(stderr, "[fleet_sim] job refused %d: %.300s\n", st, body.c_str());
+      if (st != 422 && ++submit_retries_ <= 10) ops_queue_.push_back({"POST", "/v1/jobs", spec});  // retried as a user would
+      return;
+    }
     json s = json::parse(spec);
     Job j;
     j.id = a["id"]; j.name = s.value("name", "");
@@ -557,13 +565,14 @@ class Sim {
 
   // ---- the clock ----
   void Tick() {
-    tick_.expires_after(1s);
+    // Ten slices of 100 ms: each agent heartbeats once a second in its own slice (agents are not in step).
+    tick_.expires_after(100ms);
     tick_.async_wait([this](boost::system::error_code) {
       double now = WallNow();
       double t = now - start_;
-      AdvanceJobs(now - last_tick_ > 5 || last_tick_ == 0 ? 1 : now - last_tick_);
-      last_tick_ = now;
-      for (auto& n : nodes_) {
+      slice_ = (slice_ + 1) % 10;
+      for (size_t i = slice_; i < nodes_.size(); i += 10) {
+        Node& n = nodes_[i];
         if (!n.alive) continue;
         if (n.lease_until > 0 && now > n.lease_until)  // no answer within the lease: fence the ranks
           for (auto& p : n.ranks) if (p.running) { Exit(p, -1, 9, ""); p.fenced = true; }
@@ -571,6 +580,9 @@ class Sim {
         if (n.registered && n.attached && !n.poll_inflight && now >= n.next_poll_at) Poll(n);
         if (o_.telemetry == Telemetry::kDirect) DirectReports(n, now);
       }
+      if (slice_ != 0) return Tick();
+      AdvanceJobs(now - last_tick_ > 5 || last_tick_ == 0 ? 1 : now - last_tick_);
+      last_tick_ = now;
       if (!submitted_ && attached_ == int(nodes_.size())) {
         submitted_ = true;
         attached_at_ = now;
@@ -600,11 +612,16 @@ class Sim {
         if (!pending && now - last_inject_ >= o_.fault_gap_s) { last_inject_ = now; Inject(now); }
       }
       Ops(now);
-      if (int(t) % 30 == 0)
-        std::fprintf(stderr, "[fleet_sim] +%.0fs attached %d/%zu requests %llu hb_fail %llu poll_fail %llu rep_fail %llu conn_err %llu findings %zu\n",
+      if (now - last_log_ >= 30) {
+        last_log_ = now;
+        std::fprintf(stderr, "[fleet_sim] +%.0fs attached %d/%zu requests %llu hb_fail %llu poll_fail %llu rep_fail %llu "
+                     "conn_err %llu transport_err %llu timeouts %llu 429 %llu 503 %llu 4xx %llu findings %zu\n",
                      t, attached_, nodes_.size(), (unsigned long long)traffic_.requests, (unsigned long long)hb_failures_,
                      (unsigned long long)poll_failures_, (unsigned long long)report_failures_,
-                     (unsigned long long)traffic_.connect_errors, findings_.size());
+                     (unsigned long long)traffic_.connect_errors, (unsigned long long)traffic_.errors,
+                     (unsigned long long)traffic_.timeouts, (unsigned long long)traffic_.status_429,
+                     (unsigned long long)traffic_.status_503, (unsigned long long)traffic_.status_4xx, findings_.size());
+      }
       bool done = faults_start_ > 0 && now >= faults_start_ + o_.fault_s &&
                   (injections_.empty() || (injections_.back().reassigned_at > 0 && now - injections_.back().reassigned_at > 5) ||
                    now - injections_.back().at > o_.fault_timeout_s ||
@@ -691,9 +708,9 @@ class Sim {
   Traffic traffic_, ops_traffic_;
   json healthy_begin_counts_, healthy_end_counts_;
   size_t forced_next_ = 0;
-  int attached_ = 0, false_findings_ = 0, pids_ = 100000;
+  int slice_ = 0, submit_retries_ = 0, attached_ = 0, false_findings_ = 0, pids_ = 100000;
   bool submitted_ = false;
-  double start_ = 0, last_tick_ = 0, attached_at_ = 0, healthy_start_ = 0, faults_start_ = 0, last_inject_ = 0, last_failures_poll_ = 0;
+  double start_ = 0, last_log_ = 0, last_tick_ = 0, attached_at_ = 0, healthy_start_ = 0, faults_start_ = 0, last_inject_ = 0, last_failures_poll_ = 0;
   uint64_t reports_sent_ = 0, hb_ok_ = 0, hb_failures_ = 0, poll_failures_ = 0, report_failures_ = 0, skipped_heartbeats_ = 0,
            skipped_report_posts_ = 0;
 };
@@ -717,6 +734,7 @@ int main(int argc, char** argv) {
     else if (a == "--seed") o.seed = std::stoull(next());
     else if (a == "--telemetry") { std::string v = next(); o.telemetry = v == "relay" ? Telemetry::kRelay : Telemetry::kDirect; }
     else if (a == "--rank-reports") o.summary = next() == "summary";
+    else if (a == "--close-each") o.close_each = true;
     else if (a == "--faults") {
       std::string v = next();
       size_t p = 0;

@@ -31,6 +31,8 @@ class HttpConn : public std::enable_shared_from_this<HttpConn> {
       : io_(io), server_(server), source_(source), socket_(io), timer_(io), traffic_(traffic) {}
 
   bool busy() const { return busy_; }
+  // Each request on a fresh connection ("Connection: close"): fewer connections held at the daemon.
+  void set_close_each(bool v) { close_each_ = v; }
   void Close() {
     boost::system::error_code ec;
     socket_.close(ec);
@@ -46,6 +48,7 @@ class HttpConn : public std::enable_shared_from_this<HttpConn> {
     done_ = std::move(done);
     out_.clear();
     out_.append(method).append(" ").append(target).append(" HTTP/1.1\r\nHost: shepherd\r\n");
+    if (close_each_) out_.append("Connection: close\r\n");
     if (!body.empty() || method[0] == 'P')
       out_.append("Content-Type: application/json\r\nContent-Length: ")
           .append(std::to_string(body.size()))
@@ -144,7 +147,7 @@ class HttpConn : public std::enable_shared_from_this<HttpConn> {
     else if (status == 503) ++traffic_->status_503;
     else if (status >= 500) ++traffic_->status_5xx;
     else if (status >= 400) ++traffic_->status_4xx;
-    if (close) Close();
+    if (close || close_each_) Close();
     Finish(status, std::move(body));
   }
   void Fail() {
@@ -167,7 +170,7 @@ class HttpConn : public std::enable_shared_from_this<HttpConn> {
   tcp::socket socket_;
   asio::steady_timer timer_;
   Traffic* traffic_;
-  bool busy_ = false, connected_ = false;
+  bool busy_ = false, connected_ = false, close_each_ = false;
   uint64_t gen_ = 0;
   Done done_;
   std::string out_, in_;

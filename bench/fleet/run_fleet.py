@@ -98,6 +98,8 @@ def main():
     ap.add_argument("--telemetry", choices=["direct", "relay"], default="direct")
     ap.add_argument("--rank-reports", choices=["summary", "heartbeat"], default="summary")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--close-each", action="store_true",
+                    help="heartbeats and report posts on a fresh connection each (only the long polls stay open)")
     ap.add_argument("--out", default="")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     a = ap.parse_args()
@@ -195,12 +197,15 @@ def main():
                "--telemetry", a.telemetry, "--rank-reports", a.rank_reports, "--seed", str(a.seed)]
         if a.faults:
             cmd += ["--faults", a.faults]
+        if a.close_each:
+            cmd += ["--close-each"]
         for p in job_files:
             cmd += ["--job", p]
         s = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, preexec_fn=raise_nofile)
         procs.append(s)
         s.wait()
-        sim_ticks = None
+        ru = resource.getrusage(resource.RUSAGE_CHILDREN)  # the simulator (and gen-inventory): reaped
+        sim_cpu_s = ru.ru_utime + ru.ru_stime
         stop.set()
         for t in threads:
             t.join(15)
@@ -239,12 +244,13 @@ def main():
                                                                          "shepherd_reports_ignored_total", "shepherd_nodes{"))]
         summary = {
             "size": a.size, "nodes": nodes, "ranks": sum(j["ranks"] for j in r["jobs"]),
-            "config": config, "telemetry": a.telemetry, "rank_reports": a.rank_reports, "step_s": step_s,
+            "config": config, "close_each": a.close_each, "telemetry": a.telemetry, "rank_reports": a.rank_reports, "step_s": step_s,
             "machine": {"cpus": os.cpu_count(), "loadavg_end": open("/proc/loadavg").read().split()[:3]},
             "healthy": dict(window(tl["healthy_start"], tl["faults_start"]) or {}, **(rates or {}),
                             false_findings=r["false_findings"], restarts=restarts_healthy),
             "faults": window(tl["faults_start"], tl["end"]),
             "whole_run": window(tl["start"], tl["end"]),
+            "simulator_cpu_cores": round(sim_cpu_s / max(1e-9, tl["end"] - tl["start"]), 3),
             "startup_s": {"agents_attached": round(tl["attached"] - tl["start"], 1),
                           "jobs_stepping": round(tl["healthy_start"] - tl["attached"], 1) if tl["healthy_start"] else None},
             "injected": len(r["injections"]), "found": r["found"], "attributed": r["attributed"],
