@@ -24,6 +24,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -421,6 +422,8 @@ class Controller {
   // The environment of each of `e`'s ranks on `node`, each with its own rank token (SHEPHERD_TOKEN):
   // shared by the agents' assignments and the Slurm steps.
   std::vector<LocalRankEnv> RankEnvsOn(const JobEntry& e, const std::string& node) const;
+  // IndexPlacementNodes of `e`'s current attempt, kept until the attempt (or its placement) changes.
+  std::shared_ptr<const PlacementNodes> NodeIndexOf(const JobEntry& e) const;
   // ---- Slurm launcher (controller_slurm_launch.cpp)
   static bool ViaSlurm(const Job& job);
   // An attempt of a Slurm-launched job started or ended: its allocation is wanted, kept or released.
@@ -496,6 +499,16 @@ class Controller {
   bool storage_failed_ = false;
   std::deque<Time> writes_started_;  // per batch handed to the store and not answered, oldest first
   std::function<void(const Status&)> on_storage_failure_;
+  // NodeIndexOf's cache, by job id: the attempt and placement it was built from. Its own mutex: const
+  // readers (the agents' long polls) may run on several threads under the shared control lock.
+  struct NodeIndexEntry {
+    int attempt = 0;
+    const RankSlot* data = nullptr;
+    size_t size = 0;
+    std::shared_ptr<const PlacementNodes> nodes;
+  };
+  mutable std::mutex node_index_mu_;
+  mutable std::map<std::string, NodeIndexEntry> node_index_;
 };
 
 template <typename T>

@@ -39,8 +39,24 @@ RankEnvInput Controller::RankEnvFor(const JobEntry& e, const std::string& node) 
   return in;
 }
 
+std::shared_ptr<const PlacementNodes> Controller::NodeIndexOf(const JobEntry& e) const {
+  const Placement& p = e.attempt->placement;
+  std::lock_guard lock(node_index_mu_);
+  auto it = node_index_.find(e.job.id);
+  if (it != node_index_.end() && it->second.attempt == e.attempt->number && it->second.data == p.ranks.data() &&
+      it->second.size == p.ranks.size())
+    return it->second.nodes;
+  if (node_index_.size() > 256) node_index_.clear();  // ended jobs' entries: dropped now and then
+  NodeIndexEntry& c = node_index_[e.job.id];
+  c = {e.attempt->number, p.ranks.data(), p.ranks.size(), std::make_shared<const PlacementNodes>(IndexPlacementNodes(p))};
+  return c.nodes;
+}
+
 std::vector<LocalRankEnv> Controller::RankEnvsOn(const JobEntry& e, const std::string& node) const {
-  std::vector<LocalRankEnv> ranks = ComposeRankEnv(RankEnvFor(e, node), {options_.advertise_url, ""});
+  std::shared_ptr<const PlacementNodes> index = NodeIndexOf(e);
+  RankEnvInput in = RankEnvFor(e, node);
+  in.nodes = index.get();
+  std::vector<LocalRankEnv> ranks = ComposeRankEnv(in, {options_.advertise_url, ""});
   // Each rank its own credential (control/rank_tokens.h): one rank cannot report for another. A Slurm
   // step's tasks all see the step's tables, so its ranks share the attempt's "any rank" credential.
   const bool shared = ViaSlurm(e.job);

@@ -23,26 +23,48 @@ double DefaultProcessGroupTimeoutS(const Policy& policy) {
   return std::max(3 * policy.hang_timeout_s, policy.hang_timeout_s + 300);
 }
 
+PlacementNodes IndexPlacementNodes(const Placement& placement) {
+  PlacementNodes out;
+  for (size_t i = 0; i < placement.ranks.size(); ++i) {
+    auto [it, fresh] = out.by_node.try_emplace(placement.ranks[i].node);
+    if (fresh) it->second.group_rank = static_cast<int>(out.by_node.size()) - 1;
+    it->second.ranks.push_back(static_cast<int>(i));
+  }
+  return out;
+}
+
 std::vector<LocalRankEnv> ComposeRankEnv(const RankEnvInput& in, const RankEnvOptions& options) {
   const JobSpec& spec = *in.spec;
   const std::vector<RankSlot>& all = in.placement->ranks;
 
   std::vector<const RankSlot*> local;
-  for (const RankSlot& r : all)
-    if (r.node == in.node) local.push_back(&r);
+  int group_rank = 0;
+  size_t group_world_size = 0;
+  if (in.nodes) {
+    group_world_size = in.nodes->by_node.size();
+    if (auto it = in.nodes->by_node.find(in.node); it != in.nodes->by_node.end()) {
+      group_rank = it->second.group_rank;
+      for (int i : it->second.ranks) local.push_back(&all[static_cast<size_t>(i)]);
+    } else {
+      group_rank = static_cast<int>(group_world_size);
+    }
+  } else {
+    for (const RankSlot& r : all)
+      if (r.node == in.node) local.push_back(&r);
+    // GROUP_RANK: nodes in the order of their lowest rank (rank 0's node is group 0).
+    std::vector<std::string> nodes;
+    std::set<std::string> seen;
+    for (const RankSlot& r : all)
+      if (seen.insert(r.node).second) nodes.push_back(r.node);
+    group_rank = static_cast<int>(std::find(nodes.begin(), nodes.end(), in.node) - nodes.begin());
+    group_world_size = nodes.size();
+  }
   // torchrun's LOCAL_RANK indexes CUDA_VISIBLE_DEVICES: order local ranks by their GPU.
   std::sort(local.begin(), local.end(), [](const RankSlot* a, const RankSlot* b) {
     return a->gpu != b->gpu ? a->gpu < b->gpu : a->rank < b->rank;
   });
   std::string visible;
   for (const RankSlot* r : local) visible += (visible.empty() ? "" : ",") + std::to_string(r->gpu);
-
-  // GROUP_RANK: nodes in the order of their lowest rank (rank 0's node is group 0).
-  std::vector<std::string> nodes;
-  std::set<std::string> seen;
-  for (const RankSlot& r : all)
-    if (seen.insert(r.node).second) nodes.push_back(r.node);
-  int group_rank = static_cast<int>(std::find(nodes.begin(), nodes.end(), in.node) - nodes.begin());
 
   const Policy& policy = spec.policy;
   std::vector<LocalRankEnv> out;
@@ -62,7 +84,7 @@ std::vector<LocalRankEnv> ComposeRankEnv(const RankEnvInput& in, const RankEnvOp
     env["LOCAL_RANK"] = std::to_string(i);
     env["LOCAL_WORLD_SIZE"] = std::to_string(local.size());
     env["GROUP_RANK"] = std::to_string(group_rank);
-    env["GROUP_WORLD_SIZE"] = std::to_string(nodes.size());
+    env["GROUP_WORLD_SIZE"] = std::to_string(group_world_size);
     env["ROLE_NAME"] = "default";
     env["ROLE_RANK"] = std::to_string(r.rank);
     env["ROLE_WORLD_SIZE"] = std::to_string(all.size());

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/job.h"
@@ -31,6 +32,18 @@ namespace shepherd {
 // (plan.cp > 1) both carry a fourth value, "TP,PP,DP,CP" and "tp,pp,dp,cp" (rank = tp + TP·(cp + CP·(dp +
 // DP·pp))).
 using EnvMap = std::map<std::string, std::string>;
+
+// One placement's nodes, indexed once so a node's environment costs O(its ranks), not O(the job's ranks):
+// a 131,072-rank job's agents ask for theirs about 560 times a second (every long poll's answer).
+struct PlacementNodes {
+  struct Entry {
+    int group_rank = 0;      // the node's index among the job's nodes ordered by their lowest rank
+    std::vector<int> ranks;  // indices into placement.ranks of the ranks on the node, ascending
+  };
+  std::unordered_map<std::string, Entry> by_node;
+};
+// O(placement.ranks).
+PlacementNodes IndexPlacementNodes(const Placement& placement);
 
 struct RankEnvInput {
   std::string job_id;
@@ -44,6 +57,9 @@ struct RankEnvInput {
   std::string resume_path;  // checkpoint path to resume from, empty for a fresh start
   int64_t resume_step = 0;
   int resume_attempt = 0;  // the attempt whose reports completed that checkpoint (0: none or unknown)
+  // Optional: IndexPlacementNodes(*placement), e.g. kept by the caller for the attempt; null: the node's
+  // ranks and group rank are found by a scan of the whole placement.
+  const PlacementNodes* nodes = nullptr;
 };
 
 struct RankEnvOptions {

@@ -16,8 +16,9 @@ struct Fixture {
     placement.ranks = {
         {0, "n0", 0, 0, 0, 0}, {1, "n1", 5, 0, 0, 1}, {2, "n0", 1, 0, 0, 2}, {3, "n1", 2, 0, 0, 3}};
   }
-  std::vector<LocalRankEnv> On(const std::string& node, int attempt = 1) {
+  std::vector<LocalRankEnv> On(const std::string& node, int attempt = 1, const PlacementNodes* nodes = nullptr) {
     RankEnvInput in;
+    in.nodes = nodes;
     in.job_id = "job-7";
     in.spec = &spec;
     in.plan.dp = 4;
@@ -119,6 +120,35 @@ TEST(RankEnvTest, NcclDefaultsSitAboveTheHangTimeoutAndTheUsersValuesWin) {
   EXPECT_EQ(e.at("RANK"), "0");  // the rendezvous is not the user's to set
   f.spec.policy.hang_timeout_s = 600;
   EXPECT_EQ(f.On("n0")[0].env.at("SHEPHERD_PG_TIMEOUT_S"), "1800");
+}
+
+// The per-attempt index the controller keeps gives every node the same environment as the scan of the whole
+// placement: n2 (lowest rank 1) is group 1, n0 (lowest rank 0) group 0, n1 (lowest rank 3) group 2.
+TEST(RankEnvTest, ThePlacementIndexGivesTheSameEnvironmentAsTheScan) {
+  Fixture f;
+  f.placement.ranks = {{0, "n0", 0, 0, 0, 0}, {1, "n2", 3, 0, 0, 1}, {2, "n0", 1, 0, 0, 2},
+                       {3, "n1", 2, 0, 0, 3}, {4, "n2", 0, 0, 0, 4}, {5, "n1", 7, 0, 0, 5}};
+  const PlacementNodes index = IndexPlacementNodes(f.placement);
+  ASSERT_EQ(index.by_node.size(), 3u);
+  EXPECT_EQ(index.by_node.at("n0").group_rank, 0);
+  EXPECT_EQ(index.by_node.at("n2").group_rank, 1);
+  EXPECT_EQ(index.by_node.at("n1").group_rank, 2);
+  EXPECT_EQ(index.by_node.at("n2").ranks, (std::vector<int>{1, 4}));
+  const std::map<std::string, std::string> group = {{"n0", "0"}, {"n2", "1"}, {"n1", "2"}};
+  for (const auto& [node, want] : group) {
+    auto scanned = f.On(node, 2);
+    auto indexed = f.On(node, 2, &index);
+    ASSERT_EQ(indexed.size(), 2u) << node;
+    ASSERT_EQ(scanned.size(), indexed.size()) << node;
+    for (size_t i = 0; i < indexed.size(); ++i) {
+      EXPECT_EQ(indexed[i].rank, scanned[i].rank);
+      EXPECT_EQ(indexed[i].gpu, scanned[i].gpu);
+      EXPECT_EQ(indexed[i].env, scanned[i].env) << node;
+      EXPECT_EQ(indexed[i].env.at("GROUP_RANK"), want);
+      EXPECT_EQ(indexed[i].env.at("GROUP_WORLD_SIZE"), "3");
+    }
+  }
+  EXPECT_TRUE(f.On("n9", 2, &index).empty());
 }
 
 }  // namespace
