@@ -318,7 +318,7 @@ class Sim {
         s += std::string("{\"group\":\"") + groups[g] + "\",\"completed\":" + std::to_string(seq - 1);
         if (j.hung && p.rank != j.hang_culprit && HangWaits(j, p.rank, g))
           s += ",\"open\":{\"seq\":" + std::to_string(seq) + ",\"op\":\"allreduce\",\"since\":" + Fixed(j.hang_since, 3) + "}";
-        s += ",\"count\":" + std::to_string(j.hung ? 0 : 1) + ",\"wait_s\":" + Fixed(0.01 + 0.002 * (p.rank % 7), 3) + "}";
+        s += ",\"count\":" + std::to_string(j.hung ? 0 : 1) + ",\"wait_s\":" + Fixed(ArrivalWait(), 4) + "}";
       }
       add(s + "]}");
     } else {
@@ -696,6 +696,9 @@ class Sim {
   tcp::endpoint server_;
   asio::steady_timer tick_;
   std::mt19937_64 rng_;
+  // A healthy member's wait in one window: every member is equally likely to arrive last (uniform jitter
+  // around 10 ms), as in a synchronous group with no straggler; never the same rank every window.
+  double ArrivalWait() { return 0.010 + std::uniform_real_distribution<double>(0, 0.004)(rng_); }
   std::vector<Node> nodes_;
   std::unordered_map<std::string, int> by_id_;
   std::map<std::string, Job> jobs_;
