@@ -5,65 +5,10 @@
 #include <random>
 
 #include "tests/api/api_harness.h"
+#include "tests/api/health_api_fixture.h"
 
 namespace shepherd::testing {
 namespace {
-
-// One 8-GPU node; TP 2 × DP 4 (rank = tp + 2·dp); short, explicit policy.
-class HealthApiTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    ASSERT_EQ(api_.Post("/v1/nodes", Json::parse(R"({"id": "n0", "gpus": 8,
-        "topology": {"spine": "s0", "leaf": "l0"}})"))
-                  .status,
-              201);
-    Json job = Json::parse(R"({"name": "h", "model": {"parameters": 1e8, "layers": 4, "hidden": 512,
-        "heads": 8, "seq_len": 512}, "training": {"global_batch_size": 32},
-        "parallelism": {"tp": 2, "pp": 1, "dp": 4}, "resources": {"gpus": 8},
-        "command": ["python3", "train.py"],
-        "policy": {"heartbeat_interval_s": 1, "heartbeat_timeout_s": 10, "startup_grace_s": 30,
-                   "hang_timeout_s": 60, "sdc_check_every_steps": 10, "straggler_window_steps": 8,
-                   "straggler_factor": 1.5, "good_after_steps": 5}})");
-    ApiReply r = api_.Post("/v1/jobs", job);
-    ASSERT_EQ(r.status, 201) << r.body.dump();
-    ASSERT_EQ(r.body["state"], "launching");
-    job_ = r.body["id"];
-  }
-
-  ApiReply Report(const Json& reports) {
-    return api_.Post("/v1/jobs/" + job_ + "/reports", {{"reports", reports}});
-  }
-  Json Heartbeat(int rank, int64_t step, const Json& extra = Json::object()) {
-    Json r = {{"rank", rank}, {"attempt", 1}, {"kind", "heartbeat"}, {"step", step}};
-    r.update(extra);
-    return r;
-  }
-  Json Step(int rank, int64_t step, const Json& loss, double step_time = 1.0, double grad = 1.0) {
-    return {{"rank", rank}, {"attempt", 1},      {"kind", "step"},          {"step", step},
-            {"loss", loss}, {"grad_norm", grad}, {"step_time_s", step_time}};
-  }
-  // One simulated second: `batch` is reported, the clock moves one second, the daemon ticks. Returns the
-  // reports' HTTP status (409 once recovery has stopped the attempt).
-  int Second(const Json& batch) {
-    int status = Report(batch).status;
-    api_.clock_.AdvanceSeconds(1);
-    api_.Tick();
-    return status;
-  }
-  // Every rank reports `step`.
-  void AllStep(int64_t step, double loss = 2.0, int slow_rank = -1) {
-    Json batch = Json::array();
-    for (int r = 0; r < 8; ++r) batch.push_back(Step(r, step, loss, r == slow_rank ? 3.0 : 1.0));
-    ASSERT_EQ(Second(batch), 202);
-  }
-  std::vector<Json> OfKind(const std::string& kind) {
-    Json all = api_.Get("/v1/failures?kind=" + kind + "&job=" + job_).body["failures"];
-    return std::vector<Json>(all.begin(), all.end());
-  }
-
-  ApiHarness api_;
-  std::string job_;
-};
 
 TEST_F(HealthApiTest, StepsListFinalStepsOldestFirstWithinTheLimit) {
   Json empty = api_.Get("/v1/jobs/" + job_ + "/steps").body;
@@ -535,78 +480,6 @@ TEST(ReportsFuzz, IllTypedReportsAreRejectedOneByOne) {
     if (batch % 50 == 0) api.Tick();
   }
   EXPECT_EQ(api.Get("/v1/jobs/" + id + "/health").status, 200);
-}
-
-namespace summary_api {
-
-Json Summary(int rank, int64_t step, const Json& groups) {
-  return {{"rank", rank}, {"attempt", 1}, {"kind", "summary"}, {"step", step}, {"phase", "train"},
-          {"groups", groups}};
-}
-
-}  // namespace summary_api
-
-// Summaries through the API: one report each in shepherd_reports_total; a bad field is named by its path; a
-// completed seq going backwards and a named group claimed without the sender are ignored with their reason
-// counted in /metrics, and never become a finding.
-TEST_F(HealthApiTest, SummariesAreCountedValidatedAndRefusedByReason) {
-  using summary_api::Summary;
-  Json batch = Json::array();
-  for (int r = 0; r < 8; ++r) batch.push_back(Summary(r, 3, Json::parse(R"([{"group": "dp", "completed": 40}])")));
-  batch.push_back(Summary(0, 3, Json::parse(R"([{"group": "dp", "completed": 4, "open": {"seq": 4}}])")));
-  batch.push_back(Summary(1, 3, Json::parse(R"([{"group": "dp", "completed": 39}])")));  // backwards
-  batch.push_back(Summary(2, 3, Json::parse(R"([{"group": "ep", "completed": 1, "members": [0, 1]}])")));
-  ApiReply r = Report(batch);
-  ASSERT_EQ(r.status, 202) << r.body.dump();
-  EXPECT_EQ(r.body["accepted"], 10) << r.body.dump();
-  EXPECT_EQ(r.body["ignored"], 2) << r.body.dump();
-  ASSERT_EQ(r.body["rejected"].size(), 1u) << r.body.dump();
-  EXPECT_EQ(r.body["rejected"][0]["index"], 8);
-  EXPECT_EQ(r.body["rejected"][0]["error"].get<std::string>().rfind("groups[0].open.seq: ", 0), 0u)
-      << r.body.dump();
-  const std::string metrics = api_.Get("/metrics").body.get<std::string>();
-  EXPECT_NE(metrics.find("shepherd_reports_total{outcome=\"accepted\"} 8\n"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find("shepherd_reports_total{outcome=\"ignored\"} 2\n"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find("shepherd_reports_ignored_total{reason=\"seq_backwards\"} 1\n"), std::string::npos)
-      << metrics;
-  EXPECT_NE(metrics.find("shepherd_reports_ignored_total{reason=\"group_membership\"} 1\n"), std::string::npos)
-      << metrics;
-  // Every rank keeps sending summaries for two minutes: no finding of any kind.
-  for (int s = 0; s < 120; ++s) {
-    Json beat = Json::array();
-    for (int rank = 0; rank < 8; ++rank)
-      beat.push_back(Summary(rank, 3 + s, {{{"group", "dp"}, {"completed", 41 + s}, {"count", 1}}}));
-    ASSERT_EQ(Second(beat), 202);
-  }
-  EXPECT_TRUE(api_.Get("/v1/failures?job=" + job_).body["failures"].empty())
-      << api_.Get("/v1/failures?job=" + job_).body.dump();
-}
-
-// The hang watchdog from summaries alone: rank 6 heartbeats (summaries) inside no collective while its dp
-// peers wait in dp#10 and its tp peer in tp#10: rank 6 is named, on n0.
-TEST_F(HealthApiTest, AHangFromSummariesNamesTheRankOutsideCollectives) {
-  using summary_api::Summary;
-  const Json waiting = Json::parse(R"([{"group": "tp", "completed": 9}, {"group": "dp", "completed": 9,
-                                       "open": {"seq": 10, "op": "allreduce"}}])");
-  const Json tp_wait = Json::parse(R"([{"group": "tp", "completed": 9, "open": {"seq": 10, "op": "allreduce"}},
-                                       {"group": "dp", "completed": 9}])");
-  const Json idle = Json::parse(R"([{"group": "tp", "completed": 9}, {"group": "dp", "completed": 9}])");
-  for (int s = 0; s < 200 && OfKind("hang").empty(); ++s) {
-    Json beat = Json::array();
-    for (int rank = 0; rank < 8; ++rank) {
-      Json g = rank == 6 ? idle : rank == 7 ? tp_wait : waiting;
-      if (s > 0 && rank != 6)  // keep each open collective's entry time (it is open since the start)
-        for (Json& x : g)
-          if (x.contains("open")) x["open"]["since"] = ToUnixSeconds(api_.clock_.Now()) - s;
-      beat.push_back(Summary(rank, 5, g));
-    }
-    ASSERT_EQ(Second(beat), 202);
-  }
-  auto hangs = OfKind("hang");
-  ASSERT_EQ(hangs.size(), 1u);
-  EXPECT_EQ(hangs[0]["ranks"], Json::array({6})) << hangs[0].dump();
-  EXPECT_EQ(hangs[0]["nodes"], Json::array({"n0"}));
-  EXPECT_TRUE(OfKind("heartbeat_lost").empty());
 }
 
 }  // namespace
