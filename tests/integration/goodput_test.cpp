@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <thread>
 
 #include "core/json.h"
 #include "core/time.h"
@@ -141,6 +142,10 @@ TEST(Goodput, AJobsAnswerSumsToItsWallTimeAcrossARestartAndADaemonRestart) {
 
   // A window inside the job's life: the answer spans it exactly.
   const Time created = *ParseRfc3339(c["since"].get<std::string>());
+  // The job may be younger than the window below needs: wait, bounded, for the clock to pass it.
+  for (const Time deadline = std::chrono::system_clock::now() + Seconds(5);
+       std::chrono::system_clock::now() < created + Seconds(0.03) && std::chrono::system_clock::now() < deadline;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const std::string since = FormatRfc3339(created + Seconds(0.01));
   // A little in the past: the text is rounded to the millisecond and must not pass the daemon's now.
   const std::string until = FormatRfc3339(std::chrono::system_clock::now() - Seconds(0.005));
