@@ -109,6 +109,9 @@ struct DaemonConfig {
   // Followers redirect clients to the leader's advertise_url.
   int64_t leader_ttl_s = 5;
   std::string replica_id;
+  // A follower serves reads of durable state from a view no older than this (daemon/follower_reads.h);
+  // 0: followers redirect every read to the leader.
+  double follower_read_max_age_s = 1;
 };
 
 // spdlog's level names: trace, debug, info, warn, error, critical, off (spdlog reads any other as off).

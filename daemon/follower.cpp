@@ -41,7 +41,7 @@ std::string LeadershipMetrics(const LeadershipView& view, bool leading) {
 }
 
 HttpResponse FollowerAnswer(const HttpRequest& request, const LeadershipView& view,
-                            const std::string& own_url) {
+                            const std::string& own_url, bool serves_reads, const std::string& extra_metrics) {
   const std::string path = PathOnly(request.target);
   const bool get = request.method == "GET" || request.method == "HEAD";
   std::optional<std::string> leader;
@@ -51,12 +51,13 @@ HttpResponse FollowerAnswer(const HttpRequest& request, const LeadershipView& vi
     return JsonResponse(503, {{"ready", false},
                               {"role", "follower"},
                               {"leader", leader ? Json(*leader) : Json(nullptr)},
-                              {"store", view.store_up ? "up" : "no quorum"}});
+                              {"store", view.store_up ? "up" : "no quorum"},
+                              {"serves_reads", serves_reads}});
   }
   if (get && path == "/metrics") {
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4";
-    r.body = LeadershipMetrics(view, false);
+    r.body = LeadershipMetrics(view, false) + extra_metrics;
     return r;
   }
   if (!leader) {
@@ -75,8 +76,18 @@ Result<FollowerEnd> RunFollowerPhase(const FollowerPhase& phase, uint16_t* bound
   asio::io_context ioc(1);
   Leadership* leadership = phase.leadership;
   const std::string own_url = phase.own_url;
-  auto handler = [leadership, own_url](HttpRequest req, Respond respond) {
-    respond(FollowerAnswer(req, leadership->View(), own_url));
+  // Declared after `ioc` and reset before the server: its threads answer through the server's sessions.
+  std::unique_ptr<FollowerReads> reads;
+  if (phase.reads) reads = std::make_unique<FollowerReads>(*phase.reads);
+  FollowerReads* const reader = reads.get();
+  auto handler = [leadership, own_url, reader](HttpRequest req, Respond respond) {
+    const std::string path = PathOnly(req.target);
+    const bool probe = path == "/healthz" || path == "/readyz" || path == "/metrics";
+    if (reader && !probe && ClassifyFollowerRoute(req.method, req.target) == FollowerRoute::kRead)
+      return reader->Serve(std::move(req), std::move(respond));
+    std::string extra;
+    if (reader && path == "/metrics") reader->AppendMetrics(&extra);
+    respond(FollowerAnswer(req, leadership->View(), own_url, reader != nullptr, extra));
   };
   const auto give_up = std::chrono::steady_clock::now() + kRebindFor;
   Result<std::unique_ptr<HttpServer>> server = Unavailable("not started");
@@ -120,6 +131,7 @@ Result<FollowerEnd> RunFollowerPhase(const FollowerPhase& phase, uint16_t* bound
   };
   arm();
   ioc.run();
+  reads.reset();  // the view is dropped: a replica that leads recovers from the store as a leader
   server->reset();
   return end;
 }

@@ -1,25 +1,32 @@
-// A follower replica's HTTP answers (docs/operations.md, "Replicas and leadership"). A follower builds no
-// Controller and reads no state: it answers probes and metrics itself and sends every other request to the
+// A follower replica's HTTP answers (docs/operations.md, "Replicas and leadership"). A follower answers
+// probes and metrics itself, serves the read routes whose answers come from durable state from its read
+// view (daemon/follower_reads.h; unless follower reads are off), and sends every other request to the
 // leader with 307 Temporary Redirect (method and body kept), or 503 + Retry-After while no leader is known.
 //
 // FollowerAnswer is pure (the request and what the replica knows in, the answer out). RunFollowerPhase runs
-// a small HTTP server on the calling thread until this replica leads or the process is asked to stop.
+// a small HTTP server on the calling thread (the follower's I/O thread) until this replica leads or the
+// process is asked to stop; reads go from it to the FollowerReads view thread, which the phase owns: the
+// view is dropped when the phase ends (a follower that wins leadership recovers as a leader does).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "api/http_types.h"
 #include "core/status.h"
+#include "daemon/follower_reads.h"
 #include "daemon/leadership.h"
 
 namespace shepherd {
 
 // `own_url`: this replica's URL (a leader record naming it is stale: never redirect to oneself).
+// `serves_reads`: /readyz says whether this follower serves reads; `extra_metrics` is appended to /metrics.
 HttpResponse FollowerAnswer(const HttpRequest& request, const LeadershipView& view,
-                            const std::string& own_url);
+                            const std::string& own_url, bool serves_reads = false,
+                            const std::string& extra_metrics = "");
 
 // The Prometheus lines of a replica's role: shepherd_leader, shepherd_store_up,
 // shepherd_leader_changes_total.
@@ -37,6 +44,8 @@ struct FollowerPhase {
   // Optional: once this replica has looked at the leader key (and campaigned) and follows, so a port file
   // written here tells a client that the replica answers as it will (307 to a leader, or 503).
   std::function<void()> on_settled;
+  // Follower reads (daemon/follower_reads.h); none: every request but the probes goes to the leader.
+  std::optional<FollowerReadsOptions> reads;
 };
 
 // Serves until leadership->HeldAt(now) (kLeading) or *stop (kStop). The port is re-bound when still held

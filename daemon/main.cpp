@@ -51,7 +51,10 @@ int Serve(int argc, char** argv) {
       "take the inventory from the Slurm cluster SLURM_CONF names and keep it in sync (docs/slurm.md)")(
       "leader-ttl-s", po::value<long>(),
       "with an etcd store: the leader lease's TTL in seconds, at least 2 [5]")(
-      "replica-id", po::value<std::string>(), "with an etcd store: this replica's name [<hostname>-<pid>]");
+      "replica-id", po::value<std::string>(), "with an etcd store: this replica's name [<hostname>-<pid>]")(
+      "follower-read-max-age-s", po::value<double>(),
+      "with an etcd store: a follower serves reads of durable state no older than this; 0: it redirects "
+      "them to the leader [1]");
   po::variables_map vm;
   if (!ParseOnlyOptions(argc, argv, opts, &vm, "shepherdd", " (the daemon takes only options)")) return 2;
   if (vm.count("help")) {
@@ -125,6 +128,14 @@ int Serve(int argc, char** argv) {
     return 2;
   }
   if (vm.count("replica-id")) config.replica_id = vm["replica-id"].as<std::string>();
+  if (vm.count("follower-read-max-age-s")) {
+    const double age = vm["follower-read-max-age-s"].as<double>();
+    if (!(age >= 0 && age <= 3600)) {
+      std::cerr << "shepherdd: --follower-read-max-age-s " << age << ": must be from 0 to 3600\n";
+      return 2;
+    }
+    config.follower_read_max_age_s = age;
+  }
   if (vm.count("ui-dir")) config.ui_dir = vm["ui-dir"].as<std::string>();
   if (!config.ui_dir.empty()) {
     if (Status s = CheckUiDir(config.ui_dir); !s.ok()) {

@@ -18,6 +18,34 @@
 namespace asio = boost::asio;
 
 namespace shepherd {
+namespace {
+
+// What a follower phase serves reads with; none when follower_read_max_age_s is 0 or the tokens file does
+// not load (the follower then redirects reads: it never serves them without the leader's auth).
+std::optional<FollowerReadsOptions> FollowerReadsFor(const DaemonConfig& config, const StoreLocation& location) {
+  if (config.follower_read_max_age_s <= 0) return std::nullopt;
+  FollowerReadsOptions o;
+  o.endpoints = location.endpoints;
+  o.prefix = config.store_prefix;
+  o.max_age = std::chrono::nanoseconds(static_cast<int64_t>(config.follower_read_max_age_s * 1e9));
+  o.controller = config.controller;
+  o.controller.slurm = config.slurm.enabled;
+  o.api.job_policy = config.job_policy;
+  o.api.quotas = config.quotas;
+  o.api.slurm_users = config.slurm.users;
+  if (!config.tokens_file.empty()) {
+    auto tokens = LoadTokensFile(config.tokens_file);
+    if (!tokens.ok() || tokens->empty()) {
+      spdlog::error("follower reads off: the tokens file {} does not load{}", config.tokens_file,
+                    tokens.ok() ? " (no token)" : ": " + tokens.status().message());
+      return std::nullopt;
+    }
+    o.tokens = std::move(tokens).value();
+  }
+  return o;
+}
+
+}  // namespace
 
 // A replica over an etcd store: follower -> (wins) leader -> (loses) follower, until SIGTERM/SIGINT. The
 // signals are caught for the whole run (a thread of their own), so one arriving between two phases is a
@@ -107,6 +135,7 @@ int RunReplica(const DaemonConfig& config, const StoreLocation& location) {
         if (Status s = WritePortFile(config.port_file, bound); !s.ok()) spdlog::error("{}", s.message());
         port_written = true;
       };
+    phase.reads = FollowerReadsFor(config, location);
     auto followed = RunFollowerPhase(phase, nullptr);
     if (!followed.ok()) {
       spdlog::error("cannot serve on {}: {}", config.listen, followed.status().message());
