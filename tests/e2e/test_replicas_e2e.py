@@ -1,5 +1,6 @@
 """Replicas over etcd, end to end with real processes on loopback: three etcd members, three real shepherdd
-replicas (port 0, port files) over real HTTP. One leader is elected and followers redirect to it; a leader
+replicas (port 0, port files) over real HTTP. One leader is elected and followers redirect writes and
+live-state reads to it (reads of durable state they serve themselves); a leader
 killed with SIGKILL under a write storm is replaced within 10 s with no acknowledged write lost; a leader
 stopped (SIGSTOP) past its lease writes nothing when it resumes and rejoins as a follower; while etcd has no
 quorum nobody leads or acts, and writes work again once it returns. Every wait has a deadline.
@@ -73,9 +74,13 @@ class ReplicasE2E(unittest.TestCase):
             status, hdrs, _ = request(self.r.url(f), "POST", "/v1/jobs", job_spec("through-%d" % f))
             self.assertEqual(status, 307)
             self.assertEqual(hdrs["location"], self.r.url(leader) + "/v1/jobs")
+            # A read of durable state is the follower's own (tests/e2e/test_follower_reads_e2e.py); a read of
+            # live state goes to the leader.
             status, hdrs, _ = request(self.r.url(f), "GET", "/v1/jobs?state=queued")
+            self.assertEqual((status, hdrs.get("shepherd-served-by")), (200, "follower"))
+            status, hdrs, _ = request(self.r.url(f), "GET", "/v1/jobs/job-000001/health?x=1")
             self.assertEqual(status, 307)
-            self.assertEqual(hdrs["location"], self.r.url(leader) + "/v1/jobs?state=queued")
+            self.assertEqual(hdrs["location"], self.r.url(leader) + "/v1/jobs/job-000001/health?x=1")
         status, _, body = self.r.readyz(leader)
         self.assertEqual((status, body.get("role")), (200, "leader"))
         status, _, text = request(self.r.url(leader), "GET", "/metrics")
