@@ -90,7 +90,9 @@ class ReplicasE2E(unittest.TestCase):
         f0, f1 = self.followers(leader)
         status, job = self.r.call("POST", "/v1/jobs", job_spec("redirected"), first=f0)
         self.assertEqual(status, 201, job)
-        status, got = self.r.call("GET", "/v1/jobs/" + job["id"], first=f1)
+        # The other follower serves the read from its view, which has the job within its age bound (1 s).
+        status, got = wait_for(lambda: (lambda a: a if a[0] == 200 else None)(
+            self.r.call("GET", "/v1/jobs/" + job["id"], first=f1)), 6, "the job on the other follower")
         self.assertEqual((status, got["spec"]["name"] if "spec" in got else got.get("name")), (200, "redirected"))
         # The job is in etcd under the prefix (the leader's store is the replicated one).
         kvs, _ = self.etcd.range_prefix(self.r.prefix + "/")
