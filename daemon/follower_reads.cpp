@@ -149,6 +149,7 @@ struct FollowerReads::Impl {
   std::atomic<uint64_t> served{0}, unavailable{0}, busy{0}, loads{0};
   std::atomic<int64_t> confirmed_ns{0};  // steady-clock ns of confirmed_at; 0: no view
   std::atomic<int64_t> revision{0};
+  std::atomic<int64_t> load_ns{0}, recover_ns{0};  // the last load's two phases
   std::thread thread;  // last: starts after everything above is built
 
   Status Refresh(SteadyTime now) {
@@ -174,14 +175,18 @@ struct FollowerReads::Impl {
       if (!opened.ok()) return Unavailable("cannot open the store: " + opened.status().message());
       store = std::move(opened).value();
     }
+    const SteadyTime load_start = Steady::now();
     Result<Snapshot> snap = store->Load();
     if (!snap.ok()) return Unavailable(snap.status().message());
+    const SteadyTime loaded_at = Steady::now();
     // Load reads every record at one revision, at or after the checked one: the view holds every write up
     // to head->revision, which is what it is labelled with (if writes came between, the next check finds
     // the revision moved and loads again).
     auto built = Build(std::move(snap).value(), head->revision);
     if (!built.ok()) return built.status();
     view = std::move(built).value();  // the previous view (and its controller) is dropped here
+    load_ns.store((loaded_at - load_start).count(), std::memory_order_relaxed);
+    recover_ns.store((Steady::now() - loaded_at).count(), std::memory_order_relaxed);
     revision.store(view->revision, std::memory_order_relaxed);
     loads.fetch_add(1, std::memory_order_relaxed);
     Confirm(sent);  // every write committed before the check was sent is in the view
@@ -306,6 +311,12 @@ void FollowerReads::AppendMetrics(std::string* out) const {
       "# HELP shepherd_follower_view_loads_total Full loads of the read view (a check that finds the "
       "revision unchanged loads nothing).\n# TYPE shepherd_follower_view_loads_total counter\n";
   *out += "shepherd_follower_view_loads_total " + std::to_string(i.loads.load()) + "\n";
+  *out +=
+      "# HELP shepherd_follower_view_load_seconds The last load of the read view: reading the records from "
+      "etcd (phase etcd) and recovering them into memory (phase recover).\n"
+      "# TYPE shepherd_follower_view_load_seconds gauge\n";
+  *out += "shepherd_follower_view_load_seconds{phase=\"etcd\"} " + Seconds3(i.load_ns.load() / 1e9) + "\n";
+  *out += "shepherd_follower_view_load_seconds{phase=\"recover\"} " + Seconds3(i.recover_ns.load() / 1e9) + "\n";
 }
 
 }  // namespace shepherd

@@ -81,7 +81,12 @@ TEST(FollowerAnswer, RedirectsEverythingButProbesAndMetricsToTheLeader) {
   EXPECT_EQ(ready.status, 503);
   EXPECT_EQ(Json::parse(ready.body),
             Json::parse(
-                R"({"ready": false, "role": "follower", "leader": "http://10.0.0.1:8080", "store": "up"})"));
+                R"({"ready": false, "role": "follower", "leader": "http://10.0.0.1:8080", "store": "up",
+                    "serves_reads": false})"));
+  // A follower serving reads says so; its read series follow the role's.
+  EXPECT_EQ(Json::parse(FollowerAnswer(Req("GET", "/readyz"), view, me, true).body)["serves_reads"], true);
+  EXPECT_NE(FollowerAnswer(Req("GET", "/metrics"), view, me, true, "extra 1\n").body.find("\nextra 1\n"),
+            std::string::npos);
   HttpResponse metrics = FollowerAnswer(Req("GET", "/metrics"), view, me);
   EXPECT_EQ(metrics.status, 200);
   EXPECT_NE(metrics.body.find("\nshepherd_leader 0\n"), std::string::npos) << metrics.body;
