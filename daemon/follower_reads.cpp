@@ -63,7 +63,8 @@ const std::vector<FollowerRouteRule>& FollowerRouteTable() {
       {"GET", "/v1/goodput", kRead, "computed from every job's records"},
       {"GET", "/v1/events", kRead, "the event records (a long poll, wait > 0, goes to the leader)"},
       {"GET", "/v1/whoami", kRead, "the token alone"},
-      {"POST", "/v1/plan", kRead, "a planner search over the inventory's and findings' records; writes nothing"},
+      {"POST", "/v1/plan", kRead,
+       "a planner search over the inventory's and findings' records; writes nothing"},
       // Reads the leader answers: live state that is never stored.
       {"GET", "/v1/jobs/{id}/health", kToLeader, "live: ranks' heartbeats, collectives, lateness"},
       {"GET", "/v1/jobs/{id}/steps", kToLeader, "live: the step history is kept in memory"},
@@ -85,7 +86,8 @@ FollowerRoute ClassifyFollowerRoute(std::string_view method, std::string_view ta
     if (r.pattern != rule->pattern || r.method != rule->method) continue;
     if (r.route == FollowerRoute::kRead && r.pattern == "/v1/events") {
       const std::string_view wait = QueryValue(target, "wait");
-      if (!wait.empty() && wait.find_first_not_of("0.") != std::string_view::npos) return FollowerRoute::kToLeader;
+      if (!wait.empty() && wait.find_first_not_of("0.") != std::string_view::npos)
+        return FollowerRoute::kToLeader;
     }
     return r.route;
   }
@@ -150,7 +152,7 @@ struct FollowerReads::Impl {
   std::atomic<int64_t> confirmed_ns{0};  // steady-clock ns of confirmed_at; 0: no view
   std::atomic<int64_t> revision{0};
   std::atomic<int64_t> load_ns{0}, recover_ns{0};  // the last load's two phases
-  std::thread thread;  // last: starts after everything above is built
+  std::thread thread;                              // last: starts after everything above is built
 
   Status Refresh(SteadyTime now) {
     if (view && JudgeView(confirmed_at, now, options.max_age) == ViewFreshness::kFresh) return Status::Ok();
@@ -229,8 +231,9 @@ struct FollowerReads::Impl {
     const SteadyTime now = Steady::now();
     if (WaitedTooLong(queued_at, now, kMaxReadWait)) {
       busy.fetch_add(1, std::memory_order_relaxed);
-      return respond(Refusal("this follower's reads waited too long for its view of the store; retry, or "
-                             "ask the leader"));
+      return respond(
+          Refusal("this follower's reads waited too long for its view of the store; retry, or "
+                  "ask the leader"));
     }
     if (Status s = Refresh(now); !s.ok()) {
       unavailable.fetch_add(1, std::memory_order_relaxed);
@@ -242,14 +245,15 @@ struct FollowerReads::Impl {
     served.fetch_add(1, std::memory_order_relaxed);
     const std::string at = std::to_string(view->revision);
     const std::string max_age = Seconds3(std::chrono::duration<double>(options.max_age).count());
-    view->router->Handle(std::move(request), [respond, at, max_age, confirmed = *confirmed_at](HttpResponse r) {
-      r.headers.emplace_back("Shepherd-Served-By", "follower");
-      r.headers.emplace_back("Shepherd-Read-Revision", at);
-      r.headers.emplace_back("Shepherd-Read-Age",
-                             Seconds3(std::chrono::duration<double>(Steady::now() - confirmed).count()));
-      r.headers.emplace_back("Shepherd-Read-Max-Age", max_age);
-      respond(std::move(r));
-    });
+    view->router->Handle(
+        std::move(request), [respond, at, max_age, confirmed = *confirmed_at](HttpResponse r) {
+          r.headers.emplace_back("Shepherd-Served-By", "follower");
+          r.headers.emplace_back("Shepherd-Read-Revision", at);
+          r.headers.emplace_back("Shepherd-Read-Age",
+                                 Seconds3(std::chrono::duration<double>(Steady::now() - confirmed).count()));
+          r.headers.emplace_back("Shepherd-Read-Max-Age", max_age);
+          respond(std::move(r));
+        });
     view->Drain();
   }
 
@@ -261,7 +265,8 @@ struct FollowerReads::Impl {
   }
 };
 
-FollowerReads::FollowerReads(FollowerReadsOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
+FollowerReads::FollowerReads(FollowerReadsOptions options)
+    : impl_(std::make_unique<Impl>(std::move(options))) {
   impl_->thread = std::thread([impl = impl_.get()] { impl->ioc.run(); });
 }
 
@@ -277,7 +282,8 @@ void FollowerReads::Serve(HttpRequest request, Respond respond) {
   if (impl_->queued.fetch_add(1, std::memory_order_relaxed) >= kMaxQueuedReads) {
     impl_->queued.fetch_sub(1, std::memory_order_relaxed);
     impl_->busy.fetch_add(1, std::memory_order_relaxed);
-    return respond(Impl::Refusal("this follower has as many reads waiting as it holds; retry, or ask the leader"));
+    return respond(
+        Impl::Refusal("this follower has as many reads waiting as it holds; retry, or ask the leader"));
   }
   asio::post(impl_->ioc, [impl = impl_.get(), request = std::move(request), respond = std::move(respond),
                           queued_at = Steady::now()]() mutable {
@@ -292,17 +298,20 @@ void FollowerReads::AppendMetrics(std::string* out) const {
       "(unavailable: etcd unreadable; busy: too many waiting).\n"
       "# TYPE shepherd_follower_reads_total counter\n";
   *out += "shepherd_follower_reads_total{result=\"served\"} " + std::to_string(i.served.load()) + "\n";
-  *out += "shepherd_follower_reads_total{result=\"unavailable\"} " + std::to_string(i.unavailable.load()) + "\n";
+  *out +=
+      "shepherd_follower_reads_total{result=\"unavailable\"} " + std::to_string(i.unavailable.load()) + "\n";
   *out += "shepherd_follower_reads_total{result=\"busy\"} " + std::to_string(i.busy.load()) + "\n";
   const int64_t confirmed = i.confirmed_ns.load(std::memory_order_relaxed);
   double age = NAN;
   if (confirmed != 0)
-    age = std::chrono::duration<double>(Steady::now().time_since_epoch() - std::chrono::nanoseconds(confirmed))
-              .count();
+    age =
+        std::chrono::duration<double>(Steady::now().time_since_epoch() - std::chrono::nanoseconds(confirmed))
+            .count();
   *out +=
       "# HELP shepherd_follower_view_age_seconds Time since the read view's revision was last confirmed "
       "against etcd (NaN: no view).\n# TYPE shepherd_follower_view_age_seconds gauge\n";
-  *out += "shepherd_follower_view_age_seconds " + (std::isnan(age) ? std::string("NaN") : Seconds3(age)) + "\n";
+  *out +=
+      "shepherd_follower_view_age_seconds " + (std::isnan(age) ? std::string("NaN") : Seconds3(age)) + "\n";
   *out +=
       "# HELP shepherd_follower_view_revision The etcd revision the read view was loaded at (0: none).\n"
       "# TYPE shepherd_follower_view_revision gauge\n";
@@ -316,7 +325,8 @@ void FollowerReads::AppendMetrics(std::string* out) const {
       "etcd (phase etcd) and recovering them into memory (phase recover).\n"
       "# TYPE shepherd_follower_view_load_seconds gauge\n";
   *out += "shepherd_follower_view_load_seconds{phase=\"etcd\"} " + Seconds3(i.load_ns.load() / 1e9) + "\n";
-  *out += "shepherd_follower_view_load_seconds{phase=\"recover\"} " + Seconds3(i.recover_ns.load() / 1e9) + "\n";
+  *out +=
+      "shepherd_follower_view_load_seconds{phase=\"recover\"} " + Seconds3(i.recover_ns.load() / 1e9) + "\n";
 }
 
 }  // namespace shepherd

@@ -22,7 +22,8 @@ namespace {
 
 // What a follower phase serves reads with; none when follower_read_max_age_s is 0 or the tokens file does
 // not load (the follower then redirects reads: it never serves them without the leader's auth).
-std::optional<FollowerReadsOptions> FollowerReadsFor(const DaemonConfig& config, const StoreLocation& location) {
+std::optional<FollowerReadsOptions> FollowerReadsFor(const DaemonConfig& config,
+                                                    const StoreLocation& location) {
   if (config.follower_read_max_age_s <= 0) return std::nullopt;
   FollowerReadsOptions o;
   o.endpoints = location.endpoints;

@@ -35,10 +35,15 @@ TEST(FollowerRoutes, DurableReadsAreServedAndWritesLiveStateAndLongPollsGoToTheL
   for (const char* target : {"/v1/jobs/j1/health", "/v1/jobs/j1/steps", "/v1/nodes/n0/assignments",
                              "/v1/events?wait=5", "/v1/events?after=1&wait=0.5", "/ui/index.html", "/v2/x"})
     EXPECT_EQ(ClassifyFollowerRoute("GET", target), kToLeader) << target;
-  for (const auto& [method, target] : std::vector<std::pair<const char*, const char*>>{
-           {"POST", "/v1/jobs"}, {"POST", "/v1/jobs/j1/cancel"}, {"PATCH", "/v1/nodes/n0"},
-           {"DELETE", "/v1/nodes/n0"}, {"POST", "/v1/nodes/n0/heartbeat"}, {"POST", "/v1/simulate"},
-           {"POST", "/v1/jobs/j1/reports"}, {"PUT", "/v1/jobs"}})
+  for (const auto& [method, target] :
+       std::vector<std::pair<const char*, const char*>>{{"POST", "/v1/jobs"},
+                                                        {"POST", "/v1/jobs/j1/cancel"},
+                                                        {"PATCH", "/v1/nodes/n0"},
+                                                        {"DELETE", "/v1/nodes/n0"},
+                                                        {"POST", "/v1/nodes/n0/heartbeat"},
+                                                        {"POST", "/v1/simulate"},
+                                                        {"POST", "/v1/jobs/j1/reports"},
+                                                        {"PUT", "/v1/jobs"}})
     EXPECT_EQ(ClassifyFollowerRoute(method, target), kToLeader) << method << " " << target;
 }
 
@@ -113,13 +118,20 @@ class FollowerReadsEtcd : public ::testing::Test {
     ASSERT_TRUE(done.get_future().get().ok());
   }
 
+  void Put(Record r) {
+    WriteBatch b;
+    b.Put(std::move(r));
+    std::promise<Status> done;
+    writer_->Write(std::move(b), [&](Status s) { done.set_value(s); });
+    ASSERT_TRUE(done.get_future().get().ok());
+  }
+
   // GET `target` through `reads`; the answer within a bound.
   static HttpResponse Get(FollowerReads& reads, const std::string& target) {
     auto answer = std::make_shared<std::promise<HttpResponse>>();
     auto got = answer->get_future();
-    reads.Serve(HttpRequest{.method = "GET", .target = target}, [answer](HttpResponse r) {
-      answer->set_value(std::move(r));
-    });
+    reads.Serve(HttpRequest{.method = "GET", .target = target},
+                [answer](HttpResponse r) { answer->set_value(std::move(r)); });
     EXPECT_EQ(got.wait_for(20s), std::future_status::ready);
     return got.get();
   }
@@ -188,10 +200,41 @@ TEST_F(FollowerReadsEtcd, WithinTheBoundAViewIsServedWithoutAskingEtcdAndBeyondI
   EXPECT_EQ(Header(stale, "Retry-After"), "1");
   EXPECT_EQ(Header(stale, "Shepherd-Served-By"), "follower");
   EXPECT_EQ(Header(stale, "Shepherd-Read-Revision"), "");
-  EXPECT_NE(Json::parse(stale.body)["detail"].get<std::string>().find("cannot serve reads"), std::string::npos);
+  EXPECT_NE(Json::parse(stale.body)["detail"].get<std::string>().find("cannot serve reads"),
+            std::string::npos);
   EXPECT_EQ(Metric(Metrics(*reads), "shepherd_follower_reads_total{result=\"unavailable\"}"), 1);
   // etcd back: served again.
   EXPECT_EQ(Get(*reads, "/v1/nodes/n0").status, 200);
+}
+
+}  // namespace
+}  // namespace shepherd
+
+namespace shepherd {
+namespace {
+
+TEST_F(FollowerReadsEtcd, AFindingTheLeaderRecordedIsServedAsTheLeaderRendersIt) {
+  PutNode("n0");
+  Finding f;
+  f.id = "f-7";
+  f.job = "job-000001";
+  f.attempt = 1;
+  f.kind = FindingKind::kNodeLost;
+  f.nodes = {"n0"};
+  f.detected_at = FromUnixSeconds(1'800'000'000);
+  f.incident = "f-7";
+  f.detail = "node n0 silent for 10 s";
+  Put(FindingRecord(f));
+  auto reads = Reads(1s);
+  HttpResponse r = Get(*reads, "/v1/failures");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const Json failures = Json::parse(r.body)["failures"];
+  ASSERT_EQ(failures.size(), 1u) << r.body;
+  EXPECT_EQ(failures[0]["id"], "f-7");
+  EXPECT_EQ(failures[0]["kind"], "node_lost");
+  EXPECT_EQ(failures[0]["nodes"], Json::array({"n0"}));
+  EXPECT_EQ(failures[0]["detected_at"], "2027-01-15T08:00:00.000Z");
+  EXPECT_EQ(Get(*reads, "/v1/failures?kind=hang").body.find("f-7"), std::string::npos);
 }
 
 }  // namespace
