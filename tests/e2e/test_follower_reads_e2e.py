@@ -142,6 +142,12 @@ class FollowerReadsE2E(unittest.TestCase):
             self.assertNotIn("shepherd-served-by", lh)
             self.assertEqual(fh.get("shepherd-served-by"), "follower", path)
 
+        # The planner answers from the follower too (it writes nothing), as the leader does.
+        ls, _, lb = call(self.lurl, "POST", "/v1/plan", job_spec("plan-me"))
+        fs, fh, fb = call(self.furl, "POST", "/v1/plan", job_spec("plan-me"))
+        self.assertEqual((fs, fb), (ls, lb))
+        self.assertEqual((fs, fh.get("shepherd-served-by")), (200, "follower"))
+
         # Writes, live-state reads and long polls still go to the leader.
         for method, path, body in (("POST", "/v1/jobs", job_spec("via-follower")),
                                    ("PATCH", "/v1/nodes/n0", {"schedulable": False}),
