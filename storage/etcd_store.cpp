@@ -1,9 +1,9 @@
-// OpenEtcdStore and ParseStoreLocation (storage/etcd_store.h). One writer thread with group commit, as
-// storage/sqlite_store.cpp: it takes up to max_batches_per_commit queued batches, folds them into etcd
-// transactions of at most max_ops_per_txn operations and max_txn_bytes bytes (a key written twice in one
-// transaction is folded into its last write: etcd refuses a transaction naming a key twice), each fenced
-// when a fence is set, and runs each batch's `done` once the transaction holding it committed. A batch
-// larger than one transaction is staged (Stage, storage/etcd_stage.h); its `done` runs once it is applied.
+// OpenEtcdStore (storage/etcd_store.h; ParseStoreLocation is in store_location.cpp). One writer thread with
+// group commit, as storage/sqlite_store.cpp: it takes up to max_batches_per_commit queued batches, folds them
+// into etcd transactions of at most max_ops_per_txn operations and max_txn_bytes bytes (a key written twice
+// in one transaction is folded into its last write: etcd refuses a transaction naming a key twice), each
+// fenced when a fence is set, and runs each batch's `done` once the transaction holding it committed. A batch
+// larger than one transaction is staged (Stage, storage/etcd_stage.h); its `done` runs once it committed.
 #include "storage/etcd_store.h"
 
 #include <spdlog/spdlog.h>
@@ -303,20 +303,28 @@ class EtcdStore final : public Store {
 
   // Runs one transaction, waiting out an etcd that does not answer for at most unavailable_wait.
   Status Commit(const std::vector<EtcdOp>& ops) {
+    Result<net::EtcdTxnResult> r = Patiently([&] { return client_->Txn(Fence(), ops); });
+    if (!r.ok()) return r.status();
+    if (!r->succeeded) return LeadershipLost();
+    last_revision_ = r->revision;
+    return Status::Ok();
+  }
+
+  // Runs `call` (an etcd call returning a Result) until etcd answers, for at most unavailable_wait.
+  template <class Call>
+  auto Patiently(Call call) -> decltype(call()) {
     const auto start = std::chrono::steady_clock::now();
     bool waited = false;
     auto delay = std::chrono::milliseconds(100);
     for (;;) {
-      Result<net::EtcdTxnResult> r = client_->Txn(Fence(), ops);
+      auto r = call();
       if (r.ok()) {
         if (waited)
           spdlog::info(
               "storage: etcd answers again after {} ms",
               std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)
                   .count());
-        if (!r->succeeded) return LeadershipLost();
-        last_revision_ = r->revision;
-        return Status::Ok();
+        return r;
       }
       // No member answered, or etcd sheds load ("too many requests"): wait. Any other answer is final.
       const bool shed = r.status().code() == Code::kResourceExhausted &&
@@ -473,7 +481,8 @@ class EtcdStore final : public Store {
   // Before this writer's first write (fenced, as every write): etcd_stage::FinishLeftovers.
   Status Recover() {
     int64_t revision = 0;
-    Result<etcd_stage::StageArea> area = etcd_stage::ReadArea(*client_, options_.prefix, 0, &revision);
+    Result<etcd_stage::StageArea> area =
+        Patiently([&] { return etcd_stage::ReadArea(*client_, options_.prefix, 0, &revision); });
     if (!area.ok()) return Status(area.status().code(), "read the stage area: " + area.status().message());
     last_revision_ = std::max(last_revision_, revision);
     return etcd_stage::FinishLeftovers(StageWriter(), *area);
@@ -580,39 +589,6 @@ Result<std::unique_ptr<Store>> OpenEtcdStore(const EtcdStoreOptions& options) {
                               std::to_string(kEtcdSchemaVersion) +
                               "); upgrade shepherdd (nothing was written)");
   return std::unique_ptr<Store>(new EtcdStore(options, std::move(*reader), std::move(*writer), revision));
-}
-
-Result<StoreLocation> ParseStoreLocation(const std::string& text) {
-  auto refuse = [&](const std::string& why) {
-    return InvalidArgument("--store '" + text + "': " + why +
-                           " (expected sqlite://PATH or etcd://HOST:PORT[,HOST:PORT...])");
-  };
-  StoreLocation loc;
-  if (text.rfind("sqlite://", 0) == 0) {
-    loc.kind = StoreLocation::Kind::kSqlite;
-    loc.path = text.substr(9);
-    if (loc.path.empty()) return refuse("no database path");
-    return loc;
-  }
-  if (text.rfind("etcd://", 0) != 0) return refuse("unknown scheme");
-  loc.kind = StoreLocation::Kind::kEtcd;
-  std::string rest = text.substr(7);
-  if (rest.empty()) return refuse("no endpoint");
-  size_t start = 0;
-  for (;;) {
-    const size_t comma = rest.find(',', start);
-    const std::string hp = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    const size_t colon = hp.rfind(':');
-    if (hp.empty() || colon == std::string::npos || colon == 0 || colon + 1 == hp.size() ||
-        hp.find('/') != std::string::npos ||
-        hp.find_first_not_of("0123456789", colon + 1) != std::string::npos || hp.size() - colon - 1 > 5 ||
-        std::atoi(hp.c_str() + colon + 1) < 1 || std::atoi(hp.c_str() + colon + 1) > 65535)
-      return refuse("endpoint '" + hp + "' is not HOST:PORT");
-    loc.endpoints.push_back("http://" + hp);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return loc;
 }
 
 }  // namespace shepherd
