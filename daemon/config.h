@@ -45,9 +45,10 @@ struct DaemonConfig {
   // "etcd://HOST:PORT[,...]" keeps it in etcd under store_prefix (storage/etcd_store.h).
   std::string store;
   std::string store_prefix = "/shepherd";
-  // The etcd cluster's own limits (its --max-txn-ops and --max-request-bytes), which bound the largest
-  // single write the etcd store can make: raise both on the members and here for jobs on more than about
-  // 120 nodes (docs/operations.md, "Store: SQLite or etcd").
+  // The etcd cluster's own limits (its --max-txn-ops and --max-request-bytes), which size the etcd store's
+  // transactions; a write larger than one is staged across several. Optional: raise both on the members
+  // and here for fewer, larger transactions, or for a record over 1.25 MiB (docs/operations.md, "Store:
+  // SQLite or etcd").
   int etcd_max_txn_ops = 128;
   int64_t etcd_max_request_bytes = 1536 * 1024;
   std::string inventory;  // optional JSON file {"nodes": [...]}

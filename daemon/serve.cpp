@@ -227,6 +227,12 @@ TermEnd ServeTerm(const DaemonConfig& config, const TermContext& term) {
     metrics.AddSource(
         [leadership](std::string* out) { *out += LeadershipMetrics(leadership->View(), true); });
   }
+  metrics.AddSource([](std::string* out) {
+    *out += "# HELP shepherd_store_staged_batches_total Writes larger than one etcd transaction, committed "
+            "through the store's stage area.\n# TYPE shepherd_store_staged_batches_total counter\n"
+            "shepherd_store_staged_batches_total " +
+            std::to_string(EtcdStagedBatchesTotal()) + "\n";
+  });
   if (Status s = controller.Recover(config.salvage); !s.ok()) {
     spdlog::error("recovering state from {} failed: {}", term.store_name, s.message());
     if (!held()) return {.deposed = true};

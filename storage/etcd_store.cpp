@@ -1,8 +1,9 @@
-// OpenEtcdStore and ParseStoreLocation (storage/etcd_store.h). One writer thread with group commit, as
-// storage/sqlite_store.cpp: it takes up to max_batches_per_commit queued batches, folds them into etcd
-// transactions of at most max_ops_per_txn operations and max_txn_bytes bytes (a key written twice in one
-// transaction is folded into its last write: etcd refuses a transaction naming a key twice), each fenced
-// when a fence is set, and runs each batch's `done` once the transaction holding it committed.
+// OpenEtcdStore (storage/etcd_store.h; ParseStoreLocation is in store_location.cpp). One writer thread with
+// group commit, as storage/sqlite_store.cpp: it takes up to max_batches_per_commit queued batches, folds them
+// into etcd transactions of at most max_ops_per_txn operations and max_txn_bytes bytes (a key written twice
+// in one transaction is folded into its last write: etcd refuses a transaction naming a key twice), each
+// fenced when a fence is set, and runs each batch's `done` once the transaction holding it committed. A batch
+// larger than one transaction is staged (Stage, storage/etcd_stage.h); its `done` runs once it committed.
 #include "storage/etcd_store.h"
 
 #include <spdlog/spdlog.h>
@@ -13,6 +14,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <deque>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -23,6 +25,7 @@
 
 #include "core/time.h"
 #include "net/etcd_client.h"
+#include "storage/etcd_stage.h"
 
 namespace shepherd {
 namespace {
@@ -31,7 +34,9 @@ using net::EtcdClient;
 using net::EtcdCompare;
 using net::EtcdOp;
 
-constexpr int64_t kLoadPage = 1000;       // keys per Range call at start-up
+constexpr int64_t kLoadPage = 1000;  // keys per Range call at start-up
+
+std::atomic<uint64_t> staged_batches_total{0};
 // What etcd counts against --max-request-bytes is the request's protobuf (raw keys and values; the
 // gateway decodes the base64): an op's key and value plus a few bytes of framing, counted generously.
 constexpr int64_t kOpOverheadBytes = 32;
@@ -102,29 +107,56 @@ class EtcdStore final : public Store {
       uint64_t seq;
       int64_t create_revision;
       Record record;
+      bool erased = false;
     };
     std::vector<Loaded> loaded;
+    std::unordered_map<std::string, size_t> at;  // etcd key -> index in `loaded`
+    auto decode = [&](const std::string& key, const std::string& value, int64_t create_revision) -> Status {
+      const std::string rest = key.substr(from.size());
+      const size_t slash = rest.find('/');
+      std::optional<Collection> c = slash == std::string::npos
+                                        ? std::nullopt
+                                        : ParseCollection(std::string_view(rest).substr(0, slash));
+      if (!c) return Internal(Where() + " holds a record of unknown collection: " + key);
+      Loaded l{0, create_revision, Record{*c, rest.substr(slash + 1), {}, {}}};
+      if (!DecodeValue(value, l.seq, l.record.job, l.record.body))
+        return Internal(Where() + " holds a malformed record value at " + key);
+      auto [it, inserted] = at.emplace(key, loaded.size());
+      if (inserted) {
+        loaded.push_back(std::move(l));
+      } else {
+        l.create_revision = loaded[it->second].create_revision;
+        loaded[it->second] = std::move(l);
+      }
+      return Status::Ok();
+    };
     std::string next = from;
     int64_t revision = 0;  // every page is read at the first page's revision: one consistent view
     for (;;) {
       Result<net::EtcdRangeResult> page = client.RangeBetween(next, end, kLoadPage, revision);
       if (!page.ok()) return Status(page.status().code(), "load " + Where() + ": " + page.status().message());
       if (revision == 0) revision = page->revision;
-      for (net::EtcdKeyValue& kv : page->kvs) {
-        const std::string rest = kv.key.substr(from.size());
-        const size_t slash = rest.find('/');
-        std::optional<Collection> c = slash == std::string::npos
-                                          ? std::nullopt
-                                          : ParseCollection(std::string_view(rest).substr(0, slash));
-        if (!c) return Internal(Where() + " holds a record of unknown collection: " + kv.key);
-        Loaded l{0, kv.create_revision, Record{*c, rest.substr(slash + 1), {}, {}}};
-        if (!DecodeValue(kv.value, l.seq, l.record.job, l.record.body))
-          return Internal(Where() + " holds a malformed record value at " + kv.key);
-        loaded.push_back(std::move(l));
-      }
+      for (net::EtcdKeyValue& kv : page->kvs)
+        if (Status s = decode(kv.key, kv.value, kv.create_revision); !s.ok()) return s;
       if (!page->more || page->kvs.empty()) break;
       next = page->kvs.back().key + std::string(1, '\0');
     }
+    // A committed staged batch not yet fully applied is part of the state: its puts and deletes win.
+    Result<etcd_stage::StageArea> area = etcd_stage::ReadArea(client, options_.prefix, revision);
+    if (!area.ok()) return Status(area.status().code(), "load " + Where() + ": " + area.status().message());
+    Result<std::vector<etcd_stage::StageArea::CommittedStage>> staged = area->Committed(from);
+    if (!staged.ok()) return Internal(Where() + ": " + staged.status().message());
+    for (const etcd_stage::StageArea::CommittedStage& stage : *staged) {
+      for (const EtcdOp& op : stage.ops) {
+        if (op.kind == EtcdOp::Kind::kPut) {
+          if (Status s = decode(op.key, op.value, std::numeric_limits<int64_t>::max()); !s.ok()) return s;
+          loaded[at[op.key]].erased = false;
+        } else if (auto it = at.find(op.key); it != at.end()) {
+          loaded[it->second].erased = true;
+        }
+      }
+    }
+    std::erase_if(loaded, [](const Loaded& l) { return l.erased; });
     // Insertion order of first write: the writer's sequence, then etcd's create revision.
     std::stable_sort(loaded.begin(), loaded.end(), [](const Loaded& a, const Loaded& b) {
       return a.seq != b.seq ? a.seq < b.seq : a.create_revision < b.create_revision;
@@ -269,34 +301,30 @@ class EtcdStore final : public Store {
     return size.first <= options_.max_ops_per_txn && size.second <= options_.max_txn_bytes;
   }
 
-  // The batch alone against the limits.
-  Status CheckAlone(const WriteBatch& batch) const {
-    const auto [ops, bytes] = Grown(Txn{}, batch);
-    if (Fits({ops, bytes})) return Status::Ok();
-    return InvalidArgument("a write of " + std::to_string(ops) + " operations and about " +
-                           std::to_string(bytes) + " bytes exceeds etcd's limits for one transaction (" +
-                           std::to_string(options_.max_ops_per_txn) + " operations, " +
-                           std::to_string(options_.max_txn_bytes) +
-                           " bytes; raise etcd's --max-txn-ops and --max-request-bytes and the daemon's "
-                           "etcd_max_txn_ops and etcd_max_request_bytes together)");
+  // Runs one transaction, waiting out an etcd that does not answer for at most unavailable_wait.
+  Status Commit(const std::vector<EtcdOp>& ops) {
+    Result<net::EtcdTxnResult> r = Patiently([&] { return client_->Txn(Fence(), ops); });
+    if (!r.ok()) return r.status();
+    if (!r->succeeded) return LeadershipLost();
+    last_revision_ = r->revision;
+    return Status::Ok();
   }
 
-  // Runs one transaction, waiting out an etcd that does not answer for at most unavailable_wait.
-  Status Commit(const Txn& txn) {
+  // Runs `call` (an etcd call returning a Result) until etcd answers, for at most unavailable_wait.
+  template <class Call>
+  auto Patiently(Call call) -> decltype(call()) {
     const auto start = std::chrono::steady_clock::now();
     bool waited = false;
     auto delay = std::chrono::milliseconds(100);
     for (;;) {
-      Result<net::EtcdTxnResult> r = client_->Txn(Fence(), txn.ops);
+      auto r = call();
       if (r.ok()) {
         if (waited)
           spdlog::info(
               "storage: etcd answers again after {} ms",
               std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)
                   .count());
-        if (!r->succeeded) return LeadershipLost();
-        last_revision_ = r->revision;
-        return Status::Ok();
+        return r;
       }
       // No member answered, or etcd sheds load ("too many requests"): wait. Any other answer is final.
       const bool shed = r.status().code() == Code::kResourceExhausted &&
@@ -371,20 +399,29 @@ class EtcdStore final : public Store {
         continue;
       }
       if (!loaded_) SeedSequences();
+      if (!recovered_) {
+        if (Status s = Recover(); !s.ok()) {
+          Fail(s);
+          Finish(group, 0, group.size(), failure_);
+          continue;
+        }
+        recovered_ = true;
+      }
       size_t i = 0;
       while (i < group.size() && failure_.ok()) {
+        if (!Fits(Grown(Txn{}, group[i].batch))) {  // larger than one transaction alone: staged
+          Status s = Stage(group[i].batch);  // ok once committed, even when the store failed applying it
+          if (!s.ok()) Fail(s);
+          Finish(group, i, 1, s.ok() ? s : failure_);
+          ++i;
+          MaybeCompact();
+          continue;
+        }
         Txn txn;
         txn.first = i;
         while (i < group.size()) {
-          if (txn.batches == 0) {
-            if (Status s = CheckAlone(group[i].batch); !s.ok()) {
-              Fail(s);
-              Finish(group, i, 1, failure_);
-              ++i;
-              break;
-            }
-          }
-          // Commit what we have when this batch does not fit too; it starts the next transaction.
+          // Commit what we have when this batch does not fit too; it starts the next transaction (or is
+          // staged, when it does not fit one alone).
           if (txn.batches > 0 && !Fits(Grown(txn, group[i].batch))) break;
           Add(txn, group[i].batch);
           ++txn.batches;
@@ -395,7 +432,7 @@ class EtcdStore final : public Store {
           Finish(group, txn.first, txn.batches, Status::Ok());
           continue;
         }
-        Status s = Commit(txn);
+        Status s = Commit(txn.ops);
         if (!s.ok()) {
           Fail(s);
           Finish(group, txn.first, txn.batches, failure_);
@@ -406,6 +443,49 @@ class EtcdStore final : public Store {
       }
       if (i < group.size()) Finish(group, i, group.size() - i, FailedOutcome());
     }
+  }
+
+  etcd_stage::Writer StageWriter() {
+    return etcd_stage::Writer{.prefix = options_.prefix,
+                              .records_prefix = RecordsPrefix(),
+                              .max_ops = options_.max_ops_per_txn,
+                              .max_bytes = options_.max_txn_bytes,
+                              .op_overhead = kOpOverheadBytes,
+                              .commit = [this](const std::vector<EtcdOp>& ops) { return Commit(ops); },
+                              .hook = options_.stage_hook};
+  }
+
+  // Writes `batch`, larger than one transaction, through the stage area (etcd_stage::WriteStaged).
+  Status Stage(const WriteBatch& batch) {
+    const auto start = std::chrono::steady_clock::now();
+    Txn staged;
+    Add(staged, batch);  // folded and sequenced as any transaction
+    Result<etcd_stage::StagedWrite> w = etcd_stage::WriteStaged(StageWriter(), staged.ops, last_revision_);
+    if (!w.ok()) return w.status();
+    staged_batches_total.fetch_add(1, std::memory_order_relaxed);
+    if (!w->applied.ok()) {  // committed: durable, and the next writer applies it; this store writes no more
+      spdlog::warn("storage: a staged write of {} operations is committed but applying it stopped: {}",
+                   staged.ops.size(), w->applied.message());
+      Fail(w->applied);
+      return Status::Ok();
+    }
+    spdlog::info(
+        "storage: staged a write of {} operations ({} bytes in {} chunks) larger than one etcd "
+        "transaction; committed and applied in {} ms",
+        staged.ops.size(), w->bytes, w->chunks,
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start)
+            .count());
+    return Status::Ok();
+  }
+
+  // Before this writer's first write (fenced, as every write): etcd_stage::FinishLeftovers.
+  Status Recover() {
+    int64_t revision = 0;
+    Result<etcd_stage::StageArea> area =
+        Patiently([&] { return etcd_stage::ReadArea(*client_, options_.prefix, 0, &revision); });
+    if (!area.ok()) return Status(area.status().code(), "read the stage area: " + area.status().message());
+    last_revision_ = std::max(last_revision_, revision);
+    return etcd_stage::FinishLeftovers(StageWriter(), *area);
   }
 
   // A store written without Load() first (a tool): the sequences of the records already there, so that an
@@ -423,6 +503,7 @@ class EtcdStore final : public Store {
   int64_t last_revision_ = 0;           // writer thread only
   int64_t compacted_at_ = 0;            // writer thread only
   Status failure_;                      // writer thread only
+  bool recovered_ = false;              // writer thread only: Recover ran
 
   std::mutex mu_;
   std::condition_variable work_cv_, flush_cv_;
@@ -439,6 +520,10 @@ class EtcdStore final : public Store {
 };
 
 }  // namespace
+
+uint64_t EtcdStagedBatchesTotal() {
+  return staged_batches_total.load(std::memory_order_relaxed);
+}
 
 Result<std::unique_ptr<Store>> OpenEtcdStore(const EtcdStoreOptions& options) {
   if (options.prefix.empty() || options.prefix.back() == '/')
@@ -504,39 +589,6 @@ Result<std::unique_ptr<Store>> OpenEtcdStore(const EtcdStoreOptions& options) {
                               std::to_string(kEtcdSchemaVersion) +
                               "); upgrade shepherdd (nothing was written)");
   return std::unique_ptr<Store>(new EtcdStore(options, std::move(*reader), std::move(*writer), revision));
-}
-
-Result<StoreLocation> ParseStoreLocation(const std::string& text) {
-  auto refuse = [&](const std::string& why) {
-    return InvalidArgument("--store '" + text + "': " + why +
-                           " (expected sqlite://PATH or etcd://HOST:PORT[,HOST:PORT...])");
-  };
-  StoreLocation loc;
-  if (text.rfind("sqlite://", 0) == 0) {
-    loc.kind = StoreLocation::Kind::kSqlite;
-    loc.path = text.substr(9);
-    if (loc.path.empty()) return refuse("no database path");
-    return loc;
-  }
-  if (text.rfind("etcd://", 0) != 0) return refuse("unknown scheme");
-  loc.kind = StoreLocation::Kind::kEtcd;
-  std::string rest = text.substr(7);
-  if (rest.empty()) return refuse("no endpoint");
-  size_t start = 0;
-  for (;;) {
-    const size_t comma = rest.find(',', start);
-    const std::string hp = rest.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-    const size_t colon = hp.rfind(':');
-    if (hp.empty() || colon == std::string::npos || colon == 0 || colon + 1 == hp.size() ||
-        hp.find('/') != std::string::npos ||
-        hp.find_first_not_of("0123456789", colon + 1) != std::string::npos || hp.size() - colon - 1 > 5 ||
-        std::atoi(hp.c_str() + colon + 1) < 1 || std::atoi(hp.c_str() + colon + 1) > 65535)
-      return refuse("endpoint '" + hp + "' is not HOST:PORT");
-    loc.endpoints.push_back("http://" + hp);
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return loc;
 }
 
 }  // namespace shepherd
