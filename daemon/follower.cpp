@@ -105,10 +105,26 @@ Result<FollowerEnd> RunFollowerPhase(const FollowerPhase& phase, uint16_t* bound
   bool done = false;
   bool settled_told = false;
   asio::steady_timer watch(ioc);
+  uint64_t hangups_seen = phase.hangups ? phase.hangups->load(std::memory_order_acquire) : 0;
+  auto reload_tokens = [&] {
+    const uint64_t now_seen = phase.hangups ? phase.hangups->load(std::memory_order_acquire) : 0;
+    if (now_seen == hangups_seen) return;
+    hangups_seen = now_seen;
+    if (!reader || phase.tokens_file.empty()) return;
+    auto tokens = LoadTokensFile(phase.tokens_file);
+    if (!tokens.ok() || tokens->empty()) {
+      spdlog::error("SIGHUP: keeping the current tokens: {}",
+                    tokens.ok() ? phase.tokens_file + " lists none" : tokens.status().message());
+      return;
+    }
+    spdlog::info("SIGHUP: {} tokens loaded from {}", tokens->size(), phase.tokens_file);
+    reader->SetTokens(std::move(tokens).value());
+  };
   std::function<void()> arm = [&] {
     watch.expires_after(kWatchEvery);
     watch.async_wait([&](const boost::system::error_code& ec) {
       if (ec || done) return;
+      reload_tokens();
       if (!settled_told && phase.on_settled) {
         const LeadershipView view = leadership->View();
         if (view.settled && view.role == ReplicaRole::kFollower &&

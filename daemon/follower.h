@@ -40,6 +40,10 @@ struct FollowerPhase {
   Leadership* leadership = nullptr;
   std::string own_url;
   const std::atomic<bool>* stop = nullptr;        // set by the process's SIGTERM/SIGINT handler
+  // Counted by the process's SIGHUP handler: when it grows, a follower serving reads re-reads
+  // `tokens_file` (an invalid file keeps the current tokens, as the leader does). Optional.
+  const std::atomic<uint64_t>* hangups = nullptr;
+  std::string tokens_file;
   std::function<Status(uint16_t port)> on_bound;  // optional: once listening
   // Optional: once this replica has looked at the leader key (and campaigned) and follows, so a port file
   // written here tells a client that the replica answers as it will (307 to a leader, or 503).

@@ -135,7 +135,7 @@ struct FollowerReads::View {
 };
 
 struct FollowerReads::Impl {
-  explicit Impl(FollowerReadsOptions o) : options(std::move(o)) {}
+  explicit Impl(FollowerReadsOptions o) : options(std::move(o)), tokens(options.tokens) {}
 
   const FollowerReadsOptions options;
   asio::io_context ioc{1};
@@ -146,6 +146,7 @@ struct FollowerReads::Impl {
   std::unique_ptr<Store> store;  // opened at the first load (unfenced; it only ever Loads)
   std::unique_ptr<View> view;
   std::optional<SteadyTime> confirmed_at;
+  std::vector<TokenEntry> tokens;  // options.tokens until a SIGHUP replaces them
   // Any thread.
   std::atomic<std::size_t> queued{0};
   std::atomic<uint64_t> served{0}, unavailable{0}, busy{0}, loads{0};
@@ -221,7 +222,7 @@ struct FollowerReads::Impl {
     api.simulator = nullptr;
     api.post_control = post;
     RegisterRoutes(v->router.get(), v->controller.get(), &v->metrics, api, &v->clock);
-    if (!options.tokens.empty()) v->auth.SetStatic(options.tokens);
+    if (!tokens.empty()) v->auth.SetStatic(tokens);
     InstallAuth(v->router.get(), v->controller.get(), &v->auth);
     return v;
   }
@@ -288,6 +289,13 @@ void FollowerReads::Serve(HttpRequest request, Respond respond) {
   asio::post(impl_->ioc, [impl = impl_.get(), request = std::move(request), respond = std::move(respond),
                           queued_at = Steady::now()]() mutable {
     impl->Run(std::move(request), std::move(respond), queued_at);
+  });
+}
+
+void FollowerReads::SetTokens(std::vector<TokenEntry> tokens) {
+  asio::post(impl_->ioc, [impl = impl_.get(), tokens = std::move(tokens)]() mutable {
+    if (impl->view) impl->view->auth.SetStatic(tokens);
+    impl->tokens = std::move(tokens);
   });
 }
 

@@ -100,6 +100,10 @@ class FollowerReads {
   // Shepherd-Read-Age (seconds since the revision was confirmed) and Shepherd-Read-Max-Age.
   void Serve(HttpRequest request, Respond respond);
 
+  // Replaces the static tokens (a SIGHUP re-read the tokens file): for the current view and every later one.
+  // Thread-safe (queued for the view thread).
+  void SetTokens(std::vector<TokenEntry> tokens);
+
   // shepherd_follower_reads_total{result}, shepherd_follower_view_age_seconds,
   // shepherd_follower_view_revision, shepherd_follower_view_loads_total.
   void AppendMetrics(std::string* out) const;

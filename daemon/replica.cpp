@@ -64,16 +64,32 @@ int RunReplica(const DaemonConfig& config, const StoreLocation& location) {
   signals.async_wait([&stop](const boost::system::error_code& ec, int) {
     if (!ec) stop.store(true, std::memory_order_release);
   });
+  // SIGHUP re-reads the tokens file: the leader's term handles it (daemon/serve.cpp), a follower's phase
+  // through `hangups`; caught here for the whole run, so it never takes its default action (exit).
+  std::atomic<uint64_t> hangups{0};
+  asio::signal_set hup(signal_ioc, SIGHUP);
+  std::function<void()> arm_hup = [&] {
+    hup.async_wait([&](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      hangups.fetch_add(1, std::memory_order_acq_rel);
+      arm_hup();
+    });
+  };
+  arm_hup();
   std::thread signal_thread([&signal_ioc] { signal_ioc.run(); });
   struct SignalThreadJoin {
     asio::io_context* ioc;
     asio::signal_set* set;
+    asio::signal_set* hup;
     std::thread* thread;
     ~SignalThreadJoin() {
-      asio::post(*ioc, [set = set] { set->cancel(); });
+      asio::post(*ioc, [set = set, hup = hup] {
+        set->cancel();
+        hup->cancel();
+      });
       thread->join();
     }
-  } join_signals{&signal_ioc, &signals, &signal_thread};
+  } join_signals{&signal_ioc, &signals, &hup, &signal_thread};
 
   // Refusals at start-up (an unreachable etcd, a prefix holding another application's keys, a newer
   // schema) come from opening the store once, unfenced and read-only in effect, before campaigning.
@@ -137,6 +153,8 @@ int RunReplica(const DaemonConfig& config, const StoreLocation& location) {
         port_written = true;
       };
     phase.reads = FollowerReadsFor(config, location);
+    phase.hangups = &hangups;
+    phase.tokens_file = config.tokens_file;
     auto followed = RunFollowerPhase(phase, nullptr);
     if (!followed.ok()) {
       spdlog::error("cannot serve on {}: {}", config.listen, followed.status().message());

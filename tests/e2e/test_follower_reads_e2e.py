@@ -8,6 +8,7 @@ import http.client
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -200,6 +201,28 @@ class FollowerReadsE2E(unittest.TestCase):
             self.etcd.resume(1)
             self.etcd.resume(2)
         wait_for(lambda: self.follower_read("/v1/nodes")[0] == 200, 30, "follower reads once etcd is back")
+
+    def test_sighup_on_a_follower_rereads_its_tokens_and_it_keeps_following(self):
+        fresh = "fresh-viewer-token-0123456789"
+        self.assertEqual(self.follower_read("/v1/jobs", token=fresh)[0], 401)
+        with open(self.tokens) as f:
+            tokens = json.load(f)
+        tokens["tokens"].append({"token": fresh, "role": "viewer", "name": "later"})
+        with open(self.tokens, "w") as f:
+            json.dump(tokens, f)
+        self.r.procs[self.follower].send_signal(signal.SIGHUP)
+        wait_for(lambda: self.follower_read("/v1/jobs", token=fresh)[0] == 200, 15,
+                 "the follower to accept the token the file gained")
+        # A file that does not load keeps the tokens the follower has.
+        with open(self.tokens, "w") as f:
+            f.write("{not json")
+        self.r.procs[self.follower].send_signal(signal.SIGHUP)
+        wait_for(lambda: "SIGHUP: keeping the current tokens" in self.r.log(self.follower), 15,
+                 "the follower to refuse the broken file")
+        self.assertEqual(self.follower_read("/v1/jobs", token=fresh)[0], 200)
+        self.assertIsNone(self.r.procs[self.follower].poll())
+        status, _, ready = call(self.furl, "GET", "/readyz", token=None)
+        self.assertEqual((status, ready["role"]), (503, "follower"))
 
     def test_max_age_zero_redirects_reads_as_before(self):
         port_file = os.path.join(self.tmp, "port-z")
