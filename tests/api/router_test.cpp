@@ -20,12 +20,12 @@ HttpResponse Call(const Router& r, const std::string& method, const std::string&
 
 Router MakeRouter(Metrics* m) {
   Router r(m);
-  r.Add("GET", "/v1/jobs/{id}", [](const HttpRequest&, const PathParams& p, Respond respond) {
+  r.Replace("GET", "/v1/jobs/{id}", [](const HttpRequest&, const PathParams& p, Respond respond) {
     HttpResponse res;
     res.body = p.at("id");
     respond(res);
   });
-  r.Add("POST", "/v1/jobs/{id}/cancel", [](const HttpRequest&, const PathParams& p, Respond respond) {
+  r.Replace("POST", "/v1/jobs/{id}/cancel", [](const HttpRequest&, const PathParams& p, Respond respond) {
     HttpResponse res;
     res.status = 202;
     respond(res);
@@ -41,7 +41,7 @@ TEST(Router, AHeldRequestWhoseStaticTokenWasWithdrawnIsAnswered401) {
   Metrics m;
   Router r(&m);
   Respond held;
-  r.Add("GET", "/v1/nodes/{id}/assignments",
+  r.Replace("GET", "/v1/nodes/{id}/assignments",
         [&](const HttpRequest&, const PathParams&, Respond respond) { held = std::move(respond); });
   Authenticator auth;
   const std::string agent = "agent-n4-token-0123456789abcdef";
