@@ -51,7 +51,8 @@ void FrontDoor::Handle(HttpRequest request, Respond respond) const {
     if (observe_) observe_(label, request.method, res.status);
     respond(std::move(res));
   };
-  if (route && route->probe == Probe::kLive) return answer(route->pattern, JsonResponse(200, {{"status", "ok"}}));
+  if (route && route->probe == Probe::kLive)
+    return answer(route->pattern, JsonResponse(200, {{"status", "ok"}}));
   if (route && route->probe == Probe::kReady) {
     if (ready_->load(std::memory_order_acquire)) {
       Json body{{"status", "ready"}};

@@ -3,9 +3,9 @@
 // probes answer whatever the control thread is doing. Every other request goes through a bounded
 // RequestQueue in its route's class (RouteRule::queue, api/request_queue.h): reports, heartbeats and writes
 // to the control thread; reads (GET and HEAD, except agents' long polls) to the reader thread, which runs
-// the route holding the ControlLock shared (control/control_lock.h), so a read never waits in the control thread's queue and never takes the control
-// thread's time. A request whose class is full is answered at once: 429 problem+json with Retry-After,
-// naming the class.
+// the route holding the ControlLock shared (control/control_lock.h), so a read never waits in the control
+// thread's queue and never takes the control thread's time. A request whose class is full is answered at
+// once: 429 problem+json with Retry-After, naming the class.
 //
 // A JSON body (Content-Type application/json, not empty) is parsed here, before the request is queued, within
 // FrontDoorOptions::json_limits (core/json.h: nesting, members, elements, values, repeated keys): a body

@@ -117,7 +117,9 @@ void Reply(const Respond& respond, const Result<Json>& r, int ok_status) {
   respond(r.ok() ? JsonResponse(ok_status, *r) : ProblemFrom(r.status()));
 }
 
-SHEPHERD_ROUTE_HANDLER(Healthz) { respond(JsonResponse(200, {{"status", "ok"}})); }
+SHEPHERD_ROUTE_HANDLER(Healthz) {
+  respond(JsonResponse(200, {{"status", "ok"}}));
+}
 
 SHEPHERD_ROUTE_HANDLER(Readyz) {
   if (ctx.controller->ready()) return respond(JsonResponse(200, {{"status", "ready"}}));
@@ -146,7 +148,9 @@ SHEPHERD_ROUTE_HANDLER(UiIndex) {
   respond(std::move(r));
 }
 
-SHEPHERD_ROUTE_HANDLER(UiFile) { respond(ServeUiFile(ctx.options.ui_dir, p.at("file"))); }
+SHEPHERD_ROUTE_HANDLER(UiFile) {
+  respond(ServeUiFile(ctx.options.ui_dir, p.at("file")));
+}
 
 }  // namespace api
 
@@ -179,8 +183,8 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
         "(a summary's completed seq went backwards), group_membership (a named group whose members changed, "
         "or a rank claiming a group it is not in), relay_foreign (relayed for a rank not on "
         "the node).\n# TYPE shepherd_reports_ignored_total counter\n";
-    for (IgnoredReason why : {IgnoredReason::kSeqBackwards, IgnoredReason::kGroupMembership,
-                              IgnoredReason::kRelayForeign})
+    for (IgnoredReason why :
+         {IgnoredReason::kSeqBackwards, IgnoredReason::kGroupMembership, IgnoredReason::kRelayForeign})
       *out += std::string("shepherd_reports_ignored_total{reason=\"") + ToString(why) + "\"} " +
               std::to_string(c->reports_ignored(why)) + "\n";
     *out +=

@@ -4,9 +4,9 @@
 #include <optional>
 
 #include "api/handlers.h"
-#include "api/route_handlers.h"
 #include "api/problem.h"
 #include "api/relayed_reports.h"
+#include "api/route_handlers.h"
 #include "api/views.h"
 #include "core/fields.h"
 #include "core/node.h"
@@ -236,8 +236,7 @@ SHEPHERD_ROUTE_HANDLER(Heartbeat) {
   // `hb` lives until the controller is done with it (the callback holds it).
   c->NodeHeartbeat(
       p.at("id"), hb->hb,
-      [respond, hb](Result<HeartbeatAck> r) { api::Reply(respond, r, RenderHeartbeatAck); },
-      hb->relayed);
+      [respond, hb](Result<HeartbeatAck> r) { api::Reply(respond, r, RenderHeartbeatAck); }, hb->relayed);
 }
 
 // The heartbeat's body converted where it was parsed, off the control thread (RouteRule::prepare).
@@ -303,8 +302,7 @@ SHEPHERD_ROUTE_HANDLER(RestartJob) {
           else
             errs.push_back({"replace_nodes", "must be an array of node ids"});
       } else
-        errs.push_back(
-            {k, k == "from" || k == "replace_nodes" ? "has the wrong type" : "unknown field"});
+        errs.push_back({k, k == "from" || k == "replace_nodes" ? "has the wrong type" : "unknown field"});
     }
   if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid restart request", errs)));
   c->RestartJob(p.at("id"), from, replace, reason, Describe(req.principal),

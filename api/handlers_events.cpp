@@ -3,8 +3,8 @@
 #include <cstdlib>
 
 #include "api/handlers.h"
-#include "api/route_handlers.h"
 #include "api/problem.h"
+#include "api/route_handlers.h"
 
 namespace shepherd {
 namespace {
@@ -43,8 +43,7 @@ SHEPHERD_ROUTE_HANDLER(ListEvents) {
     } else if (k == "limit") {
       char* end = nullptr;
       const long long n = v.empty() ? 0 : std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || v.size() > 9 || *end != '\0' || n < 1 ||
-          n > static_cast<long long>(api::kMaxPageSize))
+      if (v.empty() || v.size() > 9 || *end != '\0' || n < 1 || n > static_cast<long long>(api::kMaxPageSize))
         errs.push_back({"limit", "must be an integer from 1 to " + std::to_string(api::kMaxPageSize)});
       else
         limit = static_cast<std::size_t>(n);
@@ -63,9 +62,7 @@ SHEPHERD_ROUTE_HANDLER(ListEvents) {
   Result<EventPage> page = c->ReadEvents(*after, limit);
   if (!page.ok() || wait == 0 || !page->events.empty() || page->truncated) return reply(std::move(page));
   const Time deadline = clock->Now() + Seconds(wait);
-  auto watch = [c, after = *after, limit, deadline, reply] {
-    c->WatchEvents(after, limit, deadline, reply);
-  };
+  auto watch = [c, after = *after, limit, deadline, reply] { c->WatchEvents(after, limit, deadline, reply); };
   if (o.post_control)
     o.post_control(watch);
   else

@@ -90,15 +90,14 @@ SHEPHERD_ROUTE_HANDLER(IngestSlurmReports) {
   if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
   const std::string& slurm_job_id = p.at("slurm_job_id");
   if (!ValidSlurmJobId(slurm_job_id))
-    return respond(ProblemFrom(InvalidContent(
-        "invalid Slurm job id", {{"slurm_job_id", "must be a SLURM_JOB_ID (digits)"}})));
+    return respond(ProblemFrom(
+        InvalidContent("invalid Slurm job id", {{"slurm_job_id", "must be a SLURM_JOB_ID (digits)"}})));
   auto parsed = api::Body(req, o);
   if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
   const Json& body = **parsed;
   auto batch = ParseReportBatch(body, clock->Now());
   if (!batch.ok()) return respond(ProblemFrom(batch.status()));
-  if (auto unknown = api::RefuseUnknownFields(body, {"reports", "slurm"}))
-    return respond(*unknown);
+  if (auto unknown = api::RefuseUnknownFields(body, {"reports", "slurm"})) return respond(*unknown);
   auto env = ParseSlurmEnvelope(body);
   if (!env.ok()) return respond(ProblemFrom(env.status()));
   if (auto refused = api::CheckRankScope(req, *batch)) return respond(*refused);
@@ -121,21 +120,19 @@ SHEPHERD_ROUTE_HANDLER(IngestSlurmReports) {
     const bool allowed = role == Role::kAdmin || (role == Role::kRank && who->job == id) ||
                          (role == Role::kSubmitter && bound.owner == who->name);
     if (!allowed)
-      return respond(
-          Problem(403, "job " + id + " (Slurm job " + slurm_job_id + ") is not the caller's"));
+      return respond(Problem(403, "job " + id + " (Slurm job " + slurm_job_id + ") is not the caller's"));
     ingest(id, false, reports);
   };
   if (auto bound = c->FindExternalJob(slurm_job_id)) return to_bound(*bound, *batch);
   // The ranks of a job that ended here still report: theirs is no new job.
-  if (auto ended = c->EndedExternalRun(slurm_job_id, *batch))
-    return respond(Problem(409, *ended));
+  if (auto ended = c->EndedExternalRun(slurm_job_id, *batch)) return respond(Problem(409, *ended));
   if (role == Role::kRank)  // a rank credential is bound to one job: it never creates another
-    return respond(Problem(403, "no job is bound to Slurm job " + slurm_job_id +
-                                    ", and a rank credential cannot create one"));
+    return respond(Problem(
+        403, "no job is bound to Slurm job " + slurm_job_id + ", and a rank credential cannot create one"));
   if (!env->ntasks)
-    return respond(ProblemFrom(InvalidContent(
-        "no job is bound to Slurm job " + slurm_job_id + ": its first report creates it",
-        {{"slurm.ntasks", "is required to create the job (SLURM_NTASKS)"}})));
+    return respond(ProblemFrom(
+        InvalidContent("no job is bound to Slurm job " + slurm_job_id + ": its first report creates it",
+                       {{"slurm.ntasks", "is required to create the job (SLURM_NTASKS)"}})));
   auto spec = CreatedSpec(slurm_job_id, *env);
   if (!spec.ok()) return respond(ProblemFrom(spec.status()));
   // Creating binds the id: Slurm must show the job as the caller's. The answer may come later
@@ -143,16 +140,15 @@ SHEPHERD_ROUTE_HANDLER(IngestSlurmReports) {
   HttpRequest caller;  // what SubmitAs reads of the request, without its body
   caller.principal = who;
   caller.request_id = req.request_id;
-  CheckSlurmBinding(
-      o.show_slurm_job, o.slurm_users, who, slurm_job_id, "slurm_job_id", respond,
-      [c, o, slurm_job_id, caller = std::move(caller), respond, ingest, to_bound,
-       spec = std::move(spec).value(), reports = std::move(batch).value()]() mutable {
-        if (auto bound = c->FindExternalJob(slurm_job_id)) return to_bound(*bound, reports);
-        if (auto ended = c->EndedExternalRun(slurm_job_id, reports))
-          return respond(Problem(409, *ended));
-        api::SubmitAs(c, o, caller, std::move(spec), respond,
-                      [ingest, reports](const JobView& v) { ingest(v.job.id, true, reports); });
-      });
+  CheckSlurmBinding(o.show_slurm_job, o.slurm_users, who, slurm_job_id, "slurm_job_id", respond,
+                    [c, o, slurm_job_id, caller = std::move(caller), respond, ingest, to_bound,
+                     spec = std::move(spec).value(), reports = std::move(batch).value()]() mutable {
+                      if (auto bound = c->FindExternalJob(slurm_job_id)) return to_bound(*bound, reports);
+                      if (auto ended = c->EndedExternalRun(slurm_job_id, reports))
+                        return respond(Problem(409, *ended));
+                      api::SubmitAs(c, o, caller, std::move(spec), respond,
+                                    [ingest, reports](const JobView& v) { ingest(v.job.id, true, reports); });
+                    });
 }
 
 }  // namespace api

@@ -6,8 +6,8 @@
 
 #include "api/goodput_views.h"
 #include "api/handlers.h"
-#include "api/route_handlers.h"
 #include "api/problem.h"
+#include "api/route_handlers.h"
 
 namespace shepherd {
 namespace {

@@ -4,8 +4,8 @@
 #include <cstdlib>
 
 #include "api/handlers.h"
-#include "api/route_handlers.h"
 #include "api/problem.h"
+#include "api/route_handlers.h"
 #include "api/views.h"
 #include "health/step_history.h"
 
@@ -44,9 +44,8 @@ SHEPHERD_ROUTE_HANDLER(IngestReports) {
   if (!batch.ok()) return respond(ProblemFrom(batch.status()));
   if (auto unknown = api::RefuseUnknownFields(body, {"reports"})) return respond(*unknown);
   if (auto refused = api::CheckRankScope(req, *batch)) return respond(*refused);
-  c->IngestReports(p.at("id"), *batch, [respond](Result<IngestSummary> r) {
-    api::Reply(respond, r, RenderIngest, 202);
-  });
+  c->IngestReports(p.at("id"), *batch,
+                   [respond](Result<IngestSummary> r) { api::Reply(respond, r, RenderIngest, 202); });
 }
 
 SHEPHERD_ROUTE_HANDLER(GetHealth) {
@@ -67,8 +66,7 @@ SHEPHERD_ROUTE_HANDLER(GetSteps) {
       errs.push_back({k, "unknown query parameter"});
       continue;
     }
-    const bool digits = !v.empty() && v.size() <= 4 &&
-                        v.find_first_not_of("0123456789") == std::string::npos;
+    const bool digits = !v.empty() && v.size() <= 4 && v.find_first_not_of("0123456789") == std::string::npos;
     limit = digits ? std::strtoul(v.c_str(), nullptr, 10) : 0;
     if (limit < 1 || limit > StepHistory::kCapacity)
       errs.push_back({"limit", "must be an integer from 1 to 2000"});
@@ -92,16 +90,14 @@ SHEPHERD_ROUTE_HANDLER(ListCheckpoints) {
   auto& all = list->checkpoints;
   auto from = all.begin();
   if (!page.after.empty()) {
-    from = std::find_if(all.begin(), all.end(),
-                        [&](const Checkpoint& x) { return x.id == page.after; });
+    from = std::find_if(all.begin(), all.end(), [&](const Checkpoint& x) { return x.id == page.after; });
     if (from == all.end())
-      return respond(ProblemFrom(
-          InvalidContent("invalid query", {{"cursor", "names no checkpoint of this job"}})));
+      return respond(
+          ProblemFrom(InvalidContent("invalid query", {{"cursor", "names no checkpoint of this job"}})));
     ++from;
   }
   const bool more = static_cast<std::size_t>(all.end() - from) > page.limit;
-  all = std::vector<Checkpoint>(
-      from, more ? from + static_cast<std::ptrdiff_t>(page.limit) : all.end());
+  all = std::vector<Checkpoint>(from, more ? from + static_cast<std::ptrdiff_t>(page.limit) : all.end());
   Json body = RenderCheckpoints(*list);
   api::SetNextCursor(&body, more, all.empty() ? "" : all.back().id);
   respond(JsonResponse(200, body));

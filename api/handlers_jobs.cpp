@@ -1,9 +1,9 @@
 // /v1/plan and /v1/jobs routes.
-#include "api/handlers.h"
-#include "api/route_handlers.h"
-#include "api/problem.h"
-#include "api/views.h"
 #include "api/goodput_views.h"
+#include "api/handlers.h"
+#include "api/problem.h"
+#include "api/route_handlers.h"
+#include "api/views.h"
 
 namespace shepherd {
 namespace {
@@ -146,7 +146,8 @@ SHEPHERD_ROUTE_HANDLER(PlanJobRequest) {
     Result<PlanEstimate> est = PlanJob(spec, hw);
     if (!est.ok()) return respond(ProblemFrom(est.status()));
     Json answer = ToJson(*est);
-    answer["checkpoint_advice"] = PlanAdviceJson(spec, *est, rate.enough ? rate.per_node_hour : kLlama3InterruptionsPerNodeHour, rate.enough);
+    answer["checkpoint_advice"] = PlanAdviceJson(
+        spec, *est, rate.enough ? rate.per_node_hour : kLlama3InterruptionsPerNodeHour, rate.enough);
     respond(JsonResponse(200, std::move(answer)));
   };
   if (!off_control) return search();
@@ -173,11 +174,9 @@ SHEPHERD_ROUTE_HANDLER(SubmitJob) {
   caller.principal = req.principal;
   caller.request_id = req.request_id;
   const std::string id = spec->external_id;
-  CheckSlurmBinding(
-      o.show_slurm_job, o.slurm_users, req.principal, id, "external_id", respond,
-      [c, o, caller = std::move(caller), spec = std::move(spec).value(), respond, created]() mutable {
-        api::SubmitAs(c, o, caller, std::move(spec), respond, created);
-      });
+  CheckSlurmBinding(o.show_slurm_job, o.slurm_users, req.principal, id, "external_id", respond,
+                    [c, o, caller = std::move(caller), spec = std::move(spec).value(), respond,
+                     created]() mutable { api::SubmitAs(c, o, caller, std::move(spec), respond, created); });
 }
 
 SHEPHERD_ROUTE_HANDLER(ListJobs) {

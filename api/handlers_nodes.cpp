@@ -1,7 +1,7 @@
 // /v1/nodes routes.
 #include "api/handlers.h"
-#include "api/route_handlers.h"
 #include "api/problem.h"
+#include "api/route_handlers.h"
 #include "api/views.h"
 
 namespace shepherd {
@@ -23,10 +23,9 @@ SHEPHERD_ROUTE_HANDLER(RegisterNode) {
   // An agent speaks for its own node only, and may not lift a cordon by re-registering.
   if (req.principal && req.principal->role == Role::kAgent) {
     if (req.principal->node != node->id)
-      return respond(Problem(403, "this agent's credential is for node " +
-                                      req.principal->node.value_or("?") + ", not " + node->id));
-    if (schedulable_given)
-      return respond(Problem(403, "an agent may not set schedulable; operators cordon"));
+      return respond(Problem(403, "this agent's credential is for node " + req.principal->node.value_or("?") +
+                                      ", not " + node->id));
+    if (schedulable_given) return respond(Problem(403, "an agent may not set schedulable; operators cordon"));
   }
   if (o.quotas.max_nodes > 0 && !stored.ok() &&
       c->node_count() >= static_cast<std::size_t>(o.quotas.max_nodes))
@@ -113,8 +112,7 @@ SHEPHERD_ROUTE_HANDLER(PatchNode) {
   if (patch.drain && patch.schedulable == true)
     errs.push_back({"drain", "a drain takes the node out of service: schedulable must not be true"});
   if (!errs.empty()) return respond(ProblemFrom(InvalidContent("the patch is invalid", errs)));
-  c->PatchNode(p.at("id"), patch,
-               [respond](Result<NodeView> r) { api::Reply(respond, r, RenderNode); });
+  c->PatchNode(p.at("id"), patch, [respond](Result<NodeView> r) { api::Reply(respond, r, RenderNode); });
 }
 
 // The operator's decision on processes the daemon has no record of (docs/api.md): the agent stops them.
@@ -122,8 +120,7 @@ SHEPHERD_ROUTE_HANDLER(StopUnknownProcesses) {
   Controller* const c = ctx.controller;
   const ApiOptions& o = ctx.options;
   if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-  c->StopUnknownProcesses(
-      p.at("id"), [respond](Result<NodeView> r) { api::Reply(respond, r, RenderNode); });
+  c->StopUnknownProcesses(p.at("id"), [respond](Result<NodeView> r) { api::Reply(respond, r, RenderNode); });
 }
 
 SHEPHERD_ROUTE_HANDLER(DeleteNode) {

@@ -49,6 +49,13 @@ const char* ToString(Ownership o);
 // answer whatever the control thread is doing). The router answers it too for callers without a FrontDoor.
 enum class Probe { kNone, kLive, kReady };
 
+// Whose rate a route's requests are limited by, judged at the request head (daemon/overload.h).
+enum class RateKey {
+  kNone,
+  kNode,  // the node in {id}: an agent's heartbeats
+  kRank,  // the rank a per-rank credential names: a rank's reports
+};
+
 struct RouteRule {
   std::string method;
   std::string pattern;      // segments in braces bind path parameters: "/v1/jobs/{id}/cancel"
@@ -62,6 +69,7 @@ struct RouteRule {
   // ControlLock shared (api/request_queue.h, api/front_door.h).
   RequestClass queue = RequestClass::kWrite;
   Probe probe = Probe::kNone;
+  RateKey rate_key = RateKey::kNone;
   std::string summary;  // one line for docs/api.md's route list
   // Further per-route attributes (e.g. whether a follower may serve the route) belong here, next to the
   // route they describe.
@@ -76,8 +84,9 @@ inline bool Serves(std::string_view route_method, std::string_view method) {
   return route_method == method || (method == "HEAD" && route_method == "GET");
 }
 
-// The route for method + path (a query, if any, is ignored); path params bound, percent-decoded. nullptr when no route matches (404), `*path_known` set when the path matches
-// another method (405) and `*allow` (when given) listing the methods that path serves ("GET, HEAD, POST").
+// The route for method + path (a query, if any, is ignored); path params bound, percent-decoded. nullptr when
+// no route matches (404), `*path_known` set when the path matches another method (405) and `*allow` (when
+// given) listing the methods that path serves ("GET, HEAD, POST").
 const RouteRule* FindRouteRule(std::string_view method, std::string_view path, PathParams* params,
                                bool* path_known, std::string* allow = nullptr);
 

@@ -24,7 +24,9 @@ std::vector<std::string_view> Split(std::string_view path) {
   return out;
 }
 
-bool IsParam(std::string_view seg) { return seg.size() > 2 && seg.front() == '{' && seg.back() == '}'; }
+bool IsParam(std::string_view seg) {
+  return seg.size() > 2 && seg.front() == '{' && seg.back() == '}';
+}
 
 // Whether `pattern` matches the segments of a path; binds its parameters into `params` only when it does.
 bool Match(std::string_view pattern, const std::vector<std::string_view>& path, PathParams* params) {

@@ -72,8 +72,9 @@ class Router {
     RoutePrepare prepare;
   };
   // Admit for the route `rule` (nullptr: none matches) the head's path gave, with its `params`.
-  std::optional<HttpResponse> AdmitTo(const HttpRequest& head, const RouteRule* rule, const PathParams& params,
-                                      std::optional<Principal>* principal, bool defer_ownership) const;
+  std::optional<HttpResponse> AdmitTo(const HttpRequest& head, const RouteRule* rule,
+                                      const PathParams& params, std::optional<Principal>* principal,
+                                      bool defer_ownership) const;
 
   Metrics* metrics_;
   std::shared_ptr<const ApiContext> context_;

@@ -309,7 +309,7 @@ TermEnd ServeTerm(const DaemonConfig& config, const TermContext& term) {
       d.max_connections = principal->rank ? rank_cap : shared_rank_cap;
     d.body_class = BodyClassOf(principal, authenticator.enabled(), QueueOf(rule, head.method));
     if (!d.refuse && rule) {
-      d.refuse = flood->Judge(head.method, rule->pattern, params, principal, std::chrono::steady_clock::now());
+      d.refuse = flood->Judge(*rule, params, principal, std::chrono::steady_clock::now());
       if (d.refuse) shedding.Count(ShedReason::kRateLimited);
     }
     return d;
