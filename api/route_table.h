@@ -1,13 +1,13 @@
 // The route table: every route the API serves, declared once (api/route_table.cpp). One entry per route
 // holds its method and path pattern, who may call it (public, roles, and the ownership rules that bind
 // agents to their node, ranks to their job and submitters to the jobs they submitted), the named handler
-// function that answers it, the queue it runs from (which thread), and the one-line summary docs/api.md's
-// route list is generated from (`shepherdd routes`, scripts/api_routes_table.py).
+// function that answers it, the queue it runs from (which thread), whose rate limits it, and the one-line
+// summary docs/api.md's route list is generated from (`shepherdd routes`, scripts/api_routes_table.py).
 //
 // Everything that asks "which route is this request?" asks FindRouteRule: the router's dispatch and its
 // 404/405 (api/router.h), authorization at the request head on the I/O thread and again on the thread that
-// runs the route, the FrontDoor's queue choice and probes (api/front_door.h). There is no other list of paths
-// and no other path matcher.
+// runs the route, the FrontDoor's queue choice and probes (api/front_door.h), the per-sender rate limits
+// (daemon/overload.h). There is no other list of paths and no other path matcher.
 //
 // Threading: the table is built once (on first use) and immutable after; every function here is pure and
 // thread-safe. Handlers run where `queue` says (api/front_door.h); the table only names them.
