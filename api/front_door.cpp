@@ -44,19 +44,22 @@ BodyClass BodyClassOf(const std::optional<Principal>& principal, bool auth_enabl
 
 void FrontDoor::Handle(HttpRequest request, Respond respond) const {
   const std::string path = PathOf(request.target);
-  const bool get = request.method == "GET" || request.method == "HEAD";
-  auto answer = [&](const std::string& route, HttpResponse res) {
-    if (observe_) observe_(route, request.method, res.status);
+  PathParams params;
+  bool known = false;
+  const RouteRule* route = FindRouteRule(request.method, path, &params, &known);
+  auto answer = [&](const std::string& label, HttpResponse res) {
+    if (observe_) observe_(label, request.method, res.status);
     respond(std::move(res));
   };
-  if (get && path == "/healthz") return answer(path, JsonResponse(200, {{"status", "ok"}}));
-  if (get && path == "/readyz") {
+  if (route && route->probe == Probe::kLive)
+    return answer(route->pattern, JsonResponse(200, {{"status", "ok"}}));
+  if (route && route->probe == Probe::kReady) {
     if (ready_->load(std::memory_order_acquire)) {
       Json body{{"status", "ready"}};
       if (!options_.role.empty()) body["role"] = options_.role;
-      return answer(path, JsonResponse(200, body));
+      return answer(route->pattern, JsonResponse(200, body));
     }
-    return answer(path, ProblemFrom(Unavailable("storage is not open or state is not recovered")));
+    return answer(route->pattern, ProblemFrom(Unavailable("storage is not open or state is not recovered")));
   }
   if (options_.test_hooks && request.method == "POST" && path == "/test/block-control") {
     long ms = 0;
@@ -71,7 +74,7 @@ void FrontDoor::Handle(HttpRequest request, Respond respond) const {
       respond(Problem(429, "the write queue is full"));
     return;
   }
-  const RequestClass c = ClassOf(request.method, path);
+  const RequestClass c = QueueOf(route, request.method);
   auto shared = std::make_shared<HttpRequest>(std::move(request));
   if (!IsJsonBody(*shared) || !ready_->load(std::memory_order_acquire))  // not ready: the handler's 503
     return Enqueue(c, std::move(shared), std::move(respond));

@@ -1,11 +1,11 @@
-// FrontDoor: the HttpServer's handler, on the I/O thread. It answers GET /healthz and GET /readyz itself
-// (from an atomic readiness flag, never through the control thread, so probes answer whatever the control
-// thread is doing). Every other request goes through a bounded RequestQueue in its class
-// (api/request_queue.h): reports, heartbeats and writes to the control thread; reads (GET and HEAD, except
-// agents' long polls) to the reader thread, which runs the route holding the ControlLock shared
-// (control/control_lock.h), so a read never waits in the control thread's queue and never takes the control
-// thread's time. A request whose class is full is answered at once: 429 problem+json with Retry-After,
-// naming the class.
+// FrontDoor: the HttpServer's handler, on the I/O thread. It answers the probe routes (GET /healthz and GET
+// /readyz: RouteRule::probe) itself, from an atomic readiness flag, never through the control thread, so
+// probes answer whatever the control thread is doing. Every other request goes through a bounded
+// RequestQueue in its route's class (RouteRule::queue, api/request_queue.h): reports, heartbeats and writes
+// to the control thread; reads (GET and HEAD, except agents' long polls) to the reader thread, which runs
+// the route holding the ControlLock shared (control/control_lock.h), so a read never waits in the control
+// thread's queue and never takes the control thread's time. A request whose class is full is answered at
+// once: 429 problem+json with Retry-After, naming the class.
 //
 // A JSON body (Content-Type application/json, not empty) is parsed here, before the request is queued, within
 // FrontDoorOptions::json_limits (core/json.h: nesting, members, elements, values, repeated keys): a body

@@ -6,6 +6,7 @@
 
 #include "api/metrics_state.h"
 #include "api/problem.h"
+#include "api/route_handlers.h"
 #include "api/static_files.h"
 #include "core/fields.h"
 
@@ -116,16 +117,42 @@ void Reply(const Respond& respond, const Result<Json>& r, int ok_status) {
   respond(r.ok() ? JsonResponse(ok_status, *r) : ProblemFrom(r.status()));
 }
 
-}  // namespace api
+SHEPHERD_ROUTE_HANDLER(Healthz) {
+  respond(JsonResponse(200, {{"status", "ok"}}));
+}
 
-void RegisterNodeRoutes(Router* router, Controller* c, ApiOptions o);
-void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
-void RegisterHealthRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
-void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
-void RegisterExternalRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
-void RegisterEventRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
-void RegisterSimulateRoutes(Router* router, Controller* c, ApiOptions o);
-void RegisterGoodputRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock);
+SHEPHERD_ROUTE_HANDLER(Readyz) {
+  if (ctx.controller->ready()) return respond(JsonResponse(200, {{"status", "ready"}}));
+  respond(ProblemFrom(Unavailable("storage is not open or state is not recovered")));
+}
+
+SHEPHERD_ROUTE_HANDLER(MetricsText) {
+  HttpResponse r;
+  r.content_type = "text/plain; version=0.0.4";
+  r.body = ctx.metrics->Exposition(ctx.options.version);
+  respond(std::move(r));
+}
+
+SHEPHERD_ROUTE_HANDLER(WhoAmI) {
+  const Principal who = req.principal.value_or(Principal{Role::kAdmin, "anonymous", {}, {}, {}});
+  respond(JsonResponse(200, {{"name", who.name}, {"role", ToString(who.role)}}));
+}
+
+// "/ui" and "/ui/" match the same route: only the bare one is redirected, so relative links resolve.
+SHEPHERD_ROUTE_HANDLER(UiIndex) {
+  if (PathOf(req.target) == "/ui/") return respond(ServeUiFile(ctx.options.ui_dir, "index.html"));
+  HttpResponse r;
+  r.status = 308;
+  r.content_type = "text/plain; charset=utf-8";
+  r.headers.emplace_back("Location", "/ui/");
+  respond(std::move(r));
+}
+
+SHEPHERD_ROUTE_HANDLER(UiFile) {
+  respond(ServeUiFile(ctx.options.ui_dir, p.at("file")));
+}
+
+}  // namespace api
 
 void InstallAuth(Router* router, Controller* c, Authenticator* auth) {
   // Rank credentials are minted per rank of an attempt by the control layer (control/rank_tokens.h).
@@ -140,33 +167,9 @@ void InstallAuth(Router* router, Controller* c, Authenticator* auth) {
 }
 
 void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions o, const Clock* clock) {
-  router->Add("GET", "/healthz", [](const HttpRequest&, const PathParams&, Respond respond) {
-    respond(JsonResponse(200, {{"status", "ok"}}));
-  });
-  router->Add("GET", "/readyz", [c](const HttpRequest&, const PathParams&, Respond respond) {
-    if (c->ready()) return respond(JsonResponse(200, {{"status", "ready"}}));
-    respond(ProblemFrom(Unavailable("storage is not open or state is not recovered")));
-  });
-  router->Add("GET", "/metrics", [metrics, o](const HttpRequest&, const PathParams&, Respond respond) {
-    HttpResponse r;
-    r.content_type = "text/plain; version=0.0.4";
-    r.body = metrics->Exposition(o.version);
-    respond(std::move(r));
-  });
-  RegisterNodeRoutes(router, c, o);
-  RegisterJobRoutes(router, c, o, clock);
-  RegisterHealthRoutes(router, c, o, clock);
-  RegisterAgentRoutes(router, c, o, clock);
-  RegisterExternalRoutes(router, c, o, clock);
-  RegisterEventRoutes(router, c, o, clock);
-  RegisterSimulateRoutes(router, c, o);
-  RegisterGoodputRoutes(router, c, o, clock);
-  RegisterUiRoutes(router, o.ui_dir);
-  router->Add("GET", "/v1/whoami", [](const HttpRequest& req, const PathParams&, Respond respond) {
-    const Principal who = req.principal.value_or(Principal{Role::kAdmin, "anonymous", {}, {}, {}});
-    respond(JsonResponse(200, {{"name", who.name}, {"role", ToString(who.role)}}));
-  });
-  metrics->SetGaugeSource([c, clock, planner = o.planner](std::string* out) {
+  PlanRunner* const planner = o.planner;
+  router->Bind(std::make_shared<const ApiContext>(ApiContext{c, metrics, std::move(o), clock}));
+  metrics->SetGaugeSource([c, clock, planner](std::string* out) {
     AppendStateMetrics(*c, clock->Now(), out);
     *out += "# HELP shepherd_findings_total Findings by kind.\n# TYPE shepherd_findings_total counter\n";
     for (const auto& [kind, n] : c->finding_counts())
@@ -180,8 +183,8 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
         "(a summary's completed seq went backwards), group_membership (a named group whose members changed, "
         "or a rank claiming a group it is not in), relay_foreign (relayed for a rank not on "
         "the node).\n# TYPE shepherd_reports_ignored_total counter\n";
-    for (IgnoredReason why : {IgnoredReason::kSeqBackwards, IgnoredReason::kGroupMembership,
-                              IgnoredReason::kRelayForeign})
+    for (IgnoredReason why :
+         {IgnoredReason::kSeqBackwards, IgnoredReason::kGroupMembership, IgnoredReason::kRelayForeign})
       *out += std::string("shepherd_reports_ignored_total{reason=\"") + ToString(why) + "\"} " +
               std::to_string(c->reports_ignored(why)) + "\n";
     *out +=

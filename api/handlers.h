@@ -1,6 +1,7 @@
-// The REST API (shared/API.md, docs/api.md): routes from HTTP to the Controller. Authentication and the
-// route table's role and ownership checks happen in the Router before a handler runs (api/route_table.h);
-// each handler then checks and returns early, in this order: readiness -> content type -> parse
+// The REST API (shared/API.md, docs/api.md): routes from HTTP to the Controller. The route table
+// (api/route_table.h) names each route's handler (api/route_handlers.h); authentication and the table's role
+// and ownership checks happen in the Router before a handler runs; each handler then checks and returns
+// early, in this order: readiness -> content type -> parse
 // (within JsonLimits; done by the FrontDoor before the request is queued) -> validate (incl. the site's job
 // policy) -> dispatch. Handlers run on the control thread; planner searches run on the planner thread
 // (ApiOptions::planner).
@@ -58,9 +59,18 @@ struct ApiOptions {
   std::string ui_dir;
 };
 
-// `clock` turns long-poll waits into deadlines. Also installs the job-owner lookup the route table's
-// submitter rule needs (Router::SetAuth keeps `auth`; nullptr: auth off).
+// What every route's handler is given (api/route_table.h): set once by RegisterRoutes, read-only after.
+struct ApiContext {
+  Controller* controller;
+  Metrics* metrics;
+  ApiOptions options;
+  const Clock* clock;  // turns long-poll waits into deadlines
+};
+
+// Installs the job-owner lookup the route table's submitter rule needs (Router::SetAuth keeps `auth`;
+// nullptr: auth off).
 void InstallAuth(Router* router, Controller* controller, Authenticator* auth);
+// Binds the route table's handlers to `controller` (Router::Bind) and the state gauges to `metrics`.
 void RegisterRoutes(Router* router, Controller* controller, Metrics* metrics, ApiOptions options,
                     const Clock* clock);
 

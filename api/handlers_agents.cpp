@@ -6,6 +6,7 @@
 #include "api/handlers.h"
 #include "api/problem.h"
 #include "api/relayed_reports.h"
+#include "api/route_handlers.h"
 #include "api/views.h"
 #include "core/fields.h"
 #include "core/node.h"
@@ -213,94 +214,102 @@ Result<ParsedHeartbeat> ParseHeartbeat(const Json& body, Time now) {
 
 }  // namespace
 
-void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock) {
-  router->Add(
-      "POST", "/v1/nodes/{id}/heartbeat",
-      [c, o, clock](const HttpRequest& req, const PathParams& p, Respond respond) {
-        if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
-        // Converted where the body was parsed (the prepare step below); here only when it was not.
-        auto hb = std::static_pointer_cast<const ParsedHeartbeat>(req.prepared);
-        if (!hb) {
-          auto parsed = api::Body(req, o);
-          if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
-          auto fresh = ParseHeartbeat(**parsed, clock->Now());
-          if (!fresh.ok()) return respond(ProblemFrom(fresh.status()));
-          hb = std::make_shared<const ParsedHeartbeat>(std::move(fresh).value());
-        }
-        if (!hb->hb.gpu_faults.empty())  // an unknown node is the controller's 404
-          if (auto node = c->GetNode(p.at("id")); node.ok())
-            if (auto refused = GpuOutsideNode(hb->hb, node->node)) return respond(*refused);
-        // `hb` lives until the controller is done with it (the callback holds it).
-        c->NodeHeartbeat(
-            p.at("id"), hb->hb,
-            [respond, hb](Result<HeartbeatAck> r) { api::Reply(respond, r, RenderHeartbeatAck); },
-            hb->relayed);
-      },
-      [clock](HttpRequest& req) -> std::optional<HttpResponse> {
-        if (!req.json) return std::nullopt;  // not JSON: the handler's 415
-        auto hb = ParseHeartbeat(*req.json, clock->Now());
-        if (!hb.ok()) return ProblemFrom(hb.status());
-        req.prepared = std::make_shared<const ParsedHeartbeat>(std::move(hb).value());
-        return std::nullopt;
-      });
-  router->Add(
-      "GET", "/v1/nodes/{id}/assignments",
-      [c, o, clock](const HttpRequest& req, const PathParams& p, Respond respond) {
-        if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-        auto q = ParseQuery(req.target);
-        // Whole values only: "abc" (strtoll's 0) or "5s" were answered as if valid.
-        auto whole = [](const std::string& s, auto parse) {
-          char* end = nullptr;
-          errno = 0;
-          auto v = parse(s.c_str(), &end);
-          return !s.empty() && end == s.c_str() + s.size() && errno == 0 ? std::optional(v) : std::nullopt;
-        };
-        auto to_ll = [](const char* s, char** e) { return std::strtoll(s, e, 10); };
-        auto to_d = [](const char* s, char** e) { return std::strtod(s, e); };
-        std::optional<long long> version = q.count("version") ? whole(q["version"], to_ll) : -1;
-        if (!version)
-          return respond(ProblemFrom(InvalidContent("invalid query", {{"version", "must be an integer"}})));
-        std::optional<double> wait = q.count("wait") ? whole(q["wait"], to_d) : 30.0;
-        if (!wait || !(*wait >= 0 && *wait <= 300))
-          return respond(ProblemFrom(InvalidContent("invalid query", {{"wait", "must be 0-300 seconds"}})));
-        // keep=1: the agent leaves the answer's `keep` processes alone (docs/agent-protocol.md).
-        if (q.count("keep") && q["keep"] != "0" && q["keep"] != "1")
-          return respond(ProblemFrom(InvalidContent("invalid query", {{"keep", "must be 0 or 1"}})));
-        const bool can_keep = q.count("keep") && q["keep"] == "1";
-        c->WatchAssignments(p.at("id"), *version, clock->Now() + Seconds(*wait), can_keep,
-                            [respond](Result<Assignments> r) { api::Reply(respond, r, RenderAssignments); });
-      });
-  router->Add(
-      "POST", "/v1/jobs/{id}/restart", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
-        if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
-        auto parsed = api::Body(req, o);
-        if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
-        const Json& body = **parsed;
-        std::vector<FieldError> errs;
-        std::string from = "last-known-good", reason;
-        std::vector<std::string> replace;
-        if (!body.is_object())
-          errs.push_back({"$", "must be an object"});
-        else
-          for (auto& [k, v] : body.items()) {
-            if (k == "from" && v.is_string() && !v.get_ref<const std::string&>().empty())
-              from = v;
-            else if (k == "reason")
-              reason = api::ReadReason(v, k, &errs).value_or("");
-            else if (k == "replace_nodes" && v.is_array()) {
-              for (const Json& n : v)
-                if (n.is_string() && ValidNodeId(n.get<std::string>()))
-                  replace.push_back(n);
-                else
-                  errs.push_back({"replace_nodes", "must be an array of node ids"});
-            } else
-              errs.push_back(
-                  {k, k == "from" || k == "replace_nodes" ? "has the wrong type" : "unknown field"});
-          }
-        if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid restart request", errs)));
-        c->RestartJob(p.at("id"), from, replace, reason, Describe(req.principal),
-                      [respond](Result<RestartOutcome> r) { api::Reply(respond, r, RenderRestart, 202); });
-      });
+namespace api {
+
+SHEPHERD_ROUTE_HANDLER(Heartbeat) {
+  Controller* const c = ctx.controller;
+  const ApiOptions& o = ctx.options;
+  const Clock* const clock = ctx.clock;
+  if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
+  // Converted where the body was parsed (PrepareHeartbeat); here only when it was not.
+  auto hb = std::static_pointer_cast<const ParsedHeartbeat>(req.prepared);
+  if (!hb) {
+    auto parsed = api::Body(req, o);
+    if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
+    auto fresh = ParseHeartbeat(**parsed, clock->Now());
+    if (!fresh.ok()) return respond(ProblemFrom(fresh.status()));
+    hb = std::make_shared<const ParsedHeartbeat>(std::move(fresh).value());
+  }
+  if (!hb->hb.gpu_faults.empty())  // an unknown node is the controller's 404
+    if (auto node = c->GetNode(p.at("id")); node.ok())
+      if (auto refused = GpuOutsideNode(hb->hb, node->node)) return respond(*refused);
+  // `hb` lives until the controller is done with it (the callback holds it).
+  c->NodeHeartbeat(
+      p.at("id"), hb->hb,
+      [respond, hb](Result<HeartbeatAck> r) { api::Reply(respond, r, RenderHeartbeatAck); }, hb->relayed);
 }
+
+// The heartbeat's body converted where it was parsed, off the control thread (RouteRule::prepare).
+std::optional<HttpResponse> PrepareHeartbeat(const ApiContext& ctx, HttpRequest& req) {
+  if (!req.json) return std::nullopt;  // not JSON: the handler's 415
+  auto hb = ParseHeartbeat(*req.json, ctx.clock->Now());
+  if (!hb.ok()) return ProblemFrom(hb.status());
+  req.prepared = std::make_shared<const ParsedHeartbeat>(std::move(hb).value());
+  return std::nullopt;
+}
+
+SHEPHERD_ROUTE_HANDLER(WatchAssignments) {
+  Controller* const c = ctx.controller;
+  const ApiOptions& o = ctx.options;
+  const Clock* const clock = ctx.clock;
+  if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
+  auto q = ParseQuery(req.target);
+  // Whole values only: "abc" (strtoll's 0) or "5s" were answered as if valid.
+  auto whole = [](const std::string& s, auto parse) {
+    char* end = nullptr;
+    errno = 0;
+    auto v = parse(s.c_str(), &end);
+    return !s.empty() && end == s.c_str() + s.size() && errno == 0 ? std::optional(v) : std::nullopt;
+  };
+  auto to_ll = [](const char* s, char** e) { return std::strtoll(s, e, 10); };
+  auto to_d = [](const char* s, char** e) { return std::strtod(s, e); };
+  std::optional<long long> version = q.count("version") ? whole(q["version"], to_ll) : -1;
+  if (!version)
+    return respond(ProblemFrom(InvalidContent("invalid query", {{"version", "must be an integer"}})));
+  std::optional<double> wait = q.count("wait") ? whole(q["wait"], to_d) : 30.0;
+  if (!wait || !(*wait >= 0 && *wait <= 300))
+    return respond(ProblemFrom(InvalidContent("invalid query", {{"wait", "must be 0-300 seconds"}})));
+  // keep=1: the agent leaves the answer's `keep` processes alone (docs/agent-protocol.md).
+  if (q.count("keep") && q["keep"] != "0" && q["keep"] != "1")
+    return respond(ProblemFrom(InvalidContent("invalid query", {{"keep", "must be 0 or 1"}})));
+  const bool can_keep = q.count("keep") && q["keep"] == "1";
+  c->WatchAssignments(p.at("id"), *version, clock->Now() + Seconds(*wait), can_keep,
+                      [respond](Result<Assignments> r) { api::Reply(respond, r, RenderAssignments); });
+}
+
+SHEPHERD_ROUTE_HANDLER(RestartJob) {
+  Controller* const c = ctx.controller;
+  const ApiOptions& o = ctx.options;
+  if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
+  auto parsed = api::Body(req, o);
+  if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
+  const Json& body = **parsed;
+  std::vector<FieldError> errs;
+  std::string from = "last-known-good", reason;
+  std::vector<std::string> replace;
+  if (!body.is_object())
+    errs.push_back({"$", "must be an object"});
+  else
+    for (auto& [k, v] : body.items()) {
+      if (k == "from" && v.is_string() && !v.get_ref<const std::string&>().empty())
+        from = v;
+      else if (k == "reason")
+        reason = api::ReadReason(v, k, &errs).value_or("");
+      else if (k == "replace_nodes" && v.is_array()) {
+        for (const Json& n : v)
+          if (n.is_string() && ValidNodeId(n.get<std::string>()))
+            replace.push_back(n);
+          else
+            errs.push_back({"replace_nodes", "must be an array of node ids"});
+      } else
+        errs.push_back({k, k == "from" || k == "replace_nodes" ? "has the wrong type" : "unknown field"});
+    }
+  if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid restart request", errs)));
+  c->RestartJob(p.at("id"), from, replace, reason, Describe(req.principal),
+                [respond](Result<RestartOutcome> r) { api::Reply(respond, r, RenderRestart, 202); });
+}
+// The heartbeat's body converted where it was parsed, off the control thread (RouteRule::prepare).
+
+}  // namespace api
 
 }  // namespace shepherd

@@ -10,6 +10,7 @@
 // external-id index before it returns, so the next report (of 64 arriving together) finds it. Reports that
 // waited for Slurm's answer look the id up again once it came.
 #include "api/handlers.h"
+#include "api/route_handlers.h"
 #include "api/views.h"
 #include "core/fields.h"
 
@@ -80,67 +81,66 @@ Result<JobSpec> CreatedSpec(const std::string& slurm_job_id, const SlurmEnvelope
 
 }  // namespace
 
-void RegisterExternalRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock) {
-  router->Add("POST", "/v1/external/slurm/{slurm_job_id}/reports",
-              [c, o, clock](const HttpRequest& req, const PathParams& p, Respond respond) {
-                if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
-                const std::string& slurm_job_id = p.at("slurm_job_id");
-                if (!ValidSlurmJobId(slurm_job_id))
-                  return respond(ProblemFrom(InvalidContent(
-                      "invalid Slurm job id", {{"slurm_job_id", "must be a SLURM_JOB_ID (digits)"}})));
-                auto parsed = api::Body(req, o);
-                if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
-                const Json& body = **parsed;
-                auto batch = ParseReportBatch(body, clock->Now());
-                if (!batch.ok()) return respond(ProblemFrom(batch.status()));
-                if (auto unknown = api::RefuseUnknownFields(body, {"reports", "slurm"}))
-                  return respond(*unknown);
-                auto env = ParseSlurmEnvelope(body);
-                if (!env.ok()) return respond(ProblemFrom(env.status()));
-                if (auto refused = api::CheckRankScope(req, *batch)) return respond(*refused);
-                const std::optional<Principal>& who = req.principal;
-                const Role role = who ? who->role : Role::kAdmin;
-                // Answers the ingest, naming the job the reports went to.
-                auto ingest = [c, respond](const std::string& job, bool created, const ReportBatch& reports) {
-                  c->IngestReports(job, reports, [respond, job, created](Result<IngestSummary> r) {
-                    if (!r.ok()) return respond(ProblemFrom(r.status()));
-                    Json out = RenderIngest(*r);
-                    out["job"] = job;
-                    out["created"] = created;
-                    respond(JsonResponse(202, out));
-                  });
-                };
-                // Reports for the job bound to the id, if the caller may send them there.
-                auto to_bound = [c, slurm_job_id, who, role, ingest, respond](const Controller::JobRef& bound,
-                                                                              const ReportBatch& reports) {
-                  const std::string& id = bound.id;
-                  const bool allowed = role == Role::kAdmin || (role == Role::kRank && who->job == id) ||
-                                       (role == Role::kSubmitter && bound.owner == who->name);
-                  if (!allowed)
-                    return respond(
-                        Problem(403, "job " + id + " (Slurm job " + slurm_job_id + ") is not the caller's"));
-                  ingest(id, false, reports);
-                };
-                if (auto bound = c->FindExternalJob(slurm_job_id)) return to_bound(*bound, *batch);
-                // The ranks of a job that ended here still report: theirs is no new job.
-                if (auto ended = c->EndedExternalRun(slurm_job_id, *batch))
-                  return respond(Problem(409, *ended));
-                if (role == Role::kRank)  // a rank credential is bound to one job: it never creates another
-                  return respond(Problem(403, "no job is bound to Slurm job " + slurm_job_id +
-                                                  ", and a rank credential cannot create one"));
-                if (!env->ntasks)
-                  return respond(ProblemFrom(InvalidContent(
-                      "no job is bound to Slurm job " + slurm_job_id + ": its first report creates it",
-                      {{"slurm.ntasks", "is required to create the job (SLURM_NTASKS)"}})));
-                auto spec = CreatedSpec(slurm_job_id, *env);
-                if (!spec.ok()) return respond(ProblemFrom(spec.status()));
-                // Creating binds the id: Slurm must show the job as the caller's. The answer may come later
-                // (Slurm is asked off the control thread), when another report may have created the job.
-                HttpRequest caller;  // what SubmitAs reads of the request, without its body
-                caller.principal = who;
-                caller.request_id = req.request_id;
-                CheckSlurmBinding(
-                    o.show_slurm_job, o.slurm_users, who, slurm_job_id, "slurm_job_id", respond,
+namespace api {
+
+SHEPHERD_ROUTE_HANDLER(IngestSlurmReports) {
+  Controller* const c = ctx.controller;
+  const ApiOptions& o = ctx.options;
+  const Clock* const clock = ctx.clock;
+  if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
+  const std::string& slurm_job_id = p.at("slurm_job_id");
+  if (!ValidSlurmJobId(slurm_job_id))
+    return respond(ProblemFrom(
+        InvalidContent("invalid Slurm job id", {{"slurm_job_id", "must be a SLURM_JOB_ID (digits)"}})));
+  auto parsed = api::Body(req, o);
+  if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
+  const Json& body = **parsed;
+  auto batch = ParseReportBatch(body, clock->Now());
+  if (!batch.ok()) return respond(ProblemFrom(batch.status()));
+  if (auto unknown = api::RefuseUnknownFields(body, {"reports", "slurm"})) return respond(*unknown);
+  auto env = ParseSlurmEnvelope(body);
+  if (!env.ok()) return respond(ProblemFrom(env.status()));
+  if (auto refused = api::CheckRankScope(req, *batch)) return respond(*refused);
+  const std::optional<Principal>& who = req.principal;
+  const Role role = who ? who->role : Role::kAdmin;
+  // Answers the ingest, naming the job the reports went to.
+  auto ingest = [c, respond](const std::string& job, bool created, const ReportBatch& reports) {
+    c->IngestReports(job, reports, [respond, job, created](Result<IngestSummary> r) {
+      if (!r.ok()) return respond(ProblemFrom(r.status()));
+      Json out = RenderIngest(*r);
+      out["job"] = job;
+      out["created"] = created;
+      respond(JsonResponse(202, out));
+    });
+  };
+  // Reports for the job bound to the id, if the caller may send them there.
+  auto to_bound = [c, slurm_job_id, who, role, ingest, respond](const Controller::JobRef& bound,
+                                                                const ReportBatch& reports) {
+    const std::string& id = bound.id;
+    const bool allowed = role == Role::kAdmin || (role == Role::kRank && who->job == id) ||
+                         (role == Role::kSubmitter && bound.owner == who->name);
+    if (!allowed)
+      return respond(Problem(403, "job " + id + " (Slurm job " + slurm_job_id + ") is not the caller's"));
+    ingest(id, false, reports);
+  };
+  if (auto bound = c->FindExternalJob(slurm_job_id)) return to_bound(*bound, *batch);
+  // The ranks of a job that ended here still report: theirs is no new job.
+  if (auto ended = c->EndedExternalRun(slurm_job_id, *batch)) return respond(Problem(409, *ended));
+  if (role == Role::kRank)  // a rank credential is bound to one job: it never creates another
+    return respond(Problem(
+        403, "no job is bound to Slurm job " + slurm_job_id + ", and a rank credential cannot create one"));
+  if (!env->ntasks)
+    return respond(ProblemFrom(
+        InvalidContent("no job is bound to Slurm job " + slurm_job_id + ": its first report creates it",
+                       {{"slurm.ntasks", "is required to create the job (SLURM_NTASKS)"}})));
+  auto spec = CreatedSpec(slurm_job_id, *env);
+  if (!spec.ok()) return respond(ProblemFrom(spec.status()));
+  // Creating binds the id: Slurm must show the job as the caller's. The answer may come later
+  // (Slurm is asked off the control thread), when another report may have created the job.
+  HttpRequest caller;  // what SubmitAs reads of the request, without its body
+  caller.principal = who;
+  caller.request_id = req.request_id;
+  CheckSlurmBinding(o.show_slurm_job, o.slurm_users, who, slurm_job_id, "slurm_job_id", respond,
                     [c, o, slurm_job_id, caller = std::move(caller), respond, ingest, to_bound,
                      spec = std::move(spec).value(), reports = std::move(batch).value()]() mutable {
                       if (auto bound = c->FindExternalJob(slurm_job_id)) return to_bound(*bound, reports);
@@ -149,7 +149,8 @@ void RegisterExternalRoutes(Router* router, Controller* c, ApiOptions o, const C
                       api::SubmitAs(c, o, caller, std::move(spec), respond,
                                     [ingest, reports](const JobView& v) { ingest(v.job.id, true, reports); });
                     });
-              });
 }
+
+}  // namespace api
 
 }  // namespace shepherd

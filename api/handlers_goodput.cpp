@@ -7,6 +7,7 @@
 #include "api/goodput_views.h"
 #include "api/handlers.h"
 #include "api/problem.h"
+#include "api/route_handlers.h"
 
 namespace shepherd {
 namespace {
@@ -38,45 +39,52 @@ std::optional<HttpResponse> ParseWindow(const HttpRequest& req, Window* w) {
 
 }  // namespace
 
-void RegisterGoodputRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock) {
-  router->Add("GET", "/v1/jobs/{id}/goodput",
-              [c, o, clock](const HttpRequest& req, const PathParams& p, Respond respond) {
-                if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-                Window w;
-                if (auto bad = ParseWindow(req, &w)) return respond(*bad);
-                auto records = c->GetGoodputRecords(p.at("id"));
-                if (!records.ok()) return respond(ProblemFrom(records.status()));
-                const Time now = clock->Now();
-                GoodputInput in = records->Input(now);
-                const JobGoodput whole = AccountJob(in);
-                in.since = w.since;
-                in.until = w.until;
-                const JobGoodput windowed = w.since || w.until ? AccountJob(in) : whole;
-                const AdviceOrReason advice = AdviceInputFor(*records, whole, FleetRateOf(*c, now));
-                respond(JsonResponse(200, RenderJobGoodput(*records->job, windowed, advice)));
-              });
-  router->Add(
-      "GET", "/v1/goodput", [c, o, clock](const HttpRequest& req, const PathParams&, Respond respond) {
-        if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-        Window w;
-        if (auto bad = ParseWindow(req, &w)) return respond(*bad);
-        const Time now = clock->Now();
-        const Time until = std::min(w.until.value_or(now), now);
-        FleetGoodput fleet;
-        FleetRateTally tally;
-        // Every job, once: its accounting in the window (jobs that ended before it or began after it add
-        // nothing), and its history to the fleet's interruption rate.
-        c->VisitGoodputRecords(Time::min(), true, [&](const Controller::GoodputRecords& r) {
-          tally.Add({.job = r.job, .attempts = r.attempts, .findings = r.findings, .sizes = r.sizes}, now);
-          if (r.job->created_at > until) return;
-          if (w.since && IsTerminal(r.job->state) && r.job->updated_at < *w.since) return;
-          GoodputInput in = r.Input(now);
-          in.since = w.since;
-          in.until = until;
-          fleet.Add(*r.job, AccountJob(in));
-        });
-        respond(JsonResponse(200, RenderFleetGoodput(fleet, w.since, until, tally.Result())));
-      });
+namespace api {
+
+SHEPHERD_ROUTE_HANDLER(GetJobGoodput) {
+  Controller* const c = ctx.controller;
+  const ApiOptions& o = ctx.options;
+  const Clock* const clock = ctx.clock;
+  if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
+  Window w;
+  if (auto bad = ParseWindow(req, &w)) return respond(*bad);
+  auto records = c->GetGoodputRecords(p.at("id"));
+  if (!records.ok()) return respond(ProblemFrom(records.status()));
+  const Time now = clock->Now();
+  GoodputInput in = records->Input(now);
+  const JobGoodput whole = AccountJob(in);
+  in.since = w.since;
+  in.until = w.until;
+  const JobGoodput windowed = w.since || w.until ? AccountJob(in) : whole;
+  const AdviceOrReason advice = AdviceInputFor(*records, whole, FleetRateOf(*c, now));
+  respond(JsonResponse(200, RenderJobGoodput(*records->job, windowed, advice)));
 }
+
+SHEPHERD_ROUTE_HANDLER(GetFleetGoodput) {
+  Controller* const c = ctx.controller;
+  const ApiOptions& o = ctx.options;
+  const Clock* const clock = ctx.clock;
+  if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
+  Window w;
+  if (auto bad = ParseWindow(req, &w)) return respond(*bad);
+  const Time now = clock->Now();
+  const Time until = std::min(w.until.value_or(now), now);
+  FleetGoodput fleet;
+  FleetRateTally tally;
+  // Every job, once: its accounting in the window (jobs that ended before it or began after it add
+  // nothing), and its history to the fleet's interruption rate.
+  c->VisitGoodputRecords(Time::min(), true, [&](const Controller::GoodputRecords& r) {
+    tally.Add({.job = r.job, .attempts = r.attempts, .findings = r.findings, .sizes = r.sizes}, now);
+    if (r.job->created_at > until) return;
+    if (w.since && IsTerminal(r.job->state) && r.job->updated_at < *w.since) return;
+    GoodputInput in = r.Input(now);
+    in.since = w.since;
+    in.until = until;
+    fleet.Add(*r.job, AccountJob(in));
+  });
+  respond(JsonResponse(200, RenderFleetGoodput(fleet, w.since, until, tally.Result())));
+}
+
+}  // namespace api
 
 }  // namespace shepherd

@@ -1,8 +1,9 @@
 // /v1/plan and /v1/jobs routes.
+#include "api/goodput_views.h"
 #include "api/handlers.h"
 #include "api/problem.h"
+#include "api/route_handlers.h"
 #include "api/views.h"
-#include "api/goodput_views.h"
 
 namespace shepherd {
 namespace {
@@ -125,105 +126,118 @@ Json RenderJobFor(const JobView& v, const std::optional<Principal>& who) {
   return j;
 }
 
-}  // namespace api
-
-void RegisterJobRoutes(Router* router, Controller* c, ApiOptions o, const Clock* clock) {
-  router->Add("POST", "/v1/plan", [c, o, clock](const HttpRequest& req, const PathParams&, Respond respond) {
-    if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
-    auto parsed = api::Body(req, o);
-    if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
-    const Json& body = **parsed;
-    auto spec = ParsePlanRequest(body);
-    if (!spec.ok()) return respond(ProblemFrom(spec.status()));
-    // A plan is answered for what /v1/jobs would admit: the same job policy, the same 422.
-    if (Status s = CheckJobPolicy(*spec, o.job_policy); !s.ok()) return respond(ProblemFrom(s));
-    const Hardware hw = c->HardwareFor(*spec);
-    const bool off_control = SearchesOffControl(o, *spec);
-    // The answer needs nothing more of the controller: the planner thread sends it.
-    const FleetRate rate = FleetRateOf(*c, clock->Now());
-    auto search = [spec = std::move(spec).value(), hw, respond, rate] {
-      Result<PlanEstimate> est = PlanJob(spec, hw);
-      if (!est.ok()) return respond(ProblemFrom(est.status()));
-      Json answer = ToJson(*est);
-      answer["checkpoint_advice"] = PlanAdviceJson(spec, *est, rate.enough ? rate.per_node_hour : kLlama3InterruptionsPerNodeHour, rate.enough);
-      respond(JsonResponse(200, std::move(answer)));
-    };
-    if (!off_control) return search();
-    OnPlanner(o, req, respond, std::move(search));
-  });
-  router->Add("POST", "/v1/jobs", [c, o](const HttpRequest& req, const PathParams&, Respond respond) {
-    if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
-    auto parsed = api::Body(req, o);
-    if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
-    const Json& body = **parsed;
-    auto spec = ParseJobSpec(body);
-    if (!spec.ok()) return respond(ProblemFrom(spec.status()));
-    auto created = [respond](const JobView& v) {
-      HttpResponse res = JsonResponse(201, RenderJob(v));
-      res.headers.emplace_back("Location", "/v1/jobs/" + v.job.id);
-      respond(std::move(res));
-    };
-    if (spec->external_id.empty()) return api::SubmitAs(c, o, req, std::move(spec).value(), respond, created);
-    // An external id binds the Slurm job's reports to this job: Slurm must show the job as the caller's.
-    HttpRequest caller;  // what SubmitAs reads of the request, without its body (Slurm may answer later)
-    caller.principal = req.principal;
-    caller.request_id = req.request_id;
-    const std::string id = spec->external_id;
-    CheckSlurmBinding(
-        o.show_slurm_job, o.slurm_users, req.principal, id, "external_id", respond,
-        [c, o, caller = std::move(caller), spec = std::move(spec).value(), respond, created]() mutable {
-          api::SubmitAs(c, o, caller, std::move(spec), respond, created);
-        });
-  });
-  router->Add("GET", "/v1/jobs", [c, o](const HttpRequest& req, const PathParams&, Respond respond) {
-    if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-    std::optional<JobState> state;
-    std::vector<FieldError> errs;
-    auto q = ParseQuery(req.target);
-    const api::Page page = api::TakePage(&q, &errs);
-    if (auto it = q.find("state"); it != q.end()) {
-      state = JobStateFromString(it->second);
-      if (!state)
-        errs.push_back(
-            {"state", "must be queued, launching, running, recovering, succeeded, failed or cancelled"});
-    }
-    std::optional<std::string> external_id;
-    if (auto it = q.find("external_id"); it != q.end()) {
-      external_id = it->second;
-      if (external_id->empty() || external_id->size() > 128)
-        errs.push_back({"external_id", "must be 1 to 128 characters"});
-    }
-    for (const auto& [k, v] : q)
-      if (k != "state" && k != "external_id") errs.push_back({k, "unknown filter"});
-    if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid query", errs)));
-    bool more = false;
-    std::vector<JobView> jobs = c->ListJobs(state, page.after, page.limit, &more, external_id);
-    Json items = Json::array();
-    for (const JobView& v : jobs) items.push_back(api::RenderJobFor(v, req.principal));
-    Json body = {{"jobs", std::move(items)}};
-    api::SetNextCursor(&body, more, jobs.empty() ? "" : jobs.back().job.id);
-    respond(JsonResponse(200, body));
-  });
-  router->Add("GET", "/v1/jobs/{id}", [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
-    if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-    api::Reply(respond, c->GetJob(p.at("id")),
-               [who = req.principal](const JobView& v) { return api::RenderJobFor(v, who); });
-  });
-  router->Add("POST", "/v1/jobs/{id}/cancel",
-              [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
-                if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-                c->CancelJob(p.at("id"), Describe(req.principal),
-                             [respond](Result<JobView> r) { api::Reply(respond, r, RenderJob); });
-              });
-  router->Add("GET", "/v1/jobs/{id}/placement",
-              [c, o](const HttpRequest& req, const PathParams& p, Respond respond) {
-                if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-                auto view = c->GetPlacement(p.at("id"));
-                if (!view.ok()) return respond(ProblemFrom(view.status()));
-                HttpResponse r;
-                r.body = RenderPlacement(*view);
-                respond(std::move(r));
-              });
+SHEPHERD_ROUTE_HANDLER(PlanJobRequest) {
+  Controller* const c = ctx.controller;
+  const ApiOptions& o = ctx.options;
+  const Clock* const clock = ctx.clock;
+  if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
+  auto parsed = api::Body(req, o);
+  if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
+  const Json& body = **parsed;
+  auto spec = ParsePlanRequest(body);
+  if (!spec.ok()) return respond(ProblemFrom(spec.status()));
+  // A plan is answered for what /v1/jobs would admit: the same job policy, the same 422.
+  if (Status s = CheckJobPolicy(*spec, o.job_policy); !s.ok()) return respond(ProblemFrom(s));
+  const Hardware hw = c->HardwareFor(*spec);
+  const bool off_control = SearchesOffControl(o, *spec);
+  // The answer needs nothing more of the controller: the planner thread sends it.
+  const FleetRate rate = FleetRateOf(*c, clock->Now());
+  auto search = [spec = std::move(spec).value(), hw, respond, rate] {
+    Result<PlanEstimate> est = PlanJob(spec, hw);
+    if (!est.ok()) return respond(ProblemFrom(est.status()));
+    Json answer = ToJson(*est);
+    answer["checkpoint_advice"] = PlanAdviceJson(
+        spec, *est, rate.enough ? rate.per_node_hour : kLlama3InterruptionsPerNodeHour, rate.enough);
+    respond(JsonResponse(200, std::move(answer)));
+  };
+  if (!off_control) return search();
+  OnPlanner(o, req, respond, std::move(search));
 }
+
+SHEPHERD_ROUTE_HANDLER(SubmitJob) {
+  Controller* const c = ctx.controller;
+  const ApiOptions& o = ctx.options;
+  if (auto r = api::Precheck(req, *c, o, true)) return respond(*r);
+  auto parsed = api::Body(req, o);
+  if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
+  const Json& body = **parsed;
+  auto spec = ParseJobSpec(body);
+  if (!spec.ok()) return respond(ProblemFrom(spec.status()));
+  auto created = [respond](const JobView& v) {
+    HttpResponse res = JsonResponse(201, RenderJob(v));
+    res.headers.emplace_back("Location", "/v1/jobs/" + v.job.id);
+    respond(std::move(res));
+  };
+  if (spec->external_id.empty()) return api::SubmitAs(c, o, req, std::move(spec).value(), respond, created);
+  // An external id binds the Slurm job's reports to this job: Slurm must show the job as the caller's.
+  HttpRequest caller;  // what SubmitAs reads of the request, without its body (Slurm may answer later)
+  caller.principal = req.principal;
+  caller.request_id = req.request_id;
+  const std::string id = spec->external_id;
+  CheckSlurmBinding(o.show_slurm_job, o.slurm_users, req.principal, id, "external_id", respond,
+                    [c, o, caller = std::move(caller), spec = std::move(spec).value(), respond,
+                     created]() mutable { api::SubmitAs(c, o, caller, std::move(spec), respond, created); });
+}
+
+SHEPHERD_ROUTE_HANDLER(ListJobs) {
+  Controller* const c = ctx.controller;
+  const ApiOptions& o = ctx.options;
+  if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
+  std::optional<JobState> state;
+  std::vector<FieldError> errs;
+  auto q = ParseQuery(req.target);
+  const api::Page page = api::TakePage(&q, &errs);
+  if (auto it = q.find("state"); it != q.end()) {
+    state = JobStateFromString(it->second);
+    if (!state)
+      errs.push_back(
+          {"state", "must be queued, launching, running, recovering, succeeded, failed or cancelled"});
+  }
+  std::optional<std::string> external_id;
+  if (auto it = q.find("external_id"); it != q.end()) {
+    external_id = it->second;
+    if (external_id->empty() || external_id->size() > 128)
+      errs.push_back({"external_id", "must be 1 to 128 characters"});
+  }
+  for (const auto& [k, v] : q)
+    if (k != "state" && k != "external_id") errs.push_back({k, "unknown filter"});
+  if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid query", errs)));
+  bool more = false;
+  std::vector<JobView> jobs = c->ListJobs(state, page.after, page.limit, &more, external_id);
+  Json items = Json::array();
+  for (const JobView& v : jobs) items.push_back(api::RenderJobFor(v, req.principal));
+  Json body = {{"jobs", std::move(items)}};
+  api::SetNextCursor(&body, more, jobs.empty() ? "" : jobs.back().job.id);
+  respond(JsonResponse(200, body));
+}
+
+SHEPHERD_ROUTE_HANDLER(GetJob) {
+  Controller* const c = ctx.controller;
+  const ApiOptions& o = ctx.options;
+  if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
+  api::Reply(respond, c->GetJob(p.at("id")),
+             [who = req.principal](const JobView& v) { return api::RenderJobFor(v, who); });
+}
+
+SHEPHERD_ROUTE_HANDLER(CancelJob) {
+  Controller* const c = ctx.controller;
+  const ApiOptions& o = ctx.options;
+  if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
+  c->CancelJob(p.at("id"), Describe(req.principal),
+               [respond](Result<JobView> r) { api::Reply(respond, r, RenderJob); });
+}
+
+SHEPHERD_ROUTE_HANDLER(GetPlacement) {
+  Controller* const c = ctx.controller;
+  const ApiOptions& o = ctx.options;
+  if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
+  auto view = c->GetPlacement(p.at("id"));
+  if (!view.ok()) return respond(ProblemFrom(view.status()));
+  HttpResponse r;
+  r.body = RenderPlacement(*view);
+  respond(std::move(r));
+}
+
+}  // namespace api
 
 }  // namespace shepherd

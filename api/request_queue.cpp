@@ -4,14 +4,6 @@
 #include <utility>
 
 namespace shepherd {
-namespace {
-
-bool EndsWith(std::string_view s, std::string_view tail) {
-  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
-}
-
-}  // namespace
-
 const char* ToString(RequestClass c) {
   switch (c) {
     case RequestClass::kPriority:
@@ -22,16 +14,6 @@ const char* ToString(RequestClass c) {
       return "read";
   }
   return "?";
-}
-
-RequestClass ClassOf(std::string_view method, std::string_view path) {
-  if (method == "POST" && (path.starts_with("/v1/jobs/") || path.starts_with("/v1/external/slurm/")) &&
-      EndsWith(path, "/reports"))
-    return RequestClass::kPriority;
-  if (method == "POST" && path.substr(0, 10) == "/v1/nodes/" && EndsWith(path, "/heartbeat"))
-    return RequestClass::kPriority;
-  if ((method == "GET" || method == "HEAD") && !EndsWith(path, "/assignments")) return RequestClass::kRead;
-  return RequestClass::kWrite;
 }
 
 std::size_t RequestQueue::Limit(RequestClass c) const {

@@ -1,6 +1,7 @@
 // RequestQueue: the bounded, prioritised hand-off of HTTP requests from the I/O thread to the thread that
 // runs them. The daemon has two: the control thread's (priority and write) and the reader thread's (read;
-// api/front_door.h). Three classes, each with its own bound:
+// api/front_door.h). Three classes, each with its own bound (each route's is in the route table,
+// api/route_table.h):
 //   kPriority - rank reports and agent heartbeats (what liveness is judged from): always served first;
 //   kWrite    - every other request that is not a plain read (submit, register, patch, long polls, ...);
 //   kRead     - GET/HEAD reads (lists, details, /metrics).
@@ -32,10 +33,6 @@ namespace shepherd {
 
 enum class RequestClass { kPriority = 0, kWrite = 1, kRead = 2 };
 const char* ToString(RequestClass c);
-
-// The class of a request by method and path (no query): reports and heartbeats are kPriority; GET and HEAD
-// (except agents' long polls, which are kWrite so a read storm cannot delay assignments) are kRead.
-RequestClass ClassOf(std::string_view method, std::string_view path);
 
 struct RequestQueueLimits {
   std::size_t priority = 65536;

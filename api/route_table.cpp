@@ -1,156 +1,242 @@
+// The route table: one entry per route (api/route_table.h). docs/api.md's route list is generated from it
+// (scripts/api_routes_table.py --write) and docs/security.md states the same roles in prose.
 #include "api/route_table.h"
 
-#include <algorithm>
+#include "api/route_handlers.h"
 
 namespace shepherd {
 namespace {
 
 constexpr Role A = Role::kAdmin, O = Role::kOperator, S = Role::kSubmitter, V = Role::kViewer,
                G = Role::kAgent, R = Role::kRank;
+constexpr RequestClass kPriority = RequestClass::kPriority, kWrite = RequestClass::kWrite,
+                       kRead = RequestClass::kRead;
 
-std::vector<std::string_view> Split(std::string_view path) {
-  std::vector<std::string_view> out;
-  std::size_t i = 0;
-  while (i < path.size()) {
-    if (path[i] == '/') {
-      ++i;
-      continue;
-    }
-    std::size_t j = path.find('/', i);
-    if (j == std::string_view::npos) j = path.size();
-    out.push_back(path.substr(i, j - i));
-    i = j;
-  }
-  return out;
-}
-
-bool Match(std::string_view pattern, const std::vector<std::string_view>& path,
-           std::map<std::string, std::string>* params) {
-  auto segs = Split(pattern);
-  if (segs.size() != path.size()) return false;
-  std::map<std::string, std::string> p;
-  for (std::size_t i = 0; i < segs.size(); ++i) {
-    if (segs[i].size() > 2 && segs[i].front() == '{' && segs[i].back() == '}') {
-      if (path[i].empty()) return false;
-      p[std::string(segs[i].substr(1, segs[i].size() - 2))] = PercentDecode(path[i]);
-    } else if (segs[i] != path[i]) {
-      return false;
-    }
-  }
-  *params = std::move(p);
-  return true;
+std::vector<RouteRule> Build() {
+  return {
+      {.method = "GET",
+       .pattern = "/healthz",
+       .is_public = true,
+       .handler = api::Healthz,
+       .queue = kRead,
+       .probe = Probe::kLive,
+       .summary = "200 while the process serves"},
+      {.method = "GET",
+       .pattern = "/readyz",
+       .is_public = true,
+       .handler = api::Readyz,
+       .queue = kRead,
+       .probe = Probe::kReady,
+       .summary = "200 once storage is open and state recovered, 503 before"},
+      // The dashboard's static files carry no data: the page asks for a token and calls the API with it.
+      {.method = "GET",
+       .pattern = "/ui",
+       .is_public = true,
+       .handler = api::UiIndex,
+       .queue = kRead,
+       .summary = "the dashboard (/ui redirects to /ui/, which serves index.html)"},
+      {.method = "GET",
+       .pattern = "/ui/{file}",
+       .is_public = true,
+       .handler = api::UiFile,
+       .queue = kRead,
+       .summary = "one of the dashboard's files"},
+      {.method = "GET",
+       .pattern = "/metrics",
+       .roles = {A, O, S, V},
+       .handler = api::MetricsText,
+       .queue = kRead,
+       .summary = "Prometheus metrics"},
+      // Nodes. Registration carries the node id in the body: the handler checks an agent's id against it.
+      {.method = "POST",
+       .pattern = "/v1/nodes",
+       .roles = {A, G},
+       .handler = api::RegisterNode,
+       .queue = kWrite,
+       .summary = "register or update a node (an agent: its own node only)"},
+      {.method = "GET",
+       .pattern = "/v1/nodes",
+       .roles = {A, O, S, V},
+       .handler = api::ListNodes,
+       .queue = kRead,
+       .summary = "list nodes, filtered and paged"},
+      {.method = "GET",
+       .pattern = "/v1/nodes/{id}",
+       .roles = {A, O, S, V, G},
+       .ownership = {{G, Ownership::kOwnNode}},
+       .handler = api::GetNode,
+       .queue = kRead,
+       .summary = "one node"},
+      {.method = "PATCH",
+       .pattern = "/v1/nodes/{id}",
+       .roles = {A, O},
+       .handler = api::PatchNode,
+       .queue = kWrite,
+       .summary = "cordon, drain, mark spare, clear a failure"},
+      {.method = "DELETE",
+       .pattern = "/v1/nodes/{id}",
+       .roles = {A},
+       .handler = api::DeleteNode,
+       .queue = kWrite,
+       .summary = "remove a node that holds no job"},
+      {.method = "POST",
+       .pattern = "/v1/nodes/{id}/unknown-processes/stop",
+       .roles = {A, O},
+       .handler = api::StopUnknownProcesses,
+       .queue = kWrite,
+       .summary = "have the agent stop processes the daemon has no record of"},
+      {.method = "POST",
+       .pattern = "/v1/nodes/{id}/heartbeat",
+       .roles = {A, G},
+       .ownership = {{G, Ownership::kOwnNode}},
+       .handler = api::Heartbeat,
+       .prepare = api::PrepareHeartbeat,
+       .queue = kPriority,
+       .rate_key = RateKey::kNode,
+       .summary = "an agent's heartbeat: processes, GPU faults, relayed reports"},
+      // Assignments carry the ranks' credentials: only the node's own agent reads them, not even admin. A
+      // long poll: it waits in the control thread's queue class, never the reader's.
+      {.method = "GET",
+       .pattern = "/v1/nodes/{id}/assignments",
+       .roles = {G},
+       .ownership = {{G, Ownership::kOwnNode}},
+       .handler = api::WatchAssignments,
+       .queue = kWrite,
+       .summary = "the ranks an agent runs (long poll on `version`)"},
+      // Planning and jobs.
+      {.method = "POST",
+       .pattern = "/v1/plan",
+       .roles = {A, O, S, V},
+       .handler = api::PlanJobRequest,
+       .queue = kWrite,
+       .summary = "plan a job without submitting it"},
+      {.method = "POST",
+       .pattern = "/v1/simulate",
+       .roles = {A, O, S, V},
+       .handler = api::RunSimulation,
+       .queue = kWrite,
+       .summary = "simulate a run's goodput under faults"},
+      {.method = "POST",
+       .pattern = "/v1/jobs",
+       .roles = {A, S},
+       .handler = api::SubmitJob,
+       .queue = kWrite,
+       .summary = "submit a job"},
+      {.method = "GET",
+       .pattern = "/v1/jobs",
+       .roles = {A, O, S, V},
+       .handler = api::ListJobs,
+       .queue = kRead,
+       .summary = "list jobs, filtered and paged"},
+      {.method = "GET",
+       .pattern = "/v1/jobs/{id}",
+       .roles = {A, O, S, V},
+       .handler = api::GetJob,
+       .queue = kRead,
+       .summary = "one job"},
+      {.method = "POST",
+       .pattern = "/v1/jobs/{id}/cancel",
+       .roles = {A, O, S},
+       .ownership = {{S, Ownership::kOwnJobSubmitter}},
+       .handler = api::CancelJob,
+       .queue = kWrite,
+       .summary = "cancel a job"},
+      {.method = "POST",
+       .pattern = "/v1/jobs/{id}/restart",
+       .roles = {A, O, S},
+       .ownership = {{S, Ownership::kOwnJobSubmitter}},
+       .handler = api::RestartJob,
+       .queue = kWrite,
+       .summary = "restart a job from a checkpoint, optionally replacing nodes"},
+      {.method = "GET",
+       .pattern = "/v1/jobs/{id}/placement",
+       .roles = {A, O, S, V},
+       .handler = api::GetPlacement,
+       .queue = kRead,
+       .summary = "where a job's ranks run"},
+      // Reports and health.
+      {.method = "POST",
+       .pattern = "/v1/jobs/{id}/reports",
+       .roles = {A, R},
+       .ownership = {{R, Ownership::kOwnJob}},
+       .handler = api::IngestReports,
+       .queue = kPriority,
+       .rate_key = RateKey::kRank,
+       .summary = "ranks' reports: steps, checkpoints, errors"},
+      // Reports of a user's srun job, bound by its SLURM_JOB_ID. Ownership needs the id resolved to a job,
+      // so the handler applies it: a rank only for its own job (never creates one), a submitter for its
+      // own jobs (and creates the job when none has the id).
+      {.method = "POST",
+       .pattern = "/v1/external/slurm/{slurm_job_id}/reports",
+       .roles = {A, S, R},
+       .handler = api::IngestSlurmReports,
+       .queue = kPriority,
+       .summary = "reports of an srun job, bound by its SLURM_JOB_ID (the first creates the job)"},
+      {.method = "GET",
+       .pattern = "/v1/jobs/{id}/health",
+       .roles = {A, O, S, V},
+       .handler = api::GetHealth,
+       .queue = kRead,
+       .summary = "a job's health: ranks, verdicts, findings"},
+      {.method = "GET",
+       .pattern = "/v1/jobs/{id}/steps",
+       .roles = {A, O, S, V},
+       .handler = api::GetSteps,
+       .queue = kRead,
+       .summary = "a job's recent steps"},
+      {.method = "GET",
+       .pattern = "/v1/jobs/{id}/checkpoints",
+       .roles = {A, O, S, V},
+       .handler = api::ListCheckpoints,
+       .queue = kRead,
+       .summary = "a job's checkpoints, paged"},
+      {.method = "GET",
+       .pattern = "/v1/jobs/{id}/failures",
+       .roles = {A, O, S, V},
+       .handler = api::ListFailures,
+       .queue = kRead,
+       .summary = "a job's findings, filtered and paged"},
+      {.method = "GET",
+       .pattern = "/v1/failures",
+       .roles = {A, O, S, V},
+       .handler = api::ListFailures,
+       .queue = kRead,
+       .summary = "every job's findings, filtered and paged"},
+      // Goodput: where every GPU-hour went (docs/goodput.md).
+      {.method = "GET",
+       .pattern = "/v1/jobs/{id}/goodput",
+       .roles = {A, O, S, V},
+       .handler = api::GetJobGoodput,
+       .queue = kRead,
+       .summary = "a job's goodput and checkpoint advice"},
+      {.method = "GET",
+       .pattern = "/v1/goodput",
+       .roles = {A, O, S, V},
+       .handler = api::GetFleetGoodput,
+       .queue = kRead,
+       .summary = "the fleet's goodput in a window"},
+      // Events of every job and node (docs/events.md).
+      {.method = "GET",
+       .pattern = "/v1/events",
+       .roles = {A, O, S, V},
+       .handler = api::ListEvents,
+       .queue = kRead,
+       .summary = "the event log, paged by cursor (long poll with `wait`)"},
+      // Who the token speaks for: the dashboard shows write buttons only to roles that may use them.
+      {.method = "GET",
+       .pattern = "/v1/whoami",
+       .roles = {A, O, S, V, G, R},
+       .handler = api::WhoAmI,
+       .queue = kRead,
+       .summary = "who the token speaks for"},
+  };
 }
 
 }  // namespace
 
 const std::vector<RouteRule>& RouteTable() {
-  static const std::vector<RouteRule> table = {
-      {"GET", "/healthz", true, {}, {}},
-      {"GET", "/readyz", true, {}, {}},
-      // The dashboard's static files carry no data: the page asks for a token and calls the API with it.
-      {"GET", "/ui", true, {}, {}},
-      {"GET", "/ui/{file}", true, {}, {}},
-      {"GET", "/metrics", false, {A, O, S, V}, {}},
-      // Nodes. Registration carries the node id in the body: the handler checks an agent's id against it.
-      {"POST", "/v1/nodes", false, {A, G}, {}},
-      {"GET", "/v1/nodes", false, {A, O, S, V}, {}},
-      {"GET", "/v1/nodes/{id}", false, {A, O, S, V, G}, {{G, Ownership::kOwnNode}}},
-      {"PATCH", "/v1/nodes/{id}", false, {A, O}, {}},
-      {"DELETE", "/v1/nodes/{id}", false, {A}, {}},
-      {"POST", "/v1/nodes/{id}/unknown-processes/stop", false, {A, O}, {}},
-      {"POST", "/v1/nodes/{id}/heartbeat", false, {A, G}, {{G, Ownership::kOwnNode}}},
-      // Assignments carry the ranks' credentials: only the node's own agent reads them, not even admin.
-      {"GET", "/v1/nodes/{id}/assignments", false, {G}, {{G, Ownership::kOwnNode}}},
-      // Planning and jobs.
-      {"POST", "/v1/plan", false, {A, O, S, V}, {}},
-      {"POST", "/v1/simulate", false, {A, O, S, V}, {}},
-      {"POST", "/v1/jobs", false, {A, S}, {}},
-      {"GET", "/v1/jobs", false, {A, O, S, V}, {}},
-      {"GET", "/v1/jobs/{id}", false, {A, O, S, V}, {}},
-      {"POST", "/v1/jobs/{id}/cancel", false, {A, O, S}, {{S, Ownership::kOwnJobSubmitter}}},
-      {"POST", "/v1/jobs/{id}/restart", false, {A, O, S}, {{S, Ownership::kOwnJobSubmitter}}},
-      {"GET", "/v1/jobs/{id}/placement", false, {A, O, S, V}, {}},
-      // Reports and health.
-      {"POST", "/v1/jobs/{id}/reports", false, {A, R}, {{R, Ownership::kOwnJob}}},
-      // Reports of a user's srun job, bound by its SLURM_JOB_ID. Ownership needs the id resolved to a job,
-      // so the handler applies it: a rank only for its own job (never creates one), a submitter for its
-      // own jobs (and creates the job when none has the id).
-      {"POST", "/v1/external/slurm/{slurm_job_id}/reports", false, {A, S, R}, {}},
-      {"GET", "/v1/jobs/{id}/health", false, {A, O, S, V}, {}},
-      {"GET", "/v1/jobs/{id}/steps", false, {A, O, S, V}, {}},
-      {"GET", "/v1/jobs/{id}/checkpoints", false, {A, O, S, V}, {}},
-      {"GET", "/v1/jobs/{id}/failures", false, {A, O, S, V}, {}},
-      {"GET", "/v1/failures", false, {A, O, S, V}, {}},
-      // Goodput: where every GPU-hour went (docs/goodput.md).
-      {"GET", "/v1/jobs/{id}/goodput", false, {A, O, S, V}, {}},
-      {"GET", "/v1/goodput", false, {A, O, S, V}, {}},
-      // Events of every job and node (docs/events.md).
-      {"GET", "/v1/events", false, {A, O, S, V}, {}},
-      // Who the token speaks for: the dashboard shows write buttons only to roles that may use them.
-      {"GET", "/v1/whoami", false, {A, O, S, V, G, R}, {}},
-  };
+  static const std::vector<RouteRule> table = Build();
   return table;
-}
-
-const RouteRule* FindRouteRule(std::string_view method, std::string_view path,
-                               std::map<std::string, std::string>* params, bool* path_known) {
-  auto segs = Split(path.substr(0, path.find('?')));
-  *path_known = false;
-  for (const RouteRule& r : RouteTable()) {
-    std::map<std::string, std::string> p;
-    if (!Match(r.pattern, segs, &p)) continue;
-    *path_known = true;
-    if (Serves(r.method, method)) {
-      *params = std::move(p);
-      return &r;
-    }
-  }
-  return nullptr;
-}
-
-Access Authorize(const Principal& p, const RouteRule& rule, const std::map<std::string, std::string>& params,
-                 const JobOwnerLookup& owner_of) {
-  if (std::find(rule.roles.begin(), rule.roles.end(), p.role) == rule.roles.end()) return Access::kForbidden;
-  auto own = rule.ownership.find(p.role);
-  if (own == rule.ownership.end()) return Access::kAllowed;
-  auto id = params.find("id");
-  if (id == params.end()) return Access::kForbidden;
-  switch (own->second) {
-    case Ownership::kNone:
-      return Access::kAllowed;
-    case Ownership::kOwnNode:
-      return p.node && *p.node == id->second ? Access::kAllowed : Access::kForbidden;
-    case Ownership::kOwnJob:
-      return p.job && *p.job == id->second ? Access::kAllowed : Access::kForbidden;
-    case Ownership::kOwnJobSubmitter: {
-      if (!owner_of) return Access::kForbidden;
-      auto owner = owner_of(id->second);
-      return owner && !owner->empty() && *owner == p.name ? Access::kAllowed : Access::kForbidden;
-    }
-  }
-  return Access::kForbidden;
-}
-
-static int Hex(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-std::string PercentDecode(std::string_view s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '+') {
-      out += ' ';
-    } else if (s[i] == '%' && i + 2 < s.size() && Hex(s[i + 1]) >= 0 && Hex(s[i + 2]) >= 0) {
-      out += static_cast<char>(Hex(s[i + 1]) * 16 + Hex(s[i + 2]));
-      i += 2;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
 }
 
 }  // namespace shepherd

@@ -1,12 +1,14 @@
-// A function from request to response. Authenticates and authorizes every request against the route table
-// (api/route_table.h) BEFORE anything else, so an unauthenticated client learns nothing, not even 404/405;
-// then matches "METHOD /path/{param}" routes, answers 404 for unknown paths and 405 (with Allow) for known
-// paths with another method, records metrics and an access log line with the request id. No sockets: tests
-// call Handle() with plain values.
+// A function from request to response, dispatching from the route table (api/route_table.h). Authenticates
+// and authorizes every request against its route's entry BEFORE anything else, so an unauthenticated client
+// learns nothing, not even 404/405; then answers 404 for unknown paths and 405 (with Allow) for known paths
+// with another method, or runs the route's named handler with the ApiContext bound here; records metrics
+// and an access log line with the request id. No sockets: tests call Handle() with plain values.
 #pragma once
 
 #include <chrono>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,12 +18,9 @@
 
 namespace shepherd {
 
-using PathParams = std::map<std::string, std::string>;
 using QueryParams = std::map<std::string, std::string>;
+// A stand-in for a route's handler or prepare step, for tests of the router or the FrontDoor alone (Replace).
 using RouteHandler = std::function<void(const HttpRequest&, const PathParams&, Respond)>;
-// Turns a request's parsed body into the typed value its handler uses (HttpRequest::prepared), or refuses
-// it: the costly conversion of a large body then runs where the body was parsed, not on the control thread.
-// Must be pure (no state but the request): it runs on the I/O or parser thread.
 using RoutePrepare = std::function<std::optional<HttpResponse>(HttpRequest&)>;
 
 // Splits "a=1&b=x%20y" into decoded pairs (last one wins).
@@ -32,10 +31,15 @@ class Router {
  public:
   explicit Router(Metrics* metrics) : metrics_(metrics) {}
 
-  // `pattern` segments in braces bind path parameters: "/v1/jobs/{id}/cancel".
-  // `prepare`, when given, runs before the request is queued (Prepare).
-  void Add(const std::string& method, const std::string& pattern, RouteHandler handler,
-           RoutePrepare prepare = nullptr);
+  // Hands `context` to every route's handler and prepare step from now on (RegisterRoutes, api/handlers.h).
+  // Before, a route answers 404: nothing serves it.
+  void Bind(std::shared_ptr<const ApiContext> context) { context_ = std::move(context); }
+
+  // For tests of the router or the FrontDoor alone: the table's route `method pattern` runs `handler` (and
+  // `prepare`) instead of its named function; auth, 404/405 and metrics are the table's as ever. Throws
+  // std::logic_error when the table has no such route.
+  void Replace(const std::string& method, const std::string& pattern, RouteHandler handler,
+               RoutePrepare prepare = nullptr);
 
   // Auth: `auth` must outlive the router (nullptr: every request is an anonymous admin, for tests of
   // routing alone). `owner_of` answers the owner of a job for the submitter's own-job rule.
@@ -58,22 +62,23 @@ class Router {
   void Handle(HttpRequest request, Respond respond) const;
 
   // Runs the prepare step of the route `request` goes to, if it has one (the FrontDoor calls it after
-  // parsing the body, before queueing): nullopt to go on, or the refusal to answer. Thread-safe: routes are
-  // fixed once registered.
+  // parsing the body, before queueing): nullopt to go on, or the refusal to answer. Thread-safe: the table
+  // is fixed, and Bind and Replace are done before requests arrive.
   std::optional<HttpResponse> Prepare(HttpRequest& request) const;
 
  private:
-  struct Route {
-    std::string method;
-    std::string pattern;
-    std::vector<std::string> segments;
+  struct StandIn {
     RouteHandler handler;
     RoutePrepare prepare;
   };
-  bool Match(const Route& r, const std::vector<std::string_view>& path, PathParams* params) const;
+  // Admit for the route `rule` (nullptr: none matches) the head's path gave, with its `params`.
+  std::optional<HttpResponse> AdmitTo(const HttpRequest& head, const RouteRule* rule,
+                                      const PathParams& params, std::optional<Principal>* principal,
+                                      bool defer_ownership) const;
 
   Metrics* metrics_;
-  std::vector<Route> routes_;
+  std::shared_ptr<const ApiContext> context_;
+  std::map<const RouteRule*, StandIn> stand_ins_;  // by entry of RouteTable() (Replace)
   const Authenticator* auth_ = nullptr;
   JobOwnerLookup owner_of_;
 };

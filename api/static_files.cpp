@@ -64,19 +64,4 @@ HttpResponse ServeUiFile(const std::string& ui_dir, std::string_view name) {
   return r;
 }
 
-void RegisterUiRoutes(Router* router, const std::string& ui_dir) {
-  // "/ui" and "/ui/" match the same route: only the bare one is redirected, so relative links resolve.
-  router->Add("GET", "/ui", [ui_dir](const HttpRequest& req, const PathParams&, Respond respond) {
-    if (PathOf(req.target) == "/ui/") return respond(ServeUiFile(ui_dir, "index.html"));
-    HttpResponse r;
-    r.status = 308;
-    r.content_type = "text/plain; charset=utf-8";
-    r.headers.emplace_back("Location", "/ui/");
-    respond(std::move(r));
-  });
-  router->Add("GET", "/ui/{file}", [ui_dir](const HttpRequest&, const PathParams& p, Respond respond) {
-    respond(ServeUiFile(ui_dir, p.at("file")));
-  });
-}
-
 }  // namespace shepherd

@@ -9,7 +9,6 @@
 #include <string_view>
 
 #include "api/http_types.h"
-#include "api/router.h"
 
 namespace shepherd {
 
@@ -22,8 +21,5 @@ std::string UiContentType(std::string_view name);
 // a missing file; 503 when `ui_dir` is empty (no dashboard installed). Reads the file: call off the I/O
 // thread.
 HttpResponse ServeUiFile(const std::string& ui_dir, std::string_view name);
-
-// GET /ui (redirect to /ui/), GET /ui/ (index.html) and GET /ui/{file}. `ui_dir` may be empty.
-void RegisterUiRoutes(Router* router, const std::string& ui_dir);
 
 }  // namespace shepherd

@@ -4,6 +4,7 @@
 #include <boost/program_options.hpp>
 #include <iostream>
 
+#include "api/route_table.h"
 #include "daemon/commands.h"
 #include "daemon/config.h"
 #include "daemon/log_format.h"
@@ -157,10 +158,19 @@ int main(int argc, char** argv) {
   if (cmd == "agent") return RunAgent(argc - 1, argv + 1);
   if (cmd == "simulate") return RunSimulate(argc - 1, argv + 1);
   if (cmd == "store") return RunStore(argc - 1, argv + 1);
+  // The route table as JSON (api/route_table.h): what docs/api.md's route list is generated from.
+  if (cmd == "routes") {
+    if (argc > 2) {
+      std::cerr << "shepherdd routes: takes no arguments (prints every route the API serves as JSON)\n";
+      return 2;
+    }
+    std::cout << RouteTableJson().dump(2) << "\n";
+    return 0;
+  }
   // A word that is no command (a typo, a command of a newer version) must not start a daemon.
   if (!cmd.empty() && cmd[0] != '-') {
     std::cerr << "shepherdd: unknown command '" << cmd
-              << "' (commands: agent, gen-inventory, simulate, store; the daemon takes only options: "
+              << "' (commands: agent, gen-inventory, routes, simulate, store; the daemon takes only options: "
                  "shepherdd --help)\n";
     return 2;
   }

@@ -24,19 +24,18 @@ FloodLimits::FloodLimits(FloodLimitOptions o)
     : heartbeats_({.rate_per_s = o.heartbeats_per_node_s, .burst = std::max(20.0, 4 * o.heartbeats_per_node_s)}),
       reports_({.rate_per_s = o.reports_per_rank_s, .burst = std::max(20.0, 4 * o.reports_per_rank_s)}) {}
 
-std::optional<HttpResponse> FloodLimits::Judge(const std::string& method, const std::string& pattern,
+std::optional<HttpResponse> FloodLimits::Judge(const RouteRule& route,
                                                const std::map<std::string, std::string>& params,
                                                const std::optional<Principal>& principal,
                                                FloodGuard::Clock::time_point now) {
-  if (method != "POST") return std::nullopt;
   std::optional<int> wait;
   const char* what = nullptr;
-  if (pattern == "/v1/nodes/{id}/heartbeat") {
+  if (route.rate_key == RateKey::kNode) {
     auto id = params.find("id");
     if (id == params.end()) return std::nullopt;
     wait = heartbeats_.Admit(id->second, now);
     what = "this node's heartbeats";
-  } else if (pattern == "/v1/jobs/{id}/reports" && principal && principal->rank && principal->job) {
+  } else if (route.rate_key == RateKey::kRank && principal && principal->rank && principal->job) {
     wait = reports_.Admit(*principal->job + "/" + std::to_string(*principal->rank), now);
     what = "this rank's reports";
   }

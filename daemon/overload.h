@@ -25,6 +25,7 @@
 #include "api/flood_guard.h"
 #include "api/http_server.h"
 #include "api/http_types.h"
+#include "api/route_table.h"
 
 namespace shepherd {
 
@@ -51,10 +52,9 @@ struct FloodLimitOptions {
 class FloodLimits {
  public:
   explicit FloodLimits(FloodLimitOptions o);
-  // The 429 (Retry-After) for a request head over its sender's rate, else nullopt. `pattern` and `params`
-  // are the matched route's; `principal` the head's credential, if any.
-  std::optional<HttpResponse> Judge(const std::string& method, const std::string& pattern,
-                                    const std::map<std::string, std::string>& params,
+  // The 429 (Retry-After) for a request head over its sender's rate (the route's RateKey), else nullopt.
+  // `route` and `params` are the matched route's; `principal` the head's credential, if any.
+  std::optional<HttpResponse> Judge(const RouteRule& route, const std::map<std::string, std::string>& params,
                                     const std::optional<Principal>& principal, FloodGuard::Clock::time_point now);
 
  private:

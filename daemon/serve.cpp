@@ -313,9 +313,9 @@ TermEnd ServeTerm(const DaemonConfig& config, const TermContext& term) {
     // A token naming one rank serves one client; a token for any rank may be shared by all of a job's.
     if (d.trusted && principal->role == Role::kRank)
       d.max_connections = principal->rank ? rank_cap : shared_rank_cap;
-    d.body_class = BodyClassOf(principal, authenticator.enabled(), ClassOf(head.method, path));
+    d.body_class = BodyClassOf(principal, authenticator.enabled(), QueueOf(rule, head.method));
     if (!d.refuse && rule) {
-      d.refuse = flood->Judge(head.method, rule->pattern, params, principal, std::chrono::steady_clock::now());
+      d.refuse = flood->Judge(*rule, params, principal, std::chrono::steady_clock::now());
       if (d.refuse) shedding.Count(ShedReason::kRateLimited);
     }
     return d;

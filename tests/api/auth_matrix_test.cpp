@@ -232,8 +232,8 @@ TEST_F(AuthMatrixTest, EveryRouteEveryRoleEveryToken) {
 }
 
 TEST_F(AuthMatrixTest, EveryRegisteredRouteIsInTheTable) {
-  // A route the router serves but the table does not list answers 403 to everyone (fail closed); this
-  // keeps the two in step: every table entry is answered by a handler (never 404/405 for admin).
+  // The router dispatches from the table: every entry is answered by its handler, bound by RegisterRoutes
+  // (never 404/405 for admin).
   for (const RouteRule& rule : RouteTable()) {
     if (rule.is_public) continue;
     Case c = Make(rule);

@@ -30,7 +30,7 @@ void RunAll(Posted* posted) {
 class FrontDoorTest : public ::testing::Test {
  protected:
   FrontDoorTest() {
-    router_.Add("GET", "/v1/nodes", [this](const HttpRequest&, const PathParams&, Respond respond) {
+    router_.Replace("GET", "/v1/nodes", [this](const HttpRequest&, const PathParams&, Respond respond) {
       // Held shared: the control thread cannot take it, another reader can.
       exclusive_while_reading_ = lock_.try_lock();
       if (exclusive_while_reading_) lock_.unlock();
@@ -38,7 +38,7 @@ class FrontDoorTest : public ::testing::Test {
       if (shared_while_reading_) lock_.unlock_shared();
       respond(JsonResponse(200, {{"read", true}}));
     });
-    router_.Add("POST", "/v1/jobs/{id}/reports",
+    router_.Replace("POST", "/v1/jobs/{id}/reports",
                 [this](const HttpRequest& req, const PathParams&, Respond respond) {
                   parsed_ = req.json;
                   respond(JsonResponse(202, {{"report", true}}));
@@ -154,7 +154,7 @@ TEST(FrontDoorPrepare, TheRoutesPrepareStepRunsBeforeQueueingAndItsRefusalNeverQ
   Router router{&metrics};
   std::shared_ptr<const void> seen;
   int handled = 0;
-  router.Add(
+  router.Replace(
       "POST", "/v1/nodes/{id}/heartbeat",
       [&](const HttpRequest& req, const PathParams&, Respond respond) {
         ++handled;

@@ -62,6 +62,14 @@ TEST(FloodGuardTest, KeysAreBoundedAndIdleOnesMakeRoom) {
   EXPECT_EQ(g.keys(), 1u);
 }
 
+// The route table's entry for `method pattern`.
+const RouteRule& Route(const std::string& method, const std::string& pattern) {
+  for (const RouteRule& r : RouteTable())
+    if (r.method == method && r.pattern == pattern) return r;
+  ADD_FAILURE() << "no route " << method << " " << pattern;
+  return RouteTable().front();
+}
+
 TEST(FloodLimitsTest, HeartbeatsByNodeAndReportsByRankCredential) {
   FloodLimits limits({.heartbeats_per_node_s = 1, .reports_per_rank_s = 1});  // bursts of 20
   const TimePoint t0{};
@@ -69,7 +77,7 @@ TEST(FloodLimitsTest, HeartbeatsByNodeAndReportsByRankCredential) {
   int refused = 0;
   std::optional<HttpResponse> last;
   for (int i = 0; i < 25; ++i)
-    if (auto r = limits.Judge("POST", "/v1/nodes/{id}/heartbeat", n1, std::nullopt, t0)) {
+    if (auto r = limits.Judge(Route("POST", "/v1/nodes/{id}/heartbeat"), n1, std::nullopt, t0)) {
       ++refused;
       last = r;
     }
@@ -79,19 +87,19 @@ TEST(FloodLimitsTest, HeartbeatsByNodeAndReportsByRankCredential) {
   bool retry_after = false;
   for (const auto& [k, v] : last->headers) retry_after |= k == "Retry-After" && v == "1";
   EXPECT_TRUE(retry_after);
-  EXPECT_FALSE(limits.Judge("POST", "/v1/nodes/{id}/heartbeat", n2, std::nullopt, t0));  // another node
-  EXPECT_FALSE(limits.Judge("GET", "/v1/nodes/{id}/assignments", n1, std::nullopt, t0));  // not judged
+  EXPECT_FALSE(limits.Judge(Route("POST", "/v1/nodes/{id}/heartbeat"), n2, std::nullopt, t0));  // another node
+  EXPECT_FALSE(limits.Judge(Route("GET", "/v1/nodes/{id}/assignments"), n1, std::nullopt, t0));  // not judged
 
   Principal rank3{.role = Role::kRank, .name = "rank:job-000001", .job = "job-000001", .attempt = 1, .rank = 3};
   Principal any_rank{.role = Role::kRank, .name = "rank:job-000001", .job = "job-000001", .attempt = 1};
   refused = 0;
-  for (int i = 0; i < 25; ++i) refused += limits.Judge("POST", "/v1/jobs/{id}/reports", job, rank3, t0).has_value();
+  for (int i = 0; i < 25; ++i) refused += limits.Judge(Route("POST", "/v1/jobs/{id}/reports"), job, rank3, t0).has_value();
   EXPECT_EQ(refused, 5);
   Principal rank4 = rank3;
   rank4.rank = 4;
-  EXPECT_FALSE(limits.Judge("POST", "/v1/jobs/{id}/reports", job, rank4, t0));  // its own bucket
+  EXPECT_FALSE(limits.Judge(Route("POST", "/v1/jobs/{id}/reports"), job, rank4, t0));  // its own bucket
   // A job-wide token is shared by every rank: not limited per request here.
-  for (int i = 0; i < 50; ++i) EXPECT_FALSE(limits.Judge("POST", "/v1/jobs/{id}/reports", job, any_rank, t0));
+  for (int i = 0; i < 50; ++i) EXPECT_FALSE(limits.Judge(Route("POST", "/v1/jobs/{id}/reports"), job, any_rank, t0));
 }
 
 TEST(SheddingTest, OwnCapacityIsTheDaemonsLatenessTheCallersQuotaIsNot) {

@@ -1,6 +1,7 @@
 // RequestQueue without threads: classes, bounds, and the order a drain runs tasks in. `post` collects the
 // drains the queue schedules; the test runs them as the control thread would.
 #include "api/request_queue.h"
+#include "api/route_table.h"
 
 #include <gtest/gtest.h>
 

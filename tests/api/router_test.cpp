@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+
 #include "api/auth.h"
 #include "core/json.h"
 
@@ -20,12 +22,12 @@ HttpResponse Call(const Router& r, const std::string& method, const std::string&
 
 Router MakeRouter(Metrics* m) {
   Router r(m);
-  r.Add("GET", "/v1/jobs/{id}", [](const HttpRequest&, const PathParams& p, Respond respond) {
+  r.Replace("GET", "/v1/jobs/{id}", [](const HttpRequest&, const PathParams& p, Respond respond) {
     HttpResponse res;
     res.body = p.at("id");
     respond(res);
   });
-  r.Add("POST", "/v1/jobs/{id}/cancel", [](const HttpRequest&, const PathParams& p, Respond respond) {
+  r.Replace("POST", "/v1/jobs/{id}/cancel", [](const HttpRequest&, const PathParams& p, Respond respond) {
     HttpResponse res;
     res.status = 202;
     respond(res);
@@ -41,7 +43,7 @@ TEST(Router, AHeldRequestWhoseStaticTokenWasWithdrawnIsAnswered401) {
   Metrics m;
   Router r(&m);
   Respond held;
-  r.Add("GET", "/v1/nodes/{id}/assignments",
+  r.Replace("GET", "/v1/nodes/{id}/assignments",
         [&](const HttpRequest&, const PathParams&, Respond respond) { held = std::move(respond); });
   Authenticator auth;
   const std::string agent = "agent-n4-token-0123456789abcdef";
@@ -115,6 +117,17 @@ TEST(Router, MetricsCountByRoutePatternNotRawPath) {
       text.find("shepherd_http_request_duration_seconds_count{route=\"/v1/jobs/{id}\",method=\"GET\"} 2"),
       std::string::npos);
   EXPECT_NE(text.find("shepherd_build_info{version=\"test\"} 1"), std::string::npos);
+}
+
+// A stand-in handler names a route of the table; a path the table does not list is refused, never added.
+TEST(Router, AStandInForARouteTheTableDoesNotListIsRefused) {
+  Metrics m;
+  Router r(&m);
+  auto handler = [](const HttpRequest&, const PathParams&, Respond respond) { respond(HttpResponse{}); };
+  EXPECT_THROW(r.Replace("GET", "/v1/not-a-route", handler), std::logic_error);
+  EXPECT_THROW(r.Replace("PUT", "/v1/jobs/{id}", handler), std::logic_error);  // the path, another method
+  EXPECT_EQ(Call(r, "GET", "/v1/not-a-route").status, 404);
+  EXPECT_EQ(Call(r, "PUT", "/v1/jobs/j1").status, 405);
 }
 
 TEST(Query, DecodesPairs) {
