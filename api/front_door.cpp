@@ -54,6 +54,8 @@ void FrontDoor::Handle(HttpRequest request, Respond respond) const {
   if (route && route->probe == Probe::kLive)
     return answer(route->pattern, JsonResponse(200, {{"status", "ok"}}));
   if (route && route->probe == Probe::kReady) {
+    if (options_.leads && !options_.leads())
+      return answer(route->pattern, ProblemFrom(Unavailable("leadership lost: this replica follows again")));
     if (ready_->load(std::memory_order_acquire)) {
       Json body{{"status", "ready"}};
       if (!options_.role.empty()) body["role"] = options_.role;

@@ -58,6 +58,9 @@ struct FrontDoorOptions {
   std::function<void(std::function<void()>)> parse_on;
   // Named in /readyz's answer ("role") when not empty: a replica over an etcd store says it leads.
   std::string role;
+  // A leader's term: when set and false, /readyz answers 503 ("leadership lost") from that moment, before
+  // the term's server has stopped, so no prober ever sees two replicas ready as leader. Thread-safe.
+  std::function<bool()> leads;
 };
 
 class FrontDoor {

@@ -340,7 +340,10 @@ TermEnd ServeTerm(const DaemonConfig& config, const TermContext& term) {
   front_options.test_hooks = config.test_hooks;
   front_options.json_limits = api_options.json_limits;
   front_options.parse_on = [&parse_ioc](std::function<void()> fn) { asio::post(parse_ioc, std::move(fn)); };
-  if (leadership) front_options.role = "leader";
+  if (leadership) {
+    front_options.role = "leader";
+    front_options.leads = held;
+  }
   if (config.test_hooks) spdlog::warn("test_hooks is on: POST /test/block-control is served. Tests only");
   FrontDoor front(&queue, &reads, &control_lock, &router, &ready, front_options,
                   [&metrics, &shedding](std::string route, std::string method, int status) {

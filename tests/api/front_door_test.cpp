@@ -149,6 +149,35 @@ TEST_F(FrontDoorTest, JsonBodiesAreParsedBeforeQueueingAndBadOnesNeverQueue) {
 
 // A route's prepare step runs before the request is queued: its typed value travels with the request, and
 // its refusal is answered at once, the handler never run.
+TEST(FrontDoorReadyz, ALeaderWhoseTermEndedIsNotReadyAtOnce) {
+  Metrics metrics;
+  Router router{&metrics};
+  ControlLock lock;
+  RequestQueue control{{}, [](std::function<void()>) {}};
+  RequestQueue reads{{}, [](std::function<void()>) {}};
+  std::atomic<bool> ready{true};
+  std::atomic<bool> leads{true};
+  FrontDoorOptions options;
+  options.role = "leader";
+  options.leads = [&leads] { return leads.load(); };
+  FrontDoor front(&control, &reads, &lock, &router, &ready, options);
+  auto readyz = [&] {
+    HttpResponse got{.status = 0};
+    HttpRequest req;
+    req.method = "GET";
+    req.target = "/readyz";
+    front.Handle(std::move(req), [&got](HttpResponse r) { got = std::move(r); });
+    return got;
+  };
+  HttpResponse r = readyz();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(Json::parse(r.body)["role"], "leader");
+  leads = false;  // the term ended; the control thread has not stopped the server yet
+  r = readyz();
+  EXPECT_EQ(r.status, 503);
+  EXPECT_NE(r.body.find("leadership lost"), std::string::npos) << r.body;
+}
+
 TEST(FrontDoorPrepare, TheRoutesPrepareStepRunsBeforeQueueingAndItsRefusalNeverQueues) {
   Metrics metrics;
   Router router{&metrics};
