@@ -6,8 +6,6 @@ namespace shepherd {
 
 namespace {
 
-constexpr double kMiB = 1024.0 * 1024;
-
 // Datasheets: A100 SXM 312 TFLOP/s bf16 and no FP8 tensor cores (0: "fp8" is refused), NVLink3 600 GB/s both
 // directions, HDR 200 Gb/s per GPU; H100 SXM 989 / 1979 (fp8), NVLink4 900 GB/s, NDR 400 Gb/s; H200 the same;
 // H800 SXM the H100's compute, HBM and NIC with NVLink cut to 400 GB/s (DeepSeek-V3's report, §3.2.2,
@@ -37,26 +35,131 @@ constexpr double kMiB = 1024.0 * 1024;
 // A100 SXM 86.9 %, H100 SXM 80.3 % and 70.9 %, H200 80.3 % and 73.4 %, B200 77.6 % and 76.3 %, B300 78.6 %
 // and 74.5 %; H800 as H100, GB200 and GB300 as their HGX siblings (their `sustained` is measured against
 // those).
-constexpr std::array<GpuProfile, 9> kProfiles = {{
-    {"A100-40GB", 312e12, 0, 40960 * kMiB, 8, 0.8 * 300e9, 0.8 * 25e9, 0.8 * 1555e9, 0.5, 0.8 * 32e9, 0.869,
-     0},
-    {"A100-80GB", 312e12, 0, 81920 * kMiB, 8, 0.8 * 300e9, 0.8 * 25e9, 0.8 * 2039e9, 0.5, 0.8 * 32e9, 0.869,
-     0},
-    {"H100-80GB", 989e12, 1979e12, 81559 * kMiB, 8, 0.8 * 450e9, 0.8 * 50e9, 0.8 * 3350e9, 0.35, 0.8 * 64e9,
-     0.803, 0.709},
-    {"H800", 989e12, 1979e12, 81559 * kMiB, 8, 0.8 * 200e9, 0.8 * 50e9, 0.8 * 3350e9, 0.35, 0.8 * 64e9, 0.803,
-     0.709},
-    {"H200", 989e12, 1979e12, 143771 * kMiB, 8, 0.8 * 450e9, 0.8 * 50e9, 0.8 * 4800e9, 0.35, 0.8 * 64e9,
-     0.803, 0.734},
-    {"B200", 2250e12, 4500e12, 183359 * kMiB, 8, 0.8 * 900e9, 0.8 * 50e9, 0.8 * 8000e9, 0.35, 0.8 * 64e9,
-     0.776, 0.763},
-    {"GB200-NVL72", 2500e12, 5000e12, 189471 * kMiB, 72, 0.8 * 900e9, 0.8 * 50e9, 0.8 * 8000e9, 0.35,
-     0.8 * 450e9, 0.776, 0.763, 0.9},
-    {"B300", 2250e12, 4500e12, 275040 * kMiB, 8, 0.8 * 900e9, 0.8 * 100e9, 0.8 * 8000e9, 0.35, 0.8 * 64e9,
-     0.786, 0.745},
-    {"GB300-NVL72", 2500e12, 5000e12, 284208 * kMiB, 72, 0.8 * 900e9, 0.8 * 100e9, 0.8 * 8000e9, 0.35,
-     0.8 * 450e9, 0.786, 0.745, 0.96},
-}};
+constexpr GpuProfile kA100Sxm40GB = {
+    .name = "A100-40GB",
+    .peak_bf16_flops = 312e12,
+    .peak_fp8_flops = 0,
+    .memory_bytes = 40960 * kMiB,
+    .nvlink_domain_gpus = 8,
+    .nvlink_bytes_per_s = kAchievable * 300e9,
+    .net_bytes_per_s = kAchievable * 25e9,
+    .hbm_bytes_per_s = kAchievable * 1555e9,
+    .attention_efficiency = 0.5,
+    .host_bytes_per_s = kAchievable * 32e9,
+    .gemm_bf16 = 0.869,
+    .gemm_fp8 = 0,
+};
+
+constexpr GpuProfile kA100Sxm80GB = {
+    .name = "A100-80GB",
+    .peak_bf16_flops = 312e12,
+    .peak_fp8_flops = 0,
+    .memory_bytes = 81920 * kMiB,
+    .nvlink_domain_gpus = 8,
+    .nvlink_bytes_per_s = kAchievable * 300e9,
+    .net_bytes_per_s = kAchievable * 25e9,
+    .hbm_bytes_per_s = kAchievable * 2039e9,
+    .attention_efficiency = 0.5,
+    .host_bytes_per_s = kAchievable * 32e9,
+    .gemm_bf16 = 0.869,
+    .gemm_fp8 = 0,
+};
+
+constexpr GpuProfile kH800 = {
+    .name = "H800",
+    .peak_bf16_flops = 989e12,
+    .peak_fp8_flops = 1979e12,
+    .memory_bytes = 81559 * kMiB,
+    .nvlink_domain_gpus = 8,
+    .nvlink_bytes_per_s = kAchievable * 200e9,
+    .net_bytes_per_s = kAchievable * 50e9,
+    .hbm_bytes_per_s = kAchievable * 3350e9,
+    .attention_efficiency = 0.35,
+    .host_bytes_per_s = kAchievable * 64e9,
+    .gemm_bf16 = 0.803,
+    .gemm_fp8 = 0.709,
+};
+
+constexpr GpuProfile kH200 = {
+    .name = "H200",
+    .peak_bf16_flops = 989e12,
+    .peak_fp8_flops = 1979e12,
+    .memory_bytes = 143771 * kMiB,
+    .nvlink_domain_gpus = 8,
+    .nvlink_bytes_per_s = kAchievable * 450e9,
+    .net_bytes_per_s = kAchievable * 50e9,
+    .hbm_bytes_per_s = kAchievable * 4800e9,
+    .attention_efficiency = 0.35,
+    .host_bytes_per_s = kAchievable * 64e9,
+    .gemm_bf16 = 0.803,
+    .gemm_fp8 = 0.734,
+};
+
+constexpr GpuProfile kB200 = {
+    .name = "B200",
+    .peak_bf16_flops = 2250e12,
+    .peak_fp8_flops = 4500e12,
+    .memory_bytes = 183359 * kMiB,
+    .nvlink_domain_gpus = 8,
+    .nvlink_bytes_per_s = kAchievable * 900e9,
+    .net_bytes_per_s = kAchievable * 50e9,
+    .hbm_bytes_per_s = kAchievable * 8000e9,
+    .attention_efficiency = 0.35,
+    .host_bytes_per_s = kAchievable * 64e9,
+    .gemm_bf16 = 0.776,
+    .gemm_fp8 = 0.763,
+};
+
+constexpr GpuProfile kGb200Nvl72 = {
+    .name = "GB200-NVL72",
+    .peak_bf16_flops = 2500e12,
+    .peak_fp8_flops = 5000e12,
+    .memory_bytes = 189471 * kMiB,
+    .nvlink_domain_gpus = 72,
+    .nvlink_bytes_per_s = kAchievable * 900e9,
+    .net_bytes_per_s = kAchievable * 50e9,
+    .hbm_bytes_per_s = kAchievable * 8000e9,
+    .attention_efficiency = 0.35,
+    .host_bytes_per_s = kAchievable * 450e9,
+    .gemm_bf16 = 0.776,
+    .gemm_fp8 = 0.763,
+    .sustained = 0.9,
+};
+
+constexpr GpuProfile kB300 = {
+    .name = "B300",
+    .peak_bf16_flops = 2250e12,
+    .peak_fp8_flops = 4500e12,
+    .memory_bytes = 275040 * kMiB,
+    .nvlink_domain_gpus = 8,
+    .nvlink_bytes_per_s = kAchievable * 900e9,
+    .net_bytes_per_s = kAchievable * 100e9,
+    .hbm_bytes_per_s = kAchievable * 8000e9,
+    .attention_efficiency = 0.35,
+    .host_bytes_per_s = kAchievable * 64e9,
+    .gemm_bf16 = 0.786,
+    .gemm_fp8 = 0.745,
+};
+
+constexpr GpuProfile kGb300Nvl72 = {
+    .name = "GB300-NVL72",
+    .peak_bf16_flops = 2500e12,
+    .peak_fp8_flops = 5000e12,
+    .memory_bytes = 284208 * kMiB,
+    .nvlink_domain_gpus = 72,
+    .nvlink_bytes_per_s = kAchievable * 900e9,
+    .net_bytes_per_s = kAchievable * 100e9,
+    .hbm_bytes_per_s = kAchievable * 8000e9,
+    .attention_efficiency = 0.35,
+    .host_bytes_per_s = kAchievable * 450e9,
+    .gemm_bf16 = 0.786,
+    .gemm_fp8 = 0.745,
+    .sustained = 0.96,
+};
+
+constexpr std::array<GpuProfile, 9> kProfiles = {
+    kA100Sxm40GB, kA100Sxm80GB, kH100Sxm, kH800, kH200, kB200, kGb200Nvl72, kB300, kGb300Nvl72,
+};
 
 }  // namespace
 

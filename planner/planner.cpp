@@ -333,7 +333,7 @@ Hardware HardwareForResources(const Resources& r, double default_gpu_memory_gib)
   Hardware hw;
   hw.gpu_memory_bytes = r.gpu_memory_gib.value_or(default_gpu_memory_gib) * (1ull << 30);
   hw.nvlink_domain_gpus = r.gpus_per_node;
-  if (std::optional<GpuProfile> g = FindGpuProfile(r.gpu.empty() ? "H100-80GB" : r.gpu)) {
+  if (std::optional<GpuProfile> g = FindGpuProfile(r.gpu.empty() ? kH100Sxm.name : r.gpu)) {
     hw.gpu = g->name;
     hw.peak_flops = g->peak_bf16_flops;
     hw.peak_fp8_flops = g->peak_fp8_flops;

@@ -24,34 +24,40 @@
 #include "core/job.h"
 #include "core/json.h"
 #include "core/status.h"
+#include "planner/gpu_profiles.h"
 
 namespace shepherd {
 
-// What the planner assumes about the GPUs and the network. Defaults: the H100-80GB profile of
-// planner/gpu_profiles.h in 8-GPU HGX nodes with one 400 Gb/s rail per GPU.
+// What the planner assumes about the GPUs and the network. The GPU's figures default to the H100 SXM
+// profile (kH100Sxm, planner/gpu_profiles.h) in 8-GPU HGX nodes with one 400 Gb/s rail per GPU;
+// HardwareForResources fills them from the profile a request names.
 struct Hardware {
-  std::string gpu = "H100-80GB";
-  double gpu_memory_bytes = 80.0 * (1ull << 30);  // HBM per GPU
-  int nvlink_domain_gpus = 8;         // GPUs sharing one NVLink domain (8 for HGX, 72 for NVL72); bounds TP
-  double nvlink_bytes_per_s = 360e9;  // achievable bus bandwidth per GPU inside an NVLink domain
-  double ib_bytes_per_s = 40e9;       // achievable bus bandwidth per GPU across NVLink domains
-  double nvlink_latency_s = 5e-6;     // per step of a collective algorithm inside a domain
-  double ib_latency_s = 15e-6;        // per step across domains
-  double peak_flops = 989e12;         // dense 16-bit FLOP/s per GPU; fp32 training uses it too
-  double peak_fp8_flops = 1979e12;    // dense fp8 FLOP/s (training.precision "fp8"); 0: no fp8
-  double hbm_bytes_per_s = 2680e9;    // achievable HBM bandwidth: memory-bound element-wise kernels
+  std::string gpu = kH100Sxm.name;
+  // HBM per GPU. Default 80 GiB, the size a dry-run plan assumes (HardwareForResources'
+  // default_gpu_memory_gib), not the profile's reported HBM, which only a named resources.gpu selects.
+  double gpu_memory_bytes = 80.0 * (1ull << 30);
+  int nvlink_domain_gpus = kH100Sxm.nvlink_domain_gpus;  // GPUs sharing one NVLink domain; bounds TP
+  double nvlink_bytes_per_s = kH100Sxm.nvlink_bytes_per_s;  // achievable bus bandwidth per GPU in a domain
+  double ib_bytes_per_s = kH100Sxm.net_bytes_per_s;         // achievable bus bandwidth per GPU across domains
+  double nvlink_latency_s = 5e-6;  // per step of a collective algorithm inside a domain
+  double ib_latency_s = 15e-6;     // per step across domains
+  double peak_flops = kH100Sxm.peak_bf16_flops;     // dense 16-bit FLOP/s per GPU; fp32 training uses it too
+  double peak_fp8_flops = kH100Sxm.peak_fp8_flops;  // dense fp8 FLOP/s (training.precision "fp8"); 0: no fp8
+  double hbm_bytes_per_s = kH100Sxm.hbm_bytes_per_s;  // achievable HBM bandwidth: memory-bound kernels
   // Fraction of peak the matmuls reach when large; smaller per-GPU matmuls reach less:
   // efficiency(d) = matmul_efficiency · d / (d + matmul_half_size), d = min(hidden / tp, s/cp · b) (see
-  // MatmulEfficiency, comm_model.h).
+  // MatmulEfficiency, comm_model.h). Fitted on the H100 (kReferenceGemmShare); HardwareForResources scales it
+  // by another GPU's GEMM share and sustained rate.
   double matmul_efficiency = 0.635;
   double matmul_half_size = 192;
   // The share of its peak an fp8 GEMM reaches over a 16-bit GEMM's share of its own (training.precision
-  // "fp8": the fp8 peak times the matmul efficiency times this).
+  // "fp8": the fp8 peak times the matmul efficiency times this). Default 1; HardwareForResources sets the
+  // profile's gemm_fp8 / gemm_bf16 (0.883 for the H100).
   double fp8_gemm_ratio = 1;
-  // Fraction of peak the attention kernels (flash: fused QKᵀ, softmax, AV) reach (planner/gpu_profiles.h).
-  double attention_efficiency = 0.35;
-  double memory_headroom = 0.9;      // usable fraction of gpu_memory_bytes (allocator, CUDA context, NCCL)
-  double host_bytes_per_s = 51.2e9;  // achievable GPU↔host bandwidth, one direction (activation offloading)
+  // Fraction of peak the attention kernels (flash: fused QKᵀ, softmax, AV) reach.
+  double attention_efficiency = kH100Sxm.attention_efficiency;
+  double memory_headroom = 0.9;  // usable fraction of gpu_memory_bytes (allocator, CUDA context, NCCL)
+  double host_bytes_per_s = kH100Sxm.host_bytes_per_s;  // achievable GPU↔host bandwidth (activation offloading)
 };
 
 // Hardware for a request's resources: the resources.gpu profile (H100-80GB when empty), gpu_memory_gib when
