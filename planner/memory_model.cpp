@@ -271,7 +271,10 @@ MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::ve
 }
 
 MemoryBreakdown WorstStageMemory(const JobSpec& spec, const Plan& plan) {
-  const std::vector<int> layers = StageLayers(spec.model.layers, plan.pp, plan.pipeline_layers);
+  return WorstStageMemory(spec, plan, StageLayers(spec.model.layers, plan.pp, plan.pipeline_layers));
+}
+
+MemoryBreakdown WorstStageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& layers) {
   MemoryBreakdown worst = StageMemory(spec, plan, layers, 0);
   for (int stage = 1; stage < plan.pp; ++stage) {
     // In-flight micro-batches fall with the stage index, so only a stage with more layers than every

@@ -161,5 +161,7 @@ MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::ve
 
 // The worst (largest total) stage, with MemoryBreakdown::stage saying which.
 MemoryBreakdown WorstStageMemory(const JobSpec& spec, const Plan& plan);
+// The same over stages already laid out (StageLayers of the plan).
+MemoryBreakdown WorstStageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers);
 
 }  // namespace shepherd

@@ -8,6 +8,7 @@
 
 #include "planner/comm_model.h"
 #include "planner/gpu_profiles.h"
+#include "planner/layout_costs.h"
 #include "planner/memory_model.h"
 #include "planner/model_arch.h"
 #include "planner/pipeline_layout.h"
@@ -244,14 +245,15 @@ PlanEstimate Estimate(const JobSpec& spec, const Plan& plan, const Hardware& hw)
   e.plan = plan;
   e.activation_recompute = spec.training.activation_recompute;
   e.recompute_num_layers = spec.training.recompute_num_layers;
-  e.memory = WorstStageMemory(spec, plan);
-  e.stage_layers = StageLayers(spec.model.layers, plan.pp, plan.pipeline_layers);
+  const LayoutCosts costs = LayoutCostsOf(spec, plan, hw);  // the candidate's table, built once
+  e.memory = WorstStageMemory(spec, plan, costs.stage_layers);
+  e.stage_layers = costs.stage_layers;
   e.gpu_memory_bytes = hw.gpu_memory_bytes;
   e.nvlink_domain_gpus = hw.nvlink_domain_gpus;
   e.usable_memory_bytes = UsableBytes(hw);
   e.fits = e.memory.total <= UsableBytes(hw);
-  e.comm = EstimateCommBytes(spec, plan);
-  const StepTime t = EstimateStepTime(spec, plan, hw);
+  e.comm = costs.comm;
+  const StepTime t = StepTimeOf(spec, plan, hw, costs);
   e.bubble_fraction = t.bubble / (t.compute + t.bubble);
   e.compute_time_s = t.compute;
   e.comm_time_s = t.comm();
@@ -399,8 +401,7 @@ Result<PlanEstimate> EvaluatePlan(const JobSpec& spec, const Plan& given, const 
   PlanEstimate e = Estimate(spec, plan, hw);
   e.explanation = ParameterNote(spec.model) + Describe(plan) + ": " + DescribeEstimate(e, hw) + ".";
   if (!e.fits) e.explanation += FitHints(spec, plan, hw);
-  if (plan.vpp > 1 &&
-      !EvenVirtualStages(StageLayers(spec.model.layers, plan.pp, plan.pipeline_layers), plan.vpp))
+  if (plan.vpp > 1 && !EvenVirtualStages(e.stage_layers, plan.vpp))
     e.explanation += Format(
         " vpp %d does not split every stage into equal chunks: Megatron-Core needs a "
         "pipeline_model_parallel_layout for it, and the bubble is priced as if the chunks were equal.",
