@@ -72,8 +72,8 @@ struct Policy {
   double straggler_factor = 1.5;    // slower than median × factor ...
   int straggler_window_steps = 20;  // ... over this many steps is a straggler
   StragglerAction straggler_action = StragglerAction::kRecord;
-  double loss_spike_factor = 3;     // loss above rolling median × factor is a spike
-  int good_after_steps = 10;        // K healthy steps that make a complete checkpoint good
+  double loss_spike_factor = 3;  // loss above rolling median × factor is a spike
+  int good_after_steps = 10;     // K healthy steps that make a complete checkpoint good
   // Loss judged at job level: a spike lasting this many consecutive steps is divergence (restart from
   // last-known-good); a shorter one is an outlier (recorded, no action).
   int loss_divergence_steps = 5;

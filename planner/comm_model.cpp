@@ -296,6 +296,7 @@ LayoutCosts LayoutCostsOf(const JobSpec& spec, const Plan& plan) {
   lc.expert_halves = ExpertHalvesOffTp(spec, plan, lc.max_stage_layers);
   lc.params = MaxStageParams(spec, plan, lc.stage_layers);
   lc.comm = CommBytesOf(spec, plan, lc);
+  lc.memory = LayerMemoryCostsOf(spec, plan);
   return lc;
 }
 

@@ -26,7 +26,7 @@ struct GpuProfile {
   double net_bytes_per_s = 0;       // achievable bus bandwidth per GPU across domains (one NIC rail per GPU)
   double hbm_bytes_per_s = 0;       // achievable HBM bandwidth (memory-bound element-wise kernels)
   double attention_efficiency = 0;  // fraction of the 16-bit peak flash-attention kernels reach (fwd + bwd)
-  double host_bytes_per_s = 0;      // achievable GPU↔host bandwidth, one direction (CPU activation offloading)
+  double host_bytes_per_s = 0;  // achievable GPU↔host bandwidth, one direction (CPU activation offloading)
   // The share of its 16-bit and fp8 peaks the GPU's best GEMM reaches (Maximum Achievable Matmul FLOPS,
   // docs/planner.md); 0 where it has no fp8. The matmul efficiency curve is the H100's: other GPUs' scale by
   // their share over the H100's 16-bit one.

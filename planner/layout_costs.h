@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/job.h"
+#include "planner/memory_model.h"
 #include "planner/planner.h"
 
 namespace shepherd::planner_internal {
@@ -37,6 +38,7 @@ struct LayoutCosts {
   double expert_halves = 0;       // MoE layers' expert halves over the etp group instead (ExpertHalvesOffTp)
   RankParams params;              // the heaviest stage's rank (MaxStageParams)
   CommBytes comm;                 // bytes each rank sends per step, by axis (EstimateCommBytes)
+  LayerMemoryCosts memory;        // activations per layer, model state per parameter (memory_model.h)
   // Per layer and micro-batch on one rank (filled by AddComputeCosts, which needs the hardware).
   double model_ranks = 0;          // tp · cp: the ranks a layer's FLOPs are split over
   double rate = 0;                 // FLOP/s of the dense GEMMs

@@ -226,21 +226,42 @@ double GatheredWorkingBytes(const ModelSpec& m, const TrainingSpec& t, const Pla
   return layer * (2 * 2 + (fsdp ? 4 : GradientElementBytes(t)));
 }
 
+LayerMemoryCosts LayerMemoryCostsOf(const JobSpec& spec, const Plan& plan) {
+  const TrainingSpec& t = spec.training;
+  const ModelSpec& m = spec.model;
+  LayerMemoryCosts c;
+  c.state = ModelStateBytesPerParam(t, plan.zero_stage, plan.dp * plan.cp);
+  c.expert_state = ModelStateBytesPerParam(t, plan.zero_stage, ExpertDataParallelSize(plan));
+  c.fp8_cache_per_param = Fp8WeightCacheBytesPerParam(t);
+  c.layer_activations = ActivationBytesPerLayer(m, t, plan);
+  const bool full = t.activation_recompute == Recompute::kFull;
+  c.kept_layer_activations = ActivationBytesPerLayer(m, full ? KeptLayerTraining(t) : t, plan);
+  // Block recompute skips MTP layers (multi_token_prediction.py).
+  c.mtp_layer_activations =
+      ActivationBytesPerLayer(m, t.recompute_num_layers > 0 ? KeptLayerTraining(t) : t, plan);
+  c.embedding_activations = EmbeddingActivationBytes(m, plan);
+  c.output_activations = OutputActivationBytes(m, t, plan);
+  return c;
+}
+
 MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers,
                             int stage) {
+  return StageMemory(spec, plan, stage_layers, stage, LayerMemoryCostsOf(spec, plan));
+}
+
+MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers,
+                            int stage, const LayerMemoryCosts& c) {
   const TrainingSpec& t = spec.training;
   const ModelSpec& m = spec.model;
   const LayerParamSplit mtp = StageMtpParamsPerRank(m, plan, stage);
   const double layer_params = StageLayerParamsPerRank(m, plan.tp, stage_layers[stage]) + mtp.dense;
   const double params = layer_params + StageVocabParamsPerRank(m, plan.tp, plan.pp, stage);
   const double experts = StageExpertParamsPerRank(m, plan, stage_layers[stage]) + mtp.expert;
-  const int shards = plan.dp * plan.cp;
-  const StateBytesPerParam b = ModelStateBytesPerParam(t, plan.zero_stage, shards);
-  const StateBytesPerParam be = ModelStateBytesPerParam(t, plan.zero_stage, ExpertDataParallelSize(plan));
+  const StateBytesPerParam& b = c.state;
+  const StateBytesPerParam& be = c.expert_state;
   MemoryBreakdown mem;
   mem.stage = stage;
-  mem.weights =
-      params * b.weights + experts * be.weights + Fp8WeightCacheBytesPerParam(t) * (layer_params + experts);
+  mem.weights = params * b.weights + experts * be.weights + c.fp8_cache_per_param * (layer_params + experts);
   mem.gradients = params * b.gradients + experts * be.gradients;
   mem.optimizer = params * b.optimizer + experts * be.optimizer;
   mem.master_weights = params * b.master_weights + experts * be.master_weights;
@@ -250,20 +271,15 @@ MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::ve
   const int resident_layers = stage_layers[stage] - t.cpu_offload_layers;
   // Under block recompute (full, recompute_num_layers) the layers not recomputed keep everything.
   const double recomputed = RecomputedLayers(t, resident_layers, plan.vpp);
-  const bool full = t.activation_recompute == Recompute::kFull;
   mem.activations =
-      (ActivationBytesPerLayer(m, t, plan) * recomputed +
-       ActivationBytesPerLayer(m, full ? KeptLayerTraining(t) : t, plan) * (resident_layers - recomputed)) *
+      (c.layer_activations * recomputed + c.kept_layer_activations * (resident_layers - recomputed)) *
       in_flight;
-  if (stage == 0) mem.activations += EmbeddingActivationBytes(m, plan) * in_flight;
+  if (stage == 0) mem.activations += c.embedding_activations * in_flight;
   // The last stage: the output layer and loss, and each MTP depth's layer and its output layer and loss
-  // again (block recompute skips MTP layers: multi_token_prediction.py).
+  // again.
   if (stage == plan.pp - 1)
-    mem.activations += OutputActivationBytes(m, t, plan) +
-                       m.mtp_layers * (ActivationBytesPerLayer(
-                                           m, t.recompute_num_layers > 0 ? KeptLayerTraining(t) : t, plan) *
-                                           in_flight +
-                                       OutputActivationBytes(m, t, plan));
+    mem.activations +=
+        c.output_activations + m.mtp_layers * (c.mtp_layer_activations * in_flight + c.output_activations);
   mem.working = GatheredWorkingBytes(m, t, plan, params, experts);
   mem.total =
       mem.weights + mem.gradients + mem.optimizer + mem.master_weights + mem.activations + mem.working;
@@ -275,12 +291,17 @@ MemoryBreakdown WorstStageMemory(const JobSpec& spec, const Plan& plan) {
 }
 
 MemoryBreakdown WorstStageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& layers) {
-  MemoryBreakdown worst = StageMemory(spec, plan, layers, 0);
+  return WorstStageMemory(spec, plan, layers, LayerMemoryCostsOf(spec, plan));
+}
+
+MemoryBreakdown WorstStageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& layers,
+                                 const LayerMemoryCosts& costs) {
+  MemoryBreakdown worst = StageMemory(spec, plan, layers, 0, costs);
   for (int stage = 1; stage < plan.pp; ++stage) {
     // In-flight micro-batches fall with the stage index, so only a stage with more layers than every
     // earlier one, or the last stage (output layer), can be worse.
     if (stage + 1 < plan.pp && layers[stage] <= layers[stage - 1]) continue;
-    MemoryBreakdown m = StageMemory(spec, plan, layers, stage);
+    MemoryBreakdown m = StageMemory(spec, plan, layers, stage, costs);
     if (m.total > worst.total) worst = m;
   }
   return worst;

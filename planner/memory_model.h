@@ -155,13 +155,32 @@ double InFlightMicroBatches(int pp, int stage, int micro_batches, int vpp = 1, b
 double GatheredWorkingBytes(const ModelSpec& m, const TrainingSpec& t, const Plan& plan,
                             double stage_params = 0, double stage_experts = 0);
 
-// Memory of one rank of `stage` given the stages' layer counts.
+// What one transformer layer and the model state per parameter cost in memory on one rank of a layout,
+// the same on every stage: the memory part of the candidate's table (planner/layout_costs.h). A stage's
+// memory is these times its layers, parameters and in-flight micro-batches.
+struct LayerMemoryCosts {
+  StateBytesPerParam state;           // per dense parameter (sharded over dp·cp)
+  StateBytesPerParam expert_state;    // per routed-expert parameter (over ExpertDataParallelSize)
+  double fp8_cache_per_param = 0;     // Fp8WeightCacheBytesPerParam, on the layers' weights
+  double layer_activations = 0;       // a layer's kept bytes under the training's recompute
+  double kept_layer_activations = 0;  // a layer block recompute leaves alone (full: KeptLayerTraining)
+  double mtp_layer_activations = 0;   // an MTP depth's layer (block recompute skips them)
+  double embedding_activations = 0;   // the first stage's, per micro-batch in flight
+  double output_activations = 0;      // the output layer and loss, on the last stage
+};
+LayerMemoryCosts LayerMemoryCostsOf(const JobSpec& spec, const Plan& plan);
+
+// Memory of one rank of `stage` given the stages' layer counts (and the layout's LayerMemoryCostsOf).
 MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers,
                             int stage);
+MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers,
+                            int stage, const LayerMemoryCosts& costs);
 
 // The worst (largest total) stage, with MemoryBreakdown::stage saying which.
 MemoryBreakdown WorstStageMemory(const JobSpec& spec, const Plan& plan);
-// The same over stages already laid out (StageLayers of the plan).
+// The same over stages already laid out (StageLayers of the plan), and with the layout's memory costs.
 MemoryBreakdown WorstStageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers);
+MemoryBreakdown WorstStageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers,
+                                 const LayerMemoryCosts& costs);
 
 }  // namespace shepherd

@@ -246,7 +246,7 @@ PlanEstimate Estimate(const JobSpec& spec, const Plan& plan, const Hardware& hw)
   e.activation_recompute = spec.training.activation_recompute;
   e.recompute_num_layers = spec.training.recompute_num_layers;
   const LayoutCosts costs = LayoutCostsOf(spec, plan, hw);  // the candidate's table, built once
-  e.memory = WorstStageMemory(spec, plan, costs.stage_layers);
+  e.memory = WorstStageMemory(spec, plan, costs.stage_layers, costs.memory);
   e.stage_layers = costs.stage_layers;
   e.gpu_memory_bytes = hw.gpu_memory_bytes;
   e.nvlink_domain_gpus = hw.nvlink_domain_gpus;

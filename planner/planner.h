@@ -36,11 +36,11 @@ struct Hardware {
   // HBM per GPU. Default 80 GiB, the size a dry-run plan assumes (HardwareForResources'
   // default_gpu_memory_gib), not the profile's reported HBM, which only a named resources.gpu selects.
   double gpu_memory_bytes = 80.0 * (1ull << 30);
-  int nvlink_domain_gpus = kH100Sxm.nvlink_domain_gpus;  // GPUs sharing one NVLink domain; bounds TP
+  int nvlink_domain_gpus = kH100Sxm.nvlink_domain_gpus;     // GPUs sharing one NVLink domain; bounds TP
   double nvlink_bytes_per_s = kH100Sxm.nvlink_bytes_per_s;  // achievable bus bandwidth per GPU in a domain
   double ib_bytes_per_s = kH100Sxm.net_bytes_per_s;         // achievable bus bandwidth per GPU across domains
-  double nvlink_latency_s = 5e-6;  // per step of a collective algorithm inside a domain
-  double ib_latency_s = 15e-6;     // per step across domains
+  double nvlink_latency_s = 5e-6;                   // per step of a collective algorithm inside a domain
+  double ib_latency_s = 15e-6;                      // per step across domains
   double peak_flops = kH100Sxm.peak_bf16_flops;     // dense 16-bit FLOP/s per GPU; fp32 training uses it too
   double peak_fp8_flops = kH100Sxm.peak_fp8_flops;  // dense fp8 FLOP/s (training.precision "fp8"); 0: no fp8
   double hbm_bytes_per_s = kH100Sxm.hbm_bytes_per_s;  // achievable HBM bandwidth: memory-bound kernels
@@ -57,7 +57,8 @@ struct Hardware {
   // Fraction of peak the attention kernels (flash: fused QKᵀ, softmax, AV) reach.
   double attention_efficiency = kH100Sxm.attention_efficiency;
   double memory_headroom = 0.9;  // usable fraction of gpu_memory_bytes (allocator, CUDA context, NCCL)
-  double host_bytes_per_s = kH100Sxm.host_bytes_per_s;  // achievable GPU↔host bandwidth (activation offloading)
+  // Achievable GPU↔host bandwidth, one direction (CPU activation offloading).
+  double host_bytes_per_s = kH100Sxm.host_bytes_per_s;
 };
 
 // Hardware for a request's resources: the resources.gpu profile (H100-80GB when empty), gpu_memory_gib when

@@ -90,8 +90,7 @@ void AddElementwiseAndOutputCosts(const JobSpec& spec, const Plan& plan, const H
       hw.hbm_bytes_per_s;
   c->refwd_elementwise_s = (hbm.layer + hbm.scores + hbm.fp8_forward) / hw.hbm_bytes_per_s;
   c->recompute_s = c->layer_flops / 3 / c->model_ranks / c->rate + c->refwd_elementwise_s;
-  c->loss_s =
-      LossBytesPerLogit(spec.training) * c->tokens / plan.cp * m.vocab / plan.tp / hw.hbm_bytes_per_s;
+  c->loss_s = LossBytesPerLogit(spec.training) * c->tokens / plan.cp * m.vocab / plan.tp / hw.hbm_bytes_per_s;
   c->output_layer_s = 6.0 * m.vocab * m.hidden * c->tokens / c->model_ranks /
                       (hw.peak_flops * MatmulEfficiency(spec, plan, hw));
 }
@@ -110,12 +109,12 @@ void AddMtpCosts(const JobSpec& spec, LayoutCosts* c) {
   // Block recompute (recompute_num_layers) leaves MTP layers alone (multi_token_prediction.py).
   const double recompute =
       t.activation_recompute == Recompute::kFull && t.recompute_num_layers == 0 ? 4.0 / 3 : 1;
-  c->mtp_s = m.mtp_layers *
-             ((6 * c->tokens * (mtp.dense + mtp_routed * c->rate / c->expert_rate) + c->up_proj_flops) *
-                  recompute / c->model_ranks / c->rate +
-              mtp_attention * (recompute + c->attention_again) / c->model_ranks / c->attention_rate +
-              c->layer_elementwise_s + (recompute > 1 ? c->refwd_elementwise_s : 0) + c->output_layer_s +
-              c->loss_s);
+  c->mtp_s =
+      m.mtp_layers *
+      ((6 * c->tokens * (mtp.dense + mtp_routed * c->rate / c->expert_rate) + c->up_proj_flops) * recompute /
+           c->model_ranks / c->rate +
+       mtp_attention * (recompute + c->attention_again) / c->model_ranks / c->attention_rate +
+       c->layer_elementwise_s + (recompute > 1 ? c->refwd_elementwise_s : 0) + c->output_layer_s + c->loss_s);
 }
 
 // The slowest stage's time per micro-batch, and its attention kernels' share (what ring attention hides
@@ -155,7 +154,8 @@ double TpSeconds(const JobSpec& spec, const Plan& plan, const Hardware& hw, cons
   const double tp_all_reduce = AllReduceSeconds(a, plan.tp, Bandwidth(plan.tp, hw), Latency(plan.tp, hw));
   return mb * c.tp_collectives *
              ((c.max_stage_layers - c.expert_halves) * tp_all_reduce +
-              c.expert_halves * AllReduceSeconds(a * etp / plan.tp, etp, Bandwidth(etp, hw), Latency(etp, hw))) +
+              c.expert_halves *
+                  AllReduceSeconds(a * etp / plan.tp, etp, Bandwidth(etp, hw), Latency(etp, hw))) +
          mb * c.max_stage_layers * MlpRecomputedShare(spec) * tp_all_reduce;
 }
 
@@ -163,9 +163,8 @@ double TpSeconds(const JobSpec& spec, const Plan& plan, const Hardware& hw, cons
 double CpSeconds(const Plan& plan, const Hardware& hw, const LayoutCosts& c) {
   if (plan.cp <= 1) return 0;
   const long long span = static_cast<long long>(plan.tp) * plan.cp;
-  return c.comm.cp / Bandwidth(span, hw) +
-         c.max_stage_layers * static_cast<double>(plan.micro_batches) * 3.0 * (plan.cp - 1) *
-             Latency(span, hw);
+  return c.comm.cp / Bandwidth(span, hw) + c.max_stage_layers * static_cast<double>(plan.micro_batches) *
+                                               3.0 * (plan.cp - 1) * Latency(span, hw);
 }
 
 // MoE all-to-alls over the EP group (Megatron-Core's expert grid, etp fastest, then ep: it spans etp·ep
@@ -272,12 +271,12 @@ DpTime DpSeconds(const TrainingSpec& t, const Plan& plan, const Hardware& hw, co
 struct OffloadTime {
   double total = 0, exposed = 0;
 };
-OffloadTime OffloadSeconds(const JobSpec& spec, const Plan& plan, const Hardware& hw, double stage_s) {
-  const TrainingSpec& t = spec.training;
+OffloadTime OffloadSeconds(const TrainingSpec& t, const Plan& plan, const Hardware& hw, const LayoutCosts& c,
+                           double stage_s) {
   if (t.cpu_offload_layers <= 0) return {};
   const double mb = plan.micro_batches;
   const double backward = 2.0 / 3 * stage_s, forward = stage_s / 3;
-  const double copy = t.cpu_offload_layers * ActivationBytesPerLayer(spec.model, t, plan) / hw.host_bytes_per_s;
+  const double copy = t.cpu_offload_layers * c.memory.layer_activations / hw.host_bytes_per_s;
   return {2 * mb * copy, mb * (std::max(0.0, copy - forward) + std::max(0.0, copy - backward))};
 }
 
@@ -320,7 +319,7 @@ StepTime StepTimeOf(const JobSpec& spec, const Plan& plan, const Hardware& hw, c
   st.pp = PpSeconds(plan, hw, c);
   const DpTime dp = DpSeconds(t, plan, hw, c, stage.seconds);
   st.dp = dp.total;
-  const OffloadTime offload = OffloadSeconds(spec, plan, hw, stage.seconds);
+  const OffloadTime offload = OffloadSeconds(t, plan, hw, c, stage.seconds);
   st.offload = offload.total;
   // Ring attention hides behind the attention kernels; --tp-comm-overlap pipelines each TP collective's tp
   // chunks with its GEMM: one chunk's transfer is exposed.
