@@ -192,7 +192,7 @@ std::vector<ExpertGrid> ExpertGrids(const ModelSpec& m, int tp, long long stage_
 // grows, so N is bisected between 1 and the largest virtual stage's layers (all of them: `fits` itself).
 PlanEstimate FewestRecomputed(const JobSpec& full, const Plan& plan, const Hardware& hw, PlanEstimate fits) {
   if (full.training.framework != Framework::kMegatron) return fits;  // the block method is Megatron-Core's
-  const std::vector<int> stages = StageLayers(full.model.layers, plan.pp, plan.pipeline_layers);
+  const std::vector<int>& stages = fits.stage_layers;  // the candidate's, as its estimate laid them out
   const int all = (*std::max_element(stages.begin(), stages.end()) + plan.vpp - 1) / plan.vpp;
   JobSpec block = full;
   int lo = 1, hi = all;  // hi fits
