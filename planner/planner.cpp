@@ -91,22 +91,15 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const Hardware& hw) {
   return errors;
 }
 
-std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const Hardware& hw) {
-  std::vector<FieldError> errors;
-  auto fail = [&errors](const char* field, std::string message) {
-    errors.push_back({field, std::move(message)});
-  };
+namespace {
+
+// Tensor and context parallelism against the model and the NVLink domain.
+void TensorAndContextErrors(const JobSpec& spec, const Plan& p, const Hardware& hw,
+                            std::vector<FieldError>* errors) {
   const ModelSpec& m = spec.model;
-  if (p.tp < 1) fail("parallelism.tp", "must be at least 1");
-  if (p.cp < 1) fail("parallelism.cp", "must be at least 1");
-  if (p.pp < 1) fail("parallelism.pp", "must be at least 1");
-  if (p.dp < 1) fail("parallelism.dp", "must be at least 1");
-  if (p.vpp < 1) fail("parallelism.vpp", "must be at least 1");
-  if (p.ep < 1) fail("parallelism.ep", "must be at least 1");
-  if (p.etp < 0) fail("parallelism.etp", "must be at least 1");
-  if (p.zero_stage < 0 || p.zero_stage > 3) fail("parallelism.zero_stage", "must be 0, 1, 2 or 3");
-  if (p.micro_batch_size < 1) fail("training.micro_batch_size", "must be positive");
-  if (!errors.empty()) return errors;
+  auto fail = [errors](const char* field, std::string message) {
+    errors->push_back({field, std::move(message)});
+  };
   if (m.heads % p.tp != 0)
     fail("parallelism.tp", Format("%d does not divide model.heads (%d)", p.tp, m.heads));
   else if (m.kv() % p.tp != 0)
@@ -121,6 +114,15 @@ std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const
          Format("2·cp = %d does not divide model.seq_len (%d) (load-balanced causal chunks)", 2 * p.cp,
                 m.seq_len));
   }
+}
+
+// Training options that need (or refuse) a particular layout.
+void TrainingOptionErrors(const JobSpec& spec, const Plan& p, const Hardware& hw,
+                          std::vector<FieldError>* errors) {
+  const ModelSpec& m = spec.model;
+  auto fail = [errors](const char* field, std::string message) {
+    errors->push_back({field, std::move(message)});
+  };
   if (spec.training.fp8_param_gather && p.zero_stage < 1) {
     fail("training.fp8_param_gather",
          "needs the distributed optimizer (zero_stage >= 1) or fsdp: FP8 parameters are gathered from the "
@@ -164,6 +166,14 @@ std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const
          "context parallelism needs training.attention \"flash\" (ring attention exchanges "
          "K/V blocks inside a fused attention kernel)");
   }
+}
+
+// Expert parallelism: ep and etp against the experts and the ranks of a stage.
+void ExpertErrors(const JobSpec& spec, const Plan& p, const Hardware& hw, std::vector<FieldError>* errors) {
+  const ModelSpec& m = spec.model;
+  auto fail = [errors](const char* field, std::string message) {
+    errors->push_back({field, std::move(message)});
+  };
   if (p.ep > 1) {
     if (!m.moe.enabled())
       fail("parallelism.ep", "ep > 1 needs a mixture-of-experts model (model.moe)");
@@ -190,6 +200,14 @@ std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const
     if (p.ep > 1) fail("parallelism.ep", why);
     if (etp != p.tp) fail("parallelism.etp", why);
   }
+}
+
+// Pipeline stages, their layers and the virtual stages they can hold.
+void PipelineErrors(const JobSpec& spec, const Plan& p, const Hardware& hw, std::vector<FieldError>* errors) {
+  const ModelSpec& m = spec.model;
+  auto fail = [errors](const char* field, std::string message) {
+    errors->push_back({field, std::move(message)});
+  };
   if (p.pp > m.layers) fail("parallelism.pp", Format("%d stages exceed model.layers (%d)", p.pp, m.layers));
   if (!p.pipeline_layers.empty()) {
     long long sum = 0;
@@ -216,6 +234,13 @@ std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const
       }
     }
   }
+}
+
+// The layout against resources.gpus and the batch.
+void SizeErrors(const JobSpec& spec, const Plan& p, const Hardware& hw, std::vector<FieldError>* errors) {
+  auto fail = [errors](const char* field, std::string message) {
+    errors->push_back({field, std::move(message)});
+  };
   const long long world = static_cast<long long>(p.tp) * p.cp * p.pp * p.dp;
   if (world != spec.resources.gpus) {
     fail("parallelism.dp",
@@ -233,6 +258,30 @@ std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const
                 "(micro_batch_size·dp) = %lld",
                 p.pp, spec.training.global_batch_size / per_micro_step));
   }
+}
+
+}  // namespace
+
+std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& p, const Hardware& hw) {
+  std::vector<FieldError> errors;
+  auto fail = [&errors](const char* field, std::string message) {
+    errors.push_back({field, std::move(message)});
+  };
+  if (p.tp < 1) fail("parallelism.tp", "must be at least 1");
+  if (p.cp < 1) fail("parallelism.cp", "must be at least 1");
+  if (p.pp < 1) fail("parallelism.pp", "must be at least 1");
+  if (p.dp < 1) fail("parallelism.dp", "must be at least 1");
+  if (p.vpp < 1) fail("parallelism.vpp", "must be at least 1");
+  if (p.ep < 1) fail("parallelism.ep", "must be at least 1");
+  if (p.etp < 0) fail("parallelism.etp", "must be at least 1");
+  if (p.zero_stage < 0 || p.zero_stage > 3) fail("parallelism.zero_stage", "must be 0, 1, 2 or 3");
+  if (p.micro_batch_size < 1) fail("training.micro_batch_size", "must be positive");
+  if (!errors.empty()) return errors;
+  TensorAndContextErrors(spec, p, hw, &errors);
+  TrainingOptionErrors(spec, p, hw, &errors);
+  ExpertErrors(spec, p, hw, &errors);
+  PipelineErrors(spec, p, hw, &errors);
+  SizeErrors(spec, p, hw, &errors);
   return errors;
 }
 
