@@ -1,4 +1,4 @@
-// PlanRunner: the planner's own thread. A planner search (scheduler/planner.h: spec and hardware in, an
+// PlanRunner: the planner's own thread. A planner search (planner/planner.h: spec and hardware in, an
 // estimate out) takes a fraction of a second for realistic jobs but up to tens of seconds for specs at the
 // input limits; run on the control thread it held up every report, heartbeat and tick for that long, so an
 // agent's lease ran out and a running job was fenced by one POST /v1/plan. The control thread reads what

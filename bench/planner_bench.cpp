@@ -1,4 +1,4 @@
-// Planner benchmark: AutoPlan (scheduler/planner.h) for Llama 3 405B (126 layers, h 16384, 128 heads, 8 KV
+// Planner benchmark: AutoPlan (planner/planner.h) for Llama 3 405B (126 layers, h 16384, 128 heads, 8 KV
 // heads, SwiGLU FFN 53248, vocab 128256, seq 8192, 16M tokens per batch) on H100-80GB:
 //   (a) 16,384 GPUs; (b) 131,072 GPUs (same model, 2048 sequences per batch); and the mixture-of-experts
 //   DeepSeek-V3 architecture (61 layers, h 7168, 128 heads, 58 MoE layers of 256 experts of width 2048, top
@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "scheduler/planner.h"
+#include "planner/planner.h"
 
 namespace shepherd {
 namespace {

@@ -24,7 +24,7 @@
 #include "core/agent_protocol.h"
 #include "core/job.h"
 #include "goodput/accounting.h"
-#include "scheduler/planner.h"
+#include "planner/planner.h"
 #include "storage/store.h"
 
 namespace shepherd {

@@ -8,7 +8,7 @@
 #include "core/job.h"
 #include "core/json.h"
 #include "core/node.h"
-#include "scheduler/planner.h"
+#include "planner/planner.h"
 #include "storage/store.h"
 
 namespace shepherd {

@@ -1,6 +1,6 @@
 // One vocabulary of GPU names for the planner, job specs and the inventory.
 //
-// The planner's profiles (scheduler/gpu_profiles.h) are named "A100-40GB", "A100-80GB", "H100-80GB", "H800",
+// The planner's profiles (planner/gpu_profiles.h) are named "A100-40GB", "A100-80GB", "H100-80GB", "H800",
 // "H200", "B200", "GB200-NVL72", "B300", "GB300-NVL72". Nodes report their GPUs as nvidia-smi, Slurm's gres
 // or an operator writes them ("NVIDIA H100 80GB HBM3", "h100", "H100"); CanonicalGpuName maps each spelling
 // that names exactly one profile to that profile's name.

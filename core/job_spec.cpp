@@ -183,7 +183,7 @@ void ParseTraining(FieldReader& root, TrainingSpec* t, std::vector<FieldError>* 
     t->framework = *v == "fsdp"        ? Framework::kFsdp
                    : *v == "deepspeed" ? Framework::kDeepSpeed
                                        : Framework::kMegatron;
-  // Under fsdp, selective recompute is torchtitan's per-op policy (scheduler/memory_model.h,
+  // Under fsdp, selective recompute is torchtitan's per-op policy (planner/memory_model.h,
   // OpCheckpointing); Megatron-Core's module names do not apply.
   if (t->framework == Framework::kFsdp && r.Find("recompute_modules"))
     r.Error("training.recompute_modules",
@@ -227,7 +227,7 @@ void ParseResources(FieldReader& root, Resources* res, std::vector<FieldError>* 
 // "auto", absent (= auto), or {tp, cp, pp, dp, ep, etp, vpp, zero_stage, sequence_parallel,
 // pipeline_layers}.
 // dp defaults to gpus / (tp·cp·pp). Layout rules that need the model (tp | kv_heads, stage sizes, ...)
-// are the planner's (scheduler/planner.h); here only what the JSON alone decides.
+// are the planner's (planner/planner.h); here only what the JSON alone decides.
 void ParseParallelism(FieldReader& root, JobSpec* s, std::vector<FieldError>* errs) {
   ParallelismSpec& p = s->parallelism;
   const Json* j = root.Find("parallelism");

@@ -17,7 +17,7 @@
 
 #include "core/job.h"
 #include "goodput/checkpoint_advice.h"
-#include "scheduler/planner.h"
+#include "planner/planner.h"
 
 namespace shepherd {
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Renders docs/planner.md's validation table from the published runs and the planner's predictions.
 
-The rows live in tests/scheduler/published_runs*.cpp; planner_validation_rows (built with the tests) prints
+The rows live in tests/planner/published_runs*.cpp; planner_validation_rows (built with the tests) prints
 them with the planner's predictions as JSON. This script renders that JSON as markdown between the markers
 
     <!-- validation-table:begin ... -->
@@ -12,7 +12,7 @@ in docs/planner.md, leaving the prose around them alone.
     planner_validation_table.py --write   # regenerate the table in place
     planner_validation_table.py --check   # exit 1 and print a diff when the committed table differs
 
---rows-tool names the planner_validation_rows binary (default build/tests/scheduler/planner_validation_rows),
+--rows-tool names the planner_validation_rows binary (default build/tests/planner/planner_validation_rows),
 --rows-json a file holding its output instead, --doc the markdown file (default docs/planner.md).
 Python standard library only.
 """
@@ -152,7 +152,7 @@ def main():
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--check", action="store_true", help="exit 1, printing a diff, when the table differs")
     mode.add_argument("--write", action="store_true", help="write the table into the document")
-    parser.add_argument("--rows-tool", default=str(ROOT / "build/tests/scheduler/planner_validation_rows"))
+    parser.add_argument("--rows-tool", default=str(ROOT / "build/tests/planner/planner_validation_rows"))
     parser.add_argument("--rows-json", help="the rows tool's output, instead of running it")
     parser.add_argument("--doc", default=str(ROOT / "docs/planner.md"))
     args = parser.parse_args()

@@ -5,7 +5,7 @@
 
 #include "core/job.h"
 #include "core/node.h"
-#include "scheduler/planner.h"
+#include "planner/planner.h"
 
 namespace shepherd::testing {
 

@@ -35,7 +35,7 @@ class JobBookTest : public ::testing::Test {
   WriteBatch batch_;
 };
 
-// "auto" may choose full recompute where the spec names none (scheduler/auto_plan.cpp): the job is recorded
+// "auto" may choose full recompute where the spec names none (planner/auto_plan.cpp): the job is recorded
 // with the recompute its plan assumed, so that it runs, and is re-planned, with it.
 TEST_F(JobBookTest, AJobIsRecordedWithTheRecomputeItsPlanAssumed) {
   JobSpec spec = MakeSpec(16, 8);

@@ -1,0 +1,84 @@
+// The costs of one (spec, layout) candidate, derived once and read by the communication, time and memory
+// models (comm_model.cpp, step_time.cpp, planner.cpp's Estimate): the pipeline's stages, the activation
+// tensor a rank exchanges, the collectives per layer, the heaviest rank's parameters, the bytes per axis, and
+// per layer and micro-batch the GEMM and attention FLOPs, the memory-bound seconds and the recompute. Not
+// part of the module's API. Pure values and functions: safe on any thread.
+// REQUIRES for every function: the spec and plan passed planner validation (planner_internal.h).
+#pragma once
+
+#include <vector>
+
+#include "core/job.h"
+#include "planner/memory_model.h"
+#include "planner/planner.h"
+
+namespace shepherd::planner_internal {
+
+// Parameters of the rank of the heaviest stage (the one whose DP traffic is largest): dense, and routed
+// experts (reduced over the ExpertDataParallelSize ranks).
+struct RankParams {
+  double dense = 0, expert = 0;
+  double vocab = 0;  // of dense: the embedding and output layer, which stay 16-bit under fp8_param_gather
+};
+
+// HBM bytes one rank moves per layer and micro-batch through memory-bound element-wise kernels (see
+// ElementwiseBytesPerLayer in comm_model.cpp for what each term counts).
+struct ElementwiseBytes {
+  double layer = 0, scores = 0, fp8_forward = 0, fp8_backward = 0, recomputed = 0;
+};
+
+// One candidate's table: built once (LayoutCostsOf), then summed by stage and by axis.
+struct LayoutCosts {
+  // The layout.
+  std::vector<int> stage_layers;  // transformer layers per stage (StageLayers)
+  int max_stage_layers = 0;       // the largest stage's layers: it sets the per-step communication
+  double tokens = 0;              // s · b, per micro-batch
+  double activation_bytes = 0;    // s/cp · b · h elements: what a rank exchanges with its TP group
+  double tp_collectives = 0;      // TP collectives per layer and micro-batch (TpCollectivesPerLayer)
+  double expert_halves = 0;       // MoE layers' expert halves over the etp group instead (ExpertHalvesOffTp)
+  RankParams params;              // the heaviest stage's rank (MaxStageParams)
+  CommBytes comm;                 // bytes each rank sends per step, by axis (EstimateCommBytes)
+  LayerMemoryCosts memory;        // activations per layer, model state per parameter (memory_model.h)
+  // Per layer and micro-batch on one rank (filled by AddComputeCosts, which needs the hardware).
+  double model_ranks = 0;          // tp · cp: the ranks a layer's FLOPs are split over
+  double rate = 0;                 // FLOP/s of the dense GEMMs
+  double expert_rate = 0;          // FLOP/s of the routed experts' grouped GEMMs
+  double attention_rate = 0;       // FLOP/s of the attention kernels
+  double layer_flops = 0;          // GEMM FLOPs, forward and backward, plus selective/op recompute's
+  double up_proj_flops = 0;        // MLA up projections run again (selective "mla_up_proj")
+  double attention_flops = 0;      // QKᵀ and AV, forward and backward
+  double attention_again = 0;      // the share of attention FLOPs selective recompute runs again
+  double layer_elementwise_s = 0;  // memory-bound kernels, forward and backward
+  double refwd_elementwise_s = 0;  // memory-bound kernels of one forward again
+  double recompute_s = 0;          // one layer's forward again under full recompute
+  // The last stage only, per micro-batch.
+  double output_layer_s = 0;
+  double loss_s = 0;
+  double mtp_s = 0;  // every multi-token-prediction depth
+};
+
+// The hardware-free part of the table: stages, activation bytes, collectives, parameters and CommBytes.
+LayoutCosts LayoutCostsOf(const JobSpec& spec, const Plan& plan);
+// The whole table: LayoutCostsOf plus the per-layer compute costs on `hw`.
+LayoutCosts LayoutCostsOf(const JobSpec& spec, const Plan& plan, const Hardware& hw);
+
+// Step time from a complete table (step_time.cpp).
+StepTime StepTimeOf(const JobSpec& spec, const Plan& plan, const Hardware& hw, const LayoutCosts& c);
+
+// Shared helpers (comm_model.cpp).
+double ActivationElementBytes(Precision p);
+bool SequenceParallel(const Plan& p);
+double ActivationBytes(const JobSpec& spec, const Plan& plan);
+RankParams MaxStageParams(const JobSpec& spec, const Plan& plan, const std::vector<int>& layers);
+double WeightBytes(const TrainingSpec& t, double params, double vocab);
+double StageMoeLayers(const ModelSpec& m, int stage_layers);
+double ExpertHalvesOffTp(const JobSpec& spec, const Plan& plan, int stage_layers);
+double AllToAllBytes(const JobSpec& spec, const Plan& plan);
+ElementwiseBytes ElementwiseBytesPerLayer(const JobSpec& spec, const Plan& plan);
+double LossBytesPerLogit(const TrainingSpec& t);
+bool FsdpPipelined(const TrainingSpec& t, const Plan& plan);
+int ZeroStageOf(const TrainingSpec& t, const Plan& plan);
+double TpCollectivesPerLayer(const TrainingSpec& t, int stage_layers, int vpp);
+double MlpRecomputedShare(const JobSpec& spec);
+
+}  // namespace shepherd::planner_internal

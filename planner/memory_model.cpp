@@ -1,0 +1,310 @@
+#include "planner/memory_model.h"
+
+#include <algorithm>
+
+#include "planner/model_arch.h"
+#include "planner/pipeline_layout.h"
+
+namespace shepherd {
+
+namespace {
+
+bool Is16BitWeights(Precision p) {
+  return p != Precision::kFp32;  // bf16, fp16 and fp8 training keep 16-bit weights
+}
+
+double VocabParams(const ModelSpec& m) {
+  return static_cast<double>(m.vocab) * m.hidden;
+}
+
+double DenseLayerParams(const ModelSpec& m) {
+  return PlannedLayerSplit(m).dense;
+}
+
+// MLP activation units (of s'·b·h) of one MLP of width f/h = `f`, not counting input and dropout mask.
+double MlpInnerUnits(Mlp mlp, double f) {
+  return mlp == Mlp::kSwiglu ? 6 * f : 4 * f;
+}
+
+}  // namespace
+
+double GradientElementBytes(const TrainingSpec& t) {
+  if (t.precision == Precision::kFp32) return 4;
+  if (t.grad_reduce_in_fp32) return *t.grad_reduce_in_fp32 ? 4 : 2;
+  return t.framework == Framework::kDeepSpeed ? 2 : 4;
+}
+
+StateBytesPerParam ModelStateBytesPerParam(const TrainingSpec& t, int zero_stage, int shards) {
+  const double n = shards;
+  const bool half = Is16BitWeights(t.precision);
+  StateBytesPerParam b;
+  b.optimizer = (t.optimizer == Optimizer::kAdam ? 2 : 1) * (t.bf16_optimizer_states ? 2 : 4);
+  if (t.framework == Framework::kFsdp) {
+    b.weights = 4 / n;
+    b.gradients = 4 / n;
+    b.optimizer /= n;
+    return b;
+  }
+  b.weights = half ? 2 : 4;
+  b.gradients = GradientElementBytes(t);
+  b.master_weights = half ? 4 : 0;
+  if (zero_stage >= 1) {
+    b.optimizer /= n;
+    b.master_weights /= n;
+  }
+  if (zero_stage >= 2) b.gradients /= n;
+  if (zero_stage >= 3) b.weights /= n;
+  return b;
+}
+
+double StageLayerParamsPerRank(const ModelSpec& m, int tp, int stage_layers) {
+  return DenseLayerParams(m) * stage_layers / tp;
+}
+
+double StageVocabParamsPerRank(const ModelSpec& m, int tp, int pp, int stage) {
+  double params = 0;
+  if (stage == 0) params += VocabParams(m);
+  if (stage == pp - 1 && (pp > 1 || !m.tied_embeddings)) params += VocabParams(m);
+  // Multi-token prediction embeds the next tokens on the last stage: its own copy of the embedding there.
+  if (stage == pp - 1 && pp > 1 && m.mtp_layers > 0) params += VocabParams(m);
+  return params / tp;
+}
+
+LayerParamSplit StageMtpParamsPerRank(const ModelSpec& m, const Plan& plan, int stage) {
+  if (stage != plan.pp - 1 || m.mtp_layers == 0) return {};
+  const LayerParamSplit d = MtpDepthSplit(m);
+  return {m.mtp_layers * d.dense / plan.tp,
+          m.mtp_layers * d.expert / (static_cast<double>(plan.expert_tp()) * plan.ep), 0};
+}
+
+double StageParamsPerRank(const ModelSpec& m, int tp, int pp, int stage, int stage_layers) {
+  return StageLayerParamsPerRank(m, tp, stage_layers) + StageVocabParamsPerRank(m, tp, pp, stage);
+}
+
+double Fp8WeightCacheBytesPerParam(const TrainingSpec& t) {
+  const bool cached =
+      t.precision == Precision::kFp8 && !t.fp8_param_gather && t.framework == Framework::kMegatron;
+  return cached ? 2 : 0;
+}
+
+int ExpertDataParallelSize(const Plan& plan) {
+  return plan.tp * plan.cp * plan.dp / (plan.expert_tp() * plan.ep);
+}
+
+double StageExpertParamsPerRank(const ModelSpec& m, const Plan& plan, int stage_layers) {
+  return stage_layers * PlannedLayerSplit(m).expert / (static_cast<double>(plan.expert_tp()) * plan.ep);
+}
+
+double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const Plan& plan) {
+  const double h = m.hidden;
+  const double sbh = static_cast<double>(m.seq_len) / plan.cp * plan.micro_batch_size * h;
+  const double scale = t.precision == Precision::kFp32 ? 2 : 1;
+  const double tp = plan.tp;
+  const bool sp = plan.sequence_parallel || plan.tp == 1;
+  if (t.activation_recompute == Recompute::kFull) return scale * sbh * 2 / (sp ? tp : 1);
+  const double f = static_cast<double>(m.ffn()) / h;
+  const MoeSpec& e = m.moe;
+  const double fe = m.expert_ffn() / h;
+  const double share = static_cast<double>(e.count(m.layers)) / m.layers;
+  if (OpCheckpointing(t)) {
+    const double dense_mlp = 2 * f + (m.mlp == Mlp::kSwiglu ? 2 : 0);
+    const double moe_mlp = 2 * (e.top_k + e.shared_experts) * fe + 2;
+    const double units =
+        2 + 2 * (m.q_width() + m.v_width() + m.o_width()) / h + (1 - share) * dense_mlp + share * moe_mlp;
+    return scale * sbh * (sp ? units / tp : 2 + (units - 2) / tp);
+  }
+  // The dropout masks after the attention and after the MLP, 1 each (none without dropout).
+  const double mask = m.keeps_dropout_masks() ? 1 : 0;
+  const double moe_mlp = 2 + mask + 2.0 * e.top_k + (e.top_k + e.shared_experts) * MlpInnerUnits(m.mlp, fe);
+  const double mlp = (1 - share) * (2 + mask + MlpInnerUnits(m.mlp, f)) + share * moe_mlp;
+  // Attention: its input 2, Q, K, V and AV's output (the projection's input) 2 per h of width each, the mask
+  // (7 + 4·kv_heads/heads with dropout when the heads are h/a wide).
+  const double qkv = 2 * (m.q_width() + m.k_width() + m.v_width()) / h;
+  // MLA's latents, each kept as its normed up projection's input and as that norm's output.
+  const double latents = m.mla.enabled() ? 4.0 * (m.mla.q_lora_rank + m.mla.kv_lora_rank) / h : 0;
+  const double attention = 2 + mask + qkv + 2 * m.o_width() / h + latents;
+  double units = attention + mlp + 4;
+  const bool selective = t.activation_recompute == Recompute::kSelective;
+  const RecomputeModules none{.core_attn = false};
+  const RecomputeModules& recomputed = selective ? t.recompute_modules : none;
+  // Megatron-Core's "mla_up_proj": Q, K and V are recomputed from the latents in the backward.
+  if (recomputed.mla_up_proj && m.mla.enabled()) units -= qkv;
+  if (t.attention == Attention::kEager && !recomputed.core_attn) {
+    // The softmax output 2, with dropout its mask 1 and the dropout output 2, per a·s/h.
+    units += (mask > 0 ? 5.0 : 2.0) * m.heads * m.seq_len / h;
+  }
+  // Units held whole on every TP rank without sequence parallelism: norm inputs 4, the attention's and the
+  // MLP's inputs 2 each, the dropout masks (Korthikanti eq. 2).
+  double whole = 8 + 2 * mask;
+  if (t.precision == Precision::kFp8) {
+    // Transformer Engine's GEMMs keep an FP8 copy of their input (1 byte) for the backward. Where no other
+    // kernel keeps the 16-bit tensor that halves it: QKV's and the dense MLP's normed inputs (LayerNormLinear
+    // emits them in FP8), the experts' dispatched tokens, every second MLP GEMM's input (f units). Where one
+    // does, the copy is extra: the projection's input beside the attention output the attention backward
+    // keeps (o/h), each shared expert's input beside the router's (1).
+    const double saved_whole = 1 + (1 - share);
+    const double saved_split = (1 - share) * f +
+                               share * (e.top_k + (e.top_k + e.shared_experts) * fe - e.shared_experts) -
+                               m.o_width() / h;
+    units -= saved_whole + saved_split;
+    whole -= saved_whole;
+    // Core attention recomputed: its 16-bit output is kept by nothing once the projection has its FP8 copy.
+    if (recomputed.core_attn) units -= 2 * m.o_width() / h;
+  }
+  if (recomputed.layernorm) {
+    // The norms' outputs are recomputed from their inputs (the residual stream's 4 units stay). In 16-bit
+    // that frees the attention's and the MLP's inputs; with fp8 the GEMMs keep their FP8 copies of them
+    // (above), and only the MoE layers' router input, 16-bit, goes.
+    const double freed = t.precision == Precision::kFp8 ? 2 * share : 4;
+    units -= freed;
+    whole -= freed;
+  }
+  if (recomputed.moe_act && t.precision != Precision::kFp8) {
+    // The routed experts' activation outputs (the second expert GEMM's input, 2·F_e/h per copy) are
+    // recomputed from the first GEMM's output. With fp8 that input is only the GEMM's FP8 copy (above), which
+    // Transformer Engine keeps: nothing more is freed.
+    units -= share * e.top_k * 2 * fe;
+  }
+  if (recomputed.mlp) {
+    // Megatron-Core's "mlp": a dense layer's MLP module (Transformer Engine fuses its norm into fc1) is
+    // checkpointed from the residual stream, which stays (the 4 units); its normed input (already gone
+    // with "layernorm" in 16-bit; its FP8 copy with fp8) and its inner activations go.
+    const bool fp8 = t.precision == Precision::kFp8;
+    const double input = fp8 ? 1 : (recomputed.layernorm ? 0 : 2);
+    units -= (1 - share) * (input + MlpInnerUnits(m.mlp, f) - (fp8 ? f : 0));
+    whole -= (1 - share) * input;
+  }
+  const double per_rank = sp ? units / tp : whole + (units - whole) / tp;
+  return scale * sbh * per_rank;
+}
+
+bool OpCheckpointing(const TrainingSpec& t) {
+  return t.framework == Framework::kFsdp && t.activation_recompute == Recompute::kSelective;
+}
+
+bool CoreAttentionRecomputed(const TrainingSpec& t) {
+  return t.activation_recompute == Recompute::kSelective && !OpCheckpointing(t) &&
+         t.recompute_modules.core_attn;
+}
+
+double RecomputedLayers(const TrainingSpec& t, double stage_layers, int vpp) {
+  if (t.activation_recompute != Recompute::kFull) return 0;
+  if (t.recompute_num_layers == 0) return stage_layers;
+  return std::min(stage_layers, static_cast<double>(vpp) * t.recompute_num_layers);
+}
+
+TrainingSpec KeptLayerTraining(const TrainingSpec& t) {
+  TrainingSpec kept = t;
+  kept.activation_recompute = Recompute::kNone;
+  kept.recompute_num_layers = 0;
+  return kept;
+}
+
+double EmbeddingActivationBytes(const ModelSpec& m, const Plan& plan) {
+  const double sb = static_cast<double>(m.seq_len) / plan.cp * plan.micro_batch_size;
+  return (8 * sb + (m.keeps_dropout_masks() ? sb * m.hidden : 0)) / plan.tp;
+}
+
+double OutputActivationBytes(const ModelSpec& m, const TrainingSpec& t, const Plan& plan) {
+  const double sb = static_cast<double>(m.seq_len) / plan.cp * plan.micro_batch_size;
+  return (4 * sb * m.hidden + LogitBytes(t) * sb * m.vocab) / plan.tp;
+}
+
+double InFlightMicroBatches(int pp, int stage, int micro_batches, int vpp, bool combined_1f1b) {
+  if (vpp <= 1) return std::min(pp - stage, micro_batches);
+  const double warmup_chunks = 2.0 * (pp - stage - 1) + (vpp - 1.0) * pp + (combined_1f1b ? 1 : 0);
+  return std::min(warmup_chunks + 1, static_cast<double>(micro_batches) * vpp) / vpp;
+}
+
+double GatheredWorkingBytes(const ModelSpec& m, const TrainingSpec& t, const Plan& plan, double stage_params,
+                            double stage_experts) {
+  const bool fsdp = t.framework == Framework::kFsdp;
+  if (!fsdp && (t.framework != Framework::kDeepSpeed || plan.zero_stage < 3)) return 0;
+  if (fsdp && plan.pp > 1) return (stage_params + stage_experts) * (2 + GradientElementBytes(t));
+  const LayerParamSplit s = PlannedLayerSplit(m);
+  const double layer = s.dense / plan.tp + s.expert / (static_cast<double>(plan.expert_tp()) * plan.ep);
+  return layer * (2 * 2 + (fsdp ? 4 : GradientElementBytes(t)));
+}
+
+LayerMemoryCosts LayerMemoryCostsOf(const JobSpec& spec, const Plan& plan) {
+  const TrainingSpec& t = spec.training;
+  const ModelSpec& m = spec.model;
+  LayerMemoryCosts c;
+  c.state = ModelStateBytesPerParam(t, plan.zero_stage, plan.dp * plan.cp);
+  c.expert_state = ModelStateBytesPerParam(t, plan.zero_stage, ExpertDataParallelSize(plan));
+  c.fp8_cache_per_param = Fp8WeightCacheBytesPerParam(t);
+  c.layer_activations = ActivationBytesPerLayer(m, t, plan);
+  const bool full = t.activation_recompute == Recompute::kFull;
+  c.kept_layer_activations = ActivationBytesPerLayer(m, full ? KeptLayerTraining(t) : t, plan);
+  // Block recompute skips MTP layers (multi_token_prediction.py).
+  c.mtp_layer_activations =
+      ActivationBytesPerLayer(m, t.recompute_num_layers > 0 ? KeptLayerTraining(t) : t, plan);
+  c.embedding_activations = EmbeddingActivationBytes(m, plan);
+  c.output_activations = OutputActivationBytes(m, t, plan);
+  return c;
+}
+
+MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers,
+                            int stage) {
+  return StageMemory(spec, plan, stage_layers, stage, LayerMemoryCostsOf(spec, plan));
+}
+
+MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers,
+                            int stage, const LayerMemoryCosts& c) {
+  const TrainingSpec& t = spec.training;
+  const ModelSpec& m = spec.model;
+  const LayerParamSplit mtp = StageMtpParamsPerRank(m, plan, stage);
+  const double layer_params = StageLayerParamsPerRank(m, plan.tp, stage_layers[stage]) + mtp.dense;
+  const double params = layer_params + StageVocabParamsPerRank(m, plan.tp, plan.pp, stage);
+  const double experts = StageExpertParamsPerRank(m, plan, stage_layers[stage]) + mtp.expert;
+  const StateBytesPerParam& b = c.state;
+  const StateBytesPerParam& be = c.expert_state;
+  MemoryBreakdown mem;
+  mem.stage = stage;
+  mem.weights = params * b.weights + experts * be.weights + c.fp8_cache_per_param * (layer_params + experts);
+  mem.gradients = params * b.gradients + experts * be.gradients;
+  mem.optimizer = params * b.optimizer + experts * be.optimizer;
+  mem.master_weights = params * b.master_weights + experts * be.master_weights;
+  const double in_flight =
+      InFlightMicroBatches(plan.pp, stage, plan.micro_batches, plan.vpp, t.moe_a2a_overlap);
+  // With CPU activation offloading (pp 1 only) the offloaded layers' activations live on the host.
+  const int resident_layers = stage_layers[stage] - t.cpu_offload_layers;
+  // Under block recompute (full, recompute_num_layers) the layers not recomputed keep everything.
+  const double recomputed = RecomputedLayers(t, resident_layers, plan.vpp);
+  mem.activations =
+      (c.layer_activations * recomputed + c.kept_layer_activations * (resident_layers - recomputed)) *
+      in_flight;
+  if (stage == 0) mem.activations += c.embedding_activations * in_flight;
+  // The last stage: the output layer and loss, and each MTP depth's layer and its output layer and loss
+  // again.
+  if (stage == plan.pp - 1)
+    mem.activations +=
+        c.output_activations + m.mtp_layers * (c.mtp_layer_activations * in_flight + c.output_activations);
+  mem.working = GatheredWorkingBytes(m, t, plan, params, experts);
+  mem.total =
+      mem.weights + mem.gradients + mem.optimizer + mem.master_weights + mem.activations + mem.working;
+  return mem;
+}
+
+MemoryBreakdown WorstStageMemory(const JobSpec& spec, const Plan& plan) {
+  return WorstStageMemory(spec, plan, StageLayers(spec.model.layers, plan.pp, plan.pipeline_layers));
+}
+
+MemoryBreakdown WorstStageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& layers) {
+  return WorstStageMemory(spec, plan, layers, LayerMemoryCostsOf(spec, plan));
+}
+
+MemoryBreakdown WorstStageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& layers,
+                                 const LayerMemoryCosts& costs) {
+  MemoryBreakdown worst = StageMemory(spec, plan, layers, 0, costs);
+  for (int stage = 1; stage < plan.pp; ++stage) {
+    // In-flight micro-batches fall with the stage index, so only a stage with more layers than every
+    // earlier one, or the last stage (output layer), can be worse.
+    if (stage + 1 < plan.pp && layers[stage] <= layers[stage - 1]) continue;
+    MemoryBreakdown m = StageMemory(spec, plan, layers, stage, costs);
+    if (m.total > worst.total) worst = m;
+  }
+  return worst;
+}
+
+}  // namespace shepherd
