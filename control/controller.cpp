@@ -115,9 +115,9 @@ void Controller::Settle(Time now, WriteBatch* batch) {
   for (const AttemptEvent& ev : events) {
     if (ev.kind != AttemptEvent::Kind::kStarted) continue;
     const JobEntry* e = jobs_.Find(ev.job);
-    if (ev.attempt > 1 && !ViaSlurm(e->job))
+    if (ev.attempt > 1 && e->job.spec.launch_mode != LaunchMode::kSlurm)
       agents_.HoldLaunch(ev.job, ev.attempt, ev.nodes, now + Seconds(options_.stop_timeout_s));
-    if (!ViaSlurm(e->job)) agents_.HoldUntilSaved(ev.job, ev.attempt, ev.nodes);
+    if (e->job.spec.launch_mode != LaunchMode::kSlurm) agents_.HoldUntilSaved(ev.job, ev.attempt, ev.nodes);
     unsaved_starts_.emplace_back(ev.job, ev.attempt);  // Slurm: no step before then (GetSlurmOrders)
     unsaved_attempts_.emplace(ev.job, ev.attempt);
     if (LaunchOf(e->job) == JobHealth::Launch::kByAgents && IsActive(e->job.state))
@@ -142,7 +142,7 @@ void Controller::Settle(Time now, WriteBatch* batch) {
         agents_.DropGate(ev.job);
       }
     }
-    if (ViaSlurm(e->job)) {
+    if (e->job.spec.launch_mode == LaunchMode::kSlurm) {
       SettleSlurm(ev, now, batch);
       continue;
     }
@@ -151,7 +151,8 @@ void Controller::Settle(Time now, WriteBatch* batch) {
 }
 
 JobHealth::Launch Controller::LaunchOf(const Job& job) {
-  return job.spec.command.empty() ? JobHealth::Launch::kExternal : JobHealth::Launch::kByAgents;
+  return job.spec.launch_mode == LaunchMode::kExternal ? JobHealth::Launch::kExternal
+                                                       : JobHealth::Launch::kByAgents;
 }
 
 void Controller::MarkLaunched(const std::string& job, Time now, WriteBatch* batch) {
@@ -246,7 +247,7 @@ void Controller::StopUnknownProcesses(const std::string& id, Done<NodeView> done
 
 void Controller::SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
-  if (spec.launcher == Launcher::kSlurm && !options_.slurm)
+  if (spec.launch_mode == LaunchMode::kSlurm && !options_.slurm)
     return done(
         InvalidContent("this daemon does not launch through Slurm",
                        {{"launcher", "\"slurm\" needs shepherdd started with --slurm (docs/slurm.md)"}}));
@@ -291,7 +292,7 @@ JobView Controller::ViewOf(const JobEntry& e) const {
   static_cast<JobEntry&>(v) = e;
   if (const SlurmAllocationRecord* a = slurm_jobs_.Find(e.job.id)) v.slurm_allocation = *a;
   auto h = health_.find(e.job.id);
-  if (e.job.state != JobState::kLaunching || e.job.spec.command.empty() || ViaSlurm(e.job) ||
+  if (e.job.state != JobState::kLaunching || e.job.spec.launch_mode != LaunchMode::kAgents ||
       h == health_.end())
     return v;
   LaunchView l;

@@ -59,7 +59,7 @@ std::vector<LocalRankEnv> Controller::RankEnvsOn(const JobEntry& e, const std::s
   std::vector<LocalRankEnv> ranks = ComposeRankEnv(in, {options_.advertise_url, ""});
   // Each rank its own credential (control/rank_tokens.h): one rank cannot report for another. A Slurm
   // step's tasks all see the step's tables, so its ranks share the attempt's "any rank" credential.
-  const bool shared = ViaSlurm(e.job);
+  const bool shared = e.job.spec.launch_mode == LaunchMode::kSlurm;
   for (LocalRankEnv& r : ranks)
     r.env["SHEPHERD_TOKEN"] =
         rank_tokens_.RankTokenFor(e.job.id, e.attempt->number, shared ? std::nullopt : std::optional(r.rank))
@@ -71,7 +71,7 @@ std::vector<RankAssignment> Controller::DesiredRanks(const std::string& node) co
   std::vector<RankAssignment> out;
   for (const std::string& job_id : inventory_.cluster().JobsOn(node)) {
     const JobEntry* e = jobs_.Find(job_id);
-    if (!e || !e->attempt || !IsActive(e->job.state) || e->job.spec.command.empty() || ViaSlurm(e->job))
+    if (!e || !e->attempt || !IsActive(e->job.state) || e->job.spec.launch_mode != LaunchMode::kAgents)
       continue;
     auto user = options_.run_as.find(e->job.spec.owner);
     if (user == options_.run_as.end()) user = options_.run_as.find("*");

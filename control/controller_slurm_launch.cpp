@@ -34,10 +34,6 @@ std::vector<std::string> NodesOf(const Placement& p) {
 
 }  // namespace
 
-bool Controller::ViaSlurm(const Job& job) {
-  return job.spec.launcher == Launcher::kSlurm && !job.spec.command.empty();
-}
-
 void Controller::SettleSlurm(const AttemptEvent& ev, Time now, WriteBatch* batch) {
   const JobEntry* e = jobs_.Find(ev.job);
   const SlurmAllocationRecord* a = slurm_jobs_.Find(ev.job);
@@ -108,7 +104,8 @@ void Controller::ReplaceBlockedSlurmAllocations(Time now, WriteBatch* batch) {
 std::optional<Cluster> Controller::AllocationView(const std::string& job) const {
   const JobEntry* e = jobs_.Find(job);
   const SlurmAllocationRecord* a = slurm_jobs_.Find(job);
-  if (!e || !ViaSlurm(e->job) || !a || a->state != SlurmAllocationRecord::State::kRunning)
+  if (!e || e->job.spec.launch_mode != LaunchMode::kSlurm || !a ||
+      a->state != SlurmAllocationRecord::State::kRunning)
     return std::nullopt;
   const Cluster& all = inventory_.cluster();
   Cluster view(all.levels());
@@ -409,7 +406,8 @@ void Controller::OnSlurmNodesFailed(const std::vector<std::pair<std::string, std
   for (const auto& [node, state] : nodes) {
     for (const std::string& job : inventory_.cluster().JobsOn(node)) {
       const JobEntry* e = jobs_.Find(job);
-      if (!e || !ViaSlurm(e->job) || !e->attempt || !IsActive(e->job.state)) continue;
+      if (!e || e->job.spec.launch_mode != LaunchMode::kSlurm || !e->attempt || !IsActive(e->job.state))
+        continue;
       Finding f;
       f.job = job;
       f.attempt = e->attempt->number;
