@@ -401,7 +401,6 @@ class Controller {
                                    WriteBatch* batch);
   // Places queued jobs.
   void Schedule(Time now, WriteBatch* batch);
-  static JobHealth::Launch LaunchOf(const Job& job);
   // The attempt's ranks are known to have started: launching → running.
   void MarkLaunched(const std::string& job, Time now, WriteBatch* batch);
   // Launching attempts whose agents did not start them in policy.launch_timeout_s: re-placed onto nodes
