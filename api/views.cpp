@@ -69,13 +69,15 @@ Json RenderJob(const JobView& e) {
     if (a.not_before) cur["not_before"] = FormatRfc3339(*a.not_before);
     if (!a.ended_by.empty()) cur["ended_by"] = a.ended_by;
   }
+  // `launch.mode` comes with the record; the launch's progress is added beside it.
+  Json& launch = j["launch"];
   if (e.launch) {
-    j["launch"] = {{"status", e.launch->nodes_without_agent.empty() ? "starting" : "waiting_for_agents"},
-                   {"nodes_waiting", e.launch->nodes_waiting},
-                   {"nodes_without_agent", e.launch->nodes_without_agent},
-                   {"since", FormatRfc3339(e.launch->since)}};
+    launch["status"] = e.launch->nodes_without_agent.empty() ? "starting" : "waiting_for_agents";
+    launch["nodes_waiting"] = e.launch->nodes_waiting;
+    launch["nodes_without_agent"] = e.launch->nodes_without_agent;
+    launch["since"] = FormatRfc3339(e.launch->since);
   } else if (e.job.state == JobState::kRunning) {
-    j["launch"] = {{"status", "launched"}};
+    launch["status"] = "launched";
   }
   if (e.rank_token) j["rank_token"] = *e.rank_token;  // submit answer of another launcher's job only
   if (e.slurm_allocation) {

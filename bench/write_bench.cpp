@@ -87,6 +87,7 @@ JobSpec MakeSpec(int gpus) {
   s.parallelism = {false, 8, 1, gpus / 8, 0};
   s.policy.heartbeat_timeout_s = 3600;  // nothing reports in this bench: no heartbeat_lost findings
   s.command = {"python3", "train.py"};
+  s.launch_mode = LaunchMode::kAgents;
   return s;
 }
 

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "control/launch/launcher.h"
+
 namespace shepherd {
 
 Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOptions options)
@@ -115,20 +117,24 @@ void Controller::Settle(Time now, WriteBatch* batch) {
   for (const AttemptEvent& ev : events) {
     if (ev.kind != AttemptEvent::Kind::kStarted) continue;
     const JobEntry* e = jobs_.Find(ev.job);
-    if (ev.attempt > 1 && !ViaSlurm(e->job))
+    const Launcher& launcher = LauncherFor(e->job);
+    const LaunchGates gates = launcher.GatesFor(ev.attempt);
+    if (gates.wait_for_older_attempt)
       agents_.HoldLaunch(ev.job, ev.attempt, ev.nodes, now + Seconds(options_.stop_timeout_s));
-    if (!ViaSlurm(e->job)) agents_.HoldUntilSaved(ev.job, ev.attempt, ev.nodes);
+    if (gates.wait_until_saved) agents_.HoldUntilSaved(ev.job, ev.attempt, ev.nodes);
     unsaved_starts_.emplace_back(ev.job, ev.attempt);  // Slurm: no step before then (GetSlurmOrders)
     unsaved_attempts_.emplace(ev.job, ev.attempt);
-    if (LaunchOf(e->job) == JobHealth::Launch::kByAgents && IsActive(e->job.state))
+    if (launcher.Credential() != RankCredential::kPerJob && IsActive(e->job.state))
       rank_tokens_.Mint({ev.job, ev.attempt}, batch);
   }
   for (const AttemptEvent& ev : events) {
     const JobEntry* e = jobs_.Find(ev.job);
     JobHealth& health = HealthOf(ev.job);
-    const bool ours = LaunchOf(e->job) == JobHealth::Launch::kByAgents;
+    const Launcher& launcher = LauncherFor(e->job);
+    const bool ours = launcher.Credential() != RankCredential::kPerJob;  // its attempts' tokens
     if (ev.kind == AttemptEvent::Kind::kStarted) {
-      if (e->attempt->number == ev.attempt) health.OnAttemptStart(e->job, *e->attempt, LaunchOf(e->job), now);
+      if (e->attempt->number == ev.attempt)
+        health.OnAttemptStart(e->job, *e->attempt, launcher.Arming(), now);
     } else {
       // Not "is it the job's current attempt": a restart ends attempt n and starts n + 1 in one pass, and
       // attempt n's events come first. Skipping them lost the step attempt n reached, and three restarted
@@ -142,16 +148,10 @@ void Controller::Settle(Time now, WriteBatch* batch) {
         agents_.DropGate(ev.job);
       }
     }
-    if (ViaSlurm(e->job)) {
-      SettleSlurm(ev, now, batch);
-      continue;
-    }
-    for (const std::string& node : ev.nodes) agents_.Bump(node);
+    if (launcher.HoldsAllocation()) SettleSlurm(ev, now, batch);
+    if (launcher.GatesFor(ev.attempt).bump_nodes)
+      for (const std::string& node : ev.nodes) agents_.Bump(node);
   }
-}
-
-JobHealth::Launch Controller::LaunchOf(const Job& job) {
-  return job.spec.command.empty() ? JobHealth::Launch::kExternal : JobHealth::Launch::kByAgents;
 }
 
 void Controller::MarkLaunched(const std::string& job, Time now, WriteBatch* batch) {
@@ -246,16 +246,13 @@ void Controller::StopUnknownProcesses(const std::string& id, Done<NodeView> done
 
 void Controller::SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
-  if (spec.launcher == Launcher::kSlurm && !options_.slurm)
-    return done(
-        InvalidContent("this daemon does not launch through Slurm",
-                       {{"launcher", "\"slurm\" needs shepherdd started with --slurm (docs/slurm.md)"}}));
+  if (Status s = LauncherFor(spec.launch_mode).Admit(options_.slurm); !s.ok()) return done(s);
   Time now = clock_->Now();
   WriteBatch batch;
   auto id = jobs_.Submit(std::move(spec), std::move(estimate), now, &batch);
   if (!id.ok()) return done(id.status());
   std::optional<std::string> token;  // another launcher's ranks report with the job's own credential
-  if (LaunchOf(jobs_.Find(*id)->job) == JobHealth::Launch::kExternal)
+  if (LauncherFor(jobs_.Find(*id)->job).Credential() == RankCredential::kPerJob)
     token = rank_tokens_.Mint({*id, {}}, &batch);
   Schedule(now, &batch);
   CommitThen<JobView>(std::move(batch), std::move(done), [this, id = *id, token] {
@@ -291,8 +288,7 @@ JobView Controller::ViewOf(const JobEntry& e) const {
   static_cast<JobEntry&>(v) = e;
   if (const SlurmAllocationRecord* a = slurm_jobs_.Find(e.job.id)) v.slurm_allocation = *a;
   auto h = health_.find(e.job.id);
-  if (e.job.state != JobState::kLaunching || e.job.spec.command.empty() || ViaSlurm(e.job) ||
-      h == health_.end())
+  if (e.job.state != JobState::kLaunching || !LauncherFor(e.job).AgentsStartRanks() || h == health_.end())
     return v;
   LaunchView l;
   l.nodes_waiting = h->second->unlaunched_nodes();

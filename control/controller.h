@@ -401,7 +401,6 @@ class Controller {
                                    WriteBatch* batch);
   // Places queued jobs.
   void Schedule(Time now, WriteBatch* batch);
-  static JobHealth::Launch LaunchOf(const Job& job);
   // The attempt's ranks are known to have started: launching → running.
   void MarkLaunched(const std::string& job, Time now, WriteBatch* batch);
   // Launching attempts whose agents did not start them in policy.launch_timeout_s: re-placed onto nodes
@@ -425,7 +424,6 @@ class Controller {
   // IndexPlacementNodes of `e`'s current attempt, kept until the attempt (or its placement) changes.
   std::shared_ptr<const PlacementNodes> NodeIndexOf(const JobEntry& e) const;
   // ---- Slurm launcher (controller_slurm_launch.cpp)
-  static bool ViaSlurm(const Job& job);
   // An attempt of a Slurm-launched job started or ended: its allocation is wanted, kept or released.
   void SettleSlurm(const AttemptEvent& ev, Time now, WriteBatch* batch);
   // Jobs whose Slurm allocation has not started and names a node no longer usable: placed again off it.

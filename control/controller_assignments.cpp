@@ -1,6 +1,7 @@
 // Controller::DesiredRanks: what each node's agent must run, with the environment every rank gets
 // (docs/agent-protocol.md). AgentBoard asks for it and withholds jobs whose launch gate is closed.
 #include "control/controller.h"
+#include "control/launch/launcher.h"
 #include "scheduler/rank_env.h"
 
 namespace shepherd {
@@ -43,12 +44,13 @@ std::shared_ptr<const PlacementNodes> Controller::NodeIndexOf(const JobEntry& e)
   const Placement& p = e.attempt->placement;
   std::lock_guard lock(node_index_mu_);
   auto it = node_index_.find(e.job.id);
-  if (it != node_index_.end() && it->second.attempt == e.attempt->number && it->second.data == p.ranks.data() &&
-      it->second.size == p.ranks.size())
+  if (it != node_index_.end() && it->second.attempt == e.attempt->number &&
+      it->second.data == p.ranks.data() && it->second.size == p.ranks.size())
     return it->second.nodes;
   if (node_index_.size() > 256) node_index_.clear();  // ended jobs' entries: dropped now and then
   NodeIndexEntry& c = node_index_[e.job.id];
-  c = {e.attempt->number, p.ranks.data(), p.ranks.size(), std::make_shared<const PlacementNodes>(IndexPlacementNodes(p))};
+  c = {e.attempt->number, p.ranks.data(), p.ranks.size(),
+       std::make_shared<const PlacementNodes>(IndexPlacementNodes(p))};
   return c.nodes;
 }
 
@@ -59,7 +61,7 @@ std::vector<LocalRankEnv> Controller::RankEnvsOn(const JobEntry& e, const std::s
   std::vector<LocalRankEnv> ranks = ComposeRankEnv(in, {options_.advertise_url, ""});
   // Each rank its own credential (control/rank_tokens.h): one rank cannot report for another. A Slurm
   // step's tasks all see the step's tables, so its ranks share the attempt's "any rank" credential.
-  const bool shared = ViaSlurm(e.job);
+  const bool shared = LauncherFor(e.job).Credential() == RankCredential::kPerStep;
   for (LocalRankEnv& r : ranks)
     r.env["SHEPHERD_TOKEN"] =
         rank_tokens_.RankTokenFor(e.job.id, e.attempt->number, shared ? std::nullopt : std::optional(r.rank))
@@ -71,8 +73,7 @@ std::vector<RankAssignment> Controller::DesiredRanks(const std::string& node) co
   std::vector<RankAssignment> out;
   for (const std::string& job_id : inventory_.cluster().JobsOn(node)) {
     const JobEntry* e = jobs_.Find(job_id);
-    if (!e || !e->attempt || !IsActive(e->job.state) || e->job.spec.command.empty() || ViaSlurm(e->job))
-      continue;
+    if (!e || !e->attempt || !IsActive(e->job.state) || !LauncherFor(e->job).AgentsStartRanks()) continue;
     auto user = options_.run_as.find(e->job.spec.owner);
     if (user == options_.run_as.end()) user = options_.run_as.find("*");
     const std::string run_as = user == options_.run_as.end() ? "" : user->second;

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "control/controller.h"
+#include "control/launch/launcher.h"
 #include "control/records.h"
 #include "core/redact.h"
 
@@ -49,7 +50,7 @@ void Controller::RecordFinding(Finding f, Time now, WriteBatch* batch) {
   f.id = findings_.NextId();
   finding_order_.emplace_back(batch->ops.size(), f.id);  // its event comes before what recovery does
   if (const JobEntry* e = jobs_.Find(f.job)) {
-    if (e->job.spec.command.empty() && !f.ranks.empty()) {
+    if (LauncherFor(e->job).BlamesReportedNodes() && !f.ranks.empty()) {
       // Another launcher's job: blame follows the nodes its ranks reported.
       const std::vector<std::string> reported = HealthOf(f.job).ReportedNodes();
       std::set<std::string> nodes;
@@ -77,9 +78,10 @@ void Controller::RunRecovery(Finding& f, Time now, WriteBatch* batch, bool may_h
   std::erase_if(earlier, [&](const Finding& x) { return x.id == f.id; });  // a held finding is recorded
   JobHealth& health = HealthOf(f.job);
   std::vector<std::string> reported;
-  if (e->job.spec.command.empty()) reported = health.ReportedNodes();
+  const bool by_reports = LauncherFor(e->job).BlamesReportedNodes();
+  if (by_reports) reported = health.ReportedNodes();
   std::set<std::string> vouched;  // a launched job's silent ranks whose agents still list them running
-  if (f.kind == FindingKind::kHeartbeatLost && !e->job.spec.command.empty())
+  if (f.kind == FindingKind::kHeartbeatLost && !by_reports)
     for (const std::string& n : f.nodes)
       if (agents_.VouchesFor(n, f.job, f.attempt)) vouched.insert(n);
   const bool daemon_was_late = ToSeconds(now - lateness_.listening_since()) <= 2 * options_.agent_lease_s;
@@ -166,7 +168,7 @@ Result<IngestSummary> Controller::IngestInto(const std::string& job, const Repor
   // (control/slurm_watch.h: the batch script may run another step). Our agents report our ranks' exits.
   if (in.all_finished) {
     const JobSpec& spec = jobs_.Find(job)->job.spec;
-    if (spec.command.empty() && !(options_.slurm && !spec.external_id.empty()) &&
+    if (LauncherFor(spec.launch_mode).EndsWhenEveryRankFinished(spec, options_.slurm) &&
         EndJob(job, JobState::kSucceeded, "every rank reported finished", now, batch).ok())
       Schedule(now, batch);
   }
@@ -176,7 +178,7 @@ Result<IngestSummary> Controller::IngestInto(const std::string& job, const Repor
 void Controller::FollowExternalAttempt(const std::string& job, const ReportBatch& reports, Time now,
                                        WriteBatch* batch) {
   const JobEntry* e = jobs_.Find(job);
-  if (!e->job.spec.command.empty() || !e->attempt || !IsActive(e->job.state)) return;
+  if (LauncherFor(e->job).StartsAttempts() || !e->attempt || !IsActive(e->job.state)) return;
   // A launcher's restarts count up one by one (Slurm's SLURM_RESTART_COUNT); a far jump is a wrong
   // SHEPHERD_ATTEMPT or a forged one, and following it would leave every real report an old attempt's.
   constexpr int kMaxAttemptJump = 64;
@@ -261,7 +263,7 @@ void Controller::CheckAgents(Time now, WriteBatch* batch) {
       // Only ranks our agents run go with their agent. A watched job's slots are bookkeeping (its ranks run
       // wherever its own launcher put them), and a Slurm-launched job's nodes are Slurm's to judge: the
       // agent's silence says nothing of them.
-      if (e->job.spec.command.empty() || ViaSlurm(e->job)) continue;
+      if (!LauncherFor(e->job).AgentsStartRanks()) continue;
       // GPUs held for a restart waiting for its backoff: no ranks to lose; its start moves off the node.
       if (e->job.state == JobState::kRecovering) continue;
       Finding f = NodeFinding(job, e->job.attempt, FindingKind::kNodeLost, node, now,
@@ -457,7 +459,7 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
     bool recovered = false;  // a running job of ours whose recovery fails the node
     for (const std::string& job : inventory_.cluster().JobsOn(node)) {
       const JobEntry* e = jobs_.Find(job);
-      recovered = recovered || (IsActive(e->job.state) && !e->job.spec.command.empty());
+      recovered = recovered || (IsActive(e->job.state) && LauncherFor(e->job).StartsAttempts());
       RecordFinding(NodeFinding(job, e->job.attempt, FindingKind::kGpuFault, node, now, what), now, &batch);
     }
     // An idle node, one held for a restart in backoff, or one only another launcher's job uses: the fault

@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include "control/controller.h"
+#include "control/launch/launcher.h"
 
 namespace shepherd {
 namespace {
@@ -38,7 +39,7 @@ Status Controller::PlaceAgain(const std::string& id, const std::set<std::string>
 void Controller::CheckLaunches(Time now, WriteBatch* batch) {
   std::vector<std::string> stuck;
   for (const auto& [id, e] : jobs_.all()) {
-    if (e.job.state != JobState::kLaunching || e.job.spec.command.empty() || ViaSlurm(e.job)) continue;
+    if (e.job.state != JobState::kLaunching || !LauncherFor(e.job).AgentsStartRanks()) continue;
     auto h = health_.find(id);
     if (h == health_.end() || h->second->unlaunched_nodes().empty()) continue;
     const Duration timeout = Seconds(e.job.spec.policy.launch_timeout_s);

@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include "control/controller.h"
+#include "control/launch/launcher.h"
 #include "control/records.h"
 
 namespace shepherd {
@@ -157,7 +158,7 @@ Status Controller::Recover(bool salvage) {
     if (e.job.state == JobState::kRunning)
       health.OnAttemptStart(e.job, *e.attempt, JobHealth::Launch::kRecovered, now);
     else if (e.job.state == JobState::kLaunching)
-      health.OnAttemptStart(e.job, *e.attempt, LaunchOf(e.job), now);
+      health.OnAttemptStart(e.job, *e.attempt, LauncherFor(e.job).Arming(), now);
   }
   BaselineEvents();
   // Ranks keep their credentials across a restart, as long as their attempt (or job, for another

@@ -7,36 +7,14 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <unordered_set>
 
 #include "control/controller.h"
+#include "control/launch/launcher.h"
+#include "control/launch/slurm_launcher.h"
 #include "core/redact.h"
 #include "scheduler/rank_env.h"
-#include "scheduler/spares.h"
 
 namespace shepherd {
-namespace {
-
-bool Inside(const Placement& p, const std::vector<std::string>& nodes) {
-  return std::all_of(p.ranks.begin(), p.ranks.end(), [&](const RankSlot& r) {
-    return std::find(nodes.begin(), nodes.end(), r.node) != nodes.end();
-  });
-}
-
-// The placement's nodes in the order of their first rank. Linear: a step may hold 131,072 ranks.
-std::vector<std::string> NodesOf(const Placement& p) {
-  std::vector<std::string> out;
-  std::unordered_set<std::string> seen;
-  for (const RankSlot& r : p.ranks)
-    if (seen.insert(r.node).second) out.push_back(r.node);
-  return out;
-}
-
-}  // namespace
-
-bool Controller::ViaSlurm(const Job& job) {
-  return job.spec.launcher == Launcher::kSlurm && !job.spec.command.empty();
-}
 
 void Controller::SettleSlurm(const AttemptEvent& ev, Time now, WriteBatch* batch) {
   const JobEntry* e = jobs_.Find(ev.job);
@@ -46,30 +24,14 @@ void Controller::SettleSlurm(const AttemptEvent& ev, Time now, WriteBatch* batch
     return;
   }
   if (!e->attempt || e->attempt->number != ev.attempt || !IsActive(e->job.state)) return;
-  const Placement& p = e->attempt->placement;
-  // An allocation that cannot host this placement (a manual restart onto other nodes, or a requeued job
-  // placed again) is given back for a new one; an adopted one is kept and the job re-placed inside it once
-  // its nodes are known.
-  if (a && !a->adopted && !Inside(p, a->nodes)) {
-    slurm_jobs_.Release(ev.job, batch);
-    a = nullptr;
-  }
-  if (a) return;
-  std::vector<std::string> nodes = NodesOf(p);
-  if (e->job.spec.slurm.allocation.empty()) {
-    std::set<std::string> held = slurm_jobs_.HeldNodes(ev.job);
-    std::vector<std::string> spares =
-        ChooseAllocationSpares(inventory_.cluster(), p, e->job.spec.resources.spare_nodes, held);
-    if (static_cast<int>(spares.size()) < e->job.spec.resources.spare_nodes)
-      spdlog::warn("job {}: only {} of {} spare nodes are free for its Slurm allocation", ev.job,
-                   spares.size(), e->job.spec.resources.spare_nodes);
-    nodes.insert(nodes.end(), spares.begin(), spares.end());
-  }
-  // A site's own --comment (accounting, tags) is left as it is: that request goes unnamed.
-  const std::vector<std::string>& args = e->job.spec.slurm.sbatch_args;
-  const bool site_comment = std::any_of(args.begin(), args.end(),
-                                        [](const std::string& a) { return a.rfind("--comment", 0) == 0; });
-  slurm_jobs_.Want(ev.job, std::move(nodes), e->job.spec.slurm.allocation, !site_comment, batch);
+  SlurmLauncher::AllocationChange c = SlurmLauncher().AllocationFor(
+      e->job, e->attempt->placement, a, inventory_.cluster(), slurm_jobs_.HeldNodes(ev.job));
+  if (c.release) slurm_jobs_.Release(ev.job, batch);
+  if (!c.want) return;
+  if (c.spares_missing > 0)
+    spdlog::warn("job {}: only {} of {} spare nodes are free for its Slurm allocation", ev.job,
+                 e->job.spec.resources.spare_nodes - c.spares_missing, e->job.spec.resources.spare_nodes);
+  slurm_jobs_.Want(ev.job, std::move(c.nodes), e->job.spec.slurm.allocation, c.named, batch);
   if (const std::string& r = slurm_jobs_.Find(ev.job)->request; !r.empty()) {
     unsaved_request_starts_.push_back(r);
     unsaved_requests_.insert(r);
@@ -108,11 +70,13 @@ void Controller::ReplaceBlockedSlurmAllocations(Time now, WriteBatch* batch) {
 std::optional<Cluster> Controller::AllocationView(const std::string& job) const {
   const JobEntry* e = jobs_.Find(job);
   const SlurmAllocationRecord* a = slurm_jobs_.Find(job);
-  if (!e || !ViaSlurm(e->job) || !a || a->state != SlurmAllocationRecord::State::kRunning)
+  if (!e || !LauncherFor(e->job).HoldsAllocation() || !a ||
+      a->state != SlurmAllocationRecord::State::kRunning)
     return std::nullopt;
   const Cluster& all = inventory_.cluster();
   Cluster view(all.levels());
-  std::vector<std::string> placed = e->attempt ? NodesOf(e->attempt->placement) : std::vector<std::string>{};
+  std::vector<std::string> placed =
+      e->attempt ? NodesInRankOrder(e->attempt->placement) : std::vector<std::string>{};
   for (const std::string& id : a->nodes) {
     const Node* n = all.Find(id);
     if (!n) continue;
@@ -151,7 +115,7 @@ SlurmOrders Controller::GetSlurmOrders(const std::map<std::string, int>& started
     o.allocation_durable = !unsaved_requests_.count(a.request);
     o.step_wanted = IsActive(e->job.state) && e->attempt &&
                     a.state == SlurmAllocationRecord::State::kRunning &&
-                    Inside(e->attempt->placement, a.nodes) &&
+                    PlacedWithin(e->attempt->placement, a.nodes) &&
                     !unsaved_attempts_.count({job, e->attempt->number});  // durable first
     o.step_ran = o.step_wanted && e->job.state == JobState::kRunning;
     auto known = started.find(job);
@@ -172,7 +136,7 @@ slurm::StepSpec Controller::StepFor(const JobEntry& e, const SlurmAllocationReco
   // sets or unsets it in every task of a step (unset when the step asks for no GPUs), whatever srun was
   // given, and shepherd-slurm-rank applies the tables after that.
   std::vector<EnvMap> per_rank(s.placement.ranks.size());
-  for (const std::string& node : NodesOf(s.placement))
+  for (const std::string& node : NodesInRankOrder(s.placement))
     for (LocalRankEnv& r : RankEnvsOn(e, node)) per_rank.at(r.rank) = std::move(r.env);
   for (const auto& [k, v] : per_rank.at(0))
     if (k != "CUDA_VISIBLE_DEVICES" &&
@@ -188,7 +152,7 @@ slurm::StepSpec Controller::StepFor(const JobEntry& e, const SlurmAllocationReco
   // GRES under --slurm): under ConstrainDevices=yes a task sees only its step's GPUs, and holding them all
   // keeps the placement's GPU indices the node's own (docs/slurm.md, "GPUs and ConstrainDevices").
   int gpus = 0;
-  for (const std::string& node : NodesOf(s.placement))
+  for (const std::string& node : NodesInRankOrder(s.placement))
     if (const Node* n = inventory_.cluster().Find(node)) gpus = gpus == 0 ? n->gpus : std::min(gpus, n->gpus);
   s.gpus_per_node = gpus;
   return s;
@@ -232,7 +196,8 @@ void Controller::OnSlurmLaunch(const SlurmLaunchEvent& ev) {
         spdlog::info("job {} attempt {}: Slurm step {} runs", ev.job, ev.attempt, ev.step_id);
         JobHealth& health = HealthOf(ev.job);
         bool launched = false;
-        for (const std::string& n : NodesOf(e->attempt->placement)) launched |= health.OnNodeLaunched(n, now);
+        for (const std::string& n : NodesInRankOrder(e->attempt->placement))
+          launched |= health.OnNodeLaunched(n, now);
         if (launched) MarkLaunched(ev.job, now, &batch);
       }
       break;
@@ -293,7 +258,7 @@ void Controller::OnAllocationRunning(const SlurmLaunchEvent& ev, Time now, Write
   }
   // An adopted allocation: the first placement could not know its nodes; re-place the job inside it.
   e = jobs_.Find(ev.job);
-  if (e->job.state != JobState::kLaunching || Inside(e->attempt->placement, ev.nodes)) return;
+  if (e->job.state != JobState::kLaunching || PlacedWithin(e->attempt->placement, ev.nodes)) return;
   std::optional<Cluster> view = AllocationView(ev.job);
   PlaceOptions o;
   o.attempt = e->job.attempt + 1;
@@ -409,7 +374,7 @@ void Controller::OnSlurmNodesFailed(const std::vector<std::pair<std::string, std
   for (const auto& [node, state] : nodes) {
     for (const std::string& job : inventory_.cluster().JobsOn(node)) {
       const JobEntry* e = jobs_.Find(job);
-      if (!e || !ViaSlurm(e->job) || !e->attempt || !IsActive(e->job.state)) continue;
+      if (!e || !LauncherFor(e->job).HoldsAllocation() || !e->attempt || !IsActive(e->job.state)) continue;
       Finding f;
       f.job = job;
       f.attempt = e->attempt->number;

@@ -184,7 +184,7 @@ std::vector<std::string> JobBook::Schedule(const ResumeChooser& resume, Time now
     o.dp_edge_bytes = e.estimate.comm.dp;
     o.pp_edge_bytes = e.estimate.comm.pp;
     o.exclude_nodes = held;
-    if (avoid && !e.job.spec.command.empty() && e.job.spec.launcher != Launcher::kSlurm) {
+    if (avoid && e.job.spec.launch_mode == LaunchMode::kAgents) {
       if (!avoided) avoided = avoid();
       o.avoid_nodes = *avoided;
     }

@@ -19,7 +19,7 @@ CheckpointLedger::Options LedgerOptions(const Job& job) {
 }  // namespace
 
 JobHealth::JobHealth(const Job& job)
-    : external_(job.spec.command.empty()), ledger_(job.id, LedgerOptions(job)) {}
+    : external_(job.spec.launch_mode == LaunchMode::kExternal), ledger_(job.id, LedgerOptions(job)) {}
 
 void JobHealth::Restore(const std::vector<Checkpoint>& checkpoints,
                         const std::vector<std::pair<int, int64_t>>& resumes,
@@ -45,7 +45,7 @@ void JobHealth::OnAttemptStart(const Job& job, const Attempt& a, Launch launch, 
   ctx.policy = job.spec.policy;
   ctx.hashes_agreed = HashesEverAgreed();
   ctx.resume_step = a.resume_step;
-  ctx.steps_known = !job.spec.command.empty();
+  ctx.steps_known = job.spec.launch_mode != LaunchMode::kExternal;
   unlaunched_.clear();
   rank_nodes_.clear();
   external_pending_ = launch == Launch::kExternal;

@@ -14,7 +14,7 @@ void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const 
                                  std::set<std::string> vouched, bool daemon_was_late, bool may_hold) {
   const JobEntry* e = jobs_->Find(f.job);
   if (!e || !IsActive(e->job.state) || !e->attempt || f.attempt != e->attempt->number) return;
-  const bool external = e->job.spec.command.empty();
+  const bool external = e->job.spec.launch_mode == LaunchMode::kExternal;
   if (may_hold && !external && Hold(f, *e)) return;
   // A job we did not place for real: blame follows the nodes its ranks reported, never our placement.
   Placement reported = e->attempt->placement;
@@ -61,7 +61,8 @@ bool RecoveryExecutor::Hold(Finding& f, const JobEntry& e) {
     f.actions.push_back("restart held with " + st.held->finding + " (waiting to hear from every node)");
     return true;
   }
-  if (f.kind != FindingKind::kProcessExit || f.fenced || !heard_ || e.job.spec.launcher == Launcher::kSlurm)
+  if (f.kind != FindingKind::kProcessExit || f.fenced || !heard_ ||
+      e.job.spec.launch_mode == LaunchMode::kSlurm)
     return false;
   ExitHold h = HoldVerdict(e, f.detected_at, f.detected_at);
   if (!h.hold) return false;
@@ -376,8 +377,7 @@ void RecoveryExecutor::StartQueuedOnSpares(Time now, WriteBatch* batch, const Re
                                            const Unserved& unserved) {
   std::vector<const JobEntry*> queued;
   for (const auto& [seq, id] : jobs_->queued())
-    if (const JobEntry* e = jobs_->Find(id);
-        e->attempt && !e->job.spec.command.empty() && e->job.spec.launcher != Launcher::kSlurm)
+    if (const JobEntry* e = jobs_->Find(id); e->attempt && e->job.spec.launch_mode == LaunchMode::kAgents)
       queued.push_back(e);
   if (queued.empty()) return;
   const Cluster& c = inventory_->cluster();
@@ -400,7 +400,7 @@ bool RecoveryExecutor::Start(const JobEntry& e, const Placement& placement, cons
   // Nodes to leave if there is room: no live agent serves them, or (its GPUs released while it queued)
   // another job took them.
   std::set<std::string> avoid;
-  const bool ours = !e.job.spec.command.empty() && e.job.spec.launcher != Launcher::kSlurm;
+  const bool ours = e.job.spec.launch_mode == LaunchMode::kAgents;
   std::set<std::string> lost = ours && unserved ? unserved() : std::set<std::string>{};
   const bool held = c.Holds(job);
   for (const RankSlot& r : placement.ranks)

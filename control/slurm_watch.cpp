@@ -26,7 +26,8 @@ JobState ShepherdStateOf(slurm::SlurmJobState s) {
 std::vector<WatchedSlurmJob> SlurmWatch::ToRead(const JobBook& jobs) {
   std::vector<WatchedSlurmJob> out;
   for (const auto& [id, e] : jobs.all())
-    if (e.job.spec.command.empty() && !e.job.spec.external_id.empty() && !IsTerminal(e.job.state))
+    if (e.job.spec.launch_mode == LaunchMode::kExternal && !e.job.spec.external_id.empty() &&
+        !IsTerminal(e.job.state))
       out.push_back({id, e.job.spec.external_id});
   return out;
 }

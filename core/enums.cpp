@@ -159,8 +159,22 @@ const char* ToString(StragglerAction a) {
   return "record";
 }
 
-const char* ToString(Launcher l) {
-  return l == Launcher::kSlurm ? "slurm" : "agents";
+const char* ToString(LaunchMode m) {
+  switch (m) {
+    case LaunchMode::kSlurm:
+      return "slurm";
+    case LaunchMode::kExternal:
+      return "external";
+    case LaunchMode::kAgents:
+      break;
+  }
+  return "agents";
+}
+
+std::optional<LaunchMode> LaunchModeFromString(std::string_view s) {
+  for (LaunchMode m : {LaunchMode::kAgents, LaunchMode::kSlurm, LaunchMode::kExternal})
+    if (s == ToString(m)) return m;
+  return std::nullopt;
 }
 
 const char* ToString(ExternalRemediation r) {

@@ -97,13 +97,16 @@ enum class GpuBinding {
   kPerProcess,  // each rank sees only its own GPU (CUDA_VISIBLE_DEVICES=<gpu>, device 0 in the process)
 };
 
-// Who starts the ranks of a job that has a command (a job without one is started by someone else and only
-// watched).
-enum class Launcher {
-  kAgents,  // "agents": Shepherd's node agents (docs/agent-protocol.md)
-  kSlurm,   // "slurm": one srun step per attempt inside the job's Slurm allocation (docs/slurm.md)
+// Who starts a job's ranks. Decided once, when the spec is parsed (ParseJobSpec: no `command` is kExternal;
+// a command with "launcher": "slurm" is kSlurm, else kAgents), stored with the job and shown as its
+// `launch.mode`. Everything that differs by mode lives in that mode's Launcher (control/launch/).
+enum class LaunchMode {
+  kAgents,    // "agents": Shepherd's node agents start the ranks (docs/agent-protocol.md)
+  kSlurm,     // "slurm": one srun step per attempt inside the job's Slurm allocation (docs/slurm.md)
+  kExternal,  // "external": someone else starts the ranks; Shepherd watches their reports
 };
-const char* ToString(Launcher l);
+const char* ToString(LaunchMode m);
+std::optional<LaunchMode> LaunchModeFromString(std::string_view s);
 
 // launcher "slurm": the allocation to run in.
 struct SlurmLaunchSpec {
@@ -126,8 +129,10 @@ struct JobSpec {
   CheckpointSpec checkpoint;
   Policy policy;
   GpuBinding gpu_binding = GpuBinding::kPerNode;  // "gpu_binding": "per_node" (default) | "per_process"
-  Launcher launcher = Launcher::kAgents;          // "launcher"; kSlurm REQUIRES a command
-  SlurmLaunchSpec slurm;                          // "slurm": {"allocation", "sbatch_args"}
+  // Set by the parser from `command` and "launcher"; a spec built in code is another launcher's job
+  // (no command) until it says otherwise.
+  LaunchMode launch_mode = LaunchMode::kExternal;
+  SlurmLaunchSpec slurm;  // "slurm": {"allocation", "sbatch_args"}
   // Who submitted the job (the principal's name). Set by the API from the caller's credential, never from
   // the request body; stored with the job (top-level "owner" of its JSON); "" for jobs from before auth.
   std::string owner;

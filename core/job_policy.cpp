@@ -41,7 +41,7 @@ const std::vector<std::string>& DefaultRefusedEnv() {
 
 Status CheckJobPolicy(const JobSpec& spec, const JobPolicy& policy) {
   std::vector<FieldError> errs;
-  if (!policy.command_prefixes.empty() && !spec.command.empty()) {
+  if (!policy.command_prefixes.empty() && spec.launch_mode != LaunchMode::kExternal) {
     bool ok = std::any_of(policy.command_prefixes.begin(), policy.command_prefixes.end(),
                           [&](const auto& p) { return StartsWith(spec.command, p); });
     if (!ok) {

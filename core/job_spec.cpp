@@ -419,11 +419,15 @@ void ParseExternalId(FieldReader& root, JobSpec* s) {
     root.Error("policy.external_remediation", "\"requeue\" needs the job's external_id (its SLURM_JOB_ID)");
 }
 
+// The one place a job's launch mode is decided: without a command someone else starts the ranks; with one,
+// "launcher" says whose they are. A fourth launcher adds its name here and to LaunchMode.
 void ParseLauncher(FieldReader& root, JobSpec* s, std::vector<FieldError>* errs) {
-  if (auto v = root.Enum("launcher", {"agents", "slurm"}))
-    s->launcher = *v == "slurm" ? Launcher::kSlurm : Launcher::kAgents;
-  if (s->launcher == Launcher::kSlurm && s->command.empty())
+  const bool slurm = root.Enum("launcher", {"agents", "slurm"}) == std::optional<std::string>("slurm");
+  if (slurm && s->command.empty())
     root.Error("launcher", "\"slurm\" needs a command: Shepherd starts the ranks with srun");
+  s->launch_mode = s->command.empty() ? LaunchMode::kExternal
+                   : slurm               ? LaunchMode::kSlurm
+                                         : LaunchMode::kAgents;
   if (const Json* j = root.Find("slurm")) {
     FieldReader r(*j, "slurm", errs);
     r.OnlyKnown({"allocation", "sbatch_args"});
@@ -445,7 +449,7 @@ void ParseLauncher(FieldReader& root, JobSpec* s, std::vector<FieldError>* errs)
         }
       }
     }
-    if (s->launcher != Launcher::kSlurm) root.Error("slurm", "is only for \"launcher\": \"slurm\"");
+    if (!slurm) root.Error("slurm", "is only for \"launcher\": \"slurm\"");
   }
 }
 

@@ -99,7 +99,7 @@ Json ToJson(const JobSpec& s) {
         {"launch_timeout_s", p.launch_timeout_s},
         {"external_remediation", ToString(p.external_remediation)}}},
       {"gpu_binding", s.gpu_binding == GpuBinding::kPerProcess ? "per_process" : "per_node"},
-      {"launcher", ToString(s.launcher)},
+      {"launcher", s.launch_mode == LaunchMode::kSlurm ? "slurm" : "agents"},
   };
   if (s.training.grad_reduce_in_fp32)
     out["training"]["grad_reduce_in_fp32"] = *s.training.grad_reduce_in_fp32;
@@ -119,7 +119,7 @@ Json ToJson(const JobSpec& s) {
     if (m.mlp) modules.push_back("mlp");
     out["training"]["recompute_modules"] = modules;
   }
-  if (s.launcher == Launcher::kSlurm)
+  if (s.launch_mode == LaunchMode::kSlurm)
     out["slurm"] = {{"allocation", s.slurm.allocation}, {"sbatch_args", s.slurm.sbatch_args}};
   return out;
 }

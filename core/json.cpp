@@ -296,6 +296,7 @@ Json ToJson(const Job& job) {
           {"restarts", job.restarts},
           {"reason", job.reason},
           {"owner", job.spec.owner},
+          {"launch", {{"mode", ToString(job.spec.launch_mode)}}},
           {"created_at", TimeJson(job.created_at)},
           {"updated_at", TimeJson(job.updated_at)}};
 }
@@ -309,6 +310,14 @@ Result<Job> JobFromJson(const Json& j) {
     if (!spec.ok()) throw std::runtime_error(spec.status().message());
     job.spec = std::move(spec).value();
     job.spec.owner = j.value("owner", "");
+    // A record written before the mode was stored has none: the parser decided it from the spec's fields.
+    // One that has it must agree with them.
+    if (const auto l = j.find("launch"); l != j.end()) {
+      const std::optional<LaunchMode> mode = LaunchModeFromString(l->at("mode").get<std::string>());
+      if (!mode) throw std::runtime_error("unknown launch mode");
+      if (*mode != job.spec.launch_mode)
+        throw std::runtime_error("launch.mode disagrees with the job's spec");
+    }
     auto plan = ParsePlan(j.at("plan"));
     if (!plan.ok()) throw std::runtime_error(plan.status().message());
     job.plan = *plan;

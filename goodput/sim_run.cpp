@@ -31,6 +31,7 @@ Result<SeedOutcome> Run::Go() {
   job_.id = kJobId;
   job_.spec.policy = in_.policy;
   job_.spec.command = {"train"};  // launched by Shepherd's agents: recovery acts
+  job_.spec.launch_mode = LaunchMode::kAgents;
   job_.plan = in_.plan;
   Result<Placement> p = Place(cluster_, in_.plan, {.attempt = 1});
   if (!p.ok())

@@ -161,7 +161,8 @@ std::string StragglerReason(const Finding& f) {
 // not in the placement any more, are left out.
 std::vector<NodeAction> StragglerMarks(const RecoveryInput& in, const std::vector<NodeAction>& blamed) {
   std::vector<NodeAction> out;
-  if (in.job.spec.policy.straggler_action != StragglerAction::kCordonAfterRestart || in.job.spec.command.empty())
+  if (in.job.spec.policy.straggler_action != StragglerAction::kCordonAfterRestart ||
+      in.job.spec.launch_mode == LaunchMode::kExternal)
     return out;
   std::set<std::string> placed;
   for (const RankSlot& s : in.placement.ranks) placed.insert(s.node);
@@ -214,7 +215,7 @@ Verdict Judge(const RecoveryInput& in) {
     // is no more than unreachable, which a dead machine, its network or just the agent (stopped, crashed, an
     // expired credential) all look like: the node is cordoned as suspect, and returns by its agent's health
     // check (or an operator) once back.
-    const bool hardware = k == FindingKind::kGpuFault || in.job.spec.launcher == Launcher::kSlurm;
+    const bool hardware = k == FindingKind::kGpuFault || in.job.spec.launch_mode == LaunchMode::kSlurm;
     Blame(nodes, hardware ? NodeActionKind::kFail : NodeActionKind::kCordon, WithDetail(kind, f), &v);
     v.why = kind + " on " + Join(nodes) + (hardware ? ": node at fault" : ": node unreachable");
   } else if (f.fenced) {
@@ -234,7 +235,7 @@ Verdict Judge(const RecoveryInput& in) {
           "debugger) or frozen as a whole, not lost; recorded, nothing stopped";
       return v;
     }
-    if (k == FindingKind::kHeartbeatLost && every_rank && in.job.spec.command.empty()) {
+    if (k == FindingKind::kHeartbeatLost && every_rank && in.job.spec.launch_mode == LaunchMode::kExternal) {
       v.act = false;  // nothing recommended, and no requeue (external_remediation)
       v.why =
           "every rank of a job another launcher runs is silent at once: paused, frozen or cut off from the "
@@ -338,7 +339,8 @@ Verdict Judge(const RecoveryInput& in) {
   } else if (k == FindingKind::kStraggler) {
     const StragglerAction action = in.job.spec.policy.straggler_action;
     std::set<std::string> nodes = Implicated(f, in.placement, false);
-    if (f.straggler && action == StragglerAction::kReplace && !in.job.spec.command.empty()) {
+    if (f.straggler && action == StragglerAction::kReplace &&
+        in.job.spec.launch_mode != LaunchMode::kExternal) {
       // A persistent late arriver (never one window: the arrival rule names a rank only after a sustained
       // run), replaced by a spare from last-known-good. Optional: no spare, or no budget, leaves the job
       // running slow rather than queued or failed.
@@ -348,7 +350,8 @@ Verdict Judge(const RecoveryInput& in) {
     } else {
       v.act = false;  // throughput only; a restart would cost more than the slow node
       v.why = "straggler: reported, no action";
-      if (f.straggler && action == StragglerAction::kCordonAfterRestart && !in.job.spec.command.empty()) {
+      if (f.straggler && action == StragglerAction::kCordonAfterRestart &&
+          in.job.spec.launch_mode != LaunchMode::kExternal) {
         v.record = "record: " + Join(nodes) +
                    " is replaced at the job's next restart and left cordoned (policy.straggler_action "
                    "cordon_after_restart)";
@@ -413,7 +416,7 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
                               ? "record only: no two replicas agree (state that is not replicated)"
                               : "record only: no hash check of this job has ever agreed");
     if (f.kind == FindingKind::kHeartbeatLost)
-      d.actions.push_back(job.spec.command.empty()
+      d.actions.push_back(job.spec.launch_mode == LaunchMode::kExternal
                               ? "record only: every rank silent at once (paused, frozen or cut off; its "
                                 "launcher says when it ended)"
                               : "record only: every rank paused or frozen while its agent lists it running");

@@ -142,7 +142,7 @@ Result<RecoveryDecision> ManualRestart(const RestartRequest& req) {
     return Conflict(std::string("job ") + req.job.id + " is " + ToString(st) + ": nothing to restart");
   // Another launcher's job: Shepherd can stop none of its ranks, and an attempt it started would only make
   // the real ranks' reports an old attempt's (ignored: the job unwatched).
-  if (req.job.spec.command.empty())
+  if (req.job.spec.launch_mode == LaunchMode::kExternal)
     return Conflict("job " + req.job.id +
                     " is launched by someone else (no command): Shepherd cannot stop or restart its ranks; "
                     "restart it with its own launcher (its reports then name the new attempt)");

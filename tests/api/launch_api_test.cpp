@@ -3,6 +3,7 @@
 // re-placed onto nodes with live agents, or waits, saying why.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "tests/api/api_harness.h"
@@ -139,6 +140,51 @@ TEST_F(LaunchApiTest, LaunchTimeoutReplacesOntoNodesWithLiveAgentsWithoutBlameOr
   EXPECT_EQ(api_.Get("/v1/jobs/" + job + "/placement").body["ranks"][0]["node"], "n0");
   EXPECT_TRUE(api_.Get("/v1/failures").body["failures"].empty());
   EXPECT_TRUE(api_.Get("/v1/nodes/n1").body["schedulable"].get<bool>());
+}
+
+// Who launches a job is named in every job answer: the submit answer, GET and the list, for each mode. The
+// launch's progress (status, nodes) stays beside it.
+TEST(LaunchModeApi, EveryJobAnswerNamesItsLaunchMode) {
+  ControllerOptions o;
+  o.slurm = true;  // a daemon started with --slurm, so "launcher": "slurm" is taken
+  ApiHarness api(o);
+  for (const char* n : {"n0", "n1"})
+    ASSERT_EQ(
+        api.Post("/v1/nodes",
+                 {{"id", n}, {"hostname", n}, {"gpus", 4}, {"topology", {{"spine", "s0"}, {"leaf", "l0"}}}})
+            .status,
+        201);
+  auto body = [](const char* name) {
+    return Json{
+        {"name", name},
+        {"model", {{"parameters", 1e8}, {"layers", 4}, {"hidden", 512}, {"heads", 8}, {"seq_len", 512}}},
+        {"training", {{"global_batch_size", 32}}},
+        {"parallelism", {{"tp", 1}, {"pp", 1}, {"dp", 4}}},
+        {"resources", {{"gpus", 4}, {"gpus_per_node", 4}, {"spare_nodes", 0}}}};
+  };
+  Json agents = body("a");
+  agents["command"] = {"python3", "train.py"};
+  Json slurm = body("s");
+  slurm["command"] = {"python3", "train.py"};
+  slurm["launcher"] = "slurm";
+  Json external = body("e");
+  const std::pair<Json, std::string> cases[] = {{agents, "agents"}, {slurm, "slurm"}, {external, "external"}};
+  std::map<std::string, std::string> mode_of;
+  for (const auto& [job, mode] : cases) {
+    ApiReply r = api.Post("/v1/jobs", job);
+    ASSERT_EQ(r.status, 201) << r.body.dump();
+    EXPECT_EQ(r.body["launch"]["mode"], mode) << r.body.dump();
+    const std::string id = r.body["id"];
+    EXPECT_EQ(api.Get("/v1/jobs/" + id).body["launch"]["mode"], mode);
+    mode_of[id] = mode;
+  }
+  // The agents' job waits for agents: its progress is shown with the mode.
+  Json a = api.Get("/v1/jobs/" + mode_of.begin()->first).body;
+  EXPECT_EQ(a["launch"]["mode"], "agents");
+  EXPECT_EQ(a["launch"]["status"], "waiting_for_agents");
+  const Json list = api.Get("/v1/jobs").body;
+  ASSERT_EQ(list["jobs"].size(), 3u) << list.dump();
+  for (const Json& j : list["jobs"]) EXPECT_EQ(j["launch"]["mode"], mode_of.at(j["id"])) << j.dump();
 }
 
 }  // namespace

@@ -29,6 +29,7 @@ inline JobSpec MakeSpec(int gpus, int tp) {
   s.resources.gpus = gpus;
   s.parallelism = {false, tp, 1, gpus / tp, 0};
   s.command = {"python3", "train.py"};
+  s.launch_mode = LaunchMode::kAgents;
   return s;
 }
 

@@ -48,6 +48,7 @@ class ControllerTest : public ::testing::Test {
   JobSpec Spec(int gpus, int tp) {
     JobSpec s = testing::MakeSpec(gpus, tp);
     s.command.clear();
+    s.launch_mode = LaunchMode::kExternal;
     return s;
   }
 

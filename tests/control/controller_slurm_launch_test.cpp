@@ -122,7 +122,7 @@ TEST_F(SlurmLaunchTest, AnAllocationNotStartedIsReplacedOffANodeDrainedMeanwhile
 TEST_F(SlurmLaunchTest, NoAllocationIsRequestedNorStepStartedBeforeItIsDurable) {
   store_->HoldWrites();
   JobSpec spec = testing::MakeSpec(16, 8);
-  spec.launcher = Launcher::kSlurm;
+  spec.launch_mode = LaunchMode::kSlurm;
   std::optional<Result<JobView>> submitted;
   controller_->SubmitJob(spec, *controller_->PlanFor(spec),
                          [&](Result<JobView> r) { submitted = std::move(r); });
@@ -181,7 +181,7 @@ TEST_F(SlurmLaunchTest, TheRequestsNameIsDurableAndOldRecordsLoadWithout) {
 // the worker passes the site's comment as it is.
 TEST_F(SlurmLaunchTest, ASitesOwnCommentIsKeptAndTheRequestGoesUnnamed) {
   JobSpec tagged = testing::MakeSpec(16, 8);
-  tagged.launcher = Launcher::kSlurm;
+  tagged.launch_mode = LaunchMode::kSlurm;
   tagged.slurm.sbatch_args = {"--account=ml", "--comment=project-42"};
   std::string tagged_id;
   controller_->SubmitJob(tagged, *controller_->PlanFor(tagged),

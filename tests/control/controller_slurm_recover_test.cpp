@@ -306,7 +306,7 @@ TEST(SlurmLaunchRefused, WithoutSlurmTheLauncherFieldIsRefused) {
   Controller c(store.get(), &clock, [&](std::function<void()> f) { posted.push_back(std::move(f)); }, {});
   ASSERT_TRUE(c.Recover().ok());
   JobSpec s = testing::MakeSpec(8, 8);
-  s.launcher = Launcher::kSlurm;
+  s.launch_mode = LaunchMode::kSlurm;
   std::optional<Result<JobView>> out;
   c.SubmitJob(s, *c.PlanFor(s), [&](Result<JobView> r) { out = std::move(r); });
   ASSERT_TRUE(out);

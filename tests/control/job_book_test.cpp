@@ -109,6 +109,7 @@ TEST_F(JobBookTest, AJobLargerThanTheUsableInventoryWaitsForNodesWithoutHoldingB
 TEST_F(JobBookTest, ExternalIdsAreUniqueAmongJobsThatHaveNotEndedAndIndexedAcrossRestore) {
   JobSpec spec = MakeSpec(8, 8);
   spec.command.clear();
+  spec.launch_mode = LaunchMode::kExternal;
   spec.external_id = "4242";
   auto est = jobs_.PlanFor(spec);
   ASSERT_TRUE(est.ok());

@@ -55,7 +55,7 @@ class SlurmLaunchTest : public ::testing::Test {
     JobSpec s = testing::MakeSpec(16, 8 / cp);
     s.parallelism.cp = cp;
     s.parallelism.dp /= cp;
-    s.launcher = Launcher::kSlurm;
+    s.launch_mode = LaunchMode::kSlurm;
     s.resources.spare_nodes = spares;
     s.slurm.allocation = adopt;
     auto est = controller_->PlanFor(s);

@@ -79,7 +79,7 @@ TEST(JobPolicy, EnvAllowReplacesTheRefusedLists) {
 // --open-mode=truncate` could empty a file the daemon's user owns: only scheduling options pass.
 TEST(JobPolicy, SbatchArgsPassAnAllowList) {
   JobSpec spec;
-  spec.launcher = Launcher::kSlurm;
+  spec.launch_mode = LaunchMode::kSlurm;
   spec.slurm.sbatch_args = {"--account=ml",    "--partition", "gpu",       "--qos=high",
                             "--time=01:00:00", "--exclusive", "--comment", "--export=ALL"};
   EXPECT_TRUE(CheckJobPolicy(spec, JobPolicy{}).ok()) << "the value after a bare option is its value";
@@ -132,6 +132,7 @@ TEST(JobPolicy, CommandMustStartWithAnAllowedLauncher) {
   JobPolicy p;
   p.command_prefixes = {{"python3"}, {"/usr/bin/torchrun", "--standalone"}};
   JobSpec spec;
+  spec.launch_mode = LaunchMode::kAgents;
   spec.command = {"/bin/sh", "-c", "id"};
   EXPECT_EQ(Fields(CheckJobPolicy(spec, p)), (std::vector<std::string>{"command"}));
   spec.command = {"/usr/bin/torchrun", "train.py"};

@@ -123,6 +123,7 @@ TEST_F(ManualRestartTest, NoQualifyingCheckpointIsAConflict) {
 TEST_F(ManualRestartTest, AnotherLaunchersJobIsNotRestarted) {
   Build();
   job_.spec.command.clear();
+  job_.spec.launch_mode = LaunchMode::kExternal;
   auto d = Restart("last-known-good");
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), Code::kConflict);

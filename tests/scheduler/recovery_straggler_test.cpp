@@ -51,6 +51,7 @@ TEST_F(StragglerRecoveryTest, ReplaceNeverActsOnTheStepTimeRuleNorForAnotherLaun
   Finding step_time = MakeFinding(FindingKind::kStraggler, {12}, {"node-02"});  // no arrival evidence
   EXPECT_EQ(Decide(step_time).action, RecoveryDecision::kNone);
   job_.spec.command.clear();  // a job another launcher runs: Shepherd cannot restart it on a spare
+  job_.spec.launch_mode = LaunchMode::kExternal;
   RecoveryDecision d = Decide(ArrivalStraggler());
   EXPECT_EQ(d.action, RecoveryDecision::kNone) << Dump(d);
   EXPECT_TRUE(d.node_actions.empty());

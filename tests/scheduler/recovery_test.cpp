@@ -250,6 +250,7 @@ TEST_F(RecoveryTest, AWholeJobSilentWhileItsAgentsListItRunningIsRecordedOnly) {
   // Another launcher's job has no agents to vouch: every rank silent at once is recorded, nothing
   // recommended (paused, frozen or cut off look the same from here).
   job_.spec.command.clear();
+  job_.spec.launch_mode = LaunchMode::kExternal;
   d = Decide(MakeFinding(FindingKind::kHeartbeatLost, all, {"node-01", "node-02"}));
   EXPECT_EQ(d.action, RecoveryDecision::kNone) << Dump(d);
   EXPECT_EQ(Decide(MakeFinding(FindingKind::kHeartbeatLost, {3}, {"node-01"})).action,

@@ -109,6 +109,7 @@ class RecoveryTest : public ::testing::Test {
     job_.spec.policy.max_restarts = 3;
     job_.spec.policy.restart_backoff_s = 5;
     job_.spec.command = {"python3", "train.py"};  // launched by Shepherd
+    job_.spec.launch_mode = LaunchMode::kAgents;
     placement_ = Sequential(job_.plan, {"node-01", "node-02"}, 1);
   }
 
