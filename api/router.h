@@ -21,7 +21,9 @@ using QueryParams = std::map<std::string, std::string>;
 using RouteHandler = std::function<void(const HttpRequest&, const PathParams&, Respond)>;
 // Turns a request's parsed body into the typed value its handler uses (HttpRequest::prepared), or refuses
 // it: the costly conversion of a large body then runs where the body was parsed, not on the control thread.
-// Must be pure (no state but the request): it runs on the I/O or parser thread.
+// Must be pure (no state but the request): it runs on the I/O or parser thread. The FrontDoor calls it twice
+// at most: first with no tree (HttpRequest::json null), where it may read the text itself and set
+// `prepared`; if it did not, again once the body is a tree.
 using RoutePrepare = std::function<std::optional<HttpResponse>(HttpRequest&)>;
 
 // Splits "a=1&b=x%20y" into decoded pairs (last one wins).
@@ -57,8 +59,8 @@ class Router {
   // called once, possibly later (a write's answer comes after its COMMIT); metrics are recorded then.
   void Handle(HttpRequest request, Respond respond) const;
 
-  // Runs the prepare step of the route `request` goes to, if it has one (the FrontDoor calls it after
-  // parsing the body, before queueing): nullopt to go on, or the refusal to answer. Thread-safe: routes are
+  // Runs the prepare step of the route `request` goes to, if it has one (the FrontDoor calls it before
+  // and, unless it set `prepared`, after parsing the body, before queueing): nullopt to go on, or the refusal to answer. Thread-safe: routes are
   // fixed once registered.
   std::optional<HttpResponse> Prepare(HttpRequest& request) const;
 
