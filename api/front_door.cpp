@@ -88,7 +88,7 @@ void FrontDoor::Handle(HttpRequest request, Respond respond) const {
 bool FrontDoor::ParseBody(HttpRequest* request, const Respond& respond) const {
   // First the route's own reading of the text, where it has one (the agent heartbeat: the most frequent
   // body at fleet scale, read without building a tree); then, if it did not take the body, the tree.
-  if (std::optional<HttpResponse> refused = router_->Prepare(*request)) {
+  if (std::optional<HttpResponse> refused = router_->PrepareText(*request)) {
     if (observe_) observe_("prepare", request->method, refused->status);
     respond(std::move(*refused));
     return false;

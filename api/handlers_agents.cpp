@@ -261,24 +261,25 @@ void RegisterAgentRoutes(Router* router, Controller* c, ApiOptions o, const Cloc
             [respond, hb](Result<HeartbeatAck> r) { api::Reply(respond, r, RenderHeartbeatAck); },
             hb->relayed);
       },
-      [clock, limits = o.json_limits](HttpRequest& req) -> std::optional<HttpResponse> {
-        if (!req.json) {
-          // Called before the body became a tree (FrontDoor::ParseBody): a heartbeat within the subset of
-          // core/json_lite.h is read straight from its text, with the same checks and the same answer. Any
-          // other body is left to the tree (ParseJsonText), which names what is wrong, and comes back below.
-          std::optional<LiteJson> lite = ParseLiteJson(req.body, limits);
-          if (!lite) return std::nullopt;
-          auto hb = ParseHeartbeat(*lite, clock->Now());
-          if (!hb.ok()) return ProblemFrom(hb.status());
-          req.prepared = std::make_shared<const ParsedHeartbeat>(std::move(hb).value());
-          return std::nullopt;
-        }
+      [clock](HttpRequest& req) -> std::optional<HttpResponse> {
+        if (!req.json) return std::nullopt;  // not JSON: the handler's 415
         auto hb = ParseHeartbeat(*req.json, clock->Now());
         if (!hb.ok()) return ProblemFrom(hb.status());
         req.prepared = std::make_shared<const ParsedHeartbeat>(std::move(hb).value());
         // The handler uses only the typed heartbeat: the tree is freed here, by the thread that built it
         // (freed on the control thread, each of its hundreds of nodes went back to another thread's arena).
         req.json.reset();
+        return std::nullopt;
+      },
+      // Before the body becomes a tree (FrontDoor::ParseBody): a heartbeat within the subset of
+      // core/json_lite.h is read straight from its text, with the same checks and the same answer. Any other
+      // body is left to the tree (ParseJsonText), which names what is wrong, and to the step above.
+      [clock, limits = o.json_limits](HttpRequest& req) -> std::optional<HttpResponse> {
+        std::optional<LiteJson> lite = ParseLiteJson(req.body, limits);
+        if (!lite) return std::nullopt;
+        auto hb = ParseHeartbeat(*lite, clock->Now());
+        if (!hb.ok()) return ProblemFrom(hb.status());
+        req.prepared = std::make_shared<const ParsedHeartbeat>(std::move(hb).value());
         return std::nullopt;
       });
   router->Add(

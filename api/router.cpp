@@ -53,8 +53,8 @@ QueryParams ParseQuery(std::string_view target) {
 }
 
 void Router::Add(const std::string& method, const std::string& pattern, RouteHandler handler,
-                 RoutePrepare prepare) {
-  Route r{method, pattern, {}, std::move(handler), std::move(prepare)};
+                 RoutePrepare prepare, RoutePrepare prepare_text) {
+  Route r{method, pattern, {}, std::move(handler), std::move(prepare), std::move(prepare_text)};
   for (auto s : Split(pattern)) r.segments.emplace_back(s);
   routes_.push_back(std::move(r));
 }
@@ -129,6 +129,17 @@ std::optional<HttpResponse> Router::Prepare(HttpRequest& request) const {
     PathParams unused;
     if (Serves(r.method, request.method) && Match(r, path, &unused))
       return r.prepare ? r.prepare(request) : std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::optional<HttpResponse> Router::PrepareText(HttpRequest& request) const {
+  const std::vector<std::string_view> path =
+      Split(std::string_view(request.target).substr(0, request.target.find('?')));
+  for (const Route& r : routes_) {
+    PathParams unused;
+    if (Serves(r.method, request.method) && Match(r, path, &unused))
+      return r.prepare_text ? r.prepare_text(request) : std::nullopt;
   }
   return std::nullopt;
 }

@@ -21,9 +21,9 @@ using QueryParams = std::map<std::string, std::string>;
 using RouteHandler = std::function<void(const HttpRequest&, const PathParams&, Respond)>;
 // Turns a request's parsed body into the typed value its handler uses (HttpRequest::prepared), or refuses
 // it: the costly conversion of a large body then runs where the body was parsed, not on the control thread.
-// Must be pure (no state but the request): it runs on the I/O or parser thread. The FrontDoor calls it twice
-// at most: first with no tree (HttpRequest::json null), where it may read the text itself and set
-// `prepared`; if it did not, again once the body is a tree.
+// Must be pure (no state but the request): it runs on the I/O or parser thread. A route may also have a
+// text step (`prepare_text`), run before the body is parsed (HttpRequest::json null): it may read the text
+// itself and set `prepared`, or refuse; if it does neither, the body is parsed and `prepare` runs as usual.
 using RoutePrepare = std::function<std::optional<HttpResponse>(HttpRequest&)>;
 
 // Splits "a=1&b=x%20y" into decoded pairs (last one wins).
@@ -35,9 +35,10 @@ class Router {
   explicit Router(Metrics* metrics) : metrics_(metrics) {}
 
   // `pattern` segments in braces bind path parameters: "/v1/jobs/{id}/cancel".
-  // `prepare`, when given, runs before the request is queued (Prepare).
+  // `prepare`, when given, runs before the request is queued (Prepare); `prepare_text` before the body is
+  // parsed (PrepareText).
   void Add(const std::string& method, const std::string& pattern, RouteHandler handler,
-           RoutePrepare prepare = nullptr);
+           RoutePrepare prepare = nullptr, RoutePrepare prepare_text = nullptr);
 
   // Auth: `auth` must outlive the router (nullptr: every request is an anonymous admin, for tests of
   // routing alone). `owner_of` answers the owner of a job for the submitter's own-job rule.
@@ -59,10 +60,13 @@ class Router {
   // called once, possibly later (a write's answer comes after its COMMIT); metrics are recorded then.
   void Handle(HttpRequest request, Respond respond) const;
 
-  // Runs the prepare step of the route `request` goes to, if it has one (the FrontDoor calls it before
-  // and, unless it set `prepared`, after parsing the body, before queueing): nullopt to go on, or the refusal to answer. Thread-safe: routes are
+  // Runs the prepare step of the route `request` goes to, if it has one (the FrontDoor calls it after
+  // parsing the body, before queueing): nullopt to go on, or the refusal to answer. Thread-safe: routes are
   // fixed once registered.
   std::optional<HttpResponse> Prepare(HttpRequest& request) const;
+  // The same for the route's text step, which the FrontDoor runs before parsing the body (the body is then
+  // not parsed when it set `prepared`).
+  std::optional<HttpResponse> PrepareText(HttpRequest& request) const;
 
  private:
   struct Route {
@@ -71,6 +75,7 @@ class Router {
     std::vector<std::string> segments;
     RouteHandler handler;
     RoutePrepare prepare;
+    RoutePrepare prepare_text;
   };
   bool Match(const Route& r, const std::vector<std::string_view>& path, PathParams* params) const;
 

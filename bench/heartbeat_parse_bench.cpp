@@ -1,7 +1,8 @@
 // The daemon's per-heartbeat parse work at fleet scale: an agent heartbeat of one 8-GPU node relaying its
-// ranks' summaries (the fleet simulator's `--telemetry relay --rank-reports summary` body), parsed as the
-// front door parses it (ParseJsonText) and converted by the heartbeat route's prepare step (the typed
-// heartbeat and relayed reports). Plain main; prints CPU microseconds per heartbeat.
+// ranks' summaries (the fleet simulator's `--telemetry relay --rank-reports summary` body), read as the
+// front door reads it (the route's text step, core/json_lite.h; the tree and its prepare step only if the
+// text step did not take it) into the typed heartbeat and relayed reports. Plain main; prints CPU
+// microseconds per heartbeat.
 //
 //   ninja -C build heartbeat_parse_bench && taskset -c 0 build/bench/heartbeat_parse_bench [iterations [tree]]
 // `tree`: the body through ParseJsonText and the tree's prepare step only (the path before the text reader).
@@ -57,7 +58,7 @@ int main(int argc, char** argv) {
     req.target = "/v1/nodes/node-00001/heartbeat";
     req.body = body;
     // As FrontDoor::ParseBody: the route's reading of the text first (unless `tree`), then the tree.
-    if (!tree && router.Prepare(req)) std::abort();
+    if (!tree && router.PrepareText(req)) std::abort();
     if (req.prepared) return;
     Result<Json> j = ParseJsonText(req.body, options.json_limits);
     if (!j.ok()) std::abort();

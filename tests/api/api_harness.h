@@ -44,7 +44,7 @@ class ApiHarness {
       // so every test of a route that has one runs through it. A body it refuses goes to the handler as
       // before (the refusals themselves are compared in heartbeat_text_test.cpp).
       HttpRequest text = req;
-      if (!router_.Prepare(text) && text.prepared) req.prepared = text.prepared;
+      if (!router_.PrepareText(text) && text.prepared) req.prepared = text.prepared;
     }
     ApiReply out;
     router_.Handle(req, [&](HttpResponse res) {

@@ -1,5 +1,5 @@
-// The agent heartbeat read straight from its text (core/json_lite.h, the route's prepare step before the
-// tree): a valid heartbeat is taken without a tree, and an invalid one gets the very answer the tree path
+// The agent heartbeat read straight from its text (core/json_lite.h; the route's text step,
+// Router::PrepareText, run before any tree is built): a valid heartbeat is taken without a tree, and an invalid one gets the very answer the tree path
 // gives (same status, same problem body naming the same field). Every other agent and relay test runs its
 // heartbeats through the text path too (tests/api/api_harness.h).
 #include <gtest/gtest.h>
@@ -26,11 +26,11 @@ class HeartbeatTextTest : public ::testing::Test {
     req.headers.emplace_back("Content-Type", "application/json");
     return req;
   }
-  // The route's prepare step on the text alone.
+  // The route's text step (Router::PrepareText) on the body as it arrived.
   Answer FromText(const std::string& body) {
     HttpRequest req = Request(body);
     Answer a;
-    a.refused = api_.router_.Prepare(req);
+    a.refused = api_.router_.PrepareText(req);
     a.prepared = req.prepared != nullptr;
     return a;
   }
