@@ -9,6 +9,7 @@
 #include "api/route_handlers.h"
 #include "api/views.h"
 #include "core/fields.h"
+#include "core/json_lite.h"
 #include "core/node.h"
 #include "core/redact.h"
 
@@ -24,9 +25,10 @@ constexpr size_t kMaxError = 4096;
 
 // A `gpu_faults` entry's `kind` (free-form: the site's probe names it; it goes into the finding's text) and
 // `detail`: printable, bounded.
+template <typename Json>  // nlohmann::json or LiteJson
 bool PrintableUpTo(const Json& v, size_t max, bool allow_empty) {
   if (!v.is_string()) return false;
-  const std::string& s = v.get_ref<const std::string&>();
+  const std::string& s = v.template get_ref<const std::string&>();
   return (allow_empty || !s.empty()) && s.size() <= max && !HasControlCharacter(s);
 }
 
@@ -50,6 +52,7 @@ struct ParsedHeartbeat {
 
 // Parses an agent's heartbeat before anything is changed: every field is checked for its type, and every
 // invalid one is named (422). `now`: the receive time (relayed reports without a `time`).
+template <typename Json>  // nlohmann::json or LiteJson (the parameter shadows shepherd::Json)
 Result<ParsedHeartbeat> ParseHeartbeat(const Json& body, Time now) {
   std::vector<FieldError> errs;
   if (!body.is_object()) return InvalidContent("invalid heartbeat", {{"$", "must be an object"}});
@@ -62,26 +65,27 @@ Result<ParsedHeartbeat> ParseHeartbeat(const Json& body, Time now) {
     }
     return &*it;
   };
+  // `path()` names the object `o`: called only for an error (a valid heartbeat builds no path strings).
   // `nullable`: null means absent (the protocol's exit_code and signal); otherwise null is a type error.
-  auto typed = [&](const Json& o, const std::string& path, const char* key, bool (Json::*is)() const noexcept,
+  auto typed = [&](const Json& o, auto&& path, const char* key, bool (Json::*is)() const noexcept,
                    bool required, const char* what, bool nullable = false) {
     auto it = o.find(key);
     if (it == o.end() || (nullable && it->is_null())) {
-      if (required) errs.push_back({path + "." + key, "is required"});
+      if (required) errs.push_back({path() + "." + key, "is required"});
     } else if (!((*it).*is)()) {
-      errs.push_back({path + "." + key, std::string("must be ") + what});
+      errs.push_back({path() + "." + key, std::string("must be ") + what});
     }
   };
 
   // An integer field of `o` within [lo, hi]; absent is fine unless `required`, null too when `nullable`.
-  auto ranged = [&](const Json& o, const std::string& path, const char* key, int64_t lo, int64_t hi,
-                    bool required, bool nullable = false) {
+  auto ranged = [&](const Json& o, auto&& path, const char* key, int64_t lo, int64_t hi, bool required,
+                    bool nullable = false) {
     auto it = o.find(key);
     if (it == o.end() || (nullable && it->is_null())) {
-      if (required) errs.push_back({path + "." + key, "is required"});
-    } else if (!it->is_number_integer() || it->get<int64_t>() < lo || it->get<int64_t>() > hi ||
-               (it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(hi))) {
-      errs.push_back({path + "." + key, "must be an integer from " + std::to_string(lo) + " to " +
+      if (required) errs.push_back({path() + "." + key, "is required"});
+    } else if (!it->is_number_integer() || it->template get<int64_t>() < lo || it->template get<int64_t>() > hi ||
+               (it->is_number_unsigned() && it->template get<uint64_t>() > static_cast<uint64_t>(hi))) {
+      errs.push_back({path() + "." + key, "must be an integer from " + std::to_string(lo) + " to " +
                                             std::to_string(hi) + (nullable ? " or null" : "")});
     }
   };
@@ -92,22 +96,23 @@ Result<ParsedHeartbeat> ParseHeartbeat(const Json& body, Time now) {
       errs.push_back({"processes", "must have at most " + std::to_string(kMaxProcesses) + " entries"});
     for (size_t i = 0; i < procs->size() && i < kMaxProcesses; ++i) {
       const Json& p = (*procs)[i];
-      std::string path = "processes[" + std::to_string(i) + "]";
+      auto path = [i] { return "processes[" + std::to_string(i) + "]"; };
       if (!p.is_object()) {
-        errs.push_back({path, "must be an object"});
+        errs.push_back({path(), "must be an object"});
         continue;
       }
       // Job ids reach logs and URLs: the node-id alphabet (job-000001), never control characters.
       if (auto j = p.find("job"); j == p.end())
-        errs.push_back({path + ".job", "is required"});
-      else if (!j->is_string() || !ValidNodeId(j->get_ref<const std::string&>()))
+        errs.push_back({path() + ".job", "is required"});
+      else if (!j->is_string() || !ValidNodeId(j->template get_ref<const std::string&>()))
         errs.push_back(
-            {path + ".job", "must be 1-128 characters of A-Z a-z 0-9 . _ - (a letter or digit first)"});
+            {path() + ".job", "must be 1-128 characters of A-Z a-z 0-9 . _ - (a letter or digit first)"});
       ranged(p, path, "attempt", 0, kInt32, true);
       ranged(p, path, "rank", 0, kInt32, true);
       if (auto st = p.find("state");
-          st != p.end() && !(st->is_string() && (*st == "running" || *st == "exited")))
-        errs.push_back({path + ".state", "must be \"running\" or \"exited\""});
+          st != p.end() && !(st->is_string() && (st->template get_ref<const std::string&>() == "running" ||
+                                          st->template get_ref<const std::string&>() == "exited")))
+        errs.push_back({path() + ".state", "must be \"running\" or \"exited\""});
       ranged(p, path, "pid", 0, kInt32, false);
       ranged(p, path, "exit_code", -kInt32 - 1, kInt32, false, true);
       ranged(p, path, "signal", 1, 127, false, true);
@@ -115,21 +120,21 @@ Result<ParsedHeartbeat> ParseHeartbeat(const Json& body, Time now) {
       typed(p, path, "fenced", &Json::is_boolean, false, "a boolean");
       typed(p, path, "error", &Json::is_string, false, "a string");
       if (auto e = p.find("error");
-          e != p.end() && e->is_string() && e->get_ref<const std::string&>().size() > kMaxError)
-        errs.push_back({path + ".error", "must be at most " + std::to_string(kMaxError) + " bytes"});
+          e != p.end() && e->is_string() && e->template get_ref<const std::string&>().size() > kMaxError)
+        errs.push_back({path() + ".error", "must be at most " + std::to_string(kMaxError) + " bytes"});
       typed(p, path, "log_tail", &Json::is_string, false, "a string");
       if (auto t = p.find("log_tail");
-          t != p.end() && t->is_string() && t->get_ref<const std::string&>().size() > kMaxLogTail)
-        errs.push_back({path + ".log_tail", "must be at most " + std::to_string(kMaxLogTail) + " bytes"});
+          t != p.end() && t->is_string() && t->template get_ref<const std::string&>().size() > kMaxLogTail)
+        errs.push_back({path() + ".log_tail", "must be at most " + std::to_string(kMaxLogTail) + " bytes"});
       if (auto fr = p.find("flight_recorder"); fr != p.end() && !fr->is_null()) {
         if (!fr->is_array() || fr->size() > kMaxDumps) {
-          errs.push_back({path + ".flight_recorder",
+          errs.push_back({path() + ".flight_recorder",
                           "must be an array of at most " + std::to_string(kMaxDumps) + " entries"});
         } else {
           for (size_t k = 0; k < fr->size(); ++k) {
             const Json& d = (*fr)[k];
             // Named only when wrong: a heartbeat may list thousands of dumps.
-            auto dpath = [&] { return path + ".flight_recorder[" + std::to_string(k) + "]"; };
+            auto dpath = [&] { return path() + ".flight_recorder[" + std::to_string(k) + "]"; };
             if (!d.is_object()) {
               errs.push_back({dpath(), "must be an object"});
               continue;
@@ -156,7 +161,7 @@ Result<ParsedHeartbeat> ParseHeartbeat(const Json& body, Time now) {
       // The node's GPU count is the controller's: the handler checks gpu < gpus (GpuOutsideNode).
       if (auto it = g.find("gpu"); it == g.end())
         errs.push_back({path + ".gpu", "is required"});
-      else if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() >= kMaxNodeGpus)
+      else if (!it->is_number_integer() || it->template get<int64_t>() < 0 || it->template get<int64_t>() >= kMaxNodeGpus)
         errs.push_back({path + ".gpu", "must be an integer from 0 to the node's GPUs - 1"});
       if (auto it = g.find("kind"); it != g.end() && !PrintableUpTo(*it, kMaxGpuFaultKind, false))
         errs.push_back({path + ".kind", "must be 1 to 64 characters without control characters"});
@@ -168,9 +173,10 @@ Result<ParsedHeartbeat> ParseHeartbeat(const Json& body, Time now) {
     if (!it->is_object()) {
       errs.push_back({"health_check", "must be an object"});
     } else {
-      typed(*it, "health_check", "seq", &Json::is_number_integer, true, "an integer");
-      typed(*it, "health_check", "ok", &Json::is_boolean, true, "true or false");
-      typed(*it, "health_check", "output", &Json::is_string, false, "a string");
+      auto hc = [] { return std::string("health_check"); };
+      typed(*it, hc, "seq", &Json::is_number_integer, true, "an integer");
+      typed(*it, hc, "ok", &Json::is_boolean, true, "true or false");
+      typed(*it, hc, "output", &Json::is_string, false, "a string");
     }
   }
   std::vector<RelayedReports> relayed;
@@ -180,35 +186,54 @@ Result<ParsedHeartbeat> ParseHeartbeat(const Json& body, Time now) {
   ParsedHeartbeat parsed{.relayed = std::move(relayed)};
   AgentHeartbeat& hb = parsed.hb;
   // By reference: value() would copy the whole list.
-  static const Json kNone = Json::array();
+  static const Json kNone;  // null: no elements
   const auto listed = [&body](const char* key) -> const Json& {
     auto it = body.find(key);
     return it != body.end() && it->is_array() ? *it : kNone;
   };
-  for (const Json& p : listed("processes")) {
-    ProcessStatus s;
-    s.rank = {p["job"].get<std::string>(), p["attempt"].get<int>(), p["rank"].get<int>()};
-    s.running = p.value("state", "running") == "running";
-    s.pid = p.value("pid", int64_t{0});
-    if (p.contains("exit_code") && p["exit_code"].is_number_integer())
-      s.exit_code = p["exit_code"].get<int>();
-    if (p.contains("signal") && p["signal"].is_number_integer()) s.signal = p["signal"].get<int>();
-    if (p.contains("oom_kill") && p["oom_kill"].is_boolean()) s.oom_kill = p["oom_kill"].get<bool>();
-    s.fenced = p.value("fenced", false);
-    s.error = p.value("error", "");
-    s.log_tail = p.value("log_tail", "");
-    if (auto fr = p.find("flight_recorder"); fr != p.end() && fr->is_array())  // docs/agent-protocol.md
-      for (const Json& d : *fr)
-        s.flight_recorder.push_back(
-            {RedactSecrets(d["path"].get<std::string>()), d.value("size", uint64_t{0})});
-    hb.processes.push_back(std::move(s));
+  const Json& processes = listed("processes");
+  hb.processes.reserve(processes.size());
+  for (const Json& p : processes) {
+    ProcessStatus& s = hb.processes.emplace_back();
+    // One pass over the entry's members (a lookup per field costs a map search each, per rank per second).
+    // Absent fields keep ProcessStatus's defaults; exit_code, signal and oom_kill null mean absent.
+    for (auto it = p.begin(); it != p.end(); ++it) {
+      const std::string& k = it.key();
+      const Json& v = *it;
+      if (k == "job")
+        s.rank.job = v.template get_ref<const std::string&>();
+      else if (k == "attempt")
+        s.rank.attempt = v.template get<int>();
+      else if (k == "rank")
+        s.rank.rank = v.template get<int>();
+      else if (k == "state")
+        s.running = v.template get_ref<const std::string&>() == "running";
+      else if (k == "pid")
+        s.pid = v.template get<int64_t>();
+      else if (k == "exit_code" && v.is_number_integer())
+        s.exit_code = v.template get<int>();
+      else if (k == "signal" && v.is_number_integer())
+        s.signal = v.template get<int>();
+      else if (k == "oom_kill" && v.is_boolean())
+        s.oom_kill = v.template get<bool>();
+      else if (k == "fenced")
+        s.fenced = v.template get<bool>();
+      else if (k == "error")
+        s.error = v.template get_ref<const std::string&>();
+      else if (k == "log_tail")
+        s.log_tail = v.template get_ref<const std::string&>();
+      else if (k == "flight_recorder" && v.is_array())  // docs/agent-protocol.md
+        for (const Json& d : v)
+          s.flight_recorder.push_back(
+              {RedactSecrets(d["path"].template get<std::string>()), d.value("size", uint64_t{0})});
+    }
   }
   for (const Json& g : listed("gpu_faults"))
     hb.gpu_faults.push_back(
         {g.value("gpu", -1), g.value("kind", std::string("fault")), g.value("detail", "")});
   if (auto it = body.find("health_check"); it != body.end() && it->is_object())
     hb.health_check =
-        HealthCheckReport{(*it)["seq"].get<int64_t>(), (*it)["ok"].get<bool>(), it->value("output", "")};
+        HealthCheckReport{(*it)["seq"].template get<int64_t>(), (*it)["ok"].template get<bool>(), it->value("output", "")};
   return parsed;
 }
 
@@ -243,6 +268,21 @@ SHEPHERD_ROUTE_HANDLER(Heartbeat) {
 std::optional<HttpResponse> PrepareHeartbeat(const ApiContext& ctx, HttpRequest& req) {
   if (!req.json) return std::nullopt;  // not JSON: the handler's 415
   auto hb = ParseHeartbeat(*req.json, ctx.clock->Now());
+  if (!hb.ok()) return ProblemFrom(hb.status());
+  req.prepared = std::make_shared<const ParsedHeartbeat>(std::move(hb).value());
+  // The handler uses only the typed heartbeat: the tree is freed here, by the thread that built it
+  // (freed on the control thread, each of its hundreds of nodes went back to another thread's arena).
+  req.json.reset();
+  return std::nullopt;
+}
+
+// Before the body becomes a tree (FrontDoor::ParseBody; RouteRule::prepare_text): a heartbeat within the
+// subset of core/json_lite.h is read straight from its text, with the same checks and the same answer. Any
+// other body is left to the tree (ParseJsonText), which names what is wrong, and to PrepareHeartbeat.
+std::optional<HttpResponse> PrepareHeartbeatText(const ApiContext& ctx, HttpRequest& req) {
+  std::optional<LiteJson> lite = ParseLiteJson(req.body, ctx.options.json_limits);
+  if (!lite) return std::nullopt;
+  auto hb = ParseHeartbeat(*lite, ctx.clock->Now());
   if (!hb.ok()) return ProblemFrom(hb.status());
   req.prepared = std::make_shared<const ParsedHeartbeat>(std::move(hb).value());
   return std::nullopt;

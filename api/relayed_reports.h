@@ -8,6 +8,7 @@
 
 #include "control/controller.h"
 #include "core/json.h"
+#include "core/json_lite.h"
 #include "core/status.h"
 #include "core/time.h"
 
@@ -24,6 +25,9 @@ inline constexpr std::size_t kMaxRelayedReportsPerEntry = 256;
 // entry's batch.rejected with its index), as POST /v1/jobs/{id}/reports would. `received_at` is the
 // default `time` of a report without one.
 std::vector<RelayedReports> ParseRelayedReports(const Json& field, Time received_at,
+                                                std::vector<FieldError>* errs);
+// The same for the field read by the heartbeat's fast path (core/json_lite.h): the same result.
+std::vector<RelayedReports> ParseRelayedReports(const LiteJson& field, Time received_at,
                                                 std::vector<FieldError>* errs);
 
 }  // namespace shepherd

@@ -28,6 +28,7 @@ SHEPHERD_ROUTE_HANDLER(StopUnknownProcesses);
 // handlers_agents.cpp
 SHEPHERD_ROUTE_HANDLER(Heartbeat);
 std::optional<HttpResponse> PrepareHeartbeat(const ApiContext& ctx, HttpRequest& req);
+std::optional<HttpResponse> PrepareHeartbeatText(const ApiContext& ctx, HttpRequest& req);
 SHEPHERD_ROUTE_HANDLER(WatchAssignments);
 SHEPHERD_ROUTE_HANDLER(RestartJob);
 // handlers_jobs.cpp

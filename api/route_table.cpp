@@ -91,6 +91,7 @@ std::vector<RouteRule> Build() {
        .ownership = {{G, Ownership::kOwnNode}},
        .handler = api::Heartbeat,
        .prepare = api::PrepareHeartbeat,
+       .prepare_text = api::PrepareHeartbeatText,
        .queue = kPriority,
        .rate_key = RateKey::kNode,
        .summary = "an agent's heartbeat: processes, GPU faults, relayed reports"},

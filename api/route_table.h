@@ -65,6 +65,9 @@ struct RouteRule {
   std::map<Role, Ownership> ownership;
   RouteFn handler = nullptr;
   RoutePrepareFn prepare = nullptr;  // runs before the request is queued (FrontDoor), when given
+  // Runs before the body is parsed into a tree (HttpRequest::json null), when given: it may read the text
+  // itself and set `prepared`, or refuse; if it does neither, the body is parsed and `prepare` runs.
+  RoutePrepareFn prepare_text = nullptr;
   // Where it runs: kPriority and kWrite on the control thread, kRead on the reader thread holding the
   // ControlLock shared (api/request_queue.h, api/front_door.h).
   RequestClass queue = RequestClass::kWrite;

@@ -34,10 +34,10 @@ QueryParams ParseQuery(std::string_view target) {
 }
 
 void Router::Replace(const std::string& method, const std::string& pattern, RouteHandler handler,
-                     RoutePrepare prepare) {
+                     RoutePrepare prepare, RoutePrepare prepare_text) {
   for (const RouteRule& r : RouteTable()) {
     if (r.method != method || r.pattern != pattern) continue;
-    stand_ins_[&r] = {std::move(handler), std::move(prepare)};
+    stand_ins_[&r] = {std::move(handler), std::move(prepare), std::move(prepare_text)};
     return;
   }
   throw std::logic_error("the route table has no route " + method + " " + pattern);
@@ -106,6 +106,16 @@ std::optional<HttpResponse> Router::Prepare(HttpRequest& request) const {
   if (auto it = stand_ins_.find(rule); it != stand_ins_.end())
     return it->second.prepare ? it->second.prepare(request) : std::nullopt;
   return rule->prepare && context_ ? rule->prepare(*context_, request) : std::nullopt;
+}
+
+std::optional<HttpResponse> Router::PrepareText(HttpRequest& request) const {
+  PathParams unused;
+  bool known = false;
+  const RouteRule* rule = FindRouteRule(request.method, request.target, &unused, &known);
+  if (!rule) return std::nullopt;
+  if (auto it = stand_ins_.find(rule); it != stand_ins_.end())
+    return it->second.prepare_text ? it->second.prepare_text(request) : std::nullopt;
+  return rule->prepare_text && context_ ? rule->prepare_text(*context_, request) : std::nullopt;
 }
 
 void Router::Handle(HttpRequest request, Respond respond) const {

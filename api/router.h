@@ -21,6 +21,7 @@ namespace shepherd {
 using QueryParams = std::map<std::string, std::string>;
 // A stand-in for a route's handler or prepare step, for tests of the router or the FrontDoor alone (Replace).
 using RouteHandler = std::function<void(const HttpRequest&, const PathParams&, Respond)>;
+// A prepare or text step as a stand-in (RouteRule::prepare, RouteRule::prepare_text).
 using RoutePrepare = std::function<std::optional<HttpResponse>(HttpRequest&)>;
 
 // Splits "a=1&b=x%20y" into decoded pairs (last one wins).
@@ -39,7 +40,7 @@ class Router {
   // `prepare`) instead of its named function; auth, 404/405 and metrics are the table's as ever. Throws
   // std::logic_error when the table has no such route.
   void Replace(const std::string& method, const std::string& pattern, RouteHandler handler,
-               RoutePrepare prepare = nullptr);
+               RoutePrepare prepare = nullptr, RoutePrepare prepare_text = nullptr);
 
   // Auth: `auth` must outlive the router (nullptr: every request is an anonymous admin, for tests of
   // routing alone). `owner_of` answers the owner of a job for the submitter's own-job rule.
@@ -65,11 +66,15 @@ class Router {
   // parsing the body, before queueing): nullopt to go on, or the refusal to answer. Thread-safe: the table
   // is fixed, and Bind and Replace are done before requests arrive.
   std::optional<HttpResponse> Prepare(HttpRequest& request) const;
+  // The same for the route's text step, which the FrontDoor runs before parsing the body (the body is then
+  // not parsed when it set `prepared`).
+  std::optional<HttpResponse> PrepareText(HttpRequest& request) const;
 
  private:
   struct StandIn {
     RouteHandler handler;
     RoutePrepare prepare;
+    RoutePrepare prepare_text;
   };
   // Admit for the route `rule` (nullptr: none matches) the head's path gave, with its `params`.
   std::optional<HttpResponse> AdmitTo(const HttpRequest& head, const RouteRule* rule,

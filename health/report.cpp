@@ -20,6 +20,7 @@ constexpr int64_t kMaxStep = int64_t{1} << 53;  // exact in a double; far beyond
 
 using Errors = std::vector<FieldError>;
 
+template <typename Json>
 void ParseCollective(const Json& v, ReportKind kind, const char* prefix, Report* r, Errors* errs) {
   auto path = [prefix](const char* key) { return std::string(prefix) + "." + key; };
   if (!v.is_object()) {
@@ -61,6 +62,7 @@ constexpr size_t kMaxMembers = 1 << 20;
 
 // `rank` < 0: the reporting rank need not be among them (a summary: JobMonitor::Ingest refuses that one
 // report with reason group_membership instead of rejecting it as malformed).
+template <typename Json>
 bool ReadMembers(const Json& v, int rank, std::vector<int>* out) {
   if (!v.is_array() || v.empty() || v.size() > kMaxMembers) return false;
   out->reserve(v.size());
@@ -75,8 +77,9 @@ bool ReadMembers(const Json& v, int rank, std::vector<int>* out) {
   return has_rank || rank < 0;
 }
 
+template <typename Json>
 bool ParsePhase(const Json& phase, Phase* out) {
-  const std::string* p = phase.is_string() ? &phase.get_ref<const std::string&>() : nullptr;
+  const std::string* p = phase.is_string() ? &phase.template get_ref<const std::string&>() : nullptr;
   if (p && *p == "train")
     *out = Phase::kTrain;
   else if (p && *p == "checkpoint_save")
@@ -91,6 +94,7 @@ bool ParsePhase(const Json& phase, Phase* out) {
 }
 
 // One element of a summary's `groups` (docs/api.md "Summaries"); errors named "groups[i].<field>".
+template <typename Json>
 void ParseGroupSummary(const Json& v, size_t i, Report* r, Errors* errs) {
   const std::string prefix = "groups[" + std::to_string(i) + "]";
   auto path = [&prefix](const char* key) { return prefix + "." + key; };
@@ -127,7 +131,7 @@ void ParseGroupSummary(const Json& v, size_t i, Report* r, Errors* errs) {
     errs->push_back({path("count"), "must be an integer from 0 to 2^53"});
   if (wait && !wait->is_null()) {
     double d = 0;
-    if (wait->is_number() && std::isfinite(d = wait->get<double>()) && d >= 0)
+    if (wait->is_number() && std::isfinite(d = wait->template get<double>()) && d >= 0)
       g.wait_s = d;
     else
       errs->push_back({path("wait_s"), "must be a finite number >= 0"});
@@ -177,6 +181,7 @@ void ParseGroupSummary(const Json& v, size_t i, Report* r, Errors* errs) {
   r->groups.push_back(std::move(g));
 }
 
+template <typename Json>
 void ParseSummaryGroups(const Json* groups, Report* r, Errors* errs) {
   if (!groups || !groups->is_array()) {
     errs->push_back({"groups", "required: an array of at most " + std::to_string(kMaxSummaryGroups) +
@@ -205,9 +210,9 @@ bool ValidNodeName(const std::string& s) {
   return true;
 }
 
-}  // namespace
-
-Result<Report> ParseReport(const Json& j, Time received_at) {
+// ParseReport for Json and LiteJson alike (the template parameter shadows shepherd::Json).
+template <typename Json>
+Result<Report> ParseReportOf(const Json& j, Time received_at) {
   if (!j.is_object()) return InvalidContent("report: must be an object", {{"", "must be an object"}});
   // One pass over the keys; kind-specific checks follow once `kind` is known.
   const Json *rank = nullptr, *attempt = nullptr, *time = nullptr, *kind = nullptr, *step = nullptr,
@@ -300,7 +305,7 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
 
   bool kind_ok = false;
   if (kind && kind->is_string()) {
-    const std::string& k = kind->get_ref<const std::string&>();
+    const std::string& k = kind->template get_ref<const std::string&>();
     kind_ok = true;
     if (k == "heartbeat")
       r.kind = ReportKind::kHeartbeat;
@@ -326,7 +331,7 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
   }
 
   if (node && !node->is_null()) {
-    const std::string* name = node->is_string() ? &node->get_ref<const std::string&>() : nullptr;
+    const std::string* name = node->is_string() ? &node->template get_ref<const std::string&>() : nullptr;
     if (name && ValidNodeName(*name))
       r.node = *name;
     else
@@ -370,13 +375,13 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
           errs.push_back({"grad_norm", "must be a number or \"nan\", \"inf\", \"-inf\""});
       }
       if (step_time && !step_time->is_null()) {
-        if (step_time->is_number() && std::isfinite(d = step_time->get<double>()) && d >= 0)
+        if (step_time->is_number() && std::isfinite(d = step_time->template get<double>()) && d >= 0)
           r.step_time_s = d;
         else
           errs.push_back({"step_time_s", "must be a finite number >= 0"});
       }
       if (lr && !lr->is_null()) {
-        if (lr->is_number() && std::isfinite(d = lr->get<double>()) && d >= 0)
+        if (lr->is_number() && std::isfinite(d = lr->template get<double>()) && d >= 0)
           r.lr = d;
         else
           errs.push_back({"lr", "must be a finite number >= 0"});
@@ -394,7 +399,7 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
         errs.push_back({"group", "required: \"tp\", \"pp\", \"dp\" or a group name"});
       else
         c.group_kind = GroupKindFromName(c.group);
-      const std::string* s = state && state->is_string() ? &state->get_ref<const std::string&>() : nullptr;
+      const std::string* s = state && state->is_string() ? &state->template get_ref<const std::string&>() : nullptr;
       if (s && *s == "started")
         r.collective_state = CollectiveState::kStarted;
       else if (s && *s == "completed")
@@ -417,7 +422,7 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
       else if (HasControlCharacter(r.path))
         errs.push_back({"path", "must not contain control characters"});
       if (scope && !scope->is_null()) {
-        const std::string* sc = scope->is_string() ? &scope->get_ref<const std::string&>() : nullptr;
+        const std::string* sc = scope->is_string() ? &scope->template get_ref<const std::string&>() : nullptr;
         if (sc && *sc == "replicated")
           r.replicated = true;
         else if (!sc || *sc != "rank")
@@ -430,6 +435,11 @@ Result<Report> ParseReport(const Json& j, Time received_at) {
   if (!errs.empty()) return Invalid(std::move(errs));
   return r;
 }
+
+}  // namespace
+
+Result<Report> ParseReport(const Json& j, Time received_at) { return ParseReportOf(j, received_at); }
+Result<Report> ParseReport(const LiteJson& j, Time received_at) { return ParseReportOf(j, received_at); }
 
 Result<ReportBatch> ParseReportBatch(const Json& body, Time received_at) {
   if (!body.is_object() || !body.contains("reports") || !body["reports"].is_array())

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/json.h"
+#include "core/json_lite.h"
 #include "core/status.h"
 #include "core/time.h"
 
@@ -112,6 +113,8 @@ struct Report {
 // path ("collective.seq") and whose message() is "<first field>: <first message>".
 // Does not check `rank` against the world size nor `attempt` against the job: JobMonitor::Ingest does.
 Result<Report> ParseReport(const Json& j, Time received_at);
+// The same for a report read by the heartbeat's fast path (core/json_lite.h): the same result.
+Result<Report> ParseReport(const LiteJson& j, Time received_at);
 
 // The body of POST /v1/jobs/{id}/reports, parsed: each report that parsed with its index in the body, and
 // each that did not with its error. One bad report never refuses the batch.

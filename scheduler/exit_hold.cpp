@@ -5,13 +5,28 @@
 
 namespace shepherd {
 
+namespace {
+
+// The waited-for nodes as the reason names them: every name up to kNamed nodes, else their count and the
+// first kNamed names (a fleet job waits for thousands of nodes; the finding's text must stay a line).
+constexpr std::size_t kNamed = 3;
+
+std::string NodeList(const std::vector<std::string>& nodes) {
+  std::string names;
+  for (std::size_t i = 0; i < nodes.size() && i < kNamed; ++i) names += (i ? ", " : "") + nodes[i];
+  if (nodes.size() <= kNamed) return names;
+  return std::to_string(nodes.size()) + " nodes (" + names + " and " + std::to_string(nodes.size() - kNamed) +
+         " more)";
+}
+
+}  // namespace
+
 ExitHold DecideExitHold(const ExitHoldInput& in) {
   ExitHold out;
   out.until = in.exit_at + Seconds(in.node_timeout_s + in.margin_s);
   for (const auto& [node, heard] : in.last_heard)
     if (!heard || *heard < in.exit_at) out.waiting_for.push_back(node);
-  std::string nodes;
-  for (const std::string& n : out.waiting_for) nodes += (nodes.empty() ? "" : ", ") + n;
+  const std::string nodes = NodeList(out.waiting_for);
   if (out.waiting_for.empty()) {
     out.reason = "every node of the attempt was heard from after the exit";
     return out;
@@ -22,7 +37,8 @@ ExitHold DecideExitHold(const ExitHoldInput& in) {
     return out;
   }
   out.hold = true;
-  out.reason = "hold the restart until " + nodes + " is heard from or declared lost (at most until " +
+  out.reason = "hold the restart until " + nodes + (out.waiting_for.size() > 1 ? " are" : " is") +
+               " heard from or declared lost (at most until " +
                FormatRfc3339(out.until) + ")";
   return out;
 }

@@ -36,7 +36,9 @@ struct ExitHold {
   bool hold = false;
   Time until{};                          // hold: decide at this time at the latest
   std::vector<std::string> waiting_for;  // nodes not heard from since exit_at (sorted)
-  std::string reason;                    // why it holds, or why it no longer does
+  // Why it holds, or why it no longer does: names up to 3 waited-for nodes, beyond that their count and
+  // the first 3 (bounded whatever the fleet; waiting_for has them all).
+  std::string reason;
 };
 
 ExitHold DecideExitHold(const ExitHoldInput& in);

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include <optional>
 #include <set>
 #include <string>
@@ -248,6 +250,27 @@ TEST(ExitHoldTest, ANodeNeverHeardOrLostKeepsTheHoldUntilItsBoundThenDecides) {
   EXPECT_FALSE(h.hold);
   EXPECT_EQ(h.waiting_for, (std::vector<std::string>{"n1"}));
   EXPECT_NE(h.reason.find("decided without it"), std::string::npos) << h.reason;
+}
+
+TEST(ExitHoldTest, TheReasonNamesAFewOfThousandsOfWaitedForNodesAndTheirCount) {
+  // 2,048 nodes of a fleet job not heard from since the exit (a network partition, say).
+  std::map<std::string, std::optional<Time>> heard{{"a-reporter", At(1)}};
+  for (int i = 0; i < 2048; ++i) {
+    char name[16];
+    std::snprintf(name, sizeof name, "node-%05d", i);
+    heard[name] = At(0.5);
+  }
+  for (double now : {1.0, 14.0}) {  // holding, then decided without them
+    ExitHold h = DecideExitHold(Hold(now, heard));
+    EXPECT_EQ(h.hold, now < 14);
+    EXPECT_EQ(h.waiting_for.size(), 2048u);  // every one, for the decision
+    EXPECT_LT(h.reason.size(), 300u) << h.reason;
+    EXPECT_NE(h.reason.find("2048 nodes (node-00000, node-00001, node-00002 and 2045 more)"), std::string::npos)
+        << h.reason;
+  }
+  // Three or fewer are all named.
+  ExitHold few = DecideExitHold(Hold(1, {{"n0", At(1)}, {"n1", At(0.4)}, {"n2", std::nullopt}, {"n3", At(0)}}));
+  EXPECT_EQ(few.reason.rfind("hold the restart until n1, n2, n3 are heard from", 0), 0u) << few.reason;
 }
 
 TEST(ExitHoldTest, AHeartbeatAtTheExitsOwnTimeCounts) {
