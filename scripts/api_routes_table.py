@@ -17,11 +17,12 @@ Python standard library only.
 """
 
 import argparse
-import difflib
 import json
 import pathlib
 import subprocess
 import sys
+
+from generated_section import write_or_check
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BEGIN = "<!-- routes-table:begin"
@@ -66,16 +67,6 @@ def render(routes):
     return lines
 
 
-def split_doc(text):
-    """(before, table, after) as lists of lines; the table includes both markers."""
-    lines = text.split("\n")
-    begins = [i for i, l in enumerate(lines) if l.startswith(BEGIN)]
-    ends = [i for i, l in enumerate(lines) if l.strip() == END]
-    if len(begins) != 1 or len(ends) != 1 or ends[0] < begins[0]:
-        raise SystemExit(f"expected one '{BEGIN} ... -->' line followed by one '{END}' line")
-    return lines[: begins[0]], lines[begins[0] : ends[0] + 1], lines[ends[0] + 1 :]
-
-
 def load_routes(args):
     if args.routes_json:
         return json.loads(pathlib.Path(args.routes_json).read_text(encoding="utf-8"))
@@ -95,21 +86,8 @@ def main():
     parser.add_argument("--doc", default=str(ROOT / "docs/api.md"))
     args = parser.parse_args()
 
-    doc = pathlib.Path(args.doc)
-    before, table, after = split_doc(doc.read_text(encoding="utf-8"))
-    generated = render(load_routes(args))
-    if args.write:
-        doc.write_text("\n".join(before + generated + after), encoding="utf-8")
-        return 0
-    if table == generated:
-        print(f"{doc}: the route list is up to date ({len(generated) - 6} routes)")
-        return 0
-    sys.stdout.writelines(
-        difflib.unified_diff([l + "\n" for l in table], [l + "\n" for l in generated],
-                             fromfile=f"{doc} (committed)", tofile="generated from the route table"))
-    print(f"\n{doc}: the route list differs from the route table; regenerate it with "
-          "scripts/api_routes_table.py --write (after building shepherdd)")
-    return 1
+    return write_or_check(args.doc, BEGIN, END, render(load_routes(args)), args.write, "routes",
+                          "the route table", "scripts/api_routes_table.py --write (after building shepherdd)")
 
 
 if __name__ == "__main__":

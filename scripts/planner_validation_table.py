@@ -18,11 +18,12 @@ Python standard library only.
 """
 
 import argparse
-import difflib
 import json
 import pathlib
 import subprocess
 import sys
+
+from generated_section import write_or_check
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 BEGIN = "<!-- validation-table:begin"
@@ -129,16 +130,6 @@ def render(rows):
     return lines
 
 
-def split_doc(text):
-    """(before, table, after) as lists of lines; the table includes both markers."""
-    lines = text.split("\n")
-    begins = [i for i, l in enumerate(lines) if l.startswith(BEGIN)]
-    ends = [i for i, l in enumerate(lines) if l.strip() == END]
-    if len(begins) != 1 or len(ends) != 1 or ends[0] < begins[0]:
-        raise SystemExit(f"expected one '{BEGIN} ... -->' line followed by one '{END}' line")
-    return lines[: begins[0]], lines[begins[0] : ends[0] + 1], lines[ends[0] + 1 :]
-
-
 def load_rows(args):
     if args.rows_json:
         return json.loads(pathlib.Path(args.rows_json).read_text(encoding="utf-8"))
@@ -157,21 +148,9 @@ def main():
     parser.add_argument("--doc", default=str(ROOT / "docs/planner.md"))
     args = parser.parse_args()
 
-    doc = pathlib.Path(args.doc)
-    before, table, after = split_doc(doc.read_text(encoding="utf-8"))
-    generated = render(load_rows(args))
-    if args.write:
-        doc.write_text("\n".join(before + generated + after), encoding="utf-8")
-        return 0
-    if table == generated:
-        print(f"{doc}: the validation table is up to date ({len(generated) - 6} rows)")
-        return 0
-    sys.stdout.writelines(
-        difflib.unified_diff([l + "\n" for l in table], [l + "\n" for l in generated],
-                             fromfile=f"{doc} (committed)", tofile="generated from the rows"))
-    print(f"\n{doc}: the validation table differs from the rows and predictions; regenerate it with "
-          "scripts/planner_validation_table.py --write (after building planner_validation_rows)")
-    return 1
+    return write_or_check(args.doc, BEGIN, END, render(load_rows(args)), args.write, "rows",
+                          "the rows and predictions",
+                          "scripts/planner_validation_table.py --write (after building planner_validation_rows)")
 
 
 if __name__ == "__main__":
