@@ -30,7 +30,6 @@ BUCKETS = ("queued", "startup", "productive", "lost_progress", "checkpoint_save"
            "backoff", "unattributed")
 SUM_TOLERANCE_S = 1.0
 MEASURE_TOLERANCE_S = 2.0
-ETTR_TOLERANCE = 0.02  # relative
 # Training after the first step (or the resume) before the answer is read. Without faults, longer: the ETTR
 # is checked relatively, and the half second a step report may wait for its ride is 1 % of a minute.
 TRAIN_FOR_S = 25
@@ -149,7 +148,10 @@ class GoodputE2E(unittest.TestCase):
         share = productive / (read_at - submitted)
         print("GOODPUT-E2E no_faults ettr daemon=%.4f test=%.4f (saves %.2f s)" % (g["ettr"], share, saved),
               flush=True)
-        self.assertAlmostEqual(g["ettr"], share, delta=ETTR_TOLERANCE * share, msg=g)
+        # The daemon's productive time starts at its first-step mark and leaves out its save time: each may
+        # differ from the ranks' own timing by MARK_TOLERANCE_S (a relayed report waits for the agent's
+        # next heartbeat), so the share may differ by both over the wall time, and no more.
+        self.assertAlmostEqual(g["ettr"], share, delta=2 * MARK_TOLERANCE_S / (read_at - submitted), msg=g)
         self.close_to(self.seconds(g, "queued", "startup"), first - submitted, "queued+startup", g)
         self.close_to(self.seconds(g, "productive"), productive, "productive", g)
         self.close_to(self.seconds(g, "checkpoint_save"), saved, "checkpoint_save", g)
