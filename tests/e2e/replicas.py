@@ -38,13 +38,16 @@ def wait_for(fn, timeout, what, interval=0.1):
         time.sleep(interval)
 
 
-def request(url, method, path, body=None, timeout=5.0):
-    """One HTTP call: (status, headers dict lower-case, parsed JSON or text) or raises OSError."""
+def request(url, method, path, body=None, timeout=5.0, token=None):
+    """One HTTP call (with a bearer `token` when given): (status, headers dict lower-case, parsed JSON or
+    text) or raises OSError."""
     u = urllib.parse.urlsplit(url)
     conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
     try:
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"} if data is not None else {}
+        if token:
+            headers["Authorization"] = "Bearer " + token
         conn.request(method, path, body=data, headers=headers)
         r = conn.getresponse()
         payload = r.read()
@@ -56,6 +59,14 @@ def request(url, method, path, body=None, timeout=5.0):
         return r.status, hdrs, out
     finally:
         conn.close()
+
+
+def metric(text, name):
+    """The value of the Prometheus sample `name` (labels included) in `text`, or None."""
+    for line in text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return None
 
 
 class EtcdCluster:

@@ -4,7 +4,6 @@ follower_read_max_age_s), with the leader's JSON and auth, marked Shepherd-Serve
 live-state routes still get 307; with etcd unreadable it answers 503, never an older view; a replica
 started with --follower-read-max-age-s 0 redirects reads as before. Every wait has a deadline.
 """
-import http.client
 import json
 import os
 import shutil
@@ -14,45 +13,17 @@ import sys
 import tempfile
 import time
 import unittest
-import urllib.parse
 
 sys.path.insert(0, os.path.dirname(__file__))
-from replicas import SHEPHERDD, EtcdCluster, Replicas, free_port, wait_for  # noqa: E402
+from replicas import SHEPHERDD, EtcdCluster, Replicas, free_port, metric, request, wait_for  # noqa: E402
 
 ADMIN, VIEWER, AGENT = "admin-token-0123456789", "viewer-token-0123456789", "agent-token-0123456789"
 MAX_AGE_S = 1.0
 
 
 def call(url, method, path, body=None, token=ADMIN, timeout=10.0):
-    """(status, headers lower-case, parsed JSON or text)."""
-    u = urllib.parse.urlsplit(url)
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
-    try:
-        headers = {}
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        if token:
-            headers["Authorization"] = "Bearer " + token
-        conn.request(method, path, body=data, headers=headers)
-        r = conn.getresponse()
-        payload = r.read()
-        hdrs = {k.lower(): v for k, v in r.getheaders()}
-        try:
-            out = json.loads(payload) if payload else None
-        except ValueError:
-            out = payload.decode(errors="replace")
-        return r.status, hdrs, out
-    finally:
-        conn.close()
-
-
-def metric(text, name):
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
+    """(status, headers lower-case, parsed JSON or text), as `token` (ADMIN unless told)."""
+    return request(url, method, path, body, timeout=timeout, token=token)
 
 
 def without_launch_since(body):

@@ -16,7 +16,7 @@ import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from replicas import SHEPHERDD, EtcdCluster, Replicas, request, wait_for  # noqa: E402
+from replicas import SHEPHERDD, EtcdCluster, Replicas, metric, request, wait_for  # noqa: E402
 
 PYTHON = sys.executable
 
@@ -30,13 +30,6 @@ def job_spec(name):
         "resources": {"gpus": 2, "gpus_per_node": 2, "gpu_memory_gib": 80},
         "command": [PYTHON, "-c", "pass"],
     }
-
-
-def metric(text, name):
-    for line in text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return None
 
 
 class ReplicasE2E(unittest.TestCase):
