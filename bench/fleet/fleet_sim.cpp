@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "bench/fleet/fleet_model.h"
+#include "bench/fleet/fleet_results.h"
 #include "bench/fleet/http_conn.h"
 
 using namespace std::chrono_literals;
@@ -396,18 +397,6 @@ class Sim {
     n.alive = false;
     n.hb->Close(); n.poll->Close(); n.rep->Close();
   }
-  static std::vector<std::string> Expected(FaultKind k) {
-    switch (k) {
-      case FaultKind::kGpuXid: case FaultKind::kHbm: case FaultKind::kSram: case FaultKind::kGsp: return {"gpu_fault", "process_exit"};
-      case FaultKind::kNcclWatchdog: case FaultKind::kSoftwareBug: return {"process_exit"};
-      case FaultKind::kNetworkHang: case FaultKind::kNic: return {"hang"};
-      case FaultKind::kSdc: return {"sdc_suspected", "sdc_confirmed"};
-      case FaultKind::kSilentRank: return {"heartbeat_lost", "hang"};
-      case FaultKind::kNodeLoss: case FaultKind::kHostMaintenance: return {"node_lost"};
-    }
-    return {};
-  }
-
   // ---- the operator's view: findings, job submission, drains ----
   struct OpReq { std::string method, target, body; };
   void Ops(double now) {
@@ -540,35 +529,7 @@ class Sim {
             {"reports", reports_sent_}, {"findings", findings_.size()}, {"attempts", attempts}};
   }
 
-  static json Pct(std::vector<double> v) {
-    if (v.empty()) return nullptr;
-    std::sort(v.begin(), v.end());
-    auto q = [&](double p) { return v[std::min(v.size() - 1, size_t(std::ceil(p * v.size())) - 1)]; };
-    return {{"n", v.size()}, {"p50", q(0.5)}, {"p99", q(0.99)}, {"max", v.back()}};
-  }
   int Report() {
-    json inj = json::array();
-    std::map<std::string, std::vector<double>> detect, reassign;
-    std::vector<double> all_detect, all_reassign;
-    int attributed = 0, found = 0, leaf = 0, replaced = 0;
-    for (auto& in : injections_) {
-      json e = {{"kind", in.name}, {"job", in.job}, {"node", in.node}, {"at", in.at}};
-      if (in.found_at > 0) {
-        ++found;
-        e["finding"] = in.finding_kind; e["finding_nodes"] = in.finding_nodes; e["attributed"] = in.attributed;
-        e["detect_s"] = in.found_at - in.at; e["actions"] = in.actions;
-        detect[in.name].push_back(in.found_at - in.at); all_detect.push_back(in.found_at - in.at);
-        attributed += in.attributed;
-        if (in.reassigned_at > 0) {
-          e["reassign_s"] = in.reassigned_at - in.found_at;
-          reassign[in.name].push_back(in.reassigned_at - in.found_at); all_reassign.push_back(in.reassigned_at - in.found_at);
-        }
-      }
-      if (!in.replacement.empty()) { e["replacement"] = in.replacement; e["replacement_scope"] = in.replacement_scope; ++replaced; leaf += in.replacement_scope == "leaf"; }
-      inj.push_back(e);
-    }
-    json by_kind = json::object();
-    for (auto& [k, v] : detect) by_kind[k] = {{"detect_s", Pct(v)}, {"reassign_s", Pct(reassign[k])}};
     double end = WallNow();
     json out = {{"nodes", nodes_.size()}, {"telemetry", o_.telemetry == Telemetry::kRelay ? "relay" : "direct"},
                 {"rank_reports", o_.summary ? "summary" : "heartbeat"},
@@ -583,10 +544,8 @@ class Sim {
                              {"report_posts_skipped_busy", skipped_report_posts_}}},
                 {"healthy_begin", healthy_begin_counts_}, {"healthy_end", healthy_end_counts_},
                 {"false_findings", false_findings_}, {"false_findings_list", false_list_},
-                {"injections", inj}, {"found", found}, {"attributed", attributed},
-                {"replaced", replaced}, {"replaced_same_leaf", leaf},
-                {"detect_s", Pct(all_detect)}, {"reassign_s", Pct(all_reassign)}, {"by_kind", by_kind},
                 {"jobs", json::array()}};
+    out.update(InjectionResults(injections_));
     for (auto& [id, j] : jobs_) out["jobs"].push_back({{"id", id}, {"name", j.name}, {"ranks", j.rank_node.size()}, {"attempt", j.attempt}, {"step", j.step}});
     std::string s = out.dump(1);
     std::cout << s << std::endl;
