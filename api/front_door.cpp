@@ -81,19 +81,19 @@ void FrontDoor::Handle(HttpRequest request, Respond respond) const {
   if (!IsJsonBody(*shared) || !ready_->load(std::memory_order_acquire))  // not ready: the handler's 503
     return Enqueue(c, std::move(shared), std::move(respond));
   if (shared->body.size() <= options_.inline_parse_bytes || !options_.parse_on) {
-    if (ParseBody(shared.get(), respond)) Enqueue(c, std::move(shared), std::move(respond));
+    if (ParseBody(route, shared.get(), respond)) Enqueue(c, std::move(shared), std::move(respond));
     return;
   }
-  options_.parse_on([this, c, shared = std::move(shared), respond = std::move(respond)]() mutable {
+  options_.parse_on([this, c, route, shared = std::move(shared), respond = std::move(respond)]() mutable {
     if (stopping()) return respond(ShuttingDown());
-    if (ParseBody(shared.get(), respond)) Enqueue(c, std::move(shared), std::move(respond));
+    if (ParseBody(route, shared.get(), respond)) Enqueue(c, std::move(shared), std::move(respond));
   });
 }
 
-bool FrontDoor::ParseBody(HttpRequest* request, const Respond& respond) const {
+bool FrontDoor::ParseBody(const RouteRule* route, HttpRequest* request, const Respond& respond) const {
   // First the route's own reading of the text, where it has one (the agent heartbeat: the most frequent
   // body at fleet scale, read without building a tree); then, if it did not take the body, the tree.
-  if (std::optional<HttpResponse> refused = router_->PrepareText(*request)) {
+  if (std::optional<HttpResponse> refused = router_->PrepareText(route, *request)) {
     if (observe_) observe_("prepare", request->method, refused->status);
     respond(std::move(*refused));
     return false;
@@ -102,7 +102,7 @@ bool FrontDoor::ParseBody(HttpRequest* request, const Respond& respond) const {
   Result<Json> parsed = ParseJsonText(request->body, options_.json_limits);
   if (parsed.ok()) {
     request->json = std::make_shared<const Json>(std::move(parsed).value());
-    if (std::optional<HttpResponse> refused = router_->Prepare(*request)) {
+    if (std::optional<HttpResponse> refused = router_->Prepare(route, *request)) {
       if (observe_) observe_("prepare", request->method, refused->status);
       respond(std::move(*refused));
       return false;

@@ -83,7 +83,7 @@ class FrontDoor {
 
  private:
   // Parses a JSON body into request->json; false (and `respond` answered 400) when it does not parse.
-  bool ParseBody(HttpRequest* request, const Respond& respond) const;
+  bool ParseBody(const RouteRule* route, HttpRequest* request, const Respond& respond) const;
   // Queues the request in its class, or answers 429.
   void Enqueue(RequestClass c, std::shared_ptr<HttpRequest> request, Respond respond) const;
   bool stopping() const { return stopping_->load(std::memory_order_acquire); }

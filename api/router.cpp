@@ -98,20 +98,28 @@ std::optional<HttpResponse> Router::AdmitTo(const HttpRequest& head, const Route
   return Problem(403, std::string("role ") + ToString(p.role) + " may not " + what);
 }
 
-std::optional<HttpResponse> Router::Prepare(HttpRequest& request) const {
+namespace {
+const RouteRule* RuleOf(const HttpRequest& request) {
   PathParams unused;
   bool known = false;
-  const RouteRule* rule = FindRouteRule(request.method, request.target, &unused, &known);
+  return FindRouteRule(request.method, request.target, &unused, &known);
+}
+}  // namespace
+
+std::optional<HttpResponse> Router::Prepare(HttpRequest& request) const { return Prepare(RuleOf(request), request); }
+
+std::optional<HttpResponse> Router::PrepareText(HttpRequest& request) const {
+  return PrepareText(RuleOf(request), request);
+}
+
+std::optional<HttpResponse> Router::Prepare(const RouteRule* rule, HttpRequest& request) const {
   if (!rule) return std::nullopt;
   if (auto it = stand_ins_.find(rule); it != stand_ins_.end())
     return it->second.prepare ? it->second.prepare(request) : std::nullopt;
   return rule->prepare && context_ ? rule->prepare(*context_, request) : std::nullopt;
 }
 
-std::optional<HttpResponse> Router::PrepareText(HttpRequest& request) const {
-  PathParams unused;
-  bool known = false;
-  const RouteRule* rule = FindRouteRule(request.method, request.target, &unused, &known);
+std::optional<HttpResponse> Router::PrepareText(const RouteRule* rule, HttpRequest& request) const {
   if (!rule) return std::nullopt;
   if (auto it = stand_ins_.find(rule); it != stand_ins_.end())
     return it->second.prepare_text ? it->second.prepare_text(request) : std::nullopt;

@@ -69,6 +69,10 @@ class Router {
   // The same for the route's text step, which the FrontDoor runs before parsing the body (the body is then
   // not parsed when it set `prepared`).
   std::optional<HttpResponse> PrepareText(HttpRequest& request) const;
+  // The same two for a route already found (`rule`: the request's entry of RouteTable(), or nullptr), so
+  // a caller that matched the path once does not match it again per step.
+  std::optional<HttpResponse> Prepare(const RouteRule* rule, HttpRequest& request) const;
+  std::optional<HttpResponse> PrepareText(const RouteRule* rule, HttpRequest& request) const;
 
  private:
   struct StandIn {
