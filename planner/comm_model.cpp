@@ -51,7 +51,8 @@ double ActivationBytes(const JobSpec& spec, const Plan& plan) {
          ActivationElementBytes(spec.training.precision);
 }
 
-RankParams MaxStageParams(const JobSpec& spec, const Plan& plan, const std::vector<int>& layers) {
+RankParams MaxStageParams(const JobSpec& spec, const Plan& plan, const std::vector<int>& layers,
+                          const LayerMemoryCosts& costs) {
   // The middle stages differ only in their layers: of them only the first with the most can be the
   // heaviest, beside the first and the last stage (embedding, output layer, MTP). Walking every stage cost
   // the search O(pp) per candidate (a 4096-layer search spent half its time here).
@@ -62,10 +63,7 @@ RankParams MaxStageParams(const JobSpec& spec, const Plan& plan, const std::vect
   if (plan.pp > 1) stages.push_back(plan.pp - 1);
   RankParams most;
   for (int i : stages) {
-    const LayerParamSplit mtp = StageMtpParamsPerRank(spec.model, plan, i);
-    const RankParams p{StageParamsPerRank(spec.model, plan.tp, plan.pp, i, layers[i]) + mtp.dense,
-                       StageExpertParamsPerRank(spec.model, plan, layers[i]) + mtp.expert,
-                       StageVocabParamsPerRank(spec.model, plan.tp, plan.pp, i)};
+    const RankParams p = StageParams(costs, StageRowsOf(spec.model, plan, layers, i));
     if (p.dense + p.expert > most.dense + most.expert) most = p;
   }
   return most;
@@ -294,9 +292,9 @@ LayoutCosts LayoutCostsOf(const JobSpec& spec, const Plan& plan) {
   lc.activation_bytes = ActivationBytes(spec, plan);
   lc.tp_collectives = TpCollectivesPerLayer(spec.training, lc.max_stage_layers, plan.vpp);
   lc.expert_halves = ExpertHalvesOffTp(spec, plan, lc.max_stage_layers);
-  lc.params = MaxStageParams(spec, plan, lc.stage_layers);
-  lc.comm = CommBytesOf(spec, plan, lc);
   lc.memory = LayerMemoryCostsOf(spec, plan);
+  lc.params = MaxStageParams(spec, plan, lc.stage_layers, lc.memory);
+  lc.comm = CommBytesOf(spec, plan, lc);
   return lc;
 }
 

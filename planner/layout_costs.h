@@ -14,13 +14,6 @@
 
 namespace shepherd::planner_internal {
 
-// Parameters of the rank of the heaviest stage (the one whose DP traffic is largest): dense, and routed
-// experts (reduced over the ExpertDataParallelSize ranks).
-struct RankParams {
-  double dense = 0, expert = 0;
-  double vocab = 0;  // of dense: the embedding and output layer, which stay 16-bit under fp8_param_gather
-};
-
 // HBM bytes one rank moves per layer and micro-batch through memory-bound element-wise kernels (see
 // ElementwiseBytesPerLayer in comm_model.cpp for what each term counts).
 struct ElementwiseBytes {
@@ -36,9 +29,9 @@ struct LayoutCosts {
   double activation_bytes = 0;    // s/cp · b · h elements: what a rank exchanges with its TP group
   double tp_collectives = 0;      // TP collectives per layer and micro-batch (TpCollectivesPerLayer)
   double expert_halves = 0;       // MoE layers' expert halves over the etp group instead (ExpertHalvesOffTp)
-  RankParams params;              // the heaviest stage's rank (MaxStageParams)
+  RankParams params;              // the heaviest stage's rank (MaxStageParams: a sum of memory's rows)
   CommBytes comm;                 // bytes each rank sends per step, by axis (EstimateCommBytes)
-  LayerMemoryCosts memory;        // activations per layer, model state per parameter (memory_model.h)
+  LayerMemoryCosts memory;        // parameters, model state and activations per row (memory_model.h)
   // Per layer and micro-batch on one rank (filled by AddComputeCosts, which needs the hardware).
   double model_ranks = 0;          // tp · cp: the ranks a layer's FLOPs are split over
   double rate = 0;                 // FLOP/s of the dense GEMMs
@@ -69,7 +62,8 @@ StepTime StepTimeOf(const JobSpec& spec, const Plan& plan, const Hardware& hw, c
 double ActivationElementBytes(Precision p);
 bool SequenceParallel(const Plan& p);
 double ActivationBytes(const JobSpec& spec, const Plan& plan);
-RankParams MaxStageParams(const JobSpec& spec, const Plan& plan, const std::vector<int>& layers);
+RankParams MaxStageParams(const JobSpec& spec, const Plan& plan, const std::vector<int>& layers,
+                          const LayerMemoryCosts& costs);
 double WeightBytes(const TrainingSpec& t, double params, double vocab);
 double StageMoeLayers(const ModelSpec& m, int stage_layers);
 double ExpertHalvesOffTp(const JobSpec& spec, const Plan& plan, int stage_layers);

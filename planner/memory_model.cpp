@@ -17,10 +17,6 @@ double VocabParams(const ModelSpec& m) {
   return static_cast<double>(m.vocab) * m.hidden;
 }
 
-double DenseLayerParams(const ModelSpec& m) {
-  return PlannedLayerSplit(m).dense;
-}
-
 // MLP activation units (of s'·b·h) of one MLP of width f/h = `f`, not counting input and dropout mask.
 double MlpInnerUnits(Mlp mlp, double f) {
   return mlp == Mlp::kSwiglu ? 6 * f : 4 * f;
@@ -57,24 +53,47 @@ StateBytesPerParam ModelStateBytesPerParam(const TrainingSpec& t, int zero_stage
   return b;
 }
 
+namespace {
+
+// The parameters of the table's rows on one rank (LayerMemoryCostsOf): one transformer layer, one
+// vocab·hidden matrix, one MTP depth; dense ones over tp, routed experts over etp·ep.
+LayerParamSplit PerRank(const LayerParamSplit& s, const Plan& plan) {
+  return {s.dense / plan.tp, s.expert / (static_cast<double>(plan.expert_tp()) * plan.ep), 0};
+}
+LayerParamSplit LayerRowParams(const ModelSpec& m, const Plan& plan) {
+  return PerRank(PlannedLayerSplit(m), plan);
+}
+double VocabRowParams(const ModelSpec& m, int tp) {
+  return VocabParams(m) / tp;
+}
+LayerParamSplit MtpRowParams(const ModelSpec& m, const Plan& plan) {
+  return m.mtp_layers > 0 ? PerRank(MtpDepthSplit(m), plan) : LayerParamSplit{};
+}
+
+// The vocab·hidden matrices a rank of `stage` holds (StageRows::vocab).
+int VocabMatrices(const ModelSpec& m, int pp, int stage) {
+  const bool last = stage == pp - 1;
+  int n = stage == 0 ? 1 : 0;
+  if (last && (pp > 1 || !m.tied_embeddings)) ++n;
+  // Multi-token prediction embeds the next tokens on the last stage: its own copy of the embedding there.
+  if (last && pp > 1 && m.mtp_layers > 0) ++n;
+  return n;
+}
+
+}  // namespace
+
 double StageLayerParamsPerRank(const ModelSpec& m, int tp, int stage_layers) {
-  return DenseLayerParams(m) * stage_layers / tp;
+  return stage_layers * LayerRowParams(m, Plan{.tp = tp}).dense;
 }
 
 double StageVocabParamsPerRank(const ModelSpec& m, int tp, int pp, int stage) {
-  double params = 0;
-  if (stage == 0) params += VocabParams(m);
-  if (stage == pp - 1 && (pp > 1 || !m.tied_embeddings)) params += VocabParams(m);
-  // Multi-token prediction embeds the next tokens on the last stage: its own copy of the embedding there.
-  if (stage == pp - 1 && pp > 1 && m.mtp_layers > 0) params += VocabParams(m);
-  return params / tp;
+  return VocabMatrices(m, pp, stage) * VocabRowParams(m, tp);
 }
 
 LayerParamSplit StageMtpParamsPerRank(const ModelSpec& m, const Plan& plan, int stage) {
-  if (stage != plan.pp - 1 || m.mtp_layers == 0) return {};
-  const LayerParamSplit d = MtpDepthSplit(m);
-  return {m.mtp_layers * d.dense / plan.tp,
-          m.mtp_layers * d.expert / (static_cast<double>(plan.expert_tp()) * plan.ep), 0};
+  if (stage != plan.pp - 1) return {};
+  const LayerParamSplit row = MtpRowParams(m, plan);
+  return {m.mtp_layers * row.dense, m.mtp_layers * row.expert, 0};
 }
 
 double StageParamsPerRank(const ModelSpec& m, int tp, int pp, int stage, int stage_layers) {
@@ -92,7 +111,7 @@ int ExpertDataParallelSize(const Plan& plan) {
 }
 
 double StageExpertParamsPerRank(const ModelSpec& m, const Plan& plan, int stage_layers) {
-  return stage_layers * PlannedLayerSplit(m).expert / (static_cast<double>(plan.expert_tp()) * plan.ep);
+  return stage_layers * LayerRowParams(m, plan).expert;
 }
 
 double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const Plan& plan) {
@@ -216,23 +235,55 @@ double InFlightMicroBatches(int pp, int stage, int micro_batches, int vpp, bool 
   return std::min(warmup_chunks + 1, static_cast<double>(micro_batches) * vpp) / vpp;
 }
 
-double GatheredWorkingBytes(const ModelSpec& m, const TrainingSpec& t, const Plan& plan, double stage_params,
-                            double stage_experts) {
+double GatheredWorkingBytes(const TrainingSpec& t, const Plan& plan, const ParamRow& layer,
+                            double stage_params, double stage_experts) {
   const bool fsdp = t.framework == Framework::kFsdp;
   if (!fsdp && (t.framework != Framework::kDeepSpeed || plan.zero_stage < 3)) return 0;
   if (fsdp && plan.pp > 1) return (stage_params + stage_experts) * (2 + GradientElementBytes(t));
-  const LayerParamSplit s = PlannedLayerSplit(m);
-  const double layer = s.dense / plan.tp + s.expert / (static_cast<double>(plan.expert_tp()) * plan.ep);
-  return layer * (2 * 2 + (fsdp ? 4 : GradientElementBytes(t)));
+  return (layer.params + layer.expert_params) * (2 * 2 + (fsdp ? 4 : GradientElementBytes(t)));
 }
+
+double GatheredWorkingBytes(const ModelSpec& m, const TrainingSpec& t, const Plan& plan, double stage_params,
+                            double stage_experts) {
+  const LayerParamSplit row = LayerRowParams(m, plan);
+  return GatheredWorkingBytes(t, plan, ParamRow{row.dense, row.expert, {}}, stage_params, stage_experts);
+}
+
+namespace {
+
+// Model state bytes per parameter of a layout: dense (sharded over dp·cp), routed experts (over
+// ExpertDataParallelSize), and the FP8 weight cache on the layers' weights.
+struct StateRates {
+  StateBytesPerParam state, expert_state;
+  double fp8_cache_per_param = 0;
+};
+
+// A row of `params` dense and `experts` routed-expert parameters on one rank, with their model state;
+// `fp8_cached`: the layers' weights, which carry Transformer Engine's FP8 weight cache.
+ParamRow RowOf(const StateRates& in, double params, double experts, bool fp8_cached) {
+  ParamRow r{params, experts, {}};
+  const StateBytesPerParam &b = in.state, &be = in.expert_state;
+  r.state.weights = params * b.weights + experts * be.weights + (fp8_cached ? in.fp8_cache_per_param : 0) *
+                                                                     (params + experts);
+  r.state.gradients = params * b.gradients + experts * be.gradients;
+  r.state.optimizer = params * b.optimizer + experts * be.optimizer;
+  r.state.master_weights = params * b.master_weights + experts * be.master_weights;
+  return r;
+}
+
+}  // namespace
 
 LayerMemoryCosts LayerMemoryCostsOf(const JobSpec& spec, const Plan& plan) {
   const TrainingSpec& t = spec.training;
   const ModelSpec& m = spec.model;
+  const StateRates in{ModelStateBytesPerParam(t, plan.zero_stage, plan.dp * plan.cp),
+                                  ModelStateBytesPerParam(t, plan.zero_stage, ExpertDataParallelSize(plan)),
+                                  Fp8WeightCacheBytesPerParam(t)};
   LayerMemoryCosts c;
-  c.state = ModelStateBytesPerParam(t, plan.zero_stage, plan.dp * plan.cp);
-  c.expert_state = ModelStateBytesPerParam(t, plan.zero_stage, ExpertDataParallelSize(plan));
-  c.fp8_cache_per_param = Fp8WeightCacheBytesPerParam(t);
+  const LayerParamSplit layer = LayerRowParams(m, plan), mtp = MtpRowParams(m, plan);
+  c.layer = RowOf(in, layer.dense, layer.expert, true);
+  c.vocab = RowOf(in, VocabRowParams(m, plan.tp), 0, false);
+  c.mtp = RowOf(in, mtp.dense, mtp.expert, true);
   c.layer_activations = ActivationBytesPerLayer(m, t, plan);
   const bool full = t.activation_recompute == Recompute::kFull;
   c.kept_layer_activations = ActivationBytesPerLayer(m, full ? KeptLayerTraining(t) : t, plan);
@@ -244,43 +295,67 @@ LayerMemoryCosts LayerMemoryCostsOf(const JobSpec& spec, const Plan& plan) {
   return c;
 }
 
+StageRows StageRowsOf(const ModelSpec& m, const Plan& plan, const std::vector<int>& stage_layers, int stage) {
+  return {stage_layers[stage], VocabMatrices(m, plan.pp, stage), stage == plan.pp - 1 ? m.mtp_layers : 0};
+}
+
+RankParams StageParams(const LayerMemoryCosts& c, const StageRows& rows) {
+  RankParams p;
+  p.vocab = rows.vocab * c.vocab.params;
+  p.dense = rows.layers * c.layer.params + rows.mtp_depths * c.mtp.params + p.vocab;
+  p.expert = rows.layers * c.layer.expert_params + rows.mtp_depths * c.mtp.expert_params;
+  return p;
+}
+
 MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers,
                             int stage) {
   return StageMemory(spec, plan, stage_layers, stage, LayerMemoryCostsOf(spec, plan));
 }
 
-MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers,
-                            int stage, const LayerMemoryCosts& c) {
-  const TrainingSpec& t = spec.training;
-  const ModelSpec& m = spec.model;
-  const LayerParamSplit mtp = StageMtpParamsPerRank(m, plan, stage);
-  const double layer_params = StageLayerParamsPerRank(m, plan.tp, stage_layers[stage]) + mtp.dense;
-  const double params = layer_params + StageVocabParamsPerRank(m, plan.tp, plan.pp, stage);
-  const double experts = StageExpertParamsPerRank(m, plan, stage_layers[stage]) + mtp.expert;
-  const StateBytesPerParam& b = c.state;
-  const StateBytesPerParam& be = c.expert_state;
-  MemoryBreakdown mem;
-  mem.stage = stage;
-  mem.weights = params * b.weights + experts * be.weights + c.fp8_cache_per_param * (layer_params + experts);
-  mem.gradients = params * b.gradients + experts * be.gradients;
-  mem.optimizer = params * b.optimizer + experts * be.optimizer;
-  mem.master_weights = params * b.master_weights + experts * be.master_weights;
+namespace {
+
+// Model state: the sum of the stage's rows.
+void AddModelState(const LayerMemoryCosts& c, const StageRows& rows, MemoryBreakdown* mem) {
+  for (const auto& [row, count] : {std::pair{&c.layer, rows.layers}, std::pair{&c.vocab, rows.vocab},
+                                   std::pair{&c.mtp, rows.mtp_depths}}) {
+    mem->weights += count * row->state.weights;
+    mem->gradients += count * row->state.gradients;
+    mem->optimizer += count * row->state.optimizer;
+    mem->master_weights += count * row->state.master_weights;
+  }
+}
+
+// Activations: the stage's layers (those block recompute leaves alone keep everything) times the
+// micro-batches in flight; the embedding's on the first stage; the output layer's and loss's, and each MTP
+// depth's layer and its output layer and loss again, on the last.
+double StageActivations(const TrainingSpec& t, const Plan& plan, const LayerMemoryCosts& c,
+                        const StageRows& rows, int stage) {
   const double in_flight =
       InFlightMicroBatches(plan.pp, stage, plan.micro_batches, plan.vpp, t.moe_a2a_overlap);
   // With CPU activation offloading (pp 1 only) the offloaded layers' activations live on the host.
-  const int resident_layers = stage_layers[stage] - t.cpu_offload_layers;
-  // Under block recompute (full, recompute_num_layers) the layers not recomputed keep everything.
+  const int resident_layers = rows.layers - t.cpu_offload_layers;
   const double recomputed = RecomputedLayers(t, resident_layers, plan.vpp);
-  mem.activations =
+  double bytes =
       (c.layer_activations * recomputed + c.kept_layer_activations * (resident_layers - recomputed)) *
       in_flight;
-  if (stage == 0) mem.activations += c.embedding_activations * in_flight;
-  // The last stage: the output layer and loss, and each MTP depth's layer and its output layer and loss
-  // again.
+  if (stage == 0) bytes += c.embedding_activations * in_flight;
   if (stage == plan.pp - 1)
-    mem.activations +=
-        c.output_activations + m.mtp_layers * (c.mtp_layer_activations * in_flight + c.output_activations);
-  mem.working = GatheredWorkingBytes(m, t, plan, params, experts);
+    bytes +=
+        c.output_activations + rows.mtp_depths * (c.mtp_layer_activations * in_flight + c.output_activations);
+  return bytes;
+}
+
+}  // namespace
+
+MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers,
+                            int stage, const LayerMemoryCosts& c) {
+  const StageRows rows = StageRowsOf(spec.model, plan, stage_layers, stage);
+  MemoryBreakdown mem;
+  mem.stage = stage;
+  AddModelState(c, rows, &mem);
+  mem.activations = StageActivations(spec.training, plan, c, rows, stage);
+  const RankParams params = StageParams(c, rows);
+  mem.working = GatheredWorkingBytes(spec.training, plan, c.layer, params.dense, params.expert);
   mem.total =
       mem.weights + mem.gradients + mem.optimizer + mem.master_weights + mem.activations + mem.working;
   return mem;
