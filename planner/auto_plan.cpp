@@ -106,12 +106,12 @@ std::string WhyFaster(const PlanEstimate& a, const PlanEstimate& b) {
       a.compute_time_s, b.compute_time_s, bubble_a, bubble_b, a.exposed_comm_s, b.exposed_comm_s);
 }
 
-std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<int>& tps,
-                    const std::vector<int>& cps, const Search& s) {
+// What was searched and what was rejected, up to the number of fitting candidates.
+std::string SearchedText(const JobSpec& spec, const Hardware& hw, const std::vector<int>& tps,
+                         const std::vector<int>& cps, const Search& s) {
   const ModelSpec& m = spec.model;
-  std::string x = ParameterNote(m);
   const bool mbs_given = spec.training.micro_batch_size_given;
-  x += Format(
+  std::string x = Format(
       "auto: searched tp in %s (dividing %d heads and %d KV heads within the %d-GPU NVLink domain), cp in "
       "%s, "
       "pp from 1 to %d layers (uneven stages balanced), vpp up to %d in equal chunks, %s%s, "
@@ -142,7 +142,12 @@ std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<i
         "micro-batch 1",
         s.rejected_memory);
   }
-  x += Format("; %d fitting candidates compared by estimated step time. ", s.fitting_candidates);
+  return x + Format("; %d fitting candidates compared by estimated step time. ", s.fitting_candidates);
+}
+
+std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<int>& tps,
+                    const std::vector<int>& cps, const Search& s) {
+  std::string x = ParameterNote(spec.model) + SearchedText(spec, hw, tps, cps, s);
   if (s.top.empty()) {
     x += "Nothing fits; closest (least memory per GPU): " + Candidate(*s.closest, spec.training) + ": " +
          DescribeEstimate(*s.closest, hw) + ". More GPUs" +

@@ -114,6 +114,106 @@ double StageExpertParamsPerRank(const ModelSpec& m, const Plan& plan, int stage_
   return stage_layers * LayerRowParams(m, plan).expert;
 }
 
+namespace {
+
+// What one layer keeps, in units of s'·b·h at 16 bit: all of it, and the part held whole on every TP rank
+// without sequence parallelism (Korthikanti eq. 2).
+struct LayerUnits {
+  double units = 0, whole = 0;
+};
+
+// The shapes the terms need, in units of h: the MLP width F/h, an expert's F_e/h, the share of MoE layers.
+struct Widths {
+  double f = 0, fe = 0, share = 0;
+};
+
+// OpCheckpointing: the layer input 2, Q, V and the attention output, the MLP's saved matmul outputs.
+LayerUnits OpCheckpointingUnits(const ModelSpec& m, const Widths& w) {
+  const double h = m.hidden;
+  const MoeSpec& e = m.moe;
+  const double dense_mlp = 2 * w.f + (m.mlp == Mlp::kSwiglu ? 2 : 0);
+  const double moe_mlp = 2 * (e.top_k + e.shared_experts) * w.fe + 2;
+  return {2 + 2 * (m.q_width() + m.v_width() + m.o_width()) / h + (1 - w.share) * dense_mlp +
+              w.share * moe_mlp,
+          2};
+}
+
+// Everything a layer keeps for its backward in 16 bit (MLA's up projections and eager attention's score
+// matrix as `recomputed` leaves them), before FP8 copies and selective recompute's modules.
+LayerUnits KeptUnits(const ModelSpec& m, const TrainingSpec& t, const RecomputeModules& recomputed,
+                     const Widths& w) {
+  const double h = m.hidden;
+  const MoeSpec& e = m.moe;
+  // The dropout masks after the attention and after the MLP, 1 each (none without dropout).
+  const double mask = m.keeps_dropout_masks() ? 1 : 0;
+  const double moe_mlp = 2 + mask + 2.0 * e.top_k + (e.top_k + e.shared_experts) * MlpInnerUnits(m.mlp, w.fe);
+  const double mlp = (1 - w.share) * (2 + mask + MlpInnerUnits(m.mlp, w.f)) + w.share * moe_mlp;
+  // Attention: its input 2, Q, K, V and AV's output (the projection's input) 2 per h of width each, the mask
+  // (7 + 4·kv_heads/heads with dropout when the heads are h/a wide).
+  const double qkv = 2 * (m.q_width() + m.k_width() + m.v_width()) / h;
+  // MLA's latents, each kept as its normed up projection's input and as that norm's output.
+  const double latents = m.mla.enabled() ? 4.0 * (m.mla.q_lora_rank + m.mla.kv_lora_rank) / h : 0;
+  const double attention = 2 + mask + qkv + 2 * m.o_width() / h + latents;
+  LayerUnits u{attention + mlp + 4, 0};
+  // Megatron-Core's "mla_up_proj": Q, K and V are recomputed from the latents in the backward.
+  if (recomputed.mla_up_proj && m.mla.enabled()) u.units -= qkv;
+  if (t.attention == Attention::kEager && !recomputed.core_attn) {
+    // The softmax output 2, with dropout its mask 1 and the dropout output 2, per a·s/h.
+    u.units += (mask > 0 ? 5.0 : 2.0) * m.heads * m.seq_len / h;
+  }
+  // Held whole without sequence parallelism: norm inputs 4, the attention's and the MLP's inputs 2 each,
+  // the dropout masks.
+  u.whole = 8 + 2 * mask;
+  return u;
+}
+
+// Transformer Engine's GEMMs keep an FP8 copy of their input (1 byte) for the backward. Where no other
+// kernel keeps the 16-bit tensor that halves it: QKV's and the dense MLP's normed inputs (LayerNormLinear
+// emits them in FP8), the experts' dispatched tokens, every second MLP GEMM's input (f units). Where one
+// does, the copy is extra: the projection's input beside the attention output the attention backward keeps
+// (o/h), each shared expert's input beside the router's (1).
+void Fp8Copies(const ModelSpec& m, const RecomputeModules& recomputed, const Widths& w, LayerUnits* u) {
+  const MoeSpec& e = m.moe;
+  const double saved_whole = 1 + (1 - w.share);
+  const double saved_split = (1 - w.share) * w.f +
+                             w.share * (e.top_k + (e.top_k + e.shared_experts) * w.fe - e.shared_experts) -
+                             m.o_width() / m.hidden;
+  u->units -= saved_whole + saved_split;
+  u->whole -= saved_whole;
+  // Core attention recomputed: its 16-bit output is kept by nothing once the projection has its FP8 copy.
+  if (recomputed.core_attn) u->units -= 2 * m.o_width() / m.hidden;
+}
+
+// What selective recompute's "layernorm", "moe_act" and "mlp" modules free.
+void RecomputedModules(const ModelSpec& m, const TrainingSpec& t, const RecomputeModules& recomputed,
+                       const Widths& w, LayerUnits* u) {
+  const bool fp8 = t.precision == Precision::kFp8;
+  if (recomputed.layernorm) {
+    // The norms' outputs are recomputed from their inputs (the residual stream's 4 units stay). In 16-bit
+    // that frees the attention's and the MLP's inputs; with fp8 the GEMMs keep their FP8 copies of them
+    // (Fp8Copies), and only the MoE layers' router input, 16-bit, goes.
+    const double freed = fp8 ? 2 * w.share : 4;
+    u->units -= freed;
+    u->whole -= freed;
+  }
+  if (recomputed.moe_act && !fp8) {
+    // The routed experts' activation outputs (the second expert GEMM's input, 2·F_e/h per copy) are
+    // recomputed from the first GEMM's output. With fp8 that input is only the GEMM's FP8 copy, which
+    // Transformer Engine keeps: nothing more is freed.
+    u->units -= w.share * m.moe.top_k * 2 * w.fe;
+  }
+  if (recomputed.mlp) {
+    // Megatron-Core's "mlp": a dense layer's MLP module (Transformer Engine fuses its norm into fc1) is
+    // checkpointed from the residual stream, which stays (the 4 units); its normed input (already gone
+    // with "layernorm" in 16-bit; its FP8 copy with fp8) and its inner activations go.
+    const double input = fp8 ? 1 : (recomputed.layernorm ? 0 : 2);
+    u->units -= (1 - w.share) * (input + MlpInnerUnits(m.mlp, w.f) - (fp8 ? w.f : 0));
+    u->whole -= (1 - w.share) * input;
+  }
+}
+
+}  // namespace
+
 double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const Plan& plan) {
   const double h = m.hidden;
   const double sbh = static_cast<double>(m.seq_len) / plan.cp * plan.micro_batch_size * h;
@@ -121,79 +221,20 @@ double ActivationBytesPerLayer(const ModelSpec& m, const TrainingSpec& t, const 
   const double tp = plan.tp;
   const bool sp = plan.sequence_parallel || plan.tp == 1;
   if (t.activation_recompute == Recompute::kFull) return scale * sbh * 2 / (sp ? tp : 1);
-  const double f = static_cast<double>(m.ffn()) / h;
-  const MoeSpec& e = m.moe;
-  const double fe = m.expert_ffn() / h;
-  const double share = static_cast<double>(e.count(m.layers)) / m.layers;
+  const Widths w{static_cast<double>(m.ffn()) / h, m.expert_ffn() / h,
+                 static_cast<double>(m.moe.count(m.layers)) / m.layers};
+  LayerUnits u;
   if (OpCheckpointing(t)) {
-    const double dense_mlp = 2 * f + (m.mlp == Mlp::kSwiglu ? 2 : 0);
-    const double moe_mlp = 2 * (e.top_k + e.shared_experts) * fe + 2;
-    const double units =
-        2 + 2 * (m.q_width() + m.v_width() + m.o_width()) / h + (1 - share) * dense_mlp + share * moe_mlp;
-    return scale * sbh * (sp ? units / tp : 2 + (units - 2) / tp);
+    u = OpCheckpointingUnits(m, w);
+  } else {
+    const bool selective = t.activation_recompute == Recompute::kSelective;
+    const RecomputeModules none{.core_attn = false};
+    const RecomputeModules& recomputed = selective ? t.recompute_modules : none;
+    u = KeptUnits(m, t, recomputed, w);
+    if (t.precision == Precision::kFp8) Fp8Copies(m, recomputed, w, &u);
+    RecomputedModules(m, t, recomputed, w, &u);
   }
-  // The dropout masks after the attention and after the MLP, 1 each (none without dropout).
-  const double mask = m.keeps_dropout_masks() ? 1 : 0;
-  const double moe_mlp = 2 + mask + 2.0 * e.top_k + (e.top_k + e.shared_experts) * MlpInnerUnits(m.mlp, fe);
-  const double mlp = (1 - share) * (2 + mask + MlpInnerUnits(m.mlp, f)) + share * moe_mlp;
-  // Attention: its input 2, Q, K, V and AV's output (the projection's input) 2 per h of width each, the mask
-  // (7 + 4·kv_heads/heads with dropout when the heads are h/a wide).
-  const double qkv = 2 * (m.q_width() + m.k_width() + m.v_width()) / h;
-  // MLA's latents, each kept as its normed up projection's input and as that norm's output.
-  const double latents = m.mla.enabled() ? 4.0 * (m.mla.q_lora_rank + m.mla.kv_lora_rank) / h : 0;
-  const double attention = 2 + mask + qkv + 2 * m.o_width() / h + latents;
-  double units = attention + mlp + 4;
-  const bool selective = t.activation_recompute == Recompute::kSelective;
-  const RecomputeModules none{.core_attn = false};
-  const RecomputeModules& recomputed = selective ? t.recompute_modules : none;
-  // Megatron-Core's "mla_up_proj": Q, K and V are recomputed from the latents in the backward.
-  if (recomputed.mla_up_proj && m.mla.enabled()) units -= qkv;
-  if (t.attention == Attention::kEager && !recomputed.core_attn) {
-    // The softmax output 2, with dropout its mask 1 and the dropout output 2, per a·s/h.
-    units += (mask > 0 ? 5.0 : 2.0) * m.heads * m.seq_len / h;
-  }
-  // Units held whole on every TP rank without sequence parallelism: norm inputs 4, the attention's and the
-  // MLP's inputs 2 each, the dropout masks (Korthikanti eq. 2).
-  double whole = 8 + 2 * mask;
-  if (t.precision == Precision::kFp8) {
-    // Transformer Engine's GEMMs keep an FP8 copy of their input (1 byte) for the backward. Where no other
-    // kernel keeps the 16-bit tensor that halves it: QKV's and the dense MLP's normed inputs (LayerNormLinear
-    // emits them in FP8), the experts' dispatched tokens, every second MLP GEMM's input (f units). Where one
-    // does, the copy is extra: the projection's input beside the attention output the attention backward
-    // keeps (o/h), each shared expert's input beside the router's (1).
-    const double saved_whole = 1 + (1 - share);
-    const double saved_split = (1 - share) * f +
-                               share * (e.top_k + (e.top_k + e.shared_experts) * fe - e.shared_experts) -
-                               m.o_width() / h;
-    units -= saved_whole + saved_split;
-    whole -= saved_whole;
-    // Core attention recomputed: its 16-bit output is kept by nothing once the projection has its FP8 copy.
-    if (recomputed.core_attn) units -= 2 * m.o_width() / h;
-  }
-  if (recomputed.layernorm) {
-    // The norms' outputs are recomputed from their inputs (the residual stream's 4 units stay). In 16-bit
-    // that frees the attention's and the MLP's inputs; with fp8 the GEMMs keep their FP8 copies of them
-    // (above), and only the MoE layers' router input, 16-bit, goes.
-    const double freed = t.precision == Precision::kFp8 ? 2 * share : 4;
-    units -= freed;
-    whole -= freed;
-  }
-  if (recomputed.moe_act && t.precision != Precision::kFp8) {
-    // The routed experts' activation outputs (the second expert GEMM's input, 2·F_e/h per copy) are
-    // recomputed from the first GEMM's output. With fp8 that input is only the GEMM's FP8 copy (above), which
-    // Transformer Engine keeps: nothing more is freed.
-    units -= share * e.top_k * 2 * fe;
-  }
-  if (recomputed.mlp) {
-    // Megatron-Core's "mlp": a dense layer's MLP module (Transformer Engine fuses its norm into fc1) is
-    // checkpointed from the residual stream, which stays (the 4 units); its normed input (already gone
-    // with "layernorm" in 16-bit; its FP8 copy with fp8) and its inner activations go.
-    const bool fp8 = t.precision == Precision::kFp8;
-    const double input = fp8 ? 1 : (recomputed.layernorm ? 0 : 2);
-    units -= (1 - share) * (input + MlpInnerUnits(m.mlp, f) - (fp8 ? f : 0));
-    whole -= (1 - share) * input;
-  }
-  const double per_rank = sp ? units / tp : whole + (units - whole) / tp;
+  const double per_rank = sp ? u.units / tp : u.whole + (u.units - u.whole) / tp;
   return scale * sbh * per_rank;
 }
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <functional>
 #include <optional>
 
 #include "planner/comm_model.h"
@@ -18,12 +19,12 @@ namespace shepherd {
 
 namespace planner_internal {
 
-std::vector<FieldError> ValidateSpec(const JobSpec& spec, const Hardware& hw) {
-  std::vector<FieldError> errors;
-  auto require = [&errors](bool ok, const char* field, std::string message) {
-    if (!ok) errors.push_back({field, std::move(message)});
-  };
-  const ModelSpec& m = spec.model;
+namespace {
+
+using Require = std::function<void(bool ok, const char* field, std::string message)>;
+
+// The model's sizes, its attention's heads and its embeddings against model.parameters.
+void ModelErrors(const ModelSpec& m, const Require& require) {
   require(m.parameters >= 0, "model.parameters", "must be positive when given");
   require(m.layers > 0, "model.layers", "must be positive");
   require(m.hidden > 0, "model.hidden", "must be positive");
@@ -58,36 +59,57 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const Hardware& hw) {
     require(m.moe.expert_ffn_hidden >= 0 && m.moe.shared_experts >= 0, "model.moe",
             "expert_ffn_hidden and shared_experts must not be negative");
   }
-  require(spec.training.precision != Precision::kFp8 || hw.peak_fp8_flops > 0, "training.precision",
+}
+
+// Training options against the model and the GPU, for every layout.
+void TrainingErrors(const JobSpec& spec, const Hardware& hw, const Require& require) {
+  const ModelSpec& m = spec.model;
+  const TrainingSpec& t = spec.training;
+  require(t.precision != Precision::kFp8 || hw.peak_fp8_flops > 0, "training.precision",
           "\"fp8\" needs FP8 tensor cores, which " + hw.gpu + " does not have");
-  require(!spec.training.fp8_param_gather || spec.training.precision == Precision::kFp8,
-          "training.fp8_param_gather", "needs training.precision \"fp8\"");
-  require(!spec.training.recompute_modules.mla_up_proj || m.mla.enabled(), "training.recompute_modules",
+  require(!t.fp8_param_gather || t.precision == Precision::kFp8, "training.fp8_param_gather",
+          "needs training.precision \"fp8\"");
+  require(!t.recompute_modules.mla_up_proj || m.mla.enabled(), "training.recompute_modules",
           "\"mla_up_proj\" needs model.mla (multi-head latent attention)");
-  require(spec.training.global_batch_size > 0, "training.global_batch_size", "must be positive");
-  require(spec.training.moe_dispatcher == MoeDispatcher::kAllToAll || m.moe.enabled(),
-          "training.moe_dispatcher", "needs a mixture-of-experts model (model.moe)");
-  if (spec.training.moe_a2a_overlap) {
+  require(t.global_batch_size > 0, "training.global_batch_size", "must be positive");
+  require(t.moe_dispatcher == MoeDispatcher::kAllToAll || m.moe.enabled(), "training.moe_dispatcher",
+          "needs a mixture-of-experts model (model.moe)");
+  if (t.moe_a2a_overlap) {
     // Megatron-Core's TransformerConfig asserts these for overlap_moe_expert_parallel_comm.
     require(m.moe.enabled(), "training.moe_a2a_overlap", "needs a mixture-of-experts model (model.moe)");
-    require(spec.training.framework == Framework::kMegatron, "training.moe_a2a_overlap",
+    require(t.framework == Framework::kMegatron, "training.moe_a2a_overlap",
             "is Megatron-Core's combined 1F1B schedule: needs training.framework \"megatron\"");
-    require(spec.training.precision != Precision::kFp32, "training.moe_a2a_overlap",
+    require(t.precision != Precision::kFp32, "training.moe_a2a_overlap",
             "needs a 16-bit model (training.precision bf16, fp16 or fp8)");
-    require(m.mtp_layers <= 1, "training.moe_a2a_overlap",
-            "supports at most one MTP depth (model.mtp_layers)");
+    require(m.mtp_layers <= 1, "training.moe_a2a_overlap", "supports at most one MTP depth (model.mtp_layers)");
   }
-  const int offload = spec.training.cpu_offload_layers;
+  const int offload = t.cpu_offload_layers;
   require(offload >= 0 && (offload == 0 || offload < m.layers), "training.cpu_offload_layers",
           "must be below model.layers (the last layer's activations stay on the GPU)");
-  require(offload == 0 || spec.training.activation_recompute == Recompute::kNone,
-          "training.cpu_offload_layers", "needs training.activation_recompute \"none\"");
+  require(offload == 0 || t.activation_recompute == Recompute::kNone, "training.cpu_offload_layers",
+          "needs training.activation_recompute \"none\"");
+}
+
+// The GPUs and the hardware profile.
+void ResourceErrors(const JobSpec& spec, const Hardware& hw, const Require& require) {
   require(spec.resources.gpus > 0, "resources.gpus", "must be positive");
   require(hw.gpu_memory_bytes > 0, "resources.gpu_memory_gib", "must be positive");
   require(hw.nvlink_domain_gpus > 0, "resources.gpus_per_node", "must be positive");
   require(hw.nvlink_bytes_per_s > 0 && hw.ib_bytes_per_s > 0 && hw.peak_flops > 0 && hw.peak_fp8_flops >= 0 &&
               hw.matmul_efficiency > 0 && hw.matmul_half_size >= 0 && hw.memory_headroom > 0,
           "hardware", "bandwidths, peak FLOP/s, matmul efficiency and memory_headroom must be positive");
+}
+
+}  // namespace
+
+std::vector<FieldError> ValidateSpec(const JobSpec& spec, const Hardware& hw) {
+  std::vector<FieldError> errors;
+  const Require require = [&errors](bool ok, const char* field, std::string message) {
+    if (!ok) errors.push_back({field, std::move(message)});
+  };
+  ModelErrors(spec.model, require);
+  TrainingErrors(spec, hw, require);
+  ResourceErrors(spec, hw, require);
   return errors;
 }
 
