@@ -1,8 +1,11 @@
-// The costs of one (spec, layout) candidate, derived once and read by the communication, time and memory
-// models (comm_model.cpp, step_time.cpp, planner.cpp's Estimate): the pipeline's stages, the activation
-// tensor a rank exchanges, the collectives per layer, the heaviest rank's parameters, the bytes per axis, and
-// per layer and micro-batch the GEMM and attention FLOPs, the memory-bound seconds and the recompute. Not
-// part of the module's API. Pure values and functions: safe on any thread.
+// The costs of one (spec, layout) candidate, built once (LayoutCostsOf) and read by the communication, time
+// and memory models (comm_model.cpp, step_time.cpp, memory_model.cpp, planner.cpp's Estimate). Its rows are
+// per layer and, where time is concerned, per micro-batch on one rank: a transformer layer's parameters and
+// their model state (weights, gradients, optimizer state, master weights), the activations it keeps, its
+// GEMM and attention FLOPs, memory-bound seconds, TP collectives and recompute; the same for the embedding,
+// the output layer and loss, and one MTP depth. A stage's memory and time are sums over the rows it holds
+// (StageMemory, StepTimeOf); the bytes each axis moves per step (CommBytes) are the largest stage's rows
+// times its micro-batches. Not part of the module's API. Pure values and functions: safe on any thread.
 // REQUIRES for every function: the spec and plan passed planner validation (planner_internal.h).
 #pragma once
 
@@ -32,7 +35,7 @@ struct LayoutCosts {
   RankParams params;              // the heaviest stage's rank (MaxStageParams: a sum of memory's rows)
   CommBytes comm;                 // bytes each rank sends per step, by axis (EstimateCommBytes)
   LayerMemoryCosts memory;        // parameters, model state and activations per row (memory_model.h)
-  // Per layer and micro-batch on one rank (filled by AddComputeCosts, which needs the hardware).
+  // Per layer and micro-batch on one rank (filled on the hardware by step_time.cpp's Add*Costs).
   double model_ranks = 0;          // tp · cp: the ranks a layer's FLOPs are split over
   double rate = 0;                 // FLOP/s of the dense GEMMs
   double expert_rate = 0;          // FLOP/s of the routed experts' grouped GEMMs
