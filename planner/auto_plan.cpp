@@ -195,7 +195,8 @@ std::vector<ExpertGrid> ExpertGrids(const ModelSpec& m, int tp, long long stage_
 // open), with as few layers recomputed as still fit: Megatron-Core's block method (recompute_num_layers N,
 // the first N of each virtual stage) is faster by the forwards it does not run again. Memory falls as N
 // grows, so N is bisected between 1 and the largest virtual stage's layers (all of them: `fits` itself).
-PlanEstimate FewestRecomputed(const JobSpec& full, const Plan& plan, const Hardware& hw, PlanEstimate fits) {
+PlanEstimate FewestRecomputed(const JobSpec& full, const Plan& plan, const Hardware& hw,
+                              const ModelCounts& counts, PlanEstimate fits) {
   if (full.training.framework != Framework::kMegatron) return fits;  // the block method is Megatron-Core's
   const std::vector<int>& stages = fits.stage_layers;  // the candidate's, as its estimate laid them out
   const int all = (*std::max_element(stages.begin(), stages.end()) + plan.vpp - 1) / plan.vpp;
@@ -204,7 +205,7 @@ PlanEstimate FewestRecomputed(const JobSpec& full, const Plan& plan, const Hardw
   std::optional<PlanEstimate> best;
   while (lo < hi) {
     block.training.recompute_num_layers = (lo + hi) / 2;
-    PlanEstimate e = Estimate(block, plan, hw);
+    PlanEstimate e = Estimate(block, plan, hw, counts);
     if (e.fits) {
       hi = block.training.recompute_num_layers;
       best = std::move(e);
@@ -253,9 +254,11 @@ Axes AxesOf(const JobSpec& spec, const Hardware& hw) {
 struct RecomputeChoices {
   std::optional<JobSpec> full, none;
   bool selective_saves = false;
+  ModelCounts counts;  // the model's, the same under every choice
 };
 RecomputeChoices RecomputeChoicesOf(const JobSpec& spec) {
   RecomputeChoices r;
+  r.counts = ModelCountsOf(spec.model);
   const bool open =
       !spec.training.activation_recompute_given && spec.training.activation_recompute != Recompute::kFull;
   if (!open) return r;
@@ -280,8 +283,8 @@ bool OfferZeroStages(const JobSpec& spec, const RecomputeChoices& r, Plan plan, 
   bool fitted = false;
   for (int zero : ZeroStages(spec.training, plan.dp * plan.cp, plan.pp)) {
     plan.zero_stage = zero;
-    PlanEstimate e = Estimate(r.none ? *r.none : spec, plan, hw);
-    if (r.none && !e.fits && r.selective_saves) e = Estimate(spec, plan, hw);
+    PlanEstimate e = Estimate(r.none ? *r.none : spec, plan, hw, r.counts);
+    if (r.none && !e.fits && r.selective_saves) e = Estimate(spec, plan, hw, r.counts);
     const double state = e.memory.total - e.memory.activations;
     if (!e.fits && r.full &&
         (state <= e.usable_memory_bytes ||
@@ -289,9 +292,9 @@ bool OfferZeroStages(const JobSpec& spec, const RecomputeChoices& r, Plan plan, 
       // Full recompute is slower than selective at the same stage: tried only where selective does not
       // fit and the model state alone would, or while nothing fits where it could need less memory than
       // the closest so far (for `closest`).
-      PlanEstimate f = Estimate(*r.full, plan, hw);
+      PlanEstimate f = Estimate(*r.full, plan, hw, r.counts);
       s->OfferClosest(f);
-      if (f.fits) e = FewestRecomputed(*r.full, plan, hw, std::move(f));
+      if (f.fits) e = FewestRecomputed(*r.full, plan, hw, r.counts, std::move(f));
     }
     s->OfferClosest(e);
     if (e.fits) {
@@ -454,6 +457,7 @@ Completion Complete(const JobSpec& spec, const Plan& given, const Hardware& hw, 
       specs.back().training.activation_recompute = r;
     }
   }
+  const ModelCounts counts = ModelCountsOf(spec.model);
   Completion c;
   for (int vpp : o.vpps) {
     for (int mbs = o.mbs ? 1 : t.micro_batch_size; batch % (static_cast<long long>(mbs) * dp) == 0;
@@ -467,11 +471,11 @@ Completion Complete(const JobSpec& spec, const Plan& given, const Hardware& hw, 
           p.micro_batch_size = mbs;
           p.micro_batches = batch / (mbs * dp);
           if (!ValidateLayout(s, p, hw).empty()) continue;
-          PlanEstimate e = Estimate(s, p, hw);
+          PlanEstimate e = Estimate(s, p, hw, counts);
           if (!c.closest || e.memory.total < c.closest->memory.total) c.closest = e;
           if (!e.fits) continue;
           if (o.recompute && s.training.activation_recompute == Recompute::kFull)
-            e = FewestRecomputed(s, p, hw, std::move(e));
+            e = FewestRecomputed(s, p, hw, counts, std::move(e));
           fitted = true;
           ++c.fitting;
           if (!c.best || Faster(e, *c.best)) c.best = std::move(e);

@@ -284,15 +284,16 @@ CommBytes CommBytesOf(const JobSpec& spec, const Plan& plan, const LayoutCosts& 
   return c;
 }
 
-LayoutCosts LayoutCostsOf(const JobSpec& spec, const Plan& plan) {
+LayoutCosts LayoutCostsOf(const JobSpec& spec, const Plan& plan, const ModelCounts& counts) {
   LayoutCosts lc;
+  lc.model = counts;
   lc.stage_layers = StageLayers(spec.model.layers, plan.pp, plan.pipeline_layers);
   lc.max_stage_layers = *std::max_element(lc.stage_layers.begin(), lc.stage_layers.end());
   lc.tokens = static_cast<double>(spec.model.seq_len) * plan.micro_batch_size;
   lc.activation_bytes = ActivationBytes(spec, plan);
   lc.tp_collectives = TpCollectivesPerLayer(spec.training, lc.max_stage_layers, plan.vpp);
   lc.expert_halves = ExpertHalvesOffTp(spec, plan, lc.max_stage_layers);
-  lc.memory = LayerMemoryCostsOf(spec, plan);
+  lc.memory = LayerMemoryCostsOf(spec, plan, counts);
   lc.params = MaxStageParams(spec, plan, lc.stage_layers, lc.memory);
   lc.comm = CommBytesOf(spec, plan, lc);
   return lc;
@@ -301,7 +302,7 @@ LayoutCosts LayoutCostsOf(const JobSpec& spec, const Plan& plan) {
 }  // namespace planner_internal
 
 CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan) {
-  return LayoutCostsOf(spec, plan).comm;
+  return LayoutCostsOf(spec, plan, ModelCountsOf(spec.model)).comm;
 }
 
 }  // namespace shepherd

@@ -13,6 +13,7 @@
 
 #include "core/job.h"
 #include "planner/memory_model.h"
+#include "planner/model_arch.h"
 #include "planner/planner.h"
 
 namespace shepherd::planner_internal {
@@ -25,6 +26,7 @@ struct ElementwiseBytes {
 
 // One candidate's table: built once (LayoutCostsOf), then summed by stage and by axis.
 struct LayoutCosts {
+  ModelCounts model;  // the architecture's counts (the same for every candidate of a model)
   // The layout.
   std::vector<int> stage_layers;  // transformer layers per stage (StageLayers)
   int max_stage_layers = 0;       // the largest stage's layers: it sets the per-step communication
@@ -54,9 +56,10 @@ struct LayoutCosts {
 };
 
 // The hardware-free part of the table: stages, activation bytes, collectives, parameters and CommBytes.
-LayoutCosts LayoutCostsOf(const JobSpec& spec, const Plan& plan);
+// `counts`: ModelCountsOf(spec.model), which a search counts once.
+LayoutCosts LayoutCostsOf(const JobSpec& spec, const Plan& plan, const ModelCounts& counts);
 // The whole table: LayoutCostsOf plus the per-layer compute costs on `hw`.
-LayoutCosts LayoutCostsOf(const JobSpec& spec, const Plan& plan, const Hardware& hw);
+LayoutCosts LayoutCostsOf(const JobSpec& spec, const Plan& plan, const Hardware& hw, const ModelCounts& counts);
 
 // Step time from a complete table (step_time.cpp).
 StepTime StepTimeOf(const JobSpec& spec, const Plan& plan, const Hardware& hw, const LayoutCosts& c);

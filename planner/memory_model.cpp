@@ -67,7 +67,7 @@ double VocabRowParams(const ModelSpec& m, int tp) {
   return VocabParams(m) / tp;
 }
 LayerParamSplit MtpRowParams(const ModelSpec& m, const Plan& plan) {
-  return m.mtp_layers > 0 ? PerRank(MtpDepthSplit(m), plan) : LayerParamSplit{};
+  return PerRank(m.mtp_layers > 0 ? MtpDepthSplit(m) : LayerParamSplit{}, plan);
 }
 
 // The vocab·hidden matrices a rank of `stage` holds (StageRows::vocab).
@@ -315,13 +315,17 @@ ParamRow RowOf(const StateRates& in, double params, double experts, bool fp8_cac
 }  // namespace
 
 LayerMemoryCosts LayerMemoryCostsOf(const JobSpec& spec, const Plan& plan) {
+  return LayerMemoryCostsOf(spec, plan, ModelCountsOf(spec.model));
+}
+
+LayerMemoryCosts LayerMemoryCostsOf(const JobSpec& spec, const Plan& plan, const ModelCounts& counts) {
   const TrainingSpec& t = spec.training;
   const ModelSpec& m = spec.model;
   const StateRates in{ModelStateBytesPerParam(t, plan.zero_stage, plan.dp * plan.cp),
                                   ModelStateBytesPerParam(t, plan.zero_stage, ExpertDataParallelSize(plan)),
                                   Fp8WeightCacheBytesPerParam(t)};
   LayerMemoryCosts c;
-  const LayerParamSplit layer = LayerRowParams(m, plan), mtp = MtpRowParams(m, plan);
+  const LayerParamSplit layer = PerRank(counts.layer, plan), mtp = PerRank(counts.mtp, plan);
   c.layer = RowOf(in, layer.dense, layer.expert, true);
   c.vocab = RowOf(in, VocabRowParams(m, plan.tp), 0, false);
   c.mtp = RowOf(in, mtp.dense, mtp.expert, true);

@@ -191,6 +191,7 @@ struct LayerMemoryCosts {
   double output_activations = 0;      // the output layer and loss, on the last stage
 };
 LayerMemoryCosts LayerMemoryCostsOf(const JobSpec& spec, const Plan& plan);
+LayerMemoryCosts LayerMemoryCostsOf(const JobSpec& spec, const Plan& plan, const ModelCounts& counts);
 
 // How many of each row one rank of `stage` holds: its transformer layers, its vocab·hidden matrices (the
 // embedding on stage 0; the output layer on the last, unless tied with pp = 1; with MTP and pp > 1 the

@@ -312,11 +312,15 @@ double UsableBytes(const Hardware& hw) {
 }
 
 PlanEstimate Estimate(const JobSpec& spec, const Plan& plan, const Hardware& hw) {
+  return Estimate(spec, plan, hw, ModelCountsOf(spec.model));
+}
+
+PlanEstimate Estimate(const JobSpec& spec, const Plan& plan, const Hardware& hw, const ModelCounts& counts) {
   PlanEstimate e;
   e.plan = plan;
   e.activation_recompute = spec.training.activation_recompute;
   e.recompute_num_layers = spec.training.recompute_num_layers;
-  const LayoutCosts costs = LayoutCostsOf(spec, plan, hw);  // the candidate's table, built once
+  const LayoutCosts costs = LayoutCostsOf(spec, plan, hw, counts);  // the candidate's table, built once
   e.memory = WorstStageMemory(spec, plan, costs.stage_layers, costs.memory);
   e.stage_layers = costs.stage_layers;
   e.gpu_memory_bytes = hw.gpu_memory_bytes;
@@ -330,11 +334,11 @@ PlanEstimate Estimate(const JobSpec& spec, const Plan& plan, const Hardware& hw)
   e.comm_time_s = t.comm();
   e.exposed_comm_s = t.exposed;
   e.step_time_s = t.step;
-  e.model_parameters = ModelParams(spec.model);
-  e.activated_parameters = e.model_parameters * CountActivatedParams(spec.model) / CountParams(spec.model);
+  e.model_parameters = counts.parameters;
+  e.activated_parameters = counts.activated;
   const double tokens = static_cast<double>(spec.training.global_batch_size) * spec.model.seq_len;
   e.tokens_per_s = tokens / t.step;
-  e.tflops_per_gpu = ModelFlopsPerToken(spec.model) * e.tokens_per_s / plan.world_size() / 1e12;
+  e.tflops_per_gpu = counts.flops_per_token * e.tokens_per_s / plan.world_size() / 1e12;
   const double peak = spec.training.precision == Precision::kFp8 ? hw.peak_fp8_flops : hw.peak_flops;
   e.mfu = e.tflops_per_gpu * 1e12 / peak;
   return e;
