@@ -24,6 +24,14 @@ struct ElementwiseBytes {
   double layer = 0, scores = 0, fp8_forward = 0, fp8_backward = 0, recomputed = 0;
 };
 
+// Bytes one rank sends in one collective of one layer and micro-batch, by axis: the rows CommBytes sums.
+struct LayerBytes {
+  double tp = 0;         // a TP all-reduce (or reduce-scatter plus all-gather) of the activation tensor
+  double tp_expert = 0;  // a MoE layer's expert-half collective over the etp group (ExpertHalvesOffTp)
+  double cp = 0;         // a ring-attention pass of the rank's K and V chunk
+  double ep = 0;         // a MoE all-to-all, dispatch or combine (AllToAllBytes)
+};
+
 // One candidate's table: built once (LayoutCostsOf), then summed by stage and by axis.
 struct LayoutCosts {
   ModelCounts model;  // the architecture's counts (the same for every candidate of a model)
@@ -34,6 +42,8 @@ struct LayoutCosts {
   double activation_bytes = 0;    // s/cp · b · h elements: what a rank exchanges with its TP group
   double tp_collectives = 0;      // TP collectives per layer and micro-batch (TpCollectivesPerLayer)
   double expert_halves = 0;       // MoE layers' expert halves over the etp group instead (ExpertHalvesOffTp)
+  double mlp_again = 0;           // the share of layers whose MLP selective recompute runs again
+  LayerBytes bytes;               // per collective of a layer and micro-batch
   RankParams params;              // the heaviest stage's rank (MaxStageParams: a sum of memory's rows)
   CommBytes comm;                 // bytes each rank sends per step, by axis (EstimateCommBytes)
   LayerMemoryCosts memory;        // parameters, model state and activations per row (memory_model.h)

@@ -48,7 +48,7 @@ void AddGemmCosts(const JobSpec& spec, const Plan& plan, const Hardware& hw, Lay
   c->up_proj_flops = up_proj_again ? 2 * tokens * MlaUpProjParams(m) : 0;
   // Selective recompute of "mlp" runs the dense layers' MLP forward (2 FLOPs per weight and token) again.
   const double mlp_again_flops =
-      MlpRecomputedShare(spec) * 2 * tokens * m.hidden * m.ffn() * (m.mlp == Mlp::kSwiglu ? 3 : 2);
+      c->mlp_again * 2 * tokens * m.hidden * m.ffn() * (m.mlp == Mlp::kSwiglu ? 3 : 2);
   // OpCheckpointing runs k, the output projection and the MLP's second matmul (w3, fc2; the activated
   // experts' on MoE layers) forward again.
   const double share = static_cast<double>(m.moe.count(m.layers)) / m.layers;
@@ -156,7 +156,7 @@ double TpSeconds(const JobSpec& spec, const Plan& plan, const Hardware& hw, cons
              ((c.max_stage_layers - c.expert_halves) * tp_all_reduce +
               c.expert_halves *
                   AllReduceSeconds(a * etp / plan.tp, etp, Bandwidth(etp, hw), Latency(etp, hw))) +
-         mb * c.max_stage_layers * MlpRecomputedShare(spec) * tp_all_reduce;
+         mb * c.max_stage_layers * c.mlp_again * tp_all_reduce;
 }
 
 // Ring attention's K/V passes over the cp group.
