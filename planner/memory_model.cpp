@@ -304,8 +304,8 @@ struct StateRates {
 ParamRow RowOf(const StateRates& in, double params, double experts, bool fp8_cached) {
   ParamRow r{params, experts, {}};
   const StateBytesPerParam &b = in.state, &be = in.expert_state;
-  r.state.weights = params * b.weights + experts * be.weights + (fp8_cached ? in.fp8_cache_per_param : 0) *
-                                                                     (params + experts);
+  const double fp8_cache = fp8_cached ? in.fp8_cache_per_param : 0;
+  r.state.weights = params * b.weights + experts * be.weights + fp8_cache * (params + experts);
   r.state.gradients = params * b.gradients + experts * be.gradients;
   r.state.optimizer = params * b.optimizer + experts * be.optimizer;
   r.state.master_weights = params * b.master_weights + experts * be.master_weights;

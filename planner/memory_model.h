@@ -3,6 +3,7 @@
 // GQA, gated MLPs, flash attention and context parallelism). Building blocks of planner/planner.h,
 // exposed for tests. Formulas with sources: docs/planner.md.
 // REQUIRES for every function: the plan and spec passed planner validation (positive sizes, divisibility).
+// Pure values and functions: safe on any thread.
 #pragma once
 
 #include <vector>
