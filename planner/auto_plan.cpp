@@ -106,12 +106,12 @@ std::string WhyFaster(const PlanEstimate& a, const PlanEstimate& b) {
       a.compute_time_s, b.compute_time_s, bubble_a, bubble_b, a.exposed_comm_s, b.exposed_comm_s);
 }
 
-std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<int>& tps,
-                    const std::vector<int>& cps, const Search& s) {
+// What was searched and what was rejected, up to the number of fitting candidates.
+std::string SearchedText(const JobSpec& spec, const Hardware& hw, const std::vector<int>& tps,
+                         const std::vector<int>& cps, const Search& s) {
   const ModelSpec& m = spec.model;
-  std::string x = ParameterNote(m);
   const bool mbs_given = spec.training.micro_batch_size_given;
-  x += Format(
+  std::string x = Format(
       "auto: searched tp in %s (dividing %d heads and %d KV heads within the %d-GPU NVLink domain), cp in "
       "%s, "
       "pp from 1 to %d layers (uneven stages balanced), vpp up to %d in equal chunks, %s%s, "
@@ -142,7 +142,12 @@ std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<i
         "micro-batch 1",
         s.rejected_memory);
   }
-  x += Format("; %d fitting candidates compared by estimated step time. ", s.fitting_candidates);
+  return x + Format("; %d fitting candidates compared by estimated step time. ", s.fitting_candidates);
+}
+
+std::string Explain(const JobSpec& spec, const Hardware& hw, const std::vector<int>& tps,
+                    const std::vector<int>& cps, const Search& s) {
+  std::string x = ParameterNote(spec.model) + SearchedText(spec, hw, tps, cps, s);
   if (s.top.empty()) {
     x += "Nothing fits; closest (least memory per GPU): " + Candidate(*s.closest, spec.training) + ": " +
          DescribeEstimate(*s.closest, hw) + ". More GPUs" +
@@ -190,7 +195,8 @@ std::vector<ExpertGrid> ExpertGrids(const ModelSpec& m, int tp, long long stage_
 // open), with as few layers recomputed as still fit: Megatron-Core's block method (recompute_num_layers N,
 // the first N of each virtual stage) is faster by the forwards it does not run again. Memory falls as N
 // grows, so N is bisected between 1 and the largest virtual stage's layers (all of them: `fits` itself).
-PlanEstimate FewestRecomputed(const JobSpec& full, const Plan& plan, const Hardware& hw, PlanEstimate fits) {
+PlanEstimate FewestRecomputed(const JobSpec& full, const Plan& plan, const Hardware& hw,
+                              const ModelCounts& counts, PlanEstimate fits) {
   if (full.training.framework != Framework::kMegatron) return fits;  // the block method is Megatron-Core's
   const std::vector<int>& stages = fits.stage_layers;  // the candidate's, as its estimate laid them out
   const int all = (*std::max_element(stages.begin(), stages.end()) + plan.vpp - 1) / plan.vpp;
@@ -199,7 +205,7 @@ PlanEstimate FewestRecomputed(const JobSpec& full, const Plan& plan, const Hardw
   std::optional<PlanEstimate> best;
   while (lo < hi) {
     block.training.recompute_num_layers = (lo + hi) / 2;
-    PlanEstimate e = Estimate(block, plan, hw);
+    PlanEstimate e = Estimate(block, plan, hw, counts);
     if (e.fits) {
       hi = block.training.recompute_num_layers;
       best = std::move(e);
@@ -221,78 +227,109 @@ std::vector<int> ZeroStages(const TrainingSpec& t, int shards, int pp) {
   return out;
 }
 
-// The search itself, for spec.resources.gpus (validated by the caller).
-Result<PlanEstimate> SearchLayouts(const JobSpec& spec, const Hardware& hw) {
+// The tp and cp values searched: tp divides the heads and the KV heads within the NVLink domain; cp is a
+// power of two dividing seq_len/2, flash attention only (ring attention is fused).
+struct Axes {
+  std::vector<int> tps, cps;
+};
+Axes AxesOf(const JobSpec& spec, const Hardware& hw) {
   const ModelSpec& m = spec.model;
-  const long long gpus = spec.resources.gpus;
+  Axes axes;
+  const int tp_limit = std::gcd(m.heads, m.kv());
+  for (int tp = 1; tp <= std::min(tp_limit, hw.nvlink_domain_gpus); ++tp) {
+    if (tp_limit % tp == 0) axes.tps.push_back(tp);
+  }
+  const int max_cp = spec.training.attention == Attention::kFlash ? kMaxCp : 1;
+  for (int cp = 1; cp <= max_cp; cp *= 2) {
+    if (cp == 1 || m.seq_len % (2 * cp) == 0) axes.cps.push_back(cp);
+  }
+  return axes;
+}
+
+// The specs a candidate is estimated under. Full recompute costs a forward pass per micro-batch but keeps
+// only each layer's input: it is tried where the spec leaves recompute open, unless moe_a2a_overlap asks
+// for the combined 1F1B, which refuses it. Selective recompute runs work again (Megatron's core attention,
+// torchtitan's per-op checkpointing under fsdp): none is tried first where the spec leaves recompute open;
+// where selective keeps as much as none (flash attention in 16 bits), it is only slower: not evaluated.
+struct RecomputeChoices {
+  std::optional<JobSpec> full, none;
+  bool selective_saves = false;
+  ModelCounts counts;  // the model's, the same under every choice
+};
+RecomputeChoices RecomputeChoicesOf(const JobSpec& spec) {
+  RecomputeChoices r;
+  r.counts = ModelCountsOf(spec.model);
+  const bool open =
+      !spec.training.activation_recompute_given && spec.training.activation_recompute != Recompute::kFull;
+  if (!open) return r;
+  if (!spec.training.moe_a2a_overlap) {
+    r.full = spec;
+    r.full->training.activation_recompute = Recompute::kFull;
+  }
+  r.none = spec;
+  r.none->training.activation_recompute = Recompute::kNone;
+  const Plan one{.tp = 1, .pp = 1, .dp = 1, .zero_stage = 0, .micro_batches = 1, .micro_batch_size = 1};
+  r.selective_saves = ActivationBytesPerLayer(spec.model, spec.training, one) <
+                      ActivationBytesPerLayer(spec.model, r.none->training, one);
+  return r;
+}
+
+// Every fitting ZeRO stage of `plan` is a candidate: a higher stage needs less memory but may also be
+// faster (ZeRO-1's gather overlaps the forward where ZeRO-0's all-reduce follows the backward). Whether
+// any fitted.
+bool OfferZeroStages(const JobSpec& spec, const RecomputeChoices& r, Plan plan, const Hardware& hw,
+                     Search* s) {
+  std::optional<PlanEstimate> lower;  // the stage below the first that fits
+  bool fitted = false;
+  for (int zero : ZeroStages(spec.training, plan.dp * plan.cp, plan.pp)) {
+    plan.zero_stage = zero;
+    PlanEstimate e = Estimate(r.none ? *r.none : spec, plan, hw, r.counts);
+    if (r.none && !e.fits && r.selective_saves) e = Estimate(spec, plan, hw, r.counts);
+    const double state = e.memory.total - e.memory.activations;
+    if (!e.fits && r.full &&
+        (state <= e.usable_memory_bytes ||
+         (s->top.empty() && (!s->closest || state < s->closest->memory.total)))) {
+      // Full recompute is slower than selective at the same stage: tried only where selective does not
+      // fit and the model state alone would, or while nothing fits where it could need less memory than
+      // the closest so far (for `closest`).
+      PlanEstimate f = Estimate(*r.full, plan, hw, r.counts);
+      s->OfferClosest(f);
+      if (f.fits) e = FewestRecomputed(*r.full, plan, hw, r.counts, std::move(f));
+    }
+    s->OfferClosest(e);
+    if (e.fits) {
+      s->Offer(e, fitted ? std::nullopt : lower);
+      fitted = true;
+    } else {
+      lower = e;
+    }
+  }
+  return fitted;
+}
+
+// The candidates of one (tp, cp, pp) layout with dp ranks: each expert grid, vpp and micro-batch size (a
+// size the spec names is kept: it may be what the user's data loader or convergence needs; otherwise
+// powers of two from 1).
+void SearchLayout(const JobSpec& spec, const RecomputeChoices& r, const Hardware& hw, int tp, int cp, int pp,
+                  int dp, Search* s) {
+  const ModelSpec& m = spec.model;
   const int batch = spec.training.global_batch_size;
-  // A micro-batch size the spec names is kept (it may be what the user's data loader or convergence
-  // needs); otherwise powers of two from 1.
   const bool mbs_given = spec.training.micro_batch_size_given;
   const int mbs_first = mbs_given ? spec.training.micro_batch_size : 1;
   const int mbs_last = mbs_given ? mbs_first : batch;
-
-  std::vector<int> tps;
-  const int tp_limit = std::gcd(m.heads, m.kv());
-  for (int tp = 1; tp <= std::min(tp_limit, hw.nvlink_domain_gpus); ++tp) {
-    if (tp_limit % tp == 0) tps.push_back(tp);
-  }
-  std::vector<int> cps;
-  const int max_cp = spec.training.attention == Attention::kFlash ? kMaxCp : 1;  // ring attention is fused
-  for (int cp = 1; cp <= max_cp; cp *= 2) {
-    if (cp == 1 || m.seq_len % (2 * cp) == 0) cps.push_back(cp);
-  }
-
-  // Full recompute costs a forward pass per micro-batch but keeps only each layer's input: it is tried where
-  // the spec leaves recompute open, unless moe_a2a_overlap asks for the combined 1F1B, which refuses it.
-  const bool recompute_open =
-      !spec.training.activation_recompute_given && spec.training.activation_recompute != Recompute::kFull;
-  std::optional<JobSpec> full;
-  if (recompute_open && !spec.training.moe_a2a_overlap) {
-    full = spec;
-    full->training.activation_recompute = Recompute::kFull;
-  }
-  // Selective recompute runs work again (Megatron's core attention, torchtitan's per-op checkpointing under
-  // fsdp): none is tried first where the spec leaves recompute open.
-  std::optional<JobSpec> none;
-  // Where selective keeps as much as none (flash attention in 16 bits), it is only slower: not evaluated.
-  bool selective_saves = false;
-  if (recompute_open) {
-    none = spec;
-    none->training.activation_recompute = Recompute::kNone;
-    const Plan one{.tp = 1, .pp = 1, .dp = 1, .zero_stage = 0, .micro_batches = 1, .micro_batch_size = 1};
-    selective_saves =
-        ActivationBytesPerLayer(m, spec.training, one) < ActivationBytesPerLayer(m, none->training, one);
-  }
-
-  Search s;
-  for (int tp : tps) {
-    for (int cp : cps) {
-      // Megatron-Core offloads activations only without pipeline parallelism.
-      const int max_pp = spec.training.cpu_offload_layers > 0 ? 1 : m.layers;
-      for (int pp = 1; pp <= max_pp; ++pp) {
-        const long long model_ranks = static_cast<long long>(tp) * cp * pp;
-        if (model_ranks > gpus) break;
-        if (gpus % model_ranks != 0) continue;
-        ++s.layouts;
-        const int dp = static_cast<int>(gpus / model_ranks);
-        if (batch % (static_cast<long long>(mbs_first) * dp) != 0) {
-          ++s.rejected_batch;
-          continue;
-        }
-        const std::vector<int> stages = StageLayers(m.layers, pp);
-        const int max_vpp = pp == 1 || spec.training.framework == Framework::kDeepSpeed  // not interleaved
-                                ? 1
-                                : std::min(kMaxVpp, MaxVirtualStages(stages));
-        for (const ExpertGrid g : ExpertGrids(m, tp, static_cast<long long>(tp) * cp * dp))
-          for (int vpp = 1; vpp <= max_vpp; ++vpp) {
-            if (vpp > 1 && !EvenVirtualStages(stages, vpp)) continue;
-            // moe_a2a_overlap needs expert parallelism and, with a pipeline, the interleaved schedule.
-            if (spec.training.moe_a2a_overlap && (g.ep < 2 || (pp > 1 && vpp < 2))) continue;
-            for (int mbs = mbs_first; mbs <= mbs_last && batch % (static_cast<long long>(mbs) * dp) == 0;
-                 mbs *= 2) {
-              if (vpp > 1 && batch / (mbs * dp) < pp) break;  // interleaving needs M >= pp (ValidateLayout)
-              Plan plan{.tp = tp,
+  const std::vector<int> stages = StageLayers(m.layers, pp);
+  const int max_vpp = pp == 1 || spec.training.framework == Framework::kDeepSpeed  // not interleaved
+                          ? 1
+                          : std::min(kMaxVpp, MaxVirtualStages(stages));
+  for (const ExpertGrid g : ExpertGrids(m, tp, static_cast<long long>(tp) * cp * dp))
+    for (int vpp = 1; vpp <= max_vpp; ++vpp) {
+      if (vpp > 1 && !EvenVirtualStages(stages, vpp)) continue;
+      // moe_a2a_overlap needs expert parallelism and, with a pipeline, the interleaved schedule.
+      if (spec.training.moe_a2a_overlap && (g.ep < 2 || (pp > 1 && vpp < 2))) continue;
+      for (int mbs = mbs_first; mbs <= mbs_last && batch % (static_cast<long long>(mbs) * dp) == 0;
+           mbs *= 2) {
+        if (vpp > 1 && batch / (mbs * dp) < pp) break;  // interleaving needs M >= pp (ValidateLayout)
+        const Plan plan{.tp = tp,
                         .pp = pp,
                         .dp = dp,
                         .micro_batches = batch / (mbs * dp),
@@ -303,57 +340,58 @@ Result<PlanEstimate> SearchLayouts(const JobSpec& spec, const Hardware& hw) {
                         .pipeline_layers = {},
                         .ep = g.ep,
                         .etp = g.etp == tp ? 0 : g.etp};
-              // Every fitting stage is a candidate: a higher stage needs less memory but may also be faster
-              // (ZeRO-1's gather overlaps the forward where ZeRO-0's all-reduce follows the backward).
-              std::optional<PlanEstimate> lower;  // the stage below the first that fits
-              bool fitted = false;
-              for (int zero : ZeroStages(spec.training, dp * cp, pp)) {
-                plan.zero_stage = zero;
-                PlanEstimate e = Estimate(none ? *none : spec, plan, hw);
-                if (none && !e.fits && selective_saves) e = Estimate(spec, plan, hw);
-                const double state = e.memory.total - e.memory.activations;
-                if (!e.fits && full &&
-                    (state <= e.usable_memory_bytes ||
-                     (s.top.empty() && (!s.closest || state < s.closest->memory.total)))) {
-                  // Full recompute is slower than selective at the same stage: tried only where selective
-                  // does not fit and the model state alone would, or while nothing fits where it could
-                  // need less memory than the closest so far (for `closest`).
-                  PlanEstimate f = Estimate(*full, plan, hw);
-                  s.OfferClosest(f);
-                  if (f.fits) e = FewestRecomputed(*full, plan, hw, std::move(f));
-                }
-                s.OfferClosest(e);
-                if (e.fits) {
-                  s.Offer(e, fitted ? std::nullopt : lower);
-                  fitted = true;
-                } else {
-                  lower = e;
-                }
-              }
-              if (!fitted) {
-                if (mbs == mbs_first) ++s.rejected_memory;
-                break;  // larger micro-batches need at least as much memory
-              }
-            }
-          }
+        if (!OfferZeroStages(spec, r, plan, hw, s)) {
+          if (mbs == mbs_first) ++s->rejected_memory;
+          break;  // larger micro-batches need at least as much memory
+        }
       }
     }
-  }
-  if (spec.training.moe_a2a_overlap && s.layouts > 0 && !s.closest) {
+}
+
+// The answer when no candidate was estimated at all.
+Status NoLayoutError(const JobSpec& spec, const Hardware& hw, const Search& s) {
+  const ModelSpec& m = spec.model;
+  if (spec.training.moe_a2a_overlap && s.layouts > 0) {
     return InvalidContent(
         "no parallel layout divides the job",
         {{"training.moe_a2a_overlap", "no layout with ep > 1 (and vpp > 1 where pp > 1) divides the job"}});
   }
-  if (s.layouts == 0 || !s.closest) {
-    return InvalidContent(
-        "no parallel layout divides the job",
-        {{"resources.gpus",
-          Format("%lld GPUs admit no tp (dividing %d heads and %d KV heads, <= %d) × cp × pp (<= %d layers) "
-                 "× dp dividing the global batch of %d",
-                 gpus, m.heads, m.kv(), hw.nvlink_domain_gpus, m.layers, batch)}});
-  }
+  return InvalidContent(
+      "no parallel layout divides the job",
+      {{"resources.gpus",
+        Format("%d GPUs admit no tp (dividing %d heads and %d KV heads, <= %d) × cp × pp (<= %d layers) × dp "
+               "dividing the global batch of %d",
+               spec.resources.gpus, m.heads, m.kv(), hw.nvlink_domain_gpus, m.layers,
+               spec.training.global_batch_size)}});
+}
+
+// The search itself, for spec.resources.gpus (validated by the caller).
+Result<PlanEstimate> SearchLayouts(const JobSpec& spec, const Hardware& hw) {
+  const long long gpus = spec.resources.gpus;
+  const int batch = spec.training.global_batch_size;
+  const int mbs_first = spec.training.micro_batch_size_given ? spec.training.micro_batch_size : 1;
+  const Axes axes = AxesOf(spec, hw);
+  const RecomputeChoices recompute = RecomputeChoicesOf(spec);
+  // Megatron-Core offloads activations only without pipeline parallelism.
+  const int max_pp = spec.training.cpu_offload_layers > 0 ? 1 : spec.model.layers;
+  Search s;
+  for (int tp : axes.tps)
+    for (int cp : axes.cps)
+      for (int pp = 1; pp <= max_pp; ++pp) {
+        const long long model_ranks = static_cast<long long>(tp) * cp * pp;
+        if (model_ranks > gpus) break;
+        if (gpus % model_ranks != 0) continue;
+        ++s.layouts;
+        const int dp = static_cast<int>(gpus / model_ranks);
+        if (batch % (static_cast<long long>(mbs_first) * dp) != 0) {
+          ++s.rejected_batch;
+          continue;
+        }
+        SearchLayout(spec, recompute, hw, tp, cp, pp, dp, &s);
+      }
+  if (!s.closest) return NoLayoutError(spec, hw, s);
   PlanEstimate result = s.top.empty() ? *s.closest : s.top.front();
-  result.explanation = Explain(spec, hw, tps, cps, s);
+  result.explanation = Explain(spec, hw, axes.tps, axes.cps, s);
   return result;
 }
 
@@ -364,49 +402,68 @@ constexpr long long kMaxGpusTried = 262144;
 
 }  // namespace
 
-Result<PlanEstimate> planner_internal::CompleteLayout(const JobSpec& spec, const Plan& given,
-                                                      const Hardware& hw) {
+namespace {
+
+// What an explicit layout leaves open (CompleteLayout), and the values tried for each.
+struct OpenChoices {
+  bool vpp = false, zero = false, mbs = false, recompute = false;
+  std::vector<int> zeros, vpps;
+};
+OpenChoices OpenChoicesOf(const JobSpec& spec, const Plan& given) {
   const TrainingSpec& t = spec.training;
   const ParallelismSpec& par = spec.parallelism;
-  const int batch = t.global_batch_size;
-  const int dp = given.dp;
-  const bool vpp_open = !par.vpp_given && given.pp > 1 && t.framework != Framework::kDeepSpeed;
-  const bool zero_open = !par.zero_stage_given && t.framework != Framework::kFsdp;
-  const bool mbs_open = !t.micro_batch_size_given;
-  const bool recompute_open = !t.activation_recompute_given && t.activation_recompute != Recompute::kFull;
-  const std::vector<int> zeros =
-      zero_open ? ZeroStages(t, dp * given.cp, given.pp) : std::vector<int>{given.zero_stage};
-  std::vector<int> vpps{given.vpp};
-  if (vpp_open) {
+  OpenChoices o;
+  o.vpp = !par.vpp_given && given.pp > 1 && t.framework != Framework::kDeepSpeed;
+  o.zero = !par.zero_stage_given && t.framework != Framework::kFsdp;
+  o.mbs = !t.micro_batch_size_given;
+  o.recompute = !t.activation_recompute_given && t.activation_recompute != Recompute::kFull;
+  o.zeros = o.zero ? ZeroStages(t, given.dp * given.cp, given.pp) : std::vector<int>{given.zero_stage};
+  o.vpps = {given.vpp};
+  if (o.vpp) {
     const std::vector<int> stages = StageLayers(spec.model.layers, given.pp, given.pipeline_layers);
     for (int v = 2; v <= std::min(kMaxVpp, MaxVirtualStages(stages)); ++v)
-      if (EvenVirtualStages(stages, v)) vpps.push_back(v);
+      if (EvenVirtualStages(stages, v)) o.vpps.push_back(v);
     // The combined 1F1B of moe_a2a_overlap runs only on the interleaved schedule.
-    if (t.moe_a2a_overlap && vpps.size() > 1) vpps.erase(vpps.begin());
+    if (t.moe_a2a_overlap && o.vpps.size() > 1) o.vpps.erase(o.vpps.begin());
   }
-  // The layout with the defaults of what is open (the lowest ZeRO stage there is: 1 with FP8 parameters;
-  // the fewest virtual stages): its validation is the request's, and its estimate is what the answer
-  // compares the choice with.
-  Plan written = given;
-  written.zero_stage = zeros.front();
-  written.vpp = vpps.front();
-  Result<PlanEstimate> as_written = EvaluatePlan(spec, written, hw);
-  if (!as_written.ok()) return as_written;
+  return o;
+}
+
+// "vpp, zero_stage and micro_batch_size"
+std::string OpenNames(const OpenChoices& o) {
+  std::vector<std::string> open;
+  if (o.vpp) open.push_back("vpp");
+  if (o.zero) open.push_back("zero_stage");
+  if (o.mbs) open.push_back("micro_batch_size");
+  if (o.recompute) open.push_back("activation_recompute");
+  std::string names;
+  for (size_t i = 0; i < open.size(); ++i)
+    names += (i == 0 ? "" : i + 1 == open.size() ? " and " : ", ") + open[i];
+  return names;
+}
+
+// The fastest fitting completion of `given`, the one needing the least memory, and how many fit.
+struct Completion {
+  std::optional<PlanEstimate> best, closest;
+  int fitting = 0;
+};
+Completion Complete(const JobSpec& spec, const Plan& given, const Hardware& hw, const OpenChoices& o) {
+  const TrainingSpec& t = spec.training;
+  const int batch = t.global_batch_size, dp = given.dp;
   std::vector<JobSpec> specs{spec};  // selective (or as given), then full recompute and none
-  if (recompute_open) {
+  if (o.recompute) {
     for (Recompute r : {Recompute::kFull, Recompute::kNone}) {
       specs.push_back(spec);
       specs.back().training.activation_recompute = r;
     }
   }
-
-  std::optional<PlanEstimate> best, closest;
-  int fitting = 0;
-  for (int vpp : vpps) {
-    for (int mbs = mbs_open ? 1 : t.micro_batch_size; batch % (static_cast<long long>(mbs) * dp) == 0;
+  const ModelCounts counts = ModelCountsOf(spec.model);
+  Completion c;
+  for (int vpp : o.vpps) {
+    for (int mbs = o.mbs ? 1 : t.micro_batch_size; batch % (static_cast<long long>(mbs) * dp) == 0;
          mbs *= 2) {
       bool fitted = false;
-      for (int zero : zeros)
+      for (int zero : o.zeros)
         for (const JobSpec& s : specs) {
           Plan p = given;
           p.vpp = vpp;
@@ -414,49 +471,60 @@ Result<PlanEstimate> planner_internal::CompleteLayout(const JobSpec& spec, const
           p.micro_batch_size = mbs;
           p.micro_batches = batch / (mbs * dp);
           if (!ValidateLayout(s, p, hw).empty()) continue;
-          PlanEstimate e = Estimate(s, p, hw);
-          if (!closest || e.memory.total < closest->memory.total) closest = e;
+          PlanEstimate e = Estimate(s, p, hw, counts);
+          if (!c.closest || e.memory.total < c.closest->memory.total) c.closest = e;
           if (!e.fits) continue;
-          if (recompute_open && s.training.activation_recompute == Recompute::kFull)
-            e = FewestRecomputed(s, p, hw, std::move(e));
+          if (o.recompute && s.training.activation_recompute == Recompute::kFull)
+            e = FewestRecomputed(s, p, hw, counts, std::move(e));
           fitted = true;
-          ++fitting;
-          if (!best || Faster(e, *best)) best = std::move(e);
+          ++c.fitting;
+          if (!c.best || Faster(e, *c.best)) c.best = std::move(e);
         }
       // A larger micro-batch never needs less memory.
-      if (!fitted || !mbs_open) break;
+      if (!fitted || !o.mbs) break;
     }
   }
+  return c;
+}
 
-  std::vector<std::string> open;
-  if (vpp_open) open.push_back("vpp");
-  if (zero_open) open.push_back("zero_stage");
-  if (mbs_open) open.push_back("micro_batch_size");
-  if (recompute_open) open.push_back("activation_recompute");
-  std::string names;
-  for (size_t i = 0; i < open.size(); ++i)
-    names += (i == 0 ? "" : i + 1 == open.size() ? " and " : ", ") + open[i];
-  if (!best) {
+}  // namespace
+
+Result<PlanEstimate> planner_internal::CompleteLayout(const JobSpec& spec, const Plan& given,
+                                                      const Hardware& hw) {
+  const TrainingSpec& t = spec.training;
+  const OpenChoices open = OpenChoicesOf(spec, given);
+  // The layout with the defaults of what is open (the lowest ZeRO stage there is: 1 with FP8 parameters;
+  // the fewest virtual stages): its validation is the request's, and its estimate is what the answer
+  // compares the choice with.
+  Plan written = given;
+  written.zero_stage = open.zeros.front();
+  written.vpp = open.vpps.front();
+  Result<PlanEstimate> as_written = EvaluatePlan(spec, written, hw);
+  if (!as_written.ok()) return as_written;
+  Completion c = Complete(spec, given, hw, open);
+  const std::string names = OpenNames(open);
+  if (!c.best) {
     // Nothing fits: the choice needing the least memory, with the single changes that would fit.
     JobSpec s = spec;
-    s.training.activation_recompute = closest ? closest->activation_recompute : t.activation_recompute;
-    Result<PlanEstimate> e = EvaluatePlan(s, closest ? closest->plan : written, hw);
+    s.training.activation_recompute = c.closest ? c.closest->activation_recompute : t.activation_recompute;
+    Result<PlanEstimate> e = EvaluatePlan(s, c.closest ? c.closest->plan : written, hw);
     if (e.ok())
       e->explanation =
           Format("No choice of %s fits this layout; the one needing the least memory: ", names.c_str()) +
           e->explanation;
     return e;
   }
-  best->explanation =
-      ParameterNote(spec.model) + Candidate(*best, t) + ": " + DescribeEstimate(*best, hw) + ". " +
+  PlanEstimate& best = *c.best;
+  best.explanation =
+      ParameterNote(spec.model) + Candidate(best, t) + ": " + DescribeEstimate(best, hw) + ". " +
       Format(
           "The layout is as given; the request leaves %s open, and this is the fastest of the %d choices "
           "that fit. As written (%s%s%s%s recompute): %.1f GB per GPU (%s), %.0f TFLOP/s per GPU.",
-          names.c_str(), fitting, vpp_open ? Format("vpp %d, ", written.vpp).c_str() : "",
-          zero_open ? Format("ZeRO-%d, ", written.zero_stage).c_str() : "", mbs_open ? "micro-batch 1, " : "",
+          names.c_str(), c.fitting, open.vpp ? Format("vpp %d, ", written.vpp).c_str() : "",
+          open.zero ? Format("ZeRO-%d, ", written.zero_stage).c_str() : "", open.mbs ? "micro-batch 1, " : "",
           ToString(t.activation_recompute), as_written->memory.total / 1e9,
           as_written->fits ? "fits" : "does not fit", as_written->tflops_per_gpu);
-  return std::move(*best);
+  return std::move(best);
 }
 
 Result<PlanEstimate> AutoPlan(const JobSpec& spec, const Hardware& hw) {

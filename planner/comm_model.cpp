@@ -51,7 +51,8 @@ double ActivationBytes(const JobSpec& spec, const Plan& plan) {
          ActivationElementBytes(spec.training.precision);
 }
 
-RankParams MaxStageParams(const JobSpec& spec, const Plan& plan, const std::vector<int>& layers) {
+RankParams MaxStageParams(const JobSpec& spec, const Plan& plan, const std::vector<int>& layers,
+                          const LayerMemoryCosts& costs) {
   // The middle stages differ only in their layers: of them only the first with the most can be the
   // heaviest, beside the first and the last stage (embedding, output layer, MTP). Walking every stage cost
   // the search O(pp) per candidate (a 4096-layer search spent half its time here).
@@ -62,10 +63,7 @@ RankParams MaxStageParams(const JobSpec& spec, const Plan& plan, const std::vect
   if (plan.pp > 1) stages.push_back(plan.pp - 1);
   RankParams most;
   for (int i : stages) {
-    const LayerParamSplit mtp = StageMtpParamsPerRank(spec.model, plan, i);
-    const RankParams p{StageParamsPerRank(spec.model, plan.tp, plan.pp, i, layers[i]) + mtp.dense,
-                       StageExpertParamsPerRank(spec.model, plan, layers[i]) + mtp.expert,
-                       StageVocabParamsPerRank(spec.model, plan.tp, plan.pp, i)};
+    const RankParams p = StageParams(costs, StageRowsOf(spec.model, plan, layers, i));
     if (p.dense + p.expert > most.dense + most.expert) most = p;
   }
   return most;
@@ -250,18 +248,14 @@ CommBytes CommBytesOf(const JobSpec& spec, const Plan& plan, const LayoutCosts& 
   const int stage_layers = lc.max_stage_layers;
   const double a = lc.activation_bytes;
   const double mb = plan.micro_batches;
+  const LayerBytes& row = lc.bytes;
   CommBytes c;
   const double tp_collectives = lc.tp_collectives;
   const double expert_halves = lc.expert_halves;
-  c.tp = mb * tp_collectives *
-             ((stage_layers - expert_halves) * RingAllReduceBytes(a, plan.tp) +
-              expert_halves * RingAllReduceBytes(a * plan.expert_tp() / plan.tp, plan.expert_tp())) +
-         mb * stage_layers * MlpRecomputedShare(spec) * RingAllReduceBytes(a, plan.tp);
-  // Each TP rank holds kv_heads/tp of the K and V heads (tp divides kv_heads) and passes only those.
-  const double kv_chunk = static_cast<double>(m.seq_len) / plan.cp * plan.micro_batch_size *
-                          (m.k_width() + m.v_width()) / plan.tp * ActivationElementBytes(t.precision);
-  c.cp = stage_layers * mb * 3.0 * (plan.cp - 1) * kv_chunk;
-  c.ep = StageMoeLayers(m, stage_layers) * mb * tp_collectives * AllToAllBytes(spec, plan);
+  c.tp = mb * tp_collectives * ((stage_layers - expert_halves) * row.tp + expert_halves * row.tp_expert) +
+         mb * stage_layers * lc.mlp_again * row.tp;
+  c.cp = stage_layers * mb * 3.0 * (plan.cp - 1) * row.cp;
+  c.ep = StageMoeLayers(m, stage_layers) * mb * tp_collectives * row.ep;
   // Each TP rank sends its 1/tp slice (sequence parallel shards, or the scatter/gather of Narayanan et al.
   // 2021 §4.1, Megatron's default, and DeepSpeed's partitioned pipe buffers).
   c.pp = plan.pp > 1 ? 2.0 * mb * plan.vpp * a / plan.tp : 0;
@@ -286,24 +280,41 @@ CommBytes CommBytesOf(const JobSpec& spec, const Plan& plan, const LayoutCosts& 
   return c;
 }
 
-LayoutCosts LayoutCostsOf(const JobSpec& spec, const Plan& plan) {
+// The bytes of one collective of each kind (LayerBytes).
+LayerBytes LayerBytesOf(const JobSpec& spec, const Plan& plan, double activation_bytes) {
+  const ModelSpec& m = spec.model;
+  const double a = activation_bytes;
+  LayerBytes b;
+  b.tp = RingAllReduceBytes(a, plan.tp);
+  b.tp_expert = RingAllReduceBytes(a * plan.expert_tp() / plan.tp, plan.expert_tp());
+  // Each TP rank holds kv_heads/tp of the K and V heads (tp divides kv_heads) and passes only those.
+  b.cp = static_cast<double>(m.seq_len) / plan.cp * plan.micro_batch_size * (m.k_width() + m.v_width()) /
+         plan.tp * ActivationElementBytes(spec.training.precision);
+  b.ep = AllToAllBytes(spec, plan);
+  return b;
+}
+
+LayoutCosts LayoutCostsOf(const JobSpec& spec, const Plan& plan, const ModelCounts& counts) {
   LayoutCosts lc;
+  lc.model = counts;
   lc.stage_layers = StageLayers(spec.model.layers, plan.pp, plan.pipeline_layers);
   lc.max_stage_layers = *std::max_element(lc.stage_layers.begin(), lc.stage_layers.end());
   lc.tokens = static_cast<double>(spec.model.seq_len) * plan.micro_batch_size;
   lc.activation_bytes = ActivationBytes(spec, plan);
   lc.tp_collectives = TpCollectivesPerLayer(spec.training, lc.max_stage_layers, plan.vpp);
   lc.expert_halves = ExpertHalvesOffTp(spec, plan, lc.max_stage_layers);
-  lc.params = MaxStageParams(spec, plan, lc.stage_layers);
+  lc.mlp_again = MlpRecomputedShare(spec);
+  lc.bytes = LayerBytesOf(spec, plan, lc.activation_bytes);
+  lc.memory = LayerMemoryCostsOf(spec, plan, counts);
+  lc.params = MaxStageParams(spec, plan, lc.stage_layers, lc.memory);
   lc.comm = CommBytesOf(spec, plan, lc);
-  lc.memory = LayerMemoryCostsOf(spec, plan);
   return lc;
 }
 
 }  // namespace planner_internal
 
 CommBytes EstimateCommBytes(const JobSpec& spec, const Plan& plan) {
-  return LayoutCostsOf(spec, plan).comm;
+  return LayoutCostsOf(spec, plan, ModelCountsOf(spec.model)).comm;
 }
 
 }  // namespace shepherd

@@ -1,8 +1,11 @@
-// The costs of one (spec, layout) candidate, derived once and read by the communication, time and memory
-// models (comm_model.cpp, step_time.cpp, planner.cpp's Estimate): the pipeline's stages, the activation
-// tensor a rank exchanges, the collectives per layer, the heaviest rank's parameters, the bytes per axis, and
-// per layer and micro-batch the GEMM and attention FLOPs, the memory-bound seconds and the recompute. Not
-// part of the module's API. Pure values and functions: safe on any thread.
+// The costs of one (spec, layout) candidate, built once (LayoutCostsOf) and read by the communication, time
+// and memory models (comm_model.cpp, step_time.cpp, memory_model.cpp, planner.cpp's Estimate). Its rows are
+// per layer and, where time is concerned, per micro-batch on one rank: a transformer layer's parameters and
+// their model state (weights, gradients, optimizer state, master weights), the activations it keeps, its
+// GEMM and attention FLOPs, memory-bound seconds, TP collectives and recompute; the same for the embedding,
+// the output layer and loss, and one MTP depth. A stage's memory and time are sums over the rows it holds
+// (StageMemory, StepTimeOf); the bytes each axis moves per step (CommBytes) are the largest stage's rows
+// times its micro-batches. Not part of the module's API. Pure values and functions: safe on any thread.
 // REQUIRES for every function: the spec and plan passed planner validation (planner_internal.h).
 #pragma once
 
@@ -10,16 +13,10 @@
 
 #include "core/job.h"
 #include "planner/memory_model.h"
+#include "planner/model_arch.h"
 #include "planner/planner.h"
 
 namespace shepherd::planner_internal {
-
-// Parameters of the rank of the heaviest stage (the one whose DP traffic is largest): dense, and routed
-// experts (reduced over the ExpertDataParallelSize ranks).
-struct RankParams {
-  double dense = 0, expert = 0;
-  double vocab = 0;  // of dense: the embedding and output layer, which stay 16-bit under fp8_param_gather
-};
 
 // HBM bytes one rank moves per layer and micro-batch through memory-bound element-wise kernels (see
 // ElementwiseBytesPerLayer in comm_model.cpp for what each term counts).
@@ -27,8 +24,17 @@ struct ElementwiseBytes {
   double layer = 0, scores = 0, fp8_forward = 0, fp8_backward = 0, recomputed = 0;
 };
 
+// Bytes one rank sends in one collective of one layer and micro-batch, by axis: the rows CommBytes sums.
+struct LayerBytes {
+  double tp = 0;         // a TP all-reduce (or reduce-scatter plus all-gather) of the activation tensor
+  double tp_expert = 0;  // a MoE layer's expert-half collective over the etp group (ExpertHalvesOffTp)
+  double cp = 0;         // a ring-attention pass of the rank's K and V chunk
+  double ep = 0;         // a MoE all-to-all, dispatch or combine (AllToAllBytes)
+};
+
 // One candidate's table: built once (LayoutCostsOf), then summed by stage and by axis.
 struct LayoutCosts {
+  ModelCounts model;  // the architecture's counts (the same for every candidate of a model)
   // The layout.
   std::vector<int> stage_layers;  // transformer layers per stage (StageLayers)
   int max_stage_layers = 0;       // the largest stage's layers: it sets the per-step communication
@@ -36,10 +42,12 @@ struct LayoutCosts {
   double activation_bytes = 0;    // s/cp · b · h elements: what a rank exchanges with its TP group
   double tp_collectives = 0;      // TP collectives per layer and micro-batch (TpCollectivesPerLayer)
   double expert_halves = 0;       // MoE layers' expert halves over the etp group instead (ExpertHalvesOffTp)
-  RankParams params;              // the heaviest stage's rank (MaxStageParams)
+  double mlp_again = 0;           // the share of layers whose MLP selective recompute runs again
+  LayerBytes bytes;               // per collective of a layer and micro-batch
+  RankParams params;              // the heaviest stage's rank (MaxStageParams: a sum of memory's rows)
   CommBytes comm;                 // bytes each rank sends per step, by axis (EstimateCommBytes)
-  LayerMemoryCosts memory;        // activations per layer, model state per parameter (memory_model.h)
-  // Per layer and micro-batch on one rank (filled by AddComputeCosts, which needs the hardware).
+  LayerMemoryCosts memory;        // parameters, model state and activations per row (memory_model.h)
+  // Per layer and micro-batch on one rank (filled on the hardware by step_time.cpp's Add*Costs).
   double model_ranks = 0;          // tp · cp: the ranks a layer's FLOPs are split over
   double rate = 0;                 // FLOP/s of the dense GEMMs
   double expert_rate = 0;          // FLOP/s of the routed experts' grouped GEMMs
@@ -58,9 +66,10 @@ struct LayoutCosts {
 };
 
 // The hardware-free part of the table: stages, activation bytes, collectives, parameters and CommBytes.
-LayoutCosts LayoutCostsOf(const JobSpec& spec, const Plan& plan);
+// `counts`: ModelCountsOf(spec.model), which a search counts once.
+LayoutCosts LayoutCostsOf(const JobSpec& spec, const Plan& plan, const ModelCounts& counts);
 // The whole table: LayoutCostsOf plus the per-layer compute costs on `hw`.
-LayoutCosts LayoutCostsOf(const JobSpec& spec, const Plan& plan, const Hardware& hw);
+LayoutCosts LayoutCostsOf(const JobSpec& spec, const Plan& plan, const Hardware& hw, const ModelCounts& counts);
 
 // Step time from a complete table (step_time.cpp).
 StepTime StepTimeOf(const JobSpec& spec, const Plan& plan, const Hardware& hw, const LayoutCosts& c);
@@ -69,7 +78,8 @@ StepTime StepTimeOf(const JobSpec& spec, const Plan& plan, const Hardware& hw, c
 double ActivationElementBytes(Precision p);
 bool SequenceParallel(const Plan& p);
 double ActivationBytes(const JobSpec& spec, const Plan& plan);
-RankParams MaxStageParams(const JobSpec& spec, const Plan& plan, const std::vector<int>& layers);
+RankParams MaxStageParams(const JobSpec& spec, const Plan& plan, const std::vector<int>& layers,
+                          const LayerMemoryCosts& costs);
 double WeightBytes(const TrainingSpec& t, double params, double vocab);
 double StageMoeLayers(const ModelSpec& m, int stage_layers);
 double ExpertHalvesOffTp(const JobSpec& spec, const Plan& plan, int stage_layers);

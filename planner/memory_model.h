@@ -3,6 +3,7 @@
 // GQA, gated MLPs, flash attention and context parallelism). Building blocks of planner/planner.h,
 // exposed for tests. Formulas with sources: docs/planner.md.
 // REQUIRES for every function: the plan and spec passed planner validation (positive sizes, divisibility).
+// Pure values and functions: safe on any thread.
 #pragma once
 
 #include <vector>
@@ -155,13 +156,35 @@ double InFlightMicroBatches(int pp, int stage, int micro_batches, int vpp = 1, b
 double GatheredWorkingBytes(const ModelSpec& m, const TrainingSpec& t, const Plan& plan,
                             double stage_params = 0, double stage_experts = 0);
 
-// What one transformer layer and the model state per parameter cost in memory on one rank of a layout,
-// the same on every stage: the memory part of the candidate's table (planner/layout_costs.h). A stage's
-// memory is these times its layers, parameters and in-flight micro-batches.
+// Model state bytes one rank holds for some parameters: weights (with Transformer Engine's FP8 weight cache
+// on the layers' weights), gradients, optimizer state, fp32 master weights.
+struct StateBytes {
+  double weights = 0, gradients = 0, optimizer = 0, master_weights = 0;
+};
+
+// What one row of a candidate's table holds on one rank: dense parameters (model state sharded over dp·cp),
+// routed-expert parameters (over ExpertDataParallelSize) and their model state.
+struct ParamRow {
+  double params = 0;
+  double expert_params = 0;
+  StateBytes state;
+};
+
+// Parameters of the rank of one stage: dense (vocab included), routed experts, and of dense the embedding
+// and output layer (which stay 16-bit under fp8_param_gather).
+struct RankParams {
+  double dense = 0, expert = 0;
+  double vocab = 0;
+};
+
+// The memory part of a candidate's table (planner/layout_costs.h): per row on one rank, the parameters
+// and their model state, and the activations kept per micro-batch. Every row is the same on every stage; a
+// stage's memory is the sum of its rows (StageMemory): its layers, its vocab·hidden matrices, its MTP
+// depths, times the micro-batches in flight for activations.
 struct LayerMemoryCosts {
-  StateBytesPerParam state;           // per dense parameter (sharded over dp·cp)
-  StateBytesPerParam expert_state;    // per routed-expert parameter (over ExpertDataParallelSize)
-  double fp8_cache_per_param = 0;     // Fp8WeightCacheBytesPerParam, on the layers' weights
+  ParamRow layer;                     // one transformer layer (PlannedLayerSplit, averaged over the layers)
+  ParamRow vocab;                     // one vocab·hidden matrix: the embedding, the output layer
+  ParamRow mtp;                       // one multi-token-prediction depth (MtpDepthSplit; its layer's weights)
   double layer_activations = 0;       // a layer's kept bytes under the training's recompute
   double kept_layer_activations = 0;  // a layer block recompute leaves alone (full: KeptLayerTraining)
   double mtp_layer_activations = 0;   // an MTP depth's layer (block recompute skips them)
@@ -169,6 +192,22 @@ struct LayerMemoryCosts {
   double output_activations = 0;      // the output layer and loss, on the last stage
 };
 LayerMemoryCosts LayerMemoryCostsOf(const JobSpec& spec, const Plan& plan);
+LayerMemoryCosts LayerMemoryCostsOf(const JobSpec& spec, const Plan& plan, const ModelCounts& counts);
+
+// How many of each row one rank of `stage` holds: its transformer layers, its vocab·hidden matrices (the
+// embedding on stage 0; the output layer on the last, unless tied with pp = 1; with MTP and pp > 1 the
+// last stage's own embedding copy) and the MTP depths (last stage).
+struct StageRows {
+  int layers = 0;
+  int vocab = 0;
+  int mtp_depths = 0;
+};
+StageRows StageRowsOf(const ModelSpec& m, const Plan& plan, const std::vector<int>& stage_layers, int stage);
+// The parameters of those rows: the table's sum.
+RankParams StageParams(const LayerMemoryCosts& c, const StageRows& rows);
+// GatheredWorkingBytes from the table's layer row and the stage's parameters (StageParams).
+double GatheredWorkingBytes(const TrainingSpec& t, const Plan& plan, const ParamRow& layer,
+                            double stage_params, double stage_experts);
 
 // Memory of one rank of `stage` given the stages' layer counts (and the layout's LayerMemoryCostsOf).
 MemoryBreakdown StageMemory(const JobSpec& spec, const Plan& plan, const std::vector<int>& stage_layers,

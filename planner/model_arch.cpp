@@ -124,4 +124,14 @@ double ModelFlopsPerToken(const ModelSpec& m) {
   return 6 * matmul_params + 6.0 * keys * (m.q_width() + m.o_width()) + mtp;
 }
 
+ModelCounts ModelCountsOf(const ModelSpec& m) {
+  ModelCounts c;
+  c.layer = PlannedLayerSplit(m);
+  if (m.mtp_layers > 0) c.mtp = MtpDepthSplit(m);
+  c.parameters = ModelParams(m);
+  c.activated = c.parameters * CountActivatedParams(m) / CountParams(m);
+  c.flops_per_token = ModelFlopsPerToken(m);
+  return c;
+}
+
 }  // namespace shepherd

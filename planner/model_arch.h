@@ -50,6 +50,17 @@ LayerParamSplit PlannedLayerSplit(const ModelSpec& m);
 // The parameter count the planner uses: the given model.parameters, else CountParams.
 double ModelParams(const ModelSpec& m);
 
+// What every candidate of a model reads of its architecture, counted once per model (ModelCountsOf) and
+// passed to each estimate of a search.
+struct ModelCounts {
+  LayerParamSplit layer;         // PlannedLayerSplit
+  LayerParamSplit mtp;           // MtpDepthSplit; zero without model.mtp_layers
+  double parameters = 0;         // ModelParams
+  double activated = 0;          // parameters · CountActivatedParams / CountParams
+  double flops_per_token = 0;    // ModelFlopsPerToken
+};
+ModelCounts ModelCountsOf(const ModelSpec& m);
+
 // Model FLOPs per trained token (forward and backward, no recompute), Megatron-LM's convention
 // (Narayanan et al. 2021, eq. 3, per token): 6·(layers·A + vocab·h) + 12·layers·seq·a·d with A =
 // PlannedLayerSplit().activated, i.e. every matmul weight a token meets (for MoE only its top_k routed

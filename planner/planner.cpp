@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdarg>
 #include <cstdio>
+#include <functional>
 #include <optional>
 
 #include "planner/comm_model.h"
@@ -18,12 +19,12 @@ namespace shepherd {
 
 namespace planner_internal {
 
-std::vector<FieldError> ValidateSpec(const JobSpec& spec, const Hardware& hw) {
-  std::vector<FieldError> errors;
-  auto require = [&errors](bool ok, const char* field, std::string message) {
-    if (!ok) errors.push_back({field, std::move(message)});
-  };
-  const ModelSpec& m = spec.model;
+namespace {
+
+using Require = std::function<void(bool ok, const char* field, std::string message)>;
+
+// The model's sizes, its attention's heads and its embeddings against model.parameters.
+void ModelErrors(const ModelSpec& m, const Require& require) {
   require(m.parameters >= 0, "model.parameters", "must be positive when given");
   require(m.layers > 0, "model.layers", "must be positive");
   require(m.hidden > 0, "model.hidden", "must be positive");
@@ -58,36 +59,57 @@ std::vector<FieldError> ValidateSpec(const JobSpec& spec, const Hardware& hw) {
     require(m.moe.expert_ffn_hidden >= 0 && m.moe.shared_experts >= 0, "model.moe",
             "expert_ffn_hidden and shared_experts must not be negative");
   }
-  require(spec.training.precision != Precision::kFp8 || hw.peak_fp8_flops > 0, "training.precision",
+}
+
+// Training options against the model and the GPU, for every layout.
+void TrainingErrors(const JobSpec& spec, const Hardware& hw, const Require& require) {
+  const ModelSpec& m = spec.model;
+  const TrainingSpec& t = spec.training;
+  require(t.precision != Precision::kFp8 || hw.peak_fp8_flops > 0, "training.precision",
           "\"fp8\" needs FP8 tensor cores, which " + hw.gpu + " does not have");
-  require(!spec.training.fp8_param_gather || spec.training.precision == Precision::kFp8,
-          "training.fp8_param_gather", "needs training.precision \"fp8\"");
-  require(!spec.training.recompute_modules.mla_up_proj || m.mla.enabled(), "training.recompute_modules",
+  require(!t.fp8_param_gather || t.precision == Precision::kFp8, "training.fp8_param_gather",
+          "needs training.precision \"fp8\"");
+  require(!t.recompute_modules.mla_up_proj || m.mla.enabled(), "training.recompute_modules",
           "\"mla_up_proj\" needs model.mla (multi-head latent attention)");
-  require(spec.training.global_batch_size > 0, "training.global_batch_size", "must be positive");
-  require(spec.training.moe_dispatcher == MoeDispatcher::kAllToAll || m.moe.enabled(),
-          "training.moe_dispatcher", "needs a mixture-of-experts model (model.moe)");
-  if (spec.training.moe_a2a_overlap) {
+  require(t.global_batch_size > 0, "training.global_batch_size", "must be positive");
+  require(t.moe_dispatcher == MoeDispatcher::kAllToAll || m.moe.enabled(), "training.moe_dispatcher",
+          "needs a mixture-of-experts model (model.moe)");
+  if (t.moe_a2a_overlap) {
     // Megatron-Core's TransformerConfig asserts these for overlap_moe_expert_parallel_comm.
     require(m.moe.enabled(), "training.moe_a2a_overlap", "needs a mixture-of-experts model (model.moe)");
-    require(spec.training.framework == Framework::kMegatron, "training.moe_a2a_overlap",
+    require(t.framework == Framework::kMegatron, "training.moe_a2a_overlap",
             "is Megatron-Core's combined 1F1B schedule: needs training.framework \"megatron\"");
-    require(spec.training.precision != Precision::kFp32, "training.moe_a2a_overlap",
+    require(t.precision != Precision::kFp32, "training.moe_a2a_overlap",
             "needs a 16-bit model (training.precision bf16, fp16 or fp8)");
-    require(m.mtp_layers <= 1, "training.moe_a2a_overlap",
-            "supports at most one MTP depth (model.mtp_layers)");
+    require(m.mtp_layers <= 1, "training.moe_a2a_overlap", "supports at most one MTP depth (model.mtp_layers)");
   }
-  const int offload = spec.training.cpu_offload_layers;
+  const int offload = t.cpu_offload_layers;
   require(offload >= 0 && (offload == 0 || offload < m.layers), "training.cpu_offload_layers",
           "must be below model.layers (the last layer's activations stay on the GPU)");
-  require(offload == 0 || spec.training.activation_recompute == Recompute::kNone,
-          "training.cpu_offload_layers", "needs training.activation_recompute \"none\"");
+  require(offload == 0 || t.activation_recompute == Recompute::kNone, "training.cpu_offload_layers",
+          "needs training.activation_recompute \"none\"");
+}
+
+// The GPUs and the hardware profile.
+void ResourceErrors(const JobSpec& spec, const Hardware& hw, const Require& require) {
   require(spec.resources.gpus > 0, "resources.gpus", "must be positive");
   require(hw.gpu_memory_bytes > 0, "resources.gpu_memory_gib", "must be positive");
   require(hw.nvlink_domain_gpus > 0, "resources.gpus_per_node", "must be positive");
   require(hw.nvlink_bytes_per_s > 0 && hw.ib_bytes_per_s > 0 && hw.peak_flops > 0 && hw.peak_fp8_flops >= 0 &&
               hw.matmul_efficiency > 0 && hw.matmul_half_size >= 0 && hw.memory_headroom > 0,
           "hardware", "bandwidths, peak FLOP/s, matmul efficiency and memory_headroom must be positive");
+}
+
+}  // namespace
+
+std::vector<FieldError> ValidateSpec(const JobSpec& spec, const Hardware& hw) {
+  std::vector<FieldError> errors;
+  const Require require = [&errors](bool ok, const char* field, std::string message) {
+    if (!ok) errors.push_back({field, std::move(message)});
+  };
+  ModelErrors(spec.model, require);
+  TrainingErrors(spec, hw, require);
+  ResourceErrors(spec, hw, require);
   return errors;
 }
 
@@ -290,11 +312,15 @@ double UsableBytes(const Hardware& hw) {
 }
 
 PlanEstimate Estimate(const JobSpec& spec, const Plan& plan, const Hardware& hw) {
+  return Estimate(spec, plan, hw, ModelCountsOf(spec.model));
+}
+
+PlanEstimate Estimate(const JobSpec& spec, const Plan& plan, const Hardware& hw, const ModelCounts& counts) {
   PlanEstimate e;
   e.plan = plan;
   e.activation_recompute = spec.training.activation_recompute;
   e.recompute_num_layers = spec.training.recompute_num_layers;
-  const LayoutCosts costs = LayoutCostsOf(spec, plan, hw);  // the candidate's table, built once
+  const LayoutCosts costs = LayoutCostsOf(spec, plan, hw, counts);  // the candidate's table, built once
   e.memory = WorstStageMemory(spec, plan, costs.stage_layers, costs.memory);
   e.stage_layers = costs.stage_layers;
   e.gpu_memory_bytes = hw.gpu_memory_bytes;
@@ -308,11 +334,11 @@ PlanEstimate Estimate(const JobSpec& spec, const Plan& plan, const Hardware& hw)
   e.comm_time_s = t.comm();
   e.exposed_comm_s = t.exposed;
   e.step_time_s = t.step;
-  e.model_parameters = ModelParams(spec.model);
-  e.activated_parameters = e.model_parameters * CountActivatedParams(spec.model) / CountParams(spec.model);
+  e.model_parameters = counts.parameters;
+  e.activated_parameters = counts.activated;
   const double tokens = static_cast<double>(spec.training.global_batch_size) * spec.model.seq_len;
   e.tokens_per_s = tokens / t.step;
-  e.tflops_per_gpu = ModelFlopsPerToken(spec.model) * e.tokens_per_s / plan.world_size() / 1e12;
+  e.tflops_per_gpu = counts.flops_per_token * e.tokens_per_s / plan.world_size() / 1e12;
   const double peak = spec.training.precision == Precision::kFp8 ? hw.peak_fp8_flops : hw.peak_flops;
   e.mfu = e.tflops_per_gpu * 1e12 / peak;
   return e;

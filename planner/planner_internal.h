@@ -6,6 +6,7 @@
 
 #include "core/job.h"
 #include "core/status.h"
+#include "planner/model_arch.h"
 #include "planner/planner.h"
 
 namespace shepherd::planner_internal {
@@ -19,6 +20,8 @@ std::vector<FieldError> ValidateLayout(const JobSpec& spec, const Plan& plan, co
 // Memory, bubble, communication and time of `plan`, explanation left empty.
 // REQUIRES: both validations pass and plan.micro_batches is derived from the batch.
 PlanEstimate Estimate(const JobSpec& spec, const Plan& plan, const Hardware& hw);
+// The same with the model's counts (ModelCountsOf(spec.model)), which a search counts once.
+PlanEstimate Estimate(const JobSpec& spec, const Plan& plan, const Hardware& hw, const ModelCounts& counts);
 
 double UsableBytes(const Hardware& hw);
 

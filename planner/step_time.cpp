@@ -38,7 +38,7 @@ void AddGemmCosts(const JobSpec& spec, const Plan& plan, const Hardware& hw, Lay
   const TrainingSpec& t = spec.training;
   const double peak = t.precision == Precision::kFp8 ? hw.peak_fp8_flops * hw.fp8_gemm_ratio : hw.peak_flops;
   const double tokens = c->tokens;
-  const LayerParamSplit split = PlannedLayerSplit(m);
+  const LayerParamSplit& split = c->model.layer;
   const double routed = m.moe.enabled() ? split.expert * m.moe.top_k / m.moe.experts : 0;
   c->rate = peak * MatmulEfficiency(spec, plan, hw);
   c->expert_rate = m.moe.enabled() ? peak * ExpertMatmulEfficiency(spec, plan, hw) : c->rate;
@@ -48,7 +48,7 @@ void AddGemmCosts(const JobSpec& spec, const Plan& plan, const Hardware& hw, Lay
   c->up_proj_flops = up_proj_again ? 2 * tokens * MlaUpProjParams(m) : 0;
   // Selective recompute of "mlp" runs the dense layers' MLP forward (2 FLOPs per weight and token) again.
   const double mlp_again_flops =
-      MlpRecomputedShare(spec) * 2 * tokens * m.hidden * m.ffn() * (m.mlp == Mlp::kSwiglu ? 3 : 2);
+      c->mlp_again * 2 * tokens * m.hidden * m.ffn() * (m.mlp == Mlp::kSwiglu ? 3 : 2);
   // OpCheckpointing runs k, the output projection and the MLP's second matmul (w3, fc2; the activated
   // experts' on MoE layers) forward again.
   const double share = static_cast<double>(m.moe.count(m.layers)) / m.layers;
@@ -103,7 +103,7 @@ void AddMtpCosts(const JobSpec& spec, LayoutCosts* c) {
   const TrainingSpec& t = spec.training;
   if (m.mtp_layers <= 0) return;
   const bool eager = t.attention == Attention::kEager;
-  const LayerParamSplit mtp = MtpDepthSplit(m);
+  const LayerParamSplit& mtp = c->model.mtp;
   const double mtp_routed = mtp.activated - mtp.dense;
   const double mtp_attention = 3.0 * (eager ? 2 : 1) * m.seq_len * (m.q_width() + m.o_width()) * c->tokens;
   // Block recompute (recompute_num_layers) leaves MTP layers alone (multi_token_prediction.py).
@@ -156,7 +156,7 @@ double TpSeconds(const JobSpec& spec, const Plan& plan, const Hardware& hw, cons
              ((c.max_stage_layers - c.expert_halves) * tp_all_reduce +
               c.expert_halves *
                   AllReduceSeconds(a * etp / plan.tp, etp, Bandwidth(etp, hw), Latency(etp, hw))) +
-         mb * c.max_stage_layers * MlpRecomputedShare(spec) * tp_all_reduce;
+         mb * c.max_stage_layers * c.mlp_again * tp_all_reduce;
 }
 
 // Ring attention's K/V passes over the cp group.
@@ -296,8 +296,9 @@ double EpExposed(const TrainingSpec& t, const Plan& plan, const StepTime& st) {
 
 }  // namespace
 
-LayoutCosts LayoutCostsOf(const JobSpec& spec, const Plan& plan, const Hardware& hw) {
-  LayoutCosts c = LayoutCostsOf(spec, plan);
+LayoutCosts LayoutCostsOf(const JobSpec& spec, const Plan& plan, const Hardware& hw,
+                          const ModelCounts& counts) {
+  LayoutCosts c = LayoutCostsOf(spec, plan, counts);
   c.model_ranks = static_cast<double>(plan.tp) * plan.cp;
   AddGemmCosts(spec, plan, hw, &c);
   AddAttentionCosts(spec, hw, &c);
@@ -333,7 +334,8 @@ StepTime StepTimeOf(const JobSpec& spec, const Plan& plan, const Hardware& hw, c
 }  // namespace planner_internal
 
 StepTime EstimateStepTime(const JobSpec& spec, const Plan& plan, const Hardware& hw) {
-  return planner_internal::StepTimeOf(spec, plan, hw, planner_internal::LayoutCostsOf(spec, plan, hw));
+  return planner_internal::StepTimeOf(
+      spec, plan, hw, planner_internal::LayoutCostsOf(spec, plan, hw, ModelCountsOf(spec.model)));
 }
 
 }  // namespace shepherd

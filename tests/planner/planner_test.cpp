@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "planner/comm_model.h"
 #include "planner/memory_model.h"
@@ -181,6 +182,52 @@ TEST(StageParams, EmbeddingOnFirstStageOutputOnLast) {
   m.tied_embeddings = true;
   EXPECT_REL(StageParamsPerRank(m, 1, 1, 0, 8), 1e9);
   EXPECT_REL(StageParamsPerRank(m, 1, 2, 1, 4), 4 * 124'872'000.0 + 1'024'000);  // the last stage's copy
+}
+
+// Which rows of the candidate's table a stage holds: its layers, its vocab·hidden matrices (the embedding
+// on the first stage, the output layer on the last, once with tied embeddings and pp = 1, and with MTP and
+// pp > 1 the last stage's own embedding copy) and the MTP depths (last stage).
+TEST(StageParams, RowsOfEachStage) {
+  ModelSpec m{1e9, 8, 1024, 16, 1024, 1000};
+  const std::vector<int> four{2, 2, 1, 3};
+  const Plan p = Layout(2, 4, 1, 0);
+  auto rows = [&](const ModelSpec& model, const Plan& plan, const std::vector<int>& layers, int stage) {
+    const StageRows r = StageRowsOf(model, plan, layers, stage);
+    return std::vector<int>{r.layers, r.vocab, r.mtp_depths};
+  };
+  EXPECT_EQ(rows(m, p, four, 0), (std::vector<int>{2, 1, 0}));
+  EXPECT_EQ(rows(m, p, four, 2), (std::vector<int>{1, 0, 0}));
+  EXPECT_EQ(rows(m, p, four, 3), (std::vector<int>{3, 1, 0}));
+  EXPECT_EQ(rows(m, Layout(1, 1, 1, 0), {8}, 0), (std::vector<int>{8, 2, 0}));
+  m.tied_embeddings = true;
+  EXPECT_EQ(rows(m, Layout(1, 1, 1, 0), {8}, 0), (std::vector<int>{8, 1, 0}));
+  m.mtp_layers = 2;
+  EXPECT_EQ(rows(m, Layout(1, 2, 1, 0), {4, 4}, 1), (std::vector<int>{4, 2, 2}));
+  EXPECT_EQ(rows(m, Layout(1, 1, 1, 0), {8}, 0), (std::vector<int>{8, 1, 2}));
+}
+
+// Model state is the sum of the stage's rows. The 1e9-parameter model above, Megatron bf16 Adam (weights
+// 2, fp32 main gradients 4, optimizer 8, master 4 B per parameter), tp 2, pp 4, dp 2: stage 0 holds
+// 125,256,000 parameters per rank, stage 1 124,744,000. ZeRO-1 shards optimizer and master over dp 2.
+// Summed over the stages, the weights are 2 B of every parameter over tp: 1e9 · 2 / 2. With fp8 the
+// layers' weights (not the embedding or output layer) add Transformer Engine's 2 B FP8 copy: on stage 0
+// 2 · 124,744,000 more.
+TEST(StageParams, ModelStateIsTheSumOfTheStagesRows) {
+  JobSpec s = Model(1e9, 8, 1024, 16, 1024, 1000, 16, 16);
+  Plan p = Layout(2, 4, 2, 1);
+  p.micro_batches = 8;
+  const std::vector<int> layers{2, 2, 2, 2};
+  const MemoryBreakdown first = StageMemory(s, p, layers, 0), middle = StageMemory(s, p, layers, 1);
+  EXPECT_REL(first.weights, 2 * 125'256'000.0);
+  EXPECT_REL(first.gradients, 4 * 125'256'000.0);
+  EXPECT_REL(first.optimizer, 8 * 125'256'000.0 / 2);
+  EXPECT_REL(first.master_weights, 4 * 125'256'000.0 / 2);
+  EXPECT_REL(middle.weights, 2 * 124'744'000.0);
+  double weights = 0;
+  for (int stage = 0; stage < 4; ++stage) weights += StageMemory(s, p, layers, stage).weights;
+  EXPECT_REL(weights, 1e9 * 2 / 2);
+  s.training.precision = Precision::kFp8;
+  EXPECT_REL(StageMemory(s, p, layers, 0).weights, 2 * 125'256'000.0 + 2 * 124'744'000.0);
 }
 
 // ---- Pipeline and collectives ----
