@@ -312,12 +312,11 @@ struct FollowerReads::Impl {
     const bool stop = d.verdict == RenewalVerdict::kStop;
     (stop ? stopped : renewed).fetch_add(1, std::memory_order_relaxed);
     if (stop) spdlog::warn("node {} was declared lost (revision {}): its agent is told to stop its ranks", node, at);
-    Json answer = {{"renew_only", true},
-                   {"lease_s", stop ? 0.0 : options.controller.agent_lease_s},
-                   {"ack_exits", Json::array()},
-                   {"reports_accepted", 0},
-                   {"reports_rejected", 0}};
-    if (stop) answer["node_lost"] = true;
+    Json answer = {{"renew_only", true}, {"ack_exits", Json::array()}, {"reports_accepted", 0}, {"reports_rejected", 0}};
+    if (stop)
+      answer["node_lost"] = true;  // no lease_s: none is granted (and agents take only a positive one)
+    else
+      answer["lease_s"] = options.controller.agent_lease_s;
     HttpResponse r = JsonResponse(200, answer);
     r.headers.emplace_back("Shepherd-Served-By", "follower");
     r.headers.emplace_back("Shepherd-Read-Revision", at);

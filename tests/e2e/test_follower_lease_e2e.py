@@ -191,6 +191,9 @@ class FollowerLeaseE2E(unittest.TestCase):
               "replacement_after_lost_s=%.2f renewals=%d" % (declared - cut, stopped - declared,
                                                              started - declared, renewed))
         self.assertLessEqual(stopped - declared, RENEWAL_S + LEASE_S, "stopped within S + lease")
+        with open(self.r.path("agent-n0.log")) as f:
+            self.assertIn("the daemon declared this node lost", f.read(),
+                          "stopped by the follower's node_lost answer, not by the lease running out")
         self.assertGreaterEqual(started - declared, RENEWAL_S + LEASE_S - 0.01,
                                 "the replacement waits S + lease after the declaration")
         self.assertGreater(started, stopped, "no overlap")
