@@ -226,8 +226,10 @@ class AgentImpl final : public Agent {
     if (renew_only != renewed_by_follower_) {
       renewed_by_follower_ = renew_only;
       if (renew_only)
-        spdlog::warn("agent {}: the leader does not answer; a follower renews the lease (exits and relayed "
-                     "reports wait for the leader)", o_.node_id);
+        spdlog::warn(
+            "agent {}: the leader does not answer; a follower renews the lease (exits and relayed "
+            "reports wait for the leader)",
+            o_.node_id);
       else
         spdlog::info("agent {}: the leader answers again", o_.node_id);
     }

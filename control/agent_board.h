@@ -11,11 +11,10 @@
 // but never while a lost agent that ran an older attempt may still hold its lease (fencing: its ranks are
 // stopped by the agent itself at the lease's expiry, last heartbeat + lease_s; with replicas, also
 // no sooner than the gate's attempt was durable + renewal_s + lease_s, since a follower may have renewed
-// the lease from a view up to renewal_s old that still assigned it the older attempt, daemon/follower_lease.h);
-// a node's long poll is not
-// answered before its agent's first heartbeat since the daemon started (an answer that did not know the
-// node's processes could stop them), and an agent that cannot `keep` gets 503 instead of an answer while
-// its node has undecided unknown processes (it would stop them).
+// the lease from a view up to renewal_s old that still assigned it the older attempt,
+// daemon/follower_lease.h); a node's long poll is not answered before its agent's first heartbeat since the
+// daemon started (an answer that did not know the node's processes could stop them), and an agent that cannot
+// `keep` gets 503 instead of an answer while its node has undecided unknown processes (it would stop them).
 #pragma once
 
 #include <algorithm>
@@ -83,9 +82,9 @@ class AgentBoard {
   // until `deadline`); `nodes` are bumped when the gate opens.
   void HoldLaunch(const std::string& job, int attempt, std::set<std::string> nodes, Time deadline);
   // Withholds `job`'s ranks of `attempt` until Saved(job, attempt) (`now` there: when the attempt was
-  // durable, from which a follower's renewals of older attempts end within renewal_s): the batch that records the attempt is
-  // not durable yet, and ranks an agent starts for an attempt a restarted daemon never heard of are
-  // unknown processes to it (a storage stall, then a crash: a false heartbeat_lost and a cordon).
+  // durable, from which a follower's renewals of older attempts end within renewal_s): the batch that records
+  // the attempt is not durable yet, and ranks an agent starts for an attempt a restarted daemon never heard
+  // of are unknown processes to it (a storage stall, then a crash: a false heartbeat_lost and a cordon).
   void HoldUntilSaved(const std::string& job, int attempt, const std::set<std::string>& nodes);
   void Saved(const std::string& job, int attempt, Time now);
   void DropGate(const std::string& job) { gates_.erase(job); }

@@ -57,7 +57,8 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (!j.ok()) return j.status();
   std::vector<FieldError> errs;
   FieldReader r(*j, "", &errs);
-  r.OnlyKnown({"listen", "db", "store", "store_prefix", "etcd_max_txn_ops", "etcd_max_request_bytes", "findings_retention_days", "inventory", "port_file", "tokens", "tokens_file", "job_policy",
+  r.OnlyKnown({"listen", "db", "store", "store_prefix", "etcd_max_txn_ops", "etcd_max_request_bytes",
+               "findings_retention_days", "inventory", "port_file", "tokens", "tokens_file", "job_policy",
                "max_connections", "max_connections_per_address", "body_budget", "topology_levels",
                "default_gpu_memory_gib", "min_spares_per_leaf", "min_spares_per_spine", "body_limit",
                "header_limit", "idle_timeout_s", "shutdown_grace_s", "tick_interval_s", "log_level",

@@ -20,10 +20,14 @@ RenewalDecision DecideRenewal(const RenewalInput& in) {
 
 const char* ToString(RenewalRefusal why) {
   switch (why) {
-    case RenewalRefusal::kNone: return "none";
-    case RenewalRefusal::kStaleView: return "stale_view";
-    case RenewalRefusal::kUnknownNode: return "unknown_node";
-    case RenewalRefusal::kNotDesired: return "not_desired";
+    case RenewalRefusal::kNone:
+      return "none";
+    case RenewalRefusal::kStaleView:
+      return "stale_view";
+    case RenewalRefusal::kUnknownNode:
+      return "unknown_node";
+    case RenewalRefusal::kNotDesired:
+      return "not_desired";
   }
   return "none";
 }

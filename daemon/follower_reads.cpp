@@ -301,8 +301,9 @@ struct FollowerReads::Impl {
       refused[static_cast<int>(d.why)].fetch_add(1, std::memory_order_relaxed);
       spdlog::info("lease renewal for node {} refused ({}) at revision {}", node, ToString(d.why), at);
       HttpResponse r = Refusal(d.why == RenewalRefusal::kNotDesired
-                                   ? "node " + node + " runs ranks this follower's view does not assign it; "
-                                                      "only the leader renews its lease"
+                                   ? "node " + node +
+                                         " runs ranks this follower's view does not assign it; "
+                                         "only the leader renews its lease"
                                : d.why == RenewalRefusal::kUnknownNode
                                    ? "node " + node + " is not in this follower's view; ask the leader"
                                    : "this follower's view is older than " + max_age + " s; retry");
@@ -311,8 +312,10 @@ struct FollowerReads::Impl {
     }
     const bool stop = d.verdict == RenewalVerdict::kStop;
     (stop ? stopped : renewed).fetch_add(1, std::memory_order_relaxed);
-    if (stop) spdlog::warn("node {} was declared lost (revision {}): its agent is told to stop its ranks", node, at);
-    Json answer = {{"renew_only", true}, {"ack_exits", Json::array()}, {"reports_accepted", 0}, {"reports_rejected", 0}};
+    if (stop)
+      spdlog::warn("node {} was declared lost (revision {}): its agent is told to stop its ranks", node, at);
+    Json answer = {
+        {"renew_only", true}, {"ack_exits", Json::array()}, {"reports_accepted", 0}, {"reports_rejected", 0}};
     if (stop)
       answer["node_lost"] = true;  // no lease_s: none is granted (and agents take only a positive one)
     else
@@ -333,11 +336,12 @@ struct FollowerReads::Impl {
         if (f.attempt == r.attempt && std::find(f.nodes.begin(), f.nodes.end(), node) != f.nodes.end())
           return RankInView::kLost;
     Result<PlacementView> p = c.GetPlacement(r.job);
-    if (!p.ok() || p->attempt != r.attempt || !IsActive(p->state) || !p->placement) return RankInView::kNotDesired;
+    if (!p.ok() || p->attempt != r.attempt || !IsActive(p->state) || !p->placement)
+      return RankInView::kNotDesired;
     const auto& slots = p->placement->ranks;  // indexed by rank
     if (r.rank < 0 || r.rank >= static_cast<int>(slots.size())) return RankInView::kNotDesired;
     return slots[r.rank].rank == r.rank && slots[r.rank].node == node ? RankInView::kDesired
-                                                                        : RankInView::kNotDesired;
+                                                                      : RankInView::kNotDesired;
   }
 
   static HttpResponse Refusal(const std::string& detail) {
@@ -439,8 +443,10 @@ void FollowerReads::AppendMetrics(std::string* out) const {
       "shepherd_follower_lease_refusals_total).\n# TYPE shepherd_follower_lease_renewals_total counter\n";
   uint64_t refusals = i.refused_unavailable.load() + i.refused_invalid.load();
   for (const auto& r : i.refused) refusals += r.load();
-  *out += "shepherd_follower_lease_renewals_total{result=\"renewed\"} " + std::to_string(i.renewed.load()) + "\n";
-  *out += "shepherd_follower_lease_renewals_total{result=\"stopped\"} " + std::to_string(i.stopped.load()) + "\n";
+  *out +=
+      "shepherd_follower_lease_renewals_total{result=\"renewed\"} " + std::to_string(i.renewed.load()) + "\n";
+  *out +=
+      "shepherd_follower_lease_renewals_total{result=\"stopped\"} " + std::to_string(i.stopped.load()) + "\n";
   *out += "shepherd_follower_lease_renewals_total{result=\"refused\"} " + std::to_string(refusals) + "\n";
   *out +=
       "# HELP shepherd_follower_lease_refusals_total Renew-only heartbeats refused: etcd unreadable "

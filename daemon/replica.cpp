@@ -194,10 +194,10 @@ int RunReplica(const DaemonConfig& config, const StoreLocation& location) {
       continue;
     }
     const TermEnd end = ServeTerm(leader_config, TermContext{.store = store->get(),
-                                                      .store_name = DescribeStore(config),
-                                                      .leadership = leadership.get(),
-                                                      .port = bound,
-                                                      .write_port_file = !port_written});
+                                                             .store_name = DescribeStore(config),
+                                                             .leadership = leadership.get(),
+                                                             .port = bound,
+                                                             .write_port_file = !port_written});
     port_written = true;
     store->reset();
     leadership->EndTerm();

@@ -550,7 +550,8 @@ TEST_F(RenewOnlyTest, AFollowersRenewalKeepsTheLeaseAndTakesNoExitNorRelayedRepo
   std::vector<Json> rs = follower_.renewals();
   for (std::size_t i = seen; i < rs.size(); ++i) {
     bool exit_listed = false;
-    for (const Json& p : rs[i]["processes"]) exit_listed = exit_listed || (p["rank"] == 1 && p["state"] == "exited");
+    for (const Json& p : rs[i]["processes"])
+      exit_listed = exit_listed || (p["rank"] == 1 && p["state"] == "exited");
     EXPECT_TRUE(exit_listed) << "renewal " << i << " dropped the unacknowledged exit";
     ASSERT_TRUE(rs[i].contains("reports")) << "renewal " << i;
   }

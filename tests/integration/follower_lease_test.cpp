@@ -17,7 +17,10 @@ using enum RenewalVerdict;
 const Steady::time_point kT0 = Steady::time_point(100s);
 
 RenewalInput Fresh(std::vector<RankInView> running) {
-  return {.confirmed_at = kT0, .now = kT0 + 400ms, .max_age = 1s, .node_known = true,
+  return {.confirmed_at = kT0,
+          .now = kT0 + 400ms,
+          .max_age = 1s,
+          .node_known = true,
           .running = std::move(running)};
 }
 

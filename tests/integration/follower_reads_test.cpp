@@ -279,11 +279,12 @@ TEST_F(FollowerReadsEtcd, ARenewOnlyHeartbeatIsAnsweredFromTheViewAndTakesNothin
   HttpResponse unknown = renew("n9", idle);
   EXPECT_EQ(unknown.status, 503) << unknown.body;
   // A rank of a job the view does not have: not renewed (the leader decides), nothing stopped.
-  HttpResponse foreign = renew(
-      "n0", R"({"processes": [{"job": "job-000009", "attempt": 1, "rank": 0, "state": "running"}]})");
+  HttpResponse foreign =
+      renew("n0", R"({"processes": [{"job": "job-000009", "attempt": 1, "rank": 0, "state": "running"}]})");
   EXPECT_EQ(foreign.status, 503) << foreign.body;
   EXPECT_NE(foreign.body.find("only the leader renews"), std::string::npos) << foreign.body;
-  HttpResponse bad = renew("n0", R"({"processes": [{"job": "j", "attempt": "x", "rank": 0, "state": "running"}]})");
+  HttpResponse bad =
+      renew("n0", R"({"processes": [{"job": "j", "attempt": "x", "rank": 0, "state": "running"}]})");
   EXPECT_EQ(bad.status, 422) << bad.body;
   EXPECT_NE(bad.body.find("processes[0].attempt"), std::string::npos) << bad.body;
 
