@@ -124,8 +124,9 @@ class AgentImpl final : public Agent {
     if (!lease_until_ || fenced_ || now < *lease_until_ - o_.fence_grace) return;
     fenced_ = true;
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*lease_until_ - now);
-    spdlog::error("agent {}: no heartbeat answer within the daemon's lease: stopping every rank (fencing)",
-                  o_.node_id);
+    if (!declared_lost_)
+      spdlog::error("agent {}: no heartbeat answer within the daemon's lease: stopping every rank (fencing)",
+                    o_.node_id);
     sup_->StopAll(now, std::max(left, std::chrono::milliseconds(0)));
   }
 
@@ -194,8 +195,16 @@ class AgentImpl final : public Agent {
       body["reports"] = std::move(entries);
     }
     Clock::time_point sent = Clock::now();
-    Result<HttpResult> r =
-        http_->Request("POST", node_path_ + "/heartbeat", body.dump(), HeartbeatTimeout(sent));
+    const std::string text = body.dump();
+    Result<HttpResult> r = http_->Request("POST", node_path_ + "/heartbeat", text, HeartbeatTimeout(sent));
+    // The leader did not answer (no replica reached it, or none knows one): ask any replica for the lease
+    // alone. A follower answers it from replicated state; a leader answers it as any heartbeat.
+    if (!stopping_ && (!r.ok() || r->status == 502 || r->status == 503 || r->status == 504)) {
+      LogFailure("heartbeat", r);
+      sent = Clock::now();
+      r = http_->Request("POST", node_path_ + "/heartbeat", text, HeartbeatTimeout(sent),
+                         {{kRenewOnlyHeader, "1"}});
+    }
     if (r.ok() && r->status == 404) {
       spdlog::warn("agent {}: daemon does not know the node: registering again", o_.node_id);
       std::lock_guard lock(mu_);
@@ -207,8 +216,23 @@ class AgentImpl final : public Agent {
       return true;
     }
     reachable_ = true;
-    for (const Supervisor::Relayed& e : relayed) DeleteRelayFiles(e.read.files);
     Result<Json> j = ParseJsonText(r->body);
+    // A follower's renew-only answer took nothing: exits and relayed files wait for the leader's answer.
+    bool renew_only = false;
+    if (j.ok() && j->is_object())
+      if (auto it = j->find("renew_only"); it != j->end() && it->is_boolean()) renew_only = it->get<bool>();
+    if (!renew_only)
+      for (const Supervisor::Relayed& e : relayed) DeleteRelayFiles(e.read.files);
+    if (renew_only != renewed_by_follower_) {
+      renewed_by_follower_ = renew_only;
+      if (renew_only)
+        spdlog::warn(
+            "agent {}: the leader does not answer; a follower renews the lease (exits and relayed "
+            "reports wait for the leader)",
+            o_.node_id);
+      else
+        spdlog::info("agent {}: the leader answers again", o_.node_id);
+    }
     if (j.ok() && j->is_object())
       if (auto rej = j->find("reports_rejected"); rej != j->end() && rej->is_number_integer() && *rej > 0)
         spdlog::warn("agent {}: the daemon refused {} of the reports relayed with this heartbeat", o_.node_id,
@@ -218,8 +242,21 @@ class AgentImpl final : public Agent {
       spdlog::warn("agent {}: bad heartbeat answer: {}", o_.node_id, answer.status().message());
       return true;
     }
-    sup_->AckExits(answer->ack_exits);
+    if (answer->node_lost) {
+      // Every rank stops now: SIGTERM at once, SIGKILL fence_grace later (Fence, on this loop's next turn).
+      const Clock::time_point end = Clock::now() + o_.fence_grace;
+      if (!lease_until_ || *lease_until_ > end) {
+        spdlog::error("agent {}: the daemon declared this node lost: stopping every rank", o_.node_id);
+        lease_until_ = end;
+        fenced_ = false;
+        declared_lost_ = true;
+        if (o_.fence_keeper) MirrorLease();
+      }
+      return true;
+    }
+    if (!renew_only) sup_->AckExits(answer->ack_exits);
     if (answer->lease_s) {
+      declared_lost_ = false;
       if (fenced_) spdlog::info("agent {}: the daemon answers again; lease renewed", o_.node_id);
       lease_until_ =
           sent + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(*answer->lease_s));
@@ -306,6 +343,8 @@ class AgentImpl final : public Agent {
   std::optional<Clock::time_point> lease_until_;     // supervision thread only; unset: no lease granted yet
   std::optional<Clock::time_point> retry_register_;  // supervision thread only: a refused registration
   bool fenced_ = false;                              // supervision thread only: ranks stopped for the lease
+  bool renewed_by_follower_ = false;  // supervision thread only: the last answer was a follower's renew-only
+  bool declared_lost_ = false;        // supervision thread only: a node_lost answer ends the lease now
   std::atomic<bool> reachable_{true};
   // Supervision thread only: no register or heartbeat before this (the daemon's Retry-After, jittered).
   Clock::time_point hold_until_{};

@@ -10,14 +10,18 @@
 //     adopted ranks reconciles them at once.
 // Each thread has its own client over the daemon's replicas (net/endpoint_list.h): a call goes to the
 // replica that last answered, fails over to the next one, and follows a follower's redirect to the leader.
-// Each thread has its own HttpClient. A heartbeat blocks supervision for at most `request_timeout`, which
-// therefore bounds how late a stop escalates to SIGKILL while the daemon hangs.
+// Each thread has its own HttpClient. A heartbeat blocks supervision for at most twice `request_timeout`
+// (below), which therefore bounds how late a stop escalates to SIGKILL while the daemon hangs.
 //
 // Failure model: when the daemon is unreachable or answers 5xx, registration retries with exponential
 // backoff (0.25 s doubling to 10 s), the long poll likewise (up to 5 s), and heartbeats keep their
 // interval; ranks keep running and exits stay queued until acknowledged, until the lease runs out. Exits
 // are kept in the Supervisor until a heartbeat answer acknowledges them, whichever replica gives it, so an
 // exit reported while one replica is down is resent to, and acknowledged by, the next.
+// A heartbeat the leader did not answer is sent again at once as a renew-only heartbeat (header
+// Shepherd-Renew-Only): a follower answers it from replicated state with a lease and takes nothing (its
+// answer says renew_only: exits and relay files stay for the leader), or with node_lost (every rank stops
+// now). So a heartbeat blocks supervision for at most twice `request_timeout`.
 // Lease (fencing): each heartbeat answer grants `lease_s` from the moment that heartbeat was sent. With no
 // newer answer, the agent stops every rank (SIGTERM at expiry - fence_grace, SIGKILL at expiry), so the
 // daemon may start their replacements elsewhere once the lease it granted has expired. Heartbeat calls

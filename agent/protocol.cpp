@@ -198,6 +198,14 @@ Result<HeartbeatAnswer> ParseHeartbeatAnswer(const Json& j) {
     else
       out.lease_s = j["lease_s"].get<double>();
   }
+  for (auto [key, into] :
+       {std::pair<const char*, bool*>{"renew_only", &out.renew_only}, {"node_lost", &out.node_lost}})
+    if (j.contains(key) && !j[key].is_null()) {
+      if (!j[key].is_boolean())
+        errs.push_back({key, "must be a boolean"});
+      else
+        *into = j[key].get<bool>();
+    }
   if (!errs.empty()) return InvalidContent("invalid heartbeat answer", std::move(errs));
   return out;
 }

@@ -65,7 +65,17 @@ struct HeartbeatAnswer {
   // The lease granted on the node's assignments, counted from when the heartbeat was sent: past it without
   // a newer answer the agent must have stopped every rank (docs/agent-protocol.md, "Lease").
   std::optional<double> lease_s;
+  // A follower's answer to a renew-only heartbeat (kRenewOnlyHeader): it renewed the lease and took
+  // nothing, so the agent keeps its exits and relayed report files for the leader's answer.
+  bool renew_only = false;
+  // The daemon declared the node lost (a follower's renew-only answer): the agent stops every rank now
+  // (SIGTERM, SIGKILL fence_grace later), as at the end of its lease.
+  bool node_lost = false;
 };
+// The header of a heartbeat that asks only for the lease (docs/agent-protocol.md, "Several daemon
+// replicas"): a follower answers it from its view instead of redirecting it to the leader; a leader
+// answers it as any heartbeat.
+inline constexpr const char* kRenewOnlyHeader = "Shepherd-Renew-Only";
 Result<HeartbeatAnswer> ParseHeartbeatAnswer(const Json& j);
 
 // POST /v1/nodes body. Optional fields are omitted when unset, so the daemon keeps what it has.

@@ -75,6 +75,7 @@ void AgentBoard::Saved(const std::string& job, int attempt, Time now) {
   auto it = gates_.find(job);
   if (it == gates_.end() || it->second.attempt != attempt) return;
   it->second.unsaved = false;
+  it->second.saved_at = now;
   OpenGates(now);
 }
 
@@ -84,10 +85,12 @@ AgentBoard::OlderAttempt AgentBoard::OlderAttemptRunning(const std::string& job,
     bool runs = agent.running_unknown;
     for (const auto& [j, a] : agent.running) runs = runs || (j == job && a < attempt);
     if (!runs) continue;
-    if (!agent.lost)
+    if (!agent.lost) {
       out.live = true;
-    else
+    } else {
+      out.lost = true;
       out.fenced_until = std::max(out.fenced_until, agent.lease_until);
+    }
   }
   return out;
 }
@@ -143,6 +146,10 @@ void AgentBoard::OpenGates(Time now) {
       continue;
     }
     OlderAttempt old = OlderAttemptRunning(it->first, it->second.attempt);
+    // Replicas: a follower renews the older attempt's leases until its view shows this attempt (durable at
+    // saved_at) or the node lost, from a view at most renewal_s old (daemon/follower_lease.h).
+    if (old.lost && renewal_s_ > 0)
+      old.fenced_until = std::max(old.fenced_until, it->second.saved_at + Seconds(renewal_s_ + lease_s_));
     if (now < old.fenced_until || (old.live && now < it->second.deadline)) {
       ++it;
       continue;

@@ -9,10 +9,12 @@
 // Invariants: a version only grows; every waiter is answered exactly once (on a bump, its deadline, or
 // ReleaseWaiters); a gate opens once no live agent runs an older attempt of the job, or at its deadline,
 // but never while a lost agent that ran an older attempt may still hold its lease (fencing: its ranks are
-// stopped by the agent itself at the lease's expiry, last heartbeat + lease_s); a node's long poll is not
-// answered before its agent's first heartbeat since the daemon started (an answer that did not know the
-// node's processes could stop them), and an agent that cannot `keep` gets 503 instead of an answer while
-// its node has undecided unknown processes (it would stop them).
+// stopped by the agent itself at the lease's expiry, last heartbeat + lease_s; with replicas, also
+// no sooner than the gate's attempt was durable + renewal_s + lease_s, since a follower may have renewed
+// the lease from a view up to renewal_s old that still assigned it the older attempt,
+// daemon/follower_lease.h); a node's long poll is not answered before its agent's first heartbeat since the
+// daemon started (an answer that did not know the node's processes could stop them), and an agent that cannot
+// `keep` gets 503 instead of an answer while its node has undecided unknown processes (it would stop them).
 #pragma once
 
 #include <algorithm>
@@ -37,11 +39,14 @@ class AgentBoard {
  public:
   // lease_s: how long after its last heartbeat a lost agent may still run ranks (it stops them by then).
   // unknown_timeout_s: how long an unknown process is kept undecided (<= 0: until an operator decides).
-  AgentBoard(AssignmentSource source, double node_timeout_s, double lease_s = 0, double unknown_timeout_s = 0)
+  // renewal_s: replicated mode, the oldest view a follower renews a lease from (0: no follower renews).
+  AgentBoard(AssignmentSource source, double node_timeout_s, double lease_s = 0, double unknown_timeout_s = 0,
+             double renewal_s = 0)
       : source_(std::move(source)),
         node_timeout_s_(node_timeout_s),
         lease_s_(lease_s),
-        unknown_timeout_s_(unknown_timeout_s) {}
+        unknown_timeout_s_(unknown_timeout_s),
+        renewal_s_(renewal_s) {}
 
   struct HeartbeatOutcome {
     bool back = false;                 // the agent had been declared lost
@@ -64,20 +69,22 @@ class AgentBoard {
   // it runs is unknown until it heartbeats: if it is lost first, every gate waits for its lease, counted
   // from now (the previous run may have answered it just before it stopped) and as long as the longer of
   // this run's lease and `granted_lease_s`, the lease the previous run granted (a lease lowered across a
-  // restart: agents still hold the old one).
+  // restart: agents still hold the old one), plus renewal_s (a follower may have renewed it that long after
+  // the previous leader's last change).
   void Restore(const std::string& node, Time now, double granted_lease_s = 0) {
     Agent& a = agents_[node];
     a.last_heartbeat = now;
-    a.lease_until = now + Seconds(std::max(lease_s_, granted_lease_s));
+    a.lease_until = now + Seconds(renewal_s_ + std::max(lease_s_, granted_lease_s));
     a.running_unknown = true;
   }
 
   // Withholds `job`'s ranks from agents until no live agent runs an attempt older than `attempt` (or
   // until `deadline`); `nodes` are bumped when the gate opens.
   void HoldLaunch(const std::string& job, int attempt, std::set<std::string> nodes, Time deadline);
-  // Withholds `job`'s ranks of `attempt` until Saved(job, attempt): the batch that records the attempt is
-  // not durable yet, and ranks an agent starts for an attempt a restarted daemon never heard of are
-  // unknown processes to it (a storage stall, then a crash: a false heartbeat_lost and a cordon).
+  // Withholds `job`'s ranks of `attempt` until Saved(job, attempt) (`now` there: when the attempt was
+  // durable, from which a follower's renewals of older attempts end within renewal_s): the batch that records
+  // the attempt is not durable yet, and ranks an agent starts for an attempt a restarted daemon never heard
+  // of are unknown processes to it (a storage stall, then a crash: a false heartbeat_lost and a cordon).
   void HoldUntilSaved(const std::string& job, int attempt, const std::set<std::string>& nodes);
   void Saved(const std::string& job, int attempt, Time now);
   void DropGate(const std::string& job) { gates_.erase(job); }
@@ -152,6 +159,7 @@ class AgentBoard {
     std::set<std::string> nodes;
     Time deadline{};
     bool unsaved = false;  // closed until Saved, whatever the older attempts do
+    Time saved_at{};       // when Saved (unset: never waited for)
   };
   struct Waiter {
     Time deadline{};
@@ -168,6 +176,7 @@ class AgentBoard {
   void ExpireUnknown(Time now);
   struct OlderAttempt {
     bool live = false;    // a live agent still runs it
+    bool lost = false;    // a lost agent ran it
     Time fenced_until{};  // the latest lease expiry of a lost agent that ran it
   };
   OlderAttempt OlderAttemptRunning(const std::string& job, int attempt) const;
@@ -176,6 +185,7 @@ class AgentBoard {
   double node_timeout_s_;
   double lease_s_;
   double unknown_timeout_s_;
+  double renewal_s_;
   std::map<std::string, Agent> agents_;
   std::map<std::string, Gate> gates_;
   std::map<std::string, int64_t> versions_;  // changes per node in this run

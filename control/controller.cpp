@@ -19,7 +19,8 @@ Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOp
       jobs_(&inventory_, options_.default_gpu_memory_gib),
       recovery_(&inventory_, &jobs_, options_.remediation_hook),
       agents_([this](const std::string& node) { return DesiredRanks(node); },
-              options_.node_heartbeat_timeout_s, options_.agent_lease_s, options_.unknown_process_timeout_s),
+              options_.node_heartbeat_timeout_s, options_.agent_lease_s, options_.unknown_process_timeout_s,
+              options_.follower_renewal_s),
       events_(options_.event_retention),
       lateness_(options_.late_after_s, clock_->Now()),
       slurm_sync_(&inventory_, &findings_, options_.default_gpu_memory_gib) {

@@ -62,6 +62,9 @@ struct ControllerOptions {
   // ranks; replacements of a lost node's ranks start only after it (docs/agent-protocol.md, "Lease").
   // 75 s: a control-plane outage of up to 60 s (a restart, an upgrade, a failover) stops no rank.
   double agent_lease_s = 75;
+  // Replicated mode: a follower may renew a lease from a view up to this old (daemon/follower_lease.h), so
+  // a lost node's replacements wait this much longer (control/agent_board.h). 0: one daemon (SQLite).
+  double follower_renewal_s = 0;
   double stop_timeout_s = 30;  // longest wait for an old attempt's ranks to stop before a restart
   // How long a rank process the daemon has no record of is kept (health/unknown_processes.h); 0: until an
   // operator decides (POST /v1/nodes/{id}/unknown-processes/stop).

@@ -57,7 +57,8 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (!j.ok()) return j.status();
   std::vector<FieldError> errs;
   FieldReader r(*j, "", &errs);
-  r.OnlyKnown({"listen", "db", "store", "store_prefix", "etcd_max_txn_ops", "etcd_max_request_bytes", "findings_retention_days", "inventory", "port_file", "tokens", "tokens_file", "job_policy",
+  r.OnlyKnown({"listen", "db", "store", "store_prefix", "etcd_max_txn_ops", "etcd_max_request_bytes",
+               "findings_retention_days", "inventory", "port_file", "tokens", "tokens_file", "job_policy",
                "max_connections", "max_connections_per_address", "body_budget", "topology_levels",
                "default_gpu_memory_gib", "min_spares_per_leaf", "min_spares_per_spine", "body_limit",
                "header_limit", "idle_timeout_s", "shutdown_grace_s", "tick_interval_s", "log_level",
@@ -75,7 +76,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
                // Events (docs/events.md).
                "event_retention", "webhooks",
                // Replicas (daemon/leadership.h).
-               "leader_ttl_s", "replica_id", "follower_read_max_age_s"});
+               "leader_ttl_s", "replica_id", "follower_read_max_age_s", "follower_renewal_max_age_s"});
   if (auto v = r.String("listen", false)) c->listen = *v;
   if (auto v = r.String("db", false, 4096)) c->db = *v;
   if (auto v = r.String("store", false, 8192)) {
@@ -102,6 +103,7 @@ Status LoadConfigFile(const std::string& path, DaemonConfig* c) {
   if (auto v = r.Number("leader_ttl_s", false, 2, 3600)) c->leader_ttl_s = static_cast<int64_t>(*v);
   if (auto v = r.String("replica_id", false, 256)) c->replica_id = *v;
   if (auto v = r.Number("follower_read_max_age_s", false, 0, 3600)) c->follower_read_max_age_s = *v;
+  if (auto v = r.Number("follower_renewal_max_age_s", false, 0, 60)) c->follower_renewal_max_age_s = *v;
   if (auto v = r.String("client_urls", false, 8192)) {
     if (Result<std::vector<std::string>> urls = net::ParseEndpointList(*v); urls.ok())
       c->client_urls = net::JoinEndpoints(*urls);

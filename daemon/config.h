@@ -113,6 +113,10 @@ struct DaemonConfig {
   // A follower serves reads of durable state from a view no older than this (daemon/follower_reads.h);
   // 0: followers redirect every read to the leader.
   double follower_read_max_age_s = 1;
+  // S: a follower that serves reads renews an agent's lease only from a view no older than this
+  // (daemon/follower_lease.h), and a leader starts a lost node's replacements S later for it
+  // (control/agent_board.h). The same on every replica (config file only); 0: followers renew no lease.
+  double follower_renewal_max_age_s = 1;
 };
 
 // spdlog's level names: trace, debug, info, warn, error, critical, off (spdlog reads any other as off).

@@ -10,6 +10,8 @@
 
 #include "api/http_server.h"
 #include "api/problem.h"
+#include "api/route_table.h"
+#include "daemon/follower_lease.h"
 
 namespace asio = boost::asio;
 
@@ -21,6 +23,16 @@ constexpr auto kRebindFor = std::chrono::seconds(10);        // the previous pha
 
 std::string PathOnly(const std::string& target) {
   return target.substr(0, target.find('?'));
+}
+
+// The node of an agent's renew-only heartbeat (daemon/follower_lease.h), or nullopt for any other request.
+std::optional<std::string> RenewOnlyNode(const HttpRequest& req) {
+  if (req.method != "POST" || req.Header(kRenewOnlyHeader).empty()) return std::nullopt;
+  std::map<std::string, std::string> params;
+  bool known = false;
+  const RouteRule* rule = FindRouteRule(req.method, PathOnly(req.target), &params, &known);
+  if (!rule || rule->pattern != "/v1/nodes/{id}/heartbeat") return std::nullopt;
+  return params["id"];
 }
 
 }  // namespace
@@ -85,6 +97,10 @@ Result<FollowerEnd> RunFollowerPhase(const FollowerPhase& phase, uint16_t* bound
     const bool probe = path == "/healthz" || path == "/readyz" || path == "/metrics";
     if (reader && !probe && ClassifyFollowerRoute(req.method, req.target) == FollowerRoute::kRead)
       return reader->Serve(std::move(req), std::move(respond));
+    // An agent the leader did not answer asks for its lease alone: answered from the view, not redirected.
+    if (reader && reader->renews())
+      if (std::optional<std::string> node = RenewOnlyNode(req))
+        return reader->Renew(std::move(req), std::move(*node), std::move(respond));
     std::string extra;
     if (reader && path == "/metrics") reader->AppendMetrics(&extra);
     respond(FollowerAnswer(req, leadership->View(), own_url, reader != nullptr, extra));

@@ -2,6 +2,8 @@
 // probes and metrics itself, serves the read routes whose answers come from durable state from its read
 // view (daemon/follower_reads.h; unless follower reads are off), and sends every other request to the
 // leader with 307 Temporary Redirect (method and body kept), or 503 + Retry-After while no leader is known.
+// An agent's renew-only heartbeat (header Shepherd-Renew-Only) it answers from its view as well, when it
+// renews leases (daemon/follower_lease.h); otherwise that heartbeat goes to the leader like any other.
 //
 // FollowerAnswer is pure (the request and what the replica knows in, the answer out). RunFollowerPhase runs
 // a small HTTP server on the calling thread (the follower's I/O thread) until this replica leads or the

@@ -12,6 +12,7 @@
 #include "api/plan_runner.h"
 #include "api/problem.h"
 #include "api/router.h"
+#include "daemon/follower_lease.h"
 #include "net/etcd_client.h"
 #include "storage/etcd_store.h"
 
@@ -150,13 +151,18 @@ struct FollowerReads::Impl {
   // Any thread.
   std::atomic<std::size_t> queued{0};
   std::atomic<uint64_t> served{0}, unavailable{0}, busy{0}, loads{0};
+  // Lease renewals: renewed, stopped (node lost), refused by reason (RenewalRefusal; kNone: etcd unreadable
+  // or the request was not a valid heartbeat).
+  std::atomic<uint64_t> renewed{0}, stopped{0}, refused_unavailable{0}, refused_invalid{0};
+  std::atomic<uint64_t> refused[4] = {0, 0, 0, 0};
   std::atomic<int64_t> confirmed_ns{0};  // steady-clock ns of confirmed_at; 0: no view
   std::atomic<int64_t> revision{0};
   std::atomic<int64_t> load_ns{0}, recover_ns{0};  // the last load's two phases
   std::thread thread;                              // last: starts after everything above is built
 
-  Status Refresh(SteadyTime now) {
-    if (view && JudgeView(confirmed_at, now, options.max_age) == ViewFreshness::kFresh) return Status::Ok();
+  Status Refresh(SteadyTime now) { return Refresh(now, options.max_age); }
+  Status Refresh(SteadyTime now, std::chrono::nanoseconds max_age) {
+    if (view && JudgeView(confirmed_at, now, max_age) == ViewFreshness::kFresh) return Status::Ok();
     const SteadyTime sent = Steady::now();
     if (!client) {
       auto c = net::EtcdClient::Create({.endpoints = options.endpoints, .timeout = options.etcd_timeout});
@@ -258,6 +264,86 @@ struct FollowerReads::Impl {
     view->Drain();
   }
 
+  // An agent's renew-only heartbeat (daemon/follower_lease.h).
+  void RunRenewal(HttpRequest request, const std::string& node, Respond respond, SteadyTime queued_at) {
+    queued.fetch_sub(1, std::memory_order_relaxed);
+    const SteadyTime now = Steady::now();
+    const std::string max_age = Seconds3(std::chrono::duration<double>(options.renew_max_age).count());
+    if (WaitedTooLong(queued_at, now, kMaxReadWait)) {
+      busy.fetch_add(1, std::memory_order_relaxed);
+      return respond(Refusal("this follower's lease renewals waited too long for its view; retry"));
+    }
+    if (Status s = Refresh(now, options.renew_max_age); !s.ok()) {
+      refused_unavailable.fetch_add(1, std::memory_order_relaxed);
+      spdlog::warn("lease renewal for node {} refused: {}", node, s.message());
+      return respond(Refusal("this follower cannot renew a lease from a view no older than " + max_age +
+                             " s: " + s.message() + "; retry"));
+    }
+    std::optional<Principal> principal;
+    if (auto refused_auth = view->router->Admit(request, &principal)) return respond(*refused_auth);
+    Result<Json> body = ParseJsonText(request.body);
+    Result<std::vector<RankRef>> ranks =
+        body.ok() ? RunningRanksOf(*body) : Result<std::vector<RankRef>>(body.status());
+    if (!ranks.ok()) {
+      refused_invalid.fetch_add(1, std::memory_order_relaxed);
+      HttpResponse r = ProblemFrom(ranks.status());
+      r.headers.emplace_back("Shepherd-Served-By", "follower");
+      return respond(std::move(r));
+    }
+    RenewalInput in{.confirmed_at = confirmed_at, .now = Steady::now(), .max_age = options.renew_max_age};
+    const Controller& c = *view->controller;
+    in.node_known = c.GetNode(node).ok();
+    for (const RankRef& r : *ranks) in.running.push_back(Classify(c, node, r));
+    in.now = Steady::now();  // the answer's time: the view's age is judged here
+    const RenewalDecision d = DecideRenewal(in);
+    const std::string at = std::to_string(view->revision);
+    if (d.verdict == RenewalVerdict::kRefuse) {
+      refused[static_cast<int>(d.why)].fetch_add(1, std::memory_order_relaxed);
+      spdlog::info("lease renewal for node {} refused ({}) at revision {}", node, ToString(d.why), at);
+      HttpResponse r = Refusal(d.why == RenewalRefusal::kNotDesired
+                                   ? "node " + node +
+                                         " runs ranks this follower's view does not assign it; "
+                                         "only the leader renews its lease"
+                               : d.why == RenewalRefusal::kUnknownNode
+                                   ? "node " + node + " is not in this follower's view; ask the leader"
+                                   : "this follower's view is older than " + max_age + " s; retry");
+      r.headers.emplace_back("Shepherd-Read-Revision", at);
+      return respond(std::move(r));
+    }
+    const bool stop = d.verdict == RenewalVerdict::kStop;
+    (stop ? stopped : renewed).fetch_add(1, std::memory_order_relaxed);
+    if (stop)
+      spdlog::warn("node {} was declared lost (revision {}): its agent is told to stop its ranks", node, at);
+    Json answer = {
+        {"renew_only", true}, {"ack_exits", Json::array()}, {"reports_accepted", 0}, {"reports_rejected", 0}};
+    if (stop)
+      answer["node_lost"] = true;  // no lease_s: none is granted (and agents take only a positive one)
+    else
+      answer["lease_s"] = options.controller.agent_lease_s;
+    HttpResponse r = JsonResponse(200, answer);
+    r.headers.emplace_back("Shepherd-Served-By", "follower");
+    r.headers.emplace_back("Shepherd-Read-Revision", at);
+    r.headers.emplace_back("Shepherd-Read-Age",
+                           Seconds3(std::chrono::duration<double>(Steady::now() - *confirmed_at).count()));
+    r.headers.emplace_back("Shepherd-Read-Max-Age", max_age);
+    respond(std::move(r));
+  }
+
+  static RankInView Classify(const Controller& c, const std::string& node, const RankRef& r) {
+    Result<std::vector<Finding>> lost = c.GetFailures({.job = r.job, .kind = FindingKind::kNodeLost});
+    if (lost.ok())
+      for (const Finding& f : *lost)
+        if (f.attempt == r.attempt && std::find(f.nodes.begin(), f.nodes.end(), node) != f.nodes.end())
+          return RankInView::kLost;
+    Result<PlacementView> p = c.GetPlacement(r.job);
+    if (!p.ok() || p->attempt != r.attempt || !IsActive(p->state) || !p->placement)
+      return RankInView::kNotDesired;
+    const auto& slots = p->placement->ranks;  // indexed by rank
+    if (r.rank < 0 || r.rank >= static_cast<int>(slots.size())) return RankInView::kNotDesired;
+    return slots[r.rank].rank == r.rank && slots[r.rank].node == node ? RankInView::kDesired
+                                                                      : RankInView::kNotDesired;
+  }
+
   static HttpResponse Refusal(const std::string& detail) {
     HttpResponse r = Problem(503, detail);
     r.headers.emplace_back("Retry-After", "1");
@@ -290,6 +376,22 @@ void FollowerReads::Serve(HttpRequest request, Respond respond) {
                           queued_at = Steady::now()]() mutable {
     impl->Run(std::move(request), std::move(respond), queued_at);
   });
+}
+
+void FollowerReads::Renew(HttpRequest request, std::string node, Respond respond) {
+  if (impl_->queued.fetch_add(1, std::memory_order_relaxed) >= kMaxQueuedReads) {
+    impl_->queued.fetch_sub(1, std::memory_order_relaxed);
+    impl_->busy.fetch_add(1, std::memory_order_relaxed);
+    return respond(Impl::Refusal("this follower has as many requests waiting as it holds; retry"));
+  }
+  asio::post(impl_->ioc, [impl = impl_.get(), request = std::move(request), node = std::move(node),
+                          respond = std::move(respond), queued_at = Steady::now()]() mutable {
+    impl->RunRenewal(std::move(request), node, std::move(respond), queued_at);
+  });
+}
+
+bool FollowerReads::renews() const {
+  return impl_->options.renew_max_age > std::chrono::nanoseconds(0);
 }
 
 void FollowerReads::SetTokens(std::vector<TokenEntry> tokens) {
@@ -335,6 +437,31 @@ void FollowerReads::AppendMetrics(std::string* out) const {
   *out += "shepherd_follower_view_load_seconds{phase=\"etcd\"} " + Seconds3(i.load_ns.load() / 1e9) + "\n";
   *out +=
       "shepherd_follower_view_load_seconds{phase=\"recover\"} " + Seconds3(i.recover_ns.load() / 1e9) + "\n";
+  *out +=
+      "# HELP shepherd_follower_lease_renewals_total Renew-only heartbeats this follower answered: lease "
+      "renewed, ranks stopped (the node was declared lost), or refused (no lease given; by reason in "
+      "shepherd_follower_lease_refusals_total).\n# TYPE shepherd_follower_lease_renewals_total counter\n";
+  uint64_t refusals = i.refused_unavailable.load() + i.refused_invalid.load();
+  for (const auto& r : i.refused) refusals += r.load();
+  *out +=
+      "shepherd_follower_lease_renewals_total{result=\"renewed\"} " + std::to_string(i.renewed.load()) + "\n";
+  *out +=
+      "shepherd_follower_lease_renewals_total{result=\"stopped\"} " + std::to_string(i.stopped.load()) + "\n";
+  *out += "shepherd_follower_lease_renewals_total{result=\"refused\"} " + std::to_string(refusals) + "\n";
+  *out +=
+      "# HELP shepherd_follower_lease_refusals_total Renew-only heartbeats refused: etcd unreadable "
+      "(unavailable), a view older than the renewal bound (stale_view), a node not in the view "
+      "(unknown_node), ranks the view does not assign the node (not_desired), not a valid heartbeat "
+      "(invalid).\n# TYPE shepherd_follower_lease_refusals_total counter\n";
+  auto line = [out](const char* reason, uint64_t n) {
+    *out += std::string("shepherd_follower_lease_refusals_total{reason=\"") + reason + "\"} " +
+            std::to_string(n) + "\n";
+  };
+  line("unavailable", i.refused_unavailable.load());
+  for (RenewalRefusal why :
+       {RenewalRefusal::kStaleView, RenewalRefusal::kUnknownNode, RenewalRefusal::kNotDesired})
+    line(ToString(why), i.refused[static_cast<int>(why)].load());
+  line("invalid", i.refused_invalid.load());
 }
 
 }  // namespace shepherd

@@ -11,7 +11,8 @@
 // time the confirming request was sent, on the steady clock). An older view is first checked with one
 // cheap request (the schema key: its header carries the store's revision); the view is reloaded only when
 // the revision moved. If etcd cannot be read, the read is answered 503 + Retry-After, never from an older
-// view. Nothing runs while nobody reads: no periodic reload.
+// view. Nothing runs while nobody reads: no periodic reload. An agent's renew-only heartbeat (Renew) is
+// answered the same way from a view no older than `renew_max_age` (daemon/follower_lease.h).
 //
 // Threading. Serve() is called on the follower's I/O thread and only queues the read (bounded: beyond
 // kMaxQueuedReads, 503). The view thread (one, owned here) runs every read in order: the age decision, the
@@ -83,6 +84,9 @@ struct FollowerReadsOptions {
   ControllerOptions controller;                                // as the leader's
   ApiOptions api;                                              // job_policy, quotas (planner: set here)
   std::vector<TokenEntry> tokens;                              // empty: auth off, as on the leader
+  // Lease renewals (daemon/follower_lease.h): the oldest view a renewal is answered from (S,
+  // follower_renewal_max_age_s); 0: this follower renews no lease (renew-only heartbeats go to the leader).
+  std::chrono::nanoseconds renew_max_age{0};
 };
 
 class FollowerReads {
@@ -100,12 +104,20 @@ class FollowerReads {
   // Shepherd-Read-Age (seconds since the revision was confirmed) and Shepherd-Read-Max-Age.
   void Serve(HttpRequest request, Respond respond);
 
+  // Queues an agent's renew-only heartbeat (POST /v1/nodes/{id}/heartbeat with Shepherd-Renew-Only) for
+  // the view thread, which answers it by DecideRenewal (daemon/follower_lease.h) from a view no older than
+  // renew_max_age, with the heartbeat route's auth. REQUIRES renews().
+  void Renew(HttpRequest request, std::string node, Respond respond);
+  bool renews() const;
+
   // Replaces the static tokens (a SIGHUP re-read the tokens file): for the current view and every later one.
   // Thread-safe (queued for the view thread).
   void SetTokens(std::vector<TokenEntry> tokens);
 
   // shepherd_follower_reads_total{result}, shepherd_follower_view_age_seconds,
-  // shepherd_follower_view_revision, shepherd_follower_view_loads_total.
+  // shepherd_follower_view_revision, shepherd_follower_view_loads_total,
+  // shepherd_follower_lease_renewals_total{result} (renewed, stopped, refused) and
+  // shepherd_follower_lease_refusals_total{reason}.
   void AppendMetrics(std::string* out) const;
 
  private:

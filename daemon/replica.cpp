@@ -29,6 +29,7 @@ std::optional<FollowerReadsOptions> FollowerReadsFor(const DaemonConfig& config,
   o.endpoints = location.endpoints;
   o.prefix = config.store_prefix;
   o.max_age = std::chrono::nanoseconds(static_cast<int64_t>(config.follower_read_max_age_s * 1e9));
+  o.renew_max_age = std::chrono::nanoseconds(static_cast<int64_t>(config.follower_renewal_max_age_s * 1e9));
   o.controller = config.controller;
   o.controller.slurm = config.slurm.enabled;
   o.api.job_policy = config.job_policy;
@@ -44,6 +45,14 @@ std::optional<FollowerReadsOptions> FollowerReadsFor(const DaemonConfig& config,
     o.tokens = std::move(tokens).value();
   }
   return o;
+}
+
+// A leader term's configuration: a lost node's replacements wait for the longest a follower may have
+// renewed its lease (control/agent_board.h).
+DaemonConfig LeaderConfig(const DaemonConfig& config) {
+  DaemonConfig c = config;
+  c.controller.follower_renewal_s = config.follower_renewal_max_age_s;
+  return c;
 }
 
 }  // namespace
@@ -107,6 +116,7 @@ int RunReplica(const DaemonConfig& config, const StoreLocation& location) {
     (void)::gethostname(name, sizeof(name) - 1);
     return std::string(name) + "-" + std::to_string(::getpid());
   }();
+  const DaemonConfig leader_config = LeaderConfig(config);
   std::unique_ptr<Leadership> leadership;
   uint16_t bound = port;
   std::string own_url;
@@ -183,11 +193,11 @@ int RunReplica(const DaemonConfig& config, const StoreLocation& location) {
       leadership->EndTerm();
       continue;
     }
-    const TermEnd end = ServeTerm(config, TermContext{.store = store->get(),
-                                                      .store_name = DescribeStore(config),
-                                                      .leadership = leadership.get(),
-                                                      .port = bound,
-                                                      .write_port_file = !port_written});
+    const TermEnd end = ServeTerm(leader_config, TermContext{.store = store->get(),
+                                                             .store_name = DescribeStore(config),
+                                                             .leadership = leadership.get(),
+                                                             .port = bound,
+                                                             .write_port_file = !port_written});
     port_written = true;
     store->reset();
     leadership->EndTerm();

@@ -490,3 +490,100 @@ TEST_F(AgentLoopTest, ABusyDaemonNeverFencesRanksBeforeTheLease) {
 
 }  // namespace
 }  // namespace shepherd::agent
+
+namespace shepherd::agent {
+namespace {
+
+// A follower renewing leases (docs/agent-protocol.md, "Lease"): the leader is gone (connections refused),
+// the follower redirects ordinary heartbeats to it and answers renew-only ones itself.
+class RenewOnlyTest : public AgentLoopTest {
+ protected:
+  void SetUp() override {
+    daemon_->SetLease(2);
+    follower_.KnowNode();
+    follower_.SetLease(2);
+    follower_.SetRedirect(daemon_->url());
+    follower_.SetRenewAnswer(Json{{"renew_only", true}, {"lease_s", 2}, {"ack_exits", Json::array()}});
+  }
+  AgentOptions TwoReplicas() {
+    AgentOptions o = Options();
+    o.server = daemon_->url() + "," + follower_.url();
+    o.fence_grace = 500ms;
+    return o;
+  }
+  FakeDaemon follower_;
+};
+
+// Its answer renews the lease and takes nothing: the exit stays in every heartbeat and the relayed batch
+// file stays on disk until a leader's answer takes them.
+TEST_F(RenewOnlyTest, AFollowersRenewalKeepsTheLeaseAndTakesNoExitNorRelayedReport) {
+  const std::string go = dir_.file("go");
+  const Json ranks = {Rank(1, 0, "exec sleep 100"),
+                      Rank(1, 1, "while [ ! -f " + go + " ]; do sleep 0.05; done; exit 3")};
+  daemon_->SetAssignments(ranks);
+  StartAgent(TwoReplicas());
+  ASSERT_TRUE(
+      WaitFor([&] { return StateOf(*daemon_, 1, 0) == "running" && StateOf(*daemon_, 1, 1) == "running"; }));
+  const int pid = LatestEntry(*daemon_, 1, 0)["pid"];
+  ASSERT_TRUE(WaitFor([&] { return !ReadFile(dir_.file("env-r0")).empty(); }));
+  const std::string relay = ParseEnvFile(ReadFile(dir_.file("env-r0")))["SHEPHERD_RELAY_DIR"];
+  ASSERT_FALSE(relay.empty());
+
+  daemon_.reset();  // the leader is gone: ordinary heartbeats fail, renew-only ones reach the follower
+  // A batch the rank wrote for its agent to relay (as the client writes it: a temporary name, then linked).
+  std::ofstream(relay + "/.b") << R"({"reports":[{"step":2}]})";
+  std::filesystem::rename(relay + "/.b", relay + "/1700000000000-000002.json");
+  std::ofstream(go) << "1";
+  ASSERT_TRUE(WaitFor([&] {
+    std::vector<Json> rs = follower_.renewals();
+    if (rs.empty()) return false;
+    for (const Json& p : rs.back()["processes"])
+      if (p["rank"] == 1 && p["state"] == "exited") return true;
+    return false;
+  }));
+  // Past the 2 s lease the leader granted, on the follower's renewals alone: rank 0 runs on, the exit is
+  // resent with every renewal (never acknowledged), the batch stays on disk and rides along each time.
+  const std::size_t seen = follower_.renewals().size();
+  ASSERT_TRUE(WaitFor([&] { return follower_.renewals().size() > seen + 30; }));  // >= 3 s at 100 ms
+  EXPECT_TRUE(::kill(pid, 0) == 0);
+  EXPECT_EQ(Starts(0), 1);
+  std::vector<Json> rs = follower_.renewals();
+  for (std::size_t i = seen; i < rs.size(); ++i) {
+    bool exit_listed = false;
+    for (const Json& p : rs[i]["processes"])
+      exit_listed = exit_listed || (p["rank"] == 1 && p["state"] == "exited");
+    EXPECT_TRUE(exit_listed) << "renewal " << i << " dropped the unacknowledged exit";
+    ASSERT_TRUE(rs[i].contains("reports")) << "renewal " << i;
+  }
+  EXPECT_TRUE(std::filesystem::exists(relay + "/1700000000000-000002.json"));
+  EXPECT_TRUE(follower_.heartbeats().empty()) << "renew-only heartbeats are all the follower answered";
+
+  // A leader answers again (here: the follower becomes it): the exit is acknowledged and the file goes.
+  follower_.SetRenewAnswer(std::nullopt);
+  follower_.SetRedirect("");
+  ASSERT_TRUE(WaitFor([&] {
+    std::vector<Json> hbs = follower_.heartbeats();
+    return hbs.size() > 2 && hbs.back()["processes"].size() == 1;
+  }));
+  EXPECT_FALSE(std::filesystem::exists(relay + "/1700000000000-000002.json"));
+  EXPECT_TRUE(::kill(pid, 0) == 0);
+}
+
+// A follower whose view shows the node lost answers node_lost: every rank stops at once (SIGTERM, then
+// SIGKILL fence_grace later), long before the lease the leader granted would end.
+TEST_F(RenewOnlyTest, ANodeLostAnswerStopsEveryRankAtOnce) {
+  daemon_->SetLease(30);
+  daemon_->SetAssignments({Rank(1, 0, "exec sleep 100")});
+  StartAgent(TwoReplicas());
+  ASSERT_TRUE(WaitFor([&] { return StateOf(*daemon_, 1, 0) == "running"; }));
+  const int pid = LatestEntry(*daemon_, 1, 0)["pid"];
+  follower_.SetRenewAnswer(Json{{"renew_only", true}, {"node_lost", true}, {"ack_exits", Json::array()}});
+  daemon_.reset();
+  const auto cut = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitFor([&] { return !follower_.renewals().empty(); }));
+  ASSERT_TRUE(WaitFor([&] { return ::kill(pid, 0) != 0; }));  // reaped by the agent
+  EXPECT_LT(std::chrono::steady_clock::now() - cut, 10s) << "the 30 s lease was not waited for";
+}
+
+}  // namespace
+}  // namespace shepherd::agent

@@ -115,6 +115,7 @@ void FakeDaemon::Serve(int fd) {
         value.erase(0, value.find_first_not_of(' '));
         if (strcasecmp(name.c_str(), "content-length") == 0) content_length = std::stoul(value);
         if (strcasecmp(name.c_str(), "authorization") == 0) req.authorization = value;
+        if (strcasecmp(name.c_str(), "shepherd-renew-only") == 0) req.renew_only = true;
         if (strcasecmp(name.c_str(), "connection") == 0 && strcasecmp(value.c_str(), "close") == 0)
           req.keep_alive = false;
       }
@@ -150,6 +151,10 @@ FakeDaemon::Response FakeDaemon::Handle(const Request& r) {
   bodies_.push_back(r.body);
   request_times_.push_back(std::chrono::steady_clock::now());
   if (down_) return {503, R"({"title": "down"})", ""};
+  if (r.renew_only && renew_answer_ && r.method == "POST" && EndsWith(PathOf(r.target), "/heartbeat")) {
+    renewals_.push_back(Json::parse(r.body));
+    return {200, renew_answer_->dump()};
+  }
   if (!redirect_base_.empty())
     return {redirect_status_, R"({"title": "not the leader"})",
             "Location: " + redirect_base_ + r.target + "\r\n"};
@@ -226,6 +231,16 @@ void FakeDaemon::SetBusy(std::optional<int> retry_after_s) {
 std::vector<std::chrono::steady_clock::time_point> FakeDaemon::request_times() const {
   std::lock_guard lock(mu_);
   return request_times_;
+}
+
+void FakeDaemon::SetRenewAnswer(std::optional<Json> answer) {
+  std::lock_guard lock(mu_);
+  renew_answer_ = std::move(answer);
+}
+
+std::vector<Json> FakeDaemon::renewals() const {
+  std::lock_guard lock(mu_);
+  return renewals_;
 }
 
 void FakeDaemon::SetRequiredToken(const std::string& token) {

@@ -11,6 +11,8 @@
 //   GET  /echo                              200 with {"authorization", "body", "method"}
 //   POST /echo                              same
 //   GET  /slow?ms=N                         200 after N ms
+// A renew-only heartbeat (header Shepherd-Renew-Only) is answered 200 with the SetRenewAnswer body, when
+// set, before any redirect (a follower that renews leases), and recorded in renewals().
 // Every request is answered 503 while SetDown(true), 429 with Retry-After while SetBusy(n), and 307 (or
 // 308) with "Location: <base><target>" while SetRedirect(base) (a follower naming its leader). Thread-safe.
 #pragma once
@@ -43,6 +45,9 @@ class FakeDaemon {
   void SetBusy(std::optional<int> retry_after_s);
   // Answer every request `status` (307 or 308) with Location: `base` + the request's target; "": serve.
   void SetRedirect(const std::string& base, int status = 307);
+  // Answer renew-only heartbeats with `answer` (nullopt: as any other heartbeat).
+  void SetRenewAnswer(std::optional<Json> answer);
+  std::vector<Json> renewals() const;  // the bodies of the renew-only heartbeats answered so
   void ForgetNode();
   void KnowNode();  // the node is known without registering (state another replica wrote)  // the daemon
                     // "lost" the node: 404 until it registers again
@@ -68,6 +73,7 @@ class FakeDaemon {
   struct Request {
     std::string method, target, body, authorization;
     bool keep_alive = true;
+    bool renew_only = false;
   };
   struct Response {
     int status = 200;
@@ -97,7 +103,8 @@ class FakeDaemon {
   bool drop_after_response_ = false;
   std::int64_t version_ = 0;
   Json ranks_ = Json::array();
-  std::vector<Json> registrations_, heartbeats_;
+  std::vector<Json> registrations_, heartbeats_, renewals_;
+  std::optional<Json> renew_answer_;
   std::vector<std::string> requests_, bodies_;
   std::vector<std::chrono::steady_clock::time_point> request_times_;
   std::vector<std::thread> workers_;

@@ -154,6 +154,70 @@ TEST(AgentBoardLeaseTest, ALostAgentsOldRanksHoldTheGateUntilItsLeaseExpires) {
   EXPECT_EQ(board.Current("spare").ranks[0].rank.attempt, 2);
 }
 
+// Replicas: a follower may have renewed n1's lease from a view up to renewal_s old that still assigned it
+// attempt 1, so the spare's ranks wait for (attempt 2 durable) + renewal_s + lease_s, not the lease the
+// leader itself last granted.
+TEST(AgentBoardLeaseTest, WithReplicasALostAgentsOldRanksHoldTheGateARenewalBoundPastTheNewAttempt) {
+  int attempt = 1;
+  constexpr double kLease = 15, kRenewal = 1;
+  AgentBoard board(
+      [&](const std::string& node) {
+        std::vector<RankAssignment> out;
+        if (node == "spare") out.push_back({{"job-1", attempt, 0}, 0, {"train"}, {}});
+        return out;
+      },
+      /*node_timeout_s=*/10, kLease, /*unknown_timeout_s=*/0, kRenewal);
+  FakeClock clock;
+  board.OnHeartbeat("n1", Running("job-1", 1), clock.Now(), KnowsAll);
+  board.OnHeartbeat("spare", {}, clock.Now(), KnowsAll);
+  clock.AdvanceSeconds(10);
+  board.OnHeartbeat("spare", {}, clock.Now(), KnowsAll);
+  ASSERT_EQ(board.CheckLiveness(clock.Now()).size(), 1u);  // n1 lost 10 s after its last heartbeat
+  attempt = 2;
+  board.HoldLaunch("job-1", 2, {"spare"}, clock.Now() + Seconds(1));
+  board.HoldUntilSaved("job-1", 2, {"spare"});
+  clock.AdvanceSeconds(0.25);  // the batch recording attempt 2 commits
+  const Time durable = clock.Now();
+  board.Saved("job-1", 2, durable);
+  // Not at last heartbeat + lease (15 s): at durable + 1 + 15 = 26.25 s after it.
+  while (clock.Now() < durable + Seconds(kRenewal + kLease)) {
+    board.OnTick(clock.Now());
+    ASSERT_TRUE(board.Current("spare").ranks.empty()) << ToSeconds(clock.Now() - durable) << " s after";
+    clock.AdvanceSeconds(0.25);
+  }
+  board.OnTick(clock.Now());
+  ASSERT_EQ(board.Current("spare").ranks.size(), 1u);
+  EXPECT_EQ(board.Current("spare").ranks[0].rank.attempt, 2);
+}
+
+// A new leader counts every attached agent's lease from its start, renewal_s longer with replicas.
+TEST(AgentBoardLeaseTest, WithReplicasARestoredAgentsLeaseIncludesTheRenewalBound) {
+  int attempt = 1;
+  AgentBoard board(
+      [&](const std::string& node) {
+        std::vector<RankAssignment> out;
+        if (node == "spare") out.push_back({{"job-1", attempt, 0}, 0, {"train"}, {}});
+        return out;
+      },
+      /*node_timeout_s=*/10, /*lease_s=*/15, /*unknown_timeout_s=*/0, /*renewal_s=*/2);
+  FakeClock clock;
+  const Time start = clock.Now();
+  board.Restore("n1", start);
+  board.OnHeartbeat("spare", {}, clock.Now(), KnowsAll);
+  clock.AdvanceSeconds(10);
+  board.OnHeartbeat("spare", {}, clock.Now(), KnowsAll);
+  ASSERT_EQ(board.CheckLiveness(clock.Now()).size(), 1u);
+  attempt = 2;
+  board.HoldLaunch("job-1", 2, {"spare"}, clock.Now() + Seconds(1));
+  while (clock.Now() < start + Seconds(17)) {
+    board.OnTick(clock.Now());
+    ASSERT_TRUE(board.Current("spare").ranks.empty()) << ToSeconds(clock.Now() - start) << " s";
+    clock.AdvanceSeconds(0.5);
+  }
+  board.OnTick(clock.Now());
+  EXPECT_EQ(board.Current("spare").ranks.size(), 1u);
+}
+
 }  // namespace
 }  // namespace shepherd
 

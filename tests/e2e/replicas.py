@@ -153,8 +153,9 @@ class EtcdCluster:
 class Replicas:
     """N shepherdd replicas over `etcd` under one prefix."""
 
-    def __init__(self, etcd, n=3, prefix="/shepherd-e2e", config=None, ttl_s=2):
+    def __init__(self, etcd, n=3, prefix="/shepherd-e2e", config=None, ttl_s=2, args=None):
         self.etcd = etcd
+        self.args = args or {}  # replica index -> extra command-line arguments
         self.prefix = prefix
         self.dir = tempfile.mkdtemp(prefix="shepherd-replicas-")
         cfg = {"tick_interval_s": 0.2, "node_heartbeat_timeout_s": 3, "agent_lease_s": 120, "stop_timeout_s": 20,
@@ -187,7 +188,7 @@ class Replicas:
         self.procs[i] = subprocess.Popen(
             [SHEPHERDD, "--listen", "127.0.0.1:%d" % self.ports[i], "--store", self.etcd.store_flag(),
              "--store-prefix", self.prefix, "--replica-id", "r%d" % i,
-             "--port-file", port_file, "--config", self.path("config.json")],
+             "--port-file", port_file, "--config", self.path("config.json")] + self.args.get(i, []),
             stdout=self.logs[i], stderr=subprocess.STDOUT)
 
         def port():
@@ -255,8 +256,8 @@ class Replicas:
             time.sleep(0.05)
 
     # ---- agents (`shepherdd agent --server URL1,URL2,URL3`) and their ranks
-    def start_agent(self, node, gpus=2, topology="spine=s0,leaf=l0", spare=False):
-        args = [SHEPHERDD, "agent", "--server", ",".join(self.urls), "--node-id", node, "--gpus", str(gpus),
+    def start_agent(self, node, gpus=2, topology="spine=s0,leaf=l0", spare=False, servers=None):
+        args = [SHEPHERDD, "agent", "--server", ",".join(servers or self.urls), "--node-id", node, "--gpus", str(gpus),
                 "--topology", topology, "--hostname", "127.0.0.1", "--state-dir", self.path("agent-" + node),
                 "--heartbeat-interval", "0.5", "--stop-grace", "3", "--long-poll-wait", "5"]
         if spare:

@@ -239,3 +239,74 @@ TEST_F(FollowerReadsEtcd, AFindingTheLeaderRecordedIsServedAsTheLeaderRendersIt)
 
 }  // namespace
 }  // namespace shepherd
+
+namespace shepherd {
+namespace {
+
+// Lease renewals (daemon/follower_lease.h) against a real etcd member: renewed for a node the view has,
+// refused for a node it has not and for ranks it does not assign the node, 422 for a body it cannot read,
+// and 503 once etcd cannot confirm the view; each counted.
+TEST_F(FollowerReadsEtcd, ARenewOnlyHeartbeatIsAnsweredFromTheViewAndTakesNothing) {
+  PutNode("n0");
+  FollowerReadsOptions o;
+  o.endpoints = etcd_.endpoints();
+  o.prefix = "/fr";
+  o.max_age = 1s;
+  o.renew_max_age = 400ms;
+  o.etcd_timeout = 500ms;
+  o.controller.agent_lease_s = 42;
+  auto reads = std::make_unique<FollowerReads>(o);
+  ASSERT_TRUE(reads->renews());
+  auto renew = [&](const std::string& node, const std::string& body) {
+    auto answer = std::make_shared<std::promise<HttpResponse>>();
+    auto got = answer->get_future();
+    reads->Renew(HttpRequest{.method = "POST", .target = "/v1/nodes/" + node + "/heartbeat", .body = body},
+                 node, [answer](HttpResponse r) { answer->set_value(std::move(r)); });
+    EXPECT_EQ(got.wait_for(20s), std::future_status::ready);
+    return got.get();
+  };
+  const std::string idle = R"({"agent": {"pid": 1}, "processes": []})";
+  HttpResponse ok = renew("n0", idle);
+  ASSERT_EQ(ok.status, 200) << ok.body;
+  const Json answer = Json::parse(ok.body);
+  EXPECT_EQ(answer["renew_only"], true);
+  EXPECT_EQ(answer["lease_s"], 42);
+  EXPECT_EQ(answer["ack_exits"], Json::array());
+  EXPECT_FALSE(answer.contains("node_lost"));
+  EXPECT_EQ(Header(ok, "Shepherd-Served-By"), "follower");
+  EXPECT_FALSE(Header(ok, "Shepherd-Read-Revision").empty());
+
+  HttpResponse unknown = renew("n9", idle);
+  EXPECT_EQ(unknown.status, 503) << unknown.body;
+  // A rank of a job the view does not have: not renewed (the leader decides), nothing stopped.
+  HttpResponse foreign =
+      renew("n0", R"({"processes": [{"job": "job-000009", "attempt": 1, "rank": 0, "state": "running"}]})");
+  EXPECT_EQ(foreign.status, 503) << foreign.body;
+  EXPECT_NE(foreign.body.find("only the leader renews"), std::string::npos) << foreign.body;
+  HttpResponse bad =
+      renew("n0", R"({"processes": [{"job": "j", "attempt": "x", "rank": 0, "state": "running"}]})");
+  EXPECT_EQ(bad.status, 422) << bad.body;
+  EXPECT_NE(bad.body.find("processes[0].attempt"), std::string::npos) << bad.body;
+
+  // Past the bound with etcd unreadable: no renewal from the older view.
+  const auto confirmed = Steady::now();
+  etcd_.Pause(0);
+  while (Steady::now() - confirmed <= 450ms) std::this_thread::sleep_for(10ms);
+  HttpResponse stale = renew("n0", idle);
+  etcd_.Resume(0);
+  EXPECT_EQ(stale.status, 503) << stale.body;
+  EXPECT_EQ(Header(stale, "Retry-After"), "1");
+
+  const std::string m = Metrics(*reads);
+  EXPECT_EQ(Metric(m, "shepherd_follower_lease_renewals_total{result=\"renewed\"}"), 1);
+  EXPECT_EQ(Metric(m, "shepherd_follower_lease_renewals_total{result=\"stopped\"}"), 0);
+  EXPECT_EQ(Metric(m, "shepherd_follower_lease_renewals_total{result=\"refused\"}"), 4);
+  EXPECT_EQ(Metric(m, "shepherd_follower_lease_refusals_total{reason=\"unknown_node\"}"), 1);
+  EXPECT_EQ(Metric(m, "shepherd_follower_lease_refusals_total{reason=\"not_desired\"}"), 1);
+  EXPECT_EQ(Metric(m, "shepherd_follower_lease_refusals_total{reason=\"invalid\"}"), 1);
+  EXPECT_EQ(Metric(m, "shepherd_follower_lease_refusals_total{reason=\"unavailable\"}"), 1);
+  EXPECT_EQ(renew("n0", idle).status, 200) << "etcd back: renewed again";
+}
+
+}  // namespace
+}  // namespace shepherd
