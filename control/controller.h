@@ -39,9 +39,9 @@
 #include "control/job_health.h"
 #include "control/rank_tokens.h"
 #include "control/recovery_executor.h"
-#include "control/slurm_jobs.h"
-#include "control/slurm_sync.h"
-#include "control/slurm_watch.h"
+#include "control/launch/slurm_allocations.h"
+#include "control/launch/slurm_node_sync.h"
+#include "control/launch/slurm_job_watch.h"
 #include "core/agent_protocol.h"
 #include "core/json.h"
 #include "health/lateness.h"
@@ -78,7 +78,7 @@ struct ControllerOptions {
   // Job owner -> the Unix user its ranks run as, carried in each assignment (`run_as`); "*" for every other
   // owner. Empty: no user is named and agents run ranks as their default (--run-as).
   std::map<std::string, std::string> run_as;
-  // The daemon syncs the inventory with Slurm (--slurm; control/slurm_sync.h).
+  // The daemon syncs the inventory with Slurm (--slurm; control/launch/slurm_node_sync.h).
   bool slurm = false;
   // policy.external_remediation = "requeue": requeues the Slurm job (never blocks; null without --slurm).
   ExternalRequeue slurm_requeue;
@@ -230,7 +230,7 @@ class Controller {
   // Called on the control thread with each durable batch's events, in order (webhooks). Must not block.
   void set_on_events(std::function<void(const std::vector<Event>&)> f) { on_events_ = std::move(f); }
 
-  // ---- Slurm (control/slurm_sync.h, control/slurm_watch.h; the daemon's worker reads the cluster, runs
+  // ---- Slurm (control/launch/slurm_node_sync.h, control/launch/slurm_job_watch.h; the daemon's worker reads the cluster, runs
   // the commands and reads the watched jobs)
   struct SlurmWork {
     std::vector<SlurmNodeCommand> commands;  // drains and resumes to run in Slurm
@@ -246,7 +246,7 @@ class Controller {
   // its restart given back.
   void ExternalRequeueDone(const RequeueOutcome& outcome);
 
-  // ---- Slurm launcher ("launcher": "slurm"; control/slurm_jobs.h, daemon/slurm_launch.h)
+  // ---- Slurm launcher ("launcher": "slurm"; control/launch/slurm_allocations.h, daemon/slurm_launch_worker.h)
   // What the launch worker is to do now (allocations, the current attempt's step, cancellations).
   // `started`: per job, the latest attempt the worker started a step for (its spec is then left out).
   SlurmOrders GetSlurmOrders(const std::map<std::string, int>& started = {}) const;

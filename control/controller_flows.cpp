@@ -165,7 +165,7 @@ Result<IngestSummary> Controller::IngestInto(const std::string& job, const Repor
   PersistTransitions(in.transitions, batch);
   if (in.urgent) EvaluateJob(job, now, batch);
   // Another launcher's job whose ranks all finished has ended, unless Slurm says when its job ends
-  // (control/slurm_watch.h: the batch script may run another step). Our agents report our ranks' exits.
+  // (control/launch/slurm_job_watch.h: the batch script may run another step). Our agents report our ranks' exits.
   if (in.all_finished) {
     const JobSpec& spec = jobs_.Find(job)->job.spec;
     if (LauncherFor(spec.launch_mode).EndsWhenEveryRankFinished(spec, options_.slurm) &&

@@ -1,4 +1,4 @@
-// Controller: the Slurm inventory sync (control/slurm_sync.h), the watched jobs' ends (control/slurm_watch.h)
+// Controller: the Slurm inventory sync (control/launch/slurm_node_sync.h), the watched jobs' ends (control/launch/slurm_job_watch.h)
 // and the outcomes of requeues. Called on the control thread with what the daemon's Slurm worker read; the
 // worker runs the commands returned, reads the watched jobs and reports back.
 #include <spdlog/spdlog.h>

@@ -1,4 +1,4 @@
-// Controller: jobs launched through Slurm ("launcher": "slurm"; control/slurm_jobs.h, docs/slurm.md).
+// Controller: jobs launched through Slurm ("launcher": "slurm"; control/launch/slurm_allocations.h, docs/slurm.md).
 // Each attempt is one srun step inside the job's allocation, which holds the placement's nodes plus
 // resources.spare_nodes hot spares. Recovery sees only the allocation (AllocationView), so a failed node is
 // replaced by the closest of the job's own spares; when none fits, the job is re-placed inside the

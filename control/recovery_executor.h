@@ -104,7 +104,7 @@ class RecoveryExecutor {
   // not possible).
   void set_requeue(ExternalRequeue requeue) { requeue_ = std::move(requeue); }
   // The cluster a job's recovery sees when it is not the whole inventory (a Slurm-launched job sees only
-  // its allocation, control/slurm_jobs.h); nullopt: the whole inventory.
+  // its allocation, control/launch/slurm_allocations.h); nullopt: the whole inventory.
   using ClusterFor = std::function<std::optional<Cluster>(const std::string& job)>;
   void set_cluster_for(ClusterFor f) { cluster_for_ = std::move(f); }
   // The nodes a job Shepherd does not launch runs on as its launcher says (Slurm's allocation of a

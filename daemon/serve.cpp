@@ -35,8 +35,8 @@
 #include "daemon/remediation_hook.h"
 #include "daemon/serve_term.h"
 #include "daemon/slurm_job_asker.h"
-#include "daemon/slurm_launch.h"
-#include "daemon/slurm_sync.h"
+#include "daemon/slurm_launch_worker.h"
+#include "daemon/slurm_sync_worker.h"
 #include "daemon/store_open.h"
 #include "daemon/webhooks.h"
 

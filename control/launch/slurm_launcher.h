@@ -1,6 +1,6 @@
 // SlurmLauncher: jobs launched through Slurm (LaunchMode::kSlurm, "launcher": "slurm", docs/slurm.md): each
 // attempt is one srun step inside the job's own allocation. The allocation's and steps' bookkeeping is
-// control/slurm_jobs.h; the daemon's worker runs sbatch and srun (daemon/slurm_launch.h).
+// control/launch/slurm_allocations.h; the daemon's worker runs sbatch and srun (daemon/slurm_launch_worker.h).
 // Stateless and immutable (control/launch/launcher.h): shared by every thread.
 #pragma once
 
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "control/launch/launcher.h"
-#include "control/slurm_jobs.h"
+#include "control/launch/slurm_allocations.h"
 #include "scheduler/cluster.h"
 
 namespace shepherd {

@@ -1,4 +1,4 @@
-// The Controller's side of "launcher": "slurm" (control/slurm_jobs.h, controller_slurm_launch.cpp): the
+// The Controller's side of "launcher": "slurm" (control/launch/slurm_allocations.h, controller_slurm_launch.cpp): the
 // orders it gives the launch worker (allocations, steps, their durability) and what it makes of the
 // worker's first events. Fixture: slurm_launch_fixture.h.
 #include "tests/control/slurm_launch_fixture.h"

@@ -11,7 +11,7 @@
 #include <set>
 
 #include "control/controller.h"
-#include "slurm/rank_env.h"
+#include "slurm/step_env.h"
 #include "slurm/rank_table.h"
 #include "tests/control/control_test_util.h"
 #include "tests/fakes/fake_clock.h"

@@ -16,7 +16,7 @@
 #include <fstream>
 #include <string>
 
-#include "slurm/launcher.h"
+#include "slurm/job_runner.h"
 
 namespace shepherd::slurm {
 namespace {

@@ -1,4 +1,4 @@
-#include "control/slurm_sync.h"
+#include "control/launch/slurm_node_sync.h"
 
 #include <spdlog/spdlog.h>
 

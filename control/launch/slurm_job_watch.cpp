@@ -1,4 +1,4 @@
-#include "control/slurm_watch.h"
+#include "control/launch/slurm_job_watch.h"
 
 #include <spdlog/spdlog.h>
 

@@ -1,4 +1,4 @@
-#include "daemon/slurm_launch.h"
+#include "daemon/slurm_launch_worker.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -18,7 +18,7 @@
 
 #include "agent/rank_files.h"
 #include "core/child_process.h"
-#include "slurm/launcher.h"
+#include "slurm/job_runner.h"
 #include "slurm/step_log.h"
 
 namespace shepherd {

@@ -1,4 +1,4 @@
-#include "daemon/slurm_sync.h"
+#include "daemon/slurm_sync_worker.h"
 
 #include <spdlog/spdlog.h>
 
@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "slurm/cli.h"
-#include "slurm/inventory.h"
+#include "slurm/slurm_view.h"
 
 namespace shepherd {
 

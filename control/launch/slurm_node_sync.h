@@ -17,8 +17,8 @@
 #include "control/inventory.h"
 #include "core/status.h"
 #include "core/time.h"
-#include "slurm/inventory.h"
-#include "slurm/reconcile.h"
+#include "slurm/slurm_view.h"
+#include "slurm/node_reconcile.h"
 #include "storage/store.h"
 
 namespace shepherd {

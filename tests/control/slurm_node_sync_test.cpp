@@ -1,7 +1,7 @@
 // SlurmSync on real `scontrol show nodes` / `scontrol show topology` output captured from the local cluster
 // (tests/slurm/testdata): import, Slurm's drains, Shepherd's own cordons drained with the finding's id and
 // kind, and the drained_by_shepherd record.
-#include "control/slurm_sync.h"
+#include "control/launch/slurm_node_sync.h"
 
 #include <gtest/gtest.h>
 

@@ -11,9 +11,9 @@
 #include <set>
 #include <sstream>
 
-#include "slurm/inventory.h"
-#include "slurm/launcher.h"
-#include "slurm/reconcile.h"
+#include "slurm/slurm_view.h"
+#include "slurm/job_runner.h"
+#include "slurm/node_reconcile.h"
 #include "tests/slurm/local_cluster.h"
 
 namespace shepherd::slurm {
@@ -224,7 +224,7 @@ TEST(SlurmCluster, DdpStepRunsEachRankWherePlaced) {
 }
 
 // Two ranks sharing n1 see LOCAL_RANK 0 and 1; a rank placed on a node outside the step's layout is
-// impossible by construction, so the wrapper's refusal is covered by rank_env_test.
+// impossible by construction, so the wrapper's refusal is covered by step_env_test.
 TEST(SlurmCluster, TwoRanksOnOneNodeGetLocalRanks) {
   REQUIRE_CLUSTER();
   ASSERT_FALSE(g_allocation.empty());

@@ -1,4 +1,4 @@
-#include "control/slurm_jobs.h"
+#include "control/launch/slurm_allocations.h"
 
 #include <algorithm>
 

@@ -32,7 +32,7 @@
 #include "core/job.h"
 #include "core/status.h"
 #include "slurm/cli.h"
-#include "slurm/rank_env.h"
+#include "slurm/step_env.h"
 #include "slurm/rank_table.h"
 
 namespace shepherd::slurm {
@@ -73,7 +73,7 @@ struct StepSpec {
   EnvMap env;
   // Optional, indexed by rank: variables that differ between ranks, composed by the caller (the controller
   // uses scheduler/rank_env.h's ComposeRankEnv, as for the agents); given, the wrapper sets exactly these
-  // and derives nothing (slurm/rank_env.h, EncodeRankTables). Empty: the wrapper's own derivation.
+  // and derives nothing (slurm/step_env.h, EncodeRankTables). Empty: the wrapper's own derivation.
   std::vector<EnvMap> rank_env;
   // GPUs the step asks for on each of its nodes (srun --gres=gpu:N): on a site with ConstrainDevices=yes a
   // task sees only the GPUs its step holds. The controller asks for every GPU of a node (the fewest any of

@@ -1,4 +1,4 @@
-#include "slurm/launcher.h"
+#include "slurm/job_runner.h"
 
 #include <dirent.h>
 #include <signal.h>

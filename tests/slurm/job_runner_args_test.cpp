@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/child_process.h"
-#include "slurm/launcher.h"
+#include "slurm/job_runner.h"
 #include "slurm/subprocess.h"
 
 namespace shepherd::slurm {
