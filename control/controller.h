@@ -234,7 +234,7 @@ class Controller {
   // the commands and reads the watched jobs)
   struct SlurmWork {
     std::vector<SlurmNodeCommand> commands;  // drains and resumes to run in Slurm
-    std::vector<WatchedSlurmJob> watched;    // jobs whose Slurm record to read (SlurmWatch::ToRead)
+    std::vector<WatchedSlurmJob> watched;    // jobs whose Slurm record to read (SlurmJobWatch::ToRead)
   };
   // Applies Slurm's view to the inventory; `done` gets the cycle's work.
   void SyncSlurm(const slurm::SlurmView& view, Done<SlurmWork> done);
@@ -461,9 +461,9 @@ class Controller {
   std::function<void(const std::vector<Event>&)> on_events_;
   RankTokens rank_tokens_;
   Lateness lateness_;
-  SlurmSync slurm_sync_;
-  SlurmWatch slurm_watch_;
-  SlurmJobs slurm_jobs_;
+  SlurmNodeSync slurm_sync_;
+  SlurmJobWatch slurm_watch_;
+  SlurmAllocations slurm_jobs_;
   std::map<std::string, uint64_t> report_counts_;
   uint64_t reports_ignored_[kIgnoredReasons] = {};
   // Heartbeat entries ignored, by what: "process" (a rank not placed on the heartbeating node, or named

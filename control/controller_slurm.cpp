@@ -22,7 +22,7 @@ void Controller::SyncSlurm(const slurm::SlurmView& view, Done<SlurmWork> done) {
         n && !n->failed && slurm::ShepherdStateOf(s.state) == NodeState::kFailed)
       down.emplace_back(s.name, s.state_text);
   OnSlurmNodesFailed(down, now, &batch);
-  SlurmWork work{slurm_sync_.Apply(view, now, &batch), SlurmWatch::ToRead(jobs_)};
+  SlurmWork work{slurm_sync_.Apply(view, now, &batch), SlurmJobWatch::ToRead(jobs_)};
   Schedule(now, &batch);
   CommitThen<SlurmWork>(std::move(batch), std::move(done), [work = std::move(work)] { return work; });
 }
@@ -34,7 +34,7 @@ void Controller::SlurmCycleDone(const std::vector<SlurmCommandResult>& results,
   WriteBatch batch;
   slurm_sync_.OnCommandsDone(results, &batch);
   bool ended = false;
-  SlurmWatch::Observation seen = slurm_watch_.Observe(sightings);
+  SlurmJobWatch::Observation seen = slurm_watch_.Observe(sightings);
   for (const auto& [job, hold] : seen.hold) {
     // Slurm suspended or is ending the job: its ranks' silence is Slurm's doing (a scancel was recorded as
     // heartbeat_lost before the second read ended the job). Judged again from when it runs again.
@@ -45,7 +45,7 @@ void Controller::SlurmCycleDone(const std::vector<SlurmCommandResult>& results,
     else
       h->second->Resume(now);
   }
-  for (const SlurmWatch::Ended& end : seen.ended) {
+  for (const SlurmJobWatch::Ended& end : seen.ended) {
     const JobEntry* e = jobs_.Find(end.job);
     if (!e || IsTerminal(e->job.state)) continue;  // cancelled while Slurm was being read
     spdlog::info("job {} {}: {}", end.job, ToString(end.state), end.reason);

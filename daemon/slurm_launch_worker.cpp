@@ -74,7 +74,7 @@ struct SlurmLaunchLoop::State : std::enable_shared_from_this<SlurmLaunchLoop::St
   SlurmConfig config;
   Controller* controller = nullptr;
   Post post;
-  std::unique_ptr<slurm::SlurmLauncher> launcher;
+  std::unique_ptr<slurm::JobRunner> launcher;
   std::thread worker;
   std::atomic<bool> stopped{false};
   std::mutex mu;
@@ -125,12 +125,12 @@ SlurmLaunchLoop::SlurmLaunchLoop(const SlurmConfig& config, Controller* controll
   state_->config = config;
   state_->controller = controller;
   state_->post = std::move(post);
-  slurm::SlurmLauncher::Options o;
+  slurm::JobRunner::Options o;
   o.cli.slurm_conf = config.slurm_conf;
   o.cli.timeout = std::chrono::milliseconds(static_cast<long>(config.command_timeout_s * 1000));
   o.rank_exec = config.rank_exec;
   o.rank_table_dir = config.rank_table_dir;
-  state_->launcher = std::make_unique<slurm::SlurmLauncher>(o);
+  state_->launcher = std::make_unique<slurm::JobRunner>(o);
 }
 
 SlurmLaunchLoop::~SlurmLaunchLoop() {

@@ -1,6 +1,6 @@
 // The daemon's Slurm launch worker (launcher "slurm", docs/slurm.md): one thread that, every poll interval,
 // asks the controller for its orders (Controller::GetSlurmOrders, on the control thread), carries them out
-// with slurm::SlurmLauncher (sbatch the allocation or adopt one, srun one step per attempt, stop a
+// with slurm::JobRunner (sbatch the allocation or adopt one, srun one step per attempt, stop a
 // replaced attempt's step with its grace, cancel released allocations), watches what it started (the
 // allocation's nodes, the step's end and what srun said about it) and posts what happened back
 // (Controller::OnSlurmLaunch). Nothing Slurm-related runs on the control thread.

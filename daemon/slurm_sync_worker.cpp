@@ -200,7 +200,7 @@ bool SlurmSyncLoop::State::Cycle(std::string* last_error) {
         c.kind == SlurmNodeCommand::Kind::kDrain ? cli.DrainNode(c.node, c.reason) : cli.ResumeNode(c.node);
     results.push_back({c, std::move(s)});
   }
-  // Every watched job, every cycle: SlurmWatch forgets the jobs it is not told about.
+  // Every watched job, every cycle: SlurmJobWatch forgets the jobs it is not told about.
   std::vector<SlurmJobSighting> sightings;
   for (const WatchedSlurmJob& w : work->watched) sightings.push_back({w, cli.ShowJob(w.external_id)});
   if (!results.empty() || !sightings.empty())

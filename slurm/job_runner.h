@@ -1,4 +1,4 @@
-// SlurmLauncher: the seam through which the controller runs a job's attempts on a Slurm cluster.
+// JobRunner: the seam through which the controller runs a job's attempts on a Slurm cluster.
 //
 // Pattern (docs/slurm.md): one Slurm allocation per Shepherd job, holding the nodes the plan needs plus
 // the job's spares. It is a batch job whose only work is `sleep infinity`, submitted with --exclusive,
@@ -11,7 +11,7 @@
 // back), through `shepherd-slurm-rank`, which gives each rank the same variables the node agents give, read
 // from the step's rank table file (slurm/rank_table.h; no per-rank strings in the environment).
 //
-// Threading and blocking: a SlurmLauncher holds only immutable options. Every method is synchronous (it
+// Threading and blocking: a JobRunner holds only immutable options. Every method is synchronous (it
 // runs Slurm commands and polls) and may be called from any thread, concurrently for different jobs and
 // steps. The controller must call them off its own strand. Worst-case durations are stated per method;
 // each Slurm command is bounded by Options::cli.timeout (T, default 30 s).
@@ -94,7 +94,7 @@ struct Step {
   std::optional<ExitStatus> early_exit;
 };
 
-class SlurmLauncher {
+class JobRunner {
  public:
   struct Options {
     SlurmCli::Options cli;
@@ -107,7 +107,7 @@ class SlurmLauncher {
     std::string rank_table_dir;
     std::string node_table_dir = "/tmp";
   };
-  explicit SlurmLauncher(Options options);
+  explicit JobRunner(Options options);
 
   // sbatch the holding job and return its id at once (it may still be pending). kInvalidArgument: request
   // violates a REQUIRES. kUnavailable: sbatch failed. At most T.

@@ -1,4 +1,4 @@
-// SlurmJobs: the Slurm side of the jobs Shepherd launches through Slurm ("launcher": "slurm",
+// SlurmAllocations: the Slurm side of the jobs Shepherd launches through Slurm ("launcher": "slurm",
 // docs/slurm.md): per job, the allocation that holds its nodes (its placement plus its hot spares), and the
 // allocations being given back. The daemon's launch worker (daemon/slurm_launch_worker.h) carries out what the
 // controller orders (Controller::SlurmOrders: request or adopt the allocation, run the current attempt as
@@ -94,7 +94,7 @@ struct SlurmLaunchEvent {
   std::string message;
 };
 
-class SlurmJobs {
+class SlurmAllocations {
  public:
   inline static const std::string kKeyPrefix = "slurm_alloc/";
 

@@ -34,7 +34,7 @@ class SlurmLauncher final : public Launcher {
   JobHealth::Launch Arming() const override { return JobHealth::Launch::kByAgents; }
 
   // The allocation an attempt of `job` placed at `p`, just started, runs in. `held`: the job's allocation
-  // record, if any; `taken`: nodes other jobs' allocations hold (SlurmJobs::HeldNodes). An allocation that
+  // record, if any; `taken`: nodes other jobs' allocations hold (SlurmAllocations::HeldNodes). An allocation that
   // cannot host the placement (a manual restart onto other nodes, a requeued job placed again) is given
   // back for a new one; an adopted one is kept (the job is re-placed inside it once its nodes are known).
   struct AllocationChange {

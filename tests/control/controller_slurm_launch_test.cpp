@@ -167,7 +167,7 @@ TEST_F(SlurmLaunchTest, TheRequestsNameIsDurableAndOldRecordsLoadWithout) {
   EXPECT_TRUE(again->allocation_durable);
 
   WriteBatch old;
-  old.Put({Collection::kMeta, SlurmJobs::kKeyPrefix + id, id,
+  old.Put({Collection::kMeta, SlurmAllocations::kKeyPrefix + id, id,
            R"({"state": "pending", "id": "41", "nodes": ["n0", "n1", "n2"], "adopted": false})"});
   store_->Write(std::move(old), [](Status s) { ASSERT_TRUE(s.ok()); });
   Reset();
