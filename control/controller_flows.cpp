@@ -210,7 +210,13 @@ void Controller::Tick() {
   for (const std::string& id : ids) EvaluateJob(id, now, &batch);
   ReleaseHolds(now, &batch);  // after the agents: a node declared lost decides before a held exit
   CheckLaunches(now, &batch);
-  ReplaceBlockedSlurmAllocations(now, &batch);
+  // Slurm allocations not started that name nodes no longer usable: their jobs placed again off them
+  // (one that fits nowhere else keeps waiting, Slurm's pending reason its own).
+  for (const BlockedSlurmAllocation& b : slurm_.Blocked())
+    if (PlaceAgain(b.job, b.unusable, b.reason, now, &batch).ok()) {
+      slurm_.Release(b.job, &batch);
+      spdlog::warn("job {}: {}", b.job, b.reason);
+    }
   auto unserved = [this] { return UnservedNodes(); };
   recovery_.StartDue(now, &batch, unserved);
   recovery_.StartQueuedOnSpares(

@@ -33,7 +33,7 @@ namespace shepherd {
 using RemediationHook = std::function<void(const Finding&)>;
 // Requeues the launcher's job `job.spec.external_id` (with --slurm: `scontrol requeue <SLURM_JOB_ID>`, for
 // the job's owner) for finding `f` of a job whose policy.external_remediation is "requeue". Must not block
-// the control thread. The outcome comes back through Controller::ExternalRequeueDone.
+// the control thread. The outcome comes back through Controller::OnSlurmReport.
 using ExternalRequeue = std::function<void(const Job& job, const Finding& f)>;
 struct RequeueOutcome {
   std::string finding;  // the finding that asked for it

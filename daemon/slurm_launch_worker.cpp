@@ -87,7 +87,7 @@ struct SlurmLaunchLoop::State : std::enable_shared_from_this<SlurmLaunchLoop::St
   std::optional<SlurmOrders> AwaitOrders();
   void Send(SlurmLaunchEvent ev) {
     post([self = shared_from_this(), ev = std::move(ev)] {
-      if (!self->stopped) self->controller->OnSlurmLaunch(ev);
+      if (!self->stopped) self->controller->OnSlurmReport(ev);
     });
   }
   void Allocation(const SlurmJobOrder& o, struct Run& run);

@@ -3,7 +3,7 @@
 // with slurm::JobRunner (sbatch the allocation or adopt one, srun one step per attempt, stop a
 // replaced attempt's step with its grace, cancel released allocations), watches what it started (the
 // allocation's nodes, the step's end and what srun said about it) and posts what happened back
-// (Controller::OnSlurmLaunch). Nothing Slurm-related runs on the control thread.
+// (Controller::OnSlurmReport). Nothing Slurm-related runs on the control thread.
 // Owns: the srun processes of the steps it started (children of the daemon, each in a session of its own so
 // that it outlives the daemon) and what it knows of each job's allocation and step. Worker thread only
 // (Start and Stop from the control thread).

@@ -108,7 +108,7 @@ void SlurmSyncLoop::State::Run() {
       for (RequeueOutcome& r : asked) {
         RunRequeue(&r);
         post([self = shared_from_this(), r] {
-          if (!self->stopped) self->controller->ExternalRequeueDone(r);
+          if (!self->stopped) self->controller->OnSlurmReport(r);
         });
       }
     }
@@ -205,7 +205,7 @@ bool SlurmSyncLoop::State::Cycle(std::string* last_error) {
   for (const WatchedSlurmJob& w : work->watched) sightings.push_back({w, cli.ShowJob(w.external_id)});
   if (!results.empty() || !sightings.empty())
     post([self = shared_from_this(), results = std::move(results), sightings = std::move(sightings)] {
-      if (!self->stopped) self->controller->SlurmCycleDone(results, sightings);
+      if (!self->stopped) self->controller->OnSlurmReport(SlurmCycleResults{results, sightings});
     });
   return true;
 }

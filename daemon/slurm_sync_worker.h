@@ -1,8 +1,8 @@
 // The daemon's Slurm worker (`--slurm`): one thread that reads the cluster (scontrol show nodes / topology)
 // every reconcile interval, hands the view to the controller on the control thread (Controller::SyncSlurm),
 // runs the drains and resumes it returns, reads the record of every job it watches (scontrol show job),
-// and posts both back (Controller::SlurmCycleDone). Between cycles it runs the requeues recovery asks for
-// (external_remediation "requeue") and posts their outcomes (Controller::ExternalRequeueDone). Slurm's
+// and posts both back (Controller::OnSlurmReport). Between cycles it runs the requeues recovery asks for
+// (external_remediation "requeue") and posts their outcomes (Controller::OnSlurmReport). Slurm's
 // commands block (up to the command timeout each); none ever runs on the control thread.
 // Threading: Start, Stop and Requeue from the control thread; everything else runs on the worker thread or
 // is posted to the control thread. One cycle at a time: the next read starts only after the previous

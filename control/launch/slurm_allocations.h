@@ -1,7 +1,7 @@
 // SlurmAllocations: the Slurm side of the jobs Shepherd launches through Slurm ("launcher": "slurm",
 // docs/slurm.md): per job, the allocation that holds its nodes (its placement plus its hot spares), and the
 // allocations being given back. The daemon's launch worker (daemon/slurm_launch_worker.h) carries out what the
-// controller orders (Controller::SlurmOrders: request or adopt the allocation, run the current attempt as
+// controller orders (SlurmOwner::Orders: request or adopt the allocation, run the current attempt as
 // one srun step, cancel what is released) and reports what happened (SlurmLaunchEvent).
 // Owns: per job the Allocation record, and the allocation ids being cancelled. Durable as kMeta records
 // "slurm_alloc/<job>" (JSON), so a restarted daemon keeps (and never requests twice) its allocations.

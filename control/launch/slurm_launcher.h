@@ -24,7 +24,7 @@ class SlurmLauncher final : public Launcher {
   LaunchMode mode() const override { return LaunchMode::kSlurm; }
   // Only a daemon started with --slurm launches through Slurm (422 naming `launcher`).
   Status Admit(bool daemon_slurm) const override;
-  // No agent gates: the step starts only once the attempt is durable (Controller::GetSlurmOrders), and
+  // No agent gates: the step starts only once the attempt is durable (SlurmOwner::Orders), and
   // Slurm, not an agent, runs the older attempt's step.
   LaunchGates GatesFor(int attempt) const override;
   bool HoldsAllocation() const override { return true; }

@@ -69,7 +69,7 @@ class SlurmLaunchTest : public ::testing::Test {
     return id;
   }
   void Send(SlurmLaunchEvent ev) {
-    controller_->OnSlurmLaunch(ev);
+    controller_->OnSlurmReport(ev);
     Drain();
   }
   std::optional<SlurmJobOrder> OrderOf(const SlurmOrders& o, const std::string& job) {
