@@ -5,7 +5,8 @@
 // (external_remediation "requeue") and posts their outcomes (Controller::OnSlurmReport). Slurm's
 // commands block (up to the command timeout each); none ever runs on the control thread.
 // Threading: Start, Stop and Requeue from the control thread; everything else runs on the worker thread or
-// is posted to the control thread. One cycle at a time: the next read starts only after the previous
+// is posted to the control thread (daemon/control_channel.h: a cycle whose view the control thread does not
+// take within kControlAnswerTimeout is dropped, and the next reads again). One cycle at a time: the next read starts only after the previous
 // cycle's commands ran, so a drain is never issued twice for one decision.
 #pragma once
 
@@ -18,10 +19,10 @@
 
 namespace shepherd {
 
-class SlurmSyncLoop {
+class SlurmSyncWorker {
  public:
-  SlurmSyncLoop(const SlurmConfig& config, TopologyLevels levels, Controller* controller, Post post);
-  ~SlurmSyncLoop();  // Stop()
+  SlurmSyncWorker(const SlurmConfig& config, TopologyLevels levels, Controller* controller, Post post);
+  ~SlurmSyncWorker();  // Stop()
   // Starts the worker; the first sync (the inventory import) begins at once.
   void Start();
   // Stops the worker and joins it (a Slurm command under way finishes first, bounded by its timeout).
