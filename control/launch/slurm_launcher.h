@@ -1,6 +1,7 @@
 // SlurmLauncher: jobs launched through Slurm (LaunchMode::kSlurm, "launcher": "slurm", docs/slurm.md): each
-// attempt is one srun step inside the job's own allocation. The allocation's and steps' bookkeeping is
-// control/launch/slurm_allocations.h; the daemon's worker runs sbatch and srun (daemon/slurm_launch_worker.h).
+// attempt is one srun step inside the job's own allocation. What this mode keeps (allocations, steps, the
+// orders for the daemon's worker, which runs sbatch and srun: daemon/slurm_launch_worker.h) is the Slurm
+// owner's, control/launch/slurm_owner.h, which the Controller holds.
 // Stateless and immutable (control/launch/launcher.h): shared by every thread.
 #pragma once
 
