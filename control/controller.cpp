@@ -23,7 +23,7 @@ Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOp
               options_.follower_renewal_s),
       events_(options_.event_retention),
       lateness_(options_.late_after_s, clock_->Now()),
-      slurm_sync_(&inventory_, &findings_, options_.default_gpu_memory_gib) {
+      slurm_(&inventory_, &jobs_, &findings_, options_.default_gpu_memory_gib) {
   // An ending attempt is recorded with its final marks (open checkpoint phases included).
   jobs_.set_marks_source([this](Attempt* a) {
     auto h = health_.find(a->job);
@@ -32,14 +32,14 @@ Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOp
   });
   recovery_.set_slurm(options_.slurm);
   recovery_.set_requeue(options_.slurm_requeue);
-  recovery_.set_cluster_for([this](const std::string& job) { return AllocationView(job); });
+  recovery_.set_cluster_for([this](const std::string& job) { return slurm_.AllocationView(job); });
   // The exit hold waits at most the node timeout (plus a margin) for a silent agent; an incident takes in
   // findings of its own attempt within that span too (scheduler/incidents.h, scheduler/exit_hold.h).
   recovery_.set_exit_hold([this](const std::string& node) { return agents_.LastHeard(node); },
                           options_.node_heartbeat_timeout_s);
   recovery_.set_incident_window({.join_window_s = options_.node_heartbeat_timeout_s + 5, .grace_s = 30});
   recovery_.set_launcher_nodes([this](const Job& job) -> std::optional<std::set<std::string>> {
-    if (options_.slurm && !job.spec.external_id.empty()) return slurm_watch_.NodesOf(job.id);
+    if (options_.slurm && !job.spec.external_id.empty()) return slurm_.WatchedNodesOf(job.id);
     const JobEntry* e = jobs_.Find(job.id);
     if (!e || !e->attempt) return std::nullopt;
     std::set<std::string> nodes;
@@ -65,17 +65,14 @@ void Controller::Commit(WriteBatch batch, std::function<void(Status)> done) {
   // Attempts this batch starts reach the agents, or become a Slurm step, and the Slurm allocations it asks
   // for are requested, only once it is durable.
   auto saved = [this, starts = std::exchange(unsaved_starts_, {}),
-                requests = std::exchange(unsaved_request_starts_, {}), last_event,
+                requests = slurm_.TakeNewRequests(), last_event,
                 events = std::move(events)] {
     if (last_event) {
       events_.MarkDurable(last_event);
       if (on_events_) on_events_(events);
     }
-    for (const auto& [job, attempt] : starts) {
-      unsaved_attempts_.erase({job, attempt});
-      agents_.Saved(job, attempt, clock_->Now());
-    }
-    for (const std::string& r : requests) unsaved_requests_.erase(r);
+    for (const auto& [job, attempt] : starts) agents_.Saved(job, attempt, clock_->Now());
+    slurm_.Saved(starts, requests);
   };
   if (batch.empty()) {
     post_([saved, done = std::move(done)] {
@@ -123,8 +120,8 @@ void Controller::Settle(Time now, WriteBatch* batch) {
     if (gates.wait_for_older_attempt)
       agents_.HoldLaunch(ev.job, ev.attempt, ev.nodes, now + Seconds(options_.stop_timeout_s));
     if (gates.wait_until_saved) agents_.HoldUntilSaved(ev.job, ev.attempt, ev.nodes);
-    unsaved_starts_.emplace_back(ev.job, ev.attempt);  // Slurm: no step before then (GetSlurmOrders)
-    unsaved_attempts_.emplace(ev.job, ev.attempt);
+    unsaved_starts_.emplace_back(ev.job, ev.attempt);
+    slurm_.AttemptStarted(ev.job, ev.attempt);  // Slurm: no step before it is durable
     if (launcher.Credential() != RankCredential::kPerJob && IsActive(e->job.state))
       rank_tokens_.Mint({ev.job, ev.attempt}, batch);
   }
@@ -149,7 +146,7 @@ void Controller::Settle(Time now, WriteBatch* batch) {
         agents_.DropGate(ev.job);
       }
     }
-    if (launcher.HoldsAllocation()) SettleSlurm(ev, now, batch);
+    if (launcher.HoldsAllocation()) slurm_.Settle(ev, now, batch);
     if (launcher.GatesFor(ev.attempt).bump_nodes)
       for (const std::string& node : ev.nodes) agents_.Bump(node);
   }
@@ -173,7 +170,7 @@ void Controller::Schedule(Time now, WriteBatch* batch) {
   // A job our agents launch goes to a node no live agent serves only when it fits nowhere else, or it waits
   // its launch timeout (a first deployment's inventory file lists nodes before their agents run).
   jobs_.Schedule([this](const std::string& job) { return HealthOf(job).DefaultResume(); }, now, batch,
-                 slurm_jobs_.HeldNodes(), [this] { return UnservedNodes(); });
+                 slurm_.HeldNodes(), [this] { return UnservedNodes(); });
 }
 
 // ---- Nodes
@@ -280,14 +277,14 @@ Status Controller::EndJob(const std::string& id, JobState state, const std::stri
   agents_.DropGate(id);
   rank_tokens_.Revoke(id, std::nullopt, batch);
   if (auto it = health_.find(id); it != health_.end()) it->second->OnJobEnd();
-  slurm_jobs_.Release(id, batch);  // launcher "slurm": its allocation is cancelled (unless adopted)
+  slurm_.Release(id, batch);  // launcher "slurm": its allocation is cancelled (unless adopted)
   return Status::Ok();
 }
 
 JobView Controller::ViewOf(const JobEntry& e) const {
   JobView v;
   static_cast<JobEntry&>(v) = e;
-  if (const SlurmAllocationRecord* a = slurm_jobs_.Find(e.job.id)) v.slurm_allocation = *a;
+  if (const SlurmAllocationRecord* a = slurm_.Find(e.job.id)) v.slurm_allocation = *a;
   auto h = health_.find(e.job.id);
   if (e.job.state != JobState::kLaunching || !LauncherFor(e.job).AgentsStartRanks() || h == health_.end())
     return v;

@@ -28,6 +28,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "control/agent_board.h"
@@ -39,9 +40,7 @@
 #include "control/job_health.h"
 #include "control/rank_tokens.h"
 #include "control/recovery_executor.h"
-#include "control/slurm_jobs.h"
-#include "control/slurm_sync.h"
-#include "control/slurm_watch.h"
+#include "control/launch/slurm_owner.h"
 #include "core/agent_protocol.h"
 #include "core/json.h"
 #include "health/lateness.h"
@@ -81,7 +80,7 @@ struct ControllerOptions {
   // Job owner -> the Unix user its ranks run as, carried in each assignment (`run_as`); "*" for every other
   // owner. Empty: no user is named and agents run ranks as their default (--run-as).
   std::map<std::string, std::string> run_as;
-  // The daemon syncs the inventory with Slurm (--slurm; control/slurm_sync.h).
+  // The daemon syncs the inventory with Slurm (--slurm; control/launch/slurm_node_sync.h).
   bool slurm = false;
   // policy.external_remediation = "requeue": requeues the Slurm job (never blocks; null without --slurm).
   ExternalRequeue slurm_requeue;
@@ -233,28 +232,20 @@ class Controller {
   // Called on the control thread with each durable batch's events, in order (webhooks). Must not block.
   void set_on_events(std::function<void(const std::vector<Event>&)> f) { on_events_ = std::move(f); }
 
-  // ---- Slurm (control/slurm_sync.h, control/slurm_watch.h; the daemon's worker reads the cluster, runs
-  // the commands and reads the watched jobs)
-  struct SlurmWork {
-    std::vector<SlurmNodeCommand> commands;  // drains and resumes to run in Slurm
-    std::vector<WatchedSlurmJob> watched;    // jobs whose Slurm record to read (SlurmWatch::ToRead)
-  };
+  // ---- Slurm (control/launch/slurm_owner.h keeps and decides it; the daemon's workers,
+  // daemon/slurm_sync_worker.h and daemon/slurm_launch_worker.h, run Slurm's commands and report here)
+  using SlurmWork = shepherd::SlurmWork;
   // Applies Slurm's view to the inventory; `done` gets the cycle's work.
   void SyncSlurm(const slurm::SlurmView& view, Done<SlurmWork> done);
-  // The cycle's outcomes: the commands' (drained_by_shepherd is updated and persisted) and the watched
-  // jobs' records (a job whose Slurm job ended ends, and gives its slots back).
-  void SlurmCycleDone(const std::vector<SlurmCommandResult>& results,
-                      const std::vector<SlurmJobSighting>& sightings);
-  // What became of a requeue recovery asked for: one that did not happen is written on its finding and
-  // its restart given back.
-  void ExternalRequeueDone(const RequeueOutcome& outcome);
-
-  // ---- Slurm launcher ("launcher": "slurm"; control/slurm_jobs.h, daemon/slurm_launch.h)
   // What the launch worker is to do now (allocations, the current attempt's step, cancellations).
   // `started`: per job, the latest attempt the worker started a step for (its spec is then left out).
   SlurmOrders GetSlurmOrders(const std::map<std::string, int>& started = {}) const;
-  // What the worker saw or did; stale events (an older attempt's step) change nothing.
-  void OnSlurmLaunch(const SlurmLaunchEvent& ev);
+  // What a Slurm worker saw or did: the launch worker's events (stale ones, of an older attempt's step,
+  // change nothing); a reconcile cycle's outcomes (drained_by_shepherd is updated and persisted; a job whose
+  // watched Slurm job ended ends, and gives its slots back); what became of a requeue recovery asked for
+  // (one that did not happen is written on its finding and its restart given back).
+  using SlurmReport = std::variant<SlurmLaunchEvent, SlurmCycleResults, RequeueOutcome>;
+  void OnSlurmReport(const SlurmReport& report);
 
   // ---- Recovery
   // POST /v1/jobs/{id}/restart; kConflict when no checkpoint qualifies. `by`: who asked, named in the
@@ -426,22 +417,9 @@ class Controller {
   std::vector<LocalRankEnv> RankEnvsOn(const JobEntry& e, const std::string& node) const;
   // IndexPlacementNodes of `e`'s current attempt, kept until the attempt (or its placement) changes.
   std::shared_ptr<const PlacementNodes> NodeIndexOf(const JobEntry& e) const;
-  // ---- Slurm launcher (controller_slurm_launch.cpp)
-  // An attempt of a Slurm-launched job started or ended: its allocation is wanted, kept or released.
-  void SettleSlurm(const AttemptEvent& ev, Time now, WriteBatch* batch);
-  // Jobs whose Slurm allocation has not started and names a node no longer usable: placed again off it.
-  void ReplaceBlockedSlurmAllocations(Time now, WriteBatch* batch);
-  // The cluster recovery sees for a Slurm-launched job: only its running allocation, the nodes outside
-  // the placement as spares; nullopt for other jobs (they see the whole inventory).
-  std::optional<Cluster> AllocationView(const std::string& job) const;
-  slurm::StepSpec StepFor(const JobEntry& e, const SlurmAllocationRecord& a) const;
-  void OnAllocationRunning(const SlurmLaunchEvent& ev, Time now, WriteBatch* batch);
-  void OnStepEnded(const SlurmLaunchEvent& ev, Time now, WriteBatch* batch);
-  static Finding StepFinding(const SlurmLaunchEvent& ev, std::string detail, Time now);
-  // Nodes (with Slurm's state) Slurm reports down or not responding: node_lost for the Slurm-launched jobs
-  // running there.
-  void OnSlurmNodesFailed(const std::vector<std::pair<std::string, std::string>>& nodes, Time now,
-                          WriteBatch* batch);
+  // Carries out the Slurm owner's effects in order (controller_slurm.cpp). `ended`: set when a job ended.
+  void ApplySlurm(const std::vector<SlurmEffect>& effects, Time now, WriteBatch* batch,
+                  bool* ended = nullptr);
   // What the node's agent must run (AgentBoard's source).
   std::vector<RankAssignment> DesiredRanks(const std::string& node) const;
 
@@ -464,9 +442,7 @@ class Controller {
   std::function<void(const std::vector<Event>&)> on_events_;
   RankTokens rank_tokens_;
   Lateness lateness_;
-  SlurmSync slurm_sync_;
-  SlurmWatch slurm_watch_;
-  SlurmJobs slurm_jobs_;
+  SlurmOwner slurm_;  // after inventory_, jobs_ and findings_, which it is given
   std::map<std::string, uint64_t> report_counts_;
   uint64_t reports_ignored_[kIgnoredReasons] = {};
   // Heartbeat entries ignored, by what: "process" (a rank not placed on the heartbeating node, or named
@@ -484,13 +460,9 @@ class Controller {
   // recovery to restart or re-queue the job, "operator" for POST /v1/jobs/{id}/restart, "launch_timeout"
   // for a launch re-placed onto live agents.
   std::map<std::string, std::map<std::string, uint64_t>> restart_causes_;
-  // Attempts started since the last Commit took them, and every started attempt whose batch is not durable
-  // yet: their ranks reach agents (AgentBoard::HoldUntilSaved) and their Slurm steps start only after.
+  // Attempts started since the last Commit took them: once their batch is durable their ranks reach agents
+  // (AgentBoard::HoldUntilSaved) and their Slurm steps may start (SlurmOwner::Saved).
   std::vector<std::pair<std::string, int>> unsaved_starts_;
-  std::set<std::pair<std::string, int>> unsaved_attempts_;
-  // The same for Slurm allocation requests (SlurmAllocationRecord::request): sbatch only once durable.
-  std::vector<std::string> unsaved_request_starts_;
-  std::set<std::string> unsaved_requests_;
   std::map<std::string, Time> launch_checked_at_;  // CheckLaunches: last look at a stuck launch, per job
   bool ready_ = false;
   // Recover's epoch record is durable: no assignments version of this epoch is handed out before, or a

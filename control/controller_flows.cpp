@@ -165,7 +165,7 @@ Result<IngestSummary> Controller::IngestInto(const std::string& job, const Repor
   PersistTransitions(in.transitions, batch);
   if (in.urgent) EvaluateJob(job, now, batch);
   // Another launcher's job whose ranks all finished has ended, unless Slurm says when its job ends
-  // (control/slurm_watch.h: the batch script may run another step). Our agents report our ranks' exits.
+  // (control/launch/slurm_job_watch.h: the batch script may run another step). Our agents report our ranks' exits.
   if (in.all_finished) {
     const JobSpec& spec = jobs_.Find(job)->job.spec;
     if (LauncherFor(spec.launch_mode).EndsWhenEveryRankFinished(spec, options_.slurm) &&
@@ -210,7 +210,13 @@ void Controller::Tick() {
   for (const std::string& id : ids) EvaluateJob(id, now, &batch);
   ReleaseHolds(now, &batch);  // after the agents: a node declared lost decides before a held exit
   CheckLaunches(now, &batch);
-  ReplaceBlockedSlurmAllocations(now, &batch);
+  // Slurm allocations not started that name nodes no longer usable: their jobs placed again off them
+  // (one that fits nowhere else keeps waiting, Slurm's pending reason its own).
+  for (const BlockedSlurmAllocation& b : slurm_.Blocked())
+    if (PlaceAgain(b.job, b.unusable, b.reason, now, &batch).ok()) {
+      slurm_.Release(b.job, &batch);
+      spdlog::warn("job {}: {}", b.job, b.reason);
+    }
   auto unserved = [this] { return UnservedNodes(); };
   recovery_.StartDue(now, &batch, unserved);
   recovery_.StartQueuedOnSpares(

@@ -118,9 +118,7 @@ Status Controller::Recover(bool salvage) {
         } else if (auto part = DecodeCheckpointPart(r)) {
           if (!part->ok()) return part->status();
           parts[(*part)->job].push_back(**part);
-        } else if (r.key == SlurmSync::kDrainedKey) {
-          if (Status s = slurm_sync_.Restore(r.body); !s.ok()) return s;
-        } else if (Result<bool> mine = slurm_jobs_.Restore(r); !mine.ok()) {
+        } else if (Result<bool> mine = slurm_.Restore(r); !mine.ok()) {
           return mine.status();
         } else if (*mine) {
         } else if (auto t = RankTokens::Decode(r)) {

@@ -1,13 +1,60 @@
-// Controller: the Slurm inventory sync (control/slurm_sync.h), the watched jobs' ends (control/slurm_watch.h)
-// and the outcomes of requeues. Called on the control thread with what the daemon's Slurm worker read; the
-// worker runs the commands returned, reads the watched jobs and reports back.
+// Controller: the Slurm wiring. The SlurmOwner (control/launch/slurm_owner.h) keeps and decides everything
+// about Slurm; here what the daemon's Slurm workers report reaches it, its effects are carried out across
+// the owners, and each operation commits. Called on the control thread.
 #include <spdlog/spdlog.h>
 
 #include "control/controller.h"
+#include "control/launch/slurm_launcher.h"
 #include "control/records.h"
-#include "slurm/node_state.h"
 
 namespace shepherd {
+
+void Controller::ApplySlurm(const std::vector<SlurmEffect>& effects, Time now, WriteBatch* batch,
+                            bool* ended) {
+  using Kind = SlurmEffect::Kind;
+  for (const SlurmEffect& x : effects) {
+    const JobEntry* e = jobs_.Find(x.job);
+    const bool current = e && e->attempt && e->attempt->number == x.attempt && IsActive(e->job.state);
+    switch (x.kind) {
+      case Kind::kFinding:
+        if (current) RecordFinding(x.finding, now, batch);
+        break;
+      case Kind::kRankExit:
+        if (current) OnRankExit(x.node, x.process, now, batch);
+        break;
+      case Kind::kLaunched:
+        if (current && e->job.state == JobState::kLaunching) {
+          JobHealth& health = HealthOf(x.job);
+          bool launched = false;
+          for (const std::string& n : x.nodes) launched |= health.OnNodeLaunched(n, now);
+          if (launched) MarkLaunched(x.job, now, batch);
+        }
+        break;
+      case Kind::kSuspend:
+        if (e) HealthOf(x.job).Suspend(x.until);
+        break;
+      case Kind::kResume:
+        if (e) HealthOf(x.job).Resume(now);
+        break;
+      case Kind::kHold:
+        if (auto h = health_.find(x.job); h != health_.end() && h->second->suspended() != x.hold) {
+          if (x.hold)
+            h->second->Suspend();
+          else
+            h->second->Resume(now);
+        }
+        break;
+      case Kind::kEndJob:
+        if (!e || IsTerminal(e->job.state)) break;  // cancelled while Slurm was being read
+        spdlog::info("job {} {}: {}", x.job, ToString(x.state), x.reason);
+        if (EndJob(x.job, x.state, x.reason, now, batch).ok() && ended) *ended = true;
+        break;
+      case Kind::kPlaceInside:
+        if (e) slurm_.PlaceInside(x.job, x.allocation, x.nodes, HealthOf(x.job).DefaultResume(), now, batch);
+        break;
+    }
+  }
+}
 
 void Controller::SyncSlurm(const slurm::SlurmView& view, Done<SlurmWork> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
@@ -16,56 +63,51 @@ void Controller::SyncSlurm(const slurm::SlurmView& view, Done<SlurmWork> done) {
   // Slurm's verdict on a node (down, not responding) is evidence for the jobs Shepherd runs there through
   // Slurm. Recorded before the sync applies it, so the node fails by that finding (and is drained in Slurm
   // naming it), not as Slurm's own state.
-  std::vector<std::pair<std::string, std::string>> down;  // node, Slurm's state
-  for (const slurm::SlurmNode& s : view.nodes)
-    if (const Node* n = inventory_.Find(s.name);
-        n && !n->failed && slurm::ShepherdStateOf(s.state) == NodeState::kFailed)
-      down.emplace_back(s.name, s.state_text);
-  OnSlurmNodesFailed(down, now, &batch);
-  SlurmWork work{slurm_sync_.Apply(view, now, &batch), SlurmWatch::ToRead(jobs_)};
+  ApplySlurm(slurm_.NodesDown(view, now), now, &batch);
+  SlurmWork work = slurm_.Sync(view, now, &batch);
   Schedule(now, &batch);
   CommitThen<SlurmWork>(std::move(batch), std::move(done), [work = std::move(work)] { return work; });
 }
 
-void Controller::SlurmCycleDone(const std::vector<SlurmCommandResult>& results,
-                                const std::vector<SlurmJobSighting>& sightings) {
-  if (!CheckWritable().ok()) return;
-  Time now = clock_->Now();
-  WriteBatch batch;
-  slurm_sync_.OnCommandsDone(results, &batch);
-  bool ended = false;
-  SlurmWatch::Observation seen = slurm_watch_.Observe(sightings);
-  for (const auto& [job, hold] : seen.hold) {
-    // Slurm suspended or is ending the job: its ranks' silence is Slurm's doing (a scancel was recorded as
-    // heartbeat_lost before the second read ended the job). Judged again from when it runs again.
-    auto h = health_.find(job);
-    if (h == health_.end() || h->second->suspended() == hold) continue;
-    if (hold)
-      h->second->Suspend();
-    else
-      h->second->Resume(now);
+SlurmOrders Controller::GetSlurmOrders(const std::map<std::string, int>& started) const {
+  SlurmOrders out = slurm_.Orders(started, options_.stop_timeout_s);
+  // Each step's ranks get the agents' environment, node by node (each with its own rank token).
+  for (SlurmJobOrder& o : out.jobs) {
+    if (!o.step) continue;
+    const JobEntry& e = *jobs_.Find(o.job);
+    std::vector<EnvMap> per_rank(o.step->placement.ranks.size());
+    for (const std::string& node : NodesInRankOrder(o.step->placement))
+      for (LocalRankEnv& r : RankEnvsOn(e, node)) per_rank.at(r.rank) = std::move(r.env);
+    SlurmOwner::SetStepEnv(&*o.step, std::move(per_rank));
   }
-  for (const SlurmWatch::Ended& end : seen.ended) {
-    const JobEntry* e = jobs_.Find(end.job);
-    if (!e || IsTerminal(e->job.state)) continue;  // cancelled while Slurm was being read
-    spdlog::info("job {} {}: {}", end.job, ToString(end.state), end.reason);
-    ended = EndJob(end.job, end.state, end.reason, now, &batch).ok() || ended;
-  }
-  if (ended) Schedule(now, &batch);  // their slots go to the queue
-  if (!batch.empty()) Commit(std::move(batch), [](Status) {});
+  return out;
 }
 
-void Controller::ExternalRequeueDone(const RequeueOutcome& o) {
-  if (o.requeued || !CheckWritable().ok()) return;
+void Controller::OnSlurmReport(const SlurmReport& report) {
+  if (!CheckWritable().ok()) return;
   WriteBatch batch;
-  if (Finding* f = findings_.Mutable(o.job, o.finding)) {
-    f->actions.push_back("not requeued: " + o.detail);
-    batch.Put(FindingRecord(*f));
-  }
-  // Only a requeue that happened counts against max_restarts.
-  if (JobEntry* e = jobs_.Mutable(o.job); e && e->job.restarts > 0) {
-    --e->job.restarts;
-    jobs_.Persist(o.job, &batch);
+  if (const auto* ev = std::get_if<SlurmLaunchEvent>(&report)) {
+    Time now = Turn();
+    auto h = health_.find(ev->job);
+    ApplySlurm(slurm_.OnLaunchEvent(*ev, h == health_.end() ? nullptr : h->second.get(), now, &batch), now,
+               &batch);
+    Schedule(now, &batch);
+    Settle(now, &batch);
+  } else if (const auto* cycle = std::get_if<SlurmCycleResults>(&report)) {
+    Time now = clock_->Now();
+    bool ended = false;
+    ApplySlurm(slurm_.CycleDone(cycle->commands, cycle->sightings, &batch), now, &batch, &ended);
+    if (ended) Schedule(now, &batch);  // their slots go to the queue
+  } else if (const auto* o = std::get_if<RequeueOutcome>(&report); o && !o->requeued) {
+    if (Finding* f = findings_.Mutable(o->job, o->finding)) {
+      f->actions.push_back("not requeued: " + o->detail);
+      batch.Put(FindingRecord(*f));
+    }
+    // Only a requeue that happened counts against max_restarts.
+    if (JobEntry* e = jobs_.Mutable(o->job); e && e->job.restarts > 0) {
+      --e->job.restarts;
+      jobs_.Persist(o->job, &batch);
+    }
   }
   if (!batch.empty()) Commit(std::move(batch), [](Status) {});
 }

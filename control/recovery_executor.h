@@ -33,7 +33,7 @@ namespace shepherd {
 using RemediationHook = std::function<void(const Finding&)>;
 // Requeues the launcher's job `job.spec.external_id` (with --slurm: `scontrol requeue <SLURM_JOB_ID>`, for
 // the job's owner) for finding `f` of a job whose policy.external_remediation is "requeue". Must not block
-// the control thread. The outcome comes back through Controller::ExternalRequeueDone.
+// the control thread. The outcome comes back through Controller::OnSlurmReport.
 using ExternalRequeue = std::function<void(const Job& job, const Finding& f)>;
 struct RequeueOutcome {
   std::string finding;  // the finding that asked for it
@@ -104,7 +104,7 @@ class RecoveryExecutor {
   // not possible).
   void set_requeue(ExternalRequeue requeue) { requeue_ = std::move(requeue); }
   // The cluster a job's recovery sees when it is not the whole inventory (a Slurm-launched job sees only
-  // its allocation, control/slurm_jobs.h); nullopt: the whole inventory.
+  // its allocation, control/launch/slurm_allocations.h); nullopt: the whole inventory.
   using ClusterFor = std::function<std::optional<Cluster>(const std::string& job)>;
   void set_cluster_for(ClusterFor f) { cluster_for_ = std::move(f); }
   // The nodes a job Shepherd does not launch runs on as its launcher says (Slurm's allocation of a

@@ -21,7 +21,7 @@ struct SlurmConfig {
   std::string slurm_conf;            // empty: SLURM_CONF from the environment
   double reconcile_interval_s = 10;  // how often Slurm's nodes are read and reconciled
   double command_timeout_s = 30;     // per Slurm command
-  // launcher "slurm" (daemon/slurm_launch.h): how often the launch worker looks at its allocations and
+  // launcher "slurm" (daemon/slurm_launch_worker.h): how often the launch worker looks at its allocations and
   // steps, the wrapper srun runs as every task (in PATH or absolute, the same on every node), and where
   // srun's output goes (default: "slurm-steps" beside the database).
   double launch_poll_s = 1;

@@ -35,8 +35,8 @@
 #include "daemon/remediation_hook.h"
 #include "daemon/serve_term.h"
 #include "daemon/slurm_job_asker.h"
-#include "daemon/slurm_launch.h"
-#include "daemon/slurm_sync.h"
+#include "daemon/slurm_launch_worker.h"
+#include "daemon/slurm_sync_worker.h"
 #include "daemon/store_open.h"
 #include "daemon/webhooks.h"
 
@@ -160,7 +160,7 @@ TermEnd ServeTerm(const DaemonConfig& config, const TermContext& term) {
   controller_options.slurm = config.slurm.enabled;
   // Created after the controller (it drives it); requeues reach it only from the control thread, which
   // runs once ioc.run() starts, after it exists.
-  std::unique_ptr<SlurmSyncLoop> slurm_sync;
+  std::unique_ptr<SlurmSyncWorker> slurm_sync;
   if (config.slurm.enabled)
     controller_options.slurm_requeue = [&slurm_sync](const Job& job, const Finding& f) {
       slurm_sync->Requeue(job.spec.external_id, job.spec.owner, f);
@@ -498,14 +498,14 @@ TermEnd ServeTerm(const DaemonConfig& config, const TermContext& term) {
     }
     stop(1, "storage failure: " + s.message());
   });
-  std::unique_ptr<SlurmLaunchLoop> slurm_launch;
+  std::unique_ptr<SlurmLaunchWorker> slurm_launch;
   if (config.slurm.enabled && held()) {
-    slurm_sync = std::make_unique<SlurmSyncLoop>(config.slurm, config.controller.levels, &controller, post);
+    slurm_sync = std::make_unique<SlurmSyncWorker>(config.slurm, config.controller.levels, &controller, post);
     slurm_sync->Start();
     SlurmConfig launch = config.slurm;
     if (launch.step_log_dir.empty())
       launch.step_log_dir = std::filesystem::path(config.db).parent_path().append("slurm-steps").string();
-    slurm_launch = std::make_unique<SlurmLaunchLoop>(launch, &controller, post);
+    slurm_launch = std::make_unique<SlurmLaunchWorker>(launch, &controller, post);
     slurm_launch->Start();
   }
 

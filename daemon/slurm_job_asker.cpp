@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "daemon/control_channel.h"
 #include "slurm/cli.h"
 
 namespace shepherd {
@@ -17,7 +18,7 @@ using Answer = std::function<void(Result<slurm::SlurmJob>)>;
 
 struct SlurmJobAsker::State : std::enable_shared_from_this<SlurmJobAsker::State> {
   slurm::SlurmCli cli;
-  Post post;
+  std::shared_ptr<ControlChannel> channel;
   std::thread worker;
   std::mutex mu;
   std::condition_variable cv;
@@ -42,9 +43,12 @@ struct SlurmJobAsker::State : std::enable_shared_from_this<SlurmJobAsker::State>
         waiting = std::exchange(asked[id], {});
         asked.erase(id);
       }
-      post([waiting = std::move(waiting), shown = std::move(shown)] {
-        for (const Answer& d : waiting) d(shown);
-      });
+      // Owed to callers waiting on the control thread: delivered even once stopped.
+      channel->Tell(
+          [waiting = std::move(waiting), shown = std::move(shown)] {
+            for (const Answer& d : waiting) d(shown);
+          },
+          /*even_stopped=*/true);
     }
   }
 };
@@ -55,7 +59,7 @@ SlurmJobAsker::SlurmJobAsker(const SlurmConfig& config, Post post) : state_(std:
   o.timeout =
       std::chrono::milliseconds(static_cast<long>(std::min(config.command_timeout_s, kMaxTimeoutS) * 1000));
   state_->cli = slurm::SlurmCli(o);
-  state_->post = std::move(post);
+  state_->channel = ControlChannel::Create(std::move(post));
   state_->worker = std::thread([s = state_] { s->Run(); });
 }
 
@@ -95,11 +99,14 @@ void SlurmJobAsker::Stop() {
     dropped = std::exchange(state_->asked, {});
     state_->order.clear();
   }
-  if (dropped.empty()) return;
-  state_->post([dropped = std::move(dropped)] {
-    for (const auto& [id, waiting] : dropped)
-      for (const Answer& d : waiting) d(Unavailable("the daemon is stopping"));
-  });
+  if (!dropped.empty())
+    state_->channel->Tell(
+        [dropped = std::move(dropped)] {
+          for (const auto& [id, waiting] : dropped)
+            for (const Answer& d : waiting) d(Unavailable("the daemon is stopping"));
+        },
+        /*even_stopped=*/true);
+  state_->channel->Stop();
 }
 
 }  // namespace shepherd

@@ -1,6 +1,6 @@
 #include "slurm/jobs.h"
 
-#include "slurm/fields.h"
+#include "slurm/scontrol_fields.h"
 #include "slurm/hostlist.h"
 
 namespace shepherd::slurm {

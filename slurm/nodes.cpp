@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-#include "slurm/fields.h"
+#include "slurm/scontrol_fields.h"
 
 namespace shepherd::slurm {
 namespace {

@@ -2,7 +2,7 @@
 // variables to its environment and execs COMMAND (searched in PATH): its own record of the step's rank
 // table file named by SHEPHERD_SLURM_TABLE (slurm/rank_table.h; record SLURM_PROCID, checked against
 // SLURMD_NODENAME), or, without that variable, the per-rank tables of an older daemon's environment
-// (slurm/rank_env.h). Exit 126 when the layout is wrong or the table unreadable (the message goes to
+// (slurm/step_env.h). Exit 126 when the layout is wrong or the table unreadable (the message goes to
 // stderr, which srun relays), 127 when COMMAND cannot be executed.
 #include <unistd.h>
 
@@ -12,7 +12,7 @@
 #include <cstring>
 #include <string>
 
-#include "slurm/rank_env.h"
+#include "slurm/step_env.h"
 #include "slurm/rank_table.h"
 
 extern char** environ;

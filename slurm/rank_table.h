@@ -3,7 +3,7 @@
 // (at an offset computed from SLURM_PROCID) and the step's environment carries no per-rank strings (one
 // environment string is capped at 128 KiB and argv + environment at ARG_MAX: per-rank tables in the
 // environment stopped at about 10,000 ranks). Written by the daemon's launch worker before srun
-// (slurm/launcher.h), read by `shepherd-slurm-rank` as every task starts (slurm/rank_exec_main.cpp).
+// (slurm/job_runner.h), read by `shepherd-slurm-rank` as every task starts (slurm/rank_exec_main.cpp).
 // Encoding and parsing are pure; WriteRankTable and ReadRankEntry do the file I/O and touch nothing else.
 //
 // File format (text, docs/slurm.md "The per-rank environment"):
@@ -21,7 +21,7 @@
 
 #include "core/job.h"
 #include "core/status.h"
-#include "slurm/rank_env.h"
+#include "slurm/step_env.h"
 
 namespace shepherd::slurm {
 

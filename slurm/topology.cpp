@@ -2,7 +2,7 @@
 
 #include <charconv>
 
-#include "slurm/fields.h"
+#include "slurm/scontrol_fields.h"
 #include "slurm/hostlist.h"
 
 namespace shepherd::slurm {

@@ -1,5 +1,5 @@
 // Slurm's switch hierarchy (`scontrol show topology`, topology/tree) mapped onto Shepherd's topology
-// levels (scheduler/cluster.h). Pure.
+// levels (core/node.h, TopologyLevels). Pure.
 #pragma once
 
 #include <map>
@@ -7,8 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/node.h"
 #include "core/status.h"
-#include "scheduler/cluster.h"
 
 namespace shepherd::slurm {
 

@@ -1,6 +1,7 @@
 // SlurmLauncher: jobs launched through Slurm (LaunchMode::kSlurm, "launcher": "slurm", docs/slurm.md): each
-// attempt is one srun step inside the job's own allocation. The allocation's and steps' bookkeeping is
-// control/slurm_jobs.h; the daemon's worker runs sbatch and srun (daemon/slurm_launch.h).
+// attempt is one srun step inside the job's own allocation. What this mode keeps (allocations, steps, the
+// orders for the daemon's worker, which runs sbatch and srun: daemon/slurm_launch_worker.h) is the Slurm
+// owner's, control/launch/slurm_owner.h, which the Controller holds.
 // Stateless and immutable (control/launch/launcher.h): shared by every thread.
 #pragma once
 
@@ -9,7 +10,7 @@
 #include <vector>
 
 #include "control/launch/launcher.h"
-#include "control/slurm_jobs.h"
+#include "control/launch/slurm_allocations.h"
 #include "scheduler/cluster.h"
 
 namespace shepherd {
@@ -24,7 +25,7 @@ class SlurmLauncher final : public Launcher {
   LaunchMode mode() const override { return LaunchMode::kSlurm; }
   // Only a daemon started with --slurm launches through Slurm (422 naming `launcher`).
   Status Admit(bool daemon_slurm) const override;
-  // No agent gates: the step starts only once the attempt is durable (Controller::GetSlurmOrders), and
+  // No agent gates: the step starts only once the attempt is durable (SlurmOwner::Orders), and
   // Slurm, not an agent, runs the older attempt's step.
   LaunchGates GatesFor(int attempt) const override;
   bool HoldsAllocation() const override { return true; }
@@ -34,7 +35,7 @@ class SlurmLauncher final : public Launcher {
   JobHealth::Launch Arming() const override { return JobHealth::Launch::kByAgents; }
 
   // The allocation an attempt of `job` placed at `p`, just started, runs in. `held`: the job's allocation
-  // record, if any; `taken`: nodes other jobs' allocations hold (SlurmJobs::HeldNodes). An allocation that
+  // record, if any; `taken`: nodes other jobs' allocations hold (SlurmAllocations::HeldNodes). An allocation that
   // cannot host the placement (a manual restart onto other nodes, a requeued job placed again) is given
   // back for a new one; an adopted one is kept (the job is re-placed inside it once its nodes are known).
   struct AllocationChange {

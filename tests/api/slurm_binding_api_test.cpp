@@ -351,8 +351,8 @@ TEST_F(SlurmBindingTest, ARequeueThatDidNotHappenIsWrittenOnItsFindingAndGivesTh
   const std::string id = RankOneFallsSilent("77");
   ASSERT_EQ(requeued_.size(), 1u);
   ASSERT_EQ(As("viewer", "GET", "/v1/jobs/" + id).body["restarts"], 1);
-  api_.controller_->ExternalRequeueDone(
-      {requeued_[0].finding, id, "77", false, "Slurm shows job 77 COMPLETED"});
+  api_.controller_->OnSlurmReport(
+      RequeueOutcome{requeued_[0].finding, id, "77", false, "Slurm shows job 77 COMPLETED"});
   api_.Drain();
   EXPECT_EQ(As("viewer", "GET", "/v1/jobs/" + id).body["restarts"], 0);
   Json fs = As("viewer", "GET", "/v1/jobs/" + id + "/failures").body["failures"];
@@ -383,7 +383,7 @@ TEST_F(SlurmBindingTest, NoRequeueOnceTheRestartBudgetIsSpentAndTheJobStaysWatch
 TEST_F(SlurmBindingTest, ARequeueThatHappenedKeepsItsRestart) {
   const std::string id = RankOneFallsSilent("78");
   ASSERT_EQ(requeued_.size(), 1u);
-  api_.controller_->ExternalRequeueDone({requeued_[0].finding, id, "78", true, ""});
+  api_.controller_->OnSlurmReport(RequeueOutcome{requeued_[0].finding, id, "78", true, ""});
   api_.Drain();
   EXPECT_EQ(As("viewer", "GET", "/v1/jobs/" + id).body["restarts"], 1);
   Json fs = As("viewer", "GET", "/v1/jobs/" + id + "/failures").body["failures"];

@@ -168,7 +168,7 @@ class SlurmBindingTest : public ::testing::Test {
 };
 
 // --slurm: every reconcile cycle the daemon's worker reads the Slurm job of each watched job (SyncSlurm
-// lists them, SlurmCycleDone takes the reads). The records are parsed from scontrol's own format.
+// lists them, OnSlurmReport takes the reads). The records are parsed from scontrol's own format.
 class SlurmWatchTest : public SlurmBindingTest {
  protected:
   std::vector<WatchedSlurmJob> Watched() {
@@ -189,7 +189,7 @@ class SlurmWatchTest : public SlurmBindingTest {
       record =
           slurm::ParseJob("JobId=" + external_id + " JobName=train-llm UserId=sam(1000) JobState=" + *state +
                           " Reason=None Requeue=1 Restarts=0 ExitCode=" + exit_code + " NodeList=n[0-1]");
-    api_.controller_->SlurmCycleDone({}, {{{job, external_id}, record}});
+    api_.controller_->OnSlurmReport(SlurmCycleResults{{}, {{{job, external_id}, record}}});
     api_.Drain();
   }
   Json Job(const std::string& id) { return As("viewer", "GET", "/v1/jobs/" + id).body; }

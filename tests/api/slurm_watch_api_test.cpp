@@ -1,4 +1,4 @@
-// Watched Slurm jobs under --slurm (control/slurm_watch.h): the worker's reads of each watched job decide
+// Watched Slurm jobs under --slurm (control/launch/slurm_job_watch.h): the worker's reads of each watched job decide
 // when it ends in Shepherd, and hold it while Slurm shows it suspended or ending. In process, simulated time.
 #include "tests/api/slurm_binding_fixture.h"
 

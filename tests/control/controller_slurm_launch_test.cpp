@@ -1,4 +1,4 @@
-// The Controller's side of "launcher": "slurm" (control/slurm_jobs.h, controller_slurm_launch.cpp): the
+// The Controller's side of "launcher": "slurm" (control/launch/slurm_allocations.h, controller_slurm_launch.cpp): the
 // orders it gives the launch worker (allocations, steps, their durability) and what it makes of the
 // worker's first events. Fixture: slurm_launch_fixture.h.
 #include "tests/control/slurm_launch_fixture.h"
@@ -167,7 +167,7 @@ TEST_F(SlurmLaunchTest, TheRequestsNameIsDurableAndOldRecordsLoadWithout) {
   EXPECT_TRUE(again->allocation_durable);
 
   WriteBatch old;
-  old.Put({Collection::kMeta, SlurmJobs::kKeyPrefix + id, id,
+  old.Put({Collection::kMeta, SlurmAllocations::kKeyPrefix + id, id,
            R"({"state": "pending", "id": "41", "nodes": ["n0", "n1", "n2"], "adopted": false})"});
   store_->Write(std::move(old), [](Status s) { ASSERT_TRUE(s.ok()); });
   Reset();

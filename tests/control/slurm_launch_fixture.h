@@ -11,7 +11,7 @@
 #include <set>
 
 #include "control/controller.h"
-#include "slurm/rank_env.h"
+#include "slurm/step_env.h"
 #include "slurm/rank_table.h"
 #include "tests/control/control_test_util.h"
 #include "tests/fakes/fake_clock.h"
@@ -69,7 +69,7 @@ class SlurmLaunchTest : public ::testing::Test {
     return id;
   }
   void Send(SlurmLaunchEvent ev) {
-    controller_->OnSlurmLaunch(ev);
+    controller_->OnSlurmReport(ev);
     Drain();
   }
   std::optional<SlurmJobOrder> OrderOf(const SlurmOrders& o, const std::string& job) {

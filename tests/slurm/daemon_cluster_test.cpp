@@ -1,7 +1,7 @@
 // The real shepherdd binary with --slurm against the real local Slurm cluster (tests/slurm/local_cluster.h):
 // the inventory is imported from Slurm, Slurm's drains show up in Shepherd, and Shepherd's own cordons are
 // drained in Slurm with a reason naming them; Shepherd never resumes a node an operator drained. Runs in the
-// slurm_cluster_test binary (one cluster for all), after cluster_test.cpp; it leaves every node resumed.
+// slurm_cluster_test binary (one cluster for all), after cli_cluster_test.cpp; it leaves every node resumed.
 #include <gtest/gtest.h>
 
 #include <fstream>

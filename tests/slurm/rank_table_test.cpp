@@ -1,5 +1,5 @@
 // The step's rank table file (slurm/rank_table.h) and the whole description of a step as StartStep would
-// run it (SlurmLauncher::PrepareStep), up to a 131,072-rank step, read back by the real shepherd-slurm-rank.
+// run it (JobRunner::PrepareStep), up to a 131,072-rank step, read back by the real shepherd-slurm-rank.
 #include "slurm/rank_table.h"
 
 #include <gtest/gtest.h>
@@ -16,7 +16,7 @@
 #include <fstream>
 #include <string>
 
-#include "slurm/launcher.h"
+#include "slurm/job_runner.h"
 
 namespace shepherd::slurm {
 namespace {
@@ -149,7 +149,7 @@ StepSpec FleetStep(const TempDir& dir) {
 // 128 KiB; 2 MiB with the usual 8 MiB stack).
 constexpr size_t kMaxArgStrlen = 32 * 4096;
 
-void ExpectFarUnderExecLimits(const SlurmLauncher::PreparedStep& s) {
+void ExpectFarUnderExecLimits(const JobRunner::PreparedStep& s) {
   size_t total = 0, longest = 0;
   for (const std::string& a : s.argv) total += a.size() + 1 + sizeof(char*), longest = std::max(longest, a.size());
   for (const auto& [k, v] : s.env) {
@@ -164,8 +164,8 @@ void ExpectFarUnderExecLimits(const SlurmLauncher::PreparedStep& s) {
 
 TEST(RankTable, A131072RankStepFitsTheLimitsAndItsLastRankFindsItsEntry) {
   TempDir dir;
-  SlurmLauncher::Options o;
-  SlurmLauncher launcher(o);
+  JobRunner::Options o;
+  JobRunner launcher(o);
   StepSpec spec = FleetStep(dir);
   // As the controller composes them (scheduler/rank_env.h): the variables that differ between ranks.
   spec.rank_env.resize(kRanks);
@@ -238,10 +238,10 @@ TEST(RankTable, A131072RankStepFitsTheLimitsAndItsLastRankFindsItsEntry) {
 // A step composed by no one (rank_env empty) gets the placement's own variables in the table.
 TEST(RankTable, WithoutComposedVariablesTheTableHoldsThePlacementsOwn) {
   TempDir dir;
-  SlurmLauncher::Options o;
+  JobRunner::Options o;
   o.rank_table_dir = dir / "shared";
   ::mkdir(o.rank_table_dir.c_str(), 0700);
-  SlurmLauncher launcher(o);
+  JobRunner launcher(o);
   StepSpec spec = FleetStep(dir);
   spec.gpus_per_node = 0;
   auto step = launcher.PrepareStep(spec);

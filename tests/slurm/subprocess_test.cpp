@@ -85,7 +85,7 @@ TEST(CleanEnvironment, DropsInheritedSlurmVariablesButKeepsSlurmConf) {
 }
 
 // A job's env reaches srun's environment: what srun reads as its input (the configuration it loads, a
-// program each task runs, the job to act in) is dropped from it (SlurmLauncher::StartStep).
+// program each task runs, the job to act in) is dropped from it (JobRunner::StartStep).
 TEST(IsSlurmInputVariable, NamesWhatSrunAndSbatchRead) {
   for (const char* name : {"SLURM_CONF", "SLURM_TASK_PROLOG", "SLURM_JOB_ID", "SRUN_EXPORT_ENV",
                            "SBATCH_EXPORT", "SALLOC_PARTITION"})

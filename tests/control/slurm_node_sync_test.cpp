@@ -1,7 +1,7 @@
-// SlurmSync on real `scontrol show nodes` / `scontrol show topology` output captured from the local cluster
+// SlurmNodeSync on real `scontrol show nodes` / `scontrol show topology` output captured from the local cluster
 // (tests/slurm/testdata): import, Slurm's drains, Shepherd's own cordons drained with the finding's id and
 // kind, and the drained_by_shepherd record.
-#include "control/slurm_sync.h"
+#include "control/launch/slurm_node_sync.h"
 
 #include <gtest/gtest.h>
 
@@ -32,7 +32,7 @@ slurm::SlurmView View(const std::string& nodes_file) {
 const Record* MetaRecord(const WriteBatch& b) {
   const Record* out = nullptr;
   for (const auto& op : b.ops)
-    if (!op.erase && op.record.collection == Collection::kMeta && op.record.key == SlurmSync::kDrainedKey)
+    if (!op.erase && op.record.collection == Collection::kMeta && op.record.key == SlurmNodeSync::kDrainedKey)
       out = &op.record;
   return out;
 }
@@ -42,7 +42,7 @@ class SlurmSyncTest : public ::testing::Test {
   FakeClock clock_;
   Inventory inv_{DefaultTopologyLevels(), {}};
   FindingLog findings_;
-  SlurmSync sync_{&inv_, &findings_, 80};
+  SlurmNodeSync sync_{&inv_, &findings_, 80};
   WriteBatch b_;
 };
 
@@ -105,7 +105,7 @@ TEST_F(SlurmSyncTest, AFindingsCordonIsDrainedInSlurmWithItsIdAndKind) {
   EXPECT_EQ(sync_.drained_by_shepherd(), std::set<std::string>{"n2"});
   ASSERT_NE(MetaRecord(ok), nullptr);
 
-  SlurmSync restored(&inv_, &findings_, 80);
+  SlurmNodeSync restored(&inv_, &findings_, 80);
   ASSERT_TRUE(restored.Restore(MetaRecord(ok)->body).ok());
   EXPECT_EQ(restored.drained_by_shepherd(), std::set<std::string>{"n2"});
   EXPECT_FALSE(restored.Restore("{not json").ok());

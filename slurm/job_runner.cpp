@@ -1,4 +1,4 @@
-#include "slurm/launcher.h"
+#include "slurm/job_runner.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -28,9 +28,9 @@ std::string Tail(const std::string& path, std::size_t bytes = 2000) {
 
 }  // namespace
 
-SlurmLauncher::SlurmLauncher(Options options) : options_(std::move(options)), cli_(options_.cli) {}
+JobRunner::JobRunner(Options options) : options_(std::move(options)), cli_(options_.cli) {}
 
-Result<std::string> SlurmLauncher::SubmitAllocation(const AllocationRequest& r) const {
+Result<std::string> JobRunner::SubmitAllocation(const AllocationRequest& r) const {
   if (r.nodes < 1 || r.spares < 0) return InvalidArgument("allocation: nodes must be >= 1 and spares >= 0");
   int total = r.nodes + r.spares;
   if (!r.nodelist.empty() && static_cast<int>(r.nodelist.size()) != total)
@@ -50,13 +50,13 @@ Result<std::string> SlurmLauncher::SubmitAllocation(const AllocationRequest& r) 
   return cli_.Submit(args);
 }
 
-Result<Allocation> SlurmLauncher::ShowAllocation(const std::string& job_id) const {
+Result<Allocation> JobRunner::ShowAllocation(const std::string& job_id) const {
   auto job = cli_.ShowJob(job_id);
   if (!job.ok()) return job.status();
   return FromJob(*job);
 }
 
-Result<std::string> SlurmLauncher::FindAllocation(const std::string& name, const std::string& comment) const {
+Result<std::string> JobRunner::FindAllocation(const std::string& name, const std::string& comment) const {
   auto r = cli_.Run({"squeue", "--noheader", "--me", "--name=" + name, "--states=PENDING,RUNNING,SUSPENDED",
                      "--format=%i|%k"});
   if (!r.ok()) return r.status();
@@ -73,7 +73,7 @@ Result<std::string> SlurmLauncher::FindAllocation(const std::string& name, const
   return std::string();
 }
 
-Status SlurmLauncher::CancelAllocation(const std::string& job_id, std::chrono::seconds timeout) const {
+Status JobRunner::CancelAllocation(const std::string& job_id, std::chrono::seconds timeout) const {
   Status s = cli_.Cancel(job_id, "", /*full=*/true);
   if (!s.ok()) {
     auto job = cli_.ShowJob(job_id);
@@ -93,7 +93,7 @@ Status SlurmLauncher::CancelAllocation(const std::string& job_id, std::chrono::s
   }
 }
 
-std::vector<std::string> SlurmLauncher::SrunArgv(const StepSpec& spec) const {
+std::vector<std::string> JobRunner::SrunArgv(const StepSpec& spec) const {
   std::vector<std::string> argv{"srun", "--jobid=" + spec.job_id, "--job-name=" + spec.name,
                                 "--ntasks=" + std::to_string(spec.placement.ranks.size()),
                                 "--distribution=arbitrary",  // task r on line r of SLURM_HOSTFILE
@@ -112,7 +112,7 @@ std::vector<std::string> SlurmLauncher::SrunArgv(const StepSpec& spec) const {
   return argv;
 }
 
-Result<SlurmLauncher::PreparedStep> SlurmLauncher::PrepareStep(const StepSpec& spec) const {
+Result<JobRunner::PreparedStep> JobRunner::PrepareStep(const StepSpec& spec) const {
   if (spec.job_id.empty() || spec.name.empty() || spec.command.empty() || spec.placement.ranks.empty() ||
       spec.log_path.empty())
     return InvalidArgument("step: job_id, name, command, placement and log_path are required");
@@ -148,7 +148,7 @@ Result<SlurmLauncher::PreparedStep> SlurmLauncher::PrepareStep(const StepSpec& s
   return out;
 }
 
-Result<Step> SlurmLauncher::StartStep(const StepSpec& spec) const {
+Result<Step> JobRunner::StartStep(const StepSpec& spec) const {
   auto prepared = PrepareStep(spec);
   if (!prepared.ok()) return prepared.status();
   const PreparedStep& p = *prepared;
@@ -200,12 +200,12 @@ Result<Step> SlurmLauncher::StartStep(const StepSpec& spec) const {
   }
 }
 
-std::optional<ExitStatus> SlurmLauncher::PollStep(const Step& step) const {
+std::optional<ExitStatus> JobRunner::PollStep(const Step& step) const {
   if (step.early_exit) return step.early_exit;
   return PollExit(step.srun_pid);
 }
 
-Result<ExitStatus> SlurmLauncher::StopStep(const Step& step, std::chrono::seconds grace,
+Result<ExitStatus> JobRunner::StopStep(const Step& step, std::chrono::seconds grace,
                                            std::chrono::seconds kill_wait) const {
   auto wait_exit = [&](std::chrono::seconds limit) -> std::optional<ExitStatus> {
     Clock::time_point deadline = Clock::now() + limit;

@@ -1,4 +1,4 @@
-// SlurmLauncher: the seam through which the controller runs a job's attempts on a Slurm cluster.
+// JobRunner: the seam through which the controller runs a job's attempts on a Slurm cluster.
 //
 // Pattern (docs/slurm.md): one Slurm allocation per Shepherd job, holding the nodes the plan needs plus
 // the job's spares. It is a batch job whose only work is `sleep infinity`, submitted with --exclusive,
@@ -11,7 +11,7 @@
 // back), through `shepherd-slurm-rank`, which gives each rank the same variables the node agents give, read
 // from the step's rank table file (slurm/rank_table.h; no per-rank strings in the environment).
 //
-// Threading and blocking: a SlurmLauncher holds only immutable options. Every method is synchronous (it
+// Threading and blocking: a JobRunner holds only immutable options. Every method is synchronous (it
 // runs Slurm commands and polls) and may be called from any thread, concurrently for different jobs and
 // steps. The controller must call them off its own strand. Worst-case durations are stated per method;
 // each Slurm command is bounded by Options::cli.timeout (T, default 30 s).
@@ -32,7 +32,7 @@
 #include "core/job.h"
 #include "core/status.h"
 #include "slurm/cli.h"
-#include "slurm/rank_env.h"
+#include "slurm/step_env.h"
 #include "slurm/rank_table.h"
 
 namespace shepherd::slurm {
@@ -73,7 +73,7 @@ struct StepSpec {
   EnvMap env;
   // Optional, indexed by rank: variables that differ between ranks, composed by the caller (the controller
   // uses scheduler/rank_env.h's ComposeRankEnv, as for the agents); given, the wrapper sets exactly these
-  // and derives nothing (slurm/rank_env.h, EncodeRankTables). Empty: the wrapper's own derivation.
+  // and derives nothing (slurm/step_env.h, EncodeRankTables). Empty: the wrapper's own derivation.
   std::vector<EnvMap> rank_env;
   // GPUs the step asks for on each of its nodes (srun --gres=gpu:N): on a site with ConstrainDevices=yes a
   // task sees only the GPUs its step holds. The controller asks for every GPU of a node (the fewest any of
@@ -94,7 +94,7 @@ struct Step {
   std::optional<ExitStatus> early_exit;
 };
 
-class SlurmLauncher {
+class JobRunner {
  public:
   struct Options {
     SlurmCli::Options cli;
@@ -107,7 +107,7 @@ class SlurmLauncher {
     std::string rank_table_dir;
     std::string node_table_dir = "/tmp";
   };
-  explicit SlurmLauncher(Options options);
+  explicit JobRunner(Options options);
 
   // sbatch the holding job and return its id at once (it may still be pending). kInvalidArgument: request
   // violates a REQUIRES. kUnavailable: sbatch failed. At most T.

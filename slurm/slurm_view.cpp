@@ -1,4 +1,4 @@
-#include "slurm/inventory.h"
+#include "slurm/slurm_view.h"
 
 namespace shepherd::slurm {
 

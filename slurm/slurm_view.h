@@ -1,5 +1,5 @@
 // Reading Slurm's view of the inventory in one call: the nodes and the switch tree mapped onto Shepherd's
-// topology levels, ready for Reconcile (slurm/reconcile.h).
+// topology levels, ready for Reconcile (slurm/node_reconcile.h).
 #pragma once
 
 #include <vector>

@@ -1,6 +1,6 @@
-// SlurmWatch: follows, in Slurm, the jobs Shepherd only watches (no command, `external_id` = the
+// SlurmJobWatch: follows, in Slurm, the jobs Shepherd only watches (no command, `external_id` = the
 // SLURM_JOB_ID their ranks report under; docs/slurm.md "Jobs users launch with srun or sbatch"). The
-// daemon's Slurm worker reads each one's record (`scontrol show job`) every reconcile interval; SlurmWatch
+// daemon's Slurm worker reads each one's record (`scontrol show job`) every reconcile interval; SlurmJobWatch
 // decides from those reads when the Slurm job has ended, so that its Shepherd job ends too and gives its
 // inventory slots back. The ranks cannot say so themselves: a finished rank just goes silent.
 // Evidence: a job ends on a terminal Slurm state read twice in a row (a requeue passes through states that
@@ -36,7 +36,7 @@ struct SlurmJobSighting {
   Result<slurm::SlurmJob> record;
 };
 
-class SlurmWatch {
+class SlurmJobWatch {
  public:
   struct Ended {
     std::string job;

@@ -1,4 +1,4 @@
-#include "control/slurm_watch.h"
+#include "control/launch/slurm_job_watch.h"
 
 #include <spdlog/spdlog.h>
 
@@ -23,7 +23,7 @@ JobState ShepherdStateOf(slurm::SlurmJobState s) {
 
 }  // namespace
 
-std::vector<WatchedSlurmJob> SlurmWatch::ToRead(const JobBook& jobs) {
+std::vector<WatchedSlurmJob> SlurmJobWatch::ToRead(const JobBook& jobs) {
   std::vector<WatchedSlurmJob> out;
   for (const auto& [id, e] : jobs.all())
     if (e.job.spec.launch_mode == LaunchMode::kExternal && !e.job.spec.external_id.empty() &&
@@ -32,7 +32,7 @@ std::vector<WatchedSlurmJob> SlurmWatch::ToRead(const JobBook& jobs) {
   return out;
 }
 
-SlurmWatch::Observation SlurmWatch::Observe(const std::vector<SlurmJobSighting>& sightings) {
+SlurmJobWatch::Observation SlurmJobWatch::Observe(const std::vector<SlurmJobSighting>& sightings) {
   std::set<std::string> read;
   for (const SlurmJobSighting& s : sightings) read.insert(s.watched.job);
   std::erase_if(last_, [&](const auto& kv) { return !read.contains(kv.first); });
@@ -78,7 +78,7 @@ SlurmWatch::Observation SlurmWatch::Observe(const std::vector<SlurmJobSighting>&
   return out;
 }
 
-std::optional<std::set<std::string>> SlurmWatch::NodesOf(const std::string& job) const {
+std::optional<std::set<std::string>> SlurmJobWatch::NodesOf(const std::string& job) const {
   auto it = nodes_.find(job);
   if (it == nodes_.end()) return std::nullopt;
   return it->second;

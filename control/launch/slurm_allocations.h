@@ -1,7 +1,7 @@
-// SlurmJobs: the Slurm side of the jobs Shepherd launches through Slurm ("launcher": "slurm",
+// SlurmAllocations: the Slurm side of the jobs Shepherd launches through Slurm ("launcher": "slurm",
 // docs/slurm.md): per job, the allocation that holds its nodes (its placement plus its hot spares), and the
-// allocations being given back. The daemon's launch worker (daemon/slurm_launch.h) carries out what the
-// controller orders (Controller::SlurmOrders: request or adopt the allocation, run the current attempt as
+// allocations being given back. The daemon's launch worker (daemon/slurm_launch_worker.h) carries out what the
+// controller orders (SlurmOwner::Orders: request or adopt the allocation, run the current attempt as
 // one srun step, cancel what is released) and reports what happened (SlurmLaunchEvent).
 // Owns: per job the Allocation record, and the allocation ids being cancelled. Durable as kMeta records
 // "slurm_alloc/<job>" (JSON), so a restarted daemon keeps (and never requests twice) its allocations.
@@ -18,7 +18,7 @@
 
 #include "core/job.h"
 #include "core/status.h"
-#include "slurm/launcher.h"
+#include "slurm/job_runner.h"
 #include "slurm/step_log.h"
 #include "storage/store.h"
 
@@ -94,7 +94,7 @@ struct SlurmLaunchEvent {
   std::string message;
 };
 
-class SlurmJobs {
+class SlurmAllocations {
  public:
   inline static const std::string kKeyPrefix = "slurm_alloc/";
 

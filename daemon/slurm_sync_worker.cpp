@@ -1,4 +1,4 @@
-#include "daemon/slurm_sync.h"
+#include "daemon/slurm_sync_worker.h"
 
 #include <spdlog/spdlog.h>
 
@@ -10,32 +10,29 @@
 #include <thread>
 #include <utility>
 
+#include "daemon/control_channel.h"
 #include "slurm/cli.h"
-#include "slurm/inventory.h"
+#include "slurm/slurm_view.h"
 
 namespace shepherd {
 
-struct SlurmSyncLoop::State : std::enable_shared_from_this<SlurmSyncLoop::State> {
+struct SlurmSyncWorker::State : std::enable_shared_from_this<SlurmSyncWorker::State> {
   SlurmConfig config;
   TopologyLevels levels;
   std::string topology_note;  // worker thread only: the last mapping note said (MapTopology)
   Controller* controller = nullptr;
-  Post post;
+  std::shared_ptr<ControlChannel> channel;
   slurm::SlurmCli cli;
   std::thread worker;
-  std::atomic<bool> stopped{false};  // read by callbacks on the control thread
   std::mutex mu;
   std::condition_variable cv;
-  bool stopping = false;                        // guarded by mu
-  std::optional<Controller::SlurmWork> answer;  // guarded by mu: the controller's answer
-  std::vector<RequeueOutcome> requeues;         // guarded by mu: asked for, not yet run
+  bool stopping = false;                 // guarded by mu
+  std::vector<RequeueOutcome> requeues;  // guarded by mu: asked for, not yet run
 
   void Run();
   // One cycle: read, reconcile on the control thread, run the commands, read the watched jobs. False when
   // stopping.
   bool Cycle(std::string* last_error);
-  // Waits for the controller's answer; nullopt when stopping.
-  std::optional<Controller::SlurmWork> AwaitAnswer();
   // Runs one requeue if Slurm still shows the job running; fills in the outcome.
   void RunRequeue(RequeueOutcome* r) const;
 };
@@ -49,21 +46,21 @@ slurm::SlurmCli::Options CliOptions(const SlurmConfig& c) {
 }
 }  // namespace
 
-SlurmSyncLoop::SlurmSyncLoop(const SlurmConfig& config, TopologyLevels levels, Controller* controller,
-                             Post post)
+SlurmSyncWorker::SlurmSyncWorker(const SlurmConfig& config, TopologyLevels levels, Controller* controller,
+                                 Post post)
     : state_(std::make_shared<State>()) {
   state_->config = config;
   state_->levels = std::move(levels);
   state_->controller = controller;
-  state_->post = std::move(post);
+  state_->channel = ControlChannel::Create(std::move(post));
   state_->cli = slurm::SlurmCli(CliOptions(config));
 }
 
-SlurmSyncLoop::~SlurmSyncLoop() {
+SlurmSyncWorker::~SlurmSyncWorker() {
   Stop();
 }
 
-void SlurmSyncLoop::Start() {
+void SlurmSyncWorker::Start() {
   spdlog::info("slurm: inventory from {} every {} s",
                state_->config.slurm_conf.empty() ? std::string("SLURM_CONF of the environment")
                                                  : state_->config.slurm_conf,
@@ -71,8 +68,8 @@ void SlurmSyncLoop::Start() {
   state_->worker = std::thread([s = state_] { s->Run(); });
 }
 
-void SlurmSyncLoop::Stop() {
-  state_->stopped = true;
+void SlurmSyncWorker::Stop() {
+  state_->channel->Stop();
   std::vector<RequeueOutcome> dropped;
   {
     std::lock_guard lock(state_->mu);
@@ -85,7 +82,7 @@ void SlurmSyncLoop::Stop() {
     spdlog::warn("slurm: not requeueing job {} for {}: the daemon is stopping", r.external_id, r.finding);
 }
 
-void SlurmSyncLoop::Requeue(const std::string& external_id, const std::string& owner, const Finding& f) {
+void SlurmSyncWorker::Requeue(const std::string& external_id, const std::string& owner, const Finding& f) {
   {
     std::lock_guard lock(state_->mu);
     state_->requeues.push_back({f.id, f.job, external_id, false, "", owner});
@@ -93,7 +90,7 @@ void SlurmSyncLoop::Requeue(const std::string& external_id, const std::string& o
   state_->cv.notify_all();
 }
 
-void SlurmSyncLoop::State::Run() {
+void SlurmSyncWorker::State::Run() {
   const auto interval = std::chrono::milliseconds(static_cast<long>(config.reconcile_interval_s * 1000));
   std::string last_error;
   while (Cycle(&last_error)) {
@@ -107,15 +104,13 @@ void SlurmSyncLoop::State::Run() {
       lock.unlock();
       for (RequeueOutcome& r : asked) {
         RunRequeue(&r);
-        post([self = shared_from_this(), r] {
-          if (!self->stopped) self->controller->ExternalRequeueDone(r);
-        });
+        channel->Tell([controller = controller, r] { controller->OnSlurmReport(r); });
       }
     }
   }
 }
 
-void SlurmSyncLoop::State::RunRequeue(RequeueOutcome* r) const {
+void SlurmSyncWorker::State::RunRequeue(RequeueOutcome* r) const {
   // Only a job that still runs: ranks that finished go silent too, and Slurm would requeue a finished
   // batch job as readily as a hung one.
   auto shown = cli.ShowJob(r->external_id);
@@ -158,16 +153,7 @@ void SlurmSyncLoop::State::RunRequeue(RequeueOutcome* r) const {
   spdlog::warn("slurm: requeued job {} for {}", r->external_id, r->finding);
 }
 
-std::optional<Controller::SlurmWork> SlurmSyncLoop::State::AwaitAnswer() {
-  std::unique_lock lock(mu);
-  cv.wait(lock, [this] { return stopping || answer.has_value(); });
-  if (stopping) return std::nullopt;
-  auto out = std::move(answer);
-  answer.reset();
-  return out;
-}
-
-bool SlurmSyncLoop::State::Cycle(std::string* last_error) {
+bool SlurmSyncWorker::State::Cycle(std::string* last_error) {
   Result<slurm::SlurmView> view = slurm::ReadSlurmView(cli, levels);
   if (!view.ok()) {
     // Said once per distinct error: a cluster that stays unreachable must not flood the log.
@@ -181,32 +167,35 @@ bool SlurmSyncLoop::State::Cycle(std::string* last_error) {
   if (view->topology.note != topology_note && !view->topology.note.empty())
     spdlog::warn("slurm: {}", view->topology.note);
   topology_note = view->topology.note;
-  post([self = shared_from_this(), view = std::move(view).value()] {
-    if (self->stopped) return;
-    self->controller->SyncSlurm(view, [self](Result<Controller::SlurmWork> r) {
-      if (!r.ok()) spdlog::warn("slurm: sync not applied: {}", r.status().message());
-      {
-        std::lock_guard lock(self->mu);
-        self->answer = r.ok() ? std::move(r).value() : Controller::SlurmWork{};
-      }
-      self->cv.notify_all();
-    });
-  });
-  std::optional<Controller::SlurmWork> work = AwaitAnswer();
-  if (!work) return false;
+  std::optional<SlurmWork> work = channel->Ask<SlurmWork>(
+      [controller = controller, view = std::move(view).value()](std::function<void(SlurmWork)> reply) {
+        controller->SyncSlurm(view, [reply](Result<SlurmWork> r) {
+          if (!r.ok()) spdlog::warn("slurm: sync not applied: {}", r.status().message());
+          reply(r.ok() ? std::move(r).value() : SlurmWork{});
+        });
+      },
+      kControlAnswerTimeout);
+  if (!work) {
+    if (channel->stopped()) return false;
+    spdlog::warn(
+        "slurm: the control thread did not take the cluster's view within {} s; read again next cycle",
+        kControlAnswerTimeout.count());
+    return true;
+  }
   std::vector<SlurmCommandResult> results;
   for (const SlurmNodeCommand& c : work->commands) {
     Status s =
         c.kind == SlurmNodeCommand::Kind::kDrain ? cli.DrainNode(c.node, c.reason) : cli.ResumeNode(c.node);
     results.push_back({c, std::move(s)});
   }
-  // Every watched job, every cycle: SlurmWatch forgets the jobs it is not told about.
+  // Every watched job, every cycle: SlurmJobWatch forgets the jobs it is not told about.
   std::vector<SlurmJobSighting> sightings;
   for (const WatchedSlurmJob& w : work->watched) sightings.push_back({w, cli.ShowJob(w.external_id)});
   if (!results.empty() || !sightings.empty())
-    post([self = shared_from_this(), results = std::move(results), sightings = std::move(sightings)] {
-      if (!self->stopped) self->controller->SlurmCycleDone(results, sightings);
-    });
+    channel->Tell(
+        [controller = controller, report = SlurmCycleResults{std::move(results), std::move(sightings)}] {
+          controller->OnSlurmReport(report);
+        });
   return true;
 }
 

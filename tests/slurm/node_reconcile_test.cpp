@@ -1,4 +1,4 @@
-#include "slurm/reconcile.h"
+#include "slurm/node_reconcile.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "slurm/rank_env.h"
+#include "slurm/step_env.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
-// SlurmSync: keeps Shepherd's inventory in step with a Slurm cluster (docs/slurm.md, "What Shepherd drains,
+// SlurmNodeSync: keeps Shepherd's inventory in step with a Slurm cluster (docs/slurm.md, "What Shepherd drains,
 // and when"). The daemon reads Slurm's view off the control thread (slurm::ReadSlurmView on a worker) and
-// hands it here; SlurmSync decides the changes (slurm::Reconcile), applies Shepherd's side to the Inventory,
+// hands it here; SlurmNodeSync decides the changes (slurm::Reconcile), applies Shepherd's side to the Inventory,
 // and returns the Slurm commands (drain, resume) for the worker to run. Their outcomes come back through
 // OnCommandsDone.
 // Owns: the set of nodes Shepherd has drained in Slurm and not resumed (`drained_by_shepherd`), durable as
@@ -17,8 +17,8 @@
 #include "control/inventory.h"
 #include "core/status.h"
 #include "core/time.h"
-#include "slurm/inventory.h"
-#include "slurm/reconcile.h"
+#include "slurm/slurm_view.h"
+#include "slurm/node_reconcile.h"
 #include "storage/store.h"
 
 namespace shepherd {
@@ -35,11 +35,11 @@ struct SlurmCommandResult {
   Status status;
 };
 
-class SlurmSync {
+class SlurmNodeSync {
  public:
   inline static const std::string kDrainedKey = "slurm_drained";
 
-  SlurmSync(Inventory* inventory, const FindingLog* findings, double gpu_memory_gib)
+  SlurmNodeSync(Inventory* inventory, const FindingLog* findings, double gpu_memory_gib)
       : inventory_(inventory), findings_(findings), gpu_memory_gib_(gpu_memory_gib) {}
 
   // Recovery at start-up: the stored kMeta "slurm_drained" record (a JSON array of node names).

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "core/child_process.h"
-#include "slurm/launcher.h"
+#include "slurm/job_runner.h"
 #include "slurm/subprocess.h"
 
 namespace shepherd::slurm {
@@ -62,7 +62,7 @@ TEST(SlurmLauncherArgs, TheSitesOptionsComeBeforeShepherdsOwn) {
   r.spares = 0;
   r.extra_args = {"--partition", "gpu", "--job-name=site", "--output=/var/lib/shepherd/shepherd.db"};
   r.comment = "shepherd-request=0123456789abcdef";
-  auto id = SlurmLauncher(SlurmLauncher::Options{}).SubmitAllocation(r);
+  auto id = JobRunner(JobRunner::Options{}).SubmitAllocation(r);
   ASSERT_TRUE(id.ok()) << id.status().message();
   EXPECT_EQ(*id, "42");
   const std::vector<std::string> argv = sbatch.Argv();

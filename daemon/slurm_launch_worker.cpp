@@ -1,4 +1,4 @@
-#include "daemon/slurm_launch.h"
+#include "daemon/slurm_launch_worker.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
@@ -18,7 +18,8 @@
 
 #include "agent/rank_files.h"
 #include "core/child_process.h"
-#include "slurm/launcher.h"
+#include "daemon/control_channel.h"
+#include "slurm/job_runner.h"
 #include "slurm/step_log.h"
 
 namespace shepherd {
@@ -56,7 +57,7 @@ std::string Tail(const std::string& path) {
 
 }  // namespace
 
-struct SlurmLaunchLoop::State : std::enable_shared_from_this<SlurmLaunchLoop::State> {
+struct SlurmLaunchWorker::State : std::enable_shared_from_this<SlurmLaunchWorker::State> {
   // What the worker knows of one job.
   struct Run {
     std::string submitted;  // allocation id sbatch gave (before the controller recorded it)
@@ -73,22 +74,19 @@ struct SlurmLaunchLoop::State : std::enable_shared_from_this<SlurmLaunchLoop::St
 
   SlurmConfig config;
   Controller* controller = nullptr;
-  Post post;
-  std::unique_ptr<slurm::SlurmLauncher> launcher;
+  std::shared_ptr<ControlChannel> channel;
+  std::unique_ptr<slurm::JobRunner> launcher;
   std::thread worker;
-  std::atomic<bool> stopped{false};
   std::mutex mu;
   std::condition_variable cv;
-  bool stopping = false;              // guarded by mu
-  std::optional<SlurmOrders> answer;  // guarded by mu
-  std::map<std::string, Run> runs;    // worker thread only
+  bool stopping = false;            // guarded by mu
+  std::map<std::string, Run> runs;  // worker thread only
 
   void Run();
+  // The controller's orders (ControlChannel::Ask); nullopt when stopped or not answered in time.
   std::optional<SlurmOrders> AwaitOrders();
   void Send(SlurmLaunchEvent ev) {
-    post([self = shared_from_this(), ev = std::move(ev)] {
-      if (!self->stopped) self->controller->OnSlurmLaunch(ev);
-    });
+    channel->Tell([controller = controller, ev = std::move(ev)] { controller->OnSlurmReport(ev); });
   }
   void Allocation(const SlurmJobOrder& o, struct Run& run);
   void Steps(const SlurmJobOrder& o, struct Run& run);
@@ -120,24 +118,24 @@ struct SlurmLaunchLoop::State : std::enable_shared_from_this<SlurmLaunchLoop::St
   }
 };
 
-SlurmLaunchLoop::SlurmLaunchLoop(const SlurmConfig& config, Controller* controller, Post post)
+SlurmLaunchWorker::SlurmLaunchWorker(const SlurmConfig& config, Controller* controller, Post post)
     : state_(std::make_shared<State>()) {
   state_->config = config;
   state_->controller = controller;
-  state_->post = std::move(post);
-  slurm::SlurmLauncher::Options o;
+  state_->channel = ControlChannel::Create(std::move(post));
+  slurm::JobRunner::Options o;
   o.cli.slurm_conf = config.slurm_conf;
   o.cli.timeout = std::chrono::milliseconds(static_cast<long>(config.command_timeout_s * 1000));
   o.rank_exec = config.rank_exec;
   o.rank_table_dir = config.rank_table_dir;
-  state_->launcher = std::make_unique<slurm::SlurmLauncher>(o);
+  state_->launcher = std::make_unique<slurm::JobRunner>(o);
 }
 
-SlurmLaunchLoop::~SlurmLaunchLoop() {
+SlurmLaunchWorker::~SlurmLaunchWorker() {
   Stop();
 }
 
-void SlurmLaunchLoop::Start() {
+void SlurmLaunchWorker::Start() {
   ::mkdir(state_->config.step_log_dir.c_str(), 0750);
   spdlog::info(
       "slurm: launching jobs with \"launcher\": \"slurm\" (steps through {}, logs in {}, rank tables {}, {})",
@@ -157,8 +155,8 @@ void SlurmLaunchLoop::Start() {
   state_->worker = std::thread([s = state_] { s->Run(); });
 }
 
-void SlurmLaunchLoop::Stop() {
-  state_->stopped = true;
+void SlurmLaunchWorker::Stop() {
+  state_->channel->Stop();
   {
     std::lock_guard lock(state_->mu);
     state_->stopping = true;
@@ -167,36 +165,31 @@ void SlurmLaunchLoop::Stop() {
   if (state_->worker.joinable()) state_->worker.join();
 }
 
-std::optional<SlurmOrders> SlurmLaunchLoop::State::AwaitOrders() {
+std::optional<SlurmOrders> SlurmLaunchWorker::State::AwaitOrders() {
   // The attempts whose steps this worker started (or watches, or saw end): their specs are not needed.
   std::map<std::string, int> started;
   for (const auto& [job, run] : runs) {
     int a = std::max(run.done_attempt, run.step || !run.adopted_step.empty() ? run.step_attempt : 0);
     if (a > 0) started[job] = a;
   }
-  post([self = shared_from_this(), started = std::move(started)] {
-    if (self->stopped) return;
-    SlurmOrders orders = self->controller->GetSlurmOrders(started);
-    {
-      std::lock_guard lock(self->mu);
-      self->answer = std::move(orders);
-    }
-    self->cv.notify_all();
-  });
-  std::unique_lock lock(mu);
-  cv.wait(lock, [this] { return stopping || answer.has_value(); });
-  if (stopping) return std::nullopt;
-  auto out = std::move(answer);
-  answer.reset();
-  return out;
+  return channel->Ask<SlurmOrders>(
+      [controller = controller, started = std::move(started)](std::function<void(SlurmOrders)> reply) {
+        reply(controller->GetSlurmOrders(started));
+      },
+      kControlAnswerTimeout);
 }
 
-void SlurmLaunchLoop::State::Run() {
+void SlurmLaunchWorker::State::Run() {
   const auto interval = std::chrono::milliseconds(static_cast<long>(config.launch_poll_s * 1000));
   std::set<std::string> cancelled;  // cancel orders already carried out, until the controller forgets them
   while (true) {
     std::optional<SlurmOrders> orders = AwaitOrders();
-    if (!orders) return;
+    if (!orders) {
+      if (channel->stopped()) return;
+      spdlog::warn("slurm: no orders from the control thread within {} s; asking again",
+                   kControlAnswerTimeout.count());
+      continue;
+    }
     // Released jobs' steps are stopped (with their grace) before their allocations are cancelled: the
     // other way round the step lost its grace to the allocation's end.
     std::set<std::string> ordered;
@@ -234,7 +227,7 @@ void SlurmLaunchLoop::State::Run() {
   }
 }
 
-void SlurmLaunchLoop::State::Allocation(const SlurmJobOrder& o, struct Run& run) {
+void SlurmLaunchWorker::State::Allocation(const SlurmJobOrder& o, struct Run& run) {
   const SlurmAllocationRecord& a = o.allocation;
   using S = SlurmAllocationRecord::State;
   // Recorded by the controller: a later want (the job placed again, its allocation given back) is a new
@@ -320,7 +313,7 @@ void SlurmLaunchLoop::State::Allocation(const SlurmJobOrder& o, struct Run& run)
   }
 }
 
-void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
+void SlurmLaunchWorker::State::Steps(const SlurmJobOrder& o, struct Run& run) {
   if (!run.adopted_step.empty()) {  // not our child: watched through Slurm until it is gone
     auto steps = launcher->cli().ShowSteps(o.allocation.id);
     bool running = !steps.ok();  // unknown: assume it still runs
@@ -401,7 +394,7 @@ void SlurmLaunchLoop::State::Steps(const SlurmJobOrder& o, struct Run& run) {
   if (step->early_exit) Ended(o.job, run, *step->early_exit);
 }
 
-bool SlurmLaunchLoop::State::EarlierSrun(const SlurmJobOrder& o, struct Run& run) {
+bool SlurmLaunchWorker::State::EarlierSrun(const SlurmJobOrder& o, struct Run& run) {
   const std::string log = ExistingLog(o.job, o.attempt, o.allocation.id);
   if (log.empty()) {
     run.earlier_srun_since.reset();
@@ -438,14 +431,14 @@ bool SlurmLaunchLoop::State::EarlierSrun(const SlurmJobOrder& o, struct Run& run
   return true;
 }
 
-void SlurmLaunchLoop::State::StopStep(const std::string& job, struct Run& run, double grace_s) {
+void SlurmLaunchWorker::State::StopStep(const std::string& job, struct Run& run, double grace_s) {
   spdlog::info("slurm: job {}: stopping the step of attempt {} (grace {} s)", job, run.step_attempt, grace_s);
   auto exit = launcher->StopStep(*run.step, Secs(static_cast<long>(grace_s)));
   if (!exit.ok()) spdlog::error("slurm: job {}: {}", job, exit.status().message());
   Ended(job, run, exit.ok() ? *exit : slurm::ExitStatus{});
 }
 
-void SlurmLaunchLoop::State::StopAdopted(const std::string& job, const struct Run& run, double grace_s) {
+void SlurmLaunchWorker::State::StopAdopted(const std::string& job, const struct Run& run, double grace_s) {
   spdlog::info("slurm: job {}: stopping step {} of attempt {} (an earlier daemon's; grace {} s)", job,
                run.adopted_step, run.step_attempt, grace_s);
   (void)launcher->cli().Cancel(run.adopted_step, "TERM");
@@ -463,8 +456,8 @@ void SlurmLaunchLoop::State::StopAdopted(const std::string& job, const struct Ru
   (void)launcher->cli().Cancel(run.adopted_step);
 }
 
-void SlurmLaunchLoop::State::Ended(const std::string& job, struct Run& run, slurm::ExitStatus exit,
-                                   bool exit_known) {
+void SlurmLaunchWorker::State::Ended(const std::string& job, struct Run& run, slurm::ExitStatus exit,
+                                     bool exit_known) {
   SlurmLaunchEvent ev{.kind = Kind::kStepEnded, .job = job, .attempt = run.step_attempt, .exit = exit};
   // An adopted step's srun (an earlier daemon's child) wrote the same log: what it says of failed tasks
   // and lost nodes still names them.

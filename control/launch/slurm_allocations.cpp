@@ -1,4 +1,4 @@
-#include "control/slurm_jobs.h"
+#include "control/launch/slurm_allocations.h"
 
 #include <algorithm>
 
@@ -24,19 +24,19 @@ const char* ToString(SlurmAllocationRecord::State s) {
   return "wanted";
 }
 
-const SlurmAllocationRecord* SlurmJobs::Find(const std::string& job) const {
+const SlurmAllocationRecord* SlurmAllocations::Find(const std::string& job) const {
   auto it = jobs_.find(job);
   return it == jobs_.end() ? nullptr : &it->second;
 }
 
-std::set<std::string> SlurmJobs::HeldNodes(const std::string& except) const {
+std::set<std::string> SlurmAllocations::HeldNodes(const std::string& except) const {
   std::set<std::string> out;
   for (const auto& [job, a] : jobs_)
     if (job != except) out.insert(a.nodes.begin(), a.nodes.end());
   return out;
 }
 
-void SlurmJobs::Want(const std::string& job, std::vector<std::string> nodes, const std::string& adopt_id,
+void SlurmAllocations::Want(const std::string& job, std::vector<std::string> nodes, const std::string& adopt_id,
                      bool named, WriteBatch* batch) {
   SlurmAllocationRecord& a = jobs_[job];
   a = {};
@@ -47,7 +47,7 @@ void SlurmJobs::Want(const std::string& job, std::vector<std::string> nodes, con
   Persist(job, batch);
 }
 
-void SlurmJobs::Submitted(const std::string& job, const std::string& id, WriteBatch* batch) {
+void SlurmAllocations::Submitted(const std::string& job, const std::string& id, WriteBatch* batch) {
   auto it = jobs_.find(job);
   if (it == jobs_.end() || it->second.state != SlurmAllocationRecord::State::kWanted) return;
   it->second.state = SlurmAllocationRecord::State::kPending;
@@ -55,7 +55,7 @@ void SlurmJobs::Submitted(const std::string& job, const std::string& id, WriteBa
   Persist(job, batch);
 }
 
-std::vector<std::string> SlurmJobs::Running(const std::string& job, const std::string& id,
+std::vector<std::string> SlurmAllocations::Running(const std::string& job, const std::string& id,
                                             std::vector<std::string> nodes, WriteBatch* batch) {
   auto it = jobs_.find(job);
   if (it == jobs_.end() || (!it->second.id.empty() && it->second.id != id)) return {};
@@ -72,27 +72,27 @@ std::vector<std::string> SlurmJobs::Running(const std::string& job, const std::s
   return left;
 }
 
-void SlurmJobs::Release(const std::string& job, WriteBatch* batch) {
+void SlurmAllocations::Release(const std::string& job, WriteBatch* batch) {
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return;
   if (!it->second.adopted && !it->second.id.empty()) releasing_.insert(it->second.id);
   Forget(job, batch);
 }
 
-void SlurmJobs::Forget(const std::string& job, WriteBatch* batch) {
+void SlurmAllocations::Forget(const std::string& job, WriteBatch* batch) {
   if (jobs_.erase(job) == 0) return;
   batch->Erase(Collection::kMeta, kKeyPrefix + job);
   Json ids(releasing_);
   batch->Put(Record{Collection::kMeta, kReleasingKey, "", ids.dump()});
 }
 
-void SlurmJobs::Cancelled(const std::string& id, WriteBatch* batch) {
+void SlurmAllocations::Cancelled(const std::string& id, WriteBatch* batch) {
   if (releasing_.erase(id) == 0) return;
   Json ids(releasing_);
   batch->Put(Record{Collection::kMeta, kReleasingKey, "", ids.dump()});
 }
 
-void SlurmJobs::Persist(const std::string& job, WriteBatch* batch) const {
+void SlurmAllocations::Persist(const std::string& job, WriteBatch* batch) const {
   const SlurmAllocationRecord& a = jobs_.at(job);
   Json j = {{"state", ToString(a.state)},
             {"id", a.id},
@@ -102,7 +102,7 @@ void SlurmJobs::Persist(const std::string& job, WriteBatch* batch) const {
   batch->Put(Record{Collection::kMeta, kKeyPrefix + job, job, j.dump()});
 }
 
-Result<bool> SlurmJobs::Restore(const Record& r) {
+Result<bool> SlurmAllocations::Restore(const Record& r) {
   const bool releasing = r.key == kReleasingKey;
   if (!releasing && r.key.rfind(kKeyPrefix, 0) != 0) return false;
   Result<Json> j = ParseJsonText(r.body, 4);

@@ -1,4 +1,4 @@
-#include "slurm/fields.h"
+#include "slurm/scontrol_fields.h"
 
 #include <cctype>
 

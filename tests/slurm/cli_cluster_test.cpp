@@ -1,4 +1,4 @@
-// SlurmCli and SlurmLauncher against the real local Slurm cluster (tests/slurm/local_cluster.h): five
+// SlurmCli and JobRunner against the real local Slurm cluster (tests/slurm/local_cluster.h): five
 // virtual nodes n0..n4, Gres=gpu:2, leaves l0 = {n0,n1,n2} and l1 = {n3,n4} under spine s0. The tests run
 // in order and share one allocation (4 nodes + 1 spare) from AllocationWithSpare to CancelAllocation.
 #include <gtest/gtest.h>
@@ -11,9 +11,9 @@
 #include <set>
 #include <sstream>
 
-#include "slurm/inventory.h"
-#include "slurm/launcher.h"
-#include "slurm/reconcile.h"
+#include "slurm/slurm_view.h"
+#include "slurm/job_runner.h"
+#include "slurm/node_reconcile.h"
 #include "tests/slurm/local_cluster.h"
 
 namespace shepherd::slurm {
@@ -23,11 +23,11 @@ using std::chrono::seconds;
 using testing::LocalCluster;
 using testing::WaitFor;
 
-SlurmLauncher MakeLauncher() {
-  SlurmLauncher::Options o;
+JobRunner MakeLauncher() {
+  JobRunner::Options o;
   o.cli.slurm_conf = LocalCluster::slurm_conf();
   o.rank_exec = SHEPHERD_SLURM_RANK_EXEC;
-  return SlurmLauncher(o);
+  return JobRunner(o);
 }
 
 std::string g_allocation;  // shared by the tests below, in order
@@ -64,7 +64,7 @@ double Since(std::chrono::steady_clock::time_point t0) {
 
 TEST(SlurmCluster, InventoryImport) {
   REQUIRE_CLUSTER();
-  SlurmLauncher launcher = MakeLauncher();
+  JobRunner launcher = MakeLauncher();
   auto nodes = launcher.cli().ShowNodes();
   ASSERT_TRUE(nodes.ok()) << nodes.status().message();
   auto switches = launcher.cli().ShowTopology();
@@ -88,7 +88,7 @@ TEST(SlurmCluster, InventoryImport) {
 
 TEST(SlurmCluster, DrainWithReasonThenResume) {
   REQUIRE_CLUSTER();
-  SlurmLauncher launcher = MakeLauncher();
+  JobRunner launcher = MakeLauncher();
   ASSERT_TRUE(launcher.cli().DrainNode("n2", "shepherd f-000123 sdc_suspected").ok());
   EXPECT_EQ(LocalCluster::Sh({"sinfo", "-n", "n2", "-h", "-o", "%E"}), "shepherd f-000123 sdc_suspected");
   auto nodes = launcher.cli().ShowNodes();
@@ -109,7 +109,7 @@ TEST(SlurmCluster, DrainWithReasonThenResume) {
 // cordon is drained in Slurm with its reason, and resumed only after an operator returned it in Shepherd.
 TEST(SlurmCluster, ReconcileFollowsOperatorDrainsAndAppliesShepherdsOwn) {
   REQUIRE_CLUSTER();
-  SlurmLauncher launcher = MakeLauncher();
+  JobRunner launcher = MakeLauncher();
   auto view = ReadSlurmView(launcher.cli());
   ASSERT_TRUE(view.ok()) << view.status().message();
   std::vector<Node> mine;
@@ -163,7 +163,7 @@ TEST(SlurmCluster, ReconcileFollowsOperatorDrainsAndAppliesShepherdsOwn) {
 
 TEST(SlurmCluster, AllocationWithSpare) {
   REQUIRE_CLUSTER();
-  SlurmLauncher launcher = MakeLauncher();
+  JobRunner launcher = MakeLauncher();
   AllocationRequest req;
   req.name = "shepherd-job-test";
   req.nodes = 4;
@@ -190,7 +190,7 @@ TEST(SlurmCluster, AllocationWithSpare) {
 TEST(SlurmCluster, DdpStepRunsEachRankWherePlaced) {
   REQUIRE_CLUSTER();
   ASSERT_FALSE(g_allocation.empty());
-  SlurmLauncher launcher = MakeLauncher();
+  JobRunner launcher = MakeLauncher();
   std::vector<std::string> where{"n3", "n1", "n0", "n2"};
   std::string out = Work("ddp");
   ::mkdir(out.c_str(), 0755);
@@ -224,11 +224,11 @@ TEST(SlurmCluster, DdpStepRunsEachRankWherePlaced) {
 }
 
 // Two ranks sharing n1 see LOCAL_RANK 0 and 1; a rank placed on a node outside the step's layout is
-// impossible by construction, so the wrapper's refusal is covered by rank_env_test.
+// impossible by construction, so the wrapper's refusal is covered by step_env_test.
 TEST(SlurmCluster, TwoRanksOnOneNodeGetLocalRanks) {
   REQUIRE_CLUSTER();
   ASSERT_FALSE(g_allocation.empty());
-  SlurmLauncher launcher = MakeLauncher();
+  JobRunner launcher = MakeLauncher();
   std::string out = Work("local");
   ::mkdir(out.c_str(), 0755);
   StepSpec spec;
@@ -262,7 +262,7 @@ TEST(SlurmCluster, TwoRanksOnOneNodeGetLocalRanks) {
 TEST(SlurmCluster, SixtyFourRanksEachReadTheirOwnRankTableEntry) {
   REQUIRE_CLUSTER();
   ASSERT_FALSE(g_allocation.empty());
-  SlurmLauncher launcher = MakeLauncher();
+  JobRunner launcher = MakeLauncher();
   std::string out = Work("r64");
   ::mkdir(out.c_str(), 0755);
   constexpr int kRanks = 64;
@@ -310,7 +310,7 @@ TEST(SlurmCluster, SixtyFourRanksEachReadTheirOwnRankTableEntry) {
 TEST(SlurmCluster, StopStepWithGrace) {
   REQUIRE_CLUSTER();
   ASSERT_FALSE(g_allocation.empty());
-  SlurmLauncher launcher = MakeLauncher();
+  JobRunner launcher = MakeLauncher();
   std::string out = Work("stop");
   ::mkdir(out.c_str(), 0755);
   // Ranks that exit cleanly on SIGTERM.
@@ -364,7 +364,7 @@ TEST(SlurmCluster, StopStepWithGrace) {
 TEST(SlurmCluster, NodeLossKeepsTheAllocationAndTheSpareResumesTraining) {
   REQUIRE_CLUSTER();
   ASSERT_FALSE(g_allocation.empty());
-  SlurmLauncher launcher = MakeLauncher();
+  JobRunner launcher = MakeLauncher();
   std::string out = Work("loss");
   std::string ckpt = out + "/ckpt";
   ::mkdir(out.c_str(), 0755);
@@ -445,7 +445,7 @@ TEST(SlurmCluster, NodeLossKeepsTheAllocationAndTheSpareResumesTraining) {
 TEST(SlurmCluster, CancelAllocation) {
   REQUIRE_CLUSTER();
   ASSERT_FALSE(g_allocation.empty());
-  SlurmLauncher launcher = MakeLauncher();
+  JobRunner launcher = MakeLauncher();
   ASSERT_TRUE(launcher.CancelAllocation(g_allocation, seconds(60)).ok());
   auto job = launcher.ShowAllocation(g_allocation);
   if (job.ok()) {
@@ -464,7 +464,7 @@ TEST(SlurmCluster, CancelAllocation) {
 // before slurm.request_gpus) opens neither.
 TEST(SlurmConstrainDevices, AStepOpensExactlyTheGpusItAskedFor) {
   REQUIRE_CLUSTER();
-  SlurmLauncher launcher = MakeLauncher();
+  JobRunner launcher = MakeLauncher();
   AllocationRequest req;
   req.name = "shepherd-job-constrain";
   req.nodes = 2;

@@ -1,9 +1,10 @@
 // The daemon's Slurm launch worker (launcher "slurm", docs/slurm.md): one thread that, every poll interval,
 // asks the controller for its orders (Controller::GetSlurmOrders, on the control thread), carries them out
-// with slurm::SlurmLauncher (sbatch the allocation or adopt one, srun one step per attempt, stop a
+// with slurm::JobRunner (sbatch the allocation or adopt one, srun one step per attempt, stop a
 // replaced attempt's step with its grace, cancel released allocations), watches what it started (the
 // allocation's nodes, the step's end and what srun said about it) and posts what happened back
-// (Controller::OnSlurmLaunch). Nothing Slurm-related runs on the control thread.
+// (Controller::OnSlurmReport), both through daemon/control_channel.h (orders not given within
+// kControlAnswerTimeout are asked for again). Nothing Slurm-related runs on the control thread.
 // Owns: the srun processes of the steps it started (children of the daemon, each in a session of its own so
 // that it outlives the daemon) and what it knows of each job's allocation and step. Worker thread only
 // (Start and Stop from the control thread).
@@ -22,10 +23,10 @@
 
 namespace shepherd {
 
-class SlurmLaunchLoop {
+class SlurmLaunchWorker {
  public:
-  SlurmLaunchLoop(const SlurmConfig& config, Controller* controller, Post post);
-  ~SlurmLaunchLoop();  // Stop()
+  SlurmLaunchWorker(const SlurmConfig& config, Controller* controller, Post post);
+  ~SlurmLaunchWorker();  // Stop()
   void Start();
   // Stops the worker and joins it. Steps it runs keep running (the allocation is the user's job).
   void Stop();

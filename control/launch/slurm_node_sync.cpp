@@ -1,4 +1,4 @@
-#include "control/slurm_sync.h"
+#include "control/launch/slurm_node_sync.h"
 
 #include <spdlog/spdlog.h>
 
@@ -6,7 +6,7 @@
 
 namespace shepherd {
 
-Status SlurmSync::Restore(const std::string& body) {
+Status SlurmNodeSync::Restore(const std::string& body) {
   Result<Json> j = ParseJsonText(body, 4);
   if (!j.ok() || !j->is_array()) return Internal("stored " + kDrainedKey + " is not a JSON array");
   drained_.clear();
@@ -15,19 +15,19 @@ Status SlurmSync::Restore(const std::string& body) {
   return Status::Ok();
 }
 
-void SlurmSync::Persist(WriteBatch* batch) const {
+void SlurmNodeSync::Persist(WriteBatch* batch) const {
   Json j = Json::array();
   for (const std::string& n : drained_) j.push_back(n);
   batch->Put(Record{Collection::kMeta, kDrainedKey, "", j.dump()});
 }
 
-std::string SlurmSync::DrainReason(const Node& n) const {
+std::string SlurmNodeSync::DrainReason(const Node& n) const {
   if (const Finding* f = findings_->Find(n.cordon_source))
     return slurm::DrainReasonFor(f->id + " " + ToString(f->kind));
   return slurm::DrainReasonFor(n.reason.empty() ? n.cordon_source : n.reason);
 }
 
-std::vector<SlurmNodeCommand> SlurmSync::Apply(const slurm::SlurmView& view, Time now, WriteBatch* batch) {
+std::vector<SlurmNodeCommand> SlurmNodeSync::Apply(const slurm::SlurmView& view, Time now, WriteBatch* batch) {
   slurm::ReconcileInput in;
   in.slurm = view.nodes;
   in.topology = view.topology;
@@ -88,7 +88,7 @@ std::vector<SlurmNodeCommand> SlurmSync::Apply(const slurm::SlurmView& view, Tim
   return commands;
 }
 
-void SlurmSync::OnCommandsDone(const std::vector<SlurmCommandResult>& results, WriteBatch* batch) {
+void SlurmNodeSync::OnCommandsDone(const std::vector<SlurmCommandResult>& results, WriteBatch* batch) {
   bool changed = false;
   for (const SlurmCommandResult& r : results) {
     const bool drain = r.command.kind == SlurmNodeCommand::Kind::kDrain;
