@@ -18,8 +18,7 @@ Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOp
       inventory_(options_.levels, {options_.min_spares_per_leaf, options_.min_spares_per_spine}),
       jobs_(&inventory_, options_.default_gpu_memory_gib),
       recovery_(&inventory_, &jobs_, options_.remediation_hook),
-      agents_([this](const std::string& node) { return DesiredRanks(node); },
-              options_.node_heartbeat_timeout_s, options_.agent_lease_s, options_.unknown_process_timeout_s),
+      agents_(options_.node_heartbeat_timeout_s, options_.agent_lease_s, options_.unknown_process_timeout_s),
       events_(options_.event_retention),
       lateness_(options_.late_after_s, clock_->Now()),
       slurm_sync_(&inventory_, &findings_, options_.default_gpu_memory_gib),
@@ -47,20 +46,10 @@ Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOp
   });
   recovery_.set_slurm(options_.slurm);
   recovery_.set_requeue(options_.slurm_requeue);
-  recovery_.set_cluster_for([this](const std::string& job) { return AllocationView(job); });
   // The exit hold waits at most the node timeout (plus a margin) for a silent agent; an incident takes in
   // findings of its own attempt within that span too (scheduler/incidents.h, scheduler/exit_hold.h).
-  recovery_.set_exit_hold([this](const std::string& node) { return agents_.LastHeard(node); },
-                          options_.node_heartbeat_timeout_s);
+  recovery_.set_exit_hold(options_.node_heartbeat_timeout_s);
   recovery_.set_incident_window({.join_window_s = options_.node_heartbeat_timeout_s + 5, .grace_s = 30});
-  recovery_.set_launcher_nodes([this](const Job& job) -> std::optional<std::set<std::string>> {
-    if (options_.slurm && !job.spec.external_id.empty()) return slurm_watch_.NodesOf(job.id);
-    const JobEntry* e = jobs_.Find(job.id);
-    if (!e || !e->attempt) return std::nullopt;
-    std::set<std::string> nodes;
-    for (const RankSlot& r : e->attempt->placement.ranks) nodes.insert(r.node);
-    return nodes;
-  });
 }
 
 Controller::~Controller() = default;
@@ -90,6 +79,7 @@ void Controller::Commit(WriteBatch batch, std::function<void(Status)> done) {
       unsaved_attempts_.erase({job, attempt});
       agents_.Saved(job, attempt, clock_->Now());
     }
+    AnswerWaiters();
     for (const std::string& r : requests) unsaved_requests_.erase(r);
   };
   if (batch.empty()) {
@@ -112,8 +102,13 @@ void Controller::Commit(WriteBatch batch, std::function<void(Status)> done) {
   });
 }
 
+void Controller::AnswerWaiters() {
+  if (agents_.HasDue()) agents_.AnswerDue([this](const std::string& node) { return DesiredRanks(node); });
+}
+
 void Controller::ReleaseWaiters() {
   agents_.ReleaseWaiters();
+  AnswerWaiters();
   events_.ReleaseAll();
 }
 
@@ -184,6 +179,7 @@ void Controller::Settle(Time now, WriteBatch* batch) {
     if (launcher.GatesFor(ev.attempt).bump_nodes)
       for (const std::string& node : ev.nodes) agents_.Bump(node);
   }
+  AnswerWaiters();  // after every gate and token of the batch
 }
 
 void Controller::MarkLaunched(const std::string& job, Time now, WriteBatch* batch) {
@@ -253,6 +249,7 @@ void Controller::StopUnknownProcesses(const std::string& id, Done<NodeView> done
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   if (!inventory_.Find(id)) return done(NotFound("no node " + id));
   agents_.StopUnknownProcesses(id);
+  AnswerWaiters();
   done(view_.GetNode(id));
 }
 

@@ -237,6 +237,9 @@ class Controller {
   JobHealth& HealthOf(const std::string& job);
   // Records a finding: id, recovery (its actions), the log, the batch.
   void RecordFinding(Finding f, Time now, WriteBatch* batch);
+  // What recovery needs of `job` from the other owners (its Slurm allocation, its launcher's nodes, the
+  // agents for the exit hold), handed to RecoveryExecutor with each finding.
+  RecoveryContext RecoveryContextOf(const Job& job) const;
   // The recovery part of RecordFinding (also for a held finding whose hold is over: may_hold false).
   void RunRecovery(Finding& f, Time now, WriteBatch* batch, bool may_hold);
   // Held restarts whose hold is over (scheduler/exit_hold.h): decided now, or dropped, and persisted.
@@ -305,7 +308,10 @@ class Controller {
   // running there.
   void OnSlurmNodesFailed(const std::vector<std::pair<std::string, std::string>>& nodes, Time now,
                           WriteBatch* batch);
-  // What the node's agent must run (AgentBoard's source).
+  // Answers the long polls AgentBoard made due with each node's DesiredRanks. Run after every call that
+  // may make one due (Settle, a durable batch, a heartbeat, the tick, a watch, a release).
+  void AnswerWaiters();
+  // What the node's agent must run (AgentBoard::AnswerDue).
   std::vector<RankAssignment> DesiredRanks(const std::string& node) const;
 
   Store* store_;

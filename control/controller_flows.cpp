@@ -72,6 +72,14 @@ void Controller::RecordFinding(Finding f, Time now, WriteBatch* batch) {
   findings_.Add(std::move(f));
 }
 
+RecoveryContext Controller::RecoveryContextOf(const Job& job) const {
+  RecoveryContext ctx{.allocation = AllocationView(job.id), .agents = &agents_};
+  // A job Shepherd only watches under a Slurm job id: its launcher's nodes are Slurm's.
+  ctx.slurm_bound = options_.slurm && !job.spec.external_id.empty();
+  if (ctx.slurm_bound) ctx.slurm_nodes = slurm_watch_.NodesOf(job.id);
+  return ctx;
+}
+
 void Controller::RunRecovery(Finding& f, Time now, WriteBatch* batch, bool may_hold) {
   const JobEntry* e = jobs_.Find(f.job);
   std::vector<Finding> earlier = findings_.Recent(f.job, kRecurrenceWindow);
@@ -88,7 +96,7 @@ void Controller::RunRecovery(Finding& f, Time now, WriteBatch* batch, bool may_h
   const JobState state_before = e->job.state;
   const int attempt_before = e->job.attempt;
   recovery_.OnFinding(f, health, earlier, now, batch, reported, std::move(vouched), daemon_was_late,
-                      may_hold);
+                      may_hold, RecoveryContextOf(e->job));
   // A restart: a new attempt, or the old one ended to start again (backoff, re-queued); not a failure. It
   // counts under its incident's root cause (a node_lost, not the exits it caused).
   const Job& after = jobs_.Find(f.job)->job;
@@ -102,7 +110,7 @@ void Controller::RunRecovery(Finding& f, Time now, WriteBatch* batch, bool may_h
 }
 
 void Controller::ReleaseHolds(Time now, WriteBatch* batch) {
-  for (const RecoveryExecutor::HoldOutcome& h : recovery_.DueHolds(now)) {
+  for (const RecoveryExecutor::HoldOutcome& h : recovery_.DueHolds(now, agents_)) {
     const Finding* stored = findings_.Find(h.finding);
     if (!stored) continue;
     Finding f = *stored;
@@ -212,7 +220,10 @@ void Controller::Tick() {
   CheckLaunches(now, &batch);
   ReplaceBlockedSlurmAllocations(now, &batch);
   auto unserved = [this] { return UnservedNodes(); };
-  recovery_.StartDue(now, &batch, unserved);
+  std::map<std::string, Cluster> allocations;  // Slurm-launched jobs restart inside their allocation
+  for (const std::string& job : recovery_.DueRestarts(now))
+    if (std::optional<Cluster> a = AllocationView(job)) allocations.emplace(job, std::move(*a));
+  recovery_.StartDue(now, &batch, unserved, allocations);
   recovery_.StartQueuedOnSpares(
       now, &batch, [this](const std::string& job) { return HealthOf(job).DefaultResume(); }, unserved);
   Schedule(now, &batch);
@@ -278,6 +289,7 @@ void Controller::CheckAgents(Time now, WriteBatch* batch) {
   }
   Settle(now, batch);
   agents_.OnTick(now);
+  AnswerWaiters();
 }
 
 const JobEntry* Controller::CurrentRankOn(const std::string& node, const RankRef& rank) const {
@@ -487,6 +499,7 @@ void Controller::WatchAssignments(const std::string& node, int64_t known, Time d
   if (!inventory_.Find(node)) return done(NotFound("no node " + node));
   agents_.Watch(node, known, deadline, clock_->Now(), can_keep,
                 [done = std::move(done)](Result<Assignments> a) { done(a); });
+  AnswerWaiters();
 }
 
 void Controller::RestartJob(const std::string& id, const std::string& from,
@@ -498,7 +511,7 @@ void Controller::RestartJob(const std::string& id, const std::string& from,
   WriteBatch batch;
   std::string why = reason.empty() ? "forced by " + by : reason + " (requested by " + by + ")";
   int attempt_before = jobs_.Find(id)->job.attempt;
-  auto d = recovery_.ForceRestart(id, HealthOf(id), from, replace_nodes, why, now, &batch);
+  auto d = recovery_.ForceRestart(id, HealthOf(id), from, replace_nodes, why, now, &batch, AllocationView(id));
   if (!d.ok()) return done(d.status());
   ++restart_causes_[id]["operator"];
   Settle(now, &batch);
