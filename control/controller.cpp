@@ -155,6 +155,15 @@ void Controller::Settle(Time now, WriteBatch* batch) {
       rank_tokens_.Mint({ev.job, ev.attempt}, batch);
   }
   for (const AttemptEvent& ev : events) {
+    if (ev.kind == AttemptEvent::Kind::kJobEnded) {
+      // Every end of a job (cancelled, failed, succeeded, its watched launcher's job ended), with or
+      // without an attempt running (a job waiting for its backoff has none).
+      rank_tokens_.Revoke(ev.job, std::nullopt, batch);
+      if (auto h = health_.find(ev.job); h != health_.end()) h->second->OnJobEnd();
+      recovery_.Forget(ev.job);
+      agents_.DropGate(ev.job);
+      continue;
+    }
     const JobEntry* e = jobs_.Find(ev.job);
     JobHealth& health = HealthOf(ev.job);
     const Launcher& launcher = LauncherFor(e->job);
@@ -168,12 +177,6 @@ void Controller::Settle(Time now, WriteBatch* batch) {
       // attempts looked like no progress.
       health.OnAttemptEnd(ev.attempt);
       if (ours) rank_tokens_.Revoke(ev.job, ev.attempt, batch);  // its ranks can no longer report
-      if (IsTerminal(e->job.state)) {
-        rank_tokens_.Revoke(ev.job, std::nullopt, batch);
-        health.OnJobEnd();
-        recovery_.Forget(ev.job);
-        agents_.DropGate(ev.job);
-      }
     }
     if (launcher.HoldsAllocation()) SettleSlurm(ev, now, batch);
     if (launcher.GatesFor(ev.attempt).bump_nodes)
@@ -285,11 +288,7 @@ void Controller::CancelJob(const std::string& id, const std::string& by, Done<Jo
 Status Controller::EndJob(const std::string& id, JobState state, const std::string& reason, Time now,
                           WriteBatch* batch) {
   if (Status s = jobs_.End(id, state, reason, now, batch); !s.ok()) return s;
-  // A job waiting for its backoff has no attempt to end (so no event to settle): forget it here.
-  recovery_.Forget(id);
-  agents_.DropGate(id);
-  rank_tokens_.Revoke(id, std::nullopt, batch);
-  if (auto it = health_.find(id); it != health_.end()) it->second->OnJobEnd();
+  // Its health, rank tokens, recovery and gate end with it in Settle (AttemptEvent::Kind::kJobEnded).
   slurm_jobs_.Release(id, batch);  // launcher "slurm": its allocation is cancelled (unless adopted)
   return Status::Ok();
 }

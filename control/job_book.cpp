@@ -142,6 +142,8 @@ void JobBook::EndAttempt(const std::string& job, Time now, WriteBatch* batch) {
 void JobBook::SetState(const std::string& job, JobState state, const std::string& reason, Time now,
                        WriteBatch* batch) {
   JobEntry& e = jobs_.at(job);
+  if (IsTerminal(state) && !IsTerminal(e.job.state))
+    events_.push_back({AttemptEvent::Kind::kJobEnded, job, e.job.attempt, {}});
   e.job.state = state;
   e.job.reason = reason;
   e.job.updated_at = now;

@@ -186,8 +186,7 @@ void RecoveryExecutor::Execute(const std::string& job, const RecoveryDecision& d
       return;
     case RecoveryDecision::kFail:
       jobs_->EndAttempt(job, now, batch);
-      jobs_->SetState(job, JobState::kFailed, d.reason, now, batch);
-      health.OnJobEnd();
+      jobs_->SetState(job, JobState::kFailed, d.reason, now, batch);  // Settle ends its health
       st.pending.reset();
       break;
     case RecoveryDecision::kQueue:
