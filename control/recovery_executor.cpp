@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "control/launch/launcher.h"
 #include "control/records.h"
 #include "scheduler/loop_breakers.h"
 
@@ -15,16 +16,18 @@ void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const 
                                  const RecoveryContext& ctx) {
   const JobEntry* e = jobs_->Find(f.job);
   if (!e || !IsActive(e->job.state) || !e->attempt || f.attempt != e->attempt->number) return;
-  const bool external = e->job.spec.launch_mode == LaunchMode::kExternal;
-  if (may_hold && !external && Hold(f, *e, ctx.agents)) return;
+  const Launcher& launcher = LauncherFor(e->job);
+  const bool external = !launcher.StartsAttempts();  // remediated as its policy says, never restarted
+  if (may_hold && launcher.AgentsStartRanks() && Hold(f, *e, ctx.agents)) return;
   // A job we did not place for real: blame follows the nodes its ranks reported, never our placement.
+  const bool by_reports = launcher.BlamesReportedNodes();
   Placement reported = e->attempt->placement;
-  if (external)
+  if (by_reports)
     for (RankSlot& r : reported.ranks)
       r.node = r.rank < static_cast<int>(reported_nodes.size()) ? reported_nodes[r.rank] : "";
   const Restarts& st = state_[f.job];
   RecoveryInput in{.job = e->job,
-                   .placement = external ? reported : e->attempt->placement,
+                   .placement = by_reports ? reported : e->attempt->placement,
                    .cluster = ctx.allocation ? *ctx.allocation : inventory_->cluster(),
                    .finding = f,
                    .last_known_good = health.ledger().LastKnownGood(),
@@ -61,9 +64,7 @@ bool RecoveryExecutor::Hold(Finding& f, const JobEntry& e, const AgentBoard* age
     f.actions.push_back("restart held with " + st.held->finding + " (waiting to hear from every node)");
     return true;
   }
-  if (f.kind != FindingKind::kProcessExit || f.fenced || !agents ||
-      e.job.spec.launch_mode == LaunchMode::kSlurm)
-    return false;
+  if (f.kind != FindingKind::kProcessExit || f.fenced || !agents) return false;
   ExitHold h = HoldVerdict(e, f.detected_at, f.detected_at, *agents);
   if (!h.hold) return false;
   st.held = HeldExit{f.id, f.attempt, f.detected_at};
@@ -394,7 +395,7 @@ void RecoveryExecutor::StartQueuedOnSpares(Time now, WriteBatch* batch, const Re
                                            const Unserved& unserved) {
   std::vector<const JobEntry*> queued;
   for (const auto& [seq, id] : jobs_->queued())
-    if (const JobEntry* e = jobs_->Find(id); e->attempt && e->job.spec.launch_mode == LaunchMode::kAgents)
+    if (const JobEntry* e = jobs_->Find(id); e->attempt && LauncherFor(e->job).AgentsStartRanks())
       queued.push_back(e);
   if (queued.empty()) return;
   const Cluster& c = inventory_->cluster();
@@ -416,7 +417,7 @@ bool RecoveryExecutor::Start(const JobEntry& e, const Placement& placement, cons
   // Nodes to leave if there is room: no live agent serves them, or (its GPUs released while it queued)
   // another job took them.
   std::set<std::string> avoid;
-  const bool ours = e.job.spec.launch_mode == LaunchMode::kAgents;
+  const bool ours = LauncherFor(e.job).AgentsStartRanks();  // an agent's silence loses its ranks
   std::set<std::string> lost = ours && unserved ? unserved() : std::set<std::string>{};
   const bool held = c.Holds(job);
   for (const RankSlot& r : placement.ranks)
