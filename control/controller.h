@@ -1,18 +1,21 @@
 // Controller: the façade of the control layer, the one header api/ includes. It owns the store handle and
 // the owners of control-plane state, and runs each API call, report batch, agent heartbeat and tick as one
-// operation over them:
+// operation over them; every read goes through view() (control/control_view.h), which it does not
+// implement:
 //   Inventory (nodes, allocations) · JobBook (jobs, attempts, queue) · JobHealth per job (monitor, ledger,
 //   SDC replays) · RecoveryExecutor (findings → policy → actions, restart budgets) · AgentBoard (agents,
 //   assignments, long polls, launch gates) · FindingLog (findings, ids, counters).
 // Consequences that cross owners are wired here and only here: findings go FindingLog → RecoveryExecutor;
-// attempt starts and ends that JobBook queued are settled (Settle) into JobHealth and AgentBoard before the
-// operation commits.
+// attempt starts and ends and job ends that JobBook queued are settled (Settle, the one writer of a job's
+// health lifecycle) into JobHealth, AgentBoard, RankTokens and RecoveryExecutor before the operation
+// commits. Owners hold no callback into the façade: what one needs of another's state is passed with the
+// call (RecoveryContext; the desired ranks AgentBoard::AnswerDue answers due long polls with).
 //
 // Threading: every non-const method runs on the one control thread. Store completions arrive on the writer
 // thread and are posted back through `post`, so callbacks (`Done`) also run on the control thread. The
-// const methods (views, lists, health, failures) also run on the daemon's reader thread; the daemon then
-// holds its ControlLock shared, and exclusively around everything the control thread runs
-// (control/control_lock.h), so const methods must stay free of caches and other hidden writes.
+// view() (ControlView) also runs on the daemon's reader thread; the daemon then holds its ControlLock
+// shared, and exclusively around everything the control thread runs (control/control_lock.h), so reads
+// must stay free of caches and other hidden writes.
 // Durability: memory changes first, so reads may show a change whose COMMIT is pending; a change is
 // acknowledged (Done with a value) only once durable. If a COMMIT fails the controller stops accepting
 // writes (kUnavailable), reports not-ready and calls `on_storage_failure` so the daemon can exit.
