@@ -163,7 +163,7 @@ Json RenderFleetGoodput(const FleetGoodput& f, std::optional<Time> since, Time u
 
 FleetRate FleetRateOf(const Controller& c, Time now) {
   FleetRateTally tally;
-  c.VisitGoodputRecords(Time::min(), false, [&](const Controller::GoodputRecords& r) {
+  c.view().VisitGoodputRecords(Time::min(), false, [&](const Controller::GoodputRecords& r) {
     tally.Add({.job = r.job, .attempts = r.attempts, .findings = r.findings, .sizes = r.sizes}, now);
   });
   return tally.Result();

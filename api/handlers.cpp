@@ -157,13 +157,13 @@ SHEPHERD_ROUTE_HANDLER(UiFile) {
 void InstallAuth(Router* router, Controller* c, Authenticator* auth) {
   // Rank credentials are minted per rank of an attempt by the control layer (control/rank_tokens.h).
   auth->SetDynamic([c](std::string_view token) -> std::optional<Principal> {
-    auto grant = c->rank_tokens().Lookup(token);
+    auto grant = c->view().rank_tokens().Lookup(token);
     if (!grant) return std::nullopt;
     return Principal{Role::kRank, "rank:" + grant->job, std::nullopt,
                      grant->job,  grant->attempt,       grant->rank};
   });
   router->SetAuth(auth,
-                  [c](const std::string& job) -> std::optional<std::string> { return c->JobOwner(job); });
+                  [c](const std::string& job) -> std::optional<std::string> { return c->view().JobOwner(job); });
 }
 
 void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions o, const Clock* clock) {
@@ -172,11 +172,11 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
   metrics->SetGaugeSource([c, clock, planner](std::string* out) {
     AppendStateMetrics(*c, clock->Now(), out);
     *out += "# HELP shepherd_findings_total Findings by kind.\n# TYPE shepherd_findings_total counter\n";
-    for (const auto& [kind, n] : c->finding_counts())
+    for (const auto& [kind, n] : c->view().finding_counts())
       *out +=
           std::string("shepherd_findings_total{kind=\"") + ToString(kind) + "\"} " + std::to_string(n) + "\n";
     *out += "# HELP shepherd_reports_total Rank reports by outcome.\n# TYPE shepherd_reports_total counter\n";
-    for (const auto& [outcome, n] : c->report_counts())
+    for (const auto& [outcome, n] : c->view().report_counts())
       *out += "shepherd_reports_total{outcome=\"" + outcome + "\"} " + std::to_string(n) + "\n";
     *out +=
         "# HELP shepherd_reports_ignored_total Rank reports accepted but not used, by reason: seq_backwards "
@@ -186,7 +186,7 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
     for (IgnoredReason why :
          {IgnoredReason::kSeqBackwards, IgnoredReason::kGroupMembership, IgnoredReason::kRelayForeign})
       *out += std::string("shepherd_reports_ignored_total{reason=\"") + ToString(why) + "\"} " +
-              std::to_string(c->reports_ignored(why)) + "\n";
+              std::to_string(c->view().reports_ignored(why)) + "\n";
     *out +=
         "# HELP shepherd_heartbeat_ignored_total Agent heartbeat entries ignored: processes of ranks not "
         "placed "
@@ -194,18 +194,18 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
         "report entries of ranks not placed on the node in their job's current attempt.\n"
         "# TYPE shepherd_heartbeat_ignored_total counter\n";
     for (const char* what : {"process", "flight_recorder", "reports"}) {
-      auto it = c->heartbeat_ignored().find(what);
+      auto it = c->view().heartbeat_ignored().find(what);
       *out += std::string("shepherd_heartbeat_ignored_total{what=\"") + what + "\"} " +
-              std::to_string(it == c->heartbeat_ignored().end() ? 0 : it->second) + "\n";
+              std::to_string(it == c->view().heartbeat_ignored().end() ? 0 : it->second) + "\n";
     }
     *out += "# HELP shepherd_spare_deficits Leaves or spines below their configured spare minimum.\n";
     *out += "# TYPE shepherd_spare_deficits gauge\nshepherd_spare_deficits " +
-            std::to_string(c->SpareDeficits().size()) + "\n";
+            std::to_string(c->view().SpareDeficits().size()) + "\n";
     *out += "# HELP shepherd_free_usable_gpus GPUs on usable nodes that no job holds.\n";
     *out += "# TYPE shepherd_free_usable_gpus gauge\nshepherd_free_usable_gpus " +
-            std::to_string(c->free_usable_gpus()) + "\n";
+            std::to_string(c->view().free_usable_gpus()) + "\n";
     // The daemon's own lateness (health/lateness.h): silence verdicts wait while it is late.
-    Lateness::Facts l = c->lateness();
+    Lateness::Facts l = c->view().lateness();
     auto gauge = [out](const char* name, const char* help, double v) {
       *out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " gauge\n" + name + " " +
               std::to_string(v) + "\n";
@@ -219,7 +219,7 @@ void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions 
           l.listening_for_s);
     gauge("shepherd_late", "1 while the latest tick lag or queue age is over the lateness threshold.",
           l.late ? 1 : 0);
-    const Controller::StorageFacts st = c->storage();
+    const Controller::StorageFacts st = c->view().storage();
     gauge("shepherd_storage_writes_in_flight", "Write batches handed to the store and not yet committed.",
           static_cast<double>(st.writes_in_flight));
     gauge("shepherd_storage_oldest_write_seconds",

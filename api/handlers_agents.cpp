@@ -256,7 +256,7 @@ SHEPHERD_ROUTE_HANDLER(Heartbeat) {
     hb = std::make_shared<const ParsedHeartbeat>(std::move(fresh).value());
   }
   if (!hb->hb.gpu_faults.empty())  // an unknown node is the controller's 404
-    if (auto node = c->GetNode(p.at("id")); node.ok())
+    if (auto node = c->view().GetNode(p.at("id")); node.ok())
       if (auto refused = GpuOutsideNode(hb->hb, node->node)) return respond(*refused);
   // `hb` lives until the controller is done with it (the callback holds it).
   c->NodeHeartbeat(

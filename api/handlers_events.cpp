@@ -59,7 +59,7 @@ SHEPHERD_ROUTE_HANDLER(ListEvents) {
   }
   if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid query", errs)));
   auto reply = [respond](Result<EventPage> page) { api::Reply(respond, page, RenderEventPage); };
-  Result<EventPage> page = c->ReadEvents(*after, limit);
+  Result<EventPage> page = c->view().ReadEvents(*after, limit);
   if (!page.ok() || wait == 0 || !page->events.empty() || page->truncated) return reply(std::move(page));
   const Time deadline = clock->Now() + Seconds(wait);
   auto watch = [c, after = *after, limit, deadline, reply] { c->WatchEvents(after, limit, deadline, reply); };

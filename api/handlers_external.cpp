@@ -123,9 +123,9 @@ SHEPHERD_ROUTE_HANDLER(IngestSlurmReports) {
       return respond(Problem(403, "job " + id + " (Slurm job " + slurm_job_id + ") is not the caller's"));
     ingest(id, false, reports);
   };
-  if (auto bound = c->FindExternalJob(slurm_job_id)) return to_bound(*bound, *batch);
+  if (auto bound = c->view().FindExternalJob(slurm_job_id)) return to_bound(*bound, *batch);
   // The ranks of a job that ended here still report: theirs is no new job.
-  if (auto ended = c->EndedExternalRun(slurm_job_id, *batch)) return respond(Problem(409, *ended));
+  if (auto ended = c->view().EndedExternalRun(slurm_job_id, *batch)) return respond(Problem(409, *ended));
   if (role == Role::kRank)  // a rank credential is bound to one job: it never creates another
     return respond(Problem(
         403, "no job is bound to Slurm job " + slurm_job_id + ", and a rank credential cannot create one"));
@@ -143,8 +143,8 @@ SHEPHERD_ROUTE_HANDLER(IngestSlurmReports) {
   CheckSlurmBinding(o.show_slurm_job, o.slurm_users, who, slurm_job_id, "slurm_job_id", respond,
                     [c, o, slurm_job_id, caller = std::move(caller), respond, ingest, to_bound,
                      spec = std::move(spec).value(), reports = std::move(batch).value()]() mutable {
-                      if (auto bound = c->FindExternalJob(slurm_job_id)) return to_bound(*bound, reports);
-                      if (auto ended = c->EndedExternalRun(slurm_job_id, reports))
+                      if (auto bound = c->view().FindExternalJob(slurm_job_id)) return to_bound(*bound, reports);
+                      if (auto ended = c->view().EndedExternalRun(slurm_job_id, reports))
                         return respond(Problem(409, *ended));
                       api::SubmitAs(c, o, caller, std::move(spec), respond,
                                     [ingest, reports](const JobView& v) { ingest(v.job.id, true, reports); });

@@ -48,7 +48,7 @@ SHEPHERD_ROUTE_HANDLER(GetJobGoodput) {
   if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
   Window w;
   if (auto bad = ParseWindow(req, &w)) return respond(*bad);
-  auto records = c->GetGoodputRecords(p.at("id"));
+  auto records = c->view().GetGoodputRecords(p.at("id"));
   if (!records.ok()) return respond(ProblemFrom(records.status()));
   const Time now = clock->Now();
   GoodputInput in = records->Input(now);
@@ -73,7 +73,7 @@ SHEPHERD_ROUTE_HANDLER(GetFleetGoodput) {
   FleetRateTally tally;
   // Every job, once: its accounting in the window (jobs that ended before it or began after it add
   // nothing), and its history to the fleet's interruption rate.
-  c->VisitGoodputRecords(Time::min(), true, [&](const Controller::GoodputRecords& r) {
+  c->view().VisitGoodputRecords(Time::min(), true, [&](const Controller::GoodputRecords& r) {
     tally.Add({.job = r.job, .attempts = r.attempts, .findings = r.findings, .sizes = r.sizes}, now);
     if (r.job->created_at > until) return;
     if (w.since && IsTerminal(r.job->state) && r.job->updated_at < *w.since) return;

@@ -52,7 +52,7 @@ SHEPHERD_ROUTE_HANDLER(GetHealth) {
   Controller* const c = ctx.controller;
   const ApiOptions& o = ctx.options;
   if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-  api::Reply(respond, c->GetHealth(p.at("id")));
+  api::Reply(respond, c->view().GetHealth(p.at("id")));
 }
 
 SHEPHERD_ROUTE_HANDLER(GetSteps) {
@@ -72,7 +72,7 @@ SHEPHERD_ROUTE_HANDLER(GetSteps) {
       errs.push_back({"limit", "must be an integer from 1 to 2000"});
   }
   if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid query", errs)));
-  api::Reply(respond, c->GetSteps(p.at("id"), limit));
+  api::Reply(respond, c->view().GetSteps(p.at("id"), limit));
 }
 
 SHEPHERD_ROUTE_HANDLER(ListCheckpoints) {
@@ -84,7 +84,7 @@ SHEPHERD_ROUTE_HANDLER(ListCheckpoints) {
   const api::Page page = api::TakePage(&q, &errs);
   for (const auto& [k, v] : q) errs.push_back({k, "unknown query parameter"});
   if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid query", errs)));
-  auto list = c->GetCheckpoints(p.at("id"));
+  auto list = c->view().GetCheckpoints(p.at("id"));
   if (!list.ok()) return respond(ProblemFrom(list.status()));
   // Ledger order; a job has few checkpoints, so paging slices the copy.
   auto& all = list->checkpoints;
@@ -136,7 +136,7 @@ SHEPHERD_ROUTE_HANDLER(ListFailures) {
   if (p.count("id")) f.job = p.at("id");
   if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid query", errs)));
   bool more = false;
-  auto found = c->GetFailures(f, &more);
+  auto found = c->view().GetFailures(f, &more);
   if (!found.ok()) return respond(ProblemFrom(found.status()));
   Json body = RenderFailures(*found);
   api::SetNextCursor(&body, more, found->empty() ? "" : found->back().id);

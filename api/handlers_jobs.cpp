@@ -35,7 +35,7 @@ HttpResponse DoesNotFit(const PlanEstimate& e) {
 // 429 when the submitter is at its quota of jobs not yet ended.
 std::optional<HttpResponse> QuotaRefusal(const Controller& c, const ApiOptions& o, const std::string& owner) {
   const int quota = o.quotas.max_active_jobs_per_submitter;
-  if (quota <= 0 || c.ActiveJobsOf(owner) < quota) return std::nullopt;
+  if (quota <= 0 || c.view().ActiveJobsOf(owner) < quota) return std::nullopt;
   return api::QuotaReached("max_active_jobs_per_submitter", quota, "active jobs per submitter",
                            "'" + owner + "' has that many jobs not ended; wait for one to end or cancel one");
 }
@@ -94,7 +94,7 @@ void SubmitAs(Controller* c, const ApiOptions& o, const HttpRequest& req, JobSpe
   // The owner is who submitted it (the submitter's own-job rule for cancel and restart).
   spec.owner = req.principal ? req.principal->name : "";
   if (auto refused = QuotaRefusal(*c, o, spec.owner)) return respond(*refused);
-  const Hardware hw = c->HardwareFor(spec);
+  const Hardware hw = c->view().HardwareFor(spec);
   // Back on the control thread once the search is done: the quota again (other submits may have been
   // admitted meanwhile), then the admission.
   auto admit = [c, o, spec, respond, then = std::move(then)](Result<PlanEstimate> est) mutable {
@@ -138,7 +138,7 @@ SHEPHERD_ROUTE_HANDLER(PlanJobRequest) {
   if (!spec.ok()) return respond(ProblemFrom(spec.status()));
   // A plan is answered for what /v1/jobs would admit: the same job policy, the same 422.
   if (Status s = CheckJobPolicy(*spec, o.job_policy); !s.ok()) return respond(ProblemFrom(s));
-  const Hardware hw = c->HardwareFor(*spec);
+  const Hardware hw = c->view().HardwareFor(*spec);
   const bool off_control = SearchesOffControl(o, *spec);
   // The answer needs nothing more of the controller: the planner thread sends it.
   const FleetRate rate = FleetRateOf(*c, clock->Now());
@@ -203,7 +203,7 @@ SHEPHERD_ROUTE_HANDLER(ListJobs) {
     if (k != "state" && k != "external_id") errs.push_back({k, "unknown filter"});
   if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid query", errs)));
   bool more = false;
-  std::vector<JobView> jobs = c->ListJobs(state, page.after, page.limit, &more, external_id);
+  std::vector<JobView> jobs = c->view().ListJobs(state, page.after, page.limit, &more, external_id);
   Json items = Json::array();
   for (const JobView& v : jobs) items.push_back(api::RenderJobFor(v, req.principal));
   Json body = {{"jobs", std::move(items)}};
@@ -215,7 +215,7 @@ SHEPHERD_ROUTE_HANDLER(GetJob) {
   Controller* const c = ctx.controller;
   const ApiOptions& o = ctx.options;
   if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-  api::Reply(respond, c->GetJob(p.at("id")),
+  api::Reply(respond, c->view().GetJob(p.at("id")),
              [who = req.principal](const JobView& v) { return api::RenderJobFor(v, who); });
 }
 
@@ -231,7 +231,7 @@ SHEPHERD_ROUTE_HANDLER(GetPlacement) {
   Controller* const c = ctx.controller;
   const ApiOptions& o = ctx.options;
   if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-  auto view = c->GetPlacement(p.at("id"));
+  auto view = c->view().GetPlacement(p.at("id"));
   if (!view.ok()) return respond(ProblemFrom(view.status()));
   HttpResponse r;
   r.body = RenderPlacement(*view);

@@ -15,9 +15,9 @@ SHEPHERD_ROUTE_HANDLER(RegisterNode) {
   auto parsed = api::Body(req, o);
   if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
   const Json& body = **parsed;
-  auto node = ParseNode(body, c->levels());
+  auto node = ParseNode(body, c->view().levels());
   if (!node.ok()) return respond(ProblemFrom(node.status()));
-  const Result<NodeView> stored = c->GetNode(node->id);
+  const Result<NodeView> stored = c->view().GetNode(node->id);
   if (stored.ok()) KeepOmittedFields(body, stored->node, &*node);
   bool schedulable_given = body.is_object() && body.contains("schedulable");
   // An agent speaks for its own node only, and may not lift a cordon by re-registering.
@@ -28,7 +28,7 @@ SHEPHERD_ROUTE_HANDLER(RegisterNode) {
     if (schedulable_given) return respond(Problem(403, "an agent may not set schedulable; operators cordon"));
   }
   if (o.quotas.max_nodes > 0 && !stored.ok() &&
-      c->node_count() >= static_cast<std::size_t>(o.quotas.max_nodes))
+      c->view().node_count() >= static_cast<std::size_t>(o.quotas.max_nodes))
     return respond(api::QuotaReached("max_nodes", o.quotas.max_nodes, "nodes",
                                      "node " + node->id + " is not registered"));
   c->UpsertNode(std::move(node).value(), schedulable_given, [respond](Result<NodeUpsert> r) {
@@ -56,14 +56,14 @@ SHEPHERD_ROUTE_HANDLER(ListNodes) {
     } else if (k == "spare") {
       if (v != "true" && v != "false") errs.push_back({"spare", "must be true or false"});
       f.spare = v == "true";
-    } else if (k == "nvlink_domain" || std::count(c->levels().begin(), c->levels().end(), k)) {
+    } else if (k == "nvlink_domain" || std::count(c->view().levels().begin(), c->view().levels().end(), k)) {
       f.topology[k] = v;
     } else {
       errs.push_back({k, "unknown filter"});
     }
   }
   if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid query", errs)));
-  NodeList list = c->ListNodes(f);
+  NodeList list = c->view().ListNodes(f);
   Json body = RenderNodeList(list);
   api::SetNextCursor(&body, list.more, list.nodes.empty() ? "" : list.nodes.back().node.id);
   respond(JsonResponse(200, body));
@@ -73,7 +73,7 @@ SHEPHERD_ROUTE_HANDLER(GetNode) {
   Controller* const c = ctx.controller;
   const ApiOptions& o = ctx.options;
   if (auto r = api::Precheck(req, *c, o, false)) return respond(*r);
-  api::Reply(respond, c->GetNode(p.at("id")), RenderNode);
+  api::Reply(respond, c->view().GetNode(p.at("id")), RenderNode);
 }
 
 SHEPHERD_ROUTE_HANDLER(PatchNode) {

@@ -26,13 +26,13 @@ SHEPHERD_ROUTE_HANDLER(RunSimulation) {
   const Json& body = **parsed;
   std::optional<InventoryFleet> fleet;
   if (body.is_object() && body.contains("fleet") && body["fleet"] == "inventory") {
-    NodeList all = c->ListNodes({});  // the control thread's snapshot; the run sees a copy
+    NodeList all = c->view().ListNodes({});  // the control thread's snapshot; the run sees a copy
     if (static_cast<int64_t>(all.total) > kSimMaxFleetNodes) {
       return respond(ProblemFrom(
           InvalidContent("the inventory is too large to simulate",
                          {{"fleet", "more than " + std::to_string(kSimMaxFleetNodes) + " nodes"}})));
     }
-    fleet = InventoryFleet{.levels = c->levels()};
+    fleet = InventoryFleet{.levels = c->view().levels()};
     for (NodeView& v : all.nodes) fleet->nodes.push_back(std::move(v.node));
   }
   Result<SimInput> in = ParseSimRequest(body, fleet ? &*fleet : nullptr);

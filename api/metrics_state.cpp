@@ -81,7 +81,7 @@ void AppendJobMetrics(const Controller& c, Time now, std::string* out) {
                   "restart the job, operator, or launch_timeout.",
                   {}};
   std::string labels;
-  c.VisitJobMetrics(now - Seconds(kEndedJobSeriesSeconds), [&](const Controller::JobMetrics& m) {
+  c.view().VisitJobMetrics(now - Seconds(kEndedJobSeriesSeconds), [&](const Controller::JobMetrics& m) {
     const std::string& id = m.job->id;
     labels = ",state=\"";
     labels += ToString(m.job->state);
@@ -114,7 +114,7 @@ void AppendGoodputMetrics(const Controller& c, Time now, std::string* out) {
   Family ettr{"shepherd_job_ettr", "gauge",
               "The job's effective training time ratio: productive seconds over wall seconds.", {}};
   std::string labels;
-  c.VisitGoodputRecords(now - Seconds(kEndedJobSeriesSeconds), true,
+  c.view().VisitGoodputRecords(now - Seconds(kEndedJobSeriesSeconds), true,
                         [&](const Controller::GoodputRecords& r) {
                           const JobGoodput g = AccountJob(r.Input(now));
                           for (int b = 0; b < kBucketCount; ++b) {
@@ -130,7 +130,7 @@ void AppendGoodputMetrics(const Controller& c, Time now, std::string* out) {
 }
 
 void AppendFleetMetrics(const Controller& c, std::string* out) {
-  const Controller::FleetFacts fleet = c.Fleet();
+  const Controller::FleetFacts fleet = c.view().Fleet();
   Header("shepherd_nodes", "gauge", "Nodes by state (every state, 0 included).", out);
   // Every state the enum names (ToString answers "unknown" past the last), so a state added later is
   // listed without a change here.

@@ -132,7 +132,7 @@ class Bench {
     }
     for (int j = 0; j < jobs; ++j) {
       JobSpec s = MakeSpec(16);
-      auto est = controller_->PlanFor(s);
+      auto est = controller_->view().PlanFor(s);
       ++pending;
       controller_->SubmitJob(s, *est, [&](Result<JobView> r) {
         if (!r.ok()) std::fprintf(stderr, "fill submit: %s\n", r.status().message().c_str());
@@ -180,7 +180,7 @@ class Bench {
 
   void SubmitSmall(std::function<void()> done) {
     JobSpec spec = MakeSpec(8);
-    auto est = controller_->PlanFor(spec);
+    auto est = controller_->view().PlanFor(spec);
     controller_->SubmitJob(spec, *est, [this, done = std::move(done)](Result<JobView> r) {
       if (r.ok()) last_job_ = r->job.id;
       done();
@@ -269,7 +269,7 @@ class Bench {
       });
     });
   }
-  size_t findings() const { return controller_->GetFailures({}).value().size(); }
+  size_t findings() const { return controller_->view().GetFailures({}).value().size(); }
 
  private:
   std::string dir_;

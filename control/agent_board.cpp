@@ -126,10 +126,11 @@ int AgentBoard::StopUnknownProcesses(const std::string& node) {
   return n;
 }
 
-Result<Assignments> AgentBoard::AnswerFor(const std::string& node, bool can_keep) const {
+Result<Assignments> AgentBoard::AnswerFor(const std::string& node, bool can_keep,
+                                          const std::vector<RankAssignment>& desired) const {
   if (!Heard(node))
     return Unavailable("no heartbeat from the agent of node " + node + " since the daemon started");
-  Assignments a = Current(node);
+  Assignments a = Current(node, desired);
   if (!can_keep && !a.keep.empty())
     return Unavailable(
         "node " + node +
@@ -167,7 +168,7 @@ void AgentBoard::ExpireWaiters(Time now) {
   for (auto it = waiters_.begin(); it != waiters_.end();) {
     std::vector<Waiter> keep, due;
     for (Waiter& w : it->second) (w.deadline > now ? keep : due).push_back(std::move(w));
-    for (Waiter& w : due) w.done(AnswerFor(it->first, w.can_keep));
+    if (!due.empty()) MakeDue(it->first, std::move(due));
     if (keep.empty())
       it = waiters_.erase(it);
     else
@@ -181,7 +182,23 @@ void AgentBoard::Bump(const std::string& node) {
   if (it == waiters_.end() || !Heard(node)) return;  // unheard: they wait for the first heartbeat
   std::vector<Waiter> ws = std::move(it->second);
   waiters_.erase(it);
-  for (Waiter& w : ws) w.done(AnswerFor(node, w.can_keep));
+  MakeDue(node, std::move(ws));
+}
+
+void AgentBoard::MakeDue(const std::string& node, std::vector<Waiter> ws) {
+  std::vector<Waiter>& d = due_[node];
+  for (Waiter& w : ws) d.push_back(std::move(w));
+}
+
+void AgentBoard::AnswerDue(const AssignmentSource& desired) {
+  while (!due_.empty()) {  // an answer's callback may make another long poll due
+    auto due = std::move(due_);
+    due_.clear();
+    for (auto& [node, ws] : due) {
+      const std::vector<RankAssignment> ranks = Heard(node) ? desired(node) : std::vector<RankAssignment>{};
+      for (Waiter& w : ws) w.done(AnswerFor(node, w.can_keep, ranks));
+    }
+  }
 }
 
 int64_t AgentBoard::version(const std::string& node) const {
@@ -189,10 +206,10 @@ int64_t AgentBoard::version(const std::string& node) const {
   return version_base_ + (it == versions_.end() ? 0 : it->second);
 }
 
-Assignments AgentBoard::Current(const std::string& node) const {
+Assignments AgentBoard::Current(const std::string& node, std::vector<RankAssignment> desired) const {
   Assignments out;
   out.version = version(node);
-  for (RankAssignment& r : source_(node))
+  for (RankAssignment& r : desired)
     if (!gates_.count(r.rank.job)) out.ranks.push_back(std::move(r));
   out.keep = KeepList(Unknown(node));
   return out;
@@ -203,7 +220,8 @@ void AgentBoard::Watch(const std::string& node, int64_t known, Time deadline, Ti
   if (!Heard(node)) {
     deadline = std::max(deadline, now + Seconds(node_timeout_s_));
   } else if (version(node) != known || deadline <= now) {
-    return done(AnswerFor(node, can_keep));
+    due_[node].push_back({deadline, can_keep, std::move(done)});
+    return;
   }
   waiters_[node].push_back({deadline, can_keep, std::move(done)});
 }
@@ -211,8 +229,7 @@ void AgentBoard::Watch(const std::string& node, int64_t known, Time deadline, Ti
 void AgentBoard::ReleaseWaiters() {
   auto waiters = std::move(waiters_);
   waiters_.clear();
-  for (auto& [node, ws] : waiters)
-    for (Waiter& w : ws) w.done(AnswerFor(node, w.can_keep));
+  for (auto& [node, ws] : waiters) MakeDue(node, std::move(ws));
 }
 
 }  // namespace shepherd

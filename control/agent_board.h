@@ -4,8 +4,9 @@
 // waiting on it; per job, the launch gate of a restarted attempt; per node, the processes its agent runs
 // that the daemon has no record of (health/unknown_processes.h) and whether its agent has heartbeated since
 // the daemon started. Control thread only.
-// The desired ranks of a node come from an AssignmentSource (the Controller composes it from jobs and
-// checkpoints); the board withholds the ranks of jobs whose launch gate is closed.
+// The board decides when a node's long polls are due (a bump, a deadline, a release) and holds them until
+// its caller answers them with the node's desired ranks (AnswerDue, with the ranks the Controller composes
+// from jobs and checkpoints): it calls nothing back. It withholds the ranks of jobs whose gate is closed.
 // Invariants: a version only grows; every waiter is answered exactly once (on a bump, its deadline, or
 // ReleaseWaiters); a gate opens once no live agent runs an older attempt of the job, or at its deadline,
 // but never while a lost agent that ran an older attempt may still hold its lease (fencing: its ranks are
@@ -33,6 +34,7 @@
 
 namespace shepherd {
 
+// A node's desired ranks, as the caller composes them (AnswerDue).
 using AssignmentSource = std::function<std::vector<RankAssignment>(const std::string& node)>;
 
 class AgentBoard {
@@ -40,10 +42,9 @@ class AgentBoard {
   // lease_s: how long after its last heartbeat a lost agent may still run ranks (it stops them by then).
   // unknown_timeout_s: how long an unknown process is kept undecided (<= 0: until an operator decides).
   // renewal_s: replicated mode, the oldest view a follower renews a lease from (0: no follower renews).
-  AgentBoard(AssignmentSource source, double node_timeout_s, double lease_s = 0, double unknown_timeout_s = 0,
-             double renewal_s = 0)
-      : source_(std::move(source)),
-        node_timeout_s_(node_timeout_s),
+  explicit AgentBoard(double node_timeout_s, double lease_s = 0, double unknown_timeout_s = 0,
+                      double renewal_s = 0)
+      : node_timeout_s_(node_timeout_s),
         lease_s_(lease_s),
         unknown_timeout_s_(unknown_timeout_s),
         renewal_s_(renewal_s) {}
@@ -101,17 +102,23 @@ class AgentBoard {
   // stops them. Returns how many were undecided (the node is bumped when any).
   int StopUnknownProcesses(const std::string& node);
 
-  // The node's desired set changed: its version grows and its long polls are answered.
+  // The node's desired set changed: its version grows and its long polls are due.
   void Bump(const std::string& node);
-  Assignments Current(const std::string& node) const;
-  // Long poll: answers at once when the version differs from `known` or `deadline` has passed; otherwise on
+  // What the node's agent gets: `desired` (the node's desired ranks) without the ranks of gated jobs, the
+  // node's version and its keep list.
+  Assignments Current(const std::string& node, std::vector<RankAssignment> desired) const;
+  // Long polls due (answered by AnswerDue): whether any, and answering them, each node's `desired` asked
+  // once. Every method below that may make one due says so; the caller answers before its operation ends.
+  bool HasDue() const { return !due_.empty(); }
+  void AnswerDue(const AssignmentSource& desired);
+  // Long poll: due at once when the version differs from `known` or `deadline` has passed; otherwise on
   // the next Bump or the first OnTick at or after `deadline`. Before the node's first heartbeat since the
   // daemon started it waits for that heartbeat, at most until max(deadline, now + node timeout), then
   // answers kUnavailable. `can_keep`: the agent honours `keep` (keep=1); one that does not gets
   // kUnavailable while the node has undecided unknown processes.
   void Watch(const std::string& node, int64_t known, Time deadline, Time now, bool can_keep,
              Done<Assignments> done);
-  // Answers every pending long poll now (shutdown: in-flight requests must finish).
+  // Makes every pending long poll due now (shutdown: in-flight requests must finish).
   void ReleaseWaiters();
   int64_t version(const std::string& node) const;
   // Versions are epoch · kEpochStride + the node's changes in this run, so they never go backwards (nor
@@ -143,7 +150,7 @@ class AgentBoard {
  private:
   struct Agent {
     Time last_heartbeat{};
-    Time lease_until{};  // the latest its ranks may run without an answer (fencing)
+    Time lease_until{};                   // the latest its ranks may run without an answer (fencing)
     std::vector<UnknownProcess> unknown;  // health/unknown_processes.h
     bool lost = false;
     // (job, attempt) of its rank processes at the last heartbeat (kept when lost: they may run to its lease)
@@ -171,8 +178,11 @@ class AgentBoard {
     auto it = agents_.find(node);
     return it != agents_.end() && !it->second.running_unknown;
   }
-  // What a waiter gets now: Current, or kUnavailable (see Watch).
-  Result<Assignments> AnswerFor(const std::string& node, bool can_keep) const;
+  // What a waiter gets now: Current, or kUnavailable (see Watch). `desired`: the node's desired ranks.
+  Result<Assignments> AnswerFor(const std::string& node, bool can_keep,
+                                const std::vector<RankAssignment>& desired) const;
+  // The node's waiters `ws` are to be answered (by AnswerDue).
+  void MakeDue(const std::string& node, std::vector<Waiter> ws);
   void ExpireUnknown(Time now);
   struct OlderAttempt {
     bool live = false;    // a live agent still runs it
@@ -181,7 +191,6 @@ class AgentBoard {
   };
   OlderAttempt OlderAttemptRunning(const std::string& job, int attempt) const;
 
-  AssignmentSource source_;
   double node_timeout_s_;
   double lease_s_;
   double unknown_timeout_s_;
@@ -191,6 +200,7 @@ class AgentBoard {
   std::map<std::string, int64_t> versions_;  // changes per node in this run
   int64_t version_base_ = 0;
   std::map<std::string, std::vector<Waiter>> waiters_;
+  std::map<std::string, std::vector<Waiter>> due_;  // long polls to answer now, by node
 };
 
 }  // namespace shepherd

@@ -18,12 +18,27 @@ Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOp
       inventory_(options_.levels, {options_.min_spares_per_leaf, options_.min_spares_per_spine}),
       jobs_(&inventory_, options_.default_gpu_memory_gib),
       recovery_(&inventory_, &jobs_, options_.remediation_hook),
-      agents_([this](const std::string& node) { return DesiredRanks(node); },
-              options_.node_heartbeat_timeout_s, options_.agent_lease_s, options_.unknown_process_timeout_s,
+      agents_(options_.node_heartbeat_timeout_s, options_.agent_lease_s, options_.unknown_process_timeout_s,
               options_.follower_renewal_s),
       events_(options_.event_retention),
       lateness_(options_.late_after_s, clock_->Now()),
-      slurm_(&inventory_, &jobs_, &findings_, options_.default_gpu_memory_gib) {
+      slurm_(&inventory_, &jobs_, &findings_, options_.default_gpu_memory_gib),
+      view_({.clock = clock_,
+             .inventory = &inventory_,
+             .jobs = &jobs_,
+             .health = &health_,
+             .agents = &agents_,
+             .findings = &findings_,
+             .events = &events_,
+             .rank_tokens = &rank_tokens_,
+             .slurm = &slurm_,
+             .lateness = &lateness_,
+             .report_counts = &report_counts_,
+             .reports_ignored = reports_ignored_,
+             .heartbeat_ignored = &heartbeat_ignored_,
+             .restart_causes = &restart_causes_,
+             .writes_started = &writes_started_,
+             .storage_failed = &storage_failed_}) {
   // An ending attempt is recorded with its final marks (open checkpoint phases included).
   jobs_.set_marks_source([this](Attempt* a) {
     auto h = health_.find(a->job);
@@ -32,20 +47,10 @@ Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOp
   });
   recovery_.set_slurm(options_.slurm);
   recovery_.set_requeue(options_.slurm_requeue);
-  recovery_.set_cluster_for([this](const std::string& job) { return slurm_.AllocationView(job); });
   // The exit hold waits at most the node timeout (plus a margin) for a silent agent; an incident takes in
   // findings of its own attempt within that span too (scheduler/incidents.h, scheduler/exit_hold.h).
-  recovery_.set_exit_hold([this](const std::string& node) { return agents_.LastHeard(node); },
-                          options_.node_heartbeat_timeout_s);
+  recovery_.set_exit_hold(options_.node_heartbeat_timeout_s);
   recovery_.set_incident_window({.join_window_s = options_.node_heartbeat_timeout_s + 5, .grace_s = 30});
-  recovery_.set_launcher_nodes([this](const Job& job) -> std::optional<std::set<std::string>> {
-    if (options_.slurm && !job.spec.external_id.empty()) return slurm_.WatchedNodesOf(job.id);
-    const JobEntry* e = jobs_.Find(job.id);
-    if (!e || !e->attempt) return std::nullopt;
-    std::set<std::string> nodes;
-    for (const RankSlot& r : e->attempt->placement.ranks) nodes.insert(r.node);
-    return nodes;
-  });
 }
 
 Controller::~Controller() = default;
@@ -73,6 +78,7 @@ void Controller::Commit(WriteBatch batch, std::function<void(Status)> done) {
     }
     for (const auto& [job, attempt] : starts) agents_.Saved(job, attempt, clock_->Now());
     slurm_.Saved(starts, requests);
+    AnswerWaiters();
   };
   if (batch.empty()) {
     post_([saved, done = std::move(done)] {
@@ -92,6 +98,27 @@ void Controller::Commit(WriteBatch batch, std::function<void(Status)> done) {
       done(s);
     });
   });
+}
+
+void Controller::AnswerWaiters() {
+  if (agents_.HasDue()) agents_.AnswerDue([this](const std::string& node) { return DesiredRanks(node); });
+}
+
+void Controller::ReleaseWaiters() {
+  agents_.ReleaseWaiters();
+  AnswerWaiters();
+  events_.ReleaseAll();
+}
+
+void Controller::WatchEvents(int64_t after, std::size_t limit, Time deadline, Done<EventPage> done) {
+  events_.Wait(after, limit, deadline, std::move(done));
+}
+
+void Controller::ObserveLateness(Duration tick_lag, Duration queue_age, uint64_t refused) {
+  Time now = clock_->Now();
+  lateness_.OnTickLag(tick_lag, now);
+  lateness_.OnQueueAge(queue_age, now);
+  lateness_.OnRefusals(refused, now);
 }
 
 void Controller::OnStorageFailure(const Status& s) {
@@ -126,6 +153,15 @@ void Controller::Settle(Time now, WriteBatch* batch) {
       rank_tokens_.Mint({ev.job, ev.attempt}, batch);
   }
   for (const AttemptEvent& ev : events) {
+    if (ev.kind == AttemptEvent::Kind::kJobEnded) {
+      // Every end of a job (cancelled, failed, succeeded, its watched launcher's job ended), with or
+      // without an attempt running (a job waiting for its backoff has none).
+      rank_tokens_.Revoke(ev.job, std::nullopt, batch);
+      if (auto h = health_.find(ev.job); h != health_.end()) h->second->OnJobEnd();
+      recovery_.Forget(ev.job);
+      agents_.DropGate(ev.job);
+      continue;
+    }
     const JobEntry* e = jobs_.Find(ev.job);
     JobHealth& health = HealthOf(ev.job);
     const Launcher& launcher = LauncherFor(e->job);
@@ -139,17 +175,12 @@ void Controller::Settle(Time now, WriteBatch* batch) {
       // attempts looked like no progress.
       health.OnAttemptEnd(ev.attempt);
       if (ours) rank_tokens_.Revoke(ev.job, ev.attempt, batch);  // its ranks can no longer report
-      if (IsTerminal(e->job.state)) {
-        rank_tokens_.Revoke(ev.job, std::nullopt, batch);
-        health.OnJobEnd();
-        recovery_.Forget(ev.job);
-        agents_.DropGate(ev.job);
-      }
     }
     if (launcher.HoldsAllocation()) slurm_.Settle(ev, now, batch);
     if (launcher.GatesFor(ev.attempt).bump_nodes)
       for (const std::string& node : ev.nodes) agents_.Bump(node);
   }
+  AnswerWaiters();  // after every gate and token of the batch
 }
 
 void Controller::MarkLaunched(const std::string& job, Time now, WriteBatch* batch) {
@@ -186,7 +217,7 @@ void Controller::UpsertNode(Node node, bool schedulable_given, Done<NodeUpsert> 
   Schedule(now, &batch);
   // The node as written, should a DELETE committed meanwhile have removed it (the answer is read then).
   CommitThen<NodeUpsert>(std::move(batch), std::move(done), [this, id, created, written = *v] {
-    return NodeUpsert{WithAgent(inventory_.View(id).value_or(written)), created};
+    return NodeUpsert{view_.WithAgent(inventory_.View(id).value_or(written)), created};
   });
 }
 
@@ -198,7 +229,7 @@ void Controller::PatchNode(const std::string& id, NodePatch patch, Done<NodeView
   if (!v.ok()) return done(v.status());
   Schedule(now, &batch);
   CommitThen<NodeView>(std::move(batch), std::move(done), [this, id, written = *v] {
-    return WithAgent(inventory_.View(id).value_or(written));  // removed meanwhile: the node as patched
+    return view_.WithAgent(inventory_.View(id).value_or(written));  // removed meanwhile: the node as patched
   });
 }
 
@@ -215,29 +246,12 @@ void Controller::DeleteNode(const std::string& id, Done<NodeView> done) {
   CommitThen<NodeView>(std::move(batch), std::move(done), [last = *last] { return last; });
 }
 
-NodeView Controller::WithAgent(NodeView v) const {
-  v.unknown_processes = agents_.Unknown(v.node.id);
-  v.node.agent_attached = agents_.Live(v.node.id);
-  return v;
-}
-
-Result<NodeView> Controller::GetNode(const std::string& id) const {
-  auto v = inventory_.View(id);
-  if (!v) return NotFound("no node " + id);
-  return WithAgent(std::move(*v));
-}
-
-NodeList Controller::ListNodes(const NodeFilter& filter) const {
-  NodeList list = inventory_.List(filter);
-  for (NodeView& v : list.nodes) v = WithAgent(std::move(v));
-  return list;
-}
-
 void Controller::StopUnknownProcesses(const std::string& id, Done<NodeView> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   if (!inventory_.Find(id)) return done(NotFound("no node " + id));
   agents_.StopUnknownProcesses(id);
-  done(GetNode(id));
+  AnswerWaiters();
+  done(view_.GetNode(id));
 }
 
 // ---- Jobs
@@ -254,7 +268,7 @@ void Controller::SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> do
     token = rank_tokens_.Mint({*id, {}}, &batch);
   Schedule(now, &batch);
   CommitThen<JobView>(std::move(batch), std::move(done), [this, id = *id, token] {
-    JobView v = ViewOf(*jobs_.Find(id));
+    JobView v = view_.ViewOf(*jobs_.Find(id));
     v.rank_token = token;
     return v;
   });
@@ -266,102 +280,15 @@ void Controller::CancelJob(const std::string& id, const std::string& by, Done<Jo
   WriteBatch batch;
   if (Status s = EndJob(id, JobState::kCancelled, "cancelled by " + by, now, &batch); !s.ok()) return done(s);
   Schedule(now, &batch);
-  CommitThen<JobView>(std::move(batch), std::move(done), [this, id] { return ViewOf(*jobs_.Find(id)); });
+  CommitThen<JobView>(std::move(batch), std::move(done), [this, id] { return view_.ViewOf(*jobs_.Find(id)); });
 }
 
 Status Controller::EndJob(const std::string& id, JobState state, const std::string& reason, Time now,
                           WriteBatch* batch) {
   if (Status s = jobs_.End(id, state, reason, now, batch); !s.ok()) return s;
-  // A job waiting for its backoff has no attempt to end (so no event to settle): forget it here.
-  recovery_.Forget(id);
-  agents_.DropGate(id);
-  rank_tokens_.Revoke(id, std::nullopt, batch);
-  if (auto it = health_.find(id); it != health_.end()) it->second->OnJobEnd();
+  // Its health, rank tokens, recovery and gate end with it in Settle (AttemptEvent::Kind::kJobEnded).
   slurm_.Release(id, batch);  // launcher "slurm": its allocation is cancelled (unless adopted)
   return Status::Ok();
-}
-
-JobView Controller::ViewOf(const JobEntry& e) const {
-  JobView v;
-  static_cast<JobEntry&>(v) = e;
-  if (const SlurmAllocationRecord* a = slurm_.Find(e.job.id)) v.slurm_allocation = *a;
-  auto h = health_.find(e.job.id);
-  if (e.job.state != JobState::kLaunching || !LauncherFor(e.job).AgentsStartRanks() || h == health_.end())
-    return v;
-  LaunchView l;
-  l.nodes_waiting = h->second->unlaunched_nodes();
-  for (const std::string& n : l.nodes_waiting)
-    if (!agents_.Live(n)) l.nodes_without_agent.push_back(n);
-  l.since = h->second->attempt_started_at();
-  v.launch = std::move(l);
-  return v;
-}
-
-std::optional<std::string> Controller::EndedExternalRun(const std::string& external_id,
-                                                        const ReportBatch& batch) const {
-  const std::set<std::string>& ids = jobs_.WithExternalId(external_id);
-  if (ids.empty()) return std::nullopt;
-  const Job& last = jobs_.Find(*ids.rbegin())->job;
-  int highest = 0;
-  for (const auto& [index, r] : batch.reports) highest = std::max(highest, r.attempt);
-  if (!IsTerminal(last.state) || highest > std::max(last.attempt, 1)) return std::nullopt;
-  return "job " + last.id + " of external id " + external_id + " is " + ToString(last.state) +
-         "; reports of attempt " + std::to_string(highest) +
-         " are not taken (a requeued run, a later attempt, starts a new job)";
-}
-
-Result<JobView> Controller::GetJob(const std::string& id) const {
-  const JobEntry* e = jobs_.Find(id);
-  if (!e) return NotFound("no job " + id);
-  return ViewOf(*e);
-}
-
-std::vector<JobView> Controller::ListJobs(std::optional<JobState> state, const std::string& after,
-                                          std::size_t limit, bool* more,
-                                          const std::optional<std::string>& external_id) const {
-  std::vector<JobView> out;
-  if (more) *more = false;
-  // Adds `e` when it matches; false once the page is full.
-  auto take = [&](const JobEntry& e) {
-    if (state && e.job.state != *state) return true;
-    if (out.size() == limit) {
-      if (more) *more = true;
-      return false;
-    }
-    out.push_back(ViewOf(e));
-    return true;
-  };
-  if (external_id) {  // the external-id index: only the jobs that have it
-    const std::set<std::string>& ids = jobs_.WithExternalId(*external_id);
-    for (auto it = after.empty() ? ids.begin() : ids.upper_bound(after); it != ids.end(); ++it)
-      if (!take(*jobs_.Find(*it))) break;
-    return out;
-  }
-  const auto& all = jobs_.all();
-  for (auto it = after.empty() ? all.begin() : all.upper_bound(after); it != all.end(); ++it)
-    if (!take(it->second)) break;
-  return out;
-}
-
-int Controller::ActiveJobsOf(const std::string& owner) const {
-  int n = 0;
-  for (const auto& [id, e] : jobs_.all()) n += e.job.spec.owner == owner && !IsTerminal(e.job.state) ? 1 : 0;
-  return n;
-}
-
-Result<PlacementView> Controller::GetPlacement(const std::string& id) const {
-  const JobEntry* e = jobs_.Find(id);
-  if (!e) return NotFound("no job " + id);
-  if (!e->attempt)
-    return Conflict("job " + id + " is " + ToString(e->job.state) + " and has no placement yet");
-  // Re-queued by recovery: its last attempt's ranks are not where it will run.
-  if (e->job.state == JobState::kQueued)
-    return Conflict("job " + id + " is queued: it has no placement until it is placed again");
-  PlacementView v{e->attempt->number, e->job.state, std::nullopt, &e->attempt->placement};
-  if (inventory_.cluster().Holds(id))
-    v.quality = EvaluatePlacement(inventory_.cluster(), e->job.plan, e->attempt->placement,
-                                  e->estimate.comm.dp, e->estimate.comm.pp);
-  return v;
 }
 
 }  // namespace shepherd

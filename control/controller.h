@@ -1,18 +1,21 @@
 // Controller: the façade of the control layer, the one header api/ includes. It owns the store handle and
 // the owners of control-plane state, and runs each API call, report batch, agent heartbeat and tick as one
-// operation over them:
+// operation over them; every read goes through view() (control/control_view.h), which it does not
+// implement:
 //   Inventory (nodes, allocations) · JobBook (jobs, attempts, queue) · JobHealth per job (monitor, ledger,
 //   SDC replays) · RecoveryExecutor (findings → policy → actions, restart budgets) · AgentBoard (agents,
 //   assignments, long polls, launch gates) · FindingLog (findings, ids, counters).
 // Consequences that cross owners are wired here and only here: findings go FindingLog → RecoveryExecutor;
-// attempt starts and ends that JobBook queued are settled (Settle) into JobHealth and AgentBoard before the
-// operation commits.
+// attempt starts and ends and job ends that JobBook queued are settled (Settle, the one writer of a job's
+// health lifecycle) into JobHealth, AgentBoard, RankTokens and RecoveryExecutor before the operation
+// commits. Owners hold no callback into the façade: what one needs of another's state is passed with the
+// call (RecoveryContext; the desired ranks AgentBoard::AnswerDue answers due long polls with).
 //
 // Threading: every non-const method runs on the one control thread. Store completions arrive on the writer
 // thread and are posted back through `post`, so callbacks (`Done`) also run on the control thread. The
-// const methods (views, lists, health, failures) also run on the daemon's reader thread; the daemon then
-// holds its ControlLock shared, and exclusively around everything the control thread runs
-// (control/control_lock.h), so const methods must stay free of caches and other hidden writes.
+// view() (ControlView) also runs on the daemon's reader thread; the daemon then holds its ControlLock
+// shared, and exclusively around everything the control thread runs (control/control_lock.h), so reads
+// must stay free of caches and other hidden writes.
 // Durability: memory changes first, so reads may show a change whose COMMIT is pending; a change is
 // acknowledged (Done with a value) only once durable. If a COMMIT fails the controller stops accepting
 // writes (kUnavailable), reports not-ready and calls `on_storage_failure` so the daemon can exit.
@@ -33,6 +36,7 @@
 
 #include "control/agent_board.h"
 #include "control/callbacks.h"
+#include "control/control_view.h"
 #include "control/event_log.h"
 #include "control/finding_log.h"
 #include "control/inventory.h"
@@ -92,25 +96,6 @@ struct NodeUpsert {
   NodeView node;
   bool created = false;
 };
-// A launching attempt: which nodes have not started its ranks, and which of those have no live agent.
-struct LaunchView {
-  std::vector<std::string> nodes_waiting;
-  std::vector<std::string> nodes_without_agent;
-  Time since{};
-};
-struct JobView : JobEntry {
-  std::optional<LaunchView> launch;  // while launching, for jobs our agents launch
-  // Only in SubmitJob's answer for a job another launcher starts: the credential its ranks report with.
-  std::optional<std::string> rank_token;
-  // launcher "slurm": the job's allocation (its nodes beyond the placement are its hot spares).
-  std::optional<SlurmAllocationRecord> slurm_allocation;
-};
-struct PlacementView {
-  int attempt = 0;
-  JobState state = JobState::kQueued;
-  std::optional<PlacementQuality> quality;  // while the job holds its GPUs
-  const Placement* placement = nullptr;     // valid until the next operation on the control thread
-};
 struct IngestSummary {
   int accepted = 0;  // includes ignored
   int ignored = 0;
@@ -127,10 +112,6 @@ struct RestartOutcome {
   int attempt = 0;
   JobState state = JobState::kQueued;
   std::optional<Checkpoint> checkpoint;
-};
-struct CheckpointList {
-  std::vector<Checkpoint> checkpoints;
-  std::optional<std::string> last_known_good;
 };
 
 class Controller {
@@ -152,59 +133,15 @@ class Controller {
   void UpsertNode(Node node, bool schedulable_given, Done<NodeUpsert> done);
   void PatchNode(const std::string& id, NodePatch patch, Done<NodeView> done);
   void DeleteNode(const std::string& id, Done<NodeView> done);
-  // Views carry what the agent board knows now: the node's unknown processes, and agent_attached as the
-  // agent's liveness (heard within node_heartbeat_timeout_s), not whether one ever attached.
-  Result<NodeView> GetNode(const std::string& id) const;
-  NodeList ListNodes(const NodeFilter& filter) const;
   // The operator's decision on the node's unknown processes: its agent stops them. kNotFound for no node.
   void StopUnknownProcesses(const std::string& id, Done<NodeView> done);
-  std::vector<SpareDeficit> SpareDeficits() const { return inventory_.SpareDeficits(); }
-  const TopologyLevels& levels() const { return inventory_.cluster().levels(); }
-  std::size_t node_count() const { return static_cast<std::size_t>(inventory_.cluster().size()); }
-  int64_t free_usable_gpus() const { return inventory_.cluster().FreeUsableGpus(); }
 
-  // ---- Planning and jobs
-  Result<PlanEstimate> PlanFor(const JobSpec& spec) const { return jobs_.PlanFor(spec); }
-  // What PlanFor plans on: the job's GPU profile and this inventory's GPU memory and NVLink domains.
-  Hardware HardwareFor(const JobSpec& spec) const { return jobs_.HardwareFor(spec); }
+  // ---- Jobs
   // Admits a job whose plan fits GPU memory (queued or running). kInvalidContent when larger than the
   // usable inventory.
   void SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> done);
   // `by`: who asked (the job's reason becomes "cancelled by <by>").
   void CancelJob(const std::string& id, const std::string& by, Done<JobView> done);
-  Result<JobView> GetJob(const std::string& id) const;
-  // The job with this spec.external_id that has not ended (an index lookup, cheap enough for every report
-  // batch); nullopt when none.
-  struct JobRef {
-    std::string id;
-    std::string owner;
-  };
-  std::optional<JobRef> FindExternalJob(const std::string& external_id) const {
-    const JobEntry* e = jobs_.FindExternal(external_id);
-    return e ? std::optional<JobRef>(JobRef{e->job.id, e->job.spec.owner}) : std::nullopt;
-  }
-  // Why `batch` must not create a job for this external id: the newest job with it has ended (cancelled
-  // here, or as its launcher said) and the batch is of that job's attempt or an earlier one, so its ranks
-  // are that job's (a job that ended queued, attempt 0, had its first run to come: attempt 1 is it). Only a
-  // later attempt (the launcher requeued the job) starts another. nullopt: creation may go on.
-  std::optional<std::string> EndedExternalRun(const std::string& external_id, const ReportBatch& batch) const;
-  // Who submitted the job (its spec's owner; "" before auth); nullopt when there is no such job.
-  std::optional<std::string> JobOwner(const std::string& id) const {
-    const JobEntry* e = jobs_.Find(id);
-    return e ? std::optional<std::string>(e->job.spec.owner) : std::nullopt;
-  }
-  // Jobs in id order after `after` (exclusive; "" from the start), at most `limit`; `*more` tells whether
-  // more matching jobs follow. Costs O(log jobs + the jobs it steps over) when no state is given; with
-  // `external_id`, only the jobs with that spec.external_id are visited (an index).
-  std::vector<JobView> ListJobs(std::optional<JobState> state, const std::string& after = "",
-                                std::size_t limit = SIZE_MAX, bool* more = nullptr,
-                                const std::optional<std::string>& external_id = std::nullopt) const;
-  // Jobs of this owner (spec.owner) that have not ended: the per-submitter quota.
-  int ActiveJobsOf(const std::string& owner) const;
-  Result<PlacementView> GetPlacement(const std::string& id) const;
-
-  // The live rank credentials (the daemon's authenticator looks tokens up here, from any thread).
-  const RankTokens& rank_tokens() const { return rank_tokens_; }
 
   // ---- Agents (docs/agent-protocol.md)
   // Marks the node's agent attached and alive; rank exits and GPU faults become findings.
@@ -217,18 +154,13 @@ class Controller {
   // `can_keep`: the agent honours the answer's `keep` (AgentBoard::Watch).
   void WatchAssignments(const std::string& node, int64_t known, Time deadline, bool can_keep,
                         Done<Assignments> done);
-  void ReleaseWaiters() {
-    agents_.ReleaseWaiters();
-    events_.ReleaseAll();
-  }
+  // Answers every pending long poll (agents' and events') now (shutdown: in-flight requests must finish).
+  void ReleaseWaiters();
 
   // ---- Events (control/event_log.h, docs/events.md): findings, actions, job and node state changes, each
-  // stored in the batch of its change and readable once that batch is durable.
-  Result<EventPage> ReadEvents(int64_t after, std::size_t limit) const { return events_.Read(after, limit); }
-  // As ReadEvents, but waits until `deadline` (the tick expires it) for an event when none follows `after`.
-  void WatchEvents(int64_t after, std::size_t limit, Time deadline, Done<EventPage> done) {
-    events_.Wait(after, limit, deadline, std::move(done));
-  }
+  // stored in the batch of its change and readable once that batch is durable (ControlView::ReadEvents).
+  // Waits until `deadline` (the tick expires it) for an event when none follows `after`.
+  void WatchEvents(int64_t after, std::size_t limit, Time deadline, Done<EventPage> done);
   // Called on the control thread with each durable batch's events, in order (webhooks). Must not block.
   void set_on_events(std::function<void(const std::vector<Event>&)> f) { on_events_ = std::move(f); }
 
@@ -260,84 +192,22 @@ class Controller {
   void IngestReports(const std::string& job, const ReportBatch& batch, Done<IngestSummary> done);
   // Periodic: evaluates every job, agents' liveness and launch gates, due restarts, the queue.
   void Tick();
-  Result<Json> GetHealth(const std::string& id) const;
-  // GET /v1/jobs/{id}/steps: the running attempt's last `limit` final steps, oldest first
-  // (health/step_history.h); an empty list when no attempt is watched.
-  Result<Json> GetSteps(const std::string& id, size_t limit) const;
-  Result<CheckpointList> GetCheckpoints(const std::string& id) const;
-  // kNotFound when q.job names no job.
-  Result<std::vector<Finding>> GetFailures(const FindingQuery& q, bool* more = nullptr) const;
   // The daemon's own lateness, measured by the daemon's loop: the periodic tick fired `tick_lag` late, work
   // posted to the control thread waited `queue_age`, and the HTTP server answered `refused` requests 503
   // itself since the previous tick (an agent refused for its connection cap was not silent).
-  void ObserveLateness(Duration tick_lag, Duration queue_age, uint64_t refused = 0) {
-    Time now = clock_->Now();
-    lateness_.OnTickLag(tick_lag, now);
-    lateness_.OnQueueAge(queue_age, now);
-    lateness_.OnRefusals(refused, now);
-  }
-  Lateness::Facts lateness() const { return lateness_.facts(clock_->Now()); }
-  // Counters for /metrics.
-  const std::map<FindingKind, uint64_t>& finding_counts() const { return findings_.counts(); }
-  const std::map<std::string, uint64_t>& report_counts() const { return report_counts_; }
-  const std::map<std::string, uint64_t>& heartbeat_ignored() const { return heartbeat_ignored_; }
-  // Reports accepted but ignored for a reason (shepherd_reports_ignored_total), indexed by IgnoredReason.
-  uint64_t reports_ignored(IgnoredReason why) const { return reports_ignored_[static_cast<int>(why)]; }
-  // ---- Metrics (/metrics, docs/api.md): per-job facts and fleet counts, for the reader thread.
-  struct JobMetrics {
-    const Job* job = nullptr;  // valid only during the visit
-    int64_t last_step = -1;    // JobHealth::LatestStep; -1: none
-    double step_time_s = 0;    // JobHealth::StepTimeSeconds; 0: none
-    // Restarts this daemon made since it started, by cause (RestartCause); null when none.
-    const std::map<std::string, uint64_t>* restarts = nullptr;
-  };
-  // Calls `visit` for every job that has not ended and every job that ended (updated_at) at or after
-  // `ended_since`, in id order. O(jobs): visits no placement and copies nothing.
-  void VisitJobMetrics(Time ended_since, const std::function<void(const JobMetrics&)>& visit) const;
-  // ---- Goodput (goodput/accounting.h): a job's records as accounting reads them.
-  struct GoodputRecords {
-    const Job* job = nullptr;              // valid only during the visit
-    std::vector<Attempt> attempts;         // oldest first, without their placements' ranks
-    std::vector<AttemptSize> sizes;        // per attempt: what its placement held
-    std::vector<Checkpoint> checkpoints;   // the job's (empty unless asked for)
-    std::vector<Finding> findings;         // those the attempts' ended_by name, and their incidents' roots
-    GoodputInput Input(Time now) const {
-      return {.job = *job, .attempts = attempts, .checkpoints = checkpoints, .findings = findings,
-              .now = now, .sizes = sizes};
-    }
-  };
-  // kNotFound for no job. O(the job's attempts and checkpoints, log of its findings).
-  Result<GoodputRecords> GetGoodputRecords(const std::string& id) const;
-  // Calls `visit` for every job that has not ended and every job that ended (updated_at) at or after
-  // `ended_since`, in id order, one job at a time (one set of buffers, reused): O(jobs and their attempts),
-  // and their checkpoints when `with_checkpoints`.
-  void VisitGoodputRecords(Time ended_since, bool with_checkpoints,
-                           const std::function<void(const GoodputRecords&)>& visit) const;
-  struct FleetFacts {
-    std::map<NodeState, int> by_state;  // nodes by state (no zero entries)
-    int spare_nodes = 0;                // nodes held aside as spares, whatever their state
-  };
-  // O(nodes).
-  FleetFacts Fleet() const;
+  void ObserveLateness(Duration tick_lag, Duration queue_age, uint64_t refused = 0);
+  // ---- Reads: every query of the state above, for the API and the daemon's reader threads.
+  const ControlView& view() const { return view_; }
+  using JobRef = ControlView::JobRef;
+  using JobMetrics = ControlView::JobMetrics;
+  using GoodputRecords = ControlView::GoodputRecords;
+  using FleetFacts = ControlView::FleetFacts;
+  using StorageFacts = ControlView::StorageFacts;
   // Flight-recorder dumps a hang finding keeps: per rank of the hung attempt, and in all.
   static constexpr int kMaxDumpsPerRank = 4;
   static constexpr std::size_t kMaxDumpsPerFinding = 2048;
-  // The store as the control thread sees it: batches handed to it and not answered yet, how long the oldest
-  // has waited (a stall: another connection's lock, a slow disk), and whether it failed.
-  struct StorageFacts {
-    size_t writes_in_flight = 0;
-    double oldest_write_s = 0;
-    bool failed = false;
-  };
-  StorageFacts storage() const {
-    return {writes_started_.size(),
-            writes_started_.empty() ? 0 : ToSeconds(clock_->Now() - writes_started_.front()),
-            storage_failed_};
-  }
 
  private:
-  // A node's view with the agent board's state (GetNode).
-  NodeView WithAgent(NodeView v) const;
   // Usable nodes no live agent serves (never attached since the daemon started, or lost). O(nodes).
   std::set<std::string> UnservedNodes() const;
   Status CheckWritable() const;
@@ -364,6 +234,9 @@ class Controller {
   JobHealth& HealthOf(const std::string& job);
   // Records a finding: id, recovery (its actions), the log, the batch.
   void RecordFinding(Finding f, Time now, WriteBatch* batch);
+  // What recovery needs of `job` from the other owners (its Slurm allocation, its launcher's nodes, the
+  // agents for the exit hold), handed to RecoveryExecutor with each finding.
+  RecoveryContext RecoveryContextOf(const Job& job) const;
   // The recovery part of RecordFinding (also for a held finding whose hold is over: may_hold false).
   void RunRecovery(Finding& f, Time now, WriteBatch* batch, bool may_hold);
   // Held restarts whose hold is over (scheduler/exit_hold.h): decided now, or dropped, and persisted.
@@ -405,7 +278,6 @@ class Controller {
   // error, and nothing changed.
   Status PlaceAgain(const std::string& id, const std::set<std::string>& exclude, const std::string& reason,
                     Time now, WriteBatch* batch);
-  JobView ViewOf(const JobEntry& e) const;
   // Ends a job that has not ended (cancelled, or its watched Slurm job ended): its attempt, backoff, launch
   // gate, rank tokens, health and Slurm allocation. kNotFound, kConflict (already ended) as JobBook::End.
   Status EndJob(const std::string& id, JobState state, const std::string& reason, Time now,
@@ -420,7 +292,10 @@ class Controller {
   // Carries out the Slurm owner's effects in order (controller_slurm.cpp). `ended`: set when a job ended.
   void ApplySlurm(const std::vector<SlurmEffect>& effects, Time now, WriteBatch* batch,
                   bool* ended = nullptr);
-  // What the node's agent must run (AgentBoard's source).
+  // Answers the long polls AgentBoard made due with each node's DesiredRanks. Run after every call that
+  // may make one due (Settle, a durable batch, a heartbeat, the tick, a watch, a release).
+  void AnswerWaiters();
+  // What the node's agent must run (AgentBoard::AnswerDue).
   std::vector<RankAssignment> DesiredRanks(const std::string& node) const;
 
   Store* store_;
@@ -482,6 +357,7 @@ class Controller {
   };
   mutable std::mutex node_index_mu_;
   mutable std::map<std::string, NodeIndexEntry> node_index_;
+  ControlView view_;  // last: it reads the members above
 };
 
 template <typename T>

@@ -72,6 +72,14 @@ void Controller::RecordFinding(Finding f, Time now, WriteBatch* batch) {
   findings_.Add(std::move(f));
 }
 
+RecoveryContext Controller::RecoveryContextOf(const Job& job) const {
+  RecoveryContext ctx{.allocation = slurm_.AllocationView(job.id), .agents = &agents_};
+  // A job Shepherd only watches under a Slurm job id: its launcher's nodes are Slurm's.
+  ctx.slurm_bound = options_.slurm && !job.spec.external_id.empty();
+  if (ctx.slurm_bound) ctx.slurm_nodes = slurm_.WatchedNodesOf(job.id);
+  return ctx;
+}
+
 void Controller::RunRecovery(Finding& f, Time now, WriteBatch* batch, bool may_hold) {
   const JobEntry* e = jobs_.Find(f.job);
   std::vector<Finding> earlier = findings_.Recent(f.job, kRecurrenceWindow);
@@ -88,7 +96,7 @@ void Controller::RunRecovery(Finding& f, Time now, WriteBatch* batch, bool may_h
   const JobState state_before = e->job.state;
   const int attempt_before = e->job.attempt;
   recovery_.OnFinding(f, health, earlier, now, batch, reported, std::move(vouched), daemon_was_late,
-                      may_hold);
+                      may_hold, RecoveryContextOf(e->job));
   // A restart: a new attempt, or the old one ended to start again (backoff, re-queued); not a failure. It
   // counts under its incident's root cause (a node_lost, not the exits it caused).
   const Job& after = jobs_.Find(f.job)->job;
@@ -102,7 +110,7 @@ void Controller::RunRecovery(Finding& f, Time now, WriteBatch* batch, bool may_h
 }
 
 void Controller::ReleaseHolds(Time now, WriteBatch* batch) {
-  for (const RecoveryExecutor::HoldOutcome& h : recovery_.DueHolds(now)) {
+  for (const RecoveryExecutor::HoldOutcome& h : recovery_.DueHolds(now, agents_)) {
     const Finding* stored = findings_.Find(h.finding);
     if (!stored) continue;
     Finding f = *stored;
@@ -218,7 +226,10 @@ void Controller::Tick() {
       spdlog::warn("job {}: {}", b.job, b.reason);
     }
   auto unserved = [this] { return UnservedNodes(); };
-  recovery_.StartDue(now, &batch, unserved);
+  std::map<std::string, Cluster> allocations;  // Slurm-launched jobs restart inside their allocation
+  for (const std::string& job : recovery_.DueRestarts(now))
+    if (std::optional<Cluster> a = slurm_.AllocationView(job)) allocations.emplace(job, std::move(*a));
+  recovery_.StartDue(now, &batch, unserved, allocations);
   recovery_.StartQueuedOnSpares(
       now, &batch, [this](const std::string& job) { return HealthOf(job).DefaultResume(); }, unserved);
   Schedule(now, &batch);
@@ -284,6 +295,7 @@ void Controller::CheckAgents(Time now, WriteBatch* batch) {
   }
   Settle(now, batch);
   agents_.OnTick(now);
+  AnswerWaiters();
 }
 
 const JobEntry* Controller::CurrentRankOn(const std::string& node, const RankRef& rank) const {
@@ -493,6 +505,7 @@ void Controller::WatchAssignments(const std::string& node, int64_t known, Time d
   if (!inventory_.Find(node)) return done(NotFound("no node " + node));
   agents_.Watch(node, known, deadline, clock_->Now(), can_keep,
                 [done = std::move(done)](Result<Assignments> a) { done(a); });
+  AnswerWaiters();
 }
 
 void Controller::RestartJob(const std::string& id, const std::string& from,
@@ -504,7 +517,7 @@ void Controller::RestartJob(const std::string& id, const std::string& from,
   WriteBatch batch;
   std::string why = reason.empty() ? "forced by " + by : reason + " (requested by " + by + ")";
   int attempt_before = jobs_.Find(id)->job.attempt;
-  auto d = recovery_.ForceRestart(id, HealthOf(id), from, replace_nodes, why, now, &batch);
+  auto d = recovery_.ForceRestart(id, HealthOf(id), from, replace_nodes, why, now, &batch, slurm_.AllocationView(id));
   if (!d.ok()) return done(d.status());
   ++restart_causes_[id]["operator"];
   Settle(now, &batch);
@@ -524,67 +537,6 @@ void Controller::RestartJob(const std::string& id, const std::string& from,
   const JobEntry* e = jobs_.Find(id);
   RestartOutcome out{e->job.attempt, e->job.state, d->resume_from};
   CommitThen<RestartOutcome>(std::move(batch), std::move(done), [out = std::move(out)] { return out; });
-}
-
-Result<Json> Controller::GetHealth(const std::string& id) const {
-  const JobEntry* e = jobs_.Find(id);
-  if (!e) return NotFound("no job " + id);
-  Time now = clock_->Now();
-  auto h = health_.find(id);
-  const JobHealth* health = h == health_.end() ? nullptr : h->second.get();
-  Json out;
-  if (health && health->running() && IsActive(e->job.state)) {
-    out = health->MonitorJson(now);
-  } else {
-    // Nothing is judged: every check says so, with the same keys as a monitored job's.
-    const std::string why = e->job.state == JobState::kQueued ? "the job is queued: no attempt runs"
-                            : IsTerminal(e->job.state)
-                                ? std::string("the job ended (") + ToString(e->job.state) + ")"
-                                : std::string("no attempt is watched now (") + ToString(e->job.state) + ")";
-    Json check = {{"status", "not_monitored"}, {"reason", why}};
-    out = {{"status", ToString(e->job.state)},
-           {"checks",
-            {{"heartbeat", check}, {"hang", check}, {"straggler", check}, {"sdc", check}, {"loss", check}}},
-           {"suspects", {{"ranks", Json::array()}, {"ranks_count", 0}, {"nodes", Json::array()}}},
-           {"ignored_reports", 0},
-           {"evaluated_at", nullptr}};
-  }
-  std::optional<Checkpoint> lkg = health ? health->ledger().LastKnownGood() : std::nullopt;
-  out["last_known_good_checkpoint"] = lkg ? ToJson(*lkg) : Json(nullptr);
-  out["attempt"] = e->job.attempt;
-  out["job_state"] = ToString(e->job.state);
-  out["updated_at"] = FormatRfc3339(now);
-  return out;
-}
-
-Result<Json> Controller::GetSteps(const std::string& id, size_t limit) const {
-  const JobEntry* e = jobs_.Find(id);
-  if (!e) return NotFound("no job " + id);
-  auto h = health_.find(id);
-  const JobMonitor* m = h == health_.end() ? nullptr : h->second->monitor();
-  Json steps = Json::array();
-  if (m)
-    for (const FinalStep& s : m->step_history().Last(limit))
-      steps.push_back({{"step", s.step},
-                       {"loss", s.loss ? Json(*s.loss) : Json(nullptr)},
-                       {"step_time_s", s.step_time_s ? Json(*s.step_time_s) : Json(nullptr)},
-                       {"time", FormatRfc3339(s.time)}});
-  return Json{{"attempt", m ? m->context().attempt : e->job.attempt}, {"steps", std::move(steps)}};
-}
-
-Result<CheckpointList> Controller::GetCheckpoints(const std::string& id) const {
-  if (!jobs_.Find(id)) return NotFound("no job " + id);
-  CheckpointList out;
-  auto h = health_.find(id);
-  if (h == health_.end()) return out;
-  out.checkpoints = h->second->ledger().All();
-  if (auto lkg = h->second->ledger().LastKnownGood()) out.last_known_good = lkg->id;
-  return out;
-}
-
-Result<std::vector<Finding>> Controller::GetFailures(const FindingQuery& q, bool* more) const {
-  if (q.job && !jobs_.Find(*q.job)) return NotFound("no job " + *q.job);
-  return findings_.Query(q, more);
 }
 
 }  // namespace shepherd

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "control/launch/launcher.h"
 #include "control/records.h"
 #include "scheduler/placement.h"
 #include "scheduler/queue.h"
@@ -142,6 +143,8 @@ void JobBook::EndAttempt(const std::string& job, Time now, WriteBatch* batch) {
 void JobBook::SetState(const std::string& job, JobState state, const std::string& reason, Time now,
                        WriteBatch* batch) {
   JobEntry& e = jobs_.at(job);
+  if (IsTerminal(state) && !IsTerminal(e.job.state))
+    events_.push_back({AttemptEvent::Kind::kJobEnded, job, e.job.attempt, {}});
   e.job.state = state;
   e.job.reason = reason;
   e.job.updated_at = now;
@@ -184,7 +187,7 @@ std::vector<std::string> JobBook::Schedule(const ResumeChooser& resume, Time now
     o.dp_edge_bytes = e.estimate.comm.dp;
     o.pp_edge_bytes = e.estimate.comm.pp;
     o.exclude_nodes = held;
-    if (avoid && e.job.spec.launch_mode == LaunchMode::kAgents) {
+    if (avoid && LauncherFor(e.job).AgentsStartRanks()) {
       if (!avoided) avoided = avoid();
       o.avoid_nodes = *avoided;
     }

@@ -50,7 +50,9 @@ struct JobEntry {
 };
 
 struct AttemptEvent {
-  enum class Kind { kStarted, kEnded };
+  // kJobEnded: the job entered a terminal state (after its attempt's kEnded, if it had one running);
+  // `attempt` is its last, `nodes` empty.
+  enum class Kind { kStarted, kEnded, kJobEnded };
   Kind kind = Kind::kStarted;
   std::string job;
   int attempt = 0;

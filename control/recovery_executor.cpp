@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "control/launch/launcher.h"
 #include "control/records.h"
 #include "scheduler/loop_breakers.h"
 
@@ -11,21 +12,23 @@ namespace shepherd {
 
 void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now,
                                  WriteBatch* batch, const std::vector<std::string>& reported_nodes,
-                                 std::set<std::string> vouched, bool daemon_was_late, bool may_hold) {
+                                 std::set<std::string> vouched, bool daemon_was_late, bool may_hold,
+                                 const RecoveryContext& ctx) {
   const JobEntry* e = jobs_->Find(f.job);
   if (!e || !IsActive(e->job.state) || !e->attempt || f.attempt != e->attempt->number) return;
-  const bool external = e->job.spec.launch_mode == LaunchMode::kExternal;
-  if (may_hold && !external && Hold(f, *e)) return;
+  const Launcher& launcher = LauncherFor(e->job);
+  const bool external = !launcher.StartsAttempts();  // remediated as its policy says, never restarted
+  if (may_hold && launcher.AgentsStartRanks() && Hold(f, *e, ctx.agents)) return;
   // A job we did not place for real: blame follows the nodes its ranks reported, never our placement.
+  const bool by_reports = launcher.BlamesReportedNodes();
   Placement reported = e->attempt->placement;
-  if (external)
+  if (by_reports)
     for (RankSlot& r : reported.ranks)
       r.node = r.rank < static_cast<int>(reported_nodes.size()) ? reported_nodes[r.rank] : "";
   const Restarts& st = state_[f.job];
-  std::optional<Cluster> view = cluster_for_ ? cluster_for_(f.job) : std::nullopt;
   RecoveryInput in{.job = e->job,
-                   .placement = external ? reported : e->attempt->placement,
-                   .cluster = view ? *view : inventory_->cluster(),
+                   .placement = by_reports ? reported : e->attempt->placement,
+                   .cluster = ctx.allocation ? *ctx.allocation : inventory_->cluster(),
                    .finding = f,
                    .last_known_good = health.ledger().LastKnownGood(),
                    .latest_complete = health.ledger().Latest(),
@@ -40,7 +43,7 @@ void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const 
                    .daemon_was_late = daemon_was_late,
                    .free_restart = st.incident && RestartIsFree(*st.incident, f)};
   RecoveryDecision d = DecideRecovery(in);
-  if (external) return Remediate(f, e->job, d, earlier, now, batch);
+  if (external) return Remediate(f, e->job, d, earlier, now, batch, ctx);
   if ((d.action == RecoveryDecision::kRestart || d.action == RecoveryDecision::kQueue) &&
       !BreakLoop(f, health, earlier, now, batch, &in, &d))
     return;
@@ -55,30 +58,29 @@ void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const 
   f.actions.insert(f.actions.end(), d.actions.begin(), d.actions.end());
 }
 
-bool RecoveryExecutor::Hold(Finding& f, const JobEntry& e) {
+bool RecoveryExecutor::Hold(Finding& f, const JobEntry& e, const AgentBoard* agents) {
   Restarts& st = state_[f.job];
   if (st.held && st.held->attempt == f.attempt && IsRankFaultKind(f.kind)) {
     f.actions.push_back("restart held with " + st.held->finding + " (waiting to hear from every node)");
     return true;
   }
-  if (f.kind != FindingKind::kProcessExit || f.fenced || !heard_ ||
-      e.job.spec.launch_mode == LaunchMode::kSlurm)
-    return false;
-  ExitHold h = HoldVerdict(e, f.detected_at, f.detected_at);
+  if (f.kind != FindingKind::kProcessExit || f.fenced || !agents) return false;
+  ExitHold h = HoldVerdict(e, f.detected_at, f.detected_at, *agents);
   if (!h.hold) return false;
   st.held = HeldExit{f.id, f.attempt, f.detected_at};
   f.actions.push_back(h.reason);
   return true;
 }
 
-ExitHold RecoveryExecutor::HoldVerdict(const JobEntry& e, Time exit_at, Time now) const {
+ExitHold RecoveryExecutor::HoldVerdict(const JobEntry& e, Time exit_at, Time now,
+                                       const AgentBoard& agents) const {
   ExitHoldInput in{.exit_at = exit_at, .now = now, .node_timeout_s = node_timeout_s_};
   for (const RankSlot& r : e.attempt->placement.ranks)
-    if (!in.last_heard.count(r.node)) in.last_heard[r.node] = heard_(r.node);
+    if (!in.last_heard.count(r.node)) in.last_heard[r.node] = agents.LastHeard(r.node);
   return DecideExitHold(in);
 }
 
-std::vector<RecoveryExecutor::HoldOutcome> RecoveryExecutor::DueHolds(Time now) {
+std::vector<RecoveryExecutor::HoldOutcome> RecoveryExecutor::DueHolds(Time now, const AgentBoard& agents) {
   std::vector<HoldOutcome> out;
   for (auto& [job, st] : state_) {
     if (!st.held) continue;
@@ -94,7 +96,7 @@ std::vector<RecoveryExecutor::HoldOutcome> RecoveryExecutor::DueHolds(Time now) 
       st.held.reset();
       continue;
     }
-    ExitHold h = HoldVerdict(*e, st.held->exit_at, now);
+    ExitHold h = HoldVerdict(*e, st.held->exit_at, now, agents);
     if (h.hold) continue;
     out.push_back({job, st.held->finding, true, "hold over: " + h.reason});
     st.held.reset();
@@ -152,15 +154,15 @@ Result<RecoveryDecision> RecoveryExecutor::ForceRestart(const std::string& job, 
                                                         const std::string& from,
                                                         const std::vector<std::string>& replace_nodes,
                                                         const std::string& reason, Time now,
-                                                        WriteBatch* batch) {
+                                                        WriteBatch* batch,
+                                                        const std::optional<Cluster>& allocation) {
   const JobEntry* e = jobs_->Find(job);
   if (!e) return NotFound("no job " + job);
   if (!e->attempt) return Conflict("job " + job + " has never run");
   std::vector<Checkpoint> cps = health.ledger().All();
-  std::optional<Cluster> view = cluster_for_ ? cluster_for_(job) : std::nullopt;
-  RestartRequest req{
-      e->job, e->attempt->placement, view ? *view : inventory_->cluster(), from, replace_nodes, reason, cps,
-      now};
+  RestartRequest req{e->job,  e->attempt->placement, allocation ? *allocation : inventory_->cluster(),
+                     from,    replace_nodes,         reason,
+                     cps,     now};
   Result<RecoveryDecision> d = ManualRestart(req);
   if (!d.ok()) return d.status();
   Execute(job, *d, /*automatic=*/false, health, "operator", "", now, batch);
@@ -185,8 +187,7 @@ void RecoveryExecutor::Execute(const std::string& job, const RecoveryDecision& d
       return;
     case RecoveryDecision::kFail:
       jobs_->EndAttempt(job, now, batch);
-      jobs_->SetState(job, JobState::kFailed, d.reason, now, batch);
-      health.OnJobEnd();
+      jobs_->SetState(job, JobState::kFailed, d.reason, now, batch);  // Settle ends its health
       st.pending.reset();
       break;
     case RecoveryDecision::kQueue:
@@ -266,7 +267,8 @@ bool RecoveryExecutor::BreakLoop(Finding& f, JobHealth& health, std::span<const 
 }
 
 void RecoveryExecutor::Remediate(Finding& f, const Job& job, const RecoveryDecision& d,
-                                 std::span<const Finding> earlier, Time now, WriteBatch* batch) {
+                                 std::span<const Finding> earlier, Time now, WriteBatch* batch,
+                                 const RecoveryContext& ctx) {
   const Policy& policy = job.spec.policy;
   f.recommended_actions = d.actions;
   switch (policy.external_remediation) {
@@ -276,8 +278,14 @@ void RecoveryExecutor::Remediate(Finding& f, const Job& job, const RecoveryDecis
       return;
     case ExternalRemediation::kCordon:
     case ExternalRemediation::kSlurmDrain: {
-      const std::optional<std::set<std::string>> listed =
-          launcher_nodes_ ? launcher_nodes_(job) : std::optional<std::set<std::string>>();
+      std::optional<std::set<std::string>> listed = ctx.slurm_nodes;
+      if (!ctx.slurm_bound) {
+        listed.reset();
+        if (const JobEntry* e = jobs_->Find(job.id); e && e->attempt) {
+          listed.emplace();
+          for (const RankSlot& r : e->attempt->placement.ranks) listed->insert(r.node);
+        }
+      }
       for (NodeAction a : d.node_actions) {
         if (a.node.empty() || !inventory_->Find(a.node)) {
           f.actions.push_back("cannot cordon " +
@@ -362,14 +370,24 @@ void RecoveryExecutor::Requeue(Finding& f, const Job& job, const RecoveryDecisio
   jobs_->Persist(job.id, batch);
 }
 
-void RecoveryExecutor::StartDue(Time now, WriteBatch* batch, const Unserved& unserved) {
+std::vector<std::string> RecoveryExecutor::DueRestarts(Time now) const {
+  std::vector<std::string> out;
+  for (const auto& [job, st] : state_)
+    if (st.pending && st.pending->not_before <= now) out.push_back(job);
+  return out;
+}
+
+void RecoveryExecutor::StartDue(Time now, WriteBatch* batch, const Unserved& unserved,
+                                const std::map<std::string, Cluster>& allocations) {
   for (auto& [job, st] : state_) {
     if (!st.pending || st.pending->not_before > now) continue;
     PendingRestart p = std::move(*st.pending);
     st.pending.reset();
     const JobEntry* e = jobs_->Find(job);
     if (!e || e->job.state != JobState::kRecovering) continue;  // cancelled meanwhile
-    Start(*e, p.placement, p.reason, p.resume, /*spares_only=*/false, now, batch, unserved);
+    auto a = allocations.find(job);
+    Start(*e, p.placement, p.reason, p.resume, /*spares_only=*/false, now, batch, unserved,
+          a == allocations.end() ? nullptr : &a->second);
   }
 }
 
@@ -377,7 +395,7 @@ void RecoveryExecutor::StartQueuedOnSpares(Time now, WriteBatch* batch, const Re
                                            const Unserved& unserved) {
   std::vector<const JobEntry*> queued;
   for (const auto& [seq, id] : jobs_->queued())
-    if (const JobEntry* e = jobs_->Find(id); e->attempt && e->job.spec.launch_mode == LaunchMode::kAgents)
+    if (const JobEntry* e = jobs_->Find(id); e->attempt && LauncherFor(e->job).AgentsStartRanks())
       queued.push_back(e);
   if (queued.empty()) return;
   const Cluster& c = inventory_->cluster();
@@ -393,14 +411,13 @@ void RecoveryExecutor::StartQueuedOnSpares(Time now, WriteBatch* batch, const Re
 
 bool RecoveryExecutor::Start(const JobEntry& e, const Placement& placement, const std::string& reason,
                              const std::optional<Checkpoint>& resume, bool spares_only, Time now,
-                             WriteBatch* batch, const Unserved& unserved) {
+                             WriteBatch* batch, const Unserved& unserved, const Cluster* allocation) {
   const std::string job = e.job.id;
-  std::optional<Cluster> view = cluster_for_ ? cluster_for_(job) : std::nullopt;
-  const Cluster& c = view ? *view : inventory_->cluster();
+  const Cluster& c = allocation ? *allocation : inventory_->cluster();
   // Nodes to leave if there is room: no live agent serves them, or (its GPUs released while it queued)
   // another job took them.
   std::set<std::string> avoid;
-  const bool ours = e.job.spec.launch_mode == LaunchMode::kAgents;
+  const bool ours = LauncherFor(e.job).AgentsStartRanks();  // an agent's silence loses its ranks
   std::set<std::string> lost = ours && unserved ? unserved() : std::set<std::string>{};
   const bool held = c.Holds(job);
   for (const RankSlot& r : placement.ranks)

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "control/agent_board.h"
 #include "control/inventory.h"
 #include "control/job_book.h"
 #include "control/job_health.h"
@@ -44,6 +45,22 @@ struct RequeueOutcome {
   std::string owner;   // who submitted the Shepherd job (tokens file name; "" or "anonymous" without auth)
 };
 
+// What recovery needs of a job from the other owners, handed in by the caller with each call (the
+// executor calls nothing back).
+struct RecoveryContext {
+  // The cluster the job's recovery sees when it is not the whole inventory (a Slurm-launched job sees only
+  // its allocation, control/launch/slurm_allocations.h); nullopt: the whole inventory.
+  std::optional<Cluster> allocation;
+  // A job Shepherd does not launch that is bound to a Slurm job the daemon watches: the nodes Slurm lists
+  // for it (nullopt: not known). Unset `slurm_bound`: the launcher's nodes are those the inventory holds
+  // for the job (its placement).
+  bool slurm_bound = false;
+  std::optional<std::set<std::string>> slurm_nodes;
+  // The agents, for the exit hold (scheduler/exit_hold.h: when each node's agent was last heard); null: no
+  // exit hold.
+  const AgentBoard* agents = nullptr;
+};
+
 class RecoveryExecutor {
  public:
   RecoveryExecutor(Inventory* inventory, JobBook* jobs, RemediationHook hook = nullptr)
@@ -60,9 +77,10 @@ class RecoveryExecutor {
   // `daemon_was_late`: RecoveryInput::daemon_was_late.
   // `may_hold`: a process_exit of a job our agents launched may wait for the exit hold; a rank fault of an
   // attempt whose restart is held joins the hold (recorded, nothing executed). False: a hold just released.
+  // `ctx`: the job's allocation, its launcher's nodes and the agents (RecoveryContext).
   void OnFinding(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now, WriteBatch* batch,
                  const std::vector<std::string>& reported_nodes = {}, std::set<std::string> vouched = {},
-                 bool daemon_was_late = false, bool may_hold = true);
+                 bool daemon_was_late = false, bool may_hold = true, const RecoveryContext& ctx = {});
 
   // Incidents (scheduler/incidents.h). Puts finding `f` (its id set, its nodes final) into its job's open
   // incident or opens one, and sets f.incident. On a re-root every attempt the incident ended gets the new
@@ -76,26 +94,23 @@ class RecoveryExecutor {
   void OnStep(const std::string& job, int attempt, Time now);
   void set_incident_window(IncidentWindow w) { window_ = w; }
 
-  // The exit hold (scheduler/exit_hold.h): `heard` gives a node's agent's last heartbeat.
-  using LastHeard = std::function<std::optional<Time>(const std::string& node)>;
-  void set_exit_hold(LastHeard heard, double node_timeout_s) {
-    heard_ = std::move(heard);
-    node_timeout_s_ = node_timeout_s;
-  }
+  // The exit hold (scheduler/exit_hold.h) waits at most `node_timeout_s` for a silent agent.
+  void set_exit_hold(double node_timeout_s) { node_timeout_s_ = node_timeout_s; }
   struct HoldOutcome {
     std::string job;
     std::string finding;  // the held finding
     bool decide = false;  // true: decide its recovery now (OnFinding with may_hold false); false: dropped
     std::string line;     // for the held finding's actions
   };
-  // Held restarts whose hold is over: every node heard from (or the bound passed): decide; or the attempt
-  // ended meanwhile (a node_lost restarted it): dropped.
-  std::vector<HoldOutcome> DueHolds(Time now);
+  // Held restarts whose hold is over: every node heard from (`agents`, or the bound passed): decide; or the
+  // attempt ended meanwhile (a node_lost restarted it): dropped.
+  std::vector<HoldOutcome> DueHolds(Time now, const AgentBoard& agents);
 
   // POST /v1/jobs/{id}/restart. Returns the decision executed (kRestart or kQueue).
   Result<RecoveryDecision> ForceRestart(const std::string& job, JobHealth& health, const std::string& from,
                                         const std::vector<std::string>& replace_nodes,
-                                        const std::string& reason, Time now, WriteBatch* batch);
+                                        const std::string& reason, Time now, WriteBatch* batch,
+                                        const std::optional<Cluster>& allocation = std::nullopt);
 
   // The daemon keeps the inventory in sync with Slurm (--slurm): a node cordoned for external_remediation
   // "slurm-drain" is then drained in Slurm too.
@@ -103,23 +118,18 @@ class RecoveryExecutor {
   // How "requeue" reaches the launcher (null: the daemon runs without --slurm; requeue is then recorded as
   // not possible).
   void set_requeue(ExternalRequeue requeue) { requeue_ = std::move(requeue); }
-  // The cluster a job's recovery sees when it is not the whole inventory (a Slurm-launched job sees only
-  // its allocation, control/launch/slurm_allocations.h); nullopt: the whole inventory.
-  using ClusterFor = std::function<std::optional<Cluster>(const std::string& job)>;
-  void set_cluster_for(ClusterFor f) { cluster_for_ = std::move(f); }
-  // The nodes a job Shepherd does not launch runs on as its launcher says (Slurm's allocation of a
-  // Slurm-bound job; otherwise the nodes Shepherd's inventory holds for it); nullopt: not known.
-  // external_remediation "cordon" and "slurm-drain" act on those only: a node its ranks name that is not
-  // listed is never cordoned (the finding records why), so one rank cannot name any node of the fleet.
-  using LauncherNodes = std::function<std::optional<std::set<std::string>>(const Job& job)>;
-  void set_launcher_nodes(LauncherNodes f) { launcher_nodes_ = std::move(f); }
 
   // Nodes of the inventory no live agent serves (read only when a restart is to be placed).
   using Unserved = std::function<std::set<std::string>()>;
   // Starts the restarts whose backoff has passed. Each had its GPUs held (JobBook::Hold); a node cordoned,
   // failed or removed meanwhile, or one no live agent serves when there is room elsewhere, is replaced
   // first, as the decision would have (PlaceRestart); with no room the job is queued.
-  void StartDue(Time now, WriteBatch* batch, const Unserved& unserved);
+  // `allocations`: per job, the cluster its restart sees when not the whole inventory (RecoveryContext);
+  // the caller asks DueRestarts which jobs are due.
+  void StartDue(Time now, WriteBatch* batch, const Unserved& unserved,
+                const std::map<std::string, Cluster>& allocations = {});
+  // The jobs whose backoff has passed (StartDue starts them).
+  std::vector<std::string> DueRestarts(Time now) const;
   // A job the queue holds after it ran (a recovery found no room, or a daemon restart cut a backoff short)
   // starts on its last placement with its unusable nodes replaced by spares once that fits: spares are
   // held aside for such restarts, which the queue (non-spare nodes, in order) never uses. Jobs our agents
@@ -154,13 +164,13 @@ class RecoveryExecutor {
   };
   // The exit hold for f (a finding of the current attempt of active job `e`): true when f waits (held now,
   // or joining the held restart); its actions say so.
-  bool Hold(Finding& f, const JobEntry& e);
-  ExitHold HoldVerdict(const JobEntry& e, Time exit_at, Time now) const;
+  bool Hold(Finding& f, const JobEntry& e, const AgentBoard* agents);
+  ExitHold HoldVerdict(const JobEntry& e, Time exit_at, Time now, const AgentBoard& agents) const;
   // Starts `job`'s next attempt on `placement`, replacing its unusable and unserved nodes (PlaceRestart),
   // or queues it. `spares_only`: only on its old nodes and spares (PlaceRestart; else nothing changes).
   bool Start(const JobEntry& e, const Placement& placement, const std::string& reason,
              const std::optional<Checkpoint>& resume, bool spares_only, Time now, WriteBatch* batch,
-             const Unserved& unserved);
+             const Unserved& unserved, const Cluster* allocation = nullptr);
   // `source`: the finding id (or "operator") recorded on the nodes it cordons or fails. `ended_by`: the
   // incident root recorded as the ended attempt's ended_by ("" for none).
   void Execute(const std::string& job, const RecoveryDecision& d, bool automatic, JobHealth& health,
@@ -171,8 +181,12 @@ class RecoveryExecutor {
   bool BreakLoop(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now, WriteBatch* batch,
                  RecoveryInput* in, RecoveryDecision* d);
   // A job Shepherd does not launch: record, and remediate only as its policy says.
+  // external_remediation "cordon" and "slurm-drain" act only on the nodes the job's launcher lists for it
+  // (Slurm's allocation of a Slurm-bound job, ctx.slurm_nodes; otherwise its placement's): a node its ranks
+  // name that is not listed is never cordoned (the finding records why), so one rank cannot name any node
+  // of the fleet.
   void Remediate(Finding& f, const Job& job, const RecoveryDecision& d, std::span<const Finding> earlier,
-                 Time now, WriteBatch* batch);
+                 Time now, WriteBatch* batch, const RecoveryContext& ctx);
   // external_remediation "requeue": only when recovery would restart the attempt, and once per attempt
   // (an earlier finding of the attempt that requeued it is enough); counts against policy.max_restarts.
   void Requeue(Finding& f, const Job& job, const RecoveryDecision& d, std::span<const Finding> earlier,
@@ -183,11 +197,8 @@ class RecoveryExecutor {
   RemediationHook hook_;
   bool slurm_ = false;
   ExternalRequeue requeue_;
-  ClusterFor cluster_for_;
-  LauncherNodes launcher_nodes_;
   std::map<std::string, Restarts> state_;
   IncidentWindow window_;
-  LastHeard heard_;
   double node_timeout_s_ = 10;
 };
 

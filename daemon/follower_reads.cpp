@@ -292,7 +292,7 @@ struct FollowerReads::Impl {
     }
     RenewalInput in{.confirmed_at = confirmed_at, .now = Steady::now(), .max_age = options.renew_max_age};
     const Controller& c = *view->controller;
-    in.node_known = c.GetNode(node).ok();
+    in.node_known = c.view().GetNode(node).ok();
     for (const RankRef& r : *ranks) in.running.push_back(Classify(c, node, r));
     in.now = Steady::now();  // the answer's time: the view's age is judged here
     const RenewalDecision d = DecideRenewal(in);
@@ -330,12 +330,12 @@ struct FollowerReads::Impl {
   }
 
   static RankInView Classify(const Controller& c, const std::string& node, const RankRef& r) {
-    Result<std::vector<Finding>> lost = c.GetFailures({.job = r.job, .kind = FindingKind::kNodeLost});
+    Result<std::vector<Finding>> lost = c.view().GetFailures({.job = r.job, .kind = FindingKind::kNodeLost});
     if (lost.ok())
       for (const Finding& f : *lost)
         if (f.attempt == r.attempt && std::find(f.nodes.begin(), f.nodes.end(), node) != f.nodes.end())
           return RankInView::kLost;
-    Result<PlacementView> p = c.GetPlacement(r.job);
+    Result<PlacementView> p = c.view().GetPlacement(r.job);
     if (!p.ok() || p->attempt != r.attempt || !IsActive(p->state) || !p->placement)
       return RankInView::kNotDesired;
     const auto& slots = p->placement->ranks;  // indexed by rank

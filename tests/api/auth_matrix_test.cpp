@@ -41,8 +41,8 @@ class AuthMatrixTest : public ::testing::Test {
     }
     job_ = Submit("submitter");
     // The controller minted the credential of the job's first attempt when it placed it.
-    rank_token_ = api_.controller_->rank_tokens().RankTokenFor(job_, 1, 0).value_or("");
-    ASSERT_TRUE(api_.controller_->rank_tokens().Lookup(rank_token_));
+    rank_token_ = api_.controller_->view().rank_tokens().RankTokenFor(job_, 1, 0).value_or("");
+    ASSERT_TRUE(api_.controller_->view().rank_tokens().Lookup(rank_token_));
     // A watched job of sam's bound to Slurm job 4242 (its own node): the Slurm reports route's target. The
     // matrix's rank credential is job_'s, so that route refuses it.
     ASSERT_EQ(As(Bearer("admin"), "POST", "/v1/nodes", Node("x0")).status, 201);
@@ -305,7 +305,7 @@ TEST_F(AuthMatrixTest, SubmitterCannotCancelAnothersJobAndTheRecordsNameWhoActed
   for (int r = 0; r < 8; ++r) {  // each rank reports its part with its own credential
     Json ckpt =
         Json::array({{{"rank", r}, {"attempt", 1}, {"kind", "checkpoint"}, {"step", 20}, {"path", "/c/20"}}});
-    const std::string token = *api_.controller_->rank_tokens().RankTokenFor(job_, 1, r);
+    const std::string token = *api_.controller_->view().rank_tokens().RankTokenFor(job_, 1, r);
     ASSERT_EQ(As("Bearer " + token, "POST", "/v1/jobs/" + job_ + "/reports", {{"reports", ckpt}}).status,
               202);
   }

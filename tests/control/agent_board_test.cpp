@@ -10,12 +10,17 @@ namespace {
 class AgentBoardTest : public ::testing::Test {
  protected:
   // Node n1 should run rank 0 of job-1 attempt `attempt_`.
-  AgentBoard board_{[this](const std::string& node) {
-                      std::vector<RankAssignment> out;
-                      if (node == "n1") out.push_back({{"job-1", attempt_, 0}, 0, {"train"}, {}});
-                      return out;
-                    },
-                    /*node_timeout_s=*/10};
+  std::vector<RankAssignment> Desired(const std::string& node) const {
+    std::vector<RankAssignment> out;
+    if (node == "n1") out.push_back({{"job-1", attempt_, 0}, 0, {"train"}, {}});
+    return out;
+  }
+  Assignments Current(const std::string& node) const { return board_.Current(node, Desired(node)); }
+  // Answers the long polls the board made due, as the Controller does after each call.
+  void AnswerDue() {
+    board_.AnswerDue([this](const std::string& node) { return Desired(node); });
+  }
+  AgentBoard board_{/*node_timeout_s=*/10};
   FakeClock clock_;
   int attempt_ = 1;
 };
@@ -43,6 +48,7 @@ TEST_F(AgentBoardTest, ExitsAreReturnedAndFaultsOnlyOnce) {
 
 TEST_F(AgentBoardTest, SilentAgentIsLostOnceAndComesBack) {
   board_.OnHeartbeat("n1", {}, clock_.Now(), KnowsAll);
+  AnswerDue();
   clock_.AdvanceSeconds(9);
   EXPECT_TRUE(board_.CheckLiveness(clock_.Now()).empty());
   clock_.AdvanceSeconds(2);
@@ -56,48 +62,85 @@ TEST_F(AgentBoardTest, SilentAgentIsLostOnceAndComesBack) {
 
 TEST_F(AgentBoardTest, LaunchGateHoldsRanksUntilTheOldAttemptStops) {
   board_.OnHeartbeat("n1", Running("job-1", 1), clock_.Now(), KnowsAll);
+  AnswerDue();
   attempt_ = 2;
   board_.HoldLaunch("job-1", 2, {"n1"}, clock_.Now() + Seconds(30));
-  EXPECT_TRUE(board_.Current("n1").ranks.empty());
+  EXPECT_TRUE(Current("n1").ranks.empty());
   board_.OnTick(clock_.Now());
-  EXPECT_TRUE(board_.Current("n1").ranks.empty());  // attempt 1 still runs there
+  AnswerDue();
+  EXPECT_TRUE(Current("n1").ranks.empty());  // attempt 1 still runs there
   int64_t v = board_.version("n1");
   board_.OnHeartbeat("n1", {}, clock_.Now(), KnowsAll);  // its ranks stopped
+  AnswerDue();
   board_.OnTick(clock_.Now());
+  AnswerDue();
   EXPECT_GT(board_.version("n1"), v);
-  ASSERT_EQ(board_.Current("n1").ranks.size(), 1u);
-  EXPECT_EQ(board_.Current("n1").ranks[0].rank.attempt, 2);
+  ASSERT_EQ(Current("n1").ranks.size(), 1u);
+  EXPECT_EQ(Current("n1").ranks[0].rank.attempt, 2);
 }
 
 TEST_F(AgentBoardTest, LaunchGateOpensAtItsDeadlineWhateverRuns) {
   board_.OnHeartbeat("n1", Running("job-1", 1), clock_.Now(), KnowsAll);
+  AnswerDue();
   board_.HoldLaunch("job-1", 2, {"n1"}, clock_.Now() + Seconds(30));
   clock_.AdvanceSeconds(5);
   board_.OnHeartbeat("n1", Running("job-1", 1), clock_.Now(), KnowsAll);
+  AnswerDue();
   clock_.AdvanceSeconds(26);
   board_.OnTick(clock_.Now());
-  EXPECT_EQ(board_.Current("n1").ranks.size(), 1u);
+  AnswerDue();
+  EXPECT_EQ(Current("n1").ranks.size(), 1u);
+}
+
+TEST_F(AgentBoardTest, ADueLongPollIsAnsweredByItsCallerWithTheNodesDesiredRanks) {
+  std::vector<Result<Assignments>> answers;
+  board_.OnHeartbeat("n1", {}, clock_.Now(), KnowsAll);
+  AnswerDue();
+  board_.Watch("n1", 0, clock_.Now() + Seconds(30), clock_.Now(), true,
+               [&](Result<Assignments> a) { answers.push_back(std::move(a)); });  // stale version: due
+  EXPECT_TRUE(board_.HasDue());
+  EXPECT_TRUE(answers.empty());  // the board calls nothing back: its caller answers
+  int asked = 0;
+  board_.AnswerDue([&](const std::string& node) {
+    ++asked;
+    return Desired(node);
+  });
+  EXPECT_FALSE(board_.HasDue());
+  EXPECT_EQ(asked, 1);
+  ASSERT_EQ(answers.size(), 1u);
+  ASSERT_TRUE(answers[0].ok());
+  ASSERT_EQ(answers[0]->ranks.size(), 1u);
+  EXPECT_EQ(answers[0]->ranks[0].rank, (RankRef{"job-1", 1, 0}));
 }
 
 TEST_F(AgentBoardTest, LongPollAnsweredOnBumpOnDeadlineAndOnRelease) {
   std::vector<int64_t> answers;
   auto record = [&](Result<Assignments> a) { answers.push_back(a->version); };
   board_.OnHeartbeat("n1", {}, clock_.Now(), KnowsAll);  // heard since start: its version is 1
+  AnswerDue();
   board_.Watch("n1", 1, clock_.Now() + Seconds(30), clock_.Now(), true, record);
+  AnswerDue();
   EXPECT_TRUE(answers.empty());
   board_.Bump("n1");
+  AnswerDue();
   ASSERT_EQ(answers, std::vector<int64_t>{2});
   board_.Watch("n1", 1, clock_.Now() + Seconds(30), clock_.Now(), true, record);  // stale version: at once
+  AnswerDue();
   EXPECT_EQ(answers.size(), 2u);
   board_.Watch("n1", 2, clock_.Now() + Seconds(30), clock_.Now(), true, record);
+  AnswerDue();
   clock_.AdvanceSeconds(29);
   board_.OnTick(clock_.Now());
+  AnswerDue();
   EXPECT_EQ(answers.size(), 2u);
   clock_.AdvanceSeconds(1);
   board_.OnTick(clock_.Now());
+  AnswerDue();
   EXPECT_EQ(answers.size(), 3u);
   board_.Watch("n1", 2, clock_.Now() + Seconds(30), clock_.Now(), true, record);
+  AnswerDue();
   board_.ReleaseWaiters();
+  AnswerDue();
   EXPECT_EQ(answers.size(), 4u);
 }
 
@@ -109,6 +152,7 @@ namespace {
 
 TEST_F(AgentBoardTest, SilenceCountsOnlyWhileTheDaemonListened) {
   board_.OnHeartbeat("n1", {}, clock_.Now(), KnowsAll);
+  AnswerDue();
   clock_.AdvanceSeconds(12);  // the daemon was stopped: it listens again from now
   Time listening_since = clock_.Now();
   EXPECT_TRUE(board_.CheckLiveness(clock_.Now(), listening_since).empty());
@@ -119,7 +163,7 @@ TEST_F(AgentBoardTest, SilenceCountsOnlyWhileTheDaemonListened) {
 }
 
 TEST_F(AgentBoardTest, VersionsCarryTheEpoch) {
-  AgentBoard board([](const std::string&) { return std::vector<RankAssignment>{}; }, 10);
+  AgentBoard board(10);
   board.SetEpoch(3);
   EXPECT_EQ(board.version("n1"), 3 * AgentBoard::kEpochStride);
   board.Bump("n1");
@@ -128,13 +172,12 @@ TEST_F(AgentBoardTest, VersionsCarryTheEpoch) {
 
 TEST(AgentBoardLeaseTest, ALostAgentsOldRanksHoldTheGateUntilItsLeaseExpires) {
   int attempt = 1;
-  AgentBoard board(
-      [&](const std::string& node) {
-        std::vector<RankAssignment> out;
-        if (node == "spare") out.push_back({{"job-1", attempt, 0}, 0, {"train"}, {}});
-        return out;
-      },
-      /*node_timeout_s=*/10, /*lease_s=*/15);
+  auto desired = [&](const std::string& node) {
+    std::vector<RankAssignment> out;
+    if (node == "spare") out.push_back({{"job-1", attempt, 0}, 0, {"train"}, {}});
+    return out;
+  };
+  AgentBoard board(/*node_timeout_s=*/10, /*lease_s=*/15);
   FakeClock clock;
   Time last_heard = clock.Now();
   board.OnHeartbeat("n1", Running("job-1", 1), clock.Now(), KnowsAll);
@@ -146,12 +189,13 @@ TEST(AgentBoardLeaseTest, ALostAgentsOldRanksHoldTheGateUntilItsLeaseExpires) {
   board.HoldLaunch("job-1", 2, {"spare"}, clock.Now() + Seconds(1));  // even a short stop timeout waits
   while (clock.Now() - last_heard < Seconds(15)) {
     board.OnTick(clock.Now());
-    EXPECT_TRUE(board.Current("spare").ranks.empty()) << ToSeconds(clock.Now() - last_heard) << " s";
+    EXPECT_TRUE(board.Current("spare", desired("spare")).ranks.empty())
+        << ToSeconds(clock.Now() - last_heard) << " s";
     clock.AdvanceSeconds(0.5);
   }
   board.OnTick(clock.Now());
-  ASSERT_EQ(board.Current("spare").ranks.size(), 1u);
-  EXPECT_EQ(board.Current("spare").ranks[0].rank.attempt, 2);
+  ASSERT_EQ(board.Current("spare", desired("spare")).ranks.size(), 1u);
+  EXPECT_EQ(board.Current("spare", desired("spare")).ranks[0].rank.attempt, 2);
 }
 
 // Replicas: a follower may have renewed n1's lease from a view up to renewal_s old that still assigned it
@@ -160,12 +204,12 @@ TEST(AgentBoardLeaseTest, ALostAgentsOldRanksHoldTheGateUntilItsLeaseExpires) {
 TEST(AgentBoardLeaseTest, WithReplicasALostAgentsOldRanksHoldTheGateARenewalBoundPastTheNewAttempt) {
   int attempt = 1;
   constexpr double kLease = 15, kRenewal = 1;
+  auto desired = [&](const std::string& node) {
+    std::vector<RankAssignment> out;
+    if (node == "spare") out.push_back({{"job-1", attempt, 0}, 0, {"train"}, {}});
+    return out;
+  };
   AgentBoard board(
-      [&](const std::string& node) {
-        std::vector<RankAssignment> out;
-        if (node == "spare") out.push_back({{"job-1", attempt, 0}, 0, {"train"}, {}});
-        return out;
-      },
       /*node_timeout_s=*/10, kLease, /*unknown_timeout_s=*/0, kRenewal);
   FakeClock clock;
   board.OnHeartbeat("n1", Running("job-1", 1), clock.Now(), KnowsAll);
@@ -182,23 +226,23 @@ TEST(AgentBoardLeaseTest, WithReplicasALostAgentsOldRanksHoldTheGateARenewalBoun
   // Not at last heartbeat + lease (15 s): at durable + 1 + 15 = 26.25 s after it.
   while (clock.Now() < durable + Seconds(kRenewal + kLease)) {
     board.OnTick(clock.Now());
-    ASSERT_TRUE(board.Current("spare").ranks.empty()) << ToSeconds(clock.Now() - durable) << " s after";
+    ASSERT_TRUE(board.Current("spare", desired("spare")).ranks.empty()) << ToSeconds(clock.Now() - durable) << " s after";
     clock.AdvanceSeconds(0.25);
   }
   board.OnTick(clock.Now());
-  ASSERT_EQ(board.Current("spare").ranks.size(), 1u);
-  EXPECT_EQ(board.Current("spare").ranks[0].rank.attempt, 2);
+  ASSERT_EQ(board.Current("spare", desired("spare")).ranks.size(), 1u);
+  EXPECT_EQ(board.Current("spare", desired("spare")).ranks[0].rank.attempt, 2);
 }
 
 // A new leader counts every attached agent's lease from its start, renewal_s longer with replicas.
 TEST(AgentBoardLeaseTest, WithReplicasARestoredAgentsLeaseIncludesTheRenewalBound) {
   int attempt = 1;
+  auto desired = [&](const std::string& node) {
+    std::vector<RankAssignment> out;
+    if (node == "spare") out.push_back({{"job-1", attempt, 0}, 0, {"train"}, {}});
+    return out;
+  };
   AgentBoard board(
-      [&](const std::string& node) {
-        std::vector<RankAssignment> out;
-        if (node == "spare") out.push_back({{"job-1", attempt, 0}, 0, {"train"}, {}});
-        return out;
-      },
       /*node_timeout_s=*/10, /*lease_s=*/15, /*unknown_timeout_s=*/0, /*renewal_s=*/2);
   FakeClock clock;
   const Time start = clock.Now();
@@ -211,11 +255,11 @@ TEST(AgentBoardLeaseTest, WithReplicasARestoredAgentsLeaseIncludesTheRenewalBoun
   board.HoldLaunch("job-1", 2, {"spare"}, clock.Now() + Seconds(1));
   while (clock.Now() < start + Seconds(17)) {
     board.OnTick(clock.Now());
-    ASSERT_TRUE(board.Current("spare").ranks.empty()) << ToSeconds(clock.Now() - start) << " s";
+    ASSERT_TRUE(board.Current("spare", desired("spare")).ranks.empty()) << ToSeconds(clock.Now() - start) << " s";
     clock.AdvanceSeconds(0.5);
   }
   board.OnTick(clock.Now());
-  EXPECT_EQ(board.Current("spare").ranks.size(), 1u);
+  EXPECT_EQ(board.Current("spare", desired("spare")).ranks.size(), 1u);
 }
 
 }  // namespace
@@ -228,8 +272,12 @@ namespace {
 class AgentBoardUnknownTest : public ::testing::Test {
  protected:
   // The daemon knows nothing; it wants nothing on n1. Unknown processes are kept 60 s.
-  AgentBoard board_{[](const std::string&) { return std::vector<RankAssignment>{}; }, /*node_timeout_s=*/10,
-                    /*lease_s=*/15, /*unknown_timeout_s=*/60};
+  AgentBoard board_{/*node_timeout_s=*/10, /*lease_s=*/15, /*unknown_timeout_s=*/60};
+  // It wants nothing anywhere; answers the long polls the board made due, as the Controller does.
+  void AnswerDue() {
+    board_.AnswerDue([](const std::string&) { return std::vector<RankAssignment>{}; });
+  }
+  Assignments Current(const std::string& node) const { return board_.Current(node, {}); }
   FakeClock clock_;
   std::vector<Result<Assignments>> answers_;
   Done<Assignments> Record() {
@@ -245,10 +293,14 @@ class AgentBoardUnknownTest : public ::testing::Test {
 
 TEST_F(AgentBoardUnknownTest, NoAnswerBeforeTheNodesFirstHeartbeatThenOneThatKeepsItsProcesses) {
   board_.Watch("n1", 0, clock_.Now(), clock_.Now(), true, Record());  // wait=0, before any heartbeat
-  board_.Bump("n1");                                                  // a change meanwhile: still held
+  AnswerDue();
+  board_.Bump("n1");  // a change meanwhile: still held
+  AnswerDue();
   board_.OnTick(clock_.Now());
+  AnswerDue();
   EXPECT_TRUE(answers_.empty());
   board_.OnHeartbeat("n1", Running2(), clock_.Now(), KnowsNothing);
+  AnswerDue();
   ASSERT_EQ(answers_.size(), 1u);
   ASSERT_TRUE(answers_[0].ok());
   EXPECT_TRUE(answers_[0]->ranks.empty());
@@ -259,19 +311,24 @@ TEST_F(AgentBoardUnknownTest, NoAnswerBeforeTheNodesFirstHeartbeatThenOneThatKee
 
 TEST_F(AgentBoardUnknownTest, AnAgentThatNeverHeartbeatsGets503AfterTheNodeTimeout) {
   board_.Watch("n1", 0, clock_.Now(), clock_.Now(), true, Record());
+  AnswerDue();
   clock_.AdvanceSeconds(9.9);
   board_.OnTick(clock_.Now());
+  AnswerDue();
   EXPECT_TRUE(answers_.empty());
   clock_.AdvanceSeconds(0.1);
   board_.OnTick(clock_.Now());
+  AnswerDue();
   ASSERT_EQ(answers_.size(), 1u);
   EXPECT_EQ(answers_[0].status().code(), Code::kUnavailable);
 }
 
 TEST_F(AgentBoardUnknownTest, KnownProcessesAreNotKept) {
   board_.OnHeartbeat("n1", Running2(), clock_.Now(), KnowsAll);
+  AnswerDue();
   EXPECT_TRUE(board_.Unknown("n1").empty());
   board_.Watch("n1", 0, clock_.Now(), clock_.Now(), /*can_keep=*/false, Record());
+  AnswerDue();
   ASSERT_EQ(answers_.size(), 1u);
   ASSERT_TRUE(answers_[0].ok());  // nothing to keep: an old agent is answered as always
   EXPECT_TRUE(answers_[0]->keep.empty());
@@ -279,43 +336,56 @@ TEST_F(AgentBoardUnknownTest, KnownProcessesAreNotKept) {
 
 TEST_F(AgentBoardUnknownTest, AnOldAgentGets503WhileAnyAreUndecided) {
   board_.OnHeartbeat("n1", Running2(), clock_.Now(), KnowsNothing);
+  AnswerDue();
   board_.Watch("n1", 0, clock_.Now(), clock_.Now(), /*can_keep=*/false, Record());
+  AnswerDue();
   ASSERT_EQ(answers_.size(), 1u);
   EXPECT_EQ(answers_[0].status().code(), Code::kUnavailable);
   EXPECT_NE(answers_[0].status().message().find("keep=1"), std::string::npos);
   EXPECT_EQ(board_.StopUnknownProcesses("n1"), 2);
+  AnswerDue();
   board_.Watch("n1", 0, clock_.Now(), clock_.Now(), /*can_keep=*/false, Record());
+  AnswerDue();
   ASSERT_TRUE(answers_.at(1).ok());  // decided: the answer without them stops them
   EXPECT_TRUE(answers_[1]->keep.empty());
 }
 
 TEST_F(AgentBoardUnknownTest, TheTimeoutDropsThemFromKeepAndWakesTheLongPoll) {
   board_.OnHeartbeat("n1", Running2(), clock_.Now(), KnowsNothing);
+  AnswerDue();
   const int64_t v = board_.version("n1");
   board_.Watch("n1", v, clock_.Now() + Seconds(300), clock_.Now(), true, Record());
+  AnswerDue();
   for (int i = 0; i < 59; ++i) {
     clock_.AdvanceSeconds(1);
     board_.OnHeartbeat("n1", Running2(), clock_.Now(), KnowsNothing);
+    AnswerDue();
     board_.OnTick(clock_.Now());
+    AnswerDue();
   }
   EXPECT_TRUE(answers_.empty());
-  EXPECT_EQ(board_.Current("n1").keep.size(), 2u);
+  EXPECT_EQ(Current("n1").keep.size(), 2u);
   clock_.AdvanceSeconds(1);
   board_.OnTick(clock_.Now());
+  AnswerDue();
   ASSERT_EQ(answers_.size(), 1u);
   EXPECT_GT(answers_[0]->version, v);
   EXPECT_TRUE(answers_[0]->keep.empty());
   EXPECT_TRUE(board_.Unknown("n1")[0].stopping);
   board_.OnHeartbeat("n1", {}, clock_.Now(), KnowsNothing);  // the agent stopped them
+  AnswerDue();
   EXPECT_TRUE(board_.Unknown("n1").empty());
 }
 
 TEST_F(AgentBoardUnknownTest, AnOperatorsStopWakesTheLongPoll) {
   board_.OnHeartbeat("n1", Running2(), clock_.Now(), KnowsNothing);
+  AnswerDue();
   board_.Watch("n1", board_.version("n1"), clock_.Now() + Seconds(30), clock_.Now(), true, Record());
+  AnswerDue();
   EXPECT_EQ(board_.StopUnknownProcesses("n2"), 0);  // never heard: nothing to decide
   EXPECT_TRUE(answers_.empty());
   EXPECT_EQ(board_.StopUnknownProcesses("n1"), 2);
+  AnswerDue();
   ASSERT_EQ(answers_.size(), 1u);
   EXPECT_TRUE(answers_[0]->keep.empty());
 }
@@ -323,8 +393,10 @@ TEST_F(AgentBoardUnknownTest, AnOperatorsStopWakesTheLongPoll) {
 TEST_F(AgentBoardUnknownTest, AfterARestartWithItsRecordsTheAgentIsStillHeardFirst) {
   board_.Restore("n1", clock_.Now());  // attached before the restart
   board_.Watch("n1", 0, clock_.Now(), clock_.Now(), true, Record());
+  AnswerDue();
   EXPECT_TRUE(answers_.empty());
   board_.OnHeartbeat("n1", Running2(), clock_.Now(), KnowsAll);
+  AnswerDue();
   ASSERT_EQ(answers_.size(), 1u);
   EXPECT_TRUE(answers_[0]->keep.empty());
 }

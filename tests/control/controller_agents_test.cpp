@@ -38,7 +38,7 @@ class ControllerAgentsTest : public ControllerTest {
   std::string SubmitLaunched() {
     JobSpec s = testing::MakeSpec(8, 8);
     s.policy.restart_backoff_s = 0;
-    auto est = controller_->PlanFor(s);
+    auto est = controller_->view().PlanFor(s);
     std::optional<Result<JobView>> out;
     controller_->SubmitJob(s, *est, [&](Result<JobView> r) { out = std::move(r); });
     Drain();
@@ -72,15 +72,15 @@ TEST_F(ControllerAgentsTest, ProcessesOfUnknownJobsOrAttemptsAreKeptUntilDecided
   Assignments a = Poll("n1");
   EXPECT_EQ(a.ranks.size(), 8u);
   EXPECT_EQ(a.keep, (std::vector<RankRef>{{job, 2, 0}, {"job-999999", 1, 3}}));
-  ASSERT_EQ(controller_->GetNode("n1")->unknown_processes.size(), 2u);
-  EXPECT_EQ(controller_->ListNodes({}).nodes.at(0).unknown_processes.size(), 2u);
+  ASSERT_EQ(controller_->view().GetNode("n1")->unknown_processes.size(), 2u);
+  EXPECT_EQ(controller_->view().ListNodes({}).nodes.at(0).unknown_processes.size(), 2u);
   std::optional<Result<NodeView>> stopped;
   controller_->StopUnknownProcesses("n1", [&](Result<NodeView> v) { stopped = std::move(v); });
   Drain();
   ASSERT_TRUE(stopped && stopped->ok());
   EXPECT_TRUE((*stopped)->unknown_processes.at(0).stopping);
   EXPECT_TRUE(Poll("n1").keep.empty());
-  EXPECT_EQ(controller_->GetJob(job)->job.attempt, 1);  // its own job is untouched
+  EXPECT_EQ(controller_->view().GetJob(job)->job.attempt, 1);  // its own job is untouched
 }
 
 TEST_F(ControllerAgentsTest, HeartbeatAnswerGrantsTheLease) {
@@ -94,7 +94,7 @@ TEST_F(ControllerAgentsTest, ALostNodesRanksAreReplacedOnlyAfterItsLease) {
   std::string job = SubmitLaunched();
   Beat("sp");
   Beat("n1", Running(job, 1));
-  ASSERT_EQ(controller_->GetJob(job)->job.state, JobState::kRunning);
+  ASSERT_EQ(controller_->view().GetJob(job)->job.state, JobState::kRunning);
   Time last_heard = clock_.Now();  // n1 goes silent: partitioned, its ranks may still run
   const double lease = ControllerOptions{}.agent_lease_s;
   std::optional<double> lost_after, replaced_after;
@@ -104,7 +104,7 @@ TEST_F(ControllerAgentsTest, ALostNodesRanksAreReplacedOnlyAfterItsLease) {
     controller_->Tick();
     Drain();
     double t = ToSeconds(clock_.Now() - last_heard);
-    if (!lost_after && controller_->GetJob(job)->job.attempt == 2) lost_after = t;
+    if (!lost_after && controller_->view().GetJob(job)->job.attempt == 2) lost_after = t;
     if (!Poll("sp").ranks.empty()) replaced_after = t;
   }
   ASSERT_TRUE(lost_after && replaced_after);
@@ -134,7 +134,7 @@ TEST_F(ControllerAgentsTest, AStalledControlThreadBlamesNoNode) {
     controller_->Tick();
     Drain();
   }
-  ASSERT_EQ(controller_->GetJob(job)->job.state, JobState::kRunning);
+  ASSERT_EQ(controller_->view().GetJob(job)->job.state, JobState::kRunning);
   clock_.AdvanceSeconds(12);  // SIGSTOP: on SIGCONT n2's heartbeat is served before n1's and the tick
   Beat("n2");
   Beat("n1", Running(job, 1));
@@ -145,9 +145,9 @@ TEST_F(ControllerAgentsTest, AStalledControlThreadBlamesNoNode) {
     controller_->Tick();
     Drain();
   }
-  EXPECT_EQ(controller_->GetJob(job)->job.attempt, 1);
-  EXPECT_TRUE(controller_->GetFailures({})->empty());
-  EXPECT_EQ(controller_->lateness().stalls, 1u);
+  EXPECT_EQ(controller_->view().GetJob(job)->job.attempt, 1);
+  EXPECT_TRUE(controller_->view().GetFailures({})->empty());
+  EXPECT_EQ(controller_->view().lateness().stalls, 1u);
   // A node silent while the daemon listens is still lost.
   for (int i = 0; i < 12; ++i) {
     clock_.AdvanceSeconds(1);
@@ -155,7 +155,7 @@ TEST_F(ControllerAgentsTest, AStalledControlThreadBlamesNoNode) {
     controller_->Tick();
     Drain();
   }
-  auto failures = *controller_->GetFailures({});
+  auto failures = *controller_->view().GetFailures({});
   ASSERT_EQ(failures.size(), 1u);
   EXPECT_EQ(failures[0].kind, FindingKind::kNodeLost);
   EXPECT_EQ(failures[0].nodes, std::vector<std::string>{"n1"});
@@ -171,7 +171,7 @@ TEST_F(ControllerAgentsTest, AnAgentsSilenceIsNoFindingOfAJobItDoesNotRun) {
   ASSERT_TRUE(watched.ok()) << watched.status().message();
   ASSERT_EQ(watched->attempt->placement.ranks[0].node, "n1");
   std::string launched = SubmitLaunched();
-  ASSERT_EQ(controller_->GetJob(launched)->attempt->placement.ranks[0].node, "n2");
+  ASSERT_EQ(controller_->view().GetJob(launched)->attempt->placement.ranks[0].node, "n2");
   Beat("n1");
   Beat("n2", Running(launched, 1));
   for (int i = 0; i < 30; ++i) {  // n1's agent is silent for 30 s; n2's is healthy
@@ -182,9 +182,9 @@ TEST_F(ControllerAgentsTest, AnAgentsSilenceIsNoFindingOfAJobItDoesNotRun) {
   }
   FindingQuery of_watched;
   of_watched.job = watched->job.id;
-  EXPECT_TRUE(controller_->GetFailures(of_watched)->empty());
-  EXPECT_EQ(controller_->GetNode("n1")->state, NodeState::kAllocated);  // not cordoned, not failed
-  EXPECT_EQ(controller_->GetJob(launched)->job.attempt, 1);
+  EXPECT_TRUE(controller_->view().GetFailures(of_watched)->empty());
+  EXPECT_EQ(controller_->view().GetNode("n1")->state, NodeState::kAllocated);  // not cordoned, not failed
+  EXPECT_EQ(controller_->view().GetJob(launched)->job.attempt, 1);
 }
 
 // A first deployment: the inventory file lists n1 before its agent runs, n2's agent is up. A job our agents
@@ -195,9 +195,9 @@ TEST_F(ControllerAgentsTest, AJobOurAgentsLaunchPrefersNodesWithALiveAgent) {
   AddNode("n2", "l0");
   Beat("n2");
   std::string first = SubmitLaunched();
-  EXPECT_EQ(controller_->GetJob(first)->attempt->placement.ranks[0].node, "n2");
+  EXPECT_EQ(controller_->view().GetJob(first)->attempt->placement.ranks[0].node, "n2");
   std::string second = SubmitLaunched();  // n2 is full: n1 it is, rather than waiting in the queue
-  EXPECT_EQ(controller_->GetJob(second)->attempt->placement.ranks[0].node, "n1");
+  EXPECT_EQ(controller_->view().GetJob(second)->attempt->placement.ranks[0].node, "n1");
 }
 
 }  // namespace shepherd

@@ -54,7 +54,7 @@ class ControllerTest : public ::testing::Test {
 
   Result<JobView> Submit(int gpus, int tp = 8) {
     JobSpec s = Spec(gpus, tp);
-    auto est = controller_->PlanFor(s);
+    auto est = controller_->view().PlanFor(s);
     EXPECT_TRUE(est.ok()) << est.status().message();
     std::optional<Result<JobView>> out;
     controller_->SubmitJob(s, *est, [&](Result<JobView> r) { out = std::move(r); });

@@ -33,7 +33,7 @@ class ControllerMarksTest : public ControllerTest {
   std::string SubmitOurs(double backoff_s) {
     JobSpec s = testing::MakeSpec(8, 8);
     s.policy.restart_backoff_s = backoff_s;
-    auto est = controller_->PlanFor(s);
+    auto est = controller_->view().PlanFor(s);
     std::optional<Result<JobView>> out;
     controller_->SubmitJob(s, *est, [&](Result<JobView> r) { out = std::move(r); });
     Drain();
@@ -77,7 +77,7 @@ class ControllerMarksTest : public ControllerTest {
     FindingQuery q;
     q.job = job;
     q.kind = kind;
-    auto fs = controller_->GetFailures(q);
+    auto fs = controller_->view().GetFailures(q);
     EXPECT_TRUE(fs.ok());
     return *fs;
   }
@@ -94,7 +94,7 @@ TEST_F(ControllerMarksTest, MarksAreKeptCurrentPersistedAtMostOnceAMinuteAndSurv
   const Time started = clock_.Now();
   std::string job = SubmitOurs(0);
   Beat("n1", Ranks(job, 1));
-  ASSERT_EQ(controller_->GetJob(job)->job.state, JobState::kRunning);
+  ASSERT_EQ(controller_->view().GetJob(job)->job.state, JobState::kRunning);
   // Every rank loads the checkpoint for 2 s, then trains; both phase changes of a 0.5 s save arrive in
   // one batch each (timed by the ranks' clocks).
   Second("n1");
@@ -106,7 +106,7 @@ TEST_F(ControllerMarksTest, MarksAreKeptCurrentPersistedAtMostOnceAMinuteAndSurv
   Second("n1");
   const Time first_step = clock_.Now();
   Report8(job, 1, ReportKind::kStep, first_step, 1);
-  const JobView view = *controller_->GetJob(job);
+  const JobView view = *controller_->view().GetJob(job);
   const Attempt& live = *view.attempt;
   EXPECT_EQ(live.first_step_at, first_step);  // current in memory at once
   EXPECT_DOUBLE_EQ(live.load_s, 2.0);
@@ -136,7 +136,7 @@ TEST_F(ControllerMarksTest, MarksAreKeptCurrentPersistedAtMostOnceAMinuteAndSurv
 
   // A daemon restart restores the marks with the attempt and continues from them.
   Reset();
-  EXPECT_EQ(controller_->GetJob(job)->attempt->first_step_at, first_step);
+  EXPECT_EQ(controller_->view().GetJob(job)->attempt->first_step_at, first_step);
   Beat("n1", Ranks(job, 1));
   Second("n1");
   const Time last_step = clock_.Now();
@@ -162,8 +162,8 @@ TEST_F(ControllerMarksTest, ARestartWithABackoffRecordsItsNotBeforeAndExitsTheir
   clock_.AdvanceSeconds(1);
   Beat("n1", Ranks(job, 1, /*exited=*/0));
   const Time restarted1 = clock_.Now();
-  ASSERT_EQ(controller_->GetJob(job)->job.attempt, 2);
-  EXPECT_FALSE(controller_->GetJob(job)->attempt->not_before);
+  ASSERT_EQ(controller_->view().GetJob(job)->job.attempt, 2);
+  EXPECT_FALSE(controller_->view().GetJob(job)->attempt->not_before);
   auto exits = Failures(job, FindingKind::kProcessExit);
   ASSERT_EQ(exits.size(), 1u);
   ASSERT_TRUE(exits[0].onset_at);
@@ -171,10 +171,10 @@ TEST_F(ControllerMarksTest, ARestartWithABackoffRecordsItsNotBeforeAndExitsTheir
   // Attempt 2's rank 0 exits 3 s later: the second restart waits 10 × 2^1 s from the first.
   clock_.AdvanceSeconds(3);
   Beat("n1", Ranks(job, 2, /*exited=*/0));
-  EXPECT_EQ(controller_->GetJob(job)->job.state, JobState::kRecovering);
-  for (int i = 0; i < 30 && controller_->GetJob(job)->job.attempt == 2; ++i) Second("n1");
-  ASSERT_EQ(controller_->GetJob(job)->job.attempt, 3);
-  const JobView view = *controller_->GetJob(job);
+  EXPECT_EQ(controller_->view().GetJob(job)->job.state, JobState::kRecovering);
+  for (int i = 0; i < 30 && controller_->view().GetJob(job)->job.attempt == 2; ++i) Second("n1");
+  ASSERT_EQ(controller_->view().GetJob(job)->job.attempt, 3);
+  const JobView view = *controller_->view().GetJob(job);
   const Attempt& a3 = *view.attempt;
   ASSERT_TRUE(a3.not_before);
   EXPECT_EQ(*a3.not_before, restarted1 + Seconds(20));
@@ -219,7 +219,7 @@ TEST_F(ControllerMarksTest, AnOperatorsRestartStartsAtTheRequest) {
   auto asked_for = Failures(job, FindingKind::kRestartRequested);
   ASSERT_EQ(asked_for.size(), 1u);
   EXPECT_EQ(asked_for[0].onset_at, asked);
-  EXPECT_FALSE(controller_->GetJob(job)->attempt->not_before);  // a forced restart has no backoff
+  EXPECT_FALSE(controller_->view().GetJob(job)->attempt->not_before);  // a forced restart has no backoff
 }
 
 }  // namespace

@@ -45,7 +45,7 @@ class ControllerRestartTest : public ControllerTest {
   std::string SubmitOurs() {
     JobSpec s = testing::MakeSpec(8, 8);
     s.policy.restart_backoff_s = 0;
-    auto est = controller_->PlanFor(s);
+    auto est = controller_->view().PlanFor(s);
     std::optional<Result<JobView>> out;
     controller_->SubmitJob(s, *est, [&](Result<JobView> r) { out = std::move(r); });
     Drain();
@@ -69,7 +69,7 @@ class ControllerRestartTest : public ControllerTest {
     ASSERT_TRUE(out && out->ok()) << (out ? out->status().message() : "no answer");
   }
   std::vector<Finding> Failures() {
-    auto fs = controller_->GetFailures({});
+    auto fs = controller_->view().GetFailures({});
     EXPECT_TRUE(fs.ok());
     return fs.ok() ? *fs : std::vector<Finding>{};
   }
@@ -126,15 +126,15 @@ TEST_F(ControllerRestartTest, AnExitHeardAgainAfterARestartRestartsNothing) {
   AddNode("n1", "l0");
   std::string job = SubmitOurs();
   Beat("n1", Ranks(job, 1));
-  ASSERT_EQ(controller_->GetJob(job)->job.state, JobState::kRunning);
+  ASSERT_EQ(controller_->view().GetJob(job)->job.state, JobState::kRunning);
   AgentHeartbeat exit = Ranks(job, 1, /*exited=*/3);
   Beat("n1", exit);
-  for (int i = 0; i < 5 && controller_->GetJob(job)->job.attempt == 1; ++i) {
+  for (int i = 0; i < 5 && controller_->view().GetJob(job)->job.attempt == 1; ++i) {
     clock_.AdvanceSeconds(1);
     Beat("n1", exit);
     Tick();
   }
-  ASSERT_EQ(controller_->GetJob(job)->job.attempt, 2);
+  ASSERT_EQ(controller_->view().GetJob(job)->job.attempt, 2);
   const size_t findings = Failures().size();
   ASSERT_EQ(findings, 1u);
   EXPECT_EQ(Failures()[0].kind, FindingKind::kProcessExit);
@@ -150,8 +150,8 @@ TEST_F(ControllerRestartTest, AnExitHeardAgainAfterARestartRestartsNothing) {
     Report(job, 2, {0, 1, 2, 3, 4, 5, 6, 7});
     Tick();
   }
-  EXPECT_EQ(controller_->GetJob(job)->job.attempt, 2);
-  EXPECT_EQ(controller_->GetJob(job)->job.state, JobState::kRunning);
+  EXPECT_EQ(controller_->view().GetJob(job)->job.attempt, 2);
+  EXPECT_EQ(controller_->view().GetJob(job)->job.state, JobState::kRunning);
   EXPECT_EQ(Failures().size(), findings);
   Result<Assignments> a = Poll("n1");
   ASSERT_TRUE(a.ok());
@@ -176,7 +176,7 @@ TEST_F(ControllerRestartTest, ARankSilentAcrossARestartIsJudgedOnlyAfterAFullWin
   clock_.AdvanceSeconds(45);  // the daemon is down; rank 7 stops reporting meanwhile (its agent still runs it)
   Reset();
   const Time restarted = clock_.Now();
-  const Policy policy = controller_->GetJob(job)->job.spec.policy;  // a copy: GetJob answers a temporary
+  const Policy policy = controller_->view().GetJob(job)->job.spec.policy;  // a copy: GetJob answers a temporary
   const double timeout = policy.heartbeat_timeout_s;
   const double window = std::max(policy.startup_grace_s, timeout);
   std::optional<double> found_after;
@@ -206,9 +206,9 @@ TEST_F(ControllerRestartTest, ANodeSilentAcrossARestartIsLostAfterAFullTimeoutAn
   AddNode("sp", "l0", /*spare=*/true);
   std::string lost_job = SubmitOurs();
   std::string other_job = SubmitOurs();
-  const std::string lost_node = controller_->GetJob(lost_job)->attempt->placement.ranks[0].node;
+  const std::string lost_node = controller_->view().GetJob(lost_job)->attempt->placement.ranks[0].node;
   const std::string other_node = lost_node == "n1" ? "n2" : "n1";
-  ASSERT_EQ(controller_->GetJob(other_job)->attempt->placement.ranks[0].node, other_node);
+  ASSERT_EQ(controller_->view().GetJob(other_job)->attempt->placement.ranks[0].node, other_node);
   for (int i = 0; i < 3; ++i) {
     clock_.AdvanceSeconds(1);
     Beat(lost_node, Ranks(lost_job, 1));
@@ -241,9 +241,9 @@ TEST_F(ControllerRestartTest, ANodeSilentAcrossARestartIsLostAfterAFullTimeoutAn
   ASSERT_EQ(fs.size(), 1u);
   EXPECT_EQ(fs[0].kind, FindingKind::kNodeLost);
   EXPECT_EQ(fs[0].nodes, std::vector<std::string>{lost_node});
-  EXPECT_EQ(controller_->GetJob(lost_job)->job.attempt, 2);
-  EXPECT_EQ(controller_->GetJob(other_job)->job.attempt, 1);  // untouched
-  EXPECT_EQ(controller_->GetJob(other_job)->job.state, JobState::kRunning);
+  EXPECT_EQ(controller_->view().GetJob(lost_job)->job.attempt, 2);
+  EXPECT_EQ(controller_->view().GetJob(other_job)->job.attempt, 1);  // untouched
+  EXPECT_EQ(controller_->view().GetJob(other_job)->job.state, JobState::kRunning);
 }
 
 // An operator lowers the lease (75 s to 15 s) across a restart. The agents still hold the 75 s leases the
@@ -270,7 +270,7 @@ TEST_F(ControllerRestartTest, ALeaseLoweredAcrossARestartIsHonouredForAgentsNotH
     Beat("sp");
     Tick();
     double t = ToSeconds(clock_.Now() - restarted);
-    if (!lost_after && controller_->GetJob(job)->job.attempt == 2) lost_after = t;
+    if (!lost_after && controller_->view().GetJob(job)->job.attempt == 2) lost_after = t;
     Result<Assignments> sp = Poll("sp");
     ASSERT_TRUE(sp.ok());
     if (!sp->ranks.empty()) replaced_after = t;

@@ -25,7 +25,7 @@ TEST_F(SlurmLaunchTest, AJobWantsAnAllocationOfItsPlacementPlusTheClosestSpare) 
     if (!placed.count(n)) free_in_l0 = n;
   EXPECT_EQ(order->allocation.nodes[2], free_in_l0);
   // Agents are never given the ranks of a job Slurm launches.
-  EXPECT_FALSE(controller_->GetJob(id)->launch);
+  EXPECT_FALSE(controller_->view().GetJob(id)->launch);
 }
 
 TEST_F(SlurmLaunchTest, TheStepRunsInTheAllocationWithTheAgentsEnvironment) {
@@ -49,7 +49,7 @@ TEST_F(SlurmLaunchTest, TheStepRunsInTheAllocationWithTheAgentsEnvironment) {
   EXPECT_EQ(s.env.at("MASTER_ADDR"), s.placement.ranks[0].node);  // hostname = id in these nodes
   // One credential for the attempt's ranks, any rank: every task of a step sees the step's tables, so a
   // per-rank one would be no narrower (docs/security.md, "Scopes").
-  EXPECT_EQ(controller_->rank_tokens().Lookup(s.env.at("SHEPHERD_TOKEN")), (RankGrant{id, 1, std::nullopt}));
+  EXPECT_EQ(controller_->view().rank_tokens().Lookup(s.env.at("SHEPHERD_TOKEN")), (RankGrant{id, 1, std::nullopt}));
   EXPECT_EQ(s.env.count("RANK"), 0u);
   // Per rank: the tables shepherd-slurm-rank applies, as ComposeRankEnv gives them to agents.
   ASSERT_EQ(s.rank_env.size(), 16u);
@@ -114,7 +114,7 @@ TEST_F(SlurmLaunchTest, AnAllocationNotStartedIsReplacedOffANodeDrainedMeanwhile
   ASSERT_TRUE(order);
   EXPECT_EQ(order->allocation.state, State::kWanted);
   EXPECT_EQ(std::count(order->allocation.nodes.begin(), order->allocation.nodes.end(), drained), 0);
-  EXPECT_EQ(controller_->GetFailures({.job = id})->size(), 0u);  // nothing blamed
+  EXPECT_EQ(controller_->view().GetFailures({.job = id})->size(), 0u);  // nothing blamed
 }
 
 // The step of an attempt the database does not hold yet is not started: a daemon that then stopped would
@@ -124,12 +124,12 @@ TEST_F(SlurmLaunchTest, NoAllocationIsRequestedNorStepStartedBeforeItIsDurable) 
   JobSpec spec = testing::MakeSpec(16, 8);
   spec.launch_mode = LaunchMode::kSlurm;
   std::optional<Result<JobView>> submitted;
-  controller_->SubmitJob(spec, *controller_->PlanFor(spec),
+  controller_->SubmitJob(spec, *controller_->view().PlanFor(spec),
                          [&](Result<JobView> r) { submitted = std::move(r); });
   Drain();
   EXPECT_FALSE(submitted) << "acknowledged before its COMMIT";
   const std::string id = "job-000001";
-  ASSERT_TRUE(controller_->GetJob(id).ok());  // in memory already
+  ASSERT_TRUE(controller_->view().GetJob(id).ok());  // in memory already
   // Nor is its allocation requested before the want is durable (a successor would not know the request),
   // and the request has a name of its own for sbatch's comment.
   const SlurmJobOrder wanted = *OrderOf(controller_->GetSlurmOrders(), id);
@@ -184,7 +184,7 @@ TEST_F(SlurmLaunchTest, ASitesOwnCommentIsKeptAndTheRequestGoesUnnamed) {
   tagged.launch_mode = LaunchMode::kSlurm;
   tagged.slurm.sbatch_args = {"--account=ml", "--comment=project-42"};
   std::string tagged_id;
-  controller_->SubmitJob(tagged, *controller_->PlanFor(tagged),
+  controller_->SubmitJob(tagged, *controller_->view().PlanFor(tagged),
                          [&](Result<JobView> r) { tagged_id = r.ok() ? r->job.id : ""; });
   Drain();
   std::optional<SlurmJobOrder> site = OrderOf(controller_->GetSlurmOrders(), tagged_id);

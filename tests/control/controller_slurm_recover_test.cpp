@@ -15,7 +15,7 @@ TEST_F(SlurmLaunchTest, ANodeFailureIsReplacedByTheAllocationsOwnSpare) {
   ended.log = slurm::ParseStepLog("srun: error: Node failure on " + lost + "\nsrun: error: " + nodes[0] +
                                   ": tasks 0-7: Killed\n");
   Send(ended);
-  auto f = controller_->GetFailures({.job = id});
+  auto f = controller_->view().GetFailures({.job = id});
   ASSERT_TRUE(f.ok());
   ASSERT_FALSE(f->empty());
   EXPECT_EQ(f->front().kind, FindingKind::kNodeLost);
@@ -26,14 +26,14 @@ TEST_F(SlurmLaunchTest, ANodeFailureIsReplacedByTheAllocationsOwnSpare) {
   std::set<std::string> now = Nodes(id);
   EXPECT_EQ(now.count(lost), 0u);
   EXPECT_EQ(now.count(nodes[2]), 1u);  // the spare the allocation holds, never n3 outside it
-  EXPECT_EQ(controller_->GetNode(lost)->state, NodeState::kFailed);
+  EXPECT_EQ(controller_->view().GetNode(lost)->state, NodeState::kFailed);
   std::optional<SlurmJobOrder> order = OrderOf(controller_->GetSlurmOrders(), id);
   ASSERT_TRUE(order->step);
   EXPECT_EQ(order->step->name, "shepherd-a2");
   EXPECT_EQ(order->allocation.id, "41");  // the same allocation
   // The end of attempt 1's step arriving again changes nothing.
   Send(ended);
-  EXPECT_EQ(controller_->GetFailures({.job = id})->size(), 1u);
+  EXPECT_EQ(controller_->view().GetFailures({.job = id})->size(), 1u);
   EXPECT_EQ(Job(id).job.attempt, 2);
 }
 
@@ -43,12 +43,12 @@ TEST_F(SlurmLaunchTest, ASuspendedAllocationIsNotJudgedAndSilenceCountsFromItsRe
   // checkpoint.
   std::vector<std::string> nodes;
   std::string id = Running(&nodes);
-  auto findings = [&] { return controller_->GetFailures({.job = id})->size(); };
+  auto findings = [&] { return controller_->view().GetFailures({.job = id})->size(); };
   Send({.kind = Kind::kSuspended, .job = id, .allocation = "41"});
   EXPECT_EQ(Job(id).job.reason, "Slurm allocation 41 is suspended");
   Wait(300);  // past the startup grace and any heartbeat timeout
   EXPECT_EQ(findings(), 0u);
-  Result<Json> health = controller_->GetHealth(id);
+  Result<Json> health = controller_->view().GetHealth(id);
   ASSERT_TRUE(health.ok());
   EXPECT_EQ((*health)["status"], "suspended");
   EXPECT_EQ((*health)["checks"]["heartbeat"]["lost_ranks"], Json::array()) << health->dump();
@@ -57,7 +57,7 @@ TEST_F(SlurmLaunchTest, ASuspendedAllocationIsNotJudgedAndSilenceCountsFromItsRe
   Wait(5);
   EXPECT_EQ(findings(), 0u);  // silent 5 s since the resume: within the 10 s timeout
   Wait(10);                   // still silent 15 s after it: lost
-  auto f = controller_->GetFailures({.job = id});
+  auto f = controller_->view().GetFailures({.job = id});
   ASSERT_EQ(f->size(), 1u);
   EXPECT_EQ(f->front().kind, FindingKind::kHeartbeatLost);
 }
@@ -70,7 +70,7 @@ TEST_F(SlurmLaunchTest, SlurmDroppingANodeFromTheAllocationIsANodeLoss) {
   for (const std::string& n : nodes)
     if (n != lost) left.push_back(n);
   Send({.kind = Kind::kAllocated, .job = id, .allocation = "41", .nodes = left});
-  auto f = controller_->GetFailures({.job = id});
+  auto f = controller_->view().GetFailures({.job = id});
   ASSERT_EQ(f->size(), 1u);
   EXPECT_EQ(f->front().kind, FindingKind::kNodeLost);
   EXPECT_EQ(f->front().nodes, std::vector<std::string>{lost});
@@ -130,13 +130,13 @@ TEST_F(SlurmLaunchTest, AFailedTaskIsAProcessExitOfItsRankWithoutBlame) {
   ended.exit.exit_code = 3;
   ended.log = slurm::ParseStepLog("srun: error: " + r5.node + ": task 5: Exited with exit code 3\n");
   Send(ended);
-  auto f = controller_->GetFailures({.job = id});
+  auto f = controller_->view().GetFailures({.job = id});
   ASSERT_EQ(f->size(), 1u);
   EXPECT_EQ(f->front().kind, FindingKind::kProcessExit);
   EXPECT_EQ(f->front().ranks, std::vector<int>{5});
   EXPECT_EQ(f->front().exit_code, 3);
   EXPECT_EQ(f->front().log_tail, "Traceback ...");
-  EXPECT_EQ(controller_->GetNode(r5.node)->state, NodeState::kAllocated);  // a clean exit blames nothing
+  EXPECT_EQ(controller_->view().GetNode(r5.node)->state, NodeState::kAllocated);  // a clean exit blames nothing
   EXPECT_EQ(Job(id).job.attempt, 2);
   EXPECT_EQ(Nodes(id).count(r5.node), 1u);  // first time: the same nodes
 }
@@ -212,9 +212,9 @@ TEST_F(SlurmLaunchTest, AStepSlurmCancelledAtTheTimeLimitRestartsNothingAndTheJo
   EXPECT_EQ(Job(id).job.reason,
             "Slurm cancelled the step of attempt 1 (time limit): the job ends with allocation 41");
   Wait(120);  // Slurm's KillWait and the worker's next look at the allocation
-  EXPECT_EQ(controller_->GetFailures({.job = id})->size(), 0u);  // no process exit, no silence judged
+  EXPECT_EQ(controller_->view().GetFailures({.job = id})->size(), 0u);  // no process exit, no silence judged
   EXPECT_EQ(Job(id).job.attempt, 1);
-  for (const std::string& n : nodes) EXPECT_NE(controller_->GetNode(n)->state, NodeState::kCordoned) << n;
+  for (const std::string& n : nodes) EXPECT_NE(controller_->view().GetNode(n)->state, NodeState::kCordoned) << n;
   Send({.kind = Kind::kAllocationEnded,
         .job = id,
         .allocation = "41",
@@ -231,9 +231,9 @@ TEST_F(SlurmLaunchTest, ATimeLimitNoticeWhoseAllocationDoesNotEndIsJudgedAfterTh
   Send(StepEnded(id, "0: slurmstepd: error: *** STEP 41.0 ON " + nodes[0] +
                          " CANCELLED AT 2026-11-26T15:02:11 DUE TO TIME LIMIT ***\n"));
   Wait(299);
-  EXPECT_EQ(controller_->GetFailures({.job = id})->size(), 0u);
+  EXPECT_EQ(controller_->view().GetFailures({.job = id})->size(), 0u);
   Wait(30);
-  auto f = controller_->GetFailures({.job = id});
+  auto f = controller_->view().GetFailures({.job = id});
   ASSERT_FALSE(f->empty());
   EXPECT_EQ(f->front().kind, FindingKind::kHeartbeatLost);
 }
@@ -259,7 +259,7 @@ TEST_F(SlurmLaunchTest, AStepWhoseRanksAllFinishedSucceedsWhateverSrunsExitSays)
   SlurmLaunchEvent ended{.kind = Kind::kStepEnded, .job = id, .attempt = 1};
   ended.message = "the step ended while an earlier shepherdd was its srun's parent: its exit is unknown";
   Send(ended);
-  EXPECT_EQ(controller_->GetFailures({.job = id})->size(), 0u);
+  EXPECT_EQ(controller_->view().GetFailures({.job = id})->size(), 0u);
   EXPECT_EQ(Job(id).job.state, JobState::kSucceeded) << Job(id).job.reason;
   EXPECT_EQ(Job(id).job.reason, "every rank reported finished (the step's exit is unknown)");
   EXPECT_EQ(Job(id).job.attempt, 1);
@@ -293,7 +293,7 @@ TEST_F(SlurmLaunchTest, AStepAnOperatorCancelledIsAProcessExitAsBefore) {
                          " CANCELLED AT 2026-11-26T15:02:11 ***\n"
                          "srun: error: " +
                          nodes[0] + ": tasks 0-7: Terminated\n"));
-  auto f = controller_->GetFailures({.job = id});
+  auto f = controller_->view().GetFailures({.job = id});
   ASSERT_FALSE(f->empty());
   EXPECT_EQ(f->front().kind, FindingKind::kProcessExit);
   EXPECT_EQ(Job(id).job.attempt, 2);
@@ -308,7 +308,7 @@ TEST(SlurmLaunchRefused, WithoutSlurmTheLauncherFieldIsRefused) {
   JobSpec s = testing::MakeSpec(8, 8);
   s.launch_mode = LaunchMode::kSlurm;
   std::optional<Result<JobView>> out;
-  c.SubmitJob(s, *c.PlanFor(s), [&](Result<JobView> r) { out = std::move(r); });
+  c.SubmitJob(s, *c.view().PlanFor(s), [&](Result<JobView> r) { out = std::move(r); });
   ASSERT_TRUE(out);
   EXPECT_EQ(out->status().code(), Code::kInvalidContent);
   ASSERT_EQ(out->status().fields().size(), 1u);

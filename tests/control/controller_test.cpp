@@ -60,12 +60,12 @@ TEST_F(ControllerTest, FifoQueueStartsWhenCapacityFrees) {
   auto b = Submit(8);
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->job.state, JobState::kQueued);
-  auto pl = controller_->GetPlacement(b->job.id);
+  auto pl = controller_->view().GetPlacement(b->job.id);
   EXPECT_EQ(pl.status().code(), Code::kConflict);
   ASSERT_TRUE(Cancel(a->job.id).ok());
-  auto b_now = controller_->GetJob(b->job.id);
+  auto b_now = controller_->view().GetJob(b->job.id);
   EXPECT_EQ(b_now->job.state, JobState::kLaunching);
-  EXPECT_EQ(controller_->free_usable_gpus(), 8);
+  EXPECT_EQ(controller_->view().free_usable_gpus(), 8);
 }
 
 TEST_F(ControllerTest, SparesAreNeverUsedForFirstPlacement) {
@@ -78,7 +78,7 @@ TEST_F(ControllerTest, SparesAreNeverUsedForFirstPlacement) {
   EXPECT_EQ(too_big.status().fields()[0].field, "resources.gpus");
   auto ok = Submit(8);
   ASSERT_TRUE(ok.ok());
-  auto pl = controller_->GetPlacement(ok->job.id);
+  auto pl = controller_->view().GetPlacement(ok->job.id);
   ASSERT_TRUE(pl.ok());
   ASSERT_EQ(pl->placement->ranks.size(), 8u);
   for (const RankSlot& r : pl->placement->ranks) EXPECT_EQ(r.node, "n1");
@@ -97,7 +97,7 @@ TEST_F(ControllerTest, DeleteNodeRefusedWhileRanksRun) {
   controller_->DeleteNode("n1", [&](Result<NodeView> r) { del = std::move(r); });
   Drain();
   EXPECT_TRUE(del->ok());
-  EXPECT_EQ(controller_->GetNode("n1").status().code(), Code::kNotFound);
+  EXPECT_EQ(controller_->view().GetNode("n1").status().code(), Code::kNotFound);
 }
 
 // A fleet operator cordoned n4 ("bad NVLink, decommission") and deleted it while its agent ran: the agent
@@ -143,7 +143,7 @@ TEST_F(ControllerTest, NodeWriteAnswersAfterAConcurrentDeleteRemovedTheNode) {
   ASSERT_TRUE(upserted.has_value() && upserted->ok());
   EXPECT_EQ((*upserted)->node.node.id, "n1");
   ASSERT_TRUE(deleted.has_value() && deleted->ok());
-  EXPECT_EQ(controller_->GetNode("n1").status().code(), Code::kNotFound);
+  EXPECT_EQ(controller_->view().GetNode("n1").status().code(), Code::kNotFound);
 }
 
 TEST_F(ControllerTest, RecoveryRestoresNodesJobsAllocationsAndQueue) {
@@ -152,16 +152,16 @@ TEST_F(ControllerTest, RecoveryRestoresNodesJobsAllocationsAndQueue) {
   auto queued = Submit(8);
   ASSERT_EQ(queued->job.state, JobState::kQueued);
   Reset();  // a new controller over the same durable store
-  auto r = controller_->GetJob(running->job.id);
+  auto r = controller_->view().GetJob(running->job.id);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->job.state, JobState::kLaunching);
-  EXPECT_EQ(controller_->GetNode("n1")->allocated_gpus, 8);
-  auto pl = controller_->GetPlacement(running->job.id);
+  EXPECT_EQ(controller_->view().GetNode("n1")->allocated_gpus, 8);
+  auto pl = controller_->view().GetPlacement(running->job.id);
   ASSERT_TRUE(pl.ok());
   EXPECT_EQ(pl->placement->ranks[3].tp, 3);
-  EXPECT_EQ(controller_->GetJob(queued->job.id)->job.state, JobState::kQueued);
+  EXPECT_EQ(controller_->view().GetJob(queued->job.id)->job.state, JobState::kQueued);
   AddNode("n2", "l0");  // capacity arrives: the recovered queue moves
-  EXPECT_EQ(controller_->GetJob(queued->job.id)->job.state, JobState::kLaunching);
+  EXPECT_EQ(controller_->view().GetJob(queued->job.id)->job.state, JobState::kLaunching);
   auto third = Submit(8);
   EXPECT_EQ(third->job.id, "job-000003");  // ids continue after recovery
 }
@@ -183,9 +183,9 @@ TEST_F(ControllerTest, AJobsEstimateReadsBackUnchangedAfterARestart) {
                           [&](Result<NodeUpsert> r) { grown = std::move(r); });
   Drain();
   ASSERT_TRUE(grown->ok());
-  ASSERT_NE(controller_->PlanFor(Spec(16, 8))->step_time_s, before.step_time_s);  // today's answer differs
+  ASSERT_NE(controller_->view().PlanFor(Spec(16, 8))->step_time_s, before.step_time_s);  // today's answer differs
   Reset();
-  const PlanEstimate after = controller_->GetJob(job->job.id)->estimate;
+  const PlanEstimate after = controller_->view().GetJob(job->job.id)->estimate;
   EXPECT_EQ(after.step_time_s, before.step_time_s);
   EXPECT_EQ(after.comm_time_s, before.comm_time_s);
   EXPECT_EQ(after.memory.total, before.memory.total);
@@ -206,8 +206,8 @@ TEST_F(ControllerTest, FailedCommitIsNotAcknowledgedAndStopsWrites) {
   EXPECT_EQ(later.status().code(), Code::kUnavailable);
   EXPECT_EQ(store_->writes_seen(), 3);  // the epoch at recovery, n1, the failed n2
   Reset();                              // what a restart recovers: only the acknowledged node
-  EXPECT_TRUE(controller_->GetNode("n1").ok());
-  EXPECT_EQ(controller_->GetNode("n2").status().code(), Code::kNotFound);
+  EXPECT_TRUE(controller_->view().GetNode("n1").ok());
+  EXPECT_EQ(controller_->view().GetNode("n2").status().code(), Code::kNotFound);
 }
 
 // ---- Credentials and node identity
@@ -219,7 +219,7 @@ class ControllerCredentialsTest : public ControllerTest {
   // A job our agents launch: 16 GPUs over n1 and n2.
   std::string SubmitOurs() {
     JobSpec s = testing::MakeSpec(16, 8);
-    auto est = controller_->PlanFor(s);
+    auto est = controller_->view().PlanFor(s);
     std::optional<Result<JobView>> out;
     controller_->SubmitJob(s, *est, [&](Result<JobView> r) { out = std::move(r); });
     Drain();
@@ -251,15 +251,15 @@ class ControllerCredentialsTest : public ControllerTest {
   }
   // Rank 0 exits on its node; recovery restarts the job once its backoff has passed.
   void CrashAndRecover(const std::string& job) {
-    const std::string node = controller_->GetPlacement(job)->placement->ranks[0].node;
+    const std::string node = controller_->view().GetPlacement(job)->placement->ranks[0].node;
     Heartbeat(node, {{Proc(job, 1, 0, false)}, {}, {}});
-    for (int i = 0; i < 120 && controller_->GetJob(job)->job.attempt == 1; ++i) {
+    for (int i = 0; i < 120 && controller_->view().GetJob(job)->job.attempt == 1; ++i) {
       clock_.Advance(Seconds(5));
       for (const char* n : {"n1", "n2"}) Heartbeat(n, {});
       controller_->Tick();
       Drain();
     }
-    ASSERT_EQ(controller_->GetJob(job)->job.attempt, 2);
+    ASSERT_EQ(controller_->view().GetJob(job)->job.attempt, 2);
   }
 };
 
@@ -269,7 +269,7 @@ TEST_F(ControllerCredentialsTest, EachAttemptGetsItsOwnRankTokenRevokedWhenItEnd
   AddNode("n1", "l0");
   AddNode("n2", "l0");
   std::string job = SubmitOurs();
-  auto t1 = controller_->rank_tokens().RankTokenFor(job, 1, 0);
+  auto t1 = controller_->view().rank_tokens().RankTokenFor(job, 1, 0);
   ASSERT_TRUE(t1);
   std::set<std::string> tokens;
   for (const char* node : {"n1", "n2"}) {
@@ -277,8 +277,8 @@ TEST_F(ControllerCredentialsTest, EachAttemptGetsItsOwnRankTokenRevokedWhenItEnd
     ASSERT_EQ(a.ranks.size(), 8u);
     for (const RankAssignment& r : a.ranks) {
       // Each rank its own credential, for itself only.
-      EXPECT_EQ(r.env.at("SHEPHERD_TOKEN"), *controller_->rank_tokens().RankTokenFor(job, 1, r.rank.rank));
-      EXPECT_EQ(controller_->rank_tokens().Lookup(r.env.at("SHEPHERD_TOKEN")),
+      EXPECT_EQ(r.env.at("SHEPHERD_TOKEN"), *controller_->view().rank_tokens().RankTokenFor(job, 1, r.rank.rank));
+      EXPECT_EQ(controller_->view().rank_tokens().Lookup(r.env.at("SHEPHERD_TOKEN")),
                 (RankGrant{job, 1, r.rank.rank}));
       tokens.insert(r.env.at("SHEPHERD_TOKEN"));
       // The rendezvous port stays below Linux's ephemeral range (32768+), where any connection may hold it.
@@ -288,14 +288,14 @@ TEST_F(ControllerCredentialsTest, EachAttemptGetsItsOwnRankTokenRevokedWhenItEnd
     }
   }
   EXPECT_EQ(tokens.size(), 16u);
-  EXPECT_EQ(controller_->rank_tokens().Lookup(*t1), (RankGrant{job, 1, 0}));
+  EXPECT_EQ(controller_->view().rank_tokens().Lookup(*t1), (RankGrant{job, 1, 0}));
   CrashAndRecover(job);
-  EXPECT_FALSE(controller_->rank_tokens().Lookup(*t1)) << "attempt 1's ranks can no longer report";
-  auto t2 = controller_->rank_tokens().RankTokenFor(job, 2, 0);
+  EXPECT_FALSE(controller_->view().rank_tokens().Lookup(*t1)) << "attempt 1's ranks can no longer report";
+  auto t2 = controller_->view().rank_tokens().RankTokenFor(job, 2, 0);
   ASSERT_TRUE(t2);
   EXPECT_NE(*t1, *t2);
   ASSERT_TRUE(Cancel(job).ok());
-  EXPECT_FALSE(controller_->rank_tokens().Lookup(*t2));
+  EXPECT_FALSE(controller_->view().rank_tokens().Lookup(*t2));
 }
 
 // A tester's queued job started on nodes a finished job freed: the freed node's agent, waiting for its
@@ -306,7 +306,7 @@ TEST_F(ControllerCredentialsTest, AQueuedJobPlacedOnFreedNodesHasItsTokenInTheFi
   AddNode("n2", "l0");
   const std::string first = SubmitOurs();
   const std::string second = SubmitOurs();  // queued behind the first
-  ASSERT_EQ(controller_->GetJob(second)->job.state, JobState::kQueued);
+  ASSERT_EQ(controller_->view().GetJob(second)->job.state, JobState::kQueued);
   Heartbeat("n1", {});
   const int64_t known = AssignmentsOf("n1").version;
   std::optional<Result<Assignments>> answer;
@@ -326,10 +326,10 @@ TEST_F(ControllerCredentialsTest, AQueuedJobPlacedOnFreedNodesHasItsTokenInTheFi
     Drain();
     ASSERT_TRUE(answer && answer->ok());
   }
-  ASSERT_TRUE(controller_->rank_tokens().TokenFor({second, 1}));
+  ASSERT_TRUE(controller_->view().rank_tokens().TokenFor({second, 1}));
   for (const RankAssignment& r : (*answer)->ranks) {
     if (r.rank.job != second) continue;
-    EXPECT_EQ(r.env.at("SHEPHERD_TOKEN"), *controller_->rank_tokens().RankTokenFor(second, 1, r.rank.rank))
+    EXPECT_EQ(r.env.at("SHEPHERD_TOKEN"), *controller_->view().rank_tokens().RankTokenFor(second, 1, r.rank.rank))
         << "rank " << r.rank.rank;
   }
   EXPECT_FALSE((*answer)->ranks.empty());
@@ -341,22 +341,22 @@ TEST_F(ControllerCredentialsTest, AQueuedJobPlacedOnFreedNodesHasItsTokenInTheFi
 // What /metrics shows of the store: a batch the store holds counts as in flight, and its wait grows with
 // the clock until the store answers it.
 TEST_F(ControllerCredentialsTest, AStoreThatHoldsAWriteShowsItsAgeUntilItCommits) {
-  EXPECT_EQ(controller_->storage().writes_in_flight, 0u);
+  EXPECT_EQ(controller_->view().storage().writes_in_flight, 0u);
   store_->HoldWrites();
   std::optional<Result<NodeUpsert>> added;
   controller_->UpsertNode(testing::MakeNode("n9", "l0"), false, [&](Result<NodeUpsert> r) { added = r; });
   Drain();
   EXPECT_FALSE(added);
-  ASSERT_EQ(controller_->storage().writes_in_flight, 1u);
-  EXPECT_EQ(controller_->storage().oldest_write_s, 0);
+  ASSERT_EQ(controller_->view().storage().writes_in_flight, 1u);
+  EXPECT_EQ(controller_->view().storage().oldest_write_s, 0);
   clock_.Advance(Seconds(7));
-  EXPECT_EQ(controller_->storage().oldest_write_s, 7);
-  EXPECT_FALSE(controller_->storage().failed);
+  EXPECT_EQ(controller_->view().storage().oldest_write_s, 7);
+  EXPECT_FALSE(controller_->view().storage().failed);
   store_->ReleaseHeld();
   Drain();
   ASSERT_TRUE(added && added->ok());
-  EXPECT_EQ(controller_->storage().writes_in_flight, 0u);
-  EXPECT_EQ(controller_->storage().oldest_write_s, 0);
+  EXPECT_EQ(controller_->view().storage().writes_in_flight, 0u);
+  EXPECT_EQ(controller_->view().storage().oldest_write_s, 0);
 }
 
 TEST_F(ControllerCredentialsTest, AnAttemptsRanksReachAgentsOnlyOnceTheAttemptIsDurable) {
@@ -366,7 +366,7 @@ TEST_F(ControllerCredentialsTest, AnAttemptsRanksReachAgentsOnlyOnceTheAttemptIs
   const int64_t known = AssignmentsOf("n1").version;
   store_->HoldWrites();
   JobSpec spec = testing::MakeSpec(16, 8);
-  auto est = controller_->PlanFor(spec);
+  auto est = controller_->view().PlanFor(spec);
   std::optional<Result<JobView>> submitted;
   controller_->SubmitJob(spec, *est, [&](Result<JobView> r) { submitted = std::move(r); });
   Drain();
@@ -400,52 +400,52 @@ TEST_F(ControllerCredentialsTest, AReQueuedJobHasNoPlacement) {
   AddNode("n2", "l0");
   const std::string job = SubmitOurs();
   for (const char* n : {"n1", "n2"}) Heartbeat(n, {});
-  ASSERT_TRUE(controller_->GetPlacement(job).ok());
-  for (int i = 0; i < 60 && controller_->GetJob(job)->job.state != JobState::kQueued; ++i) {
+  ASSERT_TRUE(controller_->view().GetPlacement(job).ok());
+  for (int i = 0; i < 60 && controller_->view().GetJob(job)->job.state != JobState::kQueued; ++i) {
     clock_.Advance(Seconds(1));
     Heartbeat("n1", {});  // n2's agent fell silent
     controller_->Tick();
     Drain();
   }
-  ASSERT_EQ(controller_->GetJob(job)->job.state, JobState::kQueued);
-  EXPECT_EQ(controller_->GetPlacement(job).status().code(), Code::kConflict);
+  ASSERT_EQ(controller_->view().GetJob(job)->job.state, JobState::kQueued);
+  EXPECT_EQ(controller_->view().GetPlacement(job).status().code(), Code::kConflict);
 }
 
 TEST_F(ControllerCredentialsTest, RankTokensSurviveARestartOfTheDaemon) {
   AddNode("n1", "l0");
   AddNode("n2", "l0");
   std::string job = SubmitOurs();
-  std::string t1 = *controller_->rank_tokens().RankTokenFor(job, 1, 5);
+  std::string t1 = *controller_->view().rank_tokens().RankTokenFor(job, 1, 5);
   auto external = Submit(8);  // another launcher's job: one token for the job, shown once at submit
   ASSERT_TRUE(external.ok());
   ASSERT_TRUE(external->rank_token);
   Reset();  // a new controller over the same durable store
-  EXPECT_EQ(controller_->rank_tokens().Lookup(t1), (RankGrant{job, 1, 5}));
-  EXPECT_EQ(controller_->rank_tokens().Lookup(*external->rank_token), (RankGrant{external->job.id, {}}));
-  EXPECT_FALSE(controller_->GetJob(job)->rank_token) << "never shown again";
+  EXPECT_EQ(controller_->view().rank_tokens().Lookup(t1), (RankGrant{job, 1, 5}));
+  EXPECT_EQ(controller_->view().rank_tokens().Lookup(*external->rank_token), (RankGrant{external->job.id, {}}));
+  EXPECT_FALSE(controller_->view().GetJob(job)->rank_token) << "never shown again";
   ASSERT_TRUE(Cancel(external->job.id).ok());
   Reset();
-  EXPECT_FALSE(controller_->rank_tokens().Lookup(*external->rank_token));
-  EXPECT_TRUE(controller_->rank_tokens().Lookup(t1));
+  EXPECT_FALSE(controller_->view().rank_tokens().Lookup(*external->rank_token));
+  EXPECT_TRUE(controller_->view().rank_tokens().Lookup(t1));
 }
 
 TEST_F(ControllerCredentialsTest, AnAgentCannotReportExitsOfRanksItDoesNotRun) {
   AddNode("n1", "l0");
   AddNode("n2", "l0");
   std::string job = SubmitOurs();
-  const auto placement = controller_->GetPlacement(job).value();
+  const auto placement = controller_->view().GetPlacement(job).value();
   const std::string victim = placement.placement->ranks[0].node;
   const std::string forger = victim == "n1" ? "n2" : "n1";
   // The forger claims rank 0 (on the victim's node) exited, and that it launched it.
   HeartbeatAck ack = Heartbeat(forger, {{Proc(job, 1, 0, false)}, {}, {}});
   EXPECT_EQ(ack.ack_exits.size(), 1u);  // acknowledged so the agent forgets it, but nothing else
-  EXPECT_TRUE(controller_->GetFailures({}).value().empty());
-  EXPECT_EQ(controller_->GetJob(job)->job.attempt, 1);
+  EXPECT_TRUE(controller_->view().GetFailures({}).value().empty());
+  EXPECT_EQ(controller_->view().GetJob(job)->job.attempt, 1);
   Heartbeat(forger, {{Proc(job, 1, 0, true)}, {}, {}});
-  EXPECT_EQ(controller_->GetJob(job)->job.state, JobState::kLaunching) << "a forged start launches nothing";
+  EXPECT_EQ(controller_->view().GetJob(job)->job.state, JobState::kLaunching) << "a forged start launches nothing";
   // The real rank's exit on its own node is a finding.
   Heartbeat(victim, {{Proc(job, 1, 0, false)}, {}, {}});
-  auto failures = controller_->GetFailures({}).value();
+  auto failures = controller_->view().GetFailures({}).value();
   ASSERT_EQ(failures.size(), 1u);
   EXPECT_EQ(failures[0].kind, FindingKind::kProcessExit);
   EXPECT_EQ(failures[0].nodes, std::vector<std::string>{victim});
@@ -464,7 +464,7 @@ TEST_F(ControllerCredentialsTest, ABusyNodeKeepsItsHostnameAndTopology) {
   std::vector<std::string> fields;
   for (const FieldError& e : out->status().fields()) fields.push_back(e.field);
   EXPECT_EQ(fields, (std::vector<std::string>{"hostname", "topology.leaf"}));
-  EXPECT_EQ(controller_->GetNode("n1")->node.hostname, "n1");
+  EXPECT_EQ(controller_->view().GetNode("n1")->node.hostname, "n1");
   // The same registration again (an agent restarting) is fine, and so is a change once the node is idle.
   EXPECT_TRUE(AddNode("n1", "l0").ok());
   ASSERT_TRUE(Cancel(job).ok());

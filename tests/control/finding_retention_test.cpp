@@ -38,7 +38,7 @@ class FindingRetentionTest : public ControllerTest {
     return out;
   }
   std::set<std::string> KeptFindings() {
-    auto f = controller_->GetFailures({});
+    auto f = controller_->view().GetFailures({});
     EXPECT_TRUE(f.ok());
     std::set<std::string> out;
     for (const Finding& x : *f) out.insert(x.id);

@@ -58,7 +58,7 @@ class SlurmLaunchTest : public ::testing::Test {
     s.launch_mode = LaunchMode::kSlurm;
     s.resources.spare_nodes = spares;
     s.slurm.allocation = adopt;
-    auto est = controller_->PlanFor(s);
+    auto est = controller_->view().PlanFor(s);
     EXPECT_TRUE(est.ok());
     std::string id;
     controller_->SubmitJob(s, *est, [&](Result<JobView> r) {
@@ -77,7 +77,7 @@ class SlurmLaunchTest : public ::testing::Test {
       if (j.job == job) return j;
     return std::nullopt;
   }
-  JobView Job(const std::string& id) { return *controller_->GetJob(id); }
+  JobView Job(const std::string& id) { return *controller_->view().GetJob(id); }
   // `seconds` of ticks, one a second.
   void Wait(int seconds) {
     for (int s = 0; s < seconds; ++s) {

@@ -1,13 +1,13 @@
-// The Controller's records for goodput accounting (control/controller.h): the job, its attempts (earlier
+// The control view's records for goodput accounting (control/control_view.h): the job, its attempts (earlier
 // ones kept without their ranks), its checkpoints and the findings its attempts' ends name.
-#include "control/controller.h"
+#include "control/control_view.h"
 
 namespace shepherd {
 namespace {
 
 // Fills `out` from `e` (out's vectors are reused).
 void Fill(const JobEntry& e, const FindingLog& findings, const JobHealth* health, bool with_checkpoints,
-          Controller::GoodputRecords* out) {
+          ControlView::GoodputRecords* out) {
   out->job = &e.job;
   out->attempts.clear();
   out->sizes.clear();
@@ -53,22 +53,20 @@ void Fill(const JobEntry& e, const FindingLog& findings, const JobHealth* health
 
 }  // namespace
 
-Result<Controller::GoodputRecords> Controller::GetGoodputRecords(const std::string& id) const {
-  const JobEntry* e = jobs_.Find(id);
+Result<ControlView::GoodputRecords> ControlView::GetGoodputRecords(const std::string& id) const {
+  const JobEntry* e = jobs().Find(id);
   if (!e) return NotFound("no job " + id);
   GoodputRecords out;
-  auto h = health_.find(id);
-  Fill(*e, findings_, h == health_.end() ? nullptr : h->second.get(), true, &out);
+  Fill(*e, findings(), HealthOf(id), true, &out);
   return out;
 }
 
-void Controller::VisitGoodputRecords(Time ended_since, bool with_checkpoints,
-                                     const std::function<void(const GoodputRecords&)>& visit) const {
+void ControlView::VisitGoodputRecords(Time ended_since, bool with_checkpoints,
+                                      const std::function<void(const GoodputRecords&)>& visit) const {
   GoodputRecords r;
-  for (const auto& [id, e] : jobs_.all()) {
+  for (const auto& [id, e] : jobs().all()) {
     if (IsTerminal(e.job.state) && e.job.updated_at < ended_since) continue;
-    auto h = health_.find(id);
-    Fill(e, findings_, h == health_.end() ? nullptr : h->second.get(), with_checkpoints, &r);
+    Fill(e, findings(), HealthOf(id), with_checkpoints, &r);
     visit(r);
   }
 }
