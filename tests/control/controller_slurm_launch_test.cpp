@@ -159,7 +159,12 @@ TEST_F(SlurmLaunchTest, TheRequestsNameIsDurableAndOldRecordsLoadWithout) {
   const std::string id = Submit();
   const std::string request = OrderOf(controller_->GetSlurmOrders(), id)->allocation.request;
   ASSERT_EQ(request.size(), 16u);
-  EXPECT_NE(OrderOf(controller_->GetSlurmOrders(), Submit())->allocation.request, request);  // random
+  // The second job is submitted before the orders are read (as one expression, the order of the two calls
+  // was unspecified: read first, the orders had no such job and the optional was empty).
+  const std::string second = Submit();
+  const std::optional<SlurmJobOrder> other = OrderOf(controller_->GetSlurmOrders(), second);
+  ASSERT_TRUE(other);
+  EXPECT_NE(other->allocation.request, request);  // random
   Reset();
   std::optional<SlurmJobOrder> again = OrderOf(controller_->GetSlurmOrders(), id);
   ASSERT_TRUE(again);
