@@ -159,8 +159,10 @@ TEST_F(SlurmLaunchTest, TheRequestsNameIsDurableAndOldRecordsLoadWithout) {
   const std::string id = Submit();
   const std::string request = OrderOf(controller_->GetSlurmOrders(), id)->allocation.request;
   ASSERT_EQ(request.size(), 16u);
-  // The second job is submitted before the orders are read (as one expression, the order of the two calls
-  // was unspecified: read first, the orders had no such job and the optional was empty).
+  // A second job, on nodes of its own (the first holds these), is submitted before the orders are read: as
+  // one expression the order of the two calls was unspecified, and the second job, queued for want of
+  // nodes, had no order, so the comparison read an empty optional.
+  for (const char* n : {"n4", "n5", "n6"}) AddNode(n, "l2");
   const std::string second = Submit();
   const std::optional<SlurmJobOrder> other = OrderOf(controller_->GetSlurmOrders(), second);
   ASSERT_TRUE(other);
