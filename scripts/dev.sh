@@ -3,7 +3,10 @@
 #   scripts/dev.sh run [--port N]
 #                         install what is missing, build the daemon, start it on 127.0.0.1:8080 (or N, or
 #                         $SHEPHERD_PORT) with ./var/shepherd.db and a demo inventory (Ctrl-C stops it)
-#   scripts/dev.sh test   install what is missing, build, run the whole test suite (ctest -j2)
+#   scripts/dev.sh test   install what is missing, build, run the whole test suite (ctest -j2), then the
+#                         ThreadSanitizer leg
+#   scripts/dev.sh tsan   the ThreadSanitizer leg alone: the control, api and integration tests and the daemon
+#                         they start, built with -fsanitize=thread in build-tsan/; fails on any report
 #   scripts/dev.sh build  install and build only
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,6 +40,36 @@ build() {
   cmake --build build -j2 ${1:+--target "$@"}
 }
 
+# tsan: build the tests labelled `tsan` (tests/control, tests/api, tests/integration) and the shepherdd they
+# start with ThreadSanitizer into build-tsan/, run them, and fail on any report, whether a test binary's or a
+# daemon's it started: every report is written under build-tsan/tsan-reports/ (TSAN_OPTIONS log_path), and
+# the leg fails when a file is there even if the test that started the process passed.
+tsan() {
+  # g++ (clang++-14 cannot compile the tree: lambdas capture structured bindings). -O1 -g1 (line tables, what a
+  # report's stacks need): a third less compile time than -O2 -g, and the speed ThreadSanitizer advises.
+  cmake -S . -B build-tsan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" \
+    -DSHEPHERD_SANITIZE=thread -DSHEPHERD_BUILD_BENCH=OFF >/dev/null
+  cmake --build build-tsan -j2 --target tsan_tests
+  local reports="$PWD/build-tsan/tsan-reports"
+  rm -rf "$reports" && mkdir -p "$reports"
+  local status=0
+  # Not run here, by name (the main suite runs both): a timing test (17,000 nodes POSTed, then a scrape within
+  # 250 ms; TSan's 5-15x slowdown makes its bound meaningless and its setup takes minutes), and a test that
+  # needs a planner search to outlast a node write (under TSan the write's answer comes after the search),
+  # and two hostile-input tests with time bounds (exit within 5 s of SIGTERM during a flood; a heartbeat
+  # of 2,048 flight-recorder dumps handled in time): each passes alone under TSan, not beside other tests.
+  local skip='^(MetricsStateScale\.|Daemon\.PlanSearchesDoNotHoldUpTheControlThread$'
+  skip+='|HostileInputTest\.(SigtermDuringAFloodExitsWithinSeconds|AHeartbeatForRanksOfAnotherNodeChangesNoFindingAndIsCounted)$)'
+  TSAN_OPTIONS="suppressions=$PWD/scripts/tsan.supp log_path=$reports/report second_deadlock_stack=1" \
+    ctest --test-dir build-tsan -L '^tsan$' -E "$skip" -j2 --output-on-failure --timeout 600 || status=$?
+  if compgen -G "$reports/report*" >/dev/null; then
+    cat "$reports"/report*
+    echo "ThreadSanitizer: $(cat "$reports"/report* | grep -c '^WARNING: ThreadSanitizer') report(s), in $reports" >&2
+    return 1
+  fi
+  return $status
+}
+
 case "${1:-}" in
   run)
     port="${SHEPHERD_PORT:-8080}"
@@ -54,13 +87,18 @@ case "${1:-}" in
     install_missing
     build
     ctest --test-dir build -j2 --output-on-failure --timeout 600
+    tsan
+    ;;
+  tsan)
+    install_missing
+    tsan
     ;;
   build)
     install_missing
     build
     ;;
   *)
-    echo "usage: scripts/dev.sh run|test|build" >&2
+    echo "usage: scripts/dev.sh run|test|tsan|build" >&2
     exit 2
     ;;
 esac

@@ -159,7 +159,14 @@ TEST_F(SlurmLaunchTest, TheRequestsNameIsDurableAndOldRecordsLoadWithout) {
   const std::string id = Submit();
   const std::string request = OrderOf(controller_->GetSlurmOrders(), id)->allocation.request;
   ASSERT_EQ(request.size(), 16u);
-  EXPECT_NE(OrderOf(controller_->GetSlurmOrders(), Submit())->allocation.request, request);  // random
+  // A second job, on nodes of its own (the first holds these), is submitted before the orders are read: as
+  // one expression the order of the two calls was unspecified, and the second job, queued for want of
+  // nodes, had no order, so the comparison read an empty optional.
+  for (const char* n : {"n4", "n5", "n6"}) AddNode(n, "l2");
+  const std::string second = Submit();
+  const std::optional<SlurmJobOrder> other = OrderOf(controller_->GetSlurmOrders(), second);
+  ASSERT_TRUE(other);
+  EXPECT_NE(other->allocation.request, request);  // random
   Reset();
   std::optional<SlurmJobOrder> again = OrderOf(controller_->GetSlurmOrders(), id);
   ASSERT_TRUE(again);

@@ -121,7 +121,10 @@ TEST(UnknownProcesses, AnEmptyDatabaseKeepsTheRanksUntilAnOperatorStopsThem) {
 
   HttpResult stop = Http(f.port, "POST", "/v1/nodes/n1/unknown-processes/stop");
   ASSERT_EQ(stop.status, 200) << stop.body;
-  for (const Json& u : J(stop)["unknown_processes"]) EXPECT_EQ(u["decision"], "stop");
+  // Named: a range-for over J(stop)["..."] would iterate an array of a temporary destroyed before the loop.
+  const Json stopped = J(stop);
+  ASSERT_FALSE(stopped["unknown_processes"].empty()) << stop.body;
+  for (const Json& u : stopped["unknown_processes"]) EXPECT_EQ(u["decision"], "stop");
   EXPECT_TRUE(Eventually([&] { return !Alive(*f.ranks.begin()) && !Alive(*f.ranks.rbegin()); }))
       << f.agent->log();
   EXPECT_TRUE(Eventually([&] { return UnknownOf(f.port).empty(); })) << b.log();
