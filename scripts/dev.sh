@@ -3,8 +3,7 @@
 #   scripts/dev.sh run [--port N]
 #                         install what is missing, build the daemon, start it on 127.0.0.1:8080 (or N, or
 #                         $SHEPHERD_PORT) with ./var/shepherd.db and a demo inventory (Ctrl-C stops it)
-#   scripts/dev.sh test   install what is missing, build, run the whole test suite (ctest -j2), then the
-#                         ThreadSanitizer leg
+#   scripts/dev.sh test   install what is missing, build, run the whole test suite (ctest -j2)
 #   scripts/dev.sh tsan   the ThreadSanitizer leg alone: the control, api and integration tests and the daemon
 #                         they start, built with -fsanitize=thread in build-tsan/; fails on any report
 #   scripts/dev.sh build  install and build only
@@ -87,7 +86,6 @@ case "${1:-}" in
     install_missing
     build
     ctest --test-dir build -j2 --output-on-failure --timeout 600
-    tsan
     ;;
   tsan)
     install_missing
