@@ -1,9 +1,9 @@
-// SlurmJobAsker: answers "what does Slurm show of job ID?" for the API (binding a Slurm job id needs the job
-// to exist and be the caller's; api/slurm_binding.h) without ever running a Slurm command on the control
-// thread. One worker thread runs `scontrol show job ID --oneliner` with a short timeout; the answer is
-// posted to the control thread (daemon/control_channel.h). Questions about an id already being asked share its answer (64 ranks
-// reporting at once ask Slurm once). At most kMaxPending distinct ids wait; beyond that, and once stopped,
-// the answer is kUnavailable at once (the caller answers 503 with Retry-After).
+// SlurmJobAsker: answers "what does Slurm show of job ID?" for the API (binding a Slurm job id needs the job to
+// exist and be the caller's; api/slurm_binding.h) without ever running a Slurm command on the control thread. One
+// worker thread runs `scontrol show job ID --oneliner` with a short timeout; the answer is posted to the control
+// thread (daemon/control_channel.h). Questions about an id already being asked share its answer (64 ranks reporting
+// at once ask Slurm once). At most kMaxPending distinct ids wait; beyond that, and once stopped, the answer is
+// kUnavailable at once (the caller answers 503 with Retry-After).
 // Threading: Ask and Stop from the control thread; `done` always runs on the control thread.
 #pragma once
 

@@ -4,10 +4,10 @@
 // and posts both back (Controller::OnSlurmReport). Between cycles it runs the requeues recovery asks for
 // (external_remediation "requeue") and posts their outcomes (Controller::OnSlurmReport). Slurm's
 // commands block (up to the command timeout each); none ever runs on the control thread.
-// Threading: Start, Stop and Requeue from the control thread; everything else runs on the worker thread or
-// is posted to the control thread (daemon/control_channel.h: a cycle whose view the control thread does not
-// take within kControlAnswerTimeout is dropped, and the next reads again). One cycle at a time: the next read starts only after the previous
-// cycle's commands ran, so a drain is never issued twice for one decision.
+// Threading: Start, Stop and Requeue from the control thread; everything else runs on the worker thread or is posted
+// to the control thread (daemon/control_channel.h: a cycle whose view the control thread does not take within
+// kControlAnswerTimeout is dropped, and the next reads again). One cycle at a time: the next read starts only after
+// the previous cycle's commands ran, so a drain is never issued twice for one decision.
 #pragma once
 
 #include <memory>

@@ -226,7 +226,8 @@ TEST(AgentBoardLeaseTest, WithReplicasALostAgentsOldRanksHoldTheGateARenewalBoun
   // Not at last heartbeat + lease (15 s): at durable + 1 + 15 = 26.25 s after it.
   while (clock.Now() < durable + Seconds(kRenewal + kLease)) {
     board.OnTick(clock.Now());
-    ASSERT_TRUE(board.Current("spare", desired("spare")).ranks.empty()) << ToSeconds(clock.Now() - durable) << " s after";
+    ASSERT_TRUE(board.Current("spare", desired("spare")).ranks.empty())
+        << ToSeconds(clock.Now() - durable) << " s after";
     clock.AdvanceSeconds(0.25);
   }
   board.OnTick(clock.Now());
