@@ -335,10 +335,12 @@ struct FollowerReads::Impl {
       for (const Finding& f : *lost)
         if (f.attempt == r.attempt && std::find(f.nodes.begin(), f.nodes.end(), node) != f.nodes.end())
           return RankInView::kLost;
-    Result<PlacementView> p = c.view().GetPlacement(r.job);
-    if (!p.ok() || p->attempt != r.attempt || !IsActive(p->state) || !p->placement)
+    // The placement as recorded, without GetPlacement's quality evaluation (O(ranks) per call).
+    const JobEntry* e = c.view().jobs().Find(r.job);
+    if (!e || !e->attempt || e->attempt->number != r.attempt || !IsActive(e->job.state) ||
+        e->job.state == JobState::kQueued)
       return RankInView::kNotDesired;
-    const auto& slots = p->placement->ranks;  // indexed by rank
+    const auto& slots = e->attempt->placement.ranks;  // indexed by rank
     if (r.rank < 0 || r.rank >= static_cast<int>(slots.size())) return RankInView::kNotDesired;
     return slots[r.rank].rank == r.rank && slots[r.rank].node == node ? RankInView::kDesired
                                                                       : RankInView::kNotDesired;
