@@ -106,7 +106,10 @@ class IncidentE2E(base.RecoveryE2E):
         self.assertNotIn("n1", nodes)
         self.assert_resumed_from_good(job, attempt)
         # The timeline on the daemon's clock (this machine's clock, like t_kill).
-        steps = self.c.api("GET", "/v1/jobs/%s/steps" % job)
+        # A step is listed once final (a report for a later step arrived): the new attempt's first one may
+        # not be yet when its ranks have just trained past the resume step.
+        steps = self.c.wait_for(lambda: (lambda s: s if s["steps"] else None)(
+            self.c.api("GET", "/v1/jobs/%s/steps" % job)), 30, "a final step of attempt 2", interval=0.2)
         self.assertEqual(steps["attempt"], 2)
         first_step = min(parse_time(s["time"]) for s in steps["steps"])
         lost_s = parse_time(root["detected_at"]) - t_kill
