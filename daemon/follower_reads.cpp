@@ -7,6 +7,7 @@
 #include <boost/asio/post.hpp>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <mutex>
 
 #include "api/plan_runner.h"
@@ -293,7 +294,8 @@ struct FollowerReads::Impl {
     RenewalInput in{.confirmed_at = confirmed_at, .now = Steady::now(), .max_age = options.renew_max_age};
     const Controller& c = *view->controller;
     in.node_known = c.view().GetNode(node).ok();
-    for (const RankRef& r : *ranks) in.running.push_back(Classify(c, node, r));
+    LostAttempts lost;  // a node's ranks are mostly of one attempt: its findings are read once
+    for (const RankRef& r : *ranks) in.running.push_back(Classify(c, node, r, &lost));
     in.now = Steady::now();  // the answer's time: the view's age is judged here
     const RenewalDecision d = DecideRenewal(in);
     const std::string at = std::to_string(view->revision);
@@ -329,12 +331,19 @@ struct FollowerReads::Impl {
     respond(std::move(r));
   }
 
-  static RankInView Classify(const Controller& c, const std::string& node, const RankRef& r) {
-    Result<std::vector<Finding>> lost = c.view().GetFailures({.job = r.job, .kind = FindingKind::kNodeLost});
-    if (lost.ok())
-      for (const Finding& f : *lost)
-        if (f.attempt == r.attempt && std::find(f.nodes.begin(), f.nodes.end(), node) != f.nodes.end())
-          return RankInView::kLost;
+  // Per (job, attempt) of one heartbeat: whether a node_lost finding of that attempt names the node.
+  using LostAttempts = std::map<std::pair<std::string, int>, bool>;
+
+  static RankInView Classify(const Controller& c, const std::string& node, const RankRef& r, LostAttempts* lost) {
+    auto [known, fresh] = lost->try_emplace({r.job, r.attempt}, false);
+    if (fresh) {
+      Result<std::vector<Finding>> found = c.view().GetFailures({.job = r.job, .kind = FindingKind::kNodeLost});
+      if (found.ok())
+        for (const Finding& f : *found)
+          if (f.attempt == r.attempt && std::find(f.nodes.begin(), f.nodes.end(), node) != f.nodes.end())
+            known->second = true;
+    }
+    if (known->second) return RankInView::kLost;
     // The placement as recorded, without GetPlacement's quality evaluation (O(ranks) per call).
     const JobEntry* e = c.view().jobs().Find(r.job);
     if (!e || !e->attempt || e->attempt->number != r.attempt || !IsActive(e->job.state) ||
