@@ -39,12 +39,6 @@ Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOp
              .restart_causes = &restart_causes_,
              .writes_started = &writes_started_,
              .storage_failed = &storage_failed_}) {
-  // An ending attempt is recorded with its final marks (open checkpoint phases included).
-  jobs_.set_marks_source([this](Attempt* a) {
-    auto h = health_.find(a->job);
-    if (h == health_.end()) return;
-    if (auto m = h->second->Marks(a->number, /*full=*/true)) AttemptMarks::Apply(*m, a);
-  });
   recovery_.set_slurm(options_.slurm);
   recovery_.set_requeue(options_.slurm_requeue);
   // The exit hold waits at most the node timeout (plus a margin) for a silent agent; an incident takes in
@@ -172,7 +166,9 @@ void Controller::Settle(Time now, WriteBatch* batch) {
     } else {
       // Not "is it the job's current attempt": a restart ends attempt n and starts n + 1 in one pass, and
       // attempt n's events come first. Skipping them lost the step attempt n reached, and three restarted
-      // attempts looked like no progress.
+      // attempts looked like no progress. An ended attempt is recorded with its final marks (open
+      // checkpoint phases included) before its monitor closes.
+      if (auto m = health.Marks(ev.attempt, /*full=*/true)) jobs_.RecordFinalMarks(ev, *m, batch);
       health.OnAttemptEnd(ev.attempt);
       if (ours) rank_tokens_.Revoke(ev.job, ev.attempt, batch);  // its ranks can no longer report
     }

@@ -95,8 +95,9 @@ void Controller::RunRecovery(Finding& f, Time now, WriteBatch* batch, bool may_h
   const bool daemon_was_late = ToSeconds(now - lateness_.listening_since()) <= 2 * options_.agent_lease_s;
   const JobState state_before = e->job.state;
   const int attempt_before = e->job.attempt;
-  recovery_.OnFinding(f, health, earlier, now, batch, reported, std::move(vouched), daemon_was_late,
-                      may_hold, RecoveryContextOf(e->job));
+  const HealthUpdate update = recovery_.OnFinding(f, health, earlier, now, batch, reported, std::move(vouched),
+                                                  daemon_was_late, may_hold, RecoveryContextOf(e->job));
+  for (const CheckpointTransition& t : health.Apply(update, now)) batch->Put(CheckpointRecord(t.checkpoint));
   // A restart: a new attempt, or the old one ended to start again (backoff, re-queued); not a failure. It
   // counts under its incident's root cause (a node_lost, not the exits it caused).
   const Job& after = jobs_.Find(f.job)->job;
@@ -517,8 +518,12 @@ void Controller::RestartJob(const std::string& id, const std::string& from,
   WriteBatch batch;
   std::string why = reason.empty() ? "forced by " + by : reason + " (requested by " + by + ")";
   int attempt_before = jobs_.Find(id)->job.attempt;
-  auto d = recovery_.ForceRestart(id, HealthOf(id), from, replace_nodes, why, now, &batch, slurm_.AllocationView(id));
-  if (!d.ok()) return done(d.status());
+  auto forced = recovery_.ForceRestart(id, HealthOf(id), from, replace_nodes, why, now, &batch,
+                                      slurm_.AllocationView(id));
+  if (!forced.ok()) return done(forced.status());
+  for (const CheckpointTransition& t : HealthOf(id).Apply(forced->health, now))
+    batch.Put(CheckpointRecord(t.checkpoint));
+  const RecoveryDecision* d = &forced->decision;
   ++restart_causes_[id]["operator"];
   Settle(now, &batch);
   Finding f;
