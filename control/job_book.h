@@ -5,8 +5,10 @@
 // allocations go through the Inventory it is given (it allocates exactly the placements of running
 // attempts). Control thread only.
 // What follows from an attempt starting or ending (health monitors, agents' assignments) is not done here:
-// each start and end is queued as an AttemptEvent that the Controller drains (TakeEvents) at the end of the
-// same operation, so this class calls nothing above it.
+// each start and end is queued as an AttemptEvent that the Controller drains (TakeEvents) within the same
+// operation, before its next step reads what they change and before the operation commits, so this class
+// calls nothing above it and keeps no callback (an ended attempt's final goodput marks come back with its
+// kEnded event: RecordFinalMarks).
 // Invariants: a job is active (launching or running) iff its attempt has no ended_at and the Inventory
 // holds its placement; an attempt starts kLaunching and the Controller makes it kRunning once launched;
 // every change to a job or attempt record is added to the caller's WriteBatch in the same call.
@@ -134,6 +136,7 @@ class JobBook {
   void RestoreEarlier(const std::string& job, std::vector<PastAttempt> earlier);
 
   std::vector<AttemptEvent> TakeEvents() { return std::exchange(events_, {}); }
+  bool HasEvents() const { return !events_.empty(); }
   // Every state a job entered (submitted, an attempt started, SetState, End) since the last call, in
   // order; `position` is the index in the operation's batch of the job record that wrote it (events).
   struct StateChange {
