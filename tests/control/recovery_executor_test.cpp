@@ -120,6 +120,27 @@ class RecoveryExecutorTest : public ::testing::Test {
   WriteBatch b_;
 };
 
+// Recovery reads the job's health and writes none of it: the replay it decides comes back for the health
+// owner to apply.
+TEST_F(RecoveryExecutorTest, AReplayIsReturnedForTheHealthOwnerAndNotWrittenByRecovery) {
+  health_->Ingest(Hashes(5, "aa"), Now());
+  health_->Evaluate(Now());
+  ASSERT_TRUE(health_->HashesEverAgreed());
+  Finding f = Make(FindingKind::kSdcSuspected, {0, 1, 2, 3}, {"n0", "n1"});
+  f.sdc_verdict = SdcVerdict::kNeedsReplay;
+  f.step = 10;
+  const HealthUpdate update = rec_.OnFinding(f, *health_, {}, Now(), &b_);
+  EXPECT_EQ(jobs_.Find(job_)->job.attempt, 2);  // the replay attempt started
+  EXPECT_TRUE(health_->pending_replay_nodes().empty());  // not written by recovery
+  ASSERT_TRUE(update.replay.has_value());
+  EXPECT_EQ(std::set<std::string>(update.replay->nodes.begin(), update.replay->nodes.end()),
+            (std::set<std::string>{"n0", "n1"}));
+  EXPECT_EQ(update.replay->step, std::optional<int64_t>(10));
+  EXPECT_FALSE(update.demote.has_value());
+  EXPECT_TRUE(health_->Apply(update, Now()).empty());
+  EXPECT_EQ(health_->pending_replay_nodes(), (std::set<std::string>{"n0", "n1"}));
+}
+
 TEST_F(RecoveryExecutorTest, TwoTwoSplitAtDpFourIsReplayedOnTheSameNodesWithoutCordon) {
   // An earlier check agreed (replicas that never agreed are recorded only: NoMajority... in recovery_test).
   health_->Ingest(Hashes(5, "aa"), Now());
