@@ -39,12 +39,6 @@ Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOp
              .restart_causes = &restart_causes_,
              .writes_started = &writes_started_,
              .storage_failed = &storage_failed_}) {
-  // An ending attempt is recorded with its final marks (open checkpoint phases included).
-  jobs_.set_marks_source([this](Attempt* a) {
-    auto h = health_.find(a->job);
-    if (h == health_.end()) return;
-    if (auto m = h->second->Marks(a->number, /*full=*/true)) AttemptMarks::Apply(*m, a);
-  });
   recovery_.set_slurm(options_.slurm);
   recovery_.set_requeue(options_.slurm_requeue);
   // The exit hold waits at most the node timeout (plus a margin) for a silent agent; an incident takes in
@@ -61,9 +55,31 @@ Status Controller::CheckWritable() const {
   return Status::Ok();
 }
 
-void Controller::Commit(WriteBatch batch, std::function<void(Status)> done) {
+Controller::OpScope Controller::Begin(Time now) {
+  Close(op_seq_);
+  op_.emplace(now);
+  return OpScope(this, ++op_seq_);
+}
+
+void Controller::Close(uint64_t seq) {
+  if (!op_ || seq != op_seq_) return;  // committed, or closed by a later Begin
+  Sync();
+  if (!op_->batch.empty()) {
+    Commit([](Status) {});
+    return;
+  }
+  op_.reset();
+}
+
+void Controller::Sync() {
+  if (op_ && !settling_ && jobs_.HasEvents()) Settle(op_->now, &op_->batch);
+}
+
+void Controller::Commit(std::function<void(Status)> done) {
+  Settle(op_->now, &op_->batch);
+  WriteBatch batch = std::move(op_->batch);
+  op_.reset();
   const Time now = clock_->Now();
-  Settle(now, &batch);
   // Each change's event commits with it.
   std::vector<Event> events = CollectEvents(batch, now);
   const int64_t last_event = events_.Append(&events, now, &batch);
@@ -129,12 +145,24 @@ void Controller::OnStorageFailure(const Status& s) {
 }
 
 JobHealth& Controller::HealthOf(const std::string& job) {
+  Sync();
+  return HealthSlot(job);
+}
+
+JobHealth* Controller::FindHealth(const std::string& job) {
+  Sync();
+  auto h = health_.find(job);
+  return h == health_.end() ? nullptr : h->second.get();
+}
+
+JobHealth& Controller::HealthSlot(const std::string& job) {
   auto& slot = health_[job];
   if (!slot) slot = std::make_unique<JobHealth>(jobs_.Find(job)->job);
   return *slot;
 }
 
 void Controller::Settle(Time now, WriteBatch* batch) {
+  settling_ = true;
   std::vector<AttemptEvent> events = jobs_.TakeEvents();
   // Gates and rank tokens first: a bump below answers long polls at once (one job's end bumps the nodes
   // another job was just placed on), so a started attempt's ranks must not reach an agent before the older
@@ -163,7 +191,7 @@ void Controller::Settle(Time now, WriteBatch* batch) {
       continue;
     }
     const JobEntry* e = jobs_.Find(ev.job);
-    JobHealth& health = HealthOf(ev.job);
+    JobHealth& health = HealthSlot(ev.job);
     const Launcher& launcher = LauncherFor(e->job);
     const bool ours = launcher.Credential() != RankCredential::kPerJob;  // its attempts' tokens
     if (ev.kind == AttemptEvent::Kind::kStarted) {
@@ -172,7 +200,9 @@ void Controller::Settle(Time now, WriteBatch* batch) {
     } else {
       // Not "is it the job's current attempt": a restart ends attempt n and starts n + 1 in one pass, and
       // attempt n's events come first. Skipping them lost the step attempt n reached, and three restarted
-      // attempts looked like no progress.
+      // attempts looked like no progress. An ended attempt is recorded with its final marks (open
+      // checkpoint phases included) before its monitor closes.
+      if (auto m = health.Marks(ev.attempt, /*full=*/true)) jobs_.RecordFinalMarks(ev, *m, batch);
       health.OnAttemptEnd(ev.attempt);
       if (ours) rank_tokens_.Revoke(ev.job, ev.attempt, batch);  // its ranks can no longer report
     }
@@ -180,6 +210,7 @@ void Controller::Settle(Time now, WriteBatch* batch) {
     if (launcher.GatesFor(ev.attempt).bump_nodes)
       for (const std::string& node : ev.nodes) agents_.Bump(node);
   }
+  settling_ = false;
   AnswerWaiters();  // after every gate and token of the batch
 }
 
@@ -200,7 +231,8 @@ std::set<std::string> Controller::UnservedNodes() const {
 void Controller::Schedule(Time now, WriteBatch* batch) {
   // A job our agents launch goes to a node no live agent serves only when it fits nowhere else, or it waits
   // its launch timeout (a first deployment's inventory file lists nodes before their agents run).
-  jobs_.Schedule([this](const std::string& job) { return HealthOf(job).DefaultResume(); }, now, batch,
+  Sync();
+  jobs_.Schedule([this](const std::string& job) { return HealthSlot(job).DefaultResume(); }, now, batch,
                  slurm_.HeldNodes(), [this] { return UnservedNodes(); });
 }
 
@@ -208,27 +240,25 @@ void Controller::Schedule(Time now, WriteBatch* batch) {
 
 void Controller::UpsertNode(Node node, bool schedulable_given, Done<NodeUpsert> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
-  Time now = clock_->Now();
-  WriteBatch batch;
+  OpScope op = Begin(clock_->Now());
   bool created = false;
   std::string id = node.id;
-  auto v = inventory_.Upsert(std::move(node), schedulable_given, now, &batch, &created);
+  auto v = inventory_.Upsert(std::move(node), schedulable_given, op->now, &op->batch, &created);
   if (!v.ok()) return done(v.status());
-  Schedule(now, &batch);
+  Schedule(op->now, &op->batch);
   // The node as written, should a DELETE committed meanwhile have removed it (the answer is read then).
-  CommitThen<NodeUpsert>(std::move(batch), std::move(done), [this, id, created, written = *v] {
+  CommitThen<NodeUpsert>(std::move(done), [this, id, created, written = *v] {
     return NodeUpsert{view_.WithAgent(inventory_.View(id).value_or(written)), created};
   });
 }
 
 void Controller::PatchNode(const std::string& id, NodePatch patch, Done<NodeView> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
-  Time now = clock_->Now();
-  WriteBatch batch;
-  auto v = inventory_.Patch(id, patch, now, &batch);
+  OpScope op = Begin(clock_->Now());
+  auto v = inventory_.Patch(id, patch, op->now, &op->batch);
   if (!v.ok()) return done(v.status());
-  Schedule(now, &batch);
-  CommitThen<NodeView>(std::move(batch), std::move(done), [this, id, written = *v] {
+  Schedule(op->now, &op->batch);
+  CommitThen<NodeView>(std::move(done), [this, id, written = *v] {
     return view_.WithAgent(inventory_.View(id).value_or(written));  // removed meanwhile: the node as patched
   });
 }
@@ -240,10 +270,10 @@ void Controller::DeleteNode(const std::string& id, Done<NodeView> done) {
     return done(Conflict("node " + id +
                          "'s agent is still heartbeating: stop the agent first (it would register "
                          "the node again, without its cordon)"));
-  WriteBatch batch;
-  auto last = inventory_.Remove(id, &batch);
+  OpScope op = Begin(clock_->Now());
+  auto last = inventory_.Remove(id, &op->batch);
   if (!last.ok()) return done(last.status());
-  CommitThen<NodeView>(std::move(batch), std::move(done), [last = *last] { return last; });
+  CommitThen<NodeView>(std::move(done), [last = *last] { return last; });
 }
 
 void Controller::StopUnknownProcesses(const std::string& id, Done<NodeView> done) {
@@ -259,15 +289,14 @@ void Controller::StopUnknownProcesses(const std::string& id, Done<NodeView> done
 void Controller::SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   if (Status s = LauncherFor(spec.launch_mode).Admit(options_.slurm); !s.ok()) return done(s);
-  Time now = clock_->Now();
-  WriteBatch batch;
-  auto id = jobs_.Submit(std::move(spec), std::move(estimate), now, &batch);
+  OpScope op = Begin(clock_->Now());
+  auto id = jobs_.Submit(std::move(spec), std::move(estimate), op->now, &op->batch);
   if (!id.ok()) return done(id.status());
   std::optional<std::string> token;  // another launcher's ranks report with the job's own credential
   if (LauncherFor(jobs_.Find(*id)->job).Credential() == RankCredential::kPerJob)
-    token = rank_tokens_.Mint({*id, {}}, &batch);
-  Schedule(now, &batch);
-  CommitThen<JobView>(std::move(batch), std::move(done), [this, id = *id, token] {
+    token = rank_tokens_.Mint({*id, {}}, &op->batch);
+  Schedule(op->now, &op->batch);
+  CommitThen<JobView>(std::move(done), [this, id = *id, token] {
     JobView v = view_.ViewOf(*jobs_.Find(id));
     v.rank_token = token;
     return v;
@@ -276,11 +305,11 @@ void Controller::SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> do
 
 void Controller::CancelJob(const std::string& id, const std::string& by, Done<JobView> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
-  Time now = clock_->Now();
-  WriteBatch batch;
-  if (Status s = EndJob(id, JobState::kCancelled, "cancelled by " + by, now, &batch); !s.ok()) return done(s);
-  Schedule(now, &batch);
-  CommitThen<JobView>(std::move(batch), std::move(done), [this, id] { return view_.ViewOf(*jobs_.Find(id)); });
+  OpScope op = Begin(clock_->Now());
+  if (Status s = EndJob(id, JobState::kCancelled, "cancelled by " + by, op->now, &op->batch); !s.ok())
+    return done(s);
+  Schedule(op->now, &op->batch);
+  CommitThen<JobView>(std::move(done), [this, id] { return view_.ViewOf(*jobs_.Find(id)); });
 }
 
 Status Controller::EndJob(const std::string& id, JobState state, const std::string& reason, Time now,

@@ -7,9 +7,13 @@
 //   assignments, long polls, launch gates) · FindingLog (findings, ids, counters).
 // Consequences that cross owners are wired here and only here: findings go FindingLog → RecoveryExecutor;
 // attempt starts and ends and job ends that JobBook queued are settled (Settle, the one writer of a job's
-// health lifecycle) into JobHealth, AgentBoard, RankTokens and RecoveryExecutor before the operation
-// commits. Owners hold no callback into the façade: what one needs of another's state is passed with the
-// call (RecoveryContext; the desired ranks AgentBoard::AnswerDue answers due long polls with).
+// health lifecycle) into JobHealth, AgentBoard, RankTokens, RecoveryExecutor and SlurmOwner. Every mutating
+// call runs as one Operation (control/operation.h): Begin opens it, and its steps reach those owners only
+// through accessors (HealthOf, FindHealth, agents(), recovery(), slurm(), Schedule) that settle what is
+// queued first; Commit settles the rest before the batch is persisted. No step calls Settle itself.
+// Owners hold no callback into the façade: what one needs of another's state is passed with the call
+// (RecoveryContext; the desired ranks AgentBoard::AnswerDue answers due long polls with), and what recovery
+// decides for a job's health comes back as a value (HealthUpdate) that the façade applies.
 //
 // Threading: every non-const method runs on the one control thread. Store completions arrive on the writer
 // thread and are posted back through `post`, so callbacks (`Done`) also run on the control thread. The
@@ -45,6 +49,7 @@
 #include "control/rank_tokens.h"
 #include "control/recovery_executor.h"
 #include "control/launch/slurm_owner.h"
+#include "control/operation.h"
 #include "core/agent_protocol.h"
 #include "core/json.h"
 #include "health/lateness.h"
@@ -223,15 +228,61 @@ class Controller {
   // What CollectEvents compares with: every node's state and every finding's actions as of the last
   // batch (from the restored records at start-up).
   void BaselineEvents();
-  // Settles, then persists `batch`; `done` runs on the control thread after COMMIT.
-  void Commit(WriteBatch batch, std::function<void(Status)> done);
+  // The open operation's scope (control/operation.h): closes it when the call returns, committing what
+  // it holds unless the call committed it.
+  class [[nodiscard]] OpScope {
+   public:
+    OpScope(Controller* c, uint64_t seq) : c_(c), seq_(seq) {}
+    OpScope(const OpScope&) = delete;
+    OpScope& operator=(const OpScope&) = delete;
+    ~OpScope() { c_->Close(seq_); }
+    Operation& operator*() const { return *c_->op_; }
+    Operation* operator->() const { return &*c_->op_; }
+
+   private:
+    Controller* c_;
+    uint64_t seq_;
+  };
+  // Opens the operation of one mutating call at `now`. One still open (a refused call's `done` that called
+  // in again before its scope ended) is closed first.
+  OpScope Begin(Time now);
+  // Settles the open operation, then persists its batch and closes it; `done` runs on the control thread
+  // after COMMIT.
+  void Commit(std::function<void(Status)> done);
   template <typename T>
-  void CommitThen(WriteBatch batch, Done<T> done, std::function<T()> answer);
+  void CommitThen(Done<T> done, std::function<T()> answer);
+  // OpScope's end: settles and commits what operation `seq` left open, if it is still the open one.
+  void Close(uint64_t seq);
   void OnStorageFailure(const Status& s);
 
-  // Carries attempt starts and ends queued by JobBook into JobHealth, AgentBoard and RankTokens.
+  // Carries attempt starts and ends queued by JobBook into JobHealth, AgentBoard, RankTokens,
+  // RecoveryExecutor and SlurmOwner (the one writer of a job's health lifecycle). Run by Sync and Commit
+  // only.
   void Settle(Time now, WriteBatch* batch);
+  // Settles the open operation when JobBook has queued attempt events (nothing outside an operation).
+  void Sync();
+  // The owners Settle writes, as an operation's steps reach them: settled first (Sync).
   JobHealth& HealthOf(const std::string& job);
+  JobHealth* FindHealth(const std::string& job);
+  std::map<std::string, std::unique_ptr<JobHealth>>& healths() {
+    Sync();
+    return health_;
+  }
+  AgentBoard& agents() {
+    Sync();
+    return agents_;
+  }
+  RecoveryExecutor& recovery() {
+    Sync();
+    return recovery_;
+  }
+  SlurmOwner& slurm() {
+    Sync();
+    return slurm_;
+  }
+  // The job's health without settling: for Settle itself, start-up, and choosers called from inside an
+  // owner's own pass (JobBook::Schedule, RecoveryExecutor::StartQueuedOnSpares), which Sync ran before.
+  JobHealth& HealthSlot(const std::string& job);
   // Records a finding: id, recovery (its actions), the log, the batch.
   void RecordFinding(Finding f, Time now, WriteBatch* batch);
   // What recovery needs of `job` from the other owners (its Slurm allocation, its launcher's nodes, the
@@ -266,7 +317,7 @@ class Controller {
   // IngestReports' work, into `batch` (the caller commits): the POST route and relayed reports alike.
   Result<IngestSummary> IngestInto(const std::string& job, const ReportBatch& reports, Time now,
                                    WriteBatch* batch);
-  // Places queued jobs.
+  // Places queued jobs (settled first).
   void Schedule(Time now, WriteBatch* batch);
   // The attempt's ranks are known to have started: launching → running.
   void MarkLaunched(const std::string& job, Time now, WriteBatch* batch);
@@ -318,6 +369,9 @@ class Controller {
   RankTokens rank_tokens_;
   Lateness lateness_;
   SlurmOwner slurm_;  // after inventory_, jobs_ and findings_, which it is given
+  std::optional<Operation> op_;  // the open operation (Begin, Commit)
+  uint64_t op_seq_ = 0;          // Begin's count: which scope op_ belongs to
+  bool settling_ = false;        // inside Settle: Sync does nothing
   std::map<std::string, uint64_t> report_counts_;
   uint64_t reports_ignored_[kIgnoredReasons] = {};
   // Heartbeat entries ignored, by what: "process" (a rank not placed on the heartbeating node, or named
@@ -361,8 +415,8 @@ class Controller {
 };
 
 template <typename T>
-void Controller::CommitThen(WriteBatch batch, Done<T> done, std::function<T()> answer) {
-  Commit(std::move(batch), [done = std::move(done), answer = std::move(answer)](Status s) {
+void Controller::CommitThen(Done<T> done, std::function<T()> answer) {
+  Commit([done = std::move(done), answer = std::move(answer)](Status s) {
     if (!s.ok()) return done(s);
     done(answer());
   });

@@ -60,7 +60,7 @@ void Controller::RecordFinding(Finding f, Time now, WriteBatch* batch) {
       f.nodes.assign(nodes.begin(), nodes.end());
     }
     // One fault, one incident: a node found lost after its peers' exits becomes their root.
-    for (const std::string& id : recovery_.AssignIncident(f, batch))
+    for (const std::string& id : recovery().AssignIncident(f, batch))
       if (Finding* member = findings_.Mutable(f.job, id); member && member->incident != f.incident) {
         member->incident = f.incident;
         batch->Put(FindingRecord(*member));
@@ -91,12 +91,13 @@ void Controller::RunRecovery(Finding& f, Time now, WriteBatch* batch, bool may_h
   std::set<std::string> vouched;  // a launched job's silent ranks whose agents still list them running
   if (f.kind == FindingKind::kHeartbeatLost && !by_reports)
     for (const std::string& n : f.nodes)
-      if (agents_.VouchesFor(n, f.job, f.attempt)) vouched.insert(n);
+      if (agents().VouchesFor(n, f.job, f.attempt)) vouched.insert(n);
   const bool daemon_was_late = ToSeconds(now - lateness_.listening_since()) <= 2 * options_.agent_lease_s;
   const JobState state_before = e->job.state;
   const int attempt_before = e->job.attempt;
-  recovery_.OnFinding(f, health, earlier, now, batch, reported, std::move(vouched), daemon_was_late,
-                      may_hold, RecoveryContextOf(e->job));
+  const HealthUpdate update = recovery_.OnFinding(f, health, earlier, now, batch, reported, std::move(vouched),
+                                                  daemon_was_late, may_hold, RecoveryContextOf(e->job));
+  for (const CheckpointTransition& t : health.Apply(update, now)) batch->Put(CheckpointRecord(t.checkpoint));
   // A restart: a new attempt, or the old one ended to start again (backoff, re-queued); not a failure. It
   // counts under its incident's root cause (a node_lost, not the exits it caused).
   const Job& after = jobs_.Find(f.job)->job;
@@ -106,11 +107,11 @@ void Controller::RunRecovery(Finding& f, Time now, WriteBatch* batch, bool may_h
     const bool rooted = incident && !f.incident.empty() && incident->root == f.incident;
     ++restart_causes_[f.job][ToString(rooted ? incident->root_kind : f.kind)];
   }
-  Settle(now, batch);  // a restart replaced the monitor and the agents' assignments before anything else runs
+  // A restart's new monitor and the agents' assignments are settled before the next step reads them.
 }
 
 void Controller::ReleaseHolds(Time now, WriteBatch* batch) {
-  for (const RecoveryExecutor::HoldOutcome& h : recovery_.DueHolds(now, agents_)) {
+  for (const RecoveryExecutor::HoldOutcome& h : recovery().DueHolds(now, agents_)) {
     const Finding* stored = findings_.Find(h.finding);
     if (!stored) continue;
     Finding f = *stored;
@@ -123,14 +124,14 @@ void Controller::ReleaseHolds(Time now, WriteBatch* batch) {
 }
 
 void Controller::EvaluateJob(const std::string& job, Time now, WriteBatch* batch) {
-  auto it = health_.find(job);
-  if (it == health_.end()) return;
+  JobHealth* health = FindHealth(job);
+  if (!health) return;
   // The attempt trained (a step past its resume step): an incident it was started by closes after a grace.
-  if (const JobMonitor* m = it->second->monitor(); m && m->JobStep() >= 0)
+  if (const JobMonitor* m = health->monitor(); m && m->JobStep() >= 0)
     if (const JobEntry* e = jobs_.Find(job); e && e->attempt && e->attempt->number == m->context().attempt &&
                                              m->JobStep() > e->attempt->resume_step)
       recovery_.OnStep(job, e->attempt->number, now);
-  JobHealth::Evaluation ev = it->second->Evaluate(now, lateness_.listening_since());
+  JobHealth::Evaluation ev = health->Evaluate(now, lateness_.listening_since());
   PersistTransitions(ev.transitions, batch);
   if (ev.good_progress) recovery_.OnGoodProgress(job);
   // Recovery may end the attempt (and its monitor) while these are recorded.
@@ -140,11 +141,10 @@ void Controller::EvaluateJob(const std::string& job, Time now, WriteBatch* batch
 void Controller::IngestReports(const std::string& job, const ReportBatch& reports, Done<IngestSummary> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   if (!jobs_.Find(job)) return done(NotFound("no job " + job));
-  Time now = Turn();
-  WriteBatch batch;
-  Result<IngestSummary> out = IngestInto(job, reports, now, &batch);
-  if (!out.ok() || batch.empty()) return done(std::move(out));
-  CommitThen<IngestSummary>(std::move(batch), std::move(done), [out = std::move(*out)] { return out; });
+  OpScope op = Begin(Turn());
+  Result<IngestSummary> out = IngestInto(job, reports, op->now, &op->batch);
+  if (!out.ok() || op->batch.empty()) return done(std::move(out));
+  CommitThen<IngestSummary>(std::move(done), [out = std::move(*out)] { return out; });
 }
 
 Result<IngestSummary> Controller::IngestInto(const std::string& job, const ReportBatch& reports, Time now,
@@ -153,17 +153,17 @@ Result<IngestSummary> Controller::IngestInto(const std::string& job, const Repor
   if (!e) return NotFound("no job " + job);
   lateness_.OnReports(now);
   // A far-future step refuses the batch before anything of it is used (JobHealth::CheckSteps).
-  if (auto h = health_.find(job); h != health_.end())
-    if (Status s = h->second->CheckSteps(reports); !s.ok()) return s;
+  if (JobHealth* h = FindHealth(job))
+    if (Status s = h->CheckSteps(reports); !s.ok()) return s;
   FollowExternalAttempt(job, reports, now, batch);
-  auto h = health_.find(job);
-  if (h == health_.end() || !h->second->running())
+  JobHealth* h = FindHealth(job);  // a followed attempt's monitor, settled
+  if (!h || !h->running())
     return Conflict("job " + job + " is " + ToString(e->job.state) + ": no attempt is running");
-  JobHealth::IngestOutcome in = h->second->Ingest(reports, now);
+  JobHealth::IngestOutcome in = h->Ingest(reports, now);
   // The attempt's marks in memory stay current (views, goodput); the record follows at most once a
   // minute (PersistMarks) and at the attempt's end.
   if (JobEntry* m = jobs_.Mutable(job); m->attempt && !m->attempt->ended_at)
-    if (auto marks = h->second->Marks(m->attempt->number, /*full=*/false))
+    if (auto marks = h->Marks(m->attempt->number, /*full=*/false))
       AttemptMarks::Apply(*marks, &*m->attempt);
   report_counts_["accepted"] += in.accepted - in.ignored;
   report_counts_["ignored"] += in.ignored;
@@ -201,42 +201,41 @@ void Controller::FollowExternalAttempt(const std::string& job, const ReportBatch
   jobs_.EndAttempt(job, now, batch);
   if (!jobs_.StartAttempt(job, std::move(p), reason, std::nullopt, now, batch, highest).ok())
     spdlog::error("job {}: cannot follow attempt {}", job, highest);
-  Settle(now, batch);
 }
 
 void Controller::Tick() {
   events_.Expire(clock_->Now());
   if (!CheckWritable().ok()) return;
-  Time now = Turn();
-  WriteBatch batch;
+  OpScope op = Begin(Turn());
+  const Time now = op->now;
+  WriteBatch& batch = op->batch;
   // Agents first: a dead node silences its agent and its ranks at once, and the node's verdict (fail it,
   // move the ranks) must come before the ranks' (restart in place, no blame), which would restart the job
   // onto the dead node and then again off it.
   CheckAgents(now, &batch);
   std::vector<std::string> ids;
-  for (const auto& [id, h] : health_) ids.push_back(id);
+  for (const auto& [id, h] : healths()) ids.push_back(id);
   for (const std::string& id : ids) EvaluateJob(id, now, &batch);
   ReleaseHolds(now, &batch);  // after the agents: a node declared lost decides before a held exit
   CheckLaunches(now, &batch);
   // Slurm allocations not started that name nodes no longer usable: their jobs placed again off them
   // (one that fits nowhere else keeps waiting, Slurm's pending reason its own).
-  for (const BlockedSlurmAllocation& b : slurm_.Blocked())
+  for (const BlockedSlurmAllocation& b : slurm().Blocked())
     if (PlaceAgain(b.job, b.unusable, b.reason, now, &batch).ok()) {
       slurm_.Release(b.job, &batch);
       spdlog::warn("job {}: {}", b.job, b.reason);
     }
   auto unserved = [this] { return UnservedNodes(); };
   std::map<std::string, Cluster> allocations;  // Slurm-launched jobs restart inside their allocation
-  for (const std::string& job : recovery_.DueRestarts(now))
+  for (const std::string& job : recovery().DueRestarts(now))
     if (std::optional<Cluster> a = slurm_.AllocationView(job)) allocations.emplace(job, std::move(*a));
   recovery_.StartDue(now, &batch, unserved, allocations);
   recovery_.StartQueuedOnSpares(
-      now, &batch, [this](const std::string& job) { return HealthOf(job).DefaultResume(); }, unserved);
+      now, &batch, [this](const std::string& job) { return HealthSlot(job).DefaultResume(); }, unserved);
   Schedule(now, &batch);
-  Settle(now, &batch);
-  PersistMarks(now, &batch);  // the attempts still running after this tick's decisions
+  PersistMarks(now, &batch);  // the attempts still running after this tick's decisions (settled first)
   PruneFindings(now, &batch);
-  if (!batch.empty()) Commit(std::move(batch), [](Status) {});
+  if (!batch.empty()) Commit([](Status) {});
 }
 
 void Controller::PruneFindings(Time now, WriteBatch* batch) {
@@ -263,7 +262,7 @@ void Controller::PruneFindings(Time now, WriteBatch* batch) {
 }
 
 void Controller::PersistMarks(Time now, WriteBatch* batch) {
-  for (auto& [id, h] : health_) {
+  for (auto& [id, h] : healths()) {
     JobEntry* e = jobs_.Mutable(id);
     if (!e || !e->attempt || e->attempt->ended_at || !h->MarksDue(now, kMarksPersistEvery_s)) continue;
     auto marks = h->Marks(e->attempt->number, /*full=*/true);
@@ -293,8 +292,7 @@ void Controller::CheckAgents(Time now, WriteBatch* batch) {
       RecordFinding(std::move(f), now, batch);
     }
   }
-  Settle(now, batch);
-  agents_.OnTick(now);
+  agents().OnTick(now);  // after this tick's node_lost restarts are settled (their launch gates)
   AnswerWaiters();
 }
 
@@ -320,8 +318,7 @@ void Controller::OnRankExit(const std::string& node, const ProcessStatus& p, Tim
   }
   if (p.exit_code == 0) {
     // A rank that finished before its peers (they save, export or tear down for a while) is not lost.
-    if (auto h = health_.find(p.rank.job); h != health_.end())
-      h->second->OnRankExitedOk(p.rank.attempt, p.rank.rank, now);
+    if (JobHealth* h = FindHealth(p.rank.job)) h->OnRankExitedOk(p.rank.attempt, p.rank.rank, now);
     if (jobs_.OnRankExitedOk(p.rank, now, batch)) Schedule(now, batch);
     return;
   }
@@ -336,7 +333,7 @@ void Controller::OnRankExit(const std::string& node, const ProcessStatus& p, Tim
   Finding f = NodeFinding(p.rank.job, p.rank.attempt, FindingKind::kProcessExit, node, now,
                           "rank " + std::to_string(p.rank.rank) + " on " + node + " " + how);
   f.ranks = {p.rank.rank};
-  if (auto h = health_.find(p.rank.job); h != health_.end()) f.step = h->second->RankStep(p.rank.rank);
+  if (JobHealth* h = FindHealth(p.rank.job)) f.step = h->RankStep(p.rank.rank);
   f.exit_code = p.exit_code;
   f.signal = p.signal;
   f.oom_kill = p.oom_kill;
@@ -394,8 +391,9 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
                                const std::vector<RelayedReports>& relayed) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   if (!inventory_.Find(node)) return done(NotFound("no node " + node + "; register it first"));
-  Time now = Turn();
-  WriteBatch batch;
+  OpScope op = Begin(Turn());
+  const Time now = op->now;
+  WriteBatch& batch = op->batch;
   inventory_.MarkAgentAttached(node, now, &batch);
   // Known: a job the daemon has, at an attempt it started (health/unknown_processes.h).
   auto knows = [this](const RankRef& r) {
@@ -454,7 +452,7 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
     // The agent started these ranks: their attempt is launched on this node.
     const JobEntry* e = CurrentRankOn(node, p.rank);
     if (e && e->job.state == JobState::kLaunching)
-      if (auto h = health_.find(p.rank.job); h != health_.end() && h->second->OnNodeLaunched(node, now))
+      if (JobHealth* h = FindHealth(p.rank.job); h && h->OnNodeLaunched(node, now))
         MarkLaunched(p.rank.job, now, &batch);
     // Dumps of an attempt that hung (also of its ranks being stopped for the restart) join the hang finding.
     if (!p.flight_recorder.empty()) AttachFlightRecorder(p, &batch);
@@ -490,8 +488,8 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
   // Only what this heartbeat can change: a launch gate waiting for this node's old ranks to stop. Other
   // agents' liveness and long-poll deadlines are the tick's (walking every agent on every heartbeat made
   // 20,000 agents at 1 Hz cost 20,000² steps a second).
-  agents_.OpenGates(now);
-  CommitThen<HeartbeatAck>(std::move(batch), std::move(done), [this, node, ack = std::move(ack)]() mutable {
+  agents().OpenGates(now);
+  CommitThen<HeartbeatAck>(std::move(done), [this, node, ack = std::move(ack)]() mutable {
     ack.assignments_version = agents_.version(node);
     ack.lease_s = options_.agent_lease_s;
     return std::move(ack);
@@ -513,14 +511,18 @@ void Controller::RestartJob(const std::string& id, const std::string& from,
                             const std::string& by, Done<RestartOutcome> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   if (!jobs_.Find(id)) return done(NotFound("no job " + id));
-  Time now = clock_->Now();
-  WriteBatch batch;
+  OpScope op = Begin(clock_->Now());
+  const Time now = op->now;
+  WriteBatch& batch = op->batch;
   std::string why = reason.empty() ? "forced by " + by : reason + " (requested by " + by + ")";
   int attempt_before = jobs_.Find(id)->job.attempt;
-  auto d = recovery_.ForceRestart(id, HealthOf(id), from, replace_nodes, why, now, &batch, slurm_.AllocationView(id));
-  if (!d.ok()) return done(d.status());
+  auto forced = recovery_.ForceRestart(id, HealthOf(id), from, replace_nodes, why, now, &batch,
+                                      slurm_.AllocationView(id));
+  if (!forced.ok()) return done(forced.status());
+  for (const CheckpointTransition& t : HealthOf(id).Apply(forced->health, now))
+    batch.Put(CheckpointRecord(t.checkpoint));
+  const RecoveryDecision* d = &forced->decision;
   ++restart_causes_[id]["operator"];
-  Settle(now, &batch);
   Finding f;
   f.job = id;
   f.attempt = attempt_before;
@@ -536,7 +538,7 @@ void Controller::RestartJob(const std::string& id, const std::string& from,
   Schedule(now, &batch);
   const JobEntry* e = jobs_.Find(id);
   RestartOutcome out{e->job.attempt, e->job.state, d->resume_from};
-  CommitThen<RestartOutcome>(std::move(batch), std::move(done), [out = std::move(out)] { return out; });
+  CommitThen<RestartOutcome>(std::move(done), [out = std::move(out)] { return out; });
 }
 
 }  // namespace shepherd

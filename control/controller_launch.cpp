@@ -40,10 +40,10 @@ void Controller::CheckLaunches(Time now, WriteBatch* batch) {
   std::vector<std::string> stuck;
   for (const auto& [id, e] : jobs_.all()) {
     if (e.job.state != JobState::kLaunching || !LauncherFor(e.job).AgentsStartRanks()) continue;
-    auto h = health_.find(id);
-    if (h == health_.end() || h->second->unlaunched_nodes().empty()) continue;
+    const JobHealth* h = FindHealth(id);
+    if (!h || h->unlaunched_nodes().empty()) continue;
     const Duration timeout = Seconds(e.job.spec.policy.launch_timeout_s);
-    if (now - h->second->attempt_started_at() < timeout) continue;
+    if (now - h->attempt_started_at() < timeout) continue;
     auto checked = launch_checked_at_.find(id);
     if (checked != launch_checked_at_.end() && now - checked->second < timeout) continue;
     stuck.push_back(id);
@@ -71,7 +71,6 @@ void Controller::CheckLaunches(Time now, WriteBatch* batch) {
     ++restart_causes_[id]["launch_timeout"];
     launch_checked_at_.erase(id);
   }
-  Settle(now, batch);
 }
 
 }  // namespace shepherd

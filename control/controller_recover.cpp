@@ -149,7 +149,7 @@ Status Controller::Recover(bool salvage) {
     if (!jobs_.Find(job)) continue;
     if (Status s = jobs_.RestoreAttempt(std::move(a)); !s.ok()) return s;
     const JobEntry& e = *jobs_.Find(job);
-    JobHealth& health = HealthOf(job);
+    JobHealth& health = HealthSlot(job);
     health.Restore(checkpoints[job], resumes[job], parts[job]);
     // A running attempt is re-armed now (grace counts from recovery: last-seen times were not persisted);
     // a launching one waits for its launch again.
@@ -161,7 +161,8 @@ Status Controller::Recover(bool salvage) {
   BaselineEvents();
   // Ranks keep their credentials across a restart, as long as their attempt (or job, for another
   // launcher's) is still live; the rest are revoked.
-  WriteBatch batch;
+  OpScope op = Begin(now);
+  WriteBatch& batch = op->batch;
   for (RankTokens::Stored& t : rank_tokens) {
     const RankGrant grant = t.grant;
     const JobEntry* e = jobs_.Find(grant.job);
@@ -176,7 +177,7 @@ Status Controller::Recover(bool salvage) {
   agents_.SetEpoch(epoch + 1);
   batch.Put(EpochRecord(epoch + 1, options_.agent_lease_s));
   Schedule(now, &batch);
-  Commit(std::move(batch), [this](Status s) { epoch_saved_ = s.ok(); });
+  Commit([this](Status s) { epoch_saved_ = s.ok(); });
   return Status::Ok();
 }
 

@@ -37,11 +37,11 @@ void Controller::ApplySlurm(const std::vector<SlurmEffect>& effects, Time now, W
         if (e) HealthOf(x.job).Resume(now);
         break;
       case Kind::kHold:
-        if (auto h = health_.find(x.job); h != health_.end() && h->second->suspended() != x.hold) {
+        if (JobHealth* h = FindHealth(x.job); h && h->suspended() != x.hold) {
           if (x.hold)
-            h->second->Suspend();
+            h->Suspend();
           else
-            h->second->Resume(now);
+            h->Resume(now);
         }
         break;
       case Kind::kEndJob:
@@ -58,15 +58,16 @@ void Controller::ApplySlurm(const std::vector<SlurmEffect>& effects, Time now, W
 
 void Controller::SyncSlurm(const slurm::SlurmView& view, Done<SlurmWork> done) {
   if (Status s = CheckWritable(); !s.ok()) return done(s);
-  Time now = clock_->Now();
-  WriteBatch batch;
+  OpScope op = Begin(clock_->Now());
+  const Time now = op->now;
+  WriteBatch& batch = op->batch;
   // Slurm's verdict on a node (down, not responding) is evidence for the jobs Shepherd runs there through
   // Slurm. Recorded before the sync applies it, so the node fails by that finding (and is drained in Slurm
   // naming it), not as Slurm's own state.
   ApplySlurm(slurm_.NodesDown(view, now), now, &batch);
   SlurmWork work = slurm_.Sync(view, now, &batch);
   Schedule(now, &batch);
-  CommitThen<SlurmWork>(std::move(batch), std::move(done), [work = std::move(work)] { return work; });
+  CommitThen<SlurmWork>(std::move(done), [work = std::move(work)] { return work; });
 }
 
 SlurmOrders Controller::GetSlurmOrders(const std::map<std::string, int>& started) const {
@@ -85,16 +86,14 @@ SlurmOrders Controller::GetSlurmOrders(const std::map<std::string, int>& started
 
 void Controller::OnSlurmReport(const SlurmReport& report) {
   if (!CheckWritable().ok()) return;
-  WriteBatch batch;
+  // A launch event reads the clock as a turn (it may judge silence); the others as it is.
+  OpScope op = Begin(std::holds_alternative<SlurmLaunchEvent>(report) ? Turn() : clock_->Now());
+  const Time now = op->now;
+  WriteBatch& batch = op->batch;
   if (const auto* ev = std::get_if<SlurmLaunchEvent>(&report)) {
-    Time now = Turn();
-    auto h = health_.find(ev->job);
-    ApplySlurm(slurm_.OnLaunchEvent(*ev, h == health_.end() ? nullptr : h->second.get(), now, &batch), now,
-               &batch);
+    ApplySlurm(slurm_.OnLaunchEvent(*ev, FindHealth(ev->job), now, &batch), now, &batch);
     Schedule(now, &batch);
-    Settle(now, &batch);
   } else if (const auto* cycle = std::get_if<SlurmCycleResults>(&report)) {
-    Time now = clock_->Now();
     bool ended = false;
     ApplySlurm(slurm_.CycleDone(cycle->commands, cycle->sightings, &batch), now, &batch, &ended);
     if (ended) Schedule(now, &batch);  // their slots go to the queue
@@ -109,7 +108,7 @@ void Controller::OnSlurmReport(const SlurmReport& report) {
       jobs_.Persist(o->job, &batch);
     }
   }
-  if (!batch.empty()) Commit(std::move(batch), [](Status) {});
+  if (!batch.empty()) Commit([](Status) {});
 }
 
 }  // namespace shepherd

@@ -135,9 +135,24 @@ void JobBook::EndAttempt(const std::string& job, Time now, WriteBatch* batch) {
   inventory_->Release(job);
   if (e.attempt->ended_at) return;
   e.attempt->ended_at = now;
-  if (marks_source_) marks_source_(&*e.attempt);
   batch->Put(AttemptRecord(*e.attempt));
   Event(AttemptEvent::Kind::kEnded, e);
+  events_.back().ended = *e.attempt;
+}
+
+void JobBook::RecordFinalMarks(const AttemptEvent& ev, const MarksSnapshot& marks, WriteBatch* batch) {
+  Attempt recorded = *ev.ended;
+  AttemptMarks::Apply(marks, &recorded);
+  batch->Put(AttemptRecord(recorded));
+  auto it = jobs_.find(ev.job);
+  if (it == jobs_.end()) return;
+  JobEntry& e = it->second;
+  if (e.attempt && e.attempt->number == ev.attempt) {
+    AttemptMarks::Apply(marks, &*e.attempt);
+    return;
+  }
+  for (PastAttempt& p : e.earlier)
+    if (p.attempt.number == ev.attempt) AttemptMarks::Apply(marks, &p.attempt);
 }
 
 void JobBook::SetState(const std::string& job, JobState state, const std::string& reason, Time now,

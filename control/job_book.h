@@ -5,8 +5,10 @@
 // allocations go through the Inventory it is given (it allocates exactly the placements of running
 // attempts). Control thread only.
 // What follows from an attempt starting or ending (health monitors, agents' assignments) is not done here:
-// each start and end is queued as an AttemptEvent that the Controller drains (TakeEvents) at the end of the
-// same operation, so this class calls nothing above it.
+// each start and end is queued as an AttemptEvent that the Controller drains (TakeEvents) within the same
+// operation, before its next step reads what they change and before the operation commits, so this class
+// calls nothing above it and keeps no callback (an ended attempt's final goodput marks come back with its
+// kEnded event: RecordFinalMarks).
 // Invariants: a job is active (launching or running) iff its attempt has no ended_at and the Inventory
 // holds its placement; an attempt starts kLaunching and the Controller makes it kRunning once launched;
 // every change to a job or attempt record is added to the caller's WriteBatch in the same call.
@@ -24,6 +26,7 @@
 #include "core/agent_protocol.h"
 #include "core/job.h"
 #include "goodput/accounting.h"
+#include "health/attempt_marks.h"
 #include "planner/planner.h"
 #include "storage/store.h"
 
@@ -57,6 +60,9 @@ struct AttemptEvent {
   std::string job;
   int attempt = 0;
   std::set<std::string> nodes;  // the attempt's nodes: their desired rank sets changed
+  // kEnded: the attempt as its end was recorded (placement included), so its final goodput marks can be
+  // recorded with it once they are known (RecordFinalMarks), even after a next attempt has started.
+  std::optional<Attempt> ended;
 };
 
 // The checkpoint a job placed from the queue resumes from (nullopt: from scratch).
@@ -80,13 +86,14 @@ class JobBook {
   Status StartAttempt(const std::string& job, Placement placement, const std::string& reason,
                       std::optional<Checkpoint> resume, Time now, WriteBatch* batch,
                       std::optional<int> number = std::nullopt);
-  // Ends the current attempt (if still open): GPUs released (those a Hold kept too), ended_at recorded,
-  // with the attempt's final goodput marks (set_marks_source) in the same record.
+  // Ends the current attempt (if still open): GPUs released (those a Hold kept too), ended_at recorded.
+  // Its final goodput marks are the health owner's to know: they follow with its kEnded event
+  // (RecordFinalMarks), in the same operation.
   void EndAttempt(const std::string& job, Time now, WriteBatch* batch);
-  // Where an ending attempt's final goodput marks come from (the Controller: its JobHealth's); called with
-  // the attempt about to be recorded as ended, which it may update. Null: the marks are left as they are.
-  using MarksSource = std::function<void(Attempt* attempt)>;
-  void set_marks_source(MarksSource f) { marks_source_ = std::move(f); }
+  // An ended attempt's final goodput marks (open checkpoint phases included): applied to the attempt in
+  // memory (current or earlier) and its record (the event's copy) written again with them.
+  // REQUIRES: ev is a kEnded event this book queued.
+  void RecordFinalMarks(const AttemptEvent& ev, const MarksSnapshot& marks, WriteBatch* batch);
   // The restart decided with a backoff: the job's next attempt records `not_before` (Attempt::not_before),
   // however it then starts (after the backoff, from the queue, on spares). Cleared when the job ends.
   void SetNextNotBefore(const std::string& job, Time not_before) {
@@ -129,6 +136,7 @@ class JobBook {
   void RestoreEarlier(const std::string& job, std::vector<PastAttempt> earlier);
 
   std::vector<AttemptEvent> TakeEvents() { return std::exchange(events_, {}); }
+  bool HasEvents() const { return !events_.empty(); }
   // Every state a job entered (submitted, an attempt started, SetState, End) since the last call, in
   // order; `position` is the index in the operation's batch of the job record that wrote it (events).
   struct StateChange {
@@ -158,7 +166,6 @@ class JobBook {
 
   Inventory* inventory_;
   double default_gpu_memory_gib_;
-  MarksSource marks_source_;
   std::map<std::string, JobEntry> jobs_;
   std::map<std::string, std::set<std::string>> by_external_id_;  // spec.external_id → job ids
   // Queued jobs by (seq, id): Schedule reads the queue in submission order without walking every job.

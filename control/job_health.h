@@ -27,6 +27,24 @@
 
 namespace shepherd {
 
+// What recovery decided for a job's SDC replay bookkeeping and its checkpoints. RecoveryExecutor returns
+// it and writes none of it; the job's health owner carries it out (JobHealth::Apply), in this order.
+struct HealthUpdate {
+  struct Demotion {
+    std::string checkpoint;  // a loop breaker found it poisoned: it becomes bad
+    std::string reason;
+  };
+  struct Replay {  // an SDC replay started (OnReplayStarted)
+    std::vector<std::string> nodes;
+    std::optional<int64_t> step;
+    std::optional<std::string> set_aside;
+  };
+  std::optional<Demotion> demote;
+  bool end_replay = false;  // the SDC is settled (EndReplay)
+  std::optional<Replay> replay;
+  bool empty() const { return !demote && !end_replay && !replay; }
+};
+
 class JobHealth {
  public:
   explicit JobHealth(const Job& job);
@@ -142,6 +160,15 @@ class JobHealth {
 
   // Every attempt this daemon has seen start, oldest first, with the highest step reached (loop breakers).
   std::vector<AttemptSummary> AttemptHistory() const;
+  // Carries out recovery's decision (HealthUpdate): the checkpoint transitions a demotion made, for the
+  // caller to persist.
+  std::vector<CheckpointTransition> Apply(const HealthUpdate& u, Time now) {
+    std::vector<CheckpointTransition> out;
+    if (u.demote) out = Demote(u.demote->checkpoint, u.demote->reason, now);
+    if (u.end_replay) EndReplay();
+    if (u.replay) OnReplayStarted(u.replay->nodes, u.replay->step, u.replay->set_aside);
+    return out;
+  }
   // A loop breaker found checkpoint `id` poisoned: it becomes bad (transitions for the caller to persist).
   std::vector<CheckpointTransition> Demote(const std::string& id, const std::string& reason, Time now) {
     return ledger_.Demote(id, reason, now);

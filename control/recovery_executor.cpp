@@ -10,15 +10,16 @@
 
 namespace shepherd {
 
-void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now,
-                                 WriteBatch* batch, const std::vector<std::string>& reported_nodes,
+HealthUpdate RecoveryExecutor::OnFinding(Finding& f, const JobHealth& health, std::span<const Finding> earlier,
+                                         Time now, WriteBatch* batch, const std::vector<std::string>& reported_nodes,
                                  std::set<std::string> vouched, bool daemon_was_late, bool may_hold,
                                  const RecoveryContext& ctx) {
   const JobEntry* e = jobs_->Find(f.job);
-  if (!e || !IsActive(e->job.state) || !e->attempt || f.attempt != e->attempt->number) return;
+  HealthUpdate update;
+  if (!e || !IsActive(e->job.state) || !e->attempt || f.attempt != e->attempt->number) return update;
   const Launcher& launcher = LauncherFor(e->job);
   const bool external = !launcher.StartsAttempts();  // remediated as its policy says, never restarted
-  if (may_hold && launcher.AgentsStartRanks() && Hold(f, *e, ctx.agents)) return;
+  if (may_hold && launcher.AgentsStartRanks() && Hold(f, *e, ctx.agents)) return update;
   // A job we did not place for real: blame follows the nodes its ranks reported, never our placement.
   const bool by_reports = launcher.BlamesReportedNodes();
   Placement reported = e->attempt->placement;
@@ -43,19 +44,23 @@ void RecoveryExecutor::OnFinding(Finding& f, JobHealth& health, std::span<const 
                    .daemon_was_late = daemon_was_late,
                    .free_restart = st.incident && RestartIsFree(*st.incident, f)};
   RecoveryDecision d = DecideRecovery(in);
-  if (external) return Remediate(f, e->job, d, earlier, now, batch, ctx);
+  if (external) {
+    Remediate(f, e->job, d, earlier, now, batch, ctx);
+    return update;
+  }
   if ((d.action == RecoveryDecision::kRestart || d.action == RecoveryDecision::kQueue) &&
-      !BreakLoop(f, health, earlier, now, batch, &in, &d))
-    return;
+      !BreakLoop(f, health, earlier, now, &in, &d, &update))
+    return update;
   if (d.action == RecoveryDecision::kNone && d.node_actions.empty()) {
     if (d.sdc_settled) {  // the replay's answer: nothing to do, and why
-      health.EndReplay();
+      update.end_replay = true;
       f.actions.insert(f.actions.end(), d.actions.begin(), d.actions.end());
     }
-    return;
+    return update;
   }
-  Execute(f.job, d, /*automatic=*/true, health, f.id, f.incident.empty() ? f.id : f.incident, now, batch);
+  Execute(f.job, d, /*automatic=*/true, &update, f.id, f.incident.empty() ? f.id : f.incident, now, batch);
   f.actions.insert(f.actions.end(), d.actions.begin(), d.actions.end());
+  return update;
 }
 
 bool RecoveryExecutor::Hold(Finding& f, const JobEntry& e, const AgentBoard* agents) {
@@ -150,7 +155,8 @@ void RecoveryExecutor::OnStep(const std::string& job, int attempt, Time now) {
   if (!first || first->first != attempt) first = std::make_pair(attempt, now);
 }
 
-Result<RecoveryDecision> RecoveryExecutor::ForceRestart(const std::string& job, JobHealth& health,
+Result<RecoveryExecutor::ForcedRestart> RecoveryExecutor::ForceRestart(const std::string& job,
+                                                                       const JobHealth& health,
                                                         const std::string& from,
                                                         const std::vector<std::string>& replace_nodes,
                                                         const std::string& reason, Time now,
@@ -165,15 +171,16 @@ Result<RecoveryDecision> RecoveryExecutor::ForceRestart(const std::string& job, 
                      cps,     now};
   Result<RecoveryDecision> d = ManualRestart(req);
   if (!d.ok()) return d.status();
-  Execute(job, *d, /*automatic=*/false, health, "operator", "", now, batch);
-  return d;
+  ForcedRestart out{std::move(d).value(), {}};
+  Execute(job, out.decision, /*automatic=*/false, &out.health, "operator", "", now, batch);
+  return out;
 }
 
 void RecoveryExecutor::Execute(const std::string& job, const RecoveryDecision& d, bool automatic,
-                               JobHealth& health, const std::string& source, const std::string& ended_by,
+                               HealthUpdate* health, const std::string& source, const std::string& ended_by,
                                Time now, WriteBatch* batch) {
   for (const NodeAction& a : d.node_actions) inventory_->Apply(a, source, now, batch);
-  if (d.sdc_settled) health.EndReplay();
+  if (d.sdc_settled) health->end_replay = true;
   Restarts& st = state_[job];
   // The attempt this decision ends, as its record is written (with ended_by), for re-rooting later.
   std::optional<Attempt> ending;
@@ -196,7 +203,7 @@ void RecoveryExecutor::Execute(const std::string& job, const RecoveryDecision& d
       break;
     case RecoveryDecision::kRestart:
       jobs_->EndAttempt(job, now, batch);
-      if (d.replay) health.OnReplayStarted(d.replay_nodes, d.replay_step, d.set_aside);
+      if (d.replay) health->replay = HealthUpdate::Replay{d.replay_nodes, d.replay_step, d.set_aside};
       if (d.not_before > now) {
         jobs_->SetNextNotBefore(job, d.not_before);
         jobs_->SetState(job, JobState::kRecovering,
@@ -229,8 +236,8 @@ void RecoveryExecutor::Execute(const std::string& job, const RecoveryDecision& d
   spdlog::warn("job {}: recovery: {}", job, d.reason);
 }
 
-bool RecoveryExecutor::BreakLoop(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now,
-                                 WriteBatch* batch, RecoveryInput* in, RecoveryDecision* d) {
+bool RecoveryExecutor::BreakLoop(Finding& f, const JobHealth& health, std::span<const Finding> earlier, Time now,
+                                 RecoveryInput* in, RecoveryDecision* d, HealthUpdate* update) {
   const Policy& policy = in->job.spec.policy;
   const std::vector<AttemptSummary> attempts = health.AttemptHistory();
   LoopVerdict v = CheckForLoop({f, earlier, attempts, policy});
@@ -238,10 +245,12 @@ bool RecoveryExecutor::BreakLoop(Finding& f, JobHealth& health, std::span<const 
     case LoopVerdict::Kind::kNone:
       return true;
     case LoopVerdict::Kind::kPoisonedCheckpoint: {
-      for (const CheckpointTransition& t : health.Demote(v.bad_checkpoint, v.reason, now))
-        batch->Put(CheckpointRecord(t.checkpoint));
-      in->last_known_good = health.ledger().LastKnownGood();
-      in->latest_complete = health.ledger().Latest();
+      // Decided on a copy: the ledger is the health owner's to change (JobHealth::Apply).
+      CheckpointLedger after = health.ledger();
+      after.Demote(v.bad_checkpoint, v.reason, now);
+      update->demote = HealthUpdate::Demotion{v.bad_checkpoint, v.reason};
+      in->last_known_good = after.LastKnownGood();
+      in->latest_complete = after.Latest();
       *d = DecideRecovery(*in);  // resume from the previous good checkpoint
       d->actions.insert(d->actions.begin(), "demote checkpoint " + v.bad_checkpoint + ": " + v.reason);
       return true;

@@ -1,7 +1,8 @@
 // RecoveryExecutor: carries out what the pure recovery policy (scheduler/recovery.h) decides.
 // Finding → DecideRecovery → node verdicts (Inventory), the attempt stopped and the next one started now,
-// after a backoff, queued, or the job failed (JobBook), SDC replays remembered (JobHealth). Also the
-// user's forced restart (ManualRestart).
+// after a backoff, queued, or the job failed (JobBook). What a decision means for the job's health (an SDC
+// replay started or settled, a poisoned checkpoint demoted) is returned as a HealthUpdate for the health
+// owner to apply: JobHealth is read here, never written. Also the user's forced restart (ManualRestart).
 // Owns: per job, the restart bookkeeping: a restart waiting for its backoff, when the last automatic
 // restart happened and how many came without a healthy stretch in between; the job's open incident
 // (scheduler/incidents.h) with copies of the attempts it ended; a restart held by the exit hold
@@ -78,9 +79,12 @@ class RecoveryExecutor {
   // `may_hold`: a process_exit of a job our agents launched may wait for the exit hold; a rank fault of an
   // attempt whose restart is held joins the hold (recorded, nothing executed). False: a hold just released.
   // `ctx`: the job's allocation, its launcher's nodes and the agents (RecoveryContext).
-  void OnFinding(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now, WriteBatch* batch,
-                 const std::vector<std::string>& reported_nodes = {}, std::set<std::string> vouched = {},
-                 bool daemon_was_late = false, bool may_hold = true, const RecoveryContext& ctx = {});
+  // Returns what the decision means for the job's health (SDC replays, a demoted checkpoint), which the
+  // caller, the health owner, applies (JobHealth::Apply): recovery reads `health` and writes none of it.
+  [[nodiscard]] HealthUpdate OnFinding(Finding& f, const JobHealth& health, std::span<const Finding> earlier,
+                                       Time now, WriteBatch* batch, const std::vector<std::string>& reported_nodes = {},
+                                       std::set<std::string> vouched = {}, bool daemon_was_late = false,
+                                       bool may_hold = true, const RecoveryContext& ctx = {});
 
   // Incidents (scheduler/incidents.h). Puts finding `f` (its id set, its nodes final) into its job's open
   // incident or opens one, and sets f.incident. On a re-root every attempt the incident ended gets the new
@@ -106,8 +110,13 @@ class RecoveryExecutor {
   // attempt ended meanwhile (a node_lost restarted it): dropped.
   std::vector<HoldOutcome> DueHolds(Time now, const AgentBoard& agents);
 
-  // POST /v1/jobs/{id}/restart. Returns the decision executed (kRestart or kQueue).
-  Result<RecoveryDecision> ForceRestart(const std::string& job, JobHealth& health, const std::string& from,
+  // POST /v1/jobs/{id}/restart. Returns the decision executed (kRestart or kQueue) and what it means for the
+  // job's health, for the caller to apply.
+  struct ForcedRestart {
+    RecoveryDecision decision;
+    HealthUpdate health;
+  };
+  Result<ForcedRestart> ForceRestart(const std::string& job, const JobHealth& health, const std::string& from,
                                         const std::vector<std::string>& replace_nodes,
                                         const std::string& reason, Time now, WriteBatch* batch,
                                         const std::optional<Cluster>& allocation = std::nullopt);
@@ -173,13 +182,15 @@ class RecoveryExecutor {
              const Unserved& unserved, const Cluster* allocation = nullptr);
   // `source`: the finding id (or "operator") recorded on the nodes it cordons or fails. `ended_by`: the
   // incident root recorded as the ended attempt's ended_by ("" for none).
-  void Execute(const std::string& job, const RecoveryDecision& d, bool automatic, JobHealth& health,
+  // What it means for the job's health is added to `health`.
+  void Execute(const std::string& job, const RecoveryDecision& d, bool automatic, HealthUpdate* health,
                const std::string& source, const std::string& ended_by, Time now, WriteBatch* batch);
   // Loop breakers (scheduler/loop_breakers.h) on a restart-bearing decision: may demote a poisoned
   // checkpoint and re-decide, or turn the decision into failing the job with no blame. False: record only,
   // nothing to execute.
-  bool BreakLoop(Finding& f, JobHealth& health, std::span<const Finding> earlier, Time now, WriteBatch* batch,
-                 RecoveryInput* in, RecoveryDecision* d);
+  // A demotion is decided on a copy of the ledger and returned in `update` for the health owner to apply.
+  bool BreakLoop(Finding& f, const JobHealth& health, std::span<const Finding> earlier, Time now,
+                 RecoveryInput* in, RecoveryDecision* d, HealthUpdate* update);
   // A job Shepherd does not launch: record, and remediate only as its policy says.
   // external_remediation "cordon" and "slurm-drain" act only on the nodes the job's launcher lists for it
   // (Slurm's allocation of a Slurm-bound job, ctx.slurm_nodes; otherwise its placement's): a node its ranks

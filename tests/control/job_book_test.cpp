@@ -148,6 +148,48 @@ TEST_F(JobBookTest, EndAttemptReleasesGpusOnceAndQueuesOneEvent) {
   ASSERT_TRUE(jobs_.Find(a)->attempt->ended_at.has_value());
 }
 
+// An ending attempt's final goodput marks come from its health owner, with its kEnded event: recorded on the
+// attempt (also once the next attempt has moved it among the earlier ones) and in a record that keeps its
+// placement.
+TEST_F(JobBookTest, FinalMarksFollowTheEndedEventIntoTheRecordAndTheEarlierAttempt) {
+  std::string a = Submit(8);
+  Schedule();
+  const Placement placed = jobs_.Find(a)->attempt->placement;
+  ASSERT_FALSE(placed.ranks.empty());
+  (void)jobs_.TakeEvents();
+  jobs_.EndAttempt(a, kNow, &batch_);
+  ASSERT_TRUE(jobs_.StartAttempt(a, placed, "again", std::nullopt, kNow, &batch_).ok());
+  std::vector<AttemptEvent> events = jobs_.TakeEvents();
+  ASSERT_EQ(events.size(), 2u);
+  ASSERT_EQ(events[0].kind, AttemptEvent::Kind::kEnded);
+  ASSERT_TRUE(events[0].ended.has_value());
+  MarksSnapshot marks;
+  marks.last_step_at = kNow - Seconds(7);
+  marks.last_step = 321;
+  marks.load_s = 4.5;
+  marks.save_s = 2.25;
+  batch_ = WriteBatch{};
+  jobs_.RecordFinalMarks(events[0], marks, &batch_);
+  ASSERT_EQ(batch_.ops.size(), 1u);
+  const Record& r = batch_.ops[0].record;
+  EXPECT_EQ(r.collection, Collection::kAttempts);
+  EXPECT_EQ(r.key, a + "/1");
+  Result<Attempt> recorded = AttemptFromJson(Json::parse(r.body));
+  ASSERT_TRUE(recorded.ok());
+  EXPECT_EQ(recorded->last_step_at, kNow - Seconds(7));
+  EXPECT_EQ(recorded->last_step, 321);
+  EXPECT_EQ(recorded->load_s, 4.5);
+  EXPECT_EQ(recorded->save_s, 2.25);
+  EXPECT_EQ(recorded->placement.ranks.size(), placed.ranks.size());  // not the emptied earlier copy
+  EXPECT_TRUE(recorded->ended_at.has_value());
+  const JobEntry& e = *jobs_.Find(a);
+  ASSERT_EQ(e.earlier.size(), 1u);
+  EXPECT_EQ(e.earlier[0].attempt.last_step, 321);
+  EXPECT_EQ(e.earlier[0].attempt.save_s, 2.25);
+  EXPECT_EQ(e.attempt->number, 2);
+  EXPECT_EQ(e.attempt->last_step, 0);  // the running attempt keeps its own
+}
+
 TEST_F(JobBookTest, QueuedJobsResumeFromTheChosenCheckpoint) {
   std::string a = Submit(8);
   Checkpoint c;

@@ -70,7 +70,7 @@ class RecoveryExecutorTest : public ::testing::Test {
       f.sdc_verdict = SdcVerdict::kNeedsReplay;
       f.step = 10;
       f.id = "f-" + std::to_string(attempt);
-      rec_.OnFinding(f, *health_, {}, Now(), &b_);
+      health_->Apply(rec_.OnFinding(f, *health_, {}, Now(), &b_), Now());
       clock_.AdvanceSeconds(60);  // the second restart backs off
       rec_.StartDue(Now(), &b_, nullptr);
       health_->OnAttemptEnd(attempt);
@@ -94,7 +94,7 @@ class RecoveryExecutorTest : public ::testing::Test {
     f.sdc_verdict = SdcVerdict::kNeedsReplay;
     f.step = 10;
     f.id = "f-3";
-    rec_.OnFinding(f, *health_, {}, Now(), &b_);
+    health_->Apply(rec_.OnFinding(f, *health_, {}, Now(), &b_), Now());
     clock_.AdvanceSeconds(60);
     rec_.StartDue(Now(), &b_, nullptr);
     ASSERT_EQ(jobs_.Find(job_)->job.attempt, 4);
@@ -120,6 +120,27 @@ class RecoveryExecutorTest : public ::testing::Test {
   WriteBatch b_;
 };
 
+// Recovery reads the job's health and writes none of it: the replay it decides comes back for the health
+// owner to apply.
+TEST_F(RecoveryExecutorTest, AReplayIsReturnedForTheHealthOwnerAndNotWrittenByRecovery) {
+  health_->Ingest(Hashes(5, "aa"), Now());
+  health_->Evaluate(Now());
+  ASSERT_TRUE(health_->HashesEverAgreed());
+  Finding f = Make(FindingKind::kSdcSuspected, {0, 1, 2, 3}, {"n0", "n1"});
+  f.sdc_verdict = SdcVerdict::kNeedsReplay;
+  f.step = 10;
+  const HealthUpdate update = rec_.OnFinding(f, *health_, {}, Now(), &b_);
+  EXPECT_EQ(jobs_.Find(job_)->job.attempt, 2);  // the replay attempt started
+  EXPECT_TRUE(health_->pending_replay_nodes().empty());  // not written by recovery
+  ASSERT_TRUE(update.replay.has_value());
+  EXPECT_EQ(std::set<std::string>(update.replay->nodes.begin(), update.replay->nodes.end()),
+            (std::set<std::string>{"n0", "n1"}));
+  EXPECT_EQ(update.replay->step, std::optional<int64_t>(10));
+  EXPECT_FALSE(update.demote.has_value());
+  EXPECT_TRUE(health_->Apply(update, Now()).empty());
+  EXPECT_EQ(health_->pending_replay_nodes(), (std::set<std::string>{"n0", "n1"}));
+}
+
 TEST_F(RecoveryExecutorTest, TwoTwoSplitAtDpFourIsReplayedOnTheSameNodesWithoutCordon) {
   // An earlier check agreed (replicas that never agreed are recorded only: NoMajority... in recovery_test).
   health_->Ingest(Hashes(5, "aa"), Now());
@@ -128,7 +149,7 @@ TEST_F(RecoveryExecutorTest, TwoTwoSplitAtDpFourIsReplayedOnTheSameNodesWithoutC
   // The verdict travels on the finding (the detector's), whatever DP is.
   Finding f = Make(FindingKind::kSdcSuspected, {0, 1, 2, 3}, {"n0", "n1"});
   f.sdc_verdict = SdcVerdict::kNeedsReplay;
-  rec_.OnFinding(f, *health_, {}, Now(), &b_);
+  health_->Apply(rec_.OnFinding(f, *health_, {}, Now(), &b_), Now());
   EXPECT_TRUE(NodeOf("n0").schedulable);
   EXPECT_TRUE(NodeOf("n1").schedulable);
   for (const std::string& a : f.actions) EXPECT_EQ(a.find("cordon"), std::string::npos) << a;
@@ -142,7 +163,7 @@ TEST_F(RecoveryExecutorTest, TwoTwoSplitAtDpFourIsReplayedOnTheSameNodesWithoutC
   Finding m = Make(FindingKind::kSdcSuspected, {3}, {"n1"});
   m.id = "f-2";
   m.sdc_verdict = SdcVerdict::kMajority;
-  rec_.OnFinding(m, *health_, {}, Now(), &b_);
+  health_->Apply(rec_.OnFinding(m, *health_, {}, Now(), &b_), Now());
   EXPECT_FALSE(NodeOf("n1").schedulable);
   EXPECT_TRUE(health_->pending_replay_nodes().empty());
   EXPECT_FALSE(health_->MonitorJson(Now())["checks"]["sdc"].contains("replay"));
@@ -158,7 +179,7 @@ TEST_F(RecoveryExecutorTest, AReplayWithoutOneSuspectThatAgreesConfirmsIt) {
   EXPECT_EQ(f.kind, FindingKind::kSdcConfirmed);
   EXPECT_EQ(f.nodes, (std::vector<std::string>{"n0"}));
   f.id = "f-2";
-  rec_.OnFinding(f, *health_, {}, Now(), &b_);
+  health_->Apply(rec_.OnFinding(f, *health_, {}, Now(), &b_), Now());
   EXPECT_FALSE(NodeOf("n0").schedulable);
   EXPECT_TRUE(NodeOf("n1").schedulable);
   EXPECT_EQ(jobs_.Find(job_)->job.attempt, 3);  // not restarted
@@ -177,7 +198,7 @@ TEST_F(RecoveryExecutorTest, AReplayWithoutEachSuspectInTurnNamesTheOneWithoutWh
   EXPECT_EQ(ev.findings[0].kind, FindingKind::kSdcConfirmed);
   EXPECT_EQ(ev.findings[0].nodes, (std::vector<std::string>{"n1"}));
   ev.findings[0].id = "f-4";
-  rec_.OnFinding(ev.findings[0], *health_, {}, Now(), &b_);
+  health_->Apply(rec_.OnFinding(ev.findings[0], *health_, {}, Now(), &b_), Now());
   EXPECT_FALSE(NodeOf("n1").schedulable);
   EXPECT_TRUE(NodeOf("n0").schedulable);
   EXPECT_EQ(jobs_.Find(job_)->job.attempt, 4);
@@ -193,7 +214,7 @@ TEST_F(RecoveryExecutorTest, AMismatchRecurringWithEverySuspectMovedOffCordonsNo
   f.sdc_verdict = SdcVerdict::kNeedsReplay;
   f.step = 10;
   f.id = "f-4";
-  rec_.OnFinding(f, *health_, {}, Now(), &b_);
+  health_->Apply(rec_.OnFinding(f, *health_, {}, Now(), &b_), Now());
   for (const char* n : {"n0", "n1", "sp0"}) EXPECT_TRUE(NodeOf(n).schedulable) << n;
   EXPECT_EQ(jobs_.Find(job_)->job.attempt, 4);  // runs on
   EXPECT_EQ(f.actions, (std::vector<std::string>{
@@ -208,7 +229,7 @@ TEST_F(RecoveryExecutorTest, AMismatchRecurringWithEverySuspectMovedOffCordonsNo
 TEST_F(RecoveryExecutorTest, MajorityVerdictCordonsTheCulpritsNodeAndUsesTheSpare) {
   Finding f = Make(FindingKind::kSdcSuspected, {3}, {"n1"});
   f.sdc_verdict = SdcVerdict::kMajority;
-  rec_.OnFinding(f, *health_, {}, Now(), &b_);
+  health_->Apply(rec_.OnFinding(f, *health_, {}, Now(), &b_), Now());
   EXPECT_FALSE(NodeOf("n1").schedulable);
   EXPECT_EQ(PlacedNodes(), (std::set<std::string>{"n0", "sp0"}));
   EXPECT_EQ(jobs_.Find(job_)->job.restarts, 1);
@@ -216,14 +237,14 @@ TEST_F(RecoveryExecutorTest, MajorityVerdictCordonsTheCulpritsNodeAndUsesTheSpar
 
 TEST_F(RecoveryExecutorTest, NodeLostCordonsTheNodeAndASecondRestartWaitsForTheBackoff) {
   Finding lost = Make(FindingKind::kNodeLost, {2, 3}, {"n1"});
-  rec_.OnFinding(lost, *health_, {}, Now(), &b_);
+  health_->Apply(rec_.OnFinding(lost, *health_, {}, Now(), &b_), Now());
   EXPECT_FALSE(NodeOf("n1").schedulable);
   EXPECT_FALSE(NodeOf("n1").failed);  // suspect, not failed: it may have lost only its agent
   EXPECT_EQ(jobs_.Find(job_)->job.state, JobState::kLaunching);
   EXPECT_EQ(jobs_.Find(job_)->job.attempt, 2);
   // A rank of the new attempt exits right away: the second automatic restart backs off (5 s · 2).
   Finding exit = Make(FindingKind::kProcessExit, {0}, {"n0"});
-  rec_.OnFinding(exit, *health_, {}, Now(), &b_);
+  health_->Apply(rec_.OnFinding(exit, *health_, {}, Now(), &b_), Now());
   EXPECT_EQ(jobs_.Find(job_)->job.state, JobState::kRecovering);
   clock_.AdvanceSeconds(9);
   rec_.StartDue(Now(), &b_, nullptr);
@@ -239,11 +260,11 @@ TEST_F(RecoveryExecutorTest, NodeLostCordonsTheNodeAndASecondRestartWaitsForTheB
 TEST_F(RecoveryExecutorTest, ARestartInBackoffHoldsItsGpusAndLeavesANodeCordonedMeanwhile) {
   Finding first = Make(FindingKind::kProcessExit, {0}, {"n0"});
   first.id = "f-1";
-  rec_.OnFinding(first, *health_, {}, Now(), &b_);
+  health_->Apply(rec_.OnFinding(first, *health_, {}, Now(), &b_), Now());
   ASSERT_EQ(jobs_.Find(job_)->job.attempt, 2);
   Finding second = Make(FindingKind::kProcessExit, {0}, {"n0"});
   second.id = "f-2";
-  rec_.OnFinding(second, *health_, {}, Now(), &b_);
+  health_->Apply(rec_.OnFinding(second, *health_, {}, Now(), &b_), Now());
   ASSERT_EQ(jobs_.Find(job_)->job.state, JobState::kRecovering);
   EXPECT_EQ(inv_.cluster().JobsOn("n1"), (std::vector<std::string>{job_}));  // held
   EXPECT_EQ(inv_.cluster().FreeGpuMask("n1"), 0u);
@@ -260,7 +281,7 @@ TEST_F(RecoveryExecutorTest, ARestartInBackoffHoldsItsGpusAndLeavesANodeCordoned
   for (const char* id : {"f-3", "f-4"}) {  // the second one within the backoff
     Finding f = Make(FindingKind::kProcessExit, {0}, {"n0"});
     f.id = id;
-    rec_.OnFinding(f, *health_, {}, Now(), &b_);
+    health_->Apply(rec_.OnFinding(f, *health_, {}, Now(), &b_), Now());
   }
   ASSERT_EQ(jobs_.Find(job_)->job.state, JobState::kRecovering);
   ASSERT_TRUE(inv_.cluster().Holds(job_));
@@ -274,7 +295,7 @@ TEST_F(RecoveryExecutorTest, AJobQueuedByItsRecoveryTakesTheSpareOnceItFrees) {
   for (int g = 0; g < 2; ++g) other.ranks.push_back({.rank = g, .node = "sp0", .gpu = g});
   ASSERT_TRUE(inv_.Allocate("other", other).ok());
   Finding lost = Make(FindingKind::kNodeLost, {2, 3}, {"n1"});
-  rec_.OnFinding(lost, *health_, {}, Now(), &b_);
+  health_->Apply(rec_.OnFinding(lost, *health_, {}, Now(), &b_), Now());
   ASSERT_EQ(jobs_.Find(job_)->job.state, JobState::kQueued);
   auto resume = [](const std::string&) { return std::optional<Checkpoint>(); };
   rec_.StartQueuedOnSpares(Now(), &b_, resume, nullptr);
@@ -296,7 +317,7 @@ TEST_F(RecoveryExecutorTest, AJobQueuedByItsRecoveryTakesTheSpareOnceItFrees) {
 TEST_F(RecoveryExecutorTest, AnAnomalyReproducingAtTheSameStepFailsTheJobWithoutBlame) {
   Finding first = Make(FindingKind::kNonfiniteLoss, {0, 1, 2, 3}, {"n0", "n1"});
   first.step = first.onset_step = 20;
-  rec_.OnFinding(first, *health_, {}, Now(), &b_);
+  health_->Apply(rec_.OnFinding(first, *health_, {}, Now(), &b_), Now());
   ASSERT_EQ(jobs_.Find(job_)->job.attempt, 2);  // restarted from scratch (no checkpoint yet)
   health_->OnAttemptStart(jobs_.Find(job_)->job, *jobs_.Find(job_)->attempt, JobHealth::Launch::kRecovered,
                           Now());
@@ -304,7 +325,7 @@ TEST_F(RecoveryExecutorTest, AnAnomalyReproducingAtTheSameStepFailsTheJobWithout
   Finding again = Make(FindingKind::kNonfiniteLoss, {0, 1, 2, 3}, {"n0", "n1"});
   again.step = again.onset_step = 21;  // within ±1: the data or the code
   std::vector<Finding> earlier = {first};
-  rec_.OnFinding(again, *health_, earlier, Now(), &b_);
+  health_->Apply(rec_.OnFinding(again, *health_, earlier, Now(), &b_), Now());
   EXPECT_EQ(jobs_.Find(job_)->job.state, JobState::kFailed);
   EXPECT_NE(jobs_.Find(job_)->job.reason.find("20"), std::string::npos) << jobs_.Find(job_)->job.reason;
   EXPECT_EQ(jobs_.Find(job_)->job.attempt, 2);
@@ -317,13 +338,13 @@ TEST_F(RecoveryExecutorTest, AReproducibleAnomalyMayOnlyBeRecorded) {
   e->job.spec.policy.on_reproducible_anomaly = OnReproducible::kRecord;
   Finding first = Make(FindingKind::kNonfiniteLoss, {0}, {"n0"});
   first.step = first.onset_step = 20;
-  rec_.OnFinding(first, *health_, {}, Now(), &b_);
+  health_->Apply(rec_.OnFinding(first, *health_, {}, Now(), &b_), Now());
   health_->OnAttemptStart(jobs_.Find(job_)->job, *jobs_.Find(job_)->attempt, JobHealth::Launch::kRecovered,
                           Now());
   Finding again = Make(FindingKind::kNonfiniteLoss, {0}, {"n0"});
   again.step = again.onset_step = 20;
   std::vector<Finding> earlier = {first};
-  rec_.OnFinding(again, *health_, earlier, Now(), &b_);
+  health_->Apply(rec_.OnFinding(again, *health_, earlier, Now(), &b_), Now());
   EXPECT_EQ(jobs_.Find(job_)->job.state, JobState::kLaunching);  // still its attempt 2: nothing stopped
   EXPECT_EQ(jobs_.Find(job_)->job.attempt, 2);
   ASSERT_FALSE(again.actions.empty());
@@ -332,7 +353,7 @@ TEST_F(RecoveryExecutorTest, AReproducibleAnomalyMayOnlyBeRecorded) {
 
 TEST_F(RecoveryExecutorTest, StragglerIsReportedAndChangesNothing) {
   Finding f = Make(FindingKind::kStraggler, {1}, {"n0"});
-  rec_.OnFinding(f, *health_, {}, Now(), &b_);
+  health_->Apply(rec_.OnFinding(f, *health_, {}, Now(), &b_), Now());
   EXPECT_EQ(jobs_.Find(job_)->job.attempt, 1);
   EXPECT_EQ(jobs_.Find(job_)->job.restarts, 0);
   EXPECT_TRUE(NodeOf("n0").schedulable);
