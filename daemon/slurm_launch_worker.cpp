@@ -353,7 +353,8 @@ void SlurmLaunchWorker::State::Steps(const SlurmJobOrder& o, struct Run& run) {
   // attempt twice; watch that step instead, and read its log (srun still writes it) when it ends.
   if (auto steps = launcher->cli().ShowSteps(o.allocation.id); steps.ok()) {
     for (const slurm::SlurmStep& st : *steps)
-      if (slurm::IsStepOfAttempt(st.name, o.attempt)) {
+      // (Not the worker's own fenced step, which is ending: every task of it exited without running.)
+      if (slurm::IsStepOfAttempt(st.name, o.attempt) && st.name != slurm::StepName(o.attempt, run.used_order)) {
         spdlog::warn("slurm: job {} attempt {}: step {} ({}) already runs (an earlier daemon's): watching it",
                      o.job, o.attempt, st.id, st.name);
         run.adopted_step = st.id;
