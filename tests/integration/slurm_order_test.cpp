@@ -9,7 +9,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
+#include <cstdio>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include "core/json.h"
 #include "slurm/subprocess.h"
@@ -145,6 +149,21 @@ TEST(SlurmOrder, TheWrapperRunsItsCommandOnlyUnderTheOrderTheDaemonConfirms) {
   Wrapper unknown = RunWrapper(url, "job-999999", 1, stale);
   EXPECT_EQ(unknown.exit_code, 122) << unknown.output;
   EXPECT_NE(::access(stale.c_str(), F_OK), 0);
+  // 32 tasks starting together (each a wrapper process asking once): every one runs its command.
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::thread> tasks;
+  std::vector<Wrapper> results(32);
+  for (int i = 0; i < 32; ++i)
+    tasks.emplace_back([&, i] { results[i] = RunWrapper(url, job, 1, ran + "-task" + std::to_string(i)); });
+  for (std::thread& t : tasks) t.join();
+  double slowest = 0;
+  for (const Wrapper& w : results) {
+    EXPECT_EQ(w.exit_code, 0) << w.output;
+    slowest = std::max(slowest, w.seconds);
+  }
+  std::printf("[measure] launch-order check: one wrapper %.3f s; 32 at once %.3f s (slowest %.3f s)\n",
+              current.seconds,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), slowest);
   // Nothing of this was read as the attempt's end.
   const Json j = Json::parse(Http(d.port(), "GET", "/v1/jobs/" + job).body);
   EXPECT_EQ(j["state"], "launching") << j.dump();
