@@ -16,27 +16,32 @@ SHEPHERD_ROUTE_HANDLER(CheckSlurmOrder) {
   auto parsed = api::Body(req, o);
   if (!parsed.ok()) return respond(ProblemFrom(parsed.status()));
   const Json& body = **parsed;
-  if (!body.is_object()) return respond(ProblemFrom(InvalidContent("invalid body", {{"", "must be an object"}})));
-  if (auto unknown = api::RefuseUnknownFields(body, {"allocation", "attempt", "order"})) return respond(*unknown);
+  if (!body.is_object())
+    return respond(ProblemFrom(InvalidContent("invalid body", {{"", "must be an object"}})));
+  if (auto unknown = api::RefuseUnknownFields(body, {"allocation", "attempt", "order"}))
+    return respond(*unknown);
   std::vector<FieldError> errs;
   std::string allocation;
   int64_t attempt = 0, order = 0;
   auto it = body.find("allocation");
-  if (it == body.end() || !it->is_string() || it->get<std::string>().empty() || it->get<std::string>().size() > 64)
+  if (it == body.end() || !it->is_string() || it->get<std::string>().empty() ||
+      it->get<std::string>().size() > 64)
     errs.push_back({"allocation", "required: the Slurm job id of the step's allocation (1-64 characters)"});
   else
     allocation = it->get<std::string>();
   it = body.find("attempt");
-  if (it == body.end() || !it->is_number_integer() || (attempt = it->get<int64_t>()) < 1 || attempt > 0x7fffffff)
+  if (it == body.end() || !it->is_number_integer() || (attempt = it->get<int64_t>()) < 1 ||
+      attempt > 0x7fffffff)
     errs.push_back({"attempt", "required: an attempt number (an integer >= 1)"});
   it = body.find("order");
   if (it == body.end() || !it->is_number_integer() || (order = it->get<int64_t>()) < 1)
     errs.push_back({"order", "required: a launch order (an integer >= 1)"});
   if (!errs.empty()) return respond(ProblemFrom(InvalidContent("invalid launch order question", errs)));
-  if (const auto& who = req.principal; who && who->role == Role::kRank && who->attempt && *who->attempt != attempt)
+  if (const auto& who = req.principal;
+      who && who->role == Role::kRank && who->attempt && *who->attempt != attempt)
     return respond(Problem(403,
-                           "this rank credential is for attempt " + std::to_string(*who->attempt) + " of job " +
-                               who->job.value_or("?"),
+                           "this rank credential is for attempt " + std::to_string(*who->attempt) +
+                               " of job " + who->job.value_or("?"),
                            {{"attempt", "is not the credential's attempt"}}));
   c->CheckSlurmOrder(p.at("id"), allocation, static_cast<int>(attempt), order, [respond](Result<bool> r) {
     if (!r.ok()) return respond(ProblemFrom(r.status()));

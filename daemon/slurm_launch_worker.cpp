@@ -447,8 +447,9 @@ bool SlurmLaunchWorker::State::EarlierSrun(const SlurmJobOrder& o, struct Run& r
   if (AllStale(said, o.step->placement.ranks.size())) return false;  // fenced: no rank ran its command
   // Tasks ran: the step ended, unless Slurm listed it only after the caller looked.
   auto steps = launcher->cli().ShowSteps(o.allocation.id);
-  if (!steps.ok() || std::any_of(steps->begin(), steps->end(),
-                                 [&](const slurm::SlurmStep& st) { return slurm::IsStepOfAttempt(st.name, o.attempt); }))
+  if (!steps.ok() ||
+      std::any_of(steps->begin(), steps->end(),
+                  [&](const slurm::SlurmStep& st) { return slurm::IsStepOfAttempt(st.name, o.attempt); }))
     return true;  // the next poll adopts it (or asks again)
   spdlog::warn("slurm: job {} attempt {}: its step ran under an earlier daemon and ended: exit unknown",
                o.job, o.attempt);

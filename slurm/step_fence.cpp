@@ -11,8 +11,7 @@ namespace shepherd::slurm {
 FenceOutcome AskOrder(const OrderQuestion& q) {
   using Clock = std::chrono::steady_clock;
   using std::chrono::milliseconds;
-  const Clock::time_point deadline =
-      Clock::now() + milliseconds(static_cast<int64_t>(q.timeout_s * 1000));
+  const Clock::time_point deadline = Clock::now() + milliseconds(static_cast<int64_t>(q.timeout_s * 1000));
   net::HttpClientOptions o;
   o.base_url = q.url;
   o.token = q.token;

@@ -175,7 +175,8 @@ class SlurmOwner {
   std::vector<std::string> new_requests_;
   std::set<std::string> unsaved_requests_;
   // Launch orders this daemon wrote: pending until durable (by the attempt start they commit with, or the
-  // name TakeNewRequests gave out), then mine. A daemon that starts (or starts leading) holds none: it writes one before its first srun.
+  // name TakeNewRequests gave out), then mine. A daemon that starts (or starts leading) holds none: it
+  // writes one before its first srun.
   struct Order {
     int attempt = 0;
     int64_t order = 0;

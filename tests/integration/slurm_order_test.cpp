@@ -8,8 +8,8 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <thread>
@@ -25,14 +25,15 @@ namespace {
 using std::chrono::seconds;
 
 std::string SlurmJob() {
-  return Json{{"name", "fenced"},
-              {"launcher", "slurm"},
-              {"model",
-               {{"parameters", 1e6}, {"layers", 2}, {"hidden", 64}, {"heads", 4}, {"seq_len", 64}, {"vocab", 1000}}},
-              {"training", {{"global_batch_size", 64}, {"micro_batch_size", 1}}},
-              {"parallelism", {{"tp", 1}, {"pp", 1}, {"dp", 2}, {"zero_stage", 0}}},
-              {"resources", {{"gpus", 2}, {"gpus_per_node", 2}, {"gpu_memory_gib", 80}}},
-              {"command", {"/bin/true"}}}
+  return Json{
+      {"name", "fenced"},
+      {"launcher", "slurm"},
+      {"model",
+       {{"parameters", 1e6}, {"layers", 2}, {"hidden", 64}, {"heads", 4}, {"seq_len", 64}, {"vocab", 1000}}},
+      {"training", {{"global_batch_size", 64}, {"micro_batch_size", 1}}},
+      {"parallelism", {{"tp", 1}, {"pp", 1}, {"dp", 2}, {"zero_stage", 0}}},
+      {"resources", {{"gpus", 2}, {"gpus_per_node", 2}, {"gpu_memory_gib", 80}}},
+      {"command", {"/bin/true"}}}
       .dump();
 }
 
@@ -73,18 +74,21 @@ Wrapper RunWrapper(const std::string& url, const std::string& job, int order, co
 
 TEST(SlurmOrder, TheWrapperRunsItsCommandOnlyUnderTheOrderTheDaemonConfirms) {
   TempDir dir;
-  std::ofstream(dir.path + "/config.json") << Json{{"slurm",
-                                                     {{"slurm_conf", dir.path + "/no-cluster/slurm.conf"},
-                                                      {"reconcile_interval_s", 30},
-                                                      {"launch_poll_s", 30}}}}
-                                                  .dump();
+  std::ofstream(dir.path + "/config.json") << Json{
+      {"slurm",
+       {{"slurm_conf", dir.path + "/no-cluster/slurm.conf"},
+        {"reconcile_interval_s", 30},
+        {"launch_poll_s", 30}}}}.dump();
   const std::vector<std::string> args = {"--config", dir.path + "/config.json"};
   std::string job;
   {
     Daemon d(dir.path, args);
     ASSERT_TRUE(d.WaitReady()) << d.log();
     ASSERT_EQ(Http(d.port(), "POST", "/v1/nodes",
-                   Json{{"id", "n0"}, {"gpus", 2}, {"gpu_memory_gib", 80}, {"gpu_model", "H100"},
+                   Json{{"id", "n0"},
+                        {"gpus", 2},
+                        {"gpu_memory_gib", 80},
+                        {"gpu_model", "H100"},
                         {"topology", {{"spine", "s0"}, {"leaf", "l0"}}}}
                        .dump())
                   .status,
@@ -93,21 +97,24 @@ TEST(SlurmOrder, TheWrapperRunsItsCommandOnlyUnderTheOrderTheDaemonConfirms) {
     ASSERT_EQ(created.status, 201) << created.body;
     job = Json::parse(created.body)["id"];
     // Placed: attempt 1 and its allocation record (wanted; no worker runs without --slurm) with order 1.
-    ASSERT_TRUE(Eventually([&] {
-      return Json::parse(Http(d.port(), "GET", "/v1/jobs/" + job).body).value("attempt", 0) == 1;
-    }));
+    ASSERT_TRUE(Eventually(
+        [&] { return Json::parse(Http(d.port(), "GET", "/v1/jobs/" + job).body).value("attempt", 0) == 1; }));
     // Durable (the record is in the database), then the daemon is killed: its Slurm workers may be waiting
     // out their commands' timeouts against the missing cluster.
     ASSERT_TRUE(Eventually([&] {
       sqlite3* db = nullptr;
       int n = 0;
-      if (sqlite3_open_v2((dir.path + "/shepherd.db").c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+      if (sqlite3_open_v2((dir.path + "/shepherd.db").c_str(), &db, SQLITE_OPEN_READONLY, nullptr) ==
+          SQLITE_OK) {
         const std::string q = "SELECT count(*) FROM records WHERE key = 'slurm_alloc/" + job +
                               "' AND json_extract(body, '$.order') = 1";
-        sqlite3_exec(db, q.c_str(), [](void* out, int, char** v, char**) {
-          *static_cast<int*>(out) = std::atoi(v[0]);
-          return 0;
-        }, &n, nullptr);
+        sqlite3_exec(
+            db, q.c_str(),
+            [](void* out, int, char** v, char**) {
+              *static_cast<int*>(out) = std::atoi(v[0]);
+              return 0;
+            },
+            &n, nullptr);
       }
       sqlite3_close(db);
       return n == 1;
@@ -119,7 +126,8 @@ TEST(SlurmOrder, TheWrapperRunsItsCommandOnlyUnderTheOrderTheDaemonConfirms) {
   sqlite3* db = nullptr;
   ASSERT_EQ(sqlite3_open((dir.path + "/shepherd.db").c_str(), &db), SQLITE_OK);
   const std::string sql =
-      "UPDATE records SET body = json_set(body, '$.state', 'running', '$.id', '41') WHERE key = 'slurm_alloc/" +
+      "UPDATE records SET body = json_set(body, '$.state', 'running', '$.id', '41') WHERE key = "
+      "'slurm_alloc/" +
       job + "' AND json_extract(body, '$.order') = 1 AND json_extract(body, '$.order_attempt') = 1";
   ASSERT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK) << sqlite3_errmsg(db);
   EXPECT_EQ(sqlite3_changes(db), 1);
@@ -142,7 +150,8 @@ TEST(SlurmOrder, TheWrapperRunsItsCommandOnlyUnderTheOrderTheDaemonConfirms) {
   Wrapper listed = RunWrapper("http://127.0.0.1:1," + url, job, 1, ran + "2");
   EXPECT_EQ(listed.exit_code, 0) << listed.output;
   // A bad question is refused with the field named (problem+json), and the wrapper does not run.
-  HttpResult bad = Http(d.port(), "POST", "/v1/jobs/" + job + "/slurm-order", R"({"allocation":"41","attempt":0})");
+  HttpResult bad =
+      Http(d.port(), "POST", "/v1/jobs/" + job + "/slurm-order", R"({"allocation":"41","attempt":0})");
   EXPECT_EQ(bad.status, 422) << bad.body;
   EXPECT_NE(bad.body.find("\"attempt\""), std::string::npos) << bad.body;
   EXPECT_NE(bad.body.find("\"order\""), std::string::npos) << bad.body;

@@ -23,8 +23,11 @@ TEST(StepOrder, StepNamesCarryTheOrderAndEveryOrderOfAnAttemptIsItsStep) {
 }
 
 EnvMap Env() {
-  return {{"SHEPHERD_SLURM_ORDER", "7"}, {"SHEPHERD_JOB", "job-000001"}, {"SHEPHERD_ATTEMPT", "2"},
-          {"SLURM_JOB_ID", "41"},        {"SHEPHERD_URL", "http://a:1,http://b:2"},
+  return {{"SHEPHERD_SLURM_ORDER", "7"},
+          {"SHEPHERD_JOB", "job-000001"},
+          {"SHEPHERD_ATTEMPT", "2"},
+          {"SLURM_JOB_ID", "41"},
+          {"SHEPHERD_URL", "http://a:1,http://b:2"},
           {"SHEPHERD_TOKEN", "tok"}};
 }
 
@@ -49,12 +52,15 @@ TEST(StepOrder, TheQuestionComesFromTheTasksEnvironment) {
 }
 
 TEST(StepOrder, AMalformedEnvironmentNamesTheVariable) {
-  const std::vector<std::pair<std::string, std::string>> bad = {
-      {"SHEPHERD_SLURM_ORDER", "0"},   {"SHEPHERD_SLURM_ORDER", "7x"},
-      {"SHEPHERD_ATTEMPT", ""},        {"SHEPHERD_ATTEMPT", "-1"},
-      {"SHEPHERD_JOB", ""},            {"SLURM_JOB_ID", ""},
-      {"SHEPHERD_URL", ""},            {"SHEPHERD_SLURM_ORDER_TIMEOUT_S", "0"},
-      {"SHEPHERD_SLURM_ORDER_TIMEOUT_S", "nan"}};
+  const std::vector<std::pair<std::string, std::string>> bad = {{"SHEPHERD_SLURM_ORDER", "0"},
+                                                                {"SHEPHERD_SLURM_ORDER", "7x"},
+                                                                {"SHEPHERD_ATTEMPT", ""},
+                                                                {"SHEPHERD_ATTEMPT", "-1"},
+                                                                {"SHEPHERD_JOB", ""},
+                                                                {"SLURM_JOB_ID", ""},
+                                                                {"SHEPHERD_URL", ""},
+                                                                {"SHEPHERD_SLURM_ORDER_TIMEOUT_S", "0"},
+                                                                {"SHEPHERD_SLURM_ORDER_TIMEOUT_S", "nan"}};
   for (const auto& [k, v] : bad) {
     EnvMap env = Env();
     env[k] = v;
