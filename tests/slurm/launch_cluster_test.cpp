@@ -6,7 +6,8 @@
 // last-known-good checkpoint on the spare in a new step; a stopped rank (SIGSTOP) is named and a new step
 // starts; a step that ends while no daemon watches is not run again; a running step outlives the daemon
 // (kill -9, then SIGTERM) and the next daemon watches it instead of starting a second one; an earlier
-// daemon's srun still creating its step is waited for; cancelling the job cancels its allocation. Runs in slurm_cluster_test, after the other files.
+// daemon's srun still creating its step is waited for, and an srun of an older launch order started after
+// the new daemon's order never runs its command; cancelling the job cancels its allocation. Runs in slurm_cluster_test, after the other files.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
