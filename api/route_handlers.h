@@ -37,6 +37,7 @@ SHEPHERD_ROUTE_HANDLER(SubmitJob);
 SHEPHERD_ROUTE_HANDLER(ListJobs);
 SHEPHERD_ROUTE_HANDLER(GetJob);
 SHEPHERD_ROUTE_HANDLER(CancelJob);
+SHEPHERD_ROUTE_HANDLER(CheckSlurmOrder);  // handlers_slurm_order.cpp
 SHEPHERD_ROUTE_HANDLER(GetPlacement);
 // handlers_health.cpp
 SHEPHERD_ROUTE_HANDLER(IngestReports);

@@ -164,6 +164,15 @@ std::vector<RouteRule> Build() {
        .queue = kPriority,
        .rate_key = RateKey::kRank,
        .summary = "ranks' reports: steps, checkpoints, errors"},
+      // A Slurm step's wrapper, before it runs its rank's command (docs/slurm.md, "One step per attempt").
+      {.method = "POST",
+       .pattern = "/v1/jobs/{id}/slurm-order",
+       .roles = {A, R},
+       .ownership = {{R, Ownership::kOwnJob}},
+       .handler = api::CheckSlurmOrder,
+       .queue = kPriority,
+       .rate_key = RateKey::kRank,
+       .summary = "whether a Slurm step's launch order is its attempt's current one (the step's ranks ask)"},
       // Reports of a user's srun job, bound by its SLURM_JOB_ID. Ownership needs the id resolved to a job,
       // so the handler applies it: a rank only for its own job (never creates one), a submitter for its
       // own jobs (and creates the job when none has the id).

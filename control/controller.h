@@ -183,6 +183,11 @@ class Controller {
   // (one that did not happen is written on its finding and its restart given back).
   using SlurmReport = std::variant<SlurmLaunchEvent, SlurmCycleResults, RequeueOutcome>;
   void OnSlurmReport(const SlurmReport& report);
+  // POST /v1/jobs/{id}/slurm-order: whether a step's launch order is its attempt's current one
+  // (SlurmOwner::OrderCurrent), decided now and answered once a fenced write made after it is durable (a
+  // deposed leader's fails: kUnavailable). kNotFound: no such job.
+  void CheckSlurmOrder(const std::string& job, const std::string& allocation, int attempt, int64_t order,
+                       Done<bool> done);
 
   // ---- Recovery
   // POST /v1/jobs/{id}/restart; kConflict when no checkpoint qualifies. `by`: who asked, named in the

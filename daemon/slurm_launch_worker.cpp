@@ -21,6 +21,7 @@
 #include "daemon/control_channel.h"
 #include "slurm/job_runner.h"
 #include "slurm/step_log.h"
+#include "slurm/step_order.h"
 
 namespace shepherd {
 namespace {
@@ -51,6 +52,17 @@ std::string ReadAll(const std::string& path) {
   return all.size() > kMax ? all.substr(all.size() - kMax) : all;
 }
 
+// Whether srun's output says every one of the step's `ranks` tasks exited with the fence's stale code (none
+// ran the rank's command).
+bool AllStale(const std::string& srun_output, std::size_t ranks) {
+  const slurm::StepLog log = slurm::ParseStepLog(srun_output);
+  std::set<int> stale;
+  for (const slurm::TaskEnd& t : log.failed)
+    if (t.exit_code == slurm::kStaleOrderExit) stale.insert(t.rank);
+    else return false;
+  return ranks > 0 && stale.size() == ranks;
+}
+
 std::string Tail(const std::string& path) {
   return agent::ReadLogTail(path);  // the agents' bound and UTF-8 repair (agent/rank_files.h)
 }
@@ -62,10 +74,12 @@ struct SlurmLaunchWorker::State : std::enable_shared_from_this<SlurmLaunchWorker
   struct Run {
     std::string submitted;  // allocation id sbatch gave (before the controller recorded it)
     std::optional<slurm::Step> step;
+    std::size_t ranks = 0;  // the step's task count
     std::string adopted_step;  // a step found running under our name (an earlier daemon's): watched only
     int step_attempt = 0;
     std::string step_log;
     int done_attempt = 0;    // the last attempt whose step ran and ended (never started twice)
+    int64_t used_order = 0;  // the last launch order this worker ran srun under (never run twice)
     bool suspended = false;  // the allocation was last seen suspended (told the controller)
     // Since when an earlier daemon's srun of the wanted attempt was seen creating its step (not yet listed).
     std::optional<std::chrono::steady_clock::time_point> earlier_srun_since;
@@ -339,9 +353,10 @@ void SlurmLaunchWorker::State::Steps(const SlurmJobOrder& o, struct Run& run) {
   // attempt twice; watch that step instead, and read its log (srun still writes it) when it ends.
   if (auto steps = launcher->cli().ShowSteps(o.allocation.id); steps.ok()) {
     for (const slurm::SlurmStep& st : *steps)
-      if (st.name == o.step->name) {
-        spdlog::warn("slurm: job {} attempt {}: step {} already runs (an earlier daemon's): watching it",
-                     o.job, o.attempt, st.id);
+      // (Not the worker's own fenced step, which is ending: every task of it exited without running.)
+      if (slurm::IsStepOfAttempt(st.name, o.attempt) && st.name != slurm::StepName(o.attempt, run.used_order)) {
+        spdlog::warn("slurm: job {} attempt {}: step {} ({}) already runs (an earlier daemon's): watching it",
+                     o.job, o.attempt, st.id, st.name);
         run.adopted_step = st.id;
         run.step_attempt = o.attempt;
         run.step_log = ExistingLog(o.job, o.attempt, o.allocation.id);
@@ -363,6 +378,14 @@ void SlurmLaunchWorker::State::Steps(const SlurmJobOrder& o, struct Run& run) {
                  steps.status().message());
     return;  // try again next poll rather than risk a second step
   }
+  // The fence (docs/slurm.md, "One step per attempt"): srun only under a launch order this daemon wrote,
+  // durable before the listing above, and never used before. An earlier leader's srun of an older order
+  // whose step Slurm did not list yet either had a task pass its check before that order was durable (then
+  // its step existed before this listing, which would have found it) or never runs its command.
+  if (!o.order_mine || o.order == run.used_order) {
+    Send({.kind = Kind::kOrderWanted, .job = o.job, .attempt = o.attempt, .order = run.used_order});
+    return;
+  }
   slurm::StepSpec spec = *o.step;
   spec.log_path = LogPath(o.job, o.attempt);
   if (!config.request_gpus) spec.gpus_per_node = 0;
@@ -374,6 +397,7 @@ void SlurmLaunchWorker::State::Steps(const SlurmJobOrder& o, struct Run& run) {
         "slurm: job {}: cannot write {}.allocation: a daemon restarted here will not read this "
         "step's log",
         o.job, spec.log_path);
+  run.used_order = o.order;
   auto step = launcher->StartStep(spec);
   run.step_attempt = o.attempt;
   run.step_log = spec.log_path;
@@ -390,6 +414,7 @@ void SlurmLaunchWorker::State::Steps(const SlurmJobOrder& o, struct Run& run) {
   spdlog::info("slurm: job {} attempt {}: step {} runs (log {})", o.job, o.attempt, step->step_id,
                spec.log_path);
   run.step = *step;
+  run.ranks = spec.placement.ranks.size();
   Send({.kind = Kind::kStepStarted, .job = o.job, .attempt = o.attempt, .step_id = step->step_id});
   if (step->early_exit) Ended(o.job, run, *step->early_exit);
 }
@@ -400,13 +425,13 @@ bool SlurmLaunchWorker::State::EarlierSrun(const SlurmJobOrder& o, struct Run& r
     run.earlier_srun_since.reset();
     return false;
   }
-  if (const pid_t srun = slurm::FindSrun(o.allocation.id, o.step->name); srun > 0) {
+  if (const pid_t srun = slurm::FindSrun(o.allocation.id, o.attempt); srun > 0) {
     const auto now = std::chrono::steady_clock::now();
     if (!run.earlier_srun_since) {
       spdlog::warn(
           "slurm: job {} attempt {}: an earlier daemon's srun (pid {}) is still creating step {}: waiting "
           "for it",
-          o.job, o.attempt, srun, o.step->name);
+          o.job, o.attempt, srun, slurm::StepName(o.attempt, 0));
       run.earlier_srun_since = now;
     }
     if (now - *run.earlier_srun_since < o.step->start_timeout) return true;
@@ -417,11 +442,14 @@ bool SlurmLaunchWorker::State::EarlierSrun(const SlurmJobOrder& o, struct Run& r
     return true;  // the next poll starts the step, once Slurm lists none
   }
   run.earlier_srun_since.reset();
-  if (!slurm::TasksRan(ReadAll(log))) return false;  // refused, or killed before any task ran: start it
+  const std::string said = ReadAll(log);
+  if (!slurm::TasksRan(said)) return false;  // refused, or killed before any task ran: start it
+  if (AllStale(said, o.step->placement.ranks.size())) return false;  // fenced: no rank ran its command
   // Tasks ran: the step ended, unless Slurm listed it only after the caller looked.
   auto steps = launcher->cli().ShowSteps(o.allocation.id);
-  if (!steps.ok() || std::any_of(steps->begin(), steps->end(),
-                                 [&](const slurm::SlurmStep& st) { return st.name == o.step->name; }))
+  if (!steps.ok() ||
+      std::any_of(steps->begin(), steps->end(),
+                  [&](const slurm::SlurmStep& st) { return slurm::IsStepOfAttempt(st.name, o.attempt); }))
     return true;  // the next poll adopts it (or asks again)
   spdlog::warn("slurm: job {} attempt {}: its step ran under an earlier daemon and ended: exit unknown",
                o.job, o.attempt);
@@ -461,7 +489,17 @@ void SlurmLaunchWorker::State::Ended(const std::string& job, struct Run& run, sl
   SlurmLaunchEvent ev{.kind = Kind::kStepEnded, .job = job, .attempt = run.step_attempt, .exit = exit};
   // An adopted step's srun (an earlier daemon's child) wrote the same log: what it says of failed tasks
   // and lost nodes still names them.
-  ev.log = slurm::ParseStepLog(ReadAll(run.step_log));
+  const std::string said = ReadAll(run.step_log);
+  if (run.step && AllStale(said, run.ranks)) {
+    // Every task was fenced off (its launch order was no longer current when it asked): no rank ran its
+    // command, so this is not the attempt's end. The next poll asks for a new order.
+    spdlog::warn("slurm: job {} attempt {}: every task of the step exited {} (launch order {} not current): "
+                 "no rank ran; not the attempt's end",
+                 job, run.step_attempt, slurm::kStaleOrderExit, run.used_order);
+    run.step.reset();
+    return;
+  }
+  ev.log = slurm::ParseStepLog(said);
   ev.log_tail = Tail(run.step_log);
   if (!exit_known)
     ev.message = "the step ended while an earlier shepherdd was its srun's parent: its exit is unknown";

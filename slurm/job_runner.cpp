@@ -10,6 +10,7 @@
 
 #include "core/child_process.h"
 #include "slurm/hostlist.h"
+#include "slurm/step_order.h"
 
 namespace shepherd::slurm {
 namespace {
@@ -228,11 +229,11 @@ Result<ExitStatus> JobRunner::StopStep(const Step& step, std::chrono::seconds gr
   return Unavailable("srun " + std::to_string(step.srun_pid) + " of step " + target + " survived SIGKILL");
 }
 
-pid_t FindSrun(const std::string& job_id, const std::string& name) {
+pid_t FindSrun(const std::string& job_id, int attempt) {
   DIR* proc = ::opendir("/proc");
   if (!proc) return -1;
   pid_t found = -1;
-  const std::string want_job = "--jobid=" + job_id, want_name = "--job-name=" + name;
+  const std::string want_job = "--jobid=" + job_id, name_flag = "--job-name=";
   for (dirent* e; found < 0 && (e = ::readdir(proc));) {
     const pid_t pid = std::atoi(e->d_name);
     if (pid <= 0) continue;
@@ -245,7 +246,7 @@ pid_t FindSrun(const std::string& job_id, const std::string& name) {
     bool job = false, named = false;
     for (const std::string& a : args) {
       job |= a == want_job;
-      named |= a == want_name;
+      named |= a.rfind(name_flag, 0) == 0 && IsStepOfAttempt(std::string_view(a).substr(name_flag.size()), attempt);
     }
     if (job && named) found = pid;
   }

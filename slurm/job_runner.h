@@ -158,9 +158,10 @@ class JobRunner {
   SlurmCli cli_;
 };
 
-// The pid of a live srun process on this host whose arguments name allocation `job_id` and step `name`
-// ("--jobid=ID", "--job-name=NAME", as SrunArgv writes them), found through /proc; -1 when there is none.
-// What a restarted daemon looks for while an earlier daemon's srun may still be creating its step.
-pid_t FindSrun(const std::string& job_id, const std::string& name);
+// The pid of a live srun process on this host whose arguments name allocation `job_id` and a step of
+// `attempt` under any launch order ("--jobid=ID", "--job-name=shepherd-a<attempt>[-o<order>]", as SrunArgv
+// writes them; slurm/step_order.h), found through /proc; -1 when there is none. What a restarted daemon
+// looks for while an earlier daemon's srun may still be creating its step.
+pid_t FindSrun(const std::string& job_id, int attempt);
 
 }  // namespace shepherd::slurm

@@ -39,7 +39,9 @@ std::set<std::string> SlurmAllocations::HeldNodes(const std::string& except) con
 void SlurmAllocations::Want(const std::string& job, std::vector<std::string> nodes, const std::string& adopt_id,
                      bool named, WriteBatch* batch) {
   SlurmAllocationRecord& a = jobs_[job];
+  const int64_t order = a.order;  // launch orders never repeat while the job keeps its record
   a = {};
+  a.order = order;
   a.nodes = std::move(nodes);
   a.id = adopt_id;
   a.adopted = !adopt_id.empty();
@@ -92,13 +94,28 @@ void SlurmAllocations::Cancelled(const std::string& id, WriteBatch* batch) {
   batch->Put(Record{Collection::kMeta, kReleasingKey, "", ids.dump()});
 }
 
+int64_t SlurmAllocations::NewOrder(const std::string& job, int attempt, WriteBatch* batch) {
+  auto it = jobs_.find(job);
+  if (it == jobs_.end()) return 0;
+  it->second.order += 1;
+  it->second.order_attempt = attempt;
+  Persist(job, batch);
+  return it->second.order;
+}
+
+void SlurmAllocations::Touch(const std::string& job, WriteBatch* batch) const {
+  if (jobs_.count(job)) Persist(job, batch);
+}
+
 void SlurmAllocations::Persist(const std::string& job, WriteBatch* batch) const {
   const SlurmAllocationRecord& a = jobs_.at(job);
   Json j = {{"state", ToString(a.state)},
             {"id", a.id},
             {"nodes", a.nodes},
             {"adopted", a.adopted},
-            {"request", a.request}};
+            {"request", a.request},
+            {"order", a.order},
+            {"order_attempt", a.order_attempt}};
   batch->Put(Record{Collection::kMeta, kKeyPrefix + job, job, j.dump()});
 }
 
@@ -121,6 +138,8 @@ Result<bool> SlurmAllocations::Restore(const Record& r) {
     a.nodes = j->at("nodes").get<std::vector<std::string>>();
     a.adopted = j->at("adopted").get<bool>();
     a.request = j->value("request", "");  // absent in records written before requests were named
+    a.order = j->value("order", int64_t{0});  // absent in records written before launch orders
+    a.order_attempt = j->value("order_attempt", 0);
     jobs_[r.key.substr(kKeyPrefix.size())] = std::move(a);
   } catch (const std::exception& e) {
     return InvalidArgument(std::string("not an allocation record: ") + e.what());

@@ -38,6 +38,12 @@ struct SlurmAllocationRecord {
   // daemon that finds no id recorded for a request (it crashed between sbatch and recording the id) finds
   // the allocation it asked for by it instead of asking twice. Empty when adopted.
   std::string request;
+  // The launch order of the current attempt's step (docs/slurm.md, "One step per attempt"): `order` is
+  // bumped, durably, before any srun of attempt `order_attempt` in this allocation; the step is named
+  // shepherd-a<attempt>-o<order> and its ranks run only while it is still the current one. 0: none yet (a
+  // record of an older daemon).
+  int64_t order = 0;
+  int order_attempt = 0;
 };
 const char* ToString(SlurmAllocationRecord::State s);  // "wanted", "pending", "running"
 
@@ -61,6 +67,11 @@ struct SlurmJobOrder {
   // unknown, and never starts the attempt a second time.
   bool step_ran = false;
   int attempt = 0;
+  // The attempt's current launch order (SlurmAllocationRecord::order; 0: none), and whether this daemon
+  // wrote it and it is durable: only then may the worker start a step, named and fenced by it, after listing
+  // the allocation's steps once more. Otherwise the worker asks for one (kOrderWanted).
+  int64_t order = 0;
+  bool order_mine = false;
   double stop_grace_s = 30;
 };
 struct SlurmOrders {
@@ -81,6 +92,8 @@ struct SlurmLaunchEvent {
     kSuspended,        // the allocation is suspended (scontrol suspend, preemption by suspension): allocation
     kResumed,          // a suspended allocation runs again: allocation
     kPending,          // the allocation waits in Slurm's queue: allocation, message = Slurm's reason
+    kOrderWanted,      // attempt's step may start only under a launch order of this daemon's: `order`, the
+                       // one the worker already used (0: none), is never given again
   };
   Kind kind = Kind::kSubmitted;
   std::string job;
@@ -92,6 +105,7 @@ struct SlurmLaunchEvent {
   slurm::StepLog log;
   std::string log_tail;
   std::string message;
+  int64_t order = 0;
 };
 
 class SlurmAllocations {
@@ -117,6 +131,11 @@ class SlurmAllocations {
   // Forgets the job's allocation without cancelling it (it ended by itself).
   void Forget(const std::string& job, WriteBatch* batch);
   void Cancelled(const std::string& id, WriteBatch* batch);
+  // A new launch order for `attempt` of the job's allocation (one more than the last), persisted in
+  // `batch`; 0 when the job has no allocation.
+  int64_t NewOrder(const std::string& job, int attempt, WriteBatch* batch);
+  // Writes the job's record again, unchanged: a write a deposed leader cannot make (every write is fenced).
+  void Touch(const std::string& job, WriteBatch* batch) const;
 
   // Recovery at start-up from a kMeta record; false when the record is not one of ours.
   Result<bool> Restore(const Record& r);

@@ -16,6 +16,7 @@
 #include "core/redact.h"
 #include "scheduler/placement.h"
 #include "slurm/node_state.h"
+#include "slurm/step_order.h"
 
 namespace shepherd {
 
@@ -29,8 +30,54 @@ Result<bool> SlurmOwner::Restore(const Record& r) {
 
 void SlurmOwner::Saved(const std::vector<std::pair<std::string, int>>& attempts,
                        const std::vector<std::string>& requests) {
-  for (const auto& a : attempts) unsaved_attempts_.erase(a);
-  for (const std::string& r : requests) unsaved_requests_.erase(r);
+  for (const auto& a : attempts) {
+    unsaved_attempts_.erase(a);
+    // An attempt's first launch order was written in the batch of its start.
+    if (auto it = unsaved_orders_.find("start/" + a.first + "/" + std::to_string(a.second));
+        it != unsaved_orders_.end()) {
+      mine_[it->second.first] = it->second.second;
+      unsaved_orders_.erase(it);
+    }
+  }
+  for (const std::string& r : requests) {
+    unsaved_requests_.erase(r);
+    if (auto it = unsaved_orders_.find(r); it != unsaved_orders_.end()) {
+      mine_[it->second.first] = it->second.second;
+      unsaved_orders_.erase(it);
+    }
+  }
+}
+
+void SlurmOwner::NewOrder(const std::string& job, int attempt, WriteBatch* batch, bool with_start) {
+  const int64_t order = allocations_.NewOrder(job, attempt, batch);
+  if (order == 0) return;
+  mine_.erase(job);
+  std::erase_if(unsaved_orders_, [&](const auto& u) { return u.second.first == job; });
+  // Durable with the attempt's start (Saved's `attempts`), or else named among the requests Saved takes
+  // back (a name no allocation request has: those are 16 hex digits).
+  std::string name;
+  if (with_start) {
+    name = "start/" + job + "/" + std::to_string(attempt);
+  } else {
+    name = "order/" + job + "/" + std::to_string(order);
+    new_requests_.push_back(name);
+  }
+  unsaved_orders_[name] = {job, Order{attempt, order}};
+}
+
+bool SlurmOwner::OrderCurrent(const std::string& job, const std::string& allocation, int attempt,
+                              int64_t order) const {
+  const JobEntry* e = jobs_->Find(job);
+  const SlurmAllocationRecord* a = allocations_.Find(job);
+  return e && e->attempt && e->attempt->number == attempt && IsActive(e->job.state) && a &&
+         !a->id.empty() && a->id == allocation && a->order_attempt == attempt && a->order == order &&
+         order > 0;
+}
+
+bool SlurmOwner::Touch(const std::string& job, WriteBatch* batch) const {
+  if (!allocations_.Find(job)) return false;
+  allocations_.Touch(job, batch);
+  return true;
 }
 
 void SlurmOwner::Settle(const AttemptEvent& ev, Time now, WriteBatch* batch) {
@@ -44,7 +91,8 @@ void SlurmOwner::Settle(const AttemptEvent& ev, Time now, WriteBatch* batch) {
   SlurmLauncher::AllocationChange c = SlurmLauncher().AllocationFor(
       e->job, e->attempt->placement, a, inventory_->cluster(), allocations_.HeldNodes(ev.job));
   if (c.release) allocations_.Release(ev.job, batch);
-  if (!c.want) return;
+  // The attempt's first launch order commits with its start: its step may start once that is durable.
+  if (!c.want) return NewOrder(ev.job, ev.attempt, batch, /*with_start=*/true);
   if (c.spares_missing > 0)
     spdlog::warn("job {}: only {} of {} spare nodes are free for its Slurm allocation", ev.job,
                  e->job.spec.resources.spare_nodes - c.spares_missing, e->job.spec.resources.spare_nodes);
@@ -54,6 +102,7 @@ void SlurmOwner::Settle(const AttemptEvent& ev, Time now, WriteBatch* batch) {
     unsaved_requests_.insert(r);
   }
   jobs_->SetState(ev.job, JobState::kLaunching, "waiting for the Slurm allocation", now, batch);
+  NewOrder(ev.job, ev.attempt, batch, /*with_start=*/true);
 }
 
 // An allocation Slurm has not started (wanted or pending, not adopted) that names a node drained or down in
@@ -132,6 +181,9 @@ SlurmOrders SlurmOwner::Orders(const std::map<std::string, int>& started, double
                     PlacedWithin(e->attempt->placement, a.nodes) &&
                     !unsaved_attempts_.count({job, e->attempt->number});  // durable first
     o.step_ran = o.step_wanted && e->job.state == JobState::kRunning;
+    if (e->attempt && a.order_attempt == e->attempt->number) o.order = a.order;
+    auto m = mine_.find(job);
+    o.order_mine = o.order > 0 && m != mine_.end() && m->second == Order{o.attempt, o.order};
     auto known = started.find(job);
     if (o.step_wanted && (known == started.end() || known->second != o.attempt)) o.step = StepFor(*e, a);
     out.jobs.push_back(std::move(o));
@@ -142,7 +194,11 @@ SlurmOrders SlurmOwner::Orders(const std::map<std::string, int>& started, double
 slurm::StepSpec SlurmOwner::StepFor(const JobEntry& e, const SlurmAllocationRecord& a) const {
   slurm::StepSpec s;
   s.job_id = a.id;
-  s.name = "shepherd-a" + std::to_string(e.attempt->number);
+  // Named by its launch order when this daemon holds the current one (the only case it starts a step);
+  // otherwise the name is a placeholder the worker never starts.
+  const int64_t order = a.order_attempt == e.attempt->number ? a.order : 0;
+  s.name = slurm::StepName(e.attempt->number, order);
+  if (order > 0) s.env[slurm::kStepOrderVar] = std::to_string(order);
   s.placement = e.attempt->placement;
   s.command = e.job.spec.command;
   // Every GPU of each node (the fewest any of the step's nodes has in the inventory, which is Slurm's GPU
@@ -242,6 +298,21 @@ std::vector<SlurmEffect> SlurmOwner::OnLaunchEvent(const SlurmLaunchEvent& ev, c
     case SlurmLaunchEvent::Kind::kCancelled:
       allocations_.Cancelled(ev.allocation, batch);
       break;
+    case SlurmLaunchEvent::Kind::kOrderWanted: {
+      // Once per need: not while one is being written, nor when this daemon's durable order is still
+      // unused by the worker.
+      if (!current) break;
+      const bool pending = std::any_of(unsaved_orders_.begin(), unsaved_orders_.end(),
+                                       [&](const auto& u) { return u.second.first == ev.job; });
+      const SlurmAllocationRecord* a = allocations_.Find(ev.job);
+      auto m = mine_.find(ev.job);
+      const bool fresh = m != mine_.end() && a && m->second == Order{ev.attempt, a->order} &&
+                         a->order_attempt == ev.attempt && a->order != ev.order;
+      if (pending || fresh || !a) break;
+      spdlog::info("job {} attempt {}: a new Slurm launch order before its step starts", ev.job, ev.attempt);
+      NewOrder(ev.job, ev.attempt, batch, /*with_start=*/false);
+      break;
+    }
   }
   return out;
 }

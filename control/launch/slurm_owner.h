@@ -91,9 +91,10 @@ class SlurmOwner {
 
   // ---- Durability: an attempt's step starts, and an allocation request is submitted, only once durable.
   void AttemptStarted(const std::string& job, int attempt) { unsaved_attempts_.emplace(job, attempt); }
-  // The allocation requests made since the last call (the batch about to commit carries them).
+  // The allocation requests, and launch orders made for a started attempt, since the last call (the batch
+  // about to commit carries them), as opaque names Saved takes back.
   std::vector<std::string> TakeNewRequests() { return std::exchange(new_requests_, {}); }
-  // The batch carrying these attempt starts and requests is durable.
+  // The batch carrying these attempt starts, requests and launch orders is durable.
   void Saved(const std::vector<std::pair<std::string, int>>& attempts,
              const std::vector<std::string>& requests);
 
@@ -128,6 +129,14 @@ class SlurmOwner {
                    const std::vector<std::string>& nodes, std::optional<Checkpoint> resume, Time now,
                    WriteBatch* batch);
 
+  // ---- Launch orders: one step per attempt (docs/slurm.md, "One step per attempt")
+  // Whether (allocation, attempt, order) is the job's current launch order: the job's current, active
+  // attempt, its allocation, and the order last written for that attempt. A rank's wrapper runs its command
+  // only on this answer, given once a later fenced write (Touch) is durable.
+  bool OrderCurrent(const std::string& job, const std::string& allocation, int attempt, int64_t order) const;
+  // Writes the job's allocation record again (a write only the leader can make); false when it has none.
+  bool Touch(const std::string& job, WriteBatch* batch) const;
+
   // ---- The inventory sync and the watched jobs (--slurm)
   // Nodes of `view` Slurm reports down or not responding that Shepherd has not failed: node_lost findings
   // for the jobs launched through Slurm running there. To record before Sync applies the view, so such a
@@ -150,6 +159,9 @@ class SlurmOwner {
   void OnStepEnded(const SlurmLaunchEvent& ev, const JobHealth* health, Time now, WriteBatch* batch,
                    std::vector<SlurmEffect>* out);
   static Finding StepFinding(const SlurmLaunchEvent& ev, std::string detail, Time now);
+  // A new launch order for the job's current attempt, this daemon's once `batch` is durable. `with_start`:
+  // `batch` starts that attempt (durable when Saved lists the attempt).
+  void NewOrder(const std::string& job, int attempt, WriteBatch* batch, bool with_start);
 
   Inventory* inventory_;
   JobBook* jobs_;
@@ -162,6 +174,16 @@ class SlurmOwner {
   // whose batch is not durable yet: sbatch only once durable.
   std::vector<std::string> new_requests_;
   std::set<std::string> unsaved_requests_;
+  // Launch orders this daemon wrote: pending until durable (by the attempt start they commit with, or the
+  // name TakeNewRequests gave out), then mine. A daemon that starts (or starts leading) holds none: it
+  // writes one before its first srun.
+  struct Order {
+    int attempt = 0;
+    int64_t order = 0;
+    bool operator==(const Order&) const = default;
+  };
+  std::map<std::string, std::pair<std::string, Order>> unsaved_orders_;  // by name: job, order
+  std::map<std::string, Order> mine_;                                    // by job
 };
 
 }  // namespace shepherd

@@ -133,6 +133,7 @@ class AuthMatrixTest : public ::testing::Test {
       id(consumes ? Submit("submitter") : job_);
       if (p.find("/restart") != std::string::npos) c.body = {{"from", "last-known-good"}};
       if (p.find("/reports") != std::string::npos) c.body = {{"reports", Json::array()}};
+      if (p.find("/slurm-order") != std::string::npos) c.body = {{"allocation", "41"}, {"attempt", 1}, {"order", 1}};
     }
     if (p.find("/v1/external/slurm/") ==
         0) {  // bound to sam's job of SetUp; creating: slurm_binding_api_test
@@ -186,6 +187,7 @@ const std::map<std::string, std::set<std::string>>& Expected() {
       {"POST /v1/jobs/{id}/restart", {"admin", "operator", "submitter"}},
       {"GET /v1/jobs/{id}/placement", people_read},
       {"POST /v1/jobs/{id}/reports", {"admin", "rank"}},
+      {"POST /v1/jobs/{id}/slurm-order", {"admin", "rank"}},
       // A submitter for its own job (and creates one); a rank for its own job only (this one is not).
       {"POST /v1/external/slurm/{slurm_job_id}/reports", {"admin", "submitter"}},
       {"GET /v1/jobs/{id}/health", people_read},

@@ -40,7 +40,9 @@ TEST_F(SlurmLaunchTest, TheStepRunsInTheAllocationWithTheAgentsEnvironment) {
   ASSERT_TRUE(order->step);
   const slurm::StepSpec& s = *order->step;
   EXPECT_EQ(s.job_id, "41");
-  EXPECT_EQ(s.name, "shepherd-a1");
+  EXPECT_EQ(s.name, "shepherd-a1-o1");  // its launch order, durable with the attempt (docs/slurm.md)
+  EXPECT_EQ(s.env.at("SHEPHERD_SLURM_ORDER"), "1");
+  EXPECT_TRUE(order->order_mine);
   EXPECT_EQ(s.command, (std::vector<std::string>{"python3", "train.py"}));
   // Shared by every rank: srun's environment.
   EXPECT_EQ(s.env.at("SHEPHERD_JOB"), id);

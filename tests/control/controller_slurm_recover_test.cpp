@@ -29,7 +29,7 @@ TEST_F(SlurmLaunchTest, ANodeFailureIsReplacedByTheAllocationsOwnSpare) {
   EXPECT_EQ(controller_->view().GetNode(lost)->state, NodeState::kFailed);
   std::optional<SlurmJobOrder> order = OrderOf(controller_->GetSlurmOrders(), id);
   ASSERT_TRUE(order->step);
-  EXPECT_EQ(order->step->name, "shepherd-a2");
+  EXPECT_EQ(order->step->name, "shepherd-a2-o2");  // orders never repeat within the allocation
   EXPECT_EQ(order->allocation.id, "41");  // the same allocation
   // The end of attempt 1's step arriving again changes nothing.
   Send(ended);
@@ -181,7 +181,46 @@ TEST_F(SlurmLaunchTest, TheAllocationSurvivesADaemonRestart) {
   EXPECT_EQ(order->allocation.id, "41");
   EXPECT_EQ(order->allocation.nodes, nodes);
   ASSERT_TRUE(order->step);
-  EXPECT_EQ(order->step->name, "shepherd-a1");
+  EXPECT_EQ(order->step->name, "shepherd-a1-o1");
+  // The restarted daemon wrote no launch order yet: its worker starts no step before it has one.
+  EXPECT_EQ(order->order, 1);
+  EXPECT_FALSE(order->order_mine);
+}
+
+// The fence through the Controller (docs/slurm.md, "One step per attempt"): the wrapper's question is
+// answered after a write made after the decision is durable; a restarted daemon's new order makes the
+// earlier daemon's one stale.
+TEST_F(SlurmLaunchTest, ARestartedDaemonsNewLaunchOrderMakesTheEarlierOneStale) {
+  std::vector<std::string> nodes;
+  std::string id = Running(&nodes);
+  auto ask = [&](const std::string& allocation, int attempt, int64_t order) {
+    std::optional<Result<bool>> answer;
+    controller_->CheckSlurmOrder(id, allocation, attempt, order, [&](Result<bool> r) { answer = r; });
+    Drain();
+    EXPECT_TRUE(answer.has_value());
+    return answer && answer->ok() && **answer;
+  };
+  EXPECT_TRUE(ask("41", 1, 1));
+  EXPECT_FALSE(ask("41", 1, 2));
+  EXPECT_FALSE(ask("40", 1, 1));
+  Reset();
+  EXPECT_TRUE(ask("41", 1, 1));  // still current: nothing newer was written
+  Send({.kind = Kind::kOrderWanted, .job = id, .attempt = 1});
+  std::optional<SlurmJobOrder> order = OrderOf(controller_->GetSlurmOrders(), id);
+  ASSERT_TRUE(order);
+  EXPECT_EQ(order->order, 2);
+  EXPECT_TRUE(order->order_mine);  // durable (the memory store commits at once)
+  EXPECT_EQ(order->step->name, "shepherd-a1-o2");
+  EXPECT_FALSE(ask("41", 1, 1));
+  EXPECT_TRUE(ask("41", 1, 2));
+  // After another restart order 2 is still the current one: it is in the record.
+  Reset();
+  EXPECT_TRUE(ask("41", 1, 2));
+  std::optional<Result<bool>> unknown;
+  controller_->CheckSlurmOrder("job-none", "41", 1, 1, [&](Result<bool> r) { unknown = r; });
+  Drain();
+  ASSERT_TRUE(unknown);
+  EXPECT_EQ(unknown->status().code(), Code::kNotFound);
 }
 
 TEST_F(SlurmLaunchTest, AnAllocationThatEndsFailsTheJobWithSlurmsWords) {

@@ -120,7 +120,11 @@ TEST_F(SlurmOwnerTest, NoStepIsOrderedBeforeTheAttemptIsDurableNorSbatchBeforeTh
   o = owner_.Orders({}, 30);
   ASSERT_TRUE(o.jobs[0].step_wanted);
   ASSERT_TRUE(o.jobs[0].step);
-  EXPECT_EQ(o.jobs[0].step->name, "shepherd-a1");
+  // Named by its launch order, written with the attempt's start and this daemon's once that is durable.
+  EXPECT_EQ(o.jobs[0].step->name, "shepherd-a1-o1");
+  EXPECT_EQ(o.jobs[0].order, 1);
+  EXPECT_TRUE(o.jobs[0].order_mine);
+  EXPECT_EQ(o.jobs[0].step->env.at("SHEPHERD_SLURM_ORDER"), "1");
   EXPECT_EQ(o.jobs[0].step->job_id, "41");
   EXPECT_EQ(o.jobs[0].step->gpus_per_node, 8);
   EXPECT_FALSE(owner_.Orders({{id, 1}}, 30).jobs[0].step);  // the worker started it: no spec again
@@ -137,6 +141,86 @@ TEST_F(SlurmOwnerTest, AnAllocationNotStartedOnACordonedNodeIsBlocked) {
   EXPECT_EQ(blocked[0].unusable, std::set<std::string>{node});
   EXPECT_EQ(blocked[0].reason,
             "re-placed before its Slurm allocation started: " + node + " no longer usable");
+}
+
+// The latest record `key` the batch writes (what a store would hold once it is durable).
+Record Latest(const WriteBatch& batch, const std::string& key) {
+  Record out;
+  for (const WriteBatch::Op& op : batch.ops)
+    if (!op.erase && op.record.key == key) out = op.record;
+  return out;
+}
+
+// The launch-order fence (docs/slurm.md, "One step per attempt"): a daemon starts a step only under an order
+// it wrote and that is durable; a daemon that finds an attempt started by another writes a new order first,
+// and from then the older order is no longer current (its ranks' wrappers do not run their commands).
+TEST_F(SlurmOwnerTest, ANewLeaderWritesItsOwnLaunchOrderBeforeAnyStepAndTheOldOneIsNoLongerCurrent) {
+  const std::string id = Placed();
+  owner_.Saved({}, owner_.TakeNewRequests());
+  (void)owner_.OnLaunchEvent({.kind = SlurmLaunchEvent::Kind::kAllocated,
+                              .job = id,
+                              .allocation = "41",
+                              .nodes = owner_.Find(id)->nodes},
+                             nullptr, kNow, &batch_);
+  owner_.Saved({{id, 1}}, {});
+  ASSERT_TRUE(owner_.Orders({}, 30).jobs[0].order_mine);
+  EXPECT_TRUE(owner_.OrderCurrent(id, "41", 1, 1));
+  EXPECT_FALSE(owner_.OrderCurrent(id, "42", 1, 1));  // another allocation
+  EXPECT_FALSE(owner_.OrderCurrent(id, "41", 2, 1));  // another attempt
+  EXPECT_FALSE(owner_.OrderCurrent(id, "41", 1, 2));  // an order never written
+  EXPECT_FALSE(owner_.OrderCurrent("job-none", "41", 1, 1));
+
+  // Another daemon takes over: it restores the durable record and holds no order of its own.
+  SlurmOwner next(&inv_, &jobs_, &findings_, 80);
+  ASSERT_TRUE(*next.Restore(Latest(batch_, SlurmAllocations::kKeyPrefix + id)));
+  SlurmOrders o = next.Orders({}, 30);
+  ASSERT_TRUE(o.jobs[0].step_wanted);
+  EXPECT_EQ(o.jobs[0].order, 1);
+  EXPECT_FALSE(o.jobs[0].order_mine);  // the worker starts nothing: it asks for an order of its own
+  EXPECT_TRUE(next.OrderCurrent(id, "41", 1, 1));
+
+  const SlurmLaunchEvent want{.kind = SlurmLaunchEvent::Kind::kOrderWanted, .job = id, .attempt = 1};
+  WriteBatch b;
+  EXPECT_TRUE(next.OnLaunchEvent(want, nullptr, kNow, &b).empty());
+  EXPECT_FALSE(b.empty());  // the order is written
+  // From the moment it is decided, the old order is no longer current; the new one is not the worker's
+  // until it is durable, and asking again meanwhile writes no third.
+  EXPECT_FALSE(next.OrderCurrent(id, "41", 1, 1));
+  EXPECT_TRUE(next.OrderCurrent(id, "41", 1, 2));
+  (void)next.OnLaunchEvent(want, nullptr, kNow, &b);
+  o = next.Orders({}, 30);
+  EXPECT_EQ(o.jobs[0].order, 2);
+  EXPECT_FALSE(o.jobs[0].order_mine);
+  next.Saved({}, next.TakeNewRequests());
+  o = next.Orders({}, 30);
+  EXPECT_EQ(o.jobs[0].order, 2);
+  EXPECT_TRUE(o.jobs[0].order_mine);
+  ASSERT_TRUE(o.jobs[0].step);
+  EXPECT_EQ(o.jobs[0].step->name, "shepherd-a1-o2");
+  EXPECT_EQ(o.jobs[0].step->env.at("SHEPHERD_SLURM_ORDER"), "2");
+  // Its durable, unused order is not replaced; one the worker used (its srun was fenced off) is.
+  (void)next.OnLaunchEvent(want, nullptr, kNow, &b);
+  EXPECT_EQ(next.Orders({}, 30).jobs[0].order, 2);
+  SlurmLaunchEvent used = want;
+  used.order = 2;
+  (void)next.OnLaunchEvent(used, nullptr, kNow, &b);
+  EXPECT_EQ(next.Orders({}, 30).jobs[0].order, 3);
+  // The record carries the order: a third daemon restores order 3, and orders never repeat.
+  SlurmOwner third(&inv_, &jobs_, &findings_, 80);
+  ASSERT_TRUE(*third.Restore(Latest(b, SlurmAllocations::kKeyPrefix + id)));
+  EXPECT_TRUE(third.OrderCurrent(id, "41", 1, 3));
+  EXPECT_FALSE(third.Orders({}, 30).jobs[0].order_mine);
+}
+
+TEST_F(SlurmOwnerTest, ARecordOfAnOlderDaemonHasNoLaunchOrderAndNoneIsCurrent) {
+  const std::string id = Placed();
+  SlurmOwner next(&inv_, &jobs_, &findings_, 80);
+  ASSERT_TRUE(*next.Restore(Record{Collection::kMeta, SlurmAllocations::kKeyPrefix + id, id,
+                                   R"({"state":"running","id":"41","nodes":["n0","n1","n2"],"adopted":false})"}));
+  EXPECT_EQ(next.Find(id)->order, 0);
+  EXPECT_EQ(next.Orders({}, 30).jobs[0].order, 0);
+  EXPECT_FALSE(next.Orders({}, 30).jobs[0].order_mine);
+  EXPECT_FALSE(next.OrderCurrent(id, "41", 1, 0));
 }
 
 }  // namespace

@@ -76,7 +76,8 @@ TEST(SlurmLauncherArgs, TheSitesOptionsComeBeforeShepherdsOwn) {
 }
 
 // A restarted daemon finds an earlier daemon's srun by its arguments: a process named srun (here a link to
-// python3 that sleeps, with srun's --jobid= and --job-name= among its arguments).
+// python3 that sleeps, with srun's --jobid= and --job-name= among its arguments). The step's name may carry
+// a launch order (shepherd-a7-o3) or not (an older daemon's shepherd-a7): either is attempt 7's.
 TEST(FindSrun, FindsALiveSrunByAllocationAndStepName) {
   char dir[] = "/tmp/find-srun-XXXXXX";
   ASSERT_NE(::mkdtemp(dir), nullptr);
@@ -91,15 +92,15 @@ TEST(FindSrun, FindsALiveSrunByAllocationAndStepName) {
   for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
        found < 0 && std::chrono::steady_clock::now() < until;
        std::this_thread::sleep_for(std::chrono::milliseconds(20)))  // polling interval
-    found = FindSrun("987654", "shepherd-a7");
-  const pid_t other_step = FindSrun("987654", "shepherd-a8"), other_job = FindSrun("98765", "shepherd-a7");
+    found = FindSrun("987654", 7);
+  const pid_t other_step = FindSrun("987654", 8), other_job = FindSrun("98765", 7);
   SignalGroup(*pid, SIGKILL);
   std::optional<ExitStatus> exit;
   for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
        !exit && std::chrono::steady_clock::now() < until;
        std::this_thread::sleep_for(std::chrono::milliseconds(10)))  // polling interval
     exit = PollExit(*pid);
-  const pid_t after = FindSrun("987654", "shepherd-a7");
+  const pid_t after = FindSrun("987654", 7);
   std::filesystem::remove_all(dir);
   EXPECT_EQ(found, *pid);
   EXPECT_EQ(other_step, -1);

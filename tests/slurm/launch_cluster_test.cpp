@@ -6,7 +6,8 @@
 // last-known-good checkpoint on the spare in a new step; a stopped rank (SIGSTOP) is named and a new step
 // starts; a step that ends while no daemon watches is not run again; a running step outlives the daemon
 // (kill -9, then SIGTERM) and the next daemon watches it instead of starting a second one; an earlier
-// daemon's srun still creating its step is waited for; cancelling the job cancels its allocation. Runs in slurm_cluster_test, after the other files.
+// daemon's srun still creating its step is waited for, and an srun of an older launch order started after
+// the new daemon's order never runs its command; cancelling the job cancels its allocation. Runs in slurm_cluster_test, after the other files.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -447,7 +448,7 @@ TEST(SlurmLaunch, ARunningStepOutlivesTheDaemonAndTheNextDaemonWatchesIt) {
     ranks.push_back(RankPid(port, job, r));
     ASSERT_GT(ranks.back(), 0) << "rank " << r << "\n" << d.Diagnose(job);
   }
-  const pid_t srun = SrunPid(alloc_id, "shepherd-a1");
+  const pid_t srun = SrunPid(alloc_id, "shepherd-a1-o1");  // attempt 1 under the daemon's launch order 1
   ASSERT_GT(srun, 0) << LocalCluster::Sh({"ps", "-ef"});
   EXPECT_EQ(::getsid(srun), srun);  // a session of its own: the daemon's group or session never reaches it
   EXPECT_NE(::getsid(srun), ::getsid(d.daemon->pid()));
@@ -460,7 +461,7 @@ TEST(SlurmLaunch, ARunningStepOutlivesTheDaemonAndTheNextDaemonWatchesIt) {
     return names;
   };
   auto last_step = [&] { return d.Get("/v1/jobs/" + job)["current_attempt"].value("last_step", 0); };
-  ASSERT_EQ(step_names(), std::vector<std::string>{"shepherd-a1"});
+  ASSERT_EQ(step_names(), std::vector<std::string>{"shepherd-a1-o1"});
   const std::vector<std::string> listen = {"--listen", "127.0.0.1:" + std::to_string(port)};
   for (const int sig : {SIGKILL, SIGTERM}) {
     SCOPED_TRACE(sig == SIGKILL ? "after SIGKILL" : "after SIGTERM");
@@ -472,7 +473,7 @@ TEST(SlurmLaunch, ARunningStepOutlivesTheDaemonAndTheNextDaemonWatchesIt) {
     // No daemon runs: the step goes on.
     EXPECT_EQ(::kill(srun, 0), 0) << "srun died with the daemon";
     for (pid_t pid : ranks) EXPECT_EQ(::kill(pid, 0), 0) << "rank pid " << pid << " died with the daemon";
-    EXPECT_EQ(step_names(), std::vector<std::string>{"shepherd-a1"});
+    EXPECT_EQ(step_names(), std::vector<std::string>{"shepherd-a1-o1"});
     d.Restart(listen);
     ASSERT_TRUE(d.daemon->WaitReady(seconds(60))) << d.daemon->log();
     ASSERT_EQ(d.port(), port);
@@ -492,7 +493,7 @@ TEST(SlurmLaunch, ARunningStepOutlivesTheDaemonAndTheNextDaemonWatchesIt) {
     const Json j = d.Get("/v1/jobs/" + job);
     EXPECT_EQ(j["state"], "running") << d.Diagnose(job);
     EXPECT_EQ(j["attempt"], 1) << d.Diagnose(job);
-    EXPECT_EQ(step_names(), std::vector<std::string>{"shepherd-a1"});
+    EXPECT_EQ(step_names(), std::vector<std::string>{"shepherd-a1-o1"});
     EXPECT_EQ(::kill(srun, 0), 0);
     for (int r = 0; r < 4; ++r) EXPECT_EQ(RankPid(port, job, r), ranks[r]) << "rank " << r;
     EXPECT_EQ(d.daemon->log().find(" runs (log "), std::string::npos) << d.daemon->log();  // started none
@@ -585,6 +586,48 @@ TEST(SlurmLaunch, AnEarlierSrunStillCreatingItsStepIsWaitedFor) {
   const std::size_t started = daemon_log.find(" runs (log ");
   EXPECT_NE(started, std::string::npos) << daemon_log;
   EXPECT_EQ(daemon_log.find(" runs (log ", started + 1), std::string::npos) << daemon_log;
+
+  // The fence, made deterministic (docs/slurm.md, "One step per attempt"): the restarted daemon wrote its
+  // own launch order (2) before it started its step. An srun of attempt 1 under the earlier order (1),
+  // started now (as an earlier leader's srun on another host would be, had it been slow to create its
+  // step), never runs its command: its wrapper asks the daemon and exits 121. The same srun under the
+  // current order runs it.
+  const std::vector<std::string> now_steps = shepherd_steps();
+  ASSERT_EQ(now_steps.size(), 1u);
+  EXPECT_NE(now_steps[0].find(" shepherd-a1-o2"), std::string::npos) << now_steps[0];
+  const Json nodes = d.Get("/v1/jobs/" + job)["slurm_allocation"]["nodes"];
+  ASSERT_FALSE(nodes.empty()) << d.Diagnose(job);
+  const std::string node = nodes[0];
+  auto by_hand = [&](int order, const std::string& marker) {
+    const Envp env = {"PATH=" + std::string(std::getenv("PATH")),
+                      "SLURM_CONF=" + LocalCluster::slurm_conf(),
+                      "SHEPHERD_SLURM_ORDER=" + std::to_string(order),
+                      "SHEPHERD_JOB=" + job,
+                      "SHEPHERD_ATTEMPT=1",
+                      "SHEPHERD_URL=http://127.0.0.1:" + std::to_string(d.port()),
+                      "SHEPHERD_SLURM_ORDER_TIMEOUT_S=20",
+                      // A one-task layout of the wrapper's older form (no rank table).
+                      "SHEPHERD_SLURM_NODES=" + node, "SHEPHERD_SLURM_GPUS=0", "SHEPHERD_SLURM_COORDS=0.0.0"};
+    return RunCommand({"srun", "--jobid=" + alloc_id, "--job-name=shepherd-a1-o" + std::to_string(order),
+                       "--ntasks=1", "--nodelist=" + node, "--overlap", "--overcommit", SHEPHERD_SLURM_RANK_EXEC,
+                       "/usr/bin/touch", marker},
+                      env, std::chrono::seconds(60));
+  };
+  const std::string stale_marker = d.dir.path + "/stale-order-ran", current_marker = d.dir.path + "/current-ran";
+  const auto stale = by_hand(1, stale_marker);
+  ASSERT_TRUE(stale.ok()) << stale.status().message();
+  EXPECT_NE(stale->exit_code, 0) << stale->out << stale->err;
+  EXPECT_NE((stale->out + stale->err).find("exit code 121"), std::string::npos) << stale->out << stale->err;
+  EXPECT_NE((stale->out + stale->err).find("launch order 1 of attempt 1 is not current"), std::string::npos)
+      << stale->out << stale->err;
+  EXPECT_NE(::access(stale_marker.c_str(), F_OK), 0) << "the stale order's command ran";
+  const auto current = by_hand(2, current_marker);
+  ASSERT_TRUE(current.ok()) << current.status().message();
+  EXPECT_EQ(current->exit_code, 0) << current->out << current->err;
+  EXPECT_EQ(::access(current_marker.c_str(), F_OK), 0) << current->out << current->err;
+  // Neither is read as the attempt's end: the job runs on in attempt 1, its own step with it.
+  EXPECT_EQ(d.Get("/v1/jobs/" + job)["state"], "running") << d.Diagnose(job);
+  EXPECT_EQ(d.Get("/v1/jobs/" + job)["attempt"], 1) << d.Diagnose(job);
   ASSERT_EQ(Http(d.port(), "POST", "/v1/jobs/" + job + "/cancel").status, 200);
   EXPECT_TRUE(WaitFor(seconds(90), [&] { return AllocationGone(alloc_id); })) << LocalCluster::Sh({"squeue"});
 }
