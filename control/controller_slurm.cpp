@@ -118,10 +118,10 @@ void Controller::CheckSlurmOrder(const std::string& job, const std::string& allo
   // Decided on this leader's state now; answered only after a write made afterwards is durable. That write
   // is fenced (a deposed leader's fails), so a `true` means no newer order was durable when it was decided:
   // a step a later leader lists after writing its own order includes this one (docs/slurm.md).
+  OpScope op = Begin(clock_->Now());
   const bool current = slurm_.OrderCurrent(job, allocation, attempt, order);
-  WriteBatch batch;
-  if (!slurm_.Touch(job, &batch)) return done(false);  // no allocation: no order can be current
-  CommitThen<bool>(std::move(batch), std::move(done), [current] { return current; });
+  if (!slurm_.Touch(job, &op->batch)) return done(false);  // no allocation: no order can be current
+  CommitThen<bool>(std::move(done), [current] { return current; });
 }
 
 }  // namespace shepherd
