@@ -114,8 +114,8 @@ SHEPHERD_ROUTE_HANDLER(IngestSlurmReports) {
     });
   };
   // Reports for the job bound to the id, if the caller may send them there.
-  auto to_bound = [c, slurm_job_id, who, role, ingest, respond](const Controller::JobRef& bound,
-                                                                const ReportBatch& reports) {
+  auto to_bound = [slurm_job_id, who, role, ingest, respond](const Controller::JobRef& bound,
+                                                             const ReportBatch& reports) {
     const std::string& id = bound.id;
     const bool allowed = role == Role::kAdmin || (role == Role::kRank && who->job == id) ||
                          (role == Role::kSubmitter && bound.owner == who->name);
