@@ -166,7 +166,6 @@ class HostileInputTest : public ::testing::Test {
 TEST_F(HostileInputTest, AHundredThousandKeysAre400AtOnceWhileHeartbeatsAreAnswered) {
   const std::string flat = FlatObject(100000);                      // 1.5 MB, all keys distinct
   const std::string repeat = FlatObject(100000, "\"key99999\":1");  // the one repeat at the very end
-  std::atomic<bool> done{false};
   std::vector<HttpResult> answers(4);
   std::vector<double> took(4);
   std::vector<std::thread> attackers;
