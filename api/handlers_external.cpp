@@ -142,8 +142,10 @@ SHEPHERD_ROUTE_HANDLER(IngestSlurmReports) {
   caller.request_id = req.request_id;
   CheckSlurmBinding(o.show_slurm_job, o.slurm_users, who, slurm_job_id, "slurm_job_id", respond,
                     [c, o, slurm_job_id, caller = std::move(caller), respond, ingest, to_bound,
-                     spec = std::move(spec).value(), reports = std::move(batch).value()]() mutable {
-                      if (auto bound = c->view().FindExternalJob(slurm_job_id)) return to_bound(*bound, reports);
+                     spec = std::move(spec).value(),
+                     reports = std::move(batch).value()]() REQUIRES_SHARED(kControl) mutable {
+                      if (auto bound = c->view().FindExternalJob(slurm_job_id))
+                        return to_bound(*bound, reports);
                       if (auto ended = c->view().EndedExternalRun(slurm_job_id, reports))
                         return respond(Problem(409, *ended));
                       api::SubmitAs(c, o, caller, std::move(spec), respond,

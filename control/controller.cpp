@@ -40,7 +40,7 @@ Controller::Controller(Store* store, const Clock* clock, Post post, ControllerOp
              .writes_started = &writes_started_,
              .storage_failed = &storage_failed_}) {
   // An ending attempt is recorded with its final marks (open checkpoint phases included).
-  jobs_.set_marks_source([this](Attempt* a) {
+  jobs_.set_marks_source([this](Attempt* a) REQUIRES_SHARED(kControl) {
     auto h = health_.find(a->job);
     if (h == health_.end()) return;
     if (auto m = h->second->Marks(a->number, /*full=*/true)) AttemptMarks::Apply(*m, a);
@@ -69,9 +69,8 @@ void Controller::Commit(WriteBatch batch, std::function<void(Status)> done) {
   const int64_t last_event = events_.Append(&events, now, &batch);
   // Attempts this batch starts reach the agents, or become a Slurm step, and the Slurm allocations it asks
   // for are requested, only once it is durable.
-  auto saved = [this, starts = std::exchange(unsaved_starts_, {}),
-                requests = slurm_.TakeNewRequests(), last_event,
-                events = std::move(events)] {
+  auto saved = [this, starts = std::exchange(unsaved_starts_, {}), requests = slurm_.TakeNewRequests(),
+                last_event, events = std::move(events)]() REQUIRES(kControl) {
     if (last_event) {
       events_.MarkDurable(last_event);
       if (on_events_) on_events_(events);
@@ -81,7 +80,7 @@ void Controller::Commit(WriteBatch batch, std::function<void(Status)> done) {
     AnswerWaiters();
   };
   if (batch.empty()) {
-    post_([saved, done = std::move(done)] {
+    post_([saved, done = std::move(done)]() REQUIRES(kControl) {
       saved();
       done(Status::Ok());
     });
@@ -89,7 +88,7 @@ void Controller::Commit(WriteBatch batch, std::function<void(Status)> done) {
   }
   writes_started_.push_back(clock_->Now());
   store_->Write(std::move(batch), [this, saved, done = std::move(done)](Status s) mutable {
-    post_([this, saved, s = std::move(s), done = std::move(done)] {
+    post_([this, saved, s = std::move(s), done = std::move(done)]() REQUIRES(kControl) {
       writes_started_.pop_front();  // the store answers its batches in order
       if (s.ok())
         saved();
@@ -101,20 +100,25 @@ void Controller::Commit(WriteBatch batch, std::function<void(Status)> done) {
 }
 
 void Controller::AnswerWaiters() {
-  if (agents_.HasDue()) agents_.AnswerDue([this](const std::string& node) { return DesiredRanks(node); });
+  if (agents_.HasDue())
+    agents_.AnswerDue([this](const std::string& node)
+                          REQUIRES_SHARED(kControl) { return DesiredRanks(node); });
 }
 
 void Controller::ReleaseWaiters() {
+  control_thread_.Assert();
   agents_.ReleaseWaiters();
   AnswerWaiters();
   events_.ReleaseAll();
 }
 
 void Controller::WatchEvents(int64_t after, std::size_t limit, Time deadline, Done<EventPage> done) {
+  control_thread_.Assert();
   events_.Wait(after, limit, deadline, std::move(done));
 }
 
 void Controller::ObserveLateness(Duration tick_lag, Duration queue_age, uint64_t refused) {
+  control_thread_.Assert();
   Time now = clock_->Now();
   lateness_.OnTickLag(tick_lag, now);
   lateness_.OnQueueAge(queue_age, now);
@@ -200,13 +204,15 @@ std::set<std::string> Controller::UnservedNodes() const {
 void Controller::Schedule(Time now, WriteBatch* batch) {
   // A job our agents launch goes to a node no live agent serves only when it fits nowhere else, or it waits
   // its launch timeout (a first deployment's inventory file lists nodes before their agents run).
-  jobs_.Schedule([this](const std::string& job) { return HealthOf(job).DefaultResume(); }, now, batch,
-                 slurm_.HeldNodes(), [this] { return UnservedNodes(); });
+  jobs_.Schedule([this](const std::string& job) REQUIRES(kControl) { return HealthOf(job).DefaultResume(); },
+                 now, batch, slurm_.HeldNodes(),
+                 [this]() REQUIRES_SHARED(kControl) { return UnservedNodes(); });
 }
 
 // ---- Nodes
 
 void Controller::UpsertNode(Node node, bool schedulable_given, Done<NodeUpsert> done) {
+  control_thread_.Assert();
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   Time now = clock_->Now();
   WriteBatch batch;
@@ -216,24 +222,29 @@ void Controller::UpsertNode(Node node, bool schedulable_given, Done<NodeUpsert> 
   if (!v.ok()) return done(v.status());
   Schedule(now, &batch);
   // The node as written, should a DELETE committed meanwhile have removed it (the answer is read then).
-  CommitThen<NodeUpsert>(std::move(batch), std::move(done), [this, id, created, written = *v] {
-    return NodeUpsert{view_.WithAgent(inventory_.View(id).value_or(written)), created};
-  });
+  CommitThen<NodeUpsert>(std::move(batch), std::move(done),
+                         [this, id, created, written = *v]() REQUIRES_SHARED(kControl) {
+                           return NodeUpsert{view_.WithAgent(inventory_.View(id).value_or(written)), created};
+                         });
 }
 
 void Controller::PatchNode(const std::string& id, NodePatch patch, Done<NodeView> done) {
+  control_thread_.Assert();
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   Time now = clock_->Now();
   WriteBatch batch;
   auto v = inventory_.Patch(id, patch, now, &batch);
   if (!v.ok()) return done(v.status());
   Schedule(now, &batch);
-  CommitThen<NodeView>(std::move(batch), std::move(done), [this, id, written = *v] {
-    return view_.WithAgent(inventory_.View(id).value_or(written));  // removed meanwhile: the node as patched
-  });
+  CommitThen<NodeView>(
+      std::move(batch), std::move(done), [this, id, written = *v]() REQUIRES_SHARED(kControl) {
+        return view_.WithAgent(
+            inventory_.View(id).value_or(written));  // removed meanwhile: the node as patched
+      });
 }
 
 void Controller::DeleteNode(const std::string& id, Done<NodeView> done) {
+  control_thread_.Assert();
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   // Its agent would register it again at once, schedulable and without its cordon or failure.
   if (inventory_.Find(id) && agents_.Live(id))
@@ -247,6 +258,7 @@ void Controller::DeleteNode(const std::string& id, Done<NodeView> done) {
 }
 
 void Controller::StopUnknownProcesses(const std::string& id, Done<NodeView> done) {
+  control_thread_.Assert();
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   if (!inventory_.Find(id)) return done(NotFound("no node " + id));
   agents_.StopUnknownProcesses(id);
@@ -257,6 +269,7 @@ void Controller::StopUnknownProcesses(const std::string& id, Done<NodeView> done
 // ---- Jobs
 
 void Controller::SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> done) {
+  control_thread_.Assert();
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   if (Status s = LauncherFor(spec.launch_mode).Admit(options_.slurm); !s.ok()) return done(s);
   Time now = clock_->Now();
@@ -267,7 +280,7 @@ void Controller::SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> do
   if (LauncherFor(jobs_.Find(*id)->job).Credential() == RankCredential::kPerJob)
     token = rank_tokens_.Mint({*id, {}}, &batch);
   Schedule(now, &batch);
-  CommitThen<JobView>(std::move(batch), std::move(done), [this, id = *id, token] {
+  CommitThen<JobView>(std::move(batch), std::move(done), [this, id = *id, token]() REQUIRES_SHARED(kControl) {
     JobView v = view_.ViewOf(*jobs_.Find(id));
     v.rank_token = token;
     return v;
@@ -275,12 +288,14 @@ void Controller::SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> do
 }
 
 void Controller::CancelJob(const std::string& id, const std::string& by, Done<JobView> done) {
+  control_thread_.Assert();
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   Time now = clock_->Now();
   WriteBatch batch;
   if (Status s = EndJob(id, JobState::kCancelled, "cancelled by " + by, now, &batch); !s.ok()) return done(s);
   Schedule(now, &batch);
-  CommitThen<JobView>(std::move(batch), std::move(done), [this, id] { return view_.ViewOf(*jobs_.Find(id)); });
+  CommitThen<JobView>(std::move(batch), std::move(done),
+                      [this, id]() REQUIRES_SHARED(kControl) { return view_.ViewOf(*jobs_.Find(id)); });
 }
 
 Status Controller::EndJob(const std::string& id, JobState state, const std::string& reason, Time now,

@@ -57,6 +57,7 @@ void Controller::ApplySlurm(const std::vector<SlurmEffect>& effects, Time now, W
 }
 
 void Controller::SyncSlurm(const slurm::SlurmView& view, Done<SlurmWork> done) {
+  control_thread_.Assert();
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   Time now = clock_->Now();
   WriteBatch batch;
@@ -70,6 +71,7 @@ void Controller::SyncSlurm(const slurm::SlurmView& view, Done<SlurmWork> done) {
 }
 
 SlurmOrders Controller::GetSlurmOrders(const std::map<std::string, int>& started) const {
+  control_thread_.AssertShared();
   SlurmOrders out = slurm_.Orders(started, options_.stop_timeout_s);
   // Each step's ranks get the agents' environment, node by node (each with its own rank token).
   for (SlurmJobOrder& o : out.jobs) {
@@ -84,6 +86,7 @@ SlurmOrders Controller::GetSlurmOrders(const std::map<std::string, int>& started
 }
 
 void Controller::OnSlurmReport(const SlurmReport& report) {
+  control_thread_.Assert();
   if (!CheckWritable().ok()) return;
   WriteBatch batch;
   if (const auto* ev = std::get_if<SlurmLaunchEvent>(&report)) {

@@ -292,6 +292,7 @@ struct FollowerReads::Impl {
     }
     RenewalInput in{.confirmed_at = confirmed_at, .now = Steady::now(), .max_age = options.renew_max_age};
     const Controller& c = *view->controller;
+    c.AssertReadable();  // the view thread constructed the view's Controller
     in.node_known = c.view().GetNode(node).ok();
     for (const RankRef& r : *ranks) in.running.push_back(Classify(c, node, r));
     in.now = Steady::now();  // the answer's time: the view's age is judged here
@@ -329,7 +330,8 @@ struct FollowerReads::Impl {
     respond(std::move(r));
   }
 
-  static RankInView Classify(const Controller& c, const std::string& node, const RankRef& r) {
+  static RankInView Classify(const Controller& c, const std::string& node, const RankRef& r)
+      REQUIRES_SHARED(kControl) {
     Result<std::vector<Finding>> lost = c.view().GetFailures({.job = r.job, .kind = FindingKind::kNodeLost});
     if (lost.ok())
       for (const Finding& f : *lost)
