@@ -3,7 +3,9 @@
 // belong to and which GPU faults it already reported; per node, the assignments version and the long polls
 // waiting on it; per job, the launch gate of a restarted attempt; per node, the processes its agent runs
 // that the daemon has no record of (health/unknown_processes.h) and whether its agent has heartbeated since
-// the daemon started. Control thread only.
+// the daemon started.
+// Threads: changed on the control thread only (its mutators REQUIRES(kControl)); its const methods also
+// run on the reader thread under the shared ControlLock (REQUIRES_SHARED(kControl), control/control_lock.h).
 // The board decides when a node's long polls are due (a bump, a deadline, a release) and holds them until
 // its caller answers them with the node's desired ranks (AnswerDue, with the ranks the Controller composes
 // from jobs and checkpoints): it calls nothing back. It withholds the ranks of jobs whose gate is closed.

@@ -6,8 +6,8 @@
 // hidden writes.
 // Threading: it runs on the control thread and on the daemon's reader threads; the daemon holds its
 // ControlLock shared around the readers and exclusively around everything the control thread runs
-// (control/control_lock.h). Pointers and views it returns are valid until the next operation on the
-// control thread.
+// (control/control_lock.h): its reads are REQUIRES_SHARED(kControl). Pointers and views it returns are
+// valid until the next operation on the control thread.
 #pragma once
 
 #include <cstdint>

@@ -11,11 +11,12 @@
 // commits. Owners hold no callback into the façade: what one needs of another's state is passed with the
 // call (RecoveryContext; the desired ranks AgentBoard::AnswerDue answers due long polls with).
 //
-// Threading: every non-const method runs on the one control thread. Store completions arrive on the writer
-// thread and are posted back through `post`, so callbacks (`Done`) also run on the control thread. The
-// view() (ControlView) also runs on the daemon's reader thread; the daemon then holds its ControlLock
-// shared, and exclusively around everything the control thread runs (control/control_lock.h), so reads
-// must stay free of caches and other hidden writes.
+// Threading: every non-const method runs on the one control thread (the constructing thread) and begins
+// control_thread_.Assert() (checked in debug builds). Store completions arrive on the writer thread and are
+// posted back through `post`, so callbacks (`Done`) also run on the control thread. The view() (ControlView)
+// also runs on the daemon's reader thread; the daemon then holds its ControlLock shared, and exclusively
+// around everything the control thread runs (control/control_lock.h), so reads must stay free of caches and
+// other hidden writes. The state below is GUARDED_BY(kControl), checked by clang's thread-safety analysis.
 // Durability: memory changes first, so reads may show a change whose COMMIT is pending; a change is
 // acknowledged (Done with a value) only once durable. If a COMMIT fails the controller stops accepting
 // writes (kUnavailable), reports not-ready and calls `on_storage_failure` so the daemon can exit.

@@ -4,7 +4,7 @@
 // Owns: the kept events, their sequence (persisted as the meta record "event_seq"), retention, and the
 // long polls waiting for events.
 // Thread: the control thread for every non-const method; const methods also run on the reader thread
-// under the daemon's shared ControlLock.
+// under the daemon's shared ControlLock (REQUIRES(kControl) / REQUIRES_SHARED(kControl), checked by clang).
 // Invariants: sequence numbers are unique, contiguous and increase with commit order; an event is stored
 // in the batch of the change it describes and is readable only once that batch is durable (MarkDurable),
 // so a cursor a reader holds always names a durable event and is never reused for another.

@@ -1,6 +1,8 @@
 // FindingLog: every finding the daemon has recorded, in detection order, with the indexes its queries need.
 // Owns: the findings, their id sequence (f-000001, ...) and the counters by kind for /metrics.
-// Thread: the control thread only; not thread-safe.
+// Threads: changed on the control thread only (its mutators REQUIRES(kControl)); its const methods also
+// run on the reader thread under the shared ControlLock (REQUIRES_SHARED(kControl), control/control_lock.h).
+// Not thread-safe otherwise.
 // Invariants: ids are unique and increase; by_job_ holds, per job, the positions of its findings in all_
 // in ascending order. Queries never scan findings of other jobs when a job is given; a `since` bound is a
 // binary search while detection times are non-decreasing (always, unless a restored database holds

@@ -2,7 +2,7 @@
 // Owns: the Cluster (nodes, their flags and which job holds which GPU) and the list index (each node's state
 // in id order, counts by state), kept in step on every change so a page of List costs the page, not the
 // inventory. Changed on the control thread only; const methods also run on the reader thread
-// (control/controller.h, "Threading").
+// (control/controller.h, "Threading"; REQUIRES(kControl) / REQUIRES_SHARED(kControl), checked by clang).
 // Invariants: every node change is added to the caller's WriteBatch in the same call that makes it; a node
 // holding GPUs of a running attempt is never made a spare nor deleted; allocations change only through
 // JobBook (Allocate/Release), which keeps them equal to the placements of running attempts and of restarts

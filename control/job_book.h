@@ -3,7 +3,9 @@
 // Owns: every job record, its plan estimate and its current (or last) attempt; the job id sequence; the
 // index spec.external_id → the jobs with it (at most one of them not ended). GPU
 // allocations go through the Inventory it is given (it allocates exactly the placements of running
-// attempts). Control thread only.
+// attempts).
+// Threads: changed on the control thread only (its mutators REQUIRES(kControl)); its const methods also
+// run on the reader thread under the shared ControlLock (REQUIRES_SHARED(kControl), control/control_lock.h).
 // What follows from an attempt starting or ending (health monitors, agents' assignments) is not done here:
 // each start and end is queued as an AttemptEvent that the Controller drains (TakeEvents) at the end of the
 // same operation, so this class calls nothing above it.

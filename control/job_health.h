@@ -1,7 +1,9 @@
 // JobHealth: the health of one job across its attempts.
 // Owns: the JobMonitor of the running attempt (detectors), the job's CheckpointLedger (grades, last-known-
 // good) and its SDC replay bookkeeping (nodes implicated by replays that have not yet come back clean).
-// One instance per job, held by the Controller; control thread only.
+// One instance per job, held by the Controller.
+// Threads: changed on the control thread only (its mutators REQUIRES(kControl)); its const methods also
+// run on the reader thread under the shared ControlLock (REQUIRES_SHARED(kControl), control/control_lock.h).
 // Launch: an attempt's detectors are armed only once its ranks were launched, so ranks never launched are
 // never judged. For jobs our agents launch: once every node of the placement confirmed (its agent reported
 // the attempt's processes, or one of its ranks reported). For jobs another launcher starts: at the first

@@ -5,7 +5,9 @@
 // Owns: per job, the restart bookkeeping: a restart waiting for its backoff, when the last automatic
 // restart happened and how many came without a healthy stretch in between; the job's open incident
 // (scheduler/incidents.h) with copies of the attempts it ended; a restart held by the exit hold
-// (scheduler/exit_hold.h). Control thread only.
+// (scheduler/exit_hold.h).
+// Threads: changed on the control thread only (its mutators REQUIRES(kControl)); its const methods also
+// run on the reader thread under the shared ControlLock (REQUIRES_SHARED(kControl), control/control_lock.h).
 // Invariants: job.restarts counts every automatic restart or requeue against policy.max_restarts, except
 // free restarts inside an incident; a pending restart exists only while the job is kRecovering; a held
 // restart belongs to the job's current attempt (DueHolds drops it otherwise).

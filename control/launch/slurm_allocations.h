@@ -5,7 +5,8 @@
 // one srun step, cancel what is released) and reports what happened (SlurmLaunchEvent).
 // Owns: per job the Allocation record, and the allocation ids being cancelled. Durable as kMeta records
 // "slurm_alloc/<job>" (JSON), so a restarted daemon keeps (and never requests twice) its allocations.
-// Control thread only.
+// Threads: changed on the control thread only (its mutators REQUIRES(kControl)); its const methods also
+// run on the reader thread under the shared ControlLock (REQUIRES_SHARED(kControl), control/control_lock.h).
 // Invariants: a job has at most one allocation; an allocation id is either a job's or being released,
 // never both; an adopted allocation is never cancelled (it was the user's).
 #pragma once

@@ -10,7 +10,9 @@
 // end read once (awaiting the second read), or has lost it once, its ranks' silence is Slurm's doing: the
 // job is held (nothing of it judged) until a read shows it running again.
 // Owns: per watched job, the state last read.
-// Not durable: after a restart the reads begin again. Control thread only.
+// Not durable: after a restart the reads begin again.
+// Threads: changed on the control thread only (its mutators REQUIRES(kControl)); its const methods also
+// run on the reader thread under the shared ControlLock (REQUIRES_SHARED(kControl), control/control_lock.h).
 #pragma once
 
 #include <map>

@@ -4,7 +4,9 @@
 // and returns the Slurm commands (drain, resume) for the worker to run. Their outcomes come back through
 // OnCommandsDone.
 // Owns: the set of nodes Shepherd has drained in Slurm and not resumed (`drained_by_shepherd`), durable as
-// one kMeta record ("slurm_drained"). Control thread only.
+// one kMeta record ("slurm_drained").
+// Threads: changed on the control thread only (its mutators REQUIRES(kControl)); its const methods also
+// run on the reader thread under the shared ControlLock (REQUIRES_SHARED(kControl), control/control_lock.h).
 // Invariants: a node enters the set only after its drain succeeded in Slurm, and leaves it when Shepherd
 // resumed it or Slurm shows it usable again. Shepherd never resumes a node outside the set (Reconcile).
 #pragma once

@@ -11,7 +11,7 @@
 // job's health judgement, end a job) it returns as SlurmEffects, which the Controller's Slurm wiring
 // (control/controller_slurm.cpp) applies in order.
 // Threading: non-const methods on the control thread; const methods also on the daemon's reader thread
-// under the shared ControlLock (control/control_lock.h).
+// under the shared ControlLock (control/control_lock.h): REQUIRES(kControl) / REQUIRES_SHARED(kControl).
 #pragma once
 
 #include <map>

@@ -82,7 +82,12 @@ std::string LargestHeartbeat(const std::string& job, int attempt) {
 class HostileInputTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    { std::ofstream(dir_.path + "/config.json") << R"({"tick_interval_s": 0.1})"; }
+    // Agents are silent for as long as a test's floods take (ThreadSanitizer makes them 5-15x slower): a node
+    // lost meanwhile would end the hung job's attempts (and with them what a rank's dumps may be added to).
+    {
+      std::ofstream(dir_.path + "/config.json")
+          << R"({"tick_interval_s": 0.1, "node_heartbeat_timeout_s": 60})";
+    }
     daemon_ =
         std::make_unique<Daemon>(dir_.path, std::vector<std::string>{"--config", dir_.path + "/config.json"});
     ASSERT_TRUE(daemon_->WaitReady()) << daemon_->log();
