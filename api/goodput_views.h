@@ -16,7 +16,7 @@
 namespace shepherd {
 
 // The fleet's interruption rate from every job's history (MeasureFleetRate). Control thread.
-FleetRate FleetRateOf(const Controller& c, Time now);
+FleetRate FleetRateOf(const Controller& c, Time now) REQUIRES_SHARED(kControl);
 
 // The inputs of a job's checkpoint advice, from its records and accounting (`whole`: the job's whole
 // life, not a window) and the fleet's rate; or why there is none yet.

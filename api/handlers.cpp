@@ -162,14 +162,15 @@ void InstallAuth(Router* router, Controller* c, Authenticator* auth) {
     return Principal{Role::kRank, "rank:" + grant->job, std::nullopt,
                      grant->job,  grant->attempt,       grant->rank};
   });
-  router->SetAuth(auth,
-                  [c](const std::string& job) -> std::optional<std::string> { return c->view().JobOwner(job); });
+  router->SetAuth(auth, [c](const std::string& job) REQUIRES_SHARED(kControl) -> std::optional<std::string> {
+    return c->view().JobOwner(job);
+  });
 }
 
 void RegisterRoutes(Router* router, Controller* c, Metrics* metrics, ApiOptions o, const Clock* clock) {
   PlanRunner* const planner = o.planner;
   router->Bind(std::make_shared<const ApiContext>(ApiContext{c, metrics, std::move(o), clock}));
-  metrics->SetGaugeSource([c, clock, planner](std::string* out) {
+  metrics->SetGaugeSource([c, clock, planner](std::string* out) REQUIRES_SHARED(kControl) {
     AppendStateMetrics(*c, clock->Now(), out);
     *out += "# HELP shepherd_findings_total Findings by kind.\n# TYPE shepherd_findings_total counter\n";
     for (const auto& [kind, n] : c->view().finding_counts())

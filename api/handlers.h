@@ -103,7 +103,7 @@ void SetNextCursor(Json* body, bool more, const std::string& last_id);
 // quota, the plan (searched on o.planner; the quota is checked again when the search is done); a refusal
 // is sent to `respond`, the job (once durable) goes to `then` on the control thread.
 void SubmitAs(Controller* c, const ApiOptions& o, const HttpRequest& req, JobSpec spec,
-              const Respond& respond, std::function<void(const JobView&)> then);
+              const Respond& respond, std::function<void(const JobView&)> then) REQUIRES_SHARED(kControl);
 // 422 naming each top-level field of `body` not in `known` (typos must not be ignored); nullopt when all are
 // known or `body` is not an object (its parser refuses that).
 std::optional<HttpResponse> RefuseUnknownFields(const Json& body, std::initializer_list<const char*> known);

@@ -186,7 +186,7 @@ Result<ParsedHeartbeat> ParseHeartbeat(const Json& body, Time now) {
   ParsedHeartbeat parsed{.relayed = std::move(relayed)};
   AgentHeartbeat& hb = parsed.hb;
   // By reference: value() would copy the whole list.
-  static const Json kNone;  // null: no elements
+  static const Json kNone{};  // null: no elements
   const auto listed = [&body](const char* key) -> const Json& {
     auto it = body.find(key);
     return it != body.end() && it->is_array() ? *it : kNone;

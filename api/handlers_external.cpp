@@ -114,8 +114,8 @@ SHEPHERD_ROUTE_HANDLER(IngestSlurmReports) {
     });
   };
   // Reports for the job bound to the id, if the caller may send them there.
-  auto to_bound = [c, slurm_job_id, who, role, ingest, respond](const Controller::JobRef& bound,
-                                                                const ReportBatch& reports) {
+  auto to_bound = [slurm_job_id, who, role, ingest, respond](const Controller::JobRef& bound,
+                                                             const ReportBatch& reports) {
     const std::string& id = bound.id;
     const bool allowed = role == Role::kAdmin || (role == Role::kRank && who->job == id) ||
                          (role == Role::kSubmitter && bound.owner == who->name);
@@ -142,8 +142,10 @@ SHEPHERD_ROUTE_HANDLER(IngestSlurmReports) {
   caller.request_id = req.request_id;
   CheckSlurmBinding(o.show_slurm_job, o.slurm_users, who, slurm_job_id, "slurm_job_id", respond,
                     [c, o, slurm_job_id, caller = std::move(caller), respond, ingest, to_bound,
-                     spec = std::move(spec).value(), reports = std::move(batch).value()]() mutable {
-                      if (auto bound = c->view().FindExternalJob(slurm_job_id)) return to_bound(*bound, reports);
+                     spec = std::move(spec).value(),
+                     reports = std::move(batch).value()]() REQUIRES_SHARED(kControl) mutable {
+                      if (auto bound = c->view().FindExternalJob(slurm_job_id))
+                        return to_bound(*bound, reports);
                       if (auto ended = c->view().EndedExternalRun(slurm_job_id, reports))
                         return respond(Problem(409, *ended));
                       api::SubmitAs(c, o, caller, std::move(spec), respond,

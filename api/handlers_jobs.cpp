@@ -33,7 +33,8 @@ HttpResponse DoesNotFit(const PlanEstimate& e) {
 }
 
 // 429 when the submitter is at its quota of jobs not yet ended.
-std::optional<HttpResponse> QuotaRefusal(const Controller& c, const ApiOptions& o, const std::string& owner) {
+std::optional<HttpResponse> QuotaRefusal(const Controller& c, const ApiOptions& o, const std::string& owner)
+    REQUIRES_SHARED(kControl) {
   const int quota = o.quotas.max_active_jobs_per_submitter;
   if (quota <= 0 || c.view().ActiveJobsOf(owner) < quota) return std::nullopt;
   return api::QuotaReached("max_active_jobs_per_submitter", quota, "active jobs per submitter",
@@ -97,7 +98,8 @@ void SubmitAs(Controller* c, const ApiOptions& o, const HttpRequest& req, JobSpe
   const Hardware hw = c->view().HardwareFor(spec);
   // Back on the control thread once the search is done: the quota again (other submits may have been
   // admitted meanwhile), then the admission.
-  auto admit = [c, o, spec, respond, then = std::move(then)](Result<PlanEstimate> est) mutable {
+  auto admit = [c, o, spec, respond,
+                then = std::move(then)](Result<PlanEstimate> est) REQUIRES_SHARED(kControl) mutable {
     if (auto refused = QuotaRefusal(*c, o, spec.owner)) return respond(*refused);
     if (!est.ok()) return respond(ProblemFrom(est.status()));
     if (!est->fits) return respond(DoesNotFit(*est));
@@ -110,7 +112,8 @@ void SubmitAs(Controller* c, const ApiOptions& o, const HttpRequest& req, JobSpe
   if (!SearchesOffControl(o, spec)) return admit(PlanJob(spec, hw));
   OnPlanner(o, req, respond, [spec, hw, post = o.post_control, admit = std::move(admit)]() mutable {
     Result<PlanEstimate> est = PlanJob(spec, hw);
-    post([est = std::move(est), admit = std::move(admit)]() mutable { admit(std::move(est)); });
+    post([est = std::move(est), admit = std::move(admit)]()
+             REQUIRES_SHARED(kControl) mutable { admit(std::move(est)); });
   });
 }
 
@@ -175,8 +178,10 @@ SHEPHERD_ROUTE_HANDLER(SubmitJob) {
   caller.request_id = req.request_id;
   const std::string id = spec->external_id;
   CheckSlurmBinding(o.show_slurm_job, o.slurm_users, req.principal, id, "external_id", respond,
-                    [c, o, caller = std::move(caller), spec = std::move(spec).value(), respond,
-                     created]() mutable { api::SubmitAs(c, o, caller, std::move(spec), respond, created); });
+                    [c, o, caller = std::move(caller), spec = std::move(spec).value(), respond, created]()
+                        REQUIRES_SHARED(kControl) mutable {
+                          api::SubmitAs(c, o, caller, std::move(spec), respond, created);
+                        });
 }
 
 SHEPHERD_ROUTE_HANDLER(ListJobs) {

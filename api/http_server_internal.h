@@ -127,7 +127,6 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
     std::set<uint64_t> idle;  // ordered: oldest first
   };
   std::unordered_map<std::string, IdentityState> identities_;
-  std::size_t identity_connections_ = 0;        // serving sessions counted by identity, not address
   std::array<std::uint64_t, 3> body_in_use_{};  // by BodyClass
   std::unordered_map<std::string, std::uint64_t> body_by_owner_;  // identity or "addr:<ip>"
   uint64_t next_session_id_ = 1;

@@ -54,7 +54,7 @@ struct Family {
   }
 };
 
-void AppendJobMetrics(const Controller& c, Time now, std::string* out) {
+void AppendJobMetrics(const Controller& c, Time now, std::string* out) REQUIRES_SHARED(kControl) {
   Family state{"shepherd_job_state",
                "gauge",
                "1 for the job's current state (queued, launching, running, recovering, succeeded, failed, "
@@ -104,7 +104,7 @@ void AppendJobMetrics(const Controller& c, Time now, std::string* out) {
 
 // Goodput per job (docs/goodput.md): the seconds of every bucket and the ETTR, accounted from the records
 // in memory at each scrape. O(jobs and their attempts and checkpoints).
-void AppendGoodputMetrics(const Controller& c, Time now, std::string* out) {
+void AppendGoodputMetrics(const Controller& c, Time now, std::string* out) REQUIRES_SHARED(kControl) {
   Family seconds{"shepherd_job_goodput_seconds",
                  "gauge",
                  "Seconds of the job's wall time (submission to its end, or now) in each goodput bucket "
@@ -129,7 +129,7 @@ void AppendGoodputMetrics(const Controller& c, Time now, std::string* out) {
   ettr.AppendTo(out);
 }
 
-void AppendFleetMetrics(const Controller& c, std::string* out) {
+void AppendFleetMetrics(const Controller& c, std::string* out) REQUIRES_SHARED(kControl) {
   const Controller::FleetFacts fleet = c.view().Fleet();
   Header("shepherd_nodes", "gauge", "Nodes by state (every state, 0 included).", out);
   // Every state the enum names (ToString answers "unknown" past the last), so a state added later is

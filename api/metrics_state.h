@@ -17,6 +17,6 @@ namespace shepherd {
 inline constexpr double kEndedJobSeriesSeconds = 3600;
 
 // Appends the series (with HELP and TYPE) to `out`.
-void AppendStateMetrics(const Controller& c, Time now, std::string* out);
+void AppendStateMetrics(const Controller& c, Time now, std::string* out) REQUIRES_SHARED(kControl);
 
 }  // namespace shepherd

@@ -5,11 +5,15 @@
 #pragma once
 
 #include "api/route_table.h"
+#include "control/control_lock.h"
 
 namespace shepherd::api {
 
-#define SHEPHERD_ROUTE_HANDLER(name) \
-  void name(const ApiContext& ctx, const HttpRequest& req, const PathParams& p, Respond respond)
+// Every handler runs holding the ControlLock: exclusively on the control thread, shared on the reader thread
+// (api/front_door.h); the clang thread-safety analysis checks its body against that (REQUIRES_SHARED).
+#define SHEPHERD_ROUTE_HANDLER(name)                                                             \
+  void name(const ApiContext& ctx, const HttpRequest& req, const PathParams& p, Respond respond) \
+      REQUIRES_SHARED(kControl)
 
 // handlers.cpp: the service routes and the dashboard's files.
 SHEPHERD_ROUTE_HANDLER(Healthz);

@@ -180,6 +180,7 @@ class Bench {
 
   void SubmitSmall(std::function<void()> done) {
     JobSpec spec = MakeSpec(8);
+    controller_->AssertReadable();  // this thread constructed the Controller: its control thread
     auto est = controller_->view().PlanFor(spec);
     controller_->SubmitJob(spec, *est, [this, done = std::move(done)](Result<JobView> r) {
       if (r.ok()) last_job_ = r->job.id;
@@ -269,7 +270,10 @@ class Bench {
       });
     });
   }
-  size_t findings() const { return controller_->view().GetFailures({}).value().size(); }
+  size_t findings() const {
+    controller_->AssertReadable();
+    return controller_->view().GetFailures({}).value().size();
+  }
 
  private:
   std::string dir_;

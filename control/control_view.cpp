@@ -67,7 +67,7 @@ std::vector<JobView> ControlView::ListJobs(std::optional<JobState> state, const 
   std::vector<JobView> out;
   if (more) *more = false;
   // Adds `e` when it matches; false once the page is full.
-  auto take = [&](const JobEntry& e) {
+  auto take = [&](const JobEntry& e) REQUIRES_SHARED(kControl) {
     if (state && e.job.state != *state) return true;
     if (out.size() == limit) {
       if (more) *more = true;

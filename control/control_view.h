@@ -6,8 +6,8 @@
 // hidden writes.
 // Threading: it runs on the control thread and on the daemon's reader threads; the daemon holds its
 // ControlLock shared around the readers and exclusively around everything the control thread runs
-// (control/control_lock.h). Pointers and views it returns are valid until the next operation on the
-// control thread.
+// (control/control_lock.h): its reads are REQUIRES_SHARED(kControl). Pointers and views it returns are
+// valid until the next operation on the control thread.
 #pragma once
 
 #include <cstdint>
@@ -20,13 +20,14 @@
 #include <vector>
 
 #include "control/agent_board.h"
+#include "control/control_lock.h"
 #include "control/event_log.h"
 #include "control/finding_log.h"
 #include "control/inventory.h"
 #include "control/job_book.h"
 #include "control/job_health.h"
-#include "control/rank_tokens.h"
 #include "control/launch/slurm_owner.h"
+#include "control/rank_tokens.h"
 #include "core/json.h"
 #include "core/time.h"
 #include "goodput/accounting.h"
@@ -96,64 +97,87 @@ class ControlView {
   // ---- Nodes. Views carry what the agent board knows now: the node's unknown processes, and
   // agent_attached as the agent's liveness (heard within node_heartbeat_timeout_s), not whether one ever
   // attached.
-  Result<NodeView> GetNode(const std::string& id) const;
-  NodeList ListNodes(const NodeFilter& filter) const;
-  std::vector<SpareDeficit> SpareDeficits() const { return inventory().SpareDeficits(); }
-  const TopologyLevels& levels() const { return inventory().cluster().levels(); }
-  std::size_t node_count() const { return static_cast<std::size_t>(inventory().cluster().size()); }
-  int64_t free_usable_gpus() const { return inventory().cluster().FreeUsableGpus(); }
+  Result<NodeView> GetNode(const std::string& id) const REQUIRES_SHARED(kControl);
+  NodeList ListNodes(const NodeFilter& filter) const REQUIRES_SHARED(kControl);
+  std::vector<SpareDeficit> SpareDeficits() const REQUIRES_SHARED(kControl) {
+    return inventory().SpareDeficits();
+  }
+  const TopologyLevels& levels() const REQUIRES_SHARED(kControl) { return inventory().cluster().levels(); }
+  std::size_t node_count() const REQUIRES_SHARED(kControl) {
+    return static_cast<std::size_t>(inventory().cluster().size());
+  }
+  int64_t free_usable_gpus() const REQUIRES_SHARED(kControl) {
+    return inventory().cluster().FreeUsableGpus();
+  }
   // A node's view with the agent board's state.
-  NodeView WithAgent(NodeView v) const;
+  NodeView WithAgent(NodeView v) const REQUIRES_SHARED(kControl);
 
   // ---- Planning and jobs
-  Result<PlanEstimate> PlanFor(const JobSpec& spec) const { return jobs().PlanFor(spec); }
+  Result<PlanEstimate> PlanFor(const JobSpec& spec) const REQUIRES_SHARED(kControl) {
+    return jobs().PlanFor(spec);
+  }
   // What PlanFor plans on: the job's GPU profile and this inventory's GPU memory and NVLink domains.
-  Hardware HardwareFor(const JobSpec& spec) const { return jobs().HardwareFor(spec); }
-  Result<JobView> GetJob(const std::string& id) const;
-  JobView ViewOf(const JobEntry& e) const;
+  Hardware HardwareFor(const JobSpec& spec) const REQUIRES_SHARED(kControl) {
+    return jobs().HardwareFor(spec);
+  }
+  Result<JobView> GetJob(const std::string& id) const REQUIRES_SHARED(kControl);
+  JobView ViewOf(const JobEntry& e) const REQUIRES_SHARED(kControl);
   // The job with this spec.external_id that has not ended (an index lookup, cheap enough for every report
   // batch); nullopt when none.
   struct JobRef {
     std::string id;
     std::string owner;
   };
-  std::optional<JobRef> FindExternalJob(const std::string& external_id) const;
+  std::optional<JobRef> FindExternalJob(const std::string& external_id) const REQUIRES_SHARED(kControl);
   // Why `batch` must not create a job for this external id: the newest job with it has ended (cancelled
   // here, or as its launcher said) and the batch is of that job's attempt or an earlier one, so its ranks
   // are that job's (a job that ended queued, attempt 0, had its first run to come: attempt 1 is it). Only a
   // later attempt (the launcher requeued the job) starts another. nullopt: creation may go on.
-  std::optional<std::string> EndedExternalRun(const std::string& external_id, const ReportBatch& batch) const;
+  std::optional<std::string> EndedExternalRun(const std::string& external_id, const ReportBatch& batch) const
+      REQUIRES_SHARED(kControl);
   // Who submitted the job (its spec's owner; "" before auth); nullopt when there is no such job.
-  std::optional<std::string> JobOwner(const std::string& id) const;
+  std::optional<std::string> JobOwner(const std::string& id) const REQUIRES_SHARED(kControl);
   // Jobs in id order after `after` (exclusive; "" from the start), at most `limit`; `*more` tells whether
   // more matching jobs follow. Costs O(log jobs + the jobs it steps over) when no state is given; with
   // `external_id`, only the jobs with that spec.external_id are visited (an index).
   std::vector<JobView> ListJobs(std::optional<JobState> state, const std::string& after = "",
                                 std::size_t limit = SIZE_MAX, bool* more = nullptr,
-                                const std::optional<std::string>& external_id = std::nullopt) const;
+                                const std::optional<std::string>& external_id = std::nullopt) const
+      REQUIRES_SHARED(kControl);
   // Jobs of this owner (spec.owner) that have not ended: the per-submitter quota.
-  int ActiveJobsOf(const std::string& owner) const;
-  Result<PlacementView> GetPlacement(const std::string& id) const;
+  int ActiveJobsOf(const std::string& owner) const REQUIRES_SHARED(kControl);
+  Result<PlacementView> GetPlacement(const std::string& id) const REQUIRES_SHARED(kControl);
 
   // ---- Events (control/event_log.h, docs/events.md), readable once their batch is durable.
-  Result<EventPage> ReadEvents(int64_t after, std::size_t limit) const { return events().Read(after, limit); }
+  Result<EventPage> ReadEvents(int64_t after, std::size_t limit) const REQUIRES_SHARED(kControl) {
+    return events().Read(after, limit);
+  }
 
   // ---- Health. GetHealth's shape is the health module's (health/job_monitor_json.cpp).
-  Result<Json> GetHealth(const std::string& id) const;
+  Result<Json> GetHealth(const std::string& id) const REQUIRES_SHARED(kControl);
   // GET /v1/jobs/{id}/steps: the running attempt's last `limit` final steps, oldest first
   // (health/step_history.h); an empty list when no attempt is watched.
-  Result<Json> GetSteps(const std::string& id, size_t limit) const;
-  Result<CheckpointList> GetCheckpoints(const std::string& id) const;
+  Result<Json> GetSteps(const std::string& id, size_t limit) const REQUIRES_SHARED(kControl);
+  Result<CheckpointList> GetCheckpoints(const std::string& id) const REQUIRES_SHARED(kControl);
   // kNotFound when q.job names no job.
-  Result<std::vector<Finding>> GetFailures(const FindingQuery& q, bool* more = nullptr) const;
+  Result<std::vector<Finding>> GetFailures(const FindingQuery& q, bool* more = nullptr) const
+      REQUIRES_SHARED(kControl);
 
   // ---- The daemon's own state and counters for /metrics.
-  Lateness::Facts lateness() const { return s_.lateness->facts(s_.clock->Now()); }
-  const std::map<FindingKind, uint64_t>& finding_counts() const { return findings().counts(); }
-  const std::map<std::string, uint64_t>& report_counts() const { return *s_.report_counts; }
-  const std::map<std::string, uint64_t>& heartbeat_ignored() const { return *s_.heartbeat_ignored; }
+  Lateness::Facts lateness() const REQUIRES_SHARED(kControl) { return s_.lateness->facts(s_.clock->Now()); }
+  const std::map<FindingKind, uint64_t>& finding_counts() const REQUIRES_SHARED(kControl) {
+    return findings().counts();
+  }
+  const std::map<std::string, uint64_t>& report_counts() const REQUIRES_SHARED(kControl) {
+    return *s_.report_counts;
+  }
+  const std::map<std::string, uint64_t>& heartbeat_ignored() const REQUIRES_SHARED(kControl) {
+    return *s_.heartbeat_ignored;
+  }
   // Reports accepted but ignored for a reason (shepherd_reports_ignored_total), indexed by IgnoredReason.
-  uint64_t reports_ignored(IgnoredReason why) const { return s_.reports_ignored[static_cast<int>(why)]; }
+  uint64_t reports_ignored(IgnoredReason why) const REQUIRES_SHARED(kControl) {
+    return s_.reports_ignored[static_cast<int>(why)];
+  }
   // Per-job facts, for the reader thread.
   struct JobMetrics {
     const Job* job = nullptr;  // valid only during the visit
@@ -164,7 +188,8 @@ class ControlView {
   };
   // Calls `visit` for every job that has not ended and every job that ended (updated_at) at or after
   // `ended_since`, in id order. O(jobs): visits no placement and copies nothing.
-  void VisitJobMetrics(Time ended_since, const std::function<void(const JobMetrics&)>& visit) const;
+  void VisitJobMetrics(Time ended_since, const std::function<void(const JobMetrics&)>& visit) const
+      REQUIRES_SHARED(kControl);
   // ---- Goodput (goodput/accounting.h): a job's records as accounting reads them.
   struct GoodputRecords {
     const Job* job = nullptr;             // valid only during the visit
@@ -182,18 +207,19 @@ class ControlView {
     }
   };
   // kNotFound for no job. O(the job's attempts and checkpoints, log of its findings).
-  Result<GoodputRecords> GetGoodputRecords(const std::string& id) const;
+  Result<GoodputRecords> GetGoodputRecords(const std::string& id) const REQUIRES_SHARED(kControl);
   // Calls `visit` for every job that has not ended and every job that ended (updated_at) at or after
   // `ended_since`, in id order, one job at a time (one set of buffers, reused): O(jobs and their attempts),
   // and their checkpoints when `with_checkpoints`.
   void VisitGoodputRecords(Time ended_since, bool with_checkpoints,
-                           const std::function<void(const GoodputRecords&)>& visit) const;
+                           const std::function<void(const GoodputRecords&)>& visit) const
+      REQUIRES_SHARED(kControl);
   struct FleetFacts {
     std::map<NodeState, int> by_state;  // nodes by state (no zero entries)
     int spare_nodes = 0;                // nodes held aside as spares, whatever their state
   };
   // O(nodes).
-  FleetFacts Fleet() const;
+  FleetFacts Fleet() const REQUIRES_SHARED(kControl);
   // The store as the control thread sees it: batches handed to it and not answered yet, how long the oldest
   // has waited (a stall: another connection's lock, a slow disk), and whether it failed.
   struct StorageFacts {
@@ -201,7 +227,7 @@ class ControlView {
     double oldest_write_s = 0;
     bool failed = false;
   };
-  StorageFacts storage() const;
+  StorageFacts storage() const REQUIRES_SHARED(kControl);
 
  private:
   const JobHealth* HealthOf(const std::string& job) const {

@@ -7,7 +7,7 @@ namespace {
 
 // Fills `out` from `e` (out's vectors are reused).
 void Fill(const JobEntry& e, const FindingLog& findings, const JobHealth* health, bool with_checkpoints,
-          ControlView::GoodputRecords* out) {
+          ControlView::GoodputRecords* out) REQUIRES_SHARED(kControl) {
   out->job = &e.job;
   out->attempts.clear();
   out->sizes.clear();

@@ -85,9 +85,8 @@ void Controller::Commit(std::function<void(Status)> done) {
   const int64_t last_event = events_.Append(&events, now, &batch);
   // Attempts this batch starts reach the agents, or become a Slurm step, and the Slurm allocations it asks
   // for are requested, only once it is durable.
-  auto saved = [this, starts = std::exchange(unsaved_starts_, {}),
-                requests = slurm_.TakeNewRequests(), last_event,
-                events = std::move(events)] {
+  auto saved = [this, starts = std::exchange(unsaved_starts_, {}), requests = slurm_.TakeNewRequests(),
+                last_event, events = std::move(events)]() REQUIRES(kControl) {
     if (last_event) {
       events_.MarkDurable(last_event);
       if (on_events_) on_events_(events);
@@ -97,7 +96,7 @@ void Controller::Commit(std::function<void(Status)> done) {
     AnswerWaiters();
   };
   if (batch.empty()) {
-    post_([saved, done = std::move(done)] {
+    post_([saved, done = std::move(done)]() REQUIRES(kControl) {
       saved();
       done(Status::Ok());
     });
@@ -105,7 +104,7 @@ void Controller::Commit(std::function<void(Status)> done) {
   }
   writes_started_.push_back(clock_->Now());
   store_->Write(std::move(batch), [this, saved, done = std::move(done)](Status s) mutable {
-    post_([this, saved, s = std::move(s), done = std::move(done)] {
+    post_([this, saved, s = std::move(s), done = std::move(done)]() REQUIRES(kControl) {
       writes_started_.pop_front();  // the store answers its batches in order
       if (s.ok())
         saved();
@@ -117,20 +116,25 @@ void Controller::Commit(std::function<void(Status)> done) {
 }
 
 void Controller::AnswerWaiters() {
-  if (agents_.HasDue()) agents_.AnswerDue([this](const std::string& node) { return DesiredRanks(node); });
+  if (agents_.HasDue())
+    agents_.AnswerDue([this](const std::string& node)
+                          REQUIRES_SHARED(kControl) { return DesiredRanks(node); });
 }
 
 void Controller::ReleaseWaiters() {
+  control_thread_.Assert();
   agents_.ReleaseWaiters();
   AnswerWaiters();
   events_.ReleaseAll();
 }
 
 void Controller::WatchEvents(int64_t after, std::size_t limit, Time deadline, Done<EventPage> done) {
+  control_thread_.Assert();
   events_.Wait(after, limit, deadline, std::move(done));
 }
 
 void Controller::ObserveLateness(Duration tick_lag, Duration queue_age, uint64_t refused) {
+  control_thread_.Assert();
   Time now = clock_->Now();
   lateness_.OnTickLag(tick_lag, now);
   lateness_.OnQueueAge(queue_age, now);
@@ -232,13 +236,14 @@ void Controller::Schedule(Time now, WriteBatch* batch) {
   // A job our agents launch goes to a node no live agent serves only when it fits nowhere else, or it waits
   // its launch timeout (a first deployment's inventory file lists nodes before their agents run).
   Sync();
-  jobs_.Schedule([this](const std::string& job) { return HealthSlot(job).DefaultResume(); }, now, batch,
-                 slurm_.HeldNodes(), [this] { return UnservedNodes(); });
+  jobs_.Schedule([this](const std::string& job) REQUIRES(kControl) { return HealthSlot(job).DefaultResume(); },
+                 now, batch, slurm_.HeldNodes(), [this]() REQUIRES_SHARED(kControl) { return UnservedNodes(); });
 }
 
 // ---- Nodes
 
 void Controller::UpsertNode(Node node, bool schedulable_given, Done<NodeUpsert> done) {
+  control_thread_.Assert();
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   OpScope op = Begin(clock_->Now());
   bool created = false;
@@ -247,23 +252,25 @@ void Controller::UpsertNode(Node node, bool schedulable_given, Done<NodeUpsert> 
   if (!v.ok()) return done(v.status());
   Schedule(op->now, &op->batch);
   // The node as written, should a DELETE committed meanwhile have removed it (the answer is read then).
-  CommitThen<NodeUpsert>(std::move(done), [this, id, created, written = *v] {
+  CommitThen<NodeUpsert>(std::move(done), [this, id, created, written = *v]() REQUIRES_SHARED(kControl) {
     return NodeUpsert{view_.WithAgent(inventory_.View(id).value_or(written)), created};
   });
 }
 
 void Controller::PatchNode(const std::string& id, NodePatch patch, Done<NodeView> done) {
+  control_thread_.Assert();
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   OpScope op = Begin(clock_->Now());
   auto v = inventory_.Patch(id, patch, op->now, &op->batch);
   if (!v.ok()) return done(v.status());
   Schedule(op->now, &op->batch);
-  CommitThen<NodeView>(std::move(done), [this, id, written = *v] {
+  CommitThen<NodeView>(std::move(done), [this, id, written = *v]() REQUIRES_SHARED(kControl) {
     return view_.WithAgent(inventory_.View(id).value_or(written));  // removed meanwhile: the node as patched
   });
 }
 
 void Controller::DeleteNode(const std::string& id, Done<NodeView> done) {
+  control_thread_.Assert();
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   // Its agent would register it again at once, schedulable and without its cordon or failure.
   if (inventory_.Find(id) && agents_.Live(id))
@@ -277,6 +284,7 @@ void Controller::DeleteNode(const std::string& id, Done<NodeView> done) {
 }
 
 void Controller::StopUnknownProcesses(const std::string& id, Done<NodeView> done) {
+  control_thread_.Assert();
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   if (!inventory_.Find(id)) return done(NotFound("no node " + id));
   agents_.StopUnknownProcesses(id);
@@ -287,6 +295,7 @@ void Controller::StopUnknownProcesses(const std::string& id, Done<NodeView> done
 // ---- Jobs
 
 void Controller::SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> done) {
+  control_thread_.Assert();
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   if (Status s = LauncherFor(spec.launch_mode).Admit(options_.slurm); !s.ok()) return done(s);
   OpScope op = Begin(clock_->Now());
@@ -296,7 +305,7 @@ void Controller::SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> do
   if (LauncherFor(jobs_.Find(*id)->job).Credential() == RankCredential::kPerJob)
     token = rank_tokens_.Mint({*id, {}}, &op->batch);
   Schedule(op->now, &op->batch);
-  CommitThen<JobView>(std::move(done), [this, id = *id, token] {
+  CommitThen<JobView>(std::move(done), [this, id = *id, token]() REQUIRES_SHARED(kControl) {
     JobView v = view_.ViewOf(*jobs_.Find(id));
     v.rank_token = token;
     return v;
@@ -304,12 +313,14 @@ void Controller::SubmitJob(JobSpec spec, PlanEstimate estimate, Done<JobView> do
 }
 
 void Controller::CancelJob(const std::string& id, const std::string& by, Done<JobView> done) {
+  control_thread_.Assert();
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   OpScope op = Begin(clock_->Now());
   if (Status s = EndJob(id, JobState::kCancelled, "cancelled by " + by, op->now, &op->batch); !s.ok())
     return done(s);
   Schedule(op->now, &op->batch);
-  CommitThen<JobView>(std::move(done), [this, id] { return view_.ViewOf(*jobs_.Find(id)); });
+  CommitThen<JobView>(std::move(done),
+                      [this, id]() REQUIRES_SHARED(kControl) { return view_.ViewOf(*jobs_.Find(id)); });
 }
 
 Status Controller::EndJob(const std::string& id, JobState state, const std::string& reason, Time now,

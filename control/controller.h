@@ -15,11 +15,12 @@
 // (RecoveryContext; the desired ranks AgentBoard::AnswerDue answers due long polls with), and what recovery
 // decides for a job's health comes back as a value (HealthUpdate) that the façade applies.
 //
-// Threading: every non-const method runs on the one control thread. Store completions arrive on the writer
-// thread and are posted back through `post`, so callbacks (`Done`) also run on the control thread. The
-// view() (ControlView) also runs on the daemon's reader thread; the daemon then holds its ControlLock
-// shared, and exclusively around everything the control thread runs (control/control_lock.h), so reads
-// must stay free of caches and other hidden writes.
+// Threading: every non-const method runs on the one control thread (the constructing thread) and begins
+// control_thread_.Assert() (checked in debug builds). Store completions arrive on the writer thread and are
+// posted back through `post`, so callbacks (`Done`) also run on the control thread. The view() (ControlView)
+// also runs on the daemon's reader thread; the daemon then holds its ControlLock shared, and exclusively
+// around everything the control thread runs (control/control_lock.h), so reads must stay free of caches and
+// other hidden writes. The state below is GUARDED_BY(kControl), checked by clang's thread-safety analysis.
 // Durability: memory changes first, so reads may show a change whose COMMIT is pending; a change is
 // acknowledged (Done with a value) only once durable. If a COMMIT fails the controller stops accepting
 // writes (kUnavailable), reports not-ready and calls `on_storage_failure` so the daemon can exit.
@@ -40,12 +41,14 @@
 
 #include "control/agent_board.h"
 #include "control/callbacks.h"
+#include "control/control_lock.h"
 #include "control/control_view.h"
 #include "control/event_log.h"
 #include "control/finding_log.h"
 #include "control/inventory.h"
 #include "control/job_book.h"
 #include "control/job_health.h"
+#include "control/launch/slurm_owner.h"
 #include "control/rank_tokens.h"
 #include "control/recovery_executor.h"
 #include "control/launch/slurm_owner.h"
@@ -130,9 +133,18 @@ class Controller {
   // cannot be decoded fails recovery naming its collection and key, unless `salvage`: then it is moved
   // aside (Store::Quarantine) and recovery goes on without it. REQUIRES: called once, before anything else.
   Status Recover(bool salvage = false);
-  bool ready() const { return ready_ && !storage_failed_; }
-  void set_on_storage_failure(std::function<void(const Status&)> f) { on_storage_failure_ = std::move(f); }
-  void set_advertise_url(std::string url) { options_.advertise_url = std::move(url); }
+  bool ready() const {
+    control_thread_.AssertShared();
+    return ready_ && !storage_failed_;
+  }
+  void set_on_storage_failure(std::function<void(const Status&)> f) {
+    control_thread_.Assert();
+    on_storage_failure_ = std::move(f);
+  }
+  void set_advertise_url(std::string url) {
+    control_thread_.Assert();
+    options_.advertise_url = std::move(url);
+  }
 
   // ---- Nodes
   void UpsertNode(Node node, bool schedulable_given, Done<NodeUpsert> done);
@@ -167,7 +179,10 @@ class Controller {
   // Waits until `deadline` (the tick expires it) for an event when none follows `after`.
   void WatchEvents(int64_t after, std::size_t limit, Time deadline, Done<EventPage> done);
   // Called on the control thread with each durable batch's events, in order (webhooks). Must not block.
-  void set_on_events(std::function<void(const std::vector<Event>&)> f) { on_events_ = std::move(f); }
+  void set_on_events(std::function<void(const std::vector<Event>&)> f) {
+    control_thread_.Assert();
+    on_events_ = std::move(f);
+  }
 
   // ---- Slurm (control/launch/slurm_owner.h keeps and decides it; the daemon's workers,
   // daemon/slurm_sync_worker.h and daemon/slurm_launch_worker.h, run Slurm's commands and report here)
@@ -208,6 +223,10 @@ class Controller {
   void ObserveLateness(Duration tick_lag, Duration queue_age, uint64_t refused = 0);
   // ---- Reads: every query of the state above, for the API and the daemon's reader threads.
   const ControlView& view() const { return view_; }
+  // For code that reads view() where the analysis sees no hold (the daemon's start-up, a follower's view
+  // thread, which constructed its Controller): the caller may read control state, being this Controller's
+  // control thread or holding a ControlReadHold. Checked in debug builds.
+  void AssertReadable() const ASSERT_SHARED_CAPABILITY(kControl) { control_thread_.AssertShared(); }
   using JobRef = ControlView::JobRef;
   using JobMetrics = ControlView::JobMetrics;
   using GoodputRecords = ControlView::GoodputRecords;
@@ -219,20 +238,20 @@ class Controller {
 
  private:
   // Usable nodes no live agent serves (never attached since the daemon started, or lost). O(nodes).
-  std::set<std::string> UnservedNodes() const;
-  Status CheckWritable() const;
+  std::set<std::string> UnservedNodes() const REQUIRES_SHARED(kControl);
+  Status CheckWritable() const REQUIRES_SHARED(kControl);
   // Reads the clock for an operation that may judge silence, and tells Lateness the thread is running.
-  Time Turn() {
+  Time Turn() REQUIRES(kControl) {
     Time now = clock_->Now();
     lateness_.OnTurn(now);
     return now;
   }
   // The events of the operation `batch` commits: the job states entered, new findings and their actions,
   // node state changes (against what the previous batches told).
-  std::vector<Event> CollectEvents(const WriteBatch& batch, Time now);
+  std::vector<Event> CollectEvents(const WriteBatch& batch, Time now) REQUIRES(kControl);
   // What CollectEvents compares with: every node's state and every finding's actions as of the last
   // batch (from the restored records at start-up).
-  void BaselineEvents();
+  void BaselineEvents() REQUIRES(kControl);
   // The open operation's scope (control/operation.h): closes it when the call returns, committing what
   // it holds unless the call committed it.
   class [[nodiscard]] OpScope {
@@ -240,9 +259,9 @@ class Controller {
     OpScope(Controller* c, uint64_t seq) : c_(c), seq_(seq) {}
     OpScope(const OpScope&) = delete;
     OpScope& operator=(const OpScope&) = delete;
-    ~OpScope() { c_->Close(seq_); }
-    Operation& operator*() const { return *c_->op_; }
-    Operation* operator->() const { return &*c_->op_; }
+    ~OpScope() NO_THREAD_SAFETY_ANALYSIS { c_->Close(seq_); }  // made by Begin, on the control thread
+    Operation& operator*() const NO_THREAD_SAFETY_ANALYSIS { return *c_->op_; }
+    Operation* operator->() const NO_THREAD_SAFETY_ANALYSIS { return &*c_->op_; }
 
    private:
     Controller* c_;
@@ -250,138 +269,145 @@ class Controller {
   };
   // Opens the operation of one mutating call at `now`. One still open (a refused call's `done` that called
   // in again before its scope ended) is closed first.
-  OpScope Begin(Time now);
+  OpScope Begin(Time now) REQUIRES(kControl);
   // Settles the open operation, then persists its batch and closes it; `done` runs on the control thread
   // after COMMIT.
-  void Commit(std::function<void(Status)> done);
+  void Commit(std::function<void(Status)> done) REQUIRES(kControl);
   template <typename T>
-  void CommitThen(Done<T> done, std::function<T()> answer);
+  void CommitThen(Done<T> done, std::function<T()> answer) REQUIRES(kControl);
   // OpScope's end: settles and commits what operation `seq` left open, if it is still the open one.
-  void Close(uint64_t seq);
-  void OnStorageFailure(const Status& s);
+  void Close(uint64_t seq) REQUIRES(kControl);
+  void OnStorageFailure(const Status& s) REQUIRES(kControl);
 
   // Carries attempt starts and ends queued by JobBook into JobHealth, AgentBoard, RankTokens,
   // RecoveryExecutor and SlurmOwner (the one writer of a job's health lifecycle). Run by Sync and Commit
   // only.
-  void Settle(Time now, WriteBatch* batch);
+  void Settle(Time now, WriteBatch* batch) REQUIRES(kControl);
   // Settles the open operation when JobBook has queued attempt events (nothing outside an operation).
-  void Sync();
+  void Sync() REQUIRES(kControl);
   // The owners Settle writes, as an operation's steps reach them: settled first (Sync).
-  JobHealth& HealthOf(const std::string& job);
-  JobHealth* FindHealth(const std::string& job);
-  std::map<std::string, std::unique_ptr<JobHealth>>& healths() {
+  JobHealth& HealthOf(const std::string& job) REQUIRES(kControl);
+  JobHealth* FindHealth(const std::string& job) REQUIRES(kControl);
+  std::map<std::string, std::unique_ptr<JobHealth>>& healths() REQUIRES(kControl) {
     Sync();
     return health_;
   }
-  AgentBoard& agents() {
+  AgentBoard& agents() REQUIRES(kControl) {
     Sync();
     return agents_;
   }
-  RecoveryExecutor& recovery() {
+  RecoveryExecutor& recovery() REQUIRES(kControl) {
     Sync();
     return recovery_;
   }
-  SlurmOwner& slurm() {
+  SlurmOwner& slurm() REQUIRES(kControl) {
     Sync();
     return slurm_;
   }
   // The job's health without settling: for Settle itself, start-up, and choosers called from inside an
   // owner's own pass (JobBook::Schedule, RecoveryExecutor::StartQueuedOnSpares), which Sync ran before.
-  JobHealth& HealthSlot(const std::string& job);
+  JobHealth& HealthSlot(const std::string& job) REQUIRES(kControl);
   // Records a finding: id, recovery (its actions), the log, the batch.
-  void RecordFinding(Finding f, Time now, WriteBatch* batch);
+  void RecordFinding(Finding f, Time now, WriteBatch* batch) REQUIRES(kControl);
   // What recovery needs of `job` from the other owners (its Slurm allocation, its launcher's nodes, the
   // agents for the exit hold), handed to RecoveryExecutor with each finding.
-  RecoveryContext RecoveryContextOf(const Job& job) const;
+  RecoveryContext RecoveryContextOf(const Job& job) const REQUIRES_SHARED(kControl);
   // The recovery part of RecordFinding (also for a held finding whose hold is over: may_hold false).
-  void RunRecovery(Finding& f, Time now, WriteBatch* batch, bool may_hold);
+  void RunRecovery(Finding& f, Time now, WriteBatch* batch, bool may_hold) REQUIRES(kControl);
   // Held restarts whose hold is over (scheduler/exit_hold.h): decided now, or dropped, and persisted.
-  void ReleaseHolds(Time now, WriteBatch* batch);
+  void ReleaseHolds(Time now, WriteBatch* batch) REQUIRES(kControl);
   // Adds the process's flight-recorder dumps (new paths, or new sizes) to the latest hang finding of its
   // job and attempt, if there is one, within kMaxDumpsPerRank and kMaxDumpsPerFinding; what does not fit is
   // counted as ignored. REQUIRES: the rank is placed on the heartbeating node (PlacedOn).
-  void AttachFlightRecorder(const ProcessStatus& p, WriteBatch* batch);
-  void EvaluateJob(const std::string& job, Time now, WriteBatch* batch);
-  void PersistTransitions(const std::vector<CheckpointTransition>& ts, WriteBatch* batch);
+  void AttachFlightRecorder(const ProcessStatus& p, WriteBatch* batch) REQUIRES(kControl);
+  void EvaluateJob(const std::string& job, Time now, WriteBatch* batch) REQUIRES(kControl);
+  void PersistTransitions(const std::vector<CheckpointTransition>& ts, WriteBatch* batch) REQUIRES(kControl);
   // Agent liveness (node_lost findings), launch gates and long-poll deadlines.
-  void CheckAgents(Time now, WriteBatch* batch);
+  void CheckAgents(Time now, WriteBatch* batch) REQUIRES(kControl);
   // Running attempts' goodput marks into their records, each at most once per kMarksPersistEvery_s (the
   // in-memory attempt is kept current per report batch; the record is rewritten at the attempt's end).
-  void PersistMarks(Time now, WriteBatch* batch);
+  void PersistMarks(Time now, WriteBatch* batch) REQUIRES(kControl);
   // Erases resolved findings older than the retention (control/finding_log.h, FindingRetention).
-  void PruneFindings(Time now, WriteBatch* batch);
+  void PruneFindings(Time now, WriteBatch* batch) REQUIRES(kControl);
   static constexpr double kMarksPersistEvery_s = 60;
   // The job of `rank` when it is of the job's current, active attempt and placed on `node`; else null.
-  const JobEntry* CurrentRankOn(const std::string& node, const RankRef& rank) const;
+  const JobEntry* CurrentRankOn(const std::string& node, const RankRef& rank) const REQUIRES_SHARED(kControl);
   // Whether `rank` is placed on `node` in its attempt, that attempt being its job's current one or the one
   // before (whose ranks may still be stopping): what an agent may speak for.
-  bool PlacedOn(const std::string& node, const RankRef& rank) const;
-  void OnRankExit(const std::string& node, const ProcessStatus& p, Time now, WriteBatch* batch);
+  bool PlacedOn(const std::string& node, const RankRef& rank) const REQUIRES_SHARED(kControl);
+  void OnRankExit(const std::string& node, const ProcessStatus& p, Time now, WriteBatch* batch)
+      REQUIRES(kControl);
   // A job another launcher starts: a report of a higher attempt begins that attempt.
-  void FollowExternalAttempt(const std::string& job, const ReportBatch& reports, Time now, WriteBatch* batch);
+  void FollowExternalAttempt(const std::string& job, const ReportBatch& reports, Time now, WriteBatch* batch)
+      REQUIRES(kControl);
   // IngestReports' work, into `batch` (the caller commits): the POST route and relayed reports alike.
   Result<IngestSummary> IngestInto(const std::string& job, const ReportBatch& reports, Time now,
-                                   WriteBatch* batch);
+                                   WriteBatch* batch) REQUIRES(kControl);
   // Places queued jobs (settled first).
-  void Schedule(Time now, WriteBatch* batch);
+  void Schedule(Time now, WriteBatch* batch) REQUIRES(kControl);
   // The attempt's ranks are known to have started: launching → running.
-  void MarkLaunched(const std::string& job, Time now, WriteBatch* batch);
+  void MarkLaunched(const std::string& job, Time now, WriteBatch* batch) REQUIRES(kControl);
   // Launching attempts whose agents did not start them in policy.launch_timeout_s: re-placed onto nodes
   // with live agents when they fit there, else left waiting with the reason.
-  void CheckLaunches(Time now, WriteBatch* batch);
+  void CheckLaunches(Time now, WriteBatch* batch) REQUIRES(kControl);
   // Places `id`'s next attempt off `exclude` (its own GPUs counted free), ends the current attempt and
   // starts the new one with `reason`, resuming where the current one would have. Otherwise the placement's
   // error, and nothing changed.
   Status PlaceAgain(const std::string& id, const std::set<std::string>& exclude, const std::string& reason,
-                    Time now, WriteBatch* batch);
+                    Time now, WriteBatch* batch) REQUIRES(kControl);
   // Ends a job that has not ended (cancelled, or its watched Slurm job ended): its attempt, backoff, launch
   // gate, rank tokens, health and Slurm allocation. kNotFound, kConflict (already ended) as JobBook::End.
-  Status EndJob(const std::string& id, JobState state, const std::string& reason, Time now,
-                WriteBatch* batch);
+  Status EndJob(const std::string& id, JobState state, const std::string& reason, Time now, WriteBatch* batch)
+      REQUIRES(kControl);
   // The rendezvous and resume inputs of ComposeRankEnv for `e`'s current attempt on `node`.
-  RankEnvInput RankEnvFor(const JobEntry& e, const std::string& node) const;
+  RankEnvInput RankEnvFor(const JobEntry& e, const std::string& node) const REQUIRES_SHARED(kControl);
   // The environment of each of `e`'s ranks on `node`, each with its own rank token (SHEPHERD_TOKEN):
   // shared by the agents' assignments and the Slurm steps.
-  std::vector<LocalRankEnv> RankEnvsOn(const JobEntry& e, const std::string& node) const;
+  std::vector<LocalRankEnv> RankEnvsOn(const JobEntry& e, const std::string& node) const
+      REQUIRES_SHARED(kControl);
   // IndexPlacementNodes of `e`'s current attempt, kept until the attempt (or its placement) changes.
-  std::shared_ptr<const PlacementNodes> NodeIndexOf(const JobEntry& e) const;
+  std::shared_ptr<const PlacementNodes> NodeIndexOf(const JobEntry& e) const REQUIRES_SHARED(kControl);
   // Carries out the Slurm owner's effects in order (controller_slurm.cpp). `ended`: set when a job ended.
-  void ApplySlurm(const std::vector<SlurmEffect>& effects, Time now, WriteBatch* batch,
-                  bool* ended = nullptr);
+  void ApplySlurm(const std::vector<SlurmEffect>& effects, Time now, WriteBatch* batch, bool* ended = nullptr)
+      REQUIRES(kControl);
   // Answers the long polls AgentBoard made due with each node's DesiredRanks. Run after every call that
   // may make one due (Settle, a durable batch, a heartbeat, the tick, a watch, a release).
-  void AnswerWaiters();
+  void AnswerWaiters() REQUIRES(kControl);
   // What the node's agent must run (AgentBoard::AnswerDue).
-  std::vector<RankAssignment> DesiredRanks(const std::string& node) const;
+  std::vector<RankAssignment> DesiredRanks(const std::string& node) const REQUIRES_SHARED(kControl);
 
+  // Set at construction and never changed. Everything else but the node index and the rank tokens (each
+  // behind its own mutex) is control state, GUARDED_BY(kControl).
+  ControlThread control_thread_;  // the constructing thread: each method asserts it (or a shared hold)
   Store* store_;
   const Clock* clock_;
   Post post_;
-  ControllerOptions options_;
-  Inventory inventory_;
-  JobBook jobs_;
-  std::map<std::string, std::unique_ptr<JobHealth>> health_;
-  RecoveryExecutor recovery_;
-  AgentBoard agents_;
-  FindingLog findings_;
-  Time next_findings_prune_{};  // the next retention pass
-  EventLog events_;
-  std::map<std::string, NodeState> event_node_state_;
-  std::map<std::string, std::size_t> event_finding_actions_;  // finding id -> actions already told
+  ControllerOptions options_ GUARDED_BY(kControl);
+  Inventory inventory_ GUARDED_BY(kControl);
+  JobBook jobs_ GUARDED_BY(kControl);
+  std::map<std::string, std::unique_ptr<JobHealth>> health_ GUARDED_BY(kControl);
+  RecoveryExecutor recovery_ GUARDED_BY(kControl);
+  AgentBoard agents_ GUARDED_BY(kControl);
+  FindingLog findings_ GUARDED_BY(kControl);
+  Time next_findings_prune_ GUARDED_BY(kControl){};  // the next retention pass
+  EventLog events_ GUARDED_BY(kControl);
+  std::map<std::string, NodeState> event_node_state_ GUARDED_BY(kControl);
+  std::map<std::string, std::size_t> event_finding_actions_
+      GUARDED_BY(kControl);  // finding id -> actions already told
   // Findings recorded since the last Commit: (size of the batch when recording began, id).
-  std::vector<std::pair<std::size_t, std::string>> finding_order_;
-  std::function<void(const std::vector<Event>&)> on_events_;
+  std::vector<std::pair<std::size_t, std::string>> finding_order_ GUARDED_BY(kControl);
+  std::function<void(const std::vector<Event>&)> on_events_ GUARDED_BY(kControl);
   RankTokens rank_tokens_;
-  Lateness lateness_;
-  SlurmOwner slurm_;  // after inventory_, jobs_ and findings_, which it is given
-  std::optional<Operation> op_;  // the open operation (Begin, Commit)
-  uint64_t op_seq_ = 0;          // Begin's count: which scope op_ belongs to
-  bool settling_ = false;        // inside Settle: Sync does nothing
-  std::map<std::string, uint64_t> report_counts_;
-  uint64_t reports_ignored_[kIgnoredReasons] = {};
+  Lateness lateness_ GUARDED_BY(kControl);
+  SlurmOwner slurm_ GUARDED_BY(kControl);  // after inventory_, jobs_ and findings_, which it is given
+  std::optional<Operation> op_ GUARDED_BY(kControl);  // the open operation (Begin, Commit)
+  uint64_t op_seq_ GUARDED_BY(kControl) = 0;          // Begin's count: which scope op_ belongs to
+  bool settling_ GUARDED_BY(kControl) = false;        // inside Settle: Sync does nothing
+  std::map<std::string, uint64_t> report_counts_ GUARDED_BY(kControl);
+  uint64_t reports_ignored_[kIgnoredReasons] GUARDED_BY(kControl) = {};
   // Heartbeat entries ignored, by what: "process" (a rank not placed on the heartbeating node, or named
   // twice in one heartbeat), "flight_recorder" (dumps of such processes, or beyond the caps).
-  std::map<std::string, uint64_t> heartbeat_ignored_;
+  std::map<std::string, uint64_t> heartbeat_ignored_ GUARDED_BY(kControl);
   // The paths of the latest hang finding's dumps per job (AttachFlightRecorder), so a dump is found by its
   // path in log time; rebuilt from the finding when another finding becomes the latest.
   struct DumpIndex {
@@ -389,23 +415,25 @@ class Controller {
     std::map<std::string, std::size_t, std::less<>> by_path;  // -> index in the finding's flight_recorder
     std::map<int, int> per_rank;                              // dumps added per rank
   };
-  std::map<std::string, DumpIndex> dump_index_;
+  std::map<std::string, DumpIndex> dump_index_ GUARDED_BY(kControl);
   // Restarts by job and cause since the daemon started (VisitJobMetrics): the finding kind that led
   // recovery to restart or re-queue the job, "operator" for POST /v1/jobs/{id}/restart, "launch_timeout"
   // for a launch re-placed onto live agents.
-  std::map<std::string, std::map<std::string, uint64_t>> restart_causes_;
+  std::map<std::string, std::map<std::string, uint64_t>> restart_causes_ GUARDED_BY(kControl);
   // Attempts started since the last Commit took them: once their batch is durable their ranks reach agents
   // (AgentBoard::HoldUntilSaved) and their Slurm steps may start (SlurmOwner::Saved).
-  std::vector<std::pair<std::string, int>> unsaved_starts_;
-  std::map<std::string, Time> launch_checked_at_;  // CheckLaunches: last look at a stuck launch, per job
-  bool ready_ = false;
+  std::vector<std::pair<std::string, int>> unsaved_starts_ GUARDED_BY(kControl);
+  std::map<std::string, Time> launch_checked_at_
+      GUARDED_BY(kControl);  // CheckLaunches: last look at a stuck launch, per job
+  bool ready_ GUARDED_BY(kControl) = false;
   // Recover's epoch record is durable: no assignments version of this epoch is handed out before, or a
   // crash right after start-up would let the next start use the same epoch again (versions repeating, or
   // going backwards against what an agent already holds).
-  bool epoch_saved_ = false;
-  bool storage_failed_ = false;
-  std::deque<Time> writes_started_;  // per batch handed to the store and not answered, oldest first
-  std::function<void(const Status&)> on_storage_failure_;
+  bool epoch_saved_ GUARDED_BY(kControl) = false;
+  bool storage_failed_ GUARDED_BY(kControl) = false;
+  std::deque<Time> writes_started_
+      GUARDED_BY(kControl);  // per batch handed to the store and not answered, oldest first
+  std::function<void(const Status&)> on_storage_failure_ GUARDED_BY(kControl);
   // NodeIndexOf's cache, by job id: the attempt and placement it was built from. Its own mutex: const
   // readers (the agents' long polls) may run on several threads under the shared control lock.
   struct NodeIndexEntry {

@@ -20,7 +20,7 @@ std::vector<Event> Controller::CollectEvents(const WriteBatch& batch, Time now) 
   auto add = [&](EventType type, std::string job, std::string node, Json detail) {
     out.push_back({0, now, type, std::move(job), std::move(node), std::move(detail)});
   };
-  auto tell_finding = [&](const std::string& id) {
+  auto tell_finding = [&](const std::string& id) REQUIRES_SHARED(kControl) {
     const Finding* f = findings_.Find(id);
     if (!f) return;
     const std::string node = f->nodes.size() == 1 ? f->nodes.front() : "";
@@ -45,7 +45,7 @@ std::vector<Event> Controller::CollectEvents(const WriteBatch& batch, Time now) 
   auto job = jobs.begin();
   auto finding = findings.begin();
   // Everything that began at or before `position`, in order; a finding first on a tie.
-  auto up_to = [&](std::size_t position) {
+  auto up_to = [&](std::size_t position) REQUIRES_SHARED(kControl) {
     for (;;) {
       const bool f = finding != findings.end() && finding->first <= position;
       const bool j = job != jobs.end() && job->position <= position;

@@ -139,6 +139,7 @@ void Controller::EvaluateJob(const std::string& job, Time now, WriteBatch* batch
 }
 
 void Controller::IngestReports(const std::string& job, const ReportBatch& reports, Done<IngestSummary> done) {
+  control_thread_.Assert();
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   if (!jobs_.Find(job)) return done(NotFound("no job " + job));
   OpScope op = Begin(Turn());
@@ -204,6 +205,7 @@ void Controller::FollowExternalAttempt(const std::string& job, const ReportBatch
 }
 
 void Controller::Tick() {
+  control_thread_.Assert();
   events_.Expire(clock_->Now());
   if (!CheckWritable().ok()) return;
   OpScope op = Begin(Turn());
@@ -225,13 +227,14 @@ void Controller::Tick() {
       slurm_.Release(b.job, &batch);
       spdlog::warn("job {}: {}", b.job, b.reason);
     }
-  auto unserved = [this] { return UnservedNodes(); };
+  auto unserved = [this]() REQUIRES_SHARED(kControl) { return UnservedNodes(); };
   std::map<std::string, Cluster> allocations;  // Slurm-launched jobs restart inside their allocation
   for (const std::string& job : recovery().DueRestarts(now))
     if (std::optional<Cluster> a = slurm_.AllocationView(job)) allocations.emplace(job, std::move(*a));
   recovery_.StartDue(now, &batch, unserved, allocations);
   recovery_.StartQueuedOnSpares(
-      now, &batch, [this](const std::string& job) { return HealthSlot(job).DefaultResume(); }, unserved);
+      now, &batch,
+      [this](const std::string& job) REQUIRES(kControl) { return HealthSlot(job).DefaultResume(); }, unserved);
   Schedule(now, &batch);
   PersistMarks(now, &batch);  // the attempts still running after this tick's decisions (settled first)
   PruneFindings(now, &batch);
@@ -247,7 +250,7 @@ void Controller::PruneFindings(Time now, WriteBatch* batch) {
     if (!n->cordon_source.empty()) cordons.insert(n->cordon_source);
   const std::vector<std::string> ids = findings_.Expired(
       now - Seconds(r.max_age_s),
-      [&](const Finding& f) {
+      [&](const Finding& f) REQUIRES_SHARED(kControl) {
         const JobEntry* e = jobs_.Find(f.job);
         return (!e || IsTerminal(e->job.state)) && !cordons.count(f.id);
       },
@@ -389,6 +392,7 @@ void Controller::AttachFlightRecorder(const ProcessStatus& p, WriteBatch* batch)
 
 void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb, Done<HeartbeatAck> done,
                                const std::vector<RelayedReports>& relayed) {
+  control_thread_.Assert();
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   if (!inventory_.Find(node)) return done(NotFound("no node " + node + "; register it first"));
   OpScope op = Begin(Turn());
@@ -396,7 +400,7 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
   WriteBatch& batch = op->batch;
   inventory_.MarkAgentAttached(node, now, &batch);
   // Known: a job the daemon has, at an attempt it started (health/unknown_processes.h).
-  auto knows = [this](const RankRef& r) {
+  auto knows = [this](const RankRef& r) REQUIRES_SHARED(kControl) {
     const JobEntry* e = jobs_.Find(r.job);
     return e && r.attempt <= e->job.attempt;
   };
@@ -405,7 +409,7 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
       agents_.OnHeartbeat(node, hb, now, knows, n && !n->schedulable ? n->cordoned_at : std::nullopt);
   // A node cordoned for corrupting data returns by an operator only: a passing health check says nothing
   // of silent corruption.
-  auto for_sdc = [this](const Node* n) {
+  auto for_sdc = [this](const Node* n) REQUIRES_SHARED(kControl) {
     const Finding* f = findings_.Find(n->cordon_source);
     return f && (f->kind == FindingKind::kSdcSuspected || f->kind == FindingKind::kSdcConfirmed);
   };
@@ -489,7 +493,7 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
   // agents' liveness and long-poll deadlines are the tick's (walking every agent on every heartbeat made
   // 20,000 agents at 1 Hz cost 20,000² steps a second).
   agents().OpenGates(now);
-  CommitThen<HeartbeatAck>(std::move(done), [this, node, ack = std::move(ack)]() mutable {
+  CommitThen<HeartbeatAck>(std::move(done), [this, node, ack = std::move(ack)]() REQUIRES_SHARED(kControl) mutable {
     ack.assignments_version = agents_.version(node);
     ack.lease_s = options_.agent_lease_s;
     return std::move(ack);
@@ -498,6 +502,7 @@ void Controller::NodeHeartbeat(const std::string& node, const AgentHeartbeat& hb
 
 void Controller::WatchAssignments(const std::string& node, int64_t known, Time deadline, bool can_keep,
                                   Done<Assignments> done) {
+  control_thread_.Assert();
   if (!ready()) return done(Unavailable("the daemon is not ready"));
   if (!epoch_saved_) return done(Unavailable("the daemon's epoch is not durable yet"));
   if (!inventory_.Find(node)) return done(NotFound("no node " + node));
@@ -509,6 +514,7 @@ void Controller::WatchAssignments(const std::string& node, int64_t known, Time d
 void Controller::RestartJob(const std::string& id, const std::string& from,
                             const std::vector<std::string>& replace_nodes, const std::string& reason,
                             const std::string& by, Done<RestartOutcome> done) {
+  control_thread_.Assert();
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   if (!jobs_.Find(id)) return done(NotFound("no job " + id));
   OpScope op = Begin(clock_->Now());

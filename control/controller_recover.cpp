@@ -32,6 +32,7 @@ Result<Node> StoredNode(const Json& j, const TopologyLevels& levels) {
 }  // namespace
 
 Status Controller::Recover(bool salvage) {
+  control_thread_.Assert();
   auto snap = store_->Load();
   if (!snap.ok()) return snap.status();
   std::map<std::string, Attempt> last_attempt;
@@ -52,7 +53,7 @@ Status Controller::Recover(bool salvage) {
   int64_t epoch = 0;
   double granted_lease_s = 0;  // the lease the previous run granted
   // One record into memory; an error means it cannot be decoded.
-  auto decode = [&](const Record& r) -> Status {
+  auto decode = [&](const Record& r) REQUIRES(kControl) -> Status {
     Result<Json> j = ParseJsonText(r.body, kLargeJsonLimits);
     if (!j.ok()) return InvalidArgument("not JSON");
     switch (r.collection) {
@@ -177,7 +178,7 @@ Status Controller::Recover(bool salvage) {
   agents_.SetEpoch(epoch + 1);
   batch.Put(EpochRecord(epoch + 1, options_.agent_lease_s));
   Schedule(now, &batch);
-  Commit([this](Status s) { epoch_saved_ = s.ok(); });
+  Commit([this](Status s) REQUIRES(kControl) { epoch_saved_ = s.ok(); });
   return Status::Ok();
 }
 

@@ -57,6 +57,7 @@ void Controller::ApplySlurm(const std::vector<SlurmEffect>& effects, Time now, W
 }
 
 void Controller::SyncSlurm(const slurm::SlurmView& view, Done<SlurmWork> done) {
+  control_thread_.Assert();
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   OpScope op = Begin(clock_->Now());
   const Time now = op->now;
@@ -71,6 +72,7 @@ void Controller::SyncSlurm(const slurm::SlurmView& view, Done<SlurmWork> done) {
 }
 
 SlurmOrders Controller::GetSlurmOrders(const std::map<std::string, int>& started) const {
+  control_thread_.AssertShared();
   SlurmOrders out = slurm_.Orders(started, options_.stop_timeout_s);
   // Each step's ranks get the agents' environment, node by node (each with its own rank token).
   for (SlurmJobOrder& o : out.jobs) {
@@ -85,6 +87,7 @@ SlurmOrders Controller::GetSlurmOrders(const std::map<std::string, int>& started
 }
 
 void Controller::OnSlurmReport(const SlurmReport& report) {
+  control_thread_.Assert();
   if (!CheckWritable().ok()) return;
   // A launch event reads the clock as a turn (it may judge silence); the others as it is.
   OpScope op = Begin(std::holds_alternative<SlurmLaunchEvent>(report) ? Turn() : clock_->Now());
@@ -113,6 +116,7 @@ void Controller::OnSlurmReport(const SlurmReport& report) {
 
 void Controller::CheckSlurmOrder(const std::string& job, const std::string& allocation, int attempt,
                                  int64_t order, Done<bool> done) {
+  control_thread_.Assert();
   if (Status s = CheckWritable(); !s.ok()) return done(s);
   if (!jobs_.Find(job)) return done(NotFound("job " + job + " not found"));
   // Decided on this leader's state now; answered only after a write made afterwards is durable. That write

@@ -4,7 +4,7 @@
 // Owns: the kept events, their sequence (persisted as the meta record "event_seq"), retention, and the
 // long polls waiting for events.
 // Thread: the control thread for every non-const method; const methods also run on the reader thread
-// under the daemon's shared ControlLock.
+// under the daemon's shared ControlLock (REQUIRES(kControl) / REQUIRES_SHARED(kControl), checked by clang).
 // Invariants: sequence numbers are unique, contiguous and increase with commit order; an event is stored
 // in the batch of the change it describes and is readable only once that batch is durable (MarkDurable),
 // so a cursor a reader holds always names a durable event and is never reused for another.
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "control/callbacks.h"
+#include "control/control_lock.h"
 #include "core/json.h"
 #include "core/time.h"
 #include "storage/store.h"
@@ -63,26 +64,26 @@ class EventLog {
   // Numbers `events` in place and stamps them with `now` (their commit), keeps them and puts them (and the
   // sequence) into `batch`; prunes what retention no longer keeps from memory and `batch`. Returns the last
   // sequence number taken (0 when `events` is empty).
-  int64_t Append(std::vector<Event>* events, Time now, WriteBatch* batch);
+  int64_t Append(std::vector<Event>* events, Time now, WriteBatch* batch) REQUIRES(kControl);
   // The batch holding events up to `seq` committed: they become readable and waiting polls are answered.
-  void MarkDurable(int64_t seq);
+  void MarkDurable(int64_t seq) REQUIRES(kControl);
 
   // Recovery: true when `r` is one of the log's records (an error when it does not decode). After the
   // last record, Restored() makes everything restored durable.
-  Result<bool> Restore(const Record& r);
-  void Restored();
+  Result<bool> Restore(const Record& r) REQUIRES(kControl);
+  void Restored() REQUIRES(kControl);
 
   // Durable events after `after`, oldest first, at most `limit`. kInvalidContent when `after` is beyond the
   // newest durable event (a cursor of another database).
-  Result<EventPage> Read(int64_t after, std::size_t limit) const;
+  Result<EventPage> Read(int64_t after, std::size_t limit) const REQUIRES_SHARED(kControl);
   // Read, but when nothing follows `after` yet, answers once something does or at `deadline` (empty).
-  void Wait(int64_t after, std::size_t limit, Time deadline, Done<EventPage> done);
+  void Wait(int64_t after, std::size_t limit, Time deadline, Done<EventPage> done) REQUIRES(kControl);
   // Answers the polls whose deadline passed (the daemon's tick); ReleaseAll answers every poll (shutdown).
-  void Expire(Time now);
-  void ReleaseAll();
+  void Expire(Time now) REQUIRES(kControl);
+  void ReleaseAll() REQUIRES(kControl);
 
-  int64_t durable() const { return durable_; }
-  std::size_t size() const { return kept_.size(); }
+  int64_t durable() const REQUIRES_SHARED(kControl) { return durable_; }
+  std::size_t size() const REQUIRES_SHARED(kControl) { return kept_.size(); }
 
  private:
   struct Waiter {
@@ -91,7 +92,7 @@ class EventLog {
     Time deadline;
     Done<EventPage> done;
   };
-  void Prune(Time now, WriteBatch* batch);
+  void Prune(Time now, WriteBatch* batch) REQUIRES(kControl);
 
   EventRetention retention_;
   std::deque<Event> kept_;  // seq order

@@ -1,6 +1,8 @@
 // FindingLog: every finding the daemon has recorded, in detection order, with the indexes its queries need.
 // Owns: the findings, their id sequence (f-000001, ...) and the counters by kind for /metrics.
-// Thread: the control thread only; not thread-safe.
+// Threads: changed on the control thread only (its mutators REQUIRES(kControl)); its const methods also
+// run on the reader thread under the shared ControlLock (REQUIRES_SHARED(kControl), control/control_lock.h).
+// Not thread-safe otherwise.
 // Invariants: ids are unique and increase; by_job_ holds, per job, the positions of its findings in all_
 // in ascending order. Queries never scan findings of other jobs when a job is given; a `since` bound is a
 // binary search while detection times are non-decreasing (always, unless a restored database holds
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "control/control_lock.h"
 #include "core/job.h"
 #include "core/time.h"
 
@@ -43,36 +46,36 @@ struct FindingRetention {
 class FindingLog {
  public:
   // The id the next Add takes.
-  std::string NextId();
+  std::string NextId() REQUIRES(kControl);
   // Appends `f` (its id from NextId, or a stored id at recovery) and counts it.
-  void Add(Finding f);
+  void Add(Finding f) REQUIRES(kControl);
 
   // Matching findings, oldest first (id order); `*more` tells whether more match after the last one.
-  std::vector<Finding> Query(const FindingQuery& q, bool* more = nullptr) const;
+  std::vector<Finding> Query(const FindingQuery& q, bool* more = nullptr) const REQUIRES_SHARED(kControl);
   // The job's newest `limit` findings, oldest first: the window recovery judges recurrence against.
-  std::vector<Finding> Recent(const std::string& job, size_t limit) const;
+  std::vector<Finding> Recent(const std::string& job, size_t limit) const REQUIRES_SHARED(kControl);
   // The finding with this id; nullptr when none (searches newest first).
-  const Finding* Find(const std::string& id) const;
+  const Finding* Find(const std::string& id) const REQUIRES_SHARED(kControl);
 
   // The job's finding with this id, or nullptr; O(log of the job's findings) (ids increase with their
   // sequence). Valid until the next Add.
-  const Finding* Find(const std::string& job, const std::string& id) const;
+  const Finding* Find(const std::string& job, const std::string& id) const REQUIRES_SHARED(kControl);
   // The job's finding with this id, or nullptr. Valid until the next Add; a caller that changes it
   // persists it.
-  Finding* Mutable(const std::string& job, const std::string& id);
+  Finding* Mutable(const std::string& job, const std::string& id) REQUIRES(kControl);
   // The job's newest finding of `kind` for `attempt`, or nullptr. The pointer is valid until the next Add;
   // a caller that changes the finding persists it.
-  Finding* Latest(const std::string& job, int attempt, FindingKind kind);
+  Finding* Latest(const std::string& job, int attempt, FindingKind kind) REQUIRES(kControl);
 
   // Ids of at most `limit` findings detected before `before` for which `resolved` holds, oldest first.
   std::vector<std::string> Expired(Time before, const std::function<bool(const Finding&)>& resolved,
-                                   size_t limit) const;
+                                   size_t limit) const REQUIRES_SHARED(kControl);
   // Removes the findings with these ids (the indexes are rebuilt: O(size)). The counts by kind stay: they
   // count findings recorded, not findings kept. Ids are never reused (NextId keeps increasing).
-  void Erase(const std::set<std::string>& ids);
+  void Erase(const std::set<std::string>& ids) REQUIRES(kControl);
 
-  const std::map<FindingKind, uint64_t>& counts() const { return counts_; }
-  size_t size() const { return all_.size(); }
+  const std::map<FindingKind, uint64_t>& counts() const REQUIRES_SHARED(kControl) { return counts_; }
+  size_t size() const REQUIRES_SHARED(kControl) { return all_.size(); }
 
  private:
   std::vector<Finding> all_;

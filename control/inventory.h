@@ -2,7 +2,7 @@
 // Owns: the Cluster (nodes, their flags and which job holds which GPU) and the list index (each node's state
 // in id order, counts by state), kept in step on every change so a page of List costs the page, not the
 // inventory. Changed on the control thread only; const methods also run on the reader thread
-// (control/controller.h, "Threading").
+// (control/controller.h, "Threading"; REQUIRES(kControl) / REQUIRES_SHARED(kControl), checked by clang).
 // Invariants: every node change is added to the caller's WriteBatch in the same call that makes it; a node
 // holding GPUs of a running attempt is never made a spare nor deleted; allocations change only through
 // JobBook (Allocate/Release), which keeps them equal to the placements of running attempts and of restarts
@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "control/control_lock.h"
 #include "core/node.h"
 #include "core/status.h"
 #include "core/time.h"
@@ -77,41 +78,44 @@ class Inventory {
   // Registers or updates a node. `schedulable_given`: the request named `schedulable` (otherwise an update
   // keeps the current cordon). Health flags (failed, reason, agent_attached) survive re-registration.
   // kConflict when the change would drop GPUs a job holds or make a busy node a spare.
-  Result<NodeView> Upsert(Node node, bool schedulable_given, Time now, WriteBatch* batch, bool* created);
-  Result<NodeView> Patch(const std::string& id, const NodePatch& patch, Time now, WriteBatch* batch);
+  Result<NodeView> Upsert(Node node, bool schedulable_given, Time now, WriteBatch* batch, bool* created)
+      REQUIRES(kControl);
+  Result<NodeView> Patch(const std::string& id, const NodePatch& patch, Time now, WriteBatch* batch)
+      REQUIRES(kControl);
   // kConflict while ranks run on it.
-  Result<NodeView> Remove(const std::string& id, WriteBatch* batch);
+  Result<NodeView> Remove(const std::string& id, WriteBatch* batch) REQUIRES(kControl);
   // Recovery's verdict on a node: cordon (suspected) or fail, with the reason and the finding that made it
   // (`source`). Unknown nodes are skipped.
-  void Apply(const NodeAction& action, const std::string& source, Time now, WriteBatch* batch);
+  void Apply(const NodeAction& action, const std::string& source, Time now, WriteBatch* batch)
+      REQUIRES(kControl);
   // A node cordoned by a finding passed its agent's health check often enough: schedulable again. False
   // (nothing changed) unless it is cordoned, not failed, and not cordoned by an operator.
-  bool ReturnSuspect(const std::string& id, Time now, WriteBatch* batch);
+  bool ReturnSuspect(const std::string& id, Time now, WriteBatch* batch) REQUIRES(kControl);
   // The node's agent attached for the first time (node liveness applies to it from now on).
-  void MarkAgentAttached(const std::string& id, Time now, WriteBatch* batch);
+  void MarkAgentAttached(const std::string& id, Time now, WriteBatch* batch) REQUIRES(kControl);
   // Recovery at start-up: a stored node, as it was.
-  Status Restore(const Node& node);
+  Status Restore(const Node& node) REQUIRES(kControl);
 
-  Status Allocate(const std::string& job, const Placement& p);
-  void Release(const std::string& job);
+  Status Allocate(const std::string& job, const Placement& p) REQUIRES(kControl);
+  void Release(const std::string& job) REQUIRES(kControl);
 
-  std::optional<NodeView> View(const std::string& id) const;
-  NodeList List(const NodeFilter& filter) const;
-  std::vector<SpareDeficit> SpareDeficits() const;
-  const Cluster& cluster() const { return cluster_; }
+  std::optional<NodeView> View(const std::string& id) const REQUIRES_SHARED(kControl);
+  NodeList List(const NodeFilter& filter) const REQUIRES_SHARED(kControl);
+  std::vector<SpareDeficit> SpareDeficits() const REQUIRES_SHARED(kControl);
+  const Cluster& cluster() const REQUIRES_SHARED(kControl) { return cluster_; }
   // Nodes by state, kept as they change (no zero entries).
-  const std::map<NodeState, int>& by_state() const { return by_state_; }
-  const Node* Find(const std::string& id) const { return cluster_.Find(id); }
+  const std::map<NodeState, int>& by_state() const REQUIRES_SHARED(kControl) { return by_state_; }
+  const Node* Find(const std::string& id) const REQUIRES_SHARED(kControl) { return cluster_.Find(id); }
   // Nodes whose state (NodeView::state) changed, or that came or went, since the last call (events).
-  std::set<std::string> TakeChanged() { return std::exchange(changed_, {}); }
+  std::set<std::string> TakeChanged() REQUIRES(kControl) { return std::exchange(changed_, {}); }
 
  private:
-  NodeView ViewOf(const Node& n) const;
-  Result<NodeView> Store(Node n, WriteBatch* batch);
+  NodeView ViewOf(const Node& n) const REQUIRES_SHARED(kControl);
+  Result<NodeView> Store(Node n, WriteBatch* batch) REQUIRES(kControl);
   // Re-derives the node's entry of the list index (drops it when the node is gone).
-  void Recount(const std::string& id);
+  void Recount(const std::string& id) REQUIRES(kControl);
   // The nodes where `job` holds GPUs, each once.
-  std::vector<std::string> NodesHeldBy(const std::string& job) const;
+  std::vector<std::string> NodesHeldBy(const std::string& job) const REQUIRES_SHARED(kControl);
 
   Cluster cluster_;
   std::map<std::string, NodeState> states_;  // every node, by id

@@ -1,7 +1,9 @@
 // JobHealth: the health of one job across its attempts.
 // Owns: the JobMonitor of the running attempt (detectors), the job's CheckpointLedger (grades, last-known-
 // good) and its SDC replay bookkeeping (nodes implicated by replays that have not yet come back clean).
-// One instance per job, held by the Controller; control thread only.
+// One instance per job, held by the Controller.
+// Threads: changed on the control thread only (its mutators REQUIRES(kControl)); its const methods also
+// run on the reader thread under the shared ControlLock (REQUIRES_SHARED(kControl), control/control_lock.h).
 // Launch: an attempt's detectors are armed only once its ranks were launched, so ranks never launched are
 // never judged. For jobs our agents launch: once every node of the placement confirmed (its agent reported
 // the attempt's processes, or one of its ranks reported). For jobs another launcher starts: at the first
@@ -16,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "control/control_lock.h"
 #include "control/records.h"
 #include "core/job.h"
 #include "core/json.h"
@@ -55,12 +58,12 @@ class JobHealth {
     kRecovered,  // armed now (a running attempt found at daemon start-up)
   };
   // An attempt started: a fresh monitor, armed as `launch` says.
-  void OnAttemptStart(const Job& job, const Attempt& attempt, Launch launch, Time now);
+  void OnAttemptStart(const Job& job, const Attempt& attempt, Launch launch, Time now) REQUIRES(kControl);
   // The node's agent reported processes of the current attempt. True when this launched the attempt.
-  bool OnNodeLaunched(const std::string& node, Time now);
+  bool OnNodeLaunched(const std::string& node, Time now) REQUIRES(kControl);
   // Attempt `attempt` ended: the step it reached is kept for the loop breakers, its monitor is dropped
   // (later reports of it are refused). Nothing when a later attempt is already the current one.
-  void OnAttemptEnd(int attempt) {
+  void OnAttemptEnd(int attempt) REQUIRES(kControl) {
     if (attempts_.empty() || attempts_.back().number != attempt) return;
     if (monitor_ && monitor_->JobStep() >= 0) attempts_.back().last_step = monitor_->JobStep();
     if (monitor_ && monitor_->StepTimeSeconds() > 0) ended_step_time_s_ = monitor_->StepTimeSeconds();
@@ -72,23 +75,23 @@ class JobHealth {
   // The goodput marks (health/attempt_marks.h) of attempt `attempt`, when it is the latest attempt this
   // daemon saw start (they outlive its monitor until the next attempt starts). `full`: open checkpoint
   // phases counted too (O(world size)); otherwise O(1).
-  std::optional<MarksSnapshot> Marks(int attempt, bool full) const {
+  std::optional<MarksSnapshot> Marks(int attempt, bool full) const REQUIRES_SHARED(kControl) {
     if (!marks_ || attempts_.empty() || attempts_.back().number != attempt) return std::nullopt;
     return full ? marks_->Snapshot() : marks_->Quick();
   }
   // The running attempt's marks are due to be persisted: at most once per `every_s` (the first time
   // `every_s` after the attempt started here). Records `now` as the write when true.
-  bool MarksDue(Time now, double every_s) {
+  bool MarksDue(Time now, double every_s) REQUIRES(kControl) {
     if (!monitor_ || ToSeconds(now - marks_written_at_) < every_s) return false;
     marks_written_at_ = now;
     return true;
   }
   // The job ended: replay bookkeeping is dropped.
-  void OnJobEnd() { EndReplay(); }
+  void OnJobEnd() REQUIRES(kControl) { EndReplay(); }
   // Recovery at start-up: stored checkpoints and the resume steps of the job's past attempts.
   void Restore(const std::vector<Checkpoint>& checkpoints,
                const std::vector<std::pair<int, int64_t>>& resumes,
-               const std::vector<CheckpointPart>& parts = {});
+               const std::vector<CheckpointPart>& parts = {}) REQUIRES(kControl);
 
   struct IngestOutcome {
     int accepted = 0;  // includes ignored
@@ -103,10 +106,10 @@ class JobHealth {
   // kInvalidContent naming `reports[i].step` for the first report of the running attempt whose step is
   // beyond JobMonitor::MaxAcceptedStep: the caller refuses the whole batch before Ingest, so it changes
   // nothing. OK when no attempt is running.
-  Status CheckSteps(const ReportBatch& batch) const;
+  Status CheckSteps(const ReportBatch& batch) const REQUIRES_SHARED(kControl);
   // REQUIRES: running() (the caller answers 409 otherwise). A report launches its rank's node (every node,
   // for a job another launcher starts).
-  IngestOutcome Ingest(const ReportBatch& batch, Time now);
+  IngestOutcome Ingest(const ReportBatch& batch, Time now) REQUIRES(kControl);
 
   struct Evaluation {
     std::vector<Finding> findings;  // new incidents, ids empty
@@ -119,26 +122,26 @@ class JobHealth {
   // `listening_since`: health/lateness.h (silence counts from there at the earliest).
   // Nothing is judged while the job is suspended as a whole (a Slurm allocation suspended); once it runs
   // again, silence counts from then (`listening_since` is raised to the resume).
-  Evaluation Evaluate(Time now, Time listening_since = Time{});
+  Evaluation Evaluate(Time now, Time listening_since = Time{}) REQUIRES(kControl);
   // `until`: the suspension ends by itself then, as a Resume(until) would (a hold on evidence that should
   // be confirmed by then); none: until Resume.
-  void Suspend(std::optional<Time> until = std::nullopt) {
+  void Suspend(std::optional<Time> until = std::nullopt) REQUIRES(kControl) {
     suspended_ = true;
     suspended_until_ = until;
   }
-  void Resume(Time now) {
+  void Resume(Time now) REQUIRES(kControl) {
     suspended_ = false;
     suspended_until_.reset();
     resumed_at_ = now;
   }
-  bool suspended() const { return suspended_; }
+  bool suspended() const REQUIRES_SHARED(kControl) { return suspended_; }
 
   // An SDC replay was started on `nodes` (recovery's decision) to recompute the mismatch at `step`: only a
   // check that agrees at or after that step says it was transient (the replay agrees before it anyway).
   // `set_aside`: a suspect whose ranks this replay moved off; such a check then confirms it (sdc_confirmed)
   // instead, and it is no longer a replay node.
   void OnReplayStarted(const std::vector<std::string>& nodes, std::optional<int64_t> step = std::nullopt,
-                       std::optional<std::string> set_aside = std::nullopt) {
+                       std::optional<std::string> set_aside = std::nullopt) REQUIRES(kControl) {
     if (set_aside) {
       replay_nodes_.erase(*set_aside);
       set_aside_ = std::move(set_aside);
@@ -147,22 +150,26 @@ class JobHealth {
     if (step) replay_step_ = std::max(replay_step_, *step);
   }
   // The SDC is settled (its node cordoned): a later agreeing check is no verdict on the replay.
-  void EndReplay() {
+  void EndReplay() REQUIRES(kControl) {
     replay_nodes_.clear();
     set_aside_.reset();
     replay_step_ = -1;
   }
-  const std::set<std::string>& pending_replay_nodes() const { return replay_nodes_; }
+  const std::set<std::string>& pending_replay_nodes() const REQUIRES_SHARED(kControl) {
+    return replay_nodes_;
+  }
   // A replay that moved a suspect's ranks off is under way.
-  bool set_aside_replay() const { return set_aside_.has_value(); }
+  bool set_aside_replay() const REQUIRES_SHARED(kControl) { return set_aside_.has_value(); }
   // Some hash check agreed across all replicas (this run), or a checkpoint was graded good.
-  bool HashesEverAgreed() const { return hashes_agreed_ || ledger_.LastKnownGood().has_value(); }
+  bool HashesEverAgreed() const REQUIRES_SHARED(kControl) {
+    return hashes_agreed_ || ledger_.LastKnownGood().has_value();
+  }
 
   // Every attempt this daemon has seen start, oldest first, with the highest step reached (loop breakers).
-  std::vector<AttemptSummary> AttemptHistory() const;
+  std::vector<AttemptSummary> AttemptHistory() const REQUIRES_SHARED(kControl);
   // Carries out recovery's decision (HealthUpdate): the checkpoint transitions a demotion made, for the
   // caller to persist.
-  std::vector<CheckpointTransition> Apply(const HealthUpdate& u, Time now) {
+  std::vector<CheckpointTransition> Apply(const HealthUpdate& u, Time now) REQUIRES(kControl) {
     std::vector<CheckpointTransition> out;
     if (u.demote) out = Demote(u.demote->checkpoint, u.demote->reason, now);
     if (u.end_replay) EndReplay();
@@ -170,22 +177,23 @@ class JobHealth {
     return out;
   }
   // A loop breaker found checkpoint `id` poisoned: it becomes bad (transitions for the caller to persist).
-  std::vector<CheckpointTransition> Demote(const std::string& id, const std::string& reason, Time now) {
+  std::vector<CheckpointTransition> Demote(const std::string& id, const std::string& reason, Time now)
+      REQUIRES(kControl) {
     return ledger_.Demote(id, reason, now);
   }
   // The agent saw `rank` of `attempt` exit 0: it finished (as a `finished` report says), so its silence
   // from now on is no lost heartbeat. Other attempts: nothing.
-  void OnRankExitedOk(int attempt, int rank, Time now);
+  void OnRankExitedOk(int attempt, int rank, Time now) REQUIRES(kControl);
   // The highest step rank `rank` reported in the running attempt.
-  std::optional<int64_t> RankStep(int rank) const {
+  std::optional<int64_t> RankStep(int rank) const REQUIRES_SHARED(kControl) {
     return monitor_ ? monitor_->RankStep(rank) : std::nullopt;
   }
   // The node each rank reported (`node` on its reports), by rank; "" where unknown.
-  std::vector<std::string> ReportedNodes() const;
+  std::vector<std::string> ReportedNodes() const REQUIRES_SHARED(kControl);
 
   // The highest step any rank reported in the latest attempt (this daemon saw start) that reported one
   // (running: so far); -1 when none did.
-  int64_t LatestStep() const {
+  int64_t LatestStep() const REQUIRES_SHARED(kControl) {
     if (monitor_ && monitor_->JobStep() >= 0) return monitor_->JobStep();
     for (auto it = attempts_.rbegin(); it != attempts_.rend(); ++it)
       if (it->last_step) return *it->last_step;
@@ -193,28 +201,32 @@ class JobHealth {
   }
   // JobMonitor::StepTimeSeconds of the running attempt, else as the latest attempt that had one ended with
   // it; 0 when none.
-  double StepTimeSeconds() const {
+  double StepTimeSeconds() const REQUIRES_SHARED(kControl) {
     const double now = monitor_ ? monitor_->StepTimeSeconds() : 0;
     return now > 0 ? now : ended_step_time_s_;
   }
-  bool running() const { return monitor_ != nullptr; }
+  bool running() const REQUIRES_SHARED(kControl) { return monitor_ != nullptr; }
   // The running attempt's monitor, for read-only views; null when none runs.
-  const JobMonitor* monitor() const { return monitor_.get(); }
+  const JobMonitor* monitor() const REQUIRES_SHARED(kControl) { return monitor_.get(); }
   // Every rank of the running attempt has reported `finished` (a normal end of its script).
-  bool all_finished() const { return monitor_ && monitor_->AllFinished(); }
-  bool watching() const { return monitor_ && unlaunched_.empty() && !external_pending_; }
+  bool all_finished() const REQUIRES_SHARED(kControl) { return monitor_ && monitor_->AllFinished(); }
+  bool watching() const REQUIRES_SHARED(kControl) {
+    return monitor_ && unlaunched_.empty() && !external_pending_;
+  }
   // Nodes whose ranks are not confirmed started yet (agent-launched attempts), sorted.
-  std::vector<std::string> unlaunched_nodes() const { return {unlaunched_.begin(), unlaunched_.end()}; }
-  Time attempt_started_at() const { return attempt_started_at_; }
+  std::vector<std::string> unlaunched_nodes() const REQUIRES_SHARED(kControl) {
+    return {unlaunched_.begin(), unlaunched_.end()};
+  }
+  Time attempt_started_at() const REQUIRES_SHARED(kControl) { return attempt_started_at_; }
   // The checkpoint a new attempt resumes from by default: last-known-good, else latest complete, else none.
-  std::optional<Checkpoint> DefaultResume() const;
-  const CheckpointLedger& ledger() const { return ledger_; }
+  std::optional<Checkpoint> DefaultResume() const REQUIRES_SHARED(kControl);
+  const CheckpointLedger& ledger() const REQUIRES_SHARED(kControl) { return ledger_; }
   // API.md's health shape for a running attempt (the Controller adds job-level fields).
-  Json MonitorJson(Time now) const;
+  Json MonitorJson(Time now) const REQUIRES_SHARED(kControl);
 
  private:
   // Arms the monitor: detection (and the startup grace) starts at `now`.
-  void Arm(Time now);
+  void Arm(Time now) REQUIRES(kControl);
 
   std::unique_ptr<JobMonitor> monitor_;
   std::optional<AttemptMarks> marks_;  // of the latest attempt started here (attempts_.back())

@@ -13,7 +13,7 @@ constexpr std::size_t kMaxNumberChars = 64;  // a number's text
 constexpr int kMaxIntegerDigits = 18;        // fits int64 and uint64: no range error to imitate
 
 const LiteJson& Null() {
-  static const LiteJson null;
+  static const LiteJson null{};
   return null;
 }
 

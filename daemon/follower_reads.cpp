@@ -293,6 +293,7 @@ struct FollowerReads::Impl {
     }
     RenewalInput in{.confirmed_at = confirmed_at, .now = Steady::now(), .max_age = options.renew_max_age};
     const Controller& c = *view->controller;
+    c.AssertReadable();  // the view thread constructed the view's Controller
     in.node_known = c.view().GetNode(node).ok();
     LostAttempts lost;  // a node's ranks are mostly of one attempt: its findings are read once
     for (const RankRef& r : *ranks) in.running.push_back(Classify(c, node, r, &lost));
@@ -334,7 +335,8 @@ struct FollowerReads::Impl {
   // Per (job, attempt) of one heartbeat: whether a node_lost finding of that attempt names the node.
   using LostAttempts = std::map<std::pair<std::string, int>, bool>;
 
-  static RankInView Classify(const Controller& c, const std::string& node, const RankRef& r, LostAttempts* lost) {
+  static RankInView Classify(const Controller& c, const std::string& node, const RankRef& r, LostAttempts* lost)
+      REQUIRES_SHARED(kControl) {
     auto [known, fresh] = lost->try_emplace({r.job, r.attempt}, false);
     if (fresh) {
       Result<std::vector<Finding>> found = c.view().GetFailures({.job = r.job, .kind = FindingKind::kNodeLost});

@@ -94,6 +94,7 @@ Status LoadInventory(const DaemonConfig& config, Controller* controller, Store* 
                      const std::function<bool()>& held) {
   auto nodes = LoadInventoryFile(config.inventory, config.controller.levels);
   if (!nodes.ok()) {
+    controller->AssertReadable();  // start-up, on the control thread
     const std::size_t stored = controller->view().node_count();
     if (stored == 0) return nodes.status();
     spdlog::error("inventory {} not applied, the {} stored nodes kept as they are: {}", config.inventory,

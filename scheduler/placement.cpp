@@ -173,7 +173,9 @@ static Result<Placement> PlaceUnits(const Cluster& c, const Plan& plan, const Pl
       if (const int64_t n = free_slots(k, id); n > 0) out.push_back({id, n});
     };
     for (int id : k == 0 ? c.free_roots() : c.free_children(k - 1, parent)) offer(id);
-    for (const auto& [p, id] : added[k]) {
+    for (const auto& entry : added[k]) {
+      // Named copies, not a structured binding: the lambda below captures `id` (clang 14 cannot).
+      const int p = entry.first, id = entry.second;
       if (p != parent) continue;
       const bool listed =
           k == 0 ? c.free_roots().count(id) != 0 : c.free_children(k - 1, parent).count(id) != 0;
@@ -231,7 +233,7 @@ static Result<Placement> PlaceUnits(const Cluster& c, const Plan& plan, const Pl
   out.ranks.resize(groups * tp);
   for (int64_t s = 0; s < groups; ++s) {
     const int d = slot_dom[s];
-    const auto [p, dpi] = unit_at[s];
+    const int p = unit_at[s].first, dpi = unit_at[s].second;  // captured below: no structured binding
     int t = 0;
     auto take = [&](int i, int count) {
       uint64_t& free = free_of(i);

@@ -28,7 +28,7 @@ class HttpConn : public std::enable_shared_from_this<HttpConn> {
  public:
   using Done = std::function<void(int status, std::string body)>;
   HttpConn(asio::io_context& io, tcp::endpoint server, asio::ip::address_v4 source, Traffic* traffic)
-      : io_(io), server_(server), source_(source), socket_(io), timer_(io), traffic_(traffic) {}
+      : server_(server), source_(source), socket_(io), timer_(io), traffic_(traffic) {}
 
   bool busy() const { return busy_; }
   // Each request on a fresh connection ("Connection: close"): fewer connections held at the daemon.
@@ -164,7 +164,6 @@ class HttpConn : public std::enable_shared_from_this<HttpConn> {
     if (d) d(status, std::move(body));
   }
 
-  asio::io_context& io_;
   tcp::endpoint server_;
   asio::ip::address_v4 source_;
   tcp::socket socket_;

@@ -5,7 +5,8 @@
 // one srun step, cancel what is released) and reports what happened (SlurmLaunchEvent).
 // Owns: per job the Allocation record, and the allocation ids being cancelled. Durable as kMeta records
 // "slurm_alloc/<job>" (JSON), so a restarted daemon keeps (and never requests twice) its allocations.
-// Control thread only.
+// Threads: changed on the control thread only (its mutators REQUIRES(kControl)); its const methods also
+// run on the reader thread under the shared ControlLock (REQUIRES_SHARED(kControl), control/control_lock.h).
 // Invariants: a job has at most one allocation; an allocation id is either a job's or being released,
 // never both; an adopted allocation is never cancelled (it was the user's).
 #pragma once
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "control/control_lock.h"
 #include "core/job.h"
 #include "core/status.h"
 #include "slurm/job_runner.h"
@@ -112,36 +114,36 @@ class SlurmAllocations {
  public:
   inline static const std::string kKeyPrefix = "slurm_alloc/";
 
-  const SlurmAllocationRecord* Find(const std::string& job) const;
-  const std::map<std::string, SlurmAllocationRecord>& all() const { return jobs_; }
-  const std::set<std::string>& releasing() const { return releasing_; }
+  const SlurmAllocationRecord* Find(const std::string& job) const REQUIRES_SHARED(kControl);
+  const std::map<std::string, SlurmAllocationRecord>& all() const REQUIRES_SHARED(kControl) { return jobs_; }
+  const std::set<std::string>& releasing() const REQUIRES_SHARED(kControl) { return releasing_; }
   // Nodes every allocation holds or asks for, except `job`'s own.
-  std::set<std::string> HeldNodes(const std::string& except = "") const;
+  std::set<std::string> HeldNodes(const std::string& except = "") const REQUIRES_SHARED(kControl);
 
   // The job needs an allocation: request `nodes` (under a new random `request` when `named`), or adopt
   // `adopt_id` when given.
   void Want(const std::string& job, std::vector<std::string> nodes, const std::string& adopt_id, bool named,
-            WriteBatch* batch);
-  void Submitted(const std::string& job, const std::string& id, WriteBatch* batch);
+            WriteBatch* batch) REQUIRES(kControl);
+  void Submitted(const std::string& job, const std::string& id, WriteBatch* batch) REQUIRES(kControl);
   // The allocation runs holding `nodes`; returns the nodes it held before and no longer holds.
   std::vector<std::string> Running(const std::string& job, const std::string& id,
-                                   std::vector<std::string> nodes, WriteBatch* batch);
+                                   std::vector<std::string> nodes, WriteBatch* batch) REQUIRES(kControl);
   // The job gives its allocation back (ended, or requeued for a new one): cancelled unless adopted.
-  void Release(const std::string& job, WriteBatch* batch);
+  void Release(const std::string& job, WriteBatch* batch) REQUIRES(kControl);
   // Forgets the job's allocation without cancelling it (it ended by itself).
-  void Forget(const std::string& job, WriteBatch* batch);
-  void Cancelled(const std::string& id, WriteBatch* batch);
+  void Forget(const std::string& job, WriteBatch* batch) REQUIRES(kControl);
+  void Cancelled(const std::string& id, WriteBatch* batch) REQUIRES(kControl);
   // A new launch order for `attempt` of the job's allocation (one more than the last), persisted in
   // `batch`; 0 when the job has no allocation.
-  int64_t NewOrder(const std::string& job, int attempt, WriteBatch* batch);
+  int64_t NewOrder(const std::string& job, int attempt, WriteBatch* batch) REQUIRES(kControl);
   // Writes the job's record again, unchanged: a write a deposed leader cannot make (every write is fenced).
-  void Touch(const std::string& job, WriteBatch* batch) const;
+  void Touch(const std::string& job, WriteBatch* batch) const REQUIRES_SHARED(kControl);
 
   // Recovery at start-up from a kMeta record; false when the record is not one of ours.
-  Result<bool> Restore(const Record& r);
+  Result<bool> Restore(const Record& r) REQUIRES(kControl);
 
  private:
-  void Persist(const std::string& job, WriteBatch* batch) const;
+  void Persist(const std::string& job, WriteBatch* batch) const REQUIRES_SHARED(kControl);
   std::map<std::string, SlurmAllocationRecord> jobs_;
   std::set<std::string> releasing_;
 };

@@ -10,7 +10,9 @@
 // end read once (awaiting the second read), or has lost it once, its ranks' silence is Slurm's doing: the
 // job is held (nothing of it judged) until a read shows it running again.
 // Owns: per watched job, the state last read.
-// Not durable: after a restart the reads begin again. Control thread only.
+// Not durable: after a restart the reads begin again.
+// Threads: changed on the control thread only (its mutators REQUIRES(kControl)); its const methods also
+// run on the reader thread under the shared ControlLock (REQUIRES_SHARED(kControl), control/control_lock.h).
 #pragma once
 
 #include <map>
@@ -19,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "control/control_lock.h"
 #include "control/job_book.h"
 #include "core/status.h"
 #include "slurm/jobs.h"
@@ -45,7 +48,7 @@ class SlurmJobWatch {
   };
 
   // Every job without a command that has an external id and has not ended, in id order.
-  static std::vector<WatchedSlurmJob> ToRead(const JobBook& jobs);
+  static std::vector<WatchedSlurmJob> ToRead(const JobBook& jobs) REQUIRES_SHARED(kControl);
   struct Observation {
     std::vector<Ended> ended;
     // Per job read this cycle: true to hold it (suspended, ending, or lost once), false to judge it (it
@@ -54,10 +57,10 @@ class SlurmJobWatch {
   };
   // Takes in one cycle's reads, one per job ToRead listed. Jobs without a read this cycle (no longer
   // watched) are forgotten. A job that ended in Shepherd meanwhile is the caller's to skip.
-  Observation Observe(const std::vector<SlurmJobSighting>& sightings);
+  Observation Observe(const std::vector<SlurmJobSighting>& sightings) REQUIRES(kControl);
   // The nodes Slurm showed the job's allocation on at the last read that showed it holding some; nullopt
   // before any did (pending, or never read since the daemon started). What remediation may act on.
-  std::optional<std::set<std::string>> NodesOf(const std::string& job) const;
+  std::optional<std::set<std::string>> NodesOf(const std::string& job) const REQUIRES_SHARED(kControl);
 
  private:
   std::map<std::string, slurm::SlurmJobState> last_;    // job → state last read

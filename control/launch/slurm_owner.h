@@ -11,7 +11,7 @@
 // job's health judgement, end a job) it returns as SlurmEffects, which the Controller's Slurm wiring
 // (control/controller_slurm.cpp) applies in order.
 // Threading: non-const methods on the control thread; const methods also on the daemon's reader thread
-// under the shared ControlLock (control/control_lock.h).
+// under the shared ControlLock (control/control_lock.h): REQUIRES(kControl) / REQUIRES_SHARED(kControl).
 #pragma once
 
 #include <map>
@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "control/control_lock.h"
 #include "control/finding_log.h"
 #include "control/inventory.h"
 #include "control/job_book.h"
@@ -87,81 +88,91 @@ class SlurmOwner {
       : inventory_(inventory), jobs_(jobs), sync_(inventory, findings, gpu_memory_gib) {}
 
   // Recovery at start-up: true when the record is one of ours (the drained nodes, an allocation).
-  Result<bool> Restore(const Record& r);
+  Result<bool> Restore(const Record& r) REQUIRES(kControl);
 
   // ---- Durability: an attempt's step starts, and an allocation request is submitted, only once durable.
-  void AttemptStarted(const std::string& job, int attempt) { unsaved_attempts_.emplace(job, attempt); }
+  void AttemptStarted(const std::string& job, int attempt) REQUIRES(kControl) {
+    unsaved_attempts_.emplace(job, attempt);
+  }
   // The allocation requests, and launch orders made for a started attempt, since the last call (the batch
   // about to commit carries them), as opaque names Saved takes back.
-  std::vector<std::string> TakeNewRequests() { return std::exchange(new_requests_, {}); }
+  std::vector<std::string> TakeNewRequests() REQUIRES(kControl) { return std::exchange(new_requests_, {}); }
   // The batch carrying these attempt starts, requests and launch orders is durable.
   void Saved(const std::vector<std::pair<std::string, int>>& attempts,
-             const std::vector<std::string>& requests);
+             const std::vector<std::string>& requests) REQUIRES(kControl);
 
   // ---- Jobs launched through Slurm
   // An attempt of a job that holds an allocation started or ended: its allocation is wanted, kept or given
   // back.
-  void Settle(const AttemptEvent& ev, Time now, WriteBatch* batch);
+  void Settle(const AttemptEvent& ev, Time now, WriteBatch* batch) REQUIRES(kControl);
   // Allocations Slurm has not started that name a node drained, down, cordoned, failed or removed: their
   // jobs are to be placed again off those nodes (Release the allocation once placed).
-  std::vector<BlockedSlurmAllocation> Blocked() const;
-  void Release(const std::string& job, WriteBatch* batch) { allocations_.Release(job, batch); }
+  std::vector<BlockedSlurmAllocation> Blocked() const REQUIRES_SHARED(kControl);
+  void Release(const std::string& job, WriteBatch* batch) REQUIRES(kControl) {
+    allocations_.Release(job, batch);
+  }
   // The job's allocation record, if any.
-  const SlurmAllocationRecord* Find(const std::string& job) const { return allocations_.Find(job); }
+  const SlurmAllocationRecord* Find(const std::string& job) const REQUIRES_SHARED(kControl) {
+    return allocations_.Find(job);
+  }
   // Nodes every allocation holds or asks for (the scheduler leaves them to their jobs).
-  std::set<std::string> HeldNodes() const { return allocations_.HeldNodes(); }
+  std::set<std::string> HeldNodes() const REQUIRES_SHARED(kControl) { return allocations_.HeldNodes(); }
   // The cluster recovery sees for a job launched through Slurm: only its running allocation, the nodes
   // outside the placement as spares; nullopt for other jobs (they see the whole inventory).
-  std::optional<Cluster> AllocationView(const std::string& job) const;
+  std::optional<Cluster> AllocationView(const std::string& job) const REQUIRES_SHARED(kControl);
   // What the launch worker is to do now. `started`: per job, the latest attempt the worker started a step
   // for (its spec is then left out). A step's rank environments are not filled in (SetStepEnv).
-  SlurmOrders Orders(const std::map<std::string, int>& started, double stop_grace_s) const;
+  SlurmOrders Orders(const std::map<std::string, int>& started, double stop_grace_s) const
+      REQUIRES_SHARED(kControl);
   // Puts every rank's environment (indexed by rank) into `step`: what all ranks share goes to srun, the rest
   // (and CUDA_VISIBLE_DEVICES always) into the rank tables.
   static void SetStepEnv(slurm::StepSpec* step, std::vector<slurm::EnvMap> per_rank);
   // What the launch worker saw or did. `health`: the job's, if it has one. Stale events (an older
   // attempt's step) change nothing.
   std::vector<SlurmEffect> OnLaunchEvent(const SlurmLaunchEvent& ev, const JobHealth* health, Time now,
-                                         WriteBatch* batch);
+                                         WriteBatch* batch) REQUIRES(kControl);
   // Re-places a launching job inside its adopted allocation, once its nodes are known (kPlaceInside).
   // `resume`: where the new attempt resumes.
   void PlaceInside(const std::string& job, const std::string& allocation,
                    const std::vector<std::string>& nodes, std::optional<Checkpoint> resume, Time now,
-                   WriteBatch* batch);
+                   WriteBatch* batch) REQUIRES(kControl);
 
   // ---- Launch orders: one step per attempt (docs/slurm.md, "One step per attempt")
   // Whether (allocation, attempt, order) is the job's current launch order: the job's current, active
   // attempt, its allocation, and the order last written for that attempt. A rank's wrapper runs its command
   // only on this answer, given once a later fenced write (Touch) is durable.
-  bool OrderCurrent(const std::string& job, const std::string& allocation, int attempt, int64_t order) const;
+  bool OrderCurrent(const std::string& job, const std::string& allocation, int attempt, int64_t order) const
+      REQUIRES_SHARED(kControl);
   // Writes the job's allocation record again (a write only the leader can make); false when it has none.
-  bool Touch(const std::string& job, WriteBatch* batch) const;
+  bool Touch(const std::string& job, WriteBatch* batch) const REQUIRES_SHARED(kControl);
 
   // ---- The inventory sync and the watched jobs (--slurm)
   // Nodes of `view` Slurm reports down or not responding that Shepherd has not failed: node_lost findings
   // for the jobs launched through Slurm running there. To record before Sync applies the view, so such a
   // node fails by the finding (and is drained in Slurm naming it), not as Slurm's own state.
-  std::vector<SlurmEffect> NodesDown(const slurm::SlurmView& view, Time now) const;
+  std::vector<SlurmEffect> NodesDown(const slurm::SlurmView& view, Time now) const REQUIRES_SHARED(kControl);
   // Applies Slurm's view to the inventory; the cycle's work.
-  SlurmWork Sync(const slurm::SlurmView& view, Time now, WriteBatch* batch);
+  SlurmWork Sync(const slurm::SlurmView& view, Time now, WriteBatch* batch) REQUIRES(kControl);
   // The cycle's outcomes: the commands' (drained nodes recorded) and the watched jobs' reads (holds, ends).
   std::vector<SlurmEffect> CycleDone(const std::vector<SlurmCommandResult>& results,
-                                     const std::vector<SlurmJobSighting>& sightings, WriteBatch* batch);
+                                     const std::vector<SlurmJobSighting>& sightings, WriteBatch* batch)
+      REQUIRES(kControl);
   // The nodes Slurm last showed a watched job's allocation on (SlurmJobWatch::NodesOf).
-  std::optional<std::set<std::string>> WatchedNodesOf(const std::string& job) const {
+  std::optional<std::set<std::string>> WatchedNodesOf(const std::string& job) const
+      REQUIRES_SHARED(kControl) {
     return watch_.NodesOf(job);
   }
 
  private:
-  slurm::StepSpec StepFor(const JobEntry& e, const SlurmAllocationRecord& a) const;
+  slurm::StepSpec StepFor(const JobEntry& e, const SlurmAllocationRecord& a) const REQUIRES_SHARED(kControl);
   void OnAllocationRunning(const SlurmLaunchEvent& ev, Time now, WriteBatch* batch,
-                           std::vector<SlurmEffect>* out);
+                           std::vector<SlurmEffect>* out) REQUIRES(kControl);
   void OnStepEnded(const SlurmLaunchEvent& ev, const JobHealth* health, Time now, WriteBatch* batch,
-                   std::vector<SlurmEffect>* out);
+                   std::vector<SlurmEffect>* out) REQUIRES(kControl);
   static Finding StepFinding(const SlurmLaunchEvent& ev, std::string detail, Time now);
   // A new launch order for the job's current attempt, this daemon's once `batch` is durable. `with_start`:
   // `batch` starts that attempt (durable when Saved lists the attempt).
-  void NewOrder(const std::string& job, int attempt, WriteBatch* batch, bool with_start);
+  void NewOrder(const std::string& job, int attempt, WriteBatch* batch, bool with_start) REQUIRES(kControl);
 
   Inventory* inventory_;
   JobBook* jobs_;

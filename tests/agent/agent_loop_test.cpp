@@ -195,7 +195,7 @@ TEST_F(AgentLoopTest, HonoursRetryAfterOnHeartbeats) {
 
 TEST_F(AgentLoopTest, SurvivesDaemonOutageAndReregistersWhenForgotten) {
   StartAgent(Options());
-  daemon_->SetAssignments({Rank(1, 0, "exec sleep 100")});
+  daemon_->SetAssignments(Json::array({Rank(1, 0, "exec sleep 100")}));
   ASSERT_TRUE(WaitFor([&] { return StateOf(*daemon_, 1, 0) == "running"; }));
   int pid = LatestEntry(*daemon_, 1, 0)["pid"];
 
@@ -224,7 +224,7 @@ TEST_F(AgentLoopTest, SurvivesDaemonOutageAndReregistersWhenForgotten) {
 // carrying it was answered 200, so what a rank writes while the daemon is away arrives afterwards.
 TEST_F(AgentLoopTest, RelayedReportsRideOnHeartbeatsAndStayUntilAnswered) {
   StartAgent(Options());
-  daemon_->SetAssignments({Rank(1, 0, "exec sleep 100")});
+  daemon_->SetAssignments(Json::array({Rank(1, 0, "exec sleep 100")}));
   std::string env_file = dir_.file("env-r0");
   ASSERT_TRUE(WaitFor([&] { return testing::FileExists(env_file); }));
   const std::string relay = ParseEnvFile(ReadFile(env_file))["SHEPHERD_RELAY_DIR"];
@@ -262,7 +262,7 @@ TEST_F(AgentLoopTest, RelayedReportsRideOnHeartbeatsAndStayUntilAnswered) {
 
 TEST_F(AgentLoopTest, RestartedAgentAdoptsItsRanks) {
   StartAgent(Options());
-  daemon_->SetAssignments({Rank(1, 0, "exec sleep 100")});
+  daemon_->SetAssignments(Json::array({Rank(1, 0, "exec sleep 100")}));
   ASSERT_TRUE(WaitFor([&] { return StateOf(*daemon_, 1, 0) == "running"; }));
   int pid = LatestEntry(*daemon_, 1, 0)["pid"];
   StopAgent();
@@ -285,7 +285,7 @@ TEST_F(AgentLoopTest, RestartedAgentAdoptsItsRanks) {
 TEST_F(AgentLoopTest, ARefusedRegistrationStillHeartbeatsAndKeepsTheRanks) {
   daemon_->SetLease(5);
   StartAgent(Options());
-  daemon_->SetAssignments({Rank(1, 0, "exec sleep 100")});
+  daemon_->SetAssignments(Json::array({Rank(1, 0, "exec sleep 100")}));
   ASSERT_TRUE(WaitFor([&] { return StateOf(*daemon_, 1, 0) == "running"; }));
   int pid = LatestEntry(*daemon_, 1, 0)["pid"];
   StopAgent();
@@ -307,7 +307,7 @@ TEST_F(AgentLoopTest, AnExitedRanksProgressPageIsRemoved) {
   std::ofstream(page) << "x";
   std::ofstream(other) << "x";
   StartAgent(Options());
-  daemon_->SetAssignments({Rank(1, 0, "exec sleep 100")});
+  daemon_->SetAssignments(Json::array({Rank(1, 0, "exec sleep 100")}));
   ASSERT_TRUE(WaitFor([&] { return StateOf(*daemon_, 1, 0) == "running"; }));
   EXPECT_TRUE(std::filesystem::exists(page));
   daemon_->SetAssignments(Json::array());
@@ -466,7 +466,7 @@ TEST_F(AgentLoopTest, ABusyDaemonNeverFencesRanksBeforeTheLease) {
   AgentOptions o = Options();
   o.fence_grace = 500ms;
   StartAgent(o);
-  daemon_->SetAssignments({Rank(1, 0, "exec sleep 100")});
+  daemon_->SetAssignments(Json::array({Rank(1, 0, "exec sleep 100")}));
   ASSERT_TRUE(WaitFor([&] { return StateOf(*daemon_, 1, 0) == "running"; }));
   pid_t pid = LatestEntry(*daemon_, 1, 0)["pid"];
   const std::size_t answered = daemon_->heartbeats().size();
@@ -573,7 +573,7 @@ TEST_F(RenewOnlyTest, AFollowersRenewalKeepsTheLeaseAndTakesNoExitNorRelayedRepo
 // SIGKILL fence_grace later), long before the lease the leader granted would end.
 TEST_F(RenewOnlyTest, ANodeLostAnswerStopsEveryRankAtOnce) {
   daemon_->SetLease(30);
-  daemon_->SetAssignments({Rank(1, 0, "exec sleep 100")});
+  daemon_->SetAssignments(Json::array({Rank(1, 0, "exec sleep 100")}));
   StartAgent(TwoReplicas());
   ASSERT_TRUE(WaitFor([&] { return StateOf(*daemon_, 1, 0) == "running"; }));
   const int pid = LatestEntry(*daemon_, 1, 0)["pid"];
