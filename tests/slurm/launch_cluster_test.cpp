@@ -7,7 +7,8 @@
 // starts; a step that ends while no daemon watches is not run again; a running step outlives the daemon
 // (kill -9, then SIGTERM) and the next daemon watches it instead of starting a second one; an earlier
 // daemon's srun still creating its step is waited for, and an srun of an older launch order started after
-// the new daemon's order never runs its command; cancelling the job cancels its allocation. Runs in slurm_cluster_test, after the other files.
+// the new daemon's order never runs its command; cancelling the job cancels its allocation. Runs in
+// slurm_cluster_test, after the other files.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
