@@ -6,6 +6,8 @@
 #include <thread>
 
 namespace shepherd {
+bool ControlThreadChecks();  // control/control_lock.cpp: whether this build's assertions check
+
 namespace {
 
 TEST(ControlThreadTest, TheConstructingThreadIsTheControlThread) {
@@ -14,6 +16,23 @@ TEST(ControlThreadTest, TheConstructingThreadIsTheControlThread) {
   bool elsewhere = true;
   std::thread([&] { elsewhere = control.IsCurrent(); }).join();
   EXPECT_FALSE(elsewhere);
+}
+
+// Where the checks are built in (debug builds, the ThreadSanitizer leg): a mutator's assertion off the
+// control thread aborts naming the mistake; a read's passes on a thread holding the shared lock.
+TEST(ControlThreadTest, AssertionsOffTheControlThreadAbortWhereChecked) {
+  if (!ControlThreadChecks()) GTEST_SKIP() << "the control library is built without its thread checks";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  ControlThread control;
+  control.Assert();
+  control.AssertShared();
+  EXPECT_DEATH(std::thread([&] { control.Assert(); }).join(), "control state changed off the control thread");
+  EXPECT_DEATH(std::thread([&] { control.AssertShared(); }).join(), "read off the control thread");
+  ControlLock lock;
+  std::thread([&] {
+    ControlReadHold hold(lock);
+    control.AssertShared();
+  }).join();
 }
 
 TEST(ControlLockTest, AReadHoldIsSeenOnItsOwnThreadOnly) {
