@@ -96,6 +96,11 @@ IngestResult JobMonitor::Ingest(const Report& r, Time now) {
   std::vector<uint32_t> summary_named;
   if (r.kind == ReportKind::kSummary) {
     if (std::optional<IgnoredReason> why = CheckSummary(r, &summary_named)) {
+      // Its content is not used, but it came from the rank (or its agent): the rank is alive. A client that
+      // restarted its counters is not a lost rank; a rank stuck in a collective is still named by its peers.
+      RankState& s = ranks_[r.rank];
+      s.last_seen = now;
+      s.set(RankState::kHeartbeatLost, false);
       ++ignored_;
       res.ignored = true;
       res.ignored_reason = why;

@@ -7,8 +7,8 @@
 // Summaries (report.h, kSummary) are heartbeats too (liveness, step, phase); per group with a membership they
 // raise the rank's entered seq to max(completed, open.seq), and the oldest `open` of any group is the rank's
 // current collective (none open: none). A summary whose group's `completed` went backwards (seq_backwards),
-// or whose named group's members changed or leave the sender out (group_membership), changes nothing and is
-// reported in IngestResult::ignored_reason.
+// or whose named group's members changed or leave the sender out (group_membership), changes nothing but the
+// rank's last-seen (it proves the rank alive) and is reported in IngestResult::ignored_reason.
 // Detectors (rules in each header): heartbeats (below), HangWatchdog (hang_watchdog.h), stragglers by step
 // time (straggler_detector.h) and by arrival order in collectives (arrival_stragglers.h, fed by summaries),
 // SDC vote (sdc_checker.h), loss and grad-norm anomalies (loss_monitor.h).
@@ -79,7 +79,8 @@ struct IngestResult {
   Status status;         // non-ok: rejected (rank outside the world); list it under "rejected"
   bool ignored = false;  // another attempt's report, or one refused below: accepted by the API, not used
   // Set when the report was refused for a reason counted in shepherd_reports_ignored_total (a summary whose
-  // seq went backwards, a group membership it contradicts): no state changed, no finding follows.
+  // seq went backwards, a group membership it contradicts): nothing but the rank's last-seen changed, no
+  // finding follows.
   std::optional<IgnoredReason> ignored_reason;
   bool urgent = false;   // opened an anomaly: call Evaluate now rather than at the next tick
 };

@@ -212,8 +212,8 @@ TEST(SummaryIngestTest, ACompletedSeqGoingBackwardsIsIgnoredWithoutAStateChange)
 }
 
 TEST(SummaryIngestTest, RefusedSummariesNeverProduceAFinding) {
-  // Rank 1 sends only summaries going backwards: they do not count as its heartbeat, so it is lost, which
-  // is the truth the daemon can tell; but no hang or other finding comes from their content.
+  // Rank 1 sends only summaries going backwards (a client that restarted its counters): their content is
+  // not used, but they prove the rank alive, so it is not lost; and no hang comes from their content.
   FakeClock clock;
   auto m = Training(MakeContext(1, 1, 2, clock.Now()));
   m->Ingest(Summary(1, clock.Now(), 5, {{"dp", 100}}), clock.Now());
@@ -225,8 +225,24 @@ TEST(SummaryIngestTest, RefusedSummariesNeverProduceAFinding) {
     EXPECT_EQ(r.ignored_reason, IgnoredReason::kSeqBackwards);
   };
   auto findings = RunTicks(*m, clock, 120, beat);
-  for (const Finding& f : findings) EXPECT_EQ(f.kind, FindingKind::kHeartbeatLost) << f.detail;
-  EXPECT_TRUE(OfKind(findings, FindingKind::kHang).empty());
+  for (const Finding& f : findings) ADD_FAILURE() << "unexpected finding: " << f.detail;
+  EXPECT_EQ(m->ignored_reports(), 24u);  // 120 s in 5 s ticks
+}
+
+TEST(SummaryIngestTest, ARankWhoseRefusedSummariesStopIsLostAfterTheTimeout) {
+  // Refused summaries keep a rank alive only while they come: once rank 1 sends nothing, it is lost.
+  FakeClock clock;
+  auto m = Training(MakeContext(1, 1, 2, clock.Now()));
+  m->Ingest(Summary(1, clock.Now(), 5, {{"dp", 100}}), clock.Now());
+  int ticks = 0;
+  auto beat = [&](Time now) {
+    m->Ingest(Summary(0, now, 5, {{"dp", 10 * ++ticks}}), now);
+    if (ticks <= 6) m->Ingest(Summary(1, now, 5, {{"dp", 1}}), now);  // the first 30 s of 120, 5 s ticks
+  };
+  auto findings = RunTicks(*m, clock, 120, beat);
+  auto lost = OfKind(findings, FindingKind::kHeartbeatLost);
+  ASSERT_EQ(lost.size(), 1u);
+  EXPECT_EQ(lost[0].ranks, std::vector<int>({1}));
 }
 
 TEST(SummaryIngestTest, NamedGroupMembershipChangesAndForeignClaimsAreIgnored) {
