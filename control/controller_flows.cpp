@@ -522,7 +522,8 @@ void Controller::RestartJob(const std::string& id, const std::string& from,
   WriteBatch& batch = op->batch;
   std::string why = reason.empty() ? "forced by " + by : reason + " (requested by " + by + ")";
   int attempt_before = jobs_.Find(id)->job.attempt;
-  auto forced = recovery_.ForceRestart(id, HealthOf(id), from, replace_nodes, why, now, &batch,
+  const std::vector<Finding> earlier = findings_.Recent(id, kRecurrenceWindow);
+  auto forced = recovery_.ForceRestart(id, HealthOf(id), from, replace_nodes, why, earlier, now, &batch,
                                       slurm_.AllocationView(id));
   if (!forced.ok()) return done(forced.status());
   for (const CheckpointTransition& t : HealthOf(id).Apply(forced->health, now))

@@ -159,7 +159,8 @@ Result<RecoveryExecutor::ForcedRestart> RecoveryExecutor::ForceRestart(const std
                                                                        const JobHealth& health,
                                                         const std::string& from,
                                                         const std::vector<std::string>& replace_nodes,
-                                                        const std::string& reason, Time now,
+                                                        const std::string& reason,
+                                                        std::span<const Finding> earlier, Time now,
                                                         WriteBatch* batch,
                                                         const std::optional<Cluster>& allocation) {
   const JobEntry* e = jobs_->Find(job);
@@ -169,6 +170,7 @@ Result<RecoveryExecutor::ForcedRestart> RecoveryExecutor::ForceRestart(const std
   RestartRequest req{e->job,  e->attempt->placement, allocation ? *allocation : inventory_->cluster(),
                      from,    replace_nodes,         reason,
                      cps,     now};
+  req.earlier_findings = earlier;
   Result<RecoveryDecision> d = ManualRestart(req);
   if (!d.ok()) return d.status();
   ForcedRestart out{std::move(d).value(), {}};

@@ -119,9 +119,11 @@ class RecoveryExecutor {
     RecoveryDecision decision;
     HealthUpdate health;
   };
+  // `earlier`: the job's recent findings (straggler marks, RestartRequest::earlier_findings).
   Result<ForcedRestart> ForceRestart(const std::string& job, const JobHealth& health, const std::string& from,
                                         const std::vector<std::string>& replace_nodes,
-                                        const std::string& reason, Time now, WriteBatch* batch,
+                                        const std::string& reason, std::span<const Finding> earlier, Time now,
+                                        WriteBatch* batch,
                                         const std::optional<Cluster>& allocation = std::nullopt)
       REQUIRES(kControl);
 

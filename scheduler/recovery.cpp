@@ -16,6 +16,7 @@ namespace shepherd {
 
 using recovery_internal::Relocate;
 using recovery_internal::ResumeLine;
+using recovery_internal::StragglerMarks;
 
 const char* ToString(NodeActionKind k) {
   return k == NodeActionKind::kFail ? "fail" : "cordon";
@@ -154,31 +155,6 @@ std::optional<Checkpoint> ChooseCheckpoint(const RecoveryInput& in, std::string*
 // The cordon reason for a straggler's node: it names the finding and its evidence.
 std::string StragglerReason(const Finding& f) {
   return "straggler " + (f.id.empty() ? std::string("finding") : f.id) + ": " + f.detail;
-}
-
-// cordon_after_restart: the nodes of the current attempt's straggler findings (arrival order) that a restart
-// of the job replaces and leaves cordoned, each with the reason naming its finding. Nodes already blamed, or
-// not in the placement any more, are left out.
-std::vector<NodeAction> StragglerMarks(const RecoveryInput& in, const std::vector<NodeAction>& blamed) {
-  std::vector<NodeAction> out;
-  if (in.job.spec.policy.straggler_action != StragglerAction::kCordonAfterRestart ||
-      in.job.spec.launch_mode == LaunchMode::kExternal)
-    return out;
-  std::set<std::string> placed;
-  for (const RankSlot& s : in.placement.ranks) placed.insert(s.node);
-  auto taken = [&](const std::string& n) {
-    auto same = [&](const NodeAction& a) { return a.node == n; };
-    return std::any_of(blamed.begin(), blamed.end(), same) || std::any_of(out.begin(), out.end(), same);
-  };
-  auto mark = [&](const Finding& e) {
-    if (e.kind != FindingKind::kStraggler || !e.straggler || e.job != in.job.id || e.attempt != in.job.attempt)
-      return;
-    for (const std::string& n : Implicated(e, in.placement, false))
-      if (placed.count(n) != 0 && !taken(n)) out.push_back({n, NodeActionKind::kCordon, StragglerReason(e)});
-  };
-  for (const Finding& e : in.earlier_findings) mark(e);
-  mark(in.finding);
-  return out;
 }
 
 // What a finding means: the nodes to cordon or fail, and why. *act is false when nothing is to be done.
@@ -385,6 +361,29 @@ void SetAsideOrCordon(const RecoveryInput& in, Verdict* v) {
 
 }  // namespace
 
+std::vector<NodeAction> recovery_internal::StragglerMarks(const Job& job, const Placement& placement,
+                                                          std::span<const Finding> earlier, const Finding* current,
+                                                          const std::vector<NodeAction>& blamed) {
+  std::vector<NodeAction> out;
+  if (job.spec.policy.straggler_action != StragglerAction::kCordonAfterRestart ||
+      job.spec.launch_mode == LaunchMode::kExternal)
+    return out;
+  std::set<std::string> placed;
+  for (const RankSlot& s : placement.ranks) placed.insert(s.node);
+  auto taken = [&](const std::string& n) {
+    auto same = [&](const NodeAction& a) { return a.node == n; };
+    return std::any_of(blamed.begin(), blamed.end(), same) || std::any_of(out.begin(), out.end(), same);
+  };
+  auto mark = [&](const Finding& e) {
+    if (e.kind != FindingKind::kStraggler || !e.straggler || e.job != job.id || e.attempt != job.attempt) return;
+    for (const std::string& n : Implicated(e, placement, false))
+      if (placed.count(n) != 0 && !taken(n)) out.push_back({n, NodeActionKind::kCordon, StragglerReason(e)});
+  };
+  for (const Finding& e : earlier) mark(e);
+  if (current) mark(*current);
+  return out;
+}
+
 RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   const Job& job = in.job;
   const Finding& f = in.finding;
@@ -458,7 +457,8 @@ RecoveryDecision DecideRecovery(const RecoveryInput& in) {
   for (const std::string& n : v.avoid) d.actions.push_back("avoid " + n + " (no blame)");
   // cordon_after_restart: this restart takes the straggler nodes' ranks elsewhere too (never queueing the
   // job for them: with no room the marks wait for a restart that has room).
-  const std::vector<NodeAction> marks = StragglerMarks(in, v.faulty);
+  const std::vector<NodeAction> marks =
+      StragglerMarks(in.job, in.placement, in.earlier_findings, &in.finding, v.faulty);
   std::vector<NodeAction> faulty = v.faulty;
   faulty.insert(faulty.end(), marks.begin(), marks.end());
   Relocate(job, in.placement, in.cluster, faulty, v.avoid, &d);

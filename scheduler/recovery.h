@@ -172,10 +172,14 @@ struct RestartRequest {
   std::string reason;
   std::span<const Checkpoint> checkpoints = {};  // the job's checkpoints, any order
   Time now{};
+  // The job's recent findings: straggler findings of this attempt under cordon_after_restart are the
+  // marks this restart applies (their nodes replaced and cordoned, as the policy says of any restart).
+  std::span<const Finding> earlier_findings = {};
 };
 
 // A forced restart: no budget, no backoff (not_before = now). The decision is kRestart, or kQueue when the
-// job no longer fits. kConflict: no checkpoint qualifies (none good, none complete, or the named one is
+// job no longer fits. Straggler marks (cordon_after_restart) move and cordon their nodes unless that alone
+// would queue the job. kConflict: no checkpoint qualifies (none good, none complete, or the named one is
 // pending or bad), or the job is queued, succeeded or cancelled. kNotFound: the named checkpoint or a
 // node of replace_nodes is unknown. kInvalidArgument: a node of replace_nodes hosts no rank of the job.
 Result<RecoveryDecision> ManualRestart(const RestartRequest& req);

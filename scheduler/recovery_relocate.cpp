@@ -96,6 +96,7 @@ namespace shepherd {
 
 using recovery_internal::Relocate;
 using recovery_internal::ResumeLine;
+using recovery_internal::StragglerMarks;
 
 namespace {
 
@@ -192,7 +193,18 @@ Result<RecoveryDecision> ManualRestart(const RestartRequest& req) {
   d.resume_from = from;
   if (IsActive(st) || st == JobState::kRecovering)
     d.actions.push_back("stop attempt " + std::to_string(req.job.attempt));
-  Relocate(req.job, req.placement, req.cluster, {}, avoid, &d);
+  const std::vector<NodeAction> marks = StragglerMarks(req.job, req.placement, req.earlier_findings, nullptr, {});
+  const RecoveryDecision before = d;
+  Relocate(req.job, req.placement, req.cluster, marks, avoid, &d);
+  if (!marks.empty() && d.action == RecoveryDecision::kQueue) {  // the marks wait for a restart with room
+    d = before;
+    Relocate(req.job, req.placement, req.cluster, {}, avoid, &d);
+  } else if (!marks.empty()) {
+    d.node_actions = marks;
+    for (size_t i = 0; i < marks.size(); ++i)  // after "stop attempt N"
+      d.actions.insert(d.actions.begin() + static_cast<std::ptrdiff_t>(std::min(d.actions.size(), i + 1)),
+                       "cordon " + marks[i].node + " (" + marks[i].reason + ")");
+  }
   if (d.action == RecoveryDecision::kQueue && !avoid.empty()) {
     // Queued, the job would be placed on whatever frees up first, the node to leave among them (a fleet
     // operator's restart "off n1" stopped the job and put it back on n1): nothing is done instead.

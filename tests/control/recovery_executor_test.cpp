@@ -360,7 +360,7 @@ TEST_F(RecoveryExecutorTest, StragglerIsReportedAndChangesNothing) {
 }
 
 TEST_F(RecoveryExecutorTest, ForcedRestartWithoutACheckpointIsAConflict) {
-  auto d = rec_.ForceRestart(job_, *health_, "last-known-good", {}, "test", Now(), &b_);
+  auto d = rec_.ForceRestart(job_, *health_, "last-known-good", {}, "test", {}, Now(), &b_);
   EXPECT_EQ(d.status().code(), Code::kConflict);
   EXPECT_EQ(jobs_.Find(job_)->job.attempt, 1);
 }

@@ -1,5 +1,6 @@
-// policy.straggler_action in DecideRecovery: record (default), cordon_after_restart (the next restart,
-// whatever its cause, replaces the node and leaves it cordoned, naming the finding), replace (a restart
+// policy.straggler_action in DecideRecovery and ManualRestart: record (default), cordon_after_restart (the
+// next restart, whatever its cause, forced ones too, replaces the node and leaves it cordoned, naming the
+// finding), replace (a restart
 // from last-known-good with a spare, never a failure or a queue for it). Pure, on the fixed clock kT0.
 #include <gtest/gtest.h>
 
@@ -121,6 +122,51 @@ TEST_F(StragglerRecoveryTest, CordonAfterRestartNeverQueuesTheJob) {
   ASSERT_EQ(d.action, RecoveryDecision::kRestart) << Dump(d);
   EXPECT_TRUE(d.node_actions.empty()) << Dump(d);  // the mark waits for a restart with room
   EXPECT_EQ(NodesOf(*d.new_placement), (std::set<std::string>{"node-01", "node-02"}));
+}
+
+// A forced restart (POST /v1/jobs/{id}/restart) is a restart too: the policy's marks go with it.
+Result<RecoveryDecision> Forced(const Job& job, const Placement& placement, const Cluster& cluster,
+                                const std::vector<Finding>& earlier) {
+  static const std::vector<Checkpoint> kGood = {Ckpt(40, CheckpointStatus::kGood)};
+  return ManualRestart({.job = job,
+                        .placement = placement,
+                        .cluster = cluster,
+                        .reason = "operator",
+                        .checkpoints = kGood,
+                        .now = kT0,
+                        .earlier_findings = earlier});
+}
+
+TEST_F(StragglerRecoveryTest, CordonAfterRestartAppliesToAForcedRestart) {
+  Build();
+  job_.spec.policy.straggler_action = StragglerAction::kCordonAfterRestart;
+  const std::vector<Finding> earlier = {ArrivalStraggler()};
+  Result<RecoveryDecision> d = Forced(job_, placement_, cluster_, earlier);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  ASSERT_EQ(d->action, RecoveryDecision::kRestart) << Dump(*d);
+  ASSERT_EQ(d->node_actions.size(), 1u) << Dump(*d);
+  EXPECT_EQ(d->node_actions[0].node, "node-02");
+  EXPECT_EQ(d->node_actions[0].action, NodeActionKind::kCordon);
+  EXPECT_EQ(d->node_actions[0].reason.rfind("straggler f-000007: ", 0), 0u);
+  EXPECT_EQ(NodesOf(*d->new_placement), (std::set<std::string>{"node-01", "node-03"}));
+  EXPECT_TRUE(Has(d->actions, "replace node-02 with node-03 (leaf)")) << Dump(*d);
+
+  // Under the default policy the same forced restart stays on its nodes and cordons nothing.
+  job_.spec.policy.straggler_action = StragglerAction::kRecord;
+  d = Forced(job_, placement_, cluster_, earlier);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_TRUE(d->node_actions.empty()) << Dump(*d);
+  EXPECT_EQ(NodesOf(*d->new_placement), (std::set<std::string>{"node-01", "node-02"}));
+}
+
+TEST_F(StragglerRecoveryTest, AForcedRestartWithNowhereToMoveTheStragglerLeavesItsMarkWaiting) {
+  Build({"node-03", "node-04", "node-05", "node-06", "node-07"});
+  job_.spec.policy.straggler_action = StragglerAction::kCordonAfterRestart;
+  Result<RecoveryDecision> d = Forced(job_, placement_, cluster_, {ArrivalStraggler()});
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  ASSERT_EQ(d->action, RecoveryDecision::kRestart) << Dump(*d);
+  EXPECT_TRUE(d->node_actions.empty()) << Dump(*d);
+  EXPECT_EQ(NodesOf(*d->new_placement), (std::set<std::string>{"node-01", "node-02"}));
 }
 
 }  // namespace
