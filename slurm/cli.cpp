@@ -20,8 +20,10 @@ Envp SlurmCli::Environment(const std::vector<std::pair<std::string, std::string>
   return CleanEnvironment(all);
 }
 
-Result<RunOutput> SlurmCli::Run(const std::vector<std::string>& argv) const {
-  return RunCommand(argv, Environment(), options_.timeout);
+Result<RunOutput> SlurmCli::Run(const std::vector<std::string>& argv) const { return Run(argv, options_.timeout); }
+
+Result<RunOutput> SlurmCli::Run(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) const {
+  return RunCommand(argv, Environment(), timeout);
 }
 
 Result<std::string> SlurmCli::RunOk(const std::vector<std::string>& argv) const {

@@ -55,8 +55,10 @@ class SlurmCli {
 
   // The environment Slurm commands (and srun) run with: CleanEnvironment plus SLURM_CONF when set.
   Envp Environment(const std::vector<std::pair<std::string, std::string>>& overlay = {}) const;
-  // Runs one Slurm tool; exposed for the launcher and tests.
+  // Runs one Slurm tool within Options::timeout; exposed for the launcher and tests.
   Result<RunOutput> Run(const std::vector<std::string>& argv) const;
+  // The same within `timeout` (a command whose work grows with the allocation, e.g. sbcast).
+  Result<RunOutput> Run(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) const;
 
  private:
   Result<std::string> RunOk(const std::vector<std::string>& argv) const;

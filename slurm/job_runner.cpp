@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <thread>
@@ -161,7 +162,10 @@ Result<Step> JobRunner::StartStep(const StepSpec& spec) const {
   if (Status s = WriteRankTable(p.table_path, p.table); !s.ok()) return s;
   if (p.node_table_path != p.table_path) {
     // Every node of the allocation gets its copy before any task starts (sbcast returns once all have it).
-    auto r = cli_.Run({"sbcast", "--jobid=" + spec.job_id, "--force", p.table_path, p.node_table_path});
+    // Its time grows with the allocation (a 131,072-rank table is about 9 MB, fanned out over every
+    // node), so it has the step's start_timeout when that is longer than one command's.
+    auto r = cli_.Run({"sbcast", "--jobid=" + spec.job_id, "--force", p.table_path, p.node_table_path},
+                      std::max<std::chrono::milliseconds>(options_.cli.timeout, spec.start_timeout));
     if (!r.ok()) return r.status();
     if (!r->ok())
       return Unavailable("sbcast of the rank table " + p.table_path + " to " + p.node_table_path +

@@ -124,7 +124,8 @@ class JobRunner {
   // Starts srun for the step and waits until Slurm lists it as running, or srun ended after running its
   // tasks (a short step: Step::early_exit). kInvalidArgument: spec violates a REQUIRES. kUnavailable:
   // Slurm refused the step ("Unable to create step", bad node list: srun's log tail in the message) or the
-  // step did not run within start_timeout (srun is then killed and reaped). At most start_timeout + 2T.
+  // step did not run within start_timeout (srun is then killed and reaped). The sbcast of the rank table
+  // before srun is bounded by max(T, start_timeout). At most 2 · max(T, start_timeout) + 2T.
   Result<Step> StartStep(const StepSpec& spec) const;
   // srun's exit (it exits when every task ended, or when the step is cancelled); nullopt while it runs.
   // Reaps srun once it ended: call it until it returns a value, and not after. Non-blocking.

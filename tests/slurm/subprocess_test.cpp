@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "core/child_process.h"
+#include "slurm/cli.h"
 
 namespace shepherd::slurm {
 namespace {
@@ -36,6 +37,16 @@ TEST(RunCommand, KillsTheGroupAtTheTimeout) {
   auto r = RunCommand({"sh", "-c", "sleep 30 & sleep 30"}, CleanEnvironment(), milliseconds(300));
   EXPECT_EQ(r.status().code(), Code::kUnavailable);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+TEST(SlurmCliRun, AnExplicitTimeoutReplacesTheCommandTimeout) {
+  // sbcast of a large rank table gets the step's start timeout instead of one command's (job_runner.cpp).
+  SlurmCli cli(SlurmCli::Options{.timeout = milliseconds(200)});
+  const std::vector<std::string> slow = {"sleep", "1"};
+  EXPECT_EQ(cli.Run(slow).status().code(), Code::kUnavailable);  // killed at the 200 ms of every command
+  auto r = cli.Run(slow, milliseconds(30000));
+  ASSERT_TRUE(r.ok()) << r.status().message();
+  EXPECT_EQ(r->exit_code, 0);
 }
 
 TEST(RunCommand, MissingProgramIsAnError) {
