@@ -108,6 +108,7 @@ struct Injection {
   std::vector<int> ranks;  // ranks on the node when injected (for the replacement's topology)
   double found_at = 0; std::string finding_kind; json finding_nodes; std::string actions; bool attributed = false;
   double reassigned_at = 0; std::string replacement; std::string replacement_scope;
+  bool placement_asked = false;  // sharded: the new placement was asked for (fleet_sim AskReplacement)
 };
 
 struct Options {
@@ -116,6 +117,11 @@ struct Options {
   Telemetry telemetry = Telemetry::kDirect; bool summary = true; uint64_t seed = 1;
   std::vector<FaultKind> forced;
   bool close_each = false;  // --close-each: heartbeats and report posts each on a fresh connection
+  double heartbeat_s = 1;   // --heartbeat-s: each agent's heartbeat interval (the agent's --heartbeat-interval)
+  // --shard I/N: this process plays the nodes with index % N == I. Shard 0 submits the jobs once every shard
+  // has written `ready-dir/shard-I` (its agents attached), injects the faults on its own nodes and reads the
+  // findings; the others find the jobs by name and run until SIGTERM.
+  int shard = 0, shards = 1; std::string ready_dir;
 };
 
 // Parses the command line (the usage is in fleet_sim.cpp's header). 0, or 2 after saying what is wrong.
@@ -137,6 +143,14 @@ inline int ParseOptions(int argc, char** argv, Options* out) {
     else if (a == "--telemetry") { std::string v = next(); o.telemetry = v == "relay" ? Telemetry::kRelay : Telemetry::kDirect; }
     else if (a == "--rank-reports") o.summary = next() == "summary";
     else if (a == "--close-each") o.close_each = true;
+    else if (a == "--heartbeat-s") o.heartbeat_s = std::stod(next());
+    else if (a == "--ready-dir") o.ready_dir = next();
+    else if (a == "--shard") {
+      std::string v = next();
+      if (std::sscanf(v.c_str(), "%d/%d", &o.shard, &o.shards) != 2 || o.shards < 1 || o.shard < 0 || o.shard >= o.shards) {
+        std::cerr << "--shard wants I/N with 0 <= I < N\n"; return 2;
+      }
+    }
     else if (a == "--faults") {
       std::string v = next();
       size_t p = 0;
@@ -152,6 +166,8 @@ inline int ParseOptions(int argc, char** argv, Options* out) {
     } else { std::cerr << "unknown option " << a << "\n"; return 2; }
   }
   if (!o.port || o.inventory.empty() || o.jobs.empty()) { std::cerr << "--port, --inventory and --job are required\n"; return 2; }
+  if (o.shards > 1 && o.ready_dir.empty()) { std::cerr << "--shard needs --ready-dir\n"; return 2; }
+  if (!(o.heartbeat_s >= 0.1 && o.heartbeat_s <= 60)) { std::cerr << "--heartbeat-s wants 0.1 to 60\n"; return 2; }
   return 0;
 }
 

@@ -3,6 +3,7 @@
 //   fleet_sim --port P --inventory inventory.json --job job.json [--job small.json ...] --out result.json
 //             [--healthy-s 600] [--fault-s 300] [--fault-gap-s 20] [--telemetry direct|relay]
 //             [--rank-reports heartbeat|summary] [--step-s 5] [--seed 1] [--faults kind,kind,...]
+//             [--heartbeat-s 1] [--close-each] [--shard I/N --ready-dir DIR]
 //
 // Each node of the inventory is one simulated agent speaking docs/agent-protocol.md over its own keep-alive
 // connections from its own loopback address (127.1.x.y): POST /v1/nodes, heartbeats every second with its
@@ -14,6 +15,9 @@
 // eval pauses as phases). After a healthy period it injects faults drawn from the Llama 3 405B cause mix as
 // the signals they produce, one at a time, and measures fault -> finding and finding -> new assignments
 // from GET /v1/failures and from what its own agents are handed. Output: one JSON object (stdout and --out).
+// A fleet larger than one process's open-files limit runs as N shards (--shard I/N), each playing every Nth
+// node; their jobs advance in step because a step's length is a function of the job and the step.
+#include <sys/stat.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -41,14 +45,17 @@ namespace {
 
 class Sim {
  public:
-  Sim(Options o) : o_(std::move(o)), server_(asio::ip::make_address_v4("127.0.0.1"), o_.port), tick_(io_), rng_(o_.seed) {}
+  Sim(Options o)
+      : o_(std::move(o)), server_(asio::ip::make_address_v4("127.0.0.1"), o_.port), tick_(io_), signals_(io_, SIGTERM),
+        rng_(o_.seed + o_.shard) {}
 
   int Run() {
     LoadInventory();
     ops_ = std::make_shared<HttpConn>(io_, server_, asio::ip::make_address_v4("127.0.0.1"), &ops_traffic_);
     start_ = WallNow();
     // Agents start spread over up to 10 s (about 1,700 a second at 16,896 nodes), as a fleet's do.
-    for (auto& n : nodes_) n.next_poll_at = start_ + 10.0 * n.idx / nodes_.size();
+    for (int i : mine_) nodes_[i].next_poll_at = start_ + 10.0 * i / nodes_.size();
+    signals_.async_wait([this](boost::system::error_code ec, int) { if (!ec) io_.stop(); });  // shards > 0 end so
     Tick();
     io_.run();
     return Report();
@@ -72,12 +79,14 @@ class Sim {
       ++i;
     }
     for (auto& n : nodes_) {
+      by_id_[n.id] = n.idx;
+      if (n.idx % o_.shards != o_.shard) continue;  // another shard's node
+      mine_.push_back(n.idx);
       n.hb = std::make_shared<HttpConn>(io_, server_, n.addr, &traffic_);
       n.poll = std::make_shared<HttpConn>(io_, server_, n.addr, &traffic_);
       n.rep = std::make_shared<HttpConn>(io_, server_, n.addr, &traffic_);
       n.hb->set_close_each(o_.close_each);
       n.rep->set_close_each(o_.close_each);
-      by_id_[n.id] = n.idx;
     }
   }
   void Register(Node& n) {
@@ -254,6 +263,11 @@ class Sim {
       m.last_step_sent = j.step;
     }
   }
+  // The job's step `step` lasts step_s × (1 + 0.1 × this), in [-1, 1): the same in every shard.
+  static double StepJitter(const std::string& job, int step) {
+    uint64_t h = std::hash<std::string>{}(job + "#" + std::to_string(step)) * 0x9e3779b97f4a7c15ull;
+    return double(h >> 11) / double(1ull << 52) - 1;
+  }
   static bool HangWaits(const Job& j, int rank, int group) {  // the culprit's DP peers wait in dp, others in pp
     int c = j.hang_culprit;
     bool same_dp = rank % j.tp == c % j.tp && rank / (j.tp * j.dp) == c / (j.tp * j.dp);
@@ -301,7 +315,7 @@ class Sim {
       if (j.attempt == 0 || j.hung) continue;
       if (j.load_left > 0) { j.load_left -= dt; if (j.load_left <= 0) j.phase = "train"; continue; }
       if (j.pause_left > 0) { j.pause_left -= dt; if (j.pause_left <= 0) j.phase = "train"; continue; }
-      j.progress += dt / (j.step_s * (1 + 0.1 * (std::uniform_real_distribution<double>(-1, 1)(rng_))));
+      j.progress += dt / (j.step_s * (1 + 0.1 * StepJitter(j.id, j.step)));
       while (j.progress >= 1) {
         j.progress -= 1;
         ++j.step;
@@ -348,8 +362,11 @@ class Sim {
     FaultKind k = Draw();
     Job* j = Target(k);
     if (!j) return;
-    int rank = int(rng_() % j->rank_node.size());
-    int ni = j->rank_node[rank];
+    int rank = -1, ni = -1;
+    for (int tries = 0; tries < 1000 && ni < 0; ++tries) {  // a rank on one of this shard's nodes
+      rank = int(rng_() % j->rank_node.size());
+      ni = j->rank_node[rank];
+    }
     if (ni < 0) return;
     Node& n = nodes_[ni];
     Injection in;
@@ -411,11 +428,59 @@ class Sim {
     }
     if (now - last_failures_poll_ < 1) return;
     last_failures_poll_ = now;
+    if (o_.shard != 0) return FindJobs();
+    if (AskReplacement()) return;
     ops_->Send("GET", "/v1/failures?limit=1000&since=" + Fixed(start_, 0), "", 30s, [this](int st, std::string body) {
       if (st != 200) return;
       json f = json::parse(body, nullptr, false);
       if (f.is_discarded()) return;
       for (auto& x : f["failures"]) Finding(x);
+    });
+  }
+  // Sharded: the node that took a fault's ranks may be another shard's, so shard 0 reads the job's new
+  // placement once (GET /v1/jobs/{id}/placement) for each injection reassigned without a replacement seen.
+  bool AskReplacement() {
+    if (o_.shards == 1) return false;
+    for (size_t pos = 0; pos < injections_.size(); ++pos) {
+      Injection& in = injections_[pos];
+      if (in.reassigned_at == 0 || !in.replacement.empty() || in.placement_asked || in.ranks.empty()) continue;
+      in.placement_asked = true;
+      ops_->Send("GET", "/v1/jobs/" + in.job + "/placement", "", 60s, [this, pos](int st, std::string body) {
+        Injection& in = injections_[pos];
+        json p = json::parse(body, nullptr, false);
+        if (st != 200 || p.is_discarded() || p.value("attempt", 0) <= in.attempt_before) {
+          in.placement_asked = false;  // not yet the next attempt's: ask again
+          return;
+        }
+        for (auto& r : p.value("ranks", json::array())) {
+          auto node = by_id_.find(r.value("node", ""));
+          if (node == by_id_.end() || node->second == in.node_idx ||
+              !std::count(in.ranks.begin(), in.ranks.end(), r.value("rank", -1)))
+            continue;
+          const Node &n = nodes_[node->second], &bad = nodes_[in.node_idx];
+          in.replacement = n.id;
+          in.replacement_scope = n.leaf == bad.leaf ? "leaf" : n.spine == bad.spine ? "spine" : "other";
+          return;
+        }
+      });
+      return true;
+    }
+    return false;
+  }
+  // A shard other than 0: the jobs shard 0 submitted, found by name once its own agents are attached.
+  void FindJobs() {
+    if (!submitted_ || jobs_.size() == o_.jobs.size()) return;
+    ops_->Send("GET", "/v1/jobs?limit=1000", "", 30s, [this](int st, std::string body) {
+      json l = json::parse(body, nullptr, false);
+      if (st != 200 || l.is_discarded()) return;
+      for (auto& path : o_.jobs) {
+        std::ifstream f(path);
+        std::string spec((std::istreambuf_iterator<char>(f)), {});
+        std::string name = json::parse(spec).value("name", "");
+        bool known = std::any_of(jobs_.begin(), jobs_.end(), [&](auto& kv) { return kv.second.name == name; });
+        for (auto& j : l.value("jobs", json::array()))
+          if (!known && j.value("name", "") == name) { JobSubmitted(spec, 201, j.dump()); break; }
+      }
     });
   }
   void JobSubmitted(const std::string& spec, int st, const std::string& body) {
@@ -457,14 +522,15 @@ class Sim {
 
   // ---- the clock ----
   void Tick() {
-    // Ten slices of 100 ms: each agent heartbeats once a second in its own slice (agents are not in step).
+    // Slices of 100 ms: each agent heartbeats once per --heartbeat-s in its own slice (agents are not in step).
     tick_.expires_after(100ms);
     tick_.async_wait([this](boost::system::error_code) {
       double now = WallNow();
       double t = now - start_;
-      slice_ = (slice_ + 1) % 10;
-      for (size_t i = slice_; i < nodes_.size(); i += 10) {
-        Node& n = nodes_[i];
+      const size_t slices = std::max<size_t>(1, size_t(std::lround(o_.heartbeat_s * 10)));
+      ++ticks_;
+      for (size_t i = ticks_ % slices; i < mine_.size(); i += slices) {
+        Node& n = nodes_[mine_[i]];
         if (!n.alive) continue;
         if (n.lease_until > 0 && now > n.lease_until)  // no answer within the lease: fence the ranks
           for (auto& p : n.ranks) if (p.running) { Exit(p, -1, 9, ""); p.fenced = true; }
@@ -472,14 +538,16 @@ class Sim {
         if (n.registered && n.attached && !n.poll_inflight && now >= n.next_poll_at) Poll(n);
         if (o_.telemetry == Telemetry::kDirect) DirectReports(n, now);
       }
-      if (slice_ != 0) return Tick();
+      if (ticks_ % 10 != 0) return Tick();  // the rest once a second
       AdvanceJobs(now - last_tick_ > 5 || last_tick_ == 0 ? 1 : now - last_tick_);
       last_tick_ = now;
-      if (!submitted_ && attached_ == int(nodes_.size())) {
+      if (!submitted_ && attached_ == int(mine_.size()) && AllShardsReady()) {
         submitted_ = true;
         attached_at_ = now;
-        std::fprintf(stderr, "[fleet_sim] +%.0fs all %zu agents attached; submitting %zu jobs\n", t, nodes_.size(), o_.jobs.size());
+        std::fprintf(stderr, "[fleet_sim] +%.0fs all %zu agents attached; %s %zu jobs\n", t, mine_.size(),
+                     o_.shard == 0 ? "submitting" : "looking up", o_.jobs.size());
         for (auto& path : o_.jobs) {
+          if (o_.shard != 0) break;
           std::ifstream f(path);
           std::string s((std::istreambuf_iterator<char>(f)), {});
           ops_queue_.push_back({"POST", "/v1/jobs", s});
@@ -496,7 +564,7 @@ class Sim {
         healthy_end_counts_ = Snapshot();
         std::fprintf(stderr, "[fleet_sim] +%.0fs healthy period over (%d findings); faults for %.0f s\n", t, false_findings_, o_.fault_s);
       }
-      if (faults_start_ > 0 && now < faults_start_ + o_.fault_s) {
+      if (faults_start_ > 0 && now < faults_start_ + o_.fault_s && o_.shard == 0) {
         bool pending = !injections_.empty() && [&] {
           auto& in = injections_.back();
           return (in.found_at == 0 || in.reassigned_at == 0) && now - in.at < o_.fault_timeout_s;
@@ -508,7 +576,7 @@ class Sim {
         last_log_ = now;
         std::fprintf(stderr, "[fleet_sim] +%.0fs attached %d/%zu requests %llu hb_fail %llu poll_fail %llu rep_fail %llu "
                      "conn_err %llu transport_err %llu timeouts %llu 429 %llu 503 %llu 4xx %llu findings %zu\n",
-                     t, attached_, nodes_.size(), (unsigned long long)traffic_.requests, (unsigned long long)hb_failures_,
+                     t, attached_, mine_.size(), (unsigned long long)traffic_.requests, (unsigned long long)hb_failures_,
                      (unsigned long long)poll_failures_, (unsigned long long)report_failures_,
                      (unsigned long long)traffic_.connect_errors, (unsigned long long)traffic_.errors,
                      (unsigned long long)traffic_.timeouts, (unsigned long long)traffic_.status_429,
@@ -518,9 +586,23 @@ class Sim {
                   (injections_.empty() || (injections_.back().reassigned_at > 0 && now - injections_.back().reassigned_at > 5) ||
                    now - injections_.back().at > o_.fault_timeout_s ||
                    now >= faults_start_ + o_.fault_s + 120);
-      if (done || t > o_.healthy_s + o_.fault_s + 1800) { io_.stop(); return; }
+      if ((done && o_.shard == 0) || t > o_.healthy_s + o_.fault_s + 1800) { io_.stop(); return; }
       Tick();
     });
+  }
+  // This shard's agents are attached (its ready file written); for shard 0, every shard's are.
+  bool AllShardsReady() {
+    if (o_.shards == 1) return true;
+    if (!ready_written_) {
+      std::ofstream(o_.ready_dir + "/shard-" + std::to_string(o_.shard)) << "ready\n";
+      ready_written_ = true;
+    }
+    if (o_.shard != 0) return true;
+    for (int i = 0; i < o_.shards; ++i) {
+      struct stat st;
+      if (stat((o_.ready_dir + "/shard-" + std::to_string(i)).c_str(), &st) != 0) return false;
+    }
+    return true;
   }
   json Snapshot() {
     json attempts = json::object();
@@ -531,7 +613,7 @@ class Sim {
 
   int Report() {
     double end = WallNow();
-    json out = {{"nodes", nodes_.size()}, {"telemetry", o_.telemetry == Telemetry::kRelay ? "relay" : "direct"},
+    json out = {{"nodes", mine_.size()}, {"shard", o_.shard}, {"shards", o_.shards}, {"telemetry", o_.telemetry == Telemetry::kRelay ? "relay" : "direct"},
                 {"rank_reports", o_.summary ? "summary" : "heartbeat"},
                 {"timeline", {{"start", start_}, {"attached", attached_at_}, {"healthy_start", healthy_start_},
                               {"faults_start", faults_start_}, {"end", end}}},
@@ -557,11 +639,13 @@ class Sim {
   asio::io_context io_;
   tcp::endpoint server_;
   asio::steady_timer tick_;
+  asio::signal_set signals_;
   std::mt19937_64 rng_;
   // A healthy member's wait in one window: every member is equally likely to arrive last (uniform jitter
   // around 10 ms), as in a synchronous group with no straggler; never the same rank every window.
   double ArrivalWait() { return 0.010 + std::uniform_real_distribution<double>(0, 0.004)(rng_); }
-  std::vector<Node> nodes_;
+  std::vector<Node> nodes_;  // the whole inventory; this shard plays mine_
+  std::vector<int> mine_;
   std::unordered_map<std::string, int> by_id_;
   std::map<std::string, Job> jobs_;
   std::set<std::string> failed_jobs_;
@@ -573,7 +657,9 @@ class Sim {
   Traffic traffic_, ops_traffic_;
   json healthy_begin_counts_, healthy_end_counts_;
   size_t forced_next_ = 0;
-  int slice_ = 0, submit_retries_ = 0, attached_ = 0, false_findings_ = 0, pids_ = 100000;
+  uint64_t ticks_ = 0;
+  bool ready_written_ = false;
+  int submit_retries_ = 0, attached_ = 0, false_findings_ = 0, pids_ = 100000;
   bool submitted_ = false;
   double start_ = 0, last_log_ = 0, last_tick_ = 0, attached_at_ = 0, healthy_start_ = 0, faults_start_ = 0, last_inject_ = 0, last_failures_poll_ = 0;
   uint64_t reports_sent_ = 0, hb_ok_ = 0, hb_failures_ = 0, poll_failures_ = 0, report_failures_ = 0, skipped_heartbeats_ = 0,

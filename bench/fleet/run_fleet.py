@@ -2,7 +2,7 @@
 """Fleet simulator run: the real shepherdd against bench/fleet/fleet_sim (every agent and rank of a fleet).
 
     bench/fleet/run_fleet.py --size 16k  --healthy-s 1800 --fault-s 600 --out fleet-16k.json
-    bench/fleet/run_fleet.py --size 131k --healthy-s 180  --fault-s 240 --out fleet-131k.json
+    bench/fleet/run_fleet.py --size 131k --healthy-s 180  --fault-s 240 --shards 4 --close-each --out fleet-131k.json
     bench/fleet/run_fleet.py --size smoke                                   (16 nodes, about a minute)
 
 Starts shepherdd (SQLite in a temp dir, 127.0.0.1 port 0, the inventory of the size, a config holding only
@@ -10,7 +10,10 @@ Starts shepherdd (SQLite in a temp dir, 127.0.0.1 port 0, the inventory of the s
 timeout and 8 s lease), raises both processes' open-files limit, runs fleet_sim (which submits the jobs
 once every agent is attached, runs a healthy period, then injects faults one at a time), and meanwhile
 samples the daemon's CPU (utime+stime, /proc/PID/stat) and RSS every 2 s and probes GET /healthz every
-0.25 s from a separate keep-alive connection. Prints and writes one JSON summary. Exit 0 when the run
+0.25 s from a separate keep-alive connection. With --shards N the simulator runs as N processes, each
+playing every Nth node (a fleet whose connections exceed one process's open-files limit); shard 0 keeps
+the timeline, the faults and the findings, and the others' traffic is added in. Prints and writes one
+JSON summary. Exit 0 when the run
 completed (the figures say whether goals were met); 1 when it could not run.
 """
 import argparse
@@ -100,6 +103,9 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--close-each", action="store_true",
                     help="heartbeats and report posts on a fresh connection each (only the long polls stay open)")
+    ap.add_argument("--heartbeat-s", type=float, default=1, help="the agents' heartbeat interval (agent --heartbeat-interval)")
+    ap.add_argument("--shards", type=int, default=1,
+                    help="simulator processes, each playing every Nth node (a fleet past one process's open-files limit)")
     ap.add_argument("--out", default="")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     a = ap.parse_args()
@@ -192,18 +198,29 @@ def main():
         for t in threads:
             t.start()
         out_sim = os.path.join(work, "sim.json")
-        cmd = [sim, "--port", str(port), "--inventory", inv, "--out", out_sim, "--healthy-s", str(healthy_s),
+        cmd = [sim, "--port", str(port), "--inventory", inv, "--healthy-s", str(healthy_s),
                "--fault-s", str(fault_s), "--fault-gap-s", str(a.fault_gap_s), "--step-s", str(step_s),
-               "--telemetry", a.telemetry, "--rank-reports", a.rank_reports, "--seed", str(a.seed)]
+               "--telemetry", a.telemetry, "--rank-reports", a.rank_reports, "--seed", str(a.seed),
+               "--heartbeat-s", str(a.heartbeat_s)]
         if a.faults:
             cmd += ["--faults", a.faults]
         if a.close_each:
             cmd += ["--close-each"]
         for p in job_files:
             cmd += ["--job", p]
-        s = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, preexec_fn=raise_nofile)
-        procs.append(s)
+        shard_outs = [out_sim] + [os.path.join(work, f"sim-{i}.json") for i in range(1, a.shards)]
+        ready = os.path.join(work, "ready")
+        os.makedirs(ready)
+        shards = []
+        for i in range(a.shards):
+            extra = ["--out", shard_outs[i]] + (["--shard", f"{i}/{a.shards}", "--ready-dir", ready] if a.shards > 1 else [])
+            shards.append(subprocess.Popen(cmd + extra, stdout=subprocess.DEVNULL, preexec_fn=raise_nofile))
+        procs.extend(shards)
+        s = shards[0]  # shard 0 runs the timeline; the others run until told to stop
         s.wait()
+        for o in shards[1:]:
+            o.send_signal(signal.SIGTERM)
+            o.wait(60)
         ru = resource.getrusage(resource.RUSAGE_CHILDREN)  # the simulator (and gen-inventory): reaped
         sim_cpu_s = ru.ru_utime + ru.ru_stime
         stop.set()
@@ -221,6 +238,13 @@ def main():
             return 1
         r = json.load(open(out_sim))
         tl = r["timeline"]
+        others = [json.load(open(p)) for p in shard_outs[1:] if os.path.exists(p)]
+        if len(others) != a.shards - 1:
+            print(f"[run_fleet] {a.shards - 1 - len(others)} shard(s) wrote no result", file=sys.stderr)
+            return 1
+        for o in others:  # traffic adds up; the timeline, injections and findings are shard 0's
+            for k, v in o["traffic"].items():
+                r["traffic"][k] += v
 
         def window(t0, t1):
             w = [x for x in samples if t0 <= x[0] <= t1]
@@ -234,17 +258,22 @@ def main():
 
         hb, he = r.get("healthy_begin") or {}, r.get("healthy_end") or {}
         rates = None
-        if hb and he and he["at"] > hb["at"]:
-            dt = he["at"] - hb["at"]
-            rates = {"requests_per_s": round((he["requests"] - hb["requests"]) / dt, 1),
-                     "bytes_in_per_s": round((he["bytes_out"] - hb["bytes_out"]) / dt),
-                     "reports_per_s": round((he["reports"] - hb["reports"]) / dt, 1)}
+        for x in [r] + others:  # each shard's rates over its own healthy window, summed
+            xb, xe = x.get("healthy_begin") or {}, x.get("healthy_end") or {}
+            if not (xb and xe and xe["at"] > xb["at"]):
+                rates = None
+                break
+            dt = xe["at"] - xb["at"]
+            rates = rates or {"requests_per_s": 0, "bytes_in_per_s": 0, "reports_per_s": 0}
+            rates["requests_per_s"] += round((xe["requests"] - xb["requests"]) / dt, 1)
+            rates["bytes_in_per_s"] += round((xe["bytes_out"] - xb["bytes_out"]) / dt)
+            rates["reports_per_s"] += round((xe["reports"] - xb["reports"]) / dt, 1)
         restarts_healthy = sum(max(0, v - 1) for v in (he.get("attempts") or {}).values())
         metric_lines = [l for l in metrics.splitlines() if l.startswith(("shepherd_reports_total", "shepherd_heartbeat_ignored_total",
                                                                          "shepherd_reports_ignored_total", "shepherd_nodes{"))]
         summary = {
             "size": a.size, "nodes": nodes, "ranks": sum(j["ranks"] for j in r["jobs"]),
-            "config": config, "close_each": a.close_each, "telemetry": a.telemetry, "rank_reports": a.rank_reports, "step_s": step_s,
+            "config": config, "close_each": a.close_each, "heartbeat_s": a.heartbeat_s, "shards": a.shards, "telemetry": a.telemetry, "rank_reports": a.rank_reports, "step_s": step_s,
             "machine": {"cpus": os.cpu_count(), "loadavg_end": open("/proc/loadavg").read().split()[:3]},
             "healthy": dict(window(tl["healthy_start"], tl["faults_start"]) or {}, **(rates or {}),
                             false_findings=r["false_findings"], restarts=restarts_healthy),

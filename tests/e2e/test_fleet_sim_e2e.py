@@ -1,7 +1,8 @@
 """The fleet simulator at a tiny size against the real daemon: 18 simulated agents (16 nodes + 2 spares, two
 leaves), two launched jobs, a short healthy period, then one node lost (its agent stops). The daemon must
 name that node within its heartbeat timeout (3 s here) plus slack, hand its ranks to the spare of the same
-leaf, and act on nothing while the fleet is healthy. About a minute."""
+leaf, and act on nothing while the fleet is healthy. The simulator runs as two shards (two processes, each
+playing every other node), as a fleet past one process's open-files limit runs. About a minute."""
 import json
 import os
 import subprocess
@@ -21,7 +22,7 @@ class FleetSimSmoke(unittest.TestCase):
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "fleet.json")
             p = subprocess.run([sys.executable, RUN, "--size", "smoke", "--daemon", daemon, "--sim", sim,
-                                "--faults", "node_loss", "--fault-s", "5", "--healthy-s", "10",
+                                "--faults", "node_loss", "--fault-s", "5", "--healthy-s", "10", "--shards", "2",
                                 "--rank-reports", os.environ.get("FLEET_RANK_REPORTS", "heartbeat"), "--out", out],
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=240)
             self.assertEqual(p.returncode, 0, p.stderr[-3000:])
