@@ -3,6 +3,10 @@
 // api/http_session.cpp; both share api/http_server_internal.h.
 #include "api/http_server.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 
@@ -57,7 +61,8 @@ Status ServerCore::Listen(const std::string& host, uint16_t port) {
   if (acceptor_.bind(endpoint, ec)) {
     return Unavailable(fmt::format("listen on {}: bind: {}", where, ec.message()));
   }
-  if (acceptor_.listen(asio::socket_base::max_listen_connections, ec)) {
+  const int backlog = options_.listen_backlog > 0 ? options_.listen_backlog : asio::socket_base::max_listen_connections;
+  if (acceptor_.listen(backlog, ec)) {
     return Unavailable(fmt::format("listen on {}: listen: {}", where, ec.message()));
   }
   const auto local = acceptor_.local_endpoint(ec);
@@ -76,14 +81,17 @@ void ServerCore::DoAccept() {
 void ServerCore::OnAccept(const error_code& ec, tcp::socket socket) {
   if (closed_ || shutting_down_ || ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
   if (ec) {
-    // E.g. out of file descriptors: back off briefly instead of spinning.
+    // E.g. out of file descriptors: back off briefly instead of spinning. A connection waits that the
+    // daemon cannot take: its own capacity.
     spdlog::warn("http accept failed: {}", ec.message());
+    Shed(ShedReason::kListenQueue);
     accept_retry_timer_.expires_after(std::chrono::milliseconds(100));
     accept_retry_timer_.async_wait([self = shared_from_this()](error_code ec) {
       if (!ec) self->DoAccept();
     });
     return;
   }
+  if (ListenQueueFull()) Shed(ShedReason::kListenQueue);
   error_code aec;
   const auto remote = socket.remote_endpoint(aec);
   const std::string address = aec ? std::string() : remote.address().to_string();
@@ -288,6 +296,14 @@ void ServerCore::Rejected(int status) {
   }
 }
 
+bool ServerCore::ListenQueueFull() {
+  tcp_info info{};
+  socklen_t len = sizeof info;
+  if (getsockopt(acceptor_.native_handle(), IPPROTO_TCP, TCP_INFO, &info, &len) != 0) return false;
+  // The queue holds up to limit + 1; one was just taken.
+  return info.tcpi_sacked > 0 && info.tcpi_unacked + 1 >= info.tcpi_sacked;
+}
+
 void ServerCore::Shed(ShedReason reason) {
   if (!options_.on_shed) return;
   try {
@@ -384,6 +400,8 @@ const char* ToString(ShedReason r) {
       return "body_share";
     case ShedReason::kRateLimited:
       return "rate_limited";
+    case ShedReason::kListenQueue:
+      return "listen_queue";
   }
   return "unknown";
 }

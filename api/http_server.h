@@ -68,9 +68,10 @@ enum class BodyClass {
   kLow,       // low-privilege callers (viewers): a small share each and a small pool together
 };
 
-// Why the server turned a connection or a request away (on_shed). The first four are the server's own
-// capacity: whoever was turned away may have been an agent or a rank speaking, so the daemon counts them as
-// its own lateness (health/lateness.h). The last two are the caller's own quota (it holds its share).
+// Why the server turned a connection or a request away (on_shed). Connection caps, evictions, the body
+// budget, a full queue and the listen queue are the server's own capacity: whoever was turned away may have
+// been an agent or a rank speaking, so the daemon counts them as its own lateness (health/lateness.h). The
+// identity cap, the body share and the rate limit are the caller's own quota (it holds its share).
 enum class ShedReason {
   kConnectionCap,  // refused at accept: max_connections or max_connections_per_address (503)
   kEvicted,        // an idle or head-sending connection closed to make room for another caller's
@@ -79,12 +80,15 @@ enum class ShedReason {
   kIdentityCap,    // the caller's credential holds its connection cap, none idle (429)
   kBodyShare,      // the caller's bodies in flight hold its share of the body budget (429)
   kRateLimited,    // the sender is over its request rate (429; decided by on_head, not here)
+  // Not accepted in time: a connection taken while the listen queue was full (the kernel drops what
+  // arrives then, unseen by the daemon), or an accept that failed (out of file descriptors).
+  kListenQueue,
 };
 const char* ToString(ShedReason r);
 // Whether shedding for `r` was the daemon's own capacity (not the caller's own quota).
 inline bool IsOwnCapacity(ShedReason r) {
   return r == ShedReason::kConnectionCap || r == ShedReason::kEvicted || r == ShedReason::kBodyBudget ||
-         r == ShedReason::kQueueFull;
+         r == ShedReason::kQueueFull || r == ShedReason::kListenQueue;
 }
 
 // The server's question about a request head, before its body is read (api/router.h Router::Admit).
@@ -119,6 +123,8 @@ struct HttpServerOptions {
   // high as max_connections by default: behind a NAT, a proxy or a load balancer every agent shares one
   // address, and each connection is anonymous until its first request head is read.
   std::size_t max_connections_per_address = 40000;
+  // The kernel's listen queue of not yet accepted connections; 0: the system's maximum (somaxconn).
+  int listen_backlog = 0;
   // Connections accepted beyond max_connections that may only call public routes (health probes).
   std::size_t probe_reserve = 16;
   // Open connections of one identity (trusted connections only; they leave the per-address count).

@@ -97,6 +97,9 @@ class ServerCore : public std::enable_shared_from_this<ServerCore> {
 
  private:
   void OnAccept(const error_code& ec, tcp::socket socket);
+  // Whether the listen queue is (nearly) full right after an accept: the kernel drops new connections
+  // then, which the server never sees (TCP_INFO of a listener: tcpi_unacked queued, tcpi_sacked limit).
+  bool ListenQueueFull();
   // Closes the oldest evictable session (of `address` when given). False when there is none.
   bool EvictOne(const std::string* address);
   // Closes the oldest idle connection of `identity`. False when it has none. `for_another`: the room is

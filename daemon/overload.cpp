@@ -12,8 +12,8 @@ void Shedding::Count(ShedReason r) {
 void Shedding::AppendMetrics(std::string* out) const {
   *out +=
       "# HELP shepherd_requests_shed_total Connections and requests the daemon turned away, by reason "
-      "(connection_cap, evicted, body_budget, queue_full: its own capacity, counted as its own lateness; "
-      "identity_cap, body_share, rate_limited: the caller's own quota).\n"
+      "(connection_cap, evicted, body_budget, queue_full, listen_queue: its own capacity, counted as its own "
+      "lateness; identity_cap, body_share, rate_limited: the caller's own quota).\n"
       "# TYPE shepherd_requests_shed_total counter\n";
   for (int i = 0; i < kReasons; ++i)
     *out += std::string("shepherd_requests_shed_total{reason=\"") + ToString(static_cast<ShedReason>(i)) +

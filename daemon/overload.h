@@ -39,7 +39,7 @@ class Shedding {
   void AppendMetrics(std::string* out) const;
 
  private:
-  static constexpr int kReasons = static_cast<int>(ShedReason::kRateLimited) + 1;
+  static constexpr int kReasons = static_cast<int>(ShedReason::kListenQueue) + 1;
   std::array<std::atomic<uint64_t>, kReasons> by_reason_{};
   std::atomic<uint64_t> own_{0};
 };

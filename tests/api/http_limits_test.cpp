@@ -1,9 +1,17 @@
 // HttpServer over real loopback TCP, the edges: 413/431 and the bounded read buffer (endless chunk
-// extension or trailer), malformed requests, idle and read timeouts, max_connections, graceful and forced
-// shutdown. Linked into http_server_test with http_server_test.cpp.
+// extension or trailer), malformed requests, idle and read timeouts, max_connections, a full listen queue,
+// graceful and forced shutdown. Linked into http_server_test with http_server_test.cpp.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <boost/asio/post.hpp>
 #include <chrono>
+#include <future>
 #include <string>
 #include <vector>
 
@@ -254,6 +262,49 @@ TEST_F(HttpServerTest, AnIdleConnectionEvictedToMakeRoomIsReportedAsShed) {
   EXPECT_TRUE(IsOwnCapacity(ShedReason::kEvicted));
   EXPECT_FALSE(IsOwnCapacity(ShedReason::kIdentityCap));
   EXPECT_FALSE(IsOwnCapacity(ShedReason::kRateLimited));
+}
+
+// A non-blocking connect to 127.0.0.1:port (the handshake completes in the kernel, or waits).
+int StartConnect(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  (void)connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to);  // EINPROGRESS
+  return fd;
+}
+
+int Established(const std::vector<int>& fds) {
+  int n = 0;
+  for (int fd : fds) {
+    pollfd p{fd, POLLOUT, 0};
+    n += poll(&p, 1, 0) == 1 && (p.revents & POLLOUT) != 0;
+  }
+  return n;
+}
+
+TEST_F(HttpServerTest, ConnectionsLeftInAFullListenQueueAreReportedAsShed) {
+  // The io thread is held, so nothing is accepted: connections fill a listen queue of two, and the kernel
+  // drops later ones, unseen by the server. Taking the first from the full queue is reported as shedding
+  // for the server's own capacity (whoever the kernel dropped may have been an agent speaking).
+  HttpServerOptions options;
+  options.listen_backlog = 2;
+  StartServer(EchoHandler, options);
+  std::promise<void> release;
+  boost::asio::post(ioc_, [held = release.get_future().share()] { held.wait(); });
+  std::vector<int> fds;
+  for (int i = 0; i < 6; ++i) fds.push_back(StartConnect(port()));
+  ASSERT_TRUE(WaitFor([&] { return Established(fds) >= 2; }));
+  EXPECT_TRUE(shed().empty());
+  release.set_value();
+  EXPECT_TRUE(WaitFor([&] {
+    const std::vector<ShedReason> s = shed();
+    return std::count(s.begin(), s.end(), ShedReason::kListenQueue) > 0;
+  }));
+  EXPECT_TRUE(IsOwnCapacity(ShedReason::kListenQueue));
+  EXPECT_STREQ(ToString(ShedReason::kListenQueue), "listen_queue");
+  for (int fd : fds) close(fd);
 }
 
 }  // namespace
