@@ -201,8 +201,8 @@ Result<RecoveryDecision> ManualRestart(const RestartRequest& req) {
     Relocate(req.job, req.placement, req.cluster, {}, avoid, &d);
   } else if (!marks.empty()) {
     d.node_actions = marks;
-    for (size_t i = 0; i < marks.size(); ++i)  // after "stop attempt N"
-      d.actions.insert(d.actions.begin() + static_cast<std::ptrdiff_t>(std::min(d.actions.size(), i + 1)),
+    for (size_t i = 0; i < marks.size(); ++i)  // after "stop attempt N", before the "replace" lines
+      d.actions.insert(d.actions.begin() + static_cast<std::ptrdiff_t>(before.actions.size() + i),
                        "cordon " + marks[i].node + " (" + marks[i].reason + ")");
   }
   if (d.action == RecoveryDecision::kQueue && !avoid.empty()) {

@@ -147,7 +147,8 @@ inline int ParseOptions(int argc, char** argv, Options* out) {
     else if (a == "--ready-dir") o.ready_dir = next();
     else if (a == "--shard") {
       std::string v = next();
-      if (std::sscanf(v.c_str(), "%d/%d", &o.shard, &o.shards) != 2 || o.shards < 1 || o.shard < 0 || o.shard >= o.shards) {
+      if (std::sscanf(v.c_str(), "%d/%d", &o.shard, &o.shards) != 2 || o.shards < 1 || o.shard < 0 ||
+          o.shard >= o.shards) {
         std::cerr << "--shard wants I/N with 0 <= I < N\n"; return 2;
       }
     }

@@ -576,7 +576,8 @@ class Sim {
         last_log_ = now;
         std::fprintf(stderr, "[fleet_sim] +%.0fs attached %d/%zu requests %llu hb_fail %llu poll_fail %llu rep_fail %llu "
                      "conn_err %llu transport_err %llu timeouts %llu 429 %llu 503 %llu 4xx %llu findings %zu\n",
-                     t, attached_, mine_.size(), (unsigned long long)traffic_.requests, (unsigned long long)hb_failures_,
+                     t, attached_, mine_.size(), (unsigned long long)traffic_.requests,
+                     (unsigned long long)hb_failures_,
                      (unsigned long long)poll_failures_, (unsigned long long)report_failures_,
                      (unsigned long long)traffic_.connect_errors, (unsigned long long)traffic_.errors,
                      (unsigned long long)traffic_.timeouts, (unsigned long long)traffic_.status_429,
@@ -613,7 +614,8 @@ class Sim {
 
   int Report() {
     double end = WallNow();
-    json out = {{"nodes", mine_.size()}, {"shard", o_.shard}, {"shards", o_.shards}, {"telemetry", o_.telemetry == Telemetry::kRelay ? "relay" : "direct"},
+    json out = {{"nodes", mine_.size()}, {"shard", o_.shard}, {"shards", o_.shards},
+                {"telemetry", o_.telemetry == Telemetry::kRelay ? "relay" : "direct"},
                 {"rank_reports", o_.summary ? "summary" : "heartbeat"},
                 {"timeline", {{"start", start_}, {"attached", attached_at_}, {"healthy_start", healthy_start_},
                               {"faults_start", faults_start_}, {"end", end}}},

@@ -103,9 +103,11 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--close-each", action="store_true",
                     help="heartbeats and report posts on a fresh connection each (only the long polls stay open)")
-    ap.add_argument("--heartbeat-s", type=float, default=1, help="the agents' heartbeat interval (agent --heartbeat-interval)")
+    ap.add_argument("--heartbeat-s", type=float, default=1,
+                    help="the agents' heartbeat interval (agent --heartbeat-interval)")
     ap.add_argument("--shards", type=int, default=1,
-                    help="simulator processes, each playing every Nth node (a fleet past one process's open-files limit)")
+                    help="simulator processes, each playing every Nth node "
+                         "(a fleet past one process's open-files limit)")
     ap.add_argument("--out", default="")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     a = ap.parse_args()
@@ -213,7 +215,9 @@ def main():
         os.makedirs(ready)
         shards = []
         for i in range(a.shards):
-            extra = ["--out", shard_outs[i]] + (["--shard", f"{i}/{a.shards}", "--ready-dir", ready] if a.shards > 1 else [])
+            extra = ["--out", shard_outs[i]]
+            if a.shards > 1:
+                extra += ["--shard", f"{i}/{a.shards}", "--ready-dir", ready]
             shards.append(subprocess.Popen(cmd + extra, stdout=subprocess.DEVNULL, preexec_fn=raise_nofile))
         procs.extend(shards)
         s = shards[0]  # shard 0 runs the timeline; the others run until told to stop
@@ -273,7 +277,8 @@ def main():
                                                                          "shepherd_reports_ignored_total", "shepherd_nodes{"))]
         summary = {
             "size": a.size, "nodes": nodes, "ranks": sum(j["ranks"] for j in r["jobs"]),
-            "config": config, "close_each": a.close_each, "heartbeat_s": a.heartbeat_s, "shards": a.shards, "telemetry": a.telemetry, "rank_reports": a.rank_reports, "step_s": step_s,
+            "config": config, "close_each": a.close_each,
+            "heartbeat_s": a.heartbeat_s, "shards": a.shards, "telemetry": a.telemetry, "rank_reports": a.rank_reports, "step_s": step_s,
             "machine": {"cpus": os.cpu_count(), "loadavg_end": open("/proc/loadavg").read().split()[:3]},
             "healthy": dict(window(tl["healthy_start"], tl["faults_start"]) or {}, **(rates or {}),
                             false_findings=r["false_findings"], restarts=restarts_healthy),
